@@ -1,0 +1,16 @@
+//! Documented bounds on untrusted input. Every limit is a typed `LimitExceeded` error when hit;
+//! docs/limits.md lists them with their cost.
+
+/// Deepest nesting of parentheses/brackets accepted by the EBNF and regex parsers, and of
+/// schemas in the JSON Schema converter. Parsers use explicit stacks or recursion bounded by this.
+pub const MAX_NESTING: usize = 1_000;
+/// Largest bound `n` in `{m,n}` repetition.
+pub const MAX_REPEAT_BOUND: u32 = 100_000;
+/// Most automaton states of one compiled grammar (all rules together).
+pub const MAX_AUTOMATON_STATES: usize = 2_000_000;
+/// Largest grammar text (EBNF, regex, schema) in bytes.
+pub const MAX_GRAMMAR_BYTES: usize = 64 << 20;
+/// Longest token in bytes the vocabulary accepts.
+pub const MAX_TOKEN_BYTES: usize = 1 << 16;
+/// Most Earley items in one chart row before the matcher refuses the input (ambiguity bound).
+pub const MAX_ITEMS_PER_ROW: usize = 100_000;

@@ -1,0 +1,9 @@
+//! Thin PyO3 binding: extract arguments, release the GIL, call grammask-core, convert results.
+//! No algorithm lives here.
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
