@@ -1,1 +1,398 @@
-//! (in progress)
+//! The grammar IR every front end produces and the compiler consumes.
+//!
+//! A [`Grammar`] is a list of named rules whose bodies are expressions stored in one arena
+//! ([`ExprId`] indexes [`Grammar::exprs`]). Keeping expressions in an arena (not a `Box` tree) means
+//! dropping or cloning a grammar never recurses, whatever its depth.
+//!
+//! Invariants, checked by [`GrammarBuilder::build`]:
+//! - every `ExprId` and `RuleId` inside the grammar is in range, and every rule has a body;
+//! - an expression only refers to expressions created before it, so the arena is in topological
+//!   order (children before parents) and its nesting depth is at most [`crate::limits::MAX_NESTING`];
+//! - character classes are sorted, disjoint, non-adjacent, non-empty ranges of Unicode scalar values;
+//! - rule names are unique.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::limits;
+use std::collections::HashMap;
+
+/// Index of a rule in [`Grammar::rules`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+/// Index of an expression in [`Grammar::exprs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(pub u32);
+
+impl RuleId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl ExprId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One node of a rule body.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    /// A literal byte string; the empty string matches the empty input.
+    Bytes(Box<[u8]>),
+    /// One Unicode scalar value (matched as its UTF-8 bytes) from a set of inclusive ranges.
+    /// Negation is applied when the class is built, so this is always the positive set.
+    CharClass(Box<[(u32, u32)]>),
+    /// Each child in order.
+    Seq(Box<[ExprId]>),
+    /// Any one child. An empty choice matches nothing.
+    Choice(Box<[ExprId]>),
+    /// `min..=max` repetitions of the child (`max: None` is unbounded).
+    Repeat { expr: ExprId, min: u32, max: Option<u32> },
+    /// The body of another rule.
+    RuleRef(RuleId),
+}
+
+/// A named rule. `lookahead`, when present, must match a prefix of the input that follows the
+/// rule for the rule to complete (a positive lookahead assertion).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rule {
+    pub name: String,
+    pub body: ExprId,
+    pub lookahead: Option<ExprId>,
+}
+
+/// An immutable grammar. Build one with [`GrammarBuilder`], or parse one with [`crate::ebnf`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Grammar {
+    rules: Vec<Rule>,
+    exprs: Vec<Expr>,
+    root: RuleId,
+}
+
+impl Grammar {
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id.index()]
+    }
+
+    pub fn exprs(&self) -> &[Expr] {
+        &self.exprs
+    }
+
+    pub fn expr(&self, id: ExprId) -> &Expr {
+        &self.exprs[id.index()]
+    }
+
+    pub fn root(&self) -> RuleId {
+        self.root
+    }
+
+    pub fn rule_by_name(&self, name: &str) -> Option<RuleId> {
+        self.rules.iter().position(|r| r.name == name).map(|i| RuleId(i as u32))
+    }
+
+    /// A builder holding a copy of this grammar, for combinators and passes.
+    pub fn to_builder(&self) -> GrammarBuilder {
+        GrammarBuilder {
+            rules: self.rules.iter().map(|r| Some((r.name.clone(), r.body, r.lookahead))).collect(),
+            names: self.rules.iter().enumerate().map(|(i, r)| (r.name.clone(), RuleId(i as u32))).collect(),
+            exprs: self.exprs.clone(),
+        }
+    }
+}
+
+/// Incremental construction of a [`Grammar`]. Rules may be declared before their body is known
+/// (forward references); `build` checks that every declared rule got a body.
+#[derive(Clone, Debug, Default)]
+pub struct GrammarBuilder {
+    rules: Vec<Option<(String, ExprId, Option<ExprId>)>>,
+    names: HashMap<String, RuleId>,
+    exprs: Vec<Expr>,
+}
+
+impl GrammarBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Returns the id of rule `name`, declaring it (without a body) if it is new.
+    pub fn rule_id(&mut self, name: &str) -> RuleId {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(None);
+        self.names.insert(name.to_owned(), id);
+        id
+    }
+
+    pub fn has_rule(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+    }
+
+    /// True if the rule is declared and has a body.
+    pub fn is_defined(&self, id: RuleId) -> bool {
+        self.rules.get(id.index()).is_some_and(Option::is_some)
+    }
+
+    /// A rule name not used yet, derived from `base` (`base`, `base_1`, `base_2`, ...).
+    pub fn fresh_name(&self, base: &str) -> String {
+        if !self.names.contains_key(base) {
+            return base.to_owned();
+        }
+        (1..).map(|i| format!("{base}_{i}")).find(|n| !self.names.contains_key(n)).unwrap()
+    }
+
+    /// Gives a declared rule its body. Fails if the rule already has one.
+    pub fn define(&mut self, name: &str, body: ExprId, lookahead: Option<ExprId>) -> Result<RuleId> {
+        let id = self.rule_id(name);
+        let slot = &mut self.rules[id.index()];
+        if slot.is_some() {
+            return Err(Error::new(ErrorKind::InvalidGrammar, format!("rule '{name}' is defined more than once")));
+        }
+        *slot = Some((name.to_owned(), body, lookahead));
+        Ok(id)
+    }
+
+    pub fn add(&mut self, expr: Expr) -> ExprId {
+        let id = ExprId(self.exprs.len() as u32);
+        self.exprs.push(expr);
+        id
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) -> ExprId {
+        self.add(Expr::Bytes(b.into()))
+    }
+
+    pub fn empty(&mut self) -> ExprId {
+        self.bytes(b"")
+    }
+
+    /// A character class from arbitrary ranges (normalized here), optionally negated over all
+    /// Unicode scalar values.
+    pub fn char_class(&mut self, ranges: &[(u32, u32)], negated: bool) -> ExprId {
+        let set = normalize_ranges(ranges);
+        let set = if negated { complement_ranges(&set) } else { set };
+        self.add(Expr::CharClass(set.into()))
+    }
+
+    pub fn seq(&mut self, items: Vec<ExprId>) -> ExprId {
+        if items.len() == 1 {
+            return items[0];
+        }
+        self.add(Expr::Seq(items.into()))
+    }
+
+    pub fn choice(&mut self, items: Vec<ExprId>) -> ExprId {
+        if items.len() == 1 {
+            return items[0];
+        }
+        self.add(Expr::Choice(items.into()))
+    }
+
+    pub fn repeat(&mut self, expr: ExprId, min: u32, max: Option<u32>) -> Result<ExprId> {
+        let bound = max.unwrap_or(min);
+        if bound > limits::MAX_REPEAT_BOUND || min > limits::MAX_REPEAT_BOUND {
+            return Err(Error::limit("repetition bound", limits::MAX_REPEAT_BOUND as usize));
+        }
+        if max.is_some_and(|m| m < min) {
+            return Err(Error::new(
+                ErrorKind::InvalidGrammar,
+                format!("repetition {{{min},{}}} has its upper bound below its lower bound", max.unwrap()),
+            ));
+        }
+        Ok(self.add(Expr::Repeat { expr, min, max }))
+    }
+
+    pub fn rule_ref(&mut self, id: RuleId) -> ExprId {
+        self.add(Expr::RuleRef(id))
+    }
+
+    /// Copies every rule and expression of `other` into this builder, renaming rules that clash.
+    /// Returns the id the other grammar's root got here.
+    pub fn import(&mut self, other: &Grammar) -> RuleId {
+        let offset = self.exprs.len() as u32;
+        let mut rule_map = Vec::with_capacity(other.rules.len());
+        let mut new_names = Vec::with_capacity(other.rules.len());
+        for r in &other.rules {
+            let name = self.fresh_name(&r.name);
+            rule_map.push(self.rule_id(&name));
+            new_names.push(name);
+        }
+        for e in &other.exprs {
+            let shift = |x: &ExprId| ExprId(x.0 + offset);
+            let e = match e {
+                Expr::Seq(xs) => Expr::Seq(xs.iter().map(shift).collect()),
+                Expr::Choice(xs) => Expr::Choice(xs.iter().map(shift).collect()),
+                Expr::Repeat { expr, min, max } => Expr::Repeat { expr: shift(expr), min: *min, max: *max },
+                Expr::RuleRef(r) => Expr::RuleRef(rule_map[r.index()]),
+                other => other.clone(),
+            };
+            self.exprs.push(e);
+        }
+        for ((r, &id), name) in other.rules.iter().zip(&rule_map).zip(new_names) {
+            self.rules[id.index()] =
+                Some((name, ExprId(r.body.0 + offset), r.lookahead.map(|l| ExprId(l.0 + offset))));
+        }
+        rule_map[other.root.index()]
+    }
+
+    /// Checks the invariants and returns the grammar rooted at `root`.
+    pub fn build(self, root: &str) -> Result<Grammar> {
+        let Some(&root_id) = self.names.get(root) else {
+            return Err(Error::new(ErrorKind::InvalidGrammar, format!("the root rule '{root}' is not defined")));
+        };
+        let mut id_to_name = vec![String::new(); self.rules.len()];
+        for (name, id) in &self.names {
+            id_to_name[id.index()].clone_from(name);
+        }
+        let mut rules = Vec::with_capacity(self.rules.len());
+        for (i, r) in self.rules.into_iter().enumerate() {
+            match r {
+                Some((name, body, lookahead)) => rules.push(Rule { name, body, lookahead }),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidGrammar,
+                        format!("rule '{}' is referenced but not defined", id_to_name[i]),
+                    ))
+                }
+            }
+        }
+        let g = Grammar { rules, exprs: self.exprs, root: root_id };
+        g.check()?;
+        Ok(g)
+    }
+}
+
+impl Grammar {
+    /// Verifies the structural invariants listed in the module doc, without recursion.
+    fn check(&self) -> Result<()> {
+        let n_exprs = self.exprs.len();
+        let n_rules = self.rules.len() as u32;
+        let bad = |what: &str| Err(Error::new(ErrorKind::Internal, format!("malformed grammar: {what}")));
+        // depth[i] = nesting depth of expression i; children precede parents.
+        let mut depth = vec![0u32; n_exprs];
+        for (i, e) in self.exprs.iter().enumerate() {
+            let children: &[ExprId] = match e {
+                Expr::Seq(xs) | Expr::Choice(xs) => xs,
+                Expr::Repeat { expr, .. } => std::slice::from_ref(expr),
+                Expr::RuleRef(r) => {
+                    if r.0 >= n_rules {
+                        return bad("rule reference out of range");
+                    }
+                    &[]
+                }
+                Expr::CharClass(ranges) => {
+                    let ok = ranges.iter().all(|&(lo, hi)| lo <= hi && hi <= 0x10_FFFF)
+                        && ranges.windows(2).all(|w| w[0].1 + 1 < w[1].0);
+                    if !ok {
+                        return bad("character class not normalized");
+                    }
+                    &[]
+                }
+                Expr::Bytes(_) => &[],
+            };
+            let mut d = 0;
+            for c in children {
+                if c.index() >= i {
+                    return bad("expression refers forward");
+                }
+                d = d.max(depth[c.index()] + 1);
+            }
+            if d as usize > limits::MAX_NESTING {
+                return Err(Error::limit("expression nesting depth", limits::MAX_NESTING));
+            }
+            depth[i] = d;
+        }
+        for r in &self.rules {
+            if r.body.index() >= n_exprs || r.lookahead.is_some_and(|l| l.index() >= n_exprs) {
+                return bad("rule body out of range");
+            }
+        }
+        Ok(())
+    }
+
+    /// The expressions a rule's body and lookahead use, children before parents.
+    pub fn children(&self, id: ExprId) -> &[ExprId] {
+        match self.expr(id) {
+            Expr::Seq(xs) | Expr::Choice(xs) => xs,
+            Expr::Repeat { expr, .. } => std::slice::from_ref(expr),
+            _ => &[],
+        }
+    }
+}
+
+/// Sorts and merges ranges; drops inverted ones; clamps to the Unicode range.
+pub fn normalize_ranges(ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> =
+        ranges.iter().filter(|r| r.0 <= r.1 && r.0 <= 0x10_FFFF).map(|&(lo, hi)| (lo, hi.min(0x10_FFFF))).collect();
+    v.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(v.len());
+    for (lo, hi) in v {
+        match out.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+/// The complement of normalized ranges within `0..=0x10FFFF`.
+pub fn complement_ranges(set: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(set.len() + 1);
+    let mut next = 0u32;
+    for &(lo, hi) in set {
+        if lo > next {
+            out.push((next, lo - 1));
+        }
+        next = hi + 1;
+    }
+    if next <= 0x10_FFFF {
+        out.push((next, 0x10_FFFF));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_normalize_and_complement() {
+        assert_eq!(normalize_ranges(&[(5, 9), (0, 3), (4, 4), (20, 10)]), vec![(0, 9)]);
+        assert_eq!(complement_ranges(&[(0, 9), (20, 0x10_FFFF)]), vec![(10, 19)]);
+        assert_eq!(complement_ranges(&[]), vec![(0, 0x10_FFFF)]);
+    }
+
+    #[test]
+    fn builder_reports_undefined_and_duplicate_rules() {
+        let mut b = GrammarBuilder::new();
+        let a = b.rule_id("a");
+        let r = b.rule_ref(a);
+        b.define("root", r, None).unwrap();
+        let err = b.clone().build("root").unwrap_err();
+        assert!(err.message().contains("'a' is referenced but not defined"), "{err}");
+        let e = b.bytes(b"x");
+        b.define("a", e, None).unwrap();
+        assert!(b.define("a", e, None).is_err());
+        let g = b.build("root").unwrap();
+        assert_eq!(g.rules().len(), 2);
+    }
+
+    #[test]
+    fn import_renames_clashing_rules() {
+        let mut b = GrammarBuilder::new();
+        let x = b.bytes(b"x");
+        b.define("root", x, None).unwrap();
+        let g = b.build("root").unwrap();
+        let mut b2 = g.to_builder();
+        let r2 = b2.import(&g);
+        assert_ne!(r2, g.root());
+        let g2 = b2.build("root").unwrap();
+        assert_eq!(g2.rules()[r2.index()].name, "root_1");
+    }
+}
