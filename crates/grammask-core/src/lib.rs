@@ -26,6 +26,7 @@ pub mod json_schema;
 pub mod limits;
 pub mod mask;
 pub mod matcher;
+pub mod print;
 pub mod regex;
 pub mod vocab;
 
