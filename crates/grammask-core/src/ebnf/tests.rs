@@ -516,3 +516,49 @@ fn print_parse_print_is_stable_on_random_grammars() {
         assert_eq!(parsed, parsed2, "case {i}: the parsed IR is a fixed point");
     }
 }
+
+// ---- the shared corpus in testdata/grammars ----
+
+/// Every corpus grammar parses (or fails with its expected message) and prints stably. With
+/// `GRAMMASK_DUMP_PRINTED=path`, writes `{name: printed grammar}` for
+/// `testdata/grammars/check_printed.py`, which checks the printed grammars against XGrammar.
+#[test]
+fn corpus_grammars_parse_and_print_stably() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/grammars");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("testdata/grammars exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 40, "corpus has {} files", files.len());
+    let mut dump = serde_json::Map::new();
+    for path in files {
+        let case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = case["name"].as_str().unwrap();
+        let text = case["grammar"].as_str().unwrap();
+        let root = case["root"].as_str().unwrap();
+        let parsed = match case["dialect"].as_str().unwrap() {
+            "xgrammar" => parse_ebnf(text, root),
+            "iso" => parse_iso_ebnf(text, root),
+            d => panic!("{name}: unknown dialect {d}"),
+        };
+        if let Some(want) = case.get("error") {
+            let e = parsed.expect_err(name);
+            assert!(e.to_string().contains(want.as_str().unwrap()), "{name}: {e}");
+            assert!(matches!(e.location(), Some(Location::Text { .. })), "{name}: error without location: {e}");
+            continue;
+        }
+        let gr = parsed.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let printed = gr.to_string();
+        let back = parse_ebnf(&printed, root).unwrap_or_else(|e| panic!("{name}: printed form fails: {e}\n{printed}"));
+        assert_eq!(back.to_string(), printed, "{name}");
+        if name == "builtin_json_text" {
+            assert_eq!(gr, crate::builtin::builtin_json_grammar(), "the corpus copy of the builtin JSON grammar is current");
+        }
+        dump.insert(name.to_owned(), serde_json::Value::String(printed));
+    }
+    if let Ok(out) = std::env::var("GRAMMASK_DUMP_PRINTED") {
+        std::fs::write(out, serde_json::Value::Object(dump).to_string()).unwrap();
+    }
+}
