@@ -18,6 +18,7 @@
 
 pub mod bitset;
 pub mod builtin;
+pub mod combine;
 pub mod compiler;
 pub mod earley;
 pub mod ebnf;
@@ -29,6 +30,7 @@ pub mod mask;
 pub mod matcher;
 pub mod print;
 pub mod regex;
+pub mod serialize;
 pub mod vocab;
 
 pub use error::{Error, ErrorKind};
