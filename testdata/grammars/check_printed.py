@@ -15,8 +15,8 @@ bad = 0
 checked = 0
 for path in sorted(glob.glob(os.path.join(HERE, "*.json"))):
     case = json.load(open(path, encoding="utf-8"))
-    if "error" in case:
-        continue
+    if "error" in case or "crashes" in case.get("note", ""):
+        continue  # XGrammar 0.2.8 segfaults on some nullable cycles; see the case's note
     text = printed[case["name"]]
     g = xg.Grammar.from_ebnf(text, root_rule_name=case["root"])
     for s, want in [(s, True) for s in case["accept"]] + [(s, False) for s in case["reject"]]:

@@ -103,6 +103,10 @@ CASES = [
     dict(name="ambiguous_expression", grammar='root ::= root "+" root | "a"',
          accept=["a", "a+a", "a+a+a+a"], reject=["", "+", "a+", "aa"]),
     dict(name="ambiguous_nullable", grammar='root ::= x x x\nx ::= "a"?', accept=["", "a", "aa", "aaa"], reject=["aaaa"]),
+    dict(name="nullable_cycle", grammar='root ::= x "b"\nx ::= x* | "a"', accept=["b", "ab", "aaab"], reject=["", "ba", "abb"],
+         skip_oracle=True,
+         note="x derives the empty string, \"a\" and any sequence of x, so the language is a* b. "
+              "XGrammar 0.2.8 crashes (segmentation fault) on rules like x ::= x*, so this case is not checked against it."),
     dict(name="mutual_recursion", grammar='root ::= even\neven ::= "" | "a" odd\nodd ::= "a" even',
          accept=["", "aa", "aaaa"], reject=["a", "aaa"]),
     dict(name="balanced_parens", grammar='root ::= ("(" root ")")*', accept=["", "()", "(())()", "((()))"], reject=["(", ")(", "(()"]),
@@ -185,6 +189,9 @@ XGRAMMAR_ACCEPTS = {"error_lone_surrogate", "error_code_point_too_large", "error
                     "error_unsupported_macro", "error_unsupported_rule_options", "error_nesting_too_deep"}
 
 
+SKIP_ORACLE = {c["name"] for c in CASES if c.get("skip_oracle")}
+
+
 def file_name(case):
     return os.path.join(HERE, case["name"] + ".json")
 
@@ -207,7 +214,7 @@ def check_with_xgrammar(case):
     import xgrammar as xg
     from xgrammar.testing import _is_grammar_accept_string as accepts
     problems = []
-    if case["dialect"] != "xgrammar":
+    if case["dialect"] != "xgrammar" or case["name"] in SKIP_ORACLE:
         return problems
     if "error" in case:
         if case["name"] in XGRAMMAR_ACCEPTS:

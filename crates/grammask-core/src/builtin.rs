@@ -26,6 +26,10 @@ ws ::= [ \n\r\t]*
 "#;
 
 /// ECMA-404 JSON whose root is an object or an array (see the module doc).
+///
+/// # Panics
+/// Never: [`JSON_EBNF`] is fixed text, and a unit test parses it.
+#[must_use]
 pub fn builtin_json_grammar() -> Grammar {
     static JSON: OnceLock<Grammar> = OnceLock::new();
     JSON.get_or_init(|| parse_ebnf(JSON_EBNF, "root").expect("the builtin JSON grammar parses")).clone()

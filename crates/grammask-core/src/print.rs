@@ -231,8 +231,11 @@ fn printable_names(g: &Grammar) -> Vec<String> {
             if valid(&r.name) {
                 return r.name.clone();
             }
-            let mut base: String =
-                r.name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' }).collect();
+            let mut base: String = r
+                .name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+                .collect();
             if base.is_empty() || base.as_bytes()[0].is_ascii_digit() {
                 base.insert_str(0, "r_");
             }

@@ -20,6 +20,7 @@ pub const SERIALIZATION_VERSION: &str = "grammask-1";
 
 impl Grammar {
     /// The grammar as versioned JSON (see the module doc).
+    #[must_use]
     pub fn to_json(&self) -> String {
         let exprs: Vec<Value> = self
             .exprs()
@@ -27,7 +28,7 @@ impl Grammar {
             .map(|e| match e {
                 Expr::Bytes(b) => {
                     let mut hex = String::with_capacity(b.len() * 2);
-                    for x in b.iter() {
+                    for x in &**b {
                         let _ = write!(hex, "{x:02x}");
                     }
                     json!(["bytes", hex])
@@ -71,7 +72,8 @@ impl Grammar {
         let mut names = Vec::with_capacity(n_rules);
         let mut seen = HashSet::with_capacity(n_rules);
         for (i, r) in rules.iter().enumerate() {
-            let name = r.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("rules[{i}].name is not a string")))?;
+            let name =
+                r.get("name").and_then(Value::as_str).ok_or_else(|| bad(format!("rules[{i}].name is not a string")))?;
             if !seen.insert(name) {
                 return Err(bad(format!("rules[{i}]: rule name '{name}' is used twice")));
             }
@@ -84,7 +86,8 @@ impl Grammar {
             b.add(expr);
         }
         for (i, r) in rules.iter().enumerate() {
-            let body = ExprId(index(r.get("body").unwrap_or(&Value::Null), exprs.len(), &format!("rules[{i}].body"))? as u32);
+            let body =
+                ExprId(index(r.get("body").unwrap_or(&Value::Null), exprs.len(), &format!("rules[{i}].body"))? as u32);
             let lookahead = match r.get("lookahead") {
                 None | Some(Value::Null) => None,
                 Some(l) => Some(ExprId(index(l, exprs.len(), &format!("rules[{i}].lookahead"))? as u32)),
@@ -109,7 +112,7 @@ fn field<'v>(obj: &'v serde_json::Map<String, Value>, key: &str) -> Result<&'v V
 /// A JSON number that is an index below `len`.
 fn index(v: &Value, len: usize, what: &str) -> Result<usize> {
     match v.as_u64() {
-        Some(i) if (i as usize) < len && i <= u64::from(u32::MAX) => Ok(i as usize),
+        Some(i) if usize::try_from(i).is_ok_and(|i| i < len) && u32::try_from(i).is_ok() => Ok(i as usize),
         Some(i) => Err(bad(format!("{what} = {i} is out of range (0..{len})"))),
         None => Err(bad(format!("{what} is not a non-negative integer"))),
     }
@@ -141,7 +144,8 @@ fn read_expr(e: &Value, i: usize, n_rules: usize) -> Result<Expr, String> {
             if hex.len() % 2 != 0 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
                 return Err("bytes are not a hex string".into());
             }
-            let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|k| u8::from_str_radix(&hex[k..k + 2], 16).unwrap()).collect();
+            let bytes: Vec<u8> =
+                (0..hex.len()).step_by(2).map(|k| u8::from_str_radix(&hex[k..k + 2], 16).unwrap()).collect();
             Expr::Bytes(bytes.into())
         }
         "class" => {
@@ -221,17 +225,50 @@ mod tests {
             (r#"{"__VERSION__": "v16"}"#, "version mismatch: found 'v16'"),
             (r#"{"__VERSION__": "grammask-1"}"#, "missing field 'rules'"),
             (r#"{"__VERSION__": "grammask-1", "rules": [], "exprs": [], "root": 0}"#, "'root' = 0 is out of range"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 1}], "exprs": [["bytes", ""]], "root": 0}"#, "rules[0].body = 1 is out of range"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["seq", [0]]], "root": 0}"#, "exprs[0]: child 0 does not precede"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["rule", 3]], "root": 0}"#, "rule id 3 is out of range"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["class", [[5, 3]]]], "root": 0}"#, "class ranges"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["class", [[0, 3], [4, 5]]]], "root": 0}"#, "class ranges"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["bytes", "abc"]], "root": 0}"#, "hex string"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 1}], "exprs": [["bytes", ""], ["repeat", 0, 3, 2]], "root": 0}"#, "repeat bounds"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 1}], "exprs": [["bytes", ""], ["repeat", 0, 0, 4294967296]], "root": 0}"#, "32-bit"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "a", "body": 0}, {"name": "a", "body": 0}], "exprs": [["bytes", ""]], "root": 0}"#, "used twice"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["nope"]], "root": 0}"#, "unknown expression tag 'nope'"),
-            (r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["repeat"]], "root": 0}"#, "missing argument 1"),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 1}], "exprs": [["bytes", ""]], "root": 0}"#,
+                "rules[0].body = 1 is out of range",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["seq", [0]]], "root": 0}"#,
+                "exprs[0]: child 0 does not precede",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["rule", 3]], "root": 0}"#,
+                "rule id 3 is out of range",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["class", [[5, 3]]]], "root": 0}"#,
+                "class ranges",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["class", [[0, 3], [4, 5]]]], "root": 0}"#,
+                "class ranges",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["bytes", "abc"]], "root": 0}"#,
+                "hex string",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 1}], "exprs": [["bytes", ""], ["repeat", 0, 3, 2]], "root": 0}"#,
+                "repeat bounds",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 1}], "exprs": [["bytes", ""], ["repeat", 0, 0, 4294967296]], "root": 0}"#,
+                "32-bit",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "a", "body": 0}, {"name": "a", "body": 0}], "exprs": [["bytes", ""]], "root": 0}"#,
+                "used twice",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["nope"]], "root": 0}"#,
+                "unknown expression tag 'nope'",
+            ),
+            (
+                r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["repeat"]], "root": 0}"#,
+                "missing argument 1",
+            ),
         ];
         for (s, needle) in cases {
             let e = err(s);

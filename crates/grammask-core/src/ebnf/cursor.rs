@@ -85,7 +85,11 @@ impl<'a> Cursor<'a> {
                 // Show the name starting here (at most 20 characters), or the one character.
                 let rest = &self.text[pos..];
                 let end = if is_name_char(c) {
-                    rest.char_indices().take_while(|&(_, c)| is_name_char(c)).take(20).last().map_or(0, |(i, c)| i + c.len_utf8())
+                    rest.char_indices()
+                        .take_while(|&(_, c)| is_name_char(c))
+                        .take(20)
+                        .last()
+                        .map_or(0, |(i, c)| i + c.len_utf8())
                 } else {
                     c.len_utf8()
                 };
@@ -148,7 +152,9 @@ impl<'a> Cursor<'a> {
             None => return 0,
             _ => {}
         }
-        rest.iter().take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (allow_dot && b == b'.')).count()
+        rest.iter()
+            .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (allow_dot && b == b'.'))
+            .count()
     }
 
     /// Reads a double-quoted string literal (the cursor is on the opening quote) and returns its
@@ -161,7 +167,9 @@ impl<'a> Cursor<'a> {
             match self.peek() {
                 None => {
                     let (l, c) = self.line_col(open);
-                    return Err(self.expected(&format!("'\"' to close the string literal opened at line {l}, column {c}")));
+                    return Err(
+                        self.expected(&format!("'\"' to close the string literal opened at line {l}, column {c}"))
+                    );
                 }
                 Some(b'\n' | b'\r') => {
                     let (l, c) = self.line_col(open);
@@ -190,7 +198,11 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         self.pos += 1;
         let Some(e) = self.bump_char() else {
-            return Err(self.error_at(ErrorKind::EbnfSyntax, start, "expected an escape sequence after '\\', found end of input"));
+            return Err(self.error_at(
+                ErrorKind::EbnfSyntax,
+                start,
+                "expected an escape sequence after '\\', found end of input",
+            ));
         };
         let simple = match e {
             '"' | '\\' | '/' | '\'' | '?' => Some(e),
@@ -203,7 +215,9 @@ impl<'a> Cursor<'a> {
             'v' => Some('\u{b}'),
             '0' => Some('\0'),
             'e' => Some('\u{1b}'),
-            '^' | '$' | '.' | '*' | '+' | '(' | ')' | '[' | ']' | '{' | '}' | '|' | '-' if ctx == EscapeContext::Class => {
+            '^' | '$' | '.' | '*' | '+' | '(' | ')' | '[' | ']' | '{' | '}' | '|' | '-'
+                if ctx == EscapeContext::Class =>
+            {
                 Some(e)
             }
             _ => None,
@@ -241,7 +255,10 @@ impl<'a> Cursor<'a> {
                             return Err(self.error_at(
                                 ErrorKind::EbnfSyntax,
                                 start,
-                                format!("expected {n} hexadecimal digits after '\\{e}', found {}", self.describe_here()),
+                                format!(
+                                    "expected {n} hexadecimal digits after '\\{e}', found {}",
+                                    self.describe_here()
+                                ),
                             ))
                         }
                     }
@@ -257,7 +274,11 @@ impl<'a> Cursor<'a> {
             }
             _ => {
                 let what = if ctx == EscapeContext::Class { "character class" } else { "string literal" };
-                return Err(self.error_at(ErrorKind::EbnfSyntax, start, format!("unknown escape sequence '\\{e}' in a {what}")));
+                return Err(self.error_at(
+                    ErrorKind::EbnfSyntax,
+                    start,
+                    format!("unknown escape sequence '\\{e}' in a {what}"),
+                ));
             }
         };
         let escaped = &self.text[start..self.pos];
@@ -269,7 +290,11 @@ impl<'a> Cursor<'a> {
             ));
         }
         char::from_u32(value).ok_or_else(|| {
-            self.error_at(ErrorKind::EbnfSyntax, start, format!("escape '{escaped}' is beyond the largest code point U+10FFFF"))
+            self.error_at(
+                ErrorKind::EbnfSyntax,
+                start,
+                format!("escape '{escaped}' is beyond the largest code point U+10FFFF"),
+            )
         })
     }
 }

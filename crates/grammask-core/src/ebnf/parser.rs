@@ -198,7 +198,9 @@ impl<'a> Parser<'a> {
             self.skip_ws()?;
             let pos = self.cur.pos;
             let top = stack.last().expect("stack is never empty here").kind;
-            if self.cur.at_end() || (top != FrameKind::Body && self.dialect == Dialect::XGrammar && self.is_rule_start(pos)) {
+            if self.cur.at_end()
+                || (top != FrameKind::Body && self.dialect == Dialect::XGrammar && self.is_rule_start(pos))
+            {
                 if top != FrameKind::Body {
                     return Err(self.unclosed(stack.last().unwrap()));
                 }
@@ -230,91 +232,25 @@ impl<'a> Parser<'a> {
                     self.cur.pos += 1;
                 }
                 b')' | b']' | b'}' if self.dialect == Dialect::Iso || c == b')' => {
-                    let want = match c {
-                        b')' => [FrameKind::Group, FrameKind::Lookahead],
-                        b']' => [FrameKind::Optional, FrameKind::Optional],
-                        _ => [FrameKind::Repeat, FrameKind::Repeat],
-                    };
-                    if !want.contains(&top) {
-                        if top == FrameKind::Body {
-                            return Err(self.cur.error_at(
-                                ErrorKind::EbnfSyntax,
-                                pos,
-                                format!("expected an element, found '{}' with no open group to close", c as char),
-                            ));
-                        }
-                        return Err(self.unclosed(stack.last().unwrap()));
-                    }
-                    let f = stack.pop().unwrap();
-                    let kind = f.kind;
-                    let e = if kind == FrameKind::Group && f.alts.is_empty() && f.seq.is_empty() && self.dialect == Dialect::XGrammar {
-                        self.b.seq(Vec::new()) // `()` is the empty sequence
-                    } else {
-                        self.close(f)?
-                    };
-                    self.cur.pos += 1;
-                    match kind {
-                        FrameKind::Lookahead => {
-                            self.skip_ws()?;
-                            if !(self.cur.at_end() || self.is_rule_start(self.cur.pos)) {
-                                return Err(self.cur.expected(
-                                    "the end of the rule after its lookahead assertion (a new rule 'name ::= ...' or end of input)",
-                                ));
-                            }
-                            return Ok((body.expect("lookahead follows a body"), Some(e)));
-                        }
-                        FrameKind::Optional => {
-                            let r = self.b.repeat(e, 0, Some(1))?;
-                            stack.last_mut().unwrap().seq.push(r);
-                        }
-                        FrameKind::Repeat => {
-                            let r = self.b.repeat(e, 0, None)?;
-                            stack.last_mut().unwrap().seq.push(r);
-                        }
-                        _ => self.push_atom(&mut stack, e)?,
+                    if let Some(done) = self.close_bracket(&mut stack, c, &mut body)? {
+                        return Ok(done);
                     }
                 }
                 b'(' | b'[' | b'{' if self.dialect == Dialect::Iso || c == b'(' => {
-                    if self.dialect == Dialect::XGrammar && self.cur.peek_at(1) == Some(b'=') {
-                        if top != FrameKind::Body {
-                            return Err(self.cur.error_at(
-                                ErrorKind::EbnfSyntax,
-                                pos,
-                                "a lookahead assertion '(= ...)' may only appear once, at the end of a rule body".to_owned(),
-                            ));
-                        }
-                        let f = stack.pop().unwrap();
-                        if f.alts.is_empty() && f.seq.is_empty() {
-                            return Err(self.cur.expected("an element (the rule body) before the lookahead assertion"));
-                        }
-                        body = Some(self.close(f)?);
-                        stack.push(Frame::new(FrameKind::Lookahead, pos));
-                        self.cur.pos += 2;
-                        continue;
-                    }
-                    if stack.len() > limits::MAX_NESTING {
-                        return Err(self.cur.error_at(
-                            ErrorKind::LimitExceeded,
-                            pos,
-                            format!("nesting of groups exceeds the limit of {}", limits::MAX_NESTING),
-                        ));
-                    }
-                    let kind = match c {
-                        b'(' => FrameKind::Group,
-                        b'[' => FrameKind::Optional,
-                        _ => FrameKind::Repeat,
-                    };
-                    stack.push(Frame::new(kind, pos));
-                    self.cur.pos += 1;
+                    self.open_bracket(&mut stack, c, &mut body)?
                 }
                 b'"' => {
                     let s = self.cur.string_literal()?;
-                    let e = if self.dialect == Dialect::Iso { self.iso_string_or_range(s, pos)? } else { self.b.bytes(&s) };
+                    let e = if self.dialect == Dialect::Iso {
+                        self.iso_string_or_range(&s, pos)?
+                    } else {
+                        self.b.bytes(&s)
+                    };
                     self.push_atom(&mut stack, e)?;
                 }
                 b'`' if self.dialect == Dialect::Iso => {
                     let s = self.raw_string()?;
-                    let e = self.iso_string_or_range(s, pos)?;
+                    let e = self.iso_string_or_range(&s, pos)?;
                     self.push_atom(&mut stack, e)?;
                 }
                 b'[' => {
@@ -329,12 +265,23 @@ impl<'a> Parser<'a> {
                 _ => {
                     let n = self.cur.name_len_at(pos, self.dialect == Dialect::XGrammar);
                     if n == 0 {
-                        let what = if top == FrameKind::Body { "an element".to_owned() } else { format!("an element or {}", top.closer()) };
-                        let what = if self.dialect == Dialect::Iso && top == FrameKind::Body { format!("{what} or '.'") } else { what };
+                        let what = if top == FrameKind::Body {
+                            "an element".to_owned()
+                        } else {
+                            format!("an element or {}", top.closer())
+                        };
+                        let what = if self.dialect == Dialect::Iso && top == FrameKind::Body {
+                            format!("{what} or '.'")
+                        } else {
+                            what
+                        };
                         return Err(self.cur.expected(&what));
                     }
                     let name = &self.cur.text[pos..pos + n];
-                    if self.dialect == Dialect::XGrammar && self.cur.bytes.get(pos + n) == Some(&b'(') && MACROS.contains(&name) {
+                    if self.dialect == Dialect::XGrammar
+                        && self.cur.bytes.get(pos + n) == Some(&b'(')
+                        && MACROS.contains(&name)
+                    {
                         return Err(self.cur.error_at(
                             ErrorKind::Unsupported,
                             pos,
@@ -353,6 +300,102 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+    }
+
+    /// Handles `)`, `]` or `}` at the cursor: closes the innermost frame and appends its
+    /// expression to the parent. Returns the finished rule when it closed a lookahead.
+    fn close_bracket(
+        &mut self,
+        stack: &mut Vec<Frame>,
+        c: u8,
+        body: &mut Option<ExprId>,
+    ) -> Result<Option<(ExprId, Option<ExprId>)>> {
+        let pos = self.cur.pos;
+        let top = stack.last().expect("stack is never empty here").kind;
+        let want = match c {
+            b')' => [FrameKind::Group, FrameKind::Lookahead],
+            b']' => [FrameKind::Optional, FrameKind::Optional],
+            _ => [FrameKind::Repeat, FrameKind::Repeat],
+        };
+        if !want.contains(&top) {
+            if top == FrameKind::Body {
+                return Err(self.cur.error_at(
+                    ErrorKind::EbnfSyntax,
+                    pos,
+                    format!("expected an element, found '{}' with no open group to close", c as char),
+                ));
+            }
+            return Err(self.unclosed(stack.last().unwrap()));
+        }
+        let f = stack.pop().unwrap();
+        let kind = f.kind;
+        let e =
+            if kind == FrameKind::Group && f.alts.is_empty() && f.seq.is_empty() && self.dialect == Dialect::XGrammar {
+                self.b.seq(Vec::new()) // `()` is the empty sequence
+            } else {
+                self.close(f)?
+            };
+        self.cur.pos += 1;
+        match kind {
+            FrameKind::Lookahead => {
+                self.skip_ws()?;
+                if !(self.cur.at_end() || self.is_rule_start(self.cur.pos)) {
+                    return Err(self.cur.expected(
+                        "the end of the rule after its lookahead assertion (a new rule 'name ::= ...' or end of input)",
+                    ));
+                }
+                return Ok(Some((body.take().expect("lookahead follows a body"), Some(e))));
+            }
+            FrameKind::Optional => {
+                let r = self.b.repeat(e, 0, Some(1))?;
+                stack.last_mut().unwrap().seq.push(r);
+            }
+            FrameKind::Repeat => {
+                let r = self.b.repeat(e, 0, None)?;
+                stack.last_mut().unwrap().seq.push(r);
+            }
+            _ => self.push_atom(stack, e)?,
+        }
+        Ok(None)
+    }
+
+    /// Handles `(`, `(=` or ISO `[` / `{` at the cursor: opens a frame (the lookahead frame
+    /// replaces the finished body frame).
+    fn open_bracket(&mut self, stack: &mut Vec<Frame>, c: u8, body: &mut Option<ExprId>) -> Result<()> {
+        let pos = self.cur.pos;
+        let top = stack.last().expect("stack is never empty here").kind;
+        if self.dialect == Dialect::XGrammar && self.cur.peek_at(1) == Some(b'=') {
+            if top != FrameKind::Body {
+                return Err(self.cur.error_at(
+                    ErrorKind::EbnfSyntax,
+                    pos,
+                    "a lookahead assertion '(= ...)' may only appear once, at the end of a rule body".to_owned(),
+                ));
+            }
+            let f = stack.pop().unwrap();
+            if f.alts.is_empty() && f.seq.is_empty() {
+                return Err(self.cur.expected("an element (the rule body) before the lookahead assertion"));
+            }
+            *body = Some(self.close(f)?);
+            stack.push(Frame::new(FrameKind::Lookahead, pos));
+            self.cur.pos += 2;
+            return Ok(());
+        }
+        if stack.len() > limits::MAX_NESTING {
+            return Err(self.cur.error_at(
+                ErrorKind::LimitExceeded,
+                pos,
+                format!("nesting of groups exceeds the limit of {}", limits::MAX_NESTING),
+            ));
+        }
+        let kind = match c {
+            b'(' => FrameKind::Group,
+            b'[' => FrameKind::Optional,
+            _ => FrameKind::Repeat,
+        };
+        stack.push(Frame::new(kind, pos));
+        self.cur.pos += 1;
+        Ok(())
     }
 
     /// "expected ')' to close the group opened at ..., found ...".
@@ -434,7 +477,10 @@ impl<'a> Parser<'a> {
                 self.skip_ws()?;
                 match self.cur.peek() {
                     Some(b'}') => None,
-                    Some(b'-') if self.cur.peek_at(1) == Some(b'1') && !self.cur.peek_at(2).is_some_and(|b| b.is_ascii_digit()) => {
+                    Some(b'-')
+                        if self.cur.peek_at(1) == Some(b'1')
+                            && !self.cur.peek_at(2).is_some_and(|b| b.is_ascii_digit()) =>
+                    {
                         self.cur.pos += 2;
                         None
                     }
@@ -521,15 +567,19 @@ impl<'a> Parser<'a> {
     }
 
     /// ISO: a string, or a range `"a" … "z"` when an ellipsis follows.
-    fn iso_string_or_range(&mut self, s: Vec<u8>, pos: usize) -> Result<ExprId> {
+    fn iso_string_or_range(&mut self, s: &[u8], pos: usize) -> Result<ExprId> {
         let save = self.cur.pos;
         self.skip_ws()?;
         if !self.cur.starts_with("…") {
             self.cur.pos = save;
-            return Ok(self.b.bytes(&s));
+            return Ok(self.b.bytes(s));
         }
-        let lo = single_char(&s).ok_or_else(|| {
-            self.cur.error_at(ErrorKind::EbnfSyntax, pos, "expected a single character before '…' in a range \"a\" … \"z\"")
+        let lo = single_char(s).ok_or_else(|| {
+            self.cur.error_at(
+                ErrorKind::EbnfSyntax,
+                pos,
+                "expected a single character before '…' in a range \"a\" … \"z\"",
+            )
         })?;
         self.cur.pos += "…".len();
         self.skip_ws()?;
@@ -540,13 +590,20 @@ impl<'a> Parser<'a> {
             _ => return Err(self.cur.expected("a one-character string after '…'")),
         };
         let hi = single_char(&hi).ok_or_else(|| {
-            self.cur.error_at(ErrorKind::EbnfSyntax, hi_pos, "expected a single character after '…' in a range \"a\" … \"z\"")
+            self.cur.error_at(
+                ErrorKind::EbnfSyntax,
+                hi_pos,
+                "expected a single character after '…' in a range \"a\" … \"z\"",
+            )
         })?;
         if lo > hi {
             return Err(self.cur.error_at(
                 ErrorKind::EbnfSyntax,
                 pos,
-                format!("invalid range: its lower bound U+{:04X} is above its upper bound U+{:04X}", lo as u32, hi as u32),
+                format!(
+                    "invalid range: its lower bound U+{:04X} is above its upper bound U+{:04X}",
+                    lo as u32, hi as u32
+                ),
             ));
         }
         Ok(self.b.char_class(&[(lo as u32, hi as u32)], false))
@@ -556,18 +613,14 @@ impl<'a> Parser<'a> {
     fn raw_string(&mut self) -> Result<Vec<u8>> {
         let open = self.cur.pos;
         self.cur.pos += 1;
-        match self.cur.text[self.cur.pos..].find('`') {
-            Some(i) => {
-                let s = self.cur.text[self.cur.pos..self.cur.pos + i].as_bytes().to_vec();
-                self.cur.pos += i + 1;
-                Ok(s)
-            }
-            None => {
-                let (l, c) = self.cur.line_col(open);
-                self.cur.pos = self.cur.bytes.len();
-                Err(self.cur.expected(&format!("'`' to close the raw string opened at line {l}, column {c}")))
-            }
-        }
+        let Some(i) = self.cur.text[self.cur.pos..].find('`') else {
+            let (l, c) = self.cur.line_col(open);
+            self.cur.pos = self.cur.bytes.len();
+            return Err(self.cur.expected(&format!("'`' to close the raw string opened at line {l}, column {c}")));
+        };
+        let s = self.cur.bytes[self.cur.pos..self.cur.pos + i].to_vec();
+        self.cur.pos += i + 1;
+        Ok(s)
     }
 
     /// Checks references and the root, then builds the grammar with rules in definition order.
@@ -585,7 +638,11 @@ impl<'a> Parser<'a> {
         }
         if !self.defined.contains_key(root) {
             let names: Vec<&str> = self.defs.iter().take(10).map(|(n, _)| n.as_str()).collect();
-            let have = if names.is_empty() { "the grammar defines no rules".to_owned() } else { format!("defined rules: {}", names.join(", ")) };
+            let have = if names.is_empty() {
+                "the grammar defines no rules".to_owned()
+            } else {
+                format!("defined rules: {}", names.join(", "))
+            };
             return Err(self.cur.error_at(
                 ErrorKind::InvalidGrammar,
                 self.cur.bytes.len(),

@@ -56,7 +56,13 @@ fn strings_and_escapes() {
 
 #[test]
 fn string_errors() {
-    assert_err("root ::= \"ab\ncd\"", ErrorKind::EbnfSyntax, 1, 13, "expected '\"' to close the string literal opened at line 1, column 10");
+    assert_err(
+        "root ::= \"ab\ncd\"",
+        ErrorKind::EbnfSyntax,
+        1,
+        13,
+        "expected '\"' to close the string literal opened at line 1, column 10",
+    );
     assert_err("root ::= \"ab", ErrorKind::EbnfSyntax, 1, 13, "found end of input");
     assert_err(r#"root ::= "\q""#, ErrorKind::EbnfSyntax, 1, 11, "unknown escape sequence '\\q'");
     assert_err(r#"root ::= "\x""#, ErrorKind::EbnfSyntax, 1, 11, "expected hexadecimal digits after '\\x'");
@@ -73,14 +79,17 @@ fn string_errors() {
 #[test]
 fn character_classes() {
     assert_eq!(root_body(&g("root ::= [a-z0-9_]")), &Expr::CharClass(vec![(48, 57), (95, 95), (97, 122)].into()));
-    assert_eq!(root_body(&g("root ::= [^]")), &Expr::CharClass(vec![(0, 0x10FFFF)].into()));
+    assert_eq!(root_body(&g("root ::= [^]")), &Expr::CharClass(vec![(0, 0x10_FFFF)].into()));
     assert_eq!(root_body(&g("root ::= []")), &Expr::CharClass(vec![].into()));
-    assert_eq!(root_body(&g("root ::= [^a]")), &Expr::CharClass(vec![(0, 96), (98, 0x10FFFF)].into()));
+    assert_eq!(root_body(&g("root ::= [^a]")), &Expr::CharClass(vec![(0, 96), (98, 0x10_FFFF)].into()));
     assert_eq!(root_body(&g("root ::= [a-]")), &Expr::CharClass(vec![(45, 45), (97, 97)].into()));
     assert_eq!(root_body(&g("root ::= [-a]")), &Expr::CharClass(vec![(45, 45), (97, 97)].into()));
     assert_eq!(root_body(&g(r"root ::= [a\-z]")), &Expr::CharClass(vec![(45, 45), (97, 97), (122, 122)].into()));
     assert_eq!(root_body(&g("root ::= [é-ü😀]")), &Expr::CharClass(vec![(0xE9, 0xFC), (0x1F600, 0x1F600)].into()));
-    assert_eq!(root_body(&g(r"root ::= [\x00-\x1f\u00e9\U0001F600]")), &Expr::CharClass(vec![(0, 31), (0xE9, 0xE9), (0x1F600, 0x1F600)].into()));
+    assert_eq!(
+        root_body(&g(r"root ::= [\x00-\x1f\u00e9\U0001F600]")),
+        &Expr::CharClass(vec![(0, 31), (0xE9, 0xE9), (0x1F600, 0x1F600)].into())
+    );
     let punct = r"root ::= [\^\$\\\.\*\+\?\(\)\[\]\{\}\|\/\-]";
     let want: Vec<u32> = "^$\\.*+?()[]{}|/-".chars().map(|c| c as u32).collect();
     match root_body(&g(punct)) {
@@ -102,7 +111,13 @@ fn class_errors() {
     assert_err(r"root ::= [\s]", ErrorKind::EbnfSyntax, 1, 11, "'\\s' is not supported");
     assert_err(r"root ::= [\q]", ErrorKind::EbnfSyntax, 1, 11, "unknown escape sequence '\\q' in a character class");
     assert_err("root ::= [z-a]", ErrorKind::EbnfSyntax, 1, 11, "lower bound U+007A is above its upper bound U+0061");
-    assert_err("root ::= [abc", ErrorKind::EbnfSyntax, 1, 14, "expected ']' to close the character class opened at line 1, column 10");
+    assert_err(
+        "root ::= [abc",
+        ErrorKind::EbnfSyntax,
+        1,
+        14,
+        "expected ']' to close the character class opened at line 1, column 10",
+    );
     assert_err("root ::= [ab\n]", ErrorKind::EbnfSyntax, 1, 13, "found a line break");
     assert_err(r"root ::= [\uDFFF]", ErrorKind::EbnfSyntax, 1, 11, "surrogate");
 }
@@ -135,21 +150,42 @@ fn quantifiers() {
     assert_eq!(r(r#"root ::= "a"{0, -1}"#), (0, None));
     assert_eq!(r(r#"root ::= "a" *"#), (0, None));
     assert_eq!(r("root ::= [a]{100000}"), (100_000, Some(100_000)));
-    assert_eq!(g("root ::= (\"a\" \"b\")* x+ [0-9]{2,3} \"c\"{4,}\nx ::= \"x\"").to_string(), "root ::= (\"a\" \"b\")* x+ [0-9]{2,3} \"c\"{4,}\nx ::= \"x\"\n");
+    assert_eq!(
+        g("root ::= (\"a\" \"b\")* x+ [0-9]{2,3} \"c\"{4,}\nx ::= \"x\"").to_string(),
+        "root ::= (\"a\" \"b\")* x+ [0-9]{2,3} \"c\"{4,}\nx ::= \"x\"\n"
+    );
 }
 
 #[test]
 fn quantifier_errors() {
     assert_err(r#"root ::= "a"++"#, ErrorKind::EbnfSyntax, 1, 14, "quantifiers cannot be stacked");
-    assert_err(r#"root ::= "a"* ?"#, ErrorKind::EbnfSyntax, 1, 15, "quantifiers cannot be stacked (the element already has the quantifier at line 1, column 13");
+    assert_err(
+        r#"root ::= "a"* ?"#,
+        ErrorKind::EbnfSyntax,
+        1,
+        15,
+        "quantifiers cannot be stacked (the element already has the quantifier at line 1, column 13",
+    );
     assert_err(r#"root ::= "a"{2}{3}"#, ErrorKind::EbnfSyntax, 1, 16, "cannot be stacked");
     assert_err(r#"root ::= * "a""#, ErrorKind::EbnfSyntax, 1, 10, "a quantifier must follow an element");
-    assert_err(r#"root ::= "a"{,3}"#, ErrorKind::EbnfSyntax, 1, 14, "expected a non-negative integer (write {0,n}, not {,n}), found ','");
+    assert_err(
+        r#"root ::= "a"{,3}"#,
+        ErrorKind::EbnfSyntax,
+        1,
+        14,
+        "expected a non-negative integer (write {0,n}, not {,n}), found ','",
+    );
     assert_err(r#"root ::= "a"{3,2}"#, ErrorKind::InvalidGrammar, 1, 13, "upper bound below its lower bound");
     assert_err(r#"root ::= "a"{4294967296}"#, ErrorKind::LimitExceeded, 1, 14, "exceeds the limit of 100000");
     assert_err(r#"root ::= "a"{1,99999999999999999999999}"#, ErrorKind::LimitExceeded, 1, 16, "exceeds the limit");
     assert_err(r#"root ::= "a"{100001}"#, ErrorKind::LimitExceeded, 1, 14, "exceeds the limit");
-    assert_err(r#"root ::= "a"{2"#, ErrorKind::EbnfSyntax, 1, 15, "expected ',' or '}' in the repetition bounds, found end of input");
+    assert_err(
+        r#"root ::= "a"{2"#,
+        ErrorKind::EbnfSyntax,
+        1,
+        15,
+        "expected ',' or '}' in the repetition bounds, found end of input",
+    );
     assert_err(r#"root ::= "a"{2,3"#, ErrorKind::EbnfSyntax, 1, 17, "expected '}' to close the repetition bounds");
     assert_err(r#"root ::= "a"{0,-2}"#, ErrorKind::EbnfSyntax, 1, 16, "expected a non-negative integer");
 }
@@ -175,9 +211,21 @@ fn rules_references_and_comments() {
 
 #[test]
 fn rule_errors() {
-    assert_err("root ::= \"a\"\nroot ::= \"b\"", ErrorKind::InvalidGrammar, 2, 1, "rule 'root' is defined more than once (first at line 1, column 1)");
+    assert_err(
+        "root ::= \"a\"\nroot ::= \"b\"",
+        ErrorKind::InvalidGrammar,
+        2,
+        1,
+        "rule 'root' is defined more than once (first at line 1, column 1)",
+    );
     assert_err("root ::= a b\nb ::= \"x\"", ErrorKind::InvalidGrammar, 1, 10, "rule 'a' is referenced but not defined");
-    assert_err("x ::= \"a\"\n", ErrorKind::InvalidGrammar, 2, 1, "the root rule 'root' is not defined (defined rules: x)");
+    assert_err(
+        "x ::= \"a\"\n",
+        ErrorKind::InvalidGrammar,
+        2,
+        1,
+        "the root rule 'root' is not defined (defined rules: x)",
+    );
     assert_err("", ErrorKind::InvalidGrammar, 1, 1, "the grammar defines no rules");
     assert_err("root ::= \"a\" b ::= \"c\"", ErrorKind::EbnfSyntax, 1, 14, "must be the first token on its line");
     assert_err("1a ::= \"x\"", ErrorKind::EbnfSyntax, 1, 1, "expected a rule name");
@@ -192,8 +240,20 @@ fn rule_errors() {
 
 #[test]
 fn groups_errors() {
-    assert_err("root ::= \"a\"\n  ( \"b\" | \"c\"", ErrorKind::EbnfSyntax, 2, 14, "expected ')' to close the group opened at line 2, column 3, found end of input");
-    assert_err("root ::= (\"a\"\nx ::= \"b\"", ErrorKind::EbnfSyntax, 2, 1, "expected ')' to close the group opened at line 1, column 10, found the start of a new rule 'x'");
+    assert_err(
+        "root ::= \"a\"\n  ( \"b\" | \"c\"",
+        ErrorKind::EbnfSyntax,
+        2,
+        14,
+        "expected ')' to close the group opened at line 2, column 3, found end of input",
+    );
+    assert_err(
+        "root ::= (\"a\"\nx ::= \"b\"",
+        ErrorKind::EbnfSyntax,
+        2,
+        1,
+        "expected ')' to close the group opened at line 1, column 10, found the start of a new rule 'x'",
+    );
     assert_err("root ::= \"a\")", ErrorKind::EbnfSyntax, 1, 13, "found ')' with no open group");
     assert_err("root ::= (\"a\" | )", ErrorKind::EbnfSyntax, 1, 17, "expected an element after '|', found ')'");
     assert_err("root ::= ( | \"a\")", ErrorKind::EbnfSyntax, 1, 12, "before '|'");
@@ -205,20 +265,56 @@ fn lookahead() {
     let la = gr.rule(gr.root()).lookahead.expect("lookahead");
     assert!(matches!(gr.expr(la), Expr::Choice(_)));
     assert_eq!(gr.to_string(), "root ::= \"a\" b (= \"x\" | [yz])\nb ::= \"b\" (= \"c\")\n");
-    assert_err("root ::= \"a\" (= \"b\") \"c\"", ErrorKind::EbnfSyntax, 1, 22, "expected the end of the rule after its lookahead assertion");
+    assert_err(
+        "root ::= \"a\" (= \"b\") \"c\"",
+        ErrorKind::EbnfSyntax,
+        1,
+        22,
+        "expected the end of the rule after its lookahead assertion",
+    );
     assert_err("root ::= \"a\" (= \"b\") (= \"c\")", ErrorKind::EbnfSyntax, 1, 22, "expected the end of the rule");
-    assert_err("root ::= (\"a\" (= \"b\"))", ErrorKind::EbnfSyntax, 1, 15, "may only appear once, at the end of a rule body");
-    assert_err("root ::= (= \"a\")", ErrorKind::EbnfSyntax, 1, 10, "expected an element (the rule body) before the lookahead assertion");
+    assert_err(
+        "root ::= (\"a\" (= \"b\"))",
+        ErrorKind::EbnfSyntax,
+        1,
+        15,
+        "may only appear once, at the end of a rule body",
+    );
+    assert_err(
+        "root ::= (= \"a\")",
+        ErrorKind::EbnfSyntax,
+        1,
+        10,
+        "expected an element (the rule body) before the lookahead assertion",
+    );
     assert_err("root ::= \"a\" (= )", ErrorKind::EbnfSyntax, 1, 17, "expected an element, found ')'");
-    assert_err("root ::= \"a\" (= \"b\"", ErrorKind::EbnfSyntax, 1, 20, "expected ')' to close the lookahead assertion opened at line 1, column 14");
+    assert_err(
+        "root ::= \"a\" (= \"b\"",
+        ErrorKind::EbnfSyntax,
+        1,
+        20,
+        "expected ')' to close the lookahead assertion opened at line 1, column 14",
+    );
     assert_err("root ::= \"a\" (= \"b\")*", ErrorKind::EbnfSyntax, 1, 21, "expected the end of the rule");
 }
 
 #[test]
 fn unsupported_features() {
-    assert_err("root ::= x\nx[max_tokens=3] ::= \"b\"", ErrorKind::Unsupported, 2, 2, "rule options ('x[...]') are not supported");
+    assert_err(
+        "root ::= x\nx[max_tokens=3] ::= \"b\"",
+        ErrorKind::Unsupported,
+        2,
+        2,
+        "rule options ('x[...]') are not supported",
+    );
     assert_err("root[lazy] ::= \"b\"", ErrorKind::Unsupported, 1, 5, "rule options");
-    assert_err("root ::= \"a\" Regex(\"[a-z]+\")", ErrorKind::Unsupported, 1, 14, "the macro 'Regex(...)' is not supported yet");
+    assert_err(
+        "root ::= \"a\" Regex(\"[a-z]+\")",
+        ErrorKind::Unsupported,
+        1,
+        14,
+        "the macro 'Regex(...)' is not supported yet",
+    );
     assert_err("root ::= (TagDispatch((\"<a>\", x)))", ErrorKind::Unsupported, 1, 11, "'TagDispatch(...)'");
     assert_err("root ::= Token(1, 2)", ErrorKind::Unsupported, 1, 10, "'Token(...)'");
     assert_err("root ::= ExcludeToken(1)", ErrorKind::Unsupported, 1, 10, "'ExcludeToken(...)'");
@@ -266,7 +362,8 @@ fn hostile_nesting_is_fast_on_a_small_stack() {
                 let e = parse_ebnf(&text, "root").unwrap_err();
                 assert!(matches!(e.kind(), ErrorKind::LimitExceeded | ErrorKind::EbnfSyntax), "{e}");
             }
-            let e = parse_iso_ebnf(&format!("root = {}\"a\"{} .", "[{(".repeat(40_000), ")}]".repeat(40_000)), "root").unwrap_err();
+            let e = parse_iso_ebnf(&format!("root = {}\"a\"{} .", "[{(".repeat(40_000), ")}]".repeat(40_000)), "root")
+                .unwrap_err();
             assert_eq!(e.kind(), ErrorKind::LimitExceeded);
             // Deep but legal: 1000 groups each adding a sequence level. The IR bounds the depth
             // of expressions too, so this is either accepted or a limit error, never a crash.
@@ -356,9 +453,15 @@ fn iso_seed_examples() {
 #[test]
 fn iso_constructs() {
     let p = |t: &str| parse_iso_ebnf(t, "root").unwrap_or_else(|e| panic!("{t}: {e}")).to_string();
-    assert_eq!(p("root = \"a\" [ \"b\" ] { \"c\" | \"d\" } ( \"e\" | \"f\" ) ."), "root ::= \"a\" \"b\"? (\"c\" | \"d\")* (\"e\" | \"f\")\n");
+    assert_eq!(
+        p("root = \"a\" [ \"b\" ] { \"c\" | \"d\" } ( \"e\" | \"f\" ) ."),
+        "root ::= \"a\" \"b\"? (\"c\" | \"d\")* (\"e\" | \"f\")\n"
+    );
     assert_eq!(p("root = .\n"), "root ::= \"\"\n");
-    assert_eq!(p("root = `a\\n\"` x . // c\n/* block\n comment */ x = \"é\" … \"ü\" . # hash"), "root ::= \"a\\\\n\\\"\" x\nx ::= [é-ü]\n");
+    assert_eq!(
+        p("root = `a\\n\"` x . // c\n/* block\n comment */ x = \"é\" … \"ü\" . # hash"),
+        "root ::= \"a\\\\n\\\"\" x\nx ::= [é-ü]\n"
+    );
     assert_eq!(p("root=\"a\"|\"b\"."), "root ::= \"a\" | \"b\"\n");
     assert_eq!(p("root = `a` … `c` ."), "root ::= [a-c]\n");
 }
@@ -446,7 +549,8 @@ fn random_grammar(rng: &mut Rng) -> Grammar {
     use crate::grammar::GrammarBuilder;
     let mut b = GrammarBuilder::new();
     let n_rules = 1 + rng.below(4) as usize;
-    let names: Vec<String> = (0..n_rules).map(|i| if i == 0 { "root".to_owned() } else { format!("r{i}.x-{i}") }).collect();
+    let names: Vec<String> =
+        (0..n_rules).map(|i| if i == 0 { "root".to_owned() } else { format!("r{i}.x-{i}") }).collect();
     let ids: Vec<_> = names.iter().map(|n| b.rule_id(n)).collect();
     for name in &names {
         let mut pool: Vec<ExprId> = Vec::new();
@@ -465,7 +569,9 @@ fn random_grammar(rng: &mut Rng) -> Grammar {
                 }
                 1 => {
                     let n = rng.below(4);
-                    let points = [0u32, 0x2D, 0x5D, 0x5E, 0x5C, 0x61, 0x7A, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0x10FFFF, 0x1F, 0x20];
+                    let points = [
+                        0u32, 0x2D, 0x5D, 0x5E, 0x5C, 0x61, 0x7A, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0x10_FFFF, 0x1F, 0x20,
+                    ];
                     let ranges: Vec<(u32, u32)> = (0..n)
                         .map(|_| {
                             let a = points[rng.below(points.len() as u64) as usize];
@@ -554,11 +660,36 @@ fn corpus_grammars_parse_and_print_stably() {
         let back = parse_ebnf(&printed, root).unwrap_or_else(|e| panic!("{name}: printed form fails: {e}\n{printed}"));
         assert_eq!(back.to_string(), printed, "{name}");
         if name == "builtin_json_text" {
-            assert_eq!(gr, crate::builtin::builtin_json_grammar(), "the corpus copy of the builtin JSON grammar is current");
+            assert_eq!(
+                gr,
+                crate::builtin::builtin_json_grammar(),
+                "the corpus copy of the builtin JSON grammar is current"
+            );
         }
         dump.insert(name.to_owned(), serde_json::Value::String(printed));
     }
     if let Ok(out) = std::env::var("GRAMMASK_DUMP_PRINTED") {
         std::fs::write(out, serde_json::Value::Object(dump).to_string()).unwrap();
     }
+}
+
+/// Differential-testing hook, run by hand: with `GRAMMASK_PARSE_BATCH_IN=in.json` (a JSON list of
+/// XGrammar-dialect texts with root `root`) writes to `GRAMMASK_PARSE_BATCH_OUT` a list of
+/// `{"printed": ...}` or `{"error": ..., "kind": ...}`. `cargo test -- --ignored parse_batch`.
+#[test]
+#[ignore = "a tool for differential tests against XGrammar, driven by environment variables"]
+fn parse_batch() {
+    let (Ok(input), Ok(output)) = (std::env::var("GRAMMASK_PARSE_BATCH_IN"), std::env::var("GRAMMASK_PARSE_BATCH_OUT"))
+    else {
+        return;
+    };
+    let texts: Vec<String> = serde_json::from_str(&std::fs::read_to_string(input).unwrap()).unwrap();
+    let out: Vec<serde_json::Value> = texts
+        .iter()
+        .map(|t| match parse_ebnf(t, "root") {
+            Ok(g) => serde_json::json!({"printed": g.to_string()}),
+            Err(e) => serde_json::json!({"error": e.to_string(), "kind": format!("{:?}", e.kind())}),
+        })
+        .collect();
+    std::fs::write(output, serde_json::Value::Array(out).to_string()).unwrap();
 }
