@@ -18,6 +18,14 @@ use std::fmt::Write;
 /// The format version written and accepted.
 pub const SERIALIZATION_VERSION: &str = "grammask-1";
 
+const VERSION_MISMATCH: &str = "serialization version mismatch";
+
+/// True if `e` came from [`Grammar::from_json`] reading another format version (Python maps it
+/// to `DeserializeVersionError`; other `Deserialize` errors are `DeserializeFormatError`).
+pub fn is_version_mismatch(e: &Error) -> bool {
+    e.kind() == ErrorKind::Deserialize && e.message().starts_with(VERSION_MISMATCH)
+}
+
 impl Grammar {
     /// The grammar as versioned JSON (see the module doc).
     #[must_use]
@@ -58,7 +66,7 @@ impl Grammar {
             Some(Value::String(ver)) if ver == SERIALIZATION_VERSION => {}
             Some(Value::String(ver)) => {
                 return Err(bad(format!(
-                    "serialization version mismatch: found '{ver}', this build reads '{SERIALIZATION_VERSION}'"
+                    "{VERSION_MISMATCH}: found '{ver}', this build reads '{SERIALIZATION_VERSION}'"
                 )))
             }
             _ => return Err(bad("missing '__VERSION__' string: not a serialized grammask grammar")),
@@ -270,6 +278,8 @@ mod tests {
                 "missing argument 1",
             ),
         ];
+        assert!(is_version_mismatch(&err(r#"{"__VERSION__": "v16"}"#)));
+        assert!(!is_version_mismatch(&err("{}")));
         for (s, needle) in cases {
             let e = err(s);
             assert_eq!(e.kind(), ErrorKind::Deserialize, "{s}: {e}");

@@ -7,7 +7,8 @@
 //!   are recognised and rejected as `Unsupported`.
 //! - [`parse_iso_ebnf`]: the ISO-style dialect of ollama's grammar package (`name = expr .`,
 //!   `"a" … "z"` ranges, `[optional]`, `{repeated}`, `( )`, `|`; `#`, `//` and `/* */` comments;
-//!   Go raw strings in backquotes).
+//!   Go raw strings in backquotes). The range operator is the ellipsis `…` (U+2026), as in Go's
+//!   `x/exp/ebnf`; string escapes are those of the XGrammar dialect (no Go octal escapes).
 //!
 //! Escapes denote Unicode scalar values: string literals become UTF-8 [`crate::grammar::Expr::Bytes`],
 //! classes become code point ranges. Rules are numbered in definition order. The printer in

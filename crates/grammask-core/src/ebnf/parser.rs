@@ -70,6 +70,9 @@ pub(crate) struct Parser<'a> {
     /// Defined rules in text order, with the position of their name.
     defs: Vec<(String, usize)>,
     defined: HashMap<String, usize>,
+    /// Nesting depth of each composite expression created so far (absent = leaf, depth 0),
+    /// so that a too-deep expression is reported where it is written.
+    depth: Vec<u32>,
 }
 
 impl<'a> Parser<'a> {
@@ -81,6 +84,7 @@ impl<'a> Parser<'a> {
             first_ref: HashMap::new(),
             defs: Vec::new(),
             defined: HashMap::new(),
+            depth: Vec::new(),
         }
     }
 
@@ -227,7 +231,7 @@ impl<'a> Parser<'a> {
                         return Err(self.cur.expected("an element before '|'"));
                     }
                     let s = std::mem::take(&mut f.seq);
-                    let s = self.b.seq(s);
+                    let s = self.seq(s)?;
                     stack.last_mut().unwrap().alts.push(s);
                     self.cur.pos += 1;
                 }
@@ -331,7 +335,7 @@ impl<'a> Parser<'a> {
         let kind = f.kind;
         let e =
             if kind == FrameKind::Group && f.alts.is_empty() && f.seq.is_empty() && self.dialect == Dialect::XGrammar {
-                self.b.seq(Vec::new()) // `()` is the empty sequence
+                self.seq(Vec::new())? // `()` is the empty sequence
             } else {
                 self.close(f)?
             };
@@ -347,11 +351,11 @@ impl<'a> Parser<'a> {
                 return Ok(Some((body.take().expect("lookahead follows a body"), Some(e))));
             }
             FrameKind::Optional => {
-                let r = self.b.repeat(e, 0, Some(1))?;
+                let r = self.repeat(e, 0, Some(1))?;
                 stack.last_mut().unwrap().seq.push(r);
             }
             FrameKind::Repeat => {
-                let r = self.b.repeat(e, 0, None)?;
+                let r = self.repeat(e, 0, None)?;
                 stack.last_mut().unwrap().seq.push(r);
             }
             _ => self.push_atom(stack, e)?,
@@ -398,6 +402,49 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
+    fn depth_of(&self, id: ExprId) -> u32 {
+        self.depth.get(id.index()).copied().unwrap_or(0)
+    }
+
+    /// Records the depth of a newly created composite expression `id` over `children`, failing
+    /// at the cursor when it exceeds [`limits::MAX_NESTING`] (the grammar invariant).
+    fn track(&mut self, id: ExprId, children: &[ExprId]) -> Result<ExprId> {
+        let d = children.iter().map(|&c| self.depth_of(c) + 1).max().unwrap_or(0);
+        if d as usize > limits::MAX_NESTING {
+            return Err(self.cur.error_at(
+                ErrorKind::LimitExceeded,
+                self.cur.pos,
+                format!("expression nesting depth exceeds the limit of {}", limits::MAX_NESTING),
+            ));
+        }
+        if self.depth.len() <= id.index() {
+            self.depth.resize(id.index() + 1, 0);
+        }
+        self.depth[id.index()] = d;
+        Ok(id)
+    }
+
+    fn seq(&mut self, items: Vec<ExprId>) -> Result<ExprId> {
+        if items.len() == 1 {
+            return Ok(items[0]);
+        }
+        let id = self.b.seq(items.clone());
+        self.track(id, &items)
+    }
+
+    fn choice(&mut self, items: Vec<ExprId>) -> Result<ExprId> {
+        if items.len() == 1 {
+            return Ok(items[0]);
+        }
+        let id = self.b.choice(items.clone());
+        self.track(id, &items)
+    }
+
+    fn repeat(&mut self, e: ExprId, min: u32, max: Option<u32>) -> Result<ExprId> {
+        let id = self.b.repeat(e, min, max)?;
+        self.track(id, &[e])
+    }
+
     /// "expected ')' to close the group opened at ..., found ...".
     fn unclosed(&self, f: &Frame) -> Error {
         let (l, c) = self.cur.line_col(f.open);
@@ -423,9 +470,9 @@ impl<'a> Parser<'a> {
             let what = if f.alts.is_empty() { "an element" } else { "an element after '|'" };
             return Err(self.cur.expected(what));
         }
-        let s = self.b.seq(f.seq);
+        let s = self.seq(f.seq)?;
         f.alts.push(s);
-        Ok(self.b.choice(f.alts))
+        self.choice(f.alts)
     }
 
     /// Appends an element to the open sequence, applying any XGrammar postfix quantifier.
@@ -445,7 +492,13 @@ impl<'a> Parser<'a> {
                 if self.cur.pos == qpos {
                     self.cur.pos += 1;
                 }
-                e = self.b.repeat(e, min, max).map_err(|err| self.locate(err, qpos))?;
+                e = self.repeat(e, min, max).map_err(|err| {
+                    if err.location().is_some() {
+                        err
+                    } else {
+                        self.locate(err, qpos)
+                    }
+                })?;
                 self.skip_ws()?;
                 if matches!(self.cur.peek(), Some(b'*' | b'+' | b'?' | b'{')) {
                     let (l, c) = self.cur.line_col(qpos);

@@ -693,3 +693,16 @@ fn parse_batch() {
         .collect();
     std::fs::write(output, serde_json::Value::Array(out).to_string()).unwrap();
 }
+
+#[test]
+fn deep_expressions_are_reported_where_written() {
+    // Each group adds a repetition and a sequence: 501 groups nest expressions 1002 deep.
+    let text = format!("root ::= {}\"a\"{}", "(\"b\" ".repeat(501), ")*".repeat(501));
+    let (k, l, c, m) = err(&text);
+    assert_eq!((k, l), (ErrorKind::LimitExceeded, 1), "{m}");
+    assert!(c > 10, "{c}");
+    assert!(m.contains("expression nesting depth exceeds the limit of 1000"), "{m}");
+    let ok = format!("root ::= {}\"a\"{}", "(\"b\" ".repeat(499), ")*".repeat(499));
+    let gr = g(&ok);
+    assert_eq!(parse_ebnf(&gr.to_string(), "root").unwrap(), gr);
+}
