@@ -406,9 +406,9 @@ impl<'a> Parser<'a> {
         self.depth.get(id.index()).copied().unwrap_or(0)
     }
 
-    /// Records the depth of a newly created composite expression `id` over `children`, failing
-    /// at the cursor when it exceeds [`limits::MAX_NESTING`] (the grammar invariant).
-    fn track(&mut self, id: ExprId, children: &[ExprId]) -> Result<ExprId> {
+    /// The depth a new composite expression over `children` would have; more than
+    /// [`limits::MAX_NESTING`] (the grammar invariant) fails at the cursor.
+    fn depth_over(&self, children: &[ExprId]) -> Result<u32> {
         let d = children.iter().map(|&c| self.depth_of(c) + 1).max().unwrap_or(0);
         if d as usize > limits::MAX_NESTING {
             return Err(self.cur.error_at(
@@ -417,32 +417,39 @@ impl<'a> Parser<'a> {
                 format!("expression nesting depth exceeds the limit of {}", limits::MAX_NESTING),
             ));
         }
+        Ok(d)
+    }
+
+    fn record_depth(&mut self, id: ExprId, d: u32) -> ExprId {
         if self.depth.len() <= id.index() {
             self.depth.resize(id.index() + 1, 0);
         }
         self.depth[id.index()] = d;
-        Ok(id)
+        id
     }
 
     fn seq(&mut self, items: Vec<ExprId>) -> Result<ExprId> {
         if items.len() == 1 {
             return Ok(items[0]);
         }
-        let id = self.b.seq(items.clone());
-        self.track(id, &items)
+        let d = self.depth_over(&items)?;
+        let id = self.b.seq(items);
+        Ok(self.record_depth(id, d))
     }
 
     fn choice(&mut self, items: Vec<ExprId>) -> Result<ExprId> {
         if items.len() == 1 {
             return Ok(items[0]);
         }
-        let id = self.b.choice(items.clone());
-        self.track(id, &items)
+        let d = self.depth_over(&items)?;
+        let id = self.b.choice(items);
+        Ok(self.record_depth(id, d))
     }
 
     fn repeat(&mut self, e: ExprId, min: u32, max: Option<u32>) -> Result<ExprId> {
+        let d = self.depth_over(&[e])?;
         let id = self.b.repeat(e, min, max)?;
-        self.track(id, &[e])
+        Ok(self.record_depth(id, d))
     }
 
     /// "expected ')' to close the group opened at ..., found ...".
