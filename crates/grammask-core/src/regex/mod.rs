@@ -1,40 +1,66 @@
 //! Regular expressions (the common subset of ECMA-262 and Python `re`) to grammar.
 //!
-//! Pipeline: [`Regex::parse`] turns a pattern into a small AST (codepoint sets, concatenation,
-//! alternation, bounded repetition, anchors). From there two paths lead to EBNF:
-//! - [`regex_to_ebnf`] mirrors the pattern's structure directly (compact, `x{m,n}` kept as is);
-//! - [`CharDfa::from_regex`] builds a deterministic automaton over Unicode scalar values, which the
-//!   JSON Schema converter combines (intersection, complement, length bounds) and prints with
-//!   [`CharDfa::to_ebnf`], either as raw text or as the body of a JSON string literal.
+//! Pipeline: [`Regex::parse`] ([`parser`]) turns a pattern into a small AST ([`ast`]: codepoint
+//! sets, concatenation, alternation, bounded repetition, assertions). From there two paths lead to
+//! EBNF:
+//! - [`regex_to_ebnf`] prints the AST directly ([`emit`]): compact, mirrors the pattern, keeps
+//!   `x{m,n}` as is. Patterns with assertions other than a leading `^` / trailing `$` go through
+//!   the automaton instead, so anchors and word boundaries are always exact.
+//! - [`CharDfa::from_regex`] ([`nfa`]) builds a deterministic automaton over Unicode scalar values
+//!   ([`dfa`]), which the JSON Schema converter combines (intersection, complement, length bounds)
+//!   and prints with [`CharDfa::to_ebnf`], as raw text or as the body of a JSON string literal.
 //!
-//! Status: skeleton; the bodies are being filled in.
+//! Limits: repetition bounds up to `MAX_REPEAT_BOUND`, group nesting up to `MAX_NESTING`, at most
+//! [`MAX_DFA_STATES`] states per automaton and [`nfa::MAX_NFA_STATES`] expanded NFA states.
 use crate::error::{Error, ErrorKind, Result};
 
-/// Most states of one [`CharDfa`]; building or combining automata past it is a `LimitExceeded` error.
-pub const MAX_DFA_STATES: usize = 10_000;
+mod ast;
+pub mod charset;
+mod dfa;
+mod emit;
+mod nfa;
+mod parser;
+#[cfg(test)]
+mod tests;
 
-fn not_yet(what: &str) -> Error {
-    Error::new(ErrorKind::Unsupported, format!("{what} is not implemented yet"))
-}
+pub use charset::CharSet;
+pub use dfa::CharDfa;
+
+/// Most states of one [`CharDfa`]; building or combining automata past it is a `LimitExceeded`
+/// error (products may explore up to four times as many pairs before minimization).
+pub const MAX_DFA_STATES: usize = 10_000;
 
 /// Pattern flags.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RegexFlags {
+    /// Simple case folding of every literal and class.
     pub ignore_case: bool,
+    /// `.` also matches the line terminators `\n \r \u2028 \u2029`.
     pub dot_all: bool,
 }
 
-/// A parsed pattern.
+/// A parsed pattern. Flags are already applied to its sets.
 #[derive(Clone, Debug)]
 pub struct Regex {
-    _private: (),
+    node: ast::Node,
 }
 
 impl Regex {
     /// Parses the common subset of ECMA-262 and Python `re`.
     pub fn parse(pattern: &str, flags: RegexFlags) -> Result<Regex> {
-        let _ = (pattern, flags);
-        Err(not_yet("regex parsing"))
+        Ok(Regex { node: parser::parse(pattern, flags)? })
+    }
+
+    /// EBNF rules for the full-match language of the pattern (raw text); the entry rule is
+    /// `rule_name`, helper rules are `rule_name_N`. Mirrors the pattern's structure when it has
+    /// no assertions besides a leading `^` / trailing `$`, else prints its automaton.
+    pub fn to_ebnf(&self, rule_name: &str) -> Result<String> {
+        let stripped = emit::strip_edge_anchors(self.node.clone());
+        if stripped.has_assertion(&|_| true) {
+            let dfa = CharDfa::from_regex(self, Anchoring::FullMatch)?;
+            return Ok(dfa.to_ebnf(rule_name, TextMode::Raw));
+        }
+        Ok(format!("{rule_name} ::= {}\n", emit::node_expr(&stripped)))
     }
 }
 
@@ -51,74 +77,37 @@ pub enum Anchoring {
 pub enum TextMode {
     /// The string's UTF-8 bytes as they are.
     Raw,
-    /// The body (between the quotes) of a JSON string literal whose decoded value is in the language.
+    /// The body (between the quotes) of a JSON string literal whose decoded value is in the
+    /// language: each codepoint may be written literally when JSON allows it unescaped (>= U+0020,
+    /// not " or \), as a short escape (\" \\ \/ \b \f \n \r \t) where one exists, or as \uXXXX with
+    /// hex digits of either case (astral codepoints as a surrogate pair). Exactly the JSON
+    /// spelling set, nothing more.
     JsonStringBody,
 }
 
-/// A deterministic finite automaton over Unicode scalar values.
-#[derive(Clone, Debug)]
-pub struct CharDfa {
-    _private: (),
-}
-
 impl CharDfa {
+    /// The automaton of `re` under `anchoring`.
     pub fn from_regex(re: &Regex, anchoring: Anchoring) -> Result<CharDfa> {
-        let _ = (re, anchoring);
-        Err(not_yet("regex automata"))
+        nfa::determinize(&re.node, anchoring == Anchoring::Search)
     }
-    pub fn any_string() -> CharDfa {
-        CharDfa { _private: () }
-    }
-    pub fn literal(s: &str) -> CharDfa {
-        let _ = s;
-        CharDfa { _private: () }
-    }
-    pub fn length_between(min: u64, max: Option<u64>) -> Result<CharDfa> {
-        let _ = (min, max);
-        Err(not_yet("length automata"))
-    }
-    pub fn intersect(&self, other: &CharDfa) -> Result<CharDfa> {
-        let _ = other;
-        Err(not_yet("automaton intersection"))
-    }
-    pub fn union(&self, other: &CharDfa) -> Result<CharDfa> {
-        let _ = other;
-        Err(not_yet("automaton union"))
-    }
-    #[must_use]
-    pub fn complement(&self) -> CharDfa {
-        self.clone()
-    }
-    pub fn difference(&self, other: &CharDfa) -> Result<CharDfa> {
-        let _ = other;
-        Err(not_yet("automaton difference"))
-    }
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-    pub fn accepts(&self, s: &str) -> bool {
-        let _ = s;
-        false
-    }
-    pub fn finite_strings(&self, limit: usize) -> Option<Vec<String>> {
-        let _ = limit;
-        None
-    }
-    pub fn is_subset_of(&self, other: &CharDfa) -> Result<bool> {
-        let _ = other;
-        Err(not_yet("automaton inclusion"))
-    }
+
+    /// EBNF rules for the language; the entry rule is named `rule_prefix`, helper rules
+    /// `rule_prefix_N`. States with one predecessor are inlined, self-loops become `x*`.
     pub fn to_ebnf(&self, rule_prefix: &str, mode: TextMode) -> String {
-        let _ = mode;
-        format!("{rule_prefix} ::= \"\"\n")
-    }
-    pub fn num_states(&self) -> usize {
-        0
+        emit::dfa_to_ebnf(self, rule_prefix, mode)
     }
 }
 
-/// `Grammar.from_regex`: full match, raw UTF-8; the entry rule is `rule_name`.
+/// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (XGrammar's
+/// behaviour); the entry rule is `rule_name`.
 pub fn regex_to_ebnf(pattern: &str, rule_name: &str) -> Result<String> {
-    let _ = (pattern, rule_name);
-    Err(not_yet("regular expressions"))
+    regex_to_ebnf_with(pattern, rule_name, RegexFlags { ignore_case: false, dot_all: true })
+}
+
+/// [`regex_to_ebnf`] with explicit flags.
+pub fn regex_to_ebnf_with(pattern: &str, rule_name: &str, flags: RegexFlags) -> Result<String> {
+    if rule_name.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidArgument, "the rule name must not be empty"));
+    }
+    Regex::parse(pattern, flags)?.to_ebnf(rule_name)
 }
