@@ -137,6 +137,11 @@ number ::= [0-9]+ ("." [0-9]+)?''',
     dict(name="builtin_json_text", grammar=JSON_EBNF,
          accept=["{}", "[]", '{"a": [1, -2.5e+3, true, false, null, "\\u00e9\\n"]}', '[{"k":{}} ,[ ]]', '["é😀"]', "[-0]"],
          reject=["", " {}", "{} ", "1", '"x"', "[01]", "[1.]", '["\x01"]', "{'a': 1}", '{"a" 1}', "[1,]"]),
+    dict(name="regex_macro", grammar='root ::= "id=" Regex("[a-z_][a-z0-9_]*") ("," Regex("-?(0|[1-9][0-9]*)(\\\\.[0-9]+)?"))*',
+         accept=["id=x", "id=_a1,0,-12.5,3"], reject=["id=", "id=1x", "id=a,01", "id=a,1."],
+         xgrammar_deviates=["id=a,01"],
+         note="Regex(...) macro: the pattern's full-match language; '.' matches every character, as in XGrammar. "
+              "XGrammar 0.2.8 wrongly accepts 'id=a,01': it matches Regex(\"(0|[1-9][0-9]*)(\\\\.[0-9]+)?\") against \"01\"."),
     dict(name="unicode_rule_mix", grammar='root ::= greet " " who\ngreet ::= "héllo" | "你好"\nwho ::= [^ ]+',
          accept=["héllo 世界", "你好 😀x"], reject=["hello world", "你好 "]),
     # ---- ISO dialect ----
@@ -174,7 +179,9 @@ number ::= [0-9]+ ("." [0-9]+)?''',
     dict(name="error_empty_alternative", grammar='root ::= "a" | | "b"', error="expected an element before '|'"),
     dict(name="error_empty_body", grammar='root ::=\n', error="expected an element"),
     dict(name="error_lookahead_not_at_end", grammar='root ::= "a" (= "b") "c"', error="expected the end of the rule after its lookahead assertion"),
-    dict(name="error_unsupported_macro", grammar='root ::= Regex("[a-z]+")', error="the macro 'Regex(...)' is not supported yet",
+    dict(name="error_unsupported_macro", grammar='root ::= TagDispatch(("<a>", x))\nx ::= "b"', error="the macro 'TagDispatch(...)' is not supported yet",
+         note="Accepted by XGrammar; not supported by grammask yet."),
+    dict(name="error_regex_flag_i", grammar='root ::= Regex("[a-z]+", flags="i")', error="the Regex flag 'i' (ASCII case folding) is not supported yet",
          note="Accepted by XGrammar; not supported by grammask yet."),
     dict(name="error_unsupported_rule_options", grammar='root ::= x\nx[max_tokens=3] ::= "b"', error="rule options",
          note="Accepted by XGrammar; not supported by grammask yet."),
@@ -186,10 +193,13 @@ number ::= [0-9]+ ("." [0-9]+)?''',
 
 # Errors that XGrammar reports too (verified below); others carry a note explaining the difference.
 XGRAMMAR_ACCEPTS = {"error_lone_surrogate", "error_code_point_too_large", "error_huge_repeat_bound",
-                    "error_unsupported_macro", "error_unsupported_rule_options", "error_nesting_too_deep"}
+                    "error_unsupported_macro", "error_regex_flag_i", "error_unsupported_rule_options", "error_nesting_too_deep"}
 
 
 SKIP_ORACLE = {c["name"] for c in CASES if c.get("skip_oracle")}
+# Strings on which XGrammar 0.2.8 is known to be wrong (each explained in the case's note); the
+# check requires XGrammar to still disagree on them, so the notes stay true.
+DEVIATES = {c["name"]: c["xgrammar_deviates"] for c in CASES if c.get("xgrammar_deviates")}
 
 
 def file_name(case):
@@ -229,12 +239,13 @@ def check_with_xgrammar(case):
         g = xg.Grammar.from_ebnf(case["grammar"], root_rule_name=case["root"])
     except Exception as e:
         return [f"XGrammar cannot parse it: {str(e).strip().splitlines()[-1]}"]
+    deviates = DEVIATES.get(case["name"], ())
     for s in case["accept"]:
-        if not accepts(g, s):
-            problems.append(f"XGrammar rejects accept-string {s!r}")
+        if accepts(g, s) == (s in deviates):
+            problems.append(f"XGrammar {'accepts' if s in deviates else 'rejects'} accept-string {s!r}")
     for s in case["reject"]:
-        if accepts(g, s):
-            problems.append(f"XGrammar accepts reject-string {s!r}")
+        if accepts(g, s) != (s in deviates):
+            problems.append(f"XGrammar {'rejects' if s in deviates else 'accepts'} reject-string {s!r}")
     return problems
 
 

@@ -73,6 +73,9 @@ pub(crate) struct Parser<'a> {
     /// Nesting depth of each composite expression created so far (absent = leaf, depth 0),
     /// so that a too-deep expression is reported where it is written.
     depth: Vec<u32>,
+    /// `Regex(...)` macros: the placeholder rule each one references, and the pattern's grammar,
+    /// imported after all rules are read so that its rule names cannot clash with later ones.
+    regexes: Vec<(String, Grammar)>,
 }
 
 impl<'a> Parser<'a> {
@@ -85,6 +88,7 @@ impl<'a> Parser<'a> {
             defs: Vec::new(),
             defined: HashMap::new(),
             depth: Vec::new(),
+            regexes: Vec::new(),
         }
     }
 
@@ -286,6 +290,11 @@ impl<'a> Parser<'a> {
                         && self.cur.bytes.get(pos + n) == Some(&b'(')
                         && MACROS.contains(&name)
                     {
+                        if name == "Regex" {
+                            let e = self.regex_macro()?;
+                            self.push_atom(&mut stack, e)?;
+                            continue;
+                        }
                         return Err(self.cur.error_at(
                             ErrorKind::Unsupported,
                             pos,
@@ -709,16 +718,123 @@ impl<'a> Parser<'a> {
                 format!("the root rule '{root}' is not defined ({have})"),
             ));
         }
-        let g = self.b.build(root)?;
+        let mut b = self.b;
+        for (placeholder, g) in &self.regexes {
+            let r = b.import(g);
+            let body = b.rule_ref(r);
+            b.define(placeholder, body, None)?;
+        }
+        let g = b.build(root)?;
         Ok(reorder_rules(&g, self.defs.iter().map(|(n, _)| n.as_str())))
+    }
+
+    /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and
+    /// returns a reference to a placeholder rule for the pattern's full-match language, built by
+    /// [`crate::regex::regex_to_ebnf`]. As in XGrammar, `.` matches every character; the flags
+    /// `s` and `u` change nothing; `i` and `json_string=true` are not supported yet.
+    fn regex_macro(&mut self) -> Result<ExprId> {
+        let start = self.cur.pos;
+        self.cur.pos += "Regex(".len();
+        self.skip_ws()?;
+        if self.cur.peek() != Some(b'"') {
+            return Err(self.cur.expected("the pattern as a string literal, as in Regex(\"[a-z]+\")"));
+        }
+        let pattern = String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8");
+        loop {
+            self.skip_ws()?;
+            match self.cur.peek() {
+                Some(b')') => {
+                    self.cur.pos += 1;
+                    break;
+                }
+                Some(b',') => self.cur.pos += 1,
+                _ => return Err(self.cur.expected("',' or ')' in Regex(...)")),
+            }
+            self.skip_ws()?;
+            let arg_pos = self.cur.pos;
+            let n = self.cur.name_len_at(arg_pos, false);
+            if n == 0 {
+                return Err(self.cur.expected("a named argument (flags=\"...\" or json_string=...) of Regex(...)"));
+            }
+            let arg = self.cur.text[arg_pos..arg_pos + n].to_owned();
+            self.cur.pos += n;
+            self.skip_ws()?;
+            if self.cur.peek() != Some(b'=') {
+                return Err(self.cur.expected(&format!("'=' after the argument name '{arg}'")));
+            }
+            self.cur.pos += 1;
+            self.skip_ws()?;
+            match arg.as_str() {
+                "flags" => {
+                    if self.cur.peek() != Some(b'"') {
+                        return Err(self.cur.expected("a string literal of flags, as in flags=\"s\""));
+                    }
+                    let flags_pos = self.cur.pos;
+                    for f in String::from_utf8(self.cur.string_literal()?).expect("UTF-8").chars() {
+                        match f {
+                            's' | 'u' | ' ' => {} // `.` already matches everything; `u` is a no-op
+                            'i' => {
+                                return Err(self.cur.error_at(
+                                    ErrorKind::Unsupported,
+                                    flags_pos,
+                                    "the Regex flag 'i' (ASCII case folding) is not supported yet",
+                                ))
+                            }
+                            f => {
+                                return Err(self.cur.error_at(
+                                    ErrorKind::EbnfSyntax,
+                                    flags_pos,
+                                    format!("unknown Regex flag '{f}' (expected 'i', 's' or 'u')"),
+                                ))
+                            }
+                        }
+                    }
+                }
+                "json_string" => {
+                    let v_pos = self.cur.pos;
+                    if self.cur.starts_with("true") {
+                        return Err(self.cur.error_at(
+                            ErrorKind::Unsupported,
+                            v_pos,
+                            "Regex(..., json_string=true) is not supported yet",
+                        ));
+                    }
+                    if !self.cur.starts_with("false") {
+                        return Err(self.cur.expected("true or false"));
+                    }
+                    self.cur.pos += "false".len();
+                }
+                _ => {
+                    return Err(self.cur.error_at(
+                        ErrorKind::EbnfSyntax,
+                        arg_pos,
+                        format!("unknown argument '{arg}' of Regex(...) (expected flags or json_string)"),
+                    ))
+                }
+            }
+        }
+        let (l, c) = self.cur.line_col(start);
+        let g = crate::regex::regex_to_ebnf(&pattern, "regex")
+            .and_then(|text| crate::ebnf::parse_ebnf(&text, "regex"))
+            .map_err(|e| Error::new(e.kind(), format!("in the pattern of Regex(...): {e}")).at_text(l, c))?;
+        // '#' cannot appear in a written rule name, so the placeholder never clashes; the printer
+        // spells it as a valid fresh name.
+        let placeholder = format!("Regex#{}", self.regexes.len() + 1);
+        let id = self.b.rule_id(&placeholder);
+        self.regexes.push((placeholder, g));
+        Ok(self.b.rule_ref(id))
     }
 }
 
-/// The grammar with its rules renumbered in the given name order (expressions keep their ids).
+/// The grammar with its rules renumbered in the given name order, then the remaining rules
+/// (expressions keep their ids).
 fn reorder_rules<'n>(g: &Grammar, order: impl Iterator<Item = &'n str>) -> Grammar {
     let mut nb = GrammarBuilder::new();
-    let new_ids: HashMap<&str, RuleId> = order.map(|n| (n, nb.rule_id(n))).collect();
-    let map: Vec<RuleId> = g.rules().iter().map(|r| new_ids[r.name.as_str()]).collect();
+    for n in order {
+        nb.rule_id(n);
+    }
+    // Rules not written in the text (from macros) follow, in their existing order.
+    let map: Vec<RuleId> = g.rules().iter().map(|r| nb.rule_id(&r.name)).collect();
     for e in g.exprs() {
         let e = match e {
             Expr::RuleRef(r) => Expr::RuleRef(map[r.index()]),

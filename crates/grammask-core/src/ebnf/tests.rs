@@ -308,13 +308,6 @@ fn unsupported_features() {
         "rule options ('x[...]') are not supported",
     );
     assert_err("root[lazy] ::= \"b\"", ErrorKind::Unsupported, 1, 5, "rule options");
-    assert_err(
-        "root ::= \"a\" Regex(\"[a-z]+\")",
-        ErrorKind::Unsupported,
-        1,
-        14,
-        "the macro 'Regex(...)' is not supported yet",
-    );
     assert_err("root ::= (TagDispatch((\"<a>\", x)))", ErrorKind::Unsupported, 1, 11, "'TagDispatch(...)'");
     assert_err("root ::= Token(1, 2)", ErrorKind::Unsupported, 1, 10, "'Token(...)'");
     assert_err("root ::= ExcludeToken(1)", ErrorKind::Unsupported, 1, 10, "'ExcludeToken(...)'");
@@ -705,4 +698,28 @@ fn deep_expressions_are_reported_where_written() {
     let ok = format!("root ::= {}\"a\"{}", "(\"b\" ".repeat(499), ")*".repeat(499));
     let gr = g(&ok);
     assert_eq!(parse_ebnf(&gr.to_string(), "root").unwrap(), gr);
+}
+
+#[test]
+fn regex_macro() {
+    let text = r#"root ::= "<" Regex("[0-9]+(\\.[0-9]+)?") ">" Regex("a|b", flags="su", json_string=false)
+Regex_1 ::= "x""#;
+    let gr = g(text);
+    // Placeholder rules reference the imported pattern grammars; written names stay as they are.
+    assert!(gr.rule_by_name("Regex_1").is_some());
+    assert!(gr.rule_by_name("Regex#1").is_some() && gr.rule_by_name("Regex#2").is_some());
+    let printed = gr.to_string();
+    assert!(!printed.contains('#'), "{printed}");
+    let back = parse_ebnf(&printed, "root").unwrap();
+    assert_eq!(back.to_string(), printed);
+    assert_err(r#"root ::= Regex("[a-z]+", flags="i")"#, ErrorKind::Unsupported, 1, 32, "flag 'i'");
+    assert_err(r#"root ::= Regex("a", flags="x")"#, ErrorKind::EbnfSyntax, 1, 27, "unknown Regex flag 'x'");
+    assert_err(r#"root ::= Regex("a", json_string=true)"#, ErrorKind::Unsupported, 1, 33, "json_string=true");
+    assert_err(r#"root ::= Regex("a", "b")"#, ErrorKind::EbnfSyntax, 1, 21, "expected a named argument");
+    assert_err(r#"root ::= Regex("a", mode=1)"#, ErrorKind::EbnfSyntax, 1, 21, "unknown argument 'mode'");
+    assert_err(r#"root ::= Regex("a""#, ErrorKind::EbnfSyntax, 1, 19, "expected ',' or ')' in Regex(...)");
+    assert_err("root ::= Regex(a)", ErrorKind::EbnfSyntax, 1, 16, "the pattern as a string literal");
+    let (k, l, c, m) = err("root ::= \"x\"\n  Regex(\"(a\")");
+    assert_eq!((k, l, c), (ErrorKind::RegexSyntax, 2, 3), "{m}");
+    assert!(m.starts_with("in the pattern of Regex(...)"), "{m}");
 }
