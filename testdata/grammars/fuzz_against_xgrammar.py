@@ -25,6 +25,8 @@ def atom(depth):
         return rng.choice(["[ab]", "[^a]", "[a-c]", "[b\\-]", "[é-ü]", "[]", "[^]"])
     if k < 7:
         return rng.choice(RULES)
+    if k == 7 and rng.random() < 0.3:
+        return rng.choice(['Regex("[ab]+")', 'Regex("a?b")', 'Regex("(ab|é)*")', 'Regex("a{1,2}|b.")', 'Regex("[^a]")'])
     if depth > 3:
         return '"a"'
     return "(" + expr(depth + 1) + ")" if rng.random() < 0.9 else "()"
