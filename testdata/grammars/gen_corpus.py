@@ -142,6 +142,9 @@ number ::= [0-9]+ ("." [0-9]+)?''',
          xgrammar_deviates=["id=a,01"],
          note="Regex(...) macro: the pattern's full-match language; '.' matches every character, as in XGrammar. "
               "XGrammar 0.2.8 wrongly accepts 'id=a,01': it matches Regex(\"(0|[1-9][0-9]*)(\\\\.[0-9]+)?\") against \"01\"."),
+    dict(name="regex_macro_json_string", grammar='root ::= "\\"" Regex("[^a]+|x.y", json_string=true) "\\""',
+         accept=['"b"', '"é 😀"', '"x\x7fy"', '"xay"'], reject=['""', '"a"', '"\\n"', '"\n"', '"\x01"', '"b\\"', '"x\\"y"'],
+         note="json_string=true keeps the strings of the pattern without '\"', '\\\\' and U+0000..U+001F (no escapes)."),
     dict(name="unicode_rule_mix", grammar='root ::= greet " " who\ngreet ::= "héllo" | "你好"\nwho ::= [^ ]+',
          accept=["héllo 世界", "你好 😀x"], reject=["hello world", "你好 "]),
     # ---- ISO dialect ----

@@ -730,8 +730,9 @@ impl<'a> Parser<'a> {
 
     /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and
     /// returns a reference to a placeholder rule for the pattern's full-match language, built by
-    /// [`crate::regex::regex_to_ebnf`]. As in XGrammar, `.` matches every character; the flags
-    /// `s` and `u` change nothing; `i` and `json_string=true` are not supported yet.
+    /// [`crate::regex`]. As in XGrammar, `.` matches every character; the flags `s` and `u`
+    /// change nothing; `i` is not supported yet; `json_string=true` keeps only the strings
+    /// without `"`, `\` and U+0000..U+001F.
     fn regex_macro(&mut self) -> Result<ExprId> {
         let start = self.cur.pos;
         self.cur.pos += "Regex(".len();
@@ -740,6 +741,7 @@ impl<'a> Parser<'a> {
             return Err(self.cur.expected("the pattern as a string literal, as in Regex(\"[a-z]+\")"));
         }
         let pattern = String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8");
+        let mut json_string = false;
         loop {
             self.skip_ws()?;
             match self.cur.peek() {
@@ -791,18 +793,15 @@ impl<'a> Parser<'a> {
                     }
                 }
                 "json_string" => {
-                    let v_pos = self.cur.pos;
                     if self.cur.starts_with("true") {
-                        return Err(self.cur.error_at(
-                            ErrorKind::Unsupported,
-                            v_pos,
-                            "Regex(..., json_string=true) is not supported yet",
-                        ));
-                    }
-                    if !self.cur.starts_with("false") {
+                        json_string = true;
+                        self.cur.pos += "true".len();
+                    } else if self.cur.starts_with("false") {
+                        json_string = false;
+                        self.cur.pos += "false".len();
+                    } else {
                         return Err(self.cur.expected("true or false"));
                     }
-                    self.cur.pos += "false".len();
                 }
                 _ => {
                     return Err(self.cur.error_at(
@@ -814,8 +813,7 @@ impl<'a> Parser<'a> {
             }
         }
         let (l, c) = self.cur.line_col(start);
-        let g = crate::regex::regex_to_ebnf(&pattern, "regex")
-            .and_then(|text| crate::ebnf::parse_ebnf(&text, "regex"))
+        let g = regex_grammar(&pattern, json_string)
             .map_err(|e| Error::new(e.kind(), format!("in the pattern of Regex(...): {e}")).at_text(l, c))?;
         // '#' cannot appear in a written rule name, so the placeholder never clashes; the printer
         // spells it as a valid fresh name.
@@ -824,6 +822,21 @@ impl<'a> Parser<'a> {
         self.regexes.push((placeholder, g));
         Ok(self.b.rule_ref(id))
     }
+}
+
+/// The full-match grammar of a `Regex(...)` pattern, with root rule `regex`.
+fn regex_grammar(pattern: &str, json_string: bool) -> Result<Grammar> {
+    use crate::regex::{Anchoring, CharDfa, CharSet, Regex, RegexFlags, TextMode};
+    let text = if json_string {
+        let re = Regex::parse(pattern, RegexFlags { ignore_case: false, dot_all: true })?;
+        let dfa = CharDfa::from_regex(&re, Anchoring::FullMatch)?;
+        // Characters a JSON string may hold unescaped.
+        let unescaped = CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10_FFFF)]);
+        dfa.intersect(&CharDfa::star_of(&unescaped))?.to_ebnf("regex", TextMode::Raw)
+    } else {
+        crate::regex::regex_to_ebnf(pattern, "regex")?
+    };
+    crate::ebnf::parse_ebnf(&text, "regex")
 }
 
 /// The grammar with its rules renumbered in the given name order, then the remaining rules
