@@ -27,6 +27,7 @@ pub mod limits;
 pub mod mask;
 pub mod matcher;
 pub mod regex;
+pub mod trie;
 pub mod vocab;
 
 pub use error::{Error, ErrorKind};
