@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bitset;
+pub mod cache;
 pub mod compiler;
 pub mod earley;
 pub mod ebnf;
