@@ -17,7 +17,9 @@
 #![forbid(unsafe_code)]
 
 pub mod bitset;
+pub mod builtin;
 pub mod cache;
+pub mod combine;
 pub mod compiler;
 pub mod earley;
 pub mod ebnf;
@@ -27,7 +29,9 @@ pub mod json_schema;
 pub mod limits;
 pub mod mask;
 pub mod matcher;
+pub mod print;
 pub mod regex;
+pub mod serialize;
 pub mod trie;
 pub mod vocab;
 

@@ -1,0 +1,40 @@
+//! EBNF text -> [`Grammar`]: the first stage of the pipeline for grammars written by hand.
+//!
+//! Two dialects:
+//! - [`parse_ebnf`]: XGrammar's GBNF-like dialect (`name ::= expr`, string literals with escapes,
+//!   character classes, `( )`, `|`, `* + ? {m} {m,} {m,n}`, `#` comments, a lookahead assertion
+//!   `(= expr)` at the end of a rule). Rule options (`name[...]`) and macros (`Regex(...)`, ...)
+//!   are recognised and rejected as `Unsupported`.
+//! - [`parse_iso_ebnf`]: the ISO-style dialect of ollama's grammar package (`name = expr .`,
+//!   `"a" … "z"` ranges, `[optional]`, `{repeated}`, `( )`, `|`; `#`, `//` and `/* */` comments;
+//!   Go raw strings in backquotes).
+//!
+//! Escapes denote Unicode scalar values: string literals become UTF-8 [`crate::grammar::Expr::Bytes`],
+//! classes become code point ranges. Rules are numbered in definition order. The printer in
+//! [`crate::print`] writes the XGrammar dialect back.
+
+mod cursor;
+mod parser;
+#[cfg(test)]
+mod tests;
+
+use crate::error::Result;
+use crate::grammar::Grammar;
+use parser::{Dialect, Parser};
+
+/// Parses XGrammar-dialect EBNF; `root_rule_name` names the start rule.
+pub fn parse_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
+    Parser::new(text, Dialect::XGrammar).parse(root_rule_name)
+}
+
+/// Parses ISO-style EBNF (`rule = expr .`); `root_rule_name` names the start rule.
+pub fn parse_iso_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
+    Parser::new(text, Dialect::Iso).parse(root_rule_name)
+}
+
+impl Grammar {
+    /// Same as [`parse_ebnf`].
+    pub fn from_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
+        parse_ebnf(text, root_rule_name)
+    }
+}

@@ -1,0 +1,680 @@
+//! The rule and expression parser for both dialects, building a [`Grammar`] directly.
+//!
+//! Expressions are parsed with an explicit stack of open groups ([`Frame`]), never by recursion,
+//! so input nesting costs heap, not stack; more than [`limits::MAX_NESTING`] open groups is a
+//! `LimitExceeded` error raised as soon as the limit is crossed.
+
+use super::cursor::{Cursor, EscapeContext};
+use crate::error::{Error, ErrorKind, Result};
+use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Dialect {
+    /// XGrammar / GBNF: `name ::= expr`, quantifiers, classes, lookahead.
+    XGrammar,
+    /// ollama / Go `x/exp/ebnf` style: `name = expr .`, `[opt]`, `{rep}`, `"a" … "z"`.
+    Iso,
+}
+
+/// What opened a frame, and so what closes it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum FrameKind {
+    /// The body of a rule; closed by the end of the rule.
+    Body,
+    /// `( ... )`.
+    Group,
+    /// `(= ... )` after an XGrammar rule body.
+    Lookahead,
+    /// ISO `[ ... ]`.
+    Optional,
+    /// ISO `{ ... }`.
+    Repeat,
+}
+
+impl FrameKind {
+    fn closer(self) -> &'static str {
+        match self {
+            FrameKind::Body => "the end of the rule",
+            FrameKind::Group | FrameKind::Lookahead => "')'",
+            FrameKind::Optional => "']'",
+            FrameKind::Repeat => "'}'",
+        }
+    }
+}
+
+/// An open group: finished alternatives and the sequence being read.
+struct Frame {
+    kind: FrameKind,
+    open: usize,
+    alts: Vec<ExprId>,
+    seq: Vec<ExprId>,
+}
+
+impl Frame {
+    fn new(kind: FrameKind, open: usize) -> Self {
+        Frame { kind, open, alts: Vec::new(), seq: Vec::new() }
+    }
+}
+
+/// XGrammar macro names; `Name(` with one of these is a macro call, not a reference and a group.
+const MACROS: &[&str] = &["Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch"];
+
+pub(crate) struct Parser<'a> {
+    cur: Cursor<'a>,
+    dialect: Dialect,
+    b: GrammarBuilder,
+    /// Position of the first reference to each rule name, for "not defined" errors.
+    first_ref: HashMap<String, usize>,
+    /// Defined rules in text order, with the position of their name.
+    defs: Vec<(String, usize)>,
+    defined: HashMap<String, usize>,
+}
+
+impl<'a> Parser<'a> {
+    pub fn new(text: &'a str, dialect: Dialect) -> Self {
+        Parser {
+            cur: Cursor::new(text),
+            dialect,
+            b: GrammarBuilder::new(),
+            first_ref: HashMap::new(),
+            defs: Vec::new(),
+            defined: HashMap::new(),
+        }
+    }
+
+    pub fn parse(mut self, root: &str) -> Result<Grammar> {
+        if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
+            return Err(Error::limit("grammar text size in bytes", limits::MAX_GRAMMAR_BYTES));
+        }
+        loop {
+            self.skip_ws()?;
+            if self.cur.at_end() {
+                break;
+            }
+            let start = self.cur.pos;
+            let n = self.cur.name_len_at(start, self.dialect == Dialect::XGrammar);
+            if n == 0 {
+                let form = if self.dialect == Dialect::XGrammar { "name ::= ..." } else { "name = ... ." };
+                return Err(self.cur.expected(&format!("a rule name to start a rule ({form})")));
+            }
+            let name = self.cur.text[start..start + n].to_owned();
+            if self.dialect == Dialect::XGrammar && !self.cur.is_line_start(start) {
+                return Err(self.cur.error_at(
+                    ErrorKind::EbnfSyntax,
+                    start,
+                    format!("the rule name '{name}' must be the first token on its line (put each rule on a new line)"),
+                ));
+            }
+            self.cur.pos += n;
+            let (body, lookahead) = match self.dialect {
+                Dialect::XGrammar => {
+                    self.cur.skip_blanks();
+                    if self.cur.peek() == Some(b'[') {
+                        return Err(self.cur.error_at(
+                            ErrorKind::Unsupported,
+                            self.cur.pos,
+                            format!("rule options ('{name}[...]') are not supported yet"),
+                        ));
+                    }
+                    if !self.cur.starts_with("::=") {
+                        return Err(self.cur.expected(&format!("'::=' after the rule name '{name}'")));
+                    }
+                    self.cur.pos += 3;
+                    self.body(start)?
+                }
+                Dialect::Iso => {
+                    self.skip_ws()?;
+                    if self.cur.peek() != Some(b'=') {
+                        return Err(self.cur.expected(&format!("'=' after the rule name '{name}'")));
+                    }
+                    self.cur.pos += 1;
+                    self.body(start)?
+                }
+            };
+            if let Some(&first) = self.defined.get(&name) {
+                let (l, c) = self.cur.line_col(first);
+                return Err(self.cur.error_at(
+                    ErrorKind::InvalidGrammar,
+                    start,
+                    format!("rule '{name}' is defined more than once (first at line {l}, column {c})"),
+                ));
+            }
+            self.b.define(&name, body, lookahead).map_err(|e| self.locate(e, start))?;
+            self.defined.insert(name.clone(), start);
+            self.defs.push((name, start));
+        }
+        self.finish(root)
+    }
+
+    fn skip_ws(&mut self) -> Result<()> {
+        match self.dialect {
+            Dialect::XGrammar => self.cur.skip_ws(true, false),
+            Dialect::Iso => self.cur.skip_ws(true, true),
+        }
+    }
+
+    /// Attaches the text location `pos` to an error from the builder.
+    fn locate(&self, e: Error, pos: usize) -> Error {
+        let (l, c) = self.cur.line_col(pos);
+        e.at_text(l, c)
+    }
+
+    /// True if an XGrammar rule definition (`name ::=` or `name[...] ::=`) starts at `pos`.
+    fn is_rule_start(&self, pos: usize) -> bool {
+        let n = self.cur.name_len_at(pos, true);
+        if n == 0 {
+            return false;
+        }
+        let bytes = self.cur.bytes;
+        let mut p = pos + n;
+        if bytes.get(p) == Some(&b'[') {
+            // `name[options] ::=`: the options end on the same line.
+            match bytes[p..].iter().position(|&b| b == b']' || b == b'\n') {
+                Some(i) if bytes[p + i] == b']' => p += i + 1,
+                _ => return false,
+            }
+        }
+        while matches!(bytes.get(p), Some(b' ' | b'\t')) {
+            p += 1;
+        }
+        bytes[p..].starts_with(b"::=")
+    }
+
+    /// True if the current position ends the body of the rule being parsed at the top level.
+    fn at_rule_end(&self) -> bool {
+        match self.dialect {
+            Dialect::XGrammar => self.cur.at_end() || self.is_rule_start(self.cur.pos),
+            Dialect::Iso => self.cur.peek() == Some(b'.'),
+        }
+    }
+
+    /// Parses a rule body (and, for XGrammar, an optional lookahead) up to the end of the rule.
+    fn body(&mut self, rule_pos: usize) -> Result<(ExprId, Option<ExprId>)> {
+        let mut stack = vec![Frame::new(FrameKind::Body, rule_pos)];
+        let mut body = None;
+        loop {
+            self.skip_ws()?;
+            let pos = self.cur.pos;
+            let top = stack.last().expect("stack is never empty here").kind;
+            if self.cur.at_end()
+                || (top != FrameKind::Body && self.dialect == Dialect::XGrammar && self.is_rule_start(pos))
+            {
+                if top != FrameKind::Body {
+                    return Err(self.unclosed(stack.last().unwrap()));
+                }
+                if self.dialect == Dialect::Iso {
+                    let (l, c) = self.cur.line_col(rule_pos);
+                    return Err(self.cur.expected(&format!("'.' to end the rule started at line {l}, column {c}")));
+                }
+            }
+            if top == FrameKind::Body && self.at_rule_end() {
+                let f = stack.pop().unwrap();
+                if self.dialect == Dialect::Iso {
+                    self.cur.pos += 1; // the '.'
+                    if f.alts.is_empty() && f.seq.is_empty() {
+                        return Ok((self.b.empty(), None)); // `name = .` is the empty production
+                    }
+                }
+                return Ok((self.close(f)?, None));
+            }
+            let Some(c) = self.cur.peek() else { unreachable!("end of input handled above") };
+            match c {
+                b'|' => {
+                    let f = stack.last_mut().unwrap();
+                    if f.seq.is_empty() {
+                        return Err(self.cur.expected("an element before '|'"));
+                    }
+                    let s = std::mem::take(&mut f.seq);
+                    let s = self.b.seq(s);
+                    stack.last_mut().unwrap().alts.push(s);
+                    self.cur.pos += 1;
+                }
+                b')' | b']' | b'}' if self.dialect == Dialect::Iso || c == b')' => {
+                    if let Some(done) = self.close_bracket(&mut stack, c, &mut body)? {
+                        return Ok(done);
+                    }
+                }
+                b'(' | b'[' | b'{' if self.dialect == Dialect::Iso || c == b'(' => {
+                    self.open_bracket(&mut stack, c, &mut body)?
+                }
+                b'"' => {
+                    let s = self.cur.string_literal()?;
+                    let e = if self.dialect == Dialect::Iso {
+                        self.iso_string_or_range(&s, pos)?
+                    } else {
+                        self.b.bytes(&s)
+                    };
+                    self.push_atom(&mut stack, e)?;
+                }
+                b'`' if self.dialect == Dialect::Iso => {
+                    let s = self.raw_string()?;
+                    let e = self.iso_string_or_range(&s, pos)?;
+                    self.push_atom(&mut stack, e)?;
+                }
+                b'[' => {
+                    let e = self.char_class()?;
+                    self.push_atom(&mut stack, e)?;
+                }
+                b'*' | b'+' | b'?' | b'{' if self.dialect == Dialect::XGrammar => {
+                    return Err(self.cur.expected(
+                        "an element (a quantifier must follow an element, and quantifiers cannot be stacked)",
+                    ));
+                }
+                _ => {
+                    let n = self.cur.name_len_at(pos, self.dialect == Dialect::XGrammar);
+                    if n == 0 {
+                        let what = if top == FrameKind::Body {
+                            "an element".to_owned()
+                        } else {
+                            format!("an element or {}", top.closer())
+                        };
+                        let what = if self.dialect == Dialect::Iso && top == FrameKind::Body {
+                            format!("{what} or '.'")
+                        } else {
+                            what
+                        };
+                        return Err(self.cur.expected(&what));
+                    }
+                    let name = &self.cur.text[pos..pos + n];
+                    if self.dialect == Dialect::XGrammar
+                        && self.cur.bytes.get(pos + n) == Some(&b'(')
+                        && MACROS.contains(&name)
+                    {
+                        return Err(self.cur.error_at(
+                            ErrorKind::Unsupported,
+                            pos,
+                            format!("the macro '{name}(...)' is not supported yet"),
+                        ));
+                    }
+                    if self.dialect == Dialect::XGrammar && top != FrameKind::Body && self.is_rule_start(pos) {
+                        return Err(self.unclosed(stack.last().unwrap()));
+                    }
+                    let name = name.to_owned();
+                    self.cur.pos += n;
+                    let id = self.b.rule_id(&name);
+                    self.first_ref.entry(name).or_insert(pos);
+                    let e = self.b.rule_ref(id);
+                    self.push_atom(&mut stack, e)?;
+                }
+            }
+        }
+    }
+
+    /// Handles `)`, `]` or `}` at the cursor: closes the innermost frame and appends its
+    /// expression to the parent. Returns the finished rule when it closed a lookahead.
+    fn close_bracket(
+        &mut self,
+        stack: &mut Vec<Frame>,
+        c: u8,
+        body: &mut Option<ExprId>,
+    ) -> Result<Option<(ExprId, Option<ExprId>)>> {
+        let pos = self.cur.pos;
+        let top = stack.last().expect("stack is never empty here").kind;
+        let want = match c {
+            b')' => [FrameKind::Group, FrameKind::Lookahead],
+            b']' => [FrameKind::Optional, FrameKind::Optional],
+            _ => [FrameKind::Repeat, FrameKind::Repeat],
+        };
+        if !want.contains(&top) {
+            if top == FrameKind::Body {
+                return Err(self.cur.error_at(
+                    ErrorKind::EbnfSyntax,
+                    pos,
+                    format!("expected an element, found '{}' with no open group to close", c as char),
+                ));
+            }
+            return Err(self.unclosed(stack.last().unwrap()));
+        }
+        let f = stack.pop().unwrap();
+        let kind = f.kind;
+        let e =
+            if kind == FrameKind::Group && f.alts.is_empty() && f.seq.is_empty() && self.dialect == Dialect::XGrammar {
+                self.b.seq(Vec::new()) // `()` is the empty sequence
+            } else {
+                self.close(f)?
+            };
+        self.cur.pos += 1;
+        match kind {
+            FrameKind::Lookahead => {
+                self.skip_ws()?;
+                if !(self.cur.at_end() || self.is_rule_start(self.cur.pos)) {
+                    return Err(self.cur.expected(
+                        "the end of the rule after its lookahead assertion (a new rule 'name ::= ...' or end of input)",
+                    ));
+                }
+                return Ok(Some((body.take().expect("lookahead follows a body"), Some(e))));
+            }
+            FrameKind::Optional => {
+                let r = self.b.repeat(e, 0, Some(1))?;
+                stack.last_mut().unwrap().seq.push(r);
+            }
+            FrameKind::Repeat => {
+                let r = self.b.repeat(e, 0, None)?;
+                stack.last_mut().unwrap().seq.push(r);
+            }
+            _ => self.push_atom(stack, e)?,
+        }
+        Ok(None)
+    }
+
+    /// Handles `(`, `(=` or ISO `[` / `{` at the cursor: opens a frame (the lookahead frame
+    /// replaces the finished body frame).
+    fn open_bracket(&mut self, stack: &mut Vec<Frame>, c: u8, body: &mut Option<ExprId>) -> Result<()> {
+        let pos = self.cur.pos;
+        let top = stack.last().expect("stack is never empty here").kind;
+        if self.dialect == Dialect::XGrammar && self.cur.peek_at(1) == Some(b'=') {
+            if top != FrameKind::Body {
+                return Err(self.cur.error_at(
+                    ErrorKind::EbnfSyntax,
+                    pos,
+                    "a lookahead assertion '(= ...)' may only appear once, at the end of a rule body".to_owned(),
+                ));
+            }
+            let f = stack.pop().unwrap();
+            if f.alts.is_empty() && f.seq.is_empty() {
+                return Err(self.cur.expected("an element (the rule body) before the lookahead assertion"));
+            }
+            *body = Some(self.close(f)?);
+            stack.push(Frame::new(FrameKind::Lookahead, pos));
+            self.cur.pos += 2;
+            return Ok(());
+        }
+        if stack.len() > limits::MAX_NESTING {
+            return Err(self.cur.error_at(
+                ErrorKind::LimitExceeded,
+                pos,
+                format!("nesting of groups exceeds the limit of {}", limits::MAX_NESTING),
+            ));
+        }
+        let kind = match c {
+            b'(' => FrameKind::Group,
+            b'[' => FrameKind::Optional,
+            _ => FrameKind::Repeat,
+        };
+        stack.push(Frame::new(kind, pos));
+        self.cur.pos += 1;
+        Ok(())
+    }
+
+    /// "expected ')' to close the group opened at ..., found ...".
+    fn unclosed(&self, f: &Frame) -> Error {
+        let (l, c) = self.cur.line_col(f.open);
+        let what = match f.kind {
+            FrameKind::Lookahead => "lookahead assertion",
+            _ => "group",
+        };
+        let found = if self.dialect == Dialect::XGrammar && self.is_rule_start(self.cur.pos) {
+            format!("the start of a new rule {}", self.cur.describe_here())
+        } else {
+            self.cur.describe_here()
+        };
+        self.cur.error_at(
+            ErrorKind::EbnfSyntax,
+            self.cur.pos,
+            format!("expected {} to close the {what} opened at line {l}, column {c}, found {found}", f.kind.closer()),
+        )
+    }
+
+    /// Turns a finished frame into one expression. Every alternative must have an element.
+    fn close(&mut self, mut f: Frame) -> Result<ExprId> {
+        if f.seq.is_empty() {
+            let what = if f.alts.is_empty() { "an element" } else { "an element after '|'" };
+            return Err(self.cur.expected(what));
+        }
+        let s = self.b.seq(f.seq);
+        f.alts.push(s);
+        Ok(self.b.choice(f.alts))
+    }
+
+    /// Appends an element to the open sequence, applying any XGrammar postfix quantifier.
+    fn push_atom(&mut self, stack: &mut [Frame], e: ExprId) -> Result<()> {
+        let mut e = e;
+        if self.dialect == Dialect::XGrammar {
+            self.skip_ws()?;
+            let qpos = self.cur.pos;
+            let q = match self.cur.peek() {
+                Some(b'*') => Some((0, None)),
+                Some(b'+') => Some((1, None)),
+                Some(b'?') => Some((0, Some(1))),
+                Some(b'{') => Some(self.bounds()?),
+                _ => None,
+            };
+            if let Some((min, max)) = q {
+                if self.cur.pos == qpos {
+                    self.cur.pos += 1;
+                }
+                e = self.b.repeat(e, min, max).map_err(|err| self.locate(err, qpos))?;
+                self.skip_ws()?;
+                if matches!(self.cur.peek(), Some(b'*' | b'+' | b'?' | b'{')) {
+                    let (l, c) = self.cur.line_col(qpos);
+                    return Err(self.cur.error_at(
+                        ErrorKind::EbnfSyntax,
+                        self.cur.pos,
+                        format!(
+                            "expected an element, found {}: quantifiers cannot be stacked (the element already has the quantifier at line {l}, column {c}; use parentheses)",
+                            self.cur.describe_here()
+                        ),
+                    ));
+                }
+            }
+        }
+        stack.last_mut().expect("stack is never empty here").seq.push(e);
+        Ok(())
+    }
+
+    /// Parses `{m}`, `{m,}`, `{m,n}` or `{m, -1}` (unbounded); the cursor is on `{`.
+    fn bounds(&mut self) -> Result<(u32, Option<u32>)> {
+        self.cur.pos += 1;
+        self.skip_ws()?;
+        let min = self.number()?;
+        self.skip_ws()?;
+        let max = match self.cur.peek() {
+            Some(b'}') => Some(min),
+            Some(b',') => {
+                self.cur.pos += 1;
+                self.skip_ws()?;
+                match self.cur.peek() {
+                    Some(b'}') => None,
+                    Some(b'-')
+                        if self.cur.peek_at(1) == Some(b'1')
+                            && !self.cur.peek_at(2).is_some_and(|b| b.is_ascii_digit()) =>
+                    {
+                        self.cur.pos += 2;
+                        None
+                    }
+                    _ => Some(self.number()?),
+                }
+            }
+            _ => return Err(self.cur.expected("',' or '}' in the repetition bounds")),
+        };
+        self.skip_ws()?;
+        if self.cur.peek() != Some(b'}') {
+            return Err(self.cur.expected("'}' to close the repetition bounds"));
+        }
+        self.cur.pos += 1;
+        Ok((min, max))
+    }
+
+    /// A decimal repetition bound; values above [`limits::MAX_REPEAT_BOUND`] are a limit error.
+    fn number(&mut self) -> Result<u32> {
+        let start = self.cur.pos;
+        let digits = self.cur.bytes[start..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(self.cur.expected("a non-negative integer (write {0,n}, not {,n})"));
+        }
+        self.cur.pos += digits;
+        let text = &self.cur.text[start..start + digits];
+        match text.parse::<u32>() {
+            Ok(v) if v <= limits::MAX_REPEAT_BOUND => Ok(v),
+            _ => Err(self.cur.error_at(
+                ErrorKind::LimitExceeded,
+                start,
+                format!("repetition bound {text} exceeds the limit of {}", limits::MAX_REPEAT_BOUND),
+            )),
+        }
+    }
+
+    /// Parses `[...]` (the cursor is on `[`) into a character class.
+    fn char_class(&mut self) -> Result<ExprId> {
+        let open = self.cur.pos;
+        self.cur.pos += 1;
+        let negated = self.cur.peek() == Some(b'^');
+        if negated {
+            self.cur.pos += 1;
+        }
+        let mut ranges = Vec::new();
+        loop {
+            if self.cur.peek() == Some(b']') {
+                self.cur.pos += 1;
+                break;
+            }
+            let lo_pos = self.cur.pos;
+            let lo = self.class_char(open)?;
+            if self.cur.peek() == Some(b'-') && !matches!(self.cur.peek_at(1), Some(b']') | None) {
+                self.cur.pos += 1;
+                let hi = self.class_char(open)?;
+                if lo > hi {
+                    return Err(self.cur.error_at(
+                        ErrorKind::EbnfSyntax,
+                        lo_pos,
+                        format!(
+                            "invalid range '{}' in a character class: its lower bound U+{:04X} is above its upper bound U+{:04X}",
+                            &self.cur.text[lo_pos..self.cur.pos],
+                            lo as u32,
+                            hi as u32
+                        ),
+                    ));
+                }
+                ranges.push((lo as u32, hi as u32));
+            } else {
+                ranges.push((lo as u32, lo as u32));
+            }
+        }
+        Ok(self.b.char_class(&ranges, negated))
+    }
+
+    fn class_char(&mut self, open: usize) -> Result<char> {
+        match self.cur.peek() {
+            None | Some(b'\n' | b'\r') => {
+                let (l, c) = self.cur.line_col(open);
+                Err(self.cur.expected(&format!("']' to close the character class opened at line {l}, column {c}")))
+            }
+            Some(b'\\') => self.cur.escape(EscapeContext::Class),
+            Some(_) => Ok(self.cur.bump_char().expect("not at end")),
+        }
+    }
+
+    /// ISO: a string, or a range `"a" … "z"` when an ellipsis follows.
+    fn iso_string_or_range(&mut self, s: &[u8], pos: usize) -> Result<ExprId> {
+        let save = self.cur.pos;
+        self.skip_ws()?;
+        if !self.cur.starts_with("…") {
+            self.cur.pos = save;
+            return Ok(self.b.bytes(s));
+        }
+        let lo = single_char(s).ok_or_else(|| {
+            self.cur.error_at(
+                ErrorKind::EbnfSyntax,
+                pos,
+                "expected a single character before '…' in a range \"a\" … \"z\"",
+            )
+        })?;
+        self.cur.pos += "…".len();
+        self.skip_ws()?;
+        let hi_pos = self.cur.pos;
+        let hi = match self.cur.peek() {
+            Some(b'"') => self.cur.string_literal()?,
+            Some(b'`') => self.raw_string()?,
+            _ => return Err(self.cur.expected("a one-character string after '…'")),
+        };
+        let hi = single_char(&hi).ok_or_else(|| {
+            self.cur.error_at(
+                ErrorKind::EbnfSyntax,
+                hi_pos,
+                "expected a single character after '…' in a range \"a\" … \"z\"",
+            )
+        })?;
+        if lo > hi {
+            return Err(self.cur.error_at(
+                ErrorKind::EbnfSyntax,
+                pos,
+                format!(
+                    "invalid range: its lower bound U+{:04X} is above its upper bound U+{:04X}",
+                    lo as u32, hi as u32
+                ),
+            ));
+        }
+        Ok(self.b.char_class(&[(lo as u32, hi as u32)], false))
+    }
+
+    /// ISO: a Go raw string `` `...` `` (no escapes, line breaks allowed).
+    fn raw_string(&mut self) -> Result<Vec<u8>> {
+        let open = self.cur.pos;
+        self.cur.pos += 1;
+        let Some(i) = self.cur.text[self.cur.pos..].find('`') else {
+            let (l, c) = self.cur.line_col(open);
+            self.cur.pos = self.cur.bytes.len();
+            return Err(self.cur.expected(&format!("'`' to close the raw string opened at line {l}, column {c}")));
+        };
+        let s = self.cur.bytes[self.cur.pos..self.cur.pos + i].to_vec();
+        self.cur.pos += i + 1;
+        Ok(s)
+    }
+
+    /// Checks references and the root, then builds the grammar with rules in definition order.
+    fn finish(self, root: &str) -> Result<Grammar> {
+        let mut refs: Vec<(&String, &usize)> = self.first_ref.iter().collect();
+        refs.sort_by_key(|&(_, &p)| p);
+        for (name, &pos) in refs {
+            if !self.defined.contains_key(name) {
+                return Err(self.cur.error_at(
+                    ErrorKind::InvalidGrammar,
+                    pos,
+                    format!("rule '{name}' is referenced but not defined"),
+                ));
+            }
+        }
+        if !self.defined.contains_key(root) {
+            let names: Vec<&str> = self.defs.iter().take(10).map(|(n, _)| n.as_str()).collect();
+            let have = if names.is_empty() {
+                "the grammar defines no rules".to_owned()
+            } else {
+                format!("defined rules: {}", names.join(", "))
+            };
+            return Err(self.cur.error_at(
+                ErrorKind::InvalidGrammar,
+                self.cur.bytes.len(),
+                format!("the root rule '{root}' is not defined ({have})"),
+            ));
+        }
+        let g = self.b.build(root)?;
+        Ok(reorder_rules(&g, self.defs.iter().map(|(n, _)| n.as_str())))
+    }
+}
+
+/// The grammar with its rules renumbered in the given name order (expressions keep their ids).
+fn reorder_rules<'n>(g: &Grammar, order: impl Iterator<Item = &'n str>) -> Grammar {
+    let mut nb = GrammarBuilder::new();
+    let new_ids: HashMap<&str, RuleId> = order.map(|n| (n, nb.rule_id(n))).collect();
+    let map: Vec<RuleId> = g.rules().iter().map(|r| new_ids[r.name.as_str()]).collect();
+    for e in g.exprs() {
+        let e = match e {
+            Expr::RuleRef(r) => Expr::RuleRef(map[r.index()]),
+            other => other.clone(),
+        };
+        nb.add(e);
+    }
+    for r in g.rules() {
+        nb.define(&r.name, r.body, r.lookahead).expect("names are unique");
+    }
+    nb.build(&g.rule(g.root()).name).expect("reordering keeps the invariants")
+}
+
+fn single_char(s: &[u8]) -> Option<char> {
+    let s = std::str::from_utf8(s).ok()?;
+    let mut it = s.chars();
+    let c = it.next()?;
+    it.next().is_none().then_some(c)
+}
