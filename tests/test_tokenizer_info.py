@@ -433,3 +433,73 @@ def test_from_huggingface_in_memory(byte_level):
         assert {0, 1} <= set(info.special_token_ids)  # <unk>, <s> are declared special tokens
         # `</s>` is a plain vocabulary token here (not an added token): it stays text.
         assert 2 not in info.stop_token_ids and 2 in info._handle.sorted_text_token_ids
+
+
+class _FakeSentencePiece:
+    """The part of ``sentencepiece.SentencePieceProcessor`` that TokenizerInfo reads."""
+
+    def __init__(self, pieces: list[str], eos: int) -> None:
+        self._pieces, self._eos = pieces, eos
+
+    def eos_id(self) -> int:
+        return self._eos
+
+    def id_to_piece(self, i: int) -> str:
+        return self._pieces[i]
+
+
+class _FakeSlowSentencePieceTokenizer:
+    """A slow (``sp_model``) tokenizer without ``backend_tokenizer``, as transformers v4 had."""
+
+    eos_token_id = None
+
+    def __init__(self, pieces: list[str]) -> None:
+        self._pieces = pieces
+        self.sp_model = _FakeSentencePiece(pieces, eos=2)
+
+    def get_vocab(self) -> dict[str, int]:
+        return {p: i for i, p in enumerate(self._pieces)}
+
+
+def test_from_slow_sentencepiece_tokenizer():
+    pieces = ["<unk>", "<s>", "</s>", "<0x0A>", "<0xE2>", "▁hi", "x"]
+    info = TokenizerInfo.from_huggingface(_FakeSlowSentencePieceTokenizer(pieces))
+    assert info.vocab_type is VocabType.BYTE_FALLBACK and info.add_prefix_space
+    assert info.stop_token_ids == [2]  # from sp_model.eos_id()
+    assert info.decoded_vocab[3:6] == [b"\n", b"\xe2", b" hi"]
+    raw = TokenizerInfo.from_huggingface(_FakeSlowSentencePieceTokenizer(["<unk>", "<s>", "</s>", "▁a"]))
+    assert raw.vocab_type is VocabType.RAW
+
+
+# A stand-in for tiktoken.Encoding: detection looks at the type's name and module only.
+_FakeEncoding = type("Encoding", (), {"__module__": "tiktoken.core"})
+
+
+class _FakeTiktokenTokenizer:
+    """A remote-code tokenizer wrapping tiktoken (Qwen-1 style): raw byte tokens."""
+
+    def __init__(self, byte_level: bool) -> None:
+        self.tokenizer = _FakeEncoding()
+        space = "Ġ" if byte_level else b" "
+        self._vocab = {b"a": 0, space: 1, b"\xe4\xbd": 2, b"<|endoftext|>": 3}
+        self.eos_token_id = 3
+
+    def get_vocab(self):
+        return dict(self._vocab)
+
+    def encode(self, text, add_special_tokens=False):
+        return [1] if text == " " else [0]
+
+    def convert_ids_to_tokens(self, ids):
+        inverse = {v: k for k, v in self._vocab.items()}
+        return [inverse[i] for i in ids]
+
+
+def test_from_tiktoken_tokenizer():
+    info = TokenizerInfo.from_huggingface(_FakeTiktokenTokenizer(byte_level=False), vocab_size=8)
+    assert info.vocab_type is VocabType.RAW and not info.add_prefix_space
+    assert info.decoded_vocab == [b"a", b" ", b"\xe4\xbd", b"<|endoftext|>"]
+    assert info.stop_token_ids == [3]
+    assert info.special_token_ids == [4, 5, 6, 7]
+    kimi = TokenizerInfo.from_huggingface(_FakeTiktokenTokenizer(byte_level=True))
+    assert kimi.vocab_type is VocabType.BYTE_LEVEL
