@@ -234,6 +234,21 @@ def test_real_vocabulary_matches_hf(family):
         assert vocab["</s>"] not in stop | special
 
 
+@pytest.mark.parametrize("family", ["llama3", "deepseek-v3", "mistral-nemo", "llama2", "gemma2"])
+def test_real_vocabulary_agrees_with_xgrammar(family):
+    """Same decoded bytes, type and prefix-space flag as XGrammar 0.2.8 (stop and special ids
+    differ by design: we add detected stop tokens and mark added special tokens)."""
+    xgrammar = pytest.importorskip("xgrammar", reason="xgrammar is not installed")
+    tok = load_hf(family)
+    ours = TokenizerInfo.from_huggingface(tok)
+    theirs = xgrammar.TokenizerInfo.from_huggingface(tok)
+    assert ours.vocab_type.value == theirs.vocab_type.value
+    assert ours.add_prefix_space == theirs.add_prefix_space
+    assert ours.vocab_size == theirs.vocab_size
+    assert ours.decoded_vocab == theirs.decoded_vocab
+    assert set(theirs.stop_token_ids) <= set(ours.stop_token_ids)
+
+
 def test_real_vocabulary_padding_and_truncation():
     tok = load_hf("gpt2")
     padded = TokenizerInfo.from_huggingface(tok, vocab_size=50304)
