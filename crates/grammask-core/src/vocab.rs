@@ -25,9 +25,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MAX_TOKEN_BYTES;
 use serde_json::{Map, Value};
 
-/// Most ids a vocabulary may have (`vocab_size`). Real models stay under 300k; the bound keeps a
-/// hostile `vocab_size` from allocating gigabytes of per-id tables (about 20 bytes per id).
-pub const MAX_VOCAB_SIZE: usize = 1 << 24;
+/// Most ids a vocabulary may have (`vocab_size`, 4,194,304). Real models stay under 300k; the
+/// bound keeps a hostile `vocab_size` from allocating large per-id tables (13 bytes per id here,
+/// plus 4 bits per id in every bitmask row downstream).
+pub const MAX_VOCAB_SIZE: usize = 1 << 22;
 
 /// Token texts recognised as stop tokens when the caller gives no stop list (compared with both the
 /// spelling and the decoded bytes of each token). `<|eom_id|>` (Llama 3.1) and `<|end|>` (Phi-3)
