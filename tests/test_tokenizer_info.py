@@ -360,6 +360,10 @@ def test_errors():
         TokenizerInfo(["a", 3])
     with pytest.raises(_core.LimitExceededError):
         TokenizerInfo([b"x" * ((1 << 16) + 1)])
+    with pytest.raises(_core.LimitExceededError):
+        TokenizerInfo([], vocab_size=1 << 40)  # would be terabytes of per-id tables
+    with pytest.raises(ValueError, match="UTF-8"):
+        TokenizerInfo(["\ud800"])  # a lone surrogate has no bytes
     with pytest.raises(_core.InvalidJSONError):
         TokenizerInfo.deserialize_json("{")
     with pytest.raises(_core.DeserializeFormatError):
