@@ -50,7 +50,8 @@ def require_tokenizers_dir() -> Path:
     if d is None:
         pytest.skip(
             "real tokenizers not found: set GRAMMASK_SHARED to the shared data dir "
-            f"(looked for tokenizers/manifest.json in $GRAMMASK_SHARED and {REPO_ROOT.parent / 'shared'})"
+            "(looked for tokenizers/manifest.json in $GRAMMASK_SHARED and "
+            f"{REPO_ROOT.parent / 'shared'})"
         )
     return d / "tokenizers"
 
@@ -147,7 +148,9 @@ def check_every_id_against_hf(tok, info: TokenizerInfo) -> dict[str, int]:
             comp = _utf8_completion(ours)
             if comp is not None and all(b in byte_ids for b in comp[0] + comp[1]):
                 lead, trail = comp
-                wrapped_ids.append([x] + [byte_ids[b] for b in lead] + [i] + [byte_ids[b] for b in trail])
+                lead_ids = [byte_ids[b] for b in lead]
+                trail_ids = [byte_ids[b] for b in trail]
+                wrapped_ids.append([x] + lead_ids + [i] + trail_ids)
                 wrapped_expect.append((i, (lead + ours + trail).decode("utf-8")))
             else:
                 stats["lossy"] += 1
@@ -156,7 +159,8 @@ def check_every_id_against_hf(tok, info: TokenizerInfo) -> dict[str, int]:
             mismatches.append((i, ours, hf))
         else:
             stats["exact"] += 1
-    for (i, expect), out in zip(wrapped_expect, backend.decode_batch(wrapped_ids, skip_special_tokens=False)):
+    wrapped_outs = backend.decode_batch(wrapped_ids, skip_special_tokens=False)
+    for (i, expect), out in zip(wrapped_expect, wrapped_outs):
         if out[len(prefix):] != expect:
             mismatches.append((i, decoded[i], out[len(prefix):]))
         else:
@@ -227,7 +231,8 @@ def test_real_vocabulary_matches_hf(family):
         vocab = tok.get_vocab()
         assert vocab["<|im_start|>"] in special and vocab["<|im_end|>"] in stop
         # `<tool_call>` is an added token *not* marked special: grammar text may produce it.
-        assert vocab["<tool_call>"] not in special and decoded[vocab["<tool_call>"]] == b"<tool_call>"
+        tool_call = vocab["<tool_call>"]
+        assert tool_call not in special and decoded[tool_call] == b"<tool_call>"
     if family == "gemma2":
         # `</s>` is an ordinary text token (an HTML tag) in Gemma, not a stop token.
         vocab = tok.get_vocab()
@@ -281,7 +286,9 @@ def test_real_vocabulary_serialization_round_trip():
     assert again.special_token_ids == info.special_token_ids
     assert again._handle.sorted_text_token_ids == info._handle.sorted_text_token_ids
     meta = info.dump_metadata()
-    assert meta == '{"vocab_type":1,"vocab_size":32064,"add_prefix_space":true,"stop_token_ids":[2]}'
+    assert meta == (
+        '{"vocab_type":1,"vocab_size":32064,"add_prefix_space":true,"stop_token_ids":[2]}'
+    )
     encoded = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
     rebuilt = TokenizerInfo.from_vocab_and_metadata(encoded, meta)
     assert rebuilt.dump_metadata() == meta
@@ -353,6 +360,10 @@ def test_errors():
         TokenizerInfo(["a", 3])
     with pytest.raises(_core.LimitExceededError):
         TokenizerInfo([b"x" * ((1 << 16) + 1)])
+    with pytest.raises(_core.LimitExceededError):
+        TokenizerInfo([], vocab_size=1 << 40)  # would be terabytes of per-id tables
+    with pytest.raises(ValueError, match="UTF-8"):
+        TokenizerInfo(["\ud800"])  # a lone surrogate has no bytes
     with pytest.raises(_core.InvalidJSONError):
         TokenizerInfo.deserialize_json("{")
     with pytest.raises(_core.DeserializeFormatError):
@@ -426,7 +437,9 @@ def _tiny_hf_tokenizer(byte_level: bool):
             tokenizers.decoders.Fuse()])
     tk.add_special_tokens(["<|im_end|>", "<|im_start|>"])
     declared = {} if byte_level else {"unk_token": "<unk>", "bos_token": "<s>"}
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", **declared)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tk, eos_token="<|im_end|>", **declared
+    )
 
 
 @pytest.mark.parametrize("byte_level", [True, False])
@@ -482,7 +495,8 @@ def test_from_slow_sentencepiece_tokenizer():
     assert info.vocab_type is VocabType.BYTE_FALLBACK and info.add_prefix_space
     assert info.stop_token_ids == [2]  # from sp_model.eos_id()
     assert info.decoded_vocab[3:6] == [b"\n", b"\xe2", b" hi"]
-    raw = TokenizerInfo.from_huggingface(_FakeSlowSentencePieceTokenizer(["<unk>", "<s>", "</s>", "▁a"]))
+    no_bytes = _FakeSlowSentencePieceTokenizer(["<unk>", "<s>", "</s>", "▁a"])
+    raw = TokenizerInfo.from_huggingface(no_bytes)
     assert raw.vocab_type is VocabType.RAW
 
 

@@ -246,10 +246,11 @@ class TokenizerInfo:
         (``<unk>``, ``<s>``, ``</s>``, ``[INST]``, ``<SPECIAL_N>``, ...)."""
         if len(added) < _TEKKEN_NUM_CONTROL_TOKENS:
             return False
-        contents = [getattr(added.get(i), "content", None) for i in range(_TEKKEN_NUM_CONTROL_TOKENS)]
+        n = _TEKKEN_NUM_CONTROL_TOKENS
+        contents = [getattr(added.get(i), "content", None) for i in range(n)]
         if any(c is None for c in contents):
             return False
-        return sum(1 for c in contents if c.startswith("<SPECIAL_")) >= _TEKKEN_NUM_CONTROL_TOKENS // 2
+        return sum(1 for c in contents if c.startswith("<SPECIAL_")) >= n // 2
 
     @staticmethod
     def _stop_ids_from_hf(tokenizer: Any, vocab_size: int) -> List[int]:
