@@ -2,7 +2,7 @@
 use crate::errors::py_err;
 use grammask_core::grammar::Grammar;
 use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
-use grammask_core::{builtin, ebnf, print, regex};
+use grammask_core::{builtin, combine, ebnf, regex};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -113,13 +113,13 @@ impl PyGrammar {
     #[staticmethod]
     fn concat(grammars: Vec<PyRef<'_, PyGrammar>>) -> PyResult<PyGrammar> {
         let gs: Vec<Grammar> = grammars.iter().map(|g| (*g.inner).clone()).collect();
-        print::concat(&gs).map(PyGrammar::wrap).map_err(py_err)
+        combine::concat(&gs).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
     fn union(grammars: Vec<PyRef<'_, PyGrammar>>) -> PyResult<PyGrammar> {
         let gs: Vec<Grammar> = grammars.iter().map(|g| (*g.inner).clone()).collect();
-        print::union(&gs).map(PyGrammar::wrap).map_err(py_err)
+        combine::union(&gs).map(PyGrammar::wrap).map_err(py_err)
     }
 
     fn to_ebnf(&self) -> String {
