@@ -1,1 +1,92 @@
-//! (in progress)
+//! Fixed-size bitsets in the token-bitmask layout: 32-bit words, least significant bit first,
+//! bit `i` of word `i / 32` is token `i`. A set bit means "allowed".
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Bitset {
+    words: Vec<u32>,
+    len: usize,
+}
+
+impl Bitset {
+    pub fn new(len: usize) -> Bitset {
+        Bitset { words: vec![0; len.div_ceil(32)], len }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: usize) {
+        debug_assert!(i < self.len);
+        self.words[i >> 5] |= 1 << (i & 31);
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        i < self.len && self.words[i >> 5] >> (i & 31) & 1 == 1
+    }
+
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    pub fn or_assign(&mut self, other: &Bitset) {
+        debug_assert_eq!(self.len, other.len);
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= *b;
+        }
+    }
+
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    pub fn count_ones(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn iter_ones(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(wi * 32 + b)
+            })
+        })
+    }
+
+    pub fn memory_size(&self) -> usize {
+        self.words.len() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_get_or_iter() {
+        let mut a = Bitset::new(70);
+        a.set(0);
+        a.set(33);
+        a.set(69);
+        let mut b = Bitset::new(70);
+        b.set(5);
+        a.or_assign(&b);
+        assert_eq!(a.iter_ones().collect::<Vec<_>>(), vec![0, 5, 33, 69]);
+        assert!(a.get(69) && !a.get(68) && !a.get(70));
+        assert_eq!(a.count_ones(), 4);
+        assert_eq!(a.words().len(), 3);
+    }
+}

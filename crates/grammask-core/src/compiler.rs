@@ -1,1 +1,578 @@
-//! (in progress)
+//! Grammar IR to byte-level automata.
+//!
+//! Each rule body becomes a deterministic automaton whose edges are either byte ranges or
+//! references to other rules ("regular right-part grammar"). The Earley parser in [`crate::earley`]
+//! runs over these automata, so repetition, groups and character classes never create helper rules.
+//!
+//! Construction: Thompson NFA per rule (character classes become UTF-8 byte-range sequences), then
+//! subset construction treating each referenced rule as one more input symbol. Afterwards rules
+//! that cannot derive any string are cut away, and so are states from which no final state can
+//! be reached, so every live item of a parse can be completed (no dead ends, given no lookahead).
+//!
+//! Invariants of [`Automata`]:
+//! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
+//! - a state's rule edges name each rule at most once;
+//! - every state can reach a final state of its rule (live), and every rule edge names a
+//!   productive rule;
+//! - `nullable[r]` iff rule `r` derives the empty string.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::grammar::{Expr, ExprId, Grammar, RuleId};
+use crate::limits;
+use std::collections::HashMap;
+
+/// Index of a state in [`Automata::states`] (global over all rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StateId(pub u32);
+
+/// One automaton state. Edges live in the shared arrays of [`Automata`].
+#[derive(Clone, Debug)]
+pub struct State {
+    pub rule: RuleId,
+    pub is_final: bool,
+    byte_edges: (u32, u32),
+    rule_edges: (u32, u32),
+}
+
+/// A byte-range edge `lo..=hi -> target`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteEdge {
+    pub lo: u8,
+    pub hi: u8,
+    pub target: StateId,
+}
+
+/// The automata of every rule of a grammar.
+#[derive(Clone, Debug)]
+pub struct Automata {
+    states: Vec<State>,
+    byte_edges: Vec<ByteEdge>,
+    rule_edges: Vec<(RuleId, StateId)>,
+    rule_start: Vec<StateId>,
+    nullable: Vec<bool>,
+    rule_names: Vec<String>,
+    root: RuleId,
+}
+
+impl Automata {
+    pub fn states(&self) -> &[State] {
+        &self.states
+    }
+
+    #[inline]
+    pub fn state(&self, s: StateId) -> &State {
+        &self.states[s.0 as usize]
+    }
+
+    #[inline]
+    pub fn byte_edges(&self, s: StateId) -> &[ByteEdge] {
+        let (a, b) = self.states[s.0 as usize].byte_edges;
+        &self.byte_edges[a as usize..b as usize]
+    }
+
+    #[inline]
+    pub fn rule_edges(&self, s: StateId) -> &[(RuleId, StateId)] {
+        let (a, b) = self.states[s.0 as usize].rule_edges;
+        &self.rule_edges[a as usize..b as usize]
+    }
+
+    /// The target of `s` on `byte`, if any.
+    #[inline]
+    pub fn step(&self, s: StateId, byte: u8) -> Option<StateId> {
+        // Edges are few (typically < 8) and sorted: a linear scan beats a binary search here.
+        for e in self.byte_edges(s) {
+            if byte < e.lo {
+                return None;
+            }
+            if byte <= e.hi {
+                return Some(e.target);
+            }
+        }
+        None
+    }
+
+    #[inline]
+    pub fn rule_start(&self, r: RuleId) -> StateId {
+        self.rule_start[r.index()]
+    }
+
+    #[inline]
+    pub fn nullable(&self, r: RuleId) -> bool {
+        self.nullable[r.index()]
+    }
+
+    pub fn root(&self) -> RuleId {
+        self.root
+    }
+
+    pub fn rule_name(&self, r: RuleId) -> &str {
+        &self.rule_names[r.index()]
+    }
+
+    pub fn num_rules(&self) -> usize {
+        self.rule_start.len()
+    }
+
+    /// Approximate heap size in bytes.
+    pub fn memory_size(&self) -> usize {
+        self.states.len() * std::mem::size_of::<State>()
+            + self.byte_edges.len() * std::mem::size_of::<ByteEdge>()
+            + self.rule_edges.len() * std::mem::size_of::<(RuleId, StateId)>()
+            + self.rule_start.len() * 8
+    }
+
+    /// Builds the automata of `grammar`.
+    pub fn build(grammar: &Grammar) -> Result<Automata> {
+        for r in grammar.rules() {
+            if r.lookahead.is_some() {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("rule '{}': lookahead assertions are parsed but not yet enforced by the matcher", r.name),
+                ));
+            }
+        }
+        let mut budget = limits::MAX_AUTOMATON_STATES;
+        let mut dfas = Vec::with_capacity(grammar.rules().len());
+        for rule in grammar.rules() {
+            let mut nfa = Nfa::default();
+            let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
+            dfas.push(determinize(&nfa, start, end, &mut budget)?);
+        }
+        let mut a = assemble(grammar, dfas);
+        a.prune()?;
+        Ok(a)
+    }
+}
+
+/// A Thompson NFA under construction.
+#[derive(Default)]
+struct Nfa {
+    eps: Vec<Vec<u32>>,
+    bytes: Vec<Vec<(u8, u8, u32)>>,
+    rules: Vec<Vec<(RuleId, u32)>>,
+}
+
+impl Nfa {
+    fn new_state(&mut self, budget: &mut usize) -> Result<u32> {
+        if *budget == 0 {
+            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+        }
+        *budget -= 1;
+        self.eps.push(Vec::new());
+        self.bytes.push(Vec::new());
+        self.rules.push(Vec::new());
+        Ok((self.eps.len() - 1) as u32)
+    }
+
+    /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
+    /// grammar's nesting limit (an IR invariant).
+    fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
+        let start = self.new_state(budget)?;
+        match g.expr(e) {
+            Expr::Bytes(b) => {
+                let mut cur = start;
+                for &byte in b.iter() {
+                    let next = self.new_state(budget)?;
+                    self.bytes[cur as usize].push((byte, byte, next));
+                    cur = next;
+                }
+                Ok((start, cur))
+            }
+            Expr::CharClass(ranges) => {
+                let end = self.new_state(budget)?;
+                for seq in utf8_sequences(ranges) {
+                    let mut cur = start;
+                    for (i, &(lo, hi)) in seq.iter().enumerate() {
+                        let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
+                        self.bytes[cur as usize].push((lo, hi, next));
+                        cur = next;
+                    }
+                }
+                Ok((start, end))
+            }
+            Expr::Seq(items) => {
+                let mut cur = start;
+                for &x in items.iter() {
+                    let (s, t) = self.build(g, x, budget)?;
+                    self.eps[cur as usize].push(s);
+                    cur = t;
+                }
+                Ok((start, cur))
+            }
+            Expr::Choice(items) => {
+                let end = self.new_state(budget)?;
+                for &x in items.iter() {
+                    let (s, t) = self.build(g, x, budget)?;
+                    self.eps[start as usize].push(s);
+                    self.eps[t as usize].push(end);
+                }
+                Ok((start, end))
+            }
+            Expr::RuleRef(r) => {
+                let end = self.new_state(budget)?;
+                self.rules[start as usize].push((*r, end));
+                Ok((start, end))
+            }
+            &Expr::Repeat { expr, min, max } => {
+                let mut cur = start;
+                for _ in 0..min {
+                    let (s, t) = self.build(g, expr, budget)?;
+                    self.eps[cur as usize].push(s);
+                    cur = t;
+                }
+                match max {
+                    None => {
+                        // cur -> loop: x* with the loop state as both entry and exit.
+                        let (s, t) = self.build(g, expr, budget)?;
+                        self.eps[cur as usize].push(s);
+                        self.eps[t as usize].push(cur);
+                        Ok((start, cur))
+                    }
+                    Some(max) => {
+                        // x (x (x)?)? ... : every copy may exit to `end`, so subset states stay small.
+                        let end = self.new_state(budget)?;
+                        self.eps[cur as usize].push(end);
+                        for _ in min..max {
+                            let (s, t) = self.build(g, expr, budget)?;
+                            self.eps[cur as usize].push(s);
+                            self.eps[t as usize].push(end);
+                            cur = t;
+                        }
+                        Ok((start, end))
+                    }
+                }
+            }
+        }
+    }
+
+    fn closure(&self, set: &mut Vec<u32>, seen: &mut [bool]) {
+        let mut stack: Vec<u32> = set.clone();
+        for &s in set.iter() {
+            seen[s as usize] = true;
+        }
+        while let Some(s) = stack.pop() {
+            for &t in &self.eps[s as usize] {
+                if !seen[t as usize] {
+                    seen[t as usize] = true;
+                    set.push(t);
+                    stack.push(t);
+                }
+            }
+        }
+        for &s in set.iter() {
+            seen[s as usize] = false;
+        }
+        set.sort_unstable();
+        set.dedup();
+    }
+}
+
+/// One rule's DFA before the rules are concatenated.
+struct Dfa {
+    finals: Vec<bool>,
+    bytes: Vec<Vec<ByteEdgeLocal>>,
+    rules: Vec<Vec<(RuleId, u32)>>,
+}
+
+#[derive(Clone, Copy)]
+struct ByteEdgeLocal {
+    lo: u8,
+    hi: u8,
+    target: u32,
+}
+
+fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Dfa> {
+    let mut seen = vec![false; nfa.eps.len()];
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<u32>> = Vec::new();
+    let mut dfa = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
+    let mut first = vec![start];
+    nfa.closure(&mut first, &mut seen);
+    ids.insert(first.clone(), 0);
+    sets.push(first);
+    let mut next = 0;
+    while next < sets.len() {
+        let set = sets[next].clone();
+        next += 1;
+        dfa.finals.push(set.binary_search(&end).is_ok());
+        // Byte edges: split the covered bytes into intervals with the same target set.
+        let mut triples: Vec<(u8, u8, u32)> = Vec::new();
+        for &s in &set {
+            triples.extend_from_slice(&nfa.bytes[s as usize]);
+        }
+        let mut bounds: Vec<u16> = Vec::with_capacity(triples.len() * 2);
+        for &(lo, hi, _) in &triples {
+            bounds.push(u16::from(lo));
+            bounds.push(u16::from(hi) + 1);
+        }
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut out: Vec<ByteEdgeLocal> = Vec::new();
+        for w in bounds.windows(2) {
+            let (lo, hi) = (w[0], w[1] - 1);
+            let mut targets: Vec<u32> =
+                triples.iter().filter(|t| u16::from(t.0) <= lo && u16::from(t.1) >= hi).map(|t| t.2).collect();
+            if targets.is_empty() {
+                continue;
+            }
+            nfa.closure(&mut targets, &mut seen);
+            let id = intern(&mut ids, &mut sets, targets, budget)?;
+            match out.last_mut() {
+                Some(last) if last.target == id && u16::from(last.hi) + 1 == lo => last.hi = hi as u8,
+                _ => out.push(ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id }),
+            }
+        }
+        dfa.bytes.push(out);
+        // Rule edges: one per referenced rule.
+        let mut by_rule: Vec<(RuleId, u32)> = Vec::new();
+        for &s in &set {
+            by_rule.extend_from_slice(&nfa.rules[s as usize]);
+        }
+        by_rule.sort_unstable();
+        let mut redges = Vec::new();
+        let mut i = 0;
+        while i < by_rule.len() {
+            let r = by_rule[i].0;
+            let mut targets = Vec::new();
+            while i < by_rule.len() && by_rule[i].0 == r {
+                targets.push(by_rule[i].1);
+                i += 1;
+            }
+            nfa.closure(&mut targets, &mut seen);
+            redges.push((r, intern(&mut ids, &mut sets, targets, budget)?));
+        }
+        dfa.rules.push(redges);
+    }
+    Ok(dfa)
+}
+
+fn intern(ids: &mut HashMap<Vec<u32>, u32>, sets: &mut Vec<Vec<u32>>, set: Vec<u32>, budget: &mut usize) -> Result<u32> {
+    if let Some(&id) = ids.get(&set) {
+        return Ok(id);
+    }
+    if *budget == 0 {
+        return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+    }
+    *budget -= 1;
+    let id = sets.len() as u32;
+    ids.insert(set.clone(), id);
+    sets.push(set);
+    Ok(id)
+}
+
+fn assemble(grammar: &Grammar, dfas: Vec<Dfa>) -> Automata {
+    let mut a = Automata {
+        states: Vec::new(),
+        byte_edges: Vec::new(),
+        rule_edges: Vec::new(),
+        rule_start: Vec::new(),
+        nullable: vec![false; dfas.len()],
+        rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
+        root: grammar.root(),
+    };
+    for (r, dfa) in dfas.into_iter().enumerate() {
+        let base = a.states.len() as u32;
+        a.rule_start.push(StateId(base));
+        for i in 0..dfa.finals.len() {
+            let b0 = a.byte_edges.len() as u32;
+            a.byte_edges.extend(
+                dfa.bytes[i].iter().map(|e| ByteEdge { lo: e.lo, hi: e.hi, target: StateId(base + e.target) }),
+            );
+            let r0 = a.rule_edges.len() as u32;
+            a.rule_edges.extend(dfa.rules[i].iter().map(|&(rr, t)| (rr, StateId(base + t))));
+            a.states.push(State {
+                rule: RuleId(r as u32),
+                is_final: dfa.finals[i],
+                byte_edges: (b0, a.byte_edges.len() as u32),
+                rule_edges: (r0, a.rule_edges.len() as u32),
+            });
+        }
+    }
+    a
+}
+
+impl Automata {
+    /// Computes nullability, removes unproductive rules and dead states (see module invariants).
+    fn prune(&mut self) -> Result<()> {
+        let n_rules = self.rule_start.len();
+        let n = self.states.len();
+        // live[s]: s reaches a final state of its rule using bytes and productive rules.
+        let mut productive = vec![false; n_rules];
+        let mut live = vec![false; n];
+        loop {
+            let mut changed = false;
+            for s in (0..n).rev() {
+                if live[s] {
+                    continue;
+                }
+                let sid = StateId(s as u32);
+                let ok = self.states[s].is_final
+                    || self.byte_edges(sid).iter().any(|e| live[e.target.0 as usize])
+                    || self.rule_edges(sid).iter().any(|&(r, t)| productive[r.index()] && live[t.0 as usize]);
+                if ok {
+                    live[s] = true;
+                    changed = true;
+                }
+            }
+            for r in 0..n_rules {
+                if !productive[r] && live[self.rule_start[r].0 as usize] {
+                    productive[r] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if !productive[self.root.index()] {
+            return Err(Error::new(
+                ErrorKind::InvalidGrammar,
+                format!("the root rule '{}' matches no string", self.rule_name(self.root)),
+            ));
+        }
+        // Drop edges into dead states or unproductive rules.
+        let mut byte_edges = Vec::with_capacity(self.byte_edges.len());
+        let mut rule_edges = Vec::with_capacity(self.rule_edges.len());
+        for s in 0..n {
+            let sid = StateId(s as u32);
+            let b0 = byte_edges.len() as u32;
+            byte_edges.extend(self.byte_edges(sid).iter().filter(|e| live[e.target.0 as usize]).copied());
+            let r0 = rule_edges.len() as u32;
+            rule_edges.extend(
+                self.rule_edges(sid).iter().filter(|&&(r, t)| productive[r.index()] && live[t.0 as usize]).copied(),
+            );
+            self.states[s].byte_edges = (b0, byte_edges.len() as u32);
+            self.states[s].rule_edges = (r0, rule_edges.len() as u32);
+        }
+        self.byte_edges = byte_edges;
+        self.rule_edges = rule_edges;
+        // Nullable: the start reaches a final state through nullable rules only.
+        let mut nullable = vec![false; n_rules];
+        loop {
+            let mut changed = false;
+            for r in 0..n_rules {
+                if nullable[r] || !productive[r] {
+                    continue;
+                }
+                let mut stack = vec![self.rule_start[r]];
+                let mut seen = std::collections::HashSet::new();
+                let mut found = false;
+                while let Some(s) = stack.pop() {
+                    if !seen.insert(s) {
+                        continue;
+                    }
+                    if self.state(s).is_final {
+                        found = true;
+                        break;
+                    }
+                    for &(rr, t) in self.rule_edges(s) {
+                        if nullable[rr.index()] {
+                            stack.push(t);
+                        }
+                    }
+                }
+                if found {
+                    nullable[r] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.nullable = nullable;
+        Ok(())
+    }
+}
+
+/// Splits Unicode scalar ranges (surrogates excluded) into sequences of byte ranges whose
+/// concatenations are exactly the UTF-8 encodings of the codepoints in the ranges.
+pub fn utf8_sequences(ranges: &[(u32, u32)]) -> Vec<Vec<(u8, u8)>> {
+    let mut out = Vec::new();
+    let mut work: Vec<(u32, u32)> = Vec::new();
+    for &(lo, hi) in ranges {
+        // Remove the surrogate block.
+        if lo < 0xD800 {
+            work.push((lo, hi.min(0xD7FF)));
+        }
+        if hi > 0xDFFF {
+            work.push((lo.max(0xE000), hi));
+        }
+    }
+    while let Some((lo, hi)) = work.pop() {
+        if lo > hi {
+            continue;
+        }
+        // Split at encoding-length boundaries.
+        let mut split = false;
+        for &b in &[0x7F, 0x7FF, 0xFFFF] {
+            if lo <= b && hi > b {
+                work.push((lo, b));
+                work.push((b + 1, hi));
+                split = true;
+                break;
+            }
+        }
+        if split {
+            continue;
+        }
+        if hi <= 0x7F {
+            out.push(vec![(lo as u8, hi as u8)]);
+            continue;
+        }
+        // Split so that all but a prefix of continuation bytes span their full range.
+        let n = if hi <= 0x7FF { 2 } else if hi <= 0xFFFF { 3 } else { 4 };
+        let mut done = false;
+        for i in 1..n {
+            let m = (1u32 << (6 * i)) - 1;
+            if lo & !m != hi & !m {
+                if lo & m != 0 {
+                    work.push((lo, lo | m));
+                    work.push(((lo | m) + 1, hi));
+                    done = true;
+                    break;
+                }
+                if hi & m != m {
+                    work.push((lo, (hi & !m) - 1));
+                    work.push((hi & !m, hi));
+                    done = true;
+                    break;
+                }
+            }
+        }
+        if done {
+            continue;
+        }
+        let a = encode_utf8(lo);
+        let b = encode_utf8(hi);
+        out.push(a.iter().zip(b.iter()).map(|(&x, &y)| (x, y)).collect());
+    }
+    out.sort();
+    out
+}
+
+fn encode_utf8(c: u32) -> Vec<u8> {
+    char::from_u32(c).map(|ch| ch.to_string().into_bytes()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(seqs: &[Vec<(u8, u8)>], bytes: &[u8]) -> bool {
+        seqs.iter().any(|s| s.len() == bytes.len() && s.iter().zip(bytes).all(|(&(lo, hi), &b)| lo <= b && b <= hi))
+    }
+
+    #[test]
+    fn utf8_sequences_are_exact() {
+        let ranges = [(0x41, 0x5A), (0x7F, 0x800), (0xD000, 0xE100), (0xFFF0, 0x10_0010)];
+        let seqs = utf8_sequences(&ranges);
+        for c in (0..0x11_0000u32).step_by(7).chain([0x7F, 0x80, 0x7FF, 0x800, 0xFFFF, 0x10000, 0x10_0010]) {
+            let Some(ch) = char::from_u32(c) else { continue };
+            let inside = ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi);
+            assert_eq!(matches(&seqs, ch.to_string().as_bytes()), inside, "U+{c:04X}");
+        }
+        // Surrogate encodings (ED A0..BF xx) are never produced.
+        assert!(!matches(&seqs, &[0xED, 0xA0, 0x80]));
+    }
+}

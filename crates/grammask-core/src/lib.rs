@@ -18,6 +18,7 @@
 
 pub mod bitset;
 pub mod builtin;
+pub mod cache;
 pub mod combine;
 pub mod compiler;
 pub mod earley;
@@ -31,6 +32,7 @@ pub mod matcher;
 pub mod print;
 pub mod regex;
 pub mod serialize;
+pub mod trie;
 pub mod vocab;
 
 pub use error::{Error, ErrorKind};

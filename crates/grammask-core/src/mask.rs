@@ -1,1 +1,205 @@
-//! (in progress)
+//! Token masks: which tokens keep the input a valid prefix of the grammar.
+//!
+//! The chart's last row holds *kernel* items (those not created by prediction; for row 0 the root
+//! start item). Every parse continuation starts at some kernel item `(state, origin)` and either
+//! stays inside that item's rule for the whole token, or ends the rule after `k` bytes and then
+//! continues in the context that waits at row `origin`.
+//!
+//! The first part depends only on `state`, so it is computed once per state by walking the token
+//! trie from a chart seeded with just that state, and cached in the compiled grammar for every
+//! matcher to share ([`KernelMask`]): tokens that stay inside are *accepted*, tokens that end the
+//! rule after `k < len` bytes are *uncertain* with suffix `token[k..]`. At fill time the mask is the
+//! union of the kernels' accepted sets, plus the uncertain tokens whose suffix the real context
+//! accepts; each distinct suffix is checked once per kernel item by resuming the parent context
+//! ([`Chart::push_completion`]) and reading the suffix bytes.
+//!
+//! Soundness of the split: a kernel-local walk is a sub-derivation of the real parse (same items,
+//! origins shifted), so a token it accepts is accepted globally; a token that no kernel accepts
+//! locally can only be accepted by ending some kernel's rule, which is what the uncertain check
+//! replays exactly.
+
+use crate::bitset::Bitset;
+use crate::compiler::{Automata, StateId};
+use crate::earley::{Chart, Item};
+use crate::error::Result;
+use crate::trie::TokenTrie;
+use std::collections::HashMap;
+
+/// Per-state token classification, shared by all matchers of a compiled grammar.
+#[derive(Debug)]
+pub struct KernelMask {
+    /// Tokens that can be read entirely without ending the state's rule.
+    pub accepted: Bitset,
+    /// `(token, suffix index)`: the token ends the rule and leaves `suffixes[i]` to read after it.
+    pub uncertain: Vec<(u32, u32)>,
+    pub suffixes: Vec<Box<[u8]>>,
+}
+
+impl KernelMask {
+    pub fn memory_size(&self) -> usize {
+        self.accepted.memory_size()
+            + self.uncertain.len() * 8
+            + self.suffixes.iter().map(|s| s.len() + 16).sum::<usize>()
+    }
+}
+
+/// Classifies every token for a kernel item in `state` (see the module doc).
+pub fn classify_kernel(a: &Automata, trie: &TokenTrie, vocab_size: usize, state: StateId) -> Result<KernelMask> {
+    let mut chart = Chart::with_kernel(a, state);
+    let base = chart.num_rows(); // rows before any token byte
+    let mut accepted = Bitset::new(vocab_size);
+    let mut uncertain: Vec<(u32, u32)> = Vec::new();
+    let mut suffix_ids: HashMap<Box<[u8]>, u32> = HashMap::new();
+    let mut suffixes: Vec<Box<[u8]>> = Vec::new();
+    // ends[d] = the kernel's rule ended after d+1 bytes of the current path.
+    let mut ends: Vec<bool> = Vec::new();
+    let mut path: Vec<u8> = Vec::new();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        let d = n.depth as usize;
+        chart.truncate_rows(base + d - 1);
+        ends.truncate(d - 1);
+        path.truncate(d - 1);
+        path.push(n.byte);
+        let alive = chart.push_byte(a, n.byte)?;
+        if !alive {
+            // Every token below fails inside the rule; those whose path ended the rule earlier
+            // are uncertain with the matching suffixes.
+            if ends.iter().any(|&e| e) {
+                record_uncertain(trie, i, &path, &ends, &mut suffix_ids, &mut suffixes, &mut uncertain);
+            }
+            i = n.subtree_end as usize;
+            continue;
+        }
+        ends.push(kernel_ended(a, chart.last_row()));
+        for &t in trie.node_tokens(&n) {
+            accepted.set(t as usize);
+        }
+        i += 1;
+    }
+    uncertain.sort_unstable();
+    Ok(KernelMask { accepted, uncertain, suffixes })
+}
+
+/// The kernel item (origin 0 in a kernel chart) reached a final state in this row.
+#[inline]
+fn kernel_ended(a: &Automata, row: &[Item]) -> bool {
+    row.iter().any(|it| it.origin == 0 && a.state(it.state).is_final)
+}
+
+/// Records every token in the subtree of node `i` (whose byte path is `path`) as uncertain for
+/// each depth at which the path ended the kernel's rule (`ends[k]`: after `k + 1` bytes).
+fn record_uncertain(
+    trie: &TokenTrie,
+    i: usize,
+    path: &[u8],
+    ends: &[bool],
+    ids: &mut HashMap<Box<[u8]>, u32>,
+    suffixes: &mut Vec<Box<[u8]>>,
+    uncertain: &mut Vec<(u32, u32)>,
+) {
+    let end = trie.nodes[i].subtree_end as usize;
+    let base_depth = trie.nodes[i].depth as usize;
+    let mut bytes: Vec<u8> = path.to_vec();
+    for n in &trie.nodes[i..end] {
+        let d = n.depth as usize;
+        if d > base_depth {
+            bytes.truncate(d - 1);
+            bytes.push(n.byte);
+        }
+        for &t in trie.node_tokens(n) {
+            for (k, _) in ends.iter().enumerate().filter(|(_, &e)| e) {
+                let sid = intern_suffix(ids, suffixes, &bytes[k + 1..]);
+                uncertain.push((t, sid));
+            }
+        }
+    }
+}
+
+fn intern_suffix(ids: &mut HashMap<Box<[u8]>, u32>, list: &mut Vec<Box<[u8]>>, s: &[u8]) -> u32 {
+    if let Some(&id) = ids.get(s) {
+        return id;
+    }
+    let id = list.len() as u32;
+    list.push(s.into());
+    ids.insert(s.into(), id);
+    id
+}
+
+/// The kernel items of the chart's last row: `(state, origin)` pairs, see the module doc.
+pub fn kernel_items(a: &Automata, chart: &Chart) -> Vec<Item> {
+    let r = chart.last_row_index() as u32;
+    let row = chart.last_row();
+    if r == 0 {
+        let s = a.rule_start(a.root());
+        return row.iter().copied().filter(|it| it.state == s && it.origin == 0).collect();
+    }
+    row.iter().copied().filter(|it| it.origin < r).collect()
+}
+
+/// Fills `out` with the tokens allowed after the chart's input, using and extending `cache`
+/// through `get_kernel`. Stop tokens are not set here.
+pub fn fill_mask(
+    a: &Automata,
+    chart: &mut Chart,
+    out: &mut Bitset,
+    get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
+) -> Result<()> {
+    out.clear();
+    let kernels = kernel_items(a, chart);
+    let mut masks = Vec::with_capacity(kernels.len());
+    for it in &kernels {
+        let km = get_kernel(it.state)?;
+        out.or_assign(&km.accepted);
+        masks.push(km);
+    }
+    let rows = chart.num_rows();
+    for (it, km) in kernels.iter().zip(&masks) {
+        if km.uncertain.is_empty() {
+            continue;
+        }
+        let rule = a.state(it.state).rule;
+        // verdict[s]: 0 unknown, 1 accepted, 2 rejected; per kernel item (contexts differ).
+        let mut verdict = vec![0u8; km.suffixes.len()];
+        let mut resumed: Option<bool> = None;
+        for &(t, s) in &km.uncertain {
+            if out.get(t as usize) {
+                continue;
+            }
+            let v = &mut verdict[s as usize];
+            if *v == 0 {
+                let ok = match resumed {
+                    Some(false) => false,
+                    _ => {
+                        if resumed.is_none() {
+                            resumed = Some(chart.push_completion(a, it.origin as usize, rule)?);
+                        }
+                        resumed == Some(true) && read_all(a, chart, &km.suffixes[s as usize])?
+                    }
+                };
+                *v = if ok { 1 } else { 2 };
+            }
+            if *v == 1 {
+                out.set(t as usize);
+            }
+        }
+        chart.truncate_rows(rows);
+    }
+    Ok(())
+}
+
+/// Reads `bytes` on top of the chart and restores it; true if every byte was accepted.
+fn read_all(a: &Automata, chart: &mut Chart, bytes: &[u8]) -> Result<bool> {
+    let rows = chart.num_rows();
+    let mut ok = true;
+    for &b in bytes {
+        if !chart.push_byte(a, b)? {
+            ok = false;
+            break;
+        }
+    }
+    chart.truncate_rows(rows);
+    Ok(ok)
+}

@@ -1,1 +1,330 @@
-//! (in progress)
+//! Compiled grammars and per-sequence matchers.
+//!
+//! A [`CompiledGrammar`] is immutable apart from its kernel-mask cache, which only grows and is
+//! shared (behind a lock) by every [`Matcher`] made from it. A matcher owns one Earley chart and
+//! the history needed to roll back: accepting a token appends one row per byte, rollback truncates.
+
+use crate::bitset::Bitset;
+use crate::compiler::{Automata, StateId};
+use crate::earley::Chart;
+use crate::error::{Error, ErrorKind, Result};
+use crate::grammar::Grammar;
+use crate::mask::{classify_kernel, fill_mask, KernelMask};
+use crate::trie::TokenTrie;
+use crate::vocab::Vocabulary;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+/// A vocabulary with its token trie, built once per vocabulary and shared.
+#[derive(Debug)]
+pub struct TokenIndex {
+    pub vocab: Arc<Vocabulary>,
+    pub trie: TokenTrie,
+}
+
+type IndexRegistry = Mutex<Vec<(Weak<Vocabulary>, Weak<TokenIndex>)>>;
+static INDEXES: IndexRegistry = Mutex::new(Vec::new());
+
+impl TokenIndex {
+    /// The shared index of `vocab`, built on first use.
+    pub fn for_vocab(vocab: &Arc<Vocabulary>) -> Arc<TokenIndex> {
+        let mut reg = INDEXES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        reg.retain(|(v, i)| v.strong_count() > 0 && i.strong_count() > 0);
+        for (v, i) in reg.iter() {
+            if v.upgrade().is_some_and(|v| Arc::ptr_eq(&v, vocab)) {
+                if let Some(i) = i.upgrade() {
+                    return i;
+                }
+            }
+        }
+        let idx = Arc::new(TokenIndex { vocab: vocab.clone(), trie: TokenTrie::new(vocab) });
+        reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
+        idx
+    }
+}
+
+/// A grammar compiled against a vocabulary.
+#[derive(Debug)]
+pub struct CompiledGrammar {
+    grammar: Grammar,
+    automata: Automata,
+    index: Arc<TokenIndex>,
+    kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
+}
+
+impl CompiledGrammar {
+    pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
+        let automata = Automata::build(grammar)?;
+        Ok(CompiledGrammar {
+            grammar: grammar.clone(),
+            automata,
+            index: TokenIndex::for_vocab(vocab),
+            kernels: RwLock::new(HashMap::new()),
+        })
+    }
+
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
+    }
+
+    pub fn automata(&self) -> &Automata {
+        &self.automata
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.index.vocab
+    }
+
+    /// The cached classification of kernel `state`, computed on first use.
+    pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
+        if let Some(k) = self.kernels.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&state) {
+            return Ok(k.clone());
+        }
+        let km = Arc::new(classify_kernel(&self.automata, &self.index.trie, self.index.vocab.vocab_size(), state)?);
+        let mut w = self.kernels.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(w.entry(state).or_insert(km).clone())
+    }
+
+    /// Heap bytes of the grammar, automata and the kernel cache so far (the shared token index is
+    /// not counted).
+    pub fn memory_size(&self) -> usize {
+        let k: usize = self
+            .kernels
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .map(|k| k.memory_size())
+            .sum();
+        self.automata.memory_size() + k + self.grammar.exprs().len() * 24
+    }
+}
+
+/// Options of a matcher, mirroring `GrammarMatcher(...)`.
+#[derive(Clone, Debug, Default)]
+pub struct MatcherOptions {
+    /// Replaces the vocabulary's stop tokens when set (must be non-empty).
+    pub override_stop_tokens: Option<Vec<u32>>,
+    /// The matcher terminates as soon as the grammar is complete, without a stop token.
+    pub terminate_without_stop_token: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    rows_before: u32,
+    stop: bool,
+}
+
+/// The state of one sequence being decoded.
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    compiled: Arc<CompiledGrammar>,
+    chart: Chart,
+    history: Vec<Step>,
+    stop_tokens: Vec<u32>,
+    terminate_without_stop_token: bool,
+    stopped: bool,
+    mask: Bitset,
+}
+
+impl Matcher {
+    pub fn new(compiled: Arc<CompiledGrammar>, options: MatcherOptions) -> Result<Matcher> {
+        let vocab = compiled.vocab().clone();
+        let stop_tokens = match options.override_stop_tokens {
+            Some(v) if v.is_empty() => {
+                return Err(Error::invalid_argument("override_stop_tokens must not be empty"));
+            }
+            Some(v) => {
+                if let Some(&bad) = v.iter().find(|&&t| t as usize >= vocab.vocab_size()) {
+                    return Err(Error::invalid_argument(format!(
+                        "stop token id {bad} is out of range for vocabulary size {}",
+                        vocab.vocab_size()
+                    )));
+                }
+                v
+            }
+            None => vocab.stop_token_ids().to_vec(),
+        };
+        let chart = Chart::new(compiled.automata());
+        Ok(Matcher {
+            mask: Bitset::new(vocab.vocab_size()),
+            compiled,
+            chart,
+            history: Vec::new(),
+            stop_tokens,
+            terminate_without_stop_token: options.terminate_without_stop_token,
+            stopped: false,
+        })
+    }
+
+    pub fn compiled(&self) -> &Arc<CompiledGrammar> {
+        &self.compiled
+    }
+
+    pub fn stop_token_ids(&self) -> &[u32] {
+        &self.stop_tokens
+    }
+
+    /// The root rule can end at the current position.
+    pub fn is_completed(&self) -> bool {
+        self.chart.is_complete(self.compiled.automata())
+    }
+
+    pub fn is_terminated(&self) -> bool {
+        if self.terminate_without_stop_token {
+            self.stopped || self.is_completed()
+        } else {
+            self.stopped
+        }
+    }
+
+    /// Accepts one token. Returns false, leaving the state unchanged, if the token is not allowed
+    /// (grammar mismatch, out-of-range id, special token, or the matcher has terminated).
+    pub fn accept_token(&mut self, token: u32) -> Result<bool> {
+        if self.is_terminated() {
+            return Ok(false);
+        }
+        let vocab = self.compiled.vocab().clone();
+        if token as usize >= vocab.vocab_size() {
+            return Ok(false);
+        }
+        if self.stop_tokens.contains(&token) {
+            if self.terminate_without_stop_token || !self.is_completed() {
+                return Ok(false);
+            }
+            self.history.push(Step { rows_before: self.chart.num_rows() as u32, stop: true });
+            self.stopped = true;
+            return Ok(true);
+        }
+        if vocab.is_special(token) {
+            return Ok(false);
+        }
+        self.accept_bytes(vocab.token_bytes(token))
+    }
+
+    /// Accepts a byte string as one rollback step; all or nothing.
+    pub fn accept_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
+        if self.is_terminated() {
+            return Ok(false);
+        }
+        let rows = self.chart.num_rows();
+        let a = self.compiled.automata();
+        for &b in bytes {
+            match self.chart.push_byte(a, b) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.chart.truncate_rows(rows);
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.chart.truncate_rows(rows);
+                    return Err(e);
+                }
+            }
+        }
+        self.history.push(Step { rows_before: rows as u32, stop: false });
+        Ok(true)
+    }
+
+    /// Computes the allowed tokens into the internal mask and returns it.
+    pub fn compute_mask(&mut self) -> Result<&Bitset> {
+        if self.is_terminated() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the matcher has terminated; call reset() or rollback() before filling another mask",
+            ));
+        }
+        let compiled = self.compiled.clone();
+        let a = compiled.automata();
+        let mut get = |s: StateId| compiled.kernel(s);
+        fill_mask(a, &mut self.chart, &mut self.mask, &mut get)?;
+        if self.is_completed() {
+            for &t in &self.stop_tokens {
+                self.mask.set(t as usize);
+            }
+        }
+        Ok(&self.mask)
+    }
+
+    /// Writes the mask into one bitmask row of `words` 32-bit words (bits past the vocabulary are
+    /// cleared). Returns true unless every token is allowed.
+    pub fn fill_next_token_bitmask(&mut self, row: &mut [u32]) -> Result<bool> {
+        let n = self.compiled.vocab().vocab_size().div_ceil(32);
+        if row.len() < n {
+            return Err(Error::invalid_argument(format!(
+                "bitmask row has {} int32 words but the vocabulary of size {} needs {n}",
+                row.len(),
+                self.compiled.vocab().vocab_size()
+            )));
+        }
+        let mask = self.compute_mask()?;
+        row[..n].copy_from_slice(mask.words());
+        row[n..].fill(0);
+        Ok(mask.count_ones() != mask.len())
+    }
+
+    /// Undoes the last `n` accepted tokens or strings.
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.history.len() {
+            return Err(Error::invalid_argument(format!(
+                "cannot roll back {n} steps: only {} have been accepted",
+                self.history.len()
+            )));
+        }
+        for _ in 0..n {
+            let s = self.history.pop().unwrap();
+            if s.stop {
+                self.stopped = false;
+            }
+            self.chart.truncate_rows(s.rows_before as usize);
+        }
+        Ok(())
+    }
+
+    pub fn num_accepted(&self) -> usize {
+        self.history.len()
+    }
+
+    pub fn reset(&mut self) {
+        self.chart.truncate_rows(1);
+        self.history.clear();
+        self.stopped = false;
+    }
+
+    /// The longest byte string the grammar forces next (stops where there is a choice or the
+    /// grammar may end), cut back to whole UTF-8 characters. Does not change the state.
+    pub fn find_jump_forward_bytes(&mut self) -> Result<Vec<u8>> {
+        if self.is_terminated() {
+            return Err(Error::invalid_argument("the matcher has terminated"));
+        }
+        let a = self.compiled.automata();
+        let rows = self.chart.num_rows();
+        let mut out = Vec::new();
+        loop {
+            if self.chart.is_complete(a) {
+                break;
+            }
+            let mut only: Option<u8> = None;
+            let mut unique = true;
+            'items: for it in self.chart.last_row() {
+                for e in a.byte_edges(it.state) {
+                    if e.lo != e.hi || only.is_some_and(|b| b != e.lo) {
+                        unique = false;
+                        break 'items;
+                    }
+                    only = Some(e.lo);
+                }
+            }
+            match (unique, only) {
+                (true, Some(b)) if self.chart.push_byte(a, b)? => out.push(b),
+                _ => break,
+            }
+        }
+        self.chart.truncate_rows(rows);
+        let valid = match std::str::from_utf8(&out) {
+            Ok(_) => out.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        out.truncate(valid);
+        Ok(out)
+    }
+}

@@ -2,7 +2,10 @@
 //! No algorithm lives here.
 use pyo3::prelude::*;
 
+mod compiler;
 mod errors;
+mod grammar;
+mod matcher;
 mod tokenizer_info;
 
 #[pymodule]
@@ -10,5 +13,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     tokenizer_info::register(m)?;
+    m.add_class::<grammar::PyGrammar>()?;
+    m.add_class::<compiler::PyGrammarCompiler>()?;
+    m.add_class::<compiler::PyCompiledGrammar>()?;
+    m.add_class::<matcher::PyGrammarMatcher>()?;
+    m.add_function(wrap_pyfunction!(matcher::batch_fill_next_token_bitmask, m)?)?;
     Ok(())
 }

@@ -1,0 +1,79 @@
+//! The token trie: every text token of a vocabulary, laid out in depth-first order so a walk can
+//! skip a whole subtree (all tokens sharing a rejected prefix) by jumping to `subtree_end`.
+//!
+//! Invariants: nodes are in DFS preorder; node `i`'s descendants are exactly `i+1..subtree_end`;
+//! `depth` is the length of the node's byte path (the root is implicit, depth 0); the tokens whose
+//! bytes equal a node's path are `tokens[tok_start..tok_end]`.
+
+use crate::vocab::Vocabulary;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Node {
+    pub byte: u8,
+    pub depth: u32,
+    pub subtree_end: u32,
+    pub tok_start: u32,
+    pub tok_end: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TokenTrie {
+    pub nodes: Vec<Node>,
+    pub tokens: Vec<u32>,
+}
+
+impl TokenTrie {
+    pub fn new(vocab: &Vocabulary) -> TokenTrie {
+        let mut t = TokenTrie::default();
+        // open[d] = index of the open node at depth d+1 on the current path.
+        let mut open: Vec<u32> = Vec::new();
+        let mut path: Vec<u8> = Vec::new();
+        for &id in vocab.sorted_text_tokens() {
+            let bytes = vocab.token_bytes(id);
+            let lcp = path.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while open.len() > lcp {
+                let n = open.pop().unwrap();
+                t.nodes[n as usize].subtree_end = t.nodes.len() as u32;
+                path.pop();
+            }
+            for &b in &bytes[lcp..] {
+                open.push(t.nodes.len() as u32);
+                path.push(b);
+                t.nodes.push(Node {
+                    byte: b,
+                    depth: path.len() as u32,
+                    subtree_end: 0,
+                    tok_start: 0,
+                    tok_end: 0,
+                });
+            }
+            // Sorted order puts equal byte strings next to each other, so a node's tokens are
+            // contiguous in `tokens`.
+            let n = *open.last().unwrap() as usize;
+            if t.nodes[n].tok_end == 0 {
+                t.nodes[n].tok_start = t.tokens.len() as u32;
+            }
+            t.tokens.push(id);
+            t.nodes[n].tok_end = t.tokens.len() as u32;
+        }
+        while let Some(n) = open.pop() {
+            t.nodes[n as usize].subtree_end = t.nodes.len() as u32;
+        }
+        t
+    }
+
+    #[inline]
+    pub fn node_tokens(&self, n: &Node) -> &[u32] {
+        &self.tokens[n.tok_start as usize..n.tok_end as usize]
+    }
+
+    /// All tokens in the subtree of node `i` (including its own).
+    pub fn subtree_tokens(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        let end = self.nodes[i].subtree_end as usize;
+        self.nodes[i..end].iter().flat_map(move |n| self.node_tokens(n).iter().copied())
+    }
+
+    pub fn memory_size(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4
+    }
+}

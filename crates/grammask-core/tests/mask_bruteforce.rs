@@ -1,0 +1,239 @@
+//! Masks equal a brute-force reference: for every token, a copy of the matcher accepts its bytes.
+//! Random grammars (with recursion, nullable rules, repetition) over a small random vocabulary.
+
+use grammask_core::grammar::{ExprId, Grammar, GrammarBuilder};
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use std::sync::Arc;
+
+/// xorshift64*: deterministic, dependency-free randomness for property tests.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const ALPHABET: &[u8] = b"ab(),";
+
+fn random_expr(rng: &mut Rng, b: &mut GrammarBuilder, n_rules: u32, depth: u32) -> ExprId {
+    let pick = if depth > 3 { rng.below(3) } else { rng.below(7) };
+    match pick {
+        0 => {
+            let len = rng.below(3) as usize;
+            let s: Vec<u8> = (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect();
+            b.bytes(&s)
+        }
+        1 => {
+            let lo = u32::from(ALPHABET[rng.below(ALPHABET.len() as u64) as usize]);
+            let hi = lo + rng.below(3) as u32;
+            let neg = rng.below(5) == 0;
+            b.char_class(&[(lo, hi)], neg)
+        }
+        2 => {
+            let r = rng.below(u64::from(n_rules)) as u32;
+            let id = b.rule_id(&format!("r{r}"));
+            b.rule_ref(id)
+        }
+        3 | 4 => {
+            let n = 1 + rng.below(3) as usize;
+            let items = (0..n).map(|_| random_expr(rng, b, n_rules, depth + 1)).collect();
+            b.seq(items)
+        }
+        5 => {
+            let n = 1 + rng.below(3) as usize;
+            let items = (0..n).map(|_| random_expr(rng, b, n_rules, depth + 1)).collect();
+            b.choice(items)
+        }
+        _ => {
+            let x = random_expr(rng, b, n_rules, depth + 1);
+            let min = rng.below(2) as u32;
+            let max = match rng.below(3) {
+                0 => None,
+                _ => Some(min + rng.below(3) as u32),
+            };
+            b.repeat(x, min, max).unwrap()
+        }
+    }
+}
+
+fn random_grammar(rng: &mut Rng) -> Grammar {
+    let n_rules = 1 + rng.below(4) as u32;
+    let mut b = GrammarBuilder::new();
+    for r in 0..n_rules {
+        let body = random_expr(rng, &mut b, n_rules, 0);
+        b.define(&format!("r{r}"), body, None).unwrap();
+    }
+    b.build("r0").unwrap()
+}
+
+fn random_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = Vec::new();
+    for &c in ALPHABET {
+        toks.push(vec![c]);
+    }
+    for _ in 0..40 {
+        let len = 1 + rng.below(4) as usize;
+        toks.push((0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect());
+    }
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len() + 3), ..Default::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+}
+
+fn brute_force(m: &Matcher, vocab: &Vocabulary) -> Vec<bool> {
+    (0..vocab.vocab_size() as u32).map(|t| m.clone().accept_token(t).unwrap()).collect()
+}
+
+#[test]
+fn masks_match_brute_force_on_random_grammars() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut checked = 0;
+    for case in 0..400 {
+        let g = random_grammar(&mut rng);
+        let vocab = random_vocab(&mut rng);
+        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else { continue };
+        let cg = Arc::new(cg);
+        let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+        for step in 0..12 {
+            if m.is_terminated() {
+                break;
+            }
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                assert_eq!(mask.get(t), w, "case {case} step {step} token {t} {:?}\n{g:?}", vocab.token_bytes(t as u32));
+            }
+            checked += 1;
+            let allowed: Vec<usize> = mask.iter_ones().collect();
+            if allowed.is_empty() {
+                break;
+            }
+            let t = allowed[rng.below(allowed.len() as u64) as usize] as u32;
+            assert!(m.accept_token(t).unwrap());
+        }
+    }
+    assert!(checked > 500, "only {checked} masks checked");
+}
+
+/// The strings of length <= `cap` over `ALPHABET` that each rule derives, by fixpoint iteration:
+/// an independent reference for the automata + Earley recognizer.
+mod reference {
+    use super::ALPHABET;
+    use grammask_core::grammar::{Expr, ExprId, Grammar};
+    use std::collections::BTreeSet;
+
+    pub type Lang = BTreeSet<Vec<u8>>;
+
+    fn concat(a: &Lang, b: &Lang, cap: usize) -> Lang {
+        let mut out = Lang::new();
+        // Group `b` by length so only pairs within the cap are formed.
+        let mut by_len: Vec<Vec<&Vec<u8>>> = vec![Vec::new(); cap + 1];
+        for y in b {
+            by_len[y.len()].push(y);
+        }
+        for x in a {
+            for y in by_len[..=cap - x.len()].iter().flatten() {
+                {
+                    let mut s = x.clone();
+                    s.extend_from_slice(y);
+                    out.insert(s);
+                }
+            }
+        }
+        out
+    }
+
+    fn eval(g: &Grammar, e: ExprId, rules: &[Lang], cap: usize) -> Lang {
+        match g.expr(e) {
+            Expr::Bytes(b) => {
+                if b.len() <= cap { [b.to_vec()].into() } else { Lang::new() }
+            }
+            Expr::CharClass(r) => ALPHABET
+                .iter()
+                .filter(|&&c| r.iter().any(|&(lo, hi)| lo <= u32::from(c) && u32::from(c) <= hi))
+                .map(|&c| vec![c])
+                .collect(),
+            Expr::Seq(xs) => {
+                let mut acc: Lang = [Vec::new()].into();
+                for &x in xs.iter() {
+                    acc = concat(&acc, &eval(g, x, rules, cap), cap);
+                }
+                acc
+            }
+            Expr::Choice(xs) => xs.iter().flat_map(|&x| eval(g, x, rules, cap)).collect(),
+            Expr::RuleRef(r) => rules[r.index()].clone(),
+            &Expr::Repeat { expr, min, max } => {
+                let item = eval(g, expr, rules, cap);
+                let mut out = Lang::new();
+                let mut cur: Lang = [Vec::new()].into();
+                let mut n = 0u32;
+                loop {
+                    if n >= min {
+                        out.extend(cur.iter().cloned());
+                    }
+                    if max.is_some_and(|m| n >= m) || cur.is_empty() || n > cap as u32 + min {
+                        break;
+                    }
+                    cur = concat(&cur, &item, cap);
+                    n += 1;
+                }
+                out
+            }
+        }
+    }
+
+    pub fn language(g: &Grammar, cap: usize) -> Lang {
+        let mut rules = vec![Lang::new(); g.rules().len()];
+        loop {
+            let next: Vec<Lang> = g.rules().iter().map(|r| eval(g, r.body, &rules, cap)).collect();
+            if next == rules {
+                return rules[g.root().index()].clone();
+            }
+            rules = next;
+        }
+    }
+}
+
+#[test]
+fn recognizer_matches_reference_language() {
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    let cap = 4;
+    let mut compared = 0;
+    for case in 0..150 {
+        let g = random_grammar(&mut rng);
+        let vocab = random_vocab(&mut rng);
+        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else { continue };
+        let lang = reference::language(&g, cap + 2);
+        let cg = Arc::new(cg);
+        // Every string over the alphabet up to length `cap`: membership and prefix validity.
+        let mut strings: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut frontier = strings.clone();
+        for _ in 0..cap {
+            frontier = frontier
+                .iter()
+                .flat_map(|s| ALPHABET.iter().map(move |&c| [s.as_slice(), &[c]].concat()))
+                .collect();
+            strings.extend(frontier.iter().cloned());
+        }
+        for s in &strings {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let ok = m.accept_bytes(s).unwrap();
+            let member = lang.contains(s);
+            assert_eq!(ok && m.is_completed(), member, "case {case}: {:?} membership\n{g:?}", String::from_utf8_lossy(s));
+            let ref_prefix = lang.iter().any(|w| w.starts_with(s));
+            if ref_prefix {
+                assert!(ok, "case {case}: {:?} is a prefix of the language\n{g:?}", String::from_utf8_lossy(s));
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 20_000, "only {compared} strings compared");
+}

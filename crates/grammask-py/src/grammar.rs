@@ -1,0 +1,145 @@
+//! `grammask._core.Grammar`: front ends (EBNF, regex, JSON Schema, builtin JSON) and printing.
+use crate::errors::py_err;
+use grammask_core::grammar::Grammar;
+use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+use grammask_core::{builtin, combine, ebnf, regex};
+use pyo3::prelude::*;
+use std::sync::Arc;
+
+#[pyclass(frozen, name = "Grammar", module = "grammask._core")]
+pub struct PyGrammar {
+    pub inner: Arc<Grammar>,
+}
+
+impl PyGrammar {
+    pub fn wrap(g: Grammar) -> PyGrammar {
+        PyGrammar { inner: Arc::new(g) }
+    }
+}
+
+/// Builds the core options from the Python keyword arguments.
+#[allow(clippy::too_many_arguments)]
+pub fn schema_options(
+    any_whitespace: bool,
+    indent: Option<u32>,
+    separators: Option<(String, String)>,
+    strict_mode: bool,
+    max_whitespace_cnt: Option<u32>,
+    any_order: bool,
+) -> JsonSchemaOptions {
+    JsonSchemaOptions { any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order }
+}
+
+pub fn grammar_from_schema(schema: &str, opts: &JsonSchemaOptions) -> grammask_core::error::Result<Grammar> {
+    let text = json_schema_to_ebnf(schema, opts)?;
+    ebnf::parse_ebnf(&text, "root")
+}
+
+pub fn grammar_from_regex(pattern: &str) -> grammask_core::error::Result<Grammar> {
+    let text = regex::regex_to_ebnf(pattern, "root")?;
+    ebnf::parse_ebnf(&text, "root")
+}
+
+#[pymethods]
+impl PyGrammar {
+    #[staticmethod]
+    #[pyo3(signature = (text, root_rule_name = "root"))]
+    fn from_ebnf(py: Python<'_>, text: &str, root_rule_name: &str) -> PyResult<PyGrammar> {
+        let (text, root) = (text.to_owned(), root_rule_name.to_owned());
+        py.allow_threads(|| ebnf::parse_ebnf(&text, &root)).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (text, root_rule_name = "root"))]
+    fn from_iso_ebnf(py: Python<'_>, text: &str, root_rule_name: &str) -> PyResult<PyGrammar> {
+        let (text, root) = (text.to_owned(), root_rule_name.to_owned());
+        py.allow_threads(|| ebnf::parse_iso_ebnf(&text, &root)).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    #[staticmethod]
+    fn from_regex(py: Python<'_>, pattern: &str) -> PyResult<PyGrammar> {
+        let pattern = pattern.to_owned();
+        py.allow_threads(|| grammar_from_regex(&pattern)).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (pattern, rule_name = "root"))]
+    fn regex_to_ebnf(py: Python<'_>, pattern: &str, rule_name: &str) -> PyResult<String> {
+        let (pattern, rule) = (pattern.to_owned(), rule_name.to_owned());
+        py.allow_threads(|| regex::regex_to_ebnf(&pattern, &rule)).map_err(py_err)
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (schema, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_json_schema(
+        py: Python<'_>,
+        schema: &str,
+        any_whitespace: bool,
+        indent: Option<u32>,
+        separators: Option<(String, String)>,
+        strict_mode: bool,
+        max_whitespace_cnt: Option<u32>,
+        any_order: bool,
+    ) -> PyResult<PyGrammar> {
+        let opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order);
+        let schema = schema.to_owned();
+        py.allow_threads(|| grammar_from_schema(&schema, &opts)).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (schema, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order))]
+    #[allow(clippy::too_many_arguments)]
+    fn json_schema_to_ebnf(
+        py: Python<'_>,
+        schema: &str,
+        any_whitespace: bool,
+        indent: Option<u32>,
+        separators: Option<(String, String)>,
+        strict_mode: bool,
+        max_whitespace_cnt: Option<u32>,
+        any_order: bool,
+    ) -> PyResult<String> {
+        let opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order);
+        let schema = schema.to_owned();
+        py.allow_threads(|| json_schema_to_ebnf(&schema, &opts)).map_err(py_err)
+    }
+
+    #[staticmethod]
+    fn builtin_json_grammar() -> PyGrammar {
+        PyGrammar::wrap(builtin::builtin_json_grammar())
+    }
+
+    #[staticmethod]
+    fn concat(grammars: Vec<PyRef<'_, PyGrammar>>) -> PyResult<PyGrammar> {
+        let gs: Vec<Grammar> = grammars.iter().map(|g| (*g.inner).clone()).collect();
+        combine::concat(&gs).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    #[staticmethod]
+    fn union(grammars: Vec<PyRef<'_, PyGrammar>>) -> PyResult<PyGrammar> {
+        let gs: Vec<Grammar> = grammars.iter().map(|g| (*g.inner).clone()).collect();
+        combine::union(&gs).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    fn to_ebnf(&self) -> String {
+        self.inner.to_string()
+    }
+
+    fn serialize_json(&self) -> String {
+        self.inner.to_json()
+    }
+
+    #[staticmethod]
+    fn deserialize_json(text: &str) -> PyResult<PyGrammar> {
+        Grammar::from_json(text).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    fn root_rule_name(&self) -> String {
+        self.inner.rule(self.inner.root()).name.clone()
+    }
+
+    fn num_rules(&self) -> usize {
+        self.inner.rules().len()
+    }
+}

@@ -1,0 +1,187 @@
+//! `grammask._core.GrammarMatcher` and batch filling. Bitmasks arrive through the buffer protocol
+//! (numpy arrays; torch CPU tensors are viewed as numpy by the Python layer) and are checked for
+//! dtype, writability, contiguity and shape before anything is written.
+use crate::compiler::PyCompiledGrammar;
+use crate::errors::py_err;
+use grammask_core::matcher::{Matcher, MatcherOptions};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+#[pyclass(name = "GrammarMatcher", module = "grammask._core")]
+pub struct PyGrammarMatcher {
+    inner: Matcher,
+}
+
+/// A checked view of a bitmask buffer: `rows` x `words` int32, C-contiguous, writable.
+struct BitmaskBuf {
+    buf: PyBuffer<i32>,
+    rows: usize,
+    words: usize,
+}
+
+fn bitmask_buffer(obj: &Bound<'_, PyAny>) -> PyResult<BitmaskBuf> {
+    let buf = PyBuffer::<i32>::get(obj).map_err(|_| {
+        PyTypeError::new_err("the bitmask must be an int32 array (numpy or a CPU torch tensor); allocate it with allocate_token_bitmask()")
+    })?;
+    if buf.readonly() {
+        return Err(PyValueError::new_err("the bitmask is read-only"));
+    }
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
+    }
+    let (rows, words) = match *buf.shape() {
+        [w] => (1, w),
+        [r, w] => (r, w),
+        ref s => return Err(PyValueError::new_err(format!("the bitmask must be 1-D or 2-D, got shape {s:?}"))),
+    };
+    Ok(BitmaskBuf { buf, rows, words })
+}
+
+impl BitmaskBuf {
+    fn check_row(&self, index: usize) -> PyResult<()> {
+        if index >= self.rows {
+            return Err(PyValueError::new_err(format!(
+                "bitmask row index {index} is out of range for a bitmask with {} rows",
+                self.rows
+            )));
+        }
+        Ok(())
+    }
+
+    fn write_row(&self, py: Python<'_>, index: usize, words: &[u32]) -> PyResult<()> {
+        let cells = self.buf.as_mut_slice(py).ok_or_else(|| PyValueError::new_err("the bitmask is not writable"))?;
+        let row = &cells[index * self.words..(index + 1) * self.words];
+        for (c, &w) in row.iter().zip(words) {
+            c.set(w as i32);
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyGrammarMatcher {
+    #[new]
+    #[pyo3(signature = (compiled_grammar, override_stop_tokens = None, terminate_without_stop_token = false))]
+    fn new(
+        compiled_grammar: PyRef<'_, PyCompiledGrammar>,
+        override_stop_tokens: Option<Vec<u32>>,
+        terminate_without_stop_token: bool,
+    ) -> PyResult<Self> {
+        let opts = MatcherOptions { override_stop_tokens, terminate_without_stop_token };
+        Ok(PyGrammarMatcher { inner: Matcher::new(compiled_grammar.inner.clone(), opts).map_err(py_err)? })
+    }
+
+    fn accept_token(&mut self, token_id: i64) -> PyResult<bool> {
+        let Ok(t) = u32::try_from(token_id) else { return Ok(false) };
+        self.inner.accept_token(t).map_err(py_err)
+    }
+
+    fn accept_bytes(&mut self, data: &[u8]) -> PyResult<bool> {
+        self.inner.accept_bytes(data).map_err(py_err)
+    }
+
+    #[pyo3(signature = (bitmask, index = 0))]
+    fn fill_next_token_bitmask(&mut self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<bool> {
+        let b = bitmask_buffer(bitmask)?;
+        b.check_row(index)?;
+        let mut row = vec![0u32; b.words];
+        let m = &mut self.inner;
+        let need_apply = py.allow_threads(|| m.fill_next_token_bitmask(&mut row)).map_err(py_err)?;
+        b.write_row(py, index, &row)?;
+        Ok(need_apply)
+    }
+
+    /// Allowed token ids (for tests and debugging).
+    fn allowed_tokens(&mut self) -> PyResult<Vec<usize>> {
+        Ok(self.inner.compute_mask().map_err(py_err)?.iter_ones().collect())
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
+    }
+
+    fn is_completed(&self) -> bool {
+        self.inner.is_completed()
+    }
+
+    fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    #[pyo3(signature = (num_tokens = 1))]
+    fn rollback(&mut self, num_tokens: i64) -> PyResult<()> {
+        let n = usize::try_from(num_tokens).map_err(|_| PyValueError::new_err("num_tokens must be >= 0"))?;
+        self.inner.rollback(n).map_err(py_err)
+    }
+
+    fn fork(&self) -> Self {
+        PyGrammarMatcher { inner: self.inner.clone() }
+    }
+
+    fn find_jump_forward_bytes(&mut self) -> PyResult<Vec<u8>> {
+        self.inner.find_jump_forward_bytes().map_err(py_err)
+    }
+
+    #[getter]
+    fn stop_token_ids(&self) -> Vec<u32> {
+        self.inner.stop_token_ids().to_vec()
+    }
+
+    #[getter]
+    fn num_accepted(&self) -> usize {
+        self.inner.num_accepted()
+    }
+}
+
+/// Fills row `indices[i]` (or `i`) of `bitmask` for `matchers[i]`, in `max_threads` threads
+/// with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (matchers, bitmask, indices = None, max_threads = 1))]
+pub fn batch_fill_next_token_bitmask(
+    py: Python<'_>,
+    matchers: Vec<Bound<'_, PyGrammarMatcher>>,
+    bitmask: &Bound<'_, PyAny>,
+    indices: Option<Vec<usize>>,
+    max_threads: usize,
+) -> PyResult<()> {
+    let b = bitmask_buffer(bitmask)?;
+    let indices: Vec<usize> = indices.unwrap_or_else(|| (0..matchers.len()).collect());
+    if indices.len() != matchers.len() {
+        return Err(PyValueError::new_err(format!(
+            "got {} matchers but {} indices",
+            matchers.len(),
+            indices.len()
+        )));
+    }
+    for &i in &indices {
+        b.check_row(i)?;
+    }
+    let mut refs: Vec<PyRefMut<'_, PyGrammarMatcher>> =
+        matchers.iter().map(Bound::try_borrow_mut).collect::<Result<_, _>>()?;
+    let words = b.words;
+    let mut rows: Vec<Vec<u32>> = vec![vec![0u32; words]; refs.len()];
+    let mut work: Vec<(&mut Matcher, &mut Vec<u32>)> =
+        refs.iter_mut().map(|r| &mut r.inner).zip(rows.iter_mut()).collect();
+    let threads = max_threads.clamp(1, std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let results: Vec<grammask_core::error::Result<bool>> = py.allow_threads(|| {
+        let chunk = work.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = work
+                .chunks_mut(chunk)
+                .map(|part| s.spawn(move || part.iter_mut().map(|(m, row)| m.fill_next_token_bitmask(row)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![])).collect()
+        })
+    });
+    if results.len() != rows.len() {
+        return Err(crate::errors::InternalError::new_err("a batch fill thread panicked"));
+    }
+    for r in results {
+        r.map_err(py_err)?;
+    }
+    for (row, &i) in rows.iter().zip(&indices) {
+        b.write_row(py, i, row)?;
+    }
+    Ok(())
+}

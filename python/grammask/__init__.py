@@ -1,0 +1,70 @@
+"""grammask: grammar-constrained decoding with a Rust core.
+
+Pipeline: :class:`TokenizerInfo` (from a Hugging Face tokenizer) -> :class:`GrammarCompiler`
+(cached) -> :class:`CompiledGrammar` -> one :class:`GrammarMatcher` per sequence, which fills a
+token bitmask before each step and accepts the sampled token; :func:`apply_token_bitmask_inplace`
+masks the logits. The API is a drop-in for XGrammar 0.2.8's: ``import grammask as xgr``.
+"""
+
+from . import exception, testing
+from ._core import __version__
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, get_bitmask_shape, reset_token_bitmask
+from .compiler import CompiledGrammar, GrammarCompiler
+from .exception import (
+    DeserializeFormatError,
+    DeserializeVersionError,
+    GrammarSyntaxError,
+    GrammaskError,
+    InvalidGrammarError,
+    InvalidJSONError,
+    InvalidSchemaError,
+    InvalidStructuralTagError,
+    LimitExceededError,
+    UnsupportedFeatureError,
+)
+from .grammar import Grammar
+from .matcher import BatchGrammarMatcher, GrammarMatcher
+from .tokenizer_info import TokenizerInfo, VocabType
+
+__all__ = [
+    "BatchGrammarMatcher",
+    "CompiledGrammar",
+    "DeserializeFormatError",
+    "DeserializeVersionError",
+    "Grammar",
+    "GrammarCompiler",
+    "GrammarMatcher",
+    "GrammarSyntaxError",
+    "GrammaskError",
+    "InvalidGrammarError",
+    "InvalidJSONError",
+    "InvalidSchemaError",
+    "InvalidStructuralTagError",
+    "LimitExceededError",
+    "TokenizerInfo",
+    "UnsupportedFeatureError",
+    "VocabType",
+    "__version__",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_dtype",
+    "exception",
+    "get_bitmask_shape",
+    "reset_token_bitmask",
+    "testing",
+]
+
+
+def __getattr__(name: str):
+    # torch is optional and imported lazily: bitmask_dtype is torch.int32 when torch is installed
+    # (as in XGrammar), numpy.int32 otherwise.
+    if name == "bitmask_dtype":
+        from .bitmask import _torch
+
+        torch = _torch()
+        if torch is not None:
+            return torch.int32
+        import numpy
+
+        return numpy.int32
+    raise AttributeError(f"module 'grammask' has no attribute {name!r}")

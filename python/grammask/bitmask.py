@@ -1,0 +1,176 @@
+"""Token bitmasks: int32 arrays of shape ``(batch, ceil(vocab_size / 32))``, bit ``i % 32`` of word
+``i // 32`` set when token ``i`` is allowed. ``apply_token_bitmask_inplace`` sets the logits of
+disallowed tokens to ``-inf``. Works with numpy arrays, and with torch tensors (CPU or any device
+torch supports) when torch is installed; torch is imported lazily."""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+__all__ = [
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "get_bitmask_shape",
+    "reset_token_bitmask",
+]
+
+
+def _torch() -> Any:
+    """The torch module if it is installed (imported on first use), else None."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _is_torch(x: Any) -> bool:
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def get_bitmask_shape(batch_size: int, vocab_size: int) -> Tuple[int, int]:
+    return (batch_size, math.ceil(vocab_size / 32))
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
+    """A bitmask with every token allowed: a torch int32 tensor when torch is installed (as
+    XGrammar returns), else a numpy int32 array."""
+    if batch_size < 1 or vocab_size < 0:
+        raise ValueError(f"invalid bitmask size: batch_size={batch_size}, vocab_size={vocab_size}")
+    torch = _torch()
+    shape = get_bitmask_shape(batch_size, vocab_size)
+    if torch is not None:
+        return torch.full(shape, -1, dtype=torch.int32)
+    return np.full(shape, -1, dtype=np.int32)
+
+
+def reset_token_bitmask(bitmask: Any) -> None:
+    """Allow every token again."""
+    if _is_torch(bitmask):
+        bitmask.fill_(-1)
+    else:
+        bitmask.fill(-1)
+
+
+def as_int32_buffer(bitmask: Any) -> np.ndarray:
+    """A numpy view of a CPU int32 bitmask (no copy); raises on anything else."""
+    if _is_torch(bitmask):
+        torch = sys.modules["torch"]
+        if bitmask.dtype != torch.int32:
+            raise TypeError(f"the bitmask must have dtype torch.int32, got {bitmask.dtype}")
+        if bitmask.device.type != "cpu":
+            raise ValueError(f"the bitmask must be on the CPU, got device {bitmask.device}")
+        if not bitmask.is_contiguous():
+            raise ValueError("the bitmask must be contiguous")
+        return bitmask.detach().numpy()
+    if isinstance(bitmask, np.ndarray):
+        if bitmask.dtype != np.int32:
+            raise TypeError(f"the bitmask must have dtype int32, got {bitmask.dtype}")
+        return bitmask
+    raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
+
+
+def _bool_mask_numpy(bitmask: np.ndarray, width: int) -> np.ndarray:
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=-1, bitorder="little")
+    return bits[..., :width].astype(bool)
+
+
+def apply_token_bitmask_inplace(
+    logits: Any,
+    bitmask: Any,
+    *,
+    vocab_size: Optional[int] = None,
+    indices: Optional[List[int]] = None,
+    backend: str = "auto",
+) -> None:
+    """Set ``logits[row, t] = -inf`` for every token ``t`` whose bit is 0.
+
+    ``logits`` is ``(batch, vocab)`` or ``(vocab,)``; float32, float16 or bfloat16 (numpy also
+    float64). ``vocab_size`` defaults to ``min(logits.shape[-1], bitmask.shape[-1] * 32)``; logits
+    past it are left alone. ``indices`` restricts the rows (then the batch sizes may differ).
+    """
+    if backend not in ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native", "numpy"):
+        raise ValueError(f"unknown backend {backend!r}")
+    width = logits.shape[-1]
+    if bitmask.shape[-1] * 32 < width and vocab_size is None:
+        warnings.warn(
+            f"the bitmask covers {bitmask.shape[-1] * 32} tokens but the logits have {width}; "
+            "allocate the bitmask with the model's vocab_size",
+            UserWarning,
+            stacklevel=2,
+        )
+    v = min(width, bitmask.shape[-1] * 32) if vocab_size is None else int(vocab_size)
+    if v > width or v > bitmask.shape[-1] * 32:
+        raise ValueError(f"vocab_size {v} exceeds the logits ({width}) or the bitmask ({bitmask.shape[-1] * 32})")
+    if _is_torch(logits) or _is_torch(bitmask):
+        _apply_torch(logits, bitmask, v, indices)
+    else:
+        _apply_numpy(logits, bitmask, v, indices)
+
+
+def _rows(logits_ndim: int, bitmask: Any, n_logit_rows: int, indices: Optional[List[int]]) -> List[Tuple[int, int]]:
+    """(logits row, bitmask row) pairs."""
+    if logits_ndim == 1:
+        return [(0, 0)]
+    n_mask = 1 if bitmask.ndim == 1 else bitmask.shape[0]
+    if indices is not None:
+        # XGrammar semantics: row i of the logits takes row i of the bitmask.
+        for i in indices:
+            if not 0 <= i < n_logit_rows or (n_mask > 1 and i >= n_mask):
+                raise ValueError(f"index {i} is out of range for {n_logit_rows} logit rows / {n_mask} bitmask rows")
+        return [(i, i if n_mask > 1 else 0) for i in indices]
+    if n_mask != n_logit_rows:
+        raise ValueError(f"the logits have {n_logit_rows} rows but the bitmask has {n_mask}")
+    return [(i, i) for i in range(n_logit_rows)]
+
+
+def _apply_numpy(logits: np.ndarray, bitmask: np.ndarray, v: int, indices: Optional[List[int]]) -> None:
+    if not isinstance(logits, np.ndarray) or logits.dtype.kind != "f":
+        raise TypeError("numpy logits must be a floating-point array")
+    if bitmask.dtype != np.int32:
+        raise TypeError(f"the bitmask must have dtype int32, got {bitmask.dtype}")
+    if logits.ndim not in (1, 2) or bitmask.ndim not in (1, 2):
+        raise ValueError("logits and bitmask must be 1-D or 2-D")
+    mask2d = bitmask.reshape(1, -1) if bitmask.ndim == 1 else bitmask
+    allowed = _bool_mask_numpy(mask2d, v)
+    if logits.ndim == 1:
+        logits[:v][~allowed[0]] = -np.inf
+        return
+    for lr, br in _rows(2, mask2d, logits.shape[0], indices):
+        logits[lr, :v][~allowed[br]] = -np.inf
+
+
+def _apply_torch(logits: Any, bitmask: Any, v: int, indices: Optional[List[int]]) -> None:
+    torch = _torch()
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError("when the bitmask is a torch tensor, the logits must be one too")
+    if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"logits must be float32, float16 or bfloat16, got {logits.dtype}")
+    if isinstance(bitmask, np.ndarray):
+        bitmask = torch.from_numpy(bitmask)
+    if bitmask.dtype != torch.int32:
+        raise TypeError(f"the bitmask must have dtype torch.int32, got {bitmask.dtype}")
+    if logits.dim() not in (1, 2) or bitmask.dim() not in (1, 2):
+        raise ValueError("logits and bitmask must be 1-D or 2-D")
+    mask2d = bitmask.reshape(1, -1) if bitmask.dim() == 1 else bitmask
+    mask2d = mask2d.to(logits.device, non_blocking=True)
+    shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
+    # (rows, words, 32) bits -> (rows, words*32) booleans, LSB first.
+    allowed = ((mask2d.unsqueeze(-1) >> shifts) & 1).bool().reshape(mask2d.shape[0], -1)[:, :v]
+    if logits.dim() == 1:
+        logits[:v].masked_fill_(~allowed[0], float("-inf"))
+        return
+    pairs = _rows(2, mask2d, logits.shape[0], indices)
+    lrows = torch.tensor([p[0] for p in pairs], device=logits.device, dtype=torch.long)
+    brows = torch.tensor([p[1] for p in pairs], device=logits.device, dtype=torch.long)
+    sub = logits[lrows, :v]
+    sub.masked_fill_(~allowed[brows], float("-inf"))
+    logits[lrows, :v] = sub

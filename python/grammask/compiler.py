@@ -1,0 +1,117 @@
+"""``GrammarCompiler`` and ``CompiledGrammar``. Compiling builds the rule automata (cheap: masks
+are computed lazily per parser state and cached inside the compiled grammar, shared by all its
+matchers). The compiler caches compiled grammars by source and options; it is thread-safe and
+releases the GIL while compiling."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple, Type, Union
+
+from . import _core
+from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
+from .grammar import Grammar, _seps, schema_to_str
+from .tokenizer_info import TokenizerInfo
+
+__all__ = ["CompiledGrammar", "GrammarCompiler"]
+
+
+class CompiledGrammar:
+    """A grammar compiled against a tokenizer. Immutable and shareable across threads."""
+
+    _handle: _core.CompiledGrammar
+
+    def __init__(self, handle: _core.CompiledGrammar) -> None:
+        if not isinstance(handle, _core.CompiledGrammar):
+            raise TypeError("CompiledGrammar is made by GrammarCompiler.compile_*")
+        self._handle = handle
+
+    @property
+    def grammar(self) -> Grammar:
+        return Grammar(self._handle.grammar)
+
+    @property
+    def tokenizer_info(self) -> TokenizerInfo:
+        return TokenizerInfo._from_handle(self._handle.tokenizer_info)
+
+    @property
+    def memory_size_bytes(self) -> int:
+        return self._handle.memory_size_bytes
+
+    def serialize_json(self) -> str:
+        """The grammar and the tokenizer metadata (not the vocabulary) as JSON."""
+        return self._handle.serialize_json()
+
+    @staticmethod
+    def deserialize_json(json_string: str, tokenizer_info: TokenizerInfo) -> "CompiledGrammar":
+        try:
+            return CompiledGrammar(_core.CompiledGrammar.deserialize_json(json_string, tokenizer_info._handle))
+        except DeserializeFormatError as e:
+            raise _reraise_version(e) from None
+
+
+class GrammarCompiler:
+    """Compiles grammars for one tokenizer, with a cache keyed by source and options."""
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        *,
+        max_threads: int = 8,
+        cache_enabled: bool = True,
+        cache_limit_bytes: int = -1,
+    ) -> None:
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise ValueError("Please convert the tokenizer to TokenizerInfo before passing it to GrammarCompiler.")
+        if max_threads < 1:
+            raise ValueError(f"max_threads must be >= 1, got {max_threads}")
+        self.tokenizer_info = tokenizer_info
+        self.max_threads = max_threads
+        self._handle = _core.GrammarCompiler(tokenizer_info._handle, cache_enabled, cache_limit_bytes)
+
+    def compile_json_schema(
+        self,
+        schema: Union[str, Dict[str, Any], Type[Any]],
+        *,
+        any_whitespace: bool = True,
+        indent: Optional[int] = None,
+        separators: Optional[Tuple[str, str]] = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: Optional[int] = None,
+        any_order: bool = False,
+    ) -> CompiledGrammar:
+        return CompiledGrammar(
+            self._handle.compile_json_schema(
+                schema_to_str(schema), any_whitespace, indent, _seps(separators), strict_mode,
+                max_whitespace_cnt, any_order,
+            )
+        )
+
+    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        return CompiledGrammar(self._handle.compile_builtin_json_grammar())
+
+    def compile_regex(self, regex: str) -> CompiledGrammar:
+        return CompiledGrammar(self._handle.compile_regex(regex))
+
+    def compile_grammar(self, grammar: Union[str, Grammar], *, root_rule_name: str = "root") -> CompiledGrammar:
+        """Compile EBNF text or a :class:`Grammar`."""
+        if isinstance(grammar, str):
+            return CompiledGrammar(self._handle.compile_ebnf(grammar, root_rule_name))
+        if isinstance(grammar, Grammar):
+            return CompiledGrammar(self._handle.compile_grammar(grammar._handle))
+        raise TypeError(f"grammar must be EBNF text or a Grammar, got {type(grammar).__name__}")
+
+    def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
+        raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
+
+    def compile_lark(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
+        raise UnsupportedFeatureError("Lark grammars are not supported by grammask yet; use EBNF")
+
+    def clear_cache(self) -> None:
+        self._handle.clear_cache()
+
+    def get_cache_size_bytes(self) -> int:
+        return self._handle.get_cache_size_bytes()
+
+    @property
+    def cache_limit_bytes(self) -> int:
+        return self._handle.cache_limit_bytes

@@ -1,0 +1,123 @@
+"""``Grammar``: the language a matcher enforces, built from EBNF, a regex, a JSON Schema or the
+builtin JSON grammar. Parsing and conversion run in the Rust core with the GIL released."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional, Tuple, Type, Union
+
+from . import _core
+from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
+
+__all__ = ["Grammar", "schema_to_str"]
+
+
+def schema_to_str(schema: Union[str, Dict[str, Any], bool, Type[Any]]) -> str:
+    """A JSON Schema given as text, a dict/bool, or a Pydantic v2 model class, as JSON text."""
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, (dict, bool)):
+        return json.dumps(schema)
+    model_json_schema = getattr(schema, "model_json_schema", None)
+    if callable(model_json_schema):
+        return json.dumps(model_json_schema())
+    raise TypeError(
+        f"schema must be a JSON string, a dict or a Pydantic model class, got {type(schema).__name__}"
+    )
+
+
+class Grammar:
+    """An immutable grammar. ``str(grammar)`` prints EBNF that :meth:`from_ebnf` parses back to the
+    same language."""
+
+    _handle: _core.Grammar
+
+    def __init__(self, handle: _core.Grammar) -> None:
+        if not isinstance(handle, _core.Grammar):
+            raise TypeError("use Grammar.from_ebnf / from_json_schema / from_regex to build a Grammar")
+        self._handle = handle
+
+    def __str__(self) -> str:
+        return self._handle.to_ebnf()
+
+    def __repr__(self) -> str:
+        return f"Grammar(<{self._handle.num_rules()} rules, root {self._handle.root_rule_name()!r}>)"
+
+    def to_string(self) -> str:
+        return str(self)
+
+    @staticmethod
+    def from_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
+        """Parse XGrammar/GBNF-style EBNF (``name ::= expr``)."""
+        return Grammar(_core.Grammar.from_ebnf(ebnf_string, root_rule_name))
+
+    @staticmethod
+    def from_iso_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
+        """Parse ISO-style EBNF (``name = expr .``, ``"a" … "z"``, ``[opt]``, ``{rep}``)."""
+        return Grammar(_core.Grammar.from_iso_ebnf(ebnf_string, root_rule_name))
+
+    @staticmethod
+    def from_json_schema(
+        schema: Union[str, Dict[str, Any], Type[Any]],
+        *,
+        any_whitespace: bool = True,
+        indent: Optional[int] = None,
+        separators: Optional[Tuple[str, str]] = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: Optional[int] = None,
+        print_converted_ebnf: bool = False,
+        any_order: bool = False,
+    ) -> "Grammar":
+        """The grammar of JSON documents valid against ``schema``."""
+        text = schema_to_str(schema)
+        args = (text, any_whitespace, indent, _seps(separators), strict_mode, max_whitespace_cnt, any_order)
+        if print_converted_ebnf:
+            print(_core.Grammar.json_schema_to_ebnf(*args))
+        return Grammar(_core.Grammar.from_json_schema(*args))
+
+    @staticmethod
+    def from_regex(regex_string: str, *, print_converted_ebnf: bool = False) -> "Grammar":
+        """The strings fully matched by an ECMA-262/Python-style regular expression."""
+        if print_converted_ebnf:
+            print(_core.Grammar.regex_to_ebnf(regex_string, "root"))
+        return Grammar(_core.Grammar.from_regex(regex_string))
+
+    @staticmethod
+    def builtin_json_grammar() -> "Grammar":
+        """Any JSON object or array (no surrounding whitespace)."""
+        return Grammar(_core.Grammar.builtin_json_grammar())
+
+    @staticmethod
+    def from_structural_tag(*args: Any, **kwargs: Any) -> "Grammar":
+        raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
+
+    @staticmethod
+    def from_lark(*args: Any, **kwargs: Any) -> "Grammar":
+        raise UnsupportedFeatureError("Lark grammars are not supported by grammask yet; use EBNF")
+
+    @staticmethod
+    def concat(*grammars: "Grammar") -> "Grammar":
+        """The concatenation of the grammars' languages."""
+        return Grammar(_core.Grammar.concat([g._handle for g in grammars]))
+
+    @staticmethod
+    def union(*grammars: "Grammar") -> "Grammar":
+        """The union of the grammars' languages."""
+        return Grammar(_core.Grammar.union([g._handle for g in grammars]))
+
+    def serialize_json(self) -> str:
+        return self._handle.serialize_json()
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "Grammar":
+        try:
+            return Grammar(_core.Grammar.deserialize_json(json_string))
+        except DeserializeFormatError as e:
+            raise _reraise_version(e) from None
+
+
+def _seps(separators: Optional[Tuple[str, str]]) -> Optional[Tuple[str, str]]:
+    if separators is None:
+        return None
+    item, key = separators
+    return (str(item), str(key))
