@@ -138,9 +138,14 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// True if only blanks precede `pos` on its line.
+    /// True if only blanks (and, on the first line, a byte-order mark) precede `pos` on its line.
     pub fn is_line_start(&self, pos: usize) -> bool {
-        self.bytes[..pos].iter().rev().take_while(|&&b| b != b'\n').all(|&b| matches!(b, b' ' | b'\t' | b'\r'))
+        let line_start = self.bytes[..pos].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let mut before = &self.bytes[line_start..pos];
+        if line_start == 0 {
+            before = before.strip_prefix("\u{feff}".as_bytes()).unwrap_or(before);
+        }
+        before.iter().all(|&b| matches!(b, b' ' | b'\t' | b'\r'))
     }
 
     /// Length in bytes of the rule name starting at `pos` (0 if none): `[A-Za-z0-9_.-]+`, not

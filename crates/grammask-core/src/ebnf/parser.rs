@@ -96,6 +96,9 @@ impl<'a> Parser<'a> {
         if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
             return Err(Error::limit("grammar text size in bytes", limits::MAX_GRAMMAR_BYTES));
         }
+        if self.cur.starts_with("\u{feff}") {
+            self.cur.pos += '\u{feff}'.len_utf8(); // a byte-order mark is not part of the grammar
+        }
         loop {
             self.skip_ws()?;
             if self.cur.at_end() {

@@ -316,6 +316,14 @@ fn unsupported_features() {
 }
 
 #[test]
+fn crlf_and_byte_order_mark() {
+    let gr = g("\u{feff}root ::= a\r\n  | \"b\" # c\r\na ::= [x]\r\n");
+    assert_eq!(gr.to_string(), "root ::= a | \"b\"\na ::= [x]\n");
+    let gr = parse_iso_ebnf("\u{feff}root = \"a\" .\r\n", "root").unwrap();
+    assert_eq!(gr.to_string(), "root ::= \"a\"\n");
+}
+
+#[test]
 fn columns_count_characters() {
     // "é😀" are 2 characters but 6 bytes.
     assert_err("root ::= \"é😀\" @", ErrorKind::EbnfSyntax, 1, 15, "found '@'");
