@@ -3,8 +3,10 @@
 //! Two dialects:
 //! - [`parse_ebnf`]: XGrammar's GBNF-like dialect (`name ::= expr`, string literals with escapes,
 //!   character classes, `( )`, `|`, `* + ? {m} {m,} {m,n}`, `#` comments, a lookahead assertion
-//!   `(= expr)` at the end of a rule). Rule options (`name[...]`) and macros (`Regex(...)`, ...)
-//!   are recognised and rejected as `Unsupported`.
+//!   `(= expr)` at the end of a rule, and the `Regex("...")` macro, expanded through
+//!   [`crate::regex`] into rules imported after the written ones). Rule options (`name[...]`),
+//!   the other macros (`TagDispatch(...)`, `Token(...)`, ...) and the Regex flag `i` are
+//!   recognised and rejected as `Unsupported`.
 //! - [`parse_iso_ebnf`]: the ISO-style dialect of ollama's grammar package (`name = expr .`,
 //!   `"a" … "z"` ranges, `[optional]`, `{repeated}`, `( )`, `|`; `#`, `//` and `/* */` comments;
 //!   Go raw strings in backquotes). The range operator is the ellipsis `…` (U+2026), as in Go's

@@ -733,3 +733,60 @@ Regex_1 ::= "x""#;
     assert_eq!((k, l, c), (ErrorKind::RegexSyntax, 2, 3), "{m}");
     assert!(m.starts_with("in the pattern of Regex(...)"), "{m}");
 }
+
+/// One random expression written in both dialects: (XGrammar text, ISO text).
+fn random_dual_expr(rng: &mut Rng, depth: u32) -> (String, String) {
+    let leaf = depth > 3 || rng.below(3) == 0;
+    let k = if leaf { rng.below(3) } else { 3 + rng.below(5) };
+    match k {
+        0 => {
+            let lits = ["a", "bc", "", "\\n", "\\\"", "\\\\", "é", "\\u00e9"];
+            let s = lits[rng.below(lits.len() as u64) as usize];
+            (format!("\"{s}\""), format!("\"{s}\""))
+        }
+        1 => {
+            let (lo, hi) = [("a", "c"), ("0", "9"), ("é", "ü"), ("x", "x")][rng.below(4) as usize];
+            (format!("[{lo}-{hi}]"), format!("\"{lo}\" … \"{hi}\""))
+        }
+        2 => {
+            let r = ["root", "r1", "r2"][rng.below(3) as usize];
+            (r.to_owned(), r.to_owned())
+        }
+        3 | 4 => {
+            let n = 2 + rng.below(2);
+            let items: Vec<_> = (0..n).map(|_| random_dual_expr(rng, depth + 1)).collect();
+            let sep = if k == 3 { " " } else { " | " };
+            let xg: Vec<_> = items.iter().map(|(x, _)| format!("({x})")).collect();
+            let iso: Vec<_> = items.iter().map(|(_, i)| format!("({i})")).collect();
+            (xg.join(sep), iso.join(sep))
+        }
+        5 => {
+            let (x, i) = random_dual_expr(rng, depth + 1);
+            (format!("({x})?"), format!("[ {i} ]"))
+        }
+        6 => {
+            let (x, i) = random_dual_expr(rng, depth + 1);
+            (format!("({x})*"), format!("{{ {i} }}"))
+        }
+        _ => {
+            let (x, i) = random_dual_expr(rng, depth + 1);
+            (format!("({x})"), format!("( {i} )"))
+        }
+    }
+}
+
+#[test]
+fn iso_and_xgrammar_dialects_agree_on_random_grammars() {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    for case in 0..1000 {
+        let (mut xg, mut iso) = (String::new(), String::new());
+        for name in ["root", "r1", "r2"] {
+            let (x, i) = random_dual_expr(&mut rng, 0);
+            xg.push_str(&format!("{name} ::= {x}\n"));
+            iso.push_str(&format!("{name} = {i} .\n"));
+        }
+        let a = parse_ebnf(&xg, "root").unwrap_or_else(|e| panic!("case {case}: {e}\n{xg}"));
+        let b = parse_iso_ebnf(&iso, "root").unwrap_or_else(|e| panic!("case {case}: {e}\n{iso}"));
+        assert_eq!(a, b, "case {case}\n{xg}\n{iso}");
+    }
+}
