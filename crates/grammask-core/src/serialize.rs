@@ -22,6 +22,7 @@ const VERSION_MISMATCH: &str = "serialization version mismatch";
 
 /// True if `e` came from [`Grammar::from_json`] reading another format version (Python maps it
 /// to `DeserializeVersionError`; other `Deserialize` errors are `DeserializeFormatError`).
+#[must_use]
 pub fn is_version_mismatch(e: &Error) -> bool {
     e.kind() == ErrorKind::Deserialize && e.message().starts_with(VERSION_MISMATCH)
 }

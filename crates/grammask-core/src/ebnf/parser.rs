@@ -248,7 +248,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 b'(' | b'[' | b'{' if self.dialect == Dialect::Iso || c == b'(' => {
-                    self.open_bracket(&mut stack, c, &mut body)?
+                    self.open_bracket(&mut stack, c, &mut body)?;
                 }
                 b'"' => {
                     let s = self.cur.string_literal()?;

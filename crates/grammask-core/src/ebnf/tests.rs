@@ -777,13 +777,14 @@ fn random_dual_expr(rng: &mut Rng, depth: u32) -> (String, String) {
 
 #[test]
 fn iso_and_xgrammar_dialects_agree_on_random_grammars() {
+    use std::fmt::Write;
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     for case in 0..1000 {
         let (mut xg, mut iso) = (String::new(), String::new());
         for name in ["root", "r1", "r2"] {
             let (x, i) = random_dual_expr(&mut rng, 0);
-            xg.push_str(&format!("{name} ::= {x}\n"));
-            iso.push_str(&format!("{name} = {i} .\n"));
+            let _ = writeln!(xg, "{name} ::= {x}");
+            let _ = writeln!(iso, "{name} = {i} .");
         }
         let a = parse_ebnf(&xg, "root").unwrap_or_else(|e| panic!("case {case}: {e}\n{xg}"));
         let b = parse_iso_ebnf(&iso, "root").unwrap_or_else(|e| panic!("case {case}: {e}\n{iso}"));
