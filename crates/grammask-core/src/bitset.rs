@@ -37,6 +37,11 @@ impl Bitset {
         self.words.fill(0);
     }
 
+    pub fn copy_from(&mut self, other: &Bitset) {
+        debug_assert_eq!(self.len, other.len);
+        self.words.copy_from_slice(&other.words);
+    }
+
     pub fn or_assign(&mut self, other: &Bitset) {
         debug_assert_eq!(self.len, other.len);
         for (a, b) in self.words.iter_mut().zip(&other.words) {

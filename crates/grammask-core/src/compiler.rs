@@ -121,6 +121,52 @@ impl Automata {
             + self.rule_start.len() * 8
     }
 
+    /// A hash of everything a token walk from `state` can observe: the states reachable from it
+    /// (following byte edges, and entering referenced rules), their finality, edges and rule
+    /// membership, numbered canonically in breadth-first order (automata are deterministic, so the
+    /// order is canonical). Equal hashes mean the kernel classification of the two states is the
+    /// same, even across grammars. `None` when more than `limit` states are reachable.
+    pub fn structure_hash(&self, state: StateId, limit: usize) -> Option<u128> {
+        let mut canon: HashMap<StateId, u32> = HashMap::new();
+        let mut order: Vec<StateId> = vec![state];
+        canon.insert(state, 0);
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            i += 1;
+            let next = self
+                .byte_edges(s)
+                .iter()
+                .map(|e| e.target)
+                .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [self.rule_start(r), t]));
+            for t in next {
+                if !canon.contains_key(&t) {
+                    if order.len() >= limit {
+                        return None;
+                    }
+                    canon.insert(t, order.len() as u32);
+                    order.push(t);
+                }
+            }
+        }
+        let rule_canon = |r: RuleId| canon.get(&self.rule_start(r)).copied().unwrap_or(u32::MAX);
+        let mut words: Vec<u64> = Vec::with_capacity(order.len() * 8);
+        for &s in &order {
+            let st = self.state(s);
+            words.push(u64::from(st.is_final) | u64::from(rule_canon(st.rule)) << 8);
+            words.push(u64::from(st.rule == self.state(state).rule));
+            for e in self.byte_edges(s) {
+                words.push(u64::from(e.lo) | u64::from(e.hi) << 8 | u64::from(canon[&e.target]) << 16);
+            }
+            words.push(u64::MAX);
+            for &(r, t) in self.rule_edges(s) {
+                words.push(u64::from(rule_canon(r)) | u64::from(canon[&t]) << 32);
+            }
+            words.push(u64::MAX - 1);
+        }
+        Some(hash_words(&words))
+    }
+
     /// Builds the automata of `grammar`.
     pub fn build(grammar: &Grammar) -> Result<Automata> {
         for r in grammar.rules() {
@@ -142,6 +188,23 @@ impl Automata {
         a.prune()?;
         Ok(a)
     }
+}
+
+/// Two independent 64-bit FNV-style streams with a final avalanche: a 128-bit structural hash.
+fn hash_words(words: &[u64]) -> u128 {
+    let (mut a, mut b) = (0xCBF2_9CE4_8422_2325u64, 0x8422_2325_CBF2_9CE4u64);
+    for &w in words {
+        a = (a ^ w).wrapping_mul(0x0000_0100_0000_01B3);
+        b = (b ^ w.rotate_left(31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        b ^= b >> 29;
+    }
+    a ^= a >> 33;
+    a = a.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    a ^= a >> 33;
+    b ^= b >> 32;
+    b = b.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    b ^= b >> 29;
+    (u128::from(a) << 64) | u128::from(b)
 }
 
 /// A Thompson NFA under construction.

@@ -21,6 +21,21 @@ use crate::grammar::RuleId;
 use crate::limits;
 use std::collections::HashSet;
 
+/// A strong 128-bit mixer (two rounds of 64-bit multiply-xorshift on each half, crossed).
+#[inline]
+fn mix128(x: u128) -> u128 {
+    let mut lo = x as u64;
+    let mut hi = (x >> 64) as u64;
+    lo ^= hi.rotate_left(29);
+    lo = (lo ^ (lo >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    lo = (lo ^ (lo >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    hi ^= lo.rotate_left(23);
+    hi = (hi ^ (hi >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    hi = (hi ^ (hi >> 32)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    lo ^= hi >> 31;
+    (u128::from(hi) << 64) | u128::from(lo ^ (lo >> 29))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Item {
     pub state: StateId,
@@ -33,6 +48,10 @@ pub struct Chart {
     items: Vec<Item>,
     /// `row_start[r]` = index in `items` where row `r` begins.
     row_start: Vec<u32>,
+    /// `row_sig[r]`: a 128-bit hash of row `r` and, through item origins, of every row it can
+    /// complete into. Two rows with equal signatures have the same future (modulo hash
+    /// collisions), so masks can be memoized by the last row's signature.
+    row_sig: Vec<u128>,
     /// Dedup set used only while closing a large row.
     scratch: HashSet<Item>,
 }
@@ -48,12 +67,13 @@ impl Chart {
 
     /// A chart whose row 0 is the closure of the given states (each with origin 0).
     pub fn with_start(a: &Automata, states: &[StateId]) -> Chart {
-        let mut c = Chart { items: Vec::with_capacity(64), row_start: vec![0], scratch: HashSet::new() };
+        let mut c = Chart { items: Vec::with_capacity(64), row_start: vec![0], row_sig: vec![0], scratch: HashSet::new() };
         for &s in states {
             c.add(Item { state: s, origin: 0 });
         }
         // Row 0 closure cannot exceed the limit meaningfully; ignore the flag here.
         let _ = c.close(a, 0);
+        c.row_sig[0] = c.signature(0);
         c
     }
 
@@ -61,9 +81,11 @@ impl Chart {
     /// `(state, origin 0)`. Only descendants of the kernel item have origin 0, so an item with
     /// origin 0 in a final state means the kernel's rule has ended.
     pub fn with_kernel(a: &Automata, state: StateId) -> Chart {
-        let mut c = Chart { items: Vec::with_capacity(64), row_start: vec![0, 0], scratch: HashSet::new() };
+        let mut c =
+            Chart { items: Vec::with_capacity(64), row_start: vec![0, 0], row_sig: vec![0, 0], scratch: HashSet::new() };
         c.add(Item { state, origin: 0 });
         let _ = c.close(a, 1);
+        c.row_sig[1] = c.signature(1);
         c
     }
 
@@ -97,6 +119,7 @@ impl Chart {
         let end = self.items.len();
         let new_row = self.row_start.len() as u32;
         self.row_start.push(end as u32);
+        self.row_sig.push(0);
         for i in prev..end {
             let it = self.items[i];
             if let Some(t) = a.step(it.state, byte) {
@@ -106,12 +129,34 @@ impl Chart {
         }
         if self.items.len() == end {
             self.row_start.pop();
+            self.row_sig.pop();
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row as usize) {
             self.pop_row();
             return Err(e);
         }
+        self.row_sig[new_row as usize] = self.signature(new_row as usize);
+        Ok(true)
+    }
+
+    /// Appends a row holding `items` (which must not already form a row) and closes it.
+    /// Returns `Ok(false)` (and appends nothing) if `items` is empty.
+    pub fn push_items(&mut self, a: &Automata, items: &[Item]) -> Result<bool> {
+        if items.is_empty() {
+            return Ok(false);
+        }
+        let new_row = self.row_start.len();
+        self.row_start.push(self.items.len() as u32);
+        self.row_sig.push(0);
+        for &it in items {
+            self.add(it);
+        }
+        if let Err(e) = self.close(a, new_row) {
+            self.pop_row();
+            return Err(e);
+        }
+        self.row_sig[new_row] = self.signature(new_row);
         Ok(true)
     }
 
@@ -122,6 +167,7 @@ impl Chart {
         let end = self.items.len();
         let new_row = self.row_start.len();
         self.row_start.push(end as u32);
+        self.row_sig.push(0);
         let (o0, o1) = self.row_bounds(origin);
         for j in o0..o1 {
             let p = self.items[j];
@@ -131,12 +177,14 @@ impl Chart {
         }
         if self.items.len() == end {
             self.row_start.pop();
+            self.row_sig.pop();
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
             self.pop_row();
             return Err(e);
         }
+        self.row_sig[new_row] = self.signature(new_row);
         Ok(true)
     }
 
@@ -145,6 +193,7 @@ impl Chart {
     pub fn pop_row(&mut self) {
         debug_assert!(self.row_start.len() > 1);
         let start = self.row_start.pop().unwrap() as usize;
+        self.row_sig.pop();
         self.items.truncate(start);
     }
 
@@ -155,7 +204,27 @@ impl Chart {
         if let Some(s) = start {
             self.items.truncate(s as usize);
             self.row_start.truncate(n.max(1));
+            self.row_sig.truncate(n.max(1));
         }
+    }
+
+    /// The signature of the last row (see `row_sig`).
+    #[inline]
+    pub fn last_signature(&self) -> u128 {
+        *self.row_sig.last().unwrap()
+    }
+
+    /// Order-independent hash of row `r`'s items, each with its origin row's signature (or a
+    /// marker for items predicted in this row). Rows before `r` already have signatures.
+    fn signature(&self, r: usize) -> u128 {
+        const SELF_ORIGIN: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C834;
+        let mut acc: u128 = (self.row(r).len() as u128).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        for it in self.row(r) {
+            let o = it.origin as usize;
+            let ctx = if o == r { SELF_ORIGIN } else { self.row_sig[o] };
+            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ ctx.rotate_left(17)));
+        }
+        mix128(acc)
     }
 
     fn row_bounds(&self, r: usize) -> (usize, usize) {

@@ -14,3 +14,8 @@ pub const MAX_GRAMMAR_BYTES: usize = 64 << 20;
 pub const MAX_TOKEN_BYTES: usize = 1 << 16;
 /// Most Earley items in one chart row before the matcher refuses the input (ambiguity bound).
 pub const MAX_ITEMS_PER_ROW: usize = 100_000;
+/// Memory for memoized full masks per compiled grammar; past it, new masks are not memoized.
+pub const MASK_MEMO_BYTES: usize = 64 << 20;
+/// Memory for kernel classifications shared across the grammars of one vocabulary; past it, the
+/// shared cache starts over.
+pub const SHARED_KERNEL_CACHE_BYTES: usize = 512 << 20;

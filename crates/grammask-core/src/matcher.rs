@@ -13,13 +13,50 @@ use crate::mask::{classify_kernel, fill_mask, KernelMask};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
+use crate::limits;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-/// A vocabulary with its token trie, built once per vocabulary and shared.
+/// A vocabulary with its token trie, built once per vocabulary and shared, plus the
+/// cross-grammar cache of kernel classifications keyed by [`Automata::structure_hash`]: the
+/// inside of a JSON string or number is classified once per vocabulary, not once per grammar.
 #[derive(Debug)]
 pub struct TokenIndex {
     pub vocab: Arc<Vocabulary>,
     pub trie: TokenTrie,
+    kernels: RwLock<HashMap<u128, Arc<KernelMask>>>,
+    kernel_bytes: AtomicUsize,
+}
+
+/// Kernels whose reachable automaton is larger than this are not shared across grammars (the
+/// structural hash would cost more than it saves).
+const STRUCTURE_HASH_LIMIT: usize = 512;
+
+impl TokenIndex {
+    fn shared_kernel(&self, key: u128) -> Option<Arc<KernelMask>> {
+        read(&self.kernels).get(&key).cloned()
+    }
+
+    fn share_kernel(&self, key: u128, km: &Arc<KernelMask>) {
+        let size = km.memory_size();
+        let mut w = write(&self.kernels);
+        // Bounded: when full, start over (the common kernels are recomputed on next use).
+        if self.kernel_bytes.load(Ordering::Relaxed) + size > limits::SHARED_KERNEL_CACHE_BYTES {
+            w.clear();
+            self.kernel_bytes.store(0, Ordering::Relaxed);
+        }
+        if w.insert(key, km.clone()).is_none() {
+            self.kernel_bytes.fetch_add(size, Ordering::Relaxed);
+        }
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 type IndexRegistry = Mutex<Vec<(Weak<Vocabulary>, Weak<TokenIndex>)>>;
@@ -37,7 +74,12 @@ impl TokenIndex {
                 }
             }
         }
-        let idx = Arc::new(TokenIndex { vocab: vocab.clone(), trie: TokenTrie::new(vocab) });
+        let idx = Arc::new(TokenIndex {
+            vocab: vocab.clone(),
+            trie: TokenTrie::new(vocab),
+            kernels: RwLock::new(HashMap::new()),
+            kernel_bytes: AtomicUsize::new(0),
+        });
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx
     }
@@ -50,6 +92,9 @@ pub struct CompiledGrammar {
     automata: Automata,
     index: Arc<TokenIndex>,
     kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
+    /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
+    masks: RwLock<HashMap<u128, Arc<Bitset>>>,
+    mask_bytes: AtomicUsize,
 }
 
 impl CompiledGrammar {
@@ -60,6 +105,8 @@ impl CompiledGrammar {
             automata,
             index: TokenIndex::for_vocab(vocab),
             kernels: RwLock::new(HashMap::new()),
+            masks: RwLock::new(HashMap::new()),
+            mask_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -77,25 +124,48 @@ impl CompiledGrammar {
 
     /// The cached classification of kernel `state`, computed on first use.
     pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
-        if let Some(k) = self.kernels.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&state) {
+        if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
         }
-        let km = Arc::new(classify_kernel(&self.automata, &self.index.trie, self.index.vocab.vocab_size(), state)?);
-        let mut w = self.kernels.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(w.entry(state).or_insert(km).clone())
+        let key = self.automata.structure_hash(state, STRUCTURE_HASH_LIMIT);
+        let shared = key.and_then(|k| self.index.shared_kernel(k));
+        let km = match shared {
+            Some(km) => km,
+            None => {
+                let km = Arc::new(classify_kernel(
+                    &self.automata,
+                    &self.index.trie,
+                    self.index.vocab.vocab_size(),
+                    state,
+                )?);
+                if let Some(k) = key {
+                    self.index.share_kernel(k, &km);
+                }
+                km
+            }
+        };
+        Ok(write(&self.kernels).entry(state).or_insert(km).clone())
+    }
+
+    fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {
+        read(&self.masks).get(&sig).cloned()
+    }
+
+    fn memoize_mask(&self, sig: u128, mask: &Bitset) {
+        let size = mask.memory_size() + 48;
+        if self.mask_bytes.load(Ordering::Relaxed) + size > limits::MASK_MEMO_BYTES {
+            return;
+        }
+        if write(&self.masks).insert(sig, Arc::new(mask.clone())).is_none() {
+            self.mask_bytes.fetch_add(size, Ordering::Relaxed);
+        }
     }
 
     /// Heap bytes of the grammar, automata and the kernel cache so far (the shared token index is
     /// not counted).
     pub fn memory_size(&self) -> usize {
-        let k: usize = self
-            .kernels
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .map(|k| k.memory_size())
-            .sum();
-        self.automata.memory_size() + k + self.grammar.exprs().len() * 24
+        let k: usize = read(&self.kernels).values().map(|k| k.memory_size()).sum();
+        self.automata.memory_size() + k + self.mask_bytes.load(Ordering::Relaxed) + self.grammar.exprs().len() * 24
     }
 }
 
@@ -234,9 +304,15 @@ impl Matcher {
             ));
         }
         let compiled = self.compiled.clone();
-        let a = compiled.automata();
-        let mut get = |s: StateId| compiled.kernel(s);
-        fill_mask(a, &mut self.chart, &mut self.mask, &mut get)?;
+        let sig = self.chart.last_signature();
+        if let Some(m) = compiled.memoized_mask(sig) {
+            self.mask.copy_from(&m);
+        } else {
+            let a = compiled.automata();
+            let mut get = |s: StateId| compiled.kernel(s);
+            fill_mask(a, &mut self.chart, &mut self.mask, &mut get)?;
+            compiled.memoize_mask(sig, &self.mask);
+        }
         if self.is_completed() {
             for &t in &self.stop_tokens {
                 self.mask.set(t as usize);
