@@ -178,11 +178,12 @@ impl Automata {
             }
         }
         let mut budget = limits::MAX_AUTOMATON_STATES;
+        let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
         for rule in grammar.rules() {
-            let mut nfa = Nfa::default();
+            let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
-            dfas.push(determinize(&nfa, start, end, &mut budget)?);
+            dfas.push(minimize(&determinize(&nfa, start, end, &mut budget)?));
         }
         let mut a = assemble(grammar, dfas);
         a.prune()?;
@@ -207,15 +208,115 @@ fn hash_words(words: &[u64]) -> u128 {
     (u128::from(a) << 64) | u128::from(b)
 }
 
+/// Rules small enough to be copied into their callers' automata instead of being referenced.
+/// PERF: inlining leaf rules (`char`, `escape`, `digit`, ...) leaves terminal-like rules such as a
+/// JSON string with no rule edges, so kernel walks step them without the Earley machinery and
+/// their classification is shared wherever the rule is used.
+/// A rule referenced from one place is inlined up to this size; a shared rule (e.g. `string`
+/// used by every property) only when tiny, so its states, and their cached masks, stay shared.
+const INLINE_MAX_STATES: usize = 4096;
+const INLINE_SHARED_MAX_STATES: usize = 32;
+/// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
+const INLINE_MAX_DEPTH: u32 = 8;
+
+/// Which rules to inline: non-recursive rules (every rule they reach is decided before them,
+/// Kahn's order) whose estimated automaton is small. The root is never inlined.
+fn inline_plan(g: &Grammar) -> Vec<bool> {
+    let n = g.rules().len();
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut refs = vec![0usize; n];
+    for (r, rule) in g.rules().iter().enumerate() {
+        let mut stack = vec![rule.body];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(e) = stack.pop() {
+            if !seen.insert(e) {
+                continue;
+            }
+            if let Expr::RuleRef(x) = g.expr(e) {
+                deps[r].push(x.index());
+                refs[x.index()] += 1;
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+        deps[r].sort_unstable();
+        deps[r].dedup();
+    }
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut pending: Vec<usize> = deps.iter().map(Vec::len).collect();
+    for (r, ds) in deps.iter().enumerate() {
+        for &d in ds {
+            users[d].push(r);
+        }
+    }
+    let mut inline = vec![false; n];
+    let mut size = vec![usize::MAX; n];
+    let mut depth = vec![0u32; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
+    while let Some(r) = ready.pop() {
+        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth);
+        size[r] = sz;
+        depth[r] = dp;
+        let limit = if refs[r] <= 1 { INLINE_MAX_STATES } else { INLINE_SHARED_MAX_STATES };
+        inline[r] = r != g.root().index() && sz <= limit && dp < INLINE_MAX_DEPTH;
+        for &u in &users[r] {
+            pending[u] -= 1;
+            if pending[u] == 0 {
+                ready.push(u);
+            }
+        }
+    }
+    inline
+}
+
+/// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
+fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u32]) -> (usize, u32) {
+    let mut memo: HashMap<ExprId, (usize, u32)> = HashMap::new();
+    let mut stack = vec![(e, false)];
+    while let Some((x, expanded)) = stack.pop() {
+        if memo.contains_key(&x) {
+            continue;
+        }
+        if !expanded {
+            stack.push((x, true));
+            stack.extend(g.children(x).iter().map(|&c| (c, false)));
+            continue;
+        }
+        let kids = |memo: &HashMap<ExprId, (usize, u32)>| {
+            g.children(x).iter().fold((0usize, 0u32), |(s, d), c| {
+                let (cs, cd) = memo[c];
+                (s.saturating_add(cs), d.max(cd))
+            })
+        };
+        let v = match g.expr(x) {
+            Expr::Bytes(b) => (b.len() + 1, 0),
+            Expr::CharClass(r) => (2 + 3 * r.len(), 0),
+            Expr::Seq(_) | Expr::Choice(_) => {
+                let (s, d) = kids(&memo);
+                (s + 2, d)
+            }
+            &Expr::Repeat { min, max, .. } => {
+                let (s, d) = kids(&memo);
+                let copies = max.unwrap_or(min).max(min) as usize + 1;
+                (s.saturating_mul(copies).saturating_add(2), d)
+            }
+            Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
+            Expr::RuleRef(_) => (2, 0),
+        };
+        memo.insert(x, v);
+    }
+    memo[&e]
+}
+
 /// A Thompson NFA under construction.
 #[derive(Default)]
-struct Nfa {
+struct Nfa<'a> {
     eps: Vec<Vec<u32>>,
     bytes: Vec<Vec<(u8, u8, u32)>>,
     rules: Vec<Vec<(RuleId, u32)>>,
+    inline: &'a [bool],
 }
 
-impl Nfa {
+impl Nfa<'_> {
     fn new_state(&mut self, budget: &mut usize) -> Result<u32> {
         if *budget == 0 {
             return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
@@ -270,6 +371,11 @@ impl Nfa {
                     self.eps[t as usize].push(end);
                 }
                 Ok((start, end))
+            }
+            Expr::RuleRef(r) if self.inline[r.index()] => {
+                let (s, t) = self.build(g, g.rule(*r).body, budget)?;
+                self.eps[start as usize].push(s);
+                Ok((start, t))
             }
             Expr::RuleRef(r) => {
                 let end = self.new_state(budget)?;
@@ -407,6 +513,63 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
         dfa.rules.push(redges);
     }
     Ok(dfa)
+}
+
+/// Moore-style partition refinement: merges states with the same finality and the same edges
+/// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
+fn minimize(dfa: &Dfa) -> Dfa {
+    let n = dfa.finals.len();
+    let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
+    let mut n_classes = 0;
+    loop {
+        let mut sig_ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
+        let mut next = vec![0u32; n];
+        for s in 0..n {
+            // Merge adjacent byte ranges that now lead to the same class.
+            let mut bytes: Vec<(u8, u8, u32)> = Vec::with_capacity(dfa.bytes[s].len());
+            for e in &dfa.bytes[s] {
+                let c = class[e.target as usize];
+                match bytes.last_mut() {
+                    Some(last) if last.2 == c && u16::from(last.1) + 1 == u16::from(e.lo) => last.1 = e.hi,
+                    _ => bytes.push((e.lo, e.hi, c)),
+                }
+            }
+            let rules: Vec<(RuleId, u32)> = dfa.rules[s].iter().map(|&(r, t)| (r, class[t as usize])).collect();
+            let len = sig_ids.len() as u32;
+            next[s] = *sig_ids.entry((class[s], bytes, rules)).or_insert(len);
+        }
+        let count = sig_ids.len();
+        class = next;
+        if count == n_classes {
+            break;
+        }
+        n_classes = count;
+    }
+    // Renumber so the start state's class is 0, in first-seen order.
+    let mut renum: Vec<u32> = vec![u32::MAX; n_classes];
+    let mut order: Vec<usize> = Vec::with_capacity(n_classes);
+    for s in 0..n {
+        let c = class[s] as usize;
+        if renum[c] == u32::MAX {
+            renum[c] = order.len() as u32;
+            order.push(s);
+        }
+    }
+    let mut out = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
+    for &s in &order {
+        out.finals.push(dfa.finals[s]);
+        let mut bytes: Vec<ByteEdgeLocal> = Vec::new();
+        for e in &dfa.bytes[s] {
+            let t = renum[class[e.target as usize] as usize];
+            match bytes.last_mut() {
+                Some(last) if last.target == t && u16::from(last.hi) + 1 == u16::from(e.lo) => last.hi = e.hi,
+                _ => bytes.push(ByteEdgeLocal { lo: e.lo, hi: e.hi, target: t }),
+            }
+        }
+        out.bytes.push(bytes);
+        out.rules.push(dfa.rules[s].iter().map(|&(r, t)| (r, renum[class[t as usize] as usize])).collect());
+    }
+    out
 }
 
 fn intern(ids: &mut HashMap<Vec<u32>, u32>, sets: &mut Vec<Vec<u32>>, set: Vec<u32>, budget: &mut usize) -> Result<u32> {

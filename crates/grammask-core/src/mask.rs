@@ -33,6 +33,9 @@ pub struct KernelMask {
     /// `(token, suffix index)`: the token ends the rule and leaves `suffixes[i]` to read after it.
     pub uncertain: Vec<(u32, u32)>,
     pub suffixes: Vec<Box<[u8]>>,
+    /// Suffix indices in byte order, each with its longest common prefix with the previous one:
+    /// the suffixes form a trie walked once per fill, pruning every suffix under a rejected prefix.
+    pub suffix_walk: Vec<(u32, u32)>,
 }
 
 impl KernelMask {
@@ -93,7 +96,22 @@ pub fn classify_kernel(a: &Automata, trie: &TokenTrie, vocab_size: usize, state:
         i += 1;
     }
     uncertain.sort_unstable();
-    Ok(KernelMask { accepted, uncertain, suffixes })
+    let suffix_walk = suffix_walk_order(&suffixes);
+    Ok(KernelMask { accepted, uncertain, suffixes, suffix_walk })
+}
+
+fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {
+    let mut order: Vec<u32> = (0..suffixes.len() as u32).collect();
+    order.sort_unstable_by(|&x, &y| suffixes[x as usize].cmp(&suffixes[y as usize]));
+    let mut out = Vec::with_capacity(order.len());
+    let mut prev: &[u8] = &[];
+    for &i in &order {
+        let s = &suffixes[i as usize];
+        let lcp = prev.iter().zip(s.iter()).take_while(|(a, b)| a == b).count();
+        out.push((i, lcp as u32));
+        prev = s;
+    }
+    out
 }
 
 /// Where a kernel walk stands after some bytes: the chart with this many rows, or a single
@@ -212,49 +230,56 @@ pub fn fill_mask(
     }
     let rows = chart.num_rows();
     for (it, km) in kernels.iter().zip(&masks) {
-        if km.uncertain.is_empty() {
+        if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out.get(t as usize)) {
             continue;
         }
         let rule = a.state(it.state).rule;
-        // verdict[s]: 0 unknown, 1 accepted, 2 rejected; per kernel item (contexts differ).
-        let mut verdict = vec![0u8; km.suffixes.len()];
-        let mut resumed: Option<bool> = None;
+        let verdict = if chart.push_completion(a, it.origin as usize, rule)? {
+            let v = walk_suffixes(a, chart, km)?;
+            chart.truncate_rows(rows);
+            v
+        } else {
+            vec![false; km.suffixes.len()]
+        };
         for &(t, s) in &km.uncertain {
-            if out.get(t as usize) {
-                continue;
-            }
-            let v = &mut verdict[s as usize];
-            if *v == 0 {
-                let ok = match resumed {
-                    Some(false) => false,
-                    _ => {
-                        if resumed.is_none() {
-                            resumed = Some(chart.push_completion(a, it.origin as usize, rule)?);
-                        }
-                        resumed == Some(true) && read_all(a, chart, &km.suffixes[s as usize])?
-                    }
-                };
-                *v = if ok { 1 } else { 2 };
-            }
-            if *v == 1 {
+            if verdict[s as usize] {
                 out.set(t as usize);
             }
         }
-        chart.truncate_rows(rows);
     }
     Ok(())
 }
 
-/// Reads `bytes` on top of the chart and restores it; true if every byte was accepted.
-fn read_all(a: &Automata, chart: &mut Chart, bytes: &[u8]) -> Result<bool> {
-    let rows = chart.num_rows();
-    let mut ok = true;
-    for &b in bytes {
-        if !chart.push_byte(a, b)? {
-            ok = false;
-            break;
+/// Which suffixes the chart (positioned just after the kernel's rule ended) accepts, walking
+/// them in trie order and skipping every suffix that extends a rejected prefix.
+fn walk_suffixes(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Vec<bool>> {
+    let base = chart.num_rows();
+    let mut verdict = vec![false; km.suffixes.len()];
+    // Rows above `base` hold the bytes of the current path; a byte at depth `dead` or less
+    // failed, so suffixes sharing more than `dead` bytes with the path fail too.
+    let mut dead = usize::MAX;
+    let mut depth = 0usize;
+    for &(i, lcp) in &km.suffix_walk {
+        let lcp = lcp as usize;
+        let s = &km.suffixes[i as usize];
+        if lcp > dead {
+            continue;
         }
+        dead = usize::MAX;
+        let keep = lcp.min(depth);
+        chart.truncate_rows(base + keep);
+        depth = keep;
+        let mut ok = true;
+        for &b in &s[keep..] {
+            if !chart.push_byte(a, b)? {
+                dead = depth;
+                ok = false;
+                break;
+            }
+            depth += 1;
+        }
+        verdict[i as usize] = ok;
     }
-    chart.truncate_rows(rows);
-    Ok(ok)
+    chart.truncate_rows(base);
+    Ok(verdict)
 }

@@ -122,6 +122,10 @@ impl CompiledGrammar {
         &self.index.vocab
     }
 
+    pub fn trie(&self) -> &TokenTrie {
+        &self.index.trie
+    }
+
     /// The cached classification of kernel `state`, computed on first use.
     pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
         if let Some(k) = read(&self.kernels).get(&state) {
@@ -224,6 +228,10 @@ impl Matcher {
             terminate_without_stop_token: options.terminate_without_stop_token,
             stopped: false,
         })
+    }
+
+    pub fn chart(&self) -> &Chart {
+        &self.chart
     }
 
     pub fn compiled(&self) -> &Arc<CompiledGrammar> {
