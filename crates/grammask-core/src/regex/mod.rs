@@ -1,9 +1,113 @@
-//! Regular expressions (ECMA-262 / Python `re` common subset) to grammar. Owned by the regex work;
-//! until it lands, every pattern is refused with a clear error.
+//! Regular expressions (the common subset of ECMA-262 and Python `re`) to grammar.
+//!
+//! Pipeline: [`Regex::parse`] ([`parser`]) turns a pattern into a small AST ([`ast`]: codepoint
+//! sets, concatenation, alternation, bounded repetition, assertions). From there two paths lead to
+//! EBNF:
+//! - [`regex_to_ebnf`] prints the AST directly ([`emit`]): compact, mirrors the pattern, keeps
+//!   `x{m,n}` as is. Patterns with assertions other than a leading `^` / trailing `$` go through
+//!   the automaton instead, so anchors and word boundaries are always exact.
+//! - [`CharDfa::from_regex`] ([`nfa`]) builds a deterministic automaton over Unicode scalar values
+//!   ([`dfa`]), which the JSON Schema converter combines (intersection, complement, length bounds)
+//!   and prints with [`CharDfa::to_ebnf`], as raw text or as the body of a JSON string literal.
+//!
+//! Limits: repetition bounds up to `MAX_REPEAT_BOUND`, group nesting up to `MAX_NESTING`, at most
+//! [`MAX_DFA_STATES`] states per automaton and [`nfa::MAX_NFA_STATES`] expanded NFA states.
 use crate::error::{Error, ErrorKind, Result};
 
-/// Converts `pattern` (full-match semantics) into EBNF rules whose entry rule is `rule_name`.
+mod ast;
+pub mod charset;
+mod dfa;
+mod emit;
+mod nfa;
+mod parser;
+#[cfg(test)]
+mod tests;
+
+pub use charset::CharSet;
+pub use dfa::CharDfa;
+
+/// Most states of one [`CharDfa`]; building or combining automata past it is a `LimitExceeded`
+/// error (products may explore up to four times as many pairs before minimization).
+pub const MAX_DFA_STATES: usize = 10_000;
+
+/// Pattern flags.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RegexFlags {
+    /// Simple case folding of every literal and class.
+    pub ignore_case: bool,
+    /// `.` also matches the line terminators `\n \r \u2028 \u2029`.
+    pub dot_all: bool,
+}
+
+/// A parsed pattern. Flags are already applied to its sets.
+#[derive(Clone, Debug)]
+pub struct Regex {
+    node: ast::Node,
+}
+
+impl Regex {
+    /// Parses the common subset of ECMA-262 and Python `re`.
+    pub fn parse(pattern: &str, flags: RegexFlags) -> Result<Regex> {
+        Ok(Regex { node: parser::parse(pattern, flags)? })
+    }
+
+    /// EBNF rules for the full-match language of the pattern (raw text); the entry rule is
+    /// `rule_name`, helper rules are `rule_name_N`. Mirrors the pattern's structure when it has
+    /// no assertions besides a leading `^` / trailing `$`, else prints its automaton.
+    pub fn to_ebnf(&self, rule_name: &str) -> Result<String> {
+        let stripped = emit::strip_edge_anchors(self.node.clone());
+        if stripped.has_assertion(&|_| true) {
+            let dfa = CharDfa::from_regex(self, Anchoring::FullMatch)?;
+            return Ok(dfa.to_ebnf(rule_name, TextMode::Raw));
+        }
+        Ok(format!("{rule_name} ::= {}\n", emit::node_expr(&stripped)))
+    }
+}
+
+/// Whether a pattern must match the whole string or, as in JSON Schema `pattern`, anywhere in it
+/// (ECMA-262 search semantics: unanchored unless the pattern anchors itself with ^ / $).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Anchoring {
+    FullMatch,
+    Search,
+}
+
+/// How a language of strings is spelled in the grammar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextMode {
+    /// The string's UTF-8 bytes as they are.
+    Raw,
+    /// The body (between the quotes) of a JSON string literal whose decoded value is in the
+    /// language: each codepoint may be written literally when JSON allows it unescaped (>= U+0020,
+    /// not " or \), as a short escape (\" \\ \/ \b \f \n \r \t) where one exists, or as \uXXXX with
+    /// hex digits of either case (astral codepoints as a surrogate pair). Exactly the JSON
+    /// spelling set, nothing more.
+    JsonStringBody,
+}
+
+impl CharDfa {
+    /// The automaton of `re` under `anchoring`.
+    pub fn from_regex(re: &Regex, anchoring: Anchoring) -> Result<CharDfa> {
+        nfa::determinize(&re.node, anchoring == Anchoring::Search)
+    }
+
+    /// EBNF rules for the language; the entry rule is named `rule_prefix`, helper rules
+    /// `rule_prefix_N`. States with one predecessor are inlined, self-loops become `x*`.
+    pub fn to_ebnf(&self, rule_prefix: &str, mode: TextMode) -> String {
+        emit::dfa_to_ebnf(self, rule_prefix, mode)
+    }
+}
+
+/// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (XGrammar's
+/// behaviour); the entry rule is `rule_name`.
 pub fn regex_to_ebnf(pattern: &str, rule_name: &str) -> Result<String> {
-    let _ = (pattern, rule_name);
-    Err(Error::new(ErrorKind::Unsupported, "regular expressions are not supported yet"))
+    regex_to_ebnf_with(pattern, rule_name, RegexFlags { ignore_case: false, dot_all: true })
+}
+
+/// [`regex_to_ebnf`] with explicit flags.
+pub fn regex_to_ebnf_with(pattern: &str, rule_name: &str, flags: RegexFlags) -> Result<String> {
+    if rule_name.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidArgument, "the rule name must not be empty"));
+    }
+    Regex::parse(pattern, flags)?.to_ebnf(rule_name)
 }

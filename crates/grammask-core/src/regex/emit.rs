@@ -1,0 +1,529 @@
+//! Printing languages as EBNF (XGrammar's dialect, the subset grammask's parser reads): the
+//! direct AST printer behind [`super::regex_to_ebnf`] and the automaton printer behind
+//! [`super::CharDfa::to_ebnf`], in raw or JSON-string-body spelling.
+//!
+//! Emitted constructs: string literals with `\\ \" \n \r \t \uXXXX \UXXXXXXXX` escapes, classes
+//! (`[^]` for any codepoint, `[^\u0000-\U0010FFFF]` for none), groups, `|`, `* + ? {m} {m,} {m,n}`
+//! and references to rules named `prefix` or `prefix_N`.
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::ast::{Assertion, Node};
+use super::charset::CharSet;
+use super::dfa::CharDfa;
+use super::TextMode;
+
+/// An expression that matches nothing (an empty class is not valid syntax).
+pub const NOTHING: &str = "[^\\u0000-\\U0010FFFF]";
+/// Inlined automaton states nest at most this deep before a state gets its own rule.
+const MAX_INLINE_DEPTH: usize = 32;
+/// JSON spellings longer than this get a rule of their own, shared by every use of the set.
+const SHARED_SPELLING_CHARS: usize = 120;
+
+fn push_escaped(out: &mut String, c: u32, in_class: bool) {
+    match char::from_u32(c) {
+        Some('\\') => out.push_str("\\\\"),
+        Some('"') => out.push_str("\\\""),
+        Some('\n') => out.push_str("\\n"),
+        Some('\r') => out.push_str("\\r"),
+        Some('\t') => out.push_str("\\t"),
+        Some(ch @ (']' | '[' | '^' | '-')) if in_class => {
+            out.push('\\');
+            out.push(ch);
+        }
+        Some(ch) if (' '..='~').contains(&ch) => out.push(ch),
+        _ if c <= 0xFFFF => {
+            let _ = write!(out, "\\u{c:04X}");
+        }
+        _ => {
+            let _ = write!(out, "\\U{c:08X}");
+        }
+    }
+}
+
+/// A string literal for `s` (a sequence of codepoints).
+fn literal(s: &[u32]) -> String {
+    let mut out = String::from("\"");
+    for &c in s {
+        push_escaped(&mut out, c, false);
+    }
+    out.push('"');
+    out
+}
+
+/// A class for `set`, negated when that is shorter.
+fn class(set: &CharSet) -> String {
+    if set.is_empty() {
+        return NOTHING.to_string();
+    }
+    let neg = set.negate();
+    let (body, negated) = if neg.ranges().len() < set.ranges().len() { (neg, true) } else { (set.clone(), false) };
+    let mut out = String::from(if negated { "[^" } else { "[" });
+    for &(lo, hi) in body.ranges() {
+        push_escaped(&mut out, lo, true);
+        if hi > lo {
+            if hi > lo + 1 {
+                out.push('-');
+            }
+            push_escaped(&mut out, hi, true);
+        }
+    }
+    out.push(']');
+    out
+}
+
+/// A piece of a sequence: literal codepoints (merged with neighbours) or an atom.
+#[derive(Clone, Debug)]
+enum Item {
+    Lit(Vec<u32>),
+    Atom(String),
+}
+
+fn join(items: &[Item]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut lit: Vec<u32> = Vec::new();
+    for it in items {
+        match it {
+            Item::Lit(l) => lit.extend_from_slice(l),
+            Item::Atom(a) => {
+                if !lit.is_empty() {
+                    parts.push(literal(&lit));
+                    lit.clear();
+                }
+                parts.push(a.clone());
+            }
+        }
+    }
+    if !lit.is_empty() || parts.is_empty() {
+        parts.push(literal(&lit));
+    }
+    parts.join(" ")
+}
+
+/// Whether `s` (printed EBNF) is a single atom that a postfix operator may follow.
+fn is_atom(s: &str) -> bool {
+    let b = s.as_bytes();
+    let closes = |open: u8, close: u8| {
+        // The first opener must be closed by the last character, with nothing after.
+        if b.first() != Some(&open) || b.last() != Some(&close) {
+            return false;
+        }
+        let mut depth = 0i32;
+        let mut in_str = false;
+        let mut in_class = false;
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if in_str {
+                in_str = c != b'"';
+            } else if in_class {
+                in_class = c != b']';
+            } else {
+                match c {
+                    b'"' => in_str = true,
+                    b'[' => in_class = true,
+                    b'(' => depth += 1,
+                    b')' => {
+                        depth -= 1;
+                        if depth == 0 && i + 1 != b.len() {
+                            return false;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        true
+    };
+    if b.first() == Some(&b'"') {
+        // One literal: the closing quote is the last byte and no unescaped quote comes before.
+        let mut i = 1;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'"' => return i + 1 == b.len(),
+                _ => i += 1,
+            }
+        }
+        return false;
+    }
+    if b.first() == Some(&b'[') {
+        let mut i = 1;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b']' if i > 1 || b.get(1) != Some(&b'^') => return i + 1 == b.len(),
+                _ => i += 1,
+            }
+        }
+        return false;
+    }
+    closes(b'(', b')') || s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+fn atom(s: String) -> String {
+    if is_atom(&s) {
+        s
+    } else {
+        format!("({s})")
+    }
+}
+
+fn repeat_suffix(min: u32, max: Option<u32>) -> String {
+    match (min, max) {
+        (0, None) => "*".into(),
+        (1, None) => "+".into(),
+        (0, Some(1)) => "?".into(),
+        (m, None) => format!("{{{m},}}"),
+        (m, Some(n)) if m == n => format!("{{{m}}}"),
+        (m, Some(n)) => format!("{{{m},{n}}}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Direct printing of a pattern's AST.
+
+/// Removes `^` from the leading and `$` from the trailing positions (no-ops under full match).
+pub fn strip_edge_anchors(node: Node) -> Node {
+    fn strip(node: Node, front: bool) -> Node {
+        let target = if front { Assertion::Start } else { Assertion::End };
+        match node {
+            Node::Assert(a) if a == target => Node::Empty,
+            Node::Alt(v) => Node::Alt(v.into_iter().map(|n| strip(n, front)).collect()),
+            Node::Concat(mut v) => {
+                if front {
+                    let k = v.iter().take_while(|n| **n == Node::Assert(target)).count();
+                    v.drain(..k);
+                    if let Some(first) = v.first_mut() {
+                        *first = strip(std::mem::replace(first, Node::Empty), front);
+                    }
+                } else {
+                    while v.last() == Some(&Node::Assert(target)) {
+                        v.pop();
+                    }
+                    if let Some(last) = v.last_mut() {
+                        *last = strip(std::mem::replace(last, Node::Empty), front);
+                    }
+                }
+                Node::Concat(v)
+            }
+            other => other,
+        }
+    }
+    strip(strip(node, true), false)
+}
+
+/// Prints an assertion-free AST as one EBNF expression. Recursion is bounded by the AST depth.
+pub fn node_expr(node: &Node) -> String {
+    match node {
+        Node::Empty | Node::Assert(_) => "\"\"".into(),
+        Node::Set(s) => match s.as_single() {
+            Some(c) => literal(&[c]),
+            None => class(s),
+        },
+        Node::Concat(v) => {
+            let items: Vec<Item> = v
+                .iter()
+                .filter(|n| !matches!(n, Node::Empty))
+                .map(|n| match n {
+                    Node::Set(s) if s.as_single().is_some() => Item::Lit(vec![s.as_single().unwrap_or(0)]),
+                    Node::Alt(_) => Item::Atom(format!("({})", node_expr(n))),
+                    _ => Item::Atom(node_expr(n)),
+                })
+                .collect();
+            join(&items)
+        }
+        Node::Alt(v) => v.iter().map(|n| node_expr(n)).collect::<Vec<_>>().join(" | "),
+        Node::Repeat { sub, min, max } => {
+            if matches!(**sub, Node::Empty) || *max == Some(0) {
+                return "\"\"".into();
+            }
+            if *min == 1 && *max == Some(1) {
+                return atom(node_expr(sub));
+            }
+            format!("{}{}", atom(node_expr(sub)), repeat_suffix(*min, *max))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Automaton printing.
+
+const JSON_SHORT: [(u32, &str); 8] = [
+    (0x22, "\\\""),
+    (0x5C, "\\\\"),
+    (0x2F, "\\/"),
+    (0x08, "\\b"),
+    (0x0C, "\\f"),
+    (0x0A, "\\n"),
+    (0x0D, "\\r"),
+    (0x09, "\\t"),
+];
+
+/// Splits `lo..=hi` (values of `digits` hex digits) into rectangles of per-digit ranges.
+fn hex_split(lo: u32, hi: u32, digits: u32, prefix: &mut Vec<(u32, u32)>, out: &mut Vec<Vec<(u32, u32)>>) {
+    if digits == 1 {
+        prefix.push((lo, hi));
+        out.push(prefix.clone());
+        prefix.pop();
+        return;
+    }
+    let unit = 16u32.pow(digits - 1);
+    let (mut a, mut b) = (lo / unit, hi / unit);
+    if a == b {
+        prefix.push((a, a));
+        hex_split(lo % unit, hi % unit, digits - 1, prefix, out);
+        prefix.pop();
+        return;
+    }
+    if lo % unit != 0 {
+        prefix.push((a, a));
+        hex_split(lo % unit, unit - 1, digits - 1, prefix, out);
+        prefix.pop();
+        a += 1;
+    }
+    let tail = hi % unit != unit - 1;
+    if tail {
+        b -= 1;
+    }
+    if a <= b {
+        prefix.push((a, b));
+        for _ in 1..digits {
+            prefix.push((0, 15));
+        }
+        out.push(prefix.clone());
+        prefix.truncate(prefix.len() - digits as usize);
+    }
+    if tail {
+        prefix.push((b + 1, b + 1));
+        hex_split(0, hi % unit, digits - 1, prefix, out);
+        prefix.pop();
+    }
+}
+
+/// Items spelling one hex digit in `lo..=hi` (letters in either case).
+fn hex_digit(lo: u32, hi: u32) -> Item {
+    if lo == hi && lo < 10 {
+        return Item::Lit(vec![0x30 + lo]);
+    }
+    let mut ranges = Vec::new();
+    if lo <= 9 {
+        ranges.push((0x30 + lo, 0x30 + hi.min(9)));
+    }
+    if hi >= 10 {
+        let (a, b) = (lo.max(10) - 10, hi - 10);
+        ranges.push((0x61 + a, 0x61 + b));
+        ranges.push((0x41 + a, 0x41 + b));
+    }
+    Item::Atom(class(&CharSet::from_ranges(ranges)))
+}
+
+/// Alternatives spelling every 4-hex-digit value in `lo..=hi`.
+fn hex_alts(lo: u32, hi: u32) -> Vec<String> {
+    let mut rects = Vec::new();
+    hex_split(lo, hi, 4, &mut Vec::new(), &mut rects);
+    rects.iter().map(|r| join(&r.iter().map(|&(a, b)| hex_digit(a, b)).collect::<Vec<_>>())).collect()
+}
+
+fn alt_group(alts: &[String]) -> String {
+    if alts.len() == 1 {
+        atom(alts[0].clone())
+    } else {
+        format!("({})", alts.join(" | "))
+    }
+}
+
+/// Alternatives spelling one codepoint of `set` inside a JSON string literal.
+fn json_spellings(set: &CharSet) -> Vec<String> {
+    let mut alts = Vec::new();
+    let unescaped = CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, super::charset::MAX_CHAR)]);
+    let raw = set.intersect(&unescaped);
+    if !raw.is_empty() {
+        alts.push(match raw.as_single() {
+            Some(c) => literal(&[c]),
+            None => class(&raw),
+        });
+    }
+    for (c, esc) in JSON_SHORT {
+        if set.contains(c) {
+            alts.push(literal(&esc.chars().map(|c| c as u32).collect::<Vec<_>>()));
+        }
+    }
+    let u = literal(&[0x5C, 0x75]); // the two characters `\u`
+    let bmp = set.intersect(&CharSet::from_ranges([(0, 0xFFFF)]));
+    if !bmp.is_empty() {
+        let hex: Vec<String> = bmp.ranges().iter().flat_map(|&(lo, hi)| hex_alts(lo, hi)).collect();
+        alts.push(format!("{u} {}", alt_group(&hex)));
+    }
+    for &(lo, hi) in set.intersect(&CharSet::from_ranges([(0x10000, super::charset::MAX_CHAR)])).ranges() {
+        // Rectangles of (high surrogate range) x (low surrogate range).
+        let (hl, ll) = ((lo - 0x10000) >> 10, (lo - 0x10000) & 0x3FF);
+        let (hh, lh) = ((hi - 0x10000) >> 10, (hi - 0x10000) & 0x3FF);
+        let mut rects = Vec::new();
+        if hl == hh {
+            rects.push((hl, hl, ll, lh));
+        } else {
+            rects.push((hl, hl, ll, 0x3FF));
+            if hl + 1 < hh {
+                rects.push((hl + 1, hh - 1, 0, 0x3FF));
+            }
+            rects.push((hh, hh, 0, lh));
+        }
+        for (h0, h1, l0, l1) in rects {
+            let high = hex_alts(0xD800 + h0, 0xD800 + h1);
+            let low = hex_alts(0xDC00 + l0, 0xDC00 + l1);
+            alts.push(format!("{u} {} {u} {}", alt_group(&high), alt_group(&low)));
+        }
+    }
+    alts
+}
+
+struct Printer<'a> {
+    dfa: &'a CharDfa,
+    prefix: &'a str,
+    mode: TextMode,
+    /// Number of distinct predecessors of each state, not counting itself.
+    indeg: Vec<usize>,
+    names: Vec<Option<String>>,
+    pending: Vec<u32>,
+    next_id: usize,
+    shared: HashMap<CharSet, String>,
+    shared_rules: Vec<String>,
+}
+
+impl Printer<'_> {
+    fn fresh(&mut self) -> String {
+        self.next_id += 1;
+        format!("{}_{}", self.prefix, self.next_id)
+    }
+
+    fn rule_ref(&mut self, s: u32) -> String {
+        if let Some(n) = &self.names[s as usize] {
+            return n.clone();
+        }
+        let n = self.fresh();
+        self.names[s as usize] = Some(n.clone());
+        self.pending.push(s);
+        n
+    }
+
+    /// One codepoint of `set`, as an item.
+    fn spell(&mut self, set: &CharSet) -> Item {
+        match self.mode {
+            TextMode::Raw => match set.as_single() {
+                Some(c) => Item::Lit(vec![c]),
+                None => Item::Atom(class(set)),
+            },
+            TextMode::JsonStringBody => {
+                if let Some(name) = self.shared.get(set) {
+                    return Item::Atom(name.clone());
+                }
+                let alts = json_spellings(set);
+                let text = alt_group(&alts);
+                if text.len() > SHARED_SPELLING_CHARS {
+                    let name = self.fresh();
+                    self.shared_rules.push(format!("{name} ::= {}\n", alts.join(" | ")));
+                    self.shared.insert(set.clone(), name.clone());
+                    Item::Atom(name)
+                } else {
+                    Item::Atom(text)
+                }
+            }
+        }
+    }
+
+    /// The sequence of items for the language of state `s`.
+    fn expr(&mut self, s: u32, depth: usize) -> Vec<Item> {
+        let st = &self.dfa.states[s as usize];
+        let accept = st.accept;
+        let mut loops: Vec<(u32, u32)> = Vec::new();
+        let mut exits: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+        for t in &st.trans {
+            if t.to == s {
+                loops.push((t.lo, t.hi));
+            } else if let Some(e) = exits.iter_mut().find(|e| e.0 == t.to) {
+                e.1.push((t.lo, t.hi));
+            } else {
+                exits.push((t.to, vec![(t.lo, t.hi)]));
+            }
+        }
+        let mut items = Vec::new();
+        if !loops.is_empty() {
+            let it = self.spell(&CharSet::from_ranges(loops));
+            let a = match it {
+                Item::Lit(l) => literal(&l),
+                Item::Atom(a) => atom(a),
+            };
+            items.push(Item::Atom(format!("{a}*")));
+        }
+        let mut alts: Vec<Vec<Item>> = Vec::new();
+        for (to, ranges) in exits {
+            let mut seq = vec![self.spell(&CharSet::from_ranges(ranges))];
+            let inline = self.names[to as usize].is_none() && self.indeg[to as usize] == 1 && depth < MAX_INLINE_DEPTH;
+            if inline {
+                seq.extend(self.expr(to, depth + 1));
+            } else {
+                seq.push(Item::Atom(self.rule_ref(to)));
+            }
+            alts.push(seq);
+        }
+        match (alts.len(), accept) {
+            (0, _) => {}
+            (1, false) => items.extend(alts.pop().unwrap_or_default()),
+            (_, _) => {
+                let body = alts.iter().map(|a| join(a)).collect::<Vec<_>>().join(" | ");
+                items.push(Item::Atom(if accept { format!("({body})?") } else { format!("({body})") }));
+            }
+        }
+        items
+    }
+}
+
+/// Prints `dfa` as EBNF rules; the entry rule is `prefix`.
+pub fn dfa_to_ebnf(dfa: &CharDfa, prefix: &str, mode: TextMode) -> String {
+    if dfa.is_empty() {
+        return format!("{prefix} ::= {NOTHING}\n");
+    }
+    let n = dfa.states.len();
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (s, st) in dfa.states.iter().enumerate() {
+        for t in &st.trans {
+            let p = &mut preds[t.to as usize];
+            if t.to != s as u32 && p.last() != Some(&(s as u32)) {
+                p.push(s as u32);
+            }
+        }
+    }
+    let indeg = preds.iter().map(Vec::len).collect();
+    let mut names = vec![None; n];
+    names[dfa.start as usize] = Some(prefix.to_string());
+    let mut pr = Printer {
+        dfa,
+        prefix,
+        mode,
+        indeg,
+        names,
+        pending: vec![dfa.start],
+        next_id: 0,
+        shared: HashMap::new(),
+        shared_rules: Vec::new(),
+    };
+    let mut out = String::new();
+    let mut i = 0;
+    while i < pr.pending.len() {
+        let s = pr.pending[i];
+        i += 1;
+        let items = pr.expr(s, 0);
+        let name = pr.names[s as usize].clone().unwrap_or_default();
+        let _ = writeln!(out, "{name} ::= {}", join(&items));
+    }
+    for r in &pr.shared_rules {
+        out.push_str(r);
+    }
+    out
+}
