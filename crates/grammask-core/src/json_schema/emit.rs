@@ -16,6 +16,8 @@ pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
 pub struct Ebnf {
     text: String,
     names: HashSet<String>,
+    /// Next suffix to try per stem (keeps `fresh` amortised O(1)).
+    counters: std::collections::HashMap<String, usize>,
 }
 
 impl Ebnf {
@@ -32,13 +34,14 @@ impl Ebnf {
         if self.names.insert(stem.clone()) {
             return stem;
         }
-        let mut i = 1usize;
+        let mut i = self.counters.get(&stem).copied().unwrap_or(1);
         loop {
             let cand = format!("{stem}_{i}");
+            i += 1;
             if self.names.insert(cand.clone()) {
+                self.counters.insert(stem, i);
                 return cand;
             }
-            i += 1;
         }
     }
 
@@ -58,8 +61,17 @@ impl Ebnf {
         Ok(())
     }
 
-    pub fn len(&self) -> usize {
-        self.text.len()
+    /// Appends complete rule text produced elsewhere (the regex printer); its rule names must
+    /// carry a prefix this buffer handed out, extended with a `.` (never produced by `fresh`).
+    pub fn raw(&mut self, text: &str) -> Result<()> {
+        if self.text.len() + text.len() > MAX_OUTPUT_BYTES {
+            return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
+        }
+        self.text.push_str(text);
+        if !text.ends_with('\n') {
+            self.text.push('\n');
+        }
+        Ok(())
     }
 
     pub fn into_text(self) -> String {
