@@ -1153,12 +1153,12 @@ impl<'a> Conv<'a> {
             let mut ids = Vec::new();
             let mut in_props_any = false;
             for p in &m.obj {
+                let mut matched = false;
                 if let Some((_, id)) = p.props.iter().find(|(n, _)| n == name) {
                     ids.push(*id);
                     in_props_any = true;
-                    continue;
+                    matched = true;
                 }
-                let mut matched = false;
                 for (pat, id, _) in &p.patterns {
                     let _ = pat;
                     if let Some((dfa, _)) = pattern_dfas.iter().find(|(_, i)| i == id) {

@@ -1,6 +1,8 @@
 //! `format` values with a regular definition, as regexes (full match) over the decoded string.
 //! Formats listed in [`KNOWN_UNSUPPORTED`] are refused; any other unknown format is an annotation
 //! and is ignored, as the JSON Schema specification says for unknown formats.
+//! Hostname labels with `--` in positions 3-4 (reserved, e.g. punycode `xn--`) are refused, since
+//! checking A-labels is not regular; leap seconds and quoted e-mail local parts are refused too.
 
 const LEAP: &str = r"(\d\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)";
 
@@ -29,8 +31,8 @@ pub fn regex_for(format: &str) -> Option<&'static str> {
         "date-time" => DATE_TIME.get_or_init(|| format!("{}[tT]{TIME}", date())).as_str(),
         "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
         "ipv4" => r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}",
-        "hostname" => r"[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)*",
-        "email" => r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)*",
+        "hostname" => r"([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9]))*",
+        "email" => r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9]))*",
         _ => return None,
     })
 }

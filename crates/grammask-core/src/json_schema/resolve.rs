@@ -130,8 +130,16 @@ impl<'a> Doc<'a> {
             root,
         };
         doc.resources.insert(String::new(), String::new());
+        doc.walk(root, String::new(), String::new())?;
+        Ok(doc)
+    }
+
+    /// Indexes the subschema tree at `v` (explicit stack; depth bounded by `MAX_NESTING`).
+    fn walk(&mut self, v: &'a Value, ptr: String, base: String) -> Result<()> {
+        let draft = self.draft;
+        let doc = self;
         // Explicit stack: (value, pointer, parent base, depth).
-        let mut stack: Vec<(&'a Value, String, String, usize)> = vec![(root, String::new(), String::new(), 0)];
+        let mut stack: Vec<(&'a Value, String, String, usize)> = vec![(v, ptr, base, 0)];
         while let Some((v, ptr, parent_base, depth)) = stack.pop() {
             if depth > MAX_NESTING {
                 return Err(Error::limit("schema nesting depth", MAX_NESTING).at_pointer(ptr));
@@ -197,7 +205,7 @@ impl<'a> Doc<'a> {
             }
             doc.intern(v, ptr, base);
         }
-        Ok(doc)
+        Ok(())
     }
 
     fn intern(&mut self, v: &'a Value, ptr: String, base: String) -> SchemaId {
@@ -219,6 +227,7 @@ impl<'a> Doc<'a> {
     }
 
     /// The subschema at `key` (and optional index/name) below `id`.
+    /// Every child the converter asks for was indexed by [`Doc::walk`] (same keyword list).
     pub fn child(&self, id: SchemaId, path: &[&str]) -> SchemaId {
         let mut p = self.node(id).ptr.clone();
         for seg in path {
@@ -274,7 +283,8 @@ impl<'a> Doc<'a> {
             return Err(Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} is not a schema")).at_pointer(here));
         }
         let base = self.node(from).base.clone();
-        Ok(self.intern(v, target_ptr, base))
+        self.walk(v, target_ptr.clone(), base)?;
+        Ok(self.by_ptr[&target_ptr])
     }
 
     /// `$dynamicRef`: exact when the anchor name is declared once in the document.
