@@ -1,6 +1,41 @@
-//! JSON Schema to grammar. Owned by the JSON Schema work; until it lands, every schema is refused
-//! with a clear error.
+//! JSON Schema to grammar: the front end that turns a schema document (text) into EBNF in
+//! XGrammar's dialect with root rule `root`.
+//!
+//! Pipeline: [`resolve`] indexes the document (draft, `$id`, anchors, `$ref`); [`compile`] turns
+//! conjunctions of subschemas into rules (one rule per distinct conjunction, so references and
+//! recursion are rules), using [`numeric`] for number ranges and `multipleOf`, [`jstr`] for the
+//! JSON spellings of strings and keys, [`formats`] plus the regex toolkit (`crate::regex`) for
+//! `pattern`, `format` and key languages, and [`emit`] for output.
+//!
+//! Principles: every keyword that is accepted is enforced exactly on the decoded JSON value, for
+//! every JSON spelling of that value that the grammar's layout allows (escapes in strings and keys,
+//! `1.0` for integers, any key order for `const` objects); a keyword that cannot be enforced exactly
+//! is an `Unsupported` error naming its JSON pointer; invalid or unsatisfiable schemas are
+//! `InvalidSchema`; text that is not JSON is `InvalidJson`.
+//!
+//! Documented restrictions (refusals, never silent acceptance):
+//! - Properties appear in schema order (known properties first, then additional ones); an instance
+//!   whose keys are in another order is rejected. `any_order` is refused for now.
+//! - Numbers: `integer` takes `-?int(.0+)?` and, when unbounded, `-?int(.0+)?[eE]+?digits`;
+//!   bounded numbers and `multipleOf` take plain decimal spellings only (no exponent);
+//!   `enum`/`const` numbers take their decimal spelling with optional trailing zeros.
+//! - Unknown `format` values are annotations (ignored); known formats without a regular definition
+//!   here are refused.
+//! - `indent` layouts are generated to a nesting depth of [`compile::MAX_INDENT_DEPTH`].
+//! - `strict_mode=true`: an object whose schemas list `properties` and say nothing about
+//!   additional properties is closed; `prefixItems` (or an `items` array) without `items`
+//!   (`additionalItems`) closes the array.
 use crate::error::{Error, ErrorKind, Result};
+
+mod compile;
+mod emit;
+mod formats;
+mod jstr;
+mod numeric;
+mod resolve;
+mod value;
+#[cfg(test)]
+mod tests;
 
 /// Output-shape options, mirroring `Grammar.from_json_schema`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -28,6 +63,11 @@ impl Default for JsonSchemaOptions {
 
 /// Converts a JSON Schema document (text) into EBNF whose root rule is `root`.
 pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<String> {
-    let _ = (schema, options);
-    Err(Error::new(ErrorKind::Unsupported, "JSON Schema is not supported yet"))
+    if schema.len() > crate::limits::MAX_GRAMMAR_BYTES {
+        return Err(Error::limit("schema size in bytes", crate::limits::MAX_GRAMMAR_BYTES));
+    }
+    let value: serde_json::Value = serde_json::from_str(schema)
+        .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("schema is not valid JSON: {e}")))?;
+    let doc = resolve::Doc::new(&value)?;
+    compile::Conv::new(doc, options).run()
 }

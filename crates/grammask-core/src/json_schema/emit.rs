@@ -1,0 +1,171 @@
+//! EBNF output buffer for the JSON Schema converter: unique rule names, literal and character-class
+//! escaping, and a size bound. Everything the converter writes goes through [`Ebnf`], so the output
+//! is always well-formed text in XGrammar's dialect with each rule defined exactly once.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use crate::error::{Error, Result};
+
+/// Largest EBNF text the converter produces, in bytes.
+pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
+
+/// Rules written so far. Invariant: every name in `names` is defined at most once in `text`, and a
+/// name is in `names` iff it was handed out by [`Ebnf::fresh`] or [`Ebnf::named`].
+#[derive(Default)]
+pub struct Ebnf {
+    text: String,
+    names: HashSet<String>,
+    /// Next suffix to try per stem (keeps `fresh` amortised O(1)).
+    counters: std::collections::HashMap<String, usize>,
+}
+
+impl Ebnf {
+    /// A new rule name derived from `base` (sanitised to `[A-Za-z0-9_]`), unique in this buffer.
+    pub fn fresh(&mut self, base: &str) -> String {
+        let mut stem: String = base
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+            .take(40)
+            .collect();
+        if stem.is_empty() || stem.as_bytes()[0].is_ascii_digit() {
+            stem.insert(0, 'r');
+        }
+        if self.names.insert(stem.clone()) {
+            return stem;
+        }
+        let mut i = self.counters.get(&stem).copied().unwrap_or(1);
+        loop {
+            let cand = format!("{stem}_{i}");
+            i += 1;
+            if self.names.insert(cand.clone()) {
+                self.counters.insert(stem, i);
+                return cand;
+            }
+        }
+    }
+
+    /// Reserves an exact name (used for `root` and shared helper rules).
+    pub fn named(&mut self, name: &str) -> String {
+        let fresh = self.names.insert(name.to_string());
+        debug_assert!(fresh, "rule name {name} reserved twice");
+        name.to_string()
+    }
+
+    /// Writes `name ::= body`. Fails when the output grows past [`MAX_OUTPUT_BYTES`].
+    pub fn define(&mut self, name: &str, body: &str) -> Result<()> {
+        if self.text.len() + name.len() + body.len() + 6 > MAX_OUTPUT_BYTES {
+            return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
+        }
+        let _ = writeln!(self.text, "{name} ::= {body}");
+        Ok(())
+    }
+
+    /// Appends complete rule text produced elsewhere (the regex printer); its rule names must
+    /// carry a prefix this buffer handed out, extended with a `.` (never produced by `fresh`).
+    pub fn raw(&mut self, text: &str) -> Result<()> {
+        if self.text.len() + text.len() > MAX_OUTPUT_BYTES {
+            return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
+        }
+        self.text.push_str(text);
+        if !text.ends_with('\n') {
+            self.text.push('\n');
+        }
+        Ok(())
+    }
+
+    pub fn into_text(self) -> String {
+        self.text
+    }
+}
+
+/// Escapes one character for use inside an EBNF `"..."` literal.
+fn push_lit_char(out: &mut String, c: char) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => out.push(c),
+    }
+}
+
+/// An EBNF string literal matching exactly `s`. The empty string gives `""`.
+pub fn lit(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        push_lit_char(&mut out, c);
+    }
+    out.push('"');
+    out
+}
+
+/// Escapes one codepoint for use inside an EBNF `[...]` class.
+pub fn push_class_cp(out: &mut String, cp: u32) {
+    match char::from_u32(cp) {
+        Some(c @ ('^' | '$' | '\\' | '.' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|'
+        | '/' | '-' | '"')) => {
+            out.push('\\');
+            out.push(c);
+        }
+        Some(c) if cp >= 0x20 && cp != 0x7f && !(0x80..0xa0).contains(&cp) => out.push(c),
+        _ => {
+            if cp <= 0xffff {
+                let _ = write!(out, "\\u{cp:04x}");
+            } else {
+                let _ = write!(out, "\\U{cp:08x}");
+            }
+        }
+    }
+}
+
+/// An EBNF class matching the codepoints in `ranges` (inclusive, sorted, non-empty, disjoint).
+pub fn class(ranges: &[(u32, u32)]) -> String {
+    debug_assert!(!ranges.is_empty());
+    let mut out = String::from("[");
+    for &(a, b) in ranges {
+        push_class_cp(&mut out, a);
+        if b > a {
+            if b > a + 1 {
+                out.push('-');
+            }
+            push_class_cp(&mut out, b);
+        }
+    }
+    out.push(']');
+    out
+}
+
+/// `alts` joined as an alternation, parenthesised when there is more than one.
+pub fn alt(alts: &[String]) -> String {
+    match alts.len() {
+        0 => String::new(),
+        1 => alts[0].clone(),
+        _ => format!("({})", alts.join(" | ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_sanitised() {
+        let mut e = Ebnf::default();
+        assert_eq!(e.fresh("a-b"), "a_b");
+        assert_eq!(e.fresh("a-b"), "a_b_1");
+        assert_eq!(e.fresh("9x"), "r9x");
+        assert_eq!(e.fresh(""), "r");
+    }
+
+    #[test]
+    fn literals_escape() {
+        assert_eq!(lit("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+        assert_eq!(class(&[(0x30, 0x39), (0x2d, 0x2d)]), "[0-9\\-]");
+    }
+}

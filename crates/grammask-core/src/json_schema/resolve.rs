@@ -1,0 +1,341 @@
+//! Schema document indexing: the draft, every subschema with its JSON pointer and base URI, `$id`
+//! resources, `$anchor`/`$dynamicAnchor` names, and `$ref` resolution (local pointers, anchors,
+//! ids embedded in the document). Remote references are refused with `Unsupported`.
+//!
+//! Subschemas are interned as [`SchemaId`]s; the converter never walks the raw document again.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::limits::MAX_NESTING;
+
+/// JSON Schema dialect, from `$schema` (2020-12 when absent or unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Draft {
+    D4,
+    D6,
+    D7,
+    D2019,
+    D2020,
+}
+
+/// Index of an interned subschema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SchemaId(pub u32);
+
+pub struct Node<'a> {
+    pub value: &'a Value,
+    pub ptr: String,
+    pub base: String,
+}
+
+pub struct Doc<'a> {
+    pub draft: Draft,
+    pub nodes: Vec<Node<'a>>,
+    by_ptr: HashMap<String, SchemaId>,
+    /// Resource URI (no fragment) -> pointer of the resource root.
+    resources: HashMap<String, String>,
+    /// `uri#name` -> pointer.
+    anchors: HashMap<String, String>,
+    /// `$dynamicAnchor` name -> pointers.
+    dyn_anchors: HashMap<String, Vec<String>>,
+    root: &'a Value,
+}
+
+fn escape_token(t: &str) -> String {
+    t.replace('~', "~0").replace('/', "~1")
+}
+
+fn strip_fragment(u: &str) -> &str {
+    u.split_once('#').map_or(u, |(a, _)| a)
+}
+
+fn has_scheme(u: &str) -> bool {
+    match u.find(':') {
+        Some(i) => {
+            let s = &u[..i];
+            !s.is_empty()
+                && s.as_bytes()[0].is_ascii_alphabetic()
+                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.')
+        }
+        None => false,
+    }
+}
+
+/// RFC 3986 reference resolution, without dot-segment removal beyond `./`.
+pub fn resolve_uri(base: &str, r: &str) -> String {
+    if has_scheme(r) {
+        return r.to_string();
+    }
+    let b = strip_fragment(base);
+    if r.starts_with('#') || r.is_empty() {
+        return format!("{b}{r}");
+    }
+    if let Some(rest) = r.strip_prefix("//") {
+        let scheme = b.split_once(':').map_or("", |(s, _)| s);
+        return format!("{scheme}://{rest}");
+    }
+    if r.starts_with('/') {
+        // scheme://authority
+        if let Some(i) = b.find("://") {
+            let after = &b[i + 3..];
+            let auth_end = after.find('/').map_or(b.len(), |j| i + 3 + j);
+            return format!("{}{r}", &b[..auth_end]);
+        }
+        return r.to_string();
+    }
+    let r = r.strip_prefix("./").unwrap_or(r);
+    match b.rfind('/') {
+        Some(i) => format!("{}{r}", &b[..=i]),
+        None => r.to_string(),
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() + 0 && i + 2 <= bytes.len() - 1 {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl<'a> Doc<'a> {
+    pub fn new(root: &'a Value) -> Result<Doc<'a>> {
+        let draft = match root.get("$schema").and_then(Value::as_str) {
+            Some(s) if s.contains("draft-04") => Draft::D4,
+            Some(s) if s.contains("draft-06") => Draft::D6,
+            Some(s) if s.contains("draft-07") => Draft::D7,
+            Some(s) if s.contains("2019-09") => Draft::D2019,
+            _ => Draft::D2020,
+        };
+        let mut doc = Doc {
+            draft,
+            nodes: Vec::new(),
+            by_ptr: HashMap::new(),
+            resources: HashMap::new(),
+            anchors: HashMap::new(),
+            dyn_anchors: HashMap::new(),
+            root,
+        };
+        doc.resources.insert(String::new(), String::new());
+        doc.walk(root, String::new(), String::new())?;
+        Ok(doc)
+    }
+
+    /// Indexes the subschema tree at `v` (explicit stack; depth bounded by `MAX_NESTING`).
+    fn walk(&mut self, v: &'a Value, ptr: String, base: String) -> Result<()> {
+        let draft = self.draft;
+        let doc = self;
+        // Explicit stack: (value, pointer, parent base, depth).
+        let mut stack: Vec<(&'a Value, String, String, usize)> = vec![(v, ptr, base, 0)];
+        while let Some((v, ptr, parent_base, depth)) = stack.pop() {
+            if depth > MAX_NESTING {
+                return Err(Error::limit("schema nesting depth", MAX_NESTING).at_pointer(ptr));
+            }
+            let mut base = parent_base.clone();
+            if let Value::Object(m) = v {
+                let id_key = if draft == Draft::D4 { "id" } else { "$id" };
+                if let Some(id) = m.get(id_key).and_then(Value::as_str) {
+                    if id.starts_with('#') && draft <= Draft::D7 {
+                        doc.anchors.insert(format!("{}{id}", strip_fragment(&base)), ptr.clone());
+                    } else {
+                        let abs = resolve_uri(&base, id);
+                        base = strip_fragment(&abs).to_string();
+                        doc.resources.entry(base.clone()).or_insert_with(|| ptr.clone());
+                        if let Some((_, frag)) = abs.split_once('#') {
+                            if !frag.is_empty() {
+                                doc.anchors.insert(abs.clone(), ptr.clone());
+                            }
+                        }
+                    }
+                }
+                if let Some(a) = m.get("$anchor").and_then(Value::as_str) {
+                    doc.anchors.insert(format!("{base}#{a}"), ptr.clone());
+                }
+                if let Some(a) = m.get("$dynamicAnchor").and_then(Value::as_str) {
+                    doc.anchors.entry(format!("{base}#{a}")).or_insert_with(|| ptr.clone());
+                    doc.dyn_anchors.entry(a.to_string()).or_default().push(ptr.clone());
+                }
+                for (k, sub) in m {
+                    let child = |key: &str| format!("{ptr}/{}", escape_token(key));
+                    match k.as_str() {
+                        "additionalProperties" | "additionalItems" | "contains" | "propertyNames" | "not"
+                        | "if" | "then" | "else" | "unevaluatedItems" | "unevaluatedProperties" | "items"
+                        | "contentSchema" => {
+                            if let Value::Array(a) = sub {
+                                for (i, s) in a.iter().enumerate() {
+                                    stack.push((s, format!("{}/{i}", child(k)), base.clone(), depth + 1));
+                                }
+                            } else {
+                                stack.push((sub, child(k), base.clone(), depth + 1));
+                            }
+                        }
+                        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas"
+                        | "dependencies" => {
+                            if let Value::Object(mm) = sub {
+                                for (kk, s) in mm {
+                                    if s.is_object() || s.is_boolean() {
+                                        stack.push((s, format!("{}/{}", child(k), escape_token(kk)), base.clone(), depth + 1));
+                                    }
+                                }
+                            }
+                        }
+                        "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                            if let Value::Array(a) = sub {
+                                for (i, s) in a.iter().enumerate() {
+                                    stack.push((s, format!("{}/{i}", child(k)), base.clone(), depth + 1));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            doc.intern(v, ptr, base);
+        }
+        Ok(())
+    }
+
+    fn intern(&mut self, v: &'a Value, ptr: String, base: String) -> SchemaId {
+        if let Some(&id) = self.by_ptr.get(&ptr) {
+            return id;
+        }
+        let id = SchemaId(self.nodes.len() as u32);
+        self.by_ptr.insert(ptr.clone(), id);
+        self.nodes.push(Node { value: v, ptr, base });
+        id
+    }
+
+    pub fn root_id(&self) -> SchemaId {
+        self.by_ptr[""]
+    }
+
+    pub fn node(&self, id: SchemaId) -> &Node<'a> {
+        &self.nodes[id.0 as usize]
+    }
+
+    /// The subschema at `key` (and optional index/name) below `id`.
+    /// Every child the converter asks for was indexed by [`Doc::walk`] (same keyword list).
+    pub fn child(&self, id: SchemaId, path: &[&str]) -> SchemaId {
+        let mut p = self.node(id).ptr.clone();
+        for seg in path {
+            p.push('/');
+            p.push_str(&escape_token(seg));
+        }
+        match self.by_ptr.get(&p) {
+            Some(&c) => c,
+            None => unreachable_child(&p),
+        }
+    }
+
+    /// Resolves `$ref` (or `$dynamicRef`) text found in schema `from`.
+    pub fn resolve_ref(&mut self, from: SchemaId, r: &str, kw: &str) -> Result<SchemaId> {
+        let here = format!("{}/{kw}", self.node(from).ptr);
+        let abs = resolve_uri(&self.node(from).base, r);
+        let (res, frag) = abs.split_once('#').unwrap_or((abs.as_str(), ""));
+        let frag = percent_decode(frag);
+        let Some(res_ptr) = self.resources.get(res).cloned() else {
+            return Err(Error::new(ErrorKind::Unsupported, format!("remote reference {r:?} cannot be resolved"))
+                .at_pointer(here));
+        };
+        let target_ptr = if frag.is_empty() {
+            res_ptr
+        } else if frag.starts_with('/') {
+            format!("{res_ptr}{frag}")
+        } else {
+            match self.anchors.get(&format!("{res}#{frag}")) {
+                Some(p) => p.clone(),
+                None => {
+                    return Err(Error::new(ErrorKind::InvalidSchema, format!("reference {r:?}: no such anchor"))
+                        .at_pointer(here))
+                }
+            }
+        };
+        if let Some(&id) = self.by_ptr.get(&target_ptr) {
+            return Ok(id);
+        }
+        // A pointer into a place the walk did not register (e.g. inside an unknown keyword).
+        let mut v = self.root;
+        for seg in target_ptr.split('/').skip(1) {
+            let seg = seg.replace("~1", "/").replace("~0", "~");
+            v = match v {
+                Value::Object(m) => m.get(&seg),
+                Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} points to nothing")).at_pointer(here.clone())
+            })?;
+        }
+        if !v.is_object() && !v.is_boolean() {
+            return Err(Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} is not a schema")).at_pointer(here));
+        }
+        let base = self.node(from).base.clone();
+        self.walk(v, target_ptr.clone(), base)?;
+        Ok(self.by_ptr[&target_ptr])
+    }
+
+    /// `$dynamicRef`: exact when the anchor name is declared once in the document.
+    pub fn resolve_dynamic(&mut self, from: SchemaId, r: &str) -> Result<SchemaId> {
+        let here = format!("{}/$dynamicRef", self.node(from).ptr);
+        if let Some((_, name)) = r.split_once('#') {
+            if let Some(ptrs) = self.dyn_anchors.get(name) {
+                if ptrs.len() == 1 {
+                    let p = ptrs[0].clone();
+                    if let Some(&id) = self.by_ptr.get(&p) {
+                        return Ok(id);
+                    }
+                }
+                return Err(Error::new(ErrorKind::Unsupported, "$dynamicRef with several dynamic scopes").at_pointer(here));
+            }
+        }
+        self.resolve_ref(from, r, "$dynamicRef")
+    }
+}
+
+fn unreachable_child(p: &str) -> SchemaId {
+    // The walk registers every child the converter asks for; reaching this is a bug.
+    panic!("internal: subschema {p} was not indexed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_resolution() {
+        assert_eq!(resolve_uri("http://x.com/a/b.json", "c.json"), "http://x.com/a/c.json");
+        assert_eq!(resolve_uri("http://x.com/a/b.json", "/d"), "http://x.com/d");
+        assert_eq!(resolve_uri("http://x.com/a/b.json#f", "#g"), "http://x.com/a/b.json#g");
+        assert_eq!(resolve_uri("", "#/defs/a"), "#/defs/a");
+        assert_eq!(resolve_uri("http://x.com/", "urn:y"), "urn:y");
+    }
+
+    #[test]
+    fn refs_resolve_pointers_and_anchors() {
+        let v: Value = serde_json::from_str(
+            r##"{"$defs":{"a":{"$anchor":"A","type":"string"},"b":{"$id":"http://e.com/b","$defs":{"c":{}}}}}"##,
+        )
+        .unwrap();
+        let mut d = Doc::new(&v).unwrap();
+        let root = d.root_id();
+        let a = d.resolve_ref(root, "#/$defs/a", "$ref").unwrap();
+        assert_eq!(d.node(a).ptr, "/$defs/a");
+        assert_eq!(d.resolve_ref(root, "#A", "$ref").unwrap(), a);
+        let c = d.resolve_ref(root, "http://e.com/b#/$defs/c", "$ref").unwrap();
+        assert_eq!(d.node(c).ptr, "/$defs/b/$defs/c");
+        assert_eq!(d.resolve_ref(root, "http://other/x", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
+    }
+}
