@@ -19,7 +19,7 @@ pub enum Assertion {
     NotWordBoundary,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Node {
     /// The empty string.
     Empty,
@@ -32,13 +32,36 @@ pub enum Node {
     Assert(Assertion),
 }
 
+/// Drops without recursion, so a deep tree cannot overflow the caller's stack.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let mut stack: Vec<Node> = Vec::new();
+        let take = |n: &mut Node, stack: &mut Vec<Node>| match n {
+            Node::Concat(v) | Node::Alt(v) => stack.append(v),
+            Node::Repeat { sub, .. } => stack.push(std::mem::replace(&mut **sub, Node::Empty)),
+            _ => {}
+        };
+        take(self, &mut stack);
+        while let Some(mut n) = stack.pop() {
+            take(&mut n, &mut stack);
+        }
+    }
+}
+
 impl Node {
     /// Whether any assertion occurs in the tree.
     pub fn has_assertion(&self, want: &dyn Fn(Assertion) -> bool) -> bool {
         match self {
             Node::Empty | Node::Set(_) => false,
             Node::Assert(a) => want(*a),
-            Node::Concat(v) | Node::Alt(v) => v.iter().any(|n| n.has_assertion(want)),
+            Node::Concat(v) | Node::Alt(v) => {
+                for n in v {
+                    if n.has_assertion(want) {
+                        return true;
+                    }
+                }
+                false
+            }
             Node::Repeat { sub, .. } => sub.has_assertion(want),
         }
     }

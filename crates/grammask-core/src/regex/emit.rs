@@ -188,65 +188,127 @@ fn repeat_suffix(min: u32, max: Option<u32>) -> String {
 // ---------------------------------------------------------------------------------------------
 // Direct printing of a pattern's AST.
 
-/// Removes `^` from the leading and `$` from the trailing positions (no-ops under full match).
-pub fn strip_edge_anchors(node: Node) -> Node {
-    fn strip(node: Node, front: bool) -> Node {
-        let target = if front { Assertion::Start } else { Assertion::End };
-        match node {
-            Node::Assert(a) if a == target => Node::Empty,
-            Node::Alt(v) => Node::Alt(v.into_iter().map(|n| strip(n, front)).collect()),
-            Node::Concat(mut v) => {
-                if front {
-                    let k = v.iter().take_while(|n| **n == Node::Assert(target)).count();
-                    v.drain(..k);
-                    if let Some(first) = v.first_mut() {
-                        *first = strip(std::mem::replace(first, Node::Empty), front);
-                    }
-                } else {
-                    while v.last() == Some(&Node::Assert(target)) {
-                        v.pop();
-                    }
-                    if let Some(last) = v.last_mut() {
-                        *last = strip(std::mem::replace(last, Node::Empty), front);
-                    }
+/// Whether `node` has an assertion that full-match printing cannot drop: everything except `^`
+/// at a leading position and `$` at a trailing one (`front`/`back`: whether `node` itself is at
+/// the start/end of every match).
+pub fn has_inner_assertion(node: &Node, front: bool, back: bool) -> bool {
+    match node {
+        Node::Empty | Node::Set(_) => false,
+        Node::Assert(Assertion::Start) => !front,
+        Node::Assert(Assertion::End) => !back,
+        Node::Assert(_) => true,
+        Node::Alt(v) => {
+            for n in v {
+                if has_inner_assertion(n, front, back) {
+                    return true;
                 }
-                Node::Concat(v)
             }
-            other => other,
+            false
         }
+        Node::Concat(v) => {
+            let lead = v.iter().take_while(|n| **n == Node::Assert(Assertion::Start)).count();
+            let trail = v.iter().rev().take_while(|n| **n == Node::Assert(Assertion::End)).count();
+            for (i, n) in v.iter().enumerate() {
+                let f = front && i <= lead;
+                let b = back && i + 1 + trail >= v.len();
+                if has_inner_assertion(n, f, b) {
+                    return true;
+                }
+            }
+            false
+        }
+        Node::Repeat { sub, .. } => has_inner_assertion(sub, false, false),
     }
-    strip(strip(node, true), false)
 }
 
-/// Prints an assertion-free AST as one EBNF expression. Recursion is bounded by the AST depth.
+/// Prints an AST as one EBNF expression; assertions print as `""`, so callers first check
+/// [`has_inner_assertion`].
 pub fn node_expr(node: &Node) -> String {
+    let mut out = String::new();
+    write_node(node, &mut out);
+    out
+}
+
+/// Whether `node` prints as a single atom (a literal or a class) without parentheses.
+fn prints_as_atom(node: &Node) -> bool {
     match node {
-        Node::Empty | Node::Assert(_) => "\"\"".into(),
+        Node::Set(_) | Node::Empty | Node::Assert(_) => true,
+        Node::Concat(v) => v.iter().all(|n| matches!(n, Node::Set(s) if s.as_single().is_some())),
+        _ => false,
+    }
+}
+
+/// Appends the expression for `node`. Recursion depth is bounded by the AST depth; the body uses
+/// plain loops so each level costs one small frame.
+fn write_node(node: &Node, out: &mut String) {
+    match node {
+        Node::Empty | Node::Assert(_) => out.push_str("\"\""),
         Node::Set(s) => match s.as_single() {
-            Some(c) => literal(&[c]),
-            None => class(s),
+            Some(c) => out.push_str(&literal(&[c])),
+            None => out.push_str(&class(s)),
         },
         Node::Concat(v) => {
-            let items: Vec<Item> = v
-                .iter()
-                .filter(|n| !matches!(n, Node::Empty))
-                .map(|n| match n {
-                    Node::Set(s) if s.as_single().is_some() => Item::Lit(vec![s.as_single().unwrap_or(0)]),
-                    Node::Alt(_) => Item::Atom(format!("({})", node_expr(n))),
-                    _ => Item::Atom(node_expr(n)),
-                })
-                .collect();
-            join(&items)
+            let mut lit: Vec<u32> = Vec::new();
+            let mut first = true;
+            let sep = |out: &mut String, first: &mut bool| {
+                if !*first {
+                    out.push(' ');
+                }
+                *first = false;
+            };
+            for n in v {
+                if let Node::Set(s) = n {
+                    if let Some(c) = s.as_single() {
+                        lit.push(c);
+                        continue;
+                    }
+                }
+                if matches!(n, Node::Empty | Node::Assert(_)) {
+                    continue;
+                }
+                if !lit.is_empty() {
+                    sep(out, &mut first);
+                    out.push_str(&literal(&lit));
+                    lit.clear();
+                }
+                sep(out, &mut first);
+                if matches!(n, Node::Alt(_)) {
+                    out.push('(');
+                    write_node(n, out);
+                    out.push(')');
+                } else {
+                    write_node(n, out);
+                }
+            }
+            if !lit.is_empty() || first {
+                sep(out, &mut first);
+                out.push_str(&literal(&lit));
+            }
         }
-        Node::Alt(v) => v.iter().map(|n| node_expr(n)).collect::<Vec<_>>().join(" | "),
+        Node::Alt(v) => {
+            for (i, n) in v.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" | ");
+                }
+                write_node(n, out);
+            }
+        }
         Node::Repeat { sub, min, max } => {
             if matches!(**sub, Node::Empty) || *max == Some(0) {
-                return "\"\"".into();
+                out.push_str("\"\"");
+                return;
             }
-            if *min == 1 && *max == Some(1) {
-                return atom(node_expr(sub));
+            let paren = !prints_as_atom(sub);
+            if paren {
+                out.push('(');
             }
-            format!("{}{}", atom(node_expr(sub)), repeat_suffix(*min, *max))
+            write_node(sub, out);
+            if paren {
+                out.push(')');
+            }
+            if !(*min == 1 && *max == Some(1)) {
+                out.push_str(&repeat_suffix(*min, *max));
+            }
         }
     }
 }
@@ -306,6 +368,11 @@ fn hex_split(lo: u32, hi: u32, digits: u32, prefix: &mut Vec<(u32, u32)>, out: &
     }
 }
 
+#[cfg(test)]
+pub(crate) fn hex_split_for_tests(lo: u32, hi: u32, out: &mut Vec<Vec<(u32, u32)>>) {
+    hex_split(lo, hi, 4, &mut Vec::new(), out);
+}
+
 /// Items spelling one hex digit in `lo..=hi` (letters in either case).
 fn hex_digit(lo: u32, hi: u32) -> Item {
     if lo == hi && lo < 10 {
@@ -330,9 +397,10 @@ fn hex_alts(lo: u32, hi: u32) -> Vec<String> {
     rects.iter().map(|r| join(&r.iter().map(|&(a, b)| hex_digit(a, b)).collect::<Vec<_>>())).collect()
 }
 
+/// Alternatives as one sequence element (parenthesized only when there are several).
 fn alt_group(alts: &[String]) -> String {
     if alts.len() == 1 {
-        atom(alts[0].clone())
+        alts[0].clone()
     } else {
         format!("({})", alts.join(" | "))
     }
@@ -424,7 +492,7 @@ impl Printer<'_> {
                     return Item::Atom(name.clone());
                 }
                 let alts = json_spellings(set);
-                let text = alt_group(&alts);
+                let text = if alts.len() == 1 { atom(alts[0].clone()) } else { alt_group(&alts) };
                 if text.len() > SHARED_SPELLING_CHARS {
                     let name = self.fresh();
                     self.shared_rules.push(format!("{name} ::= {}\n", alts.join(" | ")));
@@ -475,6 +543,7 @@ impl Printer<'_> {
         match (alts.len(), accept) {
             (0, _) => {}
             (1, false) => items.extend(alts.pop().unwrap_or_default()),
+            (1, true) => items.push(Item::Atom(format!("{}?", atom(join(&alts[0]))))),
             (_, _) => {
                 let body = alts.iter().map(|a| join(a)).collect::<Vec<_>>().join(" | ");
                 items.push(Item::Atom(if accept { format!("({body})?") } else { format!("({body})") }));

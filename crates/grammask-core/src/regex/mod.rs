@@ -40,27 +40,58 @@ pub struct RegexFlags {
 }
 
 /// A parsed pattern. Flags are already applied to its sets.
-#[derive(Clone, Debug)]
 pub struct Regex {
     node: ast::Node,
+    /// Deepest group nesting (at most `MAX_NESTING`).
+    depth: usize,
+}
+
+impl std::fmt::Debug for Regex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The tree itself is not printed: it may be too deep for a recursive formatter.
+        f.debug_struct("Regex").field("depth", &self.depth).finish_non_exhaustive()
+    }
+}
+
+/// Group nesting up to which AST walks run on the caller's stack.
+const SHALLOW_DEPTH: usize = 64;
+/// Stack for walks over deeper patterns: AST depth is at most 3 * MAX_NESTING and each level
+/// costs a few small frames (about 2 KiB in debug builds), so 64 MiB leaves a wide margin.
+const DEEP_STACK_BYTES: usize = 64 << 20;
+
+/// Runs a recursive walk over the AST of `re`; for deeply nested patterns the walk runs on a
+/// helper thread with a large stack, so callers on small stacks (2 MiB threads) are safe.
+fn with_stack<T: Send>(re: &Regex, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    if re.depth <= SHALLOW_DEPTH {
+        return f();
+    }
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("grammask-regex".into())
+            .stack_size(DEEP_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot start a thread for a deep pattern: {e}")))?;
+        handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
 }
 
 impl Regex {
     /// Parses the common subset of ECMA-262 and Python `re`.
     pub fn parse(pattern: &str, flags: RegexFlags) -> Result<Regex> {
-        Ok(Regex { node: parser::parse(pattern, flags)? })
+        let (node, depth) = parser::parse(pattern, flags)?;
+        Ok(Regex { node, depth })
     }
 
     /// EBNF rules for the full-match language of the pattern (raw text); the entry rule is
     /// `rule_name`, helper rules are `rule_name_N`. Mirrors the pattern's structure when it has
     /// no assertions besides a leading `^` / trailing `$`, else prints its automaton.
     pub fn to_ebnf(&self, rule_name: &str) -> Result<String> {
-        let stripped = emit::strip_edge_anchors(self.node.clone());
-        if stripped.has_assertion(&|_| true) {
+        if with_stack(self, || Ok(emit::has_inner_assertion(&self.node, true, true)))? {
             let dfa = CharDfa::from_regex(self, Anchoring::FullMatch)?;
             return Ok(dfa.to_ebnf(rule_name, TextMode::Raw));
         }
-        Ok(format!("{rule_name} ::= {}\n", emit::node_expr(&stripped)))
+        let body = with_stack(self, || Ok(emit::node_expr(&self.node)))?;
+        Ok(format!("{rule_name} ::= {body}\n"))
     }
 }
 
@@ -88,7 +119,7 @@ pub enum TextMode {
 impl CharDfa {
     /// The automaton of `re` under `anchoring`.
     pub fn from_regex(re: &Regex, anchoring: Anchoring) -> Result<CharDfa> {
-        nfa::determinize(&re.node, anchoring == Anchoring::Search)
+        with_stack(re, || nfa::determinize(&re.node, anchoring == Anchoring::Search))
     }
 
     /// EBNF rules for the language; the entry rule is named `rule_prefix`, helper rules

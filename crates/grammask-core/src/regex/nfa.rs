@@ -43,15 +43,19 @@ fn estimate(node: &Node) -> u64 {
     match node {
         Node::Empty => 0,
         Node::Set(_) | Node::Assert(_) => 1,
-        Node::Concat(v) => v.iter().map(estimate).fold(0u64, u64::saturating_add),
-        Node::Alt(v) => v.iter().map(estimate).fold(1u64, u64::saturating_add),
+        Node::Concat(v) | Node::Alt(v) => {
+            let mut total = 1u64;
+            for n in v {
+                total = total.saturating_add(estimate(n));
+            }
+            total
+        }
         Node::Repeat { sub, min, max } => {
-            let s = estimate(sub);
             let copies = match max {
                 Some(m) => u64::from(*m),
-                None => u64::from(*min) + 1,
+                None => u64::from(*min).max(1),
             };
-            s.saturating_add(1).saturating_mul(copies).saturating_add(1)
+            estimate(sub).saturating_add(1).saturating_mul(copies).saturating_add(1)
         }
     }
 }
@@ -83,13 +87,31 @@ impl Nfa {
                 self.push(NState::Char { class, next })
             }
             Node::Assert(kind) => self.push(NState::Assert { kind: *kind, next }),
-            Node::Concat(v) => v.iter().rev().fold(next, |cur, n| self.compile(n, cur)),
+            Node::Concat(v) => {
+                let mut cur = next;
+                for n in v.iter().rev() {
+                    cur = self.compile(n, cur);
+                }
+                cur
+            }
             Node::Alt(v) => {
-                let entries = v.iter().map(|n| self.compile(n, next)).collect();
+                let mut entries = Vec::with_capacity(v.len());
+                for n in v {
+                    entries.push(self.compile(n, next));
+                }
                 self.push(NState::Split(entries))
             }
             Node::Repeat { sub, min, max } => {
+                let mut copies = *min;
                 let mut cur = match max {
+                    None if *min >= 1 => {
+                        // x{m,}: m-1 copies, then one copy that loops back to itself.
+                        let s = self.push(NState::Split(Vec::new()));
+                        let e = self.compile(sub, s);
+                        self.states[s as usize] = NState::Split(vec![e, next]);
+                        copies -= 1;
+                        e
+                    }
                     None => {
                         let s = self.push(NState::Split(Vec::new()));
                         let e = self.compile(sub, s);
@@ -106,7 +128,7 @@ impl Nfa {
                         cur
                     }
                 };
-                for _ in 0..*min {
+                for _ in 0..copies {
                     cur = self.compile(sub, cur);
                 }
                 cur

@@ -33,18 +33,36 @@ impl Frame {
         self.last_quantifiable = quantifiable;
     }
 
+    /// The group's node. Nested unquantified alternations are spliced into this one, so chains
+    /// like `a|(b|(c|d))` stay one level deep.
     fn finish(mut self) -> Node {
         let seq = std::mem::take(&mut self.seq);
         self.alts.push(concat(seq));
         if self.alts.len() == 1 {
-            self.alts.pop().unwrap_or(Node::Empty)
-        } else {
-            Node::Alt(self.alts)
+            return self.alts.pop().unwrap_or(Node::Empty);
         }
+        let mut alts = Vec::with_capacity(self.alts.len());
+        for mut a in std::mem::take(&mut self.alts) {
+            match &mut a {
+                Node::Alt(inner) => alts.append(inner),
+                _ => alts.push(a),
+            }
+        }
+        Node::Alt(alts)
     }
 }
 
-fn concat(mut seq: Vec<Node>) -> Node {
+/// A sequence node. Unquantified groups that are sequences are spliced in, so `a(b(c))` stays
+/// one level deep (quantified groups are `Repeat` nodes by now and stay intact).
+fn concat(seq: Vec<Node>) -> Node {
+    let mut flat = Vec::with_capacity(seq.len());
+    for mut n in seq {
+        match &mut n {
+            Node::Concat(inner) => flat.append(inner),
+            _ => flat.push(n),
+        }
+    }
+    let mut seq = flat;
     match seq.len() {
         0 => Node::Empty,
         1 => seq.pop().unwrap_or(Node::Empty),
@@ -65,8 +83,8 @@ struct Parser {
     flags: RegexFlags,
 }
 
-/// Parses `pattern` into an AST.
-pub fn parse(pattern: &str, flags: RegexFlags) -> Result<Node> {
+/// Parses `pattern` into an AST; also returns the deepest group nesting seen.
+pub fn parse(pattern: &str, flags: RegexFlags) -> Result<(Node, usize)> {
     if pattern.len() > MAX_GRAMMAR_BYTES {
         return Err(Error::limit("regex pattern size in bytes", MAX_GRAMMAR_BYTES));
     }
@@ -112,8 +130,9 @@ impl Parser {
         }
     }
 
-    fn run(&mut self) -> Result<Node> {
+    fn run(&mut self) -> Result<(Node, usize)> {
         let mut stack = vec![Frame::new(0)];
+        let mut max_depth = 1;
         while let Some(c) = self.peek() {
             let start = self.pos;
             let frame = stack.last_mut().expect("the stack always holds the top-level frame");
@@ -124,6 +143,7 @@ impl Parser {
                         return Err(Error::limit("regex group nesting", MAX_NESTING).at_text(1, start as u32 + 1));
                     }
                     stack.push(Frame::new(start));
+                    max_depth = max_depth.max(stack.len());
                 }
                 ')' => {
                     self.pos += 1;
@@ -187,7 +207,7 @@ impl Parser {
             let open = stack.last().map_or(0, |f| f.open_pos);
             return Err(syntax(open, "unclosed group `(`"));
         }
-        Ok(stack.pop().expect("top-level frame").finish())
+        Ok((stack.pop().expect("top-level frame").finish(), max_depth))
     }
 
     /// Wraps the last item of `frame` in a repetition; consumes a lazy `?` suffix.
