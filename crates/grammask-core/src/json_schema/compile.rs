@@ -39,6 +39,8 @@ pub const MAX_GOALS: usize = 20_000;
 pub const MAX_INDENT_DEPTH: u32 = 24;
 /// Most keys of an object `const`/`enum` value (all key orders are spelled).
 pub const MAX_CONST_OBJECT_KEYS: usize = 5;
+/// Most states (key set seen x property count) of an object whose keys come in any order.
+pub const MAX_ANY_ORDER_STATES: u64 = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {
@@ -132,7 +134,10 @@ struct Merged {
     min_props: u64,
     max_props: Option<u64>,
     prop_names: Vec<(SchemaId, String)>,
+    /// Keywords with dependent schemas (unsupported), by pointer.
     deps: Vec<String>,
+    /// `dependentRequired` (and array-valued `dependencies`): if the key is present, so are these.
+    dep_req: Vec<(String, Vec<String>, String)>,
     pending: Vec<(SchemaId, Kind, String)>,
 }
 
@@ -305,6 +310,7 @@ impl<'a> Conv<'a> {
             max_props: None,
             prop_names: Vec::new(),
             deps: Vec::new(),
+            dep_req: Vec::new(),
             pending: Vec::new(),
         };
         let mut seen: HashSet<SchemaId> = HashSet::new();
@@ -538,8 +544,24 @@ impl<'a> Conv<'a> {
                     }
                     "propertyNames" => m.prop_names.push((self.doc.child(id, &["propertyNames"]), kp)),
                     "dependentRequired" | "dependentSchemas" | "dependencies" => {
-                        if v.as_object().is_some_and(|o| !o.is_empty()) {
-                            m.deps.push(kp);
+                        let o = v.as_object().ok_or_else(|| invalid(&kp, format!("{k} must be an object")))?;
+                        for (name, dep) in o {
+                            match dep {
+                                Value::Array(a) if k != "dependentSchemas" => {
+                                    let mut req = Vec::new();
+                                    for r in a {
+                                        let r = r.as_str().ok_or_else(|| invalid(&kp, "dependent names are strings"))?;
+                                        req.push(r.to_string());
+                                    }
+                                    if !req.is_empty() {
+                                        m.dep_req.push((name.clone(), req, kp.clone()));
+                                    }
+                                }
+                                Value::Bool(true) if k != "dependentRequired" => {}
+                                Value::Object(x) if x.is_empty() && k != "dependentRequired" => {}
+                                _ if k == "dependentRequired" => return Err(invalid(&kp, "dependentRequired values are arrays")),
+                                _ => m.deps.push(format!("{kp}/{}", name.replace('~', "~0").replace('/', "~1"))),
+                            }
                         }
                     }
                     "allOf" => {
@@ -721,6 +743,7 @@ impl<'a> Conv<'a> {
             || mx.max_props.is_some()
             || !mx.prop_names.is_empty()
             || !mx.deps.is_empty()
+            || !mx.dep_req.is_empty()
         {
             return refuse("object constraints other than required");
         }
@@ -1117,10 +1140,7 @@ impl<'a> Conv<'a> {
 
     fn emit_object(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
         if let Some(p) = m.deps.first() {
-            return Err(unsupported(p, "dependencies/dependentRequired/dependentSchemas are not supported"));
-        }
-        if self.opts.any_order {
-            return Err(unsupported(ptr, "any_order is not supported yet"));
+            return Err(unsupported(p, "dependentSchemas (schema-valued dependencies) is not supported"));
         }
         let d = self.child_depth(g.depth);
         let closed_by_strict =
@@ -1137,6 +1157,14 @@ impl<'a> Conv<'a> {
         for r in &m.required {
             if !names.contains(r) {
                 names.push(r.clone());
+            }
+        }
+        // Keys named by dependentRequired are tracked like listed ones (any-order states).
+        for (k, req, _) in &m.dep_req {
+            for x in std::iter::once(k).chain(req) {
+                if !names.contains(x) {
+                    names.push(x.clone());
+                }
             }
         }
         // Pattern properties: exact via automata on key strings.
@@ -1225,6 +1253,27 @@ impl<'a> Conv<'a> {
         if m.max_props.is_some_and(|x| x < n_req) || max_total.is_some_and(|t| t < m.min_props) {
             return Ok(None);
         }
+        // Key order: free unless strict_mode keeps XGrammar's schema order (any_order frees it).
+        let free_order = self.opts.any_order || !self.opts.strict_mode;
+        if free_order && (n > 1 || (n == 1 && addl.is_some()) || !m.dep_req.is_empty()) {
+            let levels = if need_count { m.max_props.map_or(m.min_props, |x| x + 1) + 1 } else { 1 };
+            let states = (1u64 << n.min(40)).saturating_mul(levels);
+            if n <= 40 && states <= MAX_ANY_ORDER_STATES {
+                let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+                return self.object_any_order(g, m, &entries, &key_names, addl.as_deref(), need_count).map(Some);
+            }
+            if self.opts.any_order {
+                return Err(unsupported(
+                    ptr,
+                    format!("any_order: {n} properties need more than {MAX_ANY_ORDER_STATES} key-set states"),
+                ));
+            }
+            // strict_mode=false beyond the bound: schema order (documented restriction).
+        }
+        if let Some((_, _, p)) = m.dep_req.first() {
+            let why = if free_order { "too many properties for key-set states" } else { "needs any key order (strict_mode=false or any_order)" };
+            return Err(unsupported(p, format!("dependentRequired: {why}")));
+        }
         let cap: u64 = if need_count { m.max_props.unwrap_or(m.min_props).max(m.min_props) } else { 0 };
         if (cap as usize + 1) * (n + 1) * 2 > 20_000 {
             return Err(unsupported(ptr, "minProperties/maxProperties over too many properties"));
@@ -1298,6 +1347,78 @@ impl<'a> Conv<'a> {
         }
         alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false), self.close('}', g.depth)));
         Ok(Some(emit::alt(&alts)))
+    }
+
+    /// An object whose known entries come in any order, each at most once, with additional
+    /// entries (`addl`) anywhere. States are (set of known keys seen, entries so far capped for
+    /// min/maxProperties, started); the caller bounds their number by [`MAX_ANY_ORDER_STATES`].
+    /// Unambiguous: `addl`'s key language excludes every known key.
+    fn object_any_order(
+        &mut self,
+        g: &Goal,
+        m: &Merged,
+        entries: &[(String, bool)],
+        names: &[String],
+        addl: Option<&str>,
+        need_count: bool,
+    ) -> Result<String> {
+        let n = entries.len();
+        let base = self.e.fresh("obj");
+        let mut erules = Vec::with_capacity(n);
+        for (i, (e, _)) in entries.iter().enumerate() {
+            let name = format!("{base}.e{i}");
+            self.e.define(&name, e)?;
+            erules.push(name);
+        }
+        let req_mask: u64 = entries.iter().enumerate().filter(|(_, e)| e.1).fold(0, |a, (i, _)| a | (1u64 << i));
+        let top = m.max_props.map_or(m.min_props, |x| x + 1);
+        let sep = self.sep_item(g.depth);
+        let rname = |mask: u64, c: u64, s: bool| format!("{base}.{mask:x}_{c}_{}", u8::from(s));
+        let mut defined: HashSet<(u64, u64, bool)> = HashSet::new();
+        let mut todo: Vec<(u64, u64, bool)> = vec![(0, 0, false)];
+        let mut bodies: Vec<(String, String)> = Vec::new();
+        while let Some((mask, c, s)) = todo.pop() {
+            if !defined.insert((mask, c, s)) {
+                continue;
+            }
+            let mut alts = Vec::new();
+            if s && mask & req_mask == req_mask && (!need_count || c >= m.min_props) && Self::deps_hold(m, names, mask) {
+                alts.push("\"\"".to_string());
+            }
+            let c2 = if need_count { (c + 1).min(top) } else { 0 };
+            let over = need_count && m.max_props.is_some_and(|x| c2 > x);
+            if !over {
+                let pre = if s { format!("{sep} ") } else { String::new() };
+                for (i, er) in erules.iter().enumerate() {
+                    if mask & (1u64 << i) == 0 {
+                        let next = (mask | (1u64 << i), c2, true);
+                        alts.push(format!("{pre}{er} {}", rname(next.0, next.1, next.2)));
+                        todo.push(next);
+                    }
+                }
+                if let Some(a) = addl {
+                    alts.push(format!("{pre}{a} {}", rname(mask, c2, true)));
+                    todo.push((mask, c2, true));
+                }
+            }
+            bodies.push((rname(mask, c, s), alts.join(" | ")));
+        }
+        for (name, body) in bodies {
+            let body = if body.is_empty() { self.nothing() } else { body };
+            self.e.define(&name, &body)?;
+        }
+        let mut alts = Vec::new();
+        if req_mask == 0 && m.min_props == 0 && Self::deps_hold(m, names, 0) {
+            alts.push(self.empty('{', '}'));
+        }
+        alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false), self.close('}', g.depth)));
+        Ok(emit::alt(&alts))
+    }
+
+    /// Whether `dependentRequired` holds for the known keys in `mask` (entries in key order).
+    fn deps_hold(m: &Merged, names: &[String], mask: u64) -> bool {
+        let has = |k: &str| names.iter().position(|n| n == k).is_some_and(|i| mask & (1u64 << i) != 0);
+        m.dep_req.iter().all(|(k, req, _)| !has(k) || req.iter().all(|r| has(r)))
     }
 
     /// Whether a known key passes `propertyNames`.
