@@ -958,9 +958,7 @@ impl<'a> Conv<'a> {
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, pp))?;
         }
         for (f, fp) in &m.formats {
-            let src = formats::regex_for(f).unwrap_or_default();
-            let re = Regex::parse(src, RegexFlags { ignore_case: false, dot_all: false }).map_err(|e| ptr_if_none(e, fp))?;
-            let d = CharDfa::from_regex(&re, Anchoring::FullMatch).map_err(|e| ptr_if_none(e, fp))?;
+            let d = format_dfa(f).map_err(|e| ptr_if_none(e, fp))?;
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?;
         }
         for x in &excluded {
@@ -1462,9 +1460,7 @@ impl<'a> Conv<'a> {
                 dfa = dfa.intersect(&CharDfa::from_regex(&re, Anchoring::Search).map_err(|e| ptr_if_none(e, pp))?)?;
             }
             for (f, fp) in &mx.formats {
-                let re = Regex::parse(formats::regex_for(f).unwrap_or_default(), RegexFlags::default())
-                    .map_err(|e| ptr_if_none(e, fp))?;
-                dfa = dfa.intersect(&CharDfa::from_regex(&re, Anchoring::FullMatch)?)?;
+                dfa = dfa.intersect(&format_dfa(f).map_err(|e| ptr_if_none(e, fp))?)?;
             }
             names_dfa = Some(match names_dfa {
                 None => dfa,
@@ -1719,10 +1715,7 @@ impl<'a> Conv<'a> {
                     CharDfa::from_regex(&re, Anchoring::Search)?.accepts(v.as_str().unwrap_or(""))
                 }
                 "format" if vt == STR => match formats::regex_for(kv.as_str().unwrap_or("")) {
-                    Some(src) => {
-                        let re = Regex::parse(src, RegexFlags::default())?;
-                        CharDfa::from_regex(&re, Anchoring::FullMatch)?.accepts(v.as_str().unwrap_or(""))
-                    }
+                    Some(_) => format_dfa(kv.as_str().unwrap_or(""))?.accepts(v.as_str().unwrap_or("")),
                     None => true,
                 },
                 "allOf" | "anyOf" | "oneOf" => {
@@ -1932,6 +1925,12 @@ impl<'a> Conv<'a> {
         }
         Ok(true)
     }
+}
+
+/// The automaton (full match, over decoded characters) of a format with a regular definition.
+fn format_dfa(f: &str) -> Result<CharDfa> {
+    let re = Regex::parse(formats::regex_for(f).unwrap_or_default(), RegexFlags::default())?;
+    CharDfa::from_regex(&re, Anchoring::FullMatch)
 }
 
 /// Whether `x` is an integer multiple of `d` (exact decimal arithmetic). `None` when the scaled

@@ -3,6 +3,9 @@
 //! and is ignored, as the JSON Schema specification says for unknown formats.
 //! Hostname labels with `--` in positions 3-4 (reserved, e.g. punycode `xn--`) are refused, since
 //! checking A-labels is not regular; leap seconds and quoted e-mail local parts are refused too.
+//! Host names must not exceed 253 characters; counting that beside label lengths needs too many
+//! automaton states, so `hostname` takes at most 5 labels of at most 48 characters (at most 244
+//! characters: narrower than the format, never wider).
 
 const LEAP: &str = r"(\d\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)";
 
@@ -31,7 +34,7 @@ pub fn regex_for(format: &str) -> Option<&'static str> {
         "date-time" => DATE_TIME.get_or_init(|| format!("{}[tT]{TIME}", date())).as_str(),
         "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
         "ipv4" => r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}",
-        "hostname" => r"([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9]))*",
+        "hostname" => r"([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,43}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,43}[A-Za-z0-9])){0,4}",
         "email" => r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9]))*",
         _ => return None,
     })
