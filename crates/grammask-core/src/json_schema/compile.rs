@@ -943,12 +943,8 @@ impl<'a> Conv<'a> {
             let body = jstr::not_in(&mut self.e, &excluded, &self.char_rule.clone())?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
-        // General case: intersect automata.
-        let mut dfa = if m.min_len > 0 || m.max_len.is_some() {
-            CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?
-        } else {
-            CharDfa::any_string()
-        };
+        // General case: intersect automata (length last, see below).
+        let mut dfa = CharDfa::any_string();
         for (p, pp) in &m.patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false }).map_err(|e| {
                 Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone())
@@ -963,6 +959,19 @@ impl<'a> Conv<'a> {
         }
         for x in &excluded {
             dfa = dfa.difference(&CharDfa::literal(x)).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        if m.min_len > 0 || m.max_len.is_some() {
+            let len = CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?;
+            // A length counter times a cyclic automaton reaches about the product of their
+            // states: refuse at once what would only hit the state limit after a long build.
+            if dfa.is_infinite() && len.num_states().saturating_mul(dfa.num_states()) > 4 * crate::regex::MAX_DFA_STATES {
+                return Err(Error::limit(
+                    "automaton states of pattern/format with minLength/maxLength",
+                    crate::regex::MAX_DFA_STATES,
+                )
+                .at_pointer(ptr));
+            }
+            dfa = dfa.intersect(&len).map_err(|e| ptr_if_none(e, ptr))?;
         }
         if dfa.is_empty() {
             return Ok(None);
