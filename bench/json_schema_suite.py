@@ -204,6 +204,19 @@ def suite_groups(draft: str) -> Iterator[Tuple[str, str, Dict[str, Any]]]:
             yield cat, rel[: -len(".json")], group
 
 
+#: `$schema` given to a suite schema that names none (the suite's schemas are of their folder's draft).
+DRAFT_URIS = {
+    "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "draft7": "http://json-schema.org/draft-07/schema#",
+}
+
+
+def with_draft(schema: Any, draft: str) -> Any:
+    if isinstance(schema, dict) and "$schema" not in schema:
+        return {"$schema": DRAFT_URIS[draft], **schema}
+    return schema
+
+
 def check_group(group: Dict[str, Any]) -> Dict[str, Any]:
     cg, err, secs = compile_schema(group["schema"])
     out: Dict[str, Any] = {"compile_s": secs, "error": err, "decisions": []}
@@ -223,7 +236,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per schema")
     ns = ap.parse_args(argv)
 
-    groups = list(suite_groups(ns.draft))
+    groups = [(c, l, dict(g, schema=with_draft(g["schema"], ns.draft))) for c, l, g in suite_groups(ns.draft)]
     results: List[Optional[Dict[str, Any]]] = [None] * len(groups)
 
     def on_result(i: int, out: Any) -> None:
