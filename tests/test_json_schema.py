@@ -96,6 +96,26 @@ def test_escaped_keys_and_strings() -> None:
     assert not accepts(schema, '{"a": "e"}')
 
 
+@pytest.mark.parametrize(
+    "fmt,good,bad",
+    [
+        ("uri", ["http://example.com/a?b=c#d", "urn:isbn:0451450523", "http://[2001:db8::1]:80/"],
+         ["//example.com", "abc", "http://exa mple.com", "http://[1::2::3]/"]),
+        ("uri-reference", ["../a/b?c", "#frag", "", "http://x.y/z"], ["\\\\WINDOWS\\share", "a b"]),
+        ("ipv6", ["::1", "2001:db8::ff00:42:8329", "::ffff:192.168.0.1"], ["12345::", "1:2:3:4:5:6:7:8:9", "::1%eth0"]),
+        ("duration", ["P4DT12H30M5S", "PT1S", "P2W", "P1Y2M"], ["P", "PT", "P1D2H", "P2W1D"]),
+        ("json-pointer", ["", "/a/b", "/a~0b/~1"], ["a", "/a~2"]),
+        ("relative-json-pointer", ["0", "1/a", "2#"], ["-1", "01", "/a"]),
+    ],
+)
+def test_formats(fmt: str, good: List[str], bad: List[str]) -> None:
+    schema = {"type": "string", "format": fmt}
+    for x in good:
+        assert accepts(schema, json.dumps(x)), x
+    for x in bad:
+        assert not accepts(schema, json.dumps(x)), x
+
+
 def test_integer_spellings() -> None:
     assert accepts({"type": "integer"}, "1.0")
     assert accepts({"type": "integer"}, "1e5")
@@ -126,7 +146,7 @@ def test_whitespace_options() -> None:
     [
         ({"type": "array", "contains": {"type": "integer"}, "minContains": 2}, "contains", "/contains"),
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
-        ({"type": "string", "format": "uri"}, "uri", "/format"),
+        ({"type": "string", "format": "iri"}, "iri", "/format"),
         ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", "/dependentSchemas/a"),
         ({"properties": {"x": {"not": {"minimum": 3}}}}, "not", "/properties/x"),
         ({"$recursiveRef": "#"}, "$recursiveRef", "/$recursiveRef"),
