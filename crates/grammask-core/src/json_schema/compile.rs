@@ -773,7 +773,13 @@ impl<'a> Conv<'a> {
             }
         }
         if a.pending.is_empty() && b.pending.is_empty() && (a.types | b.types) & !OBJ & a.types & b.types == 0 {
-            // Both can only meet as objects: look for a key required by both with disjoint values.
+            // Both can only meet as objects: a key one requires and the other forbids ...
+            if a.required.iter().any(|k| Self::prop_ids(b, k).is_none() || b.absent.contains(k))
+                || b.required.iter().any(|k| Self::prop_ids(a, k).is_none() || a.absent.contains(k))
+            {
+                return Ok(true);
+            }
+            // ... or a key required by both with disjoint values.
             for k in &a.required {
                 if !b.required.contains(k) {
                     continue;
