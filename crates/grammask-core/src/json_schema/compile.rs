@@ -40,7 +40,7 @@ pub const MAX_INDENT_DEPTH: u32 = 24;
 /// Most keys of an object `const`/`enum` value (all key orders are spelled).
 pub const MAX_CONST_OBJECT_KEYS: usize = 5;
 /// Most states (key set seen x property count) of an object whose keys come in any order.
-pub const MAX_ANY_ORDER_STATES: u64 = 1024;
+pub const MAX_ANY_ORDER_STATES: u64 = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {
