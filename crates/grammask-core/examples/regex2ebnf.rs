@@ -1,7 +1,7 @@
 //! Prints the EBNF grammar of regular expressions, one per input line (a bridge for testing
 //! against other engines). Usage:
-//!   regex2ebnf direct                    # lines: PATTERN -> regex_to_ebnf (full match, dot-all)
-//!   regex2ebnf dfa full|search raw|json [i][s]   # lines: PATTERN -> CharDfa::to_ebnf
+//!   regex2ebnf direct                    # lines: PATTERN -> `regex_to_ebnf` (full match, dot-all)
+//!   regex2ebnf dfa full|search raw|json [i][s]   # lines: PATTERN -> `CharDfa::to_ebnf`
 //! Output: for each input line, either `OK <n>` followed by n lines of EBNF, or `ERR <message>`.
 use std::io::{BufRead, Write};
 

@@ -18,15 +18,18 @@ pub struct CharSet {
 }
 
 impl CharSet {
+    #[must_use] 
     pub fn empty() -> CharSet {
         CharSet { ranges: Vec::new() }
     }
 
     /// Every scalar value.
+    #[must_use] 
     pub fn full() -> CharSet {
         CharSet { ranges: vec![(0, SURROGATE_LO - 1), (SURROGATE_HI + 1, MAX_CHAR)] }
     }
 
+    #[must_use] 
     pub fn single(c: u32) -> CharSet {
         CharSet::from_ranges([(c, c)])
     }
@@ -63,14 +66,17 @@ impl CharSet {
         CharSet { ranges: out }
     }
 
+    #[must_use] 
     pub fn ranges(&self) -> &[(u32, u32)] {
         &self.ranges
     }
 
+    #[must_use] 
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
+    #[must_use] 
     pub fn contains(&self, c: u32) -> bool {
         self.ranges
             .binary_search_by(|&(lo, hi)| {
@@ -86,11 +92,13 @@ impl CharSet {
     }
 
     /// Number of scalar values in the set.
+    #[must_use] 
     pub fn len(&self) -> u64 {
         self.ranges.iter().map(|&(lo, hi)| u64::from(hi - lo) + 1).sum()
     }
 
     /// The only member, if the set has exactly one.
+    #[must_use] 
     pub fn as_single(&self) -> Option<u32> {
         match self.ranges.as_slice() {
             [(lo, hi)] if lo == hi => Some(*lo),
@@ -157,16 +165,19 @@ impl CharSet {
 }
 
 /// ECMA-262 `\d`.
+#[must_use] 
 pub fn digit() -> CharSet {
     CharSet::from_ranges([(0x30, 0x39)])
 }
 
 /// ECMA-262 `\w` (ASCII word characters).
+#[must_use] 
 pub fn word() -> CharSet {
     CharSet::from_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
 }
 
-/// ECMA-262 `\s`: WhiteSpace and LineTerminator, including the Unicode space separators and U+FEFF.
+/// ECMA-262 `\s`: `WhiteSpace` and `LineTerminator`, including the Unicode space separators and U+FEFF.
+#[must_use] 
 pub fn space() -> CharSet {
     CharSet::from_ranges([
         (0x09, 0x0D),
@@ -183,6 +194,7 @@ pub fn space() -> CharSet {
 }
 
 /// ECMA-262 `.`: every scalar value except the line terminators, unless `dot_all`.
+#[must_use] 
 pub fn dot(dot_all: bool) -> CharSet {
     if dot_all {
         CharSet::full()

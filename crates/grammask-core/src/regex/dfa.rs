@@ -50,17 +50,20 @@ impl CharDfa {
     }
 
     /// The empty language.
+    #[must_use] 
     pub fn empty() -> CharDfa {
         CharDfa { states: vec![DState { accept: false, trans: Vec::new() }], start: 0 }
     }
 
     /// All strings.
+    #[must_use] 
     pub fn any_string() -> CharDfa {
         let trans = CharSet::full().ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: 0 }).collect();
         CharDfa { states: vec![DState { accept: true, trans }], start: 0 }
     }
 
     /// Exactly the string `s`.
+    #[must_use] 
     pub fn literal(s: &str) -> CharDfa {
         let mut states: Vec<DState> = s
             .chars()
@@ -72,6 +75,7 @@ impl CharDfa {
     }
 
     /// Strings of the characters in `set` only (any length).
+    #[must_use] 
     pub fn star_of(set: &CharSet) -> CharDfa {
         let trans = set.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: 0 }).collect();
         CharDfa { states: vec![DState { accept: true, trans }], start: 0 }
@@ -101,10 +105,12 @@ impl CharDfa {
         Ok(CharDfa { states, start: 0 })
     }
 
+    #[must_use] 
     pub fn num_states(&self) -> usize {
         self.states.len()
     }
 
+    #[must_use] 
     pub fn is_empty(&self) -> bool {
         !self.states[self.start as usize].accept && self.states[self.start as usize].trans.is_empty()
     }
@@ -115,6 +121,7 @@ impl CharDfa {
         trans.get(i).filter(|t| t.lo <= c).map(|t| t.to)
     }
 
+    #[must_use] 
     pub fn accepts(&self, s: &str) -> bool {
         let mut q = self.start;
         for c in s.chars() {
@@ -127,6 +134,7 @@ impl CharDfa {
     }
 
     /// Whether the empty string is in the language.
+    #[must_use] 
     pub fn accepts_empty(&self) -> bool {
         self.states[self.start as usize].accept
     }
@@ -171,6 +179,7 @@ impl CharDfa {
     }
 
     /// Whether the language is infinite (the trimmed automaton has a cycle).
+    #[must_use] 
     pub fn is_infinite(&self) -> bool {
         self.topological_order().is_none()
     }
@@ -207,6 +216,7 @@ impl CharDfa {
     }
 
     /// All strings of the language if it is finite and has at most `limit` strings.
+    #[must_use] 
     pub fn finite_strings(&self, limit: usize) -> Option<Vec<String>> {
         let order = self.topological_order()?;
         let mut count = vec![0u128; self.states.len()];
@@ -229,9 +239,10 @@ impl CharDfa {
                 out.push(prefix.clone());
             }
             for t in st.trans.iter().rev() {
-                for c in (t.lo..=t.hi).rev() {
+                // Transitions hold scalar values only, so `from_u32` never fails here.
+                for ch in (t.lo..=t.hi).rev().filter_map(char::from_u32) {
                     let mut p = prefix.clone();
-                    p.push(char::from_u32(c).expect("transitions hold scalar values"));
+                    p.push(ch);
                     stack.push((t.to, p));
                 }
             }
@@ -404,18 +415,15 @@ fn product(
             if (na == DEAD && nb == DEAD) || !keep(na != DEAD, nb != DEAD) {
                 continue;
             }
-            let to = match ids.get(&(na, nb)) {
-                Some(&id) => id,
-                None => {
-                    if pairs.len() >= MAX_DFA_STATES * 4 {
-                        return Err(Error::limit("automaton states (product)", MAX_DFA_STATES * 4));
-                    }
-                    let id = pairs.len() as u32;
-                    ids.insert((na, nb), id);
-                    pairs.push((na, nb));
-                    queue.push_back(id as usize);
-                    id
+            let to = if let Some(&id) = ids.get(&(na, nb)) { id } else {
+                if pairs.len() >= MAX_DFA_STATES * 4 {
+                    return Err(Error::limit("automaton states (product)", MAX_DFA_STATES * 4));
                 }
+                let id = pairs.len() as u32;
+                ids.insert((na, nb), id);
+                pairs.push((na, nb));
+                queue.push_back(id as usize);
+                id
             };
             trans.push(Trans { lo, hi, to });
         }

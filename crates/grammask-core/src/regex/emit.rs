@@ -1,4 +1,4 @@
-//! Printing languages as EBNF (XGrammar's dialect, the subset grammask's parser reads): the
+//! Printing languages as EBNF (`XGrammar`'s dialect, the subset grammask's parser reads): the
 //! direct AST printer behind [`super::regex_to_ebnf`] and the automaton printer behind
 //! [`super::CharDfa::to_ebnf`], in raw or JSON-string-body spelling.
 //!
@@ -97,7 +97,19 @@ fn join(items: &[Item]) -> String {
     if !lit.is_empty() || parts.is_empty() {
         parts.push(literal(&lit));
     }
-    parts.join(" ")
+    // Runs of one atom become `x{n}` (`[0-9] [0-9] [0-9]` prints as `[0-9]{3}`).
+    let mut out: Vec<String> = Vec::with_capacity(parts.len());
+    let mut i = 0;
+    while i < parts.len() {
+        let run = parts[i..].iter().take_while(|p| **p == parts[i]).count();
+        if run >= 2 && is_atom(&parts[i]) {
+            out.push(format!("{}{{{run}}}", parts[i]));
+        } else {
+            out.extend(parts[i..i + run].iter().cloned());
+        }
+        i += run;
+    }
+    out.join(" ")
 }
 
 /// Whether `s` (printed EBNF) is a single atom that a postfix operator may follow.
@@ -343,7 +355,7 @@ fn hex_split(lo: u32, hi: u32, digits: u32, prefix: &mut Vec<(u32, u32)>, out: &
         prefix.pop();
         return;
     }
-    if lo % unit != 0 {
+    if !lo.is_multiple_of(unit) {
         prefix.push((a, a));
         hex_split(lo % unit, unit - 1, digits - 1, prefix, out);
         prefix.pop();
@@ -436,11 +448,20 @@ fn json_spellings(set: &CharSet) -> Vec<String> {
         if hl == hh {
             rects.push((hl, hl, ll, lh));
         } else {
-            rects.push((hl, hl, ll, 0x3FF));
-            if hl + 1 < hh {
-                rects.push((hl + 1, hh - 1, 0, 0x3FF));
+            // A partial first row, full middle rows, a partial last row.
+            let (mut a, mut b) = (hl, hh);
+            if ll != 0 {
+                rects.push((hl, hl, ll, 0x3FF));
+                a += 1;
             }
-            rects.push((hh, hh, 0, lh));
+            let tail = (lh != 0x3FF).then(|| {
+                b -= 1;
+                (hh, hh, 0, lh)
+            });
+            if a <= b {
+                rects.push((a, b, 0, 0x3FF));
+            }
+            rects.extend(tail);
         }
         for (h0, h1, l0, l1) in rects {
             let high = hex_alts(0xD800 + h0, 0xD800 + h1);

@@ -55,7 +55,7 @@ impl std::fmt::Debug for Regex {
 
 /// Group nesting up to which AST walks run on the caller's stack.
 const SHALLOW_DEPTH: usize = 64;
-/// Stack for walks over deeper patterns: AST depth is at most 3 * MAX_NESTING and each level
+/// Stack for walks over deeper patterns: AST depth is at most 3 * `MAX_NESTING` and each level
 /// costs a few small frames (about 2 KiB in debug builds), so 64 MiB leaves a wide margin.
 const DEEP_STACK_BYTES: usize = 64 << 20;
 
@@ -124,12 +124,13 @@ impl CharDfa {
 
     /// EBNF rules for the language; the entry rule is named `rule_prefix`, helper rules
     /// `rule_prefix_N`. States with one predecessor are inlined, self-loops become `x*`.
+    #[must_use] 
     pub fn to_ebnf(&self, rule_prefix: &str, mode: TextMode) -> String {
         emit::dfa_to_ebnf(self, rule_prefix, mode)
     }
 }
 
-/// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (XGrammar's
+/// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (`XGrammar`'s
 /// behaviour); the entry rule is `rule_name`.
 pub fn regex_to_ebnf(pattern: &str, rule_name: &str) -> Result<String> {
     regex_to_ebnf_with(pattern, rule_name, RegexFlags { ignore_case: false, dot_all: true })

@@ -235,6 +235,9 @@ pub fn determinize(node: &Node, search: bool) -> Result<CharDfa> {
     subset(&nfa, has_wb)
 }
 
+/// A consuming closure item: its class ranges, its successor and its mask.
+type CharItem<'a> = (&'a [(u32, u32)], u32, u8);
+
 fn subset(nfa: &Nfa, has_wb: bool) -> Result<CharDfa> {
     let word = charset::word();
     let mut cl = Closure { mask: vec![0; nfa.states.len()], touched: Vec::new(), work: Vec::new() };
@@ -251,7 +254,7 @@ fn subset(nfa: &Nfa, has_wb: bool) -> Result<CharDfa> {
         next_state += 1;
         let accept = items.iter().any(|&(s, m)| matches!(nfa.states[s as usize], NState::Match) && m & E != 0);
         // Consuming items: (ranges, next, mask).
-        let chars: Vec<(&[(u32, u32)], u32, u8)> = items
+        let chars: Vec<CharItem> = items
             .iter()
             .filter_map(|&(s, m)| match nfa.states[s as usize] {
                 NState::Char { class, next } if m & (W | N) != 0 => Some((nfa.classes[class as usize].ranges(), next, m)),

@@ -198,7 +198,7 @@ fn dfa_operations() {
     assert!(full("a+").is_subset_of(&full("a*")).unwrap());
     assert!(!full("a*").is_subset_of(&full("a+")).unwrap());
     assert!(CharDfa::empty().is_subset_of(&full("x")).unwrap());
-    assert_eq!(full("a|bc|d?").finite_strings(10), Some(vec!["".into(), "a".into(), "bc".into(), "d".into()]));
+    assert_eq!(full("a|bc|d?").finite_strings(10), Some(vec![String::new(), "a".into(), "bc".into(), "d".into()]));
     assert_eq!(full("[a-c]{2}").finite_strings(9).map(|v| v.len()), Some(9));
     assert_eq!(full("[a-c]{2}").finite_strings(8), None);
     assert_eq!(full("a*").finite_strings(100), None);
