@@ -41,7 +41,7 @@ const DEAD: u32 = u32::MAX;
 
 /// Moore refinement is skipped past this much work (state transitions times rounds); the result is
 /// then correct but not minimal.
-const MINIMIZE_BUDGET: usize = 50_000_000;
+const MINIMIZE_BUDGET: usize = 4_000_000;
 
 impl CharDfa {
     /// Wraps raw states (any shape) and normalizes them (trim, minimize, renumber).

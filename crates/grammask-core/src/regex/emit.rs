@@ -564,7 +564,57 @@ impl Printer<'_> {
     }
 
     /// The sequence of items for the language of state `s`.
+    /// The only successor of `s` and the set leading to it, if `s` has no self-loop and one
+    /// successor.
+    fn single_exit(&self, s: u32) -> Option<(u32, CharSet)> {
+        let trans = &self.dfa.states[s as usize].trans;
+        let to = trans.first()?.to;
+        if to == s || trans.iter().any(|t| t.to != to) {
+            return None;
+        }
+        Some((to, CharSet::from_ranges(trans.iter().map(|t| (t.lo, t.hi)))))
+    }
+
+    /// `C{j,k}` when the language of `s` is a chain of `k` steps on one set `C` whose states
+    /// accept from step `j` on and whose last state has no transitions (length bounds such as
+    /// `maxLength` print compactly instead of as `k` nested optionals).
+    fn bounded_chain(&mut self, s: u32) -> Option<Vec<Item>> {
+        let (mut cur, set) = self.single_exit(s)?;
+        let mut accepts = vec![self.dfa.states[s as usize].accept];
+        loop {
+            let st = &self.dfa.states[cur as usize];
+            // Every later state is reached only through the chain (never printed elsewhere),
+            // except a final state, which prints as nothing.
+            let shared = self.names[cur as usize].is_some() || self.indeg[cur as usize] != 1;
+            if (shared && !st.trans.is_empty()) || accepts.len() > self.dfa.states.len() {
+                return None;
+            }
+            accepts.push(st.accept);
+            if st.trans.is_empty() {
+                break;
+            }
+            let (next, set2) = self.single_exit(cur)?;
+            if set2 != set {
+                return None;
+            }
+            cur = next;
+        }
+        let j = accepts.iter().position(|&a| a)?;
+        let k = accepts.len() - 1;
+        if k < 2 || !accepts[j..].iter().all(|&a| a) {
+            return None;
+        }
+        let c = match self.spell(&set) {
+            Item::Lit(l) => literal(&l),
+            Item::Atom(a) => atom(a),
+        };
+        Some(vec![Item::Atom(format!("{c}{}", repeat_suffix(j as u32, Some(k as u32))))])
+    }
+
     fn expr(&mut self, s: u32, depth: usize) -> Vec<Item> {
+        if let Some(items) = self.bounded_chain(s) {
+            return items;
+        }
         let st = &self.dfa.states[s as usize];
         let accept = st.accept;
         let mut loops: Vec<(u32, u32)> = Vec::new();
@@ -593,7 +643,10 @@ impl Printer<'_> {
             let inline = self.names[to as usize].is_none()
                 && self.indeg[to as usize] == 1
                 && depth < MAX_INLINE_DEPTH;
-            if inline {
+            let is_final = self.dfa.states[to as usize].trans.is_empty() && to != self.dfa.start;
+            if is_final {
+                // An accepting state without transitions: nothing follows.
+            } else if inline {
                 seq.extend(self.expr(to, depth + 1));
             } else {
                 seq.push(Item::Atom(self.rule_ref(to)));

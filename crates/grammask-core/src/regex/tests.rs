@@ -344,6 +344,11 @@ fn dfa_ebnf_shapes() {
         CharDfa::empty().to_ebnf("p", TextMode::Raw),
         format!("p ::= {}\n", emit::NOTHING)
     );
+    // Length bounds print as bounded repetition, not as nested optionals.
+    let bounded = full("[a-z]*").intersect(&CharDfa::length_between(3, Some(900)).unwrap()).unwrap();
+    assert_eq!(bounded.to_ebnf("p", TextMode::Raw), "p ::= [a-z]{3,900}\n");
+    assert_eq!(CharDfa::length_between(0, Some(2)).unwrap().to_ebnf("p", TextMode::Raw), "p ::= [^]{0,2}\n");
+    assert_eq!(full("ab?c?").to_ebnf("p", TextMode::Raw), "p ::= \"a\" (\"b\" \"c\"? | \"c\")?\n");
     let json = CharDfa::literal("a\"").to_ebnf("p", TextMode::JsonStringBody);
     assert_eq!(
         json,
