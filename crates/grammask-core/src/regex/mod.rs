@@ -11,7 +11,7 @@
 //!   and prints with [`CharDfa::to_ebnf`], as raw text or as the body of a JSON string literal.
 //!
 //! Limits: repetition bounds up to `MAX_REPEAT_BOUND`, group nesting up to `MAX_NESTING`, at most
-//! [`MAX_DFA_STATES`] states per automaton and [`nfa::MAX_NFA_STATES`] expanded NFA states.
+//! [`MAX_DFA_STATES`] states per automaton and [`MAX_NFA_STATES`] expanded NFA states.
 use crate::error::{Error, ErrorKind, Result};
 
 mod ast;
@@ -25,6 +25,7 @@ mod tests;
 
 pub use charset::CharSet;
 pub use dfa::CharDfa;
+pub use nfa::MAX_NFA_STATES;
 
 /// Most states of one [`CharDfa`]; building or combining automata past it is a `LimitExceeded`
 /// error (products may explore up to four times as many pairs before minimization).
