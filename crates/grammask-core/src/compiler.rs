@@ -555,6 +555,7 @@ impl Nfa<'_> {
 }
 
 /// One rule's DFA before the rules are concatenated.
+#[derive(Clone)]
 struct Dfa {
     finals: Vec<bool>,
     bytes: Vec<Vec<ByteEdgeLocal>>,
@@ -633,10 +634,19 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
     Ok(dfa)
 }
 
+/// Rule automata larger than this are not minimized (see [`minimize`]).
+const MINIMIZE_MAX_STATES: usize = 2_000;
+
 /// Moore-style partition refinement: merges states with the same finality and the same edges
 /// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
 fn minimize(dfa: &Dfa) -> Dfa {
     let n = dfa.finals.len();
+    // PERF: refinement takes up to n rounds on long chains (counted repetition), O(n^2) overall;
+    // big automata are left as they are (correct, just not minimal). `.{0,200}` spelled as JSON
+    // took 1.6 s to compile before this bound.
+    if n > MINIMIZE_MAX_STATES {
+        return dfa.clone();
+    }
     let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
     let mut n_classes = 0;
     loop {
