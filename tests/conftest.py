@@ -92,6 +92,32 @@ def compiler(family: str, vocab_size: Optional[int] = None) -> xgr.GrammarCompil
     return _compiler_cached(family, vocab_size)
 
 
+def tokenize(tok: Any, info: Any, doc: str) -> list:
+    """The tokenizer's own ids for ``doc`` when their bytes spell it exactly, else a greedy
+    longest-match over the decoded vocabulary (still real tokens)."""
+    decoded = info.decoded_vocab
+    special = set(info.special_token_ids)
+    ids = tok.encode(doc, add_special_tokens=False)
+    if b"".join(decoded[i] for i in ids) == doc.encode():
+        return ids
+    by_bytes = {}
+    for i, d in enumerate(decoded):
+        if d and i not in special and i not in info.stop_token_ids:
+            by_bytes.setdefault(d, i)
+    data = doc.encode()
+    out, pos = [], 0
+    while pos < len(data):
+        for n in range(min(32, len(data) - pos), 0, -1):
+            t = by_bytes.get(data[pos : pos + n])
+            if t is not None:
+                out.append(t)
+                pos += n
+                break
+        else:
+            raise AssertionError(f"byte {data[pos]:#x} has no token")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Synthetic vocabularies
 

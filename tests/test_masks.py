@@ -23,7 +23,7 @@ import pytest
 
 import grammask as xgr
 
-from conftest import bool_mask, compiler, hf_tokenizer, tokenizer_info
+from conftest import bool_mask, compiler, hf_tokenizer, tokenize, tokenizer_info
 
 # ---------------------------------------------------------------------------------------------
 # brute force
@@ -192,33 +192,6 @@ GRAMMARS = {
 }
 
 
-def tokenize(family: str, info: xgr.TokenizerInfo, doc: str) -> list:
-    """The tokenizer's own ids for ``doc`` when their bytes spell it exactly, else a greedy
-    longest-match over the decoded vocabulary (still real tokens)."""
-    tok = hf_tokenizer(family)
-    decoded = info.decoded_vocab
-    special = set(info.special_token_ids)
-    ids = tok.encode(doc, add_special_tokens=False)
-    if b"".join(decoded[i] for i in ids) == doc.encode():
-        return ids
-    by_bytes = {}
-    for i, d in enumerate(decoded):
-        if d and i not in special and i not in info.stop_token_ids:
-            by_bytes.setdefault(d, i)
-    data = doc.encode()
-    out, pos = [], 0
-    while pos < len(data):
-        for n in range(min(32, len(data) - pos), 0, -1):
-            t = by_bytes.get(data[pos : pos + n])
-            if t is not None:
-                out.append(t)
-                pos += n
-                break
-        else:
-            raise AssertionError(f"{family}: byte {data[pos]:#x} has no token")
-    return out
-
-
 @pytest.mark.parametrize("grammar_name", list(GRAMMARS))
 @pytest.mark.parametrize("family", FAMILIES)
 def test_real_vocab_masks_match_brute_force(family, grammar_name):
@@ -240,7 +213,7 @@ def test_real_vocab_masks_match_brute_force(family, grammar_name):
     added = {i for i, t in hf.added_tokens_decoder.items() if t.special and i < n_text and i not in stop_ids}
     assert added <= special, f"added special tokens not special in TokenizerInfo: {sorted(added - special)[:10]}"
 
-    ids = tokenize(family, info, doc)
+    ids = tokenize(hf_tokenizer(family), info, doc)
     rng = random.Random(zlib.crc32(f"{family}/{grammar_name}".encode()))
     sampled = {0, len(ids)} | set(rng.sample(range(1, len(ids)), min(2, len(ids) - 1)))
     m = xgr.GrammarMatcher(cg)
