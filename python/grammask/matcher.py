@@ -3,6 +3,7 @@ for filling many rows in parallel Rust threads with the GIL released."""
 
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from typing import Any, List, Optional, Sequence, Union
@@ -57,7 +58,10 @@ class GrammarMatcher:
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
         """Accept one token id; False (state unchanged) if it is not allowed."""
-        return self._handle.accept_token(int(token_id))
+        token_id = operator.index(token_id)
+        if not 0 <= token_id < 2**32:
+            return False  # out of range (huge or negative ids would overflow the binding)
+        return self._handle.accept_token(token_id)
 
     def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
         """Accept text as one rollback step; all or nothing."""

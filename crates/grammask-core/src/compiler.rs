@@ -224,7 +224,7 @@ impl Automata {
         for rule in grammar.rules() {
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
-            dfas.push(minimize(&determinize(&nfa, start, end, &mut budget)?));
+            dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
         }
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();
@@ -232,7 +232,7 @@ impl Automata {
             if let Some(la) = rule.lookahead {
                 let mut nfa = Nfa { inline: &inline, inline_all: true, ..Nfa::default() };
                 let (start, end) = nfa.build(grammar, la, &mut budget)?;
-                let dfa = minimize(&determinize(&nfa, start, end, &mut budget)?);
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget)?);
                 if !dfa.finals[0] {
                     la_dfas.push((r, dfa));
                 }
@@ -637,19 +637,29 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
 /// Rule automata larger than this are not minimized (see [`minimize`]).
 const MINIMIZE_MAX_STATES: usize = 2_000;
 
+/// Most state visits (states x refinement rounds) `minimize` spends before giving up and keeping
+/// the DFA as it is: Moore refinement needs one round per state on a chain such as `"a"{10000}`,
+/// which is quadratic. Minimizing only shrinks the automaton; an unminimized DFA is equivalent.
+const MINIMIZE_MAX_WORK: usize = 4_000_000;
+
 /// Moore-style partition refinement: merges states with the same finality and the same edges
 /// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
-fn minimize(dfa: &Dfa) -> Dfa {
+fn minimize(dfa: Dfa) -> Dfa {
     let n = dfa.finals.len();
     // PERF: refinement takes up to n rounds on long chains (counted repetition), O(n^2) overall;
     // big automata are left as they are (correct, just not minimal). `.{0,200}` spelled as JSON
     // took 1.6 s to compile before this bound.
     if n > MINIMIZE_MAX_STATES {
-        return dfa.clone();
+        return dfa;
     }
     let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
     let mut n_classes = 0;
+    let mut work = 0usize;
     loop {
+        work += n;
+        if work > MINIMIZE_MAX_WORK {
+            return dfa;
+        }
         let mut sig_ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
         let mut next = vec![0u32; n];
         for s in 0..n {
