@@ -287,6 +287,8 @@ impl Chart {
         let start = self.row_start[r] as usize;
         // (rule, obligations it was predicted with, obligations after it) for empty completions.
         let mut empty_ends: Vec<(RuleId, u32, u32)> = Vec::new();
+        // Items visited while completing: bounded, so ambiguous grammars fail fast, not hang.
+        let mut work = 0usize;
         let mut j = start;
         while j < self.items.len() {
             let it = self.items[j];
@@ -302,6 +304,14 @@ impl Chart {
                     }
                 }
                 let (o0, o1) = if origin == r { (start, self.items.len()) } else { self.row_bounds(origin) };
+                work += o1 - o0;
+                if work > limits::MAX_ROW_WORK {
+                    self.scratch.clear();
+                    return Err(Error::limit(
+                        "Earley work for one input byte (grammar too ambiguous)",
+                        limits::MAX_ROW_WORK,
+                    ));
+                }
                 for k in o0..o1 {
                     let p = self.items[k];
                     if p.la != it.la_origin {
