@@ -299,7 +299,7 @@ class FakeAdapter(Adapter):
         elif how == "oom":
             hog = []
             while True:  # touch memory until the supervisor kills us
-                hog.append(np.ones(16 * 1024 * 1024, dtype=np.uint8))
+                hog.append(np.ones(64 * 1024 * 1024, dtype=np.uint8))
         elif how == "error":
             raise CompileError("fake compile error")
         return None
