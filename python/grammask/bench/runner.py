@@ -75,9 +75,18 @@ class EngineWorker:
     restarts: int = 0
     _proc: Any = None
     _conn: Any = None
+    _ready: bool = False
+    _spawned_at: float = 0.0
     _ctx: Any = field(default_factory=lambda: mp.get_context("spawn"))
 
     def start(self) -> None:
+        """Start the worker (unless a replacement is already starting) and wait until ready."""
+        if self._proc is None:
+            self.spawn()
+        self._wait_ready()
+
+    def spawn(self) -> None:
+        """Start the worker process without waiting for its engine setup."""
         parent, child = self._ctx.Pipe()
         p = self._ctx.Process(
             target=_child_entry,
@@ -86,8 +95,20 @@ class EngineWorker:
         )
         p.start()
         child.close()
-        self._proc, self._conn = p, parent
-        deadline = time.monotonic() + INIT_TIMEOUT_S
+        self._proc, self._conn, self._ready = p, parent, False
+        self._spawned_at = time.monotonic()
+
+    def _respawn(self) -> None:
+        """Replace a killed or dead worker at once, so its setup (untimed) overlaps other work."""
+        self.kill()
+        self.restarts += 1
+        self.spawn()
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        p, parent = self._proc, self._conn
+        deadline = self._spawned_at + INIT_TIMEOUT_S
         while True:
             if parent.poll(_POLL_S):
                 try:
@@ -96,6 +117,7 @@ class EngineWorker:
                     kind, payload = "init_error", f"worker died during setup ({self._exit_desc()})"
                 if kind == "ready":
                     self.version = payload["version"]
+                    self._ready = True
                     return
                 self.kill()
                 raise EngineUnavailable(str(payload).strip())
@@ -139,7 +161,7 @@ class EngineWorker:
         """Run one schema; always returns a result dict with a ``status`` key."""
         if self._proc is None:
             self.restarts += 1
-            self.start()
+        self.start()
         assert self._conn is not None
         start = time.monotonic()
         compiled_seen = False
@@ -158,7 +180,7 @@ class EngineWorker:
                     compiled_seen, ttfm = True, payload
                     continue
                 if kind == "oom":
-                    self.kill()
+                    self._respawn()
                     return _abnormal("oom", start, compiled_seen, ttfm, "MemoryError in worker")
                 res = payload
                 res["status"] = _classify(res)
@@ -167,11 +189,11 @@ class EngineWorker:
             if not self._proc.is_alive():
                 return self._died(start, compiled_seen, ttfm)
             if time.monotonic() - start > timeout_s:
-                self.kill()
+                self._respawn()
                 return _abnormal("timeout", start, compiled_seen, ttfm, f"over {timeout_s:g} s")
             rss = _rss_mb(self._proc.pid)
             if rss is not None and rss > self.memory_mb:
-                self.kill()
+                self._respawn()
                 return _abnormal(
                     "oom", start, compiled_seen, ttfm, f"RSS {rss:.0f} MiB > {self.memory_mb} MiB"
                 )
@@ -181,7 +203,7 @@ class EngineWorker:
             self._proc.join(5)
         desc = self._exit_desc()
         status = "oom" if desc == "signal SIGKILL" else "crash"  # SIGKILL not from us: OOM killer
-        self.kill()
+        self._respawn()
         return _abnormal(status, start, compiled_seen, ttfm, f"worker died: {desc}")
 
 
