@@ -168,6 +168,9 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "tbm_cdf.png").stat().st_size > 0
         assert (out / "ttfm_cdf.png").stat().st_size > 0
+        (out / "tbm_cdf.png").unlink()
+        assert main(["plot", str(out)]) == 0  # redraw from times.npz + results.json
+        assert (out / "tbm_cdf.png").stat().st_size > 0
 
 
 # --- crash isolation with the fake engine -----------------------------------------------------

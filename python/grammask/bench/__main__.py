@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 from .data import MissingDataError, default_data_dir, default_tokenizer_dir
 from .engines import DEFAULT_ENGINES, ENGINES
 
@@ -44,11 +46,38 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop starting new schemas after this many seconds; results cover the "
                     "schemas done so far")
     mb.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    pl = sub.add_parser("plot", help="redraw the PNG plots of a results folder from its times.npz")
+    pl.add_argument("results_dir")
+    pl.add_argument("--prefix", default="", help="prefix for the PNG file names")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "plot":
+        from pathlib import Path
+
+        from .report import read_times, write_plots
+
+        times_path = Path(args.results_dir) / "times.npz"
+        if not times_path.is_file():
+            print(f"error: {times_path} not found", file=sys.stderr)
+            return 2
+        times = read_times(times_path)
+        results_path = Path(args.results_dir) / "results.json"
+        if results_path.is_file():  # TTFM with compile timeouts counted as the limit
+            import json
+
+            from .stats import ttfm_values
+
+            saved = json.loads(results_path.read_text(encoding="utf-8"))
+            limit = saved["config"]["timeout_s"]
+            for e in times:
+                recs = [r for r in saved["records"] if r["engine"] == e]
+                times[e]["ttfm_us"] = np.asarray(ttfm_values(recs, limit))
+        for p in write_plots(Path(args.results_dir), times, args.prefix):
+            print(p)
+        return 0
     from .maskbench import run
     from .runner import EngineUnavailable
 

@@ -30,7 +30,7 @@ from .runner import (
     progress,
     worker_log_path,
 )
-from .stats import summarize
+from .stats import summarize, ttfm_values
 
 
 def run(
@@ -132,9 +132,8 @@ def run(
     summaries = {}
     for n in records:
         summaries[n] = summarize(records[n], times[n]["mask_us"], times[n]["accept_us"], timeout_s)
-        times[n]["ttfm_us"] = np.asarray(
-            [r["ttfm_us"] for r in records[n] if r.get("ttfm_us") is not None], dtype=np.float64
-        )
+        # Same values as the TTFM statistics: compile timeouts count as the limit.
+        times[n]["ttfm_us"] = np.asarray(ttfm_values(records[n], timeout_s), dtype=np.float64)
     n_done = max((len(r) for r in records.values()), default=0)
     config = {
         "command": "python -m grammask.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),

@@ -118,7 +118,8 @@ def _cdf_points(arr: np.ndarray, n: int = 4000) -> tuple[np.ndarray, np.ndarray]
 
 
 def write_plots(out: Path, times: dict[str, dict[str, np.ndarray]], prefix: str = "") -> list[Path]:
-    """CDF plots of mask time and of TTFM per engine, log x axis. Returns the files written."""
+    """CDF plots of mask time and of TTFM per engine, log x axis, each with a tail panel
+    (fraction above x, log-log) so p99 and beyond are readable. Returns the files written."""
     try:
         import matplotlib
 
@@ -129,10 +130,10 @@ def write_plots(out: Path, times: dict[str, dict[str, np.ndarray]], prefix: str 
         return []
     written = []
     for kind, title, xlabel in (
-        ("mask_us", "Time per mask (TBM), CDF", "µs per mask (log scale)"),
-        ("ttfm_us", "Time to first mask (TTFM), CDF", "µs (log scale)"),
+        ("mask_us", "Time per mask (TBM)", "µs per mask (log scale)"),
+        ("ttfm_us", "Time to first mask (TTFM)", "µs (log scale)"),
     ):
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, (ax, tail) = plt.subplots(1, 2, figsize=(12, 4.8))
         any_data = False
         for e, d in times.items():
             arr = np.asarray(d.get(kind, []))
@@ -141,6 +142,8 @@ def write_plots(out: Path, times: dict[str, dict[str, np.ndarray]], prefix: str 
                 continue
             x, y = _cdf_points(arr)
             ax.plot(x, y, label=f"{e} (n={arr.size:,})")
+            keep = y < 1
+            tail.plot(x[keep], 1 - y[keep], label=e)
             any_data = True
         if not any_data:
             plt.close(fig)
@@ -149,12 +152,28 @@ def write_plots(out: Path, times: dict[str, dict[str, np.ndarray]], prefix: str 
         ax.set_ylim(0, 1)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("fraction ≤ x")
-        ax.set_title(title)
+        ax.set_title(f"{title}: CDF")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
+        tail.set_xscale("log")
+        tail.set_yscale("log")
+        tail.set_xlabel(xlabel)
+        tail.set_ylabel("fraction > x (log scale)")
+        tail.set_title(f"{title}: tail")
+        tail.grid(True, which="both", alpha=0.3)
         p = out / f"{prefix}{'tbm' if kind == 'mask_us' else 'ttfm'}_cdf.png"
         fig.tight_layout()
-        fig.savefig(p, dpi=110)
+        fig.savefig(p, dpi=100)
         plt.close(fig)
         written.append(p)
     return written
+
+
+def read_times(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """Inverse of write_times."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    with np.load(path) as z:
+        for key in z.files:
+            engine, kind = key.rsplit("__", 1)
+            out.setdefault(engine, {})[kind] = z[key]
+    return out
