@@ -21,8 +21,8 @@ try:
 except ImportError:  # running from a source checkout without an installed package
     sys.path.insert(0, str(ROOT / "python"))
 
-from grammask.bench import data, engines, maskbench, report, stats  # noqa: E402
-from grammask.bench.__main__ import main  # noqa: E402
+from grammask.bench import data, engines, maskbench, report, stats
+from grammask.bench.__main__ import main
 
 
 def _shared_or_skip() -> Path:
@@ -112,8 +112,8 @@ def test_missing_data_is_reported(tmp_path, capsys):
 
 def test_token_bytes_table_inverts_byte_level_alphabet():
     class Tok:
-        all_special_ids = [3]
-        added_tokens_decoder = {}
+        all_special_ids = (3,)
+        added_tokens_decoder = None
 
         def get_vocab(self):
             return {"Ġa": 0, "b": 1, "Ċ": 2, "<s>": 3}

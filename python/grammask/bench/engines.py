@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -143,7 +143,7 @@ class _LlgMatcher(Matcher):
 class LlguidanceAdapter(Adapter):
     name = "llguidance"
     #: Options passed as ``defaults`` to grammar_from_json_schema (documented in benchmarks.md).
-    JSON_OPTIONS = {"whitespace_flexible": True}
+    JSON_OPTIONS: ClassVar[dict[str, Any]] = {"whitespace_flexible": True}
 
     def __init__(self, hf_tokenizer):
         import llguidance

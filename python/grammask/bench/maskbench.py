@@ -76,7 +76,7 @@ def run(
     mask_times: dict[str, list[np.ndarray]] = {n: [] for n in workers}
     accept_times: dict[str, list[np.ndarray]] = {n: [] for n in workers}
     stopped_early = None
-    jsonl = open(out / "records.jsonl", "w", encoding="utf-8")
+    jsonl = open(out / "records.jsonl", "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
     bar = progress(len(files), "maskbench") if not quiet else None
     try:
         for f in files:
@@ -130,10 +130,10 @@ def run(
         for n in records
     }
     summaries = {}
-    for n in records:
-        summaries[n] = summarize(records[n], times[n]["mask_us"], times[n]["accept_us"], timeout_s)
+    for n, recs in records.items():
+        summaries[n] = summarize(recs, times[n]["mask_us"], times[n]["accept_us"], timeout_s)
         # Same values as the TTFM statistics: compile timeouts count as the limit.
-        times[n]["ttfm_us"] = np.asarray(ttfm_values(records[n], timeout_s), dtype=np.float64)
+        times[n]["ttfm_us"] = np.asarray(ttfm_values(recs, timeout_s), dtype=np.float64)
     n_done = max((len(r) for r in records.values()), default=0)
     config = {
         "command": "python -m grammask.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),

@@ -74,13 +74,13 @@ def write_markdown(path: Path, summaries, config: dict[str, Any]) -> None:
     text = [
         "# MaskBench results\n",
         f"- command: `{config.get('command', '')}`",
-        f"- files: {config.get('n_files')} sampled with seed {config.get('seed')} "
-        f"(limit {config.get('limit')}) from `{config.get('data_dir')}`",
-        f"- tokenizer: `{config.get('tokenizer')}`; per-schema limits: "
-        f"{config.get('timeout_s')} s, {config.get('memory_mb')} MiB RSS",
+        (f"- files: {config.get('n_files')} sampled with seed {config.get('seed')} "
+         f"(limit {config.get('limit')}) from `{config.get('data_dir')}`"),
+        (f"- tokenizer: `{config.get('tokenizer')}`; per-schema limits: "
+         f"{config.get('timeout_s')} s, {config.get('memory_mb')} MiB RSS"),
         f"- versions: {versions}",
-        f"- machine: {env.get('cpu', '?')}, {env.get('nproc', '?')} cores, "
-        f"{env.get('memory_gib', '?')} GiB; wall time {config.get('wall_s', 0):.0f} s",
+        (f"- machine: {env.get('cpu', '?')}, {env.get('nproc', '?')} cores, "
+         f"{env.get('memory_gib', '?')} GiB; wall time {config.get('wall_s', 0):.0f} s"),
     ]
     if config.get("unavailable"):
         for e, why in config["unavailable"].items():

@@ -268,14 +268,16 @@ def environment_note() -> dict[str, Any]:
     """CPU model, core count and memory of this machine, for the report."""
     info: dict[str, Any] = {"nproc": os.cpu_count(), "python": sys.version.split()[0]}
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                info["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
-                break
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    info["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                    break
     except OSError:
         pass
     return info

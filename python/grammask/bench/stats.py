@@ -13,7 +13,8 @@ produces one summary dict per engine. Definitions (all times in microseconds):
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

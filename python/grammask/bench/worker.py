@@ -48,7 +48,7 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
         m.fill()
     except MemoryError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (any engine error on compile is a compile error)
         res["compile_error"] = f"{type(e).__name__}: {e}"[:500]
         send(("compiled", None))
         res["mask_us"] = np.zeros(0)
@@ -103,7 +103,7 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
                 accepted = acc
         except MemoryError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (any engine error while matching is counted)
             res["matcher_errors"] += 1
             fail("matcher exception", i, f"{type(e).__name__}: {e}")
             accepted = None
@@ -145,7 +145,7 @@ def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> 
 
         tok = load_hf_tokenizer(tokenizer_dir)
         adapter = ENGINES[engine](tok)
-    except BaseException as e:  # report any setup failure, including ImportError
+    except BaseException as e:  # noqa: BLE001 (report any setup failure, including ImportError)
         conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"))
         return
     conn.send(("ready", {"engine": engine, "version": adapter.version}))
