@@ -216,6 +216,9 @@ fn hash_words(words: &[u64]) -> u128 {
 /// used by every property) only when tiny, so its states, and their cached masks, stay shared.
 const INLINE_MAX_STATES: usize = 4096;
 const INLINE_SHARED_MAX_STATES: usize = 32;
+/// A shared rule that references no other (non-inlined) rule, like `json_char`, is inlined up to
+/// this size: plain regions walk fast, and equal copies hash alike for the shared kernel cache.
+const INLINE_LEXICAL_MAX_STATES: usize = 512;
 /// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
 const INLINE_MAX_DEPTH: u32 = 8;
 
@@ -251,12 +254,21 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
     let mut inline = vec![false; n];
     let mut size = vec![usize::MAX; n];
     let mut depth = vec![0u32; n];
+    // lexical[r]: r's expansion (with inlined rules) references no rule.
+    let mut lexical = vec![false; n];
     let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
     while let Some(r) = ready.pop() {
         let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth);
         size[r] = sz;
         depth[r] = dp;
-        let limit = if refs[r] <= 1 { INLINE_MAX_STATES } else { INLINE_SHARED_MAX_STATES };
+        lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
+        let limit = if refs[r] <= 1 {
+            INLINE_MAX_STATES
+        } else if lexical[r] {
+            INLINE_LEXICAL_MAX_STATES
+        } else {
+            INLINE_SHARED_MAX_STATES
+        };
         inline[r] = r != g.root().index() && sz <= limit && dp < INLINE_MAX_DEPTH;
         for &u in &users[r] {
             pending[u] -= 1;

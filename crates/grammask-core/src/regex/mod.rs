@@ -140,5 +140,8 @@ pub fn regex_to_ebnf_with(pattern: &str, rule_name: &str, flags: RegexFlags) -> 
     if rule_name.is_empty() {
         return Err(Error::new(ErrorKind::InvalidArgument, "the rule name must not be empty"));
     }
+    if pattern.len() > crate::limits::MAX_GRAMMAR_BYTES {
+        return Err(Error::limit("regular expression (bytes)", crate::limits::MAX_GRAMMAR_BYTES));
+    }
     Regex::parse(pattern, flags)?.to_ebnf(rule_name)
 }
