@@ -32,10 +32,26 @@ use serde_json::Value;
 
 const GRAMMARS: &[&str] = &["json", "arith", "sql", "logline"];
 const STATES: &[&str] = &[
-    "json@0", "json@25", "json@50", "json@75", "json@100",
-    "arith@0", "arith@25", "arith@50", "arith@75", "arith@100",
-    "sql@0", "sql@25", "sql@50", "sql@75", "sql@100",
-    "logline@0", "logline@25", "logline@50", "logline@75", "logline@100",
+    "json@0",
+    "json@25",
+    "json@50",
+    "json@75",
+    "json@100",
+    "arith@0",
+    "arith@25",
+    "arith@50",
+    "arith@75",
+    "arith@100",
+    "sql@0",
+    "sql@25",
+    "sql@50",
+    "sql@75",
+    "sql@100",
+    "logline@0",
+    "logline@25",
+    "logline@50",
+    "logline@75",
+    "logline@100",
 ];
 
 fn main() {
@@ -75,7 +91,10 @@ fn encoded_vocab(spec: &Value) -> (Vec<Vec<u8>>, Vec<u32>) {
     let mut special = Vec::new();
     for t in spec["added_tokens"].as_array().into_iter().flatten() {
         let id = t["id"].as_u64().expect("added token id");
-        pairs.push((id, t["content"].as_str().expect("added token text").to_string()));
+        pairs.push((
+            id,
+            t["content"].as_str().expect("added token text").to_string(),
+        ));
         if t["special"].as_bool() == Some(true) {
             special.push(id as u32);
         }
@@ -115,7 +134,9 @@ fn vocab() -> Option<&'static Arc<Vocabulary>> {
     static V: OnceLock<Option<Arc<Vocabulary>>> = OnceLock::new();
     V.get_or_init(|| {
         let text = vocab_json(&shared_dir()?)?;
-        Some(Arc::new(Vocabulary::from_json(&text).expect("serialized TokenizerInfo loads")))
+        Some(Arc::new(
+            Vocabulary::from_json(&text).expect("serialized TokenizerInfo loads"),
+        ))
     })
     .as_ref()
 }
@@ -140,8 +161,9 @@ fn grammar(name: &str) -> Grammar {
 
 /// The first `percent`% of document 00 of `name`, cut at a character boundary.
 fn prefix(name: &str, percent: usize) -> Vec<u8> {
-    let doc = std::fs::read_to_string(repo_root().join(format!("bench/grammars/docs/{name}/00.txt")))
-        .expect("bench document");
+    let doc =
+        std::fs::read_to_string(repo_root().join(format!("bench/grammars/docs/{name}/00.txt")))
+            .expect("bench document");
     let mut cut = doc.len() * percent / 100;
     while !doc.is_char_boundary(cut) {
         cut -= 1;
@@ -157,18 +179,26 @@ fn parse_state(arg: &str) -> (&str, usize) {
 /// A matcher of `compiled` that has consumed `bytes`.
 fn matcher_at(compiled: &Arc<CompiledGrammar>, bytes: &[u8]) -> Matcher {
     let mut m = Matcher::new(compiled.clone(), MatcherOptions::default()).expect("matcher");
-    assert!(m.accept_bytes(bytes).expect("accept"), "document prefix rejected");
+    assert!(
+        m.accept_bytes(bytes).expect("accept"),
+        "document prefix rejected"
+    );
     m
 }
 
 /// Keeps the shared token index of the vocabulary alive, so compiles measure the grammar only.
 fn pin() -> &'static Arc<CompiledGrammar> {
     static PIN: OnceLock<Arc<CompiledGrammar>> = OnceLock::new();
-    PIN.get_or_init(|| Arc::new(CompiledGrammar::new(&grammar("json"), shared_vocab()).expect("compile")))
+    PIN.get_or_init(|| {
+        Arc::new(CompiledGrammar::new(&grammar("json"), shared_vocab()).expect("compile"))
+    })
 }
 
 mod compile {
-    use super::*;
+    use super::{
+        grammar, grammar_text, parse_ebnf, pin, shared_vocab, Automata, Bencher, CompiledGrammar,
+        GRAMMARS,
+    };
 
     #[divan::bench(args = GRAMMARS)]
     fn ebnf_parse(bencher: Bencher, name: &str) {
@@ -222,7 +252,9 @@ fn mask_new_grammar(bencher: Bencher, state: &str) {
     let mut row = vec![0u32; shared_vocab().vocab_size().div_ceil(32)];
     // Warm the shared kernel cache of the vocabulary with this state once.
     let warmup = Arc::new(CompiledGrammar::new(&g, shared_vocab()).expect("compile"));
-    matcher_at(&warmup, &bytes).fill_next_token_bitmask(&mut row).expect("mask");
+    matcher_at(&warmup, &bytes)
+        .fill_next_token_bitmask(&mut row)
+        .expect("mask");
     bencher
         .with_inputs(|| {
             let compiled = Arc::new(CompiledGrammar::new(&g, shared_vocab()).expect("compile"));
@@ -239,5 +271,8 @@ fn mask_warm(bencher: Bencher, state: &str) {
     let mut m = matcher_at(&compiled, &prefix(name, percent));
     let mut row = vec![0u32; shared_vocab().vocab_size().div_ceil(32)];
     m.fill_next_token_bitmask(&mut row).expect("mask");
-    bencher.bench_local(|| m.fill_next_token_bitmask(divan::black_box(&mut row)).expect("mask"));
+    bencher.bench_local(|| {
+        m.fill_next_token_bitmask(divan::black_box(&mut row))
+            .expect("mask")
+    });
 }
