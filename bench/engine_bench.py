@@ -267,6 +267,95 @@ def bench_tokenizer(tok_name: str, engines: List[Engine], grammars: Sequence[str
 
 
 # ---------------------------------------------------------------------------------------------
+# Optional: compile_json_schema over sampled MaskBench schemas (compile time only)
+# ---------------------------------------------------------------------------------------------
+
+
+def _schema_worker(engine_name: str, tok_dir: str, conn: Any) -> None:
+    """Child process: builds the engine's TokenizerInfo once, then compiles each schema it is sent
+    (a fresh compiler per schema, cache disabled) and answers ("ok", ns) or ("error", message)."""
+    from transformers import AutoTokenizer
+
+    e = Engine(engine_name)
+    info = e.tokenizer_info(AutoTokenizer.from_pretrained(tok_dir))
+    pin = e.compile(e.compiler(info), "tiny", TINY_EBNF)  # keeps grammask's token index alive
+    conn.send("ready")
+    while True:
+        schema = conn.recv()
+        if schema is None:
+            del pin
+            return
+        compiler = e.compiler(info)
+        t0 = ns()
+        try:
+            compiler.compile_json_schema(schema)
+            conn.send(("ok", ns() - t0))
+        except Exception as exc:  # noqa: BLE001  (any engine error counts as a compile error)
+            conn.send(("error", f"{type(exc).__name__}: {str(exc)[:200]}"))
+
+
+def bench_schemas(tok_name: str, engines: List[Engine], n: int, seed: int, timeout_s: float,
+                  log: Callable[[str], None]) -> Dict[str, Any]:
+    """Compile `n` MaskBench schemas (sampled with `seed`) with each engine in its own child
+    process, engines interleaved per schema; a schema running past `timeout_s` costs a restart of
+    that engine's process and counts as a timeout."""
+    import multiprocessing as mp
+    import random
+
+    files = sorted((shared_dir() / "maskbench" / "data").glob("*.json"))
+    if not files:
+        raise SystemExit(f"no MaskBench files in {shared_dir() / 'maskbench' / 'data'}")
+    picked = random.Random(seed).sample(files, min(n, len(files)))
+    tok_dir = str(shared_dir() / "tokenizers" / tok_name)
+    ctx = mp.get_context("spawn")
+    workers: Dict[str, Any] = {}
+
+    def start(name: str) -> Any:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_schema_worker, args=(name, tok_dir, child), daemon=True)
+        proc.start()
+        if not parent.poll(300) or parent.recv() != "ready":
+            raise SystemExit(f"{name} schema worker did not start")
+        return proc, parent
+
+    out = {e.name: {"compile_ns": [], "errors": 0, "timeouts": 0, "crashes": 0} for e in engines}
+    for e in engines:
+        workers[e.name] = start(e.name)
+    for i, f in enumerate(picked):
+        schema = json.dumps(json.loads(f.read_text(encoding="utf-8"))["schema"])
+        order = engines if i % 2 == 0 else engines[::-1]
+        for e in order:
+            proc, conn = workers[e.name]
+            r = out[e.name]
+            try:
+                conn.send(schema)
+                if conn.poll(timeout_s):
+                    kind, val = conn.recv()
+                    if kind == "ok":
+                        r["compile_ns"].append(val)
+                    else:
+                        r["errors"] += 1
+                    continue
+                r["timeouts"] += 1
+            except (EOFError, OSError):
+                r["crashes"] += 1
+            proc.kill()
+            proc.join()
+            workers[e.name] = start(e.name)
+        if (i + 1) % 50 == 0:
+            log(f"{tok_name} schemas {i + 1}/{len(picked)}")
+    for proc, conn in workers.values():
+        try:
+            conn.send(None)
+        except OSError:
+            pass
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    return {"tokenizer": tok_name, "count": len(picked), "seed": seed, "timeout_s": timeout_s, "engines": out}
+
+
+# ---------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------
 
@@ -303,11 +392,29 @@ def us(x: float) -> str:
 
 
 def ms(x: float) -> str:
-    return f"{x / 1e6:.2f}" if x < 1e9 else f"{x / 1e6:.0f}"
+    return "-" if x != x else (f"{x / 1e6:.2f}" if x < 1e9 else f"{x / 1e6:.0f}")
 
 
 def med(xs: Sequence[int]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
+
+
+def schema_report(schemas: List[Dict[str, Any]]) -> List[str]:
+    if not schemas:
+        return []
+    lines = ["", f"## compile_json_schema on {schemas[0]['count']} MaskBench schemas (seed {schemas[0]['seed']}, "
+             f"timeout {schemas[0]['timeout_s']:g} s)", "",
+             "Default options of each engine, a fresh compiler per schema, compile time in ms over the schemas "
+             "that compiled.", "",
+             "| tokenizer | engine | compiled | errors | timeouts | crashes | p50 | p90 | p99 | max |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for sr in schemas:
+        for e, x in sr["engines"].items():
+            c = summary(x["compile_ns"])
+            lines.append(f"| {sr['tokenizer']} | {e} | {c['n']} | {x['errors']} | {x['timeouts']} | {x['crashes']} "
+                         f"| {ms(c.get('p50', nan))} | {ms(c.get('p90', nan))} | {ms(c.get('p99', nan))} "
+                         f"| {ms(c.get('max', nan))} |")
+    return lines
 
 
 def report(results: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
@@ -354,6 +461,7 @@ def report(results: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
         lines += ["", "## Errors (first few per cell)", ""]
         for t, g, e, xs in errs:
             lines += [f"- {t} / {g} / {e}: " + "; ".join(xs[:3])]
+    lines += schema_report(meta.get("schemas", []))
     lines += ["", "Documents per grammar (tokens per tokenizer): " + "; ".join(
         f"{r['tokenizer']}: " + ", ".join(f"{g} {d['count']} docs / {d['tokens']} tok ({d['min']}-{d['max']})"
                                          for g, d in r["docs"].items()) for r in results), ""]
@@ -368,6 +476,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (each with a fresh TokenizerInfo)")
     ap.add_argument("--compiles", type=int, default=5, help="compiles per grammar and repetition")
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
+    ap.add_argument("--schemas", type=int, default=0,
+                    help="also compile this many sampled MaskBench JSON schemas per tokenizer (0: skip)")
+    ap.add_argument("--seed", type=int, default=0, help="sampling seed for --schemas")
+    ap.add_argument("--schema-timeout", type=float, default=60.0, help="seconds per schema compile")
     args = ap.parse_args(argv)
     if args.reps < 1 or args.compiles < 1:
         ap.error("--reps and --compiles must be >= 1")
@@ -383,10 +495,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log = lambda s: print(s, flush=True)  # noqa: E731
     results = [bench_tokenizer(t, engines, grammars, args.reps, args.compiles, log)
                for t in args.tokenizers.split(",") if t]
+    schemas = [bench_schemas(t, engines, args.schemas, args.seed, args.schema_timeout, log)
+               for t in args.tokenizers.split(",") if t] if args.schemas > 0 else []
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
             "versions": {e.name: e.version for e in engines},
             "command": "python bench/engine_bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "reps": args.reps, "compiles": args.compiles}
+            "reps": args.reps, "compiles": args.compiles, "schemas": schemas}
     (out / "engine_bench.json").write_text(json.dumps({"meta": meta, "results": results}), encoding="utf-8")
     md = report(results, meta)
     (out / "engine_bench.md").write_text(md, encoding="utf-8")
