@@ -318,7 +318,7 @@ impl Matcher {
         } else {
             let a = compiled.automata();
             let mut get = |s: StateId| compiled.kernel(s);
-            fill_mask(a, &mut self.chart, &mut self.mask, &mut get)?;
+            fill_mask(a, &mut self.chart, &compiled.index.trie, &mut self.mask, &mut get)?;
             compiled.memoize_mask(sig, &self.mask);
         }
         if self.is_completed() {
