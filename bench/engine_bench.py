@@ -28,14 +28,16 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable
 
 import numpy as np
 
@@ -87,7 +89,7 @@ class Engine:
     def compiler(self, info: Any) -> Any:
         return self.mod.GrammarCompiler(info, cache_enabled=False)
 
-    def compile(self, compiler: Any, grammar: str, text: Optional[str]) -> Any:
+    def compile(self, compiler: Any, grammar: str, text: str | None) -> Any:
         if text is None:
             return compiler.compile_builtin_json_grammar()
         return compiler.compile_grammar(text)
@@ -95,7 +97,7 @@ class Engine:
     def matcher(self, compiled: Any) -> Any:
         return self.mod.GrammarMatcher(compiled)
 
-    def bitmask(self, vocab_size: int) -> Tuple[Any, np.ndarray]:
+    def bitmask(self, vocab_size: int) -> tuple[Any, np.ndarray]:
         """The bitmask to fill and a numpy view of its first row (same memory) for checking."""
         bm = self.mod.allocate_token_bitmask(1, vocab_size)
         view = bm.numpy() if hasattr(bm, "numpy") else np.asarray(bm)
@@ -116,8 +118,8 @@ def allowed(row: np.ndarray, token: int) -> bool:
     return bool((int(row[token >> 5]) >> (token & 31)) & 1)
 
 
-def run_documents(engine: Engine, compiled: Any, vocab_size: int, stop: int, docs: Sequence[List[int]],
-                  masks: List[int], accepts: List[int], errors: List[str]) -> None:
+def run_documents(engine: Engine, compiled: Any, vocab_size: int, stop: int, docs: Sequence[list[int]],
+                  masks: list[int], accepts: list[int], errors: list[str]) -> None:
     """One pass over `docs`: fill, check, accept each token, then the stop token."""
     bm, row = engine.bitmask(vocab_size)
     fill_ns_before = len(masks)
@@ -151,22 +153,22 @@ def pct(xs: Sequence[int], q: float) -> float:
     s = sorted(xs)
     if not s:
         return float("nan")
-    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    k = max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))
     return float(s[k])
 
 
-def summary(xs: Sequence[int]) -> Dict[str, float]:
+def summary(xs: Sequence[int]) -> dict[str, float]:
     if not xs:
         return {"n": 0}
     return {"n": len(xs), "mean": statistics.fmean(xs), "p50": pct(xs, 50), "p90": pct(xs, 90),
             "p99": pct(xs, 99), "max": float(max(xs))}
 
 
-def flat(per_rep: Sequence[Sequence[int]]) -> List[int]:
+def flat(per_rep: Sequence[Sequence[int]]) -> list[int]:
     return [x for r in per_rep for x in r]
 
 
-def filtered(per_rep: Sequence[Sequence[int]]) -> List[int]:
+def filtered(per_rep: Sequence[Sequence[int]]) -> list[int]:
     """Per token position, the minimum over repetitions. Every repetition replays the same tokens on
     a freshly built engine state, so the minimum keeps each position's own cost and drops most of
     the scheduler preemptions (multiples of the 4 ms tick on a loaded machine) that hit one run.
@@ -176,7 +178,7 @@ def filtered(per_rep: Sequence[Sequence[int]]) -> List[int]:
     return np.min(np.array(per_rep, dtype=np.int64), axis=0).tolist()
 
 
-def load_docs(tok: Any, grammar: str) -> List[List[int]]:
+def load_docs(tok: Any, grammar: str) -> list[list[int]]:
     files = sorted((GRAMMAR_DIR / "docs" / grammar).glob("*.txt"))
     if not files:
         raise SystemExit(f"no documents in {GRAMMAR_DIR / 'docs' / grammar}")
@@ -190,21 +192,21 @@ def load_docs(tok: Any, grammar: str) -> List[List[int]]:
     return out
 
 
-def grammar_text(grammar: str) -> Optional[str]:
+def grammar_text(grammar: str) -> str | None:
     if grammar == "json":
         return None  # the builtin JSON grammar of each engine
     return (GRAMMAR_DIR / f"{grammar}.ebnf").read_text(encoding="utf-8")
 
 
-def bench_tokenizer(tok_name: str, engines: List[Engine], grammars: Sequence[str], reps: int,
-                    compiles: int, log: Callable[[str], None]) -> Dict[str, Any]:
+def bench_tokenizer(tok_name: str, engines: list[Engine], grammars: Sequence[str], reps: int,
+                    compiles: int, log: Callable[[str], None]) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     path = shared_dir() / "tokenizers" / tok_name
     tok = AutoTokenizer.from_pretrained(str(path))
     docs = {g: load_docs(tok, g) for g in grammars}
     texts = {g: grammar_text(g) for g in grammars}
-    res: Dict[str, Any] = {
+    res: dict[str, Any] = {
         "tokenizer": tok_name,
         "docs": {g: {"count": len(d), "tokens": sum(map(len, d)), "min": min(map(len, d)), "max": max(map(len, d))}
                  for g, d in docs.items()},
@@ -247,9 +249,9 @@ def bench_tokenizer(tok_name: str, engines: List[Engine], grammars: Sequence[str
                     r["compile_ns"].append(ns() - a)
                     compiled = compiled or c
                 stop = info.stop_token_ids[0]
-                errs: List[str] = []
-                cold_ns: List[int] = []
-                warm_ns: List[int] = []
+                errs: list[str] = []
+                cold_ns: list[int] = []
+                warm_ns: list[int] = []
                 run_documents(e, compiled, info.vocab_size, stop, docs[g], cold_ns, r["cold_accept_ns"], errs)
                 run_documents(e, compiled, info.vocab_size, stop, docs[g], warm_ns, [], errs)
                 r["cold_mask_ns"].append(cold_ns)
@@ -294,8 +296,8 @@ def _schema_worker(engine_name: str, tok_dir: str, conn: Any) -> None:
             conn.send(("error", f"{type(exc).__name__}: {str(exc)[:200]}"))
 
 
-def bench_schemas(tok_name: str, engines: List[Engine], n: int, seed: int, timeout_s: float,
-                  log: Callable[[str], None]) -> Dict[str, Any]:
+def bench_schemas(tok_name: str, engines: list[Engine], n: int, seed: int, timeout_s: float,
+                  log: Callable[[str], None]) -> dict[str, Any]:
     """Compile `n` MaskBench schemas (sampled with `seed`) with each engine in its own child
     process, engines interleaved per schema; a schema running past `timeout_s` costs a restart of
     that engine's process and counts as a timeout."""
@@ -308,7 +310,7 @@ def bench_schemas(tok_name: str, engines: List[Engine], n: int, seed: int, timeo
     picked = random.Random(seed).sample(files, min(n, len(files)))
     tok_dir = str(shared_dir() / "tokenizers" / tok_name)
     ctx = mp.get_context("spawn")
-    workers: Dict[str, Any] = {}
+    workers: dict[str, Any] = {}
 
     def start(name: str) -> Any:
         parent, child = ctx.Pipe()
@@ -360,7 +362,7 @@ def bench_schemas(tok_name: str, engines: List[Engine], n: int, seed: int, timeo
 # ---------------------------------------------------------------------------------------------
 
 
-def machine() -> Dict[str, Any]:
+def machine() -> dict[str, Any]:
     cpu = "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -388,24 +390,24 @@ nan = float("nan")
 
 
 def us(x: float) -> str:
-    return "-" if x != x else (f"{x / 1e3:.1f}" if x < 1e7 else f"{x / 1e3:.0f}")
+    return "-" if math.isnan(x) else (f"{x / 1e3:.1f}" if x < 1e7 else f"{x / 1e3:.0f}")
 
 
 def ms(x: float) -> str:
-    return "-" if x != x else (f"{x / 1e6:.2f}" if x < 1e9 else f"{x / 1e6:.0f}")
+    return "-" if math.isnan(x) else (f"{x / 1e6:.2f}" if x < 1e9 else f"{x / 1e6:.0f}")
 
 
 def med(xs: Sequence[int]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
 
 
-def schema_report(schemas: List[Dict[str, Any]]) -> List[str]:
+def schema_report(schemas: list[dict[str, Any]]) -> list[str]:
     if not schemas:
         return []
-    lines = ["", f"## compile_json_schema on {schemas[0]['count']} MaskBench schemas (seed {schemas[0]['seed']}, "
-             f"timeout {schemas[0]['timeout_s']:g} s)", "",
-             "Default options of each engine, a fresh compiler per schema, compile time in ms over the schemas "
-             "that compiled.", "",
+    lines = ["", (f"## compile_json_schema on {schemas[0]['count']} MaskBench schemas (seed {schemas[0]['seed']}, "
+             f"timeout {schemas[0]['timeout_s']:g} s)"), "",
+             ("Default options of each engine, a fresh compiler per schema, compile time in ms over the schemas "
+             "that compiled."), "",
              "| tokenizer | engine | compiled | errors | timeouts | crashes | p50 | p90 | p99 | max |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for sr in schemas:
@@ -417,7 +419,7 @@ def schema_report(schemas: List[Dict[str, Any]]) -> List[str]:
     return lines
 
 
-def report(results: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
+def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [f"# Engine benchmark ({meta['date']})", "",
              f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores, {meta['machine']['memory']}; "
              f"Python {meta['machine']['python']}; grammask {meta['machine']['grammask_commit']}; "
@@ -431,15 +433,15 @@ def report(results: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
             a, b, c = (med(p[k]) for k in ("tokenizer_info_ns", "compiler_ns", "first_compile_extra_ns"))
             lines.append(f"| {r['tokenizer']} | {e} | {ms(a)} | {ms(b)} | {ms(c)} | {ms(a + b + c)} |")
     lines += ["", "## Compile and mask times", "",
-              "Compile: ms over all compiles (cache disabled). Mask: µs per `fill_next_token_bitmask` along the "
+              ("Compile: ms over all compiles (cache disabled). Mask: µs per `fill_next_token_bitmask` along the "
               "documents' tokens plus the stop token; cold = first pass on a freshly compiled grammar, "
               "warm = second pass on the same compiled grammar. `ok` = every token was in its mask and accepted "
               "and every document terminated. Columns marked * are over the per-token minimum across repetitions (each "
               "repetition replays the same tokens on fresh engine state), which filters scheduler preemption out of "
               "the tail; the unmarked columns are raw. `cold >0.1 / >1 ms*` counts the token positions (of `tokens` + one "
-              "stop per document) whose cold mask took longer than 0.1 ms and 1 ms.", "",
-              "| tokenizer | grammar | engine | compile p50 | compile max | cold p50 | cold p99 | cold max | cold mean "
-              "| cold p99* | cold max* | cold >0.1 / >1 ms* | warm p50 | warm p99* | warm max* | accept p50 | tokens | ok |",
+              "stop per document) whose cold mask took longer than 0.1 ms and 1 ms."), "",
+              ("| tokenizer | grammar | engine | compile p50 | compile max | cold p50 | cold p99 | cold max | cold mean "
+              "| cold p99* | cold max* | cold >0.1 / >1 ms* | warm p50 | warm p99* | warm max* | accept p50 | tokens | ok |"),
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         for g, per in r["grammars"].items():
@@ -468,7 +470,7 @@ def report(results: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokenizers", default="llama3,qwen2.5")
     ap.add_argument("--engines", default="grammask,xgrammar")
@@ -492,7 +494,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log = lambda s: print(s, flush=True)  # noqa: E731
+    log = lambda s: print(s, flush=True)
     results = [bench_tokenizer(t, engines, grammars, args.reps, args.compiles, log)
                for t in args.tokenizers.split(",") if t]
     schemas = [bench_schemas(t, engines, args.schemas, args.seed, args.schema_timeout, log)
