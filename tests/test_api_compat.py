@@ -291,3 +291,60 @@ def test_masks_agree_with_xgrammar(xgrammar, family, grammar_name):
         assert om.is_completed() == tm.is_completed()
         if pos < len(ids):
             assert om.accept_token(ids[pos]) and tm.accept_token(ids[pos])
+
+
+DIFF_SEMANTICS_GRAMMARS = [
+    'root ::= "a" "b"*',
+    'root ::= ("a" | "(" root ")")*',
+    'root ::= "ab" | "a" "b" "a"?',
+    'root ::= [a-b]+ ")"?',
+]
+
+
+@pytest.mark.parametrize("terminate_without_stop", [False, True])
+@pytest.mark.parametrize("grammar", DIFF_SEMANTICS_GRAMMARS)
+def test_matcher_semantics_agree_with_xgrammar(xgrammar, grammar, terminate_without_stop):
+    """Random operation sequences give the same results (or both raise) in both libraries."""
+    import random
+
+    toks = ["a", "b", "ab", "(", ")", "</s>"]
+    n = len(toks)
+    ours = xgr.GrammarMatcher(xgr.GrammarCompiler(xgr.TokenizerInfo(toks, stop_token_ids=[5])).compile_grammar(grammar),
+                              terminate_without_stop_token=terminate_without_stop)
+    theirs = xgrammar.GrammarMatcher(
+        xgrammar.GrammarCompiler(xgrammar.TokenizerInfo(toks, stop_token_ids=[5])).compile_grammar(grammar),
+        terminate_without_stop_token=terminate_without_stop)
+    rng = random.Random(f"{grammar}/{terminate_without_stop}")
+    obm = np.zeros((1, 1), dtype=np.int32)
+    tbm = xgrammar.allocate_token_bitmask(1, n)
+
+    def run(fn):
+        try:
+            return ("ok", fn())
+        except Exception:  # both must raise; the exception types differ by design
+            return ("raised", None)
+
+    log = []
+    for step in range(150):
+        op = rng.choice(["tok", "tok", "tok", "str", "rollback", "fill", "jump", "reset"])
+        if op == "tok":
+            t = rng.choice(list(range(n)) + [-1, n, 1000])
+            a, b = run(lambda: ours.accept_token(t)), run(lambda: theirs.accept_token(t))
+        elif op == "str":
+            s = "".join(rng.choice("ab()") for _ in range(rng.randint(0, 3)))
+            a, b = run(lambda: ours.accept_string(s)), run(lambda: theirs.accept_string(s))
+        elif op == "rollback":
+            k = rng.randint(0, 2)
+            a, b = run(lambda: ours.rollback(k)), run(lambda: theirs.rollback(k))
+        elif op == "fill":
+            a = run(lambda: (ours.fill_next_token_bitmask(obm), int(obm[0, 0]) & ((1 << n) - 1)))
+            b = run(lambda: (theirs.fill_next_token_bitmask(tbm), int(tbm[0, 0]) & ((1 << n) - 1)))
+        elif op == "jump":
+            a, b = run(ours.find_jump_forward_string), run(theirs.find_jump_forward_string)
+        else:
+            a, b = run(ours.reset), run(theirs.reset)
+        log.append((op, a, b))
+        state_a = (ours.is_completed(), ours.is_terminated())
+        state_b = (theirs.is_completed(), theirs.is_terminated())
+        assert a == b and state_a == state_b, f"step {step}: {op}: grammask {a} {state_a}, xgrammar {b} {state_b}\n" + \
+            "\n".join(map(str, log[-8:]))
