@@ -329,11 +329,11 @@ def test_bad_numpy_bitmasks(matcher_factory, kind):
 def test_bitmask_index_out_of_range(matcher_factory):
     m = matcher_factory()
     bm = np.zeros((2, 9), dtype=np.int32)
-    for idx in [2, 100, -1, 2**40]:
-        with pytest.raises(TYPED + (OverflowError,)):
+    for idx in [2, 100, -1, 2**40, 2**70]:
+        with pytest.raises(TYPED):
             m.fill_next_token_bitmask(bm, idx)
     assert (bm == 0).all()
-    with pytest.raises(TYPED + (OverflowError,)):
+    with pytest.raises(TYPED):
         xgr.BatchGrammarMatcher(2).batch_fill_next_token_bitmask([m], bm, [-1])
     with pytest.raises(TYPED):
         xgr.BatchGrammarMatcher(2).batch_fill_next_token_bitmask([m], bm, [5])
