@@ -178,13 +178,12 @@ impl Automata {
             }
         }
         let mut budget = limits::MAX_AUTOMATON_STATES;
-        let mut minimize_budget = MINIMIZE_MAX_WORK;
         let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
         for rule in grammar.rules() {
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
-            dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?, &mut minimize_budget));
+            dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
         }
         let mut a = assemble(grammar, dfas);
         a.prune()?;
@@ -516,23 +515,23 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
     Ok(dfa)
 }
 
-/// Most state visits (states x refinement rounds) `minimize` spends on one grammar, all rules
-/// together; a rule whose refinement would exceed what is left keeps its DFA as it is. Moore
-/// refinement needs one round per state on a chain such as `"a"{10000}`, which is quadratic.
-/// Minimizing only shrinks the automaton; an unminimized DFA accepts the same language.
+/// Most state visits (states x refinement rounds) `minimize` spends before giving up and keeping
+/// the DFA as it is: Moore refinement needs one round per state on a chain such as `"a"{10000}`,
+/// which is quadratic. Minimizing only shrinks the automaton; an unminimized DFA is equivalent.
 const MINIMIZE_MAX_WORK: usize = 4_000_000;
 
 /// Moore-style partition refinement: merges states with the same finality and the same edges
 /// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
-fn minimize(dfa: Dfa, work_left: &mut usize) -> Dfa {
+fn minimize(dfa: Dfa) -> Dfa {
     let n = dfa.finals.len();
     let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
     let mut n_classes = 0;
+    let mut work = 0usize;
     loop {
-        if n > *work_left {
+        work += n;
+        if work > MINIMIZE_MAX_WORK {
             return dfa;
         }
-        *work_left -= n;
         let mut sig_ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
         let mut next = vec![0u32; n];
         for s in 0..n {
