@@ -12,20 +12,20 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
-
-import numpy as np
-import pytest
+from typing import Any
 
 import grammask as xgr
+import numpy as np
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPUS_DIR = REPO_ROOT / "testdata" / "grammars"
 
 
-def shared_dir() -> Optional[Path]:
+def shared_dir() -> Path | None:
     """The shared data directory, or None when it cannot be found."""
     env = os.environ.get("GRAMMASK_SHARED")
     candidates = [Path(env)] if env else []
@@ -54,7 +54,7 @@ def tokenizer_dir(family: str) -> Path:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hf_tokenizer_cached(family: str) -> Any:
     import transformers
 
@@ -70,23 +70,23 @@ def hf_tokenizer(family: str) -> Any:
     return _hf_tokenizer_cached(family)
 
 
-@lru_cache(maxsize=None)
-def _tokenizer_info_cached(family: str, vocab_size: Optional[int]) -> xgr.TokenizerInfo:
+@cache
+def _tokenizer_info_cached(family: str, vocab_size: int | None) -> xgr.TokenizerInfo:
     return xgr.TokenizerInfo.from_huggingface(_hf_tokenizer_cached(family), vocab_size=vocab_size)
 
 
-def tokenizer_info(family: str, vocab_size: Optional[int] = None) -> xgr.TokenizerInfo:
+def tokenizer_info(family: str, vocab_size: int | None = None) -> xgr.TokenizerInfo:
     """A cached TokenizerInfo of a real family (``vocab_size`` pads the logits), or skip."""
     hf_tokenizer(family)
     return _tokenizer_info_cached(family, vocab_size)
 
 
-@lru_cache(maxsize=None)
-def _compiler_cached(family: str, vocab_size: Optional[int]) -> xgr.GrammarCompiler:
+@cache
+def _compiler_cached(family: str, vocab_size: int | None) -> xgr.GrammarCompiler:
     return xgr.GrammarCompiler(_tokenizer_info_cached(family, vocab_size))
 
 
-def compiler(family: str, vocab_size: Optional[int] = None) -> xgr.GrammarCompiler:
+def compiler(family: str, vocab_size: int | None = None) -> xgr.GrammarCompiler:
     """A cached GrammarCompiler of a real family, or skip."""
     tokenizer_info(family, vocab_size)
     return _compiler_cached(family, vocab_size)
@@ -122,7 +122,7 @@ def tokenize(tok: Any, info: Any, doc: str) -> list:
 # Synthetic vocabularies
 
 
-def byte_vocab(extra: Sequence[bytes] = (), stop: bool = True) -> List[bytes]:
+def byte_vocab(extra: Sequence[bytes] = (), stop: bool = True) -> list[bytes]:
     """Every single byte, then ``extra``, then ``</s>`` (the stop token) when ``stop``."""
     toks = [bytes([b]) for b in range(256)] + list(extra)
     if stop:
@@ -130,12 +130,19 @@ def byte_vocab(extra: Sequence[bytes] = (), stop: bool = True) -> List[bytes]:
     return toks
 
 
-def small_info(tokens: Sequence[bytes], *, stop_ids: Optional[List[int]] = None, vocab_size: Optional[int] = None,
-               special: bool = False) -> xgr.TokenizerInfo:
+def small_info(
+    tokens: Sequence[bytes],
+    *,
+    stop_ids: list[int] | None = None,
+    vocab_size: int | None = None,
+    special: bool = False,
+) -> xgr.TokenizerInfo:
     """A RAW TokenizerInfo over ``tokens`` (the last token is the stop token unless ``stop_ids``)."""
     if stop_ids is None:
         stop_ids = [len(tokens) - 1]
-    return xgr.TokenizerInfo(list(tokens), xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_ids)
+    return xgr.TokenizerInfo(
+        list(tokens), xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_ids
+    )
 
 
 def matcher_for(ebnf: str, tokens: Sequence[bytes], **kwargs: Any) -> xgr.GrammarMatcher:
@@ -168,4 +175,5 @@ def run_python(code: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
         text=True,
         timeout=timeout,
         env=env,
+        check=False,
     )

@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 import warnings
 
+import grammask as xgr
 import numpy as np
 import pytest
-
-import grammask as xgr
 from grammask import testing
 
 try:

@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-import pytest
-
 import grammask as xgr
-from grammask.testing import _is_grammar_accept_string
-
+import pytest
 from conftest import CORPUS_DIR, byte_vocab, small_info
+from grammask.testing import _is_grammar_accept_string
 
 CASES = sorted(CORPUS_DIR.glob("*.json"))
 
@@ -26,7 +24,9 @@ def _load(path):
     case = json.loads(path.read_text(encoding="utf-8"))
     assert case["name"] == path.stem, f"{path}: name {case['name']!r} differs from the file name"
     assert case["dialect"] in ("xgrammar", "iso"), path
-    assert ("error" in case) != ("accept" in case or "reject" in case), f"{path}: error XOR accept/reject"
+    assert ("error" in case) != ("accept" in case or "reject" in case), (
+        f"{path}: error XOR accept/reject"
+    )
     return case
 
 
@@ -78,10 +78,16 @@ def test_corpus_case(path):
     for want, strings in ((True, case.get("accept", [])), (False, case.get("reject", []))):
         for s in strings:
             if case["dialect"] == "xgrammar":
-                assert _is_grammar_accept_string(case["grammar"], s) is want, f"testing helper on {s!r}"
-            assert _is_grammar_accept_string(grammar, s) is want, f"testing helper (Grammar) on {s!r}"
+                assert _is_grammar_accept_string(case["grammar"], s) is want, (
+                    f"testing helper on {s!r}"
+                )
+            assert _is_grammar_accept_string(grammar, s) is want, (
+                f"testing helper (Grammar) on {s!r}"
+            )
             assert _matcher_accepts(compiled, s) is want, f"matcher on {s!r}"
-            assert _matcher_accepts(compiled_printed, s) is want, f"printed grammar on {s!r}:\n{printed}"
+            assert _matcher_accepts(compiled_printed, s) is want, (
+                f"printed grammar on {s!r}:\n{printed}"
+            )
 
 
 def test_builtin_json_text_matches_builtin_grammar():

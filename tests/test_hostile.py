@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import subprocess
 
+import grammask as xgr
 import numpy as np
 import pytest
-
-import grammask as xgr
-
 from conftest import bool_mask, byte_vocab, run_python, small_info
 
 TYPED = (xgr.GrammaskError, ValueError, TypeError)
 
 PRELUDE = """
 import sys, time
+import numpy as np
 import grammask as xgr
 TYPED = (xgr.GrammaskError, ValueError, TypeError)
 def verdict(fn):
@@ -32,6 +31,8 @@ def verdict(fn):
         print("TYPED", f"{time.monotonic() - t:.3f}", type(e).__name__, str(e)[:200].replace("\\n", " "))
         return
     print("OK", f"{time.monotonic() - t:.3f}", what)
+def bitmask(vocab_size):
+    return np.full((1, (vocab_size + 31) // 32), -1, dtype=np.int32)  # numpy: no torch import
 def byte_info():
     return xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"</s>"], stop_token_ids=[256])
 """
@@ -67,7 +68,8 @@ verdict(lambda: xgr.Grammar.from_ebnf(text) and "parsed")
 
 def test_deeply_nested_ebnf_rules_chain():
     # 100,000 rules, each referencing the next: deep by references, not syntax.
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 n = 100_000
 text = "\\n".join([f"root ::= r1"] + [f"r{i} ::= \\"(\\" r{i+1} \\")\\"" for i in range(1, n)] + [f"r{n} ::= \\"a\\""])
 def go():
@@ -76,7 +78,10 @@ def go():
     ok = m.accept_string("(" * 1000)
     return f"compiled-accept={ok}"
 verdict(go)
-""", timeout=120, max_seconds=60)
+""",
+        timeout=120,
+        max_seconds=60,
+    )
     assert status in ("OK", "TYPED"), detail
 
 
@@ -92,8 +97,9 @@ verdict(lambda: xgr.Grammar.from_json_schema(schema) and "parsed")
     assert status == "TYPED", detail
 
 
-@pytest.mark.parametrize("rep", ["{4294967296}", "{0,4294967297}", "{99999999999999999999}", "{1000000}",
-                                 "{100001,}"])
+@pytest.mark.parametrize(
+    "rep", ["{4294967296}", "{0,4294967297}", "{99999999999999999999}", "{1000000}", "{100001,}"]
+)
 def test_huge_repetition_bounds(rep):
     status, detail = run_case(f"""
 verdict(lambda: xgr.Grammar.from_ebnf('root ::= "a"{rep}') and "parsed")
@@ -103,19 +109,24 @@ verdict(lambda: xgr.Grammar.from_ebnf('root ::= "a"{rep}') and "parsed")
 
 def test_nested_repetitions_multiply():
     # 1000 x 1000 x 1000 repetitions: a billion states if expanded naively.
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     c = xgr.GrammarCompiler(byte_info())
     cg = c.compile_grammar('root ::= (("ab"{1000}){1000}){1000}')
     m = xgr.GrammarMatcher(cg)
     return f"accept={m.accept_string('ab' * 100)}"
 verdict(go)
-""", timeout=120, max_seconds=60)
+""",
+        timeout=120,
+        max_seconds=60,
+    )
     assert status in ("OK", "TYPED"), detail
 
 
 def test_largest_allowed_repetition_is_usable():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     c = xgr.GrammarCompiler(byte_info())
     m = xgr.GrammarMatcher(c.compile_grammar('root ::= "a"{100000}'))
@@ -123,7 +134,10 @@ def go():
     assert m.accept_string("a") and m.is_completed() and not m.accept_string("a")
     return "ok"
 verdict(go)
-""", timeout=120, max_seconds=60)
+""",
+        timeout=120,
+        max_seconds=60,
+    )
     assert status == "OK", detail
 
 
@@ -132,7 +146,8 @@ verdict(go)
 
 
 def test_deeply_nested_json_text():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     c = xgr.GrammarCompiler(byte_info())
     m = xgr.GrammarMatcher(c.compile_builtin_json_grammar())
@@ -140,23 +155,27 @@ def go():
     if not ok:
         return "rejected-open"
     assert not m.is_completed()
-    bm = xgr.allocate_token_bitmask(1, 257)
+    bm = bitmask(257)
     m.fill_next_token_bitmask(bm)
     ok2 = m.accept_string("]" * 100_000)
     return f"open-accepted close={ok2} completed={m.is_completed()}"
 verdict(go)
-""", timeout=120, max_seconds=30)
+""",
+        timeout=120,
+        max_seconds=30,
+    )
     assert status in ("OK", "TYPED"), detail
     if status == "OK":
         assert detail == "open-accepted close=True completed=True", detail
 
 
 def test_deeply_nested_json_token_by_token():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     c = xgr.GrammarCompiler(byte_info())
     m = xgr.GrammarMatcher(c.compile_builtin_json_grammar())
-    bm = xgr.allocate_token_bitmask(1, 257)
+    bm = bitmask(257)
     for i in range(20_000):
         if i % 1000 == 0:
             m.fill_next_token_bitmask(bm)
@@ -167,18 +186,22 @@ def go():
             return f"rejected-close-at-{i}"
     return f"done completed={m.is_completed()}"
 verdict(go)
-""", timeout=120, max_seconds=30)
+""",
+        timeout=120,
+        max_seconds=30,
+    )
     assert status in ("OK", "TYPED"), detail
     if status == "OK":
         assert detail == "done completed=True", detail
 
 
 def test_exploding_ambiguous_grammar():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     c = xgr.GrammarCompiler(byte_info())
     m = xgr.GrammarMatcher(c.compile_grammar('s ::= s s | "a" | ""', root_rule_name="s"))
-    bm = xgr.allocate_token_bitmask(1, 257)
+    bm = bitmask(257)
     for i in range(3000):
         if not m.accept_token(ord("a")):
             return f"rejected-at-{i}"
@@ -187,14 +210,18 @@ def go():
     ok = m.accept_string("a" * 3000)
     return f"accepted string={ok} completed={m.is_completed()}"
 verdict(go)
-""", timeout=45, max_seconds=30)
+""",
+        timeout=30,
+        max_seconds=20,
+    )
     assert status in ("OK", "TYPED"), detail
     if status == "TYPED":
         assert "LimitExceededError" in detail, detail
 
 
 def test_exploding_ambiguous_expression_grammar():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     c = xgr.GrammarCompiler(byte_info())
     g = 'root ::= e\\ne ::= e "+" e | e e | "1" | ""'
@@ -202,17 +229,22 @@ def go():
     ok = m.accept_string("1+" * 1500 + "1")
     return f"accepted={ok}"
 verdict(go)
-""", timeout=45, max_seconds=30)
+""",
+        timeout=30,
+        max_seconds=20,
+    )
     assert status in ("OK", "TYPED"), detail
     if status == "TYPED":
         assert "LimitExceededError" in detail, detail
 
 
-@pytest.mark.parametrize("data", [b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf",
-                                  b"ok\xfe", b"\x80"])
+@pytest.mark.parametrize(
+    "data",
+    [b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"ok\xfe", b"\x80"],
+)
 def test_invalid_utf8_in_accept_string(data):
     info = small_info(byte_vocab())
-    for g in ['root ::= [^"]*', 'root ::= ([\\x00-\\U0010ffff])*', 'root ::= "ok" [^a]*']:
+    for g in ['root ::= [^"]*', "root ::= ([\\x00-\\U0010ffff])*", 'root ::= "ok" [^a]*']:
         m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar(g))
         assert m.accept_string(data) is False, (g, data)
         # Unchanged and still usable.
@@ -233,7 +265,9 @@ def test_truncated_utf8_is_a_prefix_not_a_sentence():
     assert m.accept_string(b"\xe6\x97") is True and not m.is_completed()
 
 
-@pytest.mark.parametrize("tid", [-1, -(2**31), 2**31, 2**32, 2**32 + 97, 2**63 - 1, 2**63, 2**64, 10**30, -(10**30)])
+@pytest.mark.parametrize(
+    "tid", [-1, -(2**31), 2**31, 2**32, 2**32 + 97, 2**63 - 1, 2**63, 2**64, 10**30, -(10**30)]
+)
 def test_huge_and_negative_token_ids(tid):
     info = small_info(byte_vocab())
     m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "a"*'))
@@ -257,7 +291,7 @@ def test_non_integer_token_id():
 @pytest.fixture(scope="module")
 def matcher_factory():
     info = small_info(byte_vocab())
-    cg = xgr.GrammarCompiler(info).compile_grammar('root ::= [a-z]+')
+    cg = xgr.GrammarCompiler(info).compile_grammar("root ::= [a-z]+")
     return lambda: xgr.GrammarMatcher(cg)
 
 
@@ -295,11 +329,11 @@ def test_bad_numpy_bitmasks(matcher_factory, kind):
 def test_bitmask_index_out_of_range(matcher_factory):
     m = matcher_factory()
     bm = np.zeros((2, 9), dtype=np.int32)
-    for idx in [2, 100, -1, 2**40]:
-        with pytest.raises(TYPED + (OverflowError,)):
+    for idx in [2, 100, -1, 2**40, 2**70]:
+        with pytest.raises(TYPED):
             m.fill_next_token_bitmask(bm, idx)
     assert (bm == 0).all()
-    with pytest.raises(TYPED + (OverflowError,)):
+    with pytest.raises(TYPED):
         xgr.BatchGrammarMatcher(2).batch_fill_next_token_bitmask([m], bm, [-1])
     with pytest.raises(TYPED):
         xgr.BatchGrammarMatcher(2).batch_fill_next_token_bitmask([m], bm, [5])
@@ -349,29 +383,37 @@ def test_ten_thousand_byte_token():
 
 
 def test_oversized_token():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     info = xgr.TokenizerInfo([b"a", b"b" * 1_000_000, b"</s>"], stop_token_ids=[2])
     m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "b"*'))
-    bm = xgr.allocate_token_bitmask(1, 3)
+    bm = bitmask(3)
     m.fill_next_token_bitmask(bm)
     return f"built accept={m.accept_token(1)}"
 verdict(go)
-""", timeout=120, max_seconds=30)
+""",
+        timeout=120,
+        max_seconds=30,
+    )
     assert status in ("OK", "TYPED"), detail
 
 
 def test_many_long_tokens_vocabulary():
-    status, detail = run_case("""
+    status, detail = run_case(
+        """
 def go():
     toks = [bytes([b]) for b in range(256)] + [bytes([97 + i % 26]) * (1000 + i) for i in range(3000)] + [b"</s>"]
     info = xgr.TokenizerInfo(toks, stop_token_ids=[len(toks) - 1])
     m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= [a-c]*'))
-    bm = xgr.allocate_token_bitmask(1, len(toks))
+    bm = bitmask(len(toks))
     m.fill_next_token_bitmask(bm)
     return "ok"
 verdict(go)
-""", timeout=120, max_seconds=30)
+""",
+        timeout=120,
+        max_seconds=30,
+    )
     assert status in ("OK", "TYPED"), detail
 
 

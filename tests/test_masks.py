@@ -18,11 +18,9 @@ from __future__ import annotations
 import random
 import zlib
 
+import grammask as xgr
 import numpy as np
 import pytest
-
-import grammask as xgr
-
 from conftest import bool_mask, compiler, hf_tokenizer, tokenize, tokenizer_info
 
 # ---------------------------------------------------------------------------------------------
@@ -34,7 +32,9 @@ def brute_force_small(m: xgr.GrammarMatcher, vocab_size: int) -> np.ndarray:
     return np.array([m.fork().accept_token(t) for t in range(vocab_size)], dtype=bool)
 
 
-def brute_force_large(m: xgr.GrammarMatcher, decoded: list, vocab_size: int, stop_ids, special_ids) -> np.ndarray:
+def brute_force_large(
+    m: xgr.GrammarMatcher, decoded: list, vocab_size: int, stop_ids, special_ids
+) -> np.ndarray:
     """The same reference over a large vocabulary, faster: one fork that accepts a token and rolls
     it back; tokens whose first byte is rejected are rejected without a call (prefix closure)."""
     f = m.fork()
@@ -91,9 +91,17 @@ def random_expr(rng: random.Random, n_rules: int, depth: int) -> str:
     if pick == 2:
         return rule_name(rng.randrange(n_rules))
     if pick in (3, 4):
-        return "(" + " ".join(random_expr(rng, n_rules, depth + 1) for _ in range(rng.randint(1, 3))) + ")"
+        return (
+            "("
+            + " ".join(random_expr(rng, n_rules, depth + 1) for _ in range(rng.randint(1, 3)))
+            + ")"
+        )
     if pick == 5:
-        return "(" + " | ".join(random_expr(rng, n_rules, depth + 1) for _ in range(rng.randint(2, 3))) + ")"
+        return (
+            "("
+            + " | ".join(random_expr(rng, n_rules, depth + 1) for _ in range(rng.randint(2, 3)))
+            + ")"
+        )
     inner = random_expr(rng, n_rules, depth + 1)
     q = rng.choice(["*", "+", "?", "{2}", "{0,2}", "{1,}", "{1,3}"])
     return f"({inner}){q}"
@@ -134,7 +142,7 @@ def test_random_grammars_match_brute_force(seed):
                 f"case {case} step {step}: ids {diff[:10].tolist()} "
                 f"({[toks[i] if i < len(toks) else 'pad' for i in diff[:10]]}) mask={got[diff[:10]].tolist()}\n{text}"
             )
-            assert not got[len(toks) - 2] and not got[len(toks):].any()  # empty token, padding
+            assert not got[len(toks) - 2] and not got[len(toks) :].any()  # empty token, padding
             checked += 1
             allowed = np.flatnonzero(got)
             if allowed.size == 0:
@@ -210,8 +218,14 @@ def test_real_vocab_masks_match_brute_force(family, grammar_name):
     # Added tokens the tokenizer marks special (<|eot_id|>, <|im_start|>, <bos>, ...) are never
     # text. Added tokens marked non-special (Qwen's <tool_call>, Gemma's <unused0>) decode to their
     # text like ordinary tokens (as in XGrammar), so the brute force decides them.
-    added = {i for i, t in hf.added_tokens_decoder.items() if t.special and i < n_text and i not in stop_ids}
-    assert added <= special, f"added special tokens not special in TokenizerInfo: {sorted(added - special)[:10]}"
+    added = {
+        i
+        for i, t in hf.added_tokens_decoder.items()
+        if t.special and i < n_text and i not in stop_ids
+    }
+    assert added <= special, (
+        f"added special tokens not special in TokenizerInfo: {sorted(added - special)[:10]}"
+    )
 
     ids = tokenize(hf_tokenizer(family), info, doc)
     rng = random.Random(zlib.crc32(f"{family}/{grammar_name}".encode()))
@@ -233,7 +247,9 @@ def test_real_vocab_masks_match_brute_force(family, grammar_name):
             if pos < len(ids):
                 assert got[ids[pos]], f"the next real token {decoded[ids[pos]]!r} is not allowed"
         if pos < len(ids):
-            assert m.accept_token(ids[pos]), f"{family}/{grammar_name}: token {pos} {decoded[ids[pos]]!r} rejected"
+            assert m.accept_token(ids[pos]), (
+                f"{family}/{grammar_name}: token {pos} {decoded[ids[pos]]!r} rejected"
+            )
     assert m.is_completed()
     assert m.accept_token(next(iter(stop_ids))) and m.is_terminated()
 
@@ -248,6 +264,11 @@ def test_brute_force_shortcut_agrees_with_plain_brute_force():
     for s in ["", "a", "(日", "(日bb"]:
         m.reset()
         assert m.accept_string(s)
-        fast = brute_force_large(m, info.decoded_vocab, info.vocab_size, set(info.stop_token_ids),
-                                 set(info.special_token_ids))
+        fast = brute_force_large(
+            m,
+            info.decoded_vocab,
+            info.vocab_size,
+            set(info.stop_token_ids),
+            set(info.special_token_ids),
+        )
         assert (fast == brute_force_small(m, info.vocab_size)).all()

@@ -11,11 +11,9 @@ import json
 import threading
 import warnings
 
+import grammask as xgr
 import numpy as np
 import pytest
-
-import grammask as xgr
-
 from conftest import bool_mask, byte_vocab, small_info
 
 # Multi-byte tokens on top of the 256 single bytes: ids 256.. in this order, then </s>.
@@ -68,7 +66,7 @@ def test_accept_token_mismatch_leaves_state_unchanged(compiler):
 
 @pytest.mark.parametrize("bad", [N, N + 5, 10**9, 2**31, 2**40, -1, -(2**40)])
 def test_out_of_range_and_negative_ids_are_rejected(compiler, bad):
-    m = make(compiler, 'root ::= [a-z]+')
+    m = make(compiler, "root ::= [a-z]+")
     before = state(m)
     assert m.accept_token(bad) is False
     assert state(m) == before
@@ -220,7 +218,7 @@ def test_rollback_past_stop_token(compiler):
 
 
 def test_rollback_too_far_leaves_state(compiler):
-    m = make(compiler, 'root ::= [a-z]*')
+    m = make(compiler, "root ::= [a-z]*")
     m.accept_string("ab")
     m.accept_token(ID[b"c"])
     before = state(m)
@@ -317,7 +315,11 @@ def test_jump_forward_never_breaks_utf8(compiler):
 
 
 def _matchers_at_various_states(compiler):
-    grammars = ['root ::= [a-z]+ "." ', 'root ::= "hello" (" world")?', 'root ::= ("日本" | "é")* "!"']
+    grammars = [
+        'root ::= [a-z]+ "." ',
+        'root ::= "hello" (" world")?',
+        'root ::= ("日本" | "é")* "!"',
+    ]
     prefixes = [["", "ab", "abc."], ["", "hel", "hello"], ["", "日本", "日本é"]]
     out = []
     for g, ps in zip(grammars, prefixes):
@@ -455,7 +457,7 @@ def test_compile_from_several_threads(info):
             m = xgr.GrammarMatcher(cg)
             ok = m.accept_string(chr(97 + k % len(grammars)) + "1") and m.is_completed()
             results[k] = (g, ok, tuple(np.flatnonzero(bool_mask(m, N))))
-        except Exception as e:  # reported below
+        except Exception as e:  # noqa: BLE001 -- any failure in a thread is reported below
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(24)]

@@ -248,7 +248,7 @@ impl Matcher {
     }
 
     /// With `terminate_without_stop_token`, this is true as soon as the grammar is complete, but
-    /// (as in XGrammar) only an accepted stop token blocks further input: text that continues a
+    /// (as in `XGrammar`) only an accepted stop token blocks further input: text that continues a
     /// complete sentence is still accepted and masks can still be filled.
     pub fn is_terminated(&self) -> bool {
         if self.terminate_without_stop_token {
