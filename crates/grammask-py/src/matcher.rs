@@ -2,10 +2,10 @@
 //! (numpy arrays; torch CPU tensors are viewed as numpy by the Python layer) and are checked for
 //! dtype, writability, contiguity and shape before anything is written.
 use crate::compiler::PyCompiledGrammar;
-use crate::errors::py_err;
+use crate::errors::{invalid_argument, py_err};
 use grammask_core::matcher::{Matcher, MatcherOptions};
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 #[pyclass(name = "GrammarMatcher", module = "grammask._core")]
@@ -25,15 +25,15 @@ fn bitmask_buffer(obj: &Bound<'_, PyAny>) -> PyResult<BitmaskBuf> {
         PyTypeError::new_err("the bitmask must be an int32 array (numpy or a CPU torch tensor); allocate it with allocate_token_bitmask()")
     })?;
     if buf.readonly() {
-        return Err(PyValueError::new_err("the bitmask is read-only"));
+        return Err(invalid_argument("the bitmask is read-only"));
     }
     if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
+        return Err(invalid_argument("the bitmask must be C-contiguous"));
     }
     let (rows, words) = match *buf.shape() {
         [w] => (1, w),
         [r, w] => (r, w),
-        ref s => return Err(PyValueError::new_err(format!("the bitmask must be 1-D or 2-D, got shape {s:?}"))),
+        ref s => return Err(invalid_argument(format!("the bitmask must be 1-D or 2-D, got shape {s:?}"))),
     };
     Ok(BitmaskBuf { buf, rows, words })
 }
@@ -41,7 +41,7 @@ fn bitmask_buffer(obj: &Bound<'_, PyAny>) -> PyResult<BitmaskBuf> {
 impl BitmaskBuf {
     fn check_row(&self, index: usize) -> PyResult<()> {
         if index >= self.rows {
-            return Err(PyValueError::new_err(format!(
+            return Err(invalid_argument(format!(
                 "bitmask row index {index} is out of range for a bitmask with {} rows",
                 self.rows
             )));
@@ -97,7 +97,7 @@ impl PyGrammarMatcher {
         b.check_row(index)?;
         let needed = self.inner.compiled().vocab().vocab_size().div_ceil(32);
         if b.words < needed {
-            return Err(PyValueError::new_err(format!(
+            return Err(invalid_argument(format!(
                 "the bitmask has {} int32 words per row but the vocabulary of size {} needs {needed}",
                 b.words,
                 self.inner.compiled().vocab().vocab_size()
@@ -129,7 +129,7 @@ impl PyGrammarMatcher {
 
     #[pyo3(signature = (num_tokens = 1))]
     fn rollback(&mut self, num_tokens: i64) -> PyResult<()> {
-        let n = usize::try_from(num_tokens).map_err(|_| PyValueError::new_err("num_tokens must be >= 0"))?;
+        let n = usize::try_from(num_tokens).map_err(|_| invalid_argument("num_tokens must be >= 0"))?;
         self.inner.rollback(n).map_err(py_err)
     }
 
@@ -166,7 +166,7 @@ pub fn batch_fill_next_token_bitmask(
     let b = bitmask_buffer(bitmask)?;
     let indices: Vec<usize> = indices.unwrap_or_else(|| (0..matchers.len()).collect());
     if indices.len() != matchers.len() {
-        return Err(PyValueError::new_err(format!(
+        return Err(invalid_argument(format!(
             "got {} matchers but {} indices",
             matchers.len(),
             indices.len()
