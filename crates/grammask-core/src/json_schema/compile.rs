@@ -39,6 +39,8 @@ pub const MAX_GOALS: usize = 20_000;
 pub const MAX_INDENT_DEPTH: u32 = 24;
 /// Most keys of an object `const`/`enum` value (all key orders are spelled).
 pub const MAX_CONST_OBJECT_KEYS: usize = 5;
+/// Most states (key set seen x property count) of an object whose keys come in any order.
+pub const MAX_ANY_ORDER_STATES: u64 = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {
@@ -132,7 +134,10 @@ struct Merged {
     min_props: u64,
     max_props: Option<u64>,
     prop_names: Vec<(SchemaId, String)>,
+    /// Keywords with dependent schemas (unsupported), by pointer.
     deps: Vec<String>,
+    /// `dependentRequired` (and array-valued `dependencies`): if the key is present, so are these.
+    dep_req: Vec<(String, Vec<String>, String)>,
     pending: Vec<(SchemaId, Kind, String)>,
 }
 
@@ -305,6 +310,7 @@ impl<'a> Conv<'a> {
             max_props: None,
             prop_names: Vec::new(),
             deps: Vec::new(),
+            dep_req: Vec::new(),
             pending: Vec::new(),
         };
         let mut seen: HashSet<SchemaId> = HashSet::new();
@@ -538,8 +544,24 @@ impl<'a> Conv<'a> {
                     }
                     "propertyNames" => m.prop_names.push((self.doc.child(id, &["propertyNames"]), kp)),
                     "dependentRequired" | "dependentSchemas" | "dependencies" => {
-                        if v.as_object().is_some_and(|o| !o.is_empty()) {
-                            m.deps.push(kp);
+                        let o = v.as_object().ok_or_else(|| invalid(&kp, format!("{k} must be an object")))?;
+                        for (name, dep) in o {
+                            match dep {
+                                Value::Array(a) if k != "dependentSchemas" => {
+                                    let mut req = Vec::new();
+                                    for r in a {
+                                        let r = r.as_str().ok_or_else(|| invalid(&kp, "dependent names are strings"))?;
+                                        req.push(r.to_string());
+                                    }
+                                    if !req.is_empty() {
+                                        m.dep_req.push((name.clone(), req, kp.clone()));
+                                    }
+                                }
+                                Value::Bool(true) if k != "dependentRequired" => {}
+                                Value::Object(x) if x.is_empty() && k != "dependentRequired" => {}
+                                _ if k == "dependentRequired" => return Err(invalid(&kp, "dependentRequired values are arrays")),
+                                _ => m.deps.push(format!("{kp}/{}", name.replace('~', "~0").replace('/', "~1"))),
+                            }
                         }
                     }
                     "allOf" => {
@@ -721,6 +743,7 @@ impl<'a> Conv<'a> {
             || mx.max_props.is_some()
             || !mx.prop_names.is_empty()
             || !mx.deps.is_empty()
+            || !mx.dep_req.is_empty()
         {
             return refuse("object constraints other than required");
         }
@@ -750,7 +773,13 @@ impl<'a> Conv<'a> {
             }
         }
         if a.pending.is_empty() && b.pending.is_empty() && (a.types | b.types) & !OBJ & a.types & b.types == 0 {
-            // Both can only meet as objects: look for a key required by both with disjoint values.
+            // Both can only meet as objects: a key one requires and the other forbids ...
+            if a.required.iter().any(|k| Self::prop_ids(b, k).is_none() || b.absent.contains(k))
+                || b.required.iter().any(|k| Self::prop_ids(a, k).is_none() || a.absent.contains(k))
+            {
+                return Ok(true);
+            }
+            // ... or a key required by both with disjoint values.
             for k in &a.required {
                 if !b.required.contains(k) {
                     continue;
@@ -920,12 +949,8 @@ impl<'a> Conv<'a> {
             let body = jstr::not_in(&mut self.e, &excluded, &self.char_rule.clone())?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
-        // General case: intersect automata.
-        let mut dfa = if m.min_len > 0 || m.max_len.is_some() {
-            CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?
-        } else {
-            CharDfa::any_string()
-        };
+        // General case: intersect automata (length last, see below).
+        let mut dfa = CharDfa::any_string();
         for (p, pp) in &m.patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false }).map_err(|e| {
                 Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone())
@@ -935,13 +960,24 @@ impl<'a> Conv<'a> {
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, pp))?;
         }
         for (f, fp) in &m.formats {
-            let src = formats::regex_for(f).unwrap_or_default();
-            let re = Regex::parse(src, RegexFlags { ignore_case: false, dot_all: false }).map_err(|e| ptr_if_none(e, fp))?;
-            let d = CharDfa::from_regex(&re, Anchoring::FullMatch).map_err(|e| ptr_if_none(e, fp))?;
+            let d = format_dfa(f).map_err(|e| ptr_if_none(e, fp))?;
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?;
         }
         for x in &excluded {
             dfa = dfa.difference(&CharDfa::literal(x)).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        if m.min_len > 0 || m.max_len.is_some() {
+            let len = CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?;
+            // A length counter times a cyclic automaton reaches about the product of their
+            // states: refuse at once what would only hit the state limit after a long build.
+            if dfa.is_infinite() && len.num_states().saturating_mul(dfa.num_states()) > 4 * crate::regex::MAX_DFA_STATES {
+                return Err(Error::limit(
+                    "automaton states of pattern/format with minLength/maxLength",
+                    crate::regex::MAX_DFA_STATES,
+                )
+                .at_pointer(ptr));
+            }
+            dfa = dfa.intersect(&len).map_err(|e| ptr_if_none(e, ptr))?;
         }
         if dfa.is_empty() {
             return Ok(None);
@@ -1117,10 +1153,7 @@ impl<'a> Conv<'a> {
 
     fn emit_object(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
         if let Some(p) = m.deps.first() {
-            return Err(unsupported(p, "dependencies/dependentRequired/dependentSchemas are not supported"));
-        }
-        if self.opts.any_order {
-            return Err(unsupported(ptr, "any_order is not supported yet"));
+            return Err(unsupported(p, "dependentSchemas (schema-valued dependencies) is not supported"));
         }
         let d = self.child_depth(g.depth);
         let closed_by_strict =
@@ -1137,6 +1170,14 @@ impl<'a> Conv<'a> {
         for r in &m.required {
             if !names.contains(r) {
                 names.push(r.clone());
+            }
+        }
+        // Keys named by dependentRequired are tracked like listed ones (any-order states).
+        for (k, req, _) in &m.dep_req {
+            for x in std::iter::once(k).chain(req) {
+                if !names.contains(x) {
+                    names.push(x.clone());
+                }
             }
         }
         // Pattern properties: exact via automata on key strings.
@@ -1225,6 +1266,27 @@ impl<'a> Conv<'a> {
         if m.max_props.is_some_and(|x| x < n_req) || max_total.is_some_and(|t| t < m.min_props) {
             return Ok(None);
         }
+        // Key order: free unless strict_mode keeps XGrammar's schema order (any_order frees it).
+        let free_order = self.opts.any_order || !self.opts.strict_mode;
+        if free_order && (n > 1 || (n == 1 && addl.is_some()) || !m.dep_req.is_empty()) {
+            let levels = if need_count { m.max_props.map_or(m.min_props, |x| x + 1) + 1 } else { 1 };
+            let states = (1u64 << n.min(40)).saturating_mul(levels);
+            if n <= 40 && states <= MAX_ANY_ORDER_STATES {
+                let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+                return self.object_any_order(g, m, &entries, &key_names, addl.as_deref(), need_count).map(Some);
+            }
+            if self.opts.any_order {
+                return Err(unsupported(
+                    ptr,
+                    format!("any_order: {n} properties need more than {MAX_ANY_ORDER_STATES} key-set states"),
+                ));
+            }
+            // strict_mode=false beyond the bound: schema order (documented restriction).
+        }
+        if let Some((_, _, p)) = m.dep_req.first() {
+            let why = if free_order { "too many properties for key-set states" } else { "needs any key order (strict_mode=false or any_order)" };
+            return Err(unsupported(p, format!("dependentRequired: {why}")));
+        }
         let cap: u64 = if need_count { m.max_props.unwrap_or(m.min_props).max(m.min_props) } else { 0 };
         if (cap as usize + 1) * (n + 1) * 2 > 20_000 {
             return Err(unsupported(ptr, "minProperties/maxProperties over too many properties"));
@@ -1300,6 +1362,78 @@ impl<'a> Conv<'a> {
         Ok(Some(emit::alt(&alts)))
     }
 
+    /// An object whose known entries come in any order, each at most once, with additional
+    /// entries (`addl`) anywhere. States are (set of known keys seen, entries so far capped for
+    /// min/maxProperties, started); the caller bounds their number by [`MAX_ANY_ORDER_STATES`].
+    /// Unambiguous: `addl`'s key language excludes every known key.
+    fn object_any_order(
+        &mut self,
+        g: &Goal,
+        m: &Merged,
+        entries: &[(String, bool)],
+        names: &[String],
+        addl: Option<&str>,
+        need_count: bool,
+    ) -> Result<String> {
+        let n = entries.len();
+        let base = self.e.fresh("obj");
+        let mut erules = Vec::with_capacity(n);
+        for (i, (e, _)) in entries.iter().enumerate() {
+            let name = format!("{base}.e{i}");
+            self.e.define(&name, e)?;
+            erules.push(name);
+        }
+        let req_mask: u64 = entries.iter().enumerate().filter(|(_, e)| e.1).fold(0, |a, (i, _)| a | (1u64 << i));
+        let top = m.max_props.map_or(m.min_props, |x| x + 1);
+        let sep = self.sep_item(g.depth);
+        let rname = |mask: u64, c: u64, s: bool| format!("{base}.{mask:x}_{c}_{}", u8::from(s));
+        let mut defined: HashSet<(u64, u64, bool)> = HashSet::new();
+        let mut todo: Vec<(u64, u64, bool)> = vec![(0, 0, false)];
+        let mut bodies: Vec<(String, String)> = Vec::new();
+        while let Some((mask, c, s)) = todo.pop() {
+            if !defined.insert((mask, c, s)) {
+                continue;
+            }
+            let mut alts = Vec::new();
+            if s && mask & req_mask == req_mask && (!need_count || c >= m.min_props) && Self::deps_hold(m, names, mask) {
+                alts.push("\"\"".to_string());
+            }
+            let c2 = if need_count { (c + 1).min(top) } else { 0 };
+            let over = need_count && m.max_props.is_some_and(|x| c2 > x);
+            if !over {
+                let pre = if s { format!("{sep} ") } else { String::new() };
+                for (i, er) in erules.iter().enumerate() {
+                    if mask & (1u64 << i) == 0 {
+                        let next = (mask | (1u64 << i), c2, true);
+                        alts.push(format!("{pre}{er} {}", rname(next.0, next.1, next.2)));
+                        todo.push(next);
+                    }
+                }
+                if let Some(a) = addl {
+                    alts.push(format!("{pre}{a} {}", rname(mask, c2, true)));
+                    todo.push((mask, c2, true));
+                }
+            }
+            bodies.push((rname(mask, c, s), alts.join(" | ")));
+        }
+        for (name, body) in bodies {
+            let body = if body.is_empty() { self.nothing() } else { body };
+            self.e.define(&name, &body)?;
+        }
+        let mut alts = Vec::new();
+        if req_mask == 0 && m.min_props == 0 && Self::deps_hold(m, names, 0) {
+            alts.push(self.empty('{', '}'));
+        }
+        alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false), self.close('}', g.depth)));
+        Ok(emit::alt(&alts))
+    }
+
+    /// Whether `dependentRequired` holds for the known keys in `mask` (entries in key order).
+    fn deps_hold(m: &Merged, names: &[String], mask: u64) -> bool {
+        let has = |k: &str| names.iter().position(|n| n == k).is_some_and(|i| mask & (1u64 << i) != 0);
+        m.dep_req.iter().all(|(k, req, _)| !has(k) || req.iter().all(|r| has(r)))
+    }
+
     /// Whether a known key passes `propertyNames`.
     fn key_name_ok(&mut self, m: &Merged, name: &str) -> Result<bool> {
         let v = Value::String(name.to_string());
@@ -1341,9 +1475,7 @@ impl<'a> Conv<'a> {
                 dfa = dfa.intersect(&CharDfa::from_regex(&re, Anchoring::Search).map_err(|e| ptr_if_none(e, pp))?)?;
             }
             for (f, fp) in &mx.formats {
-                let re = Regex::parse(formats::regex_for(f).unwrap_or_default(), RegexFlags::default())
-                    .map_err(|e| ptr_if_none(e, fp))?;
-                dfa = dfa.intersect(&CharDfa::from_regex(&re, Anchoring::FullMatch)?)?;
+                dfa = dfa.intersect(&format_dfa(f).map_err(|e| ptr_if_none(e, fp))?)?;
             }
             names_dfa = Some(match names_dfa {
                 None => dfa,
@@ -1598,10 +1730,7 @@ impl<'a> Conv<'a> {
                     CharDfa::from_regex(&re, Anchoring::Search)?.accepts(v.as_str().unwrap_or(""))
                 }
                 "format" if vt == STR => match formats::regex_for(kv.as_str().unwrap_or("")) {
-                    Some(src) => {
-                        let re = Regex::parse(src, RegexFlags::default())?;
-                        CharDfa::from_regex(&re, Anchoring::FullMatch)?.accepts(v.as_str().unwrap_or(""))
-                    }
+                    Some(_) => format_dfa(kv.as_str().unwrap_or(""))?.accepts(v.as_str().unwrap_or("")),
                     None => true,
                 },
                 "allOf" | "anyOf" | "oneOf" => {
@@ -1811,6 +1940,12 @@ impl<'a> Conv<'a> {
         }
         Ok(true)
     }
+}
+
+/// The automaton (full match, over decoded characters) of a format with a regular definition.
+fn format_dfa(f: &str) -> Result<CharDfa> {
+    let re = Regex::parse(formats::regex_for(f).unwrap_or_default(), RegexFlags::default())?;
+    CharDfa::from_regex(&re, Anchoring::FullMatch)
 }
 
 /// Whether `x` is an integer multiple of `d` (exact decimal arithmetic). `None` when the scaled

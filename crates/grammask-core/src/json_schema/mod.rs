@@ -14,8 +14,14 @@
 //! `InvalidSchema`; text that is not JSON is `InvalidJson`.
 //!
 //! Documented restrictions (refusals, never silent acceptance):
-//! - Properties appear in schema order (known properties first, then additional ones); an instance
-//!   whose keys are in another order is rejected. `any_order` is refused for now.
+//! - Key order: with `strict_mode=false` or `any_order=true`, an object's keys come in any order,
+//!   each at most once (states track the set of listed keys seen, up to
+//!   [`compile::MAX_ANY_ORDER_STATES`]); additional keys may appear anywhere. Beyond that bound,
+//!   `strict_mode=false` falls back to schema order (known properties first, in schema order, then
+//!   additional ones: valid instances in other orders are rejected) and `any_order=true` is an
+//!   `Unsupported` error. `strict_mode=true` alone keeps XGrammar's schema order.
+//! - `dependentRequired` (and array-valued `dependencies`) needs the key-set states above;
+//!   `dependentSchemas` is refused.
 //! - Numbers: `integer` takes `-?int(.0+)?` and, when unbounded, `-?int(.0+)?[eE]+?digits`;
 //!   bounded numbers and `multipleOf` take plain decimal spellings only (no exponent);
 //!   `enum`/`const` numbers take their decimal spelling with optional trailing zeros.

@@ -147,7 +147,9 @@ impl<'a> Doc<'a> {
             let mut base = parent_base.clone();
             if let Value::Object(m) = v {
                 let id_key = if draft == Draft::D4 { "id" } else { "$id" };
-                if let Some(id) = m.get(id_key).and_then(Value::as_str) {
+                // Up to draft 7 `$ref` overrides its siblings, `$id` included.
+                let ref_hides_id = draft <= Draft::D7 && m.contains_key("$ref");
+                if let Some(id) = m.get(id_key).and_then(Value::as_str).filter(|_| !ref_hides_id) {
                     if id.starts_with('#') && draft <= Draft::D7 {
                         doc.anchors.insert(format!("{}{id}", strip_fragment(&base)), ptr.clone());
                     } else {

@@ -1,0 +1,169 @@
+"""JSON Schema keywords through the Python API: instances accepted/rejected with accept_string +
+is_completed, agreement with ``jsonschema`` on instances in several key orders and spellings, and
+typed errors for unsupported keywords (the message names the keyword and its JSON pointer)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any, Dict, List
+
+import pytest
+
+import grammask as xgr
+
+jsonschema = pytest.importorskip("jsonschema")
+
+_INFO = xgr.TokenizerInfo([])
+_COMPILER = xgr.GrammarCompiler(_INFO, cache_enabled=False)
+
+
+def accepts(schema: Any, text: str, **opts: Any) -> bool:
+    opts.setdefault("strict_mode", False)
+    cg = _COMPILER.compile_json_schema(schema, **opts)
+    m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
+    return bool(m.accept_string(text)) and m.is_completed()
+
+
+def valid(schema: Any, inst: Any) -> bool:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(inst)
+
+
+# (schema, instances): each instance is checked in every key order (objects) against jsonschema.
+CASES: List[Any] = [
+    ({"type": "integer", "minimum": -3, "exclusiveMaximum": 12}, [-4, -3, 0, 11, 12, 1.5, "1"]),
+    ({"type": "number", "minimum": 0.5, "maximum": 2.25}, [0.4, 0.5, 1, 2.25, 2.26, 2]),
+    ({"type": "integer", "multipleOf": 7}, [0, 7, -14, 8, 70]),
+    ({"type": "string", "minLength": 2, "maxLength": 4}, ["a", "ab", "abcd", "abcde", "é€"]),
+    ({"type": "string", "pattern": "^[a-c]+x?$"}, ["abc", "abx", "abd", "", "x"]),
+    ({"type": "string", "pattern": "b"}, ["abc", "ac", "b"]),
+    ({"type": "string", "format": "date"}, ["2024-02-29", "2023-02-29", "2024-13-01", "2024-1-01"]),
+    ({"type": "string", "format": "uuid"}, ["123e4567-e89b-12d3-a456-426614174000", "123e4567"]),
+    ({"type": "string", "format": "ipv4"}, ["192.168.0.1", "256.1.1.1", "1.2.3"]),
+    ({"enum": ["a", 1, None, [1, 2], {"k": True}]}, ["a", 1, 1.0, None, [1, 2], [2, 1], {"k": True}, "b"]),
+    ({"const": {"x": 1, "y": [True]}}, [{"x": 1, "y": [True]}, {"y": [True], "x": 1}, {"x": 2, "y": [True]}]),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}, [[], [1], [1, 2, 3], [1, 2, 3, 4], [1, "a"]]),
+    ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": False},
+     [["a", True], ["a"], ["a", True, 1], [True, "a"]]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}},
+      "required": ["a", "b"]},
+     [{"a": 1, "b": "x"}, {"b": "x", "a": 1}, {"c": None, "b": "x", "a": 1}, {"a": 1}, {"a": 1, "b": 2},
+      {"a": 1, "b": "x", "z": 5}]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+     [{"a": 1}, {"a": 1, "b": 2}, {}]),
+    ({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
+     [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, {"a": "x"}]),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": False},
+     [{"x-a": "s"}, {"x-a": 1}, {"y": "s"}, {}]),
+    ({"type": "object", "propertyNames": {"maxLength": 2}}, [{"ab": 1}, {"abc": 1}, {}]),
+    ({"type": "object", "dependentRequired": {"a": ["b"]}}, [{"a": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1}, {"b": 2}, {}]),
+    ({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]}, ["s", 5, 4, None]),
+    ({"oneOf": [{"type": "string"}, {"enum": ["a", None, True]}]}, ["a", "b", None, True, False, 1]),
+    ({"oneOf": [{"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": False},
+                {"type": "object", "properties": {"b": {}}, "required": ["b"], "additionalProperties": False}]},
+     [{"a": 1}, {"b": 1}, {"a": 1, "b": 2}, {}]),
+    ({"not": {"type": "string"}}, ["s", 1, None, [], {}]),
+    ({"if": {"type": "integer"}, "then": {"minimum": 3}, "else": {"type": "string"}}, [2, 3, "s", None]),
+    ({"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+     [[1, 2], [0], []]),
+    ({"type": "object", "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}}, "required": ["v"]},
+     [{"v": 1}, {"v": 1, "next": {"v": 2}}, {"next": {"v": 2}, "v": 1}, {"v": 1, "next": {}}]),
+    ({"type": "string", "minLength": 1, "not": {"enum": ["a", "b"]}}, ["a", "c", "", "ab"]),
+]
+
+
+def _orders(inst: Any) -> List[Any]:
+    """The instance with its top-level keys in every order (at most 24)."""
+    if isinstance(inst, dict) and 1 < len(inst) <= 4:
+        return [dict(p) for p in itertools.permutations(inst.items())]
+    return [inst]
+
+
+@pytest.mark.parametrize("schema,instances", CASES, ids=[json.dumps(c[0])[:50] for c in CASES])
+def test_keyword_agrees_with_jsonschema(schema: Dict[str, Any], instances: List[Any]) -> None:
+    cg = _COMPILER.compile_json_schema(schema, strict_mode=False)
+    for inst in instances:
+        for variant in _orders(inst):
+            for text in (json.dumps(variant), json.dumps(variant, separators=(",", ":")),
+                         json.dumps(variant, indent=2), json.dumps(variant, ensure_ascii=False)):
+                m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
+                got = bool(m.accept_string(text)) and m.is_completed()
+                assert got == valid(schema, variant), (schema, text)
+
+
+def test_escaped_keys_and_strings() -> None:
+    schema = {"type": "object", "properties": {"a": {"const": "é"}}, "required": ["a"]}
+    assert accepts(schema, '{"\\u0061": "\\u00e9"}')
+    assert accepts(schema, '{"a": "é"}')
+    assert not accepts(schema, '{"a": "e"}')
+
+
+@pytest.mark.parametrize(
+    "fmt,good,bad",
+    [
+        ("uri", ["http://example.com/a?b=c#d", "urn:isbn:0451450523", "http://[2001:db8::1]:80/"],
+         ["//example.com", "abc", "http://exa mple.com", "http://[1::2::3]/"]),
+        ("uri-reference", ["../a/b?c", "#frag", "", "http://x.y/z"], ["\\\\WINDOWS\\share", "a b"]),
+        ("ipv6", ["::1", "2001:db8::ff00:42:8329", "::ffff:192.168.0.1"], ["12345::", "1:2:3:4:5:6:7:8:9", "::1%eth0"]),
+        ("duration", ["P4DT12H30M5S", "PT1S", "P2W", "P1Y2M"], ["P", "PT", "P1D2H", "P2W1D"]),
+        ("json-pointer", ["", "/a/b", "/a~0b/~1"], ["a", "/a~2"]),
+        ("relative-json-pointer", ["0", "1/a", "2#"], ["-1", "01", "/a"]),
+    ],
+)
+def test_formats(fmt: str, good: List[str], bad: List[str]) -> None:
+    schema = {"type": "string", "format": fmt}
+    for x in good:
+        assert accepts(schema, json.dumps(x)), x
+    for x in bad:
+        assert not accepts(schema, json.dumps(x)), x
+
+
+def test_integer_spellings() -> None:
+    assert accepts({"type": "integer"}, "1.0")
+    assert accepts({"type": "integer"}, "1e5")
+    assert not accepts({"type": "integer"}, "1.5")
+
+
+def test_strict_mode_closes_objects_and_key_order() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    assert accepts(schema, '{"a": 1, "z": 2}', strict_mode=False)
+    assert not accepts(schema, '{"a": 1, "z": 2}', strict_mode=True)
+    # strict_mode=True keeps schema order (XGrammar's layout); any_order frees it.
+    assert not accepts(schema, '{"b": 1, "a": 2}', strict_mode=True)
+    assert accepts(schema, '{"b": 1, "a": 2}', strict_mode=True, any_order=True)
+    assert accepts(schema, '{"b": 1, "a": 2}', strict_mode=False)
+    # Each key at most once.
+    assert not accepts(schema, '{"a": 1, "a": 2}', strict_mode=False)
+
+
+def test_whitespace_options() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]}
+    assert accepts(schema, '{"a":[1,2]}', any_whitespace=False, separators=(",", ":"))
+    assert not accepts(schema, '{"a": [1, 2]}', any_whitespace=False, separators=(",", ":"))
+    assert accepts(schema, '{\n  "a": [\n    1,\n    2\n  ]\n}', any_whitespace=False, indent=2)
+
+
+@pytest.mark.parametrize(
+    "schema,keyword,pointer",
+    [
+        ({"type": "array", "contains": {"type": "integer"}, "minContains": 2}, "contains", "/contains"),
+        ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+        ({"type": "string", "format": "iri"}, "iri", "/format"),
+        ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", "/dependentSchemas/a"),
+        ({"properties": {"x": {"not": {"minimum": 3}}}}, "not", "/properties/x"),
+        ({"$recursiveRef": "#"}, "$recursiveRef", "/$recursiveRef"),
+    ],
+)
+def test_unsupported_is_a_typed_error(schema: Dict[str, Any], keyword: str, pointer: str) -> None:
+    with pytest.raises(xgr.UnsupportedFeatureError) as ei:
+        _COMPILER.compile_json_schema(schema, strict_mode=False)
+    msg = str(ei.value)
+    assert keyword in msg and pointer in msg, msg
+
+
+def test_invalid_schema_errors() -> None:
+    with pytest.raises(xgr.InvalidSchemaError):
+        _COMPILER.compile_json_schema({"type": "nonsense"})
+    with pytest.raises(xgr.InvalidJSONError):
+        _COMPILER.compile_json_schema("{not json")
