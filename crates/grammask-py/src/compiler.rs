@@ -1,6 +1,6 @@
 //! `grammask._core.GrammarCompiler` and `CompiledGrammar`: compile (GIL released) and cache.
 use crate::errors::py_err;
-use crate::grammar::{grammar_from_regex, grammar_from_schema, schema_options, PyGrammar};
+use crate::grammar::{grammar_from_regex, grammar_from_schema, PyGrammar, PySchemaOptions};
 use crate::tokenizer_info::PyTokenizerInfo;
 use grammask_core::builtin::builtin_json_grammar;
 use grammask_core::cache::GrammarCache;
@@ -139,20 +139,13 @@ impl PyGrammarCompiler {
         self.cached(py, format!("ebnf\0{root_rule_name}\0{text}"), move || parse_ebnf(&t, &r))
     }
 
-    #[pyo3(signature = (schema, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order))]
-    #[allow(clippy::too_many_arguments)]
     fn compile_json_schema(
         &self,
         py: Python<'_>,
         schema: &str,
-        any_whitespace: bool,
-        indent: Option<u32>,
-        separators: Option<(String, String)>,
-        strict_mode: bool,
-        max_whitespace_cnt: Option<u32>,
-        any_order: bool,
+        options: PyRef<'_, PySchemaOptions>,
     ) -> PyResult<PyCompiledGrammar> {
-        let opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order);
+        let opts = options.inner.clone();
         let key = format!("schema\0{opts:?}\0{schema}");
         let s = schema.to_owned();
         self.cached(py, key, move || grammar_from_schema(&s, &opts))
