@@ -774,10 +774,22 @@ impl<'a> Conv<'a> {
         }
         if a.pending.is_empty() && b.pending.is_empty() && (a.types | b.types) & !OBJ & a.types & b.types == 0 {
             // Both can only meet as objects: a key one requires and the other forbids ...
-            if a.required.iter().any(|k| Self::prop_ids(b, k).is_none() || b.absent.contains(k))
-                || b.required.iter().any(|k| Self::prop_ids(a, k).is_none() || a.absent.contains(k))
-            {
-                return Ok(true);
+            for (x, y) in [(a, b), (b, a)] {
+                for k in &x.required {
+                    if y.absent.contains(k) {
+                        return Ok(true);
+                    }
+                    match Self::prop_ids(y, k) {
+                        None => return Ok(true),
+                        Some(ids) if !ids.is_empty() => {
+                            let my = self.merge(&Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }.norm())?;
+                            if my.types == 0 {
+                                return Ok(true);
+                            }
+                        }
+                        Some(_) => {}
+                    }
+                }
             }
             // ... or a key required by both with disjoint values.
             for k in &a.required {

@@ -33,3 +33,40 @@ fn root_rule_and_recursion() {
 fn remote_ref_refused() {
     assert_eq!(conv(r#"{"$ref":"http://example.com/x.json"}"#).unwrap_err().kind(), ErrorKind::Unsupported);
 }
+
+fn conv_with(s: &str, f: impl FnOnce(&mut JsonSchemaOptions)) -> Result<String> {
+    let mut o = JsonSchemaOptions::default();
+    f(&mut o);
+    json_schema_to_ebnf(s, &o)
+}
+
+#[test]
+fn any_order_bounded() {
+    let props: Vec<String> = (0..12).map(|i| format!(r#""p{i}":{{}}"#)).collect();
+    let big = format!(r#"{{"type":"object","properties":{{{}}}}}"#, props.join(","));
+    // any_order beyond the key-set bound is refused; strict_mode=false falls back to schema order.
+    let e = conv_with(&big, |o| o.any_order = true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(conv_with(&big, |o| o.strict_mode = false).is_ok());
+    let small = r#"{"type":"object","properties":{"a":{},"b":{}},"required":["a"]}"#;
+    assert!(conv_with(small, |o| o.any_order = true).is_ok());
+}
+
+#[test]
+fn dependent_required_needs_free_order() {
+    let s = r#"{"type":"object","properties":{"a":{},"b":{}},"dependentRequired":{"a":["b"]}}"#;
+    assert!(conv_with(s, |o| o.strict_mode = false).is_ok());
+    let e = conv(s).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert_eq!(e.location(), Some(&crate::error::Location::Pointer("/dependentRequired".into())));
+    let e = conv_with(r#"{"dependentSchemas":{"a":{"required":["b"]}}}"#, |o| o.strict_mode = false).unwrap_err();
+    assert_eq!(e.location(), Some(&crate::error::Location::Pointer("/dependentSchemas/a".into())));
+}
+
+#[test]
+fn regular_formats_convert() {
+    for f in ["uri", "uri-reference", "ipv6", "duration", "json-pointer", "relative-json-pointer", "hostname"] {
+        assert!(conv(&format!(r#"{{"type":"string","format":"{f}"}}"#)).is_ok(), "{f}");
+    }
+    assert_eq!(conv(r#"{"type":"string","format":"iri"}"#).unwrap_err().kind(), ErrorKind::Unsupported);
+}
