@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
 from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
-from .grammar import Grammar, _seps, schema_to_str
+from .grammar import Grammar, schema_options, schema_to_str
 from .tokenizer_info import TokenizerInfo
 
 __all__ = ["CompiledGrammar", "GrammarCompiler"]
@@ -81,8 +81,8 @@ class GrammarCompiler:
     ) -> CompiledGrammar:
         return CompiledGrammar(
             self._handle.compile_json_schema(
-                schema_to_str(schema), any_whitespace, indent, _seps(separators), strict_mode,
-                max_whitespace_cnt, any_order,
+                schema_to_str(schema),
+                schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order),
             )
         )
 

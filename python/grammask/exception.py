@@ -7,6 +7,7 @@ from ._core import (
     GrammarSyntaxError,
     GrammaskError,
     InternalError,
+    InvalidArgumentError,
     InvalidGrammarError,
     InvalidJSONError,
     InvalidSchemaError,
@@ -26,6 +27,7 @@ __all__ = [
     "DeserializeVersionError",
     "InvalidStructuralTagError",
     "InternalError",
+    "InvalidArgumentError",
 ]
 
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple, Type, Union
 from . import _core
 from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
 
-__all__ = ["Grammar", "schema_to_str"]
+__all__ = ["Grammar", "schema_options", "schema_to_str"]
 
 
 def schema_to_str(schema: Union[str, Dict[str, Any], bool, Type[Any]]) -> str:
@@ -70,10 +70,10 @@ class Grammar:
     ) -> "Grammar":
         """The grammar of JSON documents valid against ``schema``."""
         text = schema_to_str(schema)
-        args = (text, any_whitespace, indent, _seps(separators), strict_mode, max_whitespace_cnt, any_order)
+        opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order)
         if print_converted_ebnf:
-            print(_core.Grammar.json_schema_to_ebnf(*args))
-        return Grammar(_core.Grammar.from_json_schema(*args))
+            print(_core.Grammar.json_schema_to_ebnf(text, opts))
+        return Grammar(_core.Grammar.from_json_schema(text, opts))
 
     @staticmethod
     def from_regex(regex_string: str, *, print_converted_ebnf: bool = False) -> "Grammar":
@@ -116,8 +116,14 @@ class Grammar:
             raise _reraise_version(e) from None
 
 
-def _seps(separators: Optional[Tuple[str, str]]) -> Optional[Tuple[str, str]]:
-    if separators is None:
-        return None
-    item, key = separators
-    return (str(item), str(key))
+def schema_options(
+    any_whitespace: bool = True,
+    indent: Optional[int] = None,
+    separators: Optional[Tuple[str, str]] = None,
+    strict_mode: bool = True,
+    max_whitespace_cnt: Optional[int] = None,
+    any_order: bool = False,
+) -> _core.JsonSchemaOptions:
+    """The core's options object for the keyword arguments every JSON Schema entry point takes."""
+    seps = None if separators is None else (str(separators[0]), str(separators[1]))
+    return _core.JsonSchemaOptions(any_whitespace, indent, seps, strict_mode, max_whitespace_cnt, any_order)

@@ -3,6 +3,7 @@ for filling many rows in parallel Rust threads with the GIL released."""
 
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from typing import Any, List, Optional, Sequence, Union
@@ -12,6 +13,14 @@ from .bitmask import as_int32_buffer
 from .compiler import CompiledGrammar
 
 __all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
+
+
+def _row_index(index: Any) -> int:
+    """A bitmask row index as a non-negative int (ValueError otherwise, not OverflowError)."""
+    index = operator.index(index)
+    if not 0 <= index < 2**63:
+        raise ValueError(f"bitmask row index {index} is out of range")
+    return index
 
 
 class GrammarMatcher:
@@ -57,7 +66,10 @@ class GrammarMatcher:
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
         """Accept one token id; False (state unchanged) if it is not allowed."""
-        return self._handle.accept_token(int(token_id))
+        token_id = operator.index(token_id)
+        if not 0 <= token_id < 2**32:
+            return False  # out of range (huge or negative ids would overflow the binding)
+        return self._handle.accept_token(token_id)
 
     def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
         """Accept text as one rollback step; all or nothing."""
@@ -67,7 +79,7 @@ class GrammarMatcher:
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (CPU int32, shape
         ``(B, ceil(V/32))`` or 1-D). Returns True unless every token is allowed."""
-        return self._handle.fill_next_token_bitmask(as_int32_buffer(bitmask), index)
+        return self._handle.fill_next_token_bitmask(as_int32_buffer(bitmask), _row_index(index))
 
     def find_jump_forward_string(self) -> str:
         """The longest text the grammar forces next ("" if there is a choice). No state change."""
@@ -127,6 +139,8 @@ class BatchGrammarMatcher:
         indices: Optional[List[int]] = None,
         debug_print: bool = False,
     ) -> None:
+        if indices is not None:
+            indices = [_row_index(i) for i in indices]
         _core.batch_fill_next_token_bitmask(
             [m._handle for m in matchers], as_int32_buffer(bitmask), indices, self.max_threads
         )

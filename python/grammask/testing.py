@@ -10,7 +10,7 @@ import numpy as np
 from . import _core
 from .bitmask import _is_torch, _torch
 from .compiler import CompiledGrammar, GrammarCompiler
-from .grammar import Grammar, _seps, schema_to_str
+from .grammar import Grammar, schema_options, schema_to_str
 from .matcher import GrammarMatcher
 from .tokenizer_info import TokenizerInfo
 
@@ -44,7 +44,8 @@ def _json_schema_to_ebnf(
 
         raise UnsupportedFeatureError(f"json_format={json_format!r} is not supported; only 'json'")
     return _core.Grammar.json_schema_to_ebnf(
-        schema_to_str(schema), any_whitespace, indent, _seps(separators), strict_mode, max_whitespace_cnt, any_order
+        schema_to_str(schema),
+        schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order),
     )
 
 

@@ -1,7 +1,7 @@
 //! Prints the EBNF grammar of regular expressions, one per input line (a bridge for testing
 //! against other engines). Usage:
-//!   regex2ebnf direct                    # lines: PATTERN -> regex_to_ebnf (full match, dot-all)
-//!   regex2ebnf dfa full|search raw|json [i][s]   # lines: PATTERN -> CharDfa::to_ebnf
+//!   regex2ebnf direct                    # lines: PATTERN -> `regex_to_ebnf` (full match, dot-all)
+//!   regex2ebnf dfa full|search raw|json [i][s]   # lines: PATTERN -> `CharDfa::to_ebnf`
 //! Output: for each input line, either `OK <n>` followed by n lines of EBNF, or `ERR <message>`.
 use std::io::{BufRead, Write};
 
@@ -19,10 +19,31 @@ fn main() {
             let search = args.get(2).map(String::as_str) == Some("search");
             let json = args.get(3).map(String::as_str) == Some("json");
             let fl = args.get(4).cloned().unwrap_or_default();
-            let flags = RegexFlags { ignore_case: fl.contains('i'), dot_all: fl.contains('s') };
+            let flags = RegexFlags {
+                ignore_case: fl.contains('i'),
+                dot_all: fl.contains('s'),
+            };
             Regex::parse(&pattern, flags)
-                .and_then(|re| CharDfa::from_regex(&re, if search { Anchoring::Search } else { Anchoring::FullMatch }))
-                .map(|d| d.to_ebnf("root", if json { TextMode::JsonStringBody } else { TextMode::Raw }))
+                .and_then(|re| {
+                    CharDfa::from_regex(
+                        &re,
+                        if search {
+                            Anchoring::Search
+                        } else {
+                            Anchoring::FullMatch
+                        },
+                    )
+                })
+                .map(|d| {
+                    d.to_ebnf(
+                        "root",
+                        if json {
+                            TextMode::JsonStringBody
+                        } else {
+                            TextMode::Raw
+                        },
+                    )
+                })
         } else {
             regex_to_ebnf(&pattern, "root")
         };

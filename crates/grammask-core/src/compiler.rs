@@ -20,6 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 use crate::limits;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Index of a state in [`Automata::states`] (global over all rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,12 +44,17 @@ pub struct ByteEdge {
 }
 
 /// The automata of every rule of a grammar.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Automata {
     states: Vec<State>,
     byte_edges: Vec<ByteEdge>,
     rule_edges: Vec<(RuleId, StateId)>,
     rule_start: Vec<StateId>,
+    /// Start of the automaton of each rule's lookahead assertion (`None`: no lookahead, or one
+    /// that the empty string satisfies).
+    lookahead_start: Vec<Option<StateId>>,
+    /// Interned sets of pending lookahead obligations (see [`Automata::la_step`]).
+    la: Mutex<LaTable>,
     nullable: Vec<bool>,
     rule_names: Vec<String>,
     root: RuleId,
@@ -103,6 +109,49 @@ impl Automata {
 
     pub fn root(&self) -> RuleId {
         self.root
+    }
+
+    /// True if some rule has a lookahead assertion the empty string does not satisfy.
+    #[inline]
+    pub fn has_lookahead(&self) -> bool {
+        self.lookahead_start.iter().any(Option::is_some)
+    }
+
+    /// The obligation set `la` plus rule `r`'s lookahead, if any (`LA_NONE` is the empty set).
+    pub fn la_add(&self, la: u32, r: RuleId) -> u32 {
+        match self.lookahead_start[r.index()] {
+            None => la,
+            Some(start) => {
+                let mut t = self.la.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut set: Vec<StateId> = t.sets[la as usize].to_vec();
+                set.push(start);
+                t.intern(set)
+            }
+        }
+    }
+
+    /// The obligations of `la` after one more input byte: `None` if one of them can no longer be
+    /// satisfied; obligations that reach a final state are discharged.
+    pub fn la_step(&self, la: u32, byte: u8) -> Option<u32> {
+        if la == LA_NONE {
+            return Some(LA_NONE);
+        }
+        let mut t = self.la.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&next) = t.trans.get(&(la, byte)) {
+            return (next != u32::MAX).then_some(next);
+        }
+        let mut next: Vec<StateId> = Vec::new();
+        let mut dead = false;
+        for &q in t.sets[la as usize].iter() {
+            match self.step(q, byte) {
+                None => dead = true,
+                Some(q2) if self.state(q2).is_final => {}
+                Some(q2) => next.push(q2),
+            }
+        }
+        let id = if dead { u32::MAX } else { t.intern(next) };
+        t.trans.insert((la, byte), id);
+        (id != u32::MAX).then_some(id)
     }
 
     pub fn rule_name(&self, r: RuleId) -> &str {
@@ -169,25 +218,61 @@ impl Automata {
 
     /// Builds the automata of `grammar`.
     pub fn build(grammar: &Grammar) -> Result<Automata> {
-        for r in grammar.rules() {
-            if r.lookahead.is_some() {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!("rule '{}': lookahead assertions are parsed but not yet enforced by the matcher", r.name),
-                ));
-            }
-        }
         let mut budget = limits::MAX_AUTOMATON_STATES;
         let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
         for rule in grammar.rules() {
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
-            dfas.push(minimize(&determinize(&nfa, start, end, &mut budget)?));
+            dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
         }
-        let mut a = assemble(grammar, dfas);
+        // Lookaheads must be regular: every rule they use is inlined.
+        let mut la_dfas = Vec::new();
+        for (r, rule) in grammar.rules().iter().enumerate() {
+            if let Some(la) = rule.lookahead {
+                let mut nfa = Nfa { inline: &inline, inline_all: true, ..Nfa::default() };
+                let (start, end) = nfa.build(grammar, la, &mut budget)?;
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget)?);
+                if !dfa.finals[0] {
+                    la_dfas.push((r, dfa));
+                }
+            }
+        }
+        let mut a = assemble(grammar, dfas, la_dfas);
         a.prune()?;
         Ok(a)
+    }
+}
+
+/// The empty obligation set.
+pub const LA_NONE: u32 = 0;
+
+/// Interned sets of lookahead automaton states (pending obligations), with a transition cache.
+/// Invariant: `sets[0]` is the empty set; sets are sorted and deduplicated.
+#[derive(Debug)]
+struct LaTable {
+    sets: Vec<Box<[StateId]>>,
+    ids: HashMap<Box<[StateId]>, u32>,
+    trans: HashMap<(u32, u8), u32>,
+}
+
+impl LaTable {
+    fn new() -> LaTable {
+        let empty: Box<[StateId]> = Box::new([]);
+        LaTable { sets: vec![empty.clone()], ids: [(empty, 0)].into_iter().collect(), trans: HashMap::new() }
+    }
+
+    fn intern(&mut self, mut set: Vec<StateId>) -> u32 {
+        set.sort_unstable();
+        set.dedup();
+        let key: Box<[StateId]> = set.into();
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(key.clone());
+        self.ids.insert(key, id);
+        id
     }
 }
 
@@ -216,6 +301,9 @@ fn hash_words(words: &[u64]) -> u128 {
 /// used by every property) only when tiny, so its states, and their cached masks, stay shared.
 const INLINE_MAX_STATES: usize = 4096;
 const INLINE_SHARED_MAX_STATES: usize = 32;
+/// A shared rule that references no other (non-inlined) rule, like `json_char`, is inlined up to
+/// this size: plain regions walk fast, and equal copies hash alike for the shared kernel cache.
+const INLINE_LEXICAL_MAX_STATES: usize = 512;
 /// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
 const INLINE_MAX_DEPTH: u32 = 8;
 
@@ -251,13 +339,23 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
     let mut inline = vec![false; n];
     let mut size = vec![usize::MAX; n];
     let mut depth = vec![0u32; n];
+    // lexical[r]: r's expansion (with inlined rules) references no rule.
+    let mut lexical = vec![false; n];
     let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
     while let Some(r) = ready.pop() {
         let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth);
         size[r] = sz;
         depth[r] = dp;
-        let limit = if refs[r] <= 1 { INLINE_MAX_STATES } else { INLINE_SHARED_MAX_STATES };
-        inline[r] = r != g.root().index() && sz <= limit && dp < INLINE_MAX_DEPTH;
+        lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
+        let limit = if refs[r] <= 1 {
+            INLINE_MAX_STATES
+        } else if lexical[r] {
+            INLINE_LEXICAL_MAX_STATES
+        } else {
+            INLINE_SHARED_MAX_STATES
+        };
+        // A rule with a lookahead keeps its identity: its completion carries the assertion.
+        inline[r] = r != g.root().index() && g.rules()[r].lookahead.is_none() && sz <= limit && dp < INLINE_MAX_DEPTH;
         for &u in &users[r] {
             pending[u] -= 1;
             if pending[u] == 0 {
@@ -314,6 +412,10 @@ struct Nfa<'a> {
     bytes: Vec<Vec<(u8, u8, u32)>>,
     rules: Vec<Vec<(RuleId, u32)>>,
     inline: &'a [bool],
+    /// Inline every rule (lookahead automata), refusing recursion.
+    inline_all: bool,
+    /// Rules being inlined in `inline_all` mode, innermost last.
+    inlining: Vec<RuleId>,
 }
 
 impl Nfa<'_> {
@@ -371,6 +473,22 @@ impl Nfa<'_> {
                     self.eps[t as usize].push(end);
                 }
                 Ok((start, end))
+            }
+            Expr::RuleRef(r) if self.inline_all => {
+                if self.inlining.contains(r) {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!("a lookahead assertion uses the recursive rule '{}'; lookaheads must be regular", g.rule(*r).name),
+                    ));
+                }
+                if self.inlining.len() >= INLINE_MAX_DEPTH as usize * 8 {
+                    return Err(Error::limit("rule nesting inside a lookahead assertion", INLINE_MAX_DEPTH as usize * 8));
+                }
+                self.inlining.push(*r);
+                let (s, t) = self.build(g, g.rule(*r).body, budget)?;
+                self.inlining.pop();
+                self.eps[start as usize].push(s);
+                Ok((start, t))
             }
             Expr::RuleRef(r) if self.inline[r.index()] => {
                 let (s, t) = self.build(g, g.rule(*r).body, budget)?;
@@ -437,6 +555,7 @@ impl Nfa<'_> {
 }
 
 /// One rule's DFA before the rules are concatenated.
+#[derive(Clone)]
 struct Dfa {
     finals: Vec<bool>,
     bytes: Vec<Vec<ByteEdgeLocal>>,
@@ -515,13 +634,32 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
     Ok(dfa)
 }
 
+/// Rule automata larger than this are not minimized (see [`minimize`]).
+const MINIMIZE_MAX_STATES: usize = 2_000;
+
+/// Most state visits (states x refinement rounds) `minimize` spends before giving up and keeping
+/// the DFA as it is: Moore refinement needs one round per state on a chain such as `"a"{10000}`,
+/// which is quadratic. Minimizing only shrinks the automaton; an unminimized DFA is equivalent.
+const MINIMIZE_MAX_WORK: usize = 4_000_000;
+
 /// Moore-style partition refinement: merges states with the same finality and the same edges
 /// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
-fn minimize(dfa: &Dfa) -> Dfa {
+fn minimize(dfa: Dfa) -> Dfa {
     let n = dfa.finals.len();
+    // PERF: refinement takes up to n rounds on long chains (counted repetition), O(n^2) overall;
+    // big automata are left as they are (correct, just not minimal). `.{0,200}` spelled as JSON
+    // took 1.6 s to compile before this bound.
+    if n > MINIMIZE_MAX_STATES {
+        return dfa;
+    }
     let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
     let mut n_classes = 0;
+    let mut work = 0usize;
     loop {
+        work += n;
+        if work > MINIMIZE_MAX_WORK {
+            return dfa;
+        }
         let mut sig_ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
         let mut next = vec![0u32; n];
         for s in 0..n {
@@ -586,19 +724,26 @@ fn intern(ids: &mut HashMap<Vec<u32>, u32>, sets: &mut Vec<Vec<u32>>, set: Vec<u
     Ok(id)
 }
 
-fn assemble(grammar: &Grammar, dfas: Vec<Dfa>) -> Automata {
+fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Automata {
     let mut a = Automata {
         states: Vec::new(),
         byte_edges: Vec::new(),
         rule_edges: Vec::new(),
         rule_start: Vec::new(),
+        lookahead_start: vec![None; dfas.len()],
+        la: Mutex::new(LaTable::new()),
         nullable: vec![false; dfas.len()],
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
     };
-    for (r, dfa) in dfas.into_iter().enumerate() {
+    let all = dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
+    for (r, dfa, is_lookahead) in all {
         let base = a.states.len() as u32;
-        a.rule_start.push(StateId(base));
+        if is_lookahead {
+            a.lookahead_start[r] = Some(StateId(base));
+        } else {
+            a.rule_start.push(StateId(base));
+        }
         for i in 0..dfa.finals.len() {
             let b0 = a.byte_edges.len() as u32;
             a.byte_edges.extend(

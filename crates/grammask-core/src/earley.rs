@@ -15,7 +15,7 @@
 //! - `origin <= row index`, and for a predicted item `origin == row index`;
 //! - the chart always has at least one row (row 0, the closure of the root rule's start state).
 
-use crate::compiler::{Automata, StateId};
+use crate::compiler::{Automata, StateId, LA_NONE};
 use crate::error::{Error, Result};
 use crate::grammar::RuleId;
 use crate::limits;
@@ -40,6 +40,17 @@ fn mix128(x: u128) -> u128 {
 pub struct Item {
     pub state: StateId,
     pub origin: u32,
+    /// Lookahead obligations the item was predicted with (its parents' current ones).
+    pub la_origin: u32,
+    /// Lookahead obligations pending now (`LA_NONE` in grammars without lookahead).
+    pub la: u32,
+}
+
+impl Item {
+    #[inline]
+    pub fn new(state: StateId, origin: u32) -> Item {
+        Item { state, origin, la_origin: LA_NONE, la: LA_NONE }
+    }
 }
 
 /// A stack of Earley rows.
@@ -69,7 +80,7 @@ impl Chart {
     pub fn with_start(a: &Automata, states: &[StateId]) -> Chart {
         let mut c = Chart { items: Vec::with_capacity(64), row_start: vec![0], row_sig: vec![0], scratch: HashSet::new() };
         for &s in states {
-            c.add(Item { state: s, origin: 0 });
+            c.add(Item::new(s, 0));
         }
         // Row 0 closure cannot exceed the limit meaningfully; ignore the flag here.
         let _ = c.close(a, 0);
@@ -83,7 +94,7 @@ impl Chart {
     pub fn with_kernel(a: &Automata, state: StateId) -> Chart {
         let mut c =
             Chart { items: Vec::with_capacity(64), row_start: vec![0, 0], row_sig: vec![0, 0], scratch: HashSet::new() };
-        c.add(Item { state, origin: 0 });
+        c.add(Item::new(state, 0));
         let _ = c.close(a, 1);
         c.row_sig[1] = c.signature(1);
         c
@@ -123,8 +134,9 @@ impl Chart {
         for i in prev..end {
             let it = self.items[i];
             if let Some(t) = a.step(it.state, byte) {
-                // Scanned items are distinct unless two items share a target and origin.
-                self.add(Item { state: t, origin: it.origin });
+                if let Some(la) = a.la_step(it.la, byte) {
+                    self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
+                }
             }
         }
         if self.items.len() == end {
@@ -172,7 +184,7 @@ impl Chart {
         for j in o0..o1 {
             let p = self.items[j];
             if let Some(&(_, t)) = a.rule_edges(p.state).iter().find(|(r, _)| *r == rule) {
-                self.add(Item { state: t, origin: p.origin });
+                self.add(Item { state: t, ..p });
             }
         }
         if self.items.len() == end {
@@ -222,7 +234,8 @@ impl Chart {
         for it in self.row(r) {
             let o = it.origin as usize;
             let ctx = if o == r { SELF_ORIGIN } else { self.row_sig[o] };
-            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ ctx.rotate_left(17)));
+            let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
+            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ ctx.rotate_left(17)));
         }
         mix128(acc)
     }
@@ -236,7 +249,13 @@ impl Chart {
     /// True if the root rule, started at row 0, can end at the last row.
     pub fn is_complete(&self, a: &Automata) -> bool {
         let root = a.root();
-        self.last_row().iter().any(|it| it.origin == 0 && a.state(it.state).rule == root && a.state(it.state).is_final)
+        self.last_row().iter().any(|it| {
+            it.origin == 0
+                && it.la_origin == LA_NONE
+                && it.la == LA_NONE
+                && a.state(it.state).rule == root
+                && a.state(it.state).is_final
+        })
     }
 
     /// Adds `it` to the newest row unless it is already there.
@@ -260,29 +279,58 @@ impl Chart {
     }
 
     /// Closes the newest row (index `r`) under prediction and completion.
+    ///
+    /// Rules that end empty at this row are remembered (`empty_ends`), so parents added to the row
+    /// later still advance over them (the textbook fix for nullable rules; it keeps lookahead
+    /// obligations exact, which advancing at prediction time would not).
     fn close(&mut self, a: &Automata, r: usize) -> Result<()> {
         let start = self.row_start[r] as usize;
+        // (rule, obligations it was predicted with, obligations after it) for empty completions.
+        let mut empty_ends: Vec<(RuleId, u32, u32)> = Vec::new();
+        // Items visited while completing: bounded, so ambiguous grammars fail fast, not hang.
+        let mut work = 0usize;
         let mut j = start;
         while j < self.items.len() {
             let it = self.items[j];
             j += 1;
             let st = a.state(it.state);
-            if st.is_final && (it.origin as usize) < r {
+            if st.is_final {
                 let rule = st.rule;
-                let (o0, o1) = self.row_bounds(it.origin as usize);
+                let la = a.la_add(it.la, rule);
+                let origin = it.origin as usize;
+                if origin == r {
+                    if !empty_ends.contains(&(rule, it.la_origin, la)) {
+                        empty_ends.push((rule, it.la_origin, la));
+                    }
+                }
+                let (o0, o1) = if origin == r { (start, self.items.len()) } else { self.row_bounds(origin) };
+                work += o1 - o0;
+                if work > limits::MAX_ROW_WORK {
+                    self.scratch.clear();
+                    return Err(Error::limit(
+                        "Earley work for one input byte (grammar too ambiguous)",
+                        limits::MAX_ROW_WORK,
+                    ));
+                }
                 for k in o0..o1 {
                     let p = self.items[k];
+                    if p.la != it.la_origin {
+                        continue;
+                    }
                     for &(rr, t) in a.rule_edges(p.state) {
                         if rr == rule {
-                            self.add(Item { state: t, origin: p.origin });
+                            self.add(Item { state: t, origin: p.origin, la_origin: p.la_origin, la });
                         }
                     }
                 }
             }
             for &(rr, t) in a.rule_edges(it.state) {
-                self.add(Item { state: a.rule_start(rr), origin: r as u32 });
-                if a.nullable(rr) {
-                    self.add(Item { state: t, origin: it.origin });
+                self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la });
+                for k in 0..empty_ends.len() {
+                    let (er, lo, la) = empty_ends[k];
+                    if er == rr && lo == it.la {
+                        self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
+                    }
                 }
             }
             if self.items.len() - start > limits::MAX_ITEMS_PER_ROW {

@@ -14,6 +14,9 @@ pub const MAX_GRAMMAR_BYTES: usize = 64 << 20;
 pub const MAX_TOKEN_BYTES: usize = 1 << 16;
 /// Most Earley items in one chart row before the matcher refuses the input (ambiguity bound).
 pub const MAX_ITEMS_PER_ROW: usize = 100_000;
+/// Most items visited by completions while reading one byte (a few ms of work): highly ambiguous
+/// grammars such as `s ::= s s | "a" | ""` hit it after ~500 bytes instead of going cubic.
+pub const MAX_ROW_WORK: usize = 250_000;
 /// Memory for memoized full masks per compiled grammar; past it, new masks are not memoized.
 pub const MASK_MEMO_BYTES: usize = 64 << 20;
 /// Memory for kernel classifications shared across the grammars of one vocabulary; past it, the

@@ -147,7 +147,7 @@ fn step_frame(a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result
     };
     if let Some(it) = single {
         let Some(t) = a.step(it.state, byte) else { return Ok(None) };
-        let next = Item { state: t, origin: it.origin };
+        let next = Item { state: t, ..it };
         if is_plain(a, t) {
             return Ok(Some(Frame::Virtual(next, chart.num_rows())));
         }
@@ -217,10 +217,15 @@ pub fn kernel_items(a: &Automata, chart: &Chart) -> Vec<Item> {
 pub fn fill_mask(
     a: &Automata,
     chart: &mut Chart,
+    trie: &TokenTrie,
     out: &mut Bitset,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
 ) -> Result<()> {
     out.clear();
+    if a.has_lookahead() {
+        // Kernel classifications assume no pending obligations; walk the real chart instead.
+        return fill_mask_direct(a, chart, trie, out);
+    }
     let kernels = kernel_items(a, chart);
     let mut masks = Vec::with_capacity(kernels.len());
     for it in &kernels {
@@ -282,4 +287,26 @@ fn walk_suffixes(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Vec
     }
     chart.truncate_rows(base);
     Ok(verdict)
+}
+
+/// The mask by walking the whole token trie on the real chart (exact for any grammar, slower):
+/// used for grammars with lookahead assertions.
+pub fn fill_mask_direct(a: &Automata, chart: &mut Chart, trie: &TokenTrie, out: &mut Bitset) -> Result<()> {
+    let base = chart.num_rows();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        chart.truncate_rows(base + n.depth as usize - 1);
+        if !chart.push_byte(a, n.byte)? {
+            i = n.subtree_end as usize;
+            continue;
+        }
+        for &t in trie.node_tokens(&n) {
+            out.set(t as usize);
+        }
+        i += 1;
+    }
+    chart.truncate_rows(base);
+    Ok(())
 }

@@ -247,6 +247,9 @@ impl Matcher {
         self.chart.is_complete(self.compiled.automata())
     }
 
+    /// With `terminate_without_stop_token`, this is true as soon as the grammar is complete, but
+    /// (as in `XGrammar`) only an accepted stop token blocks further input: text that continues a
+    /// complete sentence is still accepted and masks can still be filled.
     pub fn is_terminated(&self) -> bool {
         if self.terminate_without_stop_token {
             self.stopped || self.is_completed()
@@ -258,7 +261,7 @@ impl Matcher {
     /// Accepts one token. Returns false, leaving the state unchanged, if the token is not allowed
     /// (grammar mismatch, out-of-range id, special token, or the matcher has terminated).
     pub fn accept_token(&mut self, token: u32) -> Result<bool> {
-        if self.is_terminated() {
+        if self.stopped {
             return Ok(false);
         }
         let vocab = self.compiled.vocab().clone();
@@ -281,7 +284,7 @@ impl Matcher {
 
     /// Accepts a byte string as one rollback step; all or nothing.
     pub fn accept_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
-        if self.is_terminated() {
+        if self.stopped {
             return Ok(false);
         }
         let rows = self.chart.num_rows();
@@ -305,7 +308,7 @@ impl Matcher {
 
     /// Computes the allowed tokens into the internal mask and returns it.
     pub fn compute_mask(&mut self) -> Result<&Bitset> {
-        if self.is_terminated() {
+        if self.stopped {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "the matcher has terminated; call reset() or rollback() before filling another mask",
@@ -318,7 +321,7 @@ impl Matcher {
         } else {
             let a = compiled.automata();
             let mut get = |s: StateId| compiled.kernel(s);
-            fill_mask(a, &mut self.chart, &mut self.mask, &mut get)?;
+            fill_mask(a, &mut self.chart, &compiled.index.trie, &mut self.mask, &mut get)?;
             compiled.memoize_mask(sig, &self.mask);
         }
         if self.is_completed() {
@@ -327,6 +330,11 @@ impl Matcher {
             }
         }
         Ok(&self.mask)
+    }
+
+    /// The mask computed by the last [`Matcher::compute_mask`].
+    pub fn last_mask(&self) -> &Bitset {
+        &self.mask
     }
 
     /// Writes the mask into one bitmask row of `words` 32-bit words (bits past the vocabulary are
@@ -377,7 +385,7 @@ impl Matcher {
     /// The longest byte string the grammar forces next (stops where there is a choice or the
     /// grammar may end), cut back to whole UTF-8 characters. Does not change the state.
     pub fn find_jump_forward_bytes(&mut self) -> Result<Vec<u8>> {
-        if self.is_terminated() {
+        if self.stopped {
             return Err(Error::invalid_argument("the matcher has terminated"));
         }
         let a = self.compiled.automata();

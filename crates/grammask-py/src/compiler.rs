@@ -1,13 +1,13 @@
 //! `grammask._core.GrammarCompiler` and `CompiledGrammar`: compile (GIL released) and cache.
 use crate::errors::py_err;
-use crate::grammar::{grammar_from_regex, grammar_from_schema, schema_options, PyGrammar};
+use crate::grammar::{grammar_from_regex, grammar_from_schema, PyGrammar, PySchemaOptions};
 use crate::tokenizer_info::PyTokenizerInfo;
 use grammask_core::builtin::builtin_json_grammar;
 use grammask_core::cache::GrammarCache;
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::error::{Error, ErrorKind, Result};
 use grammask_core::grammar::Grammar;
-use grammask_core::matcher::CompiledGrammar;
+use grammask_core::matcher::{CompiledGrammar, TokenIndex};
 use grammask_core::vocab::Vocabulary;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -78,6 +78,9 @@ fn deserialize_compiled(text: &str, vocab: &Arc<Vocabulary>) -> Result<CompiledG
 #[pyclass(frozen, name = "GrammarCompiler", module = "grammask._core")]
 pub struct PyGrammarCompiler {
     vocab: Arc<Vocabulary>,
+    /// Keeps the vocabulary's token trie and shared kernel cache alive as long as the compiler,
+    /// even when no compiled grammar is (the index registry only holds weak references).
+    _index: Arc<TokenIndex>,
     cache: GrammarCache,
     cache_enabled: bool,
 }
@@ -104,13 +107,21 @@ impl PyGrammarCompiler {
 impl PyGrammarCompiler {
     #[new]
     #[pyo3(signature = (tokenizer_info, cache_enabled = true, cache_limit_bytes = -1))]
-    fn new(tokenizer_info: PyRef<'_, PyTokenizerInfo>, cache_enabled: bool, cache_limit_bytes: i64) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        tokenizer_info: PyRef<'_, PyTokenizerInfo>,
+        cache_enabled: bool,
+        cache_limit_bytes: i64,
+    ) -> PyResult<Self> {
         if cache_limit_bytes < -1 {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "cache_limit_bytes must be -1 (unlimited) or >= 0, got {cache_limit_bytes}"
             )));
         }
+        let vocab = tokenizer_info.inner.clone();
+        let index = py.allow_threads(|| TokenIndex::for_vocab(&vocab));
         Ok(PyGrammarCompiler {
+            _index: index,
             vocab: tokenizer_info.inner.clone(),
             cache: GrammarCache::new(cache_limit_bytes),
             cache_enabled,
@@ -128,20 +139,13 @@ impl PyGrammarCompiler {
         self.cached(py, format!("ebnf\0{root_rule_name}\0{text}"), move || parse_ebnf(&t, &r))
     }
 
-    #[pyo3(signature = (schema, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order))]
-    #[allow(clippy::too_many_arguments)]
     fn compile_json_schema(
         &self,
         py: Python<'_>,
         schema: &str,
-        any_whitespace: bool,
-        indent: Option<u32>,
-        separators: Option<(String, String)>,
-        strict_mode: bool,
-        max_whitespace_cnt: Option<u32>,
-        any_order: bool,
+        options: PyRef<'_, PySchemaOptions>,
     ) -> PyResult<PyCompiledGrammar> {
-        let opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order);
+        let opts = options.inner.clone();
         let key = format!("schema\0{opts:?}\0{schema}");
         let s = schema.to_owned();
         self.cached(py, key, move || grammar_from_schema(&s, &opts))

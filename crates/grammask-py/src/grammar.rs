@@ -17,17 +17,33 @@ impl PyGrammar {
     }
 }
 
-/// Builds the core options from the Python keyword arguments.
-#[allow(clippy::too_many_arguments)]
-pub fn schema_options(
-    any_whitespace: bool,
-    indent: Option<u32>,
-    separators: Option<(String, String)>,
-    strict_mode: bool,
-    max_whitespace_cnt: Option<u32>,
-    any_order: bool,
-) -> JsonSchemaOptions {
-    JsonSchemaOptions { any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order }
+/// `grammask._core.JsonSchemaOptions`: the output-shape options of a JSON Schema conversion,
+/// built once in Python and passed to every schema entry point.
+#[pyclass(frozen, name = "JsonSchemaOptions", module = "grammask._core")]
+pub struct PySchemaOptions {
+    pub inner: JsonSchemaOptions,
+}
+
+#[pymethods]
+impl PySchemaOptions {
+    #[new]
+    #[pyo3(signature = (any_whitespace = true, indent = None, separators = None, strict_mode = true, max_whitespace_cnt = None, any_order = false))]
+    fn new(
+        any_whitespace: bool,
+        indent: Option<u32>,
+        separators: Option<(String, String)>,
+        strict_mode: bool,
+        max_whitespace_cnt: Option<u32>,
+        any_order: bool,
+    ) -> Self {
+        PySchemaOptions {
+            inner: JsonSchemaOptions { any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order },
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.inner)
+    }
 }
 
 pub fn grammar_from_schema(schema: &str, opts: &JsonSchemaOptions) -> grammask_core::error::Result<Grammar> {
@@ -70,38 +86,14 @@ impl PyGrammar {
     }
 
     #[staticmethod]
-    #[pyo3(signature = (schema, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order))]
-    #[allow(clippy::too_many_arguments)]
-    fn from_json_schema(
-        py: Python<'_>,
-        schema: &str,
-        any_whitespace: bool,
-        indent: Option<u32>,
-        separators: Option<(String, String)>,
-        strict_mode: bool,
-        max_whitespace_cnt: Option<u32>,
-        any_order: bool,
-    ) -> PyResult<PyGrammar> {
-        let opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order);
-        let schema = schema.to_owned();
+    fn from_json_schema(py: Python<'_>, schema: &str, options: PyRef<'_, PySchemaOptions>) -> PyResult<PyGrammar> {
+        let (schema, opts) = (schema.to_owned(), options.inner.clone());
         py.allow_threads(|| grammar_from_schema(&schema, &opts)).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
-    #[pyo3(signature = (schema, any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order))]
-    #[allow(clippy::too_many_arguments)]
-    fn json_schema_to_ebnf(
-        py: Python<'_>,
-        schema: &str,
-        any_whitespace: bool,
-        indent: Option<u32>,
-        separators: Option<(String, String)>,
-        strict_mode: bool,
-        max_whitespace_cnt: Option<u32>,
-        any_order: bool,
-    ) -> PyResult<String> {
-        let opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order);
-        let schema = schema.to_owned();
+    fn json_schema_to_ebnf(py: Python<'_>, schema: &str, options: PyRef<'_, PySchemaOptions>) -> PyResult<String> {
+        let (schema, opts) = (schema.to_owned(), options.inner.clone());
         py.allow_threads(|| json_schema_to_ebnf(&schema, &opts)).map_err(py_err)
     }
 

@@ -14,6 +14,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     tokenizer_info::register(m)?;
     m.add_class::<grammar::PyGrammar>()?;
+    m.add_class::<grammar::PySchemaOptions>()?;
     m.add_class::<compiler::PyGrammarCompiler>()?;
     m.add_class::<compiler::PyCompiledGrammar>()?;
     m.add_class::<matcher::PyGrammarMatcher>()?;

@@ -2,10 +2,10 @@
 //! (numpy arrays; torch CPU tensors are viewed as numpy by the Python layer) and are checked for
 //! dtype, writability, contiguity and shape before anything is written.
 use crate::compiler::PyCompiledGrammar;
-use crate::errors::py_err;
+use crate::errors::{invalid_argument, py_err};
 use grammask_core::matcher::{Matcher, MatcherOptions};
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 #[pyclass(name = "GrammarMatcher", module = "grammask._core")]
@@ -25,15 +25,15 @@ fn bitmask_buffer(obj: &Bound<'_, PyAny>) -> PyResult<BitmaskBuf> {
         PyTypeError::new_err("the bitmask must be an int32 array (numpy or a CPU torch tensor); allocate it with allocate_token_bitmask()")
     })?;
     if buf.readonly() {
-        return Err(PyValueError::new_err("the bitmask is read-only"));
+        return Err(invalid_argument("the bitmask is read-only"));
     }
     if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
+        return Err(invalid_argument("the bitmask must be C-contiguous"));
     }
     let (rows, words) = match *buf.shape() {
         [w] => (1, w),
         [r, w] => (r, w),
-        ref s => return Err(PyValueError::new_err(format!("the bitmask must be 1-D or 2-D, got shape {s:?}"))),
+        ref s => return Err(invalid_argument(format!("the bitmask must be 1-D or 2-D, got shape {s:?}"))),
     };
     Ok(BitmaskBuf { buf, rows, words })
 }
@@ -41,7 +41,7 @@ fn bitmask_buffer(obj: &Bound<'_, PyAny>) -> PyResult<BitmaskBuf> {
 impl BitmaskBuf {
     fn check_row(&self, index: usize) -> PyResult<()> {
         if index >= self.rows {
-            return Err(PyValueError::new_err(format!(
+            return Err(invalid_argument(format!(
                 "bitmask row index {index} is out of range for a bitmask with {} rows",
                 self.rows
             )));
@@ -49,12 +49,22 @@ impl BitmaskBuf {
         Ok(())
     }
 
-    fn write_row(&self, py: Python<'_>, index: usize, words: &[u32]) -> PyResult<()> {
-        let cells = self.buf.as_mut_slice(py).ok_or_else(|| PyValueError::new_err("the bitmask is not writable"))?;
-        let row = &cells[index * self.words..(index + 1) * self.words];
-        for (c, &w) in row.iter().zip(words) {
-            c.set(w as i32);
-        }
+    /// Copies `words` into row `index` and clears the rest of the row.
+    #[allow(unsafe_code)]
+    fn write_row(&self, _py: Python<'_>, index: usize, words: &[u32]) -> PyResult<()> {
+        self.check_row(index)?;
+        let ptr = self.buf.buf_ptr().cast::<u32>();
+        // SAFETY: `bitmask_buffer` checked that the buffer is a writable, C-contiguous array of
+        // `rows * words` int32 elements and `check_row` that `index < rows`, so the row
+        // `[index * words, (index + 1) * words)` lies inside it; u32 and i32 share size and
+        // alignment. We hold the GIL, so no Python code touches the buffer meanwhile, and the
+        // `PyBuffer` keeps the exporter alive for the duration.
+        // PERF: replaces a per-element `Cell::set` loop plus a temporary row (~3 us of a 6 us
+        // memoized fill on Llama 3's 4,008-word rows).
+        let row = unsafe { std::slice::from_raw_parts_mut(ptr.add(index * self.words), self.words) };
+        let n = words.len().min(self.words);
+        row[..n].copy_from_slice(&words[..n]);
+        row[n..].fill(0);
         Ok(())
     }
 }
@@ -85,11 +95,19 @@ impl PyGrammarMatcher {
     fn fill_next_token_bitmask(&mut self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<bool> {
         let b = bitmask_buffer(bitmask)?;
         b.check_row(index)?;
-        let mut row = vec![0u32; b.words];
+        let needed = self.inner.compiled().vocab().vocab_size().div_ceil(32);
+        if b.words < needed {
+            return Err(invalid_argument(format!(
+                "the bitmask has {} int32 words per row but the vocabulary of size {} needs {needed}",
+                b.words,
+                self.inner.compiled().vocab().vocab_size()
+            )));
+        }
         let m = &mut self.inner;
-        let need_apply = py.allow_threads(|| m.fill_next_token_bitmask(&mut row)).map_err(py_err)?;
-        b.write_row(py, index, &row)?;
-        Ok(need_apply)
+        py.allow_threads(|| m.compute_mask().map(|_| ())).map_err(py_err)?;
+        let mask = self.inner.last_mask();
+        b.write_row(py, index, mask.words())?;
+        Ok(mask.count_ones() != mask.len())
     }
 
     /// Allowed token ids (for tests and debugging).
@@ -111,7 +129,7 @@ impl PyGrammarMatcher {
 
     #[pyo3(signature = (num_tokens = 1))]
     fn rollback(&mut self, num_tokens: i64) -> PyResult<()> {
-        let n = usize::try_from(num_tokens).map_err(|_| PyValueError::new_err("num_tokens must be >= 0"))?;
+        let n = usize::try_from(num_tokens).map_err(|_| invalid_argument("num_tokens must be >= 0"))?;
         self.inner.rollback(n).map_err(py_err)
     }
 
@@ -148,7 +166,7 @@ pub fn batch_fill_next_token_bitmask(
     let b = bitmask_buffer(bitmask)?;
     let indices: Vec<usize> = indices.unwrap_or_else(|| (0..matchers.len()).collect());
     if indices.len() != matchers.len() {
-        return Err(PyValueError::new_err(format!(
+        return Err(invalid_argument(format!(
             "got {} matchers but {} indices",
             matchers.len(),
             indices.len()

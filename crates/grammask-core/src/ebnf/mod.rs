@@ -27,11 +27,20 @@ use parser::{Dialect, Parser};
 
 /// Parses XGrammar-dialect EBNF; `root_rule_name` names the start rule.
 pub fn parse_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
+    check_size(text)?;
     Parser::new(text, Dialect::XGrammar).parse(root_rule_name)
+}
+
+fn check_size(text: &str) -> Result<()> {
+    if text.len() > crate::limits::MAX_GRAMMAR_BYTES {
+        return Err(crate::error::Error::limit("grammar text (bytes)", crate::limits::MAX_GRAMMAR_BYTES));
+    }
+    Ok(())
 }
 
 /// Parses ISO-style EBNF (`rule = expr .`); `root_rule_name` names the start rule.
 pub fn parse_iso_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
+    check_size(text)?;
     Parser::new(text, Dialect::Iso).parse(root_rule_name)
 }
 

@@ -28,7 +28,11 @@ pub enum Node {
     Concat(Vec<Node>),
     Alt(Vec<Node>),
     /// `min..=max` copies of `sub`; `max == None` is unbounded. Invariant: `min <= max`.
-    Repeat { sub: Box<Node>, min: u32, max: Option<u32> },
+    Repeat {
+        sub: Box<Node>,
+        min: u32,
+        max: Option<u32>,
+    },
     Assert(Assertion),
 }
 

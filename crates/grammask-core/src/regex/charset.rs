@@ -18,15 +18,20 @@ pub struct CharSet {
 }
 
 impl CharSet {
+    #[must_use]
     pub fn empty() -> CharSet {
         CharSet { ranges: Vec::new() }
     }
 
     /// Every scalar value.
+    #[must_use]
     pub fn full() -> CharSet {
-        CharSet { ranges: vec![(0, SURROGATE_LO - 1), (SURROGATE_HI + 1, MAX_CHAR)] }
+        CharSet {
+            ranges: vec![(0, SURROGATE_LO - 1), (SURROGATE_HI + 1, MAX_CHAR)],
+        }
     }
 
+    #[must_use]
     pub fn single(c: u32) -> CharSet {
         CharSet::from_ranges([(c, c)])
     }
@@ -63,14 +68,17 @@ impl CharSet {
         CharSet { ranges: out }
     }
 
+    #[must_use]
     pub fn ranges(&self) -> &[(u32, u32)] {
         &self.ranges
     }
 
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
+    #[must_use]
     pub fn contains(&self, c: u32) -> bool {
         self.ranges
             .binary_search_by(|&(lo, hi)| {
@@ -86,11 +94,16 @@ impl CharSet {
     }
 
     /// Number of scalar values in the set.
+    #[must_use]
     pub fn len(&self) -> u64 {
-        self.ranges.iter().map(|&(lo, hi)| u64::from(hi - lo) + 1).sum()
+        self.ranges
+            .iter()
+            .map(|&(lo, hi)| u64::from(hi - lo) + 1)
+            .sum()
     }
 
     /// The only member, if the set has exactly one.
+    #[must_use]
     pub fn as_single(&self) -> Option<u32> {
         match self.ranges.as_slice() {
             [(lo, hi)] if lo == hi => Some(*lo),
@@ -149,7 +162,10 @@ impl CharSet {
     pub fn case_fold(&self) -> CharSet {
         use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
         let mut cls = ClassUnicode::new(self.ranges.iter().map(|&(lo, hi)| {
-            ClassUnicodeRange::new(char::from_u32(lo).unwrap_or('\0'), char::from_u32(hi).unwrap_or('\0'))
+            ClassUnicodeRange::new(
+                char::from_u32(lo).unwrap_or('\0'),
+                char::from_u32(hi).unwrap_or('\0'),
+            )
         }));
         cls.case_fold_simple();
         CharSet::from_ranges(cls.iter().map(|r| (r.start() as u32, r.end() as u32)))
@@ -157,16 +173,19 @@ impl CharSet {
 }
 
 /// ECMA-262 `\d`.
+#[must_use]
 pub fn digit() -> CharSet {
     CharSet::from_ranges([(0x30, 0x39)])
 }
 
 /// ECMA-262 `\w` (ASCII word characters).
+#[must_use]
 pub fn word() -> CharSet {
     CharSet::from_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
 }
 
-/// ECMA-262 `\s`: WhiteSpace and LineTerminator, including the Unicode space separators and U+FEFF.
+/// ECMA-262 `\s`: `WhiteSpace` and `LineTerminator`, including the Unicode space separators and U+FEFF.
+#[must_use]
 pub fn space() -> CharSet {
     CharSet::from_ranges([
         (0x09, 0x0D),
@@ -183,6 +202,7 @@ pub fn space() -> CharSet {
 }
 
 /// ECMA-262 `.`: every scalar value except the line terminators, unless `dot_all`.
+#[must_use]
 pub fn dot(dot_all: bool) -> CharSet {
     if dot_all {
         CharSet::full()
@@ -197,19 +217,32 @@ pub fn dot(dot_all: bool) -> CharSet {
 pub fn unicode_property(name: &str) -> Result<CharSet> {
     use regex_syntax::hir::{Class, HirKind};
     let valid = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=' || c == ' ' || c == '-');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=' || c == ' ' || c == '-');
     if !valid {
-        return Err(Error::new(ErrorKind::RegexSyntax, format!("invalid Unicode property name `{name}`")));
+        return Err(Error::new(
+            ErrorKind::RegexSyntax,
+            format!("invalid Unicode property name `{name}`"),
+        ));
     }
     let hir = regex_syntax::ParserBuilder::new()
         .build()
         .parse(&format!("\\p{{{name}}}"))
-        .map_err(|_| Error::new(ErrorKind::RegexSyntax, format!("unknown Unicode property `{name}`")))?;
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::RegexSyntax,
+                format!("unknown Unicode property `{name}`"),
+            )
+        })?;
     match hir.kind() {
-        HirKind::Class(Class::Unicode(cls)) => {
-            Ok(CharSet::from_ranges(cls.iter().map(|r| (r.start() as u32, r.end() as u32))))
-        }
-        _ => Err(Error::new(ErrorKind::RegexSyntax, format!("unknown Unicode property `{name}`"))),
+        HirKind::Class(Class::Unicode(cls)) => Ok(CharSet::from_ranges(
+            cls.iter().map(|r| (r.start() as u32, r.end() as u32)),
+        )),
+        _ => Err(Error::new(
+            ErrorKind::RegexSyntax,
+            format!("unknown Unicode property `{name}`"),
+        )),
     }
 }
 

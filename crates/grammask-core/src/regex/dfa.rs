@@ -50,31 +50,71 @@ impl CharDfa {
     }
 
     /// The empty language.
+    #[must_use]
     pub fn empty() -> CharDfa {
-        CharDfa { states: vec![DState { accept: false, trans: Vec::new() }], start: 0 }
+        CharDfa {
+            states: vec![DState {
+                accept: false,
+                trans: Vec::new(),
+            }],
+            start: 0,
+        }
     }
 
     /// All strings.
+    #[must_use]
     pub fn any_string() -> CharDfa {
-        let trans = CharSet::full().ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: 0 }).collect();
-        CharDfa { states: vec![DState { accept: true, trans }], start: 0 }
+        let trans = CharSet::full()
+            .ranges()
+            .iter()
+            .map(|&(lo, hi)| Trans { lo, hi, to: 0 })
+            .collect();
+        CharDfa {
+            states: vec![DState {
+                accept: true,
+                trans,
+            }],
+            start: 0,
+        }
     }
 
     /// Exactly the string `s`.
+    #[must_use]
     pub fn literal(s: &str) -> CharDfa {
         let mut states: Vec<DState> = s
             .chars()
             .enumerate()
-            .map(|(i, c)| DState { accept: false, trans: vec![Trans { lo: c as u32, hi: c as u32, to: i as u32 + 1 }] })
+            .map(|(i, c)| DState {
+                accept: false,
+                trans: vec![Trans {
+                    lo: c as u32,
+                    hi: c as u32,
+                    to: i as u32 + 1,
+                }],
+            })
             .collect();
-        states.push(DState { accept: true, trans: Vec::new() });
+        states.push(DState {
+            accept: true,
+            trans: Vec::new(),
+        });
         CharDfa { states, start: 0 }
     }
 
     /// Strings of the characters in `set` only (any length).
+    #[must_use]
     pub fn star_of(set: &CharSet) -> CharDfa {
-        let trans = set.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: 0 }).collect();
-        CharDfa { states: vec![DState { accept: true, trans }], start: 0 }
+        let trans = set
+            .ranges()
+            .iter()
+            .map(|&(lo, hi)| Trans { lo, hi, to: 0 })
+            .collect();
+        CharDfa {
+            states: vec![DState {
+                accept: true,
+                trans,
+            }],
+            start: 0,
+        }
     }
 
     /// Strings whose length in codepoints is in `[min, max]` (`max == None`: unbounded).
@@ -84,29 +124,47 @@ impl CharDfa {
         }
         let last = max.unwrap_or(min);
         if last >= MAX_DFA_STATES as u64 {
-            return Err(Error::limit("string length bound (automaton states)", MAX_DFA_STATES));
+            return Err(Error::limit(
+                "string length bound (automaton states)",
+                MAX_DFA_STATES,
+            ));
         }
         let full = CharSet::full();
         let mut states = Vec::with_capacity(last as usize + 1);
         for i in 0..=last {
-            let to = if i < last { i as u32 + 1 } else if max.is_none() { i as u32 } else { DEAD };
+            let to = if i < last {
+                i as u32 + 1
+            } else if max.is_none() {
+                i as u32
+            } else {
+                DEAD
+            };
             let trans = if to == DEAD {
                 Vec::new()
             } else {
-                full.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to }).collect()
+                full.ranges()
+                    .iter()
+                    .map(|&(lo, hi)| Trans { lo, hi, to })
+                    .collect()
             };
-            states.push(DState { accept: i >= min, trans });
+            states.push(DState {
+                accept: i >= min,
+                trans,
+            });
         }
         // Already trimmed, minimal and in BFS order.
         Ok(CharDfa { states, start: 0 })
     }
 
+    #[must_use]
     pub fn num_states(&self) -> usize {
         self.states.len()
     }
 
+    #[must_use]
     pub fn is_empty(&self) -> bool {
-        !self.states[self.start as usize].accept && self.states[self.start as usize].trans.is_empty()
+        !self.states[self.start as usize].accept
+            && self.states[self.start as usize].trans.is_empty()
     }
 
     fn step(&self, s: u32, c: u32) -> Option<u32> {
@@ -115,6 +173,7 @@ impl CharDfa {
         trans.get(i).filter(|t| t.lo <= c).map(|t| t.to)
     }
 
+    #[must_use]
     pub fn accepts(&self, s: &str) -> bool {
         let mut q = self.start;
         for c in s.chars() {
@@ -127,6 +186,7 @@ impl CharDfa {
     }
 
     /// Whether the empty string is in the language.
+    #[must_use]
     pub fn accepts_empty(&self) -> bool {
         self.states[self.start as usize].accept
     }
@@ -154,14 +214,26 @@ impl CharDfa {
             .map(|st| {
                 let covered = CharSet::from_ranges(st.trans.iter().map(|t| (t.lo, t.hi)));
                 let mut trans = st.trans.clone();
-                trans.extend(full.difference(&covered).ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: sink }));
+                trans.extend(
+                    full.difference(&covered)
+                        .ranges()
+                        .iter()
+                        .map(|&(lo, hi)| Trans { lo, hi, to: sink }),
+                );
                 trans.sort_unstable_by_key(|t| t.lo);
-                DState { accept: !st.accept, trans }
+                DState {
+                    accept: !st.accept,
+                    trans,
+                }
             })
             .collect();
         states.push(DState {
             accept: true,
-            trans: full.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: sink }).collect(),
+            trans: full
+                .ranges()
+                .iter()
+                .map(|&(lo, hi)| Trans { lo, hi, to: sink })
+                .collect(),
         });
         CharDfa::from_states(states, self.start)
     }
@@ -171,6 +243,7 @@ impl CharDfa {
     }
 
     /// Whether the language is infinite (the trimmed automaton has a cycle).
+    #[must_use]
     pub fn is_infinite(&self) -> bool {
         self.topological_order().is_none()
     }
@@ -207,6 +280,7 @@ impl CharDfa {
     }
 
     /// All strings of the language if it is finite and has at most `limit` strings.
+    #[must_use]
     pub fn finite_strings(&self, limit: usize) -> Option<Vec<String>> {
         let order = self.topological_order()?;
         let mut count = vec![0u128; self.states.len()];
@@ -214,7 +288,9 @@ impl CharDfa {
             let st = &self.states[s as usize];
             let mut c = u128::from(st.accept);
             for t in &st.trans {
-                c = c.saturating_add(u128::from(t.hi - t.lo + 1).saturating_mul(count[t.to as usize]));
+                c = c.saturating_add(
+                    u128::from(t.hi - t.lo + 1).saturating_mul(count[t.to as usize]),
+                );
             }
             count[s as usize] = c;
         }
@@ -229,9 +305,10 @@ impl CharDfa {
                 out.push(prefix.clone());
             }
             for t in st.trans.iter().rev() {
-                for c in (t.lo..=t.hi).rev() {
+                // Transitions hold scalar values only, so `from_u32` never fails here.
+                for ch in (t.lo..=t.hi).rev().filter_map(char::from_u32) {
                     let mut p = prefix.clone();
-                    p.push(char::from_u32(c).expect("transitions hold scalar values"));
+                    p.push(ch);
                     stack.push((t.to, p));
                 }
             }
@@ -257,8 +334,9 @@ impl CharDfa {
             }
         }
         let mut live = vec![false; n];
-        let mut queue: Vec<u32> =
-            (0..n as u32).filter(|&s| reach[s as usize] && self.states[s as usize].accept).collect();
+        let mut queue: Vec<u32> = (0..n as u32)
+            .filter(|&s| reach[s as usize] && self.states[s as usize].accept)
+            .collect();
         for &s in &queue {
             live[s as usize] = true;
         }
@@ -281,7 +359,11 @@ impl CharDfa {
                 st
             })
             .collect();
-        CharDfa { states, start: self.start }.renumbered(|s| live[s as usize])
+        CharDfa {
+            states,
+            start: self.start,
+        }
+        .renumbered(|s| live[s as usize])
     }
 
     /// Renumbers the states kept by `keep` in BFS order from the start, merging adjacent
@@ -305,7 +387,13 @@ impl CharDfa {
             .iter()
             .map(|&s| {
                 let st = &self.states[s as usize];
-                DState { accept: st.accept, trans: merge(st.trans.iter().map(|t| Trans { to: id[t.to as usize], ..*t })) }
+                DState {
+                    accept: st.accept,
+                    trans: merge(st.trans.iter().map(|t| Trans {
+                        to: id[t.to as usize],
+                        ..*t
+                    })),
+                }
             })
             .collect();
         CharDfa { states, start: 0 }
@@ -315,7 +403,11 @@ impl CharDfa {
     fn minimized(self) -> CharDfa {
         let n = self.states.len();
         let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
-        let mut num_classes = class.iter().copied().collect::<std::collections::HashSet<_>>().len();
+        let mut num_classes = class
+            .iter()
+            .copied()
+            .collect::<std::collections::HashSet<_>>()
+            .len();
         let total_trans: usize = self.states.iter().map(|s| s.trans.len() + 1).sum();
         let mut work = 0usize;
         loop {
@@ -326,7 +418,10 @@ impl CharDfa {
             let mut sigs: HashMap<(u32, Vec<Trans>), u32> = HashMap::new();
             let mut next = vec![0u32; n];
             for s in 0..n {
-                let sig = merge(self.states[s].trans.iter().map(|t| Trans { to: class[t.to as usize], ..*t }));
+                let sig = merge(self.states[s].trans.iter().map(|t| Trans {
+                    to: class[t.to as usize],
+                    ..*t
+                }));
                 let k = sigs.len() as u32;
                 next[s] = *sigs.entry((class[s], sig)).or_insert(k);
             }
@@ -347,10 +442,20 @@ impl CharDfa {
             .iter()
             .map(|&s| {
                 let st = &self.states[s as usize];
-                DState { accept: st.accept, trans: merge(st.trans.iter().map(|t| Trans { to: class[t.to as usize], ..*t })) }
+                DState {
+                    accept: st.accept,
+                    trans: merge(st.trans.iter().map(|t| Trans {
+                        to: class[t.to as usize],
+                        ..*t
+                    })),
+                }
             })
             .collect();
-        CharDfa { states, start: class[self.start as usize] }.renumbered(|_| true)
+        CharDfa {
+            states,
+            start: class[self.start as usize],
+        }
+        .renumbered(|_| true)
     }
 }
 
@@ -382,11 +487,23 @@ fn product(
     let none: Vec<Trans> = Vec::new();
     while let Some(i) = queue.pop_front() {
         let (p, q) = pairs[i];
-        let ta = if p == DEAD { &none } else { &a.states[p as usize].trans };
-        let tb = if q == DEAD { &none } else { &b.states[q as usize].trans };
+        let ta = if p == DEAD {
+            &none
+        } else {
+            &a.states[p as usize].trans
+        };
+        let tb = if q == DEAD {
+            &none
+        } else {
+            &b.states[q as usize].trans
+        };
         let acc_a = p != DEAD && a.states[p as usize].accept;
         let acc_b = q != DEAD && b.states[q as usize].accept;
-        let mut bounds: Vec<u32> = ta.iter().chain(tb.iter()).flat_map(|t| [t.lo, t.hi + 1]).collect();
+        let mut bounds: Vec<u32> = ta
+            .iter()
+            .chain(tb.iter())
+            .flat_map(|t| [t.lo, t.hi + 1])
+            .collect();
         bounds.sort_unstable();
         bounds.dedup();
         let (mut ia, mut ib) = (0, 0);
@@ -399,29 +516,42 @@ fn product(
             while ib < tb.len() && tb[ib].hi < lo {
                 ib += 1;
             }
-            let na = if ia < ta.len() && ta[ia].lo <= lo { ta[ia].to } else { DEAD };
-            let nb = if ib < tb.len() && tb[ib].lo <= lo { tb[ib].to } else { DEAD };
+            let na = if ia < ta.len() && ta[ia].lo <= lo {
+                ta[ia].to
+            } else {
+                DEAD
+            };
+            let nb = if ib < tb.len() && tb[ib].lo <= lo {
+                tb[ib].to
+            } else {
+                DEAD
+            };
             if (na == DEAD && nb == DEAD) || !keep(na != DEAD, nb != DEAD) {
                 continue;
             }
-            let to = match ids.get(&(na, nb)) {
-                Some(&id) => id,
-                None => {
-                    if pairs.len() >= MAX_DFA_STATES * 4 {
-                        return Err(Error::limit("automaton states (product)", MAX_DFA_STATES * 4));
-                    }
-                    let id = pairs.len() as u32;
-                    ids.insert((na, nb), id);
-                    pairs.push((na, nb));
-                    queue.push_back(id as usize);
-                    id
+            let to = if let Some(&id) = ids.get(&(na, nb)) {
+                id
+            } else {
+                if pairs.len() >= MAX_DFA_STATES * 4 {
+                    return Err(Error::limit(
+                        "automaton states (product)",
+                        MAX_DFA_STATES * 4,
+                    ));
                 }
+                let id = pairs.len() as u32;
+                ids.insert((na, nb), id);
+                pairs.push((na, nb));
+                queue.push_back(id as usize);
+                id
             };
             trans.push(Trans { lo, hi, to });
         }
         // States are created in BFS order, so index i is the i-th pushed state.
         debug_assert_eq!(states.len(), i);
-        states.push(DState { accept: accept(acc_a, acc_b), trans: merge(trans.into_iter()) });
+        states.push(DState {
+            accept: accept(acc_a, acc_b),
+            trans: merge(trans.into_iter()),
+        });
     }
     let dfa = CharDfa::from_states(states, 0);
     if dfa.states.len() > MAX_DFA_STATES {

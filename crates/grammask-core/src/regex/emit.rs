@@ -1,4 +1,4 @@
-//! Printing languages as EBNF (XGrammar's dialect, the subset grammask's parser reads): the
+//! Printing languages as EBNF (`XGrammar`'s dialect, the subset grammask's parser reads): the
 //! direct AST printer behind [`super::regex_to_ebnf`] and the automaton printer behind
 //! [`super::CharDfa::to_ebnf`], in raw or JSON-string-body spelling.
 //!
@@ -57,7 +57,11 @@ fn class(set: &CharSet) -> String {
         return NOTHING.to_string();
     }
     let neg = set.negate();
-    let (body, negated) = if neg.ranges().len() < set.ranges().len() { (neg, true) } else { (set.clone(), false) };
+    let (body, negated) = if neg.ranges().len() < set.ranges().len() {
+        (neg, true)
+    } else {
+        (set.clone(), false)
+    };
     let mut out = String::from(if negated { "[^" } else { "[" });
     for &(lo, hi) in body.ranges() {
         push_escaped(&mut out, lo, true);
@@ -97,7 +101,19 @@ fn join(items: &[Item]) -> String {
     if !lit.is_empty() || parts.is_empty() {
         parts.push(literal(&lit));
     }
-    parts.join(" ")
+    // Runs of one atom become `x{n}` (`[0-9] [0-9] [0-9]` prints as `[0-9]{3}`).
+    let mut out: Vec<String> = Vec::with_capacity(parts.len());
+    let mut i = 0;
+    while i < parts.len() {
+        let run = parts[i..].iter().take_while(|p| **p == parts[i]).count();
+        if run >= 2 && is_atom(&parts[i]) {
+            out.push(format!("{}{{{run}}}", parts[i]));
+        } else {
+            out.extend(parts[i..i + run].iter().cloned());
+        }
+        i += run;
+    }
+    out.join(" ")
 }
 
 /// Whether `s` (printed EBNF) is a single atom that a postfix operator may follow.
@@ -163,7 +179,9 @@ fn is_atom(s: &str) -> bool {
         }
         return false;
     }
-    closes(b'(', b')') || s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    closes(b'(', b')')
+        || s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
 }
 
 fn atom(s: String) -> String {
@@ -206,8 +224,15 @@ pub fn has_inner_assertion(node: &Node, front: bool, back: bool) -> bool {
             false
         }
         Node::Concat(v) => {
-            let lead = v.iter().take_while(|n| **n == Node::Assert(Assertion::Start)).count();
-            let trail = v.iter().rev().take_while(|n| **n == Node::Assert(Assertion::End)).count();
+            let lead = v
+                .iter()
+                .take_while(|n| **n == Node::Assert(Assertion::Start))
+                .count();
+            let trail = v
+                .iter()
+                .rev()
+                .take_while(|n| **n == Node::Assert(Assertion::End))
+                .count();
             for (i, n) in v.iter().enumerate() {
                 let f = front && i <= lead;
                 let b = back && i + 1 + trail >= v.len();
@@ -233,7 +258,9 @@ pub fn node_expr(node: &Node) -> String {
 fn prints_as_atom(node: &Node) -> bool {
     match node {
         Node::Set(_) | Node::Empty | Node::Assert(_) => true,
-        Node::Concat(v) => v.iter().all(|n| matches!(n, Node::Set(s) if s.as_single().is_some())),
+        Node::Concat(v) => v
+            .iter()
+            .all(|n| matches!(n, Node::Set(s) if s.as_single().is_some())),
         _ => false,
     }
 }
@@ -328,7 +355,13 @@ const JSON_SHORT: [(u32, &str); 8] = [
 ];
 
 /// Splits `lo..=hi` (values of `digits` hex digits) into rectangles of per-digit ranges.
-fn hex_split(lo: u32, hi: u32, digits: u32, prefix: &mut Vec<(u32, u32)>, out: &mut Vec<Vec<(u32, u32)>>) {
+fn hex_split(
+    lo: u32,
+    hi: u32,
+    digits: u32,
+    prefix: &mut Vec<(u32, u32)>,
+    out: &mut Vec<Vec<(u32, u32)>>,
+) {
     if digits == 1 {
         prefix.push((lo, hi));
         out.push(prefix.clone());
@@ -343,7 +376,7 @@ fn hex_split(lo: u32, hi: u32, digits: u32, prefix: &mut Vec<(u32, u32)>, out: &
         prefix.pop();
         return;
     }
-    if lo % unit != 0 {
+    if !lo.is_multiple_of(unit) {
         prefix.push((a, a));
         hex_split(lo % unit, unit - 1, digits - 1, prefix, out);
         prefix.pop();
@@ -394,7 +427,10 @@ fn hex_digit(lo: u32, hi: u32) -> Item {
 fn hex_alts(lo: u32, hi: u32) -> Vec<String> {
     let mut rects = Vec::new();
     hex_split(lo, hi, 4, &mut Vec::new(), &mut rects);
-    rects.iter().map(|r| join(&r.iter().map(|&(a, b)| hex_digit(a, b)).collect::<Vec<_>>())).collect()
+    rects
+        .iter()
+        .map(|r| join(&r.iter().map(|&(a, b)| hex_digit(a, b)).collect::<Vec<_>>()))
+        .collect()
 }
 
 /// Alternatives as one sequence element (parenthesized only when there are several).
@@ -409,7 +445,8 @@ fn alt_group(alts: &[String]) -> String {
 /// Alternatives spelling one codepoint of `set` inside a JSON string literal.
 fn json_spellings(set: &CharSet) -> Vec<String> {
     let mut alts = Vec::new();
-    let unescaped = CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, super::charset::MAX_CHAR)]);
+    let unescaped =
+        CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, super::charset::MAX_CHAR)]);
     let raw = set.intersect(&unescaped);
     if !raw.is_empty() {
         alts.push(match raw.as_single() {
@@ -425,10 +462,17 @@ fn json_spellings(set: &CharSet) -> Vec<String> {
     let u = literal(&[0x5C, 0x75]); // the two characters `\u`
     let bmp = set.intersect(&CharSet::from_ranges([(0, 0xFFFF)]));
     if !bmp.is_empty() {
-        let hex: Vec<String> = bmp.ranges().iter().flat_map(|&(lo, hi)| hex_alts(lo, hi)).collect();
+        let hex: Vec<String> = bmp
+            .ranges()
+            .iter()
+            .flat_map(|&(lo, hi)| hex_alts(lo, hi))
+            .collect();
         alts.push(format!("{u} {}", alt_group(&hex)));
     }
-    for &(lo, hi) in set.intersect(&CharSet::from_ranges([(0x10000, super::charset::MAX_CHAR)])).ranges() {
+    for &(lo, hi) in set
+        .intersect(&CharSet::from_ranges([(0x10000, super::charset::MAX_CHAR)]))
+        .ranges()
+    {
         // Rectangles of (high surrogate range) x (low surrogate range).
         let (hl, ll) = ((lo - 0x10000) >> 10, (lo - 0x10000) & 0x3FF);
         let (hh, lh) = ((hi - 0x10000) >> 10, (hi - 0x10000) & 0x3FF);
@@ -436,11 +480,20 @@ fn json_spellings(set: &CharSet) -> Vec<String> {
         if hl == hh {
             rects.push((hl, hl, ll, lh));
         } else {
-            rects.push((hl, hl, ll, 0x3FF));
-            if hl + 1 < hh {
-                rects.push((hl + 1, hh - 1, 0, 0x3FF));
+            // A partial first row, full middle rows, a partial last row.
+            let (mut a, mut b) = (hl, hh);
+            if ll != 0 {
+                rects.push((hl, hl, ll, 0x3FF));
+                a += 1;
             }
-            rects.push((hh, hh, 0, lh));
+            let tail = (lh != 0x3FF).then(|| {
+                b -= 1;
+                (hh, hh, 0, lh)
+            });
+            if a <= b {
+                rects.push((a, b, 0, 0x3FF));
+            }
+            rects.extend(tail);
         }
         for (h0, h1, l0, l1) in rects {
             let high = hex_alts(0xD800 + h0, 0xD800 + h1);
@@ -492,10 +545,15 @@ impl Printer<'_> {
                     return Item::Atom(name.clone());
                 }
                 let alts = json_spellings(set);
-                let text = if alts.len() == 1 { atom(alts[0].clone()) } else { alt_group(&alts) };
+                let text = if alts.len() == 1 {
+                    atom(alts[0].clone())
+                } else {
+                    alt_group(&alts)
+                };
                 if text.len() > SHARED_SPELLING_CHARS {
                     let name = self.fresh();
-                    self.shared_rules.push(format!("{name} ::= {}\n", alts.join(" | ")));
+                    self.shared_rules
+                        .push(format!("{name} ::= {}\n", alts.join(" | ")));
                     self.shared.insert(set.clone(), name.clone());
                     Item::Atom(name)
                 } else {
@@ -506,7 +564,57 @@ impl Printer<'_> {
     }
 
     /// The sequence of items for the language of state `s`.
+    /// The only successor of `s` and the set leading to it, if `s` has no self-loop and one
+    /// successor.
+    fn single_exit(&self, s: u32) -> Option<(u32, CharSet)> {
+        let trans = &self.dfa.states[s as usize].trans;
+        let to = trans.first()?.to;
+        if to == s || trans.iter().any(|t| t.to != to) {
+            return None;
+        }
+        Some((to, CharSet::from_ranges(trans.iter().map(|t| (t.lo, t.hi)))))
+    }
+
+    /// `C{j,k}` when the language of `s` is a chain of `k` steps on one set `C` whose states
+    /// accept from step `j` on and whose last state has no transitions (length bounds such as
+    /// `maxLength` print compactly instead of as `k` nested optionals).
+    fn bounded_chain(&mut self, s: u32) -> Option<Vec<Item>> {
+        let (mut cur, set) = self.single_exit(s)?;
+        let mut accepts = vec![self.dfa.states[s as usize].accept];
+        loop {
+            let st = &self.dfa.states[cur as usize];
+            // Every later state is reached only through the chain (never printed elsewhere),
+            // except a final state, which prints as nothing.
+            let shared = self.names[cur as usize].is_some() || self.indeg[cur as usize] != 1;
+            if (shared && !st.trans.is_empty()) || accepts.len() > self.dfa.states.len() {
+                return None;
+            }
+            accepts.push(st.accept);
+            if st.trans.is_empty() {
+                break;
+            }
+            let (next, set2) = self.single_exit(cur)?;
+            if set2 != set {
+                return None;
+            }
+            cur = next;
+        }
+        let j = accepts.iter().position(|&a| a)?;
+        let k = accepts.len() - 1;
+        if k < 2 || !accepts[j..].iter().all(|&a| a) {
+            return None;
+        }
+        let c = match self.spell(&set) {
+            Item::Lit(l) => literal(&l),
+            Item::Atom(a) => atom(a),
+        };
+        Some(vec![Item::Atom(format!("{c}{}", repeat_suffix(j as u32, Some(k as u32))))])
+    }
+
     fn expr(&mut self, s: u32, depth: usize) -> Vec<Item> {
+        if let Some(items) = self.bounded_chain(s) {
+            return items;
+        }
         let st = &self.dfa.states[s as usize];
         let accept = st.accept;
         let mut loops: Vec<(u32, u32)> = Vec::new();
@@ -532,8 +640,13 @@ impl Printer<'_> {
         let mut alts: Vec<Vec<Item>> = Vec::new();
         for (to, ranges) in exits {
             let mut seq = vec![self.spell(&CharSet::from_ranges(ranges))];
-            let inline = self.names[to as usize].is_none() && self.indeg[to as usize] == 1 && depth < MAX_INLINE_DEPTH;
-            if inline {
+            let inline = self.names[to as usize].is_none()
+                && self.indeg[to as usize] == 1
+                && depth < MAX_INLINE_DEPTH;
+            let is_final = self.dfa.states[to as usize].trans.is_empty() && to != self.dfa.start;
+            if is_final {
+                // An accepting state without transitions: nothing follows.
+            } else if inline {
                 seq.extend(self.expr(to, depth + 1));
             } else {
                 seq.push(Item::Atom(self.rule_ref(to)));
@@ -546,7 +659,11 @@ impl Printer<'_> {
             (1, true) => items.push(Item::Atom(format!("{}?", atom(join(&alts[0]))))),
             (_, _) => {
                 let body = alts.iter().map(|a| join(a)).collect::<Vec<_>>().join(" | ");
-                items.push(Item::Atom(if accept { format!("({body})?") } else { format!("({body})") }));
+                items.push(Item::Atom(if accept {
+                    format!("({body})?")
+                } else {
+                    format!("({body})")
+                }));
             }
         }
         items

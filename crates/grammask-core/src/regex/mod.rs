@@ -11,7 +11,7 @@
 //!   and prints with [`CharDfa::to_ebnf`], as raw text or as the body of a JSON string literal.
 //!
 //! Limits: repetition bounds up to `MAX_REPEAT_BOUND`, group nesting up to `MAX_NESTING`, at most
-//! [`MAX_DFA_STATES`] states per automaton and [`nfa::MAX_NFA_STATES`] expanded NFA states.
+//! [`MAX_DFA_STATES`] states per automaton and [`MAX_NFA_STATES`] expanded NFA states.
 use crate::error::{Error, ErrorKind, Result};
 
 mod ast;
@@ -25,6 +25,7 @@ mod tests;
 
 pub use charset::CharSet;
 pub use dfa::CharDfa;
+pub use nfa::MAX_NFA_STATES;
 
 /// Most states of one [`CharDfa`]; building or combining automata past it is a `LimitExceeded`
 /// error (products may explore up to four times as many pairs before minimization).
@@ -49,13 +50,15 @@ pub struct Regex {
 impl std::fmt::Debug for Regex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The tree itself is not printed: it may be too deep for a recursive formatter.
-        f.debug_struct("Regex").field("depth", &self.depth).finish_non_exhaustive()
+        f.debug_struct("Regex")
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
     }
 }
 
 /// Group nesting up to which AST walks run on the caller's stack.
 const SHALLOW_DEPTH: usize = 64;
-/// Stack for walks over deeper patterns: AST depth is at most 3 * MAX_NESTING and each level
+/// Stack for walks over deeper patterns: AST depth is at most 3 * `MAX_NESTING` and each level
 /// costs a few small frames (about 2 KiB in debug builds), so 64 MiB leaves a wide margin.
 const DEEP_STACK_BYTES: usize = 64 << 20;
 
@@ -70,8 +73,15 @@ fn with_stack<T: Send>(re: &Regex, f: impl FnOnce() -> Result<T> + Send) -> Resu
             .name("grammask-regex".into())
             .stack_size(DEEP_STACK_BYTES)
             .spawn_scoped(scope, f)
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot start a thread for a deep pattern: {e}")))?;
-        handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!("cannot start a thread for a deep pattern: {e}"),
+                )
+            })?;
+        handle
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
 }
 
@@ -86,7 +96,9 @@ impl Regex {
     /// `rule_name`, helper rules are `rule_name_N`. Mirrors the pattern's structure when it has
     /// no assertions besides a leading `^` / trailing `$`, else prints its automaton.
     pub fn to_ebnf(&self, rule_name: &str) -> Result<String> {
-        if with_stack(self, || Ok(emit::has_inner_assertion(&self.node, true, true)))? {
+        if with_stack(self, || {
+            Ok(emit::has_inner_assertion(&self.node, true, true))
+        })? {
             let dfa = CharDfa::from_regex(self, Anchoring::FullMatch)?;
             return Ok(dfa.to_ebnf(rule_name, TextMode::Raw));
         }
@@ -119,26 +131,42 @@ pub enum TextMode {
 impl CharDfa {
     /// The automaton of `re` under `anchoring`.
     pub fn from_regex(re: &Regex, anchoring: Anchoring) -> Result<CharDfa> {
-        with_stack(re, || nfa::determinize(&re.node, anchoring == Anchoring::Search))
+        with_stack(re, || {
+            nfa::determinize(&re.node, anchoring == Anchoring::Search)
+        })
     }
 
     /// EBNF rules for the language; the entry rule is named `rule_prefix`, helper rules
     /// `rule_prefix_N`. States with one predecessor are inlined, self-loops become `x*`.
+    #[must_use]
     pub fn to_ebnf(&self, rule_prefix: &str, mode: TextMode) -> String {
         emit::dfa_to_ebnf(self, rule_prefix, mode)
     }
 }
 
-/// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (XGrammar's
+/// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (`XGrammar`'s
 /// behaviour); the entry rule is `rule_name`.
 pub fn regex_to_ebnf(pattern: &str, rule_name: &str) -> Result<String> {
-    regex_to_ebnf_with(pattern, rule_name, RegexFlags { ignore_case: false, dot_all: true })
+    regex_to_ebnf_with(
+        pattern,
+        rule_name,
+        RegexFlags {
+            ignore_case: false,
+            dot_all: true,
+        },
+    )
 }
 
 /// [`regex_to_ebnf`] with explicit flags.
 pub fn regex_to_ebnf_with(pattern: &str, rule_name: &str, flags: RegexFlags) -> Result<String> {
     if rule_name.is_empty() {
-        return Err(Error::new(ErrorKind::InvalidArgument, "the rule name must not be empty"));
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "the rule name must not be empty",
+        ));
+    }
+    if pattern.len() > crate::limits::MAX_GRAMMAR_BYTES {
+        return Err(Error::limit("regular expression (bytes)", crate::limits::MAX_GRAMMAR_BYTES));
     }
     Regex::parse(pattern, flags)?.to_ebnf(rule_name)
 }

@@ -1,0 +1,283 @@
+"""Supervisor: feeds schemas to one isolated worker process per engine and classifies outcomes.
+
+Takes the engine names, the tokenizer folder and the list of MaskBench files; produces one record
+per (schema, engine) plus the raw mask/accept/TTFM times per engine. Each worker is a spawned
+process (``worker.worker_main``) that the supervisor watches while a schema runs:
+
+- no answer within ``timeout_s`` -> the worker is killed, the schema counts as ``timeout``;
+- resident memory (``/proc/PID/status`` VmRSS) above ``memory_mb``, or a MemoryError in the
+  worker, or death by SIGKILL that we did not send -> ``oom``;
+- any other death (segfault, abort) -> ``crash`` (the signal or exit code is recorded).
+
+A killed or dead worker is restarted before the next schema. Engines run one after the other on
+each schema (never in parallel), so their timings see the same machine load.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import resource
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .data import Task
+from .worker import worker_main
+
+#: How long a worker may take to import its engine and build its tokenizer tables.
+INIT_TIMEOUT_S = 600.0
+_POLL_S = 0.05
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine's worker could not start (library missing, setup error)."""
+
+
+def _rss_mb(pid: int) -> float | None:
+    """Resident set size of `pid` in MiB, or None where /proc is not available."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def _limit_address_space(memory_mb: int) -> None:
+    """Fallback for systems without /proc: cap the worker's address space (set in the child)."""
+    if not Path("/proc/self/status").exists():
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _child_entry(conn, engine, tokenizer_dir, log_path, memory_mb):
+    _limit_address_space(memory_mb)
+    worker_main(conn, engine, tokenizer_dir, log_path)
+
+
+@dataclass
+class EngineWorker:
+    """One engine's worker process, restarted on demand after a crash, timeout or OOM."""
+
+    engine: str
+    tokenizer_dir: str
+    memory_mb: int
+    log_path: str | None = None
+    version: str = "?"
+    restarts: int = 0
+    _proc: Any = None
+    _conn: Any = None
+    _ready: bool = False
+    _spawned_at: float = 0.0
+    _ctx: Any = field(default_factory=lambda: mp.get_context("spawn"))
+
+    def start(self) -> None:
+        """Start the worker (unless a replacement is already starting) and wait until ready."""
+        if self._proc is None:
+            self.spawn()
+        self._wait_ready()
+
+    def spawn(self) -> None:
+        """Start the worker process without waiting for its engine setup."""
+        parent, child = self._ctx.Pipe()
+        p = self._ctx.Process(
+            target=_child_entry,
+            args=(child, self.engine, self.tokenizer_dir, self.log_path, self.memory_mb),
+            daemon=True,
+        )
+        p.start()
+        child.close()
+        self._proc, self._conn, self._ready = p, parent, False
+        self._spawned_at = time.monotonic()
+
+    def _respawn(self) -> None:
+        """Replace a killed or dead worker at once, so its setup (untimed) overlaps other work."""
+        self.kill()
+        self.restarts += 1
+        self.spawn()
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        p, parent = self._proc, self._conn
+        deadline = self._spawned_at + INIT_TIMEOUT_S
+        while True:
+            if parent.poll(_POLL_S):
+                try:
+                    kind, payload = parent.recv()
+                except EOFError:
+                    kind, payload = "init_error", f"worker died during setup ({self._exit_desc()})"
+                if kind == "ready":
+                    self.version = payload["version"]
+                    self._ready = True
+                    return
+                self.kill()
+                raise EngineUnavailable(str(payload).strip())
+            if not p.is_alive():
+                self.kill()
+                raise EngineUnavailable(f"worker died during setup ({self._exit_desc()})")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise EngineUnavailable(f"worker setup took over {INIT_TIMEOUT_S:.0f} s")
+
+    def _exit_desc(self) -> str:
+        code = self._proc.exitcode if self._proc is not None else None
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"signal {-code}"
+        return f"exit code {code}"
+
+    def kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(5)
+            except (OSError, BrokenPipeError):
+                pass
+        self.kill()
+
+    def run(self, task: Task, timeout_s: float) -> dict[str, Any]:
+        """Run one schema; always returns a result dict with a ``status`` key."""
+        if self._proc is None:
+            self.restarts += 1
+        self.start()
+        assert self._conn is not None
+        start = time.monotonic()
+        compiled_seen = False
+        ttfm = None
+        try:
+            self._conn.send(task)
+        except (OSError, BrokenPipeError):
+            return self._died(start, compiled_seen, ttfm)
+        while True:
+            if self._conn.poll(_POLL_S):
+                try:
+                    kind, payload = self._conn.recv()
+                except EOFError:
+                    return self._died(start, compiled_seen, ttfm)
+                if kind == "compiled":
+                    compiled_seen, ttfm = True, payload
+                    continue
+                if kind == "oom":
+                    self._respawn()
+                    return _abnormal("oom", start, compiled_seen, ttfm, "MemoryError in worker")
+                res = payload
+                res["status"] = _classify(res)
+                res["wall_s"] = time.monotonic() - start
+                return res
+            if not self._proc.is_alive():
+                return self._died(start, compiled_seen, ttfm)
+            if time.monotonic() - start > timeout_s:
+                self._respawn()
+                return _abnormal("timeout", start, compiled_seen, ttfm, f"over {timeout_s:g} s")
+            rss = _rss_mb(self._proc.pid)
+            if rss is not None and rss > self.memory_mb:
+                self._respawn()
+                return _abnormal(
+                    "oom", start, compiled_seen, ttfm, f"RSS {rss:.0f} MiB > {self.memory_mb} MiB"
+                )
+
+    def _died(self, start, compiled_seen, ttfm) -> dict[str, Any]:
+        if self._proc is not None:
+            self._proc.join(5)
+        desc = self._exit_desc()
+        status = "oom" if desc == "signal SIGKILL" else "crash"  # SIGKILL not from us: OOM killer
+        self._respawn()
+        return _abnormal(status, start, compiled_seen, ttfm, f"worker died: {desc}")
+
+
+def _classify(res: dict[str, Any]) -> str:
+    if res["compile_error"] is not None:
+        return "compile_error"
+    bad = res["valid_rejected"] or res["invalid_accepted"] or res["disagreements"]
+    return "fail" if bad or res["matcher_errors"] else "pass"
+
+
+def _abnormal(status: str, start: float, compiled: bool, ttfm, detail: str) -> dict[str, Any]:
+    return {
+        "status": status,
+        "detail": detail,
+        "compiled": compiled,
+        "ttfm_us": ttfm,
+        "compile_error": None,
+        "valid_rejected": 0,
+        "invalid_accepted": 0,
+        "disagreements": 0,
+        "matcher_errors": 0,
+        "first_failure": None,
+        "mask_us": np.zeros(0),
+        "accept_us": np.zeros(0),
+        "wall_s": time.monotonic() - start,
+    }
+
+
+def progress(total: int, desc: str):
+    """A tqdm bar when tqdm is installed, else a plain stderr line updated in place."""
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit="schema", file=sys.stderr)
+    except ImportError:
+        return _PlainProgress(total, desc)
+
+
+class _PlainProgress:
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc, self.n, self.t0 = total, desc, 0, time.monotonic()
+        self.postfix = ""
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        el = time.monotonic() - self.t0
+        sys.stderr.write(f"\r{self.desc}: {self.n}/{self.total} schemas, {el:.0f} s {self.postfix}")
+        sys.stderr.flush()
+
+    def set_postfix_str(self, s: str) -> None:
+        self.postfix = s
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+
+
+def worker_log_path(out_dir: Path, engine: str) -> str:
+    return str(out_dir / f"worker-{engine}.log")
+
+
+def environment_note() -> dict[str, Any]:
+    """CPU model, core count and memory of this machine, for the report."""
+    info: dict[str, Any] = {"nproc": os.cpu_count(), "python": sys.version.split()[0]}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    info["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                    break
+    except OSError:
+        pass
+    return info

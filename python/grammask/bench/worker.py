@@ -1,0 +1,165 @@
+"""Engine worker: runs the MaskBench protocol for one engine, one schema at a time.
+
+Runs in its own process (started by ``runner``), so a segfault, hang or memory blow-up inside
+an engine costs one schema. Takes tasks (``data.Task``) over a pipe and answers with messages:
+
+- ``("ready", {"engine", "version"})`` once the engine is set up, or ``("init_error", text)``;
+- per task: ``("compiled", ttfm_us)`` as soon as time-to-first-mask is known (so the supervisor can
+  tell a compile hang from a matching hang), then ``("done", result)``.
+
+Protocol per schema (``run_task``): TTFM = compile + matcher creation + first mask. Then for every
+instance, on a fresh matcher: for each token, compute the mask (timed), check the token against it,
+accept it (timed); a mask/accept disagreement is counted; the first rejected token ends the
+instance. If every token was accepted, the mask is computed once more and a stop token must be
+allowed and accepted. A valid instance that is not accepted through the stop token is "valid
+rejected"; an invalid one that is, "invalid accepted".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from .data import Task
+
+_ns = time.perf_counter_ns
+
+
+def run_task(adapter, task: Task, send) -> dict[str, Any]:
+    """Run one schema; ``send`` receives the ("compiled", ttfm_us) message. Returns the result."""
+    res: dict[str, Any] = {
+        "compile_error": None,
+        "ttfm_us": None,
+        "valid_rejected": 0,
+        "invalid_accepted": 0,
+        "disagreements": 0,
+        "matcher_errors": 0,
+        "first_failure": None,
+    }
+    t0 = _ns()
+    try:
+        compiled = adapter.compile(task.schema)
+        m = adapter.matcher(compiled)
+        m.fill()
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 (any engine error on compile is a compile error)
+        res["compile_error"] = f"{type(e).__name__}: {e}"[:500]
+        send(("compiled", None))
+        res["mask_us"] = np.zeros(0)
+        res["accept_us"] = np.zeros(0)
+        return res
+    res["ttfm_us"] = (_ns() - t0) / 1000.0
+    send(("compiled", res["ttfm_us"]))
+
+    mask_ns: list[int] = []
+    accept_ns: list[int] = []
+
+    def fail(kind: str, i: int, detail: str) -> None:
+        if res["first_failure"] is None:
+            res["first_failure"] = f"{kind}: instance {i}: {detail}"[:500]
+
+    for i, inst in enumerate(task.instances):
+        accepted = False
+        try:
+            m = adapter.matcher(compiled)
+            ok = True
+            for pos, tok in enumerate(inst.tokens):
+                a = _ns()
+                m.fill()
+                b = _ns()
+                allowed = m.allowed(tok)
+                c = _ns()
+                acc = m.accept(tok)
+                d = _ns()
+                mask_ns.append(b - a)
+                accept_ns.append(d - c)
+                if allowed != acc:
+                    res["disagreements"] += 1
+                    fail("mask disagrees with accept", i, f"token {pos} id {tok}: mask "
+                         f"{'allows' if allowed else 'forbids'}, accept says {acc}")
+                if not acc:
+                    ok = False
+                    break
+            if ok:
+                a = _ns()
+                m.fill()
+                mask_ns.append(_ns() - a)
+                stops = m.stop_tokens
+                allowed_stops = [s for s in stops if m.allowed(s)]
+                stop = allowed_stops[0] if allowed_stops else stops[0]
+                c = _ns()
+                acc = m.accept(stop)
+                accept_ns.append(_ns() - c)
+                if bool(allowed_stops) != acc:
+                    res["disagreements"] += 1
+                    fail("mask disagrees with accept", i, f"stop token {stop}: mask "
+                         f"{'allows' if allowed_stops else 'forbids'}, accept says {acc}")
+                accepted = acc
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 (any engine error while matching is counted)
+            res["matcher_errors"] += 1
+            fail("matcher exception", i, f"{type(e).__name__}: {e}")
+            accepted = None
+        if accepted is None:
+            continue
+        if inst.valid and not accepted:
+            res["valid_rejected"] += 1
+            fail("valid rejected", i, inst.text[:200])
+        elif not inst.valid and accepted:
+            res["invalid_accepted"] += 1
+            fail("invalid accepted", i, inst.text[:200])
+
+    res["mask_us"] = np.asarray(mask_ns, dtype=np.float64) / 1000.0
+    res["accept_us"] = np.asarray(accept_ns, dtype=np.float64) / 1000.0
+    return res
+
+
+def _quiet_output(log_path: str | None) -> None:
+    """Send this process's stdout/stderr (engine warnings) to a log file."""
+    if not log_path:
+        return
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> None:
+    """Process entry point: set up the engine, then serve tasks until a None arrives."""
+    for var in ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _quiet_output(log_path)
+    try:
+        from .data import load_hf_tokenizer
+        from .engines import ENGINES
+
+        tok = load_hf_tokenizer(tokenizer_dir)
+        adapter = ENGINES[engine](tok)
+    except BaseException as e:  # noqa: BLE001 (report any setup failure, including ImportError)
+        conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"))
+        return
+    conn.send(("ready", {"engine": engine, "version": adapter.version}))
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        print(f"--- {task.name}", flush=True)
+        try:
+            res = run_task(adapter, task, conn.send)
+        except MemoryError:
+            conn.send(("oom", "MemoryError"))
+            return
+        conn.send(("done", res))

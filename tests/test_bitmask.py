@@ -1,0 +1,258 @@
+"""Bitmask helpers: allocation, shape, reset, dtype, ``apply_token_bitmask_inplace`` (numpy and
+torch CPU, every supported float dtype, 1-D/2-D, indices, vocab_size) against a straightforward
+reference, and the ``grammask.testing`` bitmask converters."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import grammask as xgr
+import numpy as np
+import pytest
+from grammask import testing
+
+try:
+    import torch
+except ImportError:  # the numpy tests still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def random_bool(rng, rows, vocab):
+    return rng.random((rows, vocab)) < 0.4
+
+
+def pack(allowed: np.ndarray) -> np.ndarray:
+    """Reference packing: bit i % 32 of word i // 32, padding bits set."""
+    rows, v = allowed.shape
+    words = math.ceil(v / 32)
+    out = np.full((rows, words), -1, dtype=np.int64)
+    for r in range(rows):
+        for w in range(words):
+            x = 0
+            for b in range(32):
+                i = w * 32 + b
+                if i >= v or allowed[r, i]:
+                    x |= 1 << b
+            out[r, w] = x
+    return out.astype(np.uint32).view(np.int32)
+
+
+def reference_apply(logits: np.ndarray, allowed: np.ndarray, rows=None, vocab_size=None):
+    out = logits.copy()
+    v = allowed.shape[-1] if vocab_size is None else vocab_size
+    rows = range(out.shape[0]) if rows is None else rows
+    for r in rows:
+        for i in range(v):
+            if not allowed[r, i]:
+                out[r, i] = -np.inf
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# allocation
+
+
+def test_shape_and_allocation():
+    assert xgr.get_bitmask_shape(1, 32) == (1, 1)
+    assert xgr.get_bitmask_shape(3, 33) == (3, 2)
+    assert xgr.get_bitmask_shape(2, 128256) == (2, 4008)
+    bm = xgr.allocate_token_bitmask(2, 100)
+    assert tuple(bm.shape) == (2, 4)
+    arr = np.asarray(bm)
+    assert arr.dtype == np.int32 and (arr == -1).all()
+    if hasattr(bm, "fill_"):
+        bm.fill_(0)
+    else:
+        bm[...] = 0
+    xgr.reset_token_bitmask(bm)
+    assert (np.asarray(bm) == -1).all()
+    np_bm = np.zeros((2, 3), dtype=np.int32)
+    xgr.reset_token_bitmask(np_bm)
+    assert (np_bm == -1).all()
+
+
+def test_bitmask_dtype():
+    if torch is not None:
+        assert xgr.bitmask_dtype == torch.int32
+        assert isinstance(xgr.allocate_token_bitmask(1, 10), torch.Tensor)
+    else:
+        assert xgr.bitmask_dtype == np.int32
+
+
+def test_allocate_rejects_bad_sizes():
+    with pytest.raises(ValueError):
+        xgr.allocate_token_bitmask(0, 10)
+    with pytest.raises(ValueError):
+        xgr.allocate_token_bitmask(1, -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# apply_token_bitmask_inplace: numpy
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("vocab", [1, 31, 32, 33, 100, 1000])
+def test_apply_numpy_2d(dtype, vocab):
+    rng = np.random.default_rng(vocab)
+    allowed = random_bool(rng, 3, vocab)
+    logits = rng.standard_normal((3, vocab)).astype(dtype)
+    want = reference_apply(logits, allowed)
+    xgr.apply_token_bitmask_inplace(logits, pack(allowed))
+    np.testing.assert_array_equal(logits, want)
+
+
+def test_apply_numpy_1d_and_indices_and_vocab_size():
+    rng = np.random.default_rng(7)
+    allowed = random_bool(rng, 4, 70)
+    logits = rng.standard_normal(70).astype(np.float32)
+    want = reference_apply(logits[None], allowed[:1])[0]
+    xgr.apply_token_bitmask_inplace(logits, pack(allowed[:1])[0])
+    np.testing.assert_array_equal(logits, want)
+
+    logits = rng.standard_normal((4, 70)).astype(np.float32)
+    want = reference_apply(logits, allowed, rows=[1, 3])
+    xgr.apply_token_bitmask_inplace(logits, pack(allowed), indices=[1, 3])
+    np.testing.assert_array_equal(logits, want)
+
+    # vocab_size smaller than the logits: the rest is left alone.
+    logits = rng.standard_normal((4, 70)).astype(np.float32)
+    want = reference_apply(logits, allowed, vocab_size=50)
+    xgr.apply_token_bitmask_inplace(logits, pack(allowed), vocab_size=50)
+    np.testing.assert_array_equal(logits, want)
+    with pytest.raises(ValueError):
+        xgr.apply_token_bitmask_inplace(logits, pack(allowed), vocab_size=71)
+
+
+def test_apply_narrow_bitmask_warns():
+    rng = np.random.default_rng(8)
+    allowed = random_bool(rng, 1, 40)
+    logits = rng.standard_normal((1, 100)).astype(np.float32)
+    want = reference_apply(logits, allowed)
+    with pytest.warns(UserWarning):
+        xgr.apply_token_bitmask_inplace(logits, pack(allowed))
+    # The bitmask covers 64 ids (40 allowed bits + 24 padding bits set); the rest is untouched.
+    np.testing.assert_array_equal(logits, want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xgr.apply_token_bitmask_inplace(logits, pack(allowed), vocab_size=40)
+
+
+def test_apply_rejects_bad_arguments():
+    logits = np.zeros((2, 64), dtype=np.float32)
+    good = np.full((2, 2), -1, dtype=np.int32)
+    with pytest.raises(TypeError):
+        xgr.apply_token_bitmask_inplace(logits, good.astype(np.int64))
+    with pytest.raises(TypeError):
+        xgr.apply_token_bitmask_inplace(np.zeros((2, 64), dtype=np.int32), good)
+    with pytest.raises(ValueError):
+        xgr.apply_token_bitmask_inplace(logits, np.full((3, 2), -1, dtype=np.int32))
+    with pytest.raises(ValueError):
+        xgr.apply_token_bitmask_inplace(logits, good, indices=[2])
+    with pytest.raises(ValueError):
+        xgr.apply_token_bitmask_inplace(logits, good, backend="nope")
+
+
+# ---------------------------------------------------------------------------------------------
+# apply_token_bitmask_inplace: torch CPU
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])
+def test_apply_torch(dtype_name):
+    dtype = getattr(torch, dtype_name)
+    rng = np.random.default_rng(11)
+    vocab = 1000
+    allowed = random_bool(rng, 3, vocab)
+    base = rng.standard_normal((3, vocab)).astype(np.float32)
+    logits = torch.tensor(base, dtype=dtype)
+    want = reference_apply(logits.float().numpy(), allowed)
+    bm = torch.from_numpy(pack(allowed))
+    xgr.apply_token_bitmask_inplace(logits, bm)
+    assert logits.dtype == dtype
+    np.testing.assert_array_equal(logits.float().numpy(), want)
+
+    # 1-D
+    logits1 = torch.tensor(base[1], dtype=dtype)
+    xgr.apply_token_bitmask_inplace(logits1, bm[1])
+    np.testing.assert_array_equal(logits1.float().numpy(), want[1])
+
+    # indices: only those rows
+    logits = torch.tensor(base, dtype=dtype)
+    want_idx = reference_apply(logits.float().numpy(), allowed, rows=[0, 2])
+    xgr.apply_token_bitmask_inplace(logits, bm, indices=[0, 2])
+    np.testing.assert_array_equal(logits.float().numpy(), want_idx)
+
+    # vocab_size
+    logits = torch.tensor(base, dtype=dtype)
+    want_v = reference_apply(logits.float().numpy(), allowed, vocab_size=500)
+    xgr.apply_token_bitmask_inplace(logits, bm, vocab_size=500)
+    np.testing.assert_array_equal(logits.float().numpy(), want_v)
+
+
+@needs_torch
+def test_apply_torch_narrow_warning_and_bad_dtypes():
+    logits = torch.zeros((1, 100))
+    bm = torch.full((1, 2), -1, dtype=torch.int32)
+    bm[0, 0] = 0
+    with pytest.warns(UserWarning):
+        xgr.apply_token_bitmask_inplace(logits, bm)
+    assert torch.isinf(logits[0, :32]).all() and (logits[0, 32:] == 0).all()
+    with pytest.raises(TypeError):
+        xgr.apply_token_bitmask_inplace(torch.zeros((1, 64)), bm.to(torch.int64))
+    with pytest.raises(TypeError):
+        xgr.apply_token_bitmask_inplace(torch.zeros((1, 64), dtype=torch.float64), bm)
+
+
+@needs_torch
+def test_apply_from_matcher_fill():
+    info = xgr.TokenizerInfo([b"a", b"b", b"c", b"</s>"], stop_token_ids=[3])
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "a" | "b"'))
+    bm = xgr.allocate_token_bitmask(1, 4)
+    assert m.fill_next_token_bitmask(bm) is True
+    logits = torch.zeros((1, 4))
+    xgr.apply_token_bitmask_inplace(logits, bm)
+    assert logits[0].tolist() == [0.0, 0.0, float("-inf"), float("-inf")]
+
+
+# ---------------------------------------------------------------------------------------------
+# testing helpers
+
+
+@pytest.mark.parametrize("vocab", [1, 32, 45, 200])
+def test_bool_mask_round_trips(vocab):
+    rng = np.random.default_rng(vocab)
+    allowed = random_bool(rng, 2, vocab)
+    bm = testing.bool_mask_to_bitmask(allowed)
+    np.testing.assert_array_equal(np.asarray(bm), pack(allowed))
+    back = testing.bitmask_to_bool_mask(bm, vocab)
+    np.testing.assert_array_equal(np.asarray(back), allowed)
+    full = np.asarray(testing.bitmask_to_bool_mask(bm))
+    assert full.shape == (2, math.ceil(vocab / 32) * 32)
+    assert full[:, vocab:].all()  # padding with ones
+    for row in range(2):
+        masked = testing._get_masked_tokens_from_bitmask(bm, vocab, row)
+        assert masked == [i for i in range(vocab) if not allowed[row, i]]
+
+
+@needs_torch
+def test_bool_mask_round_trips_torch():
+    allowed = torch.tensor([[True, False, True] * 20])
+    bm = testing.bool_mask_to_bitmask(allowed)
+    assert isinstance(bm, torch.Tensor) and bm.dtype == torch.int32
+    back = testing.bitmask_to_bool_mask(bm, 60)
+    assert isinstance(back, torch.Tensor)
+    assert back.tolist() == allowed.tolist()
+
+
+def test_is_single_token_bitmask():
+    allowed = np.zeros((2, 70), dtype=bool)
+    allowed[0, 65] = True
+    allowed[1, [3, 4]] = True
+    bm = testing.bool_mask_to_bitmask(allowed)
+    assert testing._is_single_token_bitmask(bm, 70, 0) == (True, 65)
+    assert testing._is_single_token_bitmask(bm, 70, 1) == (False, -1)
+    empty = testing.bool_mask_to_bitmask(np.zeros((1, 70), dtype=bool))
+    assert testing._is_single_token_bitmask(empty, 70) == (False, -1)
