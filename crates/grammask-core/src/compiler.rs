@@ -171,37 +171,63 @@ impl Automata {
     }
 
     /// A hash of everything a token walk from `state` can observe: the states reachable from it
-    /// (following byte edges, and entering referenced rules), their finality, edges and rule
-    /// membership, numbered canonically in breadth-first order (automata are deterministic, so the
-    /// order is canonical). Equal hashes mean the kernel classification of the two states is the
-    /// same, even across grammars. `None` when more than `limit` states are reachable.
-    pub fn structure_hash(&self, state: StateId, limit: usize) -> Option<u128> {
+    /// within `depth` bytes (following byte edges, and entering referenced rules), their finality,
+    /// edges and rule membership, numbered canonically in breadth-first order (automata are
+    /// deterministic, so the order is canonical). Equal hashes mean the kernel classification of
+    /// the two states is the same, even across grammars, for tokens of at most `depth` bytes.
+    /// `None` when more than `limit` states are reachable.
+    ///
+    /// PERF: bounding the depth by the longest token makes the positions of a long counted
+    /// repetition (`json_char{0,4096}`: every position is a distinct state) share one
+    /// classification, except the last `depth` positions; each used to cost a full trie walk.
+    pub fn structure_hash(&self, state: StateId, limit: usize, depth: u32) -> Option<u128> {
+        // Canonical ids in discovery order; depths relaxed to their minimum (rule edges cost no
+        // byte), re-expanding a state whenever its depth drops, so every state within `depth`
+        // bytes is expanded exactly as the walk could see it.
         let mut canon: HashMap<StateId, u32> = HashMap::new();
         let mut order: Vec<StateId> = vec![state];
+        let mut depths: Vec<u32> = vec![0];
+        let mut queue: std::collections::VecDeque<u32> = std::collections::VecDeque::from([0]);
         canon.insert(state, 0);
-        let mut i = 0;
-        while i < order.len() {
-            let s = order[i];
-            i += 1;
+        while let Some(ci) = queue.pop_front() {
+            let (s, d) = (order[ci as usize], depths[ci as usize]);
+            if d >= depth {
+                continue; // a frontier state: present, but its edges are beyond any token
+            }
             let next = self
                 .byte_edges(s)
                 .iter()
-                .map(|e| e.target)
-                .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [self.rule_start(r), t]));
-            for t in next {
-                if !canon.contains_key(&t) {
-                    if order.len() >= limit {
-                        return None;
+                .map(|e| (e.target, d + 1))
+                .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [(self.rule_start(r), d), (t, d)]));
+            for (t, td) in next {
+                match canon.get(&t) {
+                    Some(&c) => {
+                        if td < depths[c as usize] {
+                            depths[c as usize] = td;
+                            queue.push_back(c);
+                        }
                     }
-                    canon.insert(t, order.len() as u32);
-                    order.push(t);
+                    None => {
+                        if order.len() >= limit {
+                            return None;
+                        }
+                        let c = order.len() as u32;
+                        canon.insert(t, c);
+                        order.push(t);
+                        depths.push(td);
+                        queue.push_back(c);
+                    }
                 }
             }
         }
         let rule_canon = |r: RuleId| canon.get(&self.rule_start(r)).copied().unwrap_or(u32::MAX);
         let mut words: Vec<u64> = Vec::with_capacity(order.len() * 8);
-        for &s in &order {
+        for (&s, &d) in order.iter().zip(&depths) {
             let st = self.state(s);
+            if d >= depth {
+                words.push(u64::MAX - 2); // frontier
+                continue;
+            }
             words.push(u64::from(st.is_final) | u64::from(rule_canon(st.rule)) << 8);
             words.push(u64::from(st.rule == self.state(state).rule));
             for e in self.byte_edges(s) {

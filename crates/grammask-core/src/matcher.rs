@@ -30,7 +30,7 @@ pub struct TokenIndex {
 
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
 /// structural hash would cost more than it saves).
-const STRUCTURE_HASH_LIMIT: usize = 512;
+const STRUCTURE_HASH_LIMIT: usize = 8192;
 
 impl TokenIndex {
     fn shared_kernel(&self, key: u128) -> Option<Arc<KernelMask>> {
@@ -131,7 +131,7 @@ impl CompiledGrammar {
         if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
         }
-        let key = self.automata.structure_hash(state, STRUCTURE_HASH_LIMIT);
+        let key = self.automata.structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth);
         let shared = key.and_then(|k| self.index.shared_kernel(k));
         let km = match shared {
             Some(km) => km,

@@ -20,6 +20,8 @@ pub struct Node {
 pub struct TokenTrie {
     pub nodes: Vec<Node>,
     pub tokens: Vec<u32>,
+    /// The longest token, in bytes: no walk goes deeper.
+    pub max_depth: u32,
 }
 
 impl TokenTrie {
@@ -59,6 +61,7 @@ impl TokenTrie {
         while let Some(n) = open.pop() {
             t.nodes[n as usize].subtree_end = t.nodes.len() as u32;
         }
+        t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
         t
     }
 
