@@ -24,6 +24,8 @@ Engine names (``ENGINES``) and what each runs:
 
 from __future__ import annotations
 
+import abc
+
 import json
 import os
 import time
@@ -36,17 +38,19 @@ class CompileError(Exception):
     """The engine refused the schema (its own error, passed on as text)."""
 
 
-class Matcher:
+class Matcher(abc.ABC):
     """State of one engine on one instance. ``mask`` is the bitmask ``fill`` writes to."""
 
     mask: np.ndarray
     stop_tokens: list[int]
 
+    @abc.abstractmethod
     def fill(self) -> None:
-        raise NotImplementedError
+        """Compute the mask for the next token into ``self.mask``."""
 
+    @abc.abstractmethod
     def accept(self, token: int) -> bool:
-        raise NotImplementedError
+        """Advance by ``token``; False if the engine refuses it."""
 
     def allowed(self, token: int) -> bool:
         """Whether the last ``fill`` allowed ``token`` (False for ids past the mask)."""
@@ -56,15 +60,17 @@ class Matcher:
         return bool((int(self.mask[word]) >> (token & 31)) & 1)
 
 
-class Adapter:
+class Adapter(abc.ABC):
     name = "?"
     version = "?"
 
+    @abc.abstractmethod
     def compile(self, schema: str) -> Any:
-        raise NotImplementedError
+        """Compile a JSON Schema (text); raise CompileError when the engine refuses it."""
 
+    @abc.abstractmethod
     def matcher(self, compiled: Any) -> Matcher:
-        raise NotImplementedError
+        """A fresh matcher for one instance."""
 
 
 def _as_numpy_row(bitmask) -> np.ndarray:
