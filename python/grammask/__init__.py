@@ -69,4 +69,12 @@ def __getattr__(name: str):
         import numpy
 
         return numpy.int32
+    if name in ("hf", "contrib"):
+        # Imported on first use: the transformers integration imports transformers.
+        import importlib
+
+        contrib = importlib.import_module(".contrib", __name__)
+        if name == "contrib":
+            return contrib
+        return importlib.import_module(".contrib.hf", __name__)
     raise AttributeError(f"module 'grammask' has no attribute {name!r}")

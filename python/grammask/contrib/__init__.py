@@ -1,0 +1,1 @@
+"""Integrations with other libraries (imported lazily: each needs its own optional dependency)."""
