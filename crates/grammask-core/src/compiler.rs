@@ -13,8 +13,7 @@
 //! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
 //! - a state's rule edges name each rule at most once;
 //! - every state can reach a final state of its rule (live), and every rule edge names a
-//!   productive rule;
-//! - `nullable[r]` iff rule `r` derives the empty string.
+//!   productive rule.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
@@ -55,7 +54,6 @@ pub struct Automata {
     lookahead_start: Vec<Option<StateId>>,
     /// Interned sets of pending lookahead obligations (see [`Automata::la_step`]).
     la: Mutex<LaTable>,
-    nullable: Vec<bool>,
     rule_names: Vec<String>,
     root: RuleId,
 }
@@ -100,11 +98,6 @@ impl Automata {
     #[inline]
     pub fn rule_start(&self, r: RuleId) -> StateId {
         self.rule_start[r.index()]
-    }
-
-    #[inline]
-    pub fn nullable(&self, r: RuleId) -> bool {
-        self.nullable[r.index()]
     }
 
     pub fn root(&self) -> RuleId {
@@ -758,7 +751,6 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         rule_start: Vec::new(),
         lookahead_start: vec![None; dfas.len()],
         la: Mutex::new(LaTable::new()),
-        nullable: vec![false; dfas.len()],
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
     };
@@ -789,7 +781,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
 }
 
 impl Automata {
-    /// Computes nullability, removes unproductive rules and dead states (see module invariants).
+    /// Removes unproductive rules and dead states (see module invariants).
     fn prune(&mut self) -> Result<()> {
         let n_rules = self.rule_start.len();
         let n = self.states.len();
@@ -843,41 +835,6 @@ impl Automata {
         }
         self.byte_edges = byte_edges;
         self.rule_edges = rule_edges;
-        // Nullable: the start reaches a final state through nullable rules only.
-        let mut nullable = vec![false; n_rules];
-        loop {
-            let mut changed = false;
-            for r in 0..n_rules {
-                if nullable[r] || !productive[r] {
-                    continue;
-                }
-                let mut stack = vec![self.rule_start[r]];
-                let mut seen = std::collections::HashSet::new();
-                let mut found = false;
-                while let Some(s) = stack.pop() {
-                    if !seen.insert(s) {
-                        continue;
-                    }
-                    if self.state(s).is_final {
-                        found = true;
-                        break;
-                    }
-                    for &(rr, t) in self.rule_edges(s) {
-                        if nullable[rr.index()] {
-                            stack.push(t);
-                        }
-                    }
-                }
-                if found {
-                    nullable[r] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        self.nullable = nullable;
         Ok(())
     }
 }

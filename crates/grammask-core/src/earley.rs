@@ -4,8 +4,9 @@
 //! An [`Item`] `(state, origin)` says: a rule was started at row `origin` and its automaton is now
 //! in `state` after the input since then. Row `r` holds the items after `r` input bytes, closed
 //! under prediction (entering referenced rules) and completion (a final state advances the items of
-//! the origin row that wait on the rule). Nullable rules are advanced at prediction time, so a
-//! completion never has to revisit its own row. Left recursion and ambiguity need no special care.
+//! the origin row that wait on the rule). Rules that end empty are remembered per row, so parents
+//! added to the row later still advance over them. Left recursion and ambiguity need no special
+//! care.
 //!
 //! Rows form a stack: pushing a byte appends a row, popping removes the newest one. Token trie
 //! walks, rollback and speculative checks all use push/pop, never copies.
