@@ -125,6 +125,21 @@ def test_integer_spellings() -> None:
     assert not accepts({"type": "integer"}, "1.5")
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"minimum": 0, "maximum": 99999}, {"multipleOf": 5}, {"multipleOf": 0.5}],
+)
+def test_draft4_integers_have_no_fraction_or_exponent(extra: Dict[str, Any]) -> None:
+    # Draft 4 validators treat 1.0 and 1e5 as numbers, not integers.
+    d4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", **extra}
+    d7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer", **extra}
+    for text in ["10", "0", "12345.0", "10.0", "1e3", "-5"]:
+        inst = json.loads(text)
+        assert accepts(d4, text) == valid(d4, inst), (extra, text)
+        if "e" not in text:
+            assert accepts(d7, text) == valid(d7, inst), (extra, text)
+
+
 def test_strict_mode_closes_objects_and_key_order() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
     assert accepts(schema, '{"a": 1, "z": 2}', strict_mode=False)

@@ -898,6 +898,8 @@ impl<'a> Conv<'a> {
 
     fn emit_number(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let integer = m.types & FRAC == 0;
+        // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there).
+        let plain_int = integer && self.doc.draft == Draft::D4;
         if m.types & INT == 0 {
             return Err(unsupported(ptr, "type: number excluding integers is not supported"));
         }
@@ -912,20 +914,23 @@ impl<'a> Conv<'a> {
             let Some((pp, s)) = numeric::divisor(d) else {
                 return Err(unsupported(p, "multipleOf value too large or too precise"));
             };
-            return match numeric::multiple_of(&mut self.e, pp, s, integer)? {
+            return match numeric::multiple_of(&mut self.e, pp, s, integer, plain_int)? {
                 Some(r) => Ok(Some(r)),
                 None => Err(unsupported(p, "multipleOf needs too many automaton states")),
             };
         }
         if integer {
             if !bounded {
-                return Ok(Some(
-                    "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" \"0\"+)? ([eE] \"+\"? [0-9]+)?".to_string(),
-                ));
+                return Ok(Some(if plain_int {
+                    "\"-\"? (\"0\" | [1-9] [0-9]*)".to_string()
+                } else {
+                    "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" \"0\"+)? ([eE] \"+\"? [0-9]+)?".to_string()
+                }));
             }
             let lo = m.lo.as_ref().map(|(d, s)| SInt::ceil(d, *s));
             let hi = m.hi.as_ref().map(|(d, s)| SInt::floor(d, *s));
-            return Ok(numeric::int_range(lo.as_ref(), hi.as_ref()).map(|r| format!("{r} (\".\" \"0\"+)?")));
+            let frac = if plain_int { "" } else { " (\".\" \"0\"+)?" };
+            return Ok(numeric::int_range(lo.as_ref(), hi.as_ref()).map(|r| format!("{r}{frac}")));
         }
         if !bounded {
             return Ok(Some(

@@ -3,7 +3,8 @@
 //! spellings (`-?int(.frac)?`), and `multipleOf` (a remainder automaton over the digits).
 //!
 //! Spelling policy (documented in the module docs of `json_schema`): an unconstrained `number` takes
-//! every JSON spelling; an unconstrained `integer` takes `-?int(.0+)?` and `-?int(.0+)?[eE]+?digits`;
+//! every JSON spelling; an unconstrained `integer` takes `-?int(.0+)?` and `-?int(.0+)?[eE]+?digits`
+//! (draft 4: `-?int` only);
 //! with bounds or `multipleOf`, exponent spellings are refused (value-exact on what is accepted).
 
 use std::cmp::Ordering;
@@ -505,13 +506,20 @@ pub fn divisor(d: &Dec) -> Option<(u32, usize)> {
 pub const MAX_MULTIPLE_STATES: usize = 4096;
 
 /// Defines rules for decimals (plain spelling `-?int(.frac)?`) that are multiples of `p / 10^s`,
-/// with fraction digits restricted to `0` when `integer`. Returns the name of the rule, or `None`
+/// with fraction digits restricted to `0` when `integer`, and no fraction at all when `plain`
+/// (draft 4 integers). Returns the name of the rule, or `None`
 /// when the automaton would exceed [`MAX_MULTIPLE_STATES`].
 ///
 /// States: `i{r}` = inside the integer part with remainder r of the value scaled by 10^s;
 /// `f{j}_{r}` = j fraction digits read. The value is a multiple iff the scaled, zero-padded digit
 /// string has remainder 0; digits beyond the s-th fraction digit must be zeros.
-pub fn multiple_of(e: &mut emit::Ebnf, p: u32, s: usize, integer: bool) -> crate::error::Result<Option<String>> {
+pub fn multiple_of(
+    e: &mut emit::Ebnf,
+    p: u32,
+    s: usize,
+    integer: bool,
+    plain: bool,
+) -> crate::error::Result<Option<String>> {
     let pu = p as usize;
     if pu.saturating_mul(s + 2) > MAX_MULTIPLE_STATES {
         return Ok(None);
@@ -526,6 +534,9 @@ pub fn multiple_of(e: &mut emit::Ebnf, p: u32, s: usize, integer: bool) -> crate
             alts.push("\"\"".to_string());
         }
         let dot = if at_int { "\".\" " } else { "" };
+        if plain && at_int {
+            return alts;
+        }
         if j < s {
             let mut ds = Vec::new();
             for d in 0..=max_digit {
