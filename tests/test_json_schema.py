@@ -32,6 +32,27 @@ def valid(schema: Any, inst: Any) -> bool:
 
 # (schema, instances): each instance is checked in every key order (objects) against jsonschema.
 CASES: List[Any] = [
+    # contains / minContains / maxContains
+    ({"type": "array", "contains": {"minimum": 5}}, [[], [1], [5], [1, 6, 2], ["a", 7], 3]),
+    ({"type": "array", "items": {"multipleOf": 2}, "contains": {"multipleOf": 3}}, [[2], [6], [2, 4, 6], [3], []]),
+    ({"type": "array", "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+     [[1], [1, 2], [1, "a", 2, "b", 3], [1, 2, 3, 4], ["a", "b"]]),
+    ({"type": "array", "contains": {"type": "integer"}, "minContains": 0, "maxContains": 1}, [[], ["a"], [1], [1, 2]]),
+    ({"type": "array", "contains": {"type": "string"}, "minContains": 2}, [["a"], ["a", 1, "b"], [1, 2]]),
+    # not / if of numeric bounds and string constraints
+    ({"not": {"minimum": 5}}, [4, 5, 4.5, 5.5, "x", None]),
+    ({"not": {"exclusiveMaximum": 5, "minimum": 1}}, [0, 1, 4.9, 5, 6, "a"]),
+    ({"type": "integer", "not": {"maximum": 3}}, [2, 3, 4, 3.5]),
+    ({"not": {"minLength": 2}}, ["", "a", "ab", 1]),
+    ({"not": {"type": "string", "maxLength": 2}}, ["ab", "abc", 1]),
+    ({"not": {"pattern": "^a"}}, ["a", "ba", "ab", 1]),
+    ({"type": "string", "not": {"format": "ipv4"}}, ["1.2.3.4", "1.2.3", "x"]),
+    ({"if": {"pattern": "x"}, "then": {"maxLength": 3}}, ["x", "xyzw", "abcde", 1]),
+    ({"if": {"minimum": 3}, "then": {"type": "integer"}, "else": {"type": "string"}}, [2, 3, 3.5, "a", None]),
+    # non-integer numbers, several multipleOf
+    ({"type": "number", "not": {"type": "integer"}}, [1, 1.5, -0.25, 3.0, "a"]),
+    ({"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.3}]}, [0, 1.5, 3, 0.5, 0.3, 4.5]),
+    ({"type": "integer", "multipleOf": 4, "allOf": [{"multipleOf": 6}]}, [12, 24, 6, 8, 36]),
     ({"type": "integer", "minimum": -3, "exclusiveMaximum": 12}, [-4, -3, 0, 11, 12, 1.5, "1"]),
     ({"type": "number", "minimum": 0.5, "maximum": 2.25}, [0.4, 0.5, 1, 2.25, 2.26, 2]),
     ({"type": "integer", "multipleOf": 7}, [0, 7, -14, 8, 70]),
@@ -162,11 +183,11 @@ def test_whitespace_options() -> None:
 @pytest.mark.parametrize(
     "schema,keyword,pointer",
     [
-        ({"type": "array", "contains": {"type": "integer"}, "minContains": 2}, "contains", "/contains"),
+        ({"type": "array", "contains": {"type": "integer"}, "maxItems": 3}, "contains", "/contains"),
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
         ({"type": "string", "format": "iri"}, "iri", "/format"),
         ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", "/dependentSchemas/a"),
-        ({"properties": {"x": {"not": {"minimum": 3}}}}, "not", "/properties/x"),
+        ({"properties": {"x": {"not": {"multipleOf": 3}}}}, "not", "/properties/x"),
         ({"$recursiveRef": "#"}, "$recursiveRef", "/$recursiveRef"),
     ],
 )

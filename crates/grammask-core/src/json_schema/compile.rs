@@ -59,6 +59,29 @@ enum Neg {
     Values(Vec<String>),
     /// The instance is an object without this key.
     Absent(String),
+    /// The instance is a number below this value (`true`: or equal to it).
+    Below(Dec, bool),
+    /// The instance is a number above this value (`true`: or equal to it).
+    Above(Dec, bool),
+    /// The instance is a string of at most this many characters.
+    ShortStr(u64),
+    /// The instance is a string of at least this many characters.
+    LongStr(u64),
+    /// The instance is a string that does not match this pattern.
+    NoMatch(String),
+    /// The instance is a string that is not of this format.
+    NoFormat(String),
+}
+
+/// Keeps the tighter of two lower (or, with `upper`, upper) bounds; `strict` excludes the bound.
+fn tighten(slot: &mut Option<(Dec, bool)>, d: Dec, strict: bool, upper: bool) {
+    let tighter = match slot {
+        None => true,
+        Some((o, os)) => (if upper { d < *o } else { d > *o }) || (d == *o && strict && !*os),
+    };
+    if tighter {
+        *slot = Some((d, strict));
+    }
 }
 
 /// A conjunction to emit. Invariant: all vectors sorted and deduplicated (see [`Goal::norm`]).
@@ -123,6 +146,9 @@ struct Merged {
     max_len: Option<u64>,
     patterns: Vec<(String, String)>,
     formats: Vec<(String, String)>,
+    /// Patterns and formats the string must not match (from negations).
+    neg_patterns: Vec<String>,
+    neg_formats: Vec<String>,
     arr: Vec<ArrPart>,
     min_items: u64,
     max_items: Option<u64>,
@@ -298,6 +324,8 @@ impl<'a> Conv<'a> {
             max_len: None,
             patterns: Vec::new(),
             formats: Vec::new(),
+            neg_patterns: Vec::new(),
+            neg_formats: Vec::new(),
             arr: Vec::new(),
             min_items: 0,
             max_items: None,
@@ -395,21 +423,9 @@ impl<'a> Conv<'a> {
                             || (draft == Draft::D4
                                 && map.get(if is_min { "exclusiveMinimum" } else { "exclusiveMaximum" }) == Some(&Value::Bool(true)));
                         if is_min {
-                            let tighter = match &m.lo {
-                                None => true,
-                                Some((o, os)) => d > *o || (d == *o && strict && !os),
-                            };
-                            if tighter {
-                                m.lo = Some((d, strict));
-                            }
+                            tighten(&mut m.lo, d, strict, false);
                         } else {
-                            let tighter = match &m.hi {
-                                None => true,
-                                Some((o, os)) => d < *o || (d == *o && strict && !os),
-                            };
-                            if tighter {
-                                m.hi = Some((d, strict));
-                            }
+                            tighten(&mut m.hi, d, strict, true);
                         }
                     }
                     "multipleOf" => {
@@ -614,6 +630,30 @@ impl<'a> Conv<'a> {
                     m.types &= OBJ;
                     m.absent.push(k.clone());
                 }
+                Neg::Below(d, incl) => {
+                    m.types &= INT | FRAC;
+                    tighten(&mut m.hi, d.clone(), !incl, true);
+                }
+                Neg::Above(d, incl) => {
+                    m.types &= INT | FRAC;
+                    tighten(&mut m.lo, d.clone(), !incl, false);
+                }
+                Neg::ShortStr(n) => {
+                    m.types &= STR;
+                    m.max_len = Some(m.max_len.map_or(*n, |o| o.min(*n)));
+                }
+                Neg::LongStr(n) => {
+                    m.types &= STR;
+                    m.min_len = m.min_len.max(*n);
+                }
+                Neg::NoMatch(p) => {
+                    m.types &= STR;
+                    m.neg_patterns.push(p.clone());
+                }
+                Neg::NoFormat(f) => {
+                    m.types &= STR;
+                    m.neg_formats.push(f.clone());
+                }
             }
         }
         if m.required.iter().any(|r| m.absent.contains(r)) {
@@ -729,11 +769,27 @@ impl<'a> Conv<'a> {
         for r in &mx.required {
             negs.push(Neg::Absent(r.clone()));
         }
-        if mx.lo.is_some() || mx.hi.is_some() || !mx.mults.is_empty() {
-            return refuse("numeric bounds");
+        if !mx.mults.is_empty() {
+            return refuse("multipleOf");
         }
-        if mx.min_len > 0 || mx.max_len.is_some() || !mx.patterns.is_empty() || !mx.formats.is_empty() {
-            return refuse("string constraints");
+        // Bounds restrict numbers only: failing one means "a number on the other side".
+        if let Some((d, strict)) = &mx.lo {
+            negs.push(Neg::Below(d.clone(), *strict));
+        }
+        if let Some((d, strict)) = &mx.hi {
+            negs.push(Neg::Above(d.clone(), *strict));
+        }
+        if mx.min_len > 0 {
+            negs.push(Neg::ShortStr(mx.min_len - 1));
+        }
+        if let Some(n) = mx.max_len {
+            negs.push(Neg::LongStr(n.saturating_add(1)));
+        }
+        for (p, _) in &mx.patterns {
+            negs.push(Neg::NoMatch(p.clone()));
+        }
+        for (f, _) in &mx.formats {
+            negs.push(Neg::NoFormat(f.clone()));
         }
         if !mx.arr.is_empty() || mx.min_items > 0 || mx.max_items.is_some() || !mx.contains.is_empty() || mx.unique.is_some() {
             return refuse("array constraints");
@@ -900,19 +956,27 @@ impl<'a> Conv<'a> {
         let integer = m.types & FRAC == 0;
         // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there).
         let plain_int = integer && self.doc.draft == Draft::D4;
-        if m.types & INT == 0 {
-            return Err(unsupported(ptr, "type: number excluding integers is not supported"));
-        }
         let bounded = m.lo.is_some() || m.hi.is_some();
-        if m.mults.len() > 1 {
-            return Err(unsupported(&m.mults[1].1, "several different multipleOf values are not supported"));
+        if m.types & INT == 0 {
+            // Numbers that are not integers: a plain spelling with a non-zero fraction digit
+            // (exponent spellings such as 1.5e1 may be integers, so none is taken).
+            if bounded || !m.mults.is_empty() {
+                let p = m.mults.first().map_or(ptr, |x| x.1.as_str());
+                return Err(unsupported(p, "non-integer numbers with bounds or multipleOf are not supported"));
+            }
+            return Ok(Some("\"-\"? (\"0\" | [1-9] [0-9]*) \".\" [0-9]* [1-9] [0-9]*".to_string()));
         }
         if let Some((d, p)) = m.mults.first() {
             if bounded {
                 return Err(unsupported(p, "multipleOf together with minimum/maximum is not supported"));
             }
-            let Some((pp, s)) = numeric::divisor(d) else {
-                return Err(unsupported(p, "multipleOf value too large or too precise"));
+            let mut divs = Vec::new();
+            for (d, p) in &m.mults {
+                divs.push(numeric::divisor(d).ok_or_else(|| unsupported(p, "multipleOf value too large or too precise"))?);
+            }
+            let _ = d;
+            let Some((pp, s)) = numeric::lcm_divisor(&divs) else {
+                return Err(unsupported(p, "multipleOf values whose common multiple is too large"));
             };
             return match numeric::multiple_of(&mut self.e, pp, s, integer, plain_int)? {
                 Some(r) => Ok(Some(r)),
@@ -947,7 +1011,8 @@ impl<'a> Conv<'a> {
                 return Ok(None);
             }
         }
-        if m.patterns.is_empty() && m.formats.is_empty() && excluded.is_empty() {
+        let plain = m.patterns.is_empty() && m.formats.is_empty() && m.neg_patterns.is_empty() && m.neg_formats.is_empty();
+        if plain && excluded.is_empty() {
             if m.min_len > u64::from(MAX_REPEAT_BOUND) || m.max_len.is_some_and(|x| x > u64::from(MAX_REPEAT_BOUND)) {
                 if m.max_len.is_some() {
                     return Err(Error::limit("maxLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
@@ -962,7 +1027,7 @@ impl<'a> Conv<'a> {
             };
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
-        if m.patterns.is_empty() && m.formats.is_empty() && m.min_len == 0 && m.max_len.is_none() {
+        if plain && m.min_len == 0 && m.max_len.is_none() {
             let body = jstr::not_in(&mut self.e, &excluded, &self.char_rule.clone())?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
@@ -982,6 +1047,17 @@ impl<'a> Conv<'a> {
         }
         for x in &excluded {
             dfa = dfa.difference(&CharDfa::literal(x)).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        for p in &m.neg_patterns {
+            let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(ptr))?;
+            let d = CharDfa::from_regex(&re, Anchoring::Search)
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(ptr))?;
+            dfa = dfa.difference(&d).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        for f in &m.neg_formats {
+            let d = format_dfa(f).map_err(|e| ptr_if_none(e, ptr))?;
+            dfa = dfa.difference(&d).map_err(|e| ptr_if_none(e, ptr))?;
         }
         if m.min_len > 0 || m.max_len.is_some() {
             let len = CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?;
@@ -1062,10 +1138,14 @@ impl<'a> Conv<'a> {
     // ---------------------------------------------------------------- arrays
 
     fn emit_array(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
-        if let Some((_, lo, hi, p)) = m.contains.first() {
-            if *lo > 0 || hi.is_some() {
-                return Err(unsupported(p, "contains is not supported"));
-            }
+        // `contains` with minContains 0 and no maxContains holds for every array.
+        let counted: Vec<&(SchemaId, u64, Option<u64>, String)> =
+            m.contains.iter().filter(|(_, lo, hi, _)| *lo > 0 || hi.is_some()).collect();
+        if let Some(c) = counted.get(1) {
+            return Err(unsupported(&c.3, "several contains keywords on one array are not supported"));
+        }
+        if let Some(&&(c, lo, hi, ref p)) = counted.first() {
+            return self.emit_array_contains(g, m, c, lo, hi, p);
         }
         let min = m.min_items;
         let max = m.max_items;
@@ -1162,6 +1242,95 @@ impl<'a> Conv<'a> {
         }
         if let Some(ne) = nonempty {
             alts.push(format!("{} {ne} {}", self.open('[', g.depth), self.close(']', g.depth)));
+        }
+        Ok(if alts.is_empty() { None } else { Some(emit::alt(&alts)) })
+    }
+
+    /// Arrays whose items all satisfy the rest schema and of which between `lo` and `hi` satisfy
+    /// `c` as well. Without `hi`, items are "any" or "any and c" (an ambiguous but exact union);
+    /// with `hi`, every item is either "c" or "not c", so counting them is exact.
+    fn emit_array_contains(
+        &mut self,
+        g: &Goal,
+        m: &Merged,
+        c: SchemaId,
+        lo: u64,
+        hi: Option<u64>,
+        p: &str,
+    ) -> Result<Option<String>> {
+        const MAX_CONTAINS_COUNT: u64 = 64;
+        if m.arr.iter().any(|a| !a.prefix.is_empty()) {
+            return Err(unsupported(p, "contains together with prefix items is not supported"));
+        }
+        if m.max_items.is_some() || m.min_items > lo {
+            return Err(unsupported(p, "contains together with minItems above minContains or maxItems is not supported"));
+        }
+        if m.unique.is_some() {
+            return Err(unsupported(p, "contains together with uniqueItems is not supported"));
+        }
+        if hi.is_some_and(|h| h < lo) {
+            return Ok(None);
+        }
+        if lo.max(hi.unwrap_or(0)) > MAX_CONTAINS_COUNT {
+            return Err(Error::limit("minContains/maxContains", MAX_CONTAINS_COUNT as usize).at_pointer(p));
+        }
+        let mut ids = Vec::new();
+        for a in &m.arr {
+            match a.rest {
+                Rest::Any => {}
+                Rest::Closed => {
+                    // Only the empty array is left.
+                    return Ok((lo == 0).then(|| self.empty('[', ']')));
+                }
+                Rest::Schema(x) => ids.push(x),
+            }
+        }
+        let d = self.child_depth(g.depth);
+        let goal = |ids: Vec<SchemaId>, nots: Vec<SchemaId>| Goal { ids, nots, done: vec![], neg: vec![], depth: d };
+        let hit = self.rule_for(goal([ids.clone(), vec![c]].concat(), vec![]))?;
+        // Items that may or may not satisfy `c` (unbounded count), or that must not (bounded).
+        let other = match hi {
+            None => self.rule_for(goal(ids.clone(), vec![]))?,
+            Some(_) => self.rule_for(goal(ids.clone(), vec![c]))?,
+        };
+        let sep = self.sep_item(g.depth);
+        let top = hi.unwrap_or(lo);
+        // after[k]: the rest of the array after its first item, k hits so far (k <= top).
+        let mut after: Vec<Option<String>> = vec![None; top as usize + 1];
+        for k in (0..=top).rev() {
+            let mut alts = Vec::new();
+            let stay = other.as_ref().map(|o| format!("({sep} {o})*")).unwrap_or_default();
+            if k >= lo {
+                alts.push(if stay.is_empty() { "\"\"".to_string() } else { stay.clone() });
+            }
+            if k < top {
+                if let (Some(h), Some(nx)) = (&hit, &after[k as usize + 1]) {
+                    alts.push(format!("{stay} {sep} {h} {nx}"));
+                }
+            }
+            after[k as usize] = if alts.is_empty() {
+                None
+            } else {
+                let name = self.e.fresh("contains_tail");
+                self.e.define(&name, &alts.join(" | "))?;
+                Some(name)
+            };
+        }
+        let mut first = Vec::new();
+        if let (Some(o), Some(nx)) = (&other, &after[0]) {
+            first.push(format!("{o} {nx}"));
+        }
+        if top >= 1 {
+            if let (Some(h), Some(nx)) = (&hit, &after[1]) {
+                first.push(format!("{h} {nx}"));
+            }
+        }
+        let mut alts = Vec::new();
+        if lo == 0 {
+            alts.push(self.empty('[', ']'));
+        }
+        if !first.is_empty() {
+            alts.push(format!("{} ({}) {}", self.open('[', g.depth), first.join(" | "), self.close(']', g.depth)));
         }
         Ok(if alts.is_empty() { None } else { Some(emit::alt(&alts)) })
     }
@@ -1650,11 +1819,29 @@ impl<'a> Conv<'a> {
                 return Ok(false);
             }
         }
+        let num = v.as_number().and_then(Dec::from_number);
+        let text = v.as_str();
         for n in &g.neg {
+            // `hit`: the value fails the negation's condition.
             let hit = match n {
                 Neg::Types(t) => value_type(v) & t != 0,
                 Neg::Values(vs) => vs.iter().any(|s| *s == canonical(v)),
                 Neg::Absent(k) => !v.as_object().is_some_and(|o| !o.contains_key(k)),
+                Neg::Below(d, incl) => !num.as_ref().is_some_and(|x| x < d || (*incl && x == d)),
+                Neg::Above(d, incl) => !num.as_ref().is_some_and(|x| x > d || (*incl && x == d)),
+                Neg::ShortStr(k) => !text.is_some_and(|t| t.chars().count() as u64 <= *k),
+                Neg::LongStr(k) => !text.is_some_and(|t| t.chars().count() as u64 >= *k),
+                Neg::NoMatch(p) => match text {
+                    None => true,
+                    Some(t) => {
+                        let re = Regex::parse(p, RegexFlags::default())?;
+                        CharDfa::from_regex(&re, Anchoring::Search)?.accepts(t)
+                    }
+                },
+                Neg::NoFormat(f) => match text {
+                    None => true,
+                    Some(t) => format_dfa(f)?.accepts(t),
+                },
             };
             if hit {
                 return Ok(false);

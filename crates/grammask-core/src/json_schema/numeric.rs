@@ -502,6 +502,33 @@ pub fn divisor(d: &Dec) -> Option<(u32, usize)> {
     Some((p as u32, d.frac.len()))
 }
 
+/// The least common multiple of several `multipleOf` divisors `p / 10^s`: a value is a multiple of
+/// each of them iff it is a multiple of this one. `None` when it does not fit in u32.
+pub fn lcm_divisor(divs: &[(u32, usize)]) -> Option<(u32, usize)> {
+    let s = divs.iter().map(|d| d.1).max()?;
+    let mut acc: u64 = 1;
+    for &(p, ds) in divs {
+        // Same scale for all: p * 10^(s - ds) / 10^s.
+        let mut q = u64::from(p);
+        for _ in ds..s {
+            q = q.checked_mul(10)?;
+        }
+        let g = gcd(acc, q);
+        acc = (acc / g).checked_mul(q)?;
+        if acc > u64::from(u32::MAX) {
+            return None;
+        }
+    }
+    Some((acc as u32, s))
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// Most states of a `multipleOf` remainder automaton.
 pub const MAX_MULTIPLE_STATES: usize = 4096;
 
@@ -602,6 +629,16 @@ mod tests {
         assert_eq!(SInt::ceil(&d("-1"), true), SInt { neg: false, mag: vec![] });
         assert_eq!(SInt::floor(&d("0"), true), SInt { neg: true, mag: vec![1] });
         assert_eq!(SInt::floor(&d("-0.5"), false), SInt { neg: true, mag: vec![1] });
+    }
+
+    #[test]
+    fn lcm_of_divisors() {
+        assert_eq!(lcm_divisor(&[(2, 0), (3, 0)]), Some((6, 0)));
+        // 0.5 and 0.3 -> multiples of 1.5
+        assert_eq!(lcm_divisor(&[(5, 1), (3, 1)]), Some((15, 1)));
+        // 2 and 0.25 -> 200/100 and 25/100 -> 200/100
+        assert_eq!(lcm_divisor(&[(2, 0), (25, 2)]), Some((200, 2)));
+        assert_eq!(lcm_divisor(&[(4_000_000_000, 0), (3, 0)]), None);
     }
 
     #[test]

@@ -15,10 +15,10 @@ fn bad_json_and_bad_schema() {
 
 #[test]
 fn unsupported_names_pointer() {
-    let e = conv(r#"{"properties":{"a":{"type":"array","contains":{"type":"string"}}}}"#).unwrap_err();
+    let e = conv(r#"{"properties":{"a":{"type":"array","contains":{"type":"string"},"maxItems":4}}}"#).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert_eq!(e.location(), Some(&crate::error::Location::Pointer("/properties/a/contains".into())));
-    let e = conv(r#"{"not":{"minimum":3}}"#).unwrap_err();
+    let e = conv(r#"{"not":{"multipleOf":3}}"#).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
 }
 
