@@ -39,6 +39,11 @@ CASES: List[Any] = [
      [[1], [1, 2], [1, "a", 2, "b", 3], [1, 2, 3, 4], ["a", "b"]]),
     ({"type": "array", "contains": {"type": "integer"}, "minContains": 0, "maxContains": 1}, [[], ["a"], [1], [1, 2]]),
     ({"type": "array", "contains": {"type": "string"}, "minContains": 2}, [["a"], ["a", 1, "b"], [1, 2]]),
+    # dependentSchemas and schema-valued dependencies
+    ({"dependentSchemas": {"a": {"required": ["b"]}, "c": {"properties": {"d": {"type": "integer"}}}}},
+     [{}, {"a": 1}, {"a": 1, "b": 2}, {"c": 1, "d": "x"}, {"c": 1, "d": 2}, {"d": "x"}, 5, "a"]),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b"], "c": False}},
+     [{"a": 1}, {"a": 1, "b": 1}, {"c": 1}, {"b": 2}]),
     # not / if of numeric bounds and string constraints
     ({"not": {"minimum": 5}}, [4, 5, 4.5, 5.5, "x", None]),
     ({"not": {"exclusiveMaximum": 5, "minimum": 1}}, [0, 1, 4.9, 5, 6, "a"]),
@@ -186,7 +191,7 @@ def test_whitespace_options() -> None:
         ({"type": "array", "contains": {"type": "integer"}, "maxItems": 3}, "contains", "/contains"),
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
         ({"type": "string", "format": "iri"}, "iri", "/format"),
-        ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}}, "dependentSchemas", "/dependentSchemas/a"),
+        ({"anyOf": [{}], "unevaluatedProperties": False}, "unevaluatedProperties", "/unevaluatedProperties"),
         ({"properties": {"x": {"not": {"multipleOf": 3}}}}, "not", "/properties/x"),
         ({"$recursiveRef": "#"}, "$recursiveRef", "/$recursiveRef"),
     ],

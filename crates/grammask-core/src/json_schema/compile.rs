@@ -48,6 +48,8 @@ enum Kind {
     OneOf,
     Not,
     If,
+    /// The i-th schema-valued dependency of the node (see [`Conv::dep_schemas`]).
+    Dep(u32),
 }
 
 /// An atomic negation carried by a goal.
@@ -71,6 +73,8 @@ enum Neg {
     NoMatch(String),
     /// The instance is a string that is not of this format.
     NoFormat(String),
+    /// The instance is an object with this key (the negation of [`Neg::Absent`]).
+    Has(String),
 }
 
 /// Keeps the tighter of two lower (or, with `upper`, upper) bounds; `strict` excludes the bound.
@@ -160,8 +164,6 @@ struct Merged {
     min_props: u64,
     max_props: Option<u64>,
     prop_names: Vec<(SchemaId, String)>,
-    /// Keywords with dependent schemas (unsupported), by pointer.
-    deps: Vec<String>,
     /// `dependentRequired` (and array-valued `dependencies`): if the key is present, so are these.
     dep_req: Vec<(String, Vec<String>, String)>,
     pending: Vec<(SchemaId, Kind, String)>,
@@ -337,7 +339,6 @@ impl<'a> Conv<'a> {
             min_props: 0,
             max_props: None,
             prop_names: Vec::new(),
-            deps: Vec::new(),
             dep_req: Vec::new(),
             pending: Vec::new(),
         };
@@ -576,7 +577,15 @@ impl<'a> Conv<'a> {
                                 Value::Bool(true) if k != "dependentRequired" => {}
                                 Value::Object(x) if x.is_empty() && k != "dependentRequired" => {}
                                 _ if k == "dependentRequired" => return Err(invalid(&kp, "dependentRequired values are arrays")),
-                                _ => m.deps.push(format!("{kp}/{}", name.replace('~', "~0").replace('/', "~1"))),
+                                _ => {}
+                            }
+                        }
+                        if k != "dependentRequired" {
+                            for (i, _) in self.dep_schemas(id).iter().enumerate() {
+                                let kind = Kind::Dep(i as u32);
+                                if !g.done.contains(&(id, kind)) && !m.pending.iter().any(|p| p.0 == id && p.1 == kind) {
+                                    m.pending.push((id, kind, kp.clone()));
+                                }
                             }
                         }
                     }
@@ -654,6 +663,12 @@ impl<'a> Conv<'a> {
                     m.types &= STR;
                     m.neg_formats.push(f.clone());
                 }
+                Neg::Has(k) => {
+                    m.types &= OBJ;
+                    if !m.required.contains(k) {
+                        m.required.push(k.clone());
+                    }
+                }
             }
         }
         if m.required.iter().any(|r| m.absent.contains(r)) {
@@ -721,6 +736,25 @@ impl<'a> Conv<'a> {
                     let x = self.doc.child(sid, &["not"]);
                     return self.emit_negation(&base, x, &ptr);
                 }
+                Kind::Dep(i) => {
+                    // Not an object, an object without the key, or one with it that satisfies
+                    // the dependent schema: three disjoint cases.
+                    let (name, dep) = self.dep_schemas(sid)[i as usize].clone();
+                    let mut alts = Vec::new();
+                    for n in [Neg::Types(OBJ), Neg::Absent(name.clone())] {
+                        let mut gn = base.clone();
+                        gn.neg.push(n);
+                        if let Some(r) = self.rule_for(gn)? {
+                            alts.push(r);
+                        }
+                    }
+                    let mut yes = base.with_id(dep);
+                    yes.neg.push(Neg::Has(name));
+                    if let Some(r) = self.rule_for(yes)? {
+                        alts.push(r);
+                    }
+                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                }
                 Kind::If => {
                     let i = self.doc.child(sid, &["if"]);
                     let map = self.doc.node(sid).value.as_object().cloned().unwrap_or_default();
@@ -745,6 +779,23 @@ impl<'a> Conv<'a> {
             }
         }
         self.emit_base(g, &m)
+    }
+
+    /// The schema-valued entries of `dependentSchemas` and `dependencies` of node `id`, as
+    /// (key, subschema), in document order; `true` and `{}` are left out (they always hold).
+    fn dep_schemas(&self, id: SchemaId) -> Vec<(String, SchemaId)> {
+        let mut out = Vec::new();
+        let Some(map) = self.doc.node(id).value.as_object() else { return out };
+        for k in ["dependencies", "dependentSchemas"] {
+            let Some(Value::Object(o)) = map.get(k) else { continue };
+            for (name, dep) in o {
+                let trivial = matches!(dep, Value::Bool(true) | Value::Array(_)) || dep.as_object().is_some_and(|x| x.is_empty());
+                if !trivial {
+                    out.push((name.clone(), self.doc.child(id, &[k, name])));
+                }
+            }
+        }
+        out
     }
 
     /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations.
@@ -798,7 +849,6 @@ impl<'a> Conv<'a> {
             || mx.min_props > 0
             || mx.max_props.is_some()
             || !mx.prop_names.is_empty()
-            || !mx.deps.is_empty()
             || !mx.dep_req.is_empty()
         {
             return refuse("object constraints other than required");
@@ -1338,9 +1388,6 @@ impl<'a> Conv<'a> {
     // ---------------------------------------------------------------- objects
 
     fn emit_object(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
-        if let Some(p) = m.deps.first() {
-            return Err(unsupported(p, "dependentSchemas (schema-valued dependencies) is not supported"));
-        }
         let d = self.child_depth(g.depth);
         let closed_by_strict =
             self.opts.strict_mode && m.obj.iter().any(|p| !p.props.is_empty()) && !m.obj.iter().any(|p| p.says_additional);
@@ -1842,6 +1889,7 @@ impl<'a> Conv<'a> {
                     None => true,
                     Some(t) => format_dfa(f)?.accepts(t),
                 },
+                Neg::Has(k) => !v.as_object().is_some_and(|o| o.contains_key(k)),
             };
             if hit {
                 return Ok(false);

@@ -59,8 +59,7 @@ fn dependent_required_needs_free_order() {
     let e = conv(s).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert_eq!(e.location(), Some(&crate::error::Location::Pointer("/dependentRequired".into())));
-    let e = conv_with(r#"{"dependentSchemas":{"a":{"required":["b"]}}}"#, |o| o.strict_mode = false).unwrap_err();
-    assert_eq!(e.location(), Some(&crate::error::Location::Pointer("/dependentSchemas/a".into())));
+    assert!(conv_with(r#"{"dependentSchemas":{"a":{"required":["b"]}}}"#, |o| o.strict_mode = false).is_ok());
 }
 
 #[test]
