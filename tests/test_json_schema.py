@@ -54,6 +54,11 @@ CASES: List[Any] = [
     ({"type": "string", "not": {"format": "ipv4"}}, ["1.2.3.4", "1.2.3", "x"]),
     ({"if": {"pattern": "x"}, "then": {"maxLength": 3}}, ["x", "xyzw", "abcde", 1]),
     ({"if": {"minimum": 3}, "then": {"type": "integer"}, "else": {"type": "string"}}, [2, 3, 3.5, "a", None]),
+    # numbers other than given values (plain spellings)
+    ({"not": {"const": 1}}, [1, 1.0, 2, 0, "a"]),
+    ({"type": "integer", "not": {"enum": [0, 2]}}, [0, -0, 2, 1, 3]),
+    ({"type": "number", "not": {"enum": [1.5, -2]}}, [1.5, -2, -2.0, 2.5, 1]),
+    ({"type": "array", "contains": {"const": 1}, "maxContains": 1}, [[1], [1, 1], [1, 2], [2, 1.0], []]),
     # non-integer numbers, several multipleOf
     ({"type": "number", "not": {"type": "integer"}}, [1, 1.5, -0.25, 3.0, "a"]),
     ({"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.3}]}, [0, 1.5, 3, 0.5, 0.3, 4.5]),

@@ -971,10 +971,13 @@ impl<'a> Conv<'a> {
         }
         let first_ptr = g.ids.first().map_or(String::new(), |i| self.doc.node(*i).ptr.clone());
         if m.types & (INT | FRAC) != 0 {
-            if m.not_values.iter().any(Value::is_number) {
-                return Err(unsupported(&first_ptr, "not: excluding numeric values is not supported"));
-            }
-            if let Some(n) = self.emit_number(m, &first_ptr)? {
+            let excluded: Vec<Dec> = m.not_values.iter().filter_map(|v| v.as_number().and_then(Dec::from_number)).collect();
+            let n = if excluded.is_empty() {
+                self.emit_number(m, &first_ptr)?
+            } else {
+                self.emit_number_except(m, &excluded, &first_ptr)?
+            };
+            if let Some(n) = n {
                 alts.push(n);
             }
         }
@@ -1052,6 +1055,37 @@ impl<'a> Conv<'a> {
             ));
         }
         Ok(numeric::number_range(m.lo.as_ref().map(|(d, s)| (d, *s)), m.hi.as_ref().map(|(d, s)| (d, *s))))
+    }
+
+    /// Unbounded numbers other than `excluded`, in plain decimal spellings (no exponent: the
+    /// spellings of one value with exponents do not form a regular language). Every plain
+    /// spelling of an excluded value (`1`, `1.0`, `1.00`, ...) is taken out.
+    fn emit_number_except(&mut self, m: &Merged, excluded: &[Dec], ptr: &str) -> Result<Option<String>> {
+        if m.lo.is_some() || m.hi.is_some() || !m.mults.is_empty() || m.types & INT == 0 {
+            return Err(unsupported(ptr, "not: excluding numeric values from bounded, multipleOf or non-integer numbers is not supported"));
+        }
+        let integer = m.types & FRAC == 0;
+        let base = match (integer, self.doc.draft == Draft::D4) {
+            (true, true) => r"-?(0|[1-9][0-9]*)",
+            (true, false) => r"-?(0|[1-9][0-9]*)(\.0+)?",
+            (false, _) => r"-?(0|[1-9][0-9]*)(\.[0-9]+)?",
+        };
+        let full = |p: &str| -> Result<CharDfa> { CharDfa::from_regex(&Regex::parse(p, RegexFlags::default())?, Anchoring::FullMatch) };
+        let mut dfa = full(base)?;
+        for d in excluded {
+            let int: String = if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
+            let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
+            let sign = if d.is_zero() { "-?" } else if d.neg { "-" } else { "" };
+            let tail = if frac.is_empty() { r"(\.0+)?".to_string() } else { format!(r"\.{frac}0*") };
+            dfa = dfa.difference(&full(&format!("{sign}{int}{tail}"))?).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        if dfa.is_empty() {
+            return Ok(None);
+        }
+        let prefix = format!("{}.re", self.e.fresh("num"));
+        let text = dfa.to_ebnf(&prefix, TextMode::Raw);
+        self.e.raw(&text)?;
+        Ok(Some(prefix))
     }
 
     fn emit_string(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
