@@ -156,6 +156,14 @@ def test_integer_spellings() -> None:
     assert not accepts({"type": "integer"}, "1.5")
 
 
+def test_format_is_an_annotation_under_explicit_2020_12() -> None:
+    fmt = {"type": "string", "format": "ipv4"}
+    assert not accepts(fmt, '"x"')  # no $schema: enforced
+    assert not accepts({"$schema": "http://json-schema.org/draft-07/schema#", **fmt}, '"x"')
+    assert accepts({"$schema": "https://json-schema.org/draft/2020-12/schema", **fmt}, '"x"')
+    assert accepts({"$schema": "https://json-schema.org/draft/2019-09/schema", **fmt}, '"x"')
+
+
 @pytest.mark.parametrize(
     "extra",
     [{}, {"minimum": 0, "maximum": 99999}, {"multipleOf": 5}, {"multipleOf": 0.5}],

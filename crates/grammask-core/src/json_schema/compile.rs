@@ -449,7 +449,9 @@ impl<'a> Conv<'a> {
                     }
                     "format" => {
                         let f = v.as_str().ok_or_else(|| invalid(&kp, "format must be a string"))?;
-                        if formats::regex_for(f).is_some() {
+                        if !self.doc.format_assertion {
+                            // An annotation only.
+                        } else if formats::regex_for(f).is_some() {
                             m.formats.push((f.to_string(), kp));
                         } else if formats::KNOWN_UNSUPPORTED.contains(&f) {
                             return Err(unsupported(&kp, format!("format {f:?} is not supported")));
@@ -2015,7 +2017,7 @@ impl<'a> Conv<'a> {
                     let re = Regex::parse(kv.as_str().unwrap_or(""), RegexFlags::default()).map_err(|e| ptr_if_none(e, &kp))?;
                     CharDfa::from_regex(&re, Anchoring::Search)?.accepts(v.as_str().unwrap_or(""))
                 }
-                "format" if vt == STR => match formats::regex_for(kv.as_str().unwrap_or("")) {
+                "format" if vt == STR && self.doc.format_assertion => match formats::regex_for(kv.as_str().unwrap_or("")) {
                     Some(_) => format_dfa(kv.as_str().unwrap_or(""))?.accepts(v.as_str().unwrap_or("")),
                     None => true,
                 },

@@ -33,6 +33,9 @@ pub struct Node<'a> {
 
 pub struct Doc<'a> {
     pub draft: Draft,
+    /// `format` is an assertion, except under an explicit 2019-09 or 2020-12 `$schema`, where the
+    /// specification makes it an annotation by default.
+    pub format_assertion: bool,
     pub nodes: Vec<Node<'a>>,
     by_ptr: HashMap<String, SchemaId>,
     /// Resource URI (no fragment) -> pointer of the resource root.
@@ -120,8 +123,10 @@ impl<'a> Doc<'a> {
             Some(s) if s.contains("2019-09") => Draft::D2019,
             _ => Draft::D2020,
         };
+        let explicit_new = root.get("$schema").and_then(Value::as_str).is_some_and(|s| s.contains("2019-09") || s.contains("2020-12"));
         let mut doc = Doc {
             draft,
+            format_assertion: !explicit_new,
             nodes: Vec::new(),
             by_ptr: HashMap::new(),
             resources: HashMap::new(),
