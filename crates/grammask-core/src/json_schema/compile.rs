@@ -75,6 +75,9 @@ enum Neg {
     NoFormat(String),
     /// The instance is an object with this key (the negation of [`Neg::Absent`]).
     Has(String),
+    /// The instance is an object with this key whose value fails this subschema (the negation
+    /// of a `properties` entry).
+    PropFails(String, SchemaId),
 }
 
 /// Keeps the tighter of two lower (or, with `upper`, upper) bounds; `strict` excludes the bound.
@@ -153,6 +156,8 @@ struct Merged {
     /// Patterns and formats the string must not match (from negations).
     neg_patterns: Vec<String>,
     neg_formats: Vec<String>,
+    /// Keys whose value must fail a subschema (from negated `properties`).
+    prop_nots: Vec<(String, SchemaId)>,
     arr: Vec<ArrPart>,
     min_items: u64,
     max_items: Option<u64>,
@@ -239,6 +244,8 @@ pub struct Conv<'a> {
     char_rule: String,
     nothing: Option<String>,
     ws: String,
+    /// Some subschema uses `unevaluated*`: `if` without `then`/`else` then matters (annotations).
+    has_uneval: bool,
 }
 
 impl<'a> Conv<'a> {
@@ -247,7 +254,8 @@ impl<'a> Conv<'a> {
         let _ = e.named("root");
         let char_rule = e.named("json_char");
         let ws = if opts.any_whitespace { e.named("ws") } else { String::new() };
-        Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws }
+        let has_uneval = doc.has_unevaluated();
+        Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws, has_uneval }
     }
 
     pub fn run(mut self) -> Result<String> {
@@ -328,6 +336,7 @@ impl<'a> Conv<'a> {
             formats: Vec::new(),
             neg_patterns: Vec::new(),
             neg_formats: Vec::new(),
+            prop_nots: Vec::new(),
             arr: Vec::new(),
             min_items: 0,
             max_items: None,
@@ -345,6 +354,9 @@ impl<'a> Conv<'a> {
         let mut seen: HashSet<SchemaId> = HashSet::new();
         let mut stack: Vec<SchemaId> = g.ids.iter().rev().copied().collect();
         let draft = self.doc.draft;
+        // In-place applicator edges (parent, child) and unevaluated* keywords, for annotations.
+        let mut edges: Vec<(SchemaId, SchemaId)> = Vec::new();
+        let mut uneval: Vec<(SchemaId, bool, String)> = Vec::new();
         while let Some(id) = stack.pop() {
             if !seen.insert(id) {
                 continue;
@@ -368,15 +380,13 @@ impl<'a> Conv<'a> {
                 let r = r.as_str().ok_or_else(|| invalid(&at("$ref"), "$ref must be a string"))?;
                 let t = self.doc.resolve_ref(id, r, "$ref")?;
                 stack.push(t);
+                edges.push((id, t));
                 if draft <= Draft::D7 {
                     continue;
                 }
             }
             let mut arr_part: Option<ArrPart> = None;
             let mut obj_part: Option<ObjPart> = None;
-            let has_applicators = ["allOf", "anyOf", "oneOf", "not", "if", "$ref", "$dynamicRef", "$recursiveRef", "dependentSchemas"]
-                .iter()
-                .any(|k| map.contains_key(*k));
             for (k, v) in map {
                 let kp = at(k);
                 match k.as_str() {
@@ -384,6 +394,7 @@ impl<'a> Conv<'a> {
                         let r = v.as_str().ok_or_else(|| invalid(&kp, "must be a string"))?;
                         let t = self.doc.resolve_dynamic(id, r)?;
                         stack.push(t);
+                        edges.push((id, t));
                     }
                     "$recursiveRef" => return Err(unsupported(&kp, "$recursiveRef is not supported")),
                     "type" => {
@@ -477,17 +488,7 @@ impl<'a> Conv<'a> {
                                     part.rest = Rest::Closed;
                                 }
                             }
-                            ("unevaluatedItems", _) => {
-                                if map.contains_key("items") && (draft >= Draft::D2020 || !map["items"].is_array())
-                                    || map.contains_key("additionalItems") && map.get("items").is_some_and(Value::is_array)
-                                {
-                                    // Every item is already evaluated: no effect.
-                                } else if has_applicators || map.contains_key("contains") {
-                                    return Err(unsupported(&kp, "unevaluatedItems beside applicators is not supported"));
-                                } else {
-                                    part.rest = Rest::Schema(self.doc.child(id, &["unevaluatedItems"]));
-                                }
-                            }
+                            ("unevaluatedItems", _) => uneval.push((id, false, kp.clone())),
                             _ => {}
                         }
                     }
@@ -537,15 +538,7 @@ impl<'a> Conv<'a> {
                                 part.additional = Rest::Schema(self.doc.child(id, &["additionalProperties"]));
                                 part.says_additional = true;
                             }
-                            _ => {
-                                if map.contains_key("additionalProperties") {
-                                } else if has_applicators {
-                                    return Err(unsupported(&kp, "unevaluatedProperties beside applicators is not supported"));
-                                } else {
-                                    part.additional = Rest::Schema(self.doc.child(id, &["unevaluatedProperties"]));
-                                    part.says_additional = true;
-                                }
-                            }
+                            _ => uneval.push((id, true, kp.clone())),
                         }
                     }
                     "required" => {
@@ -594,7 +587,9 @@ impl<'a> Conv<'a> {
                     "allOf" => {
                         let a = v.as_array().ok_or_else(|| invalid(&kp, "allOf must be an array"))?;
                         for i in 0..a.len() {
-                            stack.push(self.doc.child(id, &["allOf", &i.to_string()]));
+                            let c = self.doc.child(id, &["allOf", &i.to_string()]);
+                            stack.push(c);
+                            edges.push((id, c));
                         }
                     }
                     "anyOf" | "oneOf" => {
@@ -613,7 +608,8 @@ impl<'a> Conv<'a> {
                         }
                     }
                     "if" => {
-                        if (map.contains_key("then") || map.contains_key("else")) && !g.done.contains(&(id, Kind::If)) {
+                        let matters = map.contains_key("then") || map.contains_key("else") || self.has_uneval;
+                        if matters && !g.done.contains(&(id, Kind::If)) {
                             m.pending.push((id, Kind::If, kp));
                         }
                     }
@@ -626,6 +622,9 @@ impl<'a> Conv<'a> {
             if let Some(p) = obj_part {
                 m.obj.push(p);
             }
+        }
+        if !uneval.is_empty() {
+            self.apply_unevaluated(g, &mut m, &seen, &mut edges, &uneval)?;
         }
         for n in &g.neg {
             match n {
@@ -671,6 +670,13 @@ impl<'a> Conv<'a> {
                         m.required.push(k.clone());
                     }
                 }
+                Neg::PropFails(k, id) => {
+                    m.types &= OBJ;
+                    if !m.required.contains(k) {
+                        m.required.push(k.clone());
+                    }
+                    m.prop_nots.push((k.clone(), *id));
+                }
             }
         }
         if m.required.iter().any(|r| m.absent.contains(r)) {
@@ -684,6 +690,107 @@ impl<'a> Conv<'a> {
             m.types &= t;
         }
         Ok(m)
+    }
+
+    /// Turns each `unevaluatedProperties`/`unevaluatedItems` of a merged node X into one more
+    /// object/array part: what X's successful in-place subschemas (itself, `allOf`, `$ref`, and
+    /// the branches this goal chose for `oneOf`, `if`, `dependentSchemas`) did not evaluate must
+    /// satisfy the keyword's schema. Exact because every schema of the goal holds; an `anyOf`
+    /// with several branches (others may hold and evaluate more) or `contains` is refused.
+    fn apply_unevaluated(
+        &mut self,
+        g: &Goal,
+        m: &mut Merged,
+        seen: &HashSet<SchemaId>,
+        edges: &mut Vec<(SchemaId, SchemaId)>,
+        uneval: &[(SchemaId, bool, String)],
+    ) -> Result<()> {
+        // Branches chosen by distribution are goal ids below their applicator's node.
+        for &id in &g.ids {
+            let ptr = self.doc.node(id).ptr.clone();
+            let segs: Vec<&str> = ptr.rsplitn(3, '/').collect();
+            let parent = match segs.as_slice() {
+                [last, rest, ..] if ["then", "else", "if"].contains(last) => Some(format!("{}{}", segs.get(2).map_or(String::new(), |p| format!("{p}/")), rest)),
+                [_, kw, parent] if ["anyOf", "oneOf", "dependentSchemas", "dependencies"].contains(kw) => Some((*parent).to_string()),
+                _ => None,
+            };
+            if let Some(pid) = parent.and_then(|p| self.doc.id_of(&p)) {
+                if seen.contains(&pid) && pid != id {
+                    edges.push((pid, id));
+                }
+            }
+        }
+        for (x, props, kp) in uneval {
+            // The in-place subtree of x.
+            let mut sub = vec![*x];
+            let mut i = 0;
+            while i < sub.len() {
+                let n = sub[i];
+                for &(p, c) in edges.iter() {
+                    if p == n && !sub.contains(&c) {
+                        sub.push(c);
+                    }
+                }
+                i += 1;
+            }
+            for &(sid, kind) in &g.done {
+                let branches = self.doc.node(sid).value.get("anyOf").and_then(Value::as_array).map_or(0, Vec::len);
+                if kind == Kind::AnyOf && branches > 1 && sub.contains(&sid) {
+                    return Err(unsupported(kp, "unevaluated keywords over an anyOf with several branches are not supported"));
+                }
+            }
+            let key = if *props { "unevaluatedProperties" } else { "unevaluatedItems" };
+            let schema = self.doc.child(*x, &[key]);
+            let draft = self.doc.draft;
+            if *props {
+                let mut part = ObjPart { props: Vec::new(), patterns: Vec::new(), additional: Rest::Schema(schema), says_additional: true };
+                let mut all = false;
+                for &n in &sub {
+                    let Some(map) = self.doc.node(n).value.as_object() else { continue };
+                    all |= map.contains_key("additionalProperties") || (n != *x && map.contains_key("unevaluatedProperties"));
+                    if let Some(Value::Object(o)) = map.get("properties") {
+                        for name in o.keys() {
+                            part.props.push((name.clone(), self.doc.child(n, &["properties", name])));
+                        }
+                    }
+                    if let Some(Value::Object(o)) = map.get("patternProperties") {
+                        let base = format!("{}/patternProperties", self.doc.node(n).ptr);
+                        for name in o.keys() {
+                            let pp = format!("{base}/{}", name.replace('~', "~0").replace('/', "~1"));
+                            part.patterns.push((name.clone(), self.doc.child(n, &["patternProperties", name]), pp));
+                        }
+                    }
+                }
+                if !all {
+                    m.obj.push(part);
+                }
+            } else {
+                let mut all = false;
+                let mut prefix: Vec<SchemaId> = Vec::new();
+                for &n in &sub {
+                    let Some(map) = self.doc.node(n).value.as_object() else { continue };
+                    if map.contains_key("contains") {
+                        return Err(unsupported(kp, "unevaluatedItems beside contains is not supported"));
+                    }
+                    let items_array = map.get("items").is_some_and(Value::is_array);
+                    all |= (map.contains_key("items") && (draft >= Draft::D2020 || !items_array))
+                        || (map.contains_key("additionalItems") && items_array)
+                        || (n != *x && map.contains_key("unevaluatedItems"));
+                    let (kw, arr) = match (map.get("prefixItems"), map.get("items")) {
+                        (Some(Value::Array(a)), _) if draft >= Draft::D2020 => ("prefixItems", a),
+                        (_, Some(Value::Array(a))) if draft <= Draft::D2019 => ("items", a),
+                        _ => continue,
+                    };
+                    if arr.len() > prefix.len() {
+                        prefix = (0..arr.len()).map(|i| self.doc.child(n, &[kw, &i.to_string()])).collect();
+                    }
+                }
+                if !all {
+                    m.arr.push(ArrPart { prefix, rest: Rest::Schema(schema) });
+                }
+            }
+        }
+        Ok(())
     }
 
     // ---------------------------------------------------------------- goals
@@ -847,7 +954,13 @@ impl<'a> Conv<'a> {
         if !mx.arr.is_empty() || mx.min_items > 0 || mx.max_items.is_some() || !mx.contains.is_empty() || mx.unique.is_some() {
             return refuse("array constraints");
         }
-        if mx.obj.iter().any(|p| !p.props.is_empty() || !p.patterns.is_empty() || p.says_additional)
+        // `properties` fail when a listed key is present with a value that fails its schema.
+        for p in &mx.obj {
+            for (name, id) in &p.props {
+                negs.push(Neg::PropFails(name.clone(), *id));
+            }
+        }
+        if mx.obj.iter().any(|p| !p.patterns.is_empty() || p.says_additional)
             || mx.min_props > 0
             || mx.max_props.is_some()
             || !mx.prop_names.is_empty()
@@ -1503,7 +1616,8 @@ impl<'a> Conv<'a> {
             let mut value = None;
             if !m.absent.contains(n) && self.key_name_ok(m, n)? {
                 if let Some(ids) = key_ids(n) {
-                    value = self.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })?;
+                    let nots = m.prop_nots.iter().filter(|(k, _)| k == n).map(|(_, id)| *id).collect();
+                    value = self.rule_for(Goal { ids, nots, done: vec![], neg: vec![], depth: d })?;
                 }
             }
             if required && value.is_none() {
@@ -1926,6 +2040,10 @@ impl<'a> Conv<'a> {
                     Some(t) => format_dfa(f)?.accepts(t),
                 },
                 Neg::Has(k) => !v.as_object().is_some_and(|o| o.contains_key(k)),
+                Neg::PropFails(k, id) => match v.as_object().and_then(|o| o.get(k)) {
+                    None => true,
+                    Some(x) => self.valid(*id, x, 1)?,
+                },
             };
             if hit {
                 return Ok(false);

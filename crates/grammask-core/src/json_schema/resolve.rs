@@ -229,6 +229,18 @@ impl<'a> Doc<'a> {
         self.by_ptr[""]
     }
 
+    /// The subschema at JSON pointer `ptr`, if indexed.
+    pub fn id_of(&self, ptr: &str) -> Option<SchemaId> {
+        self.by_ptr.get(ptr).copied()
+    }
+
+    /// Whether any subschema uses `unevaluatedProperties` or `unevaluatedItems`.
+    pub fn has_unevaluated(&self) -> bool {
+        self.nodes.iter().any(|n| {
+            n.value.as_object().is_some_and(|m| m.contains_key("unevaluatedProperties") || m.contains_key("unevaluatedItems"))
+        })
+    }
+
     pub fn node(&self, id: SchemaId) -> &Node<'a> {
         &self.nodes[id.0 as usize]
     }
