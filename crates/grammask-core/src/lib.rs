@@ -32,6 +32,7 @@ pub mod matcher;
 pub mod print;
 pub mod regex;
 pub mod serialize;
+pub mod slice;
 pub mod trie;
 pub mod vocab;
 

@@ -22,6 +22,7 @@ use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::earley::{Chart, Item};
 use crate::error::Result;
+use crate::slice::BodySlice;
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
 
@@ -53,51 +54,107 @@ impl KernelMask {
 /// "virtual" item without materializing a chart row; no later row can refer to them, because
 /// only rows that predict (states with rule edges) are ever an item's origin. This cut the first
 /// classification of a JSON string interior on Llama 3 from ~30 ms to a few ms.
-pub fn classify_kernel(a: &Automata, trie: &TokenTrie, vocab_size: usize, state: StateId) -> Result<KernelMask> {
-    let mut chart = Chart::with_kernel(a, state);
-    let mut accepted = Bitset::new(vocab_size);
-    let mut uncertain: Vec<(u32, u32)> = Vec::new();
-    let mut suffix_ids: HashMap<Box<[u8]>, u32> = HashMap::new();
-    let mut suffixes: Vec<Box<[u8]>> = Vec::new();
-    // Per depth d (after d+1 bytes of the current path): the frame reached, and whether the
-    // kernel's rule ended there.
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut ends: Vec<bool> = Vec::new();
-    let mut path: Vec<u8> = Vec::new();
-    let base = Frame::Rows(chart.num_rows());
-    let nodes = &trie.nodes;
-    let mut i = 0;
-    while i < nodes.len() {
-        let n = nodes[i];
-        let d = n.depth as usize;
-        frames.truncate(d - 1);
-        ends.truncate(d - 1);
-        path.truncate(d - 1);
-        path.push(n.byte);
-        let parent = frames.last().copied().unwrap_or(base);
-        let next = step_frame(a, &mut chart, parent, n.byte)?;
-        let Some(frame) = next else {
-            // Every token below fails inside the rule; those whose path ended the rule earlier
-            // are uncertain with the matching suffixes.
-            if ends.iter().any(|&e| e) {
-                record_uncertain(trie, i, &path, &ends, &mut suffix_ids, &mut suffixes, &mut uncertain);
+pub fn classify_kernel(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    body: Option<&BodySlice>,
+) -> Result<KernelMask> {
+    let mut w = KernelWalk {
+        a,
+        trie,
+        chart: Chart::with_kernel(a, state),
+        accepted: Bitset::new(vocab_size),
+        uncertain: Vec::new(),
+        suffix_ids: HashMap::new(),
+        suffixes: Vec::new(),
+        frames: Vec::new(),
+        ends: Vec::new(),
+        path: Vec::new(),
+    };
+    let base = Frame::Rows(w.chart.num_rows());
+    match body {
+        Some(sl) if BodySlice::covers(a, state) => {
+            // Every body-text token stays inside the rule; walk only the frontier subtrees,
+            // each from the state its (body-text) parent path leads to.
+            w.accepted.or_assign(&sl.slice);
+            let kernel = w.chart.last_row()[0];
+            let rows = w.chart.num_rows();
+            for f in &sl.frontier {
+                let Some(r) = f.path.iter().try_fold(state, |r, &b| a.step(r, b)) else { continue };
+                let top = Frame::Virtual(Item { state: r, ..kernel }, rows);
+                w.frames.clear();
+                w.frames.resize(f.path.len(), top);
+                w.ends.clear();
+                w.ends.resize(f.path.len(), false);
+                w.path.clear();
+                w.path.extend_from_slice(&f.path);
+                let i = f.node as usize;
+                w.walk(i, trie.nodes[i].subtree_end as usize, base)?;
             }
-            i = n.subtree_end as usize;
-            continue;
-        };
-        frames.push(frame);
-        ends.push(match frame {
-            Frame::Virtual(..) => false,
-            Frame::Rows(_) => kernel_ended(a, chart.last_row()),
-        });
-        for &t in trie.node_tokens(&n) {
-            accepted.set(t as usize);
         }
-        i += 1;
+        _ => w.walk(0, trie.nodes.len(), base)?,
     }
+    let KernelWalk { mut uncertain, suffixes, accepted, .. } = w;
     uncertain.sort_unstable();
     let suffix_walk = suffix_walk_order(&suffixes);
     Ok(KernelMask { accepted, uncertain, suffixes, suffix_walk })
+}
+
+/// The state of one kernel classification walk over the trie.
+struct KernelWalk<'a> {
+    a: &'a Automata,
+    trie: &'a TokenTrie,
+    chart: Chart,
+    accepted: Bitset,
+    uncertain: Vec<(u32, u32)>,
+    suffix_ids: HashMap<Box<[u8]>, u32>,
+    suffixes: Vec<Box<[u8]>>,
+    // Per depth d (after d+1 bytes of the current path): the frame reached, and whether the
+    // kernel's rule ended there.
+    frames: Vec<Frame>,
+    ends: Vec<bool>,
+    path: Vec<u8>,
+}
+
+impl KernelWalk<'_> {
+    /// Walks trie nodes `start..end` (a node and its subtree, or the whole trie), with `frames`,
+    /// `ends` and `path` holding the frames above `start`.
+    fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<()> {
+        let (a, trie) = (self.a, self.trie);
+        let nodes = &trie.nodes;
+        let mut i = start;
+        while i < end {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            self.frames.truncate(d - 1);
+            self.ends.truncate(d - 1);
+            self.path.truncate(d - 1);
+            self.path.push(n.byte);
+            let parent = self.frames.last().copied().unwrap_or(base);
+            let next = step_frame(a, &mut self.chart, parent, n.byte)?;
+            let Some(frame) = next else {
+                // Every token below fails inside the rule; those whose path ended the rule earlier
+                // are uncertain with the matching suffixes.
+                if self.ends.iter().any(|&e| e) {
+                    record_uncertain(trie, i, &self.path, &self.ends, &mut self.suffix_ids, &mut self.suffixes, &mut self.uncertain);
+                }
+                i = n.subtree_end as usize;
+                continue;
+            };
+            self.frames.push(frame);
+            self.ends.push(match frame {
+                Frame::Virtual(..) => false,
+                Frame::Rows(_) => kernel_ended(a, self.chart.last_row()),
+            });
+            for &t in trie.node_tokens(&n) {
+                self.accepted.set(t as usize);
+            }
+            i += 1;
+        }
+        Ok(())
+    }
 }
 
 fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {

@@ -10,12 +10,13 @@ use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
 use crate::mask::{classify_kernel, fill_mask, KernelMask};
+use crate::slice::BodySlice;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
 use crate::limits;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// A vocabulary with its token trie, built once per vocabulary and shared, plus the
 /// cross-grammar cache of kernel classifications keyed by [`Automata::structure_hash`]: the
@@ -26,6 +27,8 @@ pub struct TokenIndex {
     pub trie: TokenTrie,
     kernels: RwLock<HashMap<u128, Arc<KernelMask>>>,
     kernel_bytes: AtomicUsize,
+    /// String-body slice, built on the first kernel classification.
+    body: OnceLock<BodySlice>,
 }
 
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
@@ -33,6 +36,10 @@ pub struct TokenIndex {
 const STRUCTURE_HASH_LIMIT: usize = 8192;
 
 impl TokenIndex {
+    pub fn body_slice(&self) -> &BodySlice {
+        self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
+    }
+
     fn shared_kernel(&self, key: u128) -> Option<Arc<KernelMask>> {
         read(&self.kernels).get(&key).cloned()
     }
@@ -79,6 +86,7 @@ impl TokenIndex {
             trie: TokenTrie::new(vocab),
             kernels: RwLock::new(HashMap::new()),
             kernel_bytes: AtomicUsize::new(0),
+            body: OnceLock::new(),
         });
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx
@@ -126,6 +134,11 @@ impl CompiledGrammar {
         &self.index.trie
     }
 
+    /// The vocabulary's shared token index.
+    pub fn index(&self) -> &TokenIndex {
+        &self.index
+    }
+
     /// The cached classification of kernel `state`, computed on first use.
     pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
         if let Some(k) = read(&self.kernels).get(&state) {
@@ -141,6 +154,7 @@ impl CompiledGrammar {
                     &self.index.trie,
                     self.index.vocab.vocab_size(),
                     state,
+                    Some(self.index.body_slice()),
                 )?);
                 if let Some(k) = key {
                     self.index.share_kernel(k, &km);

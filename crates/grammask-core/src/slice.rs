@@ -1,0 +1,199 @@
+//! The JSON-string-body slice of a vocabulary: a shortcut for kernel classification
+//! ([`crate::mask::classify_kernel`]) inside JSON strings.
+//!
+//! Inside a string (a value, or a key of an open object) nearly every token is allowed, and a
+//! plain trie walk visits every node of the vocabulary. Instead, the tokens whose bytes are a run
+//! of string-body text (unescaped characters >= U+0020 other than `"` and `\`, and the short
+//! escapes `\" \\ \/ \b \f \n \r \t`, possibly ending inside a UTF-8 sequence or after `\`) are
+//! found once per vocabulary ([`BodySlice::slice`]). A kernel state qualifies
+//! ([`BodySlice::covers`]) when, from it, the automaton reads every body byte the body automaton
+//! reads, staying in plain states (no rule references, not final), and rejects every byte the
+//! body automaton rejects outright; then every slice token is accepted, and only the subtrees
+//! that start with `"` (from a character boundary) or `\u` need a real walk
+//! ([`BodySlice::frontier`]).
+//!
+//! Invariant: a node is in the frontier iff its path up to its parent is body text and its own
+//! byte is `"` at a character boundary or `u` after `\`; every other non-body byte is dead.
+
+use crate::bitset::Bitset;
+use crate::compiler::{Automata, StateId};
+use crate::trie::TokenTrie;
+use std::collections::HashSet;
+
+/// States of the byte-level body automaton: 0 = character boundary, 1 = after `\`, 2..=8 =
+/// inside a UTF-8 sequence (see [`body_step`]).
+const BODY_STATES: u8 = 9;
+
+/// Where a byte leads from a body state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Body {
+    To(u8),
+    /// `"` at a boundary or `u` after `\`: the walk must look (string end, `\u` escape).
+    Walk,
+    /// Never part of a JSON string at this point.
+    Dead,
+}
+
+fn body_step(b: u8, x: u8) -> Body {
+    use Body::{Dead, To, Walk};
+    let cont = |lo: u8, hi: u8, next: u8| if (lo..=hi).contains(&x) { To(next) } else { Dead };
+    match b {
+        0 => match x {
+            b'"' => Walk,
+            b'\\' => To(1),
+            0x20..=0x7F => To(0),
+            0xC2..=0xDF => To(2),
+            0xE0 => To(4),
+            0xE1..=0xEC | 0xEE..=0xEF => To(3),
+            0xED => To(5),
+            0xF0 => To(7),
+            0xF1..=0xF3 => To(6),
+            0xF4 => To(8),
+            _ => Dead,
+        },
+        1 => match x {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => To(0),
+            b'u' => Walk,
+            _ => Dead,
+        },
+        2 => cont(0x80, 0xBF, 0),
+        3 => cont(0x80, 0xBF, 2),
+        4 => cont(0xA0, 0xBF, 2),
+        5 => cont(0x80, 0x9F, 2),
+        6 => cont(0x80, 0xBF, 3),
+        7 => cont(0x90, 0xBF, 3),
+        _ => cont(0x80, 0x8F, 3),
+    }
+}
+
+/// A frontier node: its trie index and the byte path of its parent.
+#[derive(Debug)]
+pub struct FrontierNode {
+    pub node: u32,
+    pub path: Box<[u8]>,
+}
+
+/// Per-vocabulary string-body data (see the module doc).
+#[derive(Debug)]
+pub struct BodySlice {
+    pub slice: Bitset,
+    pub frontier: Vec<FrontierNode>,
+}
+
+/// Most (automaton state, body state) pairs [`BodySlice::covers`] explores.
+const MAX_COVER_PAIRS: usize = 4096;
+
+impl BodySlice {
+    pub fn new(trie: &TokenTrie, vocab_size: usize) -> BodySlice {
+        let mut slice = Bitset::new(vocab_size);
+        let mut frontier = Vec::new();
+        // states[d]: body state after d+1 bytes of the current path.
+        let mut states: Vec<u8> = Vec::new();
+        let mut path: Vec<u8> = Vec::new();
+        let nodes = &trie.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            states.truncate(d - 1);
+            path.truncate(d - 1);
+            let from = states.last().copied().unwrap_or(0);
+            match body_step(from, n.byte) {
+                Body::To(next) => {
+                    states.push(next);
+                    path.push(n.byte);
+                    for &t in trie.node_tokens(&n) {
+                        slice.set(t as usize);
+                    }
+                    i += 1;
+                }
+                Body::Walk => {
+                    frontier.push(FrontierNode { node: i as u32, path: path.clone().into() });
+                    i = n.subtree_end as usize;
+                }
+                Body::Dead => i = n.subtree_end as usize,
+            }
+        }
+        BodySlice { slice, frontier }
+    }
+
+    /// Whether kernel state `s` qualifies for the shortcut (see the module doc).
+    pub fn covers(a: &Automata, s: StateId) -> bool {
+        let plain = |t: StateId| !a.state(t).is_final && a.rule_edges(t).is_empty();
+        if !plain(s) {
+            return false;
+        }
+        let mut seen: HashSet<(StateId, u8)> = HashSet::new();
+        let mut stack = vec![(s, 0u8)];
+        seen.insert((s, 0));
+        while let Some((r, b)) = stack.pop() {
+            for x in 0..=255u8 {
+                match (body_step(b, x), a.step(r, x)) {
+                    (Body::To(nb), Some(nr)) => {
+                        if !plain(nr) {
+                            return false;
+                        }
+                        if seen.insert((nr, nb)) {
+                            if seen.len() > MAX_COVER_PAIRS {
+                                return false;
+                            }
+                            stack.push((nr, nb));
+                        }
+                    }
+                    // The automaton must take every body byte and refuse every dead one.
+                    (Body::To(_), None) | (Body::Dead, Some(_)) => return false,
+                    (Body::Dead, None) | (Body::Walk, _) => {}
+                }
+            }
+        }
+        debug_assert!(seen.iter().all(|&(_, b)| b < BODY_STATES));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ebnf::parse_ebnf;
+    use crate::mask::classify_kernel;
+    use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+
+    /// The shortcut classifies every kernel state exactly like the full walk, on tokens that
+    /// probe each edge of the body automaton.
+    #[test]
+    fn shortcut_equals_full_walk() {
+        let toks: Vec<&[u8]> = vec![
+            b"a", b"ab", b"\"", b"a\"", b"\"}", b"a\"}", b"\\", b"\\\"", b"\\u", b"\\u00", b"\\u0041",
+            b"\\ud83d", b"\\n", b"\\x", b"\n", b"a\n", b"\t", b" ", b"\x7f", "\u{e9}".as_bytes(), &[0xC3],
+            &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0x82, 0xAC], &[0xF0, 0x9F], &[0xED, 0xA0, 0x80], &[0xFF],
+            b"}", b"{\"", b"x\"y", b"\\\\",
+        ];
+        let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+        let n = encoded.len();
+        let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+        let trie = TokenTrie::new(&vocab);
+        let body = BodySlice::new(&trie, n);
+        let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
+        let grammars = [
+            format!("root ::= \"\\\"\" json_char* \"\\\"}}\"\n{jc}"),
+            format!("root ::= \"\\\"\" (\"ab\" | [^\"a] json_char* | \"a\" ([^\"b] json_char*)?) \"\\\"\"\n{jc}"),
+        ];
+        let mut covered = 0;
+        for src in &grammars {
+            let g = parse_ebnf(src, "root").unwrap();
+            let a = Automata::build(&g).unwrap();
+            for s in 0..a.states().len() {
+                let s = StateId(s as u32);
+                covered += usize::from(BodySlice::covers(&a, s));
+                let full = classify_kernel(&a, &trie, n, s, None).unwrap();
+                let fast = classify_kernel(&a, &trie, n, s, Some(&body)).unwrap();
+                assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
+                let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                    k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+                };
+                assert_eq!(spell(&full), spell(&fast), "state {s:?}");
+            }
+        }
+        assert!(covered >= 2, "the shortcut applied to no state");
+    }
+}
