@@ -240,7 +240,13 @@ impl Automata {
         let mut budget = limits::MAX_AUTOMATON_STATES;
         let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
-        for rule in grammar.rules() {
+        for (r, rule) in grammar.rules().iter().enumerate() {
+            // An inlined rule is copied into every automaton that uses it and never named by a
+            // rule edge: its own automaton would be unreachable, so it gets an empty one.
+            if inline[r] {
+                dfas.push(Dfa { finals: vec![false], bytes: vec![Vec::new()], rules: vec![Vec::new()] });
+                continue;
+            }
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
             dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
@@ -550,26 +556,91 @@ impl Nfa<'_> {
             }
         }
     }
+}
 
-    fn closure(&self, set: &mut Vec<u32>, seen: &mut [bool]) {
-        let mut stack: Vec<u32> = set.clone();
-        for &s in set.iter() {
-            seen[s as usize] = true;
+/// Interned sequences of `u32` (NFA state sets, minimization signatures), stored back to back in
+/// one arena, with an open-addressing index keyed by a fast multiplicative hash.
+/// PERF: replaces `HashMap<Vec<u32>, u32>` (SipHash, one allocation per key) in the hot loops
+/// of subset construction and minimization.
+struct SeqTable {
+    data: Vec<u32>,
+    /// `ends[i]`: end of sequence `i` in `data` (it starts at `ends[i - 1]`, or 0).
+    ends: Vec<u32>,
+    hashes: Vec<u64>,
+    /// Sequence id + 1 per slot, 0 when free; the length is a power of two, at most half full.
+    slots: Vec<u32>,
+}
+
+impl SeqTable {
+    fn new() -> SeqTable {
+        SeqTable { data: Vec::new(), ends: Vec::new(), hashes: Vec::new(), slots: vec![0; 64] }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+        self.hashes.clear();
+        self.slots.fill(0);
+    }
+
+    fn get(&self, id: u32) -> &[u32] {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.data[start..self.ends[i] as usize]
+    }
+
+    fn hash(seq: &[u32]) -> u64 {
+        let mut h = seq.len() as u64;
+        for &w in seq {
+            h = (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(0x517C_C1B7_2722_0A95);
         }
-        while let Some(s) = stack.pop() {
-            for &t in &self.eps[s as usize] {
-                if !seen[t as usize] {
-                    seen[t as usize] = true;
-                    set.push(t);
-                    stack.push(t);
+        h ^ (h >> 29)
+    }
+
+    /// The id of `seq`, and whether it was inserted now.
+    fn intern(&mut self, seq: &[u32]) -> (u32, bool) {
+        let h = Self::hash(seq);
+        let mask = self.slots.len() - 1;
+        let mut i = (h as usize) & mask;
+        loop {
+            match self.slots[i] {
+                0 => break,
+                v => {
+                    let id = v - 1;
+                    if self.hashes[id as usize] == h && self.get(id) == seq {
+                        return (id, false);
+                    }
                 }
             }
+            i = (i + 1) & mask;
         }
-        for &s in set.iter() {
-            seen[s as usize] = false;
+        let id = self.ends.len() as u32;
+        self.data.extend_from_slice(seq);
+        self.ends.push(self.data.len() as u32);
+        self.hashes.push(h);
+        self.slots[i] = id + 1;
+        if self.ends.len() * 2 > self.slots.len() {
+            self.grow();
         }
-        set.sort_unstable();
-        set.dedup();
+        (id, true)
+    }
+
+    fn grow(&mut self) {
+        let size = self.slots.len() * 2;
+        self.slots.clear();
+        self.slots.resize(size, 0);
+        let mask = size - 1;
+        for (id, &h) in self.hashes.iter().enumerate() {
+            let mut i = (h as usize) & mask;
+            while self.slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = id as u32 + 1;
+        }
     }
 }
 
@@ -588,50 +659,112 @@ struct ByteEdgeLocal {
     target: u32,
 }
 
+/// Scratch state of the subset construction.
+struct Closure {
+    /// `mark[s] == stamp`: NFA state `s` was visited by the current closure.
+    mark: Vec<u32>,
+    stamp: u32,
+    stack: Vec<u32>,
+    /// NFA states with a byte or rule edge, or the end state: the rest only lead elsewhere by
+    /// epsilon edges, so two closures with the same important states behave the same.
+    important: Vec<bool>,
+}
+
+impl Closure {
+    /// The important states of the epsilon closure of `seeds`, sorted, into `out`.
+    fn run(&mut self, nfa: &Nfa, seeds: &[u32], out: &mut Vec<u32>) {
+        out.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.mark.fill(0);
+            self.stamp = 1;
+        }
+        let stamp = self.stamp;
+        self.stack.clear();
+        self.stack.extend_from_slice(seeds);
+        while let Some(s) = self.stack.pop() {
+            if self.mark[s as usize] == stamp {
+                continue;
+            }
+            self.mark[s as usize] = stamp;
+            if self.important[s as usize] {
+                out.push(s);
+            }
+            for &t in &nfa.eps[s as usize] {
+                if self.mark[t as usize] != stamp {
+                    self.stack.push(t);
+                }
+            }
+        }
+        out.sort_unstable();
+    }
+}
+
+/// Subset construction. DFA states are identified by the important NFA states of their closure
+/// (see [`Closure::important`]), numbered in discovery order with the start state 0.
 fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Dfa> {
-    let mut seen = vec![false; nfa.eps.len()];
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
-    let mut sets: Vec<Vec<u32>> = Vec::new();
+    let n = nfa.eps.len();
+    let important: Vec<bool> =
+        (0..n).map(|s| s == end as usize || !nfa.bytes[s].is_empty() || !nfa.rules[s].is_empty()).collect();
+    let mut cl = Closure { mark: vec![0; n], stamp: 0, stack: Vec::new(), important };
+    let mut table = SeqTable::new();
     let mut dfa = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
-    let mut first = vec![start];
-    nfa.closure(&mut first, &mut seen);
-    ids.insert(first.clone(), 0);
-    sets.push(first);
+    let mut set: Vec<u32> = Vec::new();
+    let mut targets: Vec<u32> = Vec::new();
+    let mut closed: Vec<u32> = Vec::new();
+    let mut triples: Vec<(u8, u8, u32)> = Vec::new();
+    let mut bounds: Vec<u16> = Vec::new();
+    let mut active: Vec<(u16, u32)> = Vec::new();
+    let mut by_rule: Vec<(RuleId, u32)> = Vec::new();
+    cl.run(nfa, &[start], &mut closed);
+    intern_set(&mut table, &closed, budget)?;
     let mut next = 0;
-    while next < sets.len() {
-        let set = sets[next].clone();
+    while next < table.len() {
+        set.clear();
+        set.extend_from_slice(table.get(next as u32));
         next += 1;
         dfa.finals.push(set.binary_search(&end).is_ok());
-        // Byte edges: split the covered bytes into intervals with the same target set.
-        let mut triples: Vec<(u8, u8, u32)> = Vec::new();
+        // Byte edges: sweep the interval bounds, keeping the NFA edges that cover the current
+        // interval in `active`; each interval's targets form one DFA state.
+        triples.clear();
         for &s in &set {
             triples.extend_from_slice(&nfa.bytes[s as usize]);
         }
-        let mut bounds: Vec<u16> = Vec::with_capacity(triples.len() * 2);
-        for &(lo, hi, _) in &triples {
-            bounds.push(u16::from(lo));
-            bounds.push(u16::from(hi) + 1);
-        }
-        bounds.sort_unstable();
-        bounds.dedup();
         let mut out: Vec<ByteEdgeLocal> = Vec::new();
-        for w in bounds.windows(2) {
-            let (lo, hi) = (w[0], w[1] - 1);
-            let mut targets: Vec<u32> =
-                triples.iter().filter(|t| u16::from(t.0) <= lo && u16::from(t.1) >= hi).map(|t| t.2).collect();
-            if targets.is_empty() {
-                continue;
+        if !triples.is_empty() {
+            triples.sort_unstable_by_key(|t| t.0);
+            bounds.clear();
+            for &(lo, hi, _) in &triples {
+                bounds.push(u16::from(lo));
+                bounds.push(u16::from(hi) + 1);
             }
-            nfa.closure(&mut targets, &mut seen);
-            let id = intern(&mut ids, &mut sets, targets, budget)?;
-            match out.last_mut() {
-                Some(last) if last.target == id && u16::from(last.hi) + 1 == lo => last.hi = hi as u8,
-                _ => out.push(ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id }),
+            bounds.sort_unstable();
+            bounds.dedup();
+            active.clear();
+            let mut i = 0;
+            for w in bounds.windows(2) {
+                let (lo, hi) = (w[0], w[1] - 1);
+                active.retain(|&(h, _)| h >= lo);
+                while i < triples.len() && u16::from(triples[i].0) <= lo {
+                    active.push((u16::from(triples[i].1), triples[i].2));
+                    i += 1;
+                }
+                if active.is_empty() {
+                    continue;
+                }
+                targets.clear();
+                targets.extend(active.iter().map(|&(_, t)| t));
+                cl.run(nfa, &targets, &mut closed);
+                let id = intern_set(&mut table, &closed, budget)?;
+                match out.last_mut() {
+                    Some(last) if last.target == id && u16::from(last.hi) + 1 == lo => last.hi = hi as u8,
+                    _ => out.push(ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id }),
+                }
             }
         }
         dfa.bytes.push(out);
         // Rule edges: one per referenced rule.
-        let mut by_rule: Vec<(RuleId, u32)> = Vec::new();
+        by_rule.clear();
         for &s in &set {
             by_rule.extend_from_slice(&nfa.rules[s as usize]);
         }
@@ -640,13 +773,13 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
         let mut i = 0;
         while i < by_rule.len() {
             let r = by_rule[i].0;
-            let mut targets = Vec::new();
+            targets.clear();
             while i < by_rule.len() && by_rule[i].0 == r {
                 targets.push(by_rule[i].1);
                 i += 1;
             }
-            nfa.closure(&mut targets, &mut seen);
-            redges.push((r, intern(&mut ids, &mut sets, targets, budget)?));
+            cl.run(nfa, &targets, &mut closed);
+            redges.push((r, intern_set(&mut table, &closed, budget)?));
         }
         dfa.rules.push(redges);
     }
@@ -672,31 +805,47 @@ fn minimize(dfa: Dfa) -> Dfa {
         return dfa;
     }
     let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
-    let mut n_classes = 0;
+    // Each round refines the partition, so an unchanged class count means it is stable.
+    let mut n_classes = usize::from(dfa.finals.iter().any(|&f| f)) + usize::from(dfa.finals.iter().any(|&f| !f));
+    let mut next = vec![0u32; n];
+    let mut sigs = SeqTable::new();
+    let mut sig: Vec<u32> = Vec::new();
     let mut work = 0usize;
     loop {
         work += n;
         if work > MINIMIZE_MAX_WORK {
             return dfa;
         }
-        let mut sig_ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
-        let mut next = vec![0u32; n];
+        sigs.clear();
         for s in 0..n {
-            // Merge adjacent byte ranges that now lead to the same class.
-            let mut bytes: Vec<(u8, u8, u32)> = Vec::with_capacity(dfa.bytes[s].len());
+            // Signature: class, byte ranges with their target classes (adjacent ranges with the
+            // same class merged), a separator, rule edges with their target classes.
+            sig.clear();
+            sig.push(class[s]);
+            let mut last: Option<(u8, u8, u32)> = None;
             for e in &dfa.bytes[s] {
                 let c = class[e.target as usize];
-                match bytes.last_mut() {
-                    Some(last) if last.2 == c && u16::from(last.1) + 1 == u16::from(e.lo) => last.1 = e.hi,
-                    _ => bytes.push((e.lo, e.hi, c)),
+                match &mut last {
+                    Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                    _ => {
+                        if let Some((lo, hi, c)) = last {
+                            sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+                        }
+                        last = Some((e.lo, e.hi, c));
+                    }
                 }
             }
-            let rules: Vec<(RuleId, u32)> = dfa.rules[s].iter().map(|&(r, t)| (r, class[t as usize])).collect();
-            let len = sig_ids.len() as u32;
-            next[s] = *sig_ids.entry((class[s], bytes, rules)).or_insert(len);
+            if let Some((lo, hi, c)) = last {
+                sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+            }
+            sig.push(u32::MAX);
+            for &(r, t) in &dfa.rules[s] {
+                sig.extend_from_slice(&[r.0, class[t as usize]]);
+            }
+            next[s] = sigs.intern(&sig).0;
         }
-        let count = sig_ids.len();
-        class = next;
+        let count = sigs.len();
+        std::mem::swap(&mut class, &mut next);
         if count == n_classes {
             break;
         }
@@ -729,17 +878,15 @@ fn minimize(dfa: Dfa) -> Dfa {
     out
 }
 
-fn intern(ids: &mut HashMap<Vec<u32>, u32>, sets: &mut Vec<Vec<u32>>, set: Vec<u32>, budget: &mut usize) -> Result<u32> {
-    if let Some(&id) = ids.get(&set) {
-        return Ok(id);
+/// The DFA state of the NFA state set `set`, counting a new one against `budget`.
+fn intern_set(table: &mut SeqTable, set: &[u32], budget: &mut usize) -> Result<u32> {
+    let (id, new) = table.intern(set);
+    if new {
+        if *budget == 0 {
+            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+        }
+        *budget -= 1;
     }
-    if *budget == 0 {
-        return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
-    }
-    *budget -= 1;
-    let id = sets.len() as u32;
-    ids.insert(set.clone(), id);
-    sets.push(set);
     Ok(id)
 }
 
