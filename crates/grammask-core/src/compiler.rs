@@ -240,23 +240,29 @@ impl Automata {
         let mut budget = limits::MAX_AUTOMATON_STATES;
         let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
+        let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
         for (r, rule) in grammar.rules().iter().enumerate() {
             // An inlined rule is copied into every automaton that uses it and never named by a
             // rule edge: its own automaton would be unreachable, so it gets an empty one.
             if inline[r] {
-                dfas.push(Dfa { finals: vec![false], bytes: vec![Vec::new()], rules: vec![Vec::new()] });
+                let mut empty = Dfa::default();
+                empty.end_state(false);
+                dfas.push(empty);
                 continue;
             }
-            let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+            nfa.clear();
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
+            nfa.freeze();
             dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
         }
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();
         for (r, rule) in grammar.rules().iter().enumerate() {
             if let Some(la) = rule.lookahead {
-                let mut nfa = Nfa { inline: &inline, inline_all: true, ..Nfa::default() };
+                nfa.clear();
+                nfa.inline_all = true;
                 let (start, end) = nfa.build(grammar, la, &mut budget)?;
+                nfa.freeze();
                 let dfa = minimize(determinize(&nfa, start, end, &mut budget)?);
                 if !dfa.finals[0] {
                     la_dfas.push((r, dfa));
@@ -430,12 +436,25 @@ fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u3
     memo[&e]
 }
 
-/// A Thompson NFA under construction.
+/// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
+/// them by source state (compressed rows).
+/// PERF: one allocation per list instead of three vectors per state; the buffers and the UTF-8
+/// sequences of character classes are reused across the rules of a grammar.
 #[derive(Default)]
 struct Nfa<'a> {
-    eps: Vec<Vec<u32>>,
-    bytes: Vec<Vec<(u8, u8, u32)>>,
-    rules: Vec<Vec<(RuleId, u32)>>,
+    n: u32,
+    eps_edges: Vec<(u32, u32)>,
+    byte_edges: Vec<(u32, (u8, u8, u32))>,
+    rule_edges: Vec<(u32, (RuleId, u32))>,
+    /// Frozen rows: the edges of state `s` are `x[x_start[s]..x_start[s + 1]]`.
+    eps_start: Vec<u32>,
+    eps: Vec<u32>,
+    bytes_start: Vec<u32>,
+    bytes: Vec<(u8, u8, u32)>,
+    rules_start: Vec<u32>,
+    rules: Vec<(RuleId, u32)>,
+    /// UTF-8 byte sequences of the character classes seen so far.
+    classes: HashMap<ExprId, std::rc::Rc<[Vec<(u8, u8)>]>>,
     inline: &'a [bool],
     /// Inline every rule (lookahead automata), refusing recursion.
     inline_all: bool,
@@ -449,10 +468,60 @@ impl Nfa<'_> {
             return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
         }
         *budget -= 1;
-        self.eps.push(Vec::new());
-        self.bytes.push(Vec::new());
-        self.rules.push(Vec::new());
-        Ok((self.eps.len() - 1) as u32)
+        self.n += 1;
+        Ok(self.n - 1)
+    }
+
+    fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    /// Starts a new automaton (keeps the buffers and the class cache).
+    fn clear(&mut self) {
+        self.n = 0;
+        self.eps_edges.clear();
+        self.byte_edges.clear();
+        self.rule_edges.clear();
+    }
+
+    /// Groups the edges by source state (stable: each state keeps its edges' order).
+    fn freeze(&mut self) {
+        fn rows<T: Copy>(n: usize, edges: &[(u32, T)], start: &mut Vec<u32>, out: &mut Vec<T>) {
+            start.clear();
+            start.resize(n + 2, 0);
+            for &(s, _) in edges {
+                start[s as usize + 2] += 1;
+            }
+            for i in 2..start.len() {
+                start[i] += start[i - 1];
+            }
+            out.clear();
+            if let Some(&(_, fill)) = edges.first() {
+                out.resize(edges.len(), fill);
+            }
+            for &(s, x) in edges {
+                let slot = &mut start[s as usize + 1];
+                out[*slot as usize] = x;
+                *slot += 1;
+            }
+            start.pop();
+        }
+        let n = self.len();
+        rows(n, &self.eps_edges, &mut self.eps_start, &mut self.eps);
+        rows(n, &self.byte_edges, &mut self.bytes_start, &mut self.bytes);
+        rows(n, &self.rule_edges, &mut self.rules_start, &mut self.rules);
+    }
+
+    fn eps_of(&self, s: u32) -> &[u32] {
+        &self.eps[self.eps_start[s as usize] as usize..self.eps_start[s as usize + 1] as usize]
+    }
+
+    fn bytes_of(&self, s: u32) -> &[(u8, u8, u32)] {
+        &self.bytes[self.bytes_start[s as usize] as usize..self.bytes_start[s as usize + 1] as usize]
+    }
+
+    fn rules_of(&self, s: u32) -> &[(RuleId, u32)] {
+        &self.rules[self.rules_start[s as usize] as usize..self.rules_start[s as usize + 1] as usize]
     }
 
     /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
@@ -464,18 +533,26 @@ impl Nfa<'_> {
                 let mut cur = start;
                 for &byte in b.iter() {
                     let next = self.new_state(budget)?;
-                    self.bytes[cur as usize].push((byte, byte, next));
+                    self.byte_edges.push((cur, (byte, byte, next)));
                     cur = next;
                 }
                 Ok((start, cur))
             }
             Expr::CharClass(ranges) => {
                 let end = self.new_state(budget)?;
-                for seq in utf8_sequences(ranges) {
+                let seqs = match self.classes.get(&e) {
+                    Some(seqs) => seqs.clone(),
+                    None => {
+                        let seqs: std::rc::Rc<[Vec<(u8, u8)>]> = utf8_sequences(ranges).into();
+                        self.classes.insert(e, seqs.clone());
+                        seqs
+                    }
+                };
+                for seq in seqs.iter() {
                     let mut cur = start;
                     for (i, &(lo, hi)) in seq.iter().enumerate() {
                         let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
-                        self.bytes[cur as usize].push((lo, hi, next));
+                        self.byte_edges.push((cur, (lo, hi, next)));
                         cur = next;
                     }
                 }
@@ -485,7 +562,7 @@ impl Nfa<'_> {
                 let mut cur = start;
                 for &x in items.iter() {
                     let (s, t) = self.build(g, x, budget)?;
-                    self.eps[cur as usize].push(s);
+                    self.eps_edges.push((cur, s));
                     cur = t;
                 }
                 Ok((start, cur))
@@ -494,8 +571,8 @@ impl Nfa<'_> {
                 let end = self.new_state(budget)?;
                 for &x in items.iter() {
                     let (s, t) = self.build(g, x, budget)?;
-                    self.eps[start as usize].push(s);
-                    self.eps[t as usize].push(end);
+                    self.eps_edges.push((start, s));
+                    self.eps_edges.push((t, end));
                 }
                 Ok((start, end))
             }
@@ -512,42 +589,42 @@ impl Nfa<'_> {
                 self.inlining.push(*r);
                 let (s, t) = self.build(g, g.rule(*r).body, budget)?;
                 self.inlining.pop();
-                self.eps[start as usize].push(s);
+                self.eps_edges.push((start, s));
                 Ok((start, t))
             }
             Expr::RuleRef(r) if self.inline[r.index()] => {
                 let (s, t) = self.build(g, g.rule(*r).body, budget)?;
-                self.eps[start as usize].push(s);
+                self.eps_edges.push((start, s));
                 Ok((start, t))
             }
             Expr::RuleRef(r) => {
                 let end = self.new_state(budget)?;
-                self.rules[start as usize].push((*r, end));
+                self.rule_edges.push((start, (*r, end)));
                 Ok((start, end))
             }
             &Expr::Repeat { expr, min, max } => {
                 let mut cur = start;
                 for _ in 0..min {
                     let (s, t) = self.build(g, expr, budget)?;
-                    self.eps[cur as usize].push(s);
+                    self.eps_edges.push((cur, s));
                     cur = t;
                 }
                 match max {
                     None => {
                         // cur -> loop: x* with the loop state as both entry and exit.
                         let (s, t) = self.build(g, expr, budget)?;
-                        self.eps[cur as usize].push(s);
-                        self.eps[t as usize].push(cur);
+                        self.eps_edges.push((cur, s));
+                        self.eps_edges.push((t, cur));
                         Ok((start, cur))
                     }
                     Some(max) => {
                         // x (x (x)?)? ... : every copy may exit to `end`, so subset states stay small.
                         let end = self.new_state(budget)?;
-                        self.eps[cur as usize].push(end);
+                        self.eps_edges.push((cur, end));
                         for _ in min..max {
                             let (s, t) = self.build(g, expr, budget)?;
-                            self.eps[cur as usize].push(s);
-                            self.eps[t as usize].push(end);
+                            self.eps_edges.push((cur, s));
+                            self.eps_edges.push((t, end));
                             cur = t;
                         }
                         Ok((start, end))
@@ -578,13 +655,6 @@ impl SeqTable {
 
     fn len(&self) -> usize {
         self.ends.len()
-    }
-
-    fn clear(&mut self) {
-        self.data.clear();
-        self.ends.clear();
-        self.hashes.clear();
-        self.slots.fill(0);
     }
 
     fn get(&self, id: u32) -> &[u32] {
@@ -644,12 +714,48 @@ impl SeqTable {
     }
 }
 
-/// One rule's DFA before the rules are concatenated.
-#[derive(Clone)]
+/// One rule's DFA before the rules are concatenated. The edges of state `s` are the ranges
+/// ending at `byte_end[s]` and `rule_end[s]` (compressed rows, states in order).
+#[derive(Clone, Default)]
 struct Dfa {
     finals: Vec<bool>,
-    bytes: Vec<Vec<ByteEdgeLocal>>,
-    rules: Vec<Vec<(RuleId, u32)>>,
+    byte_end: Vec<u32>,
+    bytes: Vec<ByteEdgeLocal>,
+    rule_end: Vec<u32>,
+    rules: Vec<(RuleId, u32)>,
+}
+
+impl Dfa {
+    fn len(&self) -> usize {
+        self.finals.len()
+    }
+
+    fn bytes_of(&self, s: usize) -> &[ByteEdgeLocal] {
+        let start = if s == 0 { 0 } else { self.byte_end[s - 1] as usize };
+        &self.bytes[start..self.byte_end[s] as usize]
+    }
+
+    fn rules_of(&self, s: usize) -> &[(RuleId, u32)] {
+        let start = if s == 0 { 0 } else { self.rule_end[s - 1] as usize };
+        &self.rules[start..self.rule_end[s] as usize]
+    }
+
+    /// Appends a byte edge to the state being built, merging it into the previous edge when
+    /// adjacent with the same target; `first` is where the state's edges begin.
+    fn push_byte(&mut self, first: usize, e: ByteEdgeLocal) {
+        let mine = self.bytes.len() > first;
+        match self.bytes.last_mut() {
+            Some(last) if mine && last.target == e.target && u16::from(last.hi) + 1 == u16::from(e.lo) => last.hi = e.hi,
+            _ => self.bytes.push(e),
+        }
+    }
+
+    /// Closes the state being built: its edges are those pushed since the previous one.
+    fn end_state(&mut self, is_final: bool) {
+        self.finals.push(is_final);
+        self.byte_end.push(self.bytes.len() as u32);
+        self.rule_end.push(self.rules.len() as u32);
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -690,7 +796,7 @@ impl Closure {
             if self.important[s as usize] {
                 out.push(s);
             }
-            for &t in &nfa.eps[s as usize] {
+            for &t in nfa.eps_of(s) {
                 if self.mark[t as usize] != stamp {
                     self.stack.push(t);
                 }
@@ -703,12 +809,12 @@ impl Closure {
 /// Subset construction. DFA states are identified by the important NFA states of their closure
 /// (see [`Closure::important`]), numbered in discovery order with the start state 0.
 fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Dfa> {
-    let n = nfa.eps.len();
+    let n = nfa.len();
     let important: Vec<bool> =
-        (0..n).map(|s| s == end as usize || !nfa.bytes[s].is_empty() || !nfa.rules[s].is_empty()).collect();
+        (0..n).map(|s| s == end as usize || !nfa.bytes_of(s as u32).is_empty() || !nfa.rules_of(s as u32).is_empty()).collect();
     let mut cl = Closure { mark: vec![0; n], stamp: 0, stack: Vec::new(), important };
     let mut table = SeqTable::new();
-    let mut dfa = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
+    let mut dfa = Dfa::default();
     let mut set: Vec<u32> = Vec::new();
     let mut targets: Vec<u32> = Vec::new();
     let mut closed: Vec<u32> = Vec::new();
@@ -723,14 +829,13 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
         set.clear();
         set.extend_from_slice(table.get(next as u32));
         next += 1;
-        dfa.finals.push(set.binary_search(&end).is_ok());
+        let first = dfa.bytes.len();
         // Byte edges: sweep the interval bounds, keeping the NFA edges that cover the current
         // interval in `active`; each interval's targets form one DFA state.
         triples.clear();
         for &s in &set {
-            triples.extend_from_slice(&nfa.bytes[s as usize]);
+            triples.extend_from_slice(nfa.bytes_of(s));
         }
-        let mut out: Vec<ByteEdgeLocal> = Vec::new();
         if !triples.is_empty() {
             triples.sort_unstable_by_key(|t| t.0);
             bounds.clear();
@@ -756,20 +861,15 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
                 targets.extend(active.iter().map(|&(_, t)| t));
                 cl.run(nfa, &targets, &mut closed);
                 let id = intern_set(&mut table, &closed, budget)?;
-                match out.last_mut() {
-                    Some(last) if last.target == id && u16::from(last.hi) + 1 == lo => last.hi = hi as u8,
-                    _ => out.push(ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id }),
-                }
+                dfa.push_byte(first, ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id });
             }
         }
-        dfa.bytes.push(out);
         // Rule edges: one per referenced rule.
         by_rule.clear();
         for &s in &set {
-            by_rule.extend_from_slice(&nfa.rules[s as usize]);
+            by_rule.extend_from_slice(nfa.rules_of(s));
         }
         by_rule.sort_unstable();
-        let mut redges = Vec::new();
         let mut i = 0;
         while i < by_rule.len() {
             let r = by_rule[i].0;
@@ -779,9 +879,10 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
                 i += 1;
             }
             cl.run(nfa, &targets, &mut closed);
-            redges.push((r, intern_set(&mut table, &closed, budget)?));
+            let id = intern_set(&mut table, &closed, budget)?;
+            dfa.rules.push((r, id));
         }
-        dfa.rules.push(redges);
+        dfa.end_state(set.binary_search(&end).is_ok());
     }
     Ok(dfa)
 }
@@ -789,68 +890,306 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
 /// Rule automata larger than this are not minimized (see [`minimize`]).
 const MINIMIZE_MAX_STATES: usize = 2_000;
 
-/// Most state visits (states x refinement rounds) `minimize` spends before giving up and keeping
-/// the DFA as it is: Moore refinement needs one round per state on a chain such as `"a"{10000}`,
-/// which is quadratic. Minimizing only shrinks the automaton; an unminimized DFA is equivalent.
-const MINIMIZE_MAX_WORK: usize = 4_000_000;
+/// Partition refinement for [`minimize`]. Blocks are contiguous ranges of `elems`.
+///
+/// Invariant between examinations: the members of a block that is neither queued nor touched
+/// by a pending move have equal signatures (see [`Refiner::sig`]) under the current partition.
+struct Refiner<'a> {
+    dfa: &'a Dfa,
+    block_of: Vec<u32>,
+    elems: Vec<u32>,
+    loc: Vec<u32>,
+    first: Vec<u32>,
+    past: Vec<u32>,
+    /// Blocks waiting for a full examination.
+    queued: Vec<bool>,
+    queue: Vec<u32>,
+    /// Predecessors of each state (compressed rows).
+    pred_start: Vec<u32>,
+    preds: Vec<u32>,
+    /// `mark[s] == stamp`: `s` is touched by the current batch of moves.
+    mark: Vec<u32>,
+    stamp: u32,
+    /// States moved to new blocks, whose predecessors are not re-examined yet.
+    moved: Vec<u32>,
+    sig_data: Vec<u32>,
+    sig_span: Vec<(u32, u32)>,
+}
 
-/// Moore-style partition refinement: merges states with the same finality and the same edges
-/// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
-fn minimize(dfa: Dfa) -> Dfa {
-    let n = dfa.finals.len();
-    // PERF: refinement takes up to n rounds on long chains (counted repetition), O(n^2) overall;
-    // big automata are left as they are (correct, just not minimal). `.{0,200}` spelled as JSON
-    // took 1.6 s to compile before this bound.
-    if n > MINIMIZE_MAX_STATES {
-        return dfa;
-    }
-    let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
-    // Each round refines the partition, so an unchanged class count means it is stable.
-    let mut n_classes = usize::from(dfa.finals.iter().any(|&f| f)) + usize::from(dfa.finals.iter().any(|&f| !f));
-    let mut next = vec![0u32; n];
-    let mut sigs = SeqTable::new();
-    let mut sig: Vec<u32> = Vec::new();
-    let mut work = 0usize;
-    loop {
-        work += n;
-        if work > MINIMIZE_MAX_WORK {
-            return dfa;
-        }
-        sigs.clear();
-        for s in 0..n {
-            // Signature: class, byte ranges with their target classes (adjacent ranges with the
-            // same class merged), a separator, rule edges with their target classes.
-            sig.clear();
-            sig.push(class[s]);
-            let mut last: Option<(u8, u8, u32)> = None;
-            for e in &dfa.bytes[s] {
-                let c = class[e.target as usize];
-                match &mut last {
-                    Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
-                    _ => {
-                        if let Some((lo, hi, c)) = last {
-                            sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-                        }
-                        last = Some((e.lo, e.hi, c));
+impl Refiner<'_> {
+    /// A state's signature under the current partition: byte ranges with their target blocks
+    /// (adjacent ranges with the same block merged), a separator, rule edges with their target
+    /// blocks. Appended to `sig_data`.
+    fn sig(&mut self, s: u32) -> (u32, u32) {
+        let start = self.sig_data.len() as u32;
+        let mut last: Option<(u8, u8, u32)> = None;
+        for e in self.dfa.bytes_of(s as usize) {
+            let c = self.block_of[e.target as usize];
+            match &mut last {
+                Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                _ => {
+                    if let Some((lo, hi, c)) = last {
+                        self.sig_data.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
                     }
+                    last = Some((e.lo, e.hi, c));
                 }
             }
-            if let Some((lo, hi, c)) = last {
-                sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-            }
-            sig.push(u32::MAX);
-            for &(r, t) in &dfa.rules[s] {
-                sig.extend_from_slice(&[r.0, class[t as usize]]);
-            }
-            next[s] = sigs.intern(&sig).0;
         }
-        let count = sigs.len();
-        std::mem::swap(&mut class, &mut next);
-        if count == n_classes {
+        if let Some((lo, hi, c)) = last {
+            self.sig_data.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+        }
+        self.sig_data.push(u32::MAX);
+        for &(r, t) in self.dfa.rules_of(s as usize) {
+            self.sig_data.extend_from_slice(&[r.0, self.block_of[t as usize]]);
+        }
+        (start, self.sig_data.len() as u32)
+    }
+
+    fn sig_slice(&self, span: (u32, u32)) -> &[u32] {
+        &self.sig_data[span.0 as usize..span.1 as usize]
+    }
+
+    /// Moves `states` (members of block `b`) into a new block.
+    fn move_out(&mut self, b: usize, states: &[u32]) {
+        let z = self.first.len();
+        let old_past = self.past[b];
+        for &s in states {
+            let last = self.past[b] - 1;
+            let pos = self.loc[s as usize];
+            let other = self.elems[last as usize];
+            self.elems[pos as usize] = other;
+            self.loc[other as usize] = pos;
+            self.elems[last as usize] = s;
+            self.loc[s as usize] = last;
+            self.past[b] = last;
+            self.block_of[s as usize] = z as u32;
+        }
+        self.first.push(self.past[b]);
+        self.past.push(old_past);
+        self.queued.push(false);
+        self.moved.extend_from_slice(states);
+    }
+
+    /// Splits block `b` by signature, given the members `touched` whose signature may differ
+    /// from the others' (all members marked with the current stamp; the unmarked ones share one
+    /// signature). The largest group keeps the block; the others move out.
+    fn examine(&mut self, b: usize, touched: &[u32]) {
+        let size = (self.past[b] - self.first[b]) as usize;
+        if size <= 1 {
+            return;
+        }
+        self.sig_data.clear();
+        self.sig_span.clear();
+        for &s in touched {
+            let span = self.sig(s);
+            self.sig_span.push(span);
+        }
+        let mut order: Vec<u32> = (0..touched.len() as u32).collect();
+        order.sort_unstable_by(|&x, &y| {
+            self.sig_slice(self.sig_span[x as usize]).cmp(self.sig_slice(self.sig_span[y as usize]))
+        });
+        // Groups of equal signatures among the touched members, as ranges of `order`.
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        for i in 0..order.len() {
+            let same = i > 0
+                && self.sig_slice(self.sig_span[order[i] as usize]) == self.sig_slice(self.sig_span[order[i - 1] as usize]);
+            if same {
+                groups.last_mut().map(|g| g.1 = i + 1);
+            } else {
+                groups.push((i, i + 1));
+            }
+        }
+        // The untouched members form one more group; a touched group with their signature
+        // joins them.
+        let untouched = size - touched.len();
+        let mut rest_group: Option<usize> = None;
+        if untouched > 0 {
+            let range = self.first[b]..self.past[b];
+            let rep = range.map(|i| self.elems[i as usize]).find(|&s| self.mark[s as usize] != self.stamp);
+            if let Some(rep) = rep {
+                let span = self.sig(rep);
+                rest_group = groups.iter().position(|&(a, _)| {
+                    self.sig_slice(self.sig_span[order[a] as usize]) == self.sig_slice(span)
+                });
+            }
+        }
+        let rest_size = untouched + rest_group.map_or(0, |g| groups[g].1 - groups[g].0);
+        let n_groups = groups.len() - usize::from(rest_group.is_some()) + usize::from(rest_size > 0);
+        if n_groups <= 1 {
+            return;
+        }
+        // The keeper: the largest group (`None`: the untouched one).
+        let mut keeper: Option<usize> = None;
+        let mut best = rest_size;
+        for (g, &(a, z)) in groups.iter().enumerate() {
+            if Some(g) != rest_group && z - a > best {
+                best = z - a;
+                keeper = Some(g);
+            }
+        }
+        let mut buf: Vec<u32> = Vec::new();
+        for (g, &(a, z)) in groups.iter().enumerate() {
+            if Some(g) == keeper || Some(g) == rest_group {
+                continue;
+            }
+            buf.clear();
+            buf.extend(order[a..z].iter().map(|&i| touched[i as usize]));
+            self.move_out(b, &buf);
+        }
+        if keeper.is_some() && rest_size > 0 {
+            buf.clear();
+            let stamp = self.stamp;
+            buf.extend(
+                (self.first[b]..self.past[b]).map(|i| self.elems[i as usize]).filter(|&s| self.mark[s as usize] != stamp),
+            );
+            if let Some(g) = rest_group {
+                let (a, z) = groups[g];
+                buf.extend(order[a..z].iter().map(|&i| touched[i as usize]));
+            }
+            self.move_out(b, &buf);
+        }
+    }
+
+    /// Re-examines the blocks of the predecessors of the moved states.
+    fn propagate(&mut self) {
+        let moved = std::mem::take(&mut self.moved);
+        self.stamp += 1;
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for &t in &moved {
+            for i in self.pred_start[t as usize]..self.pred_start[t as usize + 1] {
+                let p = self.preds[i as usize];
+                let b = self.block_of[p as usize];
+                if self.mark[p as usize] != self.stamp && !self.queued[b as usize] {
+                    self.mark[p as usize] = self.stamp;
+                    pairs.push((b, p));
+                }
+            }
+        }
+        pairs.sort_unstable();
+        let mut i = 0;
+        let mut touched: Vec<u32> = Vec::new();
+        while i < pairs.len() {
+            let b = pairs[i].0;
+            touched.clear();
+            while i < pairs.len() && pairs[i].0 == b {
+                touched.push(pairs[i].1);
+                i += 1;
+            }
+            self.examine(b as usize, &touched);
+        }
+    }
+
+    /// Every block's members have the same signature.
+    fn is_stable(&mut self) -> bool {
+        for b in 0..self.first.len() {
+            self.sig_data.clear();
+            let rep = self.elems[self.first[b] as usize];
+            let rs = self.sig(rep);
+            for i in self.first[b] + 1..self.past[b] {
+                let s = self.elems[i as usize];
+                let span = self.sig(s);
+                if self.sig_slice(span) != self.sig_slice(rs) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Merges the states with the same finality and the same edges (byte ranges, rule references)
+/// up to equivalence, by partition refinement with a worklist: after a full first pass, only
+/// the predecessors of states that changed block are examined again, and a splitting block keeps
+/// its largest part (the others move), so states move O(log n) times each (Hopcroft's argument).
+/// A missing edge differs from an edge to a dead state (dead states are pruned later, over all
+/// rules). Keeps state 0 as the start.
+fn minimize(dfa: Dfa) -> Dfa {
+    let n = dfa.finals.len();
+    if n > MINIMIZE_MAX_STATES || n <= 1 {
+        return dfa;
+    }
+    let mut pred_start = vec![0u32; n + 2];
+    let targets = |s: usize| dfa.bytes_of(s).iter().map(|e| e.target).chain(dfa.rules_of(s).iter().map(|&(_, t)| t));
+    for s in 0..n {
+        for t in targets(s) {
+            pred_start[t as usize + 2] += 1;
+        }
+    }
+    for i in 2..pred_start.len() {
+        pred_start[i] += pred_start[i - 1];
+    }
+    let mut preds = vec![0u32; pred_start[n + 1] as usize];
+    for s in 0..n {
+        for t in targets(s) {
+            let slot = &mut pred_start[t as usize + 1];
+            preds[*slot as usize] = s as u32;
+            *slot += 1;
+        }
+    }
+    pred_start.pop();
+    // Initial blocks: non-final states, then final ones.
+    let mut elems: Vec<u32> = (0..n as u32).filter(|&s| !dfa.finals[s as usize]).collect();
+    let n_nonfinal = elems.len() as u32;
+    elems.extend((0..n as u32).filter(|&s| dfa.finals[s as usize]));
+    let mut loc = vec![0u32; n];
+    for (i, &s) in elems.iter().enumerate() {
+        loc[s as usize] = i as u32;
+    }
+    let (mut first, mut past) = (Vec::new(), Vec::new());
+    let mut block_of = vec![0u32; n];
+    for (lo, hi) in [(0, n_nonfinal), (n_nonfinal, n as u32)] {
+        if lo < hi {
+            for &s in &elems[lo as usize..hi as usize] {
+                block_of[s as usize] = first.len() as u32;
+            }
+            first.push(lo);
+            past.push(hi);
+        }
+    }
+    let n_initial = first.len();
+    let mut r = Refiner {
+        dfa: &dfa,
+        block_of,
+        elems,
+        loc,
+        first,
+        past,
+        queued: vec![true; n_initial],
+        queue: (0..n_initial as u32).collect(),
+        pred_start,
+        preds,
+        mark: vec![0; n],
+        stamp: 0,
+        moved: Vec::new(),
+        sig_data: Vec::new(),
+        sig_span: Vec::new(),
+    };
+    let mut all: Vec<u32> = Vec::new();
+    loop {
+        if !r.moved.is_empty() {
+            r.propagate();
+        } else if let Some(b) = r.queue.pop() {
+            let b = b as usize;
+            r.queued[b] = false;
+            r.stamp += 1;
+            all.clear();
+            all.extend_from_slice(&r.elems[r.first[b] as usize..r.past[b] as usize]);
+            for &s in &all {
+                r.mark[s as usize] = r.stamp;
+            }
+            r.examine(b, &all);
+        } else {
             break;
         }
-        n_classes = count;
     }
+    // The refinement only splits blocks whose members differ; check that it is also complete.
+    if !r.is_stable() {
+        debug_assert!(false, "minimize: unstable partition");
+        return dfa;
+    }
+    let n_classes = r.first.len();
+    let class = std::mem::take(&mut r.block_of);
+    drop(r);
     // Renumber so the start state's class is 0, in first-seen order.
     let mut renum: Vec<u32> = vec![u32::MAX; n_classes];
     let mut order: Vec<usize> = Vec::with_capacity(n_classes);
@@ -861,19 +1200,15 @@ fn minimize(dfa: Dfa) -> Dfa {
             order.push(s);
         }
     }
-    let mut out = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
+    let mut out = Dfa::default();
     for &s in &order {
-        out.finals.push(dfa.finals[s]);
-        let mut bytes: Vec<ByteEdgeLocal> = Vec::new();
-        for e in &dfa.bytes[s] {
+        let first = out.bytes.len();
+        for e in dfa.bytes_of(s) {
             let t = renum[class[e.target as usize] as usize];
-            match bytes.last_mut() {
-                Some(last) if last.target == t && u16::from(last.hi) + 1 == u16::from(e.lo) => last.hi = e.hi,
-                _ => bytes.push(ByteEdgeLocal { lo: e.lo, hi: e.hi, target: t }),
-            }
+            out.push_byte(first, ByteEdgeLocal { lo: e.lo, hi: e.hi, target: t });
         }
-        out.bytes.push(bytes);
-        out.rules.push(dfa.rules[s].iter().map(|&(r, t)| (r, renum[class[t as usize] as usize])).collect());
+        out.rules.extend(dfa.rules_of(s).iter().map(|&(r, t)| (r, renum[class[t as usize] as usize])));
+        out.end_state(dfa.finals[s]);
     }
     out
 }
@@ -909,13 +1244,13 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         } else {
             a.rule_start.push(StateId(base));
         }
-        for i in 0..dfa.finals.len() {
+        for i in 0..dfa.len() {
             let b0 = a.byte_edges.len() as u32;
             a.byte_edges.extend(
-                dfa.bytes[i].iter().map(|e| ByteEdge { lo: e.lo, hi: e.hi, target: StateId(base + e.target) }),
+                dfa.bytes_of(i).iter().map(|e| ByteEdge { lo: e.lo, hi: e.hi, target: StateId(base + e.target) }),
             );
             let r0 = a.rule_edges.len() as u32;
-            a.rule_edges.extend(dfa.rules[i].iter().map(|&(rr, t)| (rr, StateId(base + t))));
+            a.rule_edges.extend(dfa.rules_of(i).iter().map(|&(rr, t)| (rr, StateId(base + t))));
             a.states.push(State {
                 rule: RuleId(r as u32),
                 is_final: dfa.finals[i],
