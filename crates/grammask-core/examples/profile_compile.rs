@@ -64,7 +64,7 @@ fn main() {
         let a = out.expect("repeat >= 1");
         if dump {
             match &a {
-                Ok(a) => println!("{path} states {} hash {:016x}", a.states().len(), hash_automata(a)),
+                Ok(a) => println!("{path} states {} hash {:016x} build_ms {best:.3}", a.states().len(), hash_automata(a)),
                 Err(e) => println!("{path} error {e}"),
             }
         }

@@ -344,13 +344,16 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
     let n = g.rules().len();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut refs = vec![0usize; n];
+    // seen[e] == r + 1: expression e was visited for rule r.
+    let mut seen = vec![0u32; g.exprs().len()];
+    let mut stack = Vec::new();
     for (r, rule) in g.rules().iter().enumerate() {
-        let mut stack = vec![rule.body];
-        let mut seen = std::collections::HashSet::new();
+        stack.push(rule.body);
         while let Some(e) = stack.pop() {
-            if !seen.insert(e) {
+            if seen[e.index()] == r as u32 + 1 {
                 continue;
             }
+            seen[e.index()] = r as u32 + 1;
             if let Expr::RuleRef(x) = g.expr(e) {
                 deps[r].push(x.index());
                 refs[x.index()] += 1;
@@ -373,8 +376,9 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
     // lexical[r]: r's expansion (with inlined rules) references no rule.
     let mut lexical = vec![false; n];
     let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
+    let mut memo = vec![None; g.exprs().len()];
     while let Some(r) = ready.pop() {
-        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth);
+        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo);
         size[r] = sz;
         depth[r] = dp;
         lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
@@ -398,11 +402,19 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
 }
 
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
-fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u32]) -> (usize, u32) {
-    let mut memo: HashMap<ExprId, (usize, u32)> = HashMap::new();
+/// `memo` (indexed by expression) is shared by all calls: an expression's estimate only depends
+/// on the rules it references, which are all decided before any rule using it (Kahn's order).
+fn estimate(
+    g: &Grammar,
+    e: ExprId,
+    inline: &[bool],
+    size: &[usize],
+    depth: &[u32],
+    memo: &mut [Option<(usize, u32)>],
+) -> (usize, u32) {
     let mut stack = vec![(e, false)];
     while let Some((x, expanded)) = stack.pop() {
-        if memo.contains_key(&x) {
+        if memo[x.index()].is_some() {
             continue;
         }
         if !expanded {
@@ -410,9 +422,9 @@ fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u3
             stack.extend(g.children(x).iter().map(|&c| (c, false)));
             continue;
         }
-        let kids = |memo: &HashMap<ExprId, (usize, u32)>| {
+        let kids = |memo: &[Option<(usize, u32)>]| {
             g.children(x).iter().fold((0usize, 0u32), |(s, d), c| {
-                let (cs, cd) = memo[c];
+                let (cs, cd) = memo[c.index()].unwrap_or((0, 0));
                 (s.saturating_add(cs), d.max(cd))
             })
         };
@@ -420,20 +432,20 @@ fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u3
             Expr::Bytes(b) => (b.len() + 1, 0),
             Expr::CharClass(r) => (2 + 3 * r.len(), 0),
             Expr::Seq(_) | Expr::Choice(_) => {
-                let (s, d) = kids(&memo);
+                let (s, d) = kids(memo);
                 (s + 2, d)
             }
             &Expr::Repeat { min, max, .. } => {
-                let (s, d) = kids(&memo);
+                let (s, d) = kids(memo);
                 let copies = max.unwrap_or(min).max(min) as usize + 1;
                 (s.saturating_mul(copies).saturating_add(2), d)
             }
             Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
             Expr::RuleRef(_) => (2, 0),
         };
-        memo.insert(x, v);
+        memo[x.index()] = Some(v);
     }
-    memo[&e]
+    memo[e.index()].unwrap_or((0, 0))
 }
 
 /// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
@@ -822,8 +834,23 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
     let mut bounds: Vec<u16> = Vec::new();
     let mut active: Vec<(u16, u32)> = Vec::new();
     let mut by_rule: Vec<(RuleId, u32)> = Vec::new();
-    cl.run(nfa, &[start], &mut closed);
-    intern_set(&mut table, &closed, budget)?;
+    // single[t]: the DFA state of the closure of NFA state t alone, once known.
+    // PERF: most edges lead to one NFA state; this skips their closure and interning.
+    let mut single: Vec<u32> = vec![u32::MAX; n];
+    let mut step = |targets: &[u32], table: &mut SeqTable, closed: &mut Vec<u32>, budget: &mut usize| -> Result<u32> {
+        if let [t] = *targets {
+            if single[t as usize] != u32::MAX {
+                return Ok(single[t as usize]);
+            }
+        }
+        cl.run(nfa, targets, closed);
+        let id = intern_set(table, closed, budget)?;
+        if let [t] = *targets {
+            single[t as usize] = id;
+        }
+        Ok(id)
+    };
+    step(&[start], &mut table, &mut closed, budget)?;
     let mut next = 0;
     while next < table.len() {
         set.clear();
@@ -859,8 +886,7 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
                 }
                 targets.clear();
                 targets.extend(active.iter().map(|&(_, t)| t));
-                cl.run(nfa, &targets, &mut closed);
-                let id = intern_set(&mut table, &closed, budget)?;
+                let id = step(&targets, &mut table, &mut closed, budget)?;
                 dfa.push_byte(first, ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id });
             }
         }
@@ -878,8 +904,7 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
                 targets.push(by_rule[i].1);
                 i += 1;
             }
-            cl.run(nfa, &targets, &mut closed);
-            let id = intern_set(&mut table, &closed, budget)?;
+            let id = step(&targets, &mut table, &mut closed, budget)?;
             dfa.rules.push((r, id));
         }
         dfa.end_state(set.binary_search(&end).is_ok());
