@@ -241,6 +241,7 @@ impl Automata {
         let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
         let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+        let mut scratch = Scratch::default();
         for (r, rule) in grammar.rules().iter().enumerate() {
             // An inlined rule is copied into every automaton that uses it and never named by a
             // rule edge: its own automaton would be unreachable, so it gets an empty one.
@@ -253,7 +254,7 @@ impl Automata {
             nfa.clear();
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
             nfa.freeze();
-            dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
+            dfas.push(minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?));
         }
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();
@@ -263,7 +264,7 @@ impl Automata {
                 nfa.inline_all = true;
                 let (start, end) = nfa.build(grammar, la, &mut budget)?;
                 nfa.freeze();
-                let dfa = minimize(determinize(&nfa, start, end, &mut budget)?);
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?);
                 if !dfa.finals[0] {
                     la_dfas.push((r, dfa));
                 }
@@ -660,9 +661,23 @@ struct SeqTable {
     slots: Vec<u32>,
 }
 
-impl SeqTable {
-    fn new() -> SeqTable {
+impl Default for SeqTable {
+    fn default() -> SeqTable {
         SeqTable { data: Vec::new(), ends: Vec::new(), hashes: Vec::new(), slots: vec![0; 64] }
+    }
+}
+
+impl SeqTable {
+    /// Empties the table (a big index is dropped rather than cleared).
+    fn reset(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+        self.hashes.clear();
+        if self.slots.len() > 4096 {
+            self.slots = vec![0; 64];
+        } else {
+            self.slots.fill(0);
+        }
     }
 
     fn len(&self) -> usize {
@@ -778,6 +793,7 @@ struct ByteEdgeLocal {
 }
 
 /// Scratch state of the subset construction.
+#[derive(Default)]
 struct Closure {
     /// `mark[s] == stamp`: NFA state `s` was visited by the current closure.
     mark: Vec<u32>,
@@ -820,23 +836,32 @@ impl Closure {
 
 /// Subset construction. DFA states are identified by the important NFA states of their closure
 /// (see [`Closure::important`]), numbered in discovery order with the start state 0.
-fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Dfa> {
+fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, sc: &mut Scratch) -> Result<Dfa> {
     let n = nfa.len();
-    let important: Vec<bool> =
-        (0..n).map(|s| s == end as usize || !nfa.bytes_of(s as u32).is_empty() || !nfa.rules_of(s as u32).is_empty()).collect();
-    let mut cl = Closure { mark: vec![0; n], stamp: 0, stack: Vec::new(), important };
-    let mut table = SeqTable::new();
+    let mut cl = std::mem::take(&mut sc.closure);
+    cl.important.clear();
+    cl.important.extend(
+        (0..n).map(|s| s == end as usize || !nfa.bytes_of(s as u32).is_empty() || !nfa.rules_of(s as u32).is_empty()),
+    );
+    // Marks left by earlier rules are older than any new stamp.
+    if cl.mark.len() < n {
+        cl.mark.resize(n, 0);
+    }
+    let mut table = std::mem::take(&mut sc.table);
+    table.reset();
     let mut dfa = Dfa::default();
-    let mut set: Vec<u32> = Vec::new();
-    let mut targets: Vec<u32> = Vec::new();
-    let mut closed: Vec<u32> = Vec::new();
-    let mut triples: Vec<(u8, u8, u32)> = Vec::new();
-    let mut bounds: Vec<u16> = Vec::new();
-    let mut active: Vec<(u16, u32)> = Vec::new();
-    let mut by_rule: Vec<(RuleId, u32)> = Vec::new();
+    let mut set = std::mem::take(&mut sc.set);
+    let mut targets = std::mem::take(&mut sc.targets);
+    let mut closed = std::mem::take(&mut sc.closed);
+    let mut triples = std::mem::take(&mut sc.triples);
+    let mut bounds = std::mem::take(&mut sc.bounds);
+    let mut active = std::mem::take(&mut sc.active);
+    let mut by_rule = std::mem::take(&mut sc.by_rule);
     // single[t]: the DFA state of the closure of NFA state t alone, once known.
     // PERF: most edges lead to one NFA state; this skips their closure and interning.
-    let mut single: Vec<u32> = vec![u32::MAX; n];
+    let mut single = std::mem::take(&mut sc.single);
+    single.clear();
+    single.resize(n, u32::MAX);
     let mut step = |targets: &[u32], table: &mut SeqTable, closed: &mut Vec<u32>, budget: &mut usize| -> Result<u32> {
         if let [t] = *targets {
             if single[t as usize] != u32::MAX {
@@ -909,7 +934,24 @@ fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Df
         }
         dfa.end_state(set.binary_search(&end).is_ok());
     }
+    *sc = Scratch { closure: cl, table, set, targets, closed, triples, bounds, active, by_rule, single };
     Ok(dfa)
+}
+
+/// Buffers of [`determinize`], kept from one rule to the next (none of their contents is
+/// reused, only the allocations).
+#[derive(Default)]
+struct Scratch {
+    closure: Closure,
+    table: SeqTable,
+    set: Vec<u32>,
+    targets: Vec<u32>,
+    closed: Vec<u32>,
+    triples: Vec<(u8, u8, u32)>,
+    bounds: Vec<u16>,
+    active: Vec<(u16, u32)>,
+    by_rule: Vec<(RuleId, u32)>,
+    single: Vec<u32>,
 }
 
 /// Rule automata larger than this are not minimized (see [`minimize`]).
@@ -939,6 +981,13 @@ struct Refiner<'a> {
     moved: Vec<u32>,
     sig_data: Vec<u32>,
     sig_span: Vec<(u32, u32)>,
+    sig_hash: Vec<u64>,
+    /// Scratch buffers of `examine` and `propagate`.
+    order: Vec<u32>,
+    groups: Vec<(usize, usize)>,
+    buf: Vec<u32>,
+    pairs: Vec<(u32, u32)>,
+    touched: Vec<u32>,
 }
 
 impl Refiner<'_> {
@@ -1005,25 +1054,44 @@ impl Refiner<'_> {
         }
         self.sig_data.clear();
         self.sig_span.clear();
+        self.sig_hash.clear();
         for &s in touched {
             let span = self.sig(s);
             self.sig_span.push(span);
+            self.sig_hash.push(SeqTable::hash(self.sig_slice(span)));
         }
-        let mut order: Vec<u32> = (0..touched.len() as u32).collect();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(0..touched.len() as u32);
+        // By hash, then by the signature itself (only compared on equal hashes).
         order.sort_unstable_by(|&x, &y| {
-            self.sig_slice(self.sig_span[x as usize]).cmp(self.sig_slice(self.sig_span[y as usize]))
+            let (x, y) = (x as usize, y as usize);
+            self.sig_hash[x]
+                .cmp(&self.sig_hash[y])
+                .then_with(|| self.sig_slice(self.sig_span[x]).cmp(self.sig_slice(self.sig_span[y])))
         });
         // Groups of equal signatures among the touched members, as ranges of `order`.
-        let mut groups: Vec<(usize, usize)> = Vec::new();
+        let mut groups = std::mem::take(&mut self.groups);
+        groups.clear();
         for i in 0..order.len() {
+            let (x, y) = (order[i] as usize, order[i.saturating_sub(1)] as usize);
             let same = i > 0
-                && self.sig_slice(self.sig_span[order[i] as usize]) == self.sig_slice(self.sig_span[order[i - 1] as usize]);
-            if same {
-                groups.last_mut().map(|g| g.1 = i + 1);
-            } else {
-                groups.push((i, i + 1));
+                && self.sig_hash[x] == self.sig_hash[y]
+                && self.sig_slice(self.sig_span[x]) == self.sig_slice(self.sig_span[y]);
+            match groups.last_mut() {
+                Some(g) if same => g.1 = i + 1,
+                _ => groups.push((i, i + 1)),
             }
         }
+        self.split_groups(b, touched, &order, &groups);
+        self.order = order;
+        self.groups = groups;
+    }
+
+    /// The second half of [`Refiner::examine`]: `groups` (ranges of `order`, indices into
+    /// `touched`) have distinct signatures.
+    fn split_groups(&mut self, b: usize, touched: &[u32], order: &[u32], groups: &[(usize, usize)]) {
+        let size = (self.past[b] - self.first[b]) as usize;
         // The untouched members form one more group; a touched group with their signature
         // joins them.
         let untouched = size - touched.len();
@@ -1052,7 +1120,7 @@ impl Refiner<'_> {
                 keeper = Some(g);
             }
         }
-        let mut buf: Vec<u32> = Vec::new();
+        let mut buf = std::mem::take(&mut self.buf);
         for (g, &(a, z)) in groups.iter().enumerate() {
             if Some(g) == keeper || Some(g) == rest_group {
                 continue;
@@ -1073,13 +1141,15 @@ impl Refiner<'_> {
             }
             self.move_out(b, &buf);
         }
+        self.buf = buf;
     }
 
     /// Re-examines the blocks of the predecessors of the moved states.
     fn propagate(&mut self) {
         let moved = std::mem::take(&mut self.moved);
         self.stamp += 1;
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut pairs = std::mem::take(&mut self.pairs);
+        pairs.clear();
         for &t in &moved {
             for i in self.pred_start[t as usize]..self.pred_start[t as usize + 1] {
                 let p = self.preds[i as usize];
@@ -1092,7 +1162,7 @@ impl Refiner<'_> {
         }
         pairs.sort_unstable();
         let mut i = 0;
-        let mut touched: Vec<u32> = Vec::new();
+        let mut touched = std::mem::take(&mut self.touched);
         while i < pairs.len() {
             let b = pairs[i].0;
             touched.clear();
@@ -1102,6 +1172,13 @@ impl Refiner<'_> {
             }
             self.examine(b as usize, &touched);
         }
+        self.touched = touched;
+        self.pairs = pairs;
+        // Keep the allocation of the batch just processed for the next one.
+        let mut moved = moved;
+        moved.clear();
+        moved.extend_from_slice(&self.moved);
+        self.moved = moved;
     }
 
     /// Every block's members have the same signature.
@@ -1188,6 +1265,12 @@ fn minimize(dfa: Dfa) -> Dfa {
         moved: Vec::new(),
         sig_data: Vec::new(),
         sig_span: Vec::new(),
+        sig_hash: Vec::new(),
+        order: Vec::new(),
+        groups: Vec::new(),
+        buf: Vec::new(),
+        pairs: Vec::new(),
+        touched: Vec::new(),
     };
     let mut all: Vec<u32> = Vec::new();
     loop {
