@@ -1290,11 +1290,9 @@ fn minimize(dfa: Dfa) -> Dfa {
             break;
         }
     }
-    // The refinement only splits blocks whose members differ; check that it is also complete.
-    if !r.is_stable() {
-        debug_assert!(false, "minimize: unstable partition");
-        return dfa;
-    }
+    // The refinement only splits blocks whose members differ; it is also complete (tested
+    // against Moore's algorithm in `minimize_matches_moore`).
+    debug_assert!(r.is_stable(), "minimize: unstable partition");
     let n_classes = r.first.len();
     let class = std::mem::take(&mut r.block_of);
     drop(r);
@@ -1502,6 +1500,103 @@ fn encode_utf8(c: u32) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Moore's refinement, the reference for [`minimize`]: classes of states.
+    fn moore_classes(dfa: &Dfa) -> Vec<u32> {
+        let n = dfa.len();
+        let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
+        let mut count = 0;
+        loop {
+            let mut ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
+            let mut next = vec![0; n];
+            for s in 0..n {
+                let mut bytes: Vec<(u8, u8, u32)> = Vec::new();
+                for e in dfa.bytes_of(s) {
+                    let c = class[e.target as usize];
+                    match bytes.last_mut() {
+                        Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                        _ => bytes.push((e.lo, e.hi, c)),
+                    }
+                }
+                let rules = dfa.rules_of(s).iter().map(|&(r, t)| (r, class[t as usize])).collect();
+                let len = ids.len() as u32;
+                next[s] = *ids.entry((class[s], bytes, rules)).or_insert(len);
+            }
+            class = next;
+            if ids.len() == count {
+                return class;
+            }
+            count = ids.len();
+        }
+    }
+
+    /// Random DFAs over a few bytes and rules; with `twin`, every state has an equivalent copy.
+    fn random_dfa(next: &mut impl FnMut(usize) -> usize, twin: bool) -> Dfa {
+        let k = 1 + next(12);
+        let n = if twin { 2 * k } else { k };
+        let mut dfa = Dfa::default();
+        let mut shapes: Vec<(bool, Vec<(u8, u8, usize)>, Vec<(u32, usize)>)> = Vec::new();
+        for _ in 0..k {
+            let mut bytes = Vec::new();
+            let mut lo = 0u8;
+            while lo < 8 {
+                let hi = lo + next(3) as u8;
+                if next(3) > 0 {
+                    bytes.push((lo, hi, next(k)));
+                }
+                lo = hi + 1;
+            }
+            let mut rules = Vec::new();
+            for r in 0..3 {
+                if next(4) == 0 {
+                    rules.push((r, next(k)));
+                }
+            }
+            shapes.push((next(3) == 0, bytes, rules));
+        }
+        for s in 0..n {
+            let (fin, bytes, rules) = &shapes[s % k];
+            let first = dfa.bytes.len();
+            for &(lo, hi, t) in bytes {
+                let t = if twin && next(2) == 0 { t + k } else { t };
+                dfa.push_byte(first, ByteEdgeLocal { lo, hi, target: t as u32 });
+            }
+            dfa.rules.extend(rules.iter().map(|&(r, t)| (RuleId(r), (if twin && next(2) == 0 { t + k } else { t }) as u32)));
+            dfa.end_state(*fin);
+        }
+        dfa
+    }
+
+    #[test]
+    fn minimize_matches_moore() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for i in 0..3000 {
+            let dfa = random_dfa(&mut next, i % 2 == 0);
+            let classes = moore_classes(&dfa);
+            let want = classes.iter().copied().collect::<std::collections::HashSet<_>>().len();
+            let out = minimize(dfa.clone());
+            assert_eq!(out.len(), want, "case {i}");
+            // Same partition: the quotient by Moore's classes, numbered like `minimize` does.
+            let mut renum: HashMap<u32, u32> = HashMap::new();
+            for s in 0..dfa.len() {
+                let len = renum.len() as u32;
+                renum.entry(classes[s]).or_insert(len);
+            }
+            for s in 0..dfa.len() {
+                let c = renum[&classes[s]] as usize;
+                assert_eq!(out.finals[c], dfa.finals[s]);
+                let targets: Vec<u32> = out.bytes_of(c).iter().map(|e| e.target).collect();
+                let mapped: Vec<u32> = dfa.bytes_of(s).iter().map(|e| renum[&classes[e.target as usize]]).collect();
+                assert!(mapped.iter().all(|t| targets.contains(t)), "case {i}");
+            }
+        }
+    }
 
     fn matches(seqs: &[Vec<(u8, u8)>], bytes: &[u8]) -> bool {
         seqs.iter().any(|s| s.len() == bytes.len() && s.iter().zip(bytes).all(|(&(lo, hi), &b)| lo <= b && b <= hi))
