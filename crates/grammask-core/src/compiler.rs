@@ -539,10 +539,12 @@ impl Nfa<'_> {
 
     /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
     /// grammar's nesting limit (an IR invariant).
+    /// PERF: sequences and inlined rules reuse their parts' start and end states instead of
+    /// adding epsilon glue (fragments only ever gain edges out of their end and into their start).
     fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
-        let start = self.new_state(budget)?;
         match g.expr(e) {
             Expr::Bytes(b) => {
+                let start = self.new_state(budget)?;
                 let mut cur = start;
                 for &byte in b.iter() {
                     let next = self.new_state(budget)?;
@@ -552,6 +554,7 @@ impl Nfa<'_> {
                 Ok((start, cur))
             }
             Expr::CharClass(ranges) => {
+                let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
                 let seqs = match self.classes.get(&e) {
                     Some(seqs) => seqs.clone(),
@@ -572,8 +575,12 @@ impl Nfa<'_> {
                 Ok((start, end))
             }
             Expr::Seq(items) => {
-                let mut cur = start;
-                for &x in items.iter() {
+                let Some((&first, rest)) = items.split_first() else {
+                    let s = self.new_state(budget)?;
+                    return Ok((s, s));
+                };
+                let (start, mut cur) = self.build(g, first, budget)?;
+                for &x in rest {
                     let (s, t) = self.build(g, x, budget)?;
                     self.eps_edges.push((cur, s));
                     cur = t;
@@ -581,6 +588,7 @@ impl Nfa<'_> {
                 Ok((start, cur))
             }
             Expr::Choice(items) => {
+                let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
                 for &x in items.iter() {
                     let (s, t) = self.build(g, x, budget)?;
@@ -600,22 +608,19 @@ impl Nfa<'_> {
                     return Err(Error::limit("rule nesting inside a lookahead assertion", INLINE_MAX_DEPTH as usize * 8));
                 }
                 self.inlining.push(*r);
-                let (s, t) = self.build(g, g.rule(*r).body, budget)?;
+                let fragment = self.build(g, g.rule(*r).body, budget)?;
                 self.inlining.pop();
-                self.eps_edges.push((start, s));
-                Ok((start, t))
+                Ok(fragment)
             }
-            Expr::RuleRef(r) if self.inline[r.index()] => {
-                let (s, t) = self.build(g, g.rule(*r).body, budget)?;
-                self.eps_edges.push((start, s));
-                Ok((start, t))
-            }
+            Expr::RuleRef(r) if self.inline[r.index()] => self.build(g, g.rule(*r).body, budget),
             Expr::RuleRef(r) => {
+                let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
                 self.rule_edges.push((start, (*r, end)));
                 Ok((start, end))
             }
             &Expr::Repeat { expr, min, max } => {
+                let start = self.new_state(budget)?;
                 let mut cur = start;
                 for _ in 0..min {
                     let (s, t) = self.build(g, expr, budget)?;
