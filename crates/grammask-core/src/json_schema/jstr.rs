@@ -292,6 +292,44 @@ fn spell_except_bmp(points: &[u32]) -> String {
     emit::alt(&alts)
 }
 
+/// EBNF matching one JSON string character spelling whose codepoint is ASCII and not in `points`
+/// (sorted ASCII codepoints); `None` when there is none.
+fn spell_ascii_except(points: &[u32]) -> Option<String> {
+    let rest: Vec<(u32, u32)> = intersect(&complement(points), &[(0, 0x7F)]);
+    if rest.is_empty() {
+        return None;
+    }
+    let mut alts = Vec::new();
+    let raw = intersect(&rest, &RAW_OK);
+    if !raw.is_empty() {
+        alts.push(emit::class(&raw));
+    }
+    let mut esc = Vec::new();
+    let shorts: Vec<(u32, u32)> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
+        .iter()
+        .filter(|(cp, _)| points.binary_search(cp).is_err())
+        .map(|&(_, c)| (c as u32, c as u32))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !shorts.is_empty() {
+        esc.push(emit::class(&shorts));
+    }
+    if let Some(t) = hex_trie(&rest, 0, 2) {
+        esc.push(format!("\"u00\" {t}"));
+    }
+    alts.push(format!("\"\\\\\" {}", emit::alt(&esc)));
+    Some(emit::alt(&alts))
+}
+
+/// EBNF matching one JSON string character spelling whose codepoint is not ASCII.
+fn spell_non_ascii() -> String {
+    let raw = emit::class(&intersect(&[(0x80, MAX_CP)], &RAW_OK));
+    let bmp = hex_trie(&[(0x80, 0xD7FF), (0xE000, 0xFFFF)], 0, 4).unwrap_or_default();
+    let pair = format!("[Dd] [89ABab] {HEX}{{2}} \"\\\\u\" [Dd] [C-Fc-f] {HEX}{{2}}");
+    format!("({raw} | \"\\\\u\" ({bmp} | {pair}))")
+}
+
 /// Trie levels per rule in [`not_in`]: deeper subtrees move to rules of their own, bounding the
 /// nesting of the generated expressions.
 const NOT_IN_LEVELS: usize = 48;
@@ -302,7 +340,10 @@ const NOT_IN_LEVELS: usize = 48;
 /// Shape: `T | D char_any*`, where `T` spells the proper prefixes of keys that are not keys
 /// themselves and `D` spells a prefix of some key followed by one character that does not
 /// continue it (a trie of both, nested in one expression). Every spelling of a character is
-/// covered (escapes included), so `"\u0061"` counts as `"a"`.
+/// covered (escapes included), so `"\u0061"` counts as `"a"`. When every key is ASCII, the
+/// non-ASCII characters (which never continue a key) are factored out of `D`:
+/// `D = D' | P non_ascii`, with `P` the trie of all prefixes and `D'` deviating by an ASCII
+/// character only.
 /// PERF: the former shape repeated `char_any*` at every trie node, and the full spelling of "any
 /// other character" with `\uXXXX` enumerated; both blew up the automata of lax objects.
 pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
@@ -326,48 +367,70 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
         t.terminal[n] = true;
     }
     let count = t.children.len();
-    // Bottom-up (children have larger ids): d[n] spells D from node n, p[n] spells T from n
-    // (`None`: no non-key below n).
-    let mut d: Vec<String> = vec![String::new(); count];
+    let ascii = keys.iter().all(|k| k.is_ascii());
+    // Bottom-up (children have larger ids): d[n] spells D (or D') from node n, p[n] spells T
+    // from n (`None`: no non-key below n), q[n] spells P from n (ASCII keys only). `None` in d:
+    // no deviation from n (every ASCII character continues a key).
+    let mut d: Vec<Option<String>> = vec![None; count];
     let mut p: Vec<Option<String>> = vec![None; count];
+    let mut q: Vec<String> = vec![String::new(); count];
     for n in (0..count).rev() {
         let pts: Vec<u32> = t.children[n].keys().copied().collect();
         let mut d_alts = Vec::new();
         let mut p_alts = Vec::new();
+        let mut q_alts = vec!["\"\"".to_string()];
         if !t.terminal[n] {
             p_alts.push("\"\"".to_string());
         }
-        if pts.iter().all(|&c| c < 0x1_0000) {
+        if ascii {
+            d_alts.extend(spell_ascii_except(&pts));
+        } else if pts.iter().all(|&c| c < 0x1_0000) {
             d_alts.push(spell_except_bmp(&pts));
         } else if let Some(other) = spell_set(&complement(&pts)) {
             d_alts.push(other);
         }
         for (&c, &child) in &t.children[n] {
             let sp = spell_set(&[(c, c)]).unwrap_or_default();
-            d_alts.push(format!("{sp} {}", std::mem::take(&mut d[child])));
+            if let Some(dc) = d[child].take() {
+                d_alts.push(format!("{sp} {dc}"));
+            }
             if let Some(pc) = p[child].take() {
                 p_alts.push(format!("{sp} {pc}"));
             }
+            if ascii {
+                q_alts.push(format!("{sp} {}", std::mem::take(&mut q[child])));
+            }
         }
-        let mut dn = emit::alt(&d_alts);
+        let mut dn = (!d_alts.is_empty()).then(|| emit::alt(&d_alts));
         let mut pn = (!p_alts.is_empty()).then(|| emit::alt(&p_alts));
+        let mut qn = emit::alt(&q_alts);
         if n > 0 && depth[n] % NOT_IN_LEVELS == 0 {
-            let name = e.fresh("key_not_in_d");
-            e.define(&name, &dn)?;
-            dn = name;
-            if let Some(body) = pn {
-                let name = e.fresh("key_not_in_p");
-                e.define(&name, &body)?;
-                pn = Some(name);
+            for (x, stem) in [(&mut dn, "key_not_in_d"), (&mut pn, "key_not_in_p")] {
+                if let Some(body) = x.take() {
+                    let name = e.fresh(stem);
+                    e.define(&name, &body)?;
+                    *x = Some(name);
+                }
+            }
+            if ascii {
+                let name = e.fresh("key_not_in_q");
+                e.define(&name, &qn)?;
+                qn = name;
             }
         }
         d[n] = dn;
         p[n] = pn;
+        q[n] = qn;
+    }
+    let mut dev: Vec<String> = d[0].take().into_iter().collect();
+    if ascii {
+        dev.push(format!("{} {}", q[0], spell_non_ascii()));
     }
     let name = e.fresh("key_not_in");
+    let tail = format!("{} {char_any}*", emit::alt(&dev));
     let body = match p[0].take() {
-        Some(pre) => format!("{pre} | {} {char_any}*", d[0]),
-        None => format!("{} {char_any}*", d[0]),
+        Some(pre) => format!("{pre} | {tail}"),
+        None => tail,
     };
     e.define(&name, &body)?;
     Ok(name)
@@ -503,10 +566,20 @@ mod tests {
             seed ^= seed << 17;
             (seed % n as u64) as usize
         };
-        let mut cases: Vec<Vec<String>> = vec![vec![String::new()], vec!["a".into()], vec!["".into(), "a".into(), "ab".into()]];
+        let mut cases: Vec<Vec<String>> = vec![
+            vec![String::new()],
+            vec!["a".into()],
+            vec!["".into(), "a".into(), "ab".into()],
+            vec!["base".into(), "height".into(), "u\"\\/\n".into()],
+            // Every ASCII character continues a key at the root.
+            vec![(0u8..128).map(char::from).collect::<String>(), "xy".into()],
+            (0u8..128).map(|b| char::from(b).to_string()).collect(),
+        ];
         for _ in 0..60 {
             let n = 1 + next(4);
-            let keys = (0..n).map(|_| (0..next(4)).map(|_| alphabet[next(alphabet.len())]).collect()).collect();
+            // Every other case is ASCII only (the first 9 characters of the alphabet).
+            let chars = if cases.len() % 2 == 0 { 9 } else { alphabet.len() };
+            let keys = (0..n).map(|_| (0..next(4)).map(|_| alphabet[next(chars)]).collect()).collect();
             cases.push(keys);
         }
         for keys in cases {
