@@ -1,6 +1,6 @@
 //! Times the stages of schema compilation (JSON Schema -> EBNF -> grammar -> automata).
 //! `cargo run --release --example profile_compile -- [--lax] [--repeat N] [--dump] [--slow MS] LIST`
-//! LIST is a file of JSON Schema paths, one per line (MaskBench files: the schema is taken from
+//! `LIST` is a file of JSON Schema paths, one per line (`MaskBench` files: the schema is taken from
 //! their `schema` field when present). Prints p50/p90/p99 of each stage; with `--dump`, one line
 //! per schema with the automaton size and a hash of the whole automaton (to check that a change of
 //! the compiler leaves its output unchanged); with `--slow MS`, the schemas whose build is slower.
@@ -69,10 +69,11 @@ fn main() {
             }
         }
         if best > slow {
-            let n = a.as_ref().map(|a| a.states().len()).unwrap_or(0);
+            let n = a.as_ref().map_or(0, |a| a.states().len());
             println!("slow {path} build {best:.2} ms states {n} ebnf {} bytes", ebnf.len());
         }
     }
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     for (name, mut xs) in [("to_ebnf", conv), ("parse", parse), ("build", build)] {
         xs.sort_by(f64::total_cmp);
         let q = |p: f64| xs.get(((xs.len() as f64 * p) as usize).min(xs.len().saturating_sub(1))).copied().unwrap_or(0.0);

@@ -5,9 +5,12 @@
 //! runs over these automata, so repetition, groups and character classes never create helper rules.
 //!
 //! Construction: Thompson NFA per rule (character classes become UTF-8 byte-range sequences), then
-//! subset construction treating each referenced rule as one more input symbol. Afterwards rules
-//! that cannot derive any string are cut away, and so are states from which no final state can
-//! be reached, so every live item of a parse can be completed (no dead ends, given no lookahead).
+//! subset construction treating each referenced rule as one more input symbol (subsets are keyed
+//! by their NFA states that have edges, interned in an arena table), then minimization by
+//! partition refinement. Rules inlined everywhere they are used get no automaton of their own.
+//! Afterwards rules that cannot derive any string are cut away, and so are states from which no
+//! final state can be reached, so every live item of a parse can be completed (no dead ends,
+//! given no lookahead).
 //!
 //! Invariants of [`Automata`]:
 //! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
@@ -449,6 +452,9 @@ fn estimate(
     memo[e.index()].unwrap_or((0, 0))
 }
 
+/// The UTF-8 byte-range sequences of a character class (see [`utf8_sequences`]).
+type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
+
 /// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
 /// them by source state (compressed rows).
 /// PERF: one allocation per list instead of three vectors per state; the buffers and the UTF-8
@@ -467,7 +473,7 @@ struct Nfa<'a> {
     rules_start: Vec<u32>,
     rules: Vec<(RuleId, u32)>,
     /// UTF-8 byte sequences of the character classes seen so far.
-    classes: HashMap<ExprId, std::rc::Rc<[Vec<(u8, u8)>]>>,
+    classes: HashMap<ExprId, Utf8Seqs>,
     inline: &'a [bool],
     /// Inline every rule (lookahead automata), refusing recursion.
     inline_all: bool,
@@ -539,6 +545,28 @@ impl Nfa<'_> {
 
     /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
     /// grammar's nesting limit (an IR invariant).
+    /// A fragment for the character class `e` (UTF-8 byte sequences, cached per expression).
+    fn build_class(&mut self, e: ExprId, ranges: &[(u32, u32)], budget: &mut usize) -> Result<(u32, u32)> {
+        let start = self.new_state(budget)?;
+        let end = self.new_state(budget)?;
+        let seqs = if let Some(seqs) = self.classes.get(&e) {
+            seqs.clone()
+        } else {
+            let seqs: Utf8Seqs = utf8_sequences(ranges).into();
+            self.classes.insert(e, seqs.clone());
+            seqs
+        };
+        for seq in seqs.iter() {
+            let mut cur = start;
+            for (i, &(lo, hi)) in seq.iter().enumerate() {
+                let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
+                self.byte_edges.push((cur, (lo, hi, next)));
+                cur = next;
+            }
+        }
+        Ok((start, end))
+    }
+
     /// PERF: sequences and inlined rules reuse their parts' start and end states instead of
     /// adding epsilon glue (fragments only ever gain edges out of their end and into their start).
     fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
@@ -553,27 +581,7 @@ impl Nfa<'_> {
                 }
                 Ok((start, cur))
             }
-            Expr::CharClass(ranges) => {
-                let start = self.new_state(budget)?;
-                let end = self.new_state(budget)?;
-                let seqs = match self.classes.get(&e) {
-                    Some(seqs) => seqs.clone(),
-                    None => {
-                        let seqs: std::rc::Rc<[Vec<(u8, u8)>]> = utf8_sequences(ranges).into();
-                        self.classes.insert(e, seqs.clone());
-                        seqs
-                    }
-                };
-                for seq in seqs.iter() {
-                    let mut cur = start;
-                    for (i, &(lo, hi)) in seq.iter().enumerate() {
-                        let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
-                        self.byte_edges.push((cur, (lo, hi, next)));
-                        cur = next;
-                    }
-                }
-                Ok((start, end))
-            }
+            Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
             Expr::Seq(items) => {
                 let Some((&first, rest)) = items.split_first() else {
                     let s = self.new_state(budget)?;
@@ -653,10 +661,10 @@ impl Nfa<'_> {
     }
 }
 
-/// Interned sequences of `u32` (NFA state sets, minimization signatures), stored back to back in
-/// one arena, with an open-addressing index keyed by a fast multiplicative hash.
-/// PERF: replaces `HashMap<Vec<u32>, u32>` (SipHash, one allocation per key) in the hot loops
-/// of subset construction and minimization.
+/// Interned sequences of `u32` (NFA state sets), stored back to back in one arena, with an
+/// open-addressing index keyed by a fast multiplicative hash.
+/// PERF: replaces `HashMap<Vec<u32>, u32>` (`SipHash`, one allocation per key) in the hot loop
+/// of subset construction.
 struct SeqTable {
     data: Vec<u32>,
     /// `ends[i]`: end of sequence `i` in `data` (it starts at `ends[i - 1]`, or 0).
@@ -1204,6 +1212,75 @@ impl Refiner<'_> {
     }
 }
 
+impl<'a> Refiner<'a> {
+    /// Predecessor rows, and the initial blocks (non-final states, final states) all queued.
+    fn new(dfa: &'a Dfa) -> Refiner<'a> {
+        let n = dfa.len();
+        let mut pred_start = vec![0u32; n + 2];
+        let targets = |s: usize| dfa.bytes_of(s).iter().map(|e| e.target).chain(dfa.rules_of(s).iter().map(|&(_, t)| t));
+        for s in 0..n {
+            for t in targets(s) {
+                pred_start[t as usize + 2] += 1;
+            }
+        }
+        for i in 2..pred_start.len() {
+            pred_start[i] += pred_start[i - 1];
+        }
+        let mut preds = vec![0u32; pred_start[n + 1] as usize];
+        for s in 0..n {
+            for t in targets(s) {
+                let slot = &mut pred_start[t as usize + 1];
+                preds[*slot as usize] = s as u32;
+                *slot += 1;
+            }
+        }
+        pred_start.pop();
+        // Initial blocks: non-final states, then final ones.
+        let mut elems: Vec<u32> = (0..n as u32).filter(|&s| !dfa.finals[s as usize]).collect();
+        let n_nonfinal = elems.len() as u32;
+        elems.extend((0..n as u32).filter(|&s| dfa.finals[s as usize]));
+        let mut loc = vec![0u32; n];
+        for (i, &s) in elems.iter().enumerate() {
+            loc[s as usize] = i as u32;
+        }
+        let (mut first, mut past) = (Vec::new(), Vec::new());
+        let mut block_of = vec![0u32; n];
+        for (lo, hi) in [(0, n_nonfinal), (n_nonfinal, n as u32)] {
+            if lo < hi {
+                for &s in &elems[lo as usize..hi as usize] {
+                    block_of[s as usize] = first.len() as u32;
+                }
+                first.push(lo);
+                past.push(hi);
+            }
+        }
+        let n_initial = first.len();
+        Refiner {
+            dfa,
+            block_of,
+            elems,
+            loc,
+            first,
+            past,
+            queued: vec![true; n_initial],
+            queue: (0..n_initial as u32).collect(),
+            pred_start,
+            preds,
+            mark: vec![0; n],
+            stamp: 0,
+            moved: Vec::new(),
+            sig_data: Vec::new(),
+            sig_span: Vec::new(),
+            sig_hash: Vec::new(),
+            order: Vec::new(),
+            groups: Vec::new(),
+            buf: Vec::new(),
+            pairs: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+}
+
 /// Merges the states with the same finality and the same edges (byte ranges, rule references)
 /// up to equivalence, by partition refinement with a worklist: after a full first pass, only
 /// the predecessors of states that changed block are examined again, and a splitting block keeps
@@ -1215,68 +1292,7 @@ fn minimize(dfa: Dfa) -> Dfa {
     if n > MINIMIZE_MAX_STATES || n <= 1 {
         return dfa;
     }
-    let mut pred_start = vec![0u32; n + 2];
-    let targets = |s: usize| dfa.bytes_of(s).iter().map(|e| e.target).chain(dfa.rules_of(s).iter().map(|&(_, t)| t));
-    for s in 0..n {
-        for t in targets(s) {
-            pred_start[t as usize + 2] += 1;
-        }
-    }
-    for i in 2..pred_start.len() {
-        pred_start[i] += pred_start[i - 1];
-    }
-    let mut preds = vec![0u32; pred_start[n + 1] as usize];
-    for s in 0..n {
-        for t in targets(s) {
-            let slot = &mut pred_start[t as usize + 1];
-            preds[*slot as usize] = s as u32;
-            *slot += 1;
-        }
-    }
-    pred_start.pop();
-    // Initial blocks: non-final states, then final ones.
-    let mut elems: Vec<u32> = (0..n as u32).filter(|&s| !dfa.finals[s as usize]).collect();
-    let n_nonfinal = elems.len() as u32;
-    elems.extend((0..n as u32).filter(|&s| dfa.finals[s as usize]));
-    let mut loc = vec![0u32; n];
-    for (i, &s) in elems.iter().enumerate() {
-        loc[s as usize] = i as u32;
-    }
-    let (mut first, mut past) = (Vec::new(), Vec::new());
-    let mut block_of = vec![0u32; n];
-    for (lo, hi) in [(0, n_nonfinal), (n_nonfinal, n as u32)] {
-        if lo < hi {
-            for &s in &elems[lo as usize..hi as usize] {
-                block_of[s as usize] = first.len() as u32;
-            }
-            first.push(lo);
-            past.push(hi);
-        }
-    }
-    let n_initial = first.len();
-    let mut r = Refiner {
-        dfa: &dfa,
-        block_of,
-        elems,
-        loc,
-        first,
-        past,
-        queued: vec![true; n_initial],
-        queue: (0..n_initial as u32).collect(),
-        pred_start,
-        preds,
-        mark: vec![0; n],
-        stamp: 0,
-        moved: Vec::new(),
-        sig_data: Vec::new(),
-        sig_span: Vec::new(),
-        sig_hash: Vec::new(),
-        order: Vec::new(),
-        groups: Vec::new(),
-        buf: Vec::new(),
-        pairs: Vec::new(),
-        touched: Vec::new(),
-    };
+    let mut r = Refiner::new(&dfa);
     let mut all: Vec<u32> = Vec::new();
     loop {
         if !r.moved.is_empty() {
@@ -1506,13 +1522,16 @@ fn encode_utf8(c: u32) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// A state's class, byte ranges and rule edges with the classes of their targets.
+    type MooreSig = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
+
     /// Moore's refinement, the reference for [`minimize`]: classes of states.
     fn moore_classes(dfa: &Dfa) -> Vec<u32> {
         let n = dfa.len();
         let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
         let mut count = 0;
         loop {
-            let mut ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
+            let mut ids: HashMap<MooreSig, u32> = HashMap::new();
             let mut next = vec![0; n];
             for s in 0..n {
                 let mut bytes: Vec<(u8, u8, u32)> = Vec::new();
@@ -1537,10 +1556,12 @@ mod tests {
 
     /// Random DFAs over a few bytes and rules; with `twin`, every state has an equivalent copy.
     fn random_dfa(next: &mut impl FnMut(usize) -> usize, twin: bool) -> Dfa {
+        // Per state: finality, byte edges, rule edges.
+        type Shape = (bool, Vec<(u8, u8, usize)>, Vec<(u32, usize)>);
         let k = 1 + next(12);
         let n = if twin { 2 * k } else { k };
         let mut dfa = Dfa::default();
-        let mut shapes: Vec<(bool, Vec<(u8, u8, usize)>, Vec<(u32, usize)>)> = Vec::new();
+        let mut shapes: Vec<Shape> = Vec::new();
         for _ in 0..k {
             let mut bytes = Vec::new();
             let mut lo = 0u8;
@@ -1589,9 +1610,9 @@ mod tests {
             assert_eq!(out.len(), want, "case {i}");
             // Same partition: the quotient by Moore's classes, numbered like `minimize` does.
             let mut renum: HashMap<u32, u32> = HashMap::new();
-            for s in 0..dfa.len() {
+            for &c in &classes {
                 let len = renum.len() as u32;
-                renum.entry(classes[s]).or_insert(len);
+                renum.entry(c).or_insert(len);
             }
             for s in 0..dfa.len() {
                 let c = renum[&classes[s]] as usize;

@@ -199,7 +199,7 @@ struct Trie {
 
 /// Hex digit class for the digit values in `mask` (bit d: digit d), both letter cases.
 fn hex_mask_class(mask: u16) -> String {
-    if mask.count_ones() == 1 && mask.trailing_zeros() < 10 {
+    if mask.is_power_of_two() && mask.trailing_zeros() < 10 {
         return hex_class(mask.trailing_zeros() as u8, mask.trailing_zeros() as u8);
     }
     let mut ranges: Vec<(u32, u32)> = Vec::new();
@@ -350,36 +350,36 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
     if keys.is_empty() {
         return Ok(format!("{char_any}*"));
     }
-    let mut t = Trie { children: vec![BTreeMap::new()], terminal: vec![false] };
+    let mut trie = Trie { children: vec![BTreeMap::new()], terminal: vec![false] };
     let mut depth: Vec<usize> = vec![0];
     for k in keys {
         let mut n = 0;
         for c in k.chars() {
-            let next = t.children.len();
-            let id = *t.children[n].entry(c as u32).or_insert(next);
+            let next = trie.children.len();
+            let id = *trie.children[n].entry(c as u32).or_insert(next);
             if id == next {
-                t.children.push(BTreeMap::new());
-                t.terminal.push(false);
+                trie.children.push(BTreeMap::new());
+                trie.terminal.push(false);
                 depth.push(depth[n] + 1);
             }
             n = id;
         }
-        t.terminal[n] = true;
+        trie.terminal[n] = true;
     }
-    let count = t.children.len();
+    let count = trie.children.len();
     let ascii = keys.iter().all(|k| k.is_ascii());
-    // Bottom-up (children have larger ids): d[n] spells D (or D') from node n, p[n] spells T
-    // from n (`None`: no non-key below n), q[n] spells P from n (ASCII keys only). `None` in d:
+    // Bottom-up (children have larger ids): dev[n] spells D (or D') from node n, pre[n] spells T
+    // from n (`None`: no non-key below n), all[n] spells P from n (ASCII keys only). `None` in dev:
     // no deviation from n (every ASCII character continues a key).
-    let mut d: Vec<Option<String>> = vec![None; count];
-    let mut p: Vec<Option<String>> = vec![None; count];
-    let mut q: Vec<String> = vec![String::new(); count];
+    let mut dev: Vec<Option<String>> = vec![None; count];
+    let mut pre: Vec<Option<String>> = vec![None; count];
+    let mut all: Vec<String> = vec![String::new(); count];
     for n in (0..count).rev() {
-        let pts: Vec<u32> = t.children[n].keys().copied().collect();
+        let pts: Vec<u32> = trie.children[n].keys().copied().collect();
         let mut d_alts = Vec::new();
         let mut p_alts = Vec::new();
         let mut q_alts = vec!["\"\"".to_string()];
-        if !t.terminal[n] {
+        if !trie.terminal[n] {
             p_alts.push("\"\"".to_string());
         }
         if ascii {
@@ -389,22 +389,22 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
         } else if let Some(other) = spell_set(&complement(&pts)) {
             d_alts.push(other);
         }
-        for (&c, &child) in &t.children[n] {
+        for (&c, &child) in &trie.children[n] {
             let sp = spell_set(&[(c, c)]).unwrap_or_default();
-            if let Some(dc) = d[child].take() {
+            if let Some(dc) = dev[child].take() {
                 d_alts.push(format!("{sp} {dc}"));
             }
-            if let Some(pc) = p[child].take() {
+            if let Some(pc) = pre[child].take() {
                 p_alts.push(format!("{sp} {pc}"));
             }
             if ascii {
-                q_alts.push(format!("{sp} {}", std::mem::take(&mut q[child])));
+                q_alts.push(format!("{sp} {}", std::mem::take(&mut all[child])));
             }
         }
         let mut dn = (!d_alts.is_empty()).then(|| emit::alt(&d_alts));
         let mut pn = (!p_alts.is_empty()).then(|| emit::alt(&p_alts));
         let mut qn = emit::alt(&q_alts);
-        if n > 0 && depth[n] % NOT_IN_LEVELS == 0 {
+        if n > 0 && depth[n].is_multiple_of(NOT_IN_LEVELS) {
             for (x, stem) in [(&mut dn, "key_not_in_d"), (&mut pn, "key_not_in_p")] {
                 if let Some(body) = x.take() {
                     let name = e.fresh(stem);
@@ -418,17 +418,17 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
                 qn = name;
             }
         }
-        d[n] = dn;
-        p[n] = pn;
-        q[n] = qn;
+        dev[n] = dn;
+        pre[n] = pn;
+        all[n] = qn;
     }
-    let mut dev: Vec<String> = d[0].take().into_iter().collect();
+    let mut deviate: Vec<String> = dev[0].take().into_iter().collect();
     if ascii {
-        dev.push(format!("{} {}", q[0], spell_non_ascii()));
+        deviate.push(format!("{} {}", all[0], spell_non_ascii()));
     }
     let name = e.fresh("key_not_in");
-    let tail = format!("{} {char_any}*", emit::alt(&dev));
-    let body = match p[0].take() {
+    let tail = format!("{} {char_any}*", emit::alt(&deviate));
+    let body = match pre[0].take() {
         Some(pre) => format!("{pre} | {tail}"),
         None => tail,
     };
@@ -569,7 +569,7 @@ mod tests {
         let mut cases: Vec<Vec<String>> = vec![
             vec![String::new()],
             vec!["a".into()],
-            vec!["".into(), "a".into(), "ab".into()],
+            vec![String::new(), "a".into(), "ab".into()],
             vec!["base".into(), "height".into(), "u\"\\/\n".into()],
             // Every ASCII character continues a key at the root.
             vec![(0u8..128).map(char::from).collect::<String>(), "xy".into()],
@@ -578,7 +578,7 @@ mod tests {
         for _ in 0..60 {
             let n = 1 + next(4);
             // Every other case is ASCII only (the first 9 characters of the alphabet).
-            let chars = if cases.len() % 2 == 0 { 9 } else { alphabet.len() };
+            let chars = if cases.len().is_multiple_of(2) { 9 } else { alphabet.len() };
             let keys = (0..n).map(|_| (0..next(4)).map(|_| alphabet[next(chars)]).collect()).collect();
             cases.push(keys);
         }
