@@ -5,9 +5,12 @@
 //! runs over these automata, so repetition, groups and character classes never create helper rules.
 //!
 //! Construction: Thompson NFA per rule (character classes become UTF-8 byte-range sequences), then
-//! subset construction treating each referenced rule as one more input symbol. Afterwards rules
-//! that cannot derive any string are cut away, and so are states from which no final state can
-//! be reached, so every live item of a parse can be completed (no dead ends, given no lookahead).
+//! subset construction treating each referenced rule as one more input symbol (subsets are keyed
+//! by their NFA states that have edges, interned in an arena table), then minimization by
+//! partition refinement. Rules inlined everywhere they are used get no automaton of their own.
+//! Afterwards rules that cannot derive any string are cut away, and so are states from which no
+//! final state can be reached, so every live item of a parse can be completed (no dead ends,
+//! given no lookahead).
 //!
 //! Invariants of [`Automata`]:
 //! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
@@ -240,18 +243,31 @@ impl Automata {
         let mut budget = limits::MAX_AUTOMATON_STATES;
         let inline = inline_plan(grammar);
         let mut dfas = Vec::with_capacity(grammar.rules().len());
-        for rule in grammar.rules() {
-            let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+        let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+        let mut scratch = Scratch::default();
+        for (r, rule) in grammar.rules().iter().enumerate() {
+            // An inlined rule is copied into every automaton that uses it and never named by a
+            // rule edge: its own automaton would be unreachable, so it gets an empty one.
+            if inline[r] {
+                let mut empty = Dfa::default();
+                empty.end_state(false);
+                dfas.push(empty);
+                continue;
+            }
+            nfa.clear();
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
-            dfas.push(minimize(determinize(&nfa, start, end, &mut budget)?));
+            nfa.freeze();
+            dfas.push(minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?));
         }
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();
         for (r, rule) in grammar.rules().iter().enumerate() {
             if let Some(la) = rule.lookahead {
-                let mut nfa = Nfa { inline: &inline, inline_all: true, ..Nfa::default() };
+                nfa.clear();
+                nfa.inline_all = true;
                 let (start, end) = nfa.build(grammar, la, &mut budget)?;
-                let dfa = minimize(determinize(&nfa, start, end, &mut budget)?);
+                nfa.freeze();
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?);
                 if !dfa.finals[0] {
                     la_dfas.push((r, dfa));
                 }
@@ -332,13 +348,16 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
     let n = g.rules().len();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut refs = vec![0usize; n];
+    // seen[e] == r + 1: expression e was visited for rule r.
+    let mut seen = vec![0u32; g.exprs().len()];
+    let mut stack = Vec::new();
     for (r, rule) in g.rules().iter().enumerate() {
-        let mut stack = vec![rule.body];
-        let mut seen = std::collections::HashSet::new();
+        stack.push(rule.body);
         while let Some(e) = stack.pop() {
-            if !seen.insert(e) {
+            if seen[e.index()] == r as u32 + 1 {
                 continue;
             }
+            seen[e.index()] = r as u32 + 1;
             if let Expr::RuleRef(x) = g.expr(e) {
                 deps[r].push(x.index());
                 refs[x.index()] += 1;
@@ -361,8 +380,9 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
     // lexical[r]: r's expansion (with inlined rules) references no rule.
     let mut lexical = vec![false; n];
     let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
+    let mut memo = vec![None; g.exprs().len()];
     while let Some(r) = ready.pop() {
-        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth);
+        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo);
         size[r] = sz;
         depth[r] = dp;
         lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
@@ -386,11 +406,19 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
 }
 
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
-fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u32]) -> (usize, u32) {
-    let mut memo: HashMap<ExprId, (usize, u32)> = HashMap::new();
+/// `memo` (indexed by expression) is shared by all calls: an expression's estimate only depends
+/// on the rules it references, which are all decided before any rule using it (Kahn's order).
+fn estimate(
+    g: &Grammar,
+    e: ExprId,
+    inline: &[bool],
+    size: &[usize],
+    depth: &[u32],
+    memo: &mut [Option<(usize, u32)>],
+) -> (usize, u32) {
     let mut stack = vec![(e, false)];
     while let Some((x, expanded)) = stack.pop() {
-        if memo.contains_key(&x) {
+        if memo[x.index()].is_some() {
             continue;
         }
         if !expanded {
@@ -398,9 +426,9 @@ fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u3
             stack.extend(g.children(x).iter().map(|&c| (c, false)));
             continue;
         }
-        let kids = |memo: &HashMap<ExprId, (usize, u32)>| {
+        let kids = |memo: &[Option<(usize, u32)>]| {
             g.children(x).iter().fold((0usize, 0u32), |(s, d), c| {
-                let (cs, cd) = memo[c];
+                let (cs, cd) = memo[c.index()].unwrap_or((0, 0));
                 (s.saturating_add(cs), d.max(cd))
             })
         };
@@ -408,28 +436,44 @@ fn estimate(g: &Grammar, e: ExprId, inline: &[bool], size: &[usize], depth: &[u3
             Expr::Bytes(b) => (b.len() + 1, 0),
             Expr::CharClass(r) => (2 + 3 * r.len(), 0),
             Expr::Seq(_) | Expr::Choice(_) => {
-                let (s, d) = kids(&memo);
+                let (s, d) = kids(memo);
                 (s + 2, d)
             }
             &Expr::Repeat { min, max, .. } => {
-                let (s, d) = kids(&memo);
+                let (s, d) = kids(memo);
                 let copies = max.unwrap_or(min).max(min) as usize + 1;
                 (s.saturating_mul(copies).saturating_add(2), d)
             }
             Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
             Expr::RuleRef(_) => (2, 0),
         };
-        memo.insert(x, v);
+        memo[x.index()] = Some(v);
     }
-    memo[&e]
+    memo[e.index()].unwrap_or((0, 0))
 }
 
-/// A Thompson NFA under construction.
+/// The UTF-8 byte-range sequences of a character class (see [`utf8_sequences`]).
+type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
+
+/// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
+/// them by source state (compressed rows).
+/// PERF: one allocation per list instead of three vectors per state; the buffers and the UTF-8
+/// sequences of character classes are reused across the rules of a grammar.
 #[derive(Default)]
 struct Nfa<'a> {
-    eps: Vec<Vec<u32>>,
-    bytes: Vec<Vec<(u8, u8, u32)>>,
-    rules: Vec<Vec<(RuleId, u32)>>,
+    n: u32,
+    eps_edges: Vec<(u32, u32)>,
+    byte_edges: Vec<(u32, (u8, u8, u32))>,
+    rule_edges: Vec<(u32, (RuleId, u32))>,
+    /// Frozen rows: the edges of state `s` are `x[x_start[s]..x_start[s + 1]]`.
+    eps_start: Vec<u32>,
+    eps: Vec<u32>,
+    bytes_start: Vec<u32>,
+    bytes: Vec<(u8, u8, u32)>,
+    rules_start: Vec<u32>,
+    rules: Vec<(RuleId, u32)>,
+    /// UTF-8 byte sequences of the character classes seen so far.
+    classes: HashMap<ExprId, Utf8Seqs>,
     inline: &'a [bool],
     /// Inline every rule (lookahead automata), refusing recursion.
     inline_all: bool,
@@ -443,53 +487,121 @@ impl Nfa<'_> {
             return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
         }
         *budget -= 1;
-        self.eps.push(Vec::new());
-        self.bytes.push(Vec::new());
-        self.rules.push(Vec::new());
-        Ok((self.eps.len() - 1) as u32)
+        self.n += 1;
+        Ok(self.n - 1)
+    }
+
+    fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    /// Starts a new automaton (keeps the buffers and the class cache).
+    fn clear(&mut self) {
+        self.n = 0;
+        self.eps_edges.clear();
+        self.byte_edges.clear();
+        self.rule_edges.clear();
+    }
+
+    /// Groups the edges by source state (stable: each state keeps its edges' order).
+    fn freeze(&mut self) {
+        fn rows<T: Copy>(n: usize, edges: &[(u32, T)], start: &mut Vec<u32>, out: &mut Vec<T>) {
+            start.clear();
+            start.resize(n + 2, 0);
+            for &(s, _) in edges {
+                start[s as usize + 2] += 1;
+            }
+            for i in 2..start.len() {
+                start[i] += start[i - 1];
+            }
+            out.clear();
+            if let Some(&(_, fill)) = edges.first() {
+                out.resize(edges.len(), fill);
+            }
+            for &(s, x) in edges {
+                let slot = &mut start[s as usize + 1];
+                out[*slot as usize] = x;
+                *slot += 1;
+            }
+            start.pop();
+        }
+        let n = self.len();
+        rows(n, &self.eps_edges, &mut self.eps_start, &mut self.eps);
+        rows(n, &self.byte_edges, &mut self.bytes_start, &mut self.bytes);
+        rows(n, &self.rule_edges, &mut self.rules_start, &mut self.rules);
+    }
+
+    fn eps_of(&self, s: u32) -> &[u32] {
+        &self.eps[self.eps_start[s as usize] as usize..self.eps_start[s as usize + 1] as usize]
+    }
+
+    fn bytes_of(&self, s: u32) -> &[(u8, u8, u32)] {
+        &self.bytes[self.bytes_start[s as usize] as usize..self.bytes_start[s as usize + 1] as usize]
+    }
+
+    fn rules_of(&self, s: u32) -> &[(RuleId, u32)] {
+        &self.rules[self.rules_start[s as usize] as usize..self.rules_start[s as usize + 1] as usize]
     }
 
     /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
     /// grammar's nesting limit (an IR invariant).
-    fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
+    /// A fragment for the character class `e` (UTF-8 byte sequences, cached per expression).
+    fn build_class(&mut self, e: ExprId, ranges: &[(u32, u32)], budget: &mut usize) -> Result<(u32, u32)> {
         let start = self.new_state(budget)?;
+        let end = self.new_state(budget)?;
+        let seqs = if let Some(seqs) = self.classes.get(&e) {
+            seqs.clone()
+        } else {
+            let seqs: Utf8Seqs = utf8_sequences(ranges).into();
+            self.classes.insert(e, seqs.clone());
+            seqs
+        };
+        for seq in seqs.iter() {
+            let mut cur = start;
+            for (i, &(lo, hi)) in seq.iter().enumerate() {
+                let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
+                self.byte_edges.push((cur, (lo, hi, next)));
+                cur = next;
+            }
+        }
+        Ok((start, end))
+    }
+
+    /// PERF: sequences and inlined rules reuse their parts' start and end states instead of
+    /// adding epsilon glue (fragments only ever gain edges out of their end and into their start).
+    fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
         match g.expr(e) {
             Expr::Bytes(b) => {
+                let start = self.new_state(budget)?;
                 let mut cur = start;
                 for &byte in b.iter() {
                     let next = self.new_state(budget)?;
-                    self.bytes[cur as usize].push((byte, byte, next));
+                    self.byte_edges.push((cur, (byte, byte, next)));
                     cur = next;
                 }
                 Ok((start, cur))
             }
-            Expr::CharClass(ranges) => {
-                let end = self.new_state(budget)?;
-                for seq in utf8_sequences(ranges) {
-                    let mut cur = start;
-                    for (i, &(lo, hi)) in seq.iter().enumerate() {
-                        let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
-                        self.bytes[cur as usize].push((lo, hi, next));
-                        cur = next;
-                    }
-                }
-                Ok((start, end))
-            }
+            Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
             Expr::Seq(items) => {
-                let mut cur = start;
-                for &x in items.iter() {
+                let Some((&first, rest)) = items.split_first() else {
+                    let s = self.new_state(budget)?;
+                    return Ok((s, s));
+                };
+                let (start, mut cur) = self.build(g, first, budget)?;
+                for &x in rest {
                     let (s, t) = self.build(g, x, budget)?;
-                    self.eps[cur as usize].push(s);
+                    self.eps_edges.push((cur, s));
                     cur = t;
                 }
                 Ok((start, cur))
             }
             Expr::Choice(items) => {
+                let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
                 for &x in items.iter() {
                     let (s, t) = self.build(g, x, budget)?;
-                    self.eps[start as usize].push(s);
-                    self.eps[t as usize].push(end);
+                    self.eps_edges.push((start, s));
+                    self.eps_edges.push((t, end));
                 }
                 Ok((start, end))
             }
@@ -504,44 +616,41 @@ impl Nfa<'_> {
                     return Err(Error::limit("rule nesting inside a lookahead assertion", INLINE_MAX_DEPTH as usize * 8));
                 }
                 self.inlining.push(*r);
-                let (s, t) = self.build(g, g.rule(*r).body, budget)?;
+                let fragment = self.build(g, g.rule(*r).body, budget)?;
                 self.inlining.pop();
-                self.eps[start as usize].push(s);
-                Ok((start, t))
+                Ok(fragment)
             }
-            Expr::RuleRef(r) if self.inline[r.index()] => {
-                let (s, t) = self.build(g, g.rule(*r).body, budget)?;
-                self.eps[start as usize].push(s);
-                Ok((start, t))
-            }
+            Expr::RuleRef(r) if self.inline[r.index()] => self.build(g, g.rule(*r).body, budget),
             Expr::RuleRef(r) => {
+                let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
-                self.rules[start as usize].push((*r, end));
+                self.rule_edges.push((start, (*r, end)));
                 Ok((start, end))
             }
             &Expr::Repeat { expr, min, max } => {
+                let start = self.new_state(budget)?;
                 let mut cur = start;
                 for _ in 0..min {
                     let (s, t) = self.build(g, expr, budget)?;
-                    self.eps[cur as usize].push(s);
+                    self.eps_edges.push((cur, s));
                     cur = t;
                 }
                 match max {
                     None => {
                         // cur -> loop: x* with the loop state as both entry and exit.
                         let (s, t) = self.build(g, expr, budget)?;
-                        self.eps[cur as usize].push(s);
-                        self.eps[t as usize].push(cur);
+                        self.eps_edges.push((cur, s));
+                        self.eps_edges.push((t, cur));
                         Ok((start, cur))
                     }
                     Some(max) => {
                         // x (x (x)?)? ... : every copy may exit to `end`, so subset states stay small.
                         let end = self.new_state(budget)?;
-                        self.eps[cur as usize].push(end);
+                        self.eps_edges.push((cur, end));
                         for _ in min..max {
                             let (s, t) = self.build(g, expr, budget)?;
-                            self.eps[cur as usize].push(s);
-                            self.eps[t as usize].push(end);
+                            self.eps_edges.push((cur, s));
+                            self.eps_edges.push((t, end));
                             cur = t;
                         }
                         Ok((start, end))
@@ -550,35 +659,143 @@ impl Nfa<'_> {
             }
         }
     }
+}
 
-    fn closure(&self, set: &mut Vec<u32>, seen: &mut [bool]) {
-        let mut stack: Vec<u32> = set.clone();
-        for &s in set.iter() {
-            seen[s as usize] = true;
-        }
-        while let Some(s) = stack.pop() {
-            for &t in &self.eps[s as usize] {
-                if !seen[t as usize] {
-                    seen[t as usize] = true;
-                    set.push(t);
-                    stack.push(t);
-                }
-            }
-        }
-        for &s in set.iter() {
-            seen[s as usize] = false;
-        }
-        set.sort_unstable();
-        set.dedup();
+/// Interned sequences of `u32` (NFA state sets), stored back to back in one arena, with an
+/// open-addressing index keyed by a fast multiplicative hash.
+/// PERF: replaces `HashMap<Vec<u32>, u32>` (`SipHash`, one allocation per key) in the hot loop
+/// of subset construction.
+struct SeqTable {
+    data: Vec<u32>,
+    /// `ends[i]`: end of sequence `i` in `data` (it starts at `ends[i - 1]`, or 0).
+    ends: Vec<u32>,
+    hashes: Vec<u64>,
+    /// Sequence id + 1 per slot, 0 when free; the length is a power of two, at most half full.
+    slots: Vec<u32>,
+}
+
+impl Default for SeqTable {
+    fn default() -> SeqTable {
+        SeqTable { data: Vec::new(), ends: Vec::new(), hashes: Vec::new(), slots: vec![0; 64] }
     }
 }
 
-/// One rule's DFA before the rules are concatenated.
-#[derive(Clone)]
+impl SeqTable {
+    /// Empties the table (a big index is dropped rather than cleared).
+    fn reset(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+        self.hashes.clear();
+        if self.slots.len() > 4096 {
+            self.slots = vec![0; 64];
+        } else {
+            self.slots.fill(0);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, id: u32) -> &[u32] {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.data[start..self.ends[i] as usize]
+    }
+
+    fn hash(seq: &[u32]) -> u64 {
+        let mut h = seq.len() as u64;
+        for &w in seq {
+            h = (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(0x517C_C1B7_2722_0A95);
+        }
+        h ^ (h >> 29)
+    }
+
+    /// The id of `seq`, and whether it was inserted now.
+    fn intern(&mut self, seq: &[u32]) -> (u32, bool) {
+        let h = Self::hash(seq);
+        let mask = self.slots.len() - 1;
+        let mut i = (h as usize) & mask;
+        loop {
+            match self.slots[i] {
+                0 => break,
+                v => {
+                    let id = v - 1;
+                    if self.hashes[id as usize] == h && self.get(id) == seq {
+                        return (id, false);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        let id = self.ends.len() as u32;
+        self.data.extend_from_slice(seq);
+        self.ends.push(self.data.len() as u32);
+        self.hashes.push(h);
+        self.slots[i] = id + 1;
+        if self.ends.len() * 2 > self.slots.len() {
+            self.grow();
+        }
+        (id, true)
+    }
+
+    fn grow(&mut self) {
+        let size = self.slots.len() * 2;
+        self.slots.clear();
+        self.slots.resize(size, 0);
+        let mask = size - 1;
+        for (id, &h) in self.hashes.iter().enumerate() {
+            let mut i = (h as usize) & mask;
+            while self.slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = id as u32 + 1;
+        }
+    }
+}
+
+/// One rule's DFA before the rules are concatenated. The edges of state `s` are the ranges
+/// ending at `byte_end[s]` and `rule_end[s]` (compressed rows, states in order).
+#[derive(Clone, Default)]
 struct Dfa {
     finals: Vec<bool>,
-    bytes: Vec<Vec<ByteEdgeLocal>>,
-    rules: Vec<Vec<(RuleId, u32)>>,
+    byte_end: Vec<u32>,
+    bytes: Vec<ByteEdgeLocal>,
+    rule_end: Vec<u32>,
+    rules: Vec<(RuleId, u32)>,
+}
+
+impl Dfa {
+    fn len(&self) -> usize {
+        self.finals.len()
+    }
+
+    fn bytes_of(&self, s: usize) -> &[ByteEdgeLocal] {
+        let start = if s == 0 { 0 } else { self.byte_end[s - 1] as usize };
+        &self.bytes[start..self.byte_end[s] as usize]
+    }
+
+    fn rules_of(&self, s: usize) -> &[(RuleId, u32)] {
+        let start = if s == 0 { 0 } else { self.rule_end[s - 1] as usize };
+        &self.rules[start..self.rule_end[s] as usize]
+    }
+
+    /// Appends a byte edge to the state being built, merging it into the previous edge when
+    /// adjacent with the same target; `first` is where the state's edges begin.
+    fn push_byte(&mut self, first: usize, e: ByteEdgeLocal) {
+        let mine = self.bytes.len() > first;
+        match self.bytes.last_mut() {
+            Some(last) if mine && last.target == e.target && u16::from(last.hi) + 1 == u16::from(e.lo) => last.hi = e.hi,
+            _ => self.bytes.push(e),
+        }
+    }
+
+    /// Closes the state being built: its edges are those pushed since the previous one.
+    fn end_state(&mut self, is_final: bool) {
+        self.finals.push(is_final);
+        self.byte_end.push(self.bytes.len() as u32);
+        self.rule_end.push(self.rules.len() as u32);
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -588,120 +805,518 @@ struct ByteEdgeLocal {
     target: u32,
 }
 
-fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize) -> Result<Dfa> {
-    let mut seen = vec![false; nfa.eps.len()];
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
-    let mut sets: Vec<Vec<u32>> = Vec::new();
-    let mut dfa = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
-    let mut first = vec![start];
-    nfa.closure(&mut first, &mut seen);
-    ids.insert(first.clone(), 0);
-    sets.push(first);
-    let mut next = 0;
-    while next < sets.len() {
-        let set = sets[next].clone();
-        next += 1;
-        dfa.finals.push(set.binary_search(&end).is_ok());
-        // Byte edges: split the covered bytes into intervals with the same target set.
-        let mut triples: Vec<(u8, u8, u32)> = Vec::new();
-        for &s in &set {
-            triples.extend_from_slice(&nfa.bytes[s as usize]);
+/// Scratch state of the subset construction.
+#[derive(Default)]
+struct Closure {
+    /// `mark[s] == stamp`: NFA state `s` was visited by the current closure.
+    mark: Vec<u32>,
+    stamp: u32,
+    stack: Vec<u32>,
+    /// NFA states with a byte or rule edge, or the end state: the rest only lead elsewhere by
+    /// epsilon edges, so two closures with the same important states behave the same.
+    important: Vec<bool>,
+}
+
+impl Closure {
+    /// The important states of the epsilon closure of `seeds`, sorted, into `out`.
+    fn run(&mut self, nfa: &Nfa, seeds: &[u32], out: &mut Vec<u32>) {
+        out.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.mark.fill(0);
+            self.stamp = 1;
         }
-        let mut bounds: Vec<u16> = Vec::with_capacity(triples.len() * 2);
-        for &(lo, hi, _) in &triples {
-            bounds.push(u16::from(lo));
-            bounds.push(u16::from(hi) + 1);
-        }
-        bounds.sort_unstable();
-        bounds.dedup();
-        let mut out: Vec<ByteEdgeLocal> = Vec::new();
-        for w in bounds.windows(2) {
-            let (lo, hi) = (w[0], w[1] - 1);
-            let mut targets: Vec<u32> =
-                triples.iter().filter(|t| u16::from(t.0) <= lo && u16::from(t.1) >= hi).map(|t| t.2).collect();
-            if targets.is_empty() {
+        let stamp = self.stamp;
+        self.stack.clear();
+        self.stack.extend_from_slice(seeds);
+        while let Some(s) = self.stack.pop() {
+            if self.mark[s as usize] == stamp {
                 continue;
             }
-            nfa.closure(&mut targets, &mut seen);
-            let id = intern(&mut ids, &mut sets, targets, budget)?;
-            match out.last_mut() {
-                Some(last) if last.target == id && u16::from(last.hi) + 1 == lo => last.hi = hi as u8,
-                _ => out.push(ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id }),
+            self.mark[s as usize] = stamp;
+            if self.important[s as usize] {
+                out.push(s);
+            }
+            for &t in nfa.eps_of(s) {
+                if self.mark[t as usize] != stamp {
+                    self.stack.push(t);
+                }
             }
         }
-        dfa.bytes.push(out);
-        // Rule edges: one per referenced rule.
-        let mut by_rule: Vec<(RuleId, u32)> = Vec::new();
+        out.sort_unstable();
+    }
+}
+
+/// Subset construction. DFA states are identified by the important NFA states of their closure
+/// (see [`Closure::important`]), numbered in discovery order with the start state 0.
+fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, sc: &mut Scratch) -> Result<Dfa> {
+    let n = nfa.len();
+    let mut cl = std::mem::take(&mut sc.closure);
+    cl.important.clear();
+    cl.important.extend(
+        (0..n).map(|s| s == end as usize || !nfa.bytes_of(s as u32).is_empty() || !nfa.rules_of(s as u32).is_empty()),
+    );
+    // Marks left by earlier rules are older than any new stamp.
+    if cl.mark.len() < n {
+        cl.mark.resize(n, 0);
+    }
+    let mut table = std::mem::take(&mut sc.table);
+    table.reset();
+    let mut dfa = Dfa::default();
+    let mut set = std::mem::take(&mut sc.set);
+    let mut targets = std::mem::take(&mut sc.targets);
+    let mut closed = std::mem::take(&mut sc.closed);
+    let mut triples = std::mem::take(&mut sc.triples);
+    let mut bounds = std::mem::take(&mut sc.bounds);
+    let mut active = std::mem::take(&mut sc.active);
+    let mut by_rule = std::mem::take(&mut sc.by_rule);
+    // single[t]: the DFA state of the closure of NFA state t alone, once known.
+    // PERF: most edges lead to one NFA state; this skips their closure and interning.
+    let mut single = std::mem::take(&mut sc.single);
+    single.clear();
+    single.resize(n, u32::MAX);
+    let mut step = |targets: &[u32], table: &mut SeqTable, closed: &mut Vec<u32>, budget: &mut usize| -> Result<u32> {
+        if let [t] = *targets {
+            if single[t as usize] != u32::MAX {
+                return Ok(single[t as usize]);
+            }
+        }
+        cl.run(nfa, targets, closed);
+        let id = intern_set(table, closed, budget)?;
+        if let [t] = *targets {
+            single[t as usize] = id;
+        }
+        Ok(id)
+    };
+    step(&[start], &mut table, &mut closed, budget)?;
+    let mut next = 0;
+    while next < table.len() {
+        set.clear();
+        set.extend_from_slice(table.get(next as u32));
+        next += 1;
+        let first = dfa.bytes.len();
+        // Byte edges: sweep the interval bounds, keeping the NFA edges that cover the current
+        // interval in `active`; each interval's targets form one DFA state.
+        triples.clear();
         for &s in &set {
-            by_rule.extend_from_slice(&nfa.rules[s as usize]);
+            triples.extend_from_slice(nfa.bytes_of(s));
+        }
+        if !triples.is_empty() {
+            triples.sort_unstable_by_key(|t| t.0);
+            bounds.clear();
+            for &(lo, hi, _) in &triples {
+                bounds.push(u16::from(lo));
+                bounds.push(u16::from(hi) + 1);
+            }
+            bounds.sort_unstable();
+            bounds.dedup();
+            active.clear();
+            let mut i = 0;
+            for w in bounds.windows(2) {
+                let (lo, hi) = (w[0], w[1] - 1);
+                active.retain(|&(h, _)| h >= lo);
+                while i < triples.len() && u16::from(triples[i].0) <= lo {
+                    active.push((u16::from(triples[i].1), triples[i].2));
+                    i += 1;
+                }
+                if active.is_empty() {
+                    continue;
+                }
+                targets.clear();
+                targets.extend(active.iter().map(|&(_, t)| t));
+                let id = step(&targets, &mut table, &mut closed, budget)?;
+                dfa.push_byte(first, ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id });
+            }
+        }
+        // Rule edges: one per referenced rule.
+        by_rule.clear();
+        for &s in &set {
+            by_rule.extend_from_slice(nfa.rules_of(s));
         }
         by_rule.sort_unstable();
-        let mut redges = Vec::new();
         let mut i = 0;
         while i < by_rule.len() {
             let r = by_rule[i].0;
-            let mut targets = Vec::new();
+            targets.clear();
             while i < by_rule.len() && by_rule[i].0 == r {
                 targets.push(by_rule[i].1);
                 i += 1;
             }
-            nfa.closure(&mut targets, &mut seen);
-            redges.push((r, intern(&mut ids, &mut sets, targets, budget)?));
+            let id = step(&targets, &mut table, &mut closed, budget)?;
+            dfa.rules.push((r, id));
         }
-        dfa.rules.push(redges);
+        dfa.end_state(set.binary_search(&end).is_ok());
     }
+    *sc = Scratch { closure: cl, table, set, targets, closed, triples, bounds, active, by_rule, single };
     Ok(dfa)
+}
+
+/// Buffers of [`determinize`], kept from one rule to the next (none of their contents is
+/// reused, only the allocations).
+#[derive(Default)]
+struct Scratch {
+    closure: Closure,
+    table: SeqTable,
+    set: Vec<u32>,
+    targets: Vec<u32>,
+    closed: Vec<u32>,
+    triples: Vec<(u8, u8, u32)>,
+    bounds: Vec<u16>,
+    active: Vec<(u16, u32)>,
+    by_rule: Vec<(RuleId, u32)>,
+    single: Vec<u32>,
 }
 
 /// Rule automata larger than this are not minimized (see [`minimize`]).
 const MINIMIZE_MAX_STATES: usize = 2_000;
 
-/// Most state visits (states x refinement rounds) `minimize` spends before giving up and keeping
-/// the DFA as it is: Moore refinement needs one round per state on a chain such as `"a"{10000}`,
-/// which is quadratic. Minimizing only shrinks the automaton; an unminimized DFA is equivalent.
-const MINIMIZE_MAX_WORK: usize = 4_000_000;
+/// Partition refinement for [`minimize`]. Blocks are contiguous ranges of `elems`.
+///
+/// Invariant between examinations: the members of a block that is neither queued nor touched
+/// by a pending move have equal signatures (see [`Refiner::sig`]) under the current partition.
+struct Refiner<'a> {
+    dfa: &'a Dfa,
+    block_of: Vec<u32>,
+    elems: Vec<u32>,
+    loc: Vec<u32>,
+    first: Vec<u32>,
+    past: Vec<u32>,
+    /// Blocks waiting for a full examination.
+    queued: Vec<bool>,
+    queue: Vec<u32>,
+    /// Predecessors of each state (compressed rows).
+    pred_start: Vec<u32>,
+    preds: Vec<u32>,
+    /// `mark[s] == stamp`: `s` is touched by the current batch of moves.
+    mark: Vec<u32>,
+    stamp: u32,
+    /// States moved to new blocks, whose predecessors are not re-examined yet.
+    moved: Vec<u32>,
+    sig_data: Vec<u32>,
+    sig_span: Vec<(u32, u32)>,
+    sig_hash: Vec<u64>,
+    /// Scratch buffers of `examine` and `propagate`.
+    order: Vec<u32>,
+    groups: Vec<(usize, usize)>,
+    buf: Vec<u32>,
+    pairs: Vec<(u32, u32)>,
+    touched: Vec<u32>,
+}
 
-/// Moore-style partition refinement: merges states with the same finality and the same edges
-/// (byte ranges and rule references) into the same classes. Keeps state 0 as the start.
-fn minimize(dfa: Dfa) -> Dfa {
-    let n = dfa.finals.len();
-    // PERF: refinement takes up to n rounds on long chains (counted repetition), O(n^2) overall;
-    // big automata are left as they are (correct, just not minimal). `.{0,200}` spelled as JSON
-    // took 1.6 s to compile before this bound.
-    if n > MINIMIZE_MAX_STATES {
-        return dfa;
-    }
-    let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
-    let mut n_classes = 0;
-    let mut work = 0usize;
-    loop {
-        work += n;
-        if work > MINIMIZE_MAX_WORK {
-            return dfa;
-        }
-        let mut sig_ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> = HashMap::new();
-        let mut next = vec![0u32; n];
-        for s in 0..n {
-            // Merge adjacent byte ranges that now lead to the same class.
-            let mut bytes: Vec<(u8, u8, u32)> = Vec::with_capacity(dfa.bytes[s].len());
-            for e in &dfa.bytes[s] {
-                let c = class[e.target as usize];
-                match bytes.last_mut() {
-                    Some(last) if last.2 == c && u16::from(last.1) + 1 == u16::from(e.lo) => last.1 = e.hi,
-                    _ => bytes.push((e.lo, e.hi, c)),
+impl Refiner<'_> {
+    /// A state's signature under the current partition: byte ranges with their target blocks
+    /// (adjacent ranges with the same block merged), a separator, rule edges with their target
+    /// blocks. Appended to `sig_data`.
+    fn sig(&mut self, s: u32) -> (u32, u32) {
+        let start = self.sig_data.len() as u32;
+        let mut last: Option<(u8, u8, u32)> = None;
+        for e in self.dfa.bytes_of(s as usize) {
+            let c = self.block_of[e.target as usize];
+            match &mut last {
+                Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                _ => {
+                    if let Some((lo, hi, c)) = last {
+                        self.sig_data.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+                    }
+                    last = Some((e.lo, e.hi, c));
                 }
             }
-            let rules: Vec<(RuleId, u32)> = dfa.rules[s].iter().map(|&(r, t)| (r, class[t as usize])).collect();
-            let len = sig_ids.len() as u32;
-            next[s] = *sig_ids.entry((class[s], bytes, rules)).or_insert(len);
         }
-        let count = sig_ids.len();
-        class = next;
-        if count == n_classes {
+        if let Some((lo, hi, c)) = last {
+            self.sig_data.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+        }
+        self.sig_data.push(u32::MAX);
+        for &(r, t) in self.dfa.rules_of(s as usize) {
+            self.sig_data.extend_from_slice(&[r.0, self.block_of[t as usize]]);
+        }
+        (start, self.sig_data.len() as u32)
+    }
+
+    fn sig_slice(&self, span: (u32, u32)) -> &[u32] {
+        &self.sig_data[span.0 as usize..span.1 as usize]
+    }
+
+    /// Moves `states` (members of block `b`) into a new block.
+    fn move_out(&mut self, b: usize, states: &[u32]) {
+        let z = self.first.len();
+        let old_past = self.past[b];
+        for &s in states {
+            let last = self.past[b] - 1;
+            let pos = self.loc[s as usize];
+            let other = self.elems[last as usize];
+            self.elems[pos as usize] = other;
+            self.loc[other as usize] = pos;
+            self.elems[last as usize] = s;
+            self.loc[s as usize] = last;
+            self.past[b] = last;
+            self.block_of[s as usize] = z as u32;
+        }
+        self.first.push(self.past[b]);
+        self.past.push(old_past);
+        self.queued.push(false);
+        self.moved.extend_from_slice(states);
+    }
+
+    /// Splits block `b` by signature, given the members `touched` whose signature may differ
+    /// from the others' (all members marked with the current stamp; the unmarked ones share one
+    /// signature). The largest group keeps the block; the others move out.
+    fn examine(&mut self, b: usize, touched: &[u32]) {
+        let size = (self.past[b] - self.first[b]) as usize;
+        if size <= 1 {
+            return;
+        }
+        self.sig_data.clear();
+        self.sig_span.clear();
+        self.sig_hash.clear();
+        for &s in touched {
+            let span = self.sig(s);
+            self.sig_span.push(span);
+            self.sig_hash.push(SeqTable::hash(self.sig_slice(span)));
+        }
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(0..touched.len() as u32);
+        // By hash, then by the signature itself (only compared on equal hashes).
+        order.sort_unstable_by(|&x, &y| {
+            let (x, y) = (x as usize, y as usize);
+            self.sig_hash[x]
+                .cmp(&self.sig_hash[y])
+                .then_with(|| self.sig_slice(self.sig_span[x]).cmp(self.sig_slice(self.sig_span[y])))
+        });
+        // Groups of equal signatures among the touched members, as ranges of `order`.
+        let mut groups = std::mem::take(&mut self.groups);
+        groups.clear();
+        for i in 0..order.len() {
+            let (x, y) = (order[i] as usize, order[i.saturating_sub(1)] as usize);
+            let same = i > 0
+                && self.sig_hash[x] == self.sig_hash[y]
+                && self.sig_slice(self.sig_span[x]) == self.sig_slice(self.sig_span[y]);
+            match groups.last_mut() {
+                Some(g) if same => g.1 = i + 1,
+                _ => groups.push((i, i + 1)),
+            }
+        }
+        self.split_groups(b, touched, &order, &groups);
+        self.order = order;
+        self.groups = groups;
+    }
+
+    /// The second half of [`Refiner::examine`]: `groups` (ranges of `order`, indices into
+    /// `touched`) have distinct signatures.
+    fn split_groups(&mut self, b: usize, touched: &[u32], order: &[u32], groups: &[(usize, usize)]) {
+        let size = (self.past[b] - self.first[b]) as usize;
+        // The untouched members form one more group; a touched group with their signature
+        // joins them.
+        let untouched = size - touched.len();
+        let mut rest_group: Option<usize> = None;
+        if untouched > 0 {
+            let range = self.first[b]..self.past[b];
+            let rep = range.map(|i| self.elems[i as usize]).find(|&s| self.mark[s as usize] != self.stamp);
+            if let Some(rep) = rep {
+                let span = self.sig(rep);
+                rest_group = groups.iter().position(|&(a, _)| {
+                    self.sig_slice(self.sig_span[order[a] as usize]) == self.sig_slice(span)
+                });
+            }
+        }
+        let rest_size = untouched + rest_group.map_or(0, |g| groups[g].1 - groups[g].0);
+        let n_groups = groups.len() - usize::from(rest_group.is_some()) + usize::from(rest_size > 0);
+        if n_groups <= 1 {
+            return;
+        }
+        // The keeper: the largest group (`None`: the untouched one).
+        let mut keeper: Option<usize> = None;
+        let mut best = rest_size;
+        for (g, &(a, z)) in groups.iter().enumerate() {
+            if Some(g) != rest_group && z - a > best {
+                best = z - a;
+                keeper = Some(g);
+            }
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        for (g, &(a, z)) in groups.iter().enumerate() {
+            if Some(g) == keeper || Some(g) == rest_group {
+                continue;
+            }
+            buf.clear();
+            buf.extend(order[a..z].iter().map(|&i| touched[i as usize]));
+            self.move_out(b, &buf);
+        }
+        if keeper.is_some() && rest_size > 0 {
+            buf.clear();
+            let stamp = self.stamp;
+            buf.extend(
+                (self.first[b]..self.past[b]).map(|i| self.elems[i as usize]).filter(|&s| self.mark[s as usize] != stamp),
+            );
+            if let Some(g) = rest_group {
+                let (a, z) = groups[g];
+                buf.extend(order[a..z].iter().map(|&i| touched[i as usize]));
+            }
+            self.move_out(b, &buf);
+        }
+        self.buf = buf;
+    }
+
+    /// Re-examines the blocks of the predecessors of the moved states.
+    fn propagate(&mut self) {
+        let moved = std::mem::take(&mut self.moved);
+        self.stamp += 1;
+        let mut pairs = std::mem::take(&mut self.pairs);
+        pairs.clear();
+        for &t in &moved {
+            for i in self.pred_start[t as usize]..self.pred_start[t as usize + 1] {
+                let p = self.preds[i as usize];
+                let b = self.block_of[p as usize];
+                if self.mark[p as usize] != self.stamp && !self.queued[b as usize] {
+                    self.mark[p as usize] = self.stamp;
+                    pairs.push((b, p));
+                }
+            }
+        }
+        pairs.sort_unstable();
+        let mut i = 0;
+        let mut touched = std::mem::take(&mut self.touched);
+        while i < pairs.len() {
+            let b = pairs[i].0;
+            touched.clear();
+            while i < pairs.len() && pairs[i].0 == b {
+                touched.push(pairs[i].1);
+                i += 1;
+            }
+            self.examine(b as usize, &touched);
+        }
+        self.touched = touched;
+        self.pairs = pairs;
+        // Keep the allocation of the batch just processed for the next one.
+        let mut moved = moved;
+        moved.clear();
+        moved.extend_from_slice(&self.moved);
+        self.moved = moved;
+    }
+
+    /// Every block's members have the same signature.
+    fn is_stable(&mut self) -> bool {
+        for b in 0..self.first.len() {
+            self.sig_data.clear();
+            let rep = self.elems[self.first[b] as usize];
+            let rs = self.sig(rep);
+            for i in self.first[b] + 1..self.past[b] {
+                let s = self.elems[i as usize];
+                let span = self.sig(s);
+                if self.sig_slice(span) != self.sig_slice(rs) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+impl<'a> Refiner<'a> {
+    /// Predecessor rows, and the initial blocks (non-final states, final states) all queued.
+    fn new(dfa: &'a Dfa) -> Refiner<'a> {
+        let n = dfa.len();
+        let mut pred_start = vec![0u32; n + 2];
+        let targets = |s: usize| dfa.bytes_of(s).iter().map(|e| e.target).chain(dfa.rules_of(s).iter().map(|&(_, t)| t));
+        for s in 0..n {
+            for t in targets(s) {
+                pred_start[t as usize + 2] += 1;
+            }
+        }
+        for i in 2..pred_start.len() {
+            pred_start[i] += pred_start[i - 1];
+        }
+        let mut preds = vec![0u32; pred_start[n + 1] as usize];
+        for s in 0..n {
+            for t in targets(s) {
+                let slot = &mut pred_start[t as usize + 1];
+                preds[*slot as usize] = s as u32;
+                *slot += 1;
+            }
+        }
+        pred_start.pop();
+        // Initial blocks: non-final states, then final ones.
+        let mut elems: Vec<u32> = (0..n as u32).filter(|&s| !dfa.finals[s as usize]).collect();
+        let n_nonfinal = elems.len() as u32;
+        elems.extend((0..n as u32).filter(|&s| dfa.finals[s as usize]));
+        let mut loc = vec![0u32; n];
+        for (i, &s) in elems.iter().enumerate() {
+            loc[s as usize] = i as u32;
+        }
+        let (mut first, mut past) = (Vec::new(), Vec::new());
+        let mut block_of = vec![0u32; n];
+        for (lo, hi) in [(0, n_nonfinal), (n_nonfinal, n as u32)] {
+            if lo < hi {
+                for &s in &elems[lo as usize..hi as usize] {
+                    block_of[s as usize] = first.len() as u32;
+                }
+                first.push(lo);
+                past.push(hi);
+            }
+        }
+        let n_initial = first.len();
+        Refiner {
+            dfa,
+            block_of,
+            elems,
+            loc,
+            first,
+            past,
+            queued: vec![true; n_initial],
+            queue: (0..n_initial as u32).collect(),
+            pred_start,
+            preds,
+            mark: vec![0; n],
+            stamp: 0,
+            moved: Vec::new(),
+            sig_data: Vec::new(),
+            sig_span: Vec::new(),
+            sig_hash: Vec::new(),
+            order: Vec::new(),
+            groups: Vec::new(),
+            buf: Vec::new(),
+            pairs: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+}
+
+/// Merges the states with the same finality and the same edges (byte ranges, rule references)
+/// up to equivalence, by partition refinement with a worklist: after a full first pass, only
+/// the predecessors of states that changed block are examined again, and a splitting block keeps
+/// its largest part (the others move), so states move O(log n) times each (Hopcroft's argument).
+/// A missing edge differs from an edge to a dead state (dead states are pruned later, over all
+/// rules). Keeps state 0 as the start.
+fn minimize(dfa: Dfa) -> Dfa {
+    let n = dfa.finals.len();
+    if n > MINIMIZE_MAX_STATES || n <= 1 {
+        return dfa;
+    }
+    let mut r = Refiner::new(&dfa);
+    let mut all: Vec<u32> = Vec::new();
+    loop {
+        if !r.moved.is_empty() {
+            r.propagate();
+        } else if let Some(b) = r.queue.pop() {
+            let b = b as usize;
+            r.queued[b] = false;
+            r.stamp += 1;
+            all.clear();
+            all.extend_from_slice(&r.elems[r.first[b] as usize..r.past[b] as usize]);
+            for &s in &all {
+                r.mark[s as usize] = r.stamp;
+            }
+            r.examine(b, &all);
+        } else {
             break;
         }
-        n_classes = count;
     }
+    // The refinement only splits blocks whose members differ; it is also complete (tested
+    // against Moore's algorithm in `minimize_matches_moore`).
+    debug_assert!(r.is_stable(), "minimize: unstable partition");
+    let n_classes = r.first.len();
+    let class = std::mem::take(&mut r.block_of);
+    drop(r);
     // Renumber so the start state's class is 0, in first-seen order.
     let mut renum: Vec<u32> = vec![u32::MAX; n_classes];
     let mut order: Vec<usize> = Vec::with_capacity(n_classes);
@@ -712,34 +1327,28 @@ fn minimize(dfa: Dfa) -> Dfa {
             order.push(s);
         }
     }
-    let mut out = Dfa { finals: Vec::new(), bytes: Vec::new(), rules: Vec::new() };
+    let mut out = Dfa::default();
     for &s in &order {
-        out.finals.push(dfa.finals[s]);
-        let mut bytes: Vec<ByteEdgeLocal> = Vec::new();
-        for e in &dfa.bytes[s] {
+        let first = out.bytes.len();
+        for e in dfa.bytes_of(s) {
             let t = renum[class[e.target as usize] as usize];
-            match bytes.last_mut() {
-                Some(last) if last.target == t && u16::from(last.hi) + 1 == u16::from(e.lo) => last.hi = e.hi,
-                _ => bytes.push(ByteEdgeLocal { lo: e.lo, hi: e.hi, target: t }),
-            }
+            out.push_byte(first, ByteEdgeLocal { lo: e.lo, hi: e.hi, target: t });
         }
-        out.bytes.push(bytes);
-        out.rules.push(dfa.rules[s].iter().map(|&(r, t)| (r, renum[class[t as usize] as usize])).collect());
+        out.rules.extend(dfa.rules_of(s).iter().map(|&(r, t)| (r, renum[class[t as usize] as usize])));
+        out.end_state(dfa.finals[s]);
     }
     out
 }
 
-fn intern(ids: &mut HashMap<Vec<u32>, u32>, sets: &mut Vec<Vec<u32>>, set: Vec<u32>, budget: &mut usize) -> Result<u32> {
-    if let Some(&id) = ids.get(&set) {
-        return Ok(id);
+/// The DFA state of the NFA state set `set`, counting a new one against `budget`.
+fn intern_set(table: &mut SeqTable, set: &[u32], budget: &mut usize) -> Result<u32> {
+    let (id, new) = table.intern(set);
+    if new {
+        if *budget == 0 {
+            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+        }
+        *budget -= 1;
     }
-    if *budget == 0 {
-        return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
-    }
-    *budget -= 1;
-    let id = sets.len() as u32;
-    ids.insert(set.clone(), id);
-    sets.push(set);
     Ok(id)
 }
 
@@ -762,13 +1371,13 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         } else {
             a.rule_start.push(StateId(base));
         }
-        for i in 0..dfa.finals.len() {
+        for i in 0..dfa.len() {
             let b0 = a.byte_edges.len() as u32;
             a.byte_edges.extend(
-                dfa.bytes[i].iter().map(|e| ByteEdge { lo: e.lo, hi: e.hi, target: StateId(base + e.target) }),
+                dfa.bytes_of(i).iter().map(|e| ByteEdge { lo: e.lo, hi: e.hi, target: StateId(base + e.target) }),
             );
             let r0 = a.rule_edges.len() as u32;
-            a.rule_edges.extend(dfa.rules[i].iter().map(|&(rr, t)| (rr, StateId(base + t))));
+            a.rule_edges.extend(dfa.rules_of(i).iter().map(|&(rr, t)| (rr, StateId(base + t))));
             a.states.push(State {
                 rule: RuleId(r as u32),
                 is_final: dfa.finals[i],
@@ -912,6 +1521,108 @@ fn encode_utf8(c: u32) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state's class, byte ranges and rule edges with the classes of their targets.
+    type MooreSig = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
+
+    /// Moore's refinement, the reference for [`minimize`]: classes of states.
+    fn moore_classes(dfa: &Dfa) -> Vec<u32> {
+        let n = dfa.len();
+        let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
+        let mut count = 0;
+        loop {
+            let mut ids: HashMap<MooreSig, u32> = HashMap::new();
+            let mut next = vec![0; n];
+            for s in 0..n {
+                let mut bytes: Vec<(u8, u8, u32)> = Vec::new();
+                for e in dfa.bytes_of(s) {
+                    let c = class[e.target as usize];
+                    match bytes.last_mut() {
+                        Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                        _ => bytes.push((e.lo, e.hi, c)),
+                    }
+                }
+                let rules = dfa.rules_of(s).iter().map(|&(r, t)| (r, class[t as usize])).collect();
+                let len = ids.len() as u32;
+                next[s] = *ids.entry((class[s], bytes, rules)).or_insert(len);
+            }
+            class = next;
+            if ids.len() == count {
+                return class;
+            }
+            count = ids.len();
+        }
+    }
+
+    /// Random DFAs over a few bytes and rules; with `twin`, every state has an equivalent copy.
+    fn random_dfa(next: &mut impl FnMut(usize) -> usize, twin: bool) -> Dfa {
+        // Per state: finality, byte edges, rule edges.
+        type Shape = (bool, Vec<(u8, u8, usize)>, Vec<(u32, usize)>);
+        let k = 1 + next(12);
+        let n = if twin { 2 * k } else { k };
+        let mut dfa = Dfa::default();
+        let mut shapes: Vec<Shape> = Vec::new();
+        for _ in 0..k {
+            let mut bytes = Vec::new();
+            let mut lo = 0u8;
+            while lo < 8 {
+                let hi = lo + next(3) as u8;
+                if next(3) > 0 {
+                    bytes.push((lo, hi, next(k)));
+                }
+                lo = hi + 1;
+            }
+            let mut rules = Vec::new();
+            for r in 0..3 {
+                if next(4) == 0 {
+                    rules.push((r, next(k)));
+                }
+            }
+            shapes.push((next(3) == 0, bytes, rules));
+        }
+        for s in 0..n {
+            let (fin, bytes, rules) = &shapes[s % k];
+            let first = dfa.bytes.len();
+            for &(lo, hi, t) in bytes {
+                let t = if twin && next(2) == 0 { t + k } else { t };
+                dfa.push_byte(first, ByteEdgeLocal { lo, hi, target: t as u32 });
+            }
+            dfa.rules.extend(rules.iter().map(|&(r, t)| (RuleId(r), (if twin && next(2) == 0 { t + k } else { t }) as u32)));
+            dfa.end_state(*fin);
+        }
+        dfa
+    }
+
+    #[test]
+    fn minimize_matches_moore() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for i in 0..3000 {
+            let dfa = random_dfa(&mut next, i % 2 == 0);
+            let classes = moore_classes(&dfa);
+            let want = classes.iter().copied().collect::<std::collections::HashSet<_>>().len();
+            let out = minimize(dfa.clone());
+            assert_eq!(out.len(), want, "case {i}");
+            // Same partition: the quotient by Moore's classes, numbered like `minimize` does.
+            let mut renum: HashMap<u32, u32> = HashMap::new();
+            for &c in &classes {
+                let len = renum.len() as u32;
+                renum.entry(c).or_insert(len);
+            }
+            for s in 0..dfa.len() {
+                let c = renum[&classes[s]] as usize;
+                assert_eq!(out.finals[c], dfa.finals[s]);
+                let targets: Vec<u32> = out.bytes_of(c).iter().map(|e| e.target).collect();
+                let mapped: Vec<u32> = dfa.bytes_of(s).iter().map(|e| renum[&classes[e.target as usize]]).collect();
+                assert!(mapped.iter().all(|t| targets.contains(t)), "case {i}");
+            }
+        }
+    }
 
     fn matches(seqs: &[Vec<(u8, u8)>], bytes: &[u8]) -> bool {
         seqs.iter().any(|s| s.len() == bytes.len() && s.iter().zip(bytes).all(|(&(lo, hi), &b)| lo <= b && b <= hi))

@@ -190,54 +190,420 @@ pub fn spell_str(s: &str) -> String {
     parts.join(" ")
 }
 
-/// A trie over codepoints; node 0 is the root.
+/// A trie over codepoints; node 0 is the root. Children are created after their parent, so
+/// they have larger ids.
 struct Trie {
     children: Vec<BTreeMap<u32, usize>>,
     terminal: Vec<bool>,
 }
 
+/// Hex digit class for the digit values in `mask` (bit d: digit d), both letter cases.
+fn hex_mask_class(mask: u16) -> String {
+    if mask.is_power_of_two() && mask.trailing_zeros() < 10 {
+        return hex_class(mask.trailing_zeros() as u8, mask.trailing_zeros() as u8);
+    }
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    let mut push = |lo: u32, hi: u32| match ranges.last_mut() {
+        Some(last) if last.1 + 1 == lo => last.1 = hi,
+        _ => ranges.push((lo, hi)),
+    };
+    for d in 0..10u32 {
+        if mask & (1 << d) != 0 {
+            push(u32::from(b'0') + d, u32::from(b'0') + d);
+        }
+    }
+    for base in [b'A', b'a'] {
+        for d in 10..16u32 {
+            if mask & (1 << d) != 0 {
+                push(u32::from(base) + d - 10, u32::from(base) + d - 10);
+            }
+        }
+    }
+    emit::class(&ranges)
+}
+
+const HEX: &str = "[0-9A-Fa-f]";
+
+/// Number of values of `[lo, hi]` in `allowed` (sorted, disjoint ranges).
+fn covered(allowed: &[(u32, u32)], lo: u32, hi: u32) -> u32 {
+    allowed.iter().map(|&(a, b)| if a.max(lo) <= b.min(hi) { b.min(hi) - a.max(lo) + 1 } else { 0 }).sum()
+}
+
+/// EBNF matching the `width`-hex-digit spellings (any letter case) of the values in `allowed`
+/// within `[prefix << 4 * width, (prefix + 1) << 4 * width)`, as a trie over the digits: digits
+/// whose whole block is allowed share one class followed by free digits. `None` when no value is
+/// allowed. Recursion depth is `width` (at most 4).
+fn hex_trie(allowed: &[(u32, u32)], prefix: u32, width: u32) -> Option<String> {
+    let size = 1u32 << (4 * (width - 1));
+    let base = prefix << (4 * width);
+    let mut full: u16 = 0;
+    let mut alts: Vec<String> = Vec::new();
+    for d in 0..16u32 {
+        let lo = base + d * size;
+        let n = covered(allowed, lo, lo + size - 1);
+        if n == size {
+            full |= 1 << d;
+        } else if n > 0 {
+            let rest = hex_trie(allowed, (prefix << 4) | d, width - 1)?;
+            alts.push(format!("{} {rest}", hex_mask_class(1 << d)));
+        }
+    }
+    if full != 0 {
+        let tail = match width - 1 {
+            0 => String::new(),
+            1 => format!(" {HEX}"),
+            k => format!(" {HEX}{{{k}}}"),
+        };
+        alts.insert(0, format!("{}{tail}", hex_mask_class(full)));
+    }
+    (!alts.is_empty()).then(|| emit::alt(&alts))
+}
+
+/// EBNF matching one JSON string character spelling whose codepoint is not in `points` (sorted
+/// BMP scalar values); same language as `spell_set(&complement(points))`, written compactly: one
+/// raw class, one escape branch whose `\uXXXX` part is a trie over the hex digits, and the
+/// surrogate pairs of all astral codepoints.
+fn spell_except_bmp(points: &[u32]) -> String {
+    let rest = complement(points);
+    let mut alts = Vec::new();
+    let raw = intersect(&rest, &RAW_OK);
+    if !raw.is_empty() {
+        alts.push(emit::class(&raw));
+    }
+    let mut esc = Vec::new();
+    let shorts: Vec<(u32, u32)> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
+        .iter()
+        .filter(|(cp, _)| points.binary_search(cp).is_err())
+        .map(|&(_, c)| (c as u32, c as u32))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !shorts.is_empty() {
+        esc.push(emit::class(&shorts));
+    }
+    let bmp = intersect(&rest, &[(0, 0xD7FF), (0xE000, 0xFFFF)]);
+    let mut u = Vec::new();
+    if let Some(t) = hex_trie(&bmp, 0, 4) {
+        u.push(t);
+    }
+    u.push(format!("[Dd] [89ABab] {HEX}{{2}} \"\\\\u\" [Dd] [C-Fc-f] {HEX}{{2}}"));
+    esc.push(format!("\"u\" {}", emit::alt(&u)));
+    alts.push(format!("\"\\\\\" {}", emit::alt(&esc)));
+    emit::alt(&alts)
+}
+
+/// EBNF matching one JSON string character spelling whose codepoint is ASCII and not in `points`
+/// (sorted ASCII codepoints); `None` when there is none.
+fn spell_ascii_except(points: &[u32]) -> Option<String> {
+    let rest: Vec<(u32, u32)> = intersect(&complement(points), &[(0, 0x7F)]);
+    if rest.is_empty() {
+        return None;
+    }
+    let mut alts = Vec::new();
+    let raw = intersect(&rest, &RAW_OK);
+    if !raw.is_empty() {
+        alts.push(emit::class(&raw));
+    }
+    let mut esc = Vec::new();
+    let shorts: Vec<(u32, u32)> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
+        .iter()
+        .filter(|(cp, _)| points.binary_search(cp).is_err())
+        .map(|&(_, c)| (c as u32, c as u32))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !shorts.is_empty() {
+        esc.push(emit::class(&shorts));
+    }
+    if let Some(t) = hex_trie(&rest, 0, 2) {
+        esc.push(format!("\"u00\" {t}"));
+    }
+    alts.push(format!("\"\\\\\" {}", emit::alt(&esc)));
+    Some(emit::alt(&alts))
+}
+
+/// EBNF matching one JSON string character spelling whose codepoint is not ASCII.
+fn spell_non_ascii() -> String {
+    let raw = emit::class(&intersect(&[(0x80, MAX_CP)], &RAW_OK));
+    let bmp = hex_trie(&[(0x80, 0xD7FF), (0xE000, 0xFFFF)], 0, 4).unwrap_or_default();
+    let pair = format!("[Dd] [89ABab] {HEX}{{2}} \"\\\\u\" [Dd] [C-Fc-f] {HEX}{{2}}");
+    format!("({raw} | \"\\\\u\" ({bmp} | {pair}))")
+}
+
+/// Trie levels per rule in [`not_in`]: deeper subtrees move to rules of their own, bounding the
+/// nesting of the generated expressions.
+const NOT_IN_LEVELS: usize = 48;
+
 /// Defines rules matching the body of any JSON string whose value is not in `keys`, and returns
 /// the expression. `char_any` names the rule for one arbitrary character.
+///
+/// Shape: `T | D char_any*`, where `T` spells the proper prefixes of keys that are not keys
+/// themselves and `D` spells a prefix of some key followed by one character that does not
+/// continue it (a trie of both, nested in one expression). Every spelling of a character is
+/// covered (escapes included), so `"\u0061"` counts as `"a"`. When every key is ASCII, the
+/// non-ASCII characters (which never continue a key) are factored out of `D`:
+/// `D = D' | P non_ascii`, with `P` the trie of all prefixes and `D'` deviating by an ASCII
+/// character only.
+/// PERF: the former shape repeated `char_any*` at every trie node, and the full spelling of "any
+/// other character" with `\uXXXX` enumerated; both blew up the automata of lax objects.
 pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
     if keys.is_empty() {
         return Ok(format!("{char_any}*"));
     }
-    let mut t = Trie { children: vec![BTreeMap::new()], terminal: vec![false] };
+    let mut trie = Trie { children: vec![BTreeMap::new()], terminal: vec![false] };
+    let mut depth: Vec<usize> = vec![0];
     for k in keys {
         let mut n = 0;
         for c in k.chars() {
-            let next = t.children.len();
-            let id = *t.children[n].entry(c as u32).or_insert(next);
+            let next = trie.children.len();
+            let id = *trie.children[n].entry(c as u32).or_insert(next);
             if id == next {
-                t.children.push(BTreeMap::new());
-                t.terminal.push(false);
+                trie.children.push(BTreeMap::new());
+                trie.terminal.push(false);
+                depth.push(depth[n] + 1);
             }
             n = id;
         }
-        t.terminal[n] = true;
+        trie.terminal[n] = true;
     }
-    let names: Vec<String> = (0..t.children.len()).map(|_| e.fresh("key_not_in")).collect();
-    for n in 0..t.children.len() {
-        let mut alts = Vec::new();
-        if !t.terminal[n] {
-            alts.push("\"\"".to_string());
+    let count = trie.children.len();
+    let ascii = keys.iter().all(|k| k.is_ascii());
+    // Bottom-up (children have larger ids): dev[n] spells D (or D') from node n, pre[n] spells T
+    // from n (`None`: no non-key below n), all[n] spells P from n (ASCII keys only). `None` in dev:
+    // no deviation from n (every ASCII character continues a key).
+    let mut dev: Vec<Option<String>> = vec![None; count];
+    let mut pre: Vec<Option<String>> = vec![None; count];
+    let mut all: Vec<String> = vec![String::new(); count];
+    for n in (0..count).rev() {
+        let pts: Vec<u32> = trie.children[n].keys().copied().collect();
+        let mut d_alts = Vec::new();
+        let mut p_alts = Vec::new();
+        let mut q_alts = vec!["\"\"".to_string()];
+        if !trie.terminal[n] {
+            p_alts.push("\"\"".to_string());
         }
-        let pts: Vec<u32> = t.children[n].keys().copied().collect();
-        if let Some(other) = spell_set(&complement(&pts)) {
-            alts.push(format!("{other} {char_any}*"));
+        if ascii {
+            d_alts.extend(spell_ascii_except(&pts));
+        } else if pts.iter().all(|&c| c < 0x1_0000) {
+            d_alts.push(spell_except_bmp(&pts));
+        } else if let Some(other) = spell_set(&complement(&pts)) {
+            d_alts.push(other);
         }
-        for (&c, &child) in &t.children[n] {
+        for (&c, &child) in &trie.children[n] {
             let sp = spell_set(&[(c, c)]).unwrap_or_default();
-            alts.push(format!("{sp} {}", names[child]));
+            if let Some(dc) = dev[child].take() {
+                d_alts.push(format!("{sp} {dc}"));
+            }
+            if let Some(pc) = pre[child].take() {
+                p_alts.push(format!("{sp} {pc}"));
+            }
+            if ascii {
+                q_alts.push(format!("{sp} {}", std::mem::take(&mut all[child])));
+            }
         }
-        e.define(&names[n], &alts.join(" | "))?;
+        let mut dn = (!d_alts.is_empty()).then(|| emit::alt(&d_alts));
+        let mut pn = (!p_alts.is_empty()).then(|| emit::alt(&p_alts));
+        let mut qn = emit::alt(&q_alts);
+        if n > 0 && depth[n].is_multiple_of(NOT_IN_LEVELS) {
+            for (x, stem) in [(&mut dn, "key_not_in_d"), (&mut pn, "key_not_in_p")] {
+                if let Some(body) = x.take() {
+                    let name = e.fresh(stem);
+                    e.define(&name, &body)?;
+                    *x = Some(name);
+                }
+            }
+            if ascii {
+                let name = e.fresh("key_not_in_q");
+                e.define(&name, &qn)?;
+                qn = name;
+            }
+        }
+        dev[n] = dn;
+        pre[n] = pn;
+        all[n] = qn;
     }
-    Ok(names[0].clone())
+    let mut deviate: Vec<String> = dev[0].take().into_iter().collect();
+    if ascii {
+        deviate.push(format!("{} {}", all[0], spell_non_ascii()));
+    }
+    let name = e.fresh("key_not_in");
+    let tail = format!("{} {char_any}*", emit::alt(&deviate));
+    let body = match pre[0].take() {
+        Some(pre) => format!("{pre} | {tail}"),
+        None => tail,
+    };
+    e.define(&name, &body)?;
+    Ok(name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The former `not_in` (a chain of rules, each spelling "any other character" in full):
+    /// the reference for the language of the compact one.
+    fn not_in_reference(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
+        if keys.is_empty() {
+            return Ok(format!("{char_any}*"));
+        }
+        let mut t = Trie { children: vec![BTreeMap::new()], terminal: vec![false] };
+        for k in keys {
+            let mut n = 0;
+            for c in k.chars() {
+                let next = t.children.len();
+                let id = *t.children[n].entry(c as u32).or_insert(next);
+                if id == next {
+                    t.children.push(BTreeMap::new());
+                    t.terminal.push(false);
+                }
+                n = id;
+            }
+            t.terminal[n] = true;
+        }
+        let names: Vec<String> = (0..t.children.len()).map(|_| e.fresh("key_not_in")).collect();
+        for n in 0..t.children.len() {
+            let mut alts = Vec::new();
+            if !t.terminal[n] {
+                alts.push("\"\"".to_string());
+            }
+            let pts: Vec<u32> = t.children[n].keys().copied().collect();
+            if let Some(other) = spell_set(&complement(&pts)) {
+                alts.push(format!("{other} {char_any}*"));
+            }
+            for (&c, &child) in &t.children[n] {
+                let sp = spell_set(&[(c, c)]).unwrap_or_default();
+                alts.push(format!("{sp} {}", names[child]));
+            }
+            e.define(&names[n], &alts.join(" | "))?;
+        }
+        Ok(names[0].clone())
+    }
+
+    /// The byte automaton of `root ::= "\"" <not_in keys> "\""`, fully inlined.
+    fn key_automaton(keys: &[&str], reference: bool) -> crate::compiler::Automata {
+        let mut e = Ebnf::default();
+        e.define("json_char", CHAR_ANY_BODY).unwrap();
+        let x = if reference { not_in_reference(&mut e, keys, "json_char") } else { not_in(&mut e, keys, "json_char") };
+        e.define("root", &format!("\"\\\"\" {} \"\\\"\"", x.unwrap())).unwrap();
+        let g = crate::ebnf::parse_ebnf(&e.into_text(), "root").unwrap();
+        crate::compiler::Automata::build(&g).unwrap()
+    }
+
+    /// Configurations of a non-recursive automaton set: call stacks, innermost state last.
+    type Configs = std::collections::BTreeSet<Vec<crate::compiler::StateId>>;
+
+    /// Closes `set` under entering referenced rules and returning from completed ones.
+    fn close(a: &crate::compiler::Automata, set: Configs) -> Configs {
+        let mut out = Configs::new();
+        let mut work: Vec<_> = set.into_iter().collect();
+        while let Some(stack) = work.pop() {
+            if !out.insert(stack.clone()) {
+                continue;
+            }
+            let top = *stack.last().unwrap();
+            for &(r, t) in a.rule_edges(top) {
+                let mut s = stack.clone();
+                *s.last_mut().unwrap() = t;
+                s.push(a.rule_start(r));
+                work.push(s);
+            }
+            if a.state(top).is_final && stack.len() > 1 {
+                work.push(stack[..stack.len() - 1].to_vec());
+            }
+        }
+        out
+    }
+
+    fn accepting(a: &crate::compiler::Automata, set: &Configs) -> bool {
+        set.iter().any(|s| s.len() == 1 && a.state(s[0]).is_final)
+    }
+
+    fn step(a: &crate::compiler::Automata, set: &Configs, byte: u8) -> Configs {
+        let next = set
+            .iter()
+            .filter_map(|s| {
+                let t = a.step(*s.last().unwrap(), byte)?;
+                let mut s = s.clone();
+                *s.last_mut().unwrap() = t;
+                Some(s)
+            })
+            .collect();
+        close(a, next)
+    }
+
+    /// Whether the root rules of two (non-recursive) automata accept the same byte strings:
+    /// breadth-first search over pairs of configuration sets.
+    fn same_language(a: &crate::compiler::Automata, b: &crate::compiler::Automata) -> bool {
+        let start = (close(a, Configs::from([vec![a.rule_start(a.root())]])), close(b, Configs::from([vec![b.rule_start(b.root())]])));
+        let mut seen = std::collections::HashSet::from([start.clone()]);
+        let mut work = vec![start];
+        while let Some((x, y)) = work.pop() {
+            if accepting(a, &x) != accepting(b, &y) {
+                return false;
+            }
+            for byte in 0..=255u8 {
+                let pair = (step(a, &x, byte), step(b, &y, byte));
+                if pair.0.is_empty() != pair.1.is_empty() {
+                    return false;
+                }
+                if !pair.0.is_empty() && seen.insert(pair.clone()) {
+                    work.push(pair);
+                }
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn not_in_matches_reference() {
+        // Characters with every kind of spelling: plain, short escapes, control (\u only),
+        // escape letters, 2/3-byte UTF-8, surrogate-pair astral, and \uXXXX neighbours.
+        let alphabet = ['a', 'b', 'u', '"', '\\', '/', '\n', '\u{0}', '\u{7f}', 'é', '\u{d7ff}', '\u{e000}', '\u{ffff}', '😀', '0'];
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut cases: Vec<Vec<String>> = vec![
+            vec![String::new()],
+            vec!["a".into()],
+            vec![String::new(), "a".into(), "ab".into()],
+            vec!["base".into(), "height".into(), "u\"\\/\n".into()],
+            // Every ASCII character continues a key at the root.
+            vec![(0u8..128).map(char::from).collect::<String>(), "xy".into()],
+            (0u8..128).map(|b| char::from(b).to_string()).collect(),
+        ];
+        for _ in 0..60 {
+            let n = 1 + next(4);
+            // Every other case is ASCII only (the first 9 characters of the alphabet).
+            let chars = if cases.len().is_multiple_of(2) { 9 } else { alphabet.len() };
+            let keys = (0..n).map(|_| (0..next(4)).map(|_| alphabet[next(chars)]).collect()).collect();
+            cases.push(keys);
+        }
+        for keys in cases {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let (new, old) = (key_automaton(&keys, false), key_automaton(&keys, true));
+            assert!(same_language(&new, &old), "keys {keys:?}");
+        }
+    }
+
+    #[test]
+    fn not_in_deep_keys_nest_boundedly() {
+        // A key far longer than NOT_IN_LEVELS: the trie is split into rules, and it still
+        // compiles (and the key itself stays excluded, its prefixes allowed).
+        let long = "k".repeat(5 * NOT_IN_LEVELS + 3);
+        let mut e = Ebnf::default();
+        e.define("json_char", CHAR_ANY_BODY).unwrap();
+        let x = not_in(&mut e, &[long.as_str()], "json_char").unwrap();
+        e.define("root", &x).unwrap();
+        let text = e.into_text();
+        assert!(text.lines().count() > 5);
+        let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+        let a = crate::compiler::Automata::build(&g).unwrap();
+        assert!(a.num_rules() > 5);
+    }
 
     #[test]
     fn fixed_width_covers_range() {
