@@ -22,6 +22,7 @@ use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::earley::{Chart, Item};
 use crate::error::Result;
+use crate::follow::ByteSet;
 use crate::slice::BodySlice;
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
@@ -60,10 +61,12 @@ pub fn classify_kernel(
     vocab_size: usize,
     state: StateId,
     body: Option<&BodySlice>,
+    follow: Option<&ByteSet>,
 ) -> Result<KernelMask> {
     let mut w = KernelWalk {
         a,
         trie,
+        follow: follow.copied(),
         chart: Chart::with_kernel(a, state),
         accepted: Bitset::new(vocab_size),
         uncertain: Vec::new(),
@@ -75,21 +78,34 @@ pub fn classify_kernel(
     };
     let base = Frame::Rows(w.chart.num_rows());
     match body {
-        Some(sl) if BodySlice::covers(a, state) => {
-            // Every body-text token stays inside the rule; walk only the frontier subtrees,
-            // each from the state its (body-text) parent path leads to.
+        Some(sl) if let Some(has_final) = BodySlice::covers(a, state) => {
+            // Every body-text token stays inside the rule; walk only the frontier subtrees, each
+            // after replaying its (body-text) parent path exactly as the full walk would.
             w.accepted.or_assign(&sl.slice);
-            let kernel = w.chart.last_row()[0];
-            let rows = w.chart.num_rows();
-            for f in &sl.frontier {
-                let Some(r) = f.path.iter().try_fold(state, |r, &b| a.step(r, b)) else { continue };
-                let top = Frame::Virtual(Item { state: r, ..kernel }, rows);
+            // A dead subtree matters only through a rule end whose suffix some context can
+            // continue: its first byte (a later path byte, or the dead byte) must be in FOLLOW.
+            let may_continue = |f: &crate::slice::FrontierNode| {
+                let dead_byte = trie.nodes[f.node as usize].byte;
+                follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
+            };
+            for f in sl.frontier.iter().filter(|f| !f.dead || (has_final && may_continue(f))) {
                 w.frames.clear();
-                w.frames.resize(f.path.len(), top);
                 w.ends.clear();
-                w.ends.resize(f.path.len(), false);
                 w.path.clear();
-                w.path.extend_from_slice(&f.path);
+                let mut parent = base;
+                for &b in f.path.iter() {
+                    let Some(frame) = step_frame(a, &mut w.chart, parent, b)? else { break };
+                    w.frames.push(frame);
+                    w.ends.push(match frame {
+                        Frame::Virtual(..) => false,
+                        Frame::Rows(_) => kernel_ended(a, w.chart.last_row()),
+                    });
+                    w.path.push(b);
+                    parent = frame;
+                }
+                if w.path.len() < f.path.len() {
+                    continue; // cannot happen: the path is body text (see `covers`)
+                }
                 let i = f.node as usize;
                 w.walk(i, trie.nodes[i].subtree_end as usize, base)?;
             }
@@ -106,6 +122,8 @@ pub fn classify_kernel(
 struct KernelWalk<'a> {
     a: &'a Automata,
     trie: &'a TokenTrie,
+    /// Bytes that may follow the kernel's rule in some context (`None`: any).
+    follow: Option<ByteSet>,
     chart: Chart,
     accepted: Bitset,
     uncertain: Vec<(u32, u32)>,
@@ -138,7 +156,8 @@ impl KernelWalk<'_> {
                 // Every token below fails inside the rule; those whose path ended the rule earlier
                 // are uncertain with the matching suffixes.
                 if self.ends.iter().any(|&e| e) {
-                    record_uncertain(trie, i, &self.path, &self.ends, &mut self.suffix_ids, &mut self.suffixes, &mut self.uncertain);
+                    let out = (&mut self.suffix_ids, &mut self.suffixes, &mut self.uncertain);
+                    record_uncertain(trie, i, &self.path, &self.ends, self.follow.as_ref(), out);
                 }
                 i = n.subtree_end as usize;
                 continue;
@@ -226,9 +245,8 @@ fn record_uncertain(
     i: usize,
     path: &[u8],
     ends: &[bool],
-    ids: &mut HashMap<Box<[u8]>, u32>,
-    suffixes: &mut Vec<Box<[u8]>>,
-    uncertain: &mut Vec<(u32, u32)>,
+    follow: Option<&ByteSet>,
+    (ids, suffixes, uncertain): (&mut HashMap<Box<[u8]>, u32>, &mut Vec<Box<[u8]>>, &mut Vec<(u32, u32)>),
 ) {
     let end = trie.nodes[i].subtree_end as usize;
     let base_depth = trie.nodes[i].depth as usize;
@@ -240,7 +258,9 @@ fn record_uncertain(
             bytes.push(n.byte);
         }
         for &t in trie.node_tokens(n) {
-            for (k, _) in ends.iter().enumerate().filter(|(_, &e)| e) {
+            // An end after k + 1 bytes leaves bytes[k + 1..]; no context continues with a byte
+            // outside FOLLOW, so such suffixes are not recorded.
+            for (k, _) in ends.iter().enumerate().filter(|&(k, &e)| e && follow.is_none_or(|f| f.contains(bytes[k + 1]))) {
                 let sid = intern_suffix(ids, suffixes, &bytes[k + 1..]);
                 uncertain.push((t, sid));
             }

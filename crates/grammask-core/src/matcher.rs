@@ -10,6 +10,7 @@ use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
 use crate::mask::{classify_kernel, fill_mask, KernelMask};
+use crate::follow::{follow_sets, ByteSet};
 use crate::slice::BodySlice;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -100,6 +101,8 @@ pub struct CompiledGrammar {
     automata: Automata,
     index: Arc<TokenIndex>,
     kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
+    /// FOLLOW set of each rule, computed on the first kernel classification.
+    follow: OnceLock<Vec<ByteSet>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
@@ -113,6 +116,7 @@ impl CompiledGrammar {
             automata,
             index: TokenIndex::for_vocab(vocab),
             kernels: RwLock::new(HashMap::new()),
+            follow: OnceLock::new(),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
         })
@@ -139,12 +143,21 @@ impl CompiledGrammar {
         &self.index
     }
 
+    fn follow(&self) -> &[ByteSet] {
+        self.follow.get_or_init(|| follow_sets(&self.automata))
+    }
+
     /// The cached classification of kernel `state`, computed on first use.
     pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
         if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
         }
-        let key = self.automata.structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth);
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        // The classification depends on the rule's FOLLOW set too (it filters rule ends).
+        let key = self
+            .automata
+            .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
+            .map(|h| h ^ follow.hash128());
         let shared = key.and_then(|k| self.index.shared_kernel(k));
         let km = match shared {
             Some(km) => km,
@@ -155,6 +168,7 @@ impl CompiledGrammar {
                     self.index.vocab.vocab_size(),
                     state,
                     Some(self.index.body_slice()),
+                    Some(&follow),
                 )?);
                 if let Some(k) = key {
                     self.index.share_kernel(k, &km);

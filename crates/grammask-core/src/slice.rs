@@ -7,13 +7,14 @@
 //! escapes `\" \\ \/ \b \f \n \r \t`, possibly ending inside a UTF-8 sequence or after `\`) are
 //! found once per vocabulary ([`BodySlice::slice`]). A kernel state qualifies
 //! ([`BodySlice::covers`]) when, from it, the automaton reads every body byte the body automaton
-//! reads, staying in plain states (no rule references, not final), and rejects every byte the
-//! body automaton rejects outright; then every slice token is accepted, and only the subtrees
-//! that start with `"` (from a character boundary) or `\u` need a real walk
-//! ([`BodySlice::frontier`]).
+//! reads, staying in states without rule references, and rejects every byte the body automaton
+//! rejects outright; then every slice token is accepted, and only the subtrees that start with
+//! `"` (from a character boundary) or `\u` need a real walk ([`BodySlice::frontier`]), plus, when
+//! the rule can end on the way (final states), those that start with a dead byte, whose tokens may
+//! still be uncertain (the text after the rule's end is checked in the real context).
 //!
 //! Invariant: a node is in the frontier iff its path up to its parent is body text and its own
-//! byte is `"` at a character boundary or `u` after `\`; every other non-body byte is dead.
+//! byte is not (`"` at a character boundary or `u` after `\`: walk; anything else: dead).
 
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -66,11 +67,13 @@ fn body_step(b: u8, x: u8) -> Body {
     }
 }
 
-/// A frontier node: its trie index and the byte path of its parent.
+/// A frontier node: its trie index, the byte path of its parent, and whether its byte is dead
+/// (never in a string here) rather than `"` or `\u`.
 #[derive(Debug)]
 pub struct FrontierNode {
     pub node: u32,
     pub path: Box<[u8]>,
+    pub dead: bool,
 }
 
 /// Per-vocabulary string-body data (see the module doc).
@@ -107,22 +110,28 @@ impl BodySlice {
                     }
                     i += 1;
                 }
-                Body::Walk => {
-                    frontier.push(FrontierNode { node: i as u32, path: path.clone().into() });
+                Body::Walk | Body::Dead => {
+                    // A dead byte right at the root ends no rule first: nothing to record.
+                    let dead = matches!(body_step(from, n.byte), Body::Dead);
+                    if !(dead && path.is_empty()) {
+                        frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead });
+                    }
                     i = n.subtree_end as usize;
                 }
-                Body::Dead => i = n.subtree_end as usize,
             }
         }
         BodySlice { slice, frontier }
     }
 
-    /// Whether kernel state `s` qualifies for the shortcut (see the module doc).
-    pub fn covers(a: &Automata, s: StateId) -> bool {
-        let plain = |t: StateId| !a.state(t).is_final && a.rule_edges(t).is_empty();
+    /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not,
+    /// else whether a final state is reachable on body text (the rule may end inside a token, so
+    /// the dead frontier must be walked too, for the suffixes after such an end).
+    pub fn covers(a: &Automata, s: StateId) -> Option<bool> {
+        let plain = |t: StateId| a.rule_edges(t).is_empty();
         if !plain(s) {
-            return false;
+            return None;
         }
+        let mut has_final = a.state(s).is_final;
         let mut seen: HashSet<(StateId, u8)> = HashSet::new();
         let mut stack = vec![(s, 0u8)];
         seen.insert((s, 0));
@@ -131,23 +140,24 @@ impl BodySlice {
                 match (body_step(b, x), a.step(r, x)) {
                     (Body::To(nb), Some(nr)) => {
                         if !plain(nr) {
-                            return false;
+                            return None;
                         }
+                        has_final |= a.state(nr).is_final;
                         if seen.insert((nr, nb)) {
                             if seen.len() > MAX_COVER_PAIRS {
-                                return false;
+                                return None;
                             }
                             stack.push((nr, nb));
                         }
                     }
                     // The automaton must take every body byte and refuse every dead one.
-                    (Body::To(_), None) | (Body::Dead, Some(_)) => return false,
+                    (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
                     (Body::Dead, None) | (Body::Walk, _) => {}
                 }
             }
         }
         debug_assert!(seen.iter().all(|&(_, b)| b < BODY_STATES));
-        true
+        Some(has_final)
     }
 }
 
@@ -177,16 +187,20 @@ mod tests {
         let grammars = [
             format!("root ::= \"\\\"\" json_char* \"\\\"}}\"\n{jc}"),
             format!("root ::= \"\\\"\" (\"ab\" | [^\"a] json_char* | \"a\" ([^\"b] json_char*)?) \"\\\"\"\n{jc}"),
+            // A shared rule that can end inside string text, followed by dead bytes or a quote.
+            format!("root ::= \"\\\"\" body \"\\n\" | \"}}\" body \"\\\"}}\"\nbody ::= json_char* | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" json_char*\n{jc}"),
         ];
         let mut covered = 0;
+        let mut covered_final = 0;
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
             for s in 0..a.states().len() {
                 let s = StateId(s as u32);
-                covered += usize::from(BodySlice::covers(&a, s));
-                let full = classify_kernel(&a, &trie, n, s, None).unwrap();
-                let fast = classify_kernel(&a, &trie, n, s, Some(&body)).unwrap();
+                covered += usize::from(BodySlice::covers(&a, s).is_some());
+                covered_final += usize::from(BodySlice::covers(&a, s) == Some(true));
+                let full = classify_kernel(&a, &trie, n, s, None, None).unwrap();
+                let fast = classify_kernel(&a, &trie, n, s, Some(&body), None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
                 let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
                     k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
@@ -195,5 +209,6 @@ mod tests {
             }
         }
         assert!(covered >= 2, "the shortcut applied to no state");
+        assert!(covered_final >= 1, "no covered state could end its rule");
     }
 }

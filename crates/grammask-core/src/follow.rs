@@ -1,0 +1,146 @@
+//! FOLLOW sets over rule automata: the bytes that can come right after a rule ends, in any
+//! context. Kernel classification ([`crate::mask::classify_kernel`]) uses them to drop rule ends
+//! that no context can continue with the token's next byte (their suffixes would fail anyway).
+//!
+//! Over-approximation is sound (more suffixes are checked); the sets are least fixpoints of:
+//! `nullable(s)` = s final, or a rule edge `(r, t)` with `nullable(r)` and `nullable(t)`;
+//! `first(s)` = byte edges of s, plus for each rule edge `(r, t)`: `first(r)`, and `first(t)`
+//! when r is nullable; `follow(r)` ⊇ `first(t)` for each edge `(r, t)` out of a state of rule q,
+//! plus `follow(q)` when t is nullable.
+
+use crate::compiler::{Automata, StateId};
+
+/// A set of bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    #[inline]
+    pub fn contains(&self, b: u8) -> bool {
+        self.0[usize::from(b >> 6)] & (1u64 << (b & 63)) != 0
+    }
+
+    /// A 128-bit mix of the set, for cache keys.
+    pub fn hash128(&self) -> u128 {
+        let mut h: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C834;
+        for w in self.0 {
+            h = (h ^ u128::from(w)).wrapping_mul(0x0000_0001_0000_0000_0000_0000_0000_013B);
+            h ^= h >> 67;
+        }
+        h
+    }
+
+    fn insert_range(&mut self, lo: u8, hi: u8) {
+        for b in lo..=hi {
+            self.0[usize::from(b >> 6)] |= 1u64 << (b & 63);
+        }
+    }
+
+    /// Adds `other`; whether anything was new.
+    fn union(&mut self, other: &ByteSet) -> bool {
+        let mut changed = false;
+        for (w, o) in self.0.iter_mut().zip(other.0) {
+            let n = *w | o;
+            changed |= n != *w;
+            *w = n;
+        }
+        changed
+    }
+}
+
+/// `follow[r]` for every rule of `a` (see the module doc).
+pub fn follow_sets(a: &Automata) -> Vec<ByteSet> {
+    let n = a.states().len();
+    let rules = a.num_rules();
+    let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
+    // Nullability of states, then FIRST of states, each to a fixpoint (loops over all states:
+    // the automata are small and the passes converge in a few rounds).
+    let mut nullable = vec![false; n];
+    loop {
+        let mut changed = false;
+        for s in 0..n {
+            if nullable[s] {
+                continue;
+            }
+            let sid = StateId(s as u32);
+            let v = a.state(sid).is_final
+                || a.rule_edges(sid).iter().any(|&(r, t)| nullable[start(r)] && nullable[t.0 as usize]);
+            if v {
+                nullable[s] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut first = vec![ByteSet::default(); n];
+    for (s, f) in first.iter_mut().enumerate() {
+        for e in a.byte_edges(StateId(s as u32)) {
+            f.insert_range(e.lo, e.hi);
+        }
+    }
+    loop {
+        let mut changed = false;
+        for s in 0..n {
+            let mut acc = first[s];
+            for &(r, t) in a.rule_edges(StateId(s as u32)) {
+                acc.union(&first[start(r)]);
+                if nullable[start(r)] {
+                    acc.union(&first[t.0 as usize]);
+                }
+            }
+            changed |= first[s].union(&acc);
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut follow = vec![ByteSet::default(); rules];
+    loop {
+        let mut changed = false;
+        for s in 0..n {
+            let sid = StateId(s as u32);
+            let q = a.state(sid).rule.index();
+            for &(r, t) in a.rule_edges(sid) {
+                let mut add = first[t.0 as usize];
+                if nullable[t.0 as usize] {
+                    add.union(&follow[q]);
+                }
+                changed |= follow[r.index()].union(&add);
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    follow
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ebnf::parse_ebnf;
+
+    #[test]
+    fn follow_through_nullable_tails() {
+        // Shared rules with references and long bodies are not inlined, so each keeps its own
+        // automaton and FOLLOW set.
+        let src = "root ::= a b \"z\" | \"w\" a \"v\" | \"w\" b d\n\
+                   a ::= \"x\" c \"0123456789012345678901234567890123456789\"\n\
+                   b ::= c \"y\"? | c c \"0123456789012345678901234567890123456789\"\n\
+                   c ::= \"k\" | \"m\" root\n\
+                   d ::= \"e\"? \"f\"?";
+        let g = parse_ebnf(src, "root").unwrap();
+        let a = Automata::build(&g).unwrap();
+        let f = follow_sets(&a);
+        let rule = |name: &str| (0..a.num_rules()).find(|&r| a.rule_name(crate::grammar::RuleId(r as u32)) == name).unwrap();
+        let set = |r: usize| -> Vec<u8> { (0..=255u8).filter(|&b| f[r].contains(b)).collect() };
+        assert_eq!(set(rule("a")), b"kmv".to_vec());
+        // After b: "z", d's first bytes, and (d nullable) whatever follows root: root ends
+        // before "0123..." in c's callers (a and b), and before "y"/"z"/... via c inside b.
+        let fb = set(rule("b"));
+        assert!(fb.contains(&b'z') && fb.contains(&b'e') && fb.contains(&b'f'));
+        assert!(!fb.contains(&b'x') && !fb.contains(&b'w'));
+    }
+}
