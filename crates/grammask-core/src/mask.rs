@@ -78,7 +78,7 @@ pub fn classify_kernel(
     };
     let base = Frame::Rows(w.chart.num_rows());
     match body {
-        Some(sl) if let Some(has_final) = BodySlice::covers(a, state) => {
+        Some(sl) if let Some(cover) = BodySlice::covers(a, state) => {
             // Every body-text token stays inside the rule; walk only the frontier subtrees, each
             // after replaying its (body-text) parent path exactly as the full walk would.
             w.accepted.or_assign(&sl.slice);
@@ -88,7 +88,11 @@ pub fn classify_kernel(
                 let dead_byte = trie.nodes[f.node as usize].byte;
                 follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
             };
-            for f in sl.frontier.iter().filter(|f| !f.dead || (has_final && may_continue(f))) {
+            // A dead byte right at the root follows no rule end of a plain kernel state.
+            let walk = |f: &&crate::slice::FrontierNode| {
+                !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
+            };
+            for f in sl.frontier.iter().filter(walk) {
                 w.frames.clear();
                 w.ends.clear();
                 w.path.clear();

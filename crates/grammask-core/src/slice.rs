@@ -83,6 +83,15 @@ pub struct BodySlice {
     pub frontier: Vec<FrontierNode>,
 }
 
+/// How a kernel state qualifies for the slice shortcut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cover {
+    /// The kernel's rule may end inside body text.
+    pub may_end: bool,
+    /// Walk every dead frontier subtree, whatever FOLLOW says.
+    pub walk_dead: bool,
+}
+
 /// Most (automaton state, body state) pairs [`BodySlice::covers`] explores.
 const MAX_COVER_PAIRS: usize = 4096;
 
@@ -111,11 +120,8 @@ impl BodySlice {
                     i += 1;
                 }
                 Body::Walk | Body::Dead => {
-                    // A dead byte right at the root ends no rule first: nothing to record.
                     let dead = matches!(body_step(from, n.byte), Body::Dead);
-                    if !(dead && path.is_empty()) {
-                        frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead });
-                    }
+                    frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead });
                     i = n.subtree_end as usize;
                 }
             }
@@ -123,10 +129,27 @@ impl BodySlice {
         BodySlice { slice, frontier }
     }
 
-    /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not,
-    /// else whether a final state is reachable on body text (the rule may end inside a token, so
-    /// the dead frontier must be walked too, for the suffixes after such an end).
-    pub fn covers(a: &Automata, s: StateId) -> Option<bool> {
+    /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not.
+    /// A state whose only way on is rule references qualifies when each referenced rule's start
+    /// does (the token is read inside them); then every frontier node must be walked
+    /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
+    pub fn covers(a: &Automata, s: StateId) -> Option<Cover> {
+        let edges = a.rule_edges(s);
+        if edges.is_empty() {
+            return Self::covers_plain(a, s).map(|may_end| Cover { may_end, walk_dead: false });
+        }
+        if !a.byte_edges(s).is_empty() {
+            return None;
+        }
+        for &(r, _) in edges {
+            Self::covers_plain(a, a.rule_start(r))?;
+        }
+        Some(Cover { may_end: true, walk_dead: true })
+    }
+
+    /// [`Self::covers`] for a state without rule references: whether a final state is reachable
+    /// on body text (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
+    fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
         let plain = |t: StateId| a.rule_edges(t).is_empty();
         if !plain(s) {
             return None;
@@ -192,13 +215,15 @@ mod tests {
         ];
         let mut covered = 0;
         let mut covered_final = 0;
+        let mut covered_nested = 0;
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
             for s in 0..a.states().len() {
                 let s = StateId(s as u32);
                 covered += usize::from(BodySlice::covers(&a, s).is_some());
-                covered_final += usize::from(BodySlice::covers(&a, s) == Some(true));
+                covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
+                covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
                 let full = classify_kernel(&a, &trie, n, s, None, None).unwrap();
                 let fast = classify_kernel(&a, &trie, n, s, Some(&body), None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -210,5 +235,6 @@ mod tests {
         }
         assert!(covered >= 2, "the shortcut applied to no state");
         assert!(covered_final >= 1, "no covered state could end its rule");
+        assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
     }
 }
