@@ -23,7 +23,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::follow::ByteSet;
-use crate::slice::BodySlice;
+use crate::slice::{BodySlice, ClassSlice};
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
 
@@ -62,6 +62,7 @@ pub fn classify_kernel(
     state: StateId,
     body: Option<&BodySlice>,
     follow: Option<&ByteSet>,
+    class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
     let mut w = KernelWalk {
         a,
@@ -93,25 +94,14 @@ pub fn classify_kernel(
                 !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
             };
             for f in sl.frontier.iter().filter(walk) {
-                w.frames.clear();
-                w.ends.clear();
-                w.path.clear();
-                let mut parent = base;
-                for &b in f.path.iter() {
-                    let Some(frame) = step_frame(a, &mut w.chart, parent, b)? else { break };
-                    w.frames.push(frame);
-                    w.ends.push(match frame {
-                        Frame::Virtual(..) => false,
-                        Frame::Rows(_) => kernel_ended(a, w.chart.last_row()),
-                    });
-                    w.path.push(b);
-                    parent = frame;
-                }
-                if w.path.len() < f.path.len() {
-                    continue; // cannot happen: the path is body text (see `covers`)
-                }
-                let i = f.node as usize;
-                w.walk(i, trie.nodes[i].subtree_end as usize, base)?;
+                w.walk_frontier(f, base)?;
+            }
+        }
+        _ if let Some(cs) = class.filter(|cs| ClassSlice::covers(a, state, cs.ascii)) => {
+            // Free text of one class: its runs stay inside the rule; everything else is walked.
+            w.accepted.or_assign(&cs.slice);
+            for f in &cs.frontier {
+                w.walk_frontier(f, base)?;
             }
         }
         _ => w.walk(0, trie.nodes.len(), base)?,
@@ -141,6 +131,29 @@ struct KernelWalk<'a> {
 }
 
 impl KernelWalk<'_> {
+    /// Walks the subtree of frontier node `f` after replaying its parent path exactly as the full
+    /// walk would (frames and rule ends included). The path is slice text, which the kernel's
+    /// rule reads (see `covers`), so the replay cannot fail.
+    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<()> {
+        let a = self.a;
+        self.frames.clear();
+        self.ends.clear();
+        self.path.clear();
+        let mut parent = base;
+        for &b in f.path.iter() {
+            let Some(frame) = step_frame(a, &mut self.chart, parent, b)? else { return Ok(()) };
+            self.frames.push(frame);
+            self.ends.push(match frame {
+                Frame::Virtual(..) => false,
+                Frame::Rows(_) => kernel_ended(a, self.chart.last_row()),
+            });
+            self.path.push(b);
+            parent = frame;
+        }
+        let i = f.node as usize;
+        self.walk(i, self.trie.nodes[i].subtree_end as usize, base)
+    }
+
     /// Walks trie nodes `start..end` (a node and its subtree, or the whole trie), with `frames`,
     /// `ends` and `path` holding the frames above `start`.
     fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<()> {

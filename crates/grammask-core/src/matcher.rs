@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
 use crate::mask::{classify_kernel, fill_mask, KernelMask};
 use crate::follow::{follow_sets, ByteSet};
-use crate::slice::BodySlice;
+use crate::slice::{BodySlice, ClassSlice};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
@@ -28,9 +28,14 @@ pub struct TokenIndex {
     pub trie: TokenTrie,
     kernels: RwLock<HashMap<u128, Arc<KernelMask>>>,
     kernel_bytes: AtomicUsize,
-    /// String-body slice, built on the first kernel classification.
+    /// String-body slice, built with the index.
     body: OnceLock<BodySlice>,
+    /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
+    class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
 }
+
+/// Most free-text class slices kept per vocabulary (each is a token bitset plus its frontier).
+const MAX_CLASS_SLICES: usize = 32;
 
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
 /// structural hash would cost more than it saves).
@@ -39,6 +44,22 @@ const STRUCTURE_HASH_LIMIT: usize = 8192;
 impl TokenIndex {
     pub fn body_slice(&self) -> &BodySlice {
         self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
+    }
+
+    /// The free-text slice of ASCII class `ascii`, built on first use; `None` once the per-vocabulary
+    /// budget is spent (the kernel then takes the full walk).
+    pub fn class_slice(&self, ascii: u128) -> Option<Arc<ClassSlice>> {
+        if let Some(c) = read(&self.class_slices).get(&ascii) {
+            return Some(c.clone());
+        }
+        let mut w = write(&self.class_slices);
+        if w.len() >= MAX_CLASS_SLICES {
+            return w.get(&ascii).cloned();
+        }
+        let c = w
+            .entry(ascii)
+            .or_insert_with(|| Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii)));
+        Some(c.clone())
     }
 
     fn shared_kernel(&self, key: u128) -> Option<Arc<KernelMask>> {
@@ -88,6 +109,7 @@ impl TokenIndex {
             kernels: RwLock::new(HashMap::new()),
             kernel_bytes: AtomicUsize::new(0),
             body: OnceLock::new(),
+            class_slices: RwLock::new(HashMap::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
         let _ = idx.body_slice();
@@ -171,6 +193,9 @@ impl CompiledGrammar {
                     state,
                     Some(self.index.body_slice()),
                     Some(&follow),
+                    ClassSlice::loop_class(&self.automata, state)
+                        .and_then(|c| self.index.class_slice(c))
+                        .as_deref(),
                 )?);
                 if let Some(k) = key {
                     self.index.share_kernel(k, &km);

@@ -184,6 +184,110 @@ impl BodySlice {
     }
 }
 
+/// A slice for free text of one character class: every character except some ASCII ones (the
+/// shape of `[^\n|]+` or `[^"\n]*`). Its automaton reads ASCII bytes of the class and any valid
+/// UTF-8 sequence; every other byte is frontier (walked for real, so no rejection condition is
+/// needed). Used for kernel states that loop on the class ([`ClassSlice::loop_class`]).
+#[derive(Debug)]
+pub struct ClassSlice {
+    /// The class's ASCII bytes (bit x = byte x).
+    pub ascii: u128,
+    pub slice: Bitset,
+    pub frontier: Vec<FrontierNode>,
+}
+
+/// Fewest ASCII bytes in a loop class for the shortcut to be worth it (a state that allows few
+/// bytes prunes the trie early anyway).
+const MIN_CLASS_BYTES: u32 = 32;
+
+fn class_step(ascii: u128, b: u8, x: u8) -> Body {
+    if b == 0 && x < 0x80 {
+        return if ascii >> x & 1 == 1 { Body::To(0) } else { Body::Walk };
+    }
+    match body_step(b, x) {
+        // The UTF-8 part of the body automaton; `\` and `"` are ASCII, handled above.
+        Body::To(n) => Body::To(n),
+        _ => Body::Walk,
+    }
+}
+
+impl ClassSlice {
+    pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128) -> ClassSlice {
+        let mut slice = Bitset::new(vocab_size);
+        let mut frontier = Vec::new();
+        let mut states: Vec<u8> = Vec::new();
+        let mut path: Vec<u8> = Vec::new();
+        let nodes = &trie.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            states.truncate(d - 1);
+            path.truncate(d - 1);
+            match class_step(ascii, states.last().copied().unwrap_or(0), n.byte) {
+                Body::To(next) => {
+                    states.push(next);
+                    path.push(n.byte);
+                    for &t in trie.node_tokens(&n) {
+                        slice.set(t as usize);
+                    }
+                    i += 1;
+                }
+                _ => {
+                    frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead: false });
+                    i = n.subtree_end as usize;
+                }
+            }
+        }
+        ClassSlice { ascii, slice, frontier }
+    }
+
+    /// The candidate class of `s`: the ASCII bytes on which it loops back to itself, or, when it
+    /// has no such loop (the first character of `[^\n|]+`), the ASCII bytes it can read at all;
+    /// `None` when there are too few. [`Self::covers`] then decides.
+    pub fn loop_class(a: &Automata, s: StateId) -> Option<u128> {
+        if !a.rule_edges(s).is_empty() {
+            return None;
+        }
+        let (mut looping, mut stepping) = (0u128, 0u128);
+        for e in a.byte_edges(s) {
+            for x in e.lo..=e.hi.min(0x7F) {
+                stepping |= 1 << x;
+                if e.target == s {
+                    looping |= 1 << x;
+                }
+            }
+        }
+        let class = if looping.count_ones() >= MIN_CLASS_BYTES { looping } else { stepping };
+        (class.count_ones() >= MIN_CLASS_BYTES).then_some(class)
+    }
+
+    /// Whether, from `s`, every class byte sequence is read into states without rule references
+    /// (then every slice token stays inside the rule, and everything else is frontier).
+    pub fn covers(a: &Automata, s: StateId, ascii: u128) -> bool {
+        let mut seen: HashSet<(StateId, u8)> = HashSet::new();
+        let mut stack = vec![(s, 0u8)];
+        seen.insert((s, 0));
+        while let Some((r, b)) = stack.pop() {
+            for x in 0..=255u8 {
+                if let Body::To(nb) = class_step(ascii, b, x) {
+                    let Some(nr) = a.step(r, x) else { return false };
+                    if !a.rule_edges(nr).is_empty() {
+                        return false;
+                    }
+                    if seen.insert((nr, nb)) {
+                        if seen.len() > MAX_COVER_PAIRS {
+                            return false;
+                        }
+                        stack.push((nr, nb));
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,8 +328,8 @@ mod tests {
                 covered += usize::from(BodySlice::covers(&a, s).is_some());
                 covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
                 covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
-                let full = classify_kernel(&a, &trie, n, s, None, None).unwrap();
-                let fast = classify_kernel(&a, &trie, n, s, Some(&body), None).unwrap();
+                let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
+                let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
                 let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
                     k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
@@ -236,5 +340,42 @@ mod tests {
         assert!(covered >= 2, "the shortcut applied to no state");
         assert!(covered_final >= 1, "no covered state could end its rule");
         assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
+    }
+
+    /// The free-text class shortcut classifies every kernel state like the full walk.
+    #[test]
+    fn class_shortcut_equals_full_walk() {
+        let toks: Vec<&[u8]> = vec![
+            b"a", b"ab", b"a b", b"|", b"a|", b"a|b", b"|x", b"\n", b"ab\n", b"\n2", b"x\n|", b"\t", b"\x00",
+            "\u{e9}".as_bytes(), "a\u{e9}b".as_bytes(), &[0xC3], &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0xFF],
+            b"k=v", b" k=", b"=", b"\"", b"a\"", b"12", b"1-2",
+        ];
+        let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+        let n = encoded.len();
+        let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+        let trie = TokenTrie::new(&vocab);
+        let grammars = [
+            "root ::= line+\nline ::= [0-9]+ \" \" msg (\"|\" [a-z]+ \"=\" [^ \\n|]+)? \"\\n\"\nmsg ::= [^\\n|]+",
+            "root ::= \"<\" [^\\n]* \"\\n\" | \"{\" text \"|\"\ntext ::= [^|\\u0000-\\u001f]* | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" [a-z]*",
+        ];
+        let mut covered = 0;
+        for src in grammars {
+            let g = parse_ebnf(src, "root").unwrap();
+            let a = Automata::build(&g).unwrap();
+            for s in 0..a.states().len() {
+                let s = StateId(s as u32);
+                let Some(ascii) = ClassSlice::loop_class(&a, s) else { continue };
+                let cs = ClassSlice::new(&trie, n, ascii);
+                covered += usize::from(ClassSlice::covers(&a, s, ascii));
+                let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
+                let fast = classify_kernel(&a, &trie, n, s, None, None, Some(&cs)).unwrap();
+                assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
+                let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                    k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+                };
+                assert_eq!(spell(&full), spell(&fast), "state {s:?} in {src}");
+            }
+        }
+        assert!(covered >= 2, "the class shortcut applied to {covered} states");
     }
 }
