@@ -21,9 +21,6 @@ use crate::compiler::{Automata, StateId};
 use crate::trie::TokenTrie;
 use std::collections::HashSet;
 
-/// States of the byte-level body automaton: 0 = character boundary, 1 = after `\`, 2..=8 =
-/// inside a UTF-8 sequence (see [`body_step`]).
-const BODY_STATES: u8 = 9;
 
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -35,6 +32,8 @@ enum Body {
     Dead,
 }
 
+/// The byte-level body automaton: 0 = character boundary, 1 = after `\`, 2..=8 = inside a
+/// UTF-8 sequence.
 fn body_step(b: u8, x: u8) -> Body {
     use Body::{Dead, To, Walk};
     let cont = |lo: u8, hi: u8, next: u8| if (lo..=hi).contains(&x) { To(next) } else { Dead };
@@ -95,37 +94,78 @@ pub struct Cover {
 /// Most (automaton state, body state) pairs [`BodySlice::covers`] explores.
 const MAX_COVER_PAIRS: usize = 4096;
 
-impl BodySlice {
-    pub fn new(trie: &TokenTrie, vocab_size: usize) -> BodySlice {
-        let mut slice = Bitset::new(vocab_size);
-        let mut frontier = Vec::new();
-        // states[d]: body state after d+1 bytes of the current path.
-        let mut states: Vec<u8> = Vec::new();
-        let mut path: Vec<u8> = Vec::new();
-        let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
-            let n = nodes[i];
-            let d = n.depth as usize;
-            states.truncate(d - 1);
-            path.truncate(d - 1);
-            let from = states.last().copied().unwrap_or(0);
-            match body_step(from, n.byte) {
-                Body::To(next) => {
-                    states.push(next);
-                    path.push(n.byte);
-                    for &t in trie.node_tokens(&n) {
-                        slice.set(t as usize);
-                    }
-                    i += 1;
+/// The tokens whose bytes `step` reads from state 0 without leaving its automaton (`To` all the
+/// way), and the frontier: each node where a path first reads `Walk` or `Dead`.
+fn build_slice(trie: &TokenTrie, vocab_size: usize, step: impl Fn(u8, u8) -> Body) -> (Bitset, Vec<FrontierNode>) {
+    let mut slice = Bitset::new(vocab_size);
+    let mut frontier = Vec::new();
+    // states[d]: automaton state after d+1 bytes of the current path.
+    let mut states: Vec<u8> = Vec::new();
+    let mut path: Vec<u8> = Vec::new();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        let d = n.depth as usize;
+        states.truncate(d - 1);
+        path.truncate(d - 1);
+        match step(states.last().copied().unwrap_or(0), n.byte) {
+            Body::To(next) => {
+                states.push(next);
+                path.push(n.byte);
+                for &t in trie.node_tokens(&n) {
+                    slice.set(t as usize);
                 }
-                Body::Walk | Body::Dead => {
-                    let dead = matches!(body_step(from, n.byte), Body::Dead);
-                    frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead });
-                    i = n.subtree_end as usize;
-                }
+                i += 1;
+            }
+            out => {
+                frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead: out == Body::Dead });
+                i = n.subtree_end as usize;
             }
         }
+    }
+    (slice, frontier)
+}
+
+/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
+/// state 0: every `To` byte must be read into a state without rule references and every `Dead`
+/// byte refused (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`]), else
+/// whether a final state is reachable.
+fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
+    let plain = |t: StateId| a.rule_edges(t).is_empty();
+    if !plain(s) {
+        return None;
+    }
+    let mut has_final = a.state(s).is_final;
+    let mut seen: HashSet<(StateId, u8)> = HashSet::new();
+    let mut stack = vec![(s, 0u8)];
+    seen.insert((s, 0));
+    while let Some((r, b)) = stack.pop() {
+        for x in 0..=255u8 {
+            match (step(b, x), a.step(r, x)) {
+                (Body::To(nb), Some(nr)) => {
+                    if !plain(nr) {
+                        return None;
+                    }
+                    has_final |= a.state(nr).is_final;
+                    if seen.insert((nr, nb)) {
+                        if seen.len() > MAX_COVER_PAIRS {
+                            return None;
+                        }
+                        stack.push((nr, nb));
+                    }
+                }
+                (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
+                (Body::Dead, None) | (Body::Walk, _) => {}
+            }
+        }
+    }
+    Some(has_final)
+}
+
+impl BodySlice {
+    pub fn new(trie: &TokenTrie, vocab_size: usize) -> BodySlice {
+        let (slice, frontier) = build_slice(trie, vocab_size, body_step);
         BodySlice { slice, frontier }
     }
 
@@ -150,37 +190,7 @@ impl BodySlice {
     /// [`Self::covers`] for a state without rule references: whether a final state is reachable
     /// on body text (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
     fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
-        let plain = |t: StateId| a.rule_edges(t).is_empty();
-        if !plain(s) {
-            return None;
-        }
-        let mut has_final = a.state(s).is_final;
-        let mut seen: HashSet<(StateId, u8)> = HashSet::new();
-        let mut stack = vec![(s, 0u8)];
-        seen.insert((s, 0));
-        while let Some((r, b)) = stack.pop() {
-            for x in 0..=255u8 {
-                match (body_step(b, x), a.step(r, x)) {
-                    (Body::To(nb), Some(nr)) => {
-                        if !plain(nr) {
-                            return None;
-                        }
-                        has_final |= a.state(nr).is_final;
-                        if seen.insert((nr, nb)) {
-                            if seen.len() > MAX_COVER_PAIRS {
-                                return None;
-                            }
-                            stack.push((nr, nb));
-                        }
-                    }
-                    // The automaton must take every body byte and refuse every dead one.
-                    (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
-                    (Body::Dead, None) | (Body::Walk, _) => {}
-                }
-            }
-        }
-        debug_assert!(seen.iter().all(|&(_, b)| b < BODY_STATES));
-        Some(has_final)
+        cover_search(a, s, body_step)
     }
 }
 
@@ -213,32 +223,7 @@ fn class_step(ascii: u128, b: u8, x: u8) -> Body {
 
 impl ClassSlice {
     pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128) -> ClassSlice {
-        let mut slice = Bitset::new(vocab_size);
-        let mut frontier = Vec::new();
-        let mut states: Vec<u8> = Vec::new();
-        let mut path: Vec<u8> = Vec::new();
-        let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
-            let n = nodes[i];
-            let d = n.depth as usize;
-            states.truncate(d - 1);
-            path.truncate(d - 1);
-            match class_step(ascii, states.last().copied().unwrap_or(0), n.byte) {
-                Body::To(next) => {
-                    states.push(next);
-                    path.push(n.byte);
-                    for &t in trie.node_tokens(&n) {
-                        slice.set(t as usize);
-                    }
-                    i += 1;
-                }
-                _ => {
-                    frontier.push(FrontierNode { node: i as u32, path: path.clone().into(), dead: false });
-                    i = n.subtree_end as usize;
-                }
-            }
-        }
+        let (slice, frontier) = build_slice(trie, vocab_size, |b, x| class_step(ascii, b, x));
         ClassSlice { ascii, slice, frontier }
     }
 
@@ -265,26 +250,7 @@ impl ClassSlice {
     /// Whether, from `s`, every class byte sequence is read into states without rule references
     /// (then every slice token stays inside the rule, and everything else is frontier).
     pub fn covers(a: &Automata, s: StateId, ascii: u128) -> bool {
-        let mut seen: HashSet<(StateId, u8)> = HashSet::new();
-        let mut stack = vec![(s, 0u8)];
-        seen.insert((s, 0));
-        while let Some((r, b)) = stack.pop() {
-            for x in 0..=255u8 {
-                if let Body::To(nb) = class_step(ascii, b, x) {
-                    let Some(nr) = a.step(r, x) else { return false };
-                    if !a.rule_edges(nr).is_empty() {
-                        return false;
-                    }
-                    if seen.insert((nr, nb)) {
-                        if seen.len() > MAX_COVER_PAIRS {
-                            return false;
-                        }
-                        stack.push((nr, nb));
-                    }
-                }
-            }
-        }
-        true
+        cover_search(a, s, |b, x| class_step(ascii, b, x)).is_some()
     }
 }
 

@@ -1134,7 +1134,7 @@ impl<'a> Conv<'a> {
             }
             return Ok(Some("\"-\"? (\"0\" | [1-9] [0-9]*) \".\" [0-9]* [1-9] [0-9]*".to_string()));
         }
-        if let Some((d, p)) = m.mults.first() {
+        if let Some((_, p)) = m.mults.first() {
             if bounded {
                 return Err(unsupported(p, "multipleOf together with minimum/maximum is not supported"));
             }
@@ -1142,7 +1142,6 @@ impl<'a> Conv<'a> {
             for (d, p) in &m.mults {
                 divs.push(numeric::divisor(d).ok_or_else(|| unsupported(p, "multipleOf value too large or too precise"))?);
             }
-            let _ = d;
             let Some((pp, s)) = numeric::lcm_divisor(&divs) else {
                 return Err(unsupported(p, "multipleOf values whose common multiple is too large"));
             };

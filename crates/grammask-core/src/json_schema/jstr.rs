@@ -259,6 +259,18 @@ fn hex_trie(allowed: &[(u32, u32)], prefix: u32, width: u32) -> Option<String> {
     (!alts.is_empty()).then(|| emit::alt(&alts))
 }
 
+/// The letters of the short escapes (`\"` `\\` `\/` `\b` `\f` `\n` `\r` `\t`) whose codepoint is
+/// not in `points` (sorted), as a sorted class.
+fn short_escapes_except(points: &[u32]) -> Vec<(u32, u32)> {
+    let mut letters: Vec<u32> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
+        .iter()
+        .filter(|(cp, _)| points.binary_search(cp).is_err())
+        .map(|&(_, c)| c as u32)
+        .collect();
+    letters.sort_unstable();
+    letters.into_iter().map(|c| (c, c)).collect()
+}
+
 /// EBNF matching one JSON string character spelling whose codepoint is not in `points` (sorted
 /// BMP scalar values); same language as `spell_set(&complement(points))`, written compactly: one
 /// raw class, one escape branch whose `\uXXXX` part is a trie over the hex digits, and the
@@ -271,13 +283,7 @@ fn spell_except_bmp(points: &[u32]) -> String {
         alts.push(emit::class(&raw));
     }
     let mut esc = Vec::new();
-    let shorts: Vec<(u32, u32)> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
-        .iter()
-        .filter(|(cp, _)| points.binary_search(cp).is_err())
-        .map(|&(_, c)| (c as u32, c as u32))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let shorts = short_escapes_except(points);
     if !shorts.is_empty() {
         esc.push(emit::class(&shorts));
     }
@@ -305,13 +311,7 @@ fn spell_ascii_except(points: &[u32]) -> Option<String> {
         alts.push(emit::class(&raw));
     }
     let mut esc = Vec::new();
-    let shorts: Vec<(u32, u32)> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
-        .iter()
-        .filter(|(cp, _)| points.binary_search(cp).is_err())
-        .map(|&(_, c)| (c as u32, c as u32))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let shorts = short_escapes_except(points);
     if !shorts.is_empty() {
         esc.push(emit::class(&shorts));
     }
