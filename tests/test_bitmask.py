@@ -217,6 +217,29 @@ def test_apply_from_matcher_fill():
     assert logits[0].tolist() == [0.0, 0.0, float("-inf"), float("-inf")]
 
 
+@needs_torch
+def test_fill_follows_a_reused_tensor_that_changes_in_place():
+    """The fill reuses its numpy view of the last tensor only while that tensor keeps the same
+    memory, shape, strides and dtype: in-place changes must reach the new memory or raise."""
+    info = xgr.TokenizerInfo([b"a", b"b", b"c", b"</s>"], stop_token_ids=[3])
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "a" | "b"'))
+    bm = torch.zeros((1, 1), dtype=torch.int32)
+    m.fill_next_token_bitmask(bm)
+    assert bm[0, 0].item() == 0b11
+    bm.set_(torch.zeros((2, 1), dtype=torch.int32))  # new storage, new shape
+    m.fill_next_token_bitmask(bm, 1)
+    assert bm[:, 0].tolist() == [0, 0b11]
+    bm.as_strided_((1, 1), (1, 2))  # same memory, other strides: still contiguous
+    bm.fill_(0)
+    m.fill_next_token_bitmask(bm)
+    assert bm[0, 0].item() == 0b11
+    bm.set_(torch.zeros((4, 1), dtype=torch.int32)[::2])  # not contiguous
+    with pytest.raises(ValueError, match="contiguous"):
+        m.fill_next_token_bitmask(bm)
+    with pytest.raises(TypeError, match="int32"):
+        m.fill_next_token_bitmask(torch.zeros((1, 1), dtype=torch.int64))
+
+
 # ---------------------------------------------------------------------------------------------
 # testing helpers
 

@@ -53,6 +53,13 @@ impl Bitset {
         &self.words
     }
 
+    /// Every bit below `len` is set. PERF: stops at the first word with a clear bit (word 0 for
+    /// almost every grammar mask), where `count_ones` scans the whole row.
+    pub fn is_full(&self) -> bool {
+        let (full, rest) = (self.len / 32, self.len % 32);
+        self.words[..full].iter().all(|&w| w == u32::MAX) && (rest == 0 || self.words[full] | !((1u32 << rest) - 1) == u32::MAX)
+    }
+
     pub fn count_ones(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
@@ -92,6 +99,15 @@ mod tests {
         assert_eq!(a.iter_ones().collect::<Vec<_>>(), vec![0, 5, 33, 69]);
         assert!(a.get(69) && !a.get(68) && !a.get(70));
         assert_eq!(a.count_ones(), 4);
+        assert!(!a.is_full());
+        for len in [1, 31, 32, 33, 64, 100] {
+            let mut b = Bitset::new(len);
+            (0..len).for_each(|i| b.set(i));
+            assert!(b.is_full(), "{len}");
+            let mut c = Bitset::new(len);
+            (1..len).for_each(|i| c.set(i));
+            assert!(!c.is_full(), "{len}");
+        }
         assert_eq!(a.words().len(), 3);
     }
 }

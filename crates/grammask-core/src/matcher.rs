@@ -406,7 +406,7 @@ impl Matcher {
         let mask = self.compute_mask()?;
         row[..n].copy_from_slice(mask.words());
         row[n..].fill(0);
-        Ok(mask.count_ones() != mask.len())
+        Ok(!mask.is_full())
     }
 
     /// Undoes the last `n` accepted tokens or strings.

@@ -107,7 +107,7 @@ impl PyGrammarMatcher {
         py.allow_threads(|| m.compute_mask().map(|_| ())).map_err(py_err)?;
         let mask = self.inner.last_mask();
         b.write_row(py, index, mask.words())?;
-        Ok(mask.count_ones() != mask.len())
+        Ok(!mask.is_full())
     }
 
     /// Allowed token ids (for tests and debugging).
