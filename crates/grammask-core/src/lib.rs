@@ -24,6 +24,7 @@ pub mod compiler;
 pub mod earley;
 pub mod ebnf;
 pub mod error;
+pub mod fasthash;
 pub mod follow;
 pub mod grammar;
 pub mod json_schema;

@@ -1864,9 +1864,15 @@ impl<'a> Conv<'a> {
                 Some(o) => o.intersect(&dfa)?,
             });
         }
+        // Plain keys (no propertyNames, no patterns): every string but the excluded ones, a
+        // language that is never empty, spelled by `jstr::not_in` without building its DFA.
+        // PERF: the DFA difference took a third of a typical schema's compile time.
+        let plain = names_dfa.is_none() && pattern_dfas.is_empty();
         let mut base = CharDfa::any_string();
-        for x in excluded {
-            base = base.difference(&CharDfa::literal(x))?;
+        if !plain {
+            for x in excluded {
+                base = base.difference(&CharDfa::literal(x))?;
+            }
         }
         if let Some(nd) = &names_dfa {
             base = base.intersect(nd)?;
@@ -1919,7 +1925,7 @@ impl<'a> Conv<'a> {
             let Some(val) = self.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })? else {
                 continue;
             };
-            let key = if names_dfa.is_none() && mask == 0 && pattern_dfas.is_empty() {
+            let key = if plain {
                 jstr::not_in(&mut self.e, excluded, &self.char_rule.clone())?
             } else {
                 let stem = self.e.fresh("key");

@@ -1,11 +1,12 @@
 //! [`CharDfa`]: deterministic automata over Unicode scalar values, with the Boolean operations,
 //! length bounds, enumeration and inclusion tests the JSON Schema converter needs. Printing is in
 //! [`super::emit`]; construction from a pattern is in [`super::nfa`].
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::charset::CharSet;
 use super::MAX_DFA_STATES;
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
 
 /// A transition on the codepoints `lo..=hi` to state `to`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -415,7 +416,7 @@ impl CharDfa {
             if work > MINIMIZE_BUDGET {
                 return self;
             }
-            let mut sigs: HashMap<(u32, Vec<Trans>), u32> = HashMap::new();
+            let mut sigs: FastMap<(u32, Vec<Trans>), u32> = FastMap::default();
             let mut next = vec![0u32; n];
             for s in 0..n {
                 let sig = merge(self.states[s].trans.iter().map(|t| Trans {
@@ -479,7 +480,7 @@ fn product(
     keep: impl Fn(bool, bool) -> bool,
     accept: impl Fn(bool, bool) -> bool,
 ) -> Result<CharDfa> {
-    let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut ids: FastMap<(u32, u32), u32> = FastMap::default();
     let mut pairs: Vec<(u32, u32)> = vec![(a.start, b.start)];
     ids.insert((a.start, b.start), 0);
     let mut states: Vec<DState> = Vec::new();
