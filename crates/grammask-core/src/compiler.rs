@@ -339,9 +339,11 @@ const INLINE_SHARED_MAX_STATES: usize = 32;
 /// A shared rule that references no other (non-inlined) rule, like `json_char`, is inlined up to
 /// this size: plain regions walk fast, and equal copies hash alike for the shared kernel cache.
 const INLINE_LEXICAL_MAX_STATES: usize = 512;
-/// ... and while its copies add up to at most this many states: the property rules of an open
-/// object are used by each of its up to 2^n subset rules, and copying them into every one
-/// multiplied the automata's build time.
+/// ... and, when it uses other rules, while its copies add up to at most this many states: the
+/// property rules of an open object are used by each of its up to 2^n subset rules, and copying
+/// them into every one multiplied the automata's build time. Leaf rules (`json_char`, `ws`) are
+/// always copied: string bodies without rule edges are what the kernel shortcuts of `slice.rs`
+/// recognise.
 const INLINE_LEXICAL_TOTAL_STATES: usize = 1024;
 /// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
 const INLINE_MAX_DEPTH: u32 = 8;
@@ -392,7 +394,7 @@ fn inline_plan(g: &Grammar) -> Vec<bool> {
         lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
         let limit = if refs[r] <= 1 {
             INLINE_MAX_STATES
-        } else if lexical[r] && sz.saturating_mul(refs[r]) <= INLINE_LEXICAL_TOTAL_STATES {
+        } else if lexical[r] && (deps[r].is_empty() || sz.saturating_mul(refs[r]) <= INLINE_LEXICAL_TOTAL_STATES) {
             INLINE_LEXICAL_MAX_STATES
         } else {
             INLINE_SHARED_MAX_STATES
