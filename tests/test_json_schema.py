@@ -119,6 +119,15 @@ CASES: List[Any] = [
     ({"type": "object", "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}}, "required": ["v"]},
      [{"v": 1}, {"v": 1, "next": {"v": 2}}, {"next": {"v": 2}, "v": 1}, {"v": 1, "next": {}}]),
     ({"type": "string", "minLength": 1, "not": {"enum": ["a", "b"]}}, ["a", "c", "", "ab"]),
+    # uniqueItems over finite item languages (equal values in other spellings count as equal)
+    ({"type": "array", "items": {"enum": ["a", "b", 1, [1], {"k": 1}]}, "uniqueItems": True},
+     [[], ["a"], ["a", "b"], ["a", "a"], ["b", 1, "a"], [1, 1.0], [[1], [1]], [{"k": 1}, "a", {"k": 1}], ["c"]]),
+    ({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 2},
+     [[True, False], [False, True], [True, True], [True], [True, False, True]]),
+    ({"type": "array", "items": {"enum": [1, 2, 3, 4]}, "uniqueItems": True, "maxItems": 2, "allOf": [{"items": {"minimum": 2}}]},
+     [[2, 3], [3, 2], [1], [2, 2], [2, 3, 4], []]),
+    ({"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True},
+     [[None, True, False], [None, None], [False, None]]),
 ]
 
 
@@ -221,6 +230,9 @@ def test_whitespace_options() -> None:
     [
         ({"type": "array", "contains": {"type": "integer"}, "maxItems": 3}, "contains", "/contains"),
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+        ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+        ({"type": "array", "items": {"enum": list(range(9))}, "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+        ({"type": "array", "prefixItems": [{"const": 1}], "items": {"const": 2}, "uniqueItems": True}, "prefixItems", "/uniqueItems"),
         ({"type": "string", "format": "iri"}, "iri", "/format"),
         ({"anyOf": [{"required": ["a"]}, {"required": ["b"]}], "unevaluatedProperties": False},
          "unevaluatedProperties", "/unevaluatedProperties"),

@@ -41,6 +41,8 @@ pub const MAX_INDENT_DEPTH: u32 = 24;
 pub const MAX_CONST_OBJECT_KEYS: usize = 5;
 /// Most states (key set seen x property count) of an object whose keys come in any order.
 pub const MAX_ANY_ORDER_STATES: u64 = 256;
+/// Most distinct item values of a `uniqueItems` array (its rules track subsets of them).
+pub const MAX_UNIQUE_VALUES: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {
@@ -1350,12 +1352,12 @@ impl<'a> Conv<'a> {
         if max.is_some_and(|x| x < min) {
             return Ok(None);
         }
+        let plen = m.arr.iter().map(|p| p.prefix.len()).max().unwrap_or(0);
         if let Some(p) = &m.unique {
             if max.is_none_or(|x| x > 1) {
-                return Err(unsupported(p, "uniqueItems is not supported"));
+                return self.emit_unique_array(g, m, p);
             }
         }
-        let plen = m.arr.iter().map(|p| p.prefix.len()).max().unwrap_or(0);
         let d = self.child_depth(g.depth);
         let item_rule = |this: &mut Self, i: Option<usize>| -> Result<Option<String>> {
             let mut ids = Vec::new();
@@ -1440,6 +1442,84 @@ impl<'a> Conv<'a> {
         }
         if let Some(ne) = nonempty {
             alts.push(format!("{} {ne} {}", self.open('[', g.depth), self.close(']', g.depth)));
+        }
+        Ok(if alts.is_empty() { None } else { Some(emit::alt(&alts)) })
+    }
+
+    /// `uniqueItems` arrays whose items come from a finite set of at most
+    /// [`MAX_UNIQUE_VALUES`] distinct values (an `enum`/`const`, or `null`/booleans): rules track
+    /// the set of values used so far, so each comes at most once, and the item count is that
+    /// set's size. Any other item language (infinite, or a `prefixItems` tuple) is refused.
+    fn emit_unique_array(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
+        if m.arr.iter().any(|p| !p.prefix.is_empty()) {
+            return Err(unsupported(ptr, "uniqueItems with prefixItems is not supported"));
+        }
+        let d = self.child_depth(g.depth);
+        let mut ids = Vec::new();
+        for p in &m.arr {
+            match p.rest {
+                Rest::Any => {}
+                Rest::Closed => return Ok((m.min_items == 0).then(|| self.empty('[', ']'))),
+                Rest::Schema(x) => ids.push(x),
+            }
+        }
+        let goal = Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d }.norm();
+        let mx = self.merge(&goal)?;
+        let candidates: Vec<Value> = match &mx.enums {
+            Some(vals) => vals.clone(),
+            None if mx.types & !(NULL | BOOL) == 0 => vec![Value::Null, Value::Bool(true), Value::Bool(false)],
+            None => return Err(unsupported(ptr, "uniqueItems is only supported when the items take finitely many values (enum, const, boolean, null)")),
+        };
+        let mut values: Vec<Value> = Vec::new();
+        for v in candidates {
+            if mx.types & value_type(&v) != 0 && !values.iter().any(|k| json_eq(k, &v)) && self.valid_goal(&goal, &v)? {
+                values.push(v);
+            }
+        }
+        if values.len() > MAX_UNIQUE_VALUES {
+            return Err(unsupported(ptr, &format!("uniqueItems over more than {MAX_UNIQUE_VALUES} distinct item values is not supported")));
+        }
+        let spelled: Vec<String> = values.iter().map(|v| self.spell_value(v, d)).collect::<Result<_>>()?;
+        let (min, max) = (m.min_items, m.max_items.unwrap_or(u64::MAX));
+        let sep = self.sep_item(g.depth);
+        let base = self.e.fresh("uniq");
+        // Rule for the non-empty set `used` of value indexes already emitted.
+        let name = |used: u32| format!("{base}.{used:x}");
+        let mut todo: Vec<u32> = Vec::new();
+        let mut first = Vec::new();
+        for (i, sp) in spelled.iter().enumerate() {
+            if max >= 1 {
+                first.push(format!("{sp} {}", name(1 << i)));
+                todo.push(1 << i);
+            }
+        }
+        let mut defined: HashSet<u32> = HashSet::new();
+        while let Some(used) = todo.pop() {
+            if !defined.insert(used) {
+                continue;
+            }
+            let count = u64::from(used.count_ones());
+            let mut alts = Vec::new();
+            if count >= min {
+                alts.push("\"\"".to_string());
+            }
+            if count < max {
+                for (i, sp) in spelled.iter().enumerate() {
+                    if used & (1 << i) == 0 {
+                        alts.push(format!("{sep} {sp} {}", name(used | 1 << i)));
+                        todo.push(used | 1 << i);
+                    }
+                }
+            }
+            let body = if alts.is_empty() { self.nothing() } else { alts.join(" | ") };
+            self.e.define(&name(used), &body)?;
+        }
+        let mut alts = Vec::new();
+        if min == 0 {
+            alts.push(self.empty('[', ']'));
+        }
+        if !first.is_empty() {
+            alts.push(format!("{} {} {}", self.open('[', g.depth), emit::alt(&first), self.close(']', g.depth)));
         }
         Ok(if alts.is_empty() { None } else { Some(emit::alt(&alts)) })
     }
