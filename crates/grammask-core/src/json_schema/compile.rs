@@ -1863,17 +1863,24 @@ impl<'a> Conv<'a> {
             let c2 = if need_count { (c + 1).min(top) } else { 0 };
             let over = need_count && m.max_props.is_some_and(|x| c2 > x);
             if !over {
-                let pre = if s { format!("{sep} ") } else { String::new() };
+                let mut entries = Vec::new();
                 for (i, er) in erules.iter().enumerate() {
                     if mask & (1u64 << i) == 0 {
                         let next = (mask | (1u64 << i), c2, true);
-                        alts.push(format!("{pre}{er} {}", rname(next.0, next.1, next.2)));
+                        entries.push(format!("{er} {}", rname(next.0, next.1, next.2)));
                         todo.push(next);
                     }
                 }
                 if let Some(a) = addl {
-                    alts.push(format!("{pre}{a} {}", rname(mask, c2, true)));
+                    entries.push(format!("{a} {}", rname(mask, c2, true)));
                     todo.push((mask, c2, true));
+                }
+                // The separator is written once before the choice of the next entry.
+                // PERF: one copy of `ws "," ws` per rule instead of one per entry.
+                match (s, entries.is_empty()) {
+                    (_, true) => {}
+                    (true, false) => alts.push(format!("{sep} {}", emit::alt(&entries))),
+                    (false, false) => alts.extend(entries),
                 }
             }
             bodies.push((rname(mask, c, s), alts.join(" | ")));
