@@ -119,6 +119,11 @@ CASES: List[Any] = [
     ({"type": "object", "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}}, "required": ["v"]},
      [{"v": 1}, {"v": 1, "next": {"v": 2}}, {"next": {"v": 2}, "v": 1}, {"v": 1, "next": {}}]),
     ({"type": "string", "minLength": 1, "not": {"enum": ["a", "b"]}}, ["a", "c", "", "ab"]),
+    # finite enums decided value by value, whatever the applicators and negations beside them
+    ({"allOf": [{"enum": [[1, 2], [3], [2, 5], "x"]}, {"not": {"not": {"items": {"type": "integer", "minimum": 2}}}}]},
+     [[1, 2], [3], [2, 5], "x", [4]]),
+    ({"enum": ["a", "b", "c", 1], "not": {"anyOf": [{"const": "a"}, {"pattern": "^b"}]}}, ["a", "b", "c", 1, "d"]),
+    ({"const": {"k": 1}, "oneOf": [{"required": ["k"]}, {"properties": {"k": {"type": "string"}}}]}, [{"k": 1}, {"k": "1"}]),
     # uniqueItems over finite item languages (equal values in other spellings count as equal)
     ({"type": "array", "items": {"enum": ["a", "b", 1, [1], {"k": 1}]}, "uniqueItems": True},
      [[], ["a"], ["a", "b"], ["a", "a"], ["b", 1, "a"], [1, 1.0], [[1], [1]], [{"k": 1}, "a", {"k": 1}], ["c"]]),

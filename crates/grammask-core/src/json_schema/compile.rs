@@ -798,13 +798,18 @@ impl<'a> Conv<'a> {
     // ---------------------------------------------------------------- goals
 
     fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
+        // A goal held to a finite `enum`/`const` is decided value by value by the validator,
+        // applicators and negations included (see `emit_base`): exact without distributing them.
+        let m = self.merge(g)?;
+        if m.enums.is_some() {
+            return self.emit_base(g, &m);
+        }
         // Negated subschemas first: they become atomic negations.
         if let Some(&x) = g.nots.first() {
             let mut rest = g.clone();
             rest.nots.remove(0);
             return self.emit_negation(&rest, x, &self.doc.node(x).ptr.clone());
         }
-        let m = self.merge(g)?;
         if let Some((sid, kind, ptr)) = m.pending.first().cloned() {
             let mut base = g.clone();
             base.done.push((sid, kind));
