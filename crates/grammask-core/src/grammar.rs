@@ -175,6 +175,11 @@ impl GrammarBuilder {
     /// A character class from arbitrary ranges (normalized here), optionally negated over all
     /// Unicode scalar values.
     pub fn char_class(&mut self, ranges: &[(u32, u32)], negated: bool) -> ExprId {
+        // PERF: parsed classes are mostly already normal (one range, or sorted ranges); then
+        // normalizing would only copy them twice.
+        if !negated && is_normalized(ranges) {
+            return self.add(Expr::CharClass(ranges.into()));
+        }
         let set = normalize_ranges(ranges);
         let set = if negated { complement_ranges(&set) } else { set };
         self.add(Expr::CharClass(set.into()))
@@ -246,19 +251,18 @@ impl GrammarBuilder {
         let Some(&root_id) = self.names.get(root) else {
             return Err(Error::new(ErrorKind::InvalidGrammar, format!("the root rule '{root}' is not defined")));
         };
-        let mut id_to_name = vec![String::new(); self.rules.len()];
-        for (name, id) in &self.names {
-            id_to_name[id.index()].clone_from(name);
-        }
         let mut rules = Vec::with_capacity(self.rules.len());
         for (i, r) in self.rules.into_iter().enumerate() {
             match r {
                 Some((name, body, lookahead)) => rules.push(Rule { name, body, lookahead }),
                 None => {
+                    // PERF: the name is looked up only on this error path (copying every name
+                    // into an id-indexed table up front cost an allocation per rule).
+                    let name = self.names.iter().find(|(_, id)| id.index() == i).map_or("", |(n, _)| n.as_str());
                     return Err(Error::new(
                         ErrorKind::InvalidGrammar,
-                        format!("rule '{}' is referenced but not defined", id_to_name[i]),
-                    ))
+                        format!("rule '{name}' is referenced but not defined"),
+                    ));
                 }
             }
         }
@@ -269,6 +273,26 @@ impl GrammarBuilder {
 }
 
 impl Grammar {
+    /// Renumbers the rules: rule `i` becomes rule `new_ids[i]`, and every reference and the root
+    /// follow. `new_ids` must be a permutation of the rule ids; expressions keep their ids.
+    /// PERF: the EBNF parser used to rebuild the whole grammar (cloning every expression) to put
+    /// rules in definition order; this permutes in place.
+    pub(crate) fn renumber_rules(&mut self, new_ids: &[RuleId]) {
+        debug_assert_eq!(new_ids.len(), self.rules.len());
+        for e in &mut self.exprs {
+            if let Expr::RuleRef(r) = e {
+                *r = new_ids[r.index()];
+            }
+        }
+        let mut slots: Vec<Option<Rule>> = Vec::with_capacity(self.rules.len());
+        slots.resize_with(self.rules.len(), || None);
+        for (r, &id) in std::mem::take(&mut self.rules).into_iter().zip(new_ids) {
+            slots[id.index()] = Some(r);
+        }
+        self.rules = slots.into_iter().map(|r| r.expect("new_ids is a permutation")).collect();
+        self.root = new_ids[self.root.index()];
+    }
+
     /// Verifies the structural invariants listed in the module doc, without recursion.
     fn check(&self) -> Result<()> {
         let n_exprs = self.exprs.len();
@@ -324,6 +348,12 @@ impl Grammar {
             _ => &[],
         }
     }
+}
+
+/// True if `ranges` is already what [`normalize_ranges`] returns for it: sorted, disjoint,
+/// non-adjacent, non-empty ranges within the Unicode range.
+fn is_normalized(ranges: &[(u32, u32)]) -> bool {
+    ranges.iter().all(|&(lo, hi)| lo <= hi && hi <= 0x10_FFFF) && ranges.windows(2).all(|w| w[0].1 + 1 < w[1].0)
 }
 
 /// Sorts and merges ranges; drops inverted ones; clamps to the Unicode range.

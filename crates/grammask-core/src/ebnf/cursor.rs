@@ -165,17 +165,25 @@ impl<'a> Cursor<'a> {
     /// Reads a double-quoted string literal (the cursor is on the opening quote) and returns its
     /// UTF-8 bytes. Escapes denote Unicode scalar values.
     pub fn string_literal(&mut self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.string_literal_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// [`Cursor::string_literal`] into `out` (cleared first), so that a parser can reuse one buffer.
+    pub fn string_literal_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
         let open = self.pos;
         self.pos += 1;
-        let mut out = Vec::new();
+        out.clear();
         loop {
+            // PERF: copy the run of plain bytes up to the next quote, backslash or line break at
+            // once. Those four are ASCII, so they never occur inside a multi-byte character and the
+            // run is whole characters, already in UTF-8.
+            let run = self.bytes[self.pos..].iter().position(|&b| matches!(b, b'"' | b'\\' | b'\n' | b'\r'));
+            let end = run.map_or(self.bytes.len(), |i| self.pos + i);
+            out.extend_from_slice(&self.bytes[self.pos..end]);
+            self.pos = end;
             match self.peek() {
-                None => {
-                    let (l, c) = self.line_col(open);
-                    return Err(
-                        self.expected(&format!("'\"' to close the string literal opened at line {l}, column {c}"))
-                    );
-                }
                 Some(b'\n' | b'\r') => {
                     let (l, c) = self.line_col(open);
                     return Err(self.expected(&format!(
@@ -184,15 +192,18 @@ impl<'a> Cursor<'a> {
                 }
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok(out);
+                    return Ok(());
                 }
                 Some(b'\\') => {
                     let c = self.escape(EscapeContext::String)?;
-                    push_utf8(&mut out, c);
+                    push_utf8(out, c);
                 }
-                Some(_) => {
-                    let c = self.bump_char().expect("not at end");
-                    push_utf8(&mut out, c);
+                // The run above stops only at one of those bytes or at the end of the input.
+                _ => {
+                    let (l, c) = self.line_col(open);
+                    return Err(
+                        self.expected(&format!("'\"' to close the string literal opened at line {l}, column {c}"))
+                    );
                 }
             }
         }
