@@ -6,7 +6,7 @@
 
 use super::cursor::{Cursor, EscapeContext};
 use crate::error::{Error, ErrorKind, Result};
-use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, NameHash, RuleId};
 use crate::limits;
 use std::collections::HashMap;
 
@@ -80,7 +80,7 @@ pub(crate) struct Parser<'a> {
     b: GrammarBuilder,
     /// Rule ids of the names written in the text. PERF: keys borrow the text, so a reference costs
     /// one lookup and no copy of the name.
-    ids: HashMap<&'a str, RuleId>,
+    ids: HashMap<&'a str, RuleId, NameHash>,
     /// Per rule id: position of the first reference to the rule ([`NONE`] if none), for "not
     /// defined" errors.
     first_ref: Vec<usize>,
@@ -108,7 +108,7 @@ impl<'a> Parser<'a> {
             cur: Cursor::new(text),
             dialect,
             b: GrammarBuilder::new(),
-            ids: HashMap::new(),
+            ids: HashMap::with_hasher(NameHash::default()),
             first_ref: Vec::new(),
             def_pos: Vec::new(),
             defs: Vec::new(),
