@@ -373,10 +373,11 @@ impl Hasher for NameHasher {
             w.copy_from_slice(c);
             self.0 = fold(self.0 ^ u64::from_le_bytes(w), K);
         }
+        // The last 0..=7 bytes, little-endian, and their count in the top byte. PERF: a byte loop;
+        // copying a variable-length tail into a buffer compiled to a memmove call.
         let rest = chunks.remainder();
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        self.0 = fold(self.0 ^ u64::from_le_bytes(w) ^ (rest.len() as u64) << 56, K);
+        let w = rest.iter().rev().fold(0u64, |w, &b| w << 8 | u64::from(b));
+        self.0 = fold(self.0 ^ w ^ (rest.len() as u64) << 56, K);
     }
 
     fn write_u8(&mut self, b: u8) {

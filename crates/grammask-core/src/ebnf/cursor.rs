@@ -157,9 +157,9 @@ impl<'a> Cursor<'a> {
             None => return 0,
             _ => {}
         }
-        rest.iter()
-            .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (allow_dot && b == b'.'))
-            .count()
+        // PERF: one table load per byte instead of a chain of comparisons.
+        let table = if allow_dot { &NAME_BYTES_DOT } else { &NAME_BYTES };
+        rest.iter().position(|&b| !table[usize::from(b)]).unwrap_or(rest.len())
     }
 
     /// Reads a double-quoted string literal (the cursor is on the opening quote) and returns its
@@ -313,6 +313,21 @@ impl<'a> Cursor<'a> {
             )
         })
     }
+}
+
+/// Bytes of a rule name `[A-Za-z0-9_-]`, and the same with `.`.
+const NAME_BYTES: [bool; 256] = name_bytes(false);
+const NAME_BYTES_DOT: [bool; 256] = name_bytes(true);
+
+const fn name_bytes(allow_dot: bool) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || (allow_dot && c == b'.');
+        b += 1;
+    }
+    t
 }
 
 pub(crate) fn is_name_char(c: char) -> bool {
