@@ -159,6 +159,11 @@ impl GrammarBuilder {
         Ok(id)
     }
 
+    /// Makes room for `n` more expressions (a hint: the arena grows as needed anyway).
+    pub(crate) fn reserve_exprs(&mut self, n: usize) {
+        self.exprs.reserve(n);
+    }
+
     pub fn add(&mut self, expr: Expr) -> ExprId {
         let id = ExprId(self.exprs.len() as u32);
         self.exprs.push(expr);
@@ -292,6 +297,11 @@ impl Grammar {
         }
         self.rules = slots.into_iter().map(|r| r.expect("new_ids is a permutation")).collect();
         self.root = new_ids[self.root.index()];
+    }
+
+    /// Releases spare capacity of the expression arena (after [`GrammarBuilder::reserve_exprs`]).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.exprs.shrink_to_fit();
     }
 
     /// Verifies the structural invariants listed in the module doc, without recursion.
