@@ -159,9 +159,12 @@ impl GrammarBuilder {
         Ok(id)
     }
 
-    /// Makes room for `n` more expressions (a hint: the arena grows as needed anyway).
-    pub(crate) fn reserve_exprs(&mut self, n: usize) {
-        self.exprs.reserve(n);
+    /// Makes room for `exprs` more expressions and `rules` more rules (a hint: both grow as
+    /// needed anyway).
+    pub(crate) fn reserve(&mut self, exprs: usize, rules: usize) {
+        self.exprs.reserve(exprs);
+        self.rules.reserve(rules);
+        self.names.reserve(rules);
     }
 
     pub fn add(&mut self, expr: Expr) -> ExprId {
@@ -259,18 +262,16 @@ impl GrammarBuilder {
         };
         let mut rules = Vec::with_capacity(self.rules.len());
         for (i, r) in self.rules.into_iter().enumerate() {
-            match r {
-                Some((name, body, lookahead)) => rules.push(Rule { name, body, lookahead }),
-                None => {
-                    // PERF: the name is looked up only on this error path (copying every name
-                    // into an id-indexed table up front cost an allocation per rule).
-                    let name = self.names.iter().find(|(_, id)| id.index() == i).map_or("", |(n, _)| n.as_str());
-                    return Err(Error::new(
-                        ErrorKind::InvalidGrammar,
-                        format!("rule '{name}' is referenced but not defined"),
-                    ));
-                }
-            }
+            let Some((name, body, lookahead)) = r else {
+                // PERF: the name is looked up only on this error path (copying every name into an
+                // id-indexed table up front cost an allocation per rule).
+                let name = self.names.iter().find(|(_, id)| id.index() == i).map_or("", |(n, _)| n.as_str());
+                return Err(Error::new(
+                    ErrorKind::InvalidGrammar,
+                    format!("rule '{name}' is referenced but not defined"),
+                ));
+            };
+            rules.push(Rule { name, body, lookahead });
         }
         let g = Grammar { rules, exprs: self.exprs, root: root_id };
         g.check()?;
@@ -299,7 +300,7 @@ impl Grammar {
         self.root = new_ids[self.root.index()];
     }
 
-    /// Releases spare capacity of the expression arena (after [`GrammarBuilder::reserve_exprs`]).
+    /// Releases spare capacity of the expression arena (after [`GrammarBuilder::reserve`]).
     pub(crate) fn shrink_to_fit(&mut self) {
         self.exprs.shrink_to_fit();
     }

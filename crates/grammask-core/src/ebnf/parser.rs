@@ -128,12 +128,15 @@ impl<'a> Parser<'a> {
         if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
             return Err(Error::limit("grammar text size in bytes", limits::MAX_GRAMMAR_BYTES));
         }
-        // PERF: grammars take 4 to 5 bytes of text per expression; reserving the arena up front
-        // saves copying it as it grows (capped, so that a long text of comments cannot reserve
-        // much). `finish` gives the spare room back.
-        let estimate = (self.cur.text.len() / 4).min(EXPR_RESERVE_CAP);
-        self.b.reserve_exprs(estimate);
-        self.depth.reserve(estimate);
+        // PERF: grammars take 4 to 5 bytes of text per expression and rarely under 64 per rule;
+        // reserving the arena and the name tables up front saves copying and rehashing them as
+        // they grow (capped, so that a long text of comments cannot reserve much). `finish` gives
+        // the arena's spare room back.
+        let exprs = (self.cur.text.len() / 4).min(EXPR_RESERVE_CAP);
+        let rules = exprs / 16;
+        self.b.reserve(exprs, rules);
+        self.depth.reserve(exprs);
+        self.ids.reserve(rules);
         if self.cur.starts_with("\u{feff}") {
             self.cur.pos += '\u{feff}'.len_utf8(); // a byte-order mark is not part of the grammar
         }
@@ -781,7 +784,8 @@ impl<'a> Parser<'a> {
                 format!("rule '{name}' is referenced but not defined"),
             ));
         }
-        if !self.ids.get(root).is_some_and(|&id| get(&self.def_pos, id) != NONE) {
+        let root_pos = self.ids.get(root).map_or(NONE, |&id| get(&self.def_pos, id));
+        if root_pos == NONE {
             let names: Vec<&str> = self.defs.iter().take(10).map(|&(n, _)| n).collect();
             let have = if names.is_empty() {
                 "the grammar defines no rules".to_owned()
