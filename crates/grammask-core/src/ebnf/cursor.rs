@@ -100,7 +100,17 @@ impl<'a> Cursor<'a> {
 
     /// Skips spaces, tabs, line breaks and comments. `hash_comments` enables `# ...`, `slash_comments`
     /// enables `// ...` and `/* ... */`.
+    #[inline]
     pub fn skip_ws(&mut self, hash_comments: bool, slash_comments: bool) -> Result<()> {
+        // PERF: the parser asks before every element and after it (for a quantifier); most of
+        // the time there is nothing to skip, and this test is inlined at the call.
+        if !matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r' | b'#' | b'/')) {
+            return Ok(());
+        }
+        self.skip_ws_slow(hash_comments, slash_comments)
+    }
+
+    fn skip_ws_slow(&mut self, hash_comments: bool, slash_comments: bool) -> Result<()> {
         loop {
             match self.peek() {
                 Some(b' ' | b'\t' | b'\n' | b'\r') => self.pos += 1,
