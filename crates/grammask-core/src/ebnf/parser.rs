@@ -229,11 +229,13 @@ impl<'a> Parser<'a> {
     /// True if an XGrammar rule definition (`name ::=` or `name[...] ::=`) starts at `pos`.
     fn is_rule_start(&self, pos: usize) -> bool {
         let n = self.cur.name_len_at(pos, true);
-        if n == 0 {
-            return false;
-        }
+        n > 0 && self.is_definition_after_name(pos + n)
+    }
+
+    /// True if `::=` (or `[...] ::=`) follows a name that ends at `end`.
+    fn is_definition_after_name(&self, end: usize) -> bool {
         let bytes = self.cur.bytes;
-        let mut p = pos + n;
+        let mut p = end;
         if bytes.get(p) == Some(&b'[') {
             // `name[options] ::=`: the options end on the same line.
             match bytes[p..].iter().position(|&b| b == b']' || b == b'\n') {
@@ -247,14 +249,6 @@ impl<'a> Parser<'a> {
         bytes[p..].starts_with(b"::=")
     }
 
-    /// True if the current position ends the body of the rule being parsed at the top level.
-    fn at_rule_end(&self) -> bool {
-        match self.dialect {
-            Dialect::XGrammar => self.cur.at_end() || self.is_rule_start(self.cur.pos),
-            Dialect::Iso => self.cur.peek() == Some(b'.'),
-        }
-    }
-
     /// Parses a rule body (and, for XGrammar, an optional lookahead) up to the end of the rule.
     fn body(&mut self, rule_pos: usize) -> Result<(ExprId, Option<ExprId>)> {
         self.frames.clear();
@@ -265,9 +259,15 @@ impl<'a> Parser<'a> {
             self.skip_ws()?;
             let pos = self.cur.pos;
             let top = self.top().kind;
-            if self.cur.at_end()
-                || (top != FrameKind::Body && self.dialect == Dialect::XGrammar && self.is_rule_start(pos))
-            {
+            // PERF: the name here (XGrammar), scanned once both to see whether it starts the next
+            // rule and to read it as a reference.
+            let (name_len, rule_start) = if self.dialect == Dialect::XGrammar {
+                let n = self.cur.name_len_at(pos, true);
+                (n, n > 0 && self.is_definition_after_name(pos + n))
+            } else {
+                (self.cur.name_len_at(pos, false), false)
+            };
+            if self.cur.at_end() || (top != FrameKind::Body && rule_start) {
                 if top != FrameKind::Body {
                     return Err(self.unclosed(self.top()));
                 }
@@ -276,7 +276,12 @@ impl<'a> Parser<'a> {
                     return Err(self.cur.expected(&format!("'.' to end the rule started at line {l}, column {c}")));
                 }
             }
-            if top == FrameKind::Body && self.at_rule_end() {
+            // The end of the rule: XGrammar, the end of input or the next rule; ISO, its '.'.
+            let rule_end = match self.dialect {
+                Dialect::XGrammar => self.cur.at_end() || rule_start,
+                Dialect::Iso => self.cur.peek() == Some(b'.'),
+            };
+            if top == FrameKind::Body && rule_end {
                 let f = self.pop();
                 if self.dialect == Dialect::Iso {
                     self.cur.pos += 1; // the '.'
@@ -332,7 +337,7 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 _ => {
-                    let n = self.cur.name_len_at(pos, self.dialect == Dialect::XGrammar);
+                    let n = name_len;
                     if n == 0 {
                         let what = if top == FrameKind::Body {
                             "an element".to_owned()
@@ -362,9 +367,6 @@ impl<'a> Parser<'a> {
                             pos,
                             format!("the macro '{name}(...)' is not supported yet"),
                         ));
-                    }
-                    if self.dialect == Dialect::XGrammar && top != FrameKind::Body && self.is_rule_start(pos) {
-                        return Err(self.unclosed(self.top()));
                     }
                     self.cur.pos += n;
                     let id = self.name_id(name);
