@@ -336,49 +336,44 @@ impl<'a> Parser<'a> {
                         "an element (a quantifier must follow an element, and quantifiers cannot be stacked)",
                     ));
                 }
-                _ => {
-                    let n = name_len;
-                    if n == 0 {
-                        let what = if top == FrameKind::Body {
-                            "an element".to_owned()
-                        } else {
-                            format!("an element or {}", top.closer())
-                        };
-                        let what = if self.dialect == Dialect::Iso && top == FrameKind::Body {
-                            format!("{what} or '.'")
-                        } else {
-                            what
-                        };
-                        return Err(self.cur.expected(&what));
-                    }
-                    let text: &'a str = self.cur.text;
-                    let name = &text[pos..pos + n];
-                    if self.dialect == Dialect::XGrammar
-                        && self.cur.bytes.get(pos + n) == Some(&b'(')
-                        && MACROS.contains(&name)
-                    {
-                        if name == "Regex" {
-                            let e = self.regex_macro()?;
-                            self.push_atom(e)?;
-                            continue;
-                        }
-                        return Err(self.cur.error_at(
-                            ErrorKind::Unsupported,
-                            pos,
-                            format!("the macro '{name}(...)' is not supported yet"),
-                        ));
-                    }
-                    self.cur.pos += n;
-                    let id = self.name_id(name);
-                    let first = at(&mut self.first_ref, id);
-                    if *first == NONE {
-                        *first = pos;
-                    }
-                    let e = self.b.rule_ref(id);
-                    self.push_atom(e)?;
-                }
+                _ => self.name_element(pos, name_len, top)?,
             }
         }
+    }
+
+    /// Reads the element at `pos` that starts with a name of `n` bytes (0: no name, an error): a
+    /// macro call or a rule reference, with its quantifier.
+    fn name_element(&mut self, pos: usize, n: usize, top: FrameKind) -> Result<()> {
+        if n == 0 {
+            let mut what = "an element".to_owned();
+            if top != FrameKind::Body {
+                what = format!("{what} or {}", top.closer());
+            } else if self.dialect == Dialect::Iso {
+                what = format!("{what} or '.'");
+            }
+            return Err(self.cur.expected(&what));
+        }
+        let text: &'a str = self.cur.text;
+        let name = &text[pos..pos + n];
+        if self.dialect == Dialect::XGrammar && self.cur.bytes.get(pos + n) == Some(&b'(') && MACROS.contains(&name) {
+            if name == "Regex" {
+                let e = self.regex_macro()?;
+                return self.push_atom(e);
+            }
+            return Err(self.cur.error_at(
+                ErrorKind::Unsupported,
+                pos,
+                format!("the macro '{name}(...)' is not supported yet"),
+            ));
+        }
+        self.cur.pos += n;
+        let id = self.name_id(name);
+        let first = at(&mut self.first_ref, id);
+        if *first == NONE {
+            *first = pos;
+        }
+        let e = self.b.rule_ref(id);
+        self.push_atom(e)
     }
 
     /// Handles `)`, `]` or `}` at the cursor: closes the innermost frame and appends its
