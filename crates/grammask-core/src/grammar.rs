@@ -480,6 +480,35 @@ mod tests {
     }
 
     #[test]
+    fn renumber_rules_moves_rules_references_and_root() {
+        let mut b = GrammarBuilder::new();
+        let a = b.rule_id("a");
+        let ra = b.rule_ref(a);
+        b.define("root", ra, None).unwrap(); // root is rule 1, a is rule 0
+        let x = b.bytes(b"x");
+        b.define("a", x, None).unwrap();
+        let mut g = b.build("root").unwrap();
+        assert_eq!(g.rule(g.root()).name, "root");
+        g.renumber_rules(&[RuleId(1), RuleId(0)]);
+        assert_eq!(g.root(), RuleId(0));
+        assert_eq!(g.rules()[0].name, "root");
+        assert_eq!(g.rules()[1].name, "a");
+        assert_eq!(g.expr(g.rules()[0].body), &Expr::RuleRef(RuleId(1)));
+        assert_eq!(g.expr(g.rules()[1].body), &Expr::Bytes(b"x".as_slice().into()));
+    }
+
+    #[test]
+    fn char_class_stores_the_normal_form_either_way() {
+        let mut b = GrammarBuilder::new();
+        let cases: [&[(u32, u32)]; 4] =
+            [&[(0x41, 0x5A)], &[(0x30, 0x39), (0x41, 0x5A)], &[(0x41, 0x5A), (0x30, 0x39)], &[(5, 9), (10, 12)]];
+        for ranges in cases {
+            let e = b.char_class(ranges, false);
+            assert_eq!(b.exprs[e.index()], Expr::CharClass(normalize_ranges(ranges).into()), "{ranges:?}");
+        }
+    }
+
+    #[test]
     fn import_renames_clashing_rules() {
         let mut b = GrammarBuilder::new();
         let x = b.bytes(b"x");

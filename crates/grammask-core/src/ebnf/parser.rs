@@ -956,3 +956,24 @@ fn single_char(s: &[u8]) -> Option<char> {
     let c = it.next()?;
     it.next().is_none().then_some(c)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ebnf::parse_ebnf;
+    use crate::error::Location;
+
+    #[test]
+    fn rules_in_definition_order_then_macro_rules() {
+        let g = parse_ebnf("root ::= b Regex(\"x+\") a\na ::= \"a\"\nb ::= Regex(\"y\") a", "root").unwrap();
+        let names: Vec<&str> = g.rules().iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(&names[..5], ["root", "a", "b", "Regex#1", "Regex#2"]);
+        assert_eq!(g.root().index(), 0);
+    }
+
+    #[test]
+    fn first_undefined_reference_is_reported() {
+        let err = parse_ebnf("root ::= b z y\nb ::= y x", "root").unwrap_err();
+        assert!(err.message().contains("rule 'z' is referenced but not defined"), "{err}");
+        assert_eq!(err.location(), Some(&Location::Text { line: 1, column: 12 }));
+    }
+}
