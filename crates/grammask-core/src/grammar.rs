@@ -14,6 +14,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 /// Index of a rule in [`Grammar::rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,7 +111,7 @@ impl Grammar {
 #[derive(Clone, Debug, Default)]
 pub struct GrammarBuilder {
     rules: Vec<Option<(String, ExprId, Option<ExprId>)>>,
-    names: HashMap<String, RuleId>,
+    names: HashMap<String, RuleId, NameHash>,
     exprs: Vec<Expr>,
 }
 
@@ -158,6 +159,14 @@ impl GrammarBuilder {
         Ok(id)
     }
 
+    /// Makes room for `exprs` more expressions and `rules` more rules (a hint: both grow as
+    /// needed anyway).
+    pub(crate) fn reserve(&mut self, exprs: usize, rules: usize) {
+        self.exprs.reserve(exprs);
+        self.rules.reserve(rules);
+        self.names.reserve(rules);
+    }
+
     pub fn add(&mut self, expr: Expr) -> ExprId {
         let id = ExprId(self.exprs.len() as u32);
         self.exprs.push(expr);
@@ -175,6 +184,11 @@ impl GrammarBuilder {
     /// A character class from arbitrary ranges (normalized here), optionally negated over all
     /// Unicode scalar values.
     pub fn char_class(&mut self, ranges: &[(u32, u32)], negated: bool) -> ExprId {
+        // PERF: parsed classes are mostly already normal (one range, or sorted ranges); then
+        // normalizing would only copy them twice.
+        if !negated && is_normalized(ranges) {
+            return self.add(Expr::CharClass(ranges.into()));
+        }
         let set = normalize_ranges(ranges);
         let set = if negated { complement_ranges(&set) } else { set };
         self.add(Expr::CharClass(set.into()))
@@ -246,21 +260,18 @@ impl GrammarBuilder {
         let Some(&root_id) = self.names.get(root) else {
             return Err(Error::new(ErrorKind::InvalidGrammar, format!("the root rule '{root}' is not defined")));
         };
-        let mut id_to_name = vec![String::new(); self.rules.len()];
-        for (name, id) in &self.names {
-            id_to_name[id.index()].clone_from(name);
-        }
         let mut rules = Vec::with_capacity(self.rules.len());
         for (i, r) in self.rules.into_iter().enumerate() {
-            match r {
-                Some((name, body, lookahead)) => rules.push(Rule { name, body, lookahead }),
-                None => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidGrammar,
-                        format!("rule '{}' is referenced but not defined", id_to_name[i]),
-                    ))
-                }
-            }
+            let Some((name, body, lookahead)) = r else {
+                // PERF: the name is looked up only on this error path (copying every name into an
+                // id-indexed table up front cost an allocation per rule).
+                let name = self.names.iter().find(|(_, id)| id.index() == i).map_or("", |(n, _)| n.as_str());
+                return Err(Error::new(
+                    ErrorKind::InvalidGrammar,
+                    format!("rule '{name}' is referenced but not defined"),
+                ));
+            };
+            rules.push(Rule { name, body, lookahead });
         }
         let g = Grammar { rules, exprs: self.exprs, root: root_id };
         g.check()?;
@@ -269,6 +280,31 @@ impl GrammarBuilder {
 }
 
 impl Grammar {
+    /// Renumbers the rules: rule `i` becomes rule `new_ids[i]`, and every reference and the root
+    /// follow. `new_ids` must be a permutation of the rule ids; expressions keep their ids.
+    /// PERF: the EBNF parser used to rebuild the whole grammar (cloning every expression) to put
+    /// rules in definition order; this permutes in place.
+    pub(crate) fn renumber_rules(&mut self, new_ids: &[RuleId]) {
+        debug_assert_eq!(new_ids.len(), self.rules.len());
+        for e in &mut self.exprs {
+            if let Expr::RuleRef(r) = e {
+                *r = new_ids[r.index()];
+            }
+        }
+        let mut slots: Vec<Option<Rule>> = Vec::with_capacity(self.rules.len());
+        slots.resize_with(self.rules.len(), || None);
+        for (r, &id) in std::mem::take(&mut self.rules).into_iter().zip(new_ids) {
+            slots[id.index()] = Some(r);
+        }
+        self.rules = slots.into_iter().map(|r| r.expect("new_ids is a permutation")).collect();
+        self.root = new_ids[self.root.index()];
+    }
+
+    /// Releases spare capacity of the expression arena (after [`GrammarBuilder::reserve`]).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.exprs.shrink_to_fit();
+    }
+
     /// Verifies the structural invariants listed in the module doc, without recursion.
     fn check(&self) -> Result<()> {
         let n_exprs = self.exprs.len();
@@ -326,6 +362,66 @@ impl Grammar {
     }
 }
 
+/// The hasher of rule-name tables. PERF: with std's SipHash, name lookups took a tenth of an EBNF
+/// parse; this one folds each 8-byte word into the state with one 64x64->128-bit multiply. The
+/// key, drawn from std's `RandomState` for each table, keeps grammar text from being tuned to
+/// collide.
+#[derive(Clone, Copy)]
+pub(crate) struct NameHasher(u64);
+
+const K: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.0 = fold(self.0 ^ u64::from_le_bytes(w), K);
+        }
+        // The last 0..=7 bytes, little-endian, and their count in the top byte. PERF: a byte loop;
+        // copying a variable-length tail into a buffer compiled to a memmove call.
+        let rest = chunks.remainder();
+        let w = rest.iter().rev().fold(0u64, |w, &b| w << 8 | u64::from(b));
+        self.0 = fold(self.0 ^ w ^ (rest.len() as u64) << 56, K);
+    }
+
+    fn write_u8(&mut self, b: u8) {
+        self.0 = fold(self.0 ^ u64::from(b), K);
+    }
+
+    fn finish(&self) -> u64 {
+        fold(self.0, K)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct NameHash(u64);
+
+impl Default for NameHash {
+    fn default() -> Self {
+        NameHash(std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64) | 1)
+    }
+}
+
+impl BuildHasher for NameHash {
+    type Hasher = NameHasher;
+    fn build_hasher(&self) -> NameHasher {
+        NameHasher(self.0)
+    }
+}
+
+/// True if `ranges` is already what [`normalize_ranges`] returns for it: sorted, disjoint,
+/// non-adjacent, non-empty ranges within the Unicode range.
+fn is_normalized(ranges: &[(u32, u32)]) -> bool {
+    ranges.iter().all(|&(lo, hi)| lo <= hi && hi <= 0x10_FFFF) && ranges.windows(2).all(|w| w[0].1 + 1 < w[1].0)
+}
+
 /// Sorts and merges ranges; drops inverted ones; clamps to the Unicode range.
 pub fn normalize_ranges(ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
     let mut v: Vec<(u32, u32)> =
@@ -381,6 +477,35 @@ mod tests {
         assert!(b.define("a", e, None).is_err());
         let g = b.build("root").unwrap();
         assert_eq!(g.rules().len(), 2);
+    }
+
+    #[test]
+    fn renumber_rules_moves_rules_references_and_root() {
+        let mut b = GrammarBuilder::new();
+        let a = b.rule_id("a");
+        let ra = b.rule_ref(a);
+        b.define("root", ra, None).unwrap(); // root is rule 1, a is rule 0
+        let x = b.bytes(b"x");
+        b.define("a", x, None).unwrap();
+        let mut g = b.build("root").unwrap();
+        assert_eq!(g.rule(g.root()).name, "root");
+        g.renumber_rules(&[RuleId(1), RuleId(0)]);
+        assert_eq!(g.root(), RuleId(0));
+        assert_eq!(g.rules()[0].name, "root");
+        assert_eq!(g.rules()[1].name, "a");
+        assert_eq!(g.expr(g.rules()[0].body), &Expr::RuleRef(RuleId(1)));
+        assert_eq!(g.expr(g.rules()[1].body), &Expr::Bytes(b"x".as_slice().into()));
+    }
+
+    #[test]
+    fn char_class_stores_the_normal_form_either_way() {
+        let mut b = GrammarBuilder::new();
+        let cases: [&[(u32, u32)]; 4] =
+            [&[(0x41, 0x5A)], &[(0x30, 0x39), (0x41, 0x5A)], &[(0x41, 0x5A), (0x30, 0x39)], &[(5, 9), (10, 12)]];
+        for ranges in cases {
+            let e = b.char_class(ranges, false);
+            assert_eq!(b.exprs[e.index()], Expr::CharClass(normalize_ranges(ranges).into()), "{ranges:?}");
+        }
     }
 
     #[test]

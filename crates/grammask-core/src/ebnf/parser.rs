@@ -6,9 +6,15 @@
 
 use super::cursor::{Cursor, EscapeContext};
 use crate::error::{Error, ErrorKind, Result};
-use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, NameHash, RuleId};
 use crate::limits;
 use std::collections::HashMap;
+
+/// "No position" in the per-rule position tables.
+const NONE: usize = usize::MAX;
+
+/// The most expressions reserved up front (see [`Parser::parse`]).
+const EXPR_RESERVE_CAP: usize = 1 << 18;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Dialect {
@@ -44,18 +50,28 @@ impl FrameKind {
     }
 }
 
-/// An open group: finished alternatives and the sequence being read.
+/// An open group. Its finished alternatives are `Parser::items[start..seq_start]` and the
+/// sequence being read is `Parser::items[seq_start..]` (only the innermost frame grows).
+/// PERF: one shared item buffer instead of two vectors per group saves two allocations per `(`.
+#[derive(Clone, Copy)]
 struct Frame {
     kind: FrameKind,
     open: usize,
-    alts: Vec<ExprId>,
-    seq: Vec<ExprId>,
+    start: usize,
+    seq_start: usize,
 }
 
 impl Frame {
-    fn new(kind: FrameKind, open: usize) -> Self {
-        Frame { kind, open, alts: Vec::new(), seq: Vec::new() }
+    fn new(kind: FrameKind, open: usize, start: usize) -> Self {
+        Frame { kind, open, start, seq_start: start }
     }
+}
+
+/// Whether [`Parser::reduce`] builds a sequence or a choice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compose {
+    Seq,
+    Choice,
 }
 
 /// XGrammar macro names; `Name(` with one of these is a macro call, not a reference and a group.
@@ -65,17 +81,28 @@ pub(crate) struct Parser<'a> {
     cur: Cursor<'a>,
     dialect: Dialect,
     b: GrammarBuilder,
-    /// Position of the first reference to each rule name, for "not defined" errors.
-    first_ref: HashMap<String, usize>,
-    /// Defined rules in text order, with the position of their name.
-    defs: Vec<(String, usize)>,
-    defined: HashMap<String, usize>,
+    /// Rule ids of the names written in the text. PERF: keys borrow the text, so a reference costs
+    /// one lookup and no copy of the name.
+    ids: HashMap<&'a str, RuleId, NameHash>,
+    /// Per rule id: position of the first reference to the rule ([`NONE`] if none), for "not
+    /// defined" errors.
+    first_ref: Vec<usize>,
+    /// Per rule id: position of the rule's definition ([`NONE`] if not defined yet).
+    def_pos: Vec<usize>,
+    /// Defined rules in text order.
+    defs: Vec<(&'a str, RuleId)>,
     /// Nesting depth of each composite expression created so far (absent = leaf, depth 0),
     /// so that a too-deep expression is reported where it is written.
     depth: Vec<u32>,
     /// `Regex(...)` macros: the placeholder rule each one references, and the pattern's grammar,
     /// imported after all rules are read so that its rule names cannot clash with later ones.
     regexes: Vec<(String, Grammar)>,
+    /// Open groups of the rule being parsed, innermost last, and their items (see [`Frame`]).
+    frames: Vec<Frame>,
+    items: Vec<ExprId>,
+    /// PERF: buffers reused by every string literal and character class.
+    lit: Vec<u8>,
+    ranges: Vec<(u32, u32)>,
 }
 
 impl<'a> Parser<'a> {
@@ -84,11 +111,16 @@ impl<'a> Parser<'a> {
             cur: Cursor::new(text),
             dialect,
             b: GrammarBuilder::new(),
-            first_ref: HashMap::new(),
+            ids: HashMap::with_hasher(NameHash::default()),
+            first_ref: Vec::new(),
+            def_pos: Vec::new(),
             defs: Vec::new(),
-            defined: HashMap::new(),
             depth: Vec::new(),
             regexes: Vec::new(),
+            frames: Vec::new(),
+            items: Vec::new(),
+            lit: Vec::new(),
+            ranges: Vec::new(),
         }
     }
 
@@ -96,6 +128,15 @@ impl<'a> Parser<'a> {
         if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
             return Err(Error::limit("grammar text size in bytes", limits::MAX_GRAMMAR_BYTES));
         }
+        // PERF: grammars take 4 to 5 bytes of text per expression and rarely under 64 per rule;
+        // reserving the arena and the name tables up front saves copying and rehashing them as
+        // they grow (capped, so that a long text of comments cannot reserve much). `finish` gives
+        // the arena's spare room back.
+        let exprs = (self.cur.text.len() / 4).min(EXPR_RESERVE_CAP);
+        let rules = exprs / 16;
+        self.b.reserve(exprs, rules);
+        self.depth.reserve(exprs);
+        self.ids.reserve(rules);
         if self.cur.starts_with("\u{feff}") {
             self.cur.pos += '\u{feff}'.len_utf8(); // a byte-order mark is not part of the grammar
         }
@@ -110,7 +151,8 @@ impl<'a> Parser<'a> {
                 let form = if self.dialect == Dialect::XGrammar { "name ::= ..." } else { "name = ... ." };
                 return Err(self.cur.expected(&format!("a rule name to start a rule ({form})")));
             }
-            let name = self.cur.text[start..start + n].to_owned();
+            let text: &'a str = self.cur.text;
+            let name = &text[start..start + n];
             if self.dialect == Dialect::XGrammar && !self.cur.is_line_start(start) {
                 return Err(self.cur.error_at(
                     ErrorKind::EbnfSyntax,
@@ -144,7 +186,9 @@ impl<'a> Parser<'a> {
                     self.body(start)?
                 }
             };
-            if let Some(&first) = self.defined.get(&name) {
+            let id = self.name_id(name);
+            let first = get(&self.def_pos, id);
+            if first != NONE {
                 let (l, c) = self.cur.line_col(first);
                 return Err(self.cur.error_at(
                     ErrorKind::InvalidGrammar,
@@ -152,11 +196,21 @@ impl<'a> Parser<'a> {
                     format!("rule '{name}' is defined more than once (first at line {l}, column {c})"),
                 ));
             }
-            self.b.define(&name, body, lookahead).map_err(|e| self.locate(e, start))?;
-            self.defined.insert(name.clone(), start);
-            self.defs.push((name, start));
+            self.b.define(name, body, lookahead).map_err(|e| self.locate(e, start))?;
+            *at(&mut self.def_pos, id) = start;
+            self.defs.push((name, id));
         }
         self.finish(root)
+    }
+
+    /// The rule id of a name written in the text, declaring the rule on first sight.
+    fn name_id(&mut self, name: &'a str) -> RuleId {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.b.rule_id(name);
+        self.ids.insert(name, id);
+        id
     }
 
     fn skip_ws(&mut self) -> Result<()> {
@@ -175,11 +229,13 @@ impl<'a> Parser<'a> {
     /// True if an XGrammar rule definition (`name ::=` or `name[...] ::=`) starts at `pos`.
     fn is_rule_start(&self, pos: usize) -> bool {
         let n = self.cur.name_len_at(pos, true);
-        if n == 0 {
-            return false;
-        }
+        n > 0 && self.is_definition_after_name(pos + n)
+    }
+
+    /// True if `::=` (or `[...] ::=`) follows a name that ends at `end`.
+    fn is_definition_after_name(&self, end: usize) -> bool {
         let bytes = self.cur.bytes;
-        let mut p = pos + n;
+        let mut p = end;
         if bytes.get(p) == Some(&b'[') {
             // `name[options] ::=`: the options end on the same line.
             match bytes[p..].iter().position(|&b| b == b']' || b == b'\n') {
@@ -193,38 +249,43 @@ impl<'a> Parser<'a> {
         bytes[p..].starts_with(b"::=")
     }
 
-    /// True if the current position ends the body of the rule being parsed at the top level.
-    fn at_rule_end(&self) -> bool {
-        match self.dialect {
-            Dialect::XGrammar => self.cur.at_end() || self.is_rule_start(self.cur.pos),
-            Dialect::Iso => self.cur.peek() == Some(b'.'),
-        }
-    }
-
     /// Parses a rule body (and, for XGrammar, an optional lookahead) up to the end of the rule.
     fn body(&mut self, rule_pos: usize) -> Result<(ExprId, Option<ExprId>)> {
-        let mut stack = vec![Frame::new(FrameKind::Body, rule_pos)];
+        self.frames.clear();
+        self.items.clear();
+        self.frames.push(Frame::new(FrameKind::Body, rule_pos, 0));
         let mut body = None;
         loop {
             self.skip_ws()?;
             let pos = self.cur.pos;
-            let top = stack.last().expect("stack is never empty here").kind;
-            if self.cur.at_end()
-                || (top != FrameKind::Body && self.dialect == Dialect::XGrammar && self.is_rule_start(pos))
-            {
+            let top = self.top().kind;
+            // PERF: the name here (XGrammar), scanned once both to see whether it starts the next
+            // rule and to read it as a reference.
+            let (name_len, rule_start) = if self.dialect == Dialect::XGrammar {
+                let n = self.cur.name_len_at(pos, true);
+                (n, n > 0 && self.is_definition_after_name(pos + n))
+            } else {
+                (self.cur.name_len_at(pos, false), false)
+            };
+            if self.cur.at_end() || (top != FrameKind::Body && rule_start) {
                 if top != FrameKind::Body {
-                    return Err(self.unclosed(stack.last().unwrap()));
+                    return Err(self.unclosed(self.top()));
                 }
                 if self.dialect == Dialect::Iso {
                     let (l, c) = self.cur.line_col(rule_pos);
                     return Err(self.cur.expected(&format!("'.' to end the rule started at line {l}, column {c}")));
                 }
             }
-            if top == FrameKind::Body && self.at_rule_end() {
-                let f = stack.pop().unwrap();
+            // The end of the rule: XGrammar, the end of input or the next rule; ISO, its '.'.
+            let rule_end = match self.dialect {
+                Dialect::XGrammar => self.cur.at_end() || rule_start,
+                Dialect::Iso => self.cur.peek() == Some(b'.'),
+            };
+            if top == FrameKind::Body && rule_end {
+                let f = self.pop();
                 if self.dialect == Dialect::Iso {
                     self.cur.pos += 1; // the '.'
-                    if f.alts.is_empty() && f.seq.is_empty() {
+                    if self.items.len() == f.start {
                         return Ok((self.b.empty(), None)); // `name = .` is the empty production
                     }
                 }
@@ -233,101 +294,93 @@ impl<'a> Parser<'a> {
             let Some(c) = self.cur.peek() else { unreachable!("end of input handled above") };
             match c {
                 b'|' => {
-                    let f = stack.last_mut().unwrap();
-                    if f.seq.is_empty() {
+                    let seq_start = self.top().seq_start;
+                    if self.items.len() == seq_start {
                         return Err(self.cur.expected("an element before '|'"));
                     }
-                    let s = std::mem::take(&mut f.seq);
-                    let s = self.seq(s)?;
-                    stack.last_mut().unwrap().alts.push(s);
+                    let s = self.reduce(seq_start, Compose::Seq)?;
+                    self.items.push(s);
+                    self.top_mut().seq_start += 1; // `s` joined the alternatives
                     self.cur.pos += 1;
                 }
                 b')' | b']' | b'}' if self.dialect == Dialect::Iso || c == b')' => {
-                    if let Some(done) = self.close_bracket(&mut stack, c, &mut body)? {
+                    if let Some(done) = self.close_bracket(c, &mut body)? {
                         return Ok(done);
                     }
                 }
                 b'(' | b'[' | b'{' if self.dialect == Dialect::Iso || c == b'(' => {
-                    self.open_bracket(&mut stack, c, &mut body)?;
+                    self.open_bracket(c, &mut body)?;
                 }
                 b'"' => {
-                    let s = self.cur.string_literal()?;
+                    let mut s = std::mem::take(&mut self.lit);
+                    self.cur.string_literal_into(&mut s)?;
                     let e = if self.dialect == Dialect::Iso {
                         self.iso_string_or_range(&s, pos)?
                     } else {
                         self.b.bytes(&s)
                     };
-                    self.push_atom(&mut stack, e)?;
+                    self.lit = s;
+                    self.push_atom(e)?;
                 }
                 b'`' if self.dialect == Dialect::Iso => {
                     let s = self.raw_string()?;
                     let e = self.iso_string_or_range(&s, pos)?;
-                    self.push_atom(&mut stack, e)?;
+                    self.push_atom(e)?;
                 }
                 b'[' => {
                     let e = self.char_class()?;
-                    self.push_atom(&mut stack, e)?;
+                    self.push_atom(e)?;
                 }
                 b'*' | b'+' | b'?' | b'{' if self.dialect == Dialect::XGrammar => {
                     return Err(self.cur.expected(
                         "an element (a quantifier must follow an element, and quantifiers cannot be stacked)",
                     ));
                 }
-                _ => {
-                    let n = self.cur.name_len_at(pos, self.dialect == Dialect::XGrammar);
-                    if n == 0 {
-                        let what = if top == FrameKind::Body {
-                            "an element".to_owned()
-                        } else {
-                            format!("an element or {}", top.closer())
-                        };
-                        let what = if self.dialect == Dialect::Iso && top == FrameKind::Body {
-                            format!("{what} or '.'")
-                        } else {
-                            what
-                        };
-                        return Err(self.cur.expected(&what));
-                    }
-                    let name = &self.cur.text[pos..pos + n];
-                    if self.dialect == Dialect::XGrammar
-                        && self.cur.bytes.get(pos + n) == Some(&b'(')
-                        && MACROS.contains(&name)
-                    {
-                        if name == "Regex" {
-                            let e = self.regex_macro()?;
-                            self.push_atom(&mut stack, e)?;
-                            continue;
-                        }
-                        return Err(self.cur.error_at(
-                            ErrorKind::Unsupported,
-                            pos,
-                            format!("the macro '{name}(...)' is not supported yet"),
-                        ));
-                    }
-                    if self.dialect == Dialect::XGrammar && top != FrameKind::Body && self.is_rule_start(pos) {
-                        return Err(self.unclosed(stack.last().unwrap()));
-                    }
-                    let name = name.to_owned();
-                    self.cur.pos += n;
-                    let id = self.b.rule_id(&name);
-                    self.first_ref.entry(name).or_insert(pos);
-                    let e = self.b.rule_ref(id);
-                    self.push_atom(&mut stack, e)?;
-                }
+                _ => self.name_element(pos, name_len, top)?,
             }
         }
     }
 
+    /// Reads the element at `pos` that starts with a name of `n` bytes (0: no name, an error): a
+    /// macro call or a rule reference, with its quantifier.
+    fn name_element(&mut self, pos: usize, n: usize, top: FrameKind) -> Result<()> {
+        if n == 0 {
+            let mut what = "an element".to_owned();
+            if top != FrameKind::Body {
+                what = format!("{what} or {}", top.closer());
+            } else if self.dialect == Dialect::Iso {
+                what = format!("{what} or '.'");
+            }
+            return Err(self.cur.expected(&what));
+        }
+        let text: &'a str = self.cur.text;
+        let name = &text[pos..pos + n];
+        if self.dialect == Dialect::XGrammar && self.cur.bytes.get(pos + n) == Some(&b'(') && MACROS.contains(&name) {
+            if name == "Regex" {
+                let e = self.regex_macro()?;
+                return self.push_atom(e);
+            }
+            return Err(self.cur.error_at(
+                ErrorKind::Unsupported,
+                pos,
+                format!("the macro '{name}(...)' is not supported yet"),
+            ));
+        }
+        self.cur.pos += n;
+        let id = self.name_id(name);
+        let first = at(&mut self.first_ref, id);
+        if *first == NONE {
+            *first = pos;
+        }
+        let e = self.b.rule_ref(id);
+        self.push_atom(e)
+    }
+
     /// Handles `)`, `]` or `}` at the cursor: closes the innermost frame and appends its
     /// expression to the parent. Returns the finished rule when it closed a lookahead.
-    fn close_bracket(
-        &mut self,
-        stack: &mut Vec<Frame>,
-        c: u8,
-        body: &mut Option<ExprId>,
-    ) -> Result<Option<(ExprId, Option<ExprId>)>> {
+    fn close_bracket(&mut self, c: u8, body: &mut Option<ExprId>) -> Result<Option<(ExprId, Option<ExprId>)>> {
         let pos = self.cur.pos;
-        let top = stack.last().expect("stack is never empty here").kind;
+        let top = self.top().kind;
         let want = match c {
             b')' => [FrameKind::Group, FrameKind::Lookahead],
             b']' => [FrameKind::Optional, FrameKind::Optional],
@@ -341,16 +394,15 @@ impl<'a> Parser<'a> {
                     format!("expected an element, found '{}' with no open group to close", c as char),
                 ));
             }
-            return Err(self.unclosed(stack.last().unwrap()));
+            return Err(self.unclosed(self.top()));
         }
-        let f = stack.pop().unwrap();
+        let f = self.pop();
         let kind = f.kind;
-        let e =
-            if kind == FrameKind::Group && f.alts.is_empty() && f.seq.is_empty() && self.dialect == Dialect::XGrammar {
-                self.seq(Vec::new())? // `()` is the empty sequence
-            } else {
-                self.close(f)?
-            };
+        let e = if kind == FrameKind::Group && self.items.len() == f.start && self.dialect == Dialect::XGrammar {
+            self.reduce(f.start, Compose::Seq)? // `()` is the empty sequence
+        } else {
+            self.close(f)?
+        };
         self.cur.pos += 1;
         match kind {
             FrameKind::Lookahead => {
@@ -364,22 +416,22 @@ impl<'a> Parser<'a> {
             }
             FrameKind::Optional => {
                 let r = self.repeat(e, 0, Some(1))?;
-                stack.last_mut().unwrap().seq.push(r);
+                self.items.push(r);
             }
             FrameKind::Repeat => {
                 let r = self.repeat(e, 0, None)?;
-                stack.last_mut().unwrap().seq.push(r);
+                self.items.push(r);
             }
-            _ => self.push_atom(stack, e)?,
+            _ => self.push_atom(e)?,
         }
         Ok(None)
     }
 
     /// Handles `(`, `(=` or ISO `[` / `{` at the cursor: opens a frame (the lookahead frame
     /// replaces the finished body frame).
-    fn open_bracket(&mut self, stack: &mut Vec<Frame>, c: u8, body: &mut Option<ExprId>) -> Result<()> {
+    fn open_bracket(&mut self, c: u8, body: &mut Option<ExprId>) -> Result<()> {
         let pos = self.cur.pos;
-        let top = stack.last().expect("stack is never empty here").kind;
+        let top = self.top().kind;
         if self.dialect == Dialect::XGrammar && self.cur.peek_at(1) == Some(b'=') {
             if top != FrameKind::Body {
                 return Err(self.cur.error_at(
@@ -388,16 +440,16 @@ impl<'a> Parser<'a> {
                     "a lookahead assertion '(= ...)' may only appear once, at the end of a rule body".to_owned(),
                 ));
             }
-            let f = stack.pop().unwrap();
-            if f.alts.is_empty() && f.seq.is_empty() {
+            let f = self.pop();
+            if self.items.len() == f.start {
                 return Err(self.cur.expected("an element (the rule body) before the lookahead assertion"));
             }
             *body = Some(self.close(f)?);
-            stack.push(Frame::new(FrameKind::Lookahead, pos));
+            self.frames.push(Frame::new(FrameKind::Lookahead, pos, self.items.len()));
             self.cur.pos += 2;
             return Ok(());
         }
-        if stack.len() > limits::MAX_NESTING {
+        if self.frames.len() > limits::MAX_NESTING {
             return Err(self.cur.error_at(
                 ErrorKind::LimitExceeded,
                 pos,
@@ -409,9 +461,21 @@ impl<'a> Parser<'a> {
             b'[' => FrameKind::Optional,
             _ => FrameKind::Repeat,
         };
-        stack.push(Frame::new(kind, pos));
+        self.frames.push(Frame::new(kind, pos, self.items.len()));
         self.cur.pos += 1;
         Ok(())
+    }
+
+    fn top(&self) -> Frame {
+        *self.frames.last().expect("a rule body is being parsed")
+    }
+
+    fn top_mut(&mut self) -> &mut Frame {
+        self.frames.last_mut().expect("a rule body is being parsed")
+    }
+
+    fn pop(&mut self) -> Frame {
+        self.frames.pop().expect("a rule body is being parsed")
     }
 
     fn depth_of(&self, id: ExprId) -> u32 {
@@ -440,22 +504,20 @@ impl<'a> Parser<'a> {
         id
     }
 
-    fn seq(&mut self, items: Vec<ExprId>) -> Result<ExprId> {
-        if items.len() == 1 {
-            return Ok(items[0]);
-        }
-        let d = self.depth_over(&items)?;
-        let id = self.b.seq(items);
-        Ok(self.record_depth(id, d))
-    }
-
-    fn choice(&mut self, items: Vec<ExprId>) -> Result<ExprId> {
-        if items.len() == 1 {
-            return Ok(items[0]);
-        }
-        let d = self.depth_over(&items)?;
-        let id = self.b.choice(items);
-        Ok(self.record_depth(id, d))
+    /// Replaces `items[from..]` by their sequence or choice (one item stands for itself, as in
+    /// [`GrammarBuilder::seq`] and [`GrammarBuilder::choice`]) and returns it; the caller places it.
+    fn reduce(&mut self, from: usize, how: Compose) -> Result<ExprId> {
+        let items = &self.items[from..];
+        let id = if items.len() == 1 {
+            items[0]
+        } else {
+            let d = self.depth_over(items)?;
+            let boxed: Box<[ExprId]> = items.into();
+            let id = self.b.add(if how == Compose::Seq { Expr::Seq(boxed) } else { Expr::Choice(boxed) });
+            self.record_depth(id, d)
+        };
+        self.items.truncate(from);
+        Ok(id)
     }
 
     fn repeat(&mut self, e: ExprId, min: u32, max: Option<u32>) -> Result<ExprId> {
@@ -465,7 +527,7 @@ impl<'a> Parser<'a> {
     }
 
     /// "expected ')' to close the group opened at ..., found ...".
-    fn unclosed(&self, f: &Frame) -> Error {
+    fn unclosed(&self, f: Frame) -> Error {
         let (l, c) = self.cur.line_col(f.open);
         let what = match f.kind {
             FrameKind::Lookahead => "lookahead assertion",
@@ -483,19 +545,20 @@ impl<'a> Parser<'a> {
         )
     }
 
-    /// Turns a finished frame into one expression. Every alternative must have an element.
-    fn close(&mut self, mut f: Frame) -> Result<ExprId> {
-        if f.seq.is_empty() {
-            let what = if f.alts.is_empty() { "an element" } else { "an element after '|'" };
+    /// Turns a finished (popped) frame into one expression, taking its items off the buffer.
+    /// Every alternative must have an element.
+    fn close(&mut self, f: Frame) -> Result<ExprId> {
+        if self.items.len() == f.seq_start {
+            let what = if f.seq_start == f.start { "an element" } else { "an element after '|'" };
             return Err(self.cur.expected(what));
         }
-        let s = self.seq(f.seq)?;
-        f.alts.push(s);
-        self.choice(f.alts)
+        let s = self.reduce(f.seq_start, Compose::Seq)?;
+        self.items.push(s);
+        self.reduce(f.start, Compose::Choice)
     }
 
     /// Appends an element to the open sequence, applying any XGrammar postfix quantifier.
-    fn push_atom(&mut self, stack: &mut [Frame], e: ExprId) -> Result<()> {
+    fn push_atom(&mut self, e: ExprId) -> Result<()> {
         let mut e = e;
         if self.dialect == Dialect::XGrammar {
             self.skip_ws()?;
@@ -532,7 +595,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        stack.last_mut().expect("stack is never empty here").seq.push(e);
+        self.items.push(e);
         Ok(())
     }
 
@@ -596,7 +659,8 @@ impl<'a> Parser<'a> {
         if negated {
             self.cur.pos += 1;
         }
-        let mut ranges = Vec::new();
+        let mut ranges = std::mem::take(&mut self.ranges);
+        ranges.clear();
         loop {
             if self.cur.peek() == Some(b']') {
                 self.cur.pos += 1;
@@ -624,7 +688,9 @@ impl<'a> Parser<'a> {
                 ranges.push((lo as u32, lo as u32));
             }
         }
-        Ok(self.b.char_class(&ranges, negated))
+        let e = self.b.char_class(&ranges, negated);
+        self.ranges = ranges;
+        Ok(e)
     }
 
     fn class_char(&mut self, open: usize) -> Result<char> {
@@ -634,6 +700,10 @@ impl<'a> Parser<'a> {
                 Err(self.cur.expected(&format!("']' to close the character class opened at line {l}, column {c}")))
             }
             Some(b'\\') => self.cur.escape(EscapeContext::Class),
+            Some(b) if b.is_ascii() => {
+                self.cur.pos += 1; // PERF: no UTF-8 decoding for ASCII
+                Ok(char::from(b))
+            }
             Some(_) => Ok(self.cur.bump_char().expect("not at end")),
         }
     }
@@ -697,19 +767,23 @@ impl<'a> Parser<'a> {
 
     /// Checks references and the root, then builds the grammar with rules in definition order.
     fn finish(self, root: &str) -> Result<Grammar> {
-        let mut refs: Vec<(&String, &usize)> = self.first_ref.iter().collect();
-        refs.sort_by_key(|&(_, &p)| p);
-        for (name, &pos) in refs {
-            if !self.defined.contains_key(name) {
-                return Err(self.cur.error_at(
-                    ErrorKind::InvalidGrammar,
-                    pos,
-                    format!("rule '{name}' is referenced but not defined"),
-                ));
-            }
+        // The undefined rule referenced first (first positions are distinct).
+        let undefined = self
+            .ids
+            .iter()
+            .map(|(&name, &id)| (name, get(&self.first_ref, id), get(&self.def_pos, id)))
+            .filter(|&(_, first, def)| first != NONE && def == NONE)
+            .min_by_key(|&(_, first, _)| first);
+        if let Some((name, pos, _)) = undefined {
+            return Err(self.cur.error_at(
+                ErrorKind::InvalidGrammar,
+                pos,
+                format!("rule '{name}' is referenced but not defined"),
+            ));
         }
-        if !self.defined.contains_key(root) {
-            let names: Vec<&str> = self.defs.iter().take(10).map(|(n, _)| n.as_str()).collect();
+        let root_pos = self.ids.get(root).map_or(NONE, |&id| get(&self.def_pos, id));
+        if root_pos == NONE {
+            let names: Vec<&str> = self.defs.iter().take(10).map(|&(n, _)| n).collect();
             let have = if names.is_empty() {
                 "the grammar defines no rules".to_owned()
             } else {
@@ -727,8 +801,29 @@ impl<'a> Parser<'a> {
             let body = b.rule_ref(r);
             b.define(placeholder, body, None)?;
         }
-        let g = b.build(root)?;
-        Ok(reorder_rules(&g, self.defs.iter().map(|(n, _)| n.as_str())))
+        let mut g = b.build(root)?;
+        // Number the rules in definition order, then the rules not written in the text (from
+        // macros) in their existing order.
+        let mut new_ids = vec![NONE; g.rules().len()];
+        for (k, &(_, id)) in self.defs.iter().enumerate() {
+            new_ids[id.index()] = k;
+        }
+        let mut next = self.defs.len();
+        let new_ids: Vec<RuleId> = new_ids
+            .into_iter()
+            .map(|k| {
+                let k = if k == NONE {
+                    next += 1;
+                    next - 1
+                } else {
+                    k
+                };
+                RuleId(u32::try_from(k).expect("rule ids fit in u32"))
+            })
+            .collect();
+        g.renumber_rules(&new_ids);
+        g.shrink_to_fit();
+        Ok(g)
     }
 
     /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and
@@ -842,26 +937,17 @@ fn regex_grammar(pattern: &str, json_string: bool) -> Result<Grammar> {
     crate::ebnf::parse_ebnf(&text, "regex")
 }
 
-/// The grammar with its rules renumbered in the given name order, then the remaining rules
-/// (expressions keep their ids).
-fn reorder_rules<'n>(g: &Grammar, order: impl Iterator<Item = &'n str>) -> Grammar {
-    let mut nb = GrammarBuilder::new();
-    for n in order {
-        nb.rule_id(n);
+/// `v[id]`, or [`NONE`] beyond the end of `v`.
+fn get(v: &[usize], id: RuleId) -> usize {
+    v.get(id.index()).copied().unwrap_or(NONE)
+}
+
+/// `v[id]`, growing `v` with [`NONE`] as needed (tables indexed by rule id).
+fn at(v: &mut Vec<usize>, id: RuleId) -> &mut usize {
+    if v.len() <= id.index() {
+        v.resize(id.index() + 1, NONE);
     }
-    // Rules not written in the text (from macros) follow, in their existing order.
-    let map: Vec<RuleId> = g.rules().iter().map(|r| nb.rule_id(&r.name)).collect();
-    for e in g.exprs() {
-        let e = match e {
-            Expr::RuleRef(r) => Expr::RuleRef(map[r.index()]),
-            other => other.clone(),
-        };
-        nb.add(e);
-    }
-    for r in g.rules() {
-        nb.define(&r.name, r.body, r.lookahead).expect("names are unique");
-    }
-    nb.build(&g.rule(g.root()).name).expect("reordering keeps the invariants")
+    &mut v[id.index()]
 }
 
 fn single_char(s: &[u8]) -> Option<char> {
@@ -869,4 +955,25 @@ fn single_char(s: &[u8]) -> Option<char> {
     let mut it = s.chars();
     let c = it.next()?;
     it.next().is_none().then_some(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ebnf::parse_ebnf;
+    use crate::error::Location;
+
+    #[test]
+    fn rules_in_definition_order_then_macro_rules() {
+        let g = parse_ebnf("root ::= b Regex(\"x+\") a\na ::= \"a\"\nb ::= Regex(\"y\") a", "root").unwrap();
+        let names: Vec<&str> = g.rules().iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(&names[..5], ["root", "a", "b", "Regex#1", "Regex#2"]);
+        assert_eq!(g.root().index(), 0);
+    }
+
+    #[test]
+    fn first_undefined_reference_is_reported() {
+        let err = parse_ebnf("root ::= b z y\nb ::= y x", "root").unwrap_err();
+        assert!(err.message().contains("rule 'z' is referenced but not defined"), "{err}");
+        assert_eq!(err.location(), Some(&Location::Text { line: 1, column: 12 }));
+    }
 }
