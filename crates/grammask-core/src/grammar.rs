@@ -12,9 +12,9 @@
 //! - rule names are unique.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::fasthash::FastState;
 use crate::limits;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 
 /// Index of a rule in [`Grammar::rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,7 +111,7 @@ impl Grammar {
 #[derive(Clone, Debug, Default)]
 pub struct GrammarBuilder {
     rules: Vec<Option<(String, ExprId, Option<ExprId>)>>,
-    names: HashMap<String, RuleId, NameHash>,
+    names: HashMap<String, RuleId, FastState>,
     exprs: Vec<Expr>,
 }
 
@@ -359,60 +359,6 @@ impl Grammar {
             Expr::Repeat { expr, .. } => std::slice::from_ref(expr),
             _ => &[],
         }
-    }
-}
-
-/// The hasher of rule-name tables. PERF: with std's SipHash, name lookups took a tenth of an EBNF
-/// parse; this one folds each 8-byte word into the state with one 64x64->128-bit multiply. The
-/// key, drawn from std's `RandomState` for each table, keeps grammar text from being tuned to
-/// collide.
-#[derive(Clone, Copy)]
-pub(crate) struct NameHasher(u64);
-
-const K: u64 = 0x9E37_79B9_7F4A_7C15;
-
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-impl Hasher for NameHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.0 = fold(self.0 ^ u64::from_le_bytes(w), K);
-        }
-        // The last 0..=7 bytes, little-endian, and their count in the top byte. PERF: a byte loop;
-        // copying a variable-length tail into a buffer compiled to a memmove call.
-        let rest = chunks.remainder();
-        let w = rest.iter().rev().fold(0u64, |w, &b| w << 8 | u64::from(b));
-        self.0 = fold(self.0 ^ w ^ (rest.len() as u64) << 56, K);
-    }
-
-    fn write_u8(&mut self, b: u8) {
-        self.0 = fold(self.0 ^ u64::from(b), K);
-    }
-
-    fn finish(&self) -> u64 {
-        fold(self.0, K)
-    }
-}
-
-#[derive(Clone, Copy)]
-pub(crate) struct NameHash(u64);
-
-impl Default for NameHash {
-    fn default() -> Self {
-        NameHash(std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64) | 1)
-    }
-}
-
-impl BuildHasher for NameHash {
-    type Hasher = NameHasher;
-    fn build_hasher(&self) -> NameHasher {
-        NameHasher(self.0)
     }
 }
 

@@ -6,7 +6,8 @@
 
 use super::cursor::{Cursor, EscapeContext};
 use crate::error::{Error, ErrorKind, Result};
-use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, NameHash, RuleId};
+use crate::fasthash::FastState;
+use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits;
 use std::collections::HashMap;
 
@@ -83,7 +84,7 @@ pub(crate) struct Parser<'a> {
     b: GrammarBuilder,
     /// Rule ids of the names written in the text. PERF: keys borrow the text, so a reference costs
     /// one lookup and no copy of the name.
-    ids: HashMap<&'a str, RuleId, NameHash>,
+    ids: HashMap<&'a str, RuleId, FastState>,
     /// Per rule id: position of the first reference to the rule ([`NONE`] if none), for "not
     /// defined" errors.
     first_ref: Vec<usize>,
@@ -111,7 +112,7 @@ impl<'a> Parser<'a> {
             cur: Cursor::new(text),
             dialect,
             b: GrammarBuilder::new(),
-            ids: HashMap::with_hasher(NameHash::default()),
+            ids: HashMap::with_hasher(FastState),
             first_ref: Vec::new(),
             def_pos: Vec::new(),
             defs: Vec::new(),
