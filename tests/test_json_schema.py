@@ -257,3 +257,9 @@ def test_invalid_schema_errors() -> None:
         _COMPILER.compile_json_schema({"type": "nonsense"})
     with pytest.raises(xgr.InvalidJSONError):
         _COMPILER.compile_json_schema("{not json")
+    # Unsatisfiable only once the automata are built: every object has all three keys, so no
+    # oneOf branch holds alone.
+    unsat = {"type": "object", "required": ["a", "b", "c"],
+             "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}]}
+    with pytest.raises(xgr.InvalidSchemaError, match="accepts no value"):
+        _COMPILER.compile_json_schema(unsat, strict_mode=False)

@@ -88,6 +88,17 @@ pub struct PyGrammarCompiler {
 impl PyGrammarCompiler {
     /// Looks `key` up, else compiles with `make` (GIL released) and caches the result.
     fn cached(&self, py: Python<'_>, key: String, make: impl FnOnce() -> Result<Grammar> + Send) -> PyResult<PyCompiledGrammar> {
+        self.cached_with(py, key, make, |e| e)
+    }
+
+    /// [`Self::cached`] with `remap` applied to a compile error.
+    fn cached_with(
+        &self,
+        py: Python<'_>,
+        key: String,
+        make: impl FnOnce() -> Result<Grammar> + Send,
+        remap: fn(Error) -> Error,
+    ) -> PyResult<PyCompiledGrammar> {
         if self.cache_enabled {
             if let Some(c) = self.cache.get(&key) {
                 return Ok(PyCompiledGrammar { inner: c });
@@ -95,7 +106,10 @@ impl PyGrammarCompiler {
         }
         let vocab = self.vocab.clone();
         let compiled = py
-            .allow_threads(move || -> Result<CompiledGrammar> { CompiledGrammar::new(&make()?, &vocab) })
+            .allow_threads(move || -> Result<CompiledGrammar> {
+                let g = make()?;
+                CompiledGrammar::new(&g, &vocab).map_err(remap)
+            })
             .map_err(py_err)?;
         let compiled = Arc::new(compiled);
         let inner = if self.cache_enabled { self.cache.insert(key, compiled) } else { compiled };
@@ -148,7 +162,13 @@ impl PyGrammarCompiler {
         let opts = options.inner.clone();
         let key = format!("schema\0{opts:?}\0{schema}");
         let s = schema.to_owned();
-        self.cached(py, key, move || grammar_from_schema(&s, &opts))
+        // A schema whose rules all turn out unproductive (e.g. a `oneOf` that every allowed value
+        // fails) accepts no value: the schema's error, as when the converter sees it directly.
+        let remap = |e: Error| match e.kind() {
+            ErrorKind::InvalidGrammar => Error::new(ErrorKind::InvalidSchema, "the schema accepts no value"),
+            _ => e,
+        };
+        self.cached_with(py, key, move || grammar_from_schema(&s, &opts), remap)
     }
 
     fn compile_regex(&self, py: Python<'_>, pattern: &str) -> PyResult<PyCompiledGrammar> {
