@@ -64,7 +64,7 @@ def reset_token_bitmask(bitmask: Any) -> None:
 # Decode loops pass the same tensor every step; the view is reused while the tensor still owns the
 # same memory with the same dtype, shape and strides, so the view can only address that tensor's
 # elements. One tuple, assigned at once, so threads never see a mixed entry.
-_last_torch_view: Tuple[Any, ...] = (None, None, 0, (), ())
+_last_torch_view: Tuple[Any, ...] = (object(), None, 0, (), ())  # matches no bitmask
 
 
 def as_int32_buffer(bitmask: Any) -> np.ndarray:
