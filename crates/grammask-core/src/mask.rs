@@ -64,7 +64,34 @@ pub fn classify_kernel(
     follow: Option<&ByteSet>,
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
+    let mut never = || false;
+    let km = classify_kernel_budget(a, trie, vocab_size, state, body, follow, class, usize::MAX, &mut never)?;
+    Ok(km.expect("a walk that is never abandoned completes"))
+}
+
+/// [`classify_kernel`], calling `on_budget` once the walk has visited `budget` trie nodes: if it
+/// returns true the walk is abandoned and the result is `None` (the caller found the
+/// classification elsewhere, e.g. in the cross-grammar cache).
+///
+/// PERF: the cross-grammar cache key (a structural hash of the reachable automaton) used to be
+/// computed for every new kernel, and cost more than the whole walk for most of them (states that
+/// prune the trie within a few hundred nodes); now only walks that turn out long pay for it.
+#[allow(clippy::too_many_arguments)]
+pub fn classify_kernel_budget(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    body: Option<&BodySlice>,
+    follow: Option<&ByteSet>,
+    class: Option<&ClassSlice>,
+    budget: usize,
+    on_budget: &mut dyn FnMut() -> bool,
+) -> Result<Option<KernelMask>> {
     let mut w = KernelWalk {
+        visits: 0,
+        budget,
+        on_budget,
         a,
         trie,
         follow: follow.copied(),
@@ -94,26 +121,38 @@ pub fn classify_kernel(
                 !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
             };
             for f in sl.frontier.iter().filter(walk) {
-                w.walk_frontier(f, base)?;
+                if !w.walk_frontier(f, base)? {
+                    return Ok(None);
+                }
             }
         }
         _ if let Some(cs) = class.filter(|cs| ClassSlice::covers(a, state, cs.ascii)) => {
             // Free text of one class: its runs stay inside the rule; everything else is walked.
             w.accepted.or_assign(&cs.slice);
             for f in &cs.frontier {
-                w.walk_frontier(f, base)?;
+                if !w.walk_frontier(f, base)? {
+                    return Ok(None);
+                }
             }
         }
-        _ => w.walk(0, trie.nodes.len(), base)?,
+        _ => {
+            if !w.walk(0, trie.nodes.len(), base)? {
+                return Ok(None);
+            }
+        }
     }
     let KernelWalk { mut uncertain, suffixes, accepted, .. } = w;
     uncertain.sort_unstable();
     let suffix_walk = suffix_walk_order(&suffixes);
-    Ok(KernelMask { accepted, uncertain, suffixes, suffix_walk })
+    Ok(Some(KernelMask { accepted, uncertain, suffixes, suffix_walk }))
 }
 
 /// The state of one kernel classification walk over the trie.
 struct KernelWalk<'a> {
+    /// Trie nodes stepped so far; at `budget`, `on_budget` decides whether to go on.
+    visits: usize,
+    budget: usize,
+    on_budget: &'a mut dyn FnMut() -> bool,
     a: &'a Automata,
     trie: &'a TokenTrie,
     /// Bytes that may follow the kernel's rule in some context (`None`: any).
@@ -133,15 +172,15 @@ struct KernelWalk<'a> {
 impl KernelWalk<'_> {
     /// Walks the subtree of frontier node `f` after replaying its parent path exactly as the full
     /// walk would (frames and rule ends included). The path is slice text, which the kernel's
-    /// rule reads (see `covers`), so the replay cannot fail.
-    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<()> {
+    /// rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
+    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<bool> {
         let a = self.a;
         self.frames.clear();
         self.ends.clear();
         self.path.clear();
         let mut parent = base;
         for &b in f.path.iter() {
-            let Some(frame) = step_frame(a, &mut self.chart, parent, b)? else { return Ok(()) };
+            let Some(frame) = step_frame(a, &mut self.chart, parent, b)? else { return Ok(true) };
             self.frames.push(frame);
             self.ends.push(match frame {
                 Frame::Virtual(..) => false,
@@ -155,12 +194,17 @@ impl KernelWalk<'_> {
     }
 
     /// Walks trie nodes `start..end` (a node and its subtree, or the whole trie), with `frames`,
-    /// `ends` and `path` holding the frames above `start`.
-    fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<()> {
+    /// `ends` and `path` holding the frames above `start`. Returns false if abandoned (see
+    /// [`classify_kernel_budget`]).
+    fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<bool> {
         let (a, trie) = (self.a, self.trie);
         let nodes = &trie.nodes;
         let mut i = start;
         while i < end {
+            self.visits += 1;
+            if self.visits == self.budget && (self.on_budget)() {
+                return Ok(false);
+            }
             let n = nodes[i];
             let d = n.depth as usize;
             self.frames.truncate(d - 1);
@@ -189,7 +233,7 @@ impl KernelWalk<'_> {
             }
             i += 1;
         }
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{classify_kernel, fill_mask, KernelMask};
+use crate::mask::{classify_kernel_budget, fill_mask, KernelMask};
 use crate::follow::{follow_sets, ByteSet};
 use crate::slice::{BodySlice, ClassSlice};
 use crate::trie::TokenTrie;
@@ -40,6 +40,10 @@ const MAX_CLASS_SLICES: usize = 32;
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
 /// structural hash would cost more than it saves).
 const STRUCTURE_HASH_LIMIT: usize = 8192;
+
+/// Trie nodes a new kernel's walk visits before the cross-grammar cache is consulted: shorter
+/// walks cost less than the cache key's structural hash.
+const SHARE_AFTER_VISITS: usize = 4096;
 
 impl TokenIndex {
     pub fn body_slice(&self) -> &BodySlice {
@@ -177,31 +181,39 @@ impl CompiledGrammar {
             return Ok(k.clone());
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
-        // The classification depends on the rule's FOLLOW set too (it filters rule ends).
-        let key = self
-            .automata
-            .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
-            .map(|h| h ^ follow.hash128());
-        let shared = key.and_then(|k| self.index.shared_kernel(k));
-        let km = match shared {
-            Some(km) => km,
-            None => {
-                let km = Arc::new(classify_kernel(
-                    &self.automata,
-                    &self.index.trie,
-                    self.index.vocab.vocab_size(),
-                    state,
-                    Some(self.index.body_slice()),
-                    Some(&follow),
-                    ClassSlice::loop_class(&self.automata, state)
-                        .and_then(|c| self.index.class_slice(c))
-                        .as_deref(),
-                )?);
+        // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
+        // key is computed only once the walk proves long (see `classify_kernel_budget`).
+        let (mut key, mut shared) = (None, None);
+        let mut escalate = || {
+            key = self
+                .automata
+                .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
+                .map(|h| h ^ follow.hash128());
+            shared = key.and_then(|k| self.index.shared_kernel(k));
+            shared.is_some()
+        };
+        let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
+        let walked = classify_kernel_budget(
+            &self.automata,
+            &self.index.trie,
+            self.index.vocab.vocab_size(),
+            state,
+            Some(self.index.body_slice()),
+            Some(&follow),
+            class.as_deref(),
+            SHARE_AFTER_VISITS,
+            &mut escalate,
+        )?;
+        let km = match (walked, shared) {
+            (Some(km), _) => {
+                let km = Arc::new(km);
                 if let Some(k) = key {
                     self.index.share_kernel(k, &km);
                 }
                 km
             }
+            (None, Some(km)) => km,
+            (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
         };
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
     }
