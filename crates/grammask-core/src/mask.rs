@@ -51,7 +51,7 @@ impl KernelMask {
 /// Classifies every token for a kernel item in `state` (see the module doc).
 ///
 /// PERF: most trie nodes are read inside a terminal-like region (a single item whose state has
-/// no rule edges and is not final, e.g. the inside of a JSON string). Such steps are taken on a
+/// no rule edges, e.g. the inside of a JSON string; see `is_plain`). Such steps are taken on a
 /// "virtual" item without materializing a chart row; no later row can refer to them, because
 /// only rows that predict (states with rule edges) are ever an item's origin. This cut the first
 /// classification of a JSON string interior on Llama 3 from ~30 ms to a few ms.
@@ -182,10 +182,7 @@ impl KernelWalk<'_> {
         for &b in f.path.iter() {
             let Some(frame) = step_frame(a, &mut self.chart, parent, b)? else { return Ok(true) };
             self.frames.push(frame);
-            self.ends.push(match frame {
-                Frame::Virtual(..) => false,
-                Frame::Rows(_) => kernel_ended(a, self.chart.last_row()),
-            });
+            self.ends.push(frame_ended(a, &self.chart, frame));
             self.path.push(b);
             parent = frame;
         }
@@ -224,10 +221,7 @@ impl KernelWalk<'_> {
                 continue;
             };
             self.frames.push(frame);
-            self.ends.push(match frame {
-                Frame::Virtual(..) => false,
-                Frame::Rows(_) => kernel_ended(a, self.chart.last_row()),
-            });
+            self.ends.push(frame_ended(a, &self.chart, frame));
             for &t in trie.node_tokens(&n) {
                 self.accepted.set(t as usize);
             }
@@ -252,7 +246,7 @@ fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {
 }
 
 /// Where a kernel walk stands after some bytes: the chart with this many rows, or a single
-/// virtual item (in a state with no rule edges, not final) on top of the chart's rows.
+/// virtual item (in a state with no rule edges) on top of the chart's rows.
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     Rows(usize),
@@ -260,10 +254,24 @@ enum Frame {
     Virtual(Item, usize),
 }
 
-/// A state read byte-by-byte without touching the chart: no rule edges and not final.
+/// Whether `it`, alone in a row, can be read byte by byte without touching the chart: its state
+/// has no rule edges, and it is either not final or the kernel item itself (origin 0, whose
+/// origin row in a kernel chart is empty, so ending it completes nothing).
+///
+/// PERF: the kernel item's own final states (a value's trailing whitespace, a key that may end
+/// anywhere) used to materialize a chart row per trie node, ~200 ns each.
 #[inline]
-fn is_plain(a: &Automata, s: StateId) -> bool {
-    !a.state(s).is_final && a.rule_edges(s).is_empty()
+fn is_plain(a: &Automata, it: &Item) -> bool {
+    a.rule_edges(it.state).is_empty() && (it.origin == 0 || !a.state(it.state).is_final)
+}
+
+/// The kernel's rule ended at `frame` (see [`kernel_ended`]).
+#[inline]
+fn frame_ended(a: &Automata, chart: &Chart, frame: Frame) -> bool {
+    match frame {
+        Frame::Virtual(it, _) => it.origin == 0 && a.state(it.state).is_final,
+        Frame::Rows(_) => kernel_ended(a, chart.last_row()),
+    }
 }
 
 /// Reads `byte` from `frame`, materializing a chart row only when needed.
@@ -285,7 +293,7 @@ fn step_frame(a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result
     if let Some(it) = single {
         let Some(t) = a.step(it.state, byte) else { return Ok(None) };
         let next = Item { state: t, ..it };
-        if is_plain(a, t) {
+        if is_plain(a, &next) {
             return Ok(Some(Frame::Virtual(next, chart.num_rows())));
         }
         return Ok(chart.push_items(a, &[next])?.then(|| Frame::Rows(chart.num_rows())));
