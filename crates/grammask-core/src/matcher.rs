@@ -122,12 +122,6 @@ impl TokenIndex {
     }
 }
 
-static T_HASH: AtomicUsize = AtomicUsize::new(0);
-static T_CLS: AtomicUsize = AtomicUsize::new(0);
-static T_N: AtomicUsize = AtomicUsize::new(0);
-static T_HIT: AtomicUsize = AtomicUsize::new(0);
-static T_NH: AtomicUsize = AtomicUsize::new(0);
-
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -190,17 +184,12 @@ impl CompiledGrammar {
         // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
         // key is computed only once the walk proves long (see `classify_kernel_budget`).
         let (mut key, mut shared) = (None, None);
-        let t_all = std::time::Instant::now();
         let mut escalate = || {
-            let th = std::time::Instant::now();
             key = self
                 .automata
                 .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
                 .map(|h| h ^ follow.hash128());
             shared = key.and_then(|k| self.index.shared_kernel(k));
-            T_HASH.fetch_add(th.elapsed().as_nanos() as usize, Ordering::Relaxed);
-            T_NH.fetch_add(1, Ordering::Relaxed);
-            if shared.is_some() { T_HIT.fetch_add(1, Ordering::Relaxed); }
             shared.is_some()
         };
         let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
@@ -215,17 +204,6 @@ impl CompiledGrammar {
             SHARE_AFTER_VISITS,
             &mut escalate,
         )?;
-        let el = t_all.elapsed();
-        T_CLS.fetch_add(el.as_nanos() as usize, Ordering::Relaxed);
-        if std::env::var_os("GM_TRACE").is_some() {
-            let a = &self.automata;
-            if el.as_micros() > 500 {
-                eprintln!("TRACE {} us rule {} state {} body {:?} class {:?} edges {} rules {} acc {} unc {}", el.as_micros(), a.rule_name(a.state(state).rule), state.0, BodySlice::covers(a, state), ClassSlice::loop_class(a, state), a.byte_edges(state).len(), a.rule_edges(state).len(), walked.as_ref().map_or(0, |k| k.accepted.count_ones()), walked.as_ref().map_or(0, |k| k.uncertain.len()));
-            }
-            if T_N.fetch_add(1, Ordering::Relaxed) % 200 == 0 {
-                eprintln!("TOTALS hash {} ms kernel-total {} ms n {} hashed {} hit {}", T_HASH.load(Ordering::Relaxed)/1000000, T_CLS.load(Ordering::Relaxed)/1000000, T_N.load(Ordering::Relaxed), T_NH.load(Ordering::Relaxed), T_HIT.load(Ordering::Relaxed));
-            }
-        }
         let km = match (walked, shared) {
             (Some(km), _) => {
                 let km = Arc::new(km);
