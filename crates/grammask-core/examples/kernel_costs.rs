@@ -23,7 +23,8 @@ fn main() {
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     let mut seen = HashSet::new();
     let mut total = std::time::Duration::ZERO;
-    for (i, &b) in input.iter().enumerate() {
+    for i in 0..=input.len() {
+        let b = input.get(i).copied().unwrap_or(b'$');
         for it in kernel_items(a, m.chart()) {
             if !seen.insert(it.state) {
                 continue;
@@ -41,7 +42,9 @@ fn main() {
                 );
             }
         }
-        assert!(m.accept_bytes(&[b]).unwrap(), "input rejected at byte {i}");
+        if i < input.len() {
+            assert!(m.accept_bytes(&[b]).unwrap(), "input rejected at byte {i}");
+        }
     }
     println!("kernels {} total {total:?}", seen.len());
 }
