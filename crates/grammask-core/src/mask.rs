@@ -27,6 +27,21 @@ use crate::slice::{BodySlice, ClassSlice};
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
 
+/// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
+/// the walk visits the whole trie).
+#[derive(Clone, Copy, Default)]
+pub struct Shortcuts<'a> {
+    /// String-body slice.
+    pub body: Option<&'a BodySlice>,
+    /// FOLLOW set of the kernel's rule.
+    pub follow: Option<&'a ByteSet>,
+    /// Free-text class slice for the kernel state's loop class.
+    pub class: Option<&'a ClassSlice>,
+    /// The kernel state is a counted string body of this capacity
+    /// ([`crate::slice::body_capacity`]); used with `body`.
+    pub capacity: Option<u32>,
+}
+
 /// Per-state token classification, shared by all matchers of a compiled grammar.
 #[derive(Debug)]
 pub struct KernelMask {
@@ -65,7 +80,8 @@ pub fn classify_kernel(
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
     let mut never = || false;
-    let km = classify_kernel_budget(a, trie, vocab_size, state, body, follow, class, usize::MAX, &mut never)?;
+    let sc = Shortcuts { body, follow, class, capacity: None };
+    let km = classify_kernel_budget(a, trie, vocab_size, state, sc, usize::MAX, &mut never)?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
 
@@ -76,18 +92,16 @@ pub fn classify_kernel(
 /// PERF: the cross-grammar cache key (a structural hash of the reachable automaton) used to be
 /// computed for every new kernel, and cost more than the whole walk for most of them (states that
 /// prune the trie within a few hundred nodes); now only walks that turn out long pay for it.
-#[allow(clippy::too_many_arguments)]
 pub fn classify_kernel_budget(
     a: &Automata,
     trie: &TokenTrie,
     vocab_size: usize,
     state: StateId,
-    body: Option<&BodySlice>,
-    follow: Option<&ByteSet>,
-    class: Option<&ClassSlice>,
+    sc: Shortcuts<'_>,
     budget: usize,
     on_budget: &mut dyn FnMut() -> bool,
 ) -> Result<Option<KernelMask>> {
+    let Shortcuts { body, follow, class, capacity } = sc;
     let mut w = KernelWalk {
         visits: 0,
         budget,
@@ -106,6 +120,17 @@ pub fn classify_kernel_budget(
     };
     let base = Frame::Rows(w.chart.num_rows());
     match body {
+        Some(sl) if let Some(c) = capacity => {
+            // A counted string body: its slice tokens that fit are read inside the rule, the
+            // others are refused without a rule end on the way (the states are not final), so
+            // only the non-dead frontier needs a walk (a replay too long for `c` just fails).
+            sl.add_within(c, &mut w.accepted);
+            for f in sl.frontier.iter().filter(|f| !f.dead) {
+                if !w.walk_frontier(f, base)? {
+                    return Ok(None);
+                }
+            }
+        }
         Some(sl) if let Some(cover) = BodySlice::covers(a, state) => {
             // Every body-text token stays inside the rule; walk only the frontier subtrees, each
             // after replaying its (body-text) parent path exactly as the full walk would.

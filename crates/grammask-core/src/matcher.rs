@@ -9,9 +9,9 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{classify_kernel_budget, fill_mask, KernelMask};
+use crate::mask::{classify_kernel_budget, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, ByteSet};
-use crate::slice::{BodySlice, ClassSlice};
+use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
@@ -131,6 +131,8 @@ pub struct CompiledGrammar {
     kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
+    /// Counted string-body levels by state ([`body_level`]).
+    levels: RwLock<HashMap<StateId, Option<Level>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
@@ -145,6 +147,7 @@ impl CompiledGrammar {
             index: TokenIndex::for_vocab(vocab),
             kernels: RwLock::new(HashMap::new()),
             follow: OnceLock::new(),
+            levels: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
         })
@@ -192,18 +195,7 @@ impl CompiledGrammar {
             shared = key.and_then(|k| self.index.shared_kernel(k));
             shared.is_some()
         };
-        let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
-        let walked = classify_kernel_budget(
-            &self.automata,
-            &self.index.trie,
-            self.index.vocab.vocab_size(),
-            state,
-            Some(self.index.body_slice()),
-            Some(&follow),
-            class.as_deref(),
-            SHARE_AFTER_VISITS,
-            &mut escalate,
-        )?;
+        let walked = self.classify(state, SHARE_AFTER_VISITS, &mut escalate)?;
         let km = match (walked, shared) {
             (Some(km), _) => {
                 let km = Arc::new(km);
@@ -216,6 +208,39 @@ impl CompiledGrammar {
             (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
         };
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
+    }
+
+    /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
+    /// [`classify_kernel_budget`].
+    pub fn classify(&self, state: StateId, budget: usize, on_budget: &mut dyn FnMut() -> bool) -> Result<Option<KernelMask>> {
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
+        let capacity = self.body_capacity(state);
+        let sc = Shortcuts { body: Some(self.index.body_slice()), follow: Some(&follow), class: class.as_deref(), capacity };
+        let vocab_size = self.index.vocab.vocab_size();
+        classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
+    }
+
+    /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's
+    /// [`body_level`] memoized: the positions of `json_char{0,n}` share one chain.
+    fn body_capacity(&self, state: StateId) -> Option<u32> {
+        let max = self.index.trie.max_depth;
+        let mut fresh: Vec<(StateId, Option<Level>)> = Vec::new();
+        let cap = {
+            let memo = read(&self.levels);
+            body_capacity(state, max, |r| match memo.get(&r) {
+                Some(&l) => l,
+                None => {
+                    let l = body_level(&self.automata, r);
+                    fresh.push((r, l));
+                    l
+                }
+            })
+        };
+        if !fresh.is_empty() {
+            write(&self.levels).extend(fresh);
+        }
+        cap
     }
 
     fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {

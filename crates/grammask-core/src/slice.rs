@@ -80,6 +80,24 @@ pub struct FrontierNode {
 pub struct BodySlice {
     pub slice: Bitset,
     pub frontier: Vec<FrontierNode>,
+    /// `within[k]`: the slice tokens that begin at most `k` characters (see [`chars_begun`]), for
+    /// `k <= MAX_CUMULATIVE`.
+    within: Vec<Bitset>,
+    /// Slice tokens that begin more than `MAX_CUMULATIVE` characters: (characters, token).
+    long: Vec<(u32, u32)>,
+}
+
+/// Counted-repetition capacities with a cumulative token set of their own (each is one bitset;
+/// Llama 3 has a few hundred slice tokens past 32 characters, set one by one).
+const MAX_CUMULATIVE: usize = 32;
+
+/// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Every character readable here leads to this state.
+    Next(StateId),
+    /// No character can begin here (the repetition is exhausted).
+    Zero,
 }
 
 /// How a kernel state qualifies for the slice shortcut.
@@ -166,7 +184,28 @@ fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Opti
 impl BodySlice {
     pub fn new(trie: &TokenTrie, vocab_size: usize) -> BodySlice {
         let (slice, frontier) = build_slice(trie, vocab_size, body_step);
-        BodySlice { slice, frontier }
+        let mut within = vec![Bitset::new(vocab_size); MAX_CUMULATIVE + 1];
+        let mut long = Vec::new();
+        for (t, k) in chars_begun(trie) {
+            if (k as usize) <= MAX_CUMULATIVE {
+                for w in &mut within[k as usize..] {
+                    w.set(t as usize);
+                }
+            } else {
+                long.push((k, t));
+            }
+        }
+        long.sort_unstable();
+        BodySlice { slice, frontier, within, long }
+    }
+
+    /// Adds to `out` the slice tokens that begin at most `capacity` characters.
+    pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
+        out.or_assign(&self.within[(capacity as usize).min(MAX_CUMULATIVE)]);
+        for &(k, t) in self.long.iter().take_while(|&&(k, _)| k <= capacity) {
+            debug_assert!(k as usize > MAX_CUMULATIVE);
+            out.set(t as usize);
+        }
     }
 
     /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not.
@@ -192,6 +231,152 @@ impl BodySlice {
     fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
         cover_search(a, s, body_step)
     }
+}
+
+/// Every slice token with the number of characters it begins: a character begins at each byte
+/// read from the body automaton's boundary state (an ASCII character, a UTF-8 lead byte, a backslash),
+/// so a token ending inside a character counts it.
+fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    // (body state, characters begun) after d+1 bytes of the current path.
+    let mut stack: Vec<(u8, u32)> = Vec::new();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        stack.truncate(n.depth as usize - 1);
+        let (b, k) = stack.last().copied().unwrap_or((0, 0));
+        match body_step(b, n.byte) {
+            Body::To(next) => {
+                let k = k + u32::from(b == 0);
+                stack.push((next, k));
+                out.extend(trie.node_tokens(&n).iter().map(|&t| (t, k)));
+                i += 1;
+            }
+            _ => i = n.subtree_end as usize,
+        }
+    }
+    out
+}
+
+/// One character level of a counted string body at automaton state `r` (plain and not final):
+/// `Next(s)` when every body character (ASCII, UTF-8 sequence, short escape) is read from `r`
+/// through plain, non-final states and all of them end in the same state `s`, and every byte that
+/// can never be in a string is refused on the way; `Zero` when no body character can even begin
+/// at `r` (and dead bytes are refused); `None` otherwise. `"` at a boundary and `\u` escapes are
+/// free (they are frontier bytes, walked for real).
+///
+/// A chain `r = s_c -> ... -> s_1 -> s_0` of `Next` levels ending in `Zero` reads exactly the
+/// body text that begins at most `c` characters ([`BodySlice::add_within`]).
+pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
+    let ok = |t: StateId| a.rule_edges(t).is_empty() && !a.state(t).is_final;
+    if !ok(r) {
+        return None;
+    }
+    let table = body_table();
+    // PERF: a dense transition row per state, then a table lookup per byte (a chain of a few
+    // hundred levels is checked in well under a millisecond).
+    let row = |q: StateId| {
+        let mut out = [None; 256];
+        for e in a.byte_edges(q) {
+            for x in e.lo..=e.hi {
+                out[usize::from(x)] = Some(e.target);
+            }
+        }
+        out
+    };
+    // At the boundary: every character-beginning byte is read, or none is.
+    let (mut read, mut refused) = (false, false);
+    let mut next: Option<StateId> = None;
+    let mut stack: Vec<(StateId, u8)> = Vec::new();
+    let mut seen: Vec<(StateId, u8)> = Vec::new();
+    let r_row = row(r);
+    for x in 0..=255u8 {
+        match (table[0][usize::from(x)], r_row[usize::from(x)]) {
+            (Body::To(nb), Some(t)) => {
+                read = true;
+                if !ok(t) {
+                    return None;
+                }
+                if nb == 0 {
+                    if *next.get_or_insert(t) != t {
+                        return None;
+                    }
+                } else if !seen.contains(&(t, nb)) {
+                    seen.push((t, nb));
+                    stack.push((t, nb));
+                }
+            }
+            (Body::To(_), None) => refused = true,
+            (Body::Dead, Some(_)) => return None,
+            (Body::Dead, None) | (Body::Walk, _) => {}
+        }
+    }
+    if read && refused {
+        return None;
+    }
+    if refused {
+        return Some(Level::Zero);
+    }
+    // Inside a character: every continuation is read, and completes into the same state.
+    while let Some((q, b)) = stack.pop() {
+        let q_row = row(q);
+        for x in 0..=255u8 {
+            match (table[usize::from(b)][usize::from(x)], q_row[usize::from(x)]) {
+                (Body::To(nb), Some(t)) => {
+                    if !ok(t) {
+                        return None;
+                    }
+                    if nb == 0 {
+                        if *next.get_or_insert(t) != t {
+                            return None;
+                        }
+                    } else if !seen.contains(&(t, nb)) {
+                        if seen.len() >= MAX_LEVEL_PAIRS {
+                            return None;
+                        }
+                        seen.push((t, nb));
+                        stack.push((t, nb));
+                    }
+                }
+                (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
+                (Body::Dead, None) | (Body::Walk, _) => {}
+            }
+        }
+    }
+    next.map(Level::Next)
+}
+
+/// Most (state, body state) pairs inside one character of a [`body_level`] (a JSON string's
+/// automaton has about a dozen).
+const MAX_LEVEL_PAIRS: usize = 64;
+
+/// [`body_step`] as a table: `[body state][byte]`.
+fn body_table() -> &'static [[Body; 256]; 9] {
+    static TABLE: std::sync::OnceLock<[[Body; 256]; 9]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [[Body::Dead; 256]; 9];
+        for (b, row) in t.iter_mut().enumerate() {
+            for (x, cell) in row.iter_mut().enumerate() {
+                *cell = body_step(b as u8, x as u8);
+            }
+        }
+        t
+    })
+}
+
+/// The capacity of a counted string body at `s`: the `c` of a [`body_level`] chain from `s` to
+/// `Zero`, or `max_chars` when the chain reads at least that many characters (loops included):
+/// then no token can exceed it. `level` gives each state's level (memoized by the caller).
+pub fn body_capacity(s: StateId, max_chars: u32, mut level: impl FnMut(StateId) -> Option<Level>) -> Option<u32> {
+    let mut r = s;
+    for c in 0..max_chars {
+        match level(r)? {
+            Level::Zero => return Some(c),
+            Level::Next(t) => r = t,
+        }
+    }
+    Some(max_chars)
 }
 
 /// A slice for free text of one character class: every character except some ASCII ones (the
@@ -306,6 +491,95 @@ mod tests {
         assert!(covered >= 2, "the shortcut applied to no state");
         assert!(covered_final >= 1, "no covered state could end its rule");
         assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
+    }
+
+    /// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
+    /// applies to exactly like the full walk, with the same FOLLOW sets.
+    #[test]
+    fn counted_shortcut_equals_full_walk() {
+        use crate::follow::follow_sets;
+        use crate::mask::{classify_kernel_budget, Shortcuts};
+        let toks: Vec<&[u8]> = vec![
+            b"a", b"ab", b"abc", b"abcd", b"abcde", b"abcdef", b" ", b"  ", b"    ", b"\"", b"a\"", b"ab\"",
+            b"abc\"", b"\",", b"\"}", b"a\"}", b"\\", b"a\\", b"\\n", b"a\\n", b"\\n\\t", b"\\u",
+            b"a\\u00", b"\\u0041", b"\\u0041b", b"\\x", "\u{e9}".as_bytes(), "\u{e9}\u{e9}".as_bytes(),
+            "a\u{e9}".as_bytes(), "\u{20ac}".as_bytes(), "ab\u{20ac}".as_bytes(), "\u{1F600}".as_bytes(), &[0xC3],
+            &[b'a', 0xC3], &[b'a', b'b', 0xE2, 0x82], &[0xA9], &[0xFF], b"\n", b"a\n", b"}", b"xyz\",", b"1",
+        ];
+        let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+        let n = encoded.len();
+        let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+        let trie = TokenTrie::new(&vocab);
+        let body = BodySlice::new(&trie, n);
+        let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
+        let grammars = [
+            format!("root ::= \"{{\" s \"}}\" | \"[\" s \",\" s \"]\"\ns ::= \"\\\"\" json_char{{0,3}} \"\\\"\"\n{jc}"),
+            format!("root ::= \"\\\"\" json_char{{2,5}} \"\\\"\" | \"\\\"\" json_char{{0,1}} \"\\\"}}\"\n{jc}"),
+            // Longer than any token: every position before the last few accepts the whole slice.
+            format!("root ::= \"\\\"\" json_char{{0,12}} \"\\\"\"\n{jc}"),
+            // The rule ends inside the string: not a counted body (its states are final).
+            format!("root ::= \"\\\"\" t \"\\\"\"\nt ::= json_char{{0,3}}\n{jc}"),
+        ];
+        let mut counted = 0;
+        let mut capacities = std::collections::BTreeSet::new();
+        for src in &grammars {
+            let g = parse_ebnf(src, "root").unwrap();
+            let a = Automata::build(&g).unwrap();
+            let follow = follow_sets(&a);
+            for s in 0..a.states().len() {
+                let s = StateId(s as u32);
+                let f = follow[a.state(s).rule.index()];
+                let Some(c) = body_capacity(s, trie.max_depth, |r| body_level(&a, r)) else { continue };
+                counted += 1;
+                capacities.insert(c);
+                let mut never = || false;
+                let full = Shortcuts { follow: Some(&f), ..Default::default() };
+                let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+                let fast = Shortcuts { body: Some(&body), follow: Some(&f), capacity: Some(c), ..Default::default() };
+                let fast = classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never).unwrap().unwrap();
+                assert_eq!(full.accepted, fast.accepted, "state {s:?} capacity {c} in {src}");
+                let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                    k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+                };
+                assert_eq!(spell(&full), spell(&fast), "state {s:?} capacity {c} in {src}");
+            }
+        }
+        assert!(counted >= 12, "the counted shortcut applied to {counted} states");
+        assert!(capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth), "{capacities:?}");
+    }
+
+    /// `add_within` returns exactly the slice tokens that begin at most `c` characters, past the
+    /// cumulative sets too.
+    #[test]
+    fn tokens_within_capacity() {
+        let mut toks: Vec<Vec<u8>> = vec![b"a".to_vec(), b"\\n".to_vec(), "\u{e9}x".as_bytes().to_vec(), vec![b'a', 0xE2]];
+        toks.extend((30..45).map(|k| vec![b' '; k]));
+        toks.push([b"x".repeat(40), b"\"".to_vec()].concat());
+        let n = toks.len();
+        let vocab = Vocabulary::new(toks.clone(), VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+        let trie = TokenTrie::new(&vocab);
+        let body = BodySlice::new(&trie, n);
+        // Characters begun, counted directly on the bytes (None: not body text).
+        let begun = |t: &[u8]| -> Option<u32> {
+            let (mut b, mut k) = (0u8, 0u32);
+            for &x in t {
+                k += u32::from(b == 0);
+                match body_step(b, x) {
+                    Body::To(nb) => b = nb,
+                    _ => return None,
+                }
+            }
+            Some(k)
+        };
+        assert_eq!(begun(b"\\n"), Some(1));
+        assert_eq!(begun(&[b'a', 0xE2]), Some(2));
+        for c in 0..50u32 {
+            let mut got = Bitset::new(n);
+            body.add_within(c, &mut got);
+            for (t, bytes) in toks.iter().enumerate() {
+                assert_eq!(got.get(t), begun(bytes).is_some_and(|k| k <= c), "token {t} capacity {c}");
+            }
+        }
     }
 
     /// The free-text class shortcut classifies every kernel state like the full walk.
