@@ -273,75 +273,44 @@ pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
     if !ok(r) {
         return None;
     }
-    let table = body_table();
-    // PERF: a dense transition row per state, then a table lookup per byte (a chain of a few
-    // hundred levels is checked in well under a millisecond).
-    let row = |q: StateId| {
-        let mut out = [None; 256];
+    let (table, to_bytes) = body_table();
+    let mut next: Option<StateId> = None;
+    let mut stack: Vec<(StateId, u8)> = vec![(r, 0)];
+    let mut seen: Vec<(StateId, u8)> = Vec::new();
+    // PERF: only the bytes on `q`'s edges are looked at; the body bytes it cannot read are
+    // counted, not searched (a chain of a few hundred levels is checked in well under 1 ms, and a
+    // state that is no string body fails on its first edges).
+    while let Some((q, b)) = stack.pop() {
+        let mut read = 0usize;
         for e in a.byte_edges(q) {
             for x in e.lo..=e.hi {
-                out[usize::from(x)] = Some(e.target);
-            }
-        }
-        out
-    };
-    // At the boundary: every character-beginning byte is read, or none is.
-    let (mut read, mut refused) = (false, false);
-    let mut next: Option<StateId> = None;
-    let mut stack: Vec<(StateId, u8)> = Vec::new();
-    let mut seen: Vec<(StateId, u8)> = Vec::new();
-    let r_row = row(r);
-    for x in 0..=255u8 {
-        match (table[0][usize::from(x)], r_row[usize::from(x)]) {
-            (Body::To(nb), Some(t)) => {
-                read = true;
-                if !ok(t) {
-                    return None;
-                }
-                if nb == 0 {
-                    if *next.get_or_insert(t) != t {
-                        return None;
-                    }
-                } else if !seen.contains(&(t, nb)) {
-                    seen.push((t, nb));
-                    stack.push((t, nb));
-                }
-            }
-            (Body::To(_), None) => refused = true,
-            (Body::Dead, Some(_)) => return None,
-            (Body::Dead, None) | (Body::Walk, _) => {}
-        }
-    }
-    if read && refused {
-        return None;
-    }
-    if refused {
-        return Some(Level::Zero);
-    }
-    // Inside a character: every continuation is read, and completes into the same state.
-    while let Some((q, b)) = stack.pop() {
-        let q_row = row(q);
-        for x in 0..=255u8 {
-            match (table[usize::from(b)][usize::from(x)], q_row[usize::from(x)]) {
-                (Body::To(nb), Some(t)) => {
-                    if !ok(t) {
-                        return None;
-                    }
-                    if nb == 0 {
-                        if *next.get_or_insert(t) != t {
+                match table[usize::from(b)][usize::from(x)] {
+                    Body::Dead => return None,
+                    Body::Walk => {}
+                    Body::To(nb) => {
+                        read += 1;
+                        let t = e.target;
+                        if !ok(t) {
                             return None;
                         }
-                    } else if !seen.contains(&(t, nb)) {
-                        if seen.len() >= MAX_LEVEL_PAIRS {
-                            return None;
+                        if nb == 0 {
+                            if *next.get_or_insert(t) != t {
+                                return None;
+                            }
+                        } else if !seen.contains(&(t, nb)) {
+                            if seen.len() >= MAX_LEVEL_PAIRS {
+                                return None;
+                            }
+                            seen.push((t, nb));
+                            stack.push((t, nb));
                         }
-                        seen.push((t, nb));
-                        stack.push((t, nb));
                     }
                 }
-                (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
-                (Body::Dead, None) | (Body::Walk, _) => {}
             }
+        }
+        if read < to_bytes[usize::from(b)] {
+            // A body byte is refused: only allowed at the boundary, for all of them at once.
+            return (q == r && b == 0 && read == 0).then_some(Level::Zero);
         }
     }
     next.map(Level::Next)
@@ -351,17 +320,19 @@ pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
 /// automaton has about a dozen).
 const MAX_LEVEL_PAIRS: usize = 64;
 
-/// [`body_step`] as a table: `[body state][byte]`.
-fn body_table() -> &'static [[Body; 256]; 9] {
-    static TABLE: std::sync::OnceLock<[[Body; 256]; 9]> = std::sync::OnceLock::new();
+/// [`body_step`] as a table, `[body state][byte]`, and the number of `To` bytes of each body state.
+fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
+    static TABLE: std::sync::OnceLock<([[Body; 256]; 9], [usize; 9])> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = [[Body::Dead; 256]; 9];
+        let mut n = [0usize; 9];
         for (b, row) in t.iter_mut().enumerate() {
             for (x, cell) in row.iter_mut().enumerate() {
                 *cell = body_step(b as u8, x as u8);
+                n[b] += usize::from(matches!(cell, Body::To(_)));
             }
         }
-        t
+        (t, n)
     })
 }
 
