@@ -19,7 +19,7 @@
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::trie::TokenTrie;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 
 /// Where a byte leads from a body state.
@@ -145,36 +145,83 @@ fn build_slice(trie: &TokenTrie, vocab_size: usize, step: impl Fn(u8, u8) -> Bod
     (slice, frontier)
 }
 
+/// Whether every rule reference of `q` is a tail call: its target state is final and has no
+/// edges, so the referenced rule's end is the end of `q`'s rule (a regex's `x* (y z)?` compiled as
+/// `x* (y rest)?`, or a rule that calls itself last).
+fn tail_calls_only(a: &Automata, q: StateId) -> bool {
+    a.rule_edges(q).iter().all(|&(_, t)| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty())
+}
+
 /// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0: every `To` byte must be read into a state without rule references and every `Dead`
-/// byte refused (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`]), else
-/// whether a final state is reachable.
+/// state 0, over the sets of states a chart row can hold: a state's rule references must all be
+/// tail calls, followed as empty moves into the referenced rule's start (the caller waits at its
+/// tail, so the callee's text is the kernel rule's text, and it ends when the callee does). Every
+/// `To` byte must be read by some state of the set and every `Dead` byte by none (`Walk` bytes are
+/// free). `None` if not (or past [`MAX_COVER_PAIRS`] sets), else whether a final state is
+/// reachable (the kernel's rule may end there).
 fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
-    let plain = |t: StateId| a.rule_edges(t).is_empty();
-    if !plain(s) {
-        return None;
-    }
-    let mut has_final = a.state(s).is_final;
-    let mut seen: HashSet<(StateId, u8)> = HashSet::new();
-    let mut stack = vec![(s, 0u8)];
-    seen.insert((s, 0));
-    while let Some((r, b)) = stack.pop() {
+    // The closure of `set` under tail calls, sorted; `None` if a state has another reference.
+    let close = |set: &mut Vec<StateId>| -> Option<()> {
+        let mut i = 0;
+        while i < set.len() {
+            let q = set[i];
+            i += 1;
+            if !tail_calls_only(a, q) {
+                return None;
+            }
+            for &(r, _) in a.rule_edges(q) {
+                let t = a.rule_start(r);
+                if !set.contains(&t) {
+                    set.push(t);
+                }
+            }
+        }
+        set.sort_unstable();
+        Some(())
+    };
+    let mut ids: HashMap<Vec<StateId>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<StateId>> = Vec::new();
+    let mut seen: HashSet<(u32, u8)> = HashSet::new();
+    let mut stack: Vec<(u32, u8)> = Vec::new();
+    let mut has_final = false;
+    let mut first = vec![s];
+    close(&mut first)?;
+    ids.insert(first.clone(), 0);
+    sets.push(first);
+    seen.insert((0, 0));
+    stack.push((0, 0));
+    let mut next: Vec<StateId> = Vec::new();
+    while let Some((id, b)) = stack.pop() {
+        has_final |= sets[id as usize].iter().any(|&q| a.state(q).is_final);
         for x in 0..=255u8 {
-            match (step(b, x), a.step(r, x)) {
-                (Body::To(nb), Some(nr)) => {
-                    if !plain(nr) {
+            next.clear();
+            next.extend(sets[id as usize].iter().filter_map(|&q| a.step(q, x)));
+            match step(b, x) {
+                Body::To(nb) => {
+                    if next.is_empty() {
                         return None;
                     }
-                    has_final |= a.state(nr).is_final;
-                    if seen.insert((nr, nb)) {
+                    next.dedup();
+                    close(&mut next)?;
+                    next.dedup();
+                    let nid = match ids.get(next.as_slice()) {
+                        Some(&i) => i,
+                        None => {
+                            let i = sets.len() as u32;
+                            ids.insert(next.clone(), i);
+                            sets.push(next.clone());
+                            i
+                        }
+                    };
+                    if seen.insert((nid, nb)) {
                         if seen.len() > MAX_COVER_PAIRS {
                             return None;
                         }
-                        stack.push((nr, nb));
+                        stack.push((nid, nb));
                     }
                 }
-                (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
-                (Body::Dead, None) | (Body::Walk, _) => {}
+                Body::Dead if !next.is_empty() => return None,
+                Body::Dead | Body::Walk => {}
             }
         }
     }
@@ -214,7 +261,7 @@ impl BodySlice {
     /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
     pub fn covers(a: &Automata, s: StateId) -> Option<Cover> {
         let edges = a.rule_edges(s);
-        if edges.is_empty() {
+        if tail_calls_only(a, s) {
             return Self::covers_plain(a, s).map(|may_end| Cover { may_end, walk_dead: false });
         }
         if !a.byte_edges(s).is_empty() {
@@ -438,10 +485,14 @@ mod tests {
             format!("root ::= \"\\\"\" (\"ab\" | [^\"a] json_char* | \"a\" ([^\"b] json_char*)?) \"\\\"\"\n{jc}"),
             // A shared rule that can end inside string text, followed by dead bytes or a quote.
             format!("root ::= \"\\\"\" body \"\\n\" | \"}}\" body \"\\\"}}\"\nbody ::= json_char* | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" json_char*\n{jc}"),
+            // Regex-like rules that call themselves or another rule last (tail calls), long
+            // enough not to be inlined.
+            format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\"\nk ::= [^\"\\\\0-9\\u0000-\\u001f]* ([0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] rest))))\nm ::= [^\"\\\\a\\u0000-\\u001f] rest | \"a\" ([^\"\\\\b\\u0000-\\u001f] rest | \"b\" ([^\"\\\\c\\u0000-\\u001f] rest | \"c\" rest))\nrest ::= json_char*\n{jc}"),
         ];
         let mut covered = 0;
         let mut covered_final = 0;
         let mut covered_nested = 0;
+        let mut covered_tail = 0;
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
@@ -450,6 +501,7 @@ mod tests {
                 covered += usize::from(BodySlice::covers(&a, s).is_some());
                 covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
                 covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
+                covered_tail += usize::from(BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s));
                 let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
                 let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -462,6 +514,7 @@ mod tests {
         assert!(covered >= 2, "the shortcut applied to no state");
         assert!(covered_final >= 1, "no covered state could end its rule");
         assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
+        assert!(covered_tail >= 1, "the shortcut applied to {covered_tail} states with tail calls");
     }
 
     /// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
