@@ -148,59 +148,95 @@ fn build_slice(trie: &TokenTrie, vocab_size: usize, step: impl Fn(u8, u8) -> Bod
 /// Whether every rule reference of `q` is a tail call: its target state is final and has no
 /// edges, so the referenced rule's end is the end of `q`'s rule (a regex's `x* (y z)?` compiled as
 /// `x* (y rest)?`, or a rule that calls itself last).
+#[cfg(test)]
 fn tail_calls_only(a: &Automata, q: StateId) -> bool {
     a.rule_edges(q).iter().all(|&(_, t)| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty())
 }
 
+/// Whether rule `r` is flat: no state reachable from its start references a rule (a character
+/// class or small regex rule that was not inlined).
+fn is_flat(a: &Automata, r: crate::grammar::RuleId) -> bool {
+    let mut seen = HashSet::new();
+    let mut todo = vec![a.rule_start(r)];
+    while let Some(q) = todo.pop() {
+        if !seen.insert(q) {
+            continue;
+        }
+        if !a.rule_edges(q).is_empty() || seen.len() > MAX_COVER_PAIRS {
+            return false;
+        }
+        todo.extend(a.byte_edges(q).iter().map(|e| e.target));
+    }
+    true
+}
+
+/// A configuration of [`cover_search`]: an automaton state, and the state its caller resumes in
+/// when the state's (flat) rule ends (`None`: it ends the kernel's rule, through tail calls).
+type Config = (StateId, Option<StateId>);
+
 /// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0, over the sets of states a chart row can hold: a state's rule references must all be
-/// tail calls, followed as empty moves into the referenced rule's start (the caller waits at its
-/// tail, so the callee's text is the kernel rule's text, and it ends when the callee does). Every
-/// `To` byte must be read by some state of the set and every `Dead` byte by none (`Walk` bytes are
-/// free). `None` if not (or past [`MAX_COVER_PAIRS`] sets), else whether a final state is
-/// reachable (the kernel's rule may end there).
+/// state 0, over the sets of configurations a chart row can hold (a regular abstraction of the
+/// row: items' origins dropped). A rule reference must be a tail call (its target state final and
+/// without edges: the callee's end is the caller's end), followed as an empty move into the
+/// callee's start, or a call of a flat rule (see [`is_flat`]) from a configuration without a
+/// pending return, which records the caller's next state as the return. Every `To` byte must be
+/// read by some configuration and every `Dead` byte by none (`Walk` bytes are free). `None` if not
+/// (or past [`MAX_COVER_PAIRS`] sets), else whether the kernel's rule can end (a final state
+/// without a pending return is reachable).
 fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
-    // The closure of `set` under tail calls, sorted; `None` if a state has another reference.
-    let close = |set: &mut Vec<StateId>| -> Option<()> {
+    let mut flat: HashMap<crate::grammar::RuleId, bool> = HashMap::new();
+    // The closure of `set` under calls and returns, sorted; `None` if a reference is neither
+    // kind.
+    let mut close = |set: &mut Vec<Config>| -> Option<()> {
         let mut i = 0;
         while i < set.len() {
-            let q = set[i];
+            let (q, ret) = set[i];
             i += 1;
-            if !tail_calls_only(a, q) {
-                return None;
+            let add = |c: Config, set: &mut Vec<Config>| {
+                if !set.contains(&c) {
+                    set.push(c);
+                }
+            };
+            if let (true, Some(t)) = (a.state(q).is_final, ret) {
+                add((t, None), set);
             }
-            for &(r, _) in a.rule_edges(q) {
-                let t = a.rule_start(r);
-                if !set.contains(&t) {
-                    set.push(t);
+            for &(r, t) in a.rule_edges(q) {
+                let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
+                if tail {
+                    add((a.rule_start(r), ret), set);
+                } else if ret.is_none() && *flat.entry(r).or_insert_with(|| is_flat(a, r)) {
+                    add((a.rule_start(r), Some(t)), set);
+                } else {
+                    return None;
                 }
             }
         }
         set.sort_unstable();
         Some(())
     };
-    let mut ids: HashMap<Vec<StateId>, u32> = HashMap::new();
-    let mut sets: Vec<Vec<StateId>> = Vec::new();
+    let mut ids: HashMap<Vec<Config>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<Config>> = Vec::new();
     let mut seen: HashSet<(u32, u8)> = HashSet::new();
     let mut stack: Vec<(u32, u8)> = Vec::new();
     let mut has_final = false;
-    let mut first = vec![s];
+    let mut first = vec![(s, None)];
     close(&mut first)?;
     ids.insert(first.clone(), 0);
     sets.push(first);
     seen.insert((0, 0));
     stack.push((0, 0));
-    let mut next: Vec<StateId> = Vec::new();
+    let mut next: Vec<Config> = Vec::new();
     while let Some((id, b)) = stack.pop() {
-        has_final |= sets[id as usize].iter().any(|&q| a.state(q).is_final);
+        has_final |= sets[id as usize].iter().any(|&(q, ret)| ret.is_none() && a.state(q).is_final);
         for x in 0..=255u8 {
             next.clear();
-            next.extend(sets[id as usize].iter().filter_map(|&q| a.step(q, x)));
+            next.extend(sets[id as usize].iter().filter_map(|&(q, ret)| a.step(q, x).map(|t| (t, ret))));
             match step(b, x) {
                 Body::To(nb) => {
                     if next.is_empty() {
                         return None;
                     }
+                    next.sort_unstable();
                     next.dedup();
                     close(&mut next)?;
                     next.dedup();
@@ -260,11 +296,11 @@ impl BodySlice {
     /// does (the token is read inside them); then every frontier node must be walked
     /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
     pub fn covers(a: &Automata, s: StateId) -> Option<Cover> {
-        let edges = a.rule_edges(s);
-        if tail_calls_only(a, s) {
-            return Self::covers_plain(a, s).map(|may_end| Cover { may_end, walk_dead: false });
+        if let Some(may_end) = cover_search(a, s, body_step) {
+            return Some(Cover { may_end, walk_dead: false });
         }
-        if !a.byte_edges(s).is_empty() {
+        let edges = a.rule_edges(s);
+        if edges.is_empty() || !a.byte_edges(s).is_empty() {
             return None;
         }
         for &(r, _) in edges {
@@ -273,8 +309,8 @@ impl BodySlice {
         Some(Cover { may_end: true, walk_dead: true })
     }
 
-    /// [`Self::covers`] for a state without rule references: whether a final state is reachable
-    /// on body text (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
+    /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
+    /// (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
     fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
         cover_search(a, s, body_step)
     }
@@ -472,13 +508,28 @@ mod tests {
             b"a", b"ab", b"\"", b"a\"", b"\"}", b"a\"}", b"\\", b"\\\"", b"\\u", b"\\u00", b"\\u0041",
             b"\\ud83d", b"\\n", b"\\x", b"\n", b"a\n", b"\t", b" ", b"\x7f", "\u{e9}".as_bytes(), &[0xC3],
             &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0x82, 0xAC], &[0xF0, 0x9F], &[0xED, 0xA0, 0x80], &[0xFF],
-            b"}", b"{\"", b"x\"y", b"\\\\",
+            b"}", b"{\"", b"x\"y", b"\\\\", b"0", b"00", b"a0", b"0a", b"000", b"0\"", b"0a0", b"\":", b"a\":1",
         ];
         let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
         let n = encoded.len();
         let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
         let trie = TokenTrie::new(&vocab);
         let body = BodySlice::new(&trie, n);
+        // A flat rule too large to be inlined into its several callers (it is called, not
+        // copied, so the cover search must follow a call that is not a tail call).
+        let mut seed = 12345u32;
+        let literals: Vec<String> = (0..150)
+            .map(|_| {
+                let w: String = (0..6)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                        char::from(b'g' + (seed >> 16) as u8 % 20)
+                    })
+                    .collect();
+                format!("\"{w}\"")
+            })
+            .collect();
+        let flat = format!("c ::= [^\"\\\\0-9\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | {}", literals.join(" | "));
         let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
         let grammars = [
             format!("root ::= \"\\\"\" json_char* \"\\\"}}\"\n{jc}"),
@@ -488,11 +539,13 @@ mod tests {
             // Regex-like rules that call themselves or another rule last (tail calls), long
             // enough not to be inlined.
             format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\"\nk ::= [^\"\\\\0-9\\u0000-\\u001f]* ([0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] rest))))\nm ::= [^\"\\\\a\\u0000-\\u001f] rest | \"a\" ([^\"\\\\b\\u0000-\\u001f] rest | \"b\" ([^\"\\\\c\\u0000-\\u001f] rest | \"c\" rest))\nrest ::= json_char*\n{jc}"),
+            format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" k \"\\\"]\"\nk ::= c* (\"0\" (c k | \"0\" (c k | \"0\" rest)))?\n{flat}\nrest ::= json_char*\n{jc}"),
         ];
         let mut covered = 0;
         let mut covered_final = 0;
         let mut covered_nested = 0;
         let mut covered_tail = 0;
+        let mut covered_call = 0;
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
@@ -502,6 +555,7 @@ mod tests {
                 covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
                 covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
                 covered_tail += usize::from(BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s));
+                covered_call += usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
                 let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
                 let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -515,6 +569,7 @@ mod tests {
         assert!(covered_final >= 1, "no covered state could end its rule");
         assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
         assert!(covered_tail >= 1, "the shortcut applied to {covered_tail} states with tail calls");
+        assert!(covered_call >= 1, "the shortcut applied to {covered_call} states calling a flat rule");
     }
 
     /// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
