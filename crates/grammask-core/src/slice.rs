@@ -153,62 +153,70 @@ fn tail_calls_only(a: &Automata, q: StateId) -> bool {
     a.rule_edges(q).iter().all(|&(_, t)| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty())
 }
 
-/// Whether rule `r` is flat: no state reachable from its start references a rule (a character
-/// class or small regex rule that was not inlined).
-fn is_flat(a: &Automata, r: crate::grammar::RuleId) -> bool {
-    let mut seen = HashSet::new();
-    let mut todo = vec![a.rule_start(r)];
-    while let Some(q) = todo.pop() {
-        if !seen.insert(q) {
-            continue;
-        }
-        if !a.rule_edges(q).is_empty() || seen.len() > MAX_COVER_PAIRS {
-            return false;
-        }
-        todo.extend(a.byte_edges(q).iter().map(|e| e.target));
-    }
-    true
+/// Deepest stack of pending calls [`cover_search`] follows.
+const MAX_CALL_DEPTH: u32 = 4;
+
+/// Most configurations in one set of [`cover_search`] (a string body's row holds a handful; a
+/// state that predicts much more is no string body, and gives up early).
+const MAX_SET_CONFIGS: usize = 256;
+
+/// A configuration of [`cover_search`]: an automaton state, and the stack of states its callers
+/// resume in (an id into [`Stacks`]; 0: empty, the state's rule ending ends the kernel's rule).
+type Config = (StateId, u32);
+
+/// Interned stacks of return states, as linked cells: `cells[id] = (below, top, depth)`.
+struct Stacks {
+    cells: Vec<(u32, StateId, u32)>,
+    ids: HashMap<(u32, StateId), u32>,
 }
 
-/// A configuration of [`cover_search`]: an automaton state, and the state its caller resumes in
-/// when the state's (flat) rule ends (`None`: it ends the kernel's rule, through tail calls).
-type Config = (StateId, Option<StateId>);
+impl Stacks {
+    fn push(&mut self, below: u32, top: StateId) -> Option<u32> {
+        let depth = self.cells[below as usize].2 + 1;
+        if depth > MAX_CALL_DEPTH {
+            return None;
+        }
+        let next = self.cells.len() as u32;
+        let id = *self.ids.entry((below, top)).or_insert(next);
+        if id == next {
+            self.cells.push((below, top, depth));
+        }
+        Some(id)
+    }
+}
 
 /// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0, over the sets of configurations a chart row can hold (a regular abstraction of the
-/// row: items' origins dropped). A rule reference must be a tail call (its target state final and
-/// without edges: the callee's end is the caller's end), followed as an empty move into the
-/// callee's start, or a call of a flat rule (see [`is_flat`]) from a configuration without a
-/// pending return, which records the caller's next state as the return. Every `To` byte must be
-/// read by some configuration and every `Dead` byte by none (`Walk` bytes are free). `None` if not
-/// (or past [`MAX_COVER_PAIRS`] sets), else whether the kernel's rule can end (a final state
-/// without a pending return is reachable).
+/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
+/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
+/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
+/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
+/// `Dead` byte by none (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`] sets or
+/// the depth), else whether the kernel's rule can end (a final state with an empty stack is
+/// reachable).
 fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
-    let mut flat: HashMap<crate::grammar::RuleId, bool> = HashMap::new();
-    // The closure of `set` under calls and returns, sorted; `None` if a reference is neither
-    // kind.
+    let mut stacks = Stacks { cells: vec![(0, s, 0)], ids: HashMap::new() };
+    // The closure of `set` under calls and returns, sorted; `None` past the depth.
     let mut close = |set: &mut Vec<Config>| -> Option<()> {
         let mut i = 0;
         while i < set.len() {
-            let (q, ret) = set[i];
+            let (q, st) = set[i];
             i += 1;
             let add = |c: Config, set: &mut Vec<Config>| {
                 if !set.contains(&c) {
                     set.push(c);
                 }
             };
-            if let (true, Some(t)) = (a.state(q).is_final, ret) {
-                add((t, None), set);
+            if a.state(q).is_final && st != 0 {
+                let (below, top, _) = stacks.cells[st as usize];
+                add((top, below), set);
             }
             for &(r, t) in a.rule_edges(q) {
                 let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
-                if tail {
-                    add((a.rule_start(r), ret), set);
-                } else if ret.is_none() && *flat.entry(r).or_insert_with(|| is_flat(a, r)) {
-                    add((a.rule_start(r), Some(t)), set);
-                } else {
-                    return None;
-                }
+                let callee_stack = if tail { st } else { stacks.push(st, t)? };
+                add((a.rule_start(r), callee_stack), set);
+            }
+            if set.len() > MAX_SET_CONFIGS {
+                return None;
             }
         }
         set.sort_unstable();
@@ -219,7 +227,7 @@ fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Opti
     let mut seen: HashSet<(u32, u8)> = HashSet::new();
     let mut stack: Vec<(u32, u8)> = Vec::new();
     let mut has_final = false;
-    let mut first = vec![(s, None)];
+    let mut first = vec![(s, 0)];
     close(&mut first)?;
     ids.insert(first.clone(), 0);
     sets.push(first);
@@ -227,10 +235,10 @@ fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Opti
     stack.push((0, 0));
     let mut next: Vec<Config> = Vec::new();
     while let Some((id, b)) = stack.pop() {
-        has_final |= sets[id as usize].iter().any(|&(q, ret)| ret.is_none() && a.state(q).is_final);
+        has_final |= sets[id as usize].iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
         for x in 0..=255u8 {
             next.clear();
-            next.extend(sets[id as usize].iter().filter_map(|&(q, ret)| a.step(q, x).map(|t| (t, ret))));
+            next.extend(sets[id as usize].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
             match step(b, x) {
                 Body::To(nb) => {
                     if next.is_empty() {
@@ -508,7 +516,7 @@ mod tests {
             b"a", b"ab", b"\"", b"a\"", b"\"}", b"a\"}", b"\\", b"\\\"", b"\\u", b"\\u00", b"\\u0041",
             b"\\ud83d", b"\\n", b"\\x", b"\n", b"a\n", b"\t", b" ", b"\x7f", "\u{e9}".as_bytes(), &[0xC3],
             &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0x82, 0xAC], &[0xF0, 0x9F], &[0xED, 0xA0, 0x80], &[0xFF],
-            b"}", b"{\"", b"x\"y", b"\\\\", b"0", b"00", b"a0", b"0a", b"000", b"0\"", b"0a0", b"\":", b"a\":1",
+            b"}", b"{\"", b"x\"y", b"\\\\", b"0", b"00", b"a0", b"0a", b"000", b"0\"", b"0a0", b"\":", b"a\":1", b"0a\n", b"a\na", b"0a\n0", b"0\n",
         ];
         let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
         let n = encoded.len();
@@ -540,12 +548,21 @@ mod tests {
             // enough not to be inlined.
             format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\"\nk ::= [^\"\\\\0-9\\u0000-\\u001f]* ([0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] rest))))\nm ::= [^\"\\\\a\\u0000-\\u001f] rest | \"a\" ([^\"\\\\b\\u0000-\\u001f] rest | \"b\" ([^\"\\\\c\\u0000-\\u001f] rest | \"c\" rest))\nrest ::= json_char*\n{jc}"),
             format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" k \"\\\"]\"\nk ::= c* (\"0\" (c k | \"0\" (c k | \"0\" rest)))?\n{flat}\nrest ::= json_char*\n{jc}"),
+            // Calls two deep (`m` calls `e`, which calls the flat `c`, kept a rule by its second caller):
+            // all body text stays inside.
+            format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+            // The same, but `e` may read a dead byte after `c` returns (a final return state with
+            // an edge is no tail call): not covered.
+            format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c \"\\n\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+            // A dead byte read two returns up (after `c` returns into `e`, and `e` into `m`).
+            format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e \"\\n\"? m | \"\"\ne ::= c \"x\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
         ];
         let mut covered = 0;
         let mut covered_final = 0;
         let mut covered_nested = 0;
         let mut covered_tail = 0;
         let mut covered_call = 0;
+        let mut covered_deep = 0;
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
@@ -556,6 +573,8 @@ mod tests {
                 covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
                 covered_tail += usize::from(BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s));
                 covered_call += usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
+                let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
+                covered_deep += usize::from(m && BodySlice::covers(&a, s).is_some());
                 let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
                 let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -570,6 +589,7 @@ mod tests {
         assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
         assert!(covered_tail >= 1, "the shortcut applied to {covered_tail} states with tail calls");
         assert!(covered_call >= 1, "the shortcut applied to {covered_call} states calling a flat rule");
+        assert!(covered_deep >= 1, "the shortcut applied to {covered_deep} states with nested calls");
     }
 
     /// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
