@@ -27,6 +27,21 @@ use crate::slice::{BodySlice, ClassSlice};
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
 
+/// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
+/// the walk visits the whole trie).
+#[derive(Clone, Copy, Default)]
+pub struct Shortcuts<'a> {
+    /// String-body slice.
+    pub body: Option<&'a BodySlice>,
+    /// FOLLOW set of the kernel's rule.
+    pub follow: Option<&'a ByteSet>,
+    /// Free-text class slice for the kernel state's loop class.
+    pub class: Option<&'a ClassSlice>,
+    /// The kernel state is a counted string body of this capacity
+    /// ([`crate::slice::body_capacity`]); used with `body`.
+    pub capacity: Option<u32>,
+}
+
 /// Per-state token classification, shared by all matchers of a compiled grammar.
 #[derive(Debug)]
 pub struct KernelMask {
@@ -51,7 +66,7 @@ impl KernelMask {
 /// Classifies every token for a kernel item in `state` (see the module doc).
 ///
 /// PERF: most trie nodes are read inside a terminal-like region (a single item whose state has
-/// no rule edges and is not final, e.g. the inside of a JSON string). Such steps are taken on a
+/// no rule edges, e.g. the inside of a JSON string; see `is_plain`). Such steps are taken on a
 /// "virtual" item without materializing a chart row; no later row can refer to them, because
 /// only rows that predict (states with rule edges) are ever an item's origin. This cut the first
 /// classification of a JSON string interior on Llama 3 from ~30 ms to a few ms.
@@ -64,7 +79,33 @@ pub fn classify_kernel(
     follow: Option<&ByteSet>,
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
+    let mut never = || false;
+    let sc = Shortcuts { body, follow, class, capacity: None };
+    let km = classify_kernel_budget(a, trie, vocab_size, state, sc, usize::MAX, &mut never)?;
+    Ok(km.expect("a walk that is never abandoned completes"))
+}
+
+/// [`classify_kernel`], calling `on_budget` once the walk has visited `budget` trie nodes: if it
+/// returns true the walk is abandoned and the result is `None` (the caller found the
+/// classification elsewhere, e.g. in the cross-grammar cache).
+///
+/// PERF: the cross-grammar cache key (a structural hash of the reachable automaton) used to be
+/// computed for every new kernel, and cost more than the whole walk for most of them (states that
+/// prune the trie within a few hundred nodes); now only walks that turn out long pay for it.
+pub fn classify_kernel_budget(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    sc: Shortcuts<'_>,
+    budget: usize,
+    on_budget: &mut dyn FnMut() -> bool,
+) -> Result<Option<KernelMask>> {
+    let Shortcuts { body, follow, class, capacity } = sc;
     let mut w = KernelWalk {
+        visits: 0,
+        budget,
+        on_budget,
         a,
         trie,
         follow: follow.copied(),
@@ -79,6 +120,17 @@ pub fn classify_kernel(
     };
     let base = Frame::Rows(w.chart.num_rows());
     match body {
+        Some(sl) if let Some(c) = capacity => {
+            // A counted string body: its slice tokens that fit are read inside the rule, the
+            // others are refused without a rule end on the way (the states are not final), so
+            // only the non-dead frontier needs a walk (a replay too long for `c` just fails).
+            sl.add_within(c, &mut w.accepted);
+            for f in sl.frontier.iter().filter(|f| !f.dead) {
+                if !w.walk_frontier(f, base)? {
+                    return Ok(None);
+                }
+            }
+        }
         Some(sl) if let Some(cover) = BodySlice::covers(a, state) => {
             // Every body-text token stays inside the rule; walk only the frontier subtrees, each
             // after replaying its (body-text) parent path exactly as the full walk would.
@@ -94,26 +146,38 @@ pub fn classify_kernel(
                 !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
             };
             for f in sl.frontier.iter().filter(walk) {
-                w.walk_frontier(f, base)?;
+                if !w.walk_frontier(f, base)? {
+                    return Ok(None);
+                }
             }
         }
         _ if let Some(cs) = class.filter(|cs| ClassSlice::covers(a, state, cs.ascii)) => {
             // Free text of one class: its runs stay inside the rule; everything else is walked.
             w.accepted.or_assign(&cs.slice);
             for f in &cs.frontier {
-                w.walk_frontier(f, base)?;
+                if !w.walk_frontier(f, base)? {
+                    return Ok(None);
+                }
             }
         }
-        _ => w.walk(0, trie.nodes.len(), base)?,
+        _ => {
+            if !w.walk(0, trie.nodes.len(), base)? {
+                return Ok(None);
+            }
+        }
     }
     let KernelWalk { mut uncertain, suffixes, accepted, .. } = w;
     uncertain.sort_unstable();
     let suffix_walk = suffix_walk_order(&suffixes);
-    Ok(KernelMask { accepted, uncertain, suffixes, suffix_walk })
+    Ok(Some(KernelMask { accepted, uncertain, suffixes, suffix_walk }))
 }
 
 /// The state of one kernel classification walk over the trie.
 struct KernelWalk<'a> {
+    /// Trie nodes stepped so far; at `budget`, `on_budget` decides whether to go on.
+    visits: usize,
+    budget: usize,
+    on_budget: &'a mut dyn FnMut() -> bool,
     a: &'a Automata,
     trie: &'a TokenTrie,
     /// Bytes that may follow the kernel's rule in some context (`None`: any).
@@ -133,20 +197,17 @@ struct KernelWalk<'a> {
 impl KernelWalk<'_> {
     /// Walks the subtree of frontier node `f` after replaying its parent path exactly as the full
     /// walk would (frames and rule ends included). The path is slice text, which the kernel's
-    /// rule reads (see `covers`), so the replay cannot fail.
-    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<()> {
+    /// rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
+    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<bool> {
         let a = self.a;
         self.frames.clear();
         self.ends.clear();
         self.path.clear();
         let mut parent = base;
         for &b in f.path.iter() {
-            let Some(frame) = step_frame(a, &mut self.chart, parent, b)? else { return Ok(()) };
+            let Some(frame) = step_frame(a, &mut self.chart, parent, b)? else { return Ok(true) };
             self.frames.push(frame);
-            self.ends.push(match frame {
-                Frame::Virtual(..) => false,
-                Frame::Rows(_) => kernel_ended(a, self.chart.last_row()),
-            });
+            self.ends.push(frame_ended(a, &self.chart, frame));
             self.path.push(b);
             parent = frame;
         }
@@ -155,20 +216,41 @@ impl KernelWalk<'_> {
     }
 
     /// Walks trie nodes `start..end` (a node and its subtree, or the whole trie), with `frames`,
-    /// `ends` and `path` holding the frames above `start`.
-    fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<()> {
+    /// `ends` and `path` holding the frames above `start`. Returns false if abandoned (see
+    /// [`classify_kernel_budget`]).
+    fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<bool> {
         let (a, trie) = (self.a, self.trie);
         let nodes = &trie.nodes;
         let mut i = start;
         while i < end {
+            self.visits += 1;
+            if self.visits == self.budget && (self.on_budget)() {
+                return Ok(false);
+            }
             let n = nodes[i];
             let d = n.depth as usize;
+            // The previous sibling's row, when this byte steps every item of the parent alike.
+            // PERF: digits after a number, or letters in a key, used to close one identical row
+            // per sibling (a row that predicts a chain of optional properties costs ~5 us).
+            let reuse = match self.frames.get(d - 1) {
+                Some(&Frame::Rows(k)) if self.chart.row(k - 1).len() >= REUSE_MIN_ROW => {
+                    let parent = if d >= 2 { self.frames[d - 2] } else { base };
+                    same_steps(a, &self.chart, parent, self.path[d - 1], n.byte).then_some(Frame::Rows(k))
+                }
+                _ => None,
+            };
             self.frames.truncate(d - 1);
             self.ends.truncate(d - 1);
             self.path.truncate(d - 1);
             self.path.push(n.byte);
             let parent = self.frames.last().copied().unwrap_or(base);
-            let next = step_frame(a, &mut self.chart, parent, n.byte)?;
+            let next = match reuse {
+                Some(Frame::Rows(k)) => {
+                    self.chart.truncate_rows(k);
+                    reuse
+                }
+                _ => step_frame(a, &mut self.chart, parent, n.byte)?,
+            };
             let Some(frame) = next else {
                 // Every token below fails inside the rule; those whose path ended the rule earlier
                 // are uncertain with the matching suffixes.
@@ -180,16 +262,13 @@ impl KernelWalk<'_> {
                 continue;
             };
             self.frames.push(frame);
-            self.ends.push(match frame {
-                Frame::Virtual(..) => false,
-                Frame::Rows(_) => kernel_ended(a, self.chart.last_row()),
-            });
+            self.ends.push(frame_ended(a, &self.chart, frame));
             for &t in trie.node_tokens(&n) {
                 self.accepted.set(t as usize);
             }
             i += 1;
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -208,7 +287,7 @@ fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {
 }
 
 /// Where a kernel walk stands after some bytes: the chart with this many rows, or a single
-/// virtual item (in a state with no rule edges, not final) on top of the chart's rows.
+/// virtual item (in a state with no rule edges) on top of the chart's rows.
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     Rows(usize),
@@ -216,10 +295,38 @@ enum Frame {
     Virtual(Item, usize),
 }
 
-/// A state read byte-by-byte without touching the chart: no rule edges and not final.
+/// Whether `it`, alone in a row, can be read byte by byte without touching the chart: its state
+/// has no rule edges, and it is either not final or the kernel item itself (origin 0, whose
+/// origin row in a kernel chart is empty, so ending it completes nothing).
+///
+/// PERF: the kernel item's own final states (a value's trailing whitespace, a key that may end
+/// anywhere) used to materialize a chart row per trie node, ~200 ns each.
 #[inline]
-fn is_plain(a: &Automata, s: StateId) -> bool {
-    !a.state(s).is_final && a.rule_edges(s).is_empty()
+fn is_plain(a: &Automata, it: &Item) -> bool {
+    a.rule_edges(it.state).is_empty() && (it.origin == 0 || !a.state(it.state).is_final)
+}
+
+/// The kernel's rule ended at `frame` (see [`kernel_ended`]).
+#[inline]
+fn frame_ended(a: &Automata, chart: &Chart, frame: Frame) -> bool {
+    match frame {
+        Frame::Virtual(it, _) => it.origin == 0 && a.state(it.state).is_final,
+        Frame::Rows(_) => kernel_ended(a, chart.last_row()),
+    }
+}
+
+/// Rows at least this long are reused across siblings (see `KernelWalk::walk`); shorter ones
+/// close faster than the check.
+const REUSE_MIN_ROW: usize = 12;
+
+/// Whether bytes `x` and `y` step every item of `frame` to the same item (then they lead to the
+/// same row).
+fn same_steps(a: &Automata, chart: &Chart, frame: Frame, x: u8, y: u8) -> bool {
+    let same = |it: &Item| a.step(it.state, x) == a.step(it.state, y) && a.la_step(it.la, x) == a.la_step(it.la, y);
+    match frame {
+        Frame::Virtual(it, _) => same(&it),
+        Frame::Rows(n) => chart.row(n - 1).iter().all(same),
+    }
 }
 
 /// Reads `byte` from `frame`, materializing a chart row only when needed.
@@ -241,7 +348,7 @@ fn step_frame(a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result
     if let Some(it) = single {
         let Some(t) = a.step(it.state, byte) else { return Ok(None) };
         let next = Item { state: t, ..it };
-        if is_plain(a, t) {
+        if is_plain(a, &next) {
             return Ok(Some(Frame::Virtual(next, chart.num_rows())));
         }
         return Ok(chart.push_items(a, &[next])?.then(|| Frame::Rows(chart.num_rows())));
@@ -265,6 +372,15 @@ fn record_uncertain(
     follow: Option<&ByteSet>,
     (ids, suffixes, uncertain): (&mut HashMap<Box<[u8]>, u32>, &mut Vec<Box<[u8]>>, &mut Vec<(u32, u32)>),
 ) {
+    // An end after k + 1 bytes leaves bytes[k + 1..], whose first byte is on the path; no
+    // context continues with a byte outside FOLLOW, so such suffixes are not recorded.
+    // PERF: deciding this before visiting the subtree skips whole subtrees (a value's trailing
+    // whitespace used to visit every whitespace-led token, ~1 ms).
+    let live: Vec<usize> =
+        (0..ends.len()).filter(|&k| ends[k] && follow.is_none_or(|f| f.contains(path[k + 1]))).collect();
+    if live.is_empty() {
+        return;
+    }
     let end = trie.nodes[i].subtree_end as usize;
     let base_depth = trie.nodes[i].depth as usize;
     let mut bytes: Vec<u8> = path.to_vec();
@@ -275,9 +391,7 @@ fn record_uncertain(
             bytes.push(n.byte);
         }
         for &t in trie.node_tokens(n) {
-            // An end after k + 1 bytes leaves bytes[k + 1..]; no context continues with a byte
-            // outside FOLLOW, so such suffixes are not recorded.
-            for (k, _) in ends.iter().enumerate().filter(|&(k, &e)| e && follow.is_none_or(|f| f.contains(bytes[k + 1]))) {
+            for &k in &live {
                 let sid = intern_suffix(ids, suffixes, &bytes[k + 1..]);
                 uncertain.push((t, sid));
             }

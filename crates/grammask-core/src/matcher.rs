@@ -9,9 +9,9 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{classify_kernel, fill_mask, KernelMask};
+use crate::mask::{classify_kernel_budget, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, ByteSet};
-use crate::slice::{BodySlice, ClassSlice};
+use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
@@ -40,6 +40,10 @@ const MAX_CLASS_SLICES: usize = 32;
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
 /// structural hash would cost more than it saves).
 const STRUCTURE_HASH_LIMIT: usize = 8192;
+
+/// Trie nodes a new kernel's walk visits before the cross-grammar cache is consulted: shorter
+/// walks cost less than the cache key's structural hash.
+const SHARE_AFTER_VISITS: usize = 4096;
 
 impl TokenIndex {
     pub fn body_slice(&self) -> &BodySlice {
@@ -127,6 +131,8 @@ pub struct CompiledGrammar {
     kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
+    /// Counted string-body levels by state ([`body_level`]).
+    levels: RwLock<HashMap<StateId, Option<Level>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
@@ -141,6 +147,7 @@ impl CompiledGrammar {
             index: TokenIndex::for_vocab(vocab),
             kernels: RwLock::new(HashMap::new()),
             follow: OnceLock::new(),
+            levels: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
         })
@@ -177,33 +184,63 @@ impl CompiledGrammar {
             return Ok(k.clone());
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
-        // The classification depends on the rule's FOLLOW set too (it filters rule ends).
-        let key = self
-            .automata
-            .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
-            .map(|h| h ^ follow.hash128());
-        let shared = key.and_then(|k| self.index.shared_kernel(k));
-        let km = match shared {
-            Some(km) => km,
-            None => {
-                let km = Arc::new(classify_kernel(
-                    &self.automata,
-                    &self.index.trie,
-                    self.index.vocab.vocab_size(),
-                    state,
-                    Some(self.index.body_slice()),
-                    Some(&follow),
-                    ClassSlice::loop_class(&self.automata, state)
-                        .and_then(|c| self.index.class_slice(c))
-                        .as_deref(),
-                )?);
+        // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
+        // key is computed only once the walk proves long (see `classify_kernel_budget`).
+        let (mut key, mut shared) = (None, None);
+        let mut escalate = || {
+            key = self
+                .automata
+                .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
+                .map(|h| h ^ follow.hash128());
+            shared = key.and_then(|k| self.index.shared_kernel(k));
+            shared.is_some()
+        };
+        let walked = self.classify(state, SHARE_AFTER_VISITS, &mut escalate)?;
+        let km = match (walked, shared) {
+            (Some(km), _) => {
+                let km = Arc::new(km);
                 if let Some(k) = key {
                     self.index.share_kernel(k, &km);
                 }
                 km
             }
+            (None, Some(km)) => km,
+            (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
         };
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
+    }
+
+    /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
+    /// [`classify_kernel_budget`].
+    pub fn classify(&self, state: StateId, budget: usize, on_budget: &mut dyn FnMut() -> bool) -> Result<Option<KernelMask>> {
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
+        let capacity = self.body_capacity(state);
+        let sc = Shortcuts { body: Some(self.index.body_slice()), follow: Some(&follow), class: class.as_deref(), capacity };
+        let vocab_size = self.index.vocab.vocab_size();
+        classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
+    }
+
+    /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's
+    /// [`body_level`] memoized: the positions of `json_char{0,n}` share one chain.
+    fn body_capacity(&self, state: StateId) -> Option<u32> {
+        let max = self.index.trie.max_depth;
+        let mut fresh: Vec<(StateId, Option<Level>)> = Vec::new();
+        let cap = {
+            let memo = read(&self.levels);
+            body_capacity(state, max, |r| match memo.get(&r) {
+                Some(&l) => l,
+                None => {
+                    let l = body_level(&self.automata, r);
+                    fresh.push((r, l));
+                    l
+                }
+            })
+        };
+        if !fresh.is_empty() {
+            write(&self.levels).extend(fresh);
+        }
+        cap
     }
 
     fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {

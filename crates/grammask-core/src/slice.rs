@@ -19,7 +19,7 @@
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::trie::TokenTrie;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 
 /// Where a byte leads from a body state.
@@ -80,6 +80,24 @@ pub struct FrontierNode {
 pub struct BodySlice {
     pub slice: Bitset,
     pub frontier: Vec<FrontierNode>,
+    /// `within[k]`: the slice tokens that begin at most `k` characters (see [`chars_begun`]), for
+    /// `k <= MAX_CUMULATIVE`.
+    within: Vec<Bitset>,
+    /// Slice tokens that begin more than `MAX_CUMULATIVE` characters: (characters, token).
+    long: Vec<(u32, u32)>,
+}
+
+/// Counted-repetition capacities with a cumulative token set of their own (each is one bitset;
+/// Llama 3 has a few hundred slice tokens past 32 characters, set one by one).
+const MAX_CUMULATIVE: usize = 32;
+
+/// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Every character readable here leads to this state.
+    Next(StateId),
+    /// No character can begin here (the repetition is exhausted).
+    Zero,
 }
 
 /// How a kernel state qualifies for the slice shortcut.
@@ -127,36 +145,127 @@ fn build_slice(trie: &TokenTrie, vocab_size: usize, step: impl Fn(u8, u8) -> Bod
     (slice, frontier)
 }
 
-/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0: every `To` byte must be read into a state without rule references and every `Dead`
-/// byte refused (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`]), else
-/// whether a final state is reachable.
-fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
-    let plain = |t: StateId| a.rule_edges(t).is_empty();
-    if !plain(s) {
-        return None;
+/// Whether every rule reference of `q` is a tail call: its target state is final and has no
+/// edges, so the referenced rule's end is the end of `q`'s rule (a regex's `x* (y z)?` compiled as
+/// `x* (y rest)?`, or a rule that calls itself last).
+#[cfg(test)]
+fn tail_calls_only(a: &Automata, q: StateId) -> bool {
+    a.rule_edges(q).iter().all(|&(_, t)| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty())
+}
+
+/// Deepest stack of pending calls [`cover_search`] follows.
+const MAX_CALL_DEPTH: u32 = 4;
+
+/// Most configurations in one set of [`cover_search`] (a string body's row holds a handful; a
+/// state that predicts much more is no string body, and gives up early).
+const MAX_SET_CONFIGS: usize = 256;
+
+/// A configuration of [`cover_search`]: an automaton state, and the stack of states its callers
+/// resume in (an id into [`Stacks`]; 0: empty, the state's rule ending ends the kernel's rule).
+type Config = (StateId, u32);
+
+/// Interned stacks of return states, as linked cells: `cells[id] = (below, top, depth)`.
+struct Stacks {
+    cells: Vec<(u32, StateId, u32)>,
+    ids: HashMap<(u32, StateId), u32>,
+}
+
+impl Stacks {
+    fn push(&mut self, below: u32, top: StateId) -> Option<u32> {
+        let depth = self.cells[below as usize].2 + 1;
+        if depth > MAX_CALL_DEPTH {
+            return None;
+        }
+        let next = self.cells.len() as u32;
+        let id = *self.ids.entry((below, top)).or_insert(next);
+        if id == next {
+            self.cells.push((below, top, depth));
+        }
+        Some(id)
     }
-    let mut has_final = a.state(s).is_final;
-    let mut seen: HashSet<(StateId, u8)> = HashSet::new();
-    let mut stack = vec![(s, 0u8)];
-    seen.insert((s, 0));
-    while let Some((r, b)) = stack.pop() {
+}
+
+/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
+/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
+/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
+/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
+/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
+/// `Dead` byte by none (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`] sets or
+/// the depth), else whether the kernel's rule can end (a final state with an empty stack is
+/// reachable).
+fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
+    let mut stacks = Stacks { cells: vec![(0, s, 0)], ids: HashMap::new() };
+    // The closure of `set` under calls and returns, sorted; `None` past the depth.
+    let mut close = |set: &mut Vec<Config>| -> Option<()> {
+        let mut i = 0;
+        while i < set.len() {
+            let (q, st) = set[i];
+            i += 1;
+            let add = |c: Config, set: &mut Vec<Config>| {
+                if !set.contains(&c) {
+                    set.push(c);
+                }
+            };
+            if a.state(q).is_final && st != 0 {
+                let (below, top, _) = stacks.cells[st as usize];
+                add((top, below), set);
+            }
+            for &(r, t) in a.rule_edges(q) {
+                let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
+                let callee_stack = if tail { st } else { stacks.push(st, t)? };
+                add((a.rule_start(r), callee_stack), set);
+            }
+            if set.len() > MAX_SET_CONFIGS {
+                return None;
+            }
+        }
+        set.sort_unstable();
+        Some(())
+    };
+    let mut ids: HashMap<Vec<Config>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<Config>> = Vec::new();
+    let mut seen: HashSet<(u32, u8)> = HashSet::new();
+    let mut stack: Vec<(u32, u8)> = Vec::new();
+    let mut has_final = false;
+    let mut first = vec![(s, 0)];
+    close(&mut first)?;
+    ids.insert(first.clone(), 0);
+    sets.push(first);
+    seen.insert((0, 0));
+    stack.push((0, 0));
+    let mut next: Vec<Config> = Vec::new();
+    while let Some((id, b)) = stack.pop() {
+        has_final |= sets[id as usize].iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
         for x in 0..=255u8 {
-            match (step(b, x), a.step(r, x)) {
-                (Body::To(nb), Some(nr)) => {
-                    if !plain(nr) {
+            next.clear();
+            next.extend(sets[id as usize].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
+            match step(b, x) {
+                Body::To(nb) => {
+                    if next.is_empty() {
                         return None;
                     }
-                    has_final |= a.state(nr).is_final;
-                    if seen.insert((nr, nb)) {
+                    next.sort_unstable();
+                    next.dedup();
+                    close(&mut next)?;
+                    next.dedup();
+                    let nid = match ids.get(next.as_slice()) {
+                        Some(&i) => i,
+                        None => {
+                            let i = sets.len() as u32;
+                            ids.insert(next.clone(), i);
+                            sets.push(next.clone());
+                            i
+                        }
+                    };
+                    if seen.insert((nid, nb)) {
                         if seen.len() > MAX_COVER_PAIRS {
                             return None;
                         }
-                        stack.push((nr, nb));
+                        stack.push((nid, nb));
                     }
                 }
-                (Body::To(_), None) | (Body::Dead, Some(_)) => return None,
-                (Body::Dead, None) | (Body::Walk, _) => {}
+                Body::Dead if !next.is_empty() => return None,
+                Body::Dead | Body::Walk => {}
             }
         }
     }
@@ -166,7 +275,28 @@ fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Opti
 impl BodySlice {
     pub fn new(trie: &TokenTrie, vocab_size: usize) -> BodySlice {
         let (slice, frontier) = build_slice(trie, vocab_size, body_step);
-        BodySlice { slice, frontier }
+        let mut within = vec![Bitset::new(vocab_size); MAX_CUMULATIVE + 1];
+        let mut long = Vec::new();
+        for (t, k) in chars_begun(trie) {
+            if (k as usize) <= MAX_CUMULATIVE {
+                for w in &mut within[k as usize..] {
+                    w.set(t as usize);
+                }
+            } else {
+                long.push((k, t));
+            }
+        }
+        long.sort_unstable();
+        BodySlice { slice, frontier, within, long }
+    }
+
+    /// Adds to `out` the slice tokens that begin at most `capacity` characters.
+    pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
+        out.or_assign(&self.within[(capacity as usize).min(MAX_CUMULATIVE)]);
+        for &(k, t) in self.long.iter().take_while(|&&(k, _)| k <= capacity) {
+            debug_assert!(k as usize > MAX_CUMULATIVE);
+            out.set(t as usize);
+        }
     }
 
     /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not.
@@ -174,11 +304,11 @@ impl BodySlice {
     /// does (the token is read inside them); then every frontier node must be walked
     /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
     pub fn covers(a: &Automata, s: StateId) -> Option<Cover> {
-        let edges = a.rule_edges(s);
-        if edges.is_empty() {
-            return Self::covers_plain(a, s).map(|may_end| Cover { may_end, walk_dead: false });
+        if let Some(may_end) = cover_search(a, s, body_step) {
+            return Some(Cover { may_end, walk_dead: false });
         }
-        if !a.byte_edges(s).is_empty() {
+        let edges = a.rule_edges(s);
+        if edges.is_empty() || !a.byte_edges(s).is_empty() {
             return None;
         }
         for &(r, _) in edges {
@@ -187,11 +317,128 @@ impl BodySlice {
         Some(Cover { may_end: true, walk_dead: true })
     }
 
-    /// [`Self::covers`] for a state without rule references: whether a final state is reachable
-    /// on body text (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
+    /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
+    /// (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
     fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
         cover_search(a, s, body_step)
     }
+}
+
+/// Every slice token with the number of characters it begins: a character begins at each byte
+/// read from the body automaton's boundary state (an ASCII character, a UTF-8 lead byte, a backslash),
+/// so a token ending inside a character counts it.
+fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    // (body state, characters begun) after d+1 bytes of the current path.
+    let mut stack: Vec<(u8, u32)> = Vec::new();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        stack.truncate(n.depth as usize - 1);
+        let (b, k) = stack.last().copied().unwrap_or((0, 0));
+        match body_step(b, n.byte) {
+            Body::To(next) => {
+                let k = k + u32::from(b == 0);
+                stack.push((next, k));
+                out.extend(trie.node_tokens(&n).iter().map(|&t| (t, k)));
+                i += 1;
+            }
+            _ => i = n.subtree_end as usize,
+        }
+    }
+    out
+}
+
+/// One character level of a counted string body at automaton state `r` (plain and not final):
+/// `Next(s)` when every body character (ASCII, UTF-8 sequence, short escape) is read from `r`
+/// through plain, non-final states and all of them end in the same state `s`, and every byte that
+/// can never be in a string is refused on the way; `Zero` when no body character can even begin
+/// at `r` (and dead bytes are refused); `None` otherwise. `"` at a boundary and `\u` escapes are
+/// free (they are frontier bytes, walked for real).
+///
+/// A chain `r = s_c -> ... -> s_1 -> s_0` of `Next` levels ending in `Zero` reads exactly the
+/// body text that begins at most `c` characters ([`BodySlice::add_within`]).
+pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
+    let ok = |t: StateId| a.rule_edges(t).is_empty() && !a.state(t).is_final;
+    if !ok(r) {
+        return None;
+    }
+    let (table, to_bytes) = body_table();
+    let mut next: Option<StateId> = None;
+    let mut stack: Vec<(StateId, u8)> = vec![(r, 0)];
+    let mut seen: Vec<(StateId, u8)> = Vec::new();
+    // PERF: only the bytes on `q`'s edges are looked at; the body bytes it cannot read are
+    // counted, not searched (a chain of a few hundred levels is checked in well under 1 ms, and a
+    // state that is no string body fails on its first edges).
+    while let Some((q, b)) = stack.pop() {
+        let mut read = 0usize;
+        for e in a.byte_edges(q) {
+            for x in e.lo..=e.hi {
+                match table[usize::from(b)][usize::from(x)] {
+                    Body::Dead => return None,
+                    Body::Walk => {}
+                    Body::To(nb) => {
+                        read += 1;
+                        let t = e.target;
+                        if !ok(t) {
+                            return None;
+                        }
+                        if nb == 0 {
+                            if *next.get_or_insert(t) != t {
+                                return None;
+                            }
+                        } else if !seen.contains(&(t, nb)) {
+                            if seen.len() >= MAX_LEVEL_PAIRS {
+                                return None;
+                            }
+                            seen.push((t, nb));
+                            stack.push((t, nb));
+                        }
+                    }
+                }
+            }
+        }
+        if read < to_bytes[usize::from(b)] {
+            // A body byte is refused: only allowed at the boundary, for all of them at once.
+            return (q == r && b == 0 && read == 0).then_some(Level::Zero);
+        }
+    }
+    next.map(Level::Next)
+}
+
+/// Most (state, body state) pairs inside one character of a [`body_level`] (a JSON string's
+/// automaton has about a dozen).
+const MAX_LEVEL_PAIRS: usize = 64;
+
+/// [`body_step`] as a table, `[body state][byte]`, and the number of `To` bytes of each body state.
+fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
+    static TABLE: std::sync::OnceLock<([[Body; 256]; 9], [usize; 9])> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [[Body::Dead; 256]; 9];
+        let mut n = [0usize; 9];
+        for (b, row) in t.iter_mut().enumerate() {
+            for (x, cell) in row.iter_mut().enumerate() {
+                *cell = body_step(b as u8, x as u8);
+                n[b] += usize::from(matches!(cell, Body::To(_)));
+            }
+        }
+        (t, n)
+    })
+}
+
+/// The capacity of a counted string body at `s`: the `c` of a [`body_level`] chain from `s` to
+/// `Zero`, or `max_chars` when the chain reads at least that many characters (loops included):
+/// then no token can exceed it. `level` gives each state's level (memoized by the caller).
+pub fn body_capacity(s: StateId, max_chars: u32, mut level: impl FnMut(StateId) -> Option<Level>) -> Option<u32> {
+    let mut r = s;
+    for c in 0..max_chars {
+        match level(r)? {
+            Level::Zero => return Some(c),
+            Level::Next(t) => r = t,
+        }
+    }
+    Some(max_chars)
 }
 
 /// A slice for free text of one character class: every character except some ASCII ones (the
@@ -269,23 +516,53 @@ mod tests {
             b"a", b"ab", b"\"", b"a\"", b"\"}", b"a\"}", b"\\", b"\\\"", b"\\u", b"\\u00", b"\\u0041",
             b"\\ud83d", b"\\n", b"\\x", b"\n", b"a\n", b"\t", b" ", b"\x7f", "\u{e9}".as_bytes(), &[0xC3],
             &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0x82, 0xAC], &[0xF0, 0x9F], &[0xED, 0xA0, 0x80], &[0xFF],
-            b"}", b"{\"", b"x\"y", b"\\\\",
+            b"}", b"{\"", b"x\"y", b"\\\\", b"0", b"00", b"a0", b"0a", b"000", b"0\"", b"0a0", b"\":", b"a\":1", b"0a\n", b"a\na", b"0a\n0", b"0\n",
         ];
         let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
         let n = encoded.len();
         let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
         let trie = TokenTrie::new(&vocab);
         let body = BodySlice::new(&trie, n);
+        // A flat rule too large to be inlined into its several callers (it is called, not
+        // copied, so the cover search must follow a call that is not a tail call).
+        let mut seed = 12345u32;
+        let literals: Vec<String> = (0..150)
+            .map(|_| {
+                let w: String = (0..6)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                        char::from(b'g' + (seed >> 16) as u8 % 20)
+                    })
+                    .collect();
+                format!("\"{w}\"")
+            })
+            .collect();
+        let flat = format!("c ::= [^\"\\\\0-9\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | {}", literals.join(" | "));
         let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
         let grammars = [
             format!("root ::= \"\\\"\" json_char* \"\\\"}}\"\n{jc}"),
             format!("root ::= \"\\\"\" (\"ab\" | [^\"a] json_char* | \"a\" ([^\"b] json_char*)?) \"\\\"\"\n{jc}"),
             // A shared rule that can end inside string text, followed by dead bytes or a quote.
             format!("root ::= \"\\\"\" body \"\\n\" | \"}}\" body \"\\\"}}\"\nbody ::= json_char* | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" json_char*\n{jc}"),
+            // Regex-like rules that call themselves or another rule last (tail calls), long
+            // enough not to be inlined.
+            format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\"\nk ::= [^\"\\\\0-9\\u0000-\\u001f]* ([0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] rest))))\nm ::= [^\"\\\\a\\u0000-\\u001f] rest | \"a\" ([^\"\\\\b\\u0000-\\u001f] rest | \"b\" ([^\"\\\\c\\u0000-\\u001f] rest | \"c\" rest))\nrest ::= json_char*\n{jc}"),
+            format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" k \"\\\"]\"\nk ::= c* (\"0\" (c k | \"0\" (c k | \"0\" rest)))?\n{flat}\nrest ::= json_char*\n{jc}"),
+            // Calls two deep (`m` calls `e`, which calls the flat `c`, kept a rule by its second caller):
+            // all body text stays inside.
+            format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+            // The same, but `e` may read a dead byte after `c` returns (a final return state with
+            // an edge is no tail call): not covered.
+            format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c \"\\n\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+            // A dead byte read two returns up (after `c` returns into `e`, and `e` into `m`).
+            format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e \"\\n\"? m | \"\"\ne ::= c \"x\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
         ];
         let mut covered = 0;
         let mut covered_final = 0;
         let mut covered_nested = 0;
+        let mut covered_tail = 0;
+        let mut covered_call = 0;
+        let mut covered_deep = 0;
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
@@ -294,6 +571,10 @@ mod tests {
                 covered += usize::from(BodySlice::covers(&a, s).is_some());
                 covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
                 covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
+                covered_tail += usize::from(BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s));
+                covered_call += usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
+                let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
+                covered_deep += usize::from(m && BodySlice::covers(&a, s).is_some());
                 let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
                 let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
                 assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -306,6 +587,98 @@ mod tests {
         assert!(covered >= 2, "the shortcut applied to no state");
         assert!(covered_final >= 1, "no covered state could end its rule");
         assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
+        assert!(covered_tail >= 1, "the shortcut applied to {covered_tail} states with tail calls");
+        assert!(covered_call >= 1, "the shortcut applied to {covered_call} states calling a flat rule");
+        assert!(covered_deep >= 1, "the shortcut applied to {covered_deep} states with nested calls");
+    }
+
+    /// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
+    /// applies to exactly like the full walk, with the same FOLLOW sets.
+    #[test]
+    fn counted_shortcut_equals_full_walk() {
+        use crate::follow::follow_sets;
+        use crate::mask::{classify_kernel_budget, Shortcuts};
+        let toks: Vec<&[u8]> = vec![
+            b"a", b"ab", b"abc", b"abcd", b"abcde", b"abcdef", b" ", b"  ", b"    ", b"\"", b"a\"", b"ab\"",
+            b"abc\"", b"\",", b"\"}", b"a\"}", b"\\", b"a\\", b"\\n", b"a\\n", b"\\n\\t", b"\\u",
+            b"a\\u00", b"\\u0041", b"\\u0041b", b"\\x", "\u{e9}".as_bytes(), "\u{e9}\u{e9}".as_bytes(),
+            "a\u{e9}".as_bytes(), "\u{20ac}".as_bytes(), "ab\u{20ac}".as_bytes(), "\u{1F600}".as_bytes(), &[0xC3],
+            &[b'a', 0xC3], &[b'a', b'b', 0xE2, 0x82], &[0xA9], &[0xFF], b"\n", b"a\n", b"}", b"xyz\",", b"1",
+        ];
+        let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+        let n = encoded.len();
+        let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+        let trie = TokenTrie::new(&vocab);
+        let body = BodySlice::new(&trie, n);
+        let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
+        let grammars = [
+            format!("root ::= \"{{\" s \"}}\" | \"[\" s \",\" s \"]\"\ns ::= \"\\\"\" json_char{{0,3}} \"\\\"\"\n{jc}"),
+            format!("root ::= \"\\\"\" json_char{{2,5}} \"\\\"\" | \"\\\"\" json_char{{0,1}} \"\\\"}}\"\n{jc}"),
+            // Longer than any token: every position before the last few accepts the whole slice.
+            format!("root ::= \"\\\"\" json_char{{0,12}} \"\\\"\"\n{jc}"),
+            // The rule ends inside the string: not a counted body (its states are final).
+            format!("root ::= \"\\\"\" t \"\\\"\"\nt ::= json_char{{0,3}}\n{jc}"),
+        ];
+        let mut counted = 0;
+        let mut capacities = std::collections::BTreeSet::new();
+        for src in &grammars {
+            let g = parse_ebnf(src, "root").unwrap();
+            let a = Automata::build(&g).unwrap();
+            let follow = follow_sets(&a);
+            for s in 0..a.states().len() {
+                let s = StateId(s as u32);
+                let f = follow[a.state(s).rule.index()];
+                let Some(c) = body_capacity(s, trie.max_depth, |r| body_level(&a, r)) else { continue };
+                counted += 1;
+                capacities.insert(c);
+                let mut never = || false;
+                let full = Shortcuts { follow: Some(&f), ..Default::default() };
+                let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+                let fast = Shortcuts { body: Some(&body), follow: Some(&f), capacity: Some(c), ..Default::default() };
+                let fast = classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never).unwrap().unwrap();
+                assert_eq!(full.accepted, fast.accepted, "state {s:?} capacity {c} in {src}");
+                let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                    k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+                };
+                assert_eq!(spell(&full), spell(&fast), "state {s:?} capacity {c} in {src}");
+            }
+        }
+        assert!(counted >= 12, "the counted shortcut applied to {counted} states");
+        assert!(capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth), "{capacities:?}");
+    }
+
+    /// `add_within` returns exactly the slice tokens that begin at most `c` characters, past the
+    /// cumulative sets too.
+    #[test]
+    fn tokens_within_capacity() {
+        let mut toks: Vec<Vec<u8>> = vec![b"a".to_vec(), b"\\n".to_vec(), "\u{e9}x".as_bytes().to_vec(), vec![b'a', 0xE2]];
+        toks.extend((30..45).map(|k| vec![b' '; k]));
+        toks.push([b"x".repeat(40), b"\"".to_vec()].concat());
+        let n = toks.len();
+        let vocab = Vocabulary::new(toks.clone(), VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+        let trie = TokenTrie::new(&vocab);
+        let body = BodySlice::new(&trie, n);
+        // Characters begun, counted directly on the bytes (None: not body text).
+        let begun = |t: &[u8]| -> Option<u32> {
+            let (mut b, mut k) = (0u8, 0u32);
+            for &x in t {
+                k += u32::from(b == 0);
+                match body_step(b, x) {
+                    Body::To(nb) => b = nb,
+                    _ => return None,
+                }
+            }
+            Some(k)
+        };
+        assert_eq!(begun(b"\\n"), Some(1));
+        assert_eq!(begun(&[b'a', 0xE2]), Some(2));
+        for c in 0..50u32 {
+            let mut got = Bitset::new(n);
+            body.add_within(c, &mut got);
+            for (t, bytes) in toks.iter().enumerate() {
+                assert_eq!(got.get(t), begun(bytes).is_some_and(|k| k <= c), "token {t} capacity {c}");
+            }
+        }
     }
 
     /// The free-text class shortcut classifies every kernel state like the full walk.

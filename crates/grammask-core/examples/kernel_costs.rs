@@ -1,0 +1,50 @@
+//! Times the first classification of every kernel state met along a byte string, as the matcher
+//! would compute it (string-body and class slices, FOLLOW sets), without the kernel caches (the
+//! counted-body levels are memoized as in the matcher).
+//! `cargo run --release --example kernel_costs -- VOCAB.json GRAMMAR.ebnf INPUT [MIN_US]`
+use grammask_core::ebnf::parse_ebnf;
+use grammask_core::mask::kernel_items;
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::slice::ClassSlice;
+use grammask_core::vocab::Vocabulary;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let vocab = Arc::new(Vocabulary::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap());
+    let g = parse_ebnf(&std::fs::read_to_string(&args[2]).unwrap(), "root").unwrap();
+    let input = std::fs::read(&args[3]).unwrap();
+    let min_us: u128 = args.get(4).map_or(200, |s| s.parse().unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let a = cg.automata();
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    let mut seen = HashSet::new();
+    let mut total = std::time::Duration::ZERO;
+    for i in 0..=input.len() {
+        let b = input.get(i).copied().unwrap_or(b'$');
+        for it in kernel_items(a, m.chart()) {
+            if !seen.insert(it.state) {
+                continue;
+            }
+            if let Some(c) = ClassSlice::loop_class(a, it.state) {
+                cg.index().class_slice(c); // built outside the timing
+            }
+            let t = Instant::now();
+            let km = cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap();
+            let el = t.elapsed();
+            total += el;
+            if el.as_micros() >= min_us {
+                println!(
+                    "byte {i} {:?} state {} rule {} {:?} accepted {} uncertain {} suffixes {}",
+                    b as char, it.state.0, a.rule_name(a.state(it.state).rule), el, km.accepted.count_ones(), km.uncertain.len(), km.suffixes.len()
+                );
+            }
+        }
+        if i < input.len() {
+            assert!(m.accept_bytes(&[b]).unwrap(), "input rejected at byte {i}");
+        }
+    }
+    println!("kernels {} total {total:?}", seen.len());
+}
