@@ -1,13 +1,14 @@
 """Schema-to-compiled-grammar time over sampled MaskBench schemas (Llama 3 tokenizer).
 
-For each sampled schema (``strict_mode=False``) it times three stages through the public API:
+For each sampled schema (``strict_mode=False``, or the default options with ``--default-options``)
+it times three stages through the public API:
 JSON Schema to EBNF (``testing._json_schema_to_ebnf``), EBNF parsing (``Grammar.from_ebnf``), and
 the whole ``GrammarCompiler.compile_json_schema`` (conversion, parsing and automata; cache off).
 Schemas that do not compile are skipped. Prints p50/p90/p99 of each stage in ms.
 
 Usage::
 
-    python3 bench/compile_time.py [--limit 300] [--seed 0]
+    python3 bench/compile_time.py [--limit 300] [--seed 0] [--default-options]
 
 The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
 """
@@ -29,6 +30,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--default-options", action="store_true", help="strict_mode=True (the default) instead of False")
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
     data = shared / "maskbench" / "data"
@@ -44,16 +46,17 @@ def main() -> int:
     files = sorted(data.glob("*.json"))
     random.seed(args.seed)
     files = random.sample(files, min(args.limit, len(files)))
+    strict = args.default_options
     stages: dict[str, list[float]] = {"to_ebnf": [], "parse": [], "compile_json_schema": []}
     for f in files:
         schema = json.dumps(json.loads(f.read_text(encoding="utf-8"))["schema"])
         try:
             t0 = time.perf_counter()
-            ebnf = testing._json_schema_to_ebnf(schema, strict_mode=False)
+            ebnf = testing._json_schema_to_ebnf(schema, strict_mode=strict)
             t1 = time.perf_counter()
             xgr.Grammar.from_ebnf(ebnf)
             t2 = time.perf_counter()
-            compiler.compile_json_schema(schema, strict_mode=False)
+            compiler.compile_json_schema(schema, strict_mode=strict)
             t3 = time.perf_counter()
         except xgr.GrammaskError:
             continue
