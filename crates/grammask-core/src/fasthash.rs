@@ -1,5 +1,5 @@
 //! A fast keyed hasher for the compiler's internal tables (DFA signatures, state pairs, rule
-//! names), where std's SipHash took a fifth of a typical schema's compile time.
+//! names), where std's `SipHash` took a fifth of a typical schema's compile time.
 //! Each word is folded into the state with a 64x64->128-bit multiply; the per-process random seed
 //! (taken from std's `RandomState`) keeps inputs from being tuned to collide.
 

@@ -1482,7 +1482,7 @@ impl<'a> Conv<'a> {
             }
         }
         if values.len() > MAX_UNIQUE_VALUES {
-            return Err(unsupported(ptr, &format!("uniqueItems over more than {MAX_UNIQUE_VALUES} distinct item values is not supported")));
+            return Err(unsupported(ptr, format!("uniqueItems over more than {MAX_UNIQUE_VALUES} distinct item values is not supported")));
         }
         let spelled: Vec<String> = values.iter().map(|v| self.spell_value(v, d)).collect::<Result<_>>()?;
         let (min, max) = (m.min_items, m.max_items.unwrap_or(u64::MAX));
