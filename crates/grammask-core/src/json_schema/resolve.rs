@@ -309,7 +309,15 @@ impl<'a> Doc<'a> {
     /// `$dynamicRef`: exact when the anchor name is declared once in the document.
     pub fn resolve_dynamic(&mut self, from: SchemaId, r: &str) -> Result<SchemaId> {
         let here = format!("{}/$dynamicRef", self.node(from).ptr);
+        let initial = self.resolve_ref(from, r, "$dynamicRef");
         if let Some((_, name)) = r.split_once('#') {
+            // The "bookend": the reference is dynamic only when its initial target declares
+            // `$dynamicAnchor: name`; otherwise it behaves like `$ref`.
+            if let Ok(t) = initial {
+                if self.node(t).value.get("$dynamicAnchor").and_then(Value::as_str) != Some(name) {
+                    return Ok(t);
+                }
+            }
             if let Some(ptrs) = self.dyn_anchors.get(name) {
                 if ptrs.len() == 1 {
                     let p = ptrs[0].clone();
@@ -320,7 +328,7 @@ impl<'a> Doc<'a> {
                 return Err(Error::new(ErrorKind::Unsupported, "$dynamicRef with several dynamic scopes").at_pointer(here));
             }
         }
-        self.resolve_ref(from, r, "$dynamicRef")
+        initial
     }
 }
 
@@ -356,5 +364,28 @@ mod tests {
         let c = d.resolve_ref(root, "http://e.com/b#/$defs/c", "$ref").unwrap();
         assert_eq!(d.node(c).ptr, "/$defs/b/$defs/c");
         assert_eq!(d.resolve_ref(root, "http://other/x", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn dynamic_ref_without_bookend_is_a_plain_ref() {
+        // The initial target has `$anchor: items` but no `$dynamicAnchor: items`, so the reference
+        // is static even though another schema declares `$dynamicAnchor: items`.
+        let schema = |target: &str| -> Value {
+            serde_json::from_str(&format!(
+                r##"{{"$id":"http://e.com/root","$defs":{{"foo":{{"$dynamicAnchor":"items","type":"string"}},
+                "list":{{"$id":"list","items":{{"$dynamicRef":"#items"}},"$defs":{{"items":{target}}}}}}}}}"##
+            ))
+            .unwrap()
+        };
+        let plain = schema(r#"{"$anchor":"items"}"#);
+        let mut d = Doc::new(&plain).unwrap();
+        let items = d.child(d.root_id(), &["$defs", "list", "items"]);
+        let t = d.resolve_dynamic(items, "#items").unwrap();
+        assert_eq!(d.node(t).ptr, "/$defs/list/$defs/items");
+        // With the bookend the reference is dynamic: two scopes declare the anchor (refused).
+        let bookend = schema(r#"{"$dynamicAnchor":"items"}"#);
+        let mut d = Doc::new(&bookend).unwrap();
+        let items = d.child(d.root_id(), &["$defs", "list", "items"]);
+        assert_eq!(d.resolve_dynamic(items, "#items").unwrap_err().kind(), ErrorKind::Unsupported);
     }
 }
