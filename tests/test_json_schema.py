@@ -84,6 +84,8 @@ CASES: List[Any] = [
     ({"type": "integer", "minimum": -3, "exclusiveMaximum": 12}, [-4, -3, 0, 11, 12, 1.5, "1"]),
     ({"type": "number", "minimum": 0.5, "maximum": 2.25}, [0.4, 0.5, 1, 2.25, 2.26, 2]),
     ({"type": "integer", "multipleOf": 7}, [0, 7, -14, 8, 70]),
+    ({"type": "number", "multipleOf": 0.01, "minimum": 0}, [0, -0.0, 0.05, 1.5, 12.34, 0.001, -0.01, -1, 3]),
+    ({"type": "integer", "multipleOf": 5, "minimum": 0}, [0, -0, 5, 10.0, -5, 7]),
     ({"type": "string", "minLength": 2, "maxLength": 4}, ["a", "ab", "abcd", "abcde", "é€"]),
     ({"type": "string", "pattern": "^[a-c]+x?$"}, ["abc", "abx", "abd", "", "x"]),
     ({"type": "string", "pattern": "b"}, ["abc", "ac", "b"]),

@@ -1142,8 +1142,10 @@ impl<'a> Conv<'a> {
             return Ok(Some("\"-\"? (\"0\" | [1-9] [0-9]*) \".\" [0-9]* [1-9] [0-9]*".to_string()));
         }
         if let Some((_, p)) = m.mults.first() {
-            if bounded {
-                return Err(unsupported(p, "multipleOf together with minimum/maximum is not supported"));
+            // `minimum: 0` alone (amounts, counts) is exact: the unsigned multiples.
+            let nonneg = m.hi.is_none() && m.lo.as_ref().is_some_and(|(d, exclusive)| d.is_zero() && !exclusive);
+            if bounded && !nonneg {
+                return Err(unsupported(p, "multipleOf together with minimum/maximum (other than minimum 0) is not supported"));
             }
             let mut divs = Vec::new();
             for (d, p) in &m.mults {
@@ -1152,7 +1154,7 @@ impl<'a> Conv<'a> {
             let Some((pp, s)) = numeric::lcm_divisor(&divs) else {
                 return Err(unsupported(p, "multipleOf values whose common multiple is too large"));
             };
-            return match numeric::multiple_of(&mut self.e, pp, s, integer, plain_int)? {
+            return match numeric::multiple_of(&mut self.e, pp, s, integer, plain_int, nonneg)? {
                 Some(r) => Ok(Some(r)),
                 None => Err(unsupported(p, "multipleOf needs too many automaton states")),
             };

@@ -534,8 +534,9 @@ pub const MAX_MULTIPLE_STATES: usize = 4096;
 
 /// Defines rules for decimals (plain spelling `-?int(.frac)?`) that are multiples of `p / 10^s`,
 /// with fraction digits restricted to `0` when `integer`, and no fraction at all when `plain`
-/// (draft 4 integers). Returns the name of the rule, or `None`
-/// when the automaton would exceed [`MAX_MULTIPLE_STATES`].
+/// (draft 4 integers); only those `>= 0` when `nonneg` (no sign, except on spellings of zero).
+/// Returns the name of the rule, or `None` when the automaton would exceed
+/// [`MAX_MULTIPLE_STATES`].
 ///
 /// States: `i{r}` = inside the integer part with remainder r of the value scaled by 10^s;
 /// `f{j}_{r}` = j fraction digits read. The value is a multiple iff the scaled, zero-padded digit
@@ -546,6 +547,7 @@ pub fn multiple_of(
     s: usize,
     integer: bool,
     plain: bool,
+    nonneg: bool,
 ) -> crate::error::Result<Option<String>> {
     let pu = p as usize;
     if pu.saturating_mul(s + 2) > MAX_MULTIPLE_STATES {
@@ -601,7 +603,14 @@ pub fn multiple_of(
         first.push(format!("\"{d}\" {base}.i{}", d % pu));
     }
     let name = format!("{base}.num");
-    e.define(&name, &format!("\"-\"? ({})", first.join(" | ")))?;
+    let body = if nonneg {
+        // `-0`, `-0.00`: zero is not below zero.
+        let zero = if plain { "\"-0\"" } else { "\"-0\" (\".\" \"0\"+)?" };
+        format!("{} | {zero}", first.join(" | "))
+    } else {
+        format!("\"-\"? ({})", first.join(" | "))
+    };
+    e.define(&name, &body)?;
     Ok(Some(name))
 }
 
