@@ -14,6 +14,9 @@ pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfn
 
 const MAX_CP: u32 = 0x10_FFFF;
 
+/// The short escapes: (codepoint, letter after the backslash).
+const SHORT_ESCAPES: [(u32, char); 8] = [(0x22, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')];
+
 /// Codepoints that may appear unescaped inside a JSON string.
 const RAW_OK: [(u32, u32); 4] = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, MAX_CP)];
 
@@ -136,7 +139,7 @@ pub fn spell_set(set: &[(u32, u32)]) -> Option<String> {
     if !raw.is_empty() {
         alts.push(emit::class(&raw));
     }
-    let shorts: Vec<u32> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
+    let shorts: Vec<u32> = SHORT_ESCAPES
         .iter()
         .filter(|(cp, _)| set.iter().any(|&(a, b)| a <= *cp && *cp <= b))
         .map(|&(_, c)| c as u32)
@@ -212,8 +215,7 @@ pub fn spell_char(c: u32) -> String {
     if RAW_OK.iter().any(|&(a, b)| a <= c && c <= b) {
         alts.push(emit::lit(&char::from_u32(c).unwrap_or_default().to_string()));
     }
-    let short = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')];
-    if let Some(&(_, letter)) = short.iter().find(|&&(cp, _)| cp == c) {
+    if let Some(&(_, letter)) = SHORT_ESCAPES.iter().find(|&&(cp, _)| cp == c) {
         alts.push(emit::lit(&format!("\\{letter}")));
     }
     let mut pieces = Vec::new();
@@ -304,7 +306,7 @@ fn hex_trie(allowed: &[(u32, u32)], prefix: u32, width: u32) -> Option<String> {
 /// The letters of the short escapes (`\"` `\\` `\/` `\b` `\f` `\n` `\r` `\t`) whose codepoint is
 /// not in `points` (sorted), as a sorted class.
 fn short_escapes_except(points: &[u32]) -> Vec<(u32, u32)> {
-    let mut letters: Vec<u32> = [(0x22u32, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')]
+    let mut letters: Vec<u32> = SHORT_ESCAPES
         .iter()
         .filter(|(cp, _)| points.binary_search(cp).is_err())
         .map(|&(_, c)| c as u32)
@@ -313,22 +315,23 @@ fn short_escapes_except(points: &[u32]) -> Vec<(u32, u32)> {
     letters.into_iter().map(|c| (c, c)).collect()
 }
 
+/// The raw class of the codepoints in `rest` (one alternative, if any) and the class of the short
+/// escape letters whose codepoint is not in `points` (one escape alternative, if any).
+fn raw_and_short_except(rest: &[(u32, u32)], points: &[u32]) -> (Vec<String>, Vec<String>) {
+    let raw = intersect(rest, &RAW_OK);
+    let alts = if raw.is_empty() { Vec::new() } else { vec![emit::class(&raw)] };
+    let shorts = short_escapes_except(points);
+    let esc = if shorts.is_empty() { Vec::new() } else { vec![emit::class(&shorts)] };
+    (alts, esc)
+}
+
 /// EBNF matching one JSON string character spelling whose codepoint is not in `points` (sorted
 /// BMP scalar values); same language as `spell_set(&complement(points))`, written compactly: one
 /// raw class, one escape branch whose `\uXXXX` part is a trie over the hex digits, and the
 /// surrogate pairs of all astral codepoints.
 fn spell_except_bmp(points: &[u32]) -> String {
     let rest = complement(points);
-    let mut alts = Vec::new();
-    let raw = intersect(&rest, &RAW_OK);
-    if !raw.is_empty() {
-        alts.push(emit::class(&raw));
-    }
-    let mut esc = Vec::new();
-    let shorts = short_escapes_except(points);
-    if !shorts.is_empty() {
-        esc.push(emit::class(&shorts));
-    }
+    let (mut alts, mut esc) = raw_and_short_except(&rest, points);
     let bmp = intersect(&rest, &[(0, 0xD7FF), (0xE000, 0xFFFF)]);
     let mut u = Vec::new();
     if let Some(t) = hex_trie(&bmp, 0, 4) {
@@ -347,16 +350,7 @@ fn spell_ascii_except(points: &[u32]) -> Option<String> {
     if rest.is_empty() {
         return None;
     }
-    let mut alts = Vec::new();
-    let raw = intersect(&rest, &RAW_OK);
-    if !raw.is_empty() {
-        alts.push(emit::class(&raw));
-    }
-    let mut esc = Vec::new();
-    let shorts = short_escapes_except(points);
-    if !shorts.is_empty() {
-        esc.push(emit::class(&shorts));
-    }
+    let (mut alts, mut esc) = raw_and_short_except(&rest, points);
     if let Some(t) = hex_trie(&rest, 0, 2) {
         esc.push(format!("\"u00\" {t}"));
     }
