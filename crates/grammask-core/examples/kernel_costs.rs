@@ -2,6 +2,8 @@
 //! would compute it (string-body and class slices, FOLLOW sets), without the kernel caches (the
 //! counted-body levels are memoized as in the matcher).
 //! `cargo run --release --example kernel_costs -- VOCAB.json GRAMMAR.ebnf INPUT [MIN_US]`
+//! With `CHECK=1`, each kernel is also classified without the row memo; the results must be
+//! equal, and the total time of that walk is printed too.
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::mask::kernel_items;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
@@ -22,6 +24,8 @@ fn main() {
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     let mut seen = HashSet::new();
     let mut total = std::time::Duration::ZERO;
+    let mut total_stack = std::time::Duration::ZERO;
+    let check = std::env::var_os("CHECK").is_some();
     for i in 0..=input.len() {
         let b = input.get(i).copied().unwrap_or(b'$');
         for it in kernel_items(a, m.chart()) {
@@ -31,10 +35,24 @@ fn main() {
             if let Some(c) = ClassSlice::loop_class(a, it.state) {
                 cg.index().class_slice(c); // built outside the timing
             }
+            if check {
+                // Lazy per-grammar data (FOLLOW sets, body levels) outside both timings.
+                cg.classify(it.state, usize::MAX, &mut || false).unwrap();
+            }
             let t = Instant::now();
             let km = cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap();
             let el = t.elapsed();
             total += el;
+            if check {
+                let t = Instant::now();
+                let stack = cg.classify_uninterned(it.state).unwrap();
+                total_stack += t.elapsed();
+                assert!(
+                    stack.accepted == km.accepted && stack.uncertain == km.uncertain && stack.suffixes == km.suffixes,
+                    "state {}",
+                    it.state.0
+                );
+            }
             if el.as_micros() >= min_us {
                 println!(
                     "byte {i} {:?} state {} rule {} {:?} accepted {} uncertain {} suffixes {}",
@@ -47,4 +65,7 @@ fn main() {
         }
     }
     println!("kernels {} total {total:?}", seen.len());
+    if check {
+        println!("without the row memo: total {total_stack:?}");
+    }
 }

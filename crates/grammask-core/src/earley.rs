@@ -152,6 +152,12 @@ impl Chart {
         c
     }
 
+    /// Number of items in all rows.
+    #[inline]
+    pub fn num_items(&self) -> usize {
+        self.items.len()
+    }
+
     /// Number of rows (input bytes consumed + 1).
     #[inline]
     pub fn num_rows(&self) -> usize {
@@ -178,12 +184,19 @@ impl Chart {
     /// Appends the row reached by reading `byte`. Returns `Ok(false)` (and appends nothing) if no
     /// item can read it.
     pub fn push_byte(&mut self, a: &Automata, byte: u8) -> Result<bool> {
-        let prev = *self.row_start.last().unwrap() as usize;
+        self.push_byte_from(a, self.last_row_index(), byte)
+    }
+
+    /// Appends the row reached by reading `byte` from row `from` (any row, not only the last):
+    /// rows then form a graph rather than a stack, which [`crate::mask`] uses to intern the rows
+    /// of a token-trie walk. Returns `Ok(false)` (and appends nothing) if no item can read it.
+    pub fn push_byte_from(&mut self, a: &Automata, from: usize, byte: u8) -> Result<bool> {
+        let (prev, from_end) = self.row_bounds(from);
         let end = self.items.len();
         let new_row = self.row_start.len() as u32;
         self.row_start.push(end as u32);
         self.row_sig.push(0);
-        for i in prev..end {
+        for i in prev..from_end {
             let it = self.items[i];
             if let Some(t) = a.step(it.state, byte) {
                 if let Some(la) = a.la_step(it.la, byte) {

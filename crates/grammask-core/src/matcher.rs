@@ -9,7 +9,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{classify_kernel_budget, fill_mask, KernelMask, Shortcuts};
+use crate::mask::{classify_kernel_budget, classify_kernel_uninterned, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, ByteSet};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level};
 use crate::trie::TokenTrie;
@@ -213,12 +213,24 @@ impl CompiledGrammar {
     /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
     /// [`classify_kernel_budget`].
     pub fn classify(&self, state: StateId, budget: usize, on_budget: &mut dyn FnMut() -> bool) -> Result<Option<KernelMask>> {
+        let vocab_size = self.index.vocab.vocab_size();
+        self.with_shortcuts(state, |sc| {
+            classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
+        })
+    }
+
+    /// [`Self::classify`] without the row memo (the reference it is tested against).
+    #[doc(hidden)]
+    pub fn classify_uninterned(&self, state: StateId) -> Result<KernelMask> {
+        let vocab_size = self.index.vocab.vocab_size();
+        self.with_shortcuts(state, |sc| classify_kernel_uninterned(&self.automata, &self.index.trie, vocab_size, state, sc))
+    }
+
+    fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
         let capacity = self.body_capacity(state);
-        let sc = Shortcuts { body: Some(self.index.body_slice()), follow: Some(&follow), class: class.as_deref(), capacity };
-        let vocab_size = self.index.vocab.vocab_size();
-        classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
+        f(Shortcuts { body: Some(self.index.body_slice()), follow: Some(&follow), class: class.as_deref(), capacity })
     }
 
     /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's

@@ -2,6 +2,7 @@
 //! Random grammars (with recursion, nullable rules, repetition) over a small random vocabulary.
 
 use grammask_core::grammar::{ExprId, Grammar, GrammarBuilder};
+use grammask_core::mask::kernel_items;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
 use std::sync::Arc;
@@ -99,7 +100,9 @@ fn masks_match_brute_force_on_random_grammars() {
     for case in 0..400 {
         let g = random_grammar(&mut rng);
         let vocab = random_vocab(&mut rng);
-        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else { continue };
+        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else {
+            continue;
+        };
         let cg = Arc::new(cg);
         let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
         for step in 0..12 {
@@ -121,6 +124,42 @@ fn masks_match_brute_force_on_random_grammars() {
         }
     }
     assert!(checked > 500, "only {checked} masks checked");
+}
+
+/// The interned kernel walk (rows memoized by signature) classifies every kernel exactly as the
+/// plain stack walk does.
+#[test]
+fn interned_kernel_walks_equal_stack_walks() {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut compared = 0;
+    for _ in 0..300 {
+        let g = random_grammar(&mut rng);
+        let vocab = random_vocab(&mut rng);
+        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else {
+            continue;
+        };
+        let cg = Arc::new(cg);
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for _ in 0..10 {
+            for it in kernel_items(cg.automata(), m.chart()) {
+                let memo = cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap();
+                let stack = cg.classify_uninterned(it.state).unwrap();
+                assert_eq!(memo.accepted, stack.accepted, "{g:?}");
+                assert_eq!(memo.suffixes, stack.suffixes, "{g:?}");
+                assert_eq!(memo.uncertain, stack.uncertain, "{g:?}");
+                compared += 1;
+            }
+            if m.is_terminated() {
+                break;
+            }
+            let allowed: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+            if allowed.is_empty() {
+                break;
+            }
+            assert!(m.accept_token(allowed[rng.below(allowed.len() as u64) as usize] as u32).unwrap());
+        }
+    }
+    assert!(compared > 500, "only {compared} kernels compared");
 }
 
 /// The strings of length <= `cap` over `ALPHABET` that each rule derives, by fixpoint iteration:
@@ -210,7 +249,9 @@ fn recognizer_matches_reference_language() {
     for case in 0..150 {
         let g = random_grammar(&mut rng);
         let vocab = random_vocab(&mut rng);
-        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else { continue };
+        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else {
+            continue;
+        };
         let lang = reference::language(&g, cap + 2);
         let cg = Arc::new(cg);
         // Every string over the alphabet up to length `cap`: membership and prefix validity.
