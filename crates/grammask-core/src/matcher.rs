@@ -14,7 +14,7 @@ use crate::follow::{follow_sets, ByteSet};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use crate::limits;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -32,7 +32,12 @@ pub struct TokenIndex {
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
+    /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
+    classes_seen: RwLock<HashSet<u128>>,
 }
+
+/// Most loop classes remembered per vocabulary as seen.
+const MAX_CLASSES_SEEN: usize = 4096;
 
 /// Most free-text class slices kept per vocabulary (each is a token bitset plus its frontier).
 const MAX_CLASS_SLICES: usize = 32;
@@ -64,6 +69,19 @@ impl TokenIndex {
             .entry(ascii)
             .or_insert_with(|| Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii)));
         Some(c.clone())
+    }
+
+    /// Whether a grammar with a state looping on `ascii` was compiled before (its slice is then
+    /// built, or every such state was a string body).
+    fn class_seen(&self, ascii: u128) -> bool {
+        read(&self.classes_seen).contains(&ascii)
+    }
+
+    fn see_class(&self, ascii: u128) {
+        let mut w = write(&self.classes_seen);
+        if w.len() < MAX_CLASSES_SEEN {
+            w.insert(ascii);
+        }
     }
 
     fn shared_kernel(&self, key: u128) -> Option<Arc<KernelMask>> {
@@ -114,6 +132,7 @@ impl TokenIndex {
             kernel_bytes: AtomicUsize::new(0),
             body: OnceLock::new(),
             class_slices: RwLock::new(HashMap::new()),
+            classes_seen: RwLock::new(HashSet::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
         let _ = idx.body_slice();
@@ -141,10 +160,33 @@ pub struct CompiledGrammar {
 impl CompiledGrammar {
     pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
         let automata = Automata::build(grammar)?;
+        let index = TokenIndex::for_vocab(vocab);
+        // Free-text slices are per vocabulary and take a trie walk (~2 ms on a 128k vocabulary)
+        // to build: built with the grammar that first needs one rather than in its first mask.
+        // String bodies take the body slice instead (see `with_shortcuts`).
+        // Each class is looked at once per vocabulary (`ClassSlices::seen`).
+        let mut fresh: Vec<(u128, bool)> = Vec::new();
+        for s in (0..automata.states().len() as u32).map(StateId) {
+            let Some(c) = ClassSlice::loop_class(&automata, s) else { continue };
+            if index.class_seen(c) {
+                continue;
+            }
+            let free_text = BodySlice::covers(&automata, s).is_none();
+            match fresh.iter_mut().find(|(x, _)| *x == c) {
+                Some((_, f)) => *f |= free_text,
+                None => fresh.push((c, free_text)),
+            }
+        }
+        for (c, free_text) in fresh {
+            index.see_class(c);
+            if free_text {
+                index.class_slice(c);
+            }
+        }
         Ok(CompiledGrammar {
             grammar: grammar.clone(),
             automata,
-            index: TokenIndex::for_vocab(vocab),
+            index,
             kernels: RwLock::new(HashMap::new()),
             follow: OnceLock::new(),
             levels: RwLock::new(HashMap::new()),
@@ -228,8 +270,12 @@ impl CompiledGrammar {
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
-        let class = ClassSlice::loop_class(&self.automata, state).and_then(|c| self.index.class_slice(c));
         let capacity = self.body_capacity(state);
+        // The body shortcuts take precedence (see `classify_kernel_budget`); a string body needs
+        // no class slice.
+        let body = capacity.is_some() || BodySlice::covers(&self.automata, state).is_some();
+        let class = if body { None } else { ClassSlice::loop_class(&self.automata, state) };
+        let class = class.and_then(|c| self.index.class_slice(c));
         f(Shortcuts { body: Some(self.index.body_slice()), follow: Some(&follow), class: class.as_deref(), capacity })
     }
 
