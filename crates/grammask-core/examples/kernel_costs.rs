@@ -2,7 +2,7 @@
 //! would compute it (string-body and class slices, FOLLOW sets), without the kernel caches (the
 //! counted-body levels are memoized as in the matcher).
 //! `cargo run --release --example kernel_costs -- VOCAB.json GRAMMAR.ebnf INPUT [MIN_US]`
-//! With `CHECK=1`, each kernel is also classified without the row memo; the results must be
+//! With `CHECK=1`, each kernel is also classified without the row memo and run indexes; the results must be
 //! equal, and the total time of that walk is printed too.
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::mask::kernel_items;
@@ -66,6 +66,6 @@ fn main() {
     }
     println!("kernels {} total {total:?}", seen.len());
     if check {
-        println!("without the row memo: total {total_stack:?}");
+        println!("without the row memo and run indexes: total {total_stack:?}");
     }
 }

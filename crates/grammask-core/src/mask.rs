@@ -24,9 +24,10 @@ use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
-use crate::slice::{BodySlice, ClassSlice};
+use crate::slice::{BodySlice, ClassSlice, RunIndex};
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
 /// the walk visits the whole trie).
@@ -41,6 +42,8 @@ pub struct Shortcuts<'a> {
     /// The kernel state is a counted string body of this capacity
     /// ([`crate::slice::body_capacity`]); used with `body`.
     pub capacity: Option<u32>,
+    /// Run indexes by (ASCII class, UTF-8 too), for class runs met anywhere in the walk.
+    pub runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
 }
 
 /// Per-state token classification, shared by all matchers of a compiled grammar.
@@ -81,7 +84,7 @@ pub fn classify_kernel(
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
     let mut never = || false;
-    let sc = Shortcuts { body, follow, class, capacity: None };
+    let sc = Shortcuts { body, follow, class, capacity: None, runs: None };
     let km = classify_kernel_budget(a, trie, vocab_size, state, sc, usize::MAX, &mut never)?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
@@ -107,8 +110,8 @@ pub fn classify_kernel_budget(
     classify_walk(a, trie, vocab_size, state, sc, budget, on_budget, &[true, false])
 }
 
-/// [`classify_kernel`] on a plain stack of rows, without the row memo: the reference the
-/// interned walk is tested against.
+/// [`classify_kernel`] on a plain stack of rows, without the row memo and run indexes: the
+/// reference the full walk is tested against.
 #[doc(hidden)]
 pub fn classify_kernel_uninterned(
     a: &Automata,
@@ -117,6 +120,7 @@ pub fn classify_kernel_uninterned(
     state: StateId,
     sc: Shortcuts<'_>,
 ) -> Result<KernelMask> {
+    let sc = Shortcuts { runs: None, ..sc };
     let km = classify_walk(a, trie, vocab_size, state, sc, usize::MAX, &mut || false, &[false])?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
@@ -151,6 +155,9 @@ fn classify_walk(
             frames: Vec::new(),
             ends: Vec::new(),
             path: Vec::new(),
+            runs: sc.runs,
+            state_runs: FastMap::default(),
+            row_runs: FastMap::default(),
         };
         match w.classify(state, sc)? {
             false if w.memo.as_ref().is_some_and(|m| m.full) => continue,
@@ -169,7 +176,7 @@ fn classify_walk(
 impl KernelWalk<'_> {
     /// Runs the classification (see [`classify_kernel_budget`]); false if abandoned.
     fn classify(&mut self, state: StateId, sc: Shortcuts<'_>) -> Result<bool> {
-        let Shortcuts { body, follow, class, capacity } = sc;
+        let Shortcuts { body, follow, class, capacity, .. } = sc;
         let (a, trie) = (self.a, self.trie);
         let w = self;
         let base = Frame::Rows(w.chart.num_rows());
@@ -214,6 +221,12 @@ impl KernelWalk<'_> {
                     }
                 }
             }
+            _ if let Some(ri) = w.runs_at(base)? => {
+                // The kernel state itself reads every run of a class.
+                if !w.walk_run_children(0, trie.nodes.len(), 0, &ri, base)? {
+                    return Ok(false);
+                }
+            }
             _ => {
                 if !w.walk(0, trie.nodes.len(), base)? {
                     return Ok(false);
@@ -246,6 +259,10 @@ struct KernelWalk<'a> {
     frames: Vec<Frame>,
     ends: Vec<bool>,
     path: Vec<u8>,
+    runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
+    /// The run index that applies at a virtual item's state or an interned row, once looked up.
+    state_runs: FastMap<StateId, Option<Arc<RunIndex>>>,
+    row_runs: FastMap<usize, Option<Arc<RunIndex>>>,
 }
 
 impl KernelWalk<'_> {
@@ -325,11 +342,146 @@ impl KernelWalk<'_> {
             for &t in trie.node_tokens(&n) {
                 self.accepted.set(t as usize);
             }
+            let sub = n.subtree_end as usize;
+            if sub - i > RUN_MIN_SUBTREE && d < MAX_RUN_DEPTH {
+                if let Some(ri) = self.runs_at(frame)? {
+                    if !self.walk_runs(i, &ri, base)? {
+                        return Ok(false);
+                    }
+                    i = sub;
+                    continue;
+                }
+            }
             i += 1;
         }
         Ok(true)
     }
+
+    /// The run index that applies at `frame`: a virtual item whose state reads every run of its
+    /// loop class ([`ClassSlice::covers`]), or an interned row that every byte of an ASCII class
+    /// leads back to.
+    fn runs_at(&mut self, frame: Frame) -> Result<Option<Arc<RunIndex>>> {
+        let Some(runs) = self.runs else { return Ok(None) };
+        let a = self.a;
+        let single = match frame {
+            Frame::Virtual(it, _) => Some(it.state),
+            Frame::Rows(n) => match self.chart.row(n - 1) {
+                [it] if a.rule_edges(it.state).is_empty() => Some(it.state),
+                _ => None,
+            },
+        };
+        match frame {
+            _ if let Some(s) = single => {
+                // Free text (any character but some ASCII ones), or a loop on ASCII bytes.
+                let ri = self.state_runs.entry(s).or_insert_with(|| {
+                    let free = ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c));
+                    let ascii = || Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES);
+                    match free {
+                        Some(c) => runs(c, true),
+                        None => ascii().and_then(|c| runs(c, false)),
+                    }
+                });
+                Ok(ri.clone())
+            }
+            Frame::Rows(n) if self.memo.is_some() => {
+                if let Some(ri) = self.row_runs.get(&n) {
+                    return Ok(ri.clone());
+                }
+                let mut class = 0u128;
+                for b in 0..0x80u8 {
+                    match self.step(frame, b)? {
+                        Some(Frame::Rows(m)) if m == n => class |= 1 << b,
+                        None if self.memo_full() => return Ok(None),
+                        _ => {}
+                    }
+                }
+                let ri = (class.count_ones() >= MIN_ROW_RUN_BYTES).then(|| runs(class, false)).flatten();
+                self.row_runs.insert(n, ri.clone());
+                Ok(ri)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Walks the subtree below node `i` (its frame on top of `frames`), whose place reads every
+    /// run of `ri`'s class: tokens that continue with a run are accepted from the index, and only
+    /// the nodes where such a run stops are walked, each after replaying its run. Returns false if
+    /// abandoned.
+    fn walk_runs(&mut self, i: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
+        let n = self.trie.nodes[i];
+        self.walk_run_children(i + 1, n.subtree_end as usize, n.depth as usize, ri, base)
+    }
+
+    /// [`Self::walk_runs`] over the children `first..end` of a node at depth `d` (the root
+    /// when `d` is 0).
+    fn walk_run_children(&mut self, first: usize, end: usize, d: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
+        let trie = self.trie;
+        let mut c = first;
+        while c < end {
+            let c_end = trie.nodes[c].subtree_end as usize;
+            if ri.utf8 && (0x80..=0xBF).contains(&trie.nodes[c].byte) {
+                // Inside a UTF-8 sequence, not at a run's boundary: walk as usual.
+                self.truncate_path(d);
+                if !self.walk(c, c_end, base)? {
+                    return Ok(false);
+                }
+                c = c_end;
+                continue;
+            }
+            ri.add_runs(trie, c, d, &mut self.accepted);
+            let mut skip_to = c;
+            for (m, lead) in ri.breaks(c, c_end) {
+                if m < skip_to || lead > d {
+                    continue;
+                }
+                if !self.walk_break(m, d, base)? {
+                    return Ok(false);
+                }
+                skip_to = trie.nodes[m].subtree_end as usize;
+            }
+            c = c_end;
+        }
+        self.truncate_path(d);
+        Ok(true)
+    }
+
+    /// Walks break node `m`'s subtree after replaying its run from depth `d` (frames, rule ends
+    /// and path bytes, as the full walk would have them).
+    fn walk_break(&mut self, m: usize, d: usize, base: Frame) -> Result<bool> {
+        let a = self.a;
+        self.truncate_path(d);
+        let parent = self.trie.nodes[m].parent as usize;
+        let mut frame = if d == 0 { base } else { self.frames[d - 1] };
+        for b in self.trie.path_from(parent, d) {
+            // The run is read from this place (see `runs_at`), so the replay cannot fail.
+            let Some(next) = self.step(frame, b)? else { return Ok(!self.memo_full()) };
+            frame = next;
+            self.frames.push(frame);
+            self.ends.push(frame_ended(a, &self.chart, frame));
+            self.path.push(b);
+        }
+        self.walk(m, self.trie.nodes[m].subtree_end as usize, base)
+    }
+
+    fn truncate_path(&mut self, d: usize) {
+        self.frames.truncate(d);
+        self.ends.truncate(d);
+        self.path.truncate(d);
+    }
 }
+
+/// The ASCII bytes on which `s` loops back to itself.
+pub fn ascii_loop(a: &Automata, s: StateId) -> u128 {
+    let looping = a.byte_edges(s).iter().filter(|e| e.target == s && e.lo < 0x80);
+    looping.fold(0u128, |c, e| c | crate::bitset::ascii_range(e.lo, e.hi.min(0x7F)))
+}
+
+/// Subtrees at least this large are worth a run-index lookup (a row's costs up to 128 steps).
+const RUN_MIN_SUBTREE: usize = 256;
+/// Run indexes record leads up to 255 bytes.
+const MAX_RUN_DEPTH: usize = 255;
+/// Fewest ASCII bytes a row must loop on (the ten digits qualify).
+pub const MIN_ROW_RUN_BYTES: u32 = 10;
 
 impl KernelWalk<'_> {
     /// Reads `byte` from `frame`, through the row memo when there is one.

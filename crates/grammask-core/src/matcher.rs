@@ -9,9 +9,9 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{classify_kernel_budget, classify_kernel_uninterned, fill_mask, KernelMask, Shortcuts};
+use crate::mask::{ascii_loop, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_uninterned, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, ByteSet};
-use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level};
+use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
@@ -32,9 +32,16 @@ pub struct TokenIndex {
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
+    /// Run indexes by (ASCII class, UTF-8 too), built on first use (at most
+    /// [`MAX_RUN_INDEXES`]).
+    run_indexes: RwLock<HashMap<(u128, bool), Arc<RunIndex>>>,
     /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
-    classes_seen: RwLock<HashSet<u128>>,
+    classes_seen: RwLock<HashSet<(u128, bool)>>,
 }
+
+/// Most run indexes kept per vocabulary (each about one byte per token plus five per break node,
+/// at most ~2 MB on a 128k vocabulary).
+const MAX_RUN_INDEXES: usize = 16;
 
 /// Most loop classes remembered per vocabulary as seen.
 const MAX_CLASSES_SEEN: usize = 4096;
@@ -71,16 +78,30 @@ impl TokenIndex {
         Some(c.clone())
     }
 
-    /// Whether a grammar with a state looping on `ascii` was compiled before (its slice is then
-    /// built, or every such state was a string body).
-    fn class_seen(&self, ascii: u128) -> bool {
-        read(&self.classes_seen).contains(&ascii)
+    /// The run index of a class ([`RunIndex`]), built on first use; `None` once the
+    /// per-vocabulary budget is spent.
+    pub fn run_index(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
+        if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
+            return Some(r.clone());
+        }
+        let mut w = write(&self.run_indexes);
+        if w.len() >= MAX_RUN_INDEXES {
+            return w.get(&(ascii, utf8)).cloned();
+        }
+        let r = w.entry((ascii, utf8)).or_insert_with(|| Arc::new(RunIndex::new(&self.trie, ascii, utf8)));
+        Some(r.clone())
     }
 
-    fn see_class(&self, ascii: u128) {
+    /// Whether a grammar with a state looping on `ascii` was compiled before (its slice is then
+    /// built, or every such state was a string body).
+    fn class_seen(&self, ascii: u128, utf8: bool) -> bool {
+        read(&self.classes_seen).contains(&(ascii, utf8))
+    }
+
+    fn see_class(&self, ascii: u128, utf8: bool) {
         let mut w = write(&self.classes_seen);
         if w.len() < MAX_CLASSES_SEEN {
-            w.insert(ascii);
+            w.insert((ascii, utf8));
         }
     }
 
@@ -132,6 +153,7 @@ impl TokenIndex {
             kernel_bytes: AtomicUsize::new(0),
             body: OnceLock::new(),
             class_slices: RwLock::new(HashMap::new()),
+            run_indexes: RwLock::new(HashMap::new()),
             classes_seen: RwLock::new(HashSet::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
@@ -164,22 +186,36 @@ impl CompiledGrammar {
         // Free-text slices are per vocabulary and take a trie walk (~2 ms on a 128k vocabulary)
         // to build: built with the grammar that first needs one rather than in its first mask.
         // String bodies take the body slice instead (see `with_shortcuts`).
-        // Each class is looked at once per vocabulary (`ClassSlices::seen`).
-        let mut fresh: Vec<(u128, bool)> = Vec::new();
-        for s in (0..automata.states().len() as u32).map(StateId) {
-            let Some(c) = ClassSlice::loop_class(&automata, s) else { continue };
-            if index.class_seen(c) {
-                continue;
+        // So are the run indexes of the classes that states loop on (a row of such a state
+        // loops on the class too). Each class is looked at once per vocabulary (`classes_seen`).
+        let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
+        let mut note = |c: u128, utf8: bool, s: StateId| {
+            if index.class_seen(c, utf8) {
+                return;
             }
             let free_text = BodySlice::covers(&automata, s).is_none();
-            match fresh.iter_mut().find(|(x, _)| *x == c) {
-                Some((_, f)) => *f |= free_text,
-                None => fresh.push((c, free_text)),
+            match fresh.iter_mut().find(|(x, u, _)| (*x, *u) == (c, utf8)) {
+                Some((_, _, f)) => *f |= free_text,
+                None => fresh.push((c, utf8, free_text)),
+            }
+        };
+        for s in (0..automata.states().len() as u32).map(StateId) {
+            if let Some(c) = ClassSlice::loop_class(&automata, s) {
+                note(c, true, s);
+            }
+            let c = ascii_loop(&automata, s);
+            if c.count_ones() >= MIN_ROW_RUN_BYTES {
+                note(c, false, s);
             }
         }
-        for (c, free_text) in fresh {
-            index.see_class(c);
-            if free_text {
+        for (c, utf8, free_text) in fresh {
+            index.see_class(c, utf8);
+            // A string body's run index serves walks that enter the body below the root (after
+            // an escape, a quote or a key).
+            if free_text || utf8 {
+                index.run_index(c, utf8);
+            }
+            if free_text && utf8 {
                 index.class_slice(c);
             }
         }
@@ -261,7 +297,7 @@ impl CompiledGrammar {
         })
     }
 
-    /// [`Self::classify`] without the row memo (the reference it is tested against).
+    /// [`Self::classify`] without the row memo and run indexes (the reference it is tested against).
     #[doc(hidden)]
     pub fn classify_uninterned(&self, state: StateId) -> Result<KernelMask> {
         let vocab_size = self.index.vocab.vocab_size();
@@ -276,7 +312,14 @@ impl CompiledGrammar {
         let body = capacity.is_some() || BodySlice::covers(&self.automata, state).is_some();
         let class = if body { None } else { ClassSlice::loop_class(&self.automata, state) };
         let class = class.and_then(|c| self.index.class_slice(c));
-        f(Shortcuts { body: Some(self.index.body_slice()), follow: Some(&follow), class: class.as_deref(), capacity })
+        let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
+        f(Shortcuts {
+            body: Some(self.index.body_slice()),
+            follow: Some(&follow),
+            class: class.as_deref(),
+            capacity,
+            runs: Some(&runs),
+        })
     }
 
     /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's

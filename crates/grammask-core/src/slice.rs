@@ -501,6 +501,104 @@ impl ClassSlice {
     }
 }
 
+/// Where the runs of one character class lie anywhere in the trie, for a walk that reaches, at
+/// some node, a place that reads every run of the class (see `KernelWalk::walk`): the tokens
+/// below that node that continue with a run are accepted at once, and only the *break* nodes
+/// (where a run from the node stops) are walked. [`ClassSlice`] is the same at the root only.
+///
+/// The class reads ASCII bytes of `ascii`, plus, when `utf8`, any valid UTF-8 character. For a
+/// byte path `p`, `lead(p)` is the smallest `k` such that `p[k..]` is read from the class start
+/// (possibly ending inside a UTF-8 sequence). A token continues with a run after depth `d` iff
+/// `lead <= d` and its byte at `d` is not a UTF-8 continuation byte (then `d` is a character
+/// boundary of the run).
+///
+/// Invariant: node `m` is a break node iff its path is not read from its parent's lead; the
+/// break nodes below node `n` (depth `d`, at a character boundary) whose parent lead is `<= d`
+/// are exactly the first nodes below `n` where a run from `d` stops, and every other break
+/// node below `n` lies under one of them.
+#[derive(Debug)]
+pub struct RunIndex {
+    pub ascii: u128,
+    pub utf8: bool,
+    /// `lead` of each token's bytes, in trie token order (`trie.tokens`), capped at 255.
+    lead: Vec<u8>,
+    /// Break nodes in trie order, with their parent's lead (capped at 255).
+    break_nodes: Vec<u32>,
+    break_lead: Vec<u8>,
+}
+
+impl RunIndex {
+    pub fn new(trie: &TokenTrie, ascii: u128, utf8: bool) -> RunIndex {
+        let step = |b: u8, x: u8| -> Option<u8> {
+            if !utf8 {
+                return (x < 0x80 && ascii >> x & 1 == 1).then_some(0);
+            }
+            match class_step(ascii, b, x) {
+                Body::To(n) => Some(n),
+                _ => None,
+            }
+        };
+        let cap = |k: usize| k.min(255) as u8;
+        let mut lead = vec![u8::MAX; trie.tokens.len()];
+        let (mut break_nodes, mut break_lead) = (Vec::new(), Vec::new());
+        // Per depth on the current path: (lead, class state after the path from it).
+        let mut stack: Vec<(usize, u8)> = Vec::new();
+        let mut path: Vec<u8> = Vec::new();
+        for (i, n) in trie.nodes.iter().enumerate() {
+            let d = n.depth as usize;
+            stack.truncate(d - 1);
+            path.truncate(d - 1);
+            path.push(n.byte);
+            let (plead, pstate) = stack.last().copied().unwrap_or((0, 0));
+            let here = match step(pstate, n.byte) {
+                Some(st) => (plead, st),
+                None => {
+                    break_nodes.push(i as u32);
+                    break_lead.push(cap(plead));
+                    // The shortest suffix after `plead` that the class reads (the empty one at
+                    // worst).
+                    (plead + 1..=d)
+                        .find_map(|k| {
+                            path[k..].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st))
+                        })
+                        .unwrap_or((d, 0))
+                }
+            };
+            stack.push(here);
+            for j in n.tok_start..n.tok_end {
+                lead[j as usize] = cap(here.0);
+            }
+        }
+        RunIndex { ascii, utf8, lead, break_nodes, break_lead }
+    }
+
+    /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
+    /// with a run after depth `d`; `c`'s byte must not be a UTF-8 continuation byte.
+    pub fn add_runs(&self, trie: &TokenTrie, c: usize, d: usize, out: &mut Bitset) {
+        let end = trie.nodes[c].subtree_end as usize;
+        let (lo, hi) = (trie.first_token[c] as usize, trie.first_token[end] as usize);
+        for (j, &l) in self.lead[lo..hi].iter().enumerate() {
+            if usize::from(l) <= d {
+                out.set(trie.tokens[lo + j] as usize);
+            }
+        }
+    }
+
+    /// The break nodes in `start..end`, in trie order, each with its parent's lead.
+    pub fn breaks(&self, start: usize, end: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let from = self.break_nodes.partition_point(|&m| (m as usize) < start);
+        self.break_nodes[from..]
+            .iter()
+            .zip(&self.break_lead[from..])
+            .take_while(move |(&m, _)| (m as usize) < end)
+            .map(|(&m, &l)| (m as usize, usize::from(l)))
+    }
+
+    pub fn memory_size(&self) -> usize {
+        self.lead.len() + self.break_nodes.len() * 5
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,13 +3,16 @@
 //!
 //! Invariants: nodes are in DFS preorder; node `i`'s descendants are exactly `i+1..subtree_end`;
 //! `depth` is the length of the node's byte path (the root is implicit, depth 0); the tokens whose
-//! bytes equal a node's path are `tokens[tok_start..tok_end]`.
+//! bytes equal a node's path are `tokens[tok_start..tok_end]`; the tokens of node `i`'s subtree are
+//! `tokens[first_token[i]..first_token[subtree_end]]`.
 
 use crate::vocab::Vocabulary;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Node {
     pub byte: u8,
+    /// The parent node (`u32::MAX` for a child of the root).
+    pub parent: u32,
     pub depth: u32,
     pub subtree_end: u32,
     pub tok_start: u32,
@@ -20,6 +23,9 @@ pub struct Node {
 pub struct TokenTrie {
     pub nodes: Vec<Node>,
     pub tokens: Vec<u32>,
+    /// `first_token[i]`: the number of tokens on nodes before `i` (one entry per node, plus the
+    /// total).
+    pub first_token: Vec<u32>,
     /// The longest token, in bytes: no walk goes deeper.
     pub max_depth: u32,
 }
@@ -39,10 +45,13 @@ impl TokenTrie {
                 path.pop();
             }
             for &b in &bytes[lcp..] {
+                let parent = open.last().copied().unwrap_or(u32::MAX);
                 open.push(t.nodes.len() as u32);
                 path.push(b);
+                t.first_token.push(t.tokens.len() as u32);
                 t.nodes.push(Node {
                     byte: b,
+                    parent,
                     depth: path.len() as u32,
                     subtree_end: 0,
                     tok_start: 0,
@@ -61,6 +70,7 @@ impl TokenTrie {
         while let Some(n) = open.pop() {
             t.nodes[n as usize].subtree_end = t.nodes.len() as u32;
         }
+        t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
         t
     }
@@ -76,7 +86,19 @@ impl TokenTrie {
         self.nodes[i..end].iter().flat_map(move |n| self.node_tokens(n).iter().copied())
     }
 
+    /// The bytes of node `i`'s path from depth `from` on.
+    pub fn path_from(&self, i: usize, from: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut n = i as u32;
+        while n != u32::MAX && self.nodes[n as usize].depth as usize > from {
+            out.push(self.nodes[n as usize].byte);
+            n = self.nodes[n as usize].parent;
+        }
+        out.reverse();
+        out
+    }
+
     pub fn memory_size(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4
+        self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4 + self.first_token.len() * 4
     }
 }
