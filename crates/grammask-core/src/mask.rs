@@ -44,6 +44,9 @@ pub struct Shortcuts<'a> {
     pub capacity: Option<u32>,
     /// Run indexes by (ASCII class, UTF-8 too), for class runs met anywhere in the walk.
     pub runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
+    /// The run index that applies at a plain state (see `KernelWalk::runs_at`), memoized by the
+    /// compiled grammar: deciding it takes a cover search.
+    pub state_runs: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
 }
 
 /// Per-state token classification, shared by all matchers of a compiled grammar.
@@ -84,7 +87,7 @@ pub fn classify_kernel(
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
     let mut never = || false;
-    let sc = Shortcuts { body, follow, class, capacity: None, runs: None };
+    let sc = Shortcuts { body, follow, class, capacity: None, runs: None, state_runs: None };
     let km = classify_kernel_budget(a, trie, vocab_size, state, sc, usize::MAX, &mut never)?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
@@ -120,7 +123,7 @@ pub fn classify_kernel_uninterned(
     state: StateId,
     sc: Shortcuts<'_>,
 ) -> Result<KernelMask> {
-    let sc = Shortcuts { runs: None, ..sc };
+    let sc = Shortcuts { runs: None, state_runs: None, ..sc };
     let km = classify_walk(a, trie, vocab_size, state, sc, usize::MAX, &mut || false, &[false])?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
@@ -156,6 +159,7 @@ fn classify_walk(
             ends: Vec::new(),
             path: Vec::new(),
             runs: sc.runs,
+            shared_state_runs: sc.state_runs,
             state_runs: FastMap::default(),
             row_runs: FastMap::default(),
         };
@@ -260,6 +264,7 @@ struct KernelWalk<'a> {
     ends: Vec<bool>,
     path: Vec<u8>,
     runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
+    shared_state_runs: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
     /// The run index that applies at a virtual item's state or an interned row, once looked up.
     state_runs: FastMap<StateId, Option<Arc<RunIndex>>>,
     row_runs: FastMap<usize, Option<Arc<RunIndex>>>,
@@ -372,14 +377,10 @@ impl KernelWalk<'_> {
         };
         match frame {
             _ if let Some(s) = single => {
-                // Free text (any character but some ASCII ones), or a loop on ASCII bytes.
-                let ri = self.state_runs.entry(s).or_insert_with(|| {
-                    let free = ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c));
-                    let ascii = || Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES);
-                    match free {
-                        Some(c) => runs(c, true),
-                        None => ascii().and_then(|c| runs(c, false)),
-                    }
+                let shared = self.shared_state_runs;
+                let ri = self.state_runs.entry(s).or_insert_with(|| match shared {
+                    Some(f) => f(s),
+                    None => state_run_index(a, s, runs),
                 });
                 Ok(ri.clone())
             }
@@ -387,8 +388,15 @@ impl KernelWalk<'_> {
                 if let Some(ri) = self.row_runs.get(&n) {
                     return Ok(ri.clone());
                 }
+                // Only bytes some item loops on are tried (a row loops on a byte through an item
+                // that does, in practice; missing a rarer loop only forgoes the shortcut).
+                let candidates = self.chart.row(n - 1).iter().fold(0u128, |c, it| c | ascii_loop(a, it.state));
+                if candidates.count_ones() < MIN_ROW_RUN_BYTES {
+                    self.row_runs.insert(n, None);
+                    return Ok(None);
+                }
                 let mut class = 0u128;
-                for b in 0..0x80u8 {
+                for b in (0..0x80u8).filter(|&b| candidates >> b & 1 == 1) {
                     match self.step(frame, b)? {
                         Some(Frame::Rows(m)) if m == n => class |= 1 << b,
                         None if self.memo_full() => return Ok(None),
@@ -467,6 +475,15 @@ impl KernelWalk<'_> {
         self.frames.truncate(d);
         self.ends.truncate(d);
         self.path.truncate(d);
+    }
+}
+
+/// The run index that applies at plain state `s`: free text (any character but some ASCII ones)
+/// that `s` reads every run of, or a loop on ASCII bytes.
+pub fn state_run_index(a: &Automata, s: StateId, runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>) -> Option<Arc<RunIndex>> {
+    match ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c)) {
+        Some(c) => runs(c, true),
+        None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{ascii_loop, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_uninterned, fill_mask, KernelMask, Shortcuts};
+use crate::mask::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_uninterned, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, ByteSet};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::trie::TokenTrie;
@@ -174,6 +174,8 @@ pub struct CompiledGrammar {
     follow: OnceLock<Vec<ByteSet>>,
     /// Counted string-body levels by state ([`body_level`]).
     levels: RwLock<HashMap<StateId, Option<Level>>>,
+    /// Run indexes that apply at plain states ([`state_run_index`]).
+    state_runs: RwLock<HashMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
@@ -226,6 +228,7 @@ impl CompiledGrammar {
             kernels: RwLock::new(HashMap::new()),
             follow: OnceLock::new(),
             levels: RwLock::new(HashMap::new()),
+            state_runs: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
         })
@@ -313,12 +316,21 @@ impl CompiledGrammar {
         let class = if body { None } else { ClassSlice::loop_class(&self.automata, state) };
         let class = class.and_then(|c| self.index.class_slice(c));
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
+        let state_runs = |s: StateId| {
+            if let Some(r) = read(&self.state_runs).get(&s) {
+                return r.clone();
+            }
+            let r = state_run_index(&self.automata, s, &runs);
+            write(&self.state_runs).insert(s, r.clone());
+            r
+        };
         f(Shortcuts {
             body: Some(self.index.body_slice()),
             follow: Some(&follow),
             class: class.as_deref(),
             capacity,
             runs: Some(&runs),
+            state_runs: Some(&state_runs),
         })
     }
 
