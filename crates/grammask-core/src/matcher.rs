@@ -92,6 +92,11 @@ impl TokenIndex {
         Some(r.clone())
     }
 
+    /// The free-text slice of ASCII class `ascii` if it was built.
+    pub fn cached_class_slice(&self, ascii: u128) -> Option<Arc<ClassSlice>> {
+        read(&self.class_slices).get(&ascii).cloned()
+    }
+
     /// Whether a grammar with a state looping on `ascii` was compiled before (its slice is then
     /// built, or every such state was a string body).
     fn class_seen(&self, ascii: u128, utf8: bool) -> bool {
@@ -310,11 +315,11 @@ impl CompiledGrammar {
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let capacity = self.body_capacity(state);
-        // The body shortcuts take precedence (see `classify_kernel_budget`); a string body needs
-        // no class slice.
-        let body = capacity.is_some() || BodySlice::covers(&self.automata, state).is_some();
-        let class = if body { None } else { ClassSlice::loop_class(&self.automata, state) };
-        let class = class.and_then(|c| self.index.class_slice(c));
+        // Class slices are built when a grammar needing one is compiled (not for string bodies,
+        // which take the body shortcuts first); one missing here (past the per-vocabulary
+        // budget) is not built in a mask.
+        let class = ClassSlice::loop_class(&self.automata, state).filter(|_| capacity.is_none());
+        let class = class.and_then(|c| self.index.cached_class_slice(c));
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
         let state_runs = |s: StateId| {
             if let Some(r) = read(&self.state_runs).get(&s) {
