@@ -425,6 +425,7 @@ impl KernelWalk<'_> {
     fn walk_run_children(&mut self, first: usize, end: usize, d: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
         let trie = self.trie;
         let mut c = first;
+        let mut k = ri.first_break(0, c);
         while c < end {
             let c_end = trie.nodes[c].subtree_end as usize;
             if ri.utf8 && (0x80..=0xBF).contains(&trie.nodes[c].byte) {
@@ -437,15 +438,18 @@ impl KernelWalk<'_> {
                 continue;
             }
             ri.add_runs(trie, c, d, &mut self.accepted);
-            let mut skip_to = c;
-            for (m, lead) in ri.breaks(c, c_end) {
-                if m < skip_to || lead > d {
+            // The breaks whose run starts at or above depth `d`; every other break below `c`
+            // lies under one of them, so their subtrees are skipped by binary search.
+            k = ri.first_break(k, c);
+            while let Some((m, lead)) = ri.break_at(k).filter(|&(m, _)| m < c_end) {
+                if lead > d {
+                    k += 1;
                     continue;
                 }
-                if !self.walk_break(m, d, base)? {
+                if !self.walk_break(m, d, base, !ri.utf8)? {
                     return Ok(false);
                 }
-                skip_to = trie.nodes[m].subtree_end as usize;
+                k = ri.first_break(k, trie.nodes[m].subtree_end as usize);
             }
             c = c_end;
         }
@@ -455,20 +459,41 @@ impl KernelWalk<'_> {
 
     /// Walks break node `m`'s subtree after replaying its run from depth `d` (frames, rule ends
     /// and path bytes, as the full walk would have them).
-    fn walk_break(&mut self, m: usize, d: usize, base: Frame) -> Result<bool> {
-        let a = self.a;
+    fn walk_break(&mut self, m: usize, d: usize, base: Frame, looping: bool) -> Result<bool> {
+        let (a, trie) = (self.a, self.trie);
+        let node = trie.nodes[m];
+        let below = node.depth as usize - 1;
         self.truncate_path(d);
-        let parent = self.trie.nodes[m].parent as usize;
-        let mut frame = if d == 0 { base } else { self.frames[d - 1] };
-        for b in self.trie.path_from(parent, d) {
-            // The run is read from this place (see `runs_at`), so the replay cannot fail.
-            let Some(next) = self.step(frame, b)? else { return Ok(!self.memo_full()) };
-            frame = next;
-            self.frames.push(frame);
-            self.ends.push(frame_ended(a, &self.chart, frame));
-            self.path.push(b);
+        // The run's bytes, read off the parent chain.
+        self.path.resize(below, 0);
+        let mut p = node.parent;
+        for k in (d..below).rev() {
+            self.path[k] = trie.nodes[p as usize].byte;
+            p = trie.nodes[p as usize].parent;
         }
-        self.walk(m, self.trie.nodes[m].subtree_end as usize, base)
+        let first = if d == 0 { base } else { self.frames[d - 1] };
+        if looping {
+            // Every byte of an ASCII run leads back to the same frame.
+            let ended = frame_ended(a, &self.chart, first);
+            if !ended && !self.ends.iter().any(|&e| e) {
+                // No rule end on the path: a refused byte refuses its whole subtree, unrecorded.
+                if self.step(first, node.byte)?.is_none() {
+                    return Ok(!self.memo_full());
+                }
+            }
+            self.frames.resize(below, first);
+            self.ends.resize(below, ended);
+        } else {
+            let mut frame = first;
+            for k in d..below {
+                // The run is read from this place (see `runs_at`), so the replay cannot fail.
+                let Some(next) = self.step(frame, self.path[k])? else { return Ok(!self.memo_full()) };
+                frame = next;
+                self.frames.push(frame);
+                self.ends.push(frame_ended(a, &self.chart, frame));
+            }
+        }
+        self.walk(m, node.subtree_end as usize, base)
     }
 
     fn truncate_path(&mut self, d: usize) {
