@@ -519,7 +519,7 @@ pub fn ascii_loop(a: &Automata, s: StateId) -> u128 {
 }
 
 /// Subtrees at least this large are worth a run-index lookup (a row's costs up to 128 steps).
-const RUN_MIN_SUBTREE: usize = 256;
+const RUN_MIN_SUBTREE: usize = 32;
 /// Run indexes record leads up to 255 bytes.
 const MAX_RUN_DEPTH: usize = 255;
 /// Fewest ASCII bytes a row must loop on (the ten digits qualify).
