@@ -424,10 +424,27 @@ impl KernelWalk<'_> {
     /// when `d` is 0).
     fn walk_run_children(&mut self, first: usize, end: usize, d: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
         let trie = self.trie;
+        // An ASCII run leads back to the frame at depth `d`; with no rule end on the path, a break
+        // byte that frame refuses fails its whole subtree with nothing to record.
+        let here = if d == 0 { base } else { self.frames[d - 1] };
+        let quiet = !ri.utf8 && !frame_ended(self.a, &self.chart, here) && !self.ends.iter().any(|&e| e);
+        // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
+        let mut refused = [0u8; 256];
         let mut c = first;
         let mut k = ri.first_break(0, c);
         while c < end {
             let c_end = trie.nodes[c].subtree_end as usize;
+            let byte = trie.nodes[c].byte;
+            if quiet && !ri.reads_ascii(byte) {
+                match self.refuses(here, byte, &mut refused)? {
+                    None => return Ok(false),
+                    Some(true) => {
+                        c = c_end;
+                        continue;
+                    }
+                    Some(false) => {}
+                }
+            }
             if ri.utf8 && (0x80..=0xBF).contains(&trie.nodes[c].byte) {
                 // Inside a UTF-8 sequence, not at a run's boundary: walk as usual.
                 self.truncate_path(d);
@@ -441,10 +458,21 @@ impl KernelWalk<'_> {
             // The breaks whose run starts at or above depth `d`; every other break below `c`
             // lies under one of them, so their subtrees are skipped by binary search.
             k = ri.first_break(k, c);
-            while let Some((m, lead)) = ri.break_at(k).filter(|&(m, _)| m < c_end) {
+            while let Some((m, lead, byte)) = ri.break_at(k).filter(|&(m, _, _)| m < c_end) {
                 if lead > d {
                     k += 1;
                     continue;
+                }
+                if quiet {
+                    match self.refuses(here, byte, &mut refused)? {
+                        None => return Ok(false),
+                        // The breaks below it start their runs deeper: skipped one by one.
+                        Some(true) => {
+                            k += 1;
+                            continue;
+                        }
+                        Some(false) => {}
+                    }
                 }
                 if !self.walk_break(m, d, base, !ri.utf8)? {
                     return Ok(false);
@@ -455,6 +483,19 @@ impl KernelWalk<'_> {
         }
         self.truncate_path(d);
         Ok(true)
+    }
+
+    /// Whether `frame` refuses `byte`, cached in `known` (see `walk_run_children`); `None` if
+    /// the row memo filled up (the walk is abandoned and redone).
+    fn refuses(&mut self, frame: Frame, byte: u8, known: &mut [u8; 256]) -> Result<Option<bool>> {
+        if known[byte as usize] == 0 {
+            let read = self.step(frame, byte)?.is_some();
+            if !read && self.memo_full() {
+                return Ok(None);
+            }
+            known[byte as usize] = if read { 2 } else { 1 };
+        }
+        Ok(Some(known[byte as usize] == 1))
     }
 
     /// Walks break node `m`'s subtree after replaying its run from depth `d` (frames, rule ends

@@ -522,9 +522,10 @@ pub struct RunIndex {
     pub utf8: bool,
     /// `lead` of each token's bytes, in trie token order (`trie.tokens`), capped at 255.
     lead: Vec<u8>,
-    /// Break nodes in trie order, with their parent's lead (capped at 255).
+    /// Break nodes in trie order, with their parent's lead (capped at 255) and their byte.
     break_nodes: Vec<u32>,
     break_lead: Vec<u8>,
+    break_byte: Vec<u8>,
 }
 
 impl RunIndex {
@@ -540,7 +541,7 @@ impl RunIndex {
         };
         let cap = |k: usize| k.min(255) as u8;
         let mut lead = vec![u8::MAX; trie.tokens.len()];
-        let (mut break_nodes, mut break_lead) = (Vec::new(), Vec::new());
+        let (mut break_nodes, mut break_lead, mut break_byte) = (Vec::new(), Vec::new(), Vec::new());
         // Per depth on the current path: (lead, class state after the path from it).
         let mut stack: Vec<(usize, u8)> = Vec::new();
         let mut path: Vec<u8> = Vec::new();
@@ -555,6 +556,7 @@ impl RunIndex {
                 None => {
                     break_nodes.push(i as u32);
                     break_lead.push(cap(plead));
+                    break_byte.push(n.byte);
                     // The shortest suffix after `plead` that the class reads (the empty one at
                     // worst).
                     (plead + 1..=d)
@@ -569,7 +571,7 @@ impl RunIndex {
                 lead[j as usize] = cap(here.0);
             }
         }
-        RunIndex { ascii, utf8, lead, break_nodes, break_lead }
+        RunIndex { ascii, utf8, lead, break_nodes, break_lead, break_byte }
     }
 
     /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
@@ -600,14 +602,21 @@ impl RunIndex {
         lo + list[lo..hi].partition_point(|&m| (m as usize) < start)
     }
 
-    /// Break `k`: its node and its parent's lead; `None` past the end.
+    /// Break `k`: its node, its parent's lead and its byte; `None` past the end.
     #[inline]
-    pub fn break_at(&self, k: usize) -> Option<(usize, usize)> {
-        Some((*self.break_nodes.get(k)? as usize, usize::from(self.break_lead[k])))
+    pub fn break_at(&self, k: usize) -> Option<(usize, usize, u8)> {
+        Some((*self.break_nodes.get(k)? as usize, usize::from(self.break_lead[k]), self.break_byte[k]))
+    }
+
+    /// Whether the class reads ASCII byte `x` (for an ASCII-only class, whether `x` can be in a
+    /// run at all).
+    #[inline]
+    pub fn reads_ascii(&self, x: u8) -> bool {
+        x < 0x80 && self.ascii >> x & 1 == 1
     }
 
     pub fn memory_size(&self) -> usize {
-        self.lead.len() + self.break_nodes.len() * 5
+        self.lead.len() + self.break_nodes.len() * 6
     }
 }
 
