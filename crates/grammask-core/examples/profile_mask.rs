@@ -25,7 +25,7 @@ fn main() {
             if std::env::var("KERNELS").is_ok() {
                 for it in grammask_core::mask::kernel_items(cg.automata(), m.chart()) {
                     let t = Instant::now();
-                    let km = grammask_core::mask::classify_kernel(cg.automata(), cg.trie(), vocab.vocab_size(), it.state, Some(cg.index().body_slice()), None, None).unwrap();
+                    let km = cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap();
                     println!("   kernel {:?} rule {} {:?} accepted {} uncertain {} suffixes {}", it, cg.automata().rule_name(cg.automata().state(it.state).rule), t.elapsed(), km.accepted.count_ones(), km.uncertain.len(), km.suffixes.len());
                 }
             }

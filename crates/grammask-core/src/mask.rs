@@ -430,6 +430,11 @@ impl KernelWalk<'_> {
         let quiet = !ri.utf8 && !frame_ended(self.a, &self.chart, here) && !self.ends.iter().any(|&e| e);
         // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
         let mut refused = [0u8; 256];
+        if d == 0 {
+            // From the root, every run token is accepted (a token below a child that cannot
+            // begin a run has a lead of at least 1).
+            self.accepted.or_assign(&ri.whole);
+        }
         let mut c = first;
         let mut k = ri.first_break(0, c);
         while c < end {
@@ -454,7 +459,9 @@ impl KernelWalk<'_> {
                 c = c_end;
                 continue;
             }
-            ri.add_runs(trie, c, d, &mut self.accepted);
+            if d > 0 {
+                ri.add_runs(trie, c, d, &mut self.accepted);
+            }
             // The breaks whose run starts at or above depth `d`; every other break below `c`
             // lies under one of them, so their subtrees are skipped by binary search.
             k = ri.first_break(k, c);

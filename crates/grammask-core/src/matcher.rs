@@ -88,7 +88,7 @@ impl TokenIndex {
         if w.len() >= MAX_RUN_INDEXES {
             return w.get(&(ascii, utf8)).cloned();
         }
-        let r = w.entry((ascii, utf8)).or_insert_with(|| Arc::new(RunIndex::new(&self.trie, ascii, utf8)));
+        let r = w.entry((ascii, utf8)).or_insert_with(|| Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8)));
         Some(r.clone())
     }
 

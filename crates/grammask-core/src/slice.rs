@@ -522,6 +522,8 @@ pub struct RunIndex {
     pub utf8: bool,
     /// `lead` of each token's bytes, in trie token order (`trie.tokens`), capped at 255.
     lead: Vec<u8>,
+    /// The tokens whose lead is 0 (entirely runs): what a run from the root accepts.
+    pub whole: Bitset,
     /// Break nodes in trie order, with their parent's lead (capped at 255) and their byte.
     break_nodes: Vec<u32>,
     break_lead: Vec<u8>,
@@ -529,7 +531,7 @@ pub struct RunIndex {
 }
 
 impl RunIndex {
-    pub fn new(trie: &TokenTrie, ascii: u128, utf8: bool) -> RunIndex {
+    pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128, utf8: bool) -> RunIndex {
         let step = |b: u8, x: u8| -> Option<u8> {
             if !utf8 {
                 return (x < 0x80 && ascii >> x & 1 == 1).then_some(0);
@@ -571,7 +573,13 @@ impl RunIndex {
                 lead[j as usize] = cap(here.0);
             }
         }
-        RunIndex { ascii, utf8, lead, break_nodes, break_lead, break_byte }
+        let mut whole = Bitset::new(vocab_size);
+        for (j, &l) in lead.iter().enumerate() {
+            if l == 0 {
+                whole.set(trie.tokens[j] as usize);
+            }
+        }
+        RunIndex { ascii, utf8, lead, whole, break_nodes, break_lead, break_byte }
     }
 
     /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
@@ -616,7 +624,7 @@ impl RunIndex {
     }
 
     pub fn memory_size(&self) -> usize {
-        self.lead.len() + self.break_nodes.len() * 6
+        self.lead.len() + self.whole.memory_size() + self.break_nodes.len() * 6
     }
 }
 
