@@ -424,10 +424,18 @@ impl KernelWalk<'_> {
     /// when `d` is 0).
     fn walk_run_children(&mut self, first: usize, end: usize, d: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
         let trie = self.trie;
-        // An ASCII run leads back to the frame at depth `d`; with no rule end on the path, a break
-        // byte that frame refuses fails its whole subtree with nothing to record.
+        // An ASCII run leads back to the frame at depth `d`. A break byte that frame refuses fails
+        // its whole subtree, and records nothing when no rule end on the path leaves a suffix that
+        // starts in FOLLOW (see `record_uncertain`): none before the run, none inside it (its
+        // bytes are class bytes), and none right before the break byte.
         let here = if d == 0 { base } else { self.frames[d - 1] };
-        let quiet = !ri.utf8 && !frame_ended(self.a, &self.chart, here) && !self.ends.iter().any(|&e| e);
+        let ended = frame_ended(self.a, &self.chart, here);
+        let follow = self.follow;
+        let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
+        let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
+        let run_quiet = !ended || !(0..0x80u8).any(|x| ri.reads_ascii(x) && follows(x));
+        let quiet = !ri.utf8 && prefix_quiet && run_quiet;
+        let quiet_byte = |x: u8| !ended || !follows(x);
         // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
         let mut refused = [0u8; 256];
         if d == 0 {
@@ -440,7 +448,7 @@ impl KernelWalk<'_> {
         while c < end {
             let c_end = trie.nodes[c].subtree_end as usize;
             let byte = trie.nodes[c].byte;
-            if quiet && !ri.reads_ascii(byte) {
+            if quiet && !ri.reads_ascii(byte) && quiet_byte(byte) {
                 match self.refuses(here, byte, &mut refused)? {
                     None => return Ok(false),
                     Some(true) => {
@@ -470,7 +478,7 @@ impl KernelWalk<'_> {
                     k += 1;
                     continue;
                 }
-                if quiet {
+                if quiet && quiet_byte(byte) {
                     match self.refuses(here, byte, &mut refused)? {
                         None => return Ok(false),
                         // The breaks below it start their runs deeper: skipped one by one.
