@@ -395,10 +395,18 @@ impl KernelWalk<'_> {
                     self.row_runs.insert(n, None);
                     return Ok(None);
                 }
-                let mut class = 0u128;
+                // Bytes that step every item alike lead to the same row: one step per group.
+                let mut groups: Vec<(u8, u128)> = Vec::new();
                 for b in (0..0x80u8).filter(|&b| candidates >> b & 1 == 1) {
-                    match self.step(frame, b)? {
-                        Some(Frame::Rows(m)) if m == n => class |= 1 << b,
+                    match groups.iter_mut().find(|(r, _)| same_steps(a, &self.chart, frame, *r, b)) {
+                        Some((_, bytes)) => *bytes |= 1 << b,
+                        None => groups.push((b, 1 << b)),
+                    }
+                }
+                let mut class = 0u128;
+                for (r, bytes) in groups {
+                    match self.step(frame, r)? {
+                        Some(Frame::Rows(m)) if m == n => class |= bytes,
                         None if self.memo_full() => return Ok(None),
                         _ => {}
                     }
