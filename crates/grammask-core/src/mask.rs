@@ -227,7 +227,7 @@ impl KernelWalk<'_> {
             }
             _ if let Some(ri) = w.runs_at(base)? => {
                 // The kernel state itself reads every run of a class.
-                if !w.walk_run_children(0, trie.nodes.len(), 0, &ri, base)? {
+                if !w.walk_run_children(0, trie.nodes.len(), 0, &ri, base, None)? {
                     return Ok(false);
                 }
             }
@@ -425,12 +425,20 @@ impl KernelWalk<'_> {
     /// abandoned.
     fn walk_runs(&mut self, i: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
         let n = self.trie.nodes[i];
-        self.walk_run_children(i + 1, n.subtree_end as usize, n.depth as usize, ri, base)
+        self.walk_run_children(i + 1, n.subtree_end as usize, n.depth as usize, ri, base, Some(i))
     }
 
     /// [`Self::walk_runs`] over the children `first..end` of a node at depth `d` (the root
     /// when `d` is 0).
-    fn walk_run_children(&mut self, first: usize, end: usize, d: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
+    fn walk_run_children(
+        &mut self,
+        first: usize,
+        end: usize,
+        d: usize,
+        ri: &RunIndex,
+        base: Frame,
+        node: Option<usize>,
+    ) -> Result<bool> {
         let trie = self.trie;
         // An ASCII run leads back to the frame at depth `d`. A break byte that frame refuses fails
         // its whole subtree, and records nothing when no rule end on the path leaves a suffix that
@@ -446,10 +454,14 @@ impl KernelWalk<'_> {
         let quiet_byte = |x: u8| !ended || !follows(x);
         // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
         let mut refused = [0u8; 256];
-        if d == 0 {
-            // From the root, every run token is accepted (a token below a child that cannot
-            // begin a run has a lead of at least 1).
-            self.accepted.or_assign(&ri.whole);
+        // The run tokens below the node, from a precomputed set when there is one (the root's,
+        // or a large subtree's); else child by child below.
+        let whole = match node {
+            None => Some(ri.whole.clone()),
+            Some(i) => ri.subtree_runs(trie, i),
+        };
+        if let Some(w) = &whole {
+            self.accepted.or_assign(w);
         }
         let mut c = first;
         let mut k = ri.first_break(0, c);
@@ -475,7 +487,7 @@ impl KernelWalk<'_> {
                 c = c_end;
                 continue;
             }
-            if d > 0 {
+            if whole.is_none() {
                 ri.add_runs(trie, c, d, &mut self.accepted);
             }
             // The breaks whose run starts at or above depth `d`; every other break below `c`

@@ -20,6 +20,7 @@ use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::trie::TokenTrie;
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
 
 
 /// Where a byte leads from a body state.
@@ -453,6 +454,11 @@ pub struct ClassSlice {
     pub frontier: Vec<FrontierNode>,
 }
 
+/// Subtrees with fewer tokens take their runs child by child.
+const SUBTREE_RUNS_MIN_TOKENS: usize = 1024;
+/// Most subtree run sets kept per run index (16 KB each on a 128k vocabulary).
+const MAX_SUBTREE_RUNS: usize = 64;
+
 /// Fewest ASCII bytes in a loop class for the shortcut to be worth it (a state that allows few
 /// bytes prunes the trie early anyway).
 const MIN_CLASS_BYTES: u32 = 32;
@@ -523,7 +529,11 @@ pub struct RunIndex {
     /// `lead` of each token's bytes, in trie token order (`trie.tokens`), capped at 255.
     lead: Vec<u8>,
     /// The tokens whose lead is 0 (entirely runs): what a run from the root accepts.
-    pub whole: Bitset,
+    pub whole: Arc<Bitset>,
+    /// For large subtrees of an ASCII class, the tokens below node `i` whose lead is at most its
+    /// depth, built on first use (at most [`MAX_SUBTREE_RUNS`]).
+    subtrees: RwLock<HashMap<u32, Arc<Bitset>>>,
+    vocab_size: usize,
     /// Break nodes in trie order, with their parent's lead (capped at 255) and their byte.
     break_nodes: Vec<u32>,
     break_lead: Vec<u8>,
@@ -579,7 +589,8 @@ impl RunIndex {
                 whole.set(trie.tokens[j] as usize);
             }
         }
-        RunIndex { ascii, utf8, lead, whole, break_nodes, break_lead, break_byte }
+        let (whole, subtrees) = (Arc::new(whole), RwLock::new(HashMap::new()));
+        RunIndex { ascii, utf8, lead, whole, subtrees, vocab_size, break_nodes, break_lead, break_byte }
     }
 
     /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
@@ -592,6 +603,38 @@ impl RunIndex {
                 out.set(trie.tokens[lo + j] as usize);
             }
         }
+    }
+
+    /// The run tokens below node `i` (those whose lead is at most its depth) as a set, for an
+    /// ASCII class and a subtree of at least [`SUBTREE_RUNS_MIN_TOKENS`] tokens; `None` otherwise
+    /// (the caller takes them child by child with [`Self::add_runs`]).
+    ///
+    /// PERF: the states that begin an expression in SQL or arithmetic all take the same runs
+    /// below `a`..`z`; each took ~40k token checks per first visit.
+    pub fn subtree_runs(&self, trie: &TokenTrie, i: usize) -> Option<Arc<Bitset>> {
+        let n = trie.nodes[i];
+        let tokens = trie.first_token[n.subtree_end as usize] - trie.first_token[i];
+        if self.utf8 || (tokens as usize) < SUBTREE_RUNS_MIN_TOKENS {
+            return None;
+        }
+        if let Some(b) = self.subtrees.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&(i as u32)) {
+            return Some(b.clone());
+        }
+        let mut w = self.subtrees.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.len() >= MAX_SUBTREE_RUNS {
+            return None;
+        }
+        let b = w.entry(i as u32).or_insert_with(|| {
+            let mut b = Bitset::new(self.vocab_size);
+            let d = n.depth as usize;
+            let mut c = i + 1;
+            while c < n.subtree_end as usize {
+                self.add_runs(trie, c, d, &mut b);
+                c = trie.nodes[c].subtree_end as usize;
+            }
+            Arc::new(b)
+        });
+        Some(b.clone())
     }
 
     /// The first break node at or after node `start` (as an index into the break list), from
@@ -624,7 +667,8 @@ impl RunIndex {
     }
 
     pub fn memory_size(&self) -> usize {
-        self.lead.len() + self.whole.memory_size() + self.break_nodes.len() * 6
+        let subtrees = self.subtrees.read().map_or(0, |s| s.len() * self.whole.memory_size());
+        self.lead.len() + self.whole.memory_size() + subtrees + self.break_nodes.len() * 6
     }
 }
 
