@@ -15,6 +15,11 @@ use crate::compiler::{Automata, StateId};
 pub struct ByteSet([u64; 4]);
 
 impl ByteSet {
+    /// The ASCII part, as a 128-bit set (bit x = byte x).
+    pub fn ascii(&self) -> u128 {
+        u128::from(self.0[0]) | u128::from(self.0[1]) << 64
+    }
+
     #[inline]
     pub fn contains(&self, b: u8) -> bool {
         self.0[usize::from(b >> 6)] & (1u64 << (b & 63)) != 0

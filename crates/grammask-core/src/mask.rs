@@ -449,7 +449,7 @@ impl KernelWalk<'_> {
         let follow = self.follow;
         let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
         let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
-        let run_quiet = !ended || !(0..0x80u8).any(|x| ri.reads_ascii(x) && follows(x));
+        let run_quiet = !ended || ri.ascii & follow.map_or(u128::MAX, |f| f.ascii()) == 0;
         let quiet = !ri.utf8 && prefix_quiet && run_quiet;
         let quiet_byte = |x: u8| !ended || !follows(x);
         // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
