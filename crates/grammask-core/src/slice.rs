@@ -590,7 +590,22 @@ impl RunIndex {
             }
         }
         let (whole, subtrees) = (Arc::new(whole), RwLock::new(HashMap::new()));
-        RunIndex { ascii, utf8, lead, whole, subtrees, vocab_size, break_nodes, break_lead, break_byte }
+        let ri = RunIndex { ascii, utf8, lead, whole, subtrees, vocab_size, break_nodes, break_lead, break_byte };
+        // The subtree sets are built with the index (in the compile that needs it), shallowest
+        // first, rather than in first masks.
+        if !utf8 {
+            let mut large: Vec<usize> = (0..trie.nodes.len())
+                .filter(|&i| {
+                    let n = trie.nodes[i];
+                    (trie.first_token[n.subtree_end as usize] - trie.first_token[i]) as usize >= SUBTREE_RUNS_MIN_TOKENS
+                })
+                .collect();
+            large.sort_by_key(|&i| trie.nodes[i].depth);
+            for i in large.into_iter().take(MAX_SUBTREE_RUNS) {
+                ri.subtree_runs(trie, i);
+            }
+        }
+        ri
     }
 
     /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
