@@ -638,18 +638,40 @@ struct RowMemo {
     full: bool,
 }
 
+impl Drop for RowMemo {
+    fn drop(&mut self) {
+        let next = std::mem::take(&mut self.next);
+        if next.capacity() <= MAX_POOLED_NEXT {
+            NEXT_POOL.with(|p| *p.borrow_mut() = next);
+        }
+    }
+}
+
 const UNKNOWN: u32 = u32::MAX;
 const DEAD: u32 = u32::MAX - 1;
 /// Bounds on a walk's interned rows (4 MB of transitions) and their items (8 MB).
 const MEMO_MAX_ROWS: usize = 4096;
 const MEMO_MAX_ITEMS: usize = 1 << 19;
 
+thread_local! {
+    /// The transition table of this thread's last kernel walk, reused by the next one.
+    /// PERF: a fresh table of a few hundred rows came from fresh pages (page faults and growth
+    /// copies were ~8% of an expression-start kernel).
+    static NEXT_POOL: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Largest transition table kept for reuse (1,024 rows).
+const MAX_POOLED_NEXT: usize = 1024 * 256;
+
 impl RowMemo {
     fn new(chart: &Chart) -> RowMemo {
         let first = chart.last_row_index();
         let mut by_sig = FastMap::default();
         by_sig.insert(chart.last_signature(), first as u32);
-        RowMemo { first, by_sig, next: vec![UNKNOWN; 256], full: false }
+        let mut next = NEXT_POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
+        next.clear();
+        next.resize(256, UNKNOWN);
+        RowMemo { first, by_sig, next, full: false }
     }
 
     fn step(&mut self, a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result<Option<Frame>> {
