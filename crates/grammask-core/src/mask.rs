@@ -478,7 +478,7 @@ impl KernelWalk<'_> {
                     Some(false) => {}
                 }
             }
-            if ri.utf8 && (0x80..=0xBF).contains(&trie.nodes[c].byte) {
+            if ri.utf8 && (0x80..=0xBF).contains(&byte) {
                 // Inside a UTF-8 sequence, not at a run's boundary: walk as usual.
                 self.truncate_path(d);
                 if !self.walk(c, c_end, base)? {
@@ -549,14 +549,9 @@ impl KernelWalk<'_> {
         }
         let first = if d == 0 { base } else { self.frames[d - 1] };
         if looping {
-            // Every byte of an ASCII run leads back to the same frame.
+            // Every byte of an ASCII run leads back to the same frame (a refused break byte was
+            // skipped by the caller when nothing could be recorded below it).
             let ended = frame_ended(a, &self.chart, first);
-            if !ended && !self.ends.iter().any(|&e| e) {
-                // No rule end on the path: a refused byte refuses its whole subtree, unrecorded.
-                if self.step(first, node.byte)?.is_none() {
-                    return Ok(!self.memo_full());
-                }
-            }
             self.frames.resize(below, first);
             self.ends.resize(below, ended);
         } else {

@@ -39,8 +39,8 @@ pub struct TokenIndex {
     classes_seen: RwLock<HashSet<(u128, bool)>>,
 }
 
-/// Most run indexes kept per vocabulary (each about one byte per token plus five per break node,
-/// at most ~2 MB on a 128k vocabulary).
+/// Most run indexes kept per vocabulary (each one byte per token, six per break node and up to 65
+/// token bitsets: at most ~3 MB on a 128k vocabulary).
 const MAX_RUN_INDEXES: usize = 16;
 
 /// Most loop classes remembered per vocabulary as seen.
@@ -190,20 +190,26 @@ impl CompiledGrammar {
     pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
         let automata = Automata::build(grammar)?;
         let index = TokenIndex::for_vocab(vocab);
-        // Free-text slices are per vocabulary and take a trie walk (~2 ms on a 128k vocabulary)
-        // to build: built with the grammar that first needs one rather than in its first mask.
-        // String bodies take the body slice instead (see `with_shortcuts`).
-        // So are the run indexes of the classes that states loop on (a row of such a state
-        // loops on the class too). Each class is looked at once per vocabulary (`classes_seen`).
+        // Free-text class slices and run indexes are per vocabulary and take a trie walk each
+        // (~2 ms on a 128k vocabulary): they are built with the grammar that first needs one
+        // rather than in its first mask. Classes are those states loop on (a row of such a state
+        // loops on the class too); string bodies need no class slice (they take the body slice).
+        // Each class is looked at once per vocabulary (`classes_seen`).
+        // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
         let mut note = |c: u128, utf8: bool, s: StateId| {
             if index.class_seen(c, utf8) {
                 return;
             }
-            let free_text = BodySlice::covers(&automata, s).is_none();
-            match fresh.iter_mut().find(|(x, u, _)| (*x, *u) == (c, utf8)) {
-                Some((_, _, f)) => *f |= free_text,
-                None => fresh.push((c, utf8, free_text)),
+            let i = match fresh.iter().position(|&(x, u, _)| (x, u) == (c, utf8)) {
+                Some(i) => i,
+                None => {
+                    fresh.push((c, utf8, false));
+                    fresh.len() - 1
+                }
+            };
+            if !fresh[i].2 {
+                fresh[i].2 = BodySlice::covers(&automata, s).is_none();
             }
         };
         for s in (0..automata.states().len() as u32).map(StateId) {

@@ -680,11 +680,6 @@ impl RunIndex {
     pub fn reads_ascii(&self, x: u8) -> bool {
         x < 0x80 && self.ascii >> x & 1 == 1
     }
-
-    pub fn memory_size(&self) -> usize {
-        let subtrees = self.subtrees.read().map_or(0, |s| s.len() * self.whole.memory_size());
-        self.lead.len() + self.whole.memory_size() + subtrees + self.break_nodes.len() * 6
-    }
 }
 
 #[cfg(test)]

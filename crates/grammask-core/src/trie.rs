@@ -86,18 +86,6 @@ impl TokenTrie {
         self.nodes[i..end].iter().flat_map(move |n| self.node_tokens(n).iter().copied())
     }
 
-    /// The bytes of node `i`'s path from depth `from` on.
-    pub fn path_from(&self, i: usize, from: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut n = i as u32;
-        while n != u32::MAX && self.nodes[n as usize].depth as usize > from {
-            out.push(self.nodes[n as usize].byte);
-            n = self.nodes[n as usize].parent;
-        }
-        out.reverse();
-        out
-    }
-
     pub fn memory_size(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4 + self.first_token.len() * 4
     }
