@@ -245,6 +245,7 @@ impl Automata {
         let mut dfas = Vec::with_capacity(grammar.rules().len());
         let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
         let mut scratch = Scratch::default();
+        let mut moore = MooreScratch::default();
         for (r, rule) in grammar.rules().iter().enumerate() {
             // An inlined rule is copied into every automaton that uses it and never named by a
             // rule edge: its own automaton would be unreachable, so it gets an empty one.
@@ -257,7 +258,7 @@ impl Automata {
             nfa.clear();
             let (start, end) = nfa.build(grammar, rule.body, &mut budget)?;
             nfa.freeze();
-            dfas.push(minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?));
+            dfas.push(minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut moore));
         }
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();
@@ -267,7 +268,7 @@ impl Automata {
                 nfa.inline_all = true;
                 let (start, end) = nfa.build(grammar, la, &mut budget)?;
                 nfa.freeze();
-                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?);
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut moore);
                 if !dfa.finals[0] {
                     la_dfas.push((r, dfa));
                 }
@@ -1293,12 +1294,110 @@ impl<'a> Refiner<'a> {
 /// its largest part (the others move), so states move O(log n) times each (Hopcroft's argument).
 /// A missing edge differs from an edge to a dead state (dead states are pruned later, over all
 /// rules). Keeps state 0 as the start.
-fn minimize(dfa: Dfa) -> Dfa {
+fn minimize(dfa: Dfa, sc: &mut MooreScratch) -> Dfa {
     let n = dfa.finals.len();
     if n > MINIMIZE_MAX_STATES || n <= 1 {
         return dfa;
     }
-    let mut r = Refiner::new(&dfa);
+    let out = if n <= MOORE_MAX_STATES {
+        let n_classes = moore_partition(&dfa, sc);
+        (n_classes < n).then(|| quotient(&dfa, &sc.class, n_classes))
+    } else {
+        let (class, n_classes) = refine_partition(&dfa);
+        (n_classes < n).then(|| quotient(&dfa, &class, n_classes))
+    };
+    // Already minimal: the quotient would renumber every state to itself.
+    out.unwrap_or(dfa)
+}
+
+/// DFAs up to this size are minimized by Moore's rounds: every state re-signed per round, no
+/// predecessor lists or worklist. PERF: most rule automata (key-set rules of objects, property
+/// rules) have a few dozen states, where the worklist's setup cost dominated the whole build.
+const MOORE_MAX_STATES: usize = 64;
+
+/// Buffers of [`moore_partition`], kept from one rule to the next.
+#[derive(Default)]
+struct MooreScratch {
+    class: Vec<u32>,
+    next: Vec<u32>,
+    sig: Vec<u32>,
+    span: Vec<(u32, u32)>,
+    slots: Vec<u32>,
+}
+
+/// The coarsest partition of `dfa`'s states into `sc.class` (class ids in first-seen state
+/// order), by rounds: a state's signature is its class, its byte ranges with their target
+/// classes (adjacent ranges with the same class merged) and its rule edges with their target
+/// classes. A round only splits classes (the old class is part of the signature), so an equal
+/// class count means the partition is stable. Returns the number of classes.
+fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch) -> usize {
+    let n = dfa.len();
+    let MooreScratch { class, next, sig, span, slots } = sc;
+    class.clear();
+    class.extend(dfa.finals.iter().map(|&f| u32::from(f)));
+    let mut count = 0usize;
+    let size = (2 * n).next_power_of_two();
+    loop {
+        sig.clear();
+        span.clear();
+        for s in 0..n {
+            let start = sig.len() as u32;
+            sig.push(class[s]);
+            let mut last: Option<(u8, u8, u32)> = None;
+            for e in dfa.bytes_of(s) {
+                let c = class[e.target as usize];
+                match &mut last {
+                    Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                    _ => {
+                        if let Some((lo, hi, c)) = last {
+                            sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+                        }
+                        last = Some((e.lo, e.hi, c));
+                    }
+                }
+            }
+            if let Some((lo, hi, c)) = last {
+                sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+            }
+            sig.push(u32::MAX);
+            for &(r, t) in dfa.rules_of(s) {
+                sig.extend_from_slice(&[r.0, class[t as usize]]);
+            }
+            span.push((start, sig.len() as u32));
+        }
+        // Open addressing over representatives (state + 1; 0 is empty).
+        slots.clear();
+        slots.resize(size, 0);
+        next.clear();
+        let mut ids = 0u32;
+        let of = |s: usize| &sig[span[s].0 as usize..span[s].1 as usize];
+        for s in 0..n {
+            let mut i = (SeqTable::hash(of(s)) as usize) & (size - 1);
+            let id = loop {
+                match slots[i] {
+                    0 => {
+                        slots[i] = s as u32 + 1;
+                        ids += 1;
+                        break ids - 1;
+                    }
+                    rep if of(rep as usize - 1) == of(s) => break next[rep as usize - 1],
+                    _ => i = (i + 1) & (size - 1),
+                }
+            };
+            next.push(id);
+        }
+        std::mem::swap(class, next);
+        if ids as usize == count {
+            return count;
+        }
+        count = ids as usize;
+    }
+}
+
+/// The coarsest partition of `dfa`'s states by worklist refinement: the block of each state,
+/// and the number of blocks.
+fn refine_partition(dfa: &Dfa) -> (Vec<u32>, usize) {
+    let mut r = Refiner::new(dfa);
     let mut all: Vec<u32> = Vec::new();
     loop {
         if !r.moved.is_empty() {
@@ -1320,9 +1419,13 @@ fn minimize(dfa: Dfa) -> Dfa {
     // The refinement only splits blocks whose members differ; it is also complete (tested
     // against Moore's algorithm in `minimize_matches_moore`).
     debug_assert!(r.is_stable(), "minimize: unstable partition");
-    let n_classes = r.first.len();
-    let class = std::mem::take(&mut r.block_of);
-    drop(r);
+    (std::mem::take(&mut r.block_of), r.first.len())
+}
+
+/// The quotient of `dfa` by a partition (`class` of each state, `n_classes` classes) that its
+/// edges respect. Keeps state 0 as the start.
+fn quotient(dfa: &Dfa, class: &[u32], n_classes: usize) -> Dfa {
+    let n = dfa.len();
     // Renumber so the start state's class is 0, in first-seen order.
     let mut renum: Vec<u32> = vec![u32::MAX; n_classes];
     let mut order: Vec<usize> = Vec::with_capacity(n_classes);
@@ -1612,7 +1715,16 @@ mod tests {
             let dfa = random_dfa(&mut next, i % 2 == 0);
             let classes = moore_classes(&dfa);
             let want = classes.iter().copied().collect::<std::collections::HashSet<_>>().len();
-            let out = minimize(dfa.clone());
+            let mut sc = MooreScratch::default();
+            let moore = moore_partition(&dfa, &mut sc);
+            let (class, refined) = refine_partition(&dfa);
+            assert_eq!((moore, refined), (want, want), "case {i}");
+            let flat = |d: &Dfa| {
+                let bytes: Vec<(u8, u8, u32)> = d.bytes.iter().map(|e| (e.lo, e.hi, e.target)).collect();
+                (d.finals.clone(), d.byte_end.clone(), bytes, d.rule_end.clone(), d.rules.clone())
+            };
+            assert_eq!(flat(&quotient(&dfa, &class, refined)), flat(&quotient(&dfa, &sc.class, moore)), "case {i}");
+            let out = minimize(dfa.clone(), &mut sc);
             assert_eq!(out.len(), want, "case {i}");
             // Same partition: the quotient by Moore's classes, numbered like `minimize` does.
             let mut renum: HashMap<u32, u32> = HashMap::new();
