@@ -3,7 +3,8 @@
 //! counted-body levels are memoized as in the matcher).
 //! `cargo run --release --example kernel_costs -- VOCAB.json GRAMMAR.ebnf INPUT [MIN_US]`
 //! With `CHECK=1`, each kernel is also classified without the row memo and run indexes; the results must be
-//! equal, and the total time of that walk is printed too.
+//! equal, and the total time of that walk is printed too. With `REPEAT=N`, each kernel is timed as the fastest
+//! of N classifications (after an untimed one).
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::mask::kernel_items;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
@@ -26,6 +27,11 @@ fn main() {
     let mut total = std::time::Duration::ZERO;
     let mut total_stack = std::time::Duration::ZERO;
     let check = std::env::var_os("CHECK").is_some();
+    // REPEAT=N: each kernel's time is the fastest of N classifications after an untimed one.
+    // COMPOSE=1: kernels through the compiled grammar's cache (composed from their callees'
+    // kernels where that applies), each timed once.
+    let compose = std::env::var_os("COMPOSE").is_some();
+    let repeat: usize = std::env::var("REPEAT").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
     for i in 0..=input.len() {
         let b = input.get(i).copied().unwrap_or(b'$');
         for it in kernel_items(a, m.chart()) {
@@ -35,23 +41,28 @@ fn main() {
             if let Some(c) = ClassSlice::loop_class(a, it.state) {
                 cg.index().class_slice(c); // built outside the timing
             }
-            if check {
+            if (check || repeat > 0) && !compose {
                 // Lazy per-grammar data (FOLLOW sets, body levels) outside both timings.
                 cg.classify(it.state, usize::MAX, &mut || false).unwrap();
             }
             let t = Instant::now();
-            let km = cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap();
-            let el = t.elapsed();
+            let km = if compose {
+                (*cg.kernel(it.state).unwrap()).clone()
+            } else {
+                cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap()
+            };
+            let mut el = t.elapsed();
+            for _ in 1..if compose { 0 } else { repeat } {
+                let t = Instant::now();
+                cg.classify(it.state, usize::MAX, &mut || false).unwrap();
+                el = el.min(t.elapsed());
+            }
             total += el;
             if check {
                 let t = Instant::now();
                 let stack = cg.classify_uninterned(it.state).unwrap();
                 total_stack += t.elapsed();
-                assert!(
-                    stack.accepted == km.accepted && stack.uncertain == km.uncertain && stack.suffixes == km.suffixes,
-                    "state {}",
-                    it.state.0
-                );
+                assert!(stack == km, "state {}", it.state.0);
             }
             if el.as_micros() >= min_us {
                 println!(
@@ -65,6 +76,14 @@ fn main() {
         }
     }
     println!("kernels {} total {total:?}", seen.len());
+    if std::env::var_os("RULE_STARTS").is_some() {
+        for r in 0..a.num_rules() {
+            let s = a.rule_start(grammask_core::grammar::RuleId(r as u32));
+            let t = Instant::now();
+            let Ok(Some(km)) = cg.classify(s, usize::MAX, &mut || false) else { continue };
+            println!("rule start {} state {} {:?} accepted {} uncertain {} suffixes {}", a.rule_name(a.state(s).rule), s.0, t.elapsed(), km.accepted.count_ones(), km.uncertain.len(), km.suffixes.len());
+        }
+    }
     if check {
         println!("without the row memo and run indexes: total {total_stack:?}");
     }

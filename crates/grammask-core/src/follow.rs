@@ -53,13 +53,10 @@ impl ByteSet {
     }
 }
 
-/// `follow[r]` for every rule of `a` (see the module doc).
-pub fn follow_sets(a: &Automata) -> Vec<ByteSet> {
+/// `nullable[s]` for every state of `a`: the rest of its rule can match the empty string.
+pub fn nullable_states(a: &Automata) -> Vec<bool> {
     let n = a.states().len();
-    let rules = a.num_rules();
     let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
-    // Nullability of states, then FIRST of states, each to a fixpoint (loops over all states:
-    // the automata are small and the passes converge in a few rounds).
     let mut nullable = vec![false; n];
     loop {
         let mut changed = false;
@@ -76,9 +73,19 @@ pub fn follow_sets(a: &Automata) -> Vec<ByteSet> {
             }
         }
         if !changed {
-            break;
+            return nullable;
         }
     }
+}
+
+/// `follow[r]` for every rule of `a` (see the module doc).
+pub fn follow_sets(a: &Automata) -> Vec<ByteSet> {
+    let n = a.states().len();
+    let rules = a.num_rules();
+    let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
+    // Nullability of states, then FIRST of states, each to a fixpoint (loops over all states:
+    // the automata are small and the passes converge in a few rounds).
+    let nullable = nullable_states(a);
     let mut first = vec![ByteSet::default(); n];
     for (s, f) in first.iter_mut().enumerate() {
         for e in a.byte_edges(StateId(s as u32)) {

@@ -9,8 +9,8 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
-use crate::mask::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_uninterned, fill_mask, KernelMask, Shortcuts};
-use crate::follow::{follow_sets, ByteSet};
+use crate::mask::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_uninterned, compose_kernel, fill_mask, KernelMask, Shortcuts};
+use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -177,6 +177,7 @@ pub struct CompiledGrammar {
     kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
+    nullable: OnceLock<Vec<bool>>,
     /// Counted string-body levels by state ([`body_level`]).
     levels: RwLock<HashMap<StateId, Option<Level>>>,
     /// Run indexes that apply at plain states ([`state_run_index`]).
@@ -238,6 +239,7 @@ impl CompiledGrammar {
             index,
             kernels: RwLock::new(HashMap::new()),
             follow: OnceLock::new(),
+            nullable: OnceLock::new(),
             levels: RwLock::new(HashMap::new()),
             state_runs: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
@@ -270,10 +272,17 @@ impl CompiledGrammar {
         self.follow.get_or_init(|| follow_sets(&self.automata))
     }
 
+    fn nullable(&self) -> &[bool] {
+        self.nullable.get_or_init(|| nullable_states(&self.automata))
+    }
+
     /// The cached classification of kernel `state`, computed on first use.
     pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
         if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
+        }
+        if let Some(km) = self.composed_kernel(state)? {
+            return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
         // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
@@ -300,6 +309,30 @@ impl CompiledGrammar {
             (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
         };
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
+    }
+
+    /// The classification of a kernel state that only predicts, composed from its callees'
+    /// rule-start kernels ([`compose_kernel`]); `None` where that does not apply: a rule's start
+    /// state (its callees' kernels are what the others compose from, so composition never
+    /// recurses), byte edges of its own, a nullable callee, or lookaheads.
+    #[doc(hidden)]
+    pub fn composed_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        let a = &self.automata;
+        let edges = a.rule_edges(state);
+        let rule = a.state(state).rule;
+        if edges.is_empty() || !a.byte_edges(state).is_empty() || a.has_lookahead() || a.rule_start(rule) == state {
+            return Ok(None);
+        }
+        let nullable = self.nullable();
+        if edges.iter().any(|&(r, _)| nullable[a.rule_start(r).0 as usize]) {
+            return Ok(None);
+        }
+        let mut callees = Vec::with_capacity(edges.len());
+        for &(r, t) in edges {
+            callees.push((self.kernel(a.rule_start(r))?, t));
+        }
+        let follow = self.follow()[rule.index()];
+        compose_kernel(a, self.index.vocab.vocab_size(), &follow, &callees).map(Some)
     }
 
     /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
