@@ -31,11 +31,13 @@ fn main() {
     // COMPOSE=1: kernels through the compiled grammar's cache (composed from their callees'
     // kernels where that applies), each timed once.
     let compose = std::env::var_os("COMPOSE").is_some();
+    // ONLY=S: just kernel state S.
+    let only: Option<u32> = std::env::var("ONLY").ok().and_then(|n| n.parse().ok());
     let repeat: usize = std::env::var("REPEAT").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
     for i in 0..=input.len() {
         let b = input.get(i).copied().unwrap_or(b'$');
         for it in kernel_items(a, m.chart()) {
-            if !seen.insert(it.state) {
+            if !seen.insert(it.state) || only.is_some_and(|o| o != it.state.0) {
                 continue;
             }
             if let Some(c) = ClassSlice::loop_class(a, it.state) {

@@ -35,14 +35,14 @@ impl ByteSet {
         h
     }
 
-    fn insert_range(&mut self, lo: u8, hi: u8) {
+    pub fn insert_range(&mut self, lo: u8, hi: u8) {
         for b in lo..=hi {
             self.0[usize::from(b >> 6)] |= 1u64 << (b & 63);
         }
     }
 
     /// Adds `other`; whether anything was new.
-    fn union(&mut self, other: &ByteSet) -> bool {
+    pub fn union(&mut self, other: &ByteSet) -> bool {
         let mut changed = false;
         for (w, o) in self.0.iter_mut().zip(other.0) {
             let n = *w | o;

@@ -24,7 +24,7 @@ use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
-use crate::slice::{BodySlice, ClassSlice, RunIndex};
+use crate::slice::{BodySlice, ClassSlice, RunIndex, LEAD_LISTS};
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -162,6 +162,8 @@ fn classify_walk(
             shared_state_runs: sc.state_runs,
             state_runs: FastMap::default(),
             row_runs: FastMap::default(),
+            readable_states: FastMap::default(),
+            readable_rows: FastMap::default(),
         };
         match w.classify(state, sc)? {
             false if w.memo.as_ref().is_some_and(|m| m.full) => continue,
@@ -214,9 +216,10 @@ fn kernel_mask(accepted: Bitset, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<B
     KernelMask { accepted, uncertain, suffixes: sorted, suffix_walk }
 }
 
-/// Composes the classification of kernel state `s` (of rule `R`) from its callees' when `s` only
-/// predicts: no byte edges, and for each rule edge `(X, t)` a non-nullable `X` whose rule-start
-/// classification is `callees[i].0`, with `t = callees[i].1`. `follow` is FOLLOW(R).
+/// Composes the classification of kernel state `s` (of rule `R`) from its callees': for each rule
+/// edge `(X, t)` of `s`, a non-nullable `X` whose rule-start classification is `callees[i].0`,
+/// with `t = callees[i].1`; `own` classifies the tokens whose first byte `s` reads itself
+/// ([`classify_kernel_from_bytes`]; `None` when it reads none). `follow` is FOLLOW(R).
 ///
 /// Why it is exact: a token read from `s` is read inside some callee `X` (the callee's accepted
 /// tokens), or ends `X` after a prefix and reads the rest `σ` from `t` in `R`; `X`'s uncertain
@@ -232,12 +235,18 @@ pub fn compose_kernel(
     a: &Automata,
     vocab_size: usize,
     follow: &ByteSet,
+    own: Option<KernelMask>,
     callees: &[(Arc<KernelMask>, StateId)],
 ) -> Result<KernelMask> {
-    let mut accepted = Bitset::new(vocab_size);
-    let mut uncertain = Vec::new();
     let mut suffix_ids = HashMap::new();
     let mut suffixes = Vec::new();
+    let (mut accepted, mut uncertain) = match own {
+        Some(km) => {
+            let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
+            (km.accepted, km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])).collect())
+        }
+        None => (Bitset::new(vocab_size), Vec::new()),
+    };
     for (km, t) in callees {
         accepted.or_assign(&km.accepted);
         let mut resumed: Vec<Option<Vec<u32>>> = Vec::with_capacity(km.suffixes.len());
@@ -254,6 +263,63 @@ pub fn compose_kernel(
         }
     }
     Ok(kernel_mask(accepted, uncertain, suffixes))
+}
+
+/// [`classify_kernel`] restricted to the tokens whose first byte is in `first` (with every
+/// shortcut below the first byte): the part of a kernel's classification that its own byte edges
+/// start, for [`compose_kernel`].
+pub fn classify_kernel_from_bytes(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    sc: Shortcuts<'_>,
+    first: &ByteSet,
+) -> Result<KernelMask> {
+    let mut never = || false;
+    for interned in [true, false] {
+        let chart = Chart::with_kernel(a, state);
+        let memo = interned.then(|| RowMemo::new(&chart));
+        let mut w = KernelWalk {
+            visits: 0,
+            budget: usize::MAX,
+            on_budget: &mut never,
+            a,
+            trie,
+            follow: sc.follow.copied(),
+            chart,
+            memo,
+            accepted: Bitset::new(vocab_size),
+            uncertain: Vec::new(),
+            suffix_ids: HashMap::new(),
+            suffixes: Vec::new(),
+            frames: Vec::new(),
+            ends: Vec::new(),
+            path: Vec::new(),
+            runs: sc.runs,
+            shared_state_runs: sc.state_runs,
+            state_runs: FastMap::default(),
+            row_runs: FastMap::default(),
+            readable_states: FastMap::default(),
+            readable_rows: FastMap::default(),
+        };
+        let base = Frame::Rows(w.chart.num_rows());
+        let mut c = 0;
+        let mut done = true;
+        while c < trie.nodes.len() {
+            let end = trie.nodes[c].subtree_end as usize;
+            if first.contains(trie.nodes[c].byte) && !w.walk(c, end, base)? {
+                done = false;
+                break;
+            }
+            c = end;
+        }
+        if done {
+            let KernelWalk { uncertain, suffixes, accepted, .. } = w;
+            return Ok(kernel_mask(accepted, uncertain, suffixes));
+        }
+    }
+    unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
 /// Reads `suffix` from a fresh kernel chart of `t`: `None` if all of it is read (the rule may end
@@ -364,6 +430,9 @@ struct KernelWalk<'a> {
     /// The run index that applies at a virtual item's state or an interned row, once looked up.
     state_runs: FastMap<StateId, Option<Arc<RunIndex>>>,
     row_runs: FastMap<usize, Option<Arc<RunIndex>>>,
+    /// The bytes a state, or an interned row (by frame), has edges on, once looked up.
+    readable_states: FastMap<StateId, ByteSet>,
+    readable_rows: FastMap<usize, ByteSet>,
 }
 
 impl KernelWalk<'_> {
@@ -453,9 +522,52 @@ impl KernelWalk<'_> {
                     continue;
                 }
             }
+            if let Some(kids) = trie.wide_children(i) {
+                if let Some(visit) = self.children_to_visit(frame)? {
+                    for &c in kids {
+                        let c = c as usize;
+                        if visit.contains(nodes[c].byte) && !self.walk(c, nodes[c].subtree_end as usize, base)? {
+                            return Ok(false);
+                        }
+                    }
+                    i = sub;
+                    continue;
+                }
+            }
             i += 1;
         }
         Ok(true)
+    }
+
+    /// The child bytes worth visiting below the current path's last node, whose frame is `frame`:
+    /// those `frame` can read, plus FOLLOW when the kernel's rule ended right there. A child
+    /// outside them fails at once and records nothing (`record_uncertain` keeps no rule end of
+    /// its path). `None` when an earlier end on the path could record such a child's tokens.
+    fn children_to_visit(&mut self, frame: Frame) -> Result<Option<ByteSet>> {
+        let d = self.ends.len();
+        let follows = |x: u8| self.follow.as_ref().is_none_or(|f| f.contains(x));
+        if (0..d.saturating_sub(1)).any(|k| self.ends[k] && follows(self.path[k + 1])) {
+            return Ok(None);
+        }
+        let mut visit = match frame {
+            Frame::Virtual(it, _) => *self.readable_states.entry(it.state).or_insert_with(|| state_bytes(self.a, it.state)),
+            Frame::Rows(n) if self.memo.is_some() => match self.readable_rows.get(&n) {
+                Some(&r) => r,
+                None => {
+                    let r = row_bytes(self.a, self.chart.row(n - 1));
+                    self.readable_rows.insert(n, r);
+                    r
+                }
+            },
+            Frame::Rows(n) => row_bytes(self.a, self.chart.row(n - 1)),
+        };
+        if self.ends.last() == Some(&true) {
+            match &self.follow {
+                Some(f) => visit.union(f),
+                None => return Ok(None),
+            };
+        }
+        Ok(Some(visit))
     }
 
     /// The run index that applies at `frame`: a virtual item whose state reads every run of its
@@ -559,6 +671,9 @@ impl KernelWalk<'_> {
         if let Some(w) = &whole {
             self.accepted.or_assign(w);
         }
+        if !ri.utf8 && d < LEAD_LISTS {
+            return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), &mut refused);
+        }
         let mut c = first;
         let mut k = ri.first_break(0, c);
         while c < end {
@@ -611,6 +726,71 @@ impl KernelWalk<'_> {
                 k = ri.first_break(k, trie.nodes[m].subtree_end as usize);
             }
             c = c_end;
+        }
+        self.truncate_path(d);
+        Ok(true)
+    }
+
+    /// [`Self::walk_run_children`] for an ASCII run from depth `d < LEAD_LISTS`, by the index's
+    /// lead lists: the run tokens of all children at once (`add`: not in a precomputed set), then
+    /// the breaks of leads up to `d`. That is every break the child-by-child loop walks: the
+    /// breaks of a child it skips as refused are that child itself (refused again here) or start
+    /// their runs below it (not listed for `d`), and so do the breaks below a walked break.
+    /// PERF: an identifier's state used to step over ~3,000 breaks and a few thousand children
+    /// one by one.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_listed_breaks(
+        &mut self,
+        first: usize,
+        end: usize,
+        d: usize,
+        ri: &RunIndex,
+        base: Frame,
+        add: bool,
+        refused: &mut [u8; 256],
+    ) -> Result<bool> {
+        let here = if d == 0 { base } else { self.frames[d - 1] };
+        let ended = frame_ended(self.a, &self.chart, here);
+        let follow = self.follow;
+        let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
+        let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
+        let run_quiet = !ended || ri.ascii & follow.map_or(u128::MAX, |f| f.ascii()) == 0;
+        let quiet = prefix_quiet && run_quiet;
+        let skip = |x: u8| quiet && (!ended || !follows(x));
+        if add {
+            ri.add_runs_range(self.trie, first, end, d, &mut self.accepted);
+        }
+        if d == 0 && first == 0 && end == self.trie.nodes.len() {
+            for (byte, nodes) in ri.root_breaks_by_byte() {
+                if skip(*byte) {
+                    match self.refuses(here, *byte, refused)? {
+                        None => return Ok(false),
+                        Some(true) => continue,
+                        Some(false) => {}
+                    }
+                }
+                for &m in nodes.iter() {
+                    if !self.walk_break(m as usize, d, base, true)? {
+                        return Ok(false);
+                    }
+                }
+            }
+        } else {
+            for l in 0..=d {
+                let (nodes, bytes) = ri.breaks_of_lead(l, first, end);
+                for (&m, &byte) in nodes.iter().zip(bytes) {
+                    if skip(byte) {
+                        match self.refuses(here, byte, refused)? {
+                            None => return Ok(false),
+                            Some(true) => continue,
+                            Some(false) => {}
+                        }
+                    }
+                    if !self.walk_break(m as usize, d, base, true)? {
+                        return Ok(false);
+                    }
+                }
+            }
         }
         self.truncate_path(d);
         Ok(true)
@@ -846,6 +1026,25 @@ enum Frame {
     Rows(usize),
     /// The item, and the number of chart rows below it.
     Virtual(Item, usize),
+}
+
+/// The bytes `s` has an edge on.
+fn state_bytes(a: &Automata, s: StateId) -> ByteSet {
+    let mut set = ByteSet::default();
+    for e in a.byte_edges(s) {
+        set.insert_range(e.lo, e.hi);
+    }
+    set
+}
+
+/// The bytes some item of `row` has an edge on (a superset of what the row reads: lookaheads
+/// may refuse some).
+fn row_bytes(a: &Automata, row: &[Item]) -> ByteSet {
+    let mut set = ByteSet::default();
+    for it in row {
+        set.union(&state_bytes(a, it.state));
+    }
+    set
 }
 
 /// Whether `it`, alone in a row, can be read byte by byte without touching the chart: its state

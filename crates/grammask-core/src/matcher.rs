@@ -8,8 +8,8 @@ use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
-use crate::grammar::Grammar;
-use crate::mask::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_uninterned, compose_kernel, fill_mask, KernelMask, Shortcuts};
+use crate::grammar::{Grammar, RuleId};
+use crate::mask::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::trie::TokenTrie;
@@ -56,6 +56,9 @@ const STRUCTURE_HASH_LIMIT: usize = 8192;
 /// Trie nodes a new kernel's walk visits before the cross-grammar cache is consulted: shorter
 /// walks cost less than the cache key's structural hash.
 const SHARE_AFTER_VISITS: usize = 4096;
+/// Kernels composed into one another at most this deep (bounds the recursion through rule starts;
+/// deeper ones are walked).
+const MAX_COMPOSE_DEPTH: usize = 8;
 
 impl TokenIndex {
     pub fn body_slice(&self) -> &BodySlice {
@@ -278,10 +281,15 @@ impl CompiledGrammar {
 
     /// The cached classification of kernel `state`, computed on first use.
     pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
+        self.kernel_in(state, &mut Vec::new())
+    }
+
+    /// [`Self::kernel`], inside the compositions of the states on `stack`.
+    fn kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Arc<KernelMask>> {
         if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
         }
-        if let Some(km) = self.composed_kernel(state)? {
+        if let Some(km) = self.composed_kernel_in(state, stack)? {
             return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
@@ -311,28 +319,53 @@ impl CompiledGrammar {
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
     }
 
-    /// The classification of a kernel state that only predicts, composed from its callees'
-    /// rule-start kernels ([`compose_kernel`]); `None` where that does not apply: a rule's start
-    /// state (its callees' kernels are what the others compose from, so composition never
-    /// recurses), byte edges of its own, a nullable callee, or lookaheads.
+    /// The classification of a kernel state that predicts, composed from its callees' rule-start
+    /// kernels ([`compose_kernel`]), themselves composed where they can be; `None` where that does
+    /// not apply: no rule edges, a nullable callee, a callee whose start is being composed already
+    /// (left recursion), lookaheads, or compositions nested [`MAX_COMPOSE_DEPTH`] deep.
     #[doc(hidden)]
     pub fn composed_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        self.composed_kernel_in(state, &mut Vec::new())
+    }
+
+    fn composed_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<KernelMask>> {
         let a = &self.automata;
         let edges = a.rule_edges(state);
-        let rule = a.state(state).rule;
-        if edges.is_empty() || !a.byte_edges(state).is_empty() || a.has_lookahead() || a.rule_start(rule) == state {
+        if edges.is_empty() || a.has_lookahead() || stack.len() >= MAX_COMPOSE_DEPTH {
             return Ok(None);
         }
         let nullable = self.nullable();
-        if edges.iter().any(|&(r, _)| nullable[a.rule_start(r).0 as usize]) {
+        let start = |r: RuleId| a.rule_start(r);
+        if edges.iter().any(|&(r, _)| nullable[start(r).0 as usize] || start(r) == state || stack.contains(&start(r))) {
             return Ok(None);
         }
+        stack.push(state);
         let mut callees = Vec::with_capacity(edges.len());
         for &(r, t) in edges {
-            callees.push((self.kernel(a.rule_start(r))?, t));
+            match self.kernel_in(start(r), stack) {
+                Ok(km) => callees.push((km, t)),
+                Err(e) => {
+                    stack.pop();
+                    return Err(e);
+                }
+            }
         }
-        let follow = self.follow()[rule.index()];
-        compose_kernel(a, self.index.vocab.vocab_size(), &follow, &callees).map(Some)
+        stack.pop();
+        let own = match a.byte_edges(state) {
+            [] => None,
+            edges => {
+                let mut first = ByteSet::default();
+                for e in edges {
+                    first.insert_range(e.lo, e.hi);
+                }
+                let vocab_size = self.index.vocab.vocab_size();
+                Some(self.with_shortcuts(state, |sc| {
+                    classify_kernel_from_bytes(a, &self.index.trie, vocab_size, state, sc, &first)
+                })?)
+            }
+        };
+        let follow = self.follow()[a.state(state).rule.index()];
+        compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &callees).map(Some)
     }
 
     /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in

@@ -538,7 +538,17 @@ pub struct RunIndex {
     break_nodes: Vec<u32>,
     break_lead: Vec<u8>,
     break_byte: Vec<u8>,
+    /// For each lead `L` below [`LEAD_LISTS`], the break nodes whose parent's lead is `L`, in
+    /// trie order, with their bytes: a walk from depth `d` takes those of `L <= d` without
+    /// stepping over the deeper ones.
+    by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS],
+    /// The break nodes of lead 0 grouped by byte: a walk from the root skips a refused byte's
+    /// breaks at once. Bytes in increasing order, each with its nodes in trie order.
+    root_by_byte: Vec<(u8, Box<[u32]>)>,
 }
+
+/// Leads with a list of their own in [`RunIndex`] (runs from depths `0..LEAD_LISTS`).
+pub const LEAD_LISTS: usize = 4;
 
 impl RunIndex {
     pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128, utf8: bool) -> RunIndex {
@@ -590,7 +600,32 @@ impl RunIndex {
             }
         }
         let (whole, subtrees) = (Arc::new(whole), RwLock::new(HashMap::new()));
-        let ri = RunIndex { ascii, utf8, lead, whole, subtrees, vocab_size, break_nodes, break_lead, break_byte };
+        let mut by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS] = Default::default();
+        let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 256];
+        for (k, &l) in break_lead.iter().enumerate() {
+            if let Some((nodes, bytes)) = by_lead.get_mut(usize::from(l)) {
+                nodes.push(break_nodes[k]);
+                bytes.push(break_byte[k]);
+            }
+            if l == 0 {
+                by_byte[usize::from(break_byte[k])].push(break_nodes[k]);
+            }
+        }
+        let root_by_byte =
+            by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
+        let ri = RunIndex {
+            ascii,
+            utf8,
+            lead,
+            whole,
+            subtrees,
+            vocab_size,
+            break_nodes,
+            break_lead,
+            break_byte,
+            by_lead,
+            root_by_byte,
+        };
         // The subtree sets are built with the index (in the compile that needs it), shallowest
         // first, rather than in first masks.
         if !utf8 {
@@ -666,6 +701,30 @@ impl RunIndex {
         }
         let hi = (lo + step + 1).min(list.len());
         lo + list[lo..hi].partition_point(|&m| (m as usize) < start)
+    }
+
+    /// The break nodes of lead `l < LEAD_LISTS` in `lo..hi`, in trie order, with their bytes.
+    pub fn breaks_of_lead(&self, l: usize, lo: usize, hi: usize) -> (&[u32], &[u8]) {
+        let (nodes, bytes) = &self.by_lead[l];
+        let a = nodes.partition_point(|&m| (m as usize) < lo);
+        let z = a + nodes[a..].partition_point(|&m| (m as usize) < hi);
+        (&nodes[a..z], &bytes[a..z])
+    }
+
+    /// [`Self::add_runs`] for all of nodes `lo..hi` (the children of a node at depth `d`; none a
+    /// UTF-8 continuation byte).
+    pub fn add_runs_range(&self, trie: &TokenTrie, lo: usize, hi: usize, d: usize, out: &mut Bitset) {
+        let (a, z) = (trie.first_token[lo] as usize, trie.first_token[hi] as usize);
+        for (j, &l) in self.lead[a..z].iter().enumerate() {
+            if usize::from(l) <= d {
+                out.set(trie.tokens[a + j] as usize);
+            }
+        }
+    }
+
+    /// The breaks of lead 0 by byte (see `root_by_byte`).
+    pub fn root_breaks_by_byte(&self) -> &[(u8, Box<[u32]>)] {
+        &self.root_by_byte
     }
 
     /// Break `k`: its node, its parent's lead and its byte; `None` past the end.

@@ -6,6 +6,7 @@
 //! bytes equal a node's path are `tokens[tok_start..tok_end]`; the tokens of node `i`'s subtree are
 //! `tokens[first_token[i]..first_token[subtree_end]]`.
 
+use crate::fasthash::FastMap;
 use crate::vocab::Vocabulary;
 
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +29,13 @@ pub struct TokenTrie {
     pub first_token: Vec<u32>,
     /// The longest token, in bytes: no walk goes deeper.
     pub max_depth: u32,
+    /// The children of every node with at least [`WIDE_MIN_CHILDREN`], in byte order: a walk
+    /// whose parser state reads a few bytes there visits only those children.
+    wide: FastMap<u32, Box<[u32]>>,
 }
+
+/// Nodes with this many children get a child list ([`TokenTrie::wide_children`]).
+const WIDE_MIN_CHILDREN: usize = 16;
 
 impl TokenTrie {
     pub fn new(vocab: &Vocabulary) -> TokenTrie {
@@ -72,7 +79,20 @@ impl TokenTrie {
         }
         t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
+        let mut children: FastMap<u32, Vec<u32>> = FastMap::default();
+        for (i, n) in t.nodes.iter().enumerate() {
+            if n.parent != u32::MAX {
+                children.entry(n.parent).or_default().push(i as u32);
+            }
+        }
+        t.wide = children.into_iter().filter(|(_, c)| c.len() >= WIDE_MIN_CHILDREN).map(|(p, c)| (p, c.into())).collect();
         t
+    }
+
+    /// The children of node `i` when it has many ([`WIDE_MIN_CHILDREN`]), in byte order.
+    #[inline]
+    pub fn wide_children(&self, i: usize) -> Option<&[u32]> {
+        self.wide.get(&(i as u32)).map(|c| &c[..])
     }
 
     #[inline]
@@ -87,6 +107,7 @@ impl TokenTrie {
     }
 
     pub fn memory_size(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4 + self.first_token.len() * 4
+        let wide: usize = self.wide.values().map(|c| c.len() * 4 + 24).sum();
+        self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4 + self.first_token.len() * 4 + wide
     }
 }
