@@ -344,26 +344,46 @@ fn spell_except_bmp(points: &[u32]) -> Vec<String> {
 }
 
 /// The alternatives of an EBNF expression matching one JSON string character spelling whose
-/// codepoint is ASCII and not in `points` (sorted ASCII codepoints); empty when there is none.
-fn spell_ascii_except(points: &[u32]) -> Vec<String> {
+/// codepoint is ASCII and not in `points` (sorted ASCII codepoints), leaving out the short escapes
+/// of the codepoints not in `shorts_of` (sorted); empty when nothing is left.
+fn spell_ascii_except(points: &[u32], shorts_of: &[u32]) -> Vec<String> {
     let rest: Vec<(u32, u32)> = intersect(&complement(points), &[(0, 0x7F)]);
     if rest.is_empty() {
         return Vec::new();
     }
-    let (mut alts, mut esc) = raw_and_short_except(&rest, points);
-    if let Some(t) = hex_trie(&rest, 0, 2) {
-        esc.push(format!("\"u00\" {t}"));
+    let raw = intersect(&rest, &RAW_OK);
+    let mut alts = if raw.is_empty() { Vec::new() } else { vec![emit::class(&raw)] };
+    let mut letters: Vec<u32> = SHORT_ESCAPES
+        .iter()
+        .filter(|(cp, _)| points.binary_search(cp).is_err() && shorts_of.binary_search(cp).is_ok())
+        .map(|&(_, c)| c as u32)
+        .collect();
+    letters.sort_unstable();
+    let u = hex_trie(&rest, 0, 2);
+    match (letters.is_empty(), u) {
+        (true, Some(t)) => alts.push(format!("\"\\\\u00\" {t}")),
+        (false, Some(t)) => {
+            let cls: Vec<(u32, u32)> = letters.iter().map(|&c| (c, c)).collect();
+            alts.push(format!("\"\\\\\" ({} | \"u00\" {t})", emit::class(&cls)));
+        }
+        (_, None) => {}
     }
-    alts.push(format!("\"\\\\\" {}", emit::alt(&esc)));
     alts
 }
 
-/// EBNF matching one JSON string character spelling whose codepoint is not ASCII.
-fn spell_non_ascii() -> String {
+/// EBNF matching one JSON string character spelling whose codepoint is not ASCII, or that is the
+/// short escape of an ASCII codepoint not in `keyed` (sorted): the characters that deviate at
+/// every node of a trie of ASCII keys using only the characters `keyed`, whatever their spelling.
+fn spell_foreign(keyed: &[u32]) -> String {
     let raw = emit::class(&intersect(&[(0x80, MAX_CP)], &RAW_OK));
     let bmp = hex_trie(&[(0x80, 0xD7FF), (0xE000, 0xFFFF)], 0, 4).unwrap_or_default();
     let pair = format!("[Dd] [89ABab] {HEX}{{2}} \"\\\\u\" [Dd] [C-Fc-f] {HEX}{{2}}");
-    format!("({raw} | \"\\\\u\" ({bmp} | {pair}))")
+    let shorts = short_escapes_except(keyed);
+    if shorts.is_empty() {
+        format!("({raw} | \"\\\\u\" ({bmp} | {pair}))")
+    } else {
+        format!("({raw} | \"\\\\\" ({} | \"u\" ({bmp} | {pair})))", emit::class(&shorts))
+    }
 }
 
 /// Trie levels per rule in [`not_in`]: deeper subtrees move to rules of their own, bounding the
@@ -541,8 +561,9 @@ impl<'a> KeyTrieWriter<'a> {
 /// continue it (a trie of both, nested in one expression). Every spelling of a character is
 /// covered (escapes included), so `"\u0061"` counts as `"a"`. When every key is ASCII, the
 /// non-ASCII characters (which never continue a key) are factored out of `D`:
-/// `D = D' | P non_ascii`, with `P` the trie of all prefixes and `D'` deviating by an ASCII
-/// character only.
+/// `D = D' | P foreign`, with `P` the trie of all prefixes and `D'` deviating by an ASCII
+/// character only; `foreign` also takes the short escapes (`\n`, `\/`, ...) of the characters
+/// that occur in no key, which deviate wherever they come.
 /// PERF: the former shape repeated `char_any*` at every trie node, and the full spelling of "any
 /// other character" with `\uXXXX` enumerated; both blew up the automata of lax objects. The
 /// text is written top-down into one buffer per rule (it was nested bottom-up, copying each
@@ -568,9 +589,14 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
         trie.terminal[n] = true;
     }
     let ascii = keys.iter().all(|k| k.is_ascii());
+    // The codepoints of the keys (ASCII keys): a short escape of any other character deviates
+    // at every node, so it is spelled once, after `P`.
+    let mut keyed: Vec<u32> = keys.iter().flat_map(|k| k.chars().map(|c| c as u32)).collect();
+    keyed.sort_unstable();
+    keyed.dedup();
     let w = KeyTrieWriter::new(&trie, |pts| {
         if ascii {
-            spell_ascii_except(pts)
+            spell_ascii_except(pts, &keyed)
         } else if pts.iter().all(|&c| c < 0x1_0000) {
             spell_except_bmp(pts)
         } else {
@@ -582,7 +608,7 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
         deviate.push(w.write(e, Part::Deviate, 0)?);
     }
     if ascii {
-        deviate.push(format!("{} {}", w.write(e, Part::All, 0)?, spell_non_ascii()));
+        deviate.push(format!("{} {}", w.write(e, Part::All, 0)?, spell_foreign(&keyed)));
     }
     let tail = format!("{} {char_any}*", emit::alt(&deviate));
     let body = if w.has(Part::Prefix, 0) { format!("{} | {tail}", w.write(e, Part::Prefix, 0)?) } else { tail };
