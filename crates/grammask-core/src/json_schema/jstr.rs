@@ -755,6 +755,21 @@ mod tests {
             // Every ASCII character continues a key at the root.
             vec![(0u8..128).map(char::from).collect::<String>(), "xy".into()],
             (0u8..128).map(|b| char::from(b).to_string()).collect(),
+            // Typical property names: shared prefixes, keys that are prefixes of others.
+            ["base", "height", "length", "radius", "width"].map(String::from).to_vec(),
+            ["i", "id", "ids", "idx", "index", "in"].map(String::from).to_vec(),
+            ["", "a", "ab", "abc", "b"].map(String::from).to_vec(),
+            // Sibling leaves, digits and upper case (hex digits and letters in `\u00XX`).
+            ["x", "y", "z", "X1", "X2", "a_b", "A-B"].map(String::from).to_vec(),
+            // Short-escaped and control characters in keys: their short escapes are spelled per
+            // node; the other short escapes after `P`.
+            ["a/b", "\n", "q\"", "\\", "\u{8}\u{c}\r\t", "\u{1}\u{1f}"].map(String::from).to_vec(),
+            vec!["/".into()],
+            // Non-ASCII BMP and astral characters (the general path).
+            ["caf\u{e9}", "cafe", "\u{ffff}", "\u{d7ff}x"].map(String::from).to_vec(),
+            ["\u{1f600}", "\u{1f600}\u{1f601}", "a\u{10ffff}"].map(String::from).to_vec(),
+            // Many keys.
+            (0..24).map(|i| format!("k{}_{}", i % 7, ["alpha", "beta", "gamma", "delta"][i % 4])).collect(),
         ];
         for _ in 0..60 {
             let n = 1 + next(4);
