@@ -420,6 +420,10 @@ enum Alt {
     Dev,
     /// The character `.0`, then the rest from child node `.1`.
     Child(u32, usize),
+    /// Any of the node's children that are leaves (keys without longer keys), when there are
+    /// several: their expressions are all alike, so the rest is spelled once after the group of
+    /// their characters, and they share its automaton states.
+    Leaves,
 }
 
 /// Writes the expressions of [`not_in`]. Per-node strings are shared: the spelling of each
@@ -482,12 +486,29 @@ impl<'a> KeyTrieWriter<'a> {
             Part::All => alts.push(Alt::End),
             _ => {}
         }
-        for (&c, &child) in &self.trie.children[n] {
-            if self.has(part, child) {
+        let leaf = |child: usize| self.trie.children[child].is_empty();
+        let kids: Vec<(u32, usize)> =
+            self.trie.children[n].iter().map(|(&c, &k)| (c, k)).filter(|&(_, k)| self.has(part, k)).collect();
+        let leaves: Vec<usize> = (0..kids.len()).filter(|&i| leaf(kids[i].1)).collect();
+        // The leaves come last among the children, grouped when there are several.
+        for &(c, child) in &kids {
+            if !leaf(child) || leaves.len() == 1 {
                 alts.push(Alt::Child(c, child));
             }
         }
+        if leaves.len() > 1 {
+            alts.push(Alt::Leaves);
+        }
         alts
+    }
+
+    /// The children of `n` that are leaves of `part`'s trie: (character, node).
+    fn leaves(&self, part: Part, n: usize) -> Vec<(u32, usize)> {
+        self.trie.children[n]
+            .iter()
+            .map(|(&c, &k)| (c, k))
+            .filter(|&(_, k)| self.has(part, k) && self.trie.children[k].is_empty())
+            .collect()
     }
 
     /// The expression of `part` from node `root` (which must match something). Subtrees at
@@ -534,6 +555,18 @@ impl<'a> KeyTrieWriter<'a> {
                             stack.push(Work::Node(child));
                             stack.push(Work::Text(" "));
                             stack.push(Work::Text(self.spell.get(&c).map_or("", String::as_str)));
+                        }
+                        Alt::Leaves => {
+                            let leaves = self.leaves(part, n);
+                            stack.push(Work::Node(leaves[0].1));
+                            stack.push(Work::Text(") "));
+                            for (j, &(c, _)) in leaves.iter().enumerate().rev() {
+                                stack.push(Work::Text(self.spell.get(&c).map_or("", String::as_str)));
+                                if j > 0 {
+                                    stack.push(Work::Text(" | "));
+                                }
+                            }
+                            stack.push(Work::Text("("));
                         }
                     }
                     if i > 0 {
