@@ -97,7 +97,7 @@ pub fn fixed_width(lo: &[u8], hi: &[u8], base: u8, out: &mut Vec<Vec<(u8, u8)>>,
     if mid_lo <= mid_hi {
         let mut seq = prefix.clone();
         seq.push((mid_lo, mid_hi));
-        seq.extend(std::iter::repeat((0, max)).take(lo.len() - 1));
+        seq.extend(std::iter::repeat_n((0, max), lo.len() - 1));
         out.push(seq);
     }
     if !hi_rest_max {
