@@ -834,6 +834,17 @@ mod tests {
         assert!(a.num_rules() > 5);
     }
 
+    #[test]
+    fn not_in_split_levels_match_reference() {
+        // Sibling leaves exactly at a split depth, and a key crossing two split depths.
+        let stem = "k".repeat(NOT_IN_LEVELS - 1);
+        let keys = [format!("{stem}a"), format!("{stem}b"), "k".repeat(2 * NOT_IN_LEVELS + 1), format!("{stem}a/")];
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let (new, old) = (key_automaton(&keys, false), key_automaton(&keys, true));
+        assert!(new.num_rules() > 3);
+        assert!(same_language(&new, &old), "keys {keys:?}");
+    }
+
     /// The automaton of `root ::= "\"" <expr> "\""`.
     fn expr_automaton(expr: &str) -> crate::compiler::Automata {
         let g = crate::ebnf::parse_ebnf(&format!("root ::= \"\\\"\" {expr} \"\\\"\""), "root").unwrap();
