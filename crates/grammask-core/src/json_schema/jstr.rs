@@ -97,7 +97,7 @@ pub fn fixed_width(lo: &[u8], hi: &[u8], base: u8, out: &mut Vec<Vec<(u8, u8)>>,
     if mid_lo <= mid_hi {
         let mut seq = prefix.clone();
         seq.push((mid_lo, mid_hi));
-        seq.extend(std::iter::repeat((0, max)).take(lo.len() - 1));
+        seq.extend(std::iter::repeat_n((0, max), lo.len() - 1));
         out.push(seq);
     }
     if !hi_rest_max {
@@ -325,11 +325,11 @@ fn raw_and_short_except(rest: &[(u32, u32)], points: &[u32]) -> (Vec<String>, Ve
     (alts, esc)
 }
 
-/// EBNF matching one JSON string character spelling whose codepoint is not in `points` (sorted
-/// BMP scalar values); same language as `spell_set(&complement(points))`, written compactly: one
-/// raw class, one escape branch whose `\uXXXX` part is a trie over the hex digits, and the
-/// surrogate pairs of all astral codepoints.
-fn spell_except_bmp(points: &[u32]) -> String {
+/// The alternatives of an EBNF expression matching one JSON string character spelling whose
+/// codepoint is not in `points` (sorted BMP scalar values); same language as
+/// `spell_set(&complement(points))`, written compactly: one raw class, one escape branch whose
+/// `\uXXXX` part is a trie over the hex digits, and the surrogate pairs of all astral codepoints.
+fn spell_except_bmp(points: &[u32]) -> Vec<String> {
     let rest = complement(points);
     let (mut alts, mut esc) = raw_and_short_except(&rest, points);
     let bmp = intersect(&rest, &[(0, 0xD7FF), (0xE000, 0xFFFF)]);
@@ -340,35 +340,251 @@ fn spell_except_bmp(points: &[u32]) -> String {
     u.push(format!("[Dd] [89ABab] {HEX}{{2}} \"\\\\u\" [Dd] [C-Fc-f] {HEX}{{2}}"));
     esc.push(format!("\"u\" {}", emit::alt(&u)));
     alts.push(format!("\"\\\\\" {}", emit::alt(&esc)));
-    emit::alt(&alts)
+    alts
 }
 
-/// EBNF matching one JSON string character spelling whose codepoint is ASCII and not in `points`
-/// (sorted ASCII codepoints); `None` when there is none.
-fn spell_ascii_except(points: &[u32]) -> Option<String> {
+/// The alternatives of an EBNF expression matching one JSON string character spelling whose
+/// codepoint is ASCII and not in `points` (sorted ASCII codepoints), leaving out the short escapes
+/// of the codepoints not in `shorts_of` (sorted); empty when nothing is left.
+fn spell_ascii_except(points: &[u32], shorts_of: &[u32]) -> Vec<String> {
     let rest: Vec<(u32, u32)> = intersect(&complement(points), &[(0, 0x7F)]);
     if rest.is_empty() {
-        return None;
+        return Vec::new();
     }
-    let (mut alts, mut esc) = raw_and_short_except(&rest, points);
-    if let Some(t) = hex_trie(&rest, 0, 2) {
-        esc.push(format!("\"u00\" {t}"));
+    let raw = intersect(&rest, &RAW_OK);
+    let mut alts = if raw.is_empty() { Vec::new() } else { vec![emit::class(&raw)] };
+    let mut letters: Vec<u32> = SHORT_ESCAPES
+        .iter()
+        .filter(|(cp, _)| points.binary_search(cp).is_err() && shorts_of.binary_search(cp).is_ok())
+        .map(|&(_, c)| c as u32)
+        .collect();
+    letters.sort_unstable();
+    let u = hex_trie(&rest, 0, 2);
+    match (letters.is_empty(), u) {
+        (true, Some(t)) => alts.push(format!("\"\\\\u00\" {t}")),
+        (false, Some(t)) => {
+            let cls: Vec<(u32, u32)> = letters.iter().map(|&c| (c, c)).collect();
+            alts.push(format!("\"\\\\\" ({} | \"u00\" {t})", emit::class(&cls)));
+        }
+        (_, None) => {}
     }
-    alts.push(format!("\"\\\\\" {}", emit::alt(&esc)));
-    Some(emit::alt(&alts))
+    alts
 }
 
-/// EBNF matching one JSON string character spelling whose codepoint is not ASCII.
-fn spell_non_ascii() -> String {
+/// EBNF matching one JSON string character spelling whose codepoint is not ASCII, or that is the
+/// short escape of an ASCII codepoint not in `keyed` (sorted): the characters that deviate at
+/// every node of a trie of ASCII keys using only the characters `keyed`, whatever their spelling.
+fn spell_foreign(keyed: &[u32]) -> String {
     let raw = emit::class(&intersect(&[(0x80, MAX_CP)], &RAW_OK));
     let bmp = hex_trie(&[(0x80, 0xD7FF), (0xE000, 0xFFFF)], 0, 4).unwrap_or_default();
     let pair = format!("[Dd] [89ABab] {HEX}{{2}} \"\\\\u\" [Dd] [C-Fc-f] {HEX}{{2}}");
-    format!("({raw} | \"\\\\u\" ({bmp} | {pair}))")
+    let shorts = short_escapes_except(keyed);
+    if shorts.is_empty() {
+        format!("({raw} | \"\\\\u\" ({bmp} | {pair}))")
+    } else {
+        format!("({raw} | \"\\\\\" ({} | \"u\" ({bmp} | {pair})))", emit::class(&shorts))
+    }
 }
 
 /// Trie levels per rule in [`not_in`]: deeper subtrees move to rules of their own, bounding the
 /// nesting of the generated expressions.
 const NOT_IN_LEVELS: usize = 48;
+
+/// The tries that [`not_in`] spells, each from a node.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// `T`: the rest of a proper prefix of keys that is not a key.
+    Prefix,
+    /// `D`: the rest of a key prefix, then one character that does not continue it.
+    Deviate,
+    /// `P`: the rest of any key prefix (ASCII keys only).
+    All,
+}
+
+impl Part {
+    fn stem(self) -> &'static str {
+        match self {
+            Part::Prefix => "key_not_in_p",
+            Part::Deviate => "key_not_in_d",
+            Part::All => "key_not_in_q",
+        }
+    }
+}
+
+/// One alternative of a node's expression.
+#[derive(Clone, Copy)]
+enum Alt {
+    /// The empty string: the prefix ends here.
+    End,
+    /// A character that continues no key here (`dev[node]`).
+    Dev,
+    /// The character `.0`, then the rest from child node `.1`.
+    Child(u32, usize),
+    /// Any of the node's children that are leaves (keys without longer keys), when there are
+    /// several: their expressions are all alike, so the rest is spelled once after the group of
+    /// their characters, and they share its automaton states.
+    Leaves,
+}
+
+/// Writes the expressions of [`not_in`]. Per-node strings are shared: the spelling of each
+/// character and the deviation of each distinct set of continuing characters are made once.
+struct KeyTrieWriter<'a> {
+    trie: &'a Trie,
+    depth: Vec<usize>,
+    /// `spell[c]`: every JSON spelling of the codepoint `c` of some trie edge.
+    spell: BTreeMap<u32, String>,
+    /// `dev[n]`: index into `devs` of node `n`'s own deviation, if it has one.
+    dev: Vec<Option<usize>>,
+    /// Deviations, as (bare alternatives joined by `|`, the same as one expression).
+    devs: Vec<(String, String)>,
+    /// `has[part][n]`: the part's expression from `n` matches something.
+    has: [Vec<bool>; 3],
+}
+
+impl<'a> KeyTrieWriter<'a> {
+    /// Prepares the shared strings. `deviation` gives the alternatives of the characters that
+    /// deviate at a node with the given (sorted) continuing characters; empty when none does.
+    fn new(trie: &'a Trie, deviation: impl Fn(&[u32]) -> Vec<String>) -> Self {
+        let count = trie.children.len();
+        let mut depth = vec![0usize; count];
+        let mut spell = BTreeMap::new();
+        let mut by_points: std::collections::HashMap<Vec<u32>, Option<usize>> = std::collections::HashMap::new();
+        let mut devs = Vec::new();
+        let mut dev = vec![None; count];
+        for n in 0..count {
+            for (&c, &child) in &trie.children[n] {
+                depth[child] = depth[n] + 1;
+                spell.entry(c).or_insert_with(|| spell_char(c));
+            }
+            let pts: Vec<u32> = trie.children[n].keys().copied().collect();
+            dev[n] = *by_points.entry(pts).or_insert_with_key(|pts| {
+                let alts = deviation(pts);
+                (!alts.is_empty()).then(|| {
+                    devs.push((alts.join(" | "), emit::alt(&alts)));
+                    devs.len() - 1
+                })
+            });
+        }
+        // Bottom-up (children have larger ids).
+        let mut has = [vec![false; count], vec![false; count], vec![true; count]];
+        for n in (0..count).rev() {
+            has[0][n] = !trie.terminal[n] || trie.children[n].values().any(|&c| has[0][c]);
+            has[1][n] = dev[n].is_some() || trie.children[n].values().any(|&c| has[1][c]);
+        }
+        KeyTrieWriter { trie, depth, spell, dev, devs, has }
+    }
+
+    fn has(&self, part: Part, n: usize) -> bool {
+        self.has[part as usize][n]
+    }
+
+    fn alts(&self, part: Part, n: usize) -> Vec<Alt> {
+        let mut alts = Vec::new();
+        match part {
+            Part::Prefix if !self.trie.terminal[n] => alts.push(Alt::End),
+            Part::Deviate if self.dev[n].is_some() => alts.push(Alt::Dev),
+            Part::All => alts.push(Alt::End),
+            _ => {}
+        }
+        let leaf = |child: usize| self.trie.children[child].is_empty();
+        let kids: Vec<(u32, usize)> =
+            self.trie.children[n].iter().map(|(&c, &k)| (c, k)).filter(|&(_, k)| self.has(part, k)).collect();
+        let leaves: Vec<usize> = (0..kids.len()).filter(|&i| leaf(kids[i].1)).collect();
+        // The leaves come last among the children, grouped when there are several.
+        for &(c, child) in &kids {
+            if !leaf(child) || leaves.len() == 1 {
+                alts.push(Alt::Child(c, child));
+            }
+        }
+        if leaves.len() > 1 {
+            alts.push(Alt::Leaves);
+        }
+        alts
+    }
+
+    /// The children of `n` that are leaves of `part`'s trie: (character, node).
+    fn leaves(&self, part: Part, n: usize) -> Vec<(u32, usize)> {
+        self.trie.children[n]
+            .iter()
+            .map(|(&c, &k)| (c, k))
+            .filter(|&(_, k)| self.has(part, k) && self.trie.children[k].is_empty())
+            .collect()
+    }
+
+    /// The expression of `part` from node `root` (which must match something). Subtrees at
+    /// split depths (see [`NOT_IN_LEVELS`]) become rules of their own, written here as well.
+    /// An explicit stack of pending text keeps this free of recursion over the trie.
+    fn write(&self, e: &mut Ebnf, part: Part, root: usize) -> Result<String> {
+        enum Work<'s> {
+            Text(&'s str),
+            Node(usize),
+        }
+        let mut queue = vec![(root, None::<String>)];
+        let mut top = String::new();
+        while let Some((start, name)) = queue.pop() {
+            let mut out = String::new();
+            let mut stack = vec![Work::Node(start)];
+            while let Some(w) = stack.pop() {
+                let n = match w {
+                    Work::Text(t) => {
+                        out.push_str(t);
+                        continue;
+                    }
+                    Work::Node(n) => n,
+                };
+                if n != start && self.depth[n].is_multiple_of(NOT_IN_LEVELS) {
+                    let rule = e.fresh(part.stem());
+                    out.push_str(&rule);
+                    queue.push((n, Some(rule)));
+                    continue;
+                }
+                let alts = self.alts(part, n);
+                let many = alts.len() > 1;
+                if many {
+                    stack.push(Work::Text(")"));
+                }
+                for (i, alt) in alts.iter().enumerate().rev() {
+                    match *alt {
+                        Alt::End => stack.push(Work::Text("\"\"")),
+                        Alt::Dev => {
+                            let (bare, whole) = &self.devs[self.dev[n].unwrap_or_default()];
+                            // Bare alternatives only inside this node's parentheses.
+                            stack.push(Work::Text(if many { bare } else { whole }));
+                        }
+                        Alt::Child(c, child) => {
+                            stack.push(Work::Node(child));
+                            stack.push(Work::Text(" "));
+                            stack.push(Work::Text(self.spell.get(&c).map_or("", String::as_str)));
+                        }
+                        Alt::Leaves => {
+                            let leaves = self.leaves(part, n);
+                            stack.push(Work::Node(leaves[0].1));
+                            stack.push(Work::Text(") "));
+                            for (j, &(c, _)) in leaves.iter().enumerate().rev() {
+                                stack.push(Work::Text(self.spell.get(&c).map_or("", String::as_str)));
+                                if j > 0 {
+                                    stack.push(Work::Text(" | "));
+                                }
+                            }
+                            stack.push(Work::Text("("));
+                        }
+                    }
+                    if i > 0 {
+                        stack.push(Work::Text(" | "));
+                    }
+                }
+                if many {
+                    stack.push(Work::Text("("));
+                }
+            }
+            match name {
+                Some(rule) => e.define(&rule, &out)?,
+                None => top = out,
+            }
+        }
+        Ok(top)
+    }
+}
 
 /// Defines rules matching the body of any JSON string whose value is not in `keys`, and returns
 /// the expression. `char_any` names the rule for one arbitrary character.
@@ -378,16 +594,20 @@ const NOT_IN_LEVELS: usize = 48;
 /// continue it (a trie of both, nested in one expression). Every spelling of a character is
 /// covered (escapes included), so `"\u0061"` counts as `"a"`. When every key is ASCII, the
 /// non-ASCII characters (which never continue a key) are factored out of `D`:
-/// `D = D' | P non_ascii`, with `P` the trie of all prefixes and `D'` deviating by an ASCII
-/// character only.
+/// `D = D' | P foreign`, with `P` the trie of all prefixes and `D'` deviating by an ASCII
+/// character only; `foreign` also takes the short escapes (`\n`, `\/`, ...) of the characters
+/// that occur in no key, which deviate wherever they come.
 /// PERF: the former shape repeated `char_any*` at every trie node, and the full spelling of "any
-/// other character" with `\uXXXX` enumerated; both blew up the automata of lax objects.
+/// other character" with `\uXXXX` enumerated; both blew up the automata of lax objects. The
+/// text is written top-down into one buffer per rule (it was nested bottom-up, copying each
+/// subtree's text once per level), with each character's spelling and each node's deviation
+/// made once per distinct value, and a node's deviation alternatives inlined into its own
+/// alternation (one choice less per node in the automaton).
 pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
     if keys.is_empty() {
         return Ok(format!("{char_any}*"));
     }
     let mut trie = Trie { children: vec![BTreeMap::new()], terminal: vec![false] };
-    let mut depth: Vec<usize> = vec![0];
     for k in keys {
         let mut n = 0;
         for c in k.chars() {
@@ -396,78 +616,36 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str], char_any: &str) -> Result<String> {
             if id == next {
                 trie.children.push(BTreeMap::new());
                 trie.terminal.push(false);
-                depth.push(depth[n] + 1);
             }
             n = id;
         }
         trie.terminal[n] = true;
     }
-    let count = trie.children.len();
     let ascii = keys.iter().all(|k| k.is_ascii());
-    // Bottom-up (children have larger ids): dev[n] spells D (or D') from node n, pre[n] spells T
-    // from n (`None`: no non-key below n), all[n] spells P from n (ASCII keys only). `None` in dev:
-    // no deviation from n (every ASCII character continues a key).
-    let mut dev: Vec<Option<String>> = vec![None; count];
-    let mut pre: Vec<Option<String>> = vec![None; count];
-    let mut all: Vec<String> = vec![String::new(); count];
-    for n in (0..count).rev() {
-        let pts: Vec<u32> = trie.children[n].keys().copied().collect();
-        let mut d_alts = Vec::new();
-        let mut p_alts = Vec::new();
-        let mut q_alts = vec!["\"\"".to_string()];
-        if !trie.terminal[n] {
-            p_alts.push("\"\"".to_string());
-        }
+    // The codepoints of the keys (ASCII keys): a short escape of any other character deviates
+    // at every node, so it is spelled once, after `P`.
+    let mut keyed: Vec<u32> = keys.iter().flat_map(|k| k.chars().map(|c| c as u32)).collect();
+    keyed.sort_unstable();
+    keyed.dedup();
+    let w = KeyTrieWriter::new(&trie, |pts| {
         if ascii {
-            d_alts.extend(spell_ascii_except(&pts));
+            spell_ascii_except(pts, &keyed)
         } else if pts.iter().all(|&c| c < 0x1_0000) {
-            d_alts.push(spell_except_bmp(&pts));
-        } else if let Some(other) = spell_set(&complement(&pts)) {
-            d_alts.push(other);
+            spell_except_bmp(pts)
+        } else {
+            spell_set(&complement(pts)).into_iter().collect()
         }
-        for (&c, &child) in &trie.children[n] {
-            let sp = spell_char(c);
-            if let Some(dc) = dev[child].take() {
-                d_alts.push(format!("{sp} {dc}"));
-            }
-            if let Some(pc) = pre[child].take() {
-                p_alts.push(format!("{sp} {pc}"));
-            }
-            if ascii {
-                q_alts.push(format!("{sp} {}", std::mem::take(&mut all[child])));
-            }
-        }
-        let mut dn = (!d_alts.is_empty()).then(|| emit::alt(&d_alts));
-        let mut pn = (!p_alts.is_empty()).then(|| emit::alt(&p_alts));
-        let mut qn = emit::alt(&q_alts);
-        if n > 0 && depth[n].is_multiple_of(NOT_IN_LEVELS) {
-            for (x, stem) in [(&mut dn, "key_not_in_d"), (&mut pn, "key_not_in_p")] {
-                if let Some(body) = x.take() {
-                    let name = e.fresh(stem);
-                    e.define(&name, &body)?;
-                    *x = Some(name);
-                }
-            }
-            if ascii {
-                let name = e.fresh("key_not_in_q");
-                e.define(&name, &qn)?;
-                qn = name;
-            }
-        }
-        dev[n] = dn;
-        pre[n] = pn;
-        all[n] = qn;
+    });
+    let mut deviate = Vec::new();
+    if w.has(Part::Deviate, 0) {
+        deviate.push(w.write(e, Part::Deviate, 0)?);
     }
-    let mut deviate: Vec<String> = dev[0].take().into_iter().collect();
     if ascii {
-        deviate.push(format!("{} {}", all[0], spell_non_ascii()));
+        deviate.push(format!("{} {}", w.write(e, Part::All, 0)?, spell_foreign(&keyed)));
     }
-    let name = e.fresh("key_not_in");
     let tail = format!("{} {char_any}*", emit::alt(&deviate));
-    let body = match pre[0].take() {
-        Some(pre) => format!("{pre} | {tail}"),
-        None => tail,
-    };
+    let body = if w.has(Part::Prefix, 0) { format!("{} | {tail}", w.write(e, Part::Prefix, 0)?) } else { tail };
+    let name = e.fresh("key_not_in");
     e.define(&name, &body)?;
     Ok(name)
 }
@@ -610,6 +788,21 @@ mod tests {
             // Every ASCII character continues a key at the root.
             vec![(0u8..128).map(char::from).collect::<String>(), "xy".into()],
             (0u8..128).map(|b| char::from(b).to_string()).collect(),
+            // Typical property names: shared prefixes, keys that are prefixes of others.
+            ["base", "height", "length", "radius", "width"].map(String::from).to_vec(),
+            ["i", "id", "ids", "idx", "index", "in"].map(String::from).to_vec(),
+            ["", "a", "ab", "abc", "b"].map(String::from).to_vec(),
+            // Sibling leaves, digits and upper case (hex digits and letters in `\u00XX`).
+            ["x", "y", "z", "X1", "X2", "a_b", "A-B"].map(String::from).to_vec(),
+            // Short-escaped and control characters in keys: their short escapes are spelled per
+            // node; the other short escapes after `P`.
+            ["a/b", "\n", "q\"", "\\", "\u{8}\u{c}\r\t", "\u{1}\u{1f}"].map(String::from).to_vec(),
+            vec!["/".into()],
+            // Non-ASCII BMP and astral characters (the general path).
+            ["caf\u{e9}", "cafe", "\u{ffff}", "\u{d7ff}x"].map(String::from).to_vec(),
+            ["\u{1f600}", "\u{1f600}\u{1f601}", "a\u{10ffff}"].map(String::from).to_vec(),
+            // Many keys.
+            (0..24).map(|i| format!("k{}_{}", i % 7, ["alpha", "beta", "gamma", "delta"][i % 4])).collect(),
         ];
         for _ in 0..60 {
             let n = 1 + next(4);
@@ -639,6 +832,17 @@ mod tests {
         let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
         let a = crate::compiler::Automata::build(&g).unwrap();
         assert!(a.num_rules() > 5);
+    }
+
+    #[test]
+    fn not_in_split_levels_match_reference() {
+        // Sibling leaves exactly at a split depth, and a key crossing two split depths.
+        let stem = "k".repeat(NOT_IN_LEVELS - 1);
+        let keys = [format!("{stem}a"), format!("{stem}b"), "k".repeat(2 * NOT_IN_LEVELS + 1), format!("{stem}a/")];
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let (new, old) = (key_automaton(&keys, false), key_automaton(&keys, true));
+        assert!(new.num_rules() > 3);
+        assert!(same_language(&new, &old), "keys {keys:?}");
     }
 
     /// The automaton of `root ::= "\"" <expr> "\""`.
