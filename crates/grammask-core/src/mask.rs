@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::slice::{BodySlice, ClassSlice, RunIndex, LEAD_LISTS};
-use crate::trie::TokenTrie;
+use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -441,11 +441,13 @@ impl KernelWalk<'_> {
     /// rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
     fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<bool> {
         let a = self.a;
-        self.frames.clear();
-        self.ends.clear();
-        self.path.clear();
-        let mut parent = base;
-        for &b in f.path.iter() {
+        // Interned frames stay valid for the whole walk: the previous frontier node's path (in
+        // trie order) is replayed only past the prefix it shares with this one.
+        // PERF: free text of a Chinese-heavy vocabulary has thousands of frontier nodes.
+        let keep = self.shared_prefix(&f.path, 0);
+        self.truncate_path(keep);
+        let mut parent = keep.checked_sub(1).map_or(base, |k| self.frames[k]);
+        for &b in &f.path[keep..] {
             let Some(frame) = self.step(parent, b)? else {
                 return Ok(!self.memo_full());
             };
@@ -522,7 +524,8 @@ impl KernelWalk<'_> {
                     continue;
                 }
             }
-            if let Some(kids) = trie.wide_children(i) {
+            // Only a node with that many descendants can have that many children.
+            if let Some(kids) = (sub - i > WIDE_MIN_CHILDREN).then(|| trie.wide_children(i)).flatten() {
                 if let Some(visit) = self.children_to_visit(frame)? {
                     for &c in kids {
                         let c = c as usize;
@@ -671,7 +674,7 @@ impl KernelWalk<'_> {
         if let Some(w) = &whole {
             self.accepted.or_assign(w);
         }
-        if !ri.utf8 && d < LEAD_LISTS {
+        if d < LEAD_LISTS {
             return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), &mut refused);
         }
         let mut c = first;
@@ -731,11 +734,13 @@ impl KernelWalk<'_> {
         Ok(true)
     }
 
-    /// [`Self::walk_run_children`] for an ASCII run from depth `d < LEAD_LISTS`, by the index's
-    /// lead lists: the run tokens of all children at once (`add`: not in a precomputed set), then
-    /// the breaks of leads up to `d`. That is every break the child-by-child loop walks: the
-    /// breaks of a child it skips as refused are that child itself (refused again here) or start
-    /// their runs below it (not listed for `d`), and so do the breaks below a walked break.
+    /// [`Self::walk_run_children`] for a run from depth `d < LEAD_LISTS`, by the index's lead
+    /// lists: the run tokens of all children at once (`add`: not in a precomputed set), then the
+    /// breaks of leads up to `d`. That is every break the child-by-child loop walks: the breaks of
+    /// a child it skips as refused are that child itself (refused again here) or start their runs
+    /// below it (not listed for `d`), and so do the breaks below a walked break. A UTF-8
+    /// continuation byte right below the node is a break of the index (no character starts with
+    /// it), walked as usual; so is a break inside a character (not read from `here`).
     /// PERF: an identifier's state used to step over ~3,000 breaks and a few thousand children
     /// one by one.
     #[allow(clippy::too_many_arguments)]
@@ -754,23 +759,30 @@ impl KernelWalk<'_> {
         let follow = self.follow;
         let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
         let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
-        let run_quiet = !ended || ri.ascii & follow.map_or(u128::MAX, |f| f.ascii()) == 0;
+        // A UTF-8 run's bytes include every byte from 0x80 on.
+        let run_bytes_follow = |f: &ByteSet| ri.ascii & f.ascii() != 0 || (ri.utf8 && (0x80..=0xFF).any(|x| f.contains(x)));
+        let run_quiet = !ended || follow.is_some_and(|f| !run_bytes_follow(&f));
         let quiet = prefix_quiet && run_quiet;
-        let skip = |x: u8| quiet && (!ended || !follows(x));
+        // Per break byte (`None`: inside a character, read from elsewhere than `here`): whether
+        // the break is skipped as refused (see `walk_run_children`).
+        let skip = |x: Option<u8>| !ri.utf8 && x.is_some_and(|x| quiet && (!ended || !follows(x)));
+        // A break at a character boundary sits on `here` after the run; with no rule end at
+        // `here`, none inside the run either (frames inside a character are never read again).
+        let looping = |x: Option<u8>| x.is_some() && !ri.utf8;
         if add {
             ri.add_runs_range(self.trie, first, end, d, &mut self.accepted);
         }
         if d == 0 && first == 0 && end == self.trie.nodes.len() {
             for (byte, nodes) in ri.root_breaks_by_byte() {
                 if skip(*byte) {
-                    match self.refuses(here, *byte, refused)? {
+                    match self.refuses(here, byte.unwrap_or_default(), refused)? {
                         None => return Ok(false),
                         Some(true) => continue,
                         Some(false) => {}
                     }
                 }
                 for &m in nodes.iter() {
-                    if !self.walk_break(m as usize, d, base, true)? {
+                    if !self.walk_break(m as usize, d, base, looping(*byte))? {
                         return Ok(false);
                     }
                 }
@@ -780,13 +792,13 @@ impl KernelWalk<'_> {
                 let (nodes, bytes) = ri.breaks_of_lead(l, first, end);
                 for (&m, &byte) in nodes.iter().zip(bytes) {
                     if skip(byte) {
-                        match self.refuses(here, byte, refused)? {
+                        match self.refuses(here, byte.unwrap_or_default(), refused)? {
                             None => return Ok(false),
                             Some(true) => continue,
                             Some(false) => {}
                         }
                     }
-                    if !self.walk_break(m as usize, d, base, true)? {
+                    if !self.walk_break(m as usize, d, base, looping(byte))? {
                         return Ok(false);
                     }
                 }
@@ -815,14 +827,24 @@ impl KernelWalk<'_> {
         let (a, trie) = (self.a, self.trie);
         let node = trie.nodes[m];
         let below = node.depth as usize - 1;
-        self.truncate_path(d);
-        // The run's bytes, read off the parent chain.
-        self.path.resize(below, 0);
+        // The run's bytes, read off the parent chain; interned frames already stepped over the
+        // same bytes (by the previous break, in trie order) are kept.
+        let known = if self.memo.is_some() { self.frames.len().min(self.path.len()) } else { d };
+        let mut keep = known.min(below).max(d);
+        self.path.resize(below.max(self.path.len()), 0);
         let mut p = node.parent;
         for k in (d..below).rev() {
-            self.path[k] = trie.nodes[p as usize].byte;
+            let b = trie.nodes[p as usize].byte;
+            if self.path[k] != b {
+                keep = keep.min(k);
+            }
+            self.path[k] = b;
             p = trie.nodes[p as usize].parent;
         }
+        let keep = if looping { d } else { keep };
+        self.frames.truncate(keep);
+        self.ends.truncate(keep);
+        self.path.truncate(below);
         let first = if d == 0 { base } else { self.frames[d - 1] };
         if looping {
             // Every byte of an ASCII run leads back to the same frame (a refused break byte was
@@ -831,8 +853,8 @@ impl KernelWalk<'_> {
             self.frames.resize(below, first);
             self.ends.resize(below, ended);
         } else {
-            let mut frame = first;
-            for k in d..below {
+            let mut frame = keep.checked_sub(1).filter(|&k| k >= d).map_or(first, |k| self.frames[k]);
+            for k in keep..below {
                 // The run is read from this place (see `runs_at`), so the replay cannot fail.
                 let Some(next) = self.step(frame, self.path[k])? else { return Ok(!self.memo_full()) };
                 frame = next;
@@ -841,6 +863,16 @@ impl KernelWalk<'_> {
             }
         }
         self.walk(m, node.subtree_end as usize, base)
+    }
+
+    /// How many leading bytes of `path` the current path shares with frames stepped (interned
+    /// walks only; frames of a stack walk do not outlive their subtree), at least `from`.
+    fn shared_prefix(&self, path: &[u8], from: usize) -> usize {
+        if self.memo.is_none() {
+            return from;
+        }
+        let n = self.frames.len().min(self.path.len()).min(path.len());
+        from.max((0..n).take_while(|&k| self.path[k] == path[k]).count())
     }
 
     fn truncate_path(&mut self, d: usize) {

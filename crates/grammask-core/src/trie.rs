@@ -35,7 +35,7 @@ pub struct TokenTrie {
 }
 
 /// Nodes with this many children get a child list ([`TokenTrie::wide_children`]).
-const WIDE_MIN_CHILDREN: usize = 16;
+pub const WIDE_MIN_CHILDREN: usize = 16;
 
 impl TokenTrie {
     pub fn new(vocab: &Vocabulary) -> TokenTrie {
