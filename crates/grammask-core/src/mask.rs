@@ -885,10 +885,30 @@ impl KernelWalk<'_> {
 /// The run index that applies at plain state `s`: free text (any character but some ASCII ones)
 /// that `s` reads every run of, or a loop on ASCII bytes.
 pub fn state_run_index(a: &Automata, s: StateId, runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>) -> Option<Arc<RunIndex>> {
-    match ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c)) {
+    match ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c)).or_else(|| first_char_class(a, s)) {
         Some(c) => runs(c, true),
         None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
     }
+}
+
+/// For a state that starts a loop without being its own (`[^ \n|"]+ | "\"" ...` before its
+/// first character): the class a state it steps to loops on, when `s` reads every run of it too.
+/// PERF: the first character of a free-text value walked every multi-byte character's subtree
+/// node by node (40k nodes on Qwen2.5, 1.3 ms).
+fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
+    let mut tried: Vec<StateId> = Vec::new();
+    for e in a.byte_edges(s) {
+        let t = e.target;
+        if t == s || tried.contains(&t) {
+            continue;
+        }
+        tried.push(t);
+        let c = ascii_loop(a, t);
+        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && ClassSlice::covers(a, s, c) {
+            return Some(c);
+        }
+    }
+    None
 }
 
 /// The ASCII bytes on which `s` loops back to itself.
