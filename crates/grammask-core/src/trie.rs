@@ -79,13 +79,20 @@ impl TokenTrie {
         }
         t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
-        let mut children: FastMap<u32, Vec<u32>> = FastMap::default();
-        for (i, n) in t.nodes.iter().enumerate() {
+        let mut count = vec![0u32; t.nodes.len()];
+        for n in &t.nodes {
             if n.parent != u32::MAX {
-                children.entry(n.parent).or_default().push(i as u32);
+                count[n.parent as usize] += 1;
             }
         }
-        t.wide = children.into_iter().filter(|(_, c)| c.len() >= WIDE_MIN_CHILDREN).map(|(p, c)| (p, c.into())).collect();
+        let mut wide: FastMap<u32, Vec<u32>> =
+            (0..t.nodes.len()).filter(|&i| count[i] as usize >= WIDE_MIN_CHILDREN).map(|i| (i as u32, Vec::new())).collect();
+        for (i, n) in t.nodes.iter().enumerate() {
+            if let Some(kids) = wide.get_mut(&n.parent) {
+                kids.push(i as u32);
+            }
+        }
+        t.wide = wide.into_iter().map(|(p, c)| (p, c.into())).collect();
         t
     }
 
