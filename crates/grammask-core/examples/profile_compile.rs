@@ -3,7 +3,8 @@
 //! `LIST` is a file of JSON Schema paths, one per line (`MaskBench` files: the schema is taken from
 //! their `schema` field when present). Prints p50/p90/p99 of each stage; with `--dump`, one line
 //! per schema with the automaton size and a hash of the whole automaton (to check that a change of
-//! the compiler leaves its output unchanged); with `--slow MS`, the schemas whose build is slower.
+//! the compiler leaves its output unchanged); with `--slow MS`, the schemas whose build is slower;
+//! with `--vocab FILE` (a serialized `TokenizerInfo`), also `CompiledGrammar::new` (build included).
 use grammask_core::compiler::{Automata, StateId};
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
@@ -30,6 +31,7 @@ fn hash_automata(a: &Automata) -> u64 {
 fn main() {
     let mut opts = JsonSchemaOptions::default();
     let (mut repeat, mut dump, mut slow, mut list) = (1usize, false, f64::INFINITY, None);
+    let mut vocab = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -37,11 +39,20 @@ fn main() {
             "--repeat" => repeat = args.next().and_then(|n| n.parse().ok()).expect("--repeat N"),
             "--dump" => dump = true,
             "--slow" => slow = args.next().and_then(|n| n.parse().ok()).expect("--slow MS"),
+            "--vocab" => {
+                let text = std::fs::read_to_string(args.next().expect("--vocab FILE")).expect("readable vocabulary");
+                vocab = Some(std::sync::Arc::new(grammask_core::vocab::Vocabulary::from_json(&text).expect("a vocabulary")));
+            }
             _ => list = Some(a),
         }
     }
     let list = std::fs::read_to_string(list.expect("a file listing schema paths")).expect("readable list");
-    let (mut conv, mut parse, mut build) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut conv, mut parse, mut build, mut full) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The per-vocabulary token index is built once, outside the timings, and kept alive.
+    let _pin = vocab.as_ref().map(|v| {
+        let g = parse_ebnf("root ::= \"a\"", "root").expect("EBNF");
+        grammask_core::matcher::CompiledGrammar::new(&g, v).expect("compiles")
+    });
     for path in list.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
         let schema = v.get("schema").cloned().unwrap_or(v).to_string();
@@ -57,6 +68,11 @@ fn main() {
             let a = Automata::build(&g);
             best = best.min(t.elapsed().as_secs_f64() * 1e3);
             out = Some(a);
+        }
+        if let Some(v) = &vocab {
+            let t = Instant::now();
+            let _ = grammask_core::matcher::CompiledGrammar::new(&g, v);
+            full.push(t.elapsed().as_secs_f64() * 1e3);
         }
         conv.push((t1 - t0).as_secs_f64() * 1e3);
         parse.push((t2 - t1).as_secs_f64() * 1e3);
@@ -74,7 +90,10 @@ fn main() {
         }
     }
     #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    for (name, mut xs) in [("to_ebnf", conv), ("parse", parse), ("build", build)] {
+    for (name, mut xs) in [("to_ebnf", conv), ("parse", parse), ("build", build), ("compiled (with --vocab)", full)] {
+        if xs.is_empty() {
+            continue;
+        }
         xs.sort_by(f64::total_cmp);
         let q = |p: f64| xs.get(((xs.len() as f64 * p) as usize).min(xs.len().saturating_sub(1))).copied().unwrap_or(0.0);
         let total: f64 = xs.iter().sum();

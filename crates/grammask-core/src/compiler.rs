@@ -1312,8 +1312,9 @@ fn minimize(dfa: Dfa, sc: &mut MooreScratch) -> Dfa {
 
 /// DFAs up to this size are minimized by Moore's rounds: every state re-signed per round, no
 /// predecessor lists or worklist. PERF: most rule automata (key-set rules of objects, property
-/// rules) have a few dozen states, where the worklist's setup cost dominated the whole build.
-const MOORE_MAX_STATES: usize = 64;
+/// rules) have a few dozen states, where the worklist's setup cost dominated the whole build; up to
+/// 256 states the rounds (at most one per state) stay cheaper.
+const MOORE_MAX_STATES: usize = 256;
 
 /// Buffers of [`moore_partition`], kept from one rule to the next.
 #[derive(Default)]
