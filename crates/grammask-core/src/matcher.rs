@@ -201,8 +201,15 @@ impl CompiledGrammar {
         // Each class is looked at once per vocabulary (`classes_seen`).
         // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
+        // Classes met so far that the vocabulary has seen already (one lock per class, not per
+        // state).
+        let mut seen: Vec<(u128, bool)> = Vec::new();
         let mut note = |c: u128, utf8: bool, s: StateId| {
+            if seen.contains(&(c, utf8)) {
+                return;
+            }
             if index.class_seen(c, utf8) {
+                seen.push((c, utf8));
                 return;
             }
             let i = match fresh.iter().position(|&(x, u, _)| (x, u) == (c, utf8)) {
