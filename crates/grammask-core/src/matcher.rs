@@ -59,6 +59,9 @@ const SHARE_AFTER_VISITS: usize = 4096;
 /// Kernels composed into one another at most this deep (bounds the recursion through rule starts;
 /// deeper ones are walked).
 const MAX_COMPOSE_DEPTH: usize = 8;
+/// Callee kernels with more uncertain tokens, or distinct suffixes, than this are not composed.
+const COMPOSE_MAX_UNCERTAIN: usize = 4096;
+const COMPOSE_MAX_SUFFIXES: usize = 512;
 
 impl TokenIndex {
     pub fn body_slice(&self) -> &BodySlice {
@@ -329,7 +332,8 @@ impl CompiledGrammar {
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
     /// kernels ([`compose_kernel`]), themselves composed where they can be; `None` where that does
     /// not apply: no rule edges, a nullable callee, a callee whose start is being composed already
-    /// (left recursion), lookaheads, or compositions nested [`MAX_COMPOSE_DEPTH`] deep.
+    /// (left recursion) or that predicts nothing itself, callee kernels with many uncertain tokens,
+    /// lookaheads, or compositions nested [`MAX_COMPOSE_DEPTH`] deep.
     #[doc(hidden)]
     pub fn composed_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
         self.composed_kernel_in(state, &mut Vec::new())
@@ -343,7 +347,13 @@ impl CompiledGrammar {
         }
         let nullable = self.nullable();
         let start = |r: RuleId| a.rule_start(r);
-        if edges.iter().any(|&(r, _)| nullable[start(r).0 as usize] || start(r) == state || stack.contains(&start(r))) {
+        // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
+        // from sharing and leaves most tokens uncertain (ended after a few bytes).
+        let skip = |r: RuleId| {
+            let s0 = start(r);
+            nullable[s0.0 as usize] || s0 == state || stack.contains(&s0) || a.rule_edges(s0).is_empty()
+        };
+        if edges.iter().any(|&(r, _)| skip(r)) {
             return Ok(None);
         }
         stack.push(state);
@@ -358,6 +368,12 @@ impl CompiledGrammar {
             }
         }
         stack.pop();
+        // Each uncertain suffix is read apart: past these, the walk is cheaper.
+        let uncertain: usize = callees.iter().map(|(k, _)| k.uncertain.len()).sum();
+        let suffixes: usize = callees.iter().map(|(k, _)| k.suffixes.len()).sum();
+        if uncertain > COMPOSE_MAX_UNCERTAIN || suffixes > COMPOSE_MAX_SUFFIXES {
+            return Ok(None);
+        }
         let own = match a.byte_edges(state) {
             [] => None,
             edges => {
