@@ -140,12 +140,38 @@ fn classify_walk(
     modes: &[bool],
 ) -> Result<Option<KernelMask>> {
     for &interned in modes {
+        let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, budget, &mut *on_budget);
+        match w.classify(state, sc)? {
+            false if w.memo.as_ref().is_some_and(|m| m.full) => continue,
+            false => return Ok(None),
+            true => {
+                let KernelWalk { uncertain, suffixes, accepted, .. } = w;
+                return Ok(Some(kernel_mask(accepted, uncertain, suffixes)));
+            }
+        }
+    }
+    unreachable!("the last mode is the stack walk, which has no memo to fill")
+}
+
+impl<'a> KernelWalk<'a> {
+    /// A walk from a fresh kernel chart of `state`, with interned rows when `interned`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        a: &'a Automata,
+        trie: &'a TokenTrie,
+        vocab_size: usize,
+        state: StateId,
+        sc: &Shortcuts<'a>,
+        interned: bool,
+        budget: usize,
+        on_budget: &'a mut dyn FnMut() -> bool,
+    ) -> KernelWalk<'a> {
         let chart = Chart::with_kernel(a, state);
         let memo = interned.then(|| RowMemo::new(&chart));
-        let mut w = KernelWalk {
+        KernelWalk {
             visits: 0,
             budget,
-            on_budget: &mut *on_budget,
+            on_budget,
             a,
             trie,
             follow: sc.follow.copied(),
@@ -164,17 +190,8 @@ fn classify_walk(
             row_runs: FastMap::default(),
             readable_states: FastMap::default(),
             readable_rows: FastMap::default(),
-        };
-        match w.classify(state, sc)? {
-            false if w.memo.as_ref().is_some_and(|m| m.full) => continue,
-            false => return Ok(None),
-            true => {
-                let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-                return Ok(Some(kernel_mask(accepted, uncertain, suffixes)));
-            }
         }
     }
-    unreachable!("the last mode is the stack walk, which has no memo to fill")
 }
 
 /// The kernel mask of a classification, in canonical form: suffixes in byte order, `uncertain`
@@ -278,31 +295,7 @@ pub fn classify_kernel_from_bytes(
 ) -> Result<KernelMask> {
     let mut never = || false;
     for interned in [true, false] {
-        let chart = Chart::with_kernel(a, state);
-        let memo = interned.then(|| RowMemo::new(&chart));
-        let mut w = KernelWalk {
-            visits: 0,
-            budget: usize::MAX,
-            on_budget: &mut never,
-            a,
-            trie,
-            follow: sc.follow.copied(),
-            chart,
-            memo,
-            accepted: Bitset::new(vocab_size),
-            uncertain: Vec::new(),
-            suffix_ids: HashMap::new(),
-            suffixes: Vec::new(),
-            frames: Vec::new(),
-            ends: Vec::new(),
-            path: Vec::new(),
-            runs: sc.runs,
-            shared_state_runs: sc.state_runs,
-            state_runs: FastMap::default(),
-            row_runs: FastMap::default(),
-            readable_states: FastMap::default(),
-            readable_rows: FastMap::default(),
-        };
+        let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, usize::MAX, &mut never);
         let base = Frame::Rows(w.chart.num_rows());
         let mut c = 0;
         let mut done = true;
