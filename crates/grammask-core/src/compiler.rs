@@ -1367,12 +1367,12 @@ fn minimize(dfa: Dfa, sc: &mut MooreScratch) -> Dfa {
     if n > MINIMIZE_MAX_STATES || n <= 1 {
         return dfa;
     }
-    let out = if n <= MOORE_MAX_STATES {
-        let n_classes = moore_partition(&dfa, sc);
-        (n_classes < n).then(|| quotient(&dfa, &sc.class, n_classes))
-    } else {
-        let (class, n_classes) = refine_partition(&dfa);
-        (n_classes < n).then(|| quotient(&dfa, &class, n_classes))
+    let out = match (n <= MOORE_MAX_STATES).then(|| moore_partition(&dfa, sc)).flatten() {
+        Some(n_classes) => (n_classes < n).then(|| quotient(&dfa, &sc.class, n_classes)),
+        None => {
+            let (class, n_classes) = refine_partition(&dfa);
+            (n_classes < n).then(|| quotient(&dfa, &class, n_classes))
+        }
     };
     // Already minimal: the quotient would renumber every state to itself.
     out.unwrap_or(dfa)
@@ -1383,6 +1383,8 @@ fn minimize(dfa: Dfa, sc: &mut MooreScratch) -> Dfa {
 /// rules) have a few dozen states, where the worklist's setup cost dominated the whole build; up to
 /// 256 states the rounds (at most one per state) stay cheaper.
 const MOORE_MAX_STATES: usize = 256;
+/// Moore's rounds beyond this many (long chains, one round per link) give way to the worklist.
+const MOORE_MAX_ROUNDS: usize = 24;
 
 /// Buffers of [`moore_partition`], kept from one rule to the next.
 #[derive(Default)]
@@ -1398,15 +1400,16 @@ struct MooreScratch {
 /// order), by rounds: a state's signature is its class, its byte ranges with their target
 /// classes (adjacent ranges with the same class merged) and its rule edges with their target
 /// classes. A round only splits classes (the old class is part of the signature), so an equal
-/// class count means the partition is stable. Returns the number of classes.
-fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch) -> usize {
+/// class count means the partition is stable. Returns the number of classes; `None` past
+/// [`MOORE_MAX_ROUNDS`].
+fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch) -> Option<usize> {
     let n = dfa.len();
     let MooreScratch { class, next, sig, span, slots } = sc;
     class.clear();
     class.extend(dfa.finals.iter().map(|&f| u32::from(f)));
     let mut count = 0usize;
     let size = (2 * n).next_power_of_two();
-    loop {
+    for _ in 0..MOORE_MAX_ROUNDS {
         sig.clear();
         span.clear();
         for s in 0..n {
@@ -1457,10 +1460,11 @@ fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch) -> usize {
         }
         std::mem::swap(class, next);
         if ids as usize == count {
-            return count;
+            return Some(count);
         }
         count = ids as usize;
     }
+    None
 }
 
 /// The coarsest partition of `dfa`'s states by worklist refinement: the block of each state,
@@ -1785,7 +1789,7 @@ mod tests {
             let classes = moore_classes(&dfa);
             let want = classes.iter().copied().collect::<std::collections::HashSet<_>>().len();
             let mut sc = MooreScratch::default();
-            let moore = moore_partition(&dfa, &mut sc);
+            let Some(moore) = moore_partition(&dfa, &mut sc) else { continue };
             let (class, refined) = refine_partition(&dfa);
             assert_eq!((moore, refined), (want, want), "case {i}");
             let flat = |d: &Dfa| {
