@@ -1045,6 +1045,32 @@ struct Scratch {
 /// Rule automata larger than this are not minimized (see [`minimize`]).
 const MINIMIZE_MAX_STATES: usize = 2_000;
 
+/// Appends state `s`'s signature under a partition (`class` of each state): its byte ranges with
+/// their target classes (adjacent ranges with the same class merged), a separator, its rule edges
+/// with their target classes. States with equal signatures are equivalent under the partition.
+fn push_signature(dfa: &Dfa, s: usize, class: &[u32], out: &mut Vec<u32>) {
+    let mut last: Option<(u8, u8, u32)> = None;
+    for e in dfa.bytes_of(s) {
+        let c = class[e.target as usize];
+        match &mut last {
+            Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+            _ => {
+                if let Some((lo, hi, c)) = last {
+                    out.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+                }
+                last = Some((e.lo, e.hi, c));
+            }
+        }
+    }
+    if let Some((lo, hi, c)) = last {
+        out.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
+    }
+    out.push(u32::MAX);
+    for &(r, t) in dfa.rules_of(s) {
+        out.extend_from_slice(&[r.0, class[t as usize]]);
+    }
+}
+
 /// Partition refinement for [`minimize`]. Blocks are contiguous ranges of `elems`.
 ///
 /// Invariant between examinations: the members of a block that is neither queued nor touched
@@ -1079,31 +1105,11 @@ struct Refiner<'a> {
 }
 
 impl Refiner<'_> {
-    /// A state's signature under the current partition: byte ranges with their target blocks
-    /// (adjacent ranges with the same block merged), a separator, rule edges with their target
-    /// blocks. Appended to `sig_data`.
+    /// A state's signature under the current partition ([`push_signature`]), appended to
+    /// `sig_data`.
     fn sig(&mut self, s: u32) -> (u32, u32) {
         let start = self.sig_data.len() as u32;
-        let mut last: Option<(u8, u8, u32)> = None;
-        for e in self.dfa.bytes_of(s as usize) {
-            let c = self.block_of[e.target as usize];
-            match &mut last {
-                Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
-                _ => {
-                    if let Some((lo, hi, c)) = last {
-                        self.sig_data.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-                    }
-                    last = Some((e.lo, e.hi, c));
-                }
-            }
-        }
-        if let Some((lo, hi, c)) = last {
-            self.sig_data.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-        }
-        self.sig_data.push(u32::MAX);
-        for &(r, t) in self.dfa.rules_of(s as usize) {
-            self.sig_data.extend_from_slice(&[r.0, self.block_of[t as usize]]);
-        }
+        push_signature(self.dfa, s as usize, &self.block_of, &mut self.sig_data);
         (start, self.sig_data.len() as u32)
     }
 
@@ -1367,7 +1373,7 @@ fn minimize(dfa: Dfa, sc: &mut MooreScratch) -> Dfa {
     if n > MINIMIZE_MAX_STATES || n <= 1 {
         return dfa;
     }
-    let out = match (n <= MOORE_MAX_STATES).then(|| moore_partition(&dfa, sc)).flatten() {
+    let out = match (n <= MOORE_MAX_STATES).then(|| moore_partition(&dfa, sc, MOORE_MAX_ROUNDS)).flatten() {
         Some(n_classes) => (n_classes < n).then(|| quotient(&dfa, &sc.class, n_classes)),
         None => {
             let (class, n_classes) = refine_partition(&dfa);
@@ -1401,40 +1407,21 @@ struct MooreScratch {
 /// classes (adjacent ranges with the same class merged) and its rule edges with their target
 /// classes. A round only splits classes (the old class is part of the signature), so an equal
 /// class count means the partition is stable. Returns the number of classes; `None` past
-/// [`MOORE_MAX_ROUNDS`].
-fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch) -> Option<usize> {
+/// `max_rounds`.
+fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch, max_rounds: usize) -> Option<usize> {
     let n = dfa.len();
     let MooreScratch { class, next, sig, span, slots } = sc;
     class.clear();
     class.extend(dfa.finals.iter().map(|&f| u32::from(f)));
     let mut count = 0usize;
     let size = (2 * n).next_power_of_two();
-    for _ in 0..MOORE_MAX_ROUNDS {
+    for _ in 0..max_rounds {
         sig.clear();
         span.clear();
         for s in 0..n {
             let start = sig.len() as u32;
             sig.push(class[s]);
-            let mut last: Option<(u8, u8, u32)> = None;
-            for e in dfa.bytes_of(s) {
-                let c = class[e.target as usize];
-                match &mut last {
-                    Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
-                    _ => {
-                        if let Some((lo, hi, c)) = last {
-                            sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-                        }
-                        last = Some((e.lo, e.hi, c));
-                    }
-                }
-            }
-            if let Some((lo, hi, c)) = last {
-                sig.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-            }
-            sig.push(u32::MAX);
-            for &(r, t) in dfa.rules_of(s) {
-                sig.extend_from_slice(&[r.0, class[t as usize]]);
-            }
+            push_signature(dfa, s, class, sig);
             span.push((start, sig.len() as u32));
         }
         // Open addressing over representatives (state + 1; 0 is empty).
@@ -1789,7 +1776,7 @@ mod tests {
             let classes = moore_classes(&dfa);
             let want = classes.iter().copied().collect::<std::collections::HashSet<_>>().len();
             let mut sc = MooreScratch::default();
-            let Some(moore) = moore_partition(&dfa, &mut sc) else { continue };
+            let moore = moore_partition(&dfa, &mut sc, usize::MAX).expect("rounds are unbounded here");
             let (class, refined) = refine_partition(&dfa);
             assert_eq!((moore, refined), (want, want), "case {i}");
             let flat = |d: &Dfa| {

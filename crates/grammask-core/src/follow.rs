@@ -78,14 +78,13 @@ pub fn nullable_states(a: &Automata) -> Vec<bool> {
     }
 }
 
-/// `follow[r]` for every rule of `a` (see the module doc).
-pub fn follow_sets(a: &Automata) -> Vec<ByteSet> {
+/// `follow[r]` for every rule of `a` (see the module doc), given [`nullable_states`].
+pub fn follow_sets(a: &Automata, nullable: &[bool]) -> Vec<ByteSet> {
     let n = a.states().len();
     let rules = a.num_rules();
     let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
-    // Nullability of states, then FIRST of states, each to a fixpoint (loops over all states:
-    // the automata are small and the passes converge in a few rounds).
-    let nullable = nullable_states(a);
+    // FIRST of states, then FOLLOW of rules, each to a fixpoint (loops over all states: the
+    // automata are small and the passes converge in a few rounds).
     let mut first = vec![ByteSet::default(); n];
     for (s, f) in first.iter_mut().enumerate() {
         for e in a.byte_edges(StateId(s as u32)) {
@@ -145,7 +144,7 @@ mod tests {
                    d ::= \"e\"? \"f\"?";
         let g = parse_ebnf(src, "root").unwrap();
         let a = Automata::build(&g).unwrap();
-        let f = follow_sets(&a);
+        let f = follow_sets(&a, &nullable_states(&a));
         let rule = |name: &str| (0..a.num_rules()).find(|&r| a.rule_name(crate::grammar::RuleId(r as u32)) == name).unwrap();
         let set = |r: usize| -> Vec<u8> { (0..=255u8).filter(|&b| f[r].contains(b)).collect() };
         assert_eq!(set(rule("a")), b"kmv".to_vec());

@@ -437,7 +437,7 @@ impl KernelWalk<'_> {
         // Interned frames stay valid for the whole walk: the previous frontier node's path (in
         // trie order) is replayed only past the prefix it shares with this one.
         // PERF: free text of a Chinese-heavy vocabulary has thousands of frontier nodes.
-        let keep = self.shared_prefix(&f.path, 0);
+        let keep = self.shared_prefix(&f.path);
         self.truncate_path(keep);
         let mut parent = keep.checked_sub(1).map_or(base, |k| self.frames[k]);
         for &b in &f.path[keep..] {
@@ -668,7 +668,8 @@ impl KernelWalk<'_> {
             self.accepted.or_assign(w);
         }
         if d < LEAD_LISTS {
-            return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), &mut refused);
+            let skip = |x: u8| quiet && quiet_byte(x);
+            return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), here, &skip, &mut refused);
         }
         let mut c = first;
         let mut k = ri.first_break(0, c);
@@ -733,7 +734,8 @@ impl KernelWalk<'_> {
     /// a child it skips as refused are that child itself (refused again here) or start their runs
     /// below it (not listed for `d`), and so do the breaks below a walked break. A UTF-8
     /// continuation byte right below the node is a break of the index (no character starts with
-    /// it), walked as usual; so is a break inside a character (not read from `here`).
+    /// it), walked as usual. `skip(byte)`: a break with that byte is skipped when `here` refuses it
+    /// (see `walk_run_children`).
     /// PERF: an identifier's state used to step over ~3,000 breaks and a few thousand children
     /// one by one.
     #[allow(clippy::too_many_arguments)]
@@ -745,37 +747,26 @@ impl KernelWalk<'_> {
         ri: &RunIndex,
         base: Frame,
         add: bool,
+        here: Frame,
+        skip: &dyn Fn(u8) -> bool,
         refused: &mut [u8; 256],
     ) -> Result<bool> {
-        let here = if d == 0 { base } else { self.frames[d - 1] };
-        let ended = frame_ended(self.a, &self.chart, here);
-        let follow = self.follow;
-        let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
-        let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
-        // A UTF-8 run's bytes include every byte from 0x80 on.
-        let run_bytes_follow = |f: &ByteSet| ri.ascii & f.ascii() != 0 || (ri.utf8 && (0x80..=0xFF).any(|x| f.contains(x)));
-        let run_quiet = !ended || follow.is_some_and(|f| !run_bytes_follow(&f));
-        let quiet = prefix_quiet && run_quiet;
-        // Per break byte (`None`: inside a character, read from elsewhere than `here`): whether
-        // the break is skipped as refused (see `walk_run_children`).
-        let skip = |x: Option<u8>| !ri.utf8 && x.is_some_and(|x| quiet && (!ended || !follows(x)));
-        // A break at a character boundary sits on `here` after the run; with no rule end at
-        // `here`, none inside the run either (frames inside a character are never read again).
-        let looping = |x: Option<u8>| x.is_some() && !ri.utf8;
         if add {
             ri.add_runs_range(self.trie, first, end, d, &mut self.accepted);
         }
+        // An ASCII run leads back to `here`; a UTF-8 one is replayed.
+        let looping = !ri.utf8;
         if d == 0 && first == 0 && end == self.trie.nodes.len() {
             for (byte, nodes) in ri.root_breaks_by_byte() {
                 if skip(*byte) {
-                    match self.refuses(here, byte.unwrap_or_default(), refused)? {
+                    match self.refuses(here, *byte, refused)? {
                         None => return Ok(false),
                         Some(true) => continue,
                         Some(false) => {}
                     }
                 }
                 for &m in nodes.iter() {
-                    if !self.walk_break(m as usize, d, base, looping(*byte))? {
+                    if !self.walk_break(m as usize, d, base, looping)? {
                         return Ok(false);
                     }
                 }
@@ -785,13 +776,13 @@ impl KernelWalk<'_> {
                 let (nodes, bytes) = ri.breaks_of_lead(l, first, end);
                 for (&m, &byte) in nodes.iter().zip(bytes) {
                     if skip(byte) {
-                        match self.refuses(here, byte.unwrap_or_default(), refused)? {
+                        match self.refuses(here, byte, refused)? {
                             None => return Ok(false),
                             Some(true) => continue,
                             Some(false) => {}
                         }
                     }
-                    if !self.walk_break(m as usize, d, base, looping(byte))? {
+                    if !self.walk_break(m as usize, d, base, looping)? {
                         return Ok(false);
                     }
                 }
@@ -859,13 +850,13 @@ impl KernelWalk<'_> {
     }
 
     /// How many leading bytes of `path` the current path shares with frames stepped (interned
-    /// walks only; frames of a stack walk do not outlive their subtree), at least `from`.
-    fn shared_prefix(&self, path: &[u8], from: usize) -> usize {
+    /// walks only; frames of a stack walk do not outlive their subtree).
+    fn shared_prefix(&self, path: &[u8]) -> usize {
         if self.memo.is_none() {
-            return from;
+            return 0;
         }
         let n = self.frames.len().min(self.path.len()).min(path.len());
-        from.max((0..n).take_while(|&k| self.path[k] == path[k]).count())
+        (0..n).take_while(|&k| self.path[k] == path[k]).count()
     }
 
     fn truncate_path(&mut self, d: usize) {
@@ -1074,7 +1065,7 @@ enum Frame {
 }
 
 /// The bytes `s` has an edge on.
-fn state_bytes(a: &Automata, s: StateId) -> ByteSet {
+pub fn state_bytes(a: &Automata, s: StateId) -> ByteSet {
     let mut set = ByteSet::default();
     for e in a.byte_edges(s) {
         set.insert_range(e.lo, e.hi);

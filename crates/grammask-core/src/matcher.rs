@@ -9,7 +9,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::{Grammar, RuleId};
-use crate::mask::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel, fill_mask, KernelMask, Shortcuts};
+use crate::mask::{ascii_loop, state_bytes, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel, fill_mask, KernelMask, Shortcuts};
 use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::trie::TokenTrie;
@@ -282,7 +282,7 @@ impl CompiledGrammar {
     }
 
     fn follow(&self) -> &[ByteSet] {
-        self.follow.get_or_init(|| follow_sets(&self.automata))
+        self.follow.get_or_init(|| follow_sets(&self.automata, self.nullable()))
     }
 
     fn nullable(&self) -> &[bool] {
@@ -376,12 +376,8 @@ impl CompiledGrammar {
         }
         let own = match a.byte_edges(state) {
             [] => None,
-            edges => {
-                let mut first = ByteSet::default();
-                for e in edges {
-                    first.insert_range(e.lo, e.hi);
-                }
-                let vocab_size = self.index.vocab.vocab_size();
+            _ => {
+                let (first, vocab_size) = (state_bytes(a, state), self.index.vocab.vocab_size());
                 Some(self.with_shortcuts(state, |sc| {
                     classify_kernel_from_bytes(a, &self.index.trie, vocab_size, state, sc, &first)
                 })?)

@@ -539,12 +539,12 @@ pub struct RunIndex {
     break_lead: Vec<u8>,
     break_byte: Vec<u8>,
     /// For each lead `L` below [`LEAD_LISTS`], the break nodes whose parent's lead is `L`, in
-    /// trie order, with their bytes (`None`: inside a character): a walk from depth `d` takes
-    /// those of `L <= d` without stepping over the deeper ones.
-    by_lead: [(Vec<u32>, Vec<Option<u8>>); LEAD_LISTS],
-    /// The break nodes of lead 0 grouped by byte (`None`: inside a character): a walk from the
-    /// root skips a refused byte's breaks at once. Each group's nodes in trie order.
-    root_by_byte: Vec<(Option<u8>, Box<[u32]>)>,
+    /// trie order, with their bytes: a walk from depth `d` takes those of `L <= d` without
+    /// stepping over the deeper ones.
+    by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS],
+    /// The break nodes of lead 0 grouped by byte: a walk from the root skips a refused byte's
+    /// breaks at once. Bytes in increasing order, each with its nodes in trie order.
+    root_by_byte: Vec<(u8, Box<[u32]>)>,
 }
 
 /// Leads with a list of their own in [`RunIndex`] (runs from depths `0..LEAD_LISTS`).
@@ -564,9 +564,6 @@ impl RunIndex {
         let cap = |k: usize| k.min(255) as u8;
         let mut lead = vec![u8::MAX; trie.tokens.len()];
         let (mut break_nodes, mut break_lead, mut break_byte) = (Vec::new(), Vec::new(), Vec::new());
-        // Whether a break's parent path ends inside a character (UTF-8 indexes only): such a
-        // break is not read from the run's own state.
-        let mut break_mid = Vec::new();
         // Per depth on the current path: (lead, class state after the path from it).
         let mut stack: Vec<(usize, u8)> = Vec::new();
         let mut path: Vec<u8> = Vec::new();
@@ -582,7 +579,6 @@ impl RunIndex {
                     break_nodes.push(i as u32);
                     break_lead.push(cap(plead));
                     break_byte.push(n.byte);
-                    break_mid.push(pstate != 0);
                     // The shortest suffix after `plead` that the class reads (the empty one at
                     // worst).
                     (plead + 1..=d)
@@ -604,24 +600,19 @@ impl RunIndex {
             }
         }
         let (whole, subtrees) = (Arc::new(whole), RwLock::new(HashMap::new()));
-        let mut by_lead: [(Vec<u32>, Vec<Option<u8>>); LEAD_LISTS] = Default::default();
-        let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 257];
+        let mut by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS] = Default::default();
+        let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 256];
         for (k, &l) in break_lead.iter().enumerate() {
-            let byte = (!break_mid[k]).then_some(break_byte[k]);
             if let Some((nodes, bytes)) = by_lead.get_mut(usize::from(l)) {
                 nodes.push(break_nodes[k]);
-                bytes.push(byte);
+                bytes.push(break_byte[k]);
             }
             if l == 0 {
-                by_byte[byte.map_or(256, usize::from)].push(break_nodes[k]);
+                by_byte[usize::from(break_byte[k])].push(break_nodes[k]);
             }
         }
-        let root_by_byte = by_byte
-            .into_iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(b, v)| (u8::try_from(b).ok(), v.into()))
-            .collect();
+        let root_by_byte =
+            by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
         let ri = RunIndex {
             ascii,
             utf8,
@@ -712,9 +703,8 @@ impl RunIndex {
         lo + list[lo..hi].partition_point(|&m| (m as usize) < start)
     }
 
-    /// The break nodes of lead `l < LEAD_LISTS` in `lo..hi`, in trie order, with their bytes
-    /// (`None`: inside a character).
-    pub fn breaks_of_lead(&self, l: usize, lo: usize, hi: usize) -> (&[u32], &[Option<u8>]) {
+    /// The break nodes of lead `l < LEAD_LISTS` in `lo..hi`, in trie order, with their bytes.
+    pub fn breaks_of_lead(&self, l: usize, lo: usize, hi: usize) -> (&[u32], &[u8]) {
         let (nodes, bytes) = &self.by_lead[l];
         let a = nodes.partition_point(|&m| (m as usize) < lo);
         let z = a + nodes[a..].partition_point(|&m| (m as usize) < hi);
@@ -733,7 +723,7 @@ impl RunIndex {
     }
 
     /// The breaks of lead 0 by byte (see `root_by_byte`).
-    pub fn root_breaks_by_byte(&self) -> &[(Option<u8>, Box<[u32]>)] {
+    pub fn root_breaks_by_byte(&self) -> &[(u8, Box<[u32]>)] {
         &self.root_by_byte
     }
 
@@ -846,7 +836,7 @@ mod tests {
     /// applies to exactly like the full walk, with the same FOLLOW sets.
     #[test]
     fn counted_shortcut_equals_full_walk() {
-        use crate::follow::follow_sets;
+        use crate::follow::{follow_sets, nullable_states};
         use crate::mask::{classify_kernel_budget, Shortcuts};
         let toks: Vec<&[u8]> = vec![
             b"a", b"ab", b"abc", b"abcd", b"abcde", b"abcdef", b" ", b"  ", b"    ", b"\"", b"a\"", b"ab\"",
@@ -874,7 +864,7 @@ mod tests {
         for src in &grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
-            let follow = follow_sets(&a);
+            let follow = follow_sets(&a, &nullable_states(&a));
             for s in 0..a.states().len() {
                 let s = StateId(s as u32);
                 let f = follow[a.state(s).rule.index()];
