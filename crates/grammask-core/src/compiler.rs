@@ -521,6 +521,8 @@ fn estimate(
             }
             Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
             Expr::RuleRef(_) => (2, 0),
+            // About six states per key character (raw, `\`, `\u` and three hex digits).
+            Expr::JsonStringExcept(keys) => (24 + 6 * keys.iter().map(|k| k.len()).sum::<usize>(), 0),
         };
         memo[x.index()] = Some(v);
     }
@@ -657,6 +659,22 @@ impl Nfa<'_> {
                 Ok((start, cur))
             }
             Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
+            Expr::JsonStringExcept(keys) => {
+                let dfa = crate::json_except::except_dfa(keys, *budget)?;
+                let base = self.n;
+                for _ in 0..dfa.states.len() {
+                    self.new_state(budget)?;
+                }
+                let end = self.new_state(budget)?;
+                for (i, (accepting, edges)) in dfa.states.iter().enumerate() {
+                    let s = base + i as u32;
+                    self.byte_edges.extend(edges.iter().map(|&(lo, hi, t)| (s, (lo, hi, base + t))));
+                    if *accepting {
+                        self.eps_edges.push((s, end));
+                    }
+                }
+                Ok((base + dfa.start, end))
+            }
             Expr::Seq(items) => {
                 let Some((&first, rest)) = items.split_first() else {
                     let s = self.new_state(budget)?;
@@ -1387,8 +1405,9 @@ fn minimize(dfa: Dfa, sc: &mut MooreScratch) -> Dfa {
 /// DFAs up to this size are minimized by Moore's rounds: every state re-signed per round, no
 /// predecessor lists or worklist. PERF: most rule automata (key-set rules of objects, property
 /// rules) have a few dozen states, where the worklist's setup cost dominated the whole build; up to
-/// 256 states the rounds (at most one per state) stay cheaper.
-const MOORE_MAX_STATES: usize = 256;
+/// 128 states the rounds (at most one per state) stay cheaper. Larger ones are mostly long chains
+/// (key spellings, key exclusions), which exhaust the rounds.
+const MOORE_MAX_STATES: usize = 128;
 /// Moore's rounds beyond this many (long chains, one round per link) give way to the worklist.
 const MOORE_MAX_ROUNDS: usize = 24;
 

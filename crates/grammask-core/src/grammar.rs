@@ -52,6 +52,10 @@ pub enum Expr {
     Repeat { expr: ExprId, min: u32, max: Option<u32> },
     /// The body of another rule.
     RuleRef(RuleId),
+    /// The text between the quotes of a JSON string (every JSON spelling: raw characters, short
+    /// and `\u` escapes, surrogate pairs) whose decoded value is none of these strings. The
+    /// strings are sorted and distinct (the empty string may be one of them).
+    JsonStringExcept(Box<[Box<str>]>),
 }
 
 /// A named rule. `lookahead`, when present, must match a prefix of the input that follows the
@@ -226,6 +230,14 @@ impl GrammarBuilder {
         self.add(Expr::RuleRef(id))
     }
 
+    /// [`Expr::JsonStringExcept`] of `keys` (sorted and deduplicated here).
+    pub fn json_string_except<S: AsRef<str>>(&mut self, keys: &[S]) -> ExprId {
+        let mut keys: Vec<Box<str>> = keys.iter().map(|k| k.as_ref().into()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        self.add(Expr::JsonStringExcept(keys.into()))
+    }
+
     /// Copies every rule and expression of `other` into this builder, renaming rules that clash.
     /// Returns the id the other grammar's root got here.
     pub fn import(&mut self, other: &Grammar) -> RuleId {
@@ -249,8 +261,7 @@ impl GrammarBuilder {
             self.exprs.push(e);
         }
         for ((r, &id), name) in other.rules.iter().zip(&rule_map).zip(new_names) {
-            self.rules[id.index()] =
-                Some((name, ExprId(r.body.0 + offset), r.lookahead.map(|l| ExprId(l.0 + offset))));
+            self.rules[id.index()] = Some((name, ExprId(r.body.0 + offset), r.lookahead.map(|l| ExprId(l.0 + offset))));
         }
         rule_map[other.root.index()]
     }
@@ -331,6 +342,12 @@ impl Grammar {
                     &[]
                 }
                 Expr::Bytes(_) => &[],
+                Expr::JsonStringExcept(keys) => {
+                    if !keys.windows(2).all(|w| w[0] < w[1]) {
+                        return bad("excluded strings not sorted and distinct");
+                    }
+                    &[]
+                }
             };
             let mut d = 0;
             for c in children {

@@ -73,6 +73,16 @@ fn write_expr(g: &Grammar, names: &[String], root: ExprId, out: &mut String) {
             Expr::Bytes(b) => write_bytes(b, out),
             Expr::CharClass(r) => write_class(r, out),
             Expr::RuleRef(r) => out.push_str(&names[r.index()]),
+            Expr::JsonStringExcept(keys) => {
+                out.push_str("JsonStringExcept(");
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    write_bytes(k.as_bytes(), out);
+                }
+                out.push(')');
+            }
             Expr::Seq(xs) | Expr::Choice(xs) if xs.len() == 1 => stack.push(Task::Expr(xs[0], ctx)),
             Expr::Seq(xs) if xs.is_empty() => out.push_str("()"),
             Expr::Choice(xs) if xs.is_empty() => out.push_str("[]"),

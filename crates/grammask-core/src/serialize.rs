@@ -47,6 +47,7 @@ impl Grammar {
                 Expr::Choice(xs) => json!(["choice", xs.iter().map(|x| x.0).collect::<Vec<_>>()]),
                 Expr::Repeat { expr, min, max } => json!(["repeat", expr.0, min, max]),
                 Expr::RuleRef(r) => json!(["rule", r.0]),
+                Expr::JsonStringExcept(keys) => json!(["json_string_except", keys]),
             })
             .collect();
         let rules: Vec<Value> = self
@@ -190,6 +191,16 @@ fn read_expr(e: &Value, i: usize, n_rules: usize) -> Result<Expr, String> {
                 return Err(format!("rule id {r} is out of range (0..{n_rules})"));
             }
             Expr::RuleRef(RuleId(r))
+        }
+        "json_string_except" => {
+            let mut keys: Vec<Box<str>> = Vec::new();
+            for k in arg(1)?.as_array().ok_or("excluded strings are not an array")? {
+                keys.push(k.as_str().ok_or("an excluded string is not a string")?.into());
+            }
+            if !keys.windows(2).all(|w| w[0] < w[1]) {
+                return Err("excluded strings are not sorted and distinct".into());
+            }
+            Expr::JsonStringExcept(keys.into())
         }
         t => return Err(format!("unknown expression tag '{t}'")),
     })

@@ -75,8 +75,10 @@ enum Compose {
     Choice,
 }
 
-/// XGrammar macro names; `Name(` with one of these is a macro call, not a reference and a group.
-const MACROS: &[&str] = &["Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch"];
+/// Macro names (XGrammar's, and grammask's `JsonStringExcept`); `Name(` with one of these is a
+/// macro call, not a reference and a group.
+const MACROS: &[&str] =
+    &["Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "JsonStringExcept"];
 
 pub(crate) struct Parser<'a> {
     cur: Cursor<'a>,
@@ -359,6 +361,10 @@ impl<'a> Parser<'a> {
         if self.dialect == Dialect::XGrammar && self.cur.bytes.get(pos + n) == Some(&b'(') && MACROS.contains(&name) {
             if name == "Regex" {
                 let e = self.regex_macro()?;
+                return self.push_atom(e);
+            }
+            if name == "JsonStringExcept" {
+                let e = self.json_string_except_macro()?;
                 return self.push_atom(e);
             }
             return Err(self.cur.error_at(
@@ -825,6 +831,34 @@ impl<'a> Parser<'a> {
         g.renumber_rules(&new_ids);
         g.shrink_to_fit();
         Ok(g)
+    }
+
+    /// Parses `JsonStringExcept("a", "b", ...)` (the cursor is on its name): the text between the
+    /// quotes of a JSON string whose decoded value is none of the arguments (zero or more string
+    /// literals); see [`crate::grammar::Expr::JsonStringExcept`].
+    fn json_string_except_macro(&mut self) -> Result<ExprId> {
+        self.cur.pos += "JsonStringExcept(".len();
+        let mut keys = Vec::new();
+        loop {
+            self.skip_ws()?;
+            match self.cur.peek() {
+                Some(b')') => {
+                    self.cur.pos += 1;
+                    break;
+                }
+                Some(b'"') => {
+                    keys.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
+                }
+                _ => return Err(self.cur.expected("a string literal or ')' in JsonStringExcept(...)")),
+            }
+            self.skip_ws()?;
+            match self.cur.peek() {
+                Some(b',') => self.cur.pos += 1,
+                Some(b')') => {}
+                _ => return Err(self.cur.expected("',' or ')' in JsonStringExcept(...)")),
+            }
+        }
+        Ok(self.b.json_string_except(&keys))
     }
 
     /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and

@@ -734,6 +734,25 @@ Regex_1 ::= "x""#;
     assert!(m.starts_with("in the pattern of Regex(...)"), "{m}");
 }
 
+#[test]
+fn json_string_except_macro() {
+    let gr = g(r#"root ::= "\"" JsonStringExcept("b", "a\"\n", "b", "", "é") "\"""#);
+    let Expr::Seq(items) = root_body(&gr) else { panic!("a sequence") };
+    let keys: Vec<&str> = match gr.expr(items[1]) {
+        Expr::JsonStringExcept(keys) => keys.iter().map(|k| &**k).collect(),
+        e => panic!("{e:?}"),
+    };
+    // Sorted and deduplicated.
+    assert_eq!(keys, ["", "a\"\n", "b", "é"]);
+    let printed = gr.to_string();
+    assert_eq!(parse_ebnf(&printed, "root").unwrap(), gr, "{printed}");
+    assert_eq!(body_text("root ::= JsonStringExcept( )"), "JsonStringExcept()");
+    assert_eq!(Grammar::from_json(&gr.to_json()).unwrap(), gr);
+    assert_err("root ::= JsonStringExcept(a)", ErrorKind::EbnfSyntax, 1, 27, "a string literal or ')'");
+    assert_err(r#"root ::= JsonStringExcept("a" "b")"#, ErrorKind::EbnfSyntax, 1, 31, "',' or ')'");
+    assert_err(r#"root ::= JsonStringExcept("a""#, ErrorKind::EbnfSyntax, 1, 30, "',' or ')'");
+}
+
 /// One random expression written in both dialects: (XGrammar text, ISO text).
 fn random_dual_expr(rng: &mut Rng, depth: u32) -> (String, String) {
     let leaf = depth > 3 || rng.below(3) == 0;

@@ -1235,7 +1235,7 @@ impl<'a> Conv<'a> {
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
-            let body = jstr::not_in(&mut self.e, &excluded, &self.char_rule.clone())?;
+            let body = jstr::not_in(&mut self.e, &excluded)?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         // General case: intersect automata (length last, see below).
@@ -2020,7 +2020,7 @@ impl<'a> Conv<'a> {
                 continue;
             };
             let key = if plain {
-                jstr::not_in(&mut self.e, excluded, &self.char_rule.clone())?
+                jstr::not_in(&mut self.e, excluded)?
             } else {
                 let stem = self.e.fresh("key");
                 let prefix = format!("{stem}.re");

@@ -1,0 +1,414 @@
+//! The byte automaton of [`crate::grammar::Expr::JsonStringExcept`]: the text between the quotes of
+//! a JSON string whose decoded value is none of a set of strings (an open object's other keys).
+//!
+//! Built straight from the trie of the excluded strings rather than from an expression of every
+//! spelling: a trie node `n` (decoded prefix `p`) is a state at a character boundary, accepting iff
+//! `p` is not excluded. From `n`, every spelling of a child character (raw UTF-8, short escape,
+//! `\uXXXX` in either hex case, surrogate pair) is a path to that child; any other character leads
+//! to the "other" loop, which reads any JSON characters. The loop is [`G`], the automaton of one
+//! character's spelling, with its end folded into its start; a spelling path leaves for the loop's
+//! copy of the [`G`] state it is in at the first byte that no child character's spelling takes.
+//! The result is deterministic (not minimal: the compiler minimizes rule automata).
+
+use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
+use crate::limits;
+
+/// States of [`G`], the automaton of one JSON string character (`json_char`): `S` is the start
+/// and [`END`] the end.
+const S: u8 = 0;
+const C1: u8 = 1; // one UTF-8 continuation byte left
+const C2: u8 = 2;
+const C3: u8 = 3;
+const E0: u8 = 4; // after 0xE0: A0..BF
+const ED: u8 = 5; // after 0xED: 80..9F (no surrogates)
+const F0: u8 = 6; // after 0xF0: 90..BF
+const F4: u8 = 7; // after 0xF4: 80..8F
+const B: u8 = 8; // after `\`
+const U: u8 = 9; // after `\u`
+const UD: u8 = 10; // after `\uD`
+const H3: u8 = 11; // three hex digits left
+const H2: u8 = 12;
+const H1: u8 = 13;
+const S2: u8 = 14; // high surrogate, two hex digits left
+const S1: u8 = 15;
+const S0: u8 = 16; // high surrogate read: `\uDC00`..`\uDFFF` must follow
+const P1: u8 = 17;
+const P2: u8 = 18;
+const P3: u8 = 19;
+const G_STATES: usize = 20;
+const END: u8 = u8::MAX;
+
+const HEX: &[(u8, u8)] = &[(b'0', b'9'), (b'A', b'F'), (b'a', b'f')];
+
+/// The edges of `G` state `g`: (lo, hi, target). Case-symmetric in hex letters (both cases of a
+/// digit always go to the same state), which [`Sym::Hex`] relies on.
+fn g_edges(g: u8) -> Vec<(u8, u8, u8)> {
+    let on = |ranges: &[(u8, u8)], t: u8| ranges.iter().map(move |&(lo, hi)| (lo, hi, t)).collect::<Vec<_>>();
+    match g {
+        S => vec![
+            (0x20, 0x21, END),
+            (0x23, 0x5B, END),
+            (b'\\', b'\\', B),
+            (0x5D, 0x7F, END),
+            (0xC2, 0xDF, C1),
+            (0xE0, 0xE0, E0),
+            (0xE1, 0xEC, C2),
+            (0xED, 0xED, ED),
+            (0xEE, 0xEF, C2),
+            (0xF0, 0xF0, F0),
+            (0xF1, 0xF3, C3),
+            (0xF4, 0xF4, F4),
+        ],
+        C1 => vec![(0x80, 0xBF, END)],
+        C2 => vec![(0x80, 0xBF, C1)],
+        C3 => vec![(0x80, 0xBF, C2)],
+        E0 => vec![(0xA0, 0xBF, C1)],
+        ED => vec![(0x80, 0x9F, C1)],
+        F0 => vec![(0x90, 0xBF, C2)],
+        F4 => vec![(0x80, 0x8F, C2)],
+        B => {
+            let mut v =
+                on(&[(b'"', b'"'), (b'/', b'/'), (b'\\', b'\\'), (b'b', b'b'), (b'f', b'f'), (b'n', b'n')], END);
+            v.extend([(b'r', b'r', END), (b't', b't', END), (b'u', b'u', U)]);
+            v.sort_unstable();
+            v
+        }
+        U => {
+            let mut v = on(&[(b'0', b'9'), (b'A', b'C'), (b'E', b'F'), (b'a', b'c'), (b'e', b'f')], H3);
+            v.extend([(b'D', b'D', UD), (b'd', b'd', UD)]);
+            v.sort_unstable();
+            v
+        }
+        UD => {
+            let mut v = on(&[(b'0', b'7')], H2);
+            v.extend(on(&[(b'8', b'9'), (b'A', b'B'), (b'a', b'b')], S2));
+            v.sort_unstable();
+            v
+        }
+        H3 => on(HEX, H2),
+        H2 => on(HEX, H1),
+        H1 => on(HEX, END),
+        S2 => on(HEX, S1),
+        S1 => on(HEX, S0),
+        S0 => vec![(b'\\', b'\\', P1)],
+        P1 => vec![(b'u', b'u', P2)],
+        P2 => vec![(b'D', b'D', P3), (b'd', b'd', P3)],
+        P3 => on(&[(b'C', b'F'), (b'c', b'f')], H2),
+        _ => unreachable!("G has {G_STATES} states"),
+    }
+}
+
+/// One symbol of a spelling: a byte, or a hex digit's value (either case of a letter).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Sym {
+    Byte(u8),
+    Hex(u8),
+}
+
+impl Sym {
+    fn bytes(self) -> impl Iterator<Item = u8> {
+        let (a, b) = match self {
+            Sym::Byte(x) => (x, None),
+            Sym::Hex(v) if v < 10 => (b'0' + v, None),
+            Sym::Hex(v) => (b'a' + v - 10, Some(b'A' + v - 10)),
+        };
+        std::iter::once(a).chain(b)
+    }
+}
+
+/// Every JSON spelling of the character `c`, as symbol strings (at most 3, of at most 12).
+fn spellings(c: char, out: &mut Vec<Vec<Sym>>) {
+    out.clear();
+    let cp = c as u32;
+    if cp >= 0x20 && c != '"' && c != '\\' {
+        let mut buf = [0u8; 4];
+        out.push(c.encode_utf8(&mut buf).bytes().map(Sym::Byte).collect());
+    }
+    let short = match c {
+        '"' => Some(b'"'),
+        '\\' => Some(b'\\'),
+        '/' => Some(b'/'),
+        '\u{8}' => Some(b'b'),
+        '\u{c}' => Some(b'f'),
+        '\n' => Some(b'n'),
+        '\r' => Some(b'r'),
+        '\t' => Some(b't'),
+        _ => None,
+    };
+    if let Some(x) = short {
+        out.push(vec![Sym::Byte(b'\\'), Sym::Byte(x)]);
+    }
+    let u4 = |v: u32, s: &mut Vec<Sym>| {
+        s.extend([Sym::Byte(b'\\'), Sym::Byte(b'u')]);
+        s.extend((0..4).rev().map(|i| Sym::Hex((v >> (4 * i) & 0xF) as u8)));
+    };
+    let mut s = Vec::with_capacity(12);
+    if cp < 0x1_0000 {
+        u4(cp, &mut s);
+    } else {
+        let v = cp - 0x1_0000;
+        u4(0xD800 + (v >> 10), &mut s);
+        u4(0xDC00 + (v & 0x3FF), &mut s);
+    }
+    out.push(s);
+}
+
+/// A deterministic byte automaton; state 0 is the "other" loop's start (accepting).
+pub struct ExceptDfa {
+    /// Per state: accepting (the string may end here), and its edges (lo, hi, target), sorted.
+    pub states: Vec<(bool, Vec<(u8, u8, u32)>)>,
+    pub start: u32,
+}
+
+/// Where a spelling-trie edge leads: another spelling-trie state, or (last symbol) a DFA state.
+#[derive(Clone, Copy)]
+enum To {
+    Local(u32),
+    State(u32),
+}
+
+/// The minimal automaton of JSON string contents whose decoded value is none of `keys`. Errors
+/// with the automaton-size limit when the keys have more than `max_states` characters in all, or
+/// the automaton more than `max_states` states.
+///
+/// States are interned bottom-up (trie nodes deepest first, each node's spelling trie leaves
+/// first) by (accepting, edges): equal signatures are equivalent states, and the parts that
+/// differ stay apart (every non-loop state reaches some excluded key, which the loop never
+/// refuses), so the result is minimal.
+pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
+    let too_big = || Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES);
+    if keys.iter().map(|k| k.len()).sum::<usize>() > max_states {
+        return Err(too_big());
+    }
+    // The trie of the keys: per node, whether a key ends there, and its children by character.
+    // Children get larger ids than their parent.
+    let mut kids: Vec<Vec<(char, u32)>> = vec![Vec::new()];
+    let mut terminal = vec![false];
+    for k in keys {
+        let mut n = 0usize;
+        for c in k.chars() {
+            n = match kids[n].iter().find(|&&(x, _)| x == c) {
+                Some(&(_, m)) => m as usize,
+                None => {
+                    let m = kids.len();
+                    kids[n].push((c, m as u32));
+                    kids.push(Vec::new());
+                    terminal.push(false);
+                    m
+                }
+            };
+        }
+        terminal[n] = true;
+    }
+    // States 0..G_STATES are the loop (G with its end folded into 0).
+    let loop_id = |g: u8| u32::from(if g == END { S } else { g });
+    let g_table: Vec<Vec<(u8, u8, u8)>> = (0..G_STATES as u8).map(g_edges).collect();
+    let mut states: Vec<(bool, Vec<(u8, u8, u32)>)> = (0..G_STATES as u8)
+        .map(|g| (g == S, g_table[g as usize].iter().map(|&(lo, hi, t)| (lo, hi, loop_id(t))).collect()))
+        .collect();
+    let mut interned: FastMap<(bool, Vec<(u8, u8, u32)>), u32> =
+        states.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect();
+    let mut node_state = vec![0u32; kids.len()];
+    // A node's spelling trie: the G state of each of its states (0 is the node itself), and its
+    // edges (from, symbol, to).
+    let mut local_g: Vec<u8> = Vec::new();
+    let mut local_edges: Vec<(u32, Sym, To)> = Vec::new();
+    let mut find: FastMap<(u32, Sym), u32> = FastMap::default();
+    let mut local_state: Vec<u32> = Vec::new();
+    let mut spelled = Vec::new();
+    let mut out_bytes: Vec<(u8, u32)> = Vec::new();
+    for n in (0..kids.len()).rev() {
+        local_g.clear();
+        local_g.push(S);
+        local_edges.clear();
+        find.clear();
+        for &(c, child) in &kids[n] {
+            let target = node_state[child as usize];
+            spellings(c, &mut spelled);
+            for sp in &spelled {
+                let mut at = 0u32;
+                for (i, &sym) in sp.iter().enumerate() {
+                    if i + 1 == sp.len() {
+                        local_edges.push((at, sym, To::State(target)));
+                        break;
+                    }
+                    at = match find.get(&(at, sym)) {
+                        Some(&l) => l,
+                        None => {
+                            let byte = sym.bytes().next().expect("a symbol has a byte");
+                            let next_g = g_table[local_g[at as usize] as usize]
+                                .iter()
+                                .find(|&&(lo, hi, _)| (lo..=hi).contains(&byte))
+                                .map(|e| e.2)
+                                .expect("a spelling follows G");
+                            let l = local_g.len() as u32;
+                            local_g.push(next_g);
+                            local_edges.push((at, sym, To::Local(l)));
+                            find.insert((at, sym), l);
+                            l
+                        }
+                    };
+                }
+            }
+        }
+        // Deepest first: a spelling-trie state is created after the one it leaves from.
+        local_edges.sort_unstable_by_key(|&(from, sym, _)| (std::cmp::Reverse(from), sym));
+        local_state.clear();
+        local_state.resize(local_g.len(), 0);
+        let mut i = 0;
+        for l in (0..local_g.len() as u32).rev() {
+            out_bytes.clear();
+            while i < local_edges.len() && local_edges[i].0 == l {
+                let (_, sym, to) = local_edges[i];
+                let t = match to {
+                    To::Local(x) => local_state[x as usize],
+                    To::State(t) => t,
+                };
+                out_bytes.extend(sym.bytes().map(|b| (b, t)));
+                i += 1;
+            }
+            out_bytes.sort_unstable();
+            let edges = merge_defaults(&g_table[local_g[l as usize] as usize], &out_bytes, loop_id);
+            let key = (l == 0 && !terminal[n], edges);
+            let id = match interned.get(&key) {
+                Some(&id) => id,
+                None => {
+                    if states.len() >= max_states {
+                        return Err(too_big());
+                    }
+                    let id = states.len() as u32;
+                    states.push(key.clone());
+                    interned.insert(key, id);
+                    id
+                }
+            };
+            local_state[l as usize] = id;
+        }
+        node_state[n] = local_state[0];
+    }
+    Ok(ExceptDfa { states, start: node_state[0] })
+}
+
+/// The edges of a spelling-trie state in G state with edges `g`: the bytes of `taken` (sorted,
+/// each with its target) go there; any other byte G allows goes to the loop's copy of its G
+/// target. Adjacent bytes with one target form one range.
+fn merge_defaults(g: &[(u8, u8, u8)], taken: &[(u8, u32)], loop_id: impl Fn(u8) -> u32) -> Vec<(u8, u8, u32)> {
+    let mut out: Vec<(u8, u8, u32)> = Vec::new();
+    let mut push = |lo: u8, hi: u8, t: u32| match out.last_mut() {
+        Some(last) if last.2 == t && u16::from(last.1) + 1 == u16::from(lo) => last.1 = hi,
+        _ => out.push((lo, hi, t)),
+    };
+    let mut k = 0;
+    for &(lo, hi, gt) in g {
+        let d = loop_id(gt);
+        let mut from = u16::from(lo);
+        while k < taken.len() && taken[k].0 <= hi {
+            let (b, t) = taken[k];
+            if u16::from(b) > from {
+                push(from as u8, b - 1, d);
+            }
+            push(b, b, t);
+            from = u16::from(b) + 1;
+            k += 1;
+        }
+        if from <= u16::from(hi) {
+            push(from as u8, hi, d);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the automaton over `text`; true if it ends in an accepting state.
+    fn accepts(d: &ExceptDfa, text: &[u8]) -> bool {
+        let mut s = d.start;
+        for &b in text {
+            let Some(&(_, _, t)) = d.states[s as usize].1.iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) else {
+                return false;
+            };
+            s = t;
+        }
+        d.states[s as usize].0
+    }
+
+    fn keys(ks: &[&str]) -> Vec<Box<str>> {
+        let mut v: Vec<Box<str>> = ks.iter().map(|&k| k.into()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn excluded_keys_are_refused_in_every_spelling() {
+        let d = except_dfa(&keys(&["ab", "a/", "é", "😀", ""]), 1 << 20).unwrap();
+        for text in [
+            "",
+            "ab",
+            "\\u0061b",
+            "\\u0061\\u0062",
+            "a\\/",
+            "a/",
+            "\\u00E9",
+            "\\u00e9",
+            "é",
+            "\\uD83D\\uDE00",
+            "\\ud83d\\ude00",
+            "😀",
+        ] {
+            assert!(!accepts(&d, text.as_bytes()), "{text:?}");
+        }
+        for text in ["a", "abc", "b", "\\u0062", "a\\n", "\\\"", "ê", "😁", "\\uD83D\\uDE01", "x\\u00e9", "ab\\u0000"]
+        {
+            assert!(accepts(&d, text.as_bytes()), "{text:?}");
+        }
+        for text in ["\"", "\\", "\\x", "\\uD800", "\\uDC00", "\u{1}", "\\u12"] {
+            assert!(!accepts(&d, text.as_bytes()), "not JSON: {text:?}");
+        }
+    }
+
+    /// The number of classes of Moore's coarsest partition (states reachable or not).
+    fn minimal_size(d: &ExceptDfa) -> usize {
+        let mut class: Vec<usize> = d.states.iter().map(|s| usize::from(s.0)).collect();
+        loop {
+            let mut ids = std::collections::HashMap::new();
+            let next: Vec<usize> = (0..d.states.len())
+                .map(|s| {
+                    let mut sig = vec![class[s]];
+                    for b in 0..=255u8 {
+                        let t = d.states[s].1.iter().find(|&&(lo, hi, _)| lo <= b && b <= hi);
+                        sig.push(t.map_or(usize::MAX, |e| class[e.2 as usize]));
+                    }
+                    let n = ids.len();
+                    *ids.entry(sig).or_insert(n)
+                })
+                .collect();
+            if ids.len() == class.iter().collect::<std::collections::HashSet<_>>().len() {
+                return ids.len();
+            }
+            class = next;
+        }
+    }
+
+    #[test]
+    fn automaton_is_minimal() {
+        for ks in [
+            &["a"][..],
+            &["check_in_date", "check_out_date", "guests", "location"],
+            &["", "a", "ab", "b"],
+            &["x/", "\n", "é", "😀a"],
+            &[],
+        ] {
+            let d = except_dfa(&keys(ks), 1 << 20).unwrap();
+            assert_eq!(minimal_size(&d), d.states.len(), "{ks:?}");
+        }
+    }
+
+    #[test]
+    fn size_is_bounded() {
+        let long: Box<str> = "x".repeat(10_000).into();
+        assert!(except_dfa(&[long], 1_000).is_err());
+    }
+}
