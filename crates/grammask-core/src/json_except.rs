@@ -117,13 +117,16 @@ impl Sym {
     }
 }
 
-/// Every JSON spelling of the character `c`, as symbol strings (at most 3, of at most 12).
-fn spellings(c: char, out: &mut Vec<Vec<Sym>>) {
+/// Every JSON spelling of the character `c` (at most 3, of at most 12 symbols), back to back in
+/// `out`, each ending where `ends` says.
+fn spellings(c: char, out: &mut Vec<Sym>, ends: &mut Vec<usize>) {
     out.clear();
+    ends.clear();
     let cp = c as u32;
     if cp >= 0x20 && c != '"' && c != '\\' {
         let mut buf = [0u8; 4];
-        out.push(c.encode_utf8(&mut buf).bytes().map(Sym::Byte).collect());
+        out.extend(c.encode_utf8(&mut buf).bytes().map(Sym::Byte));
+        ends.push(out.len());
     }
     let short = match c {
         '"' => Some(b'"'),
@@ -137,21 +140,21 @@ fn spellings(c: char, out: &mut Vec<Vec<Sym>>) {
         _ => None,
     };
     if let Some(x) = short {
-        out.push(vec![Sym::Byte(b'\\'), Sym::Byte(x)]);
+        out.extend([Sym::Byte(b'\\'), Sym::Byte(x)]);
+        ends.push(out.len());
     }
     let u4 = |v: u32, s: &mut Vec<Sym>| {
         s.extend([Sym::Byte(b'\\'), Sym::Byte(b'u')]);
         s.extend((0..4).rev().map(|i| Sym::Hex((v >> (4 * i) & 0xF) as u8)));
     };
-    let mut s = Vec::with_capacity(12);
     if cp < 0x1_0000 {
-        u4(cp, &mut s);
+        u4(cp, out);
     } else {
         let v = cp - 0x1_0000;
-        u4(0xD800 + (v >> 10), &mut s);
-        u4(0xDC00 + (v & 0x3FF), &mut s);
+        u4(0xD800 + (v >> 10), out);
+        u4(0xDC00 + (v & 0x3FF), out);
     }
-    out.push(s);
+    ends.push(out.len());
 }
 
 /// A deterministic byte automaton; state 0 is the "other" loop's start (accepting).
@@ -203,49 +206,57 @@ pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
     }
     // States 0..G_STATES are the loop (G with its end folded into 0).
     let loop_id = |g: u8| u32::from(if g == END { S } else { g });
-    let g_table: Vec<Vec<(u8, u8, u8)>> = (0..G_STATES as u8).map(g_edges).collect();
+    static G_TABLE: std::sync::OnceLock<Vec<Vec<(u8, u8, u8)>>> = std::sync::OnceLock::new();
+    let g_table = G_TABLE.get_or_init(|| (0..G_STATES as u8).map(g_edges).collect());
     let mut states: Vec<(bool, Vec<(u8, u8, u32)>)> = (0..G_STATES as u8)
         .map(|g| (g == S, g_table[g as usize].iter().map(|&(lo, hi, t)| (lo, hi, loop_id(t))).collect()))
         .collect();
-    let mut interned: FastMap<(bool, Vec<(u8, u8, u32)>), u32> =
-        states.iter().enumerate().map(|(i, s)| (s.clone(), i as u32)).collect();
+    if keys.is_empty() {
+        return Ok(ExceptDfa { states, start: 0 });
+    }
+    // Interned states by a hash of (accepting, edges); equal hashes are told apart by comparing
+    // with `states` (the next slot is probed).
+    let mut interned: FastMap<u64, u32> = FastMap::default();
     let mut node_state = vec![0u32; kids.len()];
-    // A node's spelling trie: the G state of each of its states (0 is the node itself), and its
-    // edges (from, symbol, to).
+    // A node's spelling trie: per state (0 is the node itself), its G state and its children
+    // (symbol, spelling-trie state or, for a last symbol, DFA state).
     let mut local_g: Vec<u8> = Vec::new();
-    let mut local_edges: Vec<(u32, Sym, To)> = Vec::new();
-    let mut find: FastMap<(u32, Sym), u32> = FastMap::default();
+    let mut local_kids: Vec<Vec<(Sym, To)>> = Vec::new();
     let mut local_state: Vec<u32> = Vec::new();
-    let mut spelled = Vec::new();
+    let (mut spelled, mut ends) = (Vec::new(), Vec::new());
+    let mut edges: Vec<(u8, u8, u32)> = Vec::new();
     let mut out_bytes: Vec<(u8, u32)> = Vec::new();
     for n in (0..kids.len()).rev() {
         local_g.clear();
         local_g.push(S);
-        local_edges.clear();
-        find.clear();
+        local_kids.iter_mut().for_each(Vec::clear);
         for &(c, child) in &kids[n] {
             let target = node_state[child as usize];
-            spellings(c, &mut spelled);
-            for sp in &spelled {
-                let mut at = 0u32;
+            spellings(c, &mut spelled, &mut ends);
+            for (k, &end) in ends.iter().enumerate() {
+                let sp = &spelled[if k == 0 { 0 } else { ends[k - 1] }..end];
+                let mut at = 0usize;
                 for (i, &sym) in sp.iter().enumerate() {
+                    if local_kids.len() < local_g.len() {
+                        local_kids.resize_with(local_g.len(), Vec::new);
+                    }
                     if i + 1 == sp.len() {
-                        local_edges.push((at, sym, To::State(target)));
+                        local_kids[at].push((sym, To::State(target)));
                         break;
                     }
-                    at = match find.get(&(at, sym)) {
-                        Some(&l) => l,
-                        None => {
+                    let found = local_kids[at].iter().find(|&&(x, _)| x == sym).map(|&(_, to)| to);
+                    at = match found {
+                        Some(To::Local(l)) => l as usize,
+                        _ => {
                             let byte = sym.bytes().next().expect("a symbol has a byte");
-                            let next_g = g_table[local_g[at as usize] as usize]
+                            let next_g = g_table[local_g[at] as usize]
                                 .iter()
                                 .find(|&&(lo, hi, _)| (lo..=hi).contains(&byte))
                                 .map(|e| e.2)
                                 .expect("a spelling follows G");
-                            let l = local_g.len() as u32;
+                            let l = local_g.len();
                             local_g.push(next_g);
-                            local_edges.push((at, sym, To::Local(l)));
-                            find.insert((at, sym), l);
+                            local_kids[at].push((sym, To::Local(l as u32)));
                             l
                         }
                     };
@@ -253,37 +264,39 @@ pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
             }
         }
         // Deepest first: a spelling-trie state is created after the one it leaves from.
-        local_edges.sort_unstable_by_key(|&(from, sym, _)| (std::cmp::Reverse(from), sym));
         local_state.clear();
         local_state.resize(local_g.len(), 0);
-        let mut i = 0;
-        for l in (0..local_g.len() as u32).rev() {
+        for l in (0..local_g.len()).rev() {
             out_bytes.clear();
-            while i < local_edges.len() && local_edges[i].0 == l {
-                let (_, sym, to) = local_edges[i];
+            for &(sym, to) in local_kids.get(l).map_or(&[][..], Vec::as_slice) {
                 let t = match to {
                     To::Local(x) => local_state[x as usize],
                     To::State(t) => t,
                 };
                 out_bytes.extend(sym.bytes().map(|b| (b, t)));
-                i += 1;
             }
             out_bytes.sort_unstable();
-            let edges = merge_defaults(&g_table[local_g[l as usize] as usize], &out_bytes, loop_id);
-            let key = (l == 0 && !terminal[n], edges);
-            let id = match interned.get(&key) {
-                Some(&id) => id,
-                None => {
-                    if states.len() >= max_states {
-                        return Err(too_big());
+            merge_defaults(&g_table[local_g[l] as usize], &out_bytes, loop_id, &mut edges);
+            let accepting = l == 0 && !terminal[n];
+            let mut h = edges.iter().fold(u64::from(accepting), |h, &(lo, hi, t)| {
+                (h ^ (u64::from(lo) | u64::from(hi) << 8 | u64::from(t) << 16)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            });
+            let id = loop {
+                match interned.get(&h) {
+                    Some(&id) if states[id as usize].0 == accepting && states[id as usize].1 == edges => break id,
+                    Some(_) => h = h.wrapping_add(1),
+                    None => {
+                        if states.len() >= max_states {
+                            return Err(too_big());
+                        }
+                        let id = states.len() as u32;
+                        states.push((accepting, edges.clone()));
+                        interned.insert(h, id);
+                        break id;
                     }
-                    let id = states.len() as u32;
-                    states.push(key.clone());
-                    interned.insert(key, id);
-                    id
                 }
             };
-            local_state[l as usize] = id;
+            local_state[l] = id;
         }
         node_state[n] = local_state[0];
     }
@@ -293,8 +306,8 @@ pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
 /// The edges of a spelling-trie state in G state with edges `g`: the bytes of `taken` (sorted,
 /// each with its target) go there; any other byte G allows goes to the loop's copy of its G
 /// target. Adjacent bytes with one target form one range.
-fn merge_defaults(g: &[(u8, u8, u8)], taken: &[(u8, u32)], loop_id: impl Fn(u8) -> u32) -> Vec<(u8, u8, u32)> {
-    let mut out: Vec<(u8, u8, u32)> = Vec::new();
+fn merge_defaults(g: &[(u8, u8, u8)], taken: &[(u8, u32)], loop_id: impl Fn(u8) -> u32, out: &mut Vec<(u8, u8, u32)>) {
+    out.clear();
     let mut push = |lo: u8, hi: u8, t: u32| match out.last_mut() {
         Some(last) if last.2 == t && u16::from(last.1) + 1 == u16::from(lo) => last.1 = hi,
         _ => out.push((lo, hi, t)),
@@ -316,7 +329,6 @@ fn merge_defaults(g: &[(u8, u8, u8)], taken: &[(u8, u32)], loop_id: impl Fn(u8) 
             push(from as u8, hi, d);
         }
     }
-    out
 }
 
 #[cfg(test)]
