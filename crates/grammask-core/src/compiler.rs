@@ -522,7 +522,9 @@ fn estimate(
             Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
             Expr::RuleRef(_) => (2, 0),
             // About six states per key character (raw, `\`, `\u` and three hex digits).
-            Expr::JsonStringExcept(keys) => (24 + 6 * keys.iter().map(|k| k.len()).sum::<usize>(), 0),
+            Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
+                (24 + 6 * keys.iter().map(|k| k.len()).sum::<usize>(), 0)
+            }
         };
         memo[x.index()] = Some(v);
     }
@@ -659,8 +661,9 @@ impl Nfa<'_> {
                 Ok((start, cur))
             }
             Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
-            Expr::JsonStringExcept(keys) => {
-                let dfa = crate::json_except::except_dfa(keys, *budget)?;
+            Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
+                let except = matches!(g.expr(e), Expr::JsonStringExcept(_));
+                let dfa = crate::json_string::string_dfa(keys, except, *budget)?;
                 let base = self.n;
                 for _ in 0..dfa.states.len() {
                     self.new_state(budget)?;

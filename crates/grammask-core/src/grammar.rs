@@ -53,8 +53,10 @@ pub enum Expr {
     /// The body of another rule.
     RuleRef(RuleId),
     /// The text between the quotes of a JSON string (every JSON spelling: raw characters, short
-    /// and `\u` escapes, surrogate pairs) whose decoded value is none of these strings. The
+    /// and `\u` escapes, surrogate pairs) whose decoded value is one of these strings. The
     /// strings are sorted and distinct (the empty string may be one of them).
+    JsonStringIn(Box<[Box<str>]>),
+    /// As [`Expr::JsonStringIn`], for the values that are none of the strings.
     JsonStringExcept(Box<[Box<str>]>),
 }
 
@@ -230,12 +232,14 @@ impl GrammarBuilder {
         self.add(Expr::RuleRef(id))
     }
 
-    /// [`Expr::JsonStringExcept`] of `keys` (sorted and deduplicated here).
-    pub fn json_string_except<S: AsRef<str>>(&mut self, keys: &[S]) -> ExprId {
+    /// [`Expr::JsonStringIn`] of `keys` or, with `except`, [`Expr::JsonStringExcept`] (the keys
+    /// sorted and deduplicated here).
+    pub fn json_string<S: AsRef<str>>(&mut self, keys: &[S], except: bool) -> ExprId {
         let mut keys: Vec<Box<str>> = keys.iter().map(|k| k.as_ref().into()).collect();
         keys.sort_unstable();
         keys.dedup();
-        self.add(Expr::JsonStringExcept(keys.into()))
+        let keys = keys.into();
+        self.add(if except { Expr::JsonStringExcept(keys) } else { Expr::JsonStringIn(keys) })
     }
 
     /// Copies every rule and expression of `other` into this builder, renaming rules that clash.
@@ -342,7 +346,7 @@ impl Grammar {
                     &[]
                 }
                 Expr::Bytes(_) => &[],
-                Expr::JsonStringExcept(keys) => {
+                Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
                     if !keys.windows(2).all(|w| w[0] < w[1]) {
                         return bad("excluded strings not sorted and distinct");
                     }

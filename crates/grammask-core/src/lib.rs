@@ -27,7 +27,7 @@ pub mod error;
 pub mod fasthash;
 pub mod follow;
 pub mod grammar;
-pub mod json_except;
+pub mod json_string;
 pub mod json_schema;
 pub mod limits;
 pub mod mask;

@@ -73,8 +73,9 @@ fn write_expr(g: &Grammar, names: &[String], root: ExprId, out: &mut String) {
             Expr::Bytes(b) => write_bytes(b, out),
             Expr::CharClass(r) => write_class(r, out),
             Expr::RuleRef(r) => out.push_str(&names[r.index()]),
-            Expr::JsonStringExcept(keys) => {
-                out.push_str("JsonStringExcept(");
+            Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
+                let except = matches!(g.expr(id), Expr::JsonStringExcept(_));
+                out.push_str(if except { "JsonStringExcept(" } else { "JsonStringIn(" });
                 for (i, k) in keys.iter().enumerate() {
                     if i > 0 {
                         out.push_str(", ");

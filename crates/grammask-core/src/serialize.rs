@@ -47,6 +47,7 @@ impl Grammar {
                 Expr::Choice(xs) => json!(["choice", xs.iter().map(|x| x.0).collect::<Vec<_>>()]),
                 Expr::Repeat { expr, min, max } => json!(["repeat", expr.0, min, max]),
                 Expr::RuleRef(r) => json!(["rule", r.0]),
+                Expr::JsonStringIn(keys) => json!(["json_string_in", keys]),
                 Expr::JsonStringExcept(keys) => json!(["json_string_except", keys]),
             })
             .collect();
@@ -192,7 +193,7 @@ fn read_expr(e: &Value, i: usize, n_rules: usize) -> Result<Expr, String> {
             }
             Expr::RuleRef(RuleId(r))
         }
-        "json_string_except" => {
+        "json_string_in" | "json_string_except" => {
             let mut keys: Vec<Box<str>> = Vec::new();
             for k in arg(1)?.as_array().ok_or("excluded strings are not an array")? {
                 keys.push(k.as_str().ok_or("an excluded string is not a string")?.into());
@@ -200,7 +201,11 @@ fn read_expr(e: &Value, i: usize, n_rules: usize) -> Result<Expr, String> {
             if !keys.windows(2).all(|w| w[0] < w[1]) {
                 return Err("excluded strings are not sorted and distinct".into());
             }
-            Expr::JsonStringExcept(keys.into())
+            if tag == "json_string_in" {
+                Expr::JsonStringIn(keys.into())
+            } else {
+                Expr::JsonStringExcept(keys.into())
+            }
         }
         t => return Err(format!("unknown expression tag '{t}'")),
     })

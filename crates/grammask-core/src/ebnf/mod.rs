@@ -5,8 +5,9 @@
 //!   character classes, `( )`, `|`, `* + ? {m} {m,} {m,n}`, `#` comments, a lookahead assertion
 //!   `(= expr)` at the end of a rule, and the `Regex("...")` macro, expanded through
 //!   [`crate::regex`] into rules imported after the written ones), and grammask's
-//!   `JsonStringExcept("a", ...)` (JSON string contents other than the listed strings, see
-//!   [`crate::grammar::Expr::JsonStringExcept`]). Rule options (`name[...]`),
+//!   `JsonStringIn("a", ...)` and `JsonStringExcept("a", ...)` (JSON string contents that are,
+//!   or are not, the listed strings, see [`crate::grammar::Expr::JsonStringIn`]). Rule options
+//!   (`name[...]`),
 //!   the other macros (`TagDispatch(...)`, `Token(...)`, ...) and the Regex flag `i` are
 //!   recognised and rejected as `Unsupported`.
 //! - [`parse_iso_ebnf`]: the ISO-style dialect of ollama's grammar package (`name = expr .`,

@@ -75,10 +75,18 @@ enum Compose {
     Choice,
 }
 
-/// Macro names (XGrammar's, and grammask's `JsonStringExcept`); `Name(` with one of these is a
-/// macro call, not a reference and a group.
-const MACROS: &[&str] =
-    &["Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "JsonStringExcept"];
+/// Macro names (XGrammar's, and grammask's `JsonStringIn` and `JsonStringExcept`); `Name(` with
+/// one of these is a macro call, not a reference and a group.
+const MACROS: &[&str] = &[
+    "Regex",
+    "Substring",
+    "TagDispatch",
+    "Token",
+    "ExcludeToken",
+    "TokenTagDispatch",
+    "JsonStringIn",
+    "JsonStringExcept",
+];
 
 pub(crate) struct Parser<'a> {
     cur: Cursor<'a>,
@@ -363,8 +371,8 @@ impl<'a> Parser<'a> {
                 let e = self.regex_macro()?;
                 return self.push_atom(e);
             }
-            if name == "JsonStringExcept" {
-                let e = self.json_string_except_macro()?;
+            if name == "JsonStringIn" || name == "JsonStringExcept" {
+                let e = self.json_string_macro(name)?;
                 return self.push_atom(e);
             }
             return Err(self.cur.error_at(
@@ -833,11 +841,11 @@ impl<'a> Parser<'a> {
         Ok(g)
     }
 
-    /// Parses `JsonStringExcept("a", "b", ...)` (the cursor is on its name): the text between the
-    /// quotes of a JSON string whose decoded value is none of the arguments (zero or more string
-    /// literals); see [`crate::grammar::Expr::JsonStringExcept`].
-    fn json_string_except_macro(&mut self) -> Result<ExprId> {
-        self.cur.pos += "JsonStringExcept(".len();
+    /// Parses `JsonStringIn("a", "b", ...)` or `JsonStringExcept(...)` (the cursor is on `name`):
+    /// the text between the quotes of a JSON string whose decoded value is one (none) of the
+    /// arguments, zero or more string literals; see [`crate::grammar::Expr::JsonStringIn`].
+    fn json_string_macro(&mut self, name: &str) -> Result<ExprId> {
+        self.cur.pos += name.len() + 1;
         let mut keys = Vec::new();
         loop {
             self.skip_ws()?;
@@ -849,16 +857,16 @@ impl<'a> Parser<'a> {
                 Some(b'"') => {
                     keys.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
                 }
-                _ => return Err(self.cur.expected("a string literal or ')' in JsonStringExcept(...)")),
+                _ => return Err(self.cur.expected(&format!("a string literal or ')' in {name}(...)"))),
             }
             self.skip_ws()?;
             match self.cur.peek() {
                 Some(b',') => self.cur.pos += 1,
                 Some(b')') => {}
-                _ => return Err(self.cur.expected("',' or ')' in JsonStringExcept(...)")),
+                _ => return Err(self.cur.expected(&format!("',' or ')' in {name}(...)"))),
             }
         }
-        Ok(self.b.json_string_except(&keys))
+        Ok(self.b.json_string(&keys, name == "JsonStringExcept"))
     }
 
     /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and

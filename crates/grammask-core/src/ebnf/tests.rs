@@ -747,6 +747,10 @@ fn json_string_except_macro() {
     let printed = gr.to_string();
     assert_eq!(parse_ebnf(&printed, "root").unwrap(), gr, "{printed}");
     assert_eq!(body_text("root ::= JsonStringExcept( )"), "JsonStringExcept()");
+    let gr_in = g(r#"root ::= JsonStringIn("b", "a") | JsonStringIn()"#);
+    assert_eq!(gr_in.to_string().lines().next().unwrap(), r#"root ::= JsonStringIn("a", "b") | JsonStringIn()"#);
+    assert_eq!(Grammar::from_json(&gr_in.to_json()).unwrap(), gr_in);
+    assert_err("root ::= JsonStringIn(1)", ErrorKind::EbnfSyntax, 1, 23, "in JsonStringIn(...)");
     assert_eq!(Grammar::from_json(&gr.to_json()).unwrap(), gr);
     assert_err("root ::= JsonStringExcept(a)", ErrorKind::EbnfSyntax, 1, 27, "a string literal or ')'");
     assert_err(r#"root ::= JsonStringExcept("a" "b")"#, ErrorKind::EbnfSyntax, 1, 31, "',' or ')'");

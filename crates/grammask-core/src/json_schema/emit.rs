@@ -23,11 +23,8 @@ pub struct Ebnf {
 impl Ebnf {
     /// A new rule name derived from `base` (sanitised to `[A-Za-z0-9_]`), unique in this buffer.
     pub fn fresh(&mut self, base: &str) -> String {
-        let mut stem: String = base
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
-            .take(40)
-            .collect();
+        let mut stem: String =
+            base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).take(40).collect();
         if stem.is_empty() || stem.as_bytes()[0].is_ascii_digit() {
             stem.insert(0, 'r');
         }
@@ -105,42 +102,6 @@ pub fn lit(s: &str) -> String {
     out
 }
 
-/// Escapes one codepoint for use inside an EBNF `[...]` class.
-pub fn push_class_cp(out: &mut String, cp: u32) {
-    match char::from_u32(cp) {
-        Some(c @ ('^' | '$' | '\\' | '.' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|'
-        | '/' | '-' | '"')) => {
-            out.push('\\');
-            out.push(c);
-        }
-        Some(c) if cp >= 0x20 && cp != 0x7f && !(0x80..0xa0).contains(&cp) => out.push(c),
-        _ => {
-            if cp <= 0xffff {
-                let _ = write!(out, "\\u{cp:04x}");
-            } else {
-                let _ = write!(out, "\\U{cp:08x}");
-            }
-        }
-    }
-}
-
-/// An EBNF class matching the codepoints in `ranges` (inclusive, sorted, non-empty, disjoint).
-pub fn class(ranges: &[(u32, u32)]) -> String {
-    debug_assert!(!ranges.is_empty());
-    let mut out = String::from("[");
-    for &(a, b) in ranges {
-        push_class_cp(&mut out, a);
-        if b > a {
-            if b > a + 1 {
-                out.push('-');
-            }
-            push_class_cp(&mut out, b);
-        }
-    }
-    out.push(']');
-    out
-}
-
 /// `alts` joined as an alternation, parenthesised when there is more than one.
 pub fn alt(alts: &[String]) -> String {
     match alts.len() {
@@ -166,6 +127,5 @@ mod tests {
     #[test]
     fn literals_escape() {
         assert_eq!(lit("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
-        assert_eq!(class(&[(0x30, 0x39), (0x2d, 0x2d)]), "[0-9\\-]");
     }
 }

@@ -10,15 +10,6 @@ use crate::error::Result;
 /// Body of the shared rule matching one JSON string character (any scalar value).
 pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
 
-const MAX_CP: u32 = 0x10_FFFF;
-
-/// The short escapes: (codepoint, letter after the backslash).
-const SHORT_ESCAPES: [(u32, char); 8] =
-    [(0x22, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')];
-
-/// Codepoints that may appear unescaped inside a JSON string.
-const RAW_OK: [(u32, u32); 4] = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, MAX_CP)];
-
 /// Sequences of per-digit ranges matching fixed-width numbers in `[lo, hi]` (digit vectors of equal
 /// length, most significant first). Recursion depth is the width.
 pub fn fixed_width(lo: &[u8], hi: &[u8], base: u8, out: &mut Vec<Vec<(u8, u8)>>, prefix: &mut Vec<(u8, u8)>) {
@@ -58,66 +49,12 @@ pub fn fixed_width(lo: &[u8], hi: &[u8], base: u8, out: &mut Vec<Vec<(u8, u8)>>,
     }
 }
 
-fn hex_digits(v: u32, width: usize) -> Vec<u8> {
-    (0..width).rev().map(|i| ((v >> (4 * i)) & 0xF) as u8).collect()
-}
-
-fn surrogates(cp: u32) -> (u32, u32) {
-    let v = cp - 0x1_0000;
-    (0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF))
-}
-
-/// EBNF matching every JSON spelling of the string body `s` (without the quotes).
+/// EBNF matching every JSON spelling of the string body `s` (without the quotes): grammask's
+/// `JsonStringIn(...)`, whose automaton the compiler builds straight from the characters.
+/// PERF: spelling each character as EBNF (`("n" | "\\u006" [Ee])`) made keys and string `enum`
+/// values the longest part of a schema's text, and about 17 NFA states per character.
 pub fn spell_str(s: &str) -> String {
-    if s.is_empty() {
-        return "\"\"".to_string();
-    }
-    let parts: Vec<String> = s.chars().map(|c| spell_char(c as u32)).collect();
-    parts.join(" ")
-}
-
-/// Appends the `\uXXXX` spelling of the BMP value `v` (any hex letter case) to `pieces`, with
-/// decimal digits merged into the literal `lit`.
-fn push_u_escape(v: u32, lit: &mut String, pieces: &mut Vec<String>) {
-    lit.push_str("\\u");
-    for d in hex_digits(v, 4) {
-        if d < 10 {
-            lit.push(char::from(b'0' + d));
-        } else {
-            pieces.push(emit::lit(lit));
-            lit.clear();
-            let (upper, lower) = (u32::from(b'A' + d - 10), u32::from(b'a' + d - 10));
-            pieces.push(emit::class(&[(upper, upper), (lower, lower)]));
-        }
-    }
-}
-
-/// EBNF matching every JSON spelling of the scalar value `c`: the same language as
-/// `spell_set(&[(c, c)])`, with each escape written as one literal where its hex digits are
-/// decimal (`"\\u0064"` rather than `"\\u" "0" "0" "6" "4"`).
-/// PERF: a third of the automaton states of a key, and of the text, for every key character.
-pub fn spell_char(c: u32) -> String {
-    let mut alts = Vec::new();
-    if RAW_OK.iter().any(|&(a, b)| a <= c && c <= b) {
-        alts.push(emit::lit(&char::from_u32(c).unwrap_or_default().to_string()));
-    }
-    if let Some(&(_, letter)) = SHORT_ESCAPES.iter().find(|&&(cp, _)| cp == c) {
-        alts.push(emit::lit(&format!("\\{letter}")));
-    }
-    let mut pieces = Vec::new();
-    let mut lit = String::new();
-    if c <= 0xFFFF {
-        push_u_escape(c, &mut lit, &mut pieces);
-    } else {
-        let (hi, lo) = surrogates(c);
-        push_u_escape(hi, &mut lit, &mut pieces);
-        push_u_escape(lo, &mut lit, &mut pieces);
-    }
-    if !lit.is_empty() {
-        pieces.push(emit::lit(&lit));
-    }
-    alts.push(pieces.join(" "));
-    emit::alt(&alts)
+    format!("JsonStringIn({})", emit::lit(s))
 }
 
 /// Defines a rule matching the body of any JSON string whose value is not in `keys`, and returns
@@ -140,8 +77,110 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::fmt::Write as _;
 
-    // The former spelling of character sets as EBNF: the reference for `not_in`'s language.
+    // The former spelling of characters and character sets as EBNF: the reference for the
+    // languages of `not_in` and `spell_str`.
+
+    const MAX_CP: u32 = 0x10_FFFF;
+
+    /// The short escapes: (codepoint, letter after the backslash).
+    const SHORT_ESCAPES: [(u32, char); 8] =
+        [(0x22, '"'), (0x5C, '\\'), (0x2F, '/'), (0x08, 'b'), (0x0C, 'f'), (0x0A, 'n'), (0x0D, 'r'), (0x09, 't')];
+
+    /// Codepoints that may appear unescaped inside a JSON string.
+    const RAW_OK: [(u32, u32); 4] = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, MAX_CP)];
+
+    fn hex_digits(v: u32, width: usize) -> Vec<u8> {
+        (0..width).rev().map(|i| ((v >> (4 * i)) & 0xF) as u8).collect()
+    }
+
+    fn surrogates(cp: u32) -> (u32, u32) {
+        let v = cp - 0x1_0000;
+        (0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF))
+    }
+
+    /// Appends the `\uXXXX` spelling of the BMP value `v` (any hex letter case) to `pieces`, with
+    /// decimal digits merged into the literal `lit`.
+    fn push_u_escape(v: u32, lit: &mut String, pieces: &mut Vec<String>) {
+        lit.push_str("\\u");
+        for d in hex_digits(v, 4) {
+            if d < 10 {
+                lit.push(char::from(b'0' + d));
+            } else {
+                pieces.push(emit::lit(lit));
+                lit.clear();
+                let (upper, lower) = (u32::from(b'A' + d - 10), u32::from(b'a' + d - 10));
+                pieces.push(class(&[(upper, upper), (lower, lower)]));
+            }
+        }
+    }
+
+    /// EBNF matching every JSON spelling of the scalar value `c`: the same language as
+    /// `spell_set(&[(c, c)])`, with each escape written as one literal where its hex digits are
+    /// decimal (`"\\u0064"` rather than `"\\u" "0" "0" "6" "4"`).
+    /// PERF: a third of the automaton states of a key, and of the text, for every key character.
+    fn spell_char(c: u32) -> String {
+        let mut alts = Vec::new();
+        if RAW_OK.iter().any(|&(a, b)| a <= c && c <= b) {
+            alts.push(emit::lit(&char::from_u32(c).unwrap_or_default().to_string()));
+        }
+        if let Some(&(_, letter)) = SHORT_ESCAPES.iter().find(|&&(cp, _)| cp == c) {
+            alts.push(emit::lit(&format!("\\{letter}")));
+        }
+        let mut pieces = Vec::new();
+        let mut lit = String::new();
+        if c <= 0xFFFF {
+            push_u_escape(c, &mut lit, &mut pieces);
+        } else {
+            let (hi, lo) = surrogates(c);
+            push_u_escape(hi, &mut lit, &mut pieces);
+            push_u_escape(lo, &mut lit, &mut pieces);
+        }
+        if !lit.is_empty() {
+            pieces.push(emit::lit(&lit));
+        }
+        alts.push(pieces.join(" "));
+        emit::alt(&alts)
+    }
+
+    /// Escapes one codepoint for use inside an EBNF `[...]` class.
+    fn push_class_cp(out: &mut String, cp: u32) {
+        match char::from_u32(cp) {
+            Some(
+                c @ ('^' | '$' | '\\' | '.' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' | '/' | '-'
+                | '"'),
+            ) => {
+                out.push('\\');
+                out.push(c);
+            }
+            Some(c) if cp >= 0x20 && cp != 0x7f && !(0x80..0xa0).contains(&cp) => out.push(c),
+            _ => {
+                if cp <= 0xffff {
+                    let _ = write!(out, "\\u{cp:04x}");
+                } else {
+                    let _ = write!(out, "\\U{cp:08x}");
+                }
+            }
+        }
+    }
+
+    /// An EBNF class matching the codepoints in `ranges` (inclusive, sorted, non-empty, disjoint).
+    fn class(ranges: &[(u32, u32)]) -> String {
+        debug_assert!(!ranges.is_empty());
+        let mut out = String::from("[");
+        for &(a, b) in ranges {
+            push_class_cp(&mut out, a);
+            if b > a {
+                if b > a + 1 {
+                    out.push('-');
+                }
+                push_class_cp(&mut out, b);
+            }
+        }
+        out.push(']');
+        out
+    }
 
     fn intersect(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
@@ -189,7 +228,7 @@ mod tests {
             ranges.push((u32::from(b'A' + lo), u32::from(b'A' + hi)));
             ranges.push((u32::from(b'a' + lo), u32::from(b'a' + hi)));
         }
-        emit::class(&ranges)
+        class(&ranges)
     }
 
     /// Alternatives matching 4-hex-digit spellings of values in `ranges` (case-insensitive).
@@ -217,7 +256,7 @@ mod tests {
         let mut alts = Vec::new();
         let raw = intersect(set, &RAW_OK);
         if !raw.is_empty() {
-            alts.push(emit::class(&raw));
+            alts.push(class(&raw));
         }
         let shorts: Vec<u32> = SHORT_ESCAPES
             .iter()
@@ -227,7 +266,7 @@ mod tests {
         if !shorts.is_empty() {
             let mut cls: Vec<(u32, u32)> = shorts.iter().map(|&c| (c, c)).collect();
             cls.sort_unstable();
-            alts.push(format!("\"\\\\\" {}", emit::class(&cls)));
+            alts.push(format!("\"\\\\\" {}", class(&cls)));
         }
         let bmp = intersect(set, &[(0, 0xD7FF), (0xE000, 0xFFFF)]);
         hex4_alts(&bmp, &mut alts, "\"\\\\u\"");
@@ -449,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn spell_char_matches_spell_set() {
+    fn spell_str_matches_spell_set() {
         let chars = [
             'a',
             'n',
@@ -472,10 +511,17 @@ mod tests {
             '😀',
             '\u{10ffff}',
         ];
-        for c in chars {
-            let c = c as u32;
-            let (a, b) = (expr_automaton(&spell_char(c)), expr_automaton(&spell_set(&[(c, c)]).unwrap()));
-            assert!(same_language(&a, &b), "U+{c:04X}: {}", spell_char(c));
+        for ch in chars {
+            let c = ch as u32;
+            let reference = expr_automaton(&spell_set(&[(c, c)]).unwrap());
+            assert!(same_language(&expr_automaton(&spell_char(c)), &reference), "U+{c:04X}: {}", spell_char(c));
+            assert!(same_language(&expr_automaton(&spell_str(&ch.to_string())), &reference), "U+{c:04X}");
+        }
+        // Strings: the native spelling against the reference's characters in a row.
+        for s in ["", "base", "a\"é😀/\n", "\u{0}\u{ffff}"] {
+            let parts: Vec<String> = s.chars().map(|c| spell_set(&[(c as u32, c as u32)]).unwrap()).collect();
+            let reference = if parts.is_empty() { "\"\"".to_owned() } else { parts.join(" ") };
+            assert!(same_language(&expr_automaton(&spell_str(s)), &expr_automaton(&reference)), "{s:?}");
         }
     }
 
@@ -488,8 +534,8 @@ mod tests {
     }
 
     #[test]
-    fn spell_letter() {
-        assert_eq!(spell_str("n"), r#"("n" | "\\u006" [Ee])"#);
+    fn class_escapes() {
+        assert_eq!(class(&[(0x30, 0x39), (0x2d, 0x2d)]), "[0-9\\-]");
     }
 
     #[test]

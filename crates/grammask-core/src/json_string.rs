@@ -1,14 +1,16 @@
-//! The byte automaton of [`crate::grammar::Expr::JsonStringExcept`]: the text between the quotes of
-//! a JSON string whose decoded value is none of a set of strings (an open object's other keys).
+//! The byte automata of [`crate::grammar::Expr::JsonStringIn`] and
+//! [`crate::grammar::Expr::JsonStringExcept`]: the text between the quotes of a JSON string whose
+//! decoded value is one of a set of strings (keys, `enum` and `const` strings), or none of them
+//! (an open object's other keys).
 //!
-//! Built straight from the trie of the excluded strings rather than from an expression of every
-//! spelling: a trie node `n` (decoded prefix `p`) is a state at a character boundary, accepting iff
-//! `p` is not excluded. From `n`, every spelling of a child character (raw UTF-8, short escape,
-//! `\uXXXX` in either hex case, surrogate pair) is a path to that child; any other character leads
-//! to the "other" loop, which reads any JSON characters. The loop is [`G`], the automaton of one
-//! character's spelling, with its end folded into its start; a spelling path leaves for the loop's
-//! copy of the [`G`] state it is in at the first byte that no child character's spelling takes.
-//! The result is deterministic (not minimal: the compiler minimizes rule automata).
+//! Built straight from the trie of the strings rather than from an expression of every spelling:
+//! a trie node `n` (decoded prefix `p`) is a state at a character boundary, accepting iff `p` is
+//! (is not) one of the strings. From `n`, every spelling of a child character (raw UTF-8, short
+//! escape, `\uXXXX` in either hex case, surrogate pair) is a path to that child. Any other
+//! character fails (`In`), or leads to the "other" loop, which reads any JSON characters
+//! (`Except`): the loop is `G`, the automaton of one character's spelling, with its end folded
+//! into its start, and a spelling path leaves for the loop's copy of the `G` state it is in at the
+//! first byte that no child character's spelling takes.
 
 use crate::error::{Error, Result};
 use crate::fasthash::FastMap;
@@ -157,8 +159,8 @@ fn spellings(c: char, out: &mut Vec<Sym>, ends: &mut Vec<usize>) {
     ends.push(out.len());
 }
 
-/// A deterministic byte automaton; state 0 is the "other" loop's start (accepting).
-pub struct ExceptDfa {
+/// A deterministic byte automaton; with `except`, state 0 is the "other" loop's start (accepting).
+pub struct StringDfa {
     /// Per state: accepting (the string may end here), and its edges (lo, hi, target), sorted.
     pub states: Vec<(bool, Vec<(u8, u8, u32)>)>,
     pub start: u32,
@@ -171,15 +173,15 @@ enum To {
     State(u32),
 }
 
-/// The minimal automaton of JSON string contents whose decoded value is none of `keys`. Errors
-/// with the automaton-size limit when the keys have more than `max_states` characters in all, or
-/// the automaton more than `max_states` states.
+/// The minimal automaton of JSON string contents whose decoded value is one of `keys`, or with
+/// `except` none of them. Errors with the automaton-size limit when the keys have more than
+/// `max_states` bytes in all, or the automaton more than `max_states` states.
 ///
 /// States are interned bottom-up (trie nodes deepest first, each node's spelling trie leaves
 /// first) by (accepting, edges): equal signatures are equivalent states, and the parts that
-/// differ stay apart (every non-loop state reaches some excluded key, which the loop never
-/// refuses), so the result is minimal.
-pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
+/// differ stay apart (every state outside the loop reaches some key, where it alone accepts or
+/// alone refuses), so the result is minimal.
+pub fn string_dfa(keys: &[Box<str>], except: bool, max_states: usize) -> Result<StringDfa> {
     let too_big = || Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES);
     if keys.iter().map(|k| k.len()).sum::<usize>() > max_states {
         return Err(too_big());
@@ -208,11 +210,17 @@ pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
     let loop_id = |g: u8| u32::from(if g == END { S } else { g });
     static G_TABLE: std::sync::OnceLock<Vec<Vec<(u8, u8, u8)>>> = std::sync::OnceLock::new();
     let g_table = G_TABLE.get_or_init(|| (0..G_STATES as u8).map(g_edges).collect());
-    let mut states: Vec<(bool, Vec<(u8, u8, u32)>)> = (0..G_STATES as u8)
-        .map(|g| (g == S, g_table[g as usize].iter().map(|&(lo, hi, t)| (lo, hi, loop_id(t))).collect()))
-        .collect();
+    let mut states: Vec<(bool, Vec<(u8, u8, u32)>)> = Vec::new();
+    if except {
+        let edges = |g: u8| g_table[g as usize].iter().map(|&(lo, hi, t)| (lo, hi, loop_id(t))).collect();
+        states.extend((0..G_STATES as u8).map(|g| (g == S, edges(g))));
+    }
     if keys.is_empty() {
-        return Ok(ExceptDfa { states, start: 0 });
+        // All strings (the loop), or none (a state without edges).
+        if !except {
+            states.push((false, Vec::new()));
+        }
+        return Ok(StringDfa { states, start: 0 });
     }
     // Interned states by a hash of (accepting, edges); equal hashes are told apart by comparing
     // with `states` (the next slot is probed).
@@ -276,8 +284,9 @@ pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
                 out_bytes.extend(sym.bytes().map(|b| (b, t)));
             }
             out_bytes.sort_unstable();
-            merge_defaults(&g_table[local_g[l] as usize], &out_bytes, loop_id, &mut edges);
-            let accepting = l == 0 && !terminal[n];
+            let defaults = except.then(|| g_table[local_g[l] as usize].as_slice());
+            merge_defaults(defaults, &out_bytes, loop_id, &mut edges);
+            let accepting = l == 0 && terminal[n] != except;
             let mut h = edges.iter().fold(u64::from(accepting), |h, &(lo, hi, t)| {
                 (h ^ (u64::from(lo) | u64::from(hi) << 8 | u64::from(t) << 16)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             });
@@ -300,17 +309,26 @@ pub fn except_dfa(keys: &[Box<str>], max_states: usize) -> Result<ExceptDfa> {
         }
         node_state[n] = local_state[0];
     }
-    Ok(ExceptDfa { states, start: node_state[0] })
+    Ok(StringDfa { states, start: node_state[0] })
 }
 
-/// The edges of a spelling-trie state in G state with edges `g`: the bytes of `taken` (sorted,
-/// each with its target) go there; any other byte G allows goes to the loop's copy of its G
-/// target. Adjacent bytes with one target form one range.
-fn merge_defaults(g: &[(u8, u8, u8)], taken: &[(u8, u32)], loop_id: impl Fn(u8) -> u32, out: &mut Vec<(u8, u8, u32)>) {
+/// The edges of a spelling-trie state: the bytes of `taken` (sorted, each with its target) go
+/// there; with `g` (the edges of its G state), any other byte G allows goes to the loop's copy of
+/// its G target. Adjacent bytes with one target form one range.
+fn merge_defaults(
+    g: Option<&[(u8, u8, u8)]>,
+    taken: &[(u8, u32)],
+    loop_id: impl Fn(u8) -> u32,
+    out: &mut Vec<(u8, u8, u32)>,
+) {
     out.clear();
     let mut push = |lo: u8, hi: u8, t: u32| match out.last_mut() {
         Some(last) if last.2 == t && u16::from(last.1) + 1 == u16::from(lo) => last.1 = hi,
         _ => out.push((lo, hi, t)),
+    };
+    let Some(g) = g else {
+        taken.iter().for_each(|&(b, t)| push(b, b, t));
+        return;
     };
     let mut k = 0;
     for &(lo, hi, gt) in g {
@@ -336,7 +354,7 @@ mod tests {
     use super::*;
 
     /// Runs the automaton over `text`; true if it ends in an accepting state.
-    fn accepts(d: &ExceptDfa, text: &[u8]) -> bool {
+    fn accepts(d: &StringDfa, text: &[u8]) -> bool {
         let mut s = d.start;
         for &b in text {
             let Some(&(_, _, t)) = d.states[s as usize].1.iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) else {
@@ -355,7 +373,7 @@ mod tests {
 
     #[test]
     fn excluded_keys_are_refused_in_every_spelling() {
-        let d = except_dfa(&keys(&["ab", "a/", "é", "😀", ""]), 1 << 20).unwrap();
+        let d = string_dfa(&keys(&["ab", "a/", "é", "😀", ""]), true, 1 << 20).unwrap();
         for text in [
             "",
             "ab",
@@ -379,10 +397,18 @@ mod tests {
         for text in ["\"", "\\", "\\x", "\\uD800", "\\uDC00", "\u{1}", "\\u12"] {
             assert!(!accepts(&d, text.as_bytes()), "not JSON: {text:?}");
         }
+        // The same strings, taken in rather than out.
+        let d = string_dfa(&keys(&["ab", "a/", "é", "😀", ""]), false, 1 << 20).unwrap();
+        for text in ["", "ab", "\\u0061b", "a\\/", "\\u00E9", "\\ud83d\\ude00", "😀"] {
+            assert!(accepts(&d, text.as_bytes()), "{text:?}");
+        }
+        for text in ["a", "abc", "\\u0062", "ê", "😁", "\\"] {
+            assert!(!accepts(&d, text.as_bytes()), "{text:?}");
+        }
     }
 
     /// The number of classes of Moore's coarsest partition (states reachable or not).
-    fn minimal_size(d: &ExceptDfa) -> usize {
+    fn minimal_size(d: &StringDfa) -> usize {
         let mut class: Vec<usize> = d.states.iter().map(|s| usize::from(s.0)).collect();
         loop {
             let mut ids = std::collections::HashMap::new();
@@ -413,14 +439,16 @@ mod tests {
             &["x/", "\n", "é", "😀a"],
             &[],
         ] {
-            let d = except_dfa(&keys(ks), 1 << 20).unwrap();
-            assert_eq!(minimal_size(&d), d.states.len(), "{ks:?}");
+            for except in [true, false] {
+                let d = string_dfa(&keys(ks), except, 1 << 20).unwrap();
+                assert_eq!(minimal_size(&d), d.states.len(), "{ks:?}");
+            }
         }
     }
 
     #[test]
     fn size_is_bounded() {
         let long: Box<str> = "x".repeat(10_000).into();
-        assert!(except_dfa(&[long], 1_000).is_err());
+        assert!(string_dfa(&[long], true, 1_000).is_err());
     }
 }
