@@ -1391,6 +1391,10 @@ const SELF: u32 = u32::MAX - 1;
 /// whole automaton (Moore's rounds inside a component take up to one round per state).
 const SCC_MOORE_MAX_STATES: usize = 128;
 
+/// At most this many looping classes are tried per state as an unrolled self-loop (see
+/// [`scc_partition`]).
+const MAX_LOOP_CANDIDATES: usize = 8;
+
 /// Buffers of [`scc_partition`], kept from one rule to the next.
 #[derive(Default)]
 struct SccScratch {
@@ -1403,7 +1407,8 @@ struct SccScratch {
     comps: Vec<u32>,
     comp_end: Vec<u32>,
     class: Vec<u32>,
-    /// The number of cyclic components (of more than one state) met by the last partition.
+    /// The number of cyclic components (of more than one state) met by the last partition; at
+    /// least 2 also when some state's loop candidates were cut short.
     cyclic: usize,
     /// Class of each interned signature.
     class_of_sig: Vec<u32>,
@@ -1572,6 +1577,12 @@ fn scc_partition(dfa: &Dfa, sc: &mut SccScratch) -> Option<usize> {
             targets.extend(others.map(|t| class[t as usize]).filter(|&c| looping(c)));
             targets.sort_unstable();
             targets.dedup();
+            // Bounded: a state with many looping targets tries a few, and the partition may then
+            // miss a merge, which the worklist finishes (`sc.cyclic` is raised).
+            if targets.len() > MAX_LOOP_CANDIDATES {
+                targets.truncate(MAX_LOOP_CANDIDATES);
+                sc_cyclic = sc_cyclic.max(2);
+            }
             let mut joined = None;
             for &c in targets.iter() {
                 sig.clear();
@@ -1595,7 +1606,7 @@ fn scc_partition(dfa: &Dfa, sc: &mut SccScratch) -> Option<usize> {
             continue;
         }
         // Moore's rounds inside the component: members are numbered by their position in it.
-        sc_cyclic += 1;
+        sc_cyclic = sc_cyclic.saturating_add(1);
         comp.sort_unstable();
         let pos = |t: u32| comp.binary_search(&t).ok();
         local.clear();

@@ -173,8 +173,8 @@ enum To {
     State(u32),
 }
 
-/// The minimal automaton of JSON string contents whose decoded value is one of `keys`, or with
-/// `except` none of them. Errors with the automaton-size limit when the keys have more than
+/// The minimal automaton of JSON string contents whose decoded value is one of `keys` (sorted and
+/// distinct), or with `except` none of them. Errors with the automaton-size limit when the keys have more than
 /// `max_states` bytes in all, or the automaton more than `max_states` states.
 ///
 /// States are interned bottom-up (trie nodes deepest first, each node's spelling trie leaves
@@ -190,12 +190,15 @@ pub fn string_dfa(keys: &[Box<str>], except: bool, max_states: usize) -> Result<
     // Children get larger ids than their parent.
     let mut kids: Vec<Vec<(char, u32)>> = vec![Vec::new()];
     let mut terminal = vec![false];
+    // Keys come sorted (an IR invariant), so a node's children arrive in order and a key only
+    // ever continues its node's last child: O(1) per character whatever the fan-out.
+    debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys are sorted and distinct");
     for k in keys {
         let mut n = 0usize;
         for c in k.chars() {
-            n = match kids[n].iter().find(|&&(x, _)| x == c) {
-                Some(&(_, m)) => m as usize,
-                None => {
+            n = match kids[n].last() {
+                Some(&(x, m)) if x == c => m as usize,
+                _ => {
                     let m = kids.len();
                     kids[n].push((c, m as u32));
                     kids.push(Vec::new());
@@ -443,6 +446,17 @@ mod tests {
                 let d = string_dfa(&keys(ks), except, 1 << 20).unwrap();
                 assert_eq!(minimal_size(&d), d.states.len(), "{ks:?}");
             }
+        }
+    }
+
+    #[test]
+    fn wide_fan_out_builds() {
+        // 60,000 one-character keys: one trie node with 60,000 children.
+        let ks: Vec<Box<str>> = (0x100..0xD000u32).filter_map(char::from_u32).map(|c| c.to_string().into()).collect();
+        for except in [true, false] {
+            let d = string_dfa(&ks, except, 1 << 21).unwrap();
+            assert!(accepts(&d, "\\u0100".as_bytes()) != except);
+            assert!(accepts(&d, "a".as_bytes()) == except);
         }
     }
 
