@@ -1070,26 +1070,7 @@ const MINIMIZE_MAX_STATES: usize = 2_000;
 /// their target classes (adjacent ranges with the same class merged), a separator, its rule edges
 /// with their target classes. States with equal signatures are equivalent under the partition.
 fn push_signature(dfa: &Dfa, s: usize, class: &[u32], out: &mut Vec<u32>) {
-    let mut last: Option<(u8, u8, u32)> = None;
-    for e in dfa.bytes_of(s) {
-        let c = class[e.target as usize];
-        match &mut last {
-            Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
-            _ => {
-                if let Some((lo, hi, c)) = last {
-                    out.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-                }
-                last = Some((e.lo, e.hi, c));
-            }
-        }
-    }
-    if let Some((lo, hi, c)) = last {
-        out.extend_from_slice(&[u32::from(lo) | u32::from(hi) << 8, c]);
-    }
-    out.push(u32::MAX);
-    for &(r, t) in dfa.rules_of(s) {
-        out.extend_from_slice(&[r.0, class[t as usize]]);
-    }
+    push_edges(dfa, s, |t| class[t as usize], out);
 }
 
 /// Partition refinement for [`minimize`]. Blocks are contiguous ranges of `elems`.
@@ -1428,6 +1409,12 @@ struct SccScratch {
 /// rule edges with their targets' tokens.
 fn push_tokens(dfa: &Dfa, s: usize, token: impl Fn(u32) -> u32, out: &mut Vec<u32>) {
     out.push(u32::from(dfa.finals[s]));
+    push_edges(dfa, s, token, out);
+}
+
+/// [`push_tokens`] without the finality: the byte ranges with their targets' tokens (adjacent
+/// ranges with one token merged), a separator, the rule edges with their targets' tokens.
+fn push_edges(dfa: &Dfa, s: usize, token: impl Fn(u32) -> u32, out: &mut Vec<u32>) {
     let mut last: Option<(u8, u8, u32)> = None;
     for e in dfa.bytes_of(s) {
         let c = token(e.target);

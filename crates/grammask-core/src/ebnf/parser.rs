@@ -847,26 +847,39 @@ impl<'a> Parser<'a> {
     fn json_string_macro(&mut self, name: &str) -> Result<ExprId> {
         self.cur.pos += name.len() + 1;
         let mut keys = Vec::new();
-        loop {
-            self.skip_ws()?;
-            match self.cur.peek() {
-                Some(b')') => {
-                    self.cur.pos += 1;
+        self.skip_ws()?;
+        if self.cur.peek() == Some(b')') {
+            self.cur.pos += 1;
+        } else {
+            loop {
+                self.skip_ws()?;
+                if self.cur.peek() != Some(b'"') {
+                    let what = if keys.is_empty() { "a string literal or ')'" } else { "a string literal" };
+                    return Err(self.cur.expected(&format!("{what} in {name}(...)")));
+                }
+                keys.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
+                if self.macro_list_end(name)? {
                     break;
                 }
-                Some(b'"') => {
-                    keys.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
-                }
-                _ => return Err(self.cur.expected(&format!("a string literal or ')' in {name}(...)"))),
-            }
-            self.skip_ws()?;
-            match self.cur.peek() {
-                Some(b',') => self.cur.pos += 1,
-                Some(b')') => {}
-                _ => return Err(self.cur.expected(&format!("',' or ')' in {name}(...)"))),
             }
         }
         Ok(self.b.json_string(&keys, name == "JsonStringExcept"))
+    }
+
+    /// After a macro argument: true at the closing `)` (consumed), false at a `,` (consumed).
+    fn macro_list_end(&mut self, name: &str) -> Result<bool> {
+        self.skip_ws()?;
+        match self.cur.peek() {
+            Some(b')') => {
+                self.cur.pos += 1;
+                Ok(true)
+            }
+            Some(b',') => {
+                self.cur.pos += 1;
+                Ok(false)
+            }
+            _ => Err(self.cur.expected(&format!("',' or ')' in {name}(...)"))),
+        }
     }
 
     /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and
@@ -884,14 +897,8 @@ impl<'a> Parser<'a> {
         let pattern = String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8");
         let mut json_string = false;
         loop {
-            self.skip_ws()?;
-            match self.cur.peek() {
-                Some(b')') => {
-                    self.cur.pos += 1;
-                    break;
-                }
-                Some(b',') => self.cur.pos += 1,
-                _ => return Err(self.cur.expected("',' or ')' in Regex(...)")),
+            if self.macro_list_end("Regex")? {
+                break;
             }
             self.skip_ws()?;
             let arg_pos = self.cur.pos;
