@@ -252,7 +252,7 @@ impl Automata {
         // Each worker takes the next rule until none is left: (rule, its automaton).
         let work = || -> Result<Vec<(usize, Dfa)>> {
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
-            let (mut scratch, mut moore) = (Scratch::default(), SccScratch::default());
+            let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out = Vec::new();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
@@ -260,7 +260,7 @@ impl Automata {
                     nfa.clear();
                     let (start, end) = nfa.build(grammar, body, b)?;
                     nfa.freeze();
-                    Ok(minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut moore))
+                    Ok(minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch))
                 });
                 match dfa {
                     Ok(d) => out.push((r, d)),
@@ -301,7 +301,7 @@ impl Automata {
             .collect();
         let mut budget = budget.into_inner();
         let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
-        let (mut scratch, mut moore) = (Scratch::default(), SccScratch::default());
+        let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();
         for (r, rule) in grammar.rules().iter().enumerate() {
@@ -310,7 +310,7 @@ impl Automata {
                 nfa.inline_all = true;
                 let (start, end) = nfa.build(grammar, la, &mut budget)?;
                 nfa.freeze();
-                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut moore);
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut min_scratch);
                 if !dfa.finals[0] {
                     la_dfas.push((r, dfa));
                 }
@@ -1524,8 +1524,8 @@ fn scc_partition(dfa: &Dfa, sc: &mut SccScratch) -> Option<usize> {
     let n = dfa.len();
     let mut comps = std::mem::take(&mut sc.comps);
     let comp_end = std::mem::take(&mut sc.comp_end);
-    let sizes = comp_end.iter().scan(0u32, |start, &end| Some(end - std::mem::replace(start, end)));
-    if sizes.clone().any(|len| len as usize > SCC_MOORE_MAX_STATES) {
+    let mut sizes = comp_end.iter().scan(0u32, |start, &end| Some(end - std::mem::replace(start, end)));
+    if sizes.any(|len| len as usize > SCC_MOORE_MAX_STATES) {
         sc.comps = comps;
         sc.comp_end = comp_end;
         return None;
@@ -1670,21 +1670,22 @@ fn minimize(dfa: Dfa, sc: &mut SccScratch) -> Dfa {
     if n > MINIMIZE_MAX_STATES || n <= 1 {
         return dfa;
     }
-    let out = match scc_partition(&dfa, sc) {
-        Some(n_classes) if sc.cyclic < 2 => (n_classes < n).then(|| quotient(&dfa, &sc.class, n_classes)),
-        // Loops may have twins: the worklist finishes on the (smaller) quotient.
-        Some(n_classes) => {
-            let q = if n_classes < n { quotient(&dfa, &sc.class, n_classes) } else { dfa.clone() };
-            let (class, m) = refine_partition(&q);
-            Some(if m < q.len() { quotient(&q, &class, m) } else { q })
+    match scc_partition(&dfa, sc) {
+        // Loops may have twins (`cyclic >= 2`): the worklist finishes on the (smaller) quotient.
+        Some(k) if k < n => {
+            let q = quotient(&dfa, &sc.class, k);
+            if sc.cyclic < 2 { q } else { refined(q) }
         }
-        None => {
-            let (class, n_classes) = refine_partition(&dfa);
-            (n_classes < n).then(|| quotient(&dfa, &class, n_classes))
-        }
-    };
-    // Already minimal: the quotient would renumber every state to itself.
-    out.unwrap_or(dfa)
+        Some(_) if sc.cyclic < 2 => dfa,
+        _ => refined(dfa),
+    }
+}
+
+/// `dfa` merged by worklist refinement (kept as it is when already minimal: the quotient would
+/// renumber every state to itself).
+fn refined(dfa: Dfa) -> Dfa {
+    let (class, n_classes) = refine_partition(&dfa);
+    if n_classes < dfa.len() { quotient(&dfa, &class, n_classes) } else { dfa }
 }
 
 /// The coarsest partition of `dfa`'s states by worklist refinement: the block of each state,
@@ -2141,7 +2142,8 @@ mod tests {
         // 0 -a-> 1 (self-loop on a); 0 -b-> 2 <-a-> 3: states 1, 2 and 3 all accept a*, and the
         // component {2, 3} is decided after state 1.
         let mut dfa = Dfa::default();
-        let states = [(false, vec![(b'a', 1u32), (b'b', 2)]), (true, vec![(b'a', 1)]), (true, vec![(b'a', 3)]), (true, vec![(b'a', 2)])];
+        let states =
+            [(false, vec![(b'a', 1u32), (b'b', 2)]), (true, vec![(b'a', 1)]), (true, vec![(b'a', 3)]), (true, vec![(b'a', 2)])];
         for (fin, edges) in states {
             let first = dfa.bytes.len();
             for (b, t) in edges {

@@ -174,8 +174,8 @@ enum To {
 }
 
 /// The minimal automaton of JSON string contents whose decoded value is one of `keys` (sorted and
-/// distinct), or with `except` none of them. Errors with the automaton-size limit when the keys have more than
-/// `max_states` bytes in all, or the automaton more than `max_states` states.
+/// distinct), or with `except` none of them. Errors with the automaton-size limit when the keys
+/// have more than `max_states` bytes in all, or the automaton more than `max_states` states.
 ///
 /// States are interned bottom-up (trie nodes deepest first, each node's spelling trie leaves
 /// first) by (accepting, edges): equal signatures are equivalent states, and the parts that
