@@ -1,23 +1,64 @@
-# One entry point for the two things a fresh machine needs (see README).
+# One entry point for everything a fresh machine needs (see README). Every target works in the
+# project virtual environment .venv, created on first use with `uv` inside it; nothing is
+# installed into, or read from, the machine's own Python packages.
 SHARED ?= $(abspath ../shared)
 export GRAMMASK_SHARED ?= $(SHARED)
 PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+# uv installs into this venv only; its cache (~/.cache/uv) makes repeated installs fast.
+UV_PIP := $(UV) pip install --quiet --python $(PY)
+export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test install test-rust test-python
+.PHONY: demo test install install-test test-rust test-python lint wheel wheel-check docs \
+	test-integrations clean-venv
 
-# Build and install grammask (Rust extension via maturin), then run the offline demo.
-demo:
-	$(PYTHON) -m pip install -q .
-	grammask demo
+# The project environment: a plain venv (no system site-packages) holding uv.
+$(UV):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv
 
-# Install the package with its test extras, then run every Rust and Python test.
-test: install test-rust test-python
+# Build and install grammask (release build of the Rust extension), then run the offline demo.
+demo: $(UV)
+	$(UV_PIP) ".[demo]"
+	$(VENV)/bin/grammask demo
 
-install:
-	$(PYTHON) -m pip install -q -e ".[test]"
+# Install the package with its test extras (peer engines included), then run every test.
+test: install-test test-rust test-python
+
+install: $(UV)
+	$(UV_PIP) -e .
+
+install-test: $(UV)
+	$(UV_PIP) -e ".[test]"
 
 test-rust:
 	cargo test --profile ci
 
 test-python:
-	$(PYTHON) -m pytest -q
+	$(PY) -m pytest -q
+
+# Formatting and clippy for both crates (CI gate).
+lint:
+	bash .ci/lint
+
+# abi3 wheel (cp39-abi3), stripped release build, in target/wheels/.
+wheel: $(UV)
+	$(UV_PIP) "maturin>=1.5,<2"
+	rm -rf target/wheels
+	$(VENV)/bin/maturin build --release --strip --out target/wheels
+
+# Install the built wheel into a fresh venv (no other packages) and import it.
+wheel-check: wheel
+	bash .ci/wheel-check target/wheels
+
+docs: $(UV)
+	$(UV_PIP) -e ".[docs]"
+	$(VENV)/bin/mkdocs build --strict --site-dir target/site
+
+test-integrations:
+	bash .ci/integrations
+
+clean-venv:
+	rm -rf $(VENV)

@@ -53,14 +53,19 @@ def offline_tokenizer_info():
 
 
 def load_tokenizer(path: str):
+    start = time.perf_counter()
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        sys.exit("--tokenizer needs the 'transformers' package (pip install grammask[hf])")
+        raise RuntimeError("--tokenizer needs the 'transformers' package (pip install 'grammask[hf]')") from None
+    print(f"import transformers: {(time.perf_counter() - start) * 1e3:.0f} ms")
     from .tokenizer_info import TokenizerInfo
 
+    start = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(path)
-    return TokenizerInfo.from_huggingface(tok), tok
+    info = TokenizerInfo.from_huggingface(tok)
+    print(f"tokenizer load: {(time.perf_counter() - start) * 1e3:.0f} ms (after importing transformers)")
+    return info, tok
 
 
 def compile_grammar(compiler, path: Optional[str]) -> Tuple[object, str, object]:
@@ -152,16 +157,40 @@ def demo(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="grammask", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     d = sub.add_parser("demo", help="sample a grammar-constrained output offline")
-    d.add_argument("--tokenizer", help="a Hugging Face tokenizer directory (default: offline demo vocabulary)")
-    d.add_argument("--grammar", help="a .json schema, .ebnf/.gbnf grammar or .regex file (default: sample schema)")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--max-tokens", type=int, default=512)
+    d.add_argument("--tokenizer", metavar="DIR",
+                   help="a Hugging Face tokenizer directory (default: offline demo vocabulary)")
+    d.add_argument("--grammar", metavar="FILE",
+                   help="a .json schema, .ebnf/.gbnf grammar or .regex file (default: sample schema)")
+    d.add_argument("--seed", type=int, default=0, help="seed of the random logits (default: 0)")
+    d.add_argument("--max-tokens", type=int, default=512, metavar="N",
+                   help="stop after N tokens if the output has not ended (default: 512)")
+    d.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the full traceback of an error")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo(args)
-    return 2
+    try:
+        if args.command == "demo":
+            return demo(args)
+        return 2
+    except KeyboardInterrupt:
+        print("grammask: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI's one place that turns errors into a line
+        if getattr(args, "debug", False):
+            raise
+        print(f"grammask {args.command}: error: {_one_line(e)} (--debug shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: its type when that says something, then its first message line."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if isinstance(e, (FileNotFoundError, IsADirectoryError, PermissionError)) and e.filename:
+        return f"{e.strerror}: {e.filename}"
+    name = type(e).__name__
+    return f"{name}: {msg}" if msg else name
 
 
 if __name__ == "__main__":

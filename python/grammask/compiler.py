@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
 from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
-from .grammar import Grammar, schema_options, schema_to_str
+from .grammar import Grammar, _ebnf_either_dialect, schema_options, schema_to_str
 from .tokenizer_info import TokenizerInfo
 
 __all__ = ["CompiledGrammar", "GrammarCompiler"]
@@ -93,8 +93,11 @@ class GrammarCompiler:
         return CompiledGrammar(self._handle.compile_regex(regex))
 
     def compile_grammar(self, grammar: Union[str, Grammar], *, root_rule_name: str = "root") -> CompiledGrammar:
-        """Compile EBNF text or a :class:`Grammar`."""
+        """Compile EBNF text (either dialect, as :meth:`Grammar.from_ebnf` reads it) or a
+        :class:`Grammar`. Compiled grammars are cached by source."""
         if isinstance(grammar, str):
+            if "::=" not in grammar:  # ISO EBNF, or a GBNF error worth both dialects' messages
+                return CompiledGrammar(self._handle.compile_grammar(_ebnf_either_dialect(grammar, root_rule_name)))
             return CompiledGrammar(self._handle.compile_ebnf(grammar, root_rule_name))
         if isinstance(grammar, Grammar):
             return CompiledGrammar(self._handle.compile_grammar(grammar._handle))

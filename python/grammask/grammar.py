@@ -48,8 +48,14 @@ class Grammar:
 
     @staticmethod
     def from_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
-        """Parse XGrammar/GBNF-style EBNF (``name ::= expr``)."""
-        return Grammar(_core.Grammar.from_ebnf(ebnf_string, root_rule_name))
+        """Parse EBNF: the XGrammar/GBNF dialect (``name ::= expr``), or the ISO dialect
+        (``name = expr .``) when the text has no ``::=`` (see :meth:`from_iso_ebnf`).
+
+        Raises:
+            GrammarSyntaxError: the text parses in neither dialect; the message is the GBNF
+                parser's, followed by the ISO parser's when the text has no ``::=``.
+        """
+        return Grammar(_ebnf_either_dialect(ebnf_string, root_rule_name))
 
     @staticmethod
     def from_iso_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
@@ -114,6 +120,27 @@ class Grammar:
             return Grammar(_core.Grammar.deserialize_json(json_string))
         except DeserializeFormatError as e:
             raise _reraise_version(e) from None
+
+
+def _ebnf_either_dialect(text: str, root_rule_name: str) -> _core.Grammar:
+    """Parses GBNF-style EBNF; text without ``::=`` that fails as GBNF is tried as ISO EBNF.
+
+    The dialects cannot be confused: every GBNF rule contains ``::=``, which ISO EBNF never does.
+    """
+    from .exception import GrammarSyntaxError
+
+    try:
+        return _core.Grammar.from_ebnf(text, root_rule_name)
+    except GrammarSyntaxError as gbnf_error:
+        if "::=" in text:
+            raise
+        try:
+            return _core.Grammar.from_iso_ebnf(text, root_rule_name)
+        except GrammarSyntaxError as iso_error:
+            raise GrammarSyntaxError(
+                f"{gbnf_error}\n(the text has no '::=', so it was also read as ISO EBNF "
+                f"`rule = expr .`, which failed too: {iso_error})"
+            ) from None
 
 
 def schema_options(

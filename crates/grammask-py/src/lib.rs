@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod buffer;
 mod compiler;
 mod errors;
 mod grammar;

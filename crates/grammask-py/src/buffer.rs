@@ -1,0 +1,166 @@
+//! Writable int32 buffers from Python objects (numpy arrays, CPU torch tensors viewed as numpy),
+//! through the buffer protocol, for an abi3 (cp39-abi3) build.
+//!
+//! pyo3 only exposes the buffer protocol under the limited API from Python 3.11, where it
+//! joined the stable ABI. `PyObject_GetBuffer`, `PyBuffer_Release` and the `Py_buffer` layout
+//! below have not changed since Python 3.3, and every CPython 3.9+ exports them, so we declare
+//! them here. (A Windows abi3 build would link `python3.dll`, which lacks them before 3.11;
+//! grammask ships Linux and macOS wheels.)
+#![allow(unsafe_code)]
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::errors::invalid_argument;
+
+/// CPython's `Py_buffer` (Include/pybuffer.h), unchanged since Python 3.3.
+#[repr(C)]
+struct RawBuffer {
+    buf: *mut c_void,
+    obj: *mut pyo3::ffi::PyObject,
+    len: isize,
+    itemsize: isize,
+    readonly: c_int,
+    ndim: c_int,
+    format: *mut c_char,
+    shape: *mut isize,
+    strides: *mut isize,
+    suboffsets: *mut isize,
+    internal: *mut c_void,
+}
+
+extern "C" {
+    fn PyObject_GetBuffer(obj: *mut pyo3::ffi::PyObject, view: *mut RawBuffer, flags: c_int) -> c_int;
+    fn PyBuffer_Release(view: *mut RawBuffer);
+}
+
+/// `PyBUF_RECORDS_RO`: shape, strides and format, read-only allowed (checked below, so a
+/// read-only array gets our message rather than a generic BufferError).
+const PYBUF_RECORDS_RO: c_int = 0x0010 | 0x0008 | 0x0004;
+
+/// A C-contiguous, writable buffer of `rows * words` int32 elements.
+///
+/// Invariant: `raw.buf` points to `rows * words` initialized, 4-byte aligned int32 values that
+/// stay valid until `Drop` releases the view (the exporter is kept alive by `raw.obj`).
+pub struct Int32Buffer {
+    raw: Box<RawBuffer>,
+    pub rows: usize,
+    pub words: usize,
+}
+
+// SAFETY: the view only holds a pointer to memory owned by a Python object that `raw.obj` keeps
+// alive; moving the handle between threads moves no Python state. Release happens under the GIL.
+unsafe impl Send for Int32Buffer {}
+
+fn is_int32_format(format: *const c_char, itemsize: isize) -> bool {
+    if itemsize != 4 {
+        return false;
+    }
+    if format.is_null() {
+        return false; // unsigned bytes by default
+    }
+    // SAFETY: a non-null format is a NUL-terminated string owned by the view (buffer protocol).
+    let f = unsafe { CStr::from_ptr(format) }.to_bytes();
+    let f = match f {
+        [b'@' | b'=' | b'<', rest @ ..] => rest,
+        [b'>' | b'!', ..] => return cfg!(target_endian = "big") && matches!(&f[1..], b"i" | b"l"),
+        _ => f,
+    };
+    matches!(f, b"i" | b"l")
+}
+
+impl Int32Buffer {
+    /// Acquires and checks the buffer of `obj`: int32, writable, C-contiguous, 1-D or 2-D.
+    pub fn get(obj: &Bound<'_, PyAny>) -> PyResult<Int32Buffer> {
+        let wrong_type = || {
+            PyTypeError::new_err(
+                "the bitmask must be an int32 array (numpy or a CPU torch tensor); allocate it with allocate_token_bitmask()",
+            )
+        };
+        // SAFETY: an all-zero `Py_buffer` is a valid out-parameter; CPython fills it on success.
+        let mut raw: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: `obj` is a live object and we hold the GIL (`Bound`); `raw` is writable.
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *raw, PYBUF_RECORDS_RO) } != 0 {
+            // Clear the BufferError that CPython set; ours names what is expected.
+            drop(PyErr::take(obj.py()));
+            return Err(wrong_type());
+        }
+        // From here on `Drop` releases the view on every return path.
+        let view = Int32Buffer { raw, rows: 0, words: 0 };
+        view.check(wrong_type)
+    }
+
+    fn check(mut self, wrong_type: impl Fn() -> PyErr) -> PyResult<Int32Buffer> {
+        let r = &*self.raw;
+        if !is_int32_format(r.format, r.itemsize) {
+            return Err(wrong_type());
+        }
+        if r.readonly != 0 {
+            return Err(invalid_argument("the bitmask is read-only"));
+        }
+        let ndim = usize::try_from(r.ndim).unwrap_or(0);
+        // SAFETY: with PyBUF_RECORDS_RO, `shape` and `strides` point to `ndim` elements each.
+        let (shape, strides) = unsafe {
+            (std::slice::from_raw_parts(r.shape, ndim), std::slice::from_raw_parts(r.strides, ndim))
+        };
+        let (rows, words) = match *shape {
+            [w] => (1, w),
+            [rr, w] => (rr, w),
+            ref s => return Err(invalid_argument(format!("the bitmask must be 1-D or 2-D, got shape {s:?}"))),
+        };
+        let (rows, words) = (usize::try_from(rows).unwrap_or(0), usize::try_from(words).unwrap_or(0));
+        // C-contiguous: the last stride is 4 bytes, the row stride `words * 4` (any stride is
+        // fine on a dimension of length 1).
+        let contiguous = match *strides {
+            [s] => words <= 1 || s == 4,
+            [s0, s1] => (words <= 1 || s1 == 4) && (rows <= 1 || s0 == 4 * words as isize),
+            _ => false,
+        };
+        if !contiguous {
+            return Err(invalid_argument("the bitmask must be C-contiguous"));
+        }
+        if (r.buf as usize) % 4 != 0 {
+            return Err(invalid_argument("the bitmask is not 4-byte aligned"));
+        }
+        self.rows = rows;
+        self.words = words;
+        Ok(self)
+    }
+
+    pub fn check_row(&self, index: usize) -> PyResult<()> {
+        if index >= self.rows {
+            return Err(invalid_argument(format!(
+                "bitmask row index {index} is out of range for a bitmask with {} rows",
+                self.rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into row `index` and clears the rest of the row.
+    pub fn write_row(&mut self, index: usize, src: &[u32]) -> PyResult<()> {
+        self.check_row(index)?;
+        let ptr = self.raw.buf.cast::<u32>();
+        // SAFETY: `check` established the struct invariant (`rows * words` aligned int32
+        // elements, writable, C-contiguous) and `check_row` that `index < rows`, so the row
+        // `[index * words, (index + 1) * words)` lies inside the buffer; u32 and i32 share size
+        // and alignment. `&mut self` is the only handle to this view in Rust; callers hold the
+        // GIL, so no Python code writes the buffer meanwhile.
+        // PERF: replaces a per-element `Cell::set` loop plus a temporary row (~3 us of a 6 us
+        // memoized fill on Llama 3's 4,008-word rows).
+        let row = unsafe { std::slice::from_raw_parts_mut(ptr.add(index * self.words), self.words) };
+        let n = src.len().min(self.words);
+        row[..n].copy_from_slice(&src[..n]);
+        row[n..].fill(0);
+        Ok(())
+    }
+}
+
+impl Drop for Int32Buffer {
+    fn drop(&mut self) {
+        // SAFETY: the view was filled by a successful PyObject_GetBuffer and is released once;
+        // releasing needs the GIL.
+        Python::with_gil(|_| unsafe { PyBuffer_Release(&mut *self.raw) });
+    }
+}
