@@ -2,10 +2,12 @@
 //! No algorithm lives here.
 use pyo3::prelude::*;
 
+mod alloc;
+
 /// PERF: compiling a schema allocates thousands of small buffers (automata rows, rule sets,
 /// grammar nodes); with the system allocator, allocation took a sixth of a typical compile.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::Allocator = alloc::Allocator;
 
 mod buffer;
 mod compiler;
