@@ -9,6 +9,7 @@ mod alloc;
 #[global_allocator]
 static GLOBAL: alloc::Allocator = alloc::Allocator;
 
+mod apply;
 mod buffer;
 mod compiler;
 mod errors;
@@ -27,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<compiler::PyCompiledGrammar>()?;
     m.add_class::<matcher::PyGrammarMatcher>()?;
     m.add_function(wrap_pyfunction!(matcher::batch_fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(apply::apply_token_bitmask_inplace_cpu, m)?)?;
     Ok(())
 }
