@@ -3,7 +3,7 @@
 //! Pipeline: text front ends ([`ebnf`], [`regex`], [`json_schema`]) produce a [`grammar::Grammar`]
 //! (rules over an expression arena). [`compiler`] turns each rule body into a byte-level automaton
 //! whose edges are byte ranges or rule references, and pairs it with a [`vocab::Vocabulary`] into a
-//! shared, immutable [`compiler::CompiledGrammar`]. A [`matcher::Matcher`] runs an Earley parser over
+//! shared, immutable [`compiled::CompiledGrammar`]. A [`matcher::Matcher`] runs an Earley parser over
 //! those automata ([`earley`]), one chart row per input byte, and [`mask`] computes the set of tokens
 //! that keep the input a valid prefix, memoizing per parser kernel state in the compiled grammar.
 //!
@@ -20,6 +20,7 @@ pub mod bitset;
 pub mod builtin;
 pub mod cache;
 pub mod combine;
+pub mod compiled;
 pub mod compiler;
 pub mod earley;
 pub mod ebnf;
@@ -36,6 +37,7 @@ pub mod print;
 pub mod regex;
 pub mod serialize;
 pub mod slice;
+pub mod token_index;
 pub mod trie;
 pub mod vocab;
 
