@@ -69,7 +69,7 @@ pub fn utf8_sequences(ranges: &[(u32, u32)]) -> Vec<Vec<(u8, u8)>> {
     out
 }
 
-pub(super) fn encode_utf8(c: u32) -> Vec<u8> {
+fn encode_utf8(c: u32) -> Vec<u8> {
     char::from_u32(c).map(|ch| ch.to_string().into_bytes()).unwrap_or_default()
 }
 
