@@ -16,6 +16,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod bitset;
 pub mod builtin;
 pub mod cache;
@@ -28,6 +29,7 @@ pub mod error;
 pub mod fasthash;
 pub mod follow;
 pub mod grammar;
+pub mod grammar_compiler;
 pub mod json_string;
 pub mod json_schema;
 pub mod limits;

@@ -77,3 +77,10 @@ pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<
     let doc = resolve::Doc::new(&value)?;
     compile::Conv::new(doc, options).run()
 }
+
+/// Converts a JSON Schema document (text) into a [`Grammar`](crate::grammar::Grammar) whose root
+/// rule is `root` (through [`json_schema_to_ebnf`]).
+pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
+    let text = json_schema_to_ebnf(schema, options)?;
+    crate::ebnf::parse_ebnf(&text, "root")
+}

@@ -170,3 +170,10 @@ pub fn regex_to_ebnf_with(pattern: &str, rule_name: &str, flags: RegexFlags) -> 
     }
     Regex::parse(pattern, flags)?.to_ebnf(rule_name)
 }
+
+/// `Grammar.from_regex`: [`regex_to_ebnf`] parsed into a [`Grammar`](crate::grammar::Grammar)
+/// whose root rule is `root`.
+pub fn regex_to_grammar(pattern: &str) -> Result<crate::grammar::Grammar> {
+    let text = regex_to_ebnf(pattern, "root")?;
+    crate::ebnf::parse_ebnf(&text, "root")
+}
