@@ -18,7 +18,7 @@ pub(super) const INLINE_LEXICAL_MAX_STATES: usize = 512;
 /// ... and, when it uses other rules, while its copies add up to at most this many states: the
 /// property rules of an open object are used by each of its up to 2^n subset rules, and copying
 /// them into every one multiplied the automata's build time. Leaf rules (`json_char`, `ws`) are
-/// always copied: string bodies without rule edges are what the kernel shortcuts of `slice.rs`
+/// always copied: string bodies without rule edges are what the kernel shortcuts of `slice/`
 /// recognise.
 pub(super) const INLINE_LEXICAL_TOTAL_STATES: usize = 1024;
 /// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
