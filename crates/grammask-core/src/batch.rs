@@ -11,7 +11,7 @@ use crate::matcher::Matcher;
 /// one, and no more than the machine's available parallelism), each taking a contiguous chunk.
 /// Returns the first error in batch order; a panicking thread is an `Internal` error.
 pub fn batch_fill_next_token_bitmask(work: &mut [(&mut Matcher, &mut Vec<u32>)], max_threads: usize) -> Result<()> {
-    let threads = max_threads.clamp(1, std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = max_threads.clamp(1, std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
     let n = work.len();
     let results: Vec<Result<bool>> = {
         let chunk = work.len().div_ceil(threads).max(1);

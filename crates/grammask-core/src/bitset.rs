@@ -83,6 +83,14 @@ impl Bitset {
     }
 }
 
+/// The bits `lo..=hi` of a 128-bit set of ASCII bytes (`hi <= 0x7F`; empty when `lo > hi`).
+pub fn ascii_range(lo: u8, hi: u8) -> u128 {
+    if lo > hi {
+        return 0;
+    }
+    (u128::MAX >> (127 - (hi - lo))) << lo
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,12 +118,4 @@ mod tests {
         }
         assert_eq!(a.words().len(), 3);
     }
-}
-
-/// The bits `lo..=hi` of a 128-bit set of ASCII bytes (`hi <= 0x7F`; empty when `lo > hi`).
-pub fn ascii_range(lo: u8, hi: u8) -> u128 {
-    if lo > hi {
-        return 0;
-    }
-    (u128::MAX >> (127 - (hi - lo))) << lo
 }

@@ -425,8 +425,7 @@ impl Chart {
             for &(rr, t) in a.rule_edges(it.state) {
                 waiting.push(rr, (j - 1) as u32);
                 self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la });
-                for k in 0..empty_ends.len() {
-                    let (er, lo, la) = empty_ends[k];
+                for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {
                         self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
                     }

@@ -30,6 +30,8 @@ pub mod fasthash;
 pub mod follow;
 pub mod grammar;
 pub mod grammar_compiler;
+// Lint fixes in this file wait for its concurrent rework (canonical JSON spellings).
+#[allow(clippy::needless_for_each, clippy::type_complexity)]
 pub mod json_string;
 pub mod json_schema;
 pub mod limits;

@@ -142,7 +142,7 @@ fn classify_walk(
     for &interned in modes {
         let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, budget, &mut *on_budget);
         match w.classify(state, sc)? {
-            false if w.memo.as_ref().is_some_and(|m| m.full) => continue,
+            false if w.memo.as_ref().is_some_and(|m| m.full) => {}
             false => return Ok(None),
             true => {
                 let KernelWalk { uncertain, suffixes, accepted, .. } = w;
@@ -519,7 +519,7 @@ impl KernelWalk<'_> {
             }
             // Only a node with that many descendants can have that many children.
             if let Some(kids) = (sub - i > WIDE_MIN_CHILDREN).then(|| trie.wide_children(i)).flatten() {
-                if let Some(visit) = self.children_to_visit(frame)? {
+                if let Some(visit) = self.children_to_visit(frame) {
                     for &c in kids {
                         let c = c as usize;
                         if visit.contains(nodes[c].byte) && !self.walk(c, nodes[c].subtree_end as usize, base)? {
@@ -539,11 +539,11 @@ impl KernelWalk<'_> {
     /// those `frame` can read, plus FOLLOW when the kernel's rule ended right there. A child
     /// outside them fails at once and records nothing (`record_uncertain` keeps no rule end of
     /// its path). `None` when an earlier end on the path could record such a child's tokens.
-    fn children_to_visit(&mut self, frame: Frame) -> Result<Option<ByteSet>> {
+    fn children_to_visit(&mut self, frame: Frame) -> Option<ByteSet> {
         let d = self.ends.len();
         let follows = |x: u8| self.follow.as_ref().is_none_or(|f| f.contains(x));
         if (0..d.saturating_sub(1)).any(|k| self.ends[k] && follows(self.path[k + 1])) {
-            return Ok(None);
+            return None;
         }
         let mut visit = match frame {
             Frame::Virtual(it, _) => *self.readable_states.entry(it.state).or_insert_with(|| state_bytes(self.a, it.state)),
@@ -560,10 +560,10 @@ impl KernelWalk<'_> {
         if self.ends.last() == Some(&true) {
             match &self.follow {
                 Some(f) => visit.union(f),
-                None => return Ok(None),
+                None => return None,
             };
         }
-        Ok(Some(visit))
+        Some(visit)
     }
 
     /// The run index that applies at `frame`: a virtual item whose state reads every run of its
@@ -765,7 +765,7 @@ impl KernelWalk<'_> {
                         Some(false) => {}
                     }
                 }
-                for &m in nodes.iter() {
+                for &m in nodes {
                     if !self.walk_break(m as usize, d, base, looping)? {
                         return Ok(false);
                     }
@@ -1154,6 +1154,7 @@ fn kernel_ended(a: &Automata, row: &[Item]) -> bool {
 
 /// Records every token in the subtree of node `i` (whose byte path is `path`) as uncertain for
 /// each depth at which the path ended the kernel's rule (`ends[k]`: after `k + 1` bytes).
+#[allow(clippy::type_complexity)] // the walk's three output lists, borrowed together
 fn record_uncertain(
     trie: &TokenTrie,
     i: usize,

@@ -294,7 +294,7 @@ mod reference {
                 .collect(),
             Expr::Seq(xs) => {
                 let mut acc: Lang = [Vec::new()].into();
-                for &x in xs.iter() {
+                for &x in xs {
                     acc = concat(&acc, &eval(g, x, rules, cap), cap);
                 }
                 acc

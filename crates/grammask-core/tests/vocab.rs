@@ -8,8 +8,7 @@ use serde_json::Value;
 
 fn tokenizer_json(family: &str) -> Option<Value> {
     let root = std::env::var_os("GRAMMASK_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"), PathBuf::from);
     let path = root.join("tokenizers").join(family).join("tokenizer.json");
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("tokenizer.json is JSON")),

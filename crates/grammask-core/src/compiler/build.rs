@@ -58,7 +58,7 @@ impl Automata {
             vec![work()]
         } else {
             std::thread::scope(|sc| {
-                let handles: Vec<_> = (1..workers).map(|_| sc.spawn(&work)).collect();
+                let handles: Vec<_> = (1..workers).map(|_| sc.spawn(work)).collect();
                 let mut parts = vec![work()];
                 parts.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
                 parts

@@ -65,7 +65,7 @@ impl Automata {
         }
         let mut next: Vec<StateId> = Vec::new();
         let mut dead = false;
-        for &q in t.sets[la as usize].iter() {
+        for &q in &t.sets[la as usize] {
             match self.step(q, byte) {
                 None => dead = true,
                 Some(q2) if self.state(q2).is_final => {}

@@ -86,8 +86,8 @@ pub(super) fn quotient(dfa: &Dfa, class: &[u32], n_classes: usize) -> Dfa {
     // Renumber so the start state's class is 0, in first-seen order.
     let mut renum: Vec<u32> = vec![u32::MAX; n_classes];
     let mut order: Vec<usize> = Vec::with_capacity(n_classes);
-    for s in 0..n {
-        let c = class[s] as usize;
+    for (s, &c) in class[..n].iter().enumerate() {
+        let c = c as usize;
         if renum[c] == u32::MAX {
             renum[c] = order.len() as u32;
             order.push(s);

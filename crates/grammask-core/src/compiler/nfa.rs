@@ -134,7 +134,7 @@ impl Nfa<'_> {
             Expr::Bytes(b) => {
                 let start = self.new_state(budget)?;
                 let mut cur = start;
-                for &byte in b.iter() {
+                for &byte in b {
                     let next = self.new_state(budget)?;
                     self.byte_edges.push((cur, (byte, byte, next)));
                     cur = next;
@@ -175,7 +175,7 @@ impl Nfa<'_> {
             Expr::Choice(items) => {
                 let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
-                for &x in items.iter() {
+                for &x in items {
                     let (s, t) = self.build(g, x, budget)?;
                     self.eps_edges.push((start, s));
                     self.eps_edges.push((t, end));

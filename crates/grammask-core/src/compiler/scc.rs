@@ -288,7 +288,9 @@ pub(super) fn scc_partition(dfa: &Dfa, sc: &mut SccScratch) -> Option<usize> {
         }
         match joined {
             Some(c) => {
-                comp.iter().for_each(|&s| class[s as usize] = c);
+                for &s in comp.iter() {
+                    class[s as usize] = c;
+                }
                 class_loops.truncate(n_classes as usize);
             }
             None => n_classes += count as u32,

@@ -351,7 +351,7 @@ fn is_multiple(x: &Dec, d: &Dec) -> Option<bool> {
     let scaled = |v: &Dec| -> Vec<u8> {
         let mut digits = v.int.clone();
         digits.extend_from_slice(&v.frac);
-        digits.extend(std::iter::repeat(0).take(s - v.frac.len()));
+        digits.extend(std::iter::repeat_n(0, s - v.frac.len()));
         digits
     };
     let mut p: u128 = 0;

@@ -101,7 +101,7 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() + 0 && i + 2 <= bytes.len() - 1 {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
             if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
                 out.push(v);
                 i += 3;
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn refs_resolve_pointers_and_anchors() {
         let v: Value = serde_json::from_str(
-            r##"{"$defs":{"a":{"$anchor":"A","type":"string"},"b":{"$id":"http://e.com/b","$defs":{"c":{}}}}}"##,
+            r#"{"$defs":{"a":{"$anchor":"A","type":"string"},"b":{"$id":"http://e.com/b","$defs":{"c":{}}}}}"#,
         )
         .unwrap();
         let mut d = Doc::new(&v).unwrap();

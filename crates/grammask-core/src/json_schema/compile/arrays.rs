@@ -4,7 +4,7 @@
 //! Pipeline place: called from `scalars.rs` ([`Conv::emit_base`]) for the array type.
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     pub(super) fn emit_array(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
         // `contains` with minContains 0 and no maxContains holds for every array.
         let counted: Vec<&(SchemaId, u64, Option<u64>, String)> =

@@ -5,7 +5,7 @@
 //! applicator-free goals to the per-type writers (`scalars.rs`).
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     pub(super) fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
         // A goal held to a finite `enum`/`const` is decided value by value by the validator,
         // applicators and negations included (see `emit_base`): exact without distributing them.
@@ -114,7 +114,7 @@ impl<'a> Conv<'a> {
         for k in ["dependencies", "dependentSchemas"] {
             let Some(Value::Object(o)) = map.get(k) else { continue };
             for (name, dep) in o {
-                let trivial = matches!(dep, Value::Bool(true) | Value::Array(_)) || dep.as_object().is_some_and(|x| x.is_empty());
+                let trivial = matches!(dep, Value::Bool(true) | Value::Array(_)) || dep.as_object().is_some_and(serde_json::Map::is_empty);
                 if !trivial {
                     out.push((name.clone(), self.doc.child(id, &[k, name])));
                 }
@@ -133,7 +133,7 @@ impl<'a> Conv<'a> {
         let mut negs: Vec<Neg> = Vec::new();
         if mx.types == 0 {
             // ¬false = true
-            return Ok(self.rule_for(g.clone())?);
+            return self.rule_for(g.clone());
         }
         let refuse = |what: &str| Err(unsupported(ptr, format!("not: cannot negate {what} exactly")));
         if mx.types != ALL {

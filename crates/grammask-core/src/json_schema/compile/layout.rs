@@ -4,7 +4,7 @@
 //! Pipeline place: used by the array, object and value writers.
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     /// Layout depth of a container's children: only `indent` layouts depend on depth.
     pub(super) fn child_depth(&self, depth: u32) -> u32 {
         if self.opts.indent.is_some() && !self.opts.any_whitespace {

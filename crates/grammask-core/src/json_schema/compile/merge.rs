@@ -4,7 +4,7 @@
 //! Pipeline place: the first step of emitting every goal ([`Conv::rule_for`], `goals.rs`).
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     pub(super) fn merge(&mut self, g: &Goal) -> Result<Merged> {
         let mut m = Merged {
             types: ALL,
@@ -180,10 +180,8 @@ impl<'a> Conv<'a> {
                         let n = as_count(v, &kp)?;
                         m.max_items = Some(m.max_items.map_or(n, |o| o.min(n)));
                     }
-                    "uniqueItems" => {
-                        if v == &Value::Bool(true) {
-                            m.unique = Some(kp);
-                        }
+                    "uniqueItems" if v == &Value::Bool(true) => {
+                        m.unique = Some(kp);
                     }
                     "contains" => {
                         let lo = match map.get("minContains") {
@@ -285,10 +283,8 @@ impl<'a> Conv<'a> {
                             m.pending.push((id, kind, kp));
                         }
                     }
-                    "not" => {
-                        if !g.done.contains(&(id, Kind::Not)) {
-                            m.pending.push((id, Kind::Not, kp));
-                        }
+                    "not" if !g.done.contains(&(id, Kind::Not)) => {
+                        m.pending.push((id, Kind::Not, kp));
                     }
                     "if" => {
                         let matters = map.contains_key("then") || map.contains_key("else") || self.has_uneval;

@@ -4,7 +4,7 @@
 //! Pipeline place: called from `scalars.rs` ([`Conv::emit_base`]) for the object type.
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     pub(super) fn emit_object(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let d = self.child_depth(g.depth);
         let closed_by_strict =
@@ -187,7 +187,7 @@ impl<'a> Conv<'a> {
                 let c2 = if need_count { c + 1 } else { 0 };
                 let over = need_count && m.max_props.is_some_and(|x| c2 > x);
                 if !over {
-                    let c2 = c2.min(cap.max(if need_count { 0 } else { 0 }));
+                    let c2 = c2.min(cap);
                     let c2 = if need_count && m.max_props.is_none() { c2.min(m.min_props) } else { c2 };
                     let pre = if s { format!("{sep} ") } else { String::new() };
                     alts.push(format!("{pre}{entry} {}", rname(i + 1, c2, true)));

@@ -5,7 +5,7 @@
 //! come from `numeric.rs`, string bodies from `jstr.rs`.
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     pub(super) fn emit_base(&mut self, g: &Goal, m: &Merged) -> Result<Option<String>> {
         if let Some(vals) = &m.enums {
             let mut alts = Vec::new();

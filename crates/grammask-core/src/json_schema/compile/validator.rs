@@ -5,7 +5,7 @@
 //! `goals.rs`.
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     pub(super) fn valid_goal(&mut self, g: &Goal, v: &Value) -> Result<bool> {
         for &id in &g.ids {
             if !self.valid(id, v, 0)? {
@@ -24,11 +24,11 @@ impl<'a> Conv<'a> {
             let hit = match n {
                 Neg::Types(t) => value_type(v) & t != 0,
                 Neg::Values(vs) => vs.iter().any(|s| *s == canonical(v)),
-                Neg::Absent(k) => !v.as_object().is_some_and(|o| !o.contains_key(k)),
+                Neg::Absent(k) => v.as_object().is_none_or(|o| o.contains_key(k)),
                 Neg::Below(d, incl) => !num.as_ref().is_some_and(|x| x < d || (*incl && x == d)),
                 Neg::Above(d, incl) => !num.as_ref().is_some_and(|x| x > d || (*incl && x == d)),
-                Neg::ShortStr(k) => !text.is_some_and(|t| t.chars().count() as u64 <= *k),
-                Neg::LongStr(k) => !text.is_some_and(|t| t.chars().count() as u64 >= *k),
+                Neg::ShortStr(k) => text.is_none_or(|t| t.chars().count() as u64 > *k),
+                Neg::LongStr(k) => text.is_none_or(|t| (t.chars().count() as u64) < *k),
                 Neg::NoMatch(p) => match text {
                     None => true,
                     Some(t) => {

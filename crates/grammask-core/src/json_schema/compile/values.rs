@@ -3,7 +3,7 @@
 //! Pipeline place: used by the writers when a goal's values are a finite list.
 use super::*;
 
-impl<'a> Conv<'a> {
+impl Conv<'_> {
     /// EBNF for every spelling of the JSON value `v` under the layout at `depth`.
     pub(super) fn spell_value(&mut self, v: &Value, depth: u32) -> Result<String> {
         Ok(match v {
