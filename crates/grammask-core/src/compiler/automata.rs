@@ -195,7 +195,7 @@ impl Automata {
 }
 
 /// Two independent 64-bit FNV-style streams with a final avalanche: a 128-bit structural hash.
-pub(super) fn hash_words(words: &[u64]) -> u128 {
+fn hash_words(words: &[u64]) -> u128 {
     let (mut a, mut b) = (0xCBF2_9CE4_8422_2325u64, 0x8422_2325_CBF2_9CE4u64);
     for &w in words {
         a = (a ^ w).wrapping_mul(0x0000_0100_0000_01B3);

@@ -106,19 +106,19 @@ impl Automata {
 /// Rule automata are built on up to this many threads, one per this many rules.
 /// PERF: a typical JSON Schema has dozens of rule automata (properties, key sets, values), built
 /// independently; two threads take a third off a sub-millisecond compile.
-pub(super) const MAX_BUILD_THREADS: usize = 4;
-pub(super) const RULES_PER_THREAD: usize = 48;
+const MAX_BUILD_THREADS: usize = 4;
+const RULES_PER_THREAD: usize = 48;
 
 /// The threads rule automata may be built on. Looked up once: the standard library reads the
 /// cgroup quota files on every call.
-pub(super) fn build_threads() -> usize {
+fn build_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from).min(MAX_BUILD_THREADS))
 }
 
 /// Runs `f` with a share of the grammar's state budget: all that is left when it starts, then
 /// takes what it used from `budget`; a budget other rules used up meanwhile is exceeded.
-pub(super) fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>) -> Result<T> {
+fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>) -> Result<T> {
     let start = budget.load(Ordering::Relaxed);
     let mut left = start;
     let out = f(&mut left)?;
@@ -129,7 +129,7 @@ pub(super) fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) ->
     Ok(out)
 }
 
-pub(super) fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Automata {
+fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Automata {
     let mut a = Automata {
         states: Vec::new(),
         byte_edges: Vec::new(),
@@ -168,7 +168,7 @@ pub(super) fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, D
 
 impl Automata {
     /// Removes unproductive rules and dead states (see module invariants).
-    pub(super) fn prune(&mut self) -> Result<()> {
+    fn prune(&mut self) -> Result<()> {
         let n_rules = self.rule_start.len();
         let n = self.states.len();
         // live[s]: s reaches a final state of its rule using bytes and productive rules.

@@ -14,7 +14,7 @@ use crate::limits;
 /// PERF: replaces `HashMap<Vec<u32>, u32>` (`SipHash`, one allocation per key) in the hot loop
 /// of subset construction.
 pub(super) struct SeqTable {
-    pub(super) data: Vec<u32>,
+    data: Vec<u32>,
     /// `ends[i]`: end of sequence `i` in `data` (it starts at `ends[i - 1]`, or 0).
     pub(super) ends: Vec<u32>,
     pub(super) hashes: Vec<u64>,
@@ -87,7 +87,7 @@ impl SeqTable {
         (id, true)
     }
 
-    pub(super) fn grow(&mut self) {
+    fn grow(&mut self) {
         let size = self.slots.len() * 2;
         self.slots.clear();
         self.slots.resize(size, 0);
@@ -104,14 +104,14 @@ impl SeqTable {
 
 /// Scratch state of the subset construction.
 #[derive(Default)]
-pub(super) struct Closure {
+struct Closure {
     /// `mark[s] == stamp`: NFA state `s` was visited by the current closure.
     pub(super) mark: Vec<u32>,
     pub(super) stamp: u32,
     pub(super) stack: Vec<u32>,
     /// NFA states with a byte or rule edge, or the end state: the rest only lead elsewhere by
     /// epsilon edges, so two closures with the same important states behave the same.
-    pub(super) important: Vec<bool>,
+    important: Vec<bool>,
 }
 
 impl Closure {
@@ -252,20 +252,20 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
 /// reused, only the allocations).
 #[derive(Default)]
 pub(super) struct Scratch {
-    pub(super) closure: Closure,
+    closure: Closure,
     pub(super) table: SeqTable,
     pub(super) set: Vec<u32>,
     pub(super) targets: Vec<u32>,
-    pub(super) closed: Vec<u32>,
-    pub(super) triples: Vec<(u8, u8, u32)>,
+    closed: Vec<u32>,
+    triples: Vec<(u8, u8, u32)>,
     pub(super) bounds: Vec<u16>,
-    pub(super) active: Vec<(u16, u32)>,
-    pub(super) by_rule: Vec<(RuleId, u32)>,
+    active: Vec<(u16, u32)>,
+    by_rule: Vec<(RuleId, u32)>,
     pub(super) single: Vec<u32>,
 }
 
 /// The DFA state of the NFA state set `set`, counting a new one against `budget`.
-pub(super) fn intern_set(table: &mut SeqTable, set: &[u32], budget: &mut usize) -> Result<u32> {
+fn intern_set(table: &mut SeqTable, set: &[u32], budget: &mut usize) -> Result<u32> {
     let (id, new) = table.intern(set);
     if new {
         if *budget == 0 {

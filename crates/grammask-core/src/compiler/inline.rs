@@ -10,17 +10,17 @@ use crate::grammar::{Expr, ExprId, Grammar};
 /// their classification is shared wherever the rule is used.
 /// A rule referenced from one place is inlined up to this size; a shared rule (e.g. `string`
 /// used by every property) only when tiny, so its states, and their cached masks, stay shared.
-pub(super) const INLINE_MAX_STATES: usize = 4096;
-pub(super) const INLINE_SHARED_MAX_STATES: usize = 32;
+const INLINE_MAX_STATES: usize = 4096;
+const INLINE_SHARED_MAX_STATES: usize = 32;
 /// A shared rule that references no other (non-inlined) rule, like `json_char`, is inlined up to
 /// this size: plain regions walk fast, and equal copies hash alike for the shared kernel cache.
-pub(super) const INLINE_LEXICAL_MAX_STATES: usize = 512;
+const INLINE_LEXICAL_MAX_STATES: usize = 512;
 /// ... and, when it uses other rules, while its copies add up to at most this many states: the
 /// property rules of an open object are used by each of its up to 2^n subset rules, and copying
 /// them into every one multiplied the automata's build time. Leaf rules (`json_char`, `ws`) are
 /// always copied: string bodies without rule edges are what the kernel shortcuts of `slice/`
 /// recognise.
-pub(super) const INLINE_LEXICAL_TOTAL_STATES: usize = 1024;
+const INLINE_LEXICAL_TOTAL_STATES: usize = 1024;
 /// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
 pub(super) const INLINE_MAX_DEPTH: u32 = 8;
 
@@ -90,7 +90,7 @@ pub(super) fn inline_plan(g: &Grammar) -> Vec<bool> {
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
 /// `memo` (indexed by expression) is shared by all calls: an expression's estimate only depends
 /// on the rules it references, which are all decided before any rule using it (Kahn's order).
-pub(super) fn estimate(
+fn estimate(
     g: &Grammar,
     e: ExprId,
     inline: &[bool],

@@ -16,7 +16,7 @@ pub const LA_NONE: u32 = 0;
 pub(super) struct LaTable {
     pub(super) sets: Vec<Box<[StateId]>>,
     pub(super) ids: HashMap<Box<[StateId]>, u32>,
-    pub(super) trans: HashMap<(u32, u8), u32>,
+    trans: HashMap<(u32, u8), u32>,
 }
 
 impl LaTable {

@@ -11,7 +11,7 @@ use super::refine::Refiner;
 use super::scc::{scc_partition, SccScratch};
 
 /// Rule automata larger than this are not minimized (see [`minimize`]).
-pub(super) const MINIMIZE_MAX_STATES: usize = 2_000;
+const MINIMIZE_MAX_STATES: usize = 2_000;
 
 /// Appends state `s`'s signature under a partition (`class` of each state): its byte ranges with
 /// their target classes (adjacent ranges with the same class merged), a separator, its rule edges

@@ -13,7 +13,7 @@ use crate::limits;
 use std::collections::HashMap;
 
 /// The UTF-8 byte-range sequences of a character class (see [`utf8_sequences`]).
-pub(super) type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
+type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
 
 /// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
 /// them by source state (compressed rows).
@@ -42,7 +42,7 @@ pub(super) struct Nfa<'a> {
 }
 
 impl Nfa<'_> {
-    pub(super) fn new_state(&mut self, budget: &mut usize) -> Result<u32> {
+    fn new_state(&mut self, budget: &mut usize) -> Result<u32> {
         if *budget == 0 {
             return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
         }
@@ -106,7 +106,7 @@ impl Nfa<'_> {
     /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
     /// grammar's nesting limit (an IR invariant).
     /// A fragment for the character class `e` (UTF-8 byte sequences, cached per expression).
-    pub(super) fn build_class(&mut self, e: ExprId, ranges: &[(u32, u32)], budget: &mut usize) -> Result<(u32, u32)> {
+    fn build_class(&mut self, e: ExprId, ranges: &[(u32, u32)], budget: &mut usize) -> Result<(u32, u32)> {
         let start = self.new_state(budget)?;
         let end = self.new_state(budget)?;
         let seqs = if let Some(seqs) = self.classes.get(&e) {

@@ -15,29 +15,29 @@ pub(super) struct Refiner<'a> {
     pub(super) dfa: &'a Dfa,
     pub(super) block_of: Vec<u32>,
     pub(super) elems: Vec<u32>,
-    pub(super) loc: Vec<u32>,
+    loc: Vec<u32>,
     pub(super) first: Vec<u32>,
     pub(super) past: Vec<u32>,
     /// Blocks waiting for a full examination.
     pub(super) queued: Vec<bool>,
     pub(super) queue: Vec<u32>,
     /// Predecessors of each state (compressed rows).
-    pub(super) pred_start: Vec<u32>,
-    pub(super) preds: Vec<u32>,
+    pred_start: Vec<u32>,
+    preds: Vec<u32>,
     /// `mark[s] == stamp`: `s` is touched by the current batch of moves.
     pub(super) mark: Vec<u32>,
     pub(super) stamp: u32,
     /// States moved to new blocks, whose predecessors are not re-examined yet.
     pub(super) moved: Vec<u32>,
-    pub(super) sig_data: Vec<u32>,
-    pub(super) sig_span: Vec<(u32, u32)>,
-    pub(super) sig_hash: Vec<u64>,
+    sig_data: Vec<u32>,
+    sig_span: Vec<(u32, u32)>,
+    sig_hash: Vec<u64>,
     /// Scratch buffers of `examine` and `propagate`.
     pub(super) order: Vec<u32>,
     pub(super) groups: Vec<(usize, usize)>,
-    pub(super) buf: Vec<u32>,
-    pub(super) pairs: Vec<(u32, u32)>,
-    pub(super) touched: Vec<u32>,
+    buf: Vec<u32>,
+    pairs: Vec<(u32, u32)>,
+    touched: Vec<u32>,
 }
 
 impl Refiner<'_> {
@@ -49,12 +49,12 @@ impl Refiner<'_> {
         (start, self.sig_data.len() as u32)
     }
 
-    pub(super) fn sig_slice(&self, span: (u32, u32)) -> &[u32] {
+    fn sig_slice(&self, span: (u32, u32)) -> &[u32] {
         &self.sig_data[span.0 as usize..span.1 as usize]
     }
 
     /// Moves `states` (members of block `b`) into a new block.
-    pub(super) fn move_out(&mut self, b: usize, states: &[u32]) {
+    fn move_out(&mut self, b: usize, states: &[u32]) {
         let z = self.first.len();
         let old_past = self.past[b];
         for &s in states {
@@ -120,7 +120,7 @@ impl Refiner<'_> {
 
     /// The second half of [`Refiner::examine`]: `groups` (ranges of `order`, indices into
     /// `touched`) have distinct signatures.
-    pub(super) fn split_groups(&mut self, b: usize, touched: &[u32], order: &[u32], groups: &[(usize, usize)]) {
+    fn split_groups(&mut self, b: usize, touched: &[u32], order: &[u32], groups: &[(usize, usize)]) {
         let size = (self.past[b] - self.first[b]) as usize;
         // The untouched members form one more group; a touched group with their signature
         // joins them.

@@ -8,40 +8,40 @@ use super::dfa::Dfa;
 
 /// Marks, in a signature of [`scc_partition`], an edge back into the class being decided (a
 /// self-loop).
-pub(super) const SELF: u32 = u32::MAX - 1;
+const SELF: u32 = u32::MAX - 1;
 
 /// Strongly connected components above this size make [`minimize`] fall back to refining the
 /// whole automaton (Moore's rounds inside a component take up to one round per state).
-pub(super) const SCC_MOORE_MAX_STATES: usize = 128;
+const SCC_MOORE_MAX_STATES: usize = 128;
 
 /// At most this many looping classes are tried per state as an unrolled self-loop (see
 /// [`scc_partition`]).
-pub(super) const MAX_LOOP_CANDIDATES: usize = 8;
+const MAX_LOOP_CANDIDATES: usize = 8;
 
 /// Buffers of [`scc_partition`], kept from one rule to the next.
 #[derive(Default)]
 pub(super) struct SccScratch {
     pub(super) index: Vec<u32>,
-    pub(super) low: Vec<u32>,
-    pub(super) on_stack: Vec<bool>,
+    low: Vec<u32>,
+    on_stack: Vec<bool>,
     pub(super) stack: Vec<u32>,
     pub(super) call: Vec<(u32, u32)>,
     /// Components back to back, each ending at `comp_end`, sinks first.
-    pub(super) comps: Vec<u32>,
-    pub(super) comp_end: Vec<u32>,
+    comps: Vec<u32>,
+    comp_end: Vec<u32>,
     pub(super) class: Vec<u32>,
     /// The number of cyclic components (of more than one state) met by the last partition; at
     /// least 2 also when some state's loop candidates were cut short.
     pub(super) cyclic: usize,
     /// Class of each interned signature.
-    pub(super) class_of_sig: Vec<u32>,
+    class_of_sig: Vec<u32>,
     /// Per class: whether its signature has a `SELF` edge, and then whether it accepts (only
     /// such classes can take in an unrolled self-loop).
-    pub(super) class_loops: Vec<Option<bool>>,
+    class_loops: Vec<Option<bool>>,
     pub(super) table: SeqTable,
-    pub(super) local_table: SeqTable,
+    local_table: SeqTable,
     pub(super) local: Vec<u32>,
-    pub(super) next_local: Vec<u32>,
+    next_local: Vec<u32>,
     pub(super) sig: Vec<u32>,
     pub(super) targets: Vec<u32>,
 }
@@ -49,7 +49,7 @@ pub(super) struct SccScratch {
 /// Appends the signature of state `s` to `out`: whether it accepts, its byte ranges with the
 /// token `token` gives each target (adjacent ranges with one token merged), a separator, and its
 /// rule edges with their targets' tokens.
-pub(super) fn push_tokens(dfa: &Dfa, s: usize, token: impl Fn(u32) -> u32, out: &mut Vec<u32>) {
+fn push_tokens(dfa: &Dfa, s: usize, token: impl Fn(u32) -> u32, out: &mut Vec<u32>) {
     out.push(u32::from(dfa.finals[s]));
     push_edges(dfa, s, token, out);
 }
@@ -81,7 +81,7 @@ pub(super) fn push_edges(dfa: &Dfa, s: usize, token: impl Fn(u32) -> u32, out: &
 
 /// The strongly connected components of `dfa` (byte and rule edges) into `sc.comps`, sinks
 /// first (Tarjan's algorithm, iterative).
-pub(super) fn sccs(dfa: &Dfa, sc: &mut SccScratch) {
+fn sccs(dfa: &Dfa, sc: &mut SccScratch) {
     let n = dfa.len();
     let SccScratch { index, low, on_stack, stack, call, comps, comp_end, .. } = sc;
     index.clear();

@@ -69,7 +69,7 @@ pub struct BodySlice {
 
 /// Counted-repetition capacities with a cumulative token set of their own (each is one bitset;
 /// Llama 3 has a few hundred slice tokens past 32 characters, set one by one).
-pub(super) const MAX_CUMULATIVE: usize = 32;
+const MAX_CUMULATIVE: usize = 32;
 
 /// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +144,7 @@ impl BodySlice {
 /// Every slice token with the number of characters it begins: a character begins at each byte
 /// read from the body automaton's boundary state (an ASCII character, a UTF-8 lead byte, a backslash),
 /// so a token ending inside a character counts it.
-pub(super) fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
+fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     // (body state, characters begun) after d+1 bytes of the current path.
     let mut stack: Vec<(u8, u32)> = Vec::new();
@@ -226,10 +226,10 @@ pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
 
 /// Most (state, body state) pairs inside one character of a [`body_level`] (a JSON string's
 /// automaton has about a dozen).
-pub(super) const MAX_LEVEL_PAIRS: usize = 64;
+const MAX_LEVEL_PAIRS: usize = 64;
 
 /// [`body_step`] as a table, `[body state][byte]`, and the number of `To` bytes of each body state.
-pub(super) fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
+fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
     static TABLE: std::sync::OnceLock<([[Body; 256]; 9], [usize; 9])> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = [[Body::Dead; 256]; 9];

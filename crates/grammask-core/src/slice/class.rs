@@ -25,7 +25,7 @@ pub struct ClassSlice {
 
 /// Fewest ASCII bytes in a loop class for the shortcut to be worth it (a state that allows few
 /// bytes prunes the trie early anyway).
-pub(super) const MIN_CLASS_BYTES: u32 = 32;
+const MIN_CLASS_BYTES: u32 = 32;
 
 pub(super) fn class_step(ascii: u128, b: u8, x: u8) -> Body {
     if b == 0 && x < 0x80 {

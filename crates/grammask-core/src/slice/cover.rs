@@ -9,7 +9,7 @@ use crate::compiler::{Automata, StateId};
 use std::collections::{HashMap, HashSet};
 
 /// Most (automaton state, body state) pairs [`BodySlice::covers`] explores.
-pub(super) const MAX_COVER_PAIRS: usize = 4096;
+const MAX_COVER_PAIRS: usize = 4096;
 
 /// Whether every rule reference of `q` is a tail call: its target state is final and has no
 /// edges, so the referenced rule's end is the end of `q`'s rule (a regex's `x* (y z)?` compiled as
@@ -20,18 +20,18 @@ pub(super) fn tail_calls_only(a: &Automata, q: StateId) -> bool {
 }
 
 /// Deepest stack of pending calls [`cover_search`] follows.
-pub(super) const MAX_CALL_DEPTH: u32 = 4;
+const MAX_CALL_DEPTH: u32 = 4;
 
 /// Most configurations in one set of [`cover_search`] (a string body's row holds a handful; a
 /// state that predicts much more is no string body, and gives up early).
-pub(super) const MAX_SET_CONFIGS: usize = 256;
+const MAX_SET_CONFIGS: usize = 256;
 
 /// A configuration of [`cover_search`]: an automaton state, and the stack of states its callers
 /// resume in (an id into [`Stacks`]; 0: empty, the state's rule ending ends the kernel's rule).
-pub(super) type Config = (StateId, u32);
+type Config = (StateId, u32);
 
 /// Interned stacks of return states, as linked cells: `cells[id] = (below, top, depth)`.
-pub(super) struct Stacks {
+struct Stacks {
     cells: Vec<(u32, StateId, u32)>,
     ids: HashMap<(u32, StateId), u32>,
 }

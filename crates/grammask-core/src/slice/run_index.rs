@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 /// Subtrees with fewer tokens take their runs child by child.
-pub(super) const SUBTREE_RUNS_MIN_TOKENS: usize = 1024;
+const SUBTREE_RUNS_MIN_TOKENS: usize = 1024;
 /// Most subtree run sets kept per run index (16 KB each on a 128k vocabulary).
-pub(super) const MAX_SUBTREE_RUNS: usize = 64;
+const MAX_SUBTREE_RUNS: usize = 64;
 
 /// Where the runs of one character class lie anywhere in the trie, for a walk that reaches, at
 /// some node, a place that reads every run of the class (see `KernelWalk::walk`): the tokens

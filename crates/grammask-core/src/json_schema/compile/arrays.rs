@@ -118,7 +118,7 @@ impl Conv<'_> {
     /// [`MAX_UNIQUE_VALUES`] distinct values (an `enum`/`const`, or `null`/booleans): rules track
     /// the set of values used so far, so each comes at most once, and the item count is that
     /// set's size. Any other item language (infinite, or a `prefixItems` tuple) is refused.
-    pub(super) fn emit_unique_array(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
+    fn emit_unique_array(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
         if m.arr.iter().any(|p| !p.prefix.is_empty()) {
             return Err(unsupported(ptr, "uniqueItems with prefixItems is not supported"));
         }
@@ -195,7 +195,7 @@ impl Conv<'_> {
     /// Arrays whose items all satisfy the rest schema and of which between `lo` and `hi` satisfy
     /// `c` as well. Without `hi`, items are "any" or "any and c" (an ambiguous but exact union);
     /// with `hi`, every item is either "c" or "not c", so counting them is exact.
-    pub(super) fn emit_array_contains(
+    fn emit_array_contains(
         &mut self,
         g: &Goal,
         m: &Merged,

@@ -124,7 +124,7 @@ impl Conv<'_> {
     }
 
     /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations.
-    pub(super) fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
+    fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
         let gx = Goal { ids: vec![x], nots: vec![], done: vec![], neg: vec![], depth: g.depth };
         let mx = self.merge(&gx)?;
         if let Some((_, _, p)) = mx.pending.first() {
@@ -200,7 +200,7 @@ impl Conv<'_> {
     }
 
     /// Conservative disjointness: `true` only when no instance satisfies both.
-    pub(super) fn disjoint(&mut self, a: &Merged, b: &Merged) -> Result<bool> {
+    fn disjoint(&mut self, a: &Merged, b: &Merged) -> Result<bool> {
         if a.types & b.types == 0 {
             return Ok(true);
         }
@@ -252,7 +252,7 @@ impl Conv<'_> {
     }
 
     /// Value schemas for key `k` from explicit `properties` only; `None` if some part forbids it.
-    pub(super) fn prop_ids(m: &Merged, k: &str) -> Option<Vec<SchemaId>> {
+    fn prop_ids(m: &Merged, k: &str) -> Option<Vec<SchemaId>> {
         let mut ids = Vec::new();
         for p in &m.obj {
             if let Some((_, id)) = p.props.iter().find(|(n, _)| n == k) {

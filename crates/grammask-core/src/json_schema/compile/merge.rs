@@ -376,7 +376,7 @@ impl Conv<'_> {
     /// the branches this goal chose for `oneOf`, `if`, `dependentSchemas`) did not evaluate must
     /// satisfy the keyword's schema. Exact because every schema of the goal holds; an `anyOf`
     /// with several branches (others may hold and evaluate more) or `contains` is refused.
-    pub(super) fn apply_unevaluated(
+    fn apply_unevaluated(
         &mut self,
         g: &Goal,
         m: &mut Merged,

@@ -218,7 +218,7 @@ impl Conv<'_> {
     /// entries (`addl`) anywhere. States are (set of known keys seen, entries so far capped for
     /// min/maxProperties, started); the caller bounds their number by [`MAX_ANY_ORDER_STATES`].
     /// Unambiguous: `addl`'s key language excludes every known key.
-    pub(super) fn object_any_order(
+    fn object_any_order(
         &mut self,
         g: &Goal,
         m: &Merged,
@@ -288,13 +288,13 @@ impl Conv<'_> {
     }
 
     /// Whether `dependentRequired` holds for the known keys in `mask` (entries in key order).
-    pub(super) fn deps_hold(m: &Merged, names: &[String], mask: u64) -> bool {
+    fn deps_hold(m: &Merged, names: &[String], mask: u64) -> bool {
         let has = |k: &str| names.iter().position(|n| n == k).is_some_and(|i| mask & (1u64 << i) != 0);
         m.dep_req.iter().all(|(k, req, _)| !has(k) || req.iter().all(|r| has(r)))
     }
 
     /// Whether a known key passes `propertyNames`.
-    pub(super) fn key_name_ok(&mut self, m: &Merged, name: &str) -> Result<bool> {
+    fn key_name_ok(&mut self, m: &Merged, name: &str) -> Result<bool> {
         let v = Value::String(name.to_string());
         for (id, _) in &m.prop_names {
             if !self.valid(*id, &v, 0)? {
@@ -305,7 +305,7 @@ impl Conv<'_> {
     }
 
     /// `key kv value` for keys outside `excluded`, split by which patternProperties they match.
-    pub(super) fn additional_entry(
+    fn additional_entry(
         &mut self,
         g: &Goal,
         m: &Merged,

@@ -72,7 +72,7 @@ impl Conv<'_> {
         Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) })
     }
 
-    pub(super) fn emit_number(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
+    fn emit_number(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let integer = m.types & FRAC == 0;
         // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there).
         let plain_int = integer && self.doc.draft == Draft::D4;
@@ -128,7 +128,7 @@ impl Conv<'_> {
     /// Unbounded numbers other than `excluded`, in plain decimal spellings (no exponent: the
     /// spellings of one value with exponents do not form a regular language). Every plain
     /// spelling of an excluded value (`1`, `1.0`, `1.00`, ...) is taken out.
-    pub(super) fn emit_number_except(&mut self, m: &Merged, excluded: &[Dec], ptr: &str) -> Result<Option<String>> {
+    fn emit_number_except(&mut self, m: &Merged, excluded: &[Dec], ptr: &str) -> Result<Option<String>> {
         if m.lo.is_some() || m.hi.is_some() || !m.mults.is_empty() || m.types & INT == 0 {
             return Err(unsupported(ptr, "not: excluding numeric values from bounded, multipleOf or non-integer numbers is not supported"));
         }
@@ -156,7 +156,7 @@ impl Conv<'_> {
         Ok(Some(prefix))
     }
 
-    pub(super) fn emit_string(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
+    fn emit_string(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let excluded: Vec<&str> = m.not_values.iter().filter_map(Value::as_str).collect();
         if let Some(mx) = m.max_len {
             if mx < m.min_len {

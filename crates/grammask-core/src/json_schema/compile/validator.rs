@@ -292,7 +292,7 @@ impl Conv<'_> {
         Ok(true)
     }
 
-    pub(super) fn valid_props(
+    fn valid_props(
         &mut self,
         id: SchemaId,
         map: &serde_json::Map<String, Value>,
