@@ -3,7 +3,7 @@
 //! Pipeline: text front ends ([`ebnf`], [`regex`], [`json_schema`], [`builtin`]) produce a
 //! [`grammar::Grammar`] (rules over an expression arena). [`compiler`] turns each rule body into a
 //! byte-level automaton whose edges are byte ranges or rule references. A [`vocab::Vocabulary`]
-//! gets one shared [`token_index::TokenIndex`] (token trie, [`slice`]s, run indexes, a
+//! gets one shared [`token_index::TokenIndex`] (token trie, [slices](mod@slice), run indexes, a
 //! cross-grammar kernel cache), and the automata with the index make an immutable
 //! [`compiled::CompiledGrammar`] ([`grammar_compiler::GrammarCompiler`] does it all from text, with
 //! a cache). A [`matcher::Matcher`] runs an Earley parser over those automata ([`earley`]), one

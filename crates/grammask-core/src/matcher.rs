@@ -1,7 +1,7 @@
 //! Per-sequence matchers.
 //!
 //! Pipeline place: the last stage. A [`Matcher`] is made from a shared
-//! [`CompiledGrammar`](crate::compiled::CompiledGrammar) and owns one Earley chart
+//! [`CompiledGrammar`] and owns one Earley chart
 //! ([`crate::earley::Chart`]) and the history needed to roll back: accepting a token appends one
 //! row per byte, rollback truncates. Masks come from [`crate::mask`] through the compiled
 //! grammar's caches.

@@ -1,7 +1,7 @@
 //! Token vocabularies: the table `token id -> bytes` that the mask engine matches grammar text against.
 //!
 //! Pipeline position: built once per tokenizer (from Python's `TokenizerInfo` or directly in Rust),
-//! then shared (`Arc`) by every [`crate::compiler::CompiledGrammar`] made for that tokenizer. It takes
+//! then shared (`Arc`) by every [`crate::compiled::CompiledGrammar`] made for that tokenizer. It takes
 //! the tokens *as the tokenizer spells them* (`"Ġhello"`, `"▁hi"`, `"<0x0A>"`) plus a [`VocabType`]
 //! saying how to read that spelling, and produces:
 //!

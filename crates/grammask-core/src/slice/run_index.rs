@@ -19,7 +19,7 @@ const MAX_SUBTREE_RUNS: usize = 64;
 /// Where the runs of one character class lie anywhere in the trie, for a walk that reaches, at
 /// some node, a place that reads every run of the class (see `KernelWalk::walk`): the tokens
 /// below that node that continue with a run are accepted at once, and only the *break* nodes
-/// (where a run from the node stops) are walked. [`ClassSlice`] is the same at the root only.
+/// (where a run from the node stops) are walked. [`ClassSlice`](super::ClassSlice) is the same at the root only.
 ///
 /// The class reads ASCII bytes of `ascii`, plus, when `utf8`, any valid UTF-8 character. For a
 /// byte path `p`, `lead(p)` is the smallest `k` such that `p[k..]` is read from the class start
