@@ -18,7 +18,9 @@ pub fn batch_fill_next_token_bitmask(work: &mut [(&mut Matcher, &mut Vec<u32>)],
         std::thread::scope(|s| {
             let handles: Vec<_> = work
                 .chunks_mut(chunk)
-                .map(|part| s.spawn(move || part.iter_mut().map(|(m, row)| m.fill_next_token_bitmask(row)).collect::<Vec<_>>()))
+                .map(|part| {
+                    s.spawn(move || part.iter_mut().map(|(m, row)| m.fill_next_token_bitmask(row)).collect::<Vec<_>>())
+                })
                 .collect();
             handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![])).collect()
         })

@@ -57,7 +57,8 @@ impl Bitset {
     /// almost every grammar mask), where `count_ones` scans the whole row.
     pub fn is_full(&self) -> bool {
         let (full, rest) = (self.len / 32, self.len % 32);
-        self.words[..full].iter().all(|&w| w == u32::MAX) && (rest == 0 || self.words[full] | !((1u32 << rest) - 1) == u32::MAX)
+        self.words[..full].iter().all(|&w| w == u32::MAX)
+            && (rest == 0 || self.words[full] | !((1u32 << rest) - 1) == u32::MAX)
     }
 
     pub fn count_ones(&self) -> usize {

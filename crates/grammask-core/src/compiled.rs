@@ -11,7 +11,10 @@ use crate::error::Result;
 use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
-use crate::mask::{ascii_loop, state_bytes, state_run_index, MIN_ROW_RUN_BYTES, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel, KernelMask, Shortcuts};
+use crate::mask::{
+    ascii_loop, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel,
+    state_bytes, state_run_index, KernelMask, Shortcuts, MIN_ROW_RUN_BYTES,
+};
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::token_index::{read, write, TokenIndex};
 use crate::trie::TokenTrie;
@@ -248,7 +251,12 @@ impl CompiledGrammar {
 
     /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
     /// [`classify_kernel_budget`].
-    pub fn classify(&self, state: StateId, budget: usize, on_budget: &mut dyn FnMut() -> bool) -> Result<Option<KernelMask>> {
+    pub fn classify(
+        &self,
+        state: StateId,
+        budget: usize,
+        on_budget: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<KernelMask>> {
         let vocab_size = self.index.vocab.vocab_size();
         self.with_shortcuts(state, |sc| {
             classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
@@ -259,7 +267,9 @@ impl CompiledGrammar {
     #[doc(hidden)]
     pub fn classify_uninterned(&self, state: StateId) -> Result<KernelMask> {
         let vocab_size = self.index.vocab.vocab_size();
-        self.with_shortcuts(state, |sc| classify_kernel_uninterned(&self.automata, &self.index.trie, vocab_size, state, sc))
+        self.with_shortcuts(state, |sc| {
+            classify_kernel_uninterned(&self.automata, &self.index.trie, vocab_size, state, sc)
+        })
     }
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {

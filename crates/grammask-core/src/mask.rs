@@ -42,10 +42,10 @@ mod walk;
 
 pub use compose::{classify_kernel_from_bytes, compose_kernel};
 pub use fill::{fill_mask, fill_mask_direct, kernel_items};
-pub use runs::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES};
-pub use walk::state_bytes;
 use row_memo::*;
 use runs::*;
+pub use runs::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES};
+pub use walk::state_bytes;
 use walk::*;
 
 /// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
@@ -251,8 +251,6 @@ fn kernel_mask(accepted: Bitset, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<B
     let suffix_walk = suffix_walk_order(&sorted);
     KernelMask { accepted, uncertain, suffixes: sorted, suffix_walk }
 }
-
-
 
 /// The state of one kernel classification walk over the trie.
 struct KernelWalk<'a> {

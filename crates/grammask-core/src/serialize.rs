@@ -13,15 +13,15 @@
 //! metadata JSON>}`: the automata and caches are rebuilt on load, and the vocabulary (whose
 //! metadata must match) is supplied by the caller.
 
-use crate::error::{Error, ErrorKind, Result};
 use crate::compiled::CompiledGrammar;
+use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits;
+use crate::vocab::Vocabulary;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fmt::Write;
 use std::sync::Arc;
-use crate::vocab::Vocabulary;
 
 /// The format version written and accepted.
 pub const SERIALIZATION_VERSION: &str = "grammask-1";

@@ -61,9 +61,7 @@ impl TokenIndex {
         if w.len() >= MAX_CLASS_SLICES {
             return w.get(&ascii).cloned();
         }
-        let c = w
-            .entry(ascii)
-            .or_insert_with(|| Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii)));
+        let c = w.entry(ascii).or_insert_with(|| Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii)));
         Some(c.clone())
     }
 
@@ -77,7 +75,9 @@ impl TokenIndex {
         if w.len() >= MAX_RUN_INDEXES {
             return w.get(&(ascii, utf8)).cloned();
         }
-        let r = w.entry((ascii, utf8)).or_insert_with(|| Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8)));
+        let r = w
+            .entry((ascii, utf8))
+            .or_insert_with(|| Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8)));
         Some(r.clone())
     }
 

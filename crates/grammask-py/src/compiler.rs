@@ -36,7 +36,11 @@ impl PyCompiledGrammar {
     }
 
     #[staticmethod]
-    fn deserialize_json(py: Python<'_>, text: &str, tokenizer_info: PyRef<'_, PyTokenizerInfo>) -> PyResult<PyCompiledGrammar> {
+    fn deserialize_json(
+        py: Python<'_>,
+        text: &str,
+        tokenizer_info: PyRef<'_, PyTokenizerInfo>,
+    ) -> PyResult<PyCompiledGrammar> {
         let vocab = tokenizer_info.inner.clone();
         let text = text.to_owned();
         py.allow_threads(|| CompiledGrammar::deserialize_json(&text, &vocab))

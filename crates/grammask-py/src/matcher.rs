@@ -167,11 +167,7 @@ pub fn batch_fill_next_token_bitmask(
     let b = bitmask_buffer(bitmask)?;
     let indices: Vec<usize> = indices.unwrap_or_else(|| (0..matchers.len()).collect());
     if indices.len() != matchers.len() {
-        return Err(invalid_argument(format!(
-            "got {} matchers but {} indices",
-            matchers.len(),
-            indices.len()
-        )));
+        return Err(invalid_argument(format!("got {} matchers but {} indices", matchers.len(), indices.len())));
     }
     for &i in &indices {
         b.check_row(i)?;

@@ -10,9 +10,9 @@
 //! - a state's rule edges name each rule at most once;
 //! - every state can reach a final state of its rule (live), and every rule edge names a
 //!   productive rule.
-use std::collections::HashMap;
 use super::lookahead::LaTable;
 use crate::grammar::RuleId;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Index of a state in [`Automata::states`] (global over all rules).
@@ -103,7 +103,6 @@ impl Automata {
     pub fn has_lookahead(&self) -> bool {
         self.lookahead_start.iter().any(Option::is_some)
     }
-
 
     pub fn rule_name(&self, r: RuleId) -> &str {
         &self.rule_names[r.index()]

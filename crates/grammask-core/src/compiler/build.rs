@@ -4,7 +4,6 @@
 //! remaining rule's Thompson NFA (`nfa.rs`), determinizes it (`determinize.rs`) and minimizes it
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
-use crate::error::ErrorKind;
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
@@ -13,6 +12,7 @@ use super::minimize::minimize;
 use super::nfa::Nfa;
 use super::scc::SccScratch;
 use super::{Automata, ByteEdge, State, StateId};
+use crate::error::ErrorKind;
 use crate::error::{Error, Result};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
@@ -140,7 +140,8 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
     };
-    let all = dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
+    let all =
+        dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
     for (r, dfa, is_lookahead) in all {
         let base = a.states.len() as u32;
         if is_lookahead {
@@ -150,9 +151,11 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         }
         for i in 0..dfa.len() {
             let b0 = a.byte_edges.len() as u32;
-            a.byte_edges.extend(
-                dfa.bytes_of(i).iter().map(|e| ByteEdge { lo: e.lo, hi: e.hi, target: StateId(base + e.target) }),
-            );
+            a.byte_edges.extend(dfa.bytes_of(i).iter().map(|e| ByteEdge {
+                lo: e.lo,
+                hi: e.hi,
+                target: StateId(base + e.target),
+            }));
             let r0 = a.rule_edges.len() as u32;
             a.rule_edges.extend(dfa.rules_of(i).iter().map(|&(rr, t)| (rr, StateId(base + t))));
             a.states.push(State {

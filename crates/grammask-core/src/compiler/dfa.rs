@@ -36,7 +36,9 @@ impl Dfa {
     pub(super) fn push_byte(&mut self, first: usize, e: ByteEdgeLocal) {
         let mine = self.bytes.len() > first;
         match self.bytes.last_mut() {
-            Some(last) if mine && last.target == e.target && u16::from(last.hi) + 1 == u16::from(e.lo) => last.hi = e.hi,
+            Some(last) if mine && last.target == e.target && u16::from(last.hi) + 1 == u16::from(e.lo) => {
+                last.hi = e.hi
+            }
             _ => self.bytes.push(e),
         }
     }

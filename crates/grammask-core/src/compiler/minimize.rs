@@ -4,10 +4,10 @@
 //! quotient by state equivalence. The partition comes from the component-by-component pass
 //! ([`scc_partition`], `scc.rs`) or, as a fallback, from worklist refinement of the whole
 //! automaton ([`Refiner`], `refine.rs`).
-use super::scc::push_edges;
 use super::dfa::ByteEdgeLocal;
 use super::dfa::Dfa;
 use super::refine::Refiner;
+use super::scc::push_edges;
 use super::scc::{scc_partition, SccScratch};
 
 /// Rule automata larger than this are not minimized (see [`minimize`]).
@@ -19,7 +19,6 @@ const MINIMIZE_MAX_STATES: usize = 2_000;
 pub(super) fn push_signature(dfa: &Dfa, s: usize, class: &[u32], out: &mut Vec<u32>) {
     push_edges(dfa, s, |t| class[t as usize], out);
 }
-
 
 /// Merges the states with the same finality and the same edges (byte ranges, rule references)
 /// up to equivalence: component by component ([`scc_partition`]), or, when a cyclic component is
@@ -37,7 +36,11 @@ pub(super) fn minimize(dfa: Dfa, sc: &mut SccScratch) -> Dfa {
         // Loops may have twins (`cyclic >= 2`): the worklist finishes on the (smaller) quotient.
         Some(k) if k < n => {
             let q = quotient(&dfa, &sc.class, k);
-            if sc.cyclic < 2 { q } else { refined(q) }
+            if sc.cyclic < 2 {
+                q
+            } else {
+                refined(q)
+            }
         }
         Some(_) if sc.cyclic < 2 => dfa,
         _ => refined(dfa),
@@ -48,7 +51,11 @@ pub(super) fn minimize(dfa: Dfa, sc: &mut SccScratch) -> Dfa {
 /// renumber every state to itself).
 pub(super) fn refined(dfa: Dfa) -> Dfa {
     let (class, n_classes) = refine_partition(&dfa);
-    if n_classes < dfa.len() { quotient(&dfa, &class, n_classes) } else { dfa }
+    if n_classes < dfa.len() {
+        quotient(&dfa, &class, n_classes)
+    } else {
+        dfa
+    }
 }
 
 /// The coarsest partition of `dfa`'s states by worklist refinement: the block of each state,

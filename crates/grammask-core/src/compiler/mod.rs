@@ -34,9 +34,9 @@ mod minimize;
 mod nfa;
 mod refine;
 mod scc;
-mod utf8;
 #[cfg(test)]
 mod tests;
+mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use lookahead::LA_NONE;

@@ -4,9 +4,9 @@
 //! an [`Nfa`] with epsilon, byte-range and rule-reference edges, the input of subset
 //! construction (`determinize.rs`). Character classes become UTF-8 byte-range sequences
 //! ([`super::utf8::utf8_sequences`]), `{m,n}` an unrolled chain whose every copy may exit.
-use crate::error::ErrorKind;
 use super::inline::INLINE_MAX_DEPTH;
 use super::utf8::utf8_sequences;
+use crate::error::ErrorKind;
 use crate::error::{Error, Result};
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 use crate::limits;
@@ -186,11 +186,17 @@ impl Nfa<'_> {
                 if self.inlining.contains(r) {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
-                        format!("a lookahead assertion uses the recursive rule '{}'; lookaheads must be regular", g.rule(*r).name),
+                        format!(
+                            "a lookahead assertion uses the recursive rule '{}'; lookaheads must be regular",
+                            g.rule(*r).name
+                        ),
                     ));
                 }
                 if self.inlining.len() >= INLINE_MAX_DEPTH as usize * 8 {
-                    return Err(Error::limit("rule nesting inside a lookahead assertion", INLINE_MAX_DEPTH as usize * 8));
+                    return Err(Error::limit(
+                        "rule nesting inside a lookahead assertion",
+                        INLINE_MAX_DEPTH as usize * 8,
+                    ));
                 }
                 self.inlining.push(*r);
                 let fragment = self.build(g, g.rule(*r).body, budget)?;

@@ -131,9 +131,9 @@ impl Refiner<'_> {
             let rep = range.map(|i| self.elems[i as usize]).find(|&s| self.mark[s as usize] != self.stamp);
             if let Some(rep) = rep {
                 let span = self.sig(rep);
-                rest_group = groups.iter().position(|&(a, _)| {
-                    self.sig_slice(self.sig_span[order[a] as usize]) == self.sig_slice(span)
-                });
+                rest_group = groups
+                    .iter()
+                    .position(|&(a, _)| self.sig_slice(self.sig_span[order[a] as usize]) == self.sig_slice(span));
             }
         }
         let rest_size = untouched + rest_group.map_or(0, |g| groups[g].1 - groups[g].0);
@@ -163,7 +163,9 @@ impl Refiner<'_> {
             buf.clear();
             let stamp = self.stamp;
             buf.extend(
-                (self.first[b]..self.past[b]).map(|i| self.elems[i as usize]).filter(|&s| self.mark[s as usize] != stamp),
+                (self.first[b]..self.past[b])
+                    .map(|i| self.elems[i as usize])
+                    .filter(|&s| self.mark[s as usize] != stamp),
             );
             if let Some(g) = rest_group {
                 let (a, z) = groups[g];
@@ -234,7 +236,8 @@ impl<'a> Refiner<'a> {
     pub(super) fn new(dfa: &'a Dfa) -> Refiner<'a> {
         let n = dfa.len();
         let mut pred_start = vec![0u32; n + 2];
-        let targets = |s: usize| dfa.bytes_of(s).iter().map(|e| e.target).chain(dfa.rules_of(s).iter().map(|&(_, t)| t));
+        let targets =
+            |s: usize| dfa.bytes_of(s).iter().map(|e| e.target).chain(dfa.rules_of(s).iter().map(|&(_, t)| t));
         for s in 0..n {
             for t in targets(s) {
                 pred_start[t as usize + 2] += 1;

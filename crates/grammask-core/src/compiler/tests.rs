@@ -1,7 +1,7 @@
 //! Tests of DFA minimization (`minimize.rs`, `scc.rs`, `refine.rs`) against Moore's reference
 //! partition.
-use super::dfa::{ByteEdgeLocal, Dfa};
 use super::determinize::SeqTable;
+use super::dfa::{ByteEdgeLocal, Dfa};
 use super::minimize::{minimize, push_signature, quotient, refine_partition};
 use super::scc::{scc_partition, SccScratch};
 use crate::grammar::RuleId;
@@ -69,7 +69,6 @@ fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch, max_rounds: usize) -> Optio
     None
 }
 
-
 /// A state's class, byte ranges and rule edges with the classes of their targets.
 type MooreSig = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
 
@@ -135,7 +134,8 @@ fn random_dfa(next: &mut impl FnMut(usize) -> usize, twin: bool) -> Dfa {
             let t = if twin && next(2) == 0 { t + k } else { t };
             dfa.push_byte(first, ByteEdgeLocal { lo, hi, target: t as u32 });
         }
-        dfa.rules.extend(rules.iter().map(|&(r, t)| (RuleId(r), (if twin && next(2) == 0 { t + k } else { t }) as u32)));
+        dfa.rules
+            .extend(rules.iter().map(|&(r, t)| (RuleId(r), (if twin && next(2) == 0 { t + k } else { t }) as u32)));
         dfa.end_state(*fin);
     }
     dfa
@@ -224,8 +224,12 @@ fn loop_joins_an_equal_self_loop() {
     // 0 -a-> 1 (self-loop on a); 0 -b-> 2 <-a-> 3: states 1, 2 and 3 all accept a*, and the
     // component {2, 3} is decided after state 1.
     let mut dfa = Dfa::default();
-    let states =
-        [(false, vec![(b'a', 1u32), (b'b', 2)]), (true, vec![(b'a', 1)]), (true, vec![(b'a', 3)]), (true, vec![(b'a', 2)])];
+    let states = [
+        (false, vec![(b'a', 1u32), (b'b', 2)]),
+        (true, vec![(b'a', 1)]),
+        (true, vec![(b'a', 3)]),
+        (true, vec![(b'a', 2)]),
+    ];
     for (fin, edges) in states {
         let first = dfa.bytes.len();
         for (b, t) in edges {

@@ -39,7 +39,13 @@ pub fn utf8_sequences(ranges: &[(u32, u32)]) -> Vec<Vec<(u8, u8)>> {
             continue;
         }
         // Split so that all but a prefix of continuation bytes span their full range.
-        let n = if hi <= 0x7FF { 2 } else if hi <= 0xFFFF { 3 } else { 4 };
+        let n = if hi <= 0x7FF {
+            2
+        } else if hi <= 0xFFFF {
+            3
+        } else {
+            4
+        };
         let mut done = false;
         for i in 1..n {
             let m = (1u32 << (6 * i)) - 1;

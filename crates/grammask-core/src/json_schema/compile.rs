@@ -329,7 +329,11 @@ impl<'a> Conv<'a> {
         let base = g.ids.last().map_or("any".to_string(), |id| {
             let p = &self.doc.node(*id).ptr;
             let tail = p.rsplit('/').next().unwrap_or("");
-            if tail.is_empty() { "schema".to_string() } else { tail.to_string() }
+            if tail.is_empty() {
+                "schema".to_string()
+            } else {
+                tail.to_string()
+            }
         });
         let name = self.e.fresh(&base);
         self.memo.insert(g.clone(), name.clone());

@@ -41,9 +41,9 @@ mod jstr;
 #[allow(clippy::collapsible_if)]
 mod numeric;
 mod resolve;
-mod value;
 #[cfg(test)]
 mod tests;
+mod value;
 
 /// Output-shape options, mirroring `Grammar.from_json_schema`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -5,7 +5,6 @@
 //! mask is not memoized; the kernels come from the compiled grammar's cache.
 use super::*;
 
-
 /// The kernel items of the chart's last row: `(state, origin)` pairs, see the module doc.
 pub fn kernel_items(a: &Automata, chart: &Chart) -> Vec<Item> {
     let r = chart.last_row_index() as u32;
@@ -115,4 +114,3 @@ pub fn fill_mask_direct(a: &Automata, chart: &mut Chart, trie: &TokenTrie, out: 
     chart.truncate_rows(base);
     Ok(())
 }
-

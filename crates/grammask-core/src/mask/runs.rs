@@ -308,7 +308,11 @@ impl KernelWalk<'_> {
 
 /// The run index that applies at plain state `s`: free text (any character but some ASCII ones)
 /// that `s` reads every run of, or a loop on ASCII bytes.
-pub fn state_run_index(a: &Automata, s: StateId, runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>) -> Option<Arc<RunIndex>> {
+pub fn state_run_index(
+    a: &Automata,
+    s: StateId,
+    runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>,
+) -> Option<Arc<RunIndex>> {
     match ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c)).or_else(|| first_char_class(a, s)) {
         Some(c) => runs(c, true),
         None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
@@ -328,7 +332,8 @@ fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
         }
         tried.push(t);
         let c = ascii_loop(a, t);
-        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && ClassSlice::covers(a, s, c) {
+        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && ClassSlice::covers(a, s, c)
+        {
             return Some(c);
         }
     }

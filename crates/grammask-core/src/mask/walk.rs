@@ -188,7 +188,9 @@ impl KernelWalk<'_> {
             return None;
         }
         let mut visit = match frame {
-            Frame::Virtual(it, _) => *self.readable_states.entry(it.state).or_insert_with(|| state_bytes(self.a, it.state)),
+            Frame::Virtual(it, _) => {
+                *self.readable_states.entry(it.state).or_insert_with(|| state_bytes(self.a, it.state))
+            }
             Frame::Rows(n) if self.memo.is_some() => match self.readable_rows.get(&n) {
                 Some(&r) => r,
                 None => {
@@ -222,7 +224,6 @@ impl KernelWalk<'_> {
         self.memo.as_ref().is_some_and(|m| m.full)
     }
 }
-
 
 /// The bytes `s` has an edge on.
 pub fn state_bytes(a: &Automata, s: StateId) -> ByteSet {

@@ -22,7 +22,6 @@ pub struct ClassSlice {
     pub frontier: Vec<FrontierNode>,
 }
 
-
 /// Fewest ASCII bytes in a loop class for the shortcut to be worth it (a state that allows few
 /// bytes prunes the trie early anyway).
 const MIN_CLASS_BYTES: u32 = 32;

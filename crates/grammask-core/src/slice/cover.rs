@@ -16,7 +16,9 @@ const MAX_COVER_PAIRS: usize = 4096;
 /// `x* (y rest)?`, or a rule that calls itself last).
 #[cfg(test)]
 pub(super) fn tail_calls_only(a: &Automata, q: StateId) -> bool {
-    a.rule_edges(q).iter().all(|&(_, t)| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty())
+    a.rule_edges(q)
+        .iter()
+        .all(|&(_, t)| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty())
 }
 
 /// Deepest stack of pending calls [`cover_search`] follows.

@@ -28,7 +28,6 @@ pub use body::{body_capacity, body_level, BodySlice, Cover, Level};
 pub use class::ClassSlice;
 pub use run_index::{RunIndex, LEAD_LISTS};
 
-
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Body {
@@ -50,7 +49,11 @@ pub struct FrontierNode {
 
 /// The tokens whose bytes `step` reads from state 0 without leaving its automaton (`To` all the
 /// way), and the frontier: each node where a path first reads `Walk` or `Dead`.
-pub(super) fn build_slice(trie: &TokenTrie, vocab_size: usize, step: impl Fn(u8, u8) -> Body) -> (Bitset, Vec<FrontierNode>) {
+pub(super) fn build_slice(
+    trie: &TokenTrie,
+    vocab_size: usize,
+    step: impl Fn(u8, u8) -> Body,
+) -> (Bitset, Vec<FrontierNode>) {
     let mut slice = Bitset::new(vocab_size);
     let mut frontier = Vec::new();
     // states[d]: automaton state after d+1 bytes of the current path.

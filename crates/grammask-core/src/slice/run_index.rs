@@ -91,9 +91,7 @@ impl RunIndex {
                     // The shortest suffix after `plead` that the class reads (the empty one at
                     // worst).
                     (plead + 1..=d)
-                        .find_map(|k| {
-                            path[k..].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st))
-                        })
+                        .find_map(|k| path[k..].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st)))
                         .unwrap_or((d, 0))
                 }
             };

@@ -2,8 +2,8 @@
 use super::body::*;
 use super::class::*;
 use super::cover::*;
-use crate::compiler::{Automata, StateId};
 use super::*;
+use crate::compiler::{Automata, StateId};
 use crate::ebnf::parse_ebnf;
 use crate::mask::classify_kernel;
 use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
@@ -13,14 +13,60 @@ use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
 #[test]
 fn shortcut_equals_full_walk() {
     let toks: Vec<&[u8]> = vec![
-        b"a", b"ab", b"\"", b"a\"", b"\"}", b"a\"}", b"\\", b"\\\"", b"\\u", b"\\u00", b"\\u0041",
-        b"\\ud83d", b"\\n", b"\\x", b"\n", b"a\n", b"\t", b" ", b"\x7f", "\u{e9}".as_bytes(), &[0xC3],
-        &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0x82, 0xAC], &[0xF0, 0x9F], &[0xED, 0xA0, 0x80], &[0xFF],
-        b"}", b"{\"", b"x\"y", b"\\\\", b"0", b"00", b"a0", b"0a", b"000", b"0\"", b"0a0", b"\":", b"a\":1", b"0a\n", b"a\na", b"0a\n0", b"0\n",
+        b"a",
+        b"ab",
+        b"\"",
+        b"a\"",
+        b"\"}",
+        b"a\"}",
+        b"\\",
+        b"\\\"",
+        b"\\u",
+        b"\\u00",
+        b"\\u0041",
+        b"\\ud83d",
+        b"\\n",
+        b"\\x",
+        b"\n",
+        b"a\n",
+        b"\t",
+        b" ",
+        b"\x7f",
+        "\u{e9}".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0xA9, b'a'],
+        &[0xE2, 0x82],
+        &[0x82, 0xAC],
+        &[0xF0, 0x9F],
+        &[0xED, 0xA0, 0x80],
+        &[0xFF],
+        b"}",
+        b"{\"",
+        b"x\"y",
+        b"\\\\",
+        b"0",
+        b"00",
+        b"a0",
+        b"0a",
+        b"000",
+        b"0\"",
+        b"0a0",
+        b"\":",
+        b"a\":1",
+        b"0a\n",
+        b"a\na",
+        b"0a\n0",
+        b"0\n",
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
-    let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+    let vocab = Vocabulary::new(
+        encoded,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     // A flat rule too large to be inlined into its several callers (it is called, not
@@ -71,8 +117,11 @@ fn shortcut_equals_full_walk() {
             covered += usize::from(BodySlice::covers(&a, s).is_some());
             covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
             covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
-            covered_tail += usize::from(BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s));
-            covered_call += usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
+            covered_tail += usize::from(
+                BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s),
+            );
+            covered_call +=
+                usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
             let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
             covered_deep += usize::from(m && BodySlice::covers(&a, s).is_some());
             let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
@@ -99,15 +148,57 @@ fn counted_shortcut_equals_full_walk() {
     use crate::follow::{follow_sets, nullable_states};
     use crate::mask::{classify_kernel_budget, Shortcuts};
     let toks: Vec<&[u8]> = vec![
-        b"a", b"ab", b"abc", b"abcd", b"abcde", b"abcdef", b" ", b"  ", b"    ", b"\"", b"a\"", b"ab\"",
-        b"abc\"", b"\",", b"\"}", b"a\"}", b"\\", b"a\\", b"\\n", b"a\\n", b"\\n\\t", b"\\u",
-        b"a\\u00", b"\\u0041", b"\\u0041b", b"\\x", "\u{e9}".as_bytes(), "\u{e9}\u{e9}".as_bytes(),
-        "a\u{e9}".as_bytes(), "\u{20ac}".as_bytes(), "ab\u{20ac}".as_bytes(), "\u{1F600}".as_bytes(), &[0xC3],
-        &[b'a', 0xC3], &[b'a', b'b', 0xE2, 0x82], &[0xA9], &[0xFF], b"\n", b"a\n", b"}", b"xyz\",", b"1",
+        b"a",
+        b"ab",
+        b"abc",
+        b"abcd",
+        b"abcde",
+        b"abcdef",
+        b" ",
+        b"  ",
+        b"    ",
+        b"\"",
+        b"a\"",
+        b"ab\"",
+        b"abc\"",
+        b"\",",
+        b"\"}",
+        b"a\"}",
+        b"\\",
+        b"a\\",
+        b"\\n",
+        b"a\\n",
+        b"\\n\\t",
+        b"\\u",
+        b"a\\u00",
+        b"\\u0041",
+        b"\\u0041b",
+        b"\\x",
+        "\u{e9}".as_bytes(),
+        "\u{e9}\u{e9}".as_bytes(),
+        "a\u{e9}".as_bytes(),
+        "\u{20ac}".as_bytes(),
+        "ab\u{20ac}".as_bytes(),
+        "\u{1F600}".as_bytes(),
+        &[0xC3],
+        &[b'a', 0xC3],
+        &[b'a', b'b', 0xE2, 0x82],
+        &[0xA9],
+        &[0xFF],
+        b"\n",
+        b"a\n",
+        b"}",
+        b"xyz\",",
+        b"1",
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
-    let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+    let vocab = Vocabulary::new(
+        encoded,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
@@ -144,7 +235,10 @@ fn counted_shortcut_equals_full_walk() {
         }
     }
     assert!(counted >= 12, "the counted shortcut applied to {counted} states");
-    assert!(capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth), "{capacities:?}");
+    assert!(
+        capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth),
+        "{capacities:?}"
+    );
 }
 
 /// `add_within` returns exactly the slice tokens that begin at most `c` characters, past the
@@ -155,7 +249,12 @@ fn tokens_within_capacity() {
     toks.extend((30..45).map(|k| vec![b' '; k]));
     toks.push([b"x".repeat(40), b"\"".to_vec()].concat());
     let n = toks.len();
-    let vocab = Vocabulary::new(toks.clone(), VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+    let vocab = Vocabulary::new(
+        toks.clone(),
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     // Characters begun, counted directly on the bytes (None: not body text).
@@ -185,13 +284,42 @@ fn tokens_within_capacity() {
 #[test]
 fn class_shortcut_equals_full_walk() {
     let toks: Vec<&[u8]> = vec![
-        b"a", b"ab", b"a b", b"|", b"a|", b"a|b", b"|x", b"\n", b"ab\n", b"\n2", b"x\n|", b"\t", b"\x00",
-        "\u{e9}".as_bytes(), "a\u{e9}b".as_bytes(), &[0xC3], &[0xA9], &[0xA9, b'a'], &[0xE2, 0x82], &[0xFF],
-        b"k=v", b" k=", b"=", b"\"", b"a\"", b"12", b"1-2",
+        b"a",
+        b"ab",
+        b"a b",
+        b"|",
+        b"a|",
+        b"a|b",
+        b"|x",
+        b"\n",
+        b"ab\n",
+        b"\n2",
+        b"x\n|",
+        b"\t",
+        b"\x00",
+        "\u{e9}".as_bytes(),
+        "a\u{e9}b".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0xA9, b'a'],
+        &[0xE2, 0x82],
+        &[0xFF],
+        b"k=v",
+        b" k=",
+        b"=",
+        b"\"",
+        b"a\"",
+        b"12",
+        b"1-2",
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
-    let vocab = Vocabulary::new(encoded, VocabType::Raw, VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() }).unwrap();
+    let vocab = Vocabulary::new(
+        encoded,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
     let trie = TokenTrie::new(&vocab);
     let grammars = [
         "root ::= line+\nline ::= [0-9]+ \" \" msg (\"|\" [a-z]+ \"=\" [^ \\n|]+)? \"\\n\"\nmsg ::= [^\\n|]+",

@@ -75,7 +75,11 @@ impl Conv<'_> {
             let mut next: Option<String> = {
                 let i = cap as u64;
                 if (cap < plen) || rest.is_none() {
-                    if i >= min { Some("\"\"".to_string()) } else { None }
+                    if i >= min {
+                        Some("\"\"".to_string())
+                    } else {
+                        None
+                    }
                 } else {
                     let lo = bound(min.saturating_sub(i))?;
                     let hi = max.map(|x| bound(x - i)).transpose()?;
@@ -136,7 +140,10 @@ impl Conv<'_> {
         let candidates: Vec<Value> = match &mx.enums {
             Some(vals) => vals.clone(),
             None if mx.types & !(NULL | BOOL) == 0 => vec![Value::Null, Value::Bool(true), Value::Bool(false)],
-            None => return Err(unsupported(ptr, "uniqueItems is only supported when the items take finitely many values (enum, const, boolean, null)")),
+            None => return Err(unsupported(
+                ptr,
+                "uniqueItems is only supported when the items take finitely many values (enum, const, boolean, null)",
+            )),
         };
         let mut values: Vec<Value> = Vec::new();
         for v in candidates {
@@ -145,7 +152,10 @@ impl Conv<'_> {
             }
         }
         if values.len() > MAX_UNIQUE_VALUES {
-            return Err(unsupported(ptr, format!("uniqueItems over more than {MAX_UNIQUE_VALUES} distinct item values is not supported")));
+            return Err(unsupported(
+                ptr,
+                format!("uniqueItems over more than {MAX_UNIQUE_VALUES} distinct item values is not supported"),
+            ));
         }
         let spelled: Vec<String> = values.iter().map(|v| self.spell_value(v, d)).collect::<Result<_>>()?;
         let (min, max) = (m.min_items, m.max_items.unwrap_or(u64::MAX));
@@ -209,7 +219,10 @@ impl Conv<'_> {
             return Err(unsupported(p, "contains together with prefix items is not supported"));
         }
         if m.max_items.is_some() || m.min_items > lo {
-            return Err(unsupported(p, "contains together with minItems above minContains or maxItems is not supported"));
+            return Err(unsupported(
+                p,
+                "contains together with minItems above minContains or maxItems is not supported",
+            ));
         }
         if m.unique.is_some() {
             return Err(unsupported(p, "contains together with uniqueItems is not supported"));

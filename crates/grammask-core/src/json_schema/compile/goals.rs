@@ -22,7 +22,8 @@ impl Conv<'_> {
         if let Some((sid, kind, ptr)) = m.pending.first().cloned() {
             let mut base = g.clone();
             base.done.push((sid, kind));
-            let n_branches = |this: &Self, k: &str| this.doc.node(sid).value.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+            let n_branches =
+                |this: &Self, k: &str| this.doc.node(sid).value.get(k).and_then(Value::as_array).map_or(0, Vec::len);
             match kind {
                 Kind::AnyOf => {
                     let mut alts = Vec::new();
@@ -36,7 +37,8 @@ impl Conv<'_> {
                 }
                 Kind::OneOf => {
                     let n = n_branches(self, "oneOf");
-                    let branches: Vec<SchemaId> = (0..n).map(|i| self.doc.child(sid, &["oneOf", &i.to_string()])).collect();
+                    let branches: Vec<SchemaId> =
+                        (0..n).map(|i| self.doc.child(sid, &["oneOf", &i.to_string()])).collect();
                     let mut merged = Vec::new();
                     for &b in &branches {
                         let gb = base.with_id(b).norm();
@@ -114,7 +116,8 @@ impl Conv<'_> {
         for k in ["dependencies", "dependentSchemas"] {
             let Some(Value::Object(o)) = map.get(k) else { continue };
             for (name, dep) in o {
-                let trivial = matches!(dep, Value::Bool(true) | Value::Array(_)) || dep.as_object().is_some_and(serde_json::Map::is_empty);
+                let trivial = matches!(dep, Value::Bool(true) | Value::Array(_))
+                    || dep.as_object().is_some_and(serde_json::Map::is_empty);
                 if !trivial {
                     out.push((name.clone(), self.doc.child(id, &[k, name])));
                 }
@@ -167,7 +170,12 @@ impl Conv<'_> {
         for (f, _) in &mx.formats {
             negs.push(Neg::NoFormat(f.clone()));
         }
-        if !mx.arr.is_empty() || mx.min_items > 0 || mx.max_items.is_some() || !mx.contains.is_empty() || mx.unique.is_some() {
+        if !mx.arr.is_empty()
+            || mx.min_items > 0
+            || mx.max_items.is_some()
+            || !mx.contains.is_empty()
+            || mx.unique.is_some()
+        {
             return refuse("array constraints");
         }
         // `properties` fail when a listed key is present with a value that fails its schema.
@@ -219,7 +227,8 @@ impl Conv<'_> {
                     match Self::prop_ids(y, k) {
                         None => return Ok(true),
                         Some(ids) if !ids.is_empty() => {
-                            let my = self.merge(&Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }.norm())?;
+                            let my =
+                                self.merge(&Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }.norm())?;
                             if my.types == 0 {
                                 return Ok(true);
                             }

@@ -18,7 +18,8 @@ impl Conv<'_> {
         if self.opts.any_whitespace {
             return format!("{0} \",\" {0}", self.ws);
         }
-        let item = self.opts.separators.as_ref().map_or(if self.opts.indent.is_some() { "," } else { ", " }, |s| s.0.as_str());
+        let item =
+            self.opts.separators.as_ref().map_or(if self.opts.indent.is_some() { "," } else { ", " }, |s| s.0.as_str());
         match self.opts.indent {
             Some(n) => emit::lit(&format!("{item}\n{}", " ".repeat((n * (depth + 1)) as usize))),
             None => emit::lit(item),

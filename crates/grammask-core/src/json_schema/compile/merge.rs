@@ -86,7 +86,10 @@ impl Conv<'_> {
                             Value::Array(a) => {
                                 let mut b = 0;
                                 for t in a {
-                                    b |= type_bits(t.as_str().ok_or_else(|| invalid(&kp, "type names are strings"))?, &kp)?;
+                                    b |= type_bits(
+                                        t.as_str().ok_or_else(|| invalid(&kp, "type names are strings"))?,
+                                        &kp,
+                                    )?;
                                 }
                                 b
                             }
@@ -116,7 +119,8 @@ impl Conv<'_> {
                         let is_min = k.contains("inimum");
                         let strict = k.starts_with("exclusive")
                             || (draft == Draft::D4
-                                && map.get(if is_min { "exclusiveMinimum" } else { "exclusiveMaximum" }) == Some(&Value::Bool(true)));
+                                && map.get(if is_min { "exclusiveMinimum" } else { "exclusiveMaximum" })
+                                    == Some(&Value::Bool(true)));
                         if is_min {
                             tighten(&mut m.lo, d, strict, false);
                         } else {
@@ -155,7 +159,8 @@ impl Conv<'_> {
                         let part = arr_part.get_or_insert(ArrPart { prefix: Vec::new(), rest: Rest::Any });
                         match (k.as_str(), v) {
                             ("items", Value::Array(a)) if draft <= Draft::D2019 => {
-                                part.prefix = (0..a.len()).map(|i| self.doc.child(id, &["items", &i.to_string()])).collect();
+                                part.prefix =
+                                    (0..a.len()).map(|i| self.doc.child(id, &["items", &i.to_string()])).collect();
                                 if let Some(ai) = map.get("additionalItems") {
                                     let _ = ai;
                                     part.rest = Rest::Schema(self.doc.child(id, &["additionalItems"]));
@@ -163,11 +168,18 @@ impl Conv<'_> {
                                     part.rest = Rest::Closed;
                                 }
                             }
-                            ("items", Value::Array(_)) => return Err(invalid(&kp, "items must be a schema in this draft")),
+                            ("items", Value::Array(_)) => {
+                                return Err(invalid(&kp, "items must be a schema in this draft"))
+                            }
                             ("items", _) => part.rest = Rest::Schema(self.doc.child(id, &["items"])),
                             ("prefixItems", Value::Array(a)) if draft >= Draft::D2020 => {
-                                part.prefix = (0..a.len()).map(|i| self.doc.child(id, &["prefixItems", &i.to_string()])).collect();
-                                if !map.contains_key("items") && self.opts.strict_mode && !map.contains_key("unevaluatedItems") {
+                                part.prefix = (0..a.len())
+                                    .map(|i| self.doc.child(id, &["prefixItems", &i.to_string()]))
+                                    .collect();
+                                if !map.contains_key("items")
+                                    && self.opts.strict_mode
+                                    && !map.contains_key("unevaluatedItems")
+                                {
                                     part.rest = Rest::Closed;
                                 }
                             }
@@ -211,7 +223,11 @@ impl Conv<'_> {
                             "patternProperties" => {
                                 for name in mm()?.keys() {
                                     let pp = format!("{kp}/{}", name.replace('~', "~0").replace('/', "~1"));
-                                    part.patterns.push((name.clone(), self.doc.child(id, &["patternProperties", name]), pp));
+                                    part.patterns.push((
+                                        name.clone(),
+                                        self.doc.child(id, &["patternProperties", name]),
+                                        pp,
+                                    ));
                                 }
                                 part.says_additional = true;
                             }
@@ -243,7 +259,8 @@ impl Conv<'_> {
                                 Value::Array(a) if k != "dependentSchemas" => {
                                     let mut req = Vec::new();
                                     for r in a {
-                                        let r = r.as_str().ok_or_else(|| invalid(&kp, "dependent names are strings"))?;
+                                        let r =
+                                            r.as_str().ok_or_else(|| invalid(&kp, "dependent names are strings"))?;
                                         req.push(r.to_string());
                                     }
                                     if !req.is_empty() {
@@ -252,14 +269,17 @@ impl Conv<'_> {
                                 }
                                 Value::Bool(true) if k != "dependentRequired" => {}
                                 Value::Object(x) if x.is_empty() && k != "dependentRequired" => {}
-                                _ if k == "dependentRequired" => return Err(invalid(&kp, "dependentRequired values are arrays")),
+                                _ if k == "dependentRequired" => {
+                                    return Err(invalid(&kp, "dependentRequired values are arrays"))
+                                }
                                 _ => {}
                             }
                         }
                         if k != "dependentRequired" {
                             for (i, _) in self.dep_schemas(id).iter().enumerate() {
                                 let kind = Kind::Dep(i as u32);
-                                if !g.done.contains(&(id, kind)) && !m.pending.iter().any(|p| p.0 == id && p.1 == kind) {
+                                if !g.done.contains(&(id, kind)) && !m.pending.iter().any(|p| p.0 == id && p.1 == kind)
+                                {
                                     m.pending.push((id, kind, kp.clone()));
                                 }
                             }
@@ -389,8 +409,12 @@ impl Conv<'_> {
             let ptr = self.doc.node(id).ptr.clone();
             let segs: Vec<&str> = ptr.rsplitn(3, '/').collect();
             let parent = match segs.as_slice() {
-                [last, rest, ..] if ["then", "else", "if"].contains(last) => Some(format!("{}{}", segs.get(2).map_or(String::new(), |p| format!("{p}/")), rest)),
-                [_, kw, parent] if ["anyOf", "oneOf", "dependentSchemas", "dependencies"].contains(kw) => Some((*parent).to_string()),
+                [last, rest, ..] if ["then", "else", "if"].contains(last) => {
+                    Some(format!("{}{}", segs.get(2).map_or(String::new(), |p| format!("{p}/")), rest))
+                }
+                [_, kw, parent] if ["anyOf", "oneOf", "dependentSchemas", "dependencies"].contains(kw) => {
+                    Some((*parent).to_string())
+                }
                 _ => None,
             };
             if let Some(pid) = parent.and_then(|p| self.doc.id_of(&p)) {
@@ -415,18 +439,27 @@ impl Conv<'_> {
             for &(sid, kind) in &g.done {
                 let branches = self.doc.node(sid).value.get("anyOf").and_then(Value::as_array).map_or(0, Vec::len);
                 if kind == Kind::AnyOf && branches > 1 && sub.contains(&sid) {
-                    return Err(unsupported(kp, "unevaluated keywords over an anyOf with several branches are not supported"));
+                    return Err(unsupported(
+                        kp,
+                        "unevaluated keywords over an anyOf with several branches are not supported",
+                    ));
                 }
             }
             let key = if *props { "unevaluatedProperties" } else { "unevaluatedItems" };
             let schema = self.doc.child(*x, &[key]);
             let draft = self.doc.draft;
             if *props {
-                let mut part = ObjPart { props: Vec::new(), patterns: Vec::new(), additional: Rest::Schema(schema), says_additional: true };
+                let mut part = ObjPart {
+                    props: Vec::new(),
+                    patterns: Vec::new(),
+                    additional: Rest::Schema(schema),
+                    says_additional: true,
+                };
                 let mut all = false;
                 for &n in &sub {
                     let Some(map) = self.doc.node(n).value.as_object() else { continue };
-                    all |= map.contains_key("additionalProperties") || (n != *x && map.contains_key("unevaluatedProperties"));
+                    all |= map.contains_key("additionalProperties")
+                        || (n != *x && map.contains_key("unevaluatedProperties"));
                     if let Some(Value::Object(o)) = map.get("properties") {
                         for name in o.keys() {
                             part.props.push((name.clone(), self.doc.child(n, &["properties", name])));

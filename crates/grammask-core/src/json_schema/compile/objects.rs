@@ -7,8 +7,9 @@ use super::*;
 impl Conv<'_> {
     pub(super) fn emit_object(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let d = self.child_depth(g.depth);
-        let closed_by_strict =
-            self.opts.strict_mode && m.obj.iter().any(|p| !p.props.is_empty()) && !m.obj.iter().any(|p| p.says_additional);
+        let closed_by_strict = self.opts.strict_mode
+            && m.obj.iter().any(|p| !p.props.is_empty())
+            && !m.obj.iter().any(|p| p.says_additional);
         // Known keys in schema order, then required keys not listed.
         let mut names: Vec<String> = Vec::new();
         for p in &m.obj {
@@ -96,7 +97,8 @@ impl Conv<'_> {
         }
         keys.retain(|k| k.value.is_some());
         // Additional keys: any string not among `names` (nor absent keys).
-        let additional_allowed = !closed_by_strict && !m.obj.iter().any(|p| p.additional == Rest::Closed && p.patterns.is_empty());
+        let additional_allowed =
+            !closed_by_strict && !m.obj.iter().any(|p| p.additional == Rest::Closed && p.patterns.is_empty());
         let mut addl: Option<String> = None;
         if additional_allowed || !pattern_dfas.is_empty() {
             let mut excluded: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -108,7 +110,14 @@ impl Conv<'_> {
         let entries: Vec<(String, bool)> = keys
             .iter()
             .map(|k| {
-                (format!("\"\\\"\" {} \"\\\"\" {kv} {}", jstr::spell_str(&k.name), k.value.clone().unwrap_or_default()), k.required)
+                (
+                    format!(
+                        "\"\\\"\" {} \"\\\"\" {kv} {}",
+                        jstr::spell_str(&k.name),
+                        k.value.clone().unwrap_or_default()
+                    ),
+                    k.required,
+                )
             })
             .collect();
         let n = entries.len();
@@ -136,7 +145,11 @@ impl Conv<'_> {
             // strict_mode=false beyond the bound: schema order (documented restriction).
         }
         if let Some((_, _, p)) = m.dep_req.first() {
-            let why = if free_order { "too many properties for key-set states" } else { "needs any key order (strict_mode=false or any_order)" };
+            let why = if free_order {
+                "too many properties for key-set states"
+            } else {
+                "needs any key order (strict_mode=false or any_order)"
+            };
             return Err(unsupported(p, format!("dependentRequired: {why}")));
         }
         let cap: u64 = if need_count { m.max_props.unwrap_or(m.min_props).max(m.min_props) } else { 0 };
@@ -169,8 +182,10 @@ impl Conv<'_> {
                             let first = if s { format!("{sep} {a}") } else { a.clone() };
                             let lo2 = lo.saturating_sub(1);
                             let hi2 = hi.map(|h| h - 1);
-                            if lo2 > u64::from(MAX_REPEAT_BOUND) || hi2.is_some_and(|h| h > u64::from(MAX_REPEAT_BOUND)) {
-                                return Err(Error::limit("minProperties/maxProperties", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
+                            if lo2 > u64::from(MAX_REPEAT_BOUND) || hi2.is_some_and(|h| h > u64::from(MAX_REPEAT_BOUND))
+                            {
+                                return Err(Error::limit("minProperties/maxProperties", MAX_REPEAT_BOUND as usize)
+                                    .at_pointer(ptr));
                             }
                             let rep = match hi2 {
                                 Some(h) => format!("{{{lo2},{h}}}"),
@@ -247,7 +262,8 @@ impl Conv<'_> {
                 continue;
             }
             let mut alts = Vec::new();
-            if s && mask & req_mask == req_mask && (!need_count || c >= m.min_props) && Self::deps_hold(m, names, mask) {
+            if s && mask & req_mask == req_mask && (!need_count || c >= m.min_props) && Self::deps_hold(m, names, mask)
+            {
                 alts.push("\"\"".to_string());
             }
             let c2 = if need_count { (c + 1).min(top) } else { 0 };

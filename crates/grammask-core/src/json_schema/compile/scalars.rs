@@ -38,7 +38,8 @@ impl Conv<'_> {
         }
         let first_ptr = g.ids.first().map_or(String::new(), |i| self.doc.node(*i).ptr.clone());
         if m.types & (INT | FRAC) != 0 {
-            let excluded: Vec<Dec> = m.not_values.iter().filter_map(|v| v.as_number().and_then(Dec::from_number)).collect();
+            let excluded: Vec<Dec> =
+                m.not_values.iter().filter_map(|v| v.as_number().and_then(Dec::from_number)).collect();
             let n = if excluded.is_empty() {
                 self.emit_number(m, &first_ptr)?
             } else {
@@ -90,11 +91,16 @@ impl Conv<'_> {
             // `minimum: 0` alone (amounts, counts) is exact: the unsigned multiples.
             let nonneg = m.hi.is_none() && m.lo.as_ref().is_some_and(|(d, exclusive)| d.is_zero() && !exclusive);
             if bounded && !nonneg {
-                return Err(unsupported(p, "multipleOf together with minimum/maximum (other than minimum 0) is not supported"));
+                return Err(unsupported(
+                    p,
+                    "multipleOf together with minimum/maximum (other than minimum 0) is not supported",
+                ));
             }
             let mut divs = Vec::new();
             for (d, p) in &m.mults {
-                divs.push(numeric::divisor(d).ok_or_else(|| unsupported(p, "multipleOf value too large or too precise"))?);
+                divs.push(
+                    numeric::divisor(d).ok_or_else(|| unsupported(p, "multipleOf value too large or too precise"))?,
+                );
             }
             let Some((pp, s)) = numeric::lcm_divisor(&divs) else {
                 return Err(unsupported(p, "multipleOf values whose common multiple is too large"));
@@ -118,9 +124,7 @@ impl Conv<'_> {
             return Ok(numeric::int_range(lo.as_ref(), hi.as_ref()).map(|r| format!("{r}{frac}")));
         }
         if !bounded {
-            return Ok(Some(
-                "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [+\\-]? [0-9]+)?".to_string(),
-            ));
+            return Ok(Some("\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [+\\-]? [0-9]+)?".to_string()));
         }
         Ok(numeric::number_range(m.lo.as_ref().map(|(d, s)| (d, *s)), m.hi.as_ref().map(|(d, s)| (d, *s))))
     }
@@ -130,7 +134,10 @@ impl Conv<'_> {
     /// spelling of an excluded value (`1`, `1.0`, `1.00`, ...) is taken out.
     fn emit_number_except(&mut self, m: &Merged, excluded: &[Dec], ptr: &str) -> Result<Option<String>> {
         if m.lo.is_some() || m.hi.is_some() || !m.mults.is_empty() || m.types & INT == 0 {
-            return Err(unsupported(ptr, "not: excluding numeric values from bounded, multipleOf or non-integer numbers is not supported"));
+            return Err(unsupported(
+                ptr,
+                "not: excluding numeric values from bounded, multipleOf or non-integer numbers is not supported",
+            ));
         }
         let integer = m.types & FRAC == 0;
         let base = match (integer, self.doc.draft == Draft::D4) {
@@ -138,12 +145,21 @@ impl Conv<'_> {
             (true, false) => r"-?(0|[1-9][0-9]*)(\.0+)?",
             (false, _) => r"-?(0|[1-9][0-9]*)(\.[0-9]+)?",
         };
-        let full = |p: &str| -> Result<CharDfa> { CharDfa::from_regex(&Regex::parse(p, RegexFlags::default())?, Anchoring::FullMatch) };
+        let full = |p: &str| -> Result<CharDfa> {
+            CharDfa::from_regex(&Regex::parse(p, RegexFlags::default())?, Anchoring::FullMatch)
+        };
         let mut dfa = full(base)?;
         for d in excluded {
-            let int: String = if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
+            let int: String =
+                if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
             let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
-            let sign = if d.is_zero() { "-?" } else if d.neg { "-" } else { "" };
+            let sign = if d.is_zero() {
+                "-?"
+            } else if d.neg {
+                "-"
+            } else {
+                ""
+            };
             let tail = if frac.is_empty() { r"(\.0+)?".to_string() } else { format!(r"\.{frac}0*") };
             dfa = dfa.difference(&full(&format!("{sign}{int}{tail}"))?).map_err(|e| ptr_if_none(e, ptr))?;
         }
@@ -163,7 +179,8 @@ impl Conv<'_> {
                 return Ok(None);
             }
         }
-        let plain = m.patterns.is_empty() && m.formats.is_empty() && m.neg_patterns.is_empty() && m.neg_formats.is_empty();
+        let plain =
+            m.patterns.is_empty() && m.formats.is_empty() && m.neg_patterns.is_empty() && m.neg_formats.is_empty();
         if plain && excluded.is_empty() {
             if m.min_len > u64::from(MAX_REPEAT_BOUND) || m.max_len.is_some_and(|x| x > u64::from(MAX_REPEAT_BOUND)) {
                 if m.max_len.is_some() {
@@ -186,9 +203,8 @@ impl Conv<'_> {
         // General case: intersect automata (length last, see below).
         let mut dfa = CharDfa::any_string();
         for (p, pp) in &m.patterns {
-            let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false }).map_err(|e| {
-                Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone())
-            })?;
+            let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone()))?;
             let d = CharDfa::from_regex(&re, Anchoring::Search)
                 .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone()))?;
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, pp))?;
@@ -215,7 +231,8 @@ impl Conv<'_> {
             let len = CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?;
             // A length counter times a cyclic automaton reaches about the product of their
             // states: refuse at once what would only hit the state limit after a long build.
-            if dfa.is_infinite() && len.num_states().saturating_mul(dfa.num_states()) > 4 * crate::regex::MAX_DFA_STATES {
+            if dfa.is_infinite() && len.num_states().saturating_mul(dfa.num_states()) > 4 * crate::regex::MAX_DFA_STATES
+            {
                 return Err(Error::limit(
                     "automaton states of pattern/format with minLength/maxLength",
                     crate::regex::MAX_DFA_STATES,

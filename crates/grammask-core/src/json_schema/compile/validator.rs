@@ -112,7 +112,8 @@ impl Conv<'_> {
                         let is_min = k.contains("inimum");
                         let strict = k.starts_with("exclusive")
                             || (draft == Draft::D4
-                                && map.get(if is_min { "exclusiveMinimum" } else { "exclusiveMaximum" }) == Some(&Value::Bool(true)));
+                                && map.get(if is_min { "exclusiveMinimum" } else { "exclusiveMaximum" })
+                                    == Some(&Value::Bool(true)));
                         match (is_min, strict) {
                             (true, false) => x >= b,
                             (true, true) => x > b,
@@ -130,16 +131,23 @@ impl Conv<'_> {
                 "minLength" | "maxLength" if vt == STR => {
                     let n = v.as_str().unwrap_or("").chars().count() as u64;
                     let b = as_count(kv, &kp)?;
-                    if k == "minLength" { n >= b } else { n <= b }
+                    if k == "minLength" {
+                        n >= b
+                    } else {
+                        n <= b
+                    }
                 }
                 "pattern" if vt == STR => {
-                    let re = Regex::parse(kv.as_str().unwrap_or(""), RegexFlags::default()).map_err(|e| ptr_if_none(e, &kp))?;
+                    let re = Regex::parse(kv.as_str().unwrap_or(""), RegexFlags::default())
+                        .map_err(|e| ptr_if_none(e, &kp))?;
                     CharDfa::from_regex(&re, Anchoring::Search)?.accepts(v.as_str().unwrap_or(""))
                 }
-                "format" if vt == STR && self.doc.format_assertion => match formats::regex_for(kv.as_str().unwrap_or("")) {
-                    Some(_) => format_dfa(kv.as_str().unwrap_or(""))?.accepts(v.as_str().unwrap_or("")),
-                    None => true,
-                },
+                "format" if vt == STR && self.doc.format_assertion => {
+                    match formats::regex_for(kv.as_str().unwrap_or("")) {
+                        Some(_) => format_dfa(kv.as_str().unwrap_or(""))?.accepts(v.as_str().unwrap_or("")),
+                        None => true,
+                    }
+                }
                 "allOf" | "anyOf" | "oneOf" => {
                     let a = kv.as_array().map_or(0, Vec::len);
                     let mut hits = 0;
@@ -172,7 +180,11 @@ impl Conv<'_> {
                 "minItems" | "maxItems" if vt == ARR => {
                     let n = v.as_array().map_or(0, Vec::len) as u64;
                     let b = as_count(kv, &kp)?;
-                    if k == "minItems" { n >= b } else { n <= b }
+                    if k == "minItems" {
+                        n >= b
+                    } else {
+                        n <= b
+                    }
                 }
                 "uniqueItems" if vt == ARR && kv == &Value::Bool(true) => {
                     let a = v.as_array().cloned().unwrap_or_default();
@@ -183,18 +195,26 @@ impl Conv<'_> {
                     let (prefix, rest): (usize, Option<SchemaId>) = match (k.as_str(), kv) {
                         ("items", Value::Array(p)) => (p.len(), None),
                         ("items", _) => {
-                            let pl = if draft >= Draft::D2020 { map.get("prefixItems").and_then(Value::as_array).map_or(0, Vec::len) } else { 0 };
+                            let pl = if draft >= Draft::D2020 {
+                                map.get("prefixItems").and_then(Value::as_array).map_or(0, Vec::len)
+                            } else {
+                                0
+                            };
                             (pl, Some(self.doc.child(id, &["items"])))
                         }
                         ("prefixItems", Value::Array(p)) => {
-                            let closed = self.opts.strict_mode && !map.contains_key("items") && !map.contains_key("unevaluatedItems");
+                            let closed = self.opts.strict_mode
+                                && !map.contains_key("items")
+                                && !map.contains_key("unevaluatedItems");
                             if closed && a.len() > p.len() {
                                 return Ok(false);
                             }
                             (p.len(), None)
                         }
                         ("additionalItems", _) => match map.get("items") {
-                            Some(Value::Array(p)) if draft <= Draft::D2019 => (p.len(), Some(self.doc.child(id, &["additionalItems"]))),
+                            Some(Value::Array(p)) if draft <= Draft::D2019 => {
+                                (p.len(), Some(self.doc.child(id, &["additionalItems"])))
+                            }
                             _ => (usize::MAX, None),
                         },
                         _ => (0, None),
@@ -203,11 +223,17 @@ impl Conv<'_> {
                     for (i, x) in a.iter().enumerate() {
                         let s = if i < prefix {
                             match (k.as_str(), kv) {
-                                ("items" | "prefixItems", Value::Array(_)) => Some(self.doc.child(id, &[k, &i.to_string()])),
+                                ("items" | "prefixItems", Value::Array(_)) => {
+                                    Some(self.doc.child(id, &[k, &i.to_string()]))
+                                }
                                 _ => None,
                             }
                         } else {
-                            if k == "items" && kv.is_array() && self.opts.strict_mode && !map.contains_key("additionalItems") {
+                            if k == "items"
+                                && kv.is_array()
+                                && self.opts.strict_mode
+                                && !map.contains_key("additionalItems")
+                            {
                                 ok = false;
                                 break;
                             }
@@ -241,7 +267,11 @@ impl Conv<'_> {
                 "minProperties" | "maxProperties" if vt == OBJ => {
                     let n = v.as_object().map_or(0, serde_json::Map::len) as u64;
                     let b = as_count(kv, &kp)?;
-                    if k == "minProperties" { n >= b } else { n <= b }
+                    if k == "minProperties" {
+                        n >= b
+                    } else {
+                        n <= b
+                    }
                 }
                 "propertyNames" if vt == OBJ => {
                     let c = self.doc.child(id, &["propertyNames"]);

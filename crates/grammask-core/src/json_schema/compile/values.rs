@@ -11,7 +11,8 @@ impl Conv<'_> {
             Value::Bool(b) => format!("\"{b}\""),
             Value::Number(n) => {
                 let d = Dec::from_number(n).ok_or_else(|| invalid("", "number out of range"))?;
-                let int: String = if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
+                let int: String =
+                    if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
                 let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
                 let body = if frac.is_empty() {
                     format!("{} (\".\" \"0\"+)?", emit::lit(&int))
@@ -36,7 +37,12 @@ impl Conv<'_> {
                         parts.push(self.spell_value(x, self.child_depth(depth))?);
                     }
                     let sep = self.sep_item(depth);
-                    format!("({} {} {})", self.open('[', depth), parts.join(&format!(" {sep} ")), self.close(']', depth))
+                    format!(
+                        "({} {} {})",
+                        self.open('[', depth),
+                        parts.join(&format!(" {sep} ")),
+                        self.close(']', depth)
+                    )
                 }
             }
             Value::Object(o) => {
@@ -52,7 +58,11 @@ impl Conv<'_> {
                     let kv = self.sep_kv();
                     let mut entries = Vec::new();
                     for (k, x) in o {
-                        entries.push(format!("\"\\\"\" {} \"\\\"\" {kv} {}", jstr::spell_str(k), self.spell_value(x, self.child_depth(depth))?));
+                        entries.push(format!(
+                            "\"\\\"\" {} \"\\\"\" {kv} {}",
+                            jstr::spell_str(k),
+                            self.spell_value(x, self.child_depth(depth))?
+                        ));
                     }
                     let sep = self.sep_item(depth);
                     let mut alts = Vec::new();
