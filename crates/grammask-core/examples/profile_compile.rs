@@ -84,7 +84,7 @@ fn main() {
         if dump {
             match &a {
                 Ok(a) => {
-                    println!("{path} states {} hash {:016x} build_ms {best:.3}", a.states().len(), hash_automata(a))
+                    println!("{path} states {} hash {:016x} build_ms {best:.3}", a.states().len(), hash_automata(a));
                 }
                 Err(e) => println!("{path} error {e}"),
             }

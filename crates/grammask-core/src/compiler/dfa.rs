@@ -37,7 +37,7 @@ impl Dfa {
         let mine = self.bytes.len() > first;
         match self.bytes.last_mut() {
             Some(last) if mine && last.target == e.target && u16::from(last.hi) + 1 == u16::from(e.lo) => {
-                last.hi = e.hi
+                last.hi = e.hi;
             }
             _ => self.bytes.push(e),
         }
