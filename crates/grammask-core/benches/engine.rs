@@ -74,9 +74,7 @@ fn shared_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     let root = repo_root().canonicalize().ok()?;
-    root.ancestors()
-        .map(|p| p.join("shared"))
-        .find(|p| p.join("tokenizers").is_dir())
+    root.ancestors().map(|p| p.join("shared")).find(|p| p.join("tokenizers").is_dir())
 }
 
 /// Token strings by id (model vocab plus added tokens) and the ids of added tokens marked special,
@@ -91,10 +89,7 @@ fn encoded_vocab(spec: &Value) -> (Vec<Vec<u8>>, Vec<u32>) {
     let mut special = Vec::new();
     for t in spec["added_tokens"].as_array().into_iter().flatten() {
         let id = t["id"].as_u64().expect("added token id");
-        pairs.push((
-            id,
-            t["content"].as_str().expect("added token text").to_string(),
-        ));
+        pairs.push((id, t["content"].as_str().expect("added token text").to_string()));
         if t["special"].as_bool() == Some(true) {
             special.push(id as u32);
         }
@@ -114,15 +109,11 @@ fn vocab_json(shared: &Path) -> Option<String> {
     if let Ok(text) = std::fs::read_to_string(&cache) {
         return Some(text);
     }
-    let spec: Value = serde_json::from_str(
-        &std::fs::read_to_string(shared.join("tokenizers/llama3/tokenizer.json")).ok()?,
-    )
-    .expect("tokenizer.json is JSON");
+    let spec: Value =
+        serde_json::from_str(&std::fs::read_to_string(shared.join("tokenizers/llama3/tokenizer.json")).ok()?)
+            .expect("tokenizer.json is JSON");
     let (encoded, special) = encoded_vocab(&spec);
-    let options = VocabularyOptions {
-        special_token_ids: Some(special),
-        ..Default::default()
-    };
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
     let v = Vocabulary::new(encoded, VocabType::ByteLevel, options).expect("llama3 vocabulary");
     let text = v.to_json();
     // A failed write only costs rebuilding next time.
@@ -134,9 +125,7 @@ fn vocab() -> Option<&'static Arc<Vocabulary>> {
     static V: OnceLock<Option<Arc<Vocabulary>>> = OnceLock::new();
     V.get_or_init(|| {
         let text = vocab_json(&shared_dir()?)?;
-        Some(Arc::new(
-            Vocabulary::from_json(&text).expect("serialized TokenizerInfo loads"),
-        ))
+        Some(Arc::new(Vocabulary::from_json(&text).expect("serialized TokenizerInfo loads")))
     })
     .as_ref()
 }
@@ -147,8 +136,7 @@ fn shared_vocab() -> &'static Arc<Vocabulary> {
 
 fn grammar_text(name: &str) -> Option<String> {
     (name != "json").then(|| {
-        std::fs::read_to_string(repo_root().join(format!("bench/grammars/{name}.ebnf")))
-            .expect("bench grammar file")
+        std::fs::read_to_string(repo_root().join(format!("bench/grammars/{name}.ebnf"))).expect("bench grammar file")
     })
 }
 
@@ -161,9 +149,8 @@ fn grammar(name: &str) -> Grammar {
 
 /// The first `percent`% of document 00 of `name`, cut at a character boundary.
 fn prefix(name: &str, percent: usize) -> Vec<u8> {
-    let doc =
-        std::fs::read_to_string(repo_root().join(format!("bench/grammars/docs/{name}/00.txt")))
-            .expect("bench document");
+    let doc = std::fs::read_to_string(repo_root().join(format!("bench/grammars/docs/{name}/00.txt")))
+        .expect("bench document");
     let mut cut = doc.len() * percent / 100;
     while !doc.is_char_boundary(cut) {
         cut -= 1;
@@ -179,26 +166,18 @@ fn parse_state(arg: &str) -> (&str, usize) {
 /// A matcher of `compiled` that has consumed `bytes`.
 fn matcher_at(compiled: &Arc<CompiledGrammar>, bytes: &[u8]) -> Matcher {
     let mut m = Matcher::new(compiled.clone(), MatcherOptions::default()).expect("matcher");
-    assert!(
-        m.accept_bytes(bytes).expect("accept"),
-        "document prefix rejected"
-    );
+    assert!(m.accept_bytes(bytes).expect("accept"), "document prefix rejected");
     m
 }
 
 /// Keeps the shared token index of the vocabulary alive, so compiles measure the grammar only.
 fn pin() -> &'static Arc<CompiledGrammar> {
     static PIN: OnceLock<Arc<CompiledGrammar>> = OnceLock::new();
-    PIN.get_or_init(|| {
-        Arc::new(CompiledGrammar::new(&grammar("json"), shared_vocab()).expect("compile"))
-    })
+    PIN.get_or_init(|| Arc::new(CompiledGrammar::new(&grammar("json"), shared_vocab()).expect("compile")))
 }
 
 mod compile {
-    use super::{
-        grammar, grammar_text, parse_ebnf, pin, shared_vocab, Automata, Bencher, CompiledGrammar,
-        GRAMMARS,
-    };
+    use super::{grammar, grammar_text, parse_ebnf, pin, shared_vocab, Automata, Bencher, CompiledGrammar, GRAMMARS};
 
     #[divan::bench(args = GRAMMARS)]
     fn ebnf_parse(bencher: Bencher, name: &str) {
@@ -252,9 +231,7 @@ fn mask_new_grammar(bencher: Bencher, state: &str) {
     let mut row = vec![0u32; shared_vocab().vocab_size().div_ceil(32)];
     // Warm the shared kernel cache of the vocabulary with this state once.
     let warmup = Arc::new(CompiledGrammar::new(&g, shared_vocab()).expect("compile"));
-    matcher_at(&warmup, &bytes)
-        .fill_next_token_bitmask(&mut row)
-        .expect("mask");
+    matcher_at(&warmup, &bytes).fill_next_token_bitmask(&mut row).expect("mask");
     bencher
         .with_inputs(|| {
             let compiled = Arc::new(CompiledGrammar::new(&g, shared_vocab()).expect("compile"));
@@ -271,8 +248,5 @@ fn mask_warm(bencher: Bencher, state: &str) {
     let mut m = matcher_at(&compiled, &prefix(name, percent));
     let mut row = vec![0u32; shared_vocab().vocab_size().div_ceil(32)];
     m.fill_next_token_bitmask(&mut row).expect("mask");
-    bencher.bench_local(|| {
-        m.fill_next_token_bitmask(divan::black_box(&mut row))
-            .expect("mask")
-    });
+    bencher.bench_local(|| m.fill_next_token_bitmask(divan::black_box(&mut row)).expect("mask"));
 }

@@ -69,7 +69,13 @@ fn main() {
             if el.as_micros() >= min_us {
                 println!(
                     "byte {i} {:?} state {} rule {} {:?} accepted {} uncertain {} suffixes {}",
-                    b as char, it.state.0, a.rule_name(a.state(it.state).rule), el, km.accepted.count_ones(), km.uncertain.len(), km.suffixes.len()
+                    b as char,
+                    it.state.0,
+                    a.rule_name(a.state(it.state).rule),
+                    el,
+                    km.accepted.count_ones(),
+                    km.uncertain.len(),
+                    km.suffixes.len()
                 );
             }
         }
@@ -83,7 +89,15 @@ fn main() {
             let s = a.rule_start(grammask_core::grammar::RuleId(r as u32));
             let t = Instant::now();
             let Ok(Some(km)) = cg.classify(s, usize::MAX, &mut || false) else { continue };
-            println!("rule start {} state {} {:?} accepted {} uncertain {} suffixes {}", a.rule_name(a.state(s).rule), s.0, t.elapsed(), km.accepted.count_ones(), km.uncertain.len(), km.suffixes.len());
+            println!(
+                "rule start {} state {} {:?} accepted {} uncertain {} suffixes {}",
+                a.rule_name(a.state(s).rule),
+                s.0,
+                t.elapsed(),
+                km.accepted.count_ones(),
+                km.uncertain.len(),
+                km.suffixes.len()
+            );
         }
     }
     if check {

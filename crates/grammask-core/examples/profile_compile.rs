@@ -41,7 +41,9 @@ fn main() {
             "--slow" => slow = args.next().and_then(|n| n.parse().ok()).expect("--slow MS"),
             "--vocab" => {
                 let text = std::fs::read_to_string(args.next().expect("--vocab FILE")).expect("readable vocabulary");
-                vocab = Some(std::sync::Arc::new(grammask_core::vocab::Vocabulary::from_json(&text).expect("a vocabulary")));
+                vocab = Some(std::sync::Arc::new(
+                    grammask_core::vocab::Vocabulary::from_json(&text).expect("a vocabulary"),
+                ));
             }
             _ => list = Some(a),
         }
@@ -54,7 +56,8 @@ fn main() {
         grammask_core::matcher::CompiledGrammar::new(&g, v).expect("compiles")
     });
     for path in list.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
         let schema = v.get("schema").cloned().unwrap_or(v).to_string();
         let t0 = Instant::now();
         let Ok(ebnf) = json_schema_to_ebnf(&schema, &opts) else { continue };
@@ -80,7 +83,9 @@ fn main() {
         let a = out.expect("repeat >= 1");
         if dump {
             match &a {
-                Ok(a) => println!("{path} states {} hash {:016x} build_ms {best:.3}", a.states().len(), hash_automata(a)),
+                Ok(a) => {
+                    println!("{path} states {} hash {:016x} build_ms {best:.3}", a.states().len(), hash_automata(a));
+                }
                 Err(e) => println!("{path} error {e}"),
             }
         }
@@ -95,8 +100,16 @@ fn main() {
             continue;
         }
         xs.sort_by(f64::total_cmp);
-        let q = |p: f64| xs.get(((xs.len() as f64 * p) as usize).min(xs.len().saturating_sub(1))).copied().unwrap_or(0.0);
+        let q =
+            |p: f64| xs.get(((xs.len() as f64 * p) as usize).min(xs.len().saturating_sub(1))).copied().unwrap_or(0.0);
         let total: f64 = xs.iter().sum();
-        println!("{name} p50 {:.3} p90 {:.3} p99 {:.3} max {:.3} total {total:.1} ms ({} schemas)", q(0.5), q(0.9), q(0.99), q(1.0), xs.len());
+        println!(
+            "{name} p50 {:.3} p90 {:.3} p99 {:.3} max {:.3} total {total:.1} ms ({} schemas)",
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0),
+            xs.len()
+        );
     }
 }

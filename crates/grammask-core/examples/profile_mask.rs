@@ -26,7 +26,15 @@ fn main() {
                 for it in grammask_core::mask::kernel_items(cg.automata(), m.chart()) {
                     let t = Instant::now();
                     let km = cg.classify(it.state, usize::MAX, &mut || false).unwrap().unwrap();
-                    println!("   kernel {:?} rule {} {:?} accepted {} uncertain {} suffixes {}", it, cg.automata().rule_name(cg.automata().state(it.state).rule), t.elapsed(), km.accepted.count_ones(), km.uncertain.len(), km.suffixes.len());
+                    println!(
+                        "   kernel {:?} rule {} {:?} accepted {} uncertain {} suffixes {}",
+                        it,
+                        cg.automata().rule_name(cg.automata().state(it.state).rule),
+                        t.elapsed(),
+                        km.accepted.count_ones(),
+                        km.uncertain.len(),
+                        km.suffixes.len()
+                    );
                 }
             }
         }

@@ -19,31 +19,10 @@ fn main() {
             let search = args.get(2).map(String::as_str) == Some("search");
             let json = args.get(3).map(String::as_str) == Some("json");
             let fl = args.get(4).cloned().unwrap_or_default();
-            let flags = RegexFlags {
-                ignore_case: fl.contains('i'),
-                dot_all: fl.contains('s'),
-            };
+            let flags = RegexFlags { ignore_case: fl.contains('i'), dot_all: fl.contains('s') };
             Regex::parse(&pattern, flags)
-                .and_then(|re| {
-                    CharDfa::from_regex(
-                        &re,
-                        if search {
-                            Anchoring::Search
-                        } else {
-                            Anchoring::FullMatch
-                        },
-                    )
-                })
-                .map(|d| {
-                    d.to_ebnf(
-                        "root",
-                        if json {
-                            TextMode::JsonStringBody
-                        } else {
-                            TextMode::Raw
-                        },
-                    )
-                })
+                .and_then(|re| CharDfa::from_regex(&re, if search { Anchoring::Search } else { Anchoring::FullMatch }))
+                .map(|d| d.to_ebnf("root", if json { TextMode::JsonStringBody } else { TextMode::Raw }))
         } else {
             regex_to_ebnf(&pattern, "root")
         };

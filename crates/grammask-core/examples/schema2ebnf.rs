@@ -53,7 +53,9 @@ fn main() {
         }
         if stats {
             times.sort_unstable();
-            let q = |f: f64| times.get(((times.len() as f64 * f) as usize).min(times.len().saturating_sub(1))).copied().unwrap_or(0);
+            let q = |f: f64| {
+                times.get(((times.len() as f64 * f) as usize).min(times.len().saturating_sub(1))).copied().unwrap_or(0)
+            };
             println!(
                 "schemas {} errors {} conversion p50 {:.3} ms p90 {:.3} ms p99 {:.3} ms max {:.3} ms",
                 times.len(),

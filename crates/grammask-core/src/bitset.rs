@@ -57,7 +57,8 @@ impl Bitset {
     /// almost every grammar mask), where `count_ones` scans the whole row.
     pub fn is_full(&self) -> bool {
         let (full, rest) = (self.len / 32, self.len % 32);
-        self.words[..full].iter().all(|&w| w == u32::MAX) && (rest == 0 || self.words[full] | !((1u32 << rest) - 1) == u32::MAX)
+        self.words[..full].iter().all(|&w| w == u32::MAX)
+            && (rest == 0 || self.words[full] | !((1u32 << rest) - 1) == u32::MAX)
     }
 
     pub fn count_ones(&self) -> usize {
@@ -81,6 +82,14 @@ impl Bitset {
     pub fn memory_size(&self) -> usize {
         self.words.len() * 4
     }
+}
+
+/// The bits `lo..=hi` of a 128-bit set of ASCII bytes (`hi <= 0x7F`; empty when `lo > hi`).
+pub fn ascii_range(lo: u8, hi: u8) -> u128 {
+    if lo > hi {
+        return 0;
+    }
+    (u128::MAX >> (127 - (hi - lo))) << lo
 }
 
 #[cfg(test)]
@@ -110,12 +119,4 @@ mod tests {
         }
         assert_eq!(a.words().len(), 3);
     }
-}
-
-/// The bits `lo..=hi` of a 128-bit set of ASCII bytes (`hi <= 0x7F`; empty when `lo > hi`).
-pub fn ascii_range(lo: u8, hi: u8) -> u128 {
-    if lo > hi {
-        return 0;
-    }
-    (u128::MAX >> (127 - (hi - lo))) << lo
 }

@@ -59,7 +59,7 @@ impl GrammarCache {
         g.map.insert(key, (value.clone(), size, now));
         g.bytes += size;
         if self.limit_bytes >= 0 {
-            let limit = self.limit_bytes as usize;
+            let limit = usize::try_from(self.limit_bytes).unwrap_or(usize::MAX);
             while g.bytes > limit && !g.map.is_empty() {
                 let oldest = g.map.iter().min_by_key(|(_, e)| e.2).map(|(k, _)| k.clone()).unwrap();
                 let (_, sz, _) = g.map.remove(&oldest).unwrap();

@@ -18,9 +18,9 @@
 
 use crate::compiler::{Automata, StateId, LA_NONE};
 use crate::error::{Error, Result};
+use crate::fasthash::FastState;
 use crate::grammar::RuleId;
 use crate::limits;
-use crate::fasthash::FastState;
 use std::collections::HashSet;
 
 /// A strong 128-bit mixer (two rounds of 64-bit multiply-xorshift on each half, crossed).
@@ -130,7 +130,13 @@ impl Chart {
 
     /// A chart whose row 0 is the closure of the given states (each with origin 0).
     pub fn with_start(a: &Automata, states: &[StateId]) -> Chart {
-        let mut c = Chart { items: Vec::with_capacity(64), row_start: vec![0], row_sig: vec![0], scratch: HashSet::default(), waiting: Waiting::default() };
+        let mut c = Chart {
+            items: Vec::with_capacity(64),
+            row_start: vec![0],
+            row_sig: vec![0],
+            scratch: HashSet::default(),
+            waiting: Waiting::default(),
+        };
         for &s in states {
             c.add(Item::new(s, 0));
         }
@@ -144,8 +150,13 @@ impl Chart {
     /// `(state, origin 0)`. Only descendants of the kernel item have origin 0, so an item with
     /// origin 0 in a final state means the kernel's rule has ended.
     pub fn with_kernel(a: &Automata, state: StateId) -> Chart {
-        let mut c =
-            Chart { items: Vec::with_capacity(64), row_start: vec![0, 0], row_sig: vec![0, 0], scratch: HashSet::default(), waiting: Waiting::default() };
+        let mut c = Chart {
+            items: Vec::with_capacity(64),
+            row_start: vec![0, 0],
+            row_sig: vec![0, 0],
+            scratch: HashSet::default(),
+            waiting: Waiting::default(),
+        };
         c.add(Item::new(state, 0));
         let _ = c.close(a, 1);
         c.row_sig[1] = c.signature(1);
@@ -425,8 +436,7 @@ impl Chart {
             for &(rr, t) in a.rule_edges(it.state) {
                 waiting.push(rr, (j - 1) as u32);
                 self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la });
-                for k in 0..empty_ends.len() {
-                    let (er, lo, la) = empty_ends[k];
+                for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {
                         self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
                     }

@@ -145,7 +145,8 @@ mod tests {
         let g = parse_ebnf(src, "root").unwrap();
         let a = Automata::build(&g).unwrap();
         let f = follow_sets(&a, &nullable_states(&a));
-        let rule = |name: &str| (0..a.num_rules()).find(|&r| a.rule_name(crate::grammar::RuleId(r as u32)) == name).unwrap();
+        let rule =
+            |name: &str| (0..a.num_rules()).find(|&r| a.rule_name(crate::grammar::RuleId(r as u32)) == name).unwrap();
         let set = |r: usize| -> Vec<u8> { (0..=255u8).filter(|&b| f[r].contains(b)).collect() };
         assert_eq!(set(rule("a")), b"kmv".to_vec());
         // After b: "z", d's first bytes, and (d nullable) whatever follows root: root ends

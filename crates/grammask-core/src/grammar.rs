@@ -147,6 +147,7 @@ impl GrammarBuilder {
     }
 
     /// A rule name not used yet, derived from `base` (`base`, `base_1`, `base_2`, ...).
+    #[allow(clippy::maybe_infinite_iter)] // finite: only finitely many names are taken
     pub fn fresh_name(&self, base: &str) -> String {
         if !self.names.contains_key(base) {
             return base.to_owned();

@@ -7,13 +7,21 @@
 //! "exprs": [expr...]}` where an expression is one of `["bytes", "<hex>"]`,
 //! `["class", [[lo, hi], ...]]`, `["seq", [ids]]`, `["choice", [ids]]`,
 //! `["repeat", id, min, max|null]`, `["rule", rule index]`; children precede parents.
+//!
+//! A compiled grammar (`"__VERSION__": "grammask-compiled-1"`) is stored as
+//! `{"__VERSION__", "grammar": <the grammar's form above>, "tokenizer_metadata": <the vocabulary's
+//! metadata JSON>}`: the automata and caches are rebuilt on load, and the vocabulary (whose
+//! metadata must match) is supplied by the caller.
 
+use crate::compiled::CompiledGrammar;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits;
+use crate::vocab::Vocabulary;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// The format version written and accepted.
 pub const SERIALIZATION_VERSION: &str = "grammask-1";
@@ -209,6 +217,44 @@ fn read_expr(e: &Value, i: usize, n_rules: usize) -> Result<Expr, String> {
         }
         t => return Err(format!("unknown expression tag '{t}'")),
     })
+}
+
+/// Serialization format version of compiled grammars.
+pub const COMPILED_VERSION: &str = "grammask-compiled-1";
+
+impl CompiledGrammar {
+    /// JSON with the grammar and the tokenizer metadata (not the vocabulary).
+    #[must_use]
+    pub fn serialize_json(&self) -> String {
+        let g: Value = serde_json::from_str(&self.grammar().to_json()).unwrap_or_default();
+        let meta: Value = serde_json::from_str(&self.vocab().metadata_json()).unwrap_or_default();
+        json!({"grammar": g, "tokenizer_metadata": meta, "__VERSION__": COMPILED_VERSION}).to_string()
+    }
+
+    /// Rebuilds a compiled grammar from [`CompiledGrammar::serialize_json`]'s output for `vocab`,
+    /// which must have the metadata it was compiled with.
+    pub fn deserialize_json(text: &str, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| Error::new(ErrorKind::InvalidJson, format!("invalid JSON: {e}")))?;
+        let version = v.get("__VERSION__").and_then(|x| x.as_str()).unwrap_or("");
+        if version != COMPILED_VERSION {
+            return Err(Error::new(
+                ErrorKind::Deserialize,
+                format!("wrong version of serialized compiled grammar: got '{version}', expected '{COMPILED_VERSION}'"),
+            ));
+        }
+        let meta = v.get("tokenizer_metadata").map(ToString::to_string).unwrap_or_default();
+        let want: Value = serde_json::from_str(&vocab.metadata_json()).unwrap_or_default();
+        let got: Value = serde_json::from_str(&meta).unwrap_or_default();
+        if want != got {
+            return Err(Error::new(
+                ErrorKind::Deserialize,
+                format!("tokenizer metadata mismatch: the grammar was compiled for {got}, this tokenizer is {want}"),
+            ));
+        }
+        let g = v.get("grammar").map(ToString::to_string).unwrap_or_default();
+        CompiledGrammar::new(&Grammar::from_json(&g)?, vocab)
+    }
 }
 
 #[cfg(test)]

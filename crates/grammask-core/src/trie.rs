@@ -85,8 +85,10 @@ impl TokenTrie {
                 count[n.parent as usize] += 1;
             }
         }
-        let mut wide: FastMap<u32, Vec<u32>> =
-            (0..t.nodes.len()).filter(|&i| count[i] as usize >= WIDE_MIN_CHILDREN).map(|i| (i as u32, Vec::new())).collect();
+        let mut wide: FastMap<u32, Vec<u32>> = (0..t.nodes.len())
+            .filter(|&i| count[i] as usize >= WIDE_MIN_CHILDREN)
+            .map(|i| (i as u32, Vec::new()))
+            .collect();
         for (i, n) in t.nodes.iter().enumerate() {
             if let Some(kids) = wide.get_mut(&n.parent) {
                 kids.push(i as u32);

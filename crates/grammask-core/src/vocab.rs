@@ -1,7 +1,7 @@
 //! Token vocabularies: the table `token id -> bytes` that the mask engine matches grammar text against.
 //!
 //! Pipeline position: built once per tokenizer (from Python's `TokenizerInfo` or directly in Rust),
-//! then shared (`Arc`) by every [`crate::compiler::CompiledGrammar`] made for that tokenizer. It takes
+//! then shared (`Arc`) by every [`crate::compiled::CompiledGrammar`] made for that tokenizer. It takes
 //! the tokens *as the tokenizer spells them* (`"Ġhello"`, `"▁hi"`, `"<0x0A>"`) plus a [`VocabType`]
 //! saying how to read that spelling, and produces:
 //!
@@ -125,11 +125,7 @@ impl Vocabulary {
     /// Errors: `LimitExceeded` for a token longer than [`MAX_TOKEN_BYTES`] or a vocabulary larger
     /// than [`MAX_VOCAB_SIZE`]; `InvalidArgument` for `vocab_size < encoded.len()` or a stop/special
     /// id `>= vocab_size`.
-    pub fn new(
-        encoded: Vec<Vec<u8>>,
-        vocab_type: VocabType,
-        options: VocabularyOptions,
-    ) -> Result<Vocabulary> {
+    pub fn new(encoded: Vec<Vec<u8>>, vocab_type: VocabType, options: VocabularyOptions) -> Result<Vocabulary> {
         let vocab_size = options.vocab_size.unwrap_or(encoded.len());
         if vocab_size > MAX_VOCAB_SIZE || encoded.len() > MAX_VOCAB_SIZE {
             return Err(Error::limit("vocabulary size", MAX_VOCAB_SIZE));
@@ -141,17 +137,10 @@ impl Vocabulary {
                 encoded.len()
             )));
         }
-        if let Some((id, tok)) = encoded
-            .iter()
-            .enumerate()
-            .find(|(_, t)| t.len() > MAX_TOKEN_BYTES)
-        {
+        if let Some((id, tok)) = encoded.iter().enumerate().find(|(_, t)| t.len() > MAX_TOKEN_BYTES) {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
-                format!(
-                    "token {id} is {} bytes long, more than the limit of {MAX_TOKEN_BYTES}",
-                    tok.len()
-                ),
+                format!("token {id} is {} bytes long, more than the limit of {MAX_TOKEN_BYTES}", tok.len()),
             ));
         }
         let check_ids = |ids: &[u32], what: &str| -> Result<()> {
@@ -196,9 +185,7 @@ impl Vocabulary {
             flags[id as usize] = STOP;
         }
 
-        let mut sorted_text: Vec<u32> = (0..vocab_size as u32)
-            .filter(|&id| flags[id as usize] == 0)
-            .collect();
+        let mut sorted_text: Vec<u32> = (0..vocab_size as u32).filter(|&id| flags[id as usize] == 0).collect();
         sorted_text.sort_unstable_by(|&a, &b| {
             let (a_bytes, b_bytes) = (
                 &bytes[offsets[a as usize]..offsets[a as usize + 1]],
@@ -279,9 +266,7 @@ impl Vocabulary {
     /// Special ids in increasing order (stop ids excluded).
     #[must_use]
     pub fn special_token_ids(&self) -> Vec<u32> {
-        (0..self.vocab_size as u32)
-            .filter(|&id| self.flags[id as usize] == SPECIAL)
-            .collect()
+        (0..self.vocab_size as u32).filter(|&id| self.flags[id as usize] == SPECIAL).collect()
     }
 
     /// Ids of tokens grammar text can produce (not special, not stop, non-empty), sorted by their
@@ -303,10 +288,7 @@ impl Vocabulary {
     fn write_metadata(&self, m: &mut Map<String, Value>) {
         m.insert("vocab_type".into(), Value::from(self.vocab_type.code()));
         m.insert("vocab_size".into(), Value::from(self.vocab_size));
-        m.insert(
-            "add_prefix_space".into(),
-            Value::from(self.add_prefix_space),
-        );
+        m.insert("add_prefix_space".into(), Value::from(self.add_prefix_space));
         m.insert("stop_token_ids".into(), Value::from(self.stop_ids.clone()));
     }
 
@@ -325,19 +307,11 @@ impl Vocabulary {
     pub fn to_json(&self) -> String {
         let mut m = Map::new();
         self.write_metadata(&mut m);
-        m.insert(
-            "special_token_ids".into(),
-            Value::from(self.special_token_ids()),
-        );
-        let decoded: Vec<Value> = (0..self.encoded.len() as u32)
-            .map(|id| Value::from(to_hex(self.token_bytes(id))))
-            .collect();
+        m.insert("special_token_ids".into(), Value::from(self.special_token_ids()));
+        let decoded: Vec<Value> =
+            (0..self.encoded.len() as u32).map(|id| Value::from(to_hex(self.token_bytes(id)))).collect();
         m.insert("decoded_vocab".into(), Value::Array(decoded));
-        let encoded: Vec<Value> = self
-            .encoded
-            .iter()
-            .map(|t| Value::from(to_hex(t)))
-            .collect();
+        let encoded: Vec<Value> = self.encoded.iter().map(|t| Value::from(to_hex(t))).collect();
         m.insert("encoded_vocab".into(), Value::Array(encoded));
         m.insert("__VERSION__".into(), Value::from(JSON_VERSION));
         Value::Object(m).to_string()
@@ -362,14 +336,9 @@ impl Vocabulary {
         let decoded = read_hex_list(&m, "decoded_vocab")?;
         let vocab = Vocabulary::new(encoded, vocab_type, options)?;
         let consistent = decoded.len() == vocab.encoded.len()
-            && decoded
-                .iter()
-                .enumerate()
-                .all(|(id, d)| vocab.token_bytes(id as u32) == d.as_slice());
+            && decoded.iter().enumerate().all(|(id, d)| vocab.token_bytes(id as u32) == d.as_slice());
         if !consistent {
-            return Err(deser(
-                "serialized vocabulary: decoded_vocab does not match encoded_vocab".to_string(),
-            ));
+            return Err(deser("serialized vocabulary: decoded_vocab does not match encoded_vocab".to_string()));
         }
         Ok(vocab)
     }
@@ -477,9 +446,7 @@ fn dedup_keep_order(ids: Vec<u32>) -> Vec<u32> {
 fn detect_stop_tokens(encoded: &[Vec<u8>], bytes: &[u8], offsets: &[usize]) -> Vec<u32> {
     let is_stop_text = |t: &[u8]| DETECTION_STOP_TOKENS.iter().any(|s| s.as_bytes() == t);
     (0..encoded.len())
-        .filter(|&id| {
-            is_stop_text(&encoded[id]) || is_stop_text(&bytes[offsets[id]..offsets[id + 1]])
-        })
+        .filter(|&id| is_stop_text(&encoded[id]) || is_stop_text(&bytes[offsets[id]..offsets[id + 1]]))
         .map(|id| id as u32)
         .collect()
 }
@@ -492,34 +459,24 @@ fn parse_object(s: &str, what: &str) -> Result<Map<String, Value>> {
     match serde_json::from_str::<Value>(s) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(deser(format!("{what} must be a JSON object"))),
-        Err(e) => Err(Error::new(
-            ErrorKind::InvalidJson,
-            format!("{what} is not valid JSON: {e}"),
-        )),
+        Err(e) => Err(Error::new(ErrorKind::InvalidJson, format!("{what} is not valid JSON: {e}"))),
     }
 }
 
 fn read_metadata(m: &Map<String, Value>) -> Result<(VocabType, VocabularyOptions)> {
     let vocab_type = match m.get("vocab_type").and_then(Value::as_u64) {
-        Some(code) => VocabType::from_code(code)
-            .ok_or_else(|| deser(format!("vocab_type {code} is not 0, 1 or 2")))?,
-        None => {
-            return Err(deser(
-                "vocabulary metadata needs \"vocab_type\" (0, 1 or 2)".into(),
-            ))
-        }
+        Some(code) => VocabType::from_code(code).ok_or_else(|| deser(format!("vocab_type {code} is not 0, 1 or 2")))?,
+        None => return Err(deser("vocabulary metadata needs \"vocab_type\" (0, 1 or 2)".into())),
     };
-    let vocab_size = m.get("vocab_size").and_then(Value::as_u64).ok_or_else(|| {
-        deser("vocabulary metadata needs \"vocab_size\" (a non-negative integer)".into())
-    })?;
-    let vocab_size =
-        usize::try_from(vocab_size).map_err(|_| Error::limit("vocabulary size", MAX_VOCAB_SIZE))?;
+    let vocab_size = m
+        .get("vocab_size")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| deser("vocabulary metadata needs \"vocab_size\" (a non-negative integer)".into()))?;
+    let vocab_size = usize::try_from(vocab_size).map_err(|_| Error::limit("vocabulary size", MAX_VOCAB_SIZE))?;
     let add_prefix_space = m
         .get("add_prefix_space")
         .and_then(Value::as_bool)
-        .ok_or_else(|| {
-            deser("vocabulary metadata needs \"add_prefix_space\" (true or false)".into())
-        })?;
+        .ok_or_else(|| deser("vocabulary metadata needs \"add_prefix_space\" (true or false)".into()))?;
     let stop = read_ids(m, "stop_token_ids")?;
     let options = VocabularyOptions {
         vocab_size: Some(vocab_size),
@@ -531,10 +488,8 @@ fn read_metadata(m: &Map<String, Value>) -> Result<(VocabType, VocabularyOptions
 }
 
 fn read_ids(m: &Map<String, Value>, key: &str) -> Result<Vec<u32>> {
-    let arr = m
-        .get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| deser(format!("\"{key}\" must be a list of token ids")))?;
+    let arr =
+        m.get(key).and_then(Value::as_array).ok_or_else(|| deser(format!("\"{key}\" must be a list of token ids")))?;
     arr.iter()
         .map(|v| {
             v.as_u64()
@@ -551,11 +506,7 @@ fn read_hex_list(m: &Map<String, Value>, key: &str) -> Result<Vec<Vec<u8>>> {
         .ok_or_else(|| deser(format!("\"{key}\" must be a list of hex strings")))?;
     arr.iter()
         .enumerate()
-        .map(|(i, v)| {
-            v.as_str()
-                .and_then(from_hex)
-                .ok_or_else(|| deser(format!("\"{key}\"[{i}] is not a hex string")))
-        })
+        .map(|(i, v)| v.as_str().and_then(from_hex).ok_or_else(|| deser(format!("\"{key}\"[{i}] is not a hex string"))))
         .collect()
 }
 
@@ -575,9 +526,7 @@ fn from_hex(s: &str) -> Option<Vec<u8>> {
         return None;
     }
     let hex = |c: u8| (c as char).to_digit(16);
-    s.chunks(2)
-        .map(|p| Some((hex(p[0])? * 16 + hex(p[1])?) as u8))
-        .collect()
+    s.chunks(2).map(|p| Some((hex(p[0])? * 16 + hex(p[1])?) as u8)).collect()
 }
 
 #[cfg(test)]
@@ -612,21 +561,15 @@ mod tests {
         let spelled = byte_level_encode(&all);
         assert_eq!(spelled.chars().count(), 256);
         assert_eq!(byte_level_encode(b" \n\t"), "ĠĊĉ");
-        let v = Vocabulary::new(
-            vec![spelled.into_bytes()],
-            VocabType::ByteLevel,
-            VocabularyOptions::default(),
-        )
-        .unwrap();
+        let v =
+            Vocabulary::new(vec![spelled.into_bytes()], VocabType::ByteLevel, VocabularyOptions::default()).unwrap();
         assert_eq!(v.token_bytes(0), all.as_slice());
     }
 
     #[test]
     fn byte_fallback_decoding() {
         let v = Vocabulary::new(
-            toks(&[
-                "<0x0A>", "<0xE2>", "▁hello", "<0xzz>", "a▁▁b", "<0x0a>", "<s>", "</s>",
-            ]),
+            toks(&["<0x0A>", "<0xE2>", "▁hello", "<0xzz>", "a▁▁b", "<0x0a>", "<s>", "</s>"]),
             VocabType::ByteFallback,
             VocabularyOptions::default(),
         )
@@ -660,12 +603,8 @@ mod tests {
             special_token_ids: Some(vec![3, 4]),
             add_prefix_space: true,
         };
-        let v = Vocabulary::new(
-            toks(&["b", "a", "", "<|im_start|>", "<|im_end|>", "ab"]),
-            VocabType::Raw,
-            opts,
-        )
-        .unwrap();
+        let v =
+            Vocabulary::new(toks(&["b", "a", "", "<|im_start|>", "<|im_end|>", "ab"]), VocabType::Raw, opts).unwrap();
         assert_eq!(v.vocab_size(), 8);
         assert!(v.add_prefix_space());
         assert_eq!(v.stop_token_ids(), &[4]);
@@ -682,10 +621,7 @@ mod tests {
         let v = Vocabulary::new(
             toks(&["x", "▁", " ", "<0x20>"]),
             VocabType::ByteFallback,
-            VocabularyOptions {
-                stop_token_ids: Some(vec![]),
-                ..Default::default()
-            },
+            VocabularyOptions { stop_token_ids: Some(vec![]), ..Default::default() },
         )
         .unwrap();
         assert_eq!(v.sorted_text_tokens(), &[1, 2, 3, 0]);
@@ -695,13 +631,7 @@ mod tests {
     #[test]
     fn detects_several_stop_tokens() {
         let v = Vocabulary::new(
-            toks(&[
-                "<|end_of_text|>",
-                "x",
-                "<|eot_id|>",
-                "<|eom_id|>",
-                "<|im_end|>",
-            ]),
+            toks(&["<|end_of_text|>", "x", "<|eot_id|>", "<|eom_id|>", "<|im_end|>"]),
             VocabType::ByteLevel,
             VocabularyOptions::default(),
         )
@@ -712,30 +642,20 @@ mod tests {
 
     #[test]
     fn errors() {
-        let err = Vocabulary::new(
-            vec![vec![b'a'; MAX_TOKEN_BYTES + 1]],
-            VocabType::Raw,
-            VocabularyOptions::default(),
-        )
-        .unwrap_err();
+        let err = Vocabulary::new(vec![vec![b'a'; MAX_TOKEN_BYTES + 1]], VocabType::Raw, VocabularyOptions::default())
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::LimitExceeded);
         let err = Vocabulary::new(
             toks(&["a", "b"]),
             VocabType::Raw,
-            VocabularyOptions {
-                vocab_size: Some(1),
-                ..Default::default()
-            },
+            VocabularyOptions { vocab_size: Some(1), ..Default::default() },
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         let err = Vocabulary::new(
             toks(&["a", "b"]),
             VocabType::Raw,
-            VocabularyOptions {
-                stop_token_ids: Some(vec![2]),
-                ..Default::default()
-            },
+            VocabularyOptions { stop_token_ids: Some(vec![2]), ..Default::default() },
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
@@ -743,21 +663,14 @@ mod tests {
         let err = Vocabulary::new(
             toks(&["a", "b"]),
             VocabType::Raw,
-            VocabularyOptions {
-                vocab_size: Some(3),
-                special_token_ids: Some(vec![3]),
-                ..Default::default()
-            },
+            VocabularyOptions { vocab_size: Some(3), special_token_ids: Some(vec![3]), ..Default::default() },
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         let err = Vocabulary::new(
             vec![],
             VocabType::Raw,
-            VocabularyOptions {
-                vocab_size: Some(MAX_VOCAB_SIZE + 1),
-                ..Default::default()
-            },
+            VocabularyOptions { vocab_size: Some(MAX_VOCAB_SIZE + 1), ..Default::default() },
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::LimitExceeded);
@@ -765,11 +678,7 @@ mod tests {
         let v = Vocabulary::new(
             toks(&["a"]),
             VocabType::Raw,
-            VocabularyOptions {
-                vocab_size: Some(3),
-                stop_token_ids: Some(vec![2]),
-                ..Default::default()
-            },
+            VocabularyOptions { vocab_size: Some(3), stop_token_ids: Some(vec![2]), ..Default::default() },
         )
         .unwrap();
         assert!(v.is_stop(2));
@@ -785,19 +694,11 @@ mod tests {
         };
         let v = Vocabulary::new(toks(&["Ġa", "b", "c"]), VocabType::ByteLevel, opts).unwrap();
         let meta = v.metadata_json();
-        assert_eq!(
-            meta,
-            r#"{"vocab_type":2,"vocab_size":5,"add_prefix_space":true,"stop_token_ids":[2,0]}"#
-        );
+        assert_eq!(meta, r#"{"vocab_type":2,"vocab_size":5,"add_prefix_space":true,"stop_token_ids":[2,0]}"#);
         let w = Vocabulary::from_vocab_and_metadata(toks(&["Ġa", "b", "c"]), &meta).unwrap();
         assert_eq!(w.metadata_json(), meta);
         assert_eq!(w.token_bytes(0), b" a");
-        assert_eq!(
-            Vocabulary::from_vocab_and_metadata(vec![], "{")
-                .unwrap_err()
-                .kind(),
-            ErrorKind::InvalidJson
-        );
+        assert_eq!(Vocabulary::from_vocab_and_metadata(vec![], "{").unwrap_err().kind(), ErrorKind::InvalidJson);
         for bad in [
             r#"{"vocab_type":3,"vocab_size":5,"add_prefix_space":true,"stop_token_ids":[]}"#,
             r#"{"vocab_size":5,"add_prefix_space":true,"stop_token_ids":[]}"#,
@@ -807,9 +708,7 @@ mod tests {
             "[]",
         ] {
             assert_eq!(
-                Vocabulary::from_vocab_and_metadata(toks(&["a"]), bad)
-                    .unwrap_err()
-                    .kind(),
+                Vocabulary::from_vocab_and_metadata(toks(&["a"]), bad).unwrap_err().kind(),
                 ErrorKind::Deserialize,
                 "{bad}"
             );
@@ -831,13 +730,7 @@ mod tests {
             add_prefix_space: false,
         };
         let v = Vocabulary::new(
-            vec![
-                b"\xff".to_vec(),
-                b"<x>".to_vec(),
-                vec![],
-                b"<0x0A>".to_vec(),
-                "▁z".as_bytes().to_vec(),
-            ],
+            vec![b"\xff".to_vec(), b"<x>".to_vec(), vec![], b"<0x0A>".to_vec(), "▁z".as_bytes().to_vec()],
             VocabType::ByteFallback,
             opts,
         )
@@ -849,20 +742,11 @@ mod tests {
         assert_eq!(w.sorted_text_tokens(), v.sorted_text_tokens());
         assert_eq!(w.special_token_ids(), v.special_token_ids());
         let tampered = s.replace("\"207a\"", "\"207b\"");
-        assert_eq!(
-            Vocabulary::from_json(&tampered).unwrap_err().kind(),
-            ErrorKind::Deserialize
-        );
+        assert_eq!(Vocabulary::from_json(&tampered).unwrap_err().kind(), ErrorKind::Deserialize);
         let wrong_version = s.replace(JSON_VERSION, "v0");
-        assert_eq!(
-            Vocabulary::from_json(&wrong_version).unwrap_err().kind(),
-            ErrorKind::Deserialize
-        );
+        assert_eq!(Vocabulary::from_json(&wrong_version).unwrap_err().kind(), ErrorKind::Deserialize);
         let bad_hex = s.replace("\"3c783e\"", "\"3c7\"");
-        assert_eq!(
-            Vocabulary::from_json(&bad_hex).unwrap_err().kind(),
-            ErrorKind::Deserialize
-        );
+        assert_eq!(Vocabulary::from_json(&bad_hex).unwrap_err().kind(), ErrorKind::Deserialize);
     }
 
     #[test]

@@ -15,10 +15,7 @@ use std::sync::Arc;
 fn byte_vocab() -> Arc<Vocabulary> {
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     toks.push(b"</s>".to_vec());
-    let opts = VocabularyOptions {
-        stop_token_ids: Some(vec![256]),
-        ..Default::default()
-    };
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
     Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
@@ -35,11 +32,9 @@ fn corpus_files() -> Vec<PathBuf> {
 
 /// Whole-string acceptance, checked two ways that must agree.
 fn accepts(compiled: &Arc<CompiledGrammar>, text: &[u8]) -> Result<bool, String> {
-    let mut m =
-        Matcher::new(compiled.clone(), MatcherOptions::default()).map_err(|e| e.to_string())?;
+    let mut m = Matcher::new(compiled.clone(), MatcherOptions::default()).map_err(|e| e.to_string())?;
     let whole = m.accept_bytes(text).map_err(|e| e.to_string())? && m.is_completed();
-    let mut t =
-        Matcher::new(compiled.clone(), MatcherOptions::default()).map_err(|e| e.to_string())?;
+    let mut t = Matcher::new(compiled.clone(), MatcherOptions::default()).map_err(|e| e.to_string())?;
     let mut by_token = true;
     for &b in text {
         if !t.accept_token(u32::from(b)).map_err(|e| e.to_string())? {
@@ -49,9 +44,7 @@ fn accepts(compiled: &Arc<CompiledGrammar>, text: &[u8]) -> Result<bool, String>
     }
     let by_token = by_token && t.is_completed();
     if whole != by_token {
-        return Err(format!(
-            "accept_bytes says {whole}, byte tokens say {by_token}"
-        ));
+        return Err(format!("accept_bytes says {whole}, byte tokens say {by_token}"));
     }
     if whole {
         // A complete sentence takes the stop token.
@@ -77,9 +70,7 @@ fn check_strings(
             let s = s.as_str().unwrap();
             match accepts(compiled, s.as_bytes()) {
                 Ok(got) if got == want => {}
-                Ok(got) => failures.push(format!(
-                    "{name} ({what}): {s:?} accepted={got}, expected {want}"
-                )),
+                Ok(got) => failures.push(format!("{name} ({what}): {s:?} accepted={got}, expected {want}")),
                 Err(e) => failures.push(format!("{name} ({what}): {s:?}: {e}")),
             }
         }
@@ -94,14 +85,9 @@ fn corpus_accepts_and_rejects() {
     let mut failures: Vec<String> = Vec::new();
     let mut checked = 0usize;
     for path in files {
-        let case: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let name = case["name"].as_str().unwrap().to_owned();
-        assert_eq!(
-            Some(name.as_str()),
-            path.file_stem().and_then(|s| s.to_str()),
-            "name = file name"
-        );
+        assert_eq!(Some(name.as_str()), path.file_stem().and_then(|s| s.to_str()), "name = file name");
         let text = case["grammar"].as_str().unwrap();
         let root = case["root"].as_str().unwrap();
         let parsed: Result<Grammar, _> = match case["dialect"].as_str().unwrap() {
@@ -111,9 +97,7 @@ fn corpus_accepts_and_rejects() {
         };
         if let Some(want) = case.get("error").and_then(|v| v.as_str()) {
             match parsed {
-                Ok(_) => failures.push(format!(
-                    "{name}: parsed, expected an error containing {want:?}"
-                )),
+                Ok(_) => failures.push(format!("{name}: parsed, expected an error containing {want:?}")),
                 Err(e) if !e.to_string().contains(want) => {
                     failures.push(format!("{name}: error {e:?} does not contain {want:?}"));
                 }

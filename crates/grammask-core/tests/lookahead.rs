@@ -78,4 +78,3 @@ a ::= "x" (= "b")"#;
     let allowed: Vec<usize> = mask.iter_ones().collect();
     assert_eq!(allowed, vec![usize::from(b'b')]);
 }
-

@@ -85,7 +85,8 @@ fn random_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     }
     toks.push(b"</s>".to_vec());
     let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len() + 3), ..Default::default() };
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len() + 3), ..Default::default() };
     Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
@@ -112,7 +113,12 @@ fn masks_match_brute_force_on_random_grammars() {
             let mask = m.compute_mask().unwrap().clone();
             let want = brute_force(&m, &vocab);
             for (t, &w) in want.iter().enumerate() {
-                assert_eq!(mask.get(t), w, "case {case} step {step} token {t} {:?}\n{g:?}", vocab.token_bytes(t as u32));
+                assert_eq!(
+                    mask.get(t),
+                    w,
+                    "case {case} step {step} token {t} {:?}\n{g:?}",
+                    vocab.token_bytes(t as u32)
+                );
             }
             checked += 1;
             let allowed: Vec<usize> = mask.iter_ones().collect();
@@ -193,7 +199,10 @@ fn composed_kernels_equal_plain_walks() {
 
 /// Tokens over the expression grammar's bytes, many of them crossing rule ends (`a)`, `1 +`).
 fn arith_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
-    let pieces: &[&[u8]] = &[b"a", b"b", b"c", b"ab", b"0", b"12", b"(", b")", b" ", b" = ", b" + ", b" * ", b", ", b",", b"\n", b"+", b"*", b"="];
+    let pieces: &[&[u8]] = &[
+        b"a", b"b", b"c", b"ab", b"0", b"12", b"(", b")", b" ", b" = ", b" + ", b" * ", b", ", b",", b"\n", b"+", b"*",
+        b"=",
+    ];
     let mut toks: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
     for _ in 0..120 {
         let n = 1 + rng.below(4) as usize;
@@ -203,7 +212,8 @@ fn arith_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     toks.dedup();
     toks.push(b"</s>".to_vec());
     let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
     Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
@@ -214,8 +224,34 @@ fn arith_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
 fn shortcut_walks_equal_plain_walks() {
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let pieces: Vec<&[u8]> = vec![
-        b"a", b"b", b"z", b"_", b"q", b"0", b"7", b" ", b"  ", b".", b",", b"(", b")", b"'", b"|", b"\n", b"\n", b"=",
-        b"\"", b"A", b"-", "\u{e9}".as_bytes(), "\u{20ac}".as_bytes(), &[0xC3], &[0xA9], &[0x82, 0xAC], b"id", b"ab",
+        b"a",
+        b"b",
+        b"z",
+        b"_",
+        b"q",
+        b"0",
+        b"7",
+        b" ",
+        b"  ",
+        b".",
+        b",",
+        b"(",
+        b")",
+        b"'",
+        b"|",
+        b"\n",
+        b"\n",
+        b"=",
+        b"\"",
+        b"A",
+        b"-",
+        "\u{e9}".as_bytes(),
+        "\u{20ac}".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0x82, 0xAC],
+        b"id",
+        b"ab",
     ];
     let mut toks: Vec<Vec<u8>> = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -223,8 +259,11 @@ fn shortcut_walks_equal_plain_walks() {
         let n = 1 + rng.below(6) as usize;
         // Half the tokens begin with `a`: a subtree large enough for precomputed run sets.
         let lead: &[u8] = if rng.below(2) == 0 { b"a" } else { b"" };
-        let t: Vec<u8> =
-            lead.iter().copied().chain((0..n).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].to_vec())).collect();
+        let t: Vec<u8> = lead
+            .iter()
+            .copied()
+            .chain((0..n).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].to_vec()))
+            .collect();
         if seen.insert(t.clone()) {
             toks.push(t);
         }
@@ -285,7 +324,11 @@ mod reference {
     fn eval(g: &Grammar, e: ExprId, rules: &[Lang], cap: usize) -> Lang {
         match g.expr(e) {
             Expr::Bytes(b) => {
-                if b.len() <= cap { [b.to_vec()].into() } else { Lang::new() }
+                if b.len() <= cap {
+                    [b.to_vec()].into()
+                } else {
+                    Lang::new()
+                }
             }
             Expr::CharClass(r) => ALPHABET
                 .iter()
@@ -294,7 +337,7 @@ mod reference {
                 .collect(),
             Expr::Seq(xs) => {
                 let mut acc: Lang = [Vec::new()].into();
-                for &x in xs.iter() {
+                for &x in xs {
                     acc = concat(&acc, &eval(g, x, rules, cap), cap);
                 }
                 acc
@@ -351,17 +394,20 @@ fn recognizer_matches_reference_language() {
         let mut strings: Vec<Vec<u8>> = vec![Vec::new()];
         let mut frontier = strings.clone();
         for _ in 0..cap {
-            frontier = frontier
-                .iter()
-                .flat_map(|s| ALPHABET.iter().map(move |&c| [s.as_slice(), &[c]].concat()))
-                .collect();
+            frontier =
+                frontier.iter().flat_map(|s| ALPHABET.iter().map(move |&c| [s.as_slice(), &[c]].concat())).collect();
             strings.extend(frontier.iter().cloned());
         }
         for s in &strings {
             let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
             let ok = m.accept_bytes(s).unwrap();
             let member = lang.contains(s);
-            assert_eq!(ok && m.is_completed(), member, "case {case}: {:?} membership\n{g:?}", String::from_utf8_lossy(s));
+            assert_eq!(
+                ok && m.is_completed(),
+                member,
+                "case {case}: {:?} membership\n{g:?}",
+                String::from_utf8_lossy(s)
+            );
             let ref_prefix = lang.iter().any(|w| w.starts_with(s));
             if ref_prefix {
                 assert!(ok, "case {case}: {:?} is a prefix of the language\n{g:?}", String::from_utf8_lossy(s));

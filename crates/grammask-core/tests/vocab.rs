@@ -8,16 +8,12 @@ use serde_json::Value;
 
 fn tokenizer_json(family: &str) -> Option<Value> {
     let root = std::env::var_os("GRAMMASK_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"), PathBuf::from);
     let path = root.join("tokenizers").join(family).join("tokenizer.json");
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("tokenizer.json is JSON")),
         Err(_) => {
-            eprintln!(
-                "skipping: {} not found (set GRAMMASK_SHARED)",
-                path.display()
-            );
+            eprintln!("skipping: {} not found (set GRAMMASK_SHARED)", path.display());
             None
         }
     }
@@ -48,9 +44,7 @@ fn encoded_vocab(spec: &Value) -> (Vec<Vec<u8>>, Vec<u32>) {
 }
 
 fn id_of(v: &Vocabulary, spec: &Value, token: &str) -> u32 {
-    let id = spec["model"]["vocab"][token]
-        .as_u64()
-        .expect("token in vocab") as u32;
+    let id = spec["model"]["vocab"][token].as_u64().expect("token in vocab") as u32;
     assert!(v.token_bytes(id).len() <= token.len());
     id
 }
@@ -61,10 +55,7 @@ fn llama3_byte_level() {
         return;
     };
     let (encoded, special) = encoded_vocab(&spec);
-    let options = VocabularyOptions {
-        special_token_ids: Some(special),
-        ..Default::default()
-    };
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
     let v = Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap();
     assert_eq!(v.vocab_size(), 128_256);
     assert_eq!(v.token_bytes(id_of(&v, &spec, "Hello")), b"Hello");
@@ -75,10 +66,8 @@ fn llama3_byte_level() {
     assert!(v.is_special(128_000) && v.is_special(128_006) && !v.is_special(128_009));
     assert_eq!(v.sorted_text_tokens().len(), 128_000);
     // Every one of the 256 bytes is a token of its own.
-    let singles: std::collections::HashSet<&[u8]> = (0..128_000)
-        .map(|id| v.token_bytes(id))
-        .filter(|b| b.len() == 1)
-        .collect();
+    let singles: std::collections::HashSet<&[u8]> =
+        (0..128_000).map(|id| v.token_bytes(id)).filter(|b| b.len() == 1).collect();
     assert_eq!(singles.len(), 256);
     let w = Vocabulary::from_json(&v.to_json()).unwrap();
     assert_eq!(w.sorted_text_tokens(), v.sorted_text_tokens());

@@ -10,9 +10,7 @@ use pyo3::prelude::*;
 fn row_pairs(logit_rows: usize, mask_rows: usize, indices: Option<Vec<i64>>) -> PyResult<Vec<(usize, usize)>> {
     let Some(indices) = indices else {
         if logit_rows != mask_rows && !(logit_rows == 1 && mask_rows >= 1) {
-            return Err(invalid_argument(format!(
-                "the logits have {logit_rows} rows but the bitmask has {mask_rows}"
-            )));
+            return Err(invalid_argument(format!("the logits have {logit_rows} rows but the bitmask has {mask_rows}")));
         }
         return Ok((0..logit_rows).map(|i| (i, i)).collect());
     };
@@ -61,7 +59,9 @@ pub fn apply_token_bitmask_inplace_cpu(
         "float16" => &[(b'e', 2)],
         "bfloat16" => &[(b'h', 2), (b'H', 2)],
         "float64" => &[(b'd', 8)],
-        _ => return Err(invalid_argument(format!("logits must be float32, float16, bfloat16 or float64, got {dtype}"))),
+        _ => {
+            return Err(invalid_argument(format!("logits must be float32, float16, bfloat16 or float64, got {dtype}")))
+        }
     };
     if !expected.contains(&(l.format, l.itemsize)) {
         return Err(invalid_argument(format!(

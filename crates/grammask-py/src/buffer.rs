@@ -81,7 +81,7 @@ impl Int32Buffer {
         // SAFETY: an all-zero `Py_buffer` is a valid out-parameter; CPython fills it on success.
         let mut raw: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: `obj` is a live object and we hold the GIL (`Bound`); `raw` is writable.
-        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *raw, PYBUF_RECORDS_RO) } != 0 {
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), std::ptr::from_mut(&mut *raw), PYBUF_RECORDS_RO) } != 0 {
             // Clear the BufferError that CPython set; ours names what is expected.
             drop(PyErr::take(obj.py()));
             return Err(wrong_type());
@@ -101,9 +101,8 @@ impl Int32Buffer {
         }
         let ndim = usize::try_from(r.ndim).unwrap_or(0);
         // SAFETY: with PyBUF_RECORDS_RO, `shape` and `strides` point to `ndim` elements each.
-        let (shape, strides) = unsafe {
-            (std::slice::from_raw_parts(r.shape, ndim), std::slice::from_raw_parts(r.strides, ndim))
-        };
+        let (shape, strides) =
+            unsafe { (std::slice::from_raw_parts(r.shape, ndim), std::slice::from_raw_parts(r.strides, ndim)) };
         let (rows, words) = match *shape {
             [w] => (1, w),
             [rr, w] => (rr, w),
@@ -114,13 +113,13 @@ impl Int32Buffer {
         // fine on a dimension of length 1).
         let contiguous = match *strides {
             [s] => words <= 1 || s == 4,
-            [s0, s1] => (words <= 1 || s1 == 4) && (rows <= 1 || s0 == 4 * words as isize),
+            [s0, s1] => (words <= 1 || s1 == 4) && (rows <= 1 || isize::try_from(words).is_ok_and(|w| s0 == 4 * w)),
             _ => false,
         };
         if !contiguous {
             return Err(invalid_argument("the bitmask must be C-contiguous"));
         }
-        if (r.buf as usize) % 4 != 0 {
+        if !(r.buf as usize).is_multiple_of(4) {
             return Err(invalid_argument("the bitmask is not 4-byte aligned"));
         }
         self.rows = rows;
@@ -161,7 +160,7 @@ impl Drop for Int32Buffer {
     fn drop(&mut self) {
         // SAFETY: the view was filled by a successful PyObject_GetBuffer and is released once;
         // releasing needs the GIL.
-        Python::with_gil(|_| unsafe { PyBuffer_Release(&mut *self.raw) });
+        Python::with_gil(|_| unsafe { PyBuffer_Release(std::ptr::from_mut(&mut *self.raw)) });
     }
 }
 
@@ -193,7 +192,7 @@ impl RowsView {
         // SAFETY: as in `Int32Buffer::get`.
         let mut raw: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: as in `Int32Buffer::get`.
-        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *raw, PYBUF_RECORDS_RO) } != 0 {
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), std::ptr::from_mut(&mut *raw), PYBUF_RECORDS_RO) } != 0 {
             drop(PyErr::take(obj.py()));
             return Err(PyTypeError::new_err(format!("{what} must support the buffer protocol (a numpy array)")));
         }
@@ -204,9 +203,8 @@ impl RowsView {
         }
         let ndim = usize::try_from(r.ndim).unwrap_or(0);
         // SAFETY: with PyBUF_RECORDS_RO, `shape` and `strides` point to `ndim` elements each.
-        let (shape, strides) = unsafe {
-            (std::slice::from_raw_parts(r.shape, ndim), std::slice::from_raw_parts(r.strides, ndim))
-        };
+        let (shape, strides) =
+            unsafe { (std::slice::from_raw_parts(r.shape, ndim), std::slice::from_raw_parts(r.strides, ndim)) };
         let itemsize = usize::try_from(r.itemsize).unwrap_or(0);
         let (rows, cols, row_stride, col_stride) = match (shape, strides) {
             ([c], [cs]) => (1, *c, 0, *cs),
@@ -218,7 +216,7 @@ impl RowsView {
             return Err(invalid_argument(format!("the rows of {what} must be contiguous")));
         }
         let aligned = itemsize.is_power_of_two()
-            && (r.buf as usize) % itemsize == 0
+            && (r.buf as usize).is_multiple_of(itemsize)
             && (rows <= 1 || row_stride.unsigned_abs() % itemsize == 0);
         if !aligned {
             return Err(invalid_argument(format!("{what} is not aligned to its element size")));
@@ -239,7 +237,10 @@ impl RowsView {
 
     fn row_ptr(&self, r: usize) -> *mut u8 {
         debug_assert!(r < self.rows);
-        self.raw.buf.cast::<u8>().wrapping_offset(r as isize * self.row_stride)
+        self.raw
+            .buf
+            .cast::<u8>()
+            .wrapping_offset(isize::try_from(r).unwrap_or(isize::MAX).wrapping_mul(self.row_stride))
     }
 
     /// Row `r` as elements of `T` (`size_of::<T>() == itemsize`), read-only.
@@ -265,6 +266,6 @@ impl RowsView {
 impl Drop for RowsView {
     fn drop(&mut self) {
         // SAFETY: as for `Int32Buffer`.
-        Python::with_gil(|_| unsafe { PyBuffer_Release(&mut *self.raw) });
+        Python::with_gil(|_| unsafe { PyBuffer_Release(std::ptr::from_mut(&mut *self.raw)) });
     }
 }

@@ -1,7 +1,7 @@
 //! `grammask._core.Grammar`: front ends (EBNF, regex, JSON Schema, builtin JSON) and printing.
 use crate::errors::py_err;
 use grammask_core::grammar::Grammar;
-use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+use grammask_core::json_schema::{json_schema_to_ebnf, json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::{builtin, combine, ebnf, regex};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -46,16 +46,6 @@ impl PySchemaOptions {
     }
 }
 
-pub fn grammar_from_schema(schema: &str, opts: &JsonSchemaOptions) -> grammask_core::error::Result<Grammar> {
-    let text = json_schema_to_ebnf(schema, opts)?;
-    ebnf::parse_ebnf(&text, "root")
-}
-
-pub fn grammar_from_regex(pattern: &str) -> grammask_core::error::Result<Grammar> {
-    let text = regex::regex_to_ebnf(pattern, "root")?;
-    ebnf::parse_ebnf(&text, "root")
-}
-
 #[pymethods]
 impl PyGrammar {
     #[staticmethod]
@@ -75,7 +65,7 @@ impl PyGrammar {
     #[staticmethod]
     fn from_regex(py: Python<'_>, pattern: &str) -> PyResult<PyGrammar> {
         let pattern = pattern.to_owned();
-        py.allow_threads(|| grammar_from_regex(&pattern)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| regex::regex_to_grammar(&pattern)).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
@@ -88,7 +78,7 @@ impl PyGrammar {
     #[staticmethod]
     fn from_json_schema(py: Python<'_>, schema: &str, options: PyRef<'_, PySchemaOptions>) -> PyResult<PyGrammar> {
         let (schema, opts) = (schema.to_owned(), options.inner.clone());
-        py.allow_threads(|| grammar_from_schema(&schema, &opts)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| json_schema_to_grammar(&schema, &opts)).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]

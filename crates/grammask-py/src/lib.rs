@@ -1,5 +1,7 @@
 //! Thin PyO3 binding: extract arguments, release the GIL, call grammask-core, convert results.
 //! No algorithm lives here.
+// PyO3 extracts arguments by value (`PyRef`, `Vec`), borrowed or not.
+#![allow(clippy::needless_pass_by_value)]
 use pyo3::prelude::*;
 
 mod alloc;

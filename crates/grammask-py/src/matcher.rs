@@ -1,10 +1,11 @@
 //! `grammask._core.GrammarMatcher` and batch filling. Bitmasks arrive through the buffer protocol
 //! (numpy arrays; torch CPU tensors are viewed as numpy by the Python layer) and are checked for
 //! dtype, writability, contiguity and shape before anything is written.
+use crate::buffer::Int32Buffer;
 use crate::compiler::PyCompiledGrammar;
 use crate::errors::{invalid_argument, py_err};
+use grammask_core::batch;
 use grammask_core::matcher::{Matcher, MatcherOptions};
-use crate::buffer::Int32Buffer;
 use pyo3::prelude::*;
 
 #[pyclass(name = "GrammarMatcher", module = "grammask._core")]
@@ -109,38 +110,17 @@ pub fn batch_fill_next_token_bitmask(
     let mut b = Int32Buffer::get(bitmask)?;
     let indices: Vec<usize> = indices.unwrap_or_else(|| (0..matchers.len()).collect());
     if indices.len() != matchers.len() {
-        return Err(invalid_argument(format!(
-            "got {} matchers but {} indices",
-            matchers.len(),
-            indices.len()
-        )));
+        return Err(invalid_argument(format!("got {} matchers but {} indices", matchers.len(), indices.len())));
     }
     for &i in &indices {
         b.check_row(i)?;
     }
     let mut refs: Vec<PyRefMut<'_, PyGrammarMatcher>> =
         matchers.iter().map(Bound::try_borrow_mut).collect::<Result<_, _>>()?;
-    let words = b.words;
-    let mut rows: Vec<Vec<u32>> = vec![vec![0u32; words]; refs.len()];
+    let mut rows: Vec<Vec<u32>> = vec![vec![0u32; b.words]; refs.len()];
     let mut work: Vec<(&mut Matcher, &mut Vec<u32>)> =
         refs.iter_mut().map(|r| &mut r.inner).zip(rows.iter_mut()).collect();
-    let threads = max_threads.clamp(1, std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let results: Vec<grammask_core::error::Result<bool>> = py.allow_threads(|| {
-        let chunk = work.len().div_ceil(threads).max(1);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = work
-                .chunks_mut(chunk)
-                .map(|part| s.spawn(move || part.iter_mut().map(|(m, row)| m.fill_next_token_bitmask(row)).collect::<Vec<_>>()))
-                .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![])).collect()
-        })
-    });
-    if results.len() != rows.len() {
-        return Err(crate::errors::InternalError::new_err("a batch fill thread panicked"));
-    }
-    for r in results {
-        r.map_err(py_err)?;
-    }
+    py.allow_threads(|| batch::batch_fill_next_token_bitmask(&mut work, max_threads)).map_err(py_err)?;
     for (row, &i) in rows.iter().zip(&indices) {
         b.write_row(i, row)?;
     }

@@ -26,9 +26,9 @@ fn extract_tokens(encoded_vocab: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
         if let Ok(b) = item.downcast::<PyBytes>() {
             out.push(b.as_bytes().to_vec());
         } else if let Ok(s) = item.downcast::<PyString>() {
-            let s = s.to_cow().map_err(|e| {
-                PyValueError::new_err(format!("encoded_vocab[{i}] is not valid UTF-8 text: {e}"))
-            })?;
+            let s = s
+                .to_cow()
+                .map_err(|e| PyValueError::new_err(format!("encoded_vocab[{i}] is not valid UTF-8 text: {e}")))?;
             out.push(s.as_bytes().to_vec());
         } else {
             return Err(PyTypeError::new_err(format!(
@@ -41,23 +41,15 @@ fn extract_tokens(encoded_vocab: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
 }
 
 fn vocab_type_from_code(code: i64) -> PyResult<VocabType> {
-    u64::try_from(code)
-        .ok()
-        .and_then(VocabType::from_code)
-        .ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "vocab_type must be 0 (RAW), 1 (BYTE_FALLBACK) or 2 (BYTE_LEVEL), got {code}"
-            ))
-        })
+    u64::try_from(code).ok().and_then(VocabType::from_code).ok_or_else(|| {
+        PyValueError::new_err(format!("vocab_type must be 0 (RAW), 1 (BYTE_FALLBACK) or 2 (BYTE_LEVEL), got {code}"))
+    })
 }
 
 fn ids_from_py(ids: Option<Vec<i64>>, what: &str) -> PyResult<Option<Vec<u32>>> {
     ids.map(|ids| {
         ids.into_iter()
-            .map(|id| {
-                u32::try_from(id)
-                    .map_err(|_| PyValueError::new_err(format!("{what} id {id} is out of range")))
-            })
+            .map(|id| u32::try_from(id).map_err(|_| PyValueError::new_err(format!("{what} id {id} is out of range"))))
             .collect()
     })
     .transpose()
@@ -84,9 +76,8 @@ impl PyTokenizerInfo {
         let vocab_type = vocab_type_from_code(vocab_type)?;
         let vocab_size = vocab_size
             .map(|n| {
-                usize::try_from(n).map_err(|_| {
-                    PyValueError::new_err(format!("vocab_size must be non-negative, got {n}"))
-                })
+                usize::try_from(n)
+                    .map_err(|_| PyValueError::new_err(format!("vocab_size must be non-negative, got {n}")))
             })
             .transpose()?;
         let options = VocabularyOptions {
@@ -95,9 +86,7 @@ impl PyTokenizerInfo {
             special_token_ids: ids_from_py(special_token_ids, "special token")?,
             add_prefix_space,
         };
-        let v = py
-            .allow_threads(|| Vocabulary::new(encoded, vocab_type, options))
-            .map_err(py_err)?;
+        let v = py.allow_threads(|| Vocabulary::new(encoded, vocab_type, options)).map_err(py_err)?;
         Ok(wrap(v))
     }
 
@@ -127,20 +116,14 @@ impl PyTokenizerInfo {
     #[getter]
     fn decoded_vocab<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let n = self.inner.num_encoded() as u32;
-        PyList::new(
-            py,
-            (0..n).map(|id| PyBytes::new(py, self.inner.token_bytes(id))),
-        )
+        PyList::new(py, (0..n).map(|id| PyBytes::new(py, self.inner.token_bytes(id))))
     }
 
     /// The tokens as the tokenizer spelled them.
     #[getter]
     fn encoded_vocab<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let n = self.inner.num_encoded() as u32;
-        PyList::new(
-            py,
-            (0..n).map(|id| PyBytes::new(py, self.inner.encoded_token(id))),
-        )
+        PyList::new(py, (0..n).map(|id| PyBytes::new(py, self.inner.encoded_token(id))))
     }
 
     #[getter]
@@ -177,16 +160,10 @@ impl PyTokenizerInfo {
     }
 
     #[staticmethod]
-    fn from_vocab_and_metadata(
-        py: Python<'_>,
-        encoded_vocab: &Bound<'_, PyAny>,
-        metadata: &str,
-    ) -> PyResult<Self> {
+    fn from_vocab_and_metadata(py: Python<'_>, encoded_vocab: &Bound<'_, PyAny>, metadata: &str) -> PyResult<Self> {
         let encoded = extract_tokens(encoded_vocab)?;
         let metadata = metadata.to_owned();
-        let v = py
-            .allow_threads(|| Vocabulary::from_vocab_and_metadata(encoded, &metadata))
-            .map_err(py_err)?;
+        let v = py.allow_threads(|| Vocabulary::from_vocab_and_metadata(encoded, &metadata)).map_err(py_err)?;
         Ok(wrap(v))
     }
 
@@ -198,9 +175,7 @@ impl PyTokenizerInfo {
     #[staticmethod]
     fn deserialize_json(py: Python<'_>, json_string: &str) -> PyResult<Self> {
         let s = json_string.to_owned();
-        let v = py
-            .allow_threads(move || Vocabulary::from_json(&s))
-            .map_err(py_err)?;
+        let v = py.allow_threads(move || Vocabulary::from_json(&s)).map_err(py_err)?;
         Ok(wrap(v))
     }
 

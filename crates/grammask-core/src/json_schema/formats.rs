@@ -10,9 +10,7 @@
 const LEAP: &str = r"(\d\d(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)";
 
 /// Formats with a known meaning that this converter cannot enforce yet.
-pub const KNOWN_UNSUPPORTED: &[&str] = &[
-    "iri", "iri-reference", "uri-template", "idn-email", "idn-hostname", "regex",
-];
+pub const KNOWN_UNSUPPORTED: &[&str] = &["iri", "iri-reference", "uri-template", "idn-email", "idn-hostname", "regex"];
 
 /// RFC 3986 pieces (regex sources). `host` is `IP-literal | reg-name`: `IPv4address` is a subset of
 /// `reg-name`.
@@ -80,16 +78,24 @@ pub fn regex_for(format: &str) -> Option<&'static str> {
         "date-time" => DATE_TIME.get_or_init(|| format!("{}[tT]{TIME}", date())).as_str(),
         "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
         "ipv4" => r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}",
-        "hostname" => r"([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,43}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,43}[A-Za-z0-9])){0,4}",
-        "email" => r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9]))*",
+        "hostname" => {
+            r"([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,43}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,43}[A-Za-z0-9])){0,4}"
+        }
+        "email" => {
+            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9])(\.([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-][A-Za-z0-9\-][A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9\-]([A-Za-z0-9][A-Za-z0-9\-]|\-[A-Za-z0-9])[A-Za-z0-9\-]{0,58}[A-Za-z0-9]))*"
+        }
         "ipv6" => IPV6.get_or_init(ipv6).as_str(),
         "uri" => URI.get_or_init(|| uri_parts().0).as_str(),
-        "uri-reference" => URI_REF.get_or_init(|| {
-            let (u, r) = uri_parts();
-            format!("({u})|({r})")
-        }).as_str(),
+        "uri-reference" => URI_REF
+            .get_or_init(|| {
+                let (u, r) = uri_parts();
+                format!("({u})|({r})")
+            })
+            .as_str(),
         // RFC 3339 appendix A.
-        "duration" => r"P(\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)(T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S))?|PT(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)|P\d+W",
+        "duration" => {
+            r"P(\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)(T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S))?|PT(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)|P\d+W"
+        }
         // RFC 6901 and draft-handrews-relative-json-pointer.
         "json-pointer" => "(/([^~/]|~[01])*)*",
         "relative-json-pointer" => "(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)",

@@ -72,11 +72,7 @@ impl Dec {
 
     /// Magnitude comparison.
     fn cmp_abs(&self, o: &Dec) -> Ordering {
-        self.int
-            .len()
-            .cmp(&o.int.len())
-            .then_with(|| self.int.cmp(&o.int))
-            .then_with(|| self.frac.cmp(&o.frac))
+        self.int.len().cmp(&o.int.len()).then_with(|| self.int.cmp(&o.int)).then_with(|| self.frac.cmp(&o.frac))
     }
 }
 
@@ -318,11 +314,7 @@ fn frac_rest(i: usize, lo: Option<&FracBound>, hi: Option<&FracBound>, allow_emp
     match (lo, hi) {
         (None, None) => return Some(star.into()),
         (Some(l), None) if i >= l.d.len() => {
-            return Some(if l.strict {
-                "\"0\"* [1-9] [0-9]*".into()
-            } else {
-                star.into()
-            })
+            return Some(if l.strict { "\"0\"* [1-9] [0-9]*".into() } else { star.into() })
         }
         (None, Some(h)) if i >= h.d.len() => {
             return if h.strict {
@@ -419,32 +411,30 @@ fn pos_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Option<Strin
                 alts.push(format!("{} {f}", lit_int(a_int)));
             }
         }
-        Some((b, b_strict)) => {
-            match a_int.len().cmp(&b.int.len()).then_with(|| a_int.cmp(&b.int[..])) {
-                Ordering::Greater => return None,
-                Ordering::Equal => {
-                    let f = frac_lang(Some((a_frac, a_strict)), Some((&b.frac, b_strict)))?;
+        Some((b, b_strict)) => match a_int.len().cmp(&b.int.len()).then_with(|| a_int.cmp(&b.int[..])) {
+            Ordering::Greater => return None,
+            Ordering::Equal => {
+                let f = frac_lang(Some((a_frac, a_strict)), Some((&b.frac, b_strict)))?;
+                alts.push(format!("{} {f}", lit_int(a_int)));
+            }
+            Ordering::Less => {
+                let mid_lo = nat_inc(a_int);
+                if !b.int.is_empty() {
+                    let mid_hi = nat_dec(&b.int);
+                    let mut ints = Vec::new();
+                    nat_range(&mid_lo, Some(&mid_hi), &mut ints);
+                    if !ints.is_empty() {
+                        alts.push(format!("{} {any_frac}", emit::alt(&ints)));
+                    }
+                }
+                if let Some(f) = frac_lang(Some((a_frac, a_strict)), None) {
                     alts.push(format!("{} {f}", lit_int(a_int)));
                 }
-                Ordering::Less => {
-                    let mid_lo = nat_inc(a_int);
-                    if !b.int.is_empty() {
-                        let mid_hi = nat_dec(&b.int);
-                        let mut ints = Vec::new();
-                        nat_range(&mid_lo, Some(&mid_hi), &mut ints);
-                        if !ints.is_empty() {
-                            alts.push(format!("{} {any_frac}", emit::alt(&ints)));
-                        }
-                    }
-                    if let Some(f) = frac_lang(Some((a_frac, a_strict)), None) {
-                        alts.push(format!("{} {f}", lit_int(a_int)));
-                    }
-                    if let Some(f) = frac_lang(None, Some((&b.frac, b_strict))) {
-                        alts.push(format!("{} {f}", lit_int(&b.int)));
-                    }
+                if let Some(f) = frac_lang(None, Some((&b.frac, b_strict))) {
+                    alts.push(format!("{} {f}", lit_int(&b.int)));
                 }
             }
-        }
+        },
     }
     if alts.is_empty() {
         None

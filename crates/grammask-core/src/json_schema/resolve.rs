@@ -101,7 +101,7 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() + 0 && i + 2 <= bytes.len() - 1 {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
             if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
                 out.push(v);
                 i += 3;
@@ -123,7 +123,8 @@ impl<'a> Doc<'a> {
             Some(s) if s.contains("2019-09") => Draft::D2019,
             _ => Draft::D2020,
         };
-        let explicit_new = root.get("$schema").and_then(Value::as_str).is_some_and(|s| s.contains("2019-09") || s.contains("2020-12"));
+        let explicit_new =
+            root.get("$schema").and_then(Value::as_str).is_some_and(|s| s.contains("2019-09") || s.contains("2020-12"));
         let mut doc = Doc {
             draft,
             format_assertion: !explicit_new,
@@ -178,8 +179,17 @@ impl<'a> Doc<'a> {
                 for (k, sub) in m {
                     let child = |key: &str| format!("{ptr}/{}", escape_token(key));
                     match k.as_str() {
-                        "additionalProperties" | "additionalItems" | "contains" | "propertyNames" | "not"
-                        | "if" | "then" | "else" | "unevaluatedItems" | "unevaluatedProperties" | "items"
+                        "additionalProperties"
+                        | "additionalItems"
+                        | "contains"
+                        | "propertyNames"
+                        | "not"
+                        | "if"
+                        | "then"
+                        | "else"
+                        | "unevaluatedItems"
+                        | "unevaluatedProperties"
+                        | "items"
                         | "contentSchema" => {
                             if let Value::Array(a) = sub {
                                 for (i, s) in a.iter().enumerate() {
@@ -194,7 +204,12 @@ impl<'a> Doc<'a> {
                             if let Value::Object(mm) = sub {
                                 for (kk, s) in mm {
                                     if s.is_object() || s.is_boolean() {
-                                        stack.push((s, format!("{}/{}", child(k), escape_token(kk)), base.clone(), depth + 1));
+                                        stack.push((
+                                            s,
+                                            format!("{}/{}", child(k), escape_token(kk)),
+                                            base.clone(),
+                                            depth + 1,
+                                        ));
                                     }
                                 }
                             }
@@ -237,7 +252,9 @@ impl<'a> Doc<'a> {
     /// Whether any subschema uses `unevaluatedProperties` or `unevaluatedItems`.
     pub fn has_unevaluated(&self) -> bool {
         self.nodes.iter().any(|n| {
-            n.value.as_object().is_some_and(|m| m.contains_key("unevaluatedProperties") || m.contains_key("unevaluatedItems"))
+            n.value
+                .as_object()
+                .is_some_and(|m| m.contains_key("unevaluatedProperties") || m.contains_key("unevaluatedItems"))
         })
     }
 
@@ -295,11 +312,14 @@ impl<'a> Doc<'a> {
                 _ => None,
             }
             .ok_or_else(|| {
-                Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} points to nothing")).at_pointer(here.clone())
+                Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} points to nothing"))
+                    .at_pointer(here.clone())
             })?;
         }
         if !v.is_object() && !v.is_boolean() {
-            return Err(Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} is not a schema")).at_pointer(here));
+            return Err(
+                Error::new(ErrorKind::InvalidSchema, format!("reference {r:?} is not a schema")).at_pointer(here)
+            );
         }
         let base = self.node(from).base.clone();
         self.walk(v, target_ptr.clone(), base)?;
@@ -325,7 +345,9 @@ impl<'a> Doc<'a> {
                         return Ok(id);
                     }
                 }
-                return Err(Error::new(ErrorKind::Unsupported, "$dynamicRef with several dynamic scopes").at_pointer(here));
+                return Err(
+                    Error::new(ErrorKind::Unsupported, "$dynamicRef with several dynamic scopes").at_pointer(here)
+                );
             }
         }
         initial
@@ -353,7 +375,7 @@ mod tests {
     #[test]
     fn refs_resolve_pointers_and_anchors() {
         let v: Value = serde_json::from_str(
-            r##"{"$defs":{"a":{"$anchor":"A","type":"string"},"b":{"$id":"http://e.com/b","$defs":{"c":{}}}}}"##,
+            r#"{"$defs":{"a":{"$anchor":"A","type":"string"},"b":{"$id":"http://e.com/b","$defs":{"c":{}}}}}"#,
         )
         .unwrap();
         let mut d = Doc::new(&v).unwrap();

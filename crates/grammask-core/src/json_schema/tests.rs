@@ -24,7 +24,9 @@ fn unsupported_names_pointer() {
 
 #[test]
 fn root_rule_and_recursion() {
-    let g = conv(r##"{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}"##).unwrap();
+    let g =
+        conv(r##"{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}"##)
+            .unwrap();
     assert!(g.contains("root ::= "), "{g}");
     assert!(g.lines().filter(|l| l.starts_with("root ::=")).count() == 1);
 }

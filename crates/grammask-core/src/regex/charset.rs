@@ -26,9 +26,7 @@ impl CharSet {
     /// Every scalar value.
     #[must_use]
     pub fn full() -> CharSet {
-        CharSet {
-            ranges: vec![(0, SURROGATE_LO - 1), (SURROGATE_HI + 1, MAX_CHAR)],
-        }
+        CharSet { ranges: vec![(0, SURROGATE_LO - 1), (SURROGATE_HI + 1, MAX_CHAR)] }
     }
 
     #[must_use]
@@ -96,10 +94,7 @@ impl CharSet {
     /// Number of scalar values in the set.
     #[must_use]
     pub fn len(&self) -> u64 {
-        self.ranges
-            .iter()
-            .map(|&(lo, hi)| u64::from(hi - lo) + 1)
-            .sum()
+        self.ranges.iter().map(|&(lo, hi)| u64::from(hi - lo) + 1).sum()
     }
 
     /// The only member, if the set has exactly one.
@@ -162,10 +157,7 @@ impl CharSet {
     pub fn case_fold(&self) -> CharSet {
         use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
         let mut cls = ClassUnicode::new(self.ranges.iter().map(|&(lo, hi)| {
-            ClassUnicodeRange::new(
-                char::from_u32(lo).unwrap_or('\0'),
-                char::from_u32(hi).unwrap_or('\0'),
-            )
+            ClassUnicodeRange::new(char::from_u32(lo).unwrap_or('\0'), char::from_u32(hi).unwrap_or('\0'))
         }));
         cls.case_fold_simple();
         CharSet::from_ranges(cls.iter().map(|r| (r.start() as u32, r.end() as u32)))
@@ -217,32 +209,19 @@ pub fn dot(dot_all: bool) -> CharSet {
 pub fn unicode_property(name: &str) -> Result<CharSet> {
     use regex_syntax::hir::{Class, HirKind};
     let valid = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=' || c == ' ' || c == '-');
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=' || c == ' ' || c == '-');
     if !valid {
-        return Err(Error::new(
-            ErrorKind::RegexSyntax,
-            format!("invalid Unicode property name `{name}`"),
-        ));
+        return Err(Error::new(ErrorKind::RegexSyntax, format!("invalid Unicode property name `{name}`")));
     }
     let hir = regex_syntax::ParserBuilder::new()
         .build()
         .parse(&format!("\\p{{{name}}}"))
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::RegexSyntax,
-                format!("unknown Unicode property `{name}`"),
-            )
-        })?;
+        .map_err(|_| Error::new(ErrorKind::RegexSyntax, format!("unknown Unicode property `{name}`")))?;
     match hir.kind() {
-        HirKind::Class(Class::Unicode(cls)) => Ok(CharSet::from_ranges(
-            cls.iter().map(|r| (r.start() as u32, r.end() as u32)),
-        )),
-        _ => Err(Error::new(
-            ErrorKind::RegexSyntax,
-            format!("unknown Unicode property `{name}`"),
-        )),
+        HirKind::Class(Class::Unicode(cls)) => {
+            Ok(CharSet::from_ranges(cls.iter().map(|r| (r.start() as u32, r.end() as u32))))
+        }
+        _ => Err(Error::new(ErrorKind::RegexSyntax, format!("unknown Unicode property `{name}`"))),
     }
 }
 

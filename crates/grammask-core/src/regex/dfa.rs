@@ -53,30 +53,14 @@ impl CharDfa {
     /// The empty language.
     #[must_use]
     pub fn empty() -> CharDfa {
-        CharDfa {
-            states: vec![DState {
-                accept: false,
-                trans: Vec::new(),
-            }],
-            start: 0,
-        }
+        CharDfa { states: vec![DState { accept: false, trans: Vec::new() }], start: 0 }
     }
 
     /// All strings.
     #[must_use]
     pub fn any_string() -> CharDfa {
-        let trans = CharSet::full()
-            .ranges()
-            .iter()
-            .map(|&(lo, hi)| Trans { lo, hi, to: 0 })
-            .collect();
-        CharDfa {
-            states: vec![DState {
-                accept: true,
-                trans,
-            }],
-            start: 0,
-        }
+        let trans = CharSet::full().ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: 0 }).collect();
+        CharDfa { states: vec![DState { accept: true, trans }], start: 0 }
     }
 
     /// Exactly the string `s`.
@@ -85,37 +69,17 @@ impl CharDfa {
         let mut states: Vec<DState> = s
             .chars()
             .enumerate()
-            .map(|(i, c)| DState {
-                accept: false,
-                trans: vec![Trans {
-                    lo: c as u32,
-                    hi: c as u32,
-                    to: i as u32 + 1,
-                }],
-            })
+            .map(|(i, c)| DState { accept: false, trans: vec![Trans { lo: c as u32, hi: c as u32, to: i as u32 + 1 }] })
             .collect();
-        states.push(DState {
-            accept: true,
-            trans: Vec::new(),
-        });
+        states.push(DState { accept: true, trans: Vec::new() });
         CharDfa { states, start: 0 }
     }
 
     /// Strings of the characters in `set` only (any length).
     #[must_use]
     pub fn star_of(set: &CharSet) -> CharDfa {
-        let trans = set
-            .ranges()
-            .iter()
-            .map(|&(lo, hi)| Trans { lo, hi, to: 0 })
-            .collect();
-        CharDfa {
-            states: vec![DState {
-                accept: true,
-                trans,
-            }],
-            start: 0,
-        }
+        let trans = set.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: 0 }).collect();
+        CharDfa { states: vec![DState { accept: true, trans }], start: 0 }
     }
 
     /// Strings whose length in codepoints is in `[min, max]` (`max == None`: unbounded).
@@ -125,10 +89,7 @@ impl CharDfa {
         }
         let last = max.unwrap_or(min);
         if last >= MAX_DFA_STATES as u64 {
-            return Err(Error::limit(
-                "string length bound (automaton states)",
-                MAX_DFA_STATES,
-            ));
+            return Err(Error::limit("string length bound (automaton states)", MAX_DFA_STATES));
         }
         let full = CharSet::full();
         let mut states = Vec::with_capacity(last as usize + 1);
@@ -143,15 +104,9 @@ impl CharDfa {
             let trans = if to == DEAD {
                 Vec::new()
             } else {
-                full.ranges()
-                    .iter()
-                    .map(|&(lo, hi)| Trans { lo, hi, to })
-                    .collect()
+                full.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to }).collect()
             };
-            states.push(DState {
-                accept: i >= min,
-                trans,
-            });
+            states.push(DState { accept: i >= min, trans });
         }
         // Already trimmed, minimal and in BFS order.
         Ok(CharDfa { states, start: 0 })
@@ -164,8 +119,7 @@ impl CharDfa {
 
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        !self.states[self.start as usize].accept
-            && self.states[self.start as usize].trans.is_empty()
+        !self.states[self.start as usize].accept && self.states[self.start as usize].trans.is_empty()
     }
 
     fn step(&self, s: u32, c: u32) -> Option<u32> {
@@ -215,26 +169,14 @@ impl CharDfa {
             .map(|st| {
                 let covered = CharSet::from_ranges(st.trans.iter().map(|t| (t.lo, t.hi)));
                 let mut trans = st.trans.clone();
-                trans.extend(
-                    full.difference(&covered)
-                        .ranges()
-                        .iter()
-                        .map(|&(lo, hi)| Trans { lo, hi, to: sink }),
-                );
+                trans.extend(full.difference(&covered).ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: sink }));
                 trans.sort_unstable_by_key(|t| t.lo);
-                DState {
-                    accept: !st.accept,
-                    trans,
-                }
+                DState { accept: !st.accept, trans }
             })
             .collect();
         states.push(DState {
             accept: true,
-            trans: full
-                .ranges()
-                .iter()
-                .map(|&(lo, hi)| Trans { lo, hi, to: sink })
-                .collect(),
+            trans: full.ranges().iter().map(|&(lo, hi)| Trans { lo, hi, to: sink }).collect(),
         });
         CharDfa::from_states(states, self.start)
     }
@@ -289,9 +231,7 @@ impl CharDfa {
             let st = &self.states[s as usize];
             let mut c = u128::from(st.accept);
             for t in &st.trans {
-                c = c.saturating_add(
-                    u128::from(t.hi - t.lo + 1).saturating_mul(count[t.to as usize]),
-                );
+                c = c.saturating_add(u128::from(t.hi - t.lo + 1).saturating_mul(count[t.to as usize]));
             }
             count[s as usize] = c;
         }
@@ -335,9 +275,8 @@ impl CharDfa {
             }
         }
         let mut live = vec![false; n];
-        let mut queue: Vec<u32> = (0..n as u32)
-            .filter(|&s| reach[s as usize] && self.states[s as usize].accept)
-            .collect();
+        let mut queue: Vec<u32> =
+            (0..n as u32).filter(|&s| reach[s as usize] && self.states[s as usize].accept).collect();
         for &s in &queue {
             live[s as usize] = true;
         }
@@ -360,11 +299,7 @@ impl CharDfa {
                 st
             })
             .collect();
-        CharDfa {
-            states,
-            start: self.start,
-        }
-        .renumbered(|s| live[s as usize])
+        CharDfa { states, start: self.start }.renumbered(|s| live[s as usize])
     }
 
     /// Renumbers the states kept by `keep` in BFS order from the start, merging adjacent
@@ -390,10 +325,7 @@ impl CharDfa {
                 let st = &self.states[s as usize];
                 DState {
                     accept: st.accept,
-                    trans: merge(st.trans.iter().map(|t| Trans {
-                        to: id[t.to as usize],
-                        ..*t
-                    })),
+                    trans: merge(st.trans.iter().map(|t| Trans { to: id[t.to as usize], ..*t })),
                 }
             })
             .collect();
@@ -404,11 +336,7 @@ impl CharDfa {
     fn minimized(self) -> CharDfa {
         let n = self.states.len();
         let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
-        let mut num_classes = class
-            .iter()
-            .copied()
-            .collect::<std::collections::HashSet<_>>()
-            .len();
+        let mut num_classes = class.iter().copied().collect::<std::collections::HashSet<_>>().len();
         let total_trans: usize = self.states.iter().map(|s| s.trans.len() + 1).sum();
         let mut work = 0usize;
         loop {
@@ -419,10 +347,7 @@ impl CharDfa {
             let mut sigs: FastMap<(u32, Vec<Trans>), u32> = FastMap::default();
             let mut next = vec![0u32; n];
             for s in 0..n {
-                let sig = merge(self.states[s].trans.iter().map(|t| Trans {
-                    to: class[t.to as usize],
-                    ..*t
-                }));
+                let sig = merge(self.states[s].trans.iter().map(|t| Trans { to: class[t.to as usize], ..*t }));
                 let k = sigs.len() as u32;
                 next[s] = *sigs.entry((class[s], sig)).or_insert(k);
             }
@@ -445,18 +370,11 @@ impl CharDfa {
                 let st = &self.states[s as usize];
                 DState {
                     accept: st.accept,
-                    trans: merge(st.trans.iter().map(|t| Trans {
-                        to: class[t.to as usize],
-                        ..*t
-                    })),
+                    trans: merge(st.trans.iter().map(|t| Trans { to: class[t.to as usize], ..*t })),
                 }
             })
             .collect();
-        CharDfa {
-            states,
-            start: class[self.start as usize],
-        }
-        .renumbered(|_| true)
+        CharDfa { states, start: class[self.start as usize] }.renumbered(|_| true)
     }
 }
 
@@ -488,23 +406,11 @@ fn product(
     let none: Vec<Trans> = Vec::new();
     while let Some(i) = queue.pop_front() {
         let (p, q) = pairs[i];
-        let ta = if p == DEAD {
-            &none
-        } else {
-            &a.states[p as usize].trans
-        };
-        let tb = if q == DEAD {
-            &none
-        } else {
-            &b.states[q as usize].trans
-        };
+        let ta = if p == DEAD { &none } else { &a.states[p as usize].trans };
+        let tb = if q == DEAD { &none } else { &b.states[q as usize].trans };
         let acc_a = p != DEAD && a.states[p as usize].accept;
         let acc_b = q != DEAD && b.states[q as usize].accept;
-        let mut bounds: Vec<u32> = ta
-            .iter()
-            .chain(tb.iter())
-            .flat_map(|t| [t.lo, t.hi + 1])
-            .collect();
+        let mut bounds: Vec<u32> = ta.iter().chain(tb.iter()).flat_map(|t| [t.lo, t.hi + 1]).collect();
         bounds.sort_unstable();
         bounds.dedup();
         let (mut ia, mut ib) = (0, 0);
@@ -517,16 +423,8 @@ fn product(
             while ib < tb.len() && tb[ib].hi < lo {
                 ib += 1;
             }
-            let na = if ia < ta.len() && ta[ia].lo <= lo {
-                ta[ia].to
-            } else {
-                DEAD
-            };
-            let nb = if ib < tb.len() && tb[ib].lo <= lo {
-                tb[ib].to
-            } else {
-                DEAD
-            };
+            let na = if ia < ta.len() && ta[ia].lo <= lo { ta[ia].to } else { DEAD };
+            let nb = if ib < tb.len() && tb[ib].lo <= lo { tb[ib].to } else { DEAD };
             if (na == DEAD && nb == DEAD) || !keep(na != DEAD, nb != DEAD) {
                 continue;
             }
@@ -534,10 +432,7 @@ fn product(
                 id
             } else {
                 if pairs.len() >= MAX_DFA_STATES * 4 {
-                    return Err(Error::limit(
-                        "automaton states (product)",
-                        MAX_DFA_STATES * 4,
-                    ));
+                    return Err(Error::limit("automaton states (product)", MAX_DFA_STATES * 4));
                 }
                 let id = pairs.len() as u32;
                 ids.insert((na, nb), id);
@@ -549,10 +444,7 @@ fn product(
         }
         // States are created in BFS order, so index i is the i-th pushed state.
         debug_assert_eq!(states.len(), i);
-        states.push(DState {
-            accept: accept(acc_a, acc_b),
-            trans: merge(trans.into_iter()),
-        });
+        states.push(DState { accept: accept(acc_a, acc_b), trans: merge(trans.into_iter()) });
     }
     let dfa = CharDfa::from_states(states, 0);
     if dfa.states.len() > MAX_DFA_STATES {

@@ -57,11 +57,7 @@ fn class(set: &CharSet) -> String {
         return NOTHING.to_string();
     }
     let neg = set.negate();
-    let (body, negated) = if neg.ranges().len() < set.ranges().len() {
-        (neg, true)
-    } else {
-        (set.clone(), false)
-    };
+    let (body, negated) = if neg.ranges().len() < set.ranges().len() { (neg, true) } else { (set.clone(), false) };
     let mut out = String::from(if negated { "[^" } else { "[" });
     for &(lo, hi) in body.ranges() {
         push_escaped(&mut out, lo, true);
@@ -179,9 +175,7 @@ fn is_atom(s: &str) -> bool {
         }
         return false;
     }
-    closes(b'(', b')')
-        || s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    closes(b'(', b')') || s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
 }
 
 fn atom(s: String) -> String {
@@ -224,15 +218,8 @@ pub fn has_inner_assertion(node: &Node, front: bool, back: bool) -> bool {
             false
         }
         Node::Concat(v) => {
-            let lead = v
-                .iter()
-                .take_while(|n| **n == Node::Assert(Assertion::Start))
-                .count();
-            let trail = v
-                .iter()
-                .rev()
-                .take_while(|n| **n == Node::Assert(Assertion::End))
-                .count();
+            let lead = v.iter().take_while(|n| **n == Node::Assert(Assertion::Start)).count();
+            let trail = v.iter().rev().take_while(|n| **n == Node::Assert(Assertion::End)).count();
             for (i, n) in v.iter().enumerate() {
                 let f = front && i <= lead;
                 let b = back && i + 1 + trail >= v.len();
@@ -258,9 +245,7 @@ pub fn node_expr(node: &Node) -> String {
 fn prints_as_atom(node: &Node) -> bool {
     match node {
         Node::Set(_) | Node::Empty | Node::Assert(_) => true,
-        Node::Concat(v) => v
-            .iter()
-            .all(|n| matches!(n, Node::Set(s) if s.as_single().is_some())),
+        Node::Concat(v) => v.iter().all(|n| matches!(n, Node::Set(s) if s.as_single().is_some())),
         _ => false,
     }
 }
@@ -355,13 +340,7 @@ const JSON_SHORT: [(u32, &str); 8] = [
 ];
 
 /// Splits `lo..=hi` (values of `digits` hex digits) into rectangles of per-digit ranges.
-fn hex_split(
-    lo: u32,
-    hi: u32,
-    digits: u32,
-    prefix: &mut Vec<(u32, u32)>,
-    out: &mut Vec<Vec<(u32, u32)>>,
-) {
+fn hex_split(lo: u32, hi: u32, digits: u32, prefix: &mut Vec<(u32, u32)>, out: &mut Vec<Vec<(u32, u32)>>) {
     if digits == 1 {
         prefix.push((lo, hi));
         out.push(prefix.clone());
@@ -427,10 +406,7 @@ fn hex_digit(lo: u32, hi: u32) -> Item {
 fn hex_alts(lo: u32, hi: u32) -> Vec<String> {
     let mut rects = Vec::new();
     hex_split(lo, hi, 4, &mut Vec::new(), &mut rects);
-    rects
-        .iter()
-        .map(|r| join(&r.iter().map(|&(a, b)| hex_digit(a, b)).collect::<Vec<_>>()))
-        .collect()
+    rects.iter().map(|r| join(&r.iter().map(|&(a, b)| hex_digit(a, b)).collect::<Vec<_>>())).collect()
 }
 
 /// Alternatives as one sequence element (parenthesized only when there are several).
@@ -445,8 +421,7 @@ fn alt_group(alts: &[String]) -> String {
 /// Alternatives spelling one codepoint of `set` inside a JSON string literal.
 fn json_spellings(set: &CharSet) -> Vec<String> {
     let mut alts = Vec::new();
-    let unescaped =
-        CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, super::charset::MAX_CHAR)]);
+    let unescaped = CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, super::charset::MAX_CHAR)]);
     let raw = set.intersect(&unescaped);
     if !raw.is_empty() {
         alts.push(match raw.as_single() {
@@ -462,17 +437,10 @@ fn json_spellings(set: &CharSet) -> Vec<String> {
     let u = literal(&[0x5C, 0x75]); // the two characters `\u`
     let bmp = set.intersect(&CharSet::from_ranges([(0, 0xFFFF)]));
     if !bmp.is_empty() {
-        let hex: Vec<String> = bmp
-            .ranges()
-            .iter()
-            .flat_map(|&(lo, hi)| hex_alts(lo, hi))
-            .collect();
+        let hex: Vec<String> = bmp.ranges().iter().flat_map(|&(lo, hi)| hex_alts(lo, hi)).collect();
         alts.push(format!("{u} {}", alt_group(&hex)));
     }
-    for &(lo, hi) in set
-        .intersect(&CharSet::from_ranges([(0x10000, super::charset::MAX_CHAR)]))
-        .ranges()
-    {
+    for &(lo, hi) in set.intersect(&CharSet::from_ranges([(0x10000, super::charset::MAX_CHAR)])).ranges() {
         // Rectangles of (high surrogate range) x (low surrogate range).
         let (hl, ll) = ((lo - 0x10000) >> 10, (lo - 0x10000) & 0x3FF);
         let (hh, lh) = ((hi - 0x10000) >> 10, (hi - 0x10000) & 0x3FF);
@@ -545,15 +513,10 @@ impl Printer<'_> {
                     return Item::Atom(name.clone());
                 }
                 let alts = json_spellings(set);
-                let text = if alts.len() == 1 {
-                    atom(alts[0].clone())
-                } else {
-                    alt_group(&alts)
-                };
+                let text = if alts.len() == 1 { atom(alts[0].clone()) } else { alt_group(&alts) };
                 if text.len() > SHARED_SPELLING_CHARS {
                     let name = self.fresh();
-                    self.shared_rules
-                        .push(format!("{name} ::= {}\n", alts.join(" | ")));
+                    self.shared_rules.push(format!("{name} ::= {}\n", alts.join(" | ")));
                     self.shared.insert(set.clone(), name.clone());
                     Item::Atom(name)
                 } else {
@@ -640,9 +603,7 @@ impl Printer<'_> {
         let mut alts: Vec<Vec<Item>> = Vec::new();
         for (to, ranges) in exits {
             let mut seq = vec![self.spell(&CharSet::from_ranges(ranges))];
-            let inline = self.names[to as usize].is_none()
-                && self.indeg[to as usize] == 1
-                && depth < MAX_INLINE_DEPTH;
+            let inline = self.names[to as usize].is_none() && self.indeg[to as usize] == 1 && depth < MAX_INLINE_DEPTH;
             let is_final = self.dfa.states[to as usize].trans.is_empty() && to != self.dfa.start;
             if is_final {
                 // An accepting state without transitions: nothing follows.
@@ -659,11 +620,7 @@ impl Printer<'_> {
             (1, true) => items.push(Item::Atom(format!("{}?", atom(join(&alts[0]))))),
             (_, _) => {
                 let body = alts.iter().map(|a| join(a)).collect::<Vec<_>>().join(" | ");
-                items.push(Item::Atom(if accept {
-                    format!("({body})?")
-                } else {
-                    format!("({body})")
-                }));
+                items.push(Item::Atom(if accept { format!("({body})?") } else { format!("({body})") }));
             }
         }
         items

@@ -50,9 +50,7 @@ pub struct Regex {
 impl std::fmt::Debug for Regex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The tree itself is not printed: it may be too deep for a recursive formatter.
-        f.debug_struct("Regex")
-            .field("depth", &self.depth)
-            .finish_non_exhaustive()
+        f.debug_struct("Regex").field("depth", &self.depth).finish_non_exhaustive()
     }
 }
 
@@ -73,15 +71,8 @@ fn with_stack<T: Send>(re: &Regex, f: impl FnOnce() -> Result<T> + Send) -> Resu
             .name("grammask-regex".into())
             .stack_size(DEEP_STACK_BYTES)
             .spawn_scoped(scope, f)
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Internal,
-                    format!("cannot start a thread for a deep pattern: {e}"),
-                )
-            })?;
-        handle
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot start a thread for a deep pattern: {e}")))?;
+        handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
 }
 
@@ -96,9 +87,7 @@ impl Regex {
     /// `rule_name`, helper rules are `rule_name_N`. Mirrors the pattern's structure when it has
     /// no assertions besides a leading `^` / trailing `$`, else prints its automaton.
     pub fn to_ebnf(&self, rule_name: &str) -> Result<String> {
-        if with_stack(self, || {
-            Ok(emit::has_inner_assertion(&self.node, true, true))
-        })? {
+        if with_stack(self, || Ok(emit::has_inner_assertion(&self.node, true, true)))? {
             let dfa = CharDfa::from_regex(self, Anchoring::FullMatch)?;
             return Ok(dfa.to_ebnf(rule_name, TextMode::Raw));
         }
@@ -131,9 +120,7 @@ pub enum TextMode {
 impl CharDfa {
     /// The automaton of `re` under `anchoring`.
     pub fn from_regex(re: &Regex, anchoring: Anchoring) -> Result<CharDfa> {
-        with_stack(re, || {
-            nfa::determinize(&re.node, anchoring == Anchoring::Search)
-        })
+        with_stack(re, || nfa::determinize(&re.node, anchoring == Anchoring::Search))
     }
 
     /// EBNF rules for the language; the entry rule is named `rule_prefix`, helper rules
@@ -147,26 +134,23 @@ impl CharDfa {
 /// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (`XGrammar`'s
 /// behaviour); the entry rule is `rule_name`.
 pub fn regex_to_ebnf(pattern: &str, rule_name: &str) -> Result<String> {
-    regex_to_ebnf_with(
-        pattern,
-        rule_name,
-        RegexFlags {
-            ignore_case: false,
-            dot_all: true,
-        },
-    )
+    regex_to_ebnf_with(pattern, rule_name, RegexFlags { ignore_case: false, dot_all: true })
 }
 
 /// [`regex_to_ebnf`] with explicit flags.
 pub fn regex_to_ebnf_with(pattern: &str, rule_name: &str, flags: RegexFlags) -> Result<String> {
     if rule_name.is_empty() {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            "the rule name must not be empty",
-        ));
+        return Err(Error::new(ErrorKind::InvalidArgument, "the rule name must not be empty"));
     }
     if pattern.len() > crate::limits::MAX_GRAMMAR_BYTES {
         return Err(Error::limit("regular expression (bytes)", crate::limits::MAX_GRAMMAR_BYTES));
     }
     Regex::parse(pattern, flags)?.to_ebnf(rule_name)
+}
+
+/// `Grammar.from_regex`: [`regex_to_ebnf`] parsed into a [`Grammar`](crate::grammar::Grammar)
+/// whose root rule is `root`.
+pub fn regex_to_grammar(pattern: &str) -> Result<crate::grammar::Grammar> {
+    let text = regex_to_ebnf(pattern, "root")?;
+    crate::ebnf::parse_ebnf(&text, "root")
 }

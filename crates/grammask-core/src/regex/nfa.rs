@@ -55,10 +55,7 @@ fn estimate(node: &Node) -> u64 {
                 Some(m) => u64::from(*m),
                 None => u64::from(*min).max(1),
             };
-            estimate(sub)
-                .saturating_add(1)
-                .saturating_mul(copies)
-                .saturating_add(1)
+            estimate(sub).saturating_add(1).saturating_mul(copies).saturating_add(1)
         }
     }
 }
@@ -191,9 +188,7 @@ impl Closure {
                         (Assertion::End, _) => E,
                         (Assertion::WordBoundary, Prev::Word)
                         | (Assertion::NotWordBoundary, Prev::Start | Prev::NonWord) => N | E,
-                        (Assertion::WordBoundary, _) | (Assertion::NotWordBoundary, Prev::Word) => {
-                            W
-                        }
+                        (Assertion::WordBoundary, _) | (Assertion::NotWordBoundary, Prev::Word) => W,
                     };
                     self.add(*next, m & allowed);
                 }
@@ -216,17 +211,9 @@ impl Closure {
 /// Builds the DFA of `node`; `search` wraps it in `[^]* ... [^]*` (assertions keep their meaning).
 pub fn determinize(node: &Node, search: bool) -> Result<CharDfa> {
     if estimate(node).saturating_add(8) > MAX_NFA_STATES as u64 {
-        return Err(Error::limit(
-            "regex automaton size (NFA states after expanding repetitions)",
-            MAX_NFA_STATES,
-        ));
+        return Err(Error::limit("regex automaton size (NFA states after expanding repetitions)", MAX_NFA_STATES));
     }
-    let mut nfa = Nfa {
-        states: Vec::new(),
-        classes: Vec::new(),
-        class_ids: HashMap::new(),
-        start: 0,
-    };
+    let mut nfa = Nfa { states: Vec::new(), classes: Vec::new(), class_ids: HashMap::new(), start: 0 };
     let full = CharSet::full();
     let mut end = nfa.push(NState::Match);
     if search {
@@ -245,8 +232,7 @@ pub fn determinize(node: &Node, search: bool) -> Result<CharDfa> {
         start = s;
     }
     nfa.start = start;
-    let has_wb =
-        node.has_assertion(&|a| matches!(a, Assertion::WordBoundary | Assertion::NotWordBoundary));
+    let has_wb = node.has_assertion(&|a| matches!(a, Assertion::WordBoundary | Assertion::NotWordBoundary));
     subset(&nfa, has_wb)
 }
 
@@ -255,11 +241,7 @@ type CharItem<'a> = (&'a [(u32, u32)], u32, u8);
 
 fn subset(nfa: &Nfa, has_wb: bool) -> Result<CharDfa> {
     let word = charset::word();
-    let mut cl = Closure {
-        mask: vec![0; nfa.states.len()],
-        touched: Vec::new(),
-        work: Vec::new(),
-    };
+    let mut cl = Closure { mask: vec![0; nfa.states.len()], touched: Vec::new(), work: Vec::new() };
     let mut ids: HashMap<Vec<(u32, u8)>, u32> = HashMap::new();
     let mut keys: Vec<Vec<(u32, u8)>> = Vec::new();
     let mut states: Vec<DState> = Vec::new();
@@ -271,9 +253,7 @@ fn subset(nfa: &Nfa, has_wb: bool) -> Result<CharDfa> {
     while next_state < keys.len() {
         let items = keys[next_state].clone();
         next_state += 1;
-        let accept = items
-            .iter()
-            .any(|&(s, m)| matches!(nfa.states[s as usize], NState::Match) && m & E != 0);
+        let accept = items.iter().any(|&(s, m)| matches!(nfa.states[s as usize], NState::Match) && m & E != 0);
         // Consuming items: (ranges, next, mask).
         let chars: Vec<CharItem> = items
             .iter()

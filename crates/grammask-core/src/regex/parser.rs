@@ -25,12 +25,7 @@ struct Frame {
 
 impl Frame {
     fn new(open_pos: usize) -> Frame {
-        Frame {
-            alts: Vec::new(),
-            seq: Vec::new(),
-            last_quantifiable: false,
-            open_pos,
-        }
+        Frame { alts: Vec::new(), seq: Vec::new(), last_quantifiable: false, open_pos }
     }
 
     fn push(&mut self, node: Node, quantifiable: bool) {
@@ -91,16 +86,9 @@ struct Parser {
 /// Parses `pattern` into an AST; also returns the deepest group nesting seen.
 pub fn parse(pattern: &str, flags: RegexFlags) -> Result<(Node, usize)> {
     if pattern.len() > MAX_GRAMMAR_BYTES {
-        return Err(Error::limit(
-            "regex pattern size in bytes",
-            MAX_GRAMMAR_BYTES,
-        ));
+        return Err(Error::limit("regex pattern size in bytes", MAX_GRAMMAR_BYTES));
     }
-    let mut p = Parser {
-        chars: pattern.chars().collect(),
-        pos: 0,
-        flags,
-    };
+    let mut p = Parser { chars: pattern.chars().collect(), pos: 0, flags };
     p.run()
 }
 
@@ -122,9 +110,7 @@ impl Parser {
     }
 
     fn starts_with(&self, s: &str) -> bool {
-        s.chars()
-            .enumerate()
-            .all(|(i, c)| self.peek_at(i) == Some(c))
+        s.chars().enumerate().all(|(i, c)| self.peek_at(i) == Some(c))
     }
 
     fn literal(&self, c: u32) -> CharSet {
@@ -149,15 +135,12 @@ impl Parser {
         let mut max_depth = 1;
         while let Some(c) = self.peek() {
             let start = self.pos;
-            let frame = stack
-                .last_mut()
-                .expect("the stack always holds the top-level frame");
+            let frame = stack.last_mut().expect("the stack always holds the top-level frame");
             match c {
                 '(' => {
                     self.open_group()?;
                     if stack.len() > MAX_NESTING {
-                        return Err(Error::limit("regex group nesting", MAX_NESTING)
-                            .at_text(1, start as u32 + 1));
+                        return Err(Error::limit("regex group nesting", MAX_NESTING).at_text(1, start as u32 + 1));
                     }
                     stack.push(Frame::new(start));
                     max_depth = max_depth.max(stack.len());
@@ -228,38 +211,19 @@ impl Parser {
     }
 
     /// Wraps the last item of `frame` in a repetition; consumes a lazy `?` suffix.
-    fn quantify(
-        &mut self,
-        frame: &mut Frame,
-        start: usize,
-        min: u32,
-        max: Option<u32>,
-    ) -> Result<()> {
+    fn quantify(&mut self, frame: &mut Frame, start: usize, min: u32, max: Option<u32>) -> Result<()> {
         if !frame.last_quantifiable {
-            return Err(syntax(
-                start,
-                "quantifier with nothing to repeat (or a second quantifier)",
-            ));
+            return Err(syntax(start, "quantifier with nothing to repeat (or a second quantifier)"));
         }
         match self.peek() {
             Some('?') => self.pos += 1, // lazy: same language
             Some('+') => {
-                return Err(unsupported(
-                    self.pos,
-                    "possessive quantifier (Python-only, changes the language)",
-                ));
+                return Err(unsupported(self.pos, "possessive quantifier (Python-only, changes the language)"));
             }
             _ => {}
         }
         let sub = frame.seq.pop().expect("quantifiable implies an item");
-        frame.push(
-            Node::Repeat {
-                sub: Box::new(sub),
-                min,
-                max,
-            },
-            false,
-        );
+        frame.push(Node::Repeat { sub: Box::new(sub), min, max }, false);
         Ok(())
     }
 
@@ -299,10 +263,7 @@ impl Parser {
         let max = if has_comma { max } else { Some(min) };
         let bound = u64::from(MAX_REPEAT_BOUND);
         if min > bound || max.is_some_and(|m| m > bound) {
-            return Err(
-                Error::limit("regex repetition bound", MAX_REPEAT_BOUND as usize)
-                    .at_text(1, start as u32 + 1),
-            );
+            return Err(Error::limit("regex repetition bound", MAX_REPEAT_BOUND as usize).at_text(1, start as u32 + 1));
         }
         if max.is_some_and(|m| m < min) {
             return Err(syntax(start, "repetition bounds out of order in `{m,n}`"));
@@ -322,15 +283,9 @@ impl Parser {
             self.pos += 2;
             return Ok(());
         } else if self.starts_with("?=") || self.starts_with("?!") {
-            return Err(unsupported(
-                start,
-                "lookahead assertion `(?=...)`/`(?!...)`",
-            ));
+            return Err(unsupported(start, "lookahead assertion `(?=...)`/`(?!...)`"));
         } else if self.starts_with("?<=") || self.starts_with("?<!") {
-            return Err(unsupported(
-                start,
-                "lookbehind assertion `(?<=...)`/`(?<!...)`",
-            ));
+            return Err(unsupported(start, "lookbehind assertion `(?<=...)`/`(?<!...)`"));
         } else if self.starts_with("?P=") {
             return Err(unsupported(start, "backreference `(?P=name)`"));
         } else if self.starts_with("?P<") {
@@ -394,12 +349,7 @@ impl Parser {
                         }
                         ranges.push((a, b));
                     }
-                    _ => {
-                        return Err(syntax(
-                            atom_pos,
-                            "a class escape cannot be a range endpoint",
-                        ))
-                    }
+                    _ => return Err(syntax(atom_pos, "a class escape cannot be a range endpoint")),
                 }
             } else {
                 match first {
@@ -459,8 +409,7 @@ impl Parser {
                 };
                 let name: String = self.chars[name_start..name_start + len].iter().collect();
                 self.pos = name_start + len + 1;
-                let set =
-                    charset::unicode_property(&name).map_err(|e| syntax(start, e.message()))?;
+                let set = charset::unicode_property(&name).map_err(|e| syntax(start, e.message()))?;
                 Ok(Escape::Set(if c == 'P' { set.negate() } else { set }))
             }
             'b' if in_class => ch('\u{8}'),
@@ -472,21 +421,14 @@ impl Parser {
             'r' => ch('\r'),
             'f' => ch('\u{c}'),
             'v' => ch('\u{b}'),
-            '0' if self.peek().is_some_and(|c| c.is_ascii_digit()) => Err(unsupported(
-                start,
-                "octal escape (legacy syntax that ECMA-262 and Python read differently)",
-            )),
+            '0' if self.peek().is_some_and(|c| c.is_ascii_digit()) => {
+                Err(unsupported(start, "octal escape (legacy syntax that ECMA-262 and Python read differently)"))
+            }
             '0' => ch('\0'),
             '1'..='9' => Err(unsupported(start, format!("backreference `\\{c}`"))),
             'k' if self.peek() == Some('<') => Err(unsupported(start, "backreference `\\k<name>`")),
-            'x' => self
-                .hex(2)
-                .map(Escape::Char)
-                .ok_or_else(|| syntax(start, "`\\x` needs two hex digits")),
-            'U' => self
-                .hex(8)
-                .map(Escape::Char)
-                .ok_or_else(|| syntax(start, "`\\U` needs eight hex digits")),
+            'x' => self.hex(2).map(Escape::Char).ok_or_else(|| syntax(start, "`\\x` needs two hex digits")),
+            'U' => self.hex(8).map(Escape::Char).ok_or_else(|| syntax(start, "`\\U` needs eight hex digits")),
             'u' if self.peek() == Some('{') => {
                 self.pos += 1;
                 let mut v: u32 = 0;
@@ -502,18 +444,14 @@ impl Parser {
                 Ok(Escape::Char(v))
             }
             'u' => {
-                let v = self
-                    .hex(4)
-                    .ok_or_else(|| syntax(start, "`\\u` needs four hex digits"))?;
+                let v = self.hex(4).ok_or_else(|| syntax(start, "`\\u` needs four hex digits"))?;
                 // A surrogate pair written as two escapes is one astral codepoint.
                 if (0xD800..0xDC00).contains(&v) && self.starts_with("\\u") {
                     let save = self.pos;
                     self.pos += 2;
                     match self.hex(4) {
                         Some(lo) if (0xDC00..0xE000).contains(&lo) => {
-                            return Ok(Escape::Char(
-                                0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00),
-                            ));
+                            return Ok(Escape::Char(0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00)));
                         }
                         _ => self.pos = save,
                     }
@@ -527,9 +465,7 @@ impl Parser {
                 }
                 _ => Err(syntax(start, "`\\c` needs a letter")),
             },
-            c if c.is_alphanumeric() || c == '_' => {
-                Err(syntax(start, format!("unknown escape `\\{c}`")))
-            }
+            c if c.is_alphanumeric() || c == '_' => Err(syntax(start, format!("unknown escape `\\{c}`"))),
             c => ch(c),
         }
     }

@@ -4,19 +4,11 @@ use super::*;
 use crate::error::Location;
 
 fn full(p: &str) -> CharDfa {
-    CharDfa::from_regex(
-        &Regex::parse(p, RegexFlags::default()).unwrap(),
-        Anchoring::FullMatch,
-    )
-    .unwrap()
+    CharDfa::from_regex(&Regex::parse(p, RegexFlags::default()).unwrap(), Anchoring::FullMatch).unwrap()
 }
 
 fn search(p: &str) -> CharDfa {
-    CharDfa::from_regex(
-        &Regex::parse(p, RegexFlags::default()).unwrap(),
-        Anchoring::Search,
-    )
-    .unwrap()
+    CharDfa::from_regex(&Regex::parse(p, RegexFlags::default()).unwrap(), Anchoring::Search).unwrap()
 }
 
 fn err(p: &str) -> Error {
@@ -85,10 +77,7 @@ fn unsupported_constructs_are_named() {
 fn limits() {
     let big = crate::limits::MAX_REPEAT_BOUND + 1;
     assert_eq!(err(&format!("a{{{big}}}")).kind(), ErrorKind::LimitExceeded);
-    assert_eq!(
-        err(&format!("a{{1,{big}}}")).kind(),
-        ErrorKind::LimitExceeded
-    );
+    assert_eq!(err(&format!("a{{1,{big}}}")).kind(), ErrorKind::LimitExceeded);
     let deep = crate::limits::MAX_NESTING;
     let ok = format!("{}a{}", "(".repeat(deep - 1), ")".repeat(deep - 1));
     assert!(Regex::parse(&ok, RegexFlags::default()).is_ok());
@@ -96,26 +85,11 @@ fn limits() {
     assert_eq!(err(&too_deep).kind(), ErrorKind::LimitExceeded);
     // Exponential determinization is refused, not run.
     let re = Regex::parse("(a|b)*a(a|b){20}", RegexFlags::default()).unwrap();
-    assert_eq!(
-        CharDfa::from_regex(&re, Anchoring::FullMatch)
-            .unwrap_err()
-            .kind(),
-        ErrorKind::LimitExceeded
-    );
+    assert_eq!(CharDfa::from_regex(&re, Anchoring::FullMatch).unwrap_err().kind(), ErrorKind::LimitExceeded);
     // Expanded repetitions are bounded before they are built.
     let re = Regex::parse("(a{1000}){1000}", RegexFlags::default()).unwrap();
-    assert_eq!(
-        CharDfa::from_regex(&re, Anchoring::FullMatch)
-            .unwrap_err()
-            .kind(),
-        ErrorKind::LimitExceeded
-    );
-    assert_eq!(
-        CharDfa::length_between(0, Some(MAX_DFA_STATES as u64))
-            .unwrap_err()
-            .kind(),
-        ErrorKind::LimitExceeded
-    );
+    assert_eq!(CharDfa::from_regex(&re, Anchoring::FullMatch).unwrap_err().kind(), ErrorKind::LimitExceeded);
+    assert_eq!(CharDfa::length_between(0, Some(MAX_DFA_STATES as u64)).unwrap_err().kind(), ErrorKind::LimitExceeded);
 }
 
 #[test]
@@ -125,19 +99,10 @@ fn deep_nesting_does_not_overflow() {
     let c_then_a = format!("{}a", "c".repeat(deep / 2));
     for (p, yes) in [
         (format!("{}a{}", "(".repeat(deep), ")*".repeat(deep)), "aaa"),
-        (
-            format!("{}a{}", "(b".repeat(deep), ")".repeat(deep)),
-            b_then_a.as_str(),
-        ),
+        (format!("{}a{}", "(b".repeat(deep), ")".repeat(deep)), b_then_a.as_str()),
         (format!("{}a{}", "(b|".repeat(deep), ")".repeat(deep)), "a"),
-        (
-            format!("{}a{}", "(b|c".repeat(deep), ")".repeat(deep)),
-            "ccb",
-        ),
-        (
-            format!("{}a{}", "(b|c(".repeat(deep / 2), "))+".repeat(deep / 2)),
-            c_then_a.as_str(),
-        ),
+        (format!("{}a{}", "(b|c".repeat(deep), ")".repeat(deep)), "ccb"),
+        (format!("{}a{}", "(b|c(".repeat(deep / 2), "))+".repeat(deep / 2)), c_then_a.as_str()),
     ] {
         let re = Regex::parse(&p, RegexFlags::default()).unwrap();
         let text = re.to_ebnf("r").unwrap();
@@ -171,11 +136,7 @@ fn classes() {
     check(&full(r"[a-]"), &["-", "a"], &["b"]);
     check(&full(r"[\b]"), &["\u{8}"], &["b"]);
     check(&full(r"[\]\\]"), &["]", "\\"], &["["]);
-    check(
-        &full(r"\s"),
-        &[" ", "\u{a0}", "\u{feff}", "\u{2028}", "\u{b}"],
-        &["a", "\u{200b}"],
-    );
+    check(&full(r"\s"), &[" ", "\u{a0}", "\u{feff}", "\u{2028}", "\u{b}"], &["a", "\u{200b}"]);
     check(&full(r"\S\W\D"), &["a-x"], &[" -x", "a_x", "a-1"]);
     check(&full(r"[\s\S]"), &["\n", "a"], &[""]);
     check(&full(r"\w"), &["a", "Z", "0", "_"], &["é", "-"]);
@@ -187,26 +148,12 @@ fn classes() {
 
 #[test]
 fn dot_and_flags() {
-    check(
-        &full("."),
-        &["a", "é", "😀"],
-        &["\n", "\r", "\u{2028}", "\u{2029}", ""],
-    );
-    let dotall = RegexFlags {
-        dot_all: true,
-        ..Default::default()
-    };
+    check(&full("."), &["a", "é", "😀"], &["\n", "\r", "\u{2028}", "\u{2029}", ""]);
+    let dotall = RegexFlags { dot_all: true, ..Default::default() };
     let d = CharDfa::from_regex(&Regex::parse(".", dotall).unwrap(), Anchoring::FullMatch).unwrap();
     check(&d, &["\n", "\r"], &[""]);
-    let ic = RegexFlags {
-        ignore_case: true,
-        ..Default::default()
-    };
-    let d = CharDfa::from_regex(
-        &Regex::parse("ab[c-d]é[^x]", ic).unwrap(),
-        Anchoring::FullMatch,
-    )
-    .unwrap();
+    let ic = RegexFlags { ignore_case: true, ..Default::default() };
+    let d = CharDfa::from_regex(&Regex::parse("ab[c-d]é[^x]", ic).unwrap(), Anchoring::FullMatch).unwrap();
     check(&d, &["ABcÉy", "abDéY"], &["abcéx", "abcéX"]);
 }
 
@@ -216,11 +163,7 @@ fn groups_alternation_and_quantifiers() {
     check(&full("(?<x>a)(?P<y>b)(c)"), &["abc"], &["ab"]);
     check(&full("a||b"), &["a", "", "b"], &["ab"]);
     check(&full("(|a)b"), &["b", "ab"], &["a"]);
-    check(
-        &full("a{2}b{1,2}c{2,}d?"),
-        &["aabcc", "aabbcccd"],
-        &["abcc", "aabbbcc", "aabc"],
-    );
+    check(&full("a{2}b{1,2}c{2,}d?"), &["aabcc", "aabbcccd"], &["abcc", "aabbbcc", "aabc"]);
     check(&full("a*?b+?c??d{1,2}?"), &["bd", "aabbcdd"], &["ad"]);
     check(&full("a{0}"), &[""], &["a"]);
 }
@@ -232,11 +175,7 @@ fn anchors_are_exact() {
     check(&full("(^|x)a"), &["a", "xa"], &["ya"]);
     check(&full("a($|b)"), &["a", "ab"], &["ac"]);
     check(&full("a$b"), &[], &["ab"]);
-    check(
-        &search("^a|b$"),
-        &["a", "axx", "xxb", "b"],
-        &["xa", "bx", ""],
-    );
+    check(&search("^a|b$"), &["a", "axx", "xxb", "b"], &["xa", "bx", ""]);
     check(&search("ab"), &["ab", "xaby", "\nab\n"], &["a", "ba"]);
     check(&search("^$"), &[""], &["a"]);
     check(&search(""), &["", "anything"], &[]);
@@ -250,11 +189,7 @@ fn word_boundaries_are_exact() {
     check(&full(r"a\B-"), &[], &["a-"]);
     check(&full(r"\B"), &[""], &[]);
     check(&full(r"\b"), &[], &[""]);
-    check(
-        &search(r"\bfoo\b"),
-        &["foo", "a foo.", "foo-bar"],
-        &["foobar", "afoo", ""],
-    );
+    check(&search(r"\bfoo\b"), &["foo", "a foo.", "foo-bar"], &["foobar", "afoo", ""]);
     check(&search(r"\Boo"), &["foo"], &["oo", " oo"]);
 }
 
@@ -275,23 +210,13 @@ fn dfa_operations() {
     assert!(full("a+").is_subset_of(&full("a*")).unwrap());
     assert!(!full("a*").is_subset_of(&full("a+")).unwrap());
     assert!(CharDfa::empty().is_subset_of(&full("x")).unwrap());
-    assert_eq!(
-        full("a|bc|d?").finite_strings(10),
-        Some(vec![String::new(), "a".into(), "bc".into(), "d".into()])
-    );
+    assert_eq!(full("a|bc|d?").finite_strings(10), Some(vec![String::new(), "a".into(), "bc".into(), "d".into()]));
     assert_eq!(full("[a-c]{2}").finite_strings(9).map(|v| v.len()), Some(9));
     assert_eq!(full("[a-c]{2}").finite_strings(8), None);
     assert_eq!(full("a*").finite_strings(100), None);
     assert_eq!(CharDfa::empty().finite_strings(1), Some(vec![]));
-    assert_eq!(
-        CharDfa::literal("héllo").finite_strings(5),
-        Some(vec!["héllo".into()])
-    );
-    check(
-        &CharDfa::length_between(1, None).unwrap(),
-        &["a", "abc"],
-        &[""],
-    );
+    assert_eq!(CharDfa::literal("héllo").finite_strings(5), Some(vec!["héllo".into()]));
+    check(&CharDfa::length_between(1, None).unwrap(), &["a", "abc"], &[""]);
     assert!(CharDfa::length_between(3, Some(2)).unwrap().is_empty());
     assert!(CharDfa::any_string().complement().is_empty());
     // Minimization: equivalent patterns give the same automaton.
@@ -303,98 +228,49 @@ fn dfa_operations() {
 #[test]
 fn direct_ebnf_is_structured() {
     assert_eq!(regex_to_ebnf("abc", "r").unwrap(), "r ::= \"abc\"\n");
-    assert_eq!(
-        regex_to_ebnf("^(a|bc)+$", "r").unwrap(),
-        "r ::= (\"a\" | \"bc\")+\n"
-    );
-    assert_eq!(
-        regex_to_ebnf("[a-z]{2,100000}x?", "r").unwrap(),
-        "r ::= [a-z]{2,100000} \"x\"?\n"
-    );
+    assert_eq!(regex_to_ebnf("^(a|bc)+$", "r").unwrap(), "r ::= (\"a\" | \"bc\")+\n");
+    assert_eq!(regex_to_ebnf("[a-z]{2,100000}x?", "r").unwrap(), "r ::= [a-z]{2,100000} \"x\"?\n");
     assert_eq!(regex_to_ebnf(".", "r").unwrap(), "r ::= [^]\n");
-    assert_eq!(
-        regex_to_ebnf("[^\"\\\\]", "r").unwrap(),
-        "r ::= [^\\\"\\\\]\n"
-    );
+    assert_eq!(regex_to_ebnf("[^\"\\\\]", "r").unwrap(), "r ::= [^\\\"\\\\]\n");
     assert_eq!(regex_to_ebnf("é\n", "r").unwrap(), "r ::= \"\\u00E9\\n\"\n");
-    assert_eq!(
-        regex_to_ebnf("[]", "r").unwrap(),
-        format!("r ::= {}\n", emit::NOTHING)
-    );
+    assert_eq!(regex_to_ebnf("[]", "r").unwrap(), format!("r ::= {}\n", emit::NOTHING));
     // Inner anchors go through the automaton.
-    assert_eq!(
-        regex_to_ebnf("a^b", "r").unwrap(),
-        format!("r ::= {}\n", emit::NOTHING)
-    );
+    assert_eq!(regex_to_ebnf("a^b", "r").unwrap(), format!("r ::= {}\n", emit::NOTHING));
     assert!(regex_to_ebnf("(^a|b)c", "r").unwrap().starts_with("r ::= "));
 }
 
 #[test]
 fn dfa_ebnf_shapes() {
     assert_eq!(full("[a-z]*").to_ebnf("p", TextMode::Raw), "p ::= [a-z]*\n");
-    assert_eq!(
-        full("ab|ac").to_ebnf("p", TextMode::Raw),
-        "p ::= \"a\" [bc]\n"
-    );
-    assert_eq!(
-        full("a(b|c)d?").to_ebnf("p", TextMode::Raw),
-        "p ::= \"a\" [bc] \"d\"?\n"
-    );
-    assert_eq!(
-        CharDfa::empty().to_ebnf("p", TextMode::Raw),
-        format!("p ::= {}\n", emit::NOTHING)
-    );
+    assert_eq!(full("ab|ac").to_ebnf("p", TextMode::Raw), "p ::= \"a\" [bc]\n");
+    assert_eq!(full("a(b|c)d?").to_ebnf("p", TextMode::Raw), "p ::= \"a\" [bc] \"d\"?\n");
+    assert_eq!(CharDfa::empty().to_ebnf("p", TextMode::Raw), format!("p ::= {}\n", emit::NOTHING));
     // Length bounds print as bounded repetition, not as nested optionals.
     let bounded = full("[a-z]*").intersect(&CharDfa::length_between(3, Some(900)).unwrap()).unwrap();
     assert_eq!(bounded.to_ebnf("p", TextMode::Raw), "p ::= [a-z]{3,900}\n");
     assert_eq!(CharDfa::length_between(0, Some(2)).unwrap().to_ebnf("p", TextMode::Raw), "p ::= [^]{0,2}\n");
     assert_eq!(full("ab?c?").to_ebnf("p", TextMode::Raw), "p ::= \"a\" (\"b\" \"c\"? | \"c\")?\n");
     let json = CharDfa::literal("a\"").to_ebnf("p", TextMode::JsonStringBody);
-    assert_eq!(
-        json,
-        "p ::= (\"a\" | \"\\\\u\" \"0061\") (\"\\\\\\\"\" | \"\\\\u\" \"0022\")\n"
-    );
+    assert_eq!(json, "p ::= (\"a\" | \"\\\\u\" \"0061\") (\"\\\\\\\"\" | \"\\\\u\" \"0022\")\n");
     // Rule names all derive from the prefix.
     let text = search("(ab|cd)*x").to_ebnf("q", TextMode::JsonStringBody);
     for line in text.lines() {
         let name = line.split(" ::= ").next().unwrap();
-        assert!(
-            name == "q"
-                || name
-                    .strip_prefix("q_")
-                    .is_some_and(|n| n.parse::<u32>().is_ok()),
-            "{line}"
-        );
+        assert!(name == "q" || name.strip_prefix("q_").is_some_and(|n| n.parse::<u32>().is_ok()), "{line}");
     }
 }
 
 #[test]
 fn hex_split_covers_exactly() {
     // Every 4-digit value is spelled by exactly the rectangles covering [lo, hi].
-    for &(lo, hi) in &[
-        (0u32, 0xFFFF),
-        (0x20, 0x7E),
-        (0x0D80, 0x1234),
-        (0xFFFF, 0xFFFF),
-        (0x10, 0x1F),
-        (0x0fff, 0x1000),
-    ] {
+    for &(lo, hi) in &[(0u32, 0xFFFF), (0x20, 0x7E), (0x0D80, 0x1234), (0xFFFF, 0xFFFF), (0x10, 0x1F), (0x0fff, 0x1000)]
+    {
         let mut rects = Vec::new();
         emit::hex_split_for_tests(lo, hi, &mut rects);
         let mut covered = 0u64;
         for r in &rects {
-            covered += r
-                .iter()
-                .map(|&(a, b)| u64::from(b - a + 1))
-                .product::<u64>();
-            for v in [
-                0u32,
-                0x1234,
-                lo,
-                hi,
-                lo.saturating_sub(1),
-                (hi + 1).min(0xFFFF),
-            ] {
+            covered += r.iter().map(|&(a, b)| u64::from(b - a + 1)).product::<u64>();
+            for v in [0u32, 0x1234, lo, hi, lo.saturating_sub(1), (hi + 1).min(0xFFFF)] {
                 let digits = [(v >> 12) & 15, (v >> 8) & 15, (v >> 4) & 15, v & 15];
                 let inside = r.iter().zip(digits).all(|(&(a, b), d)| a <= d && d <= b);
                 assert!(!inside || (lo..=hi).contains(&v), "{v:x} wrongly in {r:?}");
@@ -408,42 +284,25 @@ fn hex_split_covers_exactly() {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         ((self.0 >> 33) as usize) % n
     }
 }
 
 fn random_pattern(rng: &mut Lcg, depth: u32) -> String {
-    const ATOMS: [&str; 10] = [
-        "a", "b", "[ab]", ".", "\\d", "[^a]", "\\w", "\\s", "x", "(?:)",
-    ];
+    const ATOMS: [&str; 10] = ["a", "b", "[ab]", ".", "\\d", "[^a]", "\\w", "\\s", "x", "(?:)"];
     let k = if depth > 3 { rng.next(2) } else { rng.next(9) };
     match k {
         0 | 1 => ATOMS[rng.next(ATOMS.len())].to_string(),
-        2 | 3 => format!(
-            "{}{}",
-            random_pattern(rng, depth + 1),
-            random_pattern(rng, depth + 1)
-        ),
-        4 => format!(
-            "(?:{}|{})",
-            random_pattern(rng, depth + 1),
-            random_pattern(rng, depth + 1)
-        ),
+        2 | 3 => format!("{}{}", random_pattern(rng, depth + 1), random_pattern(rng, depth + 1)),
+        4 => format!("(?:{}|{})", random_pattern(rng, depth + 1), random_pattern(rng, depth + 1)),
         5 => {
             let q = ["*", "+", "?", "{2}", "{0,2}", "{1,}", "*?"][rng.next(7)];
             format!("(?:{}){q}", random_pattern(rng, depth + 1))
         }
         6 => ["^", "$", "\\b", "\\B"][rng.next(4)].to_string(),
         7 => format!("({})", random_pattern(rng, depth + 1)),
-        _ => format!(
-            "{}|{}",
-            random_pattern(rng, depth + 1),
-            random_pattern(rng, depth + 1)
-        ),
+        _ => format!("{}|{}", random_pattern(rng, depth + 1), random_pattern(rng, depth + 1)),
     }
 }
 
@@ -461,19 +320,9 @@ fn differential_against_regex_crate() {
         let rs = ::regex::Regex::new(&p).unwrap();
         for _ in 0..60 {
             let len = rng.next(6);
-            let text: String = (0..len)
-                .map(|_| alphabet[rng.next(alphabet.len())])
-                .collect();
-            assert_eq!(
-                f.accepts(&text),
-                rf.is_match(&text),
-                "full {p:?} on {text:?}"
-            );
-            assert_eq!(
-                s.accepts(&text),
-                rs.is_match(&text),
-                "search {p:?} on {text:?}"
-            );
+            let text: String = (0..len).map(|_| alphabet[rng.next(alphabet.len())]).collect();
+            assert_eq!(f.accepts(&text), rf.is_match(&text), "full {p:?} on {text:?}");
+            assert_eq!(s.accepts(&text), rs.is_match(&text), "search {p:?} on {text:?}");
         }
     }
 }

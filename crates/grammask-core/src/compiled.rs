@@ -1,0 +1,344 @@
+//! Compiled grammars: a grammar's automata paired with a vocabulary's [`TokenIndex`].
+//!
+//! Pipeline place: takes a [`Grammar`] and a [`Vocabulary`], builds the rule automata
+//! ([`Automata::build`]) and the per-vocabulary slices and run indexes the grammar's loops need,
+//! and produces a [`CompiledGrammar`]: immutable apart from its caches (kernel classifications,
+//! counted string-body levels, run indexes by state, and full masks by chart signature), which only
+//! grow and are shared (behind locks) by every [`crate::matcher::Matcher`] made from it.
+use crate::bitset::Bitset;
+use crate::compiler::{Automata, StateId};
+use crate::error::Result;
+use crate::follow::{follow_sets, nullable_states, ByteSet};
+use crate::grammar::{Grammar, RuleId};
+use crate::limits;
+use crate::mask::{
+    ascii_loop, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel,
+    state_bytes, state_run_index, KernelMask, Shortcuts, MIN_ROW_RUN_BYTES,
+};
+use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
+use crate::token_index::{read, write, TokenIndex};
+use crate::trie::TokenTrie;
+use crate::vocab::Vocabulary;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// Kernels whose reachable automaton is larger than this are not shared across grammars (the
+/// structural hash would cost more than it saves).
+const STRUCTURE_HASH_LIMIT: usize = 8192;
+
+/// Trie nodes a new kernel's walk visits before the cross-grammar cache is consulted: shorter
+/// walks cost less than the cache key's structural hash.
+const SHARE_AFTER_VISITS: usize = 4096;
+/// Kernels composed into one another at most this deep (bounds the recursion through rule starts;
+/// deeper ones are walked).
+const MAX_COMPOSE_DEPTH: usize = 8;
+/// Callee kernels with more uncertain tokens, or distinct suffixes, than this are not composed.
+const COMPOSE_MAX_UNCERTAIN: usize = 4096;
+const COMPOSE_MAX_SUFFIXES: usize = 512;
+/// A grammar compiled against a vocabulary.
+#[derive(Debug)]
+pub struct CompiledGrammar {
+    grammar: Grammar,
+    automata: Automata,
+    index: Arc<TokenIndex>,
+    kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
+    /// FOLLOW set of each rule, computed on the first kernel classification.
+    follow: OnceLock<Vec<ByteSet>>,
+    nullable: OnceLock<Vec<bool>>,
+    /// Counted string-body levels by state ([`body_level`]).
+    levels: RwLock<HashMap<StateId, Option<Level>>>,
+    /// Run indexes that apply at plain states ([`state_run_index`]).
+    state_runs: RwLock<HashMap<StateId, Option<Arc<RunIndex>>>>,
+    /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
+    masks: RwLock<HashMap<u128, Arc<Bitset>>>,
+    mask_bytes: AtomicUsize,
+}
+
+impl CompiledGrammar {
+    pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
+        let automata = Automata::build(grammar)?;
+        let index = TokenIndex::for_vocab(vocab);
+        // Free-text class slices and run indexes are per vocabulary and take a trie walk each
+        // (~2 ms on a 128k vocabulary): they are built with the grammar that first needs one
+        // rather than in its first mask. Classes are those states loop on (a row of such a state
+        // loops on the class too); string bodies need no class slice (they take the body slice).
+        // Each class is looked at once per vocabulary (`classes_seen`).
+        // (class, UTF-8 too, some state of the class is not a string body)
+        let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
+        // Classes met so far that the vocabulary has seen already (one lock per class, not per
+        // state).
+        let mut seen: Vec<(u128, bool)> = Vec::new();
+        let mut note = |c: u128, utf8: bool, s: StateId| {
+            if seen.contains(&(c, utf8)) {
+                return;
+            }
+            if index.class_seen(c, utf8) {
+                seen.push((c, utf8));
+                return;
+            }
+            let i = match fresh.iter().position(|&(x, u, _)| (x, u) == (c, utf8)) {
+                Some(i) => i,
+                None => {
+                    fresh.push((c, utf8, false));
+                    fresh.len() - 1
+                }
+            };
+            if !fresh[i].2 {
+                fresh[i].2 = BodySlice::covers(&automata, s).is_none();
+            }
+        };
+        for s in (0..automata.states().len() as u32).map(StateId) {
+            if let Some(c) = ClassSlice::loop_class(&automata, s) {
+                note(c, true, s);
+            }
+            let c = ascii_loop(&automata, s);
+            if c.count_ones() >= MIN_ROW_RUN_BYTES {
+                note(c, false, s);
+            }
+        }
+        for (c, utf8, free_text) in fresh {
+            index.see_class(c, utf8);
+            // A string body's run index serves walks that enter the body below the root (after
+            // an escape, a quote or a key).
+            if free_text || utf8 {
+                index.run_index(c, utf8);
+            }
+            if free_text && utf8 {
+                index.class_slice(c);
+            }
+        }
+        Ok(CompiledGrammar {
+            grammar: grammar.clone(),
+            automata,
+            index,
+            kernels: RwLock::new(HashMap::new()),
+            follow: OnceLock::new(),
+            nullable: OnceLock::new(),
+            levels: RwLock::new(HashMap::new()),
+            state_runs: RwLock::new(HashMap::new()),
+            masks: RwLock::new(HashMap::new()),
+            mask_bytes: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
+    }
+
+    pub fn automata(&self) -> &Automata {
+        &self.automata
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.index.vocab
+    }
+
+    pub fn trie(&self) -> &TokenTrie {
+        &self.index.trie
+    }
+
+    /// The vocabulary's shared token index.
+    pub fn index(&self) -> &TokenIndex {
+        &self.index
+    }
+
+    fn follow(&self) -> &[ByteSet] {
+        self.follow.get_or_init(|| follow_sets(&self.automata, self.nullable()))
+    }
+
+    fn nullable(&self) -> &[bool] {
+        self.nullable.get_or_init(|| nullable_states(&self.automata))
+    }
+
+    /// The cached classification of kernel `state`, computed on first use.
+    pub fn kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
+        self.kernel_in(state, &mut Vec::new())
+    }
+
+    /// [`Self::kernel`], inside the compositions of the states on `stack`.
+    fn kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Arc<KernelMask>> {
+        if let Some(k) = read(&self.kernels).get(&state) {
+            return Ok(k.clone());
+        }
+        if let Some(km) = self.composed_kernel_in(state, stack)? {
+            return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
+        }
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
+        // key is computed only once the walk proves long (see `classify_kernel_budget`).
+        let (mut key, mut shared) = (None, None);
+        let mut escalate = || {
+            key = self
+                .automata
+                .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
+                .map(|h| h ^ follow.hash128());
+            shared = key.and_then(|k| self.index.shared_kernel(k));
+            shared.is_some()
+        };
+        let walked = self.classify(state, SHARE_AFTER_VISITS, &mut escalate)?;
+        let km = match (walked, shared) {
+            (Some(km), _) => {
+                let km = Arc::new(km);
+                if let Some(k) = key {
+                    self.index.share_kernel(k, &km);
+                }
+                km
+            }
+            (None, Some(km)) => km,
+            (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
+        };
+        Ok(write(&self.kernels).entry(state).or_insert(km).clone())
+    }
+
+    /// The classification of a kernel state that predicts, composed from its callees' rule-start
+    /// kernels ([`compose_kernel`]), themselves composed where they can be; `None` where that does
+    /// not apply: no rule edges, a nullable callee, a callee whose start is being composed already
+    /// (left recursion) or that predicts nothing itself, callee kernels with many uncertain tokens,
+    /// lookaheads, or compositions nested [`MAX_COMPOSE_DEPTH`] deep.
+    #[doc(hidden)]
+    pub fn composed_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        self.composed_kernel_in(state, &mut Vec::new())
+    }
+
+    fn composed_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<KernelMask>> {
+        let a = &self.automata;
+        let edges = a.rule_edges(state);
+        if edges.is_empty() || a.has_lookahead() || stack.len() >= MAX_COMPOSE_DEPTH {
+            return Ok(None);
+        }
+        let nullable = self.nullable();
+        let start = |r: RuleId| a.rule_start(r);
+        // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
+        // from sharing and leaves most tokens uncertain (ended after a few bytes).
+        let skip = |r: RuleId| {
+            let s0 = start(r);
+            nullable[s0.0 as usize] || s0 == state || stack.contains(&s0) || a.rule_edges(s0).is_empty()
+        };
+        if edges.iter().any(|&(r, _)| skip(r)) {
+            return Ok(None);
+        }
+        stack.push(state);
+        let mut callees = Vec::with_capacity(edges.len());
+        for &(r, t) in edges {
+            match self.kernel_in(start(r), stack) {
+                Ok(km) => callees.push((km, t)),
+                Err(e) => {
+                    stack.pop();
+                    return Err(e);
+                }
+            }
+        }
+        stack.pop();
+        // Each uncertain suffix is read apart: past these, the walk is cheaper.
+        let uncertain: usize = callees.iter().map(|(k, _)| k.uncertain.len()).sum();
+        let suffixes: usize = callees.iter().map(|(k, _)| k.suffixes.len()).sum();
+        if uncertain > COMPOSE_MAX_UNCERTAIN || suffixes > COMPOSE_MAX_SUFFIXES {
+            return Ok(None);
+        }
+        let own = match a.byte_edges(state) {
+            [] => None,
+            _ => {
+                let (first, vocab_size) = (state_bytes(a, state), self.index.vocab.vocab_size());
+                Some(self.with_shortcuts(state, |sc| {
+                    classify_kernel_from_bytes(a, &self.index.trie, vocab_size, state, sc, &first)
+                })?)
+            }
+        };
+        let follow = self.follow()[a.state(state).rule.index()];
+        compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &callees).map(Some)
+    }
+
+    /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
+    /// [`classify_kernel_budget`].
+    pub fn classify(
+        &self,
+        state: StateId,
+        budget: usize,
+        on_budget: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<KernelMask>> {
+        let vocab_size = self.index.vocab.vocab_size();
+        self.with_shortcuts(state, |sc| {
+            classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
+        })
+    }
+
+    /// [`Self::classify`] without the row memo and run indexes (the reference it is tested against).
+    #[doc(hidden)]
+    pub fn classify_uninterned(&self, state: StateId) -> Result<KernelMask> {
+        let vocab_size = self.index.vocab.vocab_size();
+        self.with_shortcuts(state, |sc| {
+            classify_kernel_uninterned(&self.automata, &self.index.trie, vocab_size, state, sc)
+        })
+    }
+
+    fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let capacity = self.body_capacity(state);
+        // Class slices are built when a grammar needing one is compiled (not for string bodies,
+        // which take the body shortcuts first); one missing here (past the per-vocabulary
+        // budget) is not built in a mask.
+        let class = ClassSlice::loop_class(&self.automata, state).filter(|_| capacity.is_none());
+        let class = class.and_then(|c| self.index.cached_class_slice(c));
+        let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
+        let state_runs = |s: StateId| {
+            if let Some(r) = read(&self.state_runs).get(&s) {
+                return r.clone();
+            }
+            let r = state_run_index(&self.automata, s, &runs);
+            write(&self.state_runs).insert(s, r.clone());
+            r
+        };
+        f(Shortcuts {
+            body: Some(self.index.body_slice()),
+            follow: Some(&follow),
+            class: class.as_deref(),
+            capacity,
+            runs: Some(&runs),
+            state_runs: Some(&state_runs),
+        })
+    }
+
+    /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's
+    /// [`body_level`] memoized: the positions of `json_char{0,n}` share one chain.
+    fn body_capacity(&self, state: StateId) -> Option<u32> {
+        let max = self.index.trie.max_depth;
+        let mut fresh: Vec<(StateId, Option<Level>)> = Vec::new();
+        let cap = {
+            let memo = read(&self.levels);
+            body_capacity(state, max, |r| match memo.get(&r) {
+                Some(&l) => l,
+                None => {
+                    let l = body_level(&self.automata, r);
+                    fresh.push((r, l));
+                    l
+                }
+            })
+        };
+        if !fresh.is_empty() {
+            write(&self.levels).extend(fresh);
+        }
+        cap
+    }
+
+    pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {
+        read(&self.masks).get(&sig).cloned()
+    }
+
+    pub(crate) fn memoize_mask(&self, sig: u128, mask: &Bitset) {
+        let size = mask.memory_size() + 48;
+        if self.mask_bytes.load(Ordering::Relaxed) + size > limits::MASK_MEMO_BYTES {
+            return;
+        }
+        if write(&self.masks).insert(sig, Arc::new(mask.clone())).is_none() {
+            self.mask_bytes.fetch_add(size, Ordering::Relaxed);
+        }
+    }
+
+    /// Heap bytes of the grammar, automata and the kernel cache so far (the shared token index is
+    /// not counted).
+    pub fn memory_size(&self) -> usize {
+        let k: usize = read(&self.kernels).values().map(|k| k.memory_size()).sum();
+        self.automata.memory_size() + k + self.mask_bytes.load(Ordering::Relaxed) + self.grammar.exprs().len() * 24
+    }
+}

@@ -1,0 +1,211 @@
+//! The rule automata of a grammar: the compiler's output and the Earley parser's input.
+//!
+//! Pipeline place: [`Automata::build`] (in `build.rs`) produces an [`Automata`] from a
+//! [`Grammar`](crate::grammar::Grammar); [`crate::earley`], [`crate::mask`] and [`crate::slice`]
+//! read it through the accessors here. States of all rules live in one array ([`StateId`] is
+//! global); each state's byte edges and rule edges are ranges of two shared edge arrays.
+//!
+//! Invariants (see also the module doc of [`crate::compiler`]):
+//! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
+//! - a state's rule edges name each rule at most once;
+//! - every state can reach a final state of its rule (live), and every rule edge names a
+//!   productive rule.
+use super::lookahead::LaTable;
+use crate::grammar::RuleId;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Index of a state in [`Automata::states`] (global over all rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StateId(pub u32);
+
+/// One automaton state. Edges live in the shared arrays of [`Automata`].
+#[derive(Clone, Debug)]
+pub struct State {
+    pub rule: RuleId,
+    pub is_final: bool,
+    pub(super) byte_edges: (u32, u32),
+    pub(super) rule_edges: (u32, u32),
+}
+
+/// A byte-range edge `lo..=hi -> target`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteEdge {
+    pub lo: u8,
+    pub hi: u8,
+    pub target: StateId,
+}
+
+/// The automata of every rule of a grammar.
+#[derive(Debug)]
+pub struct Automata {
+    pub(super) states: Vec<State>,
+    pub(super) byte_edges: Vec<ByteEdge>,
+    pub(super) rule_edges: Vec<(RuleId, StateId)>,
+    pub(super) rule_start: Vec<StateId>,
+    /// Start of the automaton of each rule's lookahead assertion (`None`: no lookahead, or one
+    /// that the empty string satisfies).
+    pub(super) lookahead_start: Vec<Option<StateId>>,
+    /// Interned sets of pending lookahead obligations (see [`Automata::la_step`]).
+    pub(super) la: Mutex<LaTable>,
+    pub(super) rule_names: Vec<String>,
+    pub(super) root: RuleId,
+}
+
+impl Automata {
+    pub fn states(&self) -> &[State] {
+        &self.states
+    }
+
+    #[inline]
+    pub fn state(&self, s: StateId) -> &State {
+        &self.states[s.0 as usize]
+    }
+
+    #[inline]
+    pub fn byte_edges(&self, s: StateId) -> &[ByteEdge] {
+        let (a, b) = self.states[s.0 as usize].byte_edges;
+        &self.byte_edges[a as usize..b as usize]
+    }
+
+    #[inline]
+    pub fn rule_edges(&self, s: StateId) -> &[(RuleId, StateId)] {
+        let (a, b) = self.states[s.0 as usize].rule_edges;
+        &self.rule_edges[a as usize..b as usize]
+    }
+
+    /// The target of `s` on `byte`, if any.
+    #[inline]
+    pub fn step(&self, s: StateId, byte: u8) -> Option<StateId> {
+        // Edges are few (typically < 8) and sorted: a linear scan beats a binary search here.
+        for e in self.byte_edges(s) {
+            if byte < e.lo {
+                return None;
+            }
+            if byte <= e.hi {
+                return Some(e.target);
+            }
+        }
+        None
+    }
+
+    #[inline]
+    pub fn rule_start(&self, r: RuleId) -> StateId {
+        self.rule_start[r.index()]
+    }
+
+    pub fn root(&self) -> RuleId {
+        self.root
+    }
+
+    /// True if some rule has a lookahead assertion the empty string does not satisfy.
+    #[inline]
+    pub fn has_lookahead(&self) -> bool {
+        self.lookahead_start.iter().any(Option::is_some)
+    }
+
+    pub fn rule_name(&self, r: RuleId) -> &str {
+        &self.rule_names[r.index()]
+    }
+
+    pub fn num_rules(&self) -> usize {
+        self.rule_start.len()
+    }
+
+    /// Approximate heap size in bytes.
+    pub fn memory_size(&self) -> usize {
+        self.states.len() * std::mem::size_of::<State>()
+            + self.byte_edges.len() * std::mem::size_of::<ByteEdge>()
+            + self.rule_edges.len() * std::mem::size_of::<(RuleId, StateId)>()
+            + self.rule_start.len() * 8
+    }
+
+    /// A hash of everything a token walk from `state` can observe: the states reachable from it
+    /// within `depth` bytes (following byte edges, and entering referenced rules), their finality,
+    /// edges and rule membership, numbered canonically in breadth-first order (automata are
+    /// deterministic, so the order is canonical). Equal hashes mean the kernel classification of
+    /// the two states is the same, even across grammars, for tokens of at most `depth` bytes.
+    /// `None` when more than `limit` states are reachable.
+    ///
+    /// PERF: bounding the depth by the longest token makes the positions of a long counted
+    /// repetition (`json_char{0,4096}`: every position is a distinct state) share one
+    /// classification, except the last `depth` positions; each used to cost a full trie walk.
+    pub fn structure_hash(&self, state: StateId, limit: usize, depth: u32) -> Option<u128> {
+        // Canonical ids in discovery order; depths relaxed to their minimum (rule edges cost no
+        // byte), re-expanding a state whenever its depth drops, so every state within `depth`
+        // bytes is expanded exactly as the walk could see it.
+        let mut canon: HashMap<StateId, u32> = HashMap::new();
+        let mut order: Vec<StateId> = vec![state];
+        let mut depths: Vec<u32> = vec![0];
+        let mut queue: std::collections::VecDeque<u32> = std::collections::VecDeque::from([0]);
+        canon.insert(state, 0);
+        while let Some(ci) = queue.pop_front() {
+            let (s, d) = (order[ci as usize], depths[ci as usize]);
+            if d >= depth {
+                continue; // a frontier state: present, but its edges are beyond any token
+            }
+            let next = self
+                .byte_edges(s)
+                .iter()
+                .map(|e| (e.target, d + 1))
+                .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [(self.rule_start(r), d), (t, d)]));
+            for (t, td) in next {
+                match canon.get(&t) {
+                    Some(&c) => {
+                        if td < depths[c as usize] {
+                            depths[c as usize] = td;
+                            queue.push_back(c);
+                        }
+                    }
+                    None => {
+                        if order.len() >= limit {
+                            return None;
+                        }
+                        let c = order.len() as u32;
+                        canon.insert(t, c);
+                        order.push(t);
+                        depths.push(td);
+                        queue.push_back(c);
+                    }
+                }
+            }
+        }
+        let rule_canon = |r: RuleId| canon.get(&self.rule_start(r)).copied().unwrap_or(u32::MAX);
+        let mut words: Vec<u64> = Vec::with_capacity(order.len() * 8);
+        for (&s, &d) in order.iter().zip(&depths) {
+            let st = self.state(s);
+            if d >= depth {
+                words.push(u64::MAX - 2); // frontier
+                continue;
+            }
+            words.push(u64::from(st.is_final) | u64::from(rule_canon(st.rule)) << 8);
+            words.push(u64::from(st.rule == self.state(state).rule));
+            for e in self.byte_edges(s) {
+                words.push(u64::from(e.lo) | u64::from(e.hi) << 8 | u64::from(canon[&e.target]) << 16);
+            }
+            words.push(u64::MAX);
+            for &(r, t) in self.rule_edges(s) {
+                words.push(u64::from(rule_canon(r)) | u64::from(canon[&t]) << 32);
+            }
+            words.push(u64::MAX - 1);
+        }
+        Some(hash_words(&words))
+    }
+}
+
+/// Two independent 64-bit FNV-style streams with a final avalanche: a 128-bit structural hash.
+fn hash_words(words: &[u64]) -> u128 {
+    let (mut a, mut b) = (0xCBF2_9CE4_8422_2325u64, 0x8422_2325_CBF2_9CE4u64);
+    for &w in words {
+        a = (a ^ w).wrapping_mul(0x0000_0100_0000_01B3);
+        b = (b ^ w.rotate_left(31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        b ^= b >> 29;
+    }
+    a ^= a >> 33;
+    a = a.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    a ^= a >> 33;
+    b ^= b >> 32;
+    b = b.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    b ^= b >> 29;
+    (u128::from(a) << 64) | u128::from(b)
+}

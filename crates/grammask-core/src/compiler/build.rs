@@ -1,0 +1,229 @@
+//! Building a grammar's automata: the compiler's driver.
+//!
+//! Pipeline place: takes a [`Grammar`]; decides which rules to inline (`inline.rs`), builds each
+//! remaining rule's Thompson NFA (`nfa.rs`), determinizes it (`determinize.rs`) and minimizes it
+//! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
+//! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
+use super::determinize::{determinize, Scratch};
+use super::dfa::Dfa;
+use super::inline::inline_plan;
+use super::lookahead::LaTable;
+use super::minimize::minimize;
+use super::nfa::Nfa;
+use super::scc::SccScratch;
+use super::{Automata, ByteEdge, State, StateId};
+use crate::error::ErrorKind;
+use crate::error::{Error, Result};
+use crate::grammar::{Grammar, RuleId};
+use crate::limits;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+impl Automata {
+    /// Builds the automata of `grammar`.
+    pub fn build(grammar: &Grammar) -> Result<Automata> {
+        let inline = inline_plan(grammar);
+        // The rules with an automaton of their own. An inlined rule is copied into every
+        // automaton that uses it and never named by a rule edge: its own automaton would be
+        // unreachable, so it gets an empty one.
+        let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r]).collect();
+        let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
+        let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
+        let next = AtomicUsize::new(0);
+        // Each worker takes the next rule until none is left: (rule, its automaton).
+        let work = || -> Result<Vec<(usize, Dfa)>> {
+            let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+            let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
+            let mut out = Vec::new();
+            while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let body = grammar.rules()[r].body;
+                let dfa = with_budget(&budget, |b| {
+                    nfa.clear();
+                    let (start, end) = nfa.build(grammar, body, b)?;
+                    nfa.freeze();
+                    Ok(minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch))
+                });
+                match dfa {
+                    Ok(d) => out.push((r, d)),
+                    Err(e) => {
+                        // The other workers stop at their next rule.
+                        next.store(todo.len(), Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(out)
+        };
+        let parts: Vec<Result<Vec<(usize, Dfa)>>> = if workers == 1 {
+            vec![work()]
+        } else {
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = (1..workers).map(|_| sc.spawn(work)).collect();
+                let mut parts = vec![work()];
+                parts.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+                parts
+            })
+        };
+        let mut built: Vec<Option<Dfa>> = (0..grammar.rules().len()).map(|_| None).collect();
+        for part in parts {
+            for (r, d) in part? {
+                built[r] = Some(d);
+            }
+        }
+        let dfas: Vec<Dfa> = built
+            .into_iter()
+            .map(|d| {
+                d.unwrap_or_else(|| {
+                    let mut empty = Dfa::default();
+                    empty.end_state(false);
+                    empty
+                })
+            })
+            .collect();
+        let mut budget = budget.into_inner();
+        let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+        let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
+        // Lookaheads must be regular: every rule they use is inlined.
+        let mut la_dfas = Vec::new();
+        for (r, rule) in grammar.rules().iter().enumerate() {
+            if let Some(la) = rule.lookahead {
+                nfa.clear();
+                nfa.inline_all = true;
+                let (start, end) = nfa.build(grammar, la, &mut budget)?;
+                nfa.freeze();
+                let dfa = minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut min_scratch);
+                if !dfa.finals[0] {
+                    la_dfas.push((r, dfa));
+                }
+            }
+        }
+        let mut a = assemble(grammar, dfas, la_dfas);
+        a.prune()?;
+        Ok(a)
+    }
+}
+
+/// Rule automata are built on up to this many threads, one per this many rules.
+/// PERF: a typical JSON Schema has dozens of rule automata (properties, key sets, values), built
+/// independently; two threads take a third off a sub-millisecond compile.
+const MAX_BUILD_THREADS: usize = 4;
+const RULES_PER_THREAD: usize = 48;
+
+/// The threads rule automata may be built on. Looked up once: the standard library reads the
+/// cgroup quota files on every call.
+fn build_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from).min(MAX_BUILD_THREADS))
+}
+
+/// Runs `f` with a share of the grammar's state budget: all that is left when it starts, then
+/// takes what it used from `budget`; a budget other rules used up meanwhile is exceeded.
+fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>) -> Result<T> {
+    let start = budget.load(Ordering::Relaxed);
+    let mut left = start;
+    let out = f(&mut left)?;
+    let used = start - left;
+    budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| cur.checked_sub(used))
+        .map_err(|_| Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES))?;
+    Ok(out)
+}
+
+fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Automata {
+    let mut a = Automata {
+        states: Vec::new(),
+        byte_edges: Vec::new(),
+        rule_edges: Vec::new(),
+        rule_start: Vec::new(),
+        lookahead_start: vec![None; dfas.len()],
+        la: Mutex::new(LaTable::new()),
+        rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
+        root: grammar.root(),
+    };
+    let all =
+        dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
+    for (r, dfa, is_lookahead) in all {
+        let base = a.states.len() as u32;
+        if is_lookahead {
+            a.lookahead_start[r] = Some(StateId(base));
+        } else {
+            a.rule_start.push(StateId(base));
+        }
+        for i in 0..dfa.len() {
+            let b0 = a.byte_edges.len() as u32;
+            a.byte_edges.extend(dfa.bytes_of(i).iter().map(|e| ByteEdge {
+                lo: e.lo,
+                hi: e.hi,
+                target: StateId(base + e.target),
+            }));
+            let r0 = a.rule_edges.len() as u32;
+            a.rule_edges.extend(dfa.rules_of(i).iter().map(|&(rr, t)| (rr, StateId(base + t))));
+            a.states.push(State {
+                rule: RuleId(r as u32),
+                is_final: dfa.finals[i],
+                byte_edges: (b0, a.byte_edges.len() as u32),
+                rule_edges: (r0, a.rule_edges.len() as u32),
+            });
+        }
+    }
+    a
+}
+
+impl Automata {
+    /// Removes unproductive rules and dead states (see module invariants).
+    fn prune(&mut self) -> Result<()> {
+        let n_rules = self.rule_start.len();
+        let n = self.states.len();
+        // live[s]: s reaches a final state of its rule using bytes and productive rules.
+        let mut productive = vec![false; n_rules];
+        let mut live = vec![false; n];
+        loop {
+            let mut changed = false;
+            for s in (0..n).rev() {
+                if live[s] {
+                    continue;
+                }
+                let sid = StateId(s as u32);
+                let ok = self.states[s].is_final
+                    || self.byte_edges(sid).iter().any(|e| live[e.target.0 as usize])
+                    || self.rule_edges(sid).iter().any(|&(r, t)| productive[r.index()] && live[t.0 as usize]);
+                if ok {
+                    live[s] = true;
+                    changed = true;
+                }
+            }
+            for r in 0..n_rules {
+                if !productive[r] && live[self.rule_start[r].0 as usize] {
+                    productive[r] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if !productive[self.root.index()] {
+            return Err(Error::new(
+                ErrorKind::InvalidGrammar,
+                format!("the root rule '{}' matches no string", self.rule_name(self.root)),
+            ));
+        }
+        // Drop edges into dead states or unproductive rules.
+        let mut byte_edges = Vec::with_capacity(self.byte_edges.len());
+        let mut rule_edges = Vec::with_capacity(self.rule_edges.len());
+        for s in 0..n {
+            let sid = StateId(s as u32);
+            let b0 = byte_edges.len() as u32;
+            byte_edges.extend(self.byte_edges(sid).iter().filter(|e| live[e.target.0 as usize]).copied());
+            let r0 = rule_edges.len() as u32;
+            rule_edges.extend(
+                self.rule_edges(sid).iter().filter(|&&(r, t)| productive[r.index()] && live[t.0 as usize]).copied(),
+            );
+            self.states[s].byte_edges = (b0, byte_edges.len() as u32);
+            self.states[s].rule_edges = (r0, rule_edges.len() as u32);
+        }
+        self.byte_edges = byte_edges;
+        self.rule_edges = rule_edges;
+        Ok(())
+    }
+}

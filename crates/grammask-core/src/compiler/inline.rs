@@ -1,0 +1,139 @@
+//! Inlining: which rules are copied into their callers' automata instead of being referenced.
+//!
+//! Pipeline place: the first step of [`Automata::build`](super::Automata::build); its plan
+//! tells the NFA construction (`nfa.rs`) which rule references to expand in place.
+use crate::grammar::{Expr, ExprId, Grammar};
+
+/// Rules small enough to be copied into their callers' automata instead of being referenced.
+/// PERF: inlining leaf rules (`char`, `escape`, `digit`, ...) leaves terminal-like rules such as a
+/// JSON string with no rule edges, so kernel walks step them without the Earley machinery and
+/// their classification is shared wherever the rule is used.
+/// A rule referenced from one place is inlined up to this size; a shared rule (e.g. `string`
+/// used by every property) only when tiny, so its states, and their cached masks, stay shared.
+const INLINE_MAX_STATES: usize = 4096;
+const INLINE_SHARED_MAX_STATES: usize = 32;
+/// A shared rule that references no other (non-inlined) rule, like `json_char`, is inlined up to
+/// this size: plain regions walk fast, and equal copies hash alike for the shared kernel cache.
+const INLINE_LEXICAL_MAX_STATES: usize = 512;
+/// ... and, when it uses other rules, while its copies add up to at most this many states: the
+/// property rules of an open object are used by each of its up to 2^n subset rules, and copying
+/// them into every one multiplied the automata's build time. Leaf rules (`json_char`, `ws`) are
+/// always copied: string bodies without rule edges are what the kernel shortcuts of `slice/`
+/// recognise.
+const INLINE_LEXICAL_TOTAL_STATES: usize = 1024;
+/// Inlined rules may nest at most this deep (bounds the automaton builder's recursion).
+pub(super) const INLINE_MAX_DEPTH: u32 = 8;
+
+/// Which rules to inline: non-recursive rules (every rule they reach is decided before them,
+/// Kahn's order) whose estimated automaton is small. The root is never inlined.
+pub(super) fn inline_plan(g: &Grammar) -> Vec<bool> {
+    let n = g.rules().len();
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut refs = vec![0usize; n];
+    // seen[e] == r + 1: expression e was visited for rule r.
+    let mut seen = vec![0u32; g.exprs().len()];
+    let mut stack = Vec::new();
+    for (r, rule) in g.rules().iter().enumerate() {
+        stack.push(rule.body);
+        while let Some(e) = stack.pop() {
+            if seen[e.index()] == r as u32 + 1 {
+                continue;
+            }
+            seen[e.index()] = r as u32 + 1;
+            if let Expr::RuleRef(x) = g.expr(e) {
+                deps[r].push(x.index());
+                refs[x.index()] += 1;
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+        deps[r].sort_unstable();
+        deps[r].dedup();
+    }
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut pending: Vec<usize> = deps.iter().map(Vec::len).collect();
+    for (r, ds) in deps.iter().enumerate() {
+        for &d in ds {
+            users[d].push(r);
+        }
+    }
+    let mut inline = vec![false; n];
+    let mut size = vec![usize::MAX; n];
+    let mut depth = vec![0u32; n];
+    // lexical[r]: r's expansion (with inlined rules) references no rule.
+    let mut lexical = vec![false; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
+    let mut memo = vec![None; g.exprs().len()];
+    while let Some(r) = ready.pop() {
+        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo);
+        size[r] = sz;
+        depth[r] = dp;
+        lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
+        let limit = if refs[r] <= 1 {
+            INLINE_MAX_STATES
+        } else if lexical[r] && (deps[r].is_empty() || sz.saturating_mul(refs[r]) <= INLINE_LEXICAL_TOTAL_STATES) {
+            INLINE_LEXICAL_MAX_STATES
+        } else {
+            INLINE_SHARED_MAX_STATES
+        };
+        // A rule with a lookahead keeps its identity: its completion carries the assertion.
+        inline[r] = r != g.root().index() && g.rules()[r].lookahead.is_none() && sz <= limit && dp < INLINE_MAX_DEPTH;
+        for &u in &users[r] {
+            pending[u] -= 1;
+            if pending[u] == 0 {
+                ready.push(u);
+            }
+        }
+    }
+    inline
+}
+
+/// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
+/// `memo` (indexed by expression) is shared by all calls: an expression's estimate only depends
+/// on the rules it references, which are all decided before any rule using it (Kahn's order).
+fn estimate(
+    g: &Grammar,
+    e: ExprId,
+    inline: &[bool],
+    size: &[usize],
+    depth: &[u32],
+    memo: &mut [Option<(usize, u32)>],
+) -> (usize, u32) {
+    let mut stack = vec![(e, false)];
+    while let Some((x, expanded)) = stack.pop() {
+        if memo[x.index()].is_some() {
+            continue;
+        }
+        if !expanded {
+            stack.push((x, true));
+            stack.extend(g.children(x).iter().map(|&c| (c, false)));
+            continue;
+        }
+        let kids = |memo: &[Option<(usize, u32)>]| {
+            g.children(x).iter().fold((0usize, 0u32), |(s, d), c| {
+                let (cs, cd) = memo[c.index()].unwrap_or((0, 0));
+                (s.saturating_add(cs), d.max(cd))
+            })
+        };
+        let v = match g.expr(x) {
+            Expr::Bytes(b) => (b.len() + 1, 0),
+            Expr::CharClass(r) => (2 + 3 * r.len(), 0),
+            Expr::Seq(_) | Expr::Choice(_) => {
+                let (s, d) = kids(memo);
+                (s + 2, d)
+            }
+            &Expr::Repeat { min, max, .. } => {
+                let (s, d) = kids(memo);
+                let copies = max.unwrap_or(min).max(min) as usize + 1;
+                (s.saturating_mul(copies).saturating_add(2), d)
+            }
+            Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
+            Expr::RuleRef(_) => (2, 0),
+            // About six states per key character (raw, `\`, `\u` and three hex digits).
+            Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
+                (24 + 6 * keys.iter().map(|k| k.len()).sum::<usize>(), 0)
+            }
+        };
+        memo[x.index()] = Some(v);
+    }
+    memo[e.index()].unwrap_or((0, 0))
+}

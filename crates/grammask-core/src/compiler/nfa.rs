@@ -1,0 +1,245 @@
+//! Thompson NFA construction of one rule body.
+//!
+//! Pipeline place: takes a rule's expression (with the inline plan of `inline.rs`) and produces
+//! an [`Nfa`] with epsilon, byte-range and rule-reference edges, the input of subset
+//! construction (`determinize.rs`). Character classes become UTF-8 byte-range sequences
+//! ([`super::utf8::utf8_sequences`]), `{m,n}` an unrolled chain whose every copy may exit.
+use super::inline::INLINE_MAX_DEPTH;
+use super::utf8::utf8_sequences;
+use crate::error::ErrorKind;
+use crate::error::{Error, Result};
+use crate::grammar::{Expr, ExprId, Grammar, RuleId};
+use crate::limits;
+use std::collections::HashMap;
+
+/// The UTF-8 byte-range sequences of a character class (see [`utf8_sequences`]).
+type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
+
+/// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
+/// them by source state (compressed rows).
+/// PERF: one allocation per list instead of three vectors per state; the buffers and the UTF-8
+/// sequences of character classes are reused across the rules of a grammar.
+#[derive(Default)]
+pub(super) struct Nfa<'a> {
+    pub(super) n: u32,
+    pub(super) eps_edges: Vec<(u32, u32)>,
+    pub(super) byte_edges: Vec<(u32, (u8, u8, u32))>,
+    pub(super) rule_edges: Vec<(u32, (RuleId, u32))>,
+    /// Frozen rows: the edges of state `s` are `x[x_start[s]..x_start[s + 1]]`.
+    pub(super) eps_start: Vec<u32>,
+    pub(super) eps: Vec<u32>,
+    pub(super) bytes_start: Vec<u32>,
+    pub(super) bytes: Vec<(u8, u8, u32)>,
+    pub(super) rules_start: Vec<u32>,
+    pub(super) rules: Vec<(RuleId, u32)>,
+    /// UTF-8 byte sequences of the character classes seen so far.
+    pub(super) classes: HashMap<ExprId, Utf8Seqs>,
+    pub(super) inline: &'a [bool],
+    /// Inline every rule (lookahead automata), refusing recursion.
+    pub(super) inline_all: bool,
+    /// Rules being inlined in `inline_all` mode, innermost last.
+    pub(super) inlining: Vec<RuleId>,
+}
+
+impl Nfa<'_> {
+    fn new_state(&mut self, budget: &mut usize) -> Result<u32> {
+        if *budget == 0 {
+            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+        }
+        *budget -= 1;
+        self.n += 1;
+        Ok(self.n - 1)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    /// Starts a new automaton (keeps the buffers and the class cache).
+    pub(super) fn clear(&mut self) {
+        self.n = 0;
+        self.eps_edges.clear();
+        self.byte_edges.clear();
+        self.rule_edges.clear();
+    }
+
+    /// Groups the edges by source state (stable: each state keeps its edges' order).
+    pub(super) fn freeze(&mut self) {
+        fn rows<T: Copy>(n: usize, edges: &[(u32, T)], start: &mut Vec<u32>, out: &mut Vec<T>) {
+            start.clear();
+            start.resize(n + 2, 0);
+            for &(s, _) in edges {
+                start[s as usize + 2] += 1;
+            }
+            for i in 2..start.len() {
+                start[i] += start[i - 1];
+            }
+            out.clear();
+            if let Some(&(_, fill)) = edges.first() {
+                out.resize(edges.len(), fill);
+            }
+            for &(s, x) in edges {
+                let slot = &mut start[s as usize + 1];
+                out[*slot as usize] = x;
+                *slot += 1;
+            }
+            start.pop();
+        }
+        let n = self.len();
+        rows(n, &self.eps_edges, &mut self.eps_start, &mut self.eps);
+        rows(n, &self.byte_edges, &mut self.bytes_start, &mut self.bytes);
+        rows(n, &self.rule_edges, &mut self.rules_start, &mut self.rules);
+    }
+
+    pub(super) fn eps_of(&self, s: u32) -> &[u32] {
+        &self.eps[self.eps_start[s as usize] as usize..self.eps_start[s as usize + 1] as usize]
+    }
+
+    pub(super) fn bytes_of(&self, s: u32) -> &[(u8, u8, u32)] {
+        &self.bytes[self.bytes_start[s as usize] as usize..self.bytes_start[s as usize + 1] as usize]
+    }
+
+    pub(super) fn rules_of(&self, s: u32) -> &[(RuleId, u32)] {
+        &self.rules[self.rules_start[s as usize] as usize..self.rules_start[s as usize + 1] as usize]
+    }
+
+    /// Builds a fragment for `e`, returning (start, end). Recursion depth is bounded by the
+    /// grammar's nesting limit (an IR invariant).
+    /// A fragment for the character class `e` (UTF-8 byte sequences, cached per expression).
+    fn build_class(&mut self, e: ExprId, ranges: &[(u32, u32)], budget: &mut usize) -> Result<(u32, u32)> {
+        let start = self.new_state(budget)?;
+        let end = self.new_state(budget)?;
+        let seqs = if let Some(seqs) = self.classes.get(&e) {
+            seqs.clone()
+        } else {
+            let seqs: Utf8Seqs = utf8_sequences(ranges).into();
+            self.classes.insert(e, seqs.clone());
+            seqs
+        };
+        for seq in seqs.iter() {
+            let mut cur = start;
+            for (i, &(lo, hi)) in seq.iter().enumerate() {
+                let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
+                self.byte_edges.push((cur, (lo, hi, next)));
+                cur = next;
+            }
+        }
+        Ok((start, end))
+    }
+
+    /// PERF: sequences and inlined rules reuse their parts' start and end states instead of
+    /// adding epsilon glue (fragments only ever gain edges out of their end and into their start).
+    pub(super) fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
+        match g.expr(e) {
+            Expr::Bytes(b) => {
+                let start = self.new_state(budget)?;
+                let mut cur = start;
+                for &byte in b {
+                    let next = self.new_state(budget)?;
+                    self.byte_edges.push((cur, (byte, byte, next)));
+                    cur = next;
+                }
+                Ok((start, cur))
+            }
+            Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
+            Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
+                let except = matches!(g.expr(e), Expr::JsonStringExcept(_));
+                let dfa = crate::json_string::string_dfa(keys, except, *budget)?;
+                let base = self.n;
+                for _ in 0..dfa.states.len() {
+                    self.new_state(budget)?;
+                }
+                let end = self.new_state(budget)?;
+                for (i, (accepting, edges)) in dfa.states.iter().enumerate() {
+                    let s = base + i as u32;
+                    self.byte_edges.extend(edges.iter().map(|&(lo, hi, t)| (s, (lo, hi, base + t))));
+                    if *accepting {
+                        self.eps_edges.push((s, end));
+                    }
+                }
+                Ok((base + dfa.start, end))
+            }
+            Expr::Seq(items) => {
+                let Some((&first, rest)) = items.split_first() else {
+                    let s = self.new_state(budget)?;
+                    return Ok((s, s));
+                };
+                let (start, mut cur) = self.build(g, first, budget)?;
+                for &x in rest {
+                    let (s, t) = self.build(g, x, budget)?;
+                    self.eps_edges.push((cur, s));
+                    cur = t;
+                }
+                Ok((start, cur))
+            }
+            Expr::Choice(items) => {
+                let start = self.new_state(budget)?;
+                let end = self.new_state(budget)?;
+                for &x in items {
+                    let (s, t) = self.build(g, x, budget)?;
+                    self.eps_edges.push((start, s));
+                    self.eps_edges.push((t, end));
+                }
+                Ok((start, end))
+            }
+            Expr::RuleRef(r) if self.inline_all => {
+                if self.inlining.contains(r) {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "a lookahead assertion uses the recursive rule '{}'; lookaheads must be regular",
+                            g.rule(*r).name
+                        ),
+                    ));
+                }
+                if self.inlining.len() >= INLINE_MAX_DEPTH as usize * 8 {
+                    return Err(Error::limit(
+                        "rule nesting inside a lookahead assertion",
+                        INLINE_MAX_DEPTH as usize * 8,
+                    ));
+                }
+                self.inlining.push(*r);
+                let fragment = self.build(g, g.rule(*r).body, budget)?;
+                self.inlining.pop();
+                Ok(fragment)
+            }
+            Expr::RuleRef(r) if self.inline[r.index()] => self.build(g, g.rule(*r).body, budget),
+            Expr::RuleRef(r) => {
+                let start = self.new_state(budget)?;
+                let end = self.new_state(budget)?;
+                self.rule_edges.push((start, (*r, end)));
+                Ok((start, end))
+            }
+            &Expr::Repeat { expr, min, max } => {
+                let start = self.new_state(budget)?;
+                let mut cur = start;
+                for _ in 0..min {
+                    let (s, t) = self.build(g, expr, budget)?;
+                    self.eps_edges.push((cur, s));
+                    cur = t;
+                }
+                match max {
+                    None => {
+                        // cur -> loop: x* with the loop state as both entry and exit.
+                        let (s, t) = self.build(g, expr, budget)?;
+                        self.eps_edges.push((cur, s));
+                        self.eps_edges.push((t, cur));
+                        Ok((start, cur))
+                    }
+                    Some(max) => {
+                        // x (x (x)?)? ... : every copy may exit to `end`, so subset states stay small.
+                        let end = self.new_state(budget)?;
+                        self.eps_edges.push((cur, end));
+                        for _ in min..max {
+                            let (s, t) = self.build(g, expr, budget)?;
+                            self.eps_edges.push((cur, s));
+                            self.eps_edges.push((t, end));
+                            cur = t;
+                        }
+                        Ok((start, end))
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Tests of DFA minimization (`minimize.rs`, `scc.rs`, `refine.rs`) against Moore's reference
+//! partition.
+use super::determinize::SeqTable;
+use super::dfa::{ByteEdgeLocal, Dfa};
+use super::minimize::{minimize, push_signature, quotient, refine_partition};
+use super::scc::{scc_partition, SccScratch};
+use crate::grammar::RuleId;
+use std::collections::HashMap;
+
+/// Buffers of [`moore_partition`].
+#[derive(Default)]
+struct MooreScratch {
+    class: Vec<u32>,
+    next: Vec<u32>,
+    sig: Vec<u32>,
+    span: Vec<(u32, u32)>,
+    slots: Vec<u32>,
+}
+
+/// The coarsest partition of `dfa`'s states into `sc.class` (class ids in first-seen state
+/// order), by rounds: a state's signature is its class, its byte ranges with their target
+/// classes (adjacent ranges with the same class merged) and its rule edges with their target
+/// classes. A round only splits classes (the old class is part of the signature), so an equal
+/// class count means the partition is stable. Returns the number of classes; `None` past
+/// `max_rounds`. The reference for [`minimize`] and [`refine_partition`].
+fn moore_partition(dfa: &Dfa, sc: &mut MooreScratch, max_rounds: usize) -> Option<usize> {
+    let n = dfa.len();
+    let MooreScratch { class, next, sig, span, slots } = sc;
+    class.clear();
+    class.extend(dfa.finals.iter().map(|&f| u32::from(f)));
+    let mut count = 0usize;
+    let size = (2 * n).next_power_of_two();
+    for _ in 0..max_rounds {
+        sig.clear();
+        span.clear();
+        for s in 0..n {
+            let start = sig.len() as u32;
+            sig.push(class[s]);
+            push_signature(dfa, s, class, sig);
+            span.push((start, sig.len() as u32));
+        }
+        // Open addressing over representatives (state + 1; 0 is empty).
+        slots.clear();
+        slots.resize(size, 0);
+        next.clear();
+        let mut ids = 0u32;
+        let of = |s: usize| &sig[span[s].0 as usize..span[s].1 as usize];
+        for s in 0..n {
+            let mut i = (SeqTable::hash(of(s)) as usize) & (size - 1);
+            let id = loop {
+                match slots[i] {
+                    0 => {
+                        slots[i] = s as u32 + 1;
+                        ids += 1;
+                        break ids - 1;
+                    }
+                    rep if of(rep as usize - 1) == of(s) => break next[rep as usize - 1],
+                    _ => i = (i + 1) & (size - 1),
+                }
+            };
+            next.push(id);
+        }
+        std::mem::swap(class, next);
+        if ids as usize == count {
+            return Some(count);
+        }
+        count = ids as usize;
+    }
+    None
+}
+
+/// A state's class, byte ranges and rule edges with the classes of their targets.
+type MooreSig = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
+
+/// Moore's refinement, the reference for [`minimize`]: classes of states.
+fn moore_classes(dfa: &Dfa) -> Vec<u32> {
+    let n = dfa.len();
+    let mut class: Vec<u32> = dfa.finals.iter().map(|&f| u32::from(f)).collect();
+    let mut count = 0;
+    loop {
+        let mut ids: HashMap<MooreSig, u32> = HashMap::new();
+        let mut next = vec![0; n];
+        for s in 0..n {
+            let mut bytes: Vec<(u8, u8, u32)> = Vec::new();
+            for e in dfa.bytes_of(s) {
+                let c = class[e.target as usize];
+                match bytes.last_mut() {
+                    Some(l) if l.2 == c && u16::from(l.1) + 1 == u16::from(e.lo) => l.1 = e.hi,
+                    _ => bytes.push((e.lo, e.hi, c)),
+                }
+            }
+            let rules = dfa.rules_of(s).iter().map(|&(r, t)| (r, class[t as usize])).collect();
+            let len = ids.len() as u32;
+            next[s] = *ids.entry((class[s], bytes, rules)).or_insert(len);
+        }
+        class = next;
+        if ids.len() == count {
+            return class;
+        }
+        count = ids.len();
+    }
+}
+
+/// Random DFAs over a few bytes and rules; with `twin`, every state has an equivalent copy.
+fn random_dfa(next: &mut impl FnMut(usize) -> usize, twin: bool) -> Dfa {
+    // Per state: finality, byte edges, rule edges.
+    type Shape = (bool, Vec<(u8, u8, usize)>, Vec<(u32, usize)>);
+    let k = 1 + next(12);
+    let n = if twin { 2 * k } else { k };
+    let mut dfa = Dfa::default();
+    let mut shapes: Vec<Shape> = Vec::new();
+    for _ in 0..k {
+        let mut bytes = Vec::new();
+        let mut lo = 0u8;
+        while lo < 8 {
+            let hi = lo + next(3) as u8;
+            if next(3) > 0 {
+                bytes.push((lo, hi, next(k)));
+            }
+            lo = hi + 1;
+        }
+        let mut rules = Vec::new();
+        for r in 0..3 {
+            if next(4) == 0 {
+                rules.push((r, next(k)));
+            }
+        }
+        shapes.push((next(3) == 0, bytes, rules));
+    }
+    for s in 0..n {
+        let (fin, bytes, rules) = &shapes[s % k];
+        let first = dfa.bytes.len();
+        for &(lo, hi, t) in bytes {
+            let t = if twin && next(2) == 0 { t + k } else { t };
+            dfa.push_byte(first, ByteEdgeLocal { lo, hi, target: t as u32 });
+        }
+        dfa.rules
+            .extend(rules.iter().map(|&(r, t)| (RuleId(r), (if twin && next(2) == 0 { t + k } else { t }) as u32)));
+        dfa.end_state(*fin);
+    }
+    dfa
+}
+
+#[test]
+fn minimize_matches_moore() {
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for i in 0..3000 {
+        let dfa = random_dfa(&mut next, i % 2 == 0);
+        let classes = moore_classes(&dfa);
+        let want = classes.iter().copied().collect::<std::collections::HashSet<_>>().len();
+        let mut sc = MooreScratch::default();
+        let moore = moore_partition(&dfa, &mut sc, usize::MAX).expect("rounds are unbounded here");
+        let (class, refined) = refine_partition(&dfa);
+        assert_eq!((moore, refined), (want, want), "case {i}");
+        let flat = |d: &Dfa| {
+            let bytes: Vec<(u8, u8, u32)> = d.bytes.iter().map(|e| (e.lo, e.hi, e.target)).collect();
+            (d.finals.clone(), d.byte_end.clone(), bytes, d.rule_end.clone(), d.rules.clone())
+        };
+        assert_eq!(flat(&quotient(&dfa, &class, refined)), flat(&quotient(&dfa, &sc.class, moore)), "case {i}");
+        // The component-wise partition: only equivalent states share a class, and every
+        // class is found when at most one component is cyclic (no twin loops).
+        let mut ss = SccScratch::default();
+        let Some(k) = scc_partition(&dfa, &mut ss) else { panic!("case {i}: components are small here") };
+        let mut used = vec![false; k];
+        for a in 0..dfa.len() {
+            used[ss.class[a] as usize] = true;
+            for b in 0..dfa.len() {
+                if ss.class[a] == ss.class[b] {
+                    assert_eq!(classes[a], classes[b], "case {i}: states {a} and {b} merged");
+                }
+            }
+        }
+        assert!(used.iter().all(|&u| u), "case {i}: class ids are dense");
+        if ss.cyclic < 2 {
+            assert_eq!(k, want, "case {i}");
+        }
+        let out = minimize(dfa.clone(), &mut ss);
+        assert_eq!(out.len(), want, "case {i}");
+        assert!(bisimilar(&dfa, &out), "case {i}");
+    }
+}
+
+/// Whether two DFAs (rule edges included) accept the same language from their starts.
+fn bisimilar(a: &Dfa, b: &Dfa) -> bool {
+    let step = |d: &Dfa, s: usize, x: u8| d.bytes_of(s).iter().find(|e| e.lo <= x && x <= e.hi).map(|e| e.target);
+    let mut seen = std::collections::HashSet::from([(0u32, 0u32)]);
+    let mut work = vec![(0u32, 0u32)];
+    while let Some((p, q)) = work.pop() {
+        let (p, q) = (p as usize, q as usize);
+        if a.finals[p] != b.finals[q] || a.rules_of(p).len() != b.rules_of(q).len() {
+            return false;
+        }
+        let mut next: Vec<(u32, u32)> = Vec::new();
+        for (&(r, t), &(r2, t2)) in a.rules_of(p).iter().zip(b.rules_of(q)) {
+            if r != r2 {
+                return false;
+            }
+            next.push((t, t2));
+        }
+        for x in 0..=255u8 {
+            match (step(a, p, x), step(b, q, x)) {
+                (Some(t), Some(t2)) => next.push((t, t2)),
+                (None, None) => {}
+                _ => return false,
+            }
+        }
+        for pair in next {
+            if seen.insert(pair) {
+                work.push(pair);
+            }
+        }
+    }
+    true
+}
+
+#[test]
+fn loop_joins_an_equal_self_loop() {
+    // 0 -a-> 1 (self-loop on a); 0 -b-> 2 <-a-> 3: states 1, 2 and 3 all accept a*, and the
+    // component {2, 3} is decided after state 1.
+    let mut dfa = Dfa::default();
+    let states = [
+        (false, vec![(b'a', 1u32), (b'b', 2)]),
+        (true, vec![(b'a', 1)]),
+        (true, vec![(b'a', 3)]),
+        (true, vec![(b'a', 2)]),
+    ];
+    for (fin, edges) in states {
+        let first = dfa.bytes.len();
+        for (b, t) in edges {
+            dfa.push_byte(first, ByteEdgeLocal { lo: b, hi: b, target: t });
+        }
+        dfa.end_state(fin);
+    }
+    let mut ss = SccScratch::default();
+    assert_eq!(scc_partition(&dfa, &mut ss), Some(2));
+}

@@ -1,0 +1,107 @@
+//! The grammar compiler of one vocabulary: every front end to a cached [`CompiledGrammar`].
+//!
+//! Pipeline place: the entry point of `GrammarCompiler` in the Python API. It takes grammar text
+//! (EBNF, JSON Schema, regex), a [`Grammar`] or the builtin JSON grammar, turns it into a
+//! [`Grammar`] through the matching front end, compiles it against its vocabulary
+//! ([`CompiledGrammar::new`]) and keeps the result in a [`GrammarCache`] keyed by the source
+//! (kind, options and text), so a repeated request is a lookup.
+use crate::builtin::builtin_json_grammar;
+use crate::cache::GrammarCache;
+use crate::compiled::CompiledGrammar;
+use crate::ebnf::parse_ebnf;
+use crate::error::{Error, ErrorKind, Result};
+use crate::grammar::Grammar;
+use crate::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+use crate::regex::regex_to_grammar;
+use crate::token_index::TokenIndex;
+use crate::vocab::Vocabulary;
+use std::sync::Arc;
+
+/// Compiles grammars against one vocabulary, with a cache of the results.
+#[derive(Debug)]
+pub struct GrammarCompiler {
+    vocab: Arc<Vocabulary>,
+    /// Keeps the vocabulary's token trie and shared kernel cache alive as long as the compiler,
+    /// even when no compiled grammar is (the index registry only holds weak references).
+    _index: Arc<TokenIndex>,
+    cache: GrammarCache,
+    cache_enabled: bool,
+}
+
+impl GrammarCompiler {
+    /// A compiler for `vocab` (builds the vocabulary's token index now); `cache_limit_bytes < 0`
+    /// means an unlimited cache.
+    pub fn new(vocab: &Arc<Vocabulary>, cache_enabled: bool, cache_limit_bytes: i64) -> GrammarCompiler {
+        GrammarCompiler {
+            _index: TokenIndex::for_vocab(vocab),
+            vocab: vocab.clone(),
+            cache: GrammarCache::new(cache_limit_bytes),
+            cache_enabled,
+        }
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// Looks `key` up, else compiles with `make` and caches the result.
+    fn cached(&self, key: String, make: impl FnOnce() -> Result<Grammar>) -> Result<Arc<CompiledGrammar>> {
+        self.cached_with(key, make, |e| e)
+    }
+
+    /// [`Self::cached`] with `remap` applied to a compile error.
+    fn cached_with(
+        &self,
+        key: String,
+        make: impl FnOnce() -> Result<Grammar>,
+        remap: fn(Error) -> Error,
+    ) -> Result<Arc<CompiledGrammar>> {
+        if self.cache_enabled {
+            if let Some(c) = self.cache.get(&key) {
+                return Ok(c);
+            }
+        }
+        let g = make()?;
+        let compiled = Arc::new(CompiledGrammar::new(&g, &self.vocab).map_err(remap)?);
+        Ok(if self.cache_enabled { self.cache.insert(key, compiled) } else { compiled })
+    }
+
+    pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>> {
+        self.cached(format!("grammar\0{grammar}"), || Ok(grammar.clone()))
+    }
+
+    pub fn compile_ebnf(&self, text: &str, root_rule_name: &str) -> Result<Arc<CompiledGrammar>> {
+        self.cached(format!("ebnf\0{root_rule_name}\0{text}"), || parse_ebnf(text, root_rule_name))
+    }
+
+    pub fn compile_json_schema(&self, schema: &str, options: &JsonSchemaOptions) -> Result<Arc<CompiledGrammar>> {
+        let key = format!("schema\0{options:?}\0{schema}");
+        // A schema whose rules all turn out unproductive (e.g. a `oneOf` that every allowed value
+        // fails) accepts no value: the schema's error, as when the converter sees it directly.
+        let remap = |e: Error| match e.kind() {
+            ErrorKind::InvalidGrammar => Error::new(ErrorKind::InvalidSchema, "the schema accepts no value"),
+            _ => e,
+        };
+        self.cached_with(key, || json_schema_to_grammar(schema, options), remap)
+    }
+
+    pub fn compile_regex(&self, pattern: &str) -> Result<Arc<CompiledGrammar>> {
+        self.cached(format!("regex\0{pattern}"), || regex_to_grammar(pattern))
+    }
+
+    pub fn compile_builtin_json_grammar(&self) -> Result<Arc<CompiledGrammar>> {
+        self.cached("builtin_json".to_owned(), || Ok(builtin_json_grammar()))
+    }
+
+    pub fn clear_cache(&self) {
+        self.cache.clear();
+    }
+
+    pub fn cache_size_bytes(&self) -> usize {
+        self.cache.size_bytes()
+    }
+
+    pub fn cache_limit_bytes(&self) -> i64 {
+        self.cache.limit_bytes()
+    }
+}

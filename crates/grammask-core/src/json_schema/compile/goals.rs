@@ -1,0 +1,279 @@
+//! Goals: emitting one goal's rule, distributing pending applicators (`anyOf`, `oneOf`, `not`,
+//! `if`/`then`/`else`, dependent schemas) into alternative goals, and negations.
+//!
+//! Pipeline place: called from the worklist of [`Conv::run`] for each distinct goal; hands
+//! applicator-free goals to the per-type writers (`scalars.rs`).
+use super::*;
+
+impl Conv<'_> {
+    pub(super) fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
+        // A goal held to a finite `enum`/`const` is decided value by value by the validator,
+        // applicators and negations included (see `emit_base`): exact without distributing them.
+        let m = self.merge(g)?;
+        if m.enums.is_some() {
+            return self.emit_base(g, &m);
+        }
+        // Negated subschemas first: they become atomic negations.
+        if let Some(&x) = g.nots.first() {
+            let mut rest = g.clone();
+            rest.nots.remove(0);
+            return self.emit_negation(&rest, x, &self.doc.node(x).ptr.clone());
+        }
+        if let Some((sid, kind, ptr)) = m.pending.first().cloned() {
+            let mut base = g.clone();
+            base.done.push((sid, kind));
+            let n_branches =
+                |this: &Self, k: &str| this.doc.node(sid).value.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+            match kind {
+                Kind::AnyOf => {
+                    let mut alts = Vec::new();
+                    for i in 0..n_branches(self, "anyOf") {
+                        let b = self.doc.child(sid, &["anyOf", &i.to_string()]);
+                        if let Some(r) = self.rule_for(base.with_id(b))? {
+                            alts.push(r);
+                        }
+                    }
+                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                }
+                Kind::OneOf => {
+                    let n = n_branches(self, "oneOf");
+                    let branches: Vec<SchemaId> =
+                        (0..n).map(|i| self.doc.child(sid, &["oneOf", &i.to_string()])).collect();
+                    let mut merged = Vec::new();
+                    for &b in &branches {
+                        let gb = base.with_id(b).norm();
+                        merged.push(self.merge(&gb)?);
+                    }
+                    let mut alts = Vec::new();
+                    for (i, &b) in branches.iter().enumerate() {
+                        let mut gb = base.with_id(b);
+                        for (j, &o) in branches.iter().enumerate() {
+                            if i != j && !self.disjoint(&merged[i], &merged[j])? {
+                                gb.nots.push(o);
+                            }
+                        }
+                        if let Some(r) = self.rule_for(gb)? {
+                            alts.push(r);
+                        }
+                    }
+                    let _ = ptr;
+                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                }
+                Kind::Not => {
+                    let x = self.doc.child(sid, &["not"]);
+                    return self.emit_negation(&base, x, &ptr);
+                }
+                Kind::Dep(i) => {
+                    // Not an object, an object without the key, or one with it that satisfies
+                    // the dependent schema: three disjoint cases.
+                    let (name, dep) = self.dep_schemas(sid)[i as usize].clone();
+                    let mut alts = Vec::new();
+                    for n in [Neg::Types(OBJ), Neg::Absent(name.clone())] {
+                        let mut gn = base.clone();
+                        gn.neg.push(n);
+                        if let Some(r) = self.rule_for(gn)? {
+                            alts.push(r);
+                        }
+                    }
+                    let mut yes = base.with_id(dep);
+                    yes.neg.push(Neg::Has(name));
+                    if let Some(r) = self.rule_for(yes)? {
+                        alts.push(r);
+                    }
+                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                }
+                Kind::If => {
+                    let i = self.doc.child(sid, &["if"]);
+                    let map = self.doc.node(sid).value.as_object().cloned().unwrap_or_default();
+                    let mut alts = Vec::new();
+                    let mut yes = base.with_id(i);
+                    if map.contains_key("then") {
+                        yes.ids.push(self.doc.child(sid, &["then"]));
+                    }
+                    if let Some(r) = self.rule_for(yes)? {
+                        alts.push(r);
+                    }
+                    let mut no = base.clone();
+                    no.nots.push(i);
+                    if map.contains_key("else") {
+                        no.ids.push(self.doc.child(sid, &["else"]));
+                    }
+                    if let Some(r) = self.rule_for(no)? {
+                        alts.push(r);
+                    }
+                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                }
+            }
+        }
+        self.emit_base(g, &m)
+    }
+
+    /// The schema-valued entries of `dependentSchemas` and `dependencies` of node `id`, as
+    /// (key, subschema), in document order; `true` and `{}` are left out (they always hold).
+    pub(super) fn dep_schemas(&self, id: SchemaId) -> Vec<(String, SchemaId)> {
+        let mut out = Vec::new();
+        let Some(map) = self.doc.node(id).value.as_object() else { return out };
+        for k in ["dependencies", "dependentSchemas"] {
+            let Some(Value::Object(o)) = map.get(k) else { continue };
+            for (name, dep) in o {
+                let trivial = matches!(dep, Value::Bool(true) | Value::Array(_))
+                    || dep.as_object().is_some_and(serde_json::Map::is_empty);
+                if !trivial {
+                    out.push((name.clone(), self.doc.child(id, &[k, name])));
+                }
+            }
+        }
+        out
+    }
+
+    /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations.
+    fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
+        let gx = Goal { ids: vec![x], nots: vec![], done: vec![], neg: vec![], depth: g.depth };
+        let mx = self.merge(&gx)?;
+        if let Some((_, _, p)) = mx.pending.first() {
+            return Err(unsupported(p, format!("negation (at {ptr}) of a schema with applicators is not supported")));
+        }
+        let mut negs: Vec<Neg> = Vec::new();
+        if mx.types == 0 {
+            // ¬false = true
+            return self.rule_for(g.clone());
+        }
+        let refuse = |what: &str| Err(unsupported(ptr, format!("not: cannot negate {what} exactly")));
+        if mx.types != ALL {
+            negs.push(Neg::Types(mx.types));
+        }
+        if let Some(vals) = &mx.enums {
+            negs.push(Neg::Values(vals.iter().map(canonical).collect()));
+        }
+        for r in &mx.required {
+            negs.push(Neg::Absent(r.clone()));
+        }
+        if !mx.mults.is_empty() {
+            return refuse("multipleOf");
+        }
+        // Bounds restrict numbers only: failing one means "a number on the other side".
+        if let Some((d, strict)) = &mx.lo {
+            negs.push(Neg::Below(d.clone(), *strict));
+        }
+        if let Some((d, strict)) = &mx.hi {
+            negs.push(Neg::Above(d.clone(), *strict));
+        }
+        if mx.min_len > 0 {
+            negs.push(Neg::ShortStr(mx.min_len - 1));
+        }
+        if let Some(n) = mx.max_len {
+            negs.push(Neg::LongStr(n.saturating_add(1)));
+        }
+        for (p, _) in &mx.patterns {
+            negs.push(Neg::NoMatch(p.clone()));
+        }
+        for (f, _) in &mx.formats {
+            negs.push(Neg::NoFormat(f.clone()));
+        }
+        if !mx.arr.is_empty()
+            || mx.min_items > 0
+            || mx.max_items.is_some()
+            || !mx.contains.is_empty()
+            || mx.unique.is_some()
+        {
+            return refuse("array constraints");
+        }
+        // `properties` fail when a listed key is present with a value that fails its schema.
+        for p in &mx.obj {
+            for (name, id) in &p.props {
+                negs.push(Neg::PropFails(name.clone(), *id));
+            }
+        }
+        if mx.obj.iter().any(|p| !p.patterns.is_empty() || p.says_additional)
+            || mx.min_props > 0
+            || mx.max_props.is_some()
+            || !mx.prop_names.is_empty()
+            || !mx.dep_req.is_empty()
+        {
+            return refuse("object constraints other than required");
+        }
+        if negs.is_empty() {
+            // ¬true = false
+            return Ok(None);
+        }
+        let mut alts = Vec::new();
+        for n in negs {
+            let mut gn = g.clone();
+            gn.neg.push(n);
+            if let Some(r) = self.rule_for(gn)? {
+                alts.push(r);
+            }
+        }
+        Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) })
+    }
+
+    /// Conservative disjointness: `true` only when no instance satisfies both.
+    fn disjoint(&mut self, a: &Merged, b: &Merged) -> Result<bool> {
+        if a.types & b.types == 0 {
+            return Ok(true);
+        }
+        if let (Some(x), Some(y)) = (&a.enums, &b.enums) {
+            if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+                return Ok(true);
+            }
+        }
+        if a.pending.is_empty() && b.pending.is_empty() && (a.types | b.types) & !OBJ & a.types & b.types == 0 {
+            // Both can only meet as objects: a key one requires and the other forbids ...
+            for (x, y) in [(a, b), (b, a)] {
+                for k in &x.required {
+                    if y.absent.contains(k) {
+                        return Ok(true);
+                    }
+                    match Self::prop_ids(y, k) {
+                        None => return Ok(true),
+                        Some(ids) if !ids.is_empty() => {
+                            let my =
+                                self.merge(&Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }.norm())?;
+                            if my.types == 0 {
+                                return Ok(true);
+                            }
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+            // ... or a key required by both with disjoint values.
+            for k in &a.required {
+                if !b.required.contains(k) {
+                    continue;
+                }
+                let va = Self::prop_ids(a, k);
+                let vb = Self::prop_ids(b, k);
+                let (Some(va), Some(vb)) = (va, vb) else { return Ok(true) };
+                let ma = self.merge(&Goal { ids: va, nots: vec![], done: vec![], neg: vec![], depth: 0 }.norm())?;
+                let mb = self.merge(&Goal { ids: vb, nots: vec![], done: vec![], neg: vec![], depth: 0 }.norm())?;
+                if ma.types & mb.types == 0 {
+                    return Ok(true);
+                }
+                if let (Some(x), Some(y)) = (&ma.enums, &mb.enums) {
+                    if !x.iter().any(|p| y.iter().any(|q| json_eq(p, q))) {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Value schemas for key `k` from explicit `properties` only; `None` if some part forbids it.
+    fn prop_ids(m: &Merged, k: &str) -> Option<Vec<SchemaId>> {
+        let mut ids = Vec::new();
+        for p in &m.obj {
+            if let Some((_, id)) = p.props.iter().find(|(n, _)| n == k) {
+                ids.push(*id);
+            } else if !p.patterns.is_empty() {
+                // A pattern may apply; stay conservative by adding nothing.
+            } else if let Rest::Schema(x) = p.additional {
+                ids.push(x);
+            } else if p.additional == Rest::Closed {
+                return None;
+            }
+        }
+        Some(ids)
+    }
+}

@@ -1,0 +1,507 @@
+//! Merging: the keywords of a goal's schemas (sibling keywords, `allOf`, `$ref`) intersected into
+//! one [`Merged`], with `unevaluatedProperties`/`unevaluatedItems` applied.
+//!
+//! Pipeline place: the first step of emitting every goal ([`Conv::rule_for`], `goals.rs`).
+use super::*;
+
+impl Conv<'_> {
+    pub(super) fn merge(&mut self, g: &Goal) -> Result<Merged> {
+        let mut m = Merged {
+            types: ALL,
+            enums: None,
+            not_values: Vec::new(),
+            lo: None,
+            hi: None,
+            mults: Vec::new(),
+            min_len: 0,
+            max_len: None,
+            patterns: Vec::new(),
+            formats: Vec::new(),
+            neg_patterns: Vec::new(),
+            neg_formats: Vec::new(),
+            prop_nots: Vec::new(),
+            arr: Vec::new(),
+            min_items: 0,
+            max_items: None,
+            contains: Vec::new(),
+            unique: None,
+            obj: Vec::new(),
+            required: Vec::new(),
+            absent: Vec::new(),
+            min_props: 0,
+            max_props: None,
+            prop_names: Vec::new(),
+            dep_req: Vec::new(),
+            pending: Vec::new(),
+        };
+        let mut seen: HashSet<SchemaId> = HashSet::new();
+        let mut stack: Vec<SchemaId> = g.ids.iter().rev().copied().collect();
+        let draft = self.doc.draft;
+        // In-place applicator edges (parent, child) and unevaluated* keywords, for annotations.
+        let mut edges: Vec<(SchemaId, SchemaId)> = Vec::new();
+        let mut uneval: Vec<(SchemaId, bool, String)> = Vec::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            if seen.len() > MAX_NESTING * 4 {
+                return Err(Error::limit("subschemas merged into one", MAX_NESTING * 4));
+            }
+            let node = self.doc.node(id);
+            let ptr = node.ptr.clone();
+            let map = match node.value {
+                Value::Bool(true) => continue,
+                Value::Bool(false) => {
+                    m.types = 0;
+                    continue;
+                }
+                Value::Object(map) => map,
+                _ => return Err(invalid(&ptr, "a schema must be an object or a boolean")),
+            };
+            let at = |k: &str| format!("{ptr}/{k}");
+            if let Some(r) = map.get("$ref") {
+                let r = r.as_str().ok_or_else(|| invalid(&at("$ref"), "$ref must be a string"))?;
+                let t = self.doc.resolve_ref(id, r, "$ref")?;
+                stack.push(t);
+                edges.push((id, t));
+                if draft <= Draft::D7 {
+                    continue;
+                }
+            }
+            let mut arr_part: Option<ArrPart> = None;
+            let mut obj_part: Option<ObjPart> = None;
+            for (k, v) in map {
+                let kp = at(k);
+                match k.as_str() {
+                    "$dynamicRef" => {
+                        let r = v.as_str().ok_or_else(|| invalid(&kp, "must be a string"))?;
+                        let t = self.doc.resolve_dynamic(id, r)?;
+                        stack.push(t);
+                        edges.push((id, t));
+                    }
+                    "$recursiveRef" => return Err(unsupported(&kp, "$recursiveRef is not supported")),
+                    "type" => {
+                        let bits = match v {
+                            Value::String(s) => type_bits(s, &kp)?,
+                            Value::Array(a) => {
+                                let mut b = 0;
+                                for t in a {
+                                    b |= type_bits(
+                                        t.as_str().ok_or_else(|| invalid(&kp, "type names are strings"))?,
+                                        &kp,
+                                    )?;
+                                }
+                                b
+                            }
+                            _ => return Err(invalid(&kp, "type must be a string or an array")),
+                        };
+                        m.types &= bits;
+                    }
+                    "enum" | "const" => {
+                        let vals: Vec<Value> = if k == "const" {
+                            vec![v.clone()]
+                        } else {
+                            v.as_array().ok_or_else(|| invalid(&kp, "enum must be an array"))?.clone()
+                        };
+                        m.enums = Some(match m.enums.take() {
+                            None => vals,
+                            Some(old) => old.into_iter().filter(|x| vals.iter().any(|y| json_eq(x, y))).collect(),
+                        });
+                    }
+                    "minimum" | "exclusiveMinimum" | "maximum" | "exclusiveMaximum" => {
+                        if let Value::Bool(_) = v {
+                            if draft > Draft::D4 {
+                                return Err(invalid(&kp, "boolean exclusive bounds are draft 4 only"));
+                            }
+                            continue;
+                        }
+                        let d = as_dec(v, &kp)?;
+                        let is_min = k.contains("inimum");
+                        let strict = k.starts_with("exclusive")
+                            || (draft == Draft::D4
+                                && map.get(if is_min { "exclusiveMinimum" } else { "exclusiveMaximum" })
+                                    == Some(&Value::Bool(true)));
+                        if is_min {
+                            tighten(&mut m.lo, d, strict, false);
+                        } else {
+                            tighten(&mut m.hi, d, strict, true);
+                        }
+                    }
+                    "multipleOf" => {
+                        let d = as_dec(v, &kp)?;
+                        if d.neg || d.is_zero() {
+                            return Err(invalid(&kp, "multipleOf must be positive"));
+                        }
+                        if !m.mults.iter().any(|(x, _)| *x == d) {
+                            m.mults.push((d, kp));
+                        }
+                    }
+                    "minLength" => m.min_len = m.min_len.max(as_count(v, &kp)?),
+                    "maxLength" => {
+                        let n = as_count(v, &kp)?;
+                        m.max_len = Some(m.max_len.map_or(n, |o| o.min(n)));
+                    }
+                    "pattern" => {
+                        let p = v.as_str().ok_or_else(|| invalid(&kp, "pattern must be a string"))?;
+                        m.patterns.push((p.to_string(), kp));
+                    }
+                    "format" => {
+                        let f = v.as_str().ok_or_else(|| invalid(&kp, "format must be a string"))?;
+                        if !self.doc.format_assertion {
+                            // An annotation only.
+                        } else if formats::regex_for(f).is_some() {
+                            m.formats.push((f.to_string(), kp));
+                        } else if formats::KNOWN_UNSUPPORTED.contains(&f) {
+                            return Err(unsupported(&kp, format!("format {f:?} is not supported")));
+                        }
+                    }
+                    "items" | "prefixItems" | "additionalItems" | "unevaluatedItems" => {
+                        let part = arr_part.get_or_insert(ArrPart { prefix: Vec::new(), rest: Rest::Any });
+                        match (k.as_str(), v) {
+                            ("items", Value::Array(a)) if draft <= Draft::D2019 => {
+                                part.prefix =
+                                    (0..a.len()).map(|i| self.doc.child(id, &["items", &i.to_string()])).collect();
+                                if let Some(ai) = map.get("additionalItems") {
+                                    let _ = ai;
+                                    part.rest = Rest::Schema(self.doc.child(id, &["additionalItems"]));
+                                } else if self.opts.strict_mode {
+                                    part.rest = Rest::Closed;
+                                }
+                            }
+                            ("items", Value::Array(_)) => {
+                                return Err(invalid(&kp, "items must be a schema in this draft"))
+                            }
+                            ("items", _) => part.rest = Rest::Schema(self.doc.child(id, &["items"])),
+                            ("prefixItems", Value::Array(a)) if draft >= Draft::D2020 => {
+                                part.prefix = (0..a.len())
+                                    .map(|i| self.doc.child(id, &["prefixItems", &i.to_string()]))
+                                    .collect();
+                                if !map.contains_key("items")
+                                    && self.opts.strict_mode
+                                    && !map.contains_key("unevaluatedItems")
+                                {
+                                    part.rest = Rest::Closed;
+                                }
+                            }
+                            ("unevaluatedItems", _) => uneval.push((id, false, kp.clone())),
+                            _ => {}
+                        }
+                    }
+                    "minItems" => m.min_items = m.min_items.max(as_count(v, &kp)?),
+                    "maxItems" => {
+                        let n = as_count(v, &kp)?;
+                        m.max_items = Some(m.max_items.map_or(n, |o| o.min(n)));
+                    }
+                    "uniqueItems" if v == &Value::Bool(true) => {
+                        m.unique = Some(kp);
+                    }
+                    "contains" => {
+                        let lo = match map.get("minContains") {
+                            Some(x) if draft >= Draft::D2019 => as_count(x, &at("minContains"))?,
+                            _ => 1,
+                        };
+                        let hi = match map.get("maxContains") {
+                            Some(x) if draft >= Draft::D2019 => Some(as_count(x, &at("maxContains"))?),
+                            _ => None,
+                        };
+                        m.contains.push((self.doc.child(id, &["contains"]), lo, hi, kp));
+                    }
+                    "properties" | "patternProperties" | "additionalProperties" | "unevaluatedProperties" => {
+                        let part = obj_part.get_or_insert(ObjPart {
+                            props: Vec::new(),
+                            patterns: Vec::new(),
+                            additional: Rest::Any,
+                            says_additional: false,
+                        });
+                        let mm = || v.as_object().ok_or_else(|| invalid(&kp, "expected an object"));
+                        match k.as_str() {
+                            "properties" => {
+                                for name in mm()?.keys() {
+                                    part.props.push((name.clone(), self.doc.child(id, &["properties", name])));
+                                }
+                            }
+                            "patternProperties" => {
+                                for name in mm()?.keys() {
+                                    let pp = format!("{kp}/{}", name.replace('~', "~0").replace('/', "~1"));
+                                    part.patterns.push((
+                                        name.clone(),
+                                        self.doc.child(id, &["patternProperties", name]),
+                                        pp,
+                                    ));
+                                }
+                                part.says_additional = true;
+                            }
+                            "additionalProperties" => {
+                                part.additional = Rest::Schema(self.doc.child(id, &["additionalProperties"]));
+                                part.says_additional = true;
+                            }
+                            _ => uneval.push((id, true, kp.clone())),
+                        }
+                    }
+                    "required" => {
+                        for r in v.as_array().ok_or_else(|| invalid(&kp, "required must be an array"))? {
+                            let r = r.as_str().ok_or_else(|| invalid(&kp, "required names are strings"))?;
+                            if !m.required.iter().any(|x| x == r) {
+                                m.required.push(r.to_string());
+                            }
+                        }
+                    }
+                    "minProperties" => m.min_props = m.min_props.max(as_count(v, &kp)?),
+                    "maxProperties" => {
+                        let n = as_count(v, &kp)?;
+                        m.max_props = Some(m.max_props.map_or(n, |o| o.min(n)));
+                    }
+                    "propertyNames" => m.prop_names.push((self.doc.child(id, &["propertyNames"]), kp)),
+                    "dependentRequired" | "dependentSchemas" | "dependencies" => {
+                        let o = v.as_object().ok_or_else(|| invalid(&kp, format!("{k} must be an object")))?;
+                        for (name, dep) in o {
+                            match dep {
+                                Value::Array(a) if k != "dependentSchemas" => {
+                                    let mut req = Vec::new();
+                                    for r in a {
+                                        let r =
+                                            r.as_str().ok_or_else(|| invalid(&kp, "dependent names are strings"))?;
+                                        req.push(r.to_string());
+                                    }
+                                    if !req.is_empty() {
+                                        m.dep_req.push((name.clone(), req, kp.clone()));
+                                    }
+                                }
+                                Value::Bool(true) if k != "dependentRequired" => {}
+                                Value::Object(x) if x.is_empty() && k != "dependentRequired" => {}
+                                _ if k == "dependentRequired" => {
+                                    return Err(invalid(&kp, "dependentRequired values are arrays"))
+                                }
+                                _ => {}
+                            }
+                        }
+                        if k != "dependentRequired" {
+                            for (i, _) in self.dep_schemas(id).iter().enumerate() {
+                                let kind = Kind::Dep(i as u32);
+                                if !g.done.contains(&(id, kind)) && !m.pending.iter().any(|p| p.0 == id && p.1 == kind)
+                                {
+                                    m.pending.push((id, kind, kp.clone()));
+                                }
+                            }
+                        }
+                    }
+                    "allOf" => {
+                        let a = v.as_array().ok_or_else(|| invalid(&kp, "allOf must be an array"))?;
+                        for i in 0..a.len() {
+                            let c = self.doc.child(id, &["allOf", &i.to_string()]);
+                            stack.push(c);
+                            edges.push((id, c));
+                        }
+                    }
+                    "anyOf" | "oneOf" => {
+                        let a = v.as_array().ok_or_else(|| invalid(&kp, format!("{k} must be an array")))?;
+                        if a.is_empty() {
+                            return Err(invalid(&kp, format!("{k} must not be empty")));
+                        }
+                        let kind = if k == "anyOf" { Kind::AnyOf } else { Kind::OneOf };
+                        if !g.done.contains(&(id, kind)) {
+                            m.pending.push((id, kind, kp));
+                        }
+                    }
+                    "not" if !g.done.contains(&(id, Kind::Not)) => {
+                        m.pending.push((id, Kind::Not, kp));
+                    }
+                    "if" => {
+                        let matters = map.contains_key("then") || map.contains_key("else") || self.has_uneval;
+                        if matters && !g.done.contains(&(id, Kind::If)) {
+                            m.pending.push((id, Kind::If, kp));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(p) = arr_part {
+                m.arr.push(p);
+            }
+            if let Some(p) = obj_part {
+                m.obj.push(p);
+            }
+        }
+        if !uneval.is_empty() {
+            self.apply_unevaluated(g, &mut m, &seen, &mut edges, &uneval)?;
+        }
+        for n in &g.neg {
+            match n {
+                Neg::Types(t) => m.types &= !t,
+                Neg::Values(vs) => {
+                    for s in vs {
+                        if let Ok(v) = serde_json::from_str::<Value>(s) {
+                            m.not_values.push(v);
+                        }
+                    }
+                }
+                Neg::Absent(k) => {
+                    m.types &= OBJ;
+                    m.absent.push(k.clone());
+                }
+                Neg::Below(d, incl) => {
+                    m.types &= INT | FRAC;
+                    tighten(&mut m.hi, d.clone(), !incl, true);
+                }
+                Neg::Above(d, incl) => {
+                    m.types &= INT | FRAC;
+                    tighten(&mut m.lo, d.clone(), !incl, false);
+                }
+                Neg::ShortStr(n) => {
+                    m.types &= STR;
+                    m.max_len = Some(m.max_len.map_or(*n, |o| o.min(*n)));
+                }
+                Neg::LongStr(n) => {
+                    m.types &= STR;
+                    m.min_len = m.min_len.max(*n);
+                }
+                Neg::NoMatch(p) => {
+                    m.types &= STR;
+                    m.neg_patterns.push(p.clone());
+                }
+                Neg::NoFormat(f) => {
+                    m.types &= STR;
+                    m.neg_formats.push(f.clone());
+                }
+                Neg::Has(k) => {
+                    m.types &= OBJ;
+                    if !m.required.contains(k) {
+                        m.required.push(k.clone());
+                    }
+                }
+                Neg::PropFails(k, id) => {
+                    m.types &= OBJ;
+                    if !m.required.contains(k) {
+                        m.required.push(k.clone());
+                    }
+                    m.prop_nots.push((k.clone(), *id));
+                }
+            }
+        }
+        if m.required.iter().any(|r| m.absent.contains(r)) {
+            m.types &= !OBJ;
+        }
+        if let Some(vals) = &m.enums {
+            let mut t = 0;
+            for v in vals {
+                t |= value_type(v);
+            }
+            m.types &= t;
+        }
+        Ok(m)
+    }
+
+    /// Turns each `unevaluatedProperties`/`unevaluatedItems` of a merged node X into one more
+    /// object/array part: what X's successful in-place subschemas (itself, `allOf`, `$ref`, and
+    /// the branches this goal chose for `oneOf`, `if`, `dependentSchemas`) did not evaluate must
+    /// satisfy the keyword's schema. Exact because every schema of the goal holds; an `anyOf`
+    /// with several branches (others may hold and evaluate more) or `contains` is refused.
+    fn apply_unevaluated(
+        &mut self,
+        g: &Goal,
+        m: &mut Merged,
+        seen: &HashSet<SchemaId>,
+        edges: &mut Vec<(SchemaId, SchemaId)>,
+        uneval: &[(SchemaId, bool, String)],
+    ) -> Result<()> {
+        // Branches chosen by distribution are goal ids below their applicator's node.
+        for &id in &g.ids {
+            let ptr = self.doc.node(id).ptr.clone();
+            let segs: Vec<&str> = ptr.rsplitn(3, '/').collect();
+            let parent = match segs.as_slice() {
+                [last, rest, ..] if ["then", "else", "if"].contains(last) => {
+                    Some(format!("{}{}", segs.get(2).map_or(String::new(), |p| format!("{p}/")), rest))
+                }
+                [_, kw, parent] if ["anyOf", "oneOf", "dependentSchemas", "dependencies"].contains(kw) => {
+                    Some((*parent).to_string())
+                }
+                _ => None,
+            };
+            if let Some(pid) = parent.and_then(|p| self.doc.id_of(&p)) {
+                if seen.contains(&pid) && pid != id {
+                    edges.push((pid, id));
+                }
+            }
+        }
+        for (x, props, kp) in uneval {
+            // The in-place subtree of x.
+            let mut sub = vec![*x];
+            let mut i = 0;
+            while i < sub.len() {
+                let n = sub[i];
+                for &(p, c) in edges.iter() {
+                    if p == n && !sub.contains(&c) {
+                        sub.push(c);
+                    }
+                }
+                i += 1;
+            }
+            for &(sid, kind) in &g.done {
+                let branches = self.doc.node(sid).value.get("anyOf").and_then(Value::as_array).map_or(0, Vec::len);
+                if kind == Kind::AnyOf && branches > 1 && sub.contains(&sid) {
+                    return Err(unsupported(
+                        kp,
+                        "unevaluated keywords over an anyOf with several branches are not supported",
+                    ));
+                }
+            }
+            let key = if *props { "unevaluatedProperties" } else { "unevaluatedItems" };
+            let schema = self.doc.child(*x, &[key]);
+            let draft = self.doc.draft;
+            if *props {
+                let mut part = ObjPart {
+                    props: Vec::new(),
+                    patterns: Vec::new(),
+                    additional: Rest::Schema(schema),
+                    says_additional: true,
+                };
+                let mut all = false;
+                for &n in &sub {
+                    let Some(map) = self.doc.node(n).value.as_object() else { continue };
+                    all |= map.contains_key("additionalProperties")
+                        || (n != *x && map.contains_key("unevaluatedProperties"));
+                    if let Some(Value::Object(o)) = map.get("properties") {
+                        for name in o.keys() {
+                            part.props.push((name.clone(), self.doc.child(n, &["properties", name])));
+                        }
+                    }
+                    if let Some(Value::Object(o)) = map.get("patternProperties") {
+                        let base = format!("{}/patternProperties", self.doc.node(n).ptr);
+                        for name in o.keys() {
+                            let pp = format!("{base}/{}", name.replace('~', "~0").replace('/', "~1"));
+                            part.patterns.push((name.clone(), self.doc.child(n, &["patternProperties", name]), pp));
+                        }
+                    }
+                }
+                if !all {
+                    m.obj.push(part);
+                }
+            } else {
+                let mut all = false;
+                let mut prefix: Vec<SchemaId> = Vec::new();
+                for &n in &sub {
+                    let Some(map) = self.doc.node(n).value.as_object() else { continue };
+                    if map.contains_key("contains") {
+                        return Err(unsupported(kp, "unevaluatedItems beside contains is not supported"));
+                    }
+                    let items_array = map.get("items").is_some_and(Value::is_array);
+                    all |= (map.contains_key("items") && (draft >= Draft::D2020 || !items_array))
+                        || (map.contains_key("additionalItems") && items_array)
+                        || (n != *x && map.contains_key("unevaluatedItems"));
+                    let (kw, arr) = match (map.get("prefixItems"), map.get("items")) {
+                        (Some(Value::Array(a)), _) if draft >= Draft::D2020 => ("prefixItems", a),
+                        (_, Some(Value::Array(a))) if draft <= Draft::D2019 => ("items", a),
+                        _ => continue,
+                    };
+                    if arr.len() > prefix.len() {
+                        prefix = (0..arr.len()).map(|i| self.doc.child(n, &[kw, &i.to_string()])).collect();
+                    }
+                }
+                if !all {
+                    m.arr.push(ArrPart { prefix, rest: Rest::Schema(schema) });
+                }
+            }
+        }
+        Ok(())
+    }
+}

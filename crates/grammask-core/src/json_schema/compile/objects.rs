@@ -1,0 +1,439 @@
+//! Objects: properties, required keys, `additionalProperties`/`patternProperties`, property
+//! counts, dependencies and any-order key layouts.
+//!
+//! Pipeline place: called from `scalars.rs` ([`Conv::emit_base`]) for the object type.
+use super::*;
+
+impl Conv<'_> {
+    pub(super) fn emit_object(&mut self, g: &Goal, m: &Merged, ptr: &str) -> Result<Option<String>> {
+        let d = self.child_depth(g.depth);
+        let closed_by_strict = self.opts.strict_mode
+            && m.obj.iter().any(|p| !p.props.is_empty())
+            && !m.obj.iter().any(|p| p.says_additional);
+        // Known keys in schema order, then required keys not listed.
+        let mut names: Vec<String> = Vec::new();
+        for p in &m.obj {
+            for (n, _) in &p.props {
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        for r in &m.required {
+            if !names.contains(r) {
+                names.push(r.clone());
+            }
+        }
+        // Keys named by dependentRequired are tracked like listed ones (any-order states).
+        for (k, req, _) in &m.dep_req {
+            for x in std::iter::once(k).chain(req) {
+                if !names.contains(x) {
+                    names.push(x.clone());
+                }
+            }
+        }
+        // Pattern properties: exact via automata on key strings.
+        let mut pattern_dfas: Vec<(CharDfa, SchemaId)> = Vec::new();
+        for p in &m.obj {
+            for (pat, id, pp) in &p.patterns {
+                let re = Regex::parse(pat, RegexFlags::default()).map_err(|e| ptr_if_none(e, pp))?;
+                let dfa = CharDfa::from_regex(&re, Anchoring::Search).map_err(|e| ptr_if_none(e, pp))?;
+                pattern_dfas.push((dfa, *id));
+            }
+        }
+        // Value schemas for a key: None = key not allowed.
+        let key_ids = |name: &str| -> Option<Vec<SchemaId>> {
+            let mut ids = Vec::new();
+            let mut in_props_any = false;
+            for p in &m.obj {
+                let mut matched = false;
+                if let Some((_, id)) = p.props.iter().find(|(n, _)| n == name) {
+                    ids.push(*id);
+                    in_props_any = true;
+                    matched = true;
+                }
+                for (pat, id, _) in &p.patterns {
+                    let _ = pat;
+                    if let Some((dfa, _)) = pattern_dfas.iter().find(|(_, i)| i == id) {
+                        if dfa.accepts(name) {
+                            ids.push(*id);
+                            matched = true;
+                        }
+                    }
+                }
+                if matched {
+                    continue;
+                }
+                match p.additional {
+                    Rest::Any => {}
+                    Rest::Closed => return None,
+                    Rest::Schema(x) => ids.push(x),
+                }
+            }
+            if closed_by_strict && !in_props_any {
+                return None;
+            }
+            Some(ids)
+        };
+        struct Key {
+            name: String,
+            required: bool,
+            value: Option<String>,
+        }
+        let mut keys: Vec<Key> = Vec::new();
+        for n in &names {
+            let required = m.required.contains(n);
+            let mut value = None;
+            if !m.absent.contains(n) && self.key_name_ok(m, n)? {
+                if let Some(ids) = key_ids(n) {
+                    let nots = m.prop_nots.iter().filter(|(k, _)| k == n).map(|(_, id)| *id).collect();
+                    value = self.rule_for(Goal { ids, nots, done: vec![], neg: vec![], depth: d })?;
+                }
+            }
+            if required && value.is_none() {
+                return Ok(None);
+            }
+            keys.push(Key { name: n.clone(), required, value });
+        }
+        keys.retain(|k| k.value.is_some());
+        // Additional keys: any string not among `names` (nor absent keys).
+        let additional_allowed =
+            !closed_by_strict && !m.obj.iter().any(|p| p.additional == Rest::Closed && p.patterns.is_empty());
+        let mut addl: Option<String> = None;
+        if additional_allowed || !pattern_dfas.is_empty() {
+            let mut excluded: Vec<&str> = names.iter().map(String::as_str).collect();
+            excluded.extend(m.absent.iter().map(String::as_str));
+            addl = self.additional_entry(g, m, &excluded, &pattern_dfas, closed_by_strict, ptr)?;
+        }
+        let kv = self.sep_kv();
+        let sep = self.sep_item(g.depth);
+        let entries: Vec<(String, bool)> = keys
+            .iter()
+            .map(|k| {
+                (
+                    format!(
+                        "\"\\\"\" {} \"\\\"\" {kv} {}",
+                        jstr::spell_str(&k.name),
+                        k.value.clone().unwrap_or_default()
+                    ),
+                    k.required,
+                )
+            })
+            .collect();
+        let n = entries.len();
+        let n_req = entries.iter().filter(|e| e.1).count() as u64;
+        let max_total = if addl.is_some() { None } else { Some(n as u64) };
+        let need_count = m.min_props > n_req || m.max_props.is_some_and(|x| max_total.is_none_or(|t| x < t));
+        if m.max_props.is_some_and(|x| x < n_req) || max_total.is_some_and(|t| t < m.min_props) {
+            return Ok(None);
+        }
+        // Key order: free unless strict_mode keeps XGrammar's schema order (any_order frees it).
+        let free_order = self.opts.any_order || !self.opts.strict_mode;
+        if free_order && (n > 1 || (n == 1 && addl.is_some()) || !m.dep_req.is_empty()) {
+            let levels = if need_count { m.max_props.map_or(m.min_props, |x| x + 1) + 1 } else { 1 };
+            let states = (1u64 << n.min(40)).saturating_mul(levels);
+            if n <= 40 && states <= MAX_ANY_ORDER_STATES {
+                let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+                return self.object_any_order(g, m, &entries, &key_names, addl.as_deref(), need_count).map(Some);
+            }
+            if self.opts.any_order {
+                return Err(unsupported(
+                    ptr,
+                    format!("any_order: {n} properties need more than {MAX_ANY_ORDER_STATES} key-set states"),
+                ));
+            }
+            // strict_mode=false beyond the bound: schema order (documented restriction).
+        }
+        if let Some((_, _, p)) = m.dep_req.first() {
+            let why = if free_order {
+                "too many properties for key-set states"
+            } else {
+                "needs any key order (strict_mode=false or any_order)"
+            };
+            return Err(unsupported(p, format!("dependentRequired: {why}")));
+        }
+        let cap: u64 = if need_count { m.max_props.unwrap_or(m.min_props).max(m.min_props) } else { 0 };
+        if (cap as usize + 1) * (n + 1) * 2 > 20_000 {
+            return Err(unsupported(ptr, "minProperties/maxProperties over too many properties"));
+        }
+        // Rules R[i][c][started]: the rest of the object from key i, c keys emitted (capped).
+        let base = self.e.fresh("obj");
+        let rname = |i: usize, c: u64, s: bool| format!("{base}.{i}_{c}_{}", u8::from(s));
+        let mut defined: HashSet<String> = HashSet::new();
+        let mut todo: Vec<(usize, u64, bool)> = vec![(0, 0, false)];
+        let mut bodies: Vec<(String, String)> = Vec::new();
+        while let Some((i, c, s)) = todo.pop() {
+            let name = rname(i, c, s);
+            if !defined.insert(name.clone()) {
+                continue;
+            }
+            let mut alts = Vec::new();
+            if i == n {
+                // Additional entries: k more with min_props <= c + k <= max_props.
+                let lo = if need_count { m.min_props.saturating_sub(c) } else { 0 };
+                let hi = if need_count { m.max_props.map(|x| x.saturating_sub(c)) } else { None };
+                let fits_max = !need_count || m.max_props.is_none_or(|x| c <= x);
+                if fits_max {
+                    if lo == 0 && s {
+                        alts.push("\"\"".to_string());
+                    }
+                    if let Some(a) = &addl {
+                        if hi.is_none_or(|h| h >= 1) {
+                            let first = if s { format!("{sep} {a}") } else { a.clone() };
+                            let lo2 = lo.saturating_sub(1);
+                            let hi2 = hi.map(|h| h - 1);
+                            if lo2 > u64::from(MAX_REPEAT_BOUND) || hi2.is_some_and(|h| h > u64::from(MAX_REPEAT_BOUND))
+                            {
+                                return Err(Error::limit("minProperties/maxProperties", MAX_REPEAT_BOUND as usize)
+                                    .at_pointer(ptr));
+                            }
+                            let rep = match hi2 {
+                                Some(h) => format!("{{{lo2},{h}}}"),
+                                None => format!("{{{lo2},}}"),
+                            };
+                            alts.push(format!("{first} ({sep} {a}){rep}"));
+                        }
+                    } else if lo == 0 && !s {
+                        // Not started, nothing left: only the empty object (handled outside).
+                    }
+                }
+            } else {
+                let (entry, required) = &entries[i];
+                let c2 = if need_count { c + 1 } else { 0 };
+                let over = need_count && m.max_props.is_some_and(|x| c2 > x);
+                if !over {
+                    let c2 = c2.min(cap);
+                    let c2 = if need_count && m.max_props.is_none() { c2.min(m.min_props) } else { c2 };
+                    let pre = if s { format!("{sep} ") } else { String::new() };
+                    alts.push(format!("{pre}{entry} {}", rname(i + 1, c2, true)));
+                    todo.push((i + 1, c2, true));
+                }
+                if !required {
+                    alts.push(rname(i + 1, c, s));
+                    todo.push((i + 1, c, s));
+                }
+            }
+            bodies.push((name, alts.join(" | ")));
+        }
+        // A rule with no alternatives matches nothing.
+        for (name, body) in bodies {
+            let body = if body.is_empty() { self.nothing() } else { body };
+            self.e.define(&name, &body)?;
+        }
+        let mut alts = Vec::new();
+        let empty_ok = n_req == 0 && m.min_props == 0;
+        if empty_ok {
+            alts.push(self.empty('{', '}'));
+        }
+        alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false), self.close('}', g.depth)));
+        Ok(Some(emit::alt(&alts)))
+    }
+
+    /// An object whose known entries come in any order, each at most once, with additional
+    /// entries (`addl`) anywhere. States are (set of known keys seen, entries so far capped for
+    /// min/maxProperties, started); the caller bounds their number by [`MAX_ANY_ORDER_STATES`].
+    /// Unambiguous: `addl`'s key language excludes every known key.
+    fn object_any_order(
+        &mut self,
+        g: &Goal,
+        m: &Merged,
+        entries: &[(String, bool)],
+        names: &[String],
+        addl: Option<&str>,
+        need_count: bool,
+    ) -> Result<String> {
+        let n = entries.len();
+        let base = self.e.fresh("obj");
+        let mut erules = Vec::with_capacity(n);
+        for (i, (e, _)) in entries.iter().enumerate() {
+            let name = format!("{base}.e{i}");
+            self.e.define(&name, e)?;
+            erules.push(name);
+        }
+        let req_mask: u64 = entries.iter().enumerate().filter(|(_, e)| e.1).fold(0, |a, (i, _)| a | (1u64 << i));
+        let top = m.max_props.map_or(m.min_props, |x| x + 1);
+        let sep = self.sep_item(g.depth);
+        let rname = |mask: u64, c: u64, s: bool| format!("{base}.{mask:x}_{c}_{}", u8::from(s));
+        let mut defined: HashSet<(u64, u64, bool)> = HashSet::new();
+        let mut todo: Vec<(u64, u64, bool)> = vec![(0, 0, false)];
+        let mut bodies: Vec<(String, String)> = Vec::new();
+        while let Some((mask, c, s)) = todo.pop() {
+            if !defined.insert((mask, c, s)) {
+                continue;
+            }
+            let mut alts = Vec::new();
+            if s && mask & req_mask == req_mask && (!need_count || c >= m.min_props) && Self::deps_hold(m, names, mask)
+            {
+                alts.push("\"\"".to_string());
+            }
+            let c2 = if need_count { (c + 1).min(top) } else { 0 };
+            let over = need_count && m.max_props.is_some_and(|x| c2 > x);
+            if !over {
+                let mut entries = Vec::new();
+                for (i, er) in erules.iter().enumerate() {
+                    if mask & (1u64 << i) == 0 {
+                        let next = (mask | (1u64 << i), c2, true);
+                        entries.push(format!("{er} {}", rname(next.0, next.1, next.2)));
+                        todo.push(next);
+                    }
+                }
+                if let Some(a) = addl {
+                    entries.push(format!("{a} {}", rname(mask, c2, true)));
+                    todo.push((mask, c2, true));
+                }
+                // The separator is written once before the choice of the next entry.
+                // PERF: one copy of `ws "," ws` per rule instead of one per entry.
+                match (s, entries.is_empty()) {
+                    (_, true) => {}
+                    (true, false) => alts.push(format!("{sep} {}", emit::alt(&entries))),
+                    (false, false) => alts.extend(entries),
+                }
+            }
+            bodies.push((rname(mask, c, s), alts.join(" | ")));
+        }
+        for (name, body) in bodies {
+            let body = if body.is_empty() { self.nothing() } else { body };
+            self.e.define(&name, &body)?;
+        }
+        let mut alts = Vec::new();
+        if req_mask == 0 && m.min_props == 0 && Self::deps_hold(m, names, 0) {
+            alts.push(self.empty('{', '}'));
+        }
+        alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false), self.close('}', g.depth)));
+        Ok(emit::alt(&alts))
+    }
+
+    /// Whether `dependentRequired` holds for the known keys in `mask` (entries in key order).
+    fn deps_hold(m: &Merged, names: &[String], mask: u64) -> bool {
+        let has = |k: &str| names.iter().position(|n| n == k).is_some_and(|i| mask & (1u64 << i) != 0);
+        m.dep_req.iter().all(|(k, req, _)| !has(k) || req.iter().all(|r| has(r)))
+    }
+
+    /// Whether a known key passes `propertyNames`.
+    fn key_name_ok(&mut self, m: &Merged, name: &str) -> Result<bool> {
+        let v = Value::String(name.to_string());
+        for (id, _) in &m.prop_names {
+            if !self.valid(*id, &v, 0)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `key kv value` for keys outside `excluded`, split by which patternProperties they match.
+    fn additional_entry(
+        &mut self,
+        g: &Goal,
+        m: &Merged,
+        excluded: &[&str],
+        pattern_dfas: &[(CharDfa, SchemaId)],
+        closed_by_strict: bool,
+        ptr: &str,
+    ) -> Result<Option<String>> {
+        let d = self.child_depth(g.depth);
+        let kv = self.sep_kv();
+        // Key language restrictions from propertyNames (string keywords only).
+        let mut names_dfa: Option<CharDfa> = None;
+        for (id, p) in &m.prop_names {
+            let gx = Goal { ids: vec![*id], nots: vec![], done: vec![], neg: vec![], depth: 0 };
+            let mx = self.merge(&gx)?;
+            if !mx.pending.is_empty() || mx.enums.is_some() || !mx.not_values.is_empty() {
+                return Err(unsupported(p, "propertyNames with applicators or enum is not supported"));
+            }
+            if mx.types & STR == 0 {
+                names_dfa = Some(CharDfa::empty());
+                continue;
+            }
+            let mut dfa = CharDfa::length_between(mx.min_len, mx.max_len).map_err(|e| ptr_if_none(e, p))?;
+            for (pat, pp) in &mx.patterns {
+                let re = Regex::parse(pat, RegexFlags::default()).map_err(|e| ptr_if_none(e, pp))?;
+                dfa = dfa.intersect(&CharDfa::from_regex(&re, Anchoring::Search).map_err(|e| ptr_if_none(e, pp))?)?;
+            }
+            for (f, fp) in &mx.formats {
+                dfa = dfa.intersect(&format_dfa(f).map_err(|e| ptr_if_none(e, fp))?)?;
+            }
+            names_dfa = Some(match names_dfa {
+                None => dfa,
+                Some(o) => o.intersect(&dfa)?,
+            });
+        }
+        // Plain keys (no propertyNames, no patterns): every string but the excluded ones, a
+        // language that is never empty, spelled by `jstr::not_in` without building its DFA.
+        // PERF: the DFA difference took a third of a typical schema's compile time.
+        let plain = names_dfa.is_none() && pattern_dfas.is_empty();
+        let mut base = CharDfa::any_string();
+        if !plain {
+            for x in excluded {
+                base = base.difference(&CharDfa::literal(x))?;
+            }
+        }
+        if let Some(nd) = &names_dfa {
+            base = base.intersect(nd)?;
+        }
+        // Partition by subsets of matched patterns (only subsets that are non-empty).
+        if pattern_dfas.len() > 6 {
+            return Err(unsupported(ptr, "more than 6 patternProperties"));
+        }
+        let mut alts = Vec::new();
+        for mask in 0u32..(1 << pattern_dfas.len()) {
+            let mut lang = base.clone();
+            let mut ids: Vec<SchemaId> = Vec::new();
+            for (j, (dfa, id)) in pattern_dfas.iter().enumerate() {
+                if mask & (1 << j) != 0 {
+                    lang = lang.intersect(dfa)?;
+                    ids.push(*id);
+                } else {
+                    lang = lang.difference(dfa)?;
+                }
+                if lang.is_empty() {
+                    break;
+                }
+            }
+            if lang.is_empty() {
+                continue;
+            }
+            // Value schemas: matched patterns per part, else that part's additionalProperties.
+            let mut ok = true;
+            for p in &m.obj {
+                let any_match = p.patterns.iter().any(|(_, id, _)| ids.contains(id));
+                if any_match {
+                    continue;
+                }
+                match p.additional {
+                    Rest::Any => {
+                        if closed_by_strict {
+                            ok = false;
+                        }
+                    }
+                    Rest::Closed => ok = false,
+                    Rest::Schema(x) => ids.push(x),
+                }
+            }
+            if closed_by_strict && mask == 0 {
+                ok = false;
+            }
+            if !ok {
+                continue;
+            }
+            let Some(val) = self.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })? else {
+                continue;
+            };
+            let key = if plain {
+                jstr::not_in(&mut self.e, excluded)?
+            } else {
+                let stem = self.e.fresh("key");
+                let prefix = format!("{stem}.re");
+                let text = lang.to_ebnf(&prefix, TextMode::JsonStringBody);
+                self.e.raw(&text)?;
+                prefix
+            };
+            alts.push(format!("\"\\\"\" {key} \"\\\"\" {kv} {val}"));
+        }
+        if alts.is_empty() {
+            return Ok(None);
+        }
+        let name = self.e.fresh("obj_extra");
+        self.e.define(&name, &alts.join(" | "))?;
+        Ok(Some(name))
+    }
+}

@@ -1,0 +1,253 @@
+//! Base types: the per-type grammars of a merged goal (null, boolean, numbers, strings), and the
+//! dispatch to arrays and objects.
+//!
+//! Pipeline place: called by `goals.rs` once a goal has no pending applicator; number ranges
+//! come from `numeric.rs`, string bodies from `jstr.rs`.
+use super::*;
+
+impl Conv<'_> {
+    pub(super) fn emit_base(&mut self, g: &Goal, m: &Merged) -> Result<Option<String>> {
+        if let Some(vals) = &m.enums {
+            let mut alts = Vec::new();
+            let mut kept: Vec<&Value> = Vec::new();
+            for v in vals {
+                if m.types & value_type(v) == 0 || m.not_values.iter().any(|n| json_eq(n, v)) {
+                    continue;
+                }
+                if kept.iter().any(|k| json_eq(k, v)) {
+                    continue;
+                }
+                if self.valid_goal(g, v)? {
+                    kept.push(v);
+                    alts.push(self.spell_value(v, g.depth)?);
+                }
+            }
+            return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+        }
+        let mut alts = Vec::new();
+        let excluded = |v: &Value| m.not_values.iter().any(|n| json_eq(n, v));
+        if m.types & NULL != 0 && !excluded(&Value::Null) {
+            alts.push("\"null\"".to_string());
+        }
+        if m.types & BOOL != 0 {
+            for (b, t) in [(true, "\"true\""), (false, "\"false\"")] {
+                if !excluded(&Value::Bool(b)) {
+                    alts.push(t.to_string());
+                }
+            }
+        }
+        let first_ptr = g.ids.first().map_or(String::new(), |i| self.doc.node(*i).ptr.clone());
+        if m.types & (INT | FRAC) != 0 {
+            let excluded: Vec<Dec> =
+                m.not_values.iter().filter_map(|v| v.as_number().and_then(Dec::from_number)).collect();
+            let n = if excluded.is_empty() {
+                self.emit_number(m, &first_ptr)?
+            } else {
+                self.emit_number_except(m, &excluded, &first_ptr)?
+            };
+            if let Some(n) = n {
+                alts.push(n);
+            }
+        }
+        if m.types & STR != 0 {
+            if let Some(s) = self.emit_string(m, &first_ptr)? {
+                alts.push(s);
+            }
+        }
+        if m.types & ARR != 0 && g.depth < MAX_INDENT_DEPTH {
+            if m.not_values.iter().any(Value::is_array) {
+                return Err(unsupported(&first_ptr, "not: excluding array values is not supported"));
+            }
+            if let Some(a) = self.emit_array(g, m, &first_ptr)? {
+                alts.push(a);
+            }
+        }
+        if m.types & OBJ != 0 && g.depth < MAX_INDENT_DEPTH {
+            if m.not_values.iter().any(Value::is_object) {
+                return Err(unsupported(&first_ptr, "not: excluding object values is not supported"));
+            }
+            if let Some(o) = self.emit_object(g, m, &first_ptr)? {
+                alts.push(o);
+            }
+        }
+        Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) })
+    }
+
+    fn emit_number(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
+        let integer = m.types & FRAC == 0;
+        // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there).
+        let plain_int = integer && self.doc.draft == Draft::D4;
+        let bounded = m.lo.is_some() || m.hi.is_some();
+        if m.types & INT == 0 {
+            // Numbers that are not integers: a plain spelling with a non-zero fraction digit
+            // (exponent spellings such as 1.5e1 may be integers, so none is taken).
+            if bounded || !m.mults.is_empty() {
+                let p = m.mults.first().map_or(ptr, |x| x.1.as_str());
+                return Err(unsupported(p, "non-integer numbers with bounds or multipleOf are not supported"));
+            }
+            return Ok(Some("\"-\"? (\"0\" | [1-9] [0-9]*) \".\" [0-9]* [1-9] [0-9]*".to_string()));
+        }
+        if let Some((_, p)) = m.mults.first() {
+            // `minimum: 0` alone (amounts, counts) is exact: the unsigned multiples.
+            let nonneg = m.hi.is_none() && m.lo.as_ref().is_some_and(|(d, exclusive)| d.is_zero() && !exclusive);
+            if bounded && !nonneg {
+                return Err(unsupported(
+                    p,
+                    "multipleOf together with minimum/maximum (other than minimum 0) is not supported",
+                ));
+            }
+            let mut divs = Vec::new();
+            for (d, p) in &m.mults {
+                divs.push(
+                    numeric::divisor(d).ok_or_else(|| unsupported(p, "multipleOf value too large or too precise"))?,
+                );
+            }
+            let Some((pp, s)) = numeric::lcm_divisor(&divs) else {
+                return Err(unsupported(p, "multipleOf values whose common multiple is too large"));
+            };
+            return match numeric::multiple_of(&mut self.e, pp, s, integer, plain_int, nonneg)? {
+                Some(r) => Ok(Some(r)),
+                None => Err(unsupported(p, "multipleOf needs too many automaton states")),
+            };
+        }
+        if integer {
+            if !bounded {
+                return Ok(Some(if plain_int {
+                    "\"-\"? (\"0\" | [1-9] [0-9]*)".to_string()
+                } else {
+                    "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" \"0\"+)? ([eE] \"+\"? [0-9]+)?".to_string()
+                }));
+            }
+            let lo = m.lo.as_ref().map(|(d, s)| SInt::ceil(d, *s));
+            let hi = m.hi.as_ref().map(|(d, s)| SInt::floor(d, *s));
+            let frac = if plain_int { "" } else { " (\".\" \"0\"+)?" };
+            return Ok(numeric::int_range(lo.as_ref(), hi.as_ref()).map(|r| format!("{r}{frac}")));
+        }
+        if !bounded {
+            return Ok(Some("\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [+\\-]? [0-9]+)?".to_string()));
+        }
+        Ok(numeric::number_range(m.lo.as_ref().map(|(d, s)| (d, *s)), m.hi.as_ref().map(|(d, s)| (d, *s))))
+    }
+
+    /// Unbounded numbers other than `excluded`, in plain decimal spellings (no exponent: the
+    /// spellings of one value with exponents do not form a regular language). Every plain
+    /// spelling of an excluded value (`1`, `1.0`, `1.00`, ...) is taken out.
+    fn emit_number_except(&mut self, m: &Merged, excluded: &[Dec], ptr: &str) -> Result<Option<String>> {
+        if m.lo.is_some() || m.hi.is_some() || !m.mults.is_empty() || m.types & INT == 0 {
+            return Err(unsupported(
+                ptr,
+                "not: excluding numeric values from bounded, multipleOf or non-integer numbers is not supported",
+            ));
+        }
+        let integer = m.types & FRAC == 0;
+        let base = match (integer, self.doc.draft == Draft::D4) {
+            (true, true) => r"-?(0|[1-9][0-9]*)",
+            (true, false) => r"-?(0|[1-9][0-9]*)(\.0+)?",
+            (false, _) => r"-?(0|[1-9][0-9]*)(\.[0-9]+)?",
+        };
+        let full = |p: &str| -> Result<CharDfa> {
+            CharDfa::from_regex(&Regex::parse(p, RegexFlags::default())?, Anchoring::FullMatch)
+        };
+        let mut dfa = full(base)?;
+        for d in excluded {
+            let int: String =
+                if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
+            let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
+            let sign = if d.is_zero() {
+                "-?"
+            } else if d.neg {
+                "-"
+            } else {
+                ""
+            };
+            let tail = if frac.is_empty() { r"(\.0+)?".to_string() } else { format!(r"\.{frac}0*") };
+            dfa = dfa.difference(&full(&format!("{sign}{int}{tail}"))?).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        if dfa.is_empty() {
+            return Ok(None);
+        }
+        let prefix = format!("{}.re", self.e.fresh("num"));
+        let text = dfa.to_ebnf(&prefix, TextMode::Raw);
+        self.e.raw(&text)?;
+        Ok(Some(prefix))
+    }
+
+    fn emit_string(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
+        let excluded: Vec<&str> = m.not_values.iter().filter_map(Value::as_str).collect();
+        if let Some(mx) = m.max_len {
+            if mx < m.min_len {
+                return Ok(None);
+            }
+        }
+        let plain =
+            m.patterns.is_empty() && m.formats.is_empty() && m.neg_patterns.is_empty() && m.neg_formats.is_empty();
+        if plain && excluded.is_empty() {
+            if m.min_len > u64::from(MAX_REPEAT_BOUND) || m.max_len.is_some_and(|x| x > u64::from(MAX_REPEAT_BOUND)) {
+                if m.max_len.is_some() {
+                    return Err(Error::limit("maxLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
+                }
+                return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
+            }
+            let c = &self.char_rule;
+            let body = match (m.min_len, m.max_len) {
+                (0, None) => format!("{c}*"),
+                (lo, None) => format!("{c}{{{lo},}}"),
+                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
+            };
+            return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
+        }
+        if plain && m.min_len == 0 && m.max_len.is_none() {
+            let body = jstr::not_in(&mut self.e, &excluded)?;
+            return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
+        }
+        // General case: intersect automata (length last, see below).
+        let mut dfa = CharDfa::any_string();
+        for (p, pp) in &m.patterns {
+            let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone()))?;
+            let d = CharDfa::from_regex(&re, Anchoring::Search)
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone()))?;
+            dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, pp))?;
+        }
+        for (f, fp) in &m.formats {
+            let d = format_dfa(f).map_err(|e| ptr_if_none(e, fp))?;
+            dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?;
+        }
+        for x in &excluded {
+            dfa = dfa.difference(&CharDfa::literal(x)).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        for p in &m.neg_patterns {
+            let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(ptr))?;
+            let d = CharDfa::from_regex(&re, Anchoring::Search)
+                .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(ptr))?;
+            dfa = dfa.difference(&d).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        for f in &m.neg_formats {
+            let d = format_dfa(f).map_err(|e| ptr_if_none(e, ptr))?;
+            dfa = dfa.difference(&d).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        if m.min_len > 0 || m.max_len.is_some() {
+            let len = CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?;
+            // A length counter times a cyclic automaton reaches about the product of their
+            // states: refuse at once what would only hit the state limit after a long build.
+            if dfa.is_infinite() && len.num_states().saturating_mul(dfa.num_states()) > 4 * crate::regex::MAX_DFA_STATES
+            {
+                return Err(Error::limit(
+                    "automaton states of pattern/format with minLength/maxLength",
+                    crate::regex::MAX_DFA_STATES,
+                )
+                .at_pointer(ptr));
+            }
+            dfa = dfa.intersect(&len).map_err(|e| ptr_if_none(e, ptr))?;
+        }
+        if dfa.is_empty() {
+            return Ok(None);
+        }
+        let stem = self.e.fresh("str");
+        let prefix = format!("{stem}.re");
+        let text = dfa.to_ebnf(&prefix, TextMode::JsonStringBody);
+        self.e.raw(&text)?;
+        Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
+    }
+}

@@ -1,0 +1,116 @@
+//! Filling a mask: the union of the kernels' accepted tokens and the uncertain tokens whose
+//! suffix the real context reads.
+//!
+//! Pipeline place: called by the matcher ([`crate::matcher::Matcher`]) on a chart state whose
+//! mask is not memoized; the kernels come from the compiled grammar's cache.
+use super::*;
+
+/// The kernel items of the chart's last row: `(state, origin)` pairs, see the module doc.
+pub fn kernel_items(a: &Automata, chart: &Chart) -> Vec<Item> {
+    let r = chart.last_row_index() as u32;
+    let row = chart.last_row();
+    if r == 0 {
+        let s = a.rule_start(a.root());
+        return row.iter().copied().filter(|it| it.state == s && it.origin == 0).collect();
+    }
+    row.iter().copied().filter(|it| it.origin < r).collect()
+}
+
+/// Fills `out` with the tokens allowed after the chart's input, using and extending `cache`
+/// through `get_kernel`. Stop tokens are not set here.
+pub fn fill_mask(
+    a: &Automata,
+    chart: &mut Chart,
+    trie: &TokenTrie,
+    out: &mut Bitset,
+    get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
+) -> Result<()> {
+    out.clear();
+    if a.has_lookahead() {
+        // Kernel classifications assume no pending obligations; walk the real chart instead.
+        return fill_mask_direct(a, chart, trie, out);
+    }
+    let kernels = kernel_items(a, chart);
+    let mut masks = Vec::with_capacity(kernels.len());
+    for it in &kernels {
+        let km = get_kernel(it.state)?;
+        out.or_assign(&km.accepted);
+        masks.push(km);
+    }
+    let rows = chart.num_rows();
+    for (it, km) in kernels.iter().zip(&masks) {
+        if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out.get(t as usize)) {
+            continue;
+        }
+        let rule = a.state(it.state).rule;
+        let verdict = if chart.push_completion(a, it.origin as usize, rule)? {
+            let v = walk_suffixes(a, chart, km)?;
+            chart.truncate_rows(rows);
+            v
+        } else {
+            vec![false; km.suffixes.len()]
+        };
+        for &(t, s) in &km.uncertain {
+            if verdict[s as usize] {
+                out.set(t as usize);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Which suffixes the chart (positioned just after the kernel's rule ended) accepts, walking
+/// them in trie order and skipping every suffix that extends a rejected prefix.
+fn walk_suffixes(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Vec<bool>> {
+    let base = chart.num_rows();
+    let mut verdict = vec![false; km.suffixes.len()];
+    // Rows above `base` hold the bytes of the current path; a byte at depth `dead` or less
+    // failed, so suffixes sharing more than `dead` bytes with the path fail too.
+    let mut dead = usize::MAX;
+    let mut depth = 0usize;
+    for &(i, lcp) in &km.suffix_walk {
+        let lcp = lcp as usize;
+        let s = &km.suffixes[i as usize];
+        if lcp > dead {
+            continue;
+        }
+        dead = usize::MAX;
+        let keep = lcp.min(depth);
+        chart.truncate_rows(base + keep);
+        depth = keep;
+        let mut ok = true;
+        for &b in &s[keep..] {
+            if !chart.push_byte(a, b)? {
+                dead = depth;
+                ok = false;
+                break;
+            }
+            depth += 1;
+        }
+        verdict[i as usize] = ok;
+    }
+    chart.truncate_rows(base);
+    Ok(verdict)
+}
+
+/// The mask by walking the whole token trie on the real chart (exact for any grammar, slower):
+/// used for grammars with lookahead assertions.
+pub fn fill_mask_direct(a: &Automata, chart: &mut Chart, trie: &TokenTrie, out: &mut Bitset) -> Result<()> {
+    let base = chart.num_rows();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        chart.truncate_rows(base + n.depth as usize - 1);
+        if !chart.push_byte(a, n.byte)? {
+            i = n.subtree_end as usize;
+            continue;
+        }
+        for &t in trie.node_tokens(&n) {
+            out.set(t as usize);
+        }
+        i += 1;
+    }
+    chart.truncate_rows(base);
+    Ok(())
+}

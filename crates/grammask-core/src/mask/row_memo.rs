@@ -1,0 +1,125 @@
+//! Interned rows: a kernel walk's chart rows kept in an arena by signature, with a byte
+//! transition table per row.
+//!
+//! Pipeline place: used by the kernel walk (`walk.rs`) when its rows repeat (identifier and
+//! number runs inside expressions).
+use super::*;
+
+/// The rows of a kernel walk interned by signature, with their byte transitions: the chart is
+/// an arena of distinct rows (rows never pop; [`Chart::push_byte_from`] steps any of them), and a
+/// trie node whose row was reached before from the same row by the same byte costs one table
+/// lookup instead of an Earley step.
+///
+/// PERF: an SQL `SELECT ` state reaches ~60 distinct rows over ~52,000 trie nodes (every
+/// identifier byte completes the same chain of rules); its walk went from ~15 ms of Earley steps
+/// to table lookups.
+///
+/// Invariant: equal signatures mean the same future (see [`Chart`]), so a row found under a
+/// signature stands for every row with that signature. Rows at or below `first` belong to the
+/// walk's start and are never interned away.
+pub(super) struct RowMemo {
+    /// The walk's start row; rows from it on are memoized.
+    pub(super) first: usize,
+    by_sig: FastMap<u128, u32>,
+    /// `(row - first) * 256 + byte`: the row reached, [`DEAD`], or [`UNKNOWN`].
+    pub(super) next: Vec<u32>,
+    /// Set when the arena reached [`MEMO_MAX_ROWS`] or [`MEMO_MAX_ITEMS`]: the walk must be
+    /// redone without the memo.
+    pub(super) full: bool,
+}
+
+impl Drop for RowMemo {
+    fn drop(&mut self) {
+        let next = std::mem::take(&mut self.next);
+        if next.capacity() <= MAX_POOLED_NEXT {
+            NEXT_POOL.with(|p| *p.borrow_mut() = next);
+        }
+    }
+}
+
+const UNKNOWN: u32 = u32::MAX;
+const DEAD: u32 = u32::MAX - 1;
+/// Bounds on a walk's interned rows (4 MB of transitions) and their items (8 MB).
+const MEMO_MAX_ROWS: usize = 4096;
+const MEMO_MAX_ITEMS: usize = 1 << 19;
+
+thread_local! {
+    /// The transition table of this thread's last kernel walk, reused by the next one.
+    /// PERF: a fresh table of a few hundred rows came from fresh pages (page faults and growth
+    /// copies were ~8% of an expression-start kernel).
+    static NEXT_POOL: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Largest transition table kept for reuse (1,024 rows).
+const MAX_POOLED_NEXT: usize = 1024 * 256;
+
+impl RowMemo {
+    pub(super) fn new(chart: &Chart) -> RowMemo {
+        let first = chart.last_row_index();
+        let mut by_sig = FastMap::default();
+        by_sig.insert(chart.last_signature(), first as u32);
+        let mut next = NEXT_POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
+        next.clear();
+        next.resize(256, UNKNOWN);
+        RowMemo { first, by_sig, next, full: false }
+    }
+
+    pub(super) fn step(&mut self, a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result<Option<Frame>> {
+        let r = match frame {
+            Frame::Virtual(it, _) => return self.step_virtual(a, chart, it, byte),
+            Frame::Rows(n) => n - 1,
+        };
+        if let [it] = chart.row(r) {
+            if a.rule_edges(it.state).is_empty() {
+                return self.step_virtual(a, chart, *it, byte);
+            }
+        }
+        let slot = (r - self.first) * 256 + byte as usize;
+        match self.next[slot] {
+            DEAD => return Ok(None),
+            UNKNOWN => {}
+            row => return Ok(Some(Frame::Rows(row as usize + 1))),
+        }
+        if !chart.push_byte_from(a, r, byte)? {
+            self.next[slot] = DEAD;
+            return Ok(None);
+        }
+        let Some(row) = self.intern(chart) else {
+            return Ok(None);
+        };
+        self.next[slot] = row as u32;
+        Ok(Some(Frame::Rows(row + 1)))
+    }
+
+    /// A single item without rule edges steps on its automaton; a row is built (and interned)
+    /// only when it reaches a state that needs one.
+    fn step_virtual(&mut self, a: &Automata, chart: &mut Chart, it: Item, byte: u8) -> Result<Option<Frame>> {
+        let Some(t) = a.step(it.state, byte) else {
+            return Ok(None);
+        };
+        let next = Item { state: t, ..it };
+        if is_plain(a, &next) {
+            return Ok(Some(Frame::Virtual(next, 0)));
+        }
+        chart.push_items(a, &[next])?;
+        Ok(self.intern(chart).map(|row| Frame::Rows(row + 1)))
+    }
+
+    /// Interns the chart's newest row: an equal row found before replaces it. `None` (with
+    /// `full` set) when the arena is at its bounds.
+    fn intern(&mut self, chart: &mut Chart) -> Option<usize> {
+        let sig = chart.last_signature();
+        if let Some(&row) = self.by_sig.get(&sig) {
+            chart.pop_row();
+            return Some(row as usize);
+        }
+        let row = chart.last_row_index();
+        if row - self.first >= MEMO_MAX_ROWS || chart.num_items() > MEMO_MAX_ITEMS {
+            self.full = true;
+            return None;
+        }
+        self.by_sig.insert(sig, row as u32);
+        self.next.resize(self.next.len() + 256, UNKNOWN);
+        Some(row)
+    }
+}

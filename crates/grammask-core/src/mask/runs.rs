@@ -1,0 +1,354 @@
+//! Run indexes inside a kernel walk: at a node whose place reads every run of a class, the run
+//! tokens below it are accepted from the index and only its break nodes are walked.
+//!
+//! Pipeline place: part of the kernel walk (`walk.rs`); the indexes themselves are built per
+//! vocabulary ([`crate::slice::RunIndex`]).
+use super::*;
+
+impl KernelWalk<'_> {
+    /// The run index that applies at `frame`: a virtual item whose state reads every run of its
+    /// loop class ([`ClassSlice::covers`]), or an interned row that every byte of an ASCII class
+    /// leads back to.
+    pub(super) fn runs_at(&mut self, frame: Frame) -> Result<Option<Arc<RunIndex>>> {
+        let Some(runs) = self.runs else { return Ok(None) };
+        let a = self.a;
+        let single = match frame {
+            Frame::Virtual(it, _) => Some(it.state),
+            Frame::Rows(n) => match self.chart.row(n - 1) {
+                [it] if a.rule_edges(it.state).is_empty() => Some(it.state),
+                _ => None,
+            },
+        };
+        match frame {
+            _ if let Some(s) = single => {
+                let shared = self.shared_state_runs;
+                let ri = self.state_runs.entry(s).or_insert_with(|| match shared {
+                    Some(f) => f(s),
+                    None => state_run_index(a, s, runs),
+                });
+                Ok(ri.clone())
+            }
+            Frame::Rows(n) if self.memo.is_some() => {
+                if let Some(ri) = self.row_runs.get(&n) {
+                    return Ok(ri.clone());
+                }
+                // Only bytes some item loops on are tried (a row loops on a byte through an item
+                // that does, in practice; missing a rarer loop only forgoes the shortcut).
+                let candidates = self.chart.row(n - 1).iter().fold(0u128, |c, it| c | ascii_loop(a, it.state));
+                if candidates.count_ones() < MIN_ROW_RUN_BYTES {
+                    self.row_runs.insert(n, None);
+                    return Ok(None);
+                }
+                // Bytes that step every item alike lead to the same row: one step per group.
+                let mut groups: Vec<(u8, u128)> = Vec::new();
+                for b in (0..0x80u8).filter(|&b| candidates >> b & 1 == 1) {
+                    match groups.iter_mut().find(|(r, _)| same_steps(a, &self.chart, frame, *r, b)) {
+                        Some((_, bytes)) => *bytes |= 1 << b,
+                        None => groups.push((b, 1 << b)),
+                    }
+                }
+                let mut class = 0u128;
+                for (r, bytes) in groups {
+                    match self.step(frame, r)? {
+                        Some(Frame::Rows(m)) if m == n => class |= bytes,
+                        None if self.memo_full() => return Ok(None),
+                        _ => {}
+                    }
+                }
+                let ri = (class.count_ones() >= MIN_ROW_RUN_BYTES).then(|| runs(class, false)).flatten();
+                self.row_runs.insert(n, ri.clone());
+                Ok(ri)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Walks the subtree below node `i` (its frame on top of `frames`), whose place reads every
+    /// run of `ri`'s class: tokens that continue with a run are accepted from the index, and only
+    /// the nodes where such a run stops are walked, each after replaying its run. Returns false if
+    /// abandoned.
+    pub(super) fn walk_runs(&mut self, i: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
+        let n = self.trie.nodes[i];
+        self.walk_run_children(i + 1, n.subtree_end as usize, n.depth as usize, ri, base, Some(i))
+    }
+
+    /// [`Self::walk_runs`] over the children `first..end` of a node at depth `d` (the root
+    /// when `d` is 0).
+    pub(super) fn walk_run_children(
+        &mut self,
+        first: usize,
+        end: usize,
+        d: usize,
+        ri: &RunIndex,
+        base: Frame,
+        node: Option<usize>,
+    ) -> Result<bool> {
+        let trie = self.trie;
+        // An ASCII run leads back to the frame at depth `d`. A break byte that frame refuses fails
+        // its whole subtree, and records nothing when no rule end on the path leaves a suffix that
+        // starts in FOLLOW (see `record_uncertain`): none before the run, none inside it (its
+        // bytes are class bytes), and none right before the break byte.
+        let here = if d == 0 { base } else { self.frames[d - 1] };
+        let ended = frame_ended(self.a, &self.chart, here);
+        let follow = self.follow;
+        let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
+        let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
+        let run_quiet = !ended || ri.ascii & follow.map_or(u128::MAX, |f| f.ascii()) == 0;
+        let quiet = !ri.utf8 && prefix_quiet && run_quiet;
+        let quiet_byte = |x: u8| !ended || !follows(x);
+        // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
+        let mut refused = [0u8; 256];
+        // The run tokens below the node, from a precomputed set when there is one (the root's,
+        // or a large subtree's); else child by child below.
+        let whole = match node {
+            None => Some(ri.whole.clone()),
+            Some(i) => ri.subtree_runs(trie, i),
+        };
+        if let Some(w) = &whole {
+            self.accepted.or_assign(w);
+        }
+        if d < LEAD_LISTS {
+            let skip = |x: u8| quiet && quiet_byte(x);
+            return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), here, &skip, &mut refused);
+        }
+        let mut c = first;
+        let mut k = ri.first_break(0, c);
+        while c < end {
+            let c_end = trie.nodes[c].subtree_end as usize;
+            let byte = trie.nodes[c].byte;
+            if quiet && !ri.reads_ascii(byte) && quiet_byte(byte) {
+                match self.refuses(here, byte, &mut refused)? {
+                    None => return Ok(false),
+                    Some(true) => {
+                        c = c_end;
+                        continue;
+                    }
+                    Some(false) => {}
+                }
+            }
+            if ri.utf8 && (0x80..=0xBF).contains(&byte) {
+                // Inside a UTF-8 sequence, not at a run's boundary: walk as usual.
+                self.truncate_path(d);
+                if !self.walk(c, c_end, base)? {
+                    return Ok(false);
+                }
+                c = c_end;
+                continue;
+            }
+            if whole.is_none() {
+                ri.add_runs(trie, c, d, &mut self.accepted);
+            }
+            // The breaks whose run starts at or above depth `d`; every other break below `c`
+            // lies under one of them, so their subtrees are skipped by binary search.
+            k = ri.first_break(k, c);
+            while let Some((m, lead, byte)) = ri.break_at(k).filter(|&(m, _, _)| m < c_end) {
+                if lead > d {
+                    k += 1;
+                    continue;
+                }
+                if quiet && quiet_byte(byte) {
+                    match self.refuses(here, byte, &mut refused)? {
+                        None => return Ok(false),
+                        // The breaks below it start their runs deeper: skipped one by one.
+                        Some(true) => {
+                            k += 1;
+                            continue;
+                        }
+                        Some(false) => {}
+                    }
+                }
+                if !self.walk_break(m, d, base, !ri.utf8)? {
+                    return Ok(false);
+                }
+                k = ri.first_break(k, trie.nodes[m].subtree_end as usize);
+            }
+            c = c_end;
+        }
+        self.truncate_path(d);
+        Ok(true)
+    }
+
+    /// [`Self::walk_run_children`] for a run from depth `d < LEAD_LISTS`, by the index's lead
+    /// lists: the run tokens of all children at once (`add`: not in a precomputed set), then the
+    /// breaks of leads up to `d`. That is every break the child-by-child loop walks: the breaks of
+    /// a child it skips as refused are that child itself (refused again here) or start their runs
+    /// below it (not listed for `d`), and so do the breaks below a walked break. A UTF-8
+    /// continuation byte right below the node is a break of the index (no character starts with
+    /// it), walked as usual. `skip(byte)`: a break with that byte is skipped when `here` refuses it
+    /// (see `walk_run_children`).
+    /// PERF: an identifier's state used to step over ~3,000 breaks and a few thousand children
+    /// one by one.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_listed_breaks(
+        &mut self,
+        first: usize,
+        end: usize,
+        d: usize,
+        ri: &RunIndex,
+        base: Frame,
+        add: bool,
+        here: Frame,
+        skip: &dyn Fn(u8) -> bool,
+        refused: &mut [u8; 256],
+    ) -> Result<bool> {
+        if add {
+            ri.add_runs_range(self.trie, first, end, d, &mut self.accepted);
+        }
+        // An ASCII run leads back to `here`; a UTF-8 one is replayed.
+        let looping = !ri.utf8;
+        if d == 0 && first == 0 && end == self.trie.nodes.len() {
+            for (byte, nodes) in ri.root_breaks_by_byte() {
+                if skip(*byte) {
+                    match self.refuses(here, *byte, refused)? {
+                        None => return Ok(false),
+                        Some(true) => continue,
+                        Some(false) => {}
+                    }
+                }
+                for &m in nodes {
+                    if !self.walk_break(m as usize, d, base, looping)? {
+                        return Ok(false);
+                    }
+                }
+            }
+        } else {
+            for l in 0..=d {
+                let (nodes, bytes) = ri.breaks_of_lead(l, first, end);
+                for (&m, &byte) in nodes.iter().zip(bytes) {
+                    if skip(byte) {
+                        match self.refuses(here, byte, refused)? {
+                            None => return Ok(false),
+                            Some(true) => continue,
+                            Some(false) => {}
+                        }
+                    }
+                    if !self.walk_break(m as usize, d, base, looping)? {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        self.truncate_path(d);
+        Ok(true)
+    }
+
+    /// Whether `frame` refuses `byte`, cached in `known` (see `walk_run_children`); `None` if
+    /// the row memo filled up (the walk is abandoned and redone).
+    fn refuses(&mut self, frame: Frame, byte: u8, known: &mut [u8; 256]) -> Result<Option<bool>> {
+        if known[byte as usize] == 0 {
+            let read = self.step(frame, byte)?.is_some();
+            if !read && self.memo_full() {
+                return Ok(None);
+            }
+            known[byte as usize] = if read { 2 } else { 1 };
+        }
+        Ok(Some(known[byte as usize] == 1))
+    }
+
+    /// Walks break node `m`'s subtree after replaying its run from depth `d` (frames, rule ends
+    /// and path bytes, as the full walk would have them).
+    fn walk_break(&mut self, m: usize, d: usize, base: Frame, looping: bool) -> Result<bool> {
+        let (a, trie) = (self.a, self.trie);
+        let node = trie.nodes[m];
+        let below = node.depth as usize - 1;
+        // The run's bytes, read off the parent chain; interned frames already stepped over the
+        // same bytes (by the previous break, in trie order) are kept.
+        let known = if self.memo.is_some() { self.frames.len().min(self.path.len()) } else { d };
+        let mut keep = known.min(below).max(d);
+        self.path.resize(below.max(self.path.len()), 0);
+        let mut p = node.parent;
+        for k in (d..below).rev() {
+            let b = trie.nodes[p as usize].byte;
+            if self.path[k] != b {
+                keep = keep.min(k);
+            }
+            self.path[k] = b;
+            p = trie.nodes[p as usize].parent;
+        }
+        let keep = if looping { d } else { keep };
+        self.frames.truncate(keep);
+        self.ends.truncate(keep);
+        self.path.truncate(below);
+        let first = if d == 0 { base } else { self.frames[d - 1] };
+        if looping {
+            // Every byte of an ASCII run leads back to the same frame (a refused break byte was
+            // skipped by the caller when nothing could be recorded below it).
+            let ended = frame_ended(a, &self.chart, first);
+            self.frames.resize(below, first);
+            self.ends.resize(below, ended);
+        } else {
+            let mut frame = keep.checked_sub(1).filter(|&k| k >= d).map_or(first, |k| self.frames[k]);
+            for k in keep..below {
+                // The run is read from this place (see `runs_at`), so the replay cannot fail.
+                let Some(next) = self.step(frame, self.path[k])? else { return Ok(!self.memo_full()) };
+                frame = next;
+                self.frames.push(frame);
+                self.ends.push(frame_ended(a, &self.chart, frame));
+            }
+        }
+        self.walk(m, node.subtree_end as usize, base)
+    }
+
+    /// How many leading bytes of `path` the current path shares with frames stepped (interned
+    /// walks only; frames of a stack walk do not outlive their subtree).
+    pub(super) fn shared_prefix(&self, path: &[u8]) -> usize {
+        if self.memo.is_none() {
+            return 0;
+        }
+        let n = self.frames.len().min(self.path.len()).min(path.len());
+        (0..n).take_while(|&k| self.path[k] == path[k]).count()
+    }
+
+    pub(super) fn truncate_path(&mut self, d: usize) {
+        self.frames.truncate(d);
+        self.ends.truncate(d);
+        self.path.truncate(d);
+    }
+}
+
+/// The run index that applies at plain state `s`: free text (any character but some ASCII ones)
+/// that `s` reads every run of, or a loop on ASCII bytes.
+pub fn state_run_index(
+    a: &Automata,
+    s: StateId,
+    runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>,
+) -> Option<Arc<RunIndex>> {
+    match ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c)).or_else(|| first_char_class(a, s)) {
+        Some(c) => runs(c, true),
+        None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
+    }
+}
+
+/// For a state that starts a loop without being its own (`[^ \n|"]+ | "\"" ...` before its
+/// first character): the class a state it steps to loops on, when `s` reads every run of it too.
+/// PERF: the first character of a free-text value walked every multi-byte character's subtree
+/// node by node (40k nodes on Qwen2.5, 1.3 ms).
+fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
+    let mut tried: Vec<StateId> = Vec::new();
+    for e in a.byte_edges(s) {
+        let t = e.target;
+        if t == s || tried.contains(&t) {
+            continue;
+        }
+        tried.push(t);
+        let c = ascii_loop(a, t);
+        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && ClassSlice::covers(a, s, c)
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// The ASCII bytes on which `s` loops back to itself.
+pub fn ascii_loop(a: &Automata, s: StateId) -> u128 {
+    let looping = a.byte_edges(s).iter().filter(|e| e.target == s && e.lo < 0x80);
+    looping.fold(0u128, |c, e| c | crate::bitset::ascii_range(e.lo, e.hi.min(0x7F)))
+}
+
+/// Subtrees at least this large are worth a run-index lookup (a row's costs up to 128 steps).
+pub(super) const RUN_MIN_SUBTREE: usize = 32;
+/// Run indexes record leads up to 255 bytes.
+pub(super) const MAX_RUN_DEPTH: usize = 255;
+/// Fewest ASCII bytes a row must loop on (the ten digits qualify).
+pub const MIN_ROW_RUN_BYTES: u32 = 10;

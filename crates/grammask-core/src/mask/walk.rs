@@ -1,0 +1,362 @@
+//! The kernel walk: classifying a kernel state by walking the token trie from a chart seeded
+//! with the state alone, with frames (chart rows, or a virtual item in a plain state), rule ends
+//! recorded as uncertain suffixes, and the slices' frontier walks.
+//!
+//! Pipeline place: the general case of kernel classification ([`classify_kernel`]); run indexes
+//! (`runs.rs`) and interned rows (`row_memo.rs`) shortcut parts of it.
+use super::*;
+
+impl KernelWalk<'_> {
+    /// Runs the classification (see [`classify_kernel_budget`]); false if abandoned.
+    pub(super) fn classify(&mut self, state: StateId, sc: Shortcuts<'_>) -> Result<bool> {
+        let Shortcuts { body, follow, class, capacity, .. } = sc;
+        let (a, trie) = (self.a, self.trie);
+        let w = self;
+        let base = Frame::Rows(w.chart.num_rows());
+        match body {
+            Some(sl) if let Some(c) = capacity => {
+                // A counted string body: its slice tokens that fit are read inside the rule, the
+                // others are refused without a rule end on the way (the states are not final), so
+                // only the non-dead frontier needs a walk (a replay too long for `c` just fails).
+                sl.add_within(c, &mut w.accepted);
+                for f in sl.frontier.iter().filter(|f| !f.dead) {
+                    if !w.walk_frontier(f, base)? {
+                        return Ok(false);
+                    }
+                }
+            }
+            Some(sl) if let Some(cover) = BodySlice::covers(a, state) => {
+                // Every body-text token stays inside the rule; walk only the frontier subtrees, each
+                // after replaying its (body-text) parent path exactly as the full walk would.
+                w.accepted.or_assign(&sl.slice);
+                // A dead subtree matters only through a rule end whose suffix some context can
+                // continue: its first byte (a later path byte, or the dead byte) must be in FOLLOW.
+                let may_continue = |f: &crate::slice::FrontierNode| {
+                    let dead_byte = trie.nodes[f.node as usize].byte;
+                    follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
+                };
+                // A dead byte right at the root follows no rule end of a plain kernel state.
+                let walk = |f: &&crate::slice::FrontierNode| {
+                    !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
+                };
+                for f in sl.frontier.iter().filter(walk) {
+                    if !w.walk_frontier(f, base)? {
+                        return Ok(false);
+                    }
+                }
+            }
+            _ if let Some(cs) = class.filter(|cs| ClassSlice::covers(a, state, cs.ascii)) => {
+                // Free text of one class: its runs stay inside the rule; everything else is walked.
+                w.accepted.or_assign(&cs.slice);
+                for f in &cs.frontier {
+                    if !w.walk_frontier(f, base)? {
+                        return Ok(false);
+                    }
+                }
+            }
+            _ if let Some(ri) = w.runs_at(base)? => {
+                // The kernel state itself reads every run of a class.
+                if !w.walk_run_children(0, trie.nodes.len(), 0, &ri, base, None)? {
+                    return Ok(false);
+                }
+            }
+            _ => {
+                if !w.walk(0, trie.nodes.len(), base)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl KernelWalk<'_> {
+    /// Walks the subtree of frontier node `f` after replaying its parent path exactly as the full
+    /// walk would (frames and rule ends included). The path is slice text, which the kernel's
+    /// rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
+    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<bool> {
+        let a = self.a;
+        // Interned frames stay valid for the whole walk: the previous frontier node's path (in
+        // trie order) is replayed only past the prefix it shares with this one.
+        // PERF: free text of a Chinese-heavy vocabulary has thousands of frontier nodes.
+        let keep = self.shared_prefix(&f.path);
+        self.truncate_path(keep);
+        let mut parent = keep.checked_sub(1).map_or(base, |k| self.frames[k]);
+        for &b in &f.path[keep..] {
+            let Some(frame) = self.step(parent, b)? else {
+                return Ok(!self.memo_full());
+            };
+            self.frames.push(frame);
+            self.ends.push(frame_ended(a, &self.chart, frame));
+            self.path.push(b);
+            parent = frame;
+        }
+        let i = f.node as usize;
+        self.walk(i, self.trie.nodes[i].subtree_end as usize, base)
+    }
+
+    /// Walks trie nodes `start..end` (a node and its subtree, or the whole trie), with `frames`,
+    /// `ends` and `path` holding the frames above `start`. Returns false if abandoned (see
+    /// [`classify_kernel_budget`]).
+    pub(super) fn walk(&mut self, start: usize, end: usize, base: Frame) -> Result<bool> {
+        let (a, trie) = (self.a, self.trie);
+        let nodes = &trie.nodes;
+        let mut i = start;
+        while i < end {
+            self.visits += 1;
+            if self.visits == self.budget && (self.on_budget)() {
+                return Ok(false);
+            }
+            let n = nodes[i];
+            let d = n.depth as usize;
+            // The previous sibling's row, when this byte steps every item of the parent alike.
+            // PERF: digits after a number, or letters in a key, used to close one identical row
+            // per sibling (a row that predicts a chain of optional properties costs ~5 us).
+            let reuse = match self.frames.get(d - 1) {
+                Some(&Frame::Rows(k)) if self.memo.is_none() && self.chart.row(k - 1).len() >= REUSE_MIN_ROW => {
+                    let parent = if d >= 2 { self.frames[d - 2] } else { base };
+                    same_steps(a, &self.chart, parent, self.path[d - 1], n.byte).then_some(Frame::Rows(k))
+                }
+                _ => None,
+            };
+            self.frames.truncate(d - 1);
+            self.ends.truncate(d - 1);
+            self.path.truncate(d - 1);
+            self.path.push(n.byte);
+            let parent = self.frames.last().copied().unwrap_or(base);
+            let next = match reuse {
+                Some(Frame::Rows(k)) => {
+                    self.chart.truncate_rows(k);
+                    reuse
+                }
+                _ => self.step(parent, n.byte)?,
+            };
+            let Some(frame) = next else {
+                if self.memo_full() {
+                    return Ok(false);
+                }
+                // Every token below fails inside the rule; those whose path ended the rule earlier
+                // are uncertain with the matching suffixes.
+                if self.ends.iter().any(|&e| e) {
+                    let out = (&mut self.suffix_ids, &mut self.suffixes, &mut self.uncertain);
+                    record_uncertain(trie, i, &self.path, &self.ends, self.follow.as_ref(), out);
+                }
+                i = n.subtree_end as usize;
+                continue;
+            };
+            self.frames.push(frame);
+            self.ends.push(frame_ended(a, &self.chart, frame));
+            for &t in trie.node_tokens(&n) {
+                self.accepted.set(t as usize);
+            }
+            let sub = n.subtree_end as usize;
+            if sub - i > RUN_MIN_SUBTREE && d < MAX_RUN_DEPTH {
+                if let Some(ri) = self.runs_at(frame)? {
+                    if !self.walk_runs(i, &ri, base)? {
+                        return Ok(false);
+                    }
+                    i = sub;
+                    continue;
+                }
+            }
+            // Only a node with that many descendants can have that many children.
+            if let Some(kids) = (sub - i > WIDE_MIN_CHILDREN).then(|| trie.wide_children(i)).flatten() {
+                if let Some(visit) = self.children_to_visit(frame) {
+                    for &c in kids {
+                        let c = c as usize;
+                        if visit.contains(nodes[c].byte) && !self.walk(c, nodes[c].subtree_end as usize, base)? {
+                            return Ok(false);
+                        }
+                    }
+                    i = sub;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        Ok(true)
+    }
+
+    /// The child bytes worth visiting below the current path's last node, whose frame is `frame`:
+    /// those `frame` can read, plus FOLLOW when the kernel's rule ended right there. A child
+    /// outside them fails at once and records nothing (`record_uncertain` keeps no rule end of
+    /// its path). `None` when an earlier end on the path could record such a child's tokens.
+    fn children_to_visit(&mut self, frame: Frame) -> Option<ByteSet> {
+        let d = self.ends.len();
+        let follows = |x: u8| self.follow.as_ref().is_none_or(|f| f.contains(x));
+        if (0..d.saturating_sub(1)).any(|k| self.ends[k] && follows(self.path[k + 1])) {
+            return None;
+        }
+        let mut visit = match frame {
+            Frame::Virtual(it, _) => {
+                *self.readable_states.entry(it.state).or_insert_with(|| state_bytes(self.a, it.state))
+            }
+            Frame::Rows(n) if self.memo.is_some() => match self.readable_rows.get(&n) {
+                Some(&r) => r,
+                None => {
+                    let r = row_bytes(self.a, self.chart.row(n - 1));
+                    self.readable_rows.insert(n, r);
+                    r
+                }
+            },
+            Frame::Rows(n) => row_bytes(self.a, self.chart.row(n - 1)),
+        };
+        if self.ends.last() == Some(&true) {
+            match &self.follow {
+                Some(f) => visit.union(f),
+                None => return None,
+            };
+        }
+        Some(visit)
+    }
+}
+
+impl KernelWalk<'_> {
+    /// Reads `byte` from `frame`, through the row memo when there is one.
+    pub(super) fn step(&mut self, frame: Frame, byte: u8) -> Result<Option<Frame>> {
+        match &mut self.memo {
+            Some(m) => m.step(self.a, &mut self.chart, frame, byte),
+            None => step_frame(self.a, &mut self.chart, frame, byte),
+        }
+    }
+
+    pub(super) fn memo_full(&self) -> bool {
+        self.memo.as_ref().is_some_and(|m| m.full)
+    }
+}
+
+/// The bytes `s` has an edge on.
+pub fn state_bytes(a: &Automata, s: StateId) -> ByteSet {
+    let mut set = ByteSet::default();
+    for e in a.byte_edges(s) {
+        set.insert_range(e.lo, e.hi);
+    }
+    set
+}
+
+/// The bytes some item of `row` has an edge on (a superset of what the row reads: lookaheads
+/// may refuse some).
+fn row_bytes(a: &Automata, row: &[Item]) -> ByteSet {
+    let mut set = ByteSet::default();
+    for it in row {
+        set.union(&state_bytes(a, it.state));
+    }
+    set
+}
+
+/// Whether `it`, alone in a row, can be read byte by byte without touching the chart: its state
+/// has no rule edges, and it is either not final or the kernel item itself (origin 0, whose
+/// origin row in a kernel chart is empty, so ending it completes nothing).
+///
+/// PERF: the kernel item's own final states (a value's trailing whitespace, a key that may end
+/// anywhere) used to materialize a chart row per trie node, ~200 ns each.
+#[inline]
+pub(super) fn is_plain(a: &Automata, it: &Item) -> bool {
+    a.rule_edges(it.state).is_empty() && (it.origin == 0 || !a.state(it.state).is_final)
+}
+
+/// The kernel's rule ended at `frame` (see [`kernel_ended`]).
+#[inline]
+pub(super) fn frame_ended(a: &Automata, chart: &Chart, frame: Frame) -> bool {
+    match frame {
+        Frame::Virtual(it, _) => it.origin == 0 && a.state(it.state).is_final,
+        Frame::Rows(n) => kernel_ended(a, chart.row(n - 1)),
+    }
+}
+
+/// Rows at least this long are reused across siblings (see `KernelWalk::walk`); shorter ones
+/// close faster than the check.
+const REUSE_MIN_ROW: usize = 12;
+
+/// Whether bytes `x` and `y` step every item of `frame` to the same item (then they lead to the
+/// same row).
+pub(super) fn same_steps(a: &Automata, chart: &Chart, frame: Frame, x: u8, y: u8) -> bool {
+    let same = |it: &Item| a.step(it.state, x) == a.step(it.state, y) && a.la_step(it.la, x) == a.la_step(it.la, y);
+    match frame {
+        Frame::Virtual(it, _) => same(&it),
+        Frame::Rows(n) => chart.row(n - 1).iter().all(same),
+    }
+}
+
+/// Reads `byte` from `frame`, materializing a chart row only when needed.
+fn step_frame(a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result<Option<Frame>> {
+    // Drop rows of a deeper, abandoned path first.
+    let single = match frame {
+        Frame::Virtual(it, n) => {
+            chart.truncate_rows(n);
+            Some(it)
+        }
+        Frame::Rows(n) => {
+            chart.truncate_rows(n);
+            match chart.last_row() {
+                [it] if a.rule_edges(it.state).is_empty() => Some(*it),
+                _ => None,
+            }
+        }
+    };
+    if let Some(it) = single {
+        let Some(t) = a.step(it.state, byte) else {
+            return Ok(None);
+        };
+        let next = Item { state: t, ..it };
+        if is_plain(a, &next) {
+            return Ok(Some(Frame::Virtual(next, chart.num_rows())));
+        }
+        return Ok(chart.push_items(a, &[next])?.then(|| Frame::Rows(chart.num_rows())));
+    }
+    Ok(chart.push_byte(a, byte)?.then(|| Frame::Rows(chart.num_rows())))
+}
+
+/// The kernel item (origin 0 in a kernel chart) reached a final state in this row.
+#[inline]
+pub(super) fn kernel_ended(a: &Automata, row: &[Item]) -> bool {
+    row.iter().any(|it| it.origin == 0 && a.state(it.state).is_final)
+}
+
+/// Records every token in the subtree of node `i` (whose byte path is `path`) as uncertain for
+/// each depth at which the path ended the kernel's rule (`ends[k]`: after `k + 1` bytes).
+#[allow(clippy::type_complexity)] // the walk's three output lists, borrowed together
+pub(super) fn record_uncertain(
+    trie: &TokenTrie,
+    i: usize,
+    path: &[u8],
+    ends: &[bool],
+    follow: Option<&ByteSet>,
+    (ids, suffixes, uncertain): (&mut HashMap<Box<[u8]>, u32>, &mut Vec<Box<[u8]>>, &mut Vec<(u32, u32)>),
+) {
+    // An end after k + 1 bytes leaves bytes[k + 1..], whose first byte is on the path; no
+    // context continues with a byte outside FOLLOW, so such suffixes are not recorded.
+    // PERF: deciding this before visiting the subtree skips whole subtrees (a value's trailing
+    // whitespace used to visit every whitespace-led token, ~1 ms).
+    let live: Vec<usize> =
+        (0..ends.len()).filter(|&k| ends[k] && follow.is_none_or(|f| f.contains(path[k + 1]))).collect();
+    if live.is_empty() {
+        return;
+    }
+    let end = trie.nodes[i].subtree_end as usize;
+    let base_depth = trie.nodes[i].depth as usize;
+    let mut bytes: Vec<u8> = path.to_vec();
+    for n in &trie.nodes[i..end] {
+        let d = n.depth as usize;
+        if d > base_depth {
+            bytes.truncate(d - 1);
+            bytes.push(n.byte);
+        }
+        for &t in trie.node_tokens(n) {
+            for &k in &live {
+                let sid = intern_suffix(ids, suffixes, &bytes[k + 1..]);
+                uncertain.push((t, sid));
+            }
+        }
+    }
+}
+
+pub(super) fn intern_suffix(ids: &mut HashMap<Box<[u8]>, u32>, list: &mut Vec<Box<[u8]>>, s: &[u8]) -> u32 {
+    if let Some(&id) = ids.get(s) {
+        return id;
+    }
+    let id = list.len() as u32;
+    list.push(s.into());
+    ids.insert(s.into(), id);
+    id
+}

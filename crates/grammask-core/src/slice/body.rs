@@ -1,0 +1,259 @@
+//! The JSON string-body slice of a vocabulary: a shortcut for kernel classification
+//! ([`crate::mask::classify_kernel`]) inside JSON strings.
+//!
+//! Inside a string (a value, or a key of an open object) nearly every token is allowed, and a
+//! plain trie walk visits every node of the vocabulary. Instead, the tokens whose bytes are a run
+//! of string-body text (unescaped characters >= U+0020 other than `"` and `\`, and the short
+//! escapes `\" \\ \/ \b \f \n \r \t`, possibly ending inside a UTF-8 sequence or after `\`) are
+//! found once per vocabulary ([`BodySlice::slice`]). A kernel state qualifies
+//! ([`BodySlice::covers`]) when, from it, the automaton reads every body byte the body automaton
+//! reads, staying in states without rule references, and rejects every byte the body automaton
+//! rejects outright; then every slice token is accepted, and only the subtrees that start with
+//! `"` (from a character boundary) or `\u` need a real walk ([`BodySlice::frontier`]), plus, when
+//! the rule can end on the way (final states), those that start with a dead byte, whose tokens may
+//! still be uncertain (the text after the rule's end is checked in the real context).
+//!
+//! Invariant: a node is in the frontier iff its path up to its parent is body text and its own
+//! byte is not (`"` at a character boundary or `u` after `\`: walk; anything else: dead).
+use super::cover::cover_search;
+use super::{build_slice, Body, FrontierNode};
+use crate::bitset::Bitset;
+use crate::compiler::{Automata, StateId};
+use crate::trie::TokenTrie;
+
+/// The byte-level body automaton: 0 = character boundary, 1 = after `\`, 2..=8 = inside a
+/// UTF-8 sequence.
+pub(super) fn body_step(b: u8, x: u8) -> Body {
+    use Body::{Dead, To, Walk};
+    let cont = |lo: u8, hi: u8, next: u8| if (lo..=hi).contains(&x) { To(next) } else { Dead };
+    match b {
+        0 => match x {
+            b'"' => Walk,
+            b'\\' => To(1),
+            0x20..=0x7F => To(0),
+            0xC2..=0xDF => To(2),
+            0xE0 => To(4),
+            0xE1..=0xEC | 0xEE..=0xEF => To(3),
+            0xED => To(5),
+            0xF0 => To(7),
+            0xF1..=0xF3 => To(6),
+            0xF4 => To(8),
+            _ => Dead,
+        },
+        1 => match x {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => To(0),
+            b'u' => Walk,
+            _ => Dead,
+        },
+        2 => cont(0x80, 0xBF, 0),
+        3 => cont(0x80, 0xBF, 2),
+        4 => cont(0xA0, 0xBF, 2),
+        5 => cont(0x80, 0x9F, 2),
+        6 => cont(0x80, 0xBF, 3),
+        7 => cont(0x90, 0xBF, 3),
+        _ => cont(0x80, 0x8F, 3),
+    }
+}
+
+/// Per-vocabulary string-body data (see the module doc).
+#[derive(Debug)]
+pub struct BodySlice {
+    pub slice: Bitset,
+    pub frontier: Vec<FrontierNode>,
+    /// `within[k]`: the slice tokens that begin at most `k` characters (see [`chars_begun`]), for
+    /// `k <= MAX_CUMULATIVE`.
+    within: Vec<Bitset>,
+    /// Slice tokens that begin more than `MAX_CUMULATIVE` characters: (characters, token).
+    long: Vec<(u32, u32)>,
+}
+
+/// Counted-repetition capacities with a cumulative token set of their own (each is one bitset;
+/// Llama 3 has a few hundred slice tokens past 32 characters, set one by one).
+const MAX_CUMULATIVE: usize = 32;
+
+/// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Every character readable here leads to this state.
+    Next(StateId),
+    /// No character can begin here (the repetition is exhausted).
+    Zero,
+}
+
+/// How a kernel state qualifies for the slice shortcut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cover {
+    /// The kernel's rule may end inside body text.
+    pub may_end: bool,
+    /// Walk every dead frontier subtree, whatever FOLLOW says.
+    pub walk_dead: bool,
+}
+
+impl BodySlice {
+    pub fn new(trie: &TokenTrie, vocab_size: usize) -> BodySlice {
+        let (slice, frontier) = build_slice(trie, vocab_size, body_step);
+        let mut within = vec![Bitset::new(vocab_size); MAX_CUMULATIVE + 1];
+        let mut long = Vec::new();
+        for (t, k) in chars_begun(trie) {
+            if (k as usize) <= MAX_CUMULATIVE {
+                for w in &mut within[k as usize..] {
+                    w.set(t as usize);
+                }
+            } else {
+                long.push((k, t));
+            }
+        }
+        long.sort_unstable();
+        BodySlice { slice, frontier, within, long }
+    }
+
+    /// Adds to `out` the slice tokens that begin at most `capacity` characters.
+    pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
+        out.or_assign(&self.within[(capacity as usize).min(MAX_CUMULATIVE)]);
+        for &(k, t) in self.long.iter().take_while(|&&(k, _)| k <= capacity) {
+            debug_assert!(k as usize > MAX_CUMULATIVE);
+            out.set(t as usize);
+        }
+    }
+
+    /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not.
+    /// A state whose only way on is rule references qualifies when each referenced rule's start
+    /// does (the token is read inside them); then every frontier node must be walked
+    /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
+    pub fn covers(a: &Automata, s: StateId) -> Option<Cover> {
+        if let Some(may_end) = cover_search(a, s, body_step) {
+            return Some(Cover { may_end, walk_dead: false });
+        }
+        let edges = a.rule_edges(s);
+        if edges.is_empty() || !a.byte_edges(s).is_empty() {
+            return None;
+        }
+        for &(r, _) in edges {
+            Self::covers_plain(a, a.rule_start(r))?;
+        }
+        Some(Cover { may_end: true, walk_dead: true })
+    }
+
+    /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
+    /// (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
+    fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
+        cover_search(a, s, body_step)
+    }
+}
+
+/// Every slice token with the number of characters it begins: a character begins at each byte
+/// read from the body automaton's boundary state (an ASCII character, a UTF-8 lead byte, a backslash),
+/// so a token ending inside a character counts it.
+fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    // (body state, characters begun) after d+1 bytes of the current path.
+    let mut stack: Vec<(u8, u32)> = Vec::new();
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        stack.truncate(n.depth as usize - 1);
+        let (b, k) = stack.last().copied().unwrap_or((0, 0));
+        match body_step(b, n.byte) {
+            Body::To(next) => {
+                let k = k + u32::from(b == 0);
+                stack.push((next, k));
+                out.extend(trie.node_tokens(&n).iter().map(|&t| (t, k)));
+                i += 1;
+            }
+            _ => i = n.subtree_end as usize,
+        }
+    }
+    out
+}
+
+/// One character level of a counted string body at automaton state `r` (plain and not final):
+/// `Next(s)` when every body character (ASCII, UTF-8 sequence, short escape) is read from `r`
+/// through plain, non-final states and all of them end in the same state `s`, and every byte that
+/// can never be in a string is refused on the way; `Zero` when no body character can even begin
+/// at `r` (and dead bytes are refused); `None` otherwise. `"` at a boundary and `\u` escapes are
+/// free (they are frontier bytes, walked for real).
+///
+/// A chain `r = s_c -> ... -> s_1 -> s_0` of `Next` levels ending in `Zero` reads exactly the
+/// body text that begins at most `c` characters ([`BodySlice::add_within`]).
+pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
+    let ok = |t: StateId| a.rule_edges(t).is_empty() && !a.state(t).is_final;
+    if !ok(r) {
+        return None;
+    }
+    let (table, to_bytes) = body_table();
+    let mut next: Option<StateId> = None;
+    let mut stack: Vec<(StateId, u8)> = vec![(r, 0)];
+    let mut seen: Vec<(StateId, u8)> = Vec::new();
+    // PERF: only the bytes on `q`'s edges are looked at; the body bytes it cannot read are
+    // counted, not searched (a chain of a few hundred levels is checked in well under 1 ms, and a
+    // state that is no string body fails on its first edges).
+    while let Some((q, b)) = stack.pop() {
+        let mut read = 0usize;
+        for e in a.byte_edges(q) {
+            for x in e.lo..=e.hi {
+                match table[usize::from(b)][usize::from(x)] {
+                    Body::Dead => return None,
+                    Body::Walk => {}
+                    Body::To(nb) => {
+                        read += 1;
+                        let t = e.target;
+                        if !ok(t) {
+                            return None;
+                        }
+                        if nb == 0 {
+                            if *next.get_or_insert(t) != t {
+                                return None;
+                            }
+                        } else if !seen.contains(&(t, nb)) {
+                            if seen.len() >= MAX_LEVEL_PAIRS {
+                                return None;
+                            }
+                            seen.push((t, nb));
+                            stack.push((t, nb));
+                        }
+                    }
+                }
+            }
+        }
+        if read < to_bytes[usize::from(b)] {
+            // A body byte is refused: only allowed at the boundary, for all of them at once.
+            return (q == r && b == 0 && read == 0).then_some(Level::Zero);
+        }
+    }
+    next.map(Level::Next)
+}
+
+/// Most (state, body state) pairs inside one character of a [`body_level`] (a JSON string's
+/// automaton has about a dozen).
+const MAX_LEVEL_PAIRS: usize = 64;
+
+/// [`body_step`] as a table, `[body state][byte]`, and the number of `To` bytes of each body state.
+fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
+    static TABLE: std::sync::OnceLock<([[Body; 256]; 9], [usize; 9])> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [[Body::Dead; 256]; 9];
+        let mut n = [0usize; 9];
+        for (b, row) in t.iter_mut().enumerate() {
+            for (x, cell) in row.iter_mut().enumerate() {
+                *cell = body_step(b as u8, x as u8);
+                n[b] += usize::from(matches!(cell, Body::To(_)));
+            }
+        }
+        (t, n)
+    })
+}
+
+/// The capacity of a counted string body at `s`: the `c` of a [`body_level`] chain from `s` to
+/// `Zero`, or `max_chars` when the chain reads at least that many characters (loops included):
+/// then no token can exceed it. `level` gives each state's level (memoized by the caller).
+pub fn body_capacity(s: StateId, max_chars: u32, mut level: impl FnMut(StateId) -> Option<Level>) -> Option<u32> {
+    let mut r = s;
+    for c in 0..max_chars {
+        match level(r)? {
+            Level::Zero => return Some(c),
+            Level::Next(t) => r = t,
+        }
+    }
+    Some(max_chars)
+}

@@ -1,0 +1,249 @@
+//! Run indexes: where the runs of one character class lie anywhere in the token trie (leads,
+//! break nodes, lead lists, subtree run sets).
+//!
+//! Pipeline place: built per vocabulary and class by the token index (at most 16 per
+//! vocabulary), when a grammar whose states loop on the class is compiled; used by kernel walks
+//! ([`crate::mask`]) at every node whose place reads every run of the class.
+use super::class::class_step;
+use super::Body;
+use crate::bitset::Bitset;
+use crate::trie::TokenTrie;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Subtrees with fewer tokens take their runs child by child.
+const SUBTREE_RUNS_MIN_TOKENS: usize = 1024;
+/// Most subtree run sets kept per run index (16 KB each on a 128k vocabulary).
+const MAX_SUBTREE_RUNS: usize = 64;
+
+/// Where the runs of one character class lie anywhere in the trie, for a walk that reaches, at
+/// some node, a place that reads every run of the class (see `KernelWalk::walk`): the tokens
+/// below that node that continue with a run are accepted at once, and only the *break* nodes
+/// (where a run from the node stops) are walked. [`ClassSlice`](super::ClassSlice) is the same at the root only.
+///
+/// The class reads ASCII bytes of `ascii`, plus, when `utf8`, any valid UTF-8 character. For a
+/// byte path `p`, `lead(p)` is the smallest `k` such that `p[k..]` is read from the class start
+/// (possibly ending inside a UTF-8 sequence). A token continues with a run after depth `d` iff
+/// `lead <= d` and its byte at `d` is not a UTF-8 continuation byte (then `d` is a character
+/// boundary of the run).
+///
+/// Invariant: node `m` is a break node iff its path is not read from its parent's lead; the
+/// break nodes below node `n` (depth `d`, at a character boundary) whose parent lead is `<= d`
+/// are exactly the first nodes below `n` where a run from `d` stops, and every other break
+/// node below `n` lies under one of them.
+#[derive(Debug)]
+pub struct RunIndex {
+    pub ascii: u128,
+    pub utf8: bool,
+    /// `lead` of each token's bytes, in trie token order (`trie.tokens`), capped at 255.
+    lead: Vec<u8>,
+    /// The tokens whose lead is 0 (entirely runs): what a run from the root accepts.
+    pub whole: Arc<Bitset>,
+    /// For large subtrees of an ASCII class, the tokens below node `i` whose lead is at most its
+    /// depth, built on first use (at most [`MAX_SUBTREE_RUNS`]).
+    subtrees: RwLock<HashMap<u32, Arc<Bitset>>>,
+    vocab_size: usize,
+    /// Break nodes in trie order, with their parent's lead (capped at 255) and their byte.
+    break_nodes: Vec<u32>,
+    break_lead: Vec<u8>,
+    break_byte: Vec<u8>,
+    /// For each lead `L` below [`LEAD_LISTS`], the break nodes whose parent's lead is `L`, in
+    /// trie order, with their bytes: a walk from depth `d` takes those of `L <= d` without
+    /// stepping over the deeper ones.
+    by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS],
+    /// The break nodes of lead 0 grouped by byte: a walk from the root skips a refused byte's
+    /// breaks at once. Bytes in increasing order, each with its nodes in trie order.
+    root_by_byte: Vec<(u8, Box<[u32]>)>,
+}
+
+/// Leads with a list of their own in [`RunIndex`] (runs from depths `0..LEAD_LISTS`).
+pub const LEAD_LISTS: usize = 4;
+
+impl RunIndex {
+    pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128, utf8: bool) -> RunIndex {
+        let step = |b: u8, x: u8| -> Option<u8> {
+            if !utf8 {
+                return (x < 0x80 && ascii >> x & 1 == 1).then_some(0);
+            }
+            match class_step(ascii, b, x) {
+                Body::To(n) => Some(n),
+                _ => None,
+            }
+        };
+        let cap = |k: usize| k.min(255) as u8;
+        let mut lead = vec![u8::MAX; trie.tokens.len()];
+        let (mut break_nodes, mut break_lead, mut break_byte) = (Vec::new(), Vec::new(), Vec::new());
+        // Per depth on the current path: (lead, class state after the path from it).
+        let mut stack: Vec<(usize, u8)> = Vec::new();
+        let mut path: Vec<u8> = Vec::new();
+        for (i, n) in trie.nodes.iter().enumerate() {
+            let d = n.depth as usize;
+            stack.truncate(d - 1);
+            path.truncate(d - 1);
+            path.push(n.byte);
+            let (plead, pstate) = stack.last().copied().unwrap_or((0, 0));
+            let here = match step(pstate, n.byte) {
+                Some(st) => (plead, st),
+                None => {
+                    break_nodes.push(i as u32);
+                    break_lead.push(cap(plead));
+                    break_byte.push(n.byte);
+                    // The shortest suffix after `plead` that the class reads (the empty one at
+                    // worst).
+                    (plead + 1..=d)
+                        .find_map(|k| path[k..].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st)))
+                        .unwrap_or((d, 0))
+                }
+            };
+            stack.push(here);
+            for j in n.tok_start..n.tok_end {
+                lead[j as usize] = cap(here.0);
+            }
+        }
+        let mut whole = Bitset::new(vocab_size);
+        for (j, &l) in lead.iter().enumerate() {
+            if l == 0 {
+                whole.set(trie.tokens[j] as usize);
+            }
+        }
+        let (whole, subtrees) = (Arc::new(whole), RwLock::new(HashMap::new()));
+        let mut by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS] = Default::default();
+        let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 256];
+        for (k, &l) in break_lead.iter().enumerate() {
+            if let Some((nodes, bytes)) = by_lead.get_mut(usize::from(l)) {
+                nodes.push(break_nodes[k]);
+                bytes.push(break_byte[k]);
+            }
+            if l == 0 {
+                by_byte[usize::from(break_byte[k])].push(break_nodes[k]);
+            }
+        }
+        let root_by_byte =
+            by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
+        let ri = RunIndex {
+            ascii,
+            utf8,
+            lead,
+            whole,
+            subtrees,
+            vocab_size,
+            break_nodes,
+            break_lead,
+            break_byte,
+            by_lead,
+            root_by_byte,
+        };
+        // The subtree sets are built with the index (in the compile that needs it), shallowest
+        // first, rather than in first masks.
+        if !utf8 {
+            let mut large: Vec<usize> = (0..trie.nodes.len())
+                .filter(|&i| {
+                    let n = trie.nodes[i];
+                    (trie.first_token[n.subtree_end as usize] - trie.first_token[i]) as usize >= SUBTREE_RUNS_MIN_TOKENS
+                })
+                .collect();
+            large.sort_by_key(|&i| trie.nodes[i].depth);
+            for i in large.into_iter().take(MAX_SUBTREE_RUNS) {
+                ri.subtree_runs(trie, i);
+            }
+        }
+        ri
+    }
+
+    /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
+    /// with a run after depth `d`; `c`'s byte must not be a UTF-8 continuation byte.
+    pub fn add_runs(&self, trie: &TokenTrie, c: usize, d: usize, out: &mut Bitset) {
+        let end = trie.nodes[c].subtree_end as usize;
+        let (lo, hi) = (trie.first_token[c] as usize, trie.first_token[end] as usize);
+        for (j, &l) in self.lead[lo..hi].iter().enumerate() {
+            if usize::from(l) <= d {
+                out.set(trie.tokens[lo + j] as usize);
+            }
+        }
+    }
+
+    /// The run tokens below node `i` (those whose lead is at most its depth) as a set, for an
+    /// ASCII class and a subtree of at least [`SUBTREE_RUNS_MIN_TOKENS`] tokens; `None` otherwise
+    /// (the caller takes them child by child with [`Self::add_runs`]).
+    ///
+    /// PERF: the states that begin an expression in SQL or arithmetic all take the same runs
+    /// below `a`..`z`; each took ~40k token checks per first visit.
+    pub fn subtree_runs(&self, trie: &TokenTrie, i: usize) -> Option<Arc<Bitset>> {
+        let n = trie.nodes[i];
+        let tokens = trie.first_token[n.subtree_end as usize] - trie.first_token[i];
+        if self.utf8 || (tokens as usize) < SUBTREE_RUNS_MIN_TOKENS {
+            return None;
+        }
+        if let Some(b) = self.subtrees.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&(i as u32)) {
+            return Some(b.clone());
+        }
+        let mut w = self.subtrees.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.len() >= MAX_SUBTREE_RUNS {
+            return None;
+        }
+        let b = w.entry(i as u32).or_insert_with(|| {
+            let mut b = Bitset::new(self.vocab_size);
+            let d = n.depth as usize;
+            let mut c = i + 1;
+            while c < n.subtree_end as usize {
+                self.add_runs(trie, c, d, &mut b);
+                c = trie.nodes[c].subtree_end as usize;
+            }
+            Arc::new(b)
+        });
+        Some(b.clone())
+    }
+
+    /// The first break node at or after node `start` (as an index into the break list), from
+    /// list index `from` on.
+    ///
+    /// PERF: a galloping search; the target is usually a few entries on (a binary search over
+    /// the whole list missed the cache at every step, a third of an SQL kernel's walk).
+    pub fn first_break(&self, from: usize, start: usize) -> usize {
+        let list = &self.break_nodes;
+        let (mut lo, mut step) = (from, 1);
+        while lo + step < list.len() && (list[lo + step] as usize) < start {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step + 1).min(list.len());
+        lo + list[lo..hi].partition_point(|&m| (m as usize) < start)
+    }
+
+    /// The break nodes of lead `l < LEAD_LISTS` in `lo..hi`, in trie order, with their bytes.
+    pub fn breaks_of_lead(&self, l: usize, lo: usize, hi: usize) -> (&[u32], &[u8]) {
+        let (nodes, bytes) = &self.by_lead[l];
+        let a = nodes.partition_point(|&m| (m as usize) < lo);
+        let z = a + nodes[a..].partition_point(|&m| (m as usize) < hi);
+        (&nodes[a..z], &bytes[a..z])
+    }
+
+    /// [`Self::add_runs`] for all of nodes `lo..hi` (the children of a node at depth `d`); below a
+    /// UTF-8 continuation byte every lead is deeper than `d`, so such children add nothing.
+    pub fn add_runs_range(&self, trie: &TokenTrie, lo: usize, hi: usize, d: usize, out: &mut Bitset) {
+        let (a, z) = (trie.first_token[lo] as usize, trie.first_token[hi] as usize);
+        for (j, &l) in self.lead[a..z].iter().enumerate() {
+            if usize::from(l) <= d {
+                out.set(trie.tokens[a + j] as usize);
+            }
+        }
+    }
+
+    /// The breaks of lead 0 by byte (see `root_by_byte`).
+    pub fn root_breaks_by_byte(&self) -> &[(u8, Box<[u32]>)] {
+        &self.root_by_byte
+    }
+
+    /// Break `k`: its node, its parent's lead and its byte; `None` past the end.
+    #[inline]
+    pub fn break_at(&self, k: usize) -> Option<(usize, usize, u8)> {
+        Some((*self.break_nodes.get(k)? as usize, usize::from(self.break_lead[k]), self.break_byte[k]))
+    }
+
+    /// Whether the class reads ASCII byte `x` (for an ASCII-only class, whether `x` can be in a
+    /// run at all).
+    #[inline]
+    pub fn reads_ascii(&self, x: u8) -> bool {
+        x < 0x80 && self.ascii >> x & 1 == 1
+    }
+}

@@ -1,0 +1,347 @@
+//! Tests of the slices: every shortcut classifies kernels exactly like the full walk.
+use super::body::*;
+use super::class::*;
+use super::cover::*;
+use super::*;
+use crate::compiler::{Automata, StateId};
+use crate::ebnf::parse_ebnf;
+use crate::mask::classify_kernel;
+use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+
+/// The shortcut classifies every kernel state exactly like the full walk, on tokens that
+/// probe each edge of the body automaton.
+#[test]
+fn shortcut_equals_full_walk() {
+    let toks: Vec<&[u8]> = vec![
+        b"a",
+        b"ab",
+        b"\"",
+        b"a\"",
+        b"\"}",
+        b"a\"}",
+        b"\\",
+        b"\\\"",
+        b"\\u",
+        b"\\u00",
+        b"\\u0041",
+        b"\\ud83d",
+        b"\\n",
+        b"\\x",
+        b"\n",
+        b"a\n",
+        b"\t",
+        b" ",
+        b"\x7f",
+        "\u{e9}".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0xA9, b'a'],
+        &[0xE2, 0x82],
+        &[0x82, 0xAC],
+        &[0xF0, 0x9F],
+        &[0xED, 0xA0, 0x80],
+        &[0xFF],
+        b"}",
+        b"{\"",
+        b"x\"y",
+        b"\\\\",
+        b"0",
+        b"00",
+        b"a0",
+        b"0a",
+        b"000",
+        b"0\"",
+        b"0a0",
+        b"\":",
+        b"a\":1",
+        b"0a\n",
+        b"a\na",
+        b"0a\n0",
+        b"0\n",
+    ];
+    let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+    let n = encoded.len();
+    let vocab = Vocabulary::new(
+        encoded,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    // A flat rule too large to be inlined into its several callers (it is called, not
+    // copied, so the cover search must follow a call that is not a tail call).
+    let mut seed = 12345u32;
+    let literals: Vec<String> = (0..150)
+        .map(|_| {
+            let w: String = (0..6)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    char::from(b'g' + (seed >> 16) as u8 % 20)
+                })
+                .collect();
+            format!("\"{w}\"")
+        })
+        .collect();
+    let flat = format!("c ::= [^\"\\\\0-9\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | {}", literals.join(" | "));
+    let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
+    let grammars = [
+        format!("root ::= \"\\\"\" json_char* \"\\\"}}\"\n{jc}"),
+        format!("root ::= \"\\\"\" (\"ab\" | [^\"a] json_char* | \"a\" ([^\"b] json_char*)?) \"\\\"\"\n{jc}"),
+        // A shared rule that can end inside string text, followed by dead bytes or a quote.
+        format!("root ::= \"\\\"\" body \"\\n\" | \"}}\" body \"\\\"}}\"\nbody ::= json_char* | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" json_char*\n{jc}"),
+        // Regex-like rules that call themselves or another rule last (tail calls), long
+        // enough not to be inlined.
+        format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\"\nk ::= [^\"\\\\0-9\\u0000-\\u001f]* ([0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] ([^\"\\\\0-9\\u0000-\\u001f] k | [0-9] rest))))\nm ::= [^\"\\\\a\\u0000-\\u001f] rest | \"a\" ([^\"\\\\b\\u0000-\\u001f] rest | \"b\" ([^\"\\\\c\\u0000-\\u001f] rest | \"c\" rest))\nrest ::= json_char*\n{jc}"),
+        format!("root ::= \"{{\\\"\" k \"\\\":1}}\" | \"[\\\"\" k \"\\\"]\"\nk ::= c* (\"0\" (c k | \"0\" (c k | \"0\" rest)))?\n{flat}\nrest ::= json_char*\n{jc}"),
+        // Calls two deep (`m` calls `e`, which calls the flat `c`, kept a rule by its second caller):
+        // all body text stays inside.
+        format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+        // The same, but `e` may read a dead byte after `c` returns (a final return state with
+        // an edge is no tail call): not covered.
+        format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c \"\\n\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+        // A dead byte read two returns up (after `c` returns into `e`, and `e` into `m`).
+        format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e \"\\n\"? m | \"\"\ne ::= c \"x\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+    ];
+    let mut covered = 0;
+    let mut covered_final = 0;
+    let mut covered_nested = 0;
+    let mut covered_tail = 0;
+    let mut covered_call = 0;
+    let mut covered_deep = 0;
+    for src in &grammars {
+        let g = parse_ebnf(src, "root").unwrap();
+        let a = Automata::build(&g).unwrap();
+        for s in 0..a.states().len() {
+            let s = StateId(s as u32);
+            covered += usize::from(BodySlice::covers(&a, s).is_some());
+            covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
+            covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
+            covered_tail += usize::from(
+                BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s),
+            );
+            covered_call +=
+                usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
+            let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
+            covered_deep += usize::from(m && BodySlice::covers(&a, s).is_some());
+            let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
+            let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
+            assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
+            let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+            };
+            assert_eq!(spell(&full), spell(&fast), "state {s:?}");
+        }
+    }
+    assert!(covered >= 2, "the shortcut applied to no state");
+    assert!(covered_final >= 1, "no covered state could end its rule");
+    assert!(covered_nested >= 1, "no covered state reads its token inside a referenced rule");
+    assert!(covered_tail >= 1, "the shortcut applied to {covered_tail} states with tail calls");
+    assert!(covered_call >= 1, "the shortcut applied to {covered_call} states calling a flat rule");
+    assert!(covered_deep >= 1, "the shortcut applied to {covered_deep} states with nested calls");
+}
+
+/// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
+/// applies to exactly like the full walk, with the same FOLLOW sets.
+#[test]
+fn counted_shortcut_equals_full_walk() {
+    use crate::follow::{follow_sets, nullable_states};
+    use crate::mask::{classify_kernel_budget, Shortcuts};
+    let toks: Vec<&[u8]> = vec![
+        b"a",
+        b"ab",
+        b"abc",
+        b"abcd",
+        b"abcde",
+        b"abcdef",
+        b" ",
+        b"  ",
+        b"    ",
+        b"\"",
+        b"a\"",
+        b"ab\"",
+        b"abc\"",
+        b"\",",
+        b"\"}",
+        b"a\"}",
+        b"\\",
+        b"a\\",
+        b"\\n",
+        b"a\\n",
+        b"\\n\\t",
+        b"\\u",
+        b"a\\u00",
+        b"\\u0041",
+        b"\\u0041b",
+        b"\\x",
+        "\u{e9}".as_bytes(),
+        "\u{e9}\u{e9}".as_bytes(),
+        "a\u{e9}".as_bytes(),
+        "\u{20ac}".as_bytes(),
+        "ab\u{20ac}".as_bytes(),
+        "\u{1F600}".as_bytes(),
+        &[0xC3],
+        &[b'a', 0xC3],
+        &[b'a', b'b', 0xE2, 0x82],
+        &[0xA9],
+        &[0xFF],
+        b"\n",
+        b"a\n",
+        b"}",
+        b"xyz\",",
+        b"1",
+    ];
+    let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+    let n = encoded.len();
+    let vocab = Vocabulary::new(
+        encoded,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
+    let grammars = [
+        format!("root ::= \"{{\" s \"}}\" | \"[\" s \",\" s \"]\"\ns ::= \"\\\"\" json_char{{0,3}} \"\\\"\"\n{jc}"),
+        format!("root ::= \"\\\"\" json_char{{2,5}} \"\\\"\" | \"\\\"\" json_char{{0,1}} \"\\\"}}\"\n{jc}"),
+        // Longer than any token: every position before the last few accepts the whole slice.
+        format!("root ::= \"\\\"\" json_char{{0,12}} \"\\\"\"\n{jc}"),
+        // The rule ends inside the string: not a counted body (its states are final).
+        format!("root ::= \"\\\"\" t \"\\\"\"\nt ::= json_char{{0,3}}\n{jc}"),
+    ];
+    let mut counted = 0;
+    let mut capacities = std::collections::BTreeSet::new();
+    for src in &grammars {
+        let g = parse_ebnf(src, "root").unwrap();
+        let a = Automata::build(&g).unwrap();
+        let follow = follow_sets(&a, &nullable_states(&a));
+        for s in 0..a.states().len() {
+            let s = StateId(s as u32);
+            let f = follow[a.state(s).rule.index()];
+            let Some(c) = body_capacity(s, trie.max_depth, |r| body_level(&a, r)) else { continue };
+            counted += 1;
+            capacities.insert(c);
+            let mut never = || false;
+            let full = Shortcuts { follow: Some(&f), ..Default::default() };
+            let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+            let fast = Shortcuts { body: Some(&body), follow: Some(&f), capacity: Some(c), ..Default::default() };
+            let fast = classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never).unwrap().unwrap();
+            assert_eq!(full.accepted, fast.accepted, "state {s:?} capacity {c} in {src}");
+            let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+            };
+            assert_eq!(spell(&full), spell(&fast), "state {s:?} capacity {c} in {src}");
+        }
+    }
+    assert!(counted >= 12, "the counted shortcut applied to {counted} states");
+    assert!(
+        capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth),
+        "{capacities:?}"
+    );
+}
+
+/// `add_within` returns exactly the slice tokens that begin at most `c` characters, past the
+/// cumulative sets too.
+#[test]
+fn tokens_within_capacity() {
+    let mut toks: Vec<Vec<u8>> = vec![b"a".to_vec(), b"\\n".to_vec(), "\u{e9}x".as_bytes().to_vec(), vec![b'a', 0xE2]];
+    toks.extend((30..45).map(|k| vec![b' '; k]));
+    toks.push([b"x".repeat(40), b"\"".to_vec()].concat());
+    let n = toks.len();
+    let vocab = Vocabulary::new(
+        toks.clone(),
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    // Characters begun, counted directly on the bytes (None: not body text).
+    let begun = |t: &[u8]| -> Option<u32> {
+        let (mut b, mut k) = (0u8, 0u32);
+        for &x in t {
+            k += u32::from(b == 0);
+            match body_step(b, x) {
+                Body::To(nb) => b = nb,
+                _ => return None,
+            }
+        }
+        Some(k)
+    };
+    assert_eq!(begun(b"\\n"), Some(1));
+    assert_eq!(begun(&[b'a', 0xE2]), Some(2));
+    for c in 0..50u32 {
+        let mut got = Bitset::new(n);
+        body.add_within(c, &mut got);
+        for (t, bytes) in toks.iter().enumerate() {
+            assert_eq!(got.get(t), begun(bytes).is_some_and(|k| k <= c), "token {t} capacity {c}");
+        }
+    }
+}
+
+/// The free-text class shortcut classifies every kernel state like the full walk.
+#[test]
+fn class_shortcut_equals_full_walk() {
+    let toks: Vec<&[u8]> = vec![
+        b"a",
+        b"ab",
+        b"a b",
+        b"|",
+        b"a|",
+        b"a|b",
+        b"|x",
+        b"\n",
+        b"ab\n",
+        b"\n2",
+        b"x\n|",
+        b"\t",
+        b"\x00",
+        "\u{e9}".as_bytes(),
+        "a\u{e9}b".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0xA9, b'a'],
+        &[0xE2, 0x82],
+        &[0xFF],
+        b"k=v",
+        b" k=",
+        b"=",
+        b"\"",
+        b"a\"",
+        b"12",
+        b"1-2",
+    ];
+    let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
+    let n = encoded.len();
+    let vocab = Vocabulary::new(
+        encoded,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let grammars = [
+        "root ::= line+\nline ::= [0-9]+ \" \" msg (\"|\" [a-z]+ \"=\" [^ \\n|]+)? \"\\n\"\nmsg ::= [^\\n|]+",
+        "root ::= \"<\" [^\\n]* \"\\n\" | \"{\" text \"|\"\ntext ::= [^|\\u0000-\\u001f]* | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" [a-z]*",
+    ];
+    let mut covered = 0;
+    for src in grammars {
+        let g = parse_ebnf(src, "root").unwrap();
+        let a = Automata::build(&g).unwrap();
+        for s in 0..a.states().len() {
+            let s = StateId(s as u32);
+            let Some(ascii) = ClassSlice::loop_class(&a, s) else { continue };
+            let cs = ClassSlice::new(&trie, n, ascii);
+            covered += usize::from(ClassSlice::covers(&a, s, ascii));
+            let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
+            let fast = classify_kernel(&a, &trie, n, s, None, None, Some(&cs)).unwrap();
+            assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
+            let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+                k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+            };
+            assert_eq!(spell(&full), spell(&fast), "state {s:?} in {src}");
+        }
+    }
+    assert!(covered >= 2, "the class shortcut applied to {covered} states");
+}

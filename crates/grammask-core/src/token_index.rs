@@ -1,0 +1,158 @@
+//! The token index: a vocabulary's token trie and everything built once per vocabulary and shared
+//! by every grammar compiled against it.
+//!
+//! Pipeline place: built from a [`Vocabulary`] (by [`TokenIndex::for_vocab`], one per vocabulary,
+//! found again through a registry of weak references) and held by each
+//! [`crate::compiled::CompiledGrammar`]. It owns the [`TokenTrie`], the string-body slice
+//! ([`BodySlice`]), the free-text class slices ([`ClassSlice`]) and run indexes ([`RunIndex`]) built
+//! on first use, and the cross-grammar cache of kernel classifications keyed by
+//! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
+use crate::limits;
+use crate::mask::KernelMask;
+use crate::slice::{BodySlice, ClassSlice, RunIndex};
+use crate::trie::TokenTrie;
+use crate::vocab::Vocabulary;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+
+/// A vocabulary with its token trie, built once per vocabulary and shared, plus the
+/// cross-grammar cache of kernel classifications keyed by [`Automata::structure_hash`](crate::compiler::Automata::structure_hash): the
+/// inside of a JSON string or number is classified once per vocabulary, not once per grammar.
+#[derive(Debug)]
+pub struct TokenIndex {
+    pub vocab: Arc<Vocabulary>,
+    pub trie: TokenTrie,
+    kernels: RwLock<HashMap<u128, Arc<KernelMask>>>,
+    kernel_bytes: AtomicUsize,
+    /// String-body slice, built with the index.
+    body: OnceLock<BodySlice>,
+    /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
+    class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
+    /// Run indexes by (ASCII class, UTF-8 too), built on first use (at most
+    /// [`MAX_RUN_INDEXES`]).
+    run_indexes: RwLock<HashMap<(u128, bool), Arc<RunIndex>>>,
+    /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
+    classes_seen: RwLock<HashSet<(u128, bool)>>,
+}
+
+/// Most run indexes kept per vocabulary (each one byte per token, six per break node and up to 65
+/// token bitsets: at most ~3 MB on a 128k vocabulary).
+const MAX_RUN_INDEXES: usize = 16;
+
+/// Most loop classes remembered per vocabulary as seen.
+const MAX_CLASSES_SEEN: usize = 4096;
+
+/// Most free-text class slices kept per vocabulary (each is a token bitset plus its frontier).
+const MAX_CLASS_SLICES: usize = 32;
+
+impl TokenIndex {
+    pub fn body_slice(&self) -> &BodySlice {
+        self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
+    }
+
+    /// The free-text slice of ASCII class `ascii`, built on first use; `None` once the per-vocabulary
+    /// budget is spent (the kernel then takes the full walk).
+    pub fn class_slice(&self, ascii: u128) -> Option<Arc<ClassSlice>> {
+        if let Some(c) = read(&self.class_slices).get(&ascii) {
+            return Some(c.clone());
+        }
+        let mut w = write(&self.class_slices);
+        if w.len() >= MAX_CLASS_SLICES {
+            return w.get(&ascii).cloned();
+        }
+        let c = w.entry(ascii).or_insert_with(|| Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii)));
+        Some(c.clone())
+    }
+
+    /// The run index of a class ([`RunIndex`]), built on first use; `None` once the
+    /// per-vocabulary budget is spent.
+    pub fn run_index(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
+        if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
+            return Some(r.clone());
+        }
+        let mut w = write(&self.run_indexes);
+        if w.len() >= MAX_RUN_INDEXES {
+            return w.get(&(ascii, utf8)).cloned();
+        }
+        let r = w
+            .entry((ascii, utf8))
+            .or_insert_with(|| Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8)));
+        Some(r.clone())
+    }
+
+    /// The free-text slice of ASCII class `ascii` if it was built.
+    pub fn cached_class_slice(&self, ascii: u128) -> Option<Arc<ClassSlice>> {
+        read(&self.class_slices).get(&ascii).cloned()
+    }
+
+    /// Whether a grammar with a state looping on `ascii` was compiled before (its slice is then
+    /// built, or every such state was a string body).
+    pub(crate) fn class_seen(&self, ascii: u128, utf8: bool) -> bool {
+        read(&self.classes_seen).contains(&(ascii, utf8))
+    }
+
+    pub(crate) fn see_class(&self, ascii: u128, utf8: bool) {
+        let mut w = write(&self.classes_seen);
+        if w.len() < MAX_CLASSES_SEEN {
+            w.insert((ascii, utf8));
+        }
+    }
+
+    pub(crate) fn shared_kernel(&self, key: u128) -> Option<Arc<KernelMask>> {
+        read(&self.kernels).get(&key).cloned()
+    }
+
+    pub(crate) fn share_kernel(&self, key: u128, km: &Arc<KernelMask>) {
+        let size = km.memory_size();
+        let mut w = write(&self.kernels);
+        // Bounded: when full, start over (the common kernels are recomputed on next use).
+        if self.kernel_bytes.load(Ordering::Relaxed) + size > limits::SHARED_KERNEL_CACHE_BYTES {
+            w.clear();
+            self.kernel_bytes.store(0, Ordering::Relaxed);
+        }
+        if w.insert(key, km.clone()).is_none() {
+            self.kernel_bytes.fetch_add(size, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+type IndexRegistry = Mutex<Vec<(Weak<Vocabulary>, Weak<TokenIndex>)>>;
+static INDEXES: IndexRegistry = Mutex::new(Vec::new());
+
+impl TokenIndex {
+    /// The shared index of `vocab`, built on first use.
+    pub fn for_vocab(vocab: &Arc<Vocabulary>) -> Arc<TokenIndex> {
+        let mut reg = INDEXES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        reg.retain(|(v, i)| v.strong_count() > 0 && i.strong_count() > 0);
+        for (v, i) in reg.iter() {
+            if v.upgrade().is_some_and(|v| Arc::ptr_eq(&v, vocab)) {
+                if let Some(i) = i.upgrade() {
+                    return i;
+                }
+            }
+        }
+        let idx = Arc::new(TokenIndex {
+            vocab: vocab.clone(),
+            trie: TokenTrie::new(vocab),
+            kernels: RwLock::new(HashMap::new()),
+            kernel_bytes: AtomicUsize::new(0),
+            body: OnceLock::new(),
+            class_slices: RwLock::new(HashMap::new()),
+            run_indexes: RwLock::new(HashMap::new()),
+            classes_seen: RwLock::new(HashSet::new()),
+        });
+        // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
+        let _ = idx.body_slice();
+        reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
+        idx
+    }
+}
