@@ -1,6 +1,6 @@
 //! grammask-core: grammar-constrained decoding without Python.
 //!
-//! Pipeline: text front ends ([`ebnf`], [`regex`], [`json_schema`]) produce a [`grammar::Grammar`]
+//! Pipeline: text front ends ([`ebnf`], [`regex`], [`json_schema`], [`lark`]) produce a [`grammar::Grammar`]
 //! (rules over an expression arena). [`compiler`] turns each rule body into a byte-level automaton
 //! whose edges are byte ranges or rule references, and pairs it with a [`vocab::Vocabulary`] into a
 //! shared, immutable [`compiler::CompiledGrammar`]. A [`matcher::Matcher`] runs an Earley parser over
@@ -28,6 +28,7 @@ pub mod fasthash;
 pub mod follow;
 pub mod grammar;
 pub mod json_string;
+pub mod lark;
 pub mod json_schema;
 pub mod limits;
 pub mod mask;

@@ -176,6 +176,11 @@ impl PyGrammarCompiler {
         self.cached(py, format!("regex\0{pattern}"), move || grammar_from_regex(&p))
     }
 
+    fn compile_lark(&self, py: Python<'_>, text: &str) -> PyResult<PyCompiledGrammar> {
+        let t = text.to_owned();
+        self.cached(py, format!("lark\0{text}"), move || grammask_core::lark::lark_to_grammar(&t))
+    }
+
     fn compile_builtin_json_grammar(&self, py: Python<'_>) -> PyResult<PyCompiledGrammar> {
         self.cached(py, "builtin_json".to_owned(), || Ok(builtin_json_grammar()))
     }
