@@ -360,31 +360,7 @@ impl<'a> Lowerer<'a> {
             ("substring_words", serde_json::Value::String(s)) => split_words(s),
             _ => return Err(bad()),
         };
-        if chunks.is_empty() {
-            return Ok(self.b.empty());
-        }
-        // S_i ::= c_i S_{i+1}? (S_last ::= c_last); the block is (S_0 | ... | S_last)?.
-        let mut names = Vec::with_capacity(chunks.len());
-        let mut ids = Vec::with_capacity(chunks.len());
-        for _ in 0..chunks.len() {
-            let n = self.b.fresh_name("substring");
-            ids.push(self.b.rule_id(&n));
-            names.push(n);
-        }
-        for i in (0..chunks.len()).rev() {
-            let c = self.b.bytes(chunks[i].as_bytes());
-            let body = if i + 1 < chunks.len() {
-                let next = self.b.rule_ref(ids[i + 1]);
-                let opt = self.b.repeat(next, 0, Some(1))?;
-                self.b.seq(vec![c, opt])
-            } else {
-                c
-            };
-            self.b.define(&names[i], body, None)?;
-        }
-        let refs: Vec<ExprId> = ids.iter().map(|&id| self.b.rule_ref(id)).collect();
-        let any = self.b.choice(refs);
-        self.b.repeat(any, 0, Some(1))
+        substring_expr(&mut self.b, &chunks, "substring")
     }
 
     /// The rule of terminal `name` as seen from a definition of `src`, lowering it on first use.
@@ -430,8 +406,38 @@ impl<'a> Lowerer<'a> {
     }
 }
 
+/// Any run `chunks[n..m].concat()` (`n <= m`, the empty string included) of whole chunks: rules
+/// `S_i ::= c_i S_{i+1}?` (named from `base`) and the expression `(S_0 | ... | S_last)?`; linear in
+/// the chunks. Shared by Lark's `%regex {"substring_...": ...}` and EBNF's `Substring(...)`.
+pub(crate) fn substring_expr(b: &mut GrammarBuilder, chunks: &[String], base: &str) -> Result<ExprId> {
+    if chunks.is_empty() {
+        return Ok(b.empty());
+    }
+    let mut names = Vec::with_capacity(chunks.len());
+    let mut ids = Vec::with_capacity(chunks.len());
+    for _ in 0..chunks.len() {
+        let n = b.fresh_name(base);
+        ids.push(b.rule_id(&n));
+        names.push(n);
+    }
+    for i in (0..chunks.len()).rev() {
+        let c = b.bytes(chunks[i].as_bytes());
+        let body = if i + 1 < chunks.len() {
+            let next = b.rule_ref(ids[i + 1]);
+            let opt = b.repeat(next, 0, Some(1))?;
+            b.seq(vec![c, opt])
+        } else {
+            c
+        };
+        b.define(&names[i], body, None)?;
+    }
+    let refs: Vec<ExprId> = ids.iter().map(|&id| b.rule_ref(id)).collect();
+    let any = b.choice(refs);
+    b.repeat(any, 0, Some(1))
+}
+
 /// Rewrites every `.` outside a class into `[^\n]` (Lark's `.` without the `s` flag).
-fn dot_without_newline(p: &str) -> String {
+pub(crate) fn dot_without_newline(p: &str) -> String {
     let mut out = String::with_capacity(p.len());
     let mut chars = p.chars();
     let mut in_class = false;
@@ -478,9 +484,4 @@ fn split_words(s: &str) -> Vec<String> {
         in_word = w;
     }
     out
-}
-
-#[cfg(test)]
-pub(crate) fn dot_without_newline_for_tests(p: &str) -> String {
-    dot_without_newline(p)
 }

@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::grammar::Grammar;
 
 pub use syntax::MAX_LARK_NESTING;
+pub(crate) use lower::{dot_without_newline, substring_expr};
 
 /// Deepest nesting of `%lark { ... }` blocks.
 pub const MAX_LARK_DEPTH: usize = 16;

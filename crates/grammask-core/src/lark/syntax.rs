@@ -455,6 +455,9 @@ impl<'a> Parser<'a> {
         self.i += 1;
         match d {
             "ignore" => {
+                if self.at_def_end() {
+                    return Err(self.expected("what to ignore after '%ignore'"));
+                }
                 let alts = self.alternatives()?;
                 ast.ignores.push((alts, pos));
             }
@@ -526,7 +529,9 @@ impl<'a> Parser<'a> {
         let Some(TokKind::Name(name)) = self.peek().cloned() else { return Err(self.expected("a name")) };
         self.i += 1;
         if self.is_punct(".") {
-            self.i += 2; // a priority: no effect on the language (see docs/lark.md)
+            // Lark priorities choose between lexings; here (as in XGrammar and llguidance) there
+            // is no priority-driven lexer, so they are refused rather than ignored.
+            return Err(err_at(self.text, ErrorKind::Unsupported, self.pos(), format!("priorities ('{name}.N') are not supported")));
         }
         let mut options = Vec::new();
         if self.is_punct("[") {
@@ -622,6 +627,8 @@ impl<'a> Parser<'a> {
         loop {
             let qpos = self.pos();
             let (lo, hi) = match self.peek() {
+                // `?name:` on a new line starts the next definition, not a quantifier.
+                Some(TokKind::Punct("?")) if self.definition_at(0) => break,
                 Some(TokKind::Punct("?")) => {
                     self.i += 1;
                     (0, Some(1))

@@ -74,5 +74,17 @@ fn lowering_builds_rules_for_terminals_and_skip() {
 
 #[test]
 fn dot_excludes_newline_only_outside_classes() {
-    assert_eq!(super::lower::dot_without_newline_for_tests("a.[.]\\.b"), "a[^\\n][.]\\.b");
+    assert_eq!(super::lower::dot_without_newline("a.[.]\\.b"), "a[^\\n][.]\\.b");
+}
+
+#[test]
+fn a_question_mark_rule_on_the_next_line_is_not_a_quantifier() {
+    let g = lark_to_grammar("start: expr\n?expr: \"a\"").unwrap();
+    assert_eq!(g.to_string().lines().next(), Some("start ::= expr"));
+}
+
+#[test]
+fn priorities_and_empty_alternatives() {
+    assert_eq!(err("start: A\nA.2: \"a\"").0, ErrorKind::Unsupported);
+    assert!(lark_to_grammar("start: \"a\" | ").is_ok());
 }
