@@ -15,6 +15,9 @@ use crate::fasthash::FastState;
 use crate::grammar::{ExprId, Grammar, GrammarBuilder, RuleId};
 use std::collections::HashMap;
 
+/// Most chunks of one substring (`%regex {"substring_...": ...}`, `Substring(...)`): one rule each.
+pub const MAX_SUBSTRING_CHUNKS: usize = 100_000;
+
 /// Longest chain of terminals referring to terminals (recursion bound of the resolver).
 const MAX_TERMINAL_CHAIN: usize = 200;
 
@@ -410,6 +413,9 @@ impl<'a> Lowerer<'a> {
 /// `S_i ::= c_i S_{i+1}?` (named from `base`) and the expression `(S_0 | ... | S_last)?`; linear in
 /// the chunks. Shared by Lark's `%regex {"substring_...": ...}` and EBNF's `Substring(...)`.
 pub(crate) fn substring_expr(b: &mut GrammarBuilder, chunks: &[String], base: &str) -> Result<ExprId> {
+    if chunks.len() > MAX_SUBSTRING_CHUNKS {
+        return Err(Error::limit("substring chunks", MAX_SUBSTRING_CHUNKS));
+    }
     if chunks.is_empty() {
         return Ok(b.empty());
     }
