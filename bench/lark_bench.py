@@ -8,9 +8,12 @@ grammask and XGrammar, ``grammar_from_lark`` + ``LLMatcher`` for llguidance) and
 the token bitmask at each step along the document's tokenization (p50 / p99 over all steps of
 ``--rounds`` passes). Every engine must accept every token of the document.
 
+With ``--cases`` it instead decides every (grammar, string) case of tests/lark_cases.py with the
+three engines and prints the agreement counts (tests/test_lark.py asserts the same).
+
 Usage::
 
-    python3 bench/lark_bench.py [--repeat 5] [--rounds 3] [--tokenizer llama3]
+    python3 bench/lark_bench.py [--repeat 5] [--rounds 3] [--tokenizer llama3] [--cases]
 
 The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
 """
@@ -65,8 +68,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokenizer", default="llama3")
+    ap.add_argument("--cases", action="store_true", help="agreement counts over tests/lark_cases.py")
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
+    if args.cases:
+        return cases(shared)
     from transformers import AutoTokenizer
 
     hf = AutoTokenizer.from_pretrained(shared / "tokenizers" / args.tokenizer)
@@ -141,6 +147,56 @@ def main() -> int:
             print(f"{gname:10} {ename:11} {len(tokens):6d} {statistics.median(cts) * 1e3:11.2f} "
                   f"{pct(mts, 50) * 1e6:12.1f} {pct(mts, 99) * 1e6:12.1f}")
     return 0
+
+
+def cases(shared: Path) -> int:
+    sys.path.insert(0, str(REPO / "tests"))
+    import grammask
+    import llguidance
+    import xgrammar
+    import xgrammar.testing
+    from lark_cases import CASES, LLGUIDANCE_DIFF, XGRAMMAR_DIFF
+
+    tok = llguidance.LLTokenizer((shared / "tokenizers" / "gpt2" / "tokenizer.json").read_text())
+    byte_tok = [tok.tokenize_bytes(bytes([b]))[0] for b in range(256)]
+
+    def ours(lark, s):
+        try:
+            g = grammask.Grammar.from_lark(lark)
+        except grammask.GrammaskError:
+            return "ERR"
+        return grammask.testing._is_grammar_accept_string(g, s)
+
+    def xg(lark, s):
+        try:
+            g = xgrammar.Grammar.from_lark(lark)
+        except Exception:  # noqa: BLE001
+            return "ERR"
+        return xgrammar.testing._is_grammar_accept_string(g, s)
+
+    def ll(lark, s):
+        try:
+            m = llguidance.LLMatcher(tok, llguidance.LLMatcher.grammar_from_lark(lark), log_level=0)
+        except Exception:  # noqa: BLE001
+            return "ERR"
+        if m.is_error():
+            return "ERR"
+        return all(m.consume_token(byte_tok[b]) for b in s.encode()) and m.is_accepting()
+
+    n = acc = rej = same_x = same_l = 0
+    for cid, (lark, strings) in CASES.items():
+        for s in strings:
+            a, b, c = ours(lark, s), xg(lark, s), ll(lark, s)
+            n += 1
+            acc += a is True
+            rej += a is False
+            same_x += a == b
+            same_l += a == c
+    print(f"{len(CASES)} grammars, {n} grammar/string cases: grammask accepts {acc}, rejects {rej}")
+    print(f"agrees with XGrammar 0.2.8 on {same_x}/{n} (listed differences: {len(XGRAMMAR_DIFF)})")
+    print(f"agrees with llguidance {getattr(llguidance, '__version__', '?')} on {same_l}/{n} "
+          f"(listed differences: {len(LLGUIDANCE_DIFF)})")
+    return 0 if (n - same_x, n - same_l) == (len(XGRAMMAR_DIFF), len(LLGUIDANCE_DIFF)) else 1
 
 
 if __name__ == "__main__":

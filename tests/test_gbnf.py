@@ -13,7 +13,7 @@ GBNF = Path(__file__).resolve().parent.parent / "testdata" / "gbnf"
 
 SAMPLES = {
     "json.gbnf": (['{"a": [1, -2, {"b": true}], "c": "x\\n\\u00e9"}', "{}"], ["[1]", '{"a": 1.5}']),
-    "json_arr.gbnf": (['[\n{"a": 1.5e3, "b": null}, "x"]', "[\n]"], ["[]", '{"a": 1}']),
+    "json_arr.gbnf": (['[\n{"a": 1.5e3, "b": null},\n"x"]', "[\n]"], ["[]", '{"a": 1}']),
     "chess.gbnf": (["1. e4 e5\n2. Nf3 Nc6\n", "1. O-O Qxd8+\n2. exd8=Q# a6\n"], ["1. e4\n", "1. e9 e5\n2. a3 a4\n"]),
     "list.gbnf": (["- milk\n- eggs\n"], ["- \n", "milk\n"]),
     "english.gbnf": (["Hello, world! 42\tok"], ["Hello  world", ""]),
