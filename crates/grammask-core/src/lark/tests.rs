@@ -88,3 +88,40 @@ fn priorities_and_empty_alternatives() {
     assert_eq!(err("start: A\nA.2: \"a\"").0, ErrorKind::Unsupported);
     assert!(lark_to_grammar("start: \"a\" | ").is_ok());
 }
+
+/// Random edits of valid grammars give a grammar or a located error, never a panic or a hang.
+#[test]
+fn mutated_grammars_never_panic() {
+    let seeds = [
+        "start: item (\",\" item)*\nitem: NAME \"=\" (NUMBER | ESCAPED_STRING)\n%import common.CNAME -> NAME\n%import common (NUMBER, ESCAPED_STRING)\n%ignore /[ \\t]+/",
+        "?start: expr\n?expr: expr \"+\" term | term\nterm: /[0-9]+/i | \"(\" expr \")\" | \"a\"..\"z\"~2..3\n%ignore \" \"",
+        "start: \"<\" %regex {\"substring_words\": \"a b. c\"} \">\" %json {\"type\": \"object\"}\nX: (\"x\"{2,} | [\"y\"]) ",
+        "start: a %lark {\nstart: B+\nB: /b/\n}\na[lazy]: /.*/ <|eot|> @g\n%grammar_options {\"allow_initial_skip\": true}",
+    ];
+    let alphabet: Vec<char> = "\"/\\()[]{}|*+?~.:,=-<>%@#\n abAZ_19".chars().collect();
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for round in 0..6000 {
+        let mut text: Vec<char> = seeds[round % seeds.len()].chars().collect();
+        for _ in 0..1 + next(4) {
+            let at = next(text.len() + 1);
+            match next(3) {
+                0 if at < text.len() => {
+                    text.remove(at);
+                }
+                1 => text.insert(at, alphabet[next(alphabet.len())]),
+                _ if at < text.len() => text[at] = alphabet[next(alphabet.len())],
+                _ => {}
+            }
+        }
+        let text: String = text.into_iter().collect();
+        if let Err(e) = lark_to_grammar(&text) {
+            assert!(e.location().is_some() || e.message().contains("Lark") || !e.message().is_empty(), "{text:?}");
+        }
+    }
+}
