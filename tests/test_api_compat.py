@@ -295,13 +295,13 @@ def test_unsupported_features_raise_typed_errors():
     info = xgr.TokenizerInfo([b"a", b"</s>"], stop_token_ids=[1])
     c = xgr.GrammarCompiler(info)
     with pytest.raises(xgr.UnsupportedFeatureError):
-        c.compile_lark('start: "a"')
+        c.compile_lark("start: <|eot|>")
     with pytest.raises(xgr.UnsupportedFeatureError):
         c.compile_structural_tag(
             {"type": "structural_tag", "format": {"type": "const_string", "value": "a"}}
         )
     with pytest.raises(xgr.UnsupportedFeatureError):
-        xgr.Grammar.from_lark('start: "a"')
+        xgr.Grammar.from_lark("start[max_tokens=3]: /a+/")
 
 
 def test_testing_helpers_work():

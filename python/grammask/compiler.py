@@ -106,8 +106,11 @@ class GrammarCompiler:
     def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
         raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
 
-    def compile_lark(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
-        raise UnsupportedFeatureError("Lark grammars are not supported by grammask yet; use EBNF")
+    def compile_lark(self, lark_string: str, *, named_grammars: Optional[Dict[str, Any]] = None) -> CompiledGrammar:
+        """Compile a Lark grammar (see :meth:`Grammar.from_lark`); cached by its text."""
+        if named_grammars:
+            raise UnsupportedFeatureError("named grammars (@name in Lark) are not supported")
+        return CompiledGrammar(self._handle.compile_lark(lark_string))
 
     def clear_cache(self) -> None:
         self._handle.clear_cache()

@@ -98,8 +98,21 @@ class Grammar:
         raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
 
     @staticmethod
-    def from_lark(*args: Any, **kwargs: Any) -> "Grammar":
-        raise UnsupportedFeatureError("Lark grammars are not supported by grammask yet; use EBNF")
+    def from_lark(
+        lark_string: str,
+        *,
+        tokenizer_info: Any = None,
+        named_grammars: Optional[Dict[str, Any]] = None,
+    ) -> "Grammar":
+        """Parse a grammar in the Lark dialect of llguidance / XGrammar (root rule ``start``).
+
+        ``tokenizer_info`` is accepted for compatibility (special tokens are not supported);
+        ``named_grammars`` (``@name`` references) raises :class:`UnsupportedFeatureError`.
+        See docs/lark.md for the coverage and semantics.
+        """
+        if named_grammars:
+            raise UnsupportedFeatureError("named grammars (@name in Lark) are not supported")
+        return Grammar(_core.Grammar.from_lark(lark_string))
 
     @staticmethod
     def concat(*grammars: "Grammar") -> "Grammar":

@@ -179,13 +179,20 @@ number ::= [0-9]+ ("." [0-9]+)?''',
     dict(name="error_huge_repeat_bound", grammar='root ::= "a"{4294967296}', error="exceeds the limit",
          note="XGrammar 0.2.8 silently wraps this bound to 0; grammask reports it."),
     dict(name="error_rule_not_at_line_start", grammar='root ::= "a" b ::= "c"', error="must be the first token on its line"),
-    dict(name="error_empty_alternative", grammar='root ::= "a" | | "b"', error="expected an element before '|'"),
+    dict(name="gbnf_empty_alternative", grammar='root ::= "a" | | "b"\nws ::= | " " | "\\n" [ \\t]{0,2}\nx ::= "c" |',
+         accept=["a", "", "b"], reject=["ab", " "], skip_oracle=True,
+         note="Empty alternatives are the empty string, as llama.cpp's GBNF writes them (ws ::= | \" \" | ...); "
+              "XGrammar 0.2.8 rejects them."),
     dict(name="error_empty_body", grammar='root ::=\n', error="expected an element"),
     dict(name="error_lookahead_not_at_end", grammar='root ::= "a" (= "b") "c"', error="expected the end of the rule after its lookahead assertion"),
     dict(name="error_unsupported_macro", grammar='root ::= TagDispatch(("<a>", x))\nx ::= "b"', error="the macro 'TagDispatch(...)' is not supported yet",
          note="Accepted by XGrammar; not supported by grammask yet."),
-    dict(name="error_regex_flag_i", grammar='root ::= Regex("[a-z]+", flags="i")', error="the Regex flag 'i' (ASCII case folding) is not supported yet",
-         note="Accepted by XGrammar; not supported by grammask yet."),
+    dict(name="regex_macro_flags", grammar='root ::= Regex("[a-z]+", flags="i") " " Regex("a.b", flags="u") " " Regex("a.b", flags="s")',
+         accept=["AbC a\rb a\nb", "x axb ayb"], reject=["a1 axb ayb", "a a\nb a\nb"],
+         note="Regex flags as XGrammar reads them: i folds case; with a flags argument '.' excludes \\n unless s."),
+    dict(name="substring_macro", grammar='root ::= "<" Substring("abc", "de", "f") ">"',
+         accept=["<>", "<abc>", "<abcde>", "<def>", "<abcdef>"], reject=["<cde>", "<abcf>", "<ab>"],
+         note="Substring(...): any run of whole consecutive chunks, the empty one included."),
     dict(name="error_unsupported_rule_options", grammar='root ::= x\nx[max_tokens=3] ::= "b"', error="rule options",
          note="Accepted by XGrammar; not supported by grammask yet."),
     dict(name="error_nesting_too_deep", grammar="root ::= " + "(" * 1001 + '"a"' + ")" * 1001, error="nesting of groups exceeds the limit of 1000",
@@ -196,7 +203,7 @@ number ::= [0-9]+ ("." [0-9]+)?''',
 
 # Errors that XGrammar reports too (verified below); others carry a note explaining the difference.
 XGRAMMAR_ACCEPTS = {"error_lone_surrogate", "error_code_point_too_large", "error_huge_repeat_bound",
-                    "error_unsupported_macro", "error_regex_flag_i", "error_unsupported_rule_options", "error_nesting_too_deep"}
+                    "error_unsupported_macro", "error_unsupported_rule_options", "error_nesting_too_deep"}
 
 
 SKIP_ORACLE = {c["name"] for c in CASES if c.get("skip_oracle")}

@@ -89,6 +89,10 @@ impl GrammarCompiler {
         self.cached(format!("regex\0{pattern}"), || regex_to_grammar(pattern))
     }
 
+    pub fn compile_lark(&self, text: &str) -> Result<Arc<CompiledGrammar>> {
+        self.cached(format!("lark\0{text}"), || crate::lark::lark_to_grammar(text))
+    }
+
     pub fn compile_builtin_json_grammar(&self) -> Result<Arc<CompiledGrammar>> {
         self.cached("builtin_json".to_owned(), || Ok(builtin_json_grammar()))
     }

@@ -1,6 +1,6 @@
 //! grammask-core: grammar-constrained decoding without Python.
 //!
-//! Pipeline: text front ends ([`ebnf`], [`regex`], [`json_schema`], [`builtin`]) produce a
+//! Pipeline: text front ends ([`ebnf`], [`regex`], [`json_schema`], [`lark`], [`builtin`]) produce a
 //! [`grammar::Grammar`] (rules over an expression arena). [`compiler`] turns each rule body into a
 //! byte-level automaton whose edges are byte ranges or rule references. A [`vocab::Vocabulary`]
 //! gets one shared [`token_index::TokenIndex`] (token trie, [slices](mod@slice), run indexes, a
@@ -35,10 +35,11 @@ pub mod fasthash;
 pub mod follow;
 pub mod grammar;
 pub mod grammar_compiler;
-// Lint fixes in this file wait for its concurrent rework (canonical JSON spellings).
 pub mod json_schema;
+// Lint fixes in this file wait for its concurrent rework (canonical JSON spellings).
 #[allow(clippy::needless_for_each, clippy::type_complexity)]
 pub mod json_string;
+pub mod lark;
 pub mod limits;
 pub mod mask;
 pub mod matcher;

@@ -110,6 +110,10 @@ impl PyGrammarCompiler {
         self.compile(py, |c| c.compile_regex(pattern))
     }
 
+    fn compile_lark(&self, py: Python<'_>, text: &str) -> PyResult<PyCompiledGrammar> {
+        self.compile(py, |c| c.compile_lark(text))
+    }
+
     fn compile_builtin_json_grammar(&self, py: Python<'_>) -> PyResult<PyCompiledGrammar> {
         self.compile(py, GrammarCompiler::compile_builtin_json_grammar)
     }

@@ -2,7 +2,7 @@
 use crate::errors::py_err;
 use grammask_core::grammar::Grammar;
 use grammask_core::json_schema::{json_schema_to_ebnf, json_schema_to_grammar, JsonSchemaOptions};
-use grammask_core::{builtin, combine, ebnf, regex};
+use grammask_core::{builtin, combine, ebnf, lark, regex};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -60,6 +60,12 @@ impl PyGrammar {
     fn from_iso_ebnf(py: Python<'_>, text: &str, root_rule_name: &str) -> PyResult<PyGrammar> {
         let (text, root) = (text.to_owned(), root_rule_name.to_owned());
         py.allow_threads(|| ebnf::parse_iso_ebnf(&text, &root)).map(PyGrammar::wrap).map_err(py_err)
+    }
+
+    #[staticmethod]
+    fn from_lark(py: Python<'_>, text: &str) -> PyResult<PyGrammar> {
+        let text = text.to_owned();
+        py.allow_threads(|| lark::lark_to_grammar(&text)).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]

@@ -108,6 +108,8 @@ pub(crate) struct Parser<'a> {
     /// `Regex(...)` macros: the placeholder rule each one references, and the pattern's grammar,
     /// imported after all rules are read so that its rule names cannot clash with later ones.
     regexes: Vec<(String, Grammar)>,
+    /// `Substring(...)` macros read so far (names their rules).
+    substrings: usize,
     /// Open groups of the rule being parsed, innermost last, and their items (see [`Frame`]).
     frames: Vec<Frame>,
     items: Vec<ExprId>,
@@ -128,6 +130,7 @@ impl<'a> Parser<'a> {
             defs: Vec::new(),
             depth: Vec::new(),
             regexes: Vec::new(),
+            substrings: 0,
             frames: Vec::new(),
             items: Vec::new(),
             lit: Vec::new(),
@@ -307,7 +310,9 @@ impl<'a> Parser<'a> {
                 b'|' => {
                     let seq_start = self.top().seq_start;
                     if self.items.len() == seq_start {
-                        return Err(self.cur.expected("an element before '|'"));
+                        // An empty alternative, as llama.cpp's GBNF writes `ws ::= | " "`.
+                        let e = self.b.empty();
+                        self.items.push(e);
                     }
                     let s = self.reduce(seq_start, Compose::Seq)?;
                     self.items.push(s);
@@ -369,6 +374,10 @@ impl<'a> Parser<'a> {
         if self.dialect == Dialect::XGrammar && self.cur.bytes.get(pos + n) == Some(&b'(') && MACROS.contains(&name) {
             if name == "Regex" {
                 let e = self.regex_macro()?;
+                return self.push_atom(e);
+            }
+            if name == "Substring" {
+                let e = self.substring_macro()?;
                 return self.push_atom(e);
             }
             if name == "JsonStringIn" || name == "JsonStringExcept" {
@@ -564,8 +573,11 @@ impl<'a> Parser<'a> {
     /// Every alternative must have an element.
     fn close(&mut self, f: Frame) -> Result<ExprId> {
         if self.items.len() == f.seq_start {
-            let what = if f.seq_start == f.start { "an element" } else { "an element after '|'" };
-            return Err(self.cur.expected(what));
+            if f.seq_start == f.start {
+                return Err(self.cur.expected("an element"));
+            }
+            let e = self.b.empty(); // an empty last alternative (`a ::= "x" |`), as in GBNF
+            self.items.push(e);
         }
         let s = self.reduce(f.seq_start, Compose::Seq)?;
         self.items.push(s);
@@ -882,6 +894,31 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Parses `Substring("chunk", ...)` (the cursor is on `Substring`): any run of whole
+    /// consecutive chunks, the empty one included (rules `Substring#N...`, never written names).
+    fn substring_macro(&mut self) -> Result<ExprId> {
+        self.cur.pos += "Substring(".len();
+        let mut chunks = Vec::new();
+        self.skip_ws()?;
+        if self.cur.peek() == Some(b')') {
+            self.cur.pos += 1;
+        } else {
+            loop {
+                self.skip_ws()?;
+                if self.cur.peek() != Some(b'"') {
+                    return Err(self.cur.expected("a string literal in Substring(...)"));
+                }
+                chunks.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
+                if self.macro_list_end("Substring")? {
+                    break;
+                }
+            }
+        }
+        self.substrings += 1;
+        let base = format!("Substring#{}", self.substrings);
+        crate::lark::substring_expr(&mut self.b, &chunks, &base)
+    }
+
     /// Parses `Regex("pattern", flags="...", json_string=false)` (the cursor is on `Regex`) and
     /// returns a reference to a placeholder rule for the pattern's full-match language, built by
     /// [`crate::regex`]. As in XGrammar, `.` matches every character; the flags `s` and `u`
@@ -896,6 +933,9 @@ impl<'a> Parser<'a> {
         }
         let pattern = String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8");
         let mut json_string = false;
+        // `None` without a flags argument (`.` matches everything, as in `from_regex`); with one,
+        // (ignore_case, dot_all) as XGrammar reads Lark flags.
+        let mut flags: Option<(bool, bool)> = None;
         loop {
             if self.macro_list_end("Regex")? {
                 break;
@@ -920,16 +960,12 @@ impl<'a> Parser<'a> {
                         return Err(self.cur.expected("a string literal of flags, as in flags=\"s\""));
                     }
                     let flags_pos = self.cur.pos;
+                    let (mut ignore_case, mut dot_all) = (false, false);
                     for f in String::from_utf8(self.cur.string_literal()?).expect("UTF-8").chars() {
                         match f {
-                            's' | 'u' | ' ' => {} // `.` already matches everything; `u` is a no-op
-                            'i' => {
-                                return Err(self.cur.error_at(
-                                    ErrorKind::Unsupported,
-                                    flags_pos,
-                                    "the Regex flag 'i' (ASCII case folding) is not supported yet",
-                                ))
-                            }
+                            'u' | ' ' => {} // `u` is a no-op
+                            's' => dot_all = true,
+                            'i' => ignore_case = true,
                             f => {
                                 return Err(self.cur.error_at(
                                     ErrorKind::EbnfSyntax,
@@ -939,6 +975,7 @@ impl<'a> Parser<'a> {
                             }
                         }
                     }
+                    flags = Some((ignore_case, dot_all));
                 }
                 "json_string" => {
                     if self.cur.starts_with("true") {
@@ -961,7 +998,7 @@ impl<'a> Parser<'a> {
             }
         }
         let (l, c) = self.cur.line_col(start);
-        let g = regex_grammar(&pattern, json_string)
+        let g = regex_grammar(&pattern, json_string, flags)
             .map_err(|e| Error::new(e.kind(), format!("in the pattern of Regex(...): {e}")).at_text(l, c))?;
         // '#' cannot appear in a written rule name, so the placeholder never clashes; the printer
         // spells it as a valid fresh name.
@@ -972,17 +1009,27 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// The full-match grammar of a `Regex(...)` pattern, with root rule `regex`.
-fn regex_grammar(pattern: &str, json_string: bool) -> Result<Grammar> {
+/// The full-match grammar of a `Regex(...)` pattern, with root rule `regex`. `flags` (when the
+/// macro has a flags argument) is (ignore case, dot-all); without dot-all `.` excludes `\n`.
+fn regex_grammar(pattern: &str, json_string: bool, flags: Option<(bool, bool)>) -> Result<Grammar> {
     use crate::regex::{Anchoring, CharDfa, CharSet, Regex, RegexFlags, TextMode};
+    let (ignore_case, dot_all) = flags.unwrap_or((false, true));
+    let rewritten;
+    let pattern = if dot_all {
+        pattern
+    } else {
+        rewritten = crate::lark::dot_without_newline(pattern);
+        rewritten.as_str()
+    };
+    let re_flags = RegexFlags { ignore_case, dot_all: true };
     let text = if json_string {
-        let re = Regex::parse(pattern, RegexFlags { ignore_case: false, dot_all: true })?;
+        let re = Regex::parse(pattern, re_flags)?;
         let dfa = CharDfa::from_regex(&re, Anchoring::FullMatch)?;
         // Characters a JSON string may hold unescaped.
         let unescaped = CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10_FFFF)]);
         dfa.intersect(&CharDfa::star_of(&unescaped))?.to_ebnf("regex", TextMode::Raw)
     } else {
-        crate::regex::regex_to_ebnf(pattern, "regex")?
+        crate::regex::regex_to_ebnf_with(pattern, "regex", re_flags)?
     };
     crate::ebnf::parse_ebnf(&text, "regex")
 }
