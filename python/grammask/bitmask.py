@@ -116,6 +116,12 @@ def apply_token_bitmask_inplace(
     ``logits`` is ``(batch, vocab)`` or ``(vocab,)``; float32, float16 or bfloat16 (numpy also
     float64). ``vocab_size`` defaults to ``min(logits.shape[-1], bitmask.shape[-1] * 32)``; logits
     past it are left alone. ``indices`` restricts the rows (then the batch sizes may differ).
+
+    ``backend``: ``"auto"`` (and ``"cpu"``/``"numpy"``) masks with numpy on the CPU and with torch
+    operations on other devices; ``"triton"``, ``"cuda"``, ``"torch_compile"`` and
+    ``"torch_native"`` run the kernel of that name from :mod:`grammask.kernels` (Triton and CUDA
+    raise :class:`~grammask.UnsupportedFeatureError` without a GPU). grammask's ``"auto"`` never
+    picks Triton (XGrammar does for CUDA tensors): the torch operations need no JIT warm-up.
     """
     if backend not in ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native", "numpy"):
         raise ValueError(f"unknown backend {backend!r}")
@@ -130,10 +136,30 @@ def apply_token_bitmask_inplace(
     v = min(width, bitmask.shape[-1] * 32) if vocab_size is None else int(vocab_size)
     if v > width or v > bitmask.shape[-1] * 32:
         raise ValueError(f"vocab_size {v} exceeds the logits ({width}) or the bitmask ({bitmask.shape[-1] * 32})")
+    if backend in _KERNELS:
+        # An explicit backend runs the kernel of that name (grammask.kernels), as in XGrammar.
+        import importlib
+
+        module, fn = _KERNELS[backend]
+        kernel = getattr(importlib.import_module(f"grammask.kernels.{module}"), fn)
+        if backend == "cuda":
+            kernel(logits, bitmask, indices)
+        else:
+            kernel(logits, bitmask, v, indices)
+        return
     if _is_torch(logits) or _is_torch(bitmask):
         _apply_torch(logits, bitmask, v, indices)
     else:
         _apply_numpy(logits, bitmask, v, indices)
+
+
+# backend name -> (module of grammask.kernels, function)
+_KERNELS = {
+    "triton": ("apply_token_bitmask_inplace_triton", "apply_token_bitmask_inplace_triton"),
+    "cuda": ("apply_token_bitmask_inplace_cuda", "apply_token_bitmask_inplace_cuda"),
+    "torch_compile": ("apply_token_bitmask_inplace_torch_compile", "apply_token_bitmask_inplace_torch_compile"),
+    "torch_native": ("apply_token_bitmask_inplace_torch", "apply_token_bitmask_inplace_torch"),
+}
 
 
 def _rows(logits_ndim: int, bitmask: Any, n_logit_rows: int, indices: Optional[List[int]]) -> List[Tuple[int, int]]:

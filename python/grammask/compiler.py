@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
-from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
+from .exception import DeserializeFormatError, InvalidJSONError, UnsupportedFeatureError, _reraise_version
 from .grammar import Grammar, schema_options, schema_to_str
 from .tokenizer_info import TokenizerInfo
 
@@ -45,7 +45,7 @@ class CompiledGrammar:
     def deserialize_json(json_string: str, tokenizer_info: TokenizerInfo) -> "CompiledGrammar":
         try:
             return CompiledGrammar(_core.CompiledGrammar.deserialize_json(json_string, tokenizer_info._handle))
-        except DeserializeFormatError as e:
+        except (DeserializeFormatError, InvalidJSONError) as e:
             raise _reraise_version(e) from None
 
 

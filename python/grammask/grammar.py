@@ -7,7 +7,7 @@ import json
 from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
-from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
+from .exception import DeserializeFormatError, InvalidJSONError, UnsupportedFeatureError, _reraise_version
 
 __all__ = ["Grammar", "schema_options", "schema_to_str"]
 
@@ -112,7 +112,7 @@ class Grammar:
     def deserialize_json(json_string: str) -> "Grammar":
         try:
             return Grammar(_core.Grammar.deserialize_json(json_string))
-        except DeserializeFormatError as e:
+        except (DeserializeFormatError, InvalidJSONError) as e:
             raise _reraise_version(e) from None
 
 

@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Union
 
 from . import _core
+from .exception import _reraise_version
 
 __all__ = ["TokenizerInfo", "VocabType"]
 
@@ -475,7 +476,13 @@ class TokenizerInfo:
 
     @staticmethod
     def deserialize_json(json_string: str) -> "TokenizerInfo":
-        return TokenizerInfo._from_handle(_core.TokenizerInfo.deserialize_json(json_string))
+        """Rebuild from :meth:`serialize_json`'s string. Input that is not JSON raises
+        :class:`~grammask.DeserializeFormatError` (also an ``InvalidJSONError``), a missing or other
+        version :class:`~grammask.DeserializeVersionError`."""
+        try:
+            return TokenizerInfo._from_handle(_core.TokenizerInfo.deserialize_json(json_string))
+        except (_core.DeserializeFormatError, _core.InvalidJSONError) as e:
+            raise _reraise_version(e) from None
 
     def __getstate__(self) -> str:
         return self.serialize_json()
