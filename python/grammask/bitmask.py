@@ -37,6 +37,7 @@ def _is_torch(x: Any) -> bool:
 
 
 def get_bitmask_shape(batch_size: int, vocab_size: int) -> Tuple[int, int]:
+    """``(batch_size, ceil(vocab_size / 32))``."""
     return (batch_size, math.ceil(vocab_size / 32))
 
 

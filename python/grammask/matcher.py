@@ -169,6 +169,51 @@ class GrammarMatcher:
         temperatures), or None."""
         return self._temperature
 
+    # ------------------------------------------------------------------ XGrammar 0.1 names
+
+    @staticmethod
+    def allocate_token_bitmask(vocab_size: int, batch_size: int = 1) -> Any:
+        """Deprecated (XGrammar 0.1): ``grammask.allocate_token_bitmask(batch_size, vocab_size)``
+        (note the argument order)."""
+        from ._legacy import deprecated
+        from .bitmask import allocate_token_bitmask
+
+        deprecated(
+            "GrammarMatcher.allocate_token_bitmask(vocab_size, batch_size)",
+            "grammask.allocate_token_bitmask(batch_size, vocab_size)",
+        )
+        return allocate_token_bitmask(batch_size, vocab_size)
+
+    @staticmethod
+    def apply_token_bitmask_inplace(logits: Any, bitmask: Any) -> None:
+        """Deprecated (XGrammar 0.1): ``grammask.apply_token_bitmask_inplace(logits, bitmask)``."""
+        from ._legacy import deprecated
+        from .bitmask import apply_token_bitmask_inplace
+
+        deprecated("GrammarMatcher.apply_token_bitmask_inplace", "grammask.apply_token_bitmask_inplace")
+        apply_token_bitmask_inplace(logits, bitmask)
+
+    @staticmethod
+    def get_rejected_tokens_from_bitmask(bitmask: Any, vocab_size: int) -> List[int]:
+        """Deprecated (XGrammar 0.1): the rejected ids of row 0,
+        ``grammask.testing._get_masked_tokens_from_bitmask(bitmask, vocab_size)``."""
+        from ._legacy import deprecated
+        from .testing import _get_masked_tokens_from_bitmask
+
+        deprecated(
+            "GrammarMatcher.get_rejected_tokens_from_bitmask",
+            "grammask.testing._get_masked_tokens_from_bitmask",
+        )
+        return _get_masked_tokens_from_bitmask(bitmask, vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        """Deprecated (XGrammar 0.1): ``compiled_grammar.tokenizer_info.vocab_size``."""
+        from ._legacy import deprecated
+
+        deprecated("GrammarMatcher.vocab_size", "compiled_grammar.tokenizer_info.vocab_size")
+        return self._compiled._handle.tokenizer_info.vocab_size
+
     def _allowed_token_ids(self) -> List[int]:
         return list(self._handle.allowed_tokens())
 

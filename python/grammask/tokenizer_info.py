@@ -243,7 +243,7 @@ class TokenizerInfo:
                 # The serialized pipeline can be rebuilt unfaithfully (transformers v5); the
                 # spelling of the vocabulary itself is the better witness.
                 vocab_type = from_vocab
-                add_prefix_space = TokenizerInfo._detect_add_prefix_space_by_encoding(tokenizer)
+                add_prefix_space = TokenizerInfo._detect_add_prefix_space_by_encoding(tokenizer, vocab_type)
         elif TokenizerInfo._is_sentencepiece_tokenizer(tokenizer):
             vocab_type = VocabType.BYTE_FALLBACK if "<0x0A>" in vocab_dict else VocabType.RAW
             add_prefix_space = True
@@ -392,10 +392,15 @@ class TokenizerInfo:
         return TokenizerInfo._sp_model_of(tokenizer) is not None
 
     @staticmethod
-    def _detect_add_prefix_space_by_encoding(tokenizer: Any) -> bool:
-        """Whether encoding ``"a"`` yields a token spelled with a leading space marker."""
+    def _detect_add_prefix_space_by_encoding(tokenizer: Any, vocab_type: Optional[VocabType]) -> bool:
+        """Whether encoding ``"a"`` yields a token spelled with a leading space marker: ``▁`` for
+        BYTE_FALLBACK, ``Ġ`` for the other types, either when ``vocab_type`` is None."""
         first = TokenizerInfo._first_token_of(tokenizer, "a")
-        return first is not None and first[:1] in ("▁", "Ġ")
+        if not first:
+            return False
+        if vocab_type is None:
+            return first[:1] in ("▁", "Ġ")
+        return first.startswith("▁" if vocab_type == VocabType.BYTE_FALLBACK else "Ġ")
 
     @staticmethod
     def _detect_vocab_type_from_vocab(vocab_dict: Dict[Any, int]) -> Optional[VocabType]:
@@ -474,6 +479,7 @@ class TokenizerInfo:
 
     @property
     def vocab_type(self) -> VocabType:
+        """How the tokens are spelled."""
         return VocabType(self._handle.vocab_type)
 
     @property
@@ -483,6 +489,7 @@ class TokenizerInfo:
 
     @property
     def add_prefix_space(self) -> bool:
+        """Whether the tokenizer prepends a space to the text it encodes."""
         return self._handle.add_prefix_space
 
     @property
@@ -502,6 +509,7 @@ class TokenizerInfo:
 
     @property
     def stop_token_ids(self) -> List[int]:
+        """The ids that end generation."""
         return self._handle.stop_token_ids
 
     @property
