@@ -88,7 +88,9 @@ def draft_tokens_for(rng, compiled_grammar, next_token, next_sibling, parent, n_
             path.append(p)
             p = parent[p]
         m = xgr.GrammarMatcher(compiled_grammar)
-        ok = all(m.accept_token(t) for t in start) and all(m.accept_token(tokens[q]) for q in reversed(path))
+        ok = all(m.accept_token(t) for t in start) and all(
+            m.accept_token(tokens[q]) for q in reversed(path)
+        )
         allowed = m._allowed_token_ids() if ok and not m.is_terminated() else []
         r = rng.random()
         if allowed and r < 0.75:
@@ -155,7 +157,9 @@ def test_traverse_matches_token_by_token_reference(depth, width):
         grammar = GRAMMARS[trial % len(GRAMMARS)]
         cg = compiled(grammar)
         tws = trial % 3 == 2
-        matcher = xgr.GrammarMatcher(cg, terminate_without_stop_token=tws, default_temperature=0.5 if trial % 2 else None)
+        matcher = xgr.GrammarMatcher(
+            cg, terminate_without_stop_token=tws, default_temperature=0.5 if trial % 2 else None
+        )
         start = []
         if trial % 2:
             first = rng.choice(matcher._allowed_token_ids())
@@ -168,11 +172,17 @@ def test_traverse_matches_token_by_token_reference(depth, width):
         rows = np.full(want_rows.shape, SENTINEL, dtype=np.int32)
         temps = np.full(len(nt), 9.0, dtype=np.float32)
         ok = matcher.traverse_draft_tree(
-            np.array(nt, dtype=np.int64), np.array(ns, dtype=np.int64), np.array(draft, dtype=np.int64),
-            rows, -1.0, temps,
+            np.array(nt, dtype=np.int64),
+            np.array(ns, dtype=np.int64),
+            np.array(draft, dtype=np.int64),
+            rows,
+            -1.0,
+            temps,
         )
         assert ok
-        np.testing.assert_array_equal(rows, want_rows, err_msg=f"{grammar} tree={nt},{ns} draft={draft}")
+        np.testing.assert_array_equal(
+            rows, want_rows, err_msg=f"{grammar} tree={nt},{ns} draft={draft}"
+        )
         np.testing.assert_array_equal(temps, want_temps)
         assert matcher._debug_print_internal_state() == before
 
@@ -189,7 +199,9 @@ def test_traverse_matches_xgrammar(xgrammar, depth, width):
     for trial in range(4):
         grammar = GRAMMARS[(trial + depth) % len(GRAMMARS)]
         tws = trial % 2 == 1
-        ours = xgr.GrammarMatcher(compiled(grammar), terminate_without_stop_token=tws, default_temperature=0.25)
+        ours = xgr.GrammarMatcher(
+            compiled(grammar), terminate_without_stop_token=tws, default_temperature=0.25
+        )
         theirs = xgrammar.GrammarMatcher(
             compiled(grammar, xgrammar), terminate_without_stop_token=tws, default_temperature=0.25
         )
@@ -197,9 +209,14 @@ def test_traverse_matches_xgrammar(xgrammar, depth, width):
         draft = draft_tokens_for(rng, compiled(grammar), nt, ns, parent, len(TOKENS) + 3)
         args = [torch.tensor(x, dtype=torch.int64) for x in (nt, ns, draft)]
         shape = (len(nt), 1)
-        ob, tb = torch.full(shape, SENTINEL, dtype=torch.int32), torch.full(shape, SENTINEL, dtype=torch.int32)
+        ob, tb = (
+            torch.full(shape, SENTINEL, dtype=torch.int32),
+            torch.full(shape, SENTINEL, dtype=torch.int32),
+        )
         ot, tt = torch.full((len(nt),), 9.0), torch.full((len(nt),), 9.0)
-        assert ours.traverse_draft_tree(*args, ob, -1.0, ot) == theirs.traverse_draft_tree(*args, tb, -1.0, tt)
+        assert ours.traverse_draft_tree(*args, ob, -1.0, ot) == theirs.traverse_draft_tree(
+            *args, tb, -1.0, tt
+        )
         # Bits past the vocabulary: grammask writes 0, XGrammar 1 (documented difference); rows
         # left untouched keep the sentinel in both.
         vocab_bits = (1 << len(TOKENS)) - 1
@@ -214,7 +231,9 @@ def test_terminated_matcher_zeroes_the_root_only():
     assert m.accept_token(0) and m.accept_token(STOP) and m.is_terminated()
     rows = np.full((2, 1), SENTINEL, dtype=np.int32)
     temps = np.full(2, 3.0, dtype=np.float32)
-    assert m.traverse_draft_tree(np.array([1, -1]), np.array([-1, -1]), np.array([0, 0]), rows, -1.0, temps)
+    assert m.traverse_draft_tree(
+        np.array([1, -1]), np.array([-1, -1]), np.array([0, 0]), rows, -1.0, temps
+    )
     assert rows[:, 0].tolist() == [0, SENTINEL] and temps.tolist() == [-1.0, -1.0]
 
 
@@ -222,7 +241,10 @@ def test_torch_tensors_and_state_restored():
     torch = pytest.importorskip("torch")
     m = xgr.GrammarMatcher(compiled('root ::= "a" "b"*'))
     rows = torch.full((5, 1), SENTINEL, dtype=torch.int32)
-    nt, ns, dt = (torch.tensor(x, dtype=torch.int64) for x in ([1, 3, -1, -1, -1], [-1, 2, -1, 4, -1], [99, 0, 1, 1, STOP]))
+    nt, ns, dt = (
+        torch.tensor(x, dtype=torch.int64)
+        for x in ([1, 3, -1, -1, -1], [-1, 2, -1, 4, -1], [99, 0, 1, 1, STOP])
+    )
     assert m.traverse_draft_tree(nt, ns, dt, rows)
     # root allows a, ab; after "a": b, bb, </s>; "b" at the root is rejected; "</s>" terminates.
     assert rows[:, 0].tolist() == [0b101, 0b1000100010, 0, 0b1000100010, 0]
@@ -262,7 +284,12 @@ def test_malformed_trees_raise_before_writing(nt, ns, dt, rows, match):
     m = xgr.GrammarMatcher(compiled('root ::= "a"*'))
     bm = np.full((rows, 1), SENTINEL, dtype=np.int32)
     with pytest.raises(RuntimeError, match=match):
-        m.traverse_draft_tree(np.array(nt, dtype=np.int64), np.array(ns, dtype=np.int64), np.array(dt, dtype=np.int64), bm)
+        m.traverse_draft_tree(
+            np.array(nt, dtype=np.int64),
+            np.array(ns, dtype=np.int64),
+            np.array(dt, dtype=np.int64),
+            bm,
+        )
     assert (bm == SENTINEL).all()
 
 
@@ -286,7 +313,9 @@ def test_bad_dtypes_raise():
 def test_legacy_testing_wrapper():
     m = xgr.GrammarMatcher(compiled('root ::= "a" "b"*'))
     rows = np.zeros((2, 1), dtype=np.int32)
-    assert xgr.testing._traverse_draft_tree(np.array([1, -1]), np.array([-1, -1]), np.array([0, 0]), m, rows)
+    assert xgr.testing._traverse_draft_tree(
+        np.array([1, -1]), np.array([-1, -1]), np.array([0, 0]), m, rows
+    )
     assert rows[:, 0].tolist() == [0b101, 0b1000100010]
 
 
@@ -330,13 +359,17 @@ def _ops_reference_vs_batch(rng, lib_batch, make):
             assert raised == want_raised
         for a, b in zip(batch, single):
             assert (a.is_completed(), a.is_terminated()) == (b.is_completed(), b.is_terminated())
-            assert a._allowed_token_ids() == b._allowed_token_ids() if not a.is_terminated() else True
+            assert (
+                a._allowed_token_ids() == b._allowed_token_ids() if not a.is_terminated() else True
+            )
 
 
 @pytest.mark.parametrize("grammar", GRAMMARS)
 def test_batch_accept_and_rollback_match_one_by_one(grammar):
     cg = compiled(grammar)
-    _ops_reference_vs_batch(random.Random(grammar), xgr.BatchGrammarMatcher, lambda: xgr.GrammarMatcher(cg))
+    _ops_reference_vs_batch(
+        random.Random(grammar), xgr.BatchGrammarMatcher, lambda: xgr.GrammarMatcher(cg)
+    )
 
 
 @pytest.mark.parametrize("grammar", GRAMMARS)
@@ -422,5 +455,10 @@ def test_draft_tree_is_fast_enough():
     draft = draft_tokens_for(rng, cg, nt, ns, parent, len(TOKENS))
     rows = np.zeros((len(nt), 1), dtype=np.int32)
     start = time.perf_counter()
-    m.traverse_draft_tree(np.array(nt, dtype=np.int64), np.array(ns, dtype=np.int64), np.array(draft, dtype=np.int64), rows)
+    m.traverse_draft_tree(
+        np.array(nt, dtype=np.int64),
+        np.array(ns, dtype=np.int64),
+        np.array(draft, dtype=np.int64),
+        rows,
+    )
     assert time.perf_counter() - start < 0.5

@@ -29,7 +29,10 @@ MODULES = {
         "apply_token_bitmask_inplace_kernel_no_indices_torch_compile",
         "apply_token_bitmask_inplace_torch_compile",
     ],
-    "apply_token_bitmask_inplace_triton": ["apply_token_bitmask_inplace_kernel", "apply_token_bitmask_inplace_triton"],
+    "apply_token_bitmask_inplace_triton": [
+        "apply_token_bitmask_inplace_kernel",
+        "apply_token_bitmask_inplace_triton",
+    ],
     "apply_token_bitmask_mlx": ["apply_token_bitmask_mlx"],
 }
 
@@ -43,6 +46,9 @@ def test_import_grammask_imports_no_kernel_library():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+KERNEL = "apply_token_bitmask_inplace_kernel"  # built on first access: needs Triton
+
+
 @pytest.mark.parametrize("module", list(MODULES))
 def test_every_module_imports_without_its_library(module):
     """Importing never fails and never imports torch/triton/mlx."""
@@ -50,7 +56,7 @@ def test_every_module_imports_without_its_library(module):
         f"import sys, grammask.kernels.{module} as m\n"
         "for mod in ('torch', 'triton', 'mlx'):\n"
         "    assert mod not in sys.modules, mod\n"
-        f"for name in {[n for n in MODULES[module] if n != 'apply_token_bitmask_inplace_kernel']!r}:\n"
+        f"for name in {[n for n in MODULES[module] if n != KERNEL]!r}:\n"
         "    assert callable(getattr(m, name)) and getattr(m, name).__doc__, name\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -82,23 +88,33 @@ def cases():
 def test_kernels_match_reference(kernel, monkeypatch):
     torch = pytest.importorskip("torch")
     if kernel == "cpu":
-        from grammask.kernels.apply_token_bitmask_inplace_cpu import apply_token_bitmask_inplace_cpu as fn
+        from grammask.kernels.apply_token_bitmask_inplace_cpu import (
+            apply_token_bitmask_inplace_cpu as fn,
+        )
     elif kernel == "torch":
-        from grammask.kernels.apply_token_bitmask_inplace_torch import apply_token_bitmask_inplace_torch as fn
+        from grammask.kernels.apply_token_bitmask_inplace_torch import (
+            apply_token_bitmask_inplace_torch as fn,
+        )
     else:
         import grammask.kernels.apply_token_bitmask_inplace_torch_compile as tc
 
         # inductor on the CPU takes minutes to compile; the eager backend checks the tracing.
         real = torch.compile
-        monkeypatch.setattr(torch, "compile", lambda f, dynamic: real(f, backend="eager", dynamic=dynamic))
+        monkeypatch.setattr(
+            torch, "compile", lambda f, dynamic: real(f, backend="eager", dynamic=dynamic)
+        )
         monkeypatch.setattr(tc, "_compiled", {})
         fn = tc.apply_token_bitmask_inplace_torch_compile
     for logits, bm, vocab, idx in cases():
         want = reference(logits, bm, vocab, idx)
-        for dtype in (torch.float32, torch.bfloat16) if kernel != "torch_compile" else (torch.float32,):
+        for dtype in (
+            (torch.float32, torch.bfloat16) if kernel != "torch_compile" else (torch.float32,)
+        ):
             t = torch.from_numpy(logits.copy()).to(dtype)
             fn(t, torch.from_numpy(bm), vocab, idx)
-            np.testing.assert_array_equal(t.float().numpy(), torch.from_numpy(want).to(dtype).float().numpy())
+            np.testing.assert_array_equal(
+                t.float().numpy(), torch.from_numpy(want).to(dtype).float().numpy()
+            )
         if kernel == "cpu":
             a = logits.copy()
             fn(a, bm, vocab, idx)
@@ -110,7 +126,9 @@ def test_kernels_match_reference(kernel, monkeypatch):
 
 
 def test_cpu_kernel_checks_like_xgrammar():
-    from grammask.kernels.apply_token_bitmask_inplace_cpu import apply_token_bitmask_inplace_cpu as fn
+    from grammask.kernels.apply_token_bitmask_inplace_cpu import (
+        apply_token_bitmask_inplace_cpu as fn,
+    )
 
     with pytest.raises(ValueError, match="1D or 2D"):
         fn(np.zeros((1, 1, 32), np.float32), np.zeros((1, 1), np.int32))
@@ -123,7 +141,9 @@ def test_gpu_kernels_raise_clear_errors_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     from grammask.kernels.apply_token_bitmask_inplace_cuda import apply_token_bitmask_inplace_cuda
-    from grammask.kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
+    from grammask.kernels.apply_token_bitmask_inplace_triton import (
+        apply_token_bitmask_inplace_triton,
+    )
 
     logits, bm = torch.zeros(1, 32), torch.zeros(1, 1, dtype=torch.int32)
     with pytest.raises(xgr.UnsupportedFeatureError, match="GPU"):
@@ -156,11 +176,14 @@ def test_triton_kernel_in_the_interpreter():
     code = textwrap.dedent(
         """
         import torch
-        from grammask.kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
-        from grammask.kernels.apply_token_bitmask_inplace_torch import apply_token_bitmask_inplace_torch
+        from grammask.kernels import apply_token_bitmask_inplace_triton as tr
+        from grammask.kernels import apply_token_bitmask_inplace_torch as to
+        apply_token_bitmask_inplace_triton = tr.apply_token_bitmask_inplace_triton
+        apply_token_bitmask_inplace_torch = to.apply_token_bitmask_inplace_torch
         g = torch.Generator().manual_seed(0)
         for V in [1, 33, 5000]:
-            bm = torch.randint(-2**31, 2**31 - 1, (3, (V + 31) // 32), dtype=torch.int32, generator=g)
+            shape = (3, (V + 31) // 32)
+            bm = torch.randint(-2**31, 2**31 - 1, shape, dtype=torch.int32, generator=g)
             for dt in [torch.float32, torch.float16, torch.bfloat16]:
                 for idx in [None, [2, 0]]:
                     a = torch.randn(3, V + 5, generator=g).to(dt)
@@ -181,7 +204,7 @@ def test_triton_kernel_in_the_interpreter():
 
 def test_kernel_names_match_xgrammar():
     """Every function XGrammar's kernel modules define exists in grammask's module of that name."""
-    xgrammar = pytest.importorskip("xgrammar")
+    pytest.importorskip("xgrammar")
     import pkgutil
 
     import xgrammar.kernels
@@ -196,9 +219,15 @@ def test_kernel_names_match_xgrammar():
             mod = importlib.import_module(f"xgrammar.kernels.{module}")
         except ImportError:  # XGrammar's CUDA/MLX modules fail at import without their library
             continue
-        defined = {n for n, v in vars(mod).items() if getattr(v, "__module__", None) == mod.__name__}
+        defined = {
+            n for n, v in vars(mod).items() if getattr(v, "__module__", None) == mod.__name__
+        }
         defined |= {n for n, v in vars(mod).items() if type(v).__name__ == "JITFunction"}
-        assert defined <= set(names) | {"_check_cuda_toolchain", "_remove_torch_nvcc_flags", "_load_torch_ops"}, (
+        assert defined <= set(names) | {
+            "_check_cuda_toolchain",
+            "_remove_torch_nvcc_flags",
+            "_load_torch_ops",
+        }, (
             module,
             defined - set(names),
         )

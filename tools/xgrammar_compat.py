@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (tables of prose notes)
 """Generate docs/xgrammar_compat.md: every public name of XGrammar 0.2.8 with grammask's status
 and the test that covers it.
 
@@ -86,7 +87,7 @@ DIFFERENCES: Dict[str, str] = {
     "TokenizerInfo.deserialize_json": _SERIAL,
     "TokenizerInfo.from_huggingface": (
         "the tokenizer's declared special tokens are special ids (never produced by grammar text); "
-        'special_tokens="xgrammar" restores XGrammar\'s; stop tokens are XGrammar\'s '
+        "special_tokens=\"xgrammar\" restores XGrammar's; stop tokens are XGrammar's "
         "(extra_stop_tokens=True adds end-of-turn tokens)"
     ),
     "TokenizerInfo.special_token_ids": (
@@ -182,7 +183,10 @@ def signature_difference(name: str, ours: Any, theirs: Any) -> Optional[str]:
         return None
     a = [(_NAME_ALIASES.get((name, n), n), k, d) for n, k, d in a]
     extra = a[len(b) :]
-    if a[: len(b)] == b and all(k == inspect.Parameter.KEYWORD_ONLY and d is not inspect.Parameter.empty for _, k, d in extra):
+    if a[: len(b)] == b and all(
+        k == inspect.Parameter.KEYWORD_ONLY and d is not inspect.Parameter.empty
+        for _, k, d in extra
+    ):
         return None
     fmt = lambda ps: ", ".join(n for n, _, _ in ps)  # noqa: E731
     return f"grammask ({fmt(a)}) vs XGrammar ({fmt(b)})"
@@ -240,7 +244,11 @@ def xgrammar_names() -> List[Tuple[str, Any]]:
             mod = None
         names = _kernel_names(info.name) if mod is None else _defined_in(mod)
         if mod is not None:
-            names += [n for n, v in vars(mod).items() if type(v).__name__ == "JITFunction" and n not in names]
+            names += [
+                n
+                for n, v in vars(mod).items()
+                if type(v).__name__ == "JITFunction" and n not in names
+            ]
         for n in sorted(set(names)):
             if n.startswith("_"):
                 continue
@@ -351,10 +359,15 @@ def classify() -> List[Dict[str, str]]:
     rows = []
     for name, theirs in xgrammar_names():
         head = name.split(".")[0]
-        row = {"name": name, "test": covering_test(name, index, inspect.ismodule(theirs) or theirs is None)}
+        row = {
+            "name": name,
+            "test": covering_test(name, index, inspect.ismodule(theirs) or theirs is None),
+        }
         if head in GAPS:
             kind, message = GAPS[head]
-            row.update(status=kind, note=message, test="test_api_compat.py::test_gaps_raise_clear_errors")
+            row.update(
+                status=kind, note=message, test="test_api_compat.py::test_gaps_raise_clear_errors"
+            )
         else:
             found, ours = resolve_grammask(name)
             if not found:
@@ -391,7 +404,9 @@ def render(rows: List[Dict[str, str]]) -> str:
         "missing without being listed in `grammask._compat.GAPS`, and on a signature that differs "
         "without a documented difference.",
         "",
-        "Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" ({len(rows)} names).",
+        "Summary: "
+        + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        + f" ({len(rows)} names).",
         "",
         "Statuses: **same** (present, compatible signature; grammask may add trailing keyword-only "
         "parameters); **documented difference** (present; what differs is in the notes); "

@@ -24,9 +24,18 @@ GAPS: Dict[str, tuple] = {
     "normalize_tool_choice": ("in progress elsewhere", _STAG),
     "register_model_structural_tag": ("in progress elsewhere", _STAG),
     "openai_tool_call_schema": ("in progress elsewhere", _STAG),
-    "base": ("not provided", "xgrammar.base is XGrammar's binding loader; grammask's binding is grammask._core"),
-    "load_binding": ("not provided", "xgrammar.load_binding loads XGrammar's C++ library; grammask's binding is grammask._core"),
-    "tvm_ffi_binding": ("not provided", "xgrammar.tvm_ffi_binding is XGrammar's FFI layer; grammask's binding is grammask._core"),
+    "base": (
+        "not provided",
+        "xgrammar.base is XGrammar's binding loader; grammask's binding is grammask._core",
+    ),
+    "load_binding": (
+        "not provided",
+        "xgrammar.load_binding loads XGrammar's C++ library; grammask's binding is grammask._core",
+    ),
+    "tvm_ffi_binding": (
+        "not provided",
+        "xgrammar.tvm_ffi_binding is XGrammar's FFI layer; grammask's binding is grammask._core",
+    ),
 }
 
 

@@ -34,7 +34,11 @@ __all__ = ["BNFGrammar", "BuiltinGrammar", "CachedGrammarCompiler"]
 
 def deprecated(old: str, new: str, stacklevel: int = 3) -> None:
     """Warn that the 0.1 name ``old`` is deprecated in favour of ``new``."""
-    warnings.warn(f"{old} is deprecated (XGrammar 0.1 API); use {new}", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"{old} is deprecated (XGrammar 0.1 API); use {new}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
 
 
 class BNFGrammar:
@@ -82,7 +86,10 @@ class CachedGrammarCompiler(GrammarCompiler):
 
     def compile_json_grammar(self) -> CompiledGrammar:
         """Deprecated: :meth:`GrammarCompiler.compile_builtin_json_grammar`."""
-        deprecated("CachedGrammarCompiler.compile_json_grammar()", "GrammarCompiler.compile_builtin_json_grammar()")
+        deprecated(
+            "CachedGrammarCompiler.compile_json_grammar()",
+            "GrammarCompiler.compile_builtin_json_grammar()",
+        )
         return self.compile_builtin_json_grammar()
 
     def clear(self) -> None:
@@ -96,9 +103,17 @@ def legacy_compiled_grammar(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> An
     with a Grammar and a TokenizerInfo (a compiled grammar)."""
     first = args[0] if args else kwargs.get("grammar", kwargs.get("tokenizer_info"))
     if isinstance(first, TokenizerInfo):
-        deprecated("CompiledGrammar(tokenizer_info, ...)", "GrammarCompiler(tokenizer_info, cache_enabled=False)", 4)
+        deprecated(
+            "CompiledGrammar(tokenizer_info, ...)",
+            "GrammarCompiler(tokenizer_info, cache_enabled=False)",
+            4,
+        )
         max_threads = args[1] if len(args) > 1 else kwargs.get("max_threads", 8)
         return GrammarCompiler(first, max_threads=max_threads, cache_enabled=False)
-    deprecated("CompiledGrammar(grammar, tokenizer_info)", "GrammarCompiler(tokenizer_info).compile_grammar(grammar)", 4)
+    deprecated(
+        "CompiledGrammar(grammar, tokenizer_info)",
+        "GrammarCompiler(tokenizer_info).compile_grammar(grammar)",
+        4,
+    )
     info = args[1] if len(args) > 1 else kwargs["tokenizer_info"]
     return GrammarCompiler(info, cache_enabled=False).compile_grammar(first)

@@ -59,10 +59,13 @@ def set_max_recursion_depth(max_recursion_depth: int) -> None:
     raises :class:`~grammask.InvalidArgumentError` (a ``RuntimeError``, as in XGrammar)."""
     global _depth
     if isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int):
-        raise InvalidArgumentError(f"max_recursion_depth must be an int, got {max_recursion_depth!r}")
+        raise InvalidArgumentError(
+            f"max_recursion_depth must be an int, got {max_recursion_depth!r}"
+        )
     if not 1 <= max_recursion_depth <= _MAX_DEPTH:
         raise InvalidArgumentError(
-            f"max_recursion_depth must be positive and at most {_MAX_DEPTH}, got {max_recursion_depth}"
+            f"max_recursion_depth must be positive and at most {_MAX_DEPTH}, "
+            f"got {max_recursion_depth}"
         )
     with _lock:
         _depth = max_recursion_depth
@@ -89,5 +92,7 @@ def get_serialization_version() -> str:
     if _serialization_version is None:
         from .grammar import Grammar
 
-        _serialization_version = str(json.loads(Grammar.from_ebnf('root ::= ""').serialize_json())["__VERSION__"])
+        _serialization_version = str(
+            json.loads(Grammar.from_ebnf('root ::= ""').serialize_json())["__VERSION__"]
+        )
     return _serialization_version

@@ -42,9 +42,13 @@ def _tree_array(x: Any, name: str) -> np.ndarray:
             raise InvalidArgumentError(f"{name} must be on the CPU, got device {x.device}")
         x = x.detach().numpy()
     if not isinstance(x, np.ndarray):
-        raise InvalidArgumentError(f"{name} must be a torch tensor or numpy array, got {type(x).__name__}")
+        raise InvalidArgumentError(
+            f"{name} must be a torch tensor or numpy array, got {type(x).__name__}"
+        )
     if x.ndim != 1 or x.dtype != np.int64:
-        raise InvalidArgumentError(f"{name} must be a 1-D int64 tensor, got shape {x.shape} dtype {x.dtype}")
+        raise InvalidArgumentError(
+            f"{name} must be a 1-D int64 tensor, got shape {x.shape} dtype {x.dtype}"
+        )
     return x
 
 
@@ -79,7 +83,9 @@ def _validate_tree(next_token: np.ndarray, next_sibling: np.ndarray, draft: np.n
         bad = np.flatnonzero((arr < -1) | (arr >= n))
         if bad.size:
             i = int(bad[0])
-            raise InvalidArgumentError(f"{name}[{i}] = {int(arr[i])} is out of bounds: it should be in [-1, {n})")
+            raise InvalidArgumentError(
+                f"{name}[{i}] = {int(arr[i])} is out of bounds: it should be in [-1, {n})"
+            )
     if next_sibling[0] != -1:
         raise InvalidArgumentError("the root node (node 0) must not have siblings")
     targets = np.concatenate([next_token[next_token >= 0], next_sibling[next_sibling >= 0]])
@@ -90,7 +96,8 @@ def _validate_tree(next_token: np.ndarray, next_sibling: np.ndarray, draft: np.n
     if shared.size:
         i = int(shared[0])
         raise InvalidArgumentError(
-            f"node {i} is the target of {int(in_degree[i])} retrieve_next_token / retrieve_next_sibling "
+            f"node {i} is the target of {int(in_degree[i])} retrieve_next_token / "
+            "retrieve_next_sibling "
             "entries; the draft tree must not contain cycles or shared nodes"
         )
     return n
@@ -127,12 +134,16 @@ def traverse_draft_tree(
     vocab_size = matcher._compiled._handle.tokenizer_info.vocab_size
     width = (vocab_size + 31) // 32
     if bitmask.shape[1] != width:
-        raise InvalidArgumentError(f"the token_bitmask must have shape ({n}, {width}), got {bitmask.shape}")
+        raise InvalidArgumentError(
+            f"the token_bitmask must have shape ({n}, {width}), got {bitmask.shape}"
+        )
     temps = None
     if temperatures is not None:
         temps = _float32_view(temperatures, "temperatures")
         if len(temps) != n:
-            raise InvalidArgumentError(f"temperatures has {len(temps)} entries; it must have one per node ({n})")
+            raise InvalidArgumentError(
+                f"temperatures has {len(temps)} entries; it must have one per node ({n})"
+            )
         temps.fill(-1.0)
     temperature = matcher.temperature
     node_temperature = -1.0 if temperature is None else float(temperature)

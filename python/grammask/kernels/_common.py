@@ -22,7 +22,9 @@ def resolve_vocab_size(logits: Any, bitmask: Any, vocab_size: Optional[int]) -> 
     if vocab_size is None:
         return int(detected)
     if vocab_size > detected:
-        raise ValueError(f"vocab_size {vocab_size} is larger than the detected vocab_size {detected}")
+        raise ValueError(
+            f"vocab_size {vocab_size} is larger than the detected vocab_size {detected}"
+        )
     return int(vocab_size)
 
 
@@ -45,7 +47,9 @@ def rejected_bits(bitmask: Any, vocab_size: int) -> Any:
 
 def kernel_no_indices(logits: Any, bitmask: Any, vocab_size: int) -> None:
     """Mask every row: logits ``(B, V)`` or ``(V,)`` with a bitmask of the same rows."""
-    logits[..., :vocab_size].masked_fill_(rejected_bits(bitmask.to(logits.device), vocab_size), float("-inf"))
+    logits[..., :vocab_size].masked_fill_(
+        rejected_bits(bitmask.to(logits.device), vocab_size), float("-inf")
+    )
 
 
 def kernel_indices(logits: Any, bitmask: Any, vocab_size: int, indices: List[int]) -> None:

@@ -23,11 +23,14 @@ def apply_token_bitmask_inplace_cuda(
     torch = require_torch()
     if not torch.cuda.is_available():
         raise UnsupportedFeatureError(
-            "apply_token_bitmask_inplace_cuda needs a CUDA GPU (torch.cuda.is_available() is False); "
+            "apply_token_bitmask_inplace_cuda needs a CUDA GPU "
+            "(torch.cuda.is_available() is False); "
             "use grammask.apply_token_bitmask_inplace, which picks the CPU kernel"
         )
     if logits.device.type != "cuda":
-        raise UnsupportedFeatureError(f"apply_token_bitmask_inplace_cuda needs CUDA logits, got device {logits.device}")
+        raise UnsupportedFeatureError(
+            f"apply_token_bitmask_inplace_cuda needs CUDA logits, got device {logits.device}"
+        )
     v = min(logits.shape[-1], bitmask.shape[-1] * 32)
     rows = indices_list(indices)
     if rows is None:

@@ -14,7 +14,9 @@ __all__ = [
 ]
 
 
-def apply_token_bitmask_inplace_kernel_no_indices_torch(logits: Any, bitmask: Any, vocab_size: int) -> None:
+def apply_token_bitmask_inplace_kernel_no_indices_torch(
+    logits: Any, bitmask: Any, vocab_size: int
+) -> None:
     """Mask every row of ``logits`` (``(B, V)`` or ``(V,)``) with the same row of ``bitmask``."""
     kernel_no_indices(logits, bitmask, vocab_size)
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from ._common import indices_list, kernel_indices, kernel_no_indices, require_torch, resolve_vocab_size
+from ._common import (
+    indices_list,
+    kernel_indices,
+    kernel_no_indices,
+    require_torch,
+    resolve_vocab_size,
+)
 
 __all__ = [
     "apply_token_bitmask_inplace_kernel_no_indices_torch_compile",
@@ -22,15 +28,17 @@ def _get(name: str, fn: Callable[..., None]) -> Callable[..., None]:
     return _compiled[name]
 
 
-def apply_token_bitmask_inplace_kernel_no_indices_torch_compile(logits: Any, bitmask: Any, vocab_size: int) -> None:
-    """Compiled :func:`~grammask.kernels.apply_token_bitmask_inplace_torch.apply_token_bitmask_inplace_kernel_no_indices_torch`."""
+def apply_token_bitmask_inplace_kernel_no_indices_torch_compile(
+    logits: Any, bitmask: Any, vocab_size: int
+) -> None:
+    """``apply_token_bitmask_inplace_kernel_no_indices_torch`` under ``torch.compile``."""
     _get("no_indices", kernel_no_indices)(logits, bitmask, vocab_size)
 
 
 def apply_token_bitmask_inplace_kernel_indices_torch_compile(
     logits: Any, bitmask: Any, vocab_size: int, indices: List[int]
 ) -> None:
-    """Compiled :func:`~grammask.kernels.apply_token_bitmask_inplace_torch.apply_token_bitmask_inplace_kernel_indices_torch`."""
+    """``apply_token_bitmask_inplace_kernel_indices_torch`` under ``torch.compile``."""
     _get("indices", kernel_indices)(logits, bitmask, vocab_size, indices)
 
 

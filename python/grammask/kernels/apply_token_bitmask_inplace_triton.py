@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Union
 from ..exception import UnsupportedFeatureError
 from ._common import indices_list, require_torch, resolve_vocab_size
 
-__all__ = ["apply_token_bitmask_inplace_kernel", "apply_token_bitmask_inplace_triton"]
+__all__ = ["apply_token_bitmask_inplace_kernel", "apply_token_bitmask_inplace_triton"]  # noqa: F822
 
 BLOCK_SIZE = 4096
 _kernel: Any = None
@@ -61,7 +61,9 @@ def _build_kernel() -> Any:
             row = program_row.to(tl.int64)
         tokens = block * BLOCK + tl.arange(0, BLOCK)
         in_vocab = tokens < vocab_size
-        words = tl.load(bitmask_ptr + row * bitmask_row_stride + tokens // 32, mask=in_vocab, other=-1)
+        words = tl.load(
+            bitmask_ptr + row * bitmask_row_stride + tokens // 32, mask=in_vocab, other=-1
+        )
         rejected = ((words >> (tokens % 32)) & 1) == 0
         neg_inf = tl.full([BLOCK], float("-inf"), tl.float32).to(logits_ptr.dtype.element_ty)
         tl.store(logits_ptr + row * logits_row_stride + tokens, neg_inf, mask=in_vocab & rejected)
@@ -90,7 +92,8 @@ def apply_token_bitmask_inplace_triton(
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
     if not interpret and not torch.cuda.is_available():
         raise UnsupportedFeatureError(
-            "apply_token_bitmask_inplace_triton needs a CUDA or ROCm GPU (torch.cuda.is_available() "
+            "apply_token_bitmask_inplace_triton needs a CUDA or ROCm GPU "
+            "(torch.cuda.is_available() "
             "is False); use grammask.apply_token_bitmask_inplace, which picks the CPU kernel"
         )
     if bitmask.dtype != torch.int32:

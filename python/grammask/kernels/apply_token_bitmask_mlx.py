@@ -17,7 +17,9 @@ def apply_token_bitmask_mlx(bitmask: Any, logits: Any, vocab_size: int) -> Any:
     try:
         import mlx.core as mx
     except ImportError:
-        raise UnsupportedFeatureError("apply_token_bitmask_mlx needs MLX: pip install mlx") from None
+        raise UnsupportedFeatureError(
+            "apply_token_bitmask_mlx needs MLX: pip install mlx"
+        ) from None
     shifts = mx.arange(32, dtype=mx.int32)
     bits = (bitmask.astype(mx.int32)[..., None] >> shifts) & 1
     allowed = bits.reshape(*bitmask.shape[:-1], -1)[..., :vocab_size] != 0
