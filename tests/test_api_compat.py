@@ -3,15 +3,24 @@
 1. The names of ``xgrammar.__all__`` that grammask implements are importable from grammask, with
    the documented signatures (parameter names, kinds and defaults), written down here from the
    reference so the test runs without xgrammar.
-2. When xgrammar is installed: the same signatures compared with xgrammar's own, and a
-   differential test of masks on real vocabularies. XGrammar lets added tokens match their text
-   and grammask makes the ones the tokenizer marks special unproducible, so special and stop ids
-   are left out of the comparison.
+2. When xgrammar is installed (it is in the test environment): every public XGrammar name
+   (enumerated from xgrammar itself by ``tools/xgrammar_compat.py``) exists in grammask unless it
+   is in the documented allow-list ``grammask._compat.GAPS``, with a compatible signature unless
+   the difference is documented; the same signatures compared with xgrammar's own; differential
+   tests of masks on real vocabularies, of matcher semantics and of configuration/errors.
+   XGrammar lets added tokens match their text and grammask makes the ones the tokenizer marks
+   special unproducible, so special and stop ids are left out of the mask comparison.
+3. The XGrammar 0.1 names of shared/seeds/004 work and warn; allow-listed gaps and unsupported
+   names raise clear errors; every public grammask name has a docstring.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import sys
+import warnings
+from pathlib import Path
 
 import grammask
 import grammask as xgr
@@ -19,6 +28,9 @@ import numpy as np
 import pytest
 from conftest import hf_tokenizer, tokenize, tokenizer_info
 from grammask import testing
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import xgrammar_compat  # noqa: E402  (tools/xgrammar_compat.py: the compatibility table)
 
 P = inspect.Parameter
 POS, KW, VAR_POS, VAR_KW = P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY, P.VAR_POSITIONAL, P.VAR_KEYWORD
@@ -44,6 +56,10 @@ IMPLEMENTED = [
     "reset_token_bitmask",
     "TokenizerInfo",
     "VocabType",
+    "get_max_recursion_depth",
+    "get_serialization_version",
+    "max_recursion_depth",
+    "set_max_recursion_depth",
 ]
 
 # (object path, [(name, kind, default)]) from xgrammar-api.md §1.1-1.7 and §1.13; `self` omitted.
@@ -463,3 +479,275 @@ def test_matcher_semantics_agree_with_xgrammar(xgrammar, grammar, terminate_with
             f"step {step}: {op}: grammask {a} {state_a}, xgrammar {b} {state_b}\n"
             + "\n".join(map(str, log[-8:]))
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# every public XGrammar name (tools/xgrammar_compat.py; docs/xgrammar_compat.md)
+
+
+@pytest.fixture(scope="module")
+def compat_rows(xgrammar):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return xgrammar_compat.classify()
+
+
+def test_every_xgrammar_name_exists(compat_rows):
+    """Each public name of XGrammar 0.2.8 exists in grammask, or is an allow-listed gap."""
+    missing = [r["name"] for r in compat_rows if r["status"] == "MISSING"]
+    assert not missing, f"XGrammar names missing from grammask (add them or document a gap): {missing}"
+    assert len(compat_rows) > 150
+
+
+def test_signatures_match_xgrammar_everywhere(compat_rows):
+    """Every callable's signature is XGrammar's (plus trailing keyword-only extensions) unless the
+    difference is documented in tools/xgrammar_compat.py."""
+    bad = [(r["name"], r["note"]) for r in compat_rows if r["status"] == "SIGNATURE DIFFERS"]
+    assert not bad, bad
+
+
+def test_gaps_raise_clear_errors():
+    from grammask._compat import GAPS
+
+    for name, (kind, message) in GAPS.items():
+        assert not hasattr(grammask, name), f"{name} exists now: remove it from grammask._compat.GAPS"
+        with pytest.raises(AttributeError, match=kind) as err:
+            getattr(grammask, name)
+        assert name in str(err.value) and message in str(err.value)
+
+
+def _call_with_dummies(fn):
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return fn(*[None] * len(params))
+
+
+@pytest.mark.parametrize("name", sorted(xgrammar_compat.UNSUPPORTED))
+def test_unsupported_names_raise(name):
+    """Names listed as unsupported exist and raise UnsupportedFeatureError naming an alternative."""
+    found, obj = xgrammar_compat.resolve_grammask(name)
+    assert found, name
+    if "in progress elsewhere" not in xgrammar_compat.UNSUPPORTED[name]:
+        assert obj.__doc__, f"{name} has no docstring"
+    if name.startswith("GrammarMatcher."):
+        info = xgr.TokenizerInfo(["a", "</s>"], stop_token_ids=[1])
+        matcher = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "a"'))
+        call = lambda: getattr(matcher, name.split(".")[1])()  # noqa: E731
+    elif name.startswith("GrammarCompiler."):
+        compiler = xgr.GrammarCompiler(xgr.TokenizerInfo(["a"]))
+        call = lambda: _call_with_dummies(getattr(compiler, name.split(".")[1]))  # noqa: E731
+    else:
+        call = lambda: _call_with_dummies(obj)  # noqa: E731
+    with pytest.raises(xgr.UnsupportedFeatureError) as err:
+        call()
+    assert len(str(err.value)) > 20
+
+
+def test_documented_entries_exist():
+    """The difference and unsupported lists name things grammask has (no stale entries)."""
+    for name in list(xgrammar_compat.DIFFERENCES) + list(xgrammar_compat.UNSUPPORTED):
+        found, _ = xgrammar_compat.resolve_grammask(name)
+        assert found, name
+
+
+def _public_objects():
+    """(name, object) of grammask's public API: __all__, class members, testing, config, kernels."""
+    import importlib
+
+    out = []
+    for n in grammask.__all__:
+        if n in ("__version__", "bitmask_dtype"):
+            continue
+        obj = getattr(grammask, n)
+        out.append((n, obj))
+        if inspect.isclass(obj):
+            for m, v in vars(obj).items():
+                if not m.startswith("_") and (callable(v) or isinstance(v, (property, staticmethod))):
+                    out.append((f"{n}.{m}", v))
+    for mod in ("testing", "config", "draft_tree"):
+        module = importlib.import_module(f"grammask.{mod}")
+        out += [(f"{mod}.{n}", getattr(module, n)) for n in module.__all__]
+    import pkgutil
+
+    kernels = importlib.import_module("grammask.kernels")
+    for info in pkgutil.iter_modules(kernels.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"grammask.kernels.{info.name}")
+        out.append((f"kernels.{info.name}", module))
+        out += [
+            (f"kernels.{info.name}.{n}", getattr(module, n))
+            for n in module.__all__
+            if n != "apply_token_bitmask_inplace_kernel"
+        ]
+    return out
+
+
+# Stubs another change replaces (Lark grammars, structural tags).
+IN_PROGRESS_STUBS = {
+    "Grammar.from_lark",
+    "Grammar.from_structural_tag",
+    "GrammarCompiler.compile_lark",
+    "GrammarCompiler.compile_structural_tag",
+}
+
+
+def test_public_names_have_docstrings():
+    undocumented = []
+    for name, obj in _public_objects():
+        if name in IN_PROGRESS_STUBS:
+            continue
+        target = obj.__func__ if isinstance(obj, staticmethod) else obj.fget if isinstance(obj, property) else obj
+        if inspect.isclass(target) and issubclass(target, BaseException):
+            continue  # exception classes from the core are documented in exception.py
+        if not (getattr(target, "__doc__", None) or "").strip():
+            undocumented.append(name)
+    assert not undocumented, undocumented
+
+
+def test_legacy_0_1_names_warn_and_work():
+    """XGrammar 0.1's names (shared/seeds/004) work and warn with the current name."""
+    info = xgr.TokenizerInfo(["a", "b", "1", "{", "}", '"', ":", ",", " ", "</s>"], stop_token_ids=[9])
+
+    def warns(fragment):
+        return pytest.warns(DeprecationWarning, match=fragment)
+
+    with warns("Grammar.from_ebnf"):
+        g = xgr.BNFGrammar('root ::= "a"+')
+    assert isinstance(g, xgr.Grammar)
+    with warns("Grammar.builtin_json_grammar"):
+        json_grammar = xgr.BuiltinGrammar.json()
+    with warns("Grammar.from_json_schema"):
+        schema_grammar = xgr.BuiltinGrammar.json_schema(json.dumps({"type": "integer"}))
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):
+        name: str
+        age: int
+
+    with warns("Grammar.from_json_schema"):
+        xgr.BuiltinGrammar.json_schema(Person)
+    with warns("GrammarCompiler"):
+        cached = xgr.CachedGrammarCompiler(info, max_threads=8)
+    assert isinstance(cached, xgr.GrammarCompiler)
+    cg = cached.compile_json_schema('{"type": "integer"}')
+    with warns("compile_builtin_json_grammar"):
+        cached.compile_json_grammar()
+    with warns("clear_cache"):
+        cached.clear()
+    with warns("cache_enabled=False"):
+        nocache = xgr.CompiledGrammar(info, max_threads=8)
+    assert isinstance(nocache, xgr.GrammarCompiler)
+    with warns("compile_grammar"):
+        compiled = xgr.CompiledGrammar(g, info)
+    assert isinstance(compiled, xgr.CompiledGrammar)
+    matcher = xgr.GrammarMatcher(cg)
+    with warns("tokenizer_info.vocab_size"):
+        assert matcher.vocab_size == 10
+    with warns("allocate_token_bitmask"):
+        bitmask = xgr.GrammarMatcher.allocate_token_bitmask(10)
+    assert tuple(bitmask.shape) == (1, 1)
+    matcher.fill_next_token_bitmask(bitmask)
+    logits = np.zeros((1, 10), dtype=np.float32)
+    with warns("apply_token_bitmask_inplace"):
+        xgr.GrammarMatcher.apply_token_bitmask_inplace(logits, np.asarray(bitmask))
+    assert np.isfinite(logits[0, 2]) and not np.isfinite(logits[0, 0])  # "1" allowed, "a" not
+    with warns("_get_masked_tokens_from_bitmask"):
+        rejected = xgr.GrammarMatcher.get_rejected_tokens_from_bitmask(bitmask, 10)
+    assert 2 not in rejected and 0 in rejected
+    with warns("allocate_token_bitmask"):
+        assert tuple(xgr.GrammarMatcher.allocate_token_bitmask(10, 4).shape) == (4, 1)
+    assert "BNFGrammar" not in grammask.__all__
+    assert str(json_grammar) and str(schema_grammar)
+
+
+# ---------------------------------------------------------------------------------------------
+# config and serialization errors
+
+
+def test_recursion_depth_config(xgrammar):
+    assert xgr.get_max_recursion_depth() == xgrammar.get_max_recursion_depth() == 10000
+    for value in (-1, 0, 10**6 + 1, 10**8):
+        with pytest.raises(RuntimeError):
+            xgr.set_max_recursion_depth(value)
+        with pytest.raises(RuntimeError):
+            xgrammar.set_max_recursion_depth(value)
+    for value in (1, 10**6):
+        xgr.set_max_recursion_depth(value)
+        assert xgr.get_max_recursion_depth() == value
+    xgr.set_max_recursion_depth(10000)
+    with xgr.max_recursion_depth(50):
+        assert xgr.get_max_recursion_depth() == 50
+        with xgr.max_recursion_depth(7):
+            assert xgr.get_max_recursion_depth() == 7
+        assert xgr.get_max_recursion_depth() == 50
+    assert xgr.get_max_recursion_depth() == 10000
+    with pytest.raises(KeyError):
+        with xgr.max_recursion_depth(9):
+            raise KeyError("restored on error")
+    assert xgr.get_max_recursion_depth() == 10000
+
+
+def test_recursion_depth_from_environment():
+    import subprocess
+
+    code = "import grammask; print(grammask.get_max_recursion_depth())"
+    import os
+
+    cases = [
+        ({"XGRAMMAR_MAX_RECURSION_DEPTH": "123"}, "123"),
+        ({"GRAMMASK_MAX_RECURSION_DEPTH": "77", "XGRAMMAR_MAX_RECURSION_DEPTH": "123"}, "77"),
+        ({"GRAMMASK_MAX_RECURSION_DEPTH": "nope"}, "10000"),
+    ]
+    for env, want in cases:
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out = run.stdout.strip()
+        assert out == want
+
+
+def test_serialization_version():
+    version = xgr.get_serialization_version()
+    assert isinstance(version, str) and version
+    assert json.loads(xgr.Grammar.from_ebnf('root ::= "a"').serialize_json())["__VERSION__"] == version
+
+
+def _deserializers():
+    info = xgr.TokenizerInfo(["a", "b", "</s>"])
+    compiled = xgr.GrammarCompiler(info).compile_grammar('root ::= "a"')
+    return [
+        ("Grammar", xgr.Grammar.from_ebnf('root ::= "a"').serialize_json(), xgr.Grammar.deserialize_json),
+        ("TokenizerInfo", info.serialize_json(), xgr.TokenizerInfo.deserialize_json),
+        ("CompiledGrammar", compiled.serialize_json(), lambda s: xgr.CompiledGrammar.deserialize_json(s, info)),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["Grammar", "TokenizerInfo", "CompiledGrammar"])
+def test_deserialize_errors(kind):
+    """Malformed input raises DeserializeFormatError (non-JSON also InvalidJSONError, as
+    XGrammar raises); a wrong or missing version DeserializeVersionError."""
+    text, load = next((t, f) for k, t, f in _deserializers() if k == kind)
+    load(text)  # round trip works
+    obj = json.loads(text)
+    version_key = "__VERSION__"
+    assert version_key in obj
+    for bad in ("not json", text[:-3], ""):
+        with pytest.raises(xgr.DeserializeFormatError) as err:
+            load(bad)
+        assert isinstance(err.value, xgr.InvalidJSONError)
+        assert not isinstance(err.value, xgr.DeserializeVersionError)
+    with pytest.raises(xgr.DeserializeFormatError) as err:
+        load("[1, 2]")
+    assert not isinstance(err.value, xgr.InvalidJSONError)
+    with pytest.raises(xgr.DeserializeVersionError):
+        load(json.dumps({**obj, version_key: "v16"}))
+    with pytest.raises(xgr.DeserializeVersionError):
+        load(json.dumps({k: v for k, v in obj.items() if k != version_key}))

@@ -208,8 +208,11 @@ def test_real_vocabulary_matches_hf(family):
     special = set(info.special_token_ids)
     text = info._handle.sorted_text_token_ids
     assert not stop & special
-    assert set(_ids_in(fam["eos"])) <= stop, (fam["eos"], info.stop_token_ids)
-    assert tok.eos_token_id in stop
+    # The manifest's eos (and its "also" end markers) stop with extra_stop_tokens; by default
+    # only eos_token_id does, as in XGrammar.
+    assert stop == {tok.eos_token_id}, info.stop_token_ids
+    extra = set(TokenizerInfo.from_huggingface(tok, extra_stop_tokens=True).stop_token_ids)
+    assert set(_ids_in(fam["eos"])) <= extra, (fam["eos"], extra)
     assert set(_ids_in(fam["bos"])) <= special | stop  # GPT-2's bos is its eos
     assert set(text) == set(range(info.vocab_size)) - stop - special
     assert len(text) == len(set(text))
@@ -226,10 +229,13 @@ def test_real_vocabulary_matches_hf(family):
         assert set(range(1000)) <= special | stop
     if family == "llama3":
         assert {128000, 128006, 128007} <= special  # <|begin_of_text|>, header markers
-        assert {128001, 128008, 128009} <= stop
+        assert stop == {128009}  # eos only, as XGrammar
+        extra = TokenizerInfo.from_huggingface(tok, extra_stop_tokens=True)
+        assert set(extra.stop_token_ids) == {128001, 128008, 128009}
     if family == "qwen2.5":
         vocab = tok.get_vocab()
         assert vocab["<|im_start|>"] in special and vocab["<|im_end|>"] in stop
+        assert vocab["<|endoftext|>"] in special  # a stop token only with extra_stop_tokens
         # `<tool_call>` is an added token *not* marked special: grammar text may produce it.
         tool_call = vocab["<tool_call>"]
         assert tool_call not in special and decoded[tool_call] == b"<tool_call>"
@@ -241,8 +247,8 @@ def test_real_vocabulary_matches_hf(family):
 
 @pytest.mark.parametrize("family", ["llama3", "deepseek-v3", "mistral-nemo", "llama2", "gemma2"])
 def test_real_vocabulary_agrees_with_xgrammar(family):
-    """Same decoded bytes, type and prefix-space flag as XGrammar 0.2.8 (stop and special ids
-    differ by design: we add detected stop tokens and mark added special tokens)."""
+    """Same decoded bytes, type, prefix-space flag and stop ids as XGrammar 0.2.8 (special ids
+    differ by design; see test_stop_special_and_type_agree_with_xgrammar)."""
     xgrammar = pytest.importorskip("xgrammar", reason="xgrammar is not installed")
     tok = load_hf(family)
     ours = TokenizerInfo.from_huggingface(tok)
@@ -251,7 +257,43 @@ def test_real_vocabulary_agrees_with_xgrammar(family):
     assert ours.add_prefix_space == theirs.add_prefix_space
     assert ours.vocab_size == theirs.vocab_size
     assert ours.decoded_vocab == theirs.decoded_vocab
-    assert set(theirs.stop_token_ids) <= set(ours.stop_token_ids)
+    assert ours.stop_token_ids == theirs.stop_token_ids
+
+
+ALL_FAMILIES = [
+    "deepseek-v3", "gemma2", "gemma3", "gpt2", "llama2", "llama3", "mistral-7b-v0.3", "mistral-nemo",
+    "phi3.5", "qwen2.5",
+]
+
+
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+def test_stop_special_and_type_agree_with_xgrammar(family):
+    """For every shared tokenizer family: the same vocabulary type, prefix-space flag and stop
+    tokens as XGrammar 0.2.8 by default, and the same special ids with
+    ``special_tokens="xgrammar"``. By default grammask also marks the tokenizer's declared special
+    tokens special (documented difference), a superset of XGrammar's."""
+    xgrammar = pytest.importorskip("xgrammar", reason="xgrammar is not installed")
+    tok = load_hf(family)
+    theirs = xgrammar.TokenizerInfo.from_huggingface(tok)
+    ours = TokenizerInfo.from_huggingface(tok)
+    assert ours.vocab_type.value == theirs.vocab_type.value
+    assert ours.add_prefix_space == theirs.add_prefix_space
+    assert ours.vocab_size == theirs.vocab_size
+    assert ours.stop_token_ids == theirs.stop_token_ids
+    assert set(theirs.special_token_ids) <= set(ours.special_token_ids)
+    like = TokenizerInfo.from_huggingface(tok, special_tokens="xgrammar")
+    assert like.special_token_ids == sorted(theirs.special_token_ids)
+    assert like.stop_token_ids == theirs.stop_token_ids
+
+
+def test_raw_constructor_detects_xgrammars_stop_tokens():
+    xgrammar = pytest.importorskip("xgrammar", reason="xgrammar is not installed")
+    vocab = ["a", "<|endoftext|>", "</s>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<eos>", "<|end|>"]
+    assert TokenizerInfo(vocab).stop_token_ids == xgrammar.TokenizerInfo(vocab).stop_token_ids
+    extra = TokenizerInfo(vocab, extra_stop_tokens=True).stop_token_ids
+    assert set(extra) == set(range(1, 8))
+    with pytest.raises(ValueError):
+        TokenizerInfo.from_huggingface(load_hf("gpt2"), special_tokens="none")
 
 
 def test_real_vocabulary_padding_and_truncation():
@@ -262,7 +304,7 @@ def test_real_vocabulary_padding_and_truncation():
     assert set(range(50257, 50304)) <= set(padded.special_token_ids)
     assert padded.stop_token_ids == [50256]
 
-    with pytest.warns(UserWarning, match="no stop token"):
+    with pytest.warns(UserWarning, match="no eos_token_id"):
         cut = TokenizerInfo.from_huggingface(tok, vocab_size=50000)
     assert cut.vocab_size == 50000 and len(cut.decoded_vocab) == 50000
     assert cut.stop_token_ids == []
@@ -319,7 +361,7 @@ def test_byte_fallback_and_raw_decoding():
 
 def test_padding_special_and_stop_ids():
     info = TokenizerInfo(["a", "b", "", "<|im_start|>", "<|im_end|>"], vocab_size=8,
-                         special_token_ids=[3])
+                         special_token_ids=[3], extra_stop_tokens=True)
     assert info.vocab_size == 8
     assert info.stop_token_ids == [4]
     assert info.special_token_ids == [2, 3, 5, 6, 7]

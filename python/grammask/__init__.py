@@ -6,10 +6,16 @@ token bitmask before each step and accepts the sampled token; :func:`apply_token
 masks the logits. The API is a drop-in for XGrammar 0.2.8's: ``import grammask as xgr``.
 """
 
-from . import exception, testing
+from . import config, exception, testing
 from ._core import __version__
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, get_bitmask_shape, reset_token_bitmask
 from .compiler import CompiledGrammar, GrammarCompiler
+from .config import (
+    get_max_recursion_depth,
+    get_serialization_version,
+    max_recursion_depth,
+    set_max_recursion_depth,
+)
 from .exception import (
     DeserializeFormatError,
     DeserializeVersionError,
@@ -50,11 +56,22 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "bitmask_dtype",
+    "config",
     "exception",
     "get_bitmask_shape",
+    "get_max_recursion_depth",
+    "get_serialization_version",
+    "max_recursion_depth",
     "reset_token_bitmask",
+    "set_max_recursion_depth",
     "testing",
 ]
+
+# `hf` (grammask.contrib.hf, which imports transformers) is reached lazily and kept out of
+# __all__ so that `from grammask import *` stays fast; XGrammar lists it in its __all__.
+
+# XGrammar 0.1 names (deprecated, warn on use; not in __all__): see grammask._legacy.
+_LEGACY = ("BNFGrammar", "BuiltinGrammar", "CachedGrammarCompiler")
 
 
 def __getattr__(name: str):
@@ -77,4 +94,16 @@ def __getattr__(name: str):
         if name == "contrib":
             return contrib
         return importlib.import_module(".contrib.hf", __name__)
+    if name in _LEGACY:
+        from . import _legacy
+
+        return getattr(_legacy, name)
+    from ._compat import GAPS, missing
+
+    if name in GAPS:
+        raise missing(name)
     raise AttributeError(f"module 'grammask' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"bitmask_dtype", "contrib", "hf"})

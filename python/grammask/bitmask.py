@@ -39,6 +39,7 @@ def _is_torch(x: Any) -> bool:
 
 
 def get_bitmask_shape(batch_size: int, vocab_size: int) -> Tuple[int, int]:
+    """``(batch_size, ceil(vocab_size / 32))``."""
     return (batch_size, math.ceil(vocab_size / 32))
 
 
@@ -118,18 +119,31 @@ def apply_token_bitmask_inplace(
     ``logits`` is ``(batch, vocab)`` or ``(vocab,)``; float32, float16 or bfloat16 (numpy also
     float64). ``vocab_size`` defaults to ``min(logits.shape[-1], bitmask.shape[-1] * 32)``; logits
     past it are left alone. ``indices`` restricts the rows (then the batch sizes may differ).
+
+    ``backend``: ``"auto"`` (and ``"cpu"``/``"numpy"``) masks with numpy on the CPU and with torch
+    operations on other devices; ``"triton"``, ``"cuda"``, ``"torch_compile"`` and
+    ``"torch_native"`` run the kernel of that name from :mod:`grammask.kernels` (Triton and CUDA
+    raise :class:`~grammask.UnsupportedFeatureError` without a GPU). grammask's ``"auto"`` never
+    picks Triton (XGrammar does for CUDA tensors): the torch operations need no JIT warm-up.
     """
     if backend in ("auto", "cpu", "numpy"):
         # Fast path: CPU logits and bitmask through the Rust kernel (checks included there).
-        view, dtype = _cpu_view(logits)
-        mask = _cpu_mask(bitmask) if dtype is not None else None
-        if mask is not None:
-            v = _vocab_limit(view.shape[-1], mask.shape[-1] * 32, vocab_size)
-            _core.apply_token_bitmask_inplace_cpu(view, mask, dtype, v, None if indices is None else list(indices))
+        if _apply_rust(logits, bitmask, vocab_size, indices):
             return
     elif backend not in ("cuda", "triton", "torch_compile", "torch_native"):
         raise ValueError(f"unknown backend {backend!r}")
     v = _vocab_limit(logits.shape[-1], bitmask.shape[-1] * 32, vocab_size)
+    if backend in _KERNELS:
+        # An explicit backend runs the kernel of that name (grammask.kernels), as in XGrammar.
+        import importlib
+
+        module, fn = _KERNELS[backend]
+        kernel = getattr(importlib.import_module(f"grammask.kernels.{module}"), fn)
+        if backend == "cuda":
+            kernel(logits, bitmask, indices)
+        else:
+            kernel(logits, bitmask, v, indices)
+        return
     if _is_torch(logits) or _is_torch(bitmask):
         _apply_torch(logits, bitmask, v, indices)
     else:
@@ -173,6 +187,18 @@ def _cpu_view(x: Any) -> Tuple[Any, Optional[str]]:
     return None, None
 
 
+def _apply_rust(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: Any) -> bool:
+    """Masks CPU logits with the Rust kernel (one pass, one thread, no temporaries); False, with
+    nothing done, when the inputs are not CPU arrays it takes."""
+    view, dtype = _cpu_view(logits)
+    mask = _cpu_mask(bitmask) if dtype is not None else None
+    if mask is None:
+        return False
+    v = _vocab_limit(view.shape[-1], mask.shape[-1] * 32, vocab_size)
+    _core.apply_token_bitmask_inplace_cpu(view, mask, dtype, v, None if indices is None else [int(i) for i in indices])
+    return True
+
+
 def _cpu_mask(bitmask: Any) -> Optional[np.ndarray]:
     """A numpy int32 view of a CPU bitmask with contiguous rows, or None (general path)."""
     if isinstance(bitmask, np.ndarray):
@@ -184,6 +210,15 @@ def _cpu_mask(bitmask: Any) -> Optional[np.ndarray]:
         except (TypeError, ValueError):
             return None
     return None
+
+
+# backend name -> (module of grammask.kernels, function)
+_KERNELS = {
+    "triton": ("apply_token_bitmask_inplace_triton", "apply_token_bitmask_inplace_triton"),
+    "cuda": ("apply_token_bitmask_inplace_cuda", "apply_token_bitmask_inplace_cuda"),
+    "torch_compile": ("apply_token_bitmask_inplace_torch_compile", "apply_token_bitmask_inplace_torch_compile"),
+    "torch_native": ("apply_token_bitmask_inplace_torch", "apply_token_bitmask_inplace_torch"),
+}
 
 
 def _rows(logits_ndim: int, bitmask: Any, n_logit_rows: int, indices: Optional[List[int]]) -> List[Tuple[int, int]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
-from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
+from .exception import DeserializeFormatError, InvalidJSONError, UnsupportedFeatureError, _reraise_version
 from .grammar import Grammar, _ebnf_either_dialect, schema_options, schema_to_str
 from .tokenizer_info import TokenizerInfo
 
@@ -20,21 +20,38 @@ class CompiledGrammar:
 
     _handle: _core.CompiledGrammar
 
-    def __init__(self, handle: _core.CompiledGrammar) -> None:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], (TokenizerInfo, Grammar)) or "tokenizer_info" in kwargs:
+            # XGrammar 0.1: CompiledGrammar(tokenizer_info) was a no-cache compiler, and
+            # CompiledGrammar(grammar, tokenizer_info) compiled. Deprecated; see grammask._legacy.
+            from ._legacy import legacy_compiled_grammar
+
+            return legacy_compiled_grammar(args, kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, handle: _core.CompiledGrammar, *args: Any, **kwargs: Any) -> None:
+        """Wraps a core handle; build compiled grammars with ``GrammarCompiler.compile_*``."""
+        if getattr(self, "_handle", None) is not None:
+            return  # made by the deprecated 0.1 form in __new__
+        if args or kwargs:
+            raise TypeError("CompiledGrammar is made by GrammarCompiler.compile_*")
         if not isinstance(handle, _core.CompiledGrammar):
             raise TypeError("CompiledGrammar is made by GrammarCompiler.compile_*")
         self._handle = handle
 
     @property
     def grammar(self) -> Grammar:
+        """The grammar this was compiled from."""
         return Grammar(self._handle.grammar)
 
     @property
     def tokenizer_info(self) -> TokenizerInfo:
+        """The vocabulary this was compiled for."""
         return TokenizerInfo._from_handle(self._handle.tokenizer_info)
 
     @property
     def memory_size_bytes(self) -> int:
+        """Approximate bytes held (grammar, automata and the token masks cached so far)."""
         return self._handle.memory_size_bytes
 
     def serialize_json(self) -> str:
@@ -43,9 +60,12 @@ class CompiledGrammar:
 
     @staticmethod
     def deserialize_json(json_string: str, tokenizer_info: TokenizerInfo) -> "CompiledGrammar":
+        """Rebuild from :meth:`serialize_json` for ``tokenizer_info`` (whose metadata must match).
+        Input that is not JSON raises :class:`~grammask.DeserializeFormatError` (also an
+        ``InvalidJSONError``), a missing or other version :class:`~grammask.DeserializeVersionError`."""
         try:
             return CompiledGrammar(_core.CompiledGrammar.deserialize_json(json_string, tokenizer_info._handle))
-        except DeserializeFormatError as e:
+        except (DeserializeFormatError, InvalidJSONError) as e:
             raise _reraise_version(e) from None
 
 
@@ -79,6 +99,8 @@ class GrammarCompiler:
         max_whitespace_cnt: Optional[int] = None,
         any_order: bool = False,
     ) -> CompiledGrammar:
+        """Compile the grammar of JSON documents valid against ``schema`` (text, dict or Pydantic
+        model class); the options are :meth:`Grammar.from_json_schema`'s."""
         return CompiledGrammar(
             self._handle.compile_json_schema(
                 schema_to_str(schema),
@@ -87,9 +109,11 @@ class GrammarCompiler:
         )
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        """Compile :meth:`Grammar.builtin_json_grammar`."""
         return CompiledGrammar(self._handle.compile_builtin_json_grammar())
 
     def compile_regex(self, regex: str) -> CompiledGrammar:
+        """Compile :meth:`Grammar.from_regex`."""
         return CompiledGrammar(self._handle.compile_regex(regex))
 
     def compile_grammar(self, grammar: Union[str, Grammar], *, root_rule_name: str = "root") -> CompiledGrammar:
@@ -113,11 +137,14 @@ class GrammarCompiler:
         return CompiledGrammar(self._handle.compile_lark(lark_string))
 
     def clear_cache(self) -> None:
+        """Drop every cached compiled grammar."""
         self._handle.clear_cache()
 
     def get_cache_size_bytes(self) -> int:
+        """Approximate bytes held by the cache."""
         return self._handle.get_cache_size_bytes()
 
     @property
     def cache_limit_bytes(self) -> int:
+        """The cache's size limit in bytes (-1: unlimited)."""
         return self._handle.cache_limit_bytes

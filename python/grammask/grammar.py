@@ -7,7 +7,7 @@ import json
 from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
-from .exception import DeserializeFormatError, UnsupportedFeatureError, _reraise_version
+from .exception import DeserializeFormatError, InvalidJSONError, UnsupportedFeatureError, _reraise_version
 
 __all__ = ["Grammar", "schema_options", "schema_to_str"]
 
@@ -44,6 +44,7 @@ class Grammar:
         return f"Grammar(<{self._handle.num_rules()} rules, root {self._handle.root_rule_name()!r}>)"
 
     def to_string(self) -> str:
+        """The grammar as EBNF (same as ``str(grammar)``)."""
         return str(self)
 
     @staticmethod
@@ -125,13 +126,17 @@ class Grammar:
         return Grammar(_core.Grammar.union([g._handle for g in grammars]))
 
     def serialize_json(self) -> str:
+        """The grammar as versioned JSON (see :func:`grammask.get_serialization_version`)."""
         return self._handle.serialize_json()
 
     @staticmethod
     def deserialize_json(json_string: str) -> "Grammar":
+        """Rebuild from :meth:`serialize_json`. Input that is not JSON raises
+        :class:`~grammask.DeserializeFormatError` (also an ``InvalidJSONError``), a missing or
+        other version :class:`~grammask.DeserializeVersionError`."""
         try:
             return Grammar(_core.Grammar.deserialize_json(json_string))
-        except DeserializeFormatError as e:
+        except (DeserializeFormatError, InvalidJSONError) as e:
             raise _reraise_version(e) from None
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import operator
 import os
 import warnings
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 from . import _core
-from .bitmask import as_int32_buffer
+from .bitmask import _is_torch, as_int32_buffer
 from .compiler import CompiledGrammar
+from .exception import InvalidArgumentError, UnsupportedFeatureError
 
 __all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
 
@@ -73,13 +76,57 @@ class GrammarMatcher:
 
     def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
         """Accept text as one rollback step; all or nothing."""
-        data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
+        if isinstance(input_str, str):
+            data = input_str.encode("utf-8")
+        elif isinstance(input_str, (bytes, bytearray, memoryview)):
+            data = bytes(input_str)
+        else:
+            raise InvalidArgumentError(f"input_str must be str or bytes, got {type(input_str).__name__}")
         return self._handle.accept_bytes(data)
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (CPU int32, shape
         ``(B, ceil(V/32))`` or 1-D). Returns True unless every token is allowed."""
         return self._handle.fill_next_token_bitmask(as_int32_buffer(bitmask), _row_index(index))
+
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: Any,
+        retrieve_next_sibling: Any,
+        draft_tokens: Any,
+        token_bitmask: Any,
+        time_threshold: float = -1.0,
+        temperatures: Optional[Any] = None,
+    ) -> bool:
+        """Fill one bitmask row per node of a speculative-decoding draft tree.
+
+        ``retrieve_next_token[i]`` / ``retrieve_next_sibling[i]`` are the first child and the next
+        sibling of node ``i`` (``-1``: none), ``draft_tokens[i]`` its token; all 1-D int64.
+        ``token_bitmask`` is CPU int32 of shape ``(num_nodes, ceil(vocab_size / 32))``. Node 0 is
+        the current state; a child whose token its parent's row allows and the matcher accepts
+        gets the mask after it, a rejected or terminating child a zero row (its subtree is
+        skipped). ``temperatures`` (1-D float32, optional) gets each filled node's temperature,
+        ``-1`` elsewhere. The state is unchanged afterwards. Returns False when the walk took
+        longer than ``time_threshold`` seconds (``<= 0``: no limit). Details in
+        :mod:`grammask.draft_tree`."""
+        from .draft_tree import traverse_draft_tree
+
+        return traverse_draft_tree(
+            self,
+            retrieve_next_token,
+            retrieve_next_sibling,
+            draft_tokens,
+            token_bitmask,
+            time_threshold,
+            temperatures,
+        )
+
+    def get_captures(self, *, deduplicate: bool = True) -> List[Tuple[str, bytes]]:
+        """XGrammar's capture groups (``rule[capture]``); not supported: raises
+        :class:`UnsupportedFeatureError`."""
+        raise UnsupportedFeatureError(
+            "capture groups are not supported by grammask; parse the accepted text instead"
+        )
 
     def find_jump_forward_string(self) -> str:
         """The longest text the grammar forces next ("" if there is a choice). No state change."""
@@ -90,6 +137,8 @@ class GrammarMatcher:
         self._handle.rollback(num_tokens)
 
     def is_terminated(self) -> bool:
+        """A stop token was accepted (or, with ``terminate_without_stop_token``, the grammar is
+        complete)."""
         return self._handle.is_terminated()
 
     def is_completed(self) -> bool:
@@ -97,6 +146,7 @@ class GrammarMatcher:
         return self._handle.is_completed()
 
     def reset(self) -> None:
+        """Back to the start state, with an empty history."""
         self._handle.reset()
 
     def fork(self) -> "GrammarMatcher":
@@ -105,25 +155,76 @@ class GrammarMatcher:
 
     @property
     def max_rollback_tokens(self) -> int:
+        """Always -1: rollback is unlimited (deprecated in XGrammar)."""
         return -1
 
     @property
     def stop_token_ids(self) -> List[int]:
+        """The ids that end generation for this matcher."""
         return list(self._handle.stop_token_ids)
 
     @property
     def temperature(self) -> Optional[float]:
+        """The ``default_temperature`` given at construction (grammask has no per-rule
+        temperatures), or None."""
         return self._temperature
+
+    # ------------------------------------------------------------------ XGrammar 0.1 names
+
+    @staticmethod
+    def allocate_token_bitmask(vocab_size: int, batch_size: int = 1) -> Any:
+        """Deprecated (XGrammar 0.1): ``grammask.allocate_token_bitmask(batch_size, vocab_size)``
+        (note the argument order)."""
+        from ._legacy import deprecated
+        from .bitmask import allocate_token_bitmask
+
+        deprecated(
+            "GrammarMatcher.allocate_token_bitmask(vocab_size, batch_size)",
+            "grammask.allocate_token_bitmask(batch_size, vocab_size)",
+        )
+        return allocate_token_bitmask(batch_size, vocab_size)
+
+    @staticmethod
+    def apply_token_bitmask_inplace(logits: Any, bitmask: Any) -> None:
+        """Deprecated (XGrammar 0.1): ``grammask.apply_token_bitmask_inplace(logits, bitmask)``."""
+        from ._legacy import deprecated
+        from .bitmask import apply_token_bitmask_inplace
+
+        deprecated("GrammarMatcher.apply_token_bitmask_inplace", "grammask.apply_token_bitmask_inplace")
+        apply_token_bitmask_inplace(logits, bitmask)
+
+    @staticmethod
+    def get_rejected_tokens_from_bitmask(bitmask: Any, vocab_size: int) -> List[int]:
+        """Deprecated (XGrammar 0.1): the rejected ids of row 0,
+        ``grammask.testing._get_masked_tokens_from_bitmask(bitmask, vocab_size)``."""
+        from ._legacy import deprecated
+        from .testing import _get_masked_tokens_from_bitmask
+
+        deprecated(
+            "GrammarMatcher.get_rejected_tokens_from_bitmask",
+            "grammask.testing._get_masked_tokens_from_bitmask",
+        )
+        return _get_masked_tokens_from_bitmask(bitmask, vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        """Deprecated (XGrammar 0.1): ``compiled_grammar.tokenizer_info.vocab_size``."""
+        from ._legacy import deprecated
+
+        deprecated("GrammarMatcher.vocab_size", "compiled_grammar.tokenizer_info.vocab_size")
+        return self._compiled._handle.tokenizer_info.vocab_size
 
     def _allowed_token_ids(self) -> List[int]:
         return list(self._handle.allowed_tokens())
 
     def _debug_print_internal_state(self) -> str:
+        """A one-line summary of the state (XGrammar prints its parser stacks)."""
         return f"GrammarMatcher(accepted={self._handle.num_accepted}, completed={self.is_completed()}, terminated={self.is_terminated()})"
 
 
 class BatchGrammarMatcher:
-    """Fills the bitmask rows of many matchers at once, in parallel Rust threads."""
+    """Fills the bitmask rows of many matchers at once, in parallel Rust threads; batch accept,
+    rollback and temperature helpers with XGrammar's semantics."""
 
     def __init__(self, max_threads: Union[int, str] = "auto") -> None:
         if max_threads == "auto":
@@ -139,6 +240,8 @@ class BatchGrammarMatcher:
         indices: Optional[List[int]] = None,
         debug_print: bool = False,
     ) -> None:
+        """Fill row ``indices[i]`` (or ``i``) of ``bitmask`` for ``matchers[i]``, in parallel with
+        the GIL released."""
         if indices is not None:
             indices = [_row_index(i) for i in indices]
         _core.batch_fill_next_token_bitmask(
@@ -146,23 +249,60 @@ class BatchGrammarMatcher:
         )
 
     @staticmethod
-    def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int], debug_print: bool = False) -> List[bool]:
+    def batch_fill_temperature(
+        matchers: Sequence[GrammarMatcher], temperatures: Any, indices: Optional[List[int]] = None
+    ) -> None:
+        """Write each matcher's temperature (``-1`` when it has none) into a 1-D float32 CPU
+        tensor: ``temperatures[indices[i]]`` for matcher ``i``, or ``temperatures[i]``."""
+        if _is_torch(temperatures):
+            if temperatures.device.type != "cpu" or not temperatures.is_contiguous():
+                raise InvalidArgumentError("temperatures must be a contiguous CPU tensor")
+            temperatures = temperatures.detach().numpy()
+        if not isinstance(temperatures, np.ndarray) or temperatures.ndim != 1 or temperatures.dtype != np.float32:
+            raise InvalidArgumentError("temperatures must be a 1-D float32 tensor")
+        positions = list(range(len(matchers))) if indices is None else [operator.index(i) for i in indices]
+        if len(positions) != len(matchers):
+            raise InvalidArgumentError(f"got {len(matchers)} matchers but {len(positions)} indices")
+        for pos in positions:
+            if not 0 <= pos < temperatures.shape[0]:
+                raise InvalidArgumentError(
+                    f"the index {pos} is out of bounds for temperatures of size {temperatures.shape[0]}"
+                )
+        for m, pos in zip(matchers, positions):
+            t = m.temperature
+            temperatures[pos] = -1.0 if t is None else t
+
+    @staticmethod
+    def batch_accept_token(
+        matchers: Sequence[GrammarMatcher], tokens: Sequence[int], debug_print: bool = False
+    ) -> List[bool]:
+        """``[m.accept_token(t) for m, t in zip(matchers, tokens)]``, in order (a matcher listed
+        twice accepts both of its tokens). A length mismatch raises ``RuntimeError`` before any
+        token is accepted."""
         if len(matchers) != len(tokens):
-            raise RuntimeError(f"got {len(matchers)} matchers but {len(tokens)} tokens")
+            raise InvalidArgumentError(f"got {len(matchers)} matchers but {len(tokens)} tokens")
         return [m.accept_token(t) for m, t in zip(matchers, tokens)]
 
     @staticmethod
     def batch_accept_string(
         matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]], debug_print: bool = False
     ) -> List[bool]:
+        """``[m.accept_string(s) for m, s in zip(matchers, strings)]``, in order; each string is
+        one rollback step of its matcher. A length mismatch raises ``RuntimeError`` first."""
         if len(matchers) != len(strings):
-            raise RuntimeError(f"got {len(matchers)} matchers but {len(strings)} strings")
+            raise InvalidArgumentError(f"got {len(matchers)} matchers but {len(strings)} strings")
         return [m.accept_string(s) for m, s in zip(matchers, strings)]
 
     @staticmethod
     def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Union[int, List[int]] = 1) -> None:
-        counts = [num_tokens] * len(matchers) if isinstance(num_tokens, int) else list(num_tokens)
+        """Roll matcher ``i`` back by ``num_tokens`` (an int for all, or one count each), in
+        order. As in XGrammar, a count larger than a matcher's history raises ``RuntimeError``
+        after the matchers before it were rolled back, and the ones after it are untouched."""
+        if isinstance(num_tokens, int):
+            counts = [num_tokens] * len(matchers)
+        else:
+            counts = [operator.index(n) for n in num_tokens]
         if len(counts) != len(matchers):
-            raise RuntimeError(f"got {len(matchers)} matchers but {len(counts)} rollback counts")
+            raise InvalidArgumentError(f"got {len(matchers)} matchers but {len(counts)} rollback counts")
         for m, n in zip(matchers, counts):
             m.rollback(n)

@@ -1,4 +1,9 @@
-"""Helpers for tests and debugging, matching ``xgrammar.testing``."""
+"""Helpers for tests and debugging, matching ``xgrammar.testing``.
+
+Every name XGrammar 0.2.8's ``testing`` module defines exists here. The ones that expose
+XGrammar's internals (its per-rule FSMs, its grammar passes, its JSON-Schema range regexes) raise
+:class:`~grammask.UnsupportedFeatureError` naming what to use instead, so code that imports them
+keeps importing."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from . import _core
 from .bitmask import _is_torch, _torch
 from .compiler import CompiledGrammar, GrammarCompiler
 from .grammar import Grammar, schema_options, schema_to_str
+from .exception import UnsupportedFeatureError
 from .matcher import GrammarMatcher
 from .tokenizer_info import TokenizerInfo
 
@@ -25,6 +31,13 @@ __all__ = [
     "_is_single_token_bitmask",
     "bool_mask_to_bitmask",
     "bitmask_to_bool_mask",
+    "_traverse_draft_tree",
+    "_is_rule_fsm_accept_string",
+    "_get_allow_empty_rule_ids",
+    "_generate_range_regex",
+    "_generate_float_regex",
+    "_print_grammar_fsms",
+    "GrammarFunctor",
 ]
 
 
@@ -39,6 +52,7 @@ def _json_schema_to_ebnf(
     json_format: str = "json",
     any_order: bool = False,
 ) -> str:
+    """The EBNF text a JSON Schema converts to (only ``json_format="json"``)."""
     if json_format != "json":
         from .exception import UnsupportedFeatureError
 
@@ -50,6 +64,7 @@ def _json_schema_to_ebnf(
 
 
 def _regex_to_ebnf(regex: str, with_rule_name: bool = True) -> str:
+    """The EBNF a regex converts to: a ``root ::= ...`` rule, or just its body."""
     text = _core.Grammar.regex_to_ebnf(regex, "root")
     if with_rule_name:
         return text
@@ -58,6 +73,7 @@ def _regex_to_ebnf(regex: str, with_rule_name: bool = True) -> str:
 
 
 def _ebnf_to_grammar_no_normalization(ebnf_string: str, root_rule_name: str = "root") -> Grammar:
+    """Parse EBNF (grammask has no separate normalization pass: same as ``Grammar.from_ebnf``)."""
     return Grammar.from_ebnf(ebnf_string, root_rule_name=root_rule_name)
 
 
@@ -82,6 +98,8 @@ def _get_matcher_from_grammar(grammar: Union[Grammar, str], **kwargs: Any) -> Gr
 def _get_matcher_from_grammar_and_tokenizer_info(
     grammar: Union[Grammar, str], tokenizer_info: Optional[TokenizerInfo] = None, **kwargs: Any
 ) -> GrammarMatcher:
+    """A matcher of ``grammar`` over ``tokenizer_info`` (an empty vocabulary when None), compiled
+    without the cache; ``kwargs`` go to :class:`GrammarMatcher`."""
     info = tokenizer_info if tokenizer_info is not None else _empty_tokenizer_info()
     compiler = GrammarCompiler(info, cache_enabled=False)
     compiled = compiler.compile_grammar(grammar)
@@ -144,9 +162,129 @@ def _get_masked_tokens_from_bitmask(bitmask: Any, vocab_size: int, index: int = 
 
 
 def _is_single_token_bitmask(bitmask: Any, vocab_size: int, index: int = 0) -> Tuple[bool, int]:
+    """``(True, id)`` when row ``index`` allows exactly one token, else ``(False, -1)``."""
     arr = _to_numpy(bitmask)
     row = arr.reshape(-1, arr.shape[-1])[index]
     allowed = np.flatnonzero(np.asarray(bitmask_to_bool_mask(row, vocab_size)))
     if len(allowed) == 1:
         return True, int(allowed[0])
     return False, -1
+
+
+def _traverse_draft_tree(
+    retrieve_next_token: Any,
+    retrieve_next_sibling: Any,
+    draft_tokens: Any,
+    matcher: GrammarMatcher,
+    allocate_token_bitmask: Any,
+    time_threshold: float = -1.0,
+) -> bool:
+    """Legacy wrapper of :meth:`GrammarMatcher.traverse_draft_tree` (argument order of XGrammar's
+    old helper); use the method in new code."""
+    return matcher.traverse_draft_tree(
+        retrieve_next_token, retrieve_next_sibling, draft_tokens, allocate_token_bitmask, time_threshold
+    )
+
+
+def _unsupported(what: str, instead: str) -> UnsupportedFeatureError:
+    return UnsupportedFeatureError(f"{what} is an XGrammar internal that grammask does not have; {instead}")
+
+
+def _is_rule_fsm_accept_string(grammar: Grammar, rule_id: int, input_str: str) -> bool:
+    """XGrammar's per-rule FSM check; raises :class:`UnsupportedFeatureError` (grammask has no
+    per-rule FSMs by rule id). Use :func:`_is_grammar_accept_string` on a grammar whose root is
+    that rule."""
+    raise _unsupported(
+        "testing._is_rule_fsm_accept_string",
+        "use testing._is_grammar_accept_string(Grammar.from_ebnf(text, root_rule_name=rule), s)",
+    )
+
+
+def _get_allow_empty_rule_ids(compiled_grammar: CompiledGrammar) -> List[int]:
+    """XGrammar's nullable-rule ids; raises :class:`UnsupportedFeatureError`. Use
+    ``_is_grammar_accept_string(grammar, "")`` to ask whether a grammar accepts the empty string."""
+    raise _unsupported(
+        "testing._get_allow_empty_rule_ids", 'use testing._is_grammar_accept_string(grammar, "")'
+    )
+
+
+def _generate_range_regex(start: Optional[int] = None, end: Optional[int] = None) -> str:
+    """XGrammar's JSON-Schema integer-range regex builder; raises
+    :class:`UnsupportedFeatureError`. Use ``Grammar.from_json_schema`` with ``minimum``/``maximum``."""
+    raise _unsupported(
+        "testing._generate_range_regex",
+        'use Grammar.from_json_schema({"type": "integer", "minimum": ..., "maximum": ...})',
+    )
+
+
+def _generate_float_regex(
+    start: Optional[float] = None,
+    end: Optional[float] = None,
+    exclusive_start: bool = False,
+    exclusive_end: bool = False,
+) -> str:
+    """XGrammar's JSON-Schema number-range regex builder; raises
+    :class:`UnsupportedFeatureError`. Use ``Grammar.from_json_schema`` with ``minimum``/``maximum``."""
+    raise _unsupported(
+        "testing._generate_float_regex",
+        'use Grammar.from_json_schema({"type": "number", "minimum": ..., "maximum": ...})',
+    )
+
+
+def _print_grammar_fsms(grammar: Grammar) -> str:
+    """XGrammar's FSM printer; raises :class:`UnsupportedFeatureError`. Use ``str(grammar)`` for
+    the EBNF grammask compiles."""
+    raise _unsupported("testing._print_grammar_fsms", "use str(grammar) to print the grammar as EBNF")
+
+
+class GrammarFunctor:
+    """XGrammar's grammar passes, exposed for its own tests. grammask's passes run inside
+    ``GrammarCompiler`` and are not separable: each static method raises
+    :class:`UnsupportedFeatureError`."""
+
+    @staticmethod
+    def _raise(name: str) -> "Grammar":
+        raise _unsupported(
+            f"testing.GrammarFunctor.{name}",
+            "grammask applies its passes when compiling; use Grammar.from_ebnf and str(grammar)",
+        )
+
+    @staticmethod
+    def structure_normalizer(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("structure_normalizer")
+
+    @staticmethod
+    def rule_inliner(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("rule_inliner")
+
+    @staticmethod
+    def byte_string_fuser(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("byte_string_fuser")
+
+    @staticmethod
+    def dead_code_eliminator(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("dead_code_eliminator")
+
+    @staticmethod
+    def lookahead_assertion_analyzer(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("lookahead_assertion_analyzer")
+
+    @staticmethod
+    def grammar_optimizer(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("grammar_optimizer")
+
+    @staticmethod
+    def fsm_builder(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("fsm_builder")
+
+    @staticmethod
+    def repetition_normalizer(grammar: Grammar) -> Grammar:
+        """Unsupported (XGrammar internal pass)."""
+        return GrammarFunctor._raise("repetition_normalizer")

@@ -2,9 +2,18 @@
 
 ``TokenizerInfo`` is the first object a user builds: it wraps the Rust ``Vocabulary``
 (``grammask._core.TokenizerInfo``, kept as ``_handle``) that every compiled grammar shares. It is
-API-compatible with XGrammar 0.2.8's ``TokenizerInfo`` with one deliberate difference: special and
-added control tokens (``<|eot_id|>``, ``<|im_start|>``, padding ids, ...) are never produced by
-grammar text, even when a grammar contains their literal spelling.
+API-compatible with XGrammar 0.2.8's ``TokenizerInfo``: the same vocabulary type, prefix-space flag,
+decoded bytes and stop tokens for the tokenizer families it supports, with one deliberate
+difference: ``from_huggingface`` marks the added tokens a tokenizer declares special
+(``<|im_start|>``, ``<|eot_id|>``, ``<start_of_turn>``, bos/unk/pad, Tekken's control block) as
+special, so grammar text never produces them even when a grammar spells them out; XGrammar treats
+them as ordinary text. ``from_huggingface(..., special_tokens="xgrammar")`` restores XGrammar's
+behaviour (only padding ids and tokens that decode to nothing are special).
+
+Stop tokens follow XGrammar: ``eos_token_id``, or, when a tokenizer has none, the tokens whose text
+is one of XGrammar's end markers. ``extra_stop_tokens=True`` also stops on every other end-of-text
+or end-of-turn token the vocabulary has (``<|eot_id|>``, ``<|eom_id|>``, ``<|im_end|>``,
+``<end_of_turn>``, ``<|end|>``, ...), which chat models emit when their generation config says so.
 
 Tokens are given as the tokenizer spells them (``"Ġhello"``, ``"▁hi"``, ``"<0x0A>"``) together
 with a :class:`VocabType` saying how to read that spelling; the Rust core decodes them.
@@ -22,6 +31,7 @@ from enum import Enum
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Union
 
 from . import _core
+from .exception import _reraise_version
 
 __all__ = ["TokenizerInfo", "VocabType"]
 
@@ -66,6 +76,20 @@ _BYTE_LEVEL_SPELLING = re.compile(
 # Texts of tokens that end generation, as the Rust core detects them when no stop list is given.
 _DETECTION_STOP_TOKENS: FrozenSet[str] = frozenset(_core.TokenizerInfo.DETECTION_STOP_TOKENS)
 
+# The subset XGrammar 0.2.8 detects (its DETECTION_STOP_TOKENS): the default.
+_XGRAMMAR_DETECTION_STOP_TOKENS: FrozenSet[str] = frozenset(
+    {
+        "</s>",
+        "<|end_of_text|>",
+        "<|eot_id|>",
+        "<|endoftext|>",
+        "<eos>",
+        "<|eos|>",
+        "<end_of_turn>",
+        "<｜end▁of▁sentence｜>",
+    }
+)
+
 # Mistral's Tekken tokenizers reserve ids 0..999 for control tokens.
 _TEKKEN_NUM_CONTROL_TOKENS = 1000
 
@@ -103,6 +127,7 @@ class TokenizerInfo:
         stop_token_ids: Union[List[int], int, None] = None,
         add_prefix_space: bool = False,
         special_token_ids: Optional[List[int]] = None,
+        extra_stop_tokens: bool = False,
     ) -> None:
         """Build the vocabulary.
 
@@ -115,23 +140,32 @@ class TokenizerInfo:
         vocab_size : int, optional
             The model's logits width; defaults to ``len(encoded_vocab)`` and may not be smaller.
         stop_token_ids : list of int or int, optional
-            Ids that end generation. ``None`` detects them by their text (``</s>``,
-            ``<|eot_id|>``, ``<|im_end|>``, ...).
+            Ids that end generation. ``None`` detects them by their text, as XGrammar does
+            (``</s>``, ``<|end_of_text|>``, ``<|eot_id|>``, ``<|endoftext|>``, ``<eos>``,
+            ``<|eos|>``, ``<end_of_turn>``, ``<｜end▁of▁sentence｜>``).
         add_prefix_space : bool
             Whether the tokenizer prepends a space to the text it encodes.
         special_token_ids : list of int, optional
             Extra ids grammar text can never produce (added/control tokens). grammask extension.
+        extra_stop_tokens : bool
+            With ``stop_token_ids=None``, also detect ``<|im_end|>``, ``<|eom_id|>`` and
+            ``<|end|>`` (grammask extension; XGrammar does not).
         """
         if not isinstance(vocab_type, VocabType):
             vocab_type = VocabType(vocab_type)
+        stops = _ids_list(stop_token_ids, "stop_token_ids")
+        specials = _ids_list(special_token_ids, "special_token_ids")
         self._handle = _core.TokenizerInfo(
-            encoded_vocab,
-            vocab_type.value,
-            vocab_size,
-            _ids_list(stop_token_ids, "stop_token_ids"),
-            _ids_list(special_token_ids, "special_token_ids"),
-            bool(add_prefix_space),
+            encoded_vocab, vocab_type.value, vocab_size, stops, specials, bool(add_prefix_space)
         )
+        if stops is None and not extra_stop_tokens:
+            detected = self._handle.stop_token_ids
+            decoded = self._handle.decoded_vocab if detected else []
+            kept = [i for i in detected if decoded[i].decode("utf-8", "replace") in _XGRAMMAR_DETECTION_STOP_TOKENS]
+            if kept != detected:
+                self._handle = _core.TokenizerInfo(
+                    encoded_vocab, vocab_type.value, vocab_size, kept, specials, bool(add_prefix_space)
+                )
 
     @classmethod
     def _from_handle(cls, handle: _core.TokenizerInfo) -> "TokenizerInfo":
@@ -147,6 +181,8 @@ class TokenizerInfo:
         *,
         vocab_size: Optional[int] = None,
         stop_token_ids: Union[List[int], int, None] = None,
+        special_tokens: str = "grammask",
+        extra_stop_tokens: bool = False,
     ) -> "TokenizerInfo":
         """Build the vocabulary of a ``transformers`` tokenizer.
 
@@ -156,12 +192,21 @@ class TokenizerInfo:
 
         ``vocab_size`` is the model's logits width (``config.vocab_size``); it defaults to the
         tokenizer's size. Ids past the tokenizer are padding; tokenizer ids past ``vocab_size``
-        are dropped. Stop tokens default to ``eos_token_id`` plus the tokens whose text marks an
-        end of text or turn (``<|eot_id|>``, ``<|im_end|>``, ``<end_of_turn>``, ...). Added tokens
-        marked special become special ids, which grammar text never produces.
+        are dropped. Stop tokens default to ``[eos_token_id]`` as in XGrammar (when the tokenizer
+        has no eos, a warning and detection by text). ``extra_stop_tokens=True`` adds the added
+        special tokens whose text marks an end of text or turn (``<|eot_id|>``, ``<|eom_id|>``,
+        ``<|im_end|>``, ``<end_of_turn>``, ``<|end|>``, ...).
 
-        Raises ``ValueError`` for an empty ``stop_token_ids`` or an unsupported tokenizer.
+        ``special_tokens="grammask"`` (default) makes the added tokens marked special, the
+        declared special tokens and Tekken's control block special ids, which grammar text never
+        produces; ``"xgrammar"`` keeps only XGrammar's special ids (padding and tokens that decode
+        to nothing), so a grammar spelling ``<|im_start|>`` can produce that token.
+
+        Raises ``ValueError`` for an empty ``stop_token_ids``, an unknown ``special_tokens`` or an
+        unsupported tokenizer.
         """
+        if special_tokens not in ("grammask", "xgrammar"):
+            raise ValueError(f"special_tokens must be 'grammask' or 'xgrammar', got {special_tokens!r}")
         stop_list = _ids_list(stop_token_ids, "stop_token_ids")
         if stop_list is not None and len(stop_list) == 0:
             raise ValueError("stop_token_ids cannot be empty")
@@ -198,22 +243,27 @@ class TokenizerInfo:
                 # The serialized pipeline can be rebuilt unfaithfully (transformers v5); the
                 # spelling of the vocabulary itself is the better witness.
                 vocab_type = from_vocab
-                add_prefix_space = TokenizerInfo._detect_add_prefix_space_by_encoding(tokenizer)
+                add_prefix_space = TokenizerInfo._detect_add_prefix_space_by_encoding(tokenizer, vocab_type)
         elif TokenizerInfo._is_sentencepiece_tokenizer(tokenizer):
             vocab_type = VocabType.BYTE_FALLBACK if "<0x0A>" in vocab_dict else VocabType.RAW
             add_prefix_space = True
         else:
             raise ValueError(f"Unsupported tokenizer type: {type(tokenizer).__name__}")
 
-        special = TokenizerInfo._special_ids_from_hf(tokenizer, num_encoded)
+        special = (
+            TokenizerInfo._special_ids_from_hf(tokenizer, num_encoded)
+            if special_tokens == "grammask"
+            else None
+        )
         if stop_list is None:
-            stop_list = TokenizerInfo._stop_ids_from_hf(tokenizer, num_encoded)
+            stop_list = TokenizerInfo._stop_ids_from_hf(tokenizer, num_encoded, extra_stop_tokens)
             if not stop_list:
                 warnings.warn(
-                    "stop_token_ids is not given and the tokenizer has no eos_token_id or known "
-                    "stop token; the vocabulary has no stop token",
+                    "stop_token_ids is not given and the tokenizer has no eos_token_id in the "
+                    "vocabulary; detecting stop tokens by their text (possibly none)",
                     stacklevel=2,
                 )
+                stop_list = None
 
         return TokenizerInfo(
             encoded_vocab,
@@ -222,6 +272,7 @@ class TokenizerInfo:
             stop_token_ids=stop_list,
             add_prefix_space=add_prefix_space,
             special_token_ids=special,
+            extra_stop_tokens=extra_stop_tokens,
         )
 
     @staticmethod
@@ -253,7 +304,9 @@ class TokenizerInfo:
         return sum(1 for c in contents if c.startswith("<SPECIAL_")) >= n // 2
 
     @staticmethod
-    def _stop_ids_from_hf(tokenizer: Any, vocab_size: int) -> List[int]:
+    def _stop_ids_from_hf(tokenizer: Any, vocab_size: int, extra: bool = False) -> List[int]:
+        """``[eos]`` (XGrammar's choice); with ``extra``, also the added special tokens whose
+        text is an end marker."""
         stop: List[int] = []
         eos = getattr(tokenizer, "eos_token_id", None)
         if eos is None and TokenizerInfo._is_sentencepiece_tokenizer(tokenizer):
@@ -262,6 +315,8 @@ class TokenizerInfo:
             eos = eos_id if eos_id >= 0 else None
         if isinstance(eos, int) and 0 <= eos < vocab_size:
             stop.append(eos)
+        if not extra:
+            return stop
         # Only added tokens marked special count: `</s>` is an ordinary token (an HTML tag) in
         # Gemma, and a non-special added token in Phi-3 whose generation config does not stop on it.
         added = getattr(tokenizer, "added_tokens_decoder", None) or {}
@@ -337,10 +392,15 @@ class TokenizerInfo:
         return TokenizerInfo._sp_model_of(tokenizer) is not None
 
     @staticmethod
-    def _detect_add_prefix_space_by_encoding(tokenizer: Any) -> bool:
-        """Whether encoding ``"a"`` yields a token spelled with a leading space marker."""
+    def _detect_add_prefix_space_by_encoding(tokenizer: Any, vocab_type: Optional[VocabType]) -> bool:
+        """Whether encoding ``"a"`` yields a token spelled with a leading space marker: ``▁`` for
+        BYTE_FALLBACK, ``Ġ`` for the other types, either when ``vocab_type`` is None."""
         first = TokenizerInfo._first_token_of(tokenizer, "a")
-        return first is not None and first[:1] in ("▁", "Ġ")
+        if not first:
+            return False
+        if vocab_type is None:
+            return first[:1] in ("▁", "Ġ")
+        return first.startswith("▁" if vocab_type == VocabType.BYTE_FALLBACK else "Ġ")
 
     @staticmethod
     def _detect_vocab_type_from_vocab(vocab_dict: Dict[Any, int]) -> Optional[VocabType]:
@@ -419,6 +479,7 @@ class TokenizerInfo:
 
     @property
     def vocab_type(self) -> VocabType:
+        """How the tokens are spelled."""
         return VocabType(self._handle.vocab_type)
 
     @property
@@ -428,6 +489,7 @@ class TokenizerInfo:
 
     @property
     def add_prefix_space(self) -> bool:
+        """Whether the tokenizer prepends a space to the text it encodes."""
         return self._handle.add_prefix_space
 
     @property
@@ -447,6 +509,7 @@ class TokenizerInfo:
 
     @property
     def stop_token_ids(self) -> List[int]:
+        """The ids that end generation."""
         return self._handle.stop_token_ids
 
     @property
@@ -475,7 +538,13 @@ class TokenizerInfo:
 
     @staticmethod
     def deserialize_json(json_string: str) -> "TokenizerInfo":
-        return TokenizerInfo._from_handle(_core.TokenizerInfo.deserialize_json(json_string))
+        """Rebuild from :meth:`serialize_json`'s string. Input that is not JSON raises
+        :class:`~grammask.DeserializeFormatError` (also an ``InvalidJSONError``), a missing or other
+        version :class:`~grammask.DeserializeVersionError`."""
+        try:
+            return TokenizerInfo._from_handle(_core.TokenizerInfo.deserialize_json(json_string))
+        except (_core.DeserializeFormatError, _core.InvalidJSONError) as e:
+            raise _reraise_version(e) from None
 
     def __getstate__(self) -> str:
         return self.serialize_json()
