@@ -100,10 +100,6 @@ def build_tiny_model(vocab_size: int, *, seed: int = 0, hidden_size: int = 64, l
         model = LlamaForCausalLM(config)
     finally:
         torch.random.set_rng_state(generator_state)
-    # Random init gives near-uniform logits; scale them up so the model has preferences, as a
-    # trained one does (this makes sampling repeatable enough to compare runs).
-    with torch.no_grad():
-        model.model.embed_tokens.weight.mul_(8.0)
     model.eval()
     return model
 
