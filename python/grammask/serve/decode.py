@@ -29,7 +29,7 @@ from ..compiler import CompiledGrammar
 from ..matcher import GrammarMatcher
 from ..tokenizer_info import TokenizerInfo
 
-__all__ = ["Closer", "Generation", "generate", "make_matcher", "matcher_has_token_budget"]
+__all__ = ["Closer", "ClosingState", "Generation", "generate", "make_matcher", "matcher_has_token_budget"]
 
 # Characters that end a structure, best first: a string quote, then brackets. Then, one character at
 # a time: a separator (only offered where a required member is still missing), a short value.
@@ -84,19 +84,37 @@ class Closer:
                 lengths[tid] = len(piece)
         self._lengths = lengths
         self._is_space = np.array([bool(p) and p.isspace() for p in vocab] + [False] * (info.vocab_size - len(vocab)))
-        self._scratch = allocate_token_bitmask(1, info.vocab_size)
-        self._lock = threading.Lock()
 
     def _allowed(self, bitmask: Any) -> np.ndarray:
         bits = np.unpackbits(np.asarray(bitmask).reshape(-1).view(np.uint8), bitorder="little")
         return np.flatnonzero(bits[: self.vocab_size])
 
-    def pick(self, matcher: GrammarMatcher, bitmask: Any) -> int:
-        """The closing policy's token for ``matcher`` whose mask is in ``bitmask`` (1 row)."""
+    def pick(self, matcher: GrammarMatcher, bitmask: Any, policy: Optional["ClosingState"] = None) -> int:
+        """The closing policy's token for ``matcher`` whose mask is in ``bitmask`` (1 row).
+
+        Order: a stop token (the grammar can end); a token made of closing characters; a token
+        after which the grammar can end; the longest non-space token. When the same token has been
+        picked three times in a row without ending (closing characters inside free text), the
+        next pick commits instead: it prefers a token after which the grammar forces text (a
+        trigger or tag opening, which leads on to the tag's end)."""
+        policy = policy if policy is not None else ClosingState()
+        token = self._pick(matcher, bitmask, policy.commit)
+        policy.update(token)
+        return token
+
+    def _pick(self, matcher: GrammarMatcher, bitmask: Any, commit: bool) -> int:
         words = np.asarray(bitmask).reshape(-1)
         for s in self.stop_ids:
             if (words[s >> 5] >> (s & 31)) & 1:
                 return s
+        allowed = None
+        if commit:
+            allowed = self._allowed(bitmask)
+            allowed = allowed[(self._lengths[allowed] > 0) & ~self._is_space[allowed]]
+            for tid in allowed[np.argsort(self._lengths[allowed], kind="stable")][:64]:
+                probe = matcher.fork()
+                if probe.accept_token(int(tid)) and probe.find_jump_forward_string():
+                    return int(tid)
         if len(self.closers):
             hit = (words[self.closers >> 5] >> (self.closers & 31)) & 1
             idx = np.flatnonzero(hit)
@@ -118,17 +136,35 @@ class Closer:
 
     def closing_length(self, matcher: GrammarMatcher, limit: int) -> Optional[int]:
         """Tokens the closing policy needs from ``matcher``'s state (stop token included), or
-        None if it needs more than ``limit``. Works on a fork; ``matcher`` is unchanged."""
+        None if it needs more than ``limit``. Works on a fork; ``matcher`` is unchanged. The
+        policy is deterministic, so following :meth:`pick` from the same state with a fresh
+        :class:`ClosingState` takes exactly this many tokens."""
         probe = matcher.fork()
-        with self._lock:
-            for n in range(1, limit + 1):
-                if probe.is_completed():
-                    return n
-                probe.fill_next_token_bitmask(self._scratch)
-                tid = self.pick(probe, self._scratch)
-                if not probe.accept_token(tid):  # pragma: no cover - the mask allowed it
-                    return None
-            return None
+        policy = ClosingState()
+        scratch = allocate_token_bitmask(1, self.vocab_size)  # per call: decode threads share self
+        for n in range(1, limit + 1):
+            if probe.is_completed():
+                return n
+            probe.fill_next_token_bitmask(scratch)
+            tid = self.pick(probe, scratch, policy)
+            if not probe.accept_token(tid):  # pragma: no cover - the mask allowed it
+                return None
+        return None
+
+
+class ClosingState:
+    """The closing policy's memory: the last token, how often it repeated, commit mode."""
+
+    def __init__(self) -> None:
+        self.last, self.repeats, self.commit = -1, 0, False
+
+    def update(self, token: int) -> None:
+        if self.commit:  # one committing pick, then back to closing
+            self.last, self.repeats, self.commit = token, 0, False
+            return
+        self.repeats = self.repeats + 1 if token == self.last else 0
+        self.last = token
+        self.commit = self.repeats >= 2
 
 
 @dataclass
@@ -237,6 +273,7 @@ def generate(
         guarded = matcher is not None and not own_budget
         estimate = closer.closing_length(matcher, max_tokens) if guarded else None
         closing = False
+        policy = ClosingState()
         since_estimate = 0
 
         for step in range(max_tokens):
@@ -249,7 +286,7 @@ def generate(
                 g0 = time.perf_counter()
                 matcher.fill_next_token_bitmask(bitmask)
                 if closing:
-                    token = closer.pick(matcher, bitmask)
+                    token = closer.pick(matcher, bitmask, policy)
                     t_model = 0.0
                 else:
                     row = logits[:vocab_size].clone() if logits.shape[-1] != vocab_size else logits
@@ -267,7 +304,7 @@ def generate(
                             since_estimate = 0
                             if estimate is None:  # this token would leave too few: close now
                                 closing = gen.budget_closed = True
-                                token = closer.pick(matcher, bitmask)
+                                token = closer.pick(matcher, bitmask, policy)
                 if not matcher.accept_token(token):
                     raise RuntimeError(f"the matcher rejected token {token}, which its mask allowed")
                 gen.grammar_s += time.perf_counter() - g0 - t_model

@@ -212,7 +212,7 @@ class _StructuralTagEbnf:
         for line in grammar.splitlines():
             out_lines.append(_rename_outside_strings(line, set(names), prefix))
         self.rules.extend(out_lines)
-        return prefix + names[0] if names else prefix + root
+        return prefix + root
 
     def node(self, fmt: Any, end_hint: str = "") -> str:
         if not isinstance(fmt, dict) or "type" not in fmt:
