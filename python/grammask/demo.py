@@ -143,7 +143,9 @@ def demo(args: argparse.Namespace) -> int:
     print(f"valid:     {_check(kind, text, source, holder['compiled']) if gen.grammar_completed else 'no (the structure could not be closed)'}")
     print(f"grammar_init_s:      {gen.grammar_init_s:.6f}  (compile overlapped with a {gen.prefill_s * 1e3:.1f} ms prefill; "
           f"waited {gen.grammar_wait_s * 1e3:.1f} ms after it)")
-    print(f"grammar_per_token_s: {gen.grammar_per_token_s:.7f}  (mask fill + apply + accept + budget)")
+    print(f"grammar_per_token_s: {gen.grammar_per_token_s:.7f}  (mask fill + mask apply + accept)")
+    if not matcher_has_token_budget():
+        print(f"budget_per_token_s:  {gen.budget_per_token_s:.7f}  (the closing fallback's look-ahead)")
     print(f"model_per_token_s:   {gen.model_per_token_s:.7f}  (forward pass + sampling)")
     print(f"grammar / model:     {ratio:.2f}")
     return 0 if gen.grammar_completed else 1

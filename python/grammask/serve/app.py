@@ -154,6 +154,7 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
             extra.update(
                 grammar_init_s=round(gen.grammar_init_s, 6),
                 grammar_per_token_s=round(gen.grammar_per_token_s, 7),
+                budget_per_token_s=round(gen.budget_per_token_s, 7),
                 grammar_wait_after_prefill_s=round(gen.grammar_wait_s, 6),
                 budget_closed=gen.budget_closed,
             )

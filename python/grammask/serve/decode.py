@@ -180,13 +180,18 @@ class Generation:
     prefill_s: float = 0.0
     grammar_init_s: float = 0.0  # compile + matcher creation (overlapped with prefill)
     grammar_wait_s: float = 0.0  # time the decode waited for the compile after prefill
-    grammar_s: float = 0.0  # mask fill + mask apply + accept + budget policy
+    grammar_s: float = 0.0  # mask fill + mask apply + accept (+ closing picks once closing)
+    budget_s: float = 0.0  # the token-budget fallback's look-ahead (Closer.closing_length)
     model_s: float = 0.0  # decode forward passes + sampling
     cancelled: bool = False
 
     @property
     def grammar_per_token_s(self) -> float:
         return self.grammar_s / max(1, self.completion_tokens)
+
+    @property
+    def budget_per_token_s(self) -> float:
+        return self.budget_s / max(1, self.completion_tokens)
 
     @property
     def model_per_token_s(self) -> float:
@@ -271,7 +276,9 @@ def generate(
             if closer is None and not own_budget:
                 closer = Closer(info)
         guarded = matcher is not None and not own_budget
+        b0 = time.perf_counter()
         estimate = closer.closing_length(matcher, max_tokens) if guarded else None
+        gen.budget_s += time.perf_counter() - b0
         closing = False
         policy = ClosingState()
         since_estimate = 0
@@ -283,17 +290,19 @@ def generate(
                 break
             remaining = max_tokens - step  # tokens left, this one included
             if matcher is not None:
+                # grammar time = this block minus sampling (model) and the budget look-ahead
                 g0 = time.perf_counter()
+                t_sample = t_budget = 0.0
                 matcher.fill_next_token_bitmask(bitmask)
                 if closing:
                     token = closer.pick(matcher, bitmask, policy)
-                    t_model = 0.0
                 else:
                     row = logits[:vocab_size].clone() if logits.shape[-1] != vocab_size else logits
                     apply_token_bitmask_inplace(row, bitmask)
                     g1 = time.perf_counter()
                     token = _sample(row, temperature, top_p, generator)
-                    t_model = time.perf_counter() - g1
+                    g2 = time.perf_counter()
+                    t_sample = g2 - g1
                     if guarded and token not in stops:
                         since_estimate += 1
                         near = estimate is None or remaining - 1 <= estimate + _GUARD_MARGIN
@@ -305,10 +314,12 @@ def generate(
                             if estimate is None:  # this token would leave too few: close now
                                 closing = gen.budget_closed = True
                                 token = closer.pick(matcher, bitmask, policy)
+                    t_budget = time.perf_counter() - g2
                 if not matcher.accept_token(token):
                     raise RuntimeError(f"the matcher rejected token {token}, which its mask allowed")
-                gen.grammar_s += time.perf_counter() - g0 - t_model
-                gen.model_s += t_model
+                gen.grammar_s += time.perf_counter() - g0 - t_sample - t_budget
+                gen.model_s += t_sample
+                gen.budget_s += t_budget
             else:
                 g1 = time.perf_counter()
                 token = _sample(logits[:vocab_size], temperature, top_p, generator)
