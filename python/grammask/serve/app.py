@@ -12,6 +12,7 @@ sets the request's cancel flag, which the decode loop checks every token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -73,13 +74,22 @@ class _Params:
 
 
 def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
-    app = FastAPI(title="grammask serve", docs_url=None, redoc_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.close()
+
+    app = FastAPI(title="grammask serve", docs_url=None, redoc_url=None, lifespan=lifespan)
     slots = asyncio.Semaphore(max_concurrency)
     state = {"active": 0, "waiting": 0, "served": 0, "cancelled": 0}
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, e: RequestError) -> JSONResponse:
         return _error(400, e.message, e.param, e.code)
+
+    @app.exception_handler(Exception)
+    async def _server_error(_: Request, e: Exception) -> JSONResponse:  # a bug: answer, stay up
+        return _error(500, f"internal error: {type(e).__name__}: {e}", code="internal_error")
 
     @app.get("/health")
     async def health() -> Dict[str, Any]:
@@ -287,9 +297,5 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
         return await _respond(request, await _body(request), chat=False)
-
-    @app.on_event("shutdown")
-    async def _shutdown() -> None:
-        engine.close()
 
     return app
