@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default=PROMPT, help="the user message (default: asks for a person as JSON)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed and tiny-model weight seed (default: 0)")
     p.add_argument("--max-tokens", type=int, default=256, help="token budget, stop token included (default: 256)")
+    p.add_argument("--device", default="auto", help="torch device: auto (CUDA for --model when available, else CPU), cpu, cuda, ... (default: auto)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0 is greedy (default: 1.0)")
 
 
@@ -108,7 +109,7 @@ def demo(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     if args.model is None:  # the tiny model is fastest on one thread (no thread hand-offs per op)
         torch.set_num_threads(1)
-    model, tok, model_id = load_model_and_tokenizer(args.model, args.tokenizer, seed=args.seed)
+    model, tok, model_id = load_model_and_tokenizer(args.model, args.tokenizer, seed=args.seed, device=args.device)
     info = TokenizerInfo.from_huggingface(tok, vocab_size=model.config.vocab_size)
     load_s = time.perf_counter() - t0
     kind, source = _grammar_source(args.grammar)

@@ -105,20 +105,25 @@ def build_tiny_model(vocab_size: int, *, seed: int = 0, hidden_size: int = 64, l
 
 
 def load_model_and_tokenizer(
-    model: Optional[str] = None, tokenizer: Optional[str] = None, *, seed: int = 0
+    model: Optional[str] = None, tokenizer: Optional[str] = None, *, seed: int = 0, device: str = "auto"
 ) -> Tuple[Any, Any, str]:
     """(model, tokenizer, model id). ``model=None`` builds the embedded tiny model (with the
-    tokenizer at ``tokenizer`` if given, else the embedded one)."""
+    tokenizer at ``tokenizer`` if given, else the embedded one). ``device="auto"`` puts a loaded
+    model on CUDA when there is one and keeps the tiny model on the CPU."""
+    import torch
     from transformers import AutoTokenizer
+
+    if device == "auto":
+        device = "cuda" if model is not None and torch.cuda.is_available() else "cpu"
 
     tok = AutoTokenizer.from_pretrained(tokenizer) if tokenizer else None
     if model is None:
         if tok is None:
             tok = build_tiny_tokenizer()
-        return build_tiny_model(len(tok), seed=seed), tok, TINY_MODEL_ID
+        return build_tiny_model(len(tok), seed=seed).to(device), tok, TINY_MODEL_ID
     from transformers import AutoModelForCausalLM
 
-    lm = AutoModelForCausalLM.from_pretrained(model)
+    lm = AutoModelForCausalLM.from_pretrained(model, torch_dtype="auto").to(device)
     lm.eval()
     if tok is None:
         tok = AutoTokenizer.from_pretrained(model)

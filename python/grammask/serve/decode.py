@@ -252,14 +252,15 @@ def generate(
     import torch
 
     gen = Generation(prompt_tokens=len(prompt_ids))
-    generator = torch.Generator().manual_seed(seed if seed is not None else int(time.time_ns() % 2**31))
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed if seed is not None else int(time.time_ns() % 2**31))
     stops = set(stop_ids if stop_ids is not None else info.stop_token_ids)
     vocab_size = info.vocab_size
 
     with torch.inference_mode():
         cache_arg = _cache_arg(model)
+        device = next(model.parameters()).device
         start = time.perf_counter()
-        past, logits = _forward(model, torch.tensor([list(prompt_ids)], dtype=torch.long), None, cache_arg)
+        past, logits = _forward(model, torch.tensor([list(prompt_ids)], dtype=torch.long, device=device), None, cache_arg)
         gen.prefill_s = time.perf_counter() - start
 
         matcher = bitmask = None
@@ -338,7 +339,7 @@ def generate(
             if step + 1 == max_tokens:
                 break
             start = time.perf_counter()
-            past, logits = _forward(model, torch.tensor([[token]], dtype=torch.long), past, cache_arg)
+            past, logits = _forward(model, torch.tensor([[token]], dtype=torch.long, device=device), past, cache_arg)
             gen.model_s += time.perf_counter() - start
         if matcher is not None:
             gen.grammar_completed = matcher.is_completed() or matcher.is_terminated()

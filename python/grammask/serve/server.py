@@ -18,6 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tool-format", default="auto", help="tool-call format: auto (from the chat template), hermes, or a model family name of get_model_structural_tag (default: auto)")
     p.add_argument("--max-model-len", type=int, default=4096, help="prompt plus output tokens per request (default: 4096)")
     p.add_argument("--seed", type=int, default=0, help="weight seed of the embedded tiny model (default: 0)")
+    p.add_argument("--device", default="auto", help="torch device: auto (CUDA for --model when available, else CPU), cpu, cuda, ... (default: auto)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
 
 
@@ -32,7 +33,7 @@ def serve(args: argparse.Namespace) -> int:
         from .engine import Engine
     except ImportError as e:
         raise RuntimeError(f"grammask serve needs the 'serve' extra (pip install 'grammask[serve]'): {e}") from None
-    model, tokenizer, model_id = load_model_and_tokenizer(args.model, args.tokenizer, seed=args.seed)
+    model, tokenizer, model_id = load_model_and_tokenizer(args.model, args.tokenizer, seed=args.seed, device=args.device)
     engine = Engine(
         model, tokenizer, model_id,
         max_concurrency=args.max_concurrency, tool_format=args.tool_format, max_model_len=args.max_model_len,
