@@ -31,7 +31,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8000/v1", help="the server's /v1 base URL")
     ap.add_argument("--requests", type=int, default=16, help="requests per concurrency level")
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16], help="concurrency levels")
+    ap.add_argument(
+        "--concurrency", type=int, nargs="+", default=[1, 4, 16], help="concurrency levels"
+    )
     ap.add_argument("--max-tokens", type=int, default=160, help="max_tokens per request")
     args = ap.parse_args()
     client = openai.OpenAI(base_url=args.url, api_key="unused", max_retries=0, timeout=600)
@@ -40,15 +42,20 @@ def main() -> None:
 
     def one(seed: int):
         resp = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "A user as JSON."}],
-            response_format=rf, max_tokens=args.max_tokens, seed=seed,
+            model=model,
+            messages=[{"role": "user", "content": "A user as JSON."}],
+            response_format=rf,
+            max_tokens=args.max_tokens,
+            seed=seed,
         )
         return resp.usage.completion_tokens, resp.usage.model_extra["extra"]
 
     first = one(10_000)[1]  # the cache may already hold this schema if the server ran before
     print(f"model {model}; first request grammar_init_s {first['grammar_init_s'] * 1e3:.2f} ms")
-    print("| concurrency | requests | tokens | grammar_init_s (ms, mean) | grammar_per_token_s (µs) | "
-          "budget_per_token_s (µs) | model_per_token_s (µs) | grammar / model | wall (s) |")
+    print(
+        "| concurrency | requests | tokens | grammar_init_s (ms, mean) | grammar_per_token_s (µs) | "
+        "budget_per_token_s (µs) | model_per_token_s (µs) | grammar / model | wall (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for conc in args.concurrency:
         start = time.perf_counter()
@@ -61,8 +68,10 @@ def main() -> None:
         b = sum(n * e.get("budget_per_token_s", 0.0) for n, e in results) / tokens
         m = sum(n * e["model_per_token_s"] for n, e in results) / tokens
         init = statistics.mean(e["grammar_init_s"] for _, e in results)
-        print(f"| {conc} | {args.requests} | {tokens} | {init * 1e3:.3f} | {g * 1e6:.0f} | {b * 1e6:.0f} | "
-              f"{m * 1e6:.0f} | {g / m:.2f} | {wall:.1f} |")
+        print(
+            f"| {conc} | {args.requests} | {tokens} | {init * 1e3:.3f} | {g * 1e6:.0f} | {b * 1e6:.0f} | "
+            f"{m * 1e6:.0f} | {g / m:.2f} | {wall:.1f} |"
+        )
 
 
 if __name__ == "__main__":

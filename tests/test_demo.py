@@ -47,7 +47,9 @@ def _run(tiny, compiled, max_tokens, seed):
     fut.set_result((compiled, 0.0))
     ids = tok("Describe a person.", add_special_tokens=False)["input_ids"]
     gen = generate(model, ids, info=info, compile_future=fut, max_tokens=max_tokens, seed=seed)
-    text = TextDecoder(info, skip=set(info.special_token_ids) | set(info.stop_token_ids)).decode(gen.token_ids)
+    text = TextDecoder(info, skip=set(info.special_token_ids) | set(info.stop_token_ids)).decode(
+        gen.token_ids
+    )
     return gen, text
 
 
@@ -85,7 +87,9 @@ def test_budget_too_small_is_length(tiny):
 
 
 def test_demo_command_ends_valid():
-    out = subprocess.run([sys.executable, "-m", "grammask", "demo"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "grammask", "demo"], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     assert "valid:     yes" in out.stdout
     for field in ("grammar_init_s", "grammar_per_token_s", "model_per_token_s"):
@@ -95,6 +99,14 @@ def test_demo_command_ends_valid():
 def test_demo_bad_grammar_is_one_line_error(tmp_path):
     bad = tmp_path / "bad.ebnf"
     bad.write_text('root ::= "a" |')
-    out = subprocess.run([sys.executable, "-m", "grammask", "demo", "--grammar", str(bad)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "grammask", "demo", "--grammar", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 1
-    assert out.stderr.strip().startswith("grammask demo: error:") and len(out.stderr.strip().splitlines()) == 1
+    assert (
+        out.stderr.strip().startswith("grammask demo: error:")
+        and len(out.stderr.strip().splitlines()) == 1
+    )

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from grammask import GrammarCompiler, GrammarMatcher, TokenizerInfo, VocabType
 from grammask.serve.formats import grammar_spec, is_lark
-from grammask.serve.tools import RequestError, normalize_tool_choice, parse_tool_calls, structural_tag_to_ebnf, tool_grammar
+from grammask.serve.tools import (
+    RequestError,
+    normalize_tool_choice,
+    parse_tool_calls,
+    structural_tag_to_ebnf,
+    tool_grammar,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +30,26 @@ def _accepts(compiled, text):
 
 
 def test_keys_are_canonical():
-    a = grammar_spec({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "required": ["a"], "properties": {"a": {}}}}})
-    b = grammar_spec({"type": "json_object", "schema": json.dumps({"properties": {"a": {}}, "required": ["a"], "type": "object"})})
+    a = grammar_spec(
+        {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "x",
+                "schema": {"type": "object", "required": ["a"], "properties": {"a": {}}},
+            },
+        }
+    )
+    b = grammar_spec(
+        {
+            "type": "json_object",
+            "schema": json.dumps({"properties": {"a": {}}, "required": ["a"], "type": "object"}),
+        }
+    )
     assert a.key == b.key
-    assert grammar_spec({"type": "regex", "pattern": "a"}).key != grammar_spec({"type": "grammar", "grammar": "root ::= \"a\""}).key
+    assert (
+        grammar_spec({"type": "regex", "pattern": "a"}).key
+        != grammar_spec({"type": "grammar", "grammar": 'root ::= "a"'}).key
+    )
     assert grammar_spec(None) is None and grammar_spec({"type": "text"}) is None
 
 
@@ -39,10 +60,19 @@ def test_lark_detection():
     assert is_lark('root ::= "a"', "lark") and not is_lark('start: "a"', "ebnf")
 
 
-@pytest.mark.parametrize("rf", [
-    "json", {"type": "nope"}, {"type": "json_schema"}, {"type": "json_schema", "json_schema": {"name": "bad name!", "schema": {}}},
-    {"type": "grammar", "grammar": ""}, {"type": "regex"}, {"type": "json_object", "schema": "{"}, {"type": "structural_tag"},
-])
+@pytest.mark.parametrize(
+    "rf",
+    [
+        "json",
+        {"type": "nope"},
+        {"type": "json_schema"},
+        {"type": "json_schema", "json_schema": {"name": "bad name!", "schema": {}}},
+        {"type": "grammar", "grammar": ""},
+        {"type": "regex"},
+        {"type": "json_object", "schema": "{"},
+        {"type": "structural_tag"},
+    ],
+)
 def test_malformed_formats_are_request_errors(rf):
     with pytest.raises(RequestError):
         grammar_spec(rf)
@@ -52,7 +82,10 @@ def test_tool_choice_normalization():
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     assert normalize_tool_choice(tools, None) == ("auto", [tools[0]["function"]])
     assert normalize_tool_choice(None, None)[0] == "none"
-    assert normalize_tool_choice(tools, {"type": "function", "function": {"name": "f"}})[0] == "required"
+    assert (
+        normalize_tool_choice(tools, {"type": "function", "function": {"name": "f"}})[0]
+        == "required"
+    )
     for bad in ("sometimes", {"type": "function", "function": {"name": "g"}}):
         with pytest.raises(RequestError):
             normalize_tool_choice(tools, bad)
@@ -61,13 +94,24 @@ def test_tool_choice_normalization():
 
 
 def test_generic_tool_grammar(compiler):
-    fns = [{"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
-           {"name": "g", "parameters": {"type": "object"}}]
+    fns = [
+        {
+            "name": "f",
+            "parameters": {
+                "type": "object",
+                "properties": {"x": {"type": "integer"}},
+                "required": ["x"],
+            },
+        },
+        {"name": "g", "parameters": {"type": "object"}},
+    ]
     _, build = tool_grammar(fns, "required", model_family="hermes")
     required = build(compiler)
     call = '<tool_call>\n{"name": "f", "arguments": {"x": 3}}\n</tool_call>'
     assert _accepts(required, call)
-    assert _accepts(required, call + "\n" + call.replace('"f", "arguments": {"x": 3}', '"g", "arguments": {}'))
+    assert _accepts(
+        required, call + "\n" + call.replace('"f", "arguments": {"x": 3}', '"g", "arguments": {}')
+    )
     assert not _accepts(required, "hello")
     assert not _accepts(required, call.replace('"x": 3', '"x": "3"'))
     auto = tool_grammar(fns, "auto", model_family="hermes")[1](compiler)
@@ -87,10 +131,32 @@ def test_parse_tool_calls():
 
 def test_structural_tag_conversion(compiler):
     schema = {"type": "object", "properties": {"c": {"type": "string"}}, "required": ["c"]}
-    fmt = {"format": {"type": "triggered_tags", "triggers": ["<f="], "tags": [
-        {"type": "tag", "begin": "<f=a>", "content": {"type": "json_schema", "json_schema": schema}, "end": "</f>"},
-        {"type": "tag", "begin": "<f=b>", "content": {"type": "sequence", "elements": [
-            {"type": "const_string", "value": "x"}, {"type": "regex", "pattern": "[0-9]+"}]}, "end": "</f>"}]}}
+    fmt = {
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["<f="],
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": "<f=a>",
+                    "content": {"type": "json_schema", "json_schema": schema},
+                    "end": "</f>",
+                },
+                {
+                    "type": "tag",
+                    "begin": "<f=b>",
+                    "content": {
+                        "type": "sequence",
+                        "elements": [
+                            {"type": "const_string", "value": "x"},
+                            {"type": "regex", "pattern": "[0-9]+"},
+                        ],
+                    },
+                    "end": "</f>",
+                },
+            ],
+        }
+    }
     compiled = compiler.compile_grammar(structural_tag_to_ebnf(fmt), root_rule_name="gmst_root")
     assert _accepts(compiled, 'text <f=a>{"c": "v"}</f> more <f=b>x12</f>')
     assert _accepts(compiled, "no tags at all")

@@ -21,8 +21,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .demo import add_arguments as demo_arguments
     from .serve.server import add_arguments as serve_arguments
 
-    demo_arguments(sub.add_parser("demo", help="run one grammar-constrained decode offline with a real model loop"))
-    serve_arguments(sub.add_parser("serve", help="run an OpenAI-compatible server with response_format and tools"))
+    demo_arguments(
+        sub.add_parser(
+            "demo", help="run one grammar-constrained decode offline with a real model loop"
+        )
+    )
+    serve_arguments(
+        sub.add_parser(
+            "serve", help="run an OpenAI-compatible server with response_format and tools"
+        )
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":

@@ -28,7 +28,7 @@ CHAT_TEMPLATE = (
     "{% if messages[0].role == 'system' %}{{ messages[0].content + '\\n\\n' }}{% endif %}"
     "{{ 'You may call functions. Signatures:\\n<tools>\\n' }}"
     "{% for tool in tools %}{{ tool | tojson }}{{ '\\n' }}{% endfor %}"
-    "{{ '</tools>\\nTo call one, reply with <tool_call>\\n{\\\"name\\\": ..., \\\"arguments\\\": ...}\\n</tool_call><|im_end|>\\n' }}"
+    '{{ \'</tools>\\nTo call one, reply with <tool_call>\\n{\\"name\\": ..., \\"arguments\\": ...}\\n</tool_call><|im_end|>\\n\' }}'
     "{% elif messages[0].role == 'system' %}"
     "{{ '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}{% endif %}"
     "{% for message in messages %}{% if not (message.role == 'system' and loop.first) %}"
@@ -79,7 +79,9 @@ def build_tiny_tokenizer(vocab_size: int = 640) -> Any:
     return fast
 
 
-def build_tiny_model(vocab_size: int, *, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Any:
+def build_tiny_model(
+    vocab_size: int, *, seed: int = 0, hidden_size: int = 64, layers: int = 2
+) -> Any:
     """A ``LlamaForCausalLM`` with fixed-seed random weights (about 0.1M parameters)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -105,7 +107,11 @@ def build_tiny_model(vocab_size: int, *, seed: int = 0, hidden_size: int = 64, l
 
 
 def load_model_and_tokenizer(
-    model: Optional[str] = None, tokenizer: Optional[str] = None, *, seed: int = 0, device: str = "auto"
+    model: Optional[str] = None,
+    tokenizer: Optional[str] = None,
+    *,
+    seed: int = 0,
+    device: str = "auto",
 ) -> Tuple[Any, Any, str]:
     """(model, tokenizer, model id). ``model=None`` builds the embedded tiny model (with the
     tokenizer at ``tokenizer`` if given, else the embedded one). ``device="auto"`` puts a loaded

@@ -33,17 +33,30 @@ __all__ = ["create_app"]
 MAX_TOKENS_DEFAULT = 256
 
 
-def _error(status: int, message: str, param: Optional[str] = None, code: str = "invalid_request_error") -> JSONResponse:
+def _error(
+    status: int, message: str, param: Optional[str] = None, code: str = "invalid_request_error"
+) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": param, "code": code}},
+        status_code=status,
+    )
 
 
-def _number(body: Dict[str, Any], name: str, default: Any, lo: float, hi: float, integer: bool = False) -> Any:
+def _number(
+    body: Dict[str, Any], name: str, default: Any, lo: float, hi: float, integer: bool = False
+) -> Any:
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise RequestError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", name)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (integer and not isinstance(value, int))
+    ):
+        raise RequestError(
+            f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}", name
+        )
     if not lo <= value <= hi:
         raise RequestError(f"{name} must be between {lo:g} and {hi:g}, got {value}", name)
     return value
@@ -54,7 +67,9 @@ class _Params:
 
     def __init__(self, body: Dict[str, Any], max_len: int) -> None:
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
-        self.max_tokens = _number({"max_tokens": limit}, "max_tokens", MAX_TOKENS_DEFAULT, 1, max_len, integer=True)
+        self.max_tokens = _number(
+            {"max_tokens": limit}, "max_tokens", MAX_TOKENS_DEFAULT, 1, max_len, integer=True
+        )
         self.temperature = float(_number(body, "temperature", 1.0, 0.0, 2.0))
         self.top_p = float(_number(body, "top_p", 1.0, 0.0, 1.0))
         if self.top_p == 0:
@@ -68,7 +83,10 @@ class _Params:
             raise RequestError("stream_options must be an object", "stream_options")
         self.include_usage = bool(options.get("include_usage", False))
         if body.get("stop"):
-            raise RequestError("stop sequences are not supported by grammask serve; constrain the output with response_format", "stop")
+            raise RequestError(
+                "stop sequences are not supported by grammask serve; constrain the output with response_format",
+                "stop",
+            )
         if body.get("logprobs"):
             raise RequestError("logprobs are not supported by grammask serve", "logprobs")
 
@@ -94,13 +112,24 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
     @app.get("/health")
     async def health() -> Dict[str, Any]:
         return {
-            "status": "ok", "model": engine.model_id, **state,
-            "grammar_cache": {"entries": len(engine._cache), "hits": engine.cache_hits, "misses": engine.cache_misses},
+            "status": "ok",
+            "model": engine.model_id,
+            **state,
+            "grammar_cache": {
+                "entries": len(engine._cache),
+                "hits": engine.cache_hits,
+                "misses": engine.cache_misses,
+            },
         }
 
     @app.get("/v1/models")
     async def models() -> Dict[str, Any]:
-        return {"object": "list", "data": [{"id": engine.model_id, "object": "model", "created": 0, "owned_by": "grammask"}]}
+        return {
+            "object": "list",
+            "data": [
+                {"id": engine.model_id, "object": "model", "created": 0, "owned_by": "grammask"}
+            ],
+        }
 
     async def _body(request: Request) -> Dict[str, Any]:
         try:
@@ -111,7 +140,12 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
             raise RequestError("the request body must be a JSON object")
         return body
 
-    async def _start(prompt_ids: List[int], spec: Optional[GrammarSpec], params: _Params, loop: asyncio.AbstractEventLoop):
+    async def _start(
+        prompt_ids: List[int],
+        spec: Optional[GrammarSpec],
+        params: _Params,
+        loop: asyncio.AbstractEventLoop,
+    ):
         """Take a slot, start compile + decode. Returns (decode future, token queue, cancel flag,
         compile future). Raises RequestError if the grammar does not compile."""
         state["waiting"] += 1
@@ -125,9 +159,14 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
         try:
             compile_future = engine.compiled(spec) if spec is not None else None
             job = engine.decode_pool.submit(
-                engine.run, prompt_ids, compile_future,
-                max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
-                seed=params.seed, cancel=cancel,
+                engine.run,
+                prompt_ids,
+                compile_future,
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                seed=params.seed,
+                cancel=cancel,
                 on_token=lambda t: loop.call_soon_threadsafe(queue.put_nowait, t),
             )
         except BaseException:
@@ -152,7 +191,9 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
                 cancel.set()
                 if isinstance(e, RequestError):
                     raise
-                raise RequestError(f"{type(e).__name__}: {e}", "response_format", "invalid_grammar") from None
+                raise RequestError(
+                    f"{type(e).__name__}: {e}", "response_format", "invalid_grammar"
+                ) from None
         return job, queue, cancel
 
     def _usage(gen: Any) -> Dict[str, Any]:
@@ -186,22 +227,42 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
             raise RequestError("messages must be a non-empty list", "messages")
         clean = []
         for i, m in enumerate(messages):
-            if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
-                raise RequestError(f"messages[{i}] must have a role of system, user, assistant or tool", f"messages[{i}]")
+            if not isinstance(m, dict) or m.get("role") not in (
+                "system",
+                "developer",
+                "user",
+                "assistant",
+                "tool",
+            ):
+                raise RequestError(
+                    f"messages[{i}] must have a role of system, user, assistant or tool",
+                    f"messages[{i}]",
+                )
             content = m.get("content")
             if isinstance(content, list):  # content parts: keep the text ones
                 content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            clean.append({**m, "role": "system" if m["role"] == "developer" else m["role"], "content": content or ""})
+            clean.append(
+                {
+                    **m,
+                    "role": "system" if m["role"] == "developer" else m["role"],
+                    "content": content or "",
+                }
+            )
         mode, functions = normalize_tool_choice(body.get("tools"), body.get("tool_choice"))
         spec = grammar_spec(body.get("response_format"))
         use_tools = mode in ("auto", "required")
         if use_tools and spec is not None:
             if mode == "required":
-                raise RequestError("response_format cannot be combined with tool_choice 'required' or a named function", "response_format")
+                raise RequestError(
+                    "response_format cannot be combined with tool_choice 'required' or a named function",
+                    "response_format",
+                )
             use_tools = False  # auto + response_format: the format wins, as in SGLang
         if use_tools:
             parallel = body.get("parallel_tool_calls", True) is not False
-            key, compile_fn = tool_grammar(functions, mode, model_family=engine.tool_format, parallel=parallel)
+            key, compile_fn = tool_grammar(
+                functions, mode, model_family=engine.tool_format, parallel=parallel
+            )
             spec = GrammarSpec(key, "tools", compile_fn)
         template_tools = [{"type": "function", "function": fn} for fn in functions] or None
         return engine.chat_prompt(clean, template_tools), spec, use_tools
@@ -216,7 +277,11 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
                 prompt = prompt[0]
             if not isinstance(prompt, str):
                 raise RequestError("prompt must be a string (one prompt per request)", "prompt")
-            prompt_ids, spec, use_tools = engine.text_prompt(prompt), grammar_spec(body.get("response_format")), False
+            prompt_ids, spec, use_tools = (
+                engine.text_prompt(prompt),
+                grammar_spec(body.get("response_format")),
+                False,
+            )
         loop = asyncio.get_running_loop()
         job, queue, cancel = await _start(prompt_ids, spec, params, loop)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
@@ -240,19 +305,47 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
                 message: Dict[str, Any] = {"role": "assistant", "content": content}
                 if calls:
                     message["tool_calls"] = calls
-                choice: Dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(gen, calls)}
+                choice: Dict[str, Any] = {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": _finish(gen, calls),
+                }
             else:
-                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": _finish(gen, calls)}
-            return {**base, "object": "chat.completion" if chat else "text_completion", "choices": [choice], "usage": _usage(gen)}
+                choice = {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": _finish(gen, calls),
+                }
+            return {
+                **base,
+                "object": "chat.completion" if chat else "text_completion",
+                "choices": [choice],
+                "usage": _usage(gen),
+            }
 
         obj = "chat.completion.chunk" if chat else "text_completion"
 
-        def chunk(delta: Optional[Dict[str, Any]] = None, text: Optional[str] = None, finish: Optional[str] = None) -> str:
+        def chunk(
+            delta: Optional[Dict[str, Any]] = None,
+            text: Optional[str] = None,
+            finish: Optional[str] = None,
+        ) -> str:
             if chat:
-                ch: Dict[str, Any] = {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}
+                ch: Dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta or {},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
             else:
                 ch = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
-            return "data: " + json.dumps({**base, "object": obj, "choices": [ch]}, ensure_ascii=False) + "\n\n"
+            return (
+                "data: "
+                + json.dumps({**base, "object": obj, "choices": [ch]}, ensure_ascii=False)
+                + "\n\n"
+            )
 
         async def events() -> AsyncIterator[str]:
             buffered: List[str] = []
@@ -276,19 +369,27 @@ def create_app(engine: Engine, *, max_concurrency: int = 4) -> FastAPI:
                     if content:
                         yield chunk({"content": content}, content)
                     if calls:
-                        yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]})
+                        yield chunk(
+                            {"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]}
+                        )
                 elif tail:
                     yield chunk({"content": tail}, tail)
                 yield chunk(finish=_finish(gen, calls))
                 if params.include_usage:
-                    yield "data: " + json.dumps({**base, "object": obj, "choices": [], "usage": _usage(gen)}) + "\n\n"
+                    yield (
+                        "data: "
+                        + json.dumps({**base, "object": obj, "choices": [], "usage": _usage(gen)})
+                        + "\n\n"
+                    )
                 yield "data: [DONE]\n\n"
             finally:
                 if not job.done():  # the client went away: stop decoding, which frees the slot
                     cancel.set()
                     state["cancelled"] += 1
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:

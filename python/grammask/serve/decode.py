@@ -29,7 +29,14 @@ from ..compiler import CompiledGrammar
 from ..matcher import GrammarMatcher
 from ..tokenizer_info import TokenizerInfo
 
-__all__ = ["Closer", "ClosingState", "Generation", "generate", "make_matcher", "matcher_has_token_budget"]
+__all__ = [
+    "Closer",
+    "ClosingState",
+    "Generation",
+    "generate",
+    "make_matcher",
+    "matcher_has_token_budget",
+]
 
 # Characters that end a structure, best first: a string quote, then brackets. Then, one character at
 # a time: a separator (only offered where a required member is still missing), a short value.
@@ -83,13 +90,17 @@ class Closer:
             if tid not in special:
                 lengths[tid] = len(piece)
         self._lengths = lengths
-        self._is_space = np.array([bool(p) and p.isspace() for p in vocab] + [False] * (info.vocab_size - len(vocab)))
+        self._is_space = np.array(
+            [bool(p) and p.isspace() for p in vocab] + [False] * (info.vocab_size - len(vocab))
+        )
 
     def _allowed(self, bitmask: Any) -> np.ndarray:
         bits = np.unpackbits(np.asarray(bitmask).reshape(-1).view(np.uint8), bitorder="little")
         return np.flatnonzero(bits[: self.vocab_size])
 
-    def pick(self, matcher: GrammarMatcher, bitmask: Any, policy: Optional["ClosingState"] = None) -> int:
+    def pick(
+        self, matcher: GrammarMatcher, bitmask: Any, policy: Optional["ClosingState"] = None
+    ) -> int:
         """The closing policy's token for ``matcher`` whose mask is in ``bitmask`` (1 row).
 
         Order: a stop token (the grammar can end); a token made of closing characters; a token
@@ -252,7 +263,9 @@ def generate(
     import torch
 
     gen = Generation(prompt_tokens=len(prompt_ids))
-    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed if seed is not None else int(time.time_ns() % 2**31))
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(
+        seed if seed is not None else int(time.time_ns() % 2**31)
+    )
     stops = set(stop_ids if stop_ids is not None else info.stop_token_ids)
     vocab_size = info.vocab_size
 
@@ -260,7 +273,12 @@ def generate(
         cache_arg = _cache_arg(model)
         device = next(model.parameters()).device
         start = time.perf_counter()
-        past, logits = _forward(model, torch.tensor([list(prompt_ids)], dtype=torch.long, device=device), None, cache_arg)
+        past, logits = _forward(
+            model,
+            torch.tensor([list(prompt_ids)], dtype=torch.long, device=device),
+            None,
+            cache_arg,
+        )
         gen.prefill_s = time.perf_counter() - start
 
         matcher = bitmask = None
@@ -317,7 +335,9 @@ def generate(
                                 token = closer.pick(matcher, bitmask, policy)
                     t_budget = time.perf_counter() - g2
                 if not matcher.accept_token(token):
-                    raise RuntimeError(f"the matcher rejected token {token}, which its mask allowed")
+                    raise RuntimeError(
+                        f"the matcher rejected token {token}, which its mask allowed"
+                    )
                 gen.grammar_s += time.perf_counter() - g0 - t_sample - t_budget
                 gen.model_s += t_sample
                 gen.budget_s += t_budget
@@ -339,7 +359,9 @@ def generate(
             if step + 1 == max_tokens:
                 break
             start = time.perf_counter()
-            past, logits = _forward(model, torch.tensor([[token]], dtype=torch.long, device=device), past, cache_arg)
+            past, logits = _forward(
+                model, torch.tensor([[token]], dtype=torch.long, device=device), past, cache_arg
+            )
             gen.model_s += time.perf_counter() - start
         if matcher is not None:
             gen.grammar_completed = matcher.is_completed() or matcher.is_terminated()

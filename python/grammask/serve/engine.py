@@ -82,18 +82,26 @@ class Engine:
 
         self.model, self.tokenizer, self.model_id = model, tokenizer, model_id
         # The vocabulary is as wide as the model's logits (ids past the tokenizer are padding).
-        self.info = TokenizerInfo.from_huggingface(tokenizer, vocab_size=getattr(model.config, "vocab_size", None) or len(tokenizer))
+        self.info = TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=getattr(model.config, "vocab_size", None) or len(tokenizer)
+        )
         self.compiler = GrammarCompiler(self.info)
         self.closer = None if matcher_has_token_budget() else Closer(self.info)
-        self.tool_format = detect_tool_format(tokenizer, model_id) if tool_format == "auto" else tool_format
+        self.tool_format = (
+            detect_tool_format(tokenizer, model_id) if tool_format == "auto" else tool_format
+        )
         self.max_model_len = max_model_len
         self._special = set(self.info.special_token_ids) | set(self.info.stop_token_ids)
         self._cache: "OrderedDict[str, Future]" = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self.cache_hits = self.cache_misses = 0
-        self._compile_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grammask-compile")
-        self.decode_pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="grammask-decode")
+        self._compile_pool = ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="grammask-compile"
+        )
+        self.decode_pool = ThreadPoolExecutor(
+            max_workers=max_concurrency, thread_name_prefix="grammask-decode"
+        )
         # Decode threads run side by side: give each a share of the cores rather than all of them.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, max_concurrency)))
 
@@ -134,16 +142,22 @@ class Engine:
 
     # ------------------------------------------------------------------ prompts
 
-    def chat_prompt(self, messages: List[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]]) -> List[int]:
+    def chat_prompt(
+        self, messages: List[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]]
+    ) -> List[int]:
         """Token ids of the chat template applied to ``messages`` (with a generation prompt)."""
         if not getattr(self.tokenizer, "chat_template", None):
-            raise RequestError("this model's tokenizer has no chat template: use /v1/completions", "messages")
+            raise RequestError(
+                "this model's tokenizer has no chat template: use /v1/completions", "messages"
+            )
         try:
             text = self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, add_generation_prompt=True, tokenize=False
             )
         except Exception as e:  # jinja errors: a message the template cannot render
-            raise RequestError(f"the chat template could not render these messages: {e}", "messages") from None
+            raise RequestError(
+                f"the chat template could not render these messages: {e}", "messages"
+            ) from None
         return self.text_prompt(text)
 
     def text_prompt(self, text: str) -> List[int]:
@@ -152,7 +166,10 @@ class Engine:
             bos = getattr(self.tokenizer, "bos_token_id", None)
             ids = [bos if bos is not None else self.info.stop_token_ids[0]]
         if len(ids) >= self.max_model_len:
-            raise RequestError(f"the prompt has {len(ids)} tokens; this server allows at most {self.max_model_len - 1}", "messages")
+            raise RequestError(
+                f"the prompt has {len(ids)} tokens; this server allows at most {self.max_model_len - 1}",
+                "messages",
+            )
         return ids
 
     # ------------------------------------------------------------------ decoding

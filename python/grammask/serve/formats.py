@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Optional
 
 from ..exception import UnsupportedFeatureError
 from .tools import RequestError, compile_structural_tag
@@ -39,7 +39,9 @@ class GrammarSpec:
 
 
 def _key(kind: str, source: Any) -> str:
-    return kind + ":" + json.dumps(source, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return (
+        kind + ":" + json.dumps(source, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    )
 
 
 def is_lark(text: str, syntax: Optional[str] = None) -> bool:
@@ -64,7 +66,8 @@ def _schema_from(value: Any, param: str) -> Any:
 
 def _json_spec(schema: Any) -> GrammarSpec:
     return GrammarSpec(
-        _key("json", schema), "json",
+        _key("json", schema),
+        "json",
         lambda compiler: compiler.compile_json_schema(schema, any_whitespace=False),
         schema,
     )
@@ -74,7 +77,9 @@ def _compile_lark(compiler: Any, text: str) -> Any:
     try:
         return compiler.compile_lark(text)
     except UnsupportedFeatureError:
-        raise RequestError("Lark grammars are not supported by this build; send EBNF", "response_format.grammar") from None
+        raise RequestError(
+            "Lark grammars are not supported by this build; send EBNF", "response_format.grammar"
+        ) from None
 
 
 def grammar_spec(response_format: Any) -> Optional[GrammarSpec]:
@@ -93,34 +98,57 @@ def grammar_spec(response_format: Any) -> Optional[GrammarSpec]:
     if kind == "json_schema":
         js = response_format.get("json_schema")
         if not isinstance(js, dict):
-            raise RequestError("response_format.json_schema must be an object with 'name' and 'schema'", "response_format.json_schema")
+            raise RequestError(
+                "response_format.json_schema must be an object with 'name' and 'schema'",
+                "response_format.json_schema",
+            )
         name = js.get("name")
-        if name is not None and not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name)):
-            raise RequestError("response_format.json_schema.name must match [a-zA-Z0-9_-]{1,64}", "response_format.json_schema.name")
+        if name is not None and not (
+            isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name)
+        ):
+            raise RequestError(
+                "response_format.json_schema.name must match [a-zA-Z0-9_-]{1,64}",
+                "response_format.json_schema.name",
+            )
         schema = js.get("schema", js.get("json_schema"))
         if schema is None:
-            raise RequestError("response_format.json_schema.schema is required", "response_format.json_schema.schema")
+            raise RequestError(
+                "response_format.json_schema.schema is required",
+                "response_format.json_schema.schema",
+            )
         return _json_spec(_schema_from(schema, "response_format.json_schema.schema"))
     if kind == "grammar":
         text = response_format.get("grammar")
         if not isinstance(text, str) or not text.strip():
-            raise RequestError("response_format.grammar must be a non-empty grammar string", "response_format.grammar")
+            raise RequestError(
+                "response_format.grammar must be a non-empty grammar string",
+                "response_format.grammar",
+            )
         syntax = response_format.get("syntax")
         if syntax is not None and syntax not in ("ebnf", "lark", "gbnf"):
-            raise RequestError(f"response_format.syntax must be 'ebnf' or 'lark', got {syntax!r}", "response_format.syntax")
+            raise RequestError(
+                f"response_format.syntax must be 'ebnf' or 'lark', got {syntax!r}",
+                "response_format.syntax",
+            )
         if is_lark(text, syntax if syntax != "gbnf" else "ebnf"):
             return GrammarSpec(_key("lark", text), "lark", lambda c: _compile_lark(c, text))
         return GrammarSpec(_key("ebnf", text), "ebnf", lambda c: c.compile_grammar(text))
     if kind == "regex":
         pattern = response_format.get("pattern", response_format.get("regex"))
         if not isinstance(pattern, str):
-            raise RequestError("response_format.pattern must be a regex string", "response_format.pattern")
+            raise RequestError(
+                "response_format.pattern must be a regex string", "response_format.pattern"
+            )
         return GrammarSpec(_key("regex", pattern), "regex", lambda c: c.compile_regex(pattern))
     if kind == "structural_tag":
         payload = {k: v for k, v in response_format.items() if k != "type"}
         if not payload:
             raise RequestError("response_format.structural_tag needs a 'format'", "response_format")
-        return GrammarSpec(_key("structural_tag", payload), "structural_tag", lambda c: compile_structural_tag(c, response_format))
+        return GrammarSpec(
+            _key("structural_tag", payload),
+            "structural_tag",
+            lambda c: compile_structural_tag(c, response_format),
+        )
     raise RequestError(
         f"response_format.type {kind!r} is not one of text, json_object, json_schema, grammar, regex, structural_tag",
         "response_format.type",

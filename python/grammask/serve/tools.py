@@ -44,7 +44,9 @@ _CALL_BEGIN, _CALL_END = "<tool_call>\n", "\n</tool_call>"
 class RequestError(ValueError):
     """A client error: becomes HTTP 400 with an OpenAI-style error body."""
 
-    def __init__(self, message: str, param: Optional[str] = None, code: str = "invalid_request_error"):
+    def __init__(
+        self, message: str, param: Optional[str] = None, code: str = "invalid_request_error"
+    ):
         super().__init__(message)
         self.message, self.param, self.code = message, param, code
 
@@ -58,34 +60,57 @@ def _library_structural_tags() -> Any:
     return structural_tag if hasattr(structural_tag, "get_model_structural_tag") else None
 
 
-def normalize_tool_choice(tools: Optional[List[Dict[str, Any]]], tool_choice: Any) -> Tuple[str, List[Dict[str, Any]]]:
+def normalize_tool_choice(
+    tools: Optional[List[Dict[str, Any]]], tool_choice: Any
+) -> Tuple[str, List[Dict[str, Any]]]:
     """("none"|"auto"|"required", the function definitions to allow). Raises RequestError."""
     functions = []
     for i, tool in enumerate(tools or []):
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(tool.get("function"), dict):
-            raise RequestError(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}", f"tools[{i}]")
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type", "function") != "function"
+            or not isinstance(tool.get("function"), dict)
+        ):
+            raise RequestError(
+                f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}", f"tools[{i}]"
+            )
         fn = tool["function"]
         if not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise RequestError(f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name")
+            raise RequestError(
+                f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name"
+            )
         params = fn.get("parameters", {"type": "object"})
         if not isinstance(params, (dict, bool)):
-            raise RequestError(f"tools[{i}].function.parameters must be a JSON Schema object", f"tools[{i}].function.parameters")
+            raise RequestError(
+                f"tools[{i}].function.parameters must be a JSON Schema object",
+                f"tools[{i}].function.parameters",
+            )
         functions.append(fn)
     if tool_choice is None:
         tool_choice = "auto" if functions else "none"
     if isinstance(tool_choice, str):
         if tool_choice not in ("none", "auto", "required"):
-            raise RequestError(f"tool_choice must be 'none', 'auto', 'required' or a named function, got {tool_choice!r}", "tool_choice")
+            raise RequestError(
+                f"tool_choice must be 'none', 'auto', 'required' or a named function, got {tool_choice!r}",
+                "tool_choice",
+            )
         if tool_choice != "none" and not functions:
-            raise RequestError(f"tool_choice {tool_choice!r} needs a non-empty 'tools' list", "tool_choice")
+            raise RequestError(
+                f"tool_choice {tool_choice!r} needs a non-empty 'tools' list", "tool_choice"
+            )
         return tool_choice, functions
     if isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict):
         name = tool_choice["function"].get("name")
         chosen = [fn for fn in functions if fn["name"] == name]
         if not chosen:
-            raise RequestError(f"tool_choice names function {name!r}, which is not in 'tools'", "tool_choice")
+            raise RequestError(
+                f"tool_choice names function {name!r}, which is not in 'tools'", "tool_choice"
+            )
         return "required", chosen[:1]
-    raise RequestError("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}", "tool_choice")
+    raise RequestError(
+        "tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+        "tool_choice",
+    )
 
 
 def _call_schema(functions: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -94,12 +119,14 @@ def _call_schema(functions: List[Dict[str, Any]]) -> Dict[str, Any]:
         params = fn.get("parameters", {"type": "object"})
         if fn.get("strict") is False:
             params = {"type": "object"}
-        variants.append({
-            "type": "object",
-            "properties": {"name": {"const": fn["name"]}, "arguments": params},
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        })
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": fn["name"]}, "arguments": params},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
@@ -109,8 +136,12 @@ def tool_grammar(
     """(cache key, a function of a GrammarCompiler that compiles the tool-call grammar) for
     ``mode`` "auto" or "required" (a named choice is "required" over one function)."""
     lib = _library_structural_tags()
-    key = json.dumps({"tools": functions, "mode": mode, "family": model_family, "parallel": parallel}, sort_keys=True)
+    key = json.dumps(
+        {"tools": functions, "mode": mode, "family": model_family, "parallel": parallel},
+        sort_keys=True,
+    )
     if lib is not None and model_family not in ("hermes", "qwen"):
+
         def compile_lib(compiler: Any) -> Any:
             tag = lib.get_model_structural_tag(
                 model_family,
@@ -134,7 +165,9 @@ def tool_grammar(
             rules.append("gmtool_text ::= [^<]*")
         else:
             rules.append(f"gmtool_root ::= {calls}")
-        return compiler.compile_grammar(json_ebnf + "\n" + "\n".join(rules) + "\n", root_rule_name="gmtool_root")
+        return compiler.compile_grammar(
+            json_ebnf + "\n" + "\n".join(rules) + "\n", root_rule_name="gmtool_root"
+        )
 
     return "generic:" + key, compile_generic
 
@@ -156,11 +189,16 @@ def parse_tool_calls(text: str) -> Tuple[Optional[str], List[Dict[str, Any]]]:
             break
         if isinstance(value, dict) and isinstance(value.get("name"), str):
             args = value.get("arguments", value.get("parameters", {}))
-            calls.append({
-                "id": "call_" + uuid.uuid4().hex[:24],
-                "type": "function",
-                "function": {"name": value["name"], "arguments": json.dumps(args, ensure_ascii=False)},
-            })
+            calls.append(
+                {
+                    "id": "call_" + uuid.uuid4().hex[:24],
+                    "type": "function",
+                    "function": {
+                        "name": value["name"],
+                        "arguments": json.dumps(args, ensure_ascii=False),
+                    },
+                }
+            )
         pos = text.find("<tool_call>", end)
     content = content.strip()
     return (content or None), calls
@@ -216,13 +254,18 @@ class _StructuralTagEbnf:
 
     def node(self, fmt: Any, end_hint: str = "") -> str:
         if not isinstance(fmt, dict) or "type" not in fmt:
-            raise RequestError("structural tag: each format must be an object with a 'type'", "response_format")
+            raise RequestError(
+                "structural tag: each format must be an object with a 'type'", "response_format"
+            )
         t = fmt["type"]
         if t == "const_string":
             return self._fresh(json.dumps(str(fmt["value"])))
         if t == "json_schema":
             if fmt.get("style", "json") != "json":
-                raise RequestError(f"structural tag: json_schema style {fmt['style']!r} is not supported by this build", "response_format")
+                raise RequestError(
+                    f"structural tag: json_schema style {fmt['style']!r} is not supported by this build",
+                    "response_format",
+                )
             schema = fmt.get("json_schema", True)
             return self._embed(Grammar.from_json_schema(schema, any_whitespace=False).to_string())
         if t == "grammar":
@@ -233,9 +276,14 @@ class _StructuralTagEbnf:
             stop = end_hint[:1]
             return self._fresh(f"[^{_char_class_escape(stop)}]*" if stop else "[^\\x00]*")
         if t in ("sequence", "or"):
-            parts = [self.node(e, end_hint if i == len(fmt["elements"]) - 1 else "") for i, e in enumerate(fmt["elements"])]
+            parts = [
+                self.node(e, end_hint if i == len(fmt["elements"]) - 1 else "")
+                for i, e in enumerate(fmt["elements"])
+            ]
             if not parts:
-                raise RequestError(f"structural tag: {t} needs at least one element", "response_format")
+                raise RequestError(
+                    f"structural tag: {t} needs at least one element", "response_format"
+                )
             return self._fresh((" " if t == "sequence" else " | ").join(parts))
         if t in ("optional", "plus", "star"):
             inner = self.node(fmt["content"], end_hint)
@@ -244,7 +292,10 @@ class _StructuralTagEbnf:
             end = fmt["end"]
             ends = end if isinstance(end, list) else [end]
             if not all(isinstance(e, str) for e in ends) or not isinstance(fmt.get("begin"), str):
-                raise RequestError("structural tag: token begin/end are not supported by this build", "response_format")
+                raise RequestError(
+                    "structural tag: token begin/end are not supported by this build",
+                    "response_format",
+                )
             content = self.node(fmt["content"], ends[0])
             end_alt = " | ".join(json.dumps(e) for e in ends) or '""'
             return self._fresh(f"{json.dumps(fmt['begin'])} {content} ({end_alt})")
@@ -267,7 +318,9 @@ class _StructuralTagEbnf:
                 return self._fresh(one if fmt.get("at_least_one") else f"{one}?")
             many = f"{one} ({sep} {one})*"
             return self._fresh(many if fmt.get("at_least_one") else f"({many})?")
-        raise RequestError(f"structural tag: format type {t!r} is not supported by this build", "response_format")
+        raise RequestError(
+            f"structural tag: format type {t!r} is not supported by this build", "response_format"
+        )
 
 
 def _char_class_escape(chars: str) -> str:
@@ -281,7 +334,7 @@ def _rename_outside_strings(line: str, names: "set[str]", prefix: str) -> str:
     out, i = [], 0
     while i < len(line):
         c = line[i]
-        if c in "\"[":
+        if c in '"[':
             close = '"' if c == '"' else "]"
             j = i + 1
             while j < len(line) and line[j] != close:
@@ -309,14 +362,32 @@ def structural_tag_to_ebnf(payload: Dict[str, Any]) -> str:
             root = conv.node(payload["format"])
         elif "structures" in payload:
             tags = [
-                {"type": "tag", "begin": s["begin"], "end": s["end"],
-                 "content": {"type": "json_schema", "json_schema": s.get("schema", s.get("schema_", True))}}
+                {
+                    "type": "tag",
+                    "begin": s["begin"],
+                    "end": s["end"],
+                    "content": {
+                        "type": "json_schema",
+                        "json_schema": s.get("schema", s.get("schema_", True)),
+                    },
+                }
                 for s in payload["structures"]
             ]
-            root = conv.node({"type": "triggered_tags", "triggers": payload.get("triggers", []), "tags": tags,
-                              "at_least_one": bool(payload.get("at_least_one", False))})
+            root = conv.node(
+                {
+                    "type": "triggered_tags",
+                    "triggers": payload.get("triggers", []),
+                    "tags": tags,
+                    "at_least_one": bool(payload.get("at_least_one", False)),
+                }
+            )
         else:
-            raise RequestError("structural_tag needs 'format' (or legacy 'structures' and 'triggers')", "response_format")
+            raise RequestError(
+                "structural_tag needs 'format' (or legacy 'structures' and 'triggers')",
+                "response_format",
+            )
     except (KeyError, TypeError) as e:
-        raise RequestError(f"malformed structural tag: missing or wrong field {e}", "response_format") from None
+        raise RequestError(
+            f"malformed structural tag: missing or wrong field {e}", "response_format"
+        ) from None
     return "\n".join([f"gmst_root ::= {root}"] + conv.rules) + "\n"
