@@ -110,3 +110,20 @@ def test_demo_bad_grammar_is_one_line_error(tmp_path):
         out.stderr.strip().startswith("grammask demo: error:")
         and len(out.stderr.strip().splitlines()) == 1
     )
+
+
+def test_model_directory_loads_and_decodes(tiny, tmp_path):
+    """``--model DIR`` path: a saved model and tokenizer load back and decode under a regex."""
+    from grammask.tiny_model import load_model_and_tokenizer
+
+    model, tok, _, _ = tiny
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, tok2, model_id = load_model_and_tokenizer(str(tmp_path), device="cpu")
+    assert model_id == str(tmp_path)
+    info = TokenizerInfo.from_huggingface(tok2, vocab_size=loaded.config.vocab_size)
+    fut = Future()
+    fut.set_result((GrammarCompiler(info).compile_regex("[a-z]{3,6}@example\\.com"), 0.0))
+    gen = generate(loaded, tok2("hi")["input_ids"], info=info, compile_future=fut, max_tokens=40, seed=0)
+    text = TextDecoder(info, skip=set(info.stop_token_ids)).decode(gen.token_ids)
+    assert gen.finish_reason == "stop" and text.endswith("@example.com"), text
