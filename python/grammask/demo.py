@@ -122,6 +122,7 @@ def _check(kind: str, text: str, source: Any, compiled: Any) -> str:
 def demo(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise ValueError("--max-tokens must be at least 1")
+    kind, source = _grammar_source(args.grammar)  # a missing file fails before the slow imports
     t0 = time.perf_counter()
     try:
         import torch
@@ -143,7 +144,6 @@ def demo(args: argparse.Namespace) -> int:
     )
     info = TokenizerInfo.from_huggingface(tok, vocab_size=model.config.vocab_size)
     load_s = time.perf_counter() - t0
-    kind, source = _grammar_source(args.grammar)
     if getattr(tok, "chat_template", None):
         prompt = tok.apply_chat_template(
             [{"role": "user", "content": args.prompt}], add_generation_prompt=True, tokenize=False
