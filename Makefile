@@ -21,7 +21,7 @@ $(UV):
 
 # Build and install grammask (release build of the Rust extension), then run the offline demo.
 demo: $(UV)
-	$(UV_PIP) ".[demo]"
+	$(UV_PIP) ".[serve]"
 	$(VENV)/bin/grammask demo
 
 # Install the package with its test extras (peer engines included), then run every test.
