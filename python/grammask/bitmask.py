@@ -37,12 +37,25 @@ def _is_torch(x: Any) -> bool:
 
 
 def get_bitmask_shape(batch_size: int, vocab_size: int) -> Tuple[int, int]:
+    """The shape of a bitmask for ``batch_size`` rows: ``(batch_size, ceil(vocab_size / 32))``."""
     return (batch_size, math.ceil(vocab_size / 32))
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
     """A bitmask with every token allowed: a torch int32 tensor when torch is installed (as
-    XGrammar returns), else a numpy int32 array."""
+    XGrammar returns), else a numpy int32 array.
+
+    Args:
+        batch_size: the number of rows, one per sequence (at least 1).
+        vocab_size: the model's logits width (``TokenizerInfo.vocab_size``).
+
+    Returns:
+        A CPU array of shape :func:`get_bitmask_shape` ``(batch_size, vocab_size)``, filled
+        with -1 (every bit set).
+
+    Raises:
+        ValueError: ``batch_size`` is below 1 or ``vocab_size`` is negative.
+    """
     if batch_size < 1 or vocab_size < 0:
         raise ValueError(f"invalid bitmask size: batch_size={batch_size}, vocab_size={vocab_size}")
     torch = _torch()
@@ -53,7 +66,7 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
 
 
 def reset_token_bitmask(bitmask: Any) -> None:
-    """Allow every token again."""
+    """Allow every token again: set every bit of ``bitmask`` (a numpy array or torch tensor)."""
     if _is_torch(bitmask):
         bitmask.fill_(-1)
     else:
@@ -116,6 +129,22 @@ def apply_token_bitmask_inplace(
     ``logits`` is ``(batch, vocab)`` or ``(vocab,)``; float32, float16 or bfloat16 (numpy also
     float64). ``vocab_size`` defaults to ``min(logits.shape[-1], bitmask.shape[-1] * 32)``; logits
     past it are left alone. ``indices`` restricts the rows (then the batch sizes may differ).
+
+    Args:
+        logits: a numpy array, or a torch tensor on any device (move the bitmask to that device
+            first).
+        bitmask: an int32 bitmask, as filled by :meth:`GrammarMatcher.fill_next_token_bitmask`.
+        vocab_size: the number of logits to mask; see above.
+        indices: the rows to mask; logits row ``i`` takes bitmask row ``i`` (or row 0 of a
+            one-row bitmask).
+        backend: accepted for XGrammar compatibility (``"auto"``, ``"cpu"``, ``"cuda"``,
+            ``"triton"``, ``"torch_compile"``, ``"torch_native"``, ``"numpy"``); checked, then
+            ignored.
+
+    Raises:
+        TypeError: a dtype is not supported, or the bitmask is a torch tensor and the logits
+            are not.
+        ValueError: the shapes or ``indices`` do not fit, or ``backend`` is unknown.
     """
     if backend not in ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native", "numpy"):
         raise ValueError(f"unknown backend {backend!r}")

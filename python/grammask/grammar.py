@@ -28,7 +28,13 @@ def schema_to_str(schema: Union[str, Dict[str, Any], bool, Type[Any]]) -> str:
 
 class Grammar:
     """An immutable grammar. ``str(grammar)`` prints EBNF that :meth:`from_ebnf` parses back to the
-    same language."""
+    same language.
+
+    Build one with :meth:`from_ebnf`, :meth:`from_iso_ebnf`, :meth:`from_regex`,
+    :meth:`from_json_schema` or :meth:`builtin_json_grammar`, and combine grammars with
+    :meth:`concat` and :meth:`union`. A grammar does not depend on a vocabulary:
+    :meth:`GrammarCompiler.compile_grammar` compiles it for one.
+    """
 
     _handle: _core.Grammar
 
@@ -44,6 +50,7 @@ class Grammar:
         return f"Grammar(<{self._handle.num_rules()} rules, root {self._handle.root_rule_name()!r}>)"
 
     def to_string(self) -> str:
+        """The grammar as EBNF (the same as ``str(grammar)``)."""
         return str(self)
 
     @staticmethod
@@ -51,15 +58,30 @@ class Grammar:
         """Parse EBNF: the XGrammar/GBNF dialect (``name ::= expr``), or the ISO dialect
         (``name = expr .``) when the text has no ``::=`` (see :meth:`from_iso_ebnf`).
 
+        Args:
+            ebnf_string: the grammar text.
+            root_rule_name: the start rule.
+
         Raises:
             GrammarSyntaxError: the text parses in neither dialect; the message is the GBNF
                 parser's, followed by the ISO parser's when the text has no ``::=``.
+            InvalidGrammarError: the grammar is invalid (an undefined rule, no root rule).
+            UnsupportedFeatureError: the text uses an unsupported macro or rule option.
         """
         return Grammar(_ebnf_either_dialect(ebnf_string, root_rule_name))
 
     @staticmethod
     def from_iso_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
-        """Parse ISO-style EBNF (``name = expr .``, ``"a" … "z"``, ``[opt]``, ``{rep}``)."""
+        """Parse ISO-style EBNF (``name = expr .``, ``"a" … "z"``, ``[opt]``, ``{rep}``).
+
+        Args:
+            ebnf_string: the grammar text.
+            root_rule_name: the start rule.
+
+        Raises:
+            GrammarSyntaxError: the text does not parse as ISO EBNF.
+            InvalidGrammarError: the grammar is invalid (an undefined rule, no root rule).
+        """
         return Grammar(_core.Grammar.from_iso_ebnf(ebnf_string, root_rule_name))
 
     @staticmethod
@@ -74,7 +96,17 @@ class Grammar:
         print_converted_ebnf: bool = False,
         any_order: bool = False,
     ) -> "Grammar":
-        """The grammar of JSON documents valid against ``schema``."""
+        """The grammar of JSON documents valid against ``schema``.
+
+        Takes the options of :meth:`GrammarCompiler.compile_json_schema`, plus
+        ``print_converted_ebnf``: print the EBNF the schema is converted to.
+
+        Raises:
+            InvalidJSONError: the schema text is not JSON.
+            InvalidSchemaError: the schema is invalid or unsatisfiable.
+            UnsupportedFeatureError: a keyword cannot be enforced exactly.
+            LimitExceededError: a size limit was exceeded.
+        """
         text = schema_to_str(schema)
         opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order)
         if print_converted_ebnf:
@@ -83,7 +115,17 @@ class Grammar:
 
     @staticmethod
     def from_regex(regex_string: str, *, print_converted_ebnf: bool = False) -> "Grammar":
-        """The strings fully matched by an ECMA-262/Python-style regular expression."""
+        """The strings fully matched by an ECMA-262/Python-style regular expression.
+
+        Args:
+            regex_string: the pattern (the common subset of ECMA-262 and Python ``re``).
+            print_converted_ebnf: print the EBNF the pattern is converted to.
+
+        Raises:
+            GrammarSyntaxError: the pattern does not parse.
+            UnsupportedFeatureError: backreferences, lookaround, or syntax on which ECMA-262 and
+                Python disagree.
+        """
         if print_converted_ebnf:
             print(_core.Grammar.regex_to_ebnf(regex_string, "root"))
         return Grammar(_core.Grammar.from_regex(regex_string))
@@ -95,10 +137,20 @@ class Grammar:
 
     @staticmethod
     def from_structural_tag(*args: Any, **kwargs: Any) -> "Grammar":
+        """The grammar of a structural tag (XGrammar's API). Not supported yet.
+
+        Raises:
+            UnsupportedFeatureError: always, for now.
+        """
         raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
 
     @staticmethod
     def from_lark(*args: Any, **kwargs: Any) -> "Grammar":
+        """The grammar of a Lark grammar (XGrammar's API). Not supported yet; use EBNF.
+
+        Raises:
+            UnsupportedFeatureError: always, for now.
+        """
         raise UnsupportedFeatureError("Lark grammars are not supported by grammask yet; use EBNF")
 
     @staticmethod
@@ -112,10 +164,18 @@ class Grammar:
         return Grammar(_core.Grammar.union([g._handle for g in grammars]))
 
     def serialize_json(self) -> str:
+        """The grammar as JSON text, which :meth:`deserialize_json` reads back."""
         return self._handle.serialize_json()
 
     @staticmethod
     def deserialize_json(json_string: str) -> "Grammar":
+        """Rebuild a grammar from :meth:`serialize_json`'s text.
+
+        Raises:
+            InvalidJSONError: the text is not JSON.
+            DeserializeFormatError: the text is not a serialized grammar.
+            DeserializeVersionError: it was written by an incompatible version of grammask.
+        """
         try:
             return Grammar(_core.Grammar.deserialize_json(json_string))
         except DeserializeFormatError as e:

@@ -27,7 +27,23 @@ class GrammarMatcher:
     """Tracks one sequence: which tokens are allowed next, accepting tokens, rollback.
 
     A rejected token or string returns False and leaves the state unchanged. Not thread-safe:
-    use one matcher per sequence (they share the compiled grammar and its mask cache)."""
+    use one matcher per sequence (they share the compiled grammar and its mask cache).
+
+    Args:
+        compiled_grammar: the grammar to enforce, from a :class:`~grammask.GrammarCompiler`.
+        override_stop_tokens: stop token ids to use instead of the vocabulary's (an int or a
+            non-empty list).
+        terminate_without_stop_token: terminate as soon as the grammar is complete, without
+            accepting a stop token.
+        max_rollback_tokens: deprecated and ignored (rollback is unlimited); a value other than
+            -1 warns.
+        default_temperature: a sampling temperature kept for the caller (:attr:`temperature`);
+            finite and at least 0.
+
+    Raises:
+        ValueError: ``compiled_grammar`` is not a :class:`~grammask.CompiledGrammar`,
+            ``override_stop_tokens`` is empty, or ``default_temperature`` is out of range.
+    """
 
     def __init__(
         self,
@@ -65,31 +81,86 @@ class GrammarMatcher:
         return m
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
-        """Accept one token id; False (state unchanged) if it is not allowed."""
+        """Accept one token id; False (state unchanged) if it is not allowed.
+
+        Out-of-range, negative and special ids return False, as do all ids once the matcher has
+        terminated. A stop token is accepted exactly when the grammar is complete, and
+        terminates the matcher.
+
+        Args:
+            token_id: the sampled token.
+            debug_print: accepted for XGrammar compatibility; ignored.
+
+        Returns:
+            Whether the token was accepted.
+        """
         token_id = operator.index(token_id)
         if not 0 <= token_id < 2**32:
             return False  # out of range (huge or negative ids would overflow the binding)
         return self._handle.accept_token(token_id)
 
     def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
-        """Accept text as one rollback step; all or nothing."""
+        """Accept text as one rollback step; all or nothing.
+
+        Args:
+            input_str: the text (``str`` is encoded as UTF-8) or raw bytes.
+            debug_print: accepted for XGrammar compatibility; ignored.
+
+        Returns:
+            Whether the whole text was accepted; on False the state is unchanged.
+        """
         data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
         return self._handle.accept_bytes(data)
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (CPU int32, shape
-        ``(B, ceil(V/32))`` or 1-D). Returns True unless every token is allowed."""
+        ``(B, ceil(V/32))`` or 1-D). Returns True unless every token is allowed.
+
+        Bit ``t % 32`` of word ``t // 32`` is set when token ``t`` is allowed. The matcher's
+        state does not change.
+
+        Args:
+            bitmask: a numpy array or CPU torch tensor, int32, C-contiguous and writable.
+            index: the row to write.
+            debug_print: accepted for XGrammar compatibility; ignored.
+
+        Returns:
+            Whether some token is masked (False when every token is allowed, so the logits need
+            no masking).
+
+        Raises:
+            TypeError: the bitmask is not an int32 numpy array or torch tensor.
+            InvalidArgumentError: (a ``ValueError``) the bitmask is too narrow for the
+                vocabulary, read-only or not contiguous, ``index`` is out of range, or the
+                matcher has terminated.
+            ValueError: a torch bitmask is not on the CPU.
+        """
         return self._handle.fill_next_token_bitmask(as_int32_buffer(bitmask), _row_index(index))
 
     def find_jump_forward_string(self) -> str:
-        """The longest text the grammar forces next ("" if there is a choice). No state change."""
+        """The longest text the grammar forces next ("" if there is a choice). No state change.
+
+        A caller may accept this text at once (``accept_string``) instead of sampling it token by
+        token.
+
+        Raises:
+            InvalidArgumentError: the matcher has terminated.
+        """
         return self._handle.find_jump_forward_bytes().decode("utf-8")
 
     def rollback(self, num_tokens: int = 1) -> None:
-        """Undo the last ``num_tokens`` accepted tokens/strings (including a stop token)."""
+        """Undo the last ``num_tokens`` accepted tokens/strings (including a stop token).
+
+        Raises:
+            InvalidArgumentError: ``num_tokens`` exceeds the number of steps accepted since
+                the start (or the last :meth:`reset`).
+        """
         self._handle.rollback(num_tokens)
 
     def is_terminated(self) -> bool:
+        """Whether the matcher has accepted a stop token (or, with
+        ``terminate_without_stop_token``, the grammar has completed); it then accepts nothing
+        more."""
         return self._handle.is_terminated()
 
     def is_completed(self) -> bool:
@@ -97,6 +168,7 @@ class GrammarMatcher:
         return self._handle.is_completed()
 
     def reset(self) -> None:
+        """Return to the start state, as a new matcher (the mask cache is kept)."""
         self._handle.reset()
 
     def fork(self) -> "GrammarMatcher":
@@ -105,14 +177,17 @@ class GrammarMatcher:
 
     @property
     def max_rollback_tokens(self) -> int:
+        """Always -1: rollback is unlimited."""
         return -1
 
     @property
     def stop_token_ids(self) -> List[int]:
+        """The ids that end the sequence: ``override_stop_tokens``, else the vocabulary's."""
         return list(self._handle.stop_token_ids)
 
     @property
     def temperature(self) -> Optional[float]:
+        """The ``default_temperature`` given to the constructor (None if not given)."""
         return self._temperature
 
     def _allowed_token_ids(self) -> List[int]:
@@ -123,7 +198,14 @@ class GrammarMatcher:
 
 
 class BatchGrammarMatcher:
-    """Fills the bitmask rows of many matchers at once, in parallel Rust threads."""
+    """Fills the bitmask rows of many matchers at once, in parallel Rust threads.
+
+    Args:
+        max_threads: the number of threads, or ``"auto"`` for half the CPU count (at least 1).
+
+    Raises:
+        ValueError: ``max_threads`` is neither ``"auto"`` nor an int of at least 1.
+    """
 
     def __init__(self, max_threads: Union[int, str] = "auto") -> None:
         if max_threads == "auto":
@@ -139,6 +221,19 @@ class BatchGrammarMatcher:
         indices: Optional[List[int]] = None,
         debug_print: bool = False,
     ) -> None:
+        """Fill one bitmask row per matcher, in parallel with the GIL released.
+
+        Args:
+            matchers: the matchers, none of them terminated.
+            bitmask: as for :meth:`GrammarMatcher.fill_next_token_bitmask`, with a row per
+                matcher.
+            indices: the row of each matcher; default ``0, 1, ..., len(matchers) - 1``.
+            debug_print: accepted for XGrammar compatibility; ignored.
+
+        Raises:
+            TypeError: as for :meth:`GrammarMatcher.fill_next_token_bitmask`.
+            ValueError: an index is out of range, or the bitmask has the wrong shape.
+        """
         if indices is not None:
             indices = [_row_index(i) for i in indices]
         _core.batch_fill_next_token_bitmask(
@@ -147,6 +242,14 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int], debug_print: bool = False) -> List[bool]:
+        """``matchers[i].accept_token(tokens[i])`` for every ``i``.
+
+        Returns:
+            Whether each token was accepted.
+
+        Raises:
+            RuntimeError: the lists differ in length.
+        """
         if len(matchers) != len(tokens):
             raise RuntimeError(f"got {len(matchers)} matchers but {len(tokens)} tokens")
         return [m.accept_token(t) for m, t in zip(matchers, tokens)]
@@ -155,12 +258,26 @@ class BatchGrammarMatcher:
     def batch_accept_string(
         matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]], debug_print: bool = False
     ) -> List[bool]:
+        """``matchers[i].accept_string(strings[i])`` for every ``i``.
+
+        Returns:
+            Whether each string was accepted.
+
+        Raises:
+            RuntimeError: the lists differ in length.
+        """
         if len(matchers) != len(strings):
             raise RuntimeError(f"got {len(matchers)} matchers but {len(strings)} strings")
         return [m.accept_string(s) for m, s in zip(matchers, strings)]
 
     @staticmethod
     def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Union[int, List[int]] = 1) -> None:
+        """Roll every matcher back: by ``num_tokens`` each, or by ``num_tokens[i]`` for
+        ``matchers[i]``.
+
+        Raises:
+            RuntimeError: a list of counts differs in length from ``matchers``.
+        """
         counts = [num_tokens] * len(matchers) if isinstance(num_tokens, int) else list(num_tokens)
         if len(counts) != len(matchers):
             raise RuntimeError(f"got {len(matchers)} matchers but {len(counts)} rollback counts")

@@ -1,4 +1,8 @@
-"""Helpers for tests and debugging, matching ``xgrammar.testing``."""
+"""Helpers for tests and debugging, matching ``xgrammar.testing``.
+
+The names keep XGrammar's leading underscores (code written for ``xgrammar.testing`` keeps
+working), but they are public and documented here.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,19 @@ def _json_schema_to_ebnf(
     json_format: str = "json",
     any_order: bool = False,
 ) -> str:
+    """The EBNF a JSON Schema is converted to, before it is parsed and compiled.
+
+    Takes the options of :meth:`GrammarCompiler.compile_json_schema`.
+
+    Args:
+        schema: JSON text, a dict or bool, or a Pydantic v2 model class.
+        json_format: must be ``"json"`` (XGrammar's other formats are not supported).
+
+    Raises:
+        UnsupportedFeatureError: ``json_format`` is not ``"json"``, or a keyword cannot be
+            enforced exactly.
+        InvalidJSONError, InvalidSchemaError: as for ``compile_json_schema``.
+    """
     if json_format != "json":
         from .exception import UnsupportedFeatureError
 
@@ -50,6 +67,13 @@ def _json_schema_to_ebnf(
 
 
 def _regex_to_ebnf(regex: str, with_rule_name: bool = True) -> str:
+    """The EBNF a regular expression is converted to.
+
+    Args:
+        regex: the pattern.
+        with_rule_name: return whole rules (``root ::= ...``); False returns only the body of
+            the first rule.
+    """
     text = _core.Grammar.regex_to_ebnf(regex, "root")
     if with_rule_name:
         return text
@@ -58,6 +82,8 @@ def _regex_to_ebnf(regex: str, with_rule_name: bool = True) -> str:
 
 
 def _ebnf_to_grammar_no_normalization(ebnf_string: str, root_rule_name: str = "root") -> Grammar:
+    """Parse EBNF into a :class:`Grammar` (the same as :meth:`Grammar.from_ebnf`: grammask keeps
+    no separate unnormalized form)."""
     return Grammar.from_ebnf(ebnf_string, root_rule_name=root_rule_name)
 
 
@@ -82,6 +108,13 @@ def _get_matcher_from_grammar(grammar: Union[Grammar, str], **kwargs: Any) -> Gr
 def _get_matcher_from_grammar_and_tokenizer_info(
     grammar: Union[Grammar, str], tokenizer_info: Optional[TokenizerInfo] = None, **kwargs: Any
 ) -> GrammarMatcher:
+    """A matcher for ``grammar`` (EBNF text or a :class:`Grammar`) compiled without a cache.
+
+    Args:
+        grammar: the grammar.
+        tokenizer_info: the vocabulary; default an empty one (the matcher accepts strings only).
+        **kwargs: passed to :class:`GrammarMatcher`.
+    """
     info = tokenizer_info if tokenizer_info is not None else _empty_tokenizer_info()
     compiler = GrammarCompiler(info, cache_enabled=False)
     compiled = compiler.compile_grammar(grammar)
@@ -144,6 +177,11 @@ def _get_masked_tokens_from_bitmask(bitmask: Any, vocab_size: int, index: int = 
 
 
 def _is_single_token_bitmask(bitmask: Any, vocab_size: int, index: int = 0) -> Tuple[bool, int]:
+    """Whether row ``index`` allows exactly one token.
+
+    Returns:
+        ``(True, token_id)`` when a single token is allowed, else ``(False, -1)``.
+    """
     arr = _to_numpy(bitmask)
     row = arr.reshape(-1, arr.shape[-1])[index]
     allowed = np.flatnonzero(np.asarray(bitmask_to_bool_mask(row, vocab_size)))

@@ -90,6 +90,9 @@ class TokenizerInfo:
     ``vocab_size`` is the width of the model's logits. It may exceed ``len(encoded_vocab)``
     (models pad their output layer, e.g. Phi-3 32064 vs 32011 tokens, Qwen2.5 152064 vs 151665);
     the extra ids are special and always masked out. Pass the model's ``config.vocab_size``.
+
+    Build it from a ``transformers`` tokenizer with :meth:`from_huggingface`, or from the token
+    list (see ``__init__``). It is immutable and can be pickled.
     """
 
     _handle: _core.TokenizerInfo
@@ -106,21 +109,21 @@ class TokenizerInfo:
     ) -> None:
         """Build the vocabulary.
 
-        Parameters
-        ----------
-        encoded_vocab : list of bytes or str
-            The tokens as the tokenizer spells them, indexed by id.
-        vocab_type : VocabType
-            How to read that spelling.
-        vocab_size : int, optional
-            The model's logits width; defaults to ``len(encoded_vocab)`` and may not be smaller.
-        stop_token_ids : list of int or int, optional
-            Ids that end generation. ``None`` detects them by their text (``</s>``,
-            ``<|eot_id|>``, ``<|im_end|>``, ...).
-        add_prefix_space : bool
-            Whether the tokenizer prepends a space to the text it encodes.
-        special_token_ids : list of int, optional
-            Extra ids grammar text can never produce (added/control tokens). grammask extension.
+        Args:
+            encoded_vocab: The tokens as the tokenizer spells them (bytes or str), indexed by id.
+            vocab_type: How to read that spelling (a :class:`VocabType` or its integer code).
+            vocab_size: The model's logits width; defaults to ``len(encoded_vocab)`` and may not
+                be smaller.
+            stop_token_ids: Ids that end generation. ``None`` detects them by their text
+                (``</s>``, ``<|eot_id|>``, ``<|im_end|>``, ...).
+            add_prefix_space: Whether the tokenizer prepends a space to the text it encodes.
+            special_token_ids: Extra ids grammar text can never produce (added/control tokens).
+                grammask extension.
+
+        Raises:
+            TypeError: an id is not an integer.
+            InvalidArgumentError: ``vocab_size`` is smaller than the token list, or an id is
+                out of range.
         """
         if not isinstance(vocab_type, VocabType):
             vocab_type = VocabType(vocab_type)
@@ -160,7 +163,13 @@ class TokenizerInfo:
         end of text or turn (``<|eot_id|>``, ``<|im_end|>``, ``<end_of_turn>``, ...). Added tokens
         marked special become special ids, which grammar text never produces.
 
-        Raises ``ValueError`` for an empty ``stop_token_ids`` or an unsupported tokenizer.
+        Args:
+            tokenizer: a ``transformers`` tokenizer (``AutoTokenizer.from_pretrained(...)``).
+            vocab_size: the model's logits width (``model.config.vocab_size``).
+            stop_token_ids: ids that end generation, instead of the detected ones.
+
+        Raises:
+            ValueError: ``stop_token_ids`` is empty, or the tokenizer is not supported.
         """
         stop_list = _ids_list(stop_token_ids, "stop_token_ids")
         if stop_list is not None and len(stop_list) == 0:
@@ -419,6 +428,7 @@ class TokenizerInfo:
 
     @property
     def vocab_type(self) -> VocabType:
+        """How the tokens are spelled."""
         return VocabType(self._handle.vocab_type)
 
     @property
@@ -428,6 +438,7 @@ class TokenizerInfo:
 
     @property
     def add_prefix_space(self) -> bool:
+        """Whether the tokenizer prepends a space to the text it encodes."""
         return self._handle.add_prefix_space
 
     @property
@@ -447,6 +458,7 @@ class TokenizerInfo:
 
     @property
     def stop_token_ids(self) -> List[int]:
+        """The ids that end generation (given, or detected from their text)."""
         return self._handle.stop_token_ids
 
     @property
@@ -475,6 +487,12 @@ class TokenizerInfo:
 
     @staticmethod
     def deserialize_json(json_string: str) -> "TokenizerInfo":
+        """Rebuild a vocabulary from :meth:`serialize_json`'s text.
+
+        Raises:
+            InvalidJSONError: the text is not JSON.
+            DeserializeFormatError: the text is not a serialized vocabulary.
+        """
         return TokenizerInfo._from_handle(_core.TokenizerInfo.deserialize_json(json_string))
 
     def __getstate__(self) -> str:
