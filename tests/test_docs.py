@@ -97,7 +97,8 @@ def _undocumented() -> List[str]:
             if f"`{qualname.rsplit('.', 1)[-1]}`" not in reference:
                 missing.append(f"{qualname} (data: describe it in docs/reference/)")
             continue
-        doc = inspect.getdoc(obj.fget if isinstance(obj, property) else obj)
+        # The object's own docstring: inspect.getdoc would inherit one from a base class.
+        doc = (obj.fget if isinstance(obj, property) else obj).__doc__
         if not doc or not doc.strip():
             missing.append(qualname)
     return missing
@@ -159,6 +160,8 @@ def python_blocks(path: Path) -> Tuple[List[Tuple[int, str]], List[Tuple[int, st
         j = start
         while j < len(lines) and not (lines[j].strip().startswith(fence) and lines[j].strip().strip(fence[0]) == ""):
             j += 1
+        if j == len(lines):
+            raise AssertionError(f"{path}:{i + 1}: the code fence is never closed")
         if lang in ("python", "py"):
             code = textwrap.dedent("\n".join(lines[start:j]))
             prev = lines[i - 1].strip() if i > 0 else ""

@@ -50,8 +50,8 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
         vocab_size: the model's logits width (``TokenizerInfo.vocab_size``).
 
     Returns:
-        A CPU array of shape :func:`get_bitmask_shape` ``(batch_size, vocab_size)``, filled
-        with -1 (every bit set).
+        A CPU array of shape :func:`get_bitmask_shape` ``(batch_size, vocab_size)``,
+            filled with -1 (every bit set).
 
     Raises:
         ValueError: ``batch_size`` is below 1 or ``vocab_size`` is negative.

@@ -125,8 +125,8 @@ class GrammarMatcher:
             debug_print: accepted for XGrammar compatibility; ignored.
 
         Returns:
-            Whether some token is masked (False when every token is allowed, so the logits need
-            no masking).
+            Whether some token is masked (False when every token is allowed, so the logits
+                need no masking).
 
         Raises:
             TypeError: the bitmask is not an int32 numpy array or torch tensor.
