@@ -279,3 +279,57 @@ def test_is_single_token_bitmask():
     assert testing._is_single_token_bitmask(bm, 70, 1) == (False, -1)
     empty = testing.bool_mask_to_bitmask(np.zeros((1, 70), dtype=bool))
     assert testing._is_single_token_bitmask(empty, 70) == (False, -1)
+
+
+# --- the Rust CPU kernel against a reference, every dtype and layout ---------------------------
+
+
+def _reference_apply(logits: np.ndarray, bitmask: np.ndarray, v: int, pairs) -> np.ndarray:
+    out = logits.copy()
+    bits = np.unpackbits(bitmask.view(np.uint8), axis=-1, bitorder="little").astype(bool)
+    for lr, br in pairs:
+        row = out[lr, :v]
+        row[~bits[br, :v]] = -np.inf
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided_rows", "indices", "vocab_size"])
+def test_cpu_kernel_matches_reference_numpy(dtype, layout):
+    rng = np.random.default_rng(7)
+    rows, vocab = 4, 1000
+    words = (vocab + 31) // 32
+    masks = rng.integers(-(2**31), 2**31 - 1, (rows, words), dtype=np.int64).astype(np.int32)
+    masks[1] = 0
+    masks[2] = -1
+    base = rng.standard_normal((rows, vocab + 37)).astype(dtype)
+    logits = base if layout == "strided_rows" else np.ascontiguousarray(base[:, :vocab])
+    if layout == "strided_rows":
+        logits = base[:, :vocab]  # rows 1037 elements apart
+        assert not logits.flags.c_contiguous
+    kwargs, pairs, v = {}, [(i, i) for i in range(rows)], vocab
+    if layout == "indices":
+        kwargs["indices"] = [3, 1]
+        pairs = [(3, 3), (1, 1)]
+    if layout == "vocab_size":
+        kwargs["vocab_size"] = v = 517
+    expected = _reference_apply(np.array(logits), masks, v, pairs)
+    xgr.apply_token_bitmask_inplace(logits, masks, **kwargs)
+    np.testing.assert_array_equal(logits, expected)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])
+def test_cpu_kernel_matches_reference_torch(dtype_name):
+    dtype = getattr(torch, dtype_name)
+    rng = np.random.default_rng(11)
+    vocab = 151_936
+    masks = rng.integers(-(2**31), 2**31 - 1, (2, (vocab + 31) // 32), dtype=np.int64).astype(np.int32)
+    logits = torch.randn(2, vocab + 64, dtype=dtype)[:, :vocab]  # strided rows
+    expected = logits.float().numpy().copy()
+    expected = _reference_apply(expected, masks, vocab, [(0, 0), (1, 1)])
+    xgr.apply_token_bitmask_inplace(logits, torch.from_numpy(masks))
+    got = logits.float().numpy()
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
+    kept = ~np.isneginf(expected)
+    np.testing.assert_array_equal(got[kept], expected[kept])

@@ -12,6 +12,8 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
+from . import _core
+
 __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
@@ -146,23 +148,71 @@ def apply_token_bitmask_inplace(
             are not.
         ValueError: the shapes or ``indices`` do not fit, or ``backend`` is unknown.
     """
-    if backend not in ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native", "numpy"):
+    if backend in ("auto", "cpu", "numpy"):
+        # Fast path: CPU logits and bitmask through the Rust kernel (checks included there).
+        view, dtype = _cpu_view(logits)
+        mask = _cpu_mask(bitmask) if dtype is not None else None
+        if mask is not None:
+            v = _vocab_limit(view.shape[-1], mask.shape[-1] * 32, vocab_size)
+            _core.apply_token_bitmask_inplace_cpu(view, mask, dtype, v, None if indices is None else list(indices))
+            return
+    elif backend not in ("cuda", "triton", "torch_compile", "torch_native"):
         raise ValueError(f"unknown backend {backend!r}")
-    width = logits.shape[-1]
-    if bitmask.shape[-1] * 32 < width and vocab_size is None:
-        warnings.warn(
-            f"the bitmask covers {bitmask.shape[-1] * 32} tokens but the logits have {width}; "
-            "allocate the bitmask with the model's vocab_size",
-            UserWarning,
-            stacklevel=2,
-        )
-    v = min(width, bitmask.shape[-1] * 32) if vocab_size is None else int(vocab_size)
-    if v > width or v > bitmask.shape[-1] * 32:
-        raise ValueError(f"vocab_size {v} exceeds the logits ({width}) or the bitmask ({bitmask.shape[-1] * 32})")
+    v = _vocab_limit(logits.shape[-1], bitmask.shape[-1] * 32, vocab_size)
     if _is_torch(logits) or _is_torch(bitmask):
         _apply_torch(logits, bitmask, v, indices)
     else:
         _apply_numpy(logits, bitmask, v, indices)
+
+
+def _vocab_limit(width: int, covered: int, vocab_size: Optional[int]) -> int:
+    """How many leading logits of a row the bitmask governs."""
+    if vocab_size is None:
+        if covered < width:
+            warnings.warn(
+                f"the bitmask covers {covered} tokens but the logits have {width}; "
+                "allocate the bitmask with the model's vocab_size",
+                UserWarning,
+                stacklevel=3,
+            )
+        return min(width, covered)
+    v = int(vocab_size)
+    if v > width or v > covered:
+        raise ValueError(f"vocab_size {v} exceeds the logits ({width}) or the bitmask ({covered})")
+    return v
+
+
+_NUMPY_FLOATS = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(np.float64): "float64"}
+
+
+def _cpu_view(x: Any) -> Tuple[Any, Optional[str]]:
+    """(numpy view, float dtype name) of CPU logits, or (None, None) when the Rust kernel cannot
+    take them (another device, dtype or layout: the general path handles those)."""
+    if isinstance(x, np.ndarray):
+        return x, _NUMPY_FLOATS.get(x.dtype)
+    if not _is_torch(x) or x.device.type != "cpu" or x.requires_grad:
+        return None, None
+    torch = sys.modules["torch"]
+    if x.dtype == torch.float32:
+        return x.detach().numpy(), "float32"
+    if x.dtype == torch.float16:
+        return x.detach().numpy(), "float16"
+    if x.dtype == torch.bfloat16:  # numpy has no bfloat16: its bit pattern as int16
+        return x.detach().view(torch.int16).numpy(), "bfloat16"
+    return None, None
+
+
+def _cpu_mask(bitmask: Any) -> Optional[np.ndarray]:
+    """A numpy int32 view of a CPU bitmask with contiguous rows, or None (general path)."""
+    if isinstance(bitmask, np.ndarray):
+        ok = bitmask.dtype == np.int32 and bitmask.ndim in (1, 2)
+        return bitmask if ok and (bitmask.shape[-1] <= 1 or bitmask.strides[-1] == 4) else None
+    if _is_torch(bitmask) and bitmask.device.type == "cpu" and bitmask.is_contiguous():
+        try:
+            return as_int32_buffer(bitmask)  # cached view of the same tensor across steps
+        except (TypeError, ValueError):
+            return None
+    return None
 
 
 def _rows(logits_ndim: int, bitmask: Any, n_logit_rows: int, indices: Optional[List[int]]) -> List[Tuple[int, int]]:

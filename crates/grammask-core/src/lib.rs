@@ -16,6 +16,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod apply;
 pub mod bitset;
 pub mod builtin;
 pub mod cache;

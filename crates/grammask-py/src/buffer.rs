@@ -164,3 +164,107 @@ impl Drop for Int32Buffer {
         Python::with_gil(|_| unsafe { PyBuffer_Release(&mut *self.raw) });
     }
 }
+
+/// A 1-D or 2-D strided buffer of `itemsize`-byte elements whose rows are contiguous, viewed as
+/// `rows` rows of `cols` elements `row_stride` bytes apart (a 1-D buffer is one row).
+///
+/// Invariant: for `r < rows`, the `cols * itemsize` bytes at `raw.buf + r * row_stride` lie in
+/// the exporter's memory, are aligned to `itemsize`, and stay valid until `Drop` releases the
+/// view; when `writable`, the exporter allows writes.
+pub struct RowsView {
+    raw: Box<RawBuffer>,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: isize,
+    pub itemsize: usize,
+    /// The struct-module format code without its byte-order prefix (`f`, `e`, `d`, `h`, `i`, ...).
+    pub format: u8,
+}
+
+// SAFETY: as for `Int32Buffer`.
+unsafe impl Send for RowsView {}
+// SAFETY: shared access only reads the fields; rows are handed out through `&mut self` or
+// `&self` for reads only.
+unsafe impl Sync for RowsView {}
+
+impl RowsView {
+    /// Acquires `obj`'s buffer; `what` names it in errors ("the logits", "the bitmask").
+    pub fn get(obj: &Bound<'_, PyAny>, what: &str, writable: bool) -> PyResult<RowsView> {
+        // SAFETY: as in `Int32Buffer::get`.
+        let mut raw: Box<RawBuffer> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: as in `Int32Buffer::get`.
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *raw, PYBUF_RECORDS_RO) } != 0 {
+            drop(PyErr::take(obj.py()));
+            return Err(PyTypeError::new_err(format!("{what} must support the buffer protocol (a numpy array)")));
+        }
+        let mut v = RowsView { raw, rows: 0, cols: 0, row_stride: 0, itemsize: 0, format: 0 };
+        let r = &*v.raw;
+        if writable && r.readonly != 0 {
+            return Err(invalid_argument(format!("{what} is read-only")));
+        }
+        let ndim = usize::try_from(r.ndim).unwrap_or(0);
+        // SAFETY: with PyBUF_RECORDS_RO, `shape` and `strides` point to `ndim` elements each.
+        let (shape, strides) = unsafe {
+            (std::slice::from_raw_parts(r.shape, ndim), std::slice::from_raw_parts(r.strides, ndim))
+        };
+        let itemsize = usize::try_from(r.itemsize).unwrap_or(0);
+        let (rows, cols, row_stride, col_stride) = match (shape, strides) {
+            ([c], [cs]) => (1, *c, 0, *cs),
+            ([rr, c], [rs, cs]) => (*rr, *c, *rs, *cs),
+            _ => return Err(invalid_argument(format!("{what} must be 1-D or 2-D, got shape {shape:?}"))),
+        };
+        let (rows, cols) = (usize::try_from(rows).unwrap_or(0), usize::try_from(cols).unwrap_or(0));
+        if cols > 1 && col_stride != r.itemsize {
+            return Err(invalid_argument(format!("the rows of {what} must be contiguous")));
+        }
+        let aligned = itemsize.is_power_of_two()
+            && (r.buf as usize) % itemsize == 0
+            && (rows <= 1 || row_stride.unsigned_abs() % itemsize == 0);
+        if !aligned {
+            return Err(invalid_argument(format!("{what} is not aligned to its element size")));
+        }
+        let format = if r.format.is_null() {
+            b'B'
+        } else {
+            // SAFETY: a non-null format is a NUL-terminated string owned by the view.
+            let f = unsafe { CStr::from_ptr(r.format) }.to_bytes();
+            match f {
+                [b'@' | b'=' | b'<', c] | [c] => *c,
+                _ => 0,
+            }
+        };
+        (v.rows, v.cols, v.row_stride, v.itemsize, v.format) = (rows, cols, row_stride, itemsize, format);
+        Ok(v)
+    }
+
+    fn row_ptr(&self, r: usize) -> *mut u8 {
+        debug_assert!(r < self.rows);
+        self.raw.buf.cast::<u8>().wrapping_offset(r as isize * self.row_stride)
+    }
+
+    /// Row `r` as elements of `T` (`size_of::<T>() == itemsize`), read-only.
+    pub fn row<T>(&self, r: usize) -> &[T] {
+        assert!(r < self.rows && std::mem::size_of::<T>() == self.itemsize);
+        // SAFETY: the struct invariant (row `r` is `cols` aligned, initialized elements of
+        // `itemsize` bytes inside the exporter's memory) with `T` of that size; T is a plain
+        // integer type here, valid for every bit pattern.
+        unsafe { std::slice::from_raw_parts(self.row_ptr(r).cast::<T>(), self.cols) }
+    }
+
+    /// Row `r` as elements of `T`, writable. The caller must hold the only Rust reference to
+    /// this view's memory (`&mut self`); distinct rows never overlap when `row_stride` is at
+    /// least a row's size, which `get` does not promise, so rows are handed out one at a time.
+    pub fn row_mut<T>(&mut self, r: usize) -> &mut [T] {
+        assert!(r < self.rows && std::mem::size_of::<T>() == self.itemsize && self.raw.readonly == 0);
+        // SAFETY: as in `row`, plus: the exporter allows writes (checked by `get` when asked
+        // for a writable view, and asserted here), and `&mut self` makes this the only slice.
+        unsafe { std::slice::from_raw_parts_mut(self.row_ptr(r).cast::<T>(), self.cols) }
+    }
+}
+
+impl Drop for RowsView {
+    fn drop(&mut self) {
+        // SAFETY: as for `Int32Buffer`.
+        Python::with_gil(|_| unsafe { PyBuffer_Release(&mut *self.raw) });
+    }
+}

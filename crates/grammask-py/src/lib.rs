@@ -2,11 +2,14 @@
 //! No algorithm lives here.
 use pyo3::prelude::*;
 
+mod alloc;
+
 /// PERF: compiling a schema allocates thousands of small buffers (automata rows, rule sets,
 /// grammar nodes); with the system allocator, allocation took a sixth of a typical compile.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::Allocator = alloc::Allocator;
 
+mod apply;
 mod buffer;
 mod compiler;
 mod errors;
@@ -25,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<compiler::PyCompiledGrammar>()?;
     m.add_class::<matcher::PyGrammarMatcher>()?;
     m.add_function(wrap_pyfunction!(matcher::batch_fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(apply::apply_token_bitmask_inplace_cpu, m)?)?;
     Ok(())
 }

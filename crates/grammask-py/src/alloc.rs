@@ -1,0 +1,64 @@
+//! The extension's global allocator: mimalloc, with a small arena reservation.
+//!
+//! mimalloc reserves address space for its arenas 1 GiB at a time by default. Inside a Python
+//! process that would add 1 GiB of virtual memory at `import grammask`, enough to make a process
+//! under `ulimit -v` that also loads torch fail to start. Before the first allocation we lower
+//! the reservation to `ARENA_RESERVE_KIB`; mimalloc reserves more arenas as the heap grows.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mimalloc::MiMalloc;
+
+/// `mi_option_arena_reserve` in mimalloc 2.x's `mi_option_t` (libmimalloc-sys 0.1.49).
+const MI_OPTION_ARENA_RESERVE: libmimalloc_sys::mi_option_t = 23;
+/// mimalloc's default for that option (1 GiB, in KiB): checked before we change it, so a
+/// different mimalloc version with another option order is left alone rather than misconfigured.
+const DEFAULT_ARENA_RESERVE_KIB: std::ffi::c_long = 1 << 20;
+/// 64 MiB per arena reservation.
+pub const ARENA_RESERVE_KIB: std::ffi::c_long = 64 << 10;
+
+static CONFIGURED: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+fn configure() {
+    if CONFIGURED.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: mi_option_get/mi_option_set only read and write mimalloc's option table; they do
+    // not allocate. Two threads racing here both write the same value.
+    unsafe {
+        if libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_RESERVE) == DEFAULT_ARENA_RESERVE_KIB {
+            libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_RESERVE, ARENA_RESERVE_KIB);
+        }
+    }
+    CONFIGURED.store(true, Ordering::Relaxed);
+}
+
+/// mimalloc, configured on first use (see the module doc).
+pub struct Allocator;
+
+// SAFETY: every method forwards to `MiMalloc`, a correct `GlobalAlloc`, with the caller's
+// arguments unchanged; `configure` has no effect on the memory handed out.
+unsafe impl GlobalAlloc for Allocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        configure();
+        MiMalloc.alloc(layout)
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        configure();
+        MiMalloc.alloc_zeroed(layout)
+    }
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        MiMalloc.dealloc(ptr, layout);
+    }
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        configure();
+        MiMalloc.realloc(ptr, layout, new_size)
+    }
+}

@@ -1,0 +1,51 @@
+"""Address space and memory at import: `import grammask` must not reserve a large range (mimalloc's
+default 1 GiB arena reservation broke processes under `ulimit -v` that also load torch)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import run_python
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+
+
+@linux_only
+def test_import_reserves_little_address_space():
+    r = run_python(
+        """
+        import re
+        def vm_kib():
+            return int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+        import numpy
+        before = vm_kib()
+        import grammask as xgr
+        info = xgr.TokenizerInfo([b"a", b"b", b"</s>"], xgr.VocabType.RAW, stop_token_ids=[2])
+        m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_json_schema({"type": "object"}))
+        m.accept_string("{}")
+        print((vm_kib() - before) // 1024)
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    grown_mib = int(r.stdout.strip())
+    assert grown_mib < 256, f"import and a first compile grew the address space by {grown_mib} MiB"
+
+
+@linux_only
+def test_import_works_under_a_virtual_memory_limit():
+    # 1 GiB of address space is plenty for numpy (one BLAS thread) and grammask, and less than
+    # the 1 GiB arena reservation alone.
+    r = run_python(
+        """
+        import os, resource
+        os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        import numpy, grammask as xgr
+        info = xgr.TokenizerInfo([b"a", b"</s>"], xgr.VocabType.RAW, stop_token_ids=[1])
+        xgr.GrammarCompiler(info).compile_builtin_json_grammar()
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
