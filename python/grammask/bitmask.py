@@ -139,13 +139,13 @@ def apply_token_bitmask_inplace(
         vocab_size: the number of logits to mask; see above.
         indices: the rows to mask; logits row ``i`` takes bitmask row ``i`` (or row 0 of a
             one-row bitmask).
-        backend: accepted for XGrammar compatibility (``"auto"``, ``"cpu"``, ``"cuda"``,
-            ``"triton"``, ``"torch_compile"``, ``"torch_native"``, ``"numpy"``); checked, then
-            ignored.
+        backend: ``"auto"`` (also ``"cpu"``, ``"numpy"``) masks CPU logits with grammask's Rust
+            kernel and other logits with torch operations on their device; XGrammar's names
+            ``"cuda"``, ``"triton"``, ``"torch_compile"`` and ``"torch_native"`` are accepted
+            and always take the torch path.
 
     Raises:
-        TypeError: a dtype is not supported, or the bitmask is a torch tensor and the logits
-            are not.
+        TypeError: a dtype is not supported.
         ValueError: the shapes or ``indices`` do not fit, or ``backend`` is unknown.
     """
     if backend in ("auto", "cpu", "numpy"):
