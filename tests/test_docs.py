@@ -95,7 +95,7 @@ def _undocumented() -> List[str]:
         if _is_data(obj):
             # A constant cannot carry a docstring: its reference page must describe it.
             if f"`{qualname.rsplit('.', 1)[-1]}`" not in reference:
-                missing.append(f"{qualname} (data: describe it in docs/reference/)")
+                missing.append(f"{qualname} (data: describe `{qualname.rsplit('.', 1)[-1]}` on a page of docs/reference/)")
             continue
         # The object's own docstring: inspect.getdoc would inherit one from a base class.
         doc = (obj.fget if isinstance(obj, property) else obj).__doc__
@@ -135,7 +135,10 @@ def test_every_public_module_has_a_reference_page() -> None:
             places = {f"::: {m}.{name}\n" for m in PUBLIC_MODULES + [obj.__module__]}
             # or a whole-module block that lists the name under `members:`
             listed = f"::: {modname}\n" in reference and f"- {name}\n" in reference
-            assert listed or any(p in reference for p in places), f"{modname}.{name} is on no page of docs/reference/"
+            assert listed or any(p in reference for p in places), (
+                f"{modname}.{name} is on no page of docs/reference/: add a `::: {modname}.{name}` line "
+                "to a page there (a new page also needs an entry in mkdocs.yml's nav)"
+            )
 
 
 # ------------------------------------------------------------------------------------- code blocks
