@@ -4,16 +4,26 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 
-class GrammaskError(RuntimeError): ...
-class GrammarSyntaxError(GrammaskError): ...
-class InvalidGrammarError(GrammaskError): ...
-class InvalidJSONError(GrammaskError): ...
-class InvalidSchemaError(GrammaskError): ...
-class UnsupportedFeatureError(GrammaskError): ...
-class LimitExceededError(GrammaskError): ...
-class DeserializeFormatError(GrammaskError): ...
-class InternalError(GrammaskError): ...
-class InvalidArgumentError(GrammaskError, ValueError): ...
+class GrammaskError(RuntimeError):
+    """Base class of every grammask error (a ``RuntimeError``, as XGrammar's errors are)."""
+class GrammarSyntaxError(GrammaskError):
+    """Grammar or regex text could not be parsed; the message gives the line and column."""
+class InvalidGrammarError(GrammaskError):
+    """The grammar is semantically invalid (an undefined rule, no root rule, ...)."""
+class InvalidJSONError(GrammaskError):
+    """Input that must be JSON (a schema, a serialized object) is not valid JSON."""
+class InvalidSchemaError(GrammaskError):
+    """A JSON Schema is invalid or unsatisfiable."""
+class UnsupportedFeatureError(GrammaskError):
+    """A feature cannot be enforced exactly; the message names it (and its JSON pointer in a schema)."""
+class LimitExceededError(GrammaskError):
+    """A documented size limit was exceeded (docs/limits.md)."""
+class DeserializeFormatError(GrammaskError):
+    """A serialized object has the wrong format, or its tokenizer metadata does not match."""
+class InternalError(GrammaskError):
+    """A bug in grammask; please report it."""
+class InvalidArgumentError(GrammaskError, ValueError):
+    """A bad argument: token id, count, buffer dtype or shape. Also a ``ValueError``."""
 
 class TokenizerInfo:
     DETECTION_STOP_TOKENS: Tuple[str, ...]

@@ -21,7 +21,16 @@ __all__ = ["LogitsProcessor"]
 
 
 class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
-    """Masks the scores of tokens the grammar does not allow at each generation step."""
+    """Masks the scores of tokens the grammar does not allow at each generation step.
+
+    Pass it to ``model.generate(..., logits_processor=[LogitsProcessor(compiled)])``. It is
+    single-use: make a new one for each ``generate()`` call. Rows whose matcher has terminated
+    are left unmasked (``generate()`` pads them).
+
+    Args:
+        compiled_grammar: one compiled grammar for every row of the batch, or a list with one
+            per row.
+    """
 
     def __init__(self, compiled_grammar: Union[CompiledGrammar, List[CompiledGrammar]]) -> None:
         self.compiled_grammars = (
@@ -34,6 +43,22 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self.batch_size = 0
 
     def __call__(self, input_ids, scores):
+        """Accept each row's last sampled token, then mask ``scores`` in place.
+
+        The first call sets up one matcher per row; every later call first feeds each live
+        matcher the token ``generate()`` sampled at the previous step.
+
+        Args:
+            input_ids (torch.Tensor): the token ids so far, shape ``(batch, length)``.
+            scores (torch.Tensor): the next-token scores, shape ``(batch, vocab_size)``, on any device.
+
+        Returns:
+            scores (torch.Tensor): the same tensor, with disallowed tokens set to ``-inf``.
+
+        Raises:
+            ValueError: the number of compiled grammars is neither 1 nor the batch size.
+            RuntimeError: a row's matcher rejected a token its mask allowed (a bug).
+        """
         import torch
 
         if self.matchers is None:
