@@ -58,7 +58,11 @@ PRIVATE_MEMBERS = {
 }
 MODULES = ["testing", "exception", "config", "contrib.hf"]
 
-_LARK = "Lark grammars are in progress elsewhere (the Lark/EBNF-macro work); raises UnsupportedFeatureError until then"
+_LARK = (
+    "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes; lazy lexemes are "
+    "refused); special tokens, rule options (lazy, stop, max_tokens, ...) and @name grammars raise "
+    "UnsupportedFeatureError"
+)
 _STAG = "structural tags are in progress elsewhere; raises UnsupportedFeatureError until then"
 _SERIAL = (
     "grammask's own JSON format (version `grammask-1`), not interchangeable with XGrammar's; input "
@@ -68,6 +72,8 @@ _SERIAL = (
 
 # name -> what differs (documented; the rest of the behaviour is XGrammar's).
 DIFFERENCES: Dict[str, str] = {
+    "Grammar.from_lark": _LARK,
+    "GrammarCompiler.compile_lark": _LARK,
     "allocate_token_bitmask": "returns a numpy int32 array when torch is not installed",
     "bitmask_dtype": "numpy.int32 when torch is not installed",
     "apply_token_bitmask_inplace": (
@@ -123,8 +129,6 @@ DIFFERENCES: Dict[str, str] = {
 
 # name -> what to use instead; calling it raises UnsupportedFeatureError.
 UNSUPPORTED: Dict[str, str] = {
-    "Grammar.from_lark": _LARK,
-    "GrammarCompiler.compile_lark": _LARK,
     "Grammar.from_structural_tag": _STAG,
     "GrammarCompiler.compile_structural_tag": _STAG,
     "GrammarMatcher.get_captures": "no capture groups; parse the accepted text",
