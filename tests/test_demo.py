@@ -98,7 +98,7 @@ def test_demo_command_ends_valid():
 
 def test_demo_bad_grammar_is_one_line_error(tmp_path):
     bad = tmp_path / "bad.ebnf"
-    bad.write_text('root ::= "a" |')
+    bad.write_text('root ::= "a" (')
     out = subprocess.run(
         [sys.executable, "-m", "grammask", "demo", "--grammar", str(bad)],
         capture_output=True,

@@ -383,7 +383,7 @@ def test_streaming_completions(client):
             "response_format",
         ),
         ({"response_format": {"type": "json_object", "schema": "{not json"}}, "not valid JSON"),
-        ({"response_format": {"type": "grammar", "grammar": 'root ::= "a" | '}}, "response_format"),
+        ({"response_format": {"type": "grammar", "grammar": 'root ::= "a" ( '}}, "response_format"),
         (
             {"response_format": {"type": "grammar", "grammar": "root ::= undefined_rule"}},
             "undefined_rule",
