@@ -217,12 +217,14 @@ class _Reasoning:
     suffix: str = ""
     excludes: Tuple[str, ...] = THINK
     prompt_opens_block: bool = True  # in "enabled" mode the prompt ends with the opener
+    exclude_when_enabled: bool = True  # False: the block may hold the think markers in "enabled"
 
     def prefix(self, mode: Reasoning, o: _Opts) -> Any:
         if mode == "disabled":
             return None
         begin = "" if mode == "enabled" and self.prompt_opens_block else self.begin
-        block: Any = TagFormat(begin=begin, content=AnyTextFormat(excludes=o.excl(self.excludes)), end=self.end)
+        excl = self.excludes if (mode != "enabled" or self.exclude_when_enabled) else ()
+        block: Any = TagFormat(begin=begin, content=AnyTextFormat(excludes=o.excl(excl)), end=self.end)
         if self.suffix:
             block = SequenceFormat(elements=[block, ConstStringFormat(value=self.suffix)])
         return OptionalFormat(content=block) if mode == "auto" else block
@@ -275,6 +277,9 @@ class _Section:
     separator: str = ""
     text_excludes: Tuple[str, ...] = THINK
     reasoning: Optional[_Reasoning] = field(default_factory=_Reasoning)
+    # Forced call: one tag whose begin/end include the section markers (DeepSeek) or the markers
+    # as separate strings around the call (Kimi); "required" likewise a tag or a sequence.
+    merge_forced: bool = True
 
     def build(self, funcs: List[FunctionToolParam], builtins: List[BuiltinToolParam], choice: Choice, mode: Reasoning, **kw: Any) -> StructuralTag:
         o = _Opts(**kw)
@@ -283,14 +288,24 @@ class _Section:
         if choice == "forced":
             if not tags:
                 raise ValueError("Forced tool choice must resolve to exactly one tool.")
-            body: Any = SequenceFormat(
-                elements=[ConstStringFormat(value=self.section_begin), tags[0], ConstStringFormat(value=self.section_end)]
-            )
+            call = tags[0]
+            if self.merge_forced:
+                body: Any = TagFormat(
+                    begin=self.section_begin + call.begin, content=call.content, end=call.end + self.section_end
+                )
+            else:
+                body = SequenceFormat(
+                    elements=[ConstStringFormat(value=self.section_begin), call, ConstStringFormat(value=self.section_end)]
+                )
         elif tags:
             calls = TagsWithSeparatorFormat(tags=tags, separator=self.separator, at_least_one=True, stop_after_first=one)
             section = TagFormat(begin=self.section_begin, content=calls, end=self.section_end)
-            if choice == "required":
+            if choice == "required" and self.merge_forced:
                 body = section
+            elif choice == "required":
+                body = SequenceFormat(
+                    elements=[ConstStringFormat(value=self.section_begin), calls, ConstStringFormat(value=self.section_end)]
+                )
             else:
                 body = TriggeredTagsFormat(
                     triggers=[self.section_begin], tags=[section], excludes=o.excl(self.text_excludes), stop_after_first=one
@@ -341,7 +356,7 @@ _register(
         begin=lambda n: '<tool_call>{"name": "' + n + '", "arguments": ',
         end="}</tool_call>",
         trigger="<tool_call>",
-        reasoning=_Reasoning(suffix="\n\n"),
+        reasoning=_Reasoning(suffix="\n\n", exclude_when_enabled=False),
     ),
 )
 _QWEN_XML = _Flat(
@@ -373,6 +388,7 @@ _register(
         call=lambda n, o, fn: TagFormat(
             begin=f"{_DS_CALL}function{_DS_SEP}{n}\n```json\n", content=o.args(fn), end=f"\n```{_DS_CALL_END}"
         ),
+        separator="\n",
     ),
 )
 _register(
@@ -395,6 +411,8 @@ _register(
             end="<|tool_call_end|>",
         ),
         text_excludes=THINK + ("<|tool_call_begin|>",),
+        reasoning=_Reasoning(exclude_when_enabled=False),
+        merge_forced=False,
     ),
 )
 
@@ -438,13 +456,18 @@ def _harmony(
             calls += fn_calls(tools[0].function)
         else:
             raise ValueError("Forced tool choice must resolve to exactly one tool.")
+    elif tool_choice == "auto":
+        for f in tools:
+            calls += fn_calls(f.function)
+        for t in builtin_tools:
+            calls += builtin_calls(t)
+        if tool_choice == "auto":
+            messages.append(TagFormat(begin="<|channel|>final<|message|>", content=AnyTextFormat(), end=_H_MSG_END))
     else:
         for t in builtin_tools:
             calls += builtin_calls(t)
         for f in tools:
             calls += fn_calls(f.function)
-        if tool_choice == "auto":
-            messages.append(TagFormat(begin="<|channel|>final<|message|>", content=AnyTextFormat(), end=_H_MSG_END))
     if reasoning != "disabled":
         messages.append(TagFormat(begin="<|channel|>analysis<|message|>", content=AnyTextFormat(), end=_H_MSG_END))
     if o.parallel_tool_calls or not calls:
