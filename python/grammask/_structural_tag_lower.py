@@ -376,10 +376,11 @@ class _Lowerer:
                 raise InvalidStructuralTagError("Excludes must be non-empty strings")
         text = self.text(list(fmt.triggers) + list(fmt.excludes) + list(stop))
         tags = self._tag_alts(fmt.tags)
+        # As XGrammar: with at_least_one the output starts with a tag (no text before it).
         if fmt.stop_after_first:
-            body = f"{text} {tags}" if fmt.at_least_one else f"{text} ({tags})?"
+            body = tags if fmt.at_least_one else f"{text} ({tags})?"
         elif fmt.at_least_one:
-            body = f"{text} {tags} ({text} {tags})* {text}"
+            body = f"{tags} ({text} {tags})* {text}"
         else:
             body = f"{text} ({tags} {text})*"
         return self.add("triggered", body)
