@@ -137,6 +137,77 @@ CORPUS = [
     ),
 ]
 
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"location": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}}, "required": ["location"]}}},
+    {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}},
+]
+W = '{"location": "Paris", "days": 3}'
+
+
+def _model_tag(model, **kw):
+    kw.setdefault("max_whitespace_cnt", 16)
+    return json.loads(gm.get_model_structural_tag(model, tools=TOOLS, **kw).model_dump_json())
+
+
+# Per model: (call of get_weather, call of ping) as the model writes them.
+MODEL_CALLS = {
+    "llama": ('{"name": "get_weather", "parameters": ' + W + "}", '{"name": "ping", "parameters": {}}'),
+    "qwen_3": ('<tool_call>\n{"name": "get_weather", "arguments": ' + W + "}\n</tool_call>", '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>'),
+    "exaone": ('<tool_call>{"name": "get_weather", "arguments": ' + W + "}</tool_call>", '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'),
+    "qwen_3_5": (
+        "<tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>\n<parameter=days>3</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=ping>\n\n</function>\n</tool_call>",
+    ),
+    "mimo": ("<tool_call><function=get_weather><parameter=location>Paris</parameter></function></tool_call>", "<tool_call><function=ping></function></tool_call>"),
+    "deepseek_v3_1": (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + W + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ),
+    "deepseek_r1": (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" + W + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>ping\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ),
+    "kimi": (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + W + "<|tool_call_end|><|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.ping:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+    ),
+    "harmony": (
+        "<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>" + W + "<|call|>",
+        " to=functions.ping<|channel|>commentary json<|message|>{}<|call|>",
+    ),
+}
+THINK_PREFIX = {"llama": "", "harmony": "", "mimo": "<think>hmm</think>"}
+
+
+def _model_cases():
+    for model, (call, call2) in MODEL_CALLS.items():
+        pre = THINK_PREFIX.get(model, "hmm</think>")
+        if model in ("qwen_3", "exaone", "qwen_3_5"):
+            pre += "\n\n"
+        if model == "harmony":
+            acc = [call, call + "<|start|>assistant" + call2, "<|channel|>analysis<|message|>hm<|end|><|start|>assistant" + call]
+            rej = [call + call2, "text" + call, call.replace("get_weather", "get_wether")]
+            yield (f"{model}_auto", _model_tag(model), acc, rej)
+            continue
+        acc = [pre + call, pre + "Sure. " + call, pre + call + "\n" + call2, pre + "no tool needed"]
+        bad_days = call.replace('"days": 3', '"days": 99').replace(">3</parameter>", ">x</parameter>")
+        rej = [pre + bad_days] if bad_days != call else []
+        if model not in ("exaone", "kimi"):  # their "enabled" reasoning block may hold <think>
+            rej.append("<think>" + pre + call)
+        if model != "mimo":
+            rej.append(pre + call.replace("get_weather", "get_wether"))
+        yield (f"{model}_auto", _model_tag(model), acc, rej)
+        yield (f"{model}_required", _model_tag(model, tool_choice="required"), [pre + call, pre + call2], [pre + "text only", pre])
+        forced = _model_tag(model, tool_choice={"type": "function", "function": {"name": "ping"}}, reasoning="disabled")
+        yield (f"{model}_forced", forced, [call2], [call, ""])
+        yield (f"{model}_none", _model_tag(model, tool_choice="none", reasoning="disabled"), ["just text", ""], ["<think>"])
+        single = _model_tag(model, parallel_tool_calls=False, reasoning="disabled")
+        if model not in ("deepseek_v3_1", "deepseek_r1", "kimi"):
+            yield (f"{model}_single", single, [call], [call + call2])
+
+
+CORPUS += list(_model_cases())
+
 # (corpus name, string): why grammask decides differently from XGrammar 0.2.8.
 KNOWN_DIFFERENCES: dict = {}
 
@@ -163,7 +234,7 @@ def _gm_accepts(tag_json, s):
 
 
 def test_corpus_size():
-    assert len(PAIRS) >= 100
+    assert len(PAIRS) >= 200
 
 
 @pytest.mark.parametrize("name,tag_json,s,expected", PAIRS, ids=[f"{p[0]}-{i}" for i, p in enumerate(PAIRS)])

@@ -241,7 +241,7 @@ class _Lowerer:
 
         for q in reversed(live[1:]):
             loop = coef[q].pop(q, None)
-            star = f"{alt(loop)}*" if loop else ""
+            star = f"({' | '.join(loop)})*" if loop else ""
             f_q = f"{star} {final[q]}".strip() if star else final[q]
             terms = {t: self._coef(f"{star} {alt(es)}".strip() if star else alt(es)) for t, es in coef[q].items()}
             f_q = self._coef(f_q)
@@ -255,7 +255,7 @@ class _Lowerer:
             del coef[q]
         loop = coef[0].pop(0, None)
         assert not coef[0], "every other state was eliminated"
-        return f"{alt(loop)}* {final[0]}" if loop else final[0]
+        return f"({' | '.join(loop)})* {final[0]}" if loop else final[0]
 
     # ---- formats ----
 
