@@ -248,3 +248,238 @@ def test_corpus_matches_xgrammar(name, tag_json, s, expected):
         return
     assert ours == theirs, f"{name} {s!r}: grammask {ours}, XGrammar {theirs}"
     assert ours == expected, f"{name} {s!r}: expected {expected}"
+
+
+# ---------------------------------------------------------------------------------------------
+# masks equal the brute-force reference
+
+MASK_FAMILIES = ["llama3", "qwen2.5", "deepseek-v3", "mistral-nemo"]
+
+# (name, tag, a document the tag accepts) covering every format type that compiles.
+MASK_CASES = [
+    (
+        "composite",
+        T(
+            {
+                "type": "sequence",
+                "elements": [
+                    tag("<think>", {"type": "any_text", "excludes": ["<x>"]}, "</think>"),
+                    {"type": "optional", "content": CONST},
+                    {"type": "repeat", "min": 1, "max": 2, "content": {"type": "regex", "pattern": "[0-9]{2}"}},
+                    {"type": "or", "elements": [{"type": "grammar", "grammar": 'root ::= "g" [a-z]*'}, CONST]},
+                    {"type": "star", "content": {"type": "const_string", "value": ";"}},
+                    {"type": "plus", "content": {"type": "const_string", "value": "!"}},
+                    {"type": "tags_with_separator", "tags": [tag("<a>", JS, "</a>")], "separator": ","},
+                    {"type": "any_text", "max_chars": 4},
+                ],
+            }
+        ),
+        '<think>I will answer. 2 < 3</think>hi1234gabc;;!!<a>{"a": 12, "b": "x y"}</a>,<a>{"a": 0}</a>ok',
+    ),
+    (
+        "triggered",
+        T({"type": "triggered_tags", "triggers": ["<fn="], "tags": [tag("<fn=a>", JS, "</fn>"), tag("<fn=b>", TEXT, "</fn>")], "excludes": ["<think>"]}),
+        'Let me call <f a tool: <fn=a>{"a": 7, "b": "<fn="}</fn> then <fn=b>free text</fn> done.',
+    ),
+    (
+        "dispatch",
+        T({"type": "dispatch", "rules": [["<<", {"type": "regex", "pattern": "[0-9]+>>"}]], "excludes": ["##"]}),
+        "some text <<42>> more # text <<7>>",
+    ),
+]
+for _model, (_call, _call2) in MODEL_CALLS.items():
+    _pre = THINK_PREFIX.get(_model, "Reasoning here.</think>")
+    if _model in ("qwen_3", "exaone", "qwen_3_5"):
+        _pre += "\n\n"
+    _body = _call if _model == "harmony" else _pre + "Sure. " + _call
+    MASK_CASES.append((f"model_{_model}", _model_tag(_model, max_whitespace_cnt=None), _body))
+
+
+@pytest.mark.parametrize("case", [c[0] for c in MASK_CASES])
+@pytest.mark.parametrize("family", MASK_FAMILIES)
+def test_masks_match_brute_force(family, case):
+    if case.startswith("model_") and family not in ("llama3", "qwen2.5") and case not in ("model_llama", "model_qwen_3", "model_deepseek_v3_1", "model_harmony"):
+        pytest.skip("built-in models other than four are checked on Llama 3 and Qwen2.5 only (time)")
+    _, tag_json, doc = next(c for c in MASK_CASES if c[0] == case)
+    info = tokenizer_info(family)
+    comp = compiler(family)
+    cg = comp.compile_structural_tag(json.dumps(tag_json))
+    decoded = info.decoded_vocab
+    stop_ids = set(info.stop_token_ids)
+    special = set(info.special_token_ids)
+    ids = tokenize(hf_tokenizer(family), info, doc)
+    rng = random.Random(zlib.crc32(f"{family}/{case}".encode()))
+    sampled = {0, len(ids)} | set(rng.sample(range(1, len(ids)), min(3, len(ids) - 1)))
+    m = gm.GrammarMatcher(cg)
+    for pos in range(len(ids) + 1):
+        if pos in sampled:
+            got = bool_mask(m, info.vocab_size)
+            want = brute_force_large(m, decoded, info.vocab_size, stop_ids, special)
+            diff = np.flatnonzero(got != want)
+            assert diff.size == 0, f"{family}/{case} after {pos} tokens: ids {diff[:10].tolist()} {[decoded[i] for i in diff[:10]]}"
+            if pos < len(ids):
+                assert got[ids[pos]], f"next real token {decoded[ids[pos]]!r} not allowed"
+        if pos < len(ids):
+            assert m.accept_token(ids[pos]), f"{family}/{case}: token {pos} {decoded[ids[pos]]!r} rejected"
+    assert m.is_completed()
+
+
+# ---------------------------------------------------------------------------------------------
+# sampled outputs parse into valid tool calls
+
+SAMPLE_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string"},
+                    "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["location", "unit"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "filters": {"type": "object", "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}}, "required": ["lang"]},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}},
+]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in SAMPLE_TOOLS}
+IMPLEMENTED_MODELS = list(MODEL_CALLS) + ["qwen_3_coder"]
+
+
+def _call_tags(node, out):
+    """(begin, end, json_schema format, skip-regex) of every tag whose content is tool arguments."""
+    if isinstance(node, dict):
+        if node.get("type") == "tag" and isinstance(node.get("begin"), str):
+            c = node["content"]
+            if c.get("type") == "json_schema":
+                out.append((node["begin"], node["end"], c, ""))
+            elif c.get("type") == "sequence" and c["elements"][-1].get("type") == "json_schema":
+                out.append((node["begin"], node["end"], c["elements"][-1], r"\d+<\|tool_call_argument_begin\|>"))
+        for v in node.values():
+            _call_tags(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _call_tags(v, out)
+    return out
+
+
+def _parse_calls(text, tag_json):
+    """Tool calls (name, arguments) found in ``text`` by the tag's own begin/end strings."""
+    calls = []
+    tags = _call_tags(tag_json, [])
+    for begin, end, fmt, skip in tags:
+        name = next(n for n in SCHEMAS if n in begin)
+        start = 0
+        while True:
+            i = text.find(begin, start)
+            if i < 0:
+                break
+            pos = i + len(begin)
+            if skip:
+                m = re.compile(skip).match(text, pos)
+                assert m, f"call prefix missing after {begin!r}"
+                pos = m.end()
+            if fmt["style"] == "json":
+                pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
+                args, pos = json.JSONDecoder().raw_decode(text, pos)
+                pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
+            else:
+                args = {}
+                param = re.compile(r"\s*<parameter=(\w+)>(.*?)</parameter>", re.S)
+                while (m := param.match(text, pos)) is not None:
+                    key, raw = m.group(1), m.group(2)
+                    sub = SCHEMAS[name]["properties"][key]
+                    args[key] = raw if sub.get("type") == "string" else json.loads(raw)
+                    pos = m.end()
+                pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
+            ends = [end] if isinstance(end, str) else end
+            assert any(text.startswith(e, pos) or text.startswith(e.lstrip("\n"), pos) for e in ends), (
+                f"end {ends!r} does not follow the arguments at {text[pos:pos + 40]!r}"
+            )
+            calls.append((name, args))
+            start = pos
+    return calls
+
+
+def _sample(matcher, info, rng, closers, max_steps=800):
+    """Random-logit sampling: random allowed tokens for a while, then tokens that close regions
+    (end strings, quotes, braces, stop) when allowed, so every sample ends."""
+    vocab = info.vocab_size
+    bm = gm.allocate_token_bitmask(1, vocab)
+    out = []
+    stop = set(info.stop_token_ids)
+    stop_arr = np.array(sorted(stop))
+    closer_arr = np.array(sorted(closers))
+    for step in range(max_steps):
+        if matcher.is_terminated():
+            return out, True
+        matcher.fill_next_token_bitmask(bm)
+        allowed = np.flatnonzero(np.asarray(gm.testing.bitmask_to_bool_mask(bm, vocab)).reshape(-1)[:vocab])
+        assert allowed.size, "dead end: no token allowed"
+        logits = rng.normal(size=allowed.size)
+        if step >= 25:
+            stops = allowed[np.isin(allowed, stop_arr)]
+            pick = allowed[np.isin(allowed, closer_arr)]
+            if stops.size:
+                tok = int(stops[0])
+            elif pick.size:
+                tok = int(pick[int(rng.integers(pick.size))])
+            else:
+                tok = int(allowed[int(np.argmax(logits))])
+        else:
+            tok = int(allowed[int(np.argmax(logits))])
+        assert matcher.accept_token(int(tok))
+        if tok not in stop:
+            out.append(int(tok))
+    return out, matcher.is_terminated()
+
+
+@pytest.mark.parametrize("model", IMPLEMENTED_MODELS)
+def test_sampled_outputs_are_valid_tool_calls(model):
+    jsonschema = pytest.importorskip("jsonschema")
+    family = "llama3"
+    info = tokenizer_info(family)
+    hf = hf_tokenizer(family)
+    comp = compiler(family)
+    rng = np.random.default_rng(zlib.crc32(model.encode()))
+    n_calls = 0
+    for k in range(50):
+        choice = ["required", {"type": "function", "function": {"name": SAMPLE_TOOLS[k % 3]["function"]["name"]}}][k % 2]
+        st = gm.get_model_structural_tag(model, tools=SAMPLE_TOOLS, tool_choice=choice, reasoning="disabled", parallel_tool_calls=bool(k % 4 < 2))
+        tag_json = json.loads(st.model_dump_json())
+        cg = comp.compile_structural_tag(st)
+        closer_text = set()
+        for begin, end, _, _ in _call_tags(tag_json, []):
+            closer_text.update([end] if isinstance(end, str) else end)
+        closer_text.update(['"', "}", "</parameter>", "\n", "<|tool_calls_section_end|>", "<｜tool▁calls▁end｜>", "celsius", "true", "1"])
+        closers = set()
+        for s in closer_text:
+            closers.update(hf.encode(s, add_special_tokens=False))
+        m = gm.GrammarMatcher(cg)
+        toks, done = _sample(m, info, rng, closers)
+        assert done, f"{model} sample {k} did not end"
+        text = b"".join(info.decoded_vocab[t] for t in toks).decode("utf-8", errors="strict")
+        calls = _parse_calls(text, tag_json)
+        if model != "harmony":
+            assert calls, f"{model} sample {k}: no tool call in {text[:300]!r}"
+        for name, args in calls:
+            jsonschema.validate(args, SCHEMAS[name])
+        n_calls += len(calls)
+    assert n_calls >= (0 if model == "harmony" else 50)
