@@ -483,3 +483,114 @@ def test_sampled_outputs_are_valid_tool_calls(model):
             jsonschema.validate(args, SCHEMAS[name])
         n_calls += len(calls)
     assert n_calls >= (0 if model == "harmony" else 50)
+
+
+# ---------------------------------------------------------------------------------------------
+# errors, API forms, regions that always end
+
+
+def test_bad_tags_raise_xgrammars_exception_classes():
+    cases = [
+        ("{not json", "InvalidJSONError"),
+        ('{"type": "structural_tag", "format": {"type": "nope"}}', "InvalidStructuralTagError"),
+        ('{"type": "structural_tag", "format": {"type": "const_string"}}', "InvalidStructuralTagError"),
+        (
+            json.dumps(T({"type": "triggered_tags", "triggers": ["<x"], "tags": [tag("<y>", CONST, "</y>")]})),
+            "InvalidStructuralTagError",
+        ),
+    ]
+    for text, cls_name in cases:
+        with pytest.raises(getattr(gm, cls_name)):
+            gm.Grammar.from_structural_tag(text)
+        with pytest.raises(getattr(xgr.exception, cls_name)):
+            xgr.Grammar.from_structural_tag(text)
+
+
+@pytest.mark.parametrize(
+    "fmt,what",
+    [
+        ({"type": "token", "token": 1}, "token"),
+        ({"type": "exclude_token", "exclude_tokens": [1]}, "exclude_token"),
+        ({"type": "any_tokens"}, "any_tokens"),
+        ({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []}, "token_triggered_tags"),
+        ({"type": "token_dispatch", "rules": [[1, CONST]]}, "token_dispatch"),
+        ({"type": "any_text", "max_tokens": 5}, "max_tokens"),
+        (tag({"type": "token", "token": 1}, CONST, "x"), "begin"),
+        ({"type": "json_schema", "json_schema": OBJ, "style": "glm_xml"}, "glm_xml"),
+        ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, "excludes"),
+    ],
+)
+def test_unsupported_formats_name_the_feature(fmt, what):
+    with pytest.raises(gm.UnsupportedFeatureError, match=what):
+        gm.Grammar.from_structural_tag(T(fmt))
+
+
+def test_call_forms():
+    info = gm.TokenizerInfo([b"a", b"b", b"<", b">", b"{", b"}", b'"', b":", b"1", b"</s>"], stop_token_ids=[9])
+    comp = gm.GrammarCompiler(info)
+    items = [StructuralTagItem(begin="<a>", schema={"type": "integer"}, end="</a>")]
+    for g in (
+        gm.Grammar.from_structural_tag(items, ["<a"]),
+        gm.Grammar.from_structural_tag(tags=items, triggers=["<a"]),
+        gm.Grammar.from_structural_tag(structural_tag=StructuralTag.from_legacy_structural_tag(items, ["<a"])),
+        gm.Grammar.from_structural_tag(StructuralTag.from_json(json.dumps(T(CONST)))),
+    ):
+        assert isinstance(g, gm.Grammar)
+    assert gm.testing._is_grammar_accept_string(gm.Grammar.from_structural_tag(items, ["<a"]), "x<a>12</a>y")
+    assert isinstance(comp.compile_structural_tag(items, ["<a"]), gm.CompiledGrammar)
+    assert isinstance(comp.compile_structural_tag(T(CONST)), gm.CompiledGrammar)
+    with pytest.raises(TypeError):
+        gm.Grammar.from_structural_tag(42)
+
+
+def test_tool_choice_and_registry():
+    funcs, builtins, choice = gm.normalize_tool_choice(SAMPLE_TOOLS, "none")
+    assert (funcs, builtins, choice) == ([], [], "auto")
+    funcs, _, choice = gm.normalize_tool_choice(SAMPLE_TOOLS, {"type": "function", "function": {"name": "ping"}})
+    assert choice == "forced" and [f.function.name for f in funcs] == ["ping"]
+    with pytest.raises(ValueError):
+        gm.normalize_tool_choice([], "required")
+    with pytest.raises(ValueError):
+        gm.get_model_structural_tag("no_such_model")
+
+    @gm.register_model_structural_tag("test_model")
+    def _build(tools, builtin_tools, tool_choice, reasoning, **kw):
+        return StructuralTag.from_json(T(CONST))
+
+    assert gm.get_model_structural_tag("test_model").format.value == "hi"
+    assert set(gm.builtin_structural_tag.supported_models()) >= set(xgr.builtin_structural_tag._structural_tag_registry)
+    from grammask.openai_tool_call_schema import FunctionToolParam
+
+    assert FunctionToolParam.model_validate(SAMPLE_TOOLS[0]).function.name == "get_weather"
+
+
+@pytest.mark.parametrize("model", ["qwen_3_5", "mimo", "llama", "qwen_3"])
+def test_no_parameter_tool_cannot_loop(model):
+    """A tool without parameters: whitespace inside its call is bounded by default, so the call
+    must end within a few characters (XGrammar's XML styles let it loop on whitespace)."""
+    st = gm.get_model_structural_tag(model, tools=SAMPLE_TOOLS[2:], tool_choice="required", reasoning="disabled")
+    m = gm.testing._get_matcher_from_grammar(gm.Grammar.from_structural_tag(st), )
+    begin = _call_tags(json.loads(st.model_dump_json()), [])[0][0]
+    assert m.accept_string(begin)
+    assert not m.fork().accept_string(" " * 64), "unbounded whitespace in a no-parameter call"
+
+
+def test_free_text_masks_are_memoized():
+    """Masks in long free text cost what any memoized state costs: after warm-up, the mask time
+    does not grow with the length of the text."""
+    import time
+
+    info = tokenizer_info("llama3")
+    hf = hf_tokenizer("llama3")
+    st = gm.get_model_structural_tag("llama", tools=SAMPLE_TOOLS)
+    m = gm.GrammarMatcher(compiler("llama3").compile_structural_tag(st))
+    bm = gm.allocate_token_bitmask(1, info.vocab_size)
+    ids = hf.encode("Plain words, with <b>markup</b> and {braces}. " * 80, add_special_tokens=False)
+    times = []
+    for t in ids:
+        t0 = time.perf_counter()
+        m.fill_next_token_bitmask(bm)
+        times.append(time.perf_counter() - t0)
+        assert m.accept_token(t)
+    late = sorted(times[len(times) // 2 :])
+    assert late[len(late) // 2] < 2e-3, f"median late mask {late[len(late) // 2] * 1e6:.0f} µs"
