@@ -2,8 +2,11 @@
 
 Takes a JSON Schema and a style, produces EBNF text (root ``root``) for
 :mod:`grammask._structural_tag_lower`. Implemented: ``qwen_xml``
-(``<parameter=key>value</parameter>``, Qwen3-Coder, Qwen3.5, MiMo). A string-typed property is raw
-text that cannot contain ``</parameter>``; any other value is JSON. Whitespace between parameters is
+(``<parameter=key>value</parameter>``: Qwen3-Coder, Qwen3.5, MiMo), ``minimax_xml``
+(``<parameter name="key">value</parameter>``), ``glm_xml``
+(``<arg_key>key</arg_key><arg_value>value</arg_value>``) and ``deepseek_xml``
+(``<｜DSML｜parameter name="key" string="true|false">value</｜DSML｜parameter>``). A string-typed
+property is raw text that cannot contain the closing marker; any other value is JSON. Whitespace between parameters is
 bounded by ``max_whitespace_cnt`` (the built-in model tags set a bound by default), so an object with
 no properties cannot loop on whitespace. The other styles raise :class:`UnsupportedFeatureError`.
 """
@@ -17,9 +20,19 @@ from . import _core
 from .exception import InvalidStructuralTagError, UnsupportedFeatureError
 from .grammar import schema_options
 
-__all__ = ["xml_style_ebnf", "QWEN_PARAM_END"]
+__all__ = ["xml_style_ebnf", "QWEN_PARAM_END", "XML_STYLES"]
 
 QWEN_PARAM_END = "</parameter>"
+_DSML = "｜DSML｜"
+
+# style -> (opening text before the key, opening text after the key given whether the value is a
+# raw string, closing marker). The key itself sits between the two opening parts.
+XML_STYLES = {
+    "qwen_xml": ("<parameter=", lambda raw: ">", "</parameter>"),
+    "minimax_xml": ('<parameter name="', lambda raw: '">', "</parameter>"),
+    "glm_xml": ("<arg_key>", lambda raw: "</arg_key>\x00<arg_value>", "</arg_value>"),
+    "deepseek_xml": (f'<{_DSML}parameter name="', lambda raw: f'" string="{"true" if raw else "false"}">', f"</{_DSML}parameter>"),
+}
 
 
 def _ws(max_ws: Optional[int]) -> str:
@@ -33,14 +46,21 @@ def _is_plain_string(schema: Any) -> bool:
     return t == "string" and not any(k in schema for k in ("enum", "const", "pattern", "format"))
 
 
+def _is_string_enum(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "string" and ("enum" in schema or "const" in schema)
+
+
 def xml_style_ebnf(schema: Union[bool, Dict[str, Any]], style: str, any_order: bool, max_ws: Optional[int]) -> str:
-    if style != "qwen_xml":
-        raise UnsupportedFeatureError(f"json_schema style {style!r} is not supported yet (only 'json' and 'qwen_xml')")
+    if style not in XML_STYLES:
+        raise UnsupportedFeatureError(
+            f"json_schema style {style!r} is not supported yet (supported: 'json', {', '.join(map(repr, XML_STYLES))})"
+        )
+    open_pre, open_post, close = XML_STYLES[style]
     from ._structural_tag_lower import _Lowerer, _rename_rules, ebnf_literal
 
     lw = _Lowerer()
     ws = _ws(max_ws)
-    raw_text = lw.text([QWEN_PARAM_END])
+    raw_text = lw.text([close])
     defs = {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema, dict) and k in schema}
 
     def value(sub: Any) -> str:
@@ -59,24 +79,27 @@ def xml_style_ebnf(schema: Union[bool, Dict[str, Any]], style: str, any_order: b
         ebnf = _core.Grammar.json_schema_to_ebnf(json.dumps(full), opts)
         return f"{ws} {lw.add_ebnf(ebnf, 'xv')} {ws}"
 
-    def param(key_expr: str, val: str) -> str:
-        return f'{ws} "<parameter=" {key_expr} ">" {val} {ebnf_literal(QWEN_PARAM_END)}'
+    def param(key_expr: str, val: str, raw: bool) -> str:
+        # glm_xml allows whitespace between </arg_key> and <arg_value> (the \x00 mark).
+        post = " ".join(ebnf_literal(part) for part in open_post(raw).split("\x00"))
+        post = post.replace('" "', f'" {ws} "', 1) if "\x00" in open_post(raw) else post
+        return f"{ws} {ebnf_literal(open_pre)} {key_expr} {post} {val} {ebnf_literal(close)}"
 
     if schema is True or (isinstance(schema, dict) and "properties" not in schema):
         if isinstance(schema, dict) and schema.get("type") not in (None, "object"):
-            raise InvalidStructuralTagError("qwen_xml arguments must be described by an object schema")
+            raise InvalidStructuralTagError(f"{style} arguments must be described by an object schema")
         name = "[a-zA-Z_] [a-zA-Z0-9_]*"
-        body = f"({param(name, raw_text)})* {ws}"
+        body = f"({param(name, raw_text, True)})* {ws}"
     elif isinstance(schema, dict):
         props: Dict[str, Any] = schema.get("properties") or {}
         required = set(schema.get("required") or [])
         parts: List[str] = []
         for key, sub in props.items():
-            p = param(ebnf_literal(key), value(sub))
+            p = param(ebnf_literal(key), value(sub), _is_plain_string(sub) or _is_string_enum(sub))
             parts.append(p if key in required else f"({p})?")
         body = " ".join(parts + [ws]) if parts else ws
     else:
-        raise InvalidStructuralTagError("the json_schema of a qwen_xml format must be an object schema or true")
+        raise InvalidStructuralTagError(f"the json_schema of a {style} format must be an object schema or true")
     lines = [f"root ::= {body}"]
     for rule_name, rule_body in lw.rules:
         lines.append(rule_body if not rule_name else f"{rule_name} ::= {rule_body}")

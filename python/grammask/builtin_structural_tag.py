@@ -315,6 +315,53 @@ class _Section:
         return _assemble(self.reasoning.prefix(mode, o) if self.reasoning else None, body)
 
 
+@dataclass
+class _Invoke:
+    """``<invoke name="f">`` calls in an XML argument style, grouped in a function-calls block
+    (DeepSeek-V3.2, MiniMax). Forced and required calls start with ``lead`` + the block opener."""
+
+    invoke_begin: Callable[[str], str]
+    invoke_end: str
+    block_begin: str
+    block_end: str
+    trigger: str
+    lead: str
+    style: str
+    reasoning: _Reasoning = field(default_factory=_Reasoning)
+    disabled_prefix: Tuple[str, ...] = ()  # constants written instead of reasoning when disabled
+
+    def build(self, funcs: List[FunctionToolParam], builtins: List[BuiltinToolParam], choice: Choice, mode: Reasoning, **kw: Any) -> StructuralTag:
+        o = _Opts(**kw)
+        tags = [TagFormat(begin=self.invoke_begin(t.function.name), content=o.args(t.function, self.style), end=self.invoke_end) for t in funcs]
+        one = not o.parallel_tool_calls
+        if choice == "forced":
+            if not tags:
+                raise ValueError("Forced tool choice must resolve to exactly one tool.")
+            body: Any = SequenceFormat(
+                elements=[ConstStringFormat(value=self.lead + self.block_begin), tags[0], ConstStringFormat(value=self.block_end)]
+            )
+        elif not tags:
+            body = AnyTextFormat(excludes=o.excl(THINK))
+        else:
+            calls = TagsWithSeparatorFormat(tags=tags, separator="", at_least_one=True, stop_after_first=one)
+            if choice == "required":
+                body = SequenceFormat(
+                    elements=[ConstStringFormat(value=self.lead + self.block_begin), calls, ConstStringFormat(value=self.block_end)]
+                )
+            else:
+                body = TriggeredTagsFormat(
+                    triggers=[self.trigger],
+                    tags=[TagFormat(begin=self.block_begin, content=calls, end=self.block_end)],
+                    excludes=o.excl(THINK),
+                    stop_after_first=one,
+                )
+        if mode == "disabled" and self.disabled_prefix:
+            return StructuralTag(
+                format=SequenceFormat(elements=[ConstStringFormat(value=v) for v in self.disabled_prefix] + [body])
+            )
+        return _assemble(self.reasoning.prefix(mode, o), body)
+
+
 def _register(name: str, spec: Any) -> None:
     def builder(
         tools: Optional[List[FunctionToolParam]] = None,
@@ -417,6 +464,49 @@ _register(
 )
 
 
+_GLM_ARGS = ("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+_GLM_REASONING = THINK + ("<tool_call>", "</tool_call>") + _GLM_ARGS
+_register(
+    "glm_4_7",
+    _Flat(
+        begin=lambda n: f"<tool_call>{n}",
+        end="</tool_call>",
+        trigger="<tool_call>",
+        text_excludes=THINK + ("</tool_call>",) + _GLM_ARGS,
+        no_tool_excludes=_GLM_REASONING,
+        style="glm_xml",
+        reasoning=_Reasoning(excludes=_GLM_REASONING),
+    ),
+)
+_DSML = "｜DSML｜"
+_register(
+    "deepseek_v3_2",
+    _Invoke(
+        invoke_begin=lambda n: f'<{_DSML}invoke name="{n}">\n',
+        invoke_end=f"</{_DSML}invoke>\n",
+        block_begin=f"<{_DSML}function_calls>\n",
+        block_end=f"</{_DSML}function_calls>",
+        trigger=f"<{_DSML}function_calls>",
+        lead="\n\n",
+        style="deepseek_xml",
+    ),
+)
+_register(
+    "minimax",
+    _Invoke(
+        invoke_begin=lambda n: f'<invoke name="{n}">\n',
+        invoke_end="</invoke>\n",
+        block_begin="<minimax:tool_call>\n",
+        block_end="</minimax:tool_call>",
+        trigger="<minimax:tool_call>",
+        lead="\n",
+        style="minimax_xml",
+        reasoning=_Reasoning(suffix="\n\n", exclude_when_enabled=False),
+        disabled_prefix=("\n</think>\n\n", "\n\n"),
+    ),
+)
+
+
 # Harmony (gpt-oss): messages on channels joined by "<|start|>assistant".
 _H_CALL_END = "<|call|>"
 _H_SEP = "<|start|>assistant"
@@ -508,10 +598,7 @@ def _not_yet(name: str, style: str) -> None:
 # Registered so that the names are known; they need XML argument styles grammask lacks so far.
 for _name, _style in (
     ("kimi_k3", "kimi_k3_xml"),
-    ("deepseek_v3_2", "deepseek_xml"),
-    ("minimax", "minimax_xml"),
     ("minimax_m3", "minimax_m3_xml"),
-    ("glm_4_7", "glm_xml"),
     ("deepseek_v4", "deepseek_xml"),
     ("deepseek_v4_1", "deepseek_v4_1_xml"),
     ("cohere", "cohere_xml"),
