@@ -32,6 +32,11 @@ XML_STYLES = {
     "minimax_xml": ('<parameter name="', lambda raw: '">', "</parameter>"),
     "glm_xml": ("<arg_key>", lambda raw: "</arg_key>\x00<arg_value>", "</arg_value>"),
     "deepseek_xml": (f'<{_DSML}parameter name="', lambda raw: f'" string="{"true" if raw else "false"}">', f"</{_DSML}parameter>"),
+    "deepseek_v4_1_xml": (
+        f'<{_DSML} parameter name="',
+        lambda raw: f'" string="{"true" if raw else "false"}">',
+        f"</{_DSML} parameter>",
+    ),
 }
 
 

@@ -329,6 +329,7 @@ class _Invoke:
     style: str
     reasoning: _Reasoning = field(default_factory=_Reasoning)
     disabled_prefix: Tuple[str, ...] = ()  # constants written instead of reasoning when disabled
+    no_tool_excludes_trigger: bool = False  # DeepSeek-V4.1: text without tools may not open a block
 
     def build(self, funcs: List[FunctionToolParam], builtins: List[BuiltinToolParam], choice: Choice, mode: Reasoning, **kw: Any) -> StructuralTag:
         o = _Opts(**kw)
@@ -341,7 +342,8 @@ class _Invoke:
                 elements=[ConstStringFormat(value=self.lead + self.block_begin), tags[0], ConstStringFormat(value=self.block_end)]
             )
         elif not tags:
-            body = AnyTextFormat(excludes=o.excl(THINK))
+            excludes = o.excl(THINK) + ([self.trigger] if self.no_tool_excludes_trigger else [])
+            body = AnyTextFormat(excludes=excludes)
         else:
             calls = TagsWithSeparatorFormat(tags=tags, separator="", at_least_one=True, stop_after_first=one)
             if choice == "required":
@@ -491,6 +493,23 @@ _register(
         style="deepseek_xml",
     ),
 )
+for _v4_name, _invoke, _calls, _v4_style in (
+    ("deepseek_v4", "invoke", "tool_calls", "deepseek_xml"),
+    ("deepseek_v4_1", " invoke", " calls", "deepseek_v4_1_xml"),
+):
+    _register(
+        _v4_name,
+        _Invoke(
+            invoke_begin=lambda n, _i=_invoke: f'<{_DSML}{_i} name="{n}">\n',
+            invoke_end=f"</{_DSML}{_invoke}>\n",
+            block_begin=f"<{_DSML}{_calls}>\n",
+            block_end=f"</{_DSML}{_calls}>",
+            trigger=f"<{_DSML}{_calls}>",
+            lead="\n\n",
+            style=_v4_style,
+            no_tool_excludes_trigger=_v4_name == "deepseek_v4_1",
+        ),
+    )
 _register(
     "minimax",
     _Invoke(
@@ -599,8 +618,6 @@ def _not_yet(name: str, style: str) -> None:
 for _name, _style in (
     ("kimi_k3", "kimi_k3_xml"),
     ("minimax_m3", "minimax_m3_xml"),
-    ("deepseek_v4", "deepseek_xml"),
-    ("deepseek_v4_1", "deepseek_v4_1_xml"),
     ("cohere", "cohere_xml"),
 ):
     _not_yet(_name, _style)
