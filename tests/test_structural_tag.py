@@ -176,14 +176,55 @@ MODEL_CALLS = {
         " to=functions.ping<|channel|>commentary json<|message|>{}<|call|>",
     ),
 }
+_DS = "｜DSML｜"
+
+
+def _invoke_block(open_block, close_block, invoke, param_open, param_close, name, params):
+    body = "".join(f"{param_open(k, isinstance(v, str))}{v}{param_close}\n" for k, v in params)
+    return f'{open_block}\n{invoke[0]}{name}">\n{body}{invoke[1]}\n{close_block}'
+
+
+def _ds_block(invoke, calls, param):
+    return lambda name, params: _invoke_block(
+        f"<{_DS}{calls}>",
+        f"</{_DS}{calls}>",
+        (f'<{_DS}{invoke} name="', f"</{_DS}{invoke}>"),
+        lambda k, raw: f'<{_DS}{param} name="{k}" string="{"true" if raw else "false"}">',
+        f"</{_DS}{param}>",
+        name,
+        params,
+    )
+
+
+_MM = lambda name, params: _invoke_block(  # noqa: E731
+    "<minimax:tool_call>", "</minimax:tool_call>", ('<invoke name="', "</invoke>"),
+    lambda k, raw: f'<parameter name="{k}">', "</parameter>", name, params,
+)  # fmt: skip
+_WP = [("location", "Paris"), ("days", 3)]
+for _m, _mk in (
+    ("deepseek_v3_2", _ds_block("invoke", "function_calls", "parameter")),
+    ("deepseek_v4", _ds_block("invoke", "tool_calls", "parameter")),
+    ("deepseek_v4_1", _ds_block(" invoke", " calls", " parameter")),
+    ("minimax", _MM),
+):
+    MODEL_CALLS[_m] = (_mk("get_weather", _WP), _mk("ping", []))
+MODEL_CALLS["glm_4_7"] = (
+    "<tool_call>get_weather<arg_key>location</arg_key><arg_value>Paris</arg_value>\n<arg_key>days</arg_key><arg_value>3</arg_value></tool_call>",
+    "<tool_call>ping</tool_call>",
+)
+# What "required" and forced calls start with (the models that open their call block on a new line).
+LEAD = {"deepseek_v3_2": "\n\n", "deepseek_v4": "\n\n", "deepseek_v4_1": "\n\n", "minimax": "\n"}
+# What a reasoning="disabled" output starts with.
+DISABLED_PREFIX = {"minimax": "\n</think>\n\n\n\n"}
 THINK_PREFIX = {"llama": "", "harmony": "", "mimo": "<think>hmm</think>"}
 
 
 def _model_cases():
     for model, (call, call2) in MODEL_CALLS.items():
         pre = THINK_PREFIX.get(model, "hmm</think>")
-        if model in ("qwen_3", "exaone", "qwen_3_5"):
+        if model in ("qwen_3", "exaone", "qwen_3_5", "minimax"):
             pre += "\n\n"
+        lead, dis = LEAD.get(model, ""), DISABLED_PREFIX.get(model, "")
         if model == "harmony":
             acc = [call, call + "<|start|>assistant" + call2, "<|channel|>analysis<|message|>hm<|end|><|start|>assistant" + call]
             rej = [call + call2, "text" + call, call.replace("get_weather", "get_wether")]
@@ -192,18 +233,18 @@ def _model_cases():
         acc = [pre + call, pre + "Sure. " + call, pre + call + "\n" + call2, pre + "no tool needed"]
         bad_days = call.replace('"days": 3', '"days": 99').replace(">3</parameter>", ">x</parameter>")
         rej = [pre + bad_days] if bad_days != call else []
-        if model not in ("exaone", "kimi"):  # their "enabled" reasoning block may hold <think>
+        if model not in ("exaone", "kimi", "minimax"):  # their "enabled" reasoning block may hold <think>
             rej.append("<think>" + pre + call)
         if model != "mimo":
             rej.append(pre + call.replace("get_weather", "get_wether"))
         yield (f"{model}_auto", _model_tag(model), acc, rej)
-        yield (f"{model}_required", _model_tag(model, tool_choice="required"), [pre + call, pre + call2], [pre + "text only", pre])
+        yield (f"{model}_required", _model_tag(model, tool_choice="required"), [pre + lead + call, pre + lead + call2], [pre + "text only", pre])
         forced = _model_tag(model, tool_choice={"type": "function", "function": {"name": "ping"}}, reasoning="disabled")
-        yield (f"{model}_forced", forced, [call2], [call, ""])
-        yield (f"{model}_none", _model_tag(model, tool_choice="none", reasoning="disabled"), ["just text", ""], ["<think>"])
+        yield (f"{model}_forced", forced, [dis + lead + call2], [dis + lead + call, ""])
+        yield (f"{model}_none", _model_tag(model, tool_choice="none", reasoning="disabled"), [dis + "just text", dis], [dis + "<think>"])
         single = _model_tag(model, parallel_tool_calls=False, reasoning="disabled")
-        if model not in ("deepseek_v3_1", "deepseek_r1", "kimi"):
-            yield (f"{model}_single", single, [call], [call + call2])
+        if model not in ("deepseek_v3_1", "deepseek_r1", "kimi") and model not in LEAD:
+            yield (f"{model}_single", single, [dis + call], [dis + call + call2])
 
 
 CORPUS += list(_model_cases())
@@ -289,7 +330,7 @@ MASK_CASES = [
 ]
 for _model, (_call, _call2) in MODEL_CALLS.items():
     _pre = THINK_PREFIX.get(_model, "Reasoning here.</think>")
-    if _model in ("qwen_3", "exaone", "qwen_3_5"):
+    if _model in ("qwen_3", "exaone", "qwen_3_5", "minimax"):
         _pre += "\n\n"
     _body = _call if _model == "harmony" else _pre + "Sure. " + _call
     MASK_CASES.append((f"model_{_model}", _model_tag(_model, max_whitespace_cnt=None), _body))
@@ -363,6 +404,15 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in SAMPLE_TO
 IMPLEMENTED_MODELS = list(MODEL_CALLS) + ["qwen_3_coder"]
 
 
+XML_PARAM = {
+    "qwen_xml": r"\s*<parameter=(\w+)>(.*?)</parameter>",
+    "minimax_xml": r'\s*<parameter name="(\w+)">(.*?)</parameter>',
+    "glm_xml": r"\s*<arg_key>(\w+)</arg_key>\s*<arg_value>(.*?)</arg_value>",
+    "deepseek_xml": rf'\s*<{_DS}parameter name="(\w+)" string="(?:true|false)">(.*?)</{_DS}parameter>',
+    "deepseek_v4_1_xml": rf'\s*<{_DS} parameter name="(\w+)" string="(?:true|false)">(.*?)</{_DS} parameter>',
+}
+
+
 def _call_tags(node, out):
     """(begin, end, json_schema format, skip-regex) of every tag whose content is tool arguments."""
     if isinstance(node, dict):
@@ -402,11 +452,11 @@ def _parse_calls(text, tag_json):
                 pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
             else:
                 args = {}
-                param = re.compile(r"\s*<parameter=(\w+)>(.*?)</parameter>", re.S)
+                param = re.compile(XML_PARAM[fmt["style"]], re.S)
                 while (m := param.match(text, pos)) is not None:
                     key, raw = m.group(1), m.group(2)
                     sub = SCHEMAS[name]["properties"][key]
-                    args[key] = raw if sub.get("type") == "string" else json.loads(raw)
+                    args[key] = raw if sub.get("type") == "string" else json.loads(raw.strip())
                     pos = m.end()
                 pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
             ends = [end] if isinstance(end, str) else end
@@ -468,7 +518,7 @@ def test_sampled_outputs_are_valid_tool_calls(model):
         closer_text = set()
         for begin, end, _, _ in _call_tags(tag_json, []):
             closer_text.update([end] if isinstance(end, str) else end)
-        closer_text.update(['"', "}", "</parameter>", "\n", "<|tool_calls_section_end|>", "<｜tool▁calls▁end｜>", "celsius", "true", "1"])
+        closer_text.update(['"', "}", "</parameter>", "</arg_value>", f"</{_DS}parameter>", f"</{_DS} parameter>", "\n", "<|tool_calls_section_end|>", "<｜tool▁calls▁end｜>", "celsius", "true", "1"])
         closers = set()
         for s in closer_text:
             closers.update(hf.encode(s, add_special_tokens=False))
