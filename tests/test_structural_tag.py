@@ -404,12 +404,13 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in SAMPLE_TO
 IMPLEMENTED_MODELS = list(MODEL_CALLS) + ["qwen_3_coder"]
 
 
+# style -> (regex of a parameter's opening, with the key as group 1; closing marker)
 XML_PARAM = {
-    "qwen_xml": r"\s*<parameter=(\w+)>(.*?)</parameter>",
-    "minimax_xml": r'\s*<parameter name="(\w+)">(.*?)</parameter>',
-    "glm_xml": r"\s*<arg_key>(\w+)</arg_key>\s*<arg_value>(.*?)</arg_value>",
-    "deepseek_xml": rf'\s*<{_DS}parameter name="(\w+)" string="(?:true|false)">(.*?)</{_DS}parameter>',
-    "deepseek_v4_1_xml": rf'\s*<{_DS} parameter name="(\w+)" string="(?:true|false)">(.*?)</{_DS} parameter>',
+    "qwen_xml": (r"\s*<parameter=(\w+)>", "</parameter>"),
+    "minimax_xml": (r'\s*<parameter name="(\w+)">', "</parameter>"),
+    "glm_xml": (r"\s*<arg_key>(\w+)</arg_key>\s*<arg_value>", "</arg_value>"),
+    "deepseek_xml": (rf'\s*<{_DS}parameter name="(\w+)" string="(?:true|false)">', f"</{_DS}parameter>"),
+    "deepseek_v4_1_xml": (rf'\s*<{_DS} parameter name="(\w+)" string="(?:true|false)">', f"</{_DS} parameter>"),
 }
 
 
@@ -452,12 +453,20 @@ def _parse_calls(text, tag_json):
                 pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
             else:
                 args = {}
-                param = re.compile(XML_PARAM[fmt["style"]], re.S)
+                opening, close = XML_PARAM[fmt["style"]]
+                param = re.compile(opening)
                 while (m := param.match(text, pos)) is not None:
-                    key, raw = m.group(1), m.group(2)
+                    key, pos = m.group(1), m.end()
                     sub = SCHEMAS[name]["properties"][key]
-                    args[key] = raw if sub.get("type") == "string" else json.loads(raw.strip())
-                    pos = m.end()
+                    if sub.get("type") == "string":
+                        j = text.index(close, pos)
+                        args[key] = text[pos:j]
+                    else:  # JSON, which may itself contain the closing marker inside strings
+                        pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
+                        args[key], j = json.JSONDecoder().raw_decode(text, pos)
+                        j += len(text[j:]) - len(text[j:].lstrip(" \n\r\t"))
+                        assert text.startswith(close, j)
+                    pos = j + len(close)
                 pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
             ends = [end] if isinstance(end, str) else end
             assert any(text.startswith(e, pos) or text.startswith(e.lstrip("\n"), pos) for e in ends), (
@@ -468,33 +477,36 @@ def _parse_calls(text, tag_json):
     return calls
 
 
-def _sample(matcher, info, rng, closers, max_steps=800):
-    """Random-logit sampling: random allowed tokens for a while, then tokens that close regions
-    (end strings, quotes, braces, stop) when allowed, so every sample ends."""
+def _sample(matcher, info, rng, closer_seqs, max_steps=800):
+    """Random-logit sampling: random allowed tokens for a while, then, when allowed, the stop
+    token or the tokens of a closing string (an end string, a quote, a brace), so every sample
+    ends."""
     vocab = info.vocab_size
     bm = gm.allocate_token_bitmask(1, vocab)
     out = []
-    stop = set(info.stop_token_ids)
-    stop_arr = np.array(sorted(stop))
-    closer_arr = np.array(sorted(closers))
+    stop = sorted(set(info.stop_token_ids))
+    pending: list = []
     for step in range(max_steps):
         if matcher.is_terminated():
             return out, True
         matcher.fill_next_token_bitmask(bm)
-        allowed = np.flatnonzero(np.asarray(gm.testing.bitmask_to_bool_mask(bm, vocab)).reshape(-1)[:vocab])
+        mask = np.asarray(gm.testing.bitmask_to_bool_mask(bm, vocab)).reshape(-1)[:vocab]
+        allowed = np.flatnonzero(mask)
         assert allowed.size, "dead end: no token allowed"
-        logits = rng.normal(size=allowed.size)
+        tok = None
         if step >= 25:
-            stops = allowed[np.isin(allowed, stop_arr)]
-            pick = allowed[np.isin(allowed, closer_arr)]
-            if stops.size:
-                tok = int(stops[0])
-            elif pick.size:
-                tok = int(pick[int(rng.integers(pick.size))])
+            stops = [t for t in stop if mask[t]]
+            if stops:
+                tok = stops[0]
+            elif pending and mask[pending[0]]:
+                tok = pending.pop(0)
             else:
-                tok = int(allowed[int(np.argmax(logits))])
-        else:
-            tok = int(allowed[int(np.argmax(logits))])
+                starts = [q for q in closer_seqs if mask[q[0]]]
+                if starts:
+                    seq = starts[int(rng.integers(len(starts)))]
+                    tok, pending = seq[0], list(seq[1:])
+        if tok is None:
+            tok = int(allowed[int(np.argmax(rng.normal(size=allowed.size)))])
         assert matcher.accept_token(int(tok))
         if tok not in stop:
             out.append(int(tok))
@@ -519,11 +531,9 @@ def test_sampled_outputs_are_valid_tool_calls(model):
         for begin, end, _, _ in _call_tags(tag_json, []):
             closer_text.update([end] if isinstance(end, str) else end)
         closer_text.update(['"', "}", "</parameter>", "</arg_value>", f"</{_DS}parameter>", f"</{_DS} parameter>", "\n", "<|tool_calls_section_end|>", "<｜tool▁calls▁end｜>", "celsius", "true", "1"])
-        closers = set()
-        for s in closer_text:
-            closers.update(hf.encode(s, add_special_tokens=False))
+        closer_seqs = [hf.encode(s, add_special_tokens=False) for s in sorted(closer_text)]
         m = gm.GrammarMatcher(cg)
-        toks, done = _sample(m, info, rng, closers)
+        toks, done = _sample(m, info, rng, closer_seqs)
         assert done, f"{model} sample {k} did not end"
         text = b"".join(info.decoded_vocab[t] for t in toks).decode("utf-8", errors="strict")
         calls = _parse_calls(text, tag_json)
