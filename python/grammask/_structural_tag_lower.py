@@ -38,6 +38,8 @@ _MAX_CHARS_UNROLL = 20_000
 
 def ebnf_literal(text: str) -> str:
     """``text`` as an EBNF string literal."""
+    if _PLAIN_LITERAL_RE.fullmatch(text):
+        return f'"{text}"'
     out = ['"']
     for ch in text:
         o = ord(ch)
@@ -71,6 +73,8 @@ _TOKEN_RE = re.compile(
     r"|(?P<id>[A-Za-z_][A-Za-z0-9_.\-]*)",
     re.S,
 )
+_NAMED_ARG_RE = re.compile(r"[ \t]*=(?!=)")
+_PLAIN_LITERAL_RE = re.compile(r'[^"\\\x00-\x1f\x7f]*')
 _MACROS = {"Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "JsonStringIn", "JsonStringExcept"}
 
 
@@ -81,13 +85,12 @@ def _rename_rules(ebnf: str, prefix: str) -> str:
         name = m.group("id")
         if name is None:
             return m.group(0)
-        rest = ebnf[m.end() :]
-        stripped = rest.lstrip(" \t")
-        if name in _MACROS and rest.startswith("("):
+        end = m.end()
+        if name in _MACROS and ebnf.startswith("(", end):
             return name
         if name in ("true", "false"):
             return name
-        if stripped.startswith("=") and not stripped.startswith("=="):
+        if _NAMED_ARG_RE.match(ebnf, end):
             return name  # a named macro argument
         return prefix + name
 
