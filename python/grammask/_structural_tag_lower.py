@@ -34,6 +34,8 @@ __all__ = ["lower_structural_tag", "ebnf_literal", "ebnf_class_char"]
 # Above this many automaton-state x character-budget rules, `any_text.max_chars` with excludes is
 # refused rather than unrolled.
 _MAX_CHARS_UNROLL = 20_000
+# Coefficients of the free-text elimination longer than this become helper rules.
+_COEF_LIMIT = 160
 
 
 def ebnf_literal(text: str) -> str:
@@ -222,7 +224,7 @@ class _Lowerer:
 
     def _coef(self, expr: str) -> str:
         """A coefficient of the elimination, named by a (non-recursive) rule once it is long."""
-        if len(expr) > 160:
+        if len(expr) > _COEF_LIMIT:
             return self.add("tx", expr)
         return expr
 
