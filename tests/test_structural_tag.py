@@ -414,6 +414,18 @@ XML_PARAM = {
 }
 
 
+def _all_tags(node, out):
+    if isinstance(node, dict):
+        if node.get("type") == "tag":
+            out.append(node)
+        for v in node.values():
+            _all_tags(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _all_tags(v, out)
+    return out
+
+
 def _call_tags(node, out):
     """(begin, end, json_schema format, skip-regex) of every tag whose content is tool arguments."""
     if isinstance(node, dict):
@@ -477,7 +489,7 @@ def _parse_calls(text, tag_json):
     return calls
 
 
-def _sample(matcher, info, rng, closer_seqs, max_steps=800):
+def _sample(matcher, info, rng, closer_seqs, max_steps=1500):
     """Random-logit sampling: random allowed tokens for a while, then, when allowed, the stop
     token or the tokens of a closing string (an end string, a quote, a brace), so every sample
     ends."""
@@ -501,7 +513,9 @@ def _sample(matcher, info, rng, closer_seqs, max_steps=800):
             elif pending and mask[pending[0]]:
                 tok = pending.pop(0)
             else:
-                starts = [q for q in closer_seqs if mask[q[0]]]
+                # End strings of tags (closer_seqs[0]) and quotes, braces, newlines alike: end
+                # strings alone would loop inside JSON strings, which accept them as text.
+                starts = [q for q in closer_seqs[0] + closer_seqs[1] if mask[q[0]]]
                 if starts:
                     seq = starts[int(rng.integers(len(starts)))]
                     tok, pending = seq[0], list(seq[1:])
@@ -527,11 +541,15 @@ def test_sampled_outputs_are_valid_tool_calls(model):
         st = gm.get_model_structural_tag(model, tools=SAMPLE_TOOLS, tool_choice=choice, reasoning="disabled", parallel_tool_calls=bool(k % 4 < 2))
         tag_json = json.loads(st.model_dump_json())
         cg = comp.compile_structural_tag(st)
+        end_text = set()
+        for node in _all_tags(tag_json, []):
+            end_text.update([node["end"]] if isinstance(node["end"], str) else node["end"])
         closer_text = set()
-        for begin, end, _, _ in _call_tags(tag_json, []):
-            closer_text.update([end] if isinstance(end, str) else end)
         closer_text.update(['"', "}", "</parameter>", "</arg_value>", f"</{_DS}parameter>", f"</{_DS} parameter>", "\n", "<|tool_calls_section_end|>", "<｜tool▁calls▁end｜>", "celsius", "true", "1"])
-        closer_seqs = [hf.encode(s, add_special_tokens=False) for s in sorted(closer_text)]
+        closer_seqs = (
+            [hf.encode(s, add_special_tokens=False) for s in sorted(end_text) if s],
+            [hf.encode(s, add_special_tokens=False) for s in sorted(closer_text)],
+        )
         m = gm.GrammarMatcher(cg)
         toks, done = _sample(m, info, rng, closer_seqs)
         assert done, f"{model} sample {k} did not end"
