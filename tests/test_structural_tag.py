@@ -594,7 +594,7 @@ def test_bad_tags_raise_xgrammars_exception_classes():
         ({"type": "token_dispatch", "rules": [[1, CONST]]}, "token_dispatch"),
         ({"type": "any_text", "max_tokens": 5}, "max_tokens"),
         (tag({"type": "token", "token": 1}, CONST, "x"), "begin"),
-        ({"type": "json_schema", "json_schema": OBJ, "style": "glm_xml"}, "glm_xml"),
+        ({"type": "json_schema", "json_schema": OBJ, "style": "cohere_xml"}, "cohere_xml"),
         ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, "excludes"),
     ],
 )
@@ -642,7 +642,7 @@ def test_tool_choice_and_registry():
     assert FunctionToolParam.model_validate(SAMPLE_TOOLS[0]).function.name == "get_weather"
 
 
-@pytest.mark.parametrize("model", ["qwen_3_5", "mimo", "llama", "qwen_3"])
+@pytest.mark.parametrize("model", ["qwen_3_5", "mimo", "llama", "qwen_3", "glm_4_7"])
 def test_no_parameter_tool_cannot_loop(model):
     """A tool without parameters: whitespace inside its call is bounded by default, so the call
     must end within a few characters (XGrammar's XML styles let it loop on whitespace)."""
