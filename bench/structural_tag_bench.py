@@ -44,7 +44,11 @@ def make_tools(n: int) -> list:
         if kind >= 3:
             props["filters"] = {
                 "type": "object",
-                "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}}},
+                "properties": {
+                    "lang": {"type": "string"},
+                    "safe": {"type": "boolean"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
                 "required": ["lang"],
             }
         if kind == 4:
@@ -68,8 +72,18 @@ def output_text(model: str, tools: list) -> str:
         raise SystemExit("the walked output is written for --model llama")
     a, b = tools[0]["function"]["name"], tools[min(3, len(tools) - 1)]["function"]["name"]
     call_a = '{"name": "' + a + '", "parameters": {"query": "weather in Paris tomorrow"}}'
-    call_b = '{"name": "' + b + '", "parameters": {"query": "x", "limit": 5, "unit": "metric", "filters": {"lang": "en", "tags": ["a", "b"]}}}'
-    return "I will look this up for you. " + call_a + " and then " + call_b + " Done; the results follow."
+    call_b = (
+        '{"name": "'
+        + b
+        + '", "parameters": {"query": "x", "limit": 5, "unit": "metric", "filters": {"lang": "en", "tags": ["a", "b"]}}}'
+    )
+    return (
+        "I will look this up for you. "
+        + call_a
+        + " and then "
+        + call_b
+        + " Done; the results follow."
+    )
 
 
 def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: str) -> dict:
@@ -112,10 +126,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
-    from transformers import AutoTokenizer
-
     import grammask
     import xgrammar
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(shared / "tokenizers" / "llama3"))
     infos = {
@@ -125,7 +138,9 @@ def main() -> int:
     # One-time per-tokenizer work (vocabulary indexes built on first use) is paid by a warm-up
     # compile and mask of an unrelated grammar in each library, as a server does at start.
     for name, lib in (("grammask", grammask), ("xgrammar", xgrammar)):
-        warm = lib.GrammarCompiler(infos[name]).compile_json_schema({"type": "object", "properties": {"x": {"type": "string"}}})
+        warm = lib.GrammarCompiler(infos[name]).compile_json_schema(
+            {"type": "object", "properties": {"x": {"type": "string"}}}
+        )
         wm = lib.GrammarMatcher(warm)
         wb = lib.allocate_token_bitmask(1, infos[name].vocab_size)
         for t in tok.encode('{"x": "warm up"}', add_special_tokens=False):
@@ -141,8 +156,12 @@ def main() -> int:
             rows.append(r)
     if args.json:
         print(json.dumps(rows, indent=1))
-    print(f"model={args.model} vocabulary=llama3 (cold compiles, cache off; masks along a {rows[0]['tokens']}-token output)")
-    print(f"{'tools':>5} {'library':<9} {'compile ms (median)':>20} {'first':>8} {'mask p50 µs':>12} {'p99 µs':>10} {'max µs':>10}")
+    print(
+        f"model={args.model} vocabulary=llama3 (cold compiles, cache off; masks along a {rows[0]['tokens']}-token output)"
+    )
+    print(
+        f"{'tools':>5} {'library':<9} {'compile ms (median)':>20} {'first':>8} {'mask p50 µs':>12} {'p99 µs':>10} {'max µs':>10}"
+    )
     for r in rows:
         print(
             f"{r['tools']:>5} {r['lib']:<9} {r['compile_ms']:>20.1f} {r['compile_ms_first']:>8.1f} "

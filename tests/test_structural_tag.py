@@ -26,10 +26,18 @@ from test_masks import brute_force_large
 pytest.importorskip("pydantic")
 xgr = pytest.importorskip("xgrammar")
 
-from grammask.structural_tag import StructuralTag, StructuralTagItem  # noqa: E402
+from grammask.structural_tag import StructuralTag, StructuralTagItem
 
-OBJ = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]}
-QW = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city"]}
+OBJ = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+    "required": ["a"],
+}
+QW = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["city"],
+}
 
 
 def T(fmt):
@@ -47,46 +55,140 @@ TEXT = {"type": "any_text"}
 # (name, tag, accepted strings, rejected strings); the acceptance claims are XGrammar's.
 CORPUS = [
     ("const", T(CONST), ["hi"], ["", "h", "hii", "HI"]),
-    ("json", T(JS), ['{"a": 1}', '{"a":1,"b":"x"}', '{ "a" : -3 }'], ['{"b": "x"}', "{}", '{"a": 1.5}', "[1]"]),
-    ("json_ws_bound", T({"type": "json_schema", "json_schema": OBJ, "max_whitespace_cnt": 1}), ['{"a": 1}', '{"a":1}'], ['{"a":  1}', '{  "a": 1}']),
-    ("json_true", T({"type": "json_schema", "json_schema": True}), ['{"x": [1, null]}', "[]"], ['{"x"', "nope"]),
+    (
+        "json",
+        T(JS),
+        ['{"a": 1}', '{"a":1,"b":"x"}', '{ "a" : -3 }'],
+        ['{"b": "x"}', "{}", '{"a": 1.5}', "[1]"],
+    ),
+    (
+        "json_ws_bound",
+        T({"type": "json_schema", "json_schema": OBJ, "max_whitespace_cnt": 1}),
+        ['{"a": 1}', '{"a":1}'],
+        ['{"a":  1}', '{  "a": 1}'],
+    ),
+    (
+        "json_true",
+        T({"type": "json_schema", "json_schema": True}),
+        ['{"x": [1, null]}', "[]"],
+        ['{"x"', "nope"],
+    ),
     ("any_text", T(TEXT), ["", "anything <at> all\n"], []),
-    ("any_text_excl", T({"type": "any_text", "excludes": ["<end>", "bad"]}), ["", "good <en d>", "ba d", "<end"], ["<end>", "x bad y", "badbad"]),
+    (
+        "any_text_excl",
+        T({"type": "any_text", "excludes": ["<end>", "bad"]}),
+        ["", "good <en d>", "ba d", "<end"],
+        ["<end>", "x bad y", "badbad"],
+    ),
     ("any_text_chars", T({"type": "any_text", "max_chars": 3}), ["", "abc", "日本語"], ["abcd"]),
     ("regex", T({"type": "regex", "pattern": r"[a-c]+\d{2}"}), ["a12", "cab99"], ["a1", "d12", ""]),
-    ("grammar", T({"type": "grammar", "grammar": 'root ::= "x" r\nr ::= "y"*'}), ["x", "xyy"], ["", "y", "xz"]),
-    ("sequence", T({"type": "sequence", "elements": [CONST, {"type": "const_string", "value": "!"}]}), ["hi!"], ["hi", "!"]),
-    ("or", T({"type": "or", "elements": [CONST, {"type": "regex", "pattern": "[0-9]"}]}), ["hi", "7"], ["hi7", ""]),
+    (
+        "grammar",
+        T({"type": "grammar", "grammar": 'root ::= "x" r\nr ::= "y"*'}),
+        ["x", "xyy"],
+        ["", "y", "xz"],
+    ),
+    (
+        "sequence",
+        T({"type": "sequence", "elements": [CONST, {"type": "const_string", "value": "!"}]}),
+        ["hi!"],
+        ["hi", "!"],
+    ),
+    (
+        "or",
+        T({"type": "or", "elements": [CONST, {"type": "regex", "pattern": "[0-9]"}]}),
+        ["hi", "7"],
+        ["hi7", ""],
+    ),
     ("optional", T({"type": "optional", "content": CONST}), ["", "hi"], ["hihi"]),
     ("plus", T({"type": "plus", "content": CONST}), ["hi", "hihihi"], [""]),
     ("star", T({"type": "star", "content": CONST}), ["", "hihi"], ["h"]),
-    ("repeat", T({"type": "repeat", "min": 2, "max": 3, "content": CONST}), ["hihi", "hihihi"], ["hi", "hihihihi"]),
-    ("repeat_unbounded", T({"type": "repeat", "min": 1, "max": -1, "content": CONST}), ["hi", "hihihihi"], [""]),
-    ("tag_json", T(tag("<f>", JS, "</f>")), ['<f>{"a": 2}</f>'], ["<f></f>", '<f>{"a": 2}', '{"a": 2}</f>']),
-    ("tag_text", T(tag("<t>", TEXT, "</t>")), ["<t></t>", "<t>x < y</t>"], ["<t>a</t>b", "<t>a</t></t>", "<t>"]),
+    (
+        "repeat",
+        T({"type": "repeat", "min": 2, "max": 3, "content": CONST}),
+        ["hihi", "hihihi"],
+        ["hi", "hihihihi"],
+    ),
+    (
+        "repeat_unbounded",
+        T({"type": "repeat", "min": 1, "max": -1, "content": CONST}),
+        ["hi", "hihihihi"],
+        [""],
+    ),
+    (
+        "tag_json",
+        T(tag("<f>", JS, "</f>")),
+        ['<f>{"a": 2}</f>'],
+        ["<f></f>", '<f>{"a": 2}', '{"a": 2}</f>'],
+    ),
+    (
+        "tag_text",
+        T(tag("<t>", TEXT, "</t>")),
+        ["<t></t>", "<t>x < y</t>"],
+        ["<t>a</t>b", "<t>a</t></t>", "<t>"],
+    ),
     ("tag_end_list", T(tag("<t>", TEXT, ["</t>", "</u>"])), ["<t>a</t>", "<t>a</u>"], ["<t>a</v>"]),
-    ("tag_text_excl", T(tag("<t>", {"type": "any_text", "excludes": ["<x>"]}, "</t>")), ["<t>ab</t>"], ["<t>a<x>b</t>"]),
+    (
+        "tag_text_excl",
+        T(tag("<t>", {"type": "any_text", "excludes": ["<x>"]}, "</t>")),
+        ["<t>ab</t>"],
+        ["<t>a<x>b</t>"],
+    ),
     (
         "triggered",
-        T({"type": "triggered_tags", "triggers": ["<fn="], "tags": [tag("<fn=a>", JS, "</fn>"), tag("<fn=b>", CONST, "</fn>")]}),
-        ["", "plain text", '<fn=a>{"a": 1}</fn>', 'x <fn=b>hi</fn> y <fn=a>{"a": 0}</fn> z', "a <f", "<fn"],
+        T(
+            {
+                "type": "triggered_tags",
+                "triggers": ["<fn="],
+                "tags": [tag("<fn=a>", JS, "</fn>"), tag("<fn=b>", CONST, "</fn>")],
+            }
+        ),
+        [
+            "",
+            "plain text",
+            '<fn=a>{"a": 1}</fn>',
+            'x <fn=b>hi</fn> y <fn=a>{"a": 0}</fn> z',
+            "a <f",
+            "<fn",
+        ],
         ["<fn=c>", "<fn=b>ho</fn>", '<fn=a>{"a": 1}', "<fn=a>hi</fn>"],
     ),
     (
         "triggered_at_least_one",
-        T({"type": "triggered_tags", "triggers": ["<fn="], "tags": [tag("<fn=b>", CONST, "</fn>")], "at_least_one": True}),
+        T(
+            {
+                "type": "triggered_tags",
+                "triggers": ["<fn="],
+                "tags": [tag("<fn=b>", CONST, "</fn>")],
+                "at_least_one": True,
+            }
+        ),
         ["<fn=b>hi</fn>", "<fn=b>hi</fn>more<fn=b>hi</fn>x"],
         ["", "just text", "text<fn=b>hi</fn>"],
     ),
     (
         "triggered_stop_after_first",
-        T({"type": "triggered_tags", "triggers": ["<fn="], "tags": [tag("<fn=b>", CONST, "</fn>")], "stop_after_first": True}),
+        T(
+            {
+                "type": "triggered_tags",
+                "triggers": ["<fn="],
+                "tags": [tag("<fn=b>", CONST, "</fn>")],
+                "stop_after_first": True,
+            }
+        ),
         ["", "t", "t<fn=b>hi</fn>"],
         ["<fn=b>hi</fn>after", "<fn=b>hi</fn><fn=b>hi</fn>"],
     ),
     (
         "triggered_excludes",
-        T({"type": "triggered_tags", "triggers": ["<fn="], "tags": [tag("<fn=b>", CONST, "</fn>")], "excludes": ["<think>"]}),
+        T(
+            {
+                "type": "triggered_tags",
+                "triggers": ["<fn="],
+                "tags": [tag("<fn=b>", CONST, "</fn>")],
+                "excludes": ["<think>"],
+            }
+        ),
         ["ok", "<thin", "<fn=b>hi</fn>"],
         ["a<think>b", "<think>"],
     ),
@@ -98,7 +200,15 @@ CORPUS = [
     ),
     (
         "tags_with_separator_one",
-        T({"type": "tags_with_separator", "tags": [tag("<a>", CONST, "</a>")], "separator": ",", "at_least_one": True, "stop_after_first": True}),
+        T(
+            {
+                "type": "tags_with_separator",
+                "tags": [tag("<a>", CONST, "</a>")],
+                "separator": ",",
+                "at_least_one": True,
+                "stop_after_first": True,
+            }
+        ),
         ["<a>hi</a>"],
         ["", "<a>hi</a>,<a>hi</a>"],
     ),
@@ -110,36 +220,81 @@ CORPUS = [
     ),
     (
         "dispatch_no_loop",
-        T({"type": "dispatch", "rules": [["<<", {"type": "regex", "pattern": "[0-9]+>>"}]], "loop": False}),
+        T(
+            {
+                "type": "dispatch",
+                "rules": [["<<", {"type": "regex", "pattern": "[0-9]+>>"}]],
+                "loop": False,
+            }
+        ),
         ["a<<1>>"],
         ["a<<1>>b"],
     ),
     (
         "qwen_xml",
-        T(tag("<function=f>\n", {"type": "json_schema", "json_schema": QW, "style": "qwen_xml"}, "\n</function>")),
+        T(
+            tag(
+                "<function=f>\n",
+                {"type": "json_schema", "json_schema": QW, "style": "qwen_xml"},
+                "\n</function>",
+            )
+        ),
         [
             "<function=f>\n<parameter=city>Paris</parameter>\n</function>",
             "<function=f>\n<parameter=city>New York</parameter>\n<parameter=n>3</parameter>\n</function>",
         ],
-        ["<function=f>\n<parameter=n>3</parameter>\n</function>", "<function=f>\n<parameter=city>a</parameter><parameter=n>x</parameter>\n</function>"],
+        [
+            "<function=f>\n<parameter=n>3</parameter>\n</function>",
+            "<function=f>\n<parameter=city>a</parameter><parameter=n>x</parameter>\n</function>",
+        ],
     ),
     (
         "nested_triggered_in_tag",
-        T(tag("<r>", {"type": "triggered_tags", "triggers": ["<c"], "tags": [tag("<c>", CONST, "</c>")]}, "</r>")),
+        T(
+            tag(
+                "<r>",
+                {"type": "triggered_tags", "triggers": ["<c"], "tags": [tag("<c>", CONST, "</c>")]},
+                "</r>",
+            )
+        ),
         ["<r></r>", "<r>x<c>hi</c>y</r>"],
         ["<r>x", "<r><c>no</c></r>"],
     ),
     (
         "sequence_text_then_const",
-        T({"type": "sequence", "elements": [tag("<think>", TEXT, "</think>"), {"type": "const_string", "value": "A"}]}),
+        T(
+            {
+                "type": "sequence",
+                "elements": [
+                    tag("<think>", TEXT, "</think>"),
+                    {"type": "const_string", "value": "A"},
+                ],
+            }
+        ),
         ["<think>hm</think>A"],
         ["<think>hm</think>", "A"],
     ),
 ]
 
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"location": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}}, "required": ["location"]}}},
-    {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string"},
+                    "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                },
+                "required": ["location"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}},
+    },
 ]
 W = '{"location": "Paris", "days": 3}'
 
@@ -151,28 +306,48 @@ def _model_tag(model, **kw):
 
 # Per model: (call of get_weather, call of ping) as the model writes them.
 MODEL_CALLS = {
-    "llama": ('{"name": "get_weather", "parameters": ' + W + "}", '{"name": "ping", "parameters": {}}'),
-    "qwen_3": ('<tool_call>\n{"name": "get_weather", "arguments": ' + W + "}\n</tool_call>", '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>'),
-    "exaone": ('<tool_call>{"name": "get_weather", "arguments": ' + W + "}</tool_call>", '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'),
+    "llama": (
+        '{"name": "get_weather", "parameters": ' + W + "}",
+        '{"name": "ping", "parameters": {}}',
+    ),
+    "qwen_3": (
+        '<tool_call>\n{"name": "get_weather", "arguments": ' + W + "}\n</tool_call>",
+        '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>',
+    ),
+    "exaone": (
+        '<tool_call>{"name": "get_weather", "arguments": ' + W + "}</tool_call>",
+        '<tool_call>{"name": "ping", "arguments": {}}</tool_call>',
+    ),
     "qwen_3_5": (
         "<tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>\n<parameter=days>3</parameter>\n</function>\n</tool_call>",
         "<tool_call>\n<function=ping>\n\n</function>\n</tool_call>",
     ),
-    "mimo": ("<tool_call><function=get_weather><parameter=location>Paris</parameter></function></tool_call>", "<tool_call><function=ping></function></tool_call>"),
+    "mimo": (
+        "<tool_call><function=get_weather><parameter=location>Paris</parameter></function></tool_call>",
+        "<tool_call><function=ping></function></tool_call>",
+    ),
     "deepseek_v3_1": (
-        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + W + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+        + W
+        + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     ),
     "deepseek_r1": (
-        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" + W + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+        + W
+        + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>ping\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     ),
     "kimi": (
-        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + W + "<|tool_call_end|><|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+        + W
+        + "<|tool_call_end|><|tool_calls_section_end|>",
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.ping:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
     ),
     "harmony": (
-        "<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>" + W + "<|call|>",
+        "<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>"
+        + W
+        + "<|call|>",
         " to=functions.ping<|channel|>commentary json<|message|>{}<|call|>",
     ),
 }
@@ -196,7 +371,7 @@ def _ds_block(invoke, calls, param):
     )
 
 
-_MM = lambda name, params: _invoke_block(  # noqa: E731
+_MM = lambda name, params: _invoke_block(
     "<minimax:tool_call>", "</minimax:tool_call>", ('<invoke name="', "</invoke>"),
     lambda k, raw: f'<parameter name="{k}">', "</parameter>", name, params,
 )  # fmt: skip
@@ -226,22 +401,46 @@ def _model_cases():
             pre += "\n\n"
         lead, dis = LEAD.get(model, ""), DISABLED_PREFIX.get(model, "")
         if model == "harmony":
-            acc = [call, call + "<|start|>assistant" + call2, "<|channel|>analysis<|message|>hm<|end|><|start|>assistant" + call]
+            acc = [
+                call,
+                call + "<|start|>assistant" + call2,
+                "<|channel|>analysis<|message|>hm<|end|><|start|>assistant" + call,
+            ]
             rej = [call + call2, "text" + call, call.replace("get_weather", "get_wether")]
             yield (f"{model}_auto", _model_tag(model), acc, rej)
             continue
         acc = [pre + call, pre + "Sure. " + call, pre + call + "\n" + call2, pre + "no tool needed"]
-        bad_days = call.replace('"days": 3', '"days": 99').replace(">3</parameter>", ">x</parameter>")
+        bad_days = call.replace('"days": 3', '"days": 99').replace(
+            ">3</parameter>", ">x</parameter>"
+        )
         rej = [pre + bad_days] if bad_days != call else []
-        if model not in ("exaone", "kimi", "minimax"):  # their "enabled" reasoning block may hold <think>
+        if model not in (
+            "exaone",
+            "kimi",
+            "minimax",
+        ):  # their "enabled" reasoning block may hold <think>
             rej.append("<think>" + pre + call)
         if model != "mimo":
             rej.append(pre + call.replace("get_weather", "get_wether"))
         yield (f"{model}_auto", _model_tag(model), acc, rej)
-        yield (f"{model}_required", _model_tag(model, tool_choice="required"), [pre + lead + call, pre + lead + call2], [pre + "text only", pre])
-        forced = _model_tag(model, tool_choice={"type": "function", "function": {"name": "ping"}}, reasoning="disabled")
+        yield (
+            f"{model}_required",
+            _model_tag(model, tool_choice="required"),
+            [pre + lead + call, pre + lead + call2],
+            [pre + "text only", pre],
+        )
+        forced = _model_tag(
+            model,
+            tool_choice={"type": "function", "function": {"name": "ping"}},
+            reasoning="disabled",
+        )
         yield (f"{model}_forced", forced, [dis + lead + call2], [dis + lead + call, ""])
-        yield (f"{model}_none", _model_tag(model, tool_choice="none", reasoning="disabled"), [dis + "just text", dis], [dis + "<think>"])
+        yield (
+            f"{model}_none",
+            _model_tag(model, tool_choice="none", reasoning="disabled"),
+            [dis + "just text", dis],
+            [dis + "<think>"],
+        )
         single = _model_tag(model, parallel_tool_calls=False, reasoning="disabled")
         if model not in ("deepseek_v3_1", "deepseek_r1", "kimi") and model not in LEAD:
             yield (f"{model}_single", single, [dis + call], [dis + call + call2])
@@ -278,7 +477,9 @@ def test_corpus_size():
     assert len(PAIRS) >= 200
 
 
-@pytest.mark.parametrize("name,tag_json,s,expected", PAIRS, ids=[f"{p[0]}-{i}" for i, p in enumerate(PAIRS)])
+@pytest.mark.parametrize(
+    "name,tag_json,s,expected", PAIRS, ids=[f"{p[0]}-{i}" for i, p in enumerate(PAIRS)]
+)
 def test_corpus_matches_xgrammar(name, tag_json, s, expected):
     text = json.dumps(tag_json)
     ours = _gm_accepts(text, s)
@@ -306,11 +507,23 @@ MASK_CASES = [
                 "elements": [
                     tag("<think>", {"type": "any_text", "excludes": ["<x>"]}, "</think>"),
                     {"type": "optional", "content": CONST},
-                    {"type": "repeat", "min": 1, "max": 2, "content": {"type": "regex", "pattern": "[0-9]{2}"}},
-                    {"type": "or", "elements": [{"type": "grammar", "grammar": 'root ::= "g" [a-z]*'}, CONST]},
+                    {
+                        "type": "repeat",
+                        "min": 1,
+                        "max": 2,
+                        "content": {"type": "regex", "pattern": "[0-9]{2}"},
+                    },
+                    {
+                        "type": "or",
+                        "elements": [{"type": "grammar", "grammar": 'root ::= "g" [a-z]*'}, CONST],
+                    },
                     {"type": "star", "content": {"type": "const_string", "value": ";"}},
                     {"type": "plus", "content": {"type": "const_string", "value": "!"}},
-                    {"type": "tags_with_separator", "tags": [tag("<a>", JS, "</a>")], "separator": ","},
+                    {
+                        "type": "tags_with_separator",
+                        "tags": [tag("<a>", JS, "</a>")],
+                        "separator": ",",
+                    },
                     {"type": "any_text", "max_chars": 4},
                 ],
             }
@@ -319,12 +532,25 @@ MASK_CASES = [
     ),
     (
         "triggered",
-        T({"type": "triggered_tags", "triggers": ["<fn="], "tags": [tag("<fn=a>", JS, "</fn>"), tag("<fn=b>", TEXT, "</fn>")], "excludes": ["<think>"]}),
+        T(
+            {
+                "type": "triggered_tags",
+                "triggers": ["<fn="],
+                "tags": [tag("<fn=a>", JS, "</fn>"), tag("<fn=b>", TEXT, "</fn>")],
+                "excludes": ["<think>"],
+            }
+        ),
         'Let me call <f a tool: <fn=a>{"a": 7, "b": "<fn="}</fn> then <fn=b>free text</fn> done.',
     ),
     (
         "dispatch",
-        T({"type": "dispatch", "rules": [["<<", {"type": "regex", "pattern": "[0-9]+>>"}]], "excludes": ["##"]}),
+        T(
+            {
+                "type": "dispatch",
+                "rules": [["<<", {"type": "regex", "pattern": "[0-9]+>>"}]],
+                "excludes": ["##"],
+            }
+        ),
         "some text <<42>> more # text <<7>>",
     ),
 ]
@@ -339,8 +565,14 @@ for _model, (_call, _call2) in MODEL_CALLS.items():
 @pytest.mark.parametrize("case", [c[0] for c in MASK_CASES])
 @pytest.mark.parametrize("family", MASK_FAMILIES)
 def test_masks_match_brute_force(family, case):
-    if case.startswith("model_") and family not in ("llama3", "qwen2.5") and case not in ("model_llama", "model_qwen_3", "model_deepseek_v3_1", "model_harmony"):
-        pytest.skip("built-in models other than four are checked on Llama 3 and Qwen2.5 only (time)")
+    if (
+        case.startswith("model_")
+        and family not in ("llama3", "qwen2.5")
+        and case not in ("model_llama", "model_qwen_3", "model_deepseek_v3_1", "model_harmony")
+    ):
+        pytest.skip(
+            "built-in models other than four are checked on Llama 3 and Qwen2.5 only (time)"
+        )
     _, tag_json, doc = next(c for c in MASK_CASES if c[0] == case)
     info = tokenizer_info(family)
     comp = compiler(family)
@@ -357,11 +589,15 @@ def test_masks_match_brute_force(family, case):
             got = bool_mask(m, info.vocab_size)
             want = brute_force_large(m, decoded, info.vocab_size, stop_ids, special)
             diff = np.flatnonzero(got != want)
-            assert diff.size == 0, f"{family}/{case} after {pos} tokens: ids {diff[:10].tolist()} {[decoded[i] for i in diff[:10]]}"
+            assert diff.size == 0, (
+                f"{family}/{case} after {pos} tokens: ids {diff[:10].tolist()} {[decoded[i] for i in diff[:10]]}"
+            )
             if pos < len(ids):
                 assert got[ids[pos]], f"next real token {decoded[ids[pos]]!r} not allowed"
         if pos < len(ids):
-            assert m.accept_token(ids[pos]), f"{family}/{case}: token {pos} {decoded[ids[pos]]!r} rejected"
+            assert m.accept_token(ids[pos]), (
+                f"{family}/{case}: token {pos} {decoded[ids[pos]]!r} rejected"
+            )
     assert m.is_completed()
 
 
@@ -392,13 +628,20 @@ SAMPLE_TOOLS = [
                 "type": "object",
                 "properties": {
                     "query": {"type": "string"},
-                    "filters": {"type": "object", "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}}, "required": ["lang"]},
+                    "filters": {
+                        "type": "object",
+                        "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}},
+                        "required": ["lang"],
+                    },
                 },
                 "required": ["query"],
             },
         },
     },
-    {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}},
+    },
 ]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in SAMPLE_TOOLS}
 IMPLEMENTED_MODELS = list(MODEL_CALLS) + ["qwen_3_coder"]
@@ -409,8 +652,14 @@ XML_PARAM = {
     "qwen_xml": (r"\s*<parameter=(\w+)>", "</parameter>"),
     "minimax_xml": (r'\s*<parameter name="(\w+)">', "</parameter>"),
     "glm_xml": (r"\s*<arg_key>(\w+)</arg_key>\s*<arg_value>", "</arg_value>"),
-    "deepseek_xml": (rf'\s*<{_DS}parameter name="(\w+)" string="(?:true|false)">', f"</{_DS}parameter>"),
-    "deepseek_v4_1_xml": (rf'\s*<{_DS} parameter name="(\w+)" string="(?:true|false)">', f"</{_DS} parameter>"),
+    "deepseek_xml": (
+        rf'\s*<{_DS}parameter name="(\w+)" string="(?:true|false)">',
+        f"</{_DS}parameter>",
+    ),
+    "deepseek_v4_1_xml": (
+        rf'\s*<{_DS} parameter name="(\w+)" string="(?:true|false)">',
+        f"</{_DS} parameter>",
+    ),
 }
 
 
@@ -434,7 +683,14 @@ def _call_tags(node, out):
             if c.get("type") == "json_schema":
                 out.append((node["begin"], node["end"], c, ""))
             elif c.get("type") == "sequence" and c["elements"][-1].get("type") == "json_schema":
-                out.append((node["begin"], node["end"], c["elements"][-1], r"\d+<\|tool_call_argument_begin\|>"))
+                out.append(
+                    (
+                        node["begin"],
+                        node["end"],
+                        c["elements"][-1],
+                        r"\d+<\|tool_call_argument_begin\|>",
+                    )
+                )
         for v in node.values():
             _call_tags(v, out)
     elif isinstance(node, list):
@@ -481,9 +737,9 @@ def _parse_calls(text, tag_json):
                     pos = j + len(close)
                 pos += len(text[pos:]) - len(text[pos:].lstrip(" \n\r\t"))
             ends = [end] if isinstance(end, str) else end
-            assert any(text.startswith(e, pos) or text.startswith(e.lstrip("\n"), pos) for e in ends), (
-                f"end {ends!r} does not follow the arguments at {text[pos:pos + 40]!r}"
-            )
+            assert any(
+                text.startswith(e, pos) or text.startswith(e.lstrip("\n"), pos) for e in ends
+            ), f"end {ends!r} does not follow the arguments at {text[pos : pos + 40]!r}"
             calls.append((name, args))
             start = pos
     return calls
@@ -537,15 +793,39 @@ def test_sampled_outputs_are_valid_tool_calls(model):
     rng = np.random.default_rng(zlib.crc32(model.encode()))
     n_calls = 0
     for k in range(50):
-        choice = ["required", {"type": "function", "function": {"name": SAMPLE_TOOLS[k % 3]["function"]["name"]}}][k % 2]
-        st = gm.get_model_structural_tag(model, tools=SAMPLE_TOOLS, tool_choice=choice, reasoning="disabled", parallel_tool_calls=bool(k % 4 < 2))
+        choice = [
+            "required",
+            {"type": "function", "function": {"name": SAMPLE_TOOLS[k % 3]["function"]["name"]}},
+        ][k % 2]
+        st = gm.get_model_structural_tag(
+            model,
+            tools=SAMPLE_TOOLS,
+            tool_choice=choice,
+            reasoning="disabled",
+            parallel_tool_calls=bool(k % 4 < 2),
+        )
         tag_json = json.loads(st.model_dump_json())
         cg = comp.compile_structural_tag(st)
         end_text = set()
         for node in _all_tags(tag_json, []):
             end_text.update([node["end"]] if isinstance(node["end"], str) else node["end"])
         closer_text = set()
-        closer_text.update(['"', "}", "</parameter>", "</arg_value>", f"</{_DS}parameter>", f"</{_DS} parameter>", "\n", "<|tool_calls_section_end|>", "<｜tool▁calls▁end｜>", "celsius", "true", "1"])
+        closer_text.update(
+            [
+                '"',
+                "}",
+                "</parameter>",
+                "</arg_value>",
+                f"</{_DS}parameter>",
+                f"</{_DS} parameter>",
+                "\n",
+                "<|tool_calls_section_end|>",
+                "<｜tool▁calls▁end｜>",
+                "celsius",
+                "true",
+                "1",
+            ]
+        )
         closer_seqs = (
             [hf.encode(s, add_special_tokens=False) for s in sorted(end_text) if s],
             [hf.encode(s, add_special_tokens=False) for s in sorted(closer_text)],
@@ -571,9 +851,20 @@ def test_bad_tags_raise_xgrammars_exception_classes():
     cases = [
         ("{not json", "InvalidJSONError"),
         ('{"type": "structural_tag", "format": {"type": "nope"}}', "InvalidStructuralTagError"),
-        ('{"type": "structural_tag", "format": {"type": "const_string"}}', "InvalidStructuralTagError"),
         (
-            json.dumps(T({"type": "triggered_tags", "triggers": ["<x"], "tags": [tag("<y>", CONST, "</y>")]})),
+            '{"type": "structural_tag", "format": {"type": "const_string"}}',
+            "InvalidStructuralTagError",
+        ),
+        (
+            json.dumps(
+                T(
+                    {
+                        "type": "triggered_tags",
+                        "triggers": ["<x"],
+                        "tags": [tag("<y>", CONST, "</y>")],
+                    }
+                )
+            ),
             "InvalidStructuralTagError",
         ),
     ]
@@ -590,7 +881,10 @@ def test_bad_tags_raise_xgrammars_exception_classes():
         ({"type": "token", "token": 1}, "token"),
         ({"type": "exclude_token", "exclude_tokens": [1]}, "exclude_token"),
         ({"type": "any_tokens"}, "any_tokens"),
-        ({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []}, "token_triggered_tags"),
+        (
+            {"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []},
+            "token_triggered_tags",
+        ),
         ({"type": "token_dispatch", "rules": [[1, CONST]]}, "token_dispatch"),
         ({"type": "any_text", "max_tokens": 5}, "max_tokens"),
         (tag({"type": "token", "token": 1}, CONST, "x"), "begin"),
@@ -604,17 +898,23 @@ def test_unsupported_formats_name_the_feature(fmt, what):
 
 
 def test_call_forms():
-    info = gm.TokenizerInfo([b"a", b"b", b"<", b">", b"{", b"}", b'"', b":", b"1", b"</s>"], stop_token_ids=[9])
+    info = gm.TokenizerInfo(
+        [b"a", b"b", b"<", b">", b"{", b"}", b'"', b":", b"1", b"</s>"], stop_token_ids=[9]
+    )
     comp = gm.GrammarCompiler(info)
     items = [StructuralTagItem(begin="<a>", schema={"type": "integer"}, end="</a>")]
     for g in (
         gm.Grammar.from_structural_tag(items, ["<a"]),
         gm.Grammar.from_structural_tag(tags=items, triggers=["<a"]),
-        gm.Grammar.from_structural_tag(structural_tag=StructuralTag.from_legacy_structural_tag(items, ["<a"])),
+        gm.Grammar.from_structural_tag(
+            structural_tag=StructuralTag.from_legacy_structural_tag(items, ["<a"])
+        ),
         gm.Grammar.from_structural_tag(StructuralTag.from_json(json.dumps(T(CONST)))),
     ):
         assert isinstance(g, gm.Grammar)
-    assert gm.testing._is_grammar_accept_string(gm.Grammar.from_structural_tag(items, ["<a"]), "x<a>12</a>y")
+    assert gm.testing._is_grammar_accept_string(
+        gm.Grammar.from_structural_tag(items, ["<a"]), "x<a>12</a>y"
+    )
     assert isinstance(comp.compile_structural_tag(items, ["<a"]), gm.CompiledGrammar)
     assert isinstance(comp.compile_structural_tag(T(CONST)), gm.CompiledGrammar)
     with pytest.raises(TypeError):
@@ -624,7 +924,9 @@ def test_call_forms():
 def test_tool_choice_and_registry():
     funcs, builtins, choice = gm.normalize_tool_choice(SAMPLE_TOOLS, "none")
     assert (funcs, builtins, choice) == ([], [], "auto")
-    funcs, _, choice = gm.normalize_tool_choice(SAMPLE_TOOLS, {"type": "function", "function": {"name": "ping"}})
+    funcs, _, choice = gm.normalize_tool_choice(
+        SAMPLE_TOOLS, {"type": "function", "function": {"name": "ping"}}
+    )
     assert choice == "forced" and [f.function.name for f in funcs] == ["ping"]
     with pytest.raises(ValueError):
         gm.normalize_tool_choice([], "required")
@@ -636,7 +938,9 @@ def test_tool_choice_and_registry():
         return StructuralTag.from_json(T(CONST))
 
     assert gm.get_model_structural_tag("test_model").format.value == "hi"
-    assert set(gm.builtin_structural_tag.supported_models()) >= set(xgr.builtin_structural_tag._structural_tag_registry)
+    assert set(gm.builtin_structural_tag.supported_models()) >= set(
+        xgr.builtin_structural_tag._structural_tag_registry
+    )
     from grammask.openai_tool_call_schema import FunctionToolParam
 
     assert FunctionToolParam.model_validate(SAMPLE_TOOLS[0]).function.name == "get_weather"
@@ -646,8 +950,12 @@ def test_tool_choice_and_registry():
 def test_no_parameter_tool_cannot_loop(model):
     """A tool without parameters: whitespace inside its call is bounded by default, so the call
     must end within a few characters (XGrammar's XML styles let it loop on whitespace)."""
-    st = gm.get_model_structural_tag(model, tools=SAMPLE_TOOLS[2:], tool_choice="required", reasoning="disabled")
-    m = gm.testing._get_matcher_from_grammar(gm.Grammar.from_structural_tag(st), )
+    st = gm.get_model_structural_tag(
+        model, tools=SAMPLE_TOOLS[2:], tool_choice="required", reasoning="disabled"
+    )
+    m = gm.testing._get_matcher_from_grammar(
+        gm.Grammar.from_structural_tag(st),
+    )
     begin = _call_tags(json.loads(st.model_dump_json()), [])[0][0]
     assert m.accept_string(begin)
     assert not m.fork().accept_string(" " * 64), "unbounded whitespace in a no-parameter call"

@@ -25,11 +25,11 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
+from . import structural_tag as st
 from .exception import InvalidStructuralTagError, UnsupportedFeatureError
 from .grammar import schema_options
-from . import structural_tag as st
 
-__all__ = ["lower_structural_tag", "ebnf_literal", "ebnf_class_char"]
+__all__ = ["ebnf_class_char", "ebnf_literal", "lower_structural_tag"]
 
 # Above this many automaton-state x character-budget rules, `any_text.max_chars` with excludes is
 # refused rather than unrolled.
@@ -50,7 +50,9 @@ def ebnf_literal(text: str) -> str:
         elif ch == "\\":
             out.append("\\\\")
         elif o < 0x20 or o == 0x7F:
-            out.append(f"\\x{o:02x}" if o not in (10, 13, 9) else {10: "\\n", 13: "\\r", 9: "\\t"}[o])
+            out.append(
+                f"\\x{o:02x}" if o not in (10, 13, 9) else {10: "\\n", 13: "\\r", 9: "\\t"}[o]
+            )
         else:
             out.append(ch)
     out.append('"')
@@ -73,11 +75,20 @@ _TOKEN_RE = re.compile(
     r"|\[(?:[^\]\\]|\\.)*\]"  # character class
     r"|#[^\n]*"  # comment
     r"|(?P<id>[A-Za-z_][A-Za-z0-9_.\-]*)",
-    re.S,
+    re.DOTALL,
 )
 _NAMED_ARG_RE = re.compile(r"[ \t]*=(?!=)")
 _PLAIN_LITERAL_RE = re.compile(r'[^"\\\x00-\x1f\x7f]*')
-_MACROS = {"Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "JsonStringIn", "JsonStringExcept"}
+_MACROS = {
+    "Regex",
+    "Substring",
+    "TagDispatch",
+    "Token",
+    "ExcludeToken",
+    "TokenTagDispatch",
+    "JsonStringIn",
+    "JsonStringExcept",
+}
 
 
 def _rename_rules(ebnf: str, prefix: str) -> str:
@@ -248,7 +259,10 @@ class _Lowerer:
             loop = coef[q].pop(q, None)
             star = f"({' | '.join(loop)})*" if loop else ""
             f_q = f"{star} {final[q]}".strip() if star else final[q]
-            terms = {t: self._coef(f"{star} {alt(es)}".strip() if star else alt(es)) for t, es in coef[q].items()}
+            terms = {
+                t: self._coef(f"{star} {alt(es)}".strip() if star else alt(es))
+                for t, es in coef[q].items()
+            }
             f_q = self._coef(f_q)
             for p in coef:
                 if p == q or q not in coef[p]:
@@ -278,7 +292,9 @@ class _Lowerer:
 
     def lower_json_schema(self, fmt: st.JSONSchemaFormat, stop: Tuple[str, ...]) -> str:
         if fmt.excludes:
-            raise UnsupportedFeatureError("json_schema 'excludes' (substrings filtered from JSON strings) is not supported yet")
+            raise UnsupportedFeatureError(
+                "json_schema 'excludes' (substrings filtered from JSON strings) is not supported yet"
+            )
         if fmt.style == "json":
             schema = json.dumps(fmt.json_schema)
             opts = schema_options(True, None, None, True, fmt.max_whitespace_cnt, fmt.any_order)
@@ -289,15 +305,23 @@ class _Lowerer:
         ebnf = xml_style_ebnf(fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt)
         return self.add_ebnf(ebnf, fmt.style)
 
-    def lower_qwen_xml_parameter(self, fmt: st.QwenXMLParameterFormat, stop: Tuple[str, ...]) -> str:
-        return self.lower_json_schema(st.JSONSchemaFormat(json_schema=fmt.json_schema, style="qwen_xml"), stop)
+    def lower_qwen_xml_parameter(
+        self, fmt: st.QwenXMLParameterFormat, stop: Tuple[str, ...]
+    ) -> str:
+        return self.lower_json_schema(
+            st.JSONSchemaFormat(json_schema=fmt.json_schema, style="qwen_xml"), stop
+        )
 
     def lower_any_text(self, fmt: st.AnyTextFormat, stop: Tuple[str, ...]) -> str:
         if fmt.max_tokens is not None:
-            raise UnsupportedFeatureError("any_text 'max_tokens' (a per-region token budget) is not supported yet")
+            raise UnsupportedFeatureError(
+                "any_text 'max_tokens' (a per-region token budget) is not supported yet"
+            )
         for e in fmt.excludes:
             if not e:
-                raise InvalidStructuralTagError("any_text excludes may not contain the empty string")
+                raise InvalidStructuralTagError(
+                    "any_text excludes may not contain the empty string"
+                )
         return self.text(list(fmt.excludes) + list(stop), fmt.max_chars)
 
     def lower_grammar(self, fmt: st.GrammarFormat, stop: Tuple[str, ...]) -> str:
@@ -334,14 +358,21 @@ class _Lowerer:
 
     def lower_repeat(self, fmt: st.RepeatFormat, stop: Tuple[str, ...]) -> str:
         if fmt.min < 0 or (fmt.max != -1 and fmt.max < fmt.min):
-            raise InvalidStructuralTagError(f"Repeat format has invalid bounds: min={fmt.min}, max={fmt.max}")
+            raise InvalidStructuralTagError(
+                f"Repeat format has invalid bounds: min={fmt.min}, max={fmt.max}"
+            )
         inner = self.lower(fmt.content, ())
         hi = "" if fmt.max == -1 else str(fmt.max)
-        return self.add("rep", f"({inner}){{{fmt.min},{hi}}}" if hi != str(fmt.min) else f"({inner}){{{fmt.min}}}")
+        return self.add(
+            "rep",
+            f"({inner}){{{fmt.min},{hi}}}" if hi != str(fmt.min) else f"({inner}){{{fmt.min}}}",
+        )
 
     def _ends(self, end: Any) -> Tuple[str, ...]:
         if isinstance(end, st.TokenFormat):
-            raise UnsupportedFeatureError("a tag 'end' given as a token (TokenFormat) is not supported yet")
+            raise UnsupportedFeatureError(
+                "a tag 'end' given as a token (TokenFormat) is not supported yet"
+            )
         if isinstance(end, str):
             return (end,)
         if not end:
@@ -350,7 +381,9 @@ class _Lowerer:
 
     def lower_tag(self, fmt: st.TagFormat, stop: Tuple[str, ...]) -> str:
         if isinstance(fmt.begin, st.TokenFormat):
-            raise UnsupportedFeatureError("a tag 'begin' given as a token (TokenFormat) is not supported yet")
+            raise UnsupportedFeatureError(
+                "a tag 'begin' given as a token (TokenFormat) is not supported yet"
+            )
         ends = self._ends(fmt.end)
         inner_stop = tuple(e for e in ends if e)
         content = self.lower(fmt.content, inner_stop)
@@ -367,7 +400,9 @@ class _Lowerer:
             raise InvalidStructuralTagError("Triggered tags format must have at least one tag")
         for t in fmt.tags:
             if isinstance(t.begin, st.TokenFormat):
-                raise InvalidStructuralTagError("Triggered tags must use string begins; use token_triggered_tags for tokens")
+                raise InvalidStructuralTagError(
+                    "Triggered tags must use string begins; use token_triggered_tags for tokens"
+                )
             hits = [tr for tr in fmt.triggers if t.begin.startswith(tr)]
             if len(hits) != 1:
                 raise InvalidStructuralTagError(
@@ -390,7 +425,9 @@ class _Lowerer:
             body = f"{text} ({tags} {text})*"
         return self.add("triggered", body)
 
-    def lower_tags_with_separator(self, fmt: st.TagsWithSeparatorFormat, stop: Tuple[str, ...]) -> str:
+    def lower_tags_with_separator(
+        self, fmt: st.TagsWithSeparatorFormat, stop: Tuple[str, ...]
+    ) -> str:
         if not fmt.tags:
             raise InvalidStructuralTagError("Tags with separator format must have at least one tag")
         tags = self._tag_alts(fmt.tags)
@@ -407,7 +444,9 @@ class _Lowerer:
             raise InvalidStructuralTagError("Dispatch format must have at least one rule")
         pats = [p for p, _ in fmt.rules]
         if any(not p for p in pats) or any(not e for e in fmt.excludes):
-            raise InvalidStructuralTagError("Dispatch patterns and excludes must be non-empty strings")
+            raise InvalidStructuralTagError(
+                "Dispatch patterns and excludes must be non-empty strings"
+            )
         text = self.text(pats + list(fmt.excludes) + list(stop))
         alts = " | ".join(f"{ebnf_literal(p)} {self.lower(f, ())}" for p, f in fmt.rules)
         arm = self.add("arm", alts)
@@ -417,7 +456,9 @@ class _Lowerer:
     # ---- token-level formats: not yet ----
 
     def _token_level(self, what: str) -> str:
-        raise UnsupportedFeatureError(f"the structural tag format '{what}' (token-level matching) is not supported yet")
+        raise UnsupportedFeatureError(
+            f"the structural tag format '{what}' (token-level matching) is not supported yet"
+        )
 
     def lower_token(self, fmt: Any, stop: Tuple[str, ...]) -> str:
         return self._token_level("token")
@@ -465,7 +506,9 @@ def parse_structural_tag(value: Any) -> "st.StructuralTag":
     if not isinstance(data, dict):
         raise InvalidStructuralTagError("Structural tag must be a JSON object")
     if data.get("type", "structural_tag") != "structural_tag":
-        raise InvalidStructuralTagError(f"Structural tag type must be 'structural_tag', got {data.get('type')!r}")
+        raise InvalidStructuralTagError(
+            f"Structural tag type must be 'structural_tag', got {data.get('type')!r}"
+        )
     fmt = data.get("format")
     if isinstance(fmt, dict) and "type" in fmt:
         _check_types(fmt)
@@ -506,7 +549,11 @@ def _check_types(node: Any) -> None:
 def structural_tag_ebnf(args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
     """The EBNF of ``from_structural_tag(*args, **kwargs)`` in either call form."""
     if len(args) == 1 and not kwargs:
-        tag = parse_structural_tag(args[0]) if isinstance(args[0], (str, dict, st.StructuralTag)) else None
+        tag = (
+            parse_structural_tag(args[0])
+            if isinstance(args[0], (str, dict, st.StructuralTag))
+            else None
+        )
         if tag is None:
             raise TypeError("Invalid argument type for from_structural_tag")
     elif len(args) == 2 and isinstance(args[0], list) and isinstance(args[1], list):

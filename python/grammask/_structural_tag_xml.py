@@ -20,7 +20,7 @@ from . import _core
 from .exception import InvalidStructuralTagError, UnsupportedFeatureError
 from .grammar import schema_options
 
-__all__ = ["xml_style_ebnf", "QWEN_PARAM_END", "XML_STYLES"]
+__all__ = ["QWEN_PARAM_END", "XML_STYLES", "xml_style_ebnf"]
 
 QWEN_PARAM_END = "</parameter>"
 _DSML = "｜DSML｜"
@@ -31,7 +31,11 @@ XML_STYLES = {
     "qwen_xml": ("<parameter=", lambda raw: ">", "</parameter>"),
     "minimax_xml": ('<parameter name="', lambda raw: '">', "</parameter>"),
     "glm_xml": ("<arg_key>", lambda raw: "</arg_key>\x00<arg_value>", "</arg_value>"),
-    "deepseek_xml": (f'<{_DSML}parameter name="', lambda raw: f'" string="{"true" if raw else "false"}">', f"</{_DSML}parameter>"),
+    "deepseek_xml": (
+        f'<{_DSML}parameter name="',
+        lambda raw: f'" string="{"true" if raw else "false"}">',
+        f"</{_DSML}parameter>",
+    ),
     "deepseek_v4_1_xml": (
         f'<{_DSML} parameter name="',
         lambda raw: f'" string="{"true" if raw else "false"}">',
@@ -52,10 +56,16 @@ def _is_plain_string(schema: Any) -> bool:
 
 
 def _is_string_enum(schema: Any) -> bool:
-    return isinstance(schema, dict) and schema.get("type") == "string" and ("enum" in schema or "const" in schema)
+    return (
+        isinstance(schema, dict)
+        and schema.get("type") == "string"
+        and ("enum" in schema or "const" in schema)
+    )
 
 
-def xml_style_ebnf(schema: Union[bool, Dict[str, Any]], style: str, any_order: bool, max_ws: Optional[int]) -> str:
+def xml_style_ebnf(
+    schema: Union[bool, Dict[str, Any]], style: str, any_order: bool, max_ws: Optional[int]
+) -> str:
     if style not in XML_STYLES:
         raise UnsupportedFeatureError(
             f"json_schema style {style!r} is not supported yet (supported: 'json', {', '.join(map(repr, XML_STYLES))})"
@@ -66,12 +76,18 @@ def xml_style_ebnf(schema: Union[bool, Dict[str, Any]], style: str, any_order: b
     lw = _Lowerer()
     ws = _ws(max_ws)
     raw_text = lw.text([close])
-    defs = {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema, dict) and k in schema}
+    defs = {
+        k: schema[k] for k in ("$defs", "definitions") if isinstance(schema, dict) and k in schema
+    }
 
     def value(sub: Any) -> str:
         if _is_plain_string(sub):
             return raw_text
-        if isinstance(sub, dict) and sub.get("type") == "string" and ("enum" in sub or "const" in sub):
+        if (
+            isinstance(sub, dict)
+            and sub.get("type") == "string"
+            and ("enum" in sub or "const" in sub)
+        ):
             vals = sub.get("enum", [sub.get("const")])
             strs = [v for v in vals if isinstance(v, str)]
             if strs:
@@ -92,7 +108,9 @@ def xml_style_ebnf(schema: Union[bool, Dict[str, Any]], style: str, any_order: b
 
     if schema is True or (isinstance(schema, dict) and "properties" not in schema):
         if isinstance(schema, dict) and schema.get("type") not in (None, "object"):
-            raise InvalidStructuralTagError(f"{style} arguments must be described by an object schema")
+            raise InvalidStructuralTagError(
+                f"{style} arguments must be described by an object schema"
+            )
         name = "[a-zA-Z_] [a-zA-Z0-9_]*"
         body = f"({param(name, raw_text, True)})* {ws}"
     elif isinstance(schema, dict):
@@ -104,7 +122,9 @@ def xml_style_ebnf(schema: Union[bool, Dict[str, Any]], style: str, any_order: b
             parts.append(p if key in required else f"({p})?")
         body = " ".join(parts + [ws]) if parts else ws
     else:
-        raise InvalidStructuralTagError(f"the json_schema of a {style} format must be an object schema or true")
+        raise InvalidStructuralTagError(
+            f"the json_schema of a {style} format must be an object schema or true"
+        )
     lines = [f"root ::= {body}"]
     for rule_name, rule_body in lw.rules:
         lines.append(rule_body if not rule_name else f"{rule_name} ::= {rule_body}")

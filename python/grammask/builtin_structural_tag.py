@@ -64,7 +64,9 @@ _CHOICE = TypeAdapter(ToolChoiceOptionParam)
 THINK = ("<think>", "</think>")
 
 
-def register_model_structural_tag(name: str) -> Callable[[Callable[..., StructuralTag]], Callable[..., StructuralTag]]:
+def register_model_structural_tag(
+    name: str,
+) -> Callable[[Callable[..., StructuralTag]], Callable[..., StructuralTag]]:
     """Decorator: register a builder ``f(tools, builtin_tools, tool_choice, reasoning, **options)``
     under ``name`` for :func:`get_model_structural_tag`."""
 
@@ -92,7 +94,10 @@ def normalize_tool_choice(
         tools = []
     if not isinstance(tools, list):
         raise ValueError("The 'tools' argument must be a list.")
-    parsed = [t if isinstance(t, (FunctionToolParam, BuiltinToolParam)) else _TOOLS.validate_python(t) for t in tools]
+    parsed = [
+        t if isinstance(t, (FunctionToolParam, BuiltinToolParam)) else _TOOLS.validate_python(t)
+        for t in tools
+    ]
     funcs = [t for t in parsed if isinstance(t, FunctionToolParam)]
     builtins = [t for t in parsed if isinstance(t, BuiltinToolParam)]
     choice_obj = "auto" if tool_choice is None else _CHOICE.validate_python(tool_choice)
@@ -112,25 +117,33 @@ def normalize_tool_choice(
         builtins = [t for t in builtins if t.type in types]
         missing_types = types - {t.type for t in builtins}
         if missing_types:
-            raise ValueError(f"Allowed builtin tools are not found in the tools list: {missing_types}.")
+            raise ValueError(
+                f"Allowed builtin tools are not found in the tools list: {missing_types}."
+            )
         funcs = [t for t in funcs if t.function.name in names]
         choice = choice_obj.allowed_tools.mode
     elif isinstance(choice_obj, NamedToolChoiceParam):
         funcs = [t for t in funcs if t.function.name == choice_obj.function.name]
         if not funcs:
-            raise ValueError(f"The tool with name '{choice_obj.function.name}' is not found in the tools list.")
+            raise ValueError(
+                f"The tool with name '{choice_obj.function.name}' is not found in the tools list."
+            )
         builtins, choice = [], "forced"
     elif isinstance(choice_obj, BuiltinToolChoiceParam):
         builtins = [t for t in builtins if t.type == choice_obj.type]
         if len(builtins) != 1:
-            raise ValueError(f"Builtin tool choice must match exactly one builtin tool, got {len(builtins)} matches.")
+            raise ValueError(
+                f"Builtin tool choice must match exactly one builtin tool, got {len(builtins)} matches."
+            )
         funcs, choice = [], "forced"
     elif choice_obj == "none":
         funcs, builtins, choice = [], [], "auto"
     else:
         choice = choice_obj  # "auto" | "required"
     if choice == "required" and not funcs and not builtins:
-        raise ValueError("The 'tools' list is empty, which is not allowed when 'tool_choice' is 'required'.")
+        raise ValueError(
+            "The 'tools' list is empty, which is not allowed when 'tool_choice' is 'required'."
+        )
     if choice == "forced" and len(funcs) + len(builtins) != 1:
         raise ValueError("Forced tool choice must resolve to exactly one tool.")
     return funcs, builtins, choice
@@ -164,7 +177,9 @@ def get_model_structural_tag(
     elif reasoning in ("enabled", "disabled", "auto"):
         mode = reasoning
     else:
-        raise ValueError("The 'reasoning' argument must be a bool or one of: 'enabled', 'disabled', 'auto'.")
+        raise ValueError(
+            "The 'reasoning' argument must be a bool or one of: 'enabled', 'disabled', 'auto'."
+        )
     if not isinstance(parallel_tool_calls, bool):
         raise ValueError("The 'parallel_tool_calls' argument must be a bool.")
     return fn(
@@ -200,9 +215,17 @@ class _Opts:
     max_whitespace_cnt: Optional[int] = None
     parallel_tool_calls: bool = True
 
-    def args(self, fn: Union[FunctionDefinition, BuiltinToolParam], style: str = "json") -> JSONSchemaFormat:
-        ws = DEFAULT_MAX_WHITESPACE_CNT if self.max_whitespace_cnt is None else self.max_whitespace_cnt
-        return JSONSchemaFormat(json_schema=_schema(fn), style=style, any_order=self.any_order, max_whitespace_cnt=ws)
+    def args(
+        self, fn: Union[FunctionDefinition, BuiltinToolParam], style: str = "json"
+    ) -> JSONSchemaFormat:
+        ws = (
+            DEFAULT_MAX_WHITESPACE_CNT
+            if self.max_whitespace_cnt is None
+            else self.max_whitespace_cnt
+        )
+        return JSONSchemaFormat(
+            json_schema=_schema(fn), style=style, any_order=self.any_order, max_whitespace_cnt=ws
+        )
 
     def excl(self, tokens: Any) -> List[str]:
         return list(tokens) if self.exclude_special_tokens else []
@@ -224,7 +247,9 @@ class _Reasoning:
             return None
         begin = "" if mode == "enabled" and self.prompt_opens_block else self.begin
         excl = self.excludes if (mode != "enabled" or self.exclude_when_enabled) else ()
-        block: Any = TagFormat(begin=begin, content=AnyTextFormat(excludes=o.excl(excl)), end=self.end)
+        block: Any = TagFormat(
+            begin=begin, content=AnyTextFormat(excludes=o.excl(excl)), end=self.end
+        )
         if self.suffix:
             block = SequenceFormat(elements=[block, ConstStringFormat(value=self.suffix)])
         return OptionalFormat(content=block) if mode == "auto" else block
@@ -247,9 +272,23 @@ class _Flat:
     reasoning: Optional[_Reasoning] = None
     no_tool_excludes: Optional[Tuple[str, ...]] = None
 
-    def build(self, funcs: List[FunctionToolParam], builtins: List[BuiltinToolParam], choice: Choice, mode: Reasoning, **kw: Any) -> StructuralTag:
+    def build(
+        self,
+        funcs: List[FunctionToolParam],
+        builtins: List[BuiltinToolParam],
+        choice: Choice,
+        mode: Reasoning,
+        **kw: Any,
+    ) -> StructuralTag:
         o = _Opts(**kw)
-        tags = [TagFormat(begin=self.begin(t.function.name), content=o.args(t.function, self.style), end=self.end) for t in funcs]
+        tags = [
+            TagFormat(
+                begin=self.begin(t.function.name),
+                content=o.args(t.function, self.style),
+                end=self.end,
+            )
+            for t in funcs
+        ]
         if choice == "forced":
             if not tags:
                 raise ValueError("Forced tool choice must resolve to exactly one tool.")
@@ -281,7 +320,14 @@ class _Section:
     # as separate strings around the call (Kimi); "required" likewise a tag or a sequence.
     merge_forced: bool = True
 
-    def build(self, funcs: List[FunctionToolParam], builtins: List[BuiltinToolParam], choice: Choice, mode: Reasoning, **kw: Any) -> StructuralTag:
+    def build(
+        self,
+        funcs: List[FunctionToolParam],
+        builtins: List[BuiltinToolParam],
+        choice: Choice,
+        mode: Reasoning,
+        **kw: Any,
+    ) -> StructuralTag:
         o = _Opts(**kw)
         tags = [self.call(t.function.name, o, t.function) for t in funcs]
         one = not o.parallel_tool_calls
@@ -291,24 +337,39 @@ class _Section:
             call = tags[0]
             if self.merge_forced:
                 body: Any = TagFormat(
-                    begin=self.section_begin + call.begin, content=call.content, end=call.end + self.section_end
+                    begin=self.section_begin + call.begin,
+                    content=call.content,
+                    end=call.end + self.section_end,
                 )
             else:
                 body = SequenceFormat(
-                    elements=[ConstStringFormat(value=self.section_begin), call, ConstStringFormat(value=self.section_end)]
+                    elements=[
+                        ConstStringFormat(value=self.section_begin),
+                        call,
+                        ConstStringFormat(value=self.section_end),
+                    ]
                 )
         elif tags:
-            calls = TagsWithSeparatorFormat(tags=tags, separator=self.separator, at_least_one=True, stop_after_first=one)
+            calls = TagsWithSeparatorFormat(
+                tags=tags, separator=self.separator, at_least_one=True, stop_after_first=one
+            )
             section = TagFormat(begin=self.section_begin, content=calls, end=self.section_end)
             if choice == "required" and self.merge_forced:
                 body = section
             elif choice == "required":
                 body = SequenceFormat(
-                    elements=[ConstStringFormat(value=self.section_begin), calls, ConstStringFormat(value=self.section_end)]
+                    elements=[
+                        ConstStringFormat(value=self.section_begin),
+                        calls,
+                        ConstStringFormat(value=self.section_end),
+                    ]
                 )
             else:
                 body = TriggeredTagsFormat(
-                    triggers=[self.section_begin], tags=[section], excludes=o.excl(self.text_excludes), stop_after_first=one
+                    triggers=[self.section_begin],
+                    tags=[section],
+                    excludes=o.excl(self.text_excludes),
+                    stop_after_first=one,
                 )
         else:
             body = AnyTextFormat(excludes=o.excl(THINK))
@@ -331,24 +392,48 @@ class _Invoke:
     disabled_prefix: Tuple[str, ...] = ()  # constants written instead of reasoning when disabled
     no_tool_excludes_trigger: bool = False  # DeepSeek-V4.1: text without tools may not open a block
 
-    def build(self, funcs: List[FunctionToolParam], builtins: List[BuiltinToolParam], choice: Choice, mode: Reasoning, **kw: Any) -> StructuralTag:
+    def build(
+        self,
+        funcs: List[FunctionToolParam],
+        builtins: List[BuiltinToolParam],
+        choice: Choice,
+        mode: Reasoning,
+        **kw: Any,
+    ) -> StructuralTag:
         o = _Opts(**kw)
-        tags = [TagFormat(begin=self.invoke_begin(t.function.name), content=o.args(t.function, self.style), end=self.invoke_end) for t in funcs]
+        tags = [
+            TagFormat(
+                begin=self.invoke_begin(t.function.name),
+                content=o.args(t.function, self.style),
+                end=self.invoke_end,
+            )
+            for t in funcs
+        ]
         one = not o.parallel_tool_calls
         if choice == "forced":
             if not tags:
                 raise ValueError("Forced tool choice must resolve to exactly one tool.")
             body: Any = SequenceFormat(
-                elements=[ConstStringFormat(value=self.lead + self.block_begin), tags[0], ConstStringFormat(value=self.block_end)]
+                elements=[
+                    ConstStringFormat(value=self.lead + self.block_begin),
+                    tags[0],
+                    ConstStringFormat(value=self.block_end),
+                ]
             )
         elif not tags:
             excludes = o.excl(THINK) + ([self.trigger] if self.no_tool_excludes_trigger else [])
             body = AnyTextFormat(excludes=excludes)
         else:
-            calls = TagsWithSeparatorFormat(tags=tags, separator="", at_least_one=True, stop_after_first=one)
+            calls = TagsWithSeparatorFormat(
+                tags=tags, separator="", at_least_one=True, stop_after_first=one
+            )
             if choice == "required":
                 body = SequenceFormat(
-                    elements=[ConstStringFormat(value=self.lead + self.block_begin), calls, ConstStringFormat(value=self.block_end)]
+                    elements=[
+                        ConstStringFormat(value=self.lead + self.block_begin),
+                        calls,
+                        ConstStringFormat(value=self.block_end),
+                    ]
                 )
             else:
                 body = TriggeredTagsFormat(
@@ -359,7 +444,9 @@ class _Invoke:
                 )
         if mode == "disabled" and self.disabled_prefix:
             return StructuralTag(
-                format=SequenceFormat(elements=[ConstStringFormat(value=v) for v in self.disabled_prefix] + [body])
+                format=SequenceFormat(
+                    elements=[ConstStringFormat(value=v) for v in self.disabled_prefix] + [body]
+                )
             )
         return _assemble(self.reasoning.prefix(mode, o), body)
 
@@ -372,11 +459,22 @@ def _register(name: str, spec: Any) -> None:
         reasoning: Reasoning = "enabled",
         **kw: Any,
     ) -> StructuralTag:
-        opts = {k: kw[k] for k in ("any_order", "exclude_special_tokens", "max_whitespace_cnt", "parallel_tool_calls") if k in kw}
+        opts = {
+            k: kw[k]
+            for k in (
+                "any_order",
+                "exclude_special_tokens",
+                "max_whitespace_cnt",
+                "parallel_tool_calls",
+            )
+            if k in kw
+        }
         return spec.build(tools or [], builtin_tools or [], tool_choice, reasoning, **opts)
 
     builder.__name__ = f"get_{name}_structural_tag"
-    builder.__doc__ = f"The structural tag of the {name!r} tool-call format (see get_model_structural_tag)."
+    builder.__doc__ = (
+        f"The structural tag of the {name!r} tool-call format (see get_model_structural_tag)."
+    )
     register_model_structural_tag(name)(builder)
     globals()[builder.__name__] = builder
 
@@ -435,7 +533,9 @@ _register(
     _Section(
         *_DS_CALLS,
         call=lambda n, o, fn: TagFormat(
-            begin=f"{_DS_CALL}function{_DS_SEP}{n}\n```json\n", content=o.args(fn), end=f"\n```{_DS_CALL_END}"
+            begin=f"{_DS_CALL}function{_DS_SEP}{n}\n```json\n",
+            content=o.args(fn),
+            end=f"\n```{_DS_CALL_END}",
         ),
         separator="\n",
     ),
@@ -444,7 +544,9 @@ _register(
     "deepseek_v3_1",
     _Section(
         *_DS_CALLS,
-        call=lambda n, o, fn: TagFormat(begin=f"{_DS_CALL}{n}{_DS_SEP}", content=o.args(fn), end=_DS_CALL_END),
+        call=lambda n, o, fn: TagFormat(
+            begin=f"{_DS_CALL}{n}{_DS_SEP}", content=o.args(fn), end=_DS_CALL_END
+        ),
     ),
 )
 _register(
@@ -455,7 +557,11 @@ _register(
         call=lambda n, o, fn: TagFormat(
             begin=f"<|tool_call_begin|>functions.{n}:",
             content=SequenceFormat(
-                elements=[RegexFormat(pattern=r"\d+"), ConstStringFormat(value="<|tool_call_argument_begin|>"), o.args(fn)]
+                elements=[
+                    RegexFormat(pattern=r"\d+"),
+                    ConstStringFormat(value="<|tool_call_argument_begin|>"),
+                    o.args(fn),
+                ]
             ),
             end="<|tool_call_end|>",
         ),
@@ -553,7 +659,10 @@ def _harmony(
 
     def builtin_calls(t: BuiltinToolParam) -> List[TagFormat]:
         n = t.name or t.type
-        heads = [f"<|channel|>commentary to={n} code<|message|>", f" to={n}<|channel|>commentary code<|message|>"]
+        heads = [
+            f"<|channel|>commentary to={n} code<|message|>",
+            f" to={n}<|channel|>commentary code<|message|>",
+        ]
         return [TagFormat(begin=h, content=o.args(t), end=_H_CALL_END) for h in heads]
 
     calls: List[TagFormat] = []
@@ -571,17 +680,29 @@ def _harmony(
         for t in builtin_tools:
             calls += builtin_calls(t)
         if tool_choice == "auto":
-            messages.append(TagFormat(begin="<|channel|>final<|message|>", content=AnyTextFormat(), end=_H_MSG_END))
+            messages.append(
+                TagFormat(
+                    begin="<|channel|>final<|message|>", content=AnyTextFormat(), end=_H_MSG_END
+                )
+            )
     else:
         for t in builtin_tools:
             calls += builtin_calls(t)
         for f in tools:
             calls += fn_calls(f.function)
     if reasoning != "disabled":
-        messages.append(TagFormat(begin="<|channel|>analysis<|message|>", content=AnyTextFormat(), end=_H_MSG_END))
+        messages.append(
+            TagFormat(
+                begin="<|channel|>analysis<|message|>", content=AnyTextFormat(), end=_H_MSG_END
+            )
+        )
     if o.parallel_tool_calls or not calls:
-        return StructuralTag(format=TagsWithSeparatorFormat(tags=calls + messages, separator=_H_SEP))
-    one_call = TagsWithSeparatorFormat(tags=calls, separator=_H_SEP, at_least_one=True, stop_after_first=True)
+        return StructuralTag(
+            format=TagsWithSeparatorFormat(tags=calls + messages, separator=_H_SEP)
+        )
+    one_call = TagsWithSeparatorFormat(
+        tags=calls, separator=_H_SEP, at_least_one=True, stop_after_first=True
+    )
     if not messages:
         return StructuralTag(format=OptionalFormat(content=one_call))
     return StructuralTag(

@@ -286,7 +286,9 @@ class StructuralTagItem(BaseModel):
     end: str
 
 
-def _schema_value(schema: Union[str, Type[BaseModel], Dict[str, Any]]) -> Union[bool, Dict[str, Any]]:
+def _schema_value(
+    schema: Union[str, Type[BaseModel], Dict[str, Any]],
+) -> Union[bool, Dict[str, Any]]:
     if isinstance(schema, str):
         return json.loads(schema)
     if isinstance(schema, type) and issubclass(schema, BaseModel):
@@ -302,14 +304,20 @@ class StructuralTag(BaseModel):
     format: Format
 
     @staticmethod
-    def from_legacy_structural_tag(tags: List[StructuralTagItem], triggers: List[str]) -> "StructuralTag":
+    def from_legacy_structural_tag(
+        tags: List[StructuralTagItem], triggers: List[str]
+    ) -> "StructuralTag":
         """The legacy ``(tags, triggers)`` form: each item becomes a JSON Schema tag of one
         ``triggered_tags`` format."""
         return StructuralTag(
             format=TriggeredTagsFormat(
                 triggers=list(triggers),
                 tags=[
-                    TagFormat(begin=t.begin, content=JSONSchemaFormat(json_schema=_schema_value(t.schema_)), end=t.end)
+                    TagFormat(
+                        begin=t.begin,
+                        content=JSONSchemaFormat(json_schema=_schema_value(t.schema_)),
+                        end=t.end,
+                    )
                     for t in tags
                 ],
             )
