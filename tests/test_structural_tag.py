@@ -980,3 +980,37 @@ def test_free_text_masks_are_memoized():
         assert m.accept_token(t)
     late = sorted(times[len(times) // 2 :])
     assert late[len(late) // 2] < 2e-3, f"median late mask {late[len(late) // 2] * 1e6:.0f} µs"
+
+
+@pytest.mark.parametrize("model", IMPLEMENTED_MODELS)
+def test_builtin_tags_equal_xgrammars_json(model):
+    """The built-in tag is XGrammar's, field for field, over tool choices, reasoning modes,
+    parallel calls and exclude_special_tokens (with max_whitespace_cnt given, since grammask bounds
+    it by default)."""
+    tools = SAMPLE_TOOLS + [
+        {"type": "web_search", "name": "browser.search", "parameters": {"type": "object"}}
+    ]
+    if model != "harmony":
+        tools = SAMPLE_TOOLS
+    for choice in [
+        "auto",
+        "required",
+        {"type": "function", "function": {"name": "get_weather"}},
+        "none",
+    ]:
+        for reasoning in ["enabled", "auto", "disabled"]:
+            for parallel in (True, False):
+                for excl in (True, False):
+                    kw = dict(
+                        tools=tools,
+                        tool_choice=choice,
+                        reasoning=reasoning,
+                        max_whitespace_cnt=16,
+                        parallel_tool_calls=parallel,
+                        exclude_special_tokens=excl,
+                    )
+                    ours = gm.get_model_structural_tag(model, **kw).model_dump()
+                    theirs = xgr.get_model_structural_tag(model, **kw).model_dump()
+                    assert ours == theirs, (model, choice, reasoning, parallel, excl)
+    default = gm.get_model_structural_tag(model, tools=tools).model_dump_json()
+    assert '"max_whitespace_cnt":16' in default.replace(" ", "")
