@@ -63,7 +63,11 @@ _LARK = (
     "refused); special tokens, rule options (lazy, stop, max_tokens, ...) and @name grammars raise "
     "UnsupportedFeatureError"
 )
-_STAG = "structural tags are in progress elsewhere; raises UnsupportedFeatureError until then"
+_STAG = (
+    "XGrammar 0.2.8's structural-tag format (docs/structural_tags.md); token-level formats (token, "
+    "exclude_token, any_tokens, token_triggered_tags, token_dispatch, token-bounded tags) raise "
+    "UnsupportedFeatureError naming the format"
+)
 _SERIAL = (
     "grammask's own JSON format (version `grammask-1`), not interchangeable with XGrammar's; input "
     "that is not JSON raises DeserializeFormatError (also an InvalidJSONError), a missing or other "
@@ -72,6 +76,8 @@ _SERIAL = (
 
 # name -> what differs (documented; the rest of the behaviour is XGrammar's).
 DIFFERENCES: Dict[str, str] = {
+    "Grammar.from_structural_tag": _STAG,
+    "GrammarCompiler.compile_structural_tag": _STAG,
     "Grammar.from_lark": _LARK,
     "GrammarCompiler.compile_lark": _LARK,
     "allocate_token_bitmask": "returns a numpy int32 array when torch is not installed",
@@ -129,8 +135,6 @@ DIFFERENCES: Dict[str, str] = {
 
 # name -> what to use instead; calling it raises UnsupportedFeatureError.
 UNSUPPORTED: Dict[str, str] = {
-    "Grammar.from_structural_tag": _STAG,
-    "GrammarCompiler.compile_structural_tag": _STAG,
     "GrammarMatcher.get_captures": "no capture groups; parse the accepted text",
     "testing._is_rule_fsm_accept_string": "XGrammar internal; use testing._is_grammar_accept_string",
     "testing._get_allow_empty_rule_ids": 'XGrammar internal; use testing._is_grammar_accept_string(g, "")',

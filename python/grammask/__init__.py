@@ -74,6 +74,19 @@ __all__ = [
 _LEGACY = ("BNFGrammar", "BuiltinGrammar", "CachedGrammarCompiler")
 
 
+_STRUCTURAL_TAG_NAMES = (
+    "structural_tag",
+    "builtin_structural_tag",
+    "openai_tool_call_schema",
+    "StructuralTag",
+    "StructuralTagItem",
+    "get_model_structural_tag",
+    "get_builtin_structural_tag",
+    "normalize_tool_choice",
+    "register_model_structural_tag",
+)
+
+
 def __getattr__(name: str):
     # torch is optional and imported lazily: bitmask_dtype is torch.int32 when torch is installed
     # (as in XGrammar), numpy.int32 otherwise.
@@ -86,6 +99,14 @@ def __getattr__(name: str):
         import numpy
 
         return numpy.int32
+    if name in _STRUCTURAL_TAG_NAMES:
+        # Imported on first use: structural tags need pydantic.
+        import importlib
+
+        if name in ("structural_tag", "builtin_structural_tag", "openai_tool_call_schema"):
+            return importlib.import_module("." + name, __name__)
+        module = "structural_tag" if name in ("StructuralTag", "StructuralTagItem") else "builtin_structural_tag"
+        return getattr(importlib.import_module("." + module, __name__), name)
     if name in ("hf", "contrib"):
         # Imported on first use: the transformers integration imports transformers.
         import importlib

@@ -7,23 +7,9 @@ from __future__ import annotations
 
 from typing import Dict
 
-_STAG = (
-    "structural tags are being added to grammask (see the structural-tag work); until then build "
-    "the grammar with Grammar.from_ebnf / from_json_schema"
-)
-
 # name -> (kind, message). kind "in progress elsewhere": another change adds it; "not provided":
 # an XGrammar implementation detail with no counterpart.
 GAPS: Dict[str, tuple] = {
-    "StructuralTag": ("in progress elsewhere", _STAG),
-    "StructuralTagItem": ("in progress elsewhere", _STAG),
-    "structural_tag": ("in progress elsewhere", _STAG),
-    "builtin_structural_tag": ("in progress elsewhere", _STAG),
-    "get_model_structural_tag": ("in progress elsewhere", _STAG),
-    "get_builtin_structural_tag": ("in progress elsewhere", _STAG),
-    "normalize_tool_choice": ("in progress elsewhere", _STAG),
-    "register_model_structural_tag": ("in progress elsewhere", _STAG),
-    "openai_tool_call_schema": ("in progress elsewhere", _STAG),
     "base": (
         "not provided",
         "xgrammar.base is XGrammar's binding loader; grammask's binding is grammask._core",

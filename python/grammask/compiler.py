@@ -128,7 +128,11 @@ class GrammarCompiler:
         raise TypeError(f"grammar must be EBNF text or a Grammar, got {type(grammar).__name__}")
 
     def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
-        raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
+        """Compile a structural tag (a model, JSON text or dict), or the legacy ``(tags,
+        triggers)``; see :meth:`Grammar.from_structural_tag`."""
+        from ._structural_tag_lower import structural_tag_ebnf
+
+        return CompiledGrammar(self._handle.compile_ebnf(structural_tag_ebnf(args, kwargs), "root"))
 
     def compile_lark(self, lark_string: str, *, named_grammars: Optional[Dict[str, Any]] = None) -> CompiledGrammar:
         """Compile a Lark grammar (see :meth:`Grammar.from_lark`); cached by its text."""

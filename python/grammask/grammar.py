@@ -96,7 +96,12 @@ class Grammar:
 
     @staticmethod
     def from_structural_tag(*args: Any, **kwargs: Any) -> "Grammar":
-        raise UnsupportedFeatureError("structural tags are not supported by grammask yet")
+        """The grammar of a structural tag: ``from_structural_tag(tag)`` with a
+        :class:`~grammask.structural_tag.StructuralTag`, its JSON text or dict, or the legacy
+        ``from_structural_tag(tags, triggers)``. See docs/structural_tags.md."""
+        from ._structural_tag_lower import structural_tag_ebnf
+
+        return Grammar.from_ebnf(structural_tag_ebnf(args, kwargs))
 
     @staticmethod
     def from_lark(

@@ -1,0 +1,174 @@
+"""Tool-calling structural tags: compile time and mask latency, grammask vs XGrammar 0.2.8.
+
+After a warm-up (one unrelated grammar compiled and masked in each library, which pays the
+one-time per-tokenizer indexes), for N generated tools (varied parameter schemas) it builds ``get_model_structural_tag(model,
+tools)`` with each library's own function (same JSON), compiles it with a fresh compiler (cache off,
+cold) and then walks one output (free text, two tool calls, more text) token by token, timing
+``fill_next_token_bitmask`` before each token. Prints compile ms (median of --repeat cold compiles)
+and mask µs p50/p99/max for both, in the same run and process.
+
+Usage::
+
+    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5]
+
+The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_tools(n: int) -> list:
+    """n tools with varied argument schemas (strings, enums, bounded integers, nested objects,
+    arrays, optional fields, one without parameters)."""
+    tools = []
+    for i in range(n):
+        kind = i % 5
+        props: dict = {"query": {"type": "string", "description": f"query {i}"}}
+        required = ["query"]
+        if kind >= 1:
+            props["limit"] = {"type": "integer", "minimum": 1, "maximum": 100}
+        if kind >= 2:
+            props["unit"] = {"type": "string", "enum": ["metric", "imperial", f"u{i}"]}
+            required.append("unit")
+        if kind >= 3:
+            props["filters"] = {
+                "type": "object",
+                "properties": {
+                    "lang": {"type": "string"},
+                    "safe": {"type": "boolean"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["lang"],
+            }
+        if kind == 4:
+            props = {}
+            required = []
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": f"tool_{i}_{['search', 'lookup', 'convert', 'filter', 'ping'][kind]}",
+                    "description": f"Tool number {i}",
+                    "parameters": {"type": "object", "properties": props, "required": required},
+                },
+            }
+        )
+    return tools
+
+
+def output_text(model: str, tools: list) -> str:
+    if model != "llama":
+        raise SystemExit("the walked output is written for --model llama")
+    a, b = tools[0]["function"]["name"], tools[min(3, len(tools) - 1)]["function"]["name"]
+    call_a = '{"name": "' + a + '", "parameters": {"query": "weather in Paris tomorrow"}}'
+    call_b = (
+        '{"name": "'
+        + b
+        + '", "parameters": {"query": "x", "limit": 5, "unit": "metric", "filters": {"lang": "en", "tags": ["a", "b"]}}}'
+    )
+    return (
+        "I will look this up for you. "
+        + call_a
+        + " and then "
+        + call_b
+        + " Done; the results follow."
+    )
+
+
+def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: str) -> dict:
+    tag = lib.get_model_structural_tag(model, tools=tools, max_whitespace_cnt=16)
+    tag_json = tag.model_dump_json()
+    times = []
+    cg = None
+    for _ in range(repeat):
+        comp = lib.GrammarCompiler(info, cache_enabled=False)
+        t0 = time.perf_counter()
+        cg = comp.compile_structural_tag(tag_json)
+        times.append((time.perf_counter() - t0) * 1e3)
+    matcher = lib.GrammarMatcher(cg)
+    bm = lib.allocate_token_bitmask(1, info.vocab_size)
+    ids = tok.encode(text, add_special_tokens=False)
+    lat = []
+    for t in ids:
+        t0 = time.perf_counter()
+        matcher.fill_next_token_bitmask(bm)
+        lat.append((time.perf_counter() - t0) * 1e6)
+        if not matcher.accept_token(t):
+            raise SystemExit(f"{name} rejected token {t} {tok.decode([t])!r}")
+    lat_a = np.array(lat)
+    return {
+        "lib": name,
+        "compile_ms": statistics.median(times),
+        "compile_ms_first": times[0],
+        "p50_us": float(np.percentile(lat_a, 50)),
+        "p99_us": float(np.percentile(lat_a, 99)),
+        "max_us": float(lat_a.max()),
+        "tokens": len(ids),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="llama")
+    ap.add_argument("--tools", type=int, nargs="+", default=[10, 50])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
+    import grammask
+    import xgrammar
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(shared / "tokenizers" / "llama3"))
+    infos = {
+        "grammask": grammask.TokenizerInfo.from_huggingface(tok),
+        "xgrammar": xgrammar.TokenizerInfo.from_huggingface(tok),
+    }
+    # One-time per-tokenizer work (vocabulary indexes built on first use) is paid by a warm-up
+    # compile and mask of an unrelated grammar in each library, as a server does at start.
+    for name, lib in (("grammask", grammask), ("xgrammar", xgrammar)):
+        warm = lib.GrammarCompiler(infos[name]).compile_json_schema(
+            {"type": "object", "properties": {"x": {"type": "string"}}}
+        )
+        wm = lib.GrammarMatcher(warm)
+        wb = lib.allocate_token_bitmask(1, infos[name].vocab_size)
+        for t in tok.encode('{"x": "warm up"}', add_special_tokens=False):
+            wm.fill_next_token_bitmask(wb)
+            wm.accept_token(t)
+    rows = []
+    for n in args.tools:
+        tools = make_tools(n)
+        text = output_text(args.model, tools)
+        for name, lib in (("grammask", grammask), ("xgrammar", xgrammar)):
+            r = run(lib, name, args.model, tools, tok, infos[name], args.repeat, text)
+            r["tools"] = n
+            rows.append(r)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    print(
+        f"model={args.model} vocabulary=llama3 (cold compiles, cache off; masks along a {rows[0]['tokens']}-token output)"
+    )
+    print(
+        f"{'tools':>5} {'library':<9} {'compile ms (median)':>20} {'first':>8} {'mask p50 µs':>12} {'p99 µs':>10} {'max µs':>10}"
+    )
+    for r in rows:
+        print(
+            f"{r['tools']:>5} {r['lib']:<9} {r['compile_ms']:>20.1f} {r['compile_ms_first']:>8.1f} "
+            f"{r['p50_us']:>12.1f} {r['p99_us']:>10.1f} {r['max_us']:>10.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,567 @@
+"""Lowering of a :class:`~grammask.structural_tag.StructuralTag` to grammask EBNF.
+
+Takes a validated format tree, produces EBNF text (root rule ``root``) that the Rust core parses and
+compiles like any other grammar, so masks of structural tags are cached and memoized per parser
+state like those of any grammar.
+
+- Leaves: ``const_string`` is a literal; ``json_schema`` is the JSON Schema converter's EBNF with its
+  rules renamed; ``regex`` is the ``Regex("...")`` macro; ``grammar`` is the user's EBNF, renamed.
+- Free text (``any_text``, the text between triggered tags, ``dispatch``) is the regular language
+  of texts that contain none of a set of strings (the excludes, the triggers, and the end of the
+  enclosing tag): an Aho–Corasick automaton over those strings, with the states where a string is
+  complete removed, written as one rule per automaton state. Every such region can end at any point
+  (each state accepts), so a tag around free text can always close.
+- "Unlimited" formats inside a tag stop at the tag's end: the end strings are passed down as
+  ``stop`` and added to the strings free text may not contain.
+- Token-level formats (``token``, ``exclude_token``, ``any_tokens``, ``token_triggered_tags``,
+  ``token_dispatch``, a tag bounded by a token) and ``any_text.max_tokens`` need engine support
+  that grammask does not have yet: they raise :class:`UnsupportedFeatureError` naming the feature.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _core
+from . import structural_tag as st
+from .exception import InvalidStructuralTagError, UnsupportedFeatureError
+from .grammar import schema_options
+
+__all__ = ["ebnf_class_char", "ebnf_literal", "lower_structural_tag"]
+
+# Above this many automaton-state x character-budget rules, `any_text.max_chars` with excludes is
+# refused rather than unrolled.
+_MAX_CHARS_UNROLL = 20_000
+# Coefficients of the free-text elimination longer than this become helper rules.
+_COEF_LIMIT = 160
+
+
+def ebnf_literal(text: str) -> str:
+    """``text`` as an EBNF string literal."""
+    if _PLAIN_LITERAL_RE.fullmatch(text):
+        return f'"{text}"'
+    out = ['"']
+    for ch in text:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif o < 0x20 or o == 0x7F:
+            out.append(
+                f"\\x{o:02x}" if o not in (10, 13, 9) else {10: "\\n", 13: "\\r", 9: "\\t"}[o]
+            )
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def ebnf_class_char(ch: str) -> str:
+    """``ch`` escaped for use inside an EBNF character class."""
+    o = ord(ch)
+    if ch in "\\]-^[":
+        return "\\" + ch
+    if o < 0x20 or o == 0x7F:
+        return f"\\x{o:02x}"
+    return ch
+
+
+# Identifiers in printed/user EBNF: rule names, macro names, named macro arguments.
+_TOKEN_RE = re.compile(
+    r'"(?:[^"\\]|\\.)*"'  # string literal
+    r"|\[(?:[^\]\\]|\\.)*\]"  # character class
+    r"|#[^\n]*"  # comment
+    r"|(?P<id>[A-Za-z_][A-Za-z0-9_.\-]*)",
+    re.DOTALL,
+)
+_NAMED_ARG_RE = re.compile(r"[ \t]*=(?!=)")
+_PLAIN_LITERAL_RE = re.compile(r'[^"\\\x00-\x1f\x7f]*')
+_MACROS = {
+    "Regex",
+    "Substring",
+    "TagDispatch",
+    "Token",
+    "ExcludeToken",
+    "TokenTagDispatch",
+    "JsonStringIn",
+    "JsonStringExcept",
+}
+
+
+def _rename_rules(ebnf: str, prefix: str) -> str:
+    """Prefix every rule name of an EBNF text (macro names and named arguments kept)."""
+
+    def sub(m: "re.Match[str]") -> str:
+        name = m.group("id")
+        if name is None:
+            return m.group(0)
+        end = m.end()
+        if name in _MACROS and ebnf.startswith("(", end):
+            return name
+        if name in ("true", "false"):
+            return name
+        if _NAMED_ARG_RE.match(ebnf, end):
+            return name  # a named macro argument
+        return prefix + name
+
+    return _TOKEN_RE.sub(sub, ebnf)
+
+
+class _TextAutomaton:
+    """Aho–Corasick automaton of a set of non-empty strings: ``goto`` over trie nodes, with the
+    nodes where some string ends (a suffix of the path is one of the strings) marked ``dead``."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.children: List[Dict[str, int]] = [{}]
+        self.dead: List[bool] = [False]
+        for p in patterns:
+            node = 0
+            for ch in p:
+                nxt = self.children[node].get(ch)
+                if nxt is None:
+                    nxt = len(self.children)
+                    self.children[node][ch] = nxt
+                    self.children.append({})
+                    self.dead.append(False)
+                node = nxt
+            self.dead[node] = True
+        self.alphabet = sorted({ch for p in patterns for ch in p})
+        # Breadth-first failure links; goto is completed for the alphabet.
+        n = len(self.children)
+        self.fail = [0] * n
+        self.goto: List[Dict[str, int]] = [dict() for _ in range(n)]
+        order = [0]
+        for ch in self.alphabet:
+            self.goto[0][ch] = self.children[0].get(ch, 0)
+        queue = [c for c in self.children[0].values()]
+        for c in queue:
+            self.fail[c] = 0
+        i = 0
+        while i < len(queue):
+            node = queue[i]
+            i += 1
+            order.append(node)
+            self.dead[node] = self.dead[node] or self.dead[self.fail[node]]
+            for ch in self.alphabet:
+                child = self.children[node].get(ch)
+                if child is not None:
+                    self.fail[child] = self.goto[self.fail[node]][ch] if node != 0 else 0
+                    self.goto[node][ch] = child
+                    queue.append(child)
+                else:
+                    self.goto[node][ch] = self.goto[self.fail[node]][ch]
+        self.order = order
+
+    def live_states(self) -> List[int]:
+        return [q for q in self.order if not self.dead[q]]
+
+    def edges(self, q: int) -> List[Tuple[str, int]]:
+        """The outgoing edges of ``q`` to live states as (character-class text, target)."""
+        by_target: Dict[int, List[str]] = {}
+        to_non_root: List[str] = []
+        for ch in self.alphabet:
+            t = self.goto[q][ch]
+            if t != 0:
+                to_non_root.append(ch)
+            if t != 0 and not self.dead[t]:
+                by_target.setdefault(t, []).append(ch)
+        out: List[Tuple[str, int]] = []
+        # Every character not sent elsewhere returns to the root.
+        if not self.dead[0]:
+            neg = "".join(ebnf_class_char(c) for c in to_non_root)
+            out.append((f"[^{neg}]", 0))
+        for t, chars in by_target.items():
+            out.append(("[" + "".join(ebnf_class_char(c) for c in chars) + "]", t))
+        return out
+
+
+class _Lowerer:
+    def __init__(self) -> None:
+        self.rules: List[Tuple[str, str]] = []
+        self.count = 0
+        self.text_cache: Dict[Tuple[Tuple[str, ...], Optional[int]], str] = {}
+
+    def fresh(self, hint: str) -> str:
+        self.count += 1
+        return f"st{self.count}_{hint}"
+
+    def add(self, hint: str, body: str) -> str:
+        name = self.fresh(hint)
+        self.rules.append((name, body))
+        return name
+
+    def add_ebnf(self, ebnf: str, hint: str) -> str:
+        """Import a whole grammar (root ``root``) under fresh names; returns its root's name."""
+        prefix = self.fresh(hint) + "_"
+        self.rules.append(("", _rename_rules(ebnf, prefix)))
+        return prefix + "root"
+
+    # ---- free text ----
+
+    def text(self, forbidden: Sequence[str], max_chars: Optional[int] = None) -> str:
+        """A rule for the texts that contain none of ``forbidden``."""
+        pats = tuple(sorted({p for p in forbidden if p}))
+        key = (pats, max_chars)
+        if key in self.text_cache:
+            return self.text_cache[key]
+        if not pats:
+            body = "[^]*" if max_chars is None else f"[^]{{0,{max_chars}}}"
+            name = self.add("text", body)
+            self.text_cache[key] = name
+            return name
+        auto = _TextAutomaton(pats)
+        live = auto.live_states()
+        if max_chars is None:
+            name = self.add("text", self._text_expr(auto))
+        else:
+            if len(live) * (max_chars + 1) > _MAX_CHARS_UNROLL:
+                raise UnsupportedFeatureError(
+                    f"any_text with max_chars={max_chars} and {len(pats)} excluded strings is too large to "
+                    f"unroll ({len(live)} states x {max_chars + 1} positions > {_MAX_CHARS_UNROLL})"
+                )
+            base = self.fresh("ctext")
+            for k in range(max_chars + 1):
+                for q in live:
+                    alts = ['""']
+                    if k < max_chars:
+                        alts += [f"{cls} {base}_{t}_{k + 1}" for cls, t in auto.edges(q)]
+                    self.rules.append((f"{base}_{q}_{k}", " | ".join(alts)))
+            name = f"{base}_0_0"
+        self.text_cache[key] = name
+        return name
+
+    def _coef(self, expr: str) -> str:
+        """A coefficient of the elimination, named by a (non-recursive) rule once it is long."""
+        if len(expr) > _COEF_LIMIT:
+            return self.add("tx", expr)
+        return expr
+
+    def _text_expr(self, auto: "_TextAutomaton") -> str:
+        """One regular expression (the body of a single rule, so the core compiles it to one
+        minimized DFA with no rule edges) for the texts accepted from the automaton's root, by
+        state elimination, deepest states first. Long coefficients become rules of their own;
+        they are never recursive, so the region keeps one Earley item per automaton state."""
+        live = auto.live_states()
+        # X_q = F_q | sum_t E[q][t] X_t; every state accepts, so F_q starts as the empty string.
+        final: Dict[int, str] = {q: '""' for q in live}
+        coef: Dict[int, Dict[int, List[str]]] = {q: {} for q in live}
+        for q in live:
+            for cls, t in auto.edges(q):
+                coef[q].setdefault(t, []).append(cls)
+
+        def alt(parts: List[str]) -> str:
+            return parts[0] if len(parts) == 1 else "(" + " | ".join(parts) + ")"
+
+        for q in reversed(live[1:]):
+            loop = coef[q].pop(q, None)
+            star = f"({' | '.join(loop)})*" if loop else ""
+            f_q = f"{star} {final[q]}".strip() if star else final[q]
+            terms = {
+                t: self._coef(f"{star} {alt(es)}".strip() if star else alt(es))
+                for t, es in coef[q].items()
+            }
+            f_q = self._coef(f_q)
+            for p in coef:
+                if p == q or q not in coef[p]:
+                    continue
+                into = self._coef(alt(coef[p].pop(q)))
+                final[p] = f"({final[p]} | {into} {f_q})"
+                for t, e in terms.items():
+                    coef[p].setdefault(t, []).append(f"{into} {e}")
+            del coef[q]
+        loop = coef[0].pop(0, None)
+        assert not coef[0], "every other state was eliminated"
+        return f"({' | '.join(loop)})* {final[0]}" if loop else final[0]
+
+    # ---- formats ----
+
+    def lower(self, fmt: Any, stop: Tuple[str, ...]) -> str:
+        """An EBNF expression for ``fmt``; ``stop`` holds the end strings of the enclosing tag when
+        ``fmt`` is in tail position (unlimited formats may not contain them)."""
+        kind = fmt.type
+        method = getattr(self, "lower_" + kind, None)
+        if method is None:  # pragma: no cover - every model type has a method
+            raise InvalidStructuralTagError(f"Format type not recognized: {kind}")
+        return method(fmt, stop)
+
+    def lower_const_string(self, fmt: st.ConstStringFormat, stop: Tuple[str, ...]) -> str:
+        return ebnf_literal(fmt.value)
+
+    def lower_json_schema(self, fmt: st.JSONSchemaFormat, stop: Tuple[str, ...]) -> str:
+        if fmt.excludes:
+            raise UnsupportedFeatureError(
+                "json_schema 'excludes' (substrings filtered from JSON strings) is not supported yet"
+            )
+        if fmt.style == "json":
+            schema = json.dumps(fmt.json_schema)
+            opts = schema_options(True, None, None, True, fmt.max_whitespace_cnt, fmt.any_order)
+            ebnf = _core.Grammar.json_schema_to_ebnf(schema, opts)
+            return self.add_ebnf(ebnf, "json")
+        from ._structural_tag_xml import xml_style_ebnf
+
+        ebnf = xml_style_ebnf(fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt)
+        return self.add_ebnf(ebnf, fmt.style)
+
+    def lower_qwen_xml_parameter(
+        self, fmt: st.QwenXMLParameterFormat, stop: Tuple[str, ...]
+    ) -> str:
+        return self.lower_json_schema(
+            st.JSONSchemaFormat(json_schema=fmt.json_schema, style="qwen_xml"), stop
+        )
+
+    def lower_any_text(self, fmt: st.AnyTextFormat, stop: Tuple[str, ...]) -> str:
+        if fmt.max_tokens is not None:
+            raise UnsupportedFeatureError(
+                "any_text 'max_tokens' (a per-region token budget) is not supported yet"
+            )
+        for e in fmt.excludes:
+            if not e:
+                raise InvalidStructuralTagError(
+                    "any_text excludes may not contain the empty string"
+                )
+        return self.text(list(fmt.excludes) + list(stop), fmt.max_chars)
+
+    def lower_grammar(self, fmt: st.GrammarFormat, stop: Tuple[str, ...]) -> str:
+        # Parse once on its own so that errors point into the user's text.
+        _core.Grammar.from_ebnf(fmt.grammar, "root")
+        return self.add_ebnf(fmt.grammar, "grammar")
+
+    def lower_regex(self, fmt: st.RegexFormat, stop: Tuple[str, ...]) -> str:
+        _core.Grammar.from_regex(fmt.pattern)
+        return self.add("regex", f"Regex({ebnf_literal(fmt.pattern)})")
+
+    def lower_sequence(self, fmt: st.SequenceFormat, stop: Tuple[str, ...]) -> str:
+        if not fmt.elements:
+            raise InvalidStructuralTagError("Sequence format must have at least one element")
+        parts = []
+        last = len(fmt.elements) - 1
+        for i, e in enumerate(fmt.elements):
+            parts.append(self.lower(e, stop if i == last else ()))
+        return self.add("seq", " ".join(parts))
+
+    def lower_or(self, fmt: st.OrFormat, stop: Tuple[str, ...]) -> str:
+        if not fmt.elements:
+            raise InvalidStructuralTagError("Or format must have at least one element")
+        return self.add("or", " | ".join(self.lower(e, stop) for e in fmt.elements))
+
+    def lower_optional(self, fmt: st.OptionalFormat, stop: Tuple[str, ...]) -> str:
+        return self.add("opt", f"({self.lower(fmt.content, stop)})?")
+
+    def lower_plus(self, fmt: st.PlusFormat, stop: Tuple[str, ...]) -> str:
+        return self.add("plus", f"({self.lower(fmt.content, ())})+")
+
+    def lower_star(self, fmt: st.StarFormat, stop: Tuple[str, ...]) -> str:
+        return self.add("star", f"({self.lower(fmt.content, ())})*")
+
+    def lower_repeat(self, fmt: st.RepeatFormat, stop: Tuple[str, ...]) -> str:
+        if fmt.min < 0 or (fmt.max != -1 and fmt.max < fmt.min):
+            raise InvalidStructuralTagError(
+                f"Repeat format has invalid bounds: min={fmt.min}, max={fmt.max}"
+            )
+        inner = self.lower(fmt.content, ())
+        hi = "" if fmt.max == -1 else str(fmt.max)
+        return self.add(
+            "rep",
+            f"({inner}){{{fmt.min},{hi}}}" if hi != str(fmt.min) else f"({inner}){{{fmt.min}}}",
+        )
+
+    def _ends(self, end: Any) -> Tuple[str, ...]:
+        if isinstance(end, st.TokenFormat):
+            raise UnsupportedFeatureError(
+                "a tag 'end' given as a token (TokenFormat) is not supported yet"
+            )
+        if isinstance(end, str):
+            return (end,)
+        if not end:
+            raise InvalidStructuralTagError("Tag end list must not be empty")
+        return tuple(end)
+
+    def lower_tag(self, fmt: st.TagFormat, stop: Tuple[str, ...]) -> str:
+        if isinstance(fmt.begin, st.TokenFormat):
+            raise UnsupportedFeatureError(
+                "a tag 'begin' given as a token (TokenFormat) is not supported yet"
+            )
+        ends = self._ends(fmt.end)
+        inner_stop = tuple(e for e in ends if e)
+        content = self.lower(fmt.content, inner_stop)
+        end_expr = " | ".join(ebnf_literal(e) for e in ends)
+        return self.add("tag", f"{ebnf_literal(fmt.begin)} {content} ({end_expr})")
+
+    def _tag_alts(self, tags: List[st.TagFormat]) -> str:
+        return self.add("tags", " | ".join(self.lower_tag(t, ()) for t in tags))
+
+    def lower_triggered_tags(self, fmt: st.TriggeredTagsFormat, stop: Tuple[str, ...]) -> str:
+        if not fmt.triggers:
+            raise InvalidStructuralTagError("Triggered tags format must have at least one trigger")
+        if not fmt.tags:
+            raise InvalidStructuralTagError("Triggered tags format must have at least one tag")
+        for t in fmt.tags:
+            if isinstance(t.begin, st.TokenFormat):
+                raise InvalidStructuralTagError(
+                    "Triggered tags must use string begins; use token_triggered_tags for tokens"
+                )
+            hits = [tr for tr in fmt.triggers if t.begin.startswith(tr)]
+            if len(hits) != 1:
+                raise InvalidStructuralTagError(
+                    f"Tag begin {t.begin!r} must match exactly one trigger, matched {len(hits)}"
+                )
+        for tr in fmt.triggers:
+            if not tr:
+                raise InvalidStructuralTagError("Triggers must be non-empty strings")
+        for e in fmt.excludes:
+            if not e:
+                raise InvalidStructuralTagError("Excludes must be non-empty strings")
+        text = self.text(list(fmt.triggers) + list(fmt.excludes) + list(stop))
+        tags = self._tag_alts(fmt.tags)
+        # As XGrammar: with at_least_one the output starts with a tag (no text before it).
+        if fmt.stop_after_first:
+            body = tags if fmt.at_least_one else f"{text} ({tags})?"
+        elif fmt.at_least_one:
+            body = f"{tags} ({text} {tags})* {text}"
+        else:
+            body = f"{text} ({tags} {text})*"
+        return self.add("triggered", body)
+
+    def lower_tags_with_separator(
+        self, fmt: st.TagsWithSeparatorFormat, stop: Tuple[str, ...]
+    ) -> str:
+        if not fmt.tags:
+            raise InvalidStructuralTagError("Tags with separator format must have at least one tag")
+        tags = self._tag_alts(fmt.tags)
+        if fmt.stop_after_first:
+            body = tags if fmt.at_least_one else f"({tags})?"
+        else:
+            sep = ebnf_literal(fmt.separator)
+            many = f"{tags} ({sep} {tags})*"
+            body = many if fmt.at_least_one else f"({many})?"
+        return self.add("tagsep", body)
+
+    def lower_dispatch(self, fmt: st.DispatchFormat, stop: Tuple[str, ...]) -> str:
+        if not fmt.rules:
+            raise InvalidStructuralTagError("Dispatch format must have at least one rule")
+        pats = [p for p, _ in fmt.rules]
+        if any(not p for p in pats) or any(not e for e in fmt.excludes):
+            raise InvalidStructuralTagError(
+                "Dispatch patterns and excludes must be non-empty strings"
+            )
+        text = self.text(pats + list(fmt.excludes) + list(stop))
+        alts = " | ".join(f"{ebnf_literal(p)} {self.lower(f, ())}" for p, f in fmt.rules)
+        arm = self.add("arm", alts)
+        body = f"{text} ({arm} {text})*" if fmt.loop else f"{text} ({arm})?"
+        return self.add("dispatch", body)
+
+    # ---- token-level formats: not yet ----
+
+    def _token_level(self, what: str) -> str:
+        raise UnsupportedFeatureError(
+            f"the structural tag format '{what}' (token-level matching) is not supported yet"
+        )
+
+    def lower_token(self, fmt: Any, stop: Tuple[str, ...]) -> str:
+        return self._token_level("token")
+
+    def lower_exclude_token(self, fmt: Any, stop: Tuple[str, ...]) -> str:
+        return self._token_level("exclude_token")
+
+    def lower_any_tokens(self, fmt: Any, stop: Tuple[str, ...]) -> str:
+        return self._token_level("any_tokens")
+
+    def lower_token_triggered_tags(self, fmt: Any, stop: Tuple[str, ...]) -> str:
+        return self._token_level("token_triggered_tags")
+
+    def lower_token_dispatch(self, fmt: Any, stop: Tuple[str, ...]) -> str:
+        return self._token_level("token_dispatch")
+
+
+def lower_structural_tag(tag: "st.StructuralTag") -> str:
+    """EBNF text (root ``root``) for a validated structural tag."""
+    lw = _Lowerer()
+    top = lw.lower(tag.format, ())
+    lines = [f"root ::= {top}"]
+    for name, body in lw.rules:
+        lines.append(body if not name else f"{name} ::= {body}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_structural_tag(value: Any) -> "st.StructuralTag":
+    """A StructuralTag from a model, JSON text or dict, with XGrammar's error classes."""
+    from pydantic import ValidationError
+
+    from .exception import InvalidJSONError
+
+    if isinstance(value, st.StructuralTag):
+        return value
+    if isinstance(value, dict):
+        data = value
+    elif isinstance(value, str):
+        try:
+            data = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise InvalidJSONError(f"Invalid JSON: {e}") from None
+    else:
+        raise ValueError("Invalid instance type")
+    if not isinstance(data, dict):
+        raise InvalidStructuralTagError("Structural tag must be a JSON object")
+    if data.get("type", "structural_tag") != "structural_tag":
+        raise InvalidStructuralTagError(
+            f"Structural tag type must be 'structural_tag', got {data.get('type')!r}"
+        )
+    fmt = data.get("format")
+    if isinstance(fmt, dict) and "type" in fmt:
+        _check_types(fmt)
+    try:
+        return st.StructuralTag.model_validate(data)
+    except ValidationError as e:
+        raise InvalidStructuralTagError(f"Invalid structural tag: {e}") from None
+
+
+_KNOWN_TYPES = {
+    "const_string", "json_schema", "qwen_xml_parameter", "any_text", "grammar", "regex", "token",
+    "exclude_token", "any_tokens", "sequence", "or", "optional", "plus", "star", "repeat", "tag",
+    "triggered_tags", "token_triggered_tags", "tags_with_separator", "dispatch", "token_dispatch",
+}  # fmt: skip
+
+
+def _check_types(node: Any) -> None:
+    """XGrammar's message for an unknown ``type``, found before pydantic's longer report. Walks the
+    format tree only (not JSON Schemas)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, list):
+            stack.extend(n)
+            continue
+        if not isinstance(n, dict):
+            continue
+        t = n.get("type")
+        if isinstance(t, str) and t not in _KNOWN_TYPES:
+            raise InvalidStructuralTagError(f"Format type not recognized: {t}")
+        for key in ("content", "elements", "tags", "begin", "end"):
+            if isinstance(n.get(key), (dict, list)):
+                stack.append(n[key])
+        if isinstance(n.get("rules"), list):
+            stack.extend(r[1] for r in n["rules"] if isinstance(r, (list, tuple)) and len(r) == 2)
+
+
+def structural_tag_ebnf(args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
+    """The EBNF of ``from_structural_tag(*args, **kwargs)`` in either call form."""
+    if len(args) == 1 and not kwargs:
+        tag = (
+            parse_structural_tag(args[0])
+            if isinstance(args[0], (str, dict, st.StructuralTag))
+            else None
+        )
+        if tag is None:
+            raise TypeError("Invalid argument type for from_structural_tag")
+    elif len(args) == 2 and isinstance(args[0], list) and isinstance(args[1], list):
+        tag = st.StructuralTag.from_legacy_structural_tag(args[0], args[1])
+    elif not args and "structural_tag" in kwargs:
+        tag = parse_structural_tag(kwargs["structural_tag"])
+    elif not args and "tags" in kwargs and "triggers" in kwargs:
+        tag = st.StructuralTag.from_legacy_structural_tag(kwargs["tags"], kwargs["triggers"])
+    else:
+        raise TypeError("Invalid arguments for from_structural_tag")
+    return lower_structural_tag(tag)
