@@ -36,6 +36,11 @@ def _is_torch(x: Any) -> bool:
     return t is not None and isinstance(x, t.Tensor)
 
 
+def _is_mlx(x: Any) -> bool:
+    core = sys.modules.get("mlx.core")
+    return core is not None and isinstance(x, core.array)
+
+
 def get_bitmask_shape(batch_size: int, vocab_size: int) -> Tuple[int, int]:
     return (batch_size, math.ceil(vocab_size / 32))
 
@@ -114,11 +119,18 @@ def apply_token_bitmask_inplace(
     """Set ``logits[row, t] = -inf`` for every token ``t`` whose bit is 0.
 
     ``logits`` is ``(batch, vocab)`` or ``(vocab,)``; float32, float16 or bfloat16 (numpy also
-    float64). ``vocab_size`` defaults to ``min(logits.shape[-1], bitmask.shape[-1] * 32)``; logits
+    float64); a numpy array, a torch tensor, or an MLX ``mx.array`` (updated with item assignment,
+    see :mod:`grammask.integrations.mlx`). ``vocab_size`` defaults to
+    ``min(logits.shape[-1], bitmask.shape[-1] * 32)``; logits
     past it are left alone. ``indices`` restricts the rows (then the batch sizes may differ).
     """
-    if backend not in ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native", "numpy"):
+    if backend not in ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native", "numpy", "metal", "mlx"):
         raise ValueError(f"unknown backend {backend!r}")
+    if _is_mlx(logits):
+        from .integrations.mlx import apply_token_bitmask_mlx
+
+        apply_token_bitmask_mlx(logits, bitmask, vocab_size=vocab_size, indices=indices)
+        return
     width = logits.shape[-1]
     if bitmask.shape[-1] * 32 < width and vocab_size is None:
         warnings.warn(
