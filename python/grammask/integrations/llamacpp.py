@@ -17,6 +17,7 @@ sampled token with the whole sequence so far. Pass it as
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
@@ -146,8 +147,18 @@ class LogitsProcessor:
         if not isinstance(self.token_bitmask, np.ndarray):
             self.token_bitmask = self.token_bitmask.numpy()
         self._seen: Optional[int] = None
+        self._calls = 0
+        self._seconds = 0.0  # spent in __call__ (accept + fill + apply)
 
     def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
+        start = time.perf_counter()
+        try:
+            return self._process(input_ids, scores)
+        finally:
+            self._calls += 1
+            self._seconds += time.perf_counter() - start
+
+    def _process(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
         ids = np.asarray(input_ids)
         if self._seen is None:
             self._seen = len(ids)
@@ -170,3 +181,8 @@ class LogitsProcessor:
         if width > covered:
             scores[..., covered:] = -np.inf
         return scores
+
+    def stats(self) -> str:
+        """Calls so far and the mean time grammask spent per call (accept + fill + apply)."""
+        per = 1e6 * self._seconds / max(1, self._calls)
+        return f"{self._calls} calls, {per:.1f} us/call"

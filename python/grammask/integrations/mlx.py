@@ -13,6 +13,7 @@ masked array is also returned, which is what mlx-lm's processors must do.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
 import numpy as np
@@ -90,8 +91,18 @@ class LogitsProcessor:
         self.vocab_size = compiled_grammar.tokenizer_info.vocab_size
         self.token_bitmask = np.full((1, (self.vocab_size + 31) // 32), -1, dtype=np.int32)
         self._seen: Optional[int] = None
+        self._calls = 0
+        self._seconds = 0.0  # spent in __call__ (accept + fill + apply)
 
     def __call__(self, tokens: Any, logits: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self._process(tokens, logits)
+        finally:
+            self._calls += 1
+            self._seconds += time.perf_counter() - start
+
+    def _process(self, tokens: Any, logits: Any) -> Any:
         ids = np.array(tokens, copy=False).reshape(-1) if is_mlx_array(tokens) else np.asarray(tokens).reshape(-1)
         if self._seen is None:
             self._seen = len(ids)
@@ -111,3 +122,8 @@ class LogitsProcessor:
         if width > covered:
             logits[..., covered:] = -np.inf
         return logits
+
+    def stats(self) -> str:
+        """Calls so far and the mean time grammask spent per call (accept + fill + apply)."""
+        per = 1e6 * self._seconds / max(1, self._calls)
+        return f"{self._calls} calls, {per:.1f} us/call"
