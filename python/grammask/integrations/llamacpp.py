@@ -148,18 +148,23 @@ class LogitsProcessor:
             self.token_bitmask = self.token_bitmask.numpy()
         self._seen: Optional[int] = None
         self._calls = 0
-        self._seconds = 0.0  # spent in __call__ (accept + fill + apply)
+        self._seconds = 0.0  # spent in accept + fill + apply (not waiting for the model's tokens)
 
     def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
-        start = time.perf_counter()
         try:
             return self._process(input_ids, scores)
         finally:
             self._calls += 1
-            self._seconds += time.perf_counter() - start
 
     def _process(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
         ids = np.asarray(input_ids)
+        start = time.perf_counter()  # the ids are materialized: the model's step is done
+        try:
+            return self._constrain(ids, scores)
+        finally:
+            self._seconds += time.perf_counter() - start
+
+    def _constrain(self, ids: Any, scores: Any) -> Any:
         if self._seen is None:
             self._seen = len(ids)
         else:

@@ -55,7 +55,7 @@ def apply_token_bitmask_mlx(
 
     if hasattr(bitmask, "numpy") and not isinstance(bitmask, np.ndarray) and not is_mlx_array(bitmask):
         bitmask = bitmask.numpy()  # a torch CPU tensor
-    words = np.array(bitmask, copy=False) if is_mlx_array(bitmask) else np.asarray(bitmask)
+    words = np.asarray(bitmask)
     width = logits.shape[-1]
     v = min(width, words.shape[-1] * 32) if vocab_size is None else int(vocab_size)
     allowed = _allowed(words, v)
@@ -92,18 +92,23 @@ class LogitsProcessor:
         self.token_bitmask = np.full((1, (self.vocab_size + 31) // 32), -1, dtype=np.int32)
         self._seen: Optional[int] = None
         self._calls = 0
-        self._seconds = 0.0  # spent in __call__ (accept + fill + apply)
+        self._seconds = 0.0  # spent in accept + fill + apply (not waiting for the model's tokens)
 
     def __call__(self, tokens: Any, logits: Any) -> Any:
-        start = time.perf_counter()
         try:
             return self._process(tokens, logits)
         finally:
             self._calls += 1
-            self._seconds += time.perf_counter() - start
 
     def _process(self, tokens: Any, logits: Any) -> Any:
-        ids = np.array(tokens, copy=False).reshape(-1) if is_mlx_array(tokens) else np.asarray(tokens).reshape(-1)
+        ids = np.asarray(tokens).reshape(-1)  # waits for mlx-lm's pending step
+        start = time.perf_counter()  # the ids are materialized: the model's step is done
+        try:
+            return self._constrain(ids, logits)
+        finally:
+            self._seconds += time.perf_counter() - start
+
+    def _constrain(self, ids: Any, logits: Any) -> Any:
         if self._seen is None:
             self._seen = len(ids)
         else:
