@@ -22,7 +22,11 @@ from grammask.contrib.hf import LogitsProcessor
 
 SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12}, "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"enum": ["a", "bb", "ccc"]}, "maxItems": 4}},
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"enum": ["a", "bb", "ccc"]}, "maxItems": 4},
+    },
     "required": ["name", "ok", "tags"],
     "additionalProperties": False,
 }
@@ -53,17 +57,31 @@ def main() -> None:
     tok.pad_token = "<|finetune_right_pad_id|>"
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        vocab_size=128256, hidden_size=args.hidden, intermediate_size=4 * args.hidden, num_hidden_layers=args.layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        vocab_size=128256,
+        hidden_size=args.hidden,
+        intermediate_size=4 * args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
     )
     model = transformers.LlamaForCausalLM(config).eval()
     info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=config.vocab_size)
     grammar = xgr.GrammarCompiler(info).compile_json_schema(SCHEMA, any_whitespace=False)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, Llama hidden={args.hidden} layers={args.layers} vocab=128256")
-    print(f"{'batch':>5} {'steps':>5} {'step ms (no grammar)':>21} {'step ms (grammask)':>19} {'grammask us/step':>17} {'us/row':>8}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, Llama hidden={args.hidden} layers={args.layers} vocab=128256"
+    )
+    print(
+        f"{'batch':>5} {'steps':>5} {'step ms (no grammar)':>21} {'step ms (grammask)':>19} {'grammask us/step':>17} {'us/row':>8}"
+    )
     for batch in (1, 4):
         inputs = tok(["Give me JSON:"] * batch, return_tensors="pt", padding=True)
-        common = dict(max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False, pad_token_id=tok.pad_token_id)
+        common = dict(
+            max_new_tokens=args.tokens,
+            min_new_tokens=args.tokens,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id,
+        )
         with torch.no_grad():
             model.generate(**inputs, max_new_tokens=2, pad_token_id=tok.pad_token_id)  # warm up
             t = time.perf_counter()
@@ -71,12 +89,20 @@ def main() -> None:
             plain = (time.perf_counter() - t) / (out.shape[1] - inputs["input_ids"].shape[1])
             Timed.seconds, Timed.calls = 0.0, 0
             t = time.perf_counter()
-            out = model.generate(**inputs, logits_processor=[Timed(grammar)], max_new_tokens=args.tokens,
-                                 do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=info.stop_token_ids)
+            out = model.generate(
+                **inputs,
+                logits_processor=[Timed(grammar)],
+                max_new_tokens=args.tokens,
+                do_sample=False,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=info.stop_token_ids,
+            )
             steps = out.shape[1] - inputs["input_ids"].shape[1]
             constrained = (time.perf_counter() - t) / steps
         per = 1e6 * Timed.seconds / max(1, Timed.calls)
-        print(f"{batch:>5} {steps:>5} {1e3 * plain:>21.2f} {1e3 * constrained:>19.2f} {per:>17.0f} {per / batch:>8.0f}")
+        print(
+            f"{batch:>5} {steps:>5} {1e3 * plain:>21.2f} {1e3 * constrained:>19.2f} {per:>17.0f} {per / batch:>8.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,13 +35,22 @@ CASES = [
         json.dumps(
             {
                 "type": "object",
-                "properties": {"name": {"type": "string"}, "n": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "n": {"type": "integer"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
                 "required": ["name", "n"],
             }
         ),
         '{"name": "Ada Lovelace", "n": 1815, "tags": ["math", "\\u00e9"]}',
     ),
-    Case("json_object", "json_object", '{"type": "object"}', '{"a": [1, 2.5, null], "b": {"c": true}}'),
+    Case(
+        "json_object",
+        "json_object",
+        '{"type": "object"}',
+        '{"a": [1, 2.5, null], "b": {"c": true}}',
+    ),
     Case("regex", "regex", r"\d{3}-[a-z]+(\.[a-z]{2,3})?", "123-abc.de"),
     Case("ebnf", "ebnf", 'root ::= "yes" | "no" | "maybe " [0-9]+', "maybe 42"),
     Case("choice", "choice", json.dumps(["positive", "negative", "neutral"]), "negative"),
@@ -75,7 +84,9 @@ CASES = [
         json.dumps(
             {
                 "type": "structural_tag",
-                "structures": [{"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}],
+                "structures": [
+                    {"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}
+                ],
                 "triggers": ["<function="],
             }
         ),
@@ -98,7 +109,9 @@ def grammask_supports(feature: str) -> bool:
             compiler.compile_lark('start: "a"')
         elif feature == "structural_tag":
             compiler.compile_structural_tag(
-                json.dumps({"type": "structural_tag", "format": {"type": "const_string", "value": "a"}})
+                json.dumps(
+                    {"type": "structural_tag", "format": {"type": "const_string", "value": "a"}}
+                )
             )
         else:
             return True

@@ -12,7 +12,9 @@ import time
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf", reason="the gguf package is not installed here: run .ci/integrations")
+gguf = pytest.importorskip(
+    "gguf", reason="the gguf package is not installed here: run .ci/integrations"
+)
 
 import grammask as xgr  # noqa: E402
 import jsonschema  # noqa: E402
@@ -20,16 +22,41 @@ from grammask.integrations.llamacpp import LogitsProcessor  # noqa: E402
 
 SCHEMA = {
     "type": "object",
-    "properties": {"ok": {"type": "boolean"}, "k": {"enum": ["ab", "cd", None]}, "s": {"type": "string", "maxLength": 4}},
+    "properties": {
+        "ok": {"type": "boolean"},
+        "k": {"enum": ["ab", "cd", None]},
+        "s": {"type": "string", "maxLength": 4},
+    },
     "required": ["ok", "k", "s"],
     "additionalProperties": False,
 }
 
-WORDS = ["▁", "▁true", "true", "false", "{", "}", '"', ":", ",", '":', '{"', "ok", "null", "ab", "cd"]
+WORDS = [
+    "▁",
+    "▁true",
+    "true",
+    "false",
+    "{",
+    "}",
+    '"',
+    ":",
+    ",",
+    '":',
+    '{"',
+    "ok",
+    "null",
+    "ab",
+    "cd",
+]
 
 
 def spm_vocab():
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + WORDS + ["<|im_end|>", "[PAD0]"]
+    tokens = (
+        ["<unk>", "<s>", "</s>"]
+        + [f"<0x{b:02X}>" for b in range(256)]
+        + WORDS
+        + ["<|im_end|>", "[PAD0]"]
+    )
     types = [2, 3, 3] + [6] * 256 + [1] * len(WORDS) + [4, 5]
     return tokens, types
 
@@ -97,7 +124,9 @@ def test_from_gguf_spm(tmp_path):
     special = set(info.special_token_ids)
     assert {0, 1, tokens.index("<|im_end|>"), tokens.index("[PAD0]")} <= special
     assert tokens.index("true") not in special
-    assert xgr.TokenizerInfo.from_gguf(path, vocab_size=len(tokens) + 7).vocab_size == len(tokens) + 7
+    assert (
+        xgr.TokenizerInfo.from_gguf(path, vocab_size=len(tokens) + 7).vocab_size == len(tokens) + 7
+    )
 
 
 def test_from_gguf_byte_level(tmp_path):
@@ -123,7 +152,9 @@ def test_processor_in_a_stub_loop(tmp_path):
     """llama-cpp-python's contract, driven without llama.cpp: (input_ids, scores) -> scores."""
     tokens, types = spm_vocab()
     info = xgr.TokenizerInfo.from_gguf(write_tiny_llama(tmp_path / "m.gguf", tokens, types))
-    proc = LogitsProcessor(xgr.GrammarCompiler(info).compile_json_schema(SCHEMA, any_whitespace=False))
+    proc = LogitsProcessor(
+        xgr.GrammarCompiler(info).compile_json_schema(SCHEMA, any_whitespace=False)
+    )
     rng = np.random.default_rng(0)
     ids = np.array([1, 50, 60], dtype=np.intc)
     out = []
@@ -142,7 +173,8 @@ def test_processor_in_a_stub_loop(tmp_path):
 
 def test_llama_cpp_python_generation(tmp_path):
     llama_cpp = pytest.importorskip(
-        "llama_cpp", reason="llama-cpp-python is not installed here (it builds llama.cpp from source on install)"
+        "llama_cpp",
+        reason="llama-cpp-python is not installed here (it builds llama.cpp from source on install)",
     )
     tokens, types = spm_vocab()
     path = write_tiny_llama(tmp_path / "tiny.gguf", tokens, types)
@@ -163,4 +195,6 @@ def test_llama_cpp_python_generation(tmp_path):
         choice = result["choices"][0]
         assert choice["finish_reason"] == "stop", choice
         jsonschema.validate(json.loads(choice["text"]), SCHEMA)
-        print(f"\nllama-cpp-python T={temperature}: {choice['text']!r}; {per_step:.2f} ms/step in all; grammask {proc.stats()}")
+        print(
+            f"\nllama-cpp-python T={temperature}: {choice['text']!r}; {per_step:.2f} ms/step in all; grammask {proc.stats()}"
+        )

@@ -19,7 +19,11 @@ from grammask.integrations.mlx import LogitsProcessor  # noqa: E402
 
 SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 8}, "ok": {"type": "boolean"}, "kind": {"enum": ["a", "b", None]}},
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "ok": {"type": "boolean"},
+        "kind": {"enum": ["a", "b", None]},
+    },
     "required": ["name", "ok", "kind"],
     "additionalProperties": False,
 }
@@ -80,7 +84,9 @@ def test_generate_step_with_the_processor(greedy):
     out = []
     stops = set(info.stop_token_ids)
     steps, t0 = 0, time.perf_counter()
-    for token, _ in generate_step(prompt, model, max_tokens=64, sampler=sampler, logits_processors=[proc]):
+    for token, _ in generate_step(
+        prompt, model, max_tokens=64, sampler=sampler, logits_processors=[proc]
+    ):
         token = int(token)
         steps += 1
         if token in stops:
@@ -91,4 +97,6 @@ def test_generate_step_with_the_processor(greedy):
     elapsed = time.perf_counter() - t0
     text = tok.decode(out)
     jsonschema.validate(json.loads(text), SCHEMA)
-    print(f"\nmlx-lm: {steps} steps, {1e3 * elapsed / steps:.2f} ms/step in all, grammask {proc.stats()}")
+    print(
+        f"\nmlx-lm: {steps} steps, {1e3 * elapsed / steps:.2f} ms/step in all, grammask {proc.stats()}"
+    )

@@ -16,10 +16,8 @@ import pytest
 
 sglang = pytest.importorskip("sglang", reason="SGLang is not installed here: run .ci/integrations")
 
-import grammask as xgr  # noqa: E402
 import torch  # noqa: E402
 from cases import (  # noqa: E402
-    CASE_IDS,
     CASES,
     TOKENIZERS,
     Timer,
@@ -29,11 +27,17 @@ from cases import (  # noqa: E402
     tokens_for,
     xfail_unless_supported,
 )
-from grammask.integrations import sglang as plugin  # noqa: E402
 
 # SGLang's request keys: ("json", schema), ("regex", ..), ("ebnf", ..), ("structural_tag", ..).
 # It has no choice or Lark kinds; choices arrive as EBNF alternatives.
-KEY = {"json": "json", "json_object": "json", "regex": "regex", "ebnf": "ebnf", "choice": "ebnf", "structural_tag": "structural_tag"}
+KEY = {
+    "json": "json",
+    "json_object": "json",
+    "regex": "regex",
+    "ebnf": "ebnf",
+    "choice": "ebnf",
+    "structural_tag": "structural_tag",
+}
 SGLANG_CASES = [c for c in CASES if c.kind in KEY]
 OVERHEAD: dict = {}
 
@@ -71,7 +75,9 @@ def make_backend(family: str):
             constrained_json_max_whitespace_cnt=None,
         )
         eos = {tok.eos_token_id} if tok.eos_token_id is not None else None
-        _BACKENDS[family] = GRAMMAR_BACKEND_REGISTRY["grammask"](server_args, tok, TOKENIZERS[family], eos)
+        _BACKENDS[family] = GRAMMAR_BACKEND_REGISTRY["grammask"](
+            server_args, tok, TOKENIZERS[family], eos
+        )
     return _BACKENDS[family]
 
 
@@ -141,11 +147,15 @@ def test_request_runs_token_by_token(family, case):
     for t in tokens[len(tokens) - k :] + [stop]:
         grammar.accept_token(t)
     assert grammar.is_terminated()
-    assert grammar.try_jump_forward(tok) is None or isinstance(grammar.try_jump_forward(tok)[1], str)
+    assert grammar.try_jump_forward(tok) is None or isinstance(
+        grammar.try_jump_forward(tok)[1], str
+    )
 
 
 def test_jump_forward_string():
-    grammar = make_backend("llama3")._init_value_dispatch(("ebnf", 'root ::= "hello world" [0-9]'), False)
+    grammar = make_backend("llama3")._init_value_dispatch(
+        ("ebnf", 'root ::= "hello world" [0-9]'), False
+    )
     helper = grammar.try_jump_forward(hf_tokenizer("llama3"))
     assert helper is not None and helper[1] == "hello world"
     assert grammar.jump_forward_str_state(helper) == ("hello world", -1)
@@ -158,7 +168,10 @@ def test_jump_forward_string():
         (("json", "{not json"), ""),
         (("regex", "(unclosed"), ""),
         (("ebnf", "root ::= ("), ""),
-        (("json", '{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}'), "uniqueItems"),
+        (
+            ("json", '{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}'),
+            "uniqueItems",
+        ),
     ],
 )
 def test_bad_input_gives_sglangs_invalid_grammar_object(key, fragment):
@@ -177,12 +190,16 @@ def test_create_grammar_backend_with_the_flag():
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    args = parser.parse_args(["--model-path", "m", "--grammar-backend", "grammask", "--device", "cpu"])
+    args = parser.parse_args(
+        ["--model-path", "m", "--grammar-backend", "grammask", "--device", "cpu"]
+    )
     try:
         server_args = ServerArgs.from_cli_args(args)
         get_context().set_server_args(server_args)
     except Exception as e:  # resolving ServerArgs needs a model config and a device
-        pytest.skip(f"SGLang cannot resolve its server arguments without a model here: {type(e).__name__}: {e}")
+        pytest.skip(
+            f"SGLang cannot resolve its server arguments without a model here: {type(e).__name__}: {e}"
+        )
     tok = hf_tokenizer("llama3")
     backend = create_grammar_backend(server_args, tok, TOKENIZERS["llama3"], {tok.eos_token_id})
     assert type(backend).__name__ == "GrammaskGrammarBackend"

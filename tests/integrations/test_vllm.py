@@ -10,7 +10,6 @@ masks must equal those of the same backend on XGrammar wherever XGrammar accepts
 from __future__ import annotations
 
 import contextlib
-import json
 import types
 
 import pytest
@@ -55,7 +54,9 @@ def plugin_loaded():
     from vllm.plugins import load_general_plugins
 
     load_general_plugins()
-    assert plugin.is_registered(), "vLLM did not load the grammask entry point (vllm.general_plugins)"
+    assert plugin.is_registered(), (
+        "vLLM did not load the grammask entry point (vllm.general_plugins)"
+    )
     yield
 
 
@@ -75,7 +76,7 @@ def backend_for(family: str, library: str = "grammask"):
     key = (family, library)
     if key not in _BACKENDS:
         tok = hf_tokenizer(family)
-        with (on_xgrammar() if library == "xgrammar" else contextlib.nullcontext()):
+        with on_xgrammar() if library == "xgrammar" else contextlib.nullcontext():
             _BACKENDS[key] = backend_xgrammar.XgrammarBackend(
                 vllm_config(), tokenizer=tok, vocab_size=TOKENIZERS[family]
             )
@@ -94,13 +95,16 @@ def on_xgrammar():
 
 def compile_on(family: str, case, library: str = "grammask"):
     backend = backend_for(family, library)
-    with (on_xgrammar() if library == "xgrammar" else contextlib.nullcontext()):
+    with on_xgrammar() if library == "xgrammar" else contextlib.nullcontext():
         return backend.compile_grammar(KIND[case.kind], case.spec)
 
 
 def test_the_plugin_swaps_only_the_xgrammar_module_names():
     assert backend_xgrammar.xgr is plugin.XGRAMMAR_NAMES
-    assert backend_xgrammar.has_xgrammar_unsupported_json_features is plugin.has_unsupported_json_features
+    assert (
+        backend_xgrammar.has_xgrammar_unsupported_json_features
+        is plugin.has_unsupported_json_features
+    )
     # Mask application keeps vLLM's kernel path (XGrammar's apply, same bitmask layout).
     from vllm.v1.structured_output import utils
 
@@ -147,7 +151,9 @@ def test_request_runs_token_by_token(family, case):
     k = min(2, len(tokens))
     grammar.rollback(k + 1)
     assert not grammar.is_terminated()
-    assert grammar.accept_tokens("req", tokens[len(tokens) - k :] + [stop]) and grammar.is_terminated()
+    assert (
+        grammar.accept_tokens("req", tokens[len(tokens) - k :] + [stop]) and grammar.is_terminated()
+    )
     grammar.reset()
     assert not grammar.is_terminated() and grammar.accept_tokens("req", tokens[:1])
 
@@ -176,7 +182,12 @@ def test_masks_equal_xgrammar(family, case):
         ours.fill_bitmask(a, 0)
         theirs.fill_bitmask(b, 0)
         words = torch.nonzero(a[0] != b[0]).flatten().tolist()
-        differing = [i for w in words for i in range(w * 32, min(n, w * 32 + 32)) if bit(a[0], i) != bit(b[0], i)]
+        differing = [
+            i
+            for w in words
+            for i in range(w * 32, min(n, w * 32 + 32))
+            if bit(a[0], i) != bit(b[0], i)
+        ]
         unexplained = [i for i in differing if i not in stop_ids]
         if case.kind in ("json", "json_object"):
             # Known, documented divergences of grammask's JSON Schema semantics from XGrammar's
@@ -188,7 +199,13 @@ def test_masks_equal_xgrammar(family, case):
                 more = [i for i in unexplained if bit(a[0], i)]
                 fewer = [i for i in unexplained if not bit(a[0], i)]
                 MASK_DIFFS.setdefault((family, case.name), []).append(
-                    (step, len(more), decoded[more[0]] if more else b"", len(fewer), decoded[fewer[0]] if fewer else b"")
+                    (
+                        step,
+                        len(more),
+                        decoded[more[0]] if more else b"",
+                        len(fewer),
+                        decoded[fewer[0]] if fewer else b"",
+                    )
                 )
             unexplained = []
         assert not unexplained, (
@@ -217,16 +234,22 @@ def route(**spec):
 
     params = SamplingParams(structured_outputs=StructuredOutputsParams(**spec))
     model_config = types.SimpleNamespace(is_diffusion=False)
-    params._validate_structured_outputs(model_config, StructuredOutputsConfig(backend="auto"), hf_tokenizer("llama3"))
+    params._validate_structured_outputs(
+        model_config, StructuredOutputsConfig(backend="auto"), hf_tokenizer("llama3")
+    )
     return params.structured_outputs._backend
 
 
-@pytest.mark.parametrize("schema", LISTED_BUT_COMPILED, ids=lambda s: "-".join(k for k in s if k != "type"))
+@pytest.mark.parametrize(
+    "schema", LISTED_BUT_COMPILED, ids=lambda s: "-".join(k for k in s if k != "type")
+)
 def test_auto_keeps_schemas_grammask_compiles(schema):
     from vllm.exceptions import VLLMValidationError
 
     with on_xgrammar():
-        assert backend_xgrammar.has_xgrammar_unsupported_json_features(schema), "vLLM's own list flags it"
+        assert backend_xgrammar.has_xgrammar_unsupported_json_features(schema), (
+            "vLLM's own list flags it"
+        )
         try:  # without the plugin: sent elsewhere, or refused by guidance
             assert route(json=schema) != "xgrammar"
         except VLLMValidationError:
@@ -258,7 +281,9 @@ def test_other_backends_are_untouched():
     from vllm.v1.structured_output.backend_guidance import GuidanceBackend
 
     tok = hf_tokenizer("llama3")
-    backend = GuidanceBackend(vllm_config("guidance"), tokenizer=tok, vocab_size=TOKENIZERS["llama3"])
+    backend = GuidanceBackend(
+        vllm_config("guidance"), tokenizer=tok, vocab_size=TOKENIZERS["llama3"]
+    )
     grammar = backend.compile_grammar(StructuredOutputOptions.REGEX, "[0-9]+")
     assert type(grammar).__module__.endswith("backend_guidance")
     assert "grammask" not in repr(type(getattr(grammar, "ll_matcher", None)))
@@ -269,9 +294,13 @@ def test_zz_report_overhead(capsys):
     if not OVERHEAD:
         pytest.skip("no overhead measured (run the whole file)")
     with capsys.disabled():
-        print("\nvLLM XgrammarGrammar on grammask, per token: fill_bitmask / accept_tokens (µs), tokens")
+        print(
+            "\nvLLM XgrammarGrammar on grammask, per token: fill_bitmask / accept_tokens (µs), tokens"
+        )
         for (family, name), (f, a, n) in sorted(OVERHEAD.items()):
             print(f"  {family:8s} {name:22s} {f:8.1f} {a:8.1f} {n:4d}")
-        print("JSON states where the masks differ (step, #only grammask, e.g., #only XGrammar, e.g.):")
+        print(
+            "JSON states where the masks differ (step, #only grammask, e.g., #only XGrammar, e.g.):"
+        )
         for key, rows in sorted(MASK_DIFFS.items()):
             print(f"  {key[0]:8s} {key[1]:12s} {len(rows)} states: {rows}")

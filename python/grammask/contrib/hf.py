@@ -34,7 +34,9 @@ except ImportError:  # pragma: no cover - exercised only without transformers
 __all__ = ["LogitsProcessor"]
 
 # generate()'s decoding loops that keep several hypotheses per prompt and reorder them.
-_BEAM_LOOPS = frozenset({"_beam_search", "_group_beam_search", "_constrained_beam_search", "beam_search"})
+_BEAM_LOOPS = frozenset(
+    {"_beam_search", "_group_beam_search", "_constrained_beam_search", "beam_search"}
+)
 
 
 def _beam_search_in_caller() -> Optional[str]:
@@ -93,7 +95,9 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 "grammar, or one per prompt (each prompt's rows then share it)"
             )
         per_prompt = self.batch_size // len(grammars)  # num_return_sequences
-        self.matchers = [GrammarMatcher(grammars[row // per_prompt]) for row in range(self.batch_size)]
+        self.matchers = [
+            GrammarMatcher(grammars[row // per_prompt]) for row in range(self.batch_size)
+        ]
         self.token_bitmask = allocate_token_bitmask(self.batch_size, self.full_vocab_size)
         self.prefix_len = input_ids.shape[1]
 
@@ -105,7 +109,9 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 "steps; grammask's LogitsProcessor needs the same rows at every step (no beam "
                 "search, no continuous batching) and is single-use: make a new one per generate()"
             )
-        if input_ids.shape[1] != previous.shape[1] + 1 or not bool((input_ids[:, :-1] == previous).all()):
+        if input_ids.shape[1] != previous.shape[1] + 1 or not bool(
+            (input_ids[:, :-1] == previous).all()
+        ):
             raise ValueError(
                 "the rows of input_ids were reordered or rewritten between steps (beam search or "
                 "another batch reordering); grammask's LogitsProcessor follows each row's tokens "

@@ -111,7 +111,12 @@ def tokenizer_info_from_gguf(
         if kind in (TOKEN_TYPE_CONTROL, TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_UNUSED)
         # llama.cpp marks added tokens such as <|im_end|> USER_DEFINED; like llguidance, treat
         # the ones shaped <...> as control tokens.
-        or (kind == TOKEN_TYPE_USER_DEFINED and len(tok) > 2 and tok.startswith("<") and tok.endswith(">"))
+        or (
+            kind == TOKEN_TYPE_USER_DEFINED
+            and len(tok) > 2
+            and tok.startswith("<")
+            and tok.endswith(">")
+        )
     ]
     if stop_token_ids is None:
         stops: List[int] = []

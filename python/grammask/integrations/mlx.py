@@ -43,7 +43,11 @@ def _allowed(bitmask: Any, width: int) -> np.ndarray:
 
 
 def apply_token_bitmask_mlx(
-    logits: Any, bitmask: Any, *, vocab_size: Optional[int] = None, indices: Optional[List[int]] = None
+    logits: Any,
+    bitmask: Any,
+    *,
+    vocab_size: Optional[int] = None,
+    indices: Optional[List[int]] = None,
 ) -> Any:
     """Set the logits of disallowed tokens to ``-inf``; returns ``logits`` (updated in place).
 
@@ -53,7 +57,11 @@ def apply_token_bitmask_mlx(
     """
     import mlx.core as mx
 
-    if hasattr(bitmask, "numpy") and not isinstance(bitmask, np.ndarray) and not is_mlx_array(bitmask):
+    if (
+        hasattr(bitmask, "numpy")
+        and not isinstance(bitmask, np.ndarray)
+        and not is_mlx_array(bitmask)
+    ):
         bitmask = bitmask.numpy()  # a torch CPU tensor
     words = np.asarray(bitmask)
     width = logits.shape[-1]
@@ -64,7 +72,9 @@ def apply_token_bitmask_mlx(
     else:
         if indices is None:
             if allowed.shape[0] not in (1, logits.shape[0]):
-                raise ValueError(f"the logits have {logits.shape[0]} rows but the bitmask has {allowed.shape[0]}")
+                raise ValueError(
+                    f"the logits have {logits.shape[0]} rows but the bitmask has {allowed.shape[0]}"
+                )
             rows = np.broadcast_to(allowed, (logits.shape[0], v))
         else:
             rows = np.ones((logits.shape[0], v), dtype=bool)
@@ -116,7 +126,9 @@ class LogitsProcessor:
                 if self.matcher.is_terminated():
                     break
                 if not self.matcher.accept_token(int(token)):
-                    raise RuntimeError(f"the grammar rejected token {token}, which its mask allowed")
+                    raise RuntimeError(
+                        f"the grammar rejected token {token}, which its mask allowed"
+                    )
             self._seen = len(ids)
         if self.matcher.is_terminated():
             return logits

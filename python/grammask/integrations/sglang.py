@@ -43,19 +43,26 @@ _classes: Optional[Tuple[type, type]] = None
 
 def register() -> None:
     """SGLang plugin entry point: make ``--grammar-backend grammask`` available. Idempotent."""
-    from sglang.srt.constrained.base_grammar_backend import GRAMMAR_BACKEND_REGISTRY, register_grammar_backend
+    from sglang.srt.constrained.base_grammar_backend import (
+        GRAMMAR_BACKEND_REGISTRY,
+        register_grammar_backend,
+    )
 
     try:
         from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES, add_grammar_backend_choices
     except ImportError:  # older SGLang: choices live in server_args only
         GRAMMAR_BACKEND_CHOICES, add_grammar_backend_choices = None, None
-    if add_grammar_backend_choices is not None and BACKEND_NAME not in (GRAMMAR_BACKEND_CHOICES or []):
+    if add_grammar_backend_choices is not None and BACKEND_NAME not in (
+        GRAMMAR_BACKEND_CHOICES or []
+    ):
         add_grammar_backend_choices([BACKEND_NAME])
     if BACKEND_NAME not in GRAMMAR_BACKEND_REGISTRY:
         register_grammar_backend(BACKEND_NAME, create_backend)
 
 
-def create_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Optional[Any] = None) -> Any:
+def create_backend(
+    server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Optional[Any] = None
+) -> Any:
     """SGLang's backend factory: ``init(server_args, tokenizer, vocab_size, eos_token_ids)``."""
     _, backend_cls = _build_classes()
     any_whitespace = not getattr(server_args, "constrained_json_disable_any_whitespace", False)
@@ -114,7 +121,9 @@ def _build_classes() -> Tuple[type, type]:
 
                 apply_token_bitmask_inplace_cuda(logits, vocab_mask)
             else:
-                from sglang.kernels.ops.grammar.bitmask_ops import apply_token_bitmask_inplace_triton
+                from sglang.kernels.ops.grammar.bitmask_ops import (
+                    apply_token_bitmask_inplace_triton,
+                )
 
                 apply_token_bitmask_inplace_triton(logits, vocab_mask)
         elif kind == "npu":
@@ -164,7 +173,9 @@ def _build_classes() -> Tuple[type, type]:
         def is_terminated(self) -> bool:
             return self.matcher.is_terminated()
 
-        def allocate_vocab_mask(self, vocab_size: int, batch_size: int, device: Any) -> torch.Tensor:
+        def allocate_vocab_mask(
+            self, vocab_size: int, batch_size: int, device: Any
+        ) -> torch.Tensor:
             return GrammaskGrammarBackend.allocate_vocab_mask(vocab_size, batch_size, device)
 
         def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
@@ -217,7 +228,9 @@ def _build_classes() -> Tuple[type, type]:
         def jump_forward_str_state(self, helper: Tuple[List[int], str]) -> Tuple[str, int]:
             return helper[1], -1
 
-        def jump_and_retokenize(self, old_output_ids: List[int], new_output_ids: List[int], next_state: int) -> None:
+        def jump_and_retokenize(
+            self, old_output_ids: List[int], new_output_ids: List[int], next_state: int
+        ) -> None:
             k = 0
             for old, new in zip(old_output_ids, new_output_ids):
                 if old != new:
@@ -248,7 +261,9 @@ def _build_classes() -> Tuple[type, type]:
                 info, override_stop_tokens = tokenizer.init_xgrammar()
                 if not isinstance(info, _gm.TokenizerInfo):
                     # An XGrammar TokenizerInfo from a custom tokenizer: rebuild it as grammask's.
-                    info = _gm.TokenizerInfo.from_vocab_and_metadata(info.decoded_vocab, info.dump_metadata())
+                    info = _gm.TokenizerInfo.from_vocab_and_metadata(
+                        info.decoded_vocab, info.dump_metadata()
+                    )
             else:
                 info = _gm.TokenizerInfo.from_huggingface(
                     tokenizer, vocab_size=vocab_size, stop_token_ids=model_eos_token_ids or None
@@ -277,7 +292,12 @@ def _build_classes() -> Tuple[type, type]:
         def _grammar(self, ctx: _gm.CompiledGrammar, key_string: str, kind: str) -> GrammaskGrammar:
             matcher = _gm.GrammarMatcher(ctx, override_stop_tokens=self.override_stop_tokens)
             return GrammaskGrammar(
-                matcher, self.vocab_size, ctx, self.override_stop_tokens, key_string, GrammarStats(dispatch_type=kind)
+                matcher,
+                self.vocab_size,
+                ctx,
+                self.override_stop_tokens,
+                key_string,
+                GrammarStats(dispatch_type=kind),
             )
 
         def _invalid(self, kind: str, key_string: str, error: BaseException) -> Any:
@@ -290,7 +310,9 @@ def _build_classes() -> Tuple[type, type]:
                     ctx = self.grammar_compiler.compile_builtin_json_grammar()
                 else:
                     ctx = self.grammar_compiler.compile_json_schema(
-                        key_string, any_whitespace=self.any_whitespace, max_whitespace_cnt=self.max_whitespace_cnt
+                        key_string,
+                        any_whitespace=self.any_whitespace,
+                        max_whitespace_cnt=self.max_whitespace_cnt,
                     )
             except (GrammaskError, ValueError, TypeError, RuntimeError) as e:
                 return self._invalid("json", key_string, e)

@@ -30,13 +30,19 @@ import logging
 import os
 import types
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import grammask as _gm
 
 from ..exception import GrammaskError, LimitExceededError, UnsupportedFeatureError
 
-__all__ = ["XGRAMMAR_NAMES", "has_unsupported_json_features", "is_registered", "register", "unregister"]
+__all__ = [
+    "XGRAMMAR_NAMES",
+    "has_unsupported_json_features",
+    "is_registered",
+    "register",
+    "unregister",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +121,9 @@ def register() -> None:
     except ImportError as e:
         logger.warning("grammask: vLLM has no %s (%s); plugin not installed", _BACKEND_MODULE, e)
         return
-    missing = [n for n in ("xgr", "has_xgrammar_unsupported_json_features") if not hasattr(module, n)]
+    missing = [
+        n for n in ("xgr", "has_xgrammar_unsupported_json_features") if not hasattr(module, n)
+    ]
     if missing:
         logger.warning(
             "grammask: %s lacks %s; this vLLM release is not supported, plugin not installed",
@@ -129,7 +137,10 @@ def register() -> None:
     }
     module.xgr = XGRAMMAR_NAMES
     module.has_xgrammar_unsupported_json_features = has_unsupported_json_features
-    logger.info("grammask %s: vLLM's xgrammar structured-output backend now runs on grammask", _gm.__version__)
+    logger.info(
+        "grammask %s: vLLM's xgrammar structured-output backend now runs on grammask",
+        _gm.__version__,
+    )
 
 
 def unregister() -> None:
@@ -148,4 +159,3 @@ def unregister() -> None:
 
 def is_registered() -> bool:
     return _saved is not None
-
