@@ -475,6 +475,27 @@ class TokenizerInfo:
                 add_prefix_space = True
         return {"vocab_type": vocab_type, "add_prefix_space": add_prefix_space}
 
+    # ----------------------------------------------------------------------------- GGUF
+
+    @staticmethod
+    def from_gguf(
+        path: Any,
+        *,
+        vocab_size: Optional[int] = None,
+        stop_token_ids: Union[List[int], int, None] = None,
+    ) -> "TokenizerInfo":
+        """Build the vocabulary of a GGUF model file (llama.cpp), read with the ``gguf`` package.
+
+        ``path`` is the file, or a ``llama_cpp.Llama`` (its ``model_path`` is read). The tokens,
+        their spelling (``tokenizer.ggml.model``: ``llama`` = byte fallback, ``gpt2`` =
+        byte-level) and their types come from the metadata: control, unused and unknown tokens,
+        and user-defined tokens shaped ``<...>``, are special. Stop tokens default to the
+        ``eos``, ``eot`` and ``eom`` ids (and ``eos_token_ids``). grammask extension.
+        """
+        from .integrations.llamacpp import tokenizer_info_from_gguf
+
+        return tokenizer_info_from_gguf(path, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+
     # ----------------------------------------------------------------------------- properties
 
     @property

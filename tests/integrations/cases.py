@@ -1,0 +1,176 @@
+"""Shared cases of the engine integration tests (run by `.ci/integrations`, one environment per
+engine). Each case is a request an engine can send -- its kind, its spec, a valid instance --
+and the tests drive the engine's own structured-output classes with it, token by token."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import grammask as xgr
+import pytest
+
+# Real tokenizers, with the model's logits width (Qwen2.5 pads its output layer).
+TOKENIZERS = {"llama3": 128256, "qwen2.5": 151936}
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str  # json, json_object, regex, ebnf, lark, choice, structural_tag
+    spec: str
+    instance: str
+    feature: str = ""  # a grammask feature other branches add ("lark", "structural_tag")
+
+
+CASES = [
+    Case(
+        "json",
+        "json",
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "n": {"type": "integer"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["name", "n"],
+            }
+        ),
+        '{"name": "Ada Lovelace", "n": 1815, "tags": ["math", "\\u00e9"]}',
+    ),
+    Case(
+        "json_object",
+        "json_object",
+        '{"type": "object"}',
+        '{"a": [1, 2.5, null], "b": {"c": true}}',
+    ),
+    Case("regex", "regex", r"\d{3}-[a-z]+(\.[a-z]{2,3})?", "123-abc.de"),
+    Case("ebnf", "ebnf", 'root ::= "yes" | "no" | "maybe " [0-9]+', "maybe 42"),
+    Case("choice", "choice", json.dumps(["positive", "negative", "neutral"]), "negative"),
+    Case("lark", "lark", 'start: "hello " NAME\nNAME: /[a-z]+/', "hello bob", feature="lark"),
+    Case(
+        "structural_tag",
+        "structural_tag",
+        json.dumps(
+            {
+                "type": "structural_tag",
+                "format": {
+                    "type": "triggered_tags",
+                    "triggers": ["<function="],
+                    "tags": [
+                        {
+                            "type": "tag",
+                            "begin": "<function=get_weather>",
+                            "content": {"type": "json_schema", "json_schema": WEATHER},
+                            "end": "</function>",
+                        }
+                    ],
+                },
+            }
+        ),
+        'Let me check. <function=get_weather>{"city": "Paris"}</function>',
+        feature="structural_tag",
+    ),
+    Case(
+        "structural_tag_legacy",
+        "structural_tag",
+        json.dumps(
+            {
+                "type": "structural_tag",
+                "structures": [
+                    {"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}
+                ],
+                "triggers": ["<function="],
+            }
+        ),
+        'Sure: <function=get_weather>{"city": "Rome"}</function>',
+        feature="structural_tag",
+    ),
+]
+
+CASE_IDS = [c.name for c in CASES]
+
+
+@cache
+def grammask_supports(feature: str) -> bool:
+    """Whether this grammask build compiles ``feature`` (Lark and structural tags land from other
+    branches; until then grammask raises UnsupportedFeatureError)."""
+    info = xgr.TokenizerInfo([b"a", b"b", b"</s>"], stop_token_ids=[2])
+    compiler = xgr.GrammarCompiler(info)
+    try:
+        if feature == "lark":
+            compiler.compile_lark('start: "a"')
+        elif feature == "structural_tag":
+            compiler.compile_structural_tag(
+                json.dumps(
+                    {"type": "structural_tag", "format": {"type": "const_string", "value": "a"}}
+                )
+            )
+        else:
+            return True
+    except (xgr.UnsupportedFeatureError, AttributeError, NotImplementedError):
+        return False
+    return True
+
+
+def xfail_unless_supported(case: Case) -> None:
+    """Mark the running test expected-to-fail when grammask lacks the case's feature."""
+    if case.feature and not grammask_supports(case.feature):
+        pytest.xfail(
+            f"grammask on this branch has no {case.feature} support yet (GrammarCompiler."
+            f"compile_{'lark' if case.feature == 'lark' else 'structural_tag'} raises "
+            "UnsupportedFeatureError); it lands with its own branch"
+        )
+
+
+@cache
+def hf_tokenizer(family: str) -> Any:
+    import transformers
+
+    from conftest import tokenizer_dir  # the repository's tests/conftest.py
+
+    return transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir(family)))
+
+
+def tokens_for(tok: Any, info: xgr.TokenizerInfo, text: str) -> list:
+    """Real token ids spelling ``text`` exactly (the tokenizer's own when they do)."""
+    from conftest import tokenize
+
+    return tokenize(tok, info, text)
+
+
+def bit(mask_row: Any, token: int) -> bool:
+    return bool((int(mask_row[token // 32]) >> (token % 32)) & 1)
+
+
+def first_disallowed(mask_row: Any, vocab_size: int, avoid: set) -> int:
+    for t in range(vocab_size):
+        if t not in avoid and not bit(mask_row, t):
+            return t
+    raise AssertionError("every token is allowed")
+
+
+class Timer:
+    """Accumulates seconds spent in a block; ``per(n)`` in microseconds."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.count = 0
+
+    def __enter__(self) -> "Timer":
+        self._t = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.total += time.perf_counter() - self._t
+        self.count += 1
+
+    def per_us(self) -> float:
+        return 1e6 * self.total / max(1, self.count)
