@@ -120,6 +120,8 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             )
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Masks ``scores`` (batch, vocab) in place for the next step and returns them; on later
+        calls first accepts the tokens ``generate()`` appended to ``input_ids``."""
         if self.matchers is None:
             self._start(input_ids)
         else:
