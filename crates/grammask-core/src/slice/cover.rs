@@ -6,7 +6,8 @@
 //! frontier instead of a full trie walk.
 use super::Body;
 use crate::compiler::{Automata, StateId};
-use std::collections::{HashMap, HashSet};
+use crate::fasthash::{FastMap, FastState};
+use std::collections::HashMap;
 
 /// Most (automaton state, body state) pairs [`BodySlice::covers`] explores.
 const MAX_COVER_PAIRS: usize = 4096;
@@ -35,7 +36,7 @@ type Config = (StateId, u32);
 /// Interned stacks of return states, as linked cells: `cells[id] = (below, top, depth)`.
 struct Stacks {
     cells: Vec<(u32, StateId, u32)>,
-    ids: HashMap<(u32, StateId), u32>,
+    ids: FastMap<(u32, StateId), u32>,
 }
 
 impl Stacks {
@@ -62,7 +63,7 @@ impl Stacks {
 /// the depth), else whether the kernel's rule can end (a final state with an empty stack is
 /// reachable).
 pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
-    let mut stacks = Stacks { cells: vec![(0, s, 0)], ids: HashMap::new() };
+    let mut stacks = Stacks { cells: vec![(0, s, 0)], ids: HashMap::with_hasher(FastState) };
     // The closure of `set` under calls and returns, sorted; `None` past the depth.
     let mut close = |set: &mut Vec<Config>| -> Option<()> {
         let mut i = 0;
@@ -90,18 +91,37 @@ pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Bo
         set.sort_unstable();
         Some(())
     };
-    let mut ids: HashMap<Vec<Config>, u32> = HashMap::new();
+    // PERF: std's SipHash on the set keys and a hash set of pairs took half of a search (a
+    // regex-bodied string with `minLength`: ~4,000 pairs, 10-30 ms per new position); the pairs
+    // seen are one bit per body state of each set instead.
+    let mut ids: FastMap<Vec<Config>, u32> = HashMap::with_hasher(FastState);
     let mut sets: Vec<Vec<Config>> = Vec::new();
-    let mut seen: HashSet<(u32, u8)> = HashSet::new();
+    let mut seen: Vec<u16> = Vec::new();
+    let mut pairs = 0usize;
+    let mark = |seen: &mut Vec<u16>, pairs: &mut usize, id: u32, b: u8| -> bool {
+        let i = id as usize;
+        if i >= seen.len() {
+            seen.resize(i + 1, 0);
+        }
+        debug_assert!(b < 16, "slice automaton state {b}");
+        let bit = 1u16 << b;
+        let fresh = seen[i] & bit == 0;
+        seen[i] |= bit;
+        *pairs += usize::from(fresh);
+        fresh
+    };
     let mut stack: Vec<(u32, u8)> = Vec::new();
     let mut has_final = false;
     let mut first = vec![(s, 0)];
     close(&mut first)?;
     ids.insert(first.clone(), 0);
     sets.push(first);
-    seen.insert((0, 0));
+    mark(&mut seen, &mut pairs, 0, 0);
     stack.push((0, 0));
     let mut next: Vec<Config> = Vec::new();
+    // The last stepped (unclosed) configurations and the set they closed to.
+    let mut last_raw: Vec<Config> = Vec::new();
+    let mut last: Option<u32> = None;
     while let Some((id, b)) = stack.pop() {
         has_final |= sets[id as usize].iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
         for x in 0..=255u8 {
@@ -114,19 +134,29 @@ pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Bo
                     }
                     next.sort_unstable();
                     next.dedup();
-                    close(&mut next)?;
-                    next.dedup();
-                    let nid = match ids.get(next.as_slice()) {
-                        Some(&i) => i,
-                        None => {
-                            let i = sets.len() as u32;
-                            ids.insert(next.clone(), i);
-                            sets.push(next.clone());
-                            i
+                    // The closed set depends only on the stepped configurations, which are the
+                    // same for runs of bytes (a class of characters): close and intern once per run.
+                    let nid = match last {
+                        Some(nid) if last_raw == next => nid,
+                        _ => {
+                            last_raw.clone_from(&next);
+                            close(&mut next)?;
+                            next.dedup();
+                            let nid = match ids.get(next.as_slice()) {
+                                Some(&i) => i,
+                                None => {
+                                    let i = sets.len() as u32;
+                                    ids.insert(next.clone(), i);
+                                    sets.push(next.clone());
+                                    i
+                                }
+                            };
+                            last = Some(nid);
+                            nid
                         }
                     };
-                    if seen.insert((nid, nb)) {
-                        if seen.len() > MAX_COVER_PAIRS {
+                    if mark(&mut seen, &mut pairs, nid, nb) {
+                        if pairs > MAX_COVER_PAIRS {
                             return None;
                         }
                         stack.push((nid, nb));

@@ -1,0 +1,105 @@
+"""The slowest mask fills and compiles of grammask on sampled MaskBench schemas (issue 18).
+
+    GRAMMASK_SHARED=/work/shared python bench/tail_states.py --limit 300 --seed 1818 [--wall] [--top 20]
+
+Same sampling (``list_files``), schema options (the ``grammask`` engine of ``python -m
+grammask.bench maskbench``) and protocol (a fresh matcher per instance, fill before every token,
+then accept it) as the MaskBench harness, but timed in **thread CPU time** by default
+(``time.thread_time_ns``), so that a loaded machine's preemptions (4 ms scheduler ticks) do not
+show up as tail latency; ``--wall`` uses ``perf_counter_ns`` as the harness does. Prints the
+mask and TTFM percentiles, the schemas with the most fills over ``--slow-us``, and the slowest
+fills as (µs, file, instance, token position) with the text before that position, to be fed to
+``crates/grammask-core/examples/kernel_costs.rs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+from grammask.bench.data import (  # noqa: E402
+    default_data_dir,
+    default_tokenizer_dir,
+    list_files,
+    load_hf_tokenizer,
+    load_task,
+)
+from grammask.bench.engines import ENGINES  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1818)
+    ap.add_argument("--wall", action="store_true", help="wall-clock time instead of thread CPU time")
+    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--slow-us", type=float, default=300.0)
+    args = ap.parse_args()
+    clock = time.perf_counter_ns if args.wall else time.thread_time_ns
+    tok = load_hf_tokenizer(default_tokenizer_dir())
+    adapter = ENGINES["grammask"](tok)
+    # The per-vocabulary token index is built by the first compile; keep it out of the figures.
+    adapter.compile('{"type": "object", "properties": {"a": {"type": "string"}}}')
+    masks: list[float] = []
+    ttfm: list[tuple[float, str]] = []
+    slow: list[tuple[float, str, int, int]] = []
+    texts: dict[tuple[str, int, int], str] = {}
+    gc.disable()
+    for f in list_files(default_data_dir(), args.limit, args.seed):
+        task = load_task(f, tok)
+        t0 = clock()
+        try:
+            compiled = adapter.compile(task.schema)
+            m = adapter.matcher(compiled)
+            m.fill()
+        except Exception:  # noqa: BLE001 (compile errors are counted by the harness, not here)
+            continue
+        ttfm.append(((clock() - t0) / 1000.0, f.name))
+        for i, inst in enumerate(task.instances):
+            m = adapter.matcher(compiled)
+            ok = True
+            for pos, t in enumerate(inst.tokens):
+                a = clock()
+                m.fill()
+                us = (clock() - a) / 1000.0
+                masks.append(us)
+                if us > args.slow_us:
+                    slow.append((us, f.name, i, pos))
+                    texts[(f.name, i, pos)] = tok.decode(inst.tokens[:pos])[-60:]
+                if not m.accept(t):
+                    ok = False
+                    break
+            if ok:
+                a = clock()
+                m.fill()
+                masks.append((clock() - a) / 1000.0)
+    gc.enable()
+    arr = np.asarray(masks)
+    comp = np.asarray([t for t, _ in ttfm])
+    kind = "wall" if args.wall else "thread CPU"
+    print(f"{len(ttfm)} schemas compiled, {len(arr)} masks ({kind} time, µs)")
+    p = np.percentile(arr, [50, 95, 99, 99.9, 100])
+    print("mask p50 %.1f p95 %.1f p99 %.1f p99.9 %.1f max %.1f" % tuple(p))
+    p = np.percentile(comp, [50, 99, 100]) / 1000.0
+    print("ttfm ms p50 %.2f p99 %.1f max %.1f" % tuple(p))
+    print(f"schemas with the most fills over {args.slow_us:g} µs:")
+    for name, n in Counter(s[1] for s in slow).most_common(args.top):
+        print(f"  {n:5d}  {name}")
+    print("slowest fills:")
+    for us, name, i, pos in sorted(slow, reverse=True)[: args.top]:
+        print(f"  {us:10.0f}  {name} instance {i} token {pos}  ...{texts[(name, i, pos)]!r}")
+    print("slowest compiles (ms):")
+    for t, name in sorted(ttfm, reverse=True)[: args.top]:
+        print(f"  {t / 1000.0:10.1f}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
