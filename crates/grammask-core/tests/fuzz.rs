@@ -137,6 +137,13 @@ fn fuzz_one(target: &str, budget: Duration, seed: u64) {
             slowest = dt;
             slow_input.clone_from(&input);
         }
+        if dt > Duration::from_secs(2) {
+            // Not a failure (limits bound the work), but kept for the performance work.
+            let dir = fuzz_dir().join("slow").join(target);
+            std::fs::create_dir_all(&dir).unwrap();
+            let name = format!("slow-{:016x}-{}ms", hash(&input), dt.as_millis());
+            std::fs::write(dir.join(name), &input).unwrap();
+        }
         if let Err(p) = r {
             let msg = p
                 .downcast_ref::<String>()
