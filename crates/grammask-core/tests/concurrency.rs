@@ -15,7 +15,8 @@ const SCHEMA: &str = r##"{"type":"object","properties":{"name":{"type":"string",
 fn vocab() -> Arc<Vocabulary> {
     let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
     for s in [
-        "{\"", "name", "\":", "\": \"", "\",", "tags", "[\"", "bc", "\"]", "null", ", ", "-1", "sub", "{}", "}", "\n", "</s>",
+        "{\"", "name", "\":", "\": \"", "\",", "tags", "[\"", "bc", "\"]", "null", ", ", "-1", "sub", "{}", "}", "\n",
+        "</s>",
     ] {
         toks.push(s.as_bytes().to_vec());
     }
