@@ -19,8 +19,9 @@ use std::sync::{Arc, OnceLock};
 /// Names of the targets, in the order of [`run_target`].
 pub const TARGETS: &[&str] = &["ebnf", "regex", "json_schema", "differential"];
 
-/// Runs target `name` on `data`; panics on a bug.
-pub fn run_target(name: &str, data: &[u8]) {
+/// Runs target `name` on `data`; panics on a bug. Returns true when the input got past the front
+/// end (compiled and masked), which the stable driver uses to grow its corpus.
+pub fn run_target(name: &str, data: &[u8]) -> bool {
     match name {
         "ebnf" => ebnf(data),
         "regex" => regex(data),
@@ -149,17 +150,23 @@ fn split_choices(data: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// EBNF parser: any text; a grammar that parses prints, reparses and masks consistently.
-pub fn ebnf(data: &[u8]) {
+pub fn ebnf(data: &[u8]) -> bool {
     let (src, choices) = split_choices(data);
     let src = text(src);
     match parse_ebnf(&src, "root") {
-        Ok(g) => check_spellings(&g, choices, "ebnf"),
-        Err(e) => check_err("ebnf", &e),
+        Ok(g) => {
+            check_spellings(&g, choices, "ebnf");
+            true
+        }
+        Err(e) => {
+            check_err("ebnf", &e);
+            false
+        }
     }
 }
 
 /// Regex front end: a pattern that parses gives EBNF that parses; masks match brute force.
-pub fn regex(data: &[u8]) {
+pub fn regex(data: &[u8]) -> bool {
     let (src, choices) = split_choices(data);
     let (flags, src) = match src.split_first() {
         Some((&f, rest)) => (RegexFlags { ignore_case: f & 1 != 0, dot_all: f & 2 != 0 }, rest),
@@ -168,20 +175,29 @@ pub fn regex(data: &[u8]) {
     let pattern = text(src);
     let re = match Regex::parse(&pattern, flags) {
         Ok(re) => re,
-        Err(e) => return check_err("regex", &e),
+        Err(e) => {
+            check_err("regex", &e);
+            return false;
+        }
     };
     let ebnf_text = match re.to_ebnf("root") {
         Ok(t) => t,
-        Err(e) => return check_err("regex to_ebnf", &e),
+        Err(e) => {
+            check_err("regex to_ebnf", &e);
+            return false;
+        }
     };
     match parse_ebnf(&ebnf_text, "root") {
-        Ok(g) => check_spellings(&g, choices, "regex"),
+        Ok(g) => {
+            check_spellings(&g, choices, "regex");
+            true
+        }
         Err(e) => panic!("regex: emitted EBNF does not parse: {e}\n{ebnf_text}"),
     }
 }
 
 /// JSON Schema front end: a schema that converts gives EBNF that parses; masks match brute force.
-pub fn json_schema(data: &[u8]) {
+pub fn json_schema(data: &[u8]) -> bool {
     let (src, choices) = split_choices(data);
     let (opts, src) = match src.split_first() {
         Some((&f, rest)) => (
@@ -199,10 +215,16 @@ pub fn json_schema(data: &[u8]) {
     let schema = text(src);
     let ebnf_text = match json_schema_to_ebnf(&schema, &opts) {
         Ok(t) => t,
-        Err(e) => return check_err("json_schema", &e),
+        Err(e) => {
+            check_err("json_schema", &e);
+            return false;
+        }
     };
     match parse_ebnf(&ebnf_text, "root") {
-        Ok(g) => check_spellings(&g, choices, "json_schema"),
+        Ok(g) => {
+            check_spellings(&g, choices, "json_schema");
+            true
+        }
         Err(e) => panic!("json_schema: emitted EBNF does not parse: {e}\n{ebnf_text}"),
     }
 }
@@ -267,7 +289,7 @@ fn random_expr(r: &mut Bytes<'_>, b: &mut GrammarBuilder, n_rules: u8, depth: u3
 /// Differential: a grammar and a vocabulary built from the input bytes (recursive, nullable,
 /// repeated rules over a five-letter alphabet); masks equal brute force, and the grammar's printed
 /// spelling reparsed gives the same masks along the same path.
-pub fn differential(data: &[u8]) {
+pub fn differential(data: &[u8]) -> bool {
     let mut r = Bytes(data);
     let n_rules = 1 + r.below(4);
     let mut b = GrammarBuilder::new();
@@ -277,7 +299,10 @@ pub fn differential(data: &[u8]) {
     }
     let g = match b.build("r0") {
         Ok(g) => g,
-        Err(e) => return check_err("differential build", &e),
+        Err(e) => {
+            check_err("differential build", &e);
+            return false;
+        }
     };
     let mut toks: Vec<Vec<u8>> = ALPHABET.iter().map(|&c| vec![c]).collect();
     for _ in 0..(8 + r.below(24)) {
@@ -296,4 +321,5 @@ pub fn differential(data: &[u8]) {
     };
     let choices: Vec<u8> = (0..12).map(|_| r.below(255)).collect();
     walk(&[&g, &g2], &vocab, &choices, 12, "differential");
+    true
 }

@@ -178,7 +178,7 @@ fn fuzz_one(target: &str, budget: Duration, seed: u64) {
     }
     let mut rng = Rng(seed | 1);
     let start = Instant::now();
-    let (mut execs, mut slowest, mut slow_input) = (0u64, Duration::ZERO, Vec::new());
+    let (mut execs, mut deep_execs, mut slowest, mut slow_input) = (0u64, 0u64, Duration::ZERO, Vec::new());
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let mut failure = None;
@@ -200,7 +200,7 @@ fn fuzz_one(target: &str, budget: Duration, seed: u64) {
             let name = format!("slow-{:016x}-{}ms", hash(&input), dt.as_millis());
             std::fs::write(dir.join(name), &input).unwrap();
         }
-        if let Err(p) = r {
+        if let Err(p) = &r {
             let msg = p
                 .downcast_ref::<String>()
                 .cloned()
@@ -213,14 +213,19 @@ fn fuzz_one(target: &str, budget: Duration, seed: u64) {
             failure = Some(format!("{target}: {} -> {msg}", path.display()));
             break;
         }
-        // Keep inputs that parse-and-mask without a bug and are new: a crude corpus growth.
-        if corpus.len() < 4096 && rng.below(16) == 0 {
+        // Corpus growth without coverage feedback: keep some inputs that got past the front end
+        // (compiled and masked), rarely one that did not.
+        let deep = r.unwrap_or(false);
+        if deep {
+            deep_execs += 1;
+        }
+        if corpus.len() < 4096 && rng.below(if deep { 8 } else { 256 }) == 0 {
             corpus.push(input);
         }
     }
     std::panic::set_hook(prev);
     eprintln!(
-        "fuzz {target}: {execs} execs in {:.1} s, corpus {}, slowest input {:.3} s ({} bytes)",
+        "fuzz {target}: {execs} execs ({deep_execs} past the front end) in {:.1} s, corpus {}, slowest input {:.3} s ({} bytes)",
         start.elapsed().as_secs_f64(),
         corpus.len(),
         slowest.as_secs_f64(),
