@@ -4,6 +4,7 @@
 
 use grammask_core::batch::batch_fill_next_token_bitmask;
 use grammask_core::grammar_compiler::GrammarCompiler;
+use grammask_core::json_schema::JsonSchemaOptions;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
 use std::sync::{Arc, Barrier};
@@ -49,7 +50,7 @@ fn run_path(cg: &Arc<CompiledGrammar>, seed: u64, steps: usize) -> Vec<Vec<u32>>
 }
 
 fn compile(v: &Arc<Vocabulary>) -> Arc<CompiledGrammar> {
-    GrammarCompiler::new(v, false, -1).compile_json_schema(SCHEMA, &Default::default()).unwrap()
+    GrammarCompiler::new(v, false, -1).compile_json_schema(SCHEMA, &JsonSchemaOptions::default()).unwrap()
 }
 
 #[test]
@@ -84,12 +85,12 @@ fn concurrent_compiles_into_one_cache_and_batch_fill() {
     let v = vocab();
     let compiler = GrammarCompiler::new(&v, true, -1);
     let barrier = Barrier::new(8);
-    let compiled: Vec<Arc<CompiledGrammar>> = std::thread::scope(|s| {
+    let grammars: Vec<Arc<CompiledGrammar>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..8)
             .map(|_| {
                 s.spawn(|| {
                     barrier.wait();
-                    compiler.compile_json_schema(SCHEMA, &Default::default()).unwrap()
+                    compiler.compile_json_schema(SCHEMA, &JsonSchemaOptions::default()).unwrap()
                 })
             })
             .collect();
@@ -97,13 +98,13 @@ fn concurrent_compiles_into_one_cache_and_batch_fill() {
     });
     // All compiles give the same masks; the cache holds the grammar once.
     let serial = run_path(&compile(&v), 7, 40);
-    for cg in &compiled {
+    for cg in &grammars {
         assert_eq!(run_path(cg, 7, 40), serial);
     }
-    let again = compiler.compile_json_schema(SCHEMA, &Default::default()).unwrap();
-    assert!(compiled.iter().any(|c| Arc::ptr_eq(c, &again)), "no cache hit after concurrent compiles");
+    let again = compiler.compile_json_schema(SCHEMA, &JsonSchemaOptions::default()).unwrap();
+    assert!(grammars.iter().any(|c| Arc::ptr_eq(c, &again)), "no cache hit after concurrent compiles");
     // Batch fill of 64 matchers at different states on 1 and 4 threads equals single fills.
-    let cg = compiled[0].clone();
+    let cg = grammars[0].clone();
     let mut ms: Vec<Matcher> = (0..64u64)
         .map(|i| {
             let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
