@@ -409,7 +409,8 @@ def test_compiler_cache_shares_compiled_grammars(info):
         bool_mask(m, N)
     b = c.compile_grammar(g)
     assert b.memory_size_bytes == a.memory_size_bytes
-    assert c.get_cache_size_bytes() == size0
+    # The cache counts that growth (re-measured), so it stays within cache_limit_bytes.
+    assert c.get_cache_size_bytes() > size0
     c.clear_cache()
     assert c.get_cache_size_bytes() == 0
     fresh = c.compile_grammar(g)

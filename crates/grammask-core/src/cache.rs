@@ -1,9 +1,11 @@
 //! A thread-safe cache of compiled grammars keyed by their source (kind, text, options), bounded
 //! by total memory with least-recently-used eviction.
 //!
-//! Invariant: `bytes` is the sum of the sizes recorded for the entries present; an entry's size
-//! is measured when it is inserted (its kernel-mask cache may grow later, which is not counted
-//! again). Concurrent misses on the same key may compile twice; the first insert wins.
+//! Invariant: `bytes` is the sum of the sizes recorded for the entries present. A compiled
+//! grammar's kernel and mask memos grow while matchers use it, so every insert re-measures the
+//! entries before evicting: right after an insert (and in [`GrammarCache::size_bytes`]) the cache
+//! holds at most `limit_bytes`, counting that growth. Concurrent misses on the same key may
+//! compile twice; the first insert wins.
 
 use crate::matcher::CompiledGrammar;
 use std::collections::HashMap;
@@ -57,7 +59,7 @@ impl GrammarCache {
             return e.0.clone();
         }
         g.map.insert(key, (value.clone(), size, now));
-        g.bytes += size;
+        Self::remeasure(&mut g);
         if self.limit_bytes >= 0 {
             let limit = usize::try_from(self.limit_bytes).unwrap_or(usize::MAX);
             while g.bytes > limit && !g.map.is_empty() {
@@ -75,7 +77,20 @@ impl GrammarCache {
         g.bytes = 0;
     }
 
+    /// The bytes held now (entries re-measured).
     pub fn size_bytes(&self) -> usize {
-        self.lock().bytes
+        let mut g = self.lock();
+        Self::remeasure(&mut g);
+        g.bytes
+    }
+
+    /// Refreshes every entry's size (memos grow after insertion) and the total.
+    fn remeasure(g: &mut Inner) {
+        let mut total = 0;
+        for (k, e) in &mut g.map {
+            e.1 = e.0.memory_size() + k.len();
+            total += e.1;
+        }
+        g.bytes = total;
     }
 }

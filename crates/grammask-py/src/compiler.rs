@@ -1,5 +1,5 @@
 //! `grammask._core.GrammarCompiler` and `CompiledGrammar`: compile (GIL released) and cache.
-use crate::errors::py_err;
+use crate::errors::{guard, py_err};
 use crate::grammar::{PyGrammar, PySchemaOptions};
 use crate::tokenizer_info::PyTokenizerInfo;
 use grammask_core::compiled::CompiledGrammar;
@@ -62,7 +62,7 @@ impl PyGrammarCompiler {
         compile: impl FnOnce(&GrammarCompiler) -> Result<Arc<CompiledGrammar>> + Send,
     ) -> PyResult<PyCompiledGrammar> {
         let inner = &self.inner;
-        py.allow_threads(|| compile(inner)).map(|inner| PyCompiledGrammar { inner }).map_err(py_err)
+        py.allow_threads(|| guard(|| compile(inner)).map(|inner| PyCompiledGrammar { inner })).map_err(py_err)
     }
 }
 

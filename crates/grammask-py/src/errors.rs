@@ -67,6 +67,15 @@ pub fn py_err(err: Error) -> PyErr {
     to_py(&err)
 }
 
+/// Runs a core call, turning a panic (a bug: a broken invariant) into an `Internal` error, so that
+/// Python sees `grammask.InternalError` rather than pyo3's `PanicException` (a `BaseException`).
+pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()));
+        Err(Error::new(ErrorKind::Internal, format!("panic in grammask: {}", msg.unwrap_or_default())))
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("GrammaskError", py.get_type::<GrammaskError>())?;

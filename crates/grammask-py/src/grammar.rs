@@ -1,5 +1,5 @@
 //! `grammask._core.Grammar`: front ends (EBNF, regex, JSON Schema, builtin JSON) and printing.
-use crate::errors::py_err;
+use crate::errors::{guard, py_err};
 use grammask_core::grammar::Grammar;
 use grammask_core::json_schema::{json_schema_to_ebnf, json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::{builtin, combine, ebnf, lark, regex};
@@ -52,45 +52,45 @@ impl PyGrammar {
     #[pyo3(signature = (text, root_rule_name = "root"))]
     fn from_ebnf(py: Python<'_>, text: &str, root_rule_name: &str) -> PyResult<PyGrammar> {
         let (text, root) = (text.to_owned(), root_rule_name.to_owned());
-        py.allow_threads(|| ebnf::parse_ebnf(&text, &root)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| guard(|| ebnf::parse_ebnf(&text, &root))).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
     #[pyo3(signature = (text, root_rule_name = "root"))]
     fn from_iso_ebnf(py: Python<'_>, text: &str, root_rule_name: &str) -> PyResult<PyGrammar> {
         let (text, root) = (text.to_owned(), root_rule_name.to_owned());
-        py.allow_threads(|| ebnf::parse_iso_ebnf(&text, &root)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| guard(|| ebnf::parse_iso_ebnf(&text, &root))).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
     fn from_lark(py: Python<'_>, text: &str) -> PyResult<PyGrammar> {
         let text = text.to_owned();
-        py.allow_threads(|| lark::lark_to_grammar(&text)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| guard(|| lark::lark_to_grammar(&text))).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
     fn from_regex(py: Python<'_>, pattern: &str) -> PyResult<PyGrammar> {
         let pattern = pattern.to_owned();
-        py.allow_threads(|| regex::regex_to_grammar(&pattern)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| guard(|| regex::regex_to_grammar(&pattern))).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
     #[pyo3(signature = (pattern, rule_name = "root"))]
     fn regex_to_ebnf(py: Python<'_>, pattern: &str, rule_name: &str) -> PyResult<String> {
         let (pattern, rule) = (pattern.to_owned(), rule_name.to_owned());
-        py.allow_threads(|| regex::regex_to_ebnf(&pattern, &rule)).map_err(py_err)
+        py.allow_threads(|| guard(|| regex::regex_to_ebnf(&pattern, &rule))).map_err(py_err)
     }
 
     #[staticmethod]
     fn from_json_schema(py: Python<'_>, schema: &str, options: PyRef<'_, PySchemaOptions>) -> PyResult<PyGrammar> {
         let (schema, opts) = (schema.to_owned(), options.inner.clone());
-        py.allow_threads(|| json_schema_to_grammar(&schema, &opts)).map(PyGrammar::wrap).map_err(py_err)
+        py.allow_threads(|| guard(|| json_schema_to_grammar(&schema, &opts))).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]
     fn json_schema_to_ebnf(py: Python<'_>, schema: &str, options: PyRef<'_, PySchemaOptions>) -> PyResult<String> {
         let (schema, opts) = (schema.to_owned(), options.inner.clone());
-        py.allow_threads(|| json_schema_to_ebnf(&schema, &opts)).map_err(py_err)
+        py.allow_threads(|| guard(|| json_schema_to_ebnf(&schema, &opts))).map_err(py_err)
     }
 
     #[staticmethod]

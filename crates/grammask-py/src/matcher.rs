@@ -3,7 +3,7 @@
 //! dtype, writability, contiguity and shape before anything is written.
 use crate::buffer::Int32Buffer;
 use crate::compiler::PyCompiledGrammar;
-use crate::errors::{invalid_argument, py_err};
+use crate::errors::{guard, invalid_argument, py_err};
 use grammask_core::batch;
 use grammask_core::matcher::{Matcher, MatcherOptions};
 use pyo3::prelude::*;
@@ -28,11 +28,11 @@ impl PyGrammarMatcher {
 
     fn accept_token(&mut self, token_id: i64) -> PyResult<bool> {
         let Ok(t) = u32::try_from(token_id) else { return Ok(false) };
-        self.inner.accept_token(t).map_err(py_err)
+        guard(|| self.inner.accept_token(t)).map_err(py_err)
     }
 
     fn accept_bytes(&mut self, data: &[u8]) -> PyResult<bool> {
-        self.inner.accept_bytes(data).map_err(py_err)
+        guard(|| self.inner.accept_bytes(data)).map_err(py_err)
     }
 
     #[pyo3(signature = (bitmask, index = 0))]
@@ -48,7 +48,7 @@ impl PyGrammarMatcher {
             )));
         }
         let m = &mut self.inner;
-        py.allow_threads(|| m.compute_mask().map(|_| ())).map_err(py_err)?;
+        py.allow_threads(|| guard(|| m.compute_mask().map(|_| ()))).map_err(py_err)?;
         let mask = self.inner.last_mask();
         b.write_row(index, mask.words())?;
         Ok(!mask.is_full())
@@ -56,7 +56,7 @@ impl PyGrammarMatcher {
 
     /// Allowed token ids (for tests and debugging).
     fn allowed_tokens(&mut self) -> PyResult<Vec<usize>> {
-        Ok(self.inner.compute_mask().map_err(py_err)?.iter_ones().collect())
+        guard(|| self.inner.compute_mask().map(|m| m.iter_ones().collect())).map_err(py_err)
     }
 
     fn is_terminated(&self) -> bool {
@@ -74,7 +74,7 @@ impl PyGrammarMatcher {
     #[pyo3(signature = (num_tokens = 1))]
     fn rollback(&mut self, num_tokens: i64) -> PyResult<()> {
         let n = usize::try_from(num_tokens).map_err(|_| invalid_argument("num_tokens must be >= 0"))?;
-        self.inner.rollback(n).map_err(py_err)
+        guard(|| self.inner.rollback(n)).map_err(py_err)
     }
 
     fn fork(&self) -> Self {
@@ -82,7 +82,7 @@ impl PyGrammarMatcher {
     }
 
     fn find_jump_forward_bytes(&mut self) -> PyResult<Vec<u8>> {
-        self.inner.find_jump_forward_bytes().map_err(py_err)
+        guard(|| self.inner.find_jump_forward_bytes()).map_err(py_err)
     }
 
     #[getter]
@@ -120,7 +120,7 @@ pub fn batch_fill_next_token_bitmask(
     let mut rows: Vec<Vec<u32>> = vec![vec![0u32; b.words]; refs.len()];
     let mut work: Vec<(&mut Matcher, &mut Vec<u32>)> =
         refs.iter_mut().map(|r| &mut r.inner).zip(rows.iter_mut()).collect();
-    py.allow_threads(|| batch::batch_fill_next_token_bitmask(&mut work, max_threads)).map_err(py_err)?;
+    py.allow_threads(|| guard(|| batch::batch_fill_next_token_bitmask(&mut work, max_threads))).map_err(py_err)?;
     for (row, &i) in rows.iter().zip(&indices) {
         b.write_row(i, row)?;
     }

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::errors::py_err;
+use crate::errors::{guard, py_err};
 
 /// An immutable vocabulary shared with compiled grammars.
 #[pyclass(name = "TokenizerInfo", module = "grammask._core", frozen)]
@@ -86,7 +86,7 @@ impl PyTokenizerInfo {
             special_token_ids: ids_from_py(special_token_ids, "special token")?,
             add_prefix_space,
         };
-        let v = py.allow_threads(|| Vocabulary::new(encoded, vocab_type, options)).map_err(py_err)?;
+        let v = py.allow_threads(|| guard(|| Vocabulary::new(encoded, vocab_type, options))).map_err(py_err)?;
         Ok(wrap(v))
     }
 
@@ -163,7 +163,8 @@ impl PyTokenizerInfo {
     fn from_vocab_and_metadata(py: Python<'_>, encoded_vocab: &Bound<'_, PyAny>, metadata: &str) -> PyResult<Self> {
         let encoded = extract_tokens(encoded_vocab)?;
         let metadata = metadata.to_owned();
-        let v = py.allow_threads(|| Vocabulary::from_vocab_and_metadata(encoded, &metadata)).map_err(py_err)?;
+        let v =
+            py.allow_threads(|| guard(|| Vocabulary::from_vocab_and_metadata(encoded, &metadata))).map_err(py_err)?;
         Ok(wrap(v))
     }
 
@@ -175,7 +176,7 @@ impl PyTokenizerInfo {
     #[staticmethod]
     fn deserialize_json(py: Python<'_>, json_string: &str) -> PyResult<Self> {
         let s = json_string.to_owned();
-        let v = py.allow_threads(move || Vocabulary::from_json(&s)).map_err(py_err)?;
+        let v = py.allow_threads(move || guard(|| Vocabulary::from_json(&s))).map_err(py_err)?;
         Ok(wrap(v))
     }
 

@@ -203,6 +203,18 @@ impl<'a> Doc<'a> {
                         | "dependencies" => {
                             if let Value::Object(mm) = sub {
                                 for (kk, s) in mm {
+                                    // The converter asks for every property's schema, so a value
+                                    // that is not a schema is an error here, not a skipped child.
+                                    if matches!(k.as_str(), "properties" | "patternProperties")
+                                        && !s.is_object()
+                                        && !s.is_boolean()
+                                    {
+                                        return Err(Error::new(
+                                            ErrorKind::InvalidSchema,
+                                            format!("the value of {k:?} {kk:?} is not a schema"),
+                                        )
+                                        .at_pointer(ptr.clone()));
+                                    }
                                     if s.is_object() || s.is_boolean() {
                                         stack.push((
                                             s,

@@ -1,0 +1,86 @@
+//! The mask and accept paths do not allocate per token in steady state: a counting global
+//! allocator counts heap allocations across many fill + accept steps of a matcher on the JSON
+//! grammar, after a warm-up that fills the mask memo and the kernel cache.
+//!
+//! Growth of the matcher's chart and history (one row per byte, one entry per token) is amortized
+//! doubling, so a few allocations over a long run are expected; "per token" would be one or more
+//! per step. The bound asserted is far below one per step.
+#![allow(unsafe_code)]
+
+use grammask_core::builtin::builtin_json_grammar;
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn vocab() -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
+    for s in ["[", "1", ", ", "{\"", "a\"", ": ", "true", "}", "]", "null", "\"x\"", "\n", "  ", "12", "</s>"] {
+        toks.push(s.as_bytes().to_vec());
+    }
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..VocabularyOptions::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+}
+
+/// The token sequence of one array element `{"a": true}, ` (repeated to reach steady state).
+fn element(v: &Vocabulary) -> Vec<u32> {
+    let id = |s: &str| (0..v.vocab_size() as u32).find(|&t| v.token_bytes(t) == s.as_bytes()).unwrap();
+    ["{\"", "a\"", ": ", "true", "}", ", "].iter().map(|s| id(s)).collect()
+}
+
+/// Runs `steps` fill + accept steps of the repeating element and returns the allocations counted.
+fn count(m: &mut Matcher, tokens: &[u32], row: &mut [u32], steps: usize) -> usize {
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    for i in 0..steps {
+        m.fill_next_token_bitmask(row).unwrap();
+        let t = tokens[i % tokens.len()];
+        assert!(m.accept_token(t).unwrap());
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    ALLOCS.load(Ordering::SeqCst)
+}
+
+#[test]
+fn fill_and_accept_do_not_allocate_per_token() {
+    let v = vocab();
+    let cg = Arc::new(CompiledGrammar::new(&builtin_json_grammar(), &v).unwrap());
+    let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+    let open = (0..v.vocab_size() as u32).find(|&t| v.token_bytes(t) == b"[").unwrap();
+    assert!(m.accept_token(open).unwrap());
+    let tokens = element(&v);
+    let mut row = vec![0u32; v.vocab_size().div_ceil(32)];
+    // Warm up: the memo of masks and kernels fills, the chart and history reach their size.
+    count(&mut m, &tokens, &mut row, 600);
+    let steps = 600;
+    let n = count(&mut m, &tokens, &mut row, steps);
+    eprintln!("{n} allocations in {steps} fill + accept steps");
+    assert!(n * 20 < steps, "{n} allocations in {steps} steps: the mask/accept path allocates per token");
+}
