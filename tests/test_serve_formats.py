@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 
+import grammask as xgr
 import pytest
 from grammask import GrammarCompiler, GrammarMatcher, TokenizerInfo, VocabType
 from grammask.serve.formats import grammar_spec, is_lark
 from grammask.serve.tools import (
+    compile_structural_tag,
     RequestError,
     normalize_tool_choice,
     parse_tool_calls,
-    structural_tag_to_ebnf,
     tool_grammar,
 )
 
@@ -157,12 +158,12 @@ def test_structural_tag_conversion(compiler):
             ],
         }
     }
-    compiled = compiler.compile_grammar(structural_tag_to_ebnf(fmt), root_rule_name="gmst_root")
+    compiled = compile_structural_tag(compiler, {"type": "structural_tag", **fmt})
     assert _accepts(compiled, 'text <f=a>{"c": "v"}</f> more <f=b>x12</f>')
     assert _accepts(compiled, "no tags at all")
     assert not _accepts(compiled, "<f=a>{}</f>")
     legacy = {"structures": [{"begin": "<w>", "schema": schema, "end": "</w>"}], "triggers": ["<w"]}
-    compiled = compiler.compile_grammar(structural_tag_to_ebnf(legacy), root_rule_name="gmst_root")
+    compiled = compile_structural_tag(compiler, {"type": "structural_tag", **legacy})
     assert _accepts(compiled, 'a <w>{"c": ""}</w>')
-    with pytest.raises(RequestError):
-        structural_tag_to_ebnf({"format": {"type": "token", "token": 1}})
+    with pytest.raises(xgr.UnsupportedFeatureError, match="token"):
+        compile_structural_tag(compiler, {"type": "structural_tag", "format": {"type": "token", "token": 1}})

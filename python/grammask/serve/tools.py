@@ -10,11 +10,9 @@ for one generic format, Hermes/Qwen style::
     {"name": "get_weather", "arguments": {"city": "Paris"}}
     </tool_call>
 
-(an ``anyOf`` of one schema per tool, free text before the first call for ``"auto"``), and turns a
-``structural_tag`` response format into EBNF for the common node types (see
-:func:`structural_tag_to_ebnf`). Both paths parse the output with :func:`parse_tool_calls`.
-Switching to the library's structural tags is a change to :func:`tool_grammar` and
-:func:`compile_structural_tag` only.
+(an ``anyOf`` of one schema per tool, free text before the first call for ``"auto"``). Both
+paths parse the output with :func:`parse_tool_calls`. ``structural_tag`` response formats compile
+with the library's ``compile_structural_tag`` (:func:`compile_structural_tag`).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ __all__ = [
     "compile_structural_tag",
     "normalize_tool_choice",
     "parse_tool_calls",
-    "structural_tag_to_ebnf",
     "tool_grammar",
 ]
 
@@ -208,186 +205,23 @@ def parse_tool_calls(text: str) -> Tuple[Optional[str], List[Dict[str, Any]]]:
 
 
 def compile_structural_tag(compiler: Any, response_format: Dict[str, Any]) -> Any:
-    """Compile a ``{"type": "structural_tag", ...}`` response format: the library's
-    ``compile_structural_tag`` when this build has it, else :func:`structural_tag_to_ebnf`."""
+    """Compile a ``{"type": "structural_tag", ...}`` response format with the library's
+    ``compile_structural_tag``: XGrammar's ``format`` tree, the legacy
+    ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}`` form, or web-llm's
+    ``structural_tag`` field (a tree as an object or JSON text)."""
     payload = {k: v for k, v in response_format.items() if k != "structural_tag"}
     if isinstance(response_format.get("structural_tag"), (dict, str)):  # web-llm's shape
         inner = response_format["structural_tag"]
         payload = json.loads(inner) if isinstance(inner, str) else dict(inner)
-    try:
-        return compiler.compile_structural_tag(payload)
-    except UnsupportedFeatureError:
-        pass
-    return compiler.compile_grammar(structural_tag_to_ebnf(payload), root_rule_name="gmst_root")
+    if "structures" in payload and "format" not in payload:
+        from ..structural_tag import StructuralTagItem
+
+        try:
+            items = [StructuralTagItem(begin=s["begin"], schema=s["schema"], end=s["end"]) for s in payload["structures"]]
+            triggers = list(payload.get("triggers", []))
+        except (KeyError, TypeError) as e:
+            raise RequestError(f"response_format.structures: each item needs begin, schema and end ({e})", "response_format") from None
+        return compiler.compile_structural_tag(items, triggers)
+    return compiler.compile_structural_tag(payload)
 
 
-class _StructuralTagEbnf:
-    """Converts a structural tag tree to EBNF rules. Subset: const_string, json_schema (style
-    "json"), grammar, regex, any_text, sequence, or, optional, plus, star, tag, triggered_tags,
-    tags_with_separator, and the legacy ``structures``/``triggers`` form. ``any_text`` and the free
-    text of ``triggered_tags`` exclude the first character of what ends them (an approximation
-    of the library's exact exclusion until ``grammask.structural_tag`` lands)."""
-
-    def __init__(self) -> None:
-        self.rules: List[str] = []
-        self.n = 0
-
-    def _fresh(self, body: str) -> str:
-        self.n += 1
-        name = f"gmst_{self.n}"
-        self.rules.append(f"{name} ::= {body}")
-        return name
-
-    def _embed(self, ebnf: str, root: str = "root") -> str:
-        """Embed a whole grammar, renaming its rules with a fresh prefix."""
-        import re
-
-        grammar = Grammar.from_ebnf(ebnf, root_rule_name=root).to_string()
-        self.n += 1
-        prefix = f"gmst{self.n}_"
-        names = re.findall(r"^([A-Za-z_][A-Za-z0-9_.\-]*)\s*(?:\(|::=)", grammar, flags=re.M)
-        out_lines = []
-        for line in grammar.splitlines():
-            out_lines.append(_rename_outside_strings(line, set(names), prefix))
-        self.rules.extend(out_lines)
-        return prefix + root
-
-    def node(self, fmt: Any, end_hint: str = "") -> str:
-        if not isinstance(fmt, dict) or "type" not in fmt:
-            raise RequestError(
-                "structural tag: each format must be an object with a 'type'", "response_format"
-            )
-        t = fmt["type"]
-        if t == "const_string":
-            return self._fresh(json.dumps(str(fmt["value"])))
-        if t == "json_schema":
-            if fmt.get("style", "json") != "json":
-                raise RequestError(
-                    f"structural tag: json_schema style {fmt['style']!r} is not supported by this build",
-                    "response_format",
-                )
-            schema = fmt.get("json_schema", True)
-            return self._embed(Grammar.from_json_schema(schema, any_whitespace=False).to_string())
-        if t == "grammar":
-            return self._embed(fmt["grammar"])
-        if t == "regex":
-            return self._embed(Grammar.from_regex(fmt["pattern"]).to_string())
-        if t == "any_text":
-            stop = end_hint[:1]
-            return self._fresh(f"[^{_char_class_escape(stop)}]*" if stop else "[^\\x00]*")
-        if t in ("sequence", "or"):
-            parts = [
-                self.node(e, end_hint if i == len(fmt["elements"]) - 1 else "")
-                for i, e in enumerate(fmt["elements"])
-            ]
-            if not parts:
-                raise RequestError(
-                    f"structural tag: {t} needs at least one element", "response_format"
-                )
-            return self._fresh((" " if t == "sequence" else " | ").join(parts))
-        if t in ("optional", "plus", "star"):
-            inner = self.node(fmt["content"], end_hint)
-            return self._fresh(inner + {"optional": "?", "plus": "+", "star": "*"}[t])
-        if t == "tag":
-            end = fmt["end"]
-            ends = end if isinstance(end, list) else [end]
-            if not all(isinstance(e, str) for e in ends) or not isinstance(fmt.get("begin"), str):
-                raise RequestError(
-                    "structural tag: token begin/end are not supported by this build",
-                    "response_format",
-                )
-            content = self.node(fmt["content"], ends[0])
-            end_alt = " | ".join(json.dumps(e) for e in ends) or '""'
-            return self._fresh(f"{json.dumps(fmt['begin'])} {content} ({end_alt})")
-        if t == "triggered_tags":
-            tags = [self.node(tag) for tag in fmt["tags"]]
-            firsts = "".join(sorted({tr[:1] for tr in fmt.get("triggers", []) if tr}))
-            text = self._fresh(f"[^{_char_class_escape(firsts)}]*" if firsts else '""')
-            one = self._fresh(" | ".join(tags))
-            if fmt.get("stop_after_first"):
-                body = f"{text} {one}" if fmt.get("at_least_one") else f"{text} {one}?"
-            elif fmt.get("at_least_one"):
-                body = f"{text} ({one} {text})+"
-            else:
-                body = f"{text} ({one} {text})*"
-            return self._fresh(body)
-        if t == "tags_with_separator":
-            one = self._fresh(" | ".join(self.node(tag) for tag in fmt["tags"]))
-            sep = json.dumps(fmt.get("separator", ""))
-            if fmt.get("stop_after_first"):
-                return self._fresh(one if fmt.get("at_least_one") else f"{one}?")
-            many = f"{one} ({sep} {one})*"
-            return self._fresh(many if fmt.get("at_least_one") else f"({many})?")
-        raise RequestError(
-            f"structural tag: format type {t!r} is not supported by this build", "response_format"
-        )
-
-
-def _char_class_escape(chars: str) -> str:
-    return "".join("\\" + c if c in "\\]^-[" else c for c in chars)
-
-
-def _rename_outside_strings(line: str, names: "set[str]", prefix: str) -> str:
-    """Prefix every rule name in an EBNF line, leaving string literals and classes alone."""
-    import re
-
-    out, i = [], 0
-    while i < len(line):
-        c = line[i]
-        if c in '"[':
-            close = '"' if c == '"' else "]"
-            j = i + 1
-            while j < len(line) and line[j] != close:
-                j += 2 if line[j] == "\\" else 1
-            out.append(line[i : j + 1])
-            i = j + 1
-            continue
-        m = re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*", line[i:])
-        if m:
-            word = m.group(0)
-            out.append(prefix + word if word in names else word)
-            i += len(word)
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def structural_tag_to_ebnf(payload: Dict[str, Any]) -> str:
-    """EBNF (root rule ``gmst_root``) for a structural tag: ``{"format": {...}}`` or the legacy
-    ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}``."""
-    conv = _StructuralTagEbnf()
-    try:
-        if "format" in payload:
-            root = conv.node(payload["format"])
-        elif "structures" in payload:
-            tags = [
-                {
-                    "type": "tag",
-                    "begin": s["begin"],
-                    "end": s["end"],
-                    "content": {
-                        "type": "json_schema",
-                        "json_schema": s.get("schema", s.get("schema_", True)),
-                    },
-                }
-                for s in payload["structures"]
-            ]
-            root = conv.node(
-                {
-                    "type": "triggered_tags",
-                    "triggers": payload.get("triggers", []),
-                    "tags": tags,
-                    "at_least_one": bool(payload.get("at_least_one", False)),
-                }
-            )
-        else:
-            raise RequestError(
-                "structural_tag needs 'format' (or legacy 'structures' and 'triggers')",
-                "response_format",
-            )
-    except (KeyError, TypeError) as e:
-        raise RequestError(
-            f"malformed structural tag: missing or wrong field {e}", "response_format"
-        ) from None
-    return "\n".join([f"gmst_root ::= {root}"] + conv.rules) + "\n"
