@@ -448,6 +448,136 @@ def _model_cases():
 
 CORPUS += list(_model_cases())
 
+
+# Kimi-K3, MiniMax M3 and Cohere write their calls differently enough to be listed by hand.
+_K3 = lambda name, body: "".join(  # noqa: E731
+    [f'<|open|>call tool="{name}" index="1"<|sep|>', body, "<|close|>call<|sep|>"]
+)
+_K3_ARG = '<|open|>argument key="{}" type="{}"<|sep|>{}<|close|>argument<|sep|>'
+_K3_W = _K3("get_weather", _K3_ARG.format("location", "string", "Paris") + _K3_ARG.format("days", "number", 3))
+_K3_TOOLS = lambda *calls: "<|open|>tools<|sep|>" + "".join(calls) + "<|close|>tools<|sep|>"  # noqa: E731
+_K3_PRE = "hmm<|close|>think<|sep|><|open|>response<|sep|>Sure<|close|>response<|sep|>"
+_K3_END = "<|close|>message<|sep|>"
+_NS = "]<]minimax[>["
+_M3_W = (
+    f'{_NS}<invoke name="get_weather">{_NS}<location>Paris{_NS}</location>{_NS}<days>3{_NS}</days>'
+    f"{_NS}</invoke>\n"
+)
+_M3_P = f'{_NS}<invoke name="ping">{_NS}</invoke>\n'
+_M3_BLOCK = lambda *calls: f"{_NS}<tool_call>\n" + "".join(calls) + f"{_NS}</tool_call>"  # noqa: E731
+_CO_W = (
+    '<cofl:tool_call id="0" name="get_weather"><cofl:value name="location" type="raw">Paris'
+    '</cofl:value><cofl:value name="days" type="json">3</cofl:value></cofl:tool_call>'
+)
+_CO_P = '<cofl:tool_call id="1" name="ping"></cofl:tool_call>'
+_CO_BLOCK = lambda *calls: "<cofl:tool_calls>" + "".join(calls) + "</cofl:tool_calls>"  # noqa: E731
+_CO_PRE = "hmm<|END_THINKING|>"
+CORPUS += [
+    (
+        "kimi_k3_auto",
+        _model_tag("kimi_k3"),
+        [
+            _K3_PRE + _K3_TOOLS(_K3_W) + _K3_END,
+            _K3_PRE + _K3_END,
+            _K3_PRE + _K3_TOOLS(_K3_W, _K3("ping", "")) + _K3_END,
+        ],
+        [
+            _K3_PRE + _K3_TOOLS(_K3_W.replace(">3<", ">99<")) + _K3_END,
+            _K3_PRE + _K3_TOOLS(_K3_W.replace('"number"', '"string"')) + _K3_END,
+            _K3_PRE + _K3_TOOLS(_K3_W.replace("get_weather", "get_wether")) + _K3_END,
+            _K3_PRE + _K3_TOOLS(_K3_W),
+            _K3_PRE.replace("Sure", "a<|open|>b") + _K3_END,
+        ],
+    ),
+    (
+        "kimi_k3_forced",
+        _model_tag(
+            "kimi_k3", tool_choice={"type": "function", "function": {"name": "ping"}}, reasoning="disabled"
+        ),
+        ["x<|close|>response<|sep|>" + _K3_TOOLS(_K3("ping", "")) + _K3_END],
+        ["x<|close|>response<|sep|>" + _K3_END],
+    ),
+    (
+        "minimax_m3_auto",
+        _model_tag("minimax_m3"),
+        [
+            "hmm</mm:think>" + _M3_BLOCK(_M3_W),
+            "hmm</mm:think>Sure. " + _M3_BLOCK(_M3_W, _M3_P),
+            "hmm</mm:think>no tools",
+        ],
+        [
+            "hmm</mm:think>" + _M3_BLOCK(_M3_W.replace(">3", ">99")),
+            "hmm</mm:think>" + _M3_BLOCK(_M3_W.replace("<days>3", '<days>"3"')),
+            "hmm</mm:think>" + _M3_BLOCK(_M3_W.replace("get_weather", "get_wether")),
+            "<mm:think>hmm</mm:think>" + _M3_BLOCK(_M3_W),
+        ],
+    ),
+    (
+        "minimax_m3_required",
+        _model_tag("minimax_m3", tool_choice="required", reasoning="disabled"),
+        [_M3_BLOCK(_M3_P), _M3_BLOCK(_M3_W, _M3_P) + " after"],
+        ["text only", "", "text " + _M3_BLOCK(_M3_W)],  # at_least_one: a call comes first
+    ),
+    (
+        "cohere_auto",
+        _model_tag("cohere"),
+        [
+            _CO_PRE + _CO_BLOCK(_CO_W),
+            _CO_PRE + "x" + _CO_BLOCK(_CO_W, _CO_P),
+            _CO_PRE + "no tools",
+            _CO_PRE + _CO_BLOCK(_CO_W.replace('"json">3', '"json"> 3 ')),
+        ],
+        [
+            _CO_PRE + _CO_BLOCK(_CO_W.replace(">3<", ">99<")),
+            _CO_PRE + _CO_BLOCK(_CO_W.replace('"json">3', '"raw">3')),
+            _CO_PRE + _CO_BLOCK(_CO_W.replace("get_weather", "get_wether")),
+        ],
+    ),
+    (
+        "cohere_forced",
+        _model_tag(
+            "cohere", tool_choice={"type": "function", "function": {"name": "ping"}}, reasoning="disabled"
+        ),
+        [_CO_BLOCK(_CO_P)],
+        [_CO_BLOCK(_CO_W), ""],
+    ),
+]
+_XO = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string"},
+        "b": {"type": "integer"},
+        "e": {"type": "string", "enum": ["xab", "c"]},
+    },
+    "required": ["a"],
+}
+CORPUS += [
+    (
+        "qwen_xml_any_order",
+        T({"type": "json_schema", "json_schema": _XO, "style": "qwen_xml", "any_order": True}),
+        [
+            "<parameter=b>3</parameter><parameter=a>x</parameter>",
+            "<parameter=a>x</parameter>",
+            "<parameter=b>3</parameter>",  # any order checks no required keys (as XGrammar)
+            "<parameter=a>x</parameter><parameter=a>y</parameter>",
+            "<parameter=e>c</parameter><parameter=a>x</parameter>\n",
+        ],
+        ["", "<parameter=z>1</parameter>", "<parameter=b>x</parameter>"],
+    ),
+    (
+        "qwen_xml_excludes",
+        T({"type": "json_schema", "json_schema": _XO, "style": "qwen_xml", "excludes": ["ab"]}),
+        ["<parameter=a>xy</parameter>", "<parameter=a>xy</parameter><parameter=e>c</parameter>"],
+        ["<parameter=a>xaby</parameter>", "<parameter=a>xy</parameter><parameter=e>xab</parameter>"],
+    ),
+    (
+        "kimi_k3_xml_excludes",
+        T({"type": "json_schema", "json_schema": _XO, "style": "kimi_k3_xml", "excludes": ["<|open|>"]}),
+        ['<|open|>argument key="a" type="string"<|sep|>xy<|close|>argument<|sep|>'],
+        ['<|open|>argument key="a" type="string"<|sep|>x<|open|>y<|close|>argument<|sep|>'],
+    ),
+]
+
 # (corpus name, string): why grammask decides differently from XGrammar 0.2.8.
 KNOWN_DIFFERENCES: dict = {}
 
