@@ -792,6 +792,10 @@ XML_PARAM = {
         rf'\s*<{_DS} parameter name="(\w+)" string="(?:true|false)">',
         f"</{_DS} parameter>",
     ),
+    "kimi_k3_xml": (
+        r'\s*<\|open\|>argument key="(\w+)" type="\w+"<\|sep\|>',
+        "<|close|>argument<|sep|>",
+    ),
 }
 
 
@@ -815,14 +819,9 @@ def _call_tags(node, out):
             if c.get("type") == "json_schema":
                 out.append((node["begin"], node["end"], c, ""))
             elif c.get("type") == "sequence" and c["elements"][-1].get("type") == "json_schema":
-                out.append(
-                    (
-                        node["begin"],
-                        node["end"],
-                        c["elements"][-1],
-                        r"\d+<\|tool_call_argument_begin\|>",
-                    )
-                )
+                # <regex> <const> <arguments>: the call index and what follows it
+                skip = c["elements"][0]["pattern"] + re.escape(c["elements"][1]["value"])
+                out.append((node["begin"], node["end"], c["elements"][-1], skip))
         for v in node.values():
             _call_tags(v, out)
     elif isinstance(node, list):
@@ -915,7 +914,7 @@ def _sample(matcher, info, rng, closer_seqs, max_steps=1500):
     return out, matcher.is_terminated()
 
 
-@pytest.mark.parametrize("model", IMPLEMENTED_MODELS)
+@pytest.mark.parametrize("model", IMPLEMENTED_MODELS + ["kimi_k3"])
 def test_sampled_outputs_are_valid_tool_calls(model):
     jsonschema = pytest.importorskip("jsonschema")
     family = "llama3"
@@ -958,6 +957,10 @@ def test_sampled_outputs_are_valid_tool_calls(model):
                 "1",
             ]
         )
+        if model == "kimi_k3":
+            closer_text.update(
+                ["<|close|>argument<|sep|>", "<|close|>tools<|sep|>", "<|close|>message<|sep|>"]
+            )
         closer_seqs = (
             [hf.encode(s, add_special_tokens=False) for s in sorted(end_text) if s],
             [hf.encode(s, add_special_tokens=False) for s in sorted(closer_text)],
