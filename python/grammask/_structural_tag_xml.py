@@ -164,7 +164,7 @@ def _nested_xml_ebnf(schema: Union[bool, Dict[str, Any]], style: str, max_ws: Op
         head = ebnf_literal(f'<cofl:value{name} type="{kind}">')
         return f"{head} {body} {ebnf_literal(_COHERE_CLOSE)}"
 
-    if schema is True or (isinstance(schema, dict) and not schema.get("properties")):
+    if schema is True or (isinstance(schema, dict) and "properties" not in schema):
         if isinstance(schema, dict) and schema.get("type") not in (None, "object"):
             raise InvalidStructuralTagError(
                 f"{style} arguments must be described by an object schema"
