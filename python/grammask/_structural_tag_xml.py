@@ -9,7 +9,10 @@ Takes a JSON Schema and a style, produces EBNF text (root ``root``) for
 (``<|open|>argument key="key" type="type"<|sep|>value<|close|>argument<|sep|>``). A string-typed
 property is raw text that cannot contain the closing marker; any other value is JSON. Whitespace between parameters is
 bounded by ``max_whitespace_cnt`` (the built-in model tags set a bound by default), so an object with
-no properties cannot loop on whitespace. The other styles raise :class:`UnsupportedFeatureError`.
+no properties cannot loop on whitespace. ``minimax_m3_xml`` (``]<]minimax[>[<key>value]<]minimax[>[</key>``)
+and ``cohere_xml`` (``<cofl:value name="key" type="raw|json|dict|list">value</cofl:value>``) nest
+objects and arrays as XML too (:func:`_nested_xml_ebnf`). ``any_order`` lets the flat styles take
+properties in any order; ``excludes`` filter raw string values and string enum alternatives.
 """
 
 from __future__ import annotations

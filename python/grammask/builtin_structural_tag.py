@@ -5,7 +5,7 @@
 an engine compiles with ``GrammarCompiler.compile_structural_tag``. Each model family is described
 by a small spec (the strings around a call, how calls are grouped, the reasoning block) and built by
 one of three shapes: calls in free text (``flat``), calls inside a section (``section``), and
-Harmony's channels.
+Harmony's channels; Kimi-K3, MiniMax M3 and Cohere have a builder each.
 
 Differences from XGrammar, on purpose: tool-argument whitespace is bounded by default
 (``DEFAULT_MAX_WHITESPACE_CNT`` characters per run when ``max_whitespace_cnt`` is None), so a
