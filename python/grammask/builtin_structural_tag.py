@@ -925,5 +925,8 @@ def _cohere(
 
 for _name, _fn in (("kimi_k3", _kimi_k3), ("minimax_m3", _minimax_m3), ("cohere", _cohere)):
     _fn.__name__ = f"get_{_name}_structural_tag"
+    _fn.__doc__ = (
+        f"The structural tag of the {_name!r} tool-call format (see get_model_structural_tag)."
+    )
     register_model_structural_tag(_name)(_fn)
     globals()[_fn.__name__] = _fn
