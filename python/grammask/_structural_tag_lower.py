@@ -291,18 +291,33 @@ class _Lowerer:
         return ebnf_literal(fmt.value)
 
     def lower_json_schema(self, fmt: st.JSONSchemaFormat, stop: Tuple[str, ...]) -> str:
-        if fmt.excludes:
+        from ._structural_tag_xml import NESTED_STYLES, xml_style_ebnf
+
+        if any(not e for e in fmt.excludes):
+            raise InvalidStructuralTagError(
+                "JSONSchema format's excludes must be an array of non-empty strings"
+            )
+        if fmt.excludes and fmt.style == "json":
             raise UnsupportedFeatureError(
-                "json_schema 'excludes' (substrings filtered from JSON strings) is not supported yet"
+                "json_schema 'excludes' with style 'json' (substrings filtered from JSON strings)"
+                " is not supported yet; the XML styles support it"
+            )
+        if fmt.excludes and fmt.style in NESTED_STYLES:
+            raise InvalidStructuralTagError(
+                f"JSONSchemaFormat.excludes is not supported for the {fmt.style} style"
+            )
+        if any(e[0] in " \n\r\t" or e[-1] in " \n\r\t" for e in fmt.excludes):
+            raise InvalidStructuralTagError(
+                "the excludes of an XML json_schema style may not start or end with whitespace"
             )
         if fmt.style == "json":
             schema = json.dumps(fmt.json_schema)
             opts = schema_options(True, None, None, True, fmt.max_whitespace_cnt, fmt.any_order)
             ebnf = _core.Grammar.json_schema_to_ebnf(schema, opts)
             return self.add_ebnf(ebnf, "json")
-        from ._structural_tag_xml import xml_style_ebnf
-
-        ebnf = xml_style_ebnf(fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt)
+        ebnf = xml_style_ebnf(
+            fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt, fmt.excludes
+        )
         return self.add_ebnf(ebnf, fmt.style)
 
     def lower_qwen_xml_parameter(

@@ -5,7 +5,7 @@
 an engine compiles with ``GrammarCompiler.compile_structural_tag``. Each model family is described
 by a small spec (the strings around a call, how calls are grouped, the reasoning block) and built by
 one of three shapes: calls in free text (``flat``), calls inside a section (``section``), and
-Harmony's channels.
+Harmony's channels; Kimi-K3, MiniMax M3 and Cohere have a builder each.
 
 Differences from XGrammar, on purpose: tool-argument whitespace is bounded by default
 (``DEFAULT_MAX_WHITESPACE_CNT`` characters per run when ``max_whitespace_cnt`` is None), so a
@@ -19,7 +19,6 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
 
 from pydantic import TypeAdapter
 
-from .exception import UnsupportedFeatureError
 from .openai_tool_call_schema import (
     AllowedToolChoiceParam,
     BuiltinToolChoiceParam,
@@ -726,19 +725,208 @@ register_model_structural_tag("harmony")(_harmony)
 get_harmony_structural_tag = _harmony
 
 
-def _not_yet(name: str, style: str) -> None:
-    def builder(*args: Any, **kw: Any) -> StructuralTag:
-        raise UnsupportedFeatureError(
-            f"the built-in structural tag {name!r} is not implemented yet (it needs the {style} argument style)"
+def _reasoning_block(mode: Reasoning, begin: str, end: str, excludes: List[str]) -> Any:
+    """The usual leading reasoning block: the prompt opened it ("enabled"), optional ("auto")."""
+    if mode == "disabled":
+        return None
+    block = TagFormat(
+        begin="" if mode == "enabled" else begin, content=AnyTextFormat(excludes=excludes), end=end
+    )
+    return OptionalFormat(content=block) if mode == "auto" else block
+
+
+def _calls_group(tags: List[TagFormat], o: _Opts) -> TagsWithSeparatorFormat:
+    return TagsWithSeparatorFormat(
+        tags=tags, separator="", at_least_one=True, stop_after_first=not o.parallel_tool_calls
+    )
+
+
+# Kimi-K3: every block is <|open|>NAME<|sep|>...<|close|>NAME<|sep|>; the prompt already opened
+# the first block (think, or response when reasoning is disabled).
+_K3_OPEN, _K3_CLOSE, _K3_SEP = "<|open|>", "<|close|>", "<|sep|>"
+
+
+def _kimi_k3(
+    tools: Optional[List[FunctionToolParam]] = None,
+    builtin_tools: Optional[List[BuiltinToolParam]] = None,
+    tool_choice: Choice = "auto",
+    reasoning: Reasoning = "enabled",
+    **kw: Any,
+) -> StructuralTag:
+    o = _Opts(**{k: v for k, v in kw.items() if k in _Opts.__dataclass_fields__})
+    tools = tools or []
+    specials = [_K3_OPEN, _K3_CLOSE]
+
+    def block(name: str, closing: bool = False) -> str:
+        return f"{_K3_CLOSE if closing else _K3_OPEN}{name}{_K3_SEP}"
+
+    def call(fn: FunctionDefinition) -> TagFormat:
+        args = o.args(fn, "kimi_k3_xml")
+        args.excludes = o.excl(specials + [_K3_SEP])
+        return TagFormat(
+            begin=f'{_K3_OPEN}call tool="{fn.name}" index="',
+            content=SequenceFormat(
+                elements=[
+                    RegexFormat(pattern=r"\d+"),
+                    ConstStringFormat(value=f'"{_K3_SEP}'),
+                    args,
+                ]
+            ),
+            end=block("call", True),
         )
 
-    register_model_structural_tag(name)(builder)
+    calls = [call(t.function) for t in tools]
+    tools_part: Any = None
+    if tool_choice == "forced":
+        if not calls:
+            raise ValueError("Forced tool choice must resolve to exactly one tool.")
+        tools_part = SequenceFormat(
+            elements=[
+                ConstStringFormat(value=block("tools")),
+                calls[0],
+                ConstStringFormat(value=block("tools", True)),
+            ]
+        )
+    elif tool_choice == "required":
+        tools_part = SequenceFormat(
+            elements=[
+                ConstStringFormat(value=block("tools")),
+                _calls_group(calls, o),
+                ConstStringFormat(value=block("tools", True)),
+            ]
+        )
+    elif calls:
+        tools_part = OptionalFormat(
+            content=TagFormat(
+                begin=block("tools"), content=_calls_group(calls, o), end=block("tools", True)
+            )
+        )
+    elements: List[Any] = []
+    think = _reasoning_block(reasoning, block("think"), block("think", True), o.excl(specials))
+    if think is not None:
+        elements.append(think)
+    elements.append(
+        TagFormat(
+            begin="" if reasoning == "disabled" else block("response"),
+            content=AnyTextFormat(excludes=o.excl(specials)),
+            end=block("response", True),
+        )
+    )
+    if tools_part is not None:
+        elements.append(tools_part)
+    elements.append(ConstStringFormat(value=block("message", True)))
+    return StructuralTag(format=SequenceFormat(elements=elements))
 
 
-# Registered so that the names are known; they need XML argument styles grammask lacks so far.
-for _name, _style in (
-    ("kimi_k3", "kimi_k3_xml"),
-    ("minimax_m3", "minimax_m3_xml"),
-    ("cohere", "cohere_xml"),
-):
-    _not_yet(_name, _style)
+# MiniMax M3: every marker is prefixed with a namespace string.
+_MM3 = "]<]minimax[>["
+_MM3_THINK = ("<mm:think>", "</mm:think>")
+
+
+def _minimax_m3(
+    tools: Optional[List[FunctionToolParam]] = None,
+    builtin_tools: Optional[List[BuiltinToolParam]] = None,
+    tool_choice: Choice = "auto",
+    reasoning: Reasoning = "enabled",
+    **kw: Any,
+) -> StructuralTag:
+    o = _Opts(**{k: v for k, v in kw.items() if k in _Opts.__dataclass_fields__})
+    tools = tools or []
+    if builtin_tools:
+        raise ValueError("MiniMax M3 does not support builtin tools.")
+    trigger, block_end = f"{_MM3}<tool_call>", f"{_MM3}</tool_call>"
+    text_excl = list(_MM3_THINK) + [block_end, f"{_MM3}<invoke", f"{_MM3}</invoke>"]
+    invokes = [
+        TagFormat(
+            begin=f'{_MM3}<invoke name="{t.function.name}">',
+            content=o.args(t.function, "minimax_m3_xml"),
+            end=f"{_MM3}</invoke>\n",
+        )
+        for t in tools
+    ]
+
+    def block(content: Any) -> TagFormat:
+        return TagFormat(begin=trigger + "\n", content=content, end=block_end)
+
+    if tool_choice == "forced":
+        if not invokes:
+            raise ValueError("Forced tool choice must resolve to exactly one tool.")
+        body: Any = block(invokes[0])
+    elif invokes:
+        body = TriggeredTagsFormat(
+            triggers=[trigger],
+            tags=[block(_calls_group(invokes, o))],
+            excludes=o.excl(text_excl),
+            at_least_one=tool_choice == "required",
+            stop_after_first=not o.parallel_tool_calls,
+        )
+    else:
+        body = AnyTextFormat(excludes=o.excl([trigger] + text_excl))
+    think = _reasoning_block(reasoning, *_MM3_THINK, o.excl([trigger] + text_excl))
+    if isinstance(think, OptionalFormat):
+        # "auto": a full block, a lone closing marker, or nothing.
+        think.content = OrFormat(
+            elements=[think.content, ConstStringFormat(value=_MM3_THINK[1])]
+        )
+    return _assemble(think, body)
+
+
+_COHERE_THINK = ("<|START_THINKING|>", "<|END_THINKING|>")
+
+
+def _cohere(
+    tools: Optional[List[FunctionToolParam]] = None,
+    builtin_tools: Optional[List[BuiltinToolParam]] = None,
+    tool_choice: Choice = "auto",
+    reasoning: Reasoning = "enabled",
+    **kw: Any,
+) -> StructuralTag:
+    o = _Opts(**{k: v for k, v in kw.items() if k in _Opts.__dataclass_fields__})
+    tools = tools or []
+    begin, end = "<cofl:tool_calls>", "</cofl:tool_calls>"
+    calls = [
+        TagFormat(
+            begin='<cofl:tool_call id="',
+            content=SequenceFormat(
+                elements=[
+                    RegexFormat(pattern=r"\d+"),
+                    ConstStringFormat(value=f'" name="{t.function.name}">'),
+                    o.args(t.function, "cohere_xml"),
+                ]
+            ),
+            end="</cofl:tool_call>",
+        )
+        for t in tools
+    ]
+    if tool_choice == "forced":
+        if not calls:
+            raise ValueError("Forced tool choice must resolve to exactly one tool.")
+        inner: Any = calls[0]
+    elif tool_choice == "required":
+        inner = _calls_group(calls, o)
+    else:
+        inner = None
+    if inner is not None:
+        body: Any = SequenceFormat(
+            elements=[ConstStringFormat(value=begin), inner, ConstStringFormat(value=end)]
+        )
+    elif calls:
+        body = TriggeredTagsFormat(
+            triggers=[begin],
+            tags=[TagFormat(begin=begin, content=_calls_group(calls, o), end=end)],
+            excludes=o.excl(_COHERE_THINK),
+            stop_after_first=not o.parallel_tool_calls,
+        )
+    else:
+        body = AnyTextFormat(excludes=o.excl(_COHERE_THINK))
+    think_excl = [] if reasoning == "enabled" else o.excl(_COHERE_THINK)
+    return _assemble(_reasoning_block(reasoning, *_COHERE_THINK, think_excl), body)
+
+
+for _name, _fn in (("kimi_k3", _kimi_k3), ("minimax_m3", _minimax_m3), ("cohere", _cohere)):
+    _fn.__name__ = f"get_{_name}_structural_tag"
+    _fn.__doc__ = (
+        f"The structural tag of the {_name!r} tool-call format (see get_model_structural_tag)."
+    )
+    register_model_structural_tag(_name)(_fn)
+    globals()[_fn.__name__] = _fn
