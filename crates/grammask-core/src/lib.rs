@@ -36,6 +36,7 @@ pub mod print;
 pub mod regex;
 pub mod serialize;
 pub mod slice;
+pub mod spelling;
 pub mod trie;
 pub mod vocab;
 

@@ -2,7 +2,7 @@
 use crate::errors::py_err;
 use crate::grammar::{grammar_from_regex, grammar_from_schema, PyGrammar, PySchemaOptions};
 use crate::tokenizer_info::PyTokenizerInfo;
-use grammask_core::builtin::builtin_json_grammar;
+use grammask_core::builtin::builtin_json_grammar_with;
 use grammask_core::cache::GrammarCache;
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::error::{Error, ErrorKind, Result};
@@ -176,8 +176,16 @@ impl PyGrammarCompiler {
         self.cached(py, format!("regex\0{pattern}"), move || grammar_from_regex(&p))
     }
 
-    fn compile_builtin_json_grammar(&self, py: Python<'_>) -> PyResult<PyCompiledGrammar> {
-        self.cached(py, "builtin_json".to_owned(), || Ok(builtin_json_grammar()))
+    #[pyo3(signature = (spelling = "canonical", max_whitespace_cnt = None))]
+    fn compile_builtin_json_grammar(
+        &self,
+        py: Python<'_>,
+        spelling: &str,
+        max_whitespace_cnt: Option<u32>,
+    ) -> PyResult<PyCompiledGrammar> {
+        let sp = crate::grammar::parse_spelling(spelling)?;
+        let key = format!("builtin_json\0{sp:?}\0{max_whitespace_cnt:?}");
+        self.cached(py, key, move || builtin_json_grammar_with(sp, max_whitespace_cnt))
     }
 
     fn clear_cache(&self) {

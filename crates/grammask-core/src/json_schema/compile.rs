@@ -18,7 +18,7 @@ use super::jstr;
 use super::numeric::{self, Dec, SInt};
 use super::resolve::{Doc, Draft, SchemaId};
 use super::value::{canonical, json_eq};
-use super::JsonSchemaOptions;
+use super::{JsonSchemaOptions, Spelling};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{MAX_NESTING, MAX_REPEAT_BOUND};
 use crate::regex::{Anchoring, CharDfa, Regex, RegexFlags, TextMode};
@@ -275,7 +275,8 @@ impl<'a> Conv<'a> {
             self.e.define(&name, &body)?;
         }
         if self.opts.any_whitespace {
-            let ws = match self.opts.max_whitespace_cnt {
+            // Canonical spelling bounds whitespace runs by default (`crate::spelling`).
+            let ws = match self.opts.spelling.whitespace_bound(self.opts.max_whitespace_cnt) {
                 Some(n) => format!("[ \\n\\t\\r]{{0,{n}}}"),
                 None => "[ \\n\\t\\r]*".to_string(),
             };
@@ -284,7 +285,7 @@ impl<'a> Conv<'a> {
         } else {
             self.e.define("root", &root)?;
         }
-        self.e.define("json_char", jstr::CHAR_ANY_BODY)?;
+        self.e.define("json_char", jstr::char_body(self.opts.spelling))?;
         Ok(self.e.into_text())
     }
 
@@ -1129,8 +1130,15 @@ impl<'a> Conv<'a> {
 
     fn emit_number(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let integer = m.types & FRAC == 0;
-        // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there).
-        let plain_int = integer && self.doc.draft == Draft::D4;
+        // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there);
+        // so are all integers under canonical spelling.
+        let canonical = self.opts.spelling == Spelling::Canonical;
+        let plain_int = integer && (self.doc.draft == Draft::D4 || canonical);
+        if canonical {
+            if let Some(r) = numeric::emit_canonical_number(m.lo.as_ref(), m.hi.as_ref(), m.types & INT == 0, integer, !m.mults.is_empty()) {
+                return Ok(r);
+            }
+        }
         let bounded = m.lo.is_some() || m.hi.is_some();
         if m.types & INT == 0 {
             // Numbers that are not integers: a plain spelling with a non-zero fraction digit
@@ -1188,7 +1196,11 @@ impl<'a> Conv<'a> {
             return Err(unsupported(ptr, "not: excluding numeric values from bounded, multipleOf or non-integer numbers is not supported"));
         }
         let integer = m.types & FRAC == 0;
-        let base = match (integer, self.doc.draft == Draft::D4) {
+        // Canonical spelling: integers without fraction, no `-0` (see `crate::spelling`).
+        let canonical = self.opts.spelling == Spelling::Canonical;
+        let base = match (integer, self.doc.draft == Draft::D4 || canonical) {
+            (true, true) if canonical => r"0|-?[1-9][0-9]*",
+            (false, _) if canonical => r"0|-?(0\.[0-9]*[1-9]|[1-9][0-9]*(\.([0-9]*[1-9]|0))?)",
             (true, true) => r"-?(0|[1-9][0-9]*)",
             (true, false) => r"-?(0|[1-9][0-9]*)(\.0+)?",
             (false, _) => r"-?(0|[1-9][0-9]*)(\.[0-9]+)?",
@@ -1235,7 +1247,7 @@ impl<'a> Conv<'a> {
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
-            let body = jstr::not_in(&mut self.e, &excluded)?;
+            let body = jstr::not_in_for(self.opts.spelling, &mut self.e, &excluded)?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         // General case: intersect automata (length last, see below).
@@ -1284,7 +1296,7 @@ impl<'a> Conv<'a> {
         }
         let stem = self.e.fresh("str");
         let prefix = format!("{stem}.re");
-        let text = dfa.to_ebnf(&prefix, TextMode::JsonStringBody);
+        let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
         self.e.raw(&text)?;
         Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
     }
@@ -1725,7 +1737,7 @@ impl<'a> Conv<'a> {
         let entries: Vec<(String, bool)> = keys
             .iter()
             .map(|k| {
-                (format!("\"\\\"\" {} \"\\\"\" {kv} {}", jstr::spell_str(&k.name), k.value.clone().unwrap_or_default()), k.required)
+                (format!("\"\\\"\" {} \"\\\"\" {kv} {}", jstr::spell_str_in(self.opts.spelling, &k.name), k.value.clone().unwrap_or_default()), k.required)
             })
             .collect();
         let n = entries.len();
@@ -2020,11 +2032,11 @@ impl<'a> Conv<'a> {
                 continue;
             };
             let key = if plain {
-                jstr::not_in(&mut self.e, excluded)?
+                jstr::not_in_for(self.opts.spelling, &mut self.e, excluded)?
             } else {
                 let stem = self.e.fresh("key");
                 let prefix = format!("{stem}.re");
-                let text = lang.to_ebnf(&prefix, TextMode::JsonStringBody);
+                let text = lang.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
                 self.e.raw(&text)?;
                 prefix
             };
@@ -2049,12 +2061,17 @@ impl<'a> Conv<'a> {
                 let d = Dec::from_number(n).ok_or_else(|| invalid("", "number out of range"))?;
                 let int: String = if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
                 let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
-                let body = if frac.is_empty() {
+                let body = if self.opts.spelling == Spelling::Canonical {
+                    // Canonical spelling: the shortest decimal, no `-0` (`crate::spelling`).
+                    emit::lit(&if frac.is_empty() { int } else { format!("{int}.{frac}") })
+                } else if frac.is_empty() {
                     format!("{} (\".\" \"0\"+)?", emit::lit(&int))
                 } else {
                     format!("{} \"0\"*", emit::lit(&format!("{int}.{frac}")))
                 };
-                if d.is_zero() {
+                if d.is_zero() && self.opts.spelling == Spelling::Canonical {
+                    body
+                } else if d.is_zero() {
                     format!("\"-\"? {body}")
                 } else if d.neg {
                     format!("\"-\" {body}")
@@ -2062,7 +2079,7 @@ impl<'a> Conv<'a> {
                     body
                 }
             }
-            Value::String(s) => format!("(\"\\\"\" {} \"\\\"\")", jstr::spell_str(s)),
+            Value::String(s) => format!("(\"\\\"\" {} \"\\\"\")", jstr::spell_str_in(self.opts.spelling, s)),
             Value::Array(a) => {
                 if a.is_empty() {
                     self.empty('[', ']')
@@ -2088,7 +2105,7 @@ impl<'a> Conv<'a> {
                     let kv = self.sep_kv();
                     let mut entries = Vec::new();
                     for (k, x) in o {
-                        entries.push(format!("\"\\\"\" {} \"\\\"\" {kv} {}", jstr::spell_str(k), self.spell_value(x, self.child_depth(depth))?));
+                        entries.push(format!("\"\\\"\" {} \"\\\"\" {kv} {}", jstr::spell_str_in(self.opts.spelling, k), self.spell_value(x, self.child_depth(depth))?));
                     }
                     let sep = self.sep_item(depth);
                     let mut alts = Vec::new();

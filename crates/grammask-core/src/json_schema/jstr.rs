@@ -6,6 +6,7 @@
 
 use super::emit::{self, Ebnf};
 use crate::error::Result;
+use crate::spelling::{self, Spelling};
 
 /// Body of the shared rule matching one JSON string character (any scalar value).
 pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
@@ -71,6 +72,119 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     let name = e.fresh("key_not_in");
     e.define(&name, &format!("JsonStringExcept({})", args.join(", ")))?;
     Ok(name)
+}
+
+/// The string-body expression for the value `s` under `spelling`: [`spell_str`] or
+/// [`spell_str_canonical`].
+pub fn spell_str_in(spelling: Spelling, s: &str) -> String {
+    match spelling {
+        Spelling::Any => spell_str(s),
+        Spelling::Canonical => spell_str_canonical(s),
+    }
+}
+
+/// [`not_in`] or [`not_in_canonical`] by `spelling`.
+pub fn not_in_for(spelling: Spelling, e: &mut Ebnf, keys: &[&str]) -> Result<String> {
+    match spelling {
+        Spelling::Any => not_in(e, keys),
+        Spelling::Canonical => not_in_canonical(e, keys),
+    }
+}
+
+/// How the regex printer spells string bodies under `spelling`.
+pub fn text_mode(spelling: Spelling) -> crate::regex::TextMode {
+    match spelling {
+        Spelling::Any => crate::regex::TextMode::JsonStringBody,
+        Spelling::Canonical => crate::regex::TextMode::JsonStringBodyCanonical,
+    }
+}
+
+/// Body of the shared one-character rule (`json_char`) under `spelling`.
+pub fn char_body(spelling: Spelling) -> &'static str {
+    match spelling {
+        Spelling::Any => CHAR_ANY_BODY,
+        Spelling::Canonical => spelling::CHAR_CANONICAL_BODY,
+    }
+}
+
+/// EBNF matching the canonical spellings (see [`crate::spelling`]) of the string body `s`: printable
+/// ASCII as itself, `"` and `\` and the short-escape controls as their short escape, other controls
+/// as `\u00XX`, and U+007F and above raw or as `\uXXXX` (surrogate pairs above U+FFFF), hex
+/// digits in either case. Keys made of printable ASCII have exactly one spelling: a literal.
+pub fn spell_str_canonical(s: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut lit = String::new();
+    for c in s.chars() {
+        if spelling::raw_only(c) {
+            lit.push(c);
+        } else if let Some(&(_, l)) = spelling::CANONICAL_SHORT_ESCAPES.iter().find(|(x, _)| *x == c) {
+            lit.push('\\');
+            lit.push(l);
+        } else if (c as u32) < 0x20 {
+            u_escape(c as u32, &mut lit, &mut parts);
+        } else {
+            if !lit.is_empty() {
+                parts.push(emit::lit(&lit));
+                lit.clear();
+            }
+            let mut esc = Vec::new();
+            let mut elit = String::new();
+            let v = c as u32;
+            if v > 0xFFFF {
+                let w = v - 0x1_0000;
+                u_escape(0xD800 + (w >> 10), &mut elit, &mut esc);
+                u_escape(0xDC00 + (w & 0x3FF), &mut elit, &mut esc);
+            } else {
+                u_escape(v, &mut elit, &mut esc);
+            }
+            if !elit.is_empty() {
+                esc.push(emit::lit(&elit));
+            }
+            parts.push(format!("({} | {})", emit::lit(&c.to_string()), esc.join(" ")));
+        }
+    }
+    if !lit.is_empty() || parts.is_empty() {
+        parts.push(emit::lit(&lit));
+    }
+    parts.join(" ")
+}
+
+/// Appends `\uXXXX` for the BMP value `v` (hex letters in either case) to the pending literal
+/// `lit` and the items `parts`.
+fn u_escape(v: u32, lit: &mut String, parts: &mut Vec<String>) {
+    lit.push_str("\\u");
+    for i in (0..4).rev() {
+        let d = (v >> (4 * i)) & 0xF;
+        if d < 10 {
+            lit.push(char::from(b'0' + d as u8));
+        } else {
+            if !lit.is_empty() {
+                parts.push(emit::lit(lit));
+                lit.clear();
+            }
+            let (up, low) = (char::from(b'A' + (d - 10) as u8), char::from(b'a' + (d - 10) as u8));
+            parts.push(format!("[{up}{low}]"));
+        }
+    }
+}
+
+/// [`not_in`] under canonical spelling: the body of any canonically spelled JSON string whose value
+/// is not in `keys`, as an automaton over characters printed in canonical spelling. Returns the
+/// name of the entry rule.
+pub fn not_in_canonical(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
+    use crate::regex::{CharDfa, TextMode};
+    let mut keys = keys.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut listed = CharDfa::empty();
+    for k in &keys {
+        listed = listed.union(&CharDfa::literal(k))?;
+    }
+    let lang = CharDfa::any_string().difference(&listed)?;
+    let prefix = format!("{}.re", e.fresh("key_not_in"));
+    let text = lang.to_ebnf(&prefix, TextMode::JsonStringBodyCanonical);
+    e.raw(&text)?;
+    Ok(prefix)
 }
 
 #[cfg(test)]

@@ -270,6 +270,39 @@ fn compress(parts: &[String]) -> String {
 
 /// Integers in `[lo, hi]` spelled `-?digits` (plus `-0` when 0 is in range). `None` if empty.
 pub fn int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
+    int_range_with(lo, hi, true)
+}
+
+/// The canonical spelling (`crate::spelling`) of a number schema, or `None` when the caller's
+/// general path applies (`multipleOf`, non-integers only). `lo`/`hi` are (bound, exclusive).
+/// Integers: `int_range` without `-0`; numbers: the canonical unbounded language, or plain
+/// decimals in the range. A missing side is capped at 10^308 in magnitude (exclusive), so every
+/// value is finite as a float64; the result is the usual `Option` (`None`: no value).
+pub fn emit_canonical_number(
+    lo: Option<&(Dec, bool)>,
+    hi: Option<&(Dec, bool)>,
+    non_integers_only: bool,
+    integer: bool,
+    has_multiple_of: bool,
+) -> Option<Option<String>> {
+    if has_multiple_of || non_integers_only {
+        return None;
+    }
+    if !integer && lo.is_none() && hi.is_none() {
+        return Some(Some(crate::spelling::NUMBER_CANONICAL.to_string()));
+    }
+    let cap = Dec { neg: false, int: std::iter::once(1).chain(std::iter::repeat_n(0, crate::spelling::MAX_INT_DIGITS as usize)).collect(), frac: Vec::new() };
+    let lo = lo.cloned().unwrap_or((cap.negate(), true));
+    let hi = hi.cloned().unwrap_or((cap, true));
+    if integer {
+        let (l, h) = (SInt::ceil(&lo.0, lo.1), SInt::floor(&hi.0, hi.1));
+        return Some(int_range_with(Some(&l), Some(&h), false));
+    }
+    Some(number_range_with(Some((&lo.0, lo.1)), Some((&hi.0, hi.1)), false))
+}
+
+/// [`int_range`], with the spelling `-0` only when `neg_zero`.
+fn int_range_with(lo: Option<&SInt>, hi: Option<&SInt>, neg_zero: bool) -> Option<String> {
     if let (Some(l), Some(h)) = (lo, hi) {
         if l.to_dec() > h.to_dec() {
             return None;
@@ -294,7 +327,7 @@ pub fn int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
         }
     }
     let zero_in = lo.is_none_or(|l| l.neg || l.mag.is_empty()) && hi.is_none_or(|h| !h.neg);
-    if zero_in {
+    if zero_in && neg_zero {
         alts.push("\"-0\"".into());
     }
     if alts.is_empty() {
@@ -455,6 +488,11 @@ fn pos_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Option<Strin
 
 /// Decimals in the given range, spelled `-?int(.frac)?` (no exponent). `None` if empty.
 pub fn number_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Option<String> {
+    number_range_with(lo, hi, true)
+}
+
+/// [`number_range`]; with `!neg_zero`, zero is spelled without a sign only (no `-0`, `-0.0`).
+fn number_range_with(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>, neg_zero: bool) -> Option<String> {
     let zero = Dec { neg: false, int: Vec::new(), frac: Vec::new() };
     let mut alts = Vec::new();
     // x >= 0 part.
@@ -471,8 +509,9 @@ pub fn number_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Optio
     if lo.is_none_or(|(l, _)| l.neg || l.is_zero()) {
         let nhi_owned = lo.map(|(l, s)| (l.negate(), s));
         let nlo_owned = match hi {
-            Some((h, s)) if h.neg || h.is_zero() => (h.negate(), s),
-            _ => (zero.clone(), false),
+            Some((h, s)) if h.neg || (h.is_zero() && neg_zero) => (h.negate(), s),
+            // Without `-0`, the negative side starts strictly below zero.
+            _ => (zero.clone(), !neg_zero),
         };
         if let Some(p) = pos_range(Some((&nlo_owned.0, nlo_owned.1)), nhi_owned.as_ref().map(|(d, s)| (d, *s))) {
             alts.push(format!("\"-\" {p}"));
