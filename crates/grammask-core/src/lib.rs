@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bitset;
+pub mod budget;
 pub mod builtin;
 pub mod cache;
 pub mod combine;

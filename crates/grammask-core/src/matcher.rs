@@ -191,6 +191,8 @@ pub struct CompiledGrammar {
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
+    /// Shortest completions per state, for token budgets (computed on first use).
+    completion: OnceLock<Arc<crate::budget::Completion>>,
 }
 
 impl CompiledGrammar {
@@ -257,6 +259,7 @@ impl CompiledGrammar {
             state_runs: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
+            completion: OnceLock::new(),
         })
     }
 
@@ -452,6 +455,11 @@ impl CompiledGrammar {
         cap
     }
 
+    /// Shortest completion lengths of the automata under this vocabulary (token budgets).
+    pub fn completion(&self) -> Arc<crate::budget::Completion> {
+        self.completion.get_or_init(|| Arc::new(crate::budget::Completion::new(&self.automata, self.vocab()))).clone()
+    }
+
     fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {
         read(&self.masks).get(&sig).cloned()
     }
@@ -481,6 +489,9 @@ pub struct MatcherOptions {
     pub override_stop_tokens: Option<Vec<u32>>,
     /// The matcher terminates as soon as the grammar is complete, without a stop token.
     pub terminate_without_stop_token: bool,
+    /// Token budget: accepted steps (tokens, the stop token included) the output must end within;
+    /// masks then allow only tokens that keep a completion within it (see [`crate::budget`]).
+    pub max_tokens: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -499,6 +510,8 @@ pub struct Matcher {
     terminate_without_stop_token: bool,
     stopped: bool,
     mask: Bitset,
+    /// Token budget (`MatcherOptions::max_tokens`).
+    budget: Option<crate::budget::Budget>,
 }
 
 impl Matcher {
@@ -520,7 +533,13 @@ impl Matcher {
             None => vocab.stop_token_ids().to_vec(),
         };
         let chart = Chart::new(compiled.automata());
+        // Token budget: refused when shorter than the grammar's shortest completion.
+        let budget = match options.max_tokens {
+            Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
+            None => None,
+        };
         Ok(Matcher {
+            budget,
             mask: Bitset::new(vocab.vocab_size()),
             compiled,
             chart,
@@ -629,6 +648,10 @@ impl Matcher {
             for &t in &self.stop_tokens {
                 self.mask.set(t as usize);
             }
+        }
+        // Token budget: keep only tokens that leave room to finish (see `crate::budget`).
+        if let Some(b) = &mut self.budget {
+            b.restrict(compiled.automata(), &compiled.index.trie, &mut self.chart, self.history.len(), &mut self.mask, &self.stop_tokens)?;
         }
         Ok(&self.mask)
     }
