@@ -212,6 +212,78 @@ impl RowCosts {
     }
 }
 
+/// Upper bounds on the shortest completion after each allowed token, without parsing: a token
+/// whose bytes one item of the last row reads inside its own rule (no rule ends or starts on the
+/// way) leaves that item in state `s'`, so `dist[s'] + U(item)` bounds the completion after it.
+/// Returns `(cost bound, token)` for tokens bounded at `floor` or more, and marks in `rest` the
+/// allowed tokens no item reads whole (those need [`token_costs`]).
+///
+/// PERF: string contents allow most of the vocabulary; reading tokens through the items' byte
+/// automata is an order of magnitude cheaper than pushing Earley rows for them.
+fn bounded_costs(
+    a: &Automata,
+    comp: &Completion,
+    rows: &RowCosts,
+    chart: &Chart,
+    trie: &TokenTrie,
+    mask: &Bitset,
+    floor: u32,
+    rest: &mut Bitset,
+) -> Vec<(u32, u32)> {
+    let r = chart.last_row_index();
+    // (state, U of the item) of the last row's items with a finite U.
+    let mut start: Vec<(StateId, u32)> = Vec::new();
+    for it in chart.row(r) {
+        let rule = a.state(it.state).rule.index() as u32;
+        let up = if it.origin as usize == r {
+            rows.tables[r].binary_search_by_key(&rule, |e| e.0).map_or(INF, |i| rows.tables[r][i].1)
+        } else {
+            rows.lookup(it.origin as usize, rule)
+        };
+        if up < INF && !start.contains(&(it.state, up)) {
+            start.push((it.state, up));
+        }
+    }
+    let mut out = Vec::new();
+    // levels[d]: the (state, U) pairs after the first d bytes of the current trie path.
+    let mut levels: Vec<Vec<(StateId, u32)>> = vec![start];
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        let d = n.depth as usize;
+        levels.truncate(d);
+        let mut next = Vec::new();
+        for &(s, up) in &levels[d - 1] {
+            if let Some(t) = a.step(s, n.byte) {
+                if !next.contains(&(t, up)) {
+                    next.push((t, up));
+                }
+            }
+        }
+        if next.is_empty() {
+            // No item reads this prefix inside its rule: the subtree's tokens need a parse.
+            for t in trie.subtree_tokens(i) {
+                if mask.get(t as usize) {
+                    rest.set(t as usize);
+                }
+            }
+            i = n.subtree_end as usize;
+            continue;
+        }
+        let tokens = trie.node_tokens(&n);
+        if tokens.iter().any(|&t| mask.get(t as usize)) {
+            let c = next.iter().map(|&(s, up)| (comp.dist(s) + up).min(INF)).min().unwrap_or(INF);
+            if c >= floor {
+                out.extend(tokens.iter().filter(|&&t| mask.get(t as usize)).map(|&t| (c, t)));
+            }
+        }
+        levels.push(next);
+        i += 1;
+    }
+    out
+}
+
 /// Shortest completions after each allowed token of a chart state: `(cost, token)` for every
 /// token of `mask` (stop tokens excluded) whose cost is at least `floor`, sorted by decreasing cost.
 /// Walks the token trie over the chart (pushing and popping rows), so the chart and the tables
@@ -314,6 +386,21 @@ impl Budget {
         self.rows.cost(a, &self.comp, chart)
     }
 
+    /// Upper bounds (exact for tokens that cross rule boundaries) on the completion after each
+    /// token of `mask`, for tokens at `floor` or more, by decreasing cost.
+    fn costs(&mut self, a: &Automata, trie: &TokenTrie, chart: &mut Chart, mask: &Bitset, floor: u32) -> Result<Vec<(u32, u32)>> {
+        let mut rest = Bitset::new(mask.len());
+        let mut out = bounded_costs(a, &self.comp, &self.rows, chart, trie, mask, floor, &mut rest);
+        // A token that some item reads whole but at a high bound may still complete cheaper
+        // through another parse: the bound stays (conservative, and exact along the shortest
+        // completion, whose first byte an item of the row reads).
+        if rest.count_ones() > 0 {
+            out.extend(token_costs(a, &self.comp, &mut self.rows, chart, trie, &rest, floor)?);
+        }
+        out.sort_unstable_by(|x, y| y.cmp(x));
+        Ok(out)
+    }
+
     /// Clears from `mask` the tokens after which the grammar cannot be completed and the stop
     /// token accepted within the budget, `accepted` tokens having been accepted. Stop tokens
     /// (`stop`) stay as they are while a token remains.
@@ -347,7 +434,7 @@ impl Budget {
             if let Some(c) = self.memo.get(&sig) {
                 c.clone()
             } else {
-                let c = std::sync::Arc::new(token_costs(a, &self.comp, &mut self.rows, chart, trie, mask, floor)?);
+                let c = std::sync::Arc::new(self.costs(a, trie, chart, mask, floor)?);
                 if self.memo.len() >= MAX_MEMO_STATES {
                     self.memo.clear();
                 }
@@ -355,7 +442,7 @@ impl Budget {
                 c
             }
         } else {
-            std::sync::Arc::new(token_costs(a, &self.comp, &mut self.rows, chart, trie, mask, floor)?)
+            std::sync::Arc::new(self.costs(a, trie, chart, mask, floor)?)
         };
         for &(c, t) in costs.iter() {
             if c <= limit {
