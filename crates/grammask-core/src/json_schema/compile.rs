@@ -255,6 +255,10 @@ impl<'a> Conv<'a> {
         let mut e = Ebnf::default();
         let _ = e.named("root");
         let char_rule = e.named("json_char");
+        // Canonical spelling: shared unbounded integer/number rules (`numeric::INTEGER_RULE`).
+        if opts.spelling == Spelling::Canonical {
+            let _ = (e.named(numeric::INTEGER_RULE), e.named(numeric::NUMBER_RULE));
+        }
         let ws = if opts.any_whitespace { e.named("ws") } else { String::new() };
         let has_uneval = doc.has_unevaluated();
         Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws, has_uneval }
@@ -286,6 +290,10 @@ impl<'a> Conv<'a> {
             self.e.define("root", &root)?;
         }
         self.e.define("json_char", jstr::char_body(self.opts.spelling))?;
+        if self.opts.spelling == Spelling::Canonical {
+            self.e.define(numeric::INTEGER_RULE, crate::spelling::INT_CANONICAL)?;
+            self.e.define(numeric::NUMBER_RULE, crate::spelling::NUMBER_CANONICAL)?;
+        }
         Ok(self.e.into_text())
     }
 

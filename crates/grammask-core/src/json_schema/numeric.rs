@@ -289,17 +289,72 @@ pub fn emit_canonical_number(
         return None;
     }
     if !integer && lo.is_none() && hi.is_none() {
-        return Some(Some(crate::spelling::NUMBER_CANONICAL.to_string()));
+        return Some(Some(NUMBER_RULE.to_string()));
     }
-    let cap = Dec { neg: false, int: std::iter::once(1).chain(std::iter::repeat_n(0, crate::spelling::MAX_INT_DIGITS as usize)).collect(), frac: Vec::new() };
-    let lo = lo.cloned().unwrap_or((cap.negate(), true));
-    let hi = hi.cloned().unwrap_or((cap, true));
     if integer {
-        let (l, h) = (SInt::ceil(&lo.0, lo.1), SInt::floor(&hi.0, hi.1));
-        return Some(int_range_with(Some(&l), Some(&h), false));
+        let l = lo.map(|(d, x)| SInt::ceil(d, *x));
+        let h = hi.map(|(d, x)| SInt::floor(d, *x));
+        return Some(capped_int_range(l.as_ref(), h.as_ref()));
     }
-    Some(number_range_with(Some((&lo.0, lo.1)), Some((&hi.0, hi.1)), false))
+    // One-sided number ranges keep an uncapped integer part (capping them by digit ranges
+    // multiplies automaton states); plain decimals, no `-0`.
+    Some(number_range_with(lo.map(|(d, x)| (d, *x)), hi.map(|(d, x)| (d, *x)), false))
 }
+
+/// Integers in `[lo, hi]` without `-0`, a missing side capped at 308 digits (below 10^308 in
+/// magnitude): `int_range` up to the width of the given bound, then `[1-9] [0-9]{k,307}` for the
+/// wider magnitudes (all inside the range), so the cap costs states linear in 308, once.
+fn capped_int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
+    if let (Some(_), Some(_)) = (lo, hi) {
+        return int_range_with(lo, hi, false);
+    }
+    let max = crate::spelling::MAX_INT_DIGITS as usize;
+    // Magnitudes from `a` (no leading zeros) upwards, capped: the part up to a's width, then wider.
+    let open_above = |a: &[u8]| -> Vec<String> {
+        let k = a.len().max(1);
+        let nines = SInt { neg: false, mag: vec![9; k] };
+        let from = SInt { neg: false, mag: a.to_vec() };
+        let mut v: Vec<String> = int_range_with(Some(&from), Some(&nines), false).into_iter().collect();
+        if k < max {
+            v.push(format!("[1-9] [0-9]{{{k},{}}}", max - 1));
+        }
+        v
+    };
+    let mut alts = Vec::new();
+    match (lo, hi) {
+        (Some(l), None) => {
+            if l.neg {
+                // [l, -1] and [0, cap].
+                let minus_one = SInt { neg: true, mag: vec![1] };
+                alts.extend(int_range_with(Some(l), Some(&minus_one), false));
+                alts.extend(open_above(&[]));
+            } else {
+                alts.extend(open_above(&l.mag));
+            }
+        }
+        (None, Some(h)) => {
+            if h.neg {
+                // Magnitudes from |h| up.
+                alts.extend(open_above(&h.mag).into_iter().map(|x| format!("\"-\" ({x})")));
+            } else {
+                let zero = SInt { neg: false, mag: Vec::new() };
+                alts.extend(int_range_with(Some(&zero), Some(h), false));
+                alts.extend(open_above(&[1]).into_iter().map(|x| format!("\"-\" ({x})")));
+            }
+        }
+        _ => return Some(INTEGER_RULE.to_string()),
+    }
+    if alts.is_empty() {
+        None
+    } else {
+        Some(emit::alt(&alts))
+    }
+}
+
+/// Shared rules of the canonical unbounded integer and number languages (defined once by the
+/// converter, so a schema with many numeric fields pays their 308-digit caps once).
+pub const INTEGER_RULE: &str = "json_integer";
+pub const NUMBER_RULE: &str = "json_number";
 
 /// [`int_range`], with the spelling `-0` only when `neg_zero`.
 fn int_range_with(lo: Option<&SInt>, hi: Option<&SInt>, neg_zero: bool) -> Option<String> {
