@@ -318,7 +318,8 @@ def test_canonical_numbers() -> None:
     for text in ["-0", "-0.0", "1.50", "1e308", "23e6283876370", "1" * 309, "0e5"]:
         assert not canon(number, text), text
     assert canon({"type": "number", "minimum": 0}, "12.5") and not canon({"type": "number", "maximum": 0}, "-0")
-    assert canon({"const": 5}, "5") and not canon({"const": 5}, "5.0") and not canon({"const": 0}, "-0")
+    assert canon({"const": 5}, "5") and canon({"const": 5}, "5.0") and not canon({"const": 5}, "5.00")
+    assert not canon({"const": 0}, "-0") and not canon({"enum": [2.5]}, "2.50")
 
 
 def test_canonical_whitespace_is_bounded_but_admits_indented_layouts() -> None:

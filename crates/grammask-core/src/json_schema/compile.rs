@@ -2070,8 +2070,9 @@ impl<'a> Conv<'a> {
                 let int: String = if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
                 let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
                 let body = if self.opts.spelling == Spelling::Canonical {
-                    // Canonical spelling: the shortest decimal, no `-0` (`crate::spelling`).
-                    emit::lit(&if frac.is_empty() { int } else { format!("{int}.{frac}") })
+                    // Canonical spelling: the shortest decimal, no `-0` (`crate::spelling`); an
+                    // integer value also as Python writes the float (`1.0`).
+                    if frac.is_empty() { format!("{} \".0\"?", emit::lit(&int)) } else { emit::lit(&format!("{int}.{frac}")) }
                 } else if frac.is_empty() {
                     format!("{} (\".\" \"0\"+)?", emit::lit(&int))
                 } else {

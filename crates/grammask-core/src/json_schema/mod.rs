@@ -27,7 +27,8 @@
 //! - Numbers, canonical spelling: integers are `-?[1-9][0-9]*` or `0` (at most 308 digits when
 //!   unbounded, so finite as float64); unbounded numbers as in [`crate::spelling`]; bounded
 //!   numbers and `multipleOf` take plain decimal spellings (no exponent; a one-sided range is
-//!   capped at 10^308 in magnitude); `enum`/`const` numbers take their shortest decimal spelling.
+//!   capped at 10^308 in magnitude for integers); `enum`/`const` numbers take their shortest decimal
+//!   spelling (integer values also with `.0`).
 //! - Numbers, [`Spelling::Any`]: `integer` takes `-?int(.0+)?` and, when unbounded,
 //!   `-?int(.0+)?[eE]+?digits`; bounded numbers and `multipleOf` take plain decimal spellings only
 //!   (no exponent); `enum`/`const` numbers take their decimal spelling with optional trailing zeros.
