@@ -168,6 +168,56 @@ fn u_escape(v: u32, lit: &mut String, parts: &mut Vec<String>) {
     }
 }
 
+/// [`not_in_canonical`] for keys of printable ASCII other than `"` and `\\` (each such character has
+/// one canonical spelling, itself): one rule per trie node, `""` where the prefix is not a key, each
+/// child character to its node, and any other character (a raw class without the children, or an
+/// escape) followed by `json_char*`. Returns the root node's rule.
+/// PERF: the automaton printed from the character DFA spells every "other" class with its `\\u`
+/// ranges at every node: open objects of large schemas passed the automaton-size limit.
+fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
+    // Trie nodes: (children (char, node), is a key).
+    let mut nodes: Vec<(Vec<(u8, usize)>, bool)> = vec![(Vec::new(), false)];
+    for k in keys {
+        let mut n = 0;
+        for &b in k.as_bytes() {
+            n = match nodes[n].0.iter().find(|c| c.0 == b) {
+                Some(&(_, m)) => m,
+                None => {
+                    nodes.push((Vec::new(), false));
+                    let m = nodes.len() - 1;
+                    nodes[n].0.push((b, m));
+                    m
+                }
+            };
+        }
+        nodes[n].1 = true;
+    }
+    let base = e.fresh("key_not_in");
+    let esc = format!("{base}.esc");
+    let rest = format!("{base}.rest");
+    // The escape alternatives of the canonical character rule (all but its raw class).
+    let escapes = spelling::CHAR_CANONICAL_BODY.split_once(" | ").map_or("", |x| x.1);
+    let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
+    let mut text = String::new();
+    for (i, (children, is_key)) in nodes.iter().enumerate() {
+        let mut alts = Vec::new();
+        if !is_key {
+            alts.push("\"\"".to_string());
+        }
+        let mut class = String::from("[^\"\\\\\\x00-\\x1f");
+        for &(b, m) in children {
+            alts.push(format!("{} {}", emit::lit(&char::from(b).to_string()), name(m)));
+            class.push_str(&format!("\\x{b:02x}"));
+        }
+        class.push(']');
+        alts.push(format!("({class} | {esc}) {rest}"));
+        text.push_str(&format!("{} ::= {}\n", name(i), alts.join(" | ")));
+    }
+    text.push_str(&format!("{esc} ::= {escapes}\n{rest} ::= json_char*\n"));
+    e.raw(&text)?;
+    Ok(base)
+}
+
 /// [`not_in`] under canonical spelling: the body of any canonically spelled JSON string whose value
 /// is not in `keys`, as an automaton over characters printed in canonical spelling. Returns the
 /// name of the entry rule.
@@ -176,6 +226,9 @@ pub fn not_in_canonical(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     let mut keys = keys.to_vec();
     keys.sort_unstable();
     keys.dedup();
+    if keys.iter().all(|k| k.chars().all(spelling::raw_only)) {
+        return not_in_ascii_trie(e, &keys);
+    }
     let mut listed = CharDfa::empty();
     for k in &keys {
         listed = listed.union(&CharDfa::literal(k))?;

@@ -103,4 +103,12 @@ fn canonical_integer_ranges() {
         }
     }
     assert!(!accepts(r#"{"type":"integer","minimum":0}"#, &"9".repeat(309)));
+    // Open objects: other keys in canonical spelling, listed keys never twice.
+    let open = r#"{"type":"object","properties":{"ab":{"type":"integer"},"a":{"type":"string"}},"additionalProperties":true}"#;
+    for t in [r#"{"ab":1,"a":"x"}"#, r#"{"abc":1}"#, r#"{"b":1,"":2}"#, r#"{"\u00e9":1,"x\ny":2}"#, r#"{"a\"":1}"#, "{\"\u{e9}\":1}"] {
+        assert!(accepts(open, t), "{t}");
+    }
+    for t in [r#"{"ab":1,"ab":2}"#, r#"{"\u0061":1}"#, r#"{"a\/":1}"#, r#"{"ab":"x"}"#] {
+        assert!(!accepts(open, t), "{t}");
+    }
 }
