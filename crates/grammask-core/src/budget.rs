@@ -220,6 +220,7 @@ impl RowCosts {
 ///
 /// PERF: string contents allow most of the vocabulary; reading tokens through the items' byte
 /// automata is an order of magnitude cheaper than pushing Earley rows for them.
+#[allow(clippy::too_many_arguments)]
 fn bounded_costs(
     a: &Automata,
     comp: &Completion,

@@ -10,6 +10,7 @@
 use crate::ebnf::parse_ebnf;
 use crate::grammar::Grammar;
 use crate::spelling::{Spelling, CHAR_CANONICAL_BODY, NUMBER_CANONICAL};
+use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 /// The text of the builtin JSON grammar (root rule `root`).
@@ -52,7 +53,7 @@ pub fn json_ebnf(spelling: Spelling, max_whitespace: Option<u32>) -> String {
                 .collect();
             let mut t = keep.join("\n");
             t.push('\n');
-            t.push_str(&format!("char ::= {CHAR_CANONICAL_BODY}\nnumber ::= {NUMBER_CANONICAL}\n"));
+            let _ = writeln!(t, "char ::= {CHAR_CANONICAL_BODY}\nnumber ::= {NUMBER_CANONICAL}");
             t
         }
     };

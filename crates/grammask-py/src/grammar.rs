@@ -29,7 +29,7 @@ pub struct PySchemaOptions {
 impl PySchemaOptions {
     #[new]
     #[pyo3(signature = (any_whitespace = true, indent = None, separators = None, strict_mode = true, max_whitespace_cnt = None, any_order = false, spelling = "canonical", format_assertion = true))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // the Python keyword arguments
     fn new(
         any_whitespace: bool,
         indent: Option<u32>,

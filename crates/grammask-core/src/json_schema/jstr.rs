@@ -7,6 +7,7 @@
 use super::emit::{self, Ebnf};
 use crate::error::Result;
 use crate::spelling::{self, Spelling};
+use std::fmt::Write as _;
 
 /// Body of the shared rule matching one JSON string character (any scalar value).
 pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
@@ -207,13 +208,13 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
         let mut class = String::from("[^\"\\\\\\x00-\\x1f");
         for &(b, m) in children {
             alts.push(format!("{} {}", emit::lit(&char::from(b).to_string()), name(m)));
-            class.push_str(&format!("\\x{b:02x}"));
+            let _ = write!(class, "\\x{b:02x}");
         }
         class.push(']');
         alts.push(format!("({class} | {esc}) {rest}"));
-        text.push_str(&format!("{} ::= {}\n", name(i), alts.join(" | ")));
+        let _ = writeln!(text, "{} ::= {}", name(i), alts.join(" | "));
     }
-    text.push_str(&format!("{esc} ::= {escapes}\n{rest} ::= json_char*\n"));
+    let _ = writeln!(text, "{esc} ::= {escapes}\n{rest} ::= json_char*");
     e.raw(&text)?;
     Ok(base)
 }
@@ -244,7 +245,6 @@ pub fn not_in_canonical(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::fmt::Write as _;
 
     // The former spelling of characters and character sets as EBNF: the reference for the
     // languages of `not_in` and `spell_str`.

@@ -56,6 +56,7 @@ mod value;
 
 /// Output-shape options, mirroring `Grammar.from_json_schema`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[allow(clippy::struct_excessive_bools)] // independent switches mirroring the Python keyword arguments
 pub struct JsonSchemaOptions {
     pub any_whitespace: bool,
     pub indent: Option<u32>,

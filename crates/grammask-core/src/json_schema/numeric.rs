@@ -274,6 +274,7 @@ pub fn int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
 /// Integers: `int_range` without `-0`; numbers: the canonical unbounded language, or plain
 /// decimals in the range. A missing side is capped at 10^308 in magnitude (exclusive), so every
 /// value is finite as a float64; the result is the usual `Option` (`None`: no value).
+#[allow(clippy::option_option)] // outer `None`: not handled here; inner `None`: no value
 pub fn emit_canonical_number(
     lo: Option<&(Dec, bool)>,
     hi: Option<&(Dec, bool)>,
