@@ -19,7 +19,10 @@ _COMPILER = xgr.GrammarCompiler(_INFO, cache_enabled=False)
 
 
 def accepts(schema: Any, text: str, **opts: Any) -> bool:
+    """Whether the grammar accepts ``text``; exact value semantics (``spelling="any"``) unless the
+    caller passes ``spelling``."""
     opts.setdefault("strict_mode", False)
+    opts.setdefault("spelling", "any")
     cg = _COMPILER.compile_json_schema(schema, **opts)
     m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
     return bool(m.accept_string(text)) and m.is_completed()
@@ -147,7 +150,7 @@ def _orders(inst: Any) -> List[Any]:
 
 @pytest.mark.parametrize("schema,instances", CASES, ids=[json.dumps(c[0])[:50] for c in CASES])
 def test_keyword_agrees_with_jsonschema(schema: Dict[str, Any], instances: List[Any]) -> None:
-    cg = _COMPILER.compile_json_schema(schema, strict_mode=False)
+    cg = _COMPILER.compile_json_schema(schema, strict_mode=False, spelling="any")
     for inst in instances:
         for variant in _orders(inst):
             for text in (json.dumps(variant), json.dumps(variant, separators=(",", ":")),
@@ -190,12 +193,17 @@ def test_integer_spellings() -> None:
     assert not accepts({"type": "integer"}, "1.5")
 
 
-def test_format_is_an_annotation_under_explicit_2020_12() -> None:
+def test_format_is_asserted_in_every_draft_unless_annotation() -> None:
     fmt = {"type": "string", "format": "ipv4"}
-    assert not accepts(fmt, '"x"')  # no $schema: enforced
-    assert not accepts({"$schema": "http://json-schema.org/draft-07/schema#", **fmt}, '"x"')
-    assert accepts({"$schema": "https://json-schema.org/draft/2020-12/schema", **fmt}, '"x"')
-    assert accepts({"$schema": "https://json-schema.org/draft/2019-09/schema", **fmt}, '"x"')
+    for schema in [
+        fmt,
+        {"$schema": "http://json-schema.org/draft-07/schema#", **fmt},
+        {"$schema": "https://json-schema.org/draft/2020-12/schema", **fmt},
+        {"$schema": "https://json-schema.org/draft/2019-09/schema", **fmt},
+    ]:
+        assert not accepts(schema, '"x"')
+        assert accepts(schema, '"10.0.0.1"')
+        assert accepts(schema, '"x"', format_assertion=False)
 
 
 @pytest.mark.parametrize(
@@ -265,3 +273,73 @@ def test_invalid_schema_errors() -> None:
              "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}]}
     with pytest.raises(xgr.InvalidSchemaError, match="accepts no value"):
         _COMPILER.compile_json_schema(unsat, strict_mode=False)
+
+
+# ---------------------------------------------------------------- canonical spelling (default)
+
+
+def canon(schema: Any, text: str, **opts: Any) -> bool:
+    return accepts(schema, text, spelling="canonical", **opts)
+
+
+def test_canonical_strings_keep_every_value_one_serializer_spelling() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    assert canon(schema, '{"name": "x"}')
+    assert not canon(schema, '{"\\u006Eame": "x"}')  # printable ASCII never \u-escaped
+    assert not canon(schema, '{"name": "\\u0078"}')
+    assert not canon(schema, '{"name": "a\\/b"}')
+    assert canon(schema, '{"name": "a/b"}')
+    for value in ["q\"b\\s", "tab\tnl\n\x01\x1f\x7f", "é日本😀", ""]:
+        for ensure_ascii in (True, False):
+            text = json.dumps({"name": value}, ensure_ascii=ensure_ascii)
+            assert canon(schema, text), text
+    assert not canon(schema, '{"name": "\\u000a"}')  # \n has a short escape
+    assert canon(schema, '{"name": "\\u00E9"}')  # either hex case for non-ASCII
+
+
+def test_canonical_enum_and_keys_with_non_ascii() -> None:
+    schema = {"enum": ["é", "a\"b"]}
+    for text in ['"é"', '"\\u00e9"', '"\\u00E9"', '"a\\"b"']:
+        assert canon(schema, text), text
+    assert not canon(schema, '"\\u0061\\"b"')
+
+
+def test_canonical_numbers() -> None:
+    integer = {"type": "integer"}
+    for text in ["0", "-5", "66", "9" * 308]:
+        assert canon(integer, text), text
+    for text in ["66.00", "-0", "-0.00", "1e5", "23e6283876370", "9" * 309, "01"]:
+        assert not canon(integer, text), text
+    bounded = {"type": "integer", "minimum": -3}
+    assert canon(bounded, "0") and canon(bounded, "-3") and not canon(bounded, "-0") and not canon(bounded, "1.0")
+    number = {"type": "number"}
+    for text in ["0", "0.0", "1.5", "-0.25", "1e+16", "1.5e-07", "1e21", "1.7976931348623e307", "100.0"]:
+        assert canon(number, text), text
+    for text in ["-0", "-0.0", "1.50", "1e308", "23e6283876370", "1" * 309, "0e5"]:
+        assert not canon(number, text), text
+    assert canon({"type": "number", "minimum": 0}, "12.5") and not canon({"type": "number", "maximum": 0}, "-0")
+    assert canon({"const": 5}, "5") and canon({"const": 5}, "5.0") and not canon({"const": 5}, "5.00")
+    assert not canon({"const": 0}, "-0") and not canon({"enum": [2.5]}, "2.50")
+
+
+def test_canonical_whitespace_is_bounded_but_admits_indented_layouts() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array"}}}
+    deep = {"a": [[[[[[[[[[[1]]]]]]]]]]]}
+    assert canon(schema, json.dumps(deep, indent=4))
+    assert canon(schema, '{"a": []}' + " " * 64)
+    assert not canon(schema, '{"a": []}' + " " * 65)
+    assert canon(schema, '{"a": []}' + " " * 65, max_whitespace_cnt=100)
+    assert accepts(schema, '{"a": []}' + " " * 500)  # spelling="any": unbounded
+
+
+def test_builtin_json_spellings() -> None:
+    def ok(text: str, **kw: Any) -> bool:
+        m = xgr.GrammarMatcher(_COMPILER.compile_builtin_json_grammar(**kw), terminate_without_stop_token=True)
+        return bool(m.accept_string(text)) and m.is_completed()
+
+    assert ok('{"a": [1, 2.5, -3, "\\u00e9"]}')
+    assert not ok('{"\\u0061": 1}') and ok('{"\\u0061": 1}', spelling="any")
+    assert not ok('{"a": 1e999}') and ok('{"a": 1e999}', spelling="any")
+    assert not ok("[" + " " * 65 + "]") and ok("[" + " " * 65 + "]", max_whitespace_cnt=65)
+    with pytest.raises(ValueError):
+        _COMPILER.compile_builtin_json_grammar(spelling="nonsense")

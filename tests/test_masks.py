@@ -197,6 +197,12 @@ GREETING_DOC = "Good morning Renée Dupont!"
 OPEN_OBJECT = xgr.testing._json_schema_to_ebnf(
     {"type": "object", "properties": {"name_of_the_user": {"type": "string"}, "nam": {"type": "integer"}}},
     strict_mode=False,
+    spelling="any",  # the document below spells a key with \u escapes
+)
+# The same schema in the default canonical spelling (key automaton built from the regex printer).
+OPEN_OBJECT_CANONICAL = xgr.testing._json_schema_to_ebnf(
+    {"type": "object", "properties": {"name_of_the_user": {"type": "string"}, "nam": {"type": "integer"}}},
+    strict_mode=False,
 )
 OPEN_OBJECT_DOC = '{"name_of_the_userid": "x", "another key \\" with quote\\n": 1, "nam": 2, "na\\u006d2": []}'
 
@@ -212,6 +218,10 @@ GRAMMARS = {
     "json": (None, JSON_DOC),
     "free_text": (FREE_TEXT, FREE_TEXT_DOC),
     "open_object_keys": (OPEN_OBJECT, OPEN_OBJECT_DOC),
+    "open_object_keys_canonical": (
+        OPEN_OBJECT_CANONICAL,
+        '{"name_of_the_userid": "x", "another key \\" with quote\\n": 1, "nam": 2, "na\\u00e9m2": []}',
+    ),
     "arith_ambiguous_left_recursive": (ARITH, ARITH_DOC),
     "key_value": (KV, KV_DOC),
     "greeting": (GREETING, GREETING_DOC),

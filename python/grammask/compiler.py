@@ -98,19 +98,32 @@ class GrammarCompiler:
         strict_mode: bool = True,
         max_whitespace_cnt: Optional[int] = None,
         any_order: bool = False,
+        spelling: str = "canonical",
+        format_assertion: bool = True,
     ) -> CompiledGrammar:
         """Compile the grammar of JSON documents valid against ``schema`` (text, dict or Pydantic
         model class); the options are :meth:`Grammar.from_json_schema`'s."""
         return CompiledGrammar(
             self._handle.compile_json_schema(
                 schema_to_str(schema),
-                schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order),
+                schema_options(
+                    any_whitespace,
+                    indent,
+                    separators,
+                    strict_mode,
+                    max_whitespace_cnt,
+                    any_order,
+                    spelling,
+                    format_assertion,
+                ),
             )
         )
 
-    def compile_builtin_json_grammar(self) -> CompiledGrammar:
-        """Compile :meth:`Grammar.builtin_json_grammar`."""
-        return CompiledGrammar(self._handle.compile_builtin_json_grammar())
+    def compile_builtin_json_grammar(
+        self, *, spelling: str = "canonical", max_whitespace_cnt: Optional[int] = None
+    ) -> CompiledGrammar:
+        """Any JSON object or array; ``spelling`` as in :meth:`Grammar.from_json_schema`."""
+        return CompiledGrammar(self._handle.compile_builtin_json_grammar(spelling, max_whitespace_cnt))
 
     def compile_regex(self, regex: str) -> CompiledGrammar:
         """Compile :meth:`Grammar.from_regex`."""

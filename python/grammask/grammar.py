@@ -74,10 +74,21 @@ class Grammar:
         max_whitespace_cnt: Optional[int] = None,
         print_converted_ebnf: bool = False,
         any_order: bool = False,
+        spelling: str = "canonical",
+        format_assertion: bool = True,
     ) -> "Grammar":
-        """The grammar of JSON documents valid against ``schema``."""
+        """The grammar of JSON documents valid against ``schema``.
+
+        ``spelling="canonical"`` (default) admits the spellings common serializers write (no ``\\u``
+        escape of printable ASCII, integers without fraction or exponent, finite numbers, whitespace
+        runs of at most ``DEFAULT_MAX_WHITESPACE_CNT`` unless ``max_whitespace_cnt`` is given);
+        ``spelling="any"`` admits every JSON spelling (validate given text). ``format_assertion``
+        (default ``True``) asserts ``format`` in every draft; ``False`` treats it as an annotation.
+        """
         text = schema_to_str(schema)
-        opts = schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order)
+        opts = schema_options(
+            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion
+        )
         if print_converted_ebnf:
             print(_core.Grammar.json_schema_to_ebnf(text, opts))
         return Grammar(_core.Grammar.from_json_schema(text, opts))
@@ -90,9 +101,10 @@ class Grammar:
         return Grammar(_core.Grammar.from_regex(regex_string))
 
     @staticmethod
-    def builtin_json_grammar() -> "Grammar":
-        """Any JSON object or array (no surrounding whitespace)."""
-        return Grammar(_core.Grammar.builtin_json_grammar())
+    def builtin_json_grammar(*, spelling: str = "canonical", max_whitespace_cnt: Optional[int] = None) -> "Grammar":
+        """Any JSON object or array (no surrounding whitespace); ``spelling`` as in
+        :meth:`from_json_schema` (``"any"``: exact ECMA-404 with unbounded whitespace)."""
+        return Grammar(_core.Grammar.builtin_json_grammar(spelling, max_whitespace_cnt))
 
     @staticmethod
     def from_structural_tag(*args: Any, **kwargs: Any) -> "Grammar":
@@ -173,7 +185,15 @@ def schema_options(
     strict_mode: bool = True,
     max_whitespace_cnt: Optional[int] = None,
     any_order: bool = False,
+    spelling: str = "canonical",
+    format_assertion: bool = True,
 ) -> _core.JsonSchemaOptions:
     """The core's options object for the keyword arguments every JSON Schema entry point takes."""
     seps = None if separators is None else (str(separators[0]), str(separators[1]))
-    return _core.JsonSchemaOptions(any_whitespace, indent, seps, strict_mode, max_whitespace_cnt, any_order)
+    return _core.JsonSchemaOptions(
+        any_whitespace, indent, seps, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion
+    )
+
+
+#: Whitespace-run bound of canonical spelling when ``max_whitespace_cnt`` is not given.
+DEFAULT_MAX_WHITESPACE_CNT = 64

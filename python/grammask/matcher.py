@@ -40,7 +40,13 @@ class GrammarMatcher:
         terminate_without_stop_token: bool = False,
         max_rollback_tokens: int = -1,
         default_temperature: Optional[float] = None,
+        max_tokens: Optional[int] = None,
     ) -> None:
+        """``max_tokens``: a token budget (grammask extension). Masks then allow only tokens after
+        which the grammar can still be completed and the stop token accepted within ``max_tokens``
+        accepted tokens (the stop token included; ``accept_string`` counts as one), so sampling
+        from the masks ends, valid, within the budget. ``ValueError`` when ``max_tokens`` is below
+        the grammar's shortest completion. See ``docs/limits.md`` for the exact guarantee."""
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise ValueError("The grammar should be compiled before passing it to GrammarMatcher.")
         if max_rollback_tokens != -1:
@@ -57,8 +63,10 @@ class GrammarMatcher:
             raise ValueError("override_stop_tokens must not be empty")
         self._compiled = compiled_grammar
         self._temperature = default_temperature
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
         self._handle = _core.GrammarMatcher(
-            compiled_grammar._handle, override_stop_tokens, terminate_without_stop_token
+            compiled_grammar._handle, override_stop_tokens, terminate_without_stop_token, max_tokens
         )
 
     @classmethod

@@ -51,6 +51,8 @@ def _json_schema_to_ebnf(
     strict_mode: bool = True,
     json_format: str = "json",
     any_order: bool = False,
+    spelling: str = "canonical",
+    format_assertion: bool = True,
 ) -> str:
     """The EBNF text a JSON Schema converts to (only ``json_format="json"``)."""
     if json_format != "json":
@@ -59,7 +61,9 @@ def _json_schema_to_ebnf(
         raise UnsupportedFeatureError(f"json_format={json_format!r} is not supported; only 'json'")
     return _core.Grammar.json_schema_to_ebnf(
         schema_to_str(schema),
-        schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order),
+        schema_options(
+            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion
+        ),
     )
 
 

@@ -29,6 +29,12 @@ impl Bitset {
     }
 
     #[inline]
+    pub fn unset(&mut self, i: usize) {
+        debug_assert!(i < self.len);
+        self.words[i >> 5] &= !(1 << (i & 31));
+    }
+
+    #[inline]
     pub fn get(&self, i: usize) -> bool {
         i < self.len && self.words[i >> 5] >> (i & 31) & 1 == 1
     }

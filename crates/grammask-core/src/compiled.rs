@@ -53,6 +53,8 @@ pub struct CompiledGrammar {
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
+    /// Shortest completions per state, for token budgets (computed on first use).
+    completion: OnceLock<Arc<crate::budget::Completion>>,
 }
 
 impl CompiledGrammar {
@@ -119,6 +121,7 @@ impl CompiledGrammar {
             state_runs: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
+            completion: OnceLock::new(),
         })
     }
 
@@ -319,6 +322,11 @@ impl CompiledGrammar {
             write(&self.levels).extend(fresh);
         }
         cap
+    }
+
+    /// Shortest completion lengths of the automata under this vocabulary (token budgets).
+    pub fn completion(&self) -> Arc<crate::budget::Completion> {
+        self.completion.get_or_init(|| Arc::new(crate::budget::Completion::new(&self.automata, self.vocab()))).clone()
     }
 
     pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {

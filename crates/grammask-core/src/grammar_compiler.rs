@@ -5,7 +5,7 @@
 //! [`Grammar`] through the matching front end, compiles it against its vocabulary
 //! ([`CompiledGrammar::new`]) and keeps the result in a [`GrammarCache`] keyed by the source
 //! (kind, options and text), so a repeated request is a lookup.
-use crate::builtin::builtin_json_grammar;
+use crate::builtin::builtin_json_grammar_with;
 use crate::cache::GrammarCache;
 use crate::compiled::CompiledGrammar;
 use crate::ebnf::parse_ebnf;
@@ -13,6 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::Grammar;
 use crate::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use crate::regex::regex_to_grammar;
+use crate::spelling::Spelling;
 use crate::token_index::TokenIndex;
 use crate::vocab::Vocabulary;
 use std::sync::Arc;
@@ -93,8 +94,15 @@ impl GrammarCompiler {
         self.cached(format!("lark\0{text}"), || crate::lark::lark_to_grammar(text))
     }
 
-    pub fn compile_builtin_json_grammar(&self) -> Result<Arc<CompiledGrammar>> {
-        self.cached("builtin_json".to_owned(), || Ok(builtin_json_grammar()))
+    /// The builtin JSON grammar under `spelling`, with whitespace runs of at most
+    /// `max_whitespace_cnt` characters (`None`: the spelling's default).
+    pub fn compile_builtin_json_grammar(
+        &self,
+        spelling: Spelling,
+        max_whitespace_cnt: Option<u32>,
+    ) -> Result<Arc<CompiledGrammar>> {
+        let key = format!("builtin_json\0{spelling:?}\0{max_whitespace_cnt:?}");
+        self.cached(key, || builtin_json_grammar_with(spelling, max_whitespace_cnt))
     }
 
     pub fn clear_cache(&self) {

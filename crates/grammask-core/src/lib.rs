@@ -23,6 +23,7 @@
 pub mod apply;
 pub mod batch;
 pub mod bitset;
+pub mod budget;
 pub mod builtin;
 pub mod cache;
 pub mod combine;
@@ -47,6 +48,7 @@ pub mod print;
 pub mod regex;
 pub mod serialize;
 pub mod slice;
+pub mod spelling;
 pub mod token_index;
 pub mod trie;
 pub mod vocab;

@@ -23,6 +23,9 @@ pub struct MatcherOptions {
     pub override_stop_tokens: Option<Vec<u32>>,
     /// The matcher terminates as soon as the grammar is complete, without a stop token.
     pub terminate_without_stop_token: bool,
+    /// Token budget: accepted steps (tokens, the stop token included) the output must end within;
+    /// masks then allow only tokens that keep a completion within it (see [`crate::budget`]).
+    pub max_tokens: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +44,8 @@ pub struct Matcher {
     terminate_without_stop_token: bool,
     stopped: bool,
     mask: Bitset,
+    /// Token budget (`MatcherOptions::max_tokens`).
+    budget: Option<crate::budget::Budget>,
 }
 
 impl Matcher {
@@ -62,7 +67,13 @@ impl Matcher {
             None => vocab.stop_token_ids().to_vec(),
         };
         let chart = Chart::new(compiled.automata());
+        // Token budget: refused when shorter than the grammar's shortest completion.
+        let budget = match options.max_tokens {
+            Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
+            None => None,
+        };
         Ok(Matcher {
+            budget,
             mask: Bitset::new(vocab.vocab_size()),
             compiled,
             chart,
@@ -171,6 +182,17 @@ impl Matcher {
             for &t in &self.stop_tokens {
                 self.mask.set(t as usize);
             }
+        }
+        // Token budget: keep only tokens that leave room to finish (see `crate::budget`).
+        if let Some(b) = &mut self.budget {
+            b.restrict(
+                compiled.automata(),
+                compiled.trie(),
+                &mut self.chart,
+                self.history.len(),
+                &mut self.mask,
+                &self.stop_tokens,
+            )?;
         }
         Ok(&self.mask)
     }

@@ -114,8 +114,15 @@ impl PyGrammarCompiler {
         self.compile(py, |c| c.compile_lark(text))
     }
 
-    fn compile_builtin_json_grammar(&self, py: Python<'_>) -> PyResult<PyCompiledGrammar> {
-        self.compile(py, GrammarCompiler::compile_builtin_json_grammar)
+    #[pyo3(signature = (spelling = "canonical", max_whitespace_cnt = None))]
+    fn compile_builtin_json_grammar(
+        &self,
+        py: Python<'_>,
+        spelling: &str,
+        max_whitespace_cnt: Option<u32>,
+    ) -> PyResult<PyCompiledGrammar> {
+        let sp = crate::grammar::parse_spelling(spelling)?;
+        self.compile(py, |c| c.compile_builtin_json_grammar(sp, max_whitespace_cnt))
     }
 
     fn clear_cache(&self) {

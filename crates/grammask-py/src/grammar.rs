@@ -2,6 +2,7 @@
 use crate::errors::{guard, py_err};
 use grammask_core::grammar::Grammar;
 use grammask_core::json_schema::{json_schema_to_ebnf, json_schema_to_grammar, JsonSchemaOptions};
+use grammask_core::spelling::Spelling;
 use grammask_core::{builtin, combine, ebnf, lark, regex};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -27,7 +28,8 @@ pub struct PySchemaOptions {
 #[pymethods]
 impl PySchemaOptions {
     #[new]
-    #[pyo3(signature = (any_whitespace = true, indent = None, separators = None, strict_mode = true, max_whitespace_cnt = None, any_order = false))]
+    #[pyo3(signature = (any_whitespace = true, indent = None, separators = None, strict_mode = true, max_whitespace_cnt = None, any_order = false, spelling = "canonical", format_assertion = true))]
+    #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // the Python keyword arguments
     fn new(
         any_whitespace: bool,
         indent: Option<u32>,
@@ -35,15 +37,34 @@ impl PySchemaOptions {
         strict_mode: bool,
         max_whitespace_cnt: Option<u32>,
         any_order: bool,
-    ) -> Self {
-        PySchemaOptions {
-            inner: JsonSchemaOptions { any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order },
-        }
+        spelling: &str,
+        format_assertion: bool,
+    ) -> PyResult<Self> {
+        let spelling = parse_spelling(spelling)?;
+        Ok(PySchemaOptions {
+            inner: JsonSchemaOptions {
+                any_whitespace,
+                indent,
+                separators,
+                strict_mode,
+                max_whitespace_cnt,
+                any_order,
+                spelling,
+                format_assertion,
+            },
+        })
     }
 
     fn __repr__(&self) -> String {
         format!("{:?}", self.inner)
     }
+}
+
+/// The `spelling=` option: `"canonical"` or `"any"`, else `ValueError`.
+pub fn parse_spelling(s: &str) -> PyResult<Spelling> {
+    Spelling::parse(s).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("spelling must be \"canonical\" or \"any\", got {s:?}"))
+    })
 }
 
 #[pymethods]
@@ -94,8 +115,10 @@ impl PyGrammar {
     }
 
     #[staticmethod]
-    fn builtin_json_grammar() -> PyGrammar {
-        PyGrammar::wrap(builtin::builtin_json_grammar())
+    #[pyo3(signature = (spelling = "canonical", max_whitespace_cnt = None))]
+    fn builtin_json_grammar(spelling: &str, max_whitespace_cnt: Option<u32>) -> PyResult<PyGrammar> {
+        let sp = parse_spelling(spelling)?;
+        builtin::builtin_json_grammar_with(sp, max_whitespace_cnt).map(PyGrammar::wrap).map_err(py_err)
     }
 
     #[staticmethod]

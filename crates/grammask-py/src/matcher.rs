@@ -16,13 +16,14 @@ pub struct PyGrammarMatcher {
 #[pymethods]
 impl PyGrammarMatcher {
     #[new]
-    #[pyo3(signature = (compiled_grammar, override_stop_tokens = None, terminate_without_stop_token = false))]
+    #[pyo3(signature = (compiled_grammar, override_stop_tokens = None, terminate_without_stop_token = false, max_tokens = None))]
     fn new(
         compiled_grammar: PyRef<'_, PyCompiledGrammar>,
         override_stop_tokens: Option<Vec<u32>>,
         terminate_without_stop_token: bool,
+        max_tokens: Option<usize>,
     ) -> PyResult<Self> {
-        let opts = MatcherOptions { override_stop_tokens, terminate_without_stop_token };
+        let opts = MatcherOptions { override_stop_tokens, terminate_without_stop_token, max_tokens };
         Ok(PyGrammarMatcher { inner: Matcher::new(compiled_grammar.inner.clone(), opts).map_err(py_err)? })
     }
 

@@ -62,6 +62,10 @@ def make_matcher(compiled: CompiledGrammar, max_tokens: int) -> "tuple[GrammarMa
             return GrammarMatcher(compiled, max_tokens=max_tokens), True  # type: ignore[call-arg]
         except TypeError:
             pass
+        except ValueError:
+            # The matcher refuses a budget below the grammar's shortest completion
+            # (`InvalidArgumentError`); decode unbudgeted, which ends with "length".
+            pass
     return GrammarMatcher(compiled), False
 
 

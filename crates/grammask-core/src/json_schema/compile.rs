@@ -23,7 +23,7 @@ use super::jstr;
 use super::numeric::{self, Dec, SInt};
 use super::resolve::{Doc, Draft, SchemaId};
 use super::value::{canonical, json_eq};
-use super::JsonSchemaOptions;
+use super::{JsonSchemaOptions, Spelling};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::{MAX_NESTING, MAX_REPEAT_BOUND};
 use crate::regex::{Anchoring, CharDfa, Regex, RegexFlags, TextMode};
@@ -270,6 +270,10 @@ impl<'a> Conv<'a> {
         let mut e = Ebnf::default();
         let _ = e.named("root");
         let char_rule = e.named("json_char");
+        // Canonical spelling: shared unbounded integer/number rules (`numeric::INTEGER_RULE`).
+        if opts.spelling == Spelling::Canonical {
+            let _ = (e.named(numeric::INTEGER_RULE), e.named(numeric::NUMBER_RULE));
+        }
         let ws = if opts.any_whitespace { e.named("ws") } else { String::new() };
         let has_uneval = doc.has_unevaluated();
         Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws, has_uneval }
@@ -290,7 +294,8 @@ impl<'a> Conv<'a> {
             self.e.define(&name, &body)?;
         }
         if self.opts.any_whitespace {
-            let ws = match self.opts.max_whitespace_cnt {
+            // Canonical spelling bounds whitespace runs by default (`crate::spelling`).
+            let ws = match self.opts.spelling.whitespace_bound(self.opts.max_whitespace_cnt) {
                 Some(n) => format!("[ \\n\\t\\r]{{0,{n}}}"),
                 None => "[ \\n\\t\\r]*".to_string(),
             };
@@ -299,7 +304,11 @@ impl<'a> Conv<'a> {
         } else {
             self.e.define("root", &root)?;
         }
-        self.e.define("json_char", jstr::CHAR_ANY_BODY)?;
+        self.e.define("json_char", jstr::char_body(self.opts.spelling))?;
+        if self.opts.spelling == Spelling::Canonical {
+            self.e.define(numeric::INTEGER_RULE, crate::spelling::INT_CANONICAL)?;
+            self.e.define(numeric::NUMBER_RULE, crate::spelling::NUMBER_CANONICAL)?;
+        }
         Ok(self.e.into_text())
     }
 

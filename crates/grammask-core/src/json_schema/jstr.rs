@@ -6,6 +6,8 @@
 
 use super::emit::{self, Ebnf};
 use crate::error::Result;
+use crate::spelling::{self, Spelling};
+use std::fmt::Write as _;
 
 /// Body of the shared rule matching one JSON string character (any scalar value).
 pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
@@ -73,11 +75,176 @@ pub fn not_in(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     Ok(name)
 }
 
+/// The string-body expression for the value `s` under `spelling`: [`spell_str`] or
+/// [`spell_str_canonical`].
+pub fn spell_str_in(spelling: Spelling, s: &str) -> String {
+    match spelling {
+        Spelling::Any => spell_str(s),
+        Spelling::Canonical => spell_str_canonical(s),
+    }
+}
+
+/// [`not_in`] or [`not_in_canonical`] by `spelling`.
+pub fn not_in_for(spelling: Spelling, e: &mut Ebnf, keys: &[&str]) -> Result<String> {
+    match spelling {
+        Spelling::Any => not_in(e, keys),
+        Spelling::Canonical => not_in_canonical(e, keys),
+    }
+}
+
+/// How the regex printer spells string bodies under `spelling`.
+pub fn text_mode(spelling: Spelling) -> crate::regex::TextMode {
+    match spelling {
+        Spelling::Any => crate::regex::TextMode::JsonStringBody,
+        Spelling::Canonical => crate::regex::TextMode::JsonStringBodyCanonical,
+    }
+}
+
+/// Body of the shared one-character rule (`json_char`) under `spelling`.
+pub fn char_body(spelling: Spelling) -> &'static str {
+    match spelling {
+        Spelling::Any => CHAR_ANY_BODY,
+        Spelling::Canonical => spelling::CHAR_CANONICAL_BODY,
+    }
+}
+
+/// EBNF matching the canonical spellings (see [`crate::spelling`]) of the string body `s`: printable
+/// ASCII as itself, `"` and `\` and the short-escape controls as their short escape, other controls
+/// as `\u00XX`, and U+007F and above raw or as `\uXXXX` (surrogate pairs above U+FFFF), hex
+/// digits in either case. Keys made of printable ASCII have exactly one spelling: a literal.
+pub fn spell_str_canonical(s: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut lit = String::new();
+    for c in s.chars() {
+        if spelling::raw_only(c) {
+            lit.push(c);
+        } else if let Some(&(_, l)) = spelling::CANONICAL_SHORT_ESCAPES.iter().find(|(x, _)| *x == c) {
+            lit.push('\\');
+            lit.push(l);
+        } else if (c as u32) < 0x20 {
+            u_escape(c as u32, &mut lit, &mut parts);
+        } else {
+            if !lit.is_empty() {
+                parts.push(emit::lit(&lit));
+                lit.clear();
+            }
+            let mut esc = Vec::new();
+            let mut elit = String::new();
+            let v = c as u32;
+            if v > 0xFFFF {
+                let w = v - 0x1_0000;
+                u_escape(0xD800 + (w >> 10), &mut elit, &mut esc);
+                u_escape(0xDC00 + (w & 0x3FF), &mut elit, &mut esc);
+            } else {
+                u_escape(v, &mut elit, &mut esc);
+            }
+            if !elit.is_empty() {
+                esc.push(emit::lit(&elit));
+            }
+            parts.push(format!("({} | {})", emit::lit(&c.to_string()), esc.join(" ")));
+        }
+    }
+    if !lit.is_empty() || parts.is_empty() {
+        parts.push(emit::lit(&lit));
+    }
+    parts.join(" ")
+}
+
+/// Appends `\uXXXX` for the BMP value `v` (hex letters in either case) to the pending literal
+/// `lit` and the items `parts`.
+fn u_escape(v: u32, lit: &mut String, parts: &mut Vec<String>) {
+    lit.push_str("\\u");
+    for i in (0..4).rev() {
+        let d = (v >> (4 * i)) & 0xF;
+        if d < 10 {
+            lit.push(char::from(b'0' + d as u8));
+        } else {
+            if !lit.is_empty() {
+                parts.push(emit::lit(lit));
+                lit.clear();
+            }
+            let (up, low) = (char::from(b'A' + (d - 10) as u8), char::from(b'a' + (d - 10) as u8));
+            parts.push(format!("[{up}{low}]"));
+        }
+    }
+}
+
+/// [`not_in_canonical`] for keys of printable ASCII other than `"` and `\\` (each such character has
+/// one canonical spelling, itself): one rule per trie node, `""` where the prefix is not a key, each
+/// child character to its node, and any other character (a raw class without the children, or an
+/// escape) followed by `json_char*`. Returns the root node's rule.
+/// PERF: the automaton printed from the character DFA spells every "other" class with its `\\u`
+/// ranges at every node: open objects of large schemas passed the automaton-size limit.
+fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
+    // Trie nodes: (children (char, node), is a key).
+    let mut nodes: Vec<(Vec<(u8, usize)>, bool)> = vec![(Vec::new(), false)];
+    for k in keys {
+        let mut n = 0;
+        for &b in k.as_bytes() {
+            n = match nodes[n].0.iter().find(|c| c.0 == b) {
+                Some(&(_, m)) => m,
+                None => {
+                    nodes.push((Vec::new(), false));
+                    let m = nodes.len() - 1;
+                    nodes[n].0.push((b, m));
+                    m
+                }
+            };
+        }
+        nodes[n].1 = true;
+    }
+    let base = e.fresh("key_not_in");
+    let esc = format!("{base}.esc");
+    let rest = format!("{base}.rest");
+    // The escape alternatives of the canonical character rule (all but its raw class).
+    let escapes = spelling::CHAR_CANONICAL_BODY.split_once(" | ").map_or("", |x| x.1);
+    let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
+    let mut text = String::new();
+    for (i, (children, is_key)) in nodes.iter().enumerate() {
+        let mut alts = Vec::new();
+        if !is_key {
+            alts.push("\"\"".to_string());
+        }
+        let mut class = String::from("[^\"\\\\\\x00-\\x1f");
+        for &(b, m) in children {
+            alts.push(format!("{} {}", emit::lit(&char::from(b).to_string()), name(m)));
+            let _ = write!(class, "\\x{b:02x}");
+        }
+        class.push(']');
+        alts.push(format!("({class} | {esc}) {rest}"));
+        let _ = writeln!(text, "{} ::= {}", name(i), alts.join(" | "));
+    }
+    let _ = writeln!(text, "{esc} ::= {escapes}\n{rest} ::= json_char*");
+    e.raw(&text)?;
+    Ok(base)
+}
+
+/// [`not_in`] under canonical spelling: the body of any canonically spelled JSON string whose value
+/// is not in `keys`, as an automaton over characters printed in canonical spelling. Returns the
+/// name of the entry rule.
+pub fn not_in_canonical(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
+    use crate::regex::{CharDfa, TextMode};
+    let mut keys = keys.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.iter().all(|k| k.chars().all(spelling::raw_only)) {
+        return not_in_ascii_trie(e, &keys);
+    }
+    let mut listed = CharDfa::empty();
+    for k in &keys {
+        listed = listed.union(&CharDfa::literal(k))?;
+    }
+    let lang = CharDfa::any_string().difference(&listed)?;
+    let prefix = format!("{}.re", e.fresh("key_not_in"));
+    let text = lang.to_ebnf(&prefix, TextMode::JsonStringBodyCanonical);
+    e.raw(&text)?;
+    Ok(prefix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::fmt::Write as _;
 
     // The former spelling of characters and character sets as EBNF: the reference for the
     // languages of `not_in` and `spell_str`.

@@ -8,8 +8,10 @@
 //! `pattern`, `format` and key languages, and [`emit`] for output.
 //!
 //! Principles: every keyword that is accepted is enforced exactly on the decoded JSON value, for
-//! every JSON spelling of that value that the grammar's layout allows (escapes in strings and keys,
-//! `1.0` for integers, any key order for `const` objects); a keyword that cannot be enforced exactly
+//! every spelling of that value that the grammar's layout and [`Spelling`] allow (with
+//! [`Spelling::Any`]: escapes in strings and keys, `1.0` for integers; in the default
+//! [`Spelling::Canonical`], the spellings serializers write, see [`crate::spelling`]; any key order
+//! for `const` objects); a keyword that cannot be enforced exactly
 //! is an `Unsupported` error naming its JSON pointer; invalid or unsatisfiable schemas are
 //! `InvalidSchema`; text that is not JSON is `InvalidJson`.
 //!
@@ -22,16 +24,23 @@
 //!   `Unsupported` error. `strict_mode=true` alone keeps XGrammar's schema order.
 //! - `dependentRequired` (and array-valued `dependencies`) needs the key-set states above;
 //!   `dependentSchemas` is refused.
-//! - Numbers: `integer` takes `-?int(.0+)?` and, when unbounded, `-?int(.0+)?[eE]+?digits`;
-//!   bounded numbers and `multipleOf` take plain decimal spellings only (no exponent);
-//!   `enum`/`const` numbers take their decimal spelling with optional trailing zeros.
-//! - Unknown `format` values are annotations (ignored); known formats without a regular definition
-//!   here are refused.
+//! - Numbers, canonical spelling: integers are `-?[1-9][0-9]*` or `0` (at most 308 digits when
+//!   unbounded, so finite as float64); unbounded numbers as in [`crate::spelling`]; bounded
+//!   numbers and `multipleOf` take plain decimal spellings (no exponent; a one-sided range is
+//!   capped at 10^308 in magnitude for integers); `enum`/`const` numbers take their shortest decimal
+//!   spelling (integer values also with `.0`).
+//! - Numbers, [`Spelling::Any`]: `integer` takes `-?int(.0+)?` and, when unbounded,
+//!   `-?int(.0+)?[eE]+?digits`; bounded numbers and `multipleOf` take plain decimal spellings only
+//!   (no exponent); `enum`/`const` numbers take their decimal spelling with optional trailing zeros.
+//! - `format` asserts in every draft by default (`format_assertion=false`: an annotation in every
+//!   draft). Unknown `format` values are ignored; known formats without a regular definition here
+//!   are refused.
 //! - `indent` layouts are generated to a nesting depth of [`compile::MAX_INDENT_DEPTH`].
 //! - `strict_mode=true`: an object whose schemas list `properties` and say nothing about
 //!   additional properties is closed; `prefixItems` (or an `items` array) without `items`
 //!   (`additionalItems`) closes the array.
 use crate::error::{Error, ErrorKind, Result};
+pub use crate::spelling::Spelling;
 
 mod compile;
 mod emit;
@@ -47,13 +56,19 @@ mod value;
 
 /// Output-shape options, mirroring `Grammar.from_json_schema`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[allow(clippy::struct_excessive_bools)] // independent switches mirroring the Python keyword arguments
 pub struct JsonSchemaOptions {
     pub any_whitespace: bool,
     pub indent: Option<u32>,
     pub separators: Option<(String, String)>,
     pub strict_mode: bool,
+    /// Bound on whitespace runs; `None`: the spelling's default ([`Spelling::whitespace_bound`]).
     pub max_whitespace_cnt: Option<u32>,
     pub any_order: bool,
+    /// Which spellings of each value are admitted (default canonical, see [`crate::spelling`]).
+    pub spelling: Spelling,
+    /// `format` is an assertion in every draft (default); `false`: an annotation in every draft.
+    pub format_assertion: bool,
 }
 
 impl Default for JsonSchemaOptions {
@@ -65,6 +80,8 @@ impl Default for JsonSchemaOptions {
             strict_mode: true,
             max_whitespace_cnt: None,
             any_order: false,
+            spelling: Spelling::Canonical,
+            format_assertion: true,
         }
     }
 }
@@ -76,7 +93,9 @@ pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<
     }
     let value: serde_json::Value = serde_json::from_str(schema)
         .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("schema is not valid JSON: {e}")))?;
-    let doc = resolve::Doc::new(&value)?;
+    let mut doc = resolve::Doc::new(&value)?;
+    // `format` asserts in every draft unless the caller asks for annotation semantics.
+    doc.format_assertion = options.format_assertion;
     compile::Conv::new(doc, options).run()
 }
 

@@ -266,6 +266,95 @@ fn compress(parts: &[String]) -> String {
 
 /// Integers in `[lo, hi]` spelled `-?digits` (plus `-0` when 0 is in range). `None` if empty.
 pub fn int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
+    int_range_with(lo, hi, true)
+}
+
+/// The canonical spelling (`crate::spelling`) of a number schema, or `None` when the caller's
+/// general path applies (`multipleOf`, non-integers only). `lo`/`hi` are (bound, exclusive).
+/// Integers: `int_range` without `-0`; numbers: the canonical unbounded language, or plain
+/// decimals in the range. A missing side is capped at 10^308 in magnitude (exclusive), so every
+/// value is finite as a float64; the result is the usual `Option` (`None`: no value).
+#[allow(clippy::option_option)] // outer `None`: not handled here; inner `None`: no value
+pub fn emit_canonical_number(
+    lo: Option<&(Dec, bool)>,
+    hi: Option<&(Dec, bool)>,
+    non_integers_only: bool,
+    integer: bool,
+    has_multiple_of: bool,
+) -> Option<Option<String>> {
+    if has_multiple_of || non_integers_only {
+        return None;
+    }
+    if !integer && lo.is_none() && hi.is_none() {
+        return Some(Some(NUMBER_RULE.to_string()));
+    }
+    if integer {
+        let l = lo.map(|(d, x)| SInt::ceil(d, *x));
+        let h = hi.map(|(d, x)| SInt::floor(d, *x));
+        return Some(capped_int_range(l.as_ref(), h.as_ref()));
+    }
+    // One-sided number ranges keep an uncapped integer part (capping them by digit ranges
+    // multiplies automaton states); plain decimals, no `-0`.
+    Some(number_range_with(lo.map(|(d, x)| (d, *x)), hi.map(|(d, x)| (d, *x)), false))
+}
+
+/// Integers in `[lo, hi]` without `-0`, a missing side capped at 308 digits (below 10^308 in
+/// magnitude): `int_range` up to the width of the given bound, then `[1-9] [0-9]{k,307}` for the
+/// wider magnitudes (all inside the range), so the cap costs states linear in 308, once.
+fn capped_int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
+    if let (Some(_), Some(_)) = (lo, hi) {
+        return int_range_with(lo, hi, false);
+    }
+    let max = crate::spelling::MAX_INT_DIGITS as usize;
+    // Magnitudes from `a` (no leading zeros) upwards, capped: the part up to a's width, then wider.
+    let open_above = |a: &[u8]| -> Vec<String> {
+        let k = a.len().max(1);
+        let nines = SInt { neg: false, mag: vec![9; k] };
+        let from = SInt { neg: false, mag: a.to_vec() };
+        let mut v: Vec<String> = int_range_with(Some(&from), Some(&nines), false).into_iter().collect();
+        if k < max {
+            v.push(format!("[1-9] [0-9]{{{k},{}}}", max - 1));
+        }
+        v
+    };
+    let mut alts = Vec::new();
+    match (lo, hi) {
+        (Some(l), None) => {
+            if l.neg {
+                // [l, -1] and [0, cap].
+                let minus_one = SInt { neg: true, mag: vec![1] };
+                alts.extend(int_range_with(Some(l), Some(&minus_one), false));
+                alts.extend(open_above(&[]));
+            } else {
+                alts.extend(open_above(&l.mag));
+            }
+        }
+        (None, Some(h)) => {
+            if h.neg {
+                // Magnitudes from |h| up.
+                alts.extend(open_above(&h.mag).into_iter().map(|x| format!("\"-\" ({x})")));
+            } else {
+                let zero = SInt { neg: false, mag: Vec::new() };
+                alts.extend(int_range_with(Some(&zero), Some(h), false));
+                alts.extend(open_above(&[1]).into_iter().map(|x| format!("\"-\" ({x})")));
+            }
+        }
+        _ => return Some(INTEGER_RULE.to_string()),
+    }
+    if alts.is_empty() {
+        None
+    } else {
+        Some(emit::alt(&alts))
+    }
+}
+
+/// Shared rules of the canonical unbounded integer and number languages (defined once by the
+/// converter, so a schema with many numeric fields pays their 308-digit caps once).
+pub const INTEGER_RULE: &str = "json_integer";
+pub const NUMBER_RULE: &str = "json_number";
+
+/// [`int_range`], with the spelling `-0` only when `neg_zero`.
+fn int_range_with(lo: Option<&SInt>, hi: Option<&SInt>, neg_zero: bool) -> Option<String> {
     if let (Some(l), Some(h)) = (lo, hi) {
         if l.to_dec() > h.to_dec() {
             return None;
@@ -290,7 +379,7 @@ pub fn int_range(lo: Option<&SInt>, hi: Option<&SInt>) -> Option<String> {
         }
     }
     let zero_in = lo.is_none_or(|l| l.neg || l.mag.is_empty()) && hi.is_none_or(|h| !h.neg);
-    if zero_in {
+    if zero_in && neg_zero {
         alts.push("\"-0\"".into());
     }
     if alts.is_empty() {
@@ -445,6 +534,11 @@ fn pos_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Option<Strin
 
 /// Decimals in the given range, spelled `-?int(.frac)?` (no exponent). `None` if empty.
 pub fn number_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Option<String> {
+    number_range_with(lo, hi, true)
+}
+
+/// [`number_range`]; with `!neg_zero`, zero is spelled without a sign only (no `-0`, `-0.0`).
+fn number_range_with(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>, neg_zero: bool) -> Option<String> {
     let zero = Dec { neg: false, int: Vec::new(), frac: Vec::new() };
     let mut alts = Vec::new();
     // x >= 0 part.
@@ -461,8 +555,9 @@ pub fn number_range(lo: Option<(&Dec, bool)>, hi: Option<(&Dec, bool)>) -> Optio
     if lo.is_none_or(|(l, _)| l.neg || l.is_zero()) {
         let nhi_owned = lo.map(|(l, s)| (l.negate(), s));
         let nlo_owned = match hi {
-            Some((h, s)) if h.neg || h.is_zero() => (h.negate(), s),
-            _ => (zero.clone(), false),
+            Some((h, s)) if h.neg || (h.is_zero() && neg_zero) => (h.negate(), s),
+            // Without `-0`, the negative side starts strictly below zero.
+            _ => (zero.clone(), !neg_zero),
         };
         if let Some(p) = pos_range(Some((&nlo_owned.0, nlo_owned.1)), nhi_owned.as_ref().map(|(d, s)| (d, *s))) {
             alts.push(format!("\"-\" {p}"));

@@ -71,3 +71,54 @@ fn regular_formats_convert() {
     }
     assert_eq!(conv(r#"{"type":"string","format":"iri"}"#).unwrap_err().kind(), ErrorKind::Unsupported);
 }
+
+/// Canonical spelling: integer ranges (capped one-sided ones included) accept exactly the
+/// canonical spellings, and a schema without numbers still compiles with the shared numeric rules.
+#[test]
+fn canonical_integer_ranges() {
+    use crate::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+    use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+    let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![]), ..Default::default() };
+    let vocab = std::sync::Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let accepts = |schema: &str, text: &str| {
+        let g = crate::ebnf::parse_ebnf(&conv(schema).unwrap(), "root").unwrap();
+        let cg = std::sync::Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+        m.accept_bytes(text.as_bytes()).unwrap() && m.is_completed()
+    };
+    let big = "9".repeat(308);
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (r#"{"type":"integer","minimum":0}"#, &["0", "7", "10", &big], &["-0", "-1", "1.0", "01"]),
+        (r#"{"type":"integer","minimum":-12}"#, &["-12", "-1", "0", "5", "123"], &["-13", "-0", "-100"]),
+        (r#"{"type":"integer","exclusiveMinimum":95}"#, &["96", "99", "100", "1000"], &["95", "9", "0"]),
+        (r#"{"type":"integer","maximum":-3}"#, &["-3", "-10", "-99999"], &["-2", "0", "3"]),
+        (r#"{"type":"integer","maximum":20}"#, &["20", "0", "-1", "-5000"], &["21", "-0", "100"]),
+        (r#"{"type":"string"}"#, &["\"x\""], &["1"]),
+    ];
+    for (schema, yes, no) in cases {
+        for t in *yes {
+            assert!(accepts(schema, t), "{schema} should accept {t}");
+        }
+        for t in *no {
+            assert!(!accepts(schema, t), "{schema} should reject {t}");
+        }
+    }
+    assert!(!accepts(r#"{"type":"integer","minimum":0}"#, &"9".repeat(309)));
+    // Open objects: other keys in canonical spelling, listed keys never twice.
+    let open =
+        r#"{"type":"object","properties":{"ab":{"type":"integer"},"a":{"type":"string"}},"additionalProperties":true}"#;
+    for t in [
+        r#"{"ab":1,"a":"x"}"#,
+        r#"{"abc":1}"#,
+        r#"{"b":1,"":2}"#,
+        r#"{"\u00e9":1,"x\ny":2}"#,
+        r#"{"a\"":1}"#,
+        "{\"\u{e9}\":1}",
+    ] {
+        assert!(accepts(open, t), "{t}");
+    }
+    for t in [r#"{"ab":1,"ab":2}"#, r#"{"\u0061":1}"#, r#"{"a\/":1}"#, r#"{"ab":"x"}"#] {
+        assert!(!accepts(open, t), "{t}");
+    }
+}

@@ -419,7 +419,7 @@ fn alt_group(alts: &[String]) -> String {
 }
 
 /// Alternatives spelling one codepoint of `set` inside a JSON string literal.
-fn json_spellings(set: &CharSet) -> Vec<String> {
+fn json_spellings(set: &CharSet, canonical: bool) -> Vec<String> {
     let mut alts = Vec::new();
     let unescaped = CharSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, super::charset::MAX_CHAR)]);
     let raw = set.intersect(&unescaped);
@@ -430,12 +430,20 @@ fn json_spellings(set: &CharSet) -> Vec<String> {
         });
     }
     for (c, esc) in JSON_SHORT {
-        if set.contains(c) {
+        // Canonical spelling (`crate::spelling`): `/` is written raw only.
+        if set.contains(c) && !(canonical && c == 0x2F) {
             alts.push(literal(&esc.chars().map(|c| c as u32).collect::<Vec<_>>()));
         }
     }
     let u = literal(&[0x5C, 0x75]); // the two characters `\u`
-    let bmp = set.intersect(&CharSet::from_ranges([(0, 0xFFFF)]));
+                                    // Canonical spelling: `\u` only for control characters without a short escape and for
+                                    // U+007F and above.
+    let u_ok = if canonical {
+        CharSet::from_ranges([(0, 0x07), (0x0B, 0x0B), (0x0E, 0x1F), (0x7F, 0xFFFF)])
+    } else {
+        CharSet::from_ranges([(0, 0xFFFF)])
+    };
+    let bmp = set.intersect(&u_ok);
     if !bmp.is_empty() {
         let hex: Vec<String> = bmp.ranges().iter().flat_map(|&(lo, hi)| hex_alts(lo, hi)).collect();
         alts.push(format!("{u} {}", alt_group(&hex)));
@@ -508,11 +516,11 @@ impl Printer<'_> {
                 Some(c) => Item::Lit(vec![c]),
                 None => Item::Atom(class(set)),
             },
-            TextMode::JsonStringBody => {
+            TextMode::JsonStringBody | TextMode::JsonStringBodyCanonical => {
                 if let Some(name) = self.shared.get(set) {
                     return Item::Atom(name.clone());
                 }
-                let alts = json_spellings(set);
+                let alts = json_spellings(set, self.mode == TextMode::JsonStringBodyCanonical);
                 let text = if alts.len() == 1 { atom(alts[0].clone()) } else { alt_group(&alts) };
                 if text.len() > SHARED_SPELLING_CHARS {
                     let name = self.fresh();

@@ -115,6 +115,10 @@ pub enum TextMode {
     /// hex digits of either case (astral codepoints as a surrogate pair). Exactly the JSON
     /// spelling set, nothing more.
     JsonStringBody,
+    /// As [`TextMode::JsonStringBody`], restricted to the canonical spellings of
+    /// [`crate::spelling`]: printable ASCII other than " and \ raw only, no \/, \u only for
+    /// control characters without a short escape and for U+007F and above.
+    JsonStringBodyCanonical,
 }
 
 impl CharDfa {

@@ -113,7 +113,7 @@ impl Conv<'_> {
                 (
                     format!(
                         "\"\\\"\" {} \"\\\"\" {kv} {}",
-                        jstr::spell_str(&k.name),
+                        jstr::spell_str_in(self.opts.spelling, &k.name),
                         k.value.clone().unwrap_or_default()
                     ),
                     k.required,
@@ -419,11 +419,11 @@ impl Conv<'_> {
                 continue;
             };
             let key = if plain {
-                jstr::not_in(&mut self.e, excluded)?
+                jstr::not_in_for(self.opts.spelling, &mut self.e, excluded)?
             } else {
                 let stem = self.e.fresh("key");
                 let prefix = format!("{stem}.re");
-                let text = lang.to_ebnf(&prefix, TextMode::JsonStringBody);
+                let text = lang.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
                 self.e.raw(&text)?;
                 prefix
             };

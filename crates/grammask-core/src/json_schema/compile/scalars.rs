@@ -75,8 +75,21 @@ impl Conv<'_> {
 
     fn emit_number(&mut self, m: &Merged, ptr: &str) -> Result<Option<String>> {
         let integer = m.types & FRAC == 0;
-        // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there).
-        let plain_int = integer && self.doc.draft == Draft::D4;
+        // Draft 4 integers are spelled without fraction or exponent (`1.0` is a number there);
+        // so are all integers under canonical spelling.
+        let canonical = self.opts.spelling == Spelling::Canonical;
+        let plain_int = integer && (self.doc.draft == Draft::D4 || canonical);
+        if canonical {
+            if let Some(r) = numeric::emit_canonical_number(
+                m.lo.as_ref(),
+                m.hi.as_ref(),
+                m.types & INT == 0,
+                integer,
+                !m.mults.is_empty(),
+            ) {
+                return Ok(r);
+            }
+        }
         let bounded = m.lo.is_some() || m.hi.is_some();
         if m.types & INT == 0 {
             // Numbers that are not integers: a plain spelling with a non-zero fraction digit
@@ -140,7 +153,11 @@ impl Conv<'_> {
             ));
         }
         let integer = m.types & FRAC == 0;
-        let base = match (integer, self.doc.draft == Draft::D4) {
+        // Canonical spelling: integers without fraction, no `-0` (see `crate::spelling`).
+        let canonical = self.opts.spelling == Spelling::Canonical;
+        let base = match (integer, self.doc.draft == Draft::D4 || canonical) {
+            (true, true) if canonical => r"0|-?[1-9][0-9]*",
+            (false, _) if canonical => r"0|-?(0\.[0-9]*[1-9]|[1-9][0-9]*(\.([0-9]*[1-9]|0))?)",
             (true, true) => r"-?(0|[1-9][0-9]*)",
             (true, false) => r"-?(0|[1-9][0-9]*)(\.0+)?",
             (false, _) => r"-?(0|[1-9][0-9]*)(\.[0-9]+)?",
@@ -197,7 +214,7 @@ impl Conv<'_> {
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
-            let body = jstr::not_in(&mut self.e, &excluded)?;
+            let body = jstr::not_in_for(self.opts.spelling, &mut self.e, &excluded)?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         // General case: intersect automata (length last, see below).
@@ -246,7 +263,7 @@ impl Conv<'_> {
         }
         let stem = self.e.fresh("str");
         let prefix = format!("{stem}.re");
-        let text = dfa.to_ebnf(&prefix, TextMode::JsonStringBody);
+        let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
         self.e.raw(&text)?;
         Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
     }

@@ -14,12 +14,22 @@ impl Conv<'_> {
                 let int: String =
                     if d.int.is_empty() { "0".into() } else { d.int.iter().map(|x| char::from(b'0' + x)).collect() };
                 let frac: String = d.frac.iter().map(|x| char::from(b'0' + x)).collect();
-                let body = if frac.is_empty() {
+                let body = if self.opts.spelling == Spelling::Canonical {
+                    // Canonical spelling: the shortest decimal, no `-0` (`crate::spelling`); an
+                    // integer value also as Python writes the float (`1.0`).
+                    if frac.is_empty() {
+                        format!("{} \".0\"?", emit::lit(&int))
+                    } else {
+                        emit::lit(&format!("{int}.{frac}"))
+                    }
+                } else if frac.is_empty() {
                     format!("{} (\".\" \"0\"+)?", emit::lit(&int))
                 } else {
                     format!("{} \"0\"*", emit::lit(&format!("{int}.{frac}")))
                 };
-                if d.is_zero() {
+                if d.is_zero() && self.opts.spelling == Spelling::Canonical {
+                    body
+                } else if d.is_zero() {
                     format!("\"-\"? {body}")
                 } else if d.neg {
                     format!("\"-\" {body}")
@@ -27,7 +37,7 @@ impl Conv<'_> {
                     body
                 }
             }
-            Value::String(s) => format!("(\"\\\"\" {} \"\\\"\")", jstr::spell_str(s)),
+            Value::String(s) => format!("(\"\\\"\" {} \"\\\"\")", jstr::spell_str_in(self.opts.spelling, s)),
             Value::Array(a) => {
                 if a.is_empty() {
                     self.empty('[', ']')
@@ -60,7 +70,7 @@ impl Conv<'_> {
                     for (k, x) in o {
                         entries.push(format!(
                             "\"\\\"\" {} \"\\\"\" {kv} {}",
-                            jstr::spell_str(k),
+                            jstr::spell_str_in(self.opts.spelling, k),
                             self.spell_value(x, self.child_depth(depth))?
                         ));
                     }
