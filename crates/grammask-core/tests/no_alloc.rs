@@ -7,8 +7,9 @@
 //! per step. The bound asserted is far below one per step.
 #![allow(unsafe_code)]
 
-use grammask_core::builtin::builtin_json_grammar;
+use grammask_core::builtin::builtin_json_grammar_with;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::spelling::Spelling;
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -68,10 +69,12 @@ fn count(m: &mut Matcher, tokens: &[u32], row: &mut [u32], steps: usize) -> usiz
     ALLOCS.load(Ordering::SeqCst)
 }
 
-#[test]
-fn fill_and_accept_do_not_allocate_per_token() {
+/// Counts allocations over 600 steady-state steps of `[{"a": true}, {"a": true}, ...` under
+/// the builtin JSON grammar in `spelling`.
+fn steady_state_allocations(spelling: Spelling) -> (usize, usize) {
     let v = vocab();
-    let cg = Arc::new(CompiledGrammar::new(&builtin_json_grammar(), &v).unwrap());
+    let g = builtin_json_grammar_with(spelling, None).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &v).unwrap());
     let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
     let open = (0..v.vocab_size() as u32).find(|&t| v.token_bytes(t) == b"[").unwrap();
     assert!(m.accept_token(open).unwrap());
@@ -80,7 +83,21 @@ fn fill_and_accept_do_not_allocate_per_token() {
     // Warm up: the memo of masks and kernels fills, the chart and history reach their size.
     count(&mut m, &tokens, &mut row, 600);
     let steps = 600;
-    let n = count(&mut m, &tokens, &mut row, steps);
+    (count(&mut m, &tokens, &mut row, steps), steps)
+}
+
+#[test]
+fn fill_and_accept_do_not_allocate_per_token() {
+    let (n, steps) = steady_state_allocations(Spelling::Any);
     eprintln!("{n} allocations in {steps} fill + accept steps");
+    assert!(n * 20 < steps, "{n} allocations in {steps} steps: the mask/accept path allocates per token");
+}
+
+/// Known gap: with the canonical builtin JSON grammar (bounded whitespace, canonical numbers)
+/// one allocation per step remains; not yet located.
+#[test]
+#[ignore = "known: the canonical builtin JSON grammar allocates once per fill+accept step"]
+fn canonical_json_does_not_allocate_per_token() {
+    let (n, steps) = steady_state_allocations(Spelling::Canonical);
     assert!(n * 20 < steps, "{n} allocations in {steps} steps: the mask/accept path allocates per token");
 }
