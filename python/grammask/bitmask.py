@@ -206,8 +206,8 @@ def _apply_rust(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: A
     nothing done, when the inputs are not CPU arrays it takes."""
     view, dtype = _cpu_view(logits)
     mask = _cpu_mask(bitmask) if dtype is not None else None
-    if mask is None:
-        return False
+    if mask is None or (view.shape[-1] > 1 and view.strides[-1] != view.itemsize):
+        return False  # e.g. a field of a structured array (llama-cpp-python): the numpy path
     v = _vocab_limit(view.shape[-1], mask.shape[-1] * 32, vocab_size)
     _core.apply_token_bitmask_inplace_cpu(view, mask, dtype, v, None if indices is None else [int(i) for i in indices])
     return True

@@ -189,6 +189,19 @@ def test_masks_equal_xgrammar(family, case):
             if bit(a[0], i) != bit(b[0], i)
         ]
         unexplained = [i for i in differing if i not in stop_ids]
+        if case.kind.startswith("structural_tag"):
+            # Known, documented divergence (docs/structural_tags.md): grammask's free text is
+            # valid UTF-8, so a token that cannot start or continue a character there (a lone
+            # continuation byte such as b"\xa1") is refused where XGrammar's byte-level free
+            # text allows it. Only that direction, on such tokens, is explained.
+            def utf8_broken(i: int) -> bool:
+                try:
+                    decoded[i].decode("utf-8")
+                    return False
+                except UnicodeDecodeError:
+                    return True
+
+            unexplained = [i for i in unexplained if bit(a[0], i) or not utf8_broken(i)]
         if case.kind in ("json", "json_object"):
             # Known, documented divergences of grammask's JSON Schema semantics from XGrammar's
             # (docs/integrations.md): grammask's root is `ws value ws` (XGrammar's is the bare
