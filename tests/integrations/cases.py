@@ -121,13 +121,9 @@ def grammask_supports(feature: str) -> bool:
 
 
 def xfail_unless_supported(case: Case) -> None:
-    """Mark the running test expected-to-fail when grammask lacks the case's feature."""
-    if case.feature and not grammask_supports(case.feature):
-        pytest.xfail(
-            f"grammask on this branch has no {case.feature} support yet (GrammarCompiler."
-            f"compile_{'lark' if case.feature == 'lark' else 'structural_tag'} raises "
-            "UnsupportedFeatureError); it lands with its own branch"
-        )
+    """Lark and structural tags are part of grammask: a case whose feature is refused fails."""
+    if case.feature:
+        assert grammask_supports(case.feature), f"grammask refuses the {case.feature} case {case.name!r}"
 
 
 @cache
