@@ -4,14 +4,17 @@ and the tests drive the engine's own structured-output classes with it, token by
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 import time
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Optional
 
 import grammask as xgr
 import pytest
+from grammask.grammar import DEFAULT_MAX_WHITESPACE_CNT
 
 # Real tokenizers, with the model's logits width (Qwen2.5 pads its output layer).
 TOKENIZERS = {"llama3": 128256, "qwen2.5": 151936}
@@ -170,3 +173,59 @@ class Timer:
 
     def per_us(self) -> float:
         return 1e6 * self.total / max(1, self.count)
+
+
+WS_RUN = re.compile(rb"[ \t\n\r]+")
+SHORT_ESCAPED = {0x08, 0x09, 0x0A, 0x0C, 0x0D}  # \\b \\t \\n \\f \\r
+ESCAPE = re.compile(rb"\\(u[0-9a-fA-F]{0,4}|.|$)", re.S)
+
+
+def canonical_refuses(text: bytes) -> Optional[str]:
+    """Why canonical spelling refuses ``text`` (a prefix of a JSON text) where XGrammar's
+    any-spelling JSON allows it, or None: a whitespace run over the default bound, the escape
+    ``\\/``, a ``\\u`` escape that can only spell printable ASCII or a character with a short
+    escape (``\\b \\t \\n \\f \\r``), or a lone surrogate."""
+    if any(len(m.group()) > DEFAULT_MAX_WHITESPACE_CNT for m in WS_RUN.finditer(text)):
+        return "whitespace run over the bound"
+    prev_high = False
+    for m in ESCAPE.finditer(text):
+        e = m.group(1)
+        if e == b"/":
+            return "escape \\/"
+        if e.startswith(b"u"):
+            digits = e[1:].decode()
+            lo, hi = int(digits.ljust(4, "0"), 16), int(digits.ljust(4, "f"), 16)
+            if all(0x20 <= c <= 0x7E or c in SHORT_ESCAPED for c in range(lo, hi + 1)):
+                return "\\u escape of printable ASCII or of a character with a short escape"
+            if 0xDC00 <= lo and hi <= 0xDFFF and not prev_high:
+                return "lone low surrogate"
+            prev_high = len(digits) == 4 and 0xD800 <= lo <= 0xDBFF
+            rest = text[m.end() : m.end() + 2]
+            if prev_high and rest and not b"\\u".startswith(rest):
+                return "lone high surrogate"
+        else:
+            prev_high = False
+    return None
+
+
+def json_difference(prefix: bytes, token: bytes, ours: bool, their_compiled: Any) -> str:
+    """Classify one token on which grammask's and XGrammar's JSON masks differ after ``prefix``:
+    ``ours`` says grammask allows it; ``their_compiled`` is XGrammar's compiled grammar."""
+    if ours:  # only grammask allows it: whitespace around the root value or a tagged region
+        if not token.strip():
+            return "whitespace at a root or region boundary"
+        import xgrammar
+
+        text = prefix + token
+        # without the whitespace before a root value (nothing but whitespace before it) and after
+        # a value or region (at the token's end), XGrammar accepts the same text
+        trimmed = (text.lstrip() if not prefix.strip() else text).rstrip()
+        if trimmed != text and xgrammar.GrammarMatcher(their_compiled).accept_string(trimmed):
+            return "whitespace at a root or region boundary"
+        return "unexplained"
+    text = prefix + token
+    try:  # grammask's JSON text is valid UTF-8 (XGrammar's strings take bytes such as b"\xc0")
+        codecs.getincrementaldecoder("utf-8")().decode(text, final=False)
+    except UnicodeDecodeError:
+        return "not valid UTF-8"
+    return canonical_refuses(text) or "unexplained"

@@ -24,6 +24,7 @@ from cases import (  # noqa: E402
     bit,
     first_disallowed,
     hf_tokenizer,
+    json_difference,
     tokens_for,
     xfail_unless_supported,
 )
@@ -40,6 +41,8 @@ KEY = {
 }
 SGLANG_CASES = [c for c in CASES if c.kind in KEY]
 OVERHEAD: dict = {}
+# (family, case) -> {reason: #tokens on which the masks differ from SGLang's XGrammar backend}
+MASK_DIFFS: dict = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -152,6 +155,77 @@ def test_request_runs_token_by_token(family, case):
     )
 
 
+_XGRAMMAR_BACKENDS: dict = {}
+
+
+def xgrammar_dispatch(family: str, case):
+    """The same request through SGLang's own XGrammar backend (real XGrammar 0.2.8)."""
+    from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
+
+    if family not in _XGRAMMAR_BACKENDS:
+        tok = hf_tokenizer(family)
+        eos = [tok.eos_token_id] if tok.eos_token_id is not None else None
+        _XGRAMMAR_BACKENDS[family] = XGrammarGrammarBackend(tok, TOKENIZERS[family], eos)
+    spec = case.spec
+    if case.name == "choice":
+        spec = "root ::= " + " | ".join(f'"{c}"' for c in __import__("json").loads(spec))
+    return _XGRAMMAR_BACKENDS[family]._init_value_dispatch((KEY[case.kind], spec), require_reasoning=False)
+
+
+@pytest.mark.parametrize("family", list(TOKENIZERS))
+@pytest.mark.parametrize("case", SGLANG_CASES, ids=[c.name for c in SGLANG_CASES])
+def test_masks_equal_xgrammar(family, case):
+    """Masks of `--grammar-backend grammask` and `--grammar-backend xgrammar` at every state of the
+    instance. Stop ids are compared apart (grammask also stops on <|eom_id|>-style tokens); JSON
+    differences must each be explained (canonical spelling, boundary whitespace: cases.py)."""
+    from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
+
+    xfail_unless_supported(case)
+    theirs = xgrammar_dispatch(family, case)
+    if isinstance(theirs, InvalidGrammarObject):
+        pytest.skip(f"XGrammar does not accept this {case.kind} request: {theirs.error_message}")
+    ours = dispatch(family, case)
+    info = make_backend(family).tokenizer_info
+    n = TOKENIZERS[family]
+    decoded = info.decoded_vocab
+    tokens = tokens_for(hf_tokenizer(family), info, case.instance)
+    stop_ids = set(info.stop_token_ids) | set(hf_tokenizer(family).all_special_ids)
+    a = ours.allocate_vocab_mask(vocab_size=n, batch_size=1, device="cpu")
+    b = theirs.allocate_vocab_mask(vocab_size=n, batch_size=1, device="cpu")
+    special = set(info.special_token_ids)
+    for step, t in enumerate(tokens + [None]):
+        ours.fill_vocab_mask(a, 0)
+        theirs.fill_vocab_mask(b, 0)
+        words = torch.nonzero(a[0] != b[0]).flatten().tolist()
+        differing = [
+            i for w in words for i in range(w * 32, min(n, w * 32 + 32)) if bit(a[0], i) != bit(b[0], i)
+        ]
+        # Special tokens are never grammar text in grammask (README); in SGLang's set-up XGrammar
+        # lets Llama 3's <|eom_id|>-style tokens into JSON strings.
+        unexplained = [i for i in differing if i not in stop_ids and (bit(a[0], i) or i not in special)]
+        if case.kind.startswith("structural_tag"):
+            # docs/structural_tags.md: grammask's free text is valid UTF-8.
+            def utf8_broken(i: int) -> bool:
+                try:
+                    decoded[i].decode("utf-8")
+                    return False
+                except UnicodeDecodeError:
+                    return True
+
+            unexplained = [i for i in unexplained if bit(a[0], i) or not utf8_broken(i)]
+        if unexplained and (case.kind in ("json", "json_object") or case.kind.startswith("structural_tag")):
+            prefix = b"".join(decoded[x] for x in tokens[:step])
+            reasons = {i: json_difference(prefix, decoded[i], bit(a[0], i), theirs.ctx) for i in unexplained}
+            total = MASK_DIFFS.setdefault((family, case.name), {})
+            for why in reasons.values():
+                total[why] = total.get(why, 0) + 1
+            unexplained = [i for i, why in reasons.items() if why == "unexplained"]
+        assert not unexplained, f"step {step}: masks differ on {[(i, decoded[i], bit(a[0], i)) for i in unexplained[:10]]}"
+        if t is not None:
+            ours.accept_token(t)
+            theirs.accept_token(t)
+
+
 def test_jump_forward_string():
     grammar = make_backend("llama3")._init_value_dispatch(
         ("ebnf", 'root ::= "hello world" [0-9]'), False
@@ -212,3 +286,6 @@ def test_zz_report_overhead(capsys):
         print("\nSGLang GrammaskGrammar, per token: fill_vocab_mask / accept_token (µs), tokens")
         for (family, name), (f, a, n) in sorted(OVERHEAD.items()):
             print(f"  {family:8s} {name:22s} {f:8.1f} {a:8.1f} {n:4d}")
+        print("JSON masks against --grammar-backend xgrammar, every difference explained (tokens per reason):")
+        for (family, name), total in sorted(MASK_DIFFS.items()):
+            print(f"  {family:8s} {name:22s} {total}")

@@ -10,9 +10,7 @@ masks must equal those of the same backend on XGrammar wherever XGrammar accepts
 from __future__ import annotations
 
 import contextlib
-import re
 import types
-from typing import Optional
 
 import pytest
 
@@ -28,10 +26,10 @@ from cases import (  # noqa: E402
     bit,
     first_disallowed,
     hf_tokenizer,
+    json_difference,
     tokens_for,
     xfail_unless_supported,
 )
-from grammask.grammar import DEFAULT_MAX_WHITESPACE_CNT  # noqa: E402
 from grammask.integrations import vllm as plugin  # noqa: E402
 from vllm.config.structured_outputs import StructuredOutputsConfig  # noqa: E402
 from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
@@ -161,56 +159,6 @@ def test_request_runs_token_by_token(family, case):
     assert not grammar.is_terminated() and grammar.accept_tokens("req", tokens[:1])
 
 
-WS_RUN = re.compile(rb"[ \t\n\r]+")
-SHORT_ESCAPED = {0x08, 0x09, 0x0A, 0x0C, 0x0D}  # \\b \\t \\n \\f \\r
-ESCAPE = re.compile(rb"\\(u[0-9a-fA-F]{0,4}|.|$)", re.S)
-
-
-def canonical_refuses(text: bytes) -> Optional[str]:
-    """Why canonical spelling refuses ``text`` (a prefix of a JSON text) where XGrammar's
-    any-spelling JSON allows it, or None: a whitespace run over the default bound, the escape
-    ``\\/``, a ``\\u`` escape that can only spell printable ASCII or a character with a short
-    escape (``\\b \\t \\n \\f \\r``), or a lone surrogate."""
-    if any(len(m.group()) > DEFAULT_MAX_WHITESPACE_CNT for m in WS_RUN.finditer(text)):
-        return "whitespace run over the bound"
-    prev_high = False
-    for m in ESCAPE.finditer(text):
-        e = m.group(1)
-        if e == b"/":
-            return "escape \\/"
-        if e.startswith(b"u"):
-            digits = e[1:].decode()
-            lo, hi = int(digits.ljust(4, "0"), 16), int(digits.ljust(4, "f"), 16)
-            if all(0x20 <= c <= 0x7E or c in SHORT_ESCAPED for c in range(lo, hi + 1)):
-                return "\\u escape of printable ASCII or of a character with a short escape"
-            if 0xDC00 <= lo and hi <= 0xDFFF and not prev_high:
-                return "lone low surrogate"
-            prev_high = len(digits) == 4 and 0xD800 <= lo <= 0xDBFF
-            rest = text[m.end() : m.end() + 2]
-            if prev_high and rest and not b"\\u".startswith(rest):
-                return "lone high surrogate"
-        else:
-            prev_high = False
-    return None
-
-
-def json_difference(prefix: bytes, token: bytes, ours: bool, theirs) -> str:
-    """Classify one token on which the masks differ after ``prefix`` (both libraries' inputs)."""
-    if ours:  # only grammask allows it: whitespace around the root value or a tagged region
-        if not token.strip():
-            return "whitespace at a root or region boundary"
-        import xgrammar
-
-        text = prefix + token
-        # without the whitespace before a root value (nothing but whitespace before it) and after
-        # a value or region (at the token's end), XGrammar accepts the same text
-        trimmed = (text.lstrip() if not prefix.strip() else text).rstrip()
-        if trimmed != text and xgrammar.GrammarMatcher(theirs.ctx).accept_string(trimmed):
-            return "whitespace at a root or region boundary"
-        return "unexplained"
-    return canonical_refuses(prefix + token) or "unexplained"
-
-
 @pytest.mark.parametrize("family", list(TOKENIZERS))
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_masks_equal_xgrammar(family, case):
@@ -263,7 +211,7 @@ def test_masks_equal_xgrammar(family, case):
             # not, and grammask lets whitespace surround a JSON root or tagged region. Every
             # difference must be one of these, each checked, not assumed (docs/integrations.md).
             prefix = b"".join(decoded[x] for x in tokens[:step])
-            reasons = {i: json_difference(prefix, decoded[i], bit(a[0], i), theirs) for i in unexplained}
+            reasons = {i: json_difference(prefix, decoded[i], bit(a[0], i), theirs.ctx) for i in unexplained}
             by_reason: dict = {}
             for i, why in reasons.items():
                 by_reason[why] = by_reason.get(why, 0) + 1
