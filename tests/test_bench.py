@@ -145,7 +145,7 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
         shutil.copy(src / name, d / name)
     wanted = [e for e in ("xgrammar", "llguidance", "outlines") if _installed(e)]
     assert wanted, "no peer engine installed: install xgrammar, llguidance or outlines-core"
-    names = ["xgrammar-default" if e == "xgrammar" else e for e in wanted]
+    names = ["grammask"] + ["xgrammar-default" if e == "xgrammar" else e for e in wanted]
     out = tmp_path / "out"
     res = maskbench.run(str(d), ",".join(names), str(out), str(shared / "tokenizers" / "llama3"),
                         timeout_s=120, memory_mb=8192, plots=True, quiet=True)
@@ -157,12 +157,18 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
         assert s["crash"] == s["timeout"] == s["oom"] == 0, e
         assert s["passing"] >= 1, (e, [r for r in res["records"] if r["engine"] == e])
         assert s["tokens"] > 0 and s["tbm_us"]["p50"] is not None
+        assert s["peak_rss_mb"] > 10, e
+        if e == "grammask" or e.startswith("xgrammar"):  # both count a compiled grammar's memory
+            assert 0 < s["grammar_kib"]["p50"] <= s["grammar_cached_kib"]["max"], e
+        else:
+            assert s["grammar_kib"]["p50"] is None, e
     saved = json.loads((out / "results.json").read_text())
     assert len(saved["records"]) == len(_SAMPLE) * len(ran)
     assert {r["status"] for r in saved["records"]} <= {"pass", "fail", "compile_error"}
     table = (out / "results.md").read_text()
     for e in ran:
         assert e in table
+    assert "grammar + mask caches p99 (KiB)" in table and "worker peak RSS (MiB)" in table
     times = np.load(out / "times.npz")
     assert times[f"{ran[0]}__mask_us"].size == res["engines"][ran[0]]["tokens"]
     if importlib.util.find_spec("matplotlib") is not None:

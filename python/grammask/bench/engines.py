@@ -72,6 +72,11 @@ class Adapter(abc.ABC):
     def matcher(self, compiled: Any) -> Matcher:
         """A fresh matcher for one instance."""
 
+    def memory_bytes(self, compiled: Any) -> int | None:
+        """The engine's own count of the compiled grammar's memory (with its mask caches), or None
+        when the engine does not report one."""
+        return None
+
 
 def _as_numpy_row(bitmask) -> np.ndarray:
     """First row of a (1, W) int32 bitmask as a numpy view sharing its memory."""
@@ -124,6 +129,9 @@ class XgrammarLikeAdapter(Adapter):
 
     def matcher(self, compiled: Any) -> Matcher:
         return _XgrMatcher(self.xgr, compiled, self.vocab_size, self.stop_tokens)
+
+    def memory_bytes(self, compiled: Any) -> int | None:
+        return int(compiled.memory_size_bytes)
 
 
 # --- llguidance -------------------------------------------------------------------------------

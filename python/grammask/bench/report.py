@@ -60,6 +60,10 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
     for p in ACCEPT_PCTS:
         k = pct_key(p)
         rows.append((f"accept {k} (µs)", [summaries[e]["accept_us"][k] for e in engines]))
+    for key, label in (("grammar_kib", "grammar memory"), ("grammar_cached_kib", "grammar + mask caches")):
+        for k in ("p50", "p99", "max"):
+            rows.append((f"{label} {k} (KiB)", [summaries[e].get(key, {}).get(k) for e in engines]))
+    rows.append(("worker peak RSS (MiB)", [summaries[e].get("peak_rss_mb") for e in engines]))
     header = "| metric | " + " | ".join(engines) + " |"
     sep = "|:--|" + "--:|" * len(engines)
     lines = [header, sep]

@@ -107,4 +107,24 @@ def summarize(
     s["tbm_us"] = percentiles(mask_us, TBM_PCTS)
     s["accept_us"] = percentiles(accept_us, ACCEPT_PCTS)
     s["tokens"] = int(np.asarray(mask_us).size)
+    s.update(memory_summary(records))
     return s
+
+
+MEMORY_PCTS = (50, 99)
+
+
+def memory_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Memory per compiled grammar in KiB, as the engine counts it: right after the first mask
+    (``grammar_kib``) and after all instances, mask caches included (``grammar_cached_kib``);
+    and the engine worker's peak resident set in MiB (``peak_rss_mb``, the maximum over schemas).
+    Engines that report no grammar memory get None."""
+    def kib(key: str) -> list[float]:
+        return [r[key] / 1024.0 for r in records if r.get(key) is not None]
+
+    rss = [r["peak_rss_mb"] for r in records if r.get("peak_rss_mb") is not None]
+    return {
+        "grammar_kib": percentiles(kib("grammar_bytes"), MEMORY_PCTS),
+        "grammar_cached_kib": percentiles(kib("grammar_cached_bytes"), MEMORY_PCTS),
+        "peak_rss_mb": max(rss) if rss else None,
+    }

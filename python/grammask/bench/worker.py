@@ -18,6 +18,7 @@ rejected"; an invalid one that is, "invalid accepted".
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import time
 import traceback
@@ -56,6 +57,7 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
         return res
     res["ttfm_us"] = (_ns() - t0) / 1000.0
     send(("compiled", res["ttfm_us"]))
+    res["grammar_bytes"] = adapter.memory_bytes(compiled)
 
     mask_ns: list[int] = []
     accept_ns: list[int] = []
@@ -118,6 +120,9 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
 
     res["mask_us"] = np.asarray(mask_ns, dtype=np.float64) / 1000.0
     res["accept_us"] = np.asarray(accept_ns, dtype=np.float64) / 1000.0
+    # After every instance: the compiled grammar with the masks it memoized along the way.
+    res["grammar_cached_bytes"] = adapter.memory_bytes(compiled)
+    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return res
 
 
