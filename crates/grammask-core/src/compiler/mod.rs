@@ -34,10 +34,12 @@ mod minimize;
 mod nfa;
 mod refine;
 mod scc;
+mod token_edges;
 #[cfg(test)]
 mod tests;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use lookahead::LA_NONE;
+pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;
