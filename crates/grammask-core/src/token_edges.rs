@@ -58,7 +58,7 @@ impl TokenMasks {
                     }
                 }
             } else {
-                for &id in set.ids.iter() {
+                for &id in &*set.ids {
                     if allows(set, vocab, id) {
                         m.set(id as usize);
                     }
@@ -82,19 +82,7 @@ impl TokenMasks {
         }
     }
 
-    /// The tokens allowed by the token edges of the last row whose set index satisfies `keep`.
-    pub fn edge_mask(&self, a: &Automata, chart: &Chart, mut keep: impl FnMut(u32) -> bool) -> Option<Bitset> {
-        let mut out: Option<Bitset> = None;
-        for it in chart.last_row() {
-            if let Some(k) = a.tokens().set_of(a, it.state) {
-                if keep(k) {
-                    out.get_or_insert_with(|| Bitset::new(self.masks[k as usize].len())).or_assign(&self.masks[k as usize]);
-                }
-            }
-        }
-        out
-    }
-
+    /// The allowed tokens of token set `k`.
     #[inline]
     pub fn mask(&self, k: u32) -> &Bitset {
         &self.masks[k as usize]

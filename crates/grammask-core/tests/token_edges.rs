@@ -71,7 +71,12 @@ fn check_mask(m: &mut Matcher, what: &str) {
     for t in 0..n as u32 {
         let mut copy = m.clone();
         let ok = copy.accept_token(t).unwrap();
-        assert_eq!(mask.get(t as usize), ok, "{what}: token {t} ({:?})", String::from_utf8_lossy(m.compiled().vocab().token_bytes(t)));
+        assert_eq!(
+            mask.get(t as usize),
+            ok,
+            "{what}: token {t} ({:?})",
+            String::from_utf8_lossy(m.compiled().vocab().token_bytes(t))
+        );
     }
 }
 
@@ -134,18 +139,18 @@ fn accept_sequences_and_rollback() {
     assert_eq!((ids.special_a, ids.special_tool), (264, 265));
     let mut m = matcher(&c, None);
     assert!(!m.accept_token(ids.special_a).unwrap(), "a token element is not first");
-    assert!(m.accept_token(b'x' as u32).unwrap());
-    assert!(!m.accept_token(b'y' as u32).unwrap());
+    assert!(m.accept_token(u32::from(b'x')).unwrap());
+    assert!(!m.accept_token(u32::from(b'y')).unwrap());
     assert!(!m.accept_token(ids.text_tool).unwrap(), "the text token <tool> is not the token 265");
     assert!(m.accept_token(ids.special_tool).unwrap());
     assert!(!m.is_completed());
-    assert!(m.accept_token(b'y' as u32).unwrap());
+    assert!(m.accept_token(u32::from(b'y')).unwrap());
     assert!(m.is_completed());
     assert!(m.accept_token(ids.stop).unwrap());
     assert!(m.is_terminated());
     m.rollback(3).unwrap();
     assert!(m.accept_token(ids.special_a).unwrap());
-    assert!(m.accept_token(b'y' as u32).unwrap());
+    assert!(m.accept_token(u32::from(b'y')).unwrap());
     assert!(m.is_completed());
 }
 
@@ -170,10 +175,10 @@ fn a_token_read_both_ways_merges_its_rows() {
     let mut m = matcher(&c, None);
     assert!(m.accept_token(97).unwrap());
     let mask = m.compute_mask().unwrap().clone();
-    assert!(mask.get(b'1' as usize) && mask.get(b'2' as usize));
+    assert!(mask.get(usize::from(b'1')) && mask.get(usize::from(b'2')));
     let mut m2 = m.clone();
-    assert!(m.accept_token(b'1' as u32).unwrap() && m.is_completed());
-    assert!(m2.accept_token(b'2' as u32).unwrap() && m2.is_completed());
+    assert!(m.accept_token(u32::from(b'1')).unwrap() && m.is_completed());
+    assert!(m2.accept_token(u32::from(b'2')).unwrap() && m2.is_completed());
 }
 
 #[test]
@@ -266,4 +271,26 @@ fn budgets_count_a_token_edge_as_one_token() {
             }
         }
     }
+}
+
+#[test]
+fn lark_special_tokens_are_token_elements() {
+    use grammask_core::lark::{lark_to_grammar, lark_to_grammar_with_vocab};
+    let g = lark_to_grammar("start: <[5]> <[1,3-4]> <[^7]> <[*]>").unwrap();
+    let text = g.to_string();
+    assert!(text.contains("Token(5) Token(1, 3, 4) ExcludeToken(7) ExcludeToken()"), "{text}");
+    let (v, ids) = vocab();
+    let e = lark_to_grammar("start: <|a|>").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrammar, "{e}");
+    let g = lark_to_grammar_with_vocab("start: \"x\" <|a|> <tool>?", &v);
+    assert!(g.is_err(), "<tool> is not a special-token form");
+    let g = lark_to_grammar_with_vocab("start: \"x\" <|a|>", &v).unwrap();
+    assert!(g.to_string().contains(&format!("Token({})", ids.special_a)), "{g}");
+    // Outside a lowering with a vocabulary the names are unknown again.
+    assert!(lark_to_grammar("start: <|a|>").is_err());
+    let c = Arc::new(CompiledGrammar::new(&g, &v).unwrap());
+    let mut m = matcher(&c, None);
+    assert!(m.accept_bytes(b"x").unwrap());
+    assert!(!m.accept_bytes(b"<|a|>").unwrap());
+    assert!(m.accept_token(ids.special_a).unwrap() && m.is_completed());
 }

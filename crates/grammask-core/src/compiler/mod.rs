@@ -34,9 +34,9 @@ mod minimize;
 mod nfa;
 mod refine;
 mod scc;
-mod token_edges;
 #[cfg(test)]
 mod tests;
+mod token_edges;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};

@@ -72,6 +72,7 @@ impl<'a> Parser<'a> {
     /// `ExcludeToken(T ∪ E)* (Token(t1) r1 | ...)?`, as XGrammar's dispatch reads them.
     pub(super) fn token_tag_dispatch_macro(&mut self) -> Result<ExprId> {
         const NAME: &str = "TokenTagDispatch";
+        let start = self.cur.pos;
         self.cur.pos += NAME.len() + 1;
         let mut tags: Vec<(u32, ExprId)> = Vec::new();
         let mut excludes: Vec<u32> = Vec::new();
@@ -152,6 +153,13 @@ impl<'a> Parser<'a> {
         }
         if tags.is_empty() {
             return Err(self.cur.expected("at least one (token id, rule) tuple in TokenTagDispatch(...)"));
+        }
+        if let Some(&(id, _)) = tags.iter().find(|t| excludes.contains(&t.0)) {
+            return Err(self.cur.error_at(
+                ErrorKind::InvalidGrammar,
+                start,
+                format!("TokenTagDispatch: trigger token id {id} must not overlap with the exclude token ids"),
+            ));
         }
         let mut free_ids: Vec<u32> = tags.iter().map(|t| t.0).collect();
         free_ids.extend_from_slice(&excludes);
