@@ -137,7 +137,7 @@ def test_lark_masks_match_brute_force(k):
         ("start: a\n", xgr.InvalidGrammarError, "line 1, column 8"),
         ("start: A\nA: b\nb: \"x\"", xgr.InvalidGrammarError, "line 2, column 4"),
         ('start: "a"\n  | (', xgr.GrammarSyntaxError, "line 2"),
-        ("start: <|eot|>", xgr.UnsupportedFeatureError, "special token"),
+        ("start: <|eot|>", xgr.InvalidGrammarError, "line 1, column 8"),
         ("start[lazy]: /a+/", xgr.UnsupportedFeatureError, "lazy"),
         ("x[stop=\"\\n\"]: /.*/\nstart: x", xgr.UnsupportedFeatureError, "stop"),
         ("start[capture]: /a+/", xgr.UnsupportedFeatureError, "capture"),

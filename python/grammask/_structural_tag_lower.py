@@ -13,9 +13,16 @@ state like those of any grammar.
   (each state accepts), so a tag around free text can always close.
 - "Unlimited" formats inside a tag stop at the tag's end: the end strings are passed down as
   ``stop`` and added to the strings free text may not contain.
-- Token-level formats (``token``, ``exclude_token``, ``any_tokens``, ``token_triggered_tags``,
-  ``token_dispatch``, a tag bounded by a token) and ``any_text.max_tokens`` need engine support
-  that grammask does not have yet: they raise :class:`UnsupportedFeatureError` naming the feature.
+- Token-level formats lower to the token macros of the EBNF dialect: ``token`` is ``Token(id)``,
+  ``exclude_token`` ``ExcludeToken(ids)``, ``any_tokens`` ``ExcludeToken(ids)*``,
+  ``token_triggered_tags`` and ``token_dispatch`` free tokens (``ExcludeToken`` of the triggers and
+  excludes) between tags or arms that begin with their trigger's ``Token``; a ``TokenFormat``
+  begin/end of a tag is its ``Token``. A token given by its text needs the tokenizer
+  (``GrammarCompiler.compile_structural_tag``); ``Grammar.from_structural_tag`` takes ids only.
+- With a tokenizer, a tag begin/end string that is exactly one added/special token (Qwen2.5's
+  ``<tool_call>``) is matched as that token or as text: ``("<tool_call>" | Token(151657))``, so the
+  model's own token works although added tokens are never text (see tokenizer_info.py).
+- ``any_text.max_tokens`` needs a per-region token budget: :class:`UnsupportedFeatureError`.
 """
 
 from __future__ import annotations
@@ -178,11 +185,79 @@ class _TextAutomaton:
         return out
 
 
+class _Tokens:
+    """Token lookups of a vocabulary for the token-level formats: token ids by text, and the
+    texts of the added/special tokens (begin/end strings equal to one are matched by id too)."""
+
+    def __init__(self, info: Any) -> None:
+        self.info = info
+        self.vocab_size: int = info.vocab_size
+        h = info._handle
+        stops = set(info.stop_token_ids)
+        self.special: Dict[bytes, int] = {}
+        for i in info.special_token_ids:
+            if i in stops or i >= self.vocab_size:
+                continue
+            data = bytes(h.token_bytes(i))
+            if data and data not in self.special:
+                self.special[data] = i
+        self._by_text: Optional[Dict[bytes, int]] = None
+
+    def id_of_text(self, text: str) -> Optional[int]:
+        data = text.encode("utf-8")
+        if data in self.special:
+            return self.special[data]
+        if self._by_text is None:
+            self._by_text = {}
+            for i, t in enumerate(self.info.decoded_vocab):
+                if t and t not in self._by_text:
+                    self._by_text[t] = i
+        return self._by_text.get(data)
+
+
 class _Lowerer:
-    def __init__(self) -> None:
+    def __init__(self, tokens: Optional[_Tokens] = None) -> None:
         self.rules: List[Tuple[str, str]] = []
         self.count = 0
         self.text_cache: Dict[Tuple[Tuple[str, ...], Optional[int]], str] = {}
+        self.tokens = tokens
+
+    # ---- tokens ----
+
+    def token_id(self, ref: Any) -> int:
+        """The id of a token reference (an id, or a token's text with a tokenizer)."""
+        if isinstance(ref, bool):
+            raise InvalidStructuralTagError(f"invalid token reference {ref!r}")
+        if isinstance(ref, int):
+            if ref < 0 or (self.tokens is not None and ref >= self.tokens.vocab_size):
+                raise InvalidStructuralTagError(f"token id {ref} is out of range")
+            return ref
+        if self.tokens is None:
+            raise UnsupportedFeatureError(
+                f"a token given by its text ({ref!r}) needs the tokenizer: use "
+                "GrammarCompiler.compile_structural_tag, or give the token id"
+            )
+        i = self.tokens.id_of_text(ref)
+        if i is None:
+            raise InvalidStructuralTagError(f"{ref!r} is not one token of the vocabulary")
+        return i
+
+    def literal(self, text: str) -> str:
+        """A begin/end string: its text, or (when it is exactly one added/special token of the
+        tokenizer) that token as well."""
+        lit = ebnf_literal(text)
+        if self.tokens is not None and text:
+            i = self.tokens.special.get(text.encode("utf-8"))
+            if i is not None:
+                return f"({lit} | Token({i}))"
+        return lit
+
+    def stop_token_ids(self, stop: Tuple[str, ...]) -> List[int]:
+        """The ids of the end strings that are one added/special token (free tokens exclude
+        them so an unlimited region cannot swallow its tag's end)."""
+        if self.tokens is None:
+            return []
+        return [self.tokens.special[e.encode()] for e in stop if e.encode() in self.tokens.special]
 
     def fresh(self, hint: str) -> str:
         self.count += 1
@@ -384,26 +459,44 @@ class _Lowerer:
         )
 
     def _ends(self, end: Any) -> Tuple[str, ...]:
-        if isinstance(end, st.TokenFormat):
-            raise UnsupportedFeatureError(
-                "a tag 'end' given as a token (TokenFormat) is not supported yet"
-            )
         if isinstance(end, str):
             return (end,)
         if not end:
             raise InvalidStructuralTagError("Tag end list must not be empty")
         return tuple(end)
 
+    def _token_text(self, i: int) -> Optional[str]:
+        """The text of token ``i`` when it is an ordinary text token (so free text inside a tag
+        it ends must not contain it), else None."""
+        if self.tokens is None or i >= self.tokens.vocab_size:
+            return None
+        h = self.tokens.info._handle
+        if h.is_special(i):
+            return None
+        try:
+            return bytes(h.token_bytes(i)).decode("utf-8") or None
+        except UnicodeDecodeError:
+            return None
+
     def lower_tag(self, fmt: st.TagFormat, stop: Tuple[str, ...]) -> str:
         if isinstance(fmt.begin, st.TokenFormat):
-            raise UnsupportedFeatureError(
-                "a tag 'begin' given as a token (TokenFormat) is not supported yet"
-            )
+            begin = f"Token({self.token_id(fmt.begin.token)})"
+        else:
+            begin = self.literal(fmt.begin)
+        if isinstance(fmt.end, st.TokenFormat):
+            end_id = self.token_id(fmt.end.token)
+            text = self._token_text(end_id)
+            self.pending_end_ids.append(end_id)
+            try:
+                content = self.lower(fmt.content, (text,) if text else ())
+            finally:
+                self.pending_end_ids.pop()
+            return self.add("tag", f"{begin} {content} Token({end_id})")
         ends = self._ends(fmt.end)
         inner_stop = tuple(e for e in ends if e)
         content = self.lower(fmt.content, inner_stop)
-        end_expr = " | ".join(ebnf_literal(e) for e in ends)
-        return self.add("tag", f"{ebnf_literal(fmt.begin)} {content} ({end_expr})")
+        end_expr = " | ".join(self.literal(e) for e in ends)
+        return self.add("tag", f"{begin} {content} ({end_expr})")
 
     def _tag_alts(self, tags: List[st.TagFormat]) -> str:
         return self.add("tags", " | ".join(self.lower_tag(t, ()) for t in tags))
@@ -468,32 +561,79 @@ class _Lowerer:
         body = f"{text} ({arm} {text})*" if fmt.loop else f"{text} ({arm})?"
         return self.add("dispatch", body)
 
-    # ---- token-level formats: not yet ----
+    # ---- token-level formats (the EBNF token macros) ----
 
-    def _token_level(self, what: str) -> str:
-        raise UnsupportedFeatureError(
-            f"the structural tag format '{what}' (token-level matching) is not supported yet"
-        )
+    @property
+    def pending_end_ids(self) -> List[int]:
+        """Ids of the token ends of the enclosing tags (innermost last)."""
+        if not hasattr(self, "_pending_end_ids"):
+            self._pending_end_ids: List[int] = []
+        return self._pending_end_ids
 
-    def lower_token(self, fmt: Any, stop: Tuple[str, ...]) -> str:
-        return self._token_level("token")
+    def _free_tokens(self, excluded: List[int], stop: Tuple[str, ...]) -> str:
+        """``ExcludeToken`` of ``excluded``, the token ends of the enclosing tag and the end
+        strings that are one token."""
+        ids = set(excluded) | set(self.stop_token_ids(stop)) | set(self.pending_end_ids[-1:])
+        return f"ExcludeToken({', '.join(str(i) for i in sorted(ids))})"
 
-    def lower_exclude_token(self, fmt: Any, stop: Tuple[str, ...]) -> str:
-        return self._token_level("exclude_token")
+    def lower_token(self, fmt: st.TokenFormat, stop: Tuple[str, ...]) -> str:
+        return f"Token({self.token_id(fmt.token)})"
 
-    def lower_any_tokens(self, fmt: Any, stop: Tuple[str, ...]) -> str:
-        return self._token_level("any_tokens")
+    def lower_exclude_token(self, fmt: st.ExcludeTokenFormat, stop: Tuple[str, ...]) -> str:
+        ids = sorted({self.token_id(t) for t in fmt.exclude_tokens})
+        return f"ExcludeToken({', '.join(str(i) for i in ids)})"
 
-    def lower_token_triggered_tags(self, fmt: Any, stop: Tuple[str, ...]) -> str:
-        return self._token_level("token_triggered_tags")
+    def lower_any_tokens(self, fmt: st.AnyTokensFormat, stop: Tuple[str, ...]) -> str:
+        free = self._free_tokens([self.token_id(t) for t in fmt.exclude_tokens], stop)
+        rep = "*" if fmt.max_tokens is None else f"{{0,{fmt.max_tokens}}}"
+        return self.add("anytok", f"{free}{rep}")
 
-    def lower_token_dispatch(self, fmt: Any, stop: Tuple[str, ...]) -> str:
-        return self._token_level("token_dispatch")
+    def lower_token_triggered_tags(
+        self, fmt: st.TokenTriggeredTagsFormat, stop: Tuple[str, ...]
+    ) -> str:
+        if not fmt.trigger_tokens:
+            raise InvalidStructuralTagError(
+                "Token triggered tags format must have at least one trigger token"
+            )
+        if not fmt.tags:
+            raise InvalidStructuralTagError("Token triggered tags format must have at least one tag")
+        triggers = [self.token_id(t) for t in fmt.trigger_tokens]
+        for t in fmt.tags:
+            if not isinstance(t.begin, st.TokenFormat):
+                raise InvalidStructuralTagError(
+                    "Token triggered tags must begin with a token (TokenFormat) that is a trigger"
+                )
+            if self.token_id(t.begin.token) not in triggers:
+                raise InvalidStructuralTagError(
+                    f"Tag begin token {t.begin.token!r} is not one of the trigger tokens"
+                )
+        excluded = triggers + [self.token_id(t) for t in fmt.exclude_tokens]
+        free = self.add("freetok", f"{self._free_tokens(excluded, stop)}*")
+        tags = self._tag_alts(fmt.tags)
+        if fmt.stop_after_first:
+            body = tags if fmt.at_least_one else f"{free} ({tags})?"
+        elif fmt.at_least_one:
+            body = f"{tags} ({free} {tags})* {free}"
+        else:
+            body = f"{free} ({tags} {free})*"
+        return self.add("toktriggered", body)
+
+    def lower_token_dispatch(self, fmt: st.TokenDispatchFormat, stop: Tuple[str, ...]) -> str:
+        if not fmt.rules:
+            raise InvalidStructuralTagError("Token dispatch format must have at least one rule")
+        triggers = [self.token_id(t) for t, _ in fmt.rules]
+        excluded = triggers + [self.token_id(t) for t in fmt.exclude_tokens]
+        free = self.add("freetok", f"{self._free_tokens(excluded, stop)}*")
+        alts = " | ".join(f"Token({i}) {self.lower(f, ())}" for i, (_, f) in zip(triggers, fmt.rules))
+        arm = self.add("arm", alts)
+        body = f"{free} ({arm} {free})*" if fmt.loop else f"{free} ({arm})?"
+        return self.add("tokdispatch", body)
 
 
-def lower_structural_tag(tag: "st.StructuralTag") -> str:
-    """EBNF text (root ``root``) for a validated structural tag."""
-    lw = _Lowerer()
+def lower_structural_tag(tag: "st.StructuralTag", tokenizer_info: Any = None) -> str:
+    """EBNF text (root ``root``) for a validated structural tag; ``tokenizer_info`` (optional)
+    resolves tokens given by text and matches begin/end strings that are one added token."""
+    lw = _Lowerer(_Tokens(tokenizer_info) if tokenizer_info is not None else None)
     top = lw.lower(tag.format, ())
     lines = [f"root ::= {top}"]
     for name, body in lw.rules:
@@ -561,8 +701,11 @@ def _check_types(node: Any) -> None:
             stack.extend(r[1] for r in n["rules"] if isinstance(r, (list, tuple)) and len(r) == 2)
 
 
-def structural_tag_ebnf(args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
-    """The EBNF of ``from_structural_tag(*args, **kwargs)`` in either call form."""
+def structural_tag_ebnf(
+    args: Sequence[Any], kwargs: Dict[str, Any], tokenizer_info: Any = None
+) -> str:
+    """The EBNF of ``from_structural_tag(*args, **kwargs)`` in either call form (with the
+    compiler's ``tokenizer_info`` for ``compile_structural_tag``)."""
     if len(args) == 1 and not kwargs:
         tag = (
             parse_structural_tag(args[0])
@@ -579,4 +722,4 @@ def structural_tag_ebnf(args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
         tag = st.StructuralTag.from_legacy_structural_tag(kwargs["tags"], kwargs["triggers"])
     else:
         raise TypeError("Invalid arguments for from_structural_tag")
-    return lower_structural_tag(tag)
+    return lower_structural_tag(tag, tokenizer_info)

@@ -145,7 +145,8 @@ class GrammarCompiler:
         triggers)``; see :meth:`Grammar.from_structural_tag`."""
         from ._structural_tag_lower import structural_tag_ebnf
 
-        return CompiledGrammar(self._handle.compile_ebnf(structural_tag_ebnf(args, kwargs), "root"))
+        ebnf = structural_tag_ebnf(args, kwargs, self.tokenizer_info)
+        return CompiledGrammar(self._handle.compile_ebnf(ebnf, "root"))
 
     def compile_lark(self, lark_string: str, *, named_grammars: Optional[Dict[str, Any]] = None) -> CompiledGrammar:
         """Compile a Lark grammar (see :meth:`Grammar.from_lark`); cached by its text."""

@@ -124,13 +124,15 @@ class Grammar:
     ) -> "Grammar":
         """Parse a grammar in the Lark dialect of llguidance / XGrammar (root rule ``start``).
 
-        ``tokenizer_info`` is accepted for compatibility (special tokens are not supported);
+        ``tokenizer_info`` resolves special tokens named by their text (``<|eot_id|>``); token
+        ids (``<[128000]>``, ``<[1-5]>``, ``<[^13]>``, ``<[*]>``) need none;
         ``named_grammars`` (``@name`` references) raises :class:`UnsupportedFeatureError`.
         See docs/lark.md for the coverage and semantics.
         """
         if named_grammars:
             raise UnsupportedFeatureError("named grammars (@name in Lark) are not supported")
-        return Grammar(_core.Grammar.from_lark(lark_string))
+        handle = getattr(tokenizer_info, "_handle", None) if tokenizer_info is not None else None
+        return Grammar(_core.Grammar.from_lark(lark_string, handle))
 
     @staticmethod
     def concat(*grammars: "Grammar") -> "Grammar":

@@ -4,11 +4,16 @@
 (``grammask._core.TokenizerInfo``, kept as ``_handle``) that every compiled grammar shares. It is
 API-compatible with XGrammar 0.2.8's ``TokenizerInfo``: the same vocabulary type, prefix-space flag,
 decoded bytes and stop tokens for the tokenizer families it supports, with one deliberate
-difference: ``from_huggingface`` marks the added tokens a tokenizer declares special
-(``<|im_start|>``, ``<|eot_id|>``, ``<start_of_turn>``, bos/unk/pad, Tekken's control block) as
-special, so grammar text never produces them even when a grammar spells them out; XGrammar treats
-them as ordinary text. ``from_huggingface(..., special_tokens="xgrammar")`` restores XGrammar's
-behaviour (only padding ids and tokens that decode to nothing are special).
+difference: ``from_huggingface`` marks every added token (``tokenizer.added_tokens_decoder``:
+``<|im_start|>``, ``<|eot_id|>``, Qwen2.5's ``<tool_call>`` and ``<|fim_pad|>``, whether the
+tokenizer flags them special or not), the declared special tokens (bos/unk/pad) and Tekken's
+control block as special, so grammar *text* never produces them even when a grammar spells them
+out; a grammar asks for one by id (``Token(id)`` in EBNF, ``<|name|>``/``<[id]>`` in Lark, a
+``token`` structural tag, or a structural-tag begin/end string that is exactly one added token).
+XGrammar treats them as ordinary text. ``from_huggingface(..., special_tokens="xgrammar")``
+restores XGrammar's behaviour (only padding ids and tokens that decode to nothing are special);
+``special_tokens="marked"`` makes only the added tokens flagged special special (grammask's
+behaviour before token-level elements existed).
 
 Stop tokens follow XGrammar: ``eos_token_id``, or, when a tokenizer has none, the tokens whose text
 is one of XGrammar's end markers. ``extra_stop_tokens=True`` also stops on every other end-of-text
@@ -197,16 +202,20 @@ class TokenizerInfo:
         special tokens whose text marks an end of text or turn (``<|eot_id|>``, ``<|eom_id|>``,
         ``<|im_end|>``, ``<end_of_turn>``, ``<|end|>``, ...).
 
-        ``special_tokens="grammask"`` (default) makes the added tokens marked special, the
-        declared special tokens and Tekken's control block special ids, which grammar text never
-        produces; ``"xgrammar"`` keeps only XGrammar's special ids (padding and tokens that decode
-        to nothing), so a grammar spelling ``<|im_start|>`` can produce that token.
+        ``special_tokens="grammask"`` (default) makes every added token, the declared special
+        tokens and Tekken's control block special ids, which grammar text never produces (a
+        grammar names them by id: ``Token(id)``, Lark ``<|name|>``); ``"marked"`` makes only the
+        added tokens flagged special special (Qwen2.5's ``<tool_call>`` is then text);
+        ``"xgrammar"`` keeps only XGrammar's special ids (padding and tokens that decode to
+        nothing), so a grammar spelling ``<|im_start|>`` can produce that token as text.
 
         Raises ``ValueError`` for an empty ``stop_token_ids``, an unknown ``special_tokens`` or an
         unsupported tokenizer.
         """
-        if special_tokens not in ("grammask", "xgrammar"):
-            raise ValueError(f"special_tokens must be 'grammask' or 'xgrammar', got {special_tokens!r}")
+        if special_tokens not in ("grammask", "marked", "xgrammar"):
+            raise ValueError(
+                f"special_tokens must be 'grammask', 'marked' or 'xgrammar', got {special_tokens!r}"
+            )
         stop_list = _ids_list(stop_token_ids, "stop_token_ids")
         if stop_list is not None and len(stop_list) == 0:
             raise ValueError("stop_token_ids cannot be empty")
@@ -251,8 +260,8 @@ class TokenizerInfo:
             raise ValueError(f"Unsupported tokenizer type: {type(tokenizer).__name__}")
 
         special = (
-            TokenizerInfo._special_ids_from_hf(tokenizer, num_encoded)
-            if special_tokens == "grammask"
+            TokenizerInfo._special_ids_from_hf(tokenizer, num_encoded, special_tokens == "grammask")
+            if special_tokens != "xgrammar"
             else None
         )
         if stop_list is None:
@@ -276,13 +285,14 @@ class TokenizerInfo:
         )
 
     @staticmethod
-    def _special_ids_from_hf(tokenizer: Any, num_encoded: int) -> List[int]:
-        """Added tokens marked special, the tokenizer's declared special tokens (bos, unk, pad,
-        ...), and Tekken's control-token block."""
+    def _special_ids_from_hf(tokenizer: Any, num_encoded: int, all_added: bool = True) -> List[int]:
+        """Added tokens (all of them, or with ``all_added=False`` those marked special), the
+        tokenizer's declared special tokens (bos, unk, pad, ...), and Tekken's control-token
+        block."""
         ids = set()
         added = getattr(tokenizer, "added_tokens_decoder", None) or {}
         for token_id, token in added.items():
-            if getattr(token, "special", False):
+            if all_added or getattr(token, "special", False):
                 ids.add(int(token_id))
         for token_id in getattr(tokenizer, "all_special_ids", None) or []:
             if token_id is not None:

@@ -75,6 +75,10 @@ impl Completion {
                 rev[t.0 as usize].push((s as u32, Some(r.index() as u32)));
                 by_rule[r.index()].push((s as u32, t.0));
             }
+            // A token edge is one token (`crate::token_edges`).
+            if let Some(fin) = a.tokens().edge_target(a, sid) {
+                rev[fin.0 as usize].push((s as u32, None));
+            }
         }
         let mut dist = vec![INF; n];
         let mut done = vec![false; n];
@@ -465,5 +469,21 @@ impl Budget {
             }
         }
         Ok(())
+    }
+}
+
+impl Budget {
+    /// For token edges (`crate::token_edges`): the most a completion may cost after the next
+    /// token (`None`: only a stop token fits), with `accepted` tokens accepted.
+    pub fn next_token_limit(&self, accepted: usize) -> Option<u32> {
+        let remaining = self.max_tokens.saturating_sub(accepted);
+        (remaining >= 2).then(|| (remaining - 2).min(INF as usize) as u32)
+    }
+
+    /// The shortest completion after the token rule `rule`, predicted in the chart's last row,
+    /// reads its token: `U(rule, last row)`.
+    pub fn cost_after_rule(&mut self, a: &Automata, chart: &Chart, rule: crate::grammar::RuleId) -> u32 {
+        self.rows.sync(a, &self.comp, chart);
+        self.rows.lookup(chart.last_row_index(), rule.index() as u32)
     }
 }

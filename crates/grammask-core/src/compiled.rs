@@ -55,11 +55,14 @@ pub struct CompiledGrammar {
     mask_bytes: AtomicUsize,
     /// Shortest completions per state, for token budgets (computed on first use).
     completion: OnceLock<Arc<crate::budget::Completion>>,
+    /// The allowed tokens of each token edge set (empty without token expressions).
+    token_masks: crate::token_edges::TokenMasks,
 }
 
 impl CompiledGrammar {
     pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
         let automata = Automata::build(grammar)?;
+        let token_masks = crate::token_edges::TokenMasks::new(&automata, vocab)?;
         let index = TokenIndex::for_vocab(vocab);
         // Free-text class slices and run indexes are per vocabulary and take a trie walk each
         // (~2 ms on a 128k vocabulary): they are built with the grammar that first needs one
@@ -122,7 +125,13 @@ impl CompiledGrammar {
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
             completion: OnceLock::new(),
+            token_masks,
         })
+    }
+
+    /// The allowed tokens of each token edge set (`crate::token_edges`).
+    pub fn token_masks(&self) -> &crate::token_edges::TokenMasks {
+        &self.token_masks
     }
 
     pub fn grammar(&self) -> &Grammar {

@@ -228,6 +228,39 @@ impl Chart {
         Ok(true)
     }
 
+    /// Appends the row reached by reading `byte` from the last row, with `extra` items added
+    /// before the row is closed (a token edge's completions merged into the row its bytes reach;
+    /// see `crate::token_edges`). Returns `Ok(false)` (and appends nothing) if the row is empty.
+    pub fn push_byte_with(&mut self, a: &Automata, byte: u8, extra: &[Item]) -> Result<bool> {
+        let (prev, from_end) = self.row_bounds(self.last_row_index());
+        let end = self.items.len();
+        let new_row = self.row_start.len();
+        self.row_start.push(end as u32);
+        self.row_sig.push(0);
+        for i in prev..from_end {
+            let it = self.items[i];
+            if let Some(t) = a.step(it.state, byte) {
+                if let Some(la) = a.la_step(it.la, byte) {
+                    self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
+                }
+            }
+        }
+        for &it in extra {
+            self.add(it);
+        }
+        if self.items.len() == end {
+            self.row_start.pop();
+            self.row_sig.pop();
+            return Ok(false);
+        }
+        if let Err(e) = self.close(a, new_row) {
+            self.pop_row();
+            return Err(e);
+        }
+        self.row_sig[new_row] = self.signature(new_row);
+        Ok(true)
+    }
+
     /// Appends a row holding `items` (which must not already form a row) and closes it.
     /// Returns `Ok(false)` (and appends nothing) if `items` is empty.
     pub fn push_items(&mut self, a: &Automata, items: &[Item]) -> Result<bool> {

@@ -58,6 +58,12 @@ pub enum Expr {
     JsonStringIn(Box<[Box<str>]>),
     /// As [`Expr::JsonStringIn`], for the values that are none of the strings.
     JsonStringExcept(Box<[Box<str>]>),
+    /// One whole token whose id is in the set (sorted, distinct), matched by id, never by text
+    /// (EBNF `Token(id, ...)`; see `crate::token_edges`).
+    Token(Box<[u32]>),
+    /// One whole token whose id is not in the set (sorted, distinct) and that grammar text could
+    /// produce: not special, not a stop token (EBNF `ExcludeToken(id, ...)`).
+    ExcludeToken(Box<[u32]>),
 }
 
 /// A named rule. `lookahead`, when present, must match a prefix of the input that follows the
@@ -243,6 +249,16 @@ impl GrammarBuilder {
         self.add(if except { Expr::JsonStringExcept(keys) } else { Expr::JsonStringIn(keys) })
     }
 
+    /// [`Expr::Token`] of `ids` or, with `exclude`, [`Expr::ExcludeToken`] (the ids sorted and
+    /// deduplicated here).
+    pub fn token(&mut self, ids: &[u32], exclude: bool) -> ExprId {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let ids = ids.into();
+        self.add(if exclude { Expr::ExcludeToken(ids) } else { Expr::Token(ids) })
+    }
+
     /// Copies every rule and expression of `other` into this builder, renaming rules that clash.
     /// Returns the id the other grammar's root got here.
     pub fn import(&mut self, other: &Grammar) -> RuleId {
@@ -316,6 +332,41 @@ impl Grammar {
         self.root = new_ids[self.root.index()];
     }
 
+    /// True if some expression matches a token by id ([`Expr::Token`], [`Expr::ExcludeToken`]).
+    pub fn has_token_exprs(&self) -> bool {
+        self.exprs.iter().any(|e| matches!(e, Expr::Token(_) | Expr::ExcludeToken(_)))
+    }
+
+    /// The grammar with every token expression used inside a rule body moved into a rule of its
+    /// own (`Token#N`, one per distinct set, never a writable name) whose body is exactly that
+    /// expression, so the compiler can give each set one token-edge automaton. Rule ids of the
+    /// existing rules are unchanged; the new rules come last. Returns the grammar unchanged when it
+    /// has no token expression.
+    pub(crate) fn lift_token_exprs(&self) -> Grammar {
+        let mut g = self.clone();
+        let mut lifted: HashMap<Expr, RuleId> = HashMap::new();
+        let n = g.exprs.len();
+        for i in 0..n {
+            if !matches!(g.exprs[i], Expr::Token(_) | Expr::ExcludeToken(_)) {
+                continue;
+            }
+            let e = g.exprs[i].clone();
+            let r = match lifted.get(&e) {
+                Some(&r) => r,
+                None => {
+                    let r = RuleId(g.rules.len() as u32);
+                    let body = ExprId(g.exprs.len() as u32);
+                    g.exprs.push(e.clone());
+                    g.rules.push(Rule { name: format!("Token#{}", lifted.len()), body, lookahead: None });
+                    lifted.insert(e, r);
+                    r
+                }
+            };
+            g.exprs[i] = Expr::RuleRef(r);
+        }
+        g
+    }
+
     /// Releases spare capacity of the expression arena (after [`GrammarBuilder::reserve`]).
     pub(crate) fn shrink_to_fit(&mut self) {
         self.exprs.shrink_to_fit();
@@ -350,6 +401,12 @@ impl Grammar {
                 Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
                     if !keys.windows(2).all(|w| w[0] < w[1]) {
                         return bad("excluded strings not sorted and distinct");
+                    }
+                    &[]
+                }
+                Expr::Token(ids) | Expr::ExcludeToken(ids) => {
+                    if !ids.windows(2).all(|w| w[0] < w[1]) {
+                        return bad("token ids not sorted and distinct");
                     }
                     &[]
                 }

@@ -91,7 +91,7 @@ impl GrammarCompiler {
     }
 
     pub fn compile_lark(&self, text: &str) -> Result<Arc<CompiledGrammar>> {
-        self.cached(format!("lark\0{text}"), || crate::lark::lark_to_grammar(text))
+        self.cached(format!("lark\0{text}"), || crate::lark::lark_to_grammar_with_vocab(text, &self.vocab))
     }
 
     /// The builtin JSON grammar under `spelling`, with whitespace runs of at most

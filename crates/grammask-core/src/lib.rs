@@ -49,6 +49,7 @@ pub mod regex;
 pub mod serialize;
 pub mod slice;
 pub mod spelling;
+pub mod token_edges;
 pub mod token_index;
 pub mod trie;
 pub mod vocab;

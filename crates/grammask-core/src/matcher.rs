@@ -130,7 +130,20 @@ impl Matcher {
             self.stopped = true;
             return Ok(true);
         }
-        if vocab.is_special(token) {
+        let special = vocab.is_special(token);
+        let a = self.compiled.automata();
+        if a.has_token_edges() {
+            // A token some token edge of the last row allows: one step both ways.
+            let bytes = vocab.token_bytes(token);
+            let done = crate::token_edges::token_completions(a, &self.chart, self.compiled.token_masks(), token, bytes);
+            if !done.is_empty() {
+                let rows = self.chart.num_rows();
+                crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
+                self.history.push(Step { rows_before: rows as u32, stop: false });
+                return Ok(true);
+            }
+        }
+        if special {
             return Ok(false);
         }
         self.accept_bytes(vocab.token_bytes(token))
@@ -178,6 +191,14 @@ impl Matcher {
             fill_mask(a, &mut self.chart, compiled.trie(), &mut self.mask, &mut get)?;
             compiled.memoize_mask(sig, &self.mask);
         }
+        // Token edges (`crate::token_edges`): the text mask above never holds their tokens.
+        let text_mask = if compiled.automata().has_token_edges() {
+            let text = self.budget.is_some().then(|| self.mask.clone());
+            compiled.token_masks().or_into(compiled.automata(), &self.chart, &mut self.mask);
+            text
+        } else {
+            None
+        };
         if self.is_completed() {
             for &t in &self.stop_tokens {
                 self.mask.set(t as usize);
@@ -193,8 +214,44 @@ impl Matcher {
                 &mut self.mask,
                 &self.stop_tokens,
             )?;
+            if let Some(text) = text_mask {
+                self.restrict_token_edges(&text);
+            }
         }
         Ok(&self.mask)
+    }
+
+    /// The token budget for token edges: `restrict` priced tokens by their text parse only, so a
+    /// token a token edge reads is allowed again when the completion after that edge fits, and
+    /// a token only token edges read is removed when none of them fits. `text` is the mask
+    /// before token edges were added.
+    fn restrict_token_edges(&mut self, text: &Bitset) {
+        let (Some(b), compiled) = (&mut self.budget, &self.compiled) else { return };
+        let a = compiled.automata();
+        let limit = b.next_token_limit(self.history.len());
+        let mut fits: Vec<u32> = Vec::new();
+        let mut over: Vec<u32> = Vec::new();
+        for it in self.chart.last_row() {
+            if let Some(k) = a.tokens().set_of(a, it.state) {
+                let c = b.cost_after_rule(a, &self.chart, a.state(it.state).rule);
+                if limit.is_some_and(|l| c <= l) {
+                    fits.push(k);
+                } else {
+                    over.push(k);
+                }
+            }
+        }
+        let masks = compiled.token_masks();
+        for &k in &over {
+            for t in masks.mask(k).iter_ones() {
+                if !text.get(t) && !fits.iter().any(|&f| masks.mask(f).get(t)) {
+                    self.mask.unset(t);
+                }
+            }
+        }
+        for &k in &fits {
+            self.mask.or_assign(masks.mask(k));
+        }
     }
 
     /// The mask computed by the last [`Matcher::compute_mask`].
@@ -263,6 +320,11 @@ impl Matcher {
             let mut only: Option<u8> = None;
             let mut unique = true;
             'items: for it in self.chart.last_row() {
+                if a.tokens().set_of(a, it.state).is_some() {
+                    // A token edge: the next token need not be text.
+                    unique = false;
+                    break 'items;
+                }
                 for e in a.byte_edges(it.state) {
                     if e.lo != e.hi || only.is_some_and(|b| b != e.lo) {
                         unique = false;

@@ -84,6 +84,17 @@ fn write_expr(g: &Grammar, names: &[String], root: ExprId, out: &mut String) {
                 }
                 out.push(')');
             }
+            Expr::Token(ids) | Expr::ExcludeToken(ids) => {
+                let exclude = matches!(g.expr(id), Expr::ExcludeToken(_));
+                out.push_str(if exclude { "ExcludeToken(" } else { "Token(" });
+                for (i, t) in ids.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(&t.to_string());
+                }
+                out.push(')');
+            }
             Expr::Seq(xs) | Expr::Choice(xs) if xs.len() == 1 => stack.push(Task::Expr(xs[0], ctx)),
             Expr::Seq(xs) if xs.is_empty() => out.push_str("()"),
             Expr::Choice(xs) if xs.is_empty() => out.push_str("[]"),

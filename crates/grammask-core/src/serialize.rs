@@ -2,13 +2,16 @@
 //! `deserialize_json`. Deserialization trusts nothing: every id, range and bound is checked before
 //! the grammar is rebuilt through [`GrammarBuilder`], which checks the IR invariants again.
 //!
-//! Format (`"__VERSION__": "grammask-1"`):
+//! Format (`"__VERSION__": "grammask-2"`; `grammask-1`, the same format without token
+//! expressions, is still read):
 //! `{"__VERSION__", "root": rule index, "rules": [{"name", "body": expr, "lookahead": expr|null}],
 //! "exprs": [expr...]}` where an expression is one of `["bytes", "<hex>"]`,
 //! `["class", [[lo, hi], ...]]`, `["seq", [ids]]`, `["choice", [ids]]`,
-//! `["repeat", id, min, max|null]`, `["rule", rule index]`; children precede parents.
+//! `["repeat", id, min, max|null]`, `["rule", rule index]`, `["json_string_in", [strings]]`,
+//! `["json_string_except", [strings]]`, `["token", [ids]]`, `["exclude_token", [ids]]` (version
+//! 2); children precede parents.
 //!
-//! A compiled grammar (`"__VERSION__": "grammask-compiled-1"`) is stored as
+//! A compiled grammar (`"__VERSION__": "grammask-compiled-2"`, `-1` still read) is stored as
 //! `{"__VERSION__", "grammar": <the grammar's form above>, "tokenizer_metadata": <the vocabulary's
 //! metadata JSON>}`: the automata and caches are rebuilt on load, and the vocabulary (whose
 //! metadata must match) is supplied by the caller.
@@ -24,7 +27,11 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 /// The format version written and accepted.
-pub const SERIALIZATION_VERSION: &str = "grammask-1";
+/// Version 2 added token expressions (`Token(...)`, `ExcludeToken(...)`).
+pub const SERIALIZATION_VERSION: &str = "grammask-2";
+
+/// Older versions this build still reads (their formats are subsets of the current one).
+const OLDER_VERSIONS: &[&str] = &["grammask-1"];
 
 const VERSION_MISMATCH: &str = "serialization version mismatch";
 
@@ -57,6 +64,8 @@ impl Grammar {
                 Expr::RuleRef(r) => json!(["rule", r.0]),
                 Expr::JsonStringIn(keys) => json!(["json_string_in", keys]),
                 Expr::JsonStringExcept(keys) => json!(["json_string_except", keys]),
+                Expr::Token(ids) => json!(["token", ids]),
+                Expr::ExcludeToken(ids) => json!(["exclude_token", ids]),
             })
             .collect();
         let rules: Vec<Value> = self
@@ -74,7 +83,7 @@ impl Grammar {
             serde_json::from_str(s).map_err(|e| Error::new(ErrorKind::InvalidJson, format!("invalid JSON: {e}")))?;
         let obj = v.as_object().ok_or_else(|| bad("the serialized grammar is not a JSON object"))?;
         match obj.get("__VERSION__") {
-            Some(Value::String(ver)) if ver == SERIALIZATION_VERSION => {}
+            Some(Value::String(ver)) if ver == SERIALIZATION_VERSION || OLDER_VERSIONS.contains(&ver.as_str()) => {}
             Some(Value::String(ver)) => {
                 return Err(bad(format!(
                     "{VERSION_MISMATCH}: found '{ver}', this build reads '{SERIALIZATION_VERSION}'"
@@ -215,12 +224,29 @@ fn read_expr(e: &Value, i: usize, n_rules: usize) -> Result<Expr, String> {
                 Expr::JsonStringExcept(keys.into())
             }
         }
+        "token" | "exclude_token" => {
+            let mut ids: Vec<u32> = Vec::new();
+            for k in arg(1)?.as_array().ok_or("token ids are not an array")? {
+                ids.push(u32_of(k, "token id")?);
+            }
+            if !ids.windows(2).all(|w| w[0] < w[1]) {
+                return Err("token ids are not sorted and distinct".into());
+            }
+            if tag == "token" {
+                Expr::Token(ids.into())
+            } else {
+                Expr::ExcludeToken(ids.into())
+            }
+        }
         t => return Err(format!("unknown expression tag '{t}'")),
     })
 }
 
 /// Serialization format version of compiled grammars.
-pub const COMPILED_VERSION: &str = "grammask-compiled-1";
+pub const COMPILED_VERSION: &str = "grammask-compiled-2";
+
+/// Older compiled-grammar versions this build still reads.
+const OLDER_COMPILED_VERSIONS: &[&str] = &["grammask-compiled-1"];
 
 impl CompiledGrammar {
     /// JSON with the grammar and the tokenizer metadata (not the vocabulary).
@@ -237,7 +263,7 @@ impl CompiledGrammar {
         let v: Value =
             serde_json::from_str(text).map_err(|e| Error::new(ErrorKind::InvalidJson, format!("invalid JSON: {e}")))?;
         let version = v.get("__VERSION__").and_then(|x| x.as_str()).unwrap_or("");
-        if version != COMPILED_VERSION {
+        if version != COMPILED_VERSION && !OLDER_COMPILED_VERSIONS.contains(&version) {
             return Err(Error::new(
                 ErrorKind::Deserialize,
                 format!("wrong version of serialized compiled grammar: got '{version}', expected '{COMPILED_VERSION}'"),
@@ -271,7 +297,7 @@ mod tests {
             parse_ebnf("x ::= \"a\"\nroot ::= x* x+ x{0,3} x{7,}", "root").unwrap(),
         ] {
             let s = g.to_json();
-            assert!(s.contains("\"__VERSION__\":\"grammask-1\""));
+            assert!(s.contains("\"__VERSION__\":\"grammask-2\""));
             assert_eq!(Grammar::from_json(&s).unwrap(), g);
         }
         // Raw bytes (not UTF-8) survive too.

@@ -345,6 +345,7 @@ mod reference {
             Expr::Choice(xs) => xs.iter().flat_map(|&x| eval(g, x, rules, cap)).collect(),
             Expr::RuleRef(r) => rules[r.index()].clone(),
             Expr::JsonStringIn(_) | Expr::JsonStringExcept(_) => unreachable!("random grammars have no JSON strings"),
+            Expr::Token(_) | Expr::ExcludeToken(_) => unreachable!("random grammars have no token elements"),
             &Expr::Repeat { expr, min, max } => {
                 let item = eval(g, expr, rules, cap);
                 let mut out = Lang::new();

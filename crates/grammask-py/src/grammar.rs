@@ -83,10 +83,24 @@ impl PyGrammar {
         py.allow_threads(|| guard(|| ebnf::parse_iso_ebnf(&text, &root))).map(PyGrammar::wrap).map_err(py_err)
     }
 
+    /// `tokenizer_info` resolves special tokens named by text (`<|name|>`).
     #[staticmethod]
-    fn from_lark(py: Python<'_>, text: &str) -> PyResult<PyGrammar> {
+    #[pyo3(signature = (text, tokenizer_info = None))]
+    fn from_lark(
+        py: Python<'_>,
+        text: &str,
+        tokenizer_info: Option<PyRef<'_, crate::tokenizer_info::PyTokenizerInfo>>,
+    ) -> PyResult<PyGrammar> {
         let text = text.to_owned();
-        py.allow_threads(|| guard(|| lark::lark_to_grammar(&text))).map(PyGrammar::wrap).map_err(py_err)
+        let vocab = tokenizer_info.map(|t| t.inner.clone());
+        py.allow_threads(|| {
+            guard(|| match &vocab {
+                Some(v) => lark::lark_to_grammar_with_vocab(&text, v),
+                None => lark::lark_to_grammar(&text),
+            })
+        })
+        .map(PyGrammar::wrap)
+        .map_err(py_err)
     }
 
     #[staticmethod]

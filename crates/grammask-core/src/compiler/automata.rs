@@ -50,6 +50,8 @@ pub struct Automata {
     pub(super) la: Mutex<LaTable>,
     pub(super) rule_names: Vec<String>,
     pub(super) root: RuleId,
+    /// The rules that are one token edge (`token_edges.rs`); empty without token expressions.
+    pub(super) tokens: super::token_edges::TokenRules,
 }
 
 impl Automata {

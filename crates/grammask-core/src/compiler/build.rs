@@ -22,6 +22,14 @@ use std::sync::Mutex;
 impl Automata {
     /// Builds the automata of `grammar`.
     pub fn build(grammar: &Grammar) -> Result<Automata> {
+        // Token expressions become rules of their own, one token edge each (`token_edges.rs`).
+        let lifted;
+        let grammar = if grammar.has_token_exprs() {
+            lifted = grammar.lift_token_exprs();
+            &lifted
+        } else {
+            grammar
+        };
         let inline = inline_plan(grammar);
         // The rules with an automaton of their own. An inlined rule is copied into every
         // automaton that uses it and never named by a rule edge: its own automaton would be
@@ -37,6 +45,10 @@ impl Automata {
             let mut out = Vec::new();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
+                if let Some(d) = super::token_edges::token_rule_dfa(grammar, body) {
+                    out.push((r, d));
+                    continue;
+                }
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     let (start, end) = nfa.build(grammar, body, b)?;
@@ -98,6 +110,7 @@ impl Automata {
             }
         }
         let mut a = assemble(grammar, dfas, la_dfas);
+        a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
         Ok(a)
     }
@@ -139,6 +152,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         la: Mutex::new(LaTable::new()),
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
+        tokens: super::token_edges::TokenRules::default(),
     };
     let all =
         dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
@@ -185,6 +199,7 @@ impl Automata {
                 }
                 let sid = StateId(s as u32);
                 let ok = self.states[s].is_final
+                    || self.tokens.set_of_start(self, sid).is_some()
                     || self.byte_edges(sid).iter().any(|e| live[e.target.0 as usize])
                     || self.rule_edges(sid).iter().any(|&(r, t)| productive[r.index()] && live[t.0 as usize]);
                 if ok {

@@ -129,6 +129,8 @@ fn estimate(
             Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
             Expr::RuleRef(_) => (2, 0),
             // About six states per key character (raw, `\`, `\u` and three hex digits).
+            // A token expression is its own rule (`Grammar::lift_token_exprs`), never inlined.
+            Expr::Token(_) | Expr::ExcludeToken(_) => (usize::MAX / 4, 0),
             Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
                 (24 + 6 * keys.iter().map(|k| k.len()).sum::<usize>(), 0)
             }

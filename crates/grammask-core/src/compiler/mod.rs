@@ -36,8 +36,10 @@ mod refine;
 mod scc;
 #[cfg(test)]
 mod tests;
+mod token_edges;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use lookahead::LA_NONE;
+pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;

@@ -142,6 +142,12 @@ impl Nfa<'_> {
                 Ok((start, cur))
             }
             Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
+            // Token rules get their automaton in `build.rs`; a token expression reaches the NFA
+            // only through inlining into a lookahead, which must read text.
+            Expr::Token(_) | Expr::ExcludeToken(_) => Err(Error::new(
+                ErrorKind::Unsupported,
+                "Token(...)/ExcludeToken(...) inside a lookahead assertion is not supported",
+            )),
             Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
                 let except = matches!(g.expr(e), Expr::JsonStringExcept(_));
                 let dfa = crate::json_string::string_dfa(keys, except, *budget)?;

@@ -11,6 +11,8 @@ use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits;
 use std::collections::HashMap;
 
+mod token_macros;
+
 /// "No position" in the per-rule position tables.
 const NONE: usize = usize::MAX;
 
@@ -382,6 +384,14 @@ impl<'a> Parser<'a> {
             }
             if name == "JsonStringIn" || name == "JsonStringExcept" {
                 let e = self.json_string_macro(name)?;
+                return self.push_atom(e);
+            }
+            if name == "Token" || name == "ExcludeToken" {
+                let e = self.token_macro(name)?;
+                return self.push_atom(e);
+            }
+            if name == "TokenTagDispatch" {
+                let e = self.token_tag_dispatch_macro()?;
                 return self.push_atom(e);
             }
             return Err(self.cur.error_at(

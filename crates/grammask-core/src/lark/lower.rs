@@ -329,13 +329,10 @@ impl Lowerer<'_> {
                 (self.b.rule_ref(r), true)
             }
             Atom::Special(s) => {
-                return Err(self.err(
-                    ErrorKind::Unsupported,
-                    pos,
-                    format!(
-                        "the special token '{s}' is not supported (special tokens need token-level engine support)"
-                    ),
-                ))
+                match in_rule_only(self, "a special token").map(|()| super::tokens::special_expr(&mut self.b, s))? {
+                    Ok(e) => (e, true),
+                    Err(msg) => return Err(self.err(ErrorKind::InvalidGrammar, pos, msg)),
+                }
             }
             Atom::GrammarRef(s) => {
                 return Err(self.err(

@@ -8,7 +8,8 @@
 //! every lexeme that a rule uses (a scannerless parse). The root rule is `start`.
 //!
 //! Semantics, coverage and the differences from llguidance's greedy lexer are in docs/lark.md.
-//! Features that need token-level engine support (special tokens, `max_tokens`, `temperature`,
+//! Special tokens (`<|name|>`, `<[ids]>`) become token elements (`tokens.rs`; names need the
+//! vocabulary: [`lark_to_grammar_with_vocab`]). Other features that need engine support (`max_tokens`, `temperature`,
 //! `capture`, `lazy`, `stop`, `suffix`, named grammars) are `Unsupported` errors naming the
 //! feature, never silently ignored. Every error has a line and column in the Lark text.
 
@@ -17,6 +18,7 @@ mod lower;
 mod syntax;
 #[cfg(test)]
 mod tests;
+mod tokens;
 
 use crate::error::Result;
 use crate::grammar::Grammar;
@@ -33,6 +35,11 @@ pub fn lark_to_grammar(text: &str) -> Result<Grammar> {
         return Err(crate::error::Error::limit("grammar text (bytes)", crate::limits::MAX_GRAMMAR_BYTES));
     }
     lower::lower(text, 0)
+}
+
+/// [`lark_to_grammar`], with special tokens named by text (`<|name|>`) resolved in `vocab`.
+pub fn lark_to_grammar_with_vocab(text: &str, vocab: &crate::vocab::Vocabulary) -> Result<Grammar> {
+    tokens::with_vocab(vocab, || lark_to_grammar(text))
 }
 
 impl Grammar {

@@ -1,0 +1,296 @@
+//! Token edges (`Token(...)`, `ExcludeToken(...)`, `TokenTagDispatch(...)`): masks against a
+//! brute-force reference (every token fed to a copy of the matcher), accept/rollback sequences,
+//! text never matching a token element, budgets, jump-forward, printing and serialization, errors.
+
+use grammask_core::ebnf::parse_ebnf;
+use grammask_core::error::ErrorKind;
+use grammask_core::grammar::Grammar;
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use std::sync::Arc;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Ids: 0..=255 single bytes; then multi-byte tokens; `<|a|>` (256+N) and `<tool>` (special);
+/// `<stop>` (stop). See `ids()`.
+const MULTI: [&str; 8] = ["ab", "abc", "<tool>", "x1", "1", "\"", "{\"a\"", "<|a|>"];
+
+struct Ids {
+    special_a: u32,
+    special_tool: u32,
+    text_tool: u32,
+    stop: u32,
+}
+
+fn vocab() -> (Arc<Vocabulary>, Ids) {
+    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    for t in MULTI {
+        toks.push(t.as_bytes().to_vec());
+    }
+    let special_a = toks.len() as u32;
+    toks.push(b"<|a|>".to_vec());
+    let special_tool = toks.len() as u32;
+    toks.push(b"<tool>".to_vec());
+    let stop = toks.len() as u32;
+    toks.push(b"<stop>".to_vec());
+    let text_tool = 256 + 2;
+    let opts = VocabularyOptions {
+        stop_token_ids: Some(vec![stop]),
+        special_token_ids: Some(vec![special_a, special_tool]),
+        vocab_size: Some(toks.len() + 3), // three padding ids
+        ..Default::default()
+    };
+    (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), Ids { special_a, special_tool, text_tool, stop })
+}
+
+fn compile(text: &str) -> (Arc<CompiledGrammar>, Ids) {
+    let (v, ids) = vocab();
+    let g = parse_ebnf(text, "root").unwrap_or_else(|e| panic!("{text}: {e}"));
+    (Arc::new(CompiledGrammar::new(&g, &v).unwrap_or_else(|e| panic!("{text}: {e}"))), ids)
+}
+
+fn matcher(c: &Arc<CompiledGrammar>, max_tokens: Option<usize>) -> Matcher {
+    Matcher::new(c.clone(), MatcherOptions { max_tokens, ..Default::default() }).unwrap()
+}
+
+/// The mask must equal "accept_token succeeds on a copy", token by token.
+fn check_mask(m: &mut Matcher, what: &str) {
+    let n = m.compiled().vocab().vocab_size();
+    let mask = m.compute_mask().unwrap().clone();
+    for t in 0..n as u32 {
+        let mut copy = m.clone();
+        let ok = copy.accept_token(t).unwrap();
+        assert_eq!(
+            mask.get(t as usize),
+            ok,
+            "{what}: token {t} ({:?})",
+            String::from_utf8_lossy(m.compiled().vocab().token_bytes(t))
+        );
+    }
+}
+
+fn grammars(ids: &Ids) -> Vec<String> {
+    let (a, tool) = (ids.special_a, ids.special_tool);
+    vec![
+        format!("root ::= Token({a})"),
+        format!("root ::= \"x\" Token({a}, {tool}) \"y\""),
+        format!("root ::= (\"ab\" | Token({a})) \"c\"*"),
+        format!("root ::= item*\nitem ::= Token({tool}) [a-z]+ Token({a}) | [0-9]"),
+        format!("root ::= ExcludeToken(120, 121, 122) Token({a})?"),
+        format!("root ::= ExcludeToken({a})* \"z\""),
+        format!("root ::= Token({}, 97) \"b\"", ids.text_tool),
+        format!("root ::= TokenTagDispatch(({a}, call), ({tool}, call2), excludes=(98, 99))\ncall ::= \"(\" [a-z]* \")\"\ncall2 ::= \"[\" \"]\""),
+        format!("root ::= TokenTagDispatch(({a}, call), loop_after_dispatch=false)\ncall ::= \"!\""),
+        format!("root ::= x Token({a}) | \"q\"\nx ::= \"a\"?"),
+        format!("root ::= s Token({a})\ns ::= [a-z]+ (= [ <])"),
+        format!("root ::= e\ne ::= e \"+\" t | t\nt ::= Token({a}) | [0-9]+"),
+    ]
+}
+
+#[test]
+fn masks_match_brute_force_on_random_walks() {
+    let (_, ids) = vocab();
+    for text in grammars(&ids) {
+        let (c, _) = compile(&text);
+        let mut rng = Rng(0x9E37_79B9 ^ text.len() as u64);
+        for walk in 0..12 {
+            let mut m = matcher(&c, None);
+            for step in 0..10 {
+                let what = format!("{text:?} walk {walk} step {step}");
+                check_mask(&mut m, &what);
+                let mask = m.last_mask().clone();
+                let allowed: Vec<usize> = mask.iter_ones().filter(|&t| t as u32 != ids.stop).collect();
+                if allowed.is_empty() {
+                    break;
+                }
+                // Prefer token-edge tokens (ids above 255) half of the time.
+                let special: Vec<usize> = allowed.iter().copied().filter(|&t| t > 255).collect();
+                let pick = if !special.is_empty() && rng.below(2) == 0 {
+                    special[rng.below(special.len() as u64) as usize]
+                } else {
+                    allowed[rng.below(allowed.len() as u64) as usize]
+                };
+                let before = mask.clone();
+                assert!(m.accept_token(pick as u32).unwrap(), "{what}: pick {pick}");
+                if rng.below(4) == 0 {
+                    m.rollback(1).unwrap();
+                    assert_eq!(m.compute_mask().unwrap(), &before, "{what}: rollback restores the mask");
+                    assert!(m.accept_token(pick as u32).unwrap());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn accept_sequences_and_rollback() {
+    let (c, ids) = compile("root ::= \"x\" Token(264, 265) \"y\"");
+    assert_eq!((ids.special_a, ids.special_tool), (264, 265));
+    let mut m = matcher(&c, None);
+    assert!(!m.accept_token(ids.special_a).unwrap(), "a token element is not first");
+    assert!(m.accept_token(u32::from(b'x')).unwrap());
+    assert!(!m.accept_token(u32::from(b'y')).unwrap());
+    assert!(!m.accept_token(ids.text_tool).unwrap(), "the text token <tool> is not the token 265");
+    assert!(m.accept_token(ids.special_tool).unwrap());
+    assert!(!m.is_completed());
+    assert!(m.accept_token(u32::from(b'y')).unwrap());
+    assert!(m.is_completed());
+    assert!(m.accept_token(ids.stop).unwrap());
+    assert!(m.is_terminated());
+    m.rollback(3).unwrap();
+    assert!(m.accept_token(ids.special_a).unwrap());
+    assert!(m.accept_token(u32::from(b'y')).unwrap());
+    assert!(m.is_completed());
+}
+
+#[test]
+fn text_never_matches_a_token_element() {
+    let (c, ids) = compile("root ::= \"x\" Token(264)");
+    let mut m = matcher(&c, None);
+    assert!(m.accept_bytes(b"x").unwrap());
+    assert!(!m.accept_bytes(b"<|a|>").unwrap(), "accept_string does not read a token element");
+    assert!(m.find_jump_forward_bytes().unwrap().is_empty());
+    assert!(m.accept_token(ids.special_a).unwrap());
+    // Jump-forward stops before a token edge even when text is forced as well.
+    let (c, _) = compile("root ::= \"ab\" (Token(264) | \"cd\")");
+    let mut m = matcher(&c, None);
+    assert_eq!(m.find_jump_forward_bytes().unwrap(), b"ab");
+}
+
+#[test]
+fn a_token_read_both_ways_merges_its_rows() {
+    // Token 97 ("a") is a token element and also text of the other branch.
+    let (c, _) = compile("root ::= Token(97) \"1\" | \"a\" \"2\"");
+    let mut m = matcher(&c, None);
+    assert!(m.accept_token(97).unwrap());
+    let mask = m.compute_mask().unwrap().clone();
+    assert!(mask.get(usize::from(b'1')) && mask.get(usize::from(b'2')));
+    let mut m2 = m.clone();
+    assert!(m.accept_token(u32::from(b'1')).unwrap() && m.is_completed());
+    assert!(m2.accept_token(u32::from(b'2')).unwrap() && m2.is_completed());
+}
+
+#[test]
+fn exclude_token_allows_text_tokens_only() {
+    let (c, ids) = compile("root ::= ExcludeToken(97)");
+    let mut m = matcher(&c, None);
+    let mask = m.compute_mask().unwrap().clone();
+    assert!(!mask.get(97) && mask.get(98) && mask.get(ids.text_tool as usize));
+    assert!(!mask.get(ids.special_a as usize) && !mask.get(ids.stop as usize));
+    let n = c.vocab().vocab_size();
+    assert!(!mask.get(n - 1), "padding ids are never allowed");
+    assert!(m.accept_token(98).unwrap() && m.is_completed());
+}
+
+#[test]
+fn out_of_range_ids_are_a_typed_error() {
+    let (v, _) = vocab();
+    let g = parse_ebnf("root ::= Token(1000000)", "root").unwrap();
+    let e = CompiledGrammar::new(&g, &v).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrammar, "{e}");
+    assert!(e.message().contains("1000000"), "{e}");
+    let g = parse_ebnf("root ::= ExcludeToken(5, 99999999)", "root").unwrap();
+    assert_eq!(CompiledGrammar::new(&g, &v).unwrap_err().kind(), ErrorKind::InvalidGrammar);
+    let e = parse_ebnf("root ::= Token(99999999999)", "root").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrammar, "{e}");
+    let e = parse_ebnf("root ::= Token()", "root").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::EbnfSyntax, "{e}");
+    let e = parse_ebnf("root ::= TokenTagDispatch((1, nope))", "root").unwrap_err();
+    assert!(e.message().contains("nope"), "{e}");
+}
+
+#[test]
+fn token_in_lookahead_is_unsupported() {
+    let (v, _) = vocab();
+    let g = parse_ebnf("root ::= s Token(264)\ns ::= \"a\" (= Token(264))", "root").unwrap();
+    let e = CompiledGrammar::new(&g, &v).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+}
+
+#[test]
+fn print_parse_and_json_round_trip() {
+    for text in [
+        "root ::= Token(1, 2, 3) ExcludeToken(7)",
+        "root ::= (Token(5) | \"a\")* ExcludeToken()",
+        "root ::= TokenTagDispatch((3, r), excludes=(4))\nr ::= \"x\"",
+    ] {
+        let g = parse_ebnf(text, "root").unwrap();
+        let printed = g.to_string();
+        let g2 = parse_ebnf(&printed, "root").unwrap();
+        assert_eq!(g2.to_string(), printed, "{text}");
+        let json = g.to_json();
+        assert!(json.contains("\"grammask-2\""), "{json}");
+        let g3 = Grammar::from_json(&json).unwrap();
+        assert_eq!(g3, g, "{text}");
+    }
+    // Token ids are printed in order, deduplicated.
+    let g = parse_ebnf("root ::= Token(3, 1, 3)", "root").unwrap();
+    assert!(g.to_string().contains("Token(1, 3)"));
+    // A bad token list in JSON is a deserialization error.
+    let bad = r#"{"__VERSION__": "grammask-2", "rules": [{"name": "root", "body": 0}], "exprs": [["token", [3, 1]]], "root": 0}"#;
+    assert_eq!(Grammar::from_json(bad).unwrap_err().kind(), ErrorKind::Deserialize);
+    // Version 1 is still read.
+    let old = r#"{"__VERSION__": "grammask-1", "rules": [{"name": "root", "body": 0}], "exprs": [["bytes", "61"]], "root": 0}"#;
+    assert!(Grammar::from_json(old).is_ok());
+}
+
+#[test]
+fn budgets_count_a_token_edge_as_one_token() {
+    let (_, ids) = vocab();
+    for text in grammars(&ids) {
+        let (c, _) = compile(&text);
+        for max in [3usize, 5, 8] {
+            let Ok(mut m) = Matcher::new(c.clone(), MatcherOptions { max_tokens: Some(max), ..Default::default() })
+            else {
+                continue;
+            };
+            let mut rng = Rng(max as u64 * 7919 + text.len() as u64);
+            let mut n = 0;
+            loop {
+                let mask = m.compute_mask().unwrap().clone();
+                let allowed: Vec<usize> = mask.iter_ones().collect();
+                assert!(!allowed.is_empty(), "{text:?} max {max}: empty mask after {n}");
+                let t = allowed[rng.below(allowed.len() as u64) as usize] as u32;
+                assert!(m.accept_token(t).unwrap(), "{text:?}: {t}");
+                n += 1;
+                if m.is_terminated() {
+                    break;
+                }
+                assert!(n < max, "{text:?}: budget {max} exceeded");
+            }
+        }
+    }
+}
+
+#[test]
+fn lark_special_tokens_are_token_elements() {
+    use grammask_core::lark::{lark_to_grammar, lark_to_grammar_with_vocab};
+    let g = lark_to_grammar("start: <[5]> <[1,3-4]> <[^7]> <[*]>").unwrap();
+    let text = g.to_string();
+    assert!(text.contains("Token(5) Token(1, 3, 4) ExcludeToken(7) ExcludeToken()"), "{text}");
+    let (v, ids) = vocab();
+    let e = lark_to_grammar("start: <|a|>").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrammar, "{e}");
+    let g = lark_to_grammar_with_vocab("start: \"x\" <|a|> <tool>?", &v);
+    assert!(g.is_err(), "<tool> is not a special-token form");
+    let g = lark_to_grammar_with_vocab("start: \"x\" <|a|>", &v).unwrap();
+    assert!(g.to_string().contains(&format!("Token({})", ids.special_a)), "{g}");
+    // Outside a lowering with a vocabulary the names are unknown again.
+    assert!(lark_to_grammar("start: <|a|>").is_err());
+    let c = Arc::new(CompiledGrammar::new(&g, &v).unwrap());
+    let mut m = matcher(&c, None);
+    assert!(m.accept_bytes(b"x").unwrap());
+    assert!(!m.accept_bytes(b"<|a|>").unwrap());
+    assert!(m.accept_token(ids.special_a).unwrap() && m.is_completed());
+}
