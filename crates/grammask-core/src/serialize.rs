@@ -8,6 +8,12 @@
 //! `["class", [[lo, hi], ...]]`, `["seq", [ids]]`, `["choice", [ids]]`,
 //! `["repeat", id, min, max|null]`, `["rule", rule index]`; children precede parents.
 //!
+//! A grammar with rule options ([`crate::rule_options`]) is written as `"grammask-2"`, whose rules
+//! may carry `"options": {"max_tokens", "max_chars", "capture", "lazy", "temperature"}` (each key
+//! optional); a grammar without them is still written as `"grammask-1"`, so its text is unchanged.
+//! Both versions are read; a reader of `"grammask-1"` only refuses a grammar with options rather
+//! than dropping them.
+//!
 //! A compiled grammar (`"__VERSION__": "grammask-compiled-1"`) is stored as
 //! `{"__VERSION__", "grammar": <the grammar's form above>, "tokenizer_metadata": <the vocabulary's
 //! metadata JSON>}`: the automata and caches are rebuilt on load, and the vocabulary (whose
@@ -25,6 +31,8 @@ use std::sync::Arc;
 
 /// The format version written and accepted.
 pub const SERIALIZATION_VERSION: &str = "grammask-1";
+/// The format version of grammars with rule options (also read).
+pub const SERIALIZATION_VERSION_OPTIONS: &str = "grammask-2";
 
 const VERSION_MISMATCH: &str = "serialization version mismatch";
 
@@ -62,9 +70,18 @@ impl Grammar {
         let rules: Vec<Value> = self
             .rules()
             .iter()
-            .map(|r| json!({"name": r.name, "body": r.body.0, "lookahead": r.lookahead.map(|l| l.0)}))
+            .enumerate()
+            .map(|(i, r)| {
+                let mut v = json!({"name": r.name, "body": r.body.0, "lookahead": r.lookahead.map(|l| l.0)});
+                if let Some(o) = self.rule_options(RuleId(i as u32)) {
+                    v["options"] = crate::rule_options::options_to_json(o);
+                }
+                v
+            })
             .collect();
-        json!({"__VERSION__": SERIALIZATION_VERSION, "root": self.root().0, "rules": rules, "exprs": exprs}).to_string()
+        let version =
+            if self.all_rule_options().is_empty() { SERIALIZATION_VERSION } else { SERIALIZATION_VERSION_OPTIONS };
+        json!({"__VERSION__": version, "root": self.root().0, "rules": rules, "exprs": exprs}).to_string()
     }
 
     /// Reads the output of [`Grammar::to_json`]. Text that is not JSON is `InvalidJson`; a wrong
@@ -74,7 +91,7 @@ impl Grammar {
             serde_json::from_str(s).map_err(|e| Error::new(ErrorKind::InvalidJson, format!("invalid JSON: {e}")))?;
         let obj = v.as_object().ok_or_else(|| bad("the serialized grammar is not a JSON object"))?;
         match obj.get("__VERSION__") {
-            Some(Value::String(ver)) if ver == SERIALIZATION_VERSION => {}
+            Some(Value::String(ver)) if ver == SERIALIZATION_VERSION || ver == SERIALIZATION_VERSION_OPTIONS => {}
             Some(Value::String(ver)) => {
                 return Err(bad(format!(
                     "{VERSION_MISMATCH}: found '{ver}', this build reads '{SERIALIZATION_VERSION}'"
@@ -111,7 +128,11 @@ impl Grammar {
                 None | Some(Value::Null) => None,
                 Some(l) => Some(ExprId(index(l, exprs.len(), &format!("rules[{i}].lookahead"))? as u32)),
             };
-            b.define(names[i], body, lookahead)?;
+            let id = b.define(names[i], body, lookahead)?;
+            if let Some(o) = r.get("options") {
+                let o = crate::rule_options::options_from_json(o).map_err(|m| bad(format!("rules[{i}].options: {m}")))?;
+                b.set_rule_options(id, o);
+            }
         }
         b.build(names[root]).map_err(|e| match e.kind() {
             ErrorKind::LimitExceeded => e,
