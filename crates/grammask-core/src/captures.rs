@@ -194,3 +194,134 @@ pub fn active_temperatures(a: &Automata, chart: &Chart, temps: &[Option<f32>]) -
     found.dedup();
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+    use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+    use std::sync::Arc;
+
+    fn matcher(text: &str) -> Matcher {
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let g = crate::ebnf::parse_ebnf(text, "root").unwrap();
+        Matcher::new(Arc::new(CompiledGrammar::new(&g, &vocab).unwrap()), MatcherOptions::default()).unwrap()
+    }
+
+    fn caps(m: &Matcher, dedup: bool) -> Vec<(String, String)> {
+        m.captures(dedup).into_iter().map(|(n, b)| (n, String::from_utf8(b).unwrap())).collect()
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+    }
+
+    #[test]
+    fn captures_follow_accept_and_rollback() {
+        let mut m = matcher("root ::= x \",\" x\nx[capture] ::= \"(\" y \")\" | y\ny[capture=\"in\"] ::= [a-z]+");
+        assert!(m.accept_bytes(b"(ab").unwrap());
+        assert_eq!(caps(&m, true), pairs(&[("in", "ab")]));
+        assert!(m.accept_bytes(b"),").unwrap());
+        assert_eq!(caps(&m, true), pairs(&[("in", "ab"), ("x", "(ab)")]));
+        assert!(m.accept_bytes(b"cd").unwrap());
+        // "cd" is `y` and, ended here, an `x` too; without deduplication the prefixes of `y`
+        // that could not end `x` here are gone (they are not on a live derivation).
+        assert_eq!(caps(&m, true), pairs(&[("in", "ab"), ("x", "(ab)"), ("x", "cd"), ("in", "cd")]));
+        m.rollback(1).unwrap();
+        assert_eq!(caps(&m, true), pairs(&[("in", "ab"), ("x", "(ab)")]));
+        m.rollback(1).unwrap();
+        assert_eq!(caps(&m, true), pairs(&[("in", "ab")]));
+        m.reset();
+        assert!(caps(&m, true).is_empty());
+    }
+
+    #[test]
+    fn ambiguous_prefixes_report_every_live_occurrence() {
+        // "axbyz": x = "x", "yz" (complete) or x = "xbyz" (waiting for "b" x); x = "xb" is dead.
+        let mut m = matcher("root ::= \"a\" x \"b\" x\nx[capture=\"n\"] ::= [a-z]+");
+        assert!(m.accept_bytes(b"axbyz").unwrap());
+        assert_eq!(caps(&m, false), pairs(&[("n", "x"), ("n", "xbyz"), ("n", "yz")]));
+        assert_eq!(caps(&m, true), pairs(&[("n", "xbyz"), ("n", "yz")]));
+    }
+
+    #[test]
+    fn temperature_is_the_innermost_active_rules() {
+        let mut m = matcher(
+            "root ::= x | \"q\"\nx[temperature=0.5] ::= \"(\" y \")\"\ny[temperature=0.25] ::= [a-z]+ | z\nz ::= \"0\"",
+        );
+        assert_eq!(m.rule_temperature(), (Some(0.5), false));
+        assert!(m.accept_bytes(b"(").unwrap());
+        // y's items (0.25) and... only y can read a byte here.
+        assert_eq!(m.rule_temperature(), (Some(0.25), false));
+        assert!(m.accept_bytes(b"a").unwrap());
+        // y reads more letters (0.25), x reads ")" (0.5): the maximum, flagged.
+        assert_eq!(m.rule_temperature(), (Some(0.5), true));
+        assert!(m.accept_bytes(b")").unwrap());
+        assert_eq!(m.rule_temperature(), (None, false));
+        m.rollback(2).unwrap();
+        assert_eq!(m.rule_temperature(), (Some(0.25), false));
+    }
+
+    /// `lazy` and `max_chars` against their definition, on every string up to length 6 over a
+    /// small alphabet: the rule's strings with no proper prefix of at least N characters in the
+    /// rule's language (N = 0 for `lazy`).
+    #[test]
+    fn bounded_rules_match_their_definition() {
+        let bodies = ["[ab]+ \"c\"?", "\"a\" | \"ab\" | \"abb\" | \"b\"+", "(\"é\" | \"a\")+", "[ab]* \"c\""];
+        let alphabet: [&str; 4] = ["a", "b", "c", "é"];
+        for body in bodies {
+            let plain = format!("root ::= {body}");
+            for opt in ["lazy", "max_chars=0", "max_chars=1", "max_chars=2", "max_chars=4"] {
+                let bounded = format!("root ::= x\nx[{opt}] ::= {body}");
+                let limit = opt.strip_prefix("max_chars=").map_or(0, |n| n.parse::<usize>().unwrap());
+                let mut strings = vec![String::new()];
+                for _ in 0..5 {
+                    let more: Vec<String> = strings
+                        .iter()
+                        .filter(|s| s.chars().count() == strings.last().unwrap().chars().count())
+                        .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                        .collect();
+                    strings.extend(more);
+                }
+                let mut p = matcher(&plain);
+                let mut b = matcher(&bounded);
+                let in_lang = |m: &mut Matcher, s: &str| {
+                    m.reset();
+                    m.accept_bytes(s.as_bytes()).unwrap() && m.is_completed()
+                };
+                for s in &strings {
+                    let chars: Vec<char> = s.chars().collect();
+                    let want = in_lang(&mut p, s)
+                        && !(limit..chars.len()).any(|k| in_lang(&mut p, &chars[..k].iter().collect::<String>()));
+                    assert_eq!(in_lang(&mut b, s), want, "{opt} {body}: {s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounded_rules_must_be_regular_and_max_tokens_is_unsupported() {
+        use crate::error::ErrorKind;
+        let vocab =
+            Arc::new(Vocabulary::new(vec![b"a".to_vec()], VocabType::Raw, VocabularyOptions::default()).unwrap());
+        for (text, kind, needle) in [
+            (
+                "root ::= x\nx[lazy] ::= \"a\" x | \"b\"",
+                ErrorKind::InvalidGrammar,
+                "the lazy rule 'x' uses the recursive rule 'x'",
+            ),
+            (
+                "root ::= x\nx[max_chars=3] ::= y\ny ::= \"(\" y \")\" | \"b\"",
+                ErrorKind::Unsupported,
+                "max_chars uses the recursive rule 'y'",
+            ),
+            ("root ::= x\nx[max_tokens=3] ::= \"a\"", ErrorKind::Unsupported, "max_tokens"),
+        ] {
+            let g = crate::ebnf::parse_ebnf(text, "root").unwrap();
+            let e = CompiledGrammar::new(&g, &vocab).err().expect(text);
+            assert_eq!(e.kind(), kind, "{e}");
+            assert!(e.message().contains(needle), "{e}");
+        }
+    }
+}

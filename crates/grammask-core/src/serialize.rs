@@ -130,7 +130,8 @@ impl Grammar {
             };
             let id = b.define(names[i], body, lookahead)?;
             if let Some(o) = r.get("options") {
-                let o = crate::rule_options::options_from_json(o).map_err(|m| bad(format!("rules[{i}].options: {m}")))?;
+                let o =
+                    crate::rule_options::options_from_json(o).map_err(|m| bad(format!("rules[{i}].options: {m}")))?;
                 b.set_rule_options(id, o);
             }
         }

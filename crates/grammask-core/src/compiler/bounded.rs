@@ -55,12 +55,10 @@ pub(super) fn bound_dfa(dfa: &Dfa, limit: u32, budget: &mut usize) -> Result<Dfa
 
 /// `lo..=hi` cut into at most three ranges, each wholly continuation bytes (`true`) or not.
 fn split_continuation(lo: u8, hi: u8) -> impl Iterator<Item = (u8, u8, bool)> {
-    [(0x00, 0x7F, false), (0x80, 0xBF, true), (0xC0, 0xFF, false)]
-        .into_iter()
-        .filter_map(move |(a, b, cont)| {
-            let (l, h) = (lo.max(a), hi.min(b));
-            (l <= h).then_some((l, h, cont))
-        })
+    [(0x00, 0x7F, false), (0x80, 0xBF, true), (0xC0, 0xFF, false)].into_iter().filter_map(move |(a, b, cont)| {
+        let (l, h) = (lo.max(a), hi.min(b));
+        (l <= h).then_some((l, h, cont))
+    })
 }
 
 #[cfg(test)]

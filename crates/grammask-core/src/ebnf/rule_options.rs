@@ -117,9 +117,7 @@ pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions
                 return Err(cur.error_at(
                     ErrorKind::EbnfSyntax,
                     start,
-                    format!(
-                        "unknown rule option '{k}' (expected max_tokens, max_chars, capture, lazy or temperature)"
-                    ),
+                    format!("unknown rule option '{k}' (expected max_tokens, max_chars, capture, lazy or temperature)"),
                 ));
             }
         }
@@ -131,6 +129,87 @@ pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions
                 return Ok(o);
             }
             _ => return Err(cur.expected("',' or ']' in the rule options")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ebnf::parse_ebnf;
+    use crate::error::{ErrorKind, Location};
+    use crate::grammar::{Grammar, RuleId};
+    use crate::rule_options::RuleOptions;
+
+    fn opts(g: &Grammar, name: &str) -> RuleOptions {
+        g.rule_options(g.rule_by_name(name).unwrap()).cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn options_parse_print_and_round_trip() {
+        let text = "root ::= x\nx[max_tokens=4, max_chars=3, capture, lazy, temperature=0.7] ::= \"a\"+\n\
+                    y[ capture = \"n\" ,temperature=1e-1 ] ::= \"b\"\nz[] ::= \"c\"";
+        let g = parse_ebnf(text, "root").unwrap();
+        let x = opts(&g, "x");
+        assert_eq!((x.max_tokens, x.max_chars, x.capture.as_deref(), x.lazy), (Some(4), Some(3), Some("x"), true));
+        assert_eq!(x.temperature(), Some(0.7));
+        let y = opts(&g, "y");
+        assert_eq!((y.capture.as_deref(), y.temperature()), (Some("n"), Some(0.1)));
+        assert!(g.rule_options(g.rule_by_name("z").unwrap()).is_none());
+        assert!(g.rule_options(RuleId(0)).is_none());
+        let printed = g.to_string();
+        assert!(printed.contains("x[max_tokens=4, max_chars=3, capture, lazy, temperature=0.7] ::= "), "{printed}");
+        assert!(printed.contains("y[capture=\"n\", temperature=0.1] ::= "), "{printed}");
+        let back = parse_ebnf(&printed, "root").unwrap();
+        assert_eq!(back.to_string(), printed);
+        assert_eq!(back.all_rule_options(), g.all_rule_options());
+        // Serialization keeps them (as grammask-2); grammars without options stay grammask-1.
+        let json = g.to_json();
+        assert!(json.contains("\"grammask-2\""), "{json}");
+        assert_eq!(Grammar::from_json(&json).unwrap().all_rule_options(), g.all_rule_options());
+        assert!(parse_ebnf("root ::= \"a\"", "root").unwrap().to_json().contains("\"grammask-1\""));
+    }
+
+    #[test]
+    fn bad_options_are_typed_errors() {
+        let cases: &[(&str, ErrorKind, u32, u32, &str)] = &[
+            ("root[nope] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 6, "unknown rule option 'nope'"),
+            ("root[max_chars] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 15, "'=' and a count"),
+            ("root[max_chars=-1] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 16, "needs a count"),
+            ("root[max_chars=99999999999] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 16, "needs a count"),
+            ("root[temperature=-1] ::= \"a\"", ErrorKind::InvalidGrammar, 1, 18, ">= 0"),
+            ("root[temperature=1e999] ::= \"a\"", ErrorKind::InvalidGrammar, 1, 18, "finite"),
+            ("root[temperature=x] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 18, "needs a number"),
+            ("root[lazy=1] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 11, "takes no value"),
+            ("root[lazy, lazy] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 12, "given twice"),
+            ("root[capture=\"\"] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 14, "empty"),
+            ("root[capture=n] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 14, "string literal"),
+            ("root[lazy ::= \"a\"", ErrorKind::EbnfSyntax, 1, 11, "',' or ']'"),
+            ("root[capture_hidden_stop_bytes=1] ::= \"a\"", ErrorKind::Unsupported, 1, 6, "internal rule option"),
+        ];
+        for &(text, kind, line, col, needle) in cases {
+            let e = parse_ebnf(text, "root").expect_err(text);
+            let at = match e.location() {
+                Some(Location::Text { line, column }) => (*line, *column),
+                _ => (0, 0),
+            };
+            assert_eq!((e.kind(), at), (kind, (line, col)), "{text}: {e}");
+            assert!(e.message().contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn serialized_options_are_checked() {
+        let g = parse_ebnf("root[capture, temperature=0.5] ::= \"a\"", "root").unwrap();
+        let json = g.to_json();
+        for (from, to, needle) in [
+            ("\"temperature\":0.5", "\"temperature\":-1.0", "finite"),
+            ("\"capture\":\"root\"", "\"capture\":3", "'capture'"),
+            ("\"capture\":\"root\"", "\"bogus\":1", "unknown option"),
+        ] {
+            assert!(json.contains(from), "{json}");
+            let e = Grammar::from_json(&json.replace(from, to)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Deserialize, "{e}");
+            assert!(e.message().contains(needle), "{e}");
         }
     }
 }
