@@ -35,17 +35,71 @@ pub struct Span {
     pub end: usize,
 }
 
-/// The capture name of each rule (`None`: not captured); empty when no rule is captured.
-pub fn capture_names(g: &Grammar) -> Vec<Option<String>> {
+/// What a rule's occurrences capture: the capture name of the occurrence (without its
+/// `hidden` last bytes) and the name the hidden last bytes are captured under.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureInfo {
+    pub name: Option<String>,
+    pub stop_name: Option<String>,
+    pub hidden: u32,
+}
+
+impl CaptureInfo {
+    fn is_captured(&self) -> bool {
+        self.name.is_some() || self.stop_name.is_some()
+    }
+}
+
+/// The [`CaptureInfo`] of each rule; empty when no rule is captured.
+pub fn capture_info(g: &Grammar) -> Vec<CaptureInfo> {
     let opts = g.all_rule_options();
-    if opts.iter().all(|(_, o)| o.capture.is_none()) {
+    if opts.iter().all(|(_, o)| o.capture.is_none() && o.stop_capture.is_none()) {
         return Vec::new();
     }
-    let mut names = vec![None; g.rules().len()];
+    let mut info = vec![CaptureInfo::default(); g.rules().len()];
     for (r, o) in opts {
-        names[r.index()].clone_from(&o.capture);
+        info[r.index()] = CaptureInfo {
+            name: o.capture.clone(),
+            stop_name: o.stop_capture.clone(),
+            hidden: o.hidden_suffix.map_or(0, |h| h.0),
+        };
     }
-    names
+    info
+}
+
+/// The captures of the live occurrences of captured rules in `input` (see [`live_captures`]), as
+/// (name, byte range): per occurrence, its hidden last bytes (under the stop-capture name) then
+/// the rest (under the capture name). With `deduplicate`, only the longest occurrence of each
+/// rule per start position.
+pub fn captures(
+    a: &Automata,
+    chart: &Chart,
+    input: &[u8],
+    info: &[CaptureInfo],
+    deduplicate: bool,
+) -> Vec<(String, std::ops::Range<usize>)> {
+    let captured: Vec<bool> = info.iter().map(CaptureInfo::is_captured).collect();
+    let mut spans = live_captures(a, chart, input, &captured);
+    if deduplicate {
+        let mut best: std::collections::HashMap<(RuleId, usize), usize, FastState> = Default::default();
+        for s in &spans {
+            let e = best.entry((s.rule, s.start)).or_insert(s.end);
+            *e = (*e).max(s.end);
+        }
+        spans.retain(|s| best.get(&(s.rule, s.start)) == Some(&s.end));
+    }
+    let mut out = Vec::new();
+    for s in spans {
+        let i = &info[s.rule.index()];
+        let cut = s.end - (i.hidden as usize).min(s.end - s.start);
+        if let Some(n) = &i.stop_name {
+            out.push((n.clone(), cut..s.end));
+        }
+        if let Some(n) = &i.name {
+            out.push((n.clone(), s.start..cut));
+        }
+    }
+    out
 }
 
 /// The temperature of each rule (`None`: none); empty when no rule has one.
@@ -62,7 +116,8 @@ pub fn temperatures(g: &Grammar) -> Vec<Option<f32>> {
 }
 
 /// The occurrences of captured rules (`captured[r]`) on live derivations of `input`, which must
-/// be the bytes the chart read (row `k + 1` after `input[k]`). Sorted by end, then start.
+/// be the bytes the chart read (row `k + 1` after `input[k]`). Sorted by end, then by start
+/// from the latest (nested occurrences before the ones around them).
 pub fn live_captures(a: &Automata, chart: &Chart, input: &[u8], captured: &[bool]) -> Vec<Span> {
     let last = chart.last_row_index();
     debug_assert_eq!(input.len(), last);
@@ -138,24 +193,10 @@ pub fn live_captures(a: &Automata, chart: &Chart, input: &[u8], captured: &[bool
         }
     }
     let mut v: Vec<Span> = out.into_iter().collect();
-    v.sort_by_key(|s| (s.end, s.start, s.rule));
+    // By end; at the same end, inner (later-starting) occurrences first, as they complete first.
+    // (Equal spans: the later-defined rule first, usually the inner one.)
+    v.sort_by_key(|s| (s.end, std::cmp::Reverse(s.start), std::cmp::Reverse(s.rule)));
     v
-}
-
-/// XGrammar's `deduplicate=True`: per (capture name, start), only the longest occurrence; kept in
-/// the order of [`live_captures`].
-pub fn deduplicate(spans: &[Span], names: &[Option<String>]) -> Vec<Span> {
-    let mut best: std::collections::HashMap<(&str, usize), usize, FastState> = Default::default();
-    for s in spans {
-        let name = names[s.rule.index()].as_deref().unwrap_or("");
-        let e = best.entry((name, s.start)).or_insert(s.end);
-        *e = (*e).max(s.end);
-    }
-    spans
-        .iter()
-        .filter(|s| best.get(&(names[s.rule.index()].as_deref().unwrap_or(""), s.start)) == Some(&s.end))
-        .copied()
-        .collect()
 }
 
 /// The distinct temperatures (as `f32` bits, sorted) of the innermost rules with a temperature
@@ -227,7 +268,7 @@ mod tests {
         assert!(m.accept_bytes(b"cd").unwrap());
         // "cd" is `y` and, ended here, an `x` too; without deduplication the prefixes of `y`
         // that could not end `x` here are gone (they are not on a live derivation).
-        assert_eq!(caps(&m, true), pairs(&[("in", "ab"), ("x", "(ab)"), ("x", "cd"), ("in", "cd")]));
+        assert_eq!(caps(&m, true), pairs(&[("in", "ab"), ("x", "(ab)"), ("in", "cd"), ("x", "cd")]));
         m.rollback(1).unwrap();
         assert_eq!(caps(&m, true), pairs(&[("in", "ab"), ("x", "(ab)")]));
         m.rollback(1).unwrap();
@@ -241,8 +282,8 @@ mod tests {
         // "axbyz": x = "x", "yz" (complete) or x = "xbyz" (waiting for "b" x); x = "xb" is dead.
         let mut m = matcher("root ::= \"a\" x \"b\" x\nx[capture=\"n\"] ::= [a-z]+");
         assert!(m.accept_bytes(b"axbyz").unwrap());
-        assert_eq!(caps(&m, false), pairs(&[("n", "x"), ("n", "xbyz"), ("n", "yz")]));
-        assert_eq!(caps(&m, true), pairs(&[("n", "xbyz"), ("n", "yz")]));
+        assert_eq!(caps(&m, false), pairs(&[("n", "x"), ("n", "yz"), ("n", "xbyz")]));
+        assert_eq!(caps(&m, true), pairs(&[("n", "yz"), ("n", "xbyz")]));
     }
 
     #[test]

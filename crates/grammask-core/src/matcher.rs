@@ -74,7 +74,8 @@ impl Matcher {
             Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
             None => None,
         };
-        let captures = compiled.grammar().all_rule_options().iter().any(|(_, o)| o.capture.is_some());
+        let captures =
+            compiled.grammar().all_rule_options().iter().any(|(_, o)| o.capture.is_some() || o.stop_capture.is_some());
         Ok(Matcher {
             budget,
             input: captures.then(Vec::new),
@@ -261,19 +262,14 @@ impl Matcher {
     }
 
     /// The captured rule occurrences in the accepted text, as (capture name, bytes), ordered by
-    /// end then start; with `deduplicate`, only the longest occurrence per name and start (see
-    /// [`crate::captures`]). Empty when the grammar captures nothing.
+    /// end (nested occurrences first); with `deduplicate`, only the longest occurrence per rule
+    /// and start (see [`crate::captures`]). Empty when the grammar captures nothing.
     pub fn captures(&self, deduplicate: bool) -> Vec<(String, Vec<u8>)> {
         let Some(input) = &self.input else { return Vec::new() };
-        let names = crate::captures::capture_names(self.compiled.grammar());
-        let captured: Vec<bool> = names.iter().map(Option::is_some).collect();
-        let mut spans = crate::captures::live_captures(self.compiled.automata(), &self.chart, input, &captured);
-        if deduplicate {
-            spans = crate::captures::deduplicate(&spans, &names);
-        }
-        spans
+        let info = crate::captures::capture_info(self.compiled.grammar());
+        crate::captures::captures(self.compiled.automata(), &self.chart, input, &info, deduplicate)
             .into_iter()
-            .map(|s| (names[s.rule.index()].clone().unwrap_or_default(), input[s.start..s.end].to_vec()))
+            .map(|(n, r)| (n, input[r].to_vec()))
             .collect()
     }
 

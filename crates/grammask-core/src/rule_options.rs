@@ -29,6 +29,12 @@ pub struct RuleOptions {
     /// The sampling temperature while this rule is the innermost active one, as `f32` bits
     /// (finite, `>= 0`).
     pub temperature_bits: Option<u32>,
+    /// The last bytes of an occurrence that its capture leaves out: a Lark `stop=` string
+    /// (`capture_hidden_stop_bytes`) or `suffix=` string (`capture_hidden_suffix_bytes`); with
+    /// `true` for `stop`.
+    pub hidden_suffix: Option<(u32, bool)>,
+    /// The capture name of those hidden last bytes (Lark's `stop_capture`).
+    pub stop_capture: Option<String>,
 }
 
 impl RuleOptions {
@@ -60,6 +66,13 @@ impl RuleOptions {
             } else {
                 parts.push(format!("capture={}", crate::print::quote_str(c)));
             }
+        }
+        if let Some((n, stop)) = self.hidden_suffix {
+            let kind = if stop { "stop" } else { "suffix" };
+            parts.push(format!("capture_hidden_{kind}_bytes={n}"));
+        }
+        if let Some(c) = &self.stop_capture {
+            parts.push(format!("stop_capture={}", crate::print::quote_str(c)));
         }
         if self.lazy {
             parts.push("lazy".to_owned());
@@ -106,6 +119,12 @@ pub(crate) fn options_to_json(o: &RuleOptions) -> serde_json::Value {
     if let Some(c) = &o.capture {
         m.insert("capture".into(), c.clone().into());
     }
+    if let Some((n, stop)) = o.hidden_suffix {
+        m.insert(if stop { "hidden_stop_bytes" } else { "hidden_suffix_bytes" }.into(), n.into());
+    }
+    if let Some(c) = &o.stop_capture {
+        m.insert("stop_capture".into(), c.clone().into());
+    }
     if o.lazy {
         m.insert("lazy".into(), true.into());
     }
@@ -131,6 +150,12 @@ pub(crate) fn options_from_json(v: &serde_json::Value) -> std::result::Result<Ru
                 o.capture = Some(c.to_owned());
             }
             "lazy" => o.lazy = x.as_bool().ok_or("'lazy' is not a boolean")?,
+            "hidden_stop_bytes" => o.hidden_suffix = Some((count(k, x)?, true)),
+            "hidden_suffix_bytes" => o.hidden_suffix = Some((count(k, x)?, false)),
+            "stop_capture" => {
+                let c = x.as_str().filter(|c| !c.is_empty()).ok_or("'stop_capture' is not a non-empty string")?;
+                o.stop_capture = Some(c.to_owned());
+            }
             "temperature" => {
                 let t = x.as_f64().ok_or("'temperature' is not a number")?;
                 o.set_temperature(check_temperature(t)?);

@@ -5,14 +5,10 @@ use super::cursor::Cursor;
 use crate::error::{ErrorKind, Result};
 use crate::rule_options::{check_temperature, RuleOptions};
 
-/// XGrammar's printer-only options: recognised, and refused as `Unsupported`.
-const INTERNAL: &[&str] = &[
-    "capture_hidden_suffix_bytes",
-    "capture_hidden_stop_bytes",
-    "capture_hidden_body_rule_id",
-    "capture_hidden_marker_rule_id",
-    "stop_capture",
-];
+/// XGrammar's printer-only options grammask has no counterpart for: recognised, and refused as
+/// `Unsupported`. (`capture_hidden_stop_bytes=N`, `capture_hidden_suffix_bytes=N` and
+/// `stop_capture="n"`, written for Lark's `stop=`/`suffix=`, are read.)
+const INTERNAL: &[&str] = &["capture_hidden_body_rule_id", "capture_hidden_marker_rule_id"];
 
 /// Reads `[...]` (the cursor is on `[`) after the rule name `rule_name`.
 pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions> {
@@ -65,6 +61,28 @@ pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions
                     o.max_tokens = Some(v);
                 } else {
                     o.max_chars = Some(v);
+                }
+            }
+            "capture_hidden_stop_bytes" | "capture_hidden_suffix_bytes" => {
+                let d = cur.bytes[vpos..].iter().take_while(|b| b.is_ascii_digit()).count();
+                let v: Option<u32> = text[vpos..vpos + d].parse().ok();
+                let Some(v) = v.filter(|_| d > 0 && has_value) else {
+                    return Err(cur.error_at(ErrorKind::EbnfSyntax, vpos, format!("'{key}' needs a byte count")));
+                };
+                if o.hidden_suffix.is_some() {
+                    return Err(cur.error_at(ErrorKind::EbnfSyntax, start, "only one hidden suffix per rule"));
+                }
+                cur.pos += d;
+                o.hidden_suffix = Some((v, key == "capture_hidden_stop_bytes"));
+            }
+            "stop_capture" => {
+                if !has_value || cur.peek() != Some(b'"') {
+                    return Err(cur.expected("'=' and a string literal naming the stop capture"));
+                }
+                let bytes = cur.string_literal()?;
+                match String::from_utf8(bytes) {
+                    Ok(n) if !n.is_empty() => o.stop_capture = Some(n),
+                    _ => return Err(cur.error_at(ErrorKind::EbnfSyntax, vpos, "the stop capture name is empty")),
                 }
             }
             "capture" => {
@@ -184,7 +202,7 @@ mod tests {
             ("root[capture=\"\"] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 14, "empty"),
             ("root[capture=n] ::= \"a\"", ErrorKind::EbnfSyntax, 1, 14, "string literal"),
             ("root[lazy ::= \"a\"", ErrorKind::EbnfSyntax, 1, 11, "',' or ']'"),
-            ("root[capture_hidden_stop_bytes=1] ::= \"a\"", ErrorKind::Unsupported, 1, 6, "internal rule option"),
+            ("root[capture_hidden_marker_rule_id=1] ::= \"a\"", ErrorKind::Unsupported, 1, 6, "internal rule option"),
         ];
         for &(text, kind, line, col, needle) in cases {
             let e = parse_ebnf(text, "root").expect_err(text);

@@ -299,7 +299,13 @@ fn lookahead() {
 
 #[test]
 fn unsupported_features() {
-    assert_err("root ::= x\nx[stop_capture] ::= \"b\"", ErrorKind::Unsupported, 2, 3, "internal rule option");
+    assert_err(
+        "root ::= x\nx[capture_hidden_body_rule_id=1] ::= \"b\"",
+        ErrorKind::Unsupported,
+        2,
+        3,
+        "internal rule option",
+    );
     assert_err("root ::= (TagDispatch((\"<a>\", x)))", ErrorKind::Unsupported, 1, 11, "'TagDispatch(...)'");
     assert_err("root ::= Token(1, 2)", ErrorKind::Unsupported, 1, 10, "'Token(...)'");
     assert_err("root ::= ExcludeToken(1)", ErrorKind::Unsupported, 1, 10, "'ExcludeToken(...)'");

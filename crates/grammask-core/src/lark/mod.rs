@@ -8,12 +8,14 @@
 //! every lexeme that a rule uses (a scannerless parse). The root rule is `start`.
 //!
 //! Semantics, coverage and the differences from llguidance's greedy lexer are in docs/lark.md.
-//! Features that need token-level engine support (special tokens, `max_tokens`, `temperature`,
-//! `capture`, `lazy`, `stop`, `suffix`, named grammars) are `Unsupported` errors naming the
-//! feature, never silently ignored. Every error has a line and column in the Lark text.
+//! Rule options (`lazy`, `max_chars`, `capture`, `temperature`, `stop`, `suffix`, `stop_capture`)
+//! map to [`crate::rule_options`] (`rule_options.rs`). Features that need token-level engine
+//! support (special tokens, the rule option `max_tokens`, named grammars) are `Unsupported`
+//! errors naming the feature, never silently ignored. Every error has a line and column in the Lark text.
 
 mod common;
 mod lower;
+mod rule_options;
 mod syntax;
 #[cfg(test)]
 mod tests;
