@@ -23,6 +23,8 @@ state like those of any grammar.
   ``<tool_call>``) is matched as that token or as text: ``("<tool_call>" | Token(151657))``, so the
   model's own token works although added tokens are never text (see tokenizer_info.py).
 - ``any_text.max_tokens`` needs a per-region token budget: :class:`UnsupportedFeatureError`.
+- ``any_text.max_chars`` with excludes is the free-text rule with the ``max_chars`` rule option
+  (a character counter in the rule's automaton), without it ``[^]{0,N}``.
 """
 
 from __future__ import annotations
@@ -38,9 +40,6 @@ from .grammar import schema_options
 
 __all__ = ["ebnf_class_char", "ebnf_literal", "lower_structural_tag"]
 
-# Above this many automaton-state x character-budget rules, `any_text.max_chars` with excludes is
-# refused rather than unrolled.
-_MAX_CHARS_UNROLL = 20_000
 # Coefficients of the free-text elimination longer than this become helper rules.
 _COEF_LIMIT = 160
 
@@ -288,23 +287,13 @@ class _Lowerer:
             self.text_cache[key] = name
             return name
         auto = _TextAutomaton(pats)
-        live = auto.live_states()
         if max_chars is None:
             name = self.add("text", self._text_expr(auto))
         else:
-            if len(live) * (max_chars + 1) > _MAX_CHARS_UNROLL:
-                raise UnsupportedFeatureError(
-                    f"any_text with max_chars={max_chars} and {len(pats)} excluded strings is too large to "
-                    f"unroll ({len(live)} states x {max_chars + 1} positions > {_MAX_CHARS_UNROLL})"
-                )
-            base = self.fresh("ctext")
-            for k in range(max_chars + 1):
-                for q in live:
-                    alts = ['""']
-                    if k < max_chars:
-                        alts += [f"{cls} {base}_{t}_{k + 1}" for cls, t in auto.edges(q)]
-                    self.rules.append((f"{base}_{q}_{k}", " | ".join(alts)))
-            name = f"{base}_0_0"
+            # The `max_chars` rule option: free text can end anywhere, so the rule's relaxed
+            # bound ("end at the first chance after N characters") is exactly "at most N".
+            name = self.fresh("ctext")
+            self.rules.append((f"{name}[max_chars={max_chars}]", self._text_expr(auto)))
         self.text_cache[key] = name
         return name
 

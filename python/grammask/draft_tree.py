@@ -16,7 +16,7 @@ Per node, with ``B`` the bitmask:
   sentence with ``terminate_without_stop_token``), gets ``B[i] = 0`` and its subtree is skipped:
   those rows, and the rows of nodes the root cannot reach, are left as they were;
 * ``temperatures`` is first filled with ``-1``; each node given a mask gets the matcher's
-  temperature (``-1`` when it has none).
+  temperature in that node's state (``-1`` when it has none).
 
 The matcher's state is the same after the call as before. With ``time_threshold > 0`` the clock
 is read before each non-root node; past the threshold the walk stops and returns False.
@@ -184,6 +184,8 @@ def traverse_draft_tree(
             continue
         handle.fill_next_token_bitmask(bitmask, child)
         if temps is not None:
-            temps[child] = node_temperature
+            # Per-rule temperatures depend on the node's state.
+            t = matcher.temperature
+            temps[child] = -1.0 if t is None else float(t)
         frames.append([child, int(next_token[child])])
     return True

@@ -13,7 +13,7 @@ import numpy as np
 from . import _core
 from .bitmask import _is_torch, as_int32_buffer
 from .compiler import CompiledGrammar
-from .exception import InvalidArgumentError, UnsupportedFeatureError
+from .exception import InvalidArgumentError
 
 __all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
 
@@ -130,11 +130,12 @@ class GrammarMatcher:
         )
 
     def get_captures(self, *, deduplicate: bool = True) -> List[Tuple[str, bytes]]:
-        """XGrammar's capture groups (``rule[capture]``); not supported: raises
-        :class:`UnsupportedFeatureError`."""
-        raise UnsupportedFeatureError(
-            "capture groups are not supported by grammask; parse the accepted text instead"
-        )
+        """The occurrences of captured rules (``rule[capture]`` / ``rule[capture="name"]``) in the
+        accepted text, as ``(name, bytes)`` ordered by end then start. Only occurrences on a
+        derivation of the whole accepted text are reported (an ambiguous prefix may have several);
+        with ``deduplicate`` (the default), only the longest occurrence per name and start
+        position. Follows rollback and reset. Empty when the grammar captures nothing."""
+        return [(name, bytes(b)) for name, b in self._handle.get_captures(bool(deduplicate))]
 
     def find_jump_forward_string(self) -> str:
         """The longest text the grammar forces next ("" if there is a choice). No state change."""
@@ -173,9 +174,19 @@ class GrammarMatcher:
 
     @property
     def temperature(self) -> Optional[float]:
-        """The ``default_temperature`` given at construction (grammask has no per-rule
-        temperatures), or None."""
-        return self._temperature
+        """The sampling temperature for the next token: that of the innermost active rule with a
+        ``temperature`` option (around the parse positions that can read a byte; the maximum, with
+        a warning, when ambiguous paths disagree), else ``default_temperature``, else None."""
+        t, ambiguous = self._handle.rule_temperature()
+        if t is None:
+            return self._temperature
+        if ambiguous:
+            warnings.warn(
+                f"Multiple active grammar paths specify different temperatures; using the maximum {t}",
+                UserWarning,
+                stacklevel=2,
+            )
+        return t
 
     # ------------------------------------------------------------------ XGrammar 0.1 names
 

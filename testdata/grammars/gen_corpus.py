@@ -193,8 +193,11 @@ number ::= [0-9]+ ("." [0-9]+)?''',
     dict(name="substring_macro", grammar='root ::= "<" Substring("abc", "de", "f") ">"',
          accept=["<>", "<abc>", "<abcde>", "<def>", "<abcdef>"], reject=["<cde>", "<abcf>", "<ab>"],
          note="Substring(...): any run of whole consecutive chunks, the empty one included."),
-    dict(name="error_unsupported_rule_options", grammar='root ::= x\nx[max_tokens=3] ::= "b"', error="rule options",
-         note="Accepted by XGrammar; not supported by grammask yet."),
+    dict(name="rule_options", grammar='root ::= x y\nx[max_chars=3, capture="n"] ::= [a-z]+\ny[lazy, temperature=0.5] ::= [0-9]* "."',
+         accept=["ab1.", "abc.", "a.", "abc123."], reject=["abcd1.", "a1..", "."],
+         note="max_chars=3: x ends at its third letter; lazy: y ends at its first '.'."),
+    dict(name="error_unsupported_internal_rule_option", grammar='root ::= x\nx[capture_hidden_body_rule_id=1] ::= "b"', error="internal rule option",
+         note="XGrammar's printer-only option; refused."),
     dict(name="error_nesting_too_deep", grammar="root ::= " + "(" * 1001 + '"a"' + ")" * 1001, error="nesting of groups exceeds the limit of 1000",
          note="XGrammar's limit differs; grammask allows at most 1000 nested groups."),
     dict(name="error_iso_missing_period", dialect="iso", grammar='root = "a"', error="expected '.' to end the rule"),
@@ -203,7 +206,7 @@ number ::= [0-9]+ ("." [0-9]+)?''',
 
 # Errors that XGrammar reports too (verified below); others carry a note explaining the difference.
 XGRAMMAR_ACCEPTS = {"error_lone_surrogate", "error_code_point_too_large", "error_huge_repeat_bound",
-                    "error_unsupported_macro", "error_unsupported_rule_options", "error_nesting_too_deep"}
+                    "error_unsupported_macro", "error_unsupported_internal_rule_option", "error_nesting_too_deep"}
 
 
 SKIP_ORACLE = {c["name"] for c in CASES if c.get("skip_oracle")}

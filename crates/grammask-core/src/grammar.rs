@@ -14,6 +14,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::fasthash::FastState;
 use crate::limits;
+use crate::rule_options::RuleOptions;
 use std::collections::HashMap;
 
 /// Index of a rule in [`Grammar::rules`].
@@ -81,6 +82,8 @@ pub struct Grammar {
     rules: Vec<Rule>,
     exprs: Vec<Expr>,
     root: RuleId,
+    /// Rule options ([`RuleOptions`]), sorted by rule; empty for most grammars.
+    options: Vec<(RuleId, RuleOptions)>,
 }
 
 impl Grammar {
@@ -108,12 +111,26 @@ impl Grammar {
         self.rules.iter().position(|r| r.name == name).map(|i| RuleId(i as u32))
     }
 
+    /// The options of rule `id`, if it has any.
+    pub fn rule_options(&self, id: RuleId) -> Option<&RuleOptions> {
+        if self.options.is_empty() {
+            return None;
+        }
+        self.options.binary_search_by_key(&id, |o| o.0).ok().map(|i| &self.options[i].1)
+    }
+
+    /// Every rule with options, by rule id.
+    pub fn all_rule_options(&self) -> &[(RuleId, RuleOptions)] {
+        &self.options
+    }
+
     /// A builder holding a copy of this grammar, for combinators and passes.
     pub fn to_builder(&self) -> GrammarBuilder {
         GrammarBuilder {
             rules: self.rules.iter().map(|r| Some((r.name.clone(), r.body, r.lookahead))).collect(),
             names: self.rules.iter().enumerate().map(|(i, r)| (r.name.clone(), RuleId(i as u32))).collect(),
             exprs: self.exprs.clone(),
+            options: self.options.clone(),
         }
     }
 }
@@ -125,6 +142,7 @@ pub struct GrammarBuilder {
     rules: Vec<Option<(String, ExprId, Option<ExprId>)>>,
     names: HashMap<String, RuleId, FastState>,
     exprs: Vec<Expr>,
+    options: Vec<(RuleId, RuleOptions)>,
 }
 
 impl GrammarBuilder {
@@ -170,6 +188,14 @@ impl GrammarBuilder {
         }
         *slot = Some((name.to_owned(), body, lookahead));
         Ok(id)
+    }
+
+    /// Sets the options of rule `id` (replacing earlier ones; empty options remove them).
+    pub fn set_rule_options(&mut self, id: RuleId, options: RuleOptions) {
+        self.options.retain(|o| o.0 != id);
+        if !options.is_empty() {
+            self.options.push((id, options));
+        }
     }
 
     /// Makes room for `exprs` more expressions and `rules` more rules (a hint: both grow as
@@ -281,6 +307,9 @@ impl GrammarBuilder {
             };
             self.exprs.push(e);
         }
+        for (r, o) in &other.options {
+            self.options.push((rule_map[r.index()], o.clone()));
+        }
         for ((r, &id), name) in other.rules.iter().zip(&rule_map).zip(new_names) {
             self.rules[id.index()] = Some((name, ExprId(r.body.0 + offset), r.lookahead.map(|l| ExprId(l.0 + offset))));
         }
@@ -305,7 +334,9 @@ impl GrammarBuilder {
             };
             rules.push(Rule { name, body, lookahead });
         }
-        let g = Grammar { rules, exprs: self.exprs, root: root_id };
+        let mut options = self.options;
+        options.sort_by_key(|o| o.0);
+        let g = Grammar { rules, exprs: self.exprs, root: root_id, options };
         g.check()?;
         Ok(g)
     }
@@ -330,6 +361,10 @@ impl Grammar {
         }
         self.rules = slots.into_iter().map(|r| r.expect("new_ids is a permutation")).collect();
         self.root = new_ids[self.root.index()];
+        for o in &mut self.options {
+            o.0 = new_ids[o.0.index()];
+        }
+        self.options.sort_by_key(|o| o.0);
     }
 
     /// True if some expression matches a token by id ([`Expr::Token`], [`Expr::ExcludeToken`]).

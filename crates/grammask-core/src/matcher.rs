@@ -46,6 +46,8 @@ pub struct Matcher {
     mask: Bitset,
     /// Token budget (`MatcherOptions::max_tokens`).
     budget: Option<crate::budget::Budget>,
+    /// The accepted bytes, kept only when the grammar captures rules (for [`Matcher::captures`]).
+    input: Option<Vec<u8>>,
 }
 
 impl Matcher {
@@ -72,8 +74,11 @@ impl Matcher {
             Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
             None => None,
         };
+        let captures =
+            compiled.grammar().all_rule_options().iter().any(|(_, o)| o.capture.is_some() || o.stop_capture.is_some());
         Ok(Matcher {
             budget,
+            input: captures.then(Vec::new),
             mask: Bitset::new(vocab.vocab_size()),
             compiled,
             chart,
@@ -170,6 +175,9 @@ impl Matcher {
             }
         }
         self.history.push(Step { rows_before: rows as u32, stop: false });
+        if let Some(input) = &mut self.input {
+            input.extend_from_slice(bytes);
+        }
         Ok(true)
     }
 
@@ -291,6 +299,9 @@ impl Matcher {
             }
             self.chart.truncate_rows(s.rows_before as usize);
         }
+        if let Some(input) = &mut self.input {
+            input.truncate(self.chart.num_rows() - 1);
+        }
         Ok(())
     }
 
@@ -302,6 +313,30 @@ impl Matcher {
         self.chart.truncate_rows(1);
         self.history.clear();
         self.stopped = false;
+        if let Some(input) = &mut self.input {
+            input.clear();
+        }
+    }
+
+    /// The captured rule occurrences in the accepted text, as (capture name, bytes), ordered by
+    /// end (nested occurrences first); with `deduplicate`, only the longest occurrence per rule
+    /// and start (see [`crate::captures`]). Empty when the grammar captures nothing.
+    pub fn captures(&self, deduplicate: bool) -> Vec<(String, Vec<u8>)> {
+        let Some(input) = &self.input else { return Vec::new() };
+        let info = crate::captures::capture_info(self.compiled.grammar());
+        crate::captures::captures(self.compiled.automata(), &self.chart, input, &info, deduplicate)
+            .into_iter()
+            .map(|(n, r)| (n, input[r].to_vec()))
+            .collect()
+    }
+
+    /// The temperature of the innermost active rule with one (the maximum over ambiguous paths),
+    /// and whether the paths disagreed; `None` when no active rule has one (see
+    /// [`crate::captures`]).
+    pub fn rule_temperature(&self) -> (Option<f32>, bool) {
+        let temps = crate::captures::temperatures(self.compiled.grammar());
+        let found = crate::captures::active_temperatures(self.compiled.automata(), &self.chart, &temps);
+        (found.last().map(|&b| f32::from_bits(b)), found.len() > 1)
     }
 
     /// The longest byte string the grammar forces next (stops where there is a choice or the

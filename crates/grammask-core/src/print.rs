@@ -37,9 +37,14 @@ impl fmt::Display for Grammar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names = printable_names(self);
         let mut out = String::new();
-        for (r, name) in self.rules().iter().zip(&names) {
+        for (i, (r, name)) in self.rules().iter().zip(&names).enumerate() {
             out.clear();
             out.push_str(name);
+            if let Some(o) = self.rule_options(crate::grammar::RuleId(i as u32)) {
+                out.push('[');
+                out.push_str(&o.to_ebnf(name));
+                out.push(']');
+            }
             out.push_str(" ::= ");
             write_expr(self, &names, r.body, &mut out);
             if let Some(la) = r.lookahead {
@@ -132,6 +137,13 @@ fn write_expr(g: &Grammar, names: &[String], root: ExprId, out: &mut String) {
             }
         }
     }
+}
+
+/// A string literal for `s` (as printed in rule bodies).
+pub(crate) fn quote_str(s: &str) -> String {
+    let mut out = String::new();
+    write_bytes(s.as_bytes(), &mut out);
+    out
 }
 
 /// Writes a string literal; every code point round-trips through the parser.

@@ -11,6 +11,10 @@
 //! `["json_string_except", [strings]]`, `["token", [ids]]`, `["exclude_token", [ids]]` (version
 //! 2); children precede parents.
 //!
+//! Rules may carry `"options": {"max_tokens", "max_chars", "capture", "lazy", "temperature"}`
+//! (each key optional; [`crate::rule_options`], version 2). A grammar in version 1 has neither
+//! token expressions nor options.
+//!
 //! A compiled grammar (`"__VERSION__": "grammask-compiled-2"`, `-1` still read) is stored as
 //! `{"__VERSION__", "grammar": <the grammar's form above>, "tokenizer_metadata": <the vocabulary's
 //! metadata JSON>}`: the automata and caches are rebuilt on load, and the vocabulary (whose
@@ -71,7 +75,14 @@ impl Grammar {
         let rules: Vec<Value> = self
             .rules()
             .iter()
-            .map(|r| json!({"name": r.name, "body": r.body.0, "lookahead": r.lookahead.map(|l| l.0)}))
+            .enumerate()
+            .map(|(i, r)| {
+                let mut v = json!({"name": r.name, "body": r.body.0, "lookahead": r.lookahead.map(|l| l.0)});
+                if let Some(o) = self.rule_options(RuleId(i as u32)) {
+                    v["options"] = crate::rule_options::options_to_json(o);
+                }
+                v
+            })
             .collect();
         json!({"__VERSION__": SERIALIZATION_VERSION, "root": self.root().0, "rules": rules, "exprs": exprs}).to_string()
     }
@@ -120,7 +131,12 @@ impl Grammar {
                 None | Some(Value::Null) => None,
                 Some(l) => Some(ExprId(index(l, exprs.len(), &format!("rules[{i}].lookahead"))? as u32)),
             };
-            b.define(names[i], body, lookahead)?;
+            let id = b.define(names[i], body, lookahead)?;
+            if let Some(o) = r.get("options") {
+                let o =
+                    crate::rule_options::options_from_json(o).map_err(|m| bad(format!("rules[{i}].options: {m}")))?;
+                b.set_rule_options(id, o);
+            }
         }
         b.build(names[root]).map_err(|e| match e.kind() {
             ErrorKind::LimitExceeded => e,

@@ -95,6 +95,21 @@ impl PyGrammarMatcher {
     fn num_accepted(&self) -> usize {
         self.inner.num_accepted()
     }
+
+    /// Captured rule occurrences as (name, bytes) pairs.
+    #[pyo3(signature = (deduplicate = true))]
+    fn get_captures(&self, py: Python<'_>, deduplicate: bool) -> Vec<(String, Py<pyo3::types::PyBytes>)> {
+        self.inner
+            .captures(deduplicate)
+            .into_iter()
+            .map(|(n, b)| (n, pyo3::types::PyBytes::new(py, &b).unbind()))
+            .collect()
+    }
+
+    /// (temperature of the innermost active rule with one or None, whether paths disagreed).
+    fn rule_temperature(&self) -> (Option<f32>, bool) {
+        self.inner.rule_temperature()
+    }
 }
 
 /// Fills row `indices[i]` (or `i`) of `bitmask` for `matchers[i]`, in `max_threads` threads

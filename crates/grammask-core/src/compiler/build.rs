@@ -4,6 +4,7 @@
 //! remaining rule's Thompson NFA (`nfa.rs`), determinizes it (`determinize.rs`) and minimizes it
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
+use super::bounded::bound_dfa;
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
@@ -30,6 +31,7 @@ impl Automata {
         } else {
             grammar
         };
+        check_rule_options(grammar)?;
         let inline = inline_plan(grammar);
         // The rules with an automaton of their own. An inlined rule is copied into every
         // automaton that uses it and never named by a rule edge: its own automaton would be
@@ -49,11 +51,24 @@ impl Automata {
                     out.push((r, d));
                     continue;
                 }
+                let limit = bounded_limit(grammar, r);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
-                    let (start, end) = nfa.build(grammar, body, b)?;
+                    if let Some((_, kind, what)) = &limit {
+                        nfa.inline_all = true;
+                        nfa.regular_for = Some((*kind, what.clone()));
+                    }
+                    let built = nfa.build(grammar, body, b);
+                    nfa.inline_all = false;
+                    nfa.regular_for = None;
+                    nfa.inlining.clear();
+                    let (start, end) = built?;
                     nfa.freeze();
-                    Ok(minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch))
+                    let dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
+                    match &limit {
+                        Some((n, _, _)) => Ok(minimize(bound_dfa(&dfa, *n, b)?, &mut min_scratch)),
+                        None => Ok(dfa),
+                    }
                 });
                 match dfa {
                     Ok(d) => out.push((r, d)),
@@ -113,6 +128,35 @@ impl Automata {
         a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
         Ok(a)
+    }
+}
+
+/// Refuses the rule options the automata cannot enforce (`max_tokens`).
+fn check_rule_options(grammar: &Grammar) -> Result<()> {
+    for (r, o) in grammar.all_rule_options() {
+        if o.max_tokens.is_some() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "the rule option max_tokens (rule '{}') is not supported: a per-occurrence token budget \
+                     depends on the tokenization; use max_chars, or the matcher's max_tokens",
+                    grammar.rule(*r).name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// For a `lazy` or `max_chars` rule: its character limit (0 for `lazy`), the error kind of a
+/// body that is not regular and the option's description.
+fn bounded_limit(grammar: &Grammar, r: usize) -> Option<(u32, ErrorKind, String)> {
+    let rule = &grammar.rules()[r];
+    let o = grammar.rule_options(RuleId(r as u32))?;
+    if o.lazy {
+        Some((0, ErrorKind::InvalidGrammar, format!("the lazy rule '{}'", rule.name)))
+    } else {
+        o.max_chars.map(|n| (n, ErrorKind::Unsupported, format!("the rule '{}' with max_chars", rule.name)))
     }
 }
 

@@ -76,7 +76,12 @@ pub(super) fn inline_plan(g: &Grammar) -> Vec<bool> {
             INLINE_SHARED_MAX_STATES
         };
         // A rule with a lookahead keeps its identity: its completion carries the assertion.
-        inline[r] = r != g.root().index() && g.rules()[r].lookahead.is_none() && sz <= limit && dp < INLINE_MAX_DEPTH;
+        // So does a rule with options (captures, temperatures and bounds are per occurrence).
+        inline[r] = r != g.root().index()
+            && g.rules()[r].lookahead.is_none()
+            && g.rule_options(crate::grammar::RuleId(r as u32)).is_none()
+            && sz <= limit
+            && dp < INLINE_MAX_DEPTH;
         for &u in &users[r] {
             pending[u] -= 1;
             if pending[u] == 0 {

@@ -25,6 +25,7 @@
 //! `automata.rs` (the result, [`Automata`]) and `lookahead.rs` (obligation sets at run time).
 
 mod automata;
+mod bounded;
 mod build;
 mod determinize;
 mod dfa;

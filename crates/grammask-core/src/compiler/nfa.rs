@@ -39,6 +39,9 @@ pub(super) struct Nfa<'a> {
     pub(super) inline_all: bool,
     /// Rules being inlined in `inline_all` mode, innermost last.
     pub(super) inlining: Vec<RuleId>,
+    /// In `inline_all` mode for a `lazy` or `max_chars` rule: the error kind and the name of the
+    /// option, for the error on recursion (`None`: a lookahead assertion).
+    pub(super) regular_for: Option<(ErrorKind, String)>,
 }
 
 impl Nfa<'_> {
@@ -190,6 +193,15 @@ impl Nfa<'_> {
             }
             Expr::RuleRef(r) if self.inline_all => {
                 if self.inlining.contains(r) {
+                    if let Some((kind, what)) = &self.regular_for {
+                        return Err(Error::new(
+                            *kind,
+                            format!(
+                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular)",
+                                g.rule(*r).name
+                            ),
+                        ));
+                    }
                     return Err(Error::new(
                         ErrorKind::Unsupported,
                         format!(

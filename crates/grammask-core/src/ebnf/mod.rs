@@ -21,6 +21,7 @@
 
 mod cursor;
 mod parser;
+mod rule_options;
 #[cfg(test)]
 mod tests;
 

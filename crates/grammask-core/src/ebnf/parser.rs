@@ -181,11 +181,10 @@ impl<'a> Parser<'a> {
                 Dialect::XGrammar => {
                     self.cur.skip_blanks();
                     if self.cur.peek() == Some(b'[') {
-                        return Err(self.cur.error_at(
-                            ErrorKind::Unsupported,
-                            self.cur.pos,
-                            format!("rule options ('{name}[...]') are not supported yet"),
-                        ));
+                        let opts = super::rule_options::parse(&mut self.cur, name)?;
+                        let id = self.name_id(name);
+                        self.b.set_rule_options(id, opts);
+                        self.cur.skip_blanks();
                     }
                     if !self.cur.starts_with("::=") {
                         return Err(self.cur.expected(&format!("'::=' after the rule name '{name}'")));

@@ -54,6 +54,8 @@ struct Lowerer<'a> {
     chain: usize,
     rule_ids: HashMap<String, RuleId, FastState>,
     skip: Option<ExprId>,
+    /// Per user definition: its rule options and `stop`/`suffix` string.
+    rule_opts: Vec<(crate::rule_options::RuleOptions, Option<Vec<u8>>)>,
 }
 
 fn is_terminal(name: &str) -> bool {
@@ -77,6 +79,7 @@ pub(crate) fn lower(text: &str, depth: usize) -> Result<Grammar> {
         chain: 0,
         rule_ids: HashMap::with_hasher(FastState),
         skip: None,
+        rule_opts: Vec::new(),
     };
     lw.run(ast, common_ast)
 }
@@ -128,20 +131,8 @@ impl Lowerer<'_> {
                     format!("'{}' is both imported and defined", d.name),
                 ));
             }
-            if let Some(o) = d.options.first() {
-                let what = match o.name.as_str() {
-                    "lazy" | "suffix" | "stop" | "stop_capture" | "max_tokens" | "max_chars" | "capture"
-                    | "temperature" => {
-                        let v = o.value.as_ref().map_or(String::new(), |v| format!("={v}"));
-                        format!(
-                            "the rule option '{}{v}' is not supported (it needs token-level engine support)",
-                            o.name
-                        )
-                    }
-                    _ => format!("unknown rule option '{}'", o.name),
-                };
-                return Err(self.err(ErrorKind::Unsupported, o.pos, what));
-            }
+            let opts = super::rule_options::lark_rule_options(self.text, &d.name, is_terminal(&d.name), &d.options)?;
+            self.rule_opts.push(opts);
             self.user.insert(d.name.clone(), k);
             self.defs.push(d);
         }
@@ -179,8 +170,14 @@ impl Lowerer<'_> {
                 continue;
             }
             let (name, pos, alts) = (self.defs[k].name.clone(), self.defs[k].pos, self.defs[k].body.clone());
-            let body = self.alts(&alts, Ctx::Rule, Src::User)?;
-            self.b.define(&name, body, None).map_err(|e| self.err(e.kind(), pos, e.message().to_owned()))?;
+            let mut body = self.alts(&alts, Ctx::Rule, Src::User)?;
+            let (opts, stop) = std::mem::take(&mut self.rule_opts[k]);
+            if let Some(stop) = stop {
+                let s = self.b.bytes(&stop);
+                body = self.b.seq(vec![body, s]);
+            }
+            let id = self.b.define(&name, body, None).map_err(|e| self.err(e.kind(), pos, e.message().to_owned()))?;
+            self.b.set_rule_options(id, opts);
         }
         // Terminals defined but not used still have to be valid.
         for k in 0..self.defs.len() {

@@ -9,12 +9,14 @@
 //!
 //! Semantics, coverage and the differences from llguidance's greedy lexer are in docs/lark.md.
 //! Special tokens (`<|name|>`, `<[ids]>`) become token elements (`tokens.rs`; names need the
-//! vocabulary: [`lark_to_grammar_with_vocab`]). Other features that need engine support (`max_tokens`, `temperature`,
-//! `capture`, `lazy`, `stop`, `suffix`, named grammars) are `Unsupported` errors naming the
-//! feature, never silently ignored. Every error has a line and column in the Lark text.
+//! vocabulary: [`lark_to_grammar_with_vocab`]). Rule options (`lazy`, `max_chars`, `max_tokens`,
+//! `capture`, `temperature`, `stop`, `suffix`, `stop_capture`) map to [`crate::rule_options`]
+//! (`rule_options.rs`). Features that need more engine support (named grammars) are `Unsupported`
+//! errors naming the feature, never silently ignored. Every error has a line and column in the Lark text.
 
 mod common;
 mod lower;
+mod rule_options;
 mod syntax;
 #[cfg(test)]
 mod tests;

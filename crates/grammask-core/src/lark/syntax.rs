@@ -71,6 +71,8 @@ pub(crate) struct RuleOption {
     pub name: String,
     pub value: Option<String>,
     pub pos: usize,
+    /// The value was a string literal (not a number, name or regex).
+    pub value_is_str: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -562,6 +564,7 @@ impl<'a> Parser<'a> {
                 };
                 self.i += 1;
                 let mut value = None;
+                let value_is_str = matches!(self.peek_at(1), Some(TokKind::Str(..))) && self.is_punct("=");
                 if self.is_punct("=") {
                     self.i += 1;
                     let v = match self.peek().cloned() {
@@ -583,7 +586,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     value = Some(v);
                 }
-                options.push(RuleOption { name: o, value, pos: p });
+                options.push(RuleOption { name: o, value, pos: p, value_is_str });
                 if self.is_punct(",") {
                     self.i += 1;
                 } else if !self.is_punct("]") {

@@ -1,0 +1,167 @@
+//! Rule options: `name[max_chars=N, max_tokens=N, capture, capture="n", lazy, temperature=x] ::= ...`.
+//!
+//! Pipeline place: part of the grammar IR ([`crate::grammar::Grammar::rule_options`]), written by
+//! the EBNF and Lark front ends, printed by [`crate::print`], serialized by [`crate::serialize`].
+//! What they do:
+//! - `lazy` and `max_chars` change the rule's own automaton (`compiler/bounded.rs`): the rule must
+//!   be regular (its body, with every rule it uses inlined, is not recursive). `lazy`: the rule ends
+//!   at the first position where its body can end (committed-shortest match). `max_chars=N`: the
+//!   rule's strings of at most N characters, and a longer one only when the rule could not end at
+//!   or after the N-th character before its own end ("relax to the earliest valid end", as in
+//!   XGrammar): once N characters are read, the rule ends at the first position where it can.
+//! - `capture` and `temperature` keep the rule's identity in the automata (it is never inlined):
+//!   captures are read off the chart by [`crate::captures`], the temperature of the innermost
+//!   active rule by [`crate::captures::temperature`].
+//! - `max_tokens` is parsed, printed and serialized but not enforced: compiling a grammar that uses
+//!   it is an `Unsupported` error.
+
+/// The options of one rule; the default is no option.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RuleOptions {
+    /// Per-occurrence token budget (parsed, not enforced: compiling it is `Unsupported`).
+    pub max_tokens: Option<u32>,
+    /// Per-occurrence character budget.
+    pub max_chars: Option<u32>,
+    /// The capture name of the rule's occurrences (`capture` alone: the rule's name).
+    pub capture: Option<String>,
+    /// Committed-shortest matching.
+    pub lazy: bool,
+    /// The sampling temperature while this rule is the innermost active one, as `f32` bits
+    /// (finite, `>= 0`).
+    pub temperature_bits: Option<u32>,
+    /// The last bytes of an occurrence that its capture leaves out: a Lark `stop=` string
+    /// (`capture_hidden_stop_bytes`) or `suffix=` string (`capture_hidden_suffix_bytes`); with
+    /// `true` for `stop`.
+    pub hidden_suffix: Option<(u32, bool)>,
+    /// The capture name of those hidden last bytes (Lark's `stop_capture`).
+    pub stop_capture: Option<String>,
+}
+
+impl RuleOptions {
+    pub fn is_empty(&self) -> bool {
+        *self == RuleOptions::default()
+    }
+
+    pub fn temperature(&self) -> Option<f32> {
+        self.temperature_bits.map(f32::from_bits)
+    }
+
+    pub fn set_temperature(&mut self, t: f32) {
+        self.temperature_bits = Some(t.to_bits());
+    }
+
+    /// The options in EBNF form, without the brackets (`max_chars=3, capture="x", lazy`).
+    /// `rule_name` is the rule's printed name: a capture named after it prints as `capture`.
+    pub fn to_ebnf(&self, rule_name: &str) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(n) = self.max_tokens {
+            parts.push(format!("max_tokens={n}"));
+        }
+        if let Some(n) = self.max_chars {
+            parts.push(format!("max_chars={n}"));
+        }
+        if let Some(c) = &self.capture {
+            if c == rule_name {
+                parts.push("capture".to_owned());
+            } else {
+                parts.push(format!("capture={}", crate::print::quote_str(c)));
+            }
+        }
+        if let Some((n, stop)) = self.hidden_suffix {
+            let kind = if stop { "stop" } else { "suffix" };
+            parts.push(format!("capture_hidden_{kind}_bytes={n}"));
+        }
+        if let Some(c) = &self.stop_capture {
+            parts.push(format!("stop_capture={}", crate::print::quote_str(c)));
+        }
+        if self.lazy {
+            parts.push("lazy".to_owned());
+        }
+        if let Some(t) = self.temperature() {
+            parts.push(format!("temperature={}", format_temperature(t)));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The shortest decimal that parses back to the same `f32` (Rust's `Display` of `f32`), always
+/// with a decimal point or exponent so it reads as a number of the option's type.
+pub fn format_temperature(t: f32) -> String {
+    let s = format!("{t}");
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// A temperature value checked: finite and `>= 0`.
+pub fn check_temperature(t: f64) -> std::result::Result<f32, String> {
+    if !t.is_finite() || t < 0.0 {
+        return Err(format!("temperature must be finite and >= 0, got {t}"));
+    }
+    let f = t as f32;
+    if !f.is_finite() {
+        return Err(format!("temperature {t} is out of the float32 range"));
+    }
+    Ok(f)
+}
+
+/// The JSON object of `o` for [`crate::serialize`].
+pub(crate) fn options_to_json(o: &RuleOptions) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    if let Some(n) = o.max_tokens {
+        m.insert("max_tokens".into(), n.into());
+    }
+    if let Some(n) = o.max_chars {
+        m.insert("max_chars".into(), n.into());
+    }
+    if let Some(c) = &o.capture {
+        m.insert("capture".into(), c.clone().into());
+    }
+    if let Some((n, stop)) = o.hidden_suffix {
+        m.insert(if stop { "hidden_stop_bytes" } else { "hidden_suffix_bytes" }.into(), n.into());
+    }
+    if let Some(c) = &o.stop_capture {
+        m.insert("stop_capture".into(), c.clone().into());
+    }
+    if o.lazy {
+        m.insert("lazy".into(), true.into());
+    }
+    if let Some(t) = o.temperature() {
+        m.insert("temperature".into(), f64::from(t).into());
+    }
+    serde_json::Value::Object(m)
+}
+
+/// Reads [`options_to_json`]'s output, checking every value.
+pub(crate) fn options_from_json(v: &serde_json::Value) -> std::result::Result<RuleOptions, String> {
+    let obj = v.as_object().ok_or("not a JSON object")?;
+    let mut o = RuleOptions::default();
+    let count = |k: &str, x: &serde_json::Value| -> std::result::Result<u32, String> {
+        x.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| format!("'{k}' is not a count below 2^32"))
+    };
+    for (k, x) in obj {
+        match k.as_str() {
+            "max_tokens" => o.max_tokens = Some(count(k, x)?),
+            "max_chars" => o.max_chars = Some(count(k, x)?),
+            "capture" => {
+                let c = x.as_str().filter(|c| !c.is_empty()).ok_or("'capture' is not a non-empty string")?;
+                o.capture = Some(c.to_owned());
+            }
+            "lazy" => o.lazy = x.as_bool().ok_or("'lazy' is not a boolean")?,
+            "hidden_stop_bytes" => o.hidden_suffix = Some((count(k, x)?, true)),
+            "hidden_suffix_bytes" => o.hidden_suffix = Some((count(k, x)?, false)),
+            "stop_capture" => {
+                let c = x.as_str().filter(|c| !c.is_empty()).ok_or("'stop_capture' is not a non-empty string")?;
+                o.stop_capture = Some(c.to_owned());
+            }
+            "temperature" => {
+                let t = x.as_f64().ok_or("'temperature' is not a number")?;
+                o.set_temperature(check_temperature(t)?);
+            }
+            other => return Err(format!("unknown option '{other}'")),
+        }
+    }
+    Ok(o)
+}
