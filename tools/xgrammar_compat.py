@@ -59,8 +59,9 @@ PRIVATE_MEMBERS = {
 MODULES = ["testing", "exception", "config", "contrib.hf"]
 
 _LARK = (
-    "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes; lazy lexemes are "
-    "refused); special tokens, rule options (lazy, stop, max_tokens, ...) and @name grammars raise "
+    "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes); rule options "
+    "lazy, max_chars, capture, temperature, stop/suffix (string literals) and stop_capture work; "
+    "special tokens, @name grammars and the rule option max_tokens (when compiled) raise "
     "UnsupportedFeatureError"
 )
 _STAG = (
@@ -74,6 +75,8 @@ _SERIAL = (
     "version DeserializeVersionError"
 )
 
+_SERIAL_GRAMMAR = _SERIAL.replace("`grammask-1`", "`grammask-1`, or `grammask-2` for grammars with rule options")
+
 # name -> what differs (documented; the rest of the behaviour is XGrammar's).
 DIFFERENCES: Dict[str, str] = {
     "Grammar.from_structural_tag": _STAG,
@@ -86,15 +89,18 @@ DIFFERENCES: Dict[str, str] = {
         'also takes numpy arrays; backend "auto" uses torch operations on GPUs (XGrammar picks '
         "Triton); named backends run grammask.kernels"
     ),
-    "get_serialization_version": 'returns "grammask-1" (XGrammar: "v16"); the formats differ',
+    "get_serialization_version": (
+        'returns "grammask-1" (XGrammar: "v16"); the formats differ (grammars with rule options are '
+        'written as "grammask-2")'
+    ),
     "get_max_recursion_depth": "stored and validated only: grammask's parsers use explicit stacks",
     "set_max_recursion_depth": "stored and validated only (1..1,000,000, as XGrammar)",
     "max_recursion_depth": "stored and validated only",
     "hf": "reached lazily (imports transformers on first use); not in grammask.__all__",
-    "Grammar.serialize_json": _SERIAL,
-    "Grammar.deserialize_json": _SERIAL,
-    "CompiledGrammar.serialize_json": _SERIAL,
-    "CompiledGrammar.deserialize_json": _SERIAL,
+    "Grammar.serialize_json": _SERIAL_GRAMMAR,
+    "Grammar.deserialize_json": _SERIAL_GRAMMAR,
+    "CompiledGrammar.serialize_json": _SERIAL_GRAMMAR,
+    "CompiledGrammar.deserialize_json": _SERIAL_GRAMMAR,
     "TokenizerInfo.serialize_json": _SERIAL,
     "TokenizerInfo.deserialize_json": _SERIAL,
     "TokenizerInfo.from_huggingface": (
@@ -108,14 +114,21 @@ DIFFERENCES: Dict[str, str] = {
     ),
     "GrammarMatcher.fill_next_token_bitmask": "bits past vocab_size in the last word are 0 (XGrammar sets them to 1)",
     "GrammarMatcher.rollback": "a negative count raises ValueError (XGrammar ignores it)",
-    "GrammarMatcher.temperature": "default_temperature only: grammask grammars have no per-rule temperatures",
+    "GrammarMatcher.temperature": (
+        "per-rule temperatures as XGrammar's (innermost active rule, maximum over ambiguous paths); "
+        "the ambiguity warning is a Python UserWarning, not a C++ stderr line"
+    ),
+    "GrammarMatcher.get_captures": (
+        "only occurrences on a derivation of the whole accepted text (XGrammar also lists dead "
+        "ones with deduplicate=False); ambiguous prefixes list nested (later-starting) "
+        "occurrences first at the same end"
+    ),
     "GrammarMatcher._debug_print_internal_state": "a one-line summary, not XGrammar's parser stacks",
     "GrammarMatcher.traverse_draft_tree": (
         "malformed trees raise InvalidArgumentError (a RuntimeError and a ValueError); the bitmask "
         "must be contiguous; numpy arrays work like tensors"
     ),
     "BatchGrammarMatcher.batch_accept_token": "also takes tuples and numpy arrays of ids (XGrammar: list/tuple)",
-    "BatchGrammarMatcher.batch_fill_temperature": "default_temperature only (no per-rule temperatures)",
     "testing._json_schema_to_ebnf": 'only json_format="json" (the XML styles raise UnsupportedFeatureError)',
     "testing._ebnf_to_grammar_no_normalization": "same as Grammar.from_ebnf (grammask has no separate normalization)",
     "kernels.apply_token_bitmask_inplace_cuda.apply_token_bitmask_inplace_cuda": (
@@ -135,7 +148,6 @@ DIFFERENCES: Dict[str, str] = {
 
 # name -> what to use instead; calling it raises UnsupportedFeatureError.
 UNSUPPORTED: Dict[str, str] = {
-    "GrammarMatcher.get_captures": "no capture groups; parse the accepted text",
     "testing._is_rule_fsm_accept_string": "XGrammar internal; use testing._is_grammar_accept_string",
     "testing._get_allow_empty_rule_ids": 'XGrammar internal; use testing._is_grammar_accept_string(g, "")',
     "testing._generate_range_regex": "XGrammar internal; use Grammar.from_json_schema with minimum/maximum",

@@ -1,0 +1,402 @@
+"""EBNF and Lark rule options: ``max_chars``, ``lazy``, ``capture``, ``temperature`` (and
+``max_tokens``, refused when compiled).
+
+- masks of grammars with options equal the brute-force reference (``tests/test_masks.py``) on a
+  real tokenizer, at every position of a real tokenization;
+- the bounded languages against their definition on enumerated strings;
+- captures under accept, rollback, fork and reset; temperatures (per rule, default, batch fill,
+  draft trees);
+- typed errors for bad options;
+- where XGrammar 0.2.8 is installed, accepted/rejected strings and captures compared with it
+  (the known differences are listed in ``XGRAMMAR_DIFFERENCES`` and checked to still differ).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import grammask as xgr
+import numpy as np
+import pytest
+from conftest import bool_mask, compiler, hf_tokenizer, matcher_for, byte_vocab, tokenize, tokenizer_info
+from grammask.testing import _get_matcher_from_grammar, _is_grammar_accept_string
+from test_masks import brute_force_large
+
+# ---------------------------------------------------------------------------------------------
+# masks on a real tokenizer
+
+MASK_CASES = {
+    "bounded_and_captured": (
+        'root ::= "say: " x " then " y "!"\n'
+        'x[max_chars=7, capture] ::= [a-z ]+\n'
+        'y[lazy, temperature=0.5] ::= [a-z ]* "."',
+        "say: hi yo then abc def.!",
+    ),
+    "max_chars_unicode": (
+        'root ::= "[" w ("," w)* "]"\n' 'w[max_chars=3, capture="word"] ::= [^,\\]]+',
+        "[日本語,ab,é]",
+    ),
+    "lazy_stop_string": (
+        'root ::= "<t>" body "</t>" "\\n"?\n' 'body[lazy] ::= [^]* "."',
+        "<t>Some text. more</t>",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MASK_CASES))
+@pytest.mark.parametrize("family", ["llama3", "qwen2.5"])
+def test_masks_match_brute_force_on_real_tokenizer(family, name):
+    ebnf, doc = MASK_CASES[name]
+    if name == "lazy_stop_string":
+        # body ends at its first ".", so the document's text after it must not contain one.
+        doc = "<t>Some text.</t>"
+    info = tokenizer_info(family)
+    comp = compiler(family)
+    cg = comp.compile_grammar(ebnf)
+    decoded = info.decoded_vocab
+    stop_ids = set(info.stop_token_ids)
+    special = set(info.special_token_ids)
+    ids = tokenize(hf_tokenizer(family), info, doc)
+    m = xgr.GrammarMatcher(cg)
+    for pos in range(len(ids) + 1):
+        got = bool_mask(m, info.vocab_size)
+        want = brute_force_large(m, decoded, info.vocab_size, stop_ids, special)
+        diff = np.flatnonzero(got != want)
+        assert diff.size == 0, (
+            f"{family}/{name} after {pos} tokens: ids {diff[:10].tolist()} "
+            f"{[decoded[i] for i in diff[:10]]} mask={got[diff[:10]].tolist()}"
+        )
+        if pos < len(ids):
+            assert got[ids[pos]], f"the next real token {decoded[ids[pos]]!r} is not allowed"
+            assert m.accept_token(ids[pos])
+    assert m.is_completed()
+
+
+def test_bounded_masks_forbid_what_the_bound_forbids():
+    """A token that would put a fourth character into a max_chars=3 rule is masked out, one that
+    ends it is allowed (synthetic vocabulary, so the tokens are known)."""
+    toks = byte_vocab([b"ab", b"abc", b"abcd", b"c;", b"cd;"])
+    m = matcher_for('root ::= x ";"\nx[max_chars=3] ::= [a-z]+', toks)
+    ids = {t: i for i, t in enumerate(toks)}
+    allowed = bool_mask(m, len(toks))
+    assert allowed[ids[b"abc"]] and not allowed[ids[b"abcd"]]
+    assert m.accept_token(ids[b"ab"])
+    allowed = bool_mask(m, len(toks))
+    assert allowed[ids[b"c;"]] and not allowed[ids[b"cd;"]] and allowed[ids[b";"[:1]]]
+
+
+# ---------------------------------------------------------------------------------------------
+# languages
+
+
+def accepts(grammar: str, s: str) -> bool:
+    return _is_grammar_accept_string(grammar, s)
+
+
+@pytest.mark.parametrize("option", ["lazy", "max_chars=0", "max_chars=1", "max_chars=3"])
+@pytest.mark.parametrize("body", ['[ab]+ "c"?', '"a" | "ab" | "abb" | "b"+', '("é" | "a")+ "b"*'])
+def test_bounded_language_is_its_definition(option, body):
+    """The rule's strings with no proper prefix of at least N characters in the rule's own
+    language (N = 0 for lazy): every string up to 5 characters over a small alphabet."""
+    plain = f"root ::= {body}"
+    bounded = f"root ::= x\nx[{option}] ::= {body}"
+    limit = 0 if option == "lazy" else int(option.split("=")[1])
+    for n in range(6):
+        for chars in itertools.product("abcé", repeat=n):
+            s = "".join(chars)
+            want = accepts(plain, s) and not any(accepts(plain, s[:k]) for k in range(limit, len(s)))
+            assert accepts(bounded, s) == want, (option, body, s)
+
+
+def test_lazy_needs_a_regular_body_and_max_tokens_is_refused():
+    with pytest.raises(xgr.InvalidGrammarError, match="lazy rule 'x'.*recursive rule 'x'"):
+        _get_matcher_from_grammar('root ::= x\nx[lazy] ::= "(" x ")" | "a"')
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars.*recursive rule 'y'"):
+        _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"')
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_tokens"):
+        _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= "a"+')
+    # Parsing and printing keep max_tokens (the error comes when compiling).
+    g = xgr.Grammar.from_ebnf('root ::= x\nx[max_tokens=3] ::= "a"+')
+    assert "x[max_tokens=3] ::= " in str(g)
+
+
+@pytest.mark.parametrize(
+    "text, exc, needle",
+    [
+        ('root[nope] ::= "a"', xgr.GrammarSyntaxError, "unknown rule option 'nope'"),
+        ('root[max_chars=x] ::= "a"', xgr.GrammarSyntaxError, "needs a count"),
+        ('root[temperature=-0.5] ::= "a"', xgr.InvalidGrammarError, ">= 0"),
+        ('root[temperature=1e99] ::= "a"', xgr.InvalidGrammarError, "float32"),
+        ('root[lazy, lazy] ::= "a"', xgr.GrammarSyntaxError, "given twice"),
+        ('root[capture=""] ::= "a"', xgr.GrammarSyntaxError, "empty"),
+        ('root[capture_hidden_body_rule_id=2] ::= "a"', xgr.UnsupportedFeatureError, "internal rule option"),
+    ],
+)
+def test_bad_options_are_typed_errors(text, exc, needle):
+    with pytest.raises(exc, match=needle):
+        xgr.Grammar.from_ebnf(text)
+
+
+def test_options_print_and_serialize():
+    text = 'root ::= x\nx[max_chars=3, capture="n", lazy, temperature=0.25] ::= [a-z]+ "."'
+    g = xgr.Grammar.from_ebnf(text)
+    printed = str(g)
+    assert 'x[max_chars=3, capture="n", lazy, temperature=0.25] ::= ' in printed
+    assert str(xgr.Grammar.from_ebnf(printed)) == printed
+    back = xgr.Grammar.deserialize_json(g.serialize_json())
+    assert str(back) == printed
+    info = xgr.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
+    cg = xgr.GrammarCompiler(info).compile_grammar(g)
+    cg2 = xgr.CompiledGrammar.deserialize_json(cg.serialize_json(), info)
+    m = xgr.GrammarMatcher(cg2)
+    assert m.accept_string("ab.") and m.get_captures() == [("n", b"ab.")]
+    assert m.temperature is None  # completed: no rule can read a byte
+
+
+# ---------------------------------------------------------------------------------------------
+# captures
+
+CAPTURE_GRAMMAR = (
+    'root ::= call ("," call)*\n'
+    'call[capture] ::= name "(" arg? ")"\n'
+    'name[capture="fn"] ::= [a-z]+\n'
+    'arg[capture] ::= [0-9]+'
+)
+
+
+def test_captures_follow_accept_rollback_fork_and_reset():
+    m = _get_matcher_from_grammar(CAPTURE_GRAMMAR)
+    assert m.get_captures() == []
+    assert m.accept_string("foo(")
+    assert m.get_captures() == [("fn", b"foo")]
+    assert m.accept_string("1")
+    # "1" may be the whole arg (then ")" follows) or its start: the occurrence so far is reported.
+    assert m.get_captures() == [("fn", b"foo"), ("arg", b"1")]
+    assert m.accept_string("2")
+    assert m.get_captures() == [("fn", b"foo"), ("arg", b"12")]
+    assert m.accept_string(")")
+    assert m.get_captures() == [("fn", b"foo"), ("arg", b"12"), ("call", b"foo(12)")]
+    f = m.fork()
+    assert m.accept_string(",ba")
+    assert m.get_captures()[-1] == ("fn", b"ba")
+    assert f.get_captures() == [("fn", b"foo"), ("arg", b"12"), ("call", b"foo(12)")]
+    m.rollback(1)
+    assert m.get_captures() == f.get_captures()
+    m.rollback(2)
+    assert m.get_captures() == [("fn", b"foo"), ("arg", b"1")]
+    m.reset()
+    assert m.get_captures() == []
+    # A rejected string changes nothing.
+    assert m.accept_string("a(1)") and not m.accept_string("(")
+    assert m.get_captures() == [("fn", b"a"), ("arg", b"1"), ("call", b"a(1)")]
+
+
+def test_captures_on_real_tokens():
+    info = tokenizer_info("llama3")
+    comp = compiler("llama3")
+    m = xgr.GrammarMatcher(comp.compile_grammar(CAPTURE_GRAMMAR))
+    ids = tokenize(hf_tokenizer("llama3"), info, "alpha(42),beta()")
+    for t in ids:
+        assert m.accept_token(t)
+    assert m.get_captures() == [
+        ("fn", b"alpha"),
+        ("arg", b"42"),
+        ("call", b"alpha(42)"),
+        ("fn", b"beta"),
+        ("call", b"beta()"),
+    ]
+    m.rollback(len(ids))
+    assert m.get_captures() == []
+
+
+def test_capture_deduplication_keeps_the_longest_per_start():
+    m = _get_matcher_from_grammar('root ::= x x\nx[capture] ::= "a" | "aa"')
+    assert m.accept_string("aaa")
+    assert m.get_captures(deduplicate=False) == [("x", b"a"), ("x", b"aa"), ("x", b"a"), ("x", b"aa")]
+    assert m.get_captures() == [("x", b"aa"), ("x", b"a"), ("x", b"aa")]
+    m = _get_matcher_from_grammar('root ::= "x"')
+    assert m.accept_string("x") and m.get_captures() == []
+
+
+def test_lark_options():
+    lark = 'start: x "!"\nx[stop="END", stop_capture="s", capture, temperature=0.5]: /[a-z]*/'
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark(lark))
+    assert m.temperature == 0.5
+    assert not m.fork().accept_string("abENDcEND!")
+    assert m.accept_string("abcEND!")
+    assert m.get_captures() == [("s", b"END"), ("x", b"abc")]
+    with pytest.raises(xgr.InvalidGrammarError, match="only supported on rules"):
+        xgr.Grammar.from_lark("start: X\nX[lazy]: /a+/")
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_tokens"):
+        _get_matcher_from_grammar(xgr.Grammar.from_lark("start[max_tokens=3]: /a+/"))
+
+
+# ---------------------------------------------------------------------------------------------
+# temperature
+
+TEMP_GRAMMAR = (
+    'root ::= "a" x "b" y "c"\n'
+    'x[temperature=0.5] ::= [a-z]+\n'
+    'y[temperature=0.9] ::= "(" z ")"\n'
+    'z ::= [0-9]+'
+)
+
+
+def test_temperature_is_the_innermost_active_rules():
+    m = _get_matcher_from_grammar(TEMP_GRAMMAR, default_temperature=2.0)
+    seen = [m.temperature]
+    for part in ["a", "q", "b", "(", "1", ")", "c"]:
+        assert m.accept_string(part)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            seen.append(m.temperature)
+    f32 = float(np.float32(0.9))
+    # "aq": x may read more (0.5) or "b" follows (root, default): 0.5 wins over the default.
+    assert seen == [2.0, 0.5, 0.5, f32, f32, f32, 2.0, 2.0]
+    m.rollback(5)
+    assert m.temperature == 0.5
+    # Without default_temperature: None where no rule has one.
+    m = _get_matcher_from_grammar(TEMP_GRAMMAR)
+    assert m.temperature is None and m.accept_string("a") and m.temperature == 0.5
+
+
+def test_ambiguous_temperatures_take_the_maximum_with_a_warning():
+    g = 'root ::= x | y\nx[temperature=0.5] ::= "a" [a-z]+\ny[temperature=0.75] ::= "a" [0-9]+'
+    m = _get_matcher_from_grammar(g)
+    with pytest.warns(UserWarning, match="Multiple active grammar paths"):
+        assert m.temperature == 0.75
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])
+def test_default_temperature_is_validated(bad):
+    with pytest.raises(ValueError, match="default_temperature"):
+        _get_matcher_from_grammar('root ::= "a"', default_temperature=bad)
+
+
+def test_batch_fill_temperature():
+    torch = pytest.importorskip("torch")
+    ms = [
+        _get_matcher_from_grammar(TEMP_GRAMMAR),
+        _get_matcher_from_grammar(TEMP_GRAMMAR, default_temperature=1.5),
+        _get_matcher_from_grammar('root ::= "z"'),
+    ]
+    assert ms[0].accept_string("a")
+    t = torch.full((5,), 7.0, dtype=torch.float32)
+    xgr.BatchGrammarMatcher.batch_fill_temperature(ms, t, [4, 0, 2])
+    assert t.tolist() == [1.5, 7.0, -1.0, 7.0, 0.5]
+    a = np.zeros(3, dtype=np.float32)
+    xgr.BatchGrammarMatcher.batch_fill_temperature(ms, a)
+    assert a.tolist() == [0.5, 1.5, -1.0]
+    with pytest.raises(ValueError):
+        xgr.BatchGrammarMatcher.batch_fill_temperature(ms, np.zeros(3, dtype=np.float64))
+
+
+@pytest.mark.filterwarnings("ignore:Multiple active grammar paths")
+def test_draft_tree_temperatures_follow_each_node():
+    toks = byte_vocab()
+    info = xgr.TokenizerInfo(toks, stop_token_ids=[256])
+    cg = xgr.GrammarCompiler(info).compile_grammar(TEMP_GRAMMAR)
+    m = xgr.GrammarMatcher(cg, default_temperature=1.0)
+    # Root, then "a" (x: 0.5), then "q" (x or root: 0.5), then "b" (y: 0.9).
+    draft = np.array([0, ord("a"), ord("q"), ord("b")], dtype=np.int64)
+    next_token = np.array([1, 2, 3, -1], dtype=np.int64)
+    next_sibling = np.array([-1, -1, -1, -1], dtype=np.int64)
+    bm = np.zeros((4, (len(toks) + 31) // 32), dtype=np.int32)
+    temps = np.zeros(4, dtype=np.float32)
+    assert m.traverse_draft_tree(next_token, next_sibling, draft, bm, temperatures=temps)
+    assert temps.tolist() == [1.0, 0.5, 0.5, float(np.float32(0.9))]
+
+
+# ---------------------------------------------------------------------------------------------
+# structural tags
+
+
+def test_any_text_max_chars_with_excludes():
+    tag = {
+        "type": "structural_tag",
+        "format": {"type": "any_text", "excludes": ["<", "ab"], "max_chars": 40},
+    }
+    g = xgr.Grammar.from_structural_tag(tag)
+    assert _is_grammar_accept_string(g, "x" * 40)
+    assert not _is_grammar_accept_string(g, "x" * 41)
+    assert not _is_grammar_accept_string(g, "xab")
+    assert _is_grammar_accept_string(g, "日本" * 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# XGrammar 0.2.8
+
+XG_CASES = [
+    ('root ::= x "c"\nx[max_chars=3] ::= [a-z]+', ["abcc", "abc", "abcdc", "ac", "abcdec", "c"]),
+    ('root ::= x "c"\nx[max_chars=3] ::= [a-z]+ "c"', ["abcc", "abcdcc", "acc", "abcc"]),
+    ('root ::= x\nx[max_chars=2] ::= "é"+', ["é", "éé", "ééé"]),
+    ('root ::= x\nx[lazy] ::= "a"+', ["a", "aa"]),
+    ('root ::= x "c"\nx[lazy] ::= [a-z]* "c"', ["abcc", "cc", "abc", "ababc"]),
+    ('root ::= "a" x "b" x\nx[capture="name"] ::= [a-z]+', ["axbyz", "aqqbzz"]),
+    ('root ::= x "," x\nx[capture] ::= [a-z]+', ["ab,ab", "a,bc"]),
+    ('root ::= x\nx[capture] ::= "(" y ")"\ny[capture="inner"] ::= [a-z]+', ["(ab)", "(ab"]),
+    ('root ::= x x\nx[capture] ::= "a" | "aa"', ["aaa", "aa"]),
+    (CAPTURE_GRAMMAR, ["foo(12),ba()", "f(", "f(1)"]),
+]
+
+# Known differences: (grammar, string) -> what differs. Each is checked to still differ.
+XGRAMMAR_DIFFERENCES = {
+    # Both readings of the ambiguous prefix are live; XGrammar lists them in completion order,
+    # grammask nested/later-starting occurrences first.
+    ('root ::= "a" x "b" x\nx[capture="name"] ::= [a-z]+', "axbyz"): "capture order",
+    ('root ::= "a" x "b" x\nx[capture="name"] ::= [a-z]+', "aqqbzz"): "capture order",
+    ('root ::= x x\nx[capture] ::= "a" | "aa"', "aaa"): "capture order",
+    ('root ::= x x\nx[capture] ::= "a" | "aa"', "aa"): "capture order",
+}
+
+
+def _xg():
+    return pytest.importorskip("xgrammar", reason="XGrammar 0.2.8 (test extra) is not installed")
+
+
+@pytest.mark.parametrize("case", range(len(XG_CASES)))
+def test_against_xgrammar(case):
+    xg = _xg()
+    from xgrammar.testing import _get_matcher_from_grammar as xg_matcher
+
+    grammar, strings = XG_CASES[case]
+    for s in strings:
+        ours = _get_matcher_from_grammar(grammar)
+        theirs = xg_matcher(grammar)
+        ok_ours = ours.accept_string(s)
+        ok_theirs = theirs.accept_string(s)
+        assert ok_ours == ok_theirs, (grammar, s)
+        if not ok_ours:
+            continue
+        assert ours.is_completed() == theirs.is_completed(), (grammar, s)
+        caps_ours, caps_theirs = ours.get_captures(), theirs.get_captures()
+        if (grammar, s) in XGRAMMAR_DIFFERENCES:
+            assert caps_ours != caps_theirs and sorted(caps_ours) == sorted(caps_theirs), (grammar, s)
+        else:
+            assert caps_ours == caps_theirs, (grammar, s)
+    del xg
+
+
+def test_temperatures_against_xgrammar():
+    _xg()
+    from xgrammar.testing import _get_matcher_from_grammar as xg_matcher
+
+    for grammar in [TEMP_GRAMMAR, 'root ::= x\nx[temperature=0.5] ::= "(" y ")"\ny ::= [a-z]+']:
+        for kw in [{}, {"default_temperature": 2.0}]:
+            ours, theirs = _get_matcher_from_grammar(grammar, **kw), xg_matcher(grammar, **kw)
+            for part in ["a", "q", "b", "(", "1", ")", "c"] if grammar == TEMP_GRAMMAR else ["(", "a", ")"]:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    assert ours.temperature == theirs.temperature, (grammar, part)
+                assert ours.accept_string(part) and theirs.accept_string(part)
+            assert ours.temperature == theirs.temperature
+
+
+def test_recursive_max_chars_differs_from_xgrammar():
+    """XGrammar relaxes a budget on a recursive rule at run time; grammask refuses it."""
+    xg = _xg()
+    g = 'root ::= x\nx[max_chars=3] ::= y\ny ::= "ab" y | "c"'
+    assert xg.testing._is_grammar_accept_string(g, "ababc")
+    with pytest.raises(xgr.UnsupportedFeatureError):
+        accepts(g, "ababc")
