@@ -143,17 +143,13 @@ pub fn live_captures(a: &Automata, chart: &Chart, input: &[u8], captured: &[bool
     let mut seen: HashSet<(u32, StateId, u32, bool), FastState> = HashSet::default();
     let mut work: Vec<(u32, StateId, u32, bool)> = Vec::new();
     let mut out: HashSet<Span, FastState> = HashSet::default();
-    for it in chart.row(last) {
-        work.push((last as u32, it.state, it.origin, true));
-    }
     let mut push = |x: (u32, StateId, u32, bool), work: &mut Vec<_>| {
         if seen.insert(x) {
             work.push(x);
         }
     };
-    let seeds: Vec<_> = std::mem::take(&mut work);
-    for x in seeds {
-        push(x, &mut work);
+    for it in chart.row(last) {
+        push((last as u32, it.state, it.origin, true), &mut work);
     }
     while let Some((k, s, o, open)) = work.pop() {
         let rule = a.state(s).rule;
