@@ -400,3 +400,20 @@ def test_recursive_max_chars_differs_from_xgrammar():
     assert xg.testing._is_grammar_accept_string(g, "ababc")
     with pytest.raises(xgr.UnsupportedFeatureError):
         accepts(g, "ababc")
+
+
+def test_grammar_format_keeps_rule_options_and_capture_names():
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "tag",
+            "begin": "<a>",
+            "content": {"type": "grammar", "grammar": 'root ::= x\nx[capture, max_chars=3] ::= [a-z]+'},
+            "end": "</a>",
+        },
+    }
+    info = xgr.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_structural_tag(tag))
+    assert not m.fork().accept_string("<a>abcd</a>")
+    assert m.accept_string("<a>abc</a>")
+    assert m.get_captures() == [("x", b"abc")]

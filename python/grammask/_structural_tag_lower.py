@@ -97,8 +97,24 @@ _MACROS = {
 }
 
 
+_RULE_OPTIONS_RE = re.compile(r"(?m)^([ \t]*)([A-Za-z_][A-Za-z0-9_.-]*)\[([^\]\n]*)\]")
+_BARE_CAPTURE_RE = re.compile(r"(?<![\w\"])capture(?![\w\"])(?!\s*=)")
+
+
+def _name_bare_captures(ebnf: str) -> str:
+    """``name[capture]`` -> ``name[capture="name"]``, so renaming the rule keeps the capture's
+    name."""
+
+    def sub(m: "re.Match[str]") -> str:
+        opts = _BARE_CAPTURE_RE.sub(f'capture="{m.group(2)}"', m.group(3))
+        return f"{m.group(1)}{m.group(2)}[{opts}]"
+
+    return _RULE_OPTIONS_RE.sub(sub, ebnf)
+
+
 def _rename_rules(ebnf: str, prefix: str) -> str:
     """Prefix every rule name of an EBNF text (macro names and named arguments kept)."""
+    ebnf = _name_bare_captures(ebnf)
 
     def sub(m: "re.Match[str]") -> str:
         name = m.group("id")

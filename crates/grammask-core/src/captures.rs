@@ -25,7 +25,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::fasthash::FastState;
 use crate::grammar::{Grammar, RuleId};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// One captured occurrence: the capture name's rule, and its span in bytes of the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,7 +81,7 @@ pub fn captures(
     let captured: Vec<bool> = info.iter().map(CaptureInfo::is_captured).collect();
     let mut spans = live_captures(a, chart, input, &captured);
     if deduplicate {
-        let mut best: std::collections::HashMap<(RuleId, usize), usize, FastState> = Default::default();
+        let mut best: HashMap<(RuleId, usize), usize, FastState> = HashMap::default();
         for s in &spans {
             let e = best.entry((s.rule, s.start)).or_insert(s.end);
             *e = (*e).max(s.end);
@@ -132,7 +132,7 @@ pub fn live_captures(a: &Automata, chart: &Chart, input: &[u8], captured: &[bool
         }
     }
     // Reverse rule edges: target -> (source, rule).
-    let mut rev: std::collections::HashMap<StateId, Vec<(StateId, RuleId)>, FastState> = Default::default();
+    let mut rev: HashMap<StateId, Vec<(StateId, RuleId)>, FastState> = HashMap::default();
     for (s, _) in a.states().iter().enumerate() {
         let sid = StateId(s as u32);
         for &(q, t) in a.rule_edges(sid) {
@@ -143,17 +143,13 @@ pub fn live_captures(a: &Automata, chart: &Chart, input: &[u8], captured: &[bool
     let mut seen: HashSet<(u32, StateId, u32, bool), FastState> = HashSet::default();
     let mut work: Vec<(u32, StateId, u32, bool)> = Vec::new();
     let mut out: HashSet<Span, FastState> = HashSet::default();
-    for it in chart.row(last) {
-        work.push((last as u32, it.state, it.origin, true));
-    }
     let mut push = |x: (u32, StateId, u32, bool), work: &mut Vec<_>| {
         if seen.insert(x) {
             work.push(x);
         }
     };
-    let seeds: Vec<_> = std::mem::take(&mut work);
-    for x in seeds {
-        push(x, &mut work);
+    for it in chart.row(last) {
+        push((last as u32, it.state, it.origin, true), &mut work);
     }
     while let Some((k, s, o, open)) = work.pop() {
         let rule = a.state(s).rule;
@@ -360,7 +356,7 @@ mod tests {
             ("root ::= x\nx[max_tokens=3] ::= \"a\"", ErrorKind::Unsupported, "max_tokens"),
         ] {
             let g = crate::ebnf::parse_ebnf(text, "root").unwrap();
-            let e = CompiledGrammar::new(&g, &vocab).err().expect(text);
+            let Err(e) = CompiledGrammar::new(&g, &vocab) else { panic!("{text} compiled") };
             assert_eq!(e.kind(), kind, "{e}");
             assert!(e.message().contains(needle), "{e}");
         }

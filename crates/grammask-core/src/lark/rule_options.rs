@@ -114,6 +114,7 @@ mod tests {
             .then(|| m.captures(true).into_iter().map(|(n, b)| (n, String::from_utf8(b).unwrap())).collect())
     }
 
+    #[allow(clippy::unnecessary_wraps)] // compared with `run`'s result
     fn caps(v: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
         Some(v.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect())
     }
