@@ -36,7 +36,9 @@ def brute_force_large(
     m: xgr.GrammarMatcher, decoded: list, vocab_size: int, stop_ids, special_ids
 ) -> np.ndarray:
     """The same reference over a large vocabulary, faster: one fork that accepts a token and rolls
-    it back; tokens whose first byte is rejected are rejected without a call (prefix closure)."""
+    it back; tokens whose first byte is rejected are rejected without a call (prefix closure).
+    Special ids are fed to the fork too, without the shortcut: a token element (``Token(id)``)
+    reads them by id, whatever their text."""
     f = m.fork()
     first_ok = {}
     for b in range(256):
@@ -47,7 +49,12 @@ def brute_force_large(
     out = np.zeros(vocab_size, dtype=bool)
     special = set(special_ids)
     for t in range(vocab_size):
-        if t in special or t >= len(decoded):
+        if t >= len(decoded):
+            continue
+        if t in special:
+            if f.accept_token(t):
+                out[t] = True
+                f.rollback(1)
             continue
         data = decoded[t]
         if t in stop_ids:

@@ -1099,22 +1099,34 @@ def test_bad_tags_raise_xgrammars_exception_classes():
 @pytest.mark.parametrize(
     "fmt,what",
     [
-        ({"type": "token", "token": 1}, "token"),
-        ({"type": "exclude_token", "exclude_tokens": [1]}, "exclude_token"),
-        ({"type": "any_tokens"}, "any_tokens"),
-        (
-            {"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []},
-            "token_triggered_tags",
-        ),
-        ({"type": "token_dispatch", "rules": [[1, CONST]]}, "token_dispatch"),
+        ({"type": "token", "token": "<x>"}, "needs the tokenizer"),
         ({"type": "any_text", "max_tokens": 5}, "max_tokens"),
-        (tag({"type": "token", "token": 1}, CONST, "x"), "begin"),
+        (tag({"type": "token", "token": "<x>"}, CONST, "x"), "needs the tokenizer"),
         ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, "excludes"),
     ],
 )
 def test_unsupported_formats_name_the_feature(fmt, what):
     with pytest.raises(gm.UnsupportedFeatureError, match=what):
         gm.Grammar.from_structural_tag(T(fmt))
+
+
+@pytest.mark.parametrize(
+    "fmt,ebnf",
+    [
+        ({"type": "token", "token": 1}, "Token(1)"),
+        ({"type": "exclude_token", "exclude_tokens": [1]}, "ExcludeToken(1)"),
+        ({"type": "any_tokens"}, "ExcludeToken()"),
+        (
+            {"type": "token_triggered_tags", "trigger_tokens": [1],
+             "tags": [tag({"type": "token", "token": 1}, CONST, {"type": "token", "token": 2})]},
+            "Token(2)",
+        ),
+        ({"type": "token_dispatch", "rules": [[1, CONST]]}, "ExcludeToken(1)"),
+        (tag({"type": "token", "token": 1}, CONST, "x"), "Token(1)"),
+    ],
+)  # fmt: skip
+def test_token_level_formats_lower_to_token_macros(fmt, ebnf):
+    assert ebnf in str(gm.Grammar.from_structural_tag(T(fmt)))
 
 
 def test_call_forms():

@@ -236,13 +236,20 @@ def test_real_vocabulary_matches_hf(family):
         vocab = tok.get_vocab()
         assert vocab["<|im_start|>"] in special and vocab["<|im_end|>"] in stop
         assert vocab["<|endoftext|>"] in special  # a stop token only with extra_stop_tokens
-        # `<tool_call>` is an added token *not* marked special: grammar text may produce it.
+        # `<tool_call>` is an added token *not* marked special: still never grammar text (a
+        # grammar names it with Token(id)); only special_tokens="marked" makes it text.
         tool_call = vocab["<tool_call>"]
-        assert tool_call not in special and decoded[tool_call] == b"<tool_call>"
+        assert tool_call in special and decoded[tool_call] == b"<tool_call>"
+        marked = TokenizerInfo.from_huggingface(tok, special_tokens="marked")
+        assert tool_call not in set(marked.special_token_ids)
     if family == "gemma2":
-        # `</s>` is an ordinary text token (an HTML tag) in Gemma, not a stop token.
+        # `</s>` is an added token (not a stop token): special by default, text when "marked";
+        # whitespace-only added tokens ("\n", "\n\n") stay text.
         vocab = tok.get_vocab()
-        assert vocab["</s>"] not in stop | special
+        assert vocab["</s>"] not in stop and vocab["</s>"] in special
+        assert vocab["\n"] not in special and vocab["\n\n"] not in special
+        marked = TokenizerInfo.from_huggingface(tok, special_tokens="marked")
+        assert vocab["</s>"] not in set(marked.special_token_ids)
 
 
 @pytest.mark.parametrize("family", ["llama3", "deepseek-v3", "mistral-nemo", "llama2", "gemma2"])

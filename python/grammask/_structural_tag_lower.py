@@ -200,6 +200,14 @@ class _TextAutomaton:
         return out
 
 
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 class _Tokens:
     """Token lookups of a vocabulary for the token-level formats: token ids by text, and the
     texts of the added/special tokens (begin/end strings equal to one are matched by id too)."""
@@ -217,6 +225,10 @@ class _Tokens:
             if data and data not in self.special:
                 self.special[data] = i
         self._by_text: Optional[Dict[bytes, int]] = None
+        texts = sorted(
+            {t.decode("utf-8") for t in self.special if _decodes(t)}, key=len, reverse=True
+        )
+        self.pattern = re.compile("|".join(re.escape(t) for t in texts)) if texts else None
 
     def id_of_text(self, text: str) -> Optional[int]:
         data = text.encode("utf-8")
@@ -258,14 +270,24 @@ class _Lowerer:
         return i
 
     def literal(self, text: str) -> str:
-        """A begin/end string: its text, or (when it is exactly one added/special token of the
-        tokenizer) that token as well."""
-        lit = ebnf_literal(text)
-        if self.tokens is not None and text:
-            i = self.tokens.special.get(text.encode("utf-8"))
-            if i is not None:
-                return f"({lit} | Token({i}))"
-        return lit
+        """A string of the format (begin/end, const_string): its text, where each piece that is
+        one added/special token of the tokenizer (``<tool_call>`` in ``"<tool_call>\n"``) may
+        also be that token: ``("<tool_call>" | Token(151657)) "\n"``."""
+        if self.tokens is None or self.tokens.pattern is None or not text:
+            return ebnf_literal(text)
+        parts: List[str] = []
+        pos = 0
+        for m in self.tokens.pattern.finditer(text):
+            if m.start() > pos:
+                parts.append(ebnf_literal(text[pos : m.start()]))
+            i = self.tokens.special[m.group(0).encode("utf-8")]
+            parts.append(f"({ebnf_literal(m.group(0))} | Token({i}))")
+            pos = m.end()
+        if not parts:
+            return ebnf_literal(text)
+        if pos < len(text):
+            parts.append(ebnf_literal(text[pos:]))
+        return parts[0] if len(parts) == 1 else "(" + " ".join(parts) + ")"
 
     def stop_token_ids(self, stop: Tuple[str, ...]) -> List[int]:
         """The ids of the end strings that are one added/special token (free tokens exclude
@@ -368,7 +390,7 @@ class _Lowerer:
         return method(fmt, stop)
 
     def lower_const_string(self, fmt: st.ConstStringFormat, stop: Tuple[str, ...]) -> str:
-        return ebnf_literal(fmt.value)
+        return self.literal(fmt.value)
 
     def lower_json_schema(self, fmt: st.JSONSchemaFormat, stop: Tuple[str, ...]) -> str:
         from ._structural_tag_xml import NESTED_STYLES, xml_style_ebnf

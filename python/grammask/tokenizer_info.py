@@ -6,8 +6,9 @@ API-compatible with XGrammar 0.2.8's ``TokenizerInfo``: the same vocabulary type
 decoded bytes and stop tokens for the tokenizer families it supports, with one deliberate
 difference: ``from_huggingface`` marks every added token (``tokenizer.added_tokens_decoder``:
 ``<|im_start|>``, ``<|eot_id|>``, Qwen2.5's ``<tool_call>`` and ``<|fim_pad|>``, whether the
-tokenizer flags them special or not), the declared special tokens (bos/unk/pad) and Tekken's
-control block as special, so grammar *text* never produces them even when a grammar spells them
+tokenizer flags them special or not; except whitespace-only ones such as Gemma's ``"\n\n"``,
+which spell ordinary text), the declared special tokens (bos/unk/pad) and Tekken's control block
+as special, so grammar *text* never produces them even when a grammar spells them
 out; a grammar asks for one by id (``Token(id)`` in EBNF, ``<|name|>``/``<[id]>`` in Lark, a
 ``token`` structural tag, or a structural-tag begin/end string that is exactly one added token).
 XGrammar treats them as ordinary text. ``from_huggingface(..., special_tokens="xgrammar")``
@@ -202,8 +203,9 @@ class TokenizerInfo:
         special tokens whose text marks an end of text or turn (``<|eot_id|>``, ``<|eom_id|>``,
         ``<|im_end|>``, ``<end_of_turn>``, ``<|end|>``, ...).
 
-        ``special_tokens="grammask"`` (default) makes every added token, the declared special
-        tokens and Tekken's control block special ids, which grammar text never produces (a
+        ``special_tokens="grammask"`` (default) makes every added token (but whitespace-only
+        ones, Gemma's ``"\n\n"``), the declared special tokens and Tekken's control block
+        special ids, which grammar text never produces (a
         grammar names them by id: ``Token(id)``, Lark ``<|name|>``); ``"marked"`` makes only the
         added tokens flagged special special (Qwen2.5's ``<tool_call>`` is then text);
         ``"xgrammar"`` keeps only XGrammar's special ids (padding and tokens that decode to
@@ -286,13 +288,17 @@ class TokenizerInfo:
 
     @staticmethod
     def _special_ids_from_hf(tokenizer: Any, num_encoded: int, all_added: bool = True) -> List[int]:
-        """Added tokens (all of them, or with ``all_added=False`` those marked special), the
-        tokenizer's declared special tokens (bos, unk, pad, ...), and Tekken's control-token
-        block."""
+        """Added tokens (all but the whitespace-only ones, or with ``all_added=False`` those
+        marked special), the tokenizer's declared special tokens (bos, unk, pad, ...), and
+        Tekken's control-token block."""
         ids = set()
         added = getattr(tokenizer, "added_tokens_decoder", None) or {}
         for token_id, token in added.items():
-            if all_added or getattr(token, "special", False):
+            if getattr(token, "special", False):
+                ids.add(int(token_id))
+            elif all_added and str(getattr(token, "content", "")).strip():
+                # Whitespace-only added tokens (Gemma's "\n", "\n\n", space runs) are how the
+                # tokenizer spells ordinary text: they stay text.
                 ids.add(int(token_id))
         for token_id in getattr(tokenizer, "all_special_ids", None) or []:
             if token_id is not None:

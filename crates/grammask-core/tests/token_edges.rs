@@ -294,3 +294,37 @@ fn lark_special_tokens_are_token_elements() {
     assert!(!m.accept_bytes(b"<|a|>").unwrap());
     assert!(m.accept_token(ids.special_a).unwrap() && m.is_completed());
 }
+
+#[test]
+fn tag_dispatch_is_free_text_until_a_trigger_then_the_rule() {
+    let accepts = |g: &str, s: &str| -> bool {
+        let (c, _) = compile(g);
+        let mut m = matcher(&c, None);
+        m.accept_bytes(s.as_bytes()).unwrap() && m.is_completed()
+    };
+    let g = "root ::= TagDispatch((\"<a>\", x), (\"<b-\", y), excludes=(\"\\n\\n\"))\nx ::= \"1\" \ny ::= \"2\"";
+    assert!(accepts(g, ""));
+    assert!(accepts(g, "hello <a1 x"));
+    assert!(accepts(g, "hello <a>1 more <b-2 end <"));
+    assert!(!accepts(g, "<a>3"));
+    assert!(!accepts(g, "<a>"), "a trigger must be followed by its rule");
+    assert!(!accepts(g, "one\n\ntwo"), "excluded strings never appear in free text");
+    assert!(accepts(g, "one\ntwo"));
+    let g1 = "root ::= TagDispatch((\"<a>\", x), loop_after_dispatch=false)\nx ::= \"1\"";
+    assert!(accepts(g1, "hi <a>1"));
+    assert!(!accepts(g1, "hi <a>1 more"));
+    // Masks agree with accept_token on a random walk.
+    let (c, _) = compile(g);
+    let mut m = matcher(&c, None);
+    for &b in b"hello <a>1 <b" {
+        check_mask(&mut m, "TagDispatch");
+        assert!(m.accept_token(u32::from(b)).unwrap());
+    }
+    let e = parse_ebnf("root ::= TagDispatch((\"<a>\", x), excludes=(\"<\"))\nx ::= \"1\"", "root").unwrap_err();
+    assert!(e.message().contains("prefix"), "{e}");
+    let e = parse_ebnf("root ::= TagDispatch((\"\", x))\nx ::= \"1\"", "root").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrammar, "{e}");
+    let g = parse_ebnf("root ::= TagDispatch((\"<a>\", x))\nx ::= \"1\"", "root").unwrap();
+    let printed = g.to_string();
+    assert_eq!(parse_ebnf(&printed, "root").unwrap().to_string(), printed);
+}

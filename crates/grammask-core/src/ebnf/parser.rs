@@ -11,6 +11,7 @@ use crate::grammar::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits;
 use std::collections::HashMap;
 
+mod tag_dispatch;
 mod token_macros;
 
 /// "No position" in the per-rule position tables.
@@ -387,6 +388,10 @@ impl<'a> Parser<'a> {
             }
             if name == "Token" || name == "ExcludeToken" {
                 let e = self.token_macro(name)?;
+                return self.push_atom(e);
+            }
+            if name == "TagDispatch" {
+                let e = self.tag_dispatch_macro()?;
                 return self.push_atom(e);
             }
             if name == "TokenTagDispatch" {

@@ -51,8 +51,26 @@ impl<'a> Parser<'a> {
         Ok(self.b.token(&ids, exclude))
     }
 
+    /// A rule name argument of a macro, as a reference (the cursor is on the name).
+    pub(super) fn macro_rule_ref(&mut self, macro_name: &str) -> Result<ExprId> {
+        let pos = self.cur.pos;
+        let n = self.cur.name_len_at(pos, true);
+        if n == 0 {
+            return Err(self.cur.expected(&format!("a rule name in {macro_name}(...)")));
+        }
+        let text: &'a str = self.cur.text;
+        let rule = &text[pos..pos + n];
+        self.cur.pos += n;
+        let rid = self.name_id(rule);
+        let first = at(&mut self.first_ref, rid);
+        if *first == NONE {
+            *first = pos;
+        }
+        Ok(self.b.rule_ref(rid))
+    }
+
     /// `true` or `false`.
-    fn bool_arg(&mut self) -> Result<bool> {
+    pub(super) fn bool_arg(&mut self) -> Result<bool> {
         if self.cur.starts_with("true") {
             self.cur.pos += 4;
             Ok(true)
@@ -94,20 +112,7 @@ impl<'a> Parser<'a> {
                     }
                     self.cur.pos += 1;
                     self.skip_ws()?;
-                    let pos = self.cur.pos;
-                    let n = self.cur.name_len_at(pos, true);
-                    if n == 0 {
-                        return Err(self.cur.expected("a rule name in TokenTagDispatch((id, rule))"));
-                    }
-                    let text: &'a str = self.cur.text;
-                    let rule = &text[pos..pos + n];
-                    self.cur.pos += n;
-                    let rid = self.name_id(rule);
-                    let first = at(&mut self.first_ref, rid);
-                    if *first == NONE {
-                        *first = pos;
-                    }
-                    let r = self.b.rule_ref(rid);
+                    let r = self.macro_rule_ref(NAME)?;
                     self.skip_ws()?;
                     if self.cur.peek() != Some(b')') {
                         return Err(self.cur.expected("')' after the rule name"));

@@ -1,0 +1,160 @@
+//! The `TagDispatch(("tag", rule), ..., loop_after_dispatch=true, excludes=("s", ...))` macro of
+//! the XGrammar EBNF dialect: free text that contains no trigger (and no exclude) until a
+//! trigger, then the trigger's rule; with `loop_after_dispatch` (the default) free text again
+//! after the rule, and so on. Free text may end anywhere. Lowered to existing constructs:
+//! `F (("tag1" r1 | ...) F)*` (without looping `F ("tag1" r1 | ...)?`), where `F` is the language
+//! of texts containing none of the strings, built by the regex toolkit as the complement of
+//! `.*(s1|...).*` (one automaton, like a `Regex(...)` macro).
+use super::Parser;
+use crate::error::{Error, ErrorKind, Result};
+use crate::grammar::{ExprId, Grammar};
+
+/// The grammar (root `text`) of the texts that contain none of `strings` (non-empty).
+fn free_text_grammar(strings: &[String]) -> Result<Grammar> {
+    use crate::regex::{Anchoring, CharDfa, Regex, RegexFlags, TextMode};
+    let mut alts = Vec::with_capacity(strings.len());
+    for s in strings {
+        let mut e = String::with_capacity(s.len() * 2);
+        for c in s.chars() {
+            if "\\^$.|?*+()[]{}/-".contains(c) {
+                e.push('\\');
+            }
+            e.push(c);
+        }
+        alts.push(e);
+    }
+    let pattern = format!("[\\s\\S]*(?:{})[\\s\\S]*", alts.join("|"));
+    let re = Regex::parse(&pattern, RegexFlags { ignore_case: false, dot_all: true })?;
+    let text = CharDfa::from_regex(&re, Anchoring::FullMatch)?.complement().to_ebnf("text", TextMode::Raw);
+    crate::ebnf::parse_ebnf(&text, "text")
+}
+
+impl<'a> Parser<'a> {
+    /// A string literal argument (the cursor is on `"`).
+    fn string_arg(&mut self, what: &str) -> Result<String> {
+        if self.cur.peek() != Some(b'"') {
+            return Err(self.cur.expected(what));
+        }
+        let pos = self.cur.pos;
+        let s = String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8");
+        if s.is_empty() {
+            return Err(self.cur.error_at(ErrorKind::InvalidGrammar, pos, "TagDispatch strings must not be empty"));
+        }
+        Ok(s)
+    }
+
+    /// Parses `TagDispatch(...)` (the cursor is on `TagDispatch`); see the module doc.
+    pub(super) fn tag_dispatch_macro(&mut self) -> Result<ExprId> {
+        const NAME: &str = "TagDispatch";
+        let start = self.cur.pos;
+        self.cur.pos += NAME.len() + 1;
+        let mut tags: Vec<(String, ExprId)> = Vec::new();
+        let mut excludes: Vec<String> = Vec::new();
+        let mut looping = true;
+        self.skip_ws()?;
+        if self.cur.peek() == Some(b')') {
+            self.cur.pos += 1;
+        } else {
+            loop {
+                self.skip_ws()?;
+                if self.cur.peek() == Some(b'(') {
+                    self.cur.pos += 1;
+                    self.skip_ws()?;
+                    let tag = self.string_arg("a trigger string in TagDispatch((\"tag\", rule))")?;
+                    self.skip_ws()?;
+                    if self.cur.peek() != Some(b',') {
+                        return Err(self.cur.expected("',' between the trigger and the rule name"));
+                    }
+                    self.cur.pos += 1;
+                    self.skip_ws()?;
+                    let r = self.macro_rule_ref(NAME)?;
+                    self.skip_ws()?;
+                    if self.cur.peek() != Some(b')') {
+                        return Err(self.cur.expected("')' after the rule name"));
+                    }
+                    self.cur.pos += 1;
+                    tags.push((tag, r));
+                } else {
+                    let arg_pos = self.cur.pos;
+                    let n = self.cur.name_len_at(arg_pos, false);
+                    let arg = self.cur.text[arg_pos..arg_pos + n].to_owned();
+                    self.cur.pos += n;
+                    self.skip_ws()?;
+                    if n == 0 || self.cur.peek() != Some(b'=') {
+                        return Err(self.cur.expected("a (\"trigger\", rule) tuple or a named argument"));
+                    }
+                    self.cur.pos += 1;
+                    self.skip_ws()?;
+                    match arg.as_str() {
+                        "loop_after_dispatch" => looping = self.bool_arg()?,
+                        "excludes" => {
+                            if self.cur.peek() != Some(b'(') {
+                                return Err(self.cur.expected("a tuple of strings, as in excludes=(\"a\", \"b\")"));
+                            }
+                            self.cur.pos += 1;
+                            self.skip_ws()?;
+                            if self.cur.peek() == Some(b')') {
+                                self.cur.pos += 1;
+                            } else {
+                                loop {
+                                    self.skip_ws()?;
+                                    excludes.push(self.string_arg("a string in excludes=(...)")?);
+                                    if self.macro_list_end(NAME)? {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        _ => {
+                            return Err(self.cur.error_at(
+                                ErrorKind::EbnfSyntax,
+                                arg_pos,
+                                format!(
+                                    "unknown argument '{arg}' of TagDispatch(...) (expected loop_after_dispatch or \
+                                     excludes)"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                if self.macro_list_end(NAME)? {
+                    break;
+                }
+            }
+        }
+        if tags.is_empty() {
+            return Err(self.cur.expected("at least one (\"trigger\", rule) tuple in TagDispatch(...)"));
+        }
+        if let Some(e) = excludes.iter().find(|e| tags.iter().any(|(t, _)| t.starts_with(e.as_str()))) {
+            return Err(self.cur.error_at(
+                ErrorKind::InvalidGrammar,
+                start,
+                format!("TagDispatch: the exclude string {e:?} is a prefix of a trigger"),
+            ));
+        }
+        let mut strings: Vec<String> = tags.iter().map(|t| t.0.clone()).collect();
+        strings.extend(excludes);
+        let (l, c) = self.cur.line_col(start);
+        let g = free_text_grammar(&strings)
+            .map_err(|e| Error::new(e.kind(), format!("in TagDispatch(...): {e}")).at_text(l, c))?;
+        let placeholder = format!("Regex#{}", self.regexes.len() + 1);
+        let id = self.b.rule_id(&placeholder);
+        self.regexes.push((placeholder, g));
+        let free = self.b.rule_ref(id);
+        let mut alts = Vec::with_capacity(tags.len());
+        for (tag, r) in &tags {
+            let t = self.b.bytes(tag.as_bytes());
+            alts.push(self.b.seq(vec![t, *r]));
+        }
+        let arm = self.b.choice(alts);
+        Ok(if looping {
+            let free2 = self.b.rule_ref(id);
+            let step = self.b.seq(vec![arm, free2]);
+            let rep = self.b.repeat(step, 0, None)?;
+            self.b.seq(vec![free, rep])
+        } else {
+            let opt = self.b.repeat(arm, 0, Some(1))?;
+            self.b.seq(vec![free, opt])
+        })
+    }
+}
