@@ -6,10 +6,11 @@
 //!   `(= expr)` at the end of a rule, and the `Regex("...")` macro, expanded through
 //!   [`crate::regex`] into rules imported after the written ones), and grammask's
 //!   `JsonStringIn("a", ...)` and `JsonStringExcept("a", ...)` (JSON string contents that are,
-//!   or are not, the listed strings, see [`crate::grammar::Expr::JsonStringIn`]), and rule options
+//!   or are not, the listed strings, see [`crate::grammar::Expr::JsonStringIn`]), the token
+//!   macros `Token(...)`, `ExcludeToken(...)`, `TokenTagDispatch(...)` (`parser/token_macros.rs`)
+//!   and `TagDispatch(...)` (`parser/tag_dispatch.rs`), and rule options
 //!   (`name[max_chars=N, lazy, capture, temperature=x, ...]`, `rule_options.rs`, see
-//!   [`crate::rule_options`]). The other macros (`TagDispatch(...)`, `Token(...)`, ...) and the
-//!   Regex flag `i` are recognised and rejected as `Unsupported`.
+//!   [`crate::rule_options`]).
 //! - [`parse_iso_ebnf`]: the ISO-style dialect of ollama's grammar package (`name = expr .`,
 //!   `"a" … "z"` ranges, `[optional]`, `{repeated}`, `( )`, `|`; `#`, `//` and `/* */` comments;
 //!   Go raw strings in backquotes). The range operator is the ellipsis `…` (U+2026), as in Go's

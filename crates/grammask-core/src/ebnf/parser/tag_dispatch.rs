@@ -29,7 +29,7 @@ fn free_text_grammar(strings: &[String]) -> Result<Grammar> {
     crate::ebnf::parse_ebnf(&text, "text")
 }
 
-impl<'a> Parser<'a> {
+impl Parser<'_> {
     /// A string literal argument (the cursor is on `"`).
     fn string_arg(&mut self, what: &str) -> Result<String> {
         if self.cur.peek() != Some(b'"') {
