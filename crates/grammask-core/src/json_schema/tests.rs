@@ -122,3 +122,37 @@ fn canonical_integer_ranges() {
         assert!(!accepts(open, t), "{t}");
     }
 }
+
+/// Whether the grammar of `schema` (lax, `spelling`) accepts `text` (an Earley recognizer).
+fn schema_accepts(schema: &str, spelling: Spelling, text: &str) -> bool {
+    let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, spelling, ..Default::default() })
+        .unwrap();
+    let a = crate::compiler::Automata::build(&g).unwrap();
+    let mut chart = crate::earley::Chart::new(&a);
+    text.bytes().all(|b| chart.push_byte(&a, b).unwrap()) && chart.is_complete(&a)
+}
+
+#[test]
+fn long_string_bounds_are_blocks() {
+    // Bounds past 4096 characters are built from shared 1024-character blocks, every length once.
+    for (lo, hi) in [(0u64, 5000u64), (5000, 9300), (1, 4097), (2048, 2048 + 4096)] {
+        let schema = format!(r#"{{"type":"string","minLength":{lo},"maxLength":{hi}}}"#);
+        let g = conv_with(&schema, |o| o.strict_mode = false).unwrap();
+        assert!(g.contains("json_char.block"), "{g}");
+        for sp in [Spelling::Canonical, Spelling::Any] {
+            for n in [lo.saturating_sub(1), lo, lo + 1, 1023, 1024, 1025, 4096, hi - 1, hi, hi + 1] {
+                let body: String = (0..n).map(|i| if i % 3 == 0 { 'é' } else { 'a' }).collect();
+                let want = lo <= n && n <= hi;
+                assert_eq!(schema_accepts(&schema, sp, &format!("\"{body}\"")), want, "{lo}..{hi}: {n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn equal_string_rules_share_one_automaton() {
+    // Ten properties of one counted string type: one rule, nine aliases.
+    let props: Vec<String> = (0..10).map(|i| format!(r#""p{i}":{{"type":"string","maxLength":300}}"#)).collect();
+    let g = conv_with(&format!(r#"{{"properties":{{{}}}}}"#, props.join(",")), |o| o.strict_mode = false).unwrap();
+    assert_eq!(g.matches("json_char{0,300}").count(), 1, "{g}");
+}

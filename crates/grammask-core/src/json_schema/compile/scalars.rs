@@ -205,12 +205,7 @@ impl Conv<'_> {
                 }
                 return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
             }
-            let c = &self.char_rule;
-            let body = match (m.min_len, m.max_len) {
-                (0, None) => format!("{c}*"),
-                (lo, None) => format!("{c}{{{lo},}}"),
-                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
-            };
+            let body = self.counted_chars(m.min_len, m.max_len)?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
@@ -267,4 +262,52 @@ impl Conv<'_> {
         self.e.raw(&text)?;
         Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
     }
+
+    /// A run of `lo..=hi` characters (`hi` `None`: unbounded). Up to [`LONG_RUN`] characters:
+    /// `json_char{lo,hi}`. Longer bounds are built from blocks of [`RUN_BLOCK`] characters, two
+    /// rules shared by the whole grammar (a block, and a run shorter than a block): `lo = a*B + c`
+    /// characters as `a` blocks and `c` characters, then at most `hi - lo = q*B + r` more as
+    /// `block{0,q-1} short | block{q} char{0,r}` (every length has one parse).
+    /// PERF: `json_char{0,32767}` is a chain of 32,767 copies of the character automaton; two or
+    /// three such bounds passed the grammar's automaton-size limit (`maxLength: 65535` is common).
+    fn counted_chars(&mut self, lo: u64, hi: Option<u64>) -> Result<String> {
+        let c = self.char_rule.clone();
+        if lo <= LONG_RUN && hi.is_none_or(|h| h <= LONG_RUN) {
+            return Ok(match (lo, hi) {
+                (0, None) => format!("{c}*"),
+                (lo, None) => format!("{c}{{{lo},}}"),
+                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
+            });
+        }
+        let block = format!("{c}.block");
+        let short = format!("{c}.short");
+        self.e.define_once(&block, &format!("{c}{{{RUN_BLOCK}}}"))?;
+        self.e.define_once(&short, &format!("{c}{{0,{}}}", RUN_BLOCK - 1))?;
+        let mut parts = Vec::new();
+        let (a, rem) = (lo / RUN_BLOCK, lo % RUN_BLOCK);
+        if a > 0 {
+            parts.push(format!("{block}{{{a}}}"));
+        }
+        if rem > 0 {
+            parts.push(format!("{c}{{{rem}}}"));
+        }
+        match hi {
+            None => parts.push(format!("{c}*")),
+            Some(hi) => {
+                let (q, r) = ((hi - lo) / RUN_BLOCK, (hi - lo) % RUN_BLOCK);
+                let tail = match q {
+                    0 => format!("{c}{{0,{r}}}"),
+                    1 => format!("({short} | {block} {c}{{0,{r}}})"),
+                    q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}})", q - 1),
+                };
+                parts.push(tail);
+            }
+        }
+        Ok(parts.join(" "))
+    }
 }
+
+/// Character runs with a bound above this are built from blocks ([`Conv::counted_chars`]).
+const LONG_RUN: u64 = 4096;
+/// Characters in a block of a long run.
+const RUN_BLOCK: u64 = 1024;

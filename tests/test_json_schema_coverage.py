@@ -1,0 +1,68 @@
+"""JSON Schema coverage work: long string bounds built from shared blocks, open objects whose key
+exclusions share their continuations, and the further keywords compiled since; each case agrees
+with ``jsonschema`` under both spellings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, List
+
+import pytest
+
+import grammask as xgr
+
+jsonschema = pytest.importorskip("jsonschema")
+
+_INFO = xgr.TokenizerInfo([])
+_COMPILER = xgr.GrammarCompiler(_INFO, cache_enabled=False)
+
+
+def valid(schema: Any, inst: Any) -> bool:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(inst)
+
+
+def agree(schema: Any, instances: List[Any], spellings=("canonical", "any")) -> None:
+    """Every instance (``json.dumps``, both ``ensure_ascii``) is accepted iff ``jsonschema`` says valid."""
+    for spelling in spellings:
+        cg = _COMPILER.compile_json_schema(schema, strict_mode=False, spelling=spelling)
+        for inst in instances:
+            for ensure_ascii in (True, False):
+                text = json.dumps(inst, ensure_ascii=ensure_ascii)
+                m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
+                got = bool(m.accept_string(text)) and m.is_completed()
+                assert got == valid(schema, inst), (spelling, schema, text[:80], len(inst) if isinstance(inst, str) else "")
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 5000), (5000, 65535), (4097, None), (1, 8192), (3000, 4100), (2048, 9216)])
+def test_long_length_bounds(lo: int, hi: Any) -> None:
+    schema: Any = {"type": "string", "minLength": lo}
+    if hi is not None:
+        schema["maxLength"] = hi
+    lens = {lo - 1, lo, lo + 1, 1023, 1024, 1025, 4095, 4096, 4097}
+    lens |= {hi - 1, hi, hi + 1} if hi is not None else {70000}
+    # Characters of several spellings: raw ASCII, non-ASCII (escaped with ensure_ascii), astral.
+    insts = ["a" * (n // 2) + "é😀" * ((n - n // 2) // 2) + "x" * ((n - n // 2) % 2) for n in sorted(lens) if n >= 0]
+    assert all(len(s) == n for s, n in zip(insts, sorted(x for x in lens if x >= 0)))
+    agree(schema, insts)
+
+
+def test_many_long_strings_compile() -> None:
+    # Distinct long bounds in one schema: each used to be a chain of maxLength character automata
+    # (65,535 of them for one property), past the automaton-size limit together.
+    props = {f"p{i}": {"type": "string", "maxLength": 30000 + 1000 * i} for i in range(6)}
+    schema = {"type": "object", "properties": props}
+    agree(schema, [{"p0": "x" * 30000}, {"p0": "x" * 30001}, {"p5": "é" * 35000, "p1": ""}, {"p5": "é" * 35001}])
+
+
+def test_open_object_many_keys_canonical() -> None:
+    # Open objects whose listed keys share prefixes: the exclusion trie's continuations are shared.
+    keys = [f"key{i}_{w}" for i in range(40) for w in ("alpha", "beta")]
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in keys}}
+    insts = [{"key1_alpha": 1}, {"key1_alpha": "x"}, {"key1_alph": "x"}, {"key1_alphaa": "x"}, {"key": "x"},
+             {"": 1, "k\"ey": 2, "k\\": [1]}, {"key2_beta": 3, "key1_gamma": None}, {"key\u00e9": 1}]
+    agree(schema, insts)
+    cg = _COMPILER.compile_json_schema(schema, strict_mode=False)
+    m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
+    # A listed key escaped is still the listed key, and canonical spelling refuses the escape.
+    assert not (m.accept_string('{"key1_\\u0061lpha": "x"}') and m.is_completed())
