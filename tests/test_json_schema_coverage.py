@@ -66,3 +66,21 @@ def test_open_object_many_keys_canonical() -> None:
     m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
     # A listed key escaped is still the listed key, and canonical spelling refuses the escape.
     assert not (m.accept_string('{"key1_\\u0061lpha": "x"}') and m.is_completed())
+
+
+def test_oneof_closed_objects_disjoint_by_key_patterns() -> None:
+    # Closed objects whose key patterns cannot meet, or whose required key the other branch
+    # forbids (by its patterns or by `not: {required}`), are disjoint: no negation is needed.
+    scale = {"type": "object", "patternProperties": {"^([0-9]\\.?[0-9]*)x$": {"type": "string"}},
+             "additionalProperties": False, "minProperties": 1}
+    locale = {"type": "object", "patternProperties": {"^[a-zA-Z][a-zA-Z][a-zA-Z]?(-[\\-a-zA-Z0-9]+)?$": {"type": "string"}},
+              "additionalProperties": False, "minProperties": 1, "not": {"required": ["ios"]}}
+    platform = {"type": "object", "properties": {"ios": {"type": "string"}, "android": {"type": "string"}},
+                "required": ["ios", "android"], "additionalProperties": False}
+    schema = {"oneOf": [platform, scale, locale]}
+    agree(schema, [{"ios": "a", "android": "b"}, {"2x": "a"}, {"2.5x": "a", "1x": "b"}, {"en": "a"}, {"en-US": "x"},
+                   {"ios": "a"}, {"en": "a", "2x": "b"}, {}, {"2x": 1}, {"ios": "a", "android": "b", "en": "c"}, "x"])
+    # Overlapping branches still need a negation of a closed object: refused, naming the keyword.
+    with pytest.raises(xgr.UnsupportedFeatureError, match="oneOf"):
+        ref = {"properties": {"ref": {"type": "string"}}, "required": ["ref"], "additionalProperties": False}
+        _COMPILER.compile_json_schema({"oneOf": [ref, locale]}, strict_mode=False)

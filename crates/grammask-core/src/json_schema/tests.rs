@@ -156,3 +156,24 @@ fn equal_string_rules_share_one_automaton() {
     let g = conv_with(&format!(r#"{{"properties":{{{}}}}}"#, props.join(",")), |o| o.strict_mode = false).unwrap();
     assert_eq!(g.matches("json_char{0,300}").count(), 1, "{g}");
 }
+
+#[test]
+fn one_of_closed_objects_disjoint_by_keys() {
+    let lax = |s: &str| conv_with(s, |o| o.strict_mode = false);
+    // Key patterns that cannot meet (closed objects that need a key).
+    let s = r#"{"oneOf":[{"type":"object","patternProperties":{"^[0-9]+x$":{}},"additionalProperties":false,"minProperties":1},
+                         {"type":"object","patternProperties":{"^[a-z]{2}$":{}},"additionalProperties":false,"minProperties":1}]}"#;
+    lax(s).unwrap();
+    let ok = |text: &str| schema_accepts(s, Spelling::Canonical, text);
+    assert!(ok(r#"{"2x":1}"#) && ok(r#"{"en":1}"#) && !ok(r#"{"en":1,"2x":2}"#) && !ok("{}"));
+    // A required key the other branch's patterns do not allow, and one its `not` forbids.
+    lax(r#"{"oneOf":[{"type":"object","required":["ios"]},{"type":"object","patternProperties":{"^[0-9]":{}},"additionalProperties":false}]}"#)
+        .unwrap();
+    lax(r#"{"oneOf":[{"type":"object","required":["ios"]},{"type":"object","patternProperties":{"^i":{}},"additionalProperties":false,"not":{"required":["ios"]}}]}"#)
+        .unwrap();
+    // Overlapping keys still need the negation of a closed object: refused.
+    let e = lax(
+        r#"{"oneOf":[{"type":"object","required":["ios"]},{"type":"object","patternProperties":{"^i":{}},"additionalProperties":false}]}"#,
+    );
+    assert_eq!(e.unwrap_err().kind(), ErrorKind::Unsupported);
+}
