@@ -84,3 +84,27 @@ def test_oneof_closed_objects_disjoint_by_key_patterns() -> None:
     with pytest.raises(xgr.UnsupportedFeatureError, match="oneOf"):
         ref = {"properties": {"ref": {"type": "string"}}, "required": ["ref"], "additionalProperties": False}
         _COMPILER.compile_json_schema({"oneOf": [ref, locale]}, strict_mode=False)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "minimum": 16, "maximum": 100, "multipleOf": 4},
+    {"type": "integer", "minimum": -2032, "maximum": 2031, "multipleOf": 16},
+    {"type": "number", "minimum": 1, "maximum": 5, "multipleOf": 1.0},
+    {"type": "integer", "minimum": 2, "multipleOf": 1.0},
+    {"type": "number", "multipleOf": 0.25, "minimum": 0.25, "maximum": 3},
+    {"type": "number", "exclusiveMaximum": 100, "multipleOf": 10, "exclusiveMinimum": -20},
+    {"type": "number", "minimum": 0, "maximum": 100000, "multipleOf": 1},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": -3, "maximum": 3, "multipleOf": 1},
+    {"type": "number", "minimum": -1.5, "maximum": 1.5, "multipleOf": 0.5},
+])
+def test_multiple_of_with_bounds(schema: Any) -> None:
+    # A divisor of 1 (the integers of the range), or few multiples in a closed range (listed).
+    ints = [-2048, -2032, -2031, -2016, -20, -10, -3, -1, 0, 1, 2, 3, 4, 5, 6, 12, 16, 17, 20, 90, 96, 99, 100,
+            2016, 2031, 2032, 99999, 100000, 100001]
+    floats = [-1.5, -0.5, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 3.0, 5.0, 100.0]
+    agree(schema, ints + (floats if schema["type"] == "number" else []))
+
+
+def test_multiple_of_with_wide_bounds_is_refused() -> None:
+    with pytest.raises(xgr.UnsupportedFeatureError, match="multipleOf"):
+        _COMPILER.compile_json_schema({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1e9})

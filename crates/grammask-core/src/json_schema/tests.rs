@@ -177,3 +177,22 @@ fn one_of_closed_objects_disjoint_by_keys() {
     );
     assert_eq!(e.unwrap_err().kind(), ErrorKind::Unsupported);
 }
+
+#[test]
+fn multiple_of_with_bounds() {
+    let lax = |s: &str| conv_with(s, |o| o.strict_mode = false);
+    // Few multiples in a closed range: listed.
+    let s = r#"{"type":"integer","minimum":16,"maximum":100,"multipleOf":4}"#;
+    lax(s).unwrap();
+    for (v, want) in [("16", true), ("20", true), ("100", true), ("12", false), ("18", false), ("104", false)] {
+        assert_eq!(schema_accepts(s, Spelling::Canonical, v), want, "{v}");
+    }
+    // A divisor of 1: the integers of the range (numbers also with a zero fraction).
+    let s = r#"{"type":"number","minimum":1,"exclusiveMaximum":5,"multipleOf":1}"#;
+    for (v, want) in [("1", true), ("4.0", true), ("5", false), ("1.5", false), ("0", false)] {
+        assert_eq!(schema_accepts(s, Spelling::Canonical, v), want, "{v}");
+    }
+    // Too many multiples: refused.
+    let e = lax(r#"{"type":"number","multipleOf":0.01,"minimum":0,"maximum":1000000}"#).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+}
