@@ -18,7 +18,16 @@ pub struct Ebnf {
     names: HashSet<String>,
     /// Next suffix to try per stem (keeps `fresh` amortised O(1)).
     counters: std::collections::HashMap<String, usize>,
+    /// The first rule defined with each (long enough) body: a later rule with the same text is
+    /// written as an alias of it (see [`Ebnf::define`]).
+    bodies: std::collections::HashMap<String, String>,
+    /// Names reserved with [`Ebnf::named`] (never written as aliases) and helper rules written
+    /// with [`Ebnf::define_once`].
+    reserved: HashSet<String>,
 }
+
+/// Bodies at least this long are shared between rules that spell them alike.
+const SHARE_MIN_BODY: usize = 24;
 
 impl Ebnf {
     /// A new rule name derived from `base` (sanitised to `[A-Za-z0-9_]`), unique in this buffer.
@@ -46,11 +55,40 @@ impl Ebnf {
     pub fn named(&mut self, name: &str) -> String {
         let fresh = self.names.insert(name.to_string());
         debug_assert!(fresh, "rule name {name} reserved twice");
+        self.reserved.insert(name.to_string());
         name.to_string()
     }
 
+    /// Writes the helper rule `name ::= body` unless it was written already (rules shared by
+    /// the whole grammar, written where first needed). `name` must extend a reserved name with a
+    /// `.` (never produced by [`Ebnf::fresh`]), and every call with `name` must pass the same body.
+    pub fn define_once(&mut self, name: &str, body: &str) -> Result<()> {
+        if self.reserved.insert(name.to_string()) {
+            self.write(name, body)?;
+        }
+        Ok(())
+    }
+
     /// Writes `name ::= body`. Fails when the output grows past [`MAX_OUTPUT_BYTES`].
+    ///
+    /// Two rules with the same body text define the same language (a body names only rules, whose
+    /// definitions are shared). A body already written under another name is therefore written
+    /// as an alias of that rule: the grammar compiler inlines the alias, so callers share one
+    /// automaton. PERF: a schema with many properties of one string type (`maxLength: 256`) had
+    /// a copy of the counted string per property, and the copies together passed the automaton
+    /// size limit.
     pub fn define(&mut self, name: &str, body: &str) -> Result<()> {
+        if body.len() >= SHARE_MIN_BODY && !self.reserved.contains(name) {
+            if let Some(first) = self.bodies.get(body) {
+                let first = first.clone();
+                return self.write(name, &first);
+            }
+            self.bodies.insert(body.to_string(), name.to_string());
+        }
+        self.write(name, body)
+    }
+
+    fn write(&mut self, name: &str, body: &str) -> Result<()> {
         if self.text.len() + name.len() + body.len() + 6 > MAX_OUTPUT_BYTES {
             return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
         }
@@ -122,6 +160,28 @@ mod tests {
         assert_eq!(e.fresh("a-b"), "a_b_1");
         assert_eq!(e.fresh("9x"), "r9x");
         assert_eq!(e.fresh(""), "r");
+    }
+
+    #[test]
+    fn equal_bodies_are_aliases() {
+        let mut e = Ebnf::default();
+        let r = e.named("json_char");
+        let long = format!("\"\\\"\" {r}{{0,256}} \"\\\"\"");
+        for n in ["a", "b"] {
+            let n = e.fresh(n);
+            e.define(&n, &long).unwrap();
+        }
+        e.define("c", "\"x\"").unwrap();
+        e.define("d", "\"x\"").unwrap(); // short bodies are not shared
+        e.define(&r, &long).unwrap(); // reserved names are never aliases
+        e.define_once("json_char.k", "\"y\"").unwrap();
+        e.define_once("json_char.k", "\"y\"").unwrap();
+        let text = e.into_text();
+        assert_eq!(
+            text,
+            format!("a ::= {long}\nb ::= a\nc ::= \"x\"\nd ::= \"x\"\njson_char ::= {long}\njson_char.k ::= \"y\"\n")
+        );
+        crate::ebnf::parse_ebnf(&format!("{text}root ::= b"), "root").unwrap();
     }
 
     #[test]

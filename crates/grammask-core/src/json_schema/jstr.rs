@@ -175,6 +175,11 @@ fn u_escape(v: u32, lit: &mut String, parts: &mut Vec<String>) {
 /// escape) followed by `json_char*`. Returns the root node's rule.
 /// PERF: the automaton printed from the character DFA spells every "other" class with its `\\u`
 /// ranges at every node: open objects of large schemas passed the automaton-size limit.
+/// The continuations after a deviation are two rules shared by the whole grammar
+/// ([`KEY_OTHER_RULE`] after a raw character, [`KEY_ESCAPE_RULE`] after a backslash): a node
+/// costs its raw class and two references. PERF: the escape alternatives copied into every
+/// node (about 40 automaton states each) made the key tries of open objects under canonical
+/// spelling pass the automaton-size limit where the `spelling="any"` grammar did not.
 fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     // Trie nodes: (children (char, node), is a key).
     let mut nodes: Vec<(Vec<(u8, usize)>, bool)> = vec![(Vec::new(), false)];
@@ -194,10 +199,8 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
         nodes[n].1 = true;
     }
     let base = e.fresh("key_not_in");
-    let esc = format!("{base}.esc");
-    let rest = format!("{base}.rest");
-    // The escape alternatives of the canonical character rule (all but its raw class).
-    let escapes = spelling::CHAR_CANONICAL_BODY.split_once(" | ").map_or("", |x| x.1);
+    e.define_once(KEY_OTHER_RULE, "json_char*")?;
+    e.define_once(KEY_ESCAPE_RULE, &format!("({CANONICAL_ESCAPE_TAIL}) json_char*"))?;
     let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
     let mut text = String::new();
     for (i, (children, is_key)) in nodes.iter().enumerate() {
@@ -211,13 +214,28 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
             let _ = write!(class, "\\x{b:02x}");
         }
         class.push(']');
-        alts.push(format!("({class} | {esc}) {rest}"));
+        alts.push(format!("{class} {KEY_OTHER_RULE}"));
+        alts.push(format!("\"\\\\\" {KEY_ESCAPE_RULE}"));
         let _ = writeln!(text, "{} ::= {}", name(i), alts.join(" | "));
     }
-    let _ = writeln!(text, "{esc} ::= {escapes}\n{rest} ::= json_char*");
     e.raw(&text)?;
     Ok(base)
 }
+
+/// What follows the backslash of a canonical escape: the escape alternatives of
+/// [`spelling::CHAR_CANONICAL_BODY`] without their backslash, factored by prefix (same language,
+/// checked by a test).
+const CANONICAL_ESCAPE_TAIL: &str = concat!(
+    "[\"\\\\bfnrt] | \"u\" (\"0\" (\"0\" (\"0\" [0-7bBeEfF] | \"1\" [0-9a-fA-F] | \"7\" [fF]",
+    " | [89a-fA-F] [0-9a-fA-F]) | [1-9a-fA-F] [0-9a-fA-F]{2}) | [1-9a-cA-CeEfF] [0-9a-fA-F]{3}",
+    " | [dD] ([0-7] [0-9a-fA-F]{2} | [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}))"
+);
+
+/// Shared continuation of a key-trie deviation by a raw character: the rest of the string.
+const KEY_OTHER_RULE: &str = "json_char.key_other";
+/// Shared continuation of a key-trie deviation by a backslash: the rest of a canonical escape,
+/// then the rest of the string.
+const KEY_ESCAPE_RULE: &str = "json_char.key_escape";
 
 /// [`not_in`] under canonical spelling: the body of any canonically spelled JSON string whose value
 /// is not in `keys`, as an automaton over characters printed in canonical spelling. Returns the
@@ -689,6 +707,44 @@ mod tests {
             let parts: Vec<String> = s.chars().map(|c| spell_set(&[(c as u32, c as u32)]).unwrap()).collect();
             let reference = if parts.is_empty() { "\"\"".to_owned() } else { parts.join(" ") };
             assert!(same_language(&expr_automaton(&spell_str(s)), &expr_automaton(&reference)), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn canonical_escape_tail_matches_char_rule() {
+        // `"\\" CANONICAL_ESCAPE_TAIL` is exactly the escape part of the canonical character rule.
+        let escapes = spelling::CHAR_CANONICAL_BODY.split_once(" | ").unwrap().1;
+        let factored = format!("\"\\\\\" ({CANONICAL_ESCAPE_TAIL})");
+        assert!(same_language(&expr_automaton(&format!("({escapes})")), &expr_automaton(&factored)));
+        // The test can fail: dropping one escape letter changes the language.
+        let short = factored.replacen("bfnrt", "bfnr", 1);
+        assert!(!same_language(&expr_automaton(&format!("({escapes})")), &expr_automaton(&short)));
+    }
+
+    #[test]
+    fn canonical_key_trie_matches_general_path() {
+        // The ASCII trie with shared continuations against the character-DFA path of
+        // `not_in_canonical` (used for non-ASCII keys), on ASCII key sets.
+        use crate::regex::{CharDfa, TextMode};
+        let sets: [&[&str]; 5] =
+            [&[], &["a"], &["", "a", "ab"], &["base", "height", "length"], &["i", "id", "ids", "in", "x_y"]];
+        let char_rule = spelling::CHAR_CANONICAL_BODY;
+        for keys in sets {
+            let mut e = Ebnf::default();
+            let _ = e.named("json_char");
+            let trie = not_in_ascii_trie(&mut e, keys).unwrap();
+            let mut text = e.into_text();
+            let _ = writeln!(text, "json_char ::= {char_rule}\nroot ::= \"\\\"\" {trie} \"\\\"\"");
+            let new = crate::compiler::Automata::build(&crate::ebnf::parse_ebnf(&text, "root").unwrap()).unwrap();
+            let mut listed = CharDfa::empty();
+            for k in keys {
+                listed = listed.union(&CharDfa::literal(k)).unwrap();
+            }
+            let lang = CharDfa::any_string().difference(&listed).unwrap();
+            let mut text = lang.to_ebnf("x.re", TextMode::JsonStringBodyCanonical);
+            let _ = writeln!(text, "json_char ::= {char_rule}\nroot ::= \"\\\"\" x.re \"\\\"\"");
+            let old = crate::compiler::Automata::build(&crate::ebnf::parse_ebnf(&text, "root").unwrap()).unwrap();
+            assert!(same_language(&new, &old), "keys {keys:?}");
         }
     }
 

@@ -122,3 +122,77 @@ fn canonical_integer_ranges() {
         assert!(!accepts(open, t), "{t}");
     }
 }
+
+/// Whether the grammar of `schema` (lax, `spelling`) accepts `text` (an Earley recognizer).
+fn schema_accepts(schema: &str, spelling: Spelling, text: &str) -> bool {
+    let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, spelling, ..Default::default() })
+        .unwrap();
+    let a = crate::compiler::Automata::build(&g).unwrap();
+    let mut chart = crate::earley::Chart::new(&a);
+    text.bytes().all(|b| chart.push_byte(&a, b).unwrap()) && chart.is_complete(&a)
+}
+
+#[test]
+fn long_string_bounds_are_blocks() {
+    // Bounds past 4096 characters are built from shared 1024-character blocks, every length once.
+    for (lo, hi) in [(0u64, 5000u64), (5000, 9300), (1, 4097), (2048, 2048 + 4096)] {
+        let schema = format!(r#"{{"type":"string","minLength":{lo},"maxLength":{hi}}}"#);
+        let g = conv_with(&schema, |o| o.strict_mode = false).unwrap();
+        assert!(g.contains("json_char.block"), "{g}");
+        for sp in [Spelling::Canonical, Spelling::Any] {
+            for n in [lo.saturating_sub(1), lo, lo + 1, 1023, 1024, 1025, 4096, hi - 1, hi, hi + 1] {
+                let body: String = (0..n).map(|i| if i % 3 == 0 { 'é' } else { 'a' }).collect();
+                let want = lo <= n && n <= hi;
+                assert_eq!(schema_accepts(&schema, sp, &format!("\"{body}\"")), want, "{lo}..{hi}: {n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn equal_string_rules_share_one_automaton() {
+    // Ten properties of one counted string type: one rule, nine aliases.
+    let props: Vec<String> = (0..10).map(|i| format!(r#""p{i}":{{"type":"string","maxLength":300}}"#)).collect();
+    let g = conv_with(&format!(r#"{{"properties":{{{}}}}}"#, props.join(",")), |o| o.strict_mode = false).unwrap();
+    assert_eq!(g.matches("json_char{0,300}").count(), 1, "{g}");
+}
+
+#[test]
+fn one_of_closed_objects_disjoint_by_keys() {
+    let lax = |s: &str| conv_with(s, |o| o.strict_mode = false);
+    // Key patterns that cannot meet (closed objects that need a key).
+    let s = r#"{"oneOf":[{"type":"object","patternProperties":{"^[0-9]+x$":{}},"additionalProperties":false,"minProperties":1},
+                         {"type":"object","patternProperties":{"^[a-z]{2}$":{}},"additionalProperties":false,"minProperties":1}]}"#;
+    lax(s).unwrap();
+    let ok = |text: &str| schema_accepts(s, Spelling::Canonical, text);
+    assert!(ok(r#"{"2x":1}"#) && ok(r#"{"en":1}"#) && !ok(r#"{"en":1,"2x":2}"#) && !ok("{}"));
+    // A required key the other branch's patterns do not allow, and one its `not` forbids.
+    lax(r#"{"oneOf":[{"type":"object","required":["ios"]},{"type":"object","patternProperties":{"^[0-9]":{}},"additionalProperties":false}]}"#)
+        .unwrap();
+    lax(r#"{"oneOf":[{"type":"object","required":["ios"]},{"type":"object","patternProperties":{"^i":{}},"additionalProperties":false,"not":{"required":["ios"]}}]}"#)
+        .unwrap();
+    // Overlapping keys still need the negation of a closed object: refused.
+    let e = lax(
+        r#"{"oneOf":[{"type":"object","required":["ios"]},{"type":"object","patternProperties":{"^i":{}},"additionalProperties":false}]}"#,
+    );
+    assert_eq!(e.unwrap_err().kind(), ErrorKind::Unsupported);
+}
+
+#[test]
+fn multiple_of_with_bounds() {
+    let lax = |s: &str| conv_with(s, |o| o.strict_mode = false);
+    // Few multiples in a closed range: listed.
+    let s = r#"{"type":"integer","minimum":16,"maximum":100,"multipleOf":4}"#;
+    lax(s).unwrap();
+    for (v, want) in [("16", true), ("20", true), ("100", true), ("12", false), ("18", false), ("104", false)] {
+        assert_eq!(schema_accepts(s, Spelling::Canonical, v), want, "{v}");
+    }
+    // A divisor of 1: the integers of the range (numbers also with a zero fraction).
+    let s = r#"{"type":"number","minimum":1,"exclusiveMaximum":5,"multipleOf":1}"#;
+    for (v, want) in [("1", true), ("4.0", true), ("5", false), ("1.5", false), ("0", false)] {
+        assert_eq!(schema_accepts(s, Spelling::Canonical, v), want, "{v}");
+    }
+    // Too many multiples: refused.
+    let e = lax(r#"{"type":"number","multipleOf":0.01,"minimum":0,"maximum":1000000}"#).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+}

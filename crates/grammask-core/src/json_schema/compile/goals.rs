@@ -217,11 +217,15 @@ impl Conv<'_> {
                 return Ok(true);
             }
         }
-        if a.pending.is_empty() && b.pending.is_empty() && (a.types | b.types) & !OBJ & a.types & b.types == 0 {
+        // Pending `not`s only narrow a branch (and evaluate no properties), so reasoning on the
+        // other keywords stays sound beside them; other applicators may evaluate properties.
+        let only_nots = |m: &Merged| m.pending.iter().all(|p| p.1 == Kind::Not);
+        if only_nots(a) && only_nots(b) && (a.types | b.types) & !OBJ & a.types & b.types == 0 {
+            let (absent_a, absent_b) = (self.absent_keys(a), self.absent_keys(b));
             // Both can only meet as objects: a key one requires and the other forbids ...
-            for (x, y) in [(a, b), (b, a)] {
+            for (x, y, absent_y) in [(a, b, &absent_b), (b, a, &absent_a)] {
                 for k in &x.required {
-                    if y.absent.contains(k) {
+                    if y.absent.contains(k) || absent_y.contains(k) {
                         return Ok(true);
                     }
                     match Self::prop_ids(y, k) {
@@ -237,7 +241,7 @@ impl Conv<'_> {
                     }
                 }
             }
-            // ... or a key required by both with disjoint values.
+            // ... or a key required by both with disjoint values ...
             for k in &a.required {
                 if !b.required.contains(k) {
                     continue;
@@ -256,22 +260,102 @@ impl Conv<'_> {
                     }
                 }
             }
+            // ... or an object of both has a key, and no key is allowed by both (closed objects
+            // whose listed keys and key patterns do not meet).
+            let needs_key = |m: &Merged| m.min_props > 0 || !m.required.is_empty();
+            if needs_key(a) || needs_key(b) {
+                if let Some(keys) = self.allowed_keys(&a.obj.iter().chain(&b.obj).collect::<Vec<_>>()) {
+                    if keys.is_empty() {
+                        return Ok(true);
+                    }
+                }
+            }
         }
         Ok(false)
     }
 
-    /// Value schemas for key `k` from explicit `properties` only; `None` if some part forbids it.
+    /// Keys an object must not have by a pending `not` of a bare `required` of one key.
+    fn absent_keys(&self, m: &Merged) -> Vec<String> {
+        let mut out = Vec::new();
+        for (sid, kind, _) in &m.pending {
+            if *kind != Kind::Not {
+                continue;
+            }
+            let x = self.doc.child(*sid, &["not"]);
+            let Some(map) = self.doc.node(x).value.as_object() else { continue };
+            let annotation = |k: &str| matches!(k, "description" | "title" | "$comment");
+            if !map.keys().all(|k| k == "required" || annotation(k)) {
+                continue;
+            }
+            if let Some(Value::Array(r)) = map.get("required") {
+                if let [Value::String(k)] = r.as_slice() {
+                    out.push(k.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The keys every one of `parts` allows (`None`: any key may be allowed). Only closed parts
+    /// restrict keys (`additionalProperties: false`): their listed properties and the keys their
+    /// patterns match.
+    fn allowed_keys(&self, parts: &[&ObjPart]) -> Option<CharDfa> {
+        let mut out: Option<CharDfa> = None;
+        for p in parts {
+            let closed = match p.additional {
+                Rest::Closed => true,
+                Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
+                Rest::Any => false,
+            };
+            if !closed {
+                continue;
+            }
+            let mut lang = CharDfa::empty();
+            for (name, _) in &p.props {
+                lang = lang.union(&CharDfa::literal(name)).ok()?;
+            }
+            for (pat, _, _) in &p.patterns {
+                let re = Regex::parse(pat, RegexFlags::default()).ok()?;
+                lang = lang.union(&CharDfa::from_regex(&re, Anchoring::Search).ok()?).ok()?;
+            }
+            out = Some(match out {
+                None => lang,
+                Some(o) => o.intersect(&lang).ok()?,
+            });
+        }
+        out
+    }
+
+    /// Value schemas for key `k` from `properties`, matching `patternProperties` and
+    /// additional properties; `None` if some part forbids the key. A pattern that cannot be
+    /// decided here counts as matching with no schema (conservative: nothing is concluded).
     fn prop_ids(m: &Merged, k: &str) -> Option<Vec<SchemaId>> {
         let mut ids = Vec::new();
         for p in &m.obj {
+            let mut covered = false;
             if let Some((_, id)) = p.props.iter().find(|(n, _)| n == k) {
                 ids.push(*id);
-            } else if !p.patterns.is_empty() {
-                // A pattern may apply; stay conservative by adding nothing.
-            } else if let Rest::Schema(x) = p.additional {
-                ids.push(x);
-            } else if p.additional == Rest::Closed {
-                return None;
+                covered = true;
+            }
+            for (pat, id, _) in &p.patterns {
+                let matched = Regex::parse(pat, RegexFlags::default())
+                    .and_then(|re| CharDfa::from_regex(&re, Anchoring::Search))
+                    .map(|d| d.accepts(k));
+                match matched {
+                    Ok(true) => {
+                        ids.push(*id);
+                        covered = true;
+                    }
+                    Ok(false) => {}
+                    Err(_) => covered = true,
+                }
+            }
+            if !covered {
+                match p.additional {
+                    Rest::Schema(x) => ids.push(x),
+                    Rest::Closed => return None,
+                    Rest::Any => {}
+                }
             }
         }
         Some(ids)

@@ -104,6 +104,9 @@ impl Conv<'_> {
             // `minimum: 0` alone (amounts, counts) is exact: the unsigned multiples.
             let nonneg = m.hi.is_none() && m.lo.as_ref().is_some_and(|(d, exclusive)| d.is_zero() && !exclusive);
             if bounded && !nonneg {
+                if let Some(r) = self.bounded_multiples(m, ptr)? {
+                    return Ok(r);
+                }
                 return Err(unsupported(
                     p,
                     "multipleOf together with minimum/maximum (other than minimum 0) is not supported",
@@ -205,12 +208,7 @@ impl Conv<'_> {
                 }
                 return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
             }
-            let c = &self.char_rule;
-            let body = match (m.min_len, m.max_len) {
-                (0, None) => format!("{c}*"),
-                (lo, None) => format!("{c}{{{lo},}}"),
-                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
-            };
+            let body = self.counted_chars(m.min_len, m.max_len)?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
@@ -267,4 +265,143 @@ impl Conv<'_> {
         self.e.raw(&text)?;
         Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
     }
+
+    /// A run of `lo..=hi` characters (`hi` `None`: unbounded). Up to [`LONG_RUN`] characters:
+    /// `json_char{lo,hi}`. Longer bounds are built from blocks of [`RUN_BLOCK`] characters, two
+    /// rules shared by the whole grammar (a block, and a run shorter than a block): `lo = a*B + c`
+    /// characters as `a` blocks and `c` characters, then at most `hi - lo = q*B + r` more as
+    /// `block{0,q-1} short | block{q} char{0,r}` (every length has one parse).
+    /// PERF: `json_char{0,32767}` is a chain of 32,767 copies of the character automaton; two or
+    /// three such bounds passed the grammar's automaton-size limit (`maxLength: 65535` is common).
+    fn counted_chars(&mut self, lo: u64, hi: Option<u64>) -> Result<String> {
+        let c = self.char_rule.clone();
+        if lo <= LONG_RUN && hi.is_none_or(|h| h <= LONG_RUN) {
+            return Ok(match (lo, hi) {
+                (0, None) => format!("{c}*"),
+                (lo, None) => format!("{c}{{{lo},}}"),
+                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
+            });
+        }
+        let block = format!("{c}.block");
+        let short = format!("{c}.short");
+        self.e.define_once(&block, &format!("{c}{{{RUN_BLOCK}}}"))?;
+        self.e.define_once(&short, &format!("{c}{{0,{}}}", RUN_BLOCK - 1))?;
+        let mut parts = Vec::new();
+        let (a, rem) = (lo / RUN_BLOCK, lo % RUN_BLOCK);
+        if a > 0 {
+            parts.push(format!("{block}{{{a}}}"));
+        }
+        if rem > 0 {
+            parts.push(format!("{c}{{{rem}}}"));
+        }
+        match hi {
+            None => parts.push(format!("{c}*")),
+            Some(hi) => {
+                let (q, r) = ((hi - lo) / RUN_BLOCK, (hi - lo) % RUN_BLOCK);
+                let tail = match q {
+                    0 => format!("{c}{{0,{r}}}"),
+                    1 => format!("({short} | {block} {c}{{0,{r}}})"),
+                    q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}})", q - 1),
+                };
+                parts.push(tail);
+            }
+        }
+        Ok(parts.join(" "))
+    }
+
+    /// `multipleOf` with bounds, in two exact cases (`None`: neither applies): a common divisor
+    /// of 1 (the values are the integers of the range: the integer range, and for `number` its
+    /// spellings with a zero fraction), or a closed range holding at most [`MAX_LISTED_MULTIPLES`]
+    /// multiples (each value as a one-point range, spelled as bounded numbers are). The inner
+    /// `Option` is the emitted body (`None`: no value).
+    #[allow(clippy::option_option)] // "not applicable" and "no value" are both answers
+    fn bounded_multiples(&mut self, m: &Merged, ptr: &str) -> Result<Option<Option<String>>> {
+        let mut divs = Vec::new();
+        for (d, _) in &m.mults {
+            let Some(x) = numeric::divisor(d) else { return Ok(None) };
+            divs.push(x);
+        }
+        let Some((p, scale)) = numeric::lcm_divisor(&divs) else { return Ok(None) };
+        let canonical = self.opts.spelling == Spelling::Canonical;
+        let fresh =
+            |this: &mut Self| this.merge(&Goal { ids: vec![], nots: vec![], done: vec![], neg: vec![], depth: 0 });
+        if scale < 10 && u64::from(p) == 10u64.pow(scale as u32) {
+            let mut mi = fresh(self)?;
+            mi.types = INT;
+            mi.lo.clone_from(&m.lo);
+            mi.hi.clone_from(&m.hi);
+            let Some(r) = self.emit_number(&mi, ptr)? else { return Ok(Some(None)) };
+            let plain = self.doc.draft == Draft::D4 || canonical;
+            let suffix = match (m.types & FRAC != 0 && plain, canonical) {
+                (false, _) => "",
+                (true, true) => " \".0\"?",
+                (true, false) => " (\".\" \"0\"+)?",
+            };
+            return Ok(Some(Some(format!("({r}){suffix}"))));
+        }
+        // Bounds and the step as integers over one power of ten.
+        let (Some((lo, lo_x)), Some((hi, hi_x))) = (&m.lo, &m.hi) else { return Ok(None) };
+        let sc = scale.max(lo.frac.len()).max(hi.frac.len());
+        if sc > 18 || lo.int.len() > 18 || hi.int.len() > 18 {
+            return Ok(None);
+        }
+        let scaled = |d: &Dec| -> i128 {
+            let mut v: i128 = 0;
+            for &x in &d.int {
+                v = v * 10 + i128::from(x);
+            }
+            for i in 0..sc {
+                v = v * 10 + i128::from(d.frac.get(i).copied().unwrap_or(0));
+            }
+            if d.neg {
+                -v
+            } else {
+                v
+            }
+        };
+        let step = i128::from(p) * 10i128.pow((sc - scale) as u32);
+        let (lo_n, hi_n) = (scaled(lo), scaled(hi));
+        let mut k_lo = lo_n.div_euclid(step) + i128::from(lo_n.rem_euclid(step) != 0);
+        if *lo_x && k_lo * step == lo_n {
+            k_lo += 1;
+        }
+        let mut k_hi = hi_n.div_euclid(step);
+        if *hi_x && k_hi * step == hi_n {
+            k_hi -= 1;
+        }
+        if k_hi < k_lo {
+            return Ok(Some(None));
+        }
+        if k_hi - k_lo >= MAX_LISTED_MULTIPLES {
+            return Ok(None);
+        }
+        let integer = m.types & FRAC == 0;
+        let mut alts = Vec::new();
+        for k in k_lo..=k_hi {
+            let v = k * step;
+            let (neg, a) = (v < 0, v.unsigned_abs());
+            let den = 10u128.pow(sc as u32);
+            let text = format!("{}{}.{:0width$}", if neg { "-" } else { "" }, a / den, a % den, width = sc);
+            let Some(d) = Dec::parse(&text) else { return Ok(None) };
+            if integer && !d.is_integer() {
+                continue;
+            }
+            let mut mi = fresh(self)?;
+            mi.types = m.types & (INT | FRAC);
+            mi.lo = Some((d.clone(), false));
+            mi.hi = Some((d, false));
+            if let Some(r) = self.emit_number(&mi, ptr)? {
+                alts.push(format!("({r})"));
+            }
+        }
+        Ok(Some(if alts.is_empty() { None } else { Some(alts.join(" | ")) }))
+    }
 }
+
+/// Character runs with a bound above this are built from blocks ([`Conv::counted_chars`]).
+const LONG_RUN: u64 = 4096;
+/// Characters in a block of a long run.
+const RUN_BLOCK: u64 = 1024;
+
+/// Most values of a bounded `multipleOf` listed one by one ([`Conv::bounded_multiples`]).
+const MAX_LISTED_MULTIPLES: i128 = 300;
