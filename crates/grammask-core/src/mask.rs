@@ -295,7 +295,7 @@ fn hash_suffixes(suffixes: &[Box<[u8]>]) -> u128 {
     const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013B;
     let mut h: u128 = 0x6C62_272E_07BB_0142_62B8_2175_6295_C58D;
     for s in suffixes {
-        for &b in s.iter() {
+        for &b in &**s {
             h = (h ^ u128::from(b)).wrapping_mul(PRIME);
         }
         h = (h ^ (s.len() as u128 | 1 << 100)).wrapping_mul(PRIME);

@@ -20,6 +20,9 @@ pub fn kernel_items(a: &Automata, chart: &Chart) -> Vec<Item> {
 /// verdicts are computed but not stored.
 pub const SUFFIX_MEMO_BYTES: usize = 16 << 20;
 
+/// Suffix verdicts by (completion row signature, [`KernelMask::suffix_hash`]).
+type VerdictMap = HashMap<(u128, u128), Arc<[bool]>>;
+
 /// Memoized suffix verdicts of a compiled grammar: which of a kernel's uncertain suffixes the
 /// context a rule completes into reads, keyed by that completion row's signature and the
 /// kernel's [`KernelMask::suffix_hash`].
@@ -30,7 +33,7 @@ pub const SUFFIX_MEMO_BYTES: usize = 16 << 20;
 /// per fill on Llama 3).
 #[derive(Debug, Default)]
 pub struct SuffixMemo {
-    verdicts: std::sync::RwLock<HashMap<(u128, u128), Arc<[bool]>>>,
+    verdicts: std::sync::RwLock<VerdictMap>,
     bytes: std::sync::atomic::AtomicUsize,
 }
 
