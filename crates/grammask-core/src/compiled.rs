@@ -13,7 +13,7 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     ascii_loop, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel,
-    state_bytes, state_run_index, KernelMask, Shortcuts, MIN_ROW_RUN_BYTES,
+    state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::token_index::{read, write, TokenIndex};
@@ -53,6 +53,8 @@ pub struct CompiledGrammar {
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     masks: RwLock<HashMap<u128, Arc<Bitset>>>,
     mask_bytes: AtomicUsize,
+    /// Uncertain-suffix verdicts by (completion row signature, suffix list).
+    suffix_memo: SuffixMemo,
     /// Shortest completions per state, for token budgets (computed on first use).
     completion: OnceLock<Arc<crate::budget::Completion>>,
     /// The allowed tokens of each token edge set (empty without token expressions).
@@ -124,6 +126,7 @@ impl CompiledGrammar {
             state_runs: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
+            suffix_memo: SuffixMemo::default(),
             completion: OnceLock::new(),
             token_masks,
         })
@@ -338,6 +341,12 @@ impl CompiledGrammar {
         self.completion.get_or_init(|| Arc::new(crate::budget::Completion::new(&self.automata, self.vocab()))).clone()
     }
 
+    /// The suffix verdicts memoized for mask fills ([`crate::mask::fill_mask_memo`]).
+    #[doc(hidden)]
+    pub fn suffix_memo(&self) -> &SuffixMemo {
+        &self.suffix_memo
+    }
+
     pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {
         read(&self.masks).get(&sig).cloned()
     }
@@ -356,6 +365,10 @@ impl CompiledGrammar {
     /// not counted).
     pub fn memory_size(&self) -> usize {
         let k: usize = read(&self.kernels).values().map(|k| k.memory_size()).sum();
-        self.automata.memory_size() + k + self.mask_bytes.load(Ordering::Relaxed) + self.grammar.exprs().len() * 24
+        self.automata.memory_size()
+            + k
+            + self.mask_bytes.load(Ordering::Relaxed)
+            + self.suffix_memo.memory_size()
+            + self.grammar.exprs().len() * 24
     }
 }

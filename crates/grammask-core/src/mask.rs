@@ -41,7 +41,7 @@ mod runs;
 mod walk;
 
 pub use compose::{classify_kernel_from_bytes, compose_kernel};
-pub use fill::{fill_mask, fill_mask_direct, kernel_items};
+pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
 use row_memo::*;
 use runs::*;
 pub use runs::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES};
@@ -79,6 +79,10 @@ pub struct KernelMask {
     /// Suffix indices in byte order, each with its longest common prefix with the previous one:
     /// the suffixes form a trie walked once per fill, pruning every suffix under a rejected prefix.
     pub suffix_walk: Vec<(u32, u32)>,
+    /// A 128-bit hash of `suffixes` (in order): with the signature of the row a kernel's rule
+    /// completes into, it keys the suffix verdicts memoized by the compiled grammar
+    /// ([`SuffixMemo`]).
+    pub suffix_hash: u128,
 }
 
 impl KernelMask {
@@ -249,7 +253,8 @@ fn kernel_mask(accepted: Bitset, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<B
         sorted = kept;
     }
     let suffix_walk = suffix_walk_order(&sorted);
-    KernelMask { accepted, uncertain, suffixes: sorted, suffix_walk }
+    let suffix_hash = hash_suffixes(&sorted);
+    KernelMask { accepted, uncertain, suffixes: sorted, suffix_walk, suffix_hash }
 }
 
 /// The state of one kernel classification walk over the trie.
@@ -282,6 +287,20 @@ struct KernelWalk<'a> {
     /// The bytes a state, or an interned row (by frame), has edges on, once looked up.
     readable_states: FastMap<StateId, ByteSet>,
     readable_rows: FastMap<usize, ByteSet>,
+}
+
+/// FNV-1a over 128 bits of the suffixes, each followed by its length (so the list, not just
+/// the concatenation, is hashed).
+fn hash_suffixes(suffixes: &[Box<[u8]>]) -> u128 {
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013B;
+    let mut h: u128 = 0x6C62_272E_07BB_0142_62B8_2175_6295_C58D;
+    for s in suffixes {
+        for &b in &**s {
+            h = (h ^ u128::from(b)).wrapping_mul(PRIME);
+        }
+        h = (h ^ (s.len() as u128 | 1 << 100)).wrapping_mul(PRIME);
+    }
+    h
 }
 
 fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {

@@ -132,6 +132,56 @@ fn masks_match_brute_force_on_random_grammars() {
     assert!(checked > 500, "only {checked} masks checked");
 }
 
+/// Masks from memoized suffix verdicts (keyed by completion row and suffix list) equal the brute
+/// force at every byte of open-object keys and counted, canonically spelled string values, the
+/// same key rule completing into different contexts (`":` after an object key, `"]` in a list),
+/// with one compiled grammar (one memo) for all documents. (`kx` keeps `key` a rule of its own:
+/// a rule that calls a recursive one is not inlined into its three callers.)
+#[test]
+fn memoized_suffix_verdicts_match_brute_force() {
+    let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\bfnrt] | "\\u00" ("0" [0-7BEFbef] | "1" [0-9A-Fa-f])"#;
+    let src = format!(
+        "root ::= \"{{\" ws \"\\\"\" key \"\\\"\" ws \":\" ws val (\",\" ws \"\\\"\" key \"\\\"\" ws \":\" ws val)* \"}}\" | \"[\\\"\" key \"\\\"]\"\n\
+         key ::= JsonStringExcept(\"name\", \"nam\", \"value\") | kx\n\
+         kx ::= \"#\" kx | \"#\"\n\
+         val ::= \"1\" | \"\\\"\" json_char{{0,6}} \"\\\"\"\n\
+         ws ::= [ ]*\n{jc}"
+    );
+    let g = grammask_core::ebnf::parse_ebnf(&src, "root").unwrap();
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    for t in [
+        "\":", "\": ", "\"]", "\"}", "\",", "na", "name", "me", "e\"", "\\\"", "\\/", "\\u00", "ab", "abc", "\"1",
+        "_x\":", "d\": \"",
+    ] {
+        toks.push(t.as_bytes().to_vec());
+    }
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
+    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: [&[u8]; 3] =
+        [br#"{"name_x": 1, "named": "abcdef", "q r": "a\"b"}"#, br#"["nam_e"]"#, br#"{ "vals": "\u001f", "name1":1}"#];
+    let mut checked = 0;
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.iter().enumerate() {
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                let text = String::from_utf8_lossy(&doc[..i]);
+                assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+            checked += 1;
+            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
+        }
+        assert!(m.is_completed());
+    }
+    assert!(checked > 70);
+    assert!(!cg.suffix_memo().is_empty(), "no suffix verdict was memoized");
+}
+
 /// The interned kernel walk (rows memoized by signature) classifies every kernel exactly as the
 /// plain stack walk does.
 #[test]

@@ -16,6 +16,58 @@ pub fn kernel_items(a: &Automata, chart: &Chart) -> Vec<Item> {
     row.iter().copied().filter(|it| it.origin < r).collect()
 }
 
+/// Memory for memoized suffix verdicts per compiled grammar ([`SuffixMemo`]); past it, new
+/// verdicts are computed but not stored.
+pub const SUFFIX_MEMO_BYTES: usize = 16 << 20;
+
+/// Suffix verdicts by (completion row signature, [`KernelMask::suffix_hash`]).
+type VerdictMap = HashMap<(u128, u128), Arc<[bool]>>;
+
+/// Memoized suffix verdicts of a compiled grammar: which of a kernel's uncertain suffixes the
+/// context a rule completes into reads, keyed by that completion row's signature and the
+/// kernel's [`KernelMask::suffix_hash`].
+///
+/// PERF: the positions inside one string (an open object's key, a value with a pattern) are new
+/// kernel states, each with the same uncertain suffixes (the closing quote and what follows)
+/// completing into the same context; each used to walk them all again (~250 suffixes, 0.2-0.5 ms
+/// per fill on Llama 3).
+#[derive(Debug, Default)]
+pub struct SuffixMemo {
+    verdicts: std::sync::RwLock<VerdictMap>,
+    bytes: std::sync::atomic::AtomicUsize,
+}
+
+impl SuffixMemo {
+    fn get(&self, key: (u128, u128)) -> Option<Arc<[bool]>> {
+        crate::token_index::read(&self.verdicts).get(&key).cloned()
+    }
+
+    fn insert(&self, key: (u128, u128), v: &Arc<[bool]>) {
+        use std::sync::atomic::Ordering;
+        let size = v.len() + 64;
+        if self.bytes.load(Ordering::Relaxed) + size > SUFFIX_MEMO_BYTES {
+            return;
+        }
+        if crate::token_index::write(&self.verdicts).insert(key, v.clone()).is_none() {
+            self.bytes.fetch_add(size, Ordering::Relaxed);
+        }
+    }
+
+    /// Verdict lists held.
+    pub fn len(&self) -> usize {
+        crate::token_index::read(&self.verdicts).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held (verdicts and keys, roughly).
+    pub fn memory_size(&self) -> usize {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Fills `out` with the tokens allowed after the chart's input, using and extending `cache`
 /// through `get_kernel`. Stop tokens are not set here.
 pub fn fill_mask(
@@ -24,6 +76,18 @@ pub fn fill_mask(
     trie: &TokenTrie,
     out: &mut Bitset,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
+) -> Result<()> {
+    fill_mask_memo(a, chart, trie, out, get_kernel, None)
+}
+
+/// [`fill_mask`], with suffix verdicts looked up in and added to `memo`.
+pub fn fill_mask_memo(
+    a: &Automata,
+    chart: &mut Chart,
+    trie: &TokenTrie,
+    out: &mut Bitset,
+    get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
+    memo: Option<&SuffixMemo>,
 ) -> Result<()> {
     out.clear();
     if a.has_lookahead() {
@@ -43,12 +107,24 @@ pub fn fill_mask(
             continue;
         }
         let rule = a.state(it.state).rule;
-        let verdict = if chart.push_completion(a, it.origin as usize, rule)? {
-            let v = walk_suffixes(a, chart, km)?;
+        let verdict: Arc<[bool]> = if chart.push_completion(a, it.origin as usize, rule)? {
+            // Equal signatures have the same future: the verdicts depend on the row and the
+            // suffixes only.
+            let key = (chart.last_signature(), km.suffix_hash);
+            let v = match memo.and_then(|m| m.get(key)) {
+                Some(v) => v,
+                None => {
+                    let v: Arc<[bool]> = walk_suffixes(a, chart, km)?.into();
+                    if let Some(m) = memo {
+                        m.insert(key, &v);
+                    }
+                    v
+                }
+            };
             chart.truncate_rows(rows);
             v
         } else {
-            vec![false; km.suffixes.len()]
+            vec![false; km.suffixes.len()].into()
         };
         for &(t, s) in &km.uncertain {
             if verdict[s as usize] {

@@ -58,6 +58,9 @@ fn shortcut_equals_full_walk() {
         b"a\na",
         b"0a\n0",
         b"0\n",
+        b"\\/",
+        b"a\\/b",
+        b"\\/\"",
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
@@ -102,6 +105,9 @@ fn shortcut_equals_full_walk() {
         format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e m | \"\"\ne ::= c \"\\n\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
         // A dead byte read two returns up (after `c` returns into `e`, and `e` into `m`).
         format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e \"\\n\"? m | \"\"\ne ::= c \"x\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+
+        // Canonical spelling (the JSON Schema default): no `\/`, fewer `\u` escapes.
+        format!("root ::= \"\\\"\" json_char* \"\\\"}}\" | \"[\" json_char* \"]\"\n{CANONICAL_JSON_CHAR}"),
     ];
     let mut covered = 0;
     let mut covered_final = 0;
@@ -109,6 +115,7 @@ fn shortcut_equals_full_walk() {
     let mut covered_tail = 0;
     let mut covered_call = 0;
     let mut covered_deep = 0;
+    let mut covered_canonical = 0;
     for src in &grammars {
         let g = parse_ebnf(src, "root").unwrap();
         let a = Automata::build(&g).unwrap();
@@ -124,6 +131,7 @@ fn shortcut_equals_full_walk() {
                 usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
             let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
             covered_deep += usize::from(m && BodySlice::covers(&a, s).is_some());
+            covered_canonical += usize::from(src.contains(CANONICAL_JSON_CHAR) && BodySlice::covers(&a, s).is_some());
             let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
             let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
             assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -139,7 +147,12 @@ fn shortcut_equals_full_walk() {
     assert!(covered_tail >= 1, "the shortcut applied to {covered_tail} states with tail calls");
     assert!(covered_call >= 1, "the shortcut applied to {covered_call} states calling a flat rule");
     assert!(covered_deep >= 1, "the shortcut applied to {covered_deep} states with nested calls");
+    assert!(covered_canonical >= 2, "the shortcut applied to {covered_canonical} canonical string states");
 }
+
+/// `json_char` as the JSON Schema converter spells it by default (`spelling="canonical"`): no
+/// `\/`, `\u` only for characters without a short or raw spelling.
+const CANONICAL_JSON_CHAR: &str = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\bfnrt] | "\\u00" ("0" [0-7BEFbef] | "1" [0-9A-Fa-f]) | "\\u" ("007" [Ff] | "00" [89A-Fa-f] [0-9A-Fa-f] | "0" [1-9A-Fa-f] [0-9A-Fa-f]{2} | [1-9A-CEFa-cef] [0-9A-Fa-f]{3} | [Dd] [0-7] [0-9A-Fa-f]{2}) | "\\u" [Dd] [89ABab] [0-9A-Fa-f]{2} "\\u" [Dd] [C-Fc-f] [0-9A-Fa-f]{2}"#;
 
 /// The counted-body shortcut (`json_char{m,n}` positions) classifies every kernel state it
 /// applies to exactly like the full walk, with the same FOLLOW sets.
@@ -190,6 +203,9 @@ fn counted_shortcut_equals_full_walk() {
         b"}",
         b"xyz\",",
         b"1",
+        b"\\/",
+        b"a\\/b",
+        b"\\/\"",
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
@@ -209,8 +225,11 @@ fn counted_shortcut_equals_full_walk() {
         format!("root ::= \"\\\"\" json_char{{0,12}} \"\\\"\"\n{jc}"),
         // The rule ends inside the string: not a counted body (its states are final).
         format!("root ::= \"\\\"\" t \"\\\"\"\nt ::= json_char{{0,3}}\n{jc}"),
+        // Canonical spelling: counted positions must take the shortcut too.
+        format!("root ::= \"\\\"\" json_char{{1,12}} \"\\\"\"\n{CANONICAL_JSON_CHAR}"),
     ];
     let mut counted = 0;
+    let mut counted_canonical = 0;
     let mut capacities = std::collections::BTreeSet::new();
     for src in &grammars {
         let g = parse_ebnf(src, "root").unwrap();
@@ -221,6 +240,7 @@ fn counted_shortcut_equals_full_walk() {
             let f = follow[a.state(s).rule.index()];
             let Some(c) = body_capacity(s, trie.max_depth, |r| body_level(&a, r)) else { continue };
             counted += 1;
+            counted_canonical += usize::from(src.contains(CANONICAL_JSON_CHAR));
             capacities.insert(c);
             let mut never = || false;
             let full = Shortcuts { follow: Some(&f), ..Default::default() };
@@ -235,6 +255,7 @@ fn counted_shortcut_equals_full_walk() {
         }
     }
     assert!(counted >= 12, "the counted shortcut applied to {counted} states");
+    assert!(counted_canonical >= 12, "the counted shortcut applied to {counted_canonical} canonical states");
     assert!(
         capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth),
         "{capacities:?}"
