@@ -64,9 +64,9 @@ pub struct Completion {
     classes: OnceLock<Arc<SubtreeClasses>>,
 }
 
-/// What a plain state can reach without leaving plain states within the longest token: the
-/// largest `dist` of those states, and the byte classes ([`byte_class`]) of the edges that
-/// leave them to a non-plain state ("exits").
+/// What a plain state `s` can reach within the longest token through plain states whose `dist`
+/// is at most `dist[s] + REACH_SLACK` (its *region*): the largest `dist` there, and the byte
+/// classes ([`byte_class`]) of the edges that leave the region ("exits").
 #[derive(Clone, Copy, Debug)]
 struct Reach {
     max_dist: u32,
@@ -96,12 +96,23 @@ struct Exact {
     under: Vec<(u32, u32)>,
 }
 
+impl Exact {
+    fn new(out: Vec<(u32, u32)>, now: u32) -> Exact {
+        let (mut over, mut under): (Vec<_>, Vec<_>) = out.into_iter().filter(|e| e.0 != now).partition(|e| e.0 > now);
+        over.sort_unstable_by(|x, y| y.cmp(x));
+        under.sort_unstable_by(|x, y| y.cmp(x));
+        Exact { over, under }
+    }
+}
+
 /// Most memoized token-cost list entries per grammar; when exceeded the memo starts over.
 pub const MAX_MEMO_ENTRIES: usize = 1 << 22;
 /// Most memoized chart states per grammar; when exceeded the memo starts over.
 pub const MAX_MEMO_STATES: usize = 1 << 16;
 /// Most states one [`Reach`] search visits; beyond it the state's bound is [`INF`].
 const MAX_REACH_STATES: usize = 1 << 14;
+/// How far above its own `dist` a plain state's region reaches (the rest of a UTF-8 character).
+const REACH_SLACK: u32 = 4;
 
 /// 64 byte classes, for per-trie-node summaries of the bytes below a node: the bytes JSON and
 /// most grammars treat specially get a class each, letters share a few.
@@ -265,6 +276,7 @@ impl Completion {
             return *r;
         }
         let mut r = Reach { max_dist: self.dist(s), exits: 0 };
+        let cap = self.dist(s).saturating_add(REACH_SLACK);
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
         seen.insert(s.0);
@@ -275,7 +287,7 @@ impl Completion {
             }
             for e in a.byte_edges(p) {
                 let q = e.target;
-                if !self.plain[q.0 as usize] {
+                if !self.plain[q.0 as usize] || self.dist(q) > cap {
                     r.exits |= class_bits(e.lo, e.hi);
                 } else if seen.insert(q.0) {
                     r.max_dist = r.max_dist.max(self.dist(q));
@@ -440,13 +452,16 @@ struct Walk<'a> {
     classes: &'a SubtreeClasses,
     mode: Mode,
     now: u32,
-    /// Plain items of the open plain levels, with their `U`.
-    items: Vec<(Item, u32)>,
+    /// Plain items of the open plain levels, with their `U` and, in bound mode, the `dist` cap
+    /// of the region they started in (a step above it leaves the region: an exit).
+    items: Vec<(Item, u32, u32)>,
     levels: Vec<Level>,
     /// Bound mode: the largest cost bound so far.
     bound: u32,
     /// Exact mode: `(cost, token)` of the allowed tokens costing other than `now`.
     out: Vec<(u32, u32)>,
+    /// Bound mode: some plain level was bounded by its reach (so `out` is not exact).
+    bounded: bool,
 }
 
 impl Walk<'_> {
@@ -469,8 +484,13 @@ impl Walk<'_> {
         let mut exits = 0;
         for it in row {
             let u = rows.item_u(self.a, r, it);
-            self.items.push((*it, u));
+            let cap = match self.mode {
+                Mode::Bound => self.comp.dist(it.state).saturating_add(REACH_SLACK),
+                Mode::Exact => u32::MAX,
+            };
+            self.items.push((*it, u, cap));
             if self.mode == Mode::Bound {
+                self.bounded = true;
                 let reach = self.comp.reach(self.a, it.state, self.trie.max_depth);
                 exits |= reach.exits;
                 self.bound = self.bound.max((reach.max_dist + u).min(INF));
@@ -480,9 +500,13 @@ impl Walk<'_> {
     }
 
     fn record(&mut self, node: usize, cost: u32) {
+        if self.mode == Mode::Bound {
+            self.bound = self.bound.max(cost);
+        }
         match self.mode {
-            Mode::Bound => self.bound = self.bound.max(cost),
-            Mode::Exact if cost != self.now => {
+            // A bound walk keeps its (exact) chart costs too: when no plain level was bounded
+            // instead of walked, they are the exact costs.
+            _ if cost != self.now => {
                 let n = self.trie.nodes[node];
                 for &t in self.trie.node_tokens(&n) {
                     if self.mask.get(t as usize) {
@@ -490,7 +514,7 @@ impl Walk<'_> {
                     }
                 }
             }
-            Mode::Exact => {}
+            _ => {}
         }
     }
 
@@ -542,15 +566,15 @@ impl Walk<'_> {
                     self.items.truncate(hi);
                     let mut exit = false;
                     for j in lo..hi {
-                        let (it, u) = self.items[j];
+                        let (it, u, cap) = self.items[j];
                         if let Some(q) = a.step(it.state, n.byte) {
-                            if !comp.plain[q.0 as usize] {
+                            if !comp.plain[q.0 as usize] || comp.dist(q) > cap {
                                 exit = true;
                                 break;
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                self.items.push((next, u));
+                                self.items.push((next, u, cap));
                             }
                         }
                     }
@@ -594,7 +618,7 @@ impl Walk<'_> {
                         continue;
                     }
                     if has_token && self.mode == Mode::Exact {
-                        let c = self.items[hi..].iter().map(|&(it, u)| (comp.dist(it.state) + u).min(INF)).min().unwrap_or(INF);
+                        let c = self.items[hi..].iter().map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF)).min().unwrap_or(INF);
                         self.record(i, c);
                     }
                     self.levels.push(Level::Plain { lo: hi, hi: self.items.len(), rows: nr, exits, at_row: false });
@@ -642,7 +666,7 @@ impl Budget {
         self.rows.cost(a, &self.comp, chart)
     }
 
-    fn walk(&mut self, a: &Automata, trie: &TokenTrie, chart: &mut Chart, mask: &Bitset, mode: Mode, now: u32) -> Result<(u32, Vec<(u32, u32)>)> {
+    fn walk(&mut self, a: &Automata, trie: &TokenTrie, chart: &mut Chart, mask: &Bitset, mode: Mode, now: u32) -> Result<(u32, Vec<(u32, u32)>, bool)> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut w = Walk {
@@ -657,9 +681,10 @@ impl Budget {
             levels: Vec::new(),
             bound: 0,
             out: Vec::new(),
+            bounded: false,
         };
         w.run(&mut self.rows, chart)?;
-        Ok((w.bound, w.out))
+        Ok((w.bound, w.out, !w.bounded))
     }
 
     /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
@@ -706,8 +731,9 @@ impl Budget {
         let mut entry = match self.comp.memo_get(sig) {
             Some(e) => e,
             None => {
-                let bound = self.walk(a, trie, chart, mask, Mode::Bound, now)?.0;
-                self.comp.memo_put(sig, Entry { now, bound, exact: None })
+                let (bound, out, exact) = self.walk(a, trie, chart, mask, Mode::Bound, now)?;
+                let exact = exact.then(|| Exact::new(out, now));
+                self.comp.memo_put(sig, Entry { now, bound, exact })
             }
         };
         if limit >= entry.bound {
@@ -715,11 +741,9 @@ impl Budget {
         }
         if entry.exact.is_none() {
             let out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.1;
-            let (mut over, mut under): (Vec<_>, Vec<_>) = out.into_iter().partition(|e| e.0 > now);
-            over.sort_unstable_by(|x, y| y.cmp(x));
-            under.sort_unstable_by(|x, y| y.cmp(x));
-            let bound = over.first().map_or(now, |e| e.0);
-            entry = self.comp.memo_put(sig, Entry { now, bound, exact: Some(Exact { over, under }) });
+            let x = Exact::new(out, now);
+            let bound = x.over.first().map_or(now, |e| e.0);
+            entry = self.comp.memo_put(sig, Entry { now, bound, exact: Some(x) });
         }
         let x = entry.exact.as_ref().expect("exact costs");
         debug_assert_eq!(entry.now, now);
