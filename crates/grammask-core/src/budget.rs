@@ -419,7 +419,6 @@ impl RowCosts {
     }
 }
 
-
 /// Where a token-trie walk stands after the bytes of a trie path.
 #[derive(Clone, Copy, Debug)]
 enum Level {
@@ -536,14 +535,21 @@ impl Walk<'_> {
             let d = n.depth as usize;
             self.levels.truncate(d);
             let skip = n.subtree_end as usize;
-            let has_token = n.tok_end > n.tok_start && self.trie.node_tokens(&n).iter().any(|&t| self.mask.get(t as usize));
+            let has_token =
+                n.tok_end > n.tok_start && self.trie.node_tokens(&n).iter().any(|&t| self.mask.get(t as usize));
             match self.levels[d - 1] {
                 Level::Chart { rows: nr } => {
                     Self::pop_to(rows, chart, nr);
-                    self.items.truncate(self.levels.iter().rev().find_map(|l| match l {
-                        Level::Plain { hi, .. } => Some(*hi),
-                        Level::Chart { .. } => None,
-                    }).unwrap_or(0));
+                    self.items.truncate(
+                        self.levels
+                            .iter()
+                            .rev()
+                            .find_map(|l| match l {
+                                Level::Plain { hi, .. } => Some(*hi),
+                                Level::Chart { .. } => None,
+                            })
+                            .unwrap_or(0),
+                    );
                     if !chart.push_byte(a, n.byte)? {
                         i = skip;
                         continue;
@@ -599,16 +605,7 @@ impl Walk<'_> {
                             let c = rows.cost(a, comp, chart);
                             self.record(i, c);
                         }
-                        let l = match self.level_of_row(rows, chart) {
-                            Level::Plain { lo, hi, rows, exits: e, at_row } => Level::Plain {
-                                lo,
-                                hi,
-                                rows,
-                                exits: if self.mode == Mode::Bound { e } else { exits },
-                                at_row,
-                            },
-                            l => l,
-                        };
+                        let l = self.level_of_row(rows, chart);
                         self.levels.push(l);
                         i += 1;
                         continue;
@@ -618,7 +615,11 @@ impl Walk<'_> {
                         continue;
                     }
                     if has_token && self.mode == Mode::Exact {
-                        let c = self.items[hi..].iter().map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF)).min().unwrap_or(INF);
+                        let c = self.items[hi..]
+                            .iter()
+                            .map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF))
+                            .min()
+                            .unwrap_or(INF);
                         self.record(i, c);
                     }
                     self.levels.push(Level::Plain { lo: hi, hi: self.items.len(), rows: nr, exits, at_row: false });
@@ -629,6 +630,9 @@ impl Walk<'_> {
         Ok(())
     }
 }
+
+/// A walk's cost bound, its `(cost, token)` list and whether that list is exact.
+type WalkResult = (u32, Vec<(u32, u32)>, bool);
 
 /// A matcher's token budget: the limit, the grammar's [`Completion`] (with the token costs
 /// memoized by chart signature, shared by the grammar's matchers) and the row tables of the
@@ -644,7 +648,13 @@ impl Budget {
     /// A budget of `max_tokens` accepted tokens (the stop token included) for a matcher whose
     /// chart is `chart`. Errors when `max_tokens` is below the shortest completion plus the stop
     /// token, naming that length.
-    pub fn new(a: &Automata, comp: Arc<Completion>, chart: &Chart, accepted: usize, max_tokens: usize) -> Result<Budget> {
+    pub fn new(
+        a: &Automata,
+        comp: Arc<Completion>,
+        chart: &Chart,
+        accepted: usize,
+        max_tokens: usize,
+    ) -> Result<Budget> {
         let mut b = Budget { max_tokens, comp, rows: RowCosts::default() };
         let need = b.shortest(a, chart);
         if need >= INF || accepted + need as usize + 1 > max_tokens {
@@ -666,7 +676,15 @@ impl Budget {
         self.rows.cost(a, &self.comp, chart)
     }
 
-    fn walk(&mut self, a: &Automata, trie: &TokenTrie, chart: &mut Chart, mask: &Bitset, mode: Mode, now: u32) -> Result<(u32, Vec<(u32, u32)>, bool)> {
+    fn walk(
+        &mut self,
+        a: &Automata,
+        trie: &TokenTrie,
+        chart: &mut Chart,
+        mask: &Bitset,
+        mode: Mode,
+        now: u32,
+    ) -> Result<WalkResult> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut w = Walk {
@@ -690,7 +708,13 @@ impl Budget {
     /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
     /// `(cost, token)` for the tokens whose cost is not `C(now)`, by decreasing cost. For tests
     /// and benchmarks; the mask path uses the memoized form.
-    pub fn token_costs(&mut self, a: &Automata, trie: &TokenTrie, chart: &mut Chart, mask: &Bitset) -> Result<Vec<(u32, u32)>> {
+    pub fn token_costs(
+        &mut self,
+        a: &Automata,
+        trie: &TokenTrie,
+        chart: &mut Chart,
+        mask: &Bitset,
+    ) -> Result<Vec<(u32, u32)>> {
         let now = self.shortest(a, chart);
         let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.1;
         out.sort_unstable_by(|x, y| y.cmp(x));

@@ -3,7 +3,6 @@
 //! single-byte tokens, independently of `crate::budget`) and the stop token fit in the remaining
 //! budget, for every remaining budget from the tightest up.
 
-use grammask_core::builtin::builtin_json_grammar;
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::grammar::Grammar;
 use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
@@ -29,8 +28,34 @@ impl Rng {
 fn vocab() -> (Arc<Vocabulary>, u32) {
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     for t in [
-        "{\"", "\": ", "\", \"", "[[", "[[[[", "]]", "}}", "[{\"", "\"}", "\"]", ", ", "true", "null", "1234", "abc",
-        "\"a\": \"", "-0", "1e5", "0.", "\\u00", "\\n", "\"}]", "a\"", "é", "\u{4e2d}", "))", "((a", "a+",
+        "{\"",
+        "\": ",
+        "\", \"",
+        "[[",
+        "[[[[",
+        "]]",
+        "}}",
+        "[{\"",
+        "\"}",
+        "\"]",
+        ", ",
+        "true",
+        "null",
+        "1234",
+        "abc",
+        "\"a\": \"",
+        "-0",
+        "1e5",
+        "0.",
+        "\\u00",
+        "\\n",
+        "\"}]",
+        "a\"",
+        "é",
+        "\u{4e2d}",
+        "))",
+        "((a",
+        "a+",
     ] {
         toks.push(t.as_bytes().to_vec());
     }
@@ -43,7 +68,7 @@ fn vocab() -> (Arc<Vocabulary>, u32) {
 }
 
 fn schema(s: &str) -> Grammar {
-    let text = json_schema_to_ebnf(s, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let text = json_schema_to_ebnf(s, &JsonSchemaOptions { strict_mode: true, ..Default::default() }).unwrap();
     parse_ebnf(&text, "root").unwrap()
 }
 
@@ -56,9 +81,9 @@ fn grammars() -> Vec<(&'static str, Grammar)> {
             ),
         ),
         ("nested", schema(r##"{"type":"array","items":{"anyOf":[{"$ref":"#"},{"type":"boolean"}]},"maxItems":2}"##)),
+        ("string", schema(r#"{"type":"string","minLength":3,"maxLength":6}"#)),
         ("expr", parse_ebnf("root ::= e\ne ::= t (\"+\" t)*\nt ::= \"((\" e \"))\" | [a-z]+", "root").unwrap()),
         ("ambiguous", parse_ebnf("root ::= x | y\nx ::= \"a\"+ \"bcd\"\ny ::= \"a\"* \"\\\"}]\"", "root").unwrap()),
-        ("builtin_json", builtin_json_grammar()),
     ]
 }
 
@@ -110,7 +135,7 @@ fn budgeted_masks_equal_brute_force() {
         for path in 0..2 {
             let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
             let mut taken: Vec<u32> = Vec::new();
-            for step in 0..10 {
+            for step in 0..8 {
                 let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
                 let now = shortest(&free, &mut memo, 64).expect("a completion");
                 // The exact cost after every allowed token.
@@ -130,7 +155,8 @@ fn budgeted_masks_equal_brute_force() {
                     let n = taken.len() + remaining;
                     // (A budget below the start's shortest completion is refused, though multi-byte
                     // tokens taken so far may have made it enough.)
-                    let Ok(mut m) = Matcher::new(cg.clone(), MatcherOptions { max_tokens: Some(n), ..Default::default() })
+                    let Ok(mut m) =
+                        Matcher::new(cg.clone(), MatcherOptions { max_tokens: Some(n), ..Default::default() })
                     else {
                         continue;
                     };
@@ -138,8 +164,11 @@ fn budgeted_masks_equal_brute_force() {
                         assert!(m.accept_token(t).unwrap());
                     }
                     let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-                    let mut want: HashSet<u32> =
-                        costs.iter().filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining)).map(|c| c.0).collect();
+                    let mut want: HashSet<u32> = costs
+                        .iter()
+                        .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
+                        .map(|c| c.0)
+                        .collect();
                     if complete {
                         want.insert(stop);
                     }
@@ -147,7 +176,9 @@ fn budgeted_masks_equal_brute_force() {
                         got,
                         want,
                         "{name} path {path} step {step} remaining {remaining} (now {now}) after {:?}",
-                        String::from_utf8_lossy(&taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>())
+                        String::from_utf8_lossy(
+                            &taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>()
+                        )
                     );
                 }
                 // Go on with a random allowed non-stop token (or stop the path).
