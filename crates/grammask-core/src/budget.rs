@@ -106,7 +106,7 @@ impl Exact {
 }
 
 /// Most memoized token-cost list entries per grammar; when exceeded the memo starts over.
-pub const MAX_MEMO_ENTRIES: usize = 1 << 22;
+pub const MAX_MEMO_ENTRIES: usize = 1 << 20;
 /// Most memoized chart states per grammar; when exceeded the memo starts over.
 pub const MAX_MEMO_STATES: usize = 1 << 16;
 /// Most states one [`Reach`] search visits; beyond it the state's bound is [`INF`].
@@ -393,8 +393,8 @@ impl RowCosts {
 
     /// `U(rule(it), it.origin)` of an item of row `r` (the tables must reach row `r`).
     fn item_u(&self, a: &Automata, r: usize, it: &Item) -> u32 {
-        let rule = a.state(it.state).rule.index() as u32;
-        self.lookup(if it.origin as usize == r { r } else { it.origin as usize }, rule)
+        debug_assert!(it.origin as usize <= r);
+        self.lookup(it.origin as usize, a.state(it.state).rule.index() as u32)
     }
 
     /// `C(row)` of the chart's last row: the fewest single-byte tokens that complete the input
