@@ -63,3 +63,27 @@ def test_small_budgets_are_refused_and_builtin_json_closes() -> None:
         xgr.GrammarMatcher(cg, max_tokens=0)
     text = _sample(comp.compile_builtin_json_grammar(), info, 40, random.Random(0))
     json.loads(text)
+
+
+def test_batch_fill_takes_each_matchers_budget() -> None:
+    """``BatchGrammarMatcher`` fills each row under its own matcher's budget, as single fills do."""
+    info = tokenizer_info("llama3")
+    cg = compiler("llama3").compile_json_schema(SCHEMA, strict_mode=False)
+    n = info.vocab_size
+    prefix = '{"name":"abcd'
+    budgets = [None, 33, 40, 200]
+    ms = [xgr.GrammarMatcher(cg) if b is None else xgr.GrammarMatcher(cg, max_tokens=b) for b in budgets]
+    for m in ms:
+        for ch in prefix:  # one token per character, so the budgets bite
+            assert m.accept_string(ch)
+    batch = xgr.allocate_token_bitmask(len(ms), n)
+    xgr.BatchGrammarMatcher(max_threads=4).batch_fill_next_token_bitmask(ms, batch)
+    rows = []
+    for i, m in enumerate(ms):
+        one = xgr.allocate_token_bitmask(1, n)
+        m.fill_next_token_bitmask(one)
+        assert np.array_equal(np.asarray(batch[i]), np.asarray(one[0])), budgets[i]
+        rows.append(int(np.asarray(xgr.testing.bitmask_to_bool_mask(one, n)).sum()))
+    # Tighter budgets allow fewer tokens: at 33 (the shortest completion plus the stop token from
+    # the start) only tokens that shorten the completion remain.
+    assert rows[1] < rows[2] <= rows[3] <= rows[0]

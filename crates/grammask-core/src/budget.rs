@@ -29,11 +29,12 @@
 //! the builtin JSON grammar have none).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
-use crate::earley::Chart;
+use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::trie::TokenTrie;
@@ -48,11 +49,146 @@ pub const INF: u32 = u32::MAX / 4;
 #[derive(Debug)]
 pub struct Completion {
     dist: Vec<u32>,
+    /// `plain[s]`: `s` has no rule edges and is not final, so a row of such items reads bytes on
+    /// the automaton alone (no prediction, no completion).
+    plain: Vec<bool>,
+    /// The grammar has lookahead assertions: every row takes the chart walk.
+    lookahead: bool,
+    vocab: Arc<Vocabulary>,
+    /// Per plain state: [`Reach`], computed on first use.
+    reach: Mutex<FastMap<u32, Reach>>,
+    /// Token costs by row signature, shared by every matcher of the grammar (equal signatures
+    /// have equal futures, so equal costs).
+    memo: Mutex<Memo>,
+    /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
+    classes: OnceLock<Arc<SubtreeClasses>>,
+}
+
+/// What a plain state `s` can reach within the longest token through plain states whose `dist`
+/// is at most `dist[s] + REACH_SLACK` (its *region*): the largest `dist` there, and the byte
+/// classes ([`byte_class`]) of the edges that leave the region ("exits").
+#[derive(Clone, Copy, Debug)]
+struct Reach {
+    max_dist: u32,
+    exits: u64,
+}
+
+#[derive(Debug, Default)]
+struct Memo {
+    entries: FastMap<u128, Arc<Entry>>,
+    /// Token-cost list entries held, for the size bound.
+    held: usize,
+}
+
+/// The memoized token costs of one chart state. `bound` is at least the cost after every token
+/// the state allows; `exact`, once computed, lists every allowed token whose cost differs from
+/// `now`: `over` those above, `under` those below, each by decreasing cost.
+#[derive(Debug)]
+struct Entry {
+    now: u32,
+    bound: u32,
+    exact: Option<Exact>,
+}
+
+#[derive(Debug, Default)]
+struct Exact {
+    over: Vec<(u32, u32)>,
+    under: Vec<(u32, u32)>,
+}
+
+impl Exact {
+    fn new(out: Vec<(u32, u32)>, now: u32) -> Exact {
+        let (mut over, mut under): (Vec<_>, Vec<_>) = out.into_iter().filter(|e| e.0 != now).partition(|e| e.0 > now);
+        over.sort_unstable_by(|x, y| y.cmp(x));
+        under.sort_unstable_by(|x, y| y.cmp(x));
+        Exact { over, under }
+    }
+}
+
+/// Most memoized token-cost list entries per grammar; when exceeded the memo starts over.
+pub const MAX_MEMO_ENTRIES: usize = 1 << 20;
+/// Most memoized chart states per grammar; when exceeded the memo starts over.
+pub const MAX_MEMO_STATES: usize = 1 << 16;
+/// Most states one [`Reach`] search visits; beyond it the state's bound is [`INF`].
+const MAX_REACH_STATES: usize = 1 << 14;
+/// How far above its own `dist` a plain state's region reaches (the rest of a UTF-8 character).
+const REACH_SLACK: u32 = 4;
+
+/// 64 byte classes, for per-trie-node summaries of the bytes below a node: the bytes JSON and
+/// most grammars treat specially get a class each, letters share a few.
+fn byte_class(b: u8) -> u32 {
+    match b {
+        b'\t' => 1,
+        b'\n' => 2,
+        b'\r' => 3,
+        0x00..=0x1f => 0,
+        0x20..=0x3f => 4 + u32::from(b - 0x20),
+        b'@' => 36,
+        b'A'..=b'Z' => 37 + u32::from(b - b'A') / 7,
+        b'[' => 41,
+        b'\\' => 42,
+        b']' => 43,
+        b'^' => 44,
+        b'_' => 45,
+        b'`' => 46,
+        b'a'..=b'z' => 47 + u32::from(b - b'a') / 3,
+        b'{' => 56,
+        b'|' => 57,
+        b'}' => 58,
+        b'~' => 59,
+        0x7f => 60,
+        0x80..=0xbf => 61,
+        0xc0..=0xdf => 62,
+        0xe0..=0xff => 63,
+    }
+}
+
+fn class_bits(lo: u8, hi: u8) -> u64 {
+    (lo..=hi).fold(0u64, |m, b| m | (1u64 << byte_class(b)))
+}
+
+/// Per token-trie node, the byte classes on the node and below it: a walk whose exits miss
+/// them can skip the subtree. One per vocabulary (the trie is a function of the vocabulary).
+#[derive(Debug)]
+struct SubtreeClasses {
+    below: Vec<u64>,
+}
+
+impl SubtreeClasses {
+    fn new(trie: &TokenTrie) -> SubtreeClasses {
+        let mut below: Vec<u64> = trie.nodes.iter().map(|n| 1u64 << byte_class(n.byte)).collect();
+        // Preorder: children come after their parent, so a reverse pass sees them first.
+        for i in (0..trie.nodes.len()).rev() {
+            let p = trie.nodes[i].parent;
+            if p != u32::MAX {
+                below[p as usize] |= below[i];
+            }
+        }
+        SubtreeClasses { below }
+    }
+
+    /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
+    /// vocabulary weakly: a live `Weak` keeps its address from being reused.
+    fn of(vocab: &Arc<Vocabulary>, trie: &TokenTrie) -> Arc<SubtreeClasses> {
+        type Cache = Mutex<Vec<(Weak<Vocabulary>, Arc<SubtreeClasses>)>>;
+        static CACHE: OnceLock<Cache> = OnceLock::new();
+        let cache = CACHE.get_or_init(Cache::default);
+        let mut c = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        c.retain(|(w, _)| w.strong_count() > 0);
+        if let Some((_, s)) = c.iter().find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(vocab))) {
+            if s.below.len() == trie.nodes.len() {
+                return s.clone();
+            }
+        }
+        let s = Arc::new(SubtreeClasses::new(trie));
+        c.push((Arc::downgrade(vocab), s.clone()));
+        s
+    }
 }
 
 impl Completion {
     /// Computes `dist` for the automata `a` under the vocabulary `vocab`.
-    pub fn new(a: &Automata, vocab: &Vocabulary) -> Completion {
+    pub fn new(a: &Automata, vocab: &Arc<Vocabulary>) -> Completion {
         let mut byte_ok = [false; 256];
         for t in 0..vocab.vocab_size() as u32 {
             let b = vocab.token_bytes(t);
@@ -120,7 +256,72 @@ impl Completion {
                 relax(&mut dist, &mut heap, p, c.min(INF));
             }
         }
-        Completion { dist }
+        let plain = (0..n)
+            .map(|s| {
+                let sid = StateId(s as u32);
+                a.rule_edges(sid).is_empty() && !a.state(sid).is_final
+            })
+            .collect();
+        Completion {
+            dist,
+            plain,
+            lookahead: a.has_lookahead(),
+            vocab: vocab.clone(),
+            reach: Mutex::default(),
+            memo: Mutex::default(),
+            classes: OnceLock::new(),
+        }
+    }
+
+    /// The [`Reach`] of plain state `s` within `depth` bytes (breadth-first, so each state is
+    /// met at its least depth).
+    fn reach(&self, a: &Automata, s: StateId, depth: u32) -> Reach {
+        if let Some(r) = self.reach.lock().unwrap_or_else(PoisonError::into_inner).get(&s.0) {
+            return *r;
+        }
+        let mut r = Reach { max_dist: self.dist(s), exits: 0 };
+        let cap = self.dist(s).saturating_add(REACH_SLACK);
+        let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
+        let mut queue = VecDeque::new();
+        seen.insert(s.0);
+        queue.push_back((s, 0u32));
+        while let Some((p, d)) = queue.pop_front() {
+            if d >= depth {
+                continue;
+            }
+            for e in a.byte_edges(p) {
+                let q = e.target;
+                if !self.plain[q.0 as usize] || self.dist(q) > cap {
+                    r.exits |= class_bits(e.lo, e.hi);
+                } else if seen.insert(q.0) {
+                    r.max_dist = r.max_dist.max(self.dist(q));
+                    queue.push_back((q, d + 1));
+                }
+            }
+            if seen.len() > MAX_REACH_STATES {
+                r = Reach { max_dist: INF, exits: u64::MAX };
+                break;
+            }
+        }
+        self.reach.lock().unwrap_or_else(PoisonError::into_inner).insert(s.0, r);
+        r
+    }
+
+    fn memo_get(&self, sig: u128) -> Option<Arc<Entry>> {
+        self.memo.lock().unwrap_or_else(PoisonError::into_inner).entries.get(&sig).cloned()
+    }
+
+    fn memo_put(&self, sig: u128, e: Entry) -> Arc<Entry> {
+        let size = e.exact.as_ref().map_or(0, |x| x.over.len() + x.under.len());
+        let e = Arc::new(e);
+        let mut m = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.entries.len() >= MAX_MEMO_STATES || m.held + size > MAX_MEMO_ENTRIES {
+            m.entries.clear();
+            m.held = 0;
+        }
+        m.held += size;
+        m.entries.insert(sig, e.clone());
+        e
     }
 
     #[inline]
@@ -194,6 +395,12 @@ impl RowCosts {
         self.tables.pop();
     }
 
+    /// `U(rule(it), it.origin)` of an item of row `r` (the tables must reach row `r`).
+    fn item_u(&self, a: &Automata, r: usize, it: &Item) -> u32 {
+        debug_assert!(it.origin as usize <= r);
+        self.lookup(it.origin as usize, a.state(it.state).rule.index() as u32)
+    }
+
     /// `C(row)` of the chart's last row: the fewest single-byte tokens that complete the input
     /// (0 when it is complete), or [`INF`]. The tables must be in step with `chart`.
     pub fn cost(&self, a: &Automata, comp: &Completion, chart: &Chart) -> u32 {
@@ -216,151 +423,229 @@ impl RowCosts {
     }
 }
 
-/// Upper bounds on the shortest completion after each allowed token, without parsing: a token
-/// whose bytes one item of the last row reads inside its own rule (no rule ends or starts on the
-/// way) leaves that item in state `s'`, so `dist[s'] + U(item)` bounds the completion after it.
-/// Returns `(cost bound, token)` for tokens bounded at `floor` or more, and marks in `rest` the
-/// allowed tokens no item reads whole (those need [`token_costs`]).
-///
-/// PERF: string contents allow most of the vocabulary; reading tokens through the items' byte
-/// automata is an order of magnitude cheaper than pushing Earley rows for them.
-#[allow(clippy::too_many_arguments)]
-fn bounded_costs(
-    a: &Automata,
-    comp: &Completion,
-    rows: &RowCosts,
-    chart: &Chart,
-    trie: &TokenTrie,
-    mask: &Bitset,
-    floor: u32,
-    rest: &mut Bitset,
-) -> Vec<(u32, u32)> {
-    let r = chart.last_row_index();
-    // (state, U of the item) of the last row's items with a finite U.
-    let mut start: Vec<(StateId, u32)> = Vec::new();
-    for it in chart.row(r) {
-        let rule = a.state(it.state).rule.index() as u32;
-        let up = if it.origin as usize == r {
-            rows.tables[r].binary_search_by_key(&rule, |e| e.0).map_or(INF, |i| rows.tables[r][i].1)
-        } else {
-            rows.lookup(it.origin as usize, rule)
-        };
-        if up < INF && !start.contains(&(it.state, up)) {
-            start.push((it.state, up));
-        }
-    }
-    let mut out = Vec::new();
-    // levels[d]: the (state, U) pairs after the first d bytes of the current trie path.
-    let mut levels: Vec<Vec<(StateId, u32)>> = vec![start];
-    let nodes = &trie.nodes;
-    let mut i = 0;
-    while i < nodes.len() {
-        let n = nodes[i];
-        let d = n.depth as usize;
-        levels.truncate(d);
-        let mut next = Vec::new();
-        for &(s, up) in &levels[d - 1] {
-            if let Some(t) = a.step(s, n.byte) {
-                if !next.contains(&(t, up)) {
-                    next.push((t, up));
-                }
-            }
-        }
-        if next.is_empty() {
-            // No item reads this prefix inside its rule: the subtree's tokens need a parse.
-            for t in trie.subtree_tokens(i) {
-                if mask.get(t as usize) {
-                    rest.set(t as usize);
-                }
-            }
-            i = n.subtree_end as usize;
-            continue;
-        }
-        let tokens = trie.node_tokens(&n);
-        if tokens.iter().any(|&t| mask.get(t as usize)) {
-            let c = next.iter().map(|&(s, up)| (comp.dist(s) + up).min(INF)).min().unwrap_or(INF);
-            if c >= floor {
-                out.extend(tokens.iter().filter(|&&t| mask.get(t as usize)).map(|&t| (c, t)));
-            }
-        }
-        levels.push(next);
-        i += 1;
-    }
-    out
+/// Where a token-trie walk stands after the bytes of a trie path.
+#[derive(Clone, Copy, Debug)]
+enum Level {
+    /// The chart's last row (the chart has `rows` rows).
+    Chart { rows: usize },
+    /// Plain items `items[lo..hi]` with their `U`, on top of a chart of `rows` rows; `exits`:
+    /// the byte classes that can lead out of plain states from where this plain stretch began;
+    /// `at_row`: the items are the chart's last row itself.
+    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool },
 }
 
-/// Shortest completions after each allowed token of a chart state: `(cost, token)` for every
-/// token of `mask` (stop tokens excluded) whose cost is at least `floor`, sorted by decreasing cost.
-/// Walks the token trie over the chart (pushing and popping rows), so the chart and the tables
-/// come back as they were.
-pub fn token_costs(
-    a: &Automata,
-    comp: &Completion,
-    rows: &mut RowCosts,
-    chart: &mut Chart,
-    trie: &TokenTrie,
-    mask: &Bitset,
-    floor: u32,
-) -> Result<Vec<(u32, u32)>> {
-    let base = chart.num_rows();
-    let mut out = Vec::new();
-    let nodes = &trie.nodes;
-    // allowed_before[k]: allowed tokens among trie.tokens[..k] (a subtree's tokens are a range).
-    let mut allowed_before = Vec::with_capacity(trie.tokens.len() + 1);
-    let mut acc = 0u32;
-    allowed_before.push(0);
-    for &t in &trie.tokens {
-        acc += u32::from(mask.get(t as usize));
-        allowed_before.push(acc);
-    }
-    let mut i = 0;
-    while i < nodes.len() {
-        let n = nodes[i];
-        // Rows above the node's parent go.
-        while chart.num_rows() > base + n.depth as usize - 1 {
+/// What a walk computes: an upper bound on the costs (plain stretches are bounded by their
+/// [`Reach`] and only subtrees that may leave them are walked), or every cost.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Bound,
+    Exact,
+}
+
+/// A walk of the token trie from the chart's last row, computing the shortest completion after
+/// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
+/// has rule edges or final states, and on the automaton alone ("plain" levels: `dist + U` per
+/// item) where every item is plain. Every allowed token is read by one of the two, and each is
+/// exact: a plain row's only derivations are its items' byte paths.
+struct Walk<'a> {
+    a: &'a Automata,
+    comp: &'a Completion,
+    trie: &'a TokenTrie,
+    mask: &'a Bitset,
+    classes: &'a SubtreeClasses,
+    mode: Mode,
+    now: u32,
+    /// Plain items of the open plain levels, with their `U` and, in bound mode, the `dist` cap
+    /// of the region they started in (a step above it leaves the region: an exit).
+    items: Vec<(Item, u32, u32)>,
+    levels: Vec<Level>,
+    /// Bound mode: the largest cost bound so far.
+    bound: u32,
+    /// Exact mode: `(cost, token)` of the allowed tokens costing other than `now`.
+    out: Vec<(u32, u32)>,
+    /// Bound mode: some plain level was bounded by its reach (so `out` is not exact).
+    bounded: bool,
+}
+
+impl Walk<'_> {
+    fn pop_to(rows: &mut RowCosts, chart: &mut Chart, n: usize) {
+        while chart.num_rows() > n {
             chart.pop_row();
             rows.pop();
         }
-        // Subtrees without an allowed token need no walk.
-        let (t0, t1) = (trie.first_token[i] as usize, trie.first_token[n.subtree_end as usize] as usize);
-        if allowed_before[t1] == allowed_before[t0] {
-            i = n.subtree_end as usize;
-            continue;
+    }
+
+    /// The level of the chart's last row: plain when every item is (and the grammar has no
+    /// lookahead), adding its items' reach to the bound.
+    fn level_of_row(&mut self, rows: &RowCosts, chart: &Chart) -> Level {
+        let r = chart.last_row_index();
+        let row = chart.row(r);
+        if self.comp.lookahead || !row.iter().all(|it| self.comp.plain[it.state.0 as usize]) {
+            return Level::Chart { rows: chart.num_rows() };
         }
-        if !chart.push_byte(a, n.byte)? {
-            i = n.subtree_end as usize;
-            continue;
-        }
-        rows.push(a, comp, chart);
-        let tokens = trie.node_tokens(&n);
-        if tokens.iter().any(|&t| mask.get(t as usize)) {
-            let c = rows.cost(a, comp, chart);
-            if c >= floor {
-                out.extend(tokens.iter().filter(|&&t| mask.get(t as usize)).map(|&t| (c, t)));
+        let lo = self.items.len();
+        let mut exits = 0;
+        for it in row {
+            let u = rows.item_u(self.a, r, it);
+            let cap = match self.mode {
+                Mode::Bound => self.comp.dist(it.state).saturating_add(REACH_SLACK),
+                Mode::Exact => u32::MAX,
+            };
+            self.items.push((*it, u, cap));
+            if self.mode == Mode::Bound {
+                self.bounded = true;
+                let reach = self.comp.reach(self.a, it.state, self.trie.max_depth);
+                exits |= reach.exits;
+                self.bound = self.bound.max((reach.max_dist + u).min(INF));
             }
         }
-        i += 1;
+        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true }
     }
-    while chart.num_rows() > base {
-        chart.pop_row();
-        rows.pop();
+
+    fn record(&mut self, node: usize, cost: u32) {
+        if self.mode == Mode::Bound {
+            self.bound = self.bound.max(cost);
+        }
+        match self.mode {
+            // A bound walk keeps its (exact) chart costs too: when no plain level was bounded
+            // instead of walked, they are the exact costs.
+            _ if cost != self.now => {
+                let n = self.trie.nodes[node];
+                for &t in self.trie.node_tokens(&n) {
+                    if self.mask.get(t as usize) {
+                        self.out.push((cost, t));
+                    }
+                }
+            }
+            _ => {}
+        }
     }
-    out.sort_unstable_by(|x, y| y.cmp(x));
-    Ok(out)
+
+    fn run(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
+        let base = chart.num_rows();
+        let res = self.walk(rows, chart);
+        Self::pop_to(rows, chart, base);
+        res
+    }
+
+    fn walk(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
+        let (a, comp, trie) = (self.a, self.comp, self.trie);
+        let root = self.level_of_row(rows, chart);
+        self.levels.push(root);
+        let nodes = &trie.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            self.levels.truncate(d);
+            let skip = n.subtree_end as usize;
+            let has_token =
+                n.tok_end > n.tok_start && self.trie.node_tokens(&n).iter().any(|&t| self.mask.get(t as usize));
+            match self.levels[d - 1] {
+                Level::Chart { rows: nr } => {
+                    Self::pop_to(rows, chart, nr);
+                    self.items.truncate(
+                        self.levels
+                            .iter()
+                            .rev()
+                            .find_map(|l| match l {
+                                Level::Plain { hi, .. } => Some(*hi),
+                                Level::Chart { .. } => None,
+                            })
+                            .unwrap_or(0),
+                    );
+                    if !chart.push_byte(a, n.byte)? {
+                        i = skip;
+                        continue;
+                    }
+                    rows.push(a, comp, chart);
+                    if has_token {
+                        let c = rows.cost(a, comp, chart);
+                        self.record(i, c);
+                    }
+                    let l = self.level_of_row(rows, chart);
+                    self.levels.push(l);
+                }
+                Level::Plain { lo, hi, rows: nr, exits, at_row } => {
+                    if self.mode == Mode::Bound && self.classes.below[i] & exits == 0 {
+                        // Every token below stays in plain states: within the bound.
+                        i = skip;
+                        continue;
+                    }
+                    Self::pop_to(rows, chart, nr);
+                    self.items.truncate(hi);
+                    let mut exit = false;
+                    for j in lo..hi {
+                        let (it, u, cap) = self.items[j];
+                        if let Some(q) = a.step(it.state, n.byte) {
+                            if !comp.plain[q.0 as usize] || comp.dist(q) > cap {
+                                exit = true;
+                                break;
+                            }
+                            let next = Item { state: q, ..it };
+                            if !self.items[hi..].iter().any(|e| e.0 == next) {
+                                self.items.push((next, u, cap));
+                            }
+                        }
+                    }
+                    if exit {
+                        // A path out of plain states: the subtree takes the chart, from a row
+                        // holding the plain items (a plain row's exact content).
+                        self.items.truncate(hi);
+                        if !at_row {
+                            let row: Vec<Item> = self.items[lo..hi].iter().map(|e| e.0).collect();
+                            if !chart.push_items(a, &row)? {
+                                i = skip;
+                                continue;
+                            }
+                            rows.push(a, comp, chart);
+                        }
+                        if !chart.push_byte(a, n.byte)? {
+                            i = skip;
+                            continue;
+                        }
+                        rows.push(a, comp, chart);
+                        if has_token {
+                            let c = rows.cost(a, comp, chart);
+                            self.record(i, c);
+                        }
+                        let l = self.level_of_row(rows, chart);
+                        self.levels.push(l);
+                        i += 1;
+                        continue;
+                    }
+                    if self.items.len() == hi {
+                        i = skip;
+                        continue;
+                    }
+                    if has_token && self.mode == Mode::Exact {
+                        let c = self.items[hi..]
+                            .iter()
+                            .map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF))
+                            .min()
+                            .unwrap_or(INF);
+                        self.record(i, c);
+                    }
+                    self.levels.push(Level::Plain { lo: hi, hi: self.items.len(), rows: nr, exits, at_row: false });
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
 }
 
-/// Most memoized token-cost lists per matcher; when full the memo starts over.
-pub const MAX_MEMO_STATES: usize = 256;
+/// A walk's cost bound, its `(cost, token)` list and whether that list is exact.
+type WalkResult = (u32, Vec<(u32, u32)>, bool);
 
-/// A matcher's token budget: the limit, the grammar's [`Completion`], the row tables of the
-/// matcher's chart, and token costs memoized by chart signature (equal signatures have equal
-/// futures, so equal costs; see `Chart::last_signature`).
+/// A matcher's token budget: the limit, the grammar's [`Completion`] (with the token costs
+/// memoized by chart signature, shared by the grammar's matchers) and the row tables of the
+/// matcher's chart.
 #[derive(Clone, Debug)]
 pub struct Budget {
     pub max_tokens: usize,
-    comp: std::sync::Arc<Completion>,
+    comp: Arc<Completion>,
     rows: RowCosts,
-    memo: FastMap<u128, std::sync::Arc<Vec<(u32, u32)>>>,
 }
 
 impl Budget {
@@ -369,12 +654,12 @@ impl Budget {
     /// token, naming that length.
     pub fn new(
         a: &Automata,
-        comp: std::sync::Arc<Completion>,
+        comp: Arc<Completion>,
         chart: &Chart,
         accepted: usize,
         max_tokens: usize,
     ) -> Result<Budget> {
-        let mut b = Budget { max_tokens, comp, rows: RowCosts::default(), memo: FastMap::default() };
+        let mut b = Budget { max_tokens, comp, rows: RowCosts::default() };
         let need = b.shortest(a, chart);
         if need >= INF || accepted + need as usize + 1 > max_tokens {
             let need = if need >= INF {
@@ -395,24 +680,47 @@ impl Budget {
         self.rows.cost(a, &self.comp, chart)
     }
 
-    /// Upper bounds (exact for tokens that cross rule boundaries) on the completion after each
-    /// token of `mask`, for tokens at `floor` or more, by decreasing cost.
-    fn costs(
+    fn walk(
         &mut self,
         a: &Automata,
         trie: &TokenTrie,
         chart: &mut Chart,
         mask: &Bitset,
-        floor: u32,
+        mode: Mode,
+        now: u32,
+    ) -> Result<WalkResult> {
+        let comp: &Completion = &self.comp;
+        let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
+        let mut w = Walk {
+            a,
+            comp,
+            trie,
+            mask,
+            classes,
+            mode,
+            now,
+            items: Vec::new(),
+            levels: Vec::new(),
+            bound: 0,
+            out: Vec::new(),
+            bounded: false,
+        };
+        w.run(&mut self.rows, chart)?;
+        Ok((w.bound, w.out, !w.bounded))
+    }
+
+    /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
+    /// `(cost, token)` for the tokens whose cost is not `C(now)`, by decreasing cost. For tests
+    /// and benchmarks; the mask path uses the memoized form.
+    pub fn token_costs(
+        &mut self,
+        a: &Automata,
+        trie: &TokenTrie,
+        chart: &mut Chart,
+        mask: &Bitset,
     ) -> Result<Vec<(u32, u32)>> {
-        let mut rest = Bitset::new(mask.len());
-        let mut out = bounded_costs(a, &self.comp, &self.rows, chart, trie, mask, floor, &mut rest);
-        // A token that some item reads whole but at a high bound may still complete cheaper
-        // through another parse: the bound stays (conservative, and exact along the shortest
-        // completion, whose first byte an item of the row reads).
-        if rest.count_ones() > 0 {
-            out.extend(token_costs(a, &self.comp, &mut self.rows, chart, trie, &rest, floor)?);
-        }
+        let now = self.shortest(a, chart);
+        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.1;
         out.sort_unstable_by(|x, y| y.cmp(x));
         Ok(out)
     }
@@ -420,6 +728,11 @@ impl Budget {
     /// Clears from `mask` the tokens after which the grammar cannot be completed and the stop
     /// token accepted within the budget, `accepted` tokens having been accepted. Stop tokens
     /// (`stop`) stay as they are while a token remains.
+    ///
+    /// PERF: a chart state is costed once per grammar. First an upper bound over its tokens
+    /// (plain stretches, such as string contents, are bounded by the largest `dist` they reach,
+    /// and only trie subtrees that may leave them are walked); the exact costs only when the
+    /// remaining budget is below that bound.
     #[allow(clippy::too_many_arguments)]
     pub fn restrict(
         &mut self,
@@ -442,30 +755,48 @@ impl Budget {
         }
         let limit = (remaining - 2).min(INF as usize) as u32;
         let now = self.shortest(a, chart);
-        // By the invariant `limit + 1 >= now`, tokens costing less than `now` always fit, so only
-        // those costing `now` or more are listed (and memoized).
-        let floor = now.min(limit + 1);
-        let costs = if floor == now {
-            let sig = chart.last_signature();
-            if let Some(c) = self.memo.get(&sig) {
-                c.clone()
-            } else {
-                let c = std::sync::Arc::new(self.costs(a, trie, chart, mask, floor)?);
-                if self.memo.len() >= MAX_MEMO_STATES {
-                    self.memo.clear();
+        let sig = chart.last_signature();
+        let mut entry = match self.comp.memo_get(sig) {
+            Some(e) => e,
+            None => {
+                let (bound, out, exact) = self.walk(a, trie, chart, mask, Mode::Bound, now)?;
+                let exact = exact.then(|| Exact::new(out, now));
+                self.comp.memo_put(sig, Entry { now, bound, exact })
+            }
+        };
+        if limit >= entry.bound {
+            return Ok(());
+        }
+        if entry.exact.is_none() {
+            let out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.1;
+            let x = Exact::new(out, now);
+            let bound = x.over.first().map_or(now, |e| e.0);
+            entry = self.comp.memo_put(sig, Entry { now, bound, exact: Some(x) });
+        }
+        let x = entry.exact.as_ref().expect("exact costs");
+        debug_assert_eq!(entry.now, now);
+        if limit >= now {
+            for &(c, t) in &x.over {
+                if c <= limit {
+                    break;
                 }
-                self.memo.insert(sig, c.clone());
-                c
+                if !stop.contains(&t) {
+                    mask.unset(t as usize);
+                }
             }
         } else {
-            std::sync::Arc::new(self.costs(a, trie, chart, mask, floor)?)
-        };
-        for &(c, t) in costs.iter() {
-            if c <= limit {
-                break;
-            }
-            if !stop.contains(&t) {
-                mask.unset(t as usize);
+            // Only tokens that shorten the completion fit (the budget was not kept to, or this is
+            // the last step before a shortest completion).
+            let keep: Vec<u32> = x
+                .under
+                .iter()
+                .filter(|e| e.0 <= limit && mask.get(e.1 as usize))
+                .map(|e| e.1)
+                .chain(stop.iter().copied().filter(|&t| mask.get(t as usize)))
+                .collect();
+            mask.clear();
+            for t in keep {
+                mask.set(t as usize);
             }
         }
         Ok(())

@@ -1,0 +1,191 @@
+//! Token budgets against brute force: at states along random paths, the budgeted mask is exactly
+//! the set of tokens after which the shortest completion (found by breadth-first search over
+//! single-byte tokens, independently of `crate::budget`) and the stop token fit in the remaining
+//! budget, for every remaining budget from the tightest up.
+
+use grammask_core::ebnf::parse_ebnf;
+use grammask_core::grammar::Grammar;
+use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Every byte, multi-byte tokens that open and close structures or cross rule ends, a stop token.
+fn vocab() -> (Arc<Vocabulary>, u32) {
+    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    for t in [
+        "{\"",
+        "\": ",
+        "\", \"",
+        "[[",
+        "[[[[",
+        "]]",
+        "}}",
+        "[{\"",
+        "\"}",
+        "\"]",
+        ", ",
+        "true",
+        "null",
+        "1234",
+        "abc",
+        "\"a\": \"",
+        "-0",
+        "1e5",
+        "0.",
+        "\\u00",
+        "\\n",
+        "\"}]",
+        "a\"",
+        "é",
+        "\u{4e2d}",
+        "))",
+        "((a",
+        "a+",
+    ] {
+        toks.push(t.as_bytes().to_vec());
+    }
+    // Partial UTF-8 sequences (byte-level vocabularies have them).
+    toks.push(vec![0xe4, 0xb8]);
+    toks.push(b"<stop>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), stop)
+}
+
+fn schema(s: &str) -> Grammar {
+    let text = json_schema_to_ebnf(s, &JsonSchemaOptions { strict_mode: true, ..Default::default() }).unwrap();
+    parse_ebnf(&text, "root").unwrap()
+}
+
+fn grammars() -> Vec<(&'static str, Grammar)> {
+    vec![
+        (
+            "object",
+            schema(
+                r#"{"type":"object","properties":{"a":{"type":"string","minLength":2,"maxLength":4},"b":{"type":"array","items":{"type":"integer"}}},"required":["a"]}"#,
+            ),
+        ),
+        ("nested", schema(r##"{"type":"array","items":{"anyOf":[{"$ref":"#"},{"type":"boolean"}]},"maxItems":2}"##)),
+        ("string", schema(r#"{"type":"string","minLength":3,"maxLength":6}"#)),
+        ("expr", parse_ebnf("root ::= e\ne ::= t (\"+\" t)*\nt ::= \"((\" e \"))\" | [a-z]+", "root").unwrap()),
+        ("ambiguous", parse_ebnf("root ::= x | y\nx ::= \"a\"+ \"bcd\"\ny ::= \"a\"* \"\\\"}]\"", "root").unwrap()),
+    ]
+}
+
+/// The fewest single bytes completing `m`'s input (0 when complete), by breadth-first search
+/// over chart signatures, or `None` beyond `cap`.
+fn shortest(m: &Matcher, memo: &mut HashMap<u128, Option<u32>>, cap: u32) -> Option<u32> {
+    let sig = m.chart().last_signature();
+    if let Some(&c) = memo.get(&sig) {
+        return c;
+    }
+    let mut level = vec![(m.clone(), Vec::<u8>::new())];
+    let mut seen: HashSet<u128> = HashSet::from([sig]);
+    let mut found = None;
+    'bfs: for d in 0..=cap {
+        let mut next = Vec::new();
+        for (x, p) in &level {
+            if x.is_completed() {
+                found = Some(d);
+                if std::env::var_os("BFS_DEBUG").is_some() {
+                    eprintln!("bfs {d}: {:?}", String::from_utf8_lossy(p));
+                }
+                break 'bfs;
+            }
+            for b in 0..=255u8 {
+                let mut y = x.clone();
+                if y.accept_bytes(&[b]).unwrap() && seen.insert(y.chart().last_signature()) {
+                    let mut q = p.clone();
+                    q.push(b);
+                    next.push((y, q));
+                }
+            }
+        }
+        level = next;
+    }
+    memo.insert(sig, found);
+    found
+}
+
+#[test]
+fn budgeted_masks_equal_brute_force() {
+    let (vocab, stop) = vocab();
+    let mut rng = Rng(0x0DDB_1A5E_5BAD_5EED);
+    for (name, g) in grammars() {
+        if std::env::var("ONLY").is_ok_and(|o| o != name) {
+            continue;
+        }
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut memo = HashMap::new();
+        for path in 0..2 {
+            let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut taken: Vec<u32> = Vec::new();
+            for step in 0..8 {
+                let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                let now = shortest(&free, &mut memo, 64).expect("a completion");
+                // The exact cost after every allowed token.
+                let costs: Vec<(u32, Option<u32>)> = allowed
+                    .iter()
+                    .filter(|&&t| t != stop)
+                    .map(|&t| {
+                        let mut y = free.clone();
+                        assert!(y.accept_token(t).unwrap());
+                        (t, shortest(&y, &mut memo, 64))
+                    })
+                    .collect();
+                let complete = free.is_completed();
+                // Remaining budgets from the tightest the matcher takes to past every cost.
+                let most = costs.iter().filter_map(|c| c.1).max().unwrap_or(0) + 3;
+                for remaining in (now as usize + 1)..=(most as usize) {
+                    let n = taken.len() + remaining;
+                    // (A budget below the start's shortest completion is refused, though multi-byte
+                    // tokens taken so far may have made it enough.)
+                    let Ok(mut m) =
+                        Matcher::new(cg.clone(), MatcherOptions { max_tokens: Some(n), ..Default::default() })
+                    else {
+                        continue;
+                    };
+                    for &t in &taken {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                    let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                    let mut want: HashSet<u32> = costs
+                        .iter()
+                        .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
+                        .map(|c| c.0)
+                        .collect();
+                    if complete {
+                        want.insert(stop);
+                    }
+                    assert_eq!(
+                        got,
+                        want,
+                        "{name} path {path} step {step} remaining {remaining} (now {now}) after {:?}",
+                        String::from_utf8_lossy(
+                            &taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>()
+                        )
+                    );
+                }
+                // Go on with a random allowed non-stop token (or stop the path).
+                let Some(&(t, _)) = costs.get(rng.below(costs.len().max(1) as u64) as usize) else { break };
+                assert!(free.accept_token(t).unwrap());
+                taken.push(t);
+            }
+        }
+    }
+}
