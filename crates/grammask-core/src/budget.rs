@@ -343,6 +343,12 @@ impl RowCosts {
         t.binary_search_by_key(&rule, |e| e.0).map_or(INF, |i| t[i].1)
     }
 
+    /// Drops the tables of rows `n..` (the chart was rolled back to `n` rows): a later row with
+    /// the same number may hold other items.
+    pub fn truncate(&mut self, n: usize) {
+        self.tables.truncate(n);
+    }
+
     /// Brings the tables in step with `chart` (rows dropped by rollback go, new rows come).
     pub fn sync(&mut self, a: &Automata, comp: &Completion, chart: &Chart) {
         self.tables.truncate(chart.num_rows());
@@ -672,6 +678,11 @@ impl Budget {
             )));
         }
         Ok(b)
+    }
+
+    /// The chart was rolled back (or reset) to `rows` rows: forget the row tables past them.
+    pub fn rolled_back(&mut self, rows: usize) {
+        self.rows.truncate(rows);
     }
 
     /// The shortest completion of `chart`'s last row in single-byte tokens (stop token excluded).

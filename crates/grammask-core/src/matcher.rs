@@ -300,6 +300,9 @@ impl Matcher {
             }
             self.chart.truncate_rows(s.rows_before as usize);
         }
+        if let Some(b) = &mut self.budget {
+            b.rolled_back(self.chart.num_rows());
+        }
         if let Some(input) = &mut self.input {
             input.truncate(self.chart.num_rows() - 1);
         }
@@ -312,6 +315,9 @@ impl Matcher {
 
     pub fn reset(&mut self) {
         self.chart.truncate_rows(1);
+        if let Some(b) = &mut self.budget {
+            b.rolled_back(1);
+        }
         self.history.clear();
         self.stopped = false;
         if let Some(input) = &mut self.input {
