@@ -1257,3 +1257,33 @@ def test_builtin_tags_equal_xgrammars_json(model):
                     assert ours == theirs, (model, choice, reasoning, parallel, excl)
     default = gm.get_model_structural_tag(model, tools=tools).model_dump_json()
     assert '"max_whitespace_cnt":16' in default.replace(" ", "")
+
+
+def test_json_schema_leaf_rules_are_shared_across_tools():
+    """The JSON rules that name no other rule (strings, numbers, whitespace) are emitted once for
+    all the tools of a tag, and every tool still takes its own arguments."""
+    from grammask._structural_tag_lower import structural_tag_ebnf
+
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"t{i}",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"q": {"type": "string"}, "n": {"type": "number"}},
+                    "required": ["q"] if i else ["q", "n"],
+                },
+            },
+        }
+        for i in range(3)
+    ]
+    tag = gm.get_model_structural_tag("llama", tools=tools)
+    tag_json = tag.model_dump_json()
+    ebnf = structural_tag_ebnf([tag_json], {})
+    assert len(re.findall(r"(?m)^\S*json_char ::=", ebnf)) == 1
+    assert len(re.findall(r"(?m)^\S*json_number ::=", ebnf)) == 1
+    ok = '{"name": "t1", "parameters": {"q": "a\\"b", "n": -1.5e3}}'
+    assert _gm_accepts(tag_json, ok) == _xgr_accepts(tag_json, ok) == True  # noqa: E712
+    bad = '{"name": "t0", "parameters": {"q": "a"}}'
+    assert _gm_accepts(tag_json, bad) == _xgr_accepts(tag_json, bad) == False  # noqa: E712

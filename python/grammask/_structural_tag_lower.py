@@ -112,8 +112,18 @@ def _name_bare_captures(ebnf: str) -> str:
     return _RULE_OPTIONS_RE.sub(sub, ebnf)
 
 
-def _rename_rules(ebnf: str, prefix: str) -> str:
-    """Prefix every rule name of an EBNF text (macro names and named arguments kept)."""
+_LEAF_RULE_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*) ::= (.+)")
+
+
+def _names_a_rule(body: str) -> bool:
+    """Whether an EBNF rule body refers to a rule or a macro (any identifier outside literals,
+    classes and comments)."""
+    return any(m.group("id") is not None for m in _TOKEN_RE.finditer(body))
+
+
+def _rename_rules(ebnf: str, prefix: str, shared: Optional[Dict[str, str]] = None) -> str:
+    """Prefix every rule name of an EBNF text (macro names and named arguments kept); the names
+    in ``shared`` become their value instead."""
     ebnf = _name_bare_captures(ebnf)
 
     def sub(m: "re.Match[str]") -> str:
@@ -127,6 +137,8 @@ def _rename_rules(ebnf: str, prefix: str) -> str:
             return name
         if _NAMED_ARG_RE.match(ebnf, end):
             return name  # a named macro argument
+        if shared is not None and name in shared:
+            return shared[name]
         return prefix + name
 
     return _TOKEN_RE.sub(sub, ebnf)
@@ -228,7 +240,34 @@ class _Tokens:
         texts = sorted(
             {t.decode("utf-8") for t in self.special if _decodes(t)}, key=len, reverse=True
         )
-        self.pattern = re.compile("|".join(re.escape(t) for t in texts)) if texts else None
+        # Leftmost-longest matching of these texts (what a regex alternation of them, longest
+        # first, finds), without compiling a regex of hundreds of alternatives (~150 ms for
+        # Llama 3's 256 special tokens): candidates by first character, longest first.
+        self.by_first: Dict[str, List[str]] = {}
+        for t in texts:
+            self.by_first.setdefault(t[0], []).append(t)
+
+    def find_special(self, text: str) -> List[Tuple[int, int]]:
+        """The (start, end) spans of the special-token texts in ``text``: leftmost, longest,
+        non-overlapping."""
+        out: List[Tuple[int, int]] = []
+        by_first = self.by_first
+        if not by_first:
+            return out
+        pos, n = 0, len(text)
+        while pos < n:
+            cands = by_first.get(text[pos])
+            if cands is not None:
+                for t in cands:
+                    if text.startswith(t, pos):
+                        out.append((pos, pos + len(t)))
+                        pos += len(t)
+                        break
+                else:
+                    pos += 1
+            else:
+                pos += 1
+        return out
 
     def id_of_text(self, text: str) -> Optional[int]:
         data = text.encode("utf-8")
@@ -247,6 +286,7 @@ class _Lowerer:
         self.rules: List[Tuple[str, str]] = []
         self.count = 0
         self.text_cache: Dict[Tuple[Tuple[str, ...], Optional[int]], str] = {}
+        self.leaf_rules: Dict[str, str] = {}
         self.tokens = tokens
 
     # ---- tokens ----
@@ -273,16 +313,17 @@ class _Lowerer:
         """A string of the format (begin/end, const_string): its text, where each piece that is
         one added/special token of the tokenizer (``<tool_call>`` in ``"<tool_call>\n"``) may
         also be that token: ``("<tool_call>" | Token(151657)) "\n"``."""
-        if self.tokens is None or self.tokens.pattern is None or not text:
+        if self.tokens is None or not self.tokens.by_first or not text:
             return ebnf_literal(text)
         parts: List[str] = []
         pos = 0
-        for m in self.tokens.pattern.finditer(text):
-            if m.start() > pos:
-                parts.append(ebnf_literal(text[pos : m.start()]))
-            i = self.tokens.special[m.group(0).encode("utf-8")]
-            parts.append(f"({ebnf_literal(m.group(0))} | Token({i}))")
-            pos = m.end()
+        for start, end in self.tokens.find_special(text):
+            if start > pos:
+                parts.append(ebnf_literal(text[pos:start]))
+            piece = text[start:end]
+            i = self.tokens.special[piece.encode("utf-8")]
+            parts.append(f"({ebnf_literal(piece)} | Token({i}))")
+            pos = end
         if not parts:
             return ebnf_literal(text)
         if pos < len(text):
@@ -305,10 +346,34 @@ class _Lowerer:
         self.rules.append((name, body))
         return name
 
-    def add_ebnf(self, ebnf: str, hint: str) -> str:
-        """Import a whole grammar (root ``root``) under fresh names; returns its root's name."""
+    def add_ebnf(self, ebnf: str, hint: str, share_leaves: bool = False) -> str:
+        """Import a whole grammar (root ``root``) under fresh names; returns its root's name.
+
+        With ``share_leaves`` (for the converter's one-rule-a-line output), a rule whose body
+        names no rule (the JSON strings, numbers and whitespace every tool's schema repeats) is
+        defined once per lowering and shared by every import with the same body: the same
+        body is the same language, and the core compiles it once instead of once per tool."""
         prefix = self.fresh(hint) + "_"
-        self.rules.append(("", _rename_rules(ebnf, prefix)))
+        shared: Optional[Dict[str, str]] = None
+        if share_leaves:
+            shared = {}
+            kept: List[str] = []
+            for line in ebnf.split("\n"):
+                m = _LEAF_RULE_RE.fullmatch(line)
+                if m is None or m.group(1) == "root":
+                    kept.append(line)
+                    continue
+                body = m.group(2)
+                name = self.leaf_rules.get(body)
+                if name is None:
+                    if _names_a_rule(body):
+                        kept.append(line)
+                        continue
+                    name = self.add("j_" + m.group(1).replace(".", "_"), body)
+                    self.leaf_rules[body] = name
+                shared[m.group(1)] = name
+            ebnf = "\n".join(kept)
+        self.rules.append(("", _rename_rules(ebnf, prefix, shared)))
         return prefix + "root"
 
     # ---- free text ----
@@ -416,7 +481,7 @@ class _Lowerer:
             schema = json.dumps(fmt.json_schema)
             opts = schema_options(True, None, None, True, fmt.max_whitespace_cnt, fmt.any_order)
             ebnf = _core.Grammar.json_schema_to_ebnf(schema, opts)
-            return self.add_ebnf(ebnf, "json")
+            return self.add_ebnf(ebnf, "json", share_leaves=True)
         ebnf = xml_style_ebnf(
             fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt, fmt.excludes
         )
