@@ -60,22 +60,25 @@ MODULES = ["testing", "exception", "config", "contrib.hf"]
 
 _LARK = (
     "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes); rule options "
-    "lazy, max_chars, capture, temperature, stop/suffix (string literals) and stop_capture work; "
-    "special tokens, @name grammars and the rule option max_tokens (when compiled) raise "
-    "UnsupportedFeatureError"
+    "lazy, max_chars, capture, temperature, stop/suffix (string literals) and stop_capture work, as "
+    "do special tokens (<|name|> needs the tokenizer: compile_lark, or from_lark(tokenizer_info=)); "
+    "@name grammars, max_chars on a recursive rule and the rule option max_tokens (when compiled) "
+    "raise UnsupportedFeatureError"
 )
 _STAG = (
-    "XGrammar 0.2.8's structural-tag format (docs/structural_tags.md); token-level formats (token, "
-    "exclude_token, any_tokens, token_triggered_tags, token_dispatch, token-bounded tags) raise "
-    "UnsupportedFeatureError naming the format"
+    "XGrammar 0.2.8's structural-tag format (docs/structural_tags.md); a token given by its text "
+    "needs the tokenizer (compile_structural_tag; from_structural_tag takes ids); any_text.max_tokens "
+    "and json_schema excludes with style json raise UnsupportedFeatureError; free text is UTF-8 and "
+    "never an added or special token"
 )
 _SERIAL = (
-    "grammask's own JSON format (version `grammask-1`), not interchangeable with XGrammar's; input "
+    "grammask's own JSON format (version `grammask-2`; `grammask-1` is still read), not "
+    "interchangeable with XGrammar's; input "
     "that is not JSON raises DeserializeFormatError (also an InvalidJSONError), a missing or other "
     "version DeserializeVersionError"
 )
 
-_SERIAL_GRAMMAR = _SERIAL.replace("`grammask-1`", "`grammask-1`, or `grammask-2` for grammars with rule options")
+_SERIAL_GRAMMAR = _SERIAL
 
 # name -> what differs (documented; the rest of the behaviour is XGrammar's).
 DIFFERENCES: Dict[str, str] = {
@@ -90,8 +93,7 @@ DIFFERENCES: Dict[str, str] = {
         "Triton); named backends run grammask.kernels"
     ),
     "get_serialization_version": (
-        'returns "grammask-1" (XGrammar: "v16"); the formats differ (grammars with rule options are '
-        'written as "grammask-2")'
+        'returns "grammask-2" (XGrammar: "v16"); the formats differ'
     ),
     "get_max_recursion_depth": "stored and validated only: grammask's parsers use explicit stacks",
     "set_max_recursion_depth": "stored and validated only (1..1,000,000, as XGrammar)",

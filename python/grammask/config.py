@@ -86,7 +86,7 @@ def max_recursion_depth(temp_depth: int) -> Iterator[None]:
 def get_serialization_version() -> str:
     """The version tag written into serialized grammars (``"__VERSION__"`` of
     :meth:`Grammar.serialize_json`); deserializing another version raises
-    :class:`~grammask.DeserializeVersionError`. grammask's format is its own (``"grammask-1"``),
+    :class:`~grammask.DeserializeVersionError`. grammask's format is its own (``"grammask-2"``),
     not XGrammar's (``"v16"``): the two libraries do not read each other's serializations."""
     global _serialization_version
     if _serialization_version is None:
