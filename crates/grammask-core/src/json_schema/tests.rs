@@ -215,6 +215,13 @@ fn dependent_required_past_any_order_bound() {
     let never = r#"{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{},"h":{},"x":false},"dependentRequired":{"a":["x"]}}"#;
     assert!(schema_accepts(never, sp, r#"{"b":1}"#));
     assert!(!schema_accepts(never, sp, r#"{"a":1}"#));
+    // More than 64 properties: only the dependency-named keys take mask bits.
+    let props: Vec<String> = (0..70).map(|i| format!(r#""k{i}":{{"type":"integer"}}"#)).collect();
+    let wide =
+        format!(r#"{{"type":"object","properties":{{{}}},"dependentRequired":{{"k66":["k65"]}}}}"#, props.join(","));
+    assert!(schema_accepts(&wide, sp, r#"{"k0":1,"k65":2,"k66":3,"k69":4}"#));
+    assert!(schema_accepts(&wide, sp, r#"{"k65":2}"#));
+    assert!(!schema_accepts(&wide, sp, r#"{"k0":1,"k66":3,"k69":4}"#));
     // Still refused under strict mode (schema order is not free there).
     assert_eq!(conv(&s).unwrap_err().kind(), ErrorKind::Unsupported);
 }

@@ -149,7 +149,9 @@ impl Conv<'_> {
         // at its end (exact for objects in schema order; other orders are rejected, as for any
         // object past the bound). Under strict_mode without any_order: still refused.
         let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
-        let mut dep_mask: u64 = 0;
+        // `dep_bit[i]`: the bit of key i in the tracked mask, for keys that dependencies name.
+        let mut dep_bit: Vec<Option<u32>> = vec![None; n];
+        let mut tracked: u32 = 0;
         if let Some((_, _, p)) = m.dep_req.first() {
             if !free_order {
                 return Err(unsupported(p, "dependentRequired: needs any key order (strict_mode=false or any_order)"));
@@ -157,19 +159,29 @@ impl Conv<'_> {
             for (k, req, _) in &m.dep_req {
                 for x in std::iter::once(k).chain(req) {
                     if let Some(i) = key_names.iter().position(|nm| nm == x) {
-                        if i < 64 {
-                            dep_mask |= 1u64 << i;
+                        if dep_bit[i].is_none() {
+                            dep_bit[i] = Some(tracked);
+                            tracked += 1;
                         }
                     }
                 }
             }
-            let tracked_ok = n <= 64 && dep_mask.count_ones() <= MAX_DEP_TRACKED_KEYS;
-            if !tracked_ok {
+            if tracked > MAX_DEP_TRACKED_KEYS {
                 return Err(unsupported(p, "dependentRequired: too many properties for key-set states"));
             }
         }
+        let deps_hold = |mask: u64| {
+            let has = |k: &str| {
+                key_names
+                    .iter()
+                    .position(|nm| nm == k)
+                    .and_then(|i| dep_bit[i])
+                    .is_some_and(|b| mask & (1u64 << b) != 0)
+            };
+            m.dep_req.iter().all(|(k, req, _)| !has(k) || req.iter().all(|r| has(r)))
+        };
         let cap: u64 = if need_count { m.max_props.unwrap_or(m.min_props).max(m.min_props) } else { 0 };
-        if (cap as usize + 1) * (n + 1) * 2 * (1usize << dep_mask.count_ones()) > 20_000 {
+        if (cap as usize + 1) * (n + 1) * 2 * (1usize << tracked) > 20_000 {
             if let Some((_, _, p)) = m.dep_req.first() {
                 return Err(unsupported(p, "dependentRequired: too many properties for key-set states"));
             }
@@ -194,7 +206,7 @@ impl Conv<'_> {
                 continue;
             }
             let mut alts = Vec::new();
-            if i == n && !Self::deps_hold(m, &key_names, mask) {
+            if i == n && !deps_hold(mask) {
                 // A dependency fails: no continuation (the rule matches nothing).
             } else if i == n {
                 // Additional entries: k more with min_props <= c + k <= max_props.
@@ -233,7 +245,7 @@ impl Conv<'_> {
                     let c2 = c2.min(cap);
                     let c2 = if need_count && m.max_props.is_none() { c2.min(m.min_props) } else { c2 };
                     let pre = if s { format!("{sep} ") } else { String::new() };
-                    let mask2 = if i < 64 { mask | (dep_mask & (1u64 << i)) } else { mask };
+                    let mask2 = dep_bit[i].map_or(mask, |b| mask | (1u64 << b));
                     alts.push(format!("{pre}{entry} {}", rname(i + 1, c2, true, mask2)));
                     todo.push((i + 1, c2, true, mask2));
                 }
@@ -250,7 +262,7 @@ impl Conv<'_> {
             self.e.define(&name, &body)?;
         }
         let mut alts = Vec::new();
-        let empty_ok = n_req == 0 && m.min_props == 0 && Self::deps_hold(m, &key_names, 0);
+        let empty_ok = n_req == 0 && m.min_props == 0 && deps_hold(0);
         if empty_ok {
             alts.push(self.empty('{', '}'));
         }
