@@ -122,3 +122,12 @@ def test_dependent_required_past_any_order_bound() -> None:
     base = {"base": 1, "height": 2, "length": 3, "radius": 4, "width": 5}
     agree({"$schema": "http://json-schema.org/draft-07/schema#", **dims},
           [base, {**base, "shape": 1}, {**base, "shape": 1, "circle": 2, "rectangle": 3}, {**base, "other": 1}])
+
+
+def test_dependent_required_more_than_64_properties() -> None:
+    # Docker-compose-like: 70 properties, one dependency; instances in schema order.
+    props = {f"k{i:02d}": {"type": "integer"} for i in range(70)}
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": props,
+              "additionalProperties": False, "dependencies": {"k66": ["k65"]}}
+    agree(schema, [{}, {"k00": 1, "k65": 2, "k66": 3, "k69": 4}, {"k65": 2}, {"k00": 1, "k66": 3, "k69": 4},
+                   {"k66": 3}, {"k00": 1, "k70": 2}])
