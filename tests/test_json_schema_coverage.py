@@ -108,3 +108,26 @@ def test_multiple_of_with_bounds(schema: Any) -> None:
 def test_multiple_of_with_wide_bounds_is_refused() -> None:
     with pytest.raises(xgr.UnsupportedFeatureError, match="multipleOf"):
         _COMPILER.compile_json_schema({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1e9})
+
+
+def test_dependent_required_past_any_order_bound() -> None:
+    # Nine keys (past the any-order key-set bound): schema order, dependency keys tracked exactly.
+    props = {f"k{i}": {"type": "integer"} for i in range(9)}
+    schema = {"type": "object", "properties": props, "dependentRequired": {"k7": ["k1", "k3"]}}
+    agree(schema, [{}, {"k0": 1, "k8": 2}, {"k1": 1, "k3": 2, "k7": 3}, {"k1": 1, "k3": 2},
+                   {"k1": 1, "k7": 3}, {"k7": 3}, {"k3": 1, "k7": 3, "k8": 1}, {"k7": "x", "k1": 1, "k3": 1}])
+    # Draft 7 `dependencies` (array form) on an open object, as in MaskBench's calculate_area.
+    dims = {"type": "object", "properties": {k: {"type": "number"} for k in ("base", "height", "length", "radius", "width")},
+            "required": ["radius", "length", "width", "base", "height"], "dependencies": {"shape": ["circle", "rectangle"]}}
+    base = {"base": 1, "height": 2, "length": 3, "radius": 4, "width": 5}
+    agree({"$schema": "http://json-schema.org/draft-07/schema#", **dims},
+          [base, {**base, "shape": 1}, {**base, "shape": 1, "circle": 2, "rectangle": 3}, {**base, "other": 1}])
+
+
+def test_dependent_required_more_than_64_properties() -> None:
+    # Docker-compose-like: 70 properties, one dependency; instances in schema order.
+    props = {f"k{i:02d}": {"type": "integer"} for i in range(70)}
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": props,
+              "additionalProperties": False, "dependencies": {"k66": ["k65"]}}
+    agree(schema, [{}, {"k00": 1, "k65": 2, "k66": 3, "k69": 4}, {"k65": 2}, {"k00": 1, "k66": 3, "k69": 4},
+                   {"k66": 3}, {"k00": 1, "k70": 2}])

@@ -56,6 +56,9 @@ pub const MAX_INDENT_DEPTH: u32 = 24;
 pub const MAX_CONST_OBJECT_KEYS: usize = 5;
 /// Most states (key set seen x property count) of an object whose keys come in any order.
 pub const MAX_ANY_ORDER_STATES: u64 = 256;
+/// `dependentRequired` past [`MAX_ANY_ORDER_STATES`] (strict_mode=false): keys come in schema
+/// order and the presence of at most this many dependency-named keys is tracked along the chain.
+pub const MAX_DEP_TRACKED_KEYS: u32 = 10;
 /// Most distinct item values of a `uniqueItems` array (its rules track subsets of them).
 pub const MAX_UNIQUE_VALUES: usize = 8;
 

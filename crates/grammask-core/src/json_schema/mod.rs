@@ -22,8 +22,10 @@
 //!   `strict_mode=false` falls back to schema order (known properties first, in schema order, then
 //!   additional ones: valid instances in other orders are rejected) and `any_order=true` is an
 //!   `Unsupported` error. `strict_mode=true` alone keeps XGrammar's schema order.
-//! - `dependentRequired` (and array-valued `dependencies`) needs the key-set states above;
-//!   `dependentSchemas` is refused.
+//! - `dependentRequired` (and array-valued `dependencies`) needs free key order (not
+//!   `strict_mode=true` alone); past the key-set bound, under the schema-order fallback, the
+//!   presence of the keys it names (at most [`compile::MAX_DEP_TRACKED_KEYS`]) is tracked along
+//!   the chain; `dependentSchemas` is refused.
 //! - Numbers, canonical spelling: integers are `-?[1-9][0-9]*` or `0` (at most 308 digits when
 //!   unbounded, so finite as float64); unbounded numbers as in [`crate::spelling`]; bounded
 //!   numbers and `multipleOf` take plain decimal spellings (no exponent; a one-sided range is

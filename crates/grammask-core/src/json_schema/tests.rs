@@ -196,3 +196,32 @@ fn multiple_of_with_bounds() {
     let e = lax(r#"{"type":"number","multipleOf":0.01,"minimum":0,"maximum":1000000}"#).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
 }
+
+/// `dependentRequired` past the any-order bound: schema order, dependency-named keys tracked.
+#[test]
+fn dependent_required_past_any_order_bound() {
+    let props: Vec<String> = (0..9).map(|i| format!(r#""k{i}":{{"type":"integer"}}"#)).collect();
+    let s =
+        format!(r#"{{"type":"object","properties":{{{}}},"dependentRequired":{{"k7":["k1","k3"]}}}}"#, props.join(","));
+    let sp = Spelling::Canonical;
+    assert!(schema_accepts(&s, sp, r#"{"k0":1,"k8":2}"#));
+    assert!(schema_accepts(&s, sp, r#"{"k1":1,"k3":2,"k7":3}"#));
+    assert!(schema_accepts(&s, sp, r#"{"k1":1,"k3":2}"#));
+    assert!(schema_accepts(&s, sp, "{}"));
+    assert!(!schema_accepts(&s, sp, r#"{"k1":1,"k7":3}"#));
+    assert!(!schema_accepts(&s, sp, r#"{"k7":3}"#));
+    assert!(!schema_accepts(&s, sp, r#"{"k3":1,"k7":3,"k8":1}"#));
+    // A dependency on a key that cannot appear forbids its trigger.
+    let never = r#"{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{},"h":{},"x":false},"dependentRequired":{"a":["x"]}}"#;
+    assert!(schema_accepts(never, sp, r#"{"b":1}"#));
+    assert!(!schema_accepts(never, sp, r#"{"a":1}"#));
+    // More than 64 properties: only the dependency-named keys take mask bits.
+    let props: Vec<String> = (0..70).map(|i| format!(r#""k{i}":{{"type":"integer"}}"#)).collect();
+    let wide =
+        format!(r#"{{"type":"object","properties":{{{}}},"dependentRequired":{{"k66":["k65"]}}}}"#, props.join(","));
+    assert!(schema_accepts(&wide, sp, r#"{"k0":1,"k65":2,"k66":3,"k69":4}"#));
+    assert!(schema_accepts(&wide, sp, r#"{"k65":2}"#));
+    assert!(!schema_accepts(&wide, sp, r#"{"k0":1,"k66":3,"k69":4}"#));
+    // Still refused under strict mode (schema order is not free there).
+    assert_eq!(conv(&s).unwrap_err().kind(), ErrorKind::Unsupported);
+}

@@ -144,31 +144,71 @@ impl Conv<'_> {
             }
             // strict_mode=false beyond the bound: schema order (documented restriction).
         }
+        // dependentRequired beyond the any-order bound (strict_mode=false): schema order, with
+        // the presence of the keys that dependencies name tracked along the chain and checked
+        // at its end (exact for objects in schema order; other orders are rejected, as for any
+        // object past the bound). Under strict_mode without any_order: still refused.
+        let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+        // `dep_bit[i]`: the bit of key i in the tracked mask, for keys that dependencies name.
+        let mut dep_bit: Vec<Option<u32>> = vec![None; n];
+        let mut tracked: u32 = 0;
         if let Some((_, _, p)) = m.dep_req.first() {
-            let why = if free_order {
-                "too many properties for key-set states"
-            } else {
-                "needs any key order (strict_mode=false or any_order)"
-            };
-            return Err(unsupported(p, format!("dependentRequired: {why}")));
+            if !free_order {
+                return Err(unsupported(p, "dependentRequired: needs any key order (strict_mode=false or any_order)"));
+            }
+            for (k, req, _) in &m.dep_req {
+                for x in std::iter::once(k).chain(req) {
+                    if let Some(i) = key_names.iter().position(|nm| nm == x) {
+                        if dep_bit[i].is_none() {
+                            dep_bit[i] = Some(tracked);
+                            tracked += 1;
+                        }
+                    }
+                }
+            }
+            if tracked > MAX_DEP_TRACKED_KEYS {
+                return Err(unsupported(p, "dependentRequired: too many properties for key-set states"));
+            }
         }
+        let deps_hold = |mask: u64| {
+            let has = |k: &str| {
+                key_names
+                    .iter()
+                    .position(|nm| nm == k)
+                    .and_then(|i| dep_bit[i])
+                    .is_some_and(|b| mask & (1u64 << b) != 0)
+            };
+            m.dep_req.iter().all(|(k, req, _)| !has(k) || req.iter().all(|r| has(r)))
+        };
         let cap: u64 = if need_count { m.max_props.unwrap_or(m.min_props).max(m.min_props) } else { 0 };
-        if (cap as usize + 1) * (n + 1) * 2 > 20_000 {
+        if (cap as usize + 1) * (n + 1) * 2 * (1usize << tracked) > 20_000 {
+            if let Some((_, _, p)) = m.dep_req.first() {
+                return Err(unsupported(p, "dependentRequired: too many properties for key-set states"));
+            }
             return Err(unsupported(ptr, "minProperties/maxProperties over too many properties"));
         }
-        // Rules R[i][c][started]: the rest of the object from key i, c keys emitted (capped).
+        // Rules R[i][c][started][mask]: the rest of the object from key i, c keys emitted
+        // (capped), `mask` the dependency-named keys present so far (a subset of `dep_mask`).
         let base = self.e.fresh("obj");
-        let rname = |i: usize, c: u64, s: bool| format!("{base}.{i}_{c}_{}", u8::from(s));
+        let rname = |i: usize, c: u64, s: bool, mask: u64| {
+            if mask == 0 {
+                format!("{base}.{i}_{c}_{}", u8::from(s))
+            } else {
+                format!("{base}.{i}_{c}_{}_{mask:x}", u8::from(s))
+            }
+        };
         let mut defined: HashSet<String> = HashSet::new();
-        let mut todo: Vec<(usize, u64, bool)> = vec![(0, 0, false)];
+        let mut todo: Vec<(usize, u64, bool, u64)> = vec![(0, 0, false, 0)];
         let mut bodies: Vec<(String, String)> = Vec::new();
-        while let Some((i, c, s)) = todo.pop() {
-            let name = rname(i, c, s);
+        while let Some((i, c, s, mask)) = todo.pop() {
+            let name = rname(i, c, s, mask);
             if !defined.insert(name.clone()) {
                 continue;
             }
             let mut alts = Vec::new();
-            if i == n {
+            if i == n && !deps_hold(mask) {
+                // A dependency fails: no continuation (the rule matches nothing).
+            } else if i == n {
                 // Additional entries: k more with min_props <= c + k <= max_props.
                 let lo = if need_count { m.min_props.saturating_sub(c) } else { 0 };
                 let hi = if need_count { m.max_props.map(|x| x.saturating_sub(c)) } else { None };
@@ -205,12 +245,13 @@ impl Conv<'_> {
                     let c2 = c2.min(cap);
                     let c2 = if need_count && m.max_props.is_none() { c2.min(m.min_props) } else { c2 };
                     let pre = if s { format!("{sep} ") } else { String::new() };
-                    alts.push(format!("{pre}{entry} {}", rname(i + 1, c2, true)));
-                    todo.push((i + 1, c2, true));
+                    let mask2 = dep_bit[i].map_or(mask, |b| mask | (1u64 << b));
+                    alts.push(format!("{pre}{entry} {}", rname(i + 1, c2, true, mask2)));
+                    todo.push((i + 1, c2, true, mask2));
                 }
                 if !required {
-                    alts.push(rname(i + 1, c, s));
-                    todo.push((i + 1, c, s));
+                    alts.push(rname(i + 1, c, s, mask));
+                    todo.push((i + 1, c, s, mask));
                 }
             }
             bodies.push((name, alts.join(" | ")));
@@ -221,11 +262,11 @@ impl Conv<'_> {
             self.e.define(&name, &body)?;
         }
         let mut alts = Vec::new();
-        let empty_ok = n_req == 0 && m.min_props == 0;
+        let empty_ok = n_req == 0 && m.min_props == 0 && deps_hold(0);
         if empty_ok {
             alts.push(self.empty('{', '}'));
         }
-        alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false), self.close('}', g.depth)));
+        alts.push(format!("{} {} {}", self.open('{', g.depth), rname(0, 0, false, 0), self.close('}', g.depth)));
         Ok(Some(emit::alt(&alts)))
     }
 
