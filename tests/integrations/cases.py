@@ -229,3 +229,39 @@ def json_difference(prefix: bytes, token: bytes, ours: bool, their_compiled: Any
     except UnicodeDecodeError:
         return "not valid UTF-8"
     return canonical_refuses(text) or "unexplained"
+
+
+def unexplained_mask_differences(
+    kind: str, ours: Any, theirs: Any, n: int, decoded: list, prefix: bytes, ignore: set,
+    special: set, their_compiled: Any, reasons: dict,
+) -> list:
+    """Token ids on which grammask's mask row ``ours`` and XGrammar's ``theirs`` differ after the
+    text ``prefix`` and that no documented difference explains; explained JSON differences are
+    counted into ``reasons`` (reason -> tokens). ``ignore``: ids compared apart (stop tokens).
+
+    Explained: special and added tokens, never grammar text in grammask (README); in structural
+    tags, tokens that are not UTF-8, which grammask's free text refuses (docs/structural_tags.md);
+    in JSON, each case of :func:`json_difference`, checked on the text."""
+    import torch
+
+    words = torch.nonzero(ours != theirs).flatten().tolist()
+    differing = [
+        i for w in words for i in range(w * 32, min(n, w * 32 + 32)) if bit(ours, i) != bit(theirs, i)
+    ]
+    left = [i for i in differing if i not in ignore and (bit(ours, i) or i not in special)]
+    if kind.startswith("structural_tag"):
+        left = [i for i in left if bit(ours, i) or _is_utf8(decoded[i])]
+    if left and (kind in ("json", "json_object") or kind.startswith("structural_tag")):
+        why = {i: json_difference(prefix, decoded[i], bit(ours, i), their_compiled) for i in left}
+        for r in why.values():
+            reasons[r] = reasons.get(r, 0) + 1
+        left = [i for i, r in why.items() if r == "unexplained"]
+    return left
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False

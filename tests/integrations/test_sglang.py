@@ -24,7 +24,7 @@ from cases import (  # noqa: E402
     bit,
     first_disallowed,
     hf_tokenizer,
-    json_difference,
+    unexplained_mask_differences,
     tokens_for,
     xfail_unless_supported,
 )
@@ -193,33 +193,14 @@ def test_masks_equal_xgrammar(family, case):
     a = ours.allocate_vocab_mask(vocab_size=n, batch_size=1, device="cpu")
     b = theirs.allocate_vocab_mask(vocab_size=n, batch_size=1, device="cpu")
     special = set(info.special_token_ids)
+    reasons = MASK_DIFFS.setdefault((family, case.name), {})
     for step, t in enumerate(tokens + [None]):
         ours.fill_vocab_mask(a, 0)
         theirs.fill_vocab_mask(b, 0)
-        words = torch.nonzero(a[0] != b[0]).flatten().tolist()
-        differing = [
-            i for w in words for i in range(w * 32, min(n, w * 32 + 32)) if bit(a[0], i) != bit(b[0], i)
-        ]
-        # Special tokens are never grammar text in grammask (README); in SGLang's set-up XGrammar
-        # lets Llama 3's <|eom_id|>-style tokens into JSON strings.
-        unexplained = [i for i in differing if i not in stop_ids and (bit(a[0], i) or i not in special)]
-        if case.kind.startswith("structural_tag"):
-            # docs/structural_tags.md: grammask's free text is valid UTF-8.
-            def utf8_broken(i: int) -> bool:
-                try:
-                    decoded[i].decode("utf-8")
-                    return False
-                except UnicodeDecodeError:
-                    return True
-
-            unexplained = [i for i in unexplained if bit(a[0], i) or not utf8_broken(i)]
-        if unexplained and (case.kind in ("json", "json_object") or case.kind.startswith("structural_tag")):
-            prefix = b"".join(decoded[x] for x in tokens[:step])
-            reasons = {i: json_difference(prefix, decoded[i], bit(a[0], i), theirs.ctx) for i in unexplained}
-            total = MASK_DIFFS.setdefault((family, case.name), {})
-            for why in reasons.values():
-                total[why] = total.get(why, 0) + 1
-            unexplained = [i for i, why in reasons.items() if why == "unexplained"]
+        prefix = b"".join(decoded[x] for x in tokens[:step])
+        unexplained = unexplained_mask_differences(
+            case.kind, a[0], b[0], n, decoded, prefix, stop_ids, special, theirs.ctx, reasons
+        )
         assert not unexplained, f"step {step}: masks differ on {[(i, decoded[i], bit(a[0], i)) for i in unexplained[:10]]}"
         if t is not None:
             ours.accept_token(t)

@@ -26,7 +26,7 @@ from cases import (  # noqa: E402
     bit,
     first_disallowed,
     hf_tokenizer,
-    json_difference,
+    unexplained_mask_differences,
     tokens_for,
     xfail_unless_supported,
 )
@@ -179,44 +179,17 @@ def test_masks_equal_xgrammar(family, case):
     decoded = info.decoded_vocab
     a = backend_for(family).allocate_token_bitmask(1)
     b = backend_for(family, "xgrammar").allocate_token_bitmask(1)
+    special = set(info.special_token_ids)
     for step, t in enumerate(tokens + [None]):
         ours.fill_bitmask(a, 0)
         theirs.fill_bitmask(b, 0)
-        words = torch.nonzero(a[0] != b[0]).flatten().tolist()
-        differing = [
-            i
-            for w in words
-            for i in range(w * 32, min(n, w * 32 + 32))
-            if bit(a[0], i) != bit(b[0], i)
-        ]
-        # Special and added tokens are never grammar text in grammask (README), where XGrammar
-        # lets some of them (Qwen2.5's <tool_call>, free text's <|eot_id|>) be text.
-        special = set(info.special_token_ids)
-        unexplained = [i for i in differing if i not in stop_ids and (bit(a[0], i) or i not in special)]
-        if case.kind.startswith("structural_tag"):
-            # Known, documented divergence (docs/structural_tags.md): grammask's free text is
-            # valid UTF-8, so a token that cannot start or continue a character there (a lone
-            # continuation byte such as b"\xa1") is refused where XGrammar's byte-level free
-            # text allows it. Only that direction, on such tokens, is explained.
-            def utf8_broken(i: int) -> bool:
-                try:
-                    decoded[i].decode("utf-8")
-                    return False
-                except UnicodeDecodeError:
-                    return True
-
-            unexplained = [i for i in unexplained if bit(a[0], i) or not utf8_broken(i)]
-        if unexplained and (case.kind in ("json", "json_object") or case.kind.startswith("structural_tag")):
-            # grammask's default JSON spelling is canonical (docs/json_schema.md), XGrammar's is
-            # not, and grammask lets whitespace surround a JSON root or tagged region. Every
-            # difference must be one of these, each checked, not assumed (docs/integrations.md).
-            prefix = b"".join(decoded[x] for x in tokens[:step])
-            reasons = {i: json_difference(prefix, decoded[i], bit(a[0], i), theirs.ctx) for i in unexplained}
-            by_reason: dict = {}
-            for i, why in reasons.items():
-                by_reason[why] = by_reason.get(why, 0) + 1
-            MASK_DIFFS.setdefault((family, case.name), []).append((step, by_reason))
-            unexplained = [i for i, why in reasons.items() if why == "unexplained"]
+        prefix = b"".join(decoded[x] for x in tokens[:step])
+        reasons: dict = {}
+        unexplained = unexplained_mask_differences(
+            case.kind, a[0], b[0], n, decoded, prefix, stop_ids, special, theirs.ctx, reasons
+        )
+        if reasons:
+            MASK_DIFFS.setdefault((family, case.name), []).append((step, reasons))
         assert not unexplained, (
             f"step {step}: masks differ on {[(i, decoded[i] if i < len(decoded) else None, bit(a[0], i)) for i in unexplained[:10]]}"
         )
