@@ -8,18 +8,8 @@ use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
 use std::sync::Arc;
 
 /// xorshift64*: deterministic, dependency-free randomness for property tests.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 const ALPHABET: &[u8] = b"ab(),";
 
