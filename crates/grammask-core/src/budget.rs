@@ -202,9 +202,16 @@ impl Completion {
         let mut by_rule: Vec<Vec<(u32, u32)>> = vec![Vec::new(); a.num_rules()];
         for s in 0..n {
             let sid = StateId(s as u32);
-            for e in a.byte_edges(sid) {
+            // An open state of a `max_tokens` rule costs what its exhausted twin does (its edges,
+            // renamed back to open states): the occurrence may run out of budget on the way.
+            let twin = a.token_budget(sid).map(|(_, t)| t);
+            for e in a.byte_edges(twin.unwrap_or(sid)) {
                 if (e.lo..=e.hi).any(|b| byte_ok[b as usize]) {
-                    rev[e.target.0 as usize].push((s as u32, None));
+                    let t = match twin {
+                        Some(_) => a.budgets().exhausted(a.state(sid).rule, e.target).unwrap_or(e.target),
+                        None => e.target,
+                    };
+                    rev[t.0 as usize].push((s as u32, None));
                 }
             }
             for &(r, t) in a.rule_edges(sid) {

@@ -338,7 +338,7 @@ mod tests {
     }
 
     #[test]
-    fn bounded_rules_must_be_regular_and_max_tokens_is_unsupported() {
+    fn bounded_rules_must_be_regular() {
         use crate::error::ErrorKind;
         let vocab =
             Arc::new(Vocabulary::new(vec![b"a".to_vec()], VocabType::Raw, VocabularyOptions::default()).unwrap());
@@ -353,7 +353,16 @@ mod tests {
                 ErrorKind::Unsupported,
                 "max_chars uses the recursive rule 'y'",
             ),
-            ("root ::= x\nx[max_tokens=3] ::= \"a\"", ErrorKind::Unsupported, "max_tokens"),
+            (
+                "root ::= x\nx[max_tokens=3] ::= \"(\" x \")\" | \"b\"",
+                ErrorKind::Unsupported,
+                "max_tokens on a recursive rule is not supported",
+            ),
+            (
+                "root ::= x\nx[max_chars=3] ::= y \"!\"\ny[max_tokens=1] ::= \"a\"+",
+                ErrorKind::Unsupported,
+                "the rule 'y' with max_tokens is used inside the rule 'x' with max_chars",
+            ),
         ] {
             let g = crate::ebnf::parse_ebnf(text, "root").unwrap();
             let Err(e) = CompiledGrammar::new(&g, &vocab) else { panic!("{text} compiled") };

@@ -309,6 +309,25 @@ impl Chart {
         Ok(true)
     }
 
+    /// Moves the last row's items of token-budgeted rules whose budget is spent to their
+    /// exhausted twins (`twin` gives an item's new state, or `None` to keep it; see
+    /// `compiler/token_budget.rs`), and signs the row again. A twin has the same rule and
+    /// finality as its open state and no rule edges, so the row stays closed.
+    pub fn exhaust_last_row(&mut self, mut twin: impl FnMut(&Item) -> Option<StateId>) {
+        let r = self.last_row_index();
+        let start = self.row_start[r] as usize;
+        let mut changed = false;
+        for it in &mut self.items[start..] {
+            if let Some(t) = twin(it) {
+                it.state = t;
+                changed = true;
+            }
+        }
+        if changed {
+            self.row_sig[r] = self.signature(r);
+        }
+    }
+
     /// Removes the newest row. Row 0 is never removed.
     #[inline]
     pub fn pop_row(&mut self) {

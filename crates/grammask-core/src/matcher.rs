@@ -32,6 +32,8 @@ pub struct MatcherOptions {
 struct Step {
     rows_before: u32,
     stop: bool,
+    /// A token accepted with `accept_token` (counted by `max_tokens` rule budgets), not a string.
+    token: bool,
 }
 
 /// The state of one sequence being decoded.
@@ -48,6 +50,9 @@ pub struct Matcher {
     budget: Option<crate::budget::Budget>,
     /// The accepted bytes, kept only when the grammar captures rules (for [`Matcher::captures`]).
     input: Option<Vec<u8>>,
+    /// The chart row each token accepted with `accept_token` ended at, in order; kept only when
+    /// the grammar has `max_tokens` rules (see [`Matcher::spend_rule_budgets`]).
+    token_ends: Vec<u32>,
 }
 
 impl Matcher {
@@ -86,6 +91,7 @@ impl Matcher {
             stop_tokens,
             terminate_without_stop_token: options.terminate_without_stop_token,
             stopped: false,
+            token_ends: Vec::new(),
         })
     }
 
@@ -131,7 +137,7 @@ impl Matcher {
             if self.terminate_without_stop_token || !self.is_completed() {
                 return Ok(false);
             }
-            self.history.push(Step { rows_before: self.chart.num_rows() as u32, stop: true });
+            self.history.push(Step { rows_before: self.chart.num_rows() as u32, stop: true, token: false });
             self.stopped = true;
             return Ok(true);
         }
@@ -144,18 +150,50 @@ impl Matcher {
             if !done.is_empty() {
                 let rows = self.chart.num_rows();
                 crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
-                self.history.push(Step { rows_before: rows as u32, stop: false });
+                self.history.push(Step { rows_before: rows as u32, stop: false, token: true });
+                self.spend_rule_budgets(true);
                 return Ok(true);
             }
         }
         if special {
             return Ok(false);
         }
-        self.accept_bytes(vocab.token_bytes(token))
+        self.accept_step(vocab.token_bytes(token), true)
     }
 
-    /// Accepts a byte string as one rollback step; all or nothing.
+    /// Accepts a byte string as one rollback step; all or nothing. A string is not a token:
+    /// `max_tokens` rule budgets do not count it.
     pub fn accept_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
+        self.accept_step(bytes, false)
+    }
+
+    /// After a step: with `token`, counts a token ended at the last row; then moves the
+    /// occurrences of `max_tokens` rules whose budget is spent to their exhausted states.
+    ///
+    /// Rule: an occurrence started at row `o` has used `K - first(o)` tokens when the token after
+    /// the `K` accepted ones is read, `first(o)` being the number of tokens that ended at or
+    /// before row `o` (a token read across `o` is its first). Once that reaches its rule's
+    /// `max_tokens`, it may only read bytes along a shortest way to its end. The count only
+    /// changes between tokens, so the last row, fixed here, holds all of it: masks, memoized by
+    /// the row's signature, and rows truncated back to by rollback are right without more.
+    fn spend_rule_budgets(&mut self, token: bool) {
+        let a = self.compiled.automata();
+        if a.budgets().is_empty() {
+            return;
+        }
+        if token {
+            self.token_ends.push(self.chart.last_row_index() as u32);
+        }
+        let ends = &self.token_ends;
+        let k = ends.len();
+        self.chart.exhaust_last_row(|it| {
+            let (n, twin) = a.token_budget(it.state)?;
+            let first = ends.partition_point(|&e| e <= it.origin);
+            (k - first >= n as usize).then_some(twin)
+        });
+    }
+
+    fn accept_step(&mut self, bytes: &[u8], token: bool) -> Result<bool> {
         if self.stopped {
             return Ok(false);
         }
@@ -174,7 +212,8 @@ impl Matcher {
                 }
             }
         }
-        self.history.push(Step { rows_before: rows as u32, stop: false });
+        self.history.push(Step { rows_before: rows as u32, stop: false, token });
+        self.spend_rule_budgets(token);
         if let Some(input) = &mut self.input {
             input.extend_from_slice(bytes);
         }
@@ -298,6 +337,9 @@ impl Matcher {
             if s.stop {
                 self.stopped = false;
             }
+            if s.token && !self.token_ends.is_empty() {
+                self.token_ends.pop();
+            }
             self.chart.truncate_rows(s.rows_before as usize);
         }
         if let Some(b) = &mut self.budget {
@@ -319,6 +361,7 @@ impl Matcher {
             b.rolled_back(1);
         }
         self.history.clear();
+        self.token_ends.clear();
         self.stopped = false;
         if let Some(input) = &mut self.input {
             input.clear();

@@ -52,6 +52,8 @@ pub struct Automata {
     pub(super) root: RuleId,
     /// The rules that are one token edge (`token_edges.rs`); empty without token expressions.
     pub(super) tokens: super::token_edges::TokenRules,
+    /// The rules with a `max_tokens` budget (`token_budget.rs`); empty without one.
+    pub(super) budgets: super::token_budget::TokenBudgets,
 }
 
 impl Automata {
@@ -89,6 +91,22 @@ impl Automata {
             }
         }
         None
+    }
+
+    /// The token-budgeted rules (`max_tokens`) and their exhausted twins.
+    #[inline]
+    pub fn budgets(&self) -> &super::token_budget::TokenBudgets {
+        &self.budgets
+    }
+
+    /// For an open state of a token-budgeted rule: the rule's budget and the state's exhausted
+    /// twin (see `token_budget.rs`).
+    #[inline]
+    pub fn token_budget(&self, s: StateId) -> Option<(u32, StateId)> {
+        if self.budgets.is_empty() {
+            return None;
+        }
+        self.budgets.open(self.states[s.0 as usize].rule, s)
     }
 
     #[inline]

@@ -5,6 +5,7 @@
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
 use super::bounded::bound_dfa;
+use super::token_budget::{exhausted_dfa, RuleBudget, TokenBudgets};
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
@@ -31,7 +32,6 @@ impl Automata {
         } else {
             grammar
         };
-        check_rule_options(grammar)?;
         let inline = inline_plan(grammar);
         // The rules with an automaton of their own. An inlined rule is copied into every
         // automaton that uses it and never named by a rule edge: its own automaton would be
@@ -40,18 +40,20 @@ impl Automata {
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
-        // Each worker takes the next rule until none is left: (rule, its automaton).
-        let work = || -> Result<Vec<(usize, Dfa)>> {
+        // Each worker takes the next rule until none is left: (rule, its automaton, the
+        // exhausted twin of a token-budgeted rule).
+        let work = || -> Result<Vec<(usize, Dfa, Option<Dfa>)>> {
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out = Vec::new();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
                 if let Some(d) = super::token_edges::token_rule_dfa(grammar, body) {
-                    out.push((r, d));
+                    out.push((r, d, None));
                     continue;
                 }
                 let limit = bounded_limit(grammar, r);
+                let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
@@ -65,13 +67,31 @@ impl Automata {
                     let (start, end) = built?;
                     nfa.freeze();
                     let dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
-                    match &limit {
-                        Some((n, _, _)) => Ok(minimize(bound_dfa(&dfa, *n, b)?, &mut min_scratch)),
-                        None => Ok(dfa),
+                    let dfa = match &limit {
+                        Some((Some(n), _, _)) => minimize(bound_dfa(&dfa, *n, b)?, &mut min_scratch),
+                        _ => dfa,
+                    };
+                    match max_tokens {
+                        Some(_) if !dfa.rules.is_empty() => Err(Error::new(
+                            ErrorKind::Unsupported,
+                            format!(
+                                "the rule '{}' with max_tokens uses token expressions; a token budget needs a \
+                                 rule of bytes",
+                                grammar.rules()[r].name
+                            ),
+                        )),
+                        // A budget of 0 is spent from the start.
+                        Some(0) => Ok((minimize(exhausted_dfa(&dfa), &mut min_scratch), None)),
+                        Some(_) => {
+                            let twin = exhausted_dfa(&dfa);
+                            take_states(b, twin.len())?;
+                            Ok((dfa, Some(twin)))
+                        }
+                        None => Ok((dfa, None)),
                     }
                 });
                 match dfa {
-                    Ok(d) => out.push((r, d)),
+                    Ok((d, twin)) => out.push((r, d, twin)),
                     Err(e) => {
                         // The other workers stop at their next rule.
                         next.store(todo.len(), Ordering::Relaxed);
@@ -81,7 +101,7 @@ impl Automata {
             }
             Ok(out)
         };
-        let parts: Vec<Result<Vec<(usize, Dfa)>>> = if workers == 1 {
+        let parts: Vec<Result<Vec<(usize, Dfa, Option<Dfa>)>>> = if workers == 1 {
             vec![work()]
         } else {
             std::thread::scope(|sc| {
@@ -92,11 +112,14 @@ impl Automata {
             })
         };
         let mut built: Vec<Option<Dfa>> = (0..grammar.rules().len()).map(|_| None).collect();
+        let mut twins: Vec<(usize, Dfa)> = Vec::new();
         for part in parts {
-            for (r, d) in part? {
+            for (r, d, twin) in part? {
                 built[r] = Some(d);
+                twins.extend(twin.map(|t| (r, t)));
             }
         }
+        twins.sort_unstable_by_key(|t| t.0);
         let dfas: Vec<Dfa> = built
             .into_iter()
             .map(|d| {
@@ -124,40 +147,35 @@ impl Automata {
                 }
             }
         }
-        let mut a = assemble(grammar, dfas, la_dfas);
+        let mut a = assemble(grammar, dfas, la_dfas, twins);
         a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
         Ok(a)
     }
 }
 
-/// Refuses the rule options the automata cannot enforce (`max_tokens`).
-fn check_rule_options(grammar: &Grammar) -> Result<()> {
-    for (r, o) in grammar.all_rule_options() {
-        if o.max_tokens.is_some() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "the rule option max_tokens (rule '{}') is not supported: a per-occurrence token budget \
-                     depends on the tokenization; use max_chars, or the matcher's max_tokens",
-                    grammar.rule(*r).name
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// For a `lazy` or `max_chars` rule: its character limit (0 for `lazy`), the error kind of a
-/// body that is not regular and the option's description.
-fn bounded_limit(grammar: &Grammar, r: usize) -> Option<(u32, ErrorKind, String)> {
+/// For a `lazy`, `max_chars` or `max_tokens` rule (whose body must be regular): its character
+/// limit (0 for `lazy`, `None` for `max_tokens` alone), the error kind of a body that is not
+/// regular and the option's description.
+fn bounded_limit(grammar: &Grammar, r: usize) -> Option<(Option<u32>, ErrorKind, String)> {
     let rule = &grammar.rules()[r];
     let o = grammar.rule_options(RuleId(r as u32))?;
     if o.lazy {
-        Some((0, ErrorKind::InvalidGrammar, format!("the lazy rule '{}'", rule.name)))
+        Some((Some(0), ErrorKind::InvalidGrammar, format!("the lazy rule '{}'", rule.name)))
+    } else if let Some(n) = o.max_chars {
+        Some((Some(n), ErrorKind::Unsupported, format!("the rule '{}' with max_chars", rule.name)))
     } else {
-        o.max_chars.map(|n| (n, ErrorKind::Unsupported, format!("the rule '{}' with max_chars", rule.name)))
+        o.max_tokens.map(|_| {
+            let what = format!("the rule '{}' with max_tokens (max_tokens on a recursive rule is not supported)", rule.name);
+            (None, ErrorKind::Unsupported, what)
+        })
     }
+}
+
+/// Takes `n` states from a rule's share of the state budget.
+fn take_states(budget: &mut usize, n: usize) -> Result<()> {
+    *budget = budget.checked_sub(n).ok_or_else(|| Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES))?;
+    Ok(())
 }
 
 /// Rule automata are built on up to this many threads, one per this many rules.
@@ -186,7 +204,9 @@ fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>)
     Ok(out)
 }
 
-fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Automata {
+/// Concatenates the rule DFAs, then the lookahead DFAs, then the exhausted twins of the
+/// token-budgeted rules (`token_budget.rs`).
+fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins: Vec<(usize, Dfa)>) -> Automata {
     let mut a = Automata {
         states: Vec::new(),
         byte_edges: Vec::new(),
@@ -197,15 +217,33 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
         tokens: super::token_edges::TokenRules::default(),
+        budgets: TokenBudgets::default(),
     };
-    let all =
-        dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
-    for (r, dfa, is_lookahead) in all {
+    #[derive(PartialEq)]
+    enum Part {
+        Rule,
+        Lookahead,
+        Twin,
+    }
+    let n_rules = dfas.len();
+    let all = dfas
+        .into_iter()
+        .enumerate()
+        .map(|(r, d)| (r, d, Part::Rule))
+        .chain(la_dfas.into_iter().map(|(r, d)| (r, d, Part::Lookahead)))
+        .chain(twins.into_iter().map(|(r, d)| (r, d, Part::Twin)));
+    for (r, dfa, part) in all {
         let base = a.states.len() as u32;
-        if is_lookahead {
-            a.lookahead_start[r] = Some(StateId(base));
-        } else {
-            a.rule_start.push(StateId(base));
+        match part {
+            Part::Rule => a.rule_start.push(StateId(base)),
+            Part::Lookahead => a.lookahead_start[r] = Some(StateId(base)),
+            Part::Twin => {
+                let rule = RuleId(r as u32);
+                let max_tokens = grammar.rule_options(rule).and_then(|o| o.max_tokens).unwrap_or(0);
+                let open = a.rule_start[r].0;
+                let b = RuleBudget { max_tokens, open, len: dfa.len() as u32, exhausted: base };
+                a.budgets.set(rule, n_rules, b);
+            }
         }
         for i in 0..dfa.len() {
             let b0 = a.byte_edges.len() as u32;

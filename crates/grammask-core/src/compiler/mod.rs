@@ -35,6 +35,7 @@ mod minimize;
 mod nfa;
 mod refine;
 mod scc;
+mod token_budget;
 #[cfg(test)]
 mod tests;
 mod token_edges;
@@ -42,5 +43,6 @@ mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use lookahead::LA_NONE;
+pub use token_budget::{RuleBudget, TokenBudgets};
 pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;

@@ -216,6 +216,17 @@ impl Nfa<'_> {
                         INLINE_MAX_DEPTH as usize * 8,
                     ));
                 }
+                if g.rule_options(*r).is_some_and(|o| o.max_tokens.is_some()) {
+                    let inside = self.regular_for.as_ref().map_or("a lookahead assertion", |(_, what)| what.as_str());
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "the rule '{}' with max_tokens is used inside {inside}, whose body is inlined; a token \
+                             budget needs an occurrence of its own",
+                            g.rule(*r).name
+                        ),
+                    ));
+                }
                 self.inlining.push(*r);
                 let fragment = self.build(g, g.rule(*r).body, budget)?;
                 self.inlining.pop();
