@@ -12,7 +12,9 @@
 //!
 //! - [`Completion`] (per compiled grammar, computed once): `dist[s]`, the fewest single-byte
 //!   tokens that take automaton state `s` to a final state of its rule (sub-rules at their own
-//!   shortest lengths), by Knuth's generalization of Dijkstra's algorithm to grammars.
+//!   shortest lengths), by Knuth's generalization of Dijkstra's algorithm to grammars. An open
+//!   state of a `max_tokens` rule takes the edges of its exhausted twin (`compiler/token_budget.rs`):
+//!   the occurrence may run out of its own budget on the way, and the twin's paths stay open then.
 //! - [`RowCosts`] (per matcher, one table per chart row `o`): `U(R, o)`, the fewest tokens that
 //!   finish everything above an item of rule `R` started at row `o`, once `R` has ended:
 //!   `U(R, o) = min over items p of row o with an edge p.state --R--> m' of dist[m'] + U(rule(p),

@@ -12,13 +12,23 @@
 //! - `capture` and `temperature` keep the rule's identity in the automata (it is never inlined):
 //!   captures are read off the chart by [`crate::captures`], the temperature of the innermost
 //!   active rule by [`crate::captures::temperature`].
-//! - `max_tokens` is parsed, printed and serialized but not enforced: compiling a grammar that uses
-//!   it is an `Unsupported` error.
+//! - `max_tokens=N` is a per-occurrence token budget that relaxes to the earliest valid end, like
+//!   `max_chars`, counted in tokens accepted with `accept_token` (strings from `accept_string` do
+//!   not count). An occurrence started at chart row `o` has used `K - first(o)` tokens while the
+//!   token after the `K` accepted ones is read, where `first(o)` is the number of tokens that
+//!   ended at or before `o` (a token read across `o` is the occurrence's first). Once it has used
+//!   `N`, it may only read bytes along a shortest way (in bytes) to an end of the rule, and in a
+//!   state where it can end it ends: it finishes within its shortest remaining length.
+//!   `max_tokens=0` is spent from the start. The rule must be regular (as for `max_chars`); it
+//!   gets its own automaton and an exhausted twin (`compiler/token_budget.rs`) and
+//!   [`crate::matcher::Matcher`] moves spent occurrences to the twin between tokens. A
+//!   `max_tokens` rule used inside a `lazy`/`max_chars`/`max_tokens` rule or a lookahead (whose
+//!   bodies are inlined), or containing token expressions, is `Unsupported`.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RuleOptions {
-    /// Per-occurrence token budget (parsed, not enforced: compiling it is `Unsupported`).
+    /// Per-occurrence token budget (tokens accepted with `accept_token`).
     pub max_tokens: Option<u32>,
     /// Per-occurrence character budget.
     pub max_chars: Option<u32>,

@@ -141,7 +141,13 @@ fn check_mask(m: &mut Matcher, body: &Body, n: u32, steps: &[(Vec<u8>, bool)], v
         };
         let mut c = m.clone();
         assert_eq!(c.accept_token(t).unwrap(), want, "accept {:?} after {steps:?}", vocab.token_bytes(t));
-        assert_eq!(mask.get(t as usize), want, "mask bit {:?} after {steps:?} (N={n}, {})", vocab.token_bytes(t), body.ebnf);
+        assert_eq!(
+            mask.get(t as usize),
+            want,
+            "mask bit {:?} after {steps:?} (N={n}, {})",
+            vocab.token_bytes(t),
+            body.ebnf
+        );
         if want && t != stop {
             allowed.push(t);
         }

@@ -5,7 +5,6 @@
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
 use super::bounded::bound_dfa;
-use super::token_budget::{exhausted_dfa, RuleBudget, TokenBudgets};
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
@@ -13,6 +12,7 @@ use super::lookahead::LaTable;
 use super::minimize::minimize;
 use super::nfa::Nfa;
 use super::scc::SccScratch;
+use super::token_budget::{exhausted_dfa, RuleBudget, TokenBudgets};
 use super::{Automata, ByteEdge, State, StateId};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
@@ -59,6 +59,7 @@ impl Automata {
                     if let Some((_, kind, what)) = &limit {
                         nfa.inline_all = true;
                         nfa.regular_for = Some((*kind, what.clone()));
+                        nfa.inlining.push(RuleId(r as u32));
                     }
                     let built = nfa.build(grammar, body, b);
                     nfa.inline_all = false;
@@ -165,16 +166,14 @@ fn bounded_limit(grammar: &Grammar, r: usize) -> Option<(Option<u32>, ErrorKind,
     } else if let Some(n) = o.max_chars {
         Some((Some(n), ErrorKind::Unsupported, format!("the rule '{}' with max_chars", rule.name)))
     } else {
-        o.max_tokens.map(|_| {
-            let what = format!("the rule '{}' with max_tokens (max_tokens on a recursive rule is not supported)", rule.name);
-            (None, ErrorKind::Unsupported, what)
-        })
+        o.max_tokens.map(|_| (None, ErrorKind::Unsupported, format!("the rule '{}' with max_tokens", rule.name)))
     }
 }
 
 /// Takes `n` states from a rule's share of the state budget.
 fn take_states(budget: &mut usize, n: usize) -> Result<()> {
-    *budget = budget.checked_sub(n).ok_or_else(|| Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES))?;
+    *budget =
+        budget.checked_sub(n).ok_or_else(|| Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES))?;
     Ok(())
 }
 

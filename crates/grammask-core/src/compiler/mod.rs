@@ -35,9 +35,9 @@ mod minimize;
 mod nfa;
 mod refine;
 mod scc;
-mod token_budget;
 #[cfg(test)]
 mod tests;
+mod token_budget;
 mod token_edges;
 mod utf8;
 

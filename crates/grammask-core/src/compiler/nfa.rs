@@ -146,11 +146,14 @@ impl Nfa<'_> {
             }
             Expr::CharClass(ranges) => self.build_class(e, ranges, budget),
             // Token rules get their automaton in `build.rs`; a token expression reaches the NFA
-            // only through inlining into a lookahead, which must read text.
-            Expr::Token(_) | Expr::ExcludeToken(_) => Err(Error::new(
-                ErrorKind::Unsupported,
-                "Token(...)/ExcludeToken(...) inside a lookahead assertion is not supported",
-            )),
+            // only through inlining into a lookahead or a bounded rule, which must read text.
+            Expr::Token(_) | Expr::ExcludeToken(_) => {
+                let inside = self.regular_for.as_ref().map_or("a lookahead assertion", |(_, what)| what.as_str());
+                Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("Token(...)/ExcludeToken(...) inside {inside} is not supported"),
+                ))
+            }
             Expr::JsonStringIn(keys) | Expr::JsonStringExcept(keys) => {
                 let except = matches!(g.expr(e), Expr::JsonStringExcept(_));
                 let dfa = crate::json_string::string_dfa(keys, except, *budget)?;
@@ -197,8 +200,13 @@ impl Nfa<'_> {
                         return Err(Error::new(
                             *kind,
                             format!(
-                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular)",
-                                g.rule(*r).name
+                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular){}",
+                                g.rule(*r).name,
+                                if what.ends_with("max_tokens") {
+                                    " (max_tokens on a recursive rule is not supported)"
+                                } else {
+                                    ""
+                                }
                             ),
                         ));
                     }

@@ -153,6 +153,21 @@ mod tests {
         );
         let back = crate::ebnf::parse_ebnf(&printed, &g.rule(g.root()).name).unwrap();
         assert_eq!(back.to_string(), printed);
-        assert!(lark_to_grammar("start[max_tokens=3]: /a+/").is_ok(), "parsed; refused when compiled");
+    }
+
+    /// A token budget on a rule (one byte per token here), with a capture: after 2 tokens the
+    /// occurrence ends at its first chance; a string does not count.
+    #[test]
+    fn max_tokens_spends_per_token() {
+        let lark = "start: x \"!\"\nx[max_tokens=2, capture]: /a+b?/";
+        let mut m = matcher(lark);
+        assert!(m.accept_token(u32::from(b'a')).unwrap() && m.accept_token(u32::from(b'a')).unwrap());
+        let mask = m.compute_mask().unwrap();
+        assert!(mask.get(usize::from(b'!')) && !mask.get(usize::from(b'a')) && !mask.get(usize::from(b'b')));
+        assert!(m.accept_bytes(b"!").unwrap() && m.is_completed());
+        assert_eq!(m.captures(true), vec![("x".to_owned(), b"aa".to_vec())]);
+        let mut m = matcher(lark);
+        assert!(m.accept_bytes(b"aaaa").unwrap() && m.accept_token(u32::from(b'a')).unwrap());
+        assert!(m.compute_mask().unwrap().get(usize::from(b'a')), "strings are not tokens");
     }
 }
