@@ -1100,7 +1100,6 @@ def test_bad_tags_raise_xgrammars_exception_classes():
     "fmt,what",
     [
         ({"type": "token", "token": "<x>"}, "needs the tokenizer"),
-        ({"type": "any_text", "max_tokens": 5}, "max_tokens"),
         (tag({"type": "token", "token": "<x>"}, CONST, "x"), "needs the tokenizer"),
         ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, "excludes"),
     ],

@@ -22,9 +22,11 @@ state like those of any grammar.
 - With a tokenizer, a tag begin/end string that is exactly one added/special token (Qwen2.5's
   ``<tool_call>``) is matched as that token or as text: ``("<tool_call>" | Token(151657))``, so the
   model's own token works although added tokens are never text (see tokenizer_info.py).
-- ``any_text.max_tokens`` needs a per-region token budget: :class:`UnsupportedFeatureError`.
 - ``any_text.max_chars`` with excludes is the free-text rule with the ``max_chars`` rule option
   (a character counter in the rule's automaton), without it ``[^]{0,N}``.
+- ``any_text.max_tokens`` is the free-text rule with the ``max_tokens`` rule option (a
+  per-occurrence token budget): free text can end anywhere, so once ``N`` tokens are read it
+  ends at once; a token read across its start counts as its first.
 """
 
 from __future__ import annotations
@@ -378,25 +380,36 @@ class _Lowerer:
 
     # ---- free text ----
 
-    def text(self, forbidden: Sequence[str], max_chars: Optional[int] = None) -> str:
+    def text(
+        self,
+        forbidden: Sequence[str],
+        max_chars: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+    ) -> str:
         """A rule for the texts that contain none of ``forbidden``."""
         pats = tuple(sorted({p for p in forbidden if p}))
-        key = (pats, max_chars)
+        key = (pats, max_chars, max_tokens)
         if key in self.text_cache:
             return self.text_cache[key]
-        if not pats:
+        if max_tokens is not None:
+            # The `max_tokens` rule option: a budget per occurrence, so the rule keeps its own
+            # automaton; free text can end anywhere, so a spent budget ends it at once.
+            body = "[^]*" if not pats else self._text_expr(_TextAutomaton(pats))
+            options = [f"max_tokens={max_tokens}"]
+            if max_chars is not None:
+                options.append(f"max_chars={max_chars}")
+            name = self.fresh("ttext")
+            self.rules.append((f"{name}[{', '.join(options)}]", body))
+        elif not pats:
             body = "[^]*" if max_chars is None else f"[^]{{0,{max_chars}}}"
             name = self.add("text", body)
-            self.text_cache[key] = name
-            return name
-        auto = _TextAutomaton(pats)
-        if max_chars is None:
-            name = self.add("text", self._text_expr(auto))
+        elif max_chars is None:
+            name = self.add("text", self._text_expr(_TextAutomaton(pats)))
         else:
             # The `max_chars` rule option: free text can end anywhere, so the rule's relaxed
             # bound ("end at the first chance after N characters") is exactly "at most N".
             name = self.fresh("ctext")
-            self.rules.append((f"{name}[max_chars={max_chars}]", self._text_expr(auto)))
+            self.rules.append((f"{name}[max_chars={max_chars}]", self._text_expr(_TextAutomaton(pats))))
         self.text_cache[key] = name
         return name
 
@@ -495,16 +508,12 @@ class _Lowerer:
         )
 
     def lower_any_text(self, fmt: st.AnyTextFormat, stop: Tuple[str, ...]) -> str:
-        if fmt.max_tokens is not None:
-            raise UnsupportedFeatureError(
-                "any_text 'max_tokens' (a per-region token budget) is not supported yet"
-            )
         for e in fmt.excludes:
             if not e:
                 raise InvalidStructuralTagError(
                     "any_text excludes may not contain the empty string"
                 )
-        return self.text(list(fmt.excludes) + list(stop), fmt.max_chars)
+        return self.text(list(fmt.excludes) + list(stop), fmt.max_chars, fmt.max_tokens)
 
     def lower_grammar(self, fmt: st.GrammarFormat, stop: Tuple[str, ...]) -> str:
         # Parse once on its own so that errors point into the user's text.

@@ -169,13 +169,15 @@ impl Matcher {
 
     /// After a step: with `token`, counts a token ended at the last row; then moves the
     /// occurrences of `max_tokens` rules whose budget is spent to their exhausted states.
+    /// Invariant: the last row is always spent this way (older rows may have been reopened by a
+    /// string read after them, so rollback spends the row it returns to again).
     ///
     /// Rule: an occurrence started at row `o` has used `K - first(o)` tokens when the token after
     /// the `K` accepted ones is read, `first(o)` being the number of tokens that ended at or
     /// before row `o` (a token read across `o` is its first). Once that reaches its rule's
     /// `max_tokens`, it may only read bytes along a shortest way to its end. The count only
     /// changes between tokens, so the last row, fixed here, holds all of it: masks, memoized by
-    /// the row's signature, and rows truncated back to by rollback are right without more.
+    /// the row's signature, are right without more.
     fn spend_rule_budgets(&mut self, token: bool) {
         let a = self.compiled.automata();
         if a.budgets().is_empty() {
@@ -193,24 +195,33 @@ impl Matcher {
         });
     }
 
+    /// Moves the last row's exhausted items back to their open states: a string is read as if
+    /// no budget were spent (`accept_string` ignores `max_tokens`, as in XGrammar).
+    fn reopen_rule_budgets(&mut self) {
+        let a = self.compiled.automata();
+        if !a.budgets().is_empty() {
+            self.chart.exhaust_last_row(|it| a.budgets().exhausted(a.state(it.state).rule, it.state));
+        }
+    }
+
     fn accept_step(&mut self, bytes: &[u8], token: bool) -> Result<bool> {
         if self.stopped {
             return Ok(false);
         }
         let rows = self.chart.num_rows();
+        if !token {
+            self.reopen_rule_budgets();
+        }
         let a = self.compiled.automata();
         for &b in bytes {
-            match self.chart.push_byte(a, b) {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.chart.truncate_rows(rows);
-                    return Ok(false);
-                }
-                Err(e) => {
-                    self.chart.truncate_rows(rows);
-                    return Err(e);
-                }
-            }
+            let failed = match self.chart.push_byte(a, b) {
+                Ok(true) => continue,
+                Ok(false) => Ok(false),
+                Err(e) => Err(e),
+            };
+            self.chart.truncate_rows(rows);
+            self.spend_rule_budgets(false);
+            return failed;
         }
         self.history.push(Step { rows_before: rows as u32, stop: false, token });
         self.spend_rule_budgets(token);
@@ -342,6 +353,8 @@ impl Matcher {
             }
             self.chart.truncate_rows(s.rows_before as usize);
         }
+        // The row rolled back to may have been reopened by a string read after it.
+        self.spend_rule_budgets(false);
         if let Some(b) = &mut self.budget {
             b.rolled_back(self.chart.num_rows());
         }
@@ -357,11 +370,12 @@ impl Matcher {
 
     pub fn reset(&mut self) {
         self.chart.truncate_rows(1);
+        self.token_ends.clear();
+        self.spend_rule_budgets(false);
         if let Some(b) = &mut self.budget {
             b.rolled_back(1);
         }
         self.history.clear();
-        self.token_ends.clear();
         self.stopped = false;
         if let Some(input) = &mut self.input {
             input.clear();

@@ -4,8 +4,9 @@
 //! also as a hand-written DFA. The reference reads the accepted steps byte by byte: an occurrence
 //! of `x` starting at byte `o` has used `K - first(o)` tokens while the step after `K` tokens is
 //! read (`first(o)`: tokens ending at or before `o`; strings are not tokens), and once that
-//! reaches `N` it may only read bytes that bring its DFA one byte nearer a final state (ending
-//! in a final state). Along random walks of tokens and strings, every mask bit is checked against
+//! reaches `N` tokens may only read bytes that bring its DFA one byte nearer a final state
+//! (ending in a final state); strings are read as if no budget were spent (but `max_tokens=0`
+//! rules are built spent). Along random walks of tokens and strings, every mask bit is checked against
 //! the reference and against `accept_token` on a copy of the matcher; rollback and reset are
 //! checked to restore the budgets.
 
@@ -82,7 +83,8 @@ fn reference(body: &Body, n: u32, steps: &[(Vec<u8>, bool)]) -> Option<bool> {
                 }
                 _ => {
                     let first = token_ends.iter().filter(|&&e| e <= o).count();
-                    let spent = k - first >= n as usize;
+                    // Strings ignore budgets (as in XGrammar); `max_tokens=0` is built spent.
+                    let spent = (*is_token || n == 0) && k - first >= n as usize;
                     let fin = body.finals.contains(&q);
                     if b == b'>' && fin {
                         phase = 2;
@@ -172,12 +174,17 @@ fn masks_follow_the_reference_along_random_walks() {
                             break;
                         }
                         match rng.below(8) {
-                            // A string step: one allowed token's text, not counted as a token.
-                            0 => {
-                                let t = allowed[rng.below(allowed.len() as u64) as usize];
-                                let b = vocab.token_bytes(t).to_vec();
-                                assert!(m.accept_bytes(&b).unwrap());
-                                steps.push((b, false));
+                            // A string step (any short string; not counted as a token, and
+                            // read as if no budget were spent): accepted iff the reference says.
+                            0 | 2 => {
+                                let len = 1 + rng.below(3) as usize;
+                                let b: Vec<u8> = (0..len).map(|_| ALPHABET[rng.below(7) as usize]).collect();
+                                steps.push((b.clone(), false));
+                                let want = reference(body, n, &steps).is_some();
+                                assert_eq!(m.accept_bytes(&b).unwrap(), want, "string {b:?} after {steps:?}");
+                                if !want {
+                                    steps.pop();
+                                }
                             }
                             // Rollback of one or two steps restores the budgets.
                             1 if !steps.is_empty() => {
