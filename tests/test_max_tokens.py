@@ -153,7 +153,7 @@ def test_rollback_fork_reset_restore_budgets_and_strings_do_not_count(family):
     assert m.accept_string("say: one two three four five six")
     assert m.accept_token(hello[0]) and allows(m, info, hello)
     assert m.accept_token(hello[0]) and not allows(m, info, hello)
-    # accept_string is not held to a spent budget either (it reads the grammar's text).
+    # accept_string is not held to a spent budget either (as in XGrammar).
     assert m.accept_string(" more text")
 
 

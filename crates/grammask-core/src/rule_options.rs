@@ -13,15 +13,16 @@
 //!   captures are read off the chart by [`crate::captures`], the temperature of the innermost
 //!   active rule by [`crate::captures::temperature`].
 //! - `max_tokens=N` is a per-occurrence token budget that relaxes to the earliest valid end, like
-//!   `max_chars`, counted in tokens accepted with `accept_token` (strings from `accept_string` do
-//!   not count). An occurrence started at chart row `o` has used `K - first(o)` tokens while the
-//!   token after the `K` accepted ones is read, where `first(o)` is the number of tokens that
-//!   ended at or before `o` (a token read across `o` is the occurrence's first). Once it has used
-//!   `N`, it may only read bytes along a shortest way (in bytes) to an end of the rule, and in a
-//!   state where it can end it ends: it finishes within its shortest remaining length.
-//!   `max_tokens=0` is spent from the start. The rule must be regular (as for `max_chars`); it
-//!   gets its own automaton and an exhausted twin (`compiler/token_budget.rs`) and
-//!   [`crate::matcher::Matcher`] moves spent occurrences to the twin between tokens. A
+//!   `max_chars`, counted in tokens accepted with `accept_token`. An occurrence started at chart
+//!   row `o` has used `K - first(o)` tokens while the token after the `K` accepted ones is read,
+//!   where `first(o)` is the number of tokens that ended at or before `o` (a token read across
+//!   `o` is the occurrence's first). Once it has used `N`, the next tokens may only read bytes
+//!   along a shortest way (in bytes) to an end of the rule, and in a state where it can end it
+//!   ends: it finishes within its shortest remaining length. Strings (`accept_string`) neither
+//!   count nor are held to a spent budget, as in XGrammar. `max_tokens=0` is spent from the
+//!   start: the rule is built exhausted (for strings too). The rule must be regular (as for
+//!   `max_chars`); it gets its own automaton and an exhausted twin (`compiler/token_budget.rs`),
+//!   and [`crate::matcher::Matcher`] moves spent occurrences to the twin between tokens. A
 //!   `max_tokens` rule used inside a `lazy`/`max_chars`/`max_tokens` rule or a lookahead (whose
 //!   bodies are inlined), or containing token expressions, is `Unsupported`.
 
