@@ -47,7 +47,7 @@ impl Body {
 
     /// Bytes from `q` to the nearest final state.
     fn dist(&self, q: u8) -> u32 {
-        let mut d = vec![u32::MAX; 8];
+        let mut d = [u32::MAX; 8];
         for &f in self.finals {
             d[f as usize] = 0;
         }

@@ -42,7 +42,7 @@ impl Automata {
         let next = AtomicUsize::new(0);
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
-        let work = || -> Result<Vec<(usize, Dfa, Option<Dfa>)>> {
+        let work = || -> Result<Vec<Built>> {
             let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out = Vec::new();
@@ -102,7 +102,7 @@ impl Automata {
             }
             Ok(out)
         };
-        let parts: Vec<Result<Vec<(usize, Dfa, Option<Dfa>)>>> = if workers == 1 {
+        let parts: Vec<Result<Vec<Built>>> = if workers == 1 {
             vec![work()]
         } else {
             std::thread::scope(|sc| {
@@ -169,6 +169,9 @@ fn bounded_limit(grammar: &Grammar, r: usize) -> Option<(Option<u32>, ErrorKind,
         o.max_tokens.map(|_| (None, ErrorKind::Unsupported, format!("the rule '{}' with max_tokens", rule.name)))
     }
 }
+
+/// A built rule: its index, its automaton and the exhausted twin of a token-budgeted rule.
+type Built = (usize, Dfa, Option<Dfa>);
 
 /// Takes `n` states from a rule's share of the state budget.
 fn take_states(budget: &mut usize, n: usize) -> Result<()> {
