@@ -1,7 +1,6 @@
 //! Masks equal a brute-force reference: for every token, a copy of the matcher accepts its bytes.
 //! Random grammars (with recursion, nullable rules, repetition) over a small random vocabulary.
 
-use grammask_core::grammar::{ExprId, Grammar, GrammarBuilder};
 use grammask_core::mask::kernel_items;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
@@ -9,60 +8,7 @@ use std::sync::Arc;
 
 /// xorshift64*: deterministic, dependency-free randomness for property tests.
 mod common;
-use common::Rng;
-
-const ALPHABET: &[u8] = b"ab(),";
-
-fn random_expr(rng: &mut Rng, b: &mut GrammarBuilder, n_rules: u32, depth: u32) -> ExprId {
-    let pick = if depth > 3 { rng.below(3) } else { rng.below(7) };
-    match pick {
-        0 => {
-            let len = rng.below(3) as usize;
-            let s: Vec<u8> = (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect();
-            b.bytes(&s)
-        }
-        1 => {
-            let lo = u32::from(ALPHABET[rng.below(ALPHABET.len() as u64) as usize]);
-            let hi = lo + rng.below(3) as u32;
-            let neg = rng.below(5) == 0;
-            b.char_class(&[(lo, hi)], neg)
-        }
-        2 => {
-            let r = rng.below(u64::from(n_rules)) as u32;
-            let id = b.rule_id(&format!("r{r}"));
-            b.rule_ref(id)
-        }
-        3 | 4 => {
-            let n = 1 + rng.below(3) as usize;
-            let items = (0..n).map(|_| random_expr(rng, b, n_rules, depth + 1)).collect();
-            b.seq(items)
-        }
-        5 => {
-            let n = 1 + rng.below(3) as usize;
-            let items = (0..n).map(|_| random_expr(rng, b, n_rules, depth + 1)).collect();
-            b.choice(items)
-        }
-        _ => {
-            let x = random_expr(rng, b, n_rules, depth + 1);
-            let min = rng.below(2) as u32;
-            let max = match rng.below(3) {
-                0 => None,
-                _ => Some(min + rng.below(3) as u32),
-            };
-            b.repeat(x, min, max).unwrap()
-        }
-    }
-}
-
-fn random_grammar(rng: &mut Rng) -> Grammar {
-    let n_rules = 1 + rng.below(4) as u32;
-    let mut b = GrammarBuilder::new();
-    for r in 0..n_rules {
-        let body = random_expr(rng, &mut b, n_rules, 0);
-        b.define(&format!("r{r}"), body, None).unwrap();
-    }
-    b.build("r0").unwrap()
-}
+use common::{random_grammar, Rng, ALPHABET};
 
 fn random_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     let mut toks: Vec<Vec<u8>> = Vec::new();

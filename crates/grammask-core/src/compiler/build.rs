@@ -12,6 +12,7 @@ use super::lookahead::LaTable;
 use super::minimize::minimize;
 use super::nfa::Nfa;
 use super::scc::SccScratch;
+use super::tail::tail_plan;
 use super::token_budget::{exhausted_dfa, RuleBudget, TokenBudgets};
 use super::{Automata, ByteEdge, State, StateId};
 use crate::error::ErrorKind;
@@ -32,18 +33,20 @@ impl Automata {
         } else {
             grammar
         };
-        let inline = inline_plan(grammar);
+        let (inline, size) = inline_plan(grammar);
+        let tail = tail_plan(grammar, &inline, &size);
         // The rules with an automaton of their own. An inlined rule is copied into every
         // automaton that uses it and never named by a rule edge: its own automaton would be
         // unreachable, so it gets an empty one.
-        let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r]).collect();
+        // So does a tail-group member that only its group's tail references use (`tail.rs`).
+        let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r]).collect();
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
         let work = || -> Result<Vec<Built>> {
-            let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+            let mut nfa = Nfa { inline: &inline, tail_group: &tail.group, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out = Vec::new();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
@@ -61,7 +64,7 @@ impl Automata {
                         nfa.regular_for = Some((*kind, what.clone()));
                         nfa.inlining.push(RuleId(r as u32));
                     }
-                    let built = nfa.build(grammar, body, b);
+                    let built = nfa.build_rule(grammar, RuleId(r as u32), b);
                     nfa.inline_all = false;
                     nfa.regular_for = None;
                     nfa.inlining.clear();

@@ -25,8 +25,9 @@ const INLINE_LEXICAL_TOTAL_STATES: usize = 1024;
 pub(super) const INLINE_MAX_DEPTH: u32 = 8;
 
 /// Which rules to inline: non-recursive rules (every rule they reach is decided before them,
-/// Kahn's order) whose estimated automaton is small. The root is never inlined.
-pub(super) fn inline_plan(g: &Grammar) -> Vec<bool> {
+/// Kahn's order) whose estimated automaton is small. The root is never inlined. Also each rule's
+/// estimated NFA states with inlined rules expanded (for `tail.rs`).
+pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
     let n = g.rules().len();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut refs = vec![0usize; n];
@@ -89,7 +90,13 @@ pub(super) fn inline_plan(g: &Grammar) -> Vec<bool> {
             }
         }
     }
-    inline
+    // Rules on a cycle were never ready: their own estimate (references to them count 2).
+    for r in 0..n {
+        if size[r] == usize::MAX {
+            size[r] = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo).0;
+        }
+    }
+    (inline, size)
 }
 
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.

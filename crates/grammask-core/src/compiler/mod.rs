@@ -35,6 +35,7 @@ mod minimize;
 mod nfa;
 mod refine;
 mod scc;
+mod tail;
 #[cfg(test)]
 mod tests;
 mod token_budget;

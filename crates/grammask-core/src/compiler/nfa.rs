@@ -42,6 +42,12 @@ pub(super) struct Nfa<'a> {
     /// In `inline_all` mode for a `lazy` or `max_chars` rule: the error kind and the name of the
     /// option, for the error on recursion (`None`: a lookahead assertion).
     pub(super) regular_for: Option<(ErrorKind, String)>,
+    /// The tail group of each rule (`tail.rs`; empty: no merging).
+    pub(super) tail_group: &'a [u32],
+    /// While building a member of a tail group: that group.
+    pub(super) building_group: Option<u32>,
+    /// The group members built into this automaton: (rule, fragment start, fragment end).
+    pub(super) tail_frags: Vec<(RuleId, u32, u32)>,
 }
 
 impl Nfa<'_> {
@@ -130,9 +136,55 @@ impl Nfa<'_> {
         Ok((start, end))
     }
 
+    /// Builds rule `r`'s automaton. A member of a tail group (`tail.rs`) takes the bodies of the
+    /// members it reaches by tail references as fragments, each once, entered by epsilon edges;
+    /// every fragment's end is the rule's end.
+    pub(super) fn build_rule(&mut self, g: &Grammar, r: RuleId, budget: &mut usize) -> Result<(u32, u32)> {
+        let group = self.tail_group.get(r.index()).copied().filter(|&c| c != super::tail::NO_GROUP);
+        let Some(c) = group.filter(|_| !self.inline_all) else {
+            return self.build(g, g.rule(r).body, budget);
+        };
+        self.building_group = Some(c);
+        self.tail_frags.clear();
+        let built = self.build_fragments(g, r, budget);
+        self.building_group = None;
+        built
+    }
+
+    fn build_fragments(&mut self, g: &Grammar, r: RuleId, budget: &mut usize) -> Result<(u32, u32)> {
+        let start = self.tail_fragment(r, budget)?;
+        let mut i = 0;
+        while let Some(&(x, s, _)) = self.tail_frags.get(i) {
+            let (bs, be) = self.build_at(g, g.rule(x).body, budget, true)?;
+            self.eps_edges.push((s, bs));
+            self.tail_frags[i].2 = be;
+            i += 1;
+        }
+        let end = self.new_state(budget)?;
+        for k in 0..self.tail_frags.len() {
+            self.eps_edges.push((self.tail_frags[k].2, end));
+        }
+        Ok((start, end))
+    }
+
+    /// The start state of member `r`'s fragment, queued for building on first use.
+    fn tail_fragment(&mut self, r: RuleId, budget: &mut usize) -> Result<u32> {
+        if let Some(f) = self.tail_frags.iter().find(|f| f.0 == r) {
+            return Ok(f.1);
+        }
+        let s = self.new_state(budget)?;
+        self.tail_frags.push((r, s, s));
+        Ok(s)
+    }
+
+    pub(super) fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
+        self.build_at(g, e, budget, false)
+    }
+
     /// PERF: sequences and inlined rules reuse their parts' start and end states instead of
     /// adding epsilon glue (fragments only ever gain edges out of their end and into their start).
-    pub(super) fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
+    /// `tail`: nothing of the rule being built follows `e`.
+    fn build_at(&mut self, g: &Grammar, e: ExprId, budget: &mut usize, tail: bool) -> Result<(u32, u32)> {
         match g.expr(e) {
             Expr::Bytes(b) => {
                 let start = self.new_state(budget)?;
@@ -176,9 +228,9 @@ impl Nfa<'_> {
                     let s = self.new_state(budget)?;
                     return Ok((s, s));
                 };
-                let (start, mut cur) = self.build(g, first, budget)?;
-                for &x in rest {
-                    let (s, t) = self.build(g, x, budget)?;
+                let (start, mut cur) = self.build_at(g, first, budget, tail && rest.is_empty())?;
+                for (i, &x) in rest.iter().enumerate() {
+                    let (s, t) = self.build_at(g, x, budget, tail && i + 1 == rest.len())?;
                     self.eps_edges.push((cur, s));
                     cur = t;
                 }
@@ -188,7 +240,7 @@ impl Nfa<'_> {
                 let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
                 for &x in items {
-                    let (s, t) = self.build(g, x, budget)?;
+                    let (s, t) = self.build_at(g, x, budget, tail)?;
                     self.eps_edges.push((start, s));
                     self.eps_edges.push((t, end));
                 }
@@ -240,7 +292,15 @@ impl Nfa<'_> {
                 self.inlining.pop();
                 Ok(fragment)
             }
-            Expr::RuleRef(r) if self.inline[r.index()] => self.build(g, g.rule(*r).body, budget),
+            Expr::RuleRef(r) if self.inline[r.index()] => self.build_at(g, g.rule(*r).body, budget, tail),
+            // A tail reference within the group: into the member's fragment; the returned end is
+            // a fresh state nothing enters (the fragment ends at the rule's end).
+            Expr::RuleRef(r)
+                if tail && self.building_group.is_some_and(|c| self.tail_group.get(r.index()) == Some(&c)) =>
+            {
+                let s = self.tail_fragment(*r, budget)?;
+                Ok((s, self.new_state(budget)?))
+            }
             Expr::RuleRef(r) => {
                 let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
@@ -248,10 +308,12 @@ impl Nfa<'_> {
                 Ok((start, end))
             }
             &Expr::Repeat { expr, min, max } => {
+                // `x?` and `x{1}` build one copy whose end is the repetition's end.
+                let tail = tail && max == Some(1);
                 let start = self.new_state(budget)?;
                 let mut cur = start;
                 for _ in 0..min {
-                    let (s, t) = self.build(g, expr, budget)?;
+                    let (s, t) = self.build_at(g, expr, budget, tail)?;
                     self.eps_edges.push((cur, s));
                     cur = t;
                 }
@@ -268,7 +330,7 @@ impl Nfa<'_> {
                         let end = self.new_state(budget)?;
                         self.eps_edges.push((cur, end));
                         for _ in min..max {
-                            let (s, t) = self.build(g, expr, budget)?;
+                            let (s, t) = self.build_at(g, expr, budget, tail)?;
                             self.eps_edges.push((cur, s));
                             self.eps_edges.push((t, end));
                             cur = t;
