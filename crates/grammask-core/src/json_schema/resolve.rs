@@ -418,6 +418,13 @@ impl<'a> Doc<'a> {
                 }
             }
             if let Some(ptrs) = self.dyn_anchors.get(name) {
+                // The dynamic scope always starts at the root resource, so an anchor it declares
+                // is the outermost one on every evaluation path.
+                let root_base = &self.node(self.root_id()).base;
+                let in_root = ptrs.iter().find(|p| self.by_ptr.get(*p).is_some_and(|&id| &self.node(id).base == root_base));
+                if let Some(p) = in_root {
+                    return Ok(self.by_ptr[p]);
+                }
                 if ptrs.len() == 1 {
                     let p = ptrs[0].clone();
                     if let Some(&id) = self.by_ptr.get(&p) {
