@@ -59,6 +59,8 @@ pub const MAX_ANY_ORDER_STATES: u64 = 256;
 /// `dependentRequired` past [`MAX_ANY_ORDER_STATES`] (strict_mode=false): keys come in schema
 /// order and the presence of at most this many dependency-named keys is tracked along the chain.
 pub const MAX_DEP_TRACKED_KEYS: u32 = 10;
+/// Most branches of a negated `oneOf` (its negation lists every pair of branches).
+pub const MAX_NEGATED_ONEOF_BRANCHES: usize = 8;
 /// Most distinct item values of a `uniqueItems` array (its rules track subsets of them).
 pub const MAX_UNIQUE_VALUES: usize = 8;
 

@@ -130,8 +130,9 @@ impl Conv<'_> {
     fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
         let gx = Goal { ids: vec![x], nots: vec![], done: vec![], neg: vec![], depth: g.depth };
         let mx = self.merge(&gx)?;
-        if let Some((_, _, p)) = mx.pending.first() {
-            return Err(unsupported(p, format!("negation (at {ptr}) of a schema with applicators is not supported")));
+        let mut alts_of_applicators = Vec::new();
+        for (sid, kind, p) in &mx.pending {
+            alts_of_applicators.extend(self.negated_applicator(g, *sid, *kind, p, ptr)?);
         }
         let mut negs: Vec<Neg> = Vec::new();
         if mx.types == 0 {
@@ -184,7 +185,21 @@ impl Conv<'_> {
                 negs.push(Neg::PropFails(name.clone(), *id));
             }
         }
-        if mx.obj.iter().any(|p| !p.patterns.is_empty() || p.says_additional)
+        // Patterns and additional properties whose schema is `true` cannot fail.
+        let always = |id: SchemaId| match self.doc.node(id).value {
+            Value::Bool(b) => *b,
+            Value::Object(m) => m.is_empty(),
+            _ => false,
+        };
+        let can_fail_beyond_props = |p: &ObjPart| {
+            p.patterns.iter().any(|(_, id, _)| !always(*id))
+                || match p.additional {
+                    Rest::Any => false,
+                    Rest::Closed => true,
+                    Rest::Schema(x) => !always(x),
+                }
+        };
+        if mx.obj.iter().any(can_fail_beyond_props)
             || mx.min_props > 0
             || mx.max_props.is_some()
             || !mx.prop_names.is_empty()
@@ -192,11 +207,13 @@ impl Conv<'_> {
         {
             return refuse("object constraints other than required");
         }
-        if negs.is_empty() {
-            // ¬true = false
-            return Ok(None);
-        }
         let mut alts = Vec::new();
+        for gn in alts_of_applicators {
+            if let Some(r) = self.rule_for(gn)? {
+                alts.push(r);
+            }
+        }
+        // No keyword to fail and no applicator: ¬true = false.
         for n in negs {
             let mut gn = g.clone();
             gn.neg.push(n);
@@ -205,6 +222,72 @@ impl Conv<'_> {
             }
         }
         Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) })
+    }
+
+    /// Goals whose union is `g ∧ ¬A` for the applicator `kind` of node `sid` (`ptr`: the negated
+    /// schema, for messages). A negation discards annotations, and the positive subschemas added
+    /// here are below `sid`, which no positive part of `g` evaluates in place (else `g` holds
+    /// `sid` and its negation: an empty language), so they evaluate nothing for `unevaluated*`.
+    fn negated_applicator(&self, g: &Goal, sid: SchemaId, kind: Kind, p: &str, ptr: &str) -> Result<Vec<Goal>> {
+        let branches = |k: &str| -> Vec<SchemaId> {
+            let n = self.doc.node(sid).value.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+            (0..n).map(|i| self.doc.child(sid, &[k, &i.to_string()])).collect()
+        };
+        let none_of = |bs: &[SchemaId]| {
+            let mut gn = g.clone();
+            gn.nots.extend_from_slice(bs);
+            gn.norm()
+        };
+        Ok(match kind {
+            // ¬anyOf: no branch holds.
+            Kind::AnyOf => vec![none_of(&branches("anyOf"))],
+            // ¬oneOf: no branch holds, or two (at least) do.
+            Kind::OneOf => {
+                let bs = branches("oneOf");
+                if bs.len() > MAX_NEGATED_ONEOF_BRANCHES {
+                    return Err(unsupported(
+                        p,
+                        format!(
+                            "negation (at {ptr}) of a oneOf with more than {MAX_NEGATED_ONEOF_BRANCHES} branches is not supported"
+                        ),
+                    ));
+                }
+                let mut out = vec![none_of(&bs)];
+                for i in 0..bs.len() {
+                    for j in i + 1..bs.len() {
+                        out.push(g.with_id(bs[i]).with_id(bs[j]).norm());
+                    }
+                }
+                out
+            }
+            // ¬¬y = y.
+            Kind::Not => vec![g.with_id(self.doc.child(sid, &["not"])).norm()],
+            // ¬(if I then T else E) = (I ∧ ¬T) ∨ (¬I ∧ ¬E); a missing then/else always holds.
+            Kind::If => {
+                let map = self.doc.node(sid).value.as_object().cloned().unwrap_or_default();
+                let i = self.doc.child(sid, &["if"]);
+                let mut out = Vec::new();
+                if map.contains_key("then") {
+                    let mut yes = g.with_id(i);
+                    yes.nots.push(self.doc.child(sid, &["then"]));
+                    out.push(yes.norm());
+                }
+                if map.contains_key("else") {
+                    let mut no = g.clone();
+                    no.nots.extend([i, self.doc.child(sid, &["else"])]);
+                    out.push(no.norm());
+                }
+                out
+            }
+            // ¬(dependent schema of key k) = an object with k failing the dependent schema.
+            Kind::Dep(i) => {
+                let (name, dep) = self.dep_schemas(sid)[i as usize].clone();
+                let mut gn = g.clone();
+                gn.neg.push(Neg::Has(name));
+                gn.nots.push(dep);
+                vec![gn.norm()]
+            }
+        })
     }
 
     /// Conservative disjointness: `true` only when no instance satisfies both.
