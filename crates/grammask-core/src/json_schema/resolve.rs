@@ -490,10 +490,47 @@ mod tests {
         let items = d.child(d.root_id(), &["$defs", "list", "items"]);
         let t = d.resolve_dynamic(items, "#items").unwrap();
         assert_eq!(d.node(t).ptr, "/$defs/list/$defs/items");
-        // With the bookend the reference is dynamic: two scopes declare the anchor (refused).
+        // With the bookend the reference is dynamic; the root resource declares the anchor, and
+        // the root resource is the outermost dynamic scope of every path: `foo` wins.
         let bookend = schema(r#"{"$dynamicAnchor":"items"}"#);
         let mut d = Doc::new(&bookend).unwrap();
         let items = d.child(d.root_id(), &["$defs", "list", "items"]);
+        let t = d.resolve_dynamic(items, "#items").unwrap();
+        assert_eq!(d.node(t).ptr, "/$defs/foo");
+    }
+
+    #[test]
+    fn dynamic_ref_with_scopes_outside_the_root_resource_is_refused() {
+        // Two resources other than the root declare the anchor: the target depends on the path.
+        let v: Value = serde_json::from_str(
+            r##"{"$id":"http://e.com/root","$defs":{"foo":{"$id":"foo","$dynamicAnchor":"items","type":"string"},
+            "list":{"$id":"list","items":{"$dynamicRef":"#items"},"$defs":{"items":{"$dynamicAnchor":"items"}}}}}"##,
+        )
+        .unwrap();
+        let mut d = Doc::new(&v).unwrap();
+        let items = d.child(d.root_id(), &["$defs", "list", "items"]);
         assert_eq!(d.resolve_dynamic(items, "#items").unwrap_err().kind(), ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn registry_documents_resolve_by_uri() {
+        let root: Value = serde_json::from_str(
+            r#"{"$id":"http://e.com/dir/root.json","properties":{"a":{"$ref":"other.json#/$defs/n"}}}"#,
+        )
+        .unwrap();
+        let other: Value = serde_json::from_str(r##"{"$defs":{"n":{"$ref":"#/$defs/m"},"m":{"type":"integer"}}}"##).unwrap();
+        let registry = HashMap::from([("http://e.com/dir/other.json".to_string(), &other)]);
+        let mut d = Doc::with_registry(&root, registry).unwrap();
+        let a = d.child(d.root_id(), &["properties", "a"]);
+        let n = d.resolve_ref(a, "other.json#/$defs/n", "$ref").unwrap();
+        assert_eq!(d.node(n).ptr, "http://e.com/dir/other.json#/$defs/n");
+        // References inside the registry document resolve against its own URI.
+        let m = d.resolve_ref(n, "#/$defs/m", "$ref").unwrap();
+        assert_eq!(d.node(m).value["type"], "integer");
+        assert_eq!(d.resolve_ref(a, "missing.json", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
+        // A registry document of another draft is refused (one draft per conversion).
+        let d7: Value = serde_json::from_str(r#"{"$schema":"http://json-schema.org/draft-07/schema#"}"#).unwrap();
+        let mut d = Doc::with_registry(&root, HashMap::from([("http://e.com/dir/other.json".to_string(), &d7)])).unwrap();
+        assert_eq!(d.resolve_ref(a, "other.json", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
     }
 }
