@@ -271,3 +271,37 @@ def test_negation_of_wide_oneof_is_refused() -> None:
     schema = {"not": {"oneOf": [{"const": i} for i in range(9)] + [{"type": "string"}]}}
     with pytest.raises(xgr.UnsupportedFeatureError, match="oneOf with more than 8 branches"):
         _COMPILER.compile_json_schema(schema, strict_mode=False)
+
+
+@pytest.mark.parametrize(
+    "schema,insts",
+    [
+        (
+            # oneOf of closed objects that overlap: "X and not Y" needs "a key Y does not allow".
+            {
+                "oneOf": [
+                    {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False},
+                    {"type": "object", "properties": {"a": {}, "c": {}}, "additionalProperties": False},
+                ]
+            },
+            [{}, {"a": 1}, {"b": 1}, {"c": 1}, {"a": 1, "b": 2}, {"a": 1, "c": 2}, {"b": 1, "c": 1}, {"d": 1}],
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"x1": {}, "y": {"type": "integer"}, "z": {}},
+                "additionalProperties": False,
+                "not": {"properties": {"y": {"minimum": 0}}, "patternProperties": {"^x": {}}, "additionalProperties": False},
+            },
+            [{}, {"x1": 1}, {"y": 1}, {"y": -1}, {"z": 0}, {"x1": 0, "z": 0}, {"y": 2, "z": 0}],
+        ),
+    ],
+)
+def test_negation_of_closed_objects(schema: Any, insts: List[Any]) -> None:
+    agree(schema, insts)
+
+
+def test_negation_of_closed_object_beside_open_one_is_refused() -> None:
+    schema = {"type": "object", "not": {"properties": {"a": {}}, "additionalProperties": False}}
+    with pytest.raises(xgr.UnsupportedFeatureError, match="closed object"):
+        _COMPILER.compile_json_schema(schema, strict_mode=False)

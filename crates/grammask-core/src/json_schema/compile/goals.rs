@@ -185,27 +185,51 @@ impl Conv<'_> {
                 negs.push(Neg::PropFails(name.clone(), *id));
             }
         }
-        // Patterns and additional properties whose schema is `true` cannot fail.
+        // Patterns and additional properties whose schema is `true` cannot fail; a closed part
+        // (additional properties `false`) fails on a key it does not allow.
         let always = |id: SchemaId| match self.doc.node(id).value {
             Value::Bool(b) => *b,
             Value::Object(m) => m.is_empty(),
             _ => false,
         };
-        let can_fail_beyond_props = |p: &ObjPart| {
+        let is_closed = |p: &ObjPart| match p.additional {
+            Rest::Closed => true,
+            Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
+            Rest::Any => false,
+        };
+        let can_fail_otherwise = |p: &ObjPart| {
             p.patterns.iter().any(|(_, id, _)| !always(*id))
                 || match p.additional {
-                    Rest::Any => false,
-                    Rest::Closed => true,
-                    Rest::Schema(x) => !always(x),
+                    Rest::Any | Rest::Closed => false,
+                    Rest::Schema(x) => !always(x) && !is_closed(p),
                 }
         };
-        if mx.obj.iter().any(can_fail_beyond_props)
+        if mx.obj.iter().any(can_fail_otherwise)
             || mx.min_props > 0
             || mx.max_props.is_some()
             || !mx.prop_names.is_empty()
             || !mx.dep_req.is_empty()
         {
             return refuse("object constraints other than required");
+        }
+        let closed: Vec<&ObjPart> = mx.obj.iter().filter(|p| is_closed(p)).collect();
+        if !closed.is_empty() {
+            // "A key the closed parts do not allow" is exact when the goal itself only allows
+            // finitely many keys (a closed part of its own without patterns): one witness key each.
+            let Some(keys) = self.listed_keys_of_closed(g)? else {
+                return refuse("a closed object (additionalProperties: false) beside an open one");
+            };
+            for k in keys {
+                let mut allowed = true;
+                for p in &closed {
+                    allowed &= Self::part_allows(p, &k).ok_or_else(|| {
+                        unsupported(ptr, "not: a key pattern of a closed object cannot be decided")
+                    })?;
+                }
+                if !allowed {
+                    negs.push(Neg::Has(k));
+                }
+            }
         }
         let mut alts = Vec::new();
         for gn in alts_of_applicators {
@@ -288,6 +312,36 @@ impl Conv<'_> {
                 vec![gn.norm()]
             }
         })
+    }
+
+    /// The keys `g` allows when one of its merged object parts is closed without key patterns
+    /// (its listed properties); `None` when no such part bounds the keys.
+    fn listed_keys_of_closed(&mut self, g: &Goal) -> Result<Option<Vec<String>>> {
+        let m = self.merge(g)?;
+        Ok(m.obj
+            .iter()
+            .filter(|p| p.patterns.is_empty())
+            .find(|p| match p.additional {
+                Rest::Closed => true,
+                Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
+                Rest::Any => false,
+            })
+            .map(|p| p.props.iter().map(|(n, _)| n.clone()).collect()))
+    }
+
+    /// Whether object part `p` allows key `k` (listed, or matched by a key pattern);
+    /// `None` when a pattern cannot be decided.
+    fn part_allows(p: &ObjPart, k: &str) -> Option<bool> {
+        if p.props.iter().any(|(n, _)| n == k) {
+            return Some(true);
+        }
+        for (pat, _, _) in &p.patterns {
+            let re = Regex::parse(pat, RegexFlags::default()).ok()?;
+            if CharDfa::from_regex(&re, Anchoring::Search).ok()?.accepts(k) {
+                return Some(true);
+            }
+        }
+        Some(false)
     }
 
     /// Conservative disjointness: `true` only when no instance satisfies both.
