@@ -305,3 +305,34 @@ def test_negation_of_closed_object_beside_open_one_is_refused() -> None:
     schema = {"type": "object", "not": {"properties": {"a": {}}, "additionalProperties": False}}
     with pytest.raises(xgr.UnsupportedFeatureError, match="closed object"):
         _COMPILER.compile_json_schema(schema, strict_mode=False)
+
+
+@pytest.mark.parametrize(
+    "schema,insts",
+    [
+        ({"not": {"type": "array", "items": {"type": "integer"}}}, [[], [1, 2], [1, "a"], ["a"], 3, "s", {}]),
+        ({"not": {"minItems": 2, "maxItems": 3}}, [[], [1], [1, 2], [1, 2, 3], [1, 2, 3, 4], None]),
+        ({"not": {"items": False}}, [[], [1], "x"]),
+        (
+            # Overlapping oneOf branches on arrays: "X and not Y" needs "an item failing Y's items".
+            {
+                "oneOf": [
+                    {"type": "array", "items": {"type": "integer"}},
+                    {"type": "array", "items": {"enum": [1, 2, "a"]}, "minItems": 1},
+                ]
+            },
+            [[], [1], [3], [1, 2], [1, 3], ["a"], [1, "a"], ["b"], [0.5]],
+        ),
+        (
+            {"type": "object", "properties": {"l": {"type": "array"}}, "not": {"properties": {"l": {"items": {"enum": [1, 2]}}}}},
+            [{}, {"l": []}, {"l": [1]}, {"l": [1, 3]}, {"l": [[1]]}],
+        ),
+    ],
+)
+def test_negation_of_array_constraints(schema: Any, insts: List[Any]) -> None:
+    agree(schema, insts)
+
+
+def test_negation_of_prefix_items_is_refused() -> None:
+    with pytest.raises(xgr.UnsupportedFeatureError, match="array constraints"):
+        _COMPILER.compile_json_schema({"not": {"prefixItems": [{"type": "integer"}]}}, strict_mode=False)

@@ -100,6 +100,13 @@ enum Neg {
     /// The instance is an object with this key whose value fails this subschema (the negation
     /// of a `properties` entry).
     PropFails(String, SchemaId),
+    /// The instance is an array of at most this many items.
+    FewItems(u64),
+    /// The instance is an array of at least this many items.
+    ManyItems(u64),
+    /// The instance is an array with an item that fails this subschema (the negation of
+    /// `items`).
+    ItemFails(SchemaId),
 }
 
 /// Keeps the tighter of two lower (or, with `upper`, upper) bounds; `strict` excludes the bound.
@@ -184,6 +191,8 @@ struct Merged {
     min_items: u64,
     max_items: Option<u64>,
     contains: Vec<(SchemaId, u64, Option<u64>, String)>,
+    /// Subschemas some item must fail (from negated `items`).
+    item_nots: Vec<SchemaId>,
     unique: Option<String>,
     obj: Vec<ObjPart>,
     required: Vec<String>,

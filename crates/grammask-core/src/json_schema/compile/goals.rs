@@ -5,6 +5,15 @@
 //! applicator-free goals to the per-type writers (`scalars.rs`).
 use super::*;
 
+/// `true` and `{}`: schemas that every instance satisfies.
+fn always_holds(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
 impl Conv<'_> {
     pub(super) fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
         // A goal held to a finite `enum`/`const` is decided value by value by the validator,
@@ -171,13 +180,25 @@ impl Conv<'_> {
         for (f, _) in &mx.formats {
             negs.push(Neg::NoFormat(f.clone()));
         }
-        if !mx.arr.is_empty()
-            || mx.min_items > 0
-            || mx.max_items.is_some()
-            || !mx.contains.is_empty()
-            || mx.unique.is_some()
-        {
+        // Arrays fail on their count or on an item failing `items`; prefix items, `contains` and
+        // `uniqueItems` are refused.
+        if !mx.contains.is_empty() || mx.unique.is_some() || mx.arr.iter().any(|p| !p.prefix.is_empty()) {
             return refuse("array constraints");
+        }
+        if mx.min_items > 0 {
+            negs.push(Neg::FewItems(mx.min_items - 1));
+        }
+        if let Some(n) = mx.max_items {
+            negs.push(Neg::ManyItems(n.saturating_add(1)));
+        }
+        for p in &mx.arr {
+            match p.rest {
+                Rest::Any => {}
+                Rest::Closed => negs.push(Neg::ManyItems(1)),
+                Rest::Schema(x) if *self.doc.node(x).value == Value::Bool(false) => negs.push(Neg::ManyItems(1)),
+                Rest::Schema(x) if always_holds(self.doc.node(x).value) => {}
+                Rest::Schema(x) => negs.push(Neg::ItemFails(x)),
+            }
         }
         // `properties` fail when a listed key is present with a value that fails its schema.
         for p in &mx.obj {
@@ -187,11 +208,7 @@ impl Conv<'_> {
         }
         // Patterns and additional properties whose schema is `true` cannot fail; a closed part
         // (additional properties `false`) fails on a key it does not allow.
-        let always = |id: SchemaId| match self.doc.node(id).value {
-            Value::Bool(b) => *b,
-            Value::Object(m) => m.is_empty(),
-            _ => false,
-        };
+        let always = |id: SchemaId| always_holds(self.doc.node(id).value);
         let is_closed = |p: &ObjPart| match p.additional {
             Rest::Closed => true,
             Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
