@@ -333,6 +333,14 @@ def test_negation_of_array_constraints(schema: Any, insts: List[Any]) -> None:
     agree(schema, insts)
 
 
+def test_negation_skips_constraints_of_excluded_types() -> None:
+    # The goal is a string: the closed object and the multipleOf inside the negation cannot be
+    # what fails, so they need no (refused) negation.
+    closed = {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
+    schema = {"type": "string", "not": {"oneOf": [closed, {"multipleOf": 3}, {"maxLength": 2}]}}
+    agree(schema, ["", "ab", "abc", 3, {"a": 1}])
+
+
 def test_negation_of_prefix_items_is_refused() -> None:
     with pytest.raises(xgr.UnsupportedFeatureError, match="array constraints"):
         _COMPILER.compile_json_schema({"not": {"prefixItems": [{"type": "integer"}]}}, strict_mode=False)

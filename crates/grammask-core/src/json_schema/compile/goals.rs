@@ -149,6 +149,8 @@ impl Conv<'_> {
             return self.rule_for(g.clone());
         }
         let refuse = |what: &str| Err(unsupported(ptr, format!("not: cannot negate {what} exactly")));
+        // Constraints of a type the goal excludes cannot be what fails: they need no negation.
+        let gt = self.merge(g)?.types;
         if mx.types != ALL {
             negs.push(Neg::Types(mx.types));
         }
@@ -158,7 +160,7 @@ impl Conv<'_> {
         for r in &mx.required {
             negs.push(Neg::Absent(r.clone()));
         }
-        if !mx.mults.is_empty() {
+        if !mx.mults.is_empty() && gt & (INT | FRAC) != 0 {
             return refuse("multipleOf");
         }
         // Bounds restrict numbers only: failing one means "a number on the other side".
@@ -180,71 +182,75 @@ impl Conv<'_> {
         for (f, _) in &mx.formats {
             negs.push(Neg::NoFormat(f.clone()));
         }
-        // Arrays fail on their count or on an item failing `items`; prefix items, `contains` and
-        // `uniqueItems` are refused.
-        if !mx.contains.is_empty() || mx.unique.is_some() || mx.arr.iter().any(|p| !p.prefix.is_empty()) {
-            return refuse("array constraints");
-        }
-        if mx.min_items > 0 {
-            negs.push(Neg::FewItems(mx.min_items - 1));
-        }
-        if let Some(n) = mx.max_items {
-            negs.push(Neg::ManyItems(n.saturating_add(1)));
-        }
-        for p in &mx.arr {
-            match p.rest {
-                Rest::Any => {}
-                Rest::Closed => negs.push(Neg::ManyItems(1)),
-                Rest::Schema(x) if *self.doc.node(x).value == Value::Bool(false) => negs.push(Neg::ManyItems(1)),
-                Rest::Schema(x) if always_holds(self.doc.node(x).value) => {}
-                Rest::Schema(x) => negs.push(Neg::ItemFails(x)),
+        if gt & ARR != 0 {
+            // Arrays fail on their count or on an item failing `items`; prefix items, `contains` and
+            // `uniqueItems` are refused.
+            if !mx.contains.is_empty() || mx.unique.is_some() || mx.arr.iter().any(|p| !p.prefix.is_empty()) {
+                return refuse("array constraints");
             }
-        }
-        // `properties` fail when a listed key is present with a value that fails its schema.
-        for p in &mx.obj {
-            for (name, id) in &p.props {
-                negs.push(Neg::PropFails(name.clone(), *id));
+            if mx.min_items > 0 {
+                negs.push(Neg::FewItems(mx.min_items - 1));
             }
-        }
-        // Patterns and additional properties whose schema is `true` cannot fail; a closed part
-        // (additional properties `false`) fails on a key it does not allow.
-        let always = |id: SchemaId| always_holds(self.doc.node(id).value);
-        let is_closed = |p: &ObjPart| match p.additional {
-            Rest::Closed => true,
-            Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
-            Rest::Any => false,
-        };
-        let can_fail_otherwise = |p: &ObjPart| {
-            p.patterns.iter().any(|(_, id, _)| !always(*id))
-                || match p.additional {
-                    Rest::Any | Rest::Closed => false,
-                    Rest::Schema(x) => !always(x) && !is_closed(p),
+            if let Some(n) = mx.max_items {
+                negs.push(Neg::ManyItems(n.saturating_add(1)));
+            }
+            for p in &mx.arr {
+                match p.rest {
+                    Rest::Any => {}
+                    Rest::Closed => negs.push(Neg::ManyItems(1)),
+                    Rest::Schema(x) if *self.doc.node(x).value == Value::Bool(false) => negs.push(Neg::ManyItems(1)),
+                    Rest::Schema(x) if always_holds(self.doc.node(x).value) => {}
+                    Rest::Schema(x) => negs.push(Neg::ItemFails(x)),
                 }
-        };
-        if mx.obj.iter().any(can_fail_otherwise)
-            || mx.min_props > 0
-            || mx.max_props.is_some()
-            || !mx.prop_names.is_empty()
-            || !mx.dep_req.is_empty()
-        {
-            return refuse("object constraints other than required");
+            }
         }
-        let closed: Vec<&ObjPart> = mx.obj.iter().filter(|p| is_closed(p)).collect();
-        if !closed.is_empty() {
-            // "A key the closed parts do not allow" is exact when the goal itself only allows
-            // finitely many keys (a closed part of its own without patterns): one witness key each.
-            let Some(keys) = self.listed_keys_of_closed(g)? else {
-                return refuse("a closed object (additionalProperties: false) beside an open one");
+        if gt & OBJ != 0 {
+            // `properties` fail when a listed key is present with a value that fails its schema.
+            for p in &mx.obj {
+                for (name, id) in &p.props {
+                    negs.push(Neg::PropFails(name.clone(), *id));
+                }
+            }
+            // Patterns and additional properties whose schema is `true` cannot fail; a closed part
+            // (additional properties `false`) fails on a key it does not allow.
+            let always = |id: SchemaId| always_holds(self.doc.node(id).value);
+            let is_closed = |p: &ObjPart| match p.additional {
+                Rest::Closed => true,
+                Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
+                Rest::Any => false,
             };
-            for k in keys {
-                let mut allowed = true;
-                for p in &closed {
-                    allowed &= Self::part_allows(p, &k).ok_or_else(|| {
-                        unsupported(ptr, "not: a key pattern of a closed object cannot be decided")
-                    })?;
-                }
-                if !allowed {
-                    negs.push(Neg::Has(k));
+            let can_fail_otherwise = |p: &ObjPart| {
+                p.patterns.iter().any(|(_, id, _)| !always(*id))
+                    || match p.additional {
+                        Rest::Any | Rest::Closed => false,
+                        Rest::Schema(x) => !always(x) && !is_closed(p),
+                    }
+            };
+            if mx.obj.iter().any(can_fail_otherwise)
+                || mx.min_props > 0
+                || mx.max_props.is_some()
+                || !mx.prop_names.is_empty()
+                || !mx.dep_req.is_empty()
+            {
+                return refuse("object constraints other than required");
+            }
+            let closed: Vec<&ObjPart> = mx.obj.iter().filter(|p| is_closed(p)).collect();
+            if !closed.is_empty() {
+                // "A key the closed parts do not allow" is exact when the goal itself only allows
+                // finitely many keys (a closed part of its own without patterns): one witness key each.
+                let Some(keys) = self.listed_keys_of_closed(g)? else {
+                    return refuse("a closed object (additionalProperties: false) beside an open one");
+                };
+                for k in keys {
+                    let mut allowed = true;
+                    for p in &closed {
+                        allowed &= Self::part_allows(p, &k).ok_or_else(|| {
+                            unsupported(ptr, "not: a key pattern of a closed object cannot be decided")
+                        })?;
+                    }
+                    if !allowed {
+                        negs.push(Neg::Has(k));
+                    }
                 }
             }
         }
