@@ -211,45 +211,56 @@ impl Conv<'_> {
                     negs.push(Neg::PropFails(name.clone(), *id));
                 }
             }
-            // Patterns and additional properties whose schema is `true` cannot fail; a closed part
-            // (additional properties `false`) fails on a key it does not allow.
+            // Key patterns, additional properties and `propertyNames` fail on some key: exact
+            // when the goal itself allows finitely many keys (a closed part of its own without
+            // patterns), through one witness key each. Schemas `true`/`{}` cannot fail.
             let always = |id: SchemaId| always_holds(self.doc.node(id).value);
-            let is_closed = |p: &ObjPart| match p.additional {
-                Rest::Closed => true,
-                Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
-                Rest::Any => false,
-            };
-            let can_fail_otherwise = |p: &ObjPart| {
+            let needs_witness = |p: &ObjPart| {
                 p.patterns.iter().any(|(_, id, _)| !always(*id))
                     || match p.additional {
-                        Rest::Any | Rest::Closed => false,
-                        Rest::Schema(x) => !always(x) && !is_closed(p),
+                        Rest::Any => false,
+                        Rest::Closed => true,
+                        Rest::Schema(x) => !always(x),
                     }
             };
-            if mx.obj.iter().any(can_fail_otherwise)
-                || mx.min_props > 0
-                || mx.max_props.is_some()
-                || !mx.prop_names.is_empty()
-                || !mx.dep_req.is_empty()
-            {
+            if mx.min_props > 0 || mx.max_props.is_some() || !mx.dep_req.is_empty() {
                 return refuse("object constraints other than required");
             }
-            let closed: Vec<&ObjPart> = mx.obj.iter().filter(|p| is_closed(p)).collect();
-            if !closed.is_empty() {
-                // "A key the closed parts do not allow" is exact when the goal itself only allows
-                // finitely many keys (a closed part of its own without patterns): one witness key each.
+            let need = mx.obj.iter().any(needs_witness) || !mx.prop_names.is_empty();
+            if need {
                 let Some(keys) = self.listed_keys_of_closed(g)? else {
-                    return refuse("a closed object (additionalProperties: false) beside an open one");
+                    return refuse("key patterns, additional properties or propertyNames of an object whose keys are not a listed set");
                 };
+                let undecided = || unsupported(ptr, "not: a key pattern cannot be decided");
                 for k in keys {
-                    let mut allowed = true;
-                    for p in &closed {
-                        allowed &= Self::part_allows(p, &k).ok_or_else(|| {
-                            unsupported(ptr, "not: a key pattern of a closed object cannot be decided")
-                        })?;
+                    for p in &mx.obj {
+                        if p.props.iter().any(|(n, _)| *n == k) {
+                            continue; // covered by `PropFails` above
+                        }
+                        let mut matched = false;
+                        for (pat, id, _) in &p.patterns {
+                            if Self::pattern_matches(pat, &k).ok_or_else(undecided)? {
+                                matched = true;
+                                if !always_holds(self.doc.node(*id).value) {
+                                    negs.push(Neg::PropFails(k.clone(), *id));
+                                }
+                            }
+                        }
+                        match p.additional {
+                            _ if matched => {}
+                            Rest::Any => {}
+                            Rest::Closed => negs.push(Neg::Has(k.clone())),
+                            Rest::Schema(x) if *self.doc.node(x).value == Value::Bool(false) => {
+                                negs.push(Neg::Has(k.clone()));
+                            }
+                            Rest::Schema(x) if always_holds(self.doc.node(x).value) => {}
+                            Rest::Schema(x) => negs.push(Neg::PropFails(k.clone(), x)),
+                        }
                     }
-                    if !allowed {
-                        negs.push(Neg::Has(k));
+                    for (names, _) in &mx.prop_names {
+                        if !self.valid(*names, &Value::String(k.clone()), 1)? {
+                            negs.push(Neg::Has(k.clone()));
+                        }
                     }
                 }
             }
@@ -352,19 +363,10 @@ impl Conv<'_> {
             .map(|p| p.props.iter().map(|(n, _)| n.clone()).collect()))
     }
 
-    /// Whether object part `p` allows key `k` (listed, or matched by a key pattern);
-    /// `None` when a pattern cannot be decided.
-    fn part_allows(p: &ObjPart, k: &str) -> Option<bool> {
-        if p.props.iter().any(|(n, _)| n == k) {
-            return Some(true);
-        }
-        for (pat, _, _) in &p.patterns {
-            let re = Regex::parse(pat, RegexFlags::default()).ok()?;
-            if CharDfa::from_regex(&re, Anchoring::Search).ok()?.accepts(k) {
-                return Some(true);
-            }
-        }
-        Some(false)
+    /// Whether key pattern `pat` matches `k` (search semantics); `None` when it cannot be decided.
+    fn pattern_matches(pat: &str, k: &str) -> Option<bool> {
+        let re = Regex::parse(pat, RegexFlags::default()).ok()?;
+        Some(CharDfa::from_regex(&re, Anchoring::Search).ok()?.accepts(k))
     }
 
     /// Conservative disjointness: `true` only when no instance satisfies both.
