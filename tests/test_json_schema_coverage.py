@@ -327,6 +327,15 @@ def test_negation_of_closed_object_beside_open_one_is_refused() -> None:
         ({"not": {"type": "array", "items": {"type": "integer"}}}, [[], [1, 2], [1, "a"], ["a"], 3, "s", {}]),
         ({"not": {"minItems": 2, "maxItems": 3}}, [[], [1], [1, 2], [1, 2, 3], [1, 2, 3, 4], None]),
         ({"not": {"items": False}}, [[], [1], "x"]),
+        ({"not": {"contains": {"type": "string"}}}, [[], [1], ["a"], [1, "a"], [None, 2], 5]),
+        (
+            {"type": "array", "items": {"enum": [1, 2, "a"]}, "uniqueItems": True, "not": {"contains": {"const": 2}}},
+            [[], [1], [2], [1, "a"], ["a", 2], [1, 1]],
+        ),
+        (
+            {"oneOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string", "maxLength": 1}}]},
+            [[], [1], ["a"], ["ab"], [1, "a"], [1, "ab"], [None], "s"],
+        ),
         (
             # Overlapping oneOf branches on arrays: "X and not Y" needs "an item failing Y's items".
             {

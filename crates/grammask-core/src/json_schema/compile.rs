@@ -107,6 +107,9 @@ enum Neg {
     /// The instance is an array with an item that fails this subschema (the negation of
     /// `items`).
     ItemFails(SchemaId),
+    /// The instance is an array none of whose items satisfies this subschema (the negation of
+    /// `contains`).
+    NoItemIs(SchemaId),
 }
 
 /// Keeps the tighter of two lower (or, with `upper`, upper) bounds; `strict` excludes the bound.
@@ -193,6 +196,8 @@ struct Merged {
     contains: Vec<(SchemaId, u64, Option<u64>, String)>,
     /// Subschemas some item must fail (from negated `items`).
     item_nots: Vec<SchemaId>,
+    /// Subschemas every item must fail (from negated `contains`).
+    all_item_nots: Vec<SchemaId>,
     unique: Option<String>,
     obj: Vec<ObjPart>,
     required: Vec<String>,

@@ -46,7 +46,7 @@ impl Conv<'_> {
                     },
                 }
             }
-            this.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })
+            this.rule_for(Goal { ids, nots: m.all_item_nots.clone(), done: vec![], neg: vec![], depth: d })
         };
         let cap = max.map_or(plen, |x| (x as usize).min(plen));
         let mut items: Vec<Option<String>> = Vec::new();
@@ -142,7 +142,7 @@ impl Conv<'_> {
                 Rest::Schema(x) => ids.push(x),
             }
         }
-        let goal = Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d }.norm();
+        let goal = Goal { ids, nots: m.all_item_nots.clone(), done: vec![], neg: vec![], depth: d }.norm();
         let mx = self.merge(&goal)?;
         let candidates: Vec<Value> = match &mx.enums {
             Some(vals) => vals.clone(),
@@ -253,7 +253,14 @@ impl Conv<'_> {
             }
         }
         let d = self.child_depth(g.depth);
-        let goal = |ids: Vec<SchemaId>, nots: Vec<SchemaId>| Goal { ids, nots, done: vec![], neg: vec![], depth: d };
+        // Every item also fails the negated `contains` schemas.
+        let goal = |ids: Vec<SchemaId>, nots: Vec<SchemaId>| Goal {
+            ids,
+            nots: [nots, m.all_item_nots.clone()].concat(),
+            done: vec![],
+            neg: vec![],
+            depth: d,
+        };
         let with_c = goal([ids.clone(), vec![c]].concat(), vec![]);
         let without_c = goal(ids.clone(), vec![c]);
         let (hit, miss) = if negated { (without_c, with_c) } else { (with_c, without_c) };

@@ -185,8 +185,16 @@ impl Conv<'_> {
         if gt & ARR != 0 {
             // Arrays fail on their count or on an item failing `items`; prefix items, `contains` and
             // `uniqueItems` are refused.
-            if !mx.contains.is_empty() || mx.unique.is_some() || mx.arr.iter().any(|p| !p.prefix.is_empty()) {
+            if mx.unique.is_some() || mx.arr.iter().any(|p| !p.prefix.is_empty()) {
                 return refuse("array constraints");
+            }
+            // `contains` (at least once, no maxContains) fails when no item satisfies it.
+            for (c, lo, hi, _) in &mx.contains {
+                match (lo, hi) {
+                    (0, None) => {}
+                    (1, None) => negs.push(Neg::NoItemIs(*c)),
+                    _ => return refuse("minContains/maxContains"),
+                }
             }
             if mx.min_items > 0 {
                 negs.push(Neg::FewItems(mx.min_items - 1));

@@ -25,6 +25,7 @@ impl Conv<'_> {
             max_items: None,
             contains: Vec::new(),
             item_nots: Vec::new(),
+            all_item_nots: Vec::new(),
             unique: None,
             obj: Vec::new(),
             required: Vec::new(),
@@ -384,6 +385,10 @@ impl Conv<'_> {
                 Neg::ManyItems(n) => {
                     m.types &= ARR;
                     m.min_items = m.min_items.max(*n);
+                }
+                Neg::NoItemIs(id) => {
+                    m.types &= ARR;
+                    m.all_item_nots.push(*id);
                 }
                 Neg::ItemFails(id) => {
                     m.types &= ARR;
