@@ -393,7 +393,9 @@ impl<'a> Doc<'a> {
             if draft_of(Some(s)) != self.draft {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
-                    format!("remote reference {r:?}: document {res:?} is of draft {s:?}, another draft than the root's"),
+                    format!(
+                        "remote reference {r:?}: document {res:?} is of draft {s:?}, another draft than the root's"
+                    ),
                 )
                 .at_pointer(here.to_string()));
             }
@@ -421,7 +423,8 @@ impl<'a> Doc<'a> {
                 // The dynamic scope always starts at the root resource, so an anchor it declares
                 // is the outermost one on every evaluation path.
                 let root_base = &self.node(self.root_id()).base;
-                let in_root = ptrs.iter().find(|p| self.by_ptr.get(*p).is_some_and(|&id| &self.node(id).base == root_base));
+                let in_root =
+                    ptrs.iter().find(|p| self.by_ptr.get(*p).is_some_and(|&id| &self.node(id).base == root_base));
                 if let Some(p) = in_root {
                     return Ok(self.by_ptr[p]);
                 }
@@ -518,7 +521,8 @@ mod tests {
             r#"{"$id":"http://e.com/dir/root.json","properties":{"a":{"$ref":"other.json#/$defs/n"}}}"#,
         )
         .unwrap();
-        let other: Value = serde_json::from_str(r##"{"$defs":{"n":{"$ref":"#/$defs/m"},"m":{"type":"integer"}}}"##).unwrap();
+        let other: Value =
+            serde_json::from_str(r##"{"$defs":{"n":{"$ref":"#/$defs/m"},"m":{"type":"integer"}}}"##).unwrap();
         let registry = HashMap::from([("http://e.com/dir/other.json".to_string(), &other)]);
         let mut d = Doc::with_registry(&root, registry).unwrap();
         let a = d.child(d.root_id(), &["properties", "a"]);
@@ -530,7 +534,8 @@ mod tests {
         assert_eq!(d.resolve_ref(a, "missing.json", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
         // A registry document of another draft is refused (one draft per conversion).
         let d7: Value = serde_json::from_str(r#"{"$schema":"http://json-schema.org/draft-07/schema#"}"#).unwrap();
-        let mut d = Doc::with_registry(&root, HashMap::from([("http://e.com/dir/other.json".to_string(), &d7)])).unwrap();
+        let mut d =
+            Doc::with_registry(&root, HashMap::from([("http://e.com/dir/other.json".to_string(), &d7)])).unwrap();
         assert_eq!(d.resolve_ref(a, "other.json", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
     }
 }

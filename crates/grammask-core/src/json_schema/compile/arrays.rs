@@ -15,12 +15,15 @@ impl Conv<'_> {
         if !m.item_nots.is_empty() {
             // An item failing `x`: `contains` of "not x", at least once.
             if m.item_nots.len() > 1 || !counted.is_empty() {
-                return Err(unsupported(ptr, "not: several item conditions (negated items, contains) on one array are not supported"));
+                return Err(unsupported(
+                    ptr,
+                    "not: several item conditions (negated items, contains) on one array are not supported",
+                ));
             }
-            return self.emit_array_contains(g, m, m.item_nots[0], true, 1, None, ptr);
+            return self.emit_array_contains(g, m, (m.item_nots[0], true), 1, None, ptr);
         }
         if let Some(&&(c, lo, hi, ref p)) = counted.first() {
-            return self.emit_array_contains(g, m, c, false, lo, hi, p);
+            return self.emit_array_contains(g, m, (c, false), lo, hi, p);
         }
         let min = m.min_items;
         let max = m.max_items;
@@ -216,8 +219,7 @@ impl Conv<'_> {
         &mut self,
         g: &Goal,
         m: &Merged,
-        c: SchemaId,
-        negated: bool,
+        (c, negated): (SchemaId, bool),
         lo: u64,
         hi: Option<u64>,
         p: &str,
