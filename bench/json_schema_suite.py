@@ -69,13 +69,15 @@ def init_engine() -> None:
     _STATE["stop"] = info.stop_token_ids[0]
 
 
-def compile_schema(schema: Any) -> Tuple[Any, Optional[Dict[str, str]], float]:
-    """(compiled grammar or None, error dict or None, seconds from schema to compiled grammar)."""
-    xgr = _STATE["xgr"]
+def compile_schema(
+    schema: Any, registry: Optional[Dict[str, Any]] = None
+) -> Tuple[Any, Optional[Dict[str, str]], float]:
+    """(compiled grammar or None, error dict or None, seconds from schema to compiled grammar);
+    `registry` (URI -> document) is passed as ``schema_registry``."""
     text = schema if isinstance(schema, str) else json.dumps(schema)
     t0 = time.perf_counter()
     try:
-        cg = _STATE["compiler"].compile_json_schema(text, strict_mode=False)
+        cg = _STATE["compiler"].compile_json_schema(text, strict_mode=False, schema_registry=registry)
     except Exception as e:  # noqa: BLE001 - every failure is reported, by type
         return None, {"type": type(e).__name__, "message": str(e)}, time.perf_counter() - t0
     return cg, None, time.perf_counter() - t0
@@ -217,8 +219,22 @@ def with_draft(schema: Any, draft: str) -> Any:
     return schema
 
 
+#: Where the suite's harness serves `remotes/` (the suite's README); documents are handed to
+#: grammask as its `schema_registry`, nothing is fetched.
+REMOTES_BASE = "http://localhost:1234/"
+
+
+def suite_remotes() -> Dict[str, Any]:
+    """URI -> document for every file of the suite's `remotes/` folder."""
+    root = shared_dir() / "json-schema-test-suite" / "remotes"
+    return {REMOTES_BASE + p.relative_to(root).as_posix(): json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(root.rglob("*.json"))}
+
+
 def check_group(group: Dict[str, Any]) -> Dict[str, Any]:
-    cg, err, secs = compile_schema(group["schema"])
+    if "remotes" not in _STATE:
+        _STATE["remotes"] = suite_remotes()
+    cg, err, secs = compile_schema(group["schema"], _STATE["remotes"])
     out: Dict[str, Any] = {"compile_s": secs, "error": err, "decisions": []}
     if cg is None:
         return out

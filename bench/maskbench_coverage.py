@@ -15,6 +15,8 @@ Usage::
     python3 bench/maskbench_coverage.py [--limit N] [--seed S] [--out FILE] [--workers 2] [--timeout 60]
 
 ``--limit N`` checks a random sample of N files (``--seed``, default 0); without it all files.
+``--failed-in OLD.json`` checks only the files that did not pass in an earlier ``--out`` file (to
+measure a change on the failures; the passing ones need a sample or a full run for regressions).
 """
 
 from __future__ import annotations
@@ -111,12 +113,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, help="check a random sample of N files")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--failed-in", help="check only the files that failed in this earlier --out file")
     ap.add_argument("--out", help="write per-file results as JSON")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per file")
     ns = ap.parse_args(argv)
 
     files = sorted(str(p) for p in (shared_dir() / "maskbench" / "data").glob("*.json"))
+    if ns.failed_in:
+        failed = {r["file"] for r in json.loads(Path(ns.failed_in).read_text())["per_file"] if not r["pass"]}
+        files = [f for f in files if Path(f).name in failed]
     if ns.limit is not None and ns.limit < len(files):
         files = sorted(random.Random(ns.seed).sample(files, ns.limit))
     results: List[Optional[Dict[str, Any]]] = [None] * len(files)

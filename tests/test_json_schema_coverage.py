@@ -5,7 +5,7 @@ with ``jsonschema`` under both spellings."""
 from __future__ import annotations
 
 import json
-from typing import Any, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -17,21 +17,32 @@ _INFO = xgr.TokenizerInfo([])
 _COMPILER = xgr.GrammarCompiler(_INFO, cache_enabled=False)
 
 
-def valid(schema: Any, inst: Any) -> bool:
+def valid(schema: Any, inst: Any, registry: Optional[Dict[str, Any]] = None) -> bool:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(inst)
+    kw: Dict[str, Any] = {}
+    if registry:
+        from referencing import Registry, Resource
+        from referencing.jsonschema import DRAFT202012
+
+        kw["registry"] = Registry().with_resources(
+            (uri, Resource.from_contents(doc, default_specification=DRAFT202012)) for uri, doc in registry.items()
+        )
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, **kw).is_valid(inst)
 
 
-def agree(schema: Any, instances: List[Any], spellings=("canonical", "any")) -> None:
+def agree(
+    schema: Any, instances: List[Any], spellings=("canonical", "any"), registry: Optional[Dict[str, Any]] = None
+) -> None:
     """Every instance (``json.dumps``, both ``ensure_ascii``) is accepted iff ``jsonschema`` says valid."""
     for spelling in spellings:
-        cg = _COMPILER.compile_json_schema(schema, strict_mode=False, spelling=spelling)
+        cg = _COMPILER.compile_json_schema(schema, strict_mode=False, spelling=spelling, schema_registry=registry)
         for inst in instances:
             for ensure_ascii in (True, False):
                 text = json.dumps(inst, ensure_ascii=ensure_ascii)
                 m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
                 got = bool(m.accept_string(text)) and m.is_completed()
-                assert got == valid(schema, inst), (spelling, schema, text[:80], len(inst) if isinstance(inst, str) else "")
+                want = valid(schema, inst, registry)
+                assert got == want, (spelling, schema, text[:80], len(inst) if isinstance(inst, str) else "")
 
 
 @pytest.mark.parametrize("lo,hi", [(0, 5000), (5000, 65535), (4097, None), (1, 8192), (3000, 4100), (2048, 9216)])
@@ -131,3 +142,228 @@ def test_dependent_required_more_than_64_properties() -> None:
               "additionalProperties": False, "dependencies": {"k66": ["k65"]}}
     agree(schema, [{}, {"k00": 1, "k65": 2, "k66": 3, "k69": 4}, {"k65": 2}, {"k00": 1, "k66": 3, "k69": 4},
                    {"k66": 3}, {"k00": 1, "k70": 2}])
+
+
+# --------------------------------------------------------------------- schema registry, $dynamicRef
+
+_REGISTRY = {
+    "http://example.com/schemas/common.json": {
+        "$defs": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 8},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/name"}, "maxItems": 2},
+        }
+    },
+    "http://example.com/schemas/point.json": {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"],
+    },
+}
+
+
+def test_schema_registry_resolves_remote_refs() -> None:
+    schema = {
+        "$id": "http://example.com/schemas/shape.json",
+        "type": "object",
+        "properties": {
+            "name": {"$ref": "common.json#/$defs/name"},
+            "tags": {"$ref": "http://example.com/schemas/common.json#/$defs/tags"},
+            "at": {"$ref": "point.json"},
+        },
+        "required": ["name"],
+    }
+    insts = [
+        {"name": "a"},
+        {"name": ""},
+        {"name": "abcdefghi"},
+        {"name": "a", "tags": ["x", "y"]},
+        {"name": "a", "tags": ["x", "y", "z"]},
+        {"name": "a", "tags": [""]},
+        {"name": "a", "at": {"x": 1, "y": 2}},
+        {"name": "a", "at": {"x": 1}},
+        {"name": "a", "at": {"x": 1, "y": "2"}},
+    ]
+    agree(schema, insts, registry=_REGISTRY)
+
+
+def test_schema_registry_missing_document_is_refused() -> None:
+    schema = {"$ref": "http://example.com/schemas/absent.json"}
+    with pytest.raises(xgr.UnsupportedFeatureError, match="absent.json"):
+        _COMPILER.compile_json_schema(schema, schema_registry=_REGISTRY)
+    with pytest.raises(xgr.UnsupportedFeatureError, match="remote reference"):
+        _COMPILER.compile_json_schema({"$ref": "http://example.com/schemas/point.json"})
+    with pytest.raises(xgr.InvalidJSONError):
+        _COMPILER.compile_json_schema(schema, schema_registry={"http://example.com/x.json": "{"})
+
+
+def test_dynamic_ref_to_the_root_resource_anchor() -> None:
+    # A generic list whose items are the root's `$dynamicAnchor: item` (strings here): the root
+    # resource opens every dynamic scope, so its anchor wins over the list's own default.
+    list_doc = {
+        "$id": "http://example.com/schemas/list.json",
+        "$defs": {"item": {"$dynamicAnchor": "item"}},
+        "type": "array",
+        "items": {"$dynamicRef": "#item"},
+    }
+    schema = {
+        "$id": "http://example.com/schemas/strings.json",
+        "$ref": "list.json",
+        "$defs": {"item": {"$dynamicAnchor": "item", "type": "string"}},
+    }
+    agree(schema, [[], ["a"], ["a", 1], [None]], registry={list_doc["$id"]: list_doc})
+
+
+# --------------------------------------------------------------------- negation of applicators
+
+
+@pytest.mark.parametrize(
+    "schema,insts",
+    [
+        ({"not": {"anyOf": [{"type": "string"}, {"minimum": 3}]}}, ["a", 1, 3, 4.5, None, [1], {}]),
+        ({"not": {"not": {"type": "integer", "minimum": 2}}}, [1, 2, 3, "x", 2.5]),
+        (
+            {"not": {"oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "string", "maxLength": 1}]}},
+            [1, 2, 2.5, 7, "z", "yy", None, 0.5],
+        ),
+        ({"not": {"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": "string"}}}, [-1, 1, "s", None]),
+        ({"not": {"if": {"type": "integer"}, "then": {"minimum": 0}}}, [-1, 1, "s", None]),
+        (
+            {"not": {"dependentSchemas": {"a": {"required": ["b"]}}}},
+            [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 1}, 3],
+        ),
+        (
+            {"type": "object", "not": {"required": ["all"], "unevaluatedProperties": True, "patternProperties": {"x": {}}}},
+            [{}, {"all": 1}, {"allx": 1}, {"b": 1}],
+        ),
+        (
+            # The suite's "dynamic evaluation inside nested refs": exactly-one over nested oneOfs,
+            # whose negations are themselves oneOfs, beside unevaluatedProperties.
+            {
+                "$defs": {
+                    "one": {
+                        "oneOf": [
+                            {"$ref": "#/$defs/two"},
+                            {"required": ["b"], "properties": {"b": True}},
+                            {"required": ["xx"], "patternProperties": {"x": True}},
+                            {"required": ["all"], "unevaluatedProperties": True},
+                        ]
+                    },
+                    "two": {
+                        "oneOf": [
+                            {"required": ["c"], "properties": {"c": True}},
+                            {"required": ["d"], "properties": {"d": True}},
+                        ]
+                    },
+                },
+                "oneOf": [{"$ref": "#/$defs/one"}, {"required": ["a"], "properties": {"a": True}}],
+                "unevaluatedProperties": False,
+            },
+            [{}, {"a": 1}, {"b": 1}, {"c": 1}, {"a": 1, "b": 1}, {"c": 1, "d": 1}, {"xx": 1, "foox": 1},
+             {"xx": 1, "foo": 1}, {"all": 1, "foo": 1}, {"all": 1, "a": 1}],
+        ),
+    ],
+)
+def test_negation_of_applicators(schema: Any, insts: List[Any]) -> None:
+    agree(schema, insts)
+
+
+def test_negation_of_wide_oneof_is_refused() -> None:
+    schema = {"not": {"oneOf": [{"const": i} for i in range(9)] + [{"type": "string"}]}}
+    with pytest.raises(xgr.UnsupportedFeatureError, match="oneOf with more than 8 branches"):
+        _COMPILER.compile_json_schema(schema, strict_mode=False)
+
+
+@pytest.mark.parametrize(
+    "schema,insts",
+    [
+        (
+            # oneOf of closed objects that overlap: "X and not Y" needs "a key Y does not allow".
+            {
+                "oneOf": [
+                    {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False},
+                    {"type": "object", "properties": {"a": {}, "c": {}}, "additionalProperties": False},
+                ]
+            },
+            [{}, {"a": 1}, {"b": 1}, {"c": 1}, {"a": 1, "b": 2}, {"a": 1, "c": 2}, {"b": 1, "c": 1}, {"d": 1}],
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"x1": {}, "y": {"type": "integer"}, "z": {}},
+                "additionalProperties": False,
+                "not": {"properties": {"y": {"minimum": 0}}, "patternProperties": {"^x": {}}, "additionalProperties": False},
+            },
+            [{}, {"x1": 1}, {"y": 1}, {"y": -1}, {"z": 0}, {"x1": 0, "z": 0}, {"y": 2, "z": 0}],
+        ),
+    ],
+)
+def test_negation_of_closed_objects(schema: Any, insts: List[Any]) -> None:
+    agree(schema, insts)
+
+
+def test_negation_of_key_constraints_with_listed_keys() -> None:
+    # The goal allows the keys a, b, x1 only: "some key fails patternProperties /
+    # additionalProperties / propertyNames" has one witness per listed key.
+    base = {"type": "object", "properties": {"a": {}, "b": {}, "x1": {}}, "additionalProperties": False}
+    negated = {
+        "patternProperties": {"^x": {"type": "integer"}},
+        "additionalProperties": {"type": "string"},
+        "propertyNames": {"maxLength": 1},
+    }
+    schema = {**base, "not": negated}
+    insts = [{}, {"a": "s"}, {"a": 1}, {"x1": 1}, {"x1": "s"}, {"a": "s", "b": "t"}, {"b": None}, {"x1": 2, "a": "s"}]
+    agree(schema, insts)
+
+
+def test_negation_of_closed_object_beside_open_one_is_refused() -> None:
+    schema = {"type": "object", "not": {"properties": {"a": {}}, "additionalProperties": False}}
+    with pytest.raises(xgr.UnsupportedFeatureError, match="not a listed set"):
+        _COMPILER.compile_json_schema(schema, strict_mode=False)
+
+
+@pytest.mark.parametrize(
+    "schema,insts",
+    [
+        ({"not": {"type": "array", "items": {"type": "integer"}}}, [[], [1, 2], [1, "a"], ["a"], 3, "s", {}]),
+        ({"not": {"minItems": 2, "maxItems": 3}}, [[], [1], [1, 2], [1, 2, 3], [1, 2, 3, 4], None]),
+        ({"not": {"items": False}}, [[], [1], "x"]),
+        ({"not": {"contains": {"type": "string"}}}, [[], [1], ["a"], [1, "a"], [None, 2], 5]),
+        (
+            {"type": "array", "items": {"enum": [1, 2, "a"]}, "uniqueItems": True, "not": {"contains": {"const": 2}}},
+            [[], [1], [2], [1, "a"], ["a", 2], [1, 1]],
+        ),
+        (
+            {"oneOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string", "maxLength": 1}}]},
+            [[], [1], ["a"], ["ab"], [1, "a"], [1, "ab"], [None], "s"],
+        ),
+        (
+            # Overlapping oneOf branches on arrays: "X and not Y" needs "an item failing Y's items".
+            {
+                "oneOf": [
+                    {"type": "array", "items": {"type": "integer"}},
+                    {"type": "array", "items": {"enum": [1, 2, "a"]}, "minItems": 1},
+                ]
+            },
+            [[], [1], [3], [1, 2], [1, 3], ["a"], [1, "a"], ["b"], [0.5]],
+        ),
+        (
+            {"type": "object", "properties": {"l": {"type": "array"}}, "not": {"properties": {"l": {"items": {"enum": [1, 2]}}}}},
+            [{}, {"l": []}, {"l": [1]}, {"l": [1, 3]}, {"l": [[1]]}],
+        ),
+    ],
+)
+def test_negation_of_array_constraints(schema: Any, insts: List[Any]) -> None:
+    agree(schema, insts)
+
+
+def test_negation_skips_constraints_of_excluded_types() -> None:
+    # The goal is a string: the closed object and the multipleOf inside the negation cannot be
+    # what fails, so they need no (refused) negation.
+    closed = {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
+    schema = {"type": "string", "not": {"oneOf": [closed, {"multipleOf": 3}, {"maxLength": 2}]}}
+    agree(schema, ["", "ab", "abc", 3, {"a": 1}])
+
+
+def test_negation_of_prefix_items_is_refused() -> None:
+    with pytest.raises(xgr.UnsupportedFeatureError, match="array constraints"):
+        _COMPILER.compile_json_schema({"not": {"prefixItems": [{"type": "integer"}]}}, strict_mode=False)

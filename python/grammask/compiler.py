@@ -5,7 +5,7 @@ releases the GIL while compiling."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple, Type, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Type, Union
 
 from . import _core
 from .exception import DeserializeFormatError, InvalidJSONError, UnsupportedFeatureError, _reraise_version
@@ -100,6 +100,7 @@ class GrammarCompiler:
         any_order: bool = False,
         spelling: str = "canonical",
         format_assertion: bool = True,
+        schema_registry: Optional[Mapping[str, Any]] = None,
     ) -> CompiledGrammar:
         """Compile the grammar of JSON documents valid against ``schema`` (text, dict or Pydantic
         model class); the options are :meth:`Grammar.from_json_schema`'s."""
@@ -115,6 +116,7 @@ class GrammarCompiler:
                     any_order,
                     spelling,
                     format_assertion,
+                    schema_registry,
                 ),
             )
         )

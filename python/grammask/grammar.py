@@ -4,7 +4,7 @@ builtin JSON grammar. Parsing and conversion run in the Rust core with the GIL r
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Tuple, Type, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Type, Union
 
 from . import _core
 from .exception import DeserializeFormatError, InvalidJSONError, UnsupportedFeatureError, _reraise_version
@@ -76,6 +76,7 @@ class Grammar:
         any_order: bool = False,
         spelling: str = "canonical",
         format_assertion: bool = True,
+        schema_registry: Optional[Mapping[str, Any]] = None,
     ) -> "Grammar":
         """The grammar of JSON documents valid against ``schema``.
 
@@ -84,10 +85,20 @@ class Grammar:
         runs of at most ``DEFAULT_MAX_WHITESPACE_CNT`` unless ``max_whitespace_cnt`` is given);
         ``spelling="any"`` admits every JSON spelling (validate given text). ``format_assertion``
         (default ``True``) asserts ``format`` in every draft; ``False`` treats it as an annotation.
+        ``schema_registry`` maps URIs to schema documents (text, dict or bool) that ``$ref`` may name
+        besides the schema itself; nothing is fetched, another remote reference is an error.
         """
         text = schema_to_str(schema)
         opts = schema_options(
-            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion
+            any_whitespace,
+            indent,
+            separators,
+            strict_mode,
+            max_whitespace_cnt,
+            any_order,
+            spelling,
+            format_assertion,
+            schema_registry,
         )
         if print_converted_ebnf:
             print(_core.Grammar.json_schema_to_ebnf(text, opts))
@@ -189,11 +200,15 @@ def schema_options(
     any_order: bool = False,
     spelling: str = "canonical",
     format_assertion: bool = True,
+    schema_registry: Optional[Mapping[str, Any]] = None,
 ) -> _core.JsonSchemaOptions:
     """The core's options object for the keyword arguments every JSON Schema entry point takes."""
     seps = None if separators is None else (str(separators[0]), str(separators[1]))
+    registry = None
+    if schema_registry is not None:
+        registry = [(str(uri), schema_to_str(doc)) for uri, doc in schema_registry.items()]
     return _core.JsonSchemaOptions(
-        any_whitespace, indent, seps, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion
+        any_whitespace, indent, seps, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion, registry
     )
 
 

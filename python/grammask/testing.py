@@ -8,7 +8,7 @@ keeps importing."""
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -53,6 +53,7 @@ def _json_schema_to_ebnf(
     any_order: bool = False,
     spelling: str = "canonical",
     format_assertion: bool = True,
+    schema_registry: Optional[Mapping[str, Any]] = None,
 ) -> str:
     """The EBNF text a JSON Schema converts to (only ``json_format="json"``)."""
     if json_format != "json":
@@ -62,7 +63,15 @@ def _json_schema_to_ebnf(
     return _core.Grammar.json_schema_to_ebnf(
         schema_to_str(schema),
         schema_options(
-            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, spelling, format_assertion
+            any_whitespace,
+            indent,
+            separators,
+            strict_mode,
+            max_whitespace_cnt,
+            any_order,
+            spelling,
+            format_assertion,
+            schema_registry,
         ),
     )
 

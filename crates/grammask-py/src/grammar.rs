@@ -28,7 +28,7 @@ pub struct PySchemaOptions {
 #[pymethods]
 impl PySchemaOptions {
     #[new]
-    #[pyo3(signature = (any_whitespace = true, indent = None, separators = None, strict_mode = true, max_whitespace_cnt = None, any_order = false, spelling = "canonical", format_assertion = true))]
+    #[pyo3(signature = (any_whitespace = true, indent = None, separators = None, strict_mode = true, max_whitespace_cnt = None, any_order = false, spelling = "canonical", format_assertion = true, schema_registry = None))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // the Python keyword arguments
     fn new(
         any_whitespace: bool,
@@ -39,8 +39,11 @@ impl PySchemaOptions {
         any_order: bool,
         spelling: &str,
         format_assertion: bool,
+        schema_registry: Option<Vec<(String, String)>>,
     ) -> PyResult<Self> {
         let spelling = parse_spelling(spelling)?;
+        let mut schema_registry = schema_registry.unwrap_or_default();
+        schema_registry.sort();
         Ok(PySchemaOptions {
             inner: JsonSchemaOptions {
                 any_whitespace,
@@ -51,6 +54,7 @@ impl PySchemaOptions {
                 any_order,
                 spelling,
                 format_assertion,
+                schema_registry,
             },
         })
     }

@@ -59,6 +59,8 @@ pub const MAX_ANY_ORDER_STATES: u64 = 256;
 /// `dependentRequired` past [`MAX_ANY_ORDER_STATES`] (strict_mode=false): keys come in schema
 /// order and the presence of at most this many dependency-named keys is tracked along the chain.
 pub const MAX_DEP_TRACKED_KEYS: u32 = 10;
+/// Most branches of a negated `oneOf` (its negation lists every pair of branches).
+pub const MAX_NEGATED_ONEOF_BRANCHES: usize = 8;
 /// Most distinct item values of a `uniqueItems` array (its rules track subsets of them).
 pub const MAX_UNIQUE_VALUES: usize = 8;
 
@@ -98,6 +100,16 @@ enum Neg {
     /// The instance is an object with this key whose value fails this subschema (the negation
     /// of a `properties` entry).
     PropFails(String, SchemaId),
+    /// The instance is an array of at most this many items.
+    FewItems(u64),
+    /// The instance is an array of at least this many items.
+    ManyItems(u64),
+    /// The instance is an array with an item that fails this subschema (the negation of
+    /// `items`).
+    ItemFails(SchemaId),
+    /// The instance is an array none of whose items satisfies this subschema (the negation of
+    /// `contains`).
+    NoItemIs(SchemaId),
 }
 
 /// Keeps the tighter of two lower (or, with `upper`, upper) bounds; `strict` excludes the bound.
@@ -182,6 +194,10 @@ struct Merged {
     min_items: u64,
     max_items: Option<u64>,
     contains: Vec<(SchemaId, u64, Option<u64>, String)>,
+    /// Subschemas some item must fail (from negated `items`).
+    item_nots: Vec<SchemaId>,
+    /// Subschemas every item must fail (from negated `contains`).
+    all_item_nots: Vec<SchemaId>,
     unique: Option<String>,
     obj: Vec<ObjPart>,
     required: Vec<String>,

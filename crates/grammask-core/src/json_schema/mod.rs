@@ -71,6 +71,10 @@ pub struct JsonSchemaOptions {
     pub spelling: Spelling,
     /// `format` is an assertion in every draft (default); `false`: an annotation in every draft.
     pub format_assertion: bool,
+    /// Documents that references may name besides the schema itself: (URI, JSON text), sorted by
+    /// URI. A reference whose document (URI without fragment) is not here, nor an `$id` of the
+    /// schema, is refused; nothing is fetched.
+    pub schema_registry: Vec<(String, String)>,
 }
 
 impl Default for JsonSchemaOptions {
@@ -84,6 +88,7 @@ impl Default for JsonSchemaOptions {
             any_order: false,
             spelling: Spelling::Canonical,
             format_assertion: true,
+            schema_registry: Vec::new(),
         }
     }
 }
@@ -95,7 +100,19 @@ pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<
     }
     let value: serde_json::Value = serde_json::from_str(schema)
         .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("schema is not valid JSON: {e}")))?;
-    let mut doc = resolve::Doc::new(&value)?;
+    let registry_bytes: usize = options.schema_registry.iter().map(|(_, t)| t.len()).sum();
+    if schema.len() + registry_bytes > crate::limits::MAX_GRAMMAR_BYTES {
+        return Err(Error::limit("schema and registry size in bytes", crate::limits::MAX_GRAMMAR_BYTES));
+    }
+    let mut documents = Vec::with_capacity(options.schema_registry.len());
+    for (uri, text) in &options.schema_registry {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            Error::new(ErrorKind::InvalidJson, format!("schema registry document {uri:?} is not valid JSON: {e}"))
+        })?;
+        documents.push((resolve::registry_key(uri).to_string(), v));
+    }
+    let registry = documents.iter().map(|(u, v)| (u.clone(), v)).collect();
+    let mut doc = resolve::Doc::with_registry(&value, registry)?;
     // `format` asserts in every draft unless the caller asks for annotation semantics.
     doc.format_assertion = options.format_assertion;
     compile::Conv::new(doc, options).run()

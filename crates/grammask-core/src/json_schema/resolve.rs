@@ -1,6 +1,7 @@
 //! Schema document indexing: the draft, every subschema with its JSON pointer and base URI, `$id`
 //! resources, `$anchor`/`$dynamicAnchor` names, and `$ref` resolution (local pointers, anchors,
-//! ids embedded in the document). Remote references are refused with `Unsupported`.
+//! ids embedded in the document, and documents of a caller-given registry, by URI). Other remote
+//! references are refused with `Unsupported`; nothing is fetched.
 //!
 //! Subschemas are interned as [`SchemaId`]s; the converter never walks the raw document again.
 
@@ -45,6 +46,27 @@ pub struct Doc<'a> {
     /// `$dynamicAnchor` name -> pointers.
     dyn_anchors: HashMap<String, Vec<String>>,
     root: &'a Value,
+    /// Caller-given documents by URI (no fragment), indexed on first reference.
+    registry: HashMap<String, &'a Value>,
+    /// Indexed registry documents: pointer prefix (`uri#`) and document. Their subschemas' pointers
+    /// start with the prefix; the main document's start with `/` or are empty.
+    remote_roots: Vec<(String, &'a Value)>,
+}
+
+fn draft_of(schema_uri: Option<&str>) -> Draft {
+    match schema_uri {
+        Some(s) if s.contains("draft-04") => Draft::D4,
+        Some(s) if s.contains("draft-06") => Draft::D6,
+        Some(s) if s.contains("draft-07") => Draft::D7,
+        Some(s) if s.contains("2019-09") => Draft::D2019,
+        _ => Draft::D2020,
+    }
+}
+
+/// A registry key or a resource URI: the URI without fragment (`http://x/s#` and `http://x/s` name
+/// one document).
+pub fn registry_key(uri: &str) -> &str {
+    strip_fragment(uri)
 }
 
 fn escape_token(t: &str) -> String {
@@ -115,14 +137,15 @@ fn percent_decode(s: &str) -> String {
 }
 
 impl<'a> Doc<'a> {
+    #[cfg(test)]
     pub fn new(root: &'a Value) -> Result<Doc<'a>> {
-        let draft = match root.get("$schema").and_then(Value::as_str) {
-            Some(s) if s.contains("draft-04") => Draft::D4,
-            Some(s) if s.contains("draft-06") => Draft::D6,
-            Some(s) if s.contains("draft-07") => Draft::D7,
-            Some(s) if s.contains("2019-09") => Draft::D2019,
-            _ => Draft::D2020,
-        };
+        Doc::with_registry(root, HashMap::new())
+    }
+
+    /// The document `root`, whose references may also name the documents of `registry` (keys are
+    /// URIs without fragment, see [`registry_key`]).
+    pub fn with_registry(root: &'a Value, registry: HashMap<String, &'a Value>) -> Result<Doc<'a>> {
+        let draft = draft_of(root.get("$schema").and_then(Value::as_str));
         let explicit_new =
             root.get("$schema").and_then(Value::as_str).is_some_and(|s| s.contains("2019-09") || s.contains("2020-12"));
         let mut doc = Doc {
@@ -134,6 +157,8 @@ impl<'a> Doc<'a> {
             anchors: HashMap::new(),
             dyn_anchors: HashMap::new(),
             root,
+            registry,
+            remote_roots: Vec::new(),
         };
         doc.resources.insert(String::new(), String::new());
         doc.walk(root, String::new(), String::new())?;
@@ -261,13 +286,25 @@ impl<'a> Doc<'a> {
         self.by_ptr.get(ptr).copied()
     }
 
-    /// Whether any subschema uses `unevaluatedProperties` or `unevaluatedItems`.
+    /// Whether any subschema uses `unevaluatedProperties` or `unevaluatedItems` (registry
+    /// documents, indexed only when referenced, are searched as raw JSON).
     pub fn has_unevaluated(&self) -> bool {
+        fn mentions(v: &Value) -> bool {
+            match v {
+                Value::Object(m) => {
+                    m.contains_key("unevaluatedProperties")
+                        || m.contains_key("unevaluatedItems")
+                        || m.values().any(mentions)
+                }
+                Value::Array(a) => a.iter().any(mentions),
+                _ => false,
+            }
+        }
         self.nodes.iter().any(|n| {
             n.value
                 .as_object()
                 .is_some_and(|m| m.contains_key("unevaluatedProperties") || m.contains_key("unevaluatedItems"))
-        })
+        }) || self.registry.values().any(|v| mentions(v))
     }
 
     pub fn node(&self, id: SchemaId) -> &Node<'a> {
@@ -294,9 +331,9 @@ impl<'a> Doc<'a> {
         let abs = resolve_uri(&self.node(from).base, r);
         let (res, frag) = abs.split_once('#').unwrap_or((abs.as_str(), ""));
         let frag = percent_decode(frag);
-        let Some(res_ptr) = self.resources.get(res).cloned() else {
-            return Err(Error::new(ErrorKind::Unsupported, format!("remote reference {r:?} cannot be resolved"))
-                .at_pointer(here));
+        let res_ptr = match self.resources.get(res) {
+            Some(p) => p.clone(),
+            None => self.load_remote(res, r, &here)?,
         };
         let target_ptr = if frag.is_empty() {
             res_ptr
@@ -315,8 +352,11 @@ impl<'a> Doc<'a> {
             return Ok(id);
         }
         // A pointer into a place the walk did not register (e.g. inside an unknown keyword).
-        let mut v = self.root;
-        for seg in target_ptr.split('/').skip(1) {
+        let (mut v, rest) = match self.remote_roots.iter().find(|(p, _)| target_ptr.starts_with(p.as_str())) {
+            Some((p, doc)) => (*doc, &target_ptr[p.len()..]),
+            None => (self.root, target_ptr.as_str()),
+        };
+        for seg in rest.split('/').skip(1) {
             let seg = seg.replace("~1", "/").replace("~0", "~");
             v = match v {
                 Value::Object(m) => m.get(&seg),
@@ -338,6 +378,35 @@ impl<'a> Doc<'a> {
         Ok(self.by_ptr[&target_ptr])
     }
 
+    /// Indexes the registry document of URI `res` (first reference to it) and returns the pointer
+    /// of its root; `Unsupported` when the registry has no such document or it is of another
+    /// draft (one draft per conversion).
+    fn load_remote(&mut self, res: &str, r: &str, here: &str) -> Result<String> {
+        let Some(&v) = self.registry.get(res) else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("remote reference {r:?} cannot be resolved (no document {res:?} in the schema registry)"),
+            )
+            .at_pointer(here.to_string()));
+        };
+        if let Some(s) = v.get("$schema").and_then(Value::as_str) {
+            if draft_of(Some(s)) != self.draft {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "remote reference {r:?}: document {res:?} is of draft {s:?}, another draft than the root's"
+                    ),
+                )
+                .at_pointer(here.to_string()));
+            }
+        }
+        let prefix = format!("{res}#");
+        self.resources.insert(res.to_string(), prefix.clone());
+        self.remote_roots.push((prefix.clone(), v));
+        self.walk(v, prefix.clone(), res.to_string())?;
+        Ok(prefix)
+    }
+
     /// `$dynamicRef`: exact when the anchor name is declared once in the document.
     pub fn resolve_dynamic(&mut self, from: SchemaId, r: &str) -> Result<SchemaId> {
         let here = format!("{}/$dynamicRef", self.node(from).ptr);
@@ -351,6 +420,14 @@ impl<'a> Doc<'a> {
                 }
             }
             if let Some(ptrs) = self.dyn_anchors.get(name) {
+                // The dynamic scope always starts at the root resource, so an anchor it declares
+                // is the outermost one on every evaluation path.
+                let root_base = &self.node(self.root_id()).base;
+                let in_root =
+                    ptrs.iter().find(|p| self.by_ptr.get(*p).is_some_and(|&id| &self.node(id).base == root_base));
+                if let Some(p) = in_root {
+                    return Ok(self.by_ptr[p]);
+                }
                 if ptrs.len() == 1 {
                     let p = ptrs[0].clone();
                     if let Some(&id) = self.by_ptr.get(&p) {
@@ -416,10 +493,49 @@ mod tests {
         let items = d.child(d.root_id(), &["$defs", "list", "items"]);
         let t = d.resolve_dynamic(items, "#items").unwrap();
         assert_eq!(d.node(t).ptr, "/$defs/list/$defs/items");
-        // With the bookend the reference is dynamic: two scopes declare the anchor (refused).
+        // With the bookend the reference is dynamic; the root resource declares the anchor, and
+        // the root resource is the outermost dynamic scope of every path: `foo` wins.
         let bookend = schema(r#"{"$dynamicAnchor":"items"}"#);
         let mut d = Doc::new(&bookend).unwrap();
         let items = d.child(d.root_id(), &["$defs", "list", "items"]);
+        let t = d.resolve_dynamic(items, "#items").unwrap();
+        assert_eq!(d.node(t).ptr, "/$defs/foo");
+    }
+
+    #[test]
+    fn dynamic_ref_with_scopes_outside_the_root_resource_is_refused() {
+        // Two resources other than the root declare the anchor: the target depends on the path.
+        let v: Value = serde_json::from_str(
+            r##"{"$id":"http://e.com/root","$defs":{"foo":{"$id":"foo","$dynamicAnchor":"items","type":"string"},
+            "list":{"$id":"list","items":{"$dynamicRef":"#items"},"$defs":{"items":{"$dynamicAnchor":"items"}}}}}"##,
+        )
+        .unwrap();
+        let mut d = Doc::new(&v).unwrap();
+        let items = d.child(d.root_id(), &["$defs", "list", "items"]);
         assert_eq!(d.resolve_dynamic(items, "#items").unwrap_err().kind(), ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn registry_documents_resolve_by_uri() {
+        let root: Value = serde_json::from_str(
+            r#"{"$id":"http://e.com/dir/root.json","properties":{"a":{"$ref":"other.json#/$defs/n"}}}"#,
+        )
+        .unwrap();
+        let other: Value =
+            serde_json::from_str(r##"{"$defs":{"n":{"$ref":"#/$defs/m"},"m":{"type":"integer"}}}"##).unwrap();
+        let registry = HashMap::from([("http://e.com/dir/other.json".to_string(), &other)]);
+        let mut d = Doc::with_registry(&root, registry).unwrap();
+        let a = d.child(d.root_id(), &["properties", "a"]);
+        let n = d.resolve_ref(a, "other.json#/$defs/n", "$ref").unwrap();
+        assert_eq!(d.node(n).ptr, "http://e.com/dir/other.json#/$defs/n");
+        // References inside the registry document resolve against its own URI.
+        let m = d.resolve_ref(n, "#/$defs/m", "$ref").unwrap();
+        assert_eq!(d.node(m).value["type"], "integer");
+        assert_eq!(d.resolve_ref(a, "missing.json", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
+        // A registry document of another draft is refused (one draft per conversion).
+        let d7: Value = serde_json::from_str(r#"{"$schema":"http://json-schema.org/draft-07/schema#"}"#).unwrap();
+        let mut d =
+            Doc::with_registry(&root, HashMap::from([("http://e.com/dir/other.json".to_string(), &d7)])).unwrap();
+        assert_eq!(d.resolve_ref(a, "other.json", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
     }
 }

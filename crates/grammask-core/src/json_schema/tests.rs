@@ -225,3 +225,30 @@ fn dependent_required_past_any_order_bound() {
     // Still refused under strict mode (schema order is not free there).
     assert_eq!(conv(&s).unwrap_err().kind(), ErrorKind::Unsupported);
 }
+
+#[test]
+fn schema_registry_documents_resolve() {
+    let s = r#"{"$id":"http://e.com/a.json","properties":{"x":{"$ref":"b.json#/$defs/n"}}}"#;
+    let b = r#"{"$defs":{"n":{"type":"integer"}}}"#;
+    assert_eq!(conv(s).unwrap_err().kind(), ErrorKind::Unsupported);
+    let g = conv_with(s, |o| o.schema_registry = vec![("http://e.com/b.json#".into(), b.into())]).unwrap();
+    assert!(g.contains("root ::= "), "{g}");
+    let bad = conv_with(s, |o| o.schema_registry = vec![("http://e.com/b.json".into(), "{".into())]).unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::InvalidJson);
+}
+
+#[test]
+fn negations_of_applicators_and_arrays_compile() {
+    for s in [
+        r#"{"not":{"anyOf":[{"type":"string"},{"type":"null"}]}}"#,
+        r#"{"not":{"oneOf":[{"type":"integer"},{"type":"string"}]}}"#,
+        r#"{"not":{"type":"array","items":{"type":"integer"},"minItems":1}}"#,
+        r#"{"not":{"contains":{"type":"string"}}}"#,
+    ] {
+        assert!(conv_with(s, |o| o.strict_mode = false).is_ok(), "{s}");
+    }
+    let nine: Vec<String> = (0..9).map(|i| format!(r#"{{"const":{i}}}"#)).collect();
+    let wide = format!(r#"{{"not":{{"oneOf":[{}]}}}}"#, nine.join(","));
+    assert_eq!(conv(&wide).unwrap_err().kind(), ErrorKind::Unsupported);
+    assert_eq!(conv(r#"{"not":{"prefixItems":[{}]}}"#).unwrap_err().kind(), ErrorKind::Unsupported);
+}

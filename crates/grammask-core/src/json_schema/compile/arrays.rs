@@ -12,8 +12,18 @@ impl Conv<'_> {
         if let Some(c) = counted.get(1) {
             return Err(unsupported(&c.3, "several contains keywords on one array are not supported"));
         }
+        if !m.item_nots.is_empty() {
+            // An item failing `x`: `contains` of "not x", at least once.
+            if m.item_nots.len() > 1 || !counted.is_empty() {
+                return Err(unsupported(
+                    ptr,
+                    "not: several item conditions (negated items, contains) on one array are not supported",
+                ));
+            }
+            return self.emit_array_contains(g, m, (m.item_nots[0], true), 1, None, ptr);
+        }
         if let Some(&&(c, lo, hi, ref p)) = counted.first() {
-            return self.emit_array_contains(g, m, c, lo, hi, p);
+            return self.emit_array_contains(g, m, (c, false), lo, hi, p);
         }
         let min = m.min_items;
         let max = m.max_items;
@@ -39,7 +49,7 @@ impl Conv<'_> {
                     },
                 }
             }
-            this.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })
+            this.rule_for(Goal { ids, nots: m.all_item_nots.clone(), done: vec![], neg: vec![], depth: d })
         };
         let cap = max.map_or(plen, |x| (x as usize).min(plen));
         let mut items: Vec<Option<String>> = Vec::new();
@@ -135,7 +145,7 @@ impl Conv<'_> {
                 Rest::Schema(x) => ids.push(x),
             }
         }
-        let goal = Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d }.norm();
+        let goal = Goal { ids, nots: m.all_item_nots.clone(), done: vec![], neg: vec![], depth: d }.norm();
         let mx = self.merge(&goal)?;
         let candidates: Vec<Value> = match &mx.enums {
             Some(vals) => vals.clone(),
@@ -203,13 +213,13 @@ impl Conv<'_> {
     }
 
     /// Arrays whose items all satisfy the rest schema and of which between `lo` and `hi` satisfy
-    /// `c` as well. Without `hi`, items are "any" or "any and c" (an ambiguous but exact union);
+    /// `c` (with `negated`: fail `c`) as well. Without `hi`, items are "any" or "any and c" (an ambiguous but exact union);
     /// with `hi`, every item is either "c" or "not c", so counting them is exact.
     fn emit_array_contains(
         &mut self,
         g: &Goal,
         m: &Merged,
-        c: SchemaId,
+        (c, negated): (SchemaId, bool),
         lo: u64,
         hi: Option<u64>,
         p: &str,
@@ -245,12 +255,22 @@ impl Conv<'_> {
             }
         }
         let d = self.child_depth(g.depth);
-        let goal = |ids: Vec<SchemaId>, nots: Vec<SchemaId>| Goal { ids, nots, done: vec![], neg: vec![], depth: d };
-        let hit = self.rule_for(goal([ids.clone(), vec![c]].concat(), vec![]))?;
-        // Items that may or may not satisfy `c` (unbounded count), or that must not (bounded).
+        // Every item also fails the negated `contains` schemas.
+        let goal = |ids: Vec<SchemaId>, nots: Vec<SchemaId>| Goal {
+            ids,
+            nots: [nots, m.all_item_nots.clone()].concat(),
+            done: vec![],
+            neg: vec![],
+            depth: d,
+        };
+        let with_c = goal([ids.clone(), vec![c]].concat(), vec![]);
+        let without_c = goal(ids.clone(), vec![c]);
+        let (hit, miss) = if negated { (without_c, with_c) } else { (with_c, without_c) };
+        let hit = self.rule_for(hit)?;
+        // Items that may or may not be hits (unbounded count), or that must not (bounded).
         let other = match hi {
             None => self.rule_for(goal(ids.clone(), vec![]))?,
-            Some(_) => self.rule_for(goal(ids.clone(), vec![c]))?,
+            Some(_) => self.rule_for(miss)?,
         };
         let sep = self.sep_item(g.depth);
         let top = hi.unwrap_or(lo);

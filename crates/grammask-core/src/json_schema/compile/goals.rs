@@ -5,6 +5,15 @@
 //! applicator-free goals to the per-type writers (`scalars.rs`).
 use super::*;
 
+/// `true` and `{}`: schemas that every instance satisfies.
+fn always_holds(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
 impl Conv<'_> {
     pub(super) fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
         // A goal held to a finite `enum`/`const` is decided value by value by the validator,
@@ -130,8 +139,9 @@ impl Conv<'_> {
     fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
         let gx = Goal { ids: vec![x], nots: vec![], done: vec![], neg: vec![], depth: g.depth };
         let mx = self.merge(&gx)?;
-        if let Some((_, _, p)) = mx.pending.first() {
-            return Err(unsupported(p, format!("negation (at {ptr}) of a schema with applicators is not supported")));
+        let mut alts_of_applicators = Vec::new();
+        for (sid, kind, p) in &mx.pending {
+            alts_of_applicators.extend(self.negated_applicator(g, *sid, *kind, p, ptr)?);
         }
         let mut negs: Vec<Neg> = Vec::new();
         if mx.types == 0 {
@@ -139,6 +149,8 @@ impl Conv<'_> {
             return self.rule_for(g.clone());
         }
         let refuse = |what: &str| Err(unsupported(ptr, format!("not: cannot negate {what} exactly")));
+        // Constraints of a type the goal excludes cannot be what fails: they need no negation.
+        let gt = self.merge(g)?.types;
         if mx.types != ALL {
             negs.push(Neg::Types(mx.types));
         }
@@ -148,7 +160,7 @@ impl Conv<'_> {
         for r in &mx.required {
             negs.push(Neg::Absent(r.clone()));
         }
-        if !mx.mults.is_empty() {
+        if !mx.mults.is_empty() && gt & (INT | FRAC) != 0 {
             return refuse("multipleOf");
         }
         // Bounds restrict numbers only: failing one means "a number on the other side".
@@ -170,33 +182,104 @@ impl Conv<'_> {
         for (f, _) in &mx.formats {
             negs.push(Neg::NoFormat(f.clone()));
         }
-        if !mx.arr.is_empty()
-            || mx.min_items > 0
-            || mx.max_items.is_some()
-            || !mx.contains.is_empty()
-            || mx.unique.is_some()
-        {
-            return refuse("array constraints");
-        }
-        // `properties` fail when a listed key is present with a value that fails its schema.
-        for p in &mx.obj {
-            for (name, id) in &p.props {
-                negs.push(Neg::PropFails(name.clone(), *id));
+        if gt & ARR != 0 {
+            // Arrays fail on their count or on an item failing `items`; prefix items, `contains` and
+            // `uniqueItems` are refused.
+            if mx.unique.is_some() || mx.arr.iter().any(|p| !p.prefix.is_empty()) {
+                return refuse("array constraints");
+            }
+            // `contains` (at least once, no maxContains) fails when no item satisfies it.
+            for (c, lo, hi, _) in &mx.contains {
+                match (lo, hi) {
+                    (0, None) => {}
+                    (1, None) => negs.push(Neg::NoItemIs(*c)),
+                    _ => return refuse("minContains/maxContains"),
+                }
+            }
+            if mx.min_items > 0 {
+                negs.push(Neg::FewItems(mx.min_items - 1));
+            }
+            if let Some(n) = mx.max_items {
+                negs.push(Neg::ManyItems(n.saturating_add(1)));
+            }
+            for p in &mx.arr {
+                match p.rest {
+                    Rest::Any => {}
+                    Rest::Closed => negs.push(Neg::ManyItems(1)),
+                    Rest::Schema(x) if *self.doc.node(x).value == Value::Bool(false) => negs.push(Neg::ManyItems(1)),
+                    Rest::Schema(x) if always_holds(self.doc.node(x).value) => {}
+                    Rest::Schema(x) => negs.push(Neg::ItemFails(x)),
+                }
             }
         }
-        if mx.obj.iter().any(|p| !p.patterns.is_empty() || p.says_additional)
-            || mx.min_props > 0
-            || mx.max_props.is_some()
-            || !mx.prop_names.is_empty()
-            || !mx.dep_req.is_empty()
-        {
-            return refuse("object constraints other than required");
-        }
-        if negs.is_empty() {
-            // ¬true = false
-            return Ok(None);
+        if gt & OBJ != 0 {
+            // `properties` fail when a listed key is present with a value that fails its schema.
+            for p in &mx.obj {
+                for (name, id) in &p.props {
+                    negs.push(Neg::PropFails(name.clone(), *id));
+                }
+            }
+            // Key patterns, additional properties and `propertyNames` fail on some key: exact
+            // when the goal itself allows finitely many keys (a closed part of its own without
+            // patterns), through one witness key each. Schemas `true`/`{}` cannot fail.
+            let always = |id: SchemaId| always_holds(self.doc.node(id).value);
+            let needs_witness = |p: &ObjPart| {
+                p.patterns.iter().any(|(_, id, _)| !always(*id))
+                    || match p.additional {
+                        Rest::Any => false,
+                        Rest::Closed => true,
+                        Rest::Schema(x) => !always(x),
+                    }
+            };
+            if mx.min_props > 0 || mx.max_props.is_some() || !mx.dep_req.is_empty() {
+                return refuse("object constraints other than required");
+            }
+            let need = mx.obj.iter().any(needs_witness) || !mx.prop_names.is_empty();
+            if need {
+                let Some(keys) = self.listed_keys_of_closed(g)? else {
+                    return refuse("key patterns, additional properties or propertyNames of an object whose keys are not a listed set");
+                };
+                let undecided = || unsupported(ptr, "not: a key pattern cannot be decided");
+                for k in keys {
+                    for p in &mx.obj {
+                        if p.props.iter().any(|(n, _)| *n == k) {
+                            continue; // covered by `PropFails` above
+                        }
+                        let mut matched = false;
+                        for (pat, id, _) in &p.patterns {
+                            if Self::pattern_matches(pat, &k).ok_or_else(undecided)? {
+                                matched = true;
+                                if !always_holds(self.doc.node(*id).value) {
+                                    negs.push(Neg::PropFails(k.clone(), *id));
+                                }
+                            }
+                        }
+                        match p.additional {
+                            _ if matched => {}
+                            Rest::Any => {}
+                            Rest::Closed => negs.push(Neg::Has(k.clone())),
+                            Rest::Schema(x) if *self.doc.node(x).value == Value::Bool(false) => {
+                                negs.push(Neg::Has(k.clone()));
+                            }
+                            Rest::Schema(x) if always_holds(self.doc.node(x).value) => {}
+                            Rest::Schema(x) => negs.push(Neg::PropFails(k.clone(), x)),
+                        }
+                    }
+                    for (names, _) in &mx.prop_names {
+                        if !self.valid(*names, &Value::String(k.clone()), 1)? {
+                            negs.push(Neg::Has(k.clone()));
+                        }
+                    }
+                }
+            }
         }
         let mut alts = Vec::new();
+        for gn in alts_of_applicators {
+            if let Some(r) = self.rule_for(gn)? {
+                alts.push(r);
+            }
+        }
+        // No keyword to fail and no applicator: ¬true = false.
         for n in negs {
             let mut gn = g.clone();
             gn.neg.push(n);
@@ -205,6 +288,93 @@ impl Conv<'_> {
             }
         }
         Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) })
+    }
+
+    /// Goals whose union is `g ∧ ¬A` for the applicator `kind` of node `sid` (`ptr`: the negated
+    /// schema, for messages). A negation discards annotations, and the positive subschemas added
+    /// here are below `sid`, which no positive part of `g` evaluates in place (else `g` holds
+    /// `sid` and its negation: an empty language), so they evaluate nothing for `unevaluated*`.
+    fn negated_applicator(&self, g: &Goal, sid: SchemaId, kind: Kind, p: &str, ptr: &str) -> Result<Vec<Goal>> {
+        let branches = |k: &str| -> Vec<SchemaId> {
+            let n = self.doc.node(sid).value.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+            (0..n).map(|i| self.doc.child(sid, &[k, &i.to_string()])).collect()
+        };
+        let none_of = |bs: &[SchemaId]| {
+            let mut gn = g.clone();
+            gn.nots.extend_from_slice(bs);
+            gn.norm()
+        };
+        Ok(match kind {
+            // ¬anyOf: no branch holds.
+            Kind::AnyOf => vec![none_of(&branches("anyOf"))],
+            // ¬oneOf: no branch holds, or two (at least) do.
+            Kind::OneOf => {
+                let bs = branches("oneOf");
+                if bs.len() > MAX_NEGATED_ONEOF_BRANCHES {
+                    return Err(unsupported(
+                        p,
+                        format!(
+                            "negation (at {ptr}) of a oneOf with more than {MAX_NEGATED_ONEOF_BRANCHES} branches is not supported"
+                        ),
+                    ));
+                }
+                let mut out = vec![none_of(&bs)];
+                for i in 0..bs.len() {
+                    for j in i + 1..bs.len() {
+                        out.push(g.with_id(bs[i]).with_id(bs[j]).norm());
+                    }
+                }
+                out
+            }
+            // ¬¬y = y.
+            Kind::Not => vec![g.with_id(self.doc.child(sid, &["not"])).norm()],
+            // ¬(if I then T else E) = (I ∧ ¬T) ∨ (¬I ∧ ¬E); a missing then/else always holds.
+            Kind::If => {
+                let map = self.doc.node(sid).value.as_object().cloned().unwrap_or_default();
+                let i = self.doc.child(sid, &["if"]);
+                let mut out = Vec::new();
+                if map.contains_key("then") {
+                    let mut yes = g.with_id(i);
+                    yes.nots.push(self.doc.child(sid, &["then"]));
+                    out.push(yes.norm());
+                }
+                if map.contains_key("else") {
+                    let mut no = g.clone();
+                    no.nots.extend([i, self.doc.child(sid, &["else"])]);
+                    out.push(no.norm());
+                }
+                out
+            }
+            // ¬(dependent schema of key k) = an object with k failing the dependent schema.
+            Kind::Dep(i) => {
+                let (name, dep) = self.dep_schemas(sid)[i as usize].clone();
+                let mut gn = g.clone();
+                gn.neg.push(Neg::Has(name));
+                gn.nots.push(dep);
+                vec![gn.norm()]
+            }
+        })
+    }
+
+    /// The keys `g` allows when one of its merged object parts is closed without key patterns
+    /// (its listed properties); `None` when no such part bounds the keys.
+    fn listed_keys_of_closed(&mut self, g: &Goal) -> Result<Option<Vec<String>>> {
+        let m = self.merge(g)?;
+        Ok(m.obj
+            .iter()
+            .filter(|p| p.patterns.is_empty())
+            .find(|p| match p.additional {
+                Rest::Closed => true,
+                Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
+                Rest::Any => false,
+            })
+            .map(|p| p.props.iter().map(|(n, _)| n.clone()).collect()))
+    }
+
+    /// Whether key pattern `pat` matches `k` (search semantics); `None` when it cannot be decided.
+    fn pattern_matches(pat: &str, k: &str) -> Option<bool> {
+        let re = Regex::parse(pat, RegexFlags::default()).ok()?;
+        Some(CharDfa::from_regex(&re, Anchoring::Search).ok()?.accepts(k))
     }
 
     /// Conservative disjointness: `true` only when no instance satisfies both.

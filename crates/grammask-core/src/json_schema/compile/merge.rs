@@ -24,6 +24,8 @@ impl Conv<'_> {
             min_items: 0,
             max_items: None,
             contains: Vec::new(),
+            item_nots: Vec::new(),
+            all_item_nots: Vec::new(),
             unique: None,
             obj: Vec::new(),
             required: Vec::new(),
@@ -375,6 +377,23 @@ impl Conv<'_> {
                         m.required.push(k.clone());
                     }
                     m.prop_nots.push((k.clone(), *id));
+                }
+                Neg::FewItems(n) => {
+                    m.types &= ARR;
+                    m.max_items = Some(m.max_items.map_or(*n, |o| o.min(*n)));
+                }
+                Neg::ManyItems(n) => {
+                    m.types &= ARR;
+                    m.min_items = m.min_items.max(*n);
+                }
+                Neg::NoItemIs(id) => {
+                    m.types &= ARR;
+                    m.all_item_nots.push(*id);
+                }
+                Neg::ItemFails(id) => {
+                    m.types &= ARR;
+                    m.min_items = m.min_items.max(1);
+                    m.item_nots.push(*id);
                 }
             }
         }

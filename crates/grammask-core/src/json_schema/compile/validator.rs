@@ -45,6 +45,28 @@ impl Conv<'_> {
                     None => true,
                     Some(x) => self.valid(*id, x, 1)?,
                 },
+                Neg::FewItems(k) => v.as_array().is_none_or(|a| a.len() as u64 > *k),
+                Neg::ManyItems(k) => v.as_array().is_none_or(|a| (a.len() as u64) < *k),
+                Neg::NoItemIs(id) => match v.as_array() {
+                    None => true,
+                    Some(a) => {
+                        let mut any = false;
+                        for x in a {
+                            any |= self.valid(*id, x, 1)?;
+                        }
+                        any
+                    }
+                },
+                Neg::ItemFails(id) => match v.as_array() {
+                    None => true,
+                    Some(a) => {
+                        let mut all = true;
+                        for x in a {
+                            all &= self.valid(*id, x, 1)?;
+                        }
+                        all
+                    }
+                },
             };
             if hit {
                 return Ok(false);
