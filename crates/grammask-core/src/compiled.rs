@@ -104,29 +104,17 @@ impl CompiledGrammar {
                 note(c, false, s);
             }
         }
-        // Each index is a walk of the whole trie (~2 ms on a 128k vocabulary), independent of the
-        // others: they are built on the compiler's threads (a grammar with triggered tags and
-        // JSON arguments meets about ten).
-        let mut jobs: Vec<(u128, bool, bool)> = Vec::new(); // (class, UTF-8, class slice)
         for (c, utf8, free_text) in fresh {
             index.see_class(c, utf8);
             // A string body's run index serves walks that enter the body below the root (after
             // an escape, a quote or a key).
             if free_text || utf8 {
-                jobs.push((c, utf8, false));
-            }
-            if free_text && utf8 {
-                jobs.push((c, true, true));
-            }
-        }
-        crate::compiler::on_threads(jobs.len(), |i| {
-            let (c, utf8, slice) = jobs[i];
-            if slice {
-                index.class_slice(c);
-            } else {
                 index.run_index(c, utf8);
             }
-        });
+            if free_text && utf8 {
+                index.class_slice(c);
+            }
+        }
         Ok(CompiledGrammar {
             grammar: grammar.clone(),
             automata,

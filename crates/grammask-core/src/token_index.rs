@@ -57,17 +57,12 @@ impl TokenIndex {
         if let Some(c) = read(&self.class_slices).get(&ascii) {
             return Some(c.clone());
         }
-        if read(&self.class_slices).len() >= MAX_CLASS_SLICES {
-            return None;
-        }
-        // Built outside the lock, so slices of different classes build in parallel (a racing
-        // build of the same class is dropped).
-        let built = Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii));
         let mut w = write(&self.class_slices);
         if w.len() >= MAX_CLASS_SLICES {
             return w.get(&ascii).cloned();
         }
-        Some(w.entry(ascii).or_insert(built).clone())
+        let c = w.entry(ascii).or_insert_with(|| Arc::new(ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii)));
+        Some(c.clone())
     }
 
     /// The run index of a class ([`RunIndex`]), built on first use; `None` once the
@@ -76,16 +71,14 @@ impl TokenIndex {
         if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
             return Some(r.clone());
         }
-        if read(&self.run_indexes).len() >= MAX_RUN_INDEXES {
-            return None;
-        }
-        // Built outside the lock, as class slices are.
-        let built = Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8));
         let mut w = write(&self.run_indexes);
         if w.len() >= MAX_RUN_INDEXES {
             return w.get(&(ascii, utf8)).cloned();
         }
-        Some(w.entry((ascii, utf8)).or_insert(built).clone())
+        let r = w
+            .entry((ascii, utf8))
+            .or_insert_with(|| Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8)));
+        Some(r.clone())
     }
 
     /// The free-text slice of ASCII class `ascii` if it was built.

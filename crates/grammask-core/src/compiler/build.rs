@@ -173,27 +173,6 @@ fn build_threads() -> usize {
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from).min(MAX_BUILD_THREADS))
 }
 
-/// Runs `job(i)` for every `i < n`, on up to [`build_threads`] threads taking the next index
-/// until none is left.
-pub(crate) fn on_threads(n: usize, job: impl Fn(usize) + Sync) {
-    let next = AtomicUsize::new(0);
-    let work = || {
-        while let Some(i) = Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&i| i < n) {
-            job(i);
-        }
-    };
-    let workers = build_threads().min(n);
-    if workers <= 1 {
-        return work();
-    }
-    std::thread::scope(|sc| {
-        for _ in 1..workers {
-            sc.spawn(work);
-        }
-        work();
-    });
-}
-
 /// Runs `f` with a share of the grammar's state budget: all that is left when it starts, then
 /// takes what it used from `budget`; a budget other rules used up meanwhile is exceeded.
 fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>) -> Result<T> {

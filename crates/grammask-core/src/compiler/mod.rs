@@ -41,7 +41,6 @@ mod token_edges;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
-pub(crate) use build::on_threads;
 pub use lookahead::LA_NONE;
 pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;
