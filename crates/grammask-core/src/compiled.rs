@@ -233,9 +233,8 @@ impl CompiledGrammar {
         // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
         // start looping on a class with a slice) is the exception: its own classification takes
         // the class slice, the caller's walk (several items per row) could not.
-        let free_text = |s0: StateId| {
-            ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some())
-        };
+        let free_text =
+            |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
         let skip = |r: RuleId| {
             let s0 = start(r);
             s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
