@@ -9,7 +9,10 @@ and mask µs p50/p99/max for both, in the same run and process.
 
 Usage::
 
-    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5]
+    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K]
+
+``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
+before them and the token that followed (first visits of new parser states).
 
 The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
 """
@@ -107,7 +110,12 @@ def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: s
         if not matcher.accept_token(t):
             raise SystemExit(f"{name} rejected token {t} {tok.decode([t])!r}")
     lat_a = np.array(lat)
+    slowest = [
+        (lat[i], tok.decode(ids[max(0, i - 6) : i]), tok.decode([ids[i]]))
+        for i in sorted(range(len(ids)), key=lambda i: -lat[i])
+    ]
     return {
+        "slowest": slowest,
         "lib": name,
         "compile_ms": statistics.median(times),
         "compile_ms_first": times[0],
@@ -124,6 +132,7 @@ def main() -> int:
     ap.add_argument("--tools", type=int, nargs="+", default=[10, 50])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--slowest", type=int, default=0, metavar="K")
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
     import grammask
@@ -154,6 +163,8 @@ def main() -> int:
             r = run(lib, name, args.model, tools, tok, infos[name], args.repeat, text)
             r["tools"] = n
             rows.append(r)
+    for r in rows:
+        r["slowest"] = r["slowest"][: args.slowest]
     if args.json:
         print(json.dumps(rows, indent=1))
     print(
@@ -167,6 +178,9 @@ def main() -> int:
             f"{r['tools']:>5} {r['lib']:<9} {r['compile_ms']:>20.1f} {r['compile_ms_first']:>8.1f} "
             f"{r['p50_us']:>12.1f} {r['p99_us']:>10.1f} {r['max_us']:>10.1f}"
         )
+    for r in rows:
+        for us, before, token in r["slowest"]:
+            print(f"{r['tools']:>5} {r['lib']:<9} {us:>10.1f} µs  after ...{before!r} next {token!r}")
     return 0
 
 

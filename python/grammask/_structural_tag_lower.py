@@ -31,8 +31,10 @@ state like those of any grammar.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
@@ -283,6 +285,28 @@ class _Tokens:
         return self._by_text.get(data)
 
 
+@functools.lru_cache(maxsize=1024)
+def _schema_ebnf(schema: str, max_whitespace_cnt: Optional[int], any_order: bool) -> str:
+    """The JSON Schema converter's EBNF for a tool's arguments (cached by content: a server
+    lowers the same tools for every request)."""
+    opts = schema_options(True, None, None, True, max_whitespace_cnt, any_order)
+    return _core.Grammar.json_schema_to_ebnf(schema, opts)
+
+
+# The token lookups of each tokenizer (its special tokens read once, not once per lowering).
+_TOKENS: "weakref.WeakKeyDictionary[Any, _Tokens]" = weakref.WeakKeyDictionary()
+
+
+def _tokens_of(info: Any) -> "_Tokens":
+    try:
+        return _TOKENS[info]
+    except KeyError:
+        tokens = _TOKENS[info] = _Tokens(info)
+        return tokens
+    except TypeError:  # not weakly referenceable or hashable
+        return _Tokens(info)
+
+
 class _Lowerer:
     def __init__(self, tokens: Optional[_Tokens] = None) -> None:
         self.rules: List[Tuple[str, str]] = []
@@ -492,8 +516,7 @@ class _Lowerer:
             )
         if fmt.style == "json":
             schema = json.dumps(fmt.json_schema)
-            opts = schema_options(True, None, None, True, fmt.max_whitespace_cnt, fmt.any_order)
-            ebnf = _core.Grammar.json_schema_to_ebnf(schema, opts)
+            ebnf = _schema_ebnf(schema, fmt.max_whitespace_cnt, fmt.any_order)
             return self.add_ebnf(ebnf, "json", share_leaves=True)
         ebnf = xml_style_ebnf(
             fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt, fmt.excludes
@@ -734,7 +757,7 @@ class _Lowerer:
 def lower_structural_tag(tag: "st.StructuralTag", tokenizer_info: Any = None) -> str:
     """EBNF text (root ``root``) for a validated structural tag; ``tokenizer_info`` (optional)
     resolves tokens given by text and matches begin/end strings that are one added token."""
-    lw = _Lowerer(_Tokens(tokenizer_info) if tokenizer_info is not None else None)
+    lw = _Lowerer(_tokens_of(tokenizer_info) if tokenizer_info is not None else None)
     top = lw.lower(tag.format, ())
     lines = [f"root ::= {top}"]
     for name, body in lw.rules:

@@ -207,10 +207,15 @@ impl CompiledGrammar {
     }
 
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
-    /// kernels ([`compose_kernel`]), themselves composed where they can be; `None` where that does
-    /// not apply: no rule edges, a nullable callee, a callee whose start is being composed already
-    /// (left recursion) or that predicts nothing itself, callee kernels with many uncertain tokens,
-    /// lookaheads, or compositions nested [`MAX_COMPOSE_DEPTH`] deep.
+    /// kernels ([`compose_kernel`]), themselves composed where they can be, with the state after a
+    /// nullable callee classified too; `None` where that does not apply: no rule edges, a callee
+    /// whose start (or the state after a nullable one) is being composed already (left recursion),
+    /// a callee that predicts nothing itself unless it is free text, callee kernels with many
+    /// uncertain tokens, lookaheads, or compositions nested [`MAX_COMPOSE_DEPTH`] deep.
+    ///
+    /// PERF: free text before a triggered tag (`text (tag text)*`) made the first mask at the
+    /// start and after each tag walk the whole vocabulary (~10 ms on Llama 3: rows of several
+    /// items take no class slice); it now takes the text rule's sliced classification.
     #[doc(hidden)]
     pub fn composed_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
         self.composed_kernel_in(state, &mut Vec::new())
@@ -225,19 +230,32 @@ impl CompiledGrammar {
         let nullable = self.nullable();
         let start = |r: RuleId| a.rule_start(r);
         // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
-        // from sharing and leaves most tokens uncertain (ended after a few bytes).
+        // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
+        // start looping on a class with a slice) is the exception: its own classification takes
+        // the class slice, the caller's walk (several items per row) could not.
+        let free_text =
+            |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
         let skip = |r: RuleId| {
             let s0 = start(r);
-            nullable[s0.0 as usize] || s0 == state || stack.contains(&s0) || a.rule_edges(s0).is_empty()
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
         };
-        if edges.iter().any(|&(r, _)| skip(r)) {
+        // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
+        // `t`'s own classification joins, so `t` must not be on the composition stack.
+        let empty_after = |r: RuleId, t: StateId| nullable[start(r).0 as usize].then_some(t);
+        if edges.iter().any(|&(r, t)| skip(r) || empty_after(r, t).is_some_and(|t| t == state || stack.contains(&t))) {
             return Ok(None);
         }
         stack.push(state);
         let mut callees = Vec::with_capacity(edges.len());
+        let mut continuations = Vec::new();
         for &(r, t) in edges {
-            match self.kernel_in(start(r), stack) {
-                Ok(km) => callees.push((km, t)),
+            let km = self.kernel_in(start(r), stack).and_then(|km| {
+                callees.push((km, t));
+                empty_after(r, t).map(|t| self.kernel_in(t, stack)).transpose()
+            });
+            match km {
+                Ok(Some(kt)) => continuations.push(kt),
+                Ok(None) => {}
                 Err(e) => {
                     stack.pop();
                     return Err(e);
@@ -261,7 +279,7 @@ impl CompiledGrammar {
             }
         };
         let follow = self.follow()[a.state(state).rule.index()];
-        compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &callees).map(Some)
+        compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &continuations, &callees).map(Some)
     }
 
     /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in

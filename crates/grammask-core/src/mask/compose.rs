@@ -9,6 +9,8 @@ use super::*;
 /// edge `(X, t)` of `s`, a non-nullable `X` whose rule-start classification is `callees[i].0`,
 /// with `t = callees[i].1`; `own` classifies the tokens whose first byte `s` reads itself
 /// ([`classify_kernel_from_bytes`]; `None` when it reads none). `follow` is FOLLOW(R).
+/// `continuations` are the classifications of the `t` after each nullable callee: with `X`
+/// empty, the token is read from `t` (in `R`, so their uncertain tokens mean what `own`'s do).
 ///
 /// Why it is exact: a token read from `s` is read inside some callee `X` (the callee's accepted
 /// tokens), or ends `X` after a prefix and reads the rest `σ` from `t` in `R`; `X`'s uncertain
@@ -25,6 +27,7 @@ pub fn compose_kernel(
     vocab_size: usize,
     follow: &ByteSet,
     own: Option<KernelMask>,
+    continuations: &[Arc<KernelMask>],
     callees: &[(Arc<KernelMask>, StateId)],
 ) -> Result<KernelMask> {
     let mut suffix_ids = HashMap::new();
@@ -36,6 +39,11 @@ pub fn compose_kernel(
         }
         None => (Bitset::new(vocab_size), Vec::new()),
     };
+    for km in continuations {
+        accepted.or_assign(&km.accepted);
+        let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
+        uncertain.extend(km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
+    }
     for (km, t) in callees {
         accepted.or_assign(&km.accepted);
         let mut resumed: Vec<Option<Vec<u32>>> = Vec::with_capacity(km.suffixes.len());
