@@ -41,6 +41,15 @@ MASK_CASES = {
         'root ::= "<t>" body "</t>" "\\n"?\n' 'body[lazy] ::= [^]* "."',
         "<t>Some text. more</t>",
     ),
+    # Lark stop regex: the body cannot contain "\n\n" or "END" before the stop ends it.
+    "lark_stop_regex": (
+        xgr.Grammar.from_lark(
+            'start: "<t>" x "</t>" TAIL\n'
+            'x[stop=/\\n\\n|END/, capture, stop_capture="s"]: /(.|\\n)*/\n'
+            "TAIL: /[a-z ]*/"
+        ),
+        "<t>Some text\nmore END</t>ok then",
+    ),
 }
 
 
@@ -226,6 +235,12 @@ def test_lark_options():
     assert not m.fork().accept_string("abENDcEND!")
     assert m.accept_string("abcEND!")
     assert m.get_captures() == [("s", b"END"), ("x", b"abc")]
+    # A stop regex: the stop text varies; the capture splits at the shortest stop text.
+    lark = 'start: (x ";")+\nx[stop=/E[0-9]*D|!/, stop_capture="s", capture]: /[a-z ]*/'
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark(lark))
+    assert not m.fork().accept_string("a!b!;")
+    assert m.accept_string("ab cE12D;d!;")
+    assert m.get_captures() == [("s", b"E12D"), ("x", b"ab c"), ("s", b"!"), ("x", b"d")]
     with pytest.raises(xgr.InvalidGrammarError, match="only supported on rules"):
         xgr.Grammar.from_lark("start: X\nX[lazy]: /a+/")
     with pytest.raises(xgr.UnsupportedFeatureError, match="max_tokens"):

@@ -25,6 +25,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::fasthash::FastState;
 use crate::grammar::{Grammar, RuleId};
+use crate::rule_options::HiddenStop;
 use std::collections::{HashMap, HashSet};
 
 /// One captured occurrence: the capture name's rule, and its span in bytes of the input.
@@ -36,12 +37,12 @@ pub struct Span {
 }
 
 /// What a rule's occurrences capture: the capture name of the occurrence (without its
-/// `hidden` last bytes) and the name the hidden last bytes are captured under.
+/// `hidden` end) and the name the hidden end is captured under.
 #[derive(Clone, Debug, Default)]
 pub struct CaptureInfo {
     pub name: Option<String>,
     pub stop_name: Option<String>,
-    pub hidden: u32,
+    pub hidden: Option<HiddenStop>,
 }
 
 impl CaptureInfo {
@@ -61,14 +62,14 @@ pub fn capture_info(g: &Grammar) -> Vec<CaptureInfo> {
         info[r.index()] = CaptureInfo {
             name: o.capture.clone(),
             stop_name: o.stop_capture.clone(),
-            hidden: o.hidden_suffix.map_or(0, |h| h.0),
+            hidden: o.hidden_suffix.map(|h| h.0),
         };
     }
     info
 }
 
 /// The captures of the live occurrences of captured rules in `input` (see [`live_captures`]), as
-/// (name, byte range): per occurrence, its hidden last bytes (under the stop-capture name) then
+/// (name, byte range): per occurrence, its hidden end (under the stop-capture name) then
 /// the rest (under the capture name). With `deduplicate`, only the longest occurrence of each
 /// rule per start position.
 pub fn captures(
@@ -91,7 +92,13 @@ pub fn captures(
     let mut out = Vec::new();
     for s in spans {
         let i = &info[s.rule.index()];
-        let cut = s.end - (i.hidden as usize).min(s.end - s.start);
+        let cut = match i.hidden {
+            None => s.end,
+            Some(HiddenStop::Bytes(n)) => s.end - (n as usize).min(s.end - s.start),
+            Some(HiddenStop::LastRule) => {
+                s.start + a.hidden_stop_cut(s.rule, &input[s.start..s.end]).unwrap_or(s.end - s.start)
+            }
+        };
         if let Some(n) = &i.stop_name {
             out.push((n.clone(), cut..s.end));
         }

@@ -15,8 +15,9 @@ use super::scc::SccScratch;
 use super::{Automata, ByteEdge, State, StateId};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
-use crate::grammar::{Grammar, RuleId};
+use crate::grammar::{Expr, Grammar, RuleId};
 use crate::limits;
+use crate::rule_options::HiddenStop;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -124,7 +125,29 @@ impl Automata {
                 }
             }
         }
+        // The body and stop automata of `capture_hidden_stop_rule` rules, for captures.
+        let mut stop_splits = Vec::new();
+        for (r, o) in grammar.all_rule_options() {
+            if !matches!(o.hidden_suffix, Some((HiddenStop::LastRule, _))) {
+                continue;
+            }
+            let parts = hidden_stop_parts(grammar, *r)?;
+            let mut pair = Vec::with_capacity(2);
+            for part in parts {
+                nfa.clear();
+                nfa.inline_all = true;
+                nfa.regular_for =
+                    Some((ErrorKind::InvalidGrammar, format!("the stop of rule '{}'", grammar.rule(*r).name)));
+                let (start, end) = nfa.build(grammar, grammar.rule(part).body, &mut budget)?;
+                nfa.freeze();
+                pair.push(minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut min_scratch));
+            }
+            let stop = pair.pop().unwrap_or_default();
+            let body = pair.pop().unwrap_or_default();
+            stop_splits.push((*r, super::automata::StopSplit { body, stop }));
+        }
         let mut a = assemble(grammar, dfas, la_dfas);
+        a.stop_splits = stop_splits;
         a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
         Ok(a)
@@ -146,6 +169,23 @@ fn check_rule_options(grammar: &Grammar) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The body rule and the stop rule of a `capture_hidden_stop_rule` rule `r`, whose body must be
+/// the two rule references `body stop`.
+fn hidden_stop_parts(grammar: &Grammar, r: RuleId) -> Result<[RuleId; 2]> {
+    let rule = grammar.rule(r);
+    if let Expr::Seq(items) = grammar.expr(rule.body) {
+        if let [a, b] = **items {
+            if let (Expr::RuleRef(a), Expr::RuleRef(b)) = (grammar.expr(a), grammar.expr(b)) {
+                return Ok([*a, *b]);
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::InvalidGrammar,
+        format!("the rule '{}' with capture_hidden_stop_rule must be two rule references: body stop", rule.name),
+    ))
 }
 
 /// For a `lazy` or `max_chars` rule: its character limit (0 for `lazy`), the error kind of a
@@ -197,6 +237,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>) -> Au
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
         tokens: super::token_edges::TokenRules::default(),
+        stop_splits: Vec::new(),
     };
     let all =
         dfas.into_iter().enumerate().map(|(r, d)| (r, d, false)).chain(la_dfas.into_iter().map(|(r, d)| (r, d, true)));
