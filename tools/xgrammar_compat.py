@@ -60,7 +60,7 @@ MODULES = ["testing", "exception", "config", "contrib.hf"]
 
 _LARK = (
     "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes); rule options "
-    "lazy, max_chars, capture, temperature, stop/suffix (string literals) and stop_capture work, as "
+    "lazy, max_chars, capture, temperature, stop/suffix (string literals, regexes or terminals) and stop_capture work, as "
     "do special tokens (<|name|> needs the tokenizer: compile_lark, or from_lark(tokenizer_info=)); "
     "@name grammars, max_chars on a recursive rule and the rule option max_tokens (when compiled) "
     "raise UnsupportedFeatureError"

@@ -45,7 +45,7 @@ pub enum HiddenStop {
     /// Its last `n` bytes (a stop string; `capture_hidden_stop_bytes=n`).
     Bytes(u32),
     /// The rule's body is `body_rule stop_rule` (two rule references) and the hidden end is the
-    /// shortest suffix of the occurrence that `stop_rule` matches with the rest matching
+    /// longest suffix of the occurrence that `stop_rule` matches with the rest matching
     /// `body_rule` (a stop regex or terminal; `capture_hidden_stop_rule`).
     LastRule,
 }

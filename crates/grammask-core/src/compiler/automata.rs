@@ -111,12 +111,13 @@ impl Automata {
     }
 
     /// For an occurrence `text` of a `capture_hidden_stop_rule` rule `r`: the length of its body
-    /// part, the longest prefix that the body matches with the rest matched by the stop (the
-    /// shortest stop text). `None` when `r` has no such split or `text` has none.
+    /// part, the shortest prefix that the body matches with the rest matched by the stop (the
+    /// longest stop text, as XGrammar splits). `None` when `r` has no such split or `text` has
+    /// none.
     pub fn hidden_stop_cut(&self, r: RuleId, text: &[u8]) -> Option<usize> {
         let (_, split) = self.stop_splits.iter().find(|(q, _)| *q == r)?;
         let ends = dfa_prefix_ends(&split.body, text);
-        (0..=text.len()).rev().find(|&p| ends[p] && dfa_accepts(&split.stop, &text[p..]))
+        (0..=text.len()).find(|&p| ends[p] && dfa_accepts(&split.stop, &text[p..]))
     }
 
     /// True if some rule has a lookahead assertion the empty string does not satisfy.

@@ -6,9 +6,10 @@
 //! stop lexeme is a string literal, a `/regex/flags` or an uppercase terminal name. Its capture
 //! leaves the stop text out, and `stop_capture="n"` captures it under `n`. A plain string's text
 //! is its last bytes; for any other stop lexeme the body and the stop become two rules
-//! (`capture_hidden_stop_rule`) and the stop text is the shortest suffix of the occurrence that
-//! the stop matches with the rest matching the body (llguidance's choice, its shortest
-//! lookahead). As in XGrammar, options are accepted on rules only (not on uppercase terminals).
+//! (`capture_hidden_stop_rule`) and the stop text is the longest suffix of the occurrence that
+//! the stop matches with the rest matching the body (XGrammar's split). A `stop` text is left
+//! out of the captures around the rule as well, a `suffix` text is not (both peers). As in
+//! XGrammar, options are accepted on rules only (not on uppercase terminals).
 use super::syntax::{err_at, Atom, RuleOption};
 use crate::error::{ErrorKind, Result};
 use crate::rule_options::{check_temperature, HiddenStop, RuleOptions};
@@ -181,9 +182,12 @@ mod tests {
         assert_eq!(run(g, "\n\n!"), caps(&[("s", "\n\n"), ("x", "")]));
         assert_eq!(run(g, "a\n\nbEND!"), None, "the first stop match ends the rule");
         assert_eq!(run(g, "aENDbEND!"), None);
-        // Two splits of "xab": body "x" + stop "ab", or body "xa" + stop "b": the shorter stop.
+        // Two splits of "xab": body "x" + stop "ab", or body "xa" + stop "b": the longer stop
+        // (XGrammar's split).
         let two = "start: x \"!\"\nx[stop=/b|ab/, stop_capture=\"s\", capture]: /[a-z]*/";
-        assert_eq!(run(two, "xab!"), caps(&[("s", "b"), ("x", "xa")]));
+        assert_eq!(run(two, "xab!"), caps(&[("s", "ab"), ("x", "x")]));
+        let three = "start: x \"!\"\nx[stop=/b|zab/, stop_capture=\"s\", capture]: /q|qza/";
+        assert_eq!(run(three, "qzab!"), caps(&[("s", "zab"), ("x", "q")]));
         // Only the longer stop leaves a body: "cb" = "" + "cb" ("c" is no body).
         let only = "start: x \"!\"\nx[stop=/b|cb/, stop_capture=\"s\", capture]: /a*/";
         assert_eq!(run(only, "acb!"), caps(&[("s", "cb"), ("x", "a")]));
@@ -194,6 +198,20 @@ mod tests {
         let ci = "start: x \"!\"\nx[stop=\"end\"i, stop_capture=\"s\"]: /[a-z ]*/";
         assert_eq!(run(ci, "a EnD!"), caps(&[("s", "EnD")]));
         assert_eq!(run(ci, "a end b end!"), None);
+    }
+
+    /// The results XGrammar 0.2.8 gives: a `stop` text is left out of the captures around the
+    /// rule too (wherever it lies in them); a `suffix` text is not.
+    #[test]
+    fn stop_text_is_hidden_from_enclosing_captures() {
+        let at_end = "start: y \"!\"\ny[capture]: x\nx[stop=\"END\", stop_capture=\"s\", capture]: /[a-z]*/";
+        assert_eq!(run(at_end, "xEND!"), caps(&[("s", "END"), ("x", "x"), ("y", "x")]));
+        let inside = "start: y\ny[capture]: x \"!\"\nx[stop=\"END\", capture]: /[a-z]*/";
+        assert_eq!(run(inside, "xEND!"), caps(&[("x", "x"), ("y", "x!")]));
+        let nested = "start: z \"!\"\nz[capture]: y\ny[capture]: \"q\" x\nx[stop=/E[0-9]*D/, capture]: /[a-z]*/";
+        assert_eq!(run(nested, "qxE12D!"), caps(&[("x", "x"), ("y", "qx"), ("z", "qx")]));
+        let suffix = "start: y \"!\"\ny[capture]: x\nx[suffix=/b|ab/, stop_capture=\"s\", capture]: /[a-z]*/";
+        assert_eq!(run(suffix, "xab!"), caps(&[("s", "ab"), ("x", "x"), ("y", "xab")]));
     }
 
     #[test]
