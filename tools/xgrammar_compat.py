@@ -68,7 +68,7 @@ _LARK = (
 _STAG = (
     "XGrammar 0.2.8's structural-tag format (docs/structural_tags.md); a token given by its text "
     "needs the tokenizer (compile_structural_tag; from_structural_tag takes ids); any_text.max_tokens "
-    "and json_schema excludes with style json raise UnsupportedFeatureError; free text is UTF-8 and "
+    "and json_schema excludes with style json that could occur outside a JSON string raise UnsupportedFeatureError; free text is UTF-8 and "
     "never an added or special token"
 )
 _SERIAL = (

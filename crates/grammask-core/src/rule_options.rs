@@ -37,6 +37,9 @@ pub struct RuleOptions {
     pub hidden_suffix: Option<(HiddenStop, bool)>,
     /// The capture name of those hidden last bytes (Lark's `stop_capture`).
     pub stop_capture: Option<String>,
+    /// Strings no occurrence contains (`excludes=("s", ...)`; non-empty, sorted, distinct). The
+    /// rule must be regular: its DFA loses every edge that would complete one of them.
+    pub excludes: Vec<String>,
 }
 
 /// How the hidden end of an occurrence is found.
@@ -61,6 +64,13 @@ impl RuleOptions {
 
     pub fn set_temperature(&mut self, t: f32) {
         self.temperature_bits = Some(t.to_bits());
+    }
+
+    /// Sets the excluded strings (sorted, deduplicated).
+    pub fn set_excludes(&mut self, mut ex: Vec<String>) {
+        ex.sort();
+        ex.dedup();
+        self.excludes = ex;
     }
 
     /// The options in EBNF form, without the brackets (`max_chars=3, capture="x", lazy`).
@@ -89,6 +99,15 @@ impl RuleOptions {
         }
         if let Some(c) = &self.stop_capture {
             parts.push(format!("stop_capture={}", crate::print::quote_str(c)));
+        }
+        if !self.excludes.is_empty() {
+            // Brackets escaped: the rule head's option list ends at the first `]`.
+            let items: Vec<String> = self
+                .excludes
+                .iter()
+                .map(|e| crate::print::quote_str(e).replace('[', "\\x5b").replace(']', "\\x5d"))
+                .collect();
+            parts.push(format!("excludes=({})", items.join(", ")));
         }
         if self.lazy {
             parts.push("lazy".to_owned());
@@ -147,6 +166,9 @@ pub(crate) fn options_to_json(o: &RuleOptions) -> serde_json::Value {
     if let Some(c) = &o.stop_capture {
         m.insert("stop_capture".into(), c.clone().into());
     }
+    if !o.excludes.is_empty() {
+        m.insert("excludes".into(), o.excludes.clone().into());
+    }
     if o.lazy {
         m.insert("lazy".into(), true.into());
     }
@@ -184,6 +206,16 @@ pub(crate) fn options_from_json(v: &serde_json::Value) -> std::result::Result<Ru
                 let c = x.as_str().filter(|c| !c.is_empty()).ok_or("'stop_capture' is not a non-empty string")?;
                 o.stop_capture = Some(c.to_owned());
             }
+            "excludes" => {
+                let items = x.as_array().ok_or("'excludes' is not an array")?;
+                let mut ex = Vec::new();
+                for it in items {
+                    ex.push(
+                        it.as_str().filter(|e| !e.is_empty()).ok_or("an exclude is not a non-empty string")?.to_owned(),
+                    );
+                }
+                o.set_excludes(ex);
+            }
             "temperature" => {
                 let t = x.as_f64().ok_or("'temperature' is not a number")?;
                 o.set_temperature(check_temperature(t)?);
@@ -208,6 +240,14 @@ mod tests {
             assert_eq!(g.all_rule_options()[0].1, o, "{text}");
         }
         assert!(options_from_json(&serde_json::json!({"hidden_stop_rule": false})).is_err());
+        let mut o = RuleOptions::default();
+        o.set_excludes(vec!["b]\"x".to_owned(), "a\n".to_owned(), "a\n".to_owned()]);
+        assert_eq!(o.excludes, ["a\n", "b]\"x"]);
+        assert_eq!(options_from_json(&options_to_json(&o)), Ok(o.clone()));
+        let text = format!("root ::= x\nx[{}] ::= [a-z]*", o.to_ebnf("x"));
+        let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+        assert_eq!(g.all_rule_options()[0].1, o, "{text}");
+        assert!(options_from_json(&serde_json::json!({"excludes": [""]})).is_err());
         // The flag needs the body `a b` of two rule references.
         let g = crate::ebnf::parse_ebnf("root ::= x\nx[capture_hidden_stop_rule, lazy] ::= \"ab\"", "root").unwrap();
         let e = crate::compiler::Automata::build(&g).unwrap_err();

@@ -4,7 +4,7 @@
 //! remaining rule's Thompson NFA (`nfa.rs`), determinizes it (`determinize.rs`) and minimizes it
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
-use super::bounded::bound_dfa;
+use super::bounded::{bound_dfa, exclude_dfa};
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
@@ -53,11 +53,16 @@ impl Automata {
                     continue;
                 }
                 let limit = bounded_limit(grammar, r);
+                let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
                         nfa.inline_all = true;
                         nfa.regular_for = Some((*kind, what.clone()));
+                    } else if !excludes.is_empty() {
+                        nfa.inline_all = true;
+                        let what = format!("the rule '{}' with excludes", grammar.rules()[r].name);
+                        nfa.regular_for = Some((ErrorKind::InvalidGrammar, what));
                     }
                     let built = nfa.build(grammar, body, b);
                     nfa.inline_all = false;
@@ -65,7 +70,10 @@ impl Automata {
                     nfa.inlining.clear();
                     let (start, end) = built?;
                     nfa.freeze();
-                    let dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
+                    let mut dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
+                    if !excludes.is_empty() {
+                        dfa = minimize(exclude_dfa(&dfa, excludes, b)?, &mut min_scratch);
+                    }
                     match &limit {
                         Some((n, _, _)) => Ok(minimize(bound_dfa(&dfa, *n, b)?, &mut min_scratch)),
                         None => Ok(dfa),

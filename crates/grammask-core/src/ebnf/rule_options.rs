@@ -112,6 +112,35 @@ pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions
                     o.capture = Some(rule_name.to_owned());
                 }
             }
+            "excludes" => {
+                if !has_value || cur.peek() != Some(b'(') {
+                    return Err(cur.expected("'=' and a parenthesized list of string literals after 'excludes'"));
+                }
+                cur.pos += 1;
+                let mut ex = Vec::new();
+                loop {
+                    cur.skip_blanks();
+                    if cur.peek() != Some(b'"') {
+                        return Err(cur.expected("a string literal (an excluded string)"));
+                    }
+                    let at = cur.pos;
+                    let bytes = cur.string_literal()?;
+                    match String::from_utf8(bytes) {
+                        Ok(e) if !e.is_empty() => ex.push(e),
+                        _ => return Err(cur.error_at(ErrorKind::EbnfSyntax, at, "an excluded string is empty")),
+                    }
+                    cur.skip_blanks();
+                    match cur.peek() {
+                        Some(b',') => cur.pos += 1,
+                        Some(b')') => {
+                            cur.pos += 1;
+                            break;
+                        }
+                        _ => return Err(cur.expected("',' or ')'")),
+                    }
+                }
+                o.set_excludes(ex);
+            }
             "lazy" => {
                 if has_value {
                     return Err(cur.error_at(ErrorKind::EbnfSyntax, vpos, "'lazy' takes no value"));
