@@ -61,8 +61,10 @@ impl Automata {
                         nfa.regular_for = Some((*kind, what.clone()));
                     } else if !excludes.is_empty() {
                         nfa.inline_all = true;
+                        // Unsupported, not invalid: a recursive rule may still be regular
+                        // (the JSON converter writes some pattern automata as right recursion).
                         let what = format!("the rule '{}' with excludes", grammar.rules()[r].name);
-                        nfa.regular_for = Some((ErrorKind::InvalidGrammar, what));
+                        nfa.regular_for = Some((ErrorKind::Unsupported, what));
                     }
                     let built = nfa.build(grammar, body, b);
                     nfa.inline_all = false;
