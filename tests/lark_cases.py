@@ -106,6 +106,25 @@ CASES: dict[str, tuple[str, list[str]]] = {
         'start: "[" inner "]"\ninner: %lark {\nstart: X ("," X)*\nX: /[0-9]+/\n%ignore " "\n}',
         ["[1, 2]", "[1,2]", "[1 2]"],
     ),
+    # rule options stop= / suffix= (lazy: the first place body·stop ends)
+    "stop_str": ('start: x "!"\nx[stop="END"]: /[a-zA-Z]*/', ["abEND!", "abENDcEND!", "END!", "ab!"]),
+    "stop_ci": ('start: x "!"\nx[stop="end"i]: /[a-zA-Z ]*/', ["a EnD!", "a end b END!", "a!"]),
+    "stop_regex": (
+        'start: x "!"\nx[stop=/\\n\\n|END/]: /(.|\\n)*/',
+        ["a\n\n!", "aEND!", "a\n\nbEND!", "aENDbEND!", "a\nb\n\n!", "\n\n!", "a!"],
+    ),
+    "stop_regex_last": ('start: x\nx[stop=/\\n\\n|END/]: /(.|\\n)*/', ["a\n\n", "aEND", "a\n\nb", "a"]),
+    "stop_regex_lazy": ('start: x "!"\nx[stop=/E[0-9]*D/, lazy]: /[a-z]*/', ["aED!", "aE12D!", "aE1D2!", "aE1!"]),
+    "stop_regex_split": ('start: x "!"\nx[stop=/b|ab/]: /[a-z]*/', ["xab!", "xb!", "ab!", "b!", "xbb!"]),
+    "suffix_regex": ('start: x "!"\nx[suffix=/[0-9]+/]: /[a-z]*/', ["ab1!", "ab12!", "1!", "!"]),
+    "stop_terminal": (
+        'start: x "!"\nx[stop=STOP, capture, stop_capture="s"]: /[a-z]*/\nSTOP: "E" /[0-9]/',
+        ["aE1!", "aE!", "aE12!"],
+    ),
+    "stop_regex_in_seq": (
+        'start: (x ";")+\nx[stop=/\\.|!/]: /[a-z ]*/',
+        ["a b.;c!;", "a.b.;", "a;"],
+    ),
     # a realistic grammar
     "arith": (
         "start: expr\n?expr: expr \"+\" term | expr \"-\" term | term\n?term: term \"*\" atom | atom\n"

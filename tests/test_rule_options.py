@@ -41,6 +41,15 @@ MASK_CASES = {
         'root ::= "<t>" body "</t>" "\\n"?\n' 'body[lazy] ::= [^]* "."',
         "<t>Some text. more</t>",
     ),
+    # Lark stop regex: the body cannot contain "\n\n" or "END" before the stop ends it.
+    "lark_stop_regex": (
+        xgr.Grammar.from_lark(
+            'start: "<t>" x "</t>" TAIL\n'
+            'x[stop=/\\n\\n|END/, capture, stop_capture="s"]: /(.|\\n)*/\n'
+            "TAIL: /[a-z ]*/"
+        ),
+        "<t>Some text\nmore END</t>ok then",
+    ),
 }
 
 
@@ -223,6 +232,12 @@ def test_lark_options():
     assert not m.fork().accept_string("abENDcEND!")
     assert m.accept_string("abcEND!")
     assert m.get_captures() == [("s", b"END"), ("x", b"abc")]
+    # A stop regex: the stop text varies; the capture splits at the shortest stop text.
+    lark = 'start: (x ";")+\nx[stop=/E[0-9]*D|!/, stop_capture="s", capture]: /[a-z ]*/'
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark(lark))
+    assert not m.fork().accept_string("a!b!;")
+    assert m.accept_string("ab cE12D;d!;")
+    assert m.get_captures() == [("s", b"E12D"), ("x", b"ab c"), ("s", b"!"), ("x", b"d")]
     with pytest.raises(xgr.InvalidGrammarError, match="only supported on rules"):
         xgr.Grammar.from_lark("start: X\nX[lazy]: /a+/")
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark("start[max_tokens=3]: /a+/"))
@@ -373,6 +388,38 @@ def test_against_xgrammar(case):
         else:
             assert caps_ours == caps_theirs, (grammar, s)
     del xg
+
+
+# Lark stop=/suffix= (string, regex, terminal): acceptance and captures equal XGrammar's.
+XG_LARK_CASES = [
+    ('start: x "!"\nx[stop=/b|ab/, stop_capture="s", capture]: /[a-z]*/', ["xab!", "xb!", "xbab!"]),
+    ('start: x "!"\nx[stop=/b|zab/, stop_capture="s", capture]: /q|qza/', ["qzab!", "qb!"]),
+    ('start: x "!"\nx[stop=/b|cb/, stop_capture="s", capture]: /a*/', ["acb!", "ab!"]),
+    ('start: (x ";")+\nx[stop=/E[0-9]*D|!/, stop_capture="s", capture]: /[a-z ]*/', ["ab cE12D;d!;"]),
+    ('start: x "!"\nx[stop=/\\n\\n|END/, stop_capture="s", capture]: /(.|\\n)*/', ["a\nbEND!", "a\n\n!"]),
+    ('start: y "!"\ny[capture]: x\nx[stop="END", stop_capture="s", capture]: /[a-z]*/', ["xEND!"]),
+    ('start: y\ny[capture]: x "!"\nx[stop="END", capture]: /[a-z]*/', ["xEND!"]),
+    ('start: z "!"\nz[capture]: y\ny[capture]: "q" x\nx[stop=/E[0-9]*D/, capture]: /[a-z]*/', ["qxE12D!"]),
+    ('start: y "!"\ny[capture]: x\nx[suffix=/b|ab/, stop_capture="s", capture]: /[a-z]*/', ["xab!"]),
+    ('start: y "!"\ny[capture]: x\nx[suffix="END", capture]: /[a-z]*/', ["xEND!"]),
+    ('start: x "!"\nx[stop=STOP, capture, stop_capture="s"]: /[a-z]*/\nSTOP: "E" /[0-9]/', ["aE1!"]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(XG_LARK_CASES)))
+def test_lark_stop_captures_against_xgrammar(case):
+    xg = _xg()
+    from xgrammar.testing import _get_matcher_from_grammar as xg_matcher
+
+    lark, strings = XG_LARK_CASES[case]
+    for s in strings:
+        ours = _get_matcher_from_grammar(xgr.Grammar.from_lark(lark))
+        theirs = xg_matcher(xg.Grammar.from_lark(lark))
+        ok = ours.accept_string(s)
+        assert ok == theirs.accept_string(s), (lark, s)
+        assert ok or s in ("xbab!", "qb!", "ab!"), (lark, s)
+        if ok:
+            assert ours.get_captures() == theirs.get_captures(), (lark, s)
 
 
 def test_temperatures_against_xgrammar():

@@ -579,8 +579,67 @@ CORPUS += [
     ),
 ]
 
+# json_schema style "json" with excludes: no excluded string in the generated text.
+_JX = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string"},
+        "b": {"type": "string", "pattern": "^[<>/a-z]*$"},
+        "c": {"enum": ["x</t>", "y"]},
+        "d": {},
+        "e": {"type": "string", "maxLength": 3},
+        "f": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["a"],
+}
+CORPUS += [
+    (
+        "json_excludes",
+        T({"type": "json_schema", "json_schema": _JX, "style": "json", "excludes": ["</t>", "n<"]}),
+        [
+            '{"a": "h</ti"}',
+            '{"a": "x", "c": "y"}',
+            '{"a": "x", "d": {"k": "</"}}',
+            '{"a": "x", "f": ["<", "/t>"]}',
+            '{"a": "x\\n"}',
+        ],
+        [
+            '{"a": "h</t>i"}',
+            '{"a": "x", "c": "x</t>"}',
+            '{"a": "x", "d": {"k": "</t>"}}',
+            '{"a": "x", "d": {"k</t>": 1}}',
+            '{"a": "x", "d": ["</t>"]}',
+            '{"a": "x", "f": ["a", "b</t>"]}',
+            '{"a": "\\n<"}',  # the emitted text "\n<" holds "n<" (as XGrammar)
+            '{"a": "x", "e": "a</t>"}',
+            '{"a": "x", "b": "</t>"}',
+            '{"a": "x", "e": "abcd"}',
+        ],
+    ),
+    (
+        "json_excludes_in_tag",
+        T(tag("<tool_call>", {"type": "json_schema", "json_schema": _JX, "style": "json",
+                              "excludes": ["</tool_call>"]}, "</tool_call>")),
+        [
+            '<tool_call>{"a": "</tool_cal"}</tool_call>',
+            '<tool_call>{"a": "x", "d": [1, "y"]}</tool_call>',
+        ],
+        [
+            '<tool_call>{"a": "</tool_call>"}</tool_call>',
+            '<tool_call>{"a": "x", "d": {"</tool_call>": 1}}</tool_call>',
+        ],
+    ),
+]
+
 # (corpus name, string): why grammask decides differently from XGrammar 0.2.8.
 KNOWN_DIFFERENCES: dict = {
+    ("json_excludes", '{"a": "x", "b": "</t>"}'): (
+        "json excludes: XGrammar does not filter strings with a pattern or format; grammask keeps"
+        " every exclude out of the whole text"
+    ),
+    ("json_excludes", '{"a": "x", "e": "abcd"}'): (
+        "json excludes: XGrammar drops minLength/maxLength (with a warning); grammask keeps them"
+    ),
     (
         "minimax_m3_auto",
         "hmm</mm:think>" + _M3_BLOCK(_M3_W.replace("<days>3", "<days> 3")),
@@ -696,6 +755,17 @@ for _model, (_call, _call2) in MODEL_CALLS.items():
         _pre += "\n\n"
     _body = _call if _model == "harmony" else _pre + "Sure. " + _call
     MASK_CASES.append((f"model_{_model}", _model_tag(_model, max_whitespace_cnt=None), _body))
+
+
+MASK_CASES.append(
+    (
+        "json_excludes",
+        T(tag("<tool_call>", {"type": "json_schema", "json_schema": _JX, "style": "json",
+                              "excludes": ["</tool_call>", "<|x|>"]}, "</tool_call>")),
+        '<tool_call>{"a": "see </tool_ and <|y|>", "d": {"k": ["</tool", 1]}, "f": ["<|x"]}'
+        "</tool_call>",
+    )
+)
 
 
 @pytest.mark.parametrize("case", [c[0] for c in MASK_CASES])
@@ -1064,6 +1134,32 @@ def test_sampled_outputs_are_valid_tool_calls(model):
     assert n_calls >= (0 if model == "harmony" else 50)
 
 
+def test_sampled_json_with_excludes_is_valid_and_excludes_nothing():
+    jsonschema = pytest.importorskip("jsonschema")
+    family = "llama3"
+    info = tokenizer_info(family)
+    hf = hf_tokenizer(family)
+    excludes = ["</tool_call>", "<|x|>", "ab"]
+    fmt = {"type": "json_schema", "json_schema": _JX, "style": "json", "excludes": excludes}
+    tag_json = T(tag("<tool_call>", fmt, "</tool_call>"))
+    cg = compiler(family).compile_structural_tag(json.dumps(tag_json))
+    closer_text = ['"', "}", "]", "1", "</tool_cal", "<|x", "a"]
+    closers = (
+        [hf.encode("</tool_call>", add_special_tokens=False)],
+        [hf.encode(x, add_special_tokens=False) for x in closer_text],
+    )
+    rng = np.random.default_rng(7)
+    for k in range(30):
+        m = gm.GrammarMatcher(cg)
+        toks, done = _sample(m, info, rng, closers)
+        assert done, f"sample {k} did not end"
+        text = b"".join(info.decoded_vocab[t] for t in toks).decode("utf-8")
+        assert text.startswith("<tool_call>") and text.endswith("</tool_call>"), text
+        body = text[len("<tool_call>") : -len("</tool_call>")]
+        assert not any(e in body for e in excludes), f"sample {k}: {body!r}"
+        jsonschema.validate(json.loads(body), _JX)
+
+
 # ---------------------------------------------------------------------------------------------
 # errors, API forms, regions that always end
 
@@ -1101,12 +1197,19 @@ def test_bad_tags_raise_xgrammars_exception_classes():
     [
         ({"type": "token", "token": "<x>"}, "needs the tokenizer"),
         (tag({"type": "token", "token": "<x>"}, CONST, "x"), "needs the tokenizer"),
-        ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, "excludes"),
+        ({"type": "json_schema", "json_schema": OBJ, "excludes": ["true"]}, "outside a JSON string"),
+        ({"type": "json_schema", "json_schema": OBJ, "excludes": ['x"']}, "outside a JSON string"),
+        (
+            {"type": "json_schema", "style": "json", "excludes": ["</t>"],
+             "json_schema": {"type": "string", "format": "email"}},
+            "with excludes uses the recursive rule",
+        ),
     ],
 )
 def test_unsupported_formats_name_the_feature(fmt, what):
     with pytest.raises(gm.UnsupportedFeatureError, match=what):
-        gm.Grammar.from_structural_tag(T(fmt))
+        # Compiled too: some refusals come from the automata.
+        gm.testing._is_grammar_accept_string(gm.Grammar.from_structural_tag(T(fmt)), "")
 
 
 @pytest.mark.parametrize(

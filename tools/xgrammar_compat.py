@@ -60,16 +60,16 @@ MODULES = ["testing", "exception", "config", "contrib.hf"]
 
 _LARK = (
     "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes); rule options "
-    "lazy, max_chars, max_tokens, capture, temperature, stop/suffix (string literals) and "
-    "stop_capture work, as do special tokens (<|name|> needs the tokenizer: compile_lark, or "
-    "from_lark(tokenizer_info=)); @name grammars and max_chars/max_tokens on a recursive rule raise "
-    "UnsupportedFeatureError"
+    "lazy, max_chars, max_tokens, capture, temperature, stop/suffix (string literals, regexes or "
+    "terminals) and stop_capture work, as do special tokens (<|name|> needs the tokenizer: "
+    "compile_lark, or from_lark(tokenizer_info=)); @name grammars and max_chars/max_tokens on a "
+    "recursive rule raise UnsupportedFeatureError"
 )
 _STAG = (
     "XGrammar 0.2.8's structural-tag format (docs/structural_tags.md); a token given by its text "
     "needs the tokenizer (compile_structural_tag; from_structural_tag takes ids); json_schema "
-    "excludes with style json raise UnsupportedFeatureError; free text is UTF-8 and never an added "
-    "or special token"
+    "excludes with style json that could occur outside a JSON string raise UnsupportedFeatureError; "
+    "free text is UTF-8 and never an added or special token"
 )
 _SERIAL = (
     "grammask's own JSON format (version `grammask-2`; `grammask-1` is still read), not "

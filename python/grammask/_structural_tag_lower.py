@@ -32,10 +32,11 @@ state like those of any grammar.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
 from . import structural_tag as st
@@ -146,6 +147,92 @@ def _rename_rules(ebnf: str, prefix: str, shared: Optional[Dict[str, str]] = Non
         return prefix + name
 
     return _TOKEN_RE.sub(sub, ebnf)
+
+
+# Characters JSON text has outside string bodies: whitespace, punctuation, numbers, literals.
+_JSON_STRUCTURE_CHARS = frozenset(" \t\n\r{}[],:0123456789+-.eEtruefalsn\"")
+_BODY_TOKEN_RE = re.compile(
+    r'"(?:[^"\\]|\\.)*"'  # string literal
+    r"|\[(?:[^\]\\]|\\.)*\]"  # character class
+    r"|[()|]"
+    r"|[^\s\"\[()|]+",
+    re.DOTALL,
+)
+
+
+def _literal_has_quote(lit: str) -> bool:
+    """Whether the EBNF string literal ``lit`` denotes text with a ``"``."""
+    body, i = lit[1:-1], 0
+    while i < len(body):
+        if body[i] == "\\":
+            esc = body[i + 1 : i + 6].lower()
+            if esc.startswith(('"', "x22", "u0022")):
+                return True
+            i += 2
+        else:
+            i += 1
+    return False
+
+
+def exclude_in_json_strings(ebnf: str, excludes: Sequence[str], fresh: Callable[[], str]) -> str:
+    """The converter's JSON grammar ``ebnf`` (one rule a line) whose string bodies (values and
+    keys) contain none of ``excludes``: each body between a pair of ``"\\""`` in a sequence
+    becomes a rule with the ``excludes`` option. Exact when no exclude contains ``"`` and each
+    has a character JSON text has only inside strings (checked by the caller): an occurrence
+    then lies inside one string body. A body this pairing cannot find is refused."""
+    opt = ", ".join(ebnf_literal(e).replace("[", "\\x5b").replace("]", "\\x5d") for e in excludes)
+    out: List[str] = []
+    extra: List[str] = []
+
+    def refuse(why: str) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(
+            f"json_schema 'excludes' with style 'json': {why} (string bodies could not be isolated)"
+        )
+
+    for line in ebnf.split("\n"):
+        if not line.strip():
+            continue
+        head, sep, body = line.partition(" ::= ")
+        if not sep:
+            raise refuse(f"unexpected grammar line {line[:60]!r}")
+        toks = _BODY_TOKEN_RE.findall(body)
+        depth = []
+        d = 0
+        for t in toks:
+            if t == ")":
+                d -= 1
+            depth.append(d)
+            if t == "(":
+                d += 1
+        new: List[str] = []
+        i = 0
+        while i < len(toks):
+            t = toks[i]
+            if t.startswith('"') and t != '"\\""' and _literal_has_quote(t):
+                raise refuse(f"a literal with a quote in rule {head}")
+            if t != '"\\""':
+                new.append(t)
+                i += 1
+                continue
+            j = i + 1
+            while j < len(toks) and toks[j] != '"\\""':
+                if depth[j] < depth[i] or (toks[j] == "|" and depth[j] == depth[i]):
+                    break
+                j += 1
+            if j >= len(toks) or toks[j] != '"\\""' or depth[j] != depth[i]:
+                raise refuse(f"an unpaired quote in rule {head}")
+            seg = toks[i + 1 : j]
+            lits = [x for x in seg if x.startswith('"')]
+            plain = len(lits) == len(seg) and all("\\" not in x for x in lits)
+            literal = "".join(x[1:-1] for x in lits)
+            if seg and not (plain and not any(e in literal for e in excludes)):
+                name = fresh()
+                extra.append(f"{name}[excludes=({opt})] ::= {' '.join(seg)}")
+                seg = [name]
+            new.extend(['"\\""', *seg, '"\\""'])
+            i = j + 1
+        out.append(f"{head} ::= {' '.join(new)}")
+    return "\n".join(out + extra) + "\n"
 
 
 class _TextAutomaton:
@@ -502,10 +589,14 @@ class _Lowerer:
                 "JSONSchema format's excludes must be an array of non-empty strings"
             )
         if fmt.excludes and fmt.style == "json":
-            raise UnsupportedFeatureError(
-                "json_schema 'excludes' with style 'json' (substrings filtered from JSON strings)"
-                " is not supported yet; the XML styles support it"
-            )
+            for e in fmt.excludes:
+                if '"' in e or set(e) <= _JSON_STRUCTURE_CHARS:
+                    raise UnsupportedFeatureError(
+                        f"json_schema 'excludes' with style 'json': the exclude {e!r} could occur"
+                        " outside a JSON string (it has a quote, or only characters of JSON"
+                        " punctuation, whitespace, numbers and literals); only excludes that can"
+                        " occur inside strings alone are supported"
+                    )
         if fmt.excludes and fmt.style in NESTED_STYLES:
             raise InvalidStructuralTagError(
                 f"JSONSchemaFormat.excludes is not supported for the {fmt.style} style"
@@ -517,6 +608,9 @@ class _Lowerer:
         if fmt.style == "json":
             schema = json.dumps(fmt.json_schema)
             ebnf = _schema_ebnf(schema, fmt.max_whitespace_cnt, fmt.any_order)
+            if fmt.excludes:
+                names = (f"xstr.{k}" for k in itertools.count() if f"xstr.{k}" not in ebnf)
+                ebnf = exclude_in_json_strings(ebnf, sorted(set(fmt.excludes)), lambda: next(names))
             return self.add_ebnf(ebnf, "json", share_leaves=True)
         ebnf = xml_style_ebnf(
             fmt.json_schema, fmt.style, fmt.any_order, fmt.max_whitespace_cnt, fmt.excludes

@@ -25,6 +25,7 @@ use crate::compiler::{Automata, StateId};
 use crate::earley::Chart;
 use crate::fasthash::FastState;
 use crate::grammar::{Grammar, RuleId};
+use crate::rule_options::HiddenStop;
 use std::collections::{HashMap, HashSet};
 
 /// One captured occurrence: the capture name's rule, and its span in bytes of the input.
@@ -36,12 +37,15 @@ pub struct Span {
 }
 
 /// What a rule's occurrences capture: the capture name of the occurrence (without its
-/// `hidden` last bytes) and the name the hidden last bytes are captured under.
+/// `hidden` end) and the name the hidden end is captured under. With `hides` (Lark `stop=`,
+/// unlike `suffix=`) the hidden end is left out of every capture around the occurrence too, as
+/// in XGrammar (and llguidance, where the stop text is taken back from the output).
 #[derive(Clone, Debug, Default)]
 pub struct CaptureInfo {
     pub name: Option<String>,
     pub stop_name: Option<String>,
-    pub hidden: u32,
+    pub hidden: Option<HiddenStop>,
+    pub hides: bool,
 }
 
 impl CaptureInfo {
@@ -61,25 +65,45 @@ pub fn capture_info(g: &Grammar) -> Vec<CaptureInfo> {
         info[r.index()] = CaptureInfo {
             name: o.capture.clone(),
             stop_name: o.stop_capture.clone(),
-            hidden: o.hidden_suffix.map_or(0, |h| h.0),
+            hidden: o.hidden_suffix.map(|h| h.0),
+            hides: o.hidden_suffix.is_some_and(|h| h.1),
         };
     }
     info
 }
 
+/// Where the hidden end of occurrence `s` of a rule with `info` begins.
+fn hidden_cut(a: &Automata, input: &[u8], s: &Span, info: &CaptureInfo) -> usize {
+    match info.hidden {
+        None => s.end,
+        Some(HiddenStop::Bytes(n)) => s.end - (n as usize).min(s.end - s.start),
+        Some(HiddenStop::LastRule) => {
+            s.start + a.hidden_stop_cut(s.rule, &input[s.start..s.end]).unwrap_or(s.end - s.start)
+        }
+    }
+}
+
 /// The captures of the live occurrences of captured rules in `input` (see [`live_captures`]), as
-/// (name, byte range): per occurrence, its hidden last bytes (under the stop-capture name) then
-/// the rest (under the capture name). With `deduplicate`, only the longest occurrence of each
-/// rule per start position.
+/// (name, bytes): per occurrence, its hidden end (under the stop-capture name) then the rest
+/// (under the capture name), without the hidden ends of the `stop` occurrences inside it. With
+/// `deduplicate`, only the longest occurrence of each rule per start position.
 pub fn captures(
     a: &Automata,
     chart: &Chart,
     input: &[u8],
     info: &[CaptureInfo],
     deduplicate: bool,
-) -> Vec<(String, std::ops::Range<usize>)> {
-    let captured: Vec<bool> = info.iter().map(CaptureInfo::is_captured).collect();
-    let mut spans = live_captures(a, chart, input, &captured);
+) -> Vec<(String, Vec<u8>)> {
+    let wanted: Vec<bool> = info.iter().map(|i| i.is_captured() || i.hides).collect();
+    let mut spans = live_captures(a, chart, input, &wanted);
+    // The hidden ends of `stop` occurrences, left out of the captures around them.
+    let hidden: Vec<std::ops::Range<usize>> = spans
+        .iter()
+        .filter(|s| info[s.rule.index()].hides)
+        .map(|s| hidden_cut(a, input, s, &info[s.rule.index()])..s.end)
+        .filter(|r| !r.is_empty())
+        .collect();
+    spans.retain(|s| info[s.rule.index()].is_captured());
     if deduplicate {
         let mut best: HashMap<(RuleId, usize), usize, FastState> = HashMap::default();
         for s in &spans {
@@ -88,15 +112,33 @@ pub fn captures(
         }
         spans.retain(|s| best.get(&(s.rule, s.start)) == Some(&s.end));
     }
+    // `start..end` without the hidden ranges that lie inside it.
+    let text = |start: usize, end: usize| -> Vec<u8> {
+        let mut out = Vec::with_capacity(end - start);
+        let mut at = start;
+        let mut inside: Vec<&std::ops::Range<usize>> =
+            hidden.iter().filter(|h| start <= h.start && h.end <= end).collect();
+        inside.sort_by_key(|h| h.start);
+        for h in inside {
+            if h.start >= at {
+                out.extend_from_slice(&input[at..h.start]);
+                at = h.end;
+            } else {
+                at = at.max(h.end);
+            }
+        }
+        out.extend_from_slice(&input[at..end]);
+        out
+    };
     let mut out = Vec::new();
     for s in spans {
         let i = &info[s.rule.index()];
-        let cut = s.end - (i.hidden as usize).min(s.end - s.start);
+        let cut = hidden_cut(a, input, &s, i);
         if let Some(n) = &i.stop_name {
-            out.push((n.clone(), cut..s.end));
+            out.push((n.clone(), input[cut..s.end].to_vec()));
         }
         if let Some(n) = &i.name {
-            out.push((n.clone(), s.start..cut));
+            out.push((n.clone(), text(s.start, cut)));
         }
     }
     out

@@ -382,16 +382,14 @@ impl Matcher {
         }
     }
 
-    /// The captured rule occurrences in the accepted text, as (capture name, bytes), ordered by
+    /// The captured rule occurrences in the accepted text, as (capture name, bytes; the text of a
+    /// Lark `stop=` left out of the captures around it), ordered by
     /// end (nested occurrences first); with `deduplicate`, only the longest occurrence per rule
     /// and start (see [`crate::captures`]). Empty when the grammar captures nothing.
     pub fn captures(&self, deduplicate: bool) -> Vec<(String, Vec<u8>)> {
         let Some(input) = &self.input else { return Vec::new() };
         let info = crate::captures::capture_info(self.compiled.grammar());
         crate::captures::captures(self.compiled.automata(), &self.chart, input, &info, deduplicate)
-            .into_iter()
-            .map(|(n, r)| (n, input[r].to_vec()))
-            .collect()
     }
 
     /// The temperature of the innermost active rule with one (the maximum over ambiguous paths),

@@ -9,6 +9,9 @@
 //!   rule's strings of at most N characters, and a longer one only when the rule could not end at
 //!   or after the N-th character before its own end ("relax to the earliest valid end", as in
 //!   XGrammar): once N characters are read, the rule ends at the first position where it can.
+//! - `stop`/`suffix` (Lark) set [`RuleOptions::hidden_suffix`]: the hidden end of an occurrence is
+//!   its last N bytes or, for `capture_hidden_stop_rule`, what the second of the rule's two rule
+//!   references matches ([`crate::compiler::Automata::hidden_stop_cut`]).
 //! - `capture` and `temperature` keep the rule's identity in the automata (it is never inlined):
 //!   captures are read off the chart by [`crate::captures`], the temperature of the innermost
 //!   active rule by [`crate::captures::temperature`].
@@ -40,12 +43,25 @@ pub struct RuleOptions {
     /// The sampling temperature while this rule is the innermost active one, as `f32` bits
     /// (finite, `>= 0`).
     pub temperature_bits: Option<u32>,
-    /// The last bytes of an occurrence that its capture leaves out: a Lark `stop=` string
-    /// (`capture_hidden_stop_bytes`) or `suffix=` string (`capture_hidden_suffix_bytes`); with
-    /// `true` for `stop`.
-    pub hidden_suffix: Option<(u32, bool)>,
+    /// The end of an occurrence that its capture leaves out, from a Lark `stop=` (`true`) or
+    /// `suffix=` (`false`).
+    pub hidden_suffix: Option<(HiddenStop, bool)>,
     /// The capture name of those hidden last bytes (Lark's `stop_capture`).
     pub stop_capture: Option<String>,
+    /// Strings no occurrence contains (`excludes=("s", ...)`; non-empty, sorted, distinct). The
+    /// rule must be regular: its DFA loses every edge that would complete one of them.
+    pub excludes: Vec<String>,
+}
+
+/// How the hidden end of an occurrence is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HiddenStop {
+    /// Its last `n` bytes (a stop string; `capture_hidden_stop_bytes=n`).
+    Bytes(u32),
+    /// The rule's body is `body_rule stop_rule` (two rule references) and the hidden end is the
+    /// longest suffix of the occurrence that `stop_rule` matches with the rest matching
+    /// `body_rule` (a stop regex or terminal; `capture_hidden_stop_rule`).
+    LastRule,
 }
 
 impl RuleOptions {
@@ -59,6 +75,13 @@ impl RuleOptions {
 
     pub fn set_temperature(&mut self, t: f32) {
         self.temperature_bits = Some(t.to_bits());
+    }
+
+    /// Sets the excluded strings (sorted, deduplicated).
+    pub fn set_excludes(&mut self, mut ex: Vec<String>) {
+        ex.sort();
+        ex.dedup();
+        self.excludes = ex;
     }
 
     /// The options in EBNF form, without the brackets (`max_chars=3, capture="x", lazy`).
@@ -78,12 +101,24 @@ impl RuleOptions {
                 parts.push(format!("capture={}", crate::print::quote_str(c)));
             }
         }
-        if let Some((n, stop)) = self.hidden_suffix {
+        if let Some((h, stop)) = self.hidden_suffix {
             let kind = if stop { "stop" } else { "suffix" };
-            parts.push(format!("capture_hidden_{kind}_bytes={n}"));
+            parts.push(match h {
+                HiddenStop::Bytes(n) => format!("capture_hidden_{kind}_bytes={n}"),
+                HiddenStop::LastRule => format!("capture_hidden_{kind}_rule"),
+            });
         }
         if let Some(c) = &self.stop_capture {
             parts.push(format!("stop_capture={}", crate::print::quote_str(c)));
+        }
+        if !self.excludes.is_empty() {
+            // Brackets escaped: the rule head's option list ends at the first `]`.
+            let items: Vec<String> = self
+                .excludes
+                .iter()
+                .map(|e| crate::print::quote_str(e).replace('[', "\\x5b").replace(']', "\\x5d"))
+                .collect();
+            parts.push(format!("excludes=({})", items.join(", ")));
         }
         if self.lazy {
             parts.push("lazy".to_owned());
@@ -130,11 +165,20 @@ pub(crate) fn options_to_json(o: &RuleOptions) -> serde_json::Value {
     if let Some(c) = &o.capture {
         m.insert("capture".into(), c.clone().into());
     }
-    if let Some((n, stop)) = o.hidden_suffix {
-        m.insert(if stop { "hidden_stop_bytes" } else { "hidden_suffix_bytes" }.into(), n.into());
+    match o.hidden_suffix {
+        Some((HiddenStop::Bytes(n), stop)) => {
+            m.insert(if stop { "hidden_stop_bytes" } else { "hidden_suffix_bytes" }.into(), n.into());
+        }
+        Some((HiddenStop::LastRule, stop)) => {
+            m.insert(if stop { "hidden_stop_rule" } else { "hidden_suffix_rule" }.into(), true.into());
+        }
+        None => {}
     }
     if let Some(c) = &o.stop_capture {
         m.insert("stop_capture".into(), c.clone().into());
+    }
+    if !o.excludes.is_empty() {
+        m.insert("excludes".into(), o.excludes.clone().into());
     }
     if o.lazy {
         m.insert("lazy".into(), true.into());
@@ -161,11 +205,27 @@ pub(crate) fn options_from_json(v: &serde_json::Value) -> std::result::Result<Ru
                 o.capture = Some(c.to_owned());
             }
             "lazy" => o.lazy = x.as_bool().ok_or("'lazy' is not a boolean")?,
-            "hidden_stop_bytes" => o.hidden_suffix = Some((count(k, x)?, true)),
-            "hidden_suffix_bytes" => o.hidden_suffix = Some((count(k, x)?, false)),
+            "hidden_stop_bytes" => o.hidden_suffix = Some((HiddenStop::Bytes(count(k, x)?), true)),
+            "hidden_suffix_bytes" => o.hidden_suffix = Some((HiddenStop::Bytes(count(k, x)?), false)),
+            "hidden_stop_rule" | "hidden_suffix_rule" => {
+                if x.as_bool() != Some(true) {
+                    return Err(format!("'{k}' is not true"));
+                }
+                o.hidden_suffix = Some((HiddenStop::LastRule, k == "hidden_stop_rule"));
+            }
             "stop_capture" => {
                 let c = x.as_str().filter(|c| !c.is_empty()).ok_or("'stop_capture' is not a non-empty string")?;
                 o.stop_capture = Some(c.to_owned());
+            }
+            "excludes" => {
+                let items = x.as_array().ok_or("'excludes' is not an array")?;
+                let mut ex = Vec::new();
+                for it in items {
+                    ex.push(
+                        it.as_str().filter(|e| !e.is_empty()).ok_or("an exclude is not a non-empty string")?.to_owned(),
+                    );
+                }
+                o.set_excludes(ex);
             }
             "temperature" => {
                 let t = x.as_f64().ok_or("'temperature' is not a number")?;
@@ -175,4 +235,33 @@ pub(crate) fn options_from_json(v: &serde_json::Value) -> std::result::Result<Ru
         }
     }
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_stops_round_trip_through_json_and_ebnf() {
+        for h in [(HiddenStop::Bytes(3), true), (HiddenStop::LastRule, true), (HiddenStop::LastRule, false)] {
+            let o = RuleOptions { hidden_suffix: Some(h), lazy: true, ..Default::default() };
+            assert_eq!(options_from_json(&options_to_json(&o)), Ok(o.clone()));
+            let text = format!("root ::= x\nx[{}] ::= a b\na ::= \"a\"\nb ::= \"b\"", o.to_ebnf("x"));
+            let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+            assert_eq!(g.all_rule_options()[0].1, o, "{text}");
+        }
+        assert!(options_from_json(&serde_json::json!({"hidden_stop_rule": false})).is_err());
+        let mut o = RuleOptions::default();
+        o.set_excludes(vec!["b]\"x".to_owned(), "a\n".to_owned(), "a\n".to_owned()]);
+        assert_eq!(o.excludes, ["a\n", "b]\"x"]);
+        assert_eq!(options_from_json(&options_to_json(&o)), Ok(o.clone()));
+        let text = format!("root ::= x\nx[{}] ::= [a-z]*", o.to_ebnf("x"));
+        let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+        assert_eq!(g.all_rule_options()[0].1, o, "{text}");
+        assert!(options_from_json(&serde_json::json!({"excludes": [""]})).is_err());
+        // The flag needs the body `a b` of two rule references.
+        let g = crate::ebnf::parse_ebnf("root ::= x\nx[capture_hidden_stop_rule, lazy] ::= \"ab\"", "root").unwrap();
+        let e = crate::compiler::Automata::build(&g).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidGrammar, "{e}");
+    }
 }

@@ -54,6 +54,16 @@ pub struct Automata {
     pub(super) tokens: super::token_edges::TokenRules,
     /// The rules with a `max_tokens` budget (`token_budget.rs`); empty without one.
     pub(super) budgets: super::token_budget::TokenBudgets,
+    /// Per `capture_hidden_stop_rule` rule, the automata that split an occurrence (captures).
+    pub(super) stop_splits: Vec<(RuleId, StopSplit)>,
+}
+
+/// The DFAs of a `capture_hidden_stop_rule` rule's body rule and stop rule (every rule they use
+/// inlined).
+#[derive(Clone, Debug, Default)]
+pub(super) struct StopSplit {
+    pub(super) body: super::dfa::Dfa,
+    pub(super) stop: super::dfa::Dfa,
 }
 
 impl Automata {
@@ -116,6 +126,16 @@ impl Automata {
 
     pub fn root(&self) -> RuleId {
         self.root
+    }
+
+    /// For an occurrence `text` of a `capture_hidden_stop_rule` rule `r`: the length of its body
+    /// part, the shortest prefix that the body matches with the rest matched by the stop (the
+    /// longest stop text, as XGrammar splits). `None` when `r` has no such split or `text` has
+    /// none.
+    pub fn hidden_stop_cut(&self, r: RuleId, text: &[u8]) -> Option<usize> {
+        let (_, split) = self.stop_splits.iter().find(|(q, _)| *q == r)?;
+        let ends = dfa_prefix_ends(&split.body, text);
+        (0..=text.len()).find(|&p| ends[p] && dfa_accepts(&split.stop, &text[p..]))
     }
 
     /// True if some rule has a lookahead assertion the empty string does not satisfy.
@@ -228,4 +248,37 @@ fn hash_words(words: &[u64]) -> u128 {
     b = b.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
     b ^= b >> 29;
     (u128::from(a) << 64) | u128::from(b)
+}
+
+/// `out[p]`: whether `d` accepts `text[..p]`.
+fn dfa_prefix_ends(d: &super::dfa::Dfa, text: &[u8]) -> Vec<bool> {
+    let mut out = vec![false; text.len() + 1];
+    if d.len() == 0 {
+        return out;
+    }
+    let mut q = 0usize;
+    out[0] = d.finals[0];
+    for (i, &b) in text.iter().enumerate() {
+        match d.bytes_of(q).iter().find(|e| e.lo <= b && b <= e.hi) {
+            Some(e) => q = e.target as usize,
+            None => break,
+        }
+        out[i + 1] = d.finals[q];
+    }
+    out
+}
+
+/// Whether `d` accepts `text`.
+fn dfa_accepts(d: &super::dfa::Dfa, text: &[u8]) -> bool {
+    if d.len() == 0 {
+        return false;
+    }
+    let mut q = 0usize;
+    for &b in text {
+        match d.bytes_of(q).iter().find(|e| e.lo <= b && b <= e.hi) {
+            Some(e) => q = e.target as usize,
+            None => return false,
+        }
+    }
+    d.finals[q]
 }

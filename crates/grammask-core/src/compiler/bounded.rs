@@ -6,6 +6,9 @@
 //! `(state, c)`, `c` the characters read (UTF-8 lead bytes, saturating at `N`). A final state with
 //! `c == N` keeps no edge: once `N` characters are read the rule ends at the first position it
 //! can. `lazy` is the case `N = 0`: every final state ends the rule.
+//!
+//! `excludes` is a product with the automaton of the longest suffix read that is a prefix of an
+//! excluded string (Aho-Corasick): an edge that would complete one is dropped.
 use super::dfa::{ByteEdgeLocal, Dfa};
 use crate::error::{Error, Result};
 use crate::limits;
@@ -51,6 +54,79 @@ pub(super) fn bound_dfa(dfa: &Dfa, limit: u32, budget: &mut usize) -> Result<Dfa
         out.end_state(is_final);
     }
     Ok(out)
+}
+
+/// `dfa` without the strings that contain one of `excludes` (non-empty).
+pub(super) fn exclude_dfa(dfa: &Dfa, excludes: &[String], budget: &mut usize) -> Result<Dfa> {
+    let ac = SuffixAutomaton::new(excludes);
+    let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut order: Vec<(u32, u32)> = vec![(0, 0)];
+    ids.insert((0, 0), 0);
+    let mut out = Dfa::default();
+    let mut i = 0;
+    while i < order.len() {
+        let (q, a) = order[i];
+        i += 1;
+        let first = out.bytes.len();
+        for e in dfa.bytes_of(q as usize) {
+            for b in e.lo..=e.hi {
+                let Some(na) = ac.step(a, b) else { continue };
+                let key = (e.target, na);
+                let t = match ids.get(&key) {
+                    Some(&t) => t,
+                    None => {
+                        if *budget == 0 {
+                            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+                        }
+                        *budget -= 1;
+                        let t = order.len() as u32;
+                        order.push(key);
+                        ids.insert(key, t);
+                        t
+                    }
+                };
+                out.push_byte(first, ByteEdgeLocal { lo: b, hi: b, target: t });
+            }
+        }
+        out.end_state(dfa.finals[q as usize]);
+    }
+    Ok(out)
+}
+
+/// States: the distinct prefixes of the excluded strings (0 is the empty one). A step goes to the
+/// longest suffix of the text read that is such a prefix, or nowhere when it completes an
+/// excluded string.
+struct SuffixAutomaton {
+    prefixes: Vec<Vec<u8>>,
+    index: HashMap<Vec<u8>, u32>,
+    excludes: Vec<Vec<u8>>,
+}
+
+impl SuffixAutomaton {
+    fn new(excludes: &[String]) -> SuffixAutomaton {
+        let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut index = HashMap::new();
+        index.insert(Vec::new(), 0);
+        for e in excludes {
+            for n in 1..e.len() {
+                let p = e.as_bytes()[..n].to_vec();
+                if !index.contains_key(&p) {
+                    index.insert(p.clone(), prefixes.len() as u32);
+                    prefixes.push(p);
+                }
+            }
+        }
+        SuffixAutomaton { prefixes, index, excludes: excludes.iter().map(|e| e.as_bytes().to_vec()).collect() }
+    }
+
+    fn step(&self, state: u32, b: u8) -> Option<u32> {
+        let mut text = self.prefixes[state as usize].clone();
+        text.push(b);
+        if self.excludes.iter().any(|e| text.ends_with(e)) {
+            return None;
+        }
+        (0..=text.len()).find_map(|k| self.index.get(&text[k..]).copied())
+    }
 }
 
 /// `lo..=hi` cut into at most three ranges, each wholly continuation bytes (`true`) or not.
@@ -109,6 +185,23 @@ mod tests {
         let d = bound_dfa(&u, 2, &mut 1000).unwrap();
         assert!(accepts(&d, "éé".as_bytes()));
         assert!(!accepts(&d, "ééé".as_bytes()));
+    }
+
+    #[test]
+    fn excludes_drop_every_string_containing_one() {
+        // [ab]* without "ab" or "bb": a* then at most one b at the end.
+        let mut d = Dfa::default();
+        d.push_byte(0, ByteEdgeLocal { lo: b'a', hi: b'b', target: 0 });
+        d.end_state(true);
+        let x = exclude_dfa(&d, &["ab".to_owned(), "bb".to_owned()], &mut 1000).unwrap();
+        for (s, ok) in [(&b"aaa"[..], true), (b"b", true), (b"ab", false), (b"ba", true), (b"bab", false), (b"", true)]
+        {
+            assert_eq!(accepts(&x, s), ok, "{s:?}");
+        }
+        // Overlaps: "aab" excluded, "aaab" contains it.
+        let x = exclude_dfa(&d, &["aab".to_owned()], &mut 1000).unwrap();
+        assert!(!accepts(&x, b"aaab"));
+        assert!(accepts(&x, b"abaab"[..3].as_ref()));
     }
 
     #[test]

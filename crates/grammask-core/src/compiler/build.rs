@@ -4,7 +4,7 @@
 //! remaining rule's Thompson NFA (`nfa.rs`), determinizes it (`determinize.rs`) and minimizes it
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
-use super::bounded::bound_dfa;
+use super::bounded::{bound_dfa, exclude_dfa};
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
@@ -17,8 +17,9 @@ use super::token_budget::{exhausted_dfa, RuleBudget, TokenBudgets};
 use super::{Automata, ByteEdge, State, StateId};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
-use crate::grammar::{Grammar, RuleId};
+use crate::grammar::{Expr, Grammar, RuleId};
 use crate::limits;
+use crate::rule_options::HiddenStop;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -57,12 +58,19 @@ impl Automata {
                 }
                 let limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
+                let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
                         nfa.inline_all = true;
                         nfa.regular_for = Some((*kind, what.clone()));
                         nfa.inlining.push(RuleId(r as u32));
+                    } else if !excludes.is_empty() {
+                        nfa.inline_all = true;
+                        // Unsupported, not invalid: a recursive rule may still be regular
+                        // (the JSON converter writes some pattern automata as right recursion).
+                        let what = format!("the rule '{}' with excludes", grammar.rules()[r].name);
+                        nfa.regular_for = Some((ErrorKind::Unsupported, what));
                     }
                     let built = nfa.build_rule(grammar, RuleId(r as u32), b);
                     nfa.inline_all = false;
@@ -70,7 +78,10 @@ impl Automata {
                     nfa.inlining.clear();
                     let (start, end) = built?;
                     nfa.freeze();
-                    let dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
+                    let mut dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
+                    if !excludes.is_empty() {
+                        dfa = minimize(exclude_dfa(&dfa, excludes, b)?, &mut min_scratch);
+                    }
                     let dfa = match &limit {
                         Some((Some(n), _, _)) => minimize(bound_dfa(&dfa, *n, b)?, &mut min_scratch),
                         _ => dfa,
@@ -151,11 +162,50 @@ impl Automata {
                 }
             }
         }
+        // The body and stop automata of `capture_hidden_stop_rule` rules, for captures.
+        let mut stop_splits = Vec::new();
+        for (r, o) in grammar.all_rule_options() {
+            if !matches!(o.hidden_suffix, Some((HiddenStop::LastRule, _))) {
+                continue;
+            }
+            let parts = hidden_stop_parts(grammar, *r)?;
+            let mut pair = Vec::with_capacity(2);
+            for part in parts {
+                nfa.clear();
+                nfa.inline_all = true;
+                nfa.regular_for =
+                    Some((ErrorKind::InvalidGrammar, format!("the stop of rule '{}'", grammar.rule(*r).name)));
+                let (start, end) = nfa.build(grammar, grammar.rule(part).body, &mut budget)?;
+                nfa.freeze();
+                pair.push(minimize(determinize(&nfa, start, end, &mut budget, &mut scratch)?, &mut min_scratch));
+            }
+            let stop = pair.pop().unwrap_or_default();
+            let body = pair.pop().unwrap_or_default();
+            stop_splits.push((*r, super::automata::StopSplit { body, stop }));
+        }
         let mut a = assemble(grammar, dfas, la_dfas, twins);
+        a.stop_splits = stop_splits;
         a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
         Ok(a)
     }
+}
+
+/// The body rule and the stop rule of a `capture_hidden_stop_rule` rule `r`, whose body must be
+/// the two rule references `body stop`.
+fn hidden_stop_parts(grammar: &Grammar, r: RuleId) -> Result<[RuleId; 2]> {
+    let rule = grammar.rule(r);
+    if let Expr::Seq(items) = grammar.expr(rule.body) {
+        if let [a, b] = **items {
+            if let (Expr::RuleRef(a), Expr::RuleRef(b)) = (grammar.expr(a), grammar.expr(b)) {
+                return Ok([*a, *b]);
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::InvalidGrammar,
+        format!("the rule '{}' with capture_hidden_stop_rule must be two rule references: body stop", rule.name),
+    ))
 }
 
 /// For a `lazy`, `max_chars` or `max_tokens` rule (whose body must be regular): its character
@@ -223,6 +273,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
         root: grammar.root(),
         tokens: super::token_edges::TokenRules::default(),
         budgets: TokenBudgets::default(),
+        stop_splits: Vec::new(),
     };
     #[derive(PartialEq)]
     enum Part {

@@ -7,7 +7,7 @@ use crate::grammar::RuleId;
 
 /// One rule's DFA before the rules are concatenated. The edges of state `s` are the ranges
 /// ending at `byte_end[s]` and `rule_end[s]` (compressed rows, states in order).
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Dfa {
     pub(super) finals: Vec<bool>,
     pub(super) byte_end: Vec<u32>,
@@ -51,7 +51,7 @@ impl Dfa {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct ByteEdgeLocal {
     pub(super) lo: u8,
     pub(super) hi: u8,

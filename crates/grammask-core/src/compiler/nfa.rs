@@ -247,6 +247,17 @@ impl Nfa<'_> {
                 Ok((start, end))
             }
             Expr::RuleRef(r) if self.inline_all => {
+                // Its excludes cut its own automaton, which an inlined copy would not be.
+                if g.rule_options(*r).is_some_and(|o| !o.excludes.is_empty()) {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "the rule '{}' with excludes inside a rule that must be regular (lazy, max_chars, \
+                             stop, a lookahead)",
+                            g.rule(*r).name
+                        ),
+                    ));
+                }
                 if self.inlining.contains(r) {
                     if let Some((kind, what)) = &self.regular_for {
                         return Err(Error::new(

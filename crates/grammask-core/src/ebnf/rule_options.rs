@@ -3,11 +3,12 @@
 
 use super::cursor::Cursor;
 use crate::error::{ErrorKind, Result};
-use crate::rule_options::{check_temperature, RuleOptions};
+use crate::rule_options::{check_temperature, HiddenStop, RuleOptions};
 
 /// XGrammar's printer-only options grammask has no counterpart for: recognised, and refused as
-/// `Unsupported`. (`capture_hidden_stop_bytes=N`, `capture_hidden_suffix_bytes=N` and
-/// `stop_capture="n"`, written for Lark's `stop=`/`suffix=`, are read.)
+/// `Unsupported`. (`capture_hidden_stop_bytes=N`, `capture_hidden_suffix_bytes=N`,
+/// `capture_hidden_stop_rule`, `capture_hidden_suffix_rule` and `stop_capture="n"`, written for
+/// Lark's `stop=`/`suffix=`, are read.)
 const INTERNAL: &[&str] = &["capture_hidden_body_rule_id", "capture_hidden_marker_rule_id"];
 
 /// Reads `[...]` (the cursor is on `[`) after the rule name `rule_name`.
@@ -73,7 +74,16 @@ pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions
                     return Err(cur.error_at(ErrorKind::EbnfSyntax, start, "only one hidden suffix per rule"));
                 }
                 cur.pos += d;
-                o.hidden_suffix = Some((v, key == "capture_hidden_stop_bytes"));
+                o.hidden_suffix = Some((HiddenStop::Bytes(v), key == "capture_hidden_stop_bytes"));
+            }
+            "capture_hidden_stop_rule" | "capture_hidden_suffix_rule" => {
+                if has_value {
+                    return Err(cur.error_at(ErrorKind::EbnfSyntax, vpos, format!("'{key}' takes no value")));
+                }
+                if o.hidden_suffix.is_some() {
+                    return Err(cur.error_at(ErrorKind::EbnfSyntax, start, "only one hidden suffix per rule"));
+                }
+                o.hidden_suffix = Some((HiddenStop::LastRule, key == "capture_hidden_stop_rule"));
             }
             "stop_capture" => {
                 if !has_value || cur.peek() != Some(b'"') {
@@ -101,6 +111,35 @@ pub(super) fn parse(cur: &mut Cursor<'_>, rule_name: &str) -> Result<RuleOptions
                 } else {
                     o.capture = Some(rule_name.to_owned());
                 }
+            }
+            "excludes" => {
+                if !has_value || cur.peek() != Some(b'(') {
+                    return Err(cur.expected("'=' and a parenthesized list of string literals after 'excludes'"));
+                }
+                cur.pos += 1;
+                let mut ex = Vec::new();
+                loop {
+                    cur.skip_blanks();
+                    if cur.peek() != Some(b'"') {
+                        return Err(cur.expected("a string literal (an excluded string)"));
+                    }
+                    let at = cur.pos;
+                    let bytes = cur.string_literal()?;
+                    match String::from_utf8(bytes) {
+                        Ok(e) if !e.is_empty() => ex.push(e),
+                        _ => return Err(cur.error_at(ErrorKind::EbnfSyntax, at, "an excluded string is empty")),
+                    }
+                    cur.skip_blanks();
+                    match cur.peek() {
+                        Some(b',') => cur.pos += 1,
+                        Some(b')') => {
+                            cur.pos += 1;
+                            break;
+                        }
+                        _ => return Err(cur.expected("',' or ')'")),
+                    }
+                }
+                o.set_excludes(ex);
             }
             "lazy" => {
                 if has_value {

@@ -8,6 +8,7 @@
 //! (recursion among terminals is an error) and a chain-length bound.
 
 use super::common::COMMON;
+use super::rule_options::Stop;
 use super::syntax::{err_at, Alts, Atom, Def, Item, LarkAst, Parser};
 use super::MAX_LARK_DEPTH;
 use crate::error::{Error, ErrorKind, Result};
@@ -54,8 +55,8 @@ struct Lowerer<'a> {
     chain: usize,
     rule_ids: HashMap<String, RuleId, FastState>,
     skip: Option<ExprId>,
-    /// Per user definition: its rule options and `stop`/`suffix` string.
-    rule_opts: Vec<(crate::rule_options::RuleOptions, Option<Vec<u8>>)>,
+    /// Per user definition: its rule options and `stop`/`suffix` lexeme.
+    rule_opts: Vec<(crate::rule_options::RuleOptions, Option<Stop>)>,
 }
 
 fn is_terminal(name: &str) -> bool {
@@ -172,9 +173,22 @@ impl Lowerer<'_> {
             let (name, pos, alts) = (self.defs[k].name.clone(), self.defs[k].pos, self.defs[k].body.clone());
             let mut body = self.alts(&alts, Ctx::Rule, Src::User)?;
             let (opts, stop) = std::mem::take(&mut self.rule_opts[k]);
-            if let Some(stop) = stop {
-                let s = self.b.bytes(&stop);
-                body = self.b.seq(vec![body, s]);
+            match stop {
+                Some(Stop::Bytes(stop)) => {
+                    let s = self.b.bytes(&stop);
+                    body = self.b.seq(vec![body, s]);
+                }
+                // `name: name_body name_stop`, the shape `capture_hidden_stop_rule` names.
+                Some(Stop::Lexeme(atom, at)) => {
+                    let (s, _) = self.atom(&atom, at, Ctx::Terminal, Src::User)?;
+                    let parts = [("body", body), ("stop", s)].map(|(what, e)| {
+                        let n = self.b.fresh_name(&format!("{name}_{what}"));
+                        self.b.define(&n, e, None).map(|id| self.b.rule_ref(id))
+                    });
+                    let [b, s] = parts;
+                    body = self.b.seq(vec![b?, s?]);
+                }
+                None => {}
             }
             let id = self.b.define(&name, body, None).map_err(|e| self.err(e.kind(), pos, e.message().to_owned()))?;
             self.b.set_rule_options(id, opts);

@@ -73,6 +73,9 @@ pub(crate) struct RuleOption {
     pub pos: usize,
     /// The value was a string literal (not a number, name or regex).
     pub value_is_str: bool,
+    /// The value as a lexeme when it is a string literal, `/regex/flags` or a name (for `stop=`
+    /// and `suffix=`).
+    pub atom: Option<Atom>,
 }
 
 #[derive(Clone, Debug)]
@@ -565,10 +568,14 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 let mut value = None;
                 let value_is_str = matches!(self.peek_at(1), Some(TokKind::Str(..))) && self.is_punct("=");
+                let mut atom = None;
                 if self.is_punct("=") {
                     self.i += 1;
                     let v = match self.peek().cloned() {
-                        Some(TokKind::Str(s, _)) => s,
+                        Some(TokKind::Str(s, ci)) => {
+                            atom = Some(Atom::Str(s.clone(), ci));
+                            s
+                        }
                         Some(TokKind::Number(n)) => {
                             let mut v = n.to_string();
                             if self.peek_at(1) == Some(&TokKind::Punct(".")) {
@@ -579,14 +586,20 @@ impl<'a> Parser<'a> {
                             }
                             v
                         }
-                        Some(TokKind::Name(n)) => n,
-                        Some(TokKind::Regex(r, _)) => r,
+                        Some(TokKind::Name(n)) => {
+                            atom = Some(Atom::Name(n.clone()));
+                            n
+                        }
+                        Some(TokKind::Regex(r, flags)) => {
+                            atom = Some(Atom::Regex(r.clone(), flags));
+                            r
+                        }
                         _ => return Err(self.expected("an option value")),
                     };
                     self.i += 1;
                     value = Some(v);
                 }
-                options.push(RuleOption { name: o, value, pos: p, value_is_str });
+                options.push(RuleOption { name: o, value, pos: p, value_is_str, atom });
                 if self.is_punct(",") {
                     self.i += 1;
                 } else if !self.is_punct("]") {

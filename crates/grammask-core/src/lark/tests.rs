@@ -33,7 +33,7 @@ fn parse_errors_have_line_and_column() {
         ("start: <[a]>", ErrorKind::InvalidGrammar, 1, 8, "bad token id"),
         ("start: A\nA: <[1]>", ErrorKind::InvalidGrammar, 2, 4, "inside a terminal"),
         ("start: X\nX[lazy]: /a+/", ErrorKind::InvalidGrammar, 2, 3, "only supported on rules"),
-        ("x[stop=/a/]: /b+/\nstart: x", ErrorKind::Unsupported, 1, 3, "string literal"),
+        ("x[stop=y]: /b+/\nstart: x\ny: \"a\"", ErrorKind::InvalidGrammar, 1, 3, "needs a terminal"),
         ("x[nope]: /b+/\nstart: x", ErrorKind::InvalidGrammar, 1, 3, "unknown rule option 'nope'"),
         ("x[temperature=hot]: /b+/\nstart: x", ErrorKind::InvalidGrammar, 1, 3, "needs a number"),
         ("start: \"a\"\n%ignore", ErrorKind::EbnfSyntax, 2, 8, "expected"),
