@@ -121,9 +121,30 @@ def test_multiple_of_with_wide_bounds_is_refused() -> None:
         _COMPILER.compile_json_schema({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1e9})
 
 
+def test_open_object_twelve_keys_any_order() -> None:
+    # 12 listed keys (4,096 key-set states): past the always-free bound of 8, still any order
+    # within the schema's budget; each key at most once, required ones present.
+    props = {f"key{i}": {"type": "integer" if i % 2 else "string"} for i in range(12)}
+    schema = {"type": "object", "properties": props, "required": ["key3", "key10"]}
+    full = {f"key{i}": (i if i % 2 else str(i)) for i in range(12)}
+    rev = dict(reversed(list(full.items())))
+    insts = [full, rev, {"key10": "a", "key3": 3}, {"key10": "a", "zz": None, "key3": 3, "key0": "x"},
+             {"key3": 3}, {"key10": 1, "key3": 3}, {"key11": "x", "key10": "a", "key3": 3}, {}]
+    agree(schema, insts)
+    cg = _COMPILER.compile_json_schema(schema, strict_mode=False)
+    m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
+    # A repeated key is refused even when both values are valid.
+    assert not (m.accept_string('{"key3": 3, "key10": "a", "key3": 5}') and m.is_completed())
+    # any_order=True takes it too; 13 keys (8,192 states) stay refused.
+    xgr.Grammar.from_json_schema(json.dumps(schema), any_order=True)
+    props13 = dict(props, key12={})
+    with pytest.raises(xgr.UnsupportedFeatureError, match="any_order"):
+        xgr.Grammar.from_json_schema(json.dumps({"type": "object", "properties": props13}), any_order=True)
+
+
 def test_dependent_required_past_any_order_bound() -> None:
-    # Nine keys (past the any-order key-set bound): schema order, dependency keys tracked exactly.
-    props = {f"k{i}": {"type": "integer"} for i in range(9)}
+    # 13 keys (past the larger any-order key-set bound): schema order, dependency keys tracked exactly.
+    props = {f"k{i}": {"type": "integer"} for i in range(13)}
     schema = {"type": "object", "properties": props, "dependentRequired": {"k7": ["k1", "k3"]}}
     agree(schema, [{}, {"k0": 1, "k8": 2}, {"k1": 1, "k3": 2, "k7": 3}, {"k1": 1, "k3": 2},
                    {"k1": 1, "k7": 3}, {"k7": 3}, {"k3": 1, "k7": 3, "k8": 1}, {"k7": "x", "k1": 1, "k3": 1}])

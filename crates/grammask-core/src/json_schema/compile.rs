@@ -54,8 +54,16 @@ pub const MAX_GOALS: usize = 20_000;
 pub const MAX_INDENT_DEPTH: u32 = 24;
 /// Most keys of an object `const`/`enum` value (all key orders are spelled).
 pub const MAX_CONST_OBJECT_KEYS: usize = 5;
-/// Most states (key set seen x property count) of an object whose keys come in any order.
+/// Most states (key set seen x property count) of an object whose keys always come in any order.
 pub const MAX_ANY_ORDER_STATES: u64 = 256;
+/// Most states of one larger any-order object (past [`MAX_ANY_ORDER_STATES`]); such objects
+/// take any key order while their cost, summed over the schema, fits [`ANY_ORDER_KEY_BUDGET`].
+pub const MAX_LARGE_ANY_ORDER_STATES: u64 = 4096;
+/// Most cost spent on larger any-order objects in one conversion (first come, first served in
+/// emission order; later large objects fall back as past the bound). An object's cost is its
+/// states times half the bytes of its keys (each plus 4): the key entries a state offers are
+/// copied into its automaton, and the automata of a grammar share one state limit.
+pub const ANY_ORDER_KEY_BUDGET: u64 = 1_000_000;
 /// `dependentRequired` past [`MAX_ANY_ORDER_STATES`] (strict_mode=false): keys come in schema
 /// order and the presence of at most this many dependency-named keys is tracked along the chain.
 pub const MAX_DEP_TRACKED_KEYS: u32 = 10;
@@ -282,6 +290,8 @@ pub struct Conv<'a> {
     ws: String,
     /// Some subschema uses `unevaluated*`: `if` without `then`/`else` then matters (annotations).
     has_uneval: bool,
+    /// Cost spent so far on objects past [`MAX_ANY_ORDER_STATES`] (see [`ANY_ORDER_KEY_BUDGET`]).
+    large_any_order_cost: u64,
 }
 
 impl<'a> Conv<'a> {
@@ -295,7 +305,7 @@ impl<'a> Conv<'a> {
         }
         let ws = if opts.any_whitespace { e.named("ws") } else { String::new() };
         let has_uneval = doc.has_unevaluated();
-        Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws, has_uneval }
+        Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws, has_uneval, large_any_order_cost: 0 }
     }
 
     pub fn run(mut self) -> Result<String> {

@@ -18,7 +18,8 @@
 //! Documented restrictions (refusals, never silent acceptance):
 //! - Key order: with `strict_mode=false` or `any_order=true`, an object's keys come in any order,
 //!   each at most once (states track the set of listed keys seen, up to
-//!   [`compile::MAX_ANY_ORDER_STATES`]); additional keys may appear anywhere. Beyond that bound,
+//!   [`compile::MAX_ANY_ORDER_STATES`], or [`compile::MAX_LARGE_ANY_ORDER_STATES`] while the
+//!   schema's [`compile::ANY_ORDER_KEY_BUDGET`] lasts); additional keys may appear anywhere. Beyond that bound,
 //!   `strict_mode=false` falls back to schema order (known properties first, in schema order, then
 //!   additional ones: valid instances in other orders are rejected) and `any_order=true` is an
 //!   `Unsupported` error. `strict_mode=true` alone keeps XGrammar's schema order.

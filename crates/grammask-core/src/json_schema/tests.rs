@@ -44,7 +44,7 @@ fn conv_with(s: &str, f: impl FnOnce(&mut JsonSchemaOptions)) -> Result<String> 
 
 #[test]
 fn any_order_bounded() {
-    let props: Vec<String> = (0..12).map(|i| format!(r#""p{i}":{{}}"#)).collect();
+    let props: Vec<String> = (0..13).map(|i| format!(r#""p{i}":{{}}"#)).collect();
     let big = format!(r#"{{"type":"object","properties":{{{}}}}}"#, props.join(","));
     // any_order beyond the key-set bound is refused; strict_mode=false falls back to schema order.
     let e = conv_with(&big, |o| o.any_order = true).unwrap_err();
@@ -52,6 +52,31 @@ fn any_order_bounded() {
     assert!(conv_with(&big, |o| o.strict_mode = false).is_ok());
     let small = r#"{"type":"object","properties":{"a":{},"b":{}},"required":["a"]}"#;
     assert!(conv_with(small, |o| o.any_order = true).is_ok());
+}
+
+/// Objects past the always-free bound take any order while the schema's state budget lasts.
+#[test]
+fn any_order_budget() {
+    // k distinct 12-key objects (4096 key-set states each) as properties of a root object.
+    let nested = |k: usize| {
+        let subs: Vec<String> = (0..k)
+            .map(|i| {
+                let mut props: Vec<String> = (0..11).map(|j| format!(r#""p{j}":{{}}"#)).collect();
+                props.push(format!(r#""x{i}":{{}}"#));
+                format!(r#""o{i}":{{"type":"object","properties":{{{}}}}}"#, props.join(","))
+            })
+            .collect();
+        format!(r#"{{"type":"object","properties":{{{}}}}}"#, subs.join(","))
+    };
+    // Cost of one: 4096 states x half of (p0..p9: 10 x 6 bytes, p10: 7, x{i}: 6) = 4096 x 73 / 2.
+    assert_eq!(MAX_LARGE_ANY_ORDER_STATES, 4096);
+    let fit = (ANY_ORDER_KEY_BUDGET / (4096 * 73 / 2)) as usize;
+    assert!((2..10).contains(&fit));
+    assert!(conv_with(&nested(fit), |o| o.any_order = true).is_ok());
+    let e = conv_with(&nested(fit + 1), |o| o.any_order = true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    // strict_mode=false: the object past the budget falls back to schema order.
+    assert!(conv_with(&nested(fit + 1), |o| o.strict_mode = false).is_ok());
 }
 
 #[test]
@@ -200,7 +225,8 @@ fn multiple_of_with_bounds() {
 /// `dependentRequired` past the any-order bound: schema order, dependency-named keys tracked.
 #[test]
 fn dependent_required_past_any_order_bound() {
-    let props: Vec<String> = (0..9).map(|i| format!(r#""k{i}":{{"type":"integer"}}"#)).collect();
+    // 13 keys: past MAX_LARGE_ANY_ORDER_STATES, so schema order.
+    let props: Vec<String> = (0..13).map(|i| format!(r#""k{i}":{{"type":"integer"}}"#)).collect();
     let s =
         format!(r#"{{"type":"object","properties":{{{}}},"dependentRequired":{{"k7":["k1","k3"]}}}}"#, props.join(","));
     let sp = Spelling::Canonical;
@@ -212,7 +238,7 @@ fn dependent_required_past_any_order_bound() {
     assert!(!schema_accepts(&s, sp, r#"{"k7":3}"#));
     assert!(!schema_accepts(&s, sp, r#"{"k3":1,"k7":3,"k8":1}"#));
     // A dependency on a key that cannot appear forbids its trigger.
-    let never = r#"{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{},"h":{},"x":false},"dependentRequired":{"a":["x"]}}"#;
+    let never = r#"{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{},"h":{},"i":{},"j":{},"k":{},"l":{},"m":{},"x":false},"dependentRequired":{"a":["x"]}}"#;
     assert!(schema_accepts(never, sp, r#"{"b":1}"#));
     assert!(!schema_accepts(never, sp, r#"{"a":1}"#));
     // More than 64 properties: only the dependency-named keys take mask bits.

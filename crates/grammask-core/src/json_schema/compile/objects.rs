@@ -132,14 +132,26 @@ impl Conv<'_> {
         if free_order && (n > 1 || (n == 1 && addl.is_some()) || !m.dep_req.is_empty()) {
             let levels = if need_count { m.max_props.map_or(m.min_props, |x| x + 1) + 1 } else { 1 };
             let states = (1u64 << n.min(40)).saturating_mul(levels);
-            if n <= 40 && states <= MAX_ANY_ORDER_STATES {
+            let key_bytes: u64 = keys.iter().map(|k| k.name.len() as u64 + 4).sum();
+            let cost = states.saturating_mul(key_bytes) / 2;
+            let small = states <= MAX_ANY_ORDER_STATES;
+            let large = !small
+                && states <= MAX_LARGE_ANY_ORDER_STATES
+                && self.large_any_order_cost + cost <= ANY_ORDER_KEY_BUDGET;
+            if n <= 40 && (small || large) {
+                if large {
+                    self.large_any_order_cost += cost;
+                }
                 let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
                 return self.object_any_order(g, m, &entries, &key_names, addl.as_deref(), need_count).map(Some);
             }
             if self.opts.any_order {
                 return Err(unsupported(
                     ptr,
-                    format!("any_order: {n} properties need more than {MAX_ANY_ORDER_STATES} key-set states"),
+                    format!(
+                        "any_order: {n} properties need {states} key-set states (at most {MAX_LARGE_ANY_ORDER_STATES} \
+                         per object past {MAX_ANY_ORDER_STATES}, within a schema's key budget of {ANY_ORDER_KEY_BUDGET})"
+                    ),
                 ));
             }
             // strict_mode=false beyond the bound: schema order (documented restriction).
