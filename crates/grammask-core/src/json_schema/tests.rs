@@ -69,8 +69,8 @@ fn any_order_budget() {
         format!(r#"{{"type":"object","properties":{{{}}}}}"#, subs.join(","))
     };
     // Cost of one: 4096 states x half of (p0..p9: 10 x 6 bytes, p10: 7, x{i}: 6) = 4096 x 73 / 2.
-    assert_eq!(MAX_LARGE_ANY_ORDER_STATES, 4096);
-    let fit = (ANY_ORDER_KEY_BUDGET / (4096 * 73 / 2)) as usize;
+    assert_eq!(compile::MAX_LARGE_ANY_ORDER_STATES, 4096);
+    let fit = (compile::ANY_ORDER_KEY_BUDGET / (4096 * 73 / 2)) as usize;
     assert!((2..10).contains(&fit));
     assert!(conv_with(&nested(fit), |o| o.any_order = true).is_ok());
     let e = conv_with(&nested(fit + 1), |o| o.any_order = true).unwrap_err();
