@@ -305,7 +305,18 @@ impl<'a> Conv<'a> {
         }
         let ws = if opts.any_whitespace { e.named("ws") } else { String::new() };
         let has_uneval = doc.has_unevaluated();
-        Conv { doc, opts, e, memo: HashMap::new(), queue: Vec::new(), char_rule, nothing: None, ws, has_uneval, large_any_order_cost: 0 }
+        Conv {
+            doc,
+            opts,
+            e,
+            memo: HashMap::new(),
+            queue: Vec::new(),
+            char_rule,
+            nothing: None,
+            ws,
+            has_uneval,
+            large_any_order_cost: 0,
+        }
     }
 
     pub fn run(mut self) -> Result<String> {
