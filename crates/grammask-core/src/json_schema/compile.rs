@@ -63,7 +63,7 @@ pub const MAX_LARGE_ANY_ORDER_STATES: u64 = 4096;
 /// emission order; later large objects fall back as past the bound). An object's cost is its
 /// states times half the bytes of its keys (each plus 4): the key entries a state offers are
 /// copied into its automaton, and the automata of a grammar share one state limit.
-pub const ANY_ORDER_KEY_BUDGET: u64 = 1_000_000;
+pub const ANY_ORDER_KEY_BUDGET: u64 = 300_000;
 /// `dependentRequired` past [`MAX_ANY_ORDER_STATES`] (strict_mode=false): keys come in schema
 /// order and the presence of at most this many dependency-named keys is tracked along the chain.
 pub const MAX_DEP_TRACKED_KEYS: u32 = 10;
