@@ -54,6 +54,11 @@ pub struct Completion {
     /// `plain[s]`: `s` has no rule edges and is not final, so a row of such items reads bytes on
     /// the automaton alone (no prediction, no completion).
     plain: Vec<bool>,
+    /// `leaf[s]`: `s` has no rule edges (it may be final). Exact walks read rows of such items on
+    /// the automaton too, leaving for the chart on the bytes their completions read ([`Follow`]).
+    leaf: Vec<bool>,
+    /// Per rule: a final state of it without rule edges, to complete the rule with.
+    leaf_final: Vec<Option<StateId>>,
     /// The grammar has lookahead assertions: every row takes the chart walk.
     lookahead: bool,
     vocab: Arc<Vocabulary>,
@@ -265,15 +270,19 @@ impl Completion {
                 relax(&mut dist, &mut heap, p, c.min(INF));
             }
         }
-        let plain = (0..n)
-            .map(|s| {
-                let sid = StateId(s as u32);
-                a.rule_edges(sid).is_empty() && !a.state(sid).is_final
-            })
-            .collect();
+        let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
+        let plain = (0..n).map(|s| leaf[s] && !a.state(StateId(s as u32)).is_final).collect();
+        let mut leaf_final = vec![None; a.num_rules()];
+        for (s, st) in a.states().iter().enumerate() {
+            if st.is_final && leaf[s] && leaf_final[st.rule.index()].is_none() {
+                leaf_final[st.rule.index()] = Some(StateId(s as u32));
+            }
+        }
         Completion {
             dist,
             plain,
+            leaf,
+            leaf_final,
             lookahead: a.has_lookahead(),
             vocab: vocab.clone(),
             reach: Mutex::default(),
@@ -457,11 +466,23 @@ enum Mode {
     Exact,
 }
 
+/// The bytes read after completing a rule started at some row (by the items that completion
+/// adds to a row, and their closure), as a 256-bit set.
+type Follow = [u64; 4];
+
+/// No [`Follow`] (the item's rule has no final state without rule edges: it leaves for the
+/// chart before it can end).
+const NO_FOLLOW: u32 = u32::MAX;
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
-/// has rule edges or final states, and on the automaton alone ("plain" levels: `dist + U` per
-/// item) where every item is plain. Every allowed token is read by one of the two, and each is
-/// exact: a plain row's only derivations are its items' byte paths.
+/// has rule edges (or, in bound mode, final states), and on the automaton alone ("plain" levels:
+/// `dist + U` per item) where every item is plain (exact mode: has no rule edges). Every allowed
+/// token is read by one of the two, and each is exact: a plain row's only derivations are its
+/// items' byte paths and, for final items of rule `R` started at row `o`, the completion of
+/// `(R, o)`. A byte some completion reads ([`Follow`]) leaves for the chart; no other byte is
+/// read by the completion, and the completion's items cost at least `U(R, o)`, the final item's
+/// own cost, so `min(dist + U)` over the items is still `C(row)`.
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
@@ -470,9 +491,15 @@ struct Walk<'a> {
     classes: &'a SubtreeClasses,
     mode: Mode,
     now: u32,
-    /// Plain items of the open plain levels, with their `U` and, in bound mode, the `dist` cap
-    /// of the region they started in (a step above it leaves the region: an exit).
-    items: Vec<(Item, u32, u32)>,
+    /// Plain items of the open plain levels, with their `U`, in bound mode the `dist` cap of the
+    /// region they started in (a step above it leaves the region: an exit), and the index of
+    /// their rule's [`Follow`] in `follows` (or [`NO_FOLLOW`]).
+    items: Vec<(Item, u32, u32, u32)>,
+    follows: Vec<Follow>,
+    /// `follows` indices by `(rule, origin)` for origins below `base` (rows the walk keeps).
+    follow_of: FastMap<(u32, u32), u32>,
+    /// The chart's rows when the walk began.
+    base: usize,
     levels: Vec<Level>,
     /// Bound mode: the largest cost bound so far.
     bound: u32,
@@ -490,23 +517,75 @@ impl Walk<'_> {
         }
     }
 
+    /// Whether state `s` may be in a plain level of this walk's mode.
+    #[inline]
+    fn plain(&self, s: StateId) -> bool {
+        match self.mode {
+            Mode::Bound => self.comp.plain[s.0 as usize],
+            Mode::Exact => self.comp.leaf[s.0 as usize],
+        }
+    }
+
+    /// The index in `follows` of the bytes read after completing `rule` started at row `origin`
+    /// (below the chart's last row), found by pushing (and popping) the row of one of its final
+    /// states without rule edges.
+    fn follow(&mut self, chart: &mut Chart, rule: u32, origin: u32) -> u32 {
+        let Some(f) = self.comp.leaf_final[rule as usize] else {
+            return NO_FOLLOW;
+        };
+        let keep = (origin as usize) < self.base;
+        if keep {
+            if let Some(&i) = self.follow_of.get(&(rule, origin)) {
+                return i;
+            }
+        }
+        let seed = Item::new(f, origin);
+        let mut bits: Follow = [0; 4];
+        match chart.push_items(self.a, &[seed]) {
+            Ok(true) => {
+                for it in chart.row(chart.last_row_index()) {
+                    if *it != seed {
+                        for b in 0..=255u8 {
+                            if self.a.step(it.state, b).is_some() {
+                                bits[usize::from(b >> 6)] |= 1 << (b & 63);
+                            }
+                        }
+                    }
+                }
+                chart.pop_row();
+            }
+            Ok(false) => {}
+            // The chart path meets the error (or not) itself.
+            Err(_) => bits = [u64::MAX; 4],
+        }
+        self.follows.push(bits);
+        let i = (self.follows.len() - 1) as u32;
+        if keep {
+            self.follow_of.insert((rule, origin), i);
+        }
+        i
+    }
+
     /// The level of the chart's last row: plain when every item is (and the grammar has no
     /// lookahead), adding its items' reach to the bound.
-    fn level_of_row(&mut self, rows: &RowCosts, chart: &Chart) -> Level {
+    fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
         let r = chart.last_row_index();
-        let row = chart.row(r);
-        if self.comp.lookahead || !row.iter().all(|it| self.comp.plain[it.state.0 as usize]) {
+        if self.comp.lookahead || !chart.row(r).iter().all(|it| self.plain(it.state)) {
             return Level::Chart { rows: chart.num_rows() };
         }
         let lo = self.items.len();
         let mut exits = 0;
-        for it in row {
-            let u = rows.item_u(self.a, r, it);
-            let cap = match self.mode {
-                Mode::Bound => self.comp.dist(it.state).saturating_add(REACH_SLACK),
-                Mode::Exact => u32::MAX,
+        for k in 0..chart.row(r).len() {
+            let it = chart.row(r)[k];
+            let u = rows.item_u(self.a, r, &it);
+            let (cap, follow) = match self.mode {
+                Mode::Bound => (self.comp.dist(it.state).saturating_add(REACH_SLACK), NO_FOLLOW),
+                Mode::Exact => {
+                    let rule = self.a.state(it.state).rule.index() as u32;
+                    (u32::MAX, self.follow(chart, rule, it.origin))
+                }
             };
-            self.items.push((*it, u, cap));
+            self.items.push((it, u, cap, follow));
             if self.mode == Mode::Bound {
                 self.bounded = true;
                 let reach = self.comp.reach(self.a, it.state, self.trie.max_depth);
@@ -591,15 +670,23 @@ impl Walk<'_> {
                     self.items.truncate(hi);
                     let mut exit = false;
                     for j in lo..hi {
-                        let (it, u, cap) = self.items[j];
+                        let (it, u, cap, follow) = self.items[j];
+                        if a.state(it.state).is_final
+                            && (follow == NO_FOLLOW
+                                || self.follows[follow as usize][usize::from(n.byte >> 6)] >> (n.byte & 63) & 1 != 0)
+                        {
+                            // The byte may be read after the item's rule ends.
+                            exit = true;
+                            break;
+                        }
                         if let Some(q) = a.step(it.state, n.byte) {
-                            if !comp.plain[q.0 as usize] || comp.dist(q) > cap {
+                            if !self.plain(q) || comp.dist(q) > cap {
                                 exit = true;
                                 break;
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                self.items.push((next, u, cap));
+                                self.items.push((next, u, cap, follow));
                             }
                         }
                     }
@@ -636,7 +723,7 @@ impl Walk<'_> {
                     if has_token && self.mode == Mode::Exact {
                         let c = self.items[hi..]
                             .iter()
-                            .map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF))
+                            .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
                             .min()
                             .unwrap_or(INF);
                         self.record(i, c);
@@ -720,6 +807,9 @@ impl Budget {
             mode,
             now,
             items: Vec::new(),
+            follows: Vec::new(),
+            follow_of: FastMap::default(),
+            base: chart.num_rows(),
             levels: Vec::new(),
             bound: 0,
             out: Vec::new(),
