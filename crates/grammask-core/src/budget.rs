@@ -57,8 +57,6 @@ pub struct Completion {
     /// `leaf[s]`: `s` has no rule edges (it may be final). Exact walks read rows of such items on
     /// the automaton too, leaving for the chart on the bytes their completions read ([`Follow`]).
     leaf: Vec<bool>,
-    /// Per rule: a final state of it without rule edges, to complete the rule with.
-    leaf_final: Vec<Option<StateId>>,
     /// The grammar has lookahead assertions: every row takes the chart walk.
     lookahead: bool,
     vocab: Arc<Vocabulary>,
@@ -272,17 +270,10 @@ impl Completion {
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
         let plain = (0..n).map(|s| leaf[s] && !a.state(StateId(s as u32)).is_final).collect();
-        let mut leaf_final = vec![None; a.num_rules()];
-        for (s, st) in a.states().iter().enumerate() {
-            if st.is_final && leaf[s] && leaf_final[st.rule.index()].is_none() {
-                leaf_final[st.rule.index()] = Some(StateId(s as u32));
-            }
-        }
         Completion {
             dist,
             plain,
             leaf,
-            leaf_final,
             lookahead: a.has_lookahead(),
             vocab: vocab.clone(),
             reach: Mutex::default(),
@@ -470,8 +461,7 @@ enum Mode {
 /// adds to a row, and their closure), as a 256-bit set.
 type Follow = [u64; 4];
 
-/// No [`Follow`] (the item's rule has no final state without rule edges: it leaves for the
-/// chart before it can end).
+/// A [`Follow`] not looked up yet.
 const NO_FOLLOW: u32 = u32::MAX;
 
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
@@ -527,28 +517,21 @@ impl Walk<'_> {
     }
 
     /// The index in `follows` of the bytes read after completing `rule` started at row `origin`
-    /// (below the chart's last row), found by pushing (and popping) the row of one of its final
-    /// states without rule edges.
+    /// (a row below the chart's last), found by pushing (and popping) the completion's row.
     fn follow(&mut self, chart: &mut Chart, rule: u32, origin: u32) -> u32 {
-        let Some(f) = self.comp.leaf_final[rule as usize] else {
-            return NO_FOLLOW;
-        };
         let keep = (origin as usize) < self.base;
         if keep {
             if let Some(&i) = self.follow_of.get(&(rule, origin)) {
                 return i;
             }
         }
-        let seed = Item::new(f, origin);
         let mut bits: Follow = [0; 4];
-        match chart.push_items(self.a, &[seed]) {
+        match chart.push_completion(self.a, origin as usize, crate::grammar::RuleId(rule)) {
             Ok(true) => {
                 for it in chart.row(chart.last_row_index()) {
-                    if *it != seed {
-                        for b in 0..=255u8 {
-                            if self.a.step(it.state, b).is_some() {
-                                bits[usize::from(b >> 6)] |= 1 << (b & 63);
-                            }
+                    for b in 0..=255u8 {
+                        if self.a.step(it.state, b).is_some() {
+                            bits[usize::from(b >> 6)] |= 1 << (b & 63);
                         }
                     }
                 }
@@ -566,26 +549,58 @@ impl Walk<'_> {
         i
     }
 
+    /// Exact mode: the items of the chart's last row without rule edges when they are its
+    /// *seeds* (the row is their closure, the rest coming from completions of the final ones).
+    fn leaf_seeds(&mut self, chart: &mut Chart) -> Option<Vec<Item>> {
+        let r = chart.last_row_index();
+        let row = chart.row(r);
+        let seeds: Vec<Item> = row.iter().filter(|it| self.comp.leaf[it.state.0 as usize]).copied().collect();
+        if seeds.len() == row.len() {
+            return Some(seeds);
+        }
+        if !seeds.iter().any(|it| self.a.state(it.state).is_final) {
+            return None;
+        }
+        let mut want: Vec<Item> = row.to_vec();
+        want.sort_unstable();
+        let closed = match chart.push_items(self.a, &seeds) {
+            Ok(true) => {
+                // Items predicted in the pushed row name it as their origin.
+                let mut got: Vec<Item> = chart
+                    .row(r + 1)
+                    .iter()
+                    .map(|it| Item { origin: if it.origin as usize == r + 1 { r as u32 } else { it.origin }, ..*it })
+                    .collect();
+                chart.pop_row();
+                got.sort_unstable();
+                got == want
+            }
+            _ => false,
+        };
+        closed.then_some(seeds)
+    }
+
     /// The level of the chart's last row: plain when every item is (and the grammar has no
     /// lookahead), adding its items' reach to the bound.
     fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
         let r = chart.last_row_index();
-        if self.comp.lookahead || !chart.row(r).iter().all(|it| self.plain(it.state)) {
+        let seeds = match self.mode {
+            _ if self.comp.lookahead => None,
+            Mode::Bound => chart.row(r).iter().all(|it| self.comp.plain[it.state.0 as usize]).then(|| chart.row(r).to_vec()),
+            Mode::Exact => self.leaf_seeds(chart),
+        };
+        let Some(seeds) = seeds else {
             return Level::Chart { rows: chart.num_rows() };
-        }
+        };
         let lo = self.items.len();
         let mut exits = 0;
-        for k in 0..chart.row(r).len() {
-            let it = chart.row(r)[k];
+        for it in seeds {
             let u = rows.item_u(self.a, r, &it);
-            let (cap, follow) = match self.mode {
-                Mode::Bound => (self.comp.dist(it.state).saturating_add(REACH_SLACK), NO_FOLLOW),
-                Mode::Exact => {
-                    let rule = self.a.state(it.state).rule.index() as u32;
-                    (u32::MAX, self.follow(chart, rule, it.origin))
-                }
+            let cap = match self.mode {
+                Mode::Bound => self.comp.dist(it.state).saturating_add(REACH_SLACK),
+                Mode::Exact => u32::MAX,
             };
-            self.items.push((it, u, cap, follow));
+            self.items.push((it, u, cap, NO_FOLLOW));
             if self.mode == Mode::Bound {
                 self.bounded = true;
                 let reach = self.comp.reach(self.a, it.state, self.trie.max_depth);
@@ -670,10 +685,13 @@ impl Walk<'_> {
                     self.items.truncate(hi);
                     let mut exit = false;
                     for j in lo..hi {
-                        let (it, u, cap, follow) = self.items[j];
+                        let (it, u, cap, mut follow) = self.items[j];
+                        if a.state(it.state).is_final && follow == NO_FOLLOW {
+                            follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
+                            self.items[j].3 = follow;
+                        }
                         if a.state(it.state).is_final
-                            && (follow == NO_FOLLOW
-                                || self.follows[follow as usize][usize::from(n.byte >> 6)] >> (n.byte & 63) & 1 != 0)
+                            && self.follows[follow as usize][usize::from(n.byte >> 6)] >> (n.byte & 63) & 1 != 0
                         {
                             // The byte may be read after the item's rule ends.
                             exit = true;
