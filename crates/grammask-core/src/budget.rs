@@ -445,8 +445,9 @@ enum Level {
     Chart { rows: usize },
     /// Plain items `items[lo..hi]` with their `U`, on top of a chart of `rows` rows; `exits`:
     /// the byte classes that can lead out of plain states from where this plain stretch began;
-    /// `at_row`: the items are the chart's last row itself.
-    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool },
+    /// `at_row`: the chart's last row is the items' closure (exact mode: the items are the
+    /// row's items without rule edges, and `others` indexes the bytes the rest read).
+    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool, others: u32 },
 }
 
 /// What a walk computes: an upper bound on the costs (plain stretches are bounded by their
@@ -461,8 +462,22 @@ enum Mode {
 /// adds to a row, and their closure), as a 256-bit set.
 type Follow = [u64; 4];
 
-/// A [`Follow`] not looked up yet.
+/// A [`Follow`] not looked up yet (or none).
 const NO_FOLLOW: u32 = u32::MAX;
+
+/// Adds the bytes state `s` reads to `bits`.
+fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) {
+    for e in a.byte_edges(s) {
+        for b in e.lo..=e.hi {
+            bits[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+    }
+}
+
+#[inline]
+fn has_byte(bits: &Follow, b: u8) -> bool {
+    bits[usize::from(b >> 6)] >> (b & 63) & 1 != 0
+}
 
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
@@ -529,11 +544,7 @@ impl Walk<'_> {
         match chart.push_completion(self.a, origin as usize, crate::grammar::RuleId(rule)) {
             Ok(true) => {
                 for it in chart.row(chart.last_row_index()) {
-                    for b in 0..=255u8 {
-                        if self.a.step(it.state, b).is_some() {
-                            bits[usize::from(b >> 6)] |= 1 << (b & 63);
-                        }
-                    }
+                    add_bytes(&mut bits, self.a, it.state);
                 }
                 chart.pop_row();
             }
@@ -549,48 +560,30 @@ impl Walk<'_> {
         i
     }
 
-    /// Exact mode: the items of the chart's last row without rule edges when they are its
-    /// *seeds* (the row is their closure, the rest coming from completions of the final ones).
-    fn leaf_seeds(&mut self, chart: &mut Chart) -> Option<Vec<Item>> {
-        let r = chart.last_row_index();
-        let row = chart.row(r);
-        let seeds: Vec<Item> = row.iter().filter(|it| self.comp.leaf[it.state.0 as usize]).copied().collect();
-        if seeds.len() == row.len() {
-            return Some(seeds);
-        }
-        if !seeds.iter().any(|it| self.a.state(it.state).is_final) {
-            return None;
-        }
-        let mut want: Vec<Item> = row.to_vec();
-        want.sort_unstable();
-        let closed = match chart.push_items(self.a, &seeds) {
-            Ok(true) => {
-                // Items predicted in the pushed row name it as their origin.
-                let mut got: Vec<Item> = chart
-                    .row(r + 1)
-                    .iter()
-                    .map(|it| Item { origin: if it.origin as usize == r + 1 { r as u32 } else { it.origin }, ..*it })
-                    .collect();
-                chart.pop_row();
-                got.sort_unstable();
-                got == want
-            }
-            _ => false,
-        };
-        closed.then_some(seeds)
-    }
-
     /// The level of the chart's last row: plain when every item is (and the grammar has no
     /// lookahead), adding its items' reach to the bound.
     fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
         let r = chart.last_row_index();
-        let seeds = match self.mode {
-            _ if self.comp.lookahead => None,
-            Mode::Bound => chart.row(r).iter().all(|it| self.comp.plain[it.state.0 as usize]).then(|| chart.row(r).to_vec()),
-            Mode::Exact => self.leaf_seeds(chart),
-        };
-        let Some(seeds) = seeds else {
-            return Level::Chart { rows: chart.num_rows() };
+        let row = chart.row(r);
+        let (seeds, others) = match self.mode {
+            _ if self.comp.lookahead => return Level::Chart { rows: chart.num_rows() },
+            Mode::Bound if row.iter().all(|it| self.comp.plain[it.state.0 as usize]) => (row.to_vec(), NO_FOLLOW),
+            Mode::Bound => return Level::Chart { rows: chart.num_rows() },
+            Mode::Exact => {
+                // The row's items with rule edges are left to the chart: the bytes they read
+                // leave the level.
+                let (seeds, others): (Vec<Item>, Vec<Item>) =
+                    row.iter().partition(|it| self.comp.leaf[it.state.0 as usize]);
+                if seeds.is_empty() {
+                    return Level::Chart { rows: chart.num_rows() };
+                }
+                let mut bits: Follow = [0; 4];
+                for it in &others {
+                    add_bytes(&mut bits, self.a, it.state);
+                }
+                self.follows.push(bits);
+                (seeds, (self.follows.len() - 1) as u32)
+            }
         };
         let lo = self.items.len();
         let mut exits = 0;
@@ -608,7 +601,7 @@ impl Walk<'_> {
                 self.bound = self.bound.max((reach.max_dist + u).min(INF));
             }
         }
-        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true }
+        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
     fn record(&mut self, node: usize, cost: u32) {
@@ -675,7 +668,7 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart);
                     self.levels.push(l);
                 }
-                Level::Plain { lo, hi, rows: nr, exits, at_row } => {
+                Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
                     if self.mode == Mode::Bound && self.classes.below[i] & exits == 0 {
                         // Every token below stays in plain states: within the bound.
                         i = skip;
@@ -683,16 +676,18 @@ impl Walk<'_> {
                     }
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(hi);
-                    let mut exit = false;
+                    let mut exit = others != NO_FOLLOW && has_byte(&self.follows[others as usize], n.byte);
                     for j in lo..hi {
+                        if exit {
+                            break;
+                        }
                         let (it, u, cap, mut follow) = self.items[j];
-                        if a.state(it.state).is_final && follow == NO_FOLLOW {
+                        // At the row, its items with rule edges hold the completions.
+                        if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
                             follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
                             self.items[j].3 = follow;
                         }
-                        if a.state(it.state).is_final
-                            && self.follows[follow as usize][usize::from(n.byte >> 6)] >> (n.byte & 63) & 1 != 0
-                        {
+                        if !at_row && a.state(it.state).is_final && has_byte(&self.follows[follow as usize], n.byte) {
                             // The byte may be read after the item's rule ends.
                             exit = true;
                             break;
@@ -746,7 +741,14 @@ impl Walk<'_> {
                             .unwrap_or(INF);
                         self.record(i, c);
                     }
-                    self.levels.push(Level::Plain { lo: hi, hi: self.items.len(), rows: nr, exits, at_row: false });
+                    self.levels.push(Level::Plain {
+                        lo: hi,
+                        hi: self.items.len(),
+                        rows: nr,
+                        exits,
+                        at_row: false,
+                        others: NO_FOLLOW,
+                    });
                 }
             }
             i += 1;
