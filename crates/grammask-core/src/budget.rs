@@ -54,6 +54,9 @@ pub struct Completion {
     /// `plain[s]`: `s` has no rule edges and is not final, so a row of such items reads bytes on
     /// the automaton alone (no prediction, no completion).
     plain: Vec<bool>,
+    /// `leaf[s]`: `s` has no rule edges (it may be final). Exact walks read rows of such items on
+    /// the automaton too, leaving for the chart on the bytes their completions read ([`Follow`]).
+    leaf: Vec<bool>,
     /// The grammar has lookahead assertions: every row takes the chart walk.
     lookahead: bool,
     vocab: Arc<Vocabulary>,
@@ -265,15 +268,12 @@ impl Completion {
                 relax(&mut dist, &mut heap, p, c.min(INF));
             }
         }
-        let plain = (0..n)
-            .map(|s| {
-                let sid = StateId(s as u32);
-                a.rule_edges(sid).is_empty() && !a.state(sid).is_final
-            })
-            .collect();
+        let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
+        let plain = (0..n).map(|s| leaf[s] && !a.state(StateId(s as u32)).is_final).collect();
         Completion {
             dist,
             plain,
+            leaf,
             lookahead: a.has_lookahead(),
             vocab: vocab.clone(),
             reach: Mutex::default(),
@@ -445,8 +445,9 @@ enum Level {
     Chart { rows: usize },
     /// Plain items `items[lo..hi]` with their `U`, on top of a chart of `rows` rows; `exits`:
     /// the byte classes that can lead out of plain states from where this plain stretch began;
-    /// `at_row`: the items are the chart's last row itself.
-    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool },
+    /// `at_row`: the chart's last row is the items' closure (exact mode: the items are the
+    /// row's items without rule edges, and `others` indexes the bytes the rest read).
+    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool, others: u32 },
 }
 
 /// What a walk computes: an upper bound on the costs (plain stretches are bounded by their
@@ -457,11 +458,36 @@ enum Mode {
     Exact,
 }
 
+/// The bytes read after completing a rule started at some row (by the items that completion
+/// adds to a row, and their closure), as a 256-bit set.
+type Follow = [u64; 4];
+
+/// A [`Follow`] not looked up yet (or none).
+const NO_FOLLOW: u32 = u32::MAX;
+
+/// Adds the bytes state `s` reads to `bits`.
+fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) {
+    for e in a.byte_edges(s) {
+        for b in e.lo..=e.hi {
+            bits[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+    }
+}
+
+#[inline]
+fn has_byte(bits: &Follow, b: u8) -> bool {
+    bits[usize::from(b >> 6)] >> (b & 63) & 1 != 0
+}
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
-/// has rule edges or final states, and on the automaton alone ("plain" levels: `dist + U` per
-/// item) where every item is plain. Every allowed token is read by one of the two, and each is
-/// exact: a plain row's only derivations are its items' byte paths.
+/// has rule edges (or, in bound mode, final states), and on the automaton alone ("plain" levels:
+/// `dist + U` per item) where every item is plain (exact mode: has no rule edges). Every allowed
+/// token is read by one of the two, and each is exact: a plain row's only derivations are its
+/// items' byte paths and, for final items of rule `R` started at row `o`, the completion of
+/// `(R, o)`. A byte some completion reads ([`Follow`]) leaves for the chart; no other byte is
+/// read by the completion, and the completion's items cost at least `U(R, o)`, the final item's
+/// own cost, so `min(dist + U)` over the items is still `C(row)`.
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
@@ -470,9 +496,15 @@ struct Walk<'a> {
     classes: &'a SubtreeClasses,
     mode: Mode,
     now: u32,
-    /// Plain items of the open plain levels, with their `U` and, in bound mode, the `dist` cap
-    /// of the region they started in (a step above it leaves the region: an exit).
-    items: Vec<(Item, u32, u32)>,
+    /// Plain items of the open plain levels, with their `U`, in bound mode the `dist` cap of the
+    /// region they started in (a step above it leaves the region: an exit), and the index of
+    /// their rule's [`Follow`] in `follows` (or [`NO_FOLLOW`]).
+    items: Vec<(Item, u32, u32, u32)>,
+    follows: Vec<Follow>,
+    /// `follows` indices by `(rule, origin)` for origins below `base` (rows the walk keeps).
+    follow_of: FastMap<(u32, u32), u32>,
+    /// The chart's rows when the walk began.
+    base: usize,
     levels: Vec<Level>,
     /// Bound mode: the largest cost bound so far.
     bound: u32,
@@ -490,23 +522,78 @@ impl Walk<'_> {
         }
     }
 
+    /// Whether state `s` may be in a plain level of this walk's mode.
+    #[inline]
+    fn plain(&self, s: StateId) -> bool {
+        match self.mode {
+            Mode::Bound => self.comp.plain[s.0 as usize],
+            Mode::Exact => self.comp.leaf[s.0 as usize],
+        }
+    }
+
+    /// The index in `follows` of the bytes read after completing `rule` started at row `origin`
+    /// (a row below the chart's last), found by pushing (and popping) the completion's row.
+    fn follow(&mut self, chart: &mut Chart, rule: u32, origin: u32) -> u32 {
+        let keep = (origin as usize) < self.base;
+        if keep {
+            if let Some(&i) = self.follow_of.get(&(rule, origin)) {
+                return i;
+            }
+        }
+        let mut bits: Follow = [0; 4];
+        match chart.push_completion(self.a, origin as usize, crate::grammar::RuleId(rule)) {
+            Ok(true) => {
+                for it in chart.row(chart.last_row_index()) {
+                    add_bytes(&mut bits, self.a, it.state);
+                }
+                chart.pop_row();
+            }
+            Ok(false) => {}
+            // The chart path meets the error (or not) itself.
+            Err(_) => bits = [u64::MAX; 4],
+        }
+        self.follows.push(bits);
+        let i = (self.follows.len() - 1) as u32;
+        if keep {
+            self.follow_of.insert((rule, origin), i);
+        }
+        i
+    }
+
     /// The level of the chart's last row: plain when every item is (and the grammar has no
     /// lookahead), adding its items' reach to the bound.
-    fn level_of_row(&mut self, rows: &RowCosts, chart: &Chart) -> Level {
+    fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
         let r = chart.last_row_index();
         let row = chart.row(r);
-        if self.comp.lookahead || !row.iter().all(|it| self.comp.plain[it.state.0 as usize]) {
-            return Level::Chart { rows: chart.num_rows() };
-        }
+        let (seeds, others) = match self.mode {
+            _ if self.comp.lookahead => return Level::Chart { rows: chart.num_rows() },
+            Mode::Bound if row.iter().all(|it| self.comp.plain[it.state.0 as usize]) => (row.to_vec(), NO_FOLLOW),
+            Mode::Bound => return Level::Chart { rows: chart.num_rows() },
+            Mode::Exact => {
+                // The row's items with rule edges are left to the chart: the bytes they read
+                // leave the level.
+                let (seeds, others): (Vec<Item>, Vec<Item>) =
+                    row.iter().partition(|it| self.comp.leaf[it.state.0 as usize]);
+                if seeds.is_empty() {
+                    return Level::Chart { rows: chart.num_rows() };
+                }
+                let mut bits: Follow = [0; 4];
+                for it in &others {
+                    add_bytes(&mut bits, self.a, it.state);
+                }
+                self.follows.push(bits);
+                (seeds, (self.follows.len() - 1) as u32)
+            }
+        };
         let lo = self.items.len();
         let mut exits = 0;
-        for it in row {
-            let u = rows.item_u(self.a, r, it);
+        for it in seeds {
+            let u = rows.item_u(self.a, r, &it);
             let cap = match self.mode {
                 Mode::Bound => self.comp.dist(it.state).saturating_add(REACH_SLACK),
                 Mode::Exact => u32::MAX,
             };
-            self.items.push((*it, u, cap));
+            self.items.push((it, u, cap, NO_FOLLOW));
             if self.mode == Mode::Bound {
                 self.bounded = true;
                 let reach = self.comp.reach(self.a, it.state, self.trie.max_depth);
@@ -514,7 +601,7 @@ impl Walk<'_> {
                 self.bound = self.bound.max((reach.max_dist + u).min(INF));
             }
         }
-        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true }
+        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
     fn record(&mut self, node: usize, cost: u32) {
@@ -581,7 +668,7 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart);
                     self.levels.push(l);
                 }
-                Level::Plain { lo, hi, rows: nr, exits, at_row } => {
+                Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
                     if self.mode == Mode::Bound && self.classes.below[i] & exits == 0 {
                         // Every token below stays in plain states: within the bound.
                         i = skip;
@@ -589,17 +676,30 @@ impl Walk<'_> {
                     }
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(hi);
-                    let mut exit = false;
+                    let mut exit = others != NO_FOLLOW && has_byte(&self.follows[others as usize], n.byte);
                     for j in lo..hi {
-                        let (it, u, cap) = self.items[j];
+                        if exit {
+                            break;
+                        }
+                        let (it, u, cap, mut follow) = self.items[j];
+                        // At the row, its items with rule edges hold the completions.
+                        if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
+                            follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
+                            self.items[j].3 = follow;
+                        }
+                        if !at_row && a.state(it.state).is_final && has_byte(&self.follows[follow as usize], n.byte) {
+                            // The byte may be read after the item's rule ends.
+                            exit = true;
+                            break;
+                        }
                         if let Some(q) = a.step(it.state, n.byte) {
-                            if !comp.plain[q.0 as usize] || comp.dist(q) > cap {
+                            if !self.plain(q) || comp.dist(q) > cap {
                                 exit = true;
                                 break;
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                self.items.push((next, u, cap));
+                                self.items.push((next, u, cap, follow));
                             }
                         }
                     }
@@ -636,12 +736,19 @@ impl Walk<'_> {
                     if has_token && self.mode == Mode::Exact {
                         let c = self.items[hi..]
                             .iter()
-                            .map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF))
+                            .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
                             .min()
                             .unwrap_or(INF);
                         self.record(i, c);
                     }
-                    self.levels.push(Level::Plain { lo: hi, hi: self.items.len(), rows: nr, exits, at_row: false });
+                    self.levels.push(Level::Plain {
+                        lo: hi,
+                        hi: self.items.len(),
+                        rows: nr,
+                        exits,
+                        at_row: false,
+                        others: NO_FOLLOW,
+                    });
                 }
             }
             i += 1;
@@ -720,6 +827,9 @@ impl Budget {
             mode,
             now,
             items: Vec::new(),
+            follows: Vec::new(),
+            follow_of: FastMap::default(),
+            base: chart.num_rows(),
             levels: Vec::new(),
             bound: 0,
             out: Vec::new(),

@@ -73,6 +73,14 @@ fn grammars() -> Vec<(&'static str, Grammar)> {
         ("nested", schema(r##"{"type":"array","items":{"anyOf":[{"$ref":"#"},{"type":"boolean"}]},"maxItems":2}"##)),
         ("string", schema(r#"{"type":"string","minLength":3,"maxLength":6}"#)),
         ("expr", parse_ebnf("root ::= e\ne ::= t (\"+\" t)*\nt ::= \"((\" e \"))\" | [a-z]+", "root").unwrap()),
+        // Keys of an open object: the key rule's states are final (its closing quote is the
+        // parent's), so exact walks read them on the automaton and leave on the completion's bytes.
+        (
+            "open_object",
+            schema(
+                r#"{"type":"object","properties":{"abx":{"type":"integer"},"b":{"type":"boolean"}},"additionalProperties":{"type":"integer"}}"#,
+            ),
+        ),
         ("ambiguous", parse_ebnf("root ::= x | y\nx ::= \"a\"+ \"bcd\"\ny ::= \"a\"* \"\\\"}]\"", "root").unwrap()),
     ]
 }
@@ -110,6 +118,15 @@ fn shortest(m: &Matcher, memo: &mut HashMap<u128, Option<u32>>, cap: u32) -> Opt
     }
     memo.insert(sig, found);
     found
+}
+
+/// Tokens a path of grammar `name` starts with (then random ones).
+fn forced(name: &str, path: usize) -> &'static [&'static str] {
+    match (name, path) {
+        ("open_object", 0) => &["{\"", "a"],
+        ("open_object", _) => &["{\"", "q"],
+        _ => &[],
+    }
 }
 
 #[test]
@@ -171,8 +188,16 @@ fn budgeted_masks_equal_brute_force() {
                         )
                     );
                 }
-                // Go on with a random allowed non-stop token (or stop the path).
-                let Some(&(t, _)) = costs.get(rng.below(costs.len().max(1) as u64) as usize) else { break };
+                // Go on with a forced or random allowed non-stop token (or stop the path).
+                let forced_token = forced(name, path)
+                    .get(step)
+                    .map(|s| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap());
+                let Some(&(t, _)) = (match forced_token {
+                    Some(t) => costs.iter().find(|c| c.0 == t),
+                    None => costs.get(rng.below(costs.len().max(1) as u64) as usize),
+                }) else {
+                    break;
+                };
                 assert!(free.accept_token(t).unwrap());
                 taken.push(t);
             }
