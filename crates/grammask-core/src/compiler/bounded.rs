@@ -17,13 +17,10 @@ use std::collections::HashMap;
 /// `dfa` with at most `limit` characters before the rule must end at its first chance.
 /// `budget` is the grammar's remaining automaton state budget.
 pub(super) fn bound_dfa(dfa: &Dfa, limit: u32, budget: &mut usize) -> Result<Dfa> {
-    let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut order: Vec<(u32, u32)> = vec![(0, 0)];
-    ids.insert((0, 0), 0);
+    let mut states = ProductStates::new(budget);
     let mut out = Dfa::default();
     let mut i = 0;
-    while i < order.len() {
-        let (q, c) = order[i];
+    while let Some((q, c)) = states.get(i) {
         i += 1;
         let is_final = dfa.finals[q as usize];
         let first = out.bytes.len();
@@ -33,21 +30,8 @@ pub(super) fn bound_dfa(dfa: &Dfa, limit: u32, budget: &mut usize) -> Result<Dfa
                 // a character.
                 for (lo, hi, cont) in split_continuation(e.lo, e.hi) {
                     let nc = if cont { c } else { (c + 1).min(limit) };
-                    let key = (e.target, nc);
-                    let t = match ids.get(&key) {
-                        Some(&t) => t,
-                        None => {
-                            if *budget == 0 {
-                                return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
-                            }
-                            *budget -= 1;
-                            let t = order.len() as u32;
-                            order.push(key);
-                            ids.insert(key, t);
-                            t
-                        }
-                    };
-                    out.push_byte(first, ByteEdgeLocal { lo, hi, target: t });
+                    let target = states.id((e.target, nc))?;
+                    out.push_byte(first, ByteEdgeLocal { lo, hi, target });
                 }
             }
         }
@@ -59,38 +43,55 @@ pub(super) fn bound_dfa(dfa: &Dfa, limit: u32, budget: &mut usize) -> Result<Dfa
 /// `dfa` without the strings that contain one of `excludes` (non-empty).
 pub(super) fn exclude_dfa(dfa: &Dfa, excludes: &[String], budget: &mut usize) -> Result<Dfa> {
     let ac = SuffixAutomaton::new(excludes);
-    let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut order: Vec<(u32, u32)> = vec![(0, 0)];
-    ids.insert((0, 0), 0);
+    let mut states = ProductStates::new(budget);
     let mut out = Dfa::default();
     let mut i = 0;
-    while i < order.len() {
-        let (q, a) = order[i];
+    while let Some((q, a)) = states.get(i) {
         i += 1;
         let first = out.bytes.len();
         for e in dfa.bytes_of(q as usize) {
             for b in e.lo..=e.hi {
                 let Some(na) = ac.step(a, b) else { continue };
-                let key = (e.target, na);
-                let t = match ids.get(&key) {
-                    Some(&t) => t,
-                    None => {
-                        if *budget == 0 {
-                            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
-                        }
-                        *budget -= 1;
-                        let t = order.len() as u32;
-                        order.push(key);
-                        ids.insert(key, t);
-                        t
-                    }
-                };
-                out.push_byte(first, ByteEdgeLocal { lo: b, hi: b, target: t });
+                let target = states.id((e.target, na))?;
+                out.push_byte(first, ByteEdgeLocal { lo: b, hi: b, target });
             }
         }
         out.end_state(dfa.finals[q as usize]);
     }
     Ok(out)
+}
+
+/// The states of a product automaton, `(DFA state, counter state)` pairs numbered in order of
+/// discovery from `(0, 0)`; each new one takes one unit of the grammar's state `budget`.
+struct ProductStates<'a> {
+    ids: HashMap<(u32, u32), u32>,
+    order: Vec<(u32, u32)>,
+    budget: &'a mut usize,
+}
+
+impl<'a> ProductStates<'a> {
+    fn new(budget: &'a mut usize) -> Self {
+        ProductStates { ids: HashMap::from([((0, 0), 0)]), order: vec![(0, 0)], budget }
+    }
+
+    fn get(&self, i: usize) -> Option<(u32, u32)> {
+        self.order.get(i).copied()
+    }
+
+    /// The id of `key`, numbering it if new.
+    fn id(&mut self, key: (u32, u32)) -> Result<u32> {
+        if let Some(&t) = self.ids.get(&key) {
+            return Ok(t);
+        }
+        if *self.budget == 0 {
+            return Err(Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES));
+        }
+        *self.budget -= 1;
+        let t = self.order.len() as u32;
+        self.order.push(key);
+        self.ids.insert(key, t);
+        Ok(t)
+    }
 }
 
 /// States: the distinct prefixes of the excluded strings (0 is the empty one). A step goes to the
