@@ -29,6 +29,11 @@ from test_masks import brute_force_large
 FAMILIES = ["llama3", "qwen2.5"]
 
 SAY = 'root ::= "say:" x "!"\nx[max_tokens={n}] ::= [a-z ]* "."'
+# A JSON value whose budget covers every value nested in it.
+REC_VALUE = (
+    'root ::= value\nvalue[max_tokens={n}] ::= "[" (value ("," value)*)? "]" '
+    '| "{{" (key ":" value ("," key ":" value)*)? "}}" | [1-9] [0-9]* | "true"\nkey ::= "\\"" [a-z]+ "\\""'
+)
 FREE = 'root ::= "say:" x "!"\nx[max_tokens={n}] ::= [a-z ]+'
 
 
@@ -69,6 +74,11 @@ MASK_GRAMMARS = {
     "say": SAY.format(n=3),
     "free_captured": 'root ::= "(" x ")" ("," "(" x ")")*\nx[max_tokens=2, capture] ::= [a-z]+ ("-" [0-9]+)?',
     "with_max_chars": 'root ::= "say:" x "!"\nx[max_tokens=4, max_chars=12] ::= [a-z ]* "."',
+    # Recursive rules (see crates/grammask-core/tests/rule_max_tokens.rs for the semantics).
+    "rec_expr": 'root ::= e\ne[max_tokens=3] ::= "(" e ")" | [a-z]+ | [a-z]+ " + " e',
+    "rec_value": REC_VALUE.format(n=4),
+    "rec_inside_and_outside": 'root ::= "<" c ">" a\na[max_tokens=2] ::= "(" c ")" | "y"\n'
+    'c[max_tokens=3] ::= "[" a "]" | [a-z]+ | "{" c "}"',
 }
 
 
@@ -210,8 +220,10 @@ def test_matcher_token_budget_with_rule_budgets(family):
 def test_lark_max_tokens():
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: "a" x\nx[max_tokens=1]: /b+/'))
     assert m.accept_string("abbbb") and m.is_completed()
-    with pytest.raises(xgr.UnsupportedFeatureError, match="max_tokens on a recursive rule"):
-        _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "(" x ")" | "a"'))
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "(" x ")" | "a"'))
+    assert m.accept_string("((((a))))") and m.is_completed()
+    with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive rule 'x'"):
+        _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: x "+" x | "a"'))
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
         _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
 
@@ -314,3 +326,70 @@ def test_xgrammar_differences_still_differ(grammar, text, probe, why):
     for t in ids:
         assert m.accept_token(t)
     assert theirs[p] and not bool_mask(m, info.vocab_size)[p], why
+
+
+# ---------------------------------------------------------------------------------------------
+# recursive rules
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recursive_budgets_end_and_outputs_are_json(family):
+    jsonschema = pytest.importorskip("jsonschema")
+    info = tokenizer_info(family)
+    decoded = info.decoded_vocab
+    comp = compiler(family)
+    rng = random.Random("rec" + family)
+    schema = {"type": ["array", "object", "integer", "boolean"]}
+    lengths = []
+    for n in (1, 4, 8):
+        cg = comp.compile_grammar(REC_VALUE.format(n=n))
+        for _ in range(4):
+            m = xgr.GrammarMatcher(cg)
+            ids = sample(m, info, rng, 300)
+            # Spent after n tokens; then every open value and list has a bounded rest.
+            assert m.is_terminated(), f"no end after {len(ids)} tokens (N={n})"
+            text = b"".join(decoded[t] for t in ids if t not in info.stop_token_ids)
+            jsonschema.validate(json.loads(text), schema)
+            lengths.append(len(ids))
+    # Without the option the same sampling runs long: the ends above are the budget's doing.
+    free = comp.compile_grammar(REC_VALUE.format(n=1).replace("[max_tokens=1]", ""))
+    runs = [len(sample(xgr.GrammarMatcher(free), info, rng, 60)) for _ in range(4)]
+    assert max(runs) > max(lengths[:4]), (runs, lengths)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recursive_budgets_rollback_fork_reset(family):
+    info = tokenizer_info(family)
+    cg = compiler(family).compile_grammar(MASK_GRAMMARS["rec_expr"])
+    m = xgr.GrammarMatcher(cg)
+    ids = ids_of(family, "((ab")
+    for t in ids:
+        assert m.accept_token(t)
+    before = check_mask(m, info, "after ((ab")
+    # Spending more tokens on a fork, then rolling them back, restores the budget.
+    f = m.fork()
+    rng = random.Random(family)
+    more = sample(f, info, rng, 4)
+    f.rollback(len(more))
+    assert (check_mask(f, info, "rolled back") == before).all()
+    # A string neither counts nor stays spent: read and rolled back, the mask is the same.
+    s = m.fork()
+    assert s.accept_string(" + ")
+    s.rollback(1)
+    assert (bool_mask(s, info.vocab_size) == before).all()
+    m.reset()
+    assert (check_mask(m, info, "reset") == bool_mask(xgr.GrammarMatcher(cg), info.vocab_size)).all()
+
+
+def test_recursive_budgets_refuse_a_matcher_token_budget():
+    with pytest.raises(xgr.UnsupportedFeatureError, match="recursive rule"):
+        _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= "(" e ")" | "x"', max_tokens=10)
+
+
+def test_recursive_budgets_strings_agree_with_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    # accept_string ignores max_tokens in both.
+    for g in [MASK_GRAMMARS["rec_expr"], REC_VALUE.format(n=1), MASK_GRAMMARS["rec_inside_and_outside"]]:
+        for s in ["((ab + cd))", "ab + (cd + ef)", "(a", "[1,[2,{\"k\":true}]]", "{}", "<[y]>y", "<{{ab}}>(q)", "x)"]:
+            want = xg.testing._is_grammar_accept_string(g, s)
+            assert xgr.testing._is_grammar_accept_string(g, s) == want, (g, s)
