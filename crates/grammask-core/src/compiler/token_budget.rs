@@ -7,6 +7,8 @@
 //! state keeping none. At run time an occurrence whose budget is spent has its items moved from
 //! open states to their twins ([`crate::matcher`]), so it ends at its earliest valid end.
 //!
+//! A recursive `max_tokens` rule keeps its rule edges: see [`RecBudgets`].
+//!
 //! Invariant: exhausted state `i` of a rule is the twin of open state `i`; its edges are a subset
 //! of the open state's, with targets renamed to twins, and every path from it reaches a final
 //! state in exactly `dist(i)` bytes.
