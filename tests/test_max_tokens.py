@@ -393,3 +393,40 @@ def test_recursive_budgets_strings_agree_with_xgrammar():
         for s in ["((ab + cd))", "ab + (cd + ef)", "(a", "[1,[2,{\"k\":true}]]", "{}", "<[y]>y", "<{{ab}}>(q)", "x)"]:
             want = xg.testing._is_grammar_accept_string(g, s)
             assert xgr.testing._is_grammar_accept_string(g, s) == want, (g, s)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recursive_budgets_jump_forward_serialization_batch_captures(family):
+    info = tokenizer_info(family)
+    grammar = 'root ::= "say:" e "!"\ne[max_tokens=1, capture] ::= "(" e ")" | "ab" | "ab+" e'
+    cg = compiler(family).compile_grammar(grammar)
+    open_ = ids_of(family, "(((")
+    assert b"".join(info.decoded_vocab[t] for t in open_) == b"((("
+    m = xgr.GrammarMatcher(cg)
+    assert m.accept_string("say:")
+    assert m.accept_token(open_[0])
+    # Spent inside three open levels... of which the token read one or more: each level's
+    # shortest rest is "ab" then ")", and the root's "!".
+    depth = len(info.decoded_vocab[open_[0]])
+    assert m.find_jump_forward_string() == "ab" + ")" * depth + "!"
+    back = xgr.CompiledGrammar.deserialize_json(cg.serialize_json(), info)
+    other = xgr.GrammarMatcher(back)
+    assert other.accept_string("say:") and other.accept_token(open_[0])
+    fresh = xgr.GrammarMatcher(cg)
+    assert fresh.accept_string("say:")
+    ms = [m, other, fresh]
+    masks = [check_mask(x, info, f"matcher {i}") for i, x in enumerate(ms)]
+    assert (masks[0] == masks[1]).all() and not (masks[0] == masks[2]).all()
+    bm = xgr.allocate_token_bitmask(3, info.vocab_size)
+    xgr.BatchGrammarMatcher().batch_fill_next_token_bitmask(ms, bm)
+    for i, x in enumerate(ms):
+        single = xgr.allocate_token_bitmask(1, info.vocab_size)
+        x.fill_next_token_bitmask(single)
+        assert (single[0] == bm[i]).all()
+    # The spent occurrence ends along its shortest ways; captures see every level.
+    rest = "ab" + ")" * depth + "!"
+    for t in ids_of(family, rest):
+        assert m.accept_token(t), rest
+    assert m.is_completed()
+    caps = [c for c in m.get_captures() if c[0] == "e"]
+    assert caps[-1][1] == b"(" * depth + b"ab" + b")" * depth, caps
