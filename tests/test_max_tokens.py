@@ -430,3 +430,26 @@ def test_recursive_budgets_jump_forward_serialization_batch_captures(family):
     assert m.is_completed()
     caps = [c for c in m.get_captures() if c[0] == "e"]
     assert caps[-1][1] == b"(" * depth + b"ab" + b")" * depth, caps
+
+
+def test_recursive_budget_masks_equal_xgrammar_where_the_rules_agree():
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    info = tokenizer_info(family)
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    grammar = 'root ::= "say:" e "!"\ne[max_tokens=1] ::= "(" e ")" | [a-z]+'
+    xcg = xg.GrammarCompiler(xinfo).compile_grammar(grammar)
+    cg = compiler(family).compile_grammar(grammar)
+    prefix = ids_of(family, "say:")
+    # No token across the start of e; spent (one token) where the occurrence can end: both allow
+    # only what ends it. Before it is spent, both allow the same.
+    for text in ["", "hello"]:
+        ids = prefix + (ids_of(family, text) if text else [])
+        assert b"".join(info.decoded_vocab[t] for t in ids) == b"say:" + text.encode()
+        m = xgr.GrammarMatcher(cg)
+        for t in ids:
+            assert m.accept_token(t)
+        ours = bool_mask(m, info.vocab_size)
+        theirs = _xg_mask(xg, xcg, ids, info.vocab_size)
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (text, [info.decoded_vocab[i] for i in diff[:10]])

@@ -529,7 +529,12 @@ impl Chart {
             Some(rb) if REC => {
                 for &(rr, t) in a.rule_edges(self.source(rb, p)) {
                     if rr == rule {
-                        self.add(Item { state: self.target(rb, p.la, t), origin: p.origin, la_origin: p.la_origin, la });
+                        self.add(Item {
+                            state: self.target(rb, p.la, t),
+                            origin: p.origin,
+                            la_origin: p.la_origin,
+                            la,
+                        });
                     }
                 }
             }
@@ -626,7 +631,12 @@ impl Chart {
                 match rb {
                     Some(rb) if REC => {
                         let own = rb.bound(rr).map_or(it.la, |n| ctx_min(it.la, self.clock.saturating_add(n + 1)));
-                        self.add(Item { state: rb.start(a, it.state, rr), origin: r as u32, la_origin: it.la, la: own });
+                        self.add(Item {
+                            state: rb.start(a, it.state, rr),
+                            origin: r as u32,
+                            la_origin: it.la,
+                            la: own,
+                        });
                     }
                     _ => self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la }),
                 }

@@ -190,7 +190,9 @@ fn masks_follow_the_reference_along_random_walks() {
                             1 if !steps.is_empty() => {
                                 let k = 1 + rng.below(2.min(steps.len() as u64)) as usize;
                                 m.rollback(k).unwrap();
-                                if std::env::var("DBG").is_ok() { eprintln!("rollback {k}"); }
+                                if std::env::var("DBG").is_ok() {
+                                    eprintln!("rollback {k}");
+                                }
                                 steps.truncate(steps.len() - k);
                             }
                             _ => {
@@ -463,7 +465,14 @@ impl RecRef<'_> {
 
     /// The configurations after reading `bytes` as one step (`k`: tokens before it, `None` for a
     /// string); `token_ends`: byte positions where the accepted tokens ended; `pos`: bytes read.
-    fn read(&self, configs: &[Config], bytes: &[u8], k: Option<usize>, token_ends: &[usize], pos: usize) -> Vec<Config> {
+    fn read(
+        &self,
+        configs: &[Config],
+        bytes: &[u8],
+        k: Option<usize>,
+        token_ends: &[usize],
+        pos: usize,
+    ) -> Vec<Config> {
         let mut cur = configs.to_vec();
         for (j, &b) in bytes.iter().enumerate() {
             let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
@@ -554,13 +563,21 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
 
 /// Checks every mask bit of `m` against the reference (and `accept_token` on a copy); returns
 /// the allowed tokens that are not the stop token. Counts in `cut` the tokens a budget refused.
-fn rec_check_mask(m: &mut Matcher, r: &RecRef, w: &RecWalk, vocab: &Vocabulary, what: &str, cut: &mut usize) -> Vec<u32> {
+fn rec_check_mask(
+    m: &mut Matcher,
+    r: &RecRef,
+    w: &RecWalk,
+    vocab: &Vocabulary,
+    what: &str,
+    cut: &mut usize,
+) -> Vec<u32> {
     let mask = m.compute_mask().unwrap().clone();
     let stop = *m.stop_token_ids().first().unwrap();
     let first = w.token_ends.len();
     let mut allowed = Vec::new();
     for t in 0..vocab.vocab_size() as u32 {
-        let want = if t == stop { r.complete(&w.configs, first) } else { w.read(r, vocab.token_bytes(t), true).is_some() };
+        let want =
+            if t == stop { r.complete(&w.configs, first) } else { w.read(r, vocab.token_bytes(t), true).is_some() };
         if t != stop && !want && w.read(r, vocab.token_bytes(t), false).is_some() {
             *cut += 1;
         }
@@ -571,7 +588,12 @@ fn rec_check_mask(m: &mut Matcher, r: &RecRef, w: &RecWalk, vocab: &Vocabulary, 
         }
         assert_eq!(mask.get(t as usize), want, "mask bit {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
         let mut c = m.clone();
-        assert_eq!(c.accept_token(t).unwrap(), want, "accept {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
+        assert_eq!(
+            c.accept_token(t).unwrap(),
+            want,
+            "accept {:?} ({what})",
+            String::from_utf8_lossy(vocab.token_bytes(t))
+        );
         if want && t != stop {
             allowed.push(t);
         }
@@ -605,10 +627,13 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
                         match rng.below(8) {
                             0 => {
                                 let len = 1 + rng.below(3) as usize;
-                                let b: Vec<u8> =
-                                    (0..len).map(|_| REC_ALPHABET[rng.below(REC_ALPHABET.len() as u64) as usize]).collect();
+                                let b: Vec<u8> = (0..len)
+                                    .map(|_| REC_ALPHABET[rng.below(REC_ALPHABET.len() as u64) as usize])
+                                    .collect();
                                 let next = w.read(&r, &b, false);
-                                if std::env::var("DBG").is_ok() { eprintln!("string {:?} -> {}", String::from_utf8_lossy(&b), next.is_some()); }
+                                if std::env::var("DBG").is_ok() {
+                                    eprintln!("string {:?} -> {}", String::from_utf8_lossy(&b), next.is_some());
+                                }
                                 assert_eq!(m.accept_bytes(&b).unwrap(), next.is_some(), "string {b:?} ({what})");
                                 if let Some(n) = next {
                                     hist.push(n);
@@ -618,14 +643,18 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
                             1 if hist.len() > 1 => {
                                 let k = 1 + rng.below(2.min(hist.len() as u64 - 1)) as usize;
                                 m.rollback(k).unwrap();
-                                if std::env::var("DBG").is_ok() { eprintln!("rollback {k}"); }
+                                if std::env::var("DBG").is_ok() {
+                                    eprintln!("rollback {k}");
+                                }
                                 hist.truncate(hist.len() - k);
                                 text_so_far.truncate(text_so_far.len() - k);
                             }
                             _ => {
                                 let t = allowed[rng.below(allowed.len() as u64) as usize];
                                 assert!(m.accept_token(t).unwrap());
-                                if std::env::var("DBG").is_ok() { eprintln!("token {:?}", String::from_utf8_lossy(vocab.token_bytes(t))); }
+                                if std::env::var("DBG").is_ok() {
+                                    eprintln!("token {:?}", String::from_utf8_lossy(vocab.token_bytes(t)));
+                                }
                                 hist.push(w.read(&r, vocab.token_bytes(t), true).unwrap());
                                 text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
                             }

@@ -212,7 +212,10 @@ impl Automata {
             grammar.all_rule_options().iter().filter_map(|(r, o)| Some((*r, o.max_tokens?))).collect();
         let rec_roots: Vec<RuleId> = bounds
             .iter()
-            .filter(|(r, _)| recursive.get(r.index()).copied().unwrap_or(false) && bounded_limit(grammar, r.index()).is_some_and(|l| l.0.is_none()))
+            .filter(|(r, _)| {
+                recursive.get(r.index()).copied().unwrap_or(false)
+                    && bounded_limit(grammar, r.index()).is_some_and(|l| l.0.is_none())
+            })
             .map(|b| b.0)
             .collect();
         if !rec_roots.is_empty() {
