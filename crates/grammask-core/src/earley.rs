@@ -400,7 +400,7 @@ impl Chart {
     }
 
     /// The state whose edges item `it` follows: its open state while a string is read.
-    #[inline(always)]
+    #[inline]
     fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
         if self.free && it.la != 0 {
             rb.open_of(it.state)
@@ -410,7 +410,7 @@ impl Chart {
     }
 
     /// Where an item with spend point `ctx` moving to `t` goes: `t`'s twin once spent.
-    #[inline(always)]
+    #[inline]
     fn target(&self, rb: &RecBudgets, ctx: u32, t: StateId) -> StateId {
         if !self.free && spent(ctx, self.clock) {
             rb.twin_of(t)
@@ -523,7 +523,7 @@ impl Chart {
     }
 
     /// Advances parent `p` over `rule` (with obligations `la` after it).
-    #[inline(always)]
+    #[inline]
     fn advance<const REC: bool>(&mut self, a: &Automata, rb: Option<&RecBudgets>, p: &Item, rule: RuleId, la: u32) {
         match rb {
             Some(rb) if REC => {

@@ -316,6 +316,7 @@ impl RecGrammar {
     }
 
     fn ebnf(&self) -> String {
+        use std::fmt::Write;
         let mut out = format!("root ::= {}\n", self.names[0]);
         for (r, name) in self.names.iter().enumerate() {
             let opt = self.bound[r].map_or(String::new(), |n| format!("[max_tokens={n}]"));
@@ -335,7 +336,7 @@ impl RecGrammar {
                     items.join(" ")
                 })
                 .collect();
-            out += &format!("{name}{opt} ::= {}\n", alts.join(" | "));
+            writeln!(out, "{name}{opt} ::= {}", alts.join(" | ")).unwrap();
         }
         out
     }
@@ -442,13 +443,13 @@ impl RecRef<'_> {
                             continue;
                         }
                         let own = self.g.bound[r].map(|n| first + n as usize);
-                        let spend = match (top.spend, own) {
+                        let child_spend = match (top.spend, own) {
                             (Some(x), Some(y)) => Some(x.min(y)),
                             (x, y) => x.or(y),
                         };
                         let mut d = c.clone();
                         d.last_mut().unwrap().waiting = Some(r);
-                        d.push(Level { rule: r, pos: self.start_pos(r), spend, waiting: None });
+                        d.push(Level { rule: r, pos: self.start_pos(r), spend: child_spend, waiting: None });
                         next.push(d);
                     }
                 }

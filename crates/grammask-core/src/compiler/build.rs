@@ -42,10 +42,8 @@ impl Automata {
         // So does a tail-group member that only its group's tail references use (`tail.rs`).
         let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r]).collect();
         // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
-        let recursive = match grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some()) {
-            true => reaches_cycle(grammar),
-            false => Vec::new(),
-        };
+        let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some());
+        let recursive = if budgeted { reaches_cycle(grammar) } else { Vec::new() };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
