@@ -727,3 +727,9 @@ fn unsupported_recursive_budgets_name_the_feature() {
     let g = grammask_core::ebnf::parse_ebnf("root ::= e\ne[max_tokens=2] ::= \"x\" \"+\" e | \"x\"", "root").unwrap();
     assert!(grammask_core::compiler::Automata::build(&g).is_ok());
 }
+
+/// Spend points ride in the lookahead fields: items stay 16 bytes.
+#[test]
+fn items_stay_sixteen_bytes() {
+    assert_eq!(std::mem::size_of::<grammask_core::earley::Item>(), 16);
+}
