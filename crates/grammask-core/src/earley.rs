@@ -380,8 +380,9 @@ impl Chart {
 
     /// Recursive `max_tokens` budgets: sets the tokens accepted so far and whether a string is
     /// being read, then builds the last row again from the row before it (`byte` is the last
-    /// input byte; row 0, where nothing is spent yet since every token has a byte, is kept). Every item of a spent occurrence
-    /// is then in an exhausted twin state, and only the twins' edges were predicted from.
+    /// input byte; row 0 is kept: nothing is spent there, as every accepted token has a byte).
+    /// Every item of a spent occurrence is then in an exhausted twin state, and only the twins'
+    /// edges were predicted from.
     pub fn set_clock(&mut self, a: &Automata, clock: u32, free: bool, byte: Option<u8>) -> Result<()> {
         self.clock = clock;
         self.free = free;

@@ -263,8 +263,13 @@ impl Nfa<'_> {
                         return Err(Error::new(
                             *kind,
                             format!(
-                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular)",
+                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular){}",
                                 g.rule(*r).name,
+                                if what.ends_with("max_chars") {
+                                    " (max_chars on a recursive rule is not supported)"
+                                } else {
+                                    ""
+                                }
                             ),
                         ));
                     }
