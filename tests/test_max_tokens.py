@@ -29,6 +29,11 @@ from test_masks import brute_force_large
 FAMILIES = ["llama3", "qwen2.5"]
 
 SAY = 'root ::= "say:" x "!"\nx[max_tokens={n}] ::= [a-z ]* "."'
+# A JSON value whose budget covers every value nested in it.
+REC_VALUE = (
+    'root ::= value\nvalue[max_tokens={n}] ::= "[" (value ("," value)*)? "]" '
+    '| "{{" (key ":" value ("," key ":" value)*)? "}}" | [1-9] [0-9]* | "true"\nkey ::= "\\"" [a-z]+ "\\""'
+)
 FREE = 'root ::= "say:" x "!"\nx[max_tokens={n}] ::= [a-z ]+'
 
 
@@ -69,6 +74,11 @@ MASK_GRAMMARS = {
     "say": SAY.format(n=3),
     "free_captured": 'root ::= "(" x ")" ("," "(" x ")")*\nx[max_tokens=2, capture] ::= [a-z]+ ("-" [0-9]+)?',
     "with_max_chars": 'root ::= "say:" x "!"\nx[max_tokens=4, max_chars=12] ::= [a-z ]* "."',
+    # Recursive rules (see crates/grammask-core/tests/rule_max_tokens.rs for the semantics).
+    "rec_expr": 'root ::= e\ne[max_tokens=3] ::= "(" e ")" | [a-z]+ | [a-z]+ " + " e',
+    "rec_value": REC_VALUE.format(n=4),
+    "rec_inside_and_outside": 'root ::= "<" c ">" a\na[max_tokens=2] ::= "(" c ")" | "y"\n'
+    'c[max_tokens=3] ::= "[" a "]" | [a-z]+ | "{" c "}"',
 }
 
 
@@ -210,8 +220,10 @@ def test_matcher_token_budget_with_rule_budgets(family):
 def test_lark_max_tokens():
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: "a" x\nx[max_tokens=1]: /b+/'))
     assert m.accept_string("abbbb") and m.is_completed()
-    with pytest.raises(xgr.UnsupportedFeatureError, match="max_tokens on a recursive rule"):
-        _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "(" x ")" | "a"'))
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "(" x ")" | "a"'))
+    assert m.accept_string("((((a))))") and m.is_completed()
+    with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive rule 'x'"):
+        _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: x "+" x | "a"'))
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
         _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
 
@@ -314,3 +326,130 @@ def test_xgrammar_differences_still_differ(grammar, text, probe, why):
     for t in ids:
         assert m.accept_token(t)
     assert theirs[p] and not bool_mask(m, info.vocab_size)[p], why
+
+
+# ---------------------------------------------------------------------------------------------
+# recursive rules
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recursive_budgets_end_and_outputs_are_json(family):
+    jsonschema = pytest.importorskip("jsonschema")
+    info = tokenizer_info(family)
+    decoded = info.decoded_vocab
+    comp = compiler(family)
+    rng = random.Random("rec" + family)
+    schema = {"type": ["array", "object", "integer", "boolean"]}
+    lengths = []
+    for n in (1, 4, 8):
+        cg = comp.compile_grammar(REC_VALUE.format(n=n))
+        for _ in range(4):
+            m = xgr.GrammarMatcher(cg)
+            ids = sample(m, info, rng, 300)
+            # Spent after n tokens; then every open value and list has a bounded rest.
+            assert m.is_terminated(), f"no end after {len(ids)} tokens (N={n})"
+            text = b"".join(decoded[t] for t in ids if t not in info.stop_token_ids)
+            jsonschema.validate(json.loads(text), schema)
+            lengths.append(len(ids))
+    # Without the option the same sampling runs long: the ends above are the budget's doing.
+    free = comp.compile_grammar(REC_VALUE.format(n=1).replace("[max_tokens=1]", ""))
+    runs = [len(sample(xgr.GrammarMatcher(free), info, rng, 60)) for _ in range(4)]
+    assert max(runs) > max(lengths[:4]), (runs, lengths)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recursive_budgets_rollback_fork_reset(family):
+    info = tokenizer_info(family)
+    cg = compiler(family).compile_grammar(MASK_GRAMMARS["rec_expr"])
+    m = xgr.GrammarMatcher(cg)
+    ids = ids_of(family, "((ab")
+    for t in ids:
+        assert m.accept_token(t)
+    before = check_mask(m, info, "after ((ab")
+    # Spending more tokens on a fork, then rolling them back, restores the budget.
+    f = m.fork()
+    rng = random.Random(family)
+    more = sample(f, info, rng, 4)
+    f.rollback(len(more))
+    assert (check_mask(f, info, "rolled back") == before).all()
+    # A string neither counts nor stays spent: read and rolled back, the mask is the same.
+    s = m.fork()
+    assert s.accept_string(" + ")
+    s.rollback(1)
+    assert (bool_mask(s, info.vocab_size) == before).all()
+    m.reset()
+    assert (check_mask(m, info, "reset") == bool_mask(xgr.GrammarMatcher(cg), info.vocab_size)).all()
+
+
+def test_recursive_budgets_refuse_a_matcher_token_budget():
+    with pytest.raises(xgr.UnsupportedFeatureError, match="recursive rule"):
+        _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= "(" e ")" | "x"', max_tokens=10)
+
+
+def test_recursive_budgets_strings_agree_with_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    # accept_string ignores max_tokens in both.
+    for g in [MASK_GRAMMARS["rec_expr"], REC_VALUE.format(n=1), MASK_GRAMMARS["rec_inside_and_outside"]]:
+        for s in ["((ab + cd))", "ab + (cd + ef)", "(a", "[1,[2,{\"k\":true}]]", "{}", "<[y]>y", "<{{ab}}>(q)", "x)"]:
+            want = xg.testing._is_grammar_accept_string(g, s)
+            assert xgr.testing._is_grammar_accept_string(g, s) == want, (g, s)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recursive_budgets_jump_forward_serialization_batch_captures(family):
+    info = tokenizer_info(family)
+    grammar = 'root ::= "say:" e "!"\ne[max_tokens=1, capture] ::= "(" e ")" | "ab" | "ab+" e'
+    cg = compiler(family).compile_grammar(grammar)
+    open_ = ids_of(family, "(((")
+    assert b"".join(info.decoded_vocab[t] for t in open_) == b"((("
+    m = xgr.GrammarMatcher(cg)
+    assert m.accept_string("say:")
+    assert m.accept_token(open_[0])
+    # Spent inside three open levels... of which the token read one or more: each level's
+    # shortest rest is "ab" then ")", and the root's "!".
+    depth = len(info.decoded_vocab[open_[0]])
+    assert m.find_jump_forward_string() == "ab" + ")" * depth + "!"
+    back = xgr.CompiledGrammar.deserialize_json(cg.serialize_json(), info)
+    other = xgr.GrammarMatcher(back)
+    assert other.accept_string("say:") and other.accept_token(open_[0])
+    fresh = xgr.GrammarMatcher(cg)
+    assert fresh.accept_string("say:")
+    ms = [m, other, fresh]
+    masks = [check_mask(x, info, f"matcher {i}") for i, x in enumerate(ms)]
+    assert (masks[0] == masks[1]).all() and not (masks[0] == masks[2]).all()
+    bm = xgr.allocate_token_bitmask(3, info.vocab_size)
+    xgr.BatchGrammarMatcher().batch_fill_next_token_bitmask(ms, bm)
+    for i, x in enumerate(ms):
+        single = xgr.allocate_token_bitmask(1, info.vocab_size)
+        x.fill_next_token_bitmask(single)
+        assert (single[0] == bm[i]).all()
+    # The spent occurrence ends along its shortest ways; captures see every level.
+    rest = "ab" + ")" * depth + "!"
+    for t in ids_of(family, rest):
+        assert m.accept_token(t), rest
+    assert m.is_completed()
+    caps = [c for c in m.get_captures() if c[0] == "e"]
+    assert caps[-1][1] == b"(" * depth + b"ab" + b")" * depth, caps
+
+
+def test_recursive_budget_masks_equal_xgrammar_where_the_rules_agree():
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    info = tokenizer_info(family)
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    grammar = 'root ::= "say:" e "!"\ne[max_tokens=1] ::= "(" e ")" | [a-z]+'
+    xcg = xg.GrammarCompiler(xinfo).compile_grammar(grammar)
+    cg = compiler(family).compile_grammar(grammar)
+    prefix = ids_of(family, "say:")
+    # No token across the start of e; spent (one token) where the occurrence can end: both allow
+    # only what ends it. Before it is spent, both allow the same.
+    for text in ["", "hello"]:
+        ids = prefix + (ids_of(family, text) if text else [])
+        assert b"".join(info.decoded_vocab[t] for t in ids) == b"say:" + text.encode()
+        m = xgr.GrammarMatcher(cg)
+        for t in ids:
+            assert m.accept_token(t)
+        ours = bool_mask(m, info.vocab_size)
+        theirs = _xg_mask(xg, xcg, ids, info.vocab_size)
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (text, [info.decoded_vocab[i] for i in diff[:10]])

@@ -228,7 +228,7 @@ impl CompiledGrammar {
             return Ok(None);
         }
         let nullable = self.nullable();
-        let start = |r: RuleId| a.rule_start(r);
+        let start = |r: RuleId| a.callee_start(state, r);
         // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
         // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
         // start looping on a class with a slice) is the exception: its own classification takes

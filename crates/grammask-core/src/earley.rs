@@ -16,7 +16,7 @@
 //! - `origin <= row index`, and for a predicted item `origin == row index`;
 //! - the chart always has at least one row (row 0, the closure of the root rule's start state).
 
-use crate::compiler::{Automata, StateId, LA_NONE};
+use crate::compiler::{Automata, RecBudgets, StateId, LA_NONE};
 use crate::error::{Error, Result};
 use crate::fasthash::FastState;
 use crate::grammar::RuleId;
@@ -38,6 +38,9 @@ fn mix128(x: u128) -> u128 {
     (u128::from(hi) << 64) | u128::from(lo ^ (lo >> 29))
 }
 
+/// An Earley item. In a grammar with a recursive `max_tokens` rule (no lookahead then),
+/// `la_origin` and `la` hold spend points instead of obligations (see [`spent`]): the parent's
+/// and the item's own, the minimum over its chain of `max_tokens` occurrences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Item {
     pub state: StateId,
@@ -46,6 +49,22 @@ pub struct Item {
     pub la_origin: u32,
     /// Lookahead obligations pending now (`LA_NONE` in grammars without lookahead).
     pub la: u32,
+}
+
+/// A spend point: `0` none, else 1 + the number of accepted tokens at which the budget of the
+/// item's innermost-spending `max_tokens` occurrence is spent.
+#[inline]
+pub fn spent(ctx: u32, clock: u32) -> bool {
+    ctx != 0 && ctx <= clock.saturating_add(1)
+}
+
+/// The earlier of two spend points (`0`: none).
+#[inline]
+fn ctx_min(a: u32, b: u32) -> u32 {
+    match (a, b) {
+        (0, x) | (x, 0) => x,
+        (x, y) => x.min(y),
+    }
 }
 
 impl Item {
@@ -69,6 +88,10 @@ pub struct Chart {
     scratch: HashSet<Item, FastState>,
     /// While closing a row: the row's processed items that wait on each rule.
     waiting: Waiting,
+    /// Recursive `max_tokens` budgets: tokens accepted so far (spend points are compared to it).
+    clock: u32,
+    /// Recursive `max_tokens` budgets: a string is being read, so no budget holds.
+    free: bool,
 }
 
 /// Per-rule lists of the items of the row being closed that wait on the rule (have an edge on
@@ -136,9 +159,12 @@ impl Chart {
             row_sig: vec![0],
             scratch: HashSet::default(),
             waiting: Waiting::default(),
+            clock: 0,
+            free: false,
         };
         for &s in states {
-            c.add(Item::new(s, 0));
+            let own = a.rec_budgets().and_then(|rb| rb.bound(a.state(s).rule)).map_or(0, |n| n.saturating_add(1));
+            c.add(Item { la: own, ..Item::new(s, 0) });
         }
         // Row 0 closure cannot exceed the limit meaningfully; ignore the flag here.
         let _ = c.close(a, 0);
@@ -156,6 +182,8 @@ impl Chart {
             row_sig: vec![0, 0],
             scratch: HashSet::default(),
             waiting: Waiting::default(),
+            clock: 0,
+            free: false,
         };
         c.add(Item::new(state, 0));
         let _ = c.close(a, 1);
@@ -207,11 +235,20 @@ impl Chart {
         let new_row = self.row_start.len() as u32;
         self.row_start.push(end as u32);
         self.row_sig.push(0);
-        for i in prev..from_end {
-            let it = self.items[i];
-            if let Some(t) = a.step(it.state, byte) {
-                if let Some(la) = a.la_step(it.la, byte) {
-                    self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
+        if let Some(rb) = a.rec_budgets() {
+            for i in prev..from_end {
+                let it = self.items[i];
+                if let Some(t) = a.step(self.source(rb, &it), byte) {
+                    self.add(Item { state: self.target(rb, it.la, t), ..it });
+                }
+            }
+        } else {
+            for i in prev..from_end {
+                let it = self.items[i];
+                if let Some(t) = a.step(it.state, byte) {
+                    if let Some(la) = a.la_step(it.la, byte) {
+                        self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
+                    }
                 }
             }
         }
@@ -309,6 +346,80 @@ impl Chart {
         Ok(true)
     }
 
+    /// [`Chart::push_completion`] for the rule of kernel item `it` ending now: only the parents it
+    /// was predicted by advance (in a grammar with recursive budgets, the spend points match).
+    pub fn push_completion_of(&mut self, a: &Automata, it: &Item) -> Result<bool> {
+        let rule = a.state(it.state).rule;
+        let Some(rb) = a.rec_budgets() else { return self.push_completion(a, it.origin as usize, rule) };
+        let end = self.items.len();
+        let new_row = self.row_start.len();
+        self.row_start.push(end as u32);
+        self.row_sig.push(0);
+        let (o0, o1) = self.row_bounds(it.origin as usize);
+        for j in o0..o1 {
+            let p = self.items[j];
+            if p.la != it.la_origin {
+                continue;
+            }
+            if let Some(&(_, t)) = a.rule_edges(self.source(rb, &p)).iter().find(|(r, _)| *r == rule) {
+                self.add(Item { state: self.target(rb, p.la, t), ..p });
+            }
+        }
+        if self.items.len() == end {
+            self.row_start.pop();
+            self.row_sig.pop();
+            return Ok(false);
+        }
+        if let Err(e) = self.close(a, new_row) {
+            self.pop_row();
+            return Err(e);
+        }
+        self.row_sig[new_row] = self.signature(new_row);
+        Ok(true)
+    }
+
+    /// Recursive `max_tokens` budgets: sets the tokens accepted so far and whether a string is
+    /// being read, then builds the last row again from the row before it (`byte` is the last
+    /// input byte; row 0 is kept: nothing is spent there, as every accepted token has a byte).
+    /// Every item of a spent occurrence is then in an exhausted twin state, and only the twins'
+    /// edges were predicted from.
+    pub fn set_clock(&mut self, a: &Automata, clock: u32, free: bool, byte: Option<u8>) -> Result<()> {
+        self.clock = clock;
+        self.free = free;
+        let r = self.last_row_index();
+        // The row may have been built at another clock or mode (before a rollback): always again.
+        match byte {
+            Some(b) if r > 0 && self.last_row().iter().any(|it| it.la != 0) => {
+                self.pop_row();
+                if !self.push_byte(a, b)? {
+                    return Err(Error::new(crate::error::ErrorKind::Internal, "a budget emptied a chart row"));
+                }
+            }
+            _ => self.row_sig[r] = self.signature(r),
+        }
+        Ok(())
+    }
+
+    /// The state whose edges item `it` follows: its open state while a string is read.
+    #[inline]
+    fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
+        if self.free && it.la != 0 {
+            rb.open_of(it.state)
+        } else {
+            it.state
+        }
+    }
+
+    /// Where an item with spend point `ctx` moving to `t` goes: `t`'s twin once spent.
+    #[inline]
+    fn target(&self, rb: &RecBudgets, ctx: u32, t: StateId) -> StateId {
+        if !self.free && spent(ctx, self.clock) {
+            rb.twin_of(t)
+        } else {
+            t
+        }
+    }
+
     /// Moves the last row's items of token-budgeted rules whose budget is spent to their
     /// exhausted twins (`twin` gives an item's new state, or `None` to keep it; see
     /// `compiler/token_budget.rs`), and signs the row again. A twin has the same rule and
@@ -365,6 +476,10 @@ impl Chart {
             let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
             acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ ctx.rotate_left(17)));
         }
+        // Spend points are absolute: the future depends on the clock too.
+        if self.clock != 0 || self.free {
+            acc ^= mix128(u128::from(self.clock) << 1 | u128::from(self.free) | 1 << 100);
+        }
         mix128(acc)
     }
 
@@ -377,10 +492,12 @@ impl Chart {
     /// True if the root rule, started at row 0, can end at the last row.
     pub fn is_complete(&self, a: &Automata) -> bool {
         let root = a.root();
+        // With recursive budgets `la` is the root's own spend point.
+        let own_ok = a.rec_budgets().is_some();
         self.last_row().iter().any(|it| {
             it.origin == 0
                 && it.la_origin == LA_NONE
-                && it.la == LA_NONE
+                && (it.la == LA_NONE || own_ok)
                 && a.state(it.state).rule == root
                 && a.state(it.state).is_final
         })
@@ -406,6 +523,32 @@ impl Chart {
         }
     }
 
+    /// Advances parent `p` over `rule` (with obligations `la` after it).
+    #[inline]
+    fn advance<const REC: bool>(&mut self, a: &Automata, rb: Option<&RecBudgets>, p: &Item, rule: RuleId, la: u32) {
+        match rb {
+            Some(rb) if REC => {
+                for &(rr, t) in a.rule_edges(self.source(rb, p)) {
+                    if rr == rule {
+                        self.add(Item {
+                            state: self.target(rb, p.la, t),
+                            origin: p.origin,
+                            la_origin: p.la_origin,
+                            la,
+                        });
+                    }
+                }
+            }
+            _ => {
+                for &(rr, t) in a.rule_edges(p.state) {
+                    if rr == rule {
+                        self.add(Item { state: t, origin: p.origin, la_origin: p.la_origin, la });
+                    }
+                }
+            }
+        }
+    }
+
     /// Closes the newest row (index `r`) under prediction and completion.
     ///
     /// Rules that end empty at this row are remembered (`empty_ends`), so parents added to the row
@@ -419,15 +562,21 @@ impl Chart {
         let mut work = 0usize;
         let mut waiting = std::mem::take(&mut self.waiting);
         waiting.reset(a.num_rules());
-        let res = self.close_with(a, r, start, &mut empty_ends, &mut work, &mut waiting);
+        let res = match a.rec_budgets() {
+            None => self.close_with::<false>(a, None, r, start, &mut empty_ends, &mut work, &mut waiting),
+            rb => self.close_with::<true>(a, rb, r, start, &mut empty_ends, &mut work, &mut waiting),
+        };
         self.waiting = waiting;
         self.scratch.clear();
         res
     }
 
-    fn close_with(
+    /// `REC`: the grammar has recursive budgets (`rb`): items carry spend points (see [`Item`]).
+    #[allow(clippy::too_many_arguments)]
+    fn close_with<const REC: bool>(
         &mut self,
         a: &Automata,
+        rb: Option<&RecBudgets>,
         r: usize,
         start: usize,
         empty_ends: &mut Vec<(RuleId, u32, u32)>,
@@ -441,7 +590,8 @@ impl Chart {
             let st = a.state(it.state);
             if st.is_final {
                 let rule = st.rule;
-                let la = a.la_add(it.la, rule);
+                // With spend points the parent keeps its own (the one the item was predicted with).
+                let la = if REC { it.la_origin } else { a.la_add(it.la, rule) };
                 let origin = it.origin as usize;
                 if origin == r {
                     if !empty_ends.contains(&(rule, it.la_origin, la)) {
@@ -457,11 +607,7 @@ impl Chart {
                         if p.la != it.la_origin {
                             continue;
                         }
-                        for &(rr, t) in a.rule_edges(p.state) {
-                            if rr == rule {
-                                self.add(Item { state: t, origin: p.origin, la_origin: p.la_origin, la });
-                            }
-                        }
+                        self.advance::<REC>(a, rb, &p, rule, la);
                     }
                 } else {
                     let (o0, o1) = self.row_bounds(origin);
@@ -471,11 +617,7 @@ impl Chart {
                         if p.la != it.la_origin {
                             continue;
                         }
-                        for &(rr, t) in a.rule_edges(p.state) {
-                            if rr == rule {
-                                self.add(Item { state: t, origin: p.origin, la_origin: p.la_origin, la });
-                            }
-                        }
+                        self.advance::<REC>(a, rb, &p, rule, la);
                     }
                 }
                 if *work > limits::MAX_ROW_WORK {
@@ -487,9 +629,24 @@ impl Chart {
             }
             for &(rr, t) in a.rule_edges(it.state) {
                 waiting.push(rr, (j - 1) as u32);
-                self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la });
+                match rb {
+                    Some(rb) if REC => {
+                        let own = rb.bound(rr).map_or(it.la, |n| ctx_min(it.la, self.clock.saturating_add(n + 1)));
+                        self.add(Item {
+                            state: rb.start(a, it.state, rr),
+                            origin: r as u32,
+                            la_origin: it.la,
+                            la: own,
+                        });
+                    }
+                    _ => self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la }),
+                }
                 for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {
+                        let t = match rb {
+                            Some(rb) if REC => self.target(rb, it.la, t),
+                            _ => t,
+                        };
                         self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
                     }
                 }

@@ -76,14 +76,22 @@ impl Matcher {
         let chart = Chart::new(compiled.automata());
         // Token budget: refused when shorter than the grammar's shortest completion.
         let budget = match options.max_tokens {
+            Some(_) if compiled.automata().rec_budgets().is_some() => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "GrammarMatcher(max_tokens=...) with max_tokens on a recursive rule is not supported",
+                ));
+            }
             Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
             None => None,
         };
         let captures =
             compiled.grammar().all_rule_options().iter().any(|(_, o)| o.capture.is_some() || o.stop_capture.is_some());
+        // Recursive rule budgets rebuild the last row from its last byte.
+        let keep_input = captures || compiled.automata().rec_budgets().is_some();
         Ok(Matcher {
             budget,
-            input: captures.then(Vec::new),
+            input: keep_input.then(Vec::new),
             mask: Bitset::new(vocab.vocab_size()),
             compiled,
             chart,
@@ -151,7 +159,7 @@ impl Matcher {
                 let rows = self.chart.num_rows();
                 crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
                 self.history.push(Step { rows_before: rows as u32, stop: false, token: true });
-                self.spend_rule_budgets(true);
+                self.spend_rule_budgets(true)?;
                 return Ok(true);
             }
         }
@@ -178,13 +186,20 @@ impl Matcher {
     /// `max_tokens`, it may only read bytes along a shortest way to its end. The count only
     /// changes between tokens, so the last row, fixed here, holds all of it: masks, memoized by
     /// the row's signature, are right without more.
-    fn spend_rule_budgets(&mut self, token: bool) {
+    ///
+    /// With a recursive `max_tokens` rule, items carry spend points instead
+    /// ([`crate::earley::Item`]): the last row is built again at the new token count.
+    fn spend_rule_budgets(&mut self, token: bool) -> Result<()> {
         let a = self.compiled.automata();
-        if a.budgets().is_empty() {
-            return;
+        if a.budgets().is_empty() && a.rec_budgets().is_none() {
+            return Ok(());
         }
         if token {
             self.token_ends.push(self.chart.last_row_index() as u32);
+        }
+        if a.rec_budgets().is_some() {
+            let last = self.input.as_ref().and_then(|i| i.last().copied());
+            return self.chart.set_clock(a, self.token_ends.len() as u32, false, last);
         }
         let ends = &self.token_ends;
         let k = ends.len();
@@ -193,15 +208,21 @@ impl Matcher {
             let first = ends.partition_point(|&e| e <= it.origin);
             (k - first >= n as usize).then_some(twin)
         });
+        Ok(())
     }
 
     /// Moves the last row's exhausted items back to their open states: a string is read as if
     /// no budget were spent (`accept_string` ignores `max_tokens`, as in XGrammar).
-    fn reopen_rule_budgets(&mut self) {
+    fn reopen_rule_budgets(&mut self) -> Result<()> {
         let a = self.compiled.automata();
+        if a.rec_budgets().is_some() {
+            let last = self.input.as_ref().and_then(|i| i.last().copied());
+            return self.chart.set_clock(a, self.token_ends.len() as u32, true, last);
+        }
         if !a.budgets().is_empty() {
             self.chart.exhaust_last_row(|it| a.budgets().exhausted(a.state(it.state).rule, it.state));
         }
+        Ok(())
     }
 
     fn accept_step(&mut self, bytes: &[u8], token: bool) -> Result<bool> {
@@ -210,7 +231,7 @@ impl Matcher {
         }
         let rows = self.chart.num_rows();
         if !token {
-            self.reopen_rule_budgets();
+            self.reopen_rule_budgets()?;
         }
         let a = self.compiled.automata();
         for &b in bytes {
@@ -220,14 +241,14 @@ impl Matcher {
                 Err(e) => Err(e),
             };
             self.chart.truncate_rows(rows);
-            self.spend_rule_budgets(false);
+            self.spend_rule_budgets(false)?;
             return failed;
         }
         self.history.push(Step { rows_before: rows as u32, stop: false, token });
-        self.spend_rule_budgets(token);
         if let Some(input) = &mut self.input {
             input.extend_from_slice(bytes);
         }
+        self.spend_rule_budgets(token)?;
         Ok(true)
     }
 
@@ -353,13 +374,13 @@ impl Matcher {
             }
             self.chart.truncate_rows(s.rows_before as usize);
         }
-        // The row rolled back to may have been reopened by a string read after it.
-        self.spend_rule_budgets(false);
-        if let Some(b) = &mut self.budget {
-            b.rolled_back(self.chart.num_rows());
-        }
         if let Some(input) = &mut self.input {
             input.truncate(self.chart.num_rows() - 1);
+        }
+        // The row rolled back to may have been reopened by a string read after it.
+        self.spend_rule_budgets(false)?;
+        if let Some(b) = &mut self.budget {
+            b.rolled_back(self.chart.num_rows());
         }
         Ok(())
     }
@@ -371,7 +392,11 @@ impl Matcher {
     pub fn reset(&mut self) {
         self.chart.truncate_rows(1);
         self.token_ends.clear();
-        self.spend_rule_budgets(false);
+        if let Some(input) = &mut self.input {
+            input.clear();
+        }
+        // Row 0 is never built again: this cannot fail.
+        let _ = self.spend_rule_budgets(false);
         if let Some(b) = &mut self.budget {
             b.rolled_back(1);
         }

@@ -23,11 +23,17 @@
 //!   along a shortest way (in bytes) to an end of the rule, and in a state where it can end it
 //!   ends: it finishes within its shortest remaining length. Strings (`accept_string`) neither
 //!   count nor are held to a spent budget, as in XGrammar. `max_tokens=0` is spent from the
-//!   start: the rule is built exhausted (for strings too). The rule must be regular (as for
-//!   `max_chars`); it gets its own automaton and an exhausted twin (`compiler/token_budget.rs`),
-//!   and [`crate::matcher::Matcher`] moves spent occurrences to the twin between tokens. A
-//!   `max_tokens` rule used inside a `lazy`/`max_chars`/`max_tokens` rule or a lookahead (whose
-//!   bodies are inlined), or containing token expressions, is `Unsupported`.
+//!   start: the rule is built exhausted (for strings too). A regular rule gets its own automaton
+//!   and an exhausted twin (`compiler/token_budget.rs`), and [`crate::matcher::Matcher`] moves
+//!   spent occurrences to the twin between tokens. A regular `max_tokens` rule used inside a
+//!   `lazy`/`max_chars`/regular `max_tokens` rule or a lookahead (whose bodies are inlined), or
+//!   containing token expressions, is `Unsupported`.
+//! - `max_tokens=N` on a recursive rule: every rule it reaches gets an exhausted twin that keeps
+//!   its rule edges ([`crate::compiler::RecBudgets`]); Earley items carry the spend point of the
+//!   innermost-spending occurrence around them ([`crate::earley::Item`]), so once spent, each open
+//!   level of the occurrence follows its own rule's shortest ways to its end. `Unsupported`:
+//!   `max_tokens=0`, a rule reaching a left-recursive rule (no bounded end), lookahead or token
+//!   expressions in the grammar, and a matcher `max_tokens` budget.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -239,3 +239,491 @@ fn a_token_across_the_start_is_the_first_token() {
     m.rollback(1).unwrap();
     assert!(allows(&mut m, 2));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Recursive rules. The reference is a stack recognizer written from the definition: a
+// configuration is a stack of open rule occurrences (levels), each in the set of positions of
+// its rule's alternatives it may be at (positions that read the same symbols are one level, as
+// an automaton over bytes and rule names reads them), with its spend point: the token count at
+// which its own budget or an enclosing one is spent (`first(o) + N`, the smaller one). A level
+// read during a token after its spend point may only take a symbol that keeps it on a shortest
+// way to its end (a rule weighing its shortest length) and may not go on once it can end; a rule
+// it enters is spent too. Strings are read free.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Sym {
+    B(u8),
+    R(usize),
+}
+
+/// A grammar: rule names, their alternatives (sequences of symbols) and `max_tokens` bounds.
+struct RecGrammar {
+    names: Vec<&'static str>,
+    alts: Vec<Vec<Vec<Sym>>>,
+    bound: Vec<Option<u32>>,
+    minlen: Vec<u32>,
+}
+
+impl RecGrammar {
+    /// `rules`: (name, bound, alternatives); an alternative is space-separated items, each a rule
+    /// name or literal bytes. Rule 0 is the root.
+    fn new(rules: &[(&'static str, Option<u32>, &[&str])]) -> RecGrammar {
+        let names: Vec<&str> = rules.iter().map(|r| r.0).collect();
+        let alts = rules
+            .iter()
+            .map(|r| {
+                r.2.iter()
+                    .map(|alt| {
+                        let mut seq = Vec::new();
+                        for item in alt.split_whitespace() {
+                            match names.iter().position(|n| *n == item) {
+                                Some(i) => seq.push(Sym::R(i)),
+                                None => seq.extend(item.bytes().map(Sym::B)),
+                            }
+                        }
+                        seq
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut g = RecGrammar { names, alts, bound: rules.iter().map(|r| r.1).collect(), minlen: Vec::new() };
+        g.minlen = vec![u32::MAX; rules.len()];
+        loop {
+            let mut changed = false;
+            for r in 0..rules.len() {
+                let m = g.alts[r].iter().map(|a| g.weight(a)).min().unwrap();
+                if m < g.minlen[r] {
+                    g.minlen[r] = m;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        g
+    }
+
+    fn weight(&self, seq: &[Sym]) -> u32 {
+        seq.iter().fold(0u32, |acc, s| match s {
+            Sym::B(_) => acc.saturating_add(1),
+            Sym::R(r) => acc.saturating_add(self.minlen.get(*r).copied().unwrap_or(u32::MAX)),
+        })
+    }
+
+    fn ebnf(&self) -> String {
+        use std::fmt::Write;
+        let mut out = format!("root ::= {}\n", self.names[0]);
+        for (r, name) in self.names.iter().enumerate() {
+            let opt = self.bound[r].map_or(String::new(), |n| format!("[max_tokens={n}]"));
+            let alts: Vec<String> = self.alts[r]
+                .iter()
+                .map(|a| {
+                    if a.is_empty() {
+                        return "\"\"".to_owned();
+                    }
+                    let items: Vec<String> = a
+                        .iter()
+                        .map(|s| match s {
+                            Sym::B(b) => format!("\"{}\"", *b as char),
+                            Sym::R(x) => self.names[*x].to_owned(),
+                        })
+                        .collect();
+                    items.join(" ")
+                })
+                .collect();
+            writeln!(out, "{name}{opt} ::= {}", alts.join(" | ")).unwrap();
+        }
+        out
+    }
+}
+
+/// One open occurrence: its rule, positions `(alternative, index)`, spend point, and the rule
+/// it has entered (waits on), if any.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Level {
+    rule: usize,
+    pos: Vec<(u8, u8)>,
+    spend: Option<usize>,
+    waiting: Option<usize>,
+}
+
+type Config = Vec<Level>;
+
+/// Stacks deeper than this are not explored (deeper than any input checked needs).
+const MAX_DEPTH: usize = 30;
+
+struct RecRef<'g> {
+    g: &'g RecGrammar,
+}
+
+impl RecRef<'_> {
+    fn start(&self) -> Vec<Config> {
+        let r = 0;
+        vec![vec![Level { rule: r, pos: self.start_pos(r), spend: self.g.bound[r].map(|n| n as usize), waiting: None }]]
+    }
+
+    fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
+        (0..self.g.alts[r].len()).map(|a| (a as u8, 0)).collect()
+    }
+
+    fn is_final(&self, l: &Level) -> bool {
+        l.pos.iter().any(|&(a, i)| i as usize == self.g.alts[l.rule][a as usize].len())
+    }
+
+    fn dist(&self, rule: usize, pos: &[(u8, u8)]) -> u32 {
+        pos.iter().map(|&(a, i)| self.g.weight(&self.g.alts[rule][a as usize][i as usize..])).min().unwrap()
+    }
+
+    fn step(&self, rule: usize, pos: &[(u8, u8)], s: Sym) -> Vec<(u8, u8)> {
+        let mut out: Vec<(u8, u8)> = pos
+            .iter()
+            .filter(|&&(a, i)| self.g.alts[rule][a as usize].get(i as usize) == Some(&s))
+            .map(|&(a, i)| (a, i + 1))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The level's positions after symbol `s`, if it may take it (`spent`: only on a shortest way).
+    fn take(&self, l: &Level, s: Sym, spent: bool) -> Option<Vec<(u8, u8)>> {
+        let next = self.step(l.rule, &l.pos, s);
+        if next.is_empty() {
+            return None;
+        }
+        if spent {
+            let w = match s {
+                Sym::B(_) => 1,
+                Sym::R(r) => self.g.minlen[r],
+            };
+            if self.is_final(l) || w.saturating_add(self.dist(l.rule, &next)) != self.dist(l.rule, &l.pos) {
+                return None;
+            }
+        }
+        Some(next)
+    }
+
+    /// Every configuration reachable without reading a byte (entering and ending rules). `k`:
+    /// tokens before the step being read (`None`: a string, read free); `first`: tokens ended at
+    /// or before the current position.
+    fn closure(&self, configs: Vec<Config>, k: Option<usize>, first: usize) -> Vec<Config> {
+        let mut seen: std::collections::HashSet<Config> = configs.iter().cloned().collect();
+        let mut work = configs;
+        let mut out = Vec::new();
+        while let Some(c) = work.pop() {
+            let top = c.last().unwrap();
+            let spent = matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
+            let mut next = Vec::new();
+            if top.waiting.is_none() {
+                if self.is_final(top) && c.len() > 1 {
+                    let mut d = c.clone();
+                    let child = d.pop().unwrap();
+                    let p = d.last_mut().unwrap();
+                    p.pos = self.step(p.rule, &p.pos, Sym::R(child.rule));
+                    p.waiting = None;
+                    next.push(d);
+                }
+                if c.len() < MAX_DEPTH {
+                    let mut rules: Vec<usize> = top
+                        .pos
+                        .iter()
+                        .filter_map(|&(a, i)| match self.g.alts[top.rule][a as usize].get(i as usize) {
+                            Some(Sym::R(r)) => Some(*r),
+                            _ => None,
+                        })
+                        .collect();
+                    rules.sort_unstable();
+                    rules.dedup();
+                    for r in rules {
+                        if self.take(top, Sym::R(r), spent).is_none() {
+                            continue;
+                        }
+                        let own = self.g.bound[r].map(|n| first + n as usize);
+                        let child_spend = match (top.spend, own) {
+                            (Some(x), Some(y)) => Some(x.min(y)),
+                            (x, y) => x.or(y),
+                        };
+                        let mut d = c.clone();
+                        d.last_mut().unwrap().waiting = Some(r);
+                        d.push(Level { rule: r, pos: self.start_pos(r), spend: child_spend, waiting: None });
+                        next.push(d);
+                    }
+                }
+            }
+            for d in next {
+                if seen.insert(d.clone()) {
+                    work.push(d);
+                }
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// The configurations after reading `bytes` as one step (`k`: tokens before it, `None` for a
+    /// string); `token_ends`: byte positions where the accepted tokens ended; `pos`: bytes read.
+    fn read(
+        &self,
+        configs: &[Config],
+        bytes: &[u8],
+        k: Option<usize>,
+        token_ends: &[usize],
+        pos: usize,
+    ) -> Vec<Config> {
+        let mut cur = configs.to_vec();
+        for (j, &b) in bytes.iter().enumerate() {
+            let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
+            let mut next = std::collections::HashSet::new();
+            for c in self.closure(cur, k, first) {
+                let top = c.last().unwrap();
+                if top.waiting.is_some() {
+                    continue;
+                }
+                let spent = matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
+                if let Some(p) = self.take(top, Sym::B(b), spent) {
+                    let mut d = c.clone();
+                    d.last_mut().unwrap().pos = p;
+                    next.insert(d);
+                }
+            }
+            cur = next.into_iter().collect();
+            if cur.is_empty() {
+                break;
+            }
+        }
+        cur
+    }
+
+    fn complete(&self, configs: &[Config], first: usize) -> bool {
+        self.closure(configs.to_vec(), None, first)
+            .iter()
+            .any(|c| c.len() == 1 && c[0].waiting.is_none() && self.is_final(&c[0]))
+    }
+}
+
+/// The reference's state along a walk.
+#[derive(Clone)]
+struct RecWalk {
+    configs: Vec<Config>,
+    token_ends: Vec<usize>,
+    pos: usize,
+}
+
+impl RecWalk {
+    fn read(&self, r: &RecRef, bytes: &[u8], token: bool) -> Option<RecWalk> {
+        let k = token.then_some(self.token_ends.len());
+        let configs = r.read(&self.configs, bytes, k, &self.token_ends, self.pos);
+        if configs.is_empty() {
+            return None;
+        }
+        let mut w = RecWalk { configs, token_ends: self.token_ends.clone(), pos: self.pos + bytes.len() };
+        if token {
+            w.token_ends.push(w.pos);
+        }
+        Some(w)
+    }
+}
+
+const REC_ALPHABET: &[u8] = b"()x+[]yz<>,";
+
+fn rec_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = REC_ALPHABET.iter().map(|&c| vec![c]).collect();
+    for _ in 0..50 {
+        let len = 2 + rng.below(2) as usize;
+        toks.push((0..len).map(|_| REC_ALPHABET[rng.below(REC_ALPHABET.len() as u64) as usize]).collect());
+    }
+    toks.sort();
+    toks.dedup();
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+}
+
+/// The recursive grammars, each with the budgets `n` stands for.
+fn rec_grammars(n: u32) -> Vec<RecGrammar> {
+    vec![
+        // Nested expressions.
+        RecGrammar::new(&[("E", Some(n), &["( E )", "x", "x + E"])]),
+        // Nested brackets, nullable.
+        RecGrammar::new(&[("B", Some(n), &["[ B ] B", ""])]),
+        // A JSON-like value; the list rule has no budget of its own.
+        RecGrammar::new(&[("V", Some(n), &["[ ]", "[ L ]", "x", "( V )"]), ("L", None, &["V", "V , L"])]),
+        // Mutual recursion; C is used inside A and outside it.
+        RecGrammar::new(&[
+            ("S", None, &["A", "< C >"]),
+            ("A", Some(n), &["( C )", "y"]),
+            ("C", Some(n + 1), &["[ A ]", "z", "z C z"]),
+        ]),
+    ]
+}
+
+/// Checks every mask bit of `m` against the reference (and `accept_token` on a copy); returns
+/// the allowed tokens that are not the stop token. Counts in `cut` the tokens a budget refused.
+fn rec_check_mask(
+    m: &mut Matcher,
+    r: &RecRef,
+    w: &RecWalk,
+    vocab: &Vocabulary,
+    what: &str,
+    cut: &mut usize,
+) -> Vec<u32> {
+    let mask = m.compute_mask().unwrap().clone();
+    let stop = *m.stop_token_ids().first().unwrap();
+    let first = w.token_ends.len();
+    let mut allowed = Vec::new();
+    for t in 0..vocab.vocab_size() as u32 {
+        let want =
+            if t == stop { r.complete(&w.configs, first) } else { w.read(r, vocab.token_bytes(t), true).is_some() };
+        if t != stop && !want && w.read(r, vocab.token_bytes(t), false).is_some() {
+            *cut += 1;
+        }
+        assert_eq!(mask.get(t as usize), want, "mask bit {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
+        let mut c = m.clone();
+        assert_eq!(
+            c.accept_token(t).unwrap(),
+            want,
+            "accept {:?} ({what})",
+            String::from_utf8_lossy(vocab.token_bytes(t))
+        );
+        if want && t != stop {
+            allowed.push(t);
+        }
+    }
+    allowed
+}
+
+#[test]
+fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let (mut cut, mut checked, mut strings) = (0usize, 0usize, 0usize);
+    for round in 0..2 {
+        let vocab = rec_vocab(&mut rng);
+        for n in 1..4 {
+            for g in rec_grammars(n) {
+                let text = g.ebnf();
+                let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+                let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+                let r = RecRef { g: &g };
+                for walk in 0..3 {
+                    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                    let mut hist: Vec<RecWalk> = vec![RecWalk { configs: r.start(), token_ends: Vec::new(), pos: 0 }];
+                    let mut text_so_far: Vec<String> = Vec::new();
+                    for _ in 0..12 {
+                        let w = hist.last().unwrap().clone();
+                        let what = format!("{text}after {text_so_far:?}, round {round} walk {walk}");
+                        let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &what, &mut cut);
+                        if allowed.is_empty() || w.pos > 24 {
+                            break;
+                        }
+                        match rng.below(8) {
+                            // A string (read free of budgets).
+                            0 | 2 => {
+                                let len = 1 + rng.below(3) as usize;
+                                // Mostly a token's bytes the reference reads as a string (often
+                                // one a spent budget refuses as a token), else random bytes.
+                                let mut b: Vec<u8> = (0..len)
+                                    .map(|_| REC_ALPHABET[rng.below(REC_ALPHABET.len() as u64) as usize])
+                                    .collect();
+                                for _ in 0..12 {
+                                    let t = vocab.token_bytes(rng.below(vocab.vocab_size() as u64 - 1) as u32);
+                                    if w.read(&r, t, false).is_some() {
+                                        b = t.to_vec();
+                                        break;
+                                    }
+                                }
+                                let next = w.read(&r, &b, false);
+                                assert_eq!(m.accept_bytes(&b).unwrap(), next.is_some(), "string {b:?} ({what})");
+                                if let Some(n) = next {
+                                    strings += 1;
+                                    hist.push(n);
+                                    text_so_far.push(format!("s:{}", String::from_utf8_lossy(&b)));
+                                }
+                            }
+                            1 if hist.len() > 1 => {
+                                let k = 1 + rng.below(2.min(hist.len() as u64 - 1)) as usize;
+                                m.rollback(k).unwrap();
+                                hist.truncate(hist.len() - k);
+                                text_so_far.truncate(text_so_far.len() - k);
+                            }
+                            _ => {
+                                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                                assert!(m.accept_token(t).unwrap());
+                                hist.push(w.read(&r, vocab.token_bytes(t), true).unwrap());
+                                text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
+                            }
+                        }
+                    }
+                    m.reset();
+                    rec_check_mask(&mut m, &r, &hist[0], &vocab, &format!("{text}after reset"), &mut cut);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // The walks met spent budgets (tokens only a budget refused), on every grammar.
+    assert!(checked == 2 * 3 * 4 * 3 && cut > 100 && strings > 20, "{checked} walks, {cut} cut, {strings} strings");
+}
+
+/// A spent occurrence ends: sampling only allowed tokens, a budgeted root ends within its
+/// budget plus its shortest remaining length, however the tokens are drawn.
+#[test]
+fn sampled_outputs_of_recursive_budgets_end() {
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    let vocab = rec_vocab(&mut rng);
+    for n in 1..4 {
+        for g in rec_grammars(n) {
+            if g.bound[0].is_none() {
+                continue;
+            }
+            let grammar = grammask_core::ebnf::parse_ebnf(&g.ebnf(), "root").unwrap();
+            let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+            let stop = *vocab.stop_token_ids().first().unwrap();
+            for _ in 0..20 {
+                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let mut steps = 0;
+                loop {
+                    let mask = m.compute_mask().unwrap().clone();
+                    let choices: Vec<u32> = (0..vocab.vocab_size() as u32).filter(|&t| mask.get(t as usize)).collect();
+                    assert!(!choices.is_empty());
+                    let non_stop: Vec<u32> = choices.iter().copied().filter(|&t| t != stop).collect();
+                    if non_stop.is_empty() {
+                        assert!(m.accept_token(stop).unwrap());
+                        break;
+                    }
+                    assert!(m.accept_token(non_stop[rng.below(non_stop.len() as u64) as usize]).unwrap());
+                    steps += 1;
+                    // Spent after n tokens, then each open level has a bounded rest.
+                    assert!(steps <= n as usize + 40, "{}: no end after {steps} tokens", g.ebnf());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn unsupported_recursive_budgets_name_the_feature() {
+    let bad = [
+        ("root ::= e\ne[max_tokens=0] ::= \"(\" e \")\" | \"x\"", "max_tokens=0 on a recursive rule"),
+        ("root ::= e\ne[max_tokens=2] ::= e \"+\" e | \"x\"", "left-recursive rule 'e'"),
+        ("root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf ::= \"\" f \"-\" | e", "left-recursive rule 'f'"),
+        ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
+        ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"", "max_chars on a recursive rule is not supported"),
+    ];
+    for (text, msg) in bad {
+        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+        let e = grammask_core::compiler::Automata::build(&g).unwrap_err();
+        assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains(msg), "{text}: {e}");
+    }
+    // Right recursion and recursion inside brackets are supported.
+    let g = grammask_core::ebnf::parse_ebnf("root ::= e\ne[max_tokens=2] ::= \"x\" \"+\" e | \"x\"", "root").unwrap();
+    assert!(grammask_core::compiler::Automata::build(&g).is_ok());
+}
+
+/// Spend points ride in the lookahead fields: items stay 16 bytes.
+#[test]
+fn items_stay_sixteen_bytes() {
+    assert_eq!(std::mem::size_of::<grammask_core::earley::Item>(), 16);
+}

@@ -56,6 +56,8 @@ pub struct Automata {
     pub(super) budgets: super::token_budget::TokenBudgets,
     /// Per `capture_hidden_stop_rule` rule, the automata that split an occurrence (captures).
     pub(super) stop_splits: Vec<(RuleId, StopSplit)>,
+    /// Twins for a recursive `max_tokens` rule (`token_budget.rs`); `None` without one.
+    pub(super) rec: Option<Box<super::token_budget::RecBudgets>>,
 }
 
 /// The DFAs of a `capture_hidden_stop_rule` rule's body rule and stop rule (every rule they use
@@ -109,6 +111,12 @@ impl Automata {
         &self.budgets
     }
 
+    /// The twins of a grammar with a recursive `max_tokens` rule (see `token_budget.rs`).
+    #[inline]
+    pub fn rec_budgets(&self) -> Option<&super::token_budget::RecBudgets> {
+        self.rec.as_deref()
+    }
+
     /// For an open state of a token-budgeted rule: the rule's budget and the state's exhausted
     /// twin (see `token_budget.rs`).
     #[inline]
@@ -122,6 +130,16 @@ impl Automata {
     #[inline]
     pub fn rule_start(&self, r: RuleId) -> StateId {
         self.rule_start[r.index()]
+    }
+
+    /// The state an item in `caller` predicts rule `r` at: `r`'s start, or the start of its
+    /// exhausted twin when `caller` is an exhausted twin (`token_budget.rs`).
+    #[inline]
+    pub fn callee_start(&self, caller: StateId, r: RuleId) -> StateId {
+        match &self.rec {
+            Some(rb) => rb.start(self, caller, r),
+            None => self.rule_start[r.index()],
+        }
     }
 
     pub fn root(&self) -> RuleId {
@@ -188,7 +206,7 @@ impl Automata {
                 .byte_edges(s)
                 .iter()
                 .map(|e| (e.target, d + 1))
-                .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [(self.rule_start(r), d), (t, d)]));
+                .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [(self.callee_start(s, r), d), (t, d)]));
             for (t, td) in next {
                 match canon.get(&t) {
                     Some(&c) => {
@@ -225,7 +243,8 @@ impl Automata {
             }
             words.push(u64::MAX);
             for &(r, t) in self.rule_edges(s) {
-                words.push(u64::from(rule_canon(r)) | u64::from(canon[&t]) << 32);
+                let callee = canon.get(&self.callee_start(s, r)).copied().unwrap_or(u32::MAX);
+                words.push(u64::from(callee) | u64::from(canon[&t]) << 32);
             }
             words.push(u64::MAX - 1);
         }

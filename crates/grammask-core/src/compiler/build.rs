@@ -41,6 +41,9 @@ impl Automata {
         // unreachable, so it gets an empty one.
         // So does a tail-group member that only its group's tail references use (`tail.rs`).
         let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r]).collect();
+        // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
+        let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some());
+        let recursive = if budgeted { reaches_cycle(grammar) } else { Vec::new() };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
@@ -56,8 +59,16 @@ impl Automata {
                     out.push((r, d, None));
                     continue;
                 }
-                let limit = bounded_limit(grammar, r);
+                let mut limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
+                let rec = max_tokens.is_some() && matches!(limit, Some((None, ..))) && recursive[r];
+                if rec {
+                    limit = None;
+                    if let Some(e) = rec_budget_unsupported(grammar, r, max_tokens == Some(0)) {
+                        next.store(todo.len(), Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
@@ -87,6 +98,8 @@ impl Automata {
                         _ => dfa,
                     };
                     match max_tokens {
+                        // Recursive: twins are added to the whole automata (`add_rec_twins`).
+                        Some(_) if rec => Ok((dfa, None)),
                         Some(_) if !dfa.rules.is_empty() => Err(Error::new(
                             ErrorKind::Unsupported,
                             format!(
@@ -183,12 +196,104 @@ impl Automata {
             let body = pair.pop().unwrap_or_default();
             stop_splits.push((*r, super::automata::StopSplit { body, stop }));
         }
+        let mut ranges = Vec::with_capacity(dfas.len());
+        let mut at = 0u32;
+        for d in &dfas {
+            ranges.push((at, at + d.len() as u32));
+            at += d.len() as u32;
+        }
         let mut a = assemble(grammar, dfas, la_dfas, twins);
         a.stop_splits = stop_splits;
         a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
+        let bounds: Vec<(RuleId, u32)> =
+            grammar.all_rule_options().iter().filter_map(|(r, o)| Some((*r, o.max_tokens?))).collect();
+        let rec_roots: Vec<RuleId> = bounds
+            .iter()
+            .filter(|(r, _)| {
+                recursive.get(r.index()).copied().unwrap_or(false)
+                    && bounded_limit(grammar, r.index()).is_some_and(|l| l.0.is_none())
+            })
+            .map(|b| b.0)
+            .collect();
+        if !rec_roots.is_empty() {
+            let other = if a.has_lookahead() {
+                Some("lookahead assertions")
+            } else {
+                a.has_token_edges().then_some("token expressions")
+            };
+            if let Some(other) = other {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "max_tokens on the recursive rule '{}' in a grammar with {other} is not supported",
+                        grammar.rule(rec_roots[0]).name
+                    ),
+                ));
+            }
+            // Every budgeted rule moves to its twin by its items' spend points.
+            let roots: Vec<RuleId> = bounds.iter().map(|b| b.0).collect();
+            super::token_budget::add_rec_twins(&mut a, &roots, &ranges, &bounds)?;
+        }
         Ok(a)
     }
+}
+
+/// Per rule: it reaches a cycle of rule references (its body, with every rule it uses inlined,
+/// would not be regular).
+fn reaches_cycle(g: &Grammar) -> Vec<bool> {
+    let n = g.rules().len();
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut seen = vec![usize::MAX; g.exprs().len()];
+    for (r, rule) in g.rules().iter().enumerate() {
+        let mut stack = vec![rule.body];
+        while let Some(e) = stack.pop() {
+            if std::mem::replace(&mut seen[e.index()], r) == r {
+                continue;
+            }
+            if let Expr::RuleRef(x) = g.expr(e) {
+                deps[r].push(x.index());
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+        deps[r].sort_unstable();
+        deps[r].dedup();
+    }
+    // A rule reaches a cycle if a depth-first walk from it meets a rule on its own path.
+    let mut out = vec![false; n];
+    for r in 0..n {
+        let mut state = vec![0u8; n]; // 0 new, 1 on path, 2 done
+        let mut path: Vec<(usize, usize)> = vec![(r, 0)];
+        state[r] = 1;
+        'walk: while let Some(&mut (x, ref mut i)) = path.last_mut() {
+            if let Some(&y) = deps[x].get(*i) {
+                *i += 1;
+                match state[y] {
+                    0 => {
+                        state[y] = 1;
+                        path.push((y, 0));
+                    }
+                    1 => {
+                        out[r] = true;
+                        break 'walk;
+                    }
+                    _ => {}
+                }
+            } else {
+                state[x] = 2;
+                path.pop();
+            }
+        }
+    }
+    out
+}
+
+/// Why the recursive `max_tokens` rule `r` cannot have a budget, if it cannot.
+fn rec_budget_unsupported(g: &Grammar, r: usize, zero: bool) -> Option<Error> {
+    let name = &g.rules()[r].name;
+    zero.then(|| {
+        Error::new(ErrorKind::Unsupported, format!("max_tokens=0 on a recursive rule is not supported (rule '{name}')"))
+    })
 }
 
 /// The body rule and the stop rule of a `capture_hidden_stop_rule` rule `r`, whose body must be
@@ -274,6 +379,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
         tokens: super::token_edges::TokenRules::default(),
         budgets: TokenBudgets::default(),
         stop_splits: Vec::new(),
+        rec: None,
     };
     #[derive(PartialEq)]
     enum Part {

@@ -59,6 +59,10 @@ impl Automata {
         if la == LA_NONE {
             return Some(LA_NONE);
         }
+        if self.rec.is_some() {
+            // No lookahead: `la` is a spend point (`crate::earley::Item`).
+            return Some(la);
+        }
         let mut t = self.la.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(&next) = t.trans.get(&(la, byte)) {
             return (next != u32::MAX).then_some(next);

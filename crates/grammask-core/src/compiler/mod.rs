@@ -44,6 +44,6 @@ mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use lookahead::LA_NONE;
-pub use token_budget::{RuleBudget, TokenBudgets};
+pub use token_budget::{RecBudgets, RuleBudget, TokenBudgets};
 pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;

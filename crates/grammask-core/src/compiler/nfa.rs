@@ -265,8 +265,8 @@ impl Nfa<'_> {
                             format!(
                                 "{what} uses the recursive rule '{}'; its body must be terminal-like (regular){}",
                                 g.rule(*r).name,
-                                if what.ends_with("max_tokens") {
-                                    " (max_tokens on a recursive rule is not supported)"
+                                if what.ends_with("max_chars") {
+                                    " (max_chars on a recursive rule is not supported)"
                                 } else {
                                     ""
                                 }

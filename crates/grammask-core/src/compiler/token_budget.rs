@@ -7,6 +7,8 @@
 //! state keeping none. At run time an occurrence whose budget is spent has its items moved from
 //! open states to their twins ([`crate::matcher`]), so it ends at its earliest valid end.
 //!
+//! A recursive `max_tokens` rule keeps its rule edges: see [`RecBudgets`].
+//!
 //! Invariant: exhausted state `i` of a rule is the twin of open state `i`; its edges are a subset
 //! of the open state's, with targets renamed to twins, and every path from it reaches a final
 //! state in exactly `dist(i)` bytes.
@@ -105,6 +107,240 @@ impl TokenBudgets {
         let i = s.0.checked_sub(b.exhausted).filter(|&i| i < b.len)?;
         Some(StateId(b.open + i))
     }
+}
+
+/// "None" in the per-state and per-rule tables of [`RecBudgets`].
+const NO: u32 = u32::MAX;
+
+/// Exhausted twins for grammars with a recursive `max_tokens` rule (one whose body, with the
+/// rules it uses, is not regular, so it keeps its rule edges).
+///
+/// Every rule reachable from such a rule gets a twin automaton: the same states, each keeping
+/// only the edges on a shortest way (in bytes) to a final state, a rule edge weighing its rule's
+/// shortest length; rule edges stay rule edges (targets renamed to twins). A twin state predicts
+/// the twins of the rules it names, so a spent occurrence's open levels each follow their own
+/// rule's shortest ways ([`crate::earley`] carries each item's spend point).
+///
+/// Invariant: `twin[s]` and `open[t]` are inverse; twin states have the rule and finality of
+/// their open states.
+#[derive(Clone, Debug, Default)]
+pub struct RecBudgets {
+    /// Per state: its exhausted twin (`NO`: none, or the state is itself a twin).
+    twin: Vec<u32>,
+    /// Per state: the open state it is the twin of (`NO`: it is not a twin).
+    open: Vec<u32>,
+    /// Per rule: the twin of its start state (`NO`: none).
+    twin_start: Vec<u32>,
+    /// Per rule: its `max_tokens` (`NO`: none).
+    bound: Vec<u32>,
+}
+
+impl RecBudgets {
+    #[inline]
+    pub fn is_twin(&self, s: StateId) -> bool {
+        self.open[s.0 as usize] != NO
+    }
+
+    /// The twin of `s`, or `s` when it has none.
+    #[inline]
+    pub fn twin_of(&self, s: StateId) -> StateId {
+        match self.twin[s.0 as usize] {
+            NO => s,
+            t => StateId(t),
+        }
+    }
+
+    /// The open state of `s`, or `s` when it is not a twin.
+    #[inline]
+    pub fn open_of(&self, s: StateId) -> StateId {
+        match self.open[s.0 as usize] {
+            NO => s,
+            t => StateId(t),
+        }
+    }
+
+    /// Where an item predicted by an item in state `parent` starts rule `r`.
+    #[inline]
+    pub fn start(&self, a: &super::Automata, parent: StateId, r: RuleId) -> StateId {
+        match self.twin_start[r.index()] {
+            t if t != NO && self.is_twin(parent) => StateId(t),
+            _ => a.rule_start(r),
+        }
+    }
+
+    /// Rule `r`'s `max_tokens`, if it has one.
+    #[inline]
+    pub fn bound(&self, r: RuleId) -> Option<u32> {
+        Some(self.bound[r.index()]).filter(|&n| n != NO)
+    }
+}
+
+/// Shortest length in bytes of each rule (`u32::MAX`: none) and from each state to a final state
+/// of its rule, over the open states `0..open_end`: a fixpoint, a rule edge weighing its rule's
+/// shortest length.
+fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut dist = vec![u32::MAX; open_end];
+    let mut rule_len = vec![u32::MAX; a.num_rules()];
+    loop {
+        let mut changed = false;
+        for s in (0..open_end).rev() {
+            let sid = StateId(s as u32);
+            let mut d = if a.state(sid).is_final { 0 } else { u32::MAX };
+            for e in a.byte_edges(sid) {
+                d = d.min(dist[e.target.0 as usize].saturating_add(1));
+            }
+            for &(r, t) in a.rule_edges(sid) {
+                d = d.min(rule_len[r.index()].saturating_add(dist[t.0 as usize]));
+            }
+            if d < dist[s] {
+                dist[s] = d;
+                changed = true;
+            }
+        }
+        for r in 0..a.num_rules() {
+            let d = dist[a.rule_start(RuleId(r as u32)).0 as usize];
+            if d < rule_len[r] {
+                rule_len[r] = d;
+                changed = true;
+            }
+        }
+        if !changed {
+            return (rule_len, dist);
+        }
+    }
+}
+
+/// Adds twins for every rule reachable from the recursive `max_tokens` rules `roots` (see
+/// [`RecBudgets`]). `ranges[r]` is rule `r`'s open states; `bounds` the `max_tokens` of every
+/// rule with one. Rules with a regular budget reuse their twin; a rule built exhausted
+/// (`max_tokens=0`) is its own twin.
+///
+/// `Unsupported` if one of those rules is left-recursive: an occurrence could then be nested in
+/// any number of levels opened before its first byte, each with a rest of its own, and a spent
+/// occurrence would have no bounded end.
+pub(super) fn add_rec_twins(
+    a: &mut super::Automata,
+    roots: &[RuleId],
+    ranges: &[(u32, u32)],
+    bounds: &[(RuleId, u32)],
+) -> crate::error::Result<()> {
+    let open_end = ranges.iter().map(|r| r.1).max().unwrap_or(0) as usize;
+    let (rule_len, dist) = shortest(a, open_end);
+    let mut reach = vec![false; a.num_rules()];
+    let mut stack: Vec<RuleId> = roots.to_vec();
+    while let Some(r) = stack.pop() {
+        if std::mem::replace(&mut reach[r.index()], true) {
+            continue;
+        }
+        let (lo, hi) = ranges[r.index()];
+        for s in lo..hi {
+            stack.extend(a.rule_edges(StateId(s)).iter().map(|e| e.0).filter(|x| !reach[x.index()]));
+        }
+    }
+    if let Some(r) = left_recursive(a, &reach, &rule_len) {
+        return Err(crate::error::Error::new(
+            crate::error::ErrorKind::Unsupported,
+            format!(
+                "max_tokens on a recursive rule that reaches the left-recursive rule '{}' is not supported",
+                a.rule_name(r)
+            ),
+        ));
+    }
+    let n = a.states.len();
+    let mut rb = RecBudgets {
+        twin: vec![NO; n],
+        open: vec![NO; n],
+        twin_start: vec![NO; a.num_rules()],
+        bound: vec![NO; a.num_rules()],
+    };
+    for &(r, b) in bounds {
+        rb.bound[r.index()] = b;
+    }
+    for r in (0..a.num_rules()).filter(|&r| reach[r]) {
+        let rule = RuleId(r as u32);
+        let (lo, hi) = ranges[r];
+        if let Some(b) = a.budgets.of_rule.get(r).copied().flatten() {
+            // A regular budget's twin, already built.
+            for i in 0..b.len {
+                rb.twin[(b.open + i) as usize] = b.exhausted + i;
+                rb.open[(b.exhausted + i) as usize] = b.open + i;
+            }
+            rb.twin_start[r] = b.exhausted + (a.rule_start(rule).0 - b.open);
+            continue;
+        }
+        if rb.bound[r] == 0 {
+            continue; // a regular rule built exhausted
+        }
+        let base = a.states.len() as u32;
+        for s in lo..hi {
+            let sid = StateId(s);
+            let d = dist[s as usize];
+            let st = a.state(sid).clone();
+            let b0 = a.byte_edges.len() as u32;
+            let r0 = a.rule_edges.len() as u32;
+            if !st.is_final && d != u32::MAX {
+                let bytes: Vec<_> = a.byte_edges(sid).to_vec();
+                for e in bytes {
+                    if dist[e.target.0 as usize].checked_add(1) == Some(d) {
+                        a.byte_edges.push(super::ByteEdge { target: StateId(base + e.target.0 - lo), ..e });
+                    }
+                }
+                let rules: Vec<_> = a.rule_edges(sid).to_vec();
+                for (rr, t) in rules {
+                    if rule_len[rr.index()].checked_add(dist[t.0 as usize]) == Some(d) {
+                        a.rule_edges.push((rr, StateId(base + t.0 - lo)));
+                    }
+                }
+            }
+            a.states.push(super::State {
+                rule: st.rule,
+                is_final: st.is_final,
+                byte_edges: (b0, a.byte_edges.len() as u32),
+                rule_edges: (r0, a.rule_edges.len() as u32),
+            });
+            rb.twin.push(NO);
+            rb.open.push(s);
+            rb.twin[s as usize] = base + s - lo;
+        }
+        rb.twin_start[r] = base + a.rule_start(rule).0 - lo;
+    }
+    a.rec = Some(Box::new(rb));
+    Ok(())
+}
+
+/// A rule among `reach` that can start itself before reading a byte (left recursion, also
+/// through other rules or empty ones), if any.
+fn left_recursive(a: &super::Automata, reach: &[bool], rule_len: &[u32]) -> Option<RuleId> {
+    // left[r]: the rules r may start before reading a byte.
+    let n = a.num_rules();
+    let mut left: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for r in (0..n).filter(|&r| reach[r]) {
+        let mut seen = vec![a.rule_start(RuleId(r as u32))];
+        let mut i = 0;
+        while let Some(&s) = seen.get(i) {
+            i += 1;
+            for &(rr, t) in a.rule_edges(s) {
+                left[r].push(rr.index());
+                if rule_len[rr.index()] == 0 && !seen.contains(&t) {
+                    seen.push(t);
+                }
+            }
+        }
+    }
+    // A cycle in `left`: a rule reaching itself.
+    for r in (0..n).filter(|&r| reach[r]) {
+        let mut seen = vec![false; n];
+        let mut stack = left[r].clone();
+        while let Some(x) = stack.pop() {
+            if x == r {
+                return Some(RuleId(r as u32));
+            }
+            if !std::mem::replace(&mut seen[x], true) {
+                stack.extend_from_slice(&left[x]);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

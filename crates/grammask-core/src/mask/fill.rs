@@ -106,8 +106,7 @@ pub fn fill_mask_memo(
         if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out.get(t as usize)) {
             continue;
         }
-        let rule = a.state(it.state).rule;
-        let verdict: Arc<[bool]> = if chart.push_completion(a, it.origin as usize, rule)? {
+        let verdict: Arc<[bool]> = if chart.push_completion_of(a, it)? {
             // Equal signatures have the same future: the verdicts depend on the row and the
             // suffixes only.
             let key = (chart.last_signature(), km.suffix_hash);

@@ -135,7 +135,7 @@ impl BodySlice {
             return None;
         }
         for &(r, _) in edges {
-            Self::covers_plain(a, a.rule_start(r))?;
+            Self::covers_plain(a, a.callee_start(s, r))?;
         }
         Some(Cover { may_end: true, walk_dead: true })
     }

@@ -82,7 +82,7 @@ pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Bo
             for &(r, t) in a.rule_edges(q) {
                 let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
                 let callee_stack = if tail { st } else { stacks.push(st, t)? };
-                add((a.rule_start(r), callee_stack), set);
+                add((a.callee_start(q, r), callee_stack), set);
             }
             if set.len() > MAX_SET_CONFIGS {
                 return None;
