@@ -41,6 +41,13 @@ impl ByteSet {
         }
     }
 
+    /// Keeps only the bytes also in `other`.
+    pub fn intersect(&mut self, other: &ByteSet) {
+        for (w, o) in self.0.iter_mut().zip(other.0) {
+            *w &= o;
+        }
+    }
+
     /// Adds `other`; whether anything was new.
     pub fn union(&mut self, other: &ByteSet) -> bool {
         let mut changed = false;

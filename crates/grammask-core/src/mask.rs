@@ -40,7 +40,7 @@ mod row_memo;
 mod runs;
 mod walk;
 
-pub use compose::{classify_kernel_from_bytes, compose_kernel};
+pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
 use row_memo::*;
 use runs::*;
