@@ -89,3 +89,30 @@ fn trigger_text_masks_match_brute_force_through_shifted_kernels() {
         assert!(stats.shifted >= 5, "the partial-trigger states were not shifted: {stats:?}");
     }
 }
+
+/// The refutation before the cover search never changes its answer: every state of the trigger
+/// text and of JSON-like free text, with its loop class and its readable ASCII bytes as classes.
+#[test]
+fn refuted_class_covers_equal_cover_searches() {
+    use grammask_core::compiler::Automata;
+    use grammask_core::mask::{ascii_loop, class_covers, state_bytes};
+    use grammask_core::slice::ClassSlice;
+    let json = "root ::= \"{\\\"q\\\": \\\"\" [^\"\\\\\\n]* \"\\\"}\" ([^<]* \"<\" [^>]* \">\")*";
+    let (mut covered, mut refused) = (0, 0);
+    for src in [GRAMMAR, json] {
+        let a = Automata::build(&parse_ebnf(src, "root").unwrap()).unwrap();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            let readable = state_bytes(&a, s).ascii();
+            for c in [ClassSlice::loop_class(&a, s), Some(ascii_loop(&a, s)), Some(readable)].into_iter().flatten() {
+                let want = ClassSlice::covers(&a, s, c);
+                assert_eq!(class_covers(&a, s, c), want, "state {} class {c:#x}", s.0);
+                if want {
+                    covered += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert!(covered > 10 && refused > 10, "covered {covered} refused {refused}");
+}

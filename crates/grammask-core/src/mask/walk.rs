@@ -45,7 +45,7 @@ impl KernelWalk<'_> {
                     }
                 }
             }
-            _ if let Some(cs) = class.filter(|cs| ClassSlice::covers(a, state, cs.ascii)) => {
+            _ if let Some(cs) = class.filter(|cs| class_covers(a, state, cs.ascii)) => {
                 // Free text of one class: its runs stay inside the rule; everything else is walked.
                 w.accepted.or_assign(&cs.slice);
                 for f in &cs.frontier {
