@@ -27,8 +27,28 @@ tag ::= \"{\\\"name\\\": \\\"\" (\"fa\" | \"fb\") \"\\\", \\\"parameters\\\": {\
 /// plus every printable ASCII byte and a two-byte character.
 fn text_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     let pieces: &[&[u8]] = &[
-        b"{", b"\"", b"{\"", b"name", b"n", b"na", b"\":", b":", b" ", b" \"", b"<", b"</", b"think", b">", b"x",
-        b"\xc3\xa9", b"}", b"fa", b"\", ", b"parameters", b"q", b"\n",
+        b"{",
+        b"\"",
+        b"{\"",
+        b"name",
+        b"n",
+        b"na",
+        b"\":",
+        b":",
+        b" ",
+        b" \"",
+        b"<",
+        b"</",
+        b"think",
+        b">",
+        b"x",
+        b"\xc3\xa9",
+        b"}",
+        b"fa",
+        b"\", ",
+        b"parameters",
+        b"q",
+        b"\n",
     ];
     let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
     toks.extend(pieces.iter().map(|p| p.to_vec()));

@@ -139,8 +139,12 @@ pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, 
     let mut suffix_ids = HashMap::new();
     let mut suffixes = Vec::new();
     let ids: Vec<u32> = reference.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
-    let mut uncertain: Vec<(u32, u32)> =
-        reference.uncertain.iter().filter(|&&(t, _)| !dropped.get(t as usize)).map(|&(t, i)| (t, ids[i as usize])).collect();
+    let mut uncertain: Vec<(u32, u32)> = reference
+        .uncertain
+        .iter()
+        .filter(|&&(t, _)| !dropped.get(t as usize))
+        .map(|&(t, i)| (t, ids[i as usize]))
+        .collect();
     let ids: Vec<u32> = own.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
     uncertain.extend(own.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
     kernel_mask(accepted, uncertain, suffixes)

@@ -371,7 +371,8 @@ fn class_shortcut_equals_full_walk() {
 /// its capacity is unbounded after one level, not after following the loop `max_chars` times.
 #[test]
 fn looping_body_capacity_reads_one_level() {
-    let g = parse_ebnf(r#"root ::= "{\"q\": \"" ([ !#-\[\]-\U0010FFFF] | "\\" ["\\bfnrt])* "\"}" [ ]*"#, "root").unwrap();
+    let g =
+        parse_ebnf(r#"root ::= "{\"q\": \"" ([ !#-\[\]-\U0010FFFF] | "\\" ["\\bfnrt])* "\"}" [ ]*"#, "root").unwrap();
     let a = Automata::build(&g).unwrap();
     let mut looping = 0;
     for s in (0..a.states().len() as u32).map(StateId) {
