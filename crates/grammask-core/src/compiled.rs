@@ -361,7 +361,7 @@ impl CompiledGrammar {
         let vocab_size = self.index.vocab.vocab_size();
         let own =
             self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?;
-        Ok(Some(shift_kernel(trie, &reference, &differ, own)))
+        Ok(Some(shift_kernel(trie, &reference, &differ, &own)))
     }
 
     /// How the kernels were classified so far.

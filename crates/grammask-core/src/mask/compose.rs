@@ -125,7 +125,7 @@ fn resume_suffix(a: &Automata, t: StateId, suffix: &[u8], follow: &ByteSet) -> R
 /// PERF: free text before a trigger (`{"name":`) is a byte automaton whose states after a partial
 /// trigger differ from the text's loop state on one or two bytes; each was a walk of the whole
 /// vocabulary (0.5-0.9 ms on Llama 3) and now walks only those bytes' subtrees.
-pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, own: KernelMask) -> KernelMask {
+pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, own: &KernelMask) -> KernelMask {
     let mut dropped = Bitset::new(reference.accepted.len());
     let mut accepted = reference.accepted.clone();
     for &c in trie.root_children.iter().filter(|&&c| differ.contains(trie.nodes[c as usize].byte)) {
