@@ -12,8 +12,8 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel,
-    shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
+    ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
+    compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::token_index::{read, write, TokenIndex};
@@ -39,6 +39,8 @@ const COMPOSE_MAX_SUFFIXES: usize = 512;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
+/// ... and only when the two states step at least this many bytes to the same state.
+const SHIFT_MIN_ALIKE: u32 = 32;
 
 /// How the kernels of a compiled grammar were classified so far (for tests and profiling).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -318,7 +320,8 @@ impl CompiledGrammar {
 
     /// The classification of a kernel state without rule edges, shifted from the kernel of the
     /// state most of its bytes step to ([`shift_kernel`]); `None` where that does not apply: rule
-    /// edges or lookaheads, a reference state with rule edges, without a loop class of its own
+    /// edges or lookaheads, a state that a string-body or class slice covers, a reference state
+    /// with rule edges, without a loop class of its own
     /// (its kernel would cost a walk as long: a literal's next state), or on the composition
     /// stack, or first bytes that differ over more than 1/[`SHIFT_MAX_SHARE`] of the trie.
     #[doc(hidden)]
@@ -335,11 +338,18 @@ impl CompiledGrammar {
         if !a.rule_edges(r).is_empty() || ClassSlice::loop_class(a, r).is_none() || stack.contains(&r) {
             return Ok(None);
         }
-        let mut differ = ByteSet::default();
+        let (mut differ, mut alike) = (ByteSet::default(), 0);
         for b in 0..=255u8 {
-            if a.step(state, b) != a.step(r, b) {
-                differ.insert_range(b, b);
+            match a.step(state, b) {
+                t if t != a.step(r, b) => differ.insert_range(b, b),
+                Some(_) => alike += 1,
+                None => {}
             }
+        }
+        // The shift pays when most of what `state` reads is read alike (free text after a partial
+        // trigger); a value's first byte (`"`, a digit, `[`) shares little with any one target.
+        if alike < SHIFT_MIN_ALIKE {
+            return Ok(None);
         }
         // Only the differing bytes `state` reads are walked; the others' tokens are dropped.
         let mut first = state_bytes(a, state);
@@ -352,6 +362,13 @@ impl CompiledGrammar {
             .map(|&c| (trie.nodes[c as usize].subtree_end - c) as usize)
             .sum();
         if walked_nodes * SHIFT_MAX_SHARE > trie.nodes.len() {
+            return Ok(None);
+        }
+        // Last, as cover searches cost most: a state that reads a slice itself takes it (the slice
+        // accepts its tokens wholesale; the shifted part walks the differing subtrees node by
+        // node), e.g. an object key's prefix among known keys.
+        let covered = |c: u128| class_covers(a, state, c);
+        if BodySlice::covers(a, state).is_some() || ClassSlice::loop_class(a, state).is_some_and(covered) {
             return Ok(None);
         }
         stack.push(state);
