@@ -1389,3 +1389,30 @@ def test_json_schema_leaf_rules_are_shared_across_tools():
     assert _gm_accepts(tag_json, ok) == _xgr_accepts(tag_json, ok) == True  # noqa: E712
     bad = '{"name": "t0", "parameters": {"q": "a"}}'
     assert _gm_accepts(tag_json, bad) == _xgr_accepts(tag_json, bad) == False  # noqa: E712
+
+
+def test_llama_trigger_prefixes_and_string_values_match_brute_force():
+    """The mask states that kernel shortcuts serve in a Llama 3 tool-calling tag (free text after a
+    partial trigger `{"`, `{"name`, `{"name":`, the first token of a tool name, JSON string values
+    inside arguments) equal the brute-force reference."""
+    family = "llama3"
+    info = tokenizer_info(family)
+    cg = compiler(family).compile_structural_tag(json.dumps(_model_tag("llama")))
+    call, call2 = MODEL_CALLS["llama"]
+    doc = 'Try {"x" and {"nam or {"name" then {"name":1 ok. ' + call + " and " + call2
+    ids = tokenize(hf_tokenizer(family), info, doc)
+    decoded = info.decoded_vocab
+    prefixes = [b"".join(decoded[i] for i in ids[:pos]) for pos in range(len(ids) + 1)]
+    trigger = b'{"name": '
+    partial = [p for p in range(len(ids)) if any(prefixes[p].endswith(trigger[:k]) for k in range(2, 9))]
+    string_start = [p for p in range(len(ids)) if prefixes[p].endswith(b': "')]
+    picked = sorted(set(partial[:4] + string_start[:3]))
+    assert len(picked) >= 5, picked
+    m = gm.GrammarMatcher(cg)
+    for pos in range(len(ids)):
+        if pos in picked:
+            got = bool_mask(m, info.vocab_size)
+            want = brute_force_large(m, decoded, info.vocab_size, set(info.stop_token_ids), set(info.special_token_ids))
+            diff = np.flatnonzero(got != want)
+            assert diff.size == 0, f"after {prefixes[pos][-30:]!r}: {[decoded[i] for i in diff[:10]]}"
+        assert m.accept_token(ids[pos]), (pos, decoded[ids[pos]])

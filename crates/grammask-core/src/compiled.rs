@@ -12,8 +12,8 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned, compose_kernel,
-    state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
+    ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
+    compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
 use crate::token_index::{read, write, TokenIndex};
@@ -36,6 +36,24 @@ const MAX_COMPOSE_DEPTH: usize = 8;
 /// Callee kernels with more uncertain tokens, or distinct suffixes, than this are not composed.
 const COMPOSE_MAX_UNCERTAIN: usize = 4096;
 const COMPOSE_MAX_SUFFIXES: usize = 512;
+/// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
+/// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
+const SHIFT_MAX_SHARE: usize = 4;
+/// ... and only when the two states step at least this many bytes to the same state.
+const SHIFT_MIN_ALIKE: u32 = 32;
+
+/// How the kernels of a compiled grammar were classified so far (for tests and profiling).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Trie walks from the kernel state (with slices and run indexes where they apply).
+    pub walked: usize,
+    /// Composed from callees' kernels ([`compose_kernel`]).
+    pub composed: usize,
+    /// Shifted from a reference state's kernel ([`shift_kernel`]).
+    pub shifted: usize,
+    /// Found in the vocabulary's cross-grammar cache after a walk proved long.
+    pub shared: usize,
+}
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -59,6 +77,8 @@ pub struct CompiledGrammar {
     completion: OnceLock<Arc<crate::budget::Completion>>,
     /// The allowed tokens of each token edge set (empty without token expressions).
     token_masks: crate::token_edges::TokenMasks,
+    /// Counts of [`KernelStats`], in its field order.
+    stats: [AtomicUsize; 4],
 }
 
 impl CompiledGrammar {
@@ -115,7 +135,7 @@ impl CompiledGrammar {
                 index.class_slice(c);
             }
         }
-        Ok(CompiledGrammar {
+        let cg = CompiledGrammar {
             grammar: grammar.clone(),
             automata,
             index,
@@ -129,7 +149,14 @@ impl CompiledGrammar {
             suffix_memo: SuffixMemo::default(),
             completion: OnceLock::new(),
             token_masks,
-        })
+            stats: Default::default(),
+        };
+        // Every kernel classification reads the FOLLOW sets: built with the grammar (linear in
+        // its states) rather than in the first mask.
+        // PERF: ~0.4 ms of a 50-tool structural tag's first mask (14k states), against a ~25 ms
+        // compile.
+        cg.follow();
+        Ok(cg)
     }
 
     /// The allowed tokens of each token edge set (`crate::token_edges`).
@@ -177,6 +204,11 @@ impl CompiledGrammar {
             return Ok(k.clone());
         }
         if let Some(km) = self.composed_kernel_in(state, stack)? {
+            self.count(1);
+            return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
+        }
+        if let Some(km) = self.shifted_kernel_in(state, stack)? {
+            self.count(2);
             return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
@@ -194,13 +226,17 @@ impl CompiledGrammar {
         let walked = self.classify(state, SHARE_AFTER_VISITS, &mut escalate)?;
         let km = match (walked, shared) {
             (Some(km), _) => {
+                self.count(0);
                 let km = Arc::new(km);
                 if let Some(k) = key {
                     self.index.share_kernel(k, &km);
                 }
                 km
             }
-            (None, Some(km)) => km,
+            (None, Some(km)) => {
+                self.count(3);
+                km
+            }
             (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
         };
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
@@ -282,6 +318,79 @@ impl CompiledGrammar {
         compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &continuations, &callees).map(Some)
     }
 
+    /// The classification of a kernel state without rule edges, shifted from the kernel of the
+    /// state most of its bytes step to ([`shift_kernel`]); `None` where that does not apply: rule
+    /// edges or lookaheads, a state that a string-body or class slice covers, a reference state
+    /// with rule edges, without a loop class of its own
+    /// (its kernel would cost a walk as long: a literal's next state), or on the composition
+    /// stack, or first bytes that differ over more than 1/[`SHIFT_MAX_SHARE`] of the trie.
+    #[doc(hidden)]
+    pub fn shifted_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        self.shifted_kernel_in(state, &mut Vec::new())
+    }
+
+    fn shifted_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<KernelMask>> {
+        let a = &self.automata;
+        if !a.rule_edges(state).is_empty() || a.has_lookahead() || stack.len() >= MAX_COMPOSE_DEPTH {
+            return Ok(None);
+        }
+        let Some(r) = majority_target(a, state) else { return Ok(None) };
+        if !a.rule_edges(r).is_empty() || ClassSlice::loop_class(a, r).is_none() || stack.contains(&r) {
+            return Ok(None);
+        }
+        let (mut differ, mut alike) = (ByteSet::default(), 0);
+        for b in 0..=255u8 {
+            match a.step(state, b) {
+                t if t != a.step(r, b) => differ.insert_range(b, b),
+                Some(_) => alike += 1,
+                None => {}
+            }
+        }
+        // The shift pays when most of what `state` reads is read alike (free text after a partial
+        // trigger); a value's first byte (`"`, a digit, `[`) shares little with any one target.
+        if alike < SHIFT_MIN_ALIKE {
+            return Ok(None);
+        }
+        // Only the differing bytes `state` reads are walked; the others' tokens are dropped.
+        let mut first = state_bytes(a, state);
+        first.intersect(&differ);
+        let trie = &self.index.trie;
+        let walked_nodes: usize = trie
+            .root_children
+            .iter()
+            .filter(|&&c| first.contains(trie.nodes[c as usize].byte))
+            .map(|&c| (trie.nodes[c as usize].subtree_end - c) as usize)
+            .sum();
+        if walked_nodes * SHIFT_MAX_SHARE > trie.nodes.len() {
+            return Ok(None);
+        }
+        // Last, as cover searches cost most: a state that reads a slice itself takes it (the slice
+        // accepts its tokens wholesale; the shifted part walks the differing subtrees node by
+        // node), e.g. an object key's prefix among known keys.
+        let covered = |c: u128| class_covers(a, state, c);
+        if BodySlice::covers(a, state).is_some() || ClassSlice::loop_class(a, state).is_some_and(covered) {
+            return Ok(None);
+        }
+        stack.push(state);
+        let reference = self.kernel_in(r, stack);
+        stack.pop();
+        let reference = reference?;
+        let vocab_size = self.index.vocab.vocab_size();
+        let own =
+            self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?;
+        Ok(Some(shift_kernel(trie, &reference, &differ, &own)))
+    }
+
+    /// How the kernels were classified so far.
+    pub fn kernel_stats(&self) -> KernelStats {
+        let n = |i: usize| self.stats[i].load(Ordering::Relaxed);
+        KernelStats { walked: n(0), composed: n(1), shifted: n(2), shared: n(3) }
+    }
+
+    fn count(&self, i: usize) {
+        self.stats[i].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Classifies kernel `state` with every shortcut, without any cache; `on_budget` as in
     /// [`classify_kernel_budget`].
     pub fn classify(
@@ -336,14 +445,15 @@ impl CompiledGrammar {
     /// [`body_level`] memoized: the positions of `json_char{0,n}` share one chain.
     fn body_capacity(&self, state: StateId) -> Option<u32> {
         let max = self.index.trie.max_depth;
-        let mut fresh: Vec<(StateId, Option<Level>)> = Vec::new();
+        // Levels computed by this call are looked up too: a chain through a cycle meets them again.
+        let mut fresh: HashMap<StateId, Option<Level>> = HashMap::new();
         let cap = {
             let memo = read(&self.levels);
-            body_capacity(state, max, |r| match memo.get(&r) {
+            body_capacity(state, max, |r| match memo.get(&r).or_else(|| fresh.get(&r)) {
                 Some(&l) => l,
                 None => {
                     let l = body_level(&self.automata, r);
-                    fresh.push((r, l));
+                    fresh.insert(r, l);
                     l
                 }
             })
@@ -389,4 +499,17 @@ impl CompiledGrammar {
             + self.suffix_memo.memory_size()
             + self.grammar.exprs().len() * 24
     }
+}
+
+/// The state other than `s` that most of `s`'s bytes step to (ties: the lowest id).
+fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
+    let mut counts: Vec<(StateId, u32)> = Vec::new();
+    for e in a.byte_edges(s).iter().filter(|e| e.target != s) {
+        let n = u32::from(e.hi - e.lo) + 1;
+        match counts.iter_mut().find(|(t, _)| *t == e.target) {
+            Some((_, c)) => *c += n,
+            None => counts.push((e.target, n)),
+        }
+    }
+    counts.into_iter().max_by_key(|&(t, c)| (c, std::cmp::Reverse(t.0))).map(|(t, _)| t)
 }

@@ -40,11 +40,11 @@ mod row_memo;
 mod runs;
 mod walk;
 
-pub use compose::{classify_kernel_from_bytes, compose_kernel};
+pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
 use row_memo::*;
 use runs::*;
-pub use runs::{ascii_loop, state_run_index, MIN_ROW_RUN_BYTES};
+pub use runs::{ascii_loop, class_covers, state_run_index, MIN_ROW_RUN_BYTES};
 pub use walk::state_bytes;
 use walk::*;
 

@@ -29,6 +29,8 @@ pub struct TokenTrie {
     pub first_token: Vec<u32>,
     /// The longest token, in bytes: no walk goes deeper.
     pub max_depth: u32,
+    /// The nodes at depth 1, in byte order.
+    pub root_children: Box<[u32]>,
     /// The children of every node with at least [`WIDE_MIN_CHILDREN`], in byte order: a walk
     /// whose parser state reads a few bytes there visits only those children.
     wide: FastMap<u32, Box<[u32]>>,
@@ -79,6 +81,7 @@ impl TokenTrie {
         }
         t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
+        t.root_children = (0..t.nodes.len() as u32).filter(|&i| t.nodes[i as usize].depth == 1).collect();
         let mut count = vec![0u32; t.nodes.len()];
         for n in &t.nodes {
             if n.parent != u32::MAX {
@@ -117,6 +120,10 @@ impl TokenTrie {
 
     pub fn memory_size(&self) -> usize {
         let wide: usize = self.wide.values().map(|c| c.len() * 4 + 24).sum();
-        self.nodes.len() * std::mem::size_of::<Node>() + self.tokens.len() * 4 + self.first_token.len() * 4 + wide
+        self.nodes.len() * std::mem::size_of::<Node>()
+            + self.tokens.len() * 4
+            + self.first_token.len() * 4
+            + self.root_children.len() * 4
+            + wide
     }
 }

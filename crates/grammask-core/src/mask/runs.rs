@@ -313,7 +313,7 @@ pub fn state_run_index(
     s: StateId,
     runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>,
 ) -> Option<Arc<RunIndex>> {
-    match ClassSlice::loop_class(a, s).filter(|&c| ClassSlice::covers(a, s, c)).or_else(|| first_char_class(a, s)) {
+    match ClassSlice::loop_class(a, s).filter(|&c| class_covers(a, s, c)).or_else(|| first_char_class(a, s)) {
         Some(c) => runs(c, true),
         None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
     }
@@ -332,12 +332,53 @@ fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
         }
         tried.push(t);
         let c = ascii_loop(a, t);
-        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && ClassSlice::covers(a, s, c)
-        {
+        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c) {
             return Some(c);
         }
     }
     None
+}
+
+/// [`ClassSlice::covers`], refuted first on the states without rule edges that class ASCII bytes
+/// reach from `s` (each must read every class ASCII byte, as the cover search requires).
+///
+/// PERF: the states of free text before a trigger read every class byte sequence but the
+/// trigger; the product search explored them all before failing (~65 us per state, a few per
+/// partial trigger), the refutation reads each state's edges once.
+pub fn class_covers(a: &Automata, s: StateId, class: u128) -> bool {
+    !ascii_cover_refuted(a, s, class) && ClassSlice::covers(a, s, class)
+}
+
+/// States [`ascii_cover_refuted`] looks at before giving up (undecided).
+const MAX_REFUTE_STATES: usize = 256;
+
+/// Whether some state without rule edges that a path of class ASCII bytes from `s` reaches
+/// (through states without rule edges) misses a class ASCII byte. The cover search reaches each
+/// such state alone in its set, at a character boundary, where every class ASCII byte must be
+/// read: then it fails too.
+fn ascii_cover_refuted(a: &Automata, s: StateId, class: u128) -> bool {
+    if !a.rule_edges(s).is_empty() {
+        return false;
+    }
+    let mut seen = vec![s];
+    let mut i = 0;
+    while i < seen.len() && seen.len() <= MAX_REFUTE_STATES {
+        let q = seen[i];
+        i += 1;
+        let mut read = 0u128;
+        for e in a.byte_edges(q).iter().filter(|e| e.lo < 0x80) {
+            let range = crate::bitset::ascii_range(e.lo, e.hi.min(0x7F));
+            read |= range;
+            let t = e.target;
+            if range & class != 0 && a.rule_edges(t).is_empty() && !seen.contains(&t) {
+                seen.push(t);
+            }
+        }
+        if class & !read != 0 {
+            return true;
+        }
+    }
+    false
 }
 
 /// The ASCII bytes on which `s` loops back to itself.

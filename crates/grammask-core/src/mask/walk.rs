@@ -45,7 +45,7 @@ impl KernelWalk<'_> {
                     }
                 }
             }
-            _ if let Some(cs) = class.filter(|cs| ClassSlice::covers(a, state, cs.ascii)) => {
+            _ if let Some(cs) = class.filter(|cs| class_covers(a, state, cs.ascii)) => {
                 // Free text of one class: its runs stay inside the rule; everything else is walked.
                 w.accepted.or_assign(&cs.slice);
                 for f in &cs.frontier {
@@ -61,8 +61,18 @@ impl KernelWalk<'_> {
                 }
             }
             _ => {
-                if !w.walk(0, trie.nodes.len(), base)? {
-                    return Ok(false);
+                // Only the root children some item of the kernel row reads: the others fail at
+                // once, with no rule end on their path to record.
+                // PERF: a literal's state (a tag's `{"name": "...`) stepped every root child,
+                // ~20 us per kernel, a dozen kernels per row after a trigger's first bytes.
+                let readable = match base {
+                    Frame::Rows(n) => row_bytes(a, w.chart.row(n - 1)),
+                    Frame::Virtual(it, _) => state_bytes(a, it.state),
+                };
+                for &c in trie.root_children.iter().filter(|&&c| readable.contains(trie.nodes[c as usize].byte)) {
+                    if !w.walk(c as usize, trie.nodes[c as usize].subtree_end as usize, base)? {
+                        return Ok(false);
+                    }
                 }
             }
         }

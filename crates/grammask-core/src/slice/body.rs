@@ -253,11 +253,15 @@ fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
 /// The capacity of a counted string body at `s`: the `c` of a [`body_level`] chain from `s` to
 /// `Zero`, or `max_chars` when the chain reads at least that many characters (loops included):
 /// then no token can exceed it. `level` gives each state's level (memoized by the caller).
+///
+/// PERF: a state that is its own next level (`json_char*` inside a larger rule: a string value
+/// of a structural tag) is unbounded at once; it used to follow its chain `max_chars` times.
 pub fn body_capacity(s: StateId, max_chars: u32, mut level: impl FnMut(StateId) -> Option<Level>) -> Option<u32> {
     let mut r = s;
     for c in 0..max_chars {
         match level(r)? {
             Level::Zero => return Some(c),
+            Level::Next(t) if t == r => return Some(max_chars),
             Level::Next(t) => r = t,
         }
     }

@@ -366,3 +366,25 @@ fn class_shortcut_equals_full_walk() {
     }
     assert!(covered >= 2, "the class shortcut applied to {covered} states");
 }
+
+/// A string body inside a larger rule (a structural tag's argument value) is its own next level:
+/// its capacity is unbounded after one level, not after following the loop `max_chars` times.
+#[test]
+fn looping_body_capacity_reads_one_level() {
+    let g =
+        parse_ebnf(r#"root ::= "{\"q\": \"" ([ !#-\[\]-\U0010FFFF] | "\\" ["\\bfnrt])* "\"}" [ ]*"#, "root").unwrap();
+    let a = Automata::build(&g).unwrap();
+    let mut looping = 0;
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let mut calls = 0;
+        let cap = body_capacity(s, 256, |r| {
+            calls += 1;
+            body_level(&a, r)
+        });
+        if body_level(&a, s) == Some(Level::Next(s)) {
+            assert_eq!((cap, calls), (Some(256), 1), "state {}", s.0);
+            looping += 1;
+        }
+    }
+    assert_eq!(looping, 1);
+}
