@@ -5,7 +5,7 @@
 //! vocabulary), when a grammar whose states loop on the class is compiled; used by kernel walks
 //! ([`crate::mask`]) at every node whose place reads every run of the class.
 use super::class::class_step;
-use super::Body;
+use super::{Body, ClassSlice, FrontierNode};
 use crate::bitset::Bitset;
 use crate::trie::TokenTrie;
 use std::collections::HashMap;
@@ -148,6 +148,29 @@ impl RunIndex {
             }
         }
         ri
+    }
+
+    /// The class slice of this (UTF-8) class, without a trie walk of its own: the slice is the
+    /// tokens of lead 0 ([`Self::whole`]) and the frontier the breaks of lead 0, which are exactly
+    /// the nodes where a path from the root first leaves the class (every node below one has a
+    /// deeper lead). Equal to [`ClassSlice::new`] for the same class.
+    pub fn class_slice(&self, trie: &TokenTrie) -> ClassSlice {
+        debug_assert!(self.utf8, "a class slice reads UTF-8 too");
+        let frontier = self.by_lead[0]
+            .0
+            .iter()
+            .map(|&m| {
+                let mut path = Vec::new();
+                let mut p = trie.nodes[m as usize].parent;
+                while p != u32::MAX {
+                    path.push(trie.nodes[p as usize].byte);
+                    p = trie.nodes[p as usize].parent;
+                }
+                path.reverse();
+                FrontierNode { node: m, path: path.into(), dead: false }
+            })
+            .collect();
+        ClassSlice { ascii: self.ascii, slice: (*self.whole).clone(), frontier }
     }
 
     /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue

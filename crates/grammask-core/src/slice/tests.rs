@@ -366,3 +366,79 @@ fn class_shortcut_equals_full_walk() {
     }
     assert!(covered >= 2, "the class shortcut applied to {covered} states");
 }
+
+/// The class slice taken from a run index ([`RunIndex::class_slice`]) equals the one walked for
+/// itself ([`ClassSlice::new`]): same tokens, same frontier nodes and paths, on bytes that probe
+/// ASCII in and out of the class, UTF-8 sequences cut short or broken, and deep breaks.
+#[test]
+fn class_slice_from_run_index() {
+    let mut toks: Vec<Vec<u8>> = [
+        &b"a"[..],
+        b"ab",
+        b"a b",
+        b"|",
+        b"a|",
+        b"a|b",
+        b"|x",
+        b"\n",
+        b"ab\n",
+        b"x\n|",
+        b"\x00",
+        b"{",
+        b"<",
+        b"a<b{c",
+        b"\"",
+        b" \"",
+        "\u{e9}".as_bytes(),
+        "a\u{e9}b|".as_bytes(),
+        "\u{1F600}x".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0xA9, b'a'],
+        &[0xE2, 0x82],
+        &[0xE2, 0x82, b'|'],
+        &[0xC3, 0x28],
+        &[0xFF],
+        &[b'a', 0xFF, b'b'],
+    ]
+    .iter()
+    .map(|t| t.to_vec())
+    .collect();
+    // Pseudo-random tokens over a small alphabet of class and non-class bytes.
+    let alphabet = [b'a', b'|', b'\n', b' ', b'<', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xFF];
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..400 {
+        let mut t = Vec::new();
+        for _ in 0..1 + (x % 7) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t.push(alphabet[(x % alphabet.len() as u64) as usize]);
+        }
+        toks.push(t);
+    }
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let vocab = Vocabulary::new(
+        toks,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let all = u128::MAX;
+    let not = |bytes: &[u8]| bytes.iter().fold(all, |c, &b| c & !(1u128 << b));
+    let mut frontier_nodes = 0;
+    for ascii in [all, not(b"|"), not(b"\n|"), not(b"<{"), not(b"\" "), not(b"a")] {
+        let walked = ClassSlice::new(&trie, n, ascii);
+        let derived = RunIndex::new(&trie, n, ascii, true).class_slice(&trie);
+        assert_eq!(walked.ascii, derived.ascii);
+        assert_eq!(walked.slice, derived.slice, "class {ascii:x}");
+        let parts =
+            |c: &ClassSlice| -> Vec<(u32, Vec<u8>, bool)> { c.frontier.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect() };
+        assert_eq!(parts(&walked), parts(&derived), "class {ascii:x}");
+        frontier_nodes += walked.frontier.len();
+    }
+    assert!(frontier_nodes > 50, "only {frontier_nodes} frontier nodes probed");
+}
