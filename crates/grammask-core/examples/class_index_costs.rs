@@ -1,7 +1,9 @@
 //! Times the stages of a first compile against a fresh vocabulary: EBNF parse, automata, and each
 //! per-vocabulary class index the grammar asks for (run indexes, class slices), then the whole
 //! `CompiledGrammar::new` again (indexes built) for comparison.
-//! `cargo run --profile ci --example class_index_costs -- VOCAB.json GRAMMAR.ebnf`
+//! `cargo run --profile ci --example class_index_costs -- VOCAB.json GRAMMAR.ebnf [new [N]]`
+//! With `new`, only the `CompiledGrammar::new` timings (the first builds the indexes), N times
+//! over (for a profiler).
 use grammask_core::compiler::{Automata, StateId};
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::mask::{ascii_loop, MIN_ROW_RUN_BYTES};
@@ -21,6 +23,23 @@ fn main() {
     let text = std::fs::read_to_string(&args[2]).unwrap();
     let pin = CompiledGrammar::new(&parse_ebnf("root ::= \"a\"", "root").unwrap(), &vocab).unwrap();
     let (trie, n) = (&pin.index().trie, vocab.vocab_size());
+    if args.get(3).is_some_and(|a| a == "new") {
+        let g = parse_ebnf(&text, "root").unwrap();
+        let times: usize = args.get(4).map_or(1, |k| k.parse().unwrap());
+        for _ in 0..times {
+            let t = Instant::now();
+            let fresh = Arc::new(Vocabulary::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap());
+            let _pin = CompiledGrammar::new(&parse_ebnf("root ::= \"a\"", "root").unwrap(), &fresh).unwrap();
+            let setup = ms(t);
+            let t = Instant::now();
+            CompiledGrammar::new(&g, &fresh).unwrap();
+            let first = ms(t);
+            let t = Instant::now();
+            CompiledGrammar::new(&g, &fresh).unwrap();
+            println!("setup {setup:7.2} ms  first new {first:7.2} ms  second new {:7.2} ms", ms(t));
+        }
+        return;
+    }
     let t = Instant::now();
     let g = parse_ebnf(&text, "root").unwrap();
     println!("parse      {:7.2} ms", ms(t));

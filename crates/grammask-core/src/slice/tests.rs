@@ -431,6 +431,7 @@ fn class_slice_from_run_index() {
     let not = |bytes: &[u8]| bytes.iter().fold(all, |c, &b| c & !(1u128 << b));
     let mut frontier_nodes = 0;
     for ascii in [all, not(b"|"), not(b"\n|"), not(b"<{"), not(b"\" "), not(b"a")] {
+        check_run_index(&trie, n, ascii);
         let walked = ClassSlice::new(&trie, n, ascii);
         let derived = RunIndex::new(&trie, n, ascii, true).class_slice(&trie);
         assert_eq!(walked.ascii, derived.ascii);
@@ -441,4 +442,50 @@ fn class_slice_from_run_index() {
         frontier_nodes += walked.frontier.len();
     }
     assert!(frontier_nodes > 50, "only {frontier_nodes} frontier nodes probed");
+}
+
+/// Checks [`RunIndex::new`] for one class against its definitions, read off each path directly:
+/// a token's lead is the smallest `k` such that its bytes from `k` on are read from the class
+/// start, and a node is a break node iff its path is not read from its parent's lead.
+fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
+    for utf8 in [false, true] {
+        let reads = |p: &[u8]| -> bool {
+            let mut st = 0u8;
+            for &x in p {
+                st = match (utf8, class_step(ascii, st, x)) {
+                    (false, _) if x < 0x80 && ascii >> x & 1 == 1 => 0,
+                    (false, _) => return false,
+                    (true, Body::To(next)) => next,
+                    (true, _) => return false,
+                };
+            }
+            true
+        };
+        let lead = |p: &[u8]| (0..=p.len()).find(|&k| reads(&p[k..])).unwrap();
+        let path = |i: usize| -> Vec<u8> {
+            let mut p = Vec::new();
+            let mut m = i as u32;
+            while m != u32::MAX {
+                p.push(trie.nodes[m as usize].byte);
+                m = trie.nodes[m as usize].parent;
+            }
+            p.reverse();
+            p
+        };
+        let ri = RunIndex::new(trie, n, ascii, utf8);
+        let mut breaks = Vec::new();
+        for (i, node) in trie.nodes.iter().enumerate() {
+            let p = path(i);
+            for j in node.tok_start..node.tok_end {
+                assert_eq!(usize::from(ri.leads()[j as usize]), lead(&p), "lead of {p:?}, class {ascii:x} utf8 {utf8}");
+            }
+            let plead = lead(&p[..p.len() - 1]);
+            if !reads(&p[plead..]) {
+                breaks.push((i, plead, node.byte));
+            }
+        }
+        let indexed: Vec<(usize, usize, u8)> = (0..).map_while(|k| ri.break_at(k)).collect();
+        assert_eq!(indexed, breaks, "break nodes of class {ascii:x} utf8 {utf8}");
+        assert!(!breaks.is_empty());
+    }
 }
