@@ -489,3 +489,56 @@ fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
         assert!(!breaks.is_empty());
     }
 }
+
+/// [`BodySlice::new`]'s single walk gives the slice and frontier of the generic slice walk
+/// ([`build_slice`] with [`body_step`]) and the cumulative sets of the characters each token begins
+/// ([`chars_begun`]), on tokens that probe escapes, quotes, UTF-8 and long bodies.
+#[test]
+fn body_slice_one_walk() {
+    let mut toks: Vec<Vec<u8>> = vec![
+        b"a".to_vec(),
+        b"\\n".to_vec(),
+        b"\\u0041".to_vec(),
+        b"\\/".to_vec(),
+        b"\\x".to_vec(),
+        b"\"".to_vec(),
+        b"a\"".to_vec(),
+        b"a\"}".to_vec(),
+        b"\n".to_vec(),
+        "\u{e9}x".as_bytes().to_vec(),
+        vec![b'a', 0xE2],
+        vec![0xE2, 0x82, 0xAC],
+        vec![0xC3, 0x28],
+        vec![0xFF],
+    ];
+    toks.extend((1..45).map(|k| vec![b' '; k]));
+    toks.extend((30..40).map(|k| [b"x".repeat(k), b"\"".to_vec()].concat()));
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let vocab = Vocabulary::new(
+        toks,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    let (slice, frontier) = build_slice(&trie, n, body_step);
+    assert_eq!(body.slice, slice);
+    let parts = |f: &[FrontierNode]| -> Vec<(u32, Vec<u8>, bool)> { f.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect() };
+    assert_eq!(parts(&body.frontier), parts(&frontier));
+    assert!(frontier.iter().any(|f| f.dead) && frontier.iter().any(|f| !f.dead));
+    let counts = chars_begun(&trie);
+    for c in 0..50u32 {
+        let mut got = Bitset::new(n);
+        body.add_within(c, &mut got);
+        let mut want = Bitset::new(n);
+        for &(t, k) in &counts {
+            if k <= c {
+                want.set(t as usize);
+            }
+        }
+        assert_eq!(got, want, "capacity {c}");
+    }
+}
