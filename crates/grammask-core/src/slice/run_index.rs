@@ -79,7 +79,8 @@ impl RunIndex {
                 };
             }
         }
-        let step = |b: u8, x: u8| -> Option<u8> { Some(table[usize::from(b)][usize::from(x)]).filter(|&n| n != NO_STEP) };
+        let step =
+            |b: u8, x: u8| -> Option<u8> { Some(table[usize::from(b)][usize::from(x)]).filter(|&n| n != NO_STEP) };
         let cap = |k: usize| k.min(255) as u8;
         let mut lead = vec![u8::MAX; trie.tokens.len()];
         let (mut break_nodes, mut break_lead, mut break_byte) = (Vec::new(), Vec::new(), Vec::new());

@@ -436,8 +436,9 @@ fn class_slice_from_run_index() {
         let derived = RunIndex::new(&trie, n, ascii, true).class_slice(&trie);
         assert_eq!(walked.ascii, derived.ascii);
         assert_eq!(walked.slice, derived.slice, "class {ascii:x}");
-        let parts =
-            |c: &ClassSlice| -> Vec<(u32, Vec<u8>, bool)> { c.frontier.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect() };
+        let parts = |c: &ClassSlice| -> Vec<(u32, Vec<u8>, bool)> {
+            c.frontier.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect()
+        };
         assert_eq!(parts(&walked), parts(&derived), "class {ascii:x}");
         frontier_nodes += walked.frontier.len();
     }
@@ -526,7 +527,9 @@ fn body_slice_one_walk() {
     let body = BodySlice::new(&trie, n);
     let (slice, frontier) = build_slice(&trie, n, body_step);
     assert_eq!(body.slice, slice);
-    let parts = |f: &[FrontierNode]| -> Vec<(u32, Vec<u8>, bool)> { f.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect() };
+    let parts = |f: &[FrontierNode]| -> Vec<(u32, Vec<u8>, bool)> {
+        f.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect()
+    };
     assert_eq!(parts(&body.frontier), parts(&frontier));
     assert!(frontier.iter().any(|f| f.dead) && frontier.iter().any(|f| !f.dead));
     let counts = chars_begun(&trie);
