@@ -104,15 +104,21 @@ impl RunIndex {
                 break_lead.push(cap(plead));
                 break_byte.push(n.byte);
                 // The shortest suffix after `plead` that the class reads (the empty one at
-                // worst).
-                let (k, st) = (plead + 1..=d)
-                    .find_map(|k| path[k..d].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st)))
-                    .unwrap_or((d, 0));
+                // worst; for an ASCII class always, as every longer one holds this byte).
+                let (k, st) = match utf8 {
+                    false => (d, 0),
+                    true => (plead + 1..=d)
+                        .find_map(|k| path[k..d].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st)))
+                        .unwrap_or((d, 0)),
+                };
                 (k as u32, st)
             };
             at[d] = here;
+            // Most nodes hold no token or one: a `fill` here was a `memset` call per node.
             let l = cap(here.0 as usize);
-            lead[n.tok_start as usize..n.tok_end as usize].fill(l);
+            for j in n.tok_start..n.tok_end {
+                lead[j as usize] = l;
+            }
         }
         let mut whole = Bitset::new(vocab_size);
         for (j, &l) in lead.iter().enumerate() {
