@@ -96,22 +96,23 @@ impl RunIndex {
             path[d - 1] = n.byte;
             let (plead, pstate) = at[d - 1];
             let next = table[usize::from(pstate)][usize::from(n.byte)];
-            let here = if next != NO_STEP {
-                (plead, next)
-            } else {
+            let here = if next == NO_STEP {
                 let plead = plead as usize;
                 break_nodes.push(i as u32);
                 break_lead.push(cap(plead));
                 break_byte.push(n.byte);
                 // The shortest suffix after `plead` that the class reads (the empty one at
                 // worst; for an ASCII class always, as every longer one holds this byte).
-                let (k, st) = match utf8 {
-                    false => (d, 0),
-                    true => (plead + 1..=d)
+                let (k, st) = if utf8 {
+                    (plead + 1..=d)
                         .find_map(|k| path[k..d].iter().try_fold(0u8, |st, &x| step(st, x)).map(|st| (k, st)))
-                        .unwrap_or((d, 0)),
+                        .unwrap_or((d, 0))
+                } else {
+                    (d, 0)
                 };
                 (k as u32, st)
+            } else {
+                (plead, next)
             };
             at[d] = here;
             // Most nodes hold no token or one: a `fill` here was a `memset` call per node.

@@ -409,7 +409,7 @@ fn class_slice_from_run_index() {
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..400 {
         let mut t = Vec::new();
-        for _ in 0..1 + (x % 7) {
+        for _ in 0..=(x % 7) {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -455,9 +455,8 @@ fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
             for &x in p {
                 st = match (utf8, class_step(ascii, st, x)) {
                     (false, _) if x < 0x80 && ascii >> x & 1 == 1 => 0,
-                    (false, _) => return false,
                     (true, Body::To(next)) => next,
-                    (true, _) => return false,
+                    _ => return false,
                 };
             }
             true
