@@ -10,6 +10,7 @@ use grammask_core::mask::{ascii_loop, MIN_ROW_RUN_BYTES};
 use grammask_core::matcher::CompiledGrammar;
 use grammask_core::slice::{BodySlice, ClassSlice, RunIndex};
 use grammask_core::vocab::Vocabulary;
+use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -70,14 +71,14 @@ fn main() {
         if free || utf8 {
             let t = Instant::now();
             let ri = RunIndex::new(trie, n, c, utf8);
-            line += &format!(" run index {:6.2} ms", ms(t));
+            let _ = write!(line, " run index {:6.2} ms", ms(t));
             if free && utf8 {
                 let t = Instant::now();
                 ClassSlice::new(trie, n, c);
-                line += &format!(" class slice walked {:6.2} ms", ms(t));
+                let _ = write!(line, " class slice walked {:6.2} ms", ms(t));
                 let t = Instant::now();
                 ri.class_slice(trie);
-                line += &format!(" from the run index {:6.2} ms", ms(t));
+                let _ = write!(line, " from the run index {:6.2} ms", ms(t));
             }
         }
         println!("{line}");
