@@ -388,3 +388,181 @@ fn looping_body_capacity_reads_one_level() {
     }
     assert_eq!(looping, 1);
 }
+
+/// The class slice taken from a run index ([`RunIndex::class_slice`]) equals the one walked for
+/// itself ([`ClassSlice::new`]): same tokens, same frontier nodes and paths, on bytes that probe
+/// ASCII in and out of the class, UTF-8 sequences cut short or broken, and deep breaks.
+#[test]
+fn class_slice_from_run_index() {
+    let mut toks: Vec<Vec<u8>> = [
+        &b"a"[..],
+        b"ab",
+        b"a b",
+        b"|",
+        b"a|",
+        b"a|b",
+        b"|x",
+        b"\n",
+        b"ab\n",
+        b"x\n|",
+        b"\x00",
+        b"{",
+        b"<",
+        b"a<b{c",
+        b"\"",
+        b" \"",
+        "\u{e9}".as_bytes(),
+        "a\u{e9}b|".as_bytes(),
+        "\u{1F600}x".as_bytes(),
+        &[0xC3],
+        &[0xA9],
+        &[0xA9, b'a'],
+        &[0xE2, 0x82],
+        &[0xE2, 0x82, b'|'],
+        &[0xC3, 0x28],
+        &[0xFF],
+        &[b'a', 0xFF, b'b'],
+    ]
+    .iter()
+    .map(|t| t.to_vec())
+    .collect();
+    // Pseudo-random tokens over a small alphabet of class and non-class bytes.
+    let alphabet = [b'a', b'|', b'\n', b' ', b'<', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xFF];
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..400 {
+        let mut t = Vec::new();
+        for _ in 0..=(x % 7) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t.push(alphabet[(x % alphabet.len() as u64) as usize]);
+        }
+        toks.push(t);
+    }
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let vocab = Vocabulary::new(
+        toks,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let all = u128::MAX;
+    let not = |bytes: &[u8]| bytes.iter().fold(all, |c, &b| c & !(1u128 << b));
+    let mut frontier_nodes = 0;
+    for ascii in [all, not(b"|"), not(b"\n|"), not(b"<{"), not(b"\" "), not(b"a")] {
+        check_run_index(&trie, n, ascii);
+        let walked = ClassSlice::new(&trie, n, ascii);
+        let derived = RunIndex::new(&trie, n, ascii, true).class_slice(&trie);
+        assert_eq!(walked.ascii, derived.ascii);
+        assert_eq!(walked.slice, derived.slice, "class {ascii:x}");
+        let parts = |c: &ClassSlice| -> Vec<(u32, Vec<u8>, bool)> {
+            c.frontier.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect()
+        };
+        assert_eq!(parts(&walked), parts(&derived), "class {ascii:x}");
+        frontier_nodes += walked.frontier.len();
+    }
+    assert!(frontier_nodes > 50, "only {frontier_nodes} frontier nodes probed");
+}
+
+/// Checks [`RunIndex::new`] for one class against its definitions, read off each path directly:
+/// a token's lead is the smallest `k` such that its bytes from `k` on are read from the class
+/// start, and a node is a break node iff its path is not read from its parent's lead.
+fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
+    for utf8 in [false, true] {
+        let reads = |p: &[u8]| -> bool {
+            let mut st = 0u8;
+            for &x in p {
+                st = match (utf8, class_step(ascii, st, x)) {
+                    (false, _) if x < 0x80 && ascii >> x & 1 == 1 => 0,
+                    (true, Body::To(next)) => next,
+                    _ => return false,
+                };
+            }
+            true
+        };
+        let lead = |p: &[u8]| (0..=p.len()).find(|&k| reads(&p[k..])).unwrap();
+        let path = |i: usize| -> Vec<u8> {
+            let mut p = Vec::new();
+            let mut m = i as u32;
+            while m != u32::MAX {
+                p.push(trie.nodes[m as usize].byte);
+                m = trie.nodes[m as usize].parent;
+            }
+            p.reverse();
+            p
+        };
+        let ri = RunIndex::new(trie, n, ascii, utf8);
+        let mut breaks = Vec::new();
+        for (i, node) in trie.nodes.iter().enumerate() {
+            let p = path(i);
+            for j in node.tok_start..node.tok_end {
+                assert_eq!(usize::from(ri.leads()[j as usize]), lead(&p), "lead of {p:?}, class {ascii:x} utf8 {utf8}");
+            }
+            let plead = lead(&p[..p.len() - 1]);
+            if !reads(&p[plead..]) {
+                breaks.push((i, plead, node.byte));
+            }
+        }
+        let indexed: Vec<(usize, usize, u8)> = (0..).map_while(|k| ri.break_at(k)).collect();
+        assert_eq!(indexed, breaks, "break nodes of class {ascii:x} utf8 {utf8}");
+        assert!(!breaks.is_empty());
+    }
+}
+
+/// [`BodySlice::new`]'s single walk gives the slice and frontier of the generic slice walk
+/// ([`build_slice`] with [`body_step`]) and the cumulative sets of the characters each token begins
+/// ([`chars_begun`]), on tokens that probe escapes, quotes, UTF-8 and long bodies.
+#[test]
+fn body_slice_one_walk() {
+    let mut toks: Vec<Vec<u8>> = vec![
+        b"a".to_vec(),
+        b"\\n".to_vec(),
+        b"\\u0041".to_vec(),
+        b"\\/".to_vec(),
+        b"\\x".to_vec(),
+        b"\"".to_vec(),
+        b"a\"".to_vec(),
+        b"a\"}".to_vec(),
+        b"\n".to_vec(),
+        "\u{e9}x".as_bytes().to_vec(),
+        vec![b'a', 0xE2],
+        vec![0xE2, 0x82, 0xAC],
+        vec![0xC3, 0x28],
+        vec![0xFF],
+    ];
+    toks.extend((1..45).map(|k| vec![b' '; k]));
+    toks.extend((30..40).map(|k| [b"x".repeat(k), b"\"".to_vec()].concat()));
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let vocab = Vocabulary::new(
+        toks,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    let (slice, frontier) = build_slice(&trie, n, body_step);
+    assert_eq!(body.slice, slice);
+    let parts = |f: &[FrontierNode]| -> Vec<(u32, Vec<u8>, bool)> {
+        f.iter().map(|f| (f.node, f.path.to_vec(), f.dead)).collect()
+    };
+    assert_eq!(parts(&body.frontier), parts(&frontier));
+    assert!(frontier.iter().any(|f| f.dead) && frontier.iter().any(|f| !f.dead));
+    let counts = chars_begun(&trie);
+    for c in 0..50u32 {
+        let mut got = Bitset::new(n);
+        body.add_within(c, &mut got);
+        let mut want = Bitset::new(n);
+        for &(t, k) in &counts {
+            if k <= c {
+                want.set(t as usize);
+            }
+        }
+        assert_eq!(got, want, "capacity {c}");
+    }
+}
