@@ -160,7 +160,13 @@ fn byte_class(b: u8) -> u32 {
 }
 
 fn class_bits(lo: u8, hi: u8) -> u64 {
-    (lo..=hi).fold(0u64, |m, b| m | (1u64 << byte_class(b)))
+    // Classes rise with the byte from 0x20 on: the part above is a run of classes.
+    let low = (lo..=hi.min(0x1f)).fold(0u64, |m, b| m | (1u64 << byte_class(b)));
+    if hi < 0x20 {
+        return low;
+    }
+    let (a, b) = (byte_class(lo.max(0x20)), byte_class(hi));
+    low | (u64::MAX >> (63 - b)) & (u64::MAX << a)
 }
 
 /// Per token-trie node, the byte classes on the node and below it: a walk whose exits miss
@@ -523,10 +529,14 @@ struct Walk<'a> {
     classes: &'a SubtreeClasses,
     mode: Mode,
     now: u32,
-    /// Plain items of the open plain levels, with their `U` and the index of their rule's
-    /// [`Follow`] in `follows` (or [`NO_FOLLOW`]).
-    items: Vec<(Item, u32, u32)>,
+    /// Plain items of the open plain levels, with their `U`, the index of their rule's
+    /// [`Follow`] in `follows` (or [`NO_FOLLOW`]) and, in limit walks, the exits of their region.
+    items: Vec<(Item, u32, u32, u64)>,
     follows: Vec<Follow>,
+    /// The byte classes of each of `follows`.
+    follow_classes: Vec<u64>,
+    /// This walk's [`Region`]s by `(state, threshold)`.
+    regions: FastMap<(u32, i64), Region>,
     /// `follows` indices by `(rule, origin)` for origins below `base` (rows the walk keeps).
     follow_of: FastMap<(u32, u32), u32>,
     /// The chart's rows when the walk began.
@@ -572,6 +582,7 @@ impl Walk<'_> {
             Err(_) => bits = [u64::MAX; 4],
         }
         self.follows.push(bits);
+        self.follow_classes.push(follow_classes(&bits));
         let i = (self.follows.len() - 1) as u32;
         if keep {
             self.follow_of.insert((rule, origin), i);
@@ -600,42 +611,52 @@ impl Walk<'_> {
         }
         let mut exits = follow_classes(&bits);
         self.follows.push(bits);
+        self.follow_classes.push(exits);
         let others = (self.follows.len() - 1) as u32;
         let lo = self.items.len();
         for it in seeds {
             let u = rows.item_u(self.a, r, &it);
-            self.items.push((it, u, NO_FOLLOW));
+            let (f, e) = self.item_exits(chart, it, u, NO_FOLLOW);
+            exits |= e;
+            self.items.push((it, u, f, e));
         }
-        let hi = self.items.len();
-        if self.mode != Mode::Exact {
-            exits |= self.items_exits(chart, lo, hi);
-        }
-        Level::Plain { lo, hi, rows: chart.num_rows(), exits, at_row: true, others }
+        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
-    /// Limit walks: the exits of the regions of plain items `items[lo..hi]` (on top of the
-    /// chart's last row), with the bytes of their completions where a region holds a final state.
-    fn items_exits(&mut self, chart: &mut Chart, lo: usize, hi: usize) -> u64 {
-        let Mode::Limit { limit, side } = self.mode else { return u64::MAX };
-        let mut exits = 0;
-        for j in lo..hi {
-            let (it, u, follow) = self.items[j];
-            let t = i64::from(limit) - i64::from(u);
-            let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
-            exits |= g.exits;
-            if exits == u64::MAX {
-                break;
-            }
-            if g.has_final {
-                let f = match follow {
-                    NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
-                    f => f,
-                };
-                self.items[j].2 = f;
-                exits |= follow_classes(&self.follows[f as usize]);
+    /// Whether plain item state `q` with `U` = `u` lies in the region of its limit walk's side.
+    #[inline]
+    fn inside(&self, q: StateId, u: u32) -> bool {
+        match self.mode {
+            Mode::Exact => true,
+            Mode::Limit { limit, side } => {
+                let c = u64::from(self.comp.dist(q)) + u64::from(u);
+                self.comp.leaf[q.0 as usize] && ((c <= u64::from(limit)) == (side == Side::Fit))
             }
         }
-        exits
+    }
+
+    /// Limit walks: the exits of plain item `it`'s region (on top of the chart's last row), with
+    /// the bytes of its completion where the region holds a final state, and its follow index
+    /// (`follow`, or found then). Exact walks: no exits.
+    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, u64) {
+        let Mode::Limit { limit, side } = self.mode else { return (follow, 0) };
+        let t = i64::from(limit) - i64::from(u);
+        let g = match self.regions.get(&(it.state.0, t)) {
+            Some(&g) => g,
+            None => {
+                let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
+                self.regions.insert((it.state.0, t), g);
+                g
+            }
+        };
+        if !g.has_final || g.exits == u64::MAX {
+            return (follow, g.exits);
+        }
+        let f = match follow {
+            NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
+            f => f,
+        };
+        (f, g.exits | self.follow_classes[f as usize])
     }
 
     fn record(&mut self, node: usize, cost: u32) {
@@ -707,7 +728,7 @@ impl Walk<'_> {
                         if exit {
                             break;
                         }
-                        let (it, u, mut follow) = self.items[j];
+                        let (it, u, mut follow, ex) = self.items[j];
                         // At the row, its items with rule edges hold the completions.
                         if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
                             follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
@@ -725,7 +746,11 @@ impl Walk<'_> {
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                self.items.push((next, u, follow));
+                                // Within its region an item keeps its exits (the region of a
+                                // state inside is inside it); out of it, its own.
+                                let (f, e) =
+                                    if self.inside(q, u) { (follow, ex) } else { self.item_exits(chart, next, u, follow) };
+                                self.items.push((next, u, f, e));
                             }
                         }
                     }
@@ -762,18 +787,13 @@ impl Walk<'_> {
                     if has_token {
                         let c = self.items[hi..]
                             .iter()
-                            .map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF))
+                            .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
                             .min()
                             .unwrap_or(INF);
                         self.record(i, c);
                     }
-                    // A byte among the exits may have left a region: the items' own regions then.
-                    let exits = match self.mode {
-                        Mode::Limit { .. } if exits >> byte_class(n.byte) & 1 != 0 => {
-                            self.items_exits(chart, hi, self.items.len())
-                        }
-                        _ => exits,
-                    };
+                    // The surviving items' exits.
+                    let exits = self.items[hi..].iter().fold(0, |m, e| m | e.3);
                     self.levels.push(Level::Plain {
                         lo: hi,
                         hi: self.items.len(),
@@ -861,6 +881,8 @@ impl Budget {
             now,
             items: Vec::new(),
             follows: Vec::new(),
+            follow_classes: Vec::new(),
+            regions: FastMap::default(),
             follow_of: FastMap::default(),
             base: chart.num_rows(),
             levels: Vec::new(),
@@ -1000,5 +1022,20 @@ impl Budget {
     pub fn cost_after_rule(&mut self, a: &Automata, chart: &Chart, rule: crate::grammar::RuleId) -> u32 {
         self.rows.sync(a, &self.comp, chart);
         self.rows.lookup(chart.last_row_index(), rule.index() as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_bits_equal_the_classes_of_every_byte() {
+        for lo in 0..=255u8 {
+            for hi in lo..=255u8 {
+                let want = (lo..=hi).fold(0u64, |m, b| m | (1u64 << byte_class(b)));
+                assert_eq!(class_bits(lo, hi), want, "{lo:#x}..={hi:#x}");
+            }
+        }
     }
 }
