@@ -127,6 +127,10 @@ pub const MAX_MEMO_ENTRIES: usize = 1 << 20;
 pub const MAX_MEMO_STATES: usize = 1 << 16;
 /// Most states one [`Region`] search visits; beyond it every byte is an exit.
 const MAX_REGION_STATES: usize = 1 << 14;
+/// How far above `now` fit walks set their limit: regions then take in the rest of a UTF-8
+/// character or an escape (whose states cost a few more), and one walk answers every lower
+/// limit down to it.
+const FIT_SLACK: u32 = 6;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
 
@@ -955,18 +959,20 @@ impl Budget {
         let entry = match self.comp.memo_get(sig) {
             Some(e) if answers(&e) => e,
             _ => {
-                let mode = if self.exact_walks {
-                    Mode::Exact
-                } else {
-                    Mode::Limit { limit, side: if limit >= now { Side::Fit } else { Side::Over } }
+                // A fit walk at a lower limit answers every limit above it: walk at most
+                // `FIT_SLACK` above `now`, so that later steps (lower limits) find it.
+                let mode = match limit.checked_sub(now) {
+                    _ if self.exact_walks => Mode::Exact,
+                    Some(d) => Mode::Limit { limit: now + d.min(FIT_SLACK), side: Side::Fit },
+                    None => Mode::Limit { limit, side: Side::Over },
                 };
                 let costs = Exact::new(self.walk(a, trie, chart, mask, mode, now)?, now);
                 let top = costs.over.first().map_or(now, |e| e.0);
                 let e = match mode {
                     Mode::Exact => Entry { now, bound: top, costs, over_from: 0, under_to: Some(INF) },
                     // Skipped tokens cost at most the limit.
-                    Mode::Limit { side: Side::Fit, .. } => {
-                        Entry { now, bound: top.max(limit), costs, over_from: limit, under_to: None }
+                    Mode::Limit { limit: l, side: Side::Fit } => {
+                        Entry { now, bound: top.max(l), costs, over_from: l, under_to: None }
                     }
                     // Skipped tokens cost more than the limit.
                     Mode::Limit { side: Side::Over, .. } => {
