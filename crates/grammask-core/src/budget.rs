@@ -75,14 +75,46 @@ enum Side {
     Over,
 }
 
-/// What leaf state `s` can reach within the longest token through leaf states whose `dist` is on
-/// one side of a threshold `t` (`Fit`: `dist <= t`, `Over`: `dist > t`; its *region*): the byte
-/// classes ([`byte_class`]) of the edges that leave the region ("exits"), and whether the region
-/// holds a final state (whose completion may read further bytes).
+/// What leaf state `s` can reach within the longest token through leaf states (its *region*),
+/// against a threshold `t` on their `dist` (`Fit`: `dist <= t` is on the side, `Over`:
+/// `dist > t`): the exits, and whether the region holds a final state (whose completion may read
+/// further bytes).
 #[derive(Clone, Copy, Debug)]
 struct Region {
-    exits: u64,
+    exits: Exits,
     has_final: bool,
+}
+
+/// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
+/// their regions place them on: `hard`, anywhere in a token (edges leaving leaf states, bytes
+/// of completions or of row items with rule edges); `soft`, as a token's last byte (edges into
+/// region states off the side: a token may pass through them, as through the middle of a UTF-8
+/// character, but not end there).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+struct Exits {
+    hard: u64,
+    soft: u64,
+}
+
+impl Exits {
+    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX };
+
+    fn hard(hard: u64) -> Exits {
+        Exits { hard, soft: 0 }
+    }
+}
+
+impl std::ops::BitOr for Exits {
+    type Output = Exits;
+    fn bitor(self, o: Exits) -> Exits {
+        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft }
+    }
+}
+
+impl std::ops::BitOrAssign for Exits {
+    fn bitor_assign(&mut self, o: Exits) {
+        *self = *self | o;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -173,24 +205,29 @@ fn class_bits(lo: u8, hi: u8) -> u64 {
     low | (u64::MAX >> (63 - b)) & (u64::MAX << a)
 }
 
-/// Per token-trie node, the byte classes on the node and below it: a walk whose exits miss
-/// them can skip the subtree. One per vocabulary (the trie is a function of the vocabulary).
+/// Per token-trie node, the byte classes on the node and below it (`below`), and those of the
+/// last bytes of its tokens and those below (`ends`): a walk whose exits miss them can skip the
+/// subtree. One per vocabulary (the trie is a function of the vocabulary).
 #[derive(Debug)]
 struct SubtreeClasses {
     below: Vec<u64>,
+    ends: Vec<u64>,
 }
 
 impl SubtreeClasses {
     fn new(trie: &TokenTrie) -> SubtreeClasses {
         let mut below: Vec<u64> = trie.nodes.iter().map(|n| 1u64 << byte_class(n.byte)).collect();
+        let mut ends: Vec<u64> =
+            trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { 1u64 << byte_class(n.byte) } else { 0 }).collect();
         // Preorder: children come after their parent, so a reverse pass sees them first.
         for i in (0..trie.nodes.len()).rev() {
             let p = trie.nodes[i].parent;
             if p != u32::MAX {
                 below[p as usize] |= below[i];
+                ends[p as usize] |= ends[i];
             }
         }
-        SubtreeClasses { below }
+        SubtreeClasses { below, ends }
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -301,18 +338,18 @@ impl Completion {
         }
     }
 
-    /// The [`Region`] of leaf state `s` on `side` of threshold `t`, within `depth` bytes
+    /// The [`Region`] of leaf state `s` against threshold `t` on `side`, within `depth` bytes
     /// (breadth-first, so each state is met at its least depth).
     fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32) -> Region {
         let key = (s.0, side, t);
         if let Some(r) = self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return *r;
         }
-        let inside = |q: StateId| {
+        let on_side = |q: StateId| {
             let d = i64::from(self.dist(q));
-            self.leaf[q.0 as usize] && (if side == Side::Fit { d <= t } else { d > t })
+            if side == Side::Fit { d <= t } else { d > t }
         };
-        let mut r = Region { exits: 0, has_final: a.state(s).is_final };
+        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
         seen.insert(s.0);
@@ -323,15 +360,20 @@ impl Completion {
             }
             for e in a.byte_edges(p) {
                 let q = e.target;
-                if !inside(q) {
-                    r.exits |= class_bits(e.lo, e.hi);
-                } else if seen.insert(q.0) {
+                if !self.leaf[q.0 as usize] {
+                    r.exits.hard |= class_bits(e.lo, e.hi);
+                    continue;
+                }
+                if !on_side(q) {
+                    r.exits.soft |= class_bits(e.lo, e.hi);
+                }
+                if seen.insert(q.0) {
                     r.has_final |= a.state(q).is_final;
                     queue.push_back((q, d + 1));
                 }
             }
             if seen.len() > MAX_REGION_STATES {
-                r = Region { exits: u64::MAX, has_final: true };
+                r = Region { exits: Exits::ALL, has_final: true };
                 break;
             }
         }
@@ -474,7 +516,7 @@ enum Level {
     /// the byte classes that can lead out of plain states from where this plain stretch began;
     /// `at_row`: the chart's last row is the items' closure (exact mode: the items are the
     /// row's items without rule edges, and `others` indexes the bytes the rest read).
-    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool, others: u32 },
+    Plain { lo: usize, hi: usize, rows: usize, exits: Exits, at_row: bool, others: u32 },
 }
 
 /// What a walk computes: every cost, or the costs of the tokens that may be on `side` of `limit`
@@ -535,7 +577,7 @@ struct Walk<'a> {
     now: u32,
     /// Plain items of the open plain levels, with their `U`, the index of their rule's
     /// [`Follow`] in `follows` (or [`NO_FOLLOW`]) and, in limit walks, the exits of their region.
-    items: Vec<(Item, u32, u32, u64)>,
+    items: Vec<(Item, u32, u32, Exits)>,
     follows: Vec<Follow>,
     /// The byte classes of each of `follows`.
     follow_classes: Vec<u64>,
@@ -613,9 +655,9 @@ impl Walk<'_> {
         for it in &others {
             add_bytes(&mut bits, self.a, it.state);
         }
-        let mut exits = follow_classes(&bits);
+        let mut exits = Exits::hard(follow_classes(&bits));
         self.follows.push(bits);
-        self.follow_classes.push(exits);
+        self.follow_classes.push(exits.hard);
         let others = (self.follows.len() - 1) as u32;
         let lo = self.items.len();
         for it in seeds {
@@ -627,23 +669,11 @@ impl Walk<'_> {
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
-    /// Whether plain item state `q` with `U` = `u` lies in the region of its limit walk's side.
-    #[inline]
-    fn inside(&self, q: StateId, u: u32) -> bool {
-        match self.mode {
-            Mode::Exact => true,
-            Mode::Limit { limit, side } => {
-                let c = u64::from(self.comp.dist(q)) + u64::from(u);
-                self.comp.leaf[q.0 as usize] && ((c <= u64::from(limit)) == (side == Side::Fit))
-            }
-        }
-    }
-
     /// Limit walks: the exits of plain item `it`'s region (on top of the chart's last row), with
     /// the bytes of its completion where the region holds a final state, and its follow index
     /// (`follow`, or found then). Exact walks: no exits.
-    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, u64) {
-        let Mode::Limit { limit, side } = self.mode else { return (follow, 0) };
+    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits) {
+        let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default()) };
         let t = i64::from(limit) - i64::from(u);
         let g = match self.regions.get(&(it.state.0, t)) {
             Some(&g) => g,
@@ -653,14 +683,14 @@ impl Walk<'_> {
                 g
             }
         };
-        if !g.has_final || g.exits == u64::MAX {
+        if !g.has_final || g.exits == Exits::ALL {
             return (follow, g.exits);
         }
         let f = match follow {
             NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
             f => f,
         };
-        (f, g.exits | self.follow_classes[f as usize])
+        (f, g.exits | Exits::hard(self.follow_classes[f as usize]))
     }
 
     fn record(&mut self, node: usize, cost: u32) {
@@ -720,7 +750,10 @@ impl Walk<'_> {
                     self.levels.push(l);
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
-                    if self.mode != Mode::Exact && self.classes.below[i] & exits == 0 {
+                    if self.mode != Mode::Exact
+                        && self.classes.below[i] & exits.hard == 0
+                        && self.classes.ends[i] & exits.soft == 0
+                    {
                         // Every token below stays in its items' regions: on the far side.
                         i = skip;
                         continue;
@@ -750,11 +783,8 @@ impl Walk<'_> {
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                // Within its region an item keeps its exits (the region of a
-                                // state inside is inside it); out of it, its own.
-                                let (f, e) =
-                                    if self.inside(q, u) { (follow, ex) } else { self.item_exits(chart, next, u, follow) };
-                                self.items.push((next, u, f, e));
+                                // The region of a state of the region is part of it.
+                                self.items.push((next, u, follow, ex));
                             }
                         }
                     }
@@ -797,7 +827,7 @@ impl Walk<'_> {
                         self.record(i, c);
                     }
                     // The surviving items' exits.
-                    let exits = self.items[hi..].iter().fold(0, |m, e| m | e.3);
+                    let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.3);
                     self.levels.push(Level::Plain {
                         lo: hi,
                         hi: self.items.len(),
