@@ -87,9 +87,9 @@ struct Region {
 
 /// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
 /// their regions place them on: `hard`, anywhere in a token (edges leaving leaf states, bytes
-/// of completions or of row items with rule edges); `soft`, as a token's last byte (edges into
-/// region states off the side: a token may pass through them, as through the middle of a UTF-8
-/// character, but not end there).
+/// of completions or of row items with rule edges, ASCII bytes into region states off the side);
+/// `soft`, as a token's last byte (non-ASCII bytes into region states off the side: a token may
+/// pass through the middle of a UTF-8 character, but not end there).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 struct Exits {
     hard: u64,
@@ -365,7 +365,14 @@ impl Completion {
                     continue;
                 }
                 if !on_side(q) {
-                    r.exits.soft |= class_bits(e.lo, e.hi);
+                    // Into the middle of a UTF-8 character: soft; by an ASCII byte (an escape,
+                    // a longer detour), hard.
+                    if e.lo < 0x80 {
+                        r.exits.hard |= class_bits(e.lo, e.hi.min(0x7f));
+                    }
+                    if e.hi >= 0x80 {
+                        r.exits.soft |= class_bits(e.lo.max(0x80), e.hi);
+                    }
                 }
                 if seen.insert(q.0) {
                     r.has_final |= a.state(q).is_final;
