@@ -570,10 +570,11 @@ fn has_byte(bits: &Follow, b: u8) -> bool {
 /// cost at least `U(R, o)`, the final item's own cost, so `min(dist + U)` over the items is still
 /// `C(row)`.
 ///
-/// Limit walks skip a plain subtree whose bytes miss the level's exits: every token there keeps
-/// each surviving item in its region (cost on the far side of the limit for that item, so for
-/// the minimum too) and reads no byte of a completion or of a row item with rule edges, so its
-/// cost is on the far side of the limit as well.
+/// Limit walks skip a plain subtree whose bytes miss the level's hard exits and whose tokens'
+/// last bytes miss its soft ones ([`Exits`]): every token there reads no byte of a completion or
+/// of a row item with rule edges, so its derivations are the surviving items' paths, and each
+/// ends in a state on the limit's side (the byte into a state off it would be an exit), so the
+/// least cost over them is on that side too.
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
@@ -692,6 +693,11 @@ impl Walk<'_> {
         };
         if !g.has_final || g.exits == Exits::ALL {
             return (follow, g.exits);
+        }
+        // PERF: a completion of a row the walk pushed is an Earley row per trie node there:
+        // such items skip nothing instead.
+        if follow == NO_FOLLOW && it.origin as usize >= self.base {
+            return (follow, Exits::ALL);
         }
         let f = match follow {
             NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
