@@ -347,7 +347,11 @@ impl Completion {
         }
         let on_side = |q: StateId| {
             let d = i64::from(self.dist(q));
-            if side == Side::Fit { d <= t } else { d > t }
+            if side == Side::Fit {
+                d <= t
+            } else {
+                d > t
+            }
         };
         let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();

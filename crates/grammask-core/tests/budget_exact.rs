@@ -210,7 +210,7 @@ fn budgeted_masks_equal_brute_force() {
 fn large_vocab() -> (Arc<Vocabulary>, u32) {
     const PIECES: &[&str] =
         &["\"", "\\", "a", "b", "q", "Z", " ", ":", ",", "{", "}", "[", "]", "0", "7", "é", "\n", "u", "-", "."];
-    let mut rng = Rng(0x5EED_0F_1A26E);
+    let mut rng = Rng(0x05EE_D0F1_A26E);
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut seen: HashSet<Vec<u8>> = toks.iter().cloned().collect();
     while toks.len() < 256 + 4000 {
@@ -253,7 +253,8 @@ fn limit_walks_equal_exact_walks() {
             for step in 0..10 {
                 for remaining in 1..=24usize {
                     let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
-                    let (Ok(mut m), Ok(mut x)) = (Matcher::new(fast.clone(), opts.clone()), Matcher::new(exact.clone(), opts))
+                    let (Ok(mut m), Ok(mut x)) =
+                        (Matcher::new(fast.clone(), opts.clone()), Matcher::new(exact.clone(), opts))
                     else {
                         continue;
                     };
