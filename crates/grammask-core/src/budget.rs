@@ -51,17 +51,14 @@ pub const INF: u32 = u32::MAX / 4;
 #[derive(Debug)]
 pub struct Completion {
     dist: Vec<u32>,
-    /// `plain[s]`: `s` has no rule edges and is not final, so a row of such items reads bytes on
-    /// the automaton alone (no prediction, no completion).
-    plain: Vec<bool>,
-    /// `leaf[s]`: `s` has no rule edges (it may be final). Exact walks read rows of such items on
-    /// the automaton too, leaving for the chart on the bytes their completions read ([`Follow`]).
+    /// `leaf[s]`: `s` has no rule edges (it may be final). Walks read rows of such items on the
+    /// automaton alone, leaving for the chart on the bytes their completions read ([`Follow`]).
     leaf: Vec<bool>,
     /// The grammar has lookahead assertions: every row takes the chart walk.
     lookahead: bool,
     vocab: Arc<Vocabulary>,
-    /// Per plain state: [`Reach`], computed on first use.
-    reach: Mutex<FastMap<u32, Reach>>,
+    /// [`Region`]s by `(state, side, threshold)`, computed on first use.
+    regions: Mutex<FastMap<(u32, Side, i64), Region>>,
     /// Token costs by row signature, shared by every matcher of the grammar (equal signatures
     /// have equal futures, so equal costs).
     memo: Mutex<Memo>,
@@ -69,13 +66,55 @@ pub struct Completion {
     classes: OnceLock<Arc<SubtreeClasses>>,
 }
 
-/// What a plain state `s` can reach within the longest token through plain states whose `dist`
-/// is at most `dist[s] + REACH_SLACK` (its *region*): the largest `dist` there, and the byte
-/// classes ([`byte_class`]) of the edges that leave the region ("exits").
+/// Which side of a limit a walk proves tokens to be on without reading them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Side {
+    /// Costs at most the limit (tokens that fit).
+    Fit,
+    /// Costs above the limit (tokens that do not).
+    Over,
+}
+
+/// What leaf state `s` can reach within the longest token through leaf states (its *region*),
+/// against a threshold `t` on their `dist` (`Fit`: `dist <= t` is on the side, `Over`:
+/// `dist > t`): the exits, and whether the region holds a final state (whose completion may read
+/// further bytes).
 #[derive(Clone, Copy, Debug)]
-struct Reach {
-    max_dist: u32,
-    exits: u64,
+struct Region {
+    exits: Exits,
+    has_final: bool,
+}
+
+/// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
+/// their regions place them on: `hard`, anywhere in a token (edges leaving leaf states, bytes
+/// of completions or of row items with rule edges, ASCII bytes into region states off the side);
+/// `soft`, as a token's last byte (non-ASCII bytes into region states off the side: a token may
+/// pass through the middle of a UTF-8 character, but not end there).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+struct Exits {
+    hard: u64,
+    soft: u64,
+}
+
+impl Exits {
+    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX };
+
+    fn hard(hard: u64) -> Exits {
+        Exits { hard, soft: 0 }
+    }
+}
+
+impl std::ops::BitOr for Exits {
+    type Output = Exits;
+    fn bitor(self, o: Exits) -> Exits {
+        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft }
+    }
+}
+
+impl std::ops::BitOrAssign for Exits {
+    fn bitor_assign(&mut self, o: Exits) {
+        *self = *self | o;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -85,14 +124,18 @@ struct Memo {
     held: usize,
 }
 
-/// The memoized token costs of one chart state. `bound` is at least the cost after every token
-/// the state allows; `exact`, once computed, lists every allowed token whose cost differs from
-/// `now`: `over` those above, `under` those below, each by decreasing cost.
+/// The memoized token costs of one chart state, from a walk at some limit. `bound` is at least
+/// the cost after every token the state allows; `costs` lists allowed tokens whose cost differs
+/// from `now`: `over` those above, `under` those below, each by decreasing cost. `over` holds
+/// every token costing more than `limit` when `limit >= over_from`; `under` every token costing
+/// at most `limit` when `limit <= under_to` (the tokens a walk skipped are on the other side).
 #[derive(Debug)]
 struct Entry {
     now: u32,
     bound: u32,
-    exact: Option<Exact>,
+    costs: Exact,
+    over_from: u32,
+    under_to: Option<u32>,
 }
 
 #[derive(Debug, Default)]
@@ -114,10 +157,14 @@ impl Exact {
 pub const MAX_MEMO_ENTRIES: usize = 1 << 20;
 /// Most memoized chart states per grammar; when exceeded the memo starts over.
 pub const MAX_MEMO_STATES: usize = 1 << 16;
-/// Most states one [`Reach`] search visits; beyond it the state's bound is [`INF`].
-const MAX_REACH_STATES: usize = 1 << 14;
-/// How far above its own `dist` a plain state's region reaches (the rest of a UTF-8 character).
-const REACH_SLACK: u32 = 4;
+/// Most states one [`Region`] search visits; beyond it every byte is an exit.
+const MAX_REGION_STATES: usize = 1 << 14;
+/// How far above `now` fit walks set their limit: regions then take in the rest of a UTF-8
+/// character or an escape (whose states cost a few more), and one walk answers every lower
+/// limit down to it.
+const FIT_SLACK: u32 = 6;
+/// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
+const MAX_REGIONS: usize = 1 << 16;
 
 /// 64 byte classes, for per-trie-node summaries of the bytes below a node: the bytes JSON and
 /// most grammars treat specially get a class each, letters share a few.
@@ -149,27 +196,38 @@ fn byte_class(b: u8) -> u32 {
 }
 
 fn class_bits(lo: u8, hi: u8) -> u64 {
-    (lo..=hi).fold(0u64, |m, b| m | (1u64 << byte_class(b)))
+    // Classes rise with the byte from 0x20 on: the part above is a run of classes.
+    let low = (lo..=hi.min(0x1f)).fold(0u64, |m, b| m | (1u64 << byte_class(b)));
+    if hi < 0x20 {
+        return low;
+    }
+    let (a, b) = (byte_class(lo.max(0x20)), byte_class(hi));
+    low | (u64::MAX >> (63 - b)) & (u64::MAX << a)
 }
 
-/// Per token-trie node, the byte classes on the node and below it: a walk whose exits miss
-/// them can skip the subtree. One per vocabulary (the trie is a function of the vocabulary).
+/// Per token-trie node, the byte classes on the node and below it (`below`), and those of the
+/// last bytes of its tokens and those below (`ends`): a walk whose exits miss them can skip the
+/// subtree. One per vocabulary (the trie is a function of the vocabulary).
 #[derive(Debug)]
 struct SubtreeClasses {
     below: Vec<u64>,
+    ends: Vec<u64>,
 }
 
 impl SubtreeClasses {
     fn new(trie: &TokenTrie) -> SubtreeClasses {
         let mut below: Vec<u64> = trie.nodes.iter().map(|n| 1u64 << byte_class(n.byte)).collect();
+        let mut ends: Vec<u64> =
+            trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { 1u64 << byte_class(n.byte) } else { 0 }).collect();
         // Preorder: children come after their parent, so a reverse pass sees them first.
         for i in (0..trie.nodes.len()).rev() {
             let p = trie.nodes[i].parent;
             if p != u32::MAX {
                 below[p as usize] |= below[i];
+                ends[p as usize] |= ends[i];
             }
         }
-        SubtreeClasses { below }
+        SubtreeClasses { below, ends }
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -269,27 +327,33 @@ impl Completion {
             }
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
-        let plain = (0..n).map(|s| leaf[s] && !a.state(StateId(s as u32)).is_final).collect();
         Completion {
             dist,
-            plain,
             leaf,
             lookahead: a.has_lookahead(),
             vocab: vocab.clone(),
-            reach: Mutex::default(),
+            regions: Mutex::default(),
             memo: Mutex::default(),
             classes: OnceLock::new(),
         }
     }
 
-    /// The [`Reach`] of plain state `s` within `depth` bytes (breadth-first, so each state is
-    /// met at its least depth).
-    fn reach(&self, a: &Automata, s: StateId, depth: u32) -> Reach {
-        if let Some(r) = self.reach.lock().unwrap_or_else(PoisonError::into_inner).get(&s.0) {
+    /// The [`Region`] of leaf state `s` against threshold `t` on `side`, within `depth` bytes
+    /// (breadth-first, so each state is met at its least depth).
+    fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32) -> Region {
+        let key = (s.0, side, t);
+        if let Some(r) = self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return *r;
         }
-        let mut r = Reach { max_dist: self.dist(s), exits: 0 };
-        let cap = self.dist(s).saturating_add(REACH_SLACK);
+        let on_side = |q: StateId| {
+            let d = i64::from(self.dist(q));
+            if side == Side::Fit {
+                d <= t
+            } else {
+                d > t
+            }
+        };
+        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
         seen.insert(s.0);
@@ -300,19 +364,35 @@ impl Completion {
             }
             for e in a.byte_edges(p) {
                 let q = e.target;
-                if !self.plain[q.0 as usize] || self.dist(q) > cap {
-                    r.exits |= class_bits(e.lo, e.hi);
-                } else if seen.insert(q.0) {
-                    r.max_dist = r.max_dist.max(self.dist(q));
+                if !self.leaf[q.0 as usize] {
+                    r.exits.hard |= class_bits(e.lo, e.hi);
+                    continue;
+                }
+                if !on_side(q) {
+                    // Into the middle of a UTF-8 character: soft; by an ASCII byte (an escape,
+                    // a longer detour), hard.
+                    if e.lo < 0x80 {
+                        r.exits.hard |= class_bits(e.lo, e.hi.min(0x7f));
+                    }
+                    if e.hi >= 0x80 {
+                        r.exits.soft |= class_bits(e.lo.max(0x80), e.hi);
+                    }
+                }
+                if seen.insert(q.0) {
+                    r.has_final |= a.state(q).is_final;
                     queue.push_back((q, d + 1));
                 }
             }
-            if seen.len() > MAX_REACH_STATES {
-                r = Reach { max_dist: INF, exits: u64::MAX };
+            if seen.len() > MAX_REGION_STATES {
+                r = Region { exits: Exits::ALL, has_final: true };
                 break;
             }
         }
-        self.reach.lock().unwrap_or_else(PoisonError::into_inner).insert(s.0, r);
+        let mut m = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, r);
         r
     }
 
@@ -321,7 +401,7 @@ impl Completion {
     }
 
     fn memo_put(&self, sig: u128, e: Entry) -> Arc<Entry> {
-        let size = e.exact.as_ref().map_or(0, |x| x.over.len() + x.under.len());
+        let size = e.costs.over.len() + e.costs.under.len();
         let e = Arc::new(e);
         let mut m = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
         if m.entries.len() >= MAX_MEMO_STATES || m.held + size > MAX_MEMO_ENTRIES {
@@ -447,15 +527,15 @@ enum Level {
     /// the byte classes that can lead out of plain states from where this plain stretch began;
     /// `at_row`: the chart's last row is the items' closure (exact mode: the items are the
     /// row's items without rule edges, and `others` indexes the bytes the rest read).
-    Plain { lo: usize, hi: usize, rows: usize, exits: u64, at_row: bool, others: u32 },
+    Plain { lo: usize, hi: usize, rows: usize, exits: Exits, at_row: bool, others: u32 },
 }
 
-/// What a walk computes: an upper bound on the costs (plain stretches are bounded by their
-/// [`Reach`] and only subtrees that may leave them are walked), or every cost.
+/// What a walk computes: every cost, or the costs of the tokens that may be on `side` of `limit`
+/// (a plain subtree that cannot leave its items' [`Region`]s on the other side is skipped).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
-    Bound,
     Exact,
+    Limit { limit: u32, side: Side },
 }
 
 /// The bytes read after completing a rule started at some row (by the items that completion
@@ -474,6 +554,11 @@ fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) {
     }
 }
 
+/// The byte classes of the bytes in `bits`.
+fn follow_classes(bits: &Follow) -> u64 {
+    (0..=255u8).filter(|&b| has_byte(bits, b)).fold(0, |m, b| m | 1u64 << byte_class(b))
+}
+
 #[inline]
 fn has_byte(bits: &Follow, b: u8) -> bool {
     bits[usize::from(b >> 6)] >> (b & 63) & 1 != 0
@@ -481,13 +566,19 @@ fn has_byte(bits: &Follow, b: u8) -> bool {
 
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
-/// has rule edges (or, in bound mode, final states), and on the automaton alone ("plain" levels:
-/// `dist + U` per item) where every item is plain (exact mode: has no rule edges). Every allowed
-/// token is read by one of the two, and each is exact: a plain row's only derivations are its
-/// items' byte paths and, for final items of rule `R` started at row `o`, the completion of
-/// `(R, o)`. A byte some completion reads ([`Follow`]) leaves for the chart; no other byte is
-/// read by the completion, and the completion's items cost at least `U(R, o)`, the final item's
-/// own cost, so `min(dist + U)` over the items is still `C(row)`.
+/// has rule edges, and on the automaton alone ("plain" levels: `dist + U` per item) for the
+/// row's items without rule edges. Every allowed token is read by one of the two, and each is
+/// exact: a plain row's only derivations are its items' byte paths and, for final items of rule
+/// `R` started at row `o`, the completion of `(R, o)`. A byte some completion reads ([`Follow`])
+/// leaves for the chart; no other byte is read by the completion, and the completion's items
+/// cost at least `U(R, o)`, the final item's own cost, so `min(dist + U)` over the items is still
+/// `C(row)`.
+///
+/// Limit walks skip a plain subtree whose bytes miss the level's hard exits and whose tokens'
+/// last bytes miss its soft ones ([`Exits`]): every token there reads no byte of a completion or
+/// of a row item with rule edges, so its derivations are the surviving items' paths, and each
+/// ends in a state on the limit's side (the byte into a state off it would be an exit), so the
+/// least cost over them is on that side too.
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
@@ -496,22 +587,21 @@ struct Walk<'a> {
     classes: &'a SubtreeClasses,
     mode: Mode,
     now: u32,
-    /// Plain items of the open plain levels, with their `U`, in bound mode the `dist` cap of the
-    /// region they started in (a step above it leaves the region: an exit), and the index of
-    /// their rule's [`Follow`] in `follows` (or [`NO_FOLLOW`]).
-    items: Vec<(Item, u32, u32, u32)>,
+    /// Plain items of the open plain levels, with their `U`, the index of their rule's
+    /// [`Follow`] in `follows` (or [`NO_FOLLOW`]) and, in limit walks, the exits of their region.
+    items: Vec<(Item, u32, u32, Exits)>,
     follows: Vec<Follow>,
+    /// The byte classes of each of `follows`.
+    follow_classes: Vec<u64>,
+    /// This walk's [`Region`]s by `(state, threshold)`.
+    regions: FastMap<(u32, i64), Region>,
     /// `follows` indices by `(rule, origin)` for origins below `base` (rows the walk keeps).
     follow_of: FastMap<(u32, u32), u32>,
     /// The chart's rows when the walk began.
     base: usize,
     levels: Vec<Level>,
-    /// Bound mode: the largest cost bound so far.
-    bound: u32,
-    /// Exact mode: `(cost, token)` of the allowed tokens costing other than `now`.
+    /// `(cost, token)` of the walked allowed tokens costing other than `now`.
     out: Vec<(u32, u32)>,
-    /// Bound mode: some plain level was bounded by its reach (so `out` is not exact).
-    bounded: bool,
 }
 
 impl Walk<'_> {
@@ -522,13 +612,10 @@ impl Walk<'_> {
         }
     }
 
-    /// Whether state `s` may be in a plain level of this walk's mode.
+    /// Whether state `s` may be in a plain level.
     #[inline]
     fn plain(&self, s: StateId) -> bool {
-        match self.mode {
-            Mode::Bound => self.comp.plain[s.0 as usize],
-            Mode::Exact => self.comp.leaf[s.0 as usize],
-        }
+        self.comp.leaf[s.0 as usize]
     }
 
     /// The index in `follows` of the bytes read after completing `rule` started at row `origin`
@@ -553,6 +640,7 @@ impl Walk<'_> {
             Err(_) => bits = [u64::MAX; 4],
         }
         self.follows.push(bits);
+        self.follow_classes.push(follow_classes(&bits));
         let i = (self.follows.len() - 1) as u32;
         if keep {
             self.follow_of.insert((rule, origin), i);
@@ -560,66 +648,76 @@ impl Walk<'_> {
         i
     }
 
-    /// The level of the chart's last row: plain when every item is (and the grammar has no
-    /// lookahead), adding its items' reach to the bound.
+    /// The level of the chart's last row: plain for its items without rule edges (unless the
+    /// grammar has lookahead), whose bytes, and in limit walks those leaving the items'
+    /// regions, are the level's exits.
     fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
+        if self.comp.lookahead {
+            return Level::Chart { rows: chart.num_rows() };
+        }
         let r = chart.last_row_index();
-        let row = chart.row(r);
-        let (seeds, others) = match self.mode {
-            _ if self.comp.lookahead => return Level::Chart { rows: chart.num_rows() },
-            Mode::Bound if row.iter().all(|it| self.comp.plain[it.state.0 as usize]) => (row.to_vec(), NO_FOLLOW),
-            Mode::Bound => return Level::Chart { rows: chart.num_rows() },
-            Mode::Exact => {
-                // The row's items with rule edges are left to the chart: the bytes they read
-                // leave the level.
-                let (seeds, others): (Vec<Item>, Vec<Item>) =
-                    row.iter().partition(|it| self.comp.leaf[it.state.0 as usize]);
-                if seeds.is_empty() {
-                    return Level::Chart { rows: chart.num_rows() };
-                }
-                let mut bits: Follow = [0; 4];
-                for it in &others {
-                    add_bytes(&mut bits, self.a, it.state);
-                }
-                self.follows.push(bits);
-                (seeds, (self.follows.len() - 1) as u32)
-            }
-        };
+        // The row's items with rule edges are left to the chart: the bytes they read leave the
+        // level.
+        let (seeds, others): (Vec<Item>, Vec<Item>) =
+            chart.row(r).iter().partition(|it| self.comp.leaf[it.state.0 as usize]);
+        if seeds.is_empty() {
+            return Level::Chart { rows: chart.num_rows() };
+        }
+        let mut bits: Follow = [0; 4];
+        for it in &others {
+            add_bytes(&mut bits, self.a, it.state);
+        }
+        let mut exits = Exits::hard(follow_classes(&bits));
+        self.follows.push(bits);
+        self.follow_classes.push(exits.hard);
+        let others = (self.follows.len() - 1) as u32;
         let lo = self.items.len();
-        let mut exits = 0;
         for it in seeds {
             let u = rows.item_u(self.a, r, &it);
-            let cap = match self.mode {
-                Mode::Bound => self.comp.dist(it.state).saturating_add(REACH_SLACK),
-                Mode::Exact => u32::MAX,
-            };
-            self.items.push((it, u, cap, NO_FOLLOW));
-            if self.mode == Mode::Bound {
-                self.bounded = true;
-                let reach = self.comp.reach(self.a, it.state, self.trie.max_depth);
-                exits |= reach.exits;
-                self.bound = self.bound.max((reach.max_dist + u).min(INF));
-            }
+            let (f, e) = self.item_exits(chart, it, u, NO_FOLLOW);
+            exits |= e;
+            self.items.push((it, u, f, e));
         }
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
-    fn record(&mut self, node: usize, cost: u32) {
-        if self.mode == Mode::Bound {
-            self.bound = self.bound.max(cost);
+    /// Limit walks: the exits of plain item `it`'s region (on top of the chart's last row), with
+    /// the bytes of its completion where the region holds a final state, and its follow index
+    /// (`follow`, or found then). Exact walks: no exits.
+    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits) {
+        let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default()) };
+        let t = i64::from(limit) - i64::from(u);
+        let g = match self.regions.get(&(it.state.0, t)) {
+            Some(&g) => g,
+            None => {
+                let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
+                self.regions.insert((it.state.0, t), g);
+                g
+            }
+        };
+        if !g.has_final || g.exits == Exits::ALL {
+            return (follow, g.exits);
         }
-        match self.mode {
-            // A bound walk keeps its (exact) chart costs too: when no plain level was bounded
-            // instead of walked, they are the exact costs.
-            _ if cost != self.now => {
-                let n = self.trie.nodes[node];
-                for &t in self.trie.node_tokens(&n) {
-                    if self.mask.get(t as usize) {
-                        self.out.push((cost, t));
-                    }
+        // PERF: a completion of a row the walk pushed is an Earley row per trie node there:
+        // such items skip nothing instead.
+        if follow == NO_FOLLOW && it.origin as usize >= self.base {
+            return (follow, Exits::ALL);
+        }
+        let f = match follow {
+            NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
+            f => f,
+        };
+        (f, g.exits | Exits::hard(self.follow_classes[f as usize]))
+    }
+
+    fn record(&mut self, node: usize, cost: u32) {
+        if cost != self.now {
+            let n = self.trie.nodes[node];
+            for &t in self.trie.node_tokens(&n) {
+                if self.mask.get(t as usize) {
+                    self.out.push((cost, t));
                 }
             }
-            _ => {}
         }
     }
 
@@ -669,8 +767,11 @@ impl Walk<'_> {
                     self.levels.push(l);
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
-                    if self.mode == Mode::Bound && self.classes.below[i] & exits == 0 {
-                        // Every token below stays in plain states: within the bound.
+                    if self.mode != Mode::Exact
+                        && self.classes.below[i] & exits.hard == 0
+                        && self.classes.ends[i] & exits.soft == 0
+                    {
+                        // Every token below stays in its items' regions: on the far side.
                         i = skip;
                         continue;
                     }
@@ -681,11 +782,11 @@ impl Walk<'_> {
                         if exit {
                             break;
                         }
-                        let (it, u, cap, mut follow) = self.items[j];
+                        let (it, u, mut follow, ex) = self.items[j];
                         // At the row, its items with rule edges hold the completions.
                         if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
                             follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
-                            self.items[j].3 = follow;
+                            self.items[j].2 = follow;
                         }
                         if !at_row && a.state(it.state).is_final && has_byte(&self.follows[follow as usize], n.byte) {
                             // The byte may be read after the item's rule ends.
@@ -693,13 +794,14 @@ impl Walk<'_> {
                             break;
                         }
                         if let Some(q) = a.step(it.state, n.byte) {
-                            if !self.plain(q) || comp.dist(q) > cap {
+                            if !self.plain(q) {
                                 exit = true;
                                 break;
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                self.items.push((next, u, cap, follow));
+                                // The region of a state of the region is part of it.
+                                self.items.push((next, u, follow, ex));
                             }
                         }
                     }
@@ -733,7 +835,7 @@ impl Walk<'_> {
                         i = skip;
                         continue;
                     }
-                    if has_token && self.mode == Mode::Exact {
+                    if has_token {
                         let c = self.items[hi..]
                             .iter()
                             .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
@@ -741,6 +843,8 @@ impl Walk<'_> {
                             .unwrap_or(INF);
                         self.record(i, c);
                     }
+                    // The surviving items' exits.
+                    let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.3);
                     self.levels.push(Level::Plain {
                         lo: hi,
                         hi: self.items.len(),
@@ -757,9 +861,6 @@ impl Walk<'_> {
     }
 }
 
-/// A walk's cost bound, its `(cost, token)` list and whether that list is exact.
-type WalkResult = (u32, Vec<(u32, u32)>, bool);
-
 /// A matcher's token budget: the limit, the grammar's [`Completion`] (with the token costs
 /// memoized by chart signature, shared by the grammar's matchers) and the row tables of the
 /// matcher's chart.
@@ -768,6 +869,8 @@ pub struct Budget {
     pub max_tokens: usize,
     comp: Arc<Completion>,
     rows: RowCosts,
+    /// Tests: walk every token (see [`Budget::set_exact_walks`]).
+    exact_walks: bool,
 }
 
 impl Budget {
@@ -781,7 +884,7 @@ impl Budget {
         accepted: usize,
         max_tokens: usize,
     ) -> Result<Budget> {
-        let mut b = Budget { max_tokens, comp, rows: RowCosts::default() };
+        let mut b = Budget { max_tokens, comp, rows: RowCosts::default(), exact_walks: false };
         let need = b.shortest(a, chart);
         if need >= INF || accepted + need as usize + 1 > max_tokens {
             let need = if need >= INF {
@@ -807,6 +910,7 @@ impl Budget {
         self.rows.cost(a, &self.comp, chart)
     }
 
+    /// The `(cost, token)` list of a walk in `mode` (see [`Walk`]).
     fn walk(
         &mut self,
         a: &Automata,
@@ -815,7 +919,7 @@ impl Budget {
         mask: &Bitset,
         mode: Mode,
         now: u32,
-    ) -> Result<WalkResult> {
+    ) -> Result<Vec<(u32, u32)>> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut w = Walk {
@@ -828,15 +932,15 @@ impl Budget {
             now,
             items: Vec::new(),
             follows: Vec::new(),
+            follow_classes: Vec::new(),
+            regions: FastMap::default(),
             follow_of: FastMap::default(),
             base: chart.num_rows(),
             levels: Vec::new(),
-            bound: 0,
             out: Vec::new(),
-            bounded: false,
         };
         w.run(&mut self.rows, chart)?;
-        Ok((w.bound, w.out, !w.bounded))
+        Ok(w.out)
     }
 
     /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
@@ -850,19 +954,25 @@ impl Budget {
         mask: &Bitset,
     ) -> Result<Vec<(u32, u32)>> {
         let now = self.shortest(a, chart);
-        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.1;
+        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?;
         out.sort_unstable_by(|x, y| y.cmp(x));
         Ok(out)
+    }
+
+    /// Walk every token, not only those a limit walk cannot place (for tests of the skips).
+    #[doc(hidden)]
+    pub fn set_exact_walks(&mut self, on: bool) {
+        self.exact_walks = on;
     }
 
     /// Clears from `mask` the tokens after which the grammar cannot be completed and the stop
     /// token accepted within the budget, `accepted` tokens having been accepted. Stop tokens
     /// (`stop`) stay as they are while a token remains.
     ///
-    /// PERF: a chart state is costed once per grammar. First an upper bound over its tokens
-    /// (plain stretches, such as string contents, are bounded by the largest `dist` they reach,
-    /// and only trie subtrees that may leave them are walked); the exact costs only when the
-    /// remaining budget is below that bound.
+    /// PERF: a chart state is costed by a limit walk, which reads only the trie subtrees whose
+    /// tokens may fall on the other side of the limit than their items' regions place them (in
+    /// string contents, those that may close the string), and memoized per grammar with the
+    /// limits its lists answer for.
     #[allow(clippy::too_many_arguments)]
     pub fn restrict(
         &mut self,
@@ -886,24 +996,43 @@ impl Budget {
         let limit = (remaining - 2).min(INF as usize) as u32;
         let now = self.shortest(a, chart);
         let sig = chart.last_signature();
-        let mut entry = match self.comp.memo_get(sig) {
-            Some(e) => e,
-            None => {
-                let (bound, out, exact) = self.walk(a, trie, chart, mask, Mode::Bound, now)?;
-                let exact = exact.then(|| Exact::new(out, now));
-                self.comp.memo_put(sig, Entry { now, bound, exact })
+        let answers = |e: &Entry| {
+            if limit >= now {
+                limit >= e.bound || limit >= e.over_from
+            } else {
+                e.under_to.is_some_and(|u| limit <= u)
+            }
+        };
+        let entry = match self.comp.memo_get(sig) {
+            Some(e) if answers(&e) => e,
+            _ => {
+                // A fit walk at a lower limit answers every limit above it: walk at most
+                // `FIT_SLACK` above `now`, so that later steps (lower limits) find it.
+                let mode = match limit.checked_sub(now) {
+                    _ if self.exact_walks => Mode::Exact,
+                    Some(d) => Mode::Limit { limit: now + d.min(FIT_SLACK), side: Side::Fit },
+                    None => Mode::Limit { limit, side: Side::Over },
+                };
+                let costs = Exact::new(self.walk(a, trie, chart, mask, mode, now)?, now);
+                let top = costs.over.first().map_or(now, |e| e.0);
+                let e = match mode {
+                    Mode::Exact => Entry { now, bound: top, costs, over_from: 0, under_to: Some(INF) },
+                    // Skipped tokens cost at most the limit.
+                    Mode::Limit { limit: l, side: Side::Fit } => {
+                        Entry { now, bound: top.max(l), costs, over_from: l, under_to: None }
+                    }
+                    // Skipped tokens cost more than the limit.
+                    Mode::Limit { side: Side::Over, .. } => {
+                        Entry { now, bound: INF, costs, over_from: INF, under_to: Some(limit) }
+                    }
+                };
+                self.comp.memo_put(sig, e)
             }
         };
         if limit >= entry.bound {
             return Ok(());
         }
-        if entry.exact.is_none() {
-            let out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.1;
-            let x = Exact::new(out, now);
-            let bound = x.over.first().map_or(now, |e| e.0);
-            entry = self.comp.memo_put(sig, Entry { now, bound, exact: Some(x) });
-        }
-        let x = entry.exact.as_ref().expect("exact costs");
+        let x = &entry.costs;
         debug_assert_eq!(entry.now, now);
         if limit >= now {
             for &(c, t) in &x.over {
@@ -946,5 +1075,20 @@ impl Budget {
     pub fn cost_after_rule(&mut self, a: &Automata, chart: &Chart, rule: crate::grammar::RuleId) -> u32 {
         self.rows.sync(a, &self.comp, chart);
         self.rows.lookup(chart.last_row_index(), rule.index() as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_bits_equal_the_classes_of_every_byte() {
+        for lo in 0..=255u8 {
+            for hi in lo..=255u8 {
+                let want = (lo..=hi).fold(0u64, |m, b| m | (1u64 << byte_class(b)));
+                assert_eq!(class_bits(lo, hi), want, "{lo:#x}..={hi:#x}");
+            }
+        }
     }
 }

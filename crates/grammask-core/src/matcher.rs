@@ -107,6 +107,15 @@ impl Matcher {
         &self.chart
     }
 
+    /// Tests: cost every token in budgeted masks, not only those a limit walk cannot place
+    /// (see `crate::budget::Budget::restrict`).
+    #[doc(hidden)]
+    pub fn set_exact_budget_walks(&mut self, on: bool) {
+        if let Some(b) = &mut self.budget {
+            b.set_exact_walks(on);
+        }
+    }
+
     pub fn compiled(&self) -> &Arc<CompiledGrammar> {
         &self.compiled
     }

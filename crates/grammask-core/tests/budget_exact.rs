@@ -204,3 +204,86 @@ fn budgeted_masks_equal_brute_force() {
         }
     }
 }
+
+/// Every byte, and 4,000 random tokens of 2 to 8 bytes over JSON's structural bytes, string
+/// bytes, escapes and UTF-8, so that trie subtrees stay inside string contents or leave them.
+fn large_vocab() -> (Arc<Vocabulary>, u32) {
+    const PIECES: &[&str] =
+        &["\"", "\\", "a", "b", "q", "Z", " ", ":", ",", "{", "}", "[", "]", "0", "7", "é", "\n", "u", "-", "."];
+    let mut rng = Rng(0x05EE_D0F1_A26E);
+    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut seen: HashSet<Vec<u8>> = toks.iter().cloned().collect();
+    while toks.len() < 256 + 4000 {
+        let len = 2 + rng.below(7) as usize;
+        let t: Vec<u8> =
+            (0..len).flat_map(|_| PIECES[rng.below(PIECES.len() as u64) as usize].bytes()).take(len).collect();
+        if seen.insert(t.clone()) {
+            toks.push(t);
+        }
+    }
+    toks.push(b"<stop>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), stop)
+}
+
+/// Limit walks (which skip trie subtrees whose tokens their items' regions place on one side of
+/// the limit) against walks that cost every token: equal masks at states along random paths, for
+/// every remaining budget from the tightest the matcher takes up, on a large vocabulary.
+#[test]
+fn limit_walks_equal_exact_walks() {
+    let (vocab, stop) = large_vocab();
+    let mut rng = Rng(0xB0D6_E7F1_A500_0001);
+    let mut extra = grammars();
+    extra.push((
+        "pattern",
+        schema(r#"{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-q]{2,6}(-[0-9]+)?$"},"s":{"type":"string","maxLength":5}},"required":["p","s"]}"#),
+    ));
+    extra.push(("builtin_json", grammask_core::builtin::builtin_json_grammar()));
+    for (name, g) in extra {
+        if std::env::var("ONLY").is_ok_and(|o| o != name) {
+            continue;
+        }
+        let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut compared = 0;
+        for path in 0..3 {
+            let mut free = Matcher::new(fast.clone(), MatcherOptions::default()).unwrap();
+            let mut taken: Vec<u32> = Vec::new();
+            for step in 0..10 {
+                for remaining in 1..=24usize {
+                    let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
+                    let (Ok(mut m), Ok(mut x)) =
+                        (Matcher::new(fast.clone(), opts.clone()), Matcher::new(exact.clone(), opts))
+                    else {
+                        continue;
+                    };
+                    x.set_exact_budget_walks(true);
+                    for &t in &taken {
+                        assert!(m.accept_token(t).unwrap() && x.accept_token(t).unwrap());
+                    }
+                    let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+                    let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+                    assert_eq!(
+                        got,
+                        want,
+                        "{name} path {path} step {step} remaining {remaining} after {:?}",
+                        String::from_utf8_lossy(
+                            &taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>()
+                        )
+                    );
+                    compared += 1;
+                }
+                let allowed: Vec<u32> =
+                    free.compute_mask().unwrap().iter_ones().map(|t| t as u32).filter(|&t| t != stop).collect();
+                if allowed.is_empty() {
+                    break;
+                }
+                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                assert!(free.accept_token(t).unwrap());
+                taken.push(t);
+            }
+        }
+        assert!(compared > 0, "{name}: nothing compared");
+    }
+}
