@@ -335,7 +335,8 @@ fn first_char_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<u128> 
         }
         tried.push(t);
         let c = ascii_loop(a, t);
-        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c, memo) {
+        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c, memo)
+        {
             return Some(c);
         }
     }

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 /// Most (configuration set, slice state) pairs one [`cover_search`] explores beyond those its
 /// memo has decided.
-const MAX_COVER_PAIRS: usize = 4096;
+const MAX_COVER_PAIRS: usize = 16384;
 
 /// Most configuration sets a [`CoverMemo`] keeps per slice; past it the slice's memo starts over.
 const MAX_MEMO_SETS: usize = 1 << 16;
@@ -74,11 +74,11 @@ pub enum SliceKey {
 /// (with their stacks, interned for the grammar's lifetime) and, per set and slice state, whether
 /// the pair is decided.
 ///
-/// Invariant: a pair is *good* iff every pair reachable from it on slice bytes (itself
-/// included) reads every `To` byte and no `Dead` byte and closes within the bounds; `ends` holds,
-/// for good pairs, whether some reachable pair holds a final configuration with an empty stack; a
-/// pair is *bad* only if it or a pair it reaches misreads a byte. Pairs a search left undecided (past its bounds)
-/// are neither, so a later search explores them again.
+/// Invariant: a pair marked *good* reads, with every pair reachable from it on slice bytes, every
+/// `To` byte and no `Dead` byte, and each of their successors closes within the bounds; for a good
+/// pair, `ends` holds whether some pair it reaches (itself included) holds a final configuration
+/// with an empty stack; a pair marked *bad* misreads a byte or reaches a pair that does. Pairs a
+/// search left undecided (past its bounds) are neither, so a later search explores them again.
 #[derive(Debug, Default)]
 pub struct CoverMemo {
     slices: Mutex<FastMap<SliceKey, Explored>>,

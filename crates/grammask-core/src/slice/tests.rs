@@ -125,13 +125,19 @@ fn shortcut_equals_full_walk() {
             covered_final += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| c.may_end));
             covered_nested += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| c.walk_dead));
             covered_tail += usize::from(
-                BodySlice::covers(&a, s, &CoverMemo::default()).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s),
+                BodySlice::covers(&a, s, &CoverMemo::default()).is_some()
+                    && !a.rule_edges(s).is_empty()
+                    && tail_calls_only(&a, s),
             );
-            covered_call +=
-                usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
+            covered_call += usize::from(
+                BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| !c.walk_dead)
+                    && !tail_calls_only(&a, s),
+            );
             let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
             covered_deep += usize::from(m && BodySlice::covers(&a, s, &CoverMemo::default()).is_some());
-            covered_canonical += usize::from(src.contains(CANONICAL_JSON_CHAR) && BodySlice::covers(&a, s, &CoverMemo::default()).is_some());
+            covered_canonical += usize::from(
+                src.contains(CANONICAL_JSON_CHAR) && BodySlice::covers(&a, s, &CoverMemo::default()).is_some(),
+            );
             let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
             let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
             assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -579,7 +585,8 @@ fn memoized_cover_searches_equal_fresh_ones() {
         "d": {"type": "string", "format": "date-time"},
         "m": {"type": "string", "maxLength": 40}}, "required": ["t"]}"#;
     let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let flat = "c ::= [^\"\\\\0-9\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\"";
+    let flat =
+        "c ::= [^\"\\\\0-9\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\"";
     let sources = [
         json_schema_to_ebnf(schema, &opts).unwrap(),
         format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e \"\\n\"? m | \"\"\ne ::= c \"x\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
