@@ -502,6 +502,7 @@ impl CompiledGrammar {
             + k
             + self.mask_bytes.load(Ordering::Relaxed)
             + self.suffix_memo.memory_size()
+            + self.cover.memory_size()
             + self.grammar.exprs().len() * 24
     }
 }

@@ -168,6 +168,16 @@ impl Explored {
 }
 
 impl CoverMemo {
+    /// Heap bytes of the kept verdicts (each set is stored twice: list and interner key).
+    pub fn memory_size(&self) -> usize {
+        let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let size = |e: &Explored| {
+            let configs: usize = e.sets.iter().map(Vec::len).sum();
+            2 * configs * std::mem::size_of::<Config>() + e.sets.len() * 72 + e.stacks.cells.len() * 24
+        };
+        slices.values().map(size).sum()
+    }
+
     /// How many (set, slice state) pairs are decided, good or bad (for tests).
     #[cfg(test)]
     pub(super) fn decided_pairs(&self) -> usize {
