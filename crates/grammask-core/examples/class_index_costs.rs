@@ -8,7 +8,7 @@ use grammask_core::compiler::{Automata, StateId};
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::mask::{ascii_loop, MIN_ROW_RUN_BYTES};
 use grammask_core::matcher::CompiledGrammar;
-use grammask_core::slice::{BodySlice, ClassSlice, RunIndex};
+use grammask_core::slice::{BodySlice, ClassSlice, CoverMemo, RunIndex};
 use grammask_core::vocab::Vocabulary;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ fn main() {
     let t = Instant::now();
     for s in (0..a.states().len() as u32).map(StateId) {
         let mut note = |c: u128, utf8: bool| {
-            let free = BodySlice::covers(&a, s).is_none();
+            let free = BodySlice::covers(&a, s, &CoverMemo::default()).is_none();
             match classes.iter_mut().find(|x| (x.0, x.1) == (c, utf8)) {
                 Some(x) => x.2 |= free,
                 None => classes.push((c, utf8, free)),

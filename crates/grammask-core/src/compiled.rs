@@ -15,7 +15,7 @@ use crate::mask::{
     ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
     compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
-use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, Level, RunIndex};
+use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, CoverMemo, Level, RunIndex};
 use crate::token_index::{read, write, TokenIndex};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -73,6 +73,8 @@ pub struct CompiledGrammar {
     mask_bytes: AtomicUsize,
     /// Uncertain-suffix verdicts by (completion row signature, suffix list).
     suffix_memo: SuffixMemo,
+    /// Cover-search verdicts (which states read a slice), shared by the searches of all kernels.
+    cover: CoverMemo,
     /// Shortest completions per state, for token budgets (computed on first use).
     completion: OnceLock<Arc<crate::budget::Completion>>,
     /// The allowed tokens of each token edge set (empty without token expressions).
@@ -93,6 +95,7 @@ impl CompiledGrammar {
         // Each class is looked at once per vocabulary (`classes_seen`).
         // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
+        let cover = CoverMemo::default();
         // Classes met so far that the vocabulary has seen already (one lock per class, not per
         // state).
         let mut seen: Vec<(u128, bool)> = Vec::new();
@@ -112,7 +115,7 @@ impl CompiledGrammar {
                 }
             };
             if !fresh[i].2 {
-                fresh[i].2 = BodySlice::covers(&automata, s).is_none();
+                fresh[i].2 = BodySlice::covers(&automata, s, &cover).is_none();
             }
         };
         for s in (0..automata.states().len() as u32).map(StateId) {
@@ -147,6 +150,7 @@ impl CompiledGrammar {
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
             suffix_memo: SuffixMemo::default(),
+            cover,
             completion: OnceLock::new(),
             token_masks,
             stats: Default::default(),
@@ -367,8 +371,8 @@ impl CompiledGrammar {
         // Last, as cover searches cost most: a state that reads a slice itself takes it (the slice
         // accepts its tokens wholesale; the shifted part walks the differing subtrees node by
         // node), e.g. an object key's prefix among known keys.
-        let covered = |c: u128| class_covers(a, state, c);
-        if BodySlice::covers(a, state).is_some() || ClassSlice::loop_class(a, state).is_some_and(covered) {
+        let covered = |c: u128| class_covers(a, state, c, &self.cover);
+        if BodySlice::covers(a, state, &self.cover).is_some() || ClassSlice::loop_class(a, state).is_some_and(covered) {
             return Ok(None);
         }
         stack.push(state);
@@ -427,7 +431,7 @@ impl CompiledGrammar {
             if let Some(r) = read(&self.state_runs).get(&s) {
                 return r.clone();
             }
-            let r = state_run_index(&self.automata, s, &runs);
+            let r = state_run_index(&self.automata, s, &runs, &self.cover);
             write(&self.state_runs).insert(s, r.clone());
             r
         };
@@ -438,6 +442,7 @@ impl CompiledGrammar {
             capacity,
             runs: Some(&runs),
             state_runs: Some(&state_runs),
+            cover: Some(&self.cover),
         })
     }
 
@@ -497,6 +502,7 @@ impl CompiledGrammar {
             + k
             + self.mask_bytes.load(Ordering::Relaxed)
             + self.suffix_memo.memory_size()
+            + self.cover.memory_size()
             + self.grammar.exprs().len() * 24
     }
 }

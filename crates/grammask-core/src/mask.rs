@@ -29,7 +29,7 @@ use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
-use crate::slice::{BodySlice, ClassSlice, RunIndex, LEAD_LISTS};
+use crate::slice::{BodySlice, ClassSlice, CoverMemo, RunIndex, LEAD_LISTS};
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,6 +66,8 @@ pub struct Shortcuts<'a> {
     /// The run index that applies at a plain state (see `KernelWalk::runs_at`), memoized by the
     /// compiled grammar: deciding it takes a cover search.
     pub state_runs: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
+    /// The compiled grammar's cover-search verdicts (`None`: each search starts from scratch).
+    pub cover: Option<&'a CoverMemo>,
 }
 
 /// Per-state token classification, shared by all matchers of a compiled grammar.
@@ -110,7 +112,7 @@ pub fn classify_kernel(
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
     let mut never = || false;
-    let sc = Shortcuts { body, follow, class, capacity: None, runs: None, state_runs: None };
+    let sc = Shortcuts { body, follow, class, capacity: None, runs: None, state_runs: None, cover: None };
     let km = classify_kernel_budget(a, trie, vocab_size, state, sc, usize::MAX, &mut never)?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
@@ -162,6 +164,8 @@ fn classify_walk(
     on_budget: &mut dyn FnMut() -> bool,
     modes: &[bool],
 ) -> Result<Option<KernelMask>> {
+    let fresh = CoverMemo::default();
+    let sc = Shortcuts { cover: Some(sc.cover.unwrap_or(&fresh)), ..sc };
     for &interned in modes {
         let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, budget, &mut *on_budget);
         match w.classify(state, sc)? {
@@ -209,6 +213,7 @@ impl<'a> KernelWalk<'a> {
             path: Vec::new(),
             runs: sc.runs,
             shared_state_runs: sc.state_runs,
+            cover: sc.cover,
             state_runs: FastMap::default(),
             row_runs: FastMap::default(),
             readable_states: FastMap::default(),
@@ -281,6 +286,8 @@ struct KernelWalk<'a> {
     path: Vec<u8>,
     runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
     shared_state_runs: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
+    /// Cover-search verdicts (see [`Shortcuts::cover`]).
+    cover: Option<&'a CoverMemo>,
     /// The run index that applies at a virtual item's state or an interned row, once looked up.
     state_runs: FastMap<StateId, Option<Arc<RunIndex>>>,
     row_runs: FastMap<usize, Option<Arc<RunIndex>>>,

@@ -404,3 +404,58 @@ fn recognizer_matches_reference_language() {
     }
     assert!(compared > 20_000, "only {compared} strings compared");
 }
+
+/// Masks equal the brute force at every byte of documents of a schema whose strings take the
+/// string-body shortcut through cover searches shared by the whole grammar (a regex string with
+/// `minLength`, every position a new state; a `format`; open-object keys; `maxLength`), with one
+/// compiled grammar for all documents, so later positions' searches stop at pairs decided by
+/// earlier ones.
+#[test]
+fn regex_string_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", "minLength": 14},
+        "d": {"type": "string", "format": "date"},
+        "m": {"type": "string", "maxLength": 12},
+        "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$", "minLength": 5}}, "required": ["t"]}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    for t in [
+        "\":", "\": ", "\"}", "\",", "\", \"", "12", "1-", "-0", "ab", "abc", "0a", "a0", "-a", "\\\"", "\\n", "\\u00",
+        "\\/", "\u{e9}", "x\u{e9}", "ff-", "00", "2024-", "-01", "01-", "e\"", "\"t", "t\":", "zz", "fe\"}", "ab\",",
+    ] {
+        toks.push(t.as_bytes().to_vec());
+    }
+    toks.push(vec![0xC3]);
+    toks.push(vec![0xA9]);
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
+    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: [&str; 4] = [
+        r#"{"t": "x1-60f6f7e7-0123456789abcdef", "m": "a\"b\u00e9", "q\u00e9": 1}"#,
+        r#"{"d": "2024-01-31", "t": "ab 12--ffffff00", "zz": "t", "p": "ab12cd"}"#,
+        r#"{"p": "abcd12", "t": "1-0-0123456789"}"#,
+        "{\"t\": \"\\n\u{e9}9-a-abcdef\\\"x\", \"m\": \"\"}",
+    ];
+    let mut checked = 0;
+    for doc in docs {
+        let doc = doc.as_bytes();
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.iter().enumerate() {
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                let text = String::from_utf8_lossy(&doc[..i]);
+                assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+            checked += 1;
+            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
+        }
+        assert!(m.is_completed());
+    }
+    assert!(checked > 100);
+}

@@ -116,7 +116,7 @@ fn trigger_text_masks_match_brute_force_through_shifted_kernels() {
 fn refuted_class_covers_equal_cover_searches() {
     use grammask_core::compiler::Automata;
     use grammask_core::mask::{ascii_loop, class_covers, state_bytes};
-    use grammask_core::slice::ClassSlice;
+    use grammask_core::slice::{ClassSlice, CoverMemo};
     let json = "root ::= \"{\\\"q\\\": \\\"\" [^\"\\\\\\n]* \"\\\"}\" ([^<]* \"<\" [^>]* \">\")*";
     let (mut covered, mut refused) = (0, 0);
     for src in [GRAMMAR, json] {
@@ -124,8 +124,8 @@ fn refuted_class_covers_equal_cover_searches() {
         for s in (0..a.states().len() as u32).map(StateId) {
             let readable = state_bytes(&a, s).ascii();
             for c in [ClassSlice::loop_class(&a, s), Some(ascii_loop(&a, s)), Some(readable)].into_iter().flatten() {
-                let want = ClassSlice::covers(&a, s, c);
-                assert_eq!(class_covers(&a, s, c), want, "state {} class {c:#x}", s.0);
+                let want = ClassSlice::covers(&a, s, c, &CoverMemo::default());
+                assert_eq!(class_covers(&a, s, c, &CoverMemo::default()), want, "state {} class {c:#x}", s.0);
                 if want {
                     covered += 1;
                 } else {

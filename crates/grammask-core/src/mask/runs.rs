@@ -22,9 +22,10 @@ impl KernelWalk<'_> {
         match frame {
             _ if let Some(s) = single => {
                 let shared = self.shared_state_runs;
+                let cover = self.cover;
                 let ri = self.state_runs.entry(s).or_insert_with(|| match shared {
                     Some(f) => f(s),
-                    None => state_run_index(a, s, runs),
+                    None => state_run_index(a, s, runs, cover.unwrap_or(&CoverMemo::default())),
                 });
                 Ok(ri.clone())
             }
@@ -312,8 +313,10 @@ pub fn state_run_index(
     a: &Automata,
     s: StateId,
     runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>,
+    memo: &CoverMemo,
 ) -> Option<Arc<RunIndex>> {
-    match ClassSlice::loop_class(a, s).filter(|&c| class_covers(a, s, c)).or_else(|| first_char_class(a, s)) {
+    let covered = |&c: &u128| class_covers(a, s, c, memo);
+    match ClassSlice::loop_class(a, s).filter(covered).or_else(|| first_char_class(a, s, memo)) {
         Some(c) => runs(c, true),
         None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
     }
@@ -323,7 +326,7 @@ pub fn state_run_index(
 /// first character): the class a state it steps to loops on, when `s` reads every run of it too.
 /// PERF: the first character of a free-text value walked every multi-byte character's subtree
 /// node by node (40k nodes on Qwen2.5, 1.3 ms).
-fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
+fn first_char_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<u128> {
     let mut tried: Vec<StateId> = Vec::new();
     for e in a.byte_edges(s) {
         let t = e.target;
@@ -332,7 +335,8 @@ fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
         }
         tried.push(t);
         let c = ascii_loop(a, t);
-        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c) {
+        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c, memo)
+        {
             return Some(c);
         }
     }
@@ -345,8 +349,8 @@ fn first_char_class(a: &Automata, s: StateId) -> Option<u128> {
 /// PERF: the states of free text before a trigger read every class byte sequence but the
 /// trigger; the product search explored them all before failing (~65 us per state, a few per
 /// partial trigger), the refutation reads each state's edges once.
-pub fn class_covers(a: &Automata, s: StateId, class: u128) -> bool {
-    !ascii_cover_refuted(a, s, class) && ClassSlice::covers(a, s, class)
+pub fn class_covers(a: &Automata, s: StateId, class: u128, memo: &CoverMemo) -> bool {
+    !ascii_cover_refuted(a, s, class) && ClassSlice::covers(a, s, class, memo)
 }
 
 /// States [`ascii_cover_refuted`] looks at before giving up (undecided).

@@ -11,6 +11,8 @@ impl KernelWalk<'_> {
     pub(super) fn classify(&mut self, state: StateId, sc: Shortcuts<'_>) -> Result<bool> {
         let Shortcuts { body, follow, class, capacity, .. } = sc;
         let (a, trie) = (self.a, self.trie);
+        let fresh = CoverMemo::default();
+        let memo = self.cover.unwrap_or(&fresh);
         let w = self;
         let base = Frame::Rows(w.chart.num_rows());
         match body {
@@ -25,7 +27,7 @@ impl KernelWalk<'_> {
                     }
                 }
             }
-            Some(sl) if let Some(cover) = BodySlice::covers(a, state) => {
+            Some(sl) if let Some(cover) = BodySlice::covers(a, state, memo) => {
                 // Every body-text token stays inside the rule; walk only the frontier subtrees, each
                 // after replaying its (body-text) parent path exactly as the full walk would.
                 w.accepted.or_assign(&sl.slice);
@@ -45,7 +47,7 @@ impl KernelWalk<'_> {
                     }
                 }
             }
-            _ if let Some(cs) = class.filter(|cs| class_covers(a, state, cs.ascii)) => {
+            _ if let Some(cs) = class.filter(|cs| class_covers(a, state, cs.ascii, memo)) => {
                 // Free text of one class: its runs stay inside the rule; everything else is walked.
                 w.accepted.or_assign(&cs.slice);
                 for f in &cs.frontier {

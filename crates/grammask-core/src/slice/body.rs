@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::cover_search;
+use super::cover::{cover_search, CoverMemo, SliceKey};
 use super::{Body, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -160,8 +160,9 @@ impl BodySlice {
     /// A state whose only way on is rule references qualifies when each referenced rule's start
     /// does (the token is read inside them); then every frontier node must be walked
     /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
-    pub fn covers(a: &Automata, s: StateId) -> Option<Cover> {
-        if let Some(may_end) = cover_search(a, s, body_step) {
+    /// Searches already decided in `memo` (the grammar's) are not redone.
+    pub fn covers(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<Cover> {
+        if let Some(may_end) = cover_search(a, s, SliceKey::Body, body_step, memo) {
             return Some(Cover { may_end, walk_dead: false });
         }
         let edges = a.rule_edges(s);
@@ -169,15 +170,15 @@ impl BodySlice {
             return None;
         }
         for &(r, _) in edges {
-            Self::covers_plain(a, a.callee_start(s, r))?;
+            Self::covers_plain(a, a.callee_start(s, r), memo)?;
         }
         Some(Cover { may_end: true, walk_dead: true })
     }
 
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
     /// (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
-    fn covers_plain(a: &Automata, s: StateId) -> Option<bool> {
-        cover_search(a, s, body_step)
+    fn covers_plain(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<bool> {
+        cover_search(a, s, SliceKey::Body, body_step, memo)
     }
 }
 

@@ -4,7 +4,7 @@
 //! Pipeline place: built per vocabulary and ASCII class by the token index, on the first grammar
 //! with a state that loops on the class; used by kernel classification at such states.
 use super::body::body_step;
-use super::cover::cover_search;
+use super::cover::{cover_search, CoverMemo, SliceKey};
 use super::{build_slice, Body, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -65,7 +65,8 @@ impl ClassSlice {
 
     /// Whether, from `s`, every class byte sequence is read into states without rule references
     /// (then every slice token stays inside the rule, and everything else is frontier).
-    pub fn covers(a: &Automata, s: StateId, ascii: u128) -> bool {
-        cover_search(a, s, |b, x| class_step(ascii, b, x)).is_some()
+    /// (Searches already decided in `memo`, the grammar's, are not redone.)
+    pub fn covers(a: &Automata, s: StateId, ascii: u128, memo: &CoverMemo) -> bool {
+        cover_search(a, s, SliceKey::Class(ascii), |b, x| class_step(ascii, b, x), memo).is_some()
     }
 }

@@ -3,14 +3,20 @@
 //!
 //! Pipeline place: called when a kernel is classified ([`super::BodySlice::covers`],
 //! [`super::ClassSlice::covers`]); a state that covers a slice takes the slice plus walks of its
-//! frontier instead of a full trie walk.
+//! frontier instead of a full trie walk. The verdicts are kept per compiled grammar
+//! ([`CoverMemo`]), so the searches of successive positions of one string share their work.
 use super::Body;
 use crate::compiler::{Automata, StateId};
 use crate::fasthash::{FastMap, FastState};
 use std::collections::HashMap;
+use std::sync::Mutex;
 
-/// Most (automaton state, body state) pairs [`BodySlice::covers`] explores.
-const MAX_COVER_PAIRS: usize = 4096;
+/// Most (configuration set, slice state) pairs one [`cover_search`] explores beyond those its
+/// memo has decided.
+const MAX_COVER_PAIRS: usize = 16384;
+
+/// Most configuration sets a [`CoverMemo`] keeps per slice; past it the slice's memo starts over.
+const MAX_MEMO_SETS: usize = 1 << 16;
 
 /// Whether every rule reference of `q` is a tail call: its target state is final and has no
 /// edges, so the referenced rule's end is the end of `q`'s rule (a regex's `x* (y z)?` compiled as
@@ -34,6 +40,7 @@ const MAX_SET_CONFIGS: usize = 256;
 type Config = (StateId, u32);
 
 /// Interned stacks of return states, as linked cells: `cells[id] = (below, top, depth)`.
+#[derive(Debug)]
 struct Stacks {
     cells: Vec<(u32, StateId, u32)>,
     ids: FastMap<(u32, StateId), u32>,
@@ -54,18 +61,72 @@ impl Stacks {
     }
 }
 
-/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
-/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
-/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
-/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
-/// `Dead` byte by none (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`] sets or
-/// the depth), else whether the kernel's rule can end (a final state with an empty stack is
-/// reachable).
-pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Body) -> Option<bool> {
-    let mut stacks = Stacks { cells: vec![(0, s, 0)], ids: HashMap::with_hasher(FastState) };
-    // The closure of `set` under calls and returns, sorted; `None` past the depth.
-    let mut close = |set: &mut Vec<Config>| -> Option<()> {
+/// The slice automaton a search reads against: its verdicts are kept apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SliceKey {
+    /// The string-body automaton ([`super::BodySlice`]).
+    Body,
+    /// The free-text automaton of an ASCII class ([`super::ClassSlice`]).
+    Class(u128),
+}
+
+/// Cover-search verdicts of one compiled grammar, per slice: the configuration sets met so far
+/// (with their stacks, interned for the grammar's lifetime) and, per set and slice state, whether
+/// the pair is decided.
+///
+/// Invariant: a pair marked *good* reads, with every pair reachable from it on slice bytes, every
+/// `To` byte and no `Dead` byte, and each of their successors closes within the bounds; for a good
+/// pair, `ends` holds whether some pair it reaches (itself included) holds a final configuration
+/// with an empty stack; a pair marked *bad* misreads a byte or reaches a pair that does. Pairs a
+/// search left undecided (past its bounds) are neither, so a later search explores them again.
+#[derive(Debug, Default)]
+pub struct CoverMemo {
+    slices: Mutex<FastMap<SliceKey, Explored>>,
+}
+
+#[derive(Debug)]
+struct Explored {
+    stacks: Stacks,
+    ids: FastMap<Vec<Config>, u32>,
+    sets: Vec<Vec<Config>>,
+    /// Per set, one bit per slice state (at most 16).
+    good: Vec<u16>,
+    ends: Vec<u16>,
+    bad: Vec<u16>,
+    /// Per slice state, the bytes at which the slice step changes (bit `x`: `step(b, x)` differs
+    /// from `step(b, x - 1)`; bit 0 always), found on first use.
+    slice_bounds: [Option<[u64; 4]>; 16],
+}
+
+impl Explored {
+    fn new() -> Explored {
+        Explored {
+            stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
+            ids: HashMap::with_hasher(FastState),
+            sets: Vec::new(),
+            good: Vec::new(),
+            ends: Vec::new(),
+            bad: Vec::new(),
+            slice_bounds: [None; 16],
+        }
+    }
+
+    fn intern(&mut self, set: &[Config]) -> u32 {
+        if let Some(&i) = self.ids.get(set) {
+            return i;
+        }
+        let i = self.sets.len() as u32;
+        self.ids.insert(set.to_vec(), i);
+        self.sets.push(set.to_vec());
+        self.good.push(0);
+        self.ends.push(0);
+        self.bad.push(0);
+        i
+    }
+
+    /// Closes `set` under calls and returns, sorted and deduplicated; `None` past the depth or
+    /// the set size.
+    fn close(&mut self, a: &Automata, set: &mut Vec<Config>) -> Option<()> {
         let mut i = 0;
         while i < set.len() {
             let (q, st) = set[i];
@@ -76,12 +137,12 @@ pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Bo
                 }
             };
             if a.state(q).is_final && st != 0 {
-                let (below, top, _) = stacks.cells[st as usize];
+                let (below, top, _) = self.stacks.cells[st as usize];
                 add((top, below), set);
             }
             for &(r, t) in a.rule_edges(q) {
                 let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
-                let callee_stack = if tail { st } else { stacks.push(st, t)? };
+                let callee_stack = if tail { st } else { self.stacks.push(st, t)? };
                 add((a.callee_start(q, r), callee_stack), set);
             }
             if set.len() > MAX_SET_CONFIGS {
@@ -89,47 +150,126 @@ pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Bo
             }
         }
         set.sort_unstable();
+        set.dedup();
         Some(())
-    };
-    // PERF: std's SipHash on the set keys and a hash set of pairs took half of a search (a
-    // regex-bodied string with `minLength`: ~4,000 pairs, 10-30 ms per new position); the pairs
-    // seen are one bit per body state of each set instead.
-    let mut ids: FastMap<Vec<Config>, u32> = HashMap::with_hasher(FastState);
-    let mut sets: Vec<Vec<Config>> = Vec::new();
-    let mut seen: Vec<u16> = Vec::new();
-    let mut pairs = 0usize;
-    let mark = |seen: &mut Vec<u16>, pairs: &mut usize, id: u32, b: u8| -> bool {
-        let i = id as usize;
-        if i >= seen.len() {
-            seen.resize(i + 1, 0);
-        }
-        debug_assert!(b < 16, "slice automaton state {b}");
-        let bit = 1u16 << b;
-        let fresh = seen[i] & bit == 0;
-        seen[i] |= bit;
-        *pairs += usize::from(fresh);
-        fresh
-    };
-    let mut stack: Vec<(u32, u8)> = Vec::new();
-    let mut has_final = false;
+    }
+
+    fn bounds(&mut self, b: u8, step: &impl Fn(u8, u8) -> Body) -> [u64; 4] {
+        *self.slice_bounds[usize::from(b)].get_or_insert_with(|| {
+            let mut bits = [1u64, 0, 0, 0];
+            for x in 1..=255u8 {
+                if step(b, x) != step(b, x - 1) {
+                    bits[usize::from(x >> 6)] |= 1 << (x & 63);
+                }
+            }
+            bits
+        })
+    }
+}
+
+impl CoverMemo {
+    /// Heap bytes of the kept verdicts (each set is stored twice: list and interner key).
+    pub fn memory_size(&self) -> usize {
+        let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let size = |e: &Explored| {
+            let configs: usize = e.sets.iter().map(Vec::len).sum();
+            2 * configs * std::mem::size_of::<Config>() + e.sets.len() * 72 + e.stacks.cells.len() * 24
+        };
+        slices.values().map(size).sum()
+    }
+
+    /// How many (set, slice state) pairs are decided, good or bad (for tests).
+    #[cfg(test)]
+    pub(super) fn decided_pairs(&self) -> usize {
+        let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ones = |v: &[u16]| v.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        slices.values().map(|e| ones(&e.good) + ones(&e.bad)).sum()
+    }
+}
+
+/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
+/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
+/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
+/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
+/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
+/// `Dead` byte by none (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`] new
+/// pairs or the depth), else whether the kernel's rule can end (a final state with an empty stack
+/// is reachable). Pairs `memo` decided are not explored again, and the pairs this search decides
+/// join it.
+///
+/// PERF: bytes are taken in runs on which the slice step and every configuration's edges are
+/// constant (a string body's set has ~20 such runs), not one by one; and the verdicts are kept:
+/// a regex-bodied string with `minLength` (`Github_hard---o79409`'s `trace_id`) explored 1-10k
+/// pairs at every new position, ~5 us each (6-60 ms), and its positions all meet the same sets.
+pub(super) fn cover_search(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Option<bool> {
+    let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if slices.get(&key).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
+        slices.remove(&key);
+    }
+    let ex = slices.entry(key).or_insert_with(Explored::new);
     let mut first = vec![(s, 0)];
-    close(&mut first)?;
-    ids.insert(first.clone(), 0);
-    sets.push(first);
-    mark(&mut seen, &mut pairs, 0, 0);
-    stack.push((0, 0));
+    ex.close(a, &mut first)?;
+    let root = ex.intern(&first);
+    search(a, ex, root, &step)
+}
+
+/// [`cover_search`] from pair `(root, 0)`.
+fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> Body) -> Option<bool> {
+    let decided = |ex: &Explored, id: u32, b: u8| {
+        let bit = 1u16 << b;
+        if ex.good[id as usize] & bit != 0 {
+            Some(Ok(ex.ends[id as usize] & bit != 0))
+        } else if ex.bad[id as usize] & bit != 0 {
+            Some(Err(()))
+        } else {
+            None
+        }
+    };
+    if let Some(v) = decided(ex, root, 0) {
+        return v.ok();
+    }
+    // This search's undecided pairs: their local index, whether one of their own configurations
+    // ends the kernel's rule (or a decided successor's does), and the edges between them.
+    let mut local: FastMap<(u32, u8), u32> = HashMap::with_hasher(FastState);
+    let mut pairs: Vec<(u32, u8)> = Vec::new();
+    let mut ends: Vec<bool> = Vec::new();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let mut stack: Vec<u32> = Vec::new();
+    local.insert((root, 0), 0);
+    pairs.push((root, 0));
+    ends.push(false);
+    stack.push(0);
     let mut next: Vec<Config> = Vec::new();
     // The last stepped (unclosed) configurations and the set they closed to.
     let mut last_raw: Vec<Config> = Vec::new();
     let mut last: Option<u32> = None;
-    while let Some((id, b)) = stack.pop() {
-        has_final |= sets[id as usize].iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
-        for x in 0..=255u8 {
+    while let Some(p) = stack.pop() {
+        let (id, b) = pairs[p as usize];
+        ends[p as usize] |= ex.sets[id as usize].iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
+        // The bytes at which a run starts: the slice step's and every configuration's edges'.
+        let mut bounds = ex.bounds(b, step);
+        for &(q, _) in &ex.sets[id as usize] {
+            for e in a.byte_edges(q) {
+                bounds[usize::from(e.lo >> 6)] |= 1 << (e.lo & 63);
+                if let Some(x) = e.hi.checked_add(1) {
+                    bounds[usize::from(x >> 6)] |= 1 << (x & 63);
+                }
+            }
+        }
+        for x in run_starts(bounds) {
             next.clear();
-            next.extend(sets[id as usize].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
+            next.extend(ex.sets[id as usize].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
             match step(b, x) {
                 Body::To(nb) => {
+                    debug_assert!(nb < 16, "slice automaton state {nb}");
                     if next.is_empty() {
+                        ex.bad[id as usize] |= 1 << b;
                         return None;
                     }
                     next.sort_unstable();
@@ -140,32 +280,75 @@ pub(super) fn cover_search(a: &Automata, s: StateId, step: impl Fn(u8, u8) -> Bo
                         Some(nid) if last_raw == next => nid,
                         _ => {
                             last_raw.clone_from(&next);
-                            close(&mut next)?;
-                            next.dedup();
-                            let nid = match ids.get(next.as_slice()) {
-                                Some(&i) => i,
-                                None => {
-                                    let i = sets.len() as u32;
-                                    ids.insert(next.clone(), i);
-                                    sets.push(next.clone());
-                                    i
-                                }
-                            };
+                            ex.close(a, &mut next)?;
+                            let nid = ex.intern(&next);
                             last = Some(nid);
                             nid
                         }
                     };
-                    if mark(&mut seen, &mut pairs, nid, nb) {
-                        if pairs > MAX_COVER_PAIRS {
+                    match decided(ex, nid, nb) {
+                        Some(Ok(e)) => ends[p as usize] |= e,
+                        // A pair that reaches a refuting pair refutes the cover too.
+                        Some(Err(())) => {
+                            ex.bad[id as usize] |= 1 << b;
                             return None;
                         }
-                        stack.push((nid, nb));
+                        None => {
+                            let q = match local.get(&(nid, nb)) {
+                                Some(&q) => q,
+                                None => {
+                                    if pairs.len() >= MAX_COVER_PAIRS {
+                                        return None;
+                                    }
+                                    let q = pairs.len() as u32;
+                                    local.insert((nid, nb), q);
+                                    pairs.push((nid, nb));
+                                    ends.push(false);
+                                    stack.push(q);
+                                    q
+                                }
+                            };
+                            edges.push((p, q));
+                        }
                     }
                 }
-                Body::Dead if !next.is_empty() => return None,
+                Body::Dead if !next.is_empty() => {
+                    ex.bad[id as usize] |= 1 << b;
+                    return None;
+                }
                 Body::Dead | Body::Walk => {}
             }
         }
     }
-    Some(has_final)
+    // Every pair explored is good; a pair ends the rule if a pair it reaches does (back along
+    // the edges, by target).
+    edges.sort_unstable_by_key(|&(_, q)| q);
+    let mut work: Vec<u32> = (0..pairs.len() as u32).filter(|&p| ends[p as usize]).collect();
+    while let Some(q) = work.pop() {
+        let from = edges.partition_point(|&(_, t)| t < q);
+        for &(p, _) in edges[from..].iter().take_while(|&&(_, t)| t == q) {
+            if !ends[p as usize] {
+                ends[p as usize] = true;
+                work.push(p);
+            }
+        }
+    }
+    for (&(id, b), &e) in pairs.iter().zip(&ends) {
+        ex.good[id as usize] |= 1 << b;
+        ex.ends[id as usize] |= u16::from(e) << b;
+    }
+    Some(ends[0])
+}
+
+/// The bytes whose bit is set in `bits`, in increasing order.
+fn run_starts(bits: [u64; 4]) -> impl Iterator<Item = u8> {
+    bits.into_iter().enumerate().flat_map(|(w, mut word)| {
+        std::iter::from_fn(move || {
+            let bit = word.trailing_zeros();
+            (bit < 64).then(|| {
+                word &= word - 1;
+                (w as u32 * 64 + bit) as u8
+            })
+        })
+    })
 }

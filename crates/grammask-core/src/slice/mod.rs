@@ -26,6 +26,7 @@ mod tests;
 
 pub use body::{body_capacity, body_level, BodySlice, Cover, Level};
 pub use class::ClassSlice;
+pub use cover::CoverMemo;
 pub use run_index::{RunIndex, LEAD_LISTS};
 
 /// Where a byte leads from a body state.

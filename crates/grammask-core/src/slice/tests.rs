@@ -121,17 +121,23 @@ fn shortcut_equals_full_walk() {
         let a = Automata::build(&g).unwrap();
         for s in 0..a.states().len() {
             let s = StateId(s as u32);
-            covered += usize::from(BodySlice::covers(&a, s).is_some());
-            covered_final += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.may_end));
-            covered_nested += usize::from(BodySlice::covers(&a, s).is_some_and(|c| c.walk_dead));
+            covered += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some());
+            covered_final += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| c.may_end));
+            covered_nested += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| c.walk_dead));
             covered_tail += usize::from(
-                BodySlice::covers(&a, s).is_some() && !a.rule_edges(s).is_empty() && tail_calls_only(&a, s),
+                BodySlice::covers(&a, s, &CoverMemo::default()).is_some()
+                    && !a.rule_edges(s).is_empty()
+                    && tail_calls_only(&a, s),
             );
-            covered_call +=
-                usize::from(BodySlice::covers(&a, s).is_some_and(|c| !c.walk_dead) && !tail_calls_only(&a, s));
+            covered_call += usize::from(
+                BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| !c.walk_dead)
+                    && !tail_calls_only(&a, s),
+            );
             let m = a.rule_name(a.state(s).rule) == "m" && !a.rule_edges(s).is_empty();
-            covered_deep += usize::from(m && BodySlice::covers(&a, s).is_some());
-            covered_canonical += usize::from(src.contains(CANONICAL_JSON_CHAR) && BodySlice::covers(&a, s).is_some());
+            covered_deep += usize::from(m && BodySlice::covers(&a, s, &CoverMemo::default()).is_some());
+            covered_canonical += usize::from(
+                src.contains(CANONICAL_JSON_CHAR) && BodySlice::covers(&a, s, &CoverMemo::default()).is_some(),
+            );
             let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
             let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
             assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -354,7 +360,7 @@ fn class_shortcut_equals_full_walk() {
             let s = StateId(s as u32);
             let Some(ascii) = ClassSlice::loop_class(&a, s) else { continue };
             let cs = ClassSlice::new(&trie, n, ascii);
-            covered += usize::from(ClassSlice::covers(&a, s, ascii));
+            covered += usize::from(ClassSlice::covers(&a, s, ascii, &CoverMemo::default()));
             let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
             let fast = classify_kernel(&a, &trie, n, s, None, None, Some(&cs)).unwrap();
             assert_eq!(full.accepted, fast.accepted, "state {s:?} in {src}");
@@ -565,4 +571,47 @@ fn body_slice_one_walk() {
         }
         assert_eq!(got, want, "capacity {c}");
     }
+}
+
+/// Cover searches sharing one memo (as a compiled grammar's do) give every state the verdict a
+/// search from scratch gives it, whichever order the states come in: string bodies of regex
+/// strings with a length (every position a new state, all meeting the same sets), open-object
+/// keys, canonical bodies, calls into a shared flat rule, and free text of one class.
+#[test]
+fn memoized_cover_searches_equal_fresh_ones() {
+    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", "minLength": 12},
+        "d": {"type": "string", "format": "date-time"},
+        "m": {"type": "string", "maxLength": 40}}, "required": ["t"]}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let flat =
+        "c ::= [^\"\\\\0-9\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\"";
+    let sources = [
+        json_schema_to_ebnf(schema, &opts).unwrap(),
+        format!("root ::= \"{{\\\"\" m \"\\\":1}}\" | \"[\\\"\" m \"\\\"]\" | \"<\" c \">\"\nm ::= e \"\\n\"? m | \"\"\ne ::= c \"x\"? | [0-9] | \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\" e\n{flat}"),
+        format!("root ::= \"\\\"\" json_char* \"\\\"}}\" | \"[\" json_char* \"]\"\n{CANONICAL_JSON_CHAR}"),
+        "root ::= line+\nline ::= [0-9]+ \" \" msg (\"|\" [a-z]+ \"=\" [^ \\n|]+)? \"\\n\"\nmsg ::= [^\\n|]+".to_string(),
+    ];
+    let (mut covered, mut reused) = (0, 0);
+    for src in &sources {
+        let a = Automata::build(&parse_ebnf(src, "root").unwrap()).unwrap();
+        let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
+        for order in [states.clone(), states.iter().rev().copied().collect()] {
+            let memo = CoverMemo::default();
+            for &s in &order {
+                let before = memo.decided_pairs();
+                let fresh = BodySlice::covers(&a, s, &CoverMemo::default());
+                assert_eq!(BodySlice::covers(&a, s, &memo), fresh, "state {} of\n{src}", s.0);
+                reused += usize::from(fresh.is_some() && memo.decided_pairs() == before);
+                covered += usize::from(fresh.is_some());
+                if let Some(c) = ClassSlice::loop_class(&a, s) {
+                    let fresh = ClassSlice::covers(&a, s, c, &CoverMemo::default());
+                    assert_eq!(ClassSlice::covers(&a, s, c, &memo), fresh, "state {} class {c:#x}", s.0);
+                }
+            }
+        }
+    }
+    assert!(covered > 100, "only {covered} states covered");
+    assert!(reused > 50, "only {reused} verdicts came from the memo alone");
 }
