@@ -595,18 +595,21 @@ type Follow = [u64; 4];
 /// A [`Follow`] not looked up yet (or none).
 const NO_FOLLOW: u32 = u32::MAX;
 
-/// Adds the bytes state `s` reads to `bits`.
-fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) {
+/// Adds the bytes state `s` reads to `bits`; returns their byte classes.
+/// PERF: bit ranges and class runs, not byte by byte (a row of string contents reads ~220
+/// bytes, and every row a walk pushes has its bytes collected).
+fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) -> u64 {
+    let mut classes = 0;
     for e in a.byte_edges(s) {
-        for b in e.lo..=e.hi {
-            bits[usize::from(b >> 6)] |= 1 << (b & 63);
+        let (lo, hi) = (usize::from(e.lo), usize::from(e.hi));
+        for w in lo >> 6..=hi >> 6 {
+            let from = if w == lo >> 6 { lo & 63 } else { 0 };
+            let to = if w == hi >> 6 { hi & 63 } else { 63 };
+            bits[w] |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
         }
+        classes |= class_bits(e.lo, e.hi);
     }
-}
-
-/// The byte classes of the bytes in `bits`.
-fn follow_classes(bits: &Follow) -> u64 {
-    (0..=255u8).filter(|&b| has_byte(bits, b)).fold(0, |m, b| m | 1u64 << byte_class(b))
+    classes
 }
 
 #[inline]
@@ -648,6 +651,8 @@ struct Walk<'a> {
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
+    /// Scratch: a row's items without rule edges.
+    seeds: Vec<Item>,
     /// `(cost, token)` of the walked allowed tokens that the entry lists (see [`Walk::record`]).
     out: Vec<(u32, u32)>,
     /// Fit walks: most tokens `out` may hold; beyond it the walk stops with `capped` set.
@@ -680,19 +685,20 @@ impl Walk<'_> {
             return i;
         }
         let mut bits: Follow = [0; 4];
+        let mut classes = 0;
         match chart.push_completion(self.a, origin as usize, crate::grammar::RuleId(rule)) {
             Ok(true) => {
                 for it in chart.row(chart.last_row_index()) {
-                    add_bytes(&mut bits, self.a, it.state);
+                    classes |= add_bytes(&mut bits, self.a, it.state);
                 }
                 chart.pop_row();
             }
             Ok(false) => {}
             // The chart path meets the error (or not) itself.
-            Err(_) => bits = [u64::MAX; 4],
+            Err(_) => (bits, classes) = ([u64::MAX; 4], u64::MAX),
         }
         self.follows.push(bits);
-        self.follow_classes.push(follow_classes(&bits));
+        self.follow_classes.push(classes);
         let i = (self.follows.len() - 1) as u32;
         self.follow_of.insert(key, i);
         i
@@ -708,26 +714,33 @@ impl Walk<'_> {
         let r = chart.last_row_index();
         // The row's items with rule edges are left to the chart: the bytes they read leave the
         // level.
-        let (seeds, others): (Vec<Item>, Vec<Item>) =
-            chart.row(r).iter().partition(|it| self.comp.leaf[it.state.0 as usize]);
+        let mut seeds = std::mem::take(&mut self.seeds);
+        seeds.clear();
+        let mut bits: Follow = [0; 4];
+        let mut classes = 0;
+        for it in chart.row(r) {
+            if self.comp.leaf[it.state.0 as usize] {
+                seeds.push(*it);
+            } else {
+                classes |= add_bytes(&mut bits, self.a, it.state);
+            }
+        }
         if seeds.is_empty() {
+            self.seeds = seeds;
             return Level::Chart { rows: chart.num_rows() };
         }
-        let mut bits: Follow = [0; 4];
-        for it in &others {
-            add_bytes(&mut bits, self.a, it.state);
-        }
-        let mut exits = Exits::hard(follow_classes(&bits));
+        let mut exits = Exits::hard(classes);
         self.follows.push(bits);
         self.follow_classes.push(exits.hard);
         let others = (self.follows.len() - 1) as u32;
         let lo = self.items.len();
-        for it in seeds {
+        for &it in &seeds {
             let u = rows.item_u(self.a, r, &it);
             let (f, e) = self.item_exits(chart, it, u, NO_FOLLOW);
             exits |= e;
             self.items.push((it, u, f, e));
         }
+        self.seeds = seeds;
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
@@ -1005,6 +1018,7 @@ impl Budget {
             regions: FastMap::default(),
             follow_of: FastMap::default(),
             levels: Vec::new(),
+            seeds: Vec::new(),
             out: Vec::new(),
             cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
             capped: false,
