@@ -602,10 +602,10 @@ fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) -> u64 {
     let mut classes = 0;
     for e in a.byte_edges(s) {
         let (lo, hi) = (usize::from(e.lo), usize::from(e.hi));
-        for w in lo >> 6..=hi >> 6 {
+        for (w, word) in bits.iter_mut().enumerate().take((hi >> 6) + 1).skip(lo >> 6) {
             let from = if w == lo >> 6 { lo & 63 } else { 0 };
             let to = if w == hi >> 6 { hi & 63 } else { 63 };
-            bits[w] |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
+            *word |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
         }
         classes |= class_bits(e.lo, e.hi);
     }
@@ -964,8 +964,7 @@ impl Budget {
         accepted: usize,
         max_tokens: usize,
     ) -> Result<Budget> {
-        let mut b =
-            Budget { max_tokens, comp, rows: RowCosts::default(), exact_walks: false, fit_cap: FIT_LIST_CAP };
+        let mut b = Budget { max_tokens, comp, rows: RowCosts::default(), exact_walks: false, fit_cap: FIT_LIST_CAP };
         let need = b.shortest(a, chart);
         if need >= INF || accepted + need as usize + 1 > max_tokens {
             let need = if need >= INF {
