@@ -166,8 +166,8 @@ const MAX_REGION_STATES: usize = 1 << 14;
 /// character or an escape (whose states cost a few more), and one walk answers every lower
 /// limit down to it.
 const FIT_SLACK: u32 = 6;
-/// Most tokens a fit walk lists above the limit before it gives way to an over walk at the
-/// limit, which lists the tokens that fit instead.
+/// Most tokens a fit walk at a limit within [`FIT_SLACK`] of `now` lists above it before it
+/// gives way to an over walk at the limit, which lists the tokens that fit instead.
 /// PERF: in an object key near the end of the budget (`{"queryStrin`, limit `now`), nearly
 /// every token leads to an unknown key and costs more: a fit walk read and listed the whole
 /// vocabulary (~25 ms on Llama 3), which an over walk skips.
@@ -1072,10 +1072,16 @@ impl Budget {
         }
         if let Some(d) = limit.checked_sub(now) {
             // A fit walk at a lower limit answers every limit above it: walk at most
-            // `FIT_SLACK` above `now`, so that later steps (lower limits) find it.
+            // `FIT_SLACK` above `now`, so that later steps (lower limits) find it. Only near
+            // `now` may an over walk take its place: one far above it would list most tokens,
+            // and its entry would filter them at every later step.
             let l = now + d.min(FIT_SLACK);
             let fit = Mode::Limit { limit: l, side: Side::Fit };
-            if let Some(out) = self.walk(a, trie, chart, mask, fit, now)? {
+            let near = if d > FIT_SLACK { usize::MAX } else { self.fit_cap };
+            let cap = std::mem::replace(&mut self.fit_cap, near);
+            let walked = self.walk(a, trie, chart, mask, fit, now);
+            self.fit_cap = cap;
+            if let Some(out) = walked? {
                 // Skipped tokens cost at most the limit.
                 let costs = Exact::new(out, now);
                 let top = costs.over.first().map_or(now, |e| e.0);
