@@ -62,6 +62,8 @@ pub struct Completion {
     /// Token costs by row signature, shared by every matcher of the grammar (equal signatures
     /// have equal futures, so equal costs).
     memo: Mutex<Memo>,
+    /// [`RowInfo`]s by row signature (rows past the first), shared likewise.
+    row_infos: Mutex<FastMap<u128, Arc<RowInfo>>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
     classes: OnceLock<Arc<SubtreeClasses>>,
 }
@@ -125,10 +127,10 @@ struct Memo {
 }
 
 /// The memoized token costs of one chart state, from a walk at some limit. `bound` is at least
-/// the cost after every token the state allows; `costs` lists allowed tokens whose cost differs
-/// from `now`: `over` those above, `under` those below, each by decreasing cost. `over` holds
-/// every token costing more than `limit` when `limit >= over_from`; `under` every token costing
-/// at most `limit` when `limit <= under_to` (the tokens a walk skipped are on the other side).
+/// the cost after every token the state allows; `costs` lists allowed tokens by decreasing cost:
+/// `over` holds every token costing more than `limit` (and no token costing `now` or less) when
+/// `limit >= over_from`; `under` every token costing at most `limit` (and none costing more than
+/// `under_to`) when `limit <= under_to` (the tokens a walk skipped are on the other side).
 #[derive(Debug)]
 struct Entry {
     now: u32,
@@ -145,8 +147,9 @@ struct Exact {
 }
 
 impl Exact {
-    fn new(out: Vec<(u32, u32)>, now: u32) -> Exact {
-        let (mut over, mut under): (Vec<_>, Vec<_>) = out.into_iter().filter(|e| e.0 != now).partition(|e| e.0 > now);
+    /// `over` the costs above `split` and `under` the others, of a walk's list.
+    fn new(out: Vec<(u32, u32)>, split: u32) -> Exact {
+        let (mut over, mut under): (Vec<_>, Vec<_>) = out.into_iter().partition(|e| e.0 > split);
         over.sort_unstable_by(|x, y| y.cmp(x));
         under.sort_unstable_by(|x, y| y.cmp(x));
         Exact { over, under }
@@ -163,6 +166,12 @@ const MAX_REGION_STATES: usize = 1 << 14;
 /// character or an escape (whose states cost a few more), and one walk answers every lower
 /// limit down to it.
 const FIT_SLACK: u32 = 6;
+/// Most tokens a fit walk at a limit within [`FIT_SLACK`] of `now` lists above it before it
+/// gives way to an over walk at the limit, which lists the tokens that fit instead.
+/// PERF: in an object key near the end of the budget (`{"queryStrin`, limit `now`), nearly
+/// every token leads to an unknown key and costs more: a fit walk read and listed the whole
+/// vocabulary (~25 ms on Llama 3), which an over walk skips.
+pub const FIT_LIST_CAP: usize = 4096;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
 
@@ -334,6 +343,7 @@ impl Completion {
             vocab: vocab.clone(),
             regions: Mutex::default(),
             memo: Mutex::default(),
+            row_infos: Mutex::default(),
             classes: OnceLock::new(),
         }
     }
@@ -396,6 +406,18 @@ impl Completion {
         r
     }
 
+    fn row_info(&self, sig: u128) -> Option<Arc<RowInfo>> {
+        self.row_infos.lock().unwrap_or_else(PoisonError::into_inner).get(&sig).cloned()
+    }
+
+    fn put_row_info(&self, sig: u128, info: Arc<RowInfo>) {
+        let mut m = self.row_infos.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_ROW_INFOS {
+            m.clear();
+        }
+        m.insert(sig, info);
+    }
+
     fn memo_get(&self, sig: u128) -> Option<Arc<Entry>> {
         self.memo.lock().unwrap_or_else(PoisonError::into_inner).entries.get(&sig).cloned()
     }
@@ -419,16 +441,30 @@ impl Completion {
     }
 }
 
+/// A chart row's `U(R, row)` table, sorted by rule index, holding the finite values, and its
+/// `C(row)`: both functions of the row's signature (equal signatures have equal futures).
+#[derive(Debug)]
+struct RowInfo {
+    table: Box<[(u32, u32)]>,
+    cost: u32,
+}
+
+/// Most memoized [`RowInfo`]s per grammar; when exceeded the table starts over.
+const MAX_ROW_INFOS: usize = 1 << 16;
+
 /// `U(R, o)` tables, one per chart row, kept in step with a chart (see the module doc).
-/// Invariant: `tables[o]` is sorted by rule index and holds the finite `U(R, o)` of row `o`.
+/// Invariant: `tables[o]` is the [`RowInfo`] of row `o`.
+///
+/// PERF: the infos are memoized per grammar by row signature: a step to a row seen before (by
+/// any matcher, or a walk) costs a lookup instead of a fixpoint over the row's items.
 #[derive(Clone, Debug, Default)]
 pub struct RowCosts {
-    tables: Vec<Vec<(u32, u32)>>,
+    tables: Vec<Arc<RowInfo>>,
 }
 
 impl RowCosts {
     fn lookup(&self, o: usize, rule: u32) -> u32 {
-        let t = &self.tables[o];
+        let t = &self.tables[o].table;
         t.binary_search_by_key(&rule, |e| e.0).map_or(INF, |i| t[i].1)
     }
 
@@ -446,10 +482,24 @@ impl RowCosts {
         }
     }
 
-    /// Adds the table of the chart's row number `self.tables.len()`.
+    /// Adds the info of the chart's row number `self.tables.len()`.
     fn push(&mut self, a: &Automata, comp: &Completion, chart: &Chart) {
         let r = self.tables.len();
-        let items = chart.row(r);
+        // Row 0 seeds the root: its info is not a function of its items alone.
+        let sig = (r > 0).then(|| chart.row_signature(r));
+        if let Some(info) = sig.and_then(|s| comp.row_info(s)) {
+            self.tables.push(info);
+            return;
+        }
+        let info = Arc::new(self.row_info(a, comp, chart.row(r), r));
+        if let Some(s) = sig {
+            comp.put_row_info(s, info.clone());
+        }
+        self.tables.push(info);
+    }
+
+    /// The [`RowInfo`] of row `r`, holding `items` (the tables must reach row `r - 1`).
+    fn row_info(&self, a: &Automata, comp: &Completion, items: &[Item], r: usize) -> RowInfo {
         let mut u: FastMap<u32, u32> = FastMap::default();
         if r == 0 {
             u.insert(a.root().index() as u32, 0);
@@ -481,9 +531,24 @@ impl RowCosts {
                 break;
             }
         }
+        // `C(row)`: the least `dist + U` over the row's items.
+        let mut cost = INF;
+        for it in items {
+            let d = comp.dist(it.state);
+            if d >= cost {
+                continue;
+            }
+            let rule = a.state(it.state).rule.index() as u32;
+            let up = if it.origin as usize == r {
+                u.get(&rule).copied().unwrap_or(INF)
+            } else {
+                self.lookup(it.origin as usize, rule)
+            };
+            cost = cost.min((d + up).min(INF));
+        }
         let mut t: Vec<(u32, u32)> = u.into_iter().filter(|e| e.1 < INF).collect();
         t.sort_unstable();
-        self.tables.push(t);
+        RowInfo { table: t.into_boxed_slice(), cost }
     }
 
     fn pop(&mut self) {
@@ -498,23 +563,8 @@ impl RowCosts {
 
     /// `C(row)` of the chart's last row: the fewest single-byte tokens that complete the input
     /// (0 when it is complete), or [`INF`]. The tables must be in step with `chart`.
-    pub fn cost(&self, a: &Automata, comp: &Completion, chart: &Chart) -> u32 {
-        let r = chart.last_row_index();
-        let mut best = INF;
-        for it in chart.row(r) {
-            let d = comp.dist(it.state);
-            if d >= best {
-                continue;
-            }
-            let rule = a.state(it.state).rule.index() as u32;
-            let up = if it.origin as usize == r {
-                self.tables[r].binary_search_by_key(&rule, |e| e.0).map_or(INF, |i| self.tables[r][i].1)
-            } else {
-                self.lookup(it.origin as usize, rule)
-            };
-            best = best.min((d + up).min(INF));
-        }
-        best
+    pub fn cost(&self, chart: &Chart) -> u32 {
+        self.tables[chart.last_row_index()].cost
     }
 }
 
@@ -545,18 +595,21 @@ type Follow = [u64; 4];
 /// A [`Follow`] not looked up yet (or none).
 const NO_FOLLOW: u32 = u32::MAX;
 
-/// Adds the bytes state `s` reads to `bits`.
-fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) {
+/// Adds the bytes state `s` reads to `bits`; returns their byte classes.
+/// PERF: bit ranges and class runs, not byte by byte (a row of string contents reads ~220
+/// bytes, and every row a walk pushes has its bytes collected).
+fn add_bytes(bits: &mut Follow, a: &Automata, s: StateId) -> u64 {
+    let mut classes = 0;
     for e in a.byte_edges(s) {
-        for b in e.lo..=e.hi {
-            bits[usize::from(b >> 6)] |= 1 << (b & 63);
+        let (lo, hi) = (usize::from(e.lo), usize::from(e.hi));
+        for (w, word) in bits.iter_mut().enumerate().take((hi >> 6) + 1).skip(lo >> 6) {
+            let from = if w == lo >> 6 { lo & 63 } else { 0 };
+            let to = if w == hi >> 6 { hi & 63 } else { 63 };
+            *word |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
         }
+        classes |= class_bits(e.lo, e.hi);
     }
-}
-
-/// The byte classes of the bytes in `bits`.
-fn follow_classes(bits: &Follow) -> u64 {
-    (0..=255u8).filter(|&b| has_byte(bits, b)).fold(0, |m, b| m | 1u64 << byte_class(b))
+    classes
 }
 
 #[inline]
@@ -595,13 +648,16 @@ struct Walk<'a> {
     follow_classes: Vec<u64>,
     /// This walk's [`Region`]s by `(state, threshold)`.
     regions: FastMap<(u32, i64), Region>,
-    /// `follows` indices by `(rule, origin)` for origins below `base` (rows the walk keeps).
-    follow_of: FastMap<(u32, u32), u32>,
-    /// The chart's rows when the walk began.
-    base: usize,
+    /// `follows` indices by `(rule, origin row signature)`.
+    follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
-    /// `(cost, token)` of the walked allowed tokens costing other than `now`.
+    /// Scratch: a row's items without rule edges.
+    seeds: Vec<Item>,
+    /// `(cost, token)` of the walked allowed tokens that the entry lists (see [`Walk::record`]).
     out: Vec<(u32, u32)>,
+    /// Fit walks: most tokens `out` may hold; beyond it the walk stops with `capped` set.
+    cap: usize,
+    capped: bool,
 }
 
 impl Walk<'_> {
@@ -619,32 +675,32 @@ impl Walk<'_> {
     }
 
     /// The index in `follows` of the bytes read after completing `rule` started at row `origin`
-    /// (a row below the chart's last), found by pushing (and popping) the completion's row.
+    /// (a row below the chart's last), found by pushing (and popping) the completion's row once
+    /// per origin row signature (equal signatures have equal completions).
+    /// PERF: rows the walk pushed (a key's "other" characters) used to push a completion per
+    /// trie node, and their items skipped nothing for it.
     fn follow(&mut self, chart: &mut Chart, rule: u32, origin: u32) -> u32 {
-        let keep = (origin as usize) < self.base;
-        if keep {
-            if let Some(&i) = self.follow_of.get(&(rule, origin)) {
-                return i;
-            }
+        let key = (rule, chart.row_signature(origin as usize));
+        if let Some(&i) = self.follow_of.get(&key) {
+            return i;
         }
         let mut bits: Follow = [0; 4];
+        let mut classes = 0;
         match chart.push_completion(self.a, origin as usize, crate::grammar::RuleId(rule)) {
             Ok(true) => {
                 for it in chart.row(chart.last_row_index()) {
-                    add_bytes(&mut bits, self.a, it.state);
+                    classes |= add_bytes(&mut bits, self.a, it.state);
                 }
                 chart.pop_row();
             }
             Ok(false) => {}
             // The chart path meets the error (or not) itself.
-            Err(_) => bits = [u64::MAX; 4],
+            Err(_) => (bits, classes) = ([u64::MAX; 4], u64::MAX),
         }
         self.follows.push(bits);
-        self.follow_classes.push(follow_classes(&bits));
+        self.follow_classes.push(classes);
         let i = (self.follows.len() - 1) as u32;
-        if keep {
-            self.follow_of.insert((rule, origin), i);
-        }
+        self.follow_of.insert(key, i);
         i
     }
 
@@ -658,26 +714,33 @@ impl Walk<'_> {
         let r = chart.last_row_index();
         // The row's items with rule edges are left to the chart: the bytes they read leave the
         // level.
-        let (seeds, others): (Vec<Item>, Vec<Item>) =
-            chart.row(r).iter().partition(|it| self.comp.leaf[it.state.0 as usize]);
+        let mut seeds = std::mem::take(&mut self.seeds);
+        seeds.clear();
+        let mut bits: Follow = [0; 4];
+        let mut classes = 0;
+        for it in chart.row(r) {
+            if self.comp.leaf[it.state.0 as usize] {
+                seeds.push(*it);
+            } else {
+                classes |= add_bytes(&mut bits, self.a, it.state);
+            }
+        }
         if seeds.is_empty() {
+            self.seeds = seeds;
             return Level::Chart { rows: chart.num_rows() };
         }
-        let mut bits: Follow = [0; 4];
-        for it in &others {
-            add_bytes(&mut bits, self.a, it.state);
-        }
-        let mut exits = Exits::hard(follow_classes(&bits));
+        let mut exits = Exits::hard(classes);
         self.follows.push(bits);
         self.follow_classes.push(exits.hard);
         let others = (self.follows.len() - 1) as u32;
         let lo = self.items.len();
-        for it in seeds {
+        for &it in &seeds {
             let u = rows.item_u(self.a, r, &it);
             let (f, e) = self.item_exits(chart, it, u, NO_FOLLOW);
             exits |= e;
             self.items.push((it, u, f, e));
         }
+        self.seeds = seeds;
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
@@ -698,11 +761,6 @@ impl Walk<'_> {
         if !g.has_final || g.exits == Exits::ALL {
             return (follow, g.exits);
         }
-        // PERF: a completion of a row the walk pushed is an Earley row per trie node there:
-        // such items skip nothing instead.
-        if follow == NO_FOLLOW && it.origin as usize >= self.base {
-            return (follow, Exits::ALL);
-        }
         let f = match follow {
             NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
             f => f,
@@ -710,14 +768,25 @@ impl Walk<'_> {
         (f, g.exits | Exits::hard(self.follow_classes[f as usize]))
     }
 
+    /// Lists the allowed tokens of trie node `node` at `cost`, when their entry can use it: fit
+    /// walks keep the costs above `now` ([`Entry`]'s `over`), over walks those at most their
+    /// limit (`under`), exact walks all but `now`.
+    /// PERF: the costs above `now` of a key's "other" characters are most of the vocabulary,
+    /// which over walks used to list and sort.
     fn record(&mut self, node: usize, cost: u32) {
-        if cost != self.now {
+        let keep = match self.mode {
+            Mode::Exact => cost != self.now,
+            Mode::Limit { side: Side::Fit, .. } => cost > self.now,
+            Mode::Limit { limit, side: Side::Over } => cost <= limit,
+        };
+        if keep {
             let n = self.trie.nodes[node];
             for &t in self.trie.node_tokens(&n) {
                 if self.mask.get(t as usize) {
                     self.out.push((cost, t));
                 }
             }
+            self.capped |= self.out.len() > self.cap;
         }
     }
 
@@ -760,8 +829,11 @@ impl Walk<'_> {
                     }
                     rows.push(a, comp, chart);
                     if has_token {
-                        let c = rows.cost(a, comp, chart);
+                        let c = rows.cost(chart);
                         self.record(i, c);
+                        if self.capped {
+                            return Ok(());
+                        }
                     }
                     let l = self.level_of_row(rows, chart);
                     self.levels.push(l);
@@ -823,8 +895,11 @@ impl Walk<'_> {
                         }
                         rows.push(a, comp, chart);
                         if has_token {
-                            let c = rows.cost(a, comp, chart);
+                            let c = rows.cost(chart);
                             self.record(i, c);
+                            if self.capped {
+                                return Ok(());
+                            }
                         }
                         let l = self.level_of_row(rows, chart);
                         self.levels.push(l);
@@ -842,6 +917,9 @@ impl Walk<'_> {
                             .min()
                             .unwrap_or(INF);
                         self.record(i, c);
+                        if self.capped {
+                            return Ok(());
+                        }
                     }
                     // The surviving items' exits.
                     let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.3);
@@ -871,6 +949,8 @@ pub struct Budget {
     rows: RowCosts,
     /// Tests: walk every token (see [`Budget::set_exact_walks`]).
     exact_walks: bool,
+    /// [`FIT_LIST_CAP`], or what a test set (see [`Budget::set_fit_list_cap`]).
+    fit_cap: usize,
 }
 
 impl Budget {
@@ -884,7 +964,7 @@ impl Budget {
         accepted: usize,
         max_tokens: usize,
     ) -> Result<Budget> {
-        let mut b = Budget { max_tokens, comp, rows: RowCosts::default(), exact_walks: false };
+        let mut b = Budget { max_tokens, comp, rows: RowCosts::default(), exact_walks: false, fit_cap: FIT_LIST_CAP };
         let need = b.shortest(a, chart);
         if need >= INF || accepted + need as usize + 1 > max_tokens {
             let need = if need >= INF {
@@ -907,10 +987,11 @@ impl Budget {
     /// The shortest completion of `chart`'s last row in single-byte tokens (stop token excluded).
     pub fn shortest(&mut self, a: &Automata, chart: &Chart) -> u32 {
         self.rows.sync(a, &self.comp, chart);
-        self.rows.cost(a, &self.comp, chart)
+        self.rows.cost(chart)
     }
 
-    /// The `(cost, token)` list of a walk in `mode` (see [`Walk`]).
+    /// The `(cost, token)` list of a walk in `mode` (see [`Walk`]), or `None` when a fit walk
+    /// listed more than `fit_cap` tokens.
     fn walk(
         &mut self,
         a: &Automata,
@@ -919,7 +1000,7 @@ impl Budget {
         mask: &Bitset,
         mode: Mode,
         now: u32,
-    ) -> Result<Vec<(u32, u32)>> {
+    ) -> Result<Option<Vec<(u32, u32)>>> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut w = Walk {
@@ -935,12 +1016,14 @@ impl Budget {
             follow_classes: Vec::new(),
             regions: FastMap::default(),
             follow_of: FastMap::default(),
-            base: chart.num_rows(),
             levels: Vec::new(),
+            seeds: Vec::new(),
             out: Vec::new(),
+            cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
+            capped: false,
         };
         w.run(&mut self.rows, chart)?;
-        Ok(w.out)
+        Ok((!w.capped).then_some(w.out))
     }
 
     /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
@@ -954,7 +1037,7 @@ impl Budget {
         mask: &Bitset,
     ) -> Result<Vec<(u32, u32)>> {
         let now = self.shortest(a, chart);
-        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?;
+        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.unwrap_or_default();
         out.sort_unstable_by(|x, y| y.cmp(x));
         Ok(out)
     }
@@ -963,6 +1046,52 @@ impl Budget {
     #[doc(hidden)]
     pub fn set_exact_walks(&mut self, on: bool) {
         self.exact_walks = on;
+    }
+
+    /// Sets how many tokens a fit walk lists before it gives way to an over walk (for tests of
+    /// over walks at limits above `now`: 0 makes every walk an over walk).
+    #[doc(hidden)]
+    pub fn set_fit_list_cap(&mut self, cap: usize) {
+        self.fit_cap = cap;
+    }
+
+    /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]).
+    fn walk_entry(
+        &mut self,
+        a: &Automata,
+        trie: &TokenTrie,
+        chart: &mut Chart,
+        mask: &Bitset,
+        now: u32,
+        limit: u32,
+    ) -> Result<Entry> {
+        if self.exact_walks {
+            let costs = Exact::new(self.walk(a, trie, chart, mask, Mode::Exact, now)?.unwrap_or_default(), now);
+            let top = costs.over.first().map_or(now, |e| e.0);
+            return Ok(Entry { now, bound: top, costs, over_from: 0, under_to: now.checked_sub(1) });
+        }
+        if let Some(d) = limit.checked_sub(now) {
+            // A fit walk at a lower limit answers every limit above it: walk at most
+            // `FIT_SLACK` above `now`, so that later steps (lower limits) find it. Only near
+            // `now` may an over walk take its place: one far above it would list most tokens,
+            // and its entry would filter them at every later step.
+            let l = now + d.min(FIT_SLACK);
+            let fit = Mode::Limit { limit: l, side: Side::Fit };
+            let near = if d > FIT_SLACK { usize::MAX } else { self.fit_cap };
+            let cap = std::mem::replace(&mut self.fit_cap, near);
+            let walked = self.walk(a, trie, chart, mask, fit, now);
+            self.fit_cap = cap;
+            if let Some(out) = walked? {
+                // Skipped tokens cost at most the limit.
+                let costs = Exact::new(out, now);
+                let top = costs.over.first().map_or(now, |e| e.0);
+                return Ok(Entry { now, bound: top.max(l), costs, over_from: l, under_to: None });
+            }
+        }
+        // Skipped tokens cost more than the limit; those listed at most the limit.
+        let over = Mode::Limit { limit, side: Side::Over };
+        let out = self.walk(a, trie, chart, mask, over, now)?.unwrap_or_default();
+        Ok(Entry { now, bound: INF, costs: Exact::new(out, INF), over_from: INF, under_to: Some(limit) })
     }
 
     /// Clears from `mask` the tokens after which the grammar cannot be completed and the stop
@@ -996,36 +1125,13 @@ impl Budget {
         let limit = (remaining - 2).min(INF as usize) as u32;
         let now = self.shortest(a, chart);
         let sig = chart.last_signature();
-        let answers = |e: &Entry| {
-            if limit >= now {
-                limit >= e.bound || limit >= e.over_from
-            } else {
-                e.under_to.is_some_and(|u| limit <= u)
-            }
-        };
+        // Fit lists answer limits from `now` up, over lists those below their walk's limit.
+        let by_over = |e: &Entry| limit >= now && (limit >= e.bound || limit >= e.over_from);
+        let answers = |e: &Entry| by_over(e) || e.under_to.is_some_and(|u| limit <= u);
         let entry = match self.comp.memo_get(sig) {
             Some(e) if answers(&e) => e,
             _ => {
-                // A fit walk at a lower limit answers every limit above it: walk at most
-                // `FIT_SLACK` above `now`, so that later steps (lower limits) find it.
-                let mode = match limit.checked_sub(now) {
-                    _ if self.exact_walks => Mode::Exact,
-                    Some(d) => Mode::Limit { limit: now + d.min(FIT_SLACK), side: Side::Fit },
-                    None => Mode::Limit { limit, side: Side::Over },
-                };
-                let costs = Exact::new(self.walk(a, trie, chart, mask, mode, now)?, now);
-                let top = costs.over.first().map_or(now, |e| e.0);
-                let e = match mode {
-                    Mode::Exact => Entry { now, bound: top, costs, over_from: 0, under_to: Some(INF) },
-                    // Skipped tokens cost at most the limit.
-                    Mode::Limit { limit: l, side: Side::Fit } => {
-                        Entry { now, bound: top.max(l), costs, over_from: l, under_to: None }
-                    }
-                    // Skipped tokens cost more than the limit.
-                    Mode::Limit { side: Side::Over, .. } => {
-                        Entry { now, bound: INF, costs, over_from: INF, under_to: Some(limit) }
-                    }
-                };
+                let e = self.walk_entry(a, trie, chart, mask, now, limit)?;
                 self.comp.memo_put(sig, e)
             }
         };
@@ -1034,7 +1140,7 @@ impl Budget {
         }
         let x = &entry.costs;
         debug_assert_eq!(entry.now, now);
-        if limit >= now {
+        if by_over(&entry) {
             for &(c, t) in &x.over {
                 if c <= limit {
                     break;
@@ -1044,7 +1150,7 @@ impl Budget {
                 }
             }
         } else {
-            // Only tokens that shorten the completion fit (the budget was not kept to, or this is
+            // Only the listed tokens fit (below `now`: the budget was not kept to, or this is
             // the last step before a shortest completion).
             let keep: Vec<u32> = x
                 .under

@@ -459,6 +459,12 @@ impl Chart {
         }
     }
 
+    /// The signature of row `r` (see `row_sig`).
+    #[inline]
+    pub fn row_signature(&self, r: usize) -> u128 {
+        self.row_sig[r]
+    }
+
     /// The signature of the last row (see `row_sig`).
     #[inline]
     pub fn last_signature(&self) -> u128 {

@@ -116,6 +116,15 @@ impl Matcher {
         }
     }
 
+    /// Tests: the most tokens a budget's fit walk lists before it gives way to an over walk
+    /// (see `crate::budget::FIT_LIST_CAP`; 0: over walks only).
+    #[doc(hidden)]
+    pub fn set_budget_fit_list_cap(&mut self, cap: usize) {
+        if let Some(b) = &mut self.budget {
+            b.set_fit_list_cap(cap);
+        }
+    }
+
     pub fn compiled(&self) -> &Arc<CompiledGrammar> {
         &self.compiled
     }

@@ -229,7 +229,9 @@ fn large_vocab() -> (Arc<Vocabulary>, u32) {
 
 /// Limit walks (which skip trie subtrees whose tokens their items' regions place on one side of
 /// the limit) against walks that cost every token: equal masks at states along random paths, for
-/// every remaining budget from the tightest the matcher takes up, on a large vocabulary.
+/// every remaining budget from the tightest the matcher takes up, on a large vocabulary. Also
+/// over walks alone (a fit walk's list capped at 0 tokens), which list the tokens that fit at
+/// limits from `now` up too.
 #[test]
 fn limit_walks_equal_exact_walks() {
     let (vocab, stop) = large_vocab();
@@ -246,6 +248,7 @@ fn limit_walks_equal_exact_walks() {
         }
         let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let over = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let mut compared = 0;
         for path in 0..3 {
             let mut free = Matcher::new(fast.clone(), MatcherOptions::default()).unwrap();
@@ -253,24 +256,29 @@ fn limit_walks_equal_exact_walks() {
             for step in 0..10 {
                 for remaining in 1..=24usize {
                     let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
-                    let (Ok(mut m), Ok(mut x)) =
-                        (Matcher::new(fast.clone(), opts.clone()), Matcher::new(exact.clone(), opts))
-                    else {
+                    let (Ok(mut m), Ok(mut x), Ok(mut o)) = (
+                        Matcher::new(fast.clone(), opts.clone()),
+                        Matcher::new(exact.clone(), opts.clone()),
+                        Matcher::new(over.clone(), opts),
+                    ) else {
                         continue;
                     };
                     x.set_exact_budget_walks(true);
+                    o.set_budget_fit_list_cap(0);
                     for &t in &taken {
-                        assert!(m.accept_token(t).unwrap() && x.accept_token(t).unwrap());
+                        assert!(m.accept_token(t).unwrap() && x.accept_token(t).unwrap() && o.accept_token(t).unwrap());
                     }
                     let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+                    let by_over: Vec<usize> = o.compute_mask().unwrap().iter_ones().collect();
                     let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+                    let text = String::from_utf8_lossy(
+                        &taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>(),
+                    )
+                    .into_owned();
+                    assert_eq!(got, want, "{name} path {path} step {step} remaining {remaining} after {text:?}");
                     assert_eq!(
-                        got,
-                        want,
-                        "{name} path {path} step {step} remaining {remaining} after {:?}",
-                        String::from_utf8_lossy(
-                            &taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>()
-                        )
+                        by_over, want,
+                        "over walks: {name} path {path} step {step} remaining {remaining} after {text:?}"
                     );
                     compared += 1;
                 }
