@@ -65,6 +65,11 @@ pub const LEAD_LISTS: usize = 4;
 /// Classes one walk of [`RunIndex::build_many`] serves (one byte lane each of a `u64`).
 const CLASSES_PER_WALK: usize = 8;
 
+/// `x` in every byte lane.
+fn splat(x: u8) -> u64 {
+    u64::from(x) * 0x0101_0101_0101_0101
+}
+
 /// A class's breaks as the walk finds them: nodes, their parents' leads (capped), their bytes.
 #[derive(Default)]
 struct Breaks {
@@ -96,7 +101,7 @@ impl RunIndex {
         if classes.len() > CLASSES_PER_WALK {
             return classes.chunks(CLASSES_PER_WALK).flat_map(|c| Self::build_many(trie, vocab_size, c)).collect();
         }
-                // `table[state][byte]`: `U`'s next state, or `NO_STEP` (a break).
+        // `table[state][byte]`: `U`'s next state, or `NO_STEP` (a break).
         let mut table = [[NO_STEP; 256]; 9];
         for (b, row) in table.iter_mut().enumerate() {
             for (x, cell) in row.iter_mut().enumerate() {
@@ -154,7 +159,7 @@ impl RunIndex {
             };
             let above = last[d - 1];
             let out = outside[usize::from(n.byte)];
-            let here = (above & !out) | (u64::from(cap(d as u32)) * 0x0101_0101_0101_0101 & out);
+            let here = (above & !out) | (splat(cap(d as u32)) & out);
             last[d] = here;
             let mut broken = out | if next == NO_STEP { utf8_lanes } else { 0 };
             while broken != 0 {
@@ -185,7 +190,8 @@ impl RunIndex {
         let mut wholes = Vec::with_capacity(classes.len());
         for (c, &(_, utf8)) in classes.iter().enumerate() {
             let floor = if utf8 { u8::MAX } else { 0 };
-            let lead: Vec<u8> = token_last.iter().zip(&token_lead_u).map(|(&e, &u)| lane(e, c).max(u & floor)).collect();
+            let lead: Vec<u8> =
+                token_last.iter().zip(&token_lead_u).map(|(&e, &u)| lane(e, c).max(u & floor)).collect();
             let whole = if utf8 {
                 let mut whole = text_tokens.clone();
                 for (&l, &t) in lead.iter().zip(&trie.tokens) {
