@@ -126,6 +126,15 @@ def _names_a_rule(body: str) -> bool:
     return any(m.group("id") is not None for m in _TOKEN_RE.finditer(body))
 
 
+@functools.lru_cache(maxsize=1024)
+def _rename_rules_cached(
+    ebnf: str, prefix: str, shared: Optional[Tuple[Tuple[str, str], ...]]
+) -> str:
+    """``_rename_rules``, cached by its arguments: a server lowering the same tools again names
+    their rules alike (the names count up from the start of each lowering)."""
+    return _rename_rules(ebnf, prefix, None if shared is None else dict(shared))
+
+
 def _rename_rules(ebnf: str, prefix: str, shared: Optional[Dict[str, str]] = None) -> str:
     """Prefix every rule name of an EBNF text (macro names and named arguments kept); the names
     in ``shared`` become their value instead."""
@@ -486,7 +495,8 @@ class _Lowerer:
                     self.leaf_rules[body] = name
                 shared[m.group(1)] = name
             ebnf = "\n".join(kept)
-        self.rules.append(("", _rename_rules(ebnf, prefix, shared)))
+        shared_key = None if shared is None else tuple(shared.items())
+        self.rules.append(("", _rename_rules_cached(ebnf, prefix, shared_key)))
         return prefix + "root"
 
     # ---- free text ----

@@ -127,13 +127,12 @@ impl CompiledGrammar {
                 note(c, false, s);
             }
         }
+        // A string body's run index serves walks that enter the body below the root (after an
+        // escape, a quote or a key). All of them are built in one trie walk.
+        let runs: Vec<(u128, bool)> = fresh.iter().filter(|f| f.2 || f.1).map(|f| (f.0, f.1)).collect();
+        index.build_run_indexes(&runs);
         for (c, utf8, free_text) in fresh {
             index.see_class(c, utf8);
-            // A string body's run index serves walks that enter the body below the root (after
-            // an escape, a quote or a key).
-            if free_text || utf8 {
-                index.run_index(c, utf8);
-            }
             if free_text && utf8 {
                 index.class_slice(c);
             }

@@ -79,14 +79,26 @@ impl TokenIndex {
         if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
             return Some(r.clone());
         }
+        self.build_run_indexes(&[(ascii, utf8)]);
+        read(&self.run_indexes).get(&(ascii, utf8)).cloned()
+    }
+
+    /// Builds the run indexes of those of `classes` not built yet, within the per-vocabulary
+    /// budget, in one trie walk ([`RunIndex::build_many`]).
+    pub fn build_run_indexes(&self, classes: &[(u128, bool)]) {
         let mut w = write(&self.run_indexes);
-        if w.len() >= MAX_RUN_INDEXES {
-            return w.get(&(ascii, utf8)).cloned();
+        let mut todo: Vec<(u128, bool)> = Vec::new();
+        for &c in classes {
+            if !w.contains_key(&c) && !todo.contains(&c) && w.len() + todo.len() < MAX_RUN_INDEXES {
+                todo.push(c);
+            }
         }
-        let r = w
-            .entry((ascii, utf8))
-            .or_insert_with(|| Arc::new(RunIndex::new(&self.trie, self.vocab.vocab_size(), ascii, utf8)));
-        Some(r.clone())
+        if todo.is_empty() {
+            return;
+        }
+        for (c, ri) in todo.iter().zip(RunIndex::build_many(&self.trie, self.vocab.vocab_size(), &todo)) {
+            w.insert(*c, Arc::new(ri));
+        }
     }
 
     /// The free-text slice of ASCII class `ascii` if it was built.

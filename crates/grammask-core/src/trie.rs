@@ -41,27 +41,42 @@ pub const WIDE_MIN_CHILDREN: usize = 16;
 
 impl TokenTrie {
     pub fn new(vocab: &Vocabulary) -> TokenTrie {
-        let mut t = TokenTrie::default();
+        let sorted = vocab.sorted_text_tokens();
+        // PERF: sized exactly first (each token adds its bytes past the common prefix with the
+        // previous one): growing `nodes` by doubling copied ~13 MB on Llama 3 (12 M instructions).
+        let mut lcps: Vec<u32> = Vec::with_capacity(sorted.len());
+        let mut prev: &[u8] = &[];
+        let mut node_count = 0;
+        for &id in sorted {
+            let bytes = vocab.token_bytes(id);
+            let lcp = common_prefix(prev, bytes);
+            lcps.push(lcp as u32);
+            node_count += bytes.len() - lcp;
+            prev = bytes;
+        }
+        let mut t = TokenTrie {
+            nodes: Vec::with_capacity(node_count),
+            tokens: Vec::with_capacity(sorted.len()),
+            first_token: Vec::with_capacity(node_count + 1),
+            ..TokenTrie::default()
+        };
         // open[d] = index of the open node at depth d+1 on the current path.
         let mut open: Vec<u32> = Vec::new();
-        let mut path: Vec<u8> = Vec::new();
-        for &id in vocab.sorted_text_tokens() {
+        for (&id, &lcp) in sorted.iter().zip(&lcps) {
             let bytes = vocab.token_bytes(id);
-            let lcp = path.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            let lcp = lcp as usize;
             while open.len() > lcp {
                 let n = open.pop().unwrap();
                 t.nodes[n as usize].subtree_end = t.nodes.len() as u32;
-                path.pop();
             }
             for &b in &bytes[lcp..] {
                 let parent = open.last().copied().unwrap_or(u32::MAX);
                 open.push(t.nodes.len() as u32);
-                path.push(b);
                 t.first_token.push(t.tokens.len() as u32);
                 t.nodes.push(Node {
                     byte: b,
                     parent,
-                    depth: path.len() as u32,
+                    depth: open.len() as u32,
                     subtree_end: 0,
                     tok_start: 0,
                     tok_end: 0,
@@ -81,24 +96,35 @@ impl TokenTrie {
         }
         t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
-        t.root_children = (0..t.nodes.len() as u32).filter(|&i| t.nodes[i as usize].depth == 1).collect();
+        t.root_children = t.children(None).collect();
         let mut count = vec![0u32; t.nodes.len()];
         for n in &t.nodes {
             if n.parent != u32::MAX {
                 count[n.parent as usize] += 1;
             }
         }
-        let mut wide: FastMap<u32, Vec<u32>> = (0..t.nodes.len())
+        // PERF: children found by skipping subtrees, not by a map lookup per node (14 M
+        // instructions on Llama 3).
+        t.wide = (0..t.nodes.len())
             .filter(|&i| count[i] as usize >= WIDE_MIN_CHILDREN)
-            .map(|i| (i as u32, Vec::new()))
+            .map(|i| (i as u32, t.children(Some(i)).collect()))
             .collect();
-        for (i, n) in t.nodes.iter().enumerate() {
-            if let Some(kids) = wide.get_mut(&n.parent) {
-                kids.push(i as u32);
-            }
-        }
-        t.wide = wide.into_iter().map(|(p, c)| (p, c.into())).collect();
         t
+    }
+
+    /// The children of node `i` (of the root for `None`), in byte order.
+    fn children(&self, i: Option<usize>) -> impl Iterator<Item = u32> + '_ {
+        let (mut c, end) = match i {
+            Some(i) => (i + 1, self.nodes[i].subtree_end as usize),
+            None => (0, self.nodes.len()),
+        };
+        std::iter::from_fn(move || {
+            (c < end).then(|| {
+                let here = c;
+                c = self.nodes[c].subtree_end as usize;
+                here as u32
+            })
+        })
     }
 
     /// The children of node `i` when it has many ([`WIDE_MIN_CHILDREN`]), in byte order.
@@ -126,4 +152,9 @@ impl TokenTrie {
             + self.root_children.len() * 4
             + wide
     }
+}
+
+/// The length of the longest common prefix of `a` and `b`.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

@@ -458,8 +458,15 @@ fn class_slice_from_run_index() {
     let all = u128::MAX;
     let not = |bytes: &[u8]| bytes.iter().fold(all, |c, &b| c & !(1u128 << b));
     let mut frontier_nodes = 0;
-    for ascii in [all, not(b"|"), not(b"\n|"), not(b"<{"), not(b"\" "), not(b"a")] {
-        check_run_index(&trie, n, ascii);
+    let classes = [all, not(b"|"), not(b"\n|"), not(b"<{"), not(b"\" "), not(b"a"), 1 << b'a' | 1 << b' '];
+    // Every class alone, then all of them, ASCII-only and UTF-8, in one walk.
+    for ascii in classes {
+        check_run_indexes(&trie, n, &[(ascii, false)]);
+        check_run_indexes(&trie, n, &[(ascii, true)]);
+    }
+    let mixed: Vec<(u128, bool)> = classes.iter().flat_map(|&a| [(a, true), (a, false)]).collect();
+    check_run_indexes(&trie, n, &mixed);
+    for ascii in classes {
         let walked = ClassSlice::new(&trie, n, ascii);
         let derived = RunIndex::new(&trie, n, ascii, true).class_slice(&trie);
         assert_eq!(walked.ascii, derived.ascii);
@@ -473,11 +480,15 @@ fn class_slice_from_run_index() {
     assert!(frontier_nodes > 50, "only {frontier_nodes} frontier nodes probed");
 }
 
-/// Checks [`RunIndex::new`] for one class against its definitions, read off each path directly:
-/// a token's lead is the smallest `k` such that its bytes from `k` on are read from the class
-/// start, and a node is a break node iff its path is not read from its parent's lead.
-fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
-    for utf8 in [false, true] {
+/// Checks [`RunIndex::build_many`] for `classes` (built in one walk) against their definitions,
+/// read off each path directly: a token's lead is the smallest `k` such that its bytes from `k`
+/// on are read from the class start, and a node is a break node iff its path is not read from
+/// its parent's lead.
+fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
+    let built = RunIndex::build_many(trie, n, classes);
+    assert_eq!(built.len(), classes.len());
+    for (&(ascii, utf8), ri) in classes.iter().zip(&built) {
+        assert_eq!((ri.ascii, ri.utf8), (ascii, utf8));
         let reads = |p: &[u8]| -> bool {
             let mut st = 0u8;
             for &x in p {
@@ -500,12 +511,15 @@ fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
             p.reverse();
             p
         };
-        let ri = RunIndex::new(trie, n, ascii, utf8);
         let mut breaks = Vec::new();
+        let mut whole = Bitset::new(n);
         for (i, node) in trie.nodes.iter().enumerate() {
             let p = path(i);
             for j in node.tok_start..node.tok_end {
                 assert_eq!(usize::from(ri.leads()[j as usize]), lead(&p), "lead of {p:?}, class {ascii:x} utf8 {utf8}");
+                if lead(&p) == 0 {
+                    whole.set(trie.tokens[j as usize] as usize);
+                }
             }
             let plead = lead(&p[..p.len() - 1]);
             if !reads(&p[plead..]) {
@@ -515,6 +529,7 @@ fn check_run_index(trie: &TokenTrie, n: usize, ascii: u128) {
         let indexed: Vec<(usize, usize, u8)> = (0..).map_while(|k| ri.break_at(k)).collect();
         assert_eq!(indexed, breaks, "break nodes of class {ascii:x} utf8 {utf8}");
         assert!(!breaks.is_empty());
+        assert_eq!(*ri.whole, whole, "lead-0 tokens of class {ascii:x} utf8 {utf8}");
     }
 }
 
