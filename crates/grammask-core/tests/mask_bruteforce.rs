@@ -30,6 +30,27 @@ fn brute_force(m: &Matcher, vocab: &Vocabulary) -> Vec<bool> {
     (0..vocab.vocab_size() as u32).map(|t| m.clone().accept_token(t).unwrap()).collect()
 }
 
+/// Walks each document byte by byte from a fresh matcher of `cg`, checks every mask on the way
+/// against [`brute_force`] and that the document ends complete; returns the masks checked.
+fn masks_along_docs_match_brute_force(cg: &Arc<CompiledGrammar>, vocab: &Vocabulary, docs: &[&[u8]]) -> usize {
+    let mut checked = 0;
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.iter().enumerate() {
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, vocab);
+            for (t, &w) in want.iter().enumerate() {
+                let text = String::from_utf8_lossy(&doc[..i]);
+                assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+            checked += 1;
+            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
+        }
+        assert!(m.is_completed());
+    }
+    checked
+}
+
 #[test]
 fn masks_match_brute_force_on_random_grammars() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -99,21 +120,7 @@ fn memoized_suffix_verdicts_match_brute_force() {
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let docs: [&[u8]; 3] =
         [br#"{"name_x": 1, "named": "abcdef", "q r": "a\"b"}"#, br#"["nam_e"]"#, br#"{ "vals": "\u001f", "name1":1}"#];
-    let mut checked = 0;
-    for doc in docs {
-        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-        for (i, &b) in doc.iter().enumerate() {
-            let mask = m.compute_mask().unwrap().clone();
-            let want = brute_force(&m, &vocab);
-            for (t, &w) in want.iter().enumerate() {
-                let text = String::from_utf8_lossy(&doc[..i]);
-                assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
-            }
-            checked += 1;
-            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
-        }
-        assert!(m.is_completed());
-    }
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked > 70);
     assert!(!cg.suffix_memo().is_empty(), "no suffix verdict was memoized");
 }
@@ -441,21 +448,7 @@ fn regex_string_masks_match_brute_force() {
         r#"{"p": "abcd12", "t": "1-0-0123456789"}"#,
         "{\"t\": \"\\n\u{e9}9-a-abcdef\\\"x\", \"m\": \"\"}",
     ];
-    let mut checked = 0;
-    for doc in docs {
-        let doc = doc.as_bytes();
-        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-        for (i, &b) in doc.iter().enumerate() {
-            let mask = m.compute_mask().unwrap().clone();
-            let want = brute_force(&m, &vocab);
-            for (t, &w) in want.iter().enumerate() {
-                let text = String::from_utf8_lossy(&doc[..i]);
-                assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
-            }
-            checked += 1;
-            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
-        }
-        assert!(m.is_completed());
-    }
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked > 100);
 }
