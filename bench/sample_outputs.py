@@ -8,8 +8,11 @@ compile) and the Pydantic models of ``tests/test_pydantic.py``: compile with def
 budget, parse with ``json.loads`` to finite numbers, validate with ``jsonschema`` (format checker
 on), and Pydantic models must pass ``model_validate_json(text, strict=True)``.
 
-Mask time is measured per ``fill_next_token_bitmask`` call with the budget and, replaying the same
-tokens on a separately compiled grammar (its own cold memo), without it.
+Mask time is measured per ``fill_next_token_bitmask`` call by replaying each sample's tokens on
+two more compilations of the grammar (cold caches of their own), a matcher with the budget and one
+without, their fills timed in turn at each step (``with_budget`` / ``without_budget``); the fills
+of the sampling loop itself, which follow numpy work on the previous mask and so run on colder
+CPU caches, are reported apart (``with_budget_sampling``).
 
 Usage::
 
@@ -76,15 +79,22 @@ def sample(cg: Any, decoded: List[bytes], stop: set, budget: int, rng: random.Ra
     return None, ids, False
 
 
-def replay(cg: Any, ids: List[int], times: List[float]) -> None:
-    m = xgr.GrammarMatcher(cg)
-    n = cg.tokenizer_info.vocab_size
-    bm = xgr.allocate_token_bitmask(1, n)
-    for tok in ids:
+def replay(budgeted: Any, free: Any, ids: List[int], budget: int, t_budget: List[float], t_free: List[float]) -> None:
+    """Replays a sample's tokens on two grammars compiled apart from the sampled one (cold caches of
+    their own), one matcher with the budget and one without, timing their fills in turn at each
+    step: both fills then run in the same loop, after the same work."""
+    mb = xgr.GrammarMatcher(budgeted, max_tokens=budget)
+    mf = xgr.GrammarMatcher(free)
+    bm = xgr.allocate_token_bitmask(1, budgeted.tokenizer_info.vocab_size)
+    for i, tok in enumerate(ids):
         t0 = CLOCK()
-        m.fill_next_token_bitmask(bm)
-        times.append(CLOCK() - t0)
-        assert m.accept_token(tok)
+        mb.fill_next_token_bitmask(bm)
+        t_budget.append(CLOCK() - t0)
+        t0 = CLOCK()
+        mf.fill_next_token_bitmask(bm)
+        t_free.append(CLOCK() - t0)
+        if i + 1 < len(ids):
+            assert mb.accept_token(tok) and mf.accept_token(tok)
 
 
 def main() -> None:
@@ -95,6 +105,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=384)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--traces", default=None, help="write each schema's sampled token ids here (for examples/replay_budget.rs)")
     ap.add_argument("--cpu-time", action="store_true", help="time masks by thread CPU time instead of wall time")
     args = ap.parse_args()
     if args.cpu_time:
@@ -110,11 +121,13 @@ def main() -> None:
     stop = set(info.stop_token_ids)
     comp_a = xgr.GrammarCompiler(info, cache_enabled=False)
     comp_b = xgr.GrammarCompiler(info, cache_enabled=False)
+    comp_c = xgr.GrammarCompiler(info, cache_enabled=False)
     rng = random.Random(args.seed)
     files = sorted((shared_dir() / "maskbench" / "data").glob("*.json"))
     rng.shuffle(files)
 
     stats: Dict[str, Any] = {"outputs": 0, "in_budget": 0, "finite": 0, "valid": 0, "pydantic_strict": 0, "failures": []}
+    t_sampling: List[float] = []
     t_budget: List[float] = []
     t_free: List[float] = []
 
@@ -145,6 +158,7 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001
                 stats["failures"].append((name, f"pydantic strict: {str(e)[:200]} in {text[:200]!r}"))
 
+    traces: List[Dict[str, Any]] = []
     done = 0
     for path in files:
         if done >= args.schemas:
@@ -153,13 +167,16 @@ def main() -> None:
         try:
             cga = comp_a.compile_json_schema(schema, strict_mode=False)
             cgb = comp_b.compile_json_schema(schema, strict_mode=False)
+            cgc = comp_c.compile_json_schema(schema, strict_mode=False)
             xgr.GrammarMatcher(cga, max_tokens=args.budget)
         except Exception:  # noqa: BLE001 (uncompiled schemas, or a shortest output over the budget)
             continue
         done += 1
+        traces.append({"name": path.name, "schema": schema, "runs": []})
         for _ in range(args.samples):
-            text, ids, ended = sample(cga, decoded, stop, args.budget, rng, t_budget)
-            replay(cgb, ids, t_free)
+            text, ids, ended = sample(cga, decoded, stop, args.budget, rng, t_sampling)
+            replay(cgc, cgb, ids, args.budget, t_budget, t_free)
+            traces[-1]["runs"].append(ids)
             check(path.name, text, ended, schema)
     stats["schemas"] = done
 
@@ -179,6 +196,8 @@ def main() -> None:
     stats["mask_us"] = {
         "with_budget": {"p50": pct(t_budget, 50), "p99": pct(t_budget, 99), "max": pct(t_budget, 100), "n": len(t_budget)},
         "without_budget": {"p50": pct(t_free, 50), "p99": pct(t_free, 99), "max": pct(t_free, 100), "n": len(t_free)},
+        # Fills of the sampling loop itself (each after the numpy work on the previous mask).
+        "with_budget_sampling": {"p50": pct(t_sampling, 50), "p99": pct(t_sampling, 99), "n": len(t_sampling)},
     }
     print(json.dumps({k: v for k, v in stats.items() if k != "failures"}, indent=1))
     print(f"failures: {len(stats['failures'])}")
@@ -186,6 +205,8 @@ def main() -> None:
         print("  ", f)
     if args.out:
         Path(args.out).write_text(json.dumps(stats, indent=1))
+    if args.traces:
+        Path(args.traces).write_text(json.dumps(traces))
 
 
 if __name__ == "__main__":
