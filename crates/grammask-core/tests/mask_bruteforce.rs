@@ -452,3 +452,76 @@ fn regex_string_masks_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked > 100);
 }
+
+/// Llama 3's vocabulary from the shared data dir (`$GRAMMASK_SHARED`, else `../shared` next to
+/// the repository); `None`, saying so, when the file is missing.
+fn llama3_vocab() -> Option<Arc<Vocabulary>> {
+    let root = std::env::var_os("GRAMMASK_SHARED").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        std::path::PathBuf::from,
+    );
+    let path = root.join("tokenizers/llama3/tokenizer.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: {} not found (set GRAMMASK_SHARED)", path.display());
+        return None;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut pairs: Vec<(usize, String, bool)> = spec["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (v.as_u64().unwrap() as usize, k.clone(), false))
+        .collect();
+    for t in spec["added_tokens"].as_array().into_iter().flatten() {
+        let special = t["special"].as_bool() == Some(true);
+        pairs.push((t["id"].as_u64().unwrap() as usize, t["content"].as_str().unwrap().to_string(), special));
+    }
+    let mut encoded = vec![Vec::new(); pairs.iter().map(|p| p.0 + 1).max().unwrap()];
+    let special: Vec<u32> = pairs.iter().filter(|p| p.2).map(|p| p.0 as u32).collect();
+    for (id, tok, _) in pairs {
+        encoded[id] = tok.into_bytes();
+    }
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
+    Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
+}
+
+/// Masks equal the brute force on Llama 3 (whose longest token is 128 spaces) inside counted
+/// strings of several bounds, at the positions where the characters left cross 128: a
+/// `maxLength` up to the long-run bound (`json_char{0,n}` in the string), and longer ones built
+/// from 1,024-character blocks and a shorter rest (rules that end inside the string). A length
+/// filter off by one accepts or refuses the 128-space token one position too early.
+#[test]
+fn counted_string_masks_match_brute_force_on_llama3() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 300},
+        "b": {"type": "string", "maxLength": 5000},
+        "c": {"type": "string", "minLength": 1030, "maxLength": 6000}}}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // (property, characters in the string, characters left in its chain at which to check).
+    let cases: [(&str, usize, usize); 3] = [("b", 1100, 1023), ("c", 1100, 1024), ("a", 300, 300)];
+    let mut checked = 0;
+    for (key, len, chain) in cases {
+        let prefix = format!("{{\"{key}\": \"");
+        let doc = format!("{prefix}{}\"}}", "ab".repeat(len).chars().take(len).collect::<String>());
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+        for i in 0..len {
+            let left = chain - i.min(chain);
+            if i < 2 || (126..=130).contains(&left) {
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+            }
+            assert!(m.accept_bytes(&doc.as_bytes()[prefix.len() + i..][..1]).unwrap());
+        }
+        assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
+    }
+    assert_eq!(checked, 21);
+}
