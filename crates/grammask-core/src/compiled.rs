@@ -15,7 +15,9 @@ use crate::mask::{
     ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
     compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
-use crate::slice::{body_capacity, body_level, counted_calls, BodySlice, ClassSlice, Counted, CoverMemo, Level, RunIndex};
+use crate::slice::{
+    body_capacity, body_level, counted_calls, BodySlice, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+};
 use crate::token_index::{read, write, TokenIndex};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -420,9 +422,8 @@ impl CompiledGrammar {
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let max = self.index.trie.max_depth;
-        let capacity = self
-            .body_capacity(state)
-            .or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
+        let capacity =
+            self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
@@ -456,14 +457,19 @@ impl CompiledGrammar {
         let mut fresh: HashMap<StateId, Option<Level>> = HashMap::new();
         let cap = {
             let memo = read(&self.levels);
-            body_capacity(state, max, |r| match memo.get(&r).or_else(|| fresh.get(&r)) {
-                Some(&l) => l,
-                None => {
-                    let l = body_level(&self.automata, r);
-                    fresh.insert(r, l);
-                    l
-                }
-            }, |r| self.automata.state(r).is_final)
+            body_capacity(
+                state,
+                max,
+                |r| match memo.get(&r).or_else(|| fresh.get(&r)) {
+                    Some(&l) => l,
+                    None => {
+                        let l = body_level(&self.automata, r);
+                        fresh.insert(r, l);
+                        l
+                    }
+                },
+                |r| self.automata.state(r).is_final,
+            )
         };
         if !fresh.is_empty() {
             write(&self.levels).extend(fresh);

@@ -501,15 +501,16 @@ fn counted_string_masks_match_brute_force_on_llama3() {
         "b": {"type": "string", "maxLength": 5000},
         "c": {"type": "string", "minLength": 1030, "maxLength": 5120}}}"#;
     let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let schema_g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
-    let schema_cg = Arc::new(CompiledGrammar::new(&schema_g, &vocab).unwrap());
+    let from_schema = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
     // Each counted rule used twice, so it keeps its own automaton (it is not inlined): every
     // state of `t` is final, `e`'s only at its end.
     let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4}"#;
     let ebnf = format!(
         "root ::= \"{{\\\"t\\\": \\\"\" t \"\\\"}}\" | \"[\\\"\" t \"\\\"]\" | \"{{\\\"e\\\": \\\"\" e \"\\\"}}\" | \"(\\\"\" e \"\\\")\"\nt ::= json_char{{0,300}}\ne ::= json_char{{300}}\n{jc}"
     );
-    let ebnf_cg = Arc::new(CompiledGrammar::new(&grammask_core::ebnf::parse_ebnf(&ebnf, "root").unwrap(), &vocab).unwrap());
+    let ebnf_cg =
+        Arc::new(CompiledGrammar::new(&grammask_core::ebnf::parse_ebnf(&ebnf, "root").unwrap(), &vocab).unwrap());
     // (grammar, property, characters in the string, characters left in its chain at which to check).
     let cases = [
         (&ebnf_cg, "t", 300, 300),

@@ -293,7 +293,7 @@ fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
 /// A counted string body ([`body_capacity`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Counted {
-    /// Characters the chain reads at most (at least `max_chars`: every slice token fits).
+    /// Characters the chain reads at most, capped at `max_chars` (then every slice token fits).
     pub chars: u32,
     /// Some boundary state after the first character is final: the rule may end inside a token.
     /// Then `chars` is at least `max_chars`, so no token outruns the chain.
@@ -324,7 +324,9 @@ pub fn body_capacity(
     for c in 0..max_chars {
         match level(r)? {
             Level::Zero => return (!ends).then_some(Counted { chars: c, ends, calls: false }),
-            Level::Next(t) if t == r => return Some(Counted { chars: max_chars, ends: ends || is_final(t), calls: false }),
+            Level::Next(t) if t == r => {
+                return Some(Counted { chars: max_chars, ends: ends || is_final(t), calls: false })
+            }
             Level::Next(t) => {
                 ends |= is_final(t);
                 r = t;

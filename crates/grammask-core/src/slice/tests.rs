@@ -654,4 +654,3 @@ fn memoized_cover_searches_equal_fresh_ones() {
     assert!(covered > 100, "only {covered} states covered");
     assert!(reused > 50, "only {reused} verdicts came from the memo alone");
 }
-
