@@ -15,7 +15,9 @@ use crate::mask::{
     ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
     compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
-use crate::slice::{body_capacity, body_level, BodySlice, ClassSlice, CoverMemo, Level, RunIndex};
+use crate::slice::{
+    body_capacity, body_level, counted_calls, BodySlice, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+};
 use crate::token_index::{read, write, TokenIndex};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -419,7 +421,9 @@ impl CompiledGrammar {
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
-        let capacity = self.body_capacity(state);
+        let max = self.index.trie.max_depth;
+        let capacity =
+            self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
@@ -447,20 +451,25 @@ impl CompiledGrammar {
 
     /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's
     /// [`body_level`] memoized: the positions of `json_char{0,n}` share one chain.
-    fn body_capacity(&self, state: StateId) -> Option<u32> {
+    fn body_capacity(&self, state: StateId) -> Option<Counted> {
         let max = self.index.trie.max_depth;
         // Levels computed by this call are looked up too: a chain through a cycle meets them again.
         let mut fresh: HashMap<StateId, Option<Level>> = HashMap::new();
         let cap = {
             let memo = read(&self.levels);
-            body_capacity(state, max, |r| match memo.get(&r).or_else(|| fresh.get(&r)) {
-                Some(&l) => l,
-                None => {
-                    let l = body_level(&self.automata, r);
-                    fresh.insert(r, l);
-                    l
-                }
-            })
+            body_capacity(
+                state,
+                max,
+                |r| match memo.get(&r).or_else(|| fresh.get(&r)) {
+                    Some(&l) => l,
+                    None => {
+                        let l = body_level(&self.automata, r);
+                        fresh.insert(r, l);
+                        l
+                    }
+                },
+                |r| self.automata.state(r).is_final,
+            )
         };
         if !fresh.is_empty() {
             write(&self.levels).extend(fresh);

@@ -29,7 +29,7 @@ use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
-use crate::slice::{BodySlice, ClassSlice, CoverMemo, RunIndex, LEAD_LISTS};
+use crate::slice::{BodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, LEAD_LISTS};
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ pub struct Shortcuts<'a> {
     pub class: Option<&'a ClassSlice>,
     /// The kernel state is a counted string body of this capacity
     /// ([`crate::slice::body_capacity`]); used with `body`.
-    pub capacity: Option<u32>,
+    pub capacity: Option<Counted>,
     /// Run indexes by (ASCII class, UTF-8 too), for class runs met anywhere in the walk.
     pub runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
     /// The run index that applies at a plain state (see `KernelWalk::runs_at`), memoized by the

@@ -452,3 +452,92 @@ fn regex_string_masks_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked > 100);
 }
+
+/// Llama 3's vocabulary from the shared data dir (`$GRAMMASK_SHARED`, else `../shared` next to
+/// the repository); `None`, saying so, when the file is missing.
+fn llama3_vocab() -> Option<Arc<Vocabulary>> {
+    let root = std::env::var_os("GRAMMASK_SHARED").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        std::path::PathBuf::from,
+    );
+    let path = root.join("tokenizers/llama3/tokenizer.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: {} not found (set GRAMMASK_SHARED)", path.display());
+        return None;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut pairs: Vec<(usize, String, bool)> = spec["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (v.as_u64().unwrap() as usize, k.clone(), false))
+        .collect();
+    for t in spec["added_tokens"].as_array().into_iter().flatten() {
+        let special = t["special"].as_bool() == Some(true);
+        pairs.push((t["id"].as_u64().unwrap() as usize, t["content"].as_str().unwrap().to_string(), special));
+    }
+    let mut encoded = vec![Vec::new(); pairs.iter().map(|p| p.0 + 1).max().unwrap()];
+    let special: Vec<u32> = pairs.iter().filter(|p| p.2).map(|p| p.0 as u32).collect();
+    for (id, tok, _) in pairs {
+        encoded[id] = tok.into_bytes();
+    }
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
+    Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
+}
+
+/// Masks equal the brute force on Llama 3 (whose longest token is 128 spaces) inside counted
+/// strings of several bounds, at the positions where the characters left cross 128: `maxLength`s
+/// up to the long-run bound (`json_char{0,n}` in the string), longer ones built from
+/// 1,024-character blocks and a shorter rest (rules that end inside the string), and counted
+/// rules of their own that end at every character or only at the last. A length filter off by
+/// one accepts or refuses the 128-space token one position too early.
+#[test]
+fn counted_string_masks_match_brute_force_on_llama3() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let Some(vocab) = llama3_vocab() else { return };
+    // `c`: 5,120 characters at most, so the fifth block's end is the string's.
+    let schema = r#"{"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 300},
+        "b": {"type": "string", "maxLength": 5000},
+        "c": {"type": "string", "minLength": 1030, "maxLength": 5120}}}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let from_schema = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
+    // Each counted rule used twice, so it keeps its own automaton (it is not inlined): every
+    // state of `t` is final, `e`'s only at its end.
+    let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4}"#;
+    let ebnf = format!(
+        "root ::= \"{{\\\"t\\\": \\\"\" t \"\\\"}}\" | \"[\\\"\" t \"\\\"]\" | \"{{\\\"e\\\": \\\"\" e \"\\\"}}\" | \"(\\\"\" e \"\\\")\"\nt ::= json_char{{0,300}}\ne ::= json_char{{300}}\n{jc}"
+    );
+    let ebnf_cg =
+        Arc::new(CompiledGrammar::new(&grammask_core::ebnf::parse_ebnf(&ebnf, "root").unwrap(), &vocab).unwrap());
+    // (grammar, property, characters in the string, characters left in its chain at which to check).
+    let cases = [
+        (&ebnf_cg, "t", 300, 300),
+        (&ebnf_cg, "e", 300, 300),
+        (&schema_cg, "c", 5120, 5120),
+        (&schema_cg, "b", 1100, 1023),
+        (&schema_cg, "a", 300, 300),
+    ];
+    let mut checked = 0;
+    for (cg, key, len, chain) in cases {
+        let prefix = format!("{{\"{key}\": \"");
+        let doc = format!("{prefix}{}\"}}", "ab".repeat(len).chars().take(len).collect::<String>());
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+        for i in 0..len {
+            let left = chain - i.min(chain);
+            if i == 0 || (127..=128).contains(&left) {
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+            }
+            assert!(m.accept_bytes(&doc.as_bytes()[prefix.len() + i..][..1]).unwrap());
+        }
+        assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
+    }
+    assert_eq!(checked, 15);
+}

@@ -16,7 +16,7 @@ impl KernelWalk<'_> {
         let w = self;
         let base = Frame::Rows(w.chart.num_rows());
         match body {
-            Some(sl) if let Some(c) = capacity => {
+            Some(sl) if let Some(c) = capacity.filter(|c| !c.ends).map(|c| c.chars) => {
                 // A counted string body: its slice tokens that fit are read inside the rule, the
                 // others are refused without a rule end on the way (the states are not final), so
                 // only the non-dead frontier needs a walk (a replay too long for `c` just fails).
@@ -27,7 +27,13 @@ impl KernelWalk<'_> {
                     }
                 }
             }
-            Some(sl) if let Some(cover) = BodySlice::covers(a, state, memo) => {
+            // A counted body that may end inside a token reads every slice token (none outruns
+            // its chain): it covers the slice, ending on the way.
+            Some(sl)
+                if let Some(cover) = capacity
+                    .map(|c| Cover { may_end: true, walk_dead: c.calls })
+                    .or_else(|| BodySlice::covers(a, state, memo)) =>
+            {
                 // Every body-text token stays inside the rule; walk only the frontier subtrees, each
                 // after replaying its (body-text) parent path exactly as the full walk would.
                 w.accepted.or_assign(&sl.slice);

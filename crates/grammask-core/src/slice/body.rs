@@ -210,18 +210,21 @@ pub(super) fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
     out
 }
 
-/// One character level of a counted string body at automaton state `r` (plain and not final):
+/// One character level of a counted string body at automaton state `r` (plain: no rule edges):
 /// `Next(s)` when every body character (ASCII, UTF-8 sequence, short escape) is read from `r`
-/// through plain, non-final states and all of them end in the same state `s`, and every byte that
-/// can never be in a string is refused on the way; `Zero` when no body character can even begin
-/// at `r` (and dead bytes are refused); `None` otherwise. `"` at a boundary and `\u` escapes are
-/// free (they are frontier bytes, walked for real).
+/// through plain, non-final states and all of them end in the same state `s` (plain; it may be
+/// final: the rule may end after the character), and every byte that can never be in a string is
+/// refused on the way; `Zero` when no body character can even begin at `r` (and dead bytes are
+/// refused); `None` otherwise. `"` at a boundary and `\u` escapes are free (they are frontier
+/// bytes, walked for real).
 ///
 /// A chain `r = s_c -> ... -> s_1 -> s_0` of `Next` levels ending in `Zero` reads exactly the
-/// body text that begins at most `c` characters ([`BodySlice::add_within`]).
+/// body text that begins at most `c` characters ([`BodySlice::add_within`]); the rule may end
+/// only at the character boundaries whose state is final ([`body_capacity`]).
 pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
-    let ok = |t: StateId| a.rule_edges(t).is_empty() && !a.state(t).is_final;
-    if !ok(r) {
+    let plain = |t: StateId| a.rule_edges(t).is_empty();
+    let ok = |t: StateId| plain(t) && !a.state(t).is_final;
+    if !plain(r) {
         return None;
     }
     let (table, to_bytes) = body_table();
@@ -241,7 +244,7 @@ pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
                     Body::To(nb) => {
                         read += 1;
                         let t = e.target;
-                        if !ok(t) {
+                        if !(if nb == 0 { plain(t) } else { ok(t) }) {
                             return None;
                         }
                         if nb == 0 {
@@ -287,20 +290,70 @@ fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
     })
 }
 
+/// A counted string body ([`body_capacity`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counted {
+    /// Characters the chain reads at most, capped at `max_chars` (then every slice token fits).
+    pub chars: u32,
+    /// Some boundary state after the first character is final: the rule may end inside a token.
+    /// Then `chars` is at least `max_chars`, so no token outruns the chain.
+    pub ends: bool,
+    /// The state only calls rules whose starts are counted bodies of at least `max_chars`: a
+    /// token is read inside a callee, and the text after a callee ends is the state's own rule
+    /// (as [`BodySlice::covers`]'s nested case: every frontier node is walked).
+    pub calls: bool,
+}
+
 /// The capacity of a counted string body at `s`: the `c` of a [`body_level`] chain from `s` to
 /// `Zero`, or `max_chars` when the chain reads at least that many characters (loops included):
-/// then no token can exceed it. `level` gives each state's level (memoized by the caller).
+/// then no token can exceed it. `level` gives each state's level (memoized by the caller),
+/// `is_final` its finality. `None` when a boundary on a chain shorter than `max_chars` is final:
+/// a token longer than the chain ends the rule there and is uncertain, which a walk decides (a
+/// `json_char{1024}` block's last positions, `json_char{0,n}` inside its own rule near `n`).
 ///
 /// PERF: a state that is its own next level (`json_char*` inside a larger rule: a string value
 /// of a structural tag) is unbounded at once; it used to follow its chain `max_chars` times.
-pub fn body_capacity(s: StateId, max_chars: u32, mut level: impl FnMut(StateId) -> Option<Level>) -> Option<u32> {
+pub fn body_capacity(
+    s: StateId,
+    max_chars: u32,
+    mut level: impl FnMut(StateId) -> Option<Level>,
+    is_final: impl Fn(StateId) -> bool,
+) -> Option<Counted> {
     let mut r = s;
+    let mut ends = false;
     for c in 0..max_chars {
         match level(r)? {
-            Level::Zero => return Some(c),
-            Level::Next(t) if t == r => return Some(max_chars),
-            Level::Next(t) => r = t,
+            Level::Zero => return (!ends).then_some(Counted { chars: c, ends, calls: false }),
+            Level::Next(t) if t == r => {
+                return Some(Counted { chars: max_chars, ends: ends || is_final(t), calls: false })
+            }
+            Level::Next(t) => {
+                ends |= is_final(t);
+                r = t;
+            }
         }
     }
-    Some(max_chars)
+    Some(Counted { chars: max_chars, ends, calls: false })
+}
+
+/// A state whose only way on is calls of counted string bodies that no token outruns (a string
+/// with a long `maxLength`, after its quote: blocks of `json_char{1024}` or a shorter rest): it
+/// reads every slice token inside a callee ([`Counted::calls`]). `capacity` gives a state's
+/// [`body_capacity`].
+pub fn counted_calls(
+    a: &Automata,
+    s: StateId,
+    max_chars: u32,
+    mut capacity: impl FnMut(StateId) -> Option<Counted>,
+) -> Option<Counted> {
+    let edges = a.rule_edges(s);
+    if edges.is_empty() || !a.byte_edges(s).is_empty() {
+        return None;
+    }
+    for &(r, _) in edges {
+        if capacity(a.callee_start(s, r))?.chars < max_chars {
+            return None;
+        }
+    }
+    Some(Counted { chars: max_chars, ends: true, calls: true })
 }

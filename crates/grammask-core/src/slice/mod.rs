@@ -24,7 +24,7 @@ mod run_index;
 #[cfg(test)]
 mod tests;
 
-pub use body::{body_capacity, body_level, BodySlice, Cover, Level};
+pub use body::{body_capacity, body_level, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
 pub use cover::CoverMemo;
 pub use run_index::{RunIndex, LEAD_LISTS};

@@ -229,13 +229,24 @@ fn counted_shortcut_equals_full_walk() {
         format!("root ::= \"\\\"\" json_char{{2,5}} \"\\\"\" | \"\\\"\" json_char{{0,1}} \"\\\"}}\"\n{jc}"),
         // Longer than any token: every position before the last few accepts the whole slice.
         format!("root ::= \"\\\"\" json_char{{0,12}} \"\\\"\"\n{jc}"),
-        // The rule ends inside the string: not a counted body (its states are final).
+        // The rule ends inside the string, on a chain shorter than some token: not a counted body.
         format!("root ::= \"\\\"\" t \"\\\"\"\nt ::= json_char{{0,3}}\n{jc}"),
+        // Rules that end inside the string on chains longer than any token (a long `maxLength`'s
+        // blocks): counted bodies that end, up to the positions within a token of the chain's end.
+        format!("root ::= \"\\\"\" b* t \"\\\"\" \"}}\"?\nb ::= json_char{{12}}\nt ::= json_char{{0,11}}\n{jc}"),
+        format!("root ::= \"[\\\"\" t \"\\\"]\"\nt ::= json_char{{3,20}}\n{jc}"),
+        // As `counted_chars` builds `maxLength` past its long-run bound (blocks of 300 here, too
+        // large to be inlined).
+        format!("root ::= \"\\\"\" (b{{0,2}} t | b{{3}} json_char{{0,4}}) \"\\\"\"\nb ::= json_char{{300}}\nt ::= json_char{{0,299}}\n{jc}"),
+        // A byte no string holds read after the callees end: the frontier's dead nodes are walked.
+        format!("root ::= \"\\\"\" b{{0,1}} t \"\\n}}\"\nb ::= json_char{{300}}\nt ::= json_char{{0,299}}\n{jc}"),
         // Canonical spelling: counted positions must take the shortcut too.
         format!("root ::= \"\\\"\" json_char{{1,12}} \"\\\"\"\n{CANONICAL_JSON_CHAR}"),
     ];
     let mut counted = 0;
     let mut counted_canonical = 0;
+    let mut ending = 0;
+    let mut calling = 0;
     let mut capacities = std::collections::BTreeSet::new();
     for src in &grammars {
         let g = parse_ebnf(src, "root").unwrap();
@@ -244,24 +255,32 @@ fn counted_shortcut_equals_full_walk() {
         for s in 0..a.states().len() {
             let s = StateId(s as u32);
             let f = follow[a.state(s).rule.index()];
-            let Some(c) = body_capacity(s, trie.max_depth, |r| body_level(&a, r)) else { continue };
+            let max = trie.max_depth;
+            let cap = |r| body_capacity(r, max, |r| body_level(&a, r), |r| a.state(r).is_final);
+            let Some(c) = cap(s).or_else(|| counted_calls(&a, s, max, cap)) else {
+                continue;
+            };
             counted += 1;
+            ending += usize::from(c.ends);
+            calling += usize::from(c.calls);
             counted_canonical += usize::from(src.contains(CANONICAL_JSON_CHAR));
-            capacities.insert(c);
+            capacities.insert(c.chars);
             let mut never = || false;
             let full = Shortcuts { follow: Some(&f), ..Default::default() };
             let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
             let fast = Shortcuts { body: Some(&body), follow: Some(&f), capacity: Some(c), ..Default::default() };
             let fast = classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never).unwrap().unwrap();
-            assert_eq!(full.accepted, fast.accepted, "state {s:?} capacity {c} in {src}");
+            assert_eq!(full.accepted, fast.accepted, "state {s:?} capacity {c:?} in {src}");
             let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
                 k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
             };
-            assert_eq!(spell(&full), spell(&fast), "state {s:?} capacity {c} in {src}");
+            assert_eq!(spell(&full), spell(&fast), "state {s:?} capacity {c:?} in {src}");
         }
     }
     assert!(counted >= 12, "the counted shortcut applied to {counted} states");
     assert!(counted_canonical >= 12, "the counted shortcut applied to {counted_canonical} canonical states");
+    assert!(ending >= 12, "the counted shortcut applied to {ending} states that may end");
+    assert!(calling >= 2, "the counted shortcut applied to {calling} states that call counted bodies");
     assert!(
         capacities.contains(&0) && capacities.contains(&1) && capacities.contains(&trie.max_depth),
         "{capacities:?}"
@@ -383,12 +402,17 @@ fn looping_body_capacity_reads_one_level() {
     let mut looping = 0;
     for s in (0..a.states().len() as u32).map(StateId) {
         let mut calls = 0;
-        let cap = body_capacity(s, 256, |r| {
-            calls += 1;
-            body_level(&a, r)
-        });
+        let cap = body_capacity(
+            s,
+            256,
+            |r| {
+                calls += 1;
+                body_level(&a, r)
+            },
+            |r| a.state(r).is_final,
+        );
         if body_level(&a, s) == Some(Level::Next(s)) {
-            assert_eq!((cap, calls), (Some(256), 1), "state {}", s.0);
+            assert_eq!((cap.map(|c| c.chars), calls), (Some(256), 1), "state {}", s.0);
             looping += 1;
         }
     }
