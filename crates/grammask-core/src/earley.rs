@@ -16,7 +16,7 @@
 //! - `origin <= row index`, and for a predicted item `origin == row index`;
 //! - the chart always has at least one row (row 0, the closure of the root rule's start state).
 
-use crate::compiler::{Automata, RecBudgets, StateId, LA_NONE};
+use crate::compiler::{Automata, CharBudgets, RecBudgets, StateId, LA_NONE};
 use crate::error::{Error, Result};
 use crate::fasthash::FastState;
 use crate::grammar::RuleId;
@@ -40,7 +40,10 @@ fn mix128(x: u128) -> u128 {
 
 /// An Earley item. In a grammar with a recursive `max_tokens` rule (no lookahead then),
 /// `la_origin` and `la` hold spend points instead of obligations (see [`spent`]): the parent's
-/// and the item's own, the minimum over its chain of `max_tokens` occurrences.
+/// and the item's own, the minimum over its chain of `max_tokens` occurrences. In a grammar with
+/// a recursive `max_chars` rule they hold occurrence numbers instead
+/// ([`crate::compiler::CharBudgets`]): the parent's and the item's own, the outermost bounded
+/// occurrence around it (`0`: none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Item {
     pub state: StateId,
@@ -92,6 +95,11 @@ pub struct Chart {
     clock: u32,
     /// Recursive `max_tokens` budgets: a string is being read, so no budget holds.
     free: bool,
+    /// Recursive `max_chars` budgets: the characters (UTF-8 lead bytes) read before each row;
+    /// empty without such budgets.
+    chars: Vec<u32>,
+    /// The number of recursive `max_chars` rules (decodes occurrence numbers; 0: none).
+    char_rules: u32,
 }
 
 /// Per-rule lists of the items of the row being closed that wait on the rule (have an edge on
@@ -161,9 +169,17 @@ impl Chart {
             waiting: Waiting::default(),
             clock: 0,
             free: false,
+            chars: Vec::new(),
+            char_rules: 0,
         };
+        c.init_chars(a, 1);
         for &s in states {
-            let own = a.rec_budgets().and_then(|rb| rb.bound(a.state(s).rule)).map_or(0, |n| n.saturating_add(1));
+            let rule = a.state(s).rule;
+            let own = match (a.rec_budgets(), a.char_budgets()) {
+                (Some(rb), _) => rb.bound(rule).map_or(0, |n| n.saturating_add(1)),
+                (_, Some(cb)) => cb.start(rule, 0).unwrap_or(0),
+                _ => 0,
+            };
             c.add(Item { la: own, ..Item::new(s, 0) });
         }
         // Row 0 closure cannot exceed the limit meaningfully; ignore the flag here.
@@ -184,11 +200,51 @@ impl Chart {
             waiting: Waiting::default(),
             clock: 0,
             free: false,
+            chars: Vec::new(),
+            char_rules: 0,
         };
+        c.init_chars(a, 2);
         c.add(Item::new(state, 0));
         let _ = c.close(a, 1);
         c.row_sig[1] = c.signature(1);
         c
+    }
+
+    /// Recursive `max_chars` budgets: `rows` rows, no character read yet.
+    fn init_chars(&mut self, a: &Automata, rows: usize) {
+        if let Some(cb) = a.char_budgets() {
+            self.char_rules = cb.len();
+            self.chars = vec![0; rows];
+        }
+    }
+
+    /// Recursive `max_chars` budgets: records the characters read before a new row, `from`'s
+    /// plus one when `byte` starts a character.
+    #[inline]
+    fn push_chars(&mut self, from: usize, byte: Option<u8>) {
+        if self.char_rules != 0 {
+            let lead = byte.is_some_and(|b| !(0x80..=0xBF).contains(&b));
+            self.chars.push(self.chars[from] + u32::from(lead));
+        }
+    }
+
+    /// The occurrences of recursive `max_chars` rules that end at row `r`: each has read its
+    /// budget and can end there (an item of its own rule, from its origin, is final), so
+    /// nothing inside it reads another byte.
+    fn ended_occurrences(&self, a: &Automata, cb: &CharBudgets, r: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        for it in self.row(r) {
+            if it.la == 0 || out.contains(&it.la) {
+                continue;
+            }
+            let (rule, origin, max) = cb.occurrence(it.la);
+            let st = a.state(it.state);
+            if it.origin == origin && st.rule == rule && st.is_final && self.chars[r] - self.chars[origin as usize] >= max
+            {
+                out.push(it.la);
+            }
+        }
+        out
     }
 
     /// Number of items in all rows.
@@ -235,7 +291,19 @@ impl Chart {
         let new_row = self.row_start.len() as u32;
         self.row_start.push(end as u32);
         self.row_sig.push(0);
-        if let Some(rb) = a.rec_budgets() {
+        self.push_chars(from, Some(byte));
+        if let Some(cb) = a.char_budgets() {
+            let ended = self.ended_occurrences(a, cb, from);
+            for i in prev..from_end {
+                let it = self.items[i];
+                if ended.contains(&it.la) {
+                    continue;
+                }
+                if let Some(t) = a.step(it.state, byte) {
+                    self.add(Item { state: t, ..it });
+                }
+            }
+        } else if let Some(rb) = a.rec_budgets() {
             for i in prev..from_end {
                 let it = self.items[i];
                 if let Some(t) = a.step(self.source(rb, &it), byte) {
@@ -255,6 +323,7 @@ impl Chart {
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row as usize) {
@@ -272,6 +341,7 @@ impl Chart {
         let (prev, from_end) = self.row_bounds(self.last_row_index());
         let end = self.items.len();
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, Some(byte));
         self.row_start.push(end as u32);
         self.row_sig.push(0);
         for i in prev..from_end {
@@ -288,6 +358,7 @@ impl Chart {
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
@@ -305,6 +376,7 @@ impl Chart {
             return Ok(false);
         }
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, None);
         self.row_start.push(self.items.len() as u32);
         self.row_sig.push(0);
         for &it in items {
@@ -324,6 +396,7 @@ impl Chart {
     pub fn push_completion(&mut self, a: &Automata, origin: usize, rule: RuleId) -> Result<bool> {
         let end = self.items.len();
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, None);
         self.row_start.push(end as u32);
         self.row_sig.push(0);
         let (o0, o1) = self.row_bounds(origin);
@@ -336,6 +409,7 @@ impl Chart {
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
@@ -347,12 +421,17 @@ impl Chart {
     }
 
     /// [`Chart::push_completion`] for the rule of kernel item `it` ending now: only the parents it
-    /// was predicted by advance (in a grammar with recursive budgets, the spend points match).
+    /// was predicted by advance (in a grammar with recursive budgets, the spend points or
+    /// occurrence numbers match).
     pub fn push_completion_of(&mut self, a: &Automata, it: &Item) -> Result<bool> {
         let rule = a.state(it.state).rule;
-        let Some(rb) = a.rec_budgets() else { return self.push_completion(a, it.origin as usize, rule) };
+        let rb = a.rec_budgets();
+        if rb.is_none() && a.char_budgets().is_none() {
+            return self.push_completion(a, it.origin as usize, rule);
+        }
         let end = self.items.len();
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, None);
         self.row_start.push(end as u32);
         self.row_sig.push(0);
         let (o0, o1) = self.row_bounds(it.origin as usize);
@@ -361,13 +440,15 @@ impl Chart {
             if p.la != it.la_origin {
                 continue;
             }
-            if let Some(&(_, t)) = a.rule_edges(self.source(rb, &p)).iter().find(|(r, _)| *r == rule) {
-                self.add(Item { state: self.target(rb, p.la, t), ..p });
+            let source = rb.map_or(p.state, |rb| self.source(rb, &p));
+            if let Some(&(_, t)) = a.rule_edges(source).iter().find(|(r, _)| *r == rule) {
+                self.add(Item { state: rb.map_or(t, |rb| self.target(rb, p.la, t)), ..p });
             }
         }
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
@@ -445,6 +526,7 @@ impl Chart {
         debug_assert!(self.row_start.len() > 1);
         let start = self.row_start.pop().unwrap() as usize;
         self.row_sig.pop();
+        self.chars.truncate(self.row_start.len());
         self.items.truncate(start);
     }
 
@@ -456,6 +538,7 @@ impl Chart {
             self.items.truncate(s as usize);
             self.row_start.truncate(n.max(1));
             self.row_sig.truncate(n.max(1));
+            self.chars.truncate(n.max(1));
         }
     }
 
@@ -480,7 +563,14 @@ impl Chart {
             let o = it.origin as usize;
             let ctx = if o == r { SELF_ORIGIN } else { self.row_sig[o] };
             let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
-            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ ctx.rotate_left(17)));
+            // When an occurrence may end depends on the characters it has read (bits 32..64).
+            let read = if self.char_rules != 0 && it.la != 0 {
+                let start = CharBudgets::origin_of(it.la, self.char_rules) as usize;
+                u128::from(self.chars[r] - self.chars[start]) << 32
+            } else {
+                0
+            };
+            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ read ^ (la << 64) ^ ctx.rotate_left(17)));
         }
         // Spend points are absolute: the future depends on the clock too.
         if self.clock != 0 || self.free {
@@ -499,7 +589,7 @@ impl Chart {
     pub fn is_complete(&self, a: &Automata) -> bool {
         let root = a.root();
         // With recursive budgets `la` is the root's own spend point.
-        let own_ok = a.rec_budgets().is_some();
+        let own_ok = a.rec_budgets().is_some() || a.char_budgets().is_some();
         self.last_row().iter().any(|it| {
             it.origin == 0
                 && it.la_origin == LA_NONE
@@ -568,21 +658,23 @@ impl Chart {
         let mut work = 0usize;
         let mut waiting = std::mem::take(&mut self.waiting);
         waiting.reset(a.num_rules());
-        let res = match a.rec_budgets() {
-            None => self.close_with::<false>(a, None, r, start, &mut empty_ends, &mut work, &mut waiting),
-            rb => self.close_with::<true>(a, rb, r, start, &mut empty_ends, &mut work, &mut waiting),
+        let res = match (a.rec_budgets(), a.char_budgets()) {
+            (None, None) => self.close_with::<false>(a, None, None, r, start, &mut empty_ends, &mut work, &mut waiting),
+            (rb, cb) => self.close_with::<true>(a, rb, cb, r, start, &mut empty_ends, &mut work, &mut waiting),
         };
         self.waiting = waiting;
         self.scratch.clear();
         res
     }
 
-    /// `REC`: the grammar has recursive budgets (`rb`): items carry spend points (see [`Item`]).
+    /// `REC`: the grammar has recursive budgets (`rb` or `cb`): items carry spend points or
+    /// occurrence numbers (see [`Item`]).
     #[allow(clippy::too_many_arguments)]
     fn close_with<const REC: bool>(
         &mut self,
         a: &Automata,
         rb: Option<&RecBudgets>,
+        cb: Option<&CharBudgets>,
         r: usize,
         start: usize,
         empty_ends: &mut Vec<(RuleId, u32, u32)>,
@@ -645,7 +737,23 @@ impl Chart {
                             la: own,
                         });
                     }
-                    _ => self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la }),
+                    _ => {
+                        // A recursive `max_chars` rule outside every bounded occurrence starts one.
+                        let la = match cb {
+                            Some(cb) if REC && it.la == 0 => match cb.start(rr, r as u32) {
+                                Some(occ) => occ,
+                                None if cb.start(rr, 0).is_some() => {
+                                    return Err(Error::limit(
+                                        "input bytes in a grammar with a recursive max_chars rule",
+                                        (u32::MAX / cb.len()) as usize,
+                                    ))
+                                }
+                                None => 0,
+                            },
+                            _ => it.la,
+                        };
+                        self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la })
+                    }
                 }
                 for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {
