@@ -239,7 +239,10 @@ impl Chart {
             }
             let (rule, origin, max) = cb.occurrence(it.la);
             let st = a.state(it.state);
-            if it.origin == origin && st.rule == rule && st.is_final && self.chars[r] - self.chars[origin as usize] >= max
+            if it.origin == origin
+                && st.rule == rule
+                && st.is_final
+                && self.chars[r] - self.chars[origin as usize] >= max
             {
                 out.push(it.la);
             }

@@ -282,7 +282,12 @@ fn check_mask(
         }
         assert_eq!(mask.get(t as usize), want, "mask bit {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
         let mut c = m.clone();
-        assert_eq!(c.accept_token(t).unwrap(), want, "accept {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
+        assert_eq!(
+            c.accept_token(t).unwrap(),
+            want,
+            "accept {:?} ({what})",
+            String::from_utf8_lossy(vocab.token_bytes(t))
+        );
         if want && t != stop {
             allowed.push(t);
         }

@@ -43,8 +43,7 @@ impl Automata {
         let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r]).collect();
         // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
         // So does a recursive `max_chars` rule (`CharBudgets`).
-        let budgeted =
-            grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some() || o.max_chars.is_some());
+        let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some() || o.max_chars.is_some());
         let recursive = if budgeted { reaches_cycle(grammar) } else { Vec::new() };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);

@@ -27,6 +27,7 @@
 mod automata;
 mod bounded;
 mod build;
+mod char_budget;
 mod determinize;
 mod dfa;
 mod inline;
@@ -38,14 +39,13 @@ mod scc;
 mod tail;
 #[cfg(test)]
 mod tests;
-mod char_budget;
 mod token_budget;
 mod token_edges;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
-pub use lookahead::LA_NONE;
 pub use char_budget::CharBudgets;
+pub use lookahead::LA_NONE;
 pub use token_budget::{RecBudgets, RuleBudget, TokenBudgets};
 pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;
