@@ -121,8 +121,8 @@ def test_bounded_language_is_its_definition(option, body):
 def test_bounded_rules_need_a_regular_body():
     with pytest.raises(xgr.InvalidGrammarError, match="lazy rule 'x'.*recursive rule 'x'"):
         _get_matcher_from_grammar('root ::= x\nx[lazy] ::= "(" x ")" | "a"')
-    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars.*recursive rule 'y'"):
-        _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"')
+    # max_chars works on a recursive rule (below): x ends at its first end after 2 characters.
+    assert _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"').accept_string("((a))")
     # max_tokens works on a recursive rule (tests/test_max_tokens.py), not on a left-recursive one.
     assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= "(" x ")" | "a"').accept_string("((a))")
     with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive rule 'x'"):
@@ -542,6 +542,13 @@ def test_recursive_max_chars_rollback_fork_reset():
     assert m.accept_string("yy") and m.accept_string("q")
     m.reset()
     assert m.accept_string("(xyyyy)q"), "nested: the inner occurrence is not bounded"
+
+
+def test_recursive_max_chars_in_lark():
+    info = xgr.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
+    cg = xgr.GrammarCompiler(info).compile_lark('start: a "q"\na[max_chars=3]: "(" a ")" | "x" "y"*')
+    for s, ok in [("xyyq", True), ("xyyyq", False), ("(xyyyy)q", True), ("((((x))))q", True)]:
+        assert xgr.GrammarMatcher(cg).accept_string(s) == ok, s
 
 
 def test_recursive_max_chars_errors():
