@@ -61,6 +61,20 @@ pub fn spent(ctx: u32, clock: u32) -> bool {
     ctx != 0 && ctx <= clock.saturating_add(1)
 }
 
+/// The spend point of an occurrence of a `max_tokens=0` rule (and of everything inside it): spent
+/// from the start, for strings too (no token budget yields it: theirs are `clock + n + 1`, `n > 0`).
+const SPENT_FROM_START: u32 = 1;
+
+/// The spend point of an occurrence of a rule with `max_tokens=n` started at token count `clock`.
+#[inline]
+fn own_spend(n: u32, clock: u32) -> u32 {
+    if n == 0 {
+        SPENT_FROM_START
+    } else {
+        clock.saturating_add(n).saturating_add(1)
+    }
+}
+
 /// The earlier of two spend points (`0`: none).
 #[inline]
 fn ctx_min(a: u32, b: u32) -> u32 {
@@ -176,9 +190,13 @@ impl Chart {
         for &s in states {
             let rule = a.state(s).rule;
             let own = match (a.rec_budgets(), a.char_budgets()) {
-                (Some(rb), _) => rb.bound(rule).map_or(0, |n| n.saturating_add(1)),
+                (Some(rb), _) => rb.bound(rule).map_or(0, |n| own_spend(n, 0)),
                 (_, Some(cb)) => cb.start(rule, 0).unwrap_or(0),
                 _ => 0,
+            };
+            let s = match a.rec_budgets() {
+                Some(rb) if own == SPENT_FROM_START && s == a.rule_start(rule) => rb.spent_start(a, rule),
+                _ => s,
             };
             c.add(Item { la: own, ..Item::new(s, 0) });
         }
@@ -484,10 +502,11 @@ impl Chart {
         Ok(())
     }
 
-    /// The state whose edges item `it` follows: its open state while a string is read.
+    /// The state whose edges item `it` follows: its open state while a string is read (unless it
+    /// is spent from the start).
     #[inline]
     fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
-        if self.free && it.la != 0 {
+        if self.free && it.la != 0 && it.la != SPENT_FROM_START {
             rb.open_of(it.state)
         } else {
             it.state
@@ -497,7 +516,7 @@ impl Chart {
     /// Where an item with spend point `ctx` moving to `t` goes: `t`'s twin once spent.
     #[inline]
     fn target(&self, rb: &RecBudgets, ctx: u32, t: StateId) -> StateId {
-        if !self.free && spent(ctx, self.clock) {
+        if (!self.free || ctx == SPENT_FROM_START) && spent(ctx, self.clock) {
             rb.twin_of(t)
         } else {
             t
@@ -732,13 +751,10 @@ impl Chart {
                 waiting.push(rr, (j - 1) as u32);
                 match rb {
                     Some(rb) if REC => {
-                        let own = rb.bound(rr).map_or(it.la, |n| ctx_min(it.la, self.clock.saturating_add(n + 1)));
-                        self.add(Item {
-                            state: rb.start(a, it.state, rr),
-                            origin: r as u32,
-                            la_origin: it.la,
-                            la: own,
-                        });
+                        let own = rb.bound(rr).map_or(it.la, |n| ctx_min(it.la, own_spend(n, self.clock)));
+                        let state =
+                            if own == SPENT_FROM_START { rb.spent_start(a, rr) } else { rb.start(a, it.state, rr) };
+                        self.add(Item { state, origin: r as u32, la_origin: it.la, la: own });
                     }
                     _ => {
                         // A recursive `max_chars` rule outside every bounded occurrence starts one.

@@ -32,9 +32,10 @@
 //! - `max_tokens=N` on a recursive rule: every rule it reaches gets an exhausted twin that keeps
 //!   its rule edges ([`crate::compiler::RecBudgets`]); Earley items carry the spend point of the
 //!   innermost-spending occurrence around them ([`crate::earley::Item`]), so once spent, each open
-//!   level of the occurrence follows its own rule's shortest ways to its end. `Unsupported`:
-//!   `max_tokens=0`, a rule reaching a left-recursive rule (no bounded end), lookahead or token
-//!   expressions in the grammar, and a matcher `max_tokens` budget.
+//!   level of the occurrence follows its own rule's shortest ways to its end. `max_tokens=0`:
+//!   spent from the start (for strings too): its occurrences start in their twins. `Unsupported`:
+//!   a rule reaching a left-recursive rule (no bounded end), lookahead or token expressions in
+//!   the grammar, and a matcher `max_tokens` budget.
 //! - `max_chars=N` on a recursive rule (XGrammar's semantics): an occurrence not nested in another
 //!   bounded occurrence, once it has read `N` characters (UTF-8 lead bytes), ends at the first
 //!   position where its rule can end; nested occurrences are not bounded on their own. Earley

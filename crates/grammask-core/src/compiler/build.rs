@@ -78,10 +78,6 @@ impl Automata {
                 let rec = max_tokens.is_some() && matches!(limit, Some((None, ..))) && recursive[r];
                 if rec {
                     limit = None;
-                    if let Some(e) = rec_budget_unsupported(grammar, r, max_tokens == Some(0)) {
-                        next.store(todo.len(), Ordering::Relaxed);
-                        return Err(e);
-                    }
                 }
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
@@ -247,7 +243,7 @@ impl Automata {
             }
             // Every budgeted rule moves to its twin by its items' spend points.
             let roots: Vec<RuleId> = bounds.iter().map(|b| b.0).collect();
-            super::token_budget::add_rec_twins(&mut a, &roots, &ranges, &bounds)?;
+            super::token_budget::add_rec_twins(&mut a, &roots, &rec_roots, &ranges, &bounds)?;
         }
         let char_rules: Vec<(RuleId, u32)> = (0..grammar.rules().len())
             .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, r)?)))
@@ -329,14 +325,6 @@ fn reaches_cycle(g: &Grammar) -> Vec<bool> {
         }
     }
     out
-}
-
-/// Why the recursive `max_tokens` rule `r` cannot have a budget, if it cannot.
-fn rec_budget_unsupported(g: &Grammar, r: usize, zero: bool) -> Option<Error> {
-    let name = &g.rules()[r].name;
-    zero.then(|| {
-        Error::new(ErrorKind::Unsupported, format!("max_tokens=0 on a recursive rule is not supported (rule '{name}')"))
-    })
 }
 
 /// The body rule and the stop rule of a `capture_hidden_stop_rule` rule `r`, whose body must be
