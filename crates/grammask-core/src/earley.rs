@@ -771,7 +771,7 @@ impl Chart {
                             },
                             _ => it.la,
                         };
-                        self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la })
+                        self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la });
                     }
                 }
                 for &(er, lo, la) in empty_ends.iter() {

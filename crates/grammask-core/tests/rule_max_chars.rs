@@ -323,7 +323,7 @@ fn recursive_max_chars_follow_the_reference_along_random_walks() {
                             break;
                         }
                         steps += 1;
-                        let mut push = |b: &[u8], hist: &mut Vec<_>, text_so_far: &mut Vec<String>, tag: &str| {
+                        let push = |b: &[u8], hist: &mut Vec<_>, text_so_far: &mut Vec<String>, tag: &str| {
                             let next = r.read(&cur, b, at);
                             if !next.is_empty() {
                                 hist.push((next, free.read(&fcur, b, at), at + b.len()));
