@@ -79,6 +79,8 @@ MASK_GRAMMARS = {
     "rec_value": REC_VALUE.format(n=4),
     "rec_inside_and_outside": 'root ::= "<" c ">" a\na[max_tokens=2] ::= "(" c ")" | "y"\n'
     'c[max_tokens=3] ::= "[" a "]" | [a-z]+ | "{" c "}"',
+    # Spent from the start: one letter, no brackets.
+    "rec_zero": 'root ::= "say:" e "!" e\ne[max_tokens=0] ::= "(" e ")" | [a-z]+ | "[" f "]"\nf ::= [a-z] f | "z"',
 }
 
 
@@ -379,6 +381,13 @@ def test_recursive_budgets_rollback_fork_reset(family):
     assert (bool_mask(s, info.vocab_size) == before).all()
     m.reset()
     assert (check_mask(m, info, "reset") == bool_mask(xgr.GrammarMatcher(cg), info.vocab_size)).all()
+
+
+def test_recursive_max_tokens_zero_holds_strings_too():
+    g = MASK_GRAMMARS["rec_zero"]
+    for s, ok in [("say:a!b", True), ("say:(a)!b", False), ("say:ab!b", False), ("say:a!(", False)]:
+        m = _get_matcher_from_grammar(g)
+        assert (m.accept_string(s) and m.is_completed()) == ok, s
 
 
 def test_recursive_budgets_refuse_a_matcher_token_budget():

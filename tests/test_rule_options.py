@@ -121,8 +121,8 @@ def test_bounded_language_is_its_definition(option, body):
 def test_bounded_rules_need_a_regular_body():
     with pytest.raises(xgr.InvalidGrammarError, match="lazy rule 'x'.*recursive rule 'x'"):
         _get_matcher_from_grammar('root ::= x\nx[lazy] ::= "(" x ")" | "a"')
-    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars.*recursive rule 'y'"):
-        _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"')
+    # max_chars works on a recursive rule (below): x ends at its first end after 2 characters.
+    assert _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"').accept_string("((a))")
     # max_tokens works on a recursive rule (tests/test_max_tokens.py), not on a left-recursive one.
     assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= "(" x ")" | "a"').accept_string("((a))")
     with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive rule 'x'"):
@@ -439,13 +439,129 @@ def test_temperatures_against_xgrammar():
             assert ours.temperature == theirs.temperature
 
 
-def test_recursive_max_chars_differs_from_xgrammar():
-    """XGrammar relaxes a budget on a recursive rule at run time; grammask refuses it."""
+# ---------------------------------------------------------------------------------------------
+# max_chars on recursive rules: an outermost occurrence ends at its first end once it has read
+# its budget; occurrences nested in it are not bounded (XGrammar 0.2.8's semantics; see
+# crates/grammask-core/tests/rule_max_chars.rs for the reference from the definition).
+
+REC_CHARS = {
+    "parens": ('root ::= a\na[max_chars={n}] ::= "(" a ")" | "x"', "()x"),
+    "tail": ('root ::= a "q"\na[max_chars={n}] ::= "(" a ")" | "x" "y"*', "()xyq"),
+    "list": ('root ::= a\na[max_chars={n}] ::= "[" (a ("," a)*)? "]" | "x"', "[],x"),
+    "two_rules": ('root ::= a "q"\na[max_chars={n}] ::= "(" b ")" | "x" "y"*\nb[max_chars={n}] ::= "[" a "]" | "u" "v"*', "()[]xuvq"),
+    "through": ('root ::= x\nx[max_chars={n}] ::= y\ny ::= "ab" y | "c"', "abc"),
+    "closed_tail": ('root ::= a\na[max_chars={n}] ::= "(" a ")" "z"* | "x"', "()xz"),
+}
+
+
+@pytest.mark.parametrize("name", list(REC_CHARS))
+def test_recursive_max_chars_strings_agree_with_xgrammar(name):
+    """Every string up to 6 characters: XGrammar and grammask accept the same prefixes and end at
+    the same places."""
     xg = _xg()
-    g = 'root ::= x\nx[max_chars=3] ::= y\ny ::= "ab" y | "c"'
-    assert xg.testing._is_grammar_accept_string(g, "ababc")
-    with pytest.raises(xgr.UnsupportedFeatureError):
-        accepts(g, "ababc")
+    from xgrammar.testing import _get_matcher_from_grammar as xg_matcher
+
+    template, alphabet = REC_CHARS[name]
+    compared = 0
+    for n in (0, 1, 2, 3, 5):
+        g = template.format(n=n)
+        ours_m, theirs_m = _get_matcher_from_grammar(g), xg_matcher(g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for length in range(1, 7):
+                for chars in itertools.product(alphabet, repeat=length):
+                    s = "".join(chars)
+                    ours, theirs = ours_m.fork(), theirs_m.fork()
+                    ok = ours.accept_string(s)
+                    assert ok == theirs.accept_string(s), (g, s)
+                    if ok:
+                        assert ours.is_completed() == theirs.is_completed(), (g, s)
+                    compared += 1
+    assert compared > 5 * 3**6
+
+
+def _xg_full_mask(xg, xcg, ids, vocab_size):
+    m = xg.GrammarMatcher(xcg)
+    for t in ids:
+        assert m.accept_token(t)
+    bm = xg.allocate_token_bitmask(1, vocab_size)
+    m.fill_next_token_bitmask(bm)
+    return np.unpackbits(bm[0].numpy().view(np.uint8), bitorder="little")[:vocab_size].astype(bool)
+
+
+REC_CHARS_TEXT = [
+    ('root ::= "say:" e "!"\ne[max_chars=6] ::= "(" e ")" | [a-z]+', ["say:", "say:(", "say:((", "say:(ab", "say:hello", "say:(hello", "say:((((((("]),
+    (
+        'root ::= v\nv[max_chars=8] ::= "[" (v ("," v)*)? "]" | [0-9]+ | "true"',
+        ["", "[", "[1", "[1,", "[[", "[1,2", "[12,[3", "[1,22,3]"],
+    ),
+]
+
+
+@pytest.mark.parametrize("family", ["llama3", "qwen2.5"])
+def test_recursive_max_chars_masks_match_brute_force_and_xgrammar(family):
+    xg = _xg()
+    info = tokenizer_info(family)
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    compared = 0
+    for grammar, texts in REC_CHARS_TEXT:
+        cg = compiler(family).compile_grammar(grammar)
+        xcg = xg.GrammarCompiler(xinfo).compile_grammar(grammar)
+        for text in texts:
+            ids = tokenize(hf_tokenizer(family), info, text) if text else []
+            assert b"".join(info.decoded_vocab[t] for t in ids) == text.encode()
+            m = xgr.GrammarMatcher(cg)
+            for t in ids:
+                assert m.accept_token(t), (grammar, text)
+            ours = bool_mask(m, info.vocab_size)
+            want = brute_force_large(
+                m, info.decoded_vocab, info.vocab_size, set(info.stop_token_ids), set(info.special_token_ids)
+            )
+            diff = np.flatnonzero(ours != want)
+            assert diff.size == 0, (grammar, text, [info.decoded_vocab[i] for i in diff[:10]])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                theirs = _xg_full_mask(xg, xcg, ids, info.vocab_size)
+            diff = np.flatnonzero(ours != theirs)
+            assert diff.size == 0, (grammar, text, [info.decoded_vocab[i] for i in diff[:10]])
+            compared += 1
+    assert compared == sum(len(t) for _, t in REC_CHARS_TEXT)
+
+
+def test_recursive_max_chars_rollback_fork_reset():
+    g = 'root ::= a "q"\na[max_chars=3] ::= "(" a ")" | "x" "y"*'
+    m = _get_matcher_from_grammar(g)
+    assert m.accept_string("x") and m.accept_string("yy")
+    f = m.fork()
+    assert not f.accept_string("y"), "three characters read and it can end: it ends"
+    assert f.accept_string("q") and f.is_completed()
+    m.rollback(1)
+    assert m.accept_string("y") and m.accept_string("y")
+    assert not m.accept_string("y") and not m.accept_string("yq")
+    m.rollback(2)
+    assert m.accept_string("yy") and m.accept_string("q")
+    m.reset()
+    assert m.accept_string("(xyyyy)q"), "nested: the inner occurrence is not bounded"
+
+
+def test_recursive_max_chars_in_lark():
+    info = xgr.TokenizerInfo(byte_vocab(), stop_token_ids=[256])
+    cg = xgr.GrammarCompiler(info).compile_lark('start: a "q"\na[max_chars=3]: "(" a ")" | "x" "y"*')
+    for s, ok in [("xyyq", True), ("xyyyq", False), ("(xyyyy)q", True), ("((((x))))q", True)]:
+        assert xgr.GrammarMatcher(cg).accept_string(s) == ok, s
+
+
+def test_recursive_max_chars_errors():
+    for g, msg in [
+        ('root ::= a\na[max_chars=2, max_tokens=2] ::= "(" a ")" | "x"', "max_chars together with max_tokens"),
+        ('root ::= a\na[max_chars=2] ::= "(" a ")" | "x" (= ")")', "lookahead"),
+    ]:
+        with pytest.raises(xgr.UnsupportedFeatureError, match=msg):
+            accepts(g, "x")
+    info = xgr.TokenizerInfo([b"(", b")", b"x", b"</s>"], stop_token_ids=[3])
+    cg = xgr.GrammarCompiler(info).compile_grammar('root ::= a\na[max_chars=2] ::= "(" a ")" | "x"')
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars on a recursive rule"):
+        xgr.GrammarMatcher(cg, max_tokens=5)
 
 
 def test_grammar_format_keeps_rule_options_and_capture_names():

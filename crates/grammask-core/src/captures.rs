@@ -391,9 +391,9 @@ mod tests {
                 "the lazy rule 'x' uses the recursive rule 'x'",
             ),
             (
-                "root ::= x\nx[max_chars=3] ::= y\ny ::= \"(\" y \")\" | \"b\"",
+                "root ::= x\nx[max_chars=3, max_tokens=2] ::= y\ny ::= \"(\" y \")\" | \"b\"",
                 ErrorKind::Unsupported,
-                "max_chars uses the recursive rule 'y'",
+                "max_chars together with max_tokens on the recursive rule 'x'",
             ),
             (
                 "root ::= x\nx[max_tokens=3] ::= x \"(\" | \"b\"",

@@ -16,7 +16,7 @@
 //! - `origin <= row index`, and for a predicted item `origin == row index`;
 //! - the chart always has at least one row (row 0, the closure of the root rule's start state).
 
-use crate::compiler::{Automata, RecBudgets, StateId, LA_NONE};
+use crate::compiler::{Automata, CharBudgets, RecBudgets, StateId, LA_NONE};
 use crate::error::{Error, Result};
 use crate::fasthash::FastState;
 use crate::grammar::RuleId;
@@ -40,7 +40,10 @@ fn mix128(x: u128) -> u128 {
 
 /// An Earley item. In a grammar with a recursive `max_tokens` rule (no lookahead then),
 /// `la_origin` and `la` hold spend points instead of obligations (see [`spent`]): the parent's
-/// and the item's own, the minimum over its chain of `max_tokens` occurrences.
+/// and the item's own, the minimum over its chain of `max_tokens` occurrences. In a grammar with
+/// a recursive `max_chars` rule they hold occurrence numbers instead
+/// ([`crate::compiler::CharBudgets`]): the parent's and the item's own, the outermost bounded
+/// occurrence around it (`0`: none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Item {
     pub state: StateId,
@@ -56,6 +59,20 @@ pub struct Item {
 #[inline]
 pub fn spent(ctx: u32, clock: u32) -> bool {
     ctx != 0 && ctx <= clock.saturating_add(1)
+}
+
+/// The spend point of an occurrence of a `max_tokens=0` rule (and of everything inside it): spent
+/// from the start, for strings too (no token budget yields it: theirs are `clock + n + 1`, `n > 0`).
+const SPENT_FROM_START: u32 = 1;
+
+/// The spend point of an occurrence of a rule with `max_tokens=n` started at token count `clock`.
+#[inline]
+fn own_spend(n: u32, clock: u32) -> u32 {
+    if n == 0 {
+        SPENT_FROM_START
+    } else {
+        clock.saturating_add(n).saturating_add(1)
+    }
 }
 
 /// The earlier of two spend points (`0`: none).
@@ -92,6 +109,11 @@ pub struct Chart {
     clock: u32,
     /// Recursive `max_tokens` budgets: a string is being read, so no budget holds.
     free: bool,
+    /// Recursive `max_chars` budgets: the characters (UTF-8 lead bytes) read before each row;
+    /// empty without such budgets.
+    chars: Vec<u32>,
+    /// The number of recursive `max_chars` rules (decodes occurrence numbers; 0: none).
+    char_rules: u32,
 }
 
 /// Per-rule lists of the items of the row being closed that wait on the rule (have an edge on
@@ -161,9 +183,21 @@ impl Chart {
             waiting: Waiting::default(),
             clock: 0,
             free: false,
+            chars: Vec::new(),
+            char_rules: 0,
         };
+        c.init_chars(a, 1);
         for &s in states {
-            let own = a.rec_budgets().and_then(|rb| rb.bound(a.state(s).rule)).map_or(0, |n| n.saturating_add(1));
+            let rule = a.state(s).rule;
+            let own = match (a.rec_budgets(), a.char_budgets()) {
+                (Some(rb), _) => rb.bound(rule).map_or(0, |n| own_spend(n, 0)),
+                (_, Some(cb)) => cb.start(rule, 0).unwrap_or(0),
+                _ => 0,
+            };
+            let s = match a.rec_budgets() {
+                Some(rb) if own == SPENT_FROM_START && s == a.rule_start(rule) => rb.spent_start(a, rule),
+                _ => s,
+            };
             c.add(Item { la: own, ..Item::new(s, 0) });
         }
         // Row 0 closure cannot exceed the limit meaningfully; ignore the flag here.
@@ -184,11 +218,54 @@ impl Chart {
             waiting: Waiting::default(),
             clock: 0,
             free: false,
+            chars: Vec::new(),
+            char_rules: 0,
         };
+        c.init_chars(a, 2);
         c.add(Item::new(state, 0));
         let _ = c.close(a, 1);
         c.row_sig[1] = c.signature(1);
         c
+    }
+
+    /// Recursive `max_chars` budgets: `rows` rows, no character read yet.
+    fn init_chars(&mut self, a: &Automata, rows: usize) {
+        if let Some(cb) = a.char_budgets() {
+            self.char_rules = cb.len();
+            self.chars = vec![0; rows];
+        }
+    }
+
+    /// Recursive `max_chars` budgets: records the characters read before a new row, `from`'s
+    /// plus one when `byte` starts a character.
+    #[inline]
+    fn push_chars(&mut self, from: usize, byte: Option<u8>) {
+        if self.char_rules != 0 {
+            let lead = byte.is_some_and(|b| !(0x80..=0xBF).contains(&b));
+            self.chars.push(self.chars[from] + u32::from(lead));
+        }
+    }
+
+    /// The occurrences of recursive `max_chars` rules that end at row `r`: each has read its
+    /// budget and can end there (an item of its own rule, from its origin, is final), so
+    /// nothing inside it reads another byte.
+    fn ended_occurrences(&self, a: &Automata, cb: &CharBudgets, r: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        for it in self.row(r) {
+            if it.la == 0 || out.contains(&it.la) {
+                continue;
+            }
+            let (rule, origin, max) = cb.occurrence(it.la);
+            let st = a.state(it.state);
+            if it.origin == origin
+                && st.rule == rule
+                && st.is_final
+                && self.chars[r] - self.chars[origin as usize] >= max
+            {
+                out.push(it.la);
+            }
+        }
+        out
     }
 
     /// Number of items in all rows.
@@ -235,7 +312,19 @@ impl Chart {
         let new_row = self.row_start.len() as u32;
         self.row_start.push(end as u32);
         self.row_sig.push(0);
-        if let Some(rb) = a.rec_budgets() {
+        self.push_chars(from, Some(byte));
+        if let Some(cb) = a.char_budgets() {
+            let ended = self.ended_occurrences(a, cb, from);
+            for i in prev..from_end {
+                let it = self.items[i];
+                if ended.contains(&it.la) {
+                    continue;
+                }
+                if let Some(t) = a.step(it.state, byte) {
+                    self.add(Item { state: t, ..it });
+                }
+            }
+        } else if let Some(rb) = a.rec_budgets() {
             for i in prev..from_end {
                 let it = self.items[i];
                 if let Some(t) = a.step(self.source(rb, &it), byte) {
@@ -255,6 +344,7 @@ impl Chart {
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row as usize) {
@@ -272,6 +362,7 @@ impl Chart {
         let (prev, from_end) = self.row_bounds(self.last_row_index());
         let end = self.items.len();
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, Some(byte));
         self.row_start.push(end as u32);
         self.row_sig.push(0);
         for i in prev..from_end {
@@ -288,6 +379,7 @@ impl Chart {
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
@@ -305,6 +397,7 @@ impl Chart {
             return Ok(false);
         }
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, None);
         self.row_start.push(self.items.len() as u32);
         self.row_sig.push(0);
         for &it in items {
@@ -324,6 +417,7 @@ impl Chart {
     pub fn push_completion(&mut self, a: &Automata, origin: usize, rule: RuleId) -> Result<bool> {
         let end = self.items.len();
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, None);
         self.row_start.push(end as u32);
         self.row_sig.push(0);
         let (o0, o1) = self.row_bounds(origin);
@@ -336,6 +430,7 @@ impl Chart {
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
@@ -347,12 +442,17 @@ impl Chart {
     }
 
     /// [`Chart::push_completion`] for the rule of kernel item `it` ending now: only the parents it
-    /// was predicted by advance (in a grammar with recursive budgets, the spend points match).
+    /// was predicted by advance (in a grammar with recursive budgets, the spend points or
+    /// occurrence numbers match).
     pub fn push_completion_of(&mut self, a: &Automata, it: &Item) -> Result<bool> {
         let rule = a.state(it.state).rule;
-        let Some(rb) = a.rec_budgets() else { return self.push_completion(a, it.origin as usize, rule) };
+        let rb = a.rec_budgets();
+        if rb.is_none() && a.char_budgets().is_none() {
+            return self.push_completion(a, it.origin as usize, rule);
+        }
         let end = self.items.len();
         let new_row = self.row_start.len();
+        self.push_chars(new_row - 1, None);
         self.row_start.push(end as u32);
         self.row_sig.push(0);
         let (o0, o1) = self.row_bounds(it.origin as usize);
@@ -361,13 +461,15 @@ impl Chart {
             if p.la != it.la_origin {
                 continue;
             }
-            if let Some(&(_, t)) = a.rule_edges(self.source(rb, &p)).iter().find(|(r, _)| *r == rule) {
-                self.add(Item { state: self.target(rb, p.la, t), ..p });
+            let source = rb.map_or(p.state, |rb| self.source(rb, &p));
+            if let Some(&(_, t)) = a.rule_edges(source).iter().find(|(r, _)| *r == rule) {
+                self.add(Item { state: rb.map_or(t, |rb| self.target(rb, p.la, t)), ..p });
             }
         }
         if self.items.len() == end {
             self.row_start.pop();
             self.row_sig.pop();
+            self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
         if let Err(e) = self.close(a, new_row) {
@@ -400,10 +502,11 @@ impl Chart {
         Ok(())
     }
 
-    /// The state whose edges item `it` follows: its open state while a string is read.
+    /// The state whose edges item `it` follows: its open state while a string is read (unless it
+    /// is spent from the start).
     #[inline]
     fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
-        if self.free && it.la != 0 {
+        if self.free && it.la != 0 && it.la != SPENT_FROM_START {
             rb.open_of(it.state)
         } else {
             it.state
@@ -413,7 +516,7 @@ impl Chart {
     /// Where an item with spend point `ctx` moving to `t` goes: `t`'s twin once spent.
     #[inline]
     fn target(&self, rb: &RecBudgets, ctx: u32, t: StateId) -> StateId {
-        if !self.free && spent(ctx, self.clock) {
+        if (!self.free || ctx == SPENT_FROM_START) && spent(ctx, self.clock) {
             rb.twin_of(t)
         } else {
             t
@@ -445,6 +548,7 @@ impl Chart {
         debug_assert!(self.row_start.len() > 1);
         let start = self.row_start.pop().unwrap() as usize;
         self.row_sig.pop();
+        self.chars.truncate(self.row_start.len());
         self.items.truncate(start);
     }
 
@@ -456,6 +560,7 @@ impl Chart {
             self.items.truncate(s as usize);
             self.row_start.truncate(n.max(1));
             self.row_sig.truncate(n.max(1));
+            self.chars.truncate(n.max(1));
         }
     }
 
@@ -480,7 +585,14 @@ impl Chart {
             let o = it.origin as usize;
             let ctx = if o == r { SELF_ORIGIN } else { self.row_sig[o] };
             let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
-            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ ctx.rotate_left(17)));
+            // When an occurrence may end depends on the characters it has read (bits 32..64).
+            let read = if self.char_rules != 0 && it.la != 0 {
+                let start = CharBudgets::origin_of(it.la, self.char_rules) as usize;
+                u128::from(self.chars[r] - self.chars[start]) << 32
+            } else {
+                0
+            };
+            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ read ^ (la << 64) ^ ctx.rotate_left(17)));
         }
         // Spend points are absolute: the future depends on the clock too.
         if self.clock != 0 || self.free {
@@ -499,7 +611,7 @@ impl Chart {
     pub fn is_complete(&self, a: &Automata) -> bool {
         let root = a.root();
         // With recursive budgets `la` is the root's own spend point.
-        let own_ok = a.rec_budgets().is_some();
+        let own_ok = a.rec_budgets().is_some() || a.char_budgets().is_some();
         self.last_row().iter().any(|it| {
             it.origin == 0
                 && it.la_origin == LA_NONE
@@ -568,21 +680,23 @@ impl Chart {
         let mut work = 0usize;
         let mut waiting = std::mem::take(&mut self.waiting);
         waiting.reset(a.num_rules());
-        let res = match a.rec_budgets() {
-            None => self.close_with::<false>(a, None, r, start, &mut empty_ends, &mut work, &mut waiting),
-            rb => self.close_with::<true>(a, rb, r, start, &mut empty_ends, &mut work, &mut waiting),
+        let res = match (a.rec_budgets(), a.char_budgets()) {
+            (None, None) => self.close_with::<false>(a, None, None, r, start, &mut empty_ends, &mut work, &mut waiting),
+            (rb, cb) => self.close_with::<true>(a, rb, cb, r, start, &mut empty_ends, &mut work, &mut waiting),
         };
         self.waiting = waiting;
         self.scratch.clear();
         res
     }
 
-    /// `REC`: the grammar has recursive budgets (`rb`): items carry spend points (see [`Item`]).
+    /// `REC`: the grammar has recursive budgets (`rb` or `cb`): items carry spend points or
+    /// occurrence numbers (see [`Item`]).
     #[allow(clippy::too_many_arguments)]
     fn close_with<const REC: bool>(
         &mut self,
         a: &Automata,
         rb: Option<&RecBudgets>,
+        cb: Option<&CharBudgets>,
         r: usize,
         start: usize,
         empty_ends: &mut Vec<(RuleId, u32, u32)>,
@@ -637,15 +751,28 @@ impl Chart {
                 waiting.push(rr, (j - 1) as u32);
                 match rb {
                     Some(rb) if REC => {
-                        let own = rb.bound(rr).map_or(it.la, |n| ctx_min(it.la, self.clock.saturating_add(n + 1)));
-                        self.add(Item {
-                            state: rb.start(a, it.state, rr),
-                            origin: r as u32,
-                            la_origin: it.la,
-                            la: own,
-                        });
+                        let own = rb.bound(rr).map_or(it.la, |n| ctx_min(it.la, own_spend(n, self.clock)));
+                        let state =
+                            if own == SPENT_FROM_START { rb.spent_start(a, rr) } else { rb.start(a, it.state, rr) };
+                        self.add(Item { state, origin: r as u32, la_origin: it.la, la: own });
                     }
-                    _ => self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la }),
+                    _ => {
+                        // A recursive `max_chars` rule outside every bounded occurrence starts one.
+                        let la = match cb {
+                            Some(cb) if REC && it.la == 0 => match cb.start(rr, r as u32) {
+                                Some(occ) => occ,
+                                None if cb.start(rr, 0).is_some() => {
+                                    return Err(Error::limit(
+                                        "input bytes in a grammar with a recursive max_chars rule",
+                                        (u32::MAX / cb.len()) as usize,
+                                    ))
+                                }
+                                None => 0,
+                            },
+                            _ => it.la,
+                        };
+                        self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la });
+                    }
                 }
                 for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {

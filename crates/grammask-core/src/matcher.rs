@@ -82,6 +82,12 @@ impl Matcher {
                     "GrammarMatcher(max_tokens=...) with max_tokens on a recursive rule is not supported",
                 ));
             }
+            Some(_) if compiled.automata().char_budgets().is_some() => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "GrammarMatcher(max_tokens=...) with max_chars on a recursive rule is not supported",
+                ));
+            }
             Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
             None => None,
         };

@@ -4,7 +4,8 @@
 //! the EBNF and Lark front ends, printed by [`crate::print`], serialized by [`crate::serialize`].
 //! What they do:
 //! - `lazy` and `max_chars` change the rule's own automaton (`compiler/bounded.rs`): the rule must
-//!   be regular (its body, with every rule it uses inlined, is not recursive). `lazy`: the rule ends
+//!   be regular (its body, with every rule it uses inlined, is not recursive; for `max_chars` see
+//!   below). `lazy`: the rule ends
 //!   at the first position where its body can end (committed-shortest match). `max_chars=N`: the
 //!   rule's strings of at most N characters, and a longer one only when the rule could not end at
 //!   or after the N-th character before its own end ("relax to the earliest valid end", as in
@@ -31,9 +32,18 @@
 //! - `max_tokens=N` on a recursive rule: every rule it reaches gets an exhausted twin that keeps
 //!   its rule edges ([`crate::compiler::RecBudgets`]); Earley items carry the spend point of the
 //!   innermost-spending occurrence around them ([`crate::earley::Item`]), so once spent, each open
-//!   level of the occurrence follows its own rule's shortest ways to its end. `Unsupported`:
-//!   `max_tokens=0`, a rule reaching a left-recursive rule (no bounded end), lookahead or token
-//!   expressions in the grammar, and a matcher `max_tokens` budget.
+//!   level of the occurrence follows its own rule's shortest ways to its end. `max_tokens=0`:
+//!   spent from the start (for strings too): its occurrences start in their twins. `Unsupported`:
+//!   a rule reaching a left-recursive rule (no bounded end), lookahead or token expressions in
+//!   the grammar, and a matcher `max_tokens` budget.
+//! - `max_chars=N` on a recursive rule (XGrammar's semantics): an occurrence not nested in another
+//!   bounded occurrence, once it has read `N` characters (UTF-8 lead bytes), ends at the first
+//!   position where its rule can end; nested occurrences are not bounded on their own. Earley
+//!   items carry the outermost bounded occurrence around them ([`crate::compiler::CharBudgets`]),
+//!   and no byte is read inside an occurrence from a row where it has read its budget and one of
+//!   its own items is final. Strings are held to it too. `Unsupported`: with `max_tokens` on the
+//!   same rule or elsewhere in the grammar, lookahead or token expressions in the grammar, and a
+//!   matcher `max_tokens` budget.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

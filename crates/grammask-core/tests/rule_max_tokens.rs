@@ -346,6 +346,8 @@ struct Level {
     rule: usize,
     pos: Vec<(u8, u8)>,
     spend: Option<usize>,
+    /// Inside an occurrence of a `max_tokens=0` rule: spent from the start, for strings too.
+    zero: bool,
     waiting: Option<usize>,
 }
 
@@ -361,7 +363,8 @@ struct RecRef<'g> {
 impl RecRef<'_> {
     fn start(&self) -> Vec<Config> {
         let r = 0;
-        vec![vec![Level { rule: r, pos: self.start_pos(r), spend: self.g.bound[r].map(|n| n as usize), waiting: None }]]
+        let (spend, zero) = (self.g.bound[r].map(|n| n as usize), self.g.bound[r] == Some(0));
+        vec![vec![Level { rule: r, pos: self.start_pos(r), spend, zero, waiting: None }]]
     }
 
     fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
@@ -413,7 +416,7 @@ impl RecRef<'_> {
         let mut out = Vec::new();
         while let Some(c) = work.pop() {
             let top = c.last().unwrap();
-            let spent = matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
+            let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
             let mut next = Vec::new();
             if top.waiting.is_none() {
                 if self.is_final(top) && c.len() > 1 {
@@ -446,7 +449,8 @@ impl RecRef<'_> {
                         };
                         let mut d = c.clone();
                         d.last_mut().unwrap().waiting = Some(r);
-                        d.push(Level { rule: r, pos: self.start_pos(r), spend: child_spend, waiting: None });
+                        let zero = top.zero || self.g.bound[r] == Some(0);
+                        d.push(Level { rule: r, pos: self.start_pos(r), spend: child_spend, zero, waiting: None });
                         next.push(d);
                     }
                 }
@@ -480,7 +484,7 @@ impl RecRef<'_> {
                 if top.waiting.is_some() {
                     continue;
                 }
-                let spent = matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
+                let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
                 if let Some(p) = self.take(top, Sym::B(b), spent) {
                     let mut d = c.clone();
                     d.last_mut().unwrap().pos = p;
@@ -600,7 +604,7 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
     let (mut cut, mut checked, mut strings) = (0usize, 0usize, 0usize);
     for round in 0..2 {
         let vocab = rec_vocab(&mut rng);
-        for n in 1..4 {
+        for n in 0..4 {
             for g in rec_grammars(n) {
                 let text = g.ebnf();
                 let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
@@ -663,7 +667,7 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
         }
     }
     // The walks met spent budgets (tokens only a budget refused), on every grammar.
-    assert!(checked == 2 * 3 * 4 * 3 && cut > 100 && strings > 20, "{checked} walks, {cut} cut, {strings} strings");
+    assert!(checked == 2 * 4 * 4 * 3 && cut > 100 && strings > 20, "{checked} walks, {cut} cut, {strings} strings");
 }
 
 /// A spent occurrence ends: sampling only allowed tokens, a budgeted root ends within its
@@ -705,11 +709,9 @@ fn sampled_outputs_of_recursive_budgets_end() {
 #[test]
 fn unsupported_recursive_budgets_name_the_feature() {
     let bad = [
-        ("root ::= e\ne[max_tokens=0] ::= \"(\" e \")\" | \"x\"", "max_tokens=0 on a recursive rule"),
         ("root ::= e\ne[max_tokens=2] ::= e \"+\" e | \"x\"", "left-recursive rule 'e'"),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf ::= \"\" f \"-\" | e", "left-recursive rule 'f'"),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
-        ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"", "max_chars on a recursive rule is not supported"),
     ];
     for (text, msg) in bad {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
@@ -717,7 +719,9 @@ fn unsupported_recursive_budgets_name_the_feature() {
         assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
         assert!(e.to_string().contains(msg), "{text}: {e}");
     }
-    // Right recursion and recursion inside brackets are supported.
+    // Right recursion, recursion inside brackets and max_tokens=0 are supported.
+    let g = grammask_core::ebnf::parse_ebnf("root ::= e\ne[max_tokens=0] ::= \"(\" e \")\" | \"x\"", "root").unwrap();
+    assert!(grammask_core::compiler::Automata::build(&g).is_ok());
     let g = grammask_core::ebnf::parse_ebnf("root ::= e\ne[max_tokens=2] ::= \"x\" \"+\" e | \"x\"", "root").unwrap();
     assert!(grammask_core::compiler::Automata::build(&g).is_ok());
 }
@@ -726,4 +730,28 @@ fn unsupported_recursive_budgets_name_the_feature() {
 #[test]
 fn items_stay_sixteen_bytes() {
     assert_eq!(std::mem::size_of::<grammask_core::earley::Item>(), 16);
+}
+
+/// `max_tokens=0` on a recursive rule: spent from the start, for strings too; nested rules take
+/// their shortest ways as well.
+#[test]
+fn max_tokens_zero_on_a_recursive_rule_takes_a_shortest_way() {
+    let mut rng = Rng(7);
+    let vocab = rec_vocab(&mut rng);
+    let text =
+        "root ::= \"<\" e \">\" e\ne[max_tokens=0] ::= \"(\" e \")\" | \"x\" | \"[\" f \"]\"\nf ::= \"y\" f | \"z\"";
+    let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    for (s, ok) in [("<x>x", true), ("<(x)>x", false), ("<x>(", false), ("<[z]>x", false), ("<x>[", false)] {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let got = m.accept_bytes(s.as_bytes()).unwrap() && m.is_completed();
+        assert_eq!(got, ok, "{s}");
+    }
+    // Token by token: only the shortest way.
+    let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(b"<").unwrap());
+    let mask = m.compute_mask().unwrap().clone();
+    let allowed: Vec<&[u8]> =
+        (0..vocab.vocab_size() as u32).filter(|&t| mask.get(t as usize)).map(|t| vocab.token_bytes(t)).collect();
+    assert!(allowed.iter().all(|b| b.starts_with(b"x")) && allowed.contains(&&b"x"[..]), "{allowed:?}");
 }

@@ -58,6 +58,8 @@ pub struct Automata {
     pub(super) stop_splits: Vec<(RuleId, StopSplit)>,
     /// Twins for a recursive `max_tokens` rule (`token_budget.rs`); `None` without one.
     pub(super) rec: Option<Box<super::token_budget::RecBudgets>>,
+    /// The recursive `max_chars` rules (`char_budget.rs`); `None` without one.
+    pub(super) chars: Option<Box<super::char_budget::CharBudgets>>,
 }
 
 /// The DFAs of a `capture_hidden_stop_rule` rule's body rule and stop rule (every rule they use
@@ -115,6 +117,12 @@ impl Automata {
     #[inline]
     pub fn rec_budgets(&self) -> Option<&super::token_budget::RecBudgets> {
         self.rec.as_deref()
+    }
+
+    /// The recursive `max_chars` rules (see `char_budget.rs`), if any.
+    #[inline]
+    pub fn char_budgets(&self) -> Option<&super::char_budget::CharBudgets> {
+        self.chars.as_deref()
     }
 
     /// For an open state of a token-budgeted rule: the rule's budget and the state's exhausted

@@ -42,7 +42,8 @@ impl Automata {
         // So does a tail-group member that only its group's tail references use (`tail.rs`).
         let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r]).collect();
         // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
-        let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some());
+        // So does a recursive `max_chars` rule (`CharBudgets`).
+        let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some() || o.max_chars.is_some());
         let recursive = if budgeted { reaches_cycle(grammar) } else { Vec::new() };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
@@ -61,13 +62,22 @@ impl Automata {
                 }
                 let mut limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
+                if rec_max_chars(grammar, &recursive, r).is_some() {
+                    if max_tokens.is_some() {
+                        next.store(todo.len(), Ordering::Relaxed);
+                        return Err(Error::new(
+                            ErrorKind::Unsupported,
+                            format!(
+                                "max_chars together with max_tokens on the recursive rule '{}' is not supported",
+                                grammar.rules()[r].name
+                            ),
+                        ));
+                    }
+                    limit = None;
+                }
                 let rec = max_tokens.is_some() && matches!(limit, Some((None, ..))) && recursive[r];
                 if rec {
                     limit = None;
-                    if let Some(e) = rec_budget_unsupported(grammar, r, max_tokens == Some(0)) {
-                        next.store(todo.len(), Ordering::Relaxed);
-                        return Err(e);
-                    }
                 }
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
@@ -233,10 +243,39 @@ impl Automata {
             }
             // Every budgeted rule moves to its twin by its items' spend points.
             let roots: Vec<RuleId> = bounds.iter().map(|b| b.0).collect();
-            super::token_budget::add_rec_twins(&mut a, &roots, &ranges, &bounds)?;
+            super::token_budget::add_rec_twins(&mut a, &roots, &rec_roots, &ranges, &bounds)?;
+        }
+        let char_rules: Vec<(RuleId, u32)> = (0..grammar.rules().len())
+            .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, r)?)))
+            .collect();
+        if let Some(&(first, _)) = char_rules.first() {
+            let other = if a.has_lookahead() {
+                Some("lookahead assertions")
+            } else if a.has_token_edges() {
+                Some("token expressions")
+            } else {
+                (!bounds.is_empty()).then_some("max_tokens rules")
+            };
+            if let Some(other) = other {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "max_chars on the recursive rule '{}' in a grammar with {other} is not supported",
+                        grammar.rule(first).name
+                    ),
+                ));
+            }
+            a.chars = Some(Box::new(super::char_budget::CharBudgets::new(a.num_rules(), char_rules)));
         }
         Ok(a)
     }
+}
+
+/// The `max_chars` of rule `r` when it is recursive (`recursive[r]`: it reaches a cycle of rule
+/// references) and not `lazy`: a budget the chart enforces (`char_budget.rs`), not its automaton.
+fn rec_max_chars(g: &Grammar, recursive: &[bool], r: usize) -> Option<u32> {
+    let o = g.rule_options(RuleId(r as u32))?;
+    (!o.lazy && recursive.get(r).copied().unwrap_or(false)).then_some(o.max_chars).flatten()
 }
 
 /// Per rule: it reaches a cycle of rule references (its body, with every rule it uses inlined,
@@ -286,14 +325,6 @@ fn reaches_cycle(g: &Grammar) -> Vec<bool> {
         }
     }
     out
-}
-
-/// Why the recursive `max_tokens` rule `r` cannot have a budget, if it cannot.
-fn rec_budget_unsupported(g: &Grammar, r: usize, zero: bool) -> Option<Error> {
-    let name = &g.rules()[r].name;
-    zero.then(|| {
-        Error::new(ErrorKind::Unsupported, format!("max_tokens=0 on a recursive rule is not supported (rule '{name}')"))
-    })
 }
 
 /// The body rule and the stop rule of a `capture_hidden_stop_rule` rule `r`, whose body must be
@@ -380,6 +411,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
         budgets: TokenBudgets::default(),
         stop_splits: Vec::new(),
         rec: None,
+        chars: None,
     };
     #[derive(PartialEq)]
     enum Part {

@@ -27,6 +27,7 @@
 mod automata;
 mod bounded;
 mod build;
+mod char_budget;
 mod determinize;
 mod dfa;
 mod inline;
@@ -43,6 +44,7 @@ mod token_edges;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
+pub use char_budget::CharBudgets;
 pub use lookahead::LA_NONE;
 pub use token_budget::{RecBudgets, RuleBudget, TokenBudgets};
 pub use token_edges::{TokenRules, TokenSet};

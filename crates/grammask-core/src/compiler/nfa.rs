@@ -263,13 +263,8 @@ impl Nfa<'_> {
                         return Err(Error::new(
                             *kind,
                             format!(
-                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular){}",
-                                g.rule(*r).name,
-                                if what.ends_with("max_chars") {
-                                    " (max_chars on a recursive rule is not supported)"
-                                } else {
-                                    ""
-                                }
+                                "{what} uses the recursive rule '{}'; its body must be terminal-like (regular)",
+                                g.rule(*r).name
                             ),
                         ));
                     }

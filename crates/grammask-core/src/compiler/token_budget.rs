@@ -168,6 +168,15 @@ impl RecBudgets {
         }
     }
 
+    /// Where an occurrence of rule `r` spent from the start (`max_tokens=0`) starts: its twin.
+    #[inline]
+    pub fn spent_start(&self, a: &super::Automata, r: RuleId) -> StateId {
+        match self.twin_start[r.index()] {
+            NO => a.rule_start(r),
+            t => StateId(t),
+        }
+    }
+
     /// Rule `r`'s `max_tokens`, if it has one.
     #[inline]
     pub fn bound(&self, r: RuleId) -> Option<u32> {
@@ -212,8 +221,8 @@ fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
 
 /// Adds twins for every rule reachable from the recursive `max_tokens` rules `roots` (see
 /// [`RecBudgets`]). `ranges[r]` is rule `r`'s open states; `bounds` the `max_tokens` of every
-/// rule with one. Rules with a regular budget reuse their twin; a rule built exhausted
-/// (`max_tokens=0`) is its own twin.
+/// rule with one; `rec` the budgeted rules that keep their rule edges. Rules with a regular
+/// budget reuse their twin; a regular rule built exhausted (`max_tokens=0`) is its own twin.
 ///
 /// `Unsupported` if one of those rules is left-recursive: an occurrence could then be nested in
 /// any number of levels opened before its first byte, each with a rest of its own, and a spent
@@ -221,6 +230,7 @@ fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
 pub(super) fn add_rec_twins(
     a: &mut super::Automata,
     roots: &[RuleId],
+    rec: &[RuleId],
     ranges: &[(u32, u32)],
     bounds: &[(RuleId, u32)],
 ) -> crate::error::Result<()> {
@@ -268,7 +278,7 @@ pub(super) fn add_rec_twins(
             rb.twin_start[r] = b.exhausted + (a.rule_start(rule).0 - b.open);
             continue;
         }
-        if rb.bound[r] == 0 {
+        if rb.bound[r] == 0 && !rec.contains(&rule) {
             continue; // a regular rule built exhausted
         }
         let base = a.states.len() as u32;

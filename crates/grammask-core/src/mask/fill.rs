@@ -90,8 +90,9 @@ pub fn fill_mask_memo(
     memo: Option<&SuffixMemo>,
 ) -> Result<()> {
     out.clear();
-    if a.has_lookahead() {
-        // Kernel classifications assume no pending obligations; walk the real chart instead.
+    if a.has_lookahead() || a.char_budgets().is_some() {
+        // Kernel classifications assume no pending obligations (nor occurrences that end after
+        // a number of characters); walk the real chart instead.
         return fill_mask_direct(a, chart, trie, out);
     }
     let kernels = kernel_items(a, chart);

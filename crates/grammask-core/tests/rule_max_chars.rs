@@ -1,0 +1,432 @@
+//! The `max_chars` rule option on recursive rules against a reference written from its
+//! definition.
+//!
+//! Definition (XGrammar 0.2.8's, see `compiler/char_budget.rs`): an occurrence of a `max_chars=N`
+//! rule that is not nested in another bounded occurrence, started at character `o`, ends at the
+//! first position `p >= o + N` where it can end (its rule matches the text from `o` to `p`):
+//! nothing inside it reads a byte after `p`. Nested bounded occurrences are not bounded on their
+//! own. Strings (`accept_string`) are held to it like tokens.
+//!
+//! The reference simulates every parse stack: a level per open rule occurrence, the outermost
+//! bounded one marked with its start. At each position, the occurrences whose level is on top,
+//! at an end of its rule, with at least `N` characters read, have ended: no stack holding them
+//! reads the next byte. Along random walks of tokens and strings, every mask bit is checked
+//! against the reference and against `accept_token` on a copy of the matcher (also after
+//! rollback, reset, a fork and a serialized round trip).
+
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+mod common;
+use common::Rng;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Sym {
+    B(u8),
+    R(usize),
+}
+
+/// A grammar: rule names, their alternatives (sequences of symbols) and `max_chars` bounds.
+struct RecGrammar {
+    names: Vec<&'static str>,
+    alts: Vec<Vec<Vec<Sym>>>,
+    bound: Vec<Option<u32>>,
+}
+
+impl RecGrammar {
+    /// `rules`: (name, bound, alternatives); an alternative is space-separated items, each a rule
+    /// name or literal bytes. Rule 0 is the root.
+    fn new(rules: &[(&'static str, Option<u32>, &[&str])]) -> RecGrammar {
+        let names: Vec<&str> = rules.iter().map(|r| r.0).collect();
+        let alts = rules
+            .iter()
+            .map(|r| {
+                r.2.iter()
+                    .map(|alt| {
+                        let mut seq = Vec::new();
+                        for item in alt.split_whitespace() {
+                            match names.iter().position(|n| *n == item) {
+                                Some(i) => seq.push(Sym::R(i)),
+                                None => seq.extend(item.bytes().map(Sym::B)),
+                            }
+                        }
+                        seq
+                    })
+                    .collect()
+            })
+            .collect();
+        RecGrammar { names, alts, bound: rules.iter().map(|r| r.1).collect() }
+    }
+
+    fn ebnf(&self) -> String {
+        use std::fmt::Write;
+        let mut out = format!("root ::= {}\n", self.names[0]);
+        for (r, name) in self.names.iter().enumerate() {
+            let opt = self.bound[r].map_or(String::new(), |n| format!("[max_chars={n}]"));
+            let alts: Vec<String> = self.alts[r]
+                .iter()
+                .map(|a| {
+                    if a.is_empty() {
+                        return "\"\"".to_owned();
+                    }
+                    let items: Vec<String> = a
+                        .iter()
+                        .map(|s| match s {
+                            Sym::B(b) => format!("\"{}\"", *b as char),
+                            Sym::R(x) => self.names[*x].to_owned(),
+                        })
+                        .collect();
+                    items.join(" ")
+                })
+                .collect();
+            writeln!(out, "{name}{opt} ::= {}", alts.join(" | ")).unwrap();
+        }
+        out
+    }
+}
+
+/// One open occurrence: its rule, positions `(alternative, index)`, its start when it is the
+/// outermost bounded one, and the rule it waits on, if any.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Level {
+    rule: usize,
+    pos: Vec<(u8, u8)>,
+    start: Option<usize>,
+    waiting: Option<usize>,
+}
+
+type Config = Vec<Level>;
+
+/// Stacks deeper than this are not explored (deeper than any input checked needs).
+const MAX_DEPTH: usize = 40;
+
+struct RecRef<'g> {
+    g: &'g RecGrammar,
+    /// `false`: the grammar without its budgets.
+    bounded: bool,
+}
+
+impl RecRef<'_> {
+    fn start(&self) -> Vec<Config> {
+        let start = self.g.bound[0].filter(|_| self.bounded).map(|_| 0);
+        vec![vec![Level { rule: 0, pos: self.start_pos(0), start, waiting: None }]]
+    }
+
+    fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
+        (0..self.g.alts[r].len()).map(|a| (a as u8, 0)).collect()
+    }
+
+    fn is_final(&self, l: &Level) -> bool {
+        l.pos.iter().any(|&(a, i)| i as usize == self.g.alts[l.rule][a as usize].len())
+    }
+
+    fn step(&self, l: &Level, s: Sym) -> Vec<(u8, u8)> {
+        let mut out: Vec<(u8, u8)> = l
+            .pos
+            .iter()
+            .filter(|&&(a, i)| self.g.alts[l.rule][a as usize].get(i as usize) == Some(&s))
+            .map(|&(a, i)| (a, i + 1))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Every configuration reachable without reading a byte (entering and ending rules) at
+    /// character position `at`.
+    fn closure(&self, configs: Vec<Config>, at: usize) -> Vec<Config> {
+        let mut seen: HashSet<Config> = configs.iter().cloned().collect();
+        let mut work = configs;
+        let mut out = Vec::new();
+        while let Some(c) = work.pop() {
+            let top = c.last().unwrap();
+            let mut next = Vec::new();
+            if top.waiting.is_none() {
+                if self.is_final(top) && c.len() > 1 {
+                    let mut d = c.clone();
+                    let child = d.pop().unwrap();
+                    let p = d.last_mut().unwrap();
+                    p.pos = self.step(p, Sym::R(child.rule));
+                    p.waiting = None;
+                    next.push(d);
+                }
+                let inside = c.iter().any(|l| l.start.is_some());
+                if c.len() < MAX_DEPTH {
+                    for &(a, i) in &top.pos {
+                        if let Some(&Sym::R(r)) = self.g.alts[top.rule][a as usize].get(i as usize) {
+                            let start = (self.bounded && !inside && self.g.bound[r].is_some()).then_some(at);
+                            let mut d = c.clone();
+                            d.last_mut().unwrap().waiting = Some(r);
+                            d.push(Level { rule: r, pos: self.start_pos(r), start, waiting: None });
+                            next.push(d);
+                        }
+                    }
+                }
+            }
+            for d in next {
+                if seen.insert(d.clone()) {
+                    work.push(d);
+                }
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// The configurations after reading `bytes` from position `at` (all ASCII: one byte, one
+    /// character).
+    fn read(&self, configs: &[Config], bytes: &[u8], at: usize) -> Vec<Config> {
+        let mut cur = configs.to_vec();
+        for (j, &b) in bytes.iter().enumerate() {
+            let p = at + j;
+            let all = self.closure(cur, p);
+            // Occurrences that have read their budget and can end here: they end here.
+            let ended: HashSet<(usize, usize)> = all
+                .iter()
+                .filter_map(|c| {
+                    let top = c.last().unwrap();
+                    let o = top.start?;
+                    let n = self.g.bound[top.rule]? as usize;
+                    (top.waiting.is_none() && self.is_final(top) && p - o >= n).then_some((top.rule, o))
+                })
+                .collect();
+            let mut next = HashSet::new();
+            for c in all {
+                if c.iter().any(|l| l.start.is_some_and(|o| ended.contains(&(l.rule, o)))) {
+                    continue;
+                }
+                let top = c.last().unwrap();
+                if top.waiting.is_some() {
+                    continue;
+                }
+                let pos = self.step(top, Sym::B(b));
+                if !pos.is_empty() {
+                    let mut d = c.clone();
+                    d.last_mut().unwrap().pos = pos;
+                    next.insert(d);
+                }
+            }
+            cur = next.into_iter().collect();
+            if cur.is_empty() {
+                break;
+            }
+        }
+        cur
+    }
+
+    fn complete(&self, configs: &[Config], at: usize) -> bool {
+        self.closure(configs.to_vec(), at)
+            .iter()
+            .any(|c| c.len() == 1 && c[0].waiting.is_none() && self.is_final(&c[0]))
+    }
+}
+
+const ALPHABET: &[u8] = b"()x+[]yz<>,";
+
+fn vocab(rng: &mut Rng) -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = ALPHABET.iter().map(|&c| vec![c]).collect();
+    for _ in 0..50 {
+        let len = 2 + rng.below(3) as usize;
+        toks.push((0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect());
+    }
+    toks.sort();
+    toks.dedup();
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+}
+
+/// The recursive grammars, each with the budgets `n` stands for.
+fn grammars(n: u32) -> Vec<RecGrammar> {
+    vec![
+        // Nested expressions.
+        RecGrammar::new(&[("E", Some(n), &["( E )", "x", "x + E"])]),
+        // Nested brackets, nullable.
+        RecGrammar::new(&[("B", Some(n), &["[ B ] B", ""])]),
+        // A JSON-like value; the list rule has no budget of its own.
+        RecGrammar::new(&[("V", Some(n), &["[ ]", "[ L ]", "x", "( V )"]), ("L", None, &["V", "V , L"])]),
+        // Mutual recursion; C is used inside A (not bounded there) and outside it.
+        RecGrammar::new(&[
+            ("S", None, &["A", "< C >"]),
+            ("A", Some(n), &["( C )", "y"]),
+            ("C", Some(n + 1), &["[ A ]", "z", "z C z"]),
+        ]),
+        // An occurrence that can end and go on: it ends once its budget is read.
+        RecGrammar::new(&[("S", None, &["E >"]), ("E", Some(n), &["( E ) Z", "x"]), ("Z", None, &["", "z Z"])]),
+    ]
+}
+
+/// Checks every mask bit of `m` against the reference (and `accept_token` on a copy); returns
+/// the allowed tokens that are not the stop token. Counts in `cut` the tokens only a budget
+/// refused (the reference without budgets, `free`, reads them from `free_cur`).
+#[allow(clippy::too_many_arguments)]
+fn check_mask(
+    m: &mut Matcher,
+    r: &RecRef,
+    cur: &[Config],
+    at: usize,
+    vocab: &Vocabulary,
+    what: &str,
+    free: (&RecRef, &[Config]),
+    cut: &mut usize,
+) -> Vec<u32> {
+    let mask = m.compute_mask().unwrap().clone();
+    let stop = *m.stop_token_ids().first().unwrap();
+    let mut allowed = Vec::new();
+    for t in 0..vocab.vocab_size() as u32 {
+        let want = if t == stop { r.complete(cur, at) } else { !r.read(cur, vocab.token_bytes(t), at).is_empty() };
+        if t != stop && !want && !free.0.read(free.1, vocab.token_bytes(t), at).is_empty() {
+            *cut += 1;
+        }
+        assert_eq!(mask.get(t as usize), want, "mask bit {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
+        let mut c = m.clone();
+        assert_eq!(
+            c.accept_token(t).unwrap(),
+            want,
+            "accept {:?} ({what})",
+            String::from_utf8_lossy(vocab.token_bytes(t))
+        );
+        if want && t != stop {
+            allowed.push(t);
+        }
+    }
+    allowed
+}
+
+#[test]
+fn recursive_max_chars_follow_the_reference_along_random_walks() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut checked, mut strings, mut cut, mut steps) = (0usize, 0usize, 0usize, 0usize);
+    for round in 0..2 {
+        let vocab = vocab(&mut rng);
+        for n in 0..5 {
+            for g in grammars(n) {
+                let text = g.ebnf();
+                let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+                let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+                // A serialized round trip compiles to the same masks.
+                let cg2 = Arc::new(CompiledGrammar::deserialize_json(&cg.serialize_json(), &vocab).unwrap());
+                let (r, free) = (RecRef { g: &g, bounded: true }, RecRef { g: &g, bounded: false });
+                for walk in 0..3 {
+                    let compiled = if walk == 2 { cg2.clone() } else { cg.clone() };
+                    let mut m = Matcher::new(compiled, MatcherOptions::default()).unwrap();
+                    // (configurations, without budgets, characters read)
+                    let mut hist: Vec<(Vec<Config>, Vec<Config>, usize)> = vec![(r.start(), free.start(), 0)];
+                    let mut text_so_far: Vec<String> = Vec::new();
+                    for _ in 0..14 {
+                        let (cur, fcur, at) = hist.last().unwrap().clone();
+                        let what = format!("{text}after {text_so_far:?}, round {round} walk {walk}");
+                        let allowed = check_mask(&mut m, &r, &cur, at, &vocab, &what, (&free, &fcur), &mut cut);
+                        if allowed.is_empty() || at > 26 {
+                            break;
+                        }
+                        steps += 1;
+                        let push = |b: &[u8], hist: &mut Vec<_>, text_so_far: &mut Vec<String>, tag: &str| {
+                            let next = r.read(&cur, b, at);
+                            if !next.is_empty() {
+                                hist.push((next, free.read(&fcur, b, at), at + b.len()));
+                                text_so_far.push(format!("{tag}{}", String::from_utf8_lossy(b)));
+                            }
+                        };
+                        match rng.below(8) {
+                            0 | 1 => {
+                                // A string, held to the budgets too: mostly an allowed token's
+                                // bytes and one more byte, else random bytes.
+                                let len = 1 + rng.below(3) as usize;
+                                let mut b: Vec<u8> =
+                                    (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect();
+                                if rng.below(4) != 0 {
+                                    let t = allowed[rng.below(allowed.len() as u64) as usize];
+                                    b = vocab.token_bytes(t).to_vec();
+                                    b.push(ALPHABET[rng.below(ALPHABET.len() as u64) as usize]);
+                                }
+                                let ok = !r.read(&cur, &b, at).is_empty();
+                                assert_eq!(m.accept_bytes(&b).unwrap(), ok, "string {b:?} ({what})");
+                                strings += usize::from(ok);
+                                push(&b, &mut hist, &mut text_so_far, "s:");
+                            }
+                            2 if hist.len() > 1 => {
+                                let k = 1 + rng.below(2.min(hist.len() as u64 - 1)) as usize;
+                                m.rollback(k).unwrap();
+                                hist.truncate(hist.len() - k);
+                                text_so_far.truncate(text_so_far.len() - k);
+                            }
+                            3 => {
+                                // A fork goes its own way; the original is unchanged.
+                                let mut f = m.clone();
+                                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                                assert!(f.accept_token(t).unwrap());
+                                let b = vocab.token_bytes(t);
+                                let (next, fnext) = (r.read(&cur, b, at), free.read(&fcur, b, at));
+                                let w = format!("{what}, fork after {}", String::from_utf8_lossy(b));
+                                check_mask(&mut f, &r, &next, at + b.len(), &vocab, &w, (&free, &fnext), &mut cut);
+                            }
+                            _ => {
+                                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                                assert!(m.accept_token(t).unwrap());
+                                push(vocab.token_bytes(t), &mut hist, &mut text_so_far, "");
+                            }
+                        }
+                    }
+                    m.reset();
+                    let w = format!("{text}after reset");
+                    check_mask(&mut m, &r, &r.start(), 0, &vocab, &w, (&free, &free.start()), &mut cut);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // The walks met ended occurrences (tokens only a budget refused).
+    assert!(
+        checked == 2 * 5 * 5 * 3 && steps > 1000 && strings > 25 && cut > 50,
+        "{checked} walks, {steps} steps, {strings} strings, {cut} cut"
+    );
+}
+
+/// The budget counts characters, not bytes: `é` is one character of two bytes.
+#[test]
+fn recursive_max_chars_count_characters() {
+    let toks: Vec<Vec<u8>> =
+        vec![b"(".to_vec(), b")".to_vec(), "é".as_bytes().to_vec(), vec![0xC3], vec![0xA9], b"</s>".to_vec()];
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![5]), ..Default::default() };
+    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let text = "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"é\" | \"é\" e";
+    let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let accepts = |s: &[u8]| {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        m.accept_bytes(s).unwrap()
+    };
+    assert!(accepts("éé".as_bytes()), "2 characters, 4 bytes: within the budget");
+    assert!(!accepts("ééé".as_bytes()), "ended after 2 characters");
+    assert!(accepts("(éé)".as_bytes()), "nested: the inner occurrence is not bounded");
+    // Token by token across a split character: the second byte of the third é is refused only
+    // once the occurrence could end; its first byte is refused there already.
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_token(3).unwrap() && m.accept_token(4).unwrap(), "é as two byte tokens");
+    let mask = m.compute_mask().unwrap().clone();
+    assert!(mask.get(2) && mask.get(3), "one character read: more may follow");
+    assert!(m.accept_token(3).unwrap());
+    let mask = m.compute_mask().unwrap().clone();
+    assert!(mask.get(4) && !mask.get(3), "inside the second character");
+    assert!(m.accept_token(4).unwrap());
+    let mask = m.compute_mask().unwrap().clone();
+    assert!(!mask.get(2) && !mask.get(3) && !mask.get(0), "two characters read and it can end: it ends");
+}
+
+#[test]
+fn unsupported_recursive_max_chars_name_the_feature() {
+    let bad = [
+        ("root ::= e\ne[max_chars=2, max_tokens=2] ::= \"(\" e \")\" | \"x\"", "max_chars together with max_tokens"),
+        ("root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"\nf[max_tokens=1] ::= \"y\"", "max_tokens rules"),
+        ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
+    ];
+    for (text, msg) in bad {
+        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+        let e = grammask_core::compiler::Automata::build(&g).unwrap_err();
+        assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains(msg), "{text}: {e}");
+    }
+}
