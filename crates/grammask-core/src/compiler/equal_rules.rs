@@ -84,6 +84,14 @@ pub(super) fn equal_rules(g: &Grammar, inline: &[bool], tail: &TailPlan) -> Vec<
             next[r] = intern(&mut keys, &key);
         }
         class = next;
+        // Rounds only split classes, and only rules with an automaton of their own gain from a
+        // shared one: done when no class holds two of them.
+        let mut seen = vec![false; keys.len()];
+        let shared =
+            (0..n).filter(|&r| !own[r] && !inline[r]).any(|r| std::mem::replace(&mut seen[class[r] as usize], true));
+        if !shared {
+            return identity;
+        }
         if keys.len() == count {
             break;
         }
