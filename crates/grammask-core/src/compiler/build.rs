@@ -40,7 +40,10 @@ impl Automata {
         // automaton that uses it and never named by a rule edge: its own automaton would be
         // unreachable, so it gets an empty one.
         // So does a tail-group member that only its group's tail references use (`tail.rs`).
-        let todo: Vec<usize> = (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r]).collect();
+        // Of a class of equal rules only the representative, which every rule edge names.
+        let rep = super::equal_rules::equal_rules(grammar, &inline, &tail);
+        let todo: Vec<usize> =
+            (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r] && rep[r].index() == r).collect();
         // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
         // So does a recursive `max_chars` rule (`CharBudgets`).
         let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some() || o.max_chars.is_some());
@@ -51,7 +54,7 @@ impl Automata {
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
         let work = || -> Result<Vec<Built>> {
-            let mut nfa = Nfa { inline: &inline, tail_group: &tail.group, ..Nfa::default() };
+            let mut nfa = Nfa { inline: &inline, rep: &rep, tail_group: &tail.group, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out = Vec::new();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
@@ -169,7 +172,7 @@ impl Automata {
             })
             .collect();
         let mut budget = budget.into_inner();
-        let mut nfa = Nfa { inline: &inline, ..Nfa::default() };
+        let mut nfa = Nfa { inline: &inline, rep: &rep, ..Nfa::default() };
         let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
         // Lookaheads must be regular: every rule they use is inlined.
         let mut la_dfas = Vec::new();

@@ -18,7 +18,8 @@
 //! - every state can reach a final state of its rule (live), and every rule edge names a
 //!   productive rule.
 //!
-//! Files, in pipeline order: `inline.rs` (which rules are copied into their callers), `nfa.rs`
+//! Files, in pipeline order: `inline.rs` (which rules are copied into their callers), `tail.rs`
+//! (tail groups), `equal_rules.rs` (equal rules share one automaton), `nfa.rs`
 //! (Thompson construction; `utf8.rs` for character classes), `determinize.rs` (subset
 //! construction into a `dfa.rs` DFA), `minimize.rs` (with `scc.rs`, component by component, and
 //! `refine.rs`, worklist refinement), `build.rs` (the driver: threads, assembly, pruning),
@@ -30,6 +31,7 @@ mod build;
 mod char_budget;
 mod determinize;
 mod dfa;
+mod equal_rules;
 mod inline;
 mod lookahead;
 mod minimize;

@@ -35,6 +35,9 @@ pub(super) struct Nfa<'a> {
     /// UTF-8 byte sequences of the character classes seen so far.
     pub(super) classes: HashMap<ExprId, Utf8Seqs>,
     pub(super) inline: &'a [bool],
+    /// The representative of each rule's class of equal rules (`equal_rules.rs`), which rule
+    /// edges name (empty: every rule its own).
+    pub(super) rep: &'a [RuleId],
     /// Inline every rule (lookahead automata), refusing recursion.
     pub(super) inline_all: bool,
     /// Rules being inlined in `inline_all` mode, innermost last.
@@ -310,7 +313,8 @@ impl Nfa<'_> {
             Expr::RuleRef(r) => {
                 let start = self.new_state(budget)?;
                 let end = self.new_state(budget)?;
-                self.rule_edges.push((start, (*r, end)));
+                let r = self.rep.get(r.index()).copied().unwrap_or(*r);
+                self.rule_edges.push((start, (r, end)));
                 Ok((start, end))
             }
             &Expr::Repeat { expr, min, max } => {

@@ -1,0 +1,192 @@
+//! Equal rules: rules whose bodies are the same expression up to references to equal rules
+//! share one automaton.
+//!
+//! Pipeline place: after the inline and tail plans (`inline.rs`, `tail.rs`), before the NFA
+//! construction (`nfa.rs`): a rule edge to any rule of a class names the class's representative
+//! (its lowest rule), and only representatives get an automaton of their own.
+//!
+//! PERF: grammars assembled from parts repeat them: a tool-calling structural tag holds one JSON
+//! Schema grammar per tool, each with its own copy of the same argument objects, arrays and
+//! free-form JSON values, and every copy was determinized and minimized again.
+//!
+//! Invariants:
+//! - classes are the coarsest partition in which the rules of a class have structurally equal
+//!   bodies once each referenced rule is replaced by its class (a bisimulation), so equal rules
+//!   derive the same strings and merging them keeps the language and every mask;
+//! - a rule whose identity is observed (the root, a rule with options or a lookahead, a tail-group
+//!   member, a token rule) is a class of its own, and so is a rule that is inlined differently
+//!   from the others of its would-be class (the inline flag is part of the signature).
+use super::tail::{TailPlan, NO_GROUP};
+use crate::fasthash::FastMap;
+use crate::grammar::{Expr, ExprId, Grammar, RuleId};
+
+/// The representative of each rule's class: `rep[r] == r` for a rule that keeps its automaton.
+/// Identity when the grammar's expressions are not numbered children first.
+pub(super) fn equal_rules(g: &Grammar, inline: &[bool], tail: &TailPlan) -> Vec<RuleId> {
+    let n = g.rules().len();
+    let identity: Vec<RuleId> = (0..n as u32).map(RuleId).collect();
+    let exprs = g.exprs();
+    // Expressions without a rule reference below them get one id per distinct expression, once
+    // (`canon[e]` even); the others are interned anew each round (odd), children first.
+    let mut fixed_leaves: FastMap<&Expr, u64> = FastMap::default();
+    let mut fixed: FastMap<Vec<u64>, u64> = FastMap::default();
+    let mut canon = vec![0u64; exprs.len()];
+    let mut varying: Vec<usize> = Vec::new();
+    let mut key = Vec::new();
+    for (i, e) in exprs.iter().enumerate() {
+        let kids = g.children(ExprId(i as u32));
+        if kids.iter().any(|c| c.index() >= i) {
+            return identity;
+        }
+        if matches!(e, Expr::RuleRef(_)) || kids.iter().any(|c| canon[c.index()] & 1 == 1) {
+            canon[i] = 1;
+            varying.push(i);
+            continue;
+        }
+        let next = (fixed_leaves.len() + fixed.len()) as u64;
+        let id = if kids.is_empty() && !matches!(e, Expr::Seq(_) | Expr::Choice(_)) {
+            *fixed_leaves.entry(e).or_insert(next)
+        } else {
+            composite_key(e, kids, &canon, &[], &mut key);
+            *fixed.entry(key.clone()).or_insert(next)
+        };
+        canon[i] = id << 1;
+    }
+    let own_class = |r: usize| {
+        let rule = &g.rules()[r];
+        r == g.root().index()
+            || rule.lookahead.is_some()
+            || g.rule_options(RuleId(r as u32)).is_some()
+            || tail.group[r] != NO_GROUP
+            || matches!(g.expr(rule.body), Expr::Token(_) | Expr::ExcludeToken(_))
+    };
+    let own: Vec<bool> = (0..n).map(own_class).collect();
+    // Moore's rounds: every rule starts in one class (own-class rules apart) and classes split
+    // until the number of classes stops growing.
+    let mut class: Vec<u64> = (0..n).map(|r| if own[r] { r as u64 + 1 } else { 0 }).collect();
+    let mut keys: FastMap<Vec<u64>, u64> = FastMap::default();
+    let mut count = 0usize;
+    loop {
+        keys.clear();
+        for &i in &varying {
+            composite_key(&exprs[i], g.children(ExprId(i as u32)), &canon, &class, &mut key);
+            canon[i] = intern(&mut keys, &key) << 1 | 1;
+        }
+        keys.clear();
+        let mut next = vec![0u64; n];
+        for r in 0..n {
+            key.clear();
+            if own[r] {
+                key.extend([0, r as u64]);
+            } else {
+                key.extend([1, u64::from(inline[r]), canon[g.rules()[r].body.index()]]);
+            }
+            next[r] = intern(&mut keys, &key);
+        }
+        class = next;
+        // Rounds only split classes, and only rules with an automaton of their own gain from a
+        // shared one: done when no class holds two of them.
+        let mut seen = vec![false; keys.len()];
+        let shared =
+            (0..n).filter(|&r| !own[r] && !inline[r]).any(|r| std::mem::replace(&mut seen[class[r] as usize], true));
+        if !shared {
+            return identity;
+        }
+        if keys.len() == count {
+            break;
+        }
+        count = keys.len();
+    }
+    let mut first: FastMap<u64, RuleId> = FastMap::default();
+    (0..n).map(|r| *first.entry(class[r]).or_insert(RuleId(r as u32))).collect()
+}
+
+/// The key of a composite expression `e` (or a rule reference, by its rule's `class`) whose
+/// children's ids are in `canon`, into `key`.
+fn composite_key(e: &Expr, kids: &[ExprId], canon: &[u64], class: &[u64], key: &mut Vec<u64>) {
+    key.clear();
+    match *e {
+        Expr::Seq(_) => key.push(0),
+        Expr::Choice(_) => key.push(1),
+        Expr::Repeat { min, max, .. } => key.extend([2, u64::from(min), max.map_or(0, |m| u64::from(m) + 1)]),
+        Expr::RuleRef(r) => key.extend([3, class[r.index()]]),
+        _ => unreachable!("leaves are interned as expressions"),
+    }
+    key.extend(kids.iter().map(|c| canon[c.index()]));
+}
+
+/// The id of `key` in `keys`, a new one if absent.
+fn intern(keys: &mut FastMap<Vec<u64>, u64>, key: &[u64]) -> u64 {
+    if let Some(&id) = keys.get(key) {
+        return id;
+    }
+    let id = keys.len() as u64;
+    keys.insert(key.to_vec(), id);
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{inline::inline_plan, tail::tail_plan};
+    use super::*;
+    use crate::ebnf::parse_ebnf;
+    use crate::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+    use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+    use std::sync::Arc;
+
+    /// Two copies of a recursive list rule (with their item rules) are one class; a third whose
+    /// item differs by one leaf, and a copy with rule options, are not.
+    const LISTS: &str = r#"
+root ::= "a" a1 | "b" a2 | "c" b1 | "d" o1
+a1 ::= "[" (x1 ("," x1)*)? "]"
+x1 ::= [0-9]+ | a1
+a2 ::= "[" (x2 ("," x2)*)? "]"
+x2 ::= [0-9]+ | a2
+b1 ::= "[" (y1 ("," y1)*)? "]"
+y1 ::= [0-9]+ | b1 | "x"
+o1[capture] ::= "[" (x1 ("," x1)*)? "]"
+"#;
+
+    fn reps(src: &str) -> (Grammar, Vec<RuleId>) {
+        let g = parse_ebnf(src, "root").unwrap();
+        let (inline, size) = inline_plan(&g);
+        let tail = tail_plan(&g, &inline, &size);
+        let rep = equal_rules(&g, &inline, &tail);
+        (g, rep)
+    }
+
+    fn rule(g: &Grammar, name: &str) -> usize {
+        g.rules().iter().position(|r| r.name == name).unwrap()
+    }
+
+    #[test]
+    fn equal_recursive_rules_share_a_class() {
+        let (g, rep) = reps(LISTS);
+        let rep_of = |name: &str| g.rules()[rep[rule(&g, name)].index()].name.as_str();
+        assert_eq!(rep_of("a2"), "a1");
+        assert_eq!(rep_of("x2"), "x1");
+        assert_eq!(rep_of("b1"), "b1");
+        assert_eq!(rep_of("y1"), "y1");
+        assert_eq!(rep_of("o1"), "o1");
+        assert_eq!(rep_of("root"), "root");
+    }
+
+    #[test]
+    fn merged_rules_keep_the_language() {
+        let toks: Vec<Vec<u8>> = b"abcd[],0123456789x".iter().map(|&c| vec![c]).chain([b"</s>".to_vec()]).collect();
+        let stop = (toks.len() - 1) as u32;
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let cg = Arc::new(CompiledGrammar::new(&parse_ebnf(LISTS, "root").unwrap(), &vocab).unwrap());
+        let accepts = |s: &str| {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            m.accept_bytes(s.as_bytes()).unwrap() && m.is_completed()
+        };
+        for ok in ["a[]", "a[1,[2,[]],3]", "b[[[4]]]", "c[x,[x],5]", "d[1,[2]]"] {
+            assert!(accepts(ok), "{ok}");
+        }
+        for bad in ["a[x]", "b[1,[x]]", "d[x]", "a[1,", "c[x"] {
+            assert!(!accepts(bad), "{bad}");
+        }
+    }
+}
