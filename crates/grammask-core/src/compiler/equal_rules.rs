@@ -66,7 +66,15 @@ pub(super) fn equal_rules(g: &Grammar, inline: &[bool], tail: &TailPlan) -> Vec<
     let mut class: Vec<u64> = (0..n).map(|r| if own[r] { r as u64 + 1 } else { 0 }).collect();
     let mut keys: FastMap<Vec<u64>, u64> = FastMap::default();
     let mut count = 0usize;
+    // Each round splits at least one class, so a chain of k distinct nested rules needs k rounds:
+    // the rounds' work is capped, and past the cap no rule is merged (always correct).
+    let round_work = varying.len() + n;
+    let mut rounds_left = (MAX_WORK / round_work.max(1)).max(MIN_ROUNDS);
     loop {
+        if rounds_left == 0 {
+            return identity;
+        }
+        rounds_left -= 1;
         keys.clear();
         for &i in &varying {
             composite_key(&exprs[i], g.children(ExprId(i as u32)), &canon, &class, &mut key);
@@ -100,6 +108,11 @@ pub(super) fn equal_rules(g: &Grammar, inline: &[bool], tail: &TailPlan) -> Vec<
     let mut first: FastMap<u64, RuleId> = FastMap::default();
     (0..n).map(|r| *first.entry(class[r]).or_insert(RuleId(r as u32))).collect()
 }
+
+/// The most expression and rule visits all rounds may take together (at least [`MIN_ROUNDS`]
+/// rounds are allowed); a grammar that needs more keeps every rule apart.
+const MAX_WORK: usize = 4_000_000;
+const MIN_ROUNDS: usize = 8;
 
 /// The key of a composite expression `e` (or a rule reference, by its rule's `class`) whose
 /// children's ids are in `canon`, into `key`.
@@ -169,6 +182,24 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
         assert_eq!(rep_of("y1"), "y1");
         assert_eq!(rep_of("o1"), "o1");
         assert_eq!(rep_of("root"), "root");
+    }
+
+    /// A chain of distinct nested rules needs one round per rule; past the work cap nothing is
+    /// merged (the test would take minutes without the cap).
+    #[test]
+    fn long_rule_chains_stop_at_the_work_cap() {
+        use std::fmt::Write;
+        let n = 100_000;
+        let mut src = String::from("root ::= r1 | s1\n");
+        for p in ["r", "s"] {
+            for i in 1..n {
+                writeln!(src, "{p}{i} ::= \"(\" {p}{} \")\"", i + 1).unwrap();
+            }
+            writeln!(src, "{p}{n} ::= \"a\"").unwrap();
+        }
+        let (g, rep) = reps(&src);
+        assert!(rep.iter().enumerate().all(|(r, rep)| rep.index() == r), "no rule is merged");
+        assert_eq!(g.rules().len(), 2 * n + 1);
     }
 
     #[test]
