@@ -39,9 +39,10 @@ test-rust:
 test-python:
 	$(PY) -m pytest -q
 
-# Formatting and clippy for both crates (CI gate).
-lint:
-	bash .ci/lint
+# Formatting and clippy for both crates, ruff for the Python (CI gate).
+lint: $(UV)
+	$(UV_PIP) "ruff>=0.6"
+	RUFF=$(VENV)/bin/ruff bash .ci/lint
 
 # abi3 wheel (cp39-abi3), stripped release build, in target/wheels/.
 wheel: $(UV)

@@ -494,7 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log = lambda s: print(s, flush=True)
+    def log(s: str) -> None:
+        print(s, flush=True)
+
     results = [bench_tokenizer(t, engines, grammars, args.reps, args.compiles, log)
                for t in args.tokenizers.split(",") if t]
     schemas = [bench_schemas(t, engines, args.schemas, args.seed, args.schema_timeout, log)

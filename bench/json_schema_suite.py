@@ -29,11 +29,10 @@ import json
 import multiprocessing as mp
 import os
 import queue
-import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -252,7 +251,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per schema")
     ns = ap.parse_args(argv)
 
-    groups = [(c, l, dict(g, schema=with_draft(g["schema"], ns.draft))) for c, l, g in suite_groups(ns.draft)]
+    groups = [(c, lbl, dict(g, schema=with_draft(g["schema"], ns.draft))) for c, lbl, g in suite_groups(ns.draft)]
     results: List[Optional[Dict[str, Any]]] = [None] * len(groups)
 
     def on_result(i: int, out: Any) -> None:
@@ -263,7 +262,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     wall = time.monotonic() - t0
 
     rows: Dict[Tuple[str, str], Dict[str, int]] = {}
-    totals: Dict[str, Dict[str, int]] = {}
     records = []
     for (cat, label, group), res in zip(groups, results):
         res = res or {"crash": "no result"}

@@ -21,8 +21,8 @@ try:
 except ImportError:  # running from a source checkout without an installed package
     sys.path.insert(0, str(ROOT / "python"))
 
-from grammask.bench import data, engines, maskbench, report, stats
-from grammask.bench.__main__ import main
+from grammask.bench import data, engines, maskbench, report, stats  # noqa: E402
+from grammask.bench.__main__ import main  # noqa: E402
 
 
 def _shared_or_skip() -> Path:

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
-import grammask as xgr
-from grammask.contrib.hf import LogitsProcessor
+import grammask as xgr  # noqa: E402
+from grammask.contrib.hf import LogitsProcessor  # noqa: E402
 
 
 def byte_info():

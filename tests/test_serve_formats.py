@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import grammask as xgr
 import pytest
 from grammask import GrammarCompiler, GrammarMatcher, TokenizerInfo, VocabType
 from grammask.serve.formats import grammar_spec, is_lark

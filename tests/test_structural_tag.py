@@ -26,7 +26,7 @@ from test_masks import brute_force_large
 pytest.importorskip("pydantic")
 xgr = pytest.importorskip("xgrammar")
 
-from grammask.structural_tag import StructuralTag, StructuralTagItem
+from grammask.structural_tag import StructuralTag, StructuralTagItem  # noqa: E402
 
 OBJ = {
     "type": "object",
@@ -371,10 +371,11 @@ def _ds_block(invoke, calls, param):
     )
 
 
-_MM = lambda name, params: _invoke_block(
-    "<minimax:tool_call>", "</minimax:tool_call>", ('<invoke name="', "</invoke>"),
-    lambda k, raw: f'<parameter name="{k}">', "</parameter>", name, params,
-)  # fmt: skip
+def _MM(name, params):
+    return _invoke_block(
+        "<minimax:tool_call>", "</minimax:tool_call>", ('<invoke name="', "</invoke>"),
+        lambda k, raw: f'<parameter name="{k}">', "</parameter>", name, params,
+    )  # fmt: skip
 _WP = [("location", "Paris"), ("days", 3)]
 for _m, _mk in (
     ("deepseek_v3_2", _ds_block("invoke", "function_calls", "parameter")),

@@ -13,7 +13,6 @@ from functools import cache
 from typing import Any, Optional
 
 import grammask as xgr
-import pytest
 from grammask.grammar import DEFAULT_MAX_WHITESPACE_CNT
 
 # Real tokenizers, with the model's logits width (Qwen2.5 pads its output layer).

@@ -21,7 +21,6 @@ import json
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..exception import UnsupportedFeatureError
 from ..grammar import Grammar
 
 __all__ = [
