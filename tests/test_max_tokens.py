@@ -16,6 +16,7 @@ only read bytes along a shortest way to an end of its rule, ending where it can.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -79,6 +80,9 @@ MASK_GRAMMARS = {
     "rec_value": REC_VALUE.format(n=4),
     "rec_inside_and_outside": 'root ::= "<" c ">" a\na[max_tokens=2] ::= "(" c ")" | "y"\n'
     'c[max_tokens=3] ::= "[" a "]" | [a-z]+ | "{" c "}"',
+    # Left recursion: a sum, and a list inside a budgeted value.
+    "rec_left_sum": 'root ::= expr "!"\nexpr[max_tokens=3] ::= expr "+" term | term\nterm ::= [0-9]+ | "(" expr ")"',
+    "rec_left_list": 'root ::= v\nv[max_tokens=4] ::= "[" list "]" | [a-z]+\nlist ::= list "," v | v',
     # Spent from the start: one letter, no brackets.
     "rec_zero": 'root ::= "say:" e "!" e\ne[max_tokens=0] ::= "(" e ")" | [a-z]+ | "[" f "]"\nf ::= [a-z] f | "z"',
 }
@@ -224,8 +228,10 @@ def test_lark_max_tokens():
     assert m.accept_string("abbbb") and m.is_completed()
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "(" x ")" | "a"'))
     assert m.accept_string("((((a))))") and m.is_completed()
-    with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive rule 'x'"):
-        _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: x "+" x | "a"'))
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: x "+" x | "a"'))
+    assert m.accept_string("a+a+a") and m.is_completed()
+    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'e', left-recursive through other rules"):
+        _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= f "+" | "x"\nf[capture] ::= e "-" | "y"')
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
         _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
 
@@ -273,6 +279,13 @@ XGRAMMAR_DIFFERENCES = [
     # budget, with a warning); grammask only the shortest ways to an end.
     (SAY.format(n=2), "say: hello world", " hello", "relaxed until it can end"),
 ]
+
+
+# A left-recursive budgeted rule (XGrammar accepts the grammar as it is).
+LEFT_SUM = 'root ::= expr "!"\nexpr[max_tokens={n}] ::= expr "+" term | term\nterm ::= [0-9]+'
+XGRAMMAR_DIFFERENCES.append(
+    (LEFT_SUM.format(n=2), "1+", "12", "left recursion: relaxed until it can end"),
+)
 
 
 def _xg_mask(xg, cg, ids, vocab_size) -> np.ndarray:
@@ -462,3 +475,42 @@ def test_recursive_budget_masks_equal_xgrammar_where_the_rules_agree():
         theirs = _xg_mask(xg, xcg, ids, info.vocab_size)
         diff = np.flatnonzero(ours != theirs)
         assert diff.size == 0, (text, [info.decoded_vocab[i] for i in diff[:10]])
+
+
+def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    info = tokenizer_info(family)
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    xcomp = xg.GrammarCompiler(xinfo)
+    # Strings (budgets do not hold for them in either): every string up to 6 characters.
+    grammar = LEFT_SUM.format(n=3)
+    ours, theirs = _get_matcher_from_grammar(grammar), xg.GrammarMatcher(xcomp.compile_grammar(grammar))
+    checked = 0
+    for n in range(7):
+        for chars in itertools.product("12+!", repeat=n):
+            s = "".join(chars)
+            got = []
+            for m in (ours, theirs):
+                ok = m.accept_string(s)
+                got.append((ok, ok and m.is_completed()))
+                if ok and s:
+                    m.rollback(1)
+            assert got[0] == got[1], (s, got)
+            checked += 1
+    assert checked == sum(4**n for n in range(7))
+    # Full masks where both rules agree: before the budget is spent, and spent where expr can end
+    # (then only "!" follows, not "+": the occurrence ends instead of growing).
+    for n, text in [(2, ""), (2, "1"), (5, "1+2"), (1, "1"), (1, "12"), (3, "1+2"), (4, "1+2+3")]:
+        grammar = LEFT_SUM.format(n=n)
+        ids = ids_of(family, text) if text else []
+        assert b"".join(info.decoded_vocab[t] for t in ids) == text.encode()
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
+        for t in ids:
+            assert m.accept_token(t)
+        ours = check_mask(m, info, f"N={n} after {text!r}")
+        theirs = _xg_mask(xg, xcomp.compile_grammar(grammar), ids, info.vocab_size)
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (n, text, [info.decoded_vocab[i] for i in diff[:10]])
+        plus = ids_of(family, "+")[0]
+        assert ours[plus] == (0 < len(ids) < n), (n, text)

@@ -123,10 +123,12 @@ def test_bounded_rules_need_a_regular_body():
         _get_matcher_from_grammar('root ::= x\nx[lazy] ::= "(" x ")" | "a"')
     # max_chars works on a recursive rule (below): x ends at its first end after 2 characters.
     assert _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"').accept_string("((a))")
-    # max_tokens works on a recursive rule (tests/test_max_tokens.py), not on a left-recursive one.
+    # max_tokens works on a recursive rule (tests/test_max_tokens.py), a left-recursive one too, not
+    # on one left-recursive through other rules.
     assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= "(" x ")" | "a"').accept_string("((a))")
-    with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive rule 'x'"):
-        _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= x ")" | "a"')
+    assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= x ")" | "a"').accept_string("a))")
+    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'x', left-recursive through other rules"):
+        _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= y ")" | "a"\ny[capture] ::= x "(" | "b"')
 
 
 @pytest.mark.parametrize(

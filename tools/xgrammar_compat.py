@@ -63,7 +63,8 @@ _LARK = (
     "lazy, max_chars, max_tokens, capture, temperature, stop/suffix (string literals, regexes or "
     "terminals) and stop_capture work, as do special tokens (<|name|> needs the tokenizer: "
     "compile_lark, or from_lark(tokenizer_info=)); max_chars and max_tokens work on recursive rules "
-    "(max_tokens not on left-recursive ones); @name grammars raise UnsupportedFeatureError"
+    "(max_tokens also on left-recursive ones, not on rules left-recursive through other rules); "
+    "@name grammars raise UnsupportedFeatureError"
 )
 _STAG = (
     "XGrammar 0.2.8's structural-tag format (docs/structural_tags.md); a token given by its text "

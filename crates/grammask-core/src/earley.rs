@@ -461,6 +461,9 @@ impl Chart {
             if p.la != it.la_origin {
                 continue;
             }
+            if rb.is_some() && self.spent_left_growth(a, &p, rule, it.origin) {
+                continue;
+            }
             let source = rb.map_or(p.state, |rb| self.source(rb, &p));
             if let Some(&(_, t)) = a.rule_edges(source).iter().find(|(r, _)| *r == rule) {
                 self.add(Item { state: rb.map_or(t, |rb| self.target(rb, p.la, t)), ..p });
@@ -521,6 +524,20 @@ impl Chart {
         } else {
             t
         }
+    }
+
+    /// Recursive `max_tokens` budgets: whether an occurrence of `rule` that started at row
+    /// `child_origin` and ends now may not complete into parent `p`, because `p` is a level of
+    /// the same rule started at the same row (left recursion, `e ::= e "+" t`) and the budget
+    /// holds there (the chain of levels at one row shares one spend point): a spent occurrence
+    /// that can end ends instead of growing. The caller that predicted the first of those
+    /// levels still takes it, so no parse loses its end.
+    #[inline]
+    fn spent_left_growth(&self, a: &Automata, p: &Item, rule: RuleId, child_origin: u32) -> bool {
+        p.origin == child_origin
+            && a.state(p.state).rule == rule
+            && (!self.free || p.la == SPENT_FROM_START)
+            && spent(p.la, self.clock)
     }
 
     /// Moves the last row's items of token-budgeted rules whose budget is spent to their
@@ -641,11 +658,23 @@ impl Chart {
         }
     }
 
-    /// Advances parent `p` over `rule` (with obligations `la` after it).
+    /// Advances parent `p` over `rule` (with obligations `la` after it), which started at row
+    /// `child_origin`.
     #[inline]
-    fn advance<const REC: bool>(&mut self, a: &Automata, rb: Option<&RecBudgets>, p: &Item, rule: RuleId, la: u32) {
+    fn advance<const REC: bool>(
+        &mut self,
+        a: &Automata,
+        rb: Option<&RecBudgets>,
+        p: &Item,
+        rule: RuleId,
+        la: u32,
+        child_origin: u32,
+    ) {
         match rb {
             Some(rb) if REC => {
+                if self.spent_left_growth(a, p, rule, child_origin) {
+                    return;
+                }
                 for &(rr, t) in a.rule_edges(self.source(rb, p)) {
                     if rr == rule {
                         self.add(Item {
@@ -727,7 +756,7 @@ impl Chart {
                         if p.la != it.la_origin {
                             continue;
                         }
-                        self.advance::<REC>(a, rb, &p, rule, la);
+                        self.advance::<REC>(a, rb, &p, rule, la, it.origin);
                     }
                 } else {
                     let (o0, o1) = self.row_bounds(origin);
@@ -737,7 +766,7 @@ impl Chart {
                         if p.la != it.la_origin {
                             continue;
                         }
-                        self.advance::<REC>(a, rb, &p, rule, la);
+                        self.advance::<REC>(a, rb, &p, rule, la, it.origin);
                     }
                 }
                 if *work > limits::MAX_ROW_WORK {
@@ -777,6 +806,7 @@ impl Chart {
                 for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {
                         let t = match rb {
+                            Some(_) if REC && self.spent_left_growth(a, &it, rr, r as u32) => continue,
                             Some(rb) if REC => self.target(rb, it.la, t),
                             _ => t,
                         };

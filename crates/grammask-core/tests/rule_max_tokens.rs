@@ -248,7 +248,10 @@ fn a_token_across_the_start_is_the_first_token() {
 // which its own budget or an enclosing one is spent (`first(o) + N`, the smaller one). A level
 // read during a token after its spend point may only take a symbol that keeps it on a shortest
 // way to its end (a rule weighing its shortest length) and may not go on once it can end; a rule
-// it enters is spent too. Strings are read free.
+// it enters is spent too. Left recursion (`E ::= E + x | x`, an alternative starting with its
+// own rule): a level that can end may instead be wrapped in a new level of its rule started at
+// the same position, after that first `E` (as many times as the input needs), unless it is spent:
+// a spent level ends instead of growing. Strings are read free.
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -348,6 +351,8 @@ struct Level {
     spend: Option<usize>,
     /// Inside an occurrence of a `max_tokens=0` rule: spent from the start, for strings too.
     zero: bool,
+    /// The byte position it started at.
+    start: usize,
     waiting: Option<usize>,
 }
 
@@ -364,7 +369,7 @@ impl RecRef<'_> {
     fn start(&self) -> Vec<Config> {
         let r = 0;
         let (spend, zero) = (self.g.bound[r].map(|n| n as usize), self.g.bound[r] == Some(0));
-        vec![vec![Level { rule: r, pos: self.start_pos(r), spend, zero, waiting: None }]]
+        vec![vec![Level { rule: r, pos: self.start_pos(r), spend, zero, start: 0, waiting: None }]]
     }
 
     fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
@@ -407,10 +412,10 @@ impl RecRef<'_> {
         Some(next)
     }
 
-    /// Every configuration reachable without reading a byte (entering and ending rules). `k`:
-    /// tokens before the step being read (`None`: a string, read free); `first`: tokens ended at
-    /// or before the current position.
-    fn closure(&self, configs: Vec<Config>, k: Option<usize>, first: usize) -> Vec<Config> {
+    /// Every configuration reachable without reading a byte (entering and ending rules) at byte
+    /// position `at`. `k`: tokens before the step being read (`None`: a string, read free);
+    /// `first`: tokens ended at or before `at`.
+    fn closure(&self, configs: Vec<Config>, k: Option<usize>, first: usize, at: usize) -> Vec<Config> {
         let mut seen: std::collections::HashSet<Config> = configs.iter().cloned().collect();
         let mut work = configs;
         let mut out = Vec::new();
@@ -419,6 +424,15 @@ impl RecRef<'_> {
             let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
             let mut next = Vec::new();
             if top.waiting.is_none() {
+                // Left recursion: an ended level is wrapped in a level of its rule started at the
+                // same position (`E + x` around `E`), unless spent: a spent level ends.
+                let wrapped = self.step(top.rule, &self.start_pos(top.rule), Sym::R(top.rule));
+                if self.is_final(top) && !spent && !wrapped.is_empty() {
+                    let mut d = c.clone();
+                    let l = d.last_mut().unwrap();
+                    l.pos = wrapped;
+                    next.push(d);
+                }
                 if self.is_final(top) && c.len() > 1 {
                     let mut d = c.clone();
                     let child = d.pop().unwrap();
@@ -439,6 +453,10 @@ impl RecRef<'_> {
                     rules.sort_unstable();
                     rules.dedup();
                     for r in rules {
+                        // Left recursion: the levels around are opened when this one ends (above).
+                        if r == top.rule && top.start == at {
+                            continue;
+                        }
                         if self.take(top, Sym::R(r), spent).is_none() {
                             continue;
                         }
@@ -450,7 +468,8 @@ impl RecRef<'_> {
                         let mut d = c.clone();
                         d.last_mut().unwrap().waiting = Some(r);
                         let zero = top.zero || self.g.bound[r] == Some(0);
-                        d.push(Level { rule: r, pos: self.start_pos(r), spend: child_spend, zero, waiting: None });
+                        let pos = self.start_pos(r);
+                        d.push(Level { rule: r, pos, spend: child_spend, zero, start: at, waiting: None });
                         next.push(d);
                     }
                 }
@@ -479,7 +498,7 @@ impl RecRef<'_> {
         for (j, &b) in bytes.iter().enumerate() {
             let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
             let mut next = std::collections::HashSet::new();
-            for c in self.closure(cur, k, first) {
+            for c in self.closure(cur, k, first, pos + j) {
                 let top = c.last().unwrap();
                 if top.waiting.is_some() {
                     continue;
@@ -499,8 +518,8 @@ impl RecRef<'_> {
         cur
     }
 
-    fn complete(&self, configs: &[Config], first: usize) -> bool {
-        self.closure(configs.to_vec(), None, first)
+    fn complete(&self, configs: &[Config], first: usize, at: usize) -> bool {
+        self.closure(configs.to_vec(), None, first, at)
             .iter()
             .any(|c| c.len() == 1 && c[0].waiting.is_none() && self.is_final(&c[0]))
     }
@@ -560,6 +579,12 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
             ("A", Some(n), &["( C )", "y"]),
             ("C", Some(n + 1), &["[ A ]", "z", "z C z"]),
         ]),
+        // Left recursion: a sum, and a list inside a budgeted value.
+        RecGrammar::new(&[("E", Some(n), &["E + x", "x", "( E )"])]),
+        RecGrammar::new(&[("V", Some(n), &["[ L ]", "x"]), ("L", None, &["L , V", "V"])]),
+        // Ambiguous (left and right recursive), and nullable.
+        RecGrammar::new(&[("E", Some(n), &["E + E", "( E )", "x"])]),
+        RecGrammar::new(&[("B", Some(n), &["B [ B ]", ""])]),
     ]
 }
 
@@ -578,8 +603,11 @@ fn rec_check_mask(
     let first = w.token_ends.len();
     let mut allowed = Vec::new();
     for t in 0..vocab.vocab_size() as u32 {
-        let want =
-            if t == stop { r.complete(&w.configs, first) } else { w.read(r, vocab.token_bytes(t), true).is_some() };
+        let want = if t == stop {
+            r.complete(&w.configs, first, w.pos)
+        } else {
+            w.read(r, vocab.token_bytes(t), true).is_some()
+        };
         if t != stop && !want && w.read(r, vocab.token_bytes(t), false).is_some() {
             *cut += 1;
         }
@@ -667,7 +695,11 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
         }
     }
     // The walks met spent budgets (tokens only a budget refused), on every grammar.
-    assert!(checked == 2 * 4 * 4 * 3 && cut > 100 && strings > 20, "{checked} walks, {cut} cut, {strings} strings");
+    let grammars = rec_grammars(0).len();
+    assert!(
+        checked == 2 * 4 * grammars * 3 && cut > 100 && strings > 20,
+        "{checked} walks, {cut} cut, {strings} strings"
+    );
 }
 
 /// A spent occurrence ends: sampling only allowed tokens, a budgeted root ends within its
@@ -709,8 +741,14 @@ fn sampled_outputs_of_recursive_budgets_end() {
 #[test]
 fn unsupported_recursive_budgets_name_the_feature() {
     let bad = [
-        ("root ::= e\ne[max_tokens=2] ::= e \"+\" e | \"x\"", "left-recursive rule 'e'"),
-        ("root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf ::= \"\" f \"-\" | e", "left-recursive rule 'f'"),
+        (
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= e \"-\" | \"y\"",
+            "rule 'e', left-recursive through other rules",
+        ),
+        (
+            "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf[capture] ::= \"\" g \"-\" | e\ng[capture] ::= f \"+\" | \"z\"",
+            "rule 'f', left-recursive through other rules",
+        ),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
     ];
     for (text, msg) in bad {
@@ -719,7 +757,15 @@ fn unsupported_recursive_budgets_name_the_feature() {
         assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
         assert!(e.to_string().contains(msg), "{text}: {e}");
     }
-    // Right recursion, recursion inside brackets and max_tokens=0 are supported.
+    // Right recursion, recursion inside brackets, left recursion through the rule itself (also
+    // after an empty rule) and max_tokens=0 are supported.
+    for text in [
+        "root ::= e\ne[max_tokens=2] ::= e \"+\" e | \"x\"",
+        "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf ::= \"\" f \"-\" | e",
+    ] {
+        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+        assert!(grammask_core::compiler::Automata::build(&g).is_ok(), "{text}");
+    }
     let g = grammask_core::ebnf::parse_ebnf("root ::= e\ne[max_tokens=0] ::= \"(\" e \")\" | \"x\"", "root").unwrap();
     assert!(grammask_core::compiler::Automata::build(&g).is_ok());
     let g = grammask_core::ebnf::parse_ebnf("root ::= e\ne[max_tokens=2] ::= \"x\" \"+\" e | \"x\"", "root").unwrap();

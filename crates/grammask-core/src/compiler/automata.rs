@@ -141,10 +141,12 @@ impl Automata {
     }
 
     /// The state an item in `caller` predicts rule `r` at: `r`'s start, or the start of its
-    /// exhausted twin when `caller` is an exhausted twin (`token_budget.rs`).
+    /// exhausted twin when `caller` is an exhausted twin or `r` has `max_tokens=0` (spent from
+    /// the start, as [`crate::earley`] predicts it; `token_budget.rs`).
     #[inline]
     pub fn callee_start(&self, caller: StateId, r: RuleId) -> StateId {
         match &self.rec {
+            Some(rb) if rb.bound(r) == Some(0) => rb.spent_start(self, r),
             Some(rb) => rb.start(self, caller, r),
             None => self.rule_start[r.index()],
         }

@@ -224,9 +224,10 @@ fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
 /// rule with one; `rec` the budgeted rules that keep their rule edges. Rules with a regular
 /// budget reuse their twin; a regular rule built exhausted (`max_tokens=0`) is its own twin.
 ///
-/// `Unsupported` if one of those rules is left-recursive: an occurrence could then be nested in
-/// any number of levels opened before its first byte, each with a rest of its own, and a spent
-/// occurrence would have no bounded end.
+/// `Unsupported` if one of those rules is left-recursive through other rules (`a ::= b "x"`,
+/// `b ::= a "y"`). A rule left-recursive through itself only (`e ::= e "+" t | t`) is supported:
+/// once spent, an occurrence of it that can end is not wrapped in another level of the same rule
+/// started at the same row ([`crate::earley`]), so it has a bounded end.
 pub(super) fn add_rec_twins(
     a: &mut super::Automata,
     roots: &[RuleId],
@@ -247,11 +248,12 @@ pub(super) fn add_rec_twins(
             stack.extend(a.rule_edges(StateId(s)).iter().map(|e| e.0).filter(|x| !reach[x.index()]));
         }
     }
-    if let Some(r) = left_recursive(a, &reach, &rule_len) {
+    if let Some(r) = left_recursive_through_others(a, &reach, &rule_len) {
         return Err(crate::error::Error::new(
             crate::error::ErrorKind::Unsupported,
             format!(
-                "max_tokens on a recursive rule that reaches the left-recursive rule '{}' is not supported",
+                "max_tokens on a recursive rule that reaches the rule '{}', left-recursive through other rules, \
+                 is not supported",
                 a.rule_name(r)
             ),
         ));
@@ -318,9 +320,10 @@ pub(super) fn add_rec_twins(
     Ok(())
 }
 
-/// A rule among `reach` that can start itself before reading a byte (left recursion, also
-/// through other rules or empty ones), if any.
-fn left_recursive(a: &super::Automata, reach: &[bool], rule_len: &[u32]) -> Option<RuleId> {
+/// A rule among `reach` that can start itself before reading a byte through another rule
+/// (left recursion through other rules, also after empty ones), if any. A rule that starts only
+/// itself that way (direct left recursion) is not one.
+fn left_recursive_through_others(a: &super::Automata, reach: &[bool], rule_len: &[u32]) -> Option<RuleId> {
     // left[r]: the rules r may start before reading a byte.
     let n = a.num_rules();
     let mut left: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -337,10 +340,10 @@ fn left_recursive(a: &super::Automata, reach: &[bool], rule_len: &[u32]) -> Opti
             }
         }
     }
-    // A cycle in `left`: a rule reaching itself.
+    // A cycle in `left` through another rule: a rule reaching itself from a rule it starts.
     for r in (0..n).filter(|&r| reach[r]) {
         let mut seen = vec![false; n];
-        let mut stack = left[r].clone();
+        let mut stack: Vec<usize> = left[r].iter().copied().filter(|&x| x != r).collect();
         while let Some(x) = stack.pop() {
             if x == r {
                 return Some(RuleId(r as u32));
