@@ -666,7 +666,9 @@ fn has_byte(bits: &Follow, b: u8) -> bool {
 /// last bytes miss its soft ones ([`Exits`]): every token there reads no byte of a completion or
 /// of a row item with rule edges, so its derivations are the surviving items' paths, and each
 /// ends in a state on the limit's side (the byte into a state off it would be an exit), so the
-/// least cost over them is on that side too.
+/// least cost over them is on that side too. Likewise a subtree whose bytes miss the level's
+/// `home` exits: every surviving item stays in its home (on the side, and no byte of a
+/// completion or of a row item with rule edges is read).
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
