@@ -81,6 +81,12 @@ enum Side {
 /// against a threshold `t` on their `dist` (`Fit`: `dist <= t` is on the side, `Over`:
 /// `dist > t`): the exits, and whether the region holds a final state (whose completion may read
 /// further bytes).
+///
+/// The *home* of `s`: the states it reaches through leaf states on the side costing at most
+/// `dist[s]` (in string contents, the contents state itself: escapes and UTF-8 continuations
+/// cost more). Invariant: a byte outside `exits.home` read from a home state is on no edge
+/// leaving the home, so it keeps the item in the home (or ends it); `has_final` covers home
+/// states too (the home is part of the region).
 #[derive(Clone, Copy, Debug)]
 struct Region {
     exits: Exits,
@@ -92,24 +98,31 @@ struct Region {
 /// of completions or of row items with rule edges, ASCII bytes into region states off the side);
 /// `soft`, as a token's last byte (non-ASCII bytes into region states off the side: a token may
 /// pass through the middle of a UTF-8 character, but not end there).
+///
+/// `home`: the classes of the edges leaving the items' *homes* (see [`Region`]), with those of
+/// completions and row items with rule edges. A token none of whose bytes is in `home` keeps
+/// every item in its home, on the side: a second way to skip a subtree, which string contents
+/// need (their regions hold the states of `\u` escapes, whose hex digits share the letters'
+/// classes, so `hard` holds most letters).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 struct Exits {
     hard: u64,
     soft: u64,
+    home: u64,
 }
 
 impl Exits {
-    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX };
+    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX };
 
     fn hard(hard: u64) -> Exits {
-        Exits { hard, soft: 0 }
+        Exits { hard, soft: 0, home: hard }
     }
 }
 
 impl std::ops::BitOr for Exits {
     type Output = Exits;
     fn bitor(self, o: Exits) -> Exits {
-        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft }
+        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home }
     }
 }
 
@@ -366,6 +379,28 @@ impl Completion {
         let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
+        // The home, by the same breadth-first search restricted to its states.
+        let top = self.dist(s);
+        let mut home = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
+        home.insert(s.0);
+        let mut home_queue = VecDeque::from([(s, 0u32)]);
+        while let Some((p, d)) = home_queue.pop_front() {
+            if d >= depth {
+                continue;
+            }
+            for e in a.byte_edges(p) {
+                let q = e.target;
+                if !self.leaf[q.0 as usize] || !on_side(q) || self.dist(q) > top {
+                    r.exits.home |= class_bits(e.lo, e.hi);
+                } else if home.insert(q.0) {
+                    home_queue.push_back((q, d + 1));
+                }
+            }
+            if home.len() > MAX_REGION_STATES {
+                r.exits.home = u64::MAX;
+                break;
+            }
+        }
         seen.insert(s.0);
         queue.push_back((s, 0u32));
         while let Some((p, d)) = queue.pop_front() {
@@ -631,7 +666,9 @@ fn has_byte(bits: &Follow, b: u8) -> bool {
 /// last bytes miss its soft ones ([`Exits`]): every token there reads no byte of a completion or
 /// of a row item with rule edges, so its derivations are the surviving items' paths, and each
 /// ends in a state on the limit's side (the byte into a state off it would be an exit), so the
-/// least cost over them is on that side too.
+/// least cost over them is on that side too. Likewise a subtree whose bytes miss the level's
+/// `home` exits: every surviving item stays in its home (on the side, and no byte of a
+/// completion or of a row item with rule edges is read).
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
@@ -839,11 +876,13 @@ impl Walk<'_> {
                     self.levels.push(l);
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
+                    let below = self.classes.below[i];
                     if self.mode != Mode::Exact
-                        && self.classes.below[i] & exits.hard == 0
-                        && self.classes.ends[i] & exits.soft == 0
+                        && (below & exits.hard == 0 && self.classes.ends[i] & exits.soft == 0
+                            || below & exits.home == 0)
                     {
-                        // Every token below stays in its items' regions: on the far side.
+                        // Every token below stays in its items' regions (or homes): on the far
+                        // side.
                         i = skip;
                         continue;
                     }
@@ -872,7 +911,15 @@ impl Walk<'_> {
                             }
                             let next = Item { state: q, ..it };
                             if !self.items[hi..].iter().any(|e| e.0 == next) {
-                                // The region of a state of the region is part of it.
+                                // The region of a state of the region is part of it, and so is
+                                // the home of a home state; a byte of `ex.home` may leave the
+                                // home: `q` takes its own.
+                                let mut ex = ex;
+                                if self.mode != Mode::Exact && 1u64 << byte_class(n.byte) & ex.home != 0 {
+                                    let (f, e) = self.item_exits(chart, next, u, follow);
+                                    follow = f;
+                                    ex.home = e.home;
+                                }
                                 self.items.push((next, u, follow, ex));
                             }
                         }

@@ -227,8 +227,9 @@ fn large_vocab() -> (Arc<Vocabulary>, u32) {
     (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), stop)
 }
 
-/// Limit walks (which skip trie subtrees whose tokens their items' regions place on one side of
-/// the limit) against walks that cost every token: equal masks at states along random paths, for
+/// Limit walks (which skip trie subtrees whose tokens their items' regions, or homes, place on
+/// one side of the limit: string contents with escapes and UTF-8 in the tokens) against walks
+/// that cost every token: equal masks at states along random paths, for
 /// every remaining budget from the tightest the matcher takes up, on a large vocabulary. Also
 /// over walks alone (a fit walk's list capped at 0 tokens), which list the tokens that fit at
 /// limits from `now` up too.
