@@ -259,10 +259,11 @@ fn accepts(a: &super::Automata, s: &[u8]) -> bool {
 #[test]
 fn determinize_keeps_every_byte_edge() {
     let in_class = |b: u8| matches!(b, b'a'..=b'c' | b'x'..=b'z' | b'0'..=b'2' | b'%');
-    let cases: [(&str, &dyn Fn(&[u8]) -> bool); 3] = [
+    type Lang<'a> = &'a dyn Fn(&[u8]) -> bool;
+    let cases: [(&str, Lang); 3] = [
         // One NFA state with four disjoint ranges, then one with three.
         (
-            r#"root ::= [a-cx-z0-2%] [k-mp-q!]"#,
+            "root ::= [a-cx-z0-2%] [k-mp-q!]",
             &|s| matches!(s, [x, y] if in_class(*x) && matches!(y, b'k'..=b'm' | b'p'..=b'q' | b'!')),
         ),
         // Overlapping alternatives: the sweep.
@@ -270,7 +271,7 @@ fn determinize_keeps_every_byte_edge() {
             r#"root ::= [a-cx-z0-2%] "1" | [b-y] [0-9]"#,
             &|s| matches!(s, [x, y] if (in_class(*x) && *y == b'1') || ((b'b'..=b'y').contains(x) && y.is_ascii_digit())),
         ),
-        (r#"root ::= [a-cx-z0-2%]? [^a]"#, &|s| match s {
+        ("root ::= [a-cx-z0-2%]? [^a]", &|s| match s {
             [y] => *y != b'a' && *y < 0x80,
             // Or one two-byte character.
             [x, y] => {
