@@ -1417,3 +1417,21 @@ def test_llama_trigger_prefixes_and_string_values_match_brute_force():
             diff = np.flatnonzero(got != want)
             assert diff.size == 0, f"after {prefixes[pos][-30:]!r}: {[decoded[i] for i in diff[:10]]}"
         assert m.accept_token(ids[pos]), (pos, decoded[ids[pos]])
+
+
+def test_rename_rules_keeps_literals_macros_and_named_arguments():
+    """Importing a grammar prefixes its rule names only: not inside literals, classes or
+    comments, not macro names before `(`, `true`/`false`, or named macro arguments; shared
+    names map to their value, and bare captures get their rule's name first."""
+    from grammask._structural_tag_lower import _rename_rules
+
+    src = (
+        'root ::= a "b \\" c" [a\\]b] x.y-z # d e\n'
+        'a[capture] ::= Regex("r") TagDispatch(stop_eos = true, x=="q") Regex b\n'
+        "x.y-z ::= shared false"
+    )
+    assert _rename_rules(src, "p_", {"shared": "st9_ws"}) == (
+        'p_root ::= p_a "b \\" c" [a\\]b] p_x.y-z # d e\n'
+        'p_a[capture="a"] ::= Regex("r") TagDispatch(stop_eos = true, p_x=="q") p_Regex p_b\n'
+        "p_x.y-z ::= st9_ws false"
+    )

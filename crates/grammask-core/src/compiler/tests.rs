@@ -240,3 +240,54 @@ fn loop_joins_an_equal_self_loop() {
     let mut ss = SccScratch::default();
     assert_eq!(scc_partition(&dfa, &mut ss), Some(2));
 }
+
+/// Whether the root rule's automaton (every rule inlined) accepts `s`.
+fn accepts(a: &super::Automata, s: &[u8]) -> bool {
+    let mut at = a.rule_start(a.root());
+    for &b in s {
+        match a.byte_edges(at).iter().find(|e| e.lo <= b && b <= e.hi) {
+            Some(e) => at = e.target,
+            None => return false,
+        }
+    }
+    a.state(at).is_final
+}
+
+/// Subset construction keeps every byte edge, in both of its paths (one NFA state with
+/// disjoint ordered edges, taken as they are; several, swept by interval): every string of up
+/// to two bytes is accepted exactly when it is in the language.
+#[test]
+fn determinize_keeps_every_byte_edge() {
+    let in_class = |b: u8| matches!(b, b'a'..=b'c' | b'x'..=b'z' | b'0'..=b'2' | b'%');
+    type Lang<'a> = &'a dyn Fn(&[u8]) -> bool;
+    let cases: [(&str, Lang); 3] = [
+        // One NFA state with four disjoint ranges, then one with three.
+        (
+            "root ::= [a-cx-z0-2%] [k-mp-q!]",
+            &|s| matches!(s, [x, y] if in_class(*x) && matches!(y, b'k'..=b'm' | b'p'..=b'q' | b'!')),
+        ),
+        // Overlapping alternatives: the sweep.
+        (
+            r#"root ::= [a-cx-z0-2%] "1" | [b-y] [0-9]"#,
+            &|s| matches!(s, [x, y] if (in_class(*x) && *y == b'1') || ((b'b'..=b'y').contains(x) && y.is_ascii_digit())),
+        ),
+        ("root ::= [a-cx-z0-2%]? [^a]", &|s| match s {
+            [y] => *y != b'a' && *y < 0x80,
+            // Or one two-byte character.
+            [x, y] => {
+                (in_class(*x) && *y != b'a' && *y < 0x80) || ((0xC2..=0xDF).contains(x) && (0x80..=0xBF).contains(y))
+            }
+            _ => false,
+        }),
+    ];
+    for (src, lang) in cases {
+        let g = crate::ebnf::parse_ebnf(src, "root").unwrap();
+        let a = super::Automata::build(&g).unwrap();
+        for x in 0..=255u8 {
+            assert_eq!(accepts(&a, &[x]), lang(&[x]), "{src}: {x:?}");
+            for y in 0..=255u8 {
+                assert_eq!(accepts(&a, &[x, y]), lang(&[x, y]), "{src}: {:?}", [x, y]);
+            }
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 /// Subtrees with fewer tokens take their runs child by child.
-const SUBTREE_RUNS_MIN_TOKENS: usize = 1024;
+pub(super) const SUBTREE_RUNS_MIN_TOKENS: usize = 1024;
 /// Most subtree run sets kept per run index (16 KB each on a 128k vocabulary).
 const MAX_SUBTREE_RUNS: usize = 64;
 
@@ -77,6 +77,29 @@ struct Breaks {
     nodes: Vec<u32>,
     lead: Vec<u8>,
     byte: Vec<u8>,
+}
+
+/// The nodes with at least [`SUBTREE_RUNS_MIN_TOKENS`] tokens in their subtree, in trie order.
+/// PERF: found from the root down (a subtree holds no more tokens than its parent's), not by a
+/// pass over every node (5 M instructions per ASCII class on Llama 3).
+pub(super) fn large_subtrees(trie: &TokenTrie) -> Vec<usize> {
+    let tokens = |i: usize| (trie.first_token[trie.nodes[i].subtree_end as usize] - trie.first_token[i]) as usize;
+    let mut out = Vec::new();
+    let mut todo: Vec<usize> = trie.root_children.iter().map(|&c| c as usize).collect();
+    while let Some(i) = todo.pop() {
+        if tokens(i) < SUBTREE_RUNS_MIN_TOKENS {
+            continue;
+        }
+        out.push(i);
+        // The children of a node are the nodes after it, each past the previous one's subtree.
+        let (mut c, end) = (i + 1, trie.nodes[i].subtree_end as usize);
+        while c < end {
+            todo.push(c);
+            c = trie.nodes[c].subtree_end as usize;
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 impl RunIndex {
@@ -263,12 +286,7 @@ impl RunIndex {
         // The subtree sets are built with the index (in the compile that needs it), shallowest
         // first, rather than in first masks.
         if !utf8 {
-            let mut large: Vec<usize> = (0..trie.nodes.len())
-                .filter(|&i| {
-                    let n = trie.nodes[i];
-                    (trie.first_token[n.subtree_end as usize] - trie.first_token[i]) as usize >= SUBTREE_RUNS_MIN_TOKENS
-                })
-                .collect();
+            let mut large = large_subtrees(trie);
             large.sort_by_key(|&i| trie.nodes[i].depth);
             for i in large.into_iter().take(MAX_SUBTREE_RUNS) {
                 ri.subtree_runs(trie, i);

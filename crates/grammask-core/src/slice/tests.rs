@@ -654,3 +654,44 @@ fn memoized_cover_searches_equal_fresh_ones() {
     assert!(covered > 100, "only {covered} states covered");
     assert!(reused > 50, "only {reused} verdicts came from the memo alone");
 }
+
+/// The large subtrees found from the root down are exactly the nodes with at least
+/// `SUBTREE_RUNS_MIN_TOKENS` tokens below them, in trie order.
+#[test]
+fn large_subtrees_from_the_root_down() {
+    use super::run_index::{large_subtrees, SUBTREE_RUNS_MIN_TOKENS};
+    // Pseudo-random tokens over a skewed alphabet: large subtrees at several depths, with
+    // small siblings between them.
+    let alphabet = b"aaaaaaaaaabbbcd ";
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut toks: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..60_000 {
+        let mut t = Vec::new();
+        for _ in 0..=(x % 11) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t.push(alphabet[(x % alphabet.len() as u64) as usize]);
+        }
+        toks.push(t);
+    }
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let vocab = Vocabulary::new(
+        toks,
+        VocabType::Raw,
+        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
+    )
+    .unwrap();
+    let trie = TokenTrie::new(&vocab);
+    let expected: Vec<usize> = (0..trie.nodes.len())
+        .filter(|&i| {
+            let end = trie.nodes[i].subtree_end as usize;
+            (trie.first_token[end] - trie.first_token[i]) as usize >= SUBTREE_RUNS_MIN_TOKENS
+        })
+        .collect();
+    let depths: std::collections::BTreeSet<u32> = expected.iter().map(|&i| trie.nodes[i].depth).collect();
+    assert!(expected.len() > 10 && depths.len() > 2, "{} large subtrees at depths {depths:?}", expected.len());
+    assert_eq!(large_subtrees(&trie), expected);
+}
