@@ -16,7 +16,8 @@ use crate::mask::{
     compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
+    Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::trie::TokenTrie;
@@ -396,11 +397,21 @@ impl CompiledGrammar {
     }
 
     /// The capacity of the counted class body at `state` if it takes that shortcut
-    /// ([`ClassBodies::at`]), for tests.
+    /// ([`Self::class_body`]), for tests.
     #[doc(hidden)]
     pub fn class_body_capacity(&self, state: StateId) -> Option<u32> {
+        self.class_body(state).map(|(_, c)| c)
+    }
+
+    /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::at`]),
+    /// unless the body slice serves it (a string of any character, `json_char*` through calls:
+    /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
+    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32)> {
+        if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
+            return None;
+        }
         let vocab_size = self.index.vocab.vocab_size();
-        self.class_bodies.at(&self.automata, &self.index.trie, vocab_size, state).map(|(_, c)| c)
+        self.class_bodies.at(&self.automata, &self.index.trie, vocab_size, state)
     }
 
     /// How the kernels were classified so far.
@@ -444,11 +455,7 @@ impl CompiledGrammar {
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
-        let vocab_size = self.index.vocab.vocab_size();
-        let class_body = match capacity {
-            None => self.class_bodies.at(&self.automata, &self.index.trie, vocab_size, state),
-            Some(_) => None,
-        };
+        let class_body = capacity.is_none().then(|| self.class_body(state)).flatten();
         let class = ClassSlice::loop_class(&self.automata, state).filter(|_| capacity.is_none());
         let class = class.and_then(|c| self.index.cached_class_slice(c));
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
