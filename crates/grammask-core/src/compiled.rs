@@ -403,15 +403,18 @@ impl CompiledGrammar {
         self.class_body(state).map(|(_, c)| c)
     }
 
-    /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::at`]),
+    /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::chain`], [`ClassBodies::slice`]),
     /// unless the body slice serves it (a string of any character, `json_char*` through calls:
     /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
+    /// PERF: the chain first (memoized levels): a cover search on every state that calls rules
+    /// (a long `maxLength`'s blocks) cost up to ~20 ms.
     fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32)> {
+        let (class, c) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state)?;
         if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
             return None;
         }
         let vocab_size = self.index.vocab.vocab_size();
-        self.class_bodies.at(&self.automata, &self.index.trie, vocab_size, state)
+        self.class_bodies.slice(&self.index.trie, vocab_size, class).map(|sl| (sl, c))
     }
 
     /// How the kernels were classified so far.

@@ -326,15 +326,9 @@ impl Inner {
 }
 
 impl ClassBodies {
-    /// The slice and capacity of the counted class body at `s` ([`class_capacity`]), the slice
-    /// built on first use; `None` where there is none.
-    pub fn at(
-        &self,
-        a: &Automata,
-        trie: &TokenTrie,
-        vocab_size: usize,
-        s: StateId,
-    ) -> Option<(Arc<ClassBodySlice>, u32)> {
+    /// The class and capacity of the counted class body at `s` ([`class_capacity`]), with the
+    /// levels memoized; `None` where there is none.
+    pub fn chain(&self, a: &Automata, max_chars: u32, s: StateId) -> Option<(u32, u32)> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
         let level = |r: StateId| {
@@ -345,7 +339,14 @@ impl ClassBodies {
             inner.levels.insert(r, l);
             l
         };
-        let (class, c) = class_capacity(s, trie.max_depth, level, |r| a.state(r).is_final)?;
+        class_capacity(s, max_chars, level, |r| a.state(r).is_final)
+    }
+
+    /// The slice of class `class` (from [`Self::chain`]), built on first use; `None` for a class
+    /// of few characters or past [`MAX_CLASSES`] slices.
+    pub fn slice(&self, trie: &TokenTrie, vocab_size: usize, class: u32) -> Option<Arc<ClassBodySlice>> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
         let (form, slice) = &mut inner.forms[class as usize];
         if slice.is_none() {
             if inner.slices >= MAX_CLASSES || class_chars(form) < MIN_CLASS_CHARS {
@@ -354,7 +355,7 @@ impl ClassBodies {
             inner.slices += 1;
             *slice = Some(Arc::new(ClassBodySlice::new(trie, vocab_size, form)));
         }
-        slice.clone().map(|sl| (sl, c))
+        slice.clone()
     }
 
     /// Heap bytes of the levels, forms and slices.
