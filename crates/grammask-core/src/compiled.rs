@@ -16,7 +16,8 @@ use crate::mask::{
     compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, counted_calls, BodySlice, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
+    Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::trie::TokenTrie;
@@ -68,6 +69,8 @@ pub struct CompiledGrammar {
     nullable: OnceLock<Vec<bool>>,
     /// Counted string-body levels by state ([`body_level`]).
     levels: RwLock<HashMap<StateId, Option<Level>>>,
+    /// Counted class bodies: levels by state, classes and their slices.
+    class_bodies: ClassBodies,
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<HashMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
@@ -147,6 +150,7 @@ impl CompiledGrammar {
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             levels: RwLock::new(HashMap::new()),
+            class_bodies: ClassBodies::default(),
             state_runs: RwLock::new(HashMap::new()),
             masks: RwLock::new(HashMap::new()),
             mask_bytes: AtomicUsize::new(0),
@@ -268,6 +272,12 @@ impl CompiledGrammar {
         if edges.is_empty() || a.has_lookahead() || stack.len() >= MAX_COMPOSE_DEPTH {
             return Ok(None);
         }
+        // A counted class body calls its class per character: its slice beats composing the
+        // callee's kernel (every class-text token uncertain after one character).
+        // PERF: a 200-character Unicode class's first position took ~60 ms, most of it there.
+        if self.class_body_capacity(state).is_some() {
+            return Ok(None);
+        }
         let nullable = self.nullable();
         let start = |r: RuleId| a.callee_start(state, r);
         // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
@@ -386,6 +396,27 @@ impl CompiledGrammar {
         Ok(Some(shift_kernel(trie, &reference, &differ, &own)))
     }
 
+    /// The capacity of the counted class body at `state` if it takes that shortcut
+    /// ([`Self::class_body`]), for tests.
+    #[doc(hidden)]
+    pub fn class_body_capacity(&self, state: StateId) -> Option<u32> {
+        self.class_body(state).map(|(_, c)| c)
+    }
+
+    /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::chain`], [`ClassBodies::slice`]),
+    /// unless the body slice serves it (a string of any character, `json_char*` through calls:
+    /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
+    /// PERF: the chain first (memoized levels): a cover search on every state that calls rules
+    /// (a long `maxLength`'s blocks) cost up to ~20 ms.
+    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32)> {
+        let (class, c) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state)?;
+        if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
+            return None;
+        }
+        let vocab_size = self.index.vocab.vocab_size();
+        self.class_bodies.slice(&self.index.trie, vocab_size, class).map(|sl| (sl, c))
+    }
+
     /// How the kernels were classified so far.
     pub fn kernel_stats(&self) -> KernelStats {
         let n = |i: usize| self.stats[i].load(Ordering::Relaxed);
@@ -427,6 +458,7 @@ impl CompiledGrammar {
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
+        let class_body = capacity.is_none().then(|| self.class_body(state)).flatten();
         let class = ClassSlice::loop_class(&self.automata, state).filter(|_| capacity.is_none());
         let class = class.and_then(|c| self.index.cached_class_slice(c));
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
@@ -443,6 +475,7 @@ impl CompiledGrammar {
             follow: Some(&follow),
             class: class.as_deref(),
             capacity,
+            class_body: class_body.as_ref().map(|(sl, c)| (&**sl, *c)),
             runs: Some(&runs),
             state_runs: Some(&state_runs),
             cover: Some(&self.cover),
@@ -511,6 +544,7 @@ impl CompiledGrammar {
             + self.mask_bytes.load(Ordering::Relaxed)
             + self.suffix_memo.memory_size()
             + self.cover.memory_size()
+            + self.class_bodies.memory_size()
             + self.grammar.exprs().len() * 24
     }
 }

@@ -29,7 +29,7 @@ use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
-use crate::slice::{BodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, LEAD_LISTS};
+use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, LEAD_LISTS};
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,6 +61,9 @@ pub struct Shortcuts<'a> {
     /// The kernel state is a counted string body of this capacity
     /// ([`crate::slice::body_capacity`]); used with `body`.
     pub capacity: Option<Counted>,
+    /// The kernel state is a counted class body ([`crate::slice::class_capacity`]): the class's
+    /// slice and the capacity.
+    pub class_body: Option<(&'a ClassBodySlice, u32)>,
     /// Run indexes by (ASCII class, UTF-8 too), for class runs met anywhere in the walk.
     pub runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
     /// The run index that applies at a plain state (see `KernelWalk::runs_at`), memoized by the
@@ -112,7 +115,7 @@ pub fn classify_kernel(
     class: Option<&ClassSlice>,
 ) -> Result<KernelMask> {
     let mut never = || false;
-    let sc = Shortcuts { body, follow, class, capacity: None, runs: None, state_runs: None, cover: None };
+    let sc = Shortcuts { body, follow, class, ..Default::default() };
     let km = classify_kernel_budget(a, trie, vocab_size, state, sc, usize::MAX, &mut never)?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }

@@ -456,11 +456,17 @@ fn regex_string_masks_match_brute_force() {
 /// Llama 3's vocabulary from the shared data dir (`$GRAMMASK_SHARED`, else `../shared` next to
 /// the repository); `None`, saying so, when the file is missing.
 fn llama3_vocab() -> Option<Arc<Vocabulary>> {
+    shared_vocab("llama3")
+}
+
+/// A byte-level BPE vocabulary of the shared data dir (`tokenizers/NAME/tokenizer.json`), as
+/// [`llama3_vocab`].
+fn shared_vocab(name: &str) -> Option<Arc<Vocabulary>> {
     let root = std::env::var_os("GRAMMASK_SHARED").map_or_else(
         || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
         std::path::PathBuf::from,
     );
-    let path = root.join("tokenizers/llama3/tokenizer.json");
+    let path = root.join(format!("tokenizers/{name}/tokenizer.json"));
     let Ok(text) = std::fs::read_to_string(&path) else {
         eprintln!("skipping: {} not found (set GRAMMASK_SHARED)", path.display());
         return None;
@@ -540,4 +546,91 @@ fn counted_string_masks_match_brute_force_on_llama3() {
         assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
     }
     assert_eq!(checked, 15);
+}
+
+/// Masks equal the brute force inside counted strings of one character class, where kernels
+/// take the class-body slice (`grammask_core::slice::ClassBodySlice`, checked at every position
+/// looked at): MaskBench's `Github_hard---o79409` `name` pattern (`^[...]{1,200}$`, a large
+/// class with non-ASCII ranges and the space), and EBNF repetitions of a negated class (escapes,
+/// non-ASCII), of a non-ASCII-only class with a minimum (both called per character) and of an
+/// inline class; on Llama 3 and Qwen 2.5, at the first positions, at the last ones (2, 1 and 0
+/// characters left) and where the characters left cross the longest class-text token (a run of
+/// spaces): a count off by one accepts or refuses a token one position too early.
+#[test]
+fn counted_class_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let Some(root) = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from) else {
+        eprintln!("skipping: GRAMMASK_SHARED not set");
+        return;
+    };
+    let file = root.join("maskbench/data/Github_hard---o79409.json");
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        eprintln!("skipping: {} not found", file.display());
+        return;
+    };
+    let task: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pattern = &task["schema"]["properties"]["name"]["pattern"];
+    assert!(pattern.as_str().is_some_and(|p| p.ends_with("]{1,200}$")), "{pattern}");
+    let schema = serde_json::json!({"type": "object", "properties": {"u": {"type": "string", "pattern": pattern}}});
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let ebnf = json_schema_to_ebnf(&schema.to_string(), &opts).unwrap();
+    let from_schema = grammask_core::ebnf::parse_ebnf(&ebnf, "root").unwrap();
+    // `c` and `g` are used twice, so they keep automata of their own (called per character).
+    let ebnf = r#"root ::= "{\"n\": \"" c{0,140} "\"}" | "{\"g\": \"" g{2,40} "\"}" | "{\"i\": \"" [ a-zA-Z\u00e9\u4e00-\u9fff]{0,130} "\"}" | "[" c g "]"
+c ::= [^"\\a-c\u0000-\u001f] | "\\" ["\\/bfnrt]
+g ::= [\u0370-\u03ff]"#;
+    let from_ebnf = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let mut checked = 0;
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        // The longest token of spaces only, in characters.
+        let spaces = (0..vocab.vocab_size() as u32)
+            .map(|t| vocab.token_bytes(t))
+            .filter(|b| !b.is_empty() && b.iter().all(|&c| c == b' '))
+            .map(<[u8]>::len)
+            .max()
+            .unwrap();
+        assert!(spaces > 16, "{name}: longest run of spaces {spaces}");
+        let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
+        let ebnf_cg = Arc::new(CompiledGrammar::new(&from_ebnf, &vocab).unwrap());
+        // (grammar, property, characters (JSON-spelled), most characters).
+        let units = |s: &str, n: usize| s.chars().map(String::from).cycle().take(n).collect::<Vec<_>>();
+        let negated = ["d", "\\n", "\\\\", "\\/", "\u{e9}", " ", "!", "\u{4e2d}", "{"];
+        let cases: [(&Arc<CompiledGrammar>, &str, Vec<String>, usize); 4] = [
+            (&schema_cg, "u", units("ab c\u{e9}\u{436}  ", 200), 200),
+            (&ebnf_cg, "n", negated.iter().map(ToString::to_string).cycle().take(140).collect(), 140),
+            (&ebnf_cg, "g", units("\u{3b1}\u{3c9}", 40), 40),
+            (&ebnf_cg, "i", units("ab \u{e9}\u{4e2d} ", 130), 130),
+        ];
+        for (cg, key, chars, most) in cases {
+            let prefix = format!("{{\"{key}\": \"");
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+            for i in 0..=most {
+                let left = most - i;
+                if i <= 2 || left <= 2 || (spaces - 1..=spaces + 1).contains(&left) {
+                    let a = cg.automata();
+                    let sliced = kernel_items(a, m.chart()).iter().any(|it| cg.class_body_capacity(it.state).is_some());
+                    // (With no character left, only the closing quote can be read: no class.)
+                    assert!(sliced || left == 0, "{name} {key} after {i} chars: no kernel takes the class-body slice");
+                    let mask = m.compute_mask().unwrap().clone();
+                    let want = brute_force(&m, &vocab);
+                    for (t, &w) in want.iter().enumerate() {
+                        assert_eq!(
+                            mask.get(t),
+                            w,
+                            "{name} {key} after {i} chars: token {:?}",
+                            vocab.token_bytes(t as u32)
+                        );
+                    }
+                    checked += 1;
+                }
+                if let Some(c) = chars.get(i) {
+                    assert!(m.accept_bytes(c.as_bytes()).unwrap(), "{name} {key} char {i} {c:?}");
+                }
+            }
+            assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{name} {key}");
+        }
+    }
+    assert!(checked >= 60, "{checked} masks checked");
 }

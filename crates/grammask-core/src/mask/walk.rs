@@ -15,6 +15,18 @@ impl KernelWalk<'_> {
         let memo = self.cover.unwrap_or(&fresh);
         let w = self;
         let base = Frame::Rows(w.chart.num_rows());
+        if let Some((cb, c)) = sc.class_body {
+            // A counted class body: its class-text tokens that fit are read inside the rule, every
+            // other token is refused without a rule end on the way, except below the walked
+            // frontier nodes (see `crate::slice::ClassBodySlice`).
+            cb.add_within(c, &mut w.accepted);
+            for f in &cb.walked {
+                if !w.walk_frontier(f, base)? {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
         match body {
             Some(sl) if let Some(c) = capacity.filter(|c| !c.ends).map(|c| c.chars) => {
                 // A counted string body: its slice tokens that fit are read inside the rule, the

@@ -19,7 +19,7 @@
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
 use super::cover::{cover_search, CoverMemo, SliceKey};
-use super::{Body, FrontierNode};
+use super::{Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::trie::TokenTrie;
@@ -66,16 +66,9 @@ pub(super) fn body_step(b: u8, x: u8) -> Body {
 pub struct BodySlice {
     pub slice: Bitset,
     pub frontier: Vec<FrontierNode>,
-    /// `within[k]`: the slice tokens that begin at most `k` characters (see [`chars_begun`]), for
-    /// `k <= MAX_CUMULATIVE`.
-    within: Vec<Bitset>,
-    /// Slice tokens that begin more than `MAX_CUMULATIVE` characters: (characters, token).
-    long: Vec<(u32, u32)>,
+    /// The slice tokens by the characters they begin (see [`chars_begun`]).
+    counts: CharCounts,
 }
-
-/// Counted-repetition capacities with a cumulative token set of their own (each is one bitset;
-/// Llama 3 has a few hundred slice tokens past 32 characters, set one by one).
-const MAX_CUMULATIVE: usize = 32;
 
 /// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,8 +97,7 @@ impl BodySlice {
         let (table, _) = body_table();
         let mut slice = Bitset::new(vocab_size);
         let mut frontier = Vec::new();
-        let mut within = vec![Bitset::new(vocab_size); MAX_CUMULATIVE + 1];
-        let mut long = Vec::new();
+        let mut counts = CharCounts::new(vocab_size);
         // at[d]: (body state, characters begun) after the node at depth d on the current path
         // (at[0]: the root); path[d - 1]: that node's byte.
         let depth = trie.max_depth as usize + 1;
@@ -126,10 +118,7 @@ impl BodySlice {
                     path[d - 1] = n.byte;
                     for &t in trie.node_tokens(&n) {
                         slice.set(t as usize);
-                        match within.get_mut(k as usize) {
-                            Some(w) => w.set(t as usize),
-                            None => long.push((k, t)),
-                        }
+                        counts.insert(k, t);
                     }
                     i += 1;
                 }
@@ -139,21 +128,13 @@ impl BodySlice {
                 }
             }
         }
-        for k in 1..within.len() {
-            let (below, here) = within.split_at_mut(k);
-            here[0].or_assign(&below[k - 1]);
-        }
-        long.sort_unstable();
-        BodySlice { slice, frontier, within, long }
+        counts.finish();
+        BodySlice { slice, frontier, counts }
     }
 
     /// Adds to `out` the slice tokens that begin at most `capacity` characters.
     pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
-        out.or_assign(&self.within[(capacity as usize).min(MAX_CUMULATIVE)]);
-        for &(k, t) in self.long.iter().take_while(|&&(k, _)| k <= capacity) {
-            debug_assert!(k as usize > MAX_CUMULATIVE);
-            out.set(t as usize);
-        }
+        self.counts.add_within(capacity, out);
     }
 
     /// Whether kernel state `s` qualifies for the shortcut (see the module doc): `None` if not.
@@ -275,7 +256,7 @@ pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
 const MAX_LEVEL_PAIRS: usize = 64;
 
 /// [`body_step`] as a table, `[body state][byte]`, and the number of `To` bytes of each body state.
-fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
+pub(super) fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
     static TABLE: std::sync::OnceLock<([[Body; 256]; 9], [usize; 9])> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = [[Body::Dead; 256]; 9];

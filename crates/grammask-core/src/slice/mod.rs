@@ -19,6 +19,7 @@ use crate::trie::TokenTrie;
 
 mod body;
 mod class;
+mod class_body;
 mod cover;
 mod run_index;
 #[cfg(test)]
@@ -26,6 +27,7 @@ mod tests;
 
 pub use body::{body_capacity, body_level, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
+pub use class_body::{class_capacity, class_level, ClassBodies, ClassBodySlice, ClassLevel};
 pub use cover::CoverMemo;
 pub use run_index::{RunIndex, LEAD_LISTS};
 
@@ -83,4 +85,54 @@ pub(super) fn build_slice(
         }
     }
     (slice, frontier)
+}
+
+/// Slice tokens by the number of characters each begins (a character begins at each byte read
+/// from a slice automaton's boundary state 0), for counted bodies: [`CharCounts::add_within`].
+#[derive(Debug)]
+pub(super) struct CharCounts {
+    /// `within[k]`: the tokens that begin at most `k` characters, for `k <= MAX_CUMULATIVE`.
+    within: Vec<Bitset>,
+    /// Tokens that begin more than `MAX_CUMULATIVE` characters: (characters, token), sorted.
+    long: Vec<(u32, u32)>,
+}
+
+/// Counted-repetition capacities with a cumulative token set of their own (each is one bitset;
+/// Llama 3 has a few hundred string-body tokens past 32 characters, set one by one).
+const MAX_CUMULATIVE: usize = 32;
+
+impl CharCounts {
+    pub(super) fn new(vocab_size: usize) -> CharCounts {
+        CharCounts { within: vec![Bitset::new(vocab_size); MAX_CUMULATIVE + 1], long: Vec::new() }
+    }
+
+    /// Notes token `t`, which begins `k` characters (before [`Self::finish`]).
+    pub(super) fn insert(&mut self, k: u32, t: u32) {
+        match self.within.get_mut(k as usize) {
+            Some(w) => w.set(t as usize),
+            None => self.long.push((k, t)),
+        }
+    }
+
+    /// Makes each `within` set cumulative (the union of the one below it and its own tokens).
+    pub(super) fn finish(&mut self) {
+        for k in 1..self.within.len() {
+            let (below, here) = self.within.split_at_mut(k);
+            here[0].or_assign(&below[k - 1]);
+        }
+        self.long.sort_unstable();
+    }
+
+    /// Adds to `out` the tokens that begin at most `capacity` characters.
+    pub(super) fn add_within(&self, capacity: u32, out: &mut Bitset) {
+        out.or_assign(&self.within[(capacity as usize).min(MAX_CUMULATIVE)]);
+        for &(k, t) in self.long.iter().take_while(|&&(k, _)| k <= capacity) {
+            debug_assert!(k as usize > MAX_CUMULATIVE);
+            out.set(t as usize);
+        }
+    }
+
+    pub(super) fn memory_size(&self) -> usize {
+        self.within.iter().map(Bitset::memory_size).sum::<usize>() + self.long.len() * 8
+    }
 }

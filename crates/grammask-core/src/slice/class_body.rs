@@ -1,0 +1,368 @@
+//! Counted string bodies of any character class: a shortcut for kernel classification at the
+//! positions of `"[C]{m,n}"` (a JSON Schema `pattern` such as `^[A-Za-z\u00aa...]{1,200}$`), `C`
+//! any set of JSON string characters, ASCII or not, negated or not.
+//!
+//! Pipeline place: the compiled grammar finds, per kernel state, a chain of *class levels*
+//! ([`class_level`], memoized in [`ClassBodies`]); a state whose chain reads one class `c` times
+//! before it can read no more ([`class_capacity`]) takes that class's slice: the tokens that are
+//! `C`-text, by the characters they begin ([`ClassBodySlice`], built once per class and compiled
+//! grammar). Its kernel is then the slice tokens that begin at most `c` characters, plus walks of
+//! the few frontier subtrees the body automaton walks (`"` at a boundary, `\u`, `\/`): no trie
+//! walk whose cost grows with the tokens of `C` (a letters class reads most of the vocabulary;
+//! each such position took 21-26 ms on Llama 3).
+//!
+//! A class level is the byte automaton of one character, either inline (the level state's own
+//! byte edges, all characters ending in one state `t`) or a call (the state's single rule edge
+//! `(C, t)`, whose callee reads one character and ends in a final state without edges); either
+//! way the state's other bytes are `"`-like (walked), every byte no string holds is refused,
+//! and the states inside a character are plain and not final. The characters are the body
+//! automaton's ([`super::body`]): an ASCII byte, a UTF-8 sequence, a short escape.
+//!
+//! Exactness: along a chain of `c` levels of one class ending in a level that reads no class
+//! byte, with no final state at a boundary (the rule cannot end inside), a token is read inside
+//! the rule iff it is `C`-text beginning at most `c` characters; any other token leaves the class
+//! at a frontier node, and only the walked frontier bytes can be read there (the levels read
+//! nothing else), so every other token is refused with no rule end on its way.
+use super::body::body_table;
+use super::{Body, CharCounts, FrontierNode};
+use crate::bitset::Bitset;
+use crate::compiler::{Automata, StateId};
+use crate::fasthash::FastMap;
+use crate::trie::TokenTrie;
+use std::sync::{Arc, Mutex};
+
+/// One level of a counted class body (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassLevel {
+    /// Every character of class `form` (an id of [`ClassBodies`], or of the caller's interner)
+    /// leads to this state.
+    Next(StateId, u32),
+    /// No class byte can be read here: only walked bytes (`"`) and no byte a string cannot hold.
+    Zero,
+}
+
+/// Most (state, body state) pairs in one character's automaton.
+const MAX_FORM_PAIRS: usize = 4096;
+/// Most character automata one compiled grammar keeps (most states' bytes form one: a literal's
+/// next byte), and most class slices it builds; past them a state is walked.
+const MAX_FORMS: usize = 1024;
+const MAX_CLASSES: usize = 8;
+/// Fewest characters in a class for its slice to be built (a state that reads few characters
+/// prunes the trie early anyway: digits, hex).
+const MIN_CLASS_CHARS: u64 = 32;
+
+/// The number of characters (byte strings from the boundary back to it) a form reads.
+fn class_chars(form: &[u32]) -> u64 {
+    // Pair offsets; a run's target is the boundary 0, which ends a character, or a pair with
+    // fewer bytes left in its character (at most 3 steps deep, so four passes settle the counts).
+    let mut offsets = Vec::new();
+    let mut i = 0;
+    while i < form.len() {
+        offsets.push(i);
+        i += 2 + 3 * form[i + 1] as usize;
+    }
+    let mut chars = vec![0u64; offsets.len()];
+    for _ in 0..4 {
+        for (p, &o) in offsets.iter().enumerate() {
+            let runs = form[o + 2..o + 2 + 3 * form[o + 1] as usize].chunks(3);
+            chars[p] = runs
+                .map(|r| u64::from(r[1] - r[0] + 1) * if r[2] == 0 { 1 } else { chars[r[2] as usize] })
+                .fold(0u64, u64::saturating_add);
+        }
+    }
+    chars[0]
+}
+
+/// The canonical form of the character automaton from `start` (see the module doc): its
+/// (state, body state) pairs numbered in discovery order, pair 0 the boundary, each written as
+/// its body state, its number of byte runs, then `(lo, hi, target pair)` per run; `None` if it
+/// is no class character automaton. `call`: the characters end in a final state without edges
+/// (a callee's end); else in one plain state, returned too. A start that reads no body byte
+/// has the form of pair 0 alone with no runs.
+pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, Option<StateId>)> {
+    let plain = |q: StateId| a.rule_edges(q).is_empty();
+    if !plain(start) || (call && a.state(start).is_final) {
+        return None;
+    }
+    let (table, _) = body_table();
+    let mut pairs: Vec<(StateId, u8)> = vec![(start, 0)];
+    let mut index: FastMap<(StateId, u8), u32> = FastMap::default();
+    index.insert((start, 0), 0);
+    let mut form = Vec::new();
+    let mut end: Option<StateId> = None;
+    let mut i = 0;
+    while i < pairs.len() {
+        let (q, b) = pairs[i];
+        i += 1;
+        form.push(u32::from(b));
+        let count_at = form.len();
+        form.push(0);
+        let mut edges = a.byte_edges(q).to_vec();
+        edges.sort_unstable_by_key(|e| e.lo);
+        for e in edges {
+            for x in e.lo..=e.hi {
+                let target = match table[usize::from(b)][usize::from(x)] {
+                    Body::Dead => return None,
+                    Body::Walk => continue,
+                    Body::To(0) if call => {
+                        let t = a.state(e.target);
+                        if !(t.is_final && a.byte_edges(e.target).is_empty() && plain(e.target)) {
+                            return None;
+                        }
+                        0
+                    }
+                    Body::To(0) => {
+                        if !plain(e.target) || *end.get_or_insert(e.target) != e.target {
+                            return None;
+                        }
+                        0
+                    }
+                    Body::To(nb) => {
+                        if !plain(e.target) || a.state(e.target).is_final {
+                            return None;
+                        }
+                        let next = pairs.len() as u32;
+                        let j = *index.entry((e.target, nb)).or_insert(next);
+                        if j == next {
+                            if pairs.len() >= MAX_FORM_PAIRS {
+                                return None;
+                            }
+                            pairs.push((e.target, nb));
+                        }
+                        j
+                    }
+                };
+                // Runs: consecutive bytes to one target.
+                let n = form.len();
+                if form[count_at] > 0 && form[n - 2] + 1 == u32::from(x) && form[n - 1] == target {
+                    form[n - 2] = u32::from(x);
+                } else {
+                    form.extend([u32::from(x), u32::from(x), target]);
+                    form[count_at] += 1;
+                }
+            }
+        }
+    }
+    Some((form, end))
+}
+
+/// The class level of state `r` (see the module doc), `None` if it is none. `form` interns a
+/// character automaton's form: `form(start, call)` is [`char_form`] with the form as an id (the
+/// compiled grammar memoizes it by start state).
+pub fn class_level(
+    a: &Automata,
+    r: StateId,
+    mut form: impl FnMut(StateId, bool) -> Option<StartForm>,
+) -> Option<ClassLevel> {
+    let (table, _) = body_table();
+    match *a.rule_edges(r) {
+        [] => {
+            let (id, end, empty) = form(r, false)?;
+            match end {
+                Some(t) => Some(ClassLevel::Next(t, id)),
+                None => empty.then_some(ClassLevel::Zero),
+            }
+        }
+        [(c, t)] => {
+            // The state's own bytes are all walked (`"`).
+            let own = a.byte_edges(r).iter().all(|e| (e.lo..=e.hi).all(|x| table[0][usize::from(x)] == Body::Walk));
+            let (id, _, empty) = form(a.callee_start(r, c), true)?;
+            (own && !empty).then_some(ClassLevel::Next(t, id))
+        }
+        _ => None,
+    }
+}
+
+/// The class and capacity of the counted class body at `s`: the `c` of a chain of `c` levels of
+/// one class from `s` ending in [`ClassLevel::Zero`] (or `max_chars` when the chain reads at least
+/// that many characters, loops included: no token begins more), `None` if there is no such chain
+/// or a level after the first is final (the rule could end inside a token).
+pub fn class_capacity(
+    s: StateId,
+    max_chars: u32,
+    mut level: impl FnMut(StateId) -> Option<ClassLevel>,
+    is_final: impl Fn(StateId) -> bool,
+) -> Option<(u32, u32)> {
+    let mut class = None;
+    let mut r = s;
+    for c in 0..max_chars {
+        match level(r)? {
+            ClassLevel::Zero => return class.map(|k| (k, c)),
+            ClassLevel::Next(t, k) => {
+                if *class.get_or_insert(k) != k || is_final(t) {
+                    return None;
+                }
+                if t == r {
+                    break;
+                }
+                r = t;
+            }
+        }
+    }
+    class.map(|k| (k, max_chars))
+}
+
+/// The tokens that are text of one class (a character automaton's form, see [`char_form`]), by
+/// the characters they begin, and the frontier nodes the body automaton walks.
+#[derive(Debug)]
+pub struct ClassBodySlice {
+    counts: CharCounts,
+    /// The nodes where a path of class text first reads `"` at a boundary, `\u` or `\/` (in trie
+    /// order); every other node where it leaves the class reads a byte no level reads.
+    pub walked: Vec<FrontierNode>,
+}
+
+/// No transition in a [`ClassBodySlice::new`] table.
+const NONE: u16 = u16::MAX;
+
+impl ClassBodySlice {
+    /// PERF: one walk of the class-text part of the trie (and its frontier), the class automaton
+    /// a table lookup per node.
+    pub fn new(trie: &TokenTrie, vocab_size: usize, form: &[u32]) -> ClassBodySlice {
+        // table[pair][byte]: the next pair, or NONE; body[pair]: its body state.
+        let (mut table, mut body) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < form.len() {
+            let mut row = [NONE; 256];
+            body.push(form[i] as u8);
+            let runs = form[i + 1] as usize;
+            for run in form[i + 2..i + 2 + 3 * runs].chunks(3) {
+                for x in run[0]..=run[1] {
+                    row[x as usize] = run[2] as u16;
+                }
+            }
+            table.push(row);
+            i += 2 + 3 * runs;
+        }
+        let mut counts = CharCounts::new(vocab_size);
+        let mut walked = Vec::new();
+        let depth = trie.max_depth as usize + 1;
+        // at[d]: (pair, characters begun) after the node at depth d on the current path (at[0]:
+        // the root); path[d - 1]: that node's byte.
+        let mut at: Vec<(u16, u32)> = vec![(0, 0); depth];
+        let mut path: Vec<u8> = vec![0; depth];
+        let nodes = &trie.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            let (p, k) = at[d - 1];
+            match table[usize::from(p)][usize::from(n.byte)] {
+                NONE => {
+                    if body_table().0[usize::from(body[usize::from(p)])][usize::from(n.byte)] == Body::Walk {
+                        walked.push(FrontierNode { node: i as u32, path: path[..d - 1].into(), dead: false });
+                    }
+                    i = n.subtree_end as usize;
+                }
+                next => {
+                    let k = k + u32::from(p == 0);
+                    at[d] = (next, k);
+                    path[d - 1] = n.byte;
+                    for &t in trie.node_tokens(&n) {
+                        counts.insert(k, t);
+                    }
+                    i += 1;
+                }
+            }
+        }
+        counts.finish();
+        ClassBodySlice { counts, walked }
+    }
+
+    /// Adds to `out` the class-text tokens that begin at most `capacity` characters.
+    pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
+        self.counts.add_within(capacity, out);
+    }
+
+    pub fn memory_size(&self) -> usize {
+        self.counts.memory_size() + self.walked.iter().map(|f| f.path.len() + 24).sum::<usize>()
+    }
+}
+
+/// The counted class bodies of one compiled grammar: class levels by state, character automata
+/// (at most [`MAX_FORMS`]) and the slices of those that are counted classes (at most
+/// [`MAX_CLASSES`]), built on first use.
+#[derive(Debug, Default)]
+pub struct ClassBodies {
+    inner: Mutex<Inner>,
+}
+
+/// A character automaton's form id, its inline end state, and whether it reads no class byte.
+pub type StartForm = (u32, Option<StateId>, bool);
+
+#[derive(Debug, Default)]
+struct Inner {
+    levels: FastMap<StateId, Option<ClassLevel>>,
+    /// By (start state, call): the form id, the inline end state, and whether the form is empty.
+    starts: FastMap<(StateId, bool), Option<StartForm>>,
+    ids: FastMap<Vec<u32>, u32>,
+    forms: Vec<(Vec<u32>, Option<Arc<ClassBodySlice>>)>,
+    slices: usize,
+}
+
+impl Inner {
+    fn form(&mut self, a: &Automata, start: StateId, call: bool) -> Option<StartForm> {
+        if let Some(&f) = self.starts.get(&(start, call)) {
+            return f;
+        }
+        let f = char_form(a, start, call).and_then(|(form, end)| {
+            // An empty form reads no class byte (pair 0 with no runs).
+            let empty = form.len() == 2;
+            let next = self.forms.len() as u32;
+            let id = match self.ids.get(&form) {
+                Some(&id) => id,
+                None if self.forms.len() < MAX_FORMS => {
+                    self.ids.insert(form.clone(), next);
+                    self.forms.push((form, None));
+                    next
+                }
+                None => return None,
+            };
+            Some((id, end, empty))
+        });
+        self.starts.insert((start, call), f);
+        f
+    }
+}
+
+impl ClassBodies {
+    /// The class and capacity of the counted class body at `s` ([`class_capacity`]), with the
+    /// levels memoized; `None` where there is none.
+    pub fn chain(&self, a: &Automata, max_chars: u32, s: StateId) -> Option<(u32, u32)> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
+        let level = |r: StateId| {
+            if let Some(&l) = inner.levels.get(&r) {
+                return l;
+            }
+            let l = class_level(a, r, |start, call| inner.form(a, start, call));
+            inner.levels.insert(r, l);
+            l
+        };
+        class_capacity(s, max_chars, level, |r| a.state(r).is_final)
+    }
+
+    /// The slice of class `class` (from [`Self::chain`]), built on first use; `None` for a class
+    /// of few characters or past [`MAX_CLASSES`] slices.
+    pub fn slice(&self, trie: &TokenTrie, vocab_size: usize, class: u32) -> Option<Arc<ClassBodySlice>> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
+        let (form, slice) = &mut inner.forms[class as usize];
+        if slice.is_none() {
+            if inner.slices >= MAX_CLASSES || class_chars(form) < MIN_CLASS_CHARS {
+                return None;
+            }
+            inner.slices += 1;
+            *slice = Some(Arc::new(ClassBodySlice::new(trie, vocab_size, form)));
+        }
+        slice.clone()
+    }
+
+    /// Heap bytes of the levels, forms and slices.
+    pub fn memory_size(&self) -> usize {
+        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slices: usize = inner.forms.iter().filter_map(|(_, s)| s.as_ref()).map(|s| s.memory_size()).sum();
+        let forms: usize = inner.forms.iter().map(|(f, _)| f.len() * 8).sum();
+        slices + forms + (inner.levels.len() + inner.starts.len()) * 32
+    }
+}
