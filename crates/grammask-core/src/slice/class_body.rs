@@ -24,7 +24,7 @@
 //! at a frontier node, and only the walked frontier bytes can be read there (the levels read
 //! nothing else), so every other token is refused with no rule end on its way.
 use super::body::body_table;
-use super::{Body, CharCounts, FrontierNode};
+use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::fasthash::FastMap;
@@ -236,35 +236,14 @@ impl ClassBodySlice {
         }
         let mut counts = CharCounts::new(vocab_size);
         let mut walked = Vec::new();
-        let depth = trie.max_depth as usize + 1;
-        // at[d]: (pair, characters begun) after the node at depth d on the current path (at[0]:
-        // the root); path[d - 1]: that node's byte.
-        let mut at: Vec<(u16, u32)> = vec![(0, 0); depth];
-        let mut path: Vec<u8> = vec![0; depth];
-        let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
-            let n = nodes[i];
-            let d = n.depth as usize;
-            let (p, k) = at[d - 1];
-            match table[usize::from(p)][usize::from(n.byte)] {
-                NONE => {
-                    if body_table().0[usize::from(body[usize::from(p)])][usize::from(n.byte)] == Body::Walk {
-                        walked.push(FrontierNode { node: i as u32, path: path[..d - 1].into(), dead: false });
-                    }
-                    i = n.subtree_end as usize;
-                }
-                next => {
-                    let k = k + u32::from(p == 0);
-                    at[d] = (next, k);
-                    path[d - 1] = n.byte;
-                    for &t in trie.node_tokens(&n) {
-                        counts.insert(k, t);
-                    }
-                    i += 1;
-                }
+        let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
+        let token = |k: u32, t: u32| counts.insert(k, t);
+        let leave = |node: u32, path: &[u8], p: u16, x: u8| {
+            if body_table().0[usize::from(body[usize::from(p)])][usize::from(x)] == Body::Walk {
+                walked.push(FrontierNode { node, path: path.into(), dead: false });
             }
-        }
+        };
+        walk_chars(trie, 0u16, step, |p| p == 0, token, leave);
         counts.finish();
         ClassBodySlice { counts, walked }
     }
