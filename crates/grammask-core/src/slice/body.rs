@@ -106,7 +106,7 @@ impl BodySlice {
             slice.set(t as usize);
             counts.insert(k, t);
         };
-        let leave = |node: u32, path: &[u8], b: u8, x: u8| {
+        let leave = |node: u32, path: &[u8], (b, _): (u8, u32), x: u8| {
             let dead = table[usize::from(b)][usize::from(x)] == Body::Dead;
             frontier.push(FrontierNode { node, path: path.into(), dead });
         };

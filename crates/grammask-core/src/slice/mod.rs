@@ -91,8 +91,9 @@ pub(super) fn build_slice(
 /// next state, or `None` where the path leaves the automaton (its subtree is skipped). Calls
 /// `token(k, t)` for each token the automaton reads to its end, `k` the characters it begins (a
 /// character begins at each byte read from a state where `boundary` holds, so a token ending
-/// inside a character counts it), and `leave(node, path, state, byte)` at each node where a path
-/// first leaves, `path` the bytes above that node and `state` the automaton's state there.
+/// inside a character counts it), and `leave(node, path, (state, k), byte)` at each node where a
+/// path first leaves, `path` the bytes above that node, `state` the automaton's state and `k` the
+/// characters begun there.
 /// PERF: per node one `step` and a stack slot per depth, no allocation but the two stacks.
 pub(super) fn walk_chars<S: Copy>(
     trie: &TokenTrie,
@@ -100,7 +101,7 @@ pub(super) fn walk_chars<S: Copy>(
     step: impl Fn(S, u8) -> Option<S>,
     boundary: impl Fn(S) -> bool,
     mut token: impl FnMut(u32, u32),
-    mut leave: impl FnMut(u32, &[u8], S, u8),
+    mut leave: impl FnMut(u32, &[u8], (S, u32), u8),
 ) {
     // at[d]: (state, characters begun) after the node at depth d on the current path (at[0]: the
     // root); path[d - 1]: that node's byte.
@@ -124,7 +125,7 @@ pub(super) fn walk_chars<S: Copy>(
                 i += 1;
             }
             None => {
-                leave(i as u32, &path[..d - 1], q, n.byte);
+                leave(i as u32, &path[..d - 1], (q, k), n.byte);
                 i = n.subtree_end as usize;
             }
         }
