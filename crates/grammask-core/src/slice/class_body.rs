@@ -22,7 +22,11 @@
 //! byte, with no final state at a boundary (the rule cannot end inside), a token is read inside
 //! the rule iff it is `C`-text beginning at most `c` characters; any other token leaves the class
 //! at a frontier node, and only the walked frontier bytes can be read there (the levels read
-//! nothing else), so every other token is refused with no rule end on its way.
+//! nothing else), so every other token is refused with no rule end on its way. A chain may end
+//! instead in an *exit* ([`exit_reads`]): a plain, non-final state none of whose bytes begins a
+//! class character; then a token can also leave the class text after exactly `c` characters (at
+//! a boundary) at a byte the exit reads, and those nodes are walked too
+//! ([`ClassBodySlice::exits_at`]); a longer class text is refused at the exit.
 use super::body::body_table;
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
