@@ -1,6 +1,7 @@
 """The slowest mask fills and compiles of grammask on sampled MaskBench schemas (issue 18).
 
     GRAMMASK_SHARED=/work/shared python bench/tail_states.py --limit 300 --seed 1818 [--wall] [--top 20]
+    GRAMMASK_SHARED=/work/shared python bench/tail_states.py --schema o79409 [--schema o61649]
 
 Same sampling (``list_files``), schema options (the ``grammask`` engine of ``python -m
 grammask.bench maskbench``) and protocol (a fresh matcher per instance, fill before every token,
@@ -9,7 +10,8 @@ then accept it) as the MaskBench harness, but timed in **thread CPU time** by de
 show up as tail latency; ``--wall`` uses ``perf_counter_ns`` as the harness does. Prints the
 mask and TTFM percentiles, the schemas with the most fills over ``--slow-us``, and the slowest
 fills as (µs, file, instance, token position) with the text before that position, to be fed to
-``crates/grammask-core/examples/kernel_costs.rs``.
+``crates/grammask-core/examples/kernel_costs.rs``. ``--schema ID`` (repeatable) runs only the
+files whose name contains ID (``o79409`` for ``Github_hard---o79409.json``), instead of the sample.
 """
 
 from __future__ import annotations
@@ -34,6 +36,18 @@ from grammask.bench.data import (  # noqa: E402
 from grammask.bench.engines import ENGINES  # noqa: E402
 
 
+def schema_files(args: argparse.Namespace) -> list[Path]:
+    """The sampled files, or with ``--schema`` every file whose name contains one of the IDs."""
+    if not args.schema:
+        return list_files(default_data_dir(), args.limit, args.seed)
+    files = [f for f in list_files(default_data_dir(), None, 0) if any(i in f.name for i in args.schema)]
+    files.sort()
+    for i in args.schema:
+        if not any(i in f.name for f in files):
+            raise SystemExit(f"no MaskBench file name contains {i!r}")
+    return files
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=300)
@@ -41,6 +55,10 @@ def main() -> int:
     ap.add_argument("--wall", action="store_true", help="wall-clock time instead of thread CPU time")
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--slow-us", type=float, default=300.0)
+    ap.add_argument(
+        "--schema", action="append", default=[], metavar="ID",
+        help="only the files whose name contains ID (repeatable; --limit and --seed are ignored)",
+    )
     args = ap.parse_args()
     clock = time.perf_counter_ns if args.wall else time.thread_time_ns
     tok = load_hf_tokenizer(default_tokenizer_dir())
@@ -52,7 +70,7 @@ def main() -> int:
     slow: list[tuple[float, str, int, int]] = []
     texts: dict[tuple[str, int, int], str] = {}
     gc.disable()
-    for f in list_files(default_data_dir(), args.limit, args.seed):
+    for f in schema_files(args):
         task = load_task(f, tok)
         t0 = clock()
         try:

@@ -400,7 +400,14 @@ impl CompiledGrammar {
     /// ([`Self::class_body`]), for tests.
     #[doc(hidden)]
     pub fn class_body_capacity(&self, state: StateId) -> Option<u32> {
-        self.class_body(state).map(|(_, c)| c)
+        self.class_body(state).map(|(_, c, _)| c)
+    }
+
+    /// The exit state of the counted class body at `state` if it takes that shortcut with a chain
+    /// that ends in one ([`ClassBodies::chain`]), for tests.
+    #[doc(hidden)]
+    pub fn class_body_exit(&self, state: StateId) -> Option<StateId> {
+        self.class_body(state).and_then(|(_, _, exit)| exit)
     }
 
     /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::chain`], [`ClassBodies::slice`]),
@@ -408,13 +415,13 @@ impl CompiledGrammar {
     /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
     /// PERF: the chain first (memoized levels): a cover search on every state that calls rules
     /// (a long `maxLength`'s blocks) cost up to ~20 ms.
-    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32)> {
-        let (class, c) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state)?;
+    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32, Option<StateId>)> {
+        let (class, c, exit) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state)?;
         if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
             return None;
         }
         let vocab_size = self.index.vocab.vocab_size();
-        self.class_bodies.slice(&self.index.trie, vocab_size, class).map(|sl| (sl, c))
+        self.class_bodies.slice(&self.index.trie, vocab_size, class).map(|sl| (sl, c, exit))
     }
 
     /// How the kernels were classified so far.
@@ -475,7 +482,7 @@ impl CompiledGrammar {
             follow: Some(&follow),
             class: class.as_deref(),
             capacity,
-            class_body: class_body.as_ref().map(|(sl, c)| (&**sl, *c)),
+            class_body: class_body.as_ref().map(|(sl, c, exit)| (&**sl, *c, *exit)),
             runs: Some(&runs),
             state_runs: Some(&state_runs),
             cover: Some(&self.cover),

@@ -62,8 +62,8 @@ pub struct Shortcuts<'a> {
     /// ([`crate::slice::body_capacity`]); used with `body`.
     pub capacity: Option<Counted>,
     /// The kernel state is a counted class body ([`crate::slice::class_capacity`]): the class's
-    /// slice and the capacity.
-    pub class_body: Option<(&'a ClassBodySlice, u32)>,
+    /// slice, the capacity and the chain's exit state.
+    pub class_body: Option<(&'a ClassBodySlice, u32, Option<StateId>)>,
     /// Run indexes by (ASCII class, UTF-8 too), for class runs met anywhere in the walk.
     pub runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
     /// The run index that applies at a plain state (see `KernelWalk::runs_at`), memoized by the

@@ -491,6 +491,21 @@ fn shared_vocab(name: &str) -> Option<Arc<Vocabulary>> {
     Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
 }
 
+/// The text of MaskBench file `NAME.json` of the shared data dir; `None`, saying so, when
+/// `GRAMMASK_SHARED` is not set or the file is missing.
+fn maskbench_file(name: &str) -> Option<String> {
+    let Some(root) = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from) else {
+        eprintln!("skipping: GRAMMASK_SHARED not set");
+        return None;
+    };
+    let file = root.join(format!("maskbench/data/{name}.json"));
+    let text = std::fs::read_to_string(&file);
+    if text.is_err() {
+        eprintln!("skipping: {} not found", file.display());
+    }
+    text.ok()
+}
+
 /// Masks equal the brute force on Llama 3 (whose longest token is 128 spaces) inside counted
 /// strings of several bounds, at the positions where the characters left cross 128: `maxLength`s
 /// up to the long-run bound (`json_char{0,n}` in the string), longer ones built from
@@ -559,15 +574,7 @@ fn counted_string_masks_match_brute_force_on_llama3() {
 #[test]
 fn counted_class_masks_match_brute_force() {
     use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
-    let Some(root) = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from) else {
-        eprintln!("skipping: GRAMMASK_SHARED not set");
-        return;
-    };
-    let file = root.join("maskbench/data/Github_hard---o79409.json");
-    let Ok(text) = std::fs::read_to_string(&file) else {
-        eprintln!("skipping: {} not found", file.display());
-        return;
-    };
+    let Some(text) = maskbench_file("Github_hard---o79409") else { return };
     let task: serde_json::Value = serde_json::from_str(&text).unwrap();
     let pattern = &task["schema"]["properties"]["name"]["pattern"];
     assert!(pattern.as_str().is_some_and(|p| p.ends_with("]{1,200}$")), "{pattern}");
@@ -633,4 +640,63 @@ g ::= [\u0370-\u03ff]"#;
         }
     }
     assert!(checked >= 60, "{checked} masks checked");
+}
+
+/// Masks equal the brute force inside counted class bodies whose chain ends in a state reading
+/// other bytes (an *exit*): o61649's `PayloadUUID` pattern
+/// (`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-...-[0-9A-Za-z]{12}$`: the first four groups' chains exit
+/// into a state reading `-`), an EBNF non-ASCII class exiting into several bytes (`.`, `,`, `\\`, `\u` escapes), and an
+/// exit that reads `"` too; on Llama 3 and Qwen 2.5 at every position. A wrong count of the
+/// characters before the exit accepts `abcd-` one position too early or refuses it.
+#[test]
+fn class_chain_exit_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let Some(text) = maskbench_file("Github_hard---o61649") else { return };
+    let task: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pattern = text.split("\"pattern\": \"").nth(1).and_then(|p| p.split('"').next()).unwrap();
+    assert!(pattern.starts_with("^[0-9A-Za-z]{8}-"), "{pattern} ({})", task["schema"]["title"]);
+    let pattern = serde_json::from_str::<String>(&format!("\"{pattern}\"")).unwrap();
+    let schema = serde_json::json!({"type": "object", "properties": {"u": {"type": "string", "pattern": pattern}}});
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let ebnf = json_schema_to_ebnf(&schema.to_string(), &opts).unwrap();
+    let from_schema = grammask_core::ebnf::parse_ebnf(&ebnf, "root").unwrap();
+    let ebnf = r#"root ::= "{\"x\": \"" [a-z\u00e0-\u00ff\u4e00-\u9fff]{6} ([.,] | "\\" ["n] | "\\u00" [0-9]{2}) [a-z]{0,3} "\"}" | "{\"q\": \"" [a-zA-Z ]{5} (["!] "!"?) "\"}""#;
+    let from_ebnf = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let mut exits = 0;
+    let mut checked = 0;
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
+        let ebnf_cg = Arc::new(CompiledGrammar::new(&from_ebnf, &vocab).unwrap());
+        let cases: [(&Arc<CompiledGrammar>, &str, &str); 5] = [
+            (&schema_cg, "u", "12345678-abcd-EFGH-1a2B-123456789012"),
+            (&ebnf_cg, "x", "abc\u{e9}\u{4e2d}z.abc"),
+            (&ebnf_cg, "x", "\u{4e2d}\u{4e2d}bcde\\u0041"),
+            (&ebnf_cg, "q", "ab Cd!!"),
+            (&ebnf_cg, "q", "ab Cd\""),
+        ];
+        for (cg, key, doc) in cases {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(format!("{{\"{key}\": \"").as_bytes()).unwrap());
+            let chars: Vec<String> = doc.chars().map(String::from).collect();
+            for i in 0..=chars.len() {
+                let a = cg.automata();
+                exits += kernel_items(a, m.chart()).iter().filter(|it| cg.class_body_exit(it.state).is_some()).count();
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{name} {key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+                if let Some(c) = chars.get(i) {
+                    assert!(m.accept_bytes(c.as_bytes()).unwrap(), "{name} {key} char {i} {c:?}");
+                }
+            }
+            assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{name} {key}");
+        }
+    }
+    // Per vocabulary, the positions inside a chain with an exit: 8 + 3 * 4 in the UUID, 6 + 6 of
+    // `x`, 5 + 5 of `q`.
+    assert!(exits >= 2 * 30, "{exits} kernels took a class body with an exit");
+    assert!(checked >= 100, "{checked} masks checked");
 }

@@ -15,12 +15,14 @@ impl KernelWalk<'_> {
         let memo = self.cover.unwrap_or(&fresh);
         let w = self;
         let base = Frame::Rows(w.chart.num_rows());
-        if let Some((cb, c)) = sc.class_body {
+        if let Some((cb, c, exit)) = sc.class_body {
             // A counted class body: its class-text tokens that fit are read inside the rule, every
             // other token is refused without a rule end on the way, except below the walked
-            // frontier nodes (see `crate::slice::ClassBodySlice`).
+            // frontier nodes (see `crate::slice::ClassBodySlice`) and, after a chain with an exit
+            // state, where `c` characters of class text are followed by a byte the exit reads.
             cb.add_within(c, &mut w.accepted);
-            for f in &cb.walked {
+            let exits = exit.into_iter().flat_map(|r| a.byte_edges(r)).flat_map(|e| e.lo..=e.hi);
+            for f in cb.walked.iter().chain(exits.flat_map(|x| cb.exits_at(c, x))) {
                 if !w.walk_frontier(f, base)? {
                     return Ok(false);
                 }

@@ -19,7 +19,7 @@
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
 use super::cover::{cover_search, CoverMemo, SliceKey};
-use super::{Body, CharCounts, FrontierNode};
+use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::trie::TokenTrie;
@@ -98,36 +98,19 @@ impl BodySlice {
         let mut slice = Bitset::new(vocab_size);
         let mut frontier = Vec::new();
         let mut counts = CharCounts::new(vocab_size);
-        // at[d]: (body state, characters begun) after the node at depth d on the current path
-        // (at[0]: the root); path[d - 1]: that node's byte.
-        let depth = trie.max_depth as usize + 1;
-        let mut at: Vec<(u8, u32)> = vec![(0, 0); depth];
-        let mut path: Vec<u8> = vec![0; depth];
-        let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
-            let n = nodes[i];
-            let d = n.depth as usize;
-            let (b, k) = at[d - 1];
-            match table[usize::from(b)][usize::from(n.byte)] {
-                Body::To(next) => {
-                    // A character begins at each byte read from the boundary state (so a token
-                    // ending inside a character counts it).
-                    let k = k + u32::from(b == 0);
-                    at[d] = (next, k);
-                    path[d - 1] = n.byte;
-                    for &t in trie.node_tokens(&n) {
-                        slice.set(t as usize);
-                        counts.insert(k, t);
-                    }
-                    i += 1;
-                }
-                out => {
-                    frontier.push(FrontierNode { node: i as u32, path: path[..d - 1].into(), dead: out == Body::Dead });
-                    i = n.subtree_end as usize;
-                }
-            }
-        }
+        let step = |b: u8, x: u8| match table[usize::from(b)][usize::from(x)] {
+            Body::To(next) => Some(next),
+            _ => None,
+        };
+        let token = |k: u32, t: u32| {
+            slice.set(t as usize);
+            counts.insert(k, t);
+        };
+        let leave = |node: u32, path: &[u8], (b, _): (u8, u32), x: u8| {
+            let dead = table[usize::from(b)][usize::from(x)] == Body::Dead;
+            frontier.push(FrontierNode { node, path: path.into(), dead });
+        };
+        walk_chars(trie, 0u8, step, |b| b == 0, token, leave);
         counts.finish();
         BodySlice { slice, frontier, counts }
     }

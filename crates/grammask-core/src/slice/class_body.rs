@@ -22,9 +22,13 @@
 //! byte, with no final state at a boundary (the rule cannot end inside), a token is read inside
 //! the rule iff it is `C`-text beginning at most `c` characters; any other token leaves the class
 //! at a frontier node, and only the walked frontier bytes can be read there (the levels read
-//! nothing else), so every other token is refused with no rule end on its way.
+//! nothing else), so every other token is refused with no rule end on its way. A chain may end
+//! instead in an *exit* ([`exit_reads`]): a plain, non-final state none of whose bytes begins a
+//! class character; then a token can also leave the class text after exactly `c` characters (at
+//! a boundary) at a byte the exit reads, and those nodes are walked too
+//! ([`ClassBodySlice::exits_at`]); a longer class text is refused at the exit.
 use super::body::body_table;
-use super::{Body, CharCounts, FrontierNode};
+use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::fasthash::FastMap;
@@ -176,20 +180,25 @@ pub fn class_level(
 /// The class and capacity of the counted class body at `s`: the `c` of a chain of `c` levels of
 /// one class from `s` ending in [`ClassLevel::Zero`] (or `max_chars` when the chain reads at least
 /// that many characters, loops included: no token begins more), `None` if there is no such chain
-/// or a level after the first is final (the rule could end inside a token).
+/// or a level after the first is final (the rule could end inside a token). Or a chain of `c`
+/// levels ending in an *exit* `r`, a state that is no level of the class (`-` after
+/// `[0-9A-Za-z]{8}`): then `(class, c, Some(r))`, for the caller to check ([`exit_reads`]).
 pub fn class_capacity(
     s: StateId,
     max_chars: u32,
     mut level: impl FnMut(StateId) -> Option<ClassLevel>,
     is_final: impl Fn(StateId) -> bool,
-) -> Option<(u32, u32)> {
+) -> Option<(u32, u32, Option<StateId>)> {
     let mut class = None;
     let mut r = s;
     for c in 0..max_chars {
-        match level(r)? {
-            ClassLevel::Zero => return class.map(|k| (k, c)),
-            ClassLevel::Next(t, k) => {
-                if *class.get_or_insert(k) != k || is_final(t) {
+        match level(r) {
+            Some(ClassLevel::Zero) => return class.map(|k| (k, c, None)),
+            Some(ClassLevel::Next(_, k)) if class.is_some_and(|k0| k0 != k) => return class.map(|k0| (k0, c, Some(r))),
+            None => return class.map(|k| (k, c, Some(r))),
+            Some(ClassLevel::Next(t, k)) => {
+                class = Some(k);
+                if is_final(t) {
                     return None;
                 }
                 if t == r {
@@ -199,7 +208,17 @@ pub fn class_capacity(
             }
         }
     }
-    class.map(|k| (k, max_chars))
+    class.map(|k| (k, max_chars, None))
+}
+
+/// Whether exit state `r` of a chain of class `form` ([`class_capacity`]) is one a class-body
+/// slice serves: plain and not final, and no byte it reads begins a class character (so a token
+/// of more class characters than the chain is refused at `r`, and one leaving the class at `r`
+/// leaves it at a byte `r` reads: [`ClassBodySlice::exits_at`]).
+pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> bool {
+    let runs = &form[2..2 + 3 * form[1] as usize];
+    let begins = |x: u8| runs.chunks(3).any(|run| (run[0]..=run[1]).contains(&u32::from(x)));
+    a.rule_edges(r).is_empty() && !a.state(r).is_final && a.byte_edges(r).iter().all(|e| !(e.lo..=e.hi).any(begins))
 }
 
 /// The tokens that are text of one class (a character automaton's form, see [`char_form`]), by
@@ -210,6 +229,9 @@ pub struct ClassBodySlice {
     /// The nodes where a path of class text first reads `"` at a boundary, `\u` or `\/` (in trie
     /// order); every other node where it leaves the class reads a byte no level reads.
     pub walked: Vec<FrontierNode>,
+    /// The other nodes where a path of class text leaves the class at a character boundary, by
+    /// (characters begun above them, byte), sorted: the ones a chain's exit state may read.
+    exits: Vec<(u32, u8, FrontierNode)>,
 }
 
 /// No transition in a [`ClassBodySlice::new`] table.
@@ -236,37 +258,20 @@ impl ClassBodySlice {
         }
         let mut counts = CharCounts::new(vocab_size);
         let mut walked = Vec::new();
-        let depth = trie.max_depth as usize + 1;
-        // at[d]: (pair, characters begun) after the node at depth d on the current path (at[0]:
-        // the root); path[d - 1]: that node's byte.
-        let mut at: Vec<(u16, u32)> = vec![(0, 0); depth];
-        let mut path: Vec<u8> = vec![0; depth];
-        let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
-            let n = nodes[i];
-            let d = n.depth as usize;
-            let (p, k) = at[d - 1];
-            match table[usize::from(p)][usize::from(n.byte)] {
-                NONE => {
-                    if body_table().0[usize::from(body[usize::from(p)])][usize::from(n.byte)] == Body::Walk {
-                        walked.push(FrontierNode { node: i as u32, path: path[..d - 1].into(), dead: false });
-                    }
-                    i = n.subtree_end as usize;
-                }
-                next => {
-                    let k = k + u32::from(p == 0);
-                    at[d] = (next, k);
-                    path[d - 1] = n.byte;
-                    for &t in trie.node_tokens(&n) {
-                        counts.insert(k, t);
-                    }
-                    i += 1;
-                }
+        let mut exits = Vec::new();
+        let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
+        let token = |k: u32, t: u32| counts.insert(k, t);
+        let leave = |node: u32, path: &[u8], (p, k): (u16, u32), x: u8| {
+            if body_table().0[usize::from(body[usize::from(p)])][usize::from(x)] == Body::Walk {
+                walked.push(FrontierNode { node, path: path.into(), dead: false });
+            } else if p == 0 {
+                exits.push((k, x, FrontierNode { node, path: path.into(), dead: false }));
             }
-        }
+        };
+        walk_chars(trie, 0u16, step, |p| p == 0, token, leave);
         counts.finish();
-        ClassBodySlice { counts, walked }
+        exits.sort_unstable_by_key(|&(k, x, ref f)| (k, x, f.node));
+        ClassBodySlice { counts, walked, exits }
     }
 
     /// Adds to `out` the class-text tokens that begin at most `capacity` characters.
@@ -274,8 +279,16 @@ impl ClassBodySlice {
         self.counts.add_within(capacity, out);
     }
 
+    /// The nodes where class text of `k` characters leaves the class at byte `x` (see
+    /// [`exit_reads`]).
+    pub fn exits_at(&self, k: u32, x: u8) -> impl Iterator<Item = &FrontierNode> {
+        let from = self.exits.partition_point(|e| (e.0, e.1) < (k, x));
+        self.exits[from..].iter().take_while(move |e| (e.0, e.1) == (k, x)).map(|e| &e.2)
+    }
+
     pub fn memory_size(&self) -> usize {
-        self.counts.memory_size() + self.walked.iter().map(|f| f.path.len() + 24).sum::<usize>()
+        let nodes = self.walked.iter().chain(self.exits.iter().map(|e| &e.2));
+        self.counts.memory_size() + nodes.map(|f| f.path.len() + 32).sum::<usize>()
     }
 }
 
@@ -326,9 +339,9 @@ impl Inner {
 }
 
 impl ClassBodies {
-    /// The class and capacity of the counted class body at `s` ([`class_capacity`]), with the
-    /// levels memoized; `None` where there is none.
-    pub fn chain(&self, a: &Automata, max_chars: u32, s: StateId) -> Option<(u32, u32)> {
+    /// The class, capacity and exit of the counted class body at `s` ([`class_capacity`]), with
+    /// the levels memoized; `None` where there is none or its exit is none [`exit_reads`] allows.
+    pub fn chain(&self, a: &Automata, max_chars: u32, s: StateId) -> Option<(u32, u32, Option<StateId>)> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
         let level = |r: StateId| {
@@ -339,7 +352,11 @@ impl ClassBodies {
             inner.levels.insert(r, l);
             l
         };
-        class_capacity(s, max_chars, level, |r| a.state(r).is_final)
+        let (class, c, exit) = class_capacity(s, max_chars, level, |r| a.state(r).is_final)?;
+        if exit.is_some_and(|r| !exit_reads(a, r, &inner.forms[class as usize].0)) {
+            return None;
+        }
+        Some((class, c, exit))
     }
 
     /// The slice of class `class` (from [`Self::chain`]), built on first use; `None` for a class

@@ -87,6 +87,51 @@ pub(super) fn build_slice(
     (slice, frontier)
 }
 
+/// A pre-order walk of the trie under a byte automaton from `start`: `step(state, byte)` is the
+/// next state, or `None` where the path leaves the automaton (its subtree is skipped). Calls
+/// `token(k, t)` for each token the automaton reads to its end, `k` the characters it begins (a
+/// character begins at each byte read from a state where `boundary` holds, so a token ending
+/// inside a character counts it), and `leave(node, path, (state, k), byte)` at each node where a
+/// path first leaves, `path` the bytes above that node, `state` the automaton's state and `k` the
+/// characters begun there.
+/// PERF: per node one `step` and a stack slot per depth, no allocation but the two stacks.
+pub(super) fn walk_chars<S: Copy>(
+    trie: &TokenTrie,
+    start: S,
+    step: impl Fn(S, u8) -> Option<S>,
+    boundary: impl Fn(S) -> bool,
+    mut token: impl FnMut(u32, u32),
+    mut leave: impl FnMut(u32, &[u8], (S, u32), u8),
+) {
+    // at[d]: (state, characters begun) after the node at depth d on the current path (at[0]: the
+    // root); path[d - 1]: that node's byte.
+    let depth = trie.max_depth as usize + 1;
+    let mut at: Vec<(S, u32)> = vec![(start, 0); depth];
+    let mut path: Vec<u8> = vec![0; depth];
+    let nodes = &trie.nodes;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        let d = n.depth as usize;
+        let (q, k) = at[d - 1];
+        match step(q, n.byte) {
+            Some(next) => {
+                let k = k + u32::from(boundary(q));
+                at[d] = (next, k);
+                path[d - 1] = n.byte;
+                for &t in trie.node_tokens(&n) {
+                    token(k, t);
+                }
+                i += 1;
+            }
+            None => {
+                leave(i as u32, &path[..d - 1], (q, k), n.byte);
+                i = n.subtree_end as usize;
+            }
+        }
+    }
+}
+
 /// Slice tokens by the number of characters each begins (a character begins at each byte read
 /// from a slice automaton's boundary state 0), for counted bodies: [`CharCounts::add_within`].
 #[derive(Debug)]
