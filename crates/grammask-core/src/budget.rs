@@ -144,6 +144,8 @@ struct Memo {
 /// `over` holds every token costing more than `limit` (and no token costing `now` or less) when
 /// `limit >= over_from`; `under` every token costing at most `limit` (and none costing more than
 /// `under_to`) when `limit <= under_to` (the tokens a walk skipped are on the other side).
+/// `near_capped`: a fit walk near `now` listed more than its cap (later walks of the state skip
+/// it).
 #[derive(Debug)]
 struct Entry {
     now: u32,
@@ -151,6 +153,7 @@ struct Entry {
     costs: Exact,
     over_from: u32,
     under_to: Option<u32>,
+    near_capped: bool,
 }
 
 #[derive(Debug, Default)]
@@ -180,10 +183,16 @@ const MAX_REGION_STATES: usize = 1 << 14;
 /// limit down to it.
 const FIT_SLACK: u32 = 6;
 /// Most tokens a fit walk at a limit within [`FIT_SLACK`] of `now` lists above it before it
-/// gives way to an over walk at the limit, which lists the tokens that fit instead.
+/// gives way, at a limit within `FIT_SLACK` of `now`, to an over walk at the limit (which
+/// lists the tokens that fit instead), and at a limit farther above, to a fit walk at the limit
+/// itself.
 /// PERF: in an object key near the end of the budget (`{"queryStrin`, limit `now`), nearly
 /// every token leads to an unknown key and costs more: a fit walk read and listed the whole
-/// vocabulary (~25 ms on Llama 3), which an over walk skips.
+/// vocabulary (~25 ms on Llama 3), which an over walk skips. Far from the limit, where a key of
+/// an open object with required keys left starts (`{"`), every token but the required keys'
+/// raises `C` by the rest of an unknown member (its `":0,`, more than `FIT_SLACK`): a fit walk
+/// near `now` read and listed the whole vocabulary (~50-100 ms), one at the limit reads the
+/// subtrees that may close the key.
 pub const FIT_LIST_CAP: usize = 4096;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
@@ -806,14 +815,15 @@ impl Walk<'_> {
     }
 
     /// Lists the allowed tokens of trie node `node` at `cost`, when their entry can use it: fit
-    /// walks keep the costs above `now` ([`Entry`]'s `over`), over walks those at most their
-    /// limit (`under`), exact walks all but `now`.
+    /// walks keep the costs above their limit ([`Entry`]'s `over`: the entry answers that limit
+    /// and those above it), over walks those at most their limit (`under`), exact walks all but
+    /// `now`.
     /// PERF: the costs above `now` of a key's "other" characters are most of the vocabulary,
     /// which over walks used to list and sort.
     fn record(&mut self, node: usize, cost: u32) {
         let keep = match self.mode {
             Mode::Exact => cost != self.now,
-            Mode::Limit { side: Side::Fit, .. } => cost > self.now,
+            Mode::Limit { limit, side: Side::Fit } => cost > limit,
             Mode::Limit { limit, side: Side::Over } => cost <= limit,
         };
         if keep {
@@ -1037,8 +1047,8 @@ impl Budget {
         self.rows.cost(chart)
     }
 
-    /// The `(cost, token)` list of a walk in `mode` (see [`Walk`]), or `None` when a fit walk
-    /// listed more than `fit_cap` tokens.
+    /// The `(cost, token)` list of a walk in `mode` (see [`Walk`]), and whether it is a fit walk
+    /// that stopped at `fit_cap` tokens (the list then holds those it met first).
     fn walk(
         &mut self,
         a: &Automata,
@@ -1047,7 +1057,7 @@ impl Budget {
         mask: &Bitset,
         mode: Mode,
         now: u32,
-    ) -> Result<Option<Vec<(u32, u32)>>> {
+    ) -> Result<(Vec<(u32, u32)>, bool)> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut w = Walk {
@@ -1070,7 +1080,7 @@ impl Budget {
             capped: false,
         };
         w.run(&mut self.rows, chart)?;
-        Ok((!w.capped).then_some(w.out))
+        Ok((w.out, w.capped))
     }
 
     /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
@@ -1084,7 +1094,7 @@ impl Budget {
         mask: &Bitset,
     ) -> Result<Vec<(u32, u32)>> {
         let now = self.shortest(a, chart);
-        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.unwrap_or_default();
+        let (mut out, _) = self.walk(a, trie, chart, mask, Mode::Exact, now)?;
         out.sort_unstable_by(|x, y| y.cmp(x));
         Ok(out)
     }
@@ -1095,14 +1105,18 @@ impl Budget {
         self.exact_walks = on;
     }
 
-    /// Sets how many tokens a fit walk lists before it gives way to an over walk (for tests of
-    /// over walks at limits above `now`: 0 makes every walk an over walk).
+    /// Sets how many tokens a fit walk lists before it gives way to an over walk or, far from
+    /// the limit, to a fit walk at the limit (for tests of both: at 0 a walk that lists a
+    /// token gives way).
     #[doc(hidden)]
     pub fn set_fit_list_cap(&mut self, cap: usize) {
         self.fit_cap = cap;
     }
 
-    /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]).
+    /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]);
+    /// `near_capped`: an earlier fit walk of the state near `now` was capped (see
+    /// [`FIT_LIST_CAP`]), so the walk starts with the one that follows it.
+    #[allow(clippy::too_many_arguments)]
     fn walk_entry(
         &mut self,
         a: &Automata,
@@ -1111,34 +1125,61 @@ impl Budget {
         mask: &Bitset,
         now: u32,
         limit: u32,
+        near_capped: bool,
     ) -> Result<Entry> {
         if self.exact_walks {
-            let costs = Exact::new(self.walk(a, trie, chart, mask, Mode::Exact, now)?.unwrap_or_default(), now);
+            let costs = Exact::new(self.walk(a, trie, chart, mask, Mode::Exact, now)?.0, now);
             let top = costs.over.first().map_or(now, |e| e.0);
-            return Ok(Entry { now, bound: top, costs, over_from: 0, under_to: now.checked_sub(1) });
+            return Ok(Entry {
+                now,
+                bound: top,
+                costs,
+                over_from: 0,
+                under_to: now.checked_sub(1),
+                near_capped: false,
+            });
         }
+        let mut capped = near_capped;
         if let Some(d) = limit.checked_sub(now) {
             // A fit walk at a lower limit answers every limit above it: walk at most
-            // `FIT_SLACK` above `now`, so that later steps (lower limits) find it. Only near
-            // `now` may an over walk take its place: one far above it would list most tokens,
-            // and its entry would filter them at every later step.
+            // `FIT_SLACK` above `now`, so that later steps (lower limits) find it. If it lists
+            // more than `fit_cap` tokens: near `now`, an over walk at the limit takes its place;
+            // farther above (where an over walk would list most tokens, and its entry filter
+            // them at every later step), a fit walk at the limit.
+            let fit = |l: u32| Mode::Limit { limit: l, side: Side::Fit };
             let l = now + d.min(FIT_SLACK);
-            let fit = Mode::Limit { limit: l, side: Side::Fit };
-            let near = if d > FIT_SLACK { usize::MAX } else { self.fit_cap };
-            let cap = std::mem::replace(&mut self.fit_cap, near);
-            let walked = self.walk(a, trie, chart, mask, fit, now);
-            self.fit_cap = cap;
-            if let Some(out) = walked? {
+            let mut walked = None;
+            let mut far = d > FIT_SLACK;
+            if !capped {
+                let (out, c) = self.walk(a, trie, chart, mask, fit(l), now)?;
+                capped = c;
+                // A capped list samples the costs: when most of it is above the limit, so are
+                // most tokens, and an over walk lists fewer.
+                far &= 2 * out.iter().filter(|e| e.0 > limit).count() <= out.len();
+                walked = (!c).then_some((out, l));
+            }
+            if walked.is_none() && far {
+                let (out, c) = self.walk(a, trie, chart, mask, fit(limit), now)?;
+                walked = (!c).then_some((out, limit));
+            }
+            if let Some((out, l)) = walked {
                 // Skipped tokens cost at most the limit.
                 let costs = Exact::new(out, now);
                 let top = costs.over.first().map_or(now, |e| e.0);
-                return Ok(Entry { now, bound: top.max(l), costs, over_from: l, under_to: None });
+                return Ok(Entry { now, bound: top.max(l), costs, over_from: l, under_to: None, near_capped: capped });
             }
         }
         // Skipped tokens cost more than the limit; those listed at most the limit.
         let over = Mode::Limit { limit, side: Side::Over };
-        let out = self.walk(a, trie, chart, mask, over, now)?.unwrap_or_default();
-        Ok(Entry { now, bound: INF, costs: Exact::new(out, INF), over_from: INF, under_to: Some(limit) })
+        let (out, _) = self.walk(a, trie, chart, mask, over, now)?;
+        Ok(Entry {
+            now,
+            bound: INF,
+            costs: Exact::new(out, INF),
+            over_from: INF,
+            under_to: Some(limit),
+            near_capped: capped,
+        })
     }
 
     /// Clears from `mask` the tokens after which the grammar cannot be completed and the stop
@@ -1177,8 +1218,9 @@ impl Budget {
         let answers = |e: &Entry| by_over(e) || e.under_to.is_some_and(|u| limit <= u);
         let entry = match self.comp.memo_get(sig) {
             Some(e) if answers(&e) => e,
-            _ => {
-                let e = self.walk_entry(a, trie, chart, mask, now, limit)?;
+            old => {
+                let near_capped = old.is_some_and(|e| e.near_capped);
+                let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
                 self.comp.memo_put(sig, e)
             }
         };

@@ -125,6 +125,7 @@ fn forced(name: &str, path: usize) -> &'static [&'static str] {
     match (name, path) {
         ("open_object", 0) => &["{\"", "a"],
         ("open_object", _) => &["{\"", "q"],
+        ("open_required", _) => &["{", "\""],
         _ => &[],
     }
 }
@@ -227,60 +228,76 @@ fn large_vocab() -> (Arc<Vocabulary>, u32) {
     (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), stop)
 }
 
-/// Limit walks (which skip trie subtrees whose tokens their items' regions, or homes, place on
-/// one side of the limit: string contents with escapes and UTF-8 in the tokens) against walks
-/// that cost every token: equal masks at states along random paths, for
-/// every remaining budget from the tightest the matcher takes up, on a large vocabulary. Also
-/// over walks alone (a fit walk's list capped at 0 tokens), which list the tokens that fit at
-/// limits from `now` up too.
-#[test]
-fn limit_walks_equal_exact_walks() {
-    let (vocab, stop) = large_vocab();
-    let mut rng = Rng(0xB0D6_E7F1_A500_0001);
-    let mut extra = grammars();
-    extra.push((
+/// The grammars limit walks are checked on.
+fn limit_walk_grammars() -> Vec<(&'static str, Grammar)> {
+    let mut g = grammars();
+    g.push((
         "pattern",
         schema(r#"{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-q]{2,6}(-[0-9]+)?$"},"s":{"type":"string","maxLength":5}},"required":["p","s"]}"#),
     ));
-    extra.push(("builtin_json", grammask_core::builtin::builtin_json_grammar()));
-    for (name, g) in extra {
+    g.push(("builtin_json", grammask_core::builtin::builtin_json_grammar()));
+    // An open object's keys with a required key left: a token that starts an unknown key raises
+    // the shortest completion by more than `FIT_SLACK` (its `":{"x":0},`).
+    g.push((
+        "open_required",
+        schema(
+            r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}"#,
+        ),
+    ));
+    g
+}
+
+/// At states along random paths of each grammar, for every remaining budget from 1 to 24
+/// (`descending`: from 24 down, so that memo entries of higher limits meet lower ones), the
+/// masks of matchers whose fit walks list at most `cap` tokens (`None`: the default; each cap
+/// on a compilation of its own) equal those of walks that cost every token.
+fn check_limit_walks(caps: &[Option<usize>], descending: bool) {
+    let (vocab, stop) = large_vocab();
+    let mut rng = Rng(0xB0D6_E7F1_A500_0001);
+    for (name, g) in limit_walk_grammars() {
         if std::env::var("ONLY").is_ok_and(|o| o != name) {
             continue;
         }
-        let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        let over = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let fast: Vec<Arc<CompiledGrammar>> =
+            caps.iter().map(|_| Arc::new(CompiledGrammar::new(&g, &vocab).unwrap())).collect();
         let mut compared = 0;
         for path in 0..3 {
-            let mut free = Matcher::new(fast.clone(), MatcherOptions::default()).unwrap();
+            let mut free = Matcher::new(exact.clone(), MatcherOptions::default()).unwrap();
             let mut taken: Vec<u32> = Vec::new();
             for step in 0..10 {
-                for remaining in 1..=24usize {
+                let mut budgets: Vec<usize> = (1..=24).collect();
+                if descending {
+                    budgets.reverse();
+                }
+                for remaining in budgets {
                     let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
-                    let (Ok(mut m), Ok(mut x), Ok(mut o)) = (
-                        Matcher::new(fast.clone(), opts.clone()),
-                        Matcher::new(exact.clone(), opts.clone()),
-                        Matcher::new(over.clone(), opts),
-                    ) else {
+                    let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
                         continue;
                     };
                     x.set_exact_budget_walks(true);
-                    o.set_budget_fit_list_cap(0);
                     for &t in &taken {
-                        assert!(m.accept_token(t).unwrap() && x.accept_token(t).unwrap() && o.accept_token(t).unwrap());
+                        assert!(x.accept_token(t).unwrap());
                     }
-                    let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
-                    let by_over: Vec<usize> = o.compute_mask().unwrap().iter_ones().collect();
                     let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
                     let text = String::from_utf8_lossy(
                         &taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<u8>>(),
                     )
                     .into_owned();
-                    assert_eq!(got, want, "{name} path {path} step {step} remaining {remaining} after {text:?}");
-                    assert_eq!(
-                        by_over, want,
-                        "over walks: {name} path {path} step {step} remaining {remaining} after {text:?}"
-                    );
+                    for (cap, g) in caps.iter().zip(&fast) {
+                        let mut m = Matcher::new(g.clone(), opts.clone()).unwrap();
+                        if let Some(c) = cap {
+                            m.set_budget_fit_list_cap(*c);
+                        }
+                        for &t in &taken {
+                            assert!(m.accept_token(t).unwrap());
+                        }
+                        let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+                        assert_eq!(
+                            got, want,
+                            "fit list cap {cap:?}: {name} path {path} step {step} remaining {remaining} after {text:?}"
+                        );
+                    }
                     compared += 1;
                 }
                 let allowed: Vec<u32> =
@@ -288,11 +305,33 @@ fn limit_walks_equal_exact_walks() {
                 if allowed.is_empty() {
                     break;
                 }
-                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                // (Forced tokens this vocabulary lacks, or the path does not allow, are left to
+                // chance.)
+                let forced_token = forced(name, path)
+                    .get(step)
+                    .and_then(|s| allowed.iter().copied().find(|&t| vocab.token_bytes(t) == s.as_bytes()));
+                let t = forced_token.unwrap_or_else(|| allowed[rng.below(allowed.len() as u64) as usize]);
                 assert!(free.accept_token(t).unwrap());
                 taken.push(t);
             }
         }
         assert!(compared > 0, "{name}: nothing compared");
     }
+}
+
+/// Limit walks (which skip trie subtrees whose tokens their items' regions, or homes, place on
+/// one side of the limit: string contents with escapes and UTF-8 in the tokens) against walks
+/// that cost every token, on a large vocabulary. Also over walks alone (a fit walk's list
+/// capped at 0 tokens), which list the tokens that fit at limits from `now` up too.
+#[test]
+fn limit_walks_equal_exact_walks() {
+    check_limit_walks(&[None, Some(0)], false);
+}
+
+/// Fit walks at the limit itself (far from `now`, after a fit walk near `now` listed more than
+/// the cap), whose entries answer only that limit and those above it, and states met again
+/// after a capped fit walk (which skip it): limits from the highest down.
+#[test]
+fn capped_fit_walks_equal_exact_walks_from_high_limits_down() {
+    check_limit_walks(&[Some(0), Some(3)], true);
 }
