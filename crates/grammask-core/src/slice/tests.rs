@@ -8,9 +8,6 @@ use crate::ebnf::parse_ebnf;
 use crate::mask::classify_kernel;
 use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
 
-/// The shortcut classifies every kernel state exactly like the full walk, on tokens that
-/// probe each edge of the body automaton.
-
 /// A raw vocabulary of `toks` (ids in this order) with no stop token.
 fn raw_vocab(toks: Vec<Vec<u8>>) -> Vocabulary {
     let n = toks.len();
@@ -18,7 +15,7 @@ fn raw_vocab(toks: Vec<Vec<u8>>) -> Vocabulary {
     Vocabulary::new(toks, VocabType::Raw, options).unwrap()
 }
 
-/// `count` pseudo-random tokens over `alphabet` (xorshift64 from `seed`), each of
+/// `count` pseudo-random tokens over `alphabet` (xorshift64 from the seed `x`), each of
 /// 1..=`max_len` bytes.
 fn xorshift_tokens(alphabet: &[u8], count: usize, max_len: u64, mut x: u64) -> Vec<Vec<u8>> {
     (0..count)
@@ -35,6 +32,8 @@ fn xorshift_tokens(alphabet: &[u8], count: usize, max_len: u64, mut x: u64) -> V
         .collect()
 }
 
+/// The shortcut classifies every kernel state exactly like the full walk, on tokens that
+/// probe each edge of the body automaton.
 #[test]
 fn shortcut_equals_full_walk() {
     let toks: Vec<&[u8]> = vec![
