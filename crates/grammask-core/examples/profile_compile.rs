@@ -84,7 +84,13 @@ fn main() {
         if dump {
             match &a {
                 Ok(a) => {
-                    println!("{path} states {} hash {:016x} build_ms {best:.3}", a.states().len(), hash_automata(a));
+                    println!(
+                        "{path} states {} hash {:016x} build_ms {best:.3} to_ebnf_ms {:.3} parse_ms {:.3}",
+                        a.states().len(),
+                        hash_automata(a),
+                        (t1 - t0).as_secs_f64() * 1e3,
+                        (t2 - t1).as_secs_f64() * 1e3
+                    );
                 }
                 Err(e) => println!("{path} error {e}"),
             }

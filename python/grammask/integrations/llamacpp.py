@@ -17,16 +17,14 @@ sampled token with the whole sequence so far. Pass it as
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
-from ..matcher import GrammarMatcher
+from ..bitmask import apply_token_bitmask_inplace
+from ._processor import SequenceProcessor
 
 if TYPE_CHECKING:
-    from ..compiler import CompiledGrammar
     from ..tokenizer_info import TokenizerInfo
 
 __all__ = ["LogitsProcessor", "tokenizer_info_from_gguf"]
@@ -138,61 +136,15 @@ def tokenizer_info_from_gguf(
     )
 
 
-class LogitsProcessor:
+class LogitsProcessor(SequenceProcessor):
     """Constrains a llama-cpp-python generation to a compiled grammar.
 
     Single-use: the first call sees the prompt; each later call brings the tokens sampled since.
     Once the grammar has terminated (a stop token was sampled) the scores are left alone.
     """
 
-    def __init__(self, compiled_grammar: "CompiledGrammar") -> None:
-        self.matcher = GrammarMatcher(compiled_grammar)
-        self.vocab_size = compiled_grammar.tokenizer_info.vocab_size
-        self.token_bitmask = allocate_token_bitmask(1, self.vocab_size)
-        if not isinstance(self.token_bitmask, np.ndarray):
-            self.token_bitmask = self.token_bitmask.numpy()
-        self._seen: Optional[int] = None
-        self._calls = 0
-        self._seconds = 0.0  # spent in accept + fill + apply (not waiting for the model's tokens)
+    def _ids(self, tokens: Any) -> np.ndarray:
+        return np.asarray(tokens)
 
-    def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
-        try:
-            return self._process(input_ids, scores)
-        finally:
-            self._calls += 1
-
-    def _process(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
-        ids = np.asarray(input_ids)
-        start = time.perf_counter()  # the ids are materialized: the model's step is done
-        try:
-            return self._constrain(ids, scores)
-        finally:
-            self._seconds += time.perf_counter() - start
-
-    def _constrain(self, ids: Any, scores: Any) -> Any:
-        if self._seen is None:
-            self._seen = len(ids)
-        else:
-            for token in ids[self._seen :].tolist():
-                if self.matcher.is_terminated():
-                    break
-                if not self.matcher.accept_token(int(token)):
-                    raise RuntimeError(
-                        f"the grammar rejected token {token}, which its mask allowed; is this "
-                        "processor shared between generations? Make one per call."
-                    )
-            self._seen = len(ids)
-        if self.matcher.is_terminated():
-            return scores
-        self.matcher.fill_next_token_bitmask(self.token_bitmask, 0)
-        width = scores.shape[-1]
-        covered = min(width, self.vocab_size)
-        apply_token_bitmask_inplace(scores, self.token_bitmask[0], vocab_size=covered)
-        if width > covered:
-            scores[..., covered:] = -np.inf
-        return scores
-
-    def stats(self) -> str:
-        """Calls so far and the mean time grammask spent per call (accept + fill + apply)."""
-        per = 1e6 * self._seconds / max(1, self._calls)
-        return f"{self._calls} calls, {per:.1f} us/call"
+    def _apply(self, logits: Any, covered: int) -> None:
+        apply_token_bitmask_inplace(logits, self.token_bitmask[0], vocab_size=covered)

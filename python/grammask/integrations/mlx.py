@@ -13,15 +13,11 @@ masked array is also returned, which is what mlx-lm's processors must do.
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 
-from ..matcher import GrammarMatcher
-
-if TYPE_CHECKING:
-    from ..compiler import CompiledGrammar
+from ._processor import SequenceProcessor
 
 __all__ = ["LogitsProcessor", "apply_token_bitmask_mlx", "is_mlx_array"]
 
@@ -89,58 +85,15 @@ def apply_token_bitmask_mlx(
     return logits
 
 
-class LogitsProcessor:
+class LogitsProcessor(SequenceProcessor):
     """Constrains an mlx-lm generation to a compiled grammar (single-use: one per generation).
 
     The first call notes how many tokens the sequence has; each later call accepts the tokens
     sampled since. Ids past the grammar's vocabulary (a padded output layer) are masked out.
     """
 
-    def __init__(self, compiled_grammar: "CompiledGrammar") -> None:
-        self.matcher = GrammarMatcher(compiled_grammar)
-        self.vocab_size = compiled_grammar.tokenizer_info.vocab_size
-        self.token_bitmask = np.full((1, (self.vocab_size + 31) // 32), -1, dtype=np.int32)
-        self._seen: Optional[int] = None
-        self._calls = 0
-        self._seconds = 0.0  # spent in accept + fill + apply (not waiting for the model's tokens)
+    def _ids(self, tokens: Any) -> np.ndarray:
+        return np.asarray(tokens).reshape(-1)  # waits for mlx-lm's pending step
 
-    def __call__(self, tokens: Any, logits: Any) -> Any:
-        try:
-            return self._process(tokens, logits)
-        finally:
-            self._calls += 1
-
-    def _process(self, tokens: Any, logits: Any) -> Any:
-        ids = np.asarray(tokens).reshape(-1)  # waits for mlx-lm's pending step
-        start = time.perf_counter()  # the ids are materialized: the model's step is done
-        try:
-            return self._constrain(ids, logits)
-        finally:
-            self._seconds += time.perf_counter() - start
-
-    def _constrain(self, ids: Any, logits: Any) -> Any:
-        if self._seen is None:
-            self._seen = len(ids)
-        else:
-            for token in ids[self._seen :].tolist():
-                if self.matcher.is_terminated():
-                    break
-                if not self.matcher.accept_token(int(token)):
-                    raise RuntimeError(
-                        f"the grammar rejected token {token}, which its mask allowed"
-                    )
-            self._seen = len(ids)
-        if self.matcher.is_terminated():
-            return logits
-        self.matcher.fill_next_token_bitmask(self.token_bitmask, 0)
-        width = logits.shape[-1]
-        covered = min(width, self.vocab_size)
+    def _apply(self, logits: Any, covered: int) -> None:
         apply_token_bitmask_mlx(logits, self.token_bitmask, vocab_size=covered)
-        if width > covered:
-            logits[..., covered:] = -np.inf
-        return logits
-
-    def stats(self) -> str:
-        """Calls so far and the mean time grammask spent per call (accept + fill + apply)."""
-        per = 1e6 * self._seconds / max(1, self._calls)
-        return f"{self._calls} calls, {per:.1f} us/call"

@@ -873,23 +873,32 @@ impl<'a> Parser<'a> {
     fn json_string_macro(&mut self, name: &str) -> Result<ExprId> {
         self.cur.pos += name.len() + 1;
         let mut keys = Vec::new();
+        self.macro_args(name, |p| {
+            if p.cur.peek() != Some(b'"') {
+                let what = if keys.is_empty() { "a string literal or ')'" } else { "a string literal" };
+                return Err(p.cur.expected(&format!("{what} in {name}(...)")));
+            }
+            keys.push(String::from_utf8(p.cur.string_literal()?).expect("string literals are UTF-8"));
+            Ok(())
+        })?;
+        Ok(self.b.json_string(&keys, name == "JsonStringExcept"))
+    }
+
+    /// Reads a macro's comma-separated arguments up to and including its `)` (the cursor is
+    /// just after the `(`): `arg` reads one argument, called with the cursor on it.
+    fn macro_args(&mut self, name: &str, mut arg: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
         self.skip_ws()?;
         if self.cur.peek() == Some(b')') {
             self.cur.pos += 1;
-        } else {
-            loop {
-                self.skip_ws()?;
-                if self.cur.peek() != Some(b'"') {
-                    let what = if keys.is_empty() { "a string literal or ')'" } else { "a string literal" };
-                    return Err(self.cur.expected(&format!("{what} in {name}(...)")));
-                }
-                keys.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
-                if self.macro_list_end(name)? {
-                    break;
-                }
+            return Ok(());
+        }
+        loop {
+            self.skip_ws()?;
+            arg(self)?;
+            if self.macro_list_end(name)? {
+                return Ok(());
             }
         }
-        Ok(self.b.json_string(&keys, name == "JsonStringExcept"))
     }
 
     /// After a macro argument: true at the closing `)` (consumed), false at a `,` (consumed).
@@ -913,21 +922,13 @@ impl<'a> Parser<'a> {
     fn substring_macro(&mut self) -> Result<ExprId> {
         self.cur.pos += "Substring(".len();
         let mut chunks = Vec::new();
-        self.skip_ws()?;
-        if self.cur.peek() == Some(b')') {
-            self.cur.pos += 1;
-        } else {
-            loop {
-                self.skip_ws()?;
-                if self.cur.peek() != Some(b'"') {
-                    return Err(self.cur.expected("a string literal in Substring(...)"));
-                }
-                chunks.push(String::from_utf8(self.cur.string_literal()?).expect("string literals are UTF-8"));
-                if self.macro_list_end("Substring")? {
-                    break;
-                }
+        self.macro_args("Substring", |p| {
+            if p.cur.peek() != Some(b'"') {
+                return Err(p.cur.expected("a string literal in Substring(...)"));
             }
-        }
+            chunks.push(String::from_utf8(p.cur.string_literal()?).expect("string literals are UTF-8"));
+            Ok(())
+        })?;
         self.substrings += 1;
         let base = format!("Substring#{}", self.substrings);
         crate::lark::substring_expr(&mut self.b, &chunks, &base)

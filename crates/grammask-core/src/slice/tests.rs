@@ -8,6 +8,30 @@ use crate::ebnf::parse_ebnf;
 use crate::mask::classify_kernel;
 use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
 
+/// A raw vocabulary of `toks` (ids in this order) with no stop token.
+fn raw_vocab(toks: Vec<Vec<u8>>) -> Vocabulary {
+    let n = toks.len();
+    let options = VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() };
+    Vocabulary::new(toks, VocabType::Raw, options).unwrap()
+}
+
+/// `count` pseudo-random tokens over `alphabet` (xorshift64 from the seed `x`), each of
+/// 1..=`max_len` bytes.
+fn xorshift_tokens(alphabet: &[u8], count: usize, max_len: u64, mut x: u64) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|_| {
+            (0..=(x % max_len))
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x % alphabet.len() as u64) as usize]
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The shortcut classifies every kernel state exactly like the full walk, on tokens that
 /// probe each edge of the body automaton.
 #[test]
@@ -64,12 +88,7 @@ fn shortcut_equals_full_walk() {
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
-    let vocab = Vocabulary::new(
-        encoded,
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(encoded);
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     // A flat rule too large to be inlined into its several callers (it is called, not
@@ -215,12 +234,7 @@ fn counted_shortcut_equals_full_walk() {
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
-    let vocab = Vocabulary::new(
-        encoded,
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(encoded);
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt] | "\\u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | "\\u" [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}"#;
@@ -295,12 +309,7 @@ fn tokens_within_capacity() {
     toks.extend((30..45).map(|k| vec![b' '; k]));
     toks.push([b"x".repeat(40), b"\"".to_vec()].concat());
     let n = toks.len();
-    let vocab = Vocabulary::new(
-        toks.clone(),
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(toks.clone());
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     // Characters begun, counted directly on the bytes (None: not body text).
@@ -360,12 +369,7 @@ fn class_shortcut_equals_full_walk() {
     ];
     let encoded: Vec<Vec<u8>> = toks.iter().map(|t| t.to_vec()).collect();
     let n = encoded.len();
-    let vocab = Vocabulary::new(
-        encoded,
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(encoded);
     let trie = TokenTrie::new(&vocab);
     let grammars = [
         "root ::= line+\nline ::= [0-9]+ \" \" msg (\"|\" [a-z]+ \"=\" [^ \\n|]+)? \"\\n\"\nmsg ::= [^\\n|]+",
@@ -458,26 +462,11 @@ fn class_slice_from_run_index() {
     .collect();
     // Pseudo-random tokens over a small alphabet of class and non-class bytes.
     let alphabet = [b'a', b'|', b'\n', b' ', b'<', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xFF];
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for _ in 0..400 {
-        let mut t = Vec::new();
-        for _ in 0..=(x % 7) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            t.push(alphabet[(x % alphabet.len() as u64) as usize]);
-        }
-        toks.push(t);
-    }
+    toks.extend(xorshift_tokens(&alphabet[..], 400, 7, 0x2545_F491_4F6C_DD1Du64));
     toks.sort();
     toks.dedup();
     let n = toks.len();
-    let vocab = Vocabulary::new(
-        toks,
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(toks);
     let trie = TokenTrie::new(&vocab);
     let all = u128::MAX;
     let not = |bytes: &[u8]| bytes.iter().fold(all, |c, &b| c & !(1u128 << b));
@@ -583,12 +572,7 @@ fn body_slice_one_walk() {
     toks.sort();
     toks.dedup();
     let n = toks.len();
-    let vocab = Vocabulary::new(
-        toks,
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(toks);
     let trie = TokenTrie::new(&vocab);
     let body = BodySlice::new(&trie, n);
     let (slice, frontier) = build_slice(&trie, n, body_step);
@@ -663,27 +647,10 @@ fn large_subtrees_from_the_root_down() {
     // Pseudo-random tokens over a skewed alphabet: large subtrees at several depths, with
     // small siblings between them.
     let alphabet = b"aaaaaaaaaabbbcd ";
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut toks: Vec<Vec<u8>> = Vec::new();
-    for _ in 0..60_000 {
-        let mut t = Vec::new();
-        for _ in 0..=(x % 11) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            t.push(alphabet[(x % alphabet.len() as u64) as usize]);
-        }
-        toks.push(t);
-    }
+    let mut toks = xorshift_tokens(&alphabet[..], 60_000, 11, 0x9E37_79B9_7F4A_7C15u64);
     toks.sort();
     toks.dedup();
-    let n = toks.len();
-    let vocab = Vocabulary::new(
-        toks,
-        VocabType::Raw,
-        VocabularyOptions { stop_token_ids: Some(vec![]), vocab_size: Some(n), ..Default::default() },
-    )
-    .unwrap();
+    let vocab = raw_vocab(toks);
     let trie = TokenTrie::new(&vocab);
     let expected: Vec<usize> = (0..trie.nodes.len())
         .filter(|&i| {

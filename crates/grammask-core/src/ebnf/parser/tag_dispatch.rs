@@ -29,6 +29,13 @@ fn free_text_grammar(strings: &[String]) -> Result<Grammar> {
     crate::ebnf::parse_ebnf(&text, "text")
 }
 
+/// A dispatch macro's arguments (see [`Parser::dispatch_args`]).
+pub(super) struct DispatchArgs<K> {
+    pub tags: Vec<(K, ExprId)>,
+    pub excludes: Vec<K>,
+    pub looping: bool,
+}
+
 impl Parser<'_> {
     /// A string literal argument (the cursor is on `"`).
     fn string_arg(&mut self, what: &str) -> Result<String> {
@@ -43,85 +50,77 @@ impl Parser<'_> {
         Ok(s)
     }
 
-    /// Parses `TagDispatch(...)` (the cursor is on `TagDispatch`); see the module doc.
-    pub(super) fn tag_dispatch_macro(&mut self) -> Result<ExprId> {
-        const NAME: &str = "TagDispatch";
-        let start = self.cur.pos;
-        self.cur.pos += NAME.len() + 1;
-        let mut tags: Vec<(String, ExprId)> = Vec::new();
-        let mut excludes: Vec<String> = Vec::new();
-        let mut looping = true;
-        self.skip_ws()?;
-        if self.cur.peek() == Some(b')') {
-            self.cur.pos += 1;
-        } else {
-            loop {
-                self.skip_ws()?;
-                if self.cur.peek() == Some(b'(') {
-                    self.cur.pos += 1;
-                    self.skip_ws()?;
-                    let tag = self.string_arg("a trigger string in TagDispatch((\"tag\", rule))")?;
-                    self.skip_ws()?;
-                    if self.cur.peek() != Some(b',') {
-                        return Err(self.cur.expected("',' between the trigger and the rule name"));
-                    }
-                    self.cur.pos += 1;
-                    self.skip_ws()?;
-                    let r = self.macro_rule_ref(NAME)?;
-                    self.skip_ws()?;
-                    if self.cur.peek() != Some(b')') {
-                        return Err(self.cur.expected("')' after the rule name"));
-                    }
-                    self.cur.pos += 1;
-                    tags.push((tag, r));
-                } else {
-                    let arg_pos = self.cur.pos;
-                    let n = self.cur.name_len_at(arg_pos, false);
-                    let arg = self.cur.text[arg_pos..arg_pos + n].to_owned();
-                    self.cur.pos += n;
-                    self.skip_ws()?;
-                    if n == 0 || self.cur.peek() != Some(b'=') {
-                        return Err(self.cur.expected("a (\"trigger\", rule) tuple or a named argument"));
-                    }
-                    self.cur.pos += 1;
-                    self.skip_ws()?;
-                    match arg.as_str() {
-                        "loop_after_dispatch" => looping = self.bool_arg()?,
-                        "excludes" => {
-                            if self.cur.peek() != Some(b'(') {
-                                return Err(self.cur.expected("a tuple of strings, as in excludes=(\"a\", \"b\")"));
-                            }
-                            self.cur.pos += 1;
-                            self.skip_ws()?;
-                            if self.cur.peek() == Some(b')') {
-                                self.cur.pos += 1;
-                            } else {
-                                loop {
-                                    self.skip_ws()?;
-                                    excludes.push(self.string_arg("a string in excludes=(...)")?);
-                                    if self.macro_list_end(NAME)? {
-                                        break;
-                                    }
-                                }
-                            }
-                        }
-                        _ => {
-                            return Err(self.cur.error_at(
-                                ErrorKind::EbnfSyntax,
-                                arg_pos,
-                                format!(
-                                    "unknown argument '{arg}' of TagDispatch(...) (expected loop_after_dispatch or \
-                                     excludes)"
-                                ),
-                            ))
-                        }
-                    }
+    /// Parses a dispatch macro's arguments after `name` (the cursor is on `name`) up to its `)`:
+    /// `(key, rule)` tuples, `loop_after_dispatch=true|false` and `excludes=(key, ...)`, where
+    /// `key` reads one trigger (a string or a token id) and `excludes_example` shows the tuple.
+    pub(super) fn dispatch_args<K>(
+        &mut self,
+        name: &str,
+        excludes_example: &str,
+        mut key: impl FnMut(&mut Self) -> Result<K>,
+    ) -> Result<DispatchArgs<K>> {
+        self.cur.pos += name.len() + 1;
+        let mut args = DispatchArgs { tags: Vec::new(), excludes: Vec::new(), looping: true };
+        self.macro_args(name, |p| {
+            if p.cur.peek() == Some(b'(') {
+                p.cur.pos += 1;
+                p.skip_ws()?;
+                let k = key(p)?;
+                p.skip_ws()?;
+                if p.cur.peek() != Some(b',') {
+                    return Err(p.cur.expected("',' between the trigger and the rule name"));
                 }
-                if self.macro_list_end(NAME)? {
-                    break;
+                p.cur.pos += 1;
+                p.skip_ws()?;
+                let r = p.macro_rule_ref(name)?;
+                p.skip_ws()?;
+                if p.cur.peek() != Some(b')') {
+                    return Err(p.cur.expected("')' after the rule name"));
+                }
+                p.cur.pos += 1;
+                args.tags.push((k, r));
+                return Ok(());
+            }
+            let arg_pos = p.cur.pos;
+            let n = p.cur.name_len_at(arg_pos, false);
+            let arg = p.cur.text[arg_pos..arg_pos + n].to_owned();
+            p.cur.pos += n;
+            p.skip_ws()?;
+            if n == 0 || p.cur.peek() != Some(b'=') {
+                return Err(p.cur.expected("a (trigger, rule) tuple or a named argument"));
+            }
+            p.cur.pos += 1;
+            p.skip_ws()?;
+            match arg.as_str() {
+                "loop_after_dispatch" => args.looping = p.bool_arg()?,
+                "excludes" => {
+                    if p.cur.peek() != Some(b'(') {
+                        return Err(p.cur.expected(&format!("a tuple, as in excludes={excludes_example}")));
+                    }
+                    p.cur.pos += 1;
+                    p.macro_args(name, |p| {
+                        args.excludes.push(key(p)?);
+                        Ok(())
+                    })?;
+                }
+                _ => {
+                    return Err(p.cur.error_at(
+                        ErrorKind::EbnfSyntax,
+                        arg_pos,
+                        format!("unknown argument '{arg}' of {name}(...) (expected loop_after_dispatch or excludes)"),
+                    ))
                 }
             }
-        }
+            Ok(())
+        })?;
+        Ok(args)
+    }
+
+    /// Parses `TagDispatch(...)` (the cursor is on `TagDispatch`); see the module doc.
+    pub(super) fn tag_dispatch_macro(&mut self) -> Result<ExprId> {
+        let start = self.cur.pos;
+        let DispatchArgs { tags, excludes, looping } =
+            self.dispatch_args("TagDispatch", "(\"a\", \"b\")", |p| p.string_arg("a string in TagDispatch(...)"))?;
         if tags.is_empty() {
             return Err(self.cur.expected("at least one (\"trigger\", rule) tuple in TagDispatch(...)"));
         }

@@ -3,6 +3,7 @@
 //! excludes=(id, ...))`. They become [`crate::grammar::Expr::Token`] and
 //! [`crate::grammar::Expr::ExcludeToken`] elements (`TokenTagDispatch` is lowered to them, see
 //! [`Parser::token_tag_dispatch_macro`]).
+use super::tag_dispatch::DispatchArgs;
 use super::{at, Parser, NONE};
 use crate::error::{ErrorKind, Result};
 use crate::grammar::ExprId;
@@ -26,18 +27,11 @@ impl<'a> Parser<'a> {
     fn token_id_tuple(&mut self, macro_name: &str) -> Result<Vec<u32>> {
         self.cur.pos += 1;
         let mut ids = Vec::new();
-        self.skip_ws()?;
-        if self.cur.peek() == Some(b')') {
-            self.cur.pos += 1;
-            return Ok(ids);
-        }
-        loop {
-            self.skip_ws()?;
-            ids.push(self.token_id(macro_name)?);
-            if self.macro_list_end(macro_name)? {
-                return Ok(ids);
-            }
-        }
+        self.macro_args(macro_name, |p| {
+            ids.push(p.token_id(macro_name)?);
+            Ok(())
+        })?;
+        Ok(ids)
     }
 
     /// Parses `Token(id, ...)` or `ExcludeToken(id, ...)` (the cursor is on `name`).
@@ -91,71 +85,7 @@ impl<'a> Parser<'a> {
     pub(super) fn token_tag_dispatch_macro(&mut self) -> Result<ExprId> {
         const NAME: &str = "TokenTagDispatch";
         let start = self.cur.pos;
-        self.cur.pos += NAME.len() + 1;
-        let mut tags: Vec<(u32, ExprId)> = Vec::new();
-        let mut excludes: Vec<u32> = Vec::new();
-        let mut looping = true;
-        self.skip_ws()?;
-        if self.cur.peek() == Some(b')') {
-            self.cur.pos += 1;
-        } else {
-            loop {
-                self.skip_ws()?;
-                if self.cur.peek() == Some(b'(') {
-                    // (id, rule)
-                    self.cur.pos += 1;
-                    self.skip_ws()?;
-                    let id = self.token_id(NAME)?;
-                    self.skip_ws()?;
-                    if self.cur.peek() != Some(b',') {
-                        return Err(self.cur.expected("',' between the token id and the rule name"));
-                    }
-                    self.cur.pos += 1;
-                    self.skip_ws()?;
-                    let r = self.macro_rule_ref(NAME)?;
-                    self.skip_ws()?;
-                    if self.cur.peek() != Some(b')') {
-                        return Err(self.cur.expected("')' after the rule name"));
-                    }
-                    self.cur.pos += 1;
-                    tags.push((id, r));
-                } else {
-                    let arg_pos = self.cur.pos;
-                    let n = self.cur.name_len_at(arg_pos, false);
-                    let arg = &self.cur.text[arg_pos..arg_pos + n];
-                    let arg = arg.to_owned();
-                    self.cur.pos += n;
-                    self.skip_ws()?;
-                    if n == 0 || self.cur.peek() != Some(b'=') {
-                        return Err(self.cur.expected("a (token id, rule) tuple or a named argument"));
-                    }
-                    self.cur.pos += 1;
-                    self.skip_ws()?;
-                    match arg.as_str() {
-                        "loop_after_dispatch" => looping = self.bool_arg()?,
-                        "excludes" => {
-                            if self.cur.peek() != Some(b'(') {
-                                return Err(self.cur.expected("a tuple of token ids, as in excludes=(1, 2)"));
-                            }
-                            excludes = self.token_id_tuple(NAME)?;
-                        }
-                        _ => {
-                            return Err(self.cur.error_at(
-                                ErrorKind::EbnfSyntax,
-                                arg_pos,
-                                format!(
-                                    "unknown argument '{arg}' of TokenTagDispatch(...) (expected \
-                                     loop_after_dispatch or excludes)"
-                                ),
-                            ))
-                        }
-                    }
-                }
-                if self.macro_list_end(NAME)? {
-                    break;
-                }
-            }
-        }
+        let DispatchArgs { tags, excludes, looping } = self.dispatch_args(NAME, "(1, 2)", |p| p.token_id(NAME))?;
         if tags.is_empty() {
             return Err(self.cur.expected("at least one (token id, rule) tuple in TokenTagDispatch(...)"));
         }
