@@ -471,15 +471,17 @@ impl Chart {
     }
 
     /// Recursive `max_tokens` budgets: whether an occurrence of `rule` that started at row
-    /// `child_origin` and ends now may not complete into parent `p`, because `p` is a level of
-    /// the same rule started at the same row (left recursion, `e ::= e "+" t`) and the budget
-    /// holds there (the chain of levels at one row shares one spend point): a spent occurrence
-    /// that can end ends instead of growing. The caller that predicted the first of those
-    /// levels still takes it, so no parse loses its end.
+    /// `child_origin` and ends now may not complete into parent `p`, because `p` is a level
+    /// started at the same row that would wrap it in another level of a left-recursive chain
+    /// ([`RecBudgets::wraps`]: `p` of the same rule, `e ::= e "+" t`, or `rule` the entry of
+    /// `p`'s group of rules left-recursive through each other) and the budget holds there (the
+    /// chain of levels at one row shares one spend point): a spent occurrence that can end ends
+    /// instead of growing. The caller that predicted the first of those levels (outside the
+    /// chain) still takes it, so no parse loses its end.
     #[inline]
-    fn spent_left_growth(&self, a: &Automata, p: &Item, rule: RuleId, child_origin: u32) -> bool {
+    fn spent_left_growth(&self, a: &Automata, rb: &RecBudgets, p: &Item, rule: RuleId, child_origin: u32) -> bool {
         p.origin == child_origin
-            && a.state(p.state).rule == rule
+            && rb.wraps(rule, a.state(p.state).rule)
             && (!self.free || p.la == SPENT_FROM_START)
             && spent(p.la, self.clock)
     }
@@ -616,7 +618,7 @@ impl Chart {
     ) {
         match rb {
             Some(rb) if REC => {
-                if self.spent_left_growth(a, p, rule, child_origin) {
+                if self.spent_left_growth(a, rb, p, rule, child_origin) {
                     return;
                 }
                 for &(rr, t) in a.rule_edges(self.source(rb, p)) {
