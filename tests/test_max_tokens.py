@@ -544,44 +544,41 @@ def _xg_compiler(xg, family: str):
     return xg.GrammarCompiler(xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size))
 
 
-def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar():
-    xg = pytest.importorskip("xgrammar")
-    family = "llama3"
-    xcomp = _xg_compiler(xg, family)
-    _strings_agree_with_xgrammar(xg, xcomp, LEFT_SUM.format(n=3), "12+!", 6)
-    # Full masks where both rules agree: before the budget is spent, and spent where expr can end
-    # (then only "!" follows, not "+": the occurrence ends instead of growing).
-    plus = ids_of(family, "+")[0]
-    for n, text in [(2, ""), (2, "1"), (5, "1+2"), (1, "1"), (1, "12"), (3, "1+2"), (4, "1+2+3")]:
-        ours = _mask_agrees_with_xgrammar(xg, xcomp, family, LEFT_SUM.format(n=n), text)
-        tokens = len(ids_of(family, text)) if text else 0
-        assert ours[plus] == (0 < tokens < n), (n, text)
-
-
 # Left recursion through another rule: `a` is the group's entry (used from outside it). Captured,
 # so the compiler keeps `q` apart instead of copying it into `a`.
 LEFT_GROUP = 'root ::= a "!"\na[max_tokens={n}] ::= q "+" | "x" | "(" a ")"\nq[capture] ::= a "y" | "z"'
 
+# (grammar, string alphabet and longest string, the token that grows the occurrence, masks: (N,
+# text, whether that token is allowed)). Full masks where both rules agree (no token across the
+# start of an occurrence, spent where it can end): before the budget is spent, and once spent,
+# where a finished occurrence ends instead of being wrapped in another level ("+" for expr; "y",
+# which wraps `a` in `q` on the way to another `a`).
+LEFT_RECURSIVE = {
+    "self": (
+        LEFT_SUM,
+        ("12+!", 6),
+        "+",
+        [(2, "", False), (2, "1", True), (5, "1+2", True), (1, "1", False), (1, "12", False), (3, "1+2", False)]
+        + [(4, "1+2+3", False)],
+    ),
+    "group": (
+        LEFT_GROUP,
+        ("xyz+()!", 5),
+        "y",
+        [(2, "", False), (2, "x", True), (1, "x", False), (2, "xy+", False), (3, "xy+", True), (1, "z+", False)]
+        + [(3, "z+", True), (2, "(x)", False), (3, "(x)", True)],
+    ),
+}
 
-def test_left_recursion_through_other_rules_agrees_with_xgrammar():
+
+@pytest.mark.parametrize("name", list(LEFT_RECURSIVE))
+def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar(name):
     xg = pytest.importorskip("xgrammar")
     family = "llama3"
     xcomp = _xg_compiler(xg, family)
-    _strings_agree_with_xgrammar(xg, xcomp, LEFT_GROUP.format(n=2), "xyz+()!", 5)
-    # Full masks where both rules agree (no token across the start of an occurrence, spent
-    # where it can end): once spent, a finished `a` ends (only "!"), it is not wrapped in `q`
-    # ("y") to grow into another `a`.
-    y = ids_of(family, "y")[0]
-    for n, text, grows in [
-        (2, "", False),
-        (2, "x", True),
-        (1, "x", False),
-        (2, "xy+", False),
-        (3, "xy+", True),
-        (1, "z+", False),
-        (3, "z+", True),
-        (2, "(x)", False),
-        (3, "(x)", True),
-    ]:
-        ours = _mask_agrees_with_xgrammar(xg, xcomp, family, LEFT_GROUP.format(n=n), text)
-        assert ours[y] == grows, (n, text)
+    grammar, (alphabet, longest), grow, cases = LEFT_RECURSIVE[name]
+    _strings_agree_with_xgrammar(xg, xcomp, grammar.format(n=2), alphabet, longest)
+    token = ids_of(family, grow)[0]
+    for n, text, grows in cases:
+        ours = _mask_agrees_with_xgrammar(xg, xcomp, family, grammar.format(n=n), text)
+        assert ours[token] == grows, (n, text)
