@@ -316,7 +316,9 @@ def test_unsupported_features_raise_typed_errors():
     with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars together with max_tokens"):
         c.compile_lark('start[max_chars=3, max_tokens=2]: "(" start ")" | "a"')
     with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive through other rules"):
-        c.compile_grammar('root ::= x\nx[max_tokens=3] ::= y ")" | "a"\ny[capture] ::= x "(" | "b"')
+        c.compile_grammar(
+            'root ::= x\nx[max_tokens=3] ::= y ")" | "[" z "]" | "a"\ny[capture] ::= z "(" | "b"\nz[capture] ::= y "+" | "c"'
+        )
 
 
 def test_testing_helpers_work():

@@ -83,6 +83,9 @@ MASK_GRAMMARS = {
     # Left recursion: a sum, and a list inside a budgeted value.
     "rec_left_sum": 'root ::= expr "!"\nexpr[max_tokens=3] ::= expr "+" term | term\nterm ::= [0-9]+ | "(" expr ")"',
     "rec_left_list": 'root ::= v\nv[max_tokens=4] ::= "[" list "]" | [a-z]+\nlist ::= list "," v | v',
+    # Left recursion through another rule (captured, so the compiler keeps the rules apart).
+    "rec_left_group": 'root ::= v\nv[max_tokens=4] ::= "[" p "]" | [a-z]+\n'
+    'p[capture] ::= q "," v | v\nq[capture] ::= p "+" | "z"',
     # Spent from the start: one letter, no brackets.
     "rec_zero": 'root ::= "say:" e "!" e\ne[max_tokens=0] ::= "(" e ")" | [a-z]+ | "[" f "]"\nf ::= [a-z] f | "z"',
 }
@@ -230,8 +233,15 @@ def test_lark_max_tokens():
     assert m.accept_string("((((a))))") and m.is_completed()
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: x "+" x | "a"'))
     assert m.accept_string("a+a+a") and m.is_completed()
-    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'e', left-recursive through other rules"):
-        _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= f "+" | "x"\nf[capture] ::= e "-" | "y"')
+    # Left recursion through another rule: a group entered through one rule (e) works, one entered
+    # through two (f, and g after a byte) does not.
+    m = _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= f "+" | "x"\nf[capture] ::= e "-" | "y"')
+    assert m.accept_string("x-+-+") and m.is_completed()
+    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'f', left-recursive through other rules"):
+        _get_matcher_from_grammar(
+            'root ::= e\ne[max_tokens=2] ::= f "+" | "(" g ")" | "x"\nf[capture] ::= g "-" | "y"\n'
+            'g[capture] ::= f "*" | "z"'
+        )
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
         _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
 
@@ -286,6 +296,24 @@ LEFT_SUM = 'root ::= expr "!"\nexpr[max_tokens={n}] ::= expr "+" term | term\nte
 XGRAMMAR_DIFFERENCES.append(
     (LEFT_SUM.format(n=2), "1+", "12", "left recursion: relaxed until it can end"),
 )
+# XGrammar reads max_tokens=0 as no budget (against its own rule documentation, where a
+# non-negative value bounds the occurrence); grammask as spent from the start.
+ZERO = 'root ::= r "!"\nr[max_tokens=0] ::= [a-z]+'
+XGRAMMAR_DIFFERENCES += [
+    (ZERO, "", "abc", "max_tokens=0: no budget in XGrammar"),
+    ('root ::= e "!"\ne[max_tokens=0] ::= "(" e ")" | [a-z]+', "", "(", "max_tokens=0, recursive"),
+]
+
+
+def test_max_tokens_zero_is_a_budget_of_zero_unlike_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    theirs, ours = xg.testing._is_grammar_accept_string, xgr.testing._is_grammar_accept_string
+    assert theirs(ZERO, "abc!") and not ours(ZERO, "abc!")
+    assert theirs(ZERO, "a!") and ours(ZERO, "a!")
+    # Without the option neither has a budget; max_chars=0 is a budget of 0 in both.
+    free, chars = ZERO.replace("[max_tokens=0]", ""), ZERO.replace("tokens", "chars")
+    for g, s, want in [(free, "abc!", True), (chars, "abc!", False), (chars, "a!", True)]:
+        assert theirs(g, s) == ours(g, s) == want, (g, s)
 
 
 def _xg_mask(xg, cg, ids, vocab_size) -> np.ndarray:
@@ -477,18 +505,13 @@ def test_recursive_budget_masks_equal_xgrammar_where_the_rules_agree():
         assert diff.size == 0, (text, [info.decoded_vocab[i] for i in diff[:10]])
 
 
-def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar():
-    xg = pytest.importorskip("xgrammar")
-    family = "llama3"
-    info = tokenizer_info(family)
-    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
-    xcomp = xg.GrammarCompiler(xinfo)
-    # Strings (budgets do not hold for them in either): every string up to 6 characters.
-    grammar = LEFT_SUM.format(n=3)
+def _strings_agree_with_xgrammar(xg, xcomp, grammar: str, alphabet: str, longest: int) -> None:
+    """Every string over ``alphabet`` up to ``longest`` characters: accepted, and complete, as by
+    XGrammar (budgets do not hold for strings in either)."""
     ours, theirs = _get_matcher_from_grammar(grammar), xg.GrammarMatcher(xcomp.compile_grammar(grammar))
     checked = 0
-    for n in range(7):
-        for chars in itertools.product("12+!", repeat=n):
+    for n in range(longest + 1):
+        for chars in itertools.product(alphabet, repeat=n):
             s = "".join(chars)
             got = []
             for m in (ours, theirs):
@@ -498,19 +521,64 @@ def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar():
                     m.rollback(1)
             assert got[0] == got[1], (s, got)
             checked += 1
-    assert checked == sum(4**n for n in range(7))
-    # Full masks where both rules agree: before the budget is spent, and spent where expr can end
-    # (then only "!" follows, not "+": the occurrence ends instead of growing).
-    for n, text in [(2, ""), (2, "1"), (5, "1+2"), (1, "1"), (1, "12"), (3, "1+2"), (4, "1+2+3")]:
-        grammar = LEFT_SUM.format(n=n)
-        ids = ids_of(family, text) if text else []
-        assert b"".join(info.decoded_vocab[t] for t in ids) == text.encode()
-        m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
-        for t in ids:
-            assert m.accept_token(t)
-        ours = check_mask(m, info, f"N={n} after {text!r}")
-        theirs = _xg_mask(xg, xcomp.compile_grammar(grammar), ids, info.vocab_size)
-        diff = np.flatnonzero(ours != theirs)
-        assert diff.size == 0, (n, text, [info.decoded_vocab[i] for i in diff[:10]])
-        plus = ids_of(family, "+")[0]
-        assert ours[plus] == (0 < len(ids) < n), (n, text)
+    assert checked == sum(len(alphabet) ** n for n in range(longest + 1))
+
+
+def _mask_agrees_with_xgrammar(xg, xcomp, family: str, grammar: str, text: str) -> np.ndarray:
+    """The mask after ``text``'s tokens, checked against brute force and equal to XGrammar's."""
+    info = tokenizer_info(family)
+    ids = ids_of(family, text) if text else []
+    assert b"".join(info.decoded_vocab[t] for t in ids) == text.encode()
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
+    for t in ids:
+        assert m.accept_token(t)
+    ours = check_mask(m, info, f"{grammar!r} after {text!r}")
+    theirs = _xg_mask(xg, xcomp.compile_grammar(grammar), ids, info.vocab_size)
+    diff = np.flatnonzero(ours != theirs)
+    assert diff.size == 0, (grammar, text, [info.decoded_vocab[i] for i in diff[:10]])
+    return ours
+
+
+def _xg_compiler(xg, family: str):
+    info = tokenizer_info(family)
+    return xg.GrammarCompiler(xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size))
+
+
+# Left recursion through another rule: `a` is the group's entry (used from outside it). Captured,
+# so the compiler keeps `q` apart instead of copying it into `a`.
+LEFT_GROUP = 'root ::= a "!"\na[max_tokens={n}] ::= q "+" | "x" | "(" a ")"\nq[capture] ::= a "y" | "z"'
+
+# (grammar, string alphabet and longest string, the token that grows the occurrence, masks: (N,
+# text, whether that token is allowed)). Full masks where both rules agree (no token across the
+# start of an occurrence, spent where it can end): before the budget is spent, and once spent,
+# where a finished occurrence ends instead of being wrapped in another level ("+" for expr; "y",
+# which wraps `a` in `q` on the way to another `a`).
+LEFT_RECURSIVE = {
+    "self": (
+        LEFT_SUM,
+        ("12+!", 6),
+        "+",
+        [(2, "", False), (2, "1", True), (5, "1+2", True), (1, "1", False), (1, "12", False), (3, "1+2", False)]
+        + [(4, "1+2+3", False)],
+    ),
+    "group": (
+        LEFT_GROUP,
+        ("xyz+()!", 5),
+        "y",
+        [(2, "", False), (2, "x", True), (1, "x", False), (2, "xy+", False), (3, "xy+", True), (1, "z+", False)]
+        + [(3, "z+", True), (2, "(x)", False), (3, "(x)", True)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LEFT_RECURSIVE))
+def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar(name):
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    xcomp = _xg_compiler(xg, family)
+    grammar, (alphabet, longest), grow, cases = LEFT_RECURSIVE[name]
+    _strings_agree_with_xgrammar(xg, xcomp, grammar.format(n=2), alphabet, longest)
+    token = ids_of(family, grow)[0]
+    for n, text, grows in cases:
+        ours = _mask_agrees_with_xgrammar(xg, xcomp, family, grammar.format(n=n), text)
+        assert ours[token] == grows, (n, text)

@@ -123,12 +123,17 @@ def test_bounded_rules_need_a_regular_body():
         _get_matcher_from_grammar('root ::= x\nx[lazy] ::= "(" x ")" | "a"')
     # max_chars works on a recursive rule (below): x ends at its first end after 2 characters.
     assert _get_matcher_from_grammar('root ::= x\nx[max_chars=2] ::= y\ny ::= "(" y ")" | "a"').accept_string("((a))")
-    # max_tokens works on a recursive rule (tests/test_max_tokens.py), a left-recursive one too, not
-    # on one left-recursive through other rules.
+    # max_tokens works on a recursive rule (tests/test_max_tokens.py), a left-recursive one too, and
+    # on rules left-recursive through each other entered through one rule only.
     assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= "(" x ")" | "a"').accept_string("((a))")
     assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= x ")" | "a"').accept_string("a))")
-    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'x', left-recursive through other rules"):
-        _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= y ")" | "a"\ny[capture] ::= x "(" | "b"')
+    assert _get_matcher_from_grammar('root ::= x\nx[max_tokens=3] ::= y ")" | "a"\ny[capture] ::= x "(" | "b"').accept_string(
+        "a()()"
+    )
+    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'y', left-recursive through other rules"):
+        _get_matcher_from_grammar(
+            'root ::= x\nx[max_tokens=3] ::= y ")" | "[" z "]" | "a"\ny[capture] ::= z "(" | "b"\nz[capture] ::= y "+" | "c"'
+        )
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,8 @@ _LARK = (
     "lazy, max_chars, max_tokens, capture, temperature, stop/suffix (string literals, regexes or "
     "terminals) and stop_capture work, as do special tokens (<|name|> needs the tokenizer: "
     "compile_lark, or from_lark(tokenizer_info=)); max_chars and max_tokens work on recursive rules "
-    "(max_tokens also on left-recursive ones, not on rules left-recursive through other rules); "
+    "(max_tokens also on left-recursive ones, and on rules left-recursive through each other when "
+    "their group is entered through one rule only); "
     "@name grammars raise UnsupportedFeatureError"
 )
 _STAG = (

@@ -396,9 +396,9 @@ mod tests {
                 "max_chars together with max_tokens on the recursive rule 'x'",
             ),
             (
-                "root ::= x\nx[max_tokens=3] ::= y \"(\" | \"b\"\ny[capture] ::= x \")\" | \"c\"",
+                "root ::= x\nx[max_tokens=3] ::= y \"(\" | \"[\" z \"]\" | \"b\"\ny[capture] ::= z \")\" | \"c\"\nz[capture] ::= y \"+\" | \"d\"",
                 ErrorKind::Unsupported,
-                "reaches the rule 'x', left-recursive through other rules, is not supported",
+                "reaches the rule 'y', left-recursive through other rules, is not supported",
             ),
             (
                 "root ::= x\nx[max_chars=3] ::= y \"!\"\ny[max_tokens=1] ::= \"a\"+",

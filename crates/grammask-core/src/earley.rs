@@ -175,18 +175,7 @@ impl Chart {
 
     /// A chart whose row 0 is the closure of the given states (each with origin 0).
     pub fn with_start(a: &Automata, states: &[StateId]) -> Chart {
-        let mut c = Chart {
-            items: Vec::with_capacity(64),
-            row_start: vec![0],
-            row_sig: vec![0],
-            scratch: HashSet::default(),
-            waiting: Waiting::default(),
-            clock: 0,
-            free: false,
-            chars: Vec::new(),
-            char_rules: 0,
-        };
-        c.init_chars(a, 1);
+        let mut c = Chart::empty_rows(a, 1);
         for &s in states {
             let rule = a.state(s).rule;
             let own = match (a.rec_budgets(), a.char_budgets()) {
@@ -210,29 +199,29 @@ impl Chart {
     /// `(state, origin 0)`. Only descendants of the kernel item have origin 0, so an item with
     /// origin 0 in a final state means the kernel's rule has ended.
     pub fn with_kernel(a: &Automata, state: StateId) -> Chart {
-        let mut c = Chart {
-            items: Vec::with_capacity(64),
-            row_start: vec![0, 0],
-            row_sig: vec![0, 0],
-            scratch: HashSet::default(),
-            waiting: Waiting::default(),
-            clock: 0,
-            free: false,
-            chars: Vec::new(),
-            char_rules: 0,
-        };
-        c.init_chars(a, 2);
+        let mut c = Chart::empty_rows(a, 2);
         c.add(Item::new(state, 0));
         let _ = c.close(a, 1);
         c.row_sig[1] = c.signature(1);
         c
     }
 
-    /// Recursive `max_chars` budgets: `rows` rows, no character read yet.
-    fn init_chars(&mut self, a: &Automata, rows: usize) {
-        if let Some(cb) = a.char_budgets() {
-            self.char_rules = cb.len();
-            self.chars = vec![0; rows];
+    /// A chart of `rows` empty rows, no token or character read yet.
+    fn empty_rows(a: &Automata, rows: usize) -> Chart {
+        let (char_rules, chars) = match a.char_budgets() {
+            Some(cb) => (cb.len(), vec![0; rows]),
+            None => (0, Vec::new()),
+        };
+        Chart {
+            items: Vec::with_capacity(64),
+            row_start: vec![0; rows],
+            row_sig: vec![0; rows],
+            scratch: HashSet::default(),
+            waiting: Waiting::default(),
+            clock: 0,
+            free: false,
+            chars,
+            char_rules,
         }
     }
 
@@ -308,11 +297,7 @@ impl Chart {
     /// of a token-trie walk. Returns `Ok(false)` (and appends nothing) if no item can read it.
     pub fn push_byte_from(&mut self, a: &Automata, from: usize, byte: u8) -> Result<bool> {
         let (prev, from_end) = self.row_bounds(from);
-        let end = self.items.len();
-        let new_row = self.row_start.len() as u32;
-        self.row_start.push(end as u32);
-        self.row_sig.push(0);
-        self.push_chars(from, Some(byte));
+        let new_row = self.begin_row(from, Some(byte));
         if let Some(cb) = a.char_budgets() {
             let ended = self.ended_occurrences(a, cb, from);
             for i in prev..from_end {
@@ -341,17 +326,33 @@ impl Chart {
                 }
             }
         }
-        if self.items.len() == end {
+        self.finish_row(a, new_row)
+    }
+
+    /// Begins an empty row after row `from`, reached by reading `byte` (`None`: no input byte);
+    /// returns its index. [`Chart::finish_row`] closes it.
+    fn begin_row(&mut self, from: usize, byte: Option<u8>) -> usize {
+        let new_row = self.row_start.len();
+        self.row_start.push(self.items.len() as u32);
+        self.row_sig.push(0);
+        self.push_chars(from, byte);
+        new_row
+    }
+
+    /// Closes and signs row `r`, the newest, begun by [`Chart::begin_row`] and filled with its
+    /// kernel items. Returns `Ok(false)` (and removes the row) if it has no item.
+    fn finish_row(&mut self, a: &Automata, r: usize) -> Result<bool> {
+        if self.items.len() == self.row_start[r] as usize {
             self.row_start.pop();
             self.row_sig.pop();
             self.chars.truncate(self.row_start.len());
             return Ok(false);
         }
-        if let Err(e) = self.close(a, new_row as usize) {
+        if let Err(e) = self.close(a, r) {
             self.pop_row();
             return Err(e);
         }
-        self.row_sig[new_row as usize] = self.signature(new_row as usize);
+        self.row_sig[r] = self.signature(r);
         Ok(true)
     }
 
@@ -360,11 +361,7 @@ impl Chart {
     /// see `crate::token_edges`). Returns `Ok(false)` (and appends nothing) if the row is empty.
     pub fn push_byte_with(&mut self, a: &Automata, byte: u8, extra: &[Item]) -> Result<bool> {
         let (prev, from_end) = self.row_bounds(self.last_row_index());
-        let end = self.items.len();
-        let new_row = self.row_start.len();
-        self.push_chars(new_row - 1, Some(byte));
-        self.row_start.push(end as u32);
-        self.row_sig.push(0);
+        let new_row = self.begin_row(self.last_row_index(), Some(byte));
         for i in prev..from_end {
             let it = self.items[i];
             if let Some(t) = a.step(it.state, byte) {
@@ -376,18 +373,7 @@ impl Chart {
         for &it in extra {
             self.add(it);
         }
-        if self.items.len() == end {
-            self.row_start.pop();
-            self.row_sig.pop();
-            self.chars.truncate(self.row_start.len());
-            return Ok(false);
-        }
-        if let Err(e) = self.close(a, new_row) {
-            self.pop_row();
-            return Err(e);
-        }
-        self.row_sig[new_row] = self.signature(new_row);
-        Ok(true)
+        self.finish_row(a, new_row)
     }
 
     /// Appends a row holding `items` (which must not already form a row) and closes it.
@@ -396,49 +382,18 @@ impl Chart {
         if items.is_empty() {
             return Ok(false);
         }
-        let new_row = self.row_start.len();
-        self.push_chars(new_row - 1, None);
-        self.row_start.push(self.items.len() as u32);
-        self.row_sig.push(0);
+        let new_row = self.begin_row(self.last_row_index(), None);
         for &it in items {
             self.add(it);
         }
-        if let Err(e) = self.close(a, new_row) {
-            self.pop_row();
-            return Err(e);
-        }
-        self.row_sig[new_row] = self.signature(new_row);
-        Ok(true)
+        self.finish_row(a, new_row)
     }
 
     /// Appends the row reached by completing `rule`, started at row `origin`, right now: the items
     /// of row `origin` that wait on `rule` advance. Used to resume a parent context after a
     /// cached sub-walk ended the rule. Returns `Ok(false)` if nothing waits on the rule.
     pub fn push_completion(&mut self, a: &Automata, origin: usize, rule: RuleId) -> Result<bool> {
-        let end = self.items.len();
-        let new_row = self.row_start.len();
-        self.push_chars(new_row - 1, None);
-        self.row_start.push(end as u32);
-        self.row_sig.push(0);
-        let (o0, o1) = self.row_bounds(origin);
-        for j in o0..o1 {
-            let p = self.items[j];
-            if let Some(&(_, t)) = a.rule_edges(p.state).iter().find(|(r, _)| *r == rule) {
-                self.add(Item { state: t, ..p });
-            }
-        }
-        if self.items.len() == end {
-            self.row_start.pop();
-            self.row_sig.pop();
-            self.chars.truncate(self.row_start.len());
-            return Ok(false);
-        }
-        if let Err(e) = self.close(a, new_row) {
-            self.pop_row();
-            return Err(e);
-        }
-        self.row_sig[new_row] = self.signature(new_row);
-        Ok(true)
+        self.push_completion_with(a, origin, rule, None)
     }
 
     /// [`Chart::push_completion`] for the rule of kernel item `it` ending now: only the parents it
@@ -446,41 +401,30 @@ impl Chart {
     /// occurrence numbers match).
     pub fn push_completion_of(&mut self, a: &Automata, it: &Item) -> Result<bool> {
         let rule = a.state(it.state).rule;
-        let rb = a.rec_budgets();
-        if rb.is_none() && a.char_budgets().is_none() {
-            return self.push_completion(a, it.origin as usize, rule);
-        }
-        let end = self.items.len();
-        let new_row = self.row_start.len();
-        self.push_chars(new_row - 1, None);
-        self.row_start.push(end as u32);
-        self.row_sig.push(0);
-        let (o0, o1) = self.row_bounds(it.origin as usize);
-        for j in o0..o1 {
-            let p = self.items[j];
-            if p.la != it.la_origin {
-                continue;
+        let predicted_with = (a.rec_budgets().is_some() || a.char_budgets().is_some()).then_some(it.la_origin);
+        self.push_completion_with(a, it.origin as usize, rule, predicted_with)
+    }
+
+    /// Appends the row where `rule`, started at row `origin`, ends now; with `predicted_with`
+    /// (grammars with recursive budgets) only the parents whose own `la` it is advance.
+    fn push_completion_with(
+        &mut self,
+        a: &Automata,
+        origin: usize,
+        rule: RuleId,
+        predicted_with: Option<u32>,
+    ) -> Result<bool> {
+        let new_row = self.begin_row(self.last_row_index(), None);
+        let (o0, o1) = self.row_bounds(origin);
+        for k in o0..o1 {
+            let p = self.items[k];
+            match predicted_with {
+                Some(lo) if p.la == lo => self.advance::<true>(a, a.rec_budgets(), &p, rule, lo, origin as u32),
+                Some(_) => {}
+                None => self.advance::<false>(a, None, &p, rule, p.la, origin as u32),
             }
-            if rb.is_some() && self.spent_left_growth(a, &p, rule, it.origin) {
-                continue;
-            }
-            let source = rb.map_or(p.state, |rb| self.source(rb, &p));
-            if let Some(&(_, t)) = a.rule_edges(source).iter().find(|(r, _)| *r == rule) {
-                self.add(Item { state: rb.map_or(t, |rb| self.target(rb, p.la, t)), ..p });
-            }
         }
-        if self.items.len() == end {
-            self.row_start.pop();
-            self.row_sig.pop();
-            self.chars.truncate(self.row_start.len());
-            return Ok(false);
-        }
-        if let Err(e) = self.close(a, new_row) {
-            self.pop_row();
-            return Err(e);
-        }
-        self.row_sig[new_row] = self.signature(new_row);
-        Ok(true)
+        self.finish_row(a, new_row)
     }
 
     /// Recursive `max_tokens` budgets: sets the tokens accepted so far and whether a string is
@@ -527,15 +471,17 @@ impl Chart {
     }
 
     /// Recursive `max_tokens` budgets: whether an occurrence of `rule` that started at row
-    /// `child_origin` and ends now may not complete into parent `p`, because `p` is a level of
-    /// the same rule started at the same row (left recursion, `e ::= e "+" t`) and the budget
-    /// holds there (the chain of levels at one row shares one spend point): a spent occurrence
-    /// that can end ends instead of growing. The caller that predicted the first of those
-    /// levels still takes it, so no parse loses its end.
+    /// `child_origin` and ends now may not complete into parent `p`, because `p` is a level
+    /// started at the same row that would wrap it in another level of a left-recursive chain
+    /// ([`RecBudgets::wraps`]: `p` of the same rule, `e ::= e "+" t`, or `rule` the entry of
+    /// `p`'s group of rules left-recursive through each other) and the budget holds there (the
+    /// chain of levels at one row shares one spend point): a spent occurrence that can end ends
+    /// instead of growing. The caller that predicted the first of those levels (outside the
+    /// chain) still takes it, so no parse loses its end.
     #[inline]
-    fn spent_left_growth(&self, a: &Automata, p: &Item, rule: RuleId, child_origin: u32) -> bool {
+    fn spent_left_growth(&self, a: &Automata, rb: &RecBudgets, p: &Item, rule: RuleId, child_origin: u32) -> bool {
         p.origin == child_origin
-            && a.state(p.state).rule == rule
+            && rb.wraps(rule, a.state(p.state).rule)
             && (!self.free || p.la == SPENT_FROM_START)
             && spent(p.la, self.clock)
     }
@@ -672,7 +618,7 @@ impl Chart {
     ) {
         match rb {
             Some(rb) if REC => {
-                if self.spent_left_growth(a, p, rule, child_origin) {
+                if self.spent_left_growth(a, rb, p, rule, child_origin) {
                     return;
                 }
                 for &(rr, t) in a.rule_edges(self.source(rb, p)) {
@@ -776,7 +722,7 @@ impl Chart {
                     ));
                 }
             }
-            for &(rr, t) in a.rule_edges(it.state) {
+            for &(rr, _) in a.rule_edges(it.state) {
                 waiting.push(rr, (j - 1) as u32);
                 match rb {
                     Some(rb) if REC => {
@@ -805,12 +751,7 @@ impl Chart {
                 }
                 for &(er, lo, la) in empty_ends.iter() {
                     if er == rr && lo == it.la {
-                        let t = match rb {
-                            Some(_) if REC && self.spent_left_growth(a, &it, rr, r as u32) => continue,
-                            Some(rb) if REC => self.target(rb, it.la, t),
-                            _ => t,
-                        };
-                        self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
+                        self.advance::<REC>(a, rb, &it, rr, la, r as u32);
                     }
                 }
             }

@@ -251,7 +251,10 @@ fn a_token_across_the_start_is_the_first_token() {
 // it enters is spent too. Left recursion (`E ::= E + x | x`, an alternative starting with its
 // own rule): a level that can end may instead be wrapped in a new level of its rule started at
 // the same position, after that first `E` (as many times as the input needs), unless it is spent:
-// a spent level ends instead of growing. Strings are read free.
+// a spent level ends instead of growing. Left recursion through other rules (`A ::= q + | x`,
+// `q ::= A y | z`, a group entered through `A` only): a level of the group's entry that can end
+// may likewise be wrapped in a chain of levels of the group started at the same position, along
+// a cycle of left calls back to the entry, unless it is spent. Strings are read free.
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -266,6 +269,9 @@ struct RecGrammar {
     alts: Vec<Vec<Vec<Sym>>>,
     bound: Vec<Option<u32>>,
     minlen: Vec<u32>,
+    /// Per rule: the entry of its group of rules left-recursive through each other (see
+    /// `entry_of`), if any.
+    entry: Vec<Option<usize>>,
 }
 
 impl RecGrammar {
@@ -290,7 +296,8 @@ impl RecGrammar {
                     .collect()
             })
             .collect();
-        let mut g = RecGrammar { names, alts, bound: rules.iter().map(|r| r.1).collect(), minlen: Vec::new() };
+        let bound = rules.iter().map(|r| r.1).collect();
+        let mut g = RecGrammar { names, alts, bound, minlen: Vec::new(), entry: Vec::new() };
         g.minlen = vec![u32::MAX; rules.len()];
         loop {
             let mut changed = false;
@@ -305,7 +312,61 @@ impl RecGrammar {
                 break;
             }
         }
+        g.entry = (0..rules.len()).map(|r| g.entry_of(r)).collect();
         g
+    }
+
+    /// The rules an alternative of `r` starts with (the grammars here have no empty rule there).
+    fn left(&self, r: usize) -> Vec<usize> {
+        self.alts[r]
+            .iter()
+            .filter_map(|a| match a.first() {
+                Some(Sym::R(x)) if *x != r => Some(*x),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The left-call paths `r -> .. -> to` through other rules, each without repeats.
+    fn left_paths(&self, r: usize, to: usize, path: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        for x in self.left(r) {
+            if x == to {
+                out.push(path.clone());
+            } else if !path.contains(&x) {
+                path.push(x);
+                self.left_paths(x, to, path, out);
+                path.pop();
+            }
+        }
+    }
+
+    /// The entry of `r`'s group of rules left-recursive through each other: the group's rule
+    /// that is used otherwise than by a left call from the group (the grammars here have one).
+    fn entry_of(&self, r: usize) -> Option<usize> {
+        let mut cycles = Vec::new();
+        self.left_paths(r, r, &mut Vec::new(), &mut cycles);
+        if cycles.iter().all(Vec::is_empty) {
+            return None;
+        }
+        let group: Vec<usize> = (0..self.names.len())
+            .filter(|&q| {
+                let (mut there, mut back) = (Vec::new(), Vec::new());
+                self.left_paths(r, q, &mut Vec::new(), &mut there);
+                self.left_paths(q, r, &mut Vec::new(), &mut back);
+                q == r || (!there.is_empty() && !back.is_empty())
+            })
+            .collect();
+        let used_otherwise = |q: usize| {
+            q == 0
+                || (0..self.names.len()).any(|x| {
+                    self.alts[x]
+                        .iter()
+                        .any(|a| a.iter().enumerate().any(|(i, s)| *s == Sym::R(q) && (i > 0 || !group.contains(&x))))
+                })
+        };
+        let entries: Vec<usize> = group.iter().copied().filter(|&q| used_otherwise(q)).collect();
+        assert_eq!(entries.len(), 1, "{}: one entry", self.names[r]);
+        Some(entries[0])
     }
 
     fn weight(&self, seq: &[Sym]) -> u32 {
@@ -319,7 +380,13 @@ impl RecGrammar {
         use std::fmt::Write;
         let mut out = format!("root ::= {}\n", self.names[0]);
         for (r, name) in self.names.iter().enumerate() {
-            let opt = self.bound[r].map_or(String::new(), |n| format!("[max_tokens={n}]"));
+            // Lower-case rules are captured, so the compiler keeps them apart (never copied into
+            // their callers): each is a level of its own, as the reference reads it.
+            let opt = match self.bound[r] {
+                Some(n) => format!("[max_tokens={n}]"),
+                None if name.starts_with(|c: char| c.is_ascii_lowercase()) => "[capture]".to_owned(),
+                None => String::new(),
+            };
             let alts: Vec<String> = self.alts[r]
                 .iter()
                 .map(|a| {
@@ -433,6 +500,29 @@ impl RecRef<'_> {
                     l.pos = wrapped;
                     next.push(d);
                 }
+                // Left recursion through other rules: an ended level of its group's entry is
+                // wrapped in a chain of levels started at the same position, along a cycle of
+                // left calls back to it (`a` in `b ::= a "z"` in `a ::= b "x"`), unless spent.
+                if self.is_final(top) && !spent && self.g.entry[top.rule] == Some(top.rule) {
+                    let mut cycles = Vec::new();
+                    self.g.left_paths(top.rule, top.rule, &mut Vec::new(), &mut cycles);
+                    for path in cycles.into_iter().filter(|p| !p.is_empty()) {
+                        let mut d = c.clone();
+                        let outer = d.pop().unwrap();
+                        let mut chain = vec![top.rule];
+                        chain.extend(&path);
+                        for (i, &r) in chain.iter().enumerate() {
+                            // Each level waits on the next; the last has read the ended one.
+                            let waiting = chain.get(i + 1).copied();
+                            let pos = match waiting {
+                                Some(_) => self.start_pos(r),
+                                None => self.step(r, &self.start_pos(r), Sym::R(top.rule)),
+                            };
+                            d.push(Level { rule: r, pos, waiting, ..outer.clone() });
+                        }
+                        next.push(d);
+                    }
+                }
                 if self.is_final(top) && c.len() > 1 {
                     let mut d = c.clone();
                     let child = d.pop().unwrap();
@@ -454,7 +544,7 @@ impl RecRef<'_> {
                     rules.dedup();
                     for r in rules {
                         // Left recursion: the levels around are opened when this one ends (above).
-                        if r == top.rule && top.start == at {
+                        if top.start == at && (r == top.rule || self.g.entry[top.rule] == Some(r)) {
                             continue;
                         }
                         if self.take(top, Sym::R(r), spent).is_none() {
@@ -585,6 +675,15 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
         // Ambiguous (left and right recursive), and nullable.
         RecGrammar::new(&[("E", Some(n), &["E + E", "( E )", "x"])]),
         RecGrammar::new(&[("B", Some(n), &["B [ B ]", ""])]),
+        // Left recursion through other rules: a budgeted entry, and an unbudgeted one (a list)
+        // inside a budgeted value, with a cycle of three rules.
+        RecGrammar::new(&[("A", Some(n), &["q +", "x", "( A )"]), ("q", None, &["A y", "z"])]),
+        RecGrammar::new(&[
+            ("V", Some(n), &["[ p ]", "x"]),
+            ("p", None, &["q , V", "V"]),
+            ("q", None, &["r +", "z"]),
+            ("r", None, &["p y", "( V )"]),
+        ]),
     ]
 }
 
@@ -741,12 +840,18 @@ fn sampled_outputs_of_recursive_budgets_end() {
 #[test]
 fn unsupported_recursive_budgets_name_the_feature() {
     let bad = [
+        // A group of rules left-recursive through each other used from two of them, with a
+        // cycle of left calls avoiding its entry, with a budget on another rule than its entry.
         (
-            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= e \"-\" | \"y\"",
-            "rule 'e', left-recursive through other rules",
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"(\" g \")\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
+            "left-recursive through other rules",
         ),
         (
-            "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf[capture] ::= \"\" g \"-\" | e\ng[capture] ::= f \"+\" | \"z\"",
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | e \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
+            "rule 'f', left-recursive through other rules",
+        ),
+        (
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[max_tokens=3] ::= e \"-\" | \"y\"",
             "rule 'f', left-recursive through other rules",
         ),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
@@ -762,6 +867,10 @@ fn unsupported_recursive_budgets_name_the_feature() {
     for text in [
         "root ::= e\ne[max_tokens=2] ::= e \"+\" e | \"x\"",
         "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf ::= \"\" f \"-\" | e",
+        // Left recursion through other rules, the group used from one of its rules only (also
+        // after an empty rule).
+        "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= e \"-\" | \"y\"",
+        "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf[capture] ::= \"\" g \"-\" | e\ng[capture] ::= f \"+\" | \"z\"",
     ] {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
         assert!(grammask_core::compiler::Automata::build(&g).is_ok(), "{text}");

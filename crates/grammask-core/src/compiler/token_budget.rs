@@ -133,6 +133,9 @@ pub struct RecBudgets {
     twin_start: Vec<u32>,
     /// Per rule: its `max_tokens` (`NO`: none).
     bound: Vec<u32>,
+    /// Per rule: the entry of its group of rules left-recursive through each other (`NO`:
+    /// none; see [`left_groups`]).
+    entry: Vec<u32>,
 }
 
 impl RecBudgets {
@@ -175,6 +178,16 @@ impl RecBudgets {
             NO => a.rule_start(r),
             t => StateId(t),
         }
+    }
+
+    /// Whether a finished level of `child` that completes into a level of `parent` started at
+    /// the same row wraps it in another level of a left-recursive chain: `parent` is `child`
+    /// (`e ::= e "+" t`), or `child` is the entry of `parent`'s group of rules left-recursive
+    /// through each other (`a` in `b ::= a "z"`, `a ::= b "x" | "y"`: the chain goes on to
+    /// another `a`).
+    #[inline]
+    pub fn wraps(&self, child: RuleId, parent: RuleId) -> bool {
+        child == parent || self.entry[parent.index()] == child.0
     }
 
     /// Rule `r`'s `max_tokens`, if it has one.
@@ -224,10 +237,12 @@ fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
 /// rule with one; `rec` the budgeted rules that keep their rule edges. Rules with a regular
 /// budget reuse their twin; a regular rule built exhausted (`max_tokens=0`) is its own twin.
 ///
-/// `Unsupported` if one of those rules is left-recursive through other rules (`a ::= b "x"`,
-/// `b ::= a "y"`). A rule left-recursive through itself only (`e ::= e "+" t | t`) is supported:
-/// once spent, an occurrence of it that can end is not wrapped in another level of the same rule
-/// started at the same row ([`crate::earley`]), so it has a bounded end.
+/// Left recursion: once spent, an occurrence of a rule left-recursive through itself only
+/// (`e ::= e "+" t | t`) that can end is not wrapped in another level of the same rule started
+/// at the same row ([`crate::earley`]), so it has a bounded end. Rules left-recursive through
+/// each other (`a ::= b "x" | "y"`, `b ::= a "z"`) form a group with one entry, the rule used
+/// from outside it ([`left_groups`]); once spent, a finished level of the entry is not wrapped
+/// in a level of its group started at the same row. `Unsupported` for groups that are not so.
 pub(super) fn add_rec_twins(
     a: &mut super::Automata,
     roots: &[RuleId],
@@ -248,26 +263,24 @@ pub(super) fn add_rec_twins(
             stack.extend(a.rule_edges(StateId(s)).iter().map(|e| e.0).filter(|x| !reach[x.index()]));
         }
     }
-    if let Some(r) = left_recursive_through_others(a, &reach, &rule_len) {
-        return Err(crate::error::Error::new(
+    let mut bound = vec![NO; a.num_rules()];
+    for &(r, b) in bounds {
+        bound[r.index()] = b;
+    }
+    let bounded: Vec<bool> = bound.iter().map(|&b| b != NO).collect();
+    let entry = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|r| {
+        crate::error::Error::new(
             crate::error::ErrorKind::Unsupported,
             format!(
                 "max_tokens on a recursive rule that reaches the rule '{}', left-recursive through other rules, \
-                 is not supported",
+                 is not supported where its group of rules is used from more than one of them or has a \
+                 cycle of left calls that avoids that one, or a budget on another than that one",
                 a.rule_name(r)
             ),
-        ));
-    }
+        )
+    })?;
     let n = a.states.len();
-    let mut rb = RecBudgets {
-        twin: vec![NO; n],
-        open: vec![NO; n],
-        twin_start: vec![NO; a.num_rules()],
-        bound: vec![NO; a.num_rules()],
-    };
-    for &(r, b) in bounds {
-        rb.bound[r.index()] = b;
-    }
+    let mut rb = RecBudgets { twin: vec![NO; n], open: vec![NO; n], twin_start: vec![NO; a.num_rules()], bound, entry };
     for r in (0..a.num_rules()).filter(|&r| reach[r]) {
         let rule = RuleId(r as u32);
         let (lo, hi) = ranges[r];
@@ -320,40 +333,104 @@ pub(super) fn add_rec_twins(
     Ok(())
 }
 
-/// A rule among `reach` that can start itself before reading a byte through another rule
-/// (left recursion through other rules, also after empty ones), if any. A rule that starts only
-/// itself that way (direct left recursion) is not one.
-fn left_recursive_through_others(a: &super::Automata, reach: &[bool], rule_len: &[u32]) -> Option<RuleId> {
-    // left[r]: the rules r may start before reading a byte.
+/// Groups of rules left-recursive through each other (`a ::= b "x" | "y"`, `b ::= a "z"`)
+/// among `reach`: per rule, its group's entry (`NO`: in no such group). A group is supported
+/// when one of its rules, the entry, is the only one used otherwise than by a left call from
+/// the group (from another rule, after a byte, or as the root), every cycle of left calls
+/// through two or more of its rules passes through the entry, and no other of its rules has a
+/// budget: then every chain of levels the group nests at one row starts with the entry, so a
+/// finished entry level can always end that chain. Else `Err` names a rule of the group.
+fn left_groups(
+    a: &super::Automata,
+    reach: &[bool],
+    rule_len: &[u32],
+    ranges: &[(u32, u32)],
+    bounded: &[bool],
+) -> Result<Vec<u32>, RuleId> {
     let n = a.num_rules();
-    let mut left: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for r in (0..n).filter(|&r| reach[r]) {
+    // left[r]: the rule edges of r's states reached from its start by empty rules only.
+    let left_states = |r: usize| -> Vec<StateId> {
         let mut seen = vec![a.rule_start(RuleId(r as u32))];
         let mut i = 0;
         while let Some(&s) = seen.get(i) {
             i += 1;
             for &(rr, t) in a.rule_edges(s) {
-                left[r].push(rr.index());
                 if rule_len[rr.index()] == 0 && !seen.contains(&t) {
                     seen.push(t);
                 }
             }
         }
-    }
-    // A cycle in `left` through another rule: a rule reaching itself from a rule it starts.
+        seen
+    };
+    let mut left: Vec<Vec<usize>> = vec![Vec::new(); n];
     for r in (0..n).filter(|&r| reach[r]) {
+        for s in left_states(r) {
+            left[r].extend(a.rule_edges(s).iter().map(|e| e.0.index()));
+        }
+    }
+    // Rules that reach `to` by left calls from `from` (excluding `skip`, and each rule's calls
+    // to itself).
+    let reaches = |from: usize, to: usize, skip: usize| -> bool {
         let mut seen = vec![false; n];
-        let mut stack: Vec<usize> = left[r].iter().copied().filter(|&x| x != r).collect();
+        let mut stack: Vec<usize> = left[from].iter().copied().filter(|&x| x != from && x != skip).collect();
         while let Some(x) = stack.pop() {
-            if x == r {
-                return Some(RuleId(r as u32));
+            if x == to {
+                return true;
             }
             if !std::mem::replace(&mut seen[x], true) {
-                stack.extend_from_slice(&left[x]);
+                stack.extend(left[x].iter().copied().filter(|&y| y != x && y != skip));
+            }
+        }
+        false
+    };
+    let mut group = vec![NO; n];
+    for r in 0..n {
+        if !reach[r] || group[r] != NO || !reaches(r, r, usize::MAX) {
+            continue;
+        }
+        let members: Vec<usize> = (0..n)
+            .filter(|&q| q == r || (reach[q] && reaches(r, q, usize::MAX) && reaches(q, r, usize::MAX)))
+            .collect();
+        for &q in &members {
+            group[q] = r as u32;
+        }
+    }
+    // Entries: group rules used otherwise than by a left call from their group.
+    let mut entries: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut enter = |g: u32, q: usize| {
+        if !entries[g as usize].contains(&q) {
+            entries[g as usize].push(q);
+        }
+    };
+    if group[a.root().index()] != NO {
+        enter(group[a.root().index()], a.root().index());
+    }
+    for x in 0..n {
+        let lefts = if group[x] == NO { Vec::new() } else { left_states(x) };
+        let (lo, hi) = ranges[x];
+        for s in (lo..hi).map(StateId) {
+            for &(rr, _) in a.rule_edges(s) {
+                let g = group[rr.index()];
+                if g != NO && !(group[x] == g && lefts.contains(&s)) {
+                    enter(g, rr.index());
+                }
             }
         }
     }
-    None
+    let mut entry = vec![NO; n];
+    for g in (0..n).filter(|&g| group[g] == g as u32) {
+        let members: Vec<usize> = (0..n).filter(|&q| group[q] == g as u32).collect();
+        let &[e] = entries[g].as_slice() else { return Err(RuleId(g as u32)) };
+        for &q in members.iter().filter(|&&q| q != e) {
+            if bounded[q] || reaches(q, q, e) {
+                return Err(RuleId(q as u32));
+            }
+        }
+        for &q in &members {
+            entry[q] = e as u32;
+        }
+    }
+    Ok(entry)
 }
 
 #[cfg(test)]
