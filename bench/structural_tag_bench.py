@@ -9,9 +9,9 @@ and mask µs p50/p99/max for both, in the same run and process.
 
 Usage::
 
-    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K]
+    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K] [--steps]
 
-``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
+``--steps`` prints every step's mask time in order (which states cost the p50), ``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
 before them and the token that followed (first visits of new parser states).
 
 The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
@@ -114,7 +114,9 @@ def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: s
         (lat[i], tok.decode(ids[max(0, i - 6) : i]), tok.decode([ids[i]]))
         for i in sorted(range(len(ids)), key=lambda i: -lat[i])
     ]
+    steps = [(lat[i], tok.decode([ids[i]])) for i in range(len(ids))]
     return {
+        "steps": steps,
         "slowest": slowest,
         "lib": name,
         "compile_ms": statistics.median(times),
@@ -133,6 +135,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--slowest", type=int, default=0, metavar="K")
+    ap.add_argument("--steps", action="store_true", help="print every step's mask time, in order")
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
     import grammask
@@ -165,6 +168,8 @@ def main() -> int:
             rows.append(r)
     for r in rows:
         r["slowest"] = r["slowest"][: args.slowest]
+        if not args.steps:
+            del r["steps"]
     if args.json:
         print(json.dumps(rows, indent=1))
     print(
@@ -178,6 +183,9 @@ def main() -> int:
             f"{r['tools']:>5} {r['lib']:<9} {r['compile_ms']:>20.1f} {r['compile_ms_first']:>8.1f} "
             f"{r['p50_us']:>12.1f} {r['p99_us']:>10.1f} {r['max_us']:>10.1f}"
         )
+    for r in rows:
+        for i, (us, token) in enumerate(r.get("steps", [])):
+            print(f"{r['tools']:>5} {r['lib']:<9} step {i:>3} {us:>10.1f} µs  before {token!r}")
     for r in rows:
         for us, before, token in r["slowest"]:
             print(f"{r['tools']:>5} {r['lib']:<9} {us:>10.1f} µs  after ...{before!r} next {token!r}")

@@ -50,8 +50,14 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
         deps[r].sort_unstable();
         deps[r].dedup();
     }
+    // Rules on a cycle are never inlined (their copies would nest forever), so they are decided
+    // from the start: a rule that only uses one (a tool's tag calling a recursive JSON value) is
+    // decided like any other. Before, such rules were never ready and never inlined, which left
+    // e.g. every tag of a tool with a free-form parameter as a rule of its own, one more item in
+    // every row of the tags' dispatch.
+    let cyclic = on_cycle(&deps);
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut pending: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut pending: Vec<usize> = deps.iter().map(|ds| ds.iter().filter(|&&d| !cyclic[d]).count()).collect();
     for (r, ds) in deps.iter().enumerate() {
         for &d in ds {
             users[d].push(r);
@@ -62,7 +68,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
     let mut depth = vec![0u32; n];
     // lexical[r]: r's expansion (with inlined rules) references no rule.
     let mut lexical = vec![false; n];
-    let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0).collect();
+    let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0 && !cyclic[r]).collect();
     let mut memo = vec![None; g.exprs().len()];
     while let Some(r) = ready.pop() {
         let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo);
@@ -83,7 +89,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
             && g.rule_options(crate::grammar::RuleId(r as u32)).is_none()
             && sz <= limit
             && dp < INLINE_MAX_DEPTH;
-        for &u in &users[r] {
+        for &u in users[r].iter().filter(|&&u| !cyclic[u]) {
             pending[u] -= 1;
             if pending[u] == 0 {
                 ready.push(u);
@@ -97,6 +103,65 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
         }
     }
     (inline, size)
+}
+
+/// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), found as
+/// the strongly connected components of more than one rule, or of one that references itself
+/// (Tarjan's algorithm, iterative).
+fn on_cycle(deps: &[Vec<usize>]) -> Vec<bool> {
+    let n = deps.len();
+    const UNSEEN: usize = usize::MAX;
+    let (mut index, mut low) = (vec![UNSEEN; n], vec![0usize; n]);
+    let mut on_stack = vec![false; n];
+    let (mut stack, mut cyclic) = (Vec::new(), vec![false; n]);
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        // (rule, next dependency to look at)
+        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut i)) = path.last_mut() {
+            if let Some(&w) = deps[v].get(*i) {
+                *i += 1;
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    path.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            path.pop();
+            if let Some(&(u, _)) = path.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut members = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    members.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                let cycle = members.len() > 1 || deps[v].contains(&v);
+                for w in members {
+                    cyclic[w] = cycle;
+                }
+            }
+        }
+    }
+    cyclic
 }
 
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
@@ -150,4 +215,39 @@ fn estimate(
         memo[x.index()] = Some(v);
     }
     memo[e.index()].unwrap_or((0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ebnf::parse_ebnf;
+
+    fn inlined(src: &str) -> Vec<(String, bool)> {
+        let g = parse_ebnf(src, "root").unwrap();
+        let (inline, _) = inline_plan(&g);
+        g.rules().iter().zip(inline).map(|(r, i)| (r.name.clone(), i)).collect()
+    }
+
+    #[test]
+    fn rules_using_a_recursive_rule_are_inlined() {
+        // `tag` uses the recursive `value` but is on no cycle itself: inlined into `tags`.
+        let plan = inlined(
+            r#"root ::= tags
+tags ::= tag | "x"
+tag ::= "{" value "}"
+value ::= "[" value "]" | "0"
+"#,
+        );
+        let get = |n: &str| plan.iter().find(|(r, _)| r == n).unwrap().1;
+        assert!(get("tag"));
+        assert!(!get("value"));
+        assert!(!get("root"));
+    }
+
+    #[test]
+    fn cycles_are_found() {
+        // a -> b -> a, c -> c, d -> a (d reaches a cycle but is on none).
+        let deps = vec![vec![1], vec![0], vec![2], vec![0], vec![]];
+        assert_eq!(on_cycle(&deps), vec![true, true, true, false, false]);
+    }
 }
