@@ -480,10 +480,7 @@ impl Conv<'_> {
             if !closed {
                 continue;
             }
-            let mut lang = CharDfa::empty();
-            for (name, _) in &p.props {
-                lang = lang.union(&CharDfa::literal(name)).ok()?;
-            }
+            let mut lang = CharDfa::literals(p.props.iter().map(|(name, _)| name.as_str())).ok()?;
             for (pat, _, _) in &p.patterns {
                 let re = Regex::parse(pat, RegexFlags::default()).ok()?;
                 lang = lang.union(&CharDfa::from_regex(&re, Anchoring::Search).ok()?).ok()?;
