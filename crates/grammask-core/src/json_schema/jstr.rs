@@ -248,10 +248,7 @@ pub fn not_in_canonical(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     if keys.iter().all(|k| k.chars().all(spelling::raw_only)) {
         return not_in_ascii_trie(e, &keys);
     }
-    let mut listed = CharDfa::empty();
-    for k in &keys {
-        listed = listed.union(&CharDfa::literal(k))?;
-    }
+    let listed = CharDfa::literals(keys.iter().copied())?;
     let lang = CharDfa::any_string().difference(&listed)?;
     let prefix = format!("{}.re", e.fresh("key_not_in"));
     let text = lang.to_ebnf(&prefix, TextMode::JsonStringBodyCanonical);

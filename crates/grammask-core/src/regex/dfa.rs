@@ -2,6 +2,7 @@
 //! length bounds, enumeration and inclusion tests the JSON Schema converter needs. Printing is in
 //! [`super::emit`]; construction from a pattern is in [`super::nfa`].
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 
 use super::charset::CharSet;
 use super::MAX_DFA_STATES;
@@ -73,6 +74,34 @@ impl CharDfa {
             .collect();
         states.push(DState { accept: true, trans: Vec::new() });
         CharDfa { states, start: 0 }
+    }
+
+    /// Exactly the strings in `words` (a trie, then minimized): one construction instead of a
+    /// union per word, which grows quadratically with the number of words.
+    pub fn literals<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<CharDfa> {
+        // Per state, children sorted by codepoint; the trie has no shared suffixes yet.
+        let mut states: Vec<DState> = vec![DState { accept: false, trans: Vec::new() }];
+        for w in words {
+            let mut s = 0usize;
+            for c in w.chars().map(|c| c as u32) {
+                let trans = &states[s].trans;
+                let i = trans.partition_point(|t| t.lo < c);
+                s = if trans.get(i).is_some_and(|t| t.lo == c) {
+                    trans[i].to as usize
+                } else {
+                    let to = states.len() as u32;
+                    states[s].trans.insert(i, Trans { lo: c, hi: c, to });
+                    states.push(DState { accept: false, trans: Vec::new() });
+                    to as usize
+                };
+            }
+            states[s].accept = true;
+        }
+        let dfa = CharDfa::from_states(states, 0);
+        if dfa.states.len() > MAX_DFA_STATES {
+            return Err(Error::limit("automaton states", MAX_DFA_STATES));
+        }
+        Ok(dfa)
     }
 
     /// Strings of the characters in `set` only (any length).
@@ -339,19 +368,53 @@ impl CharDfa {
         let mut num_classes = class.iter().copied().collect::<std::collections::HashSet<_>>().len();
         let total_trans: usize = self.states.iter().map(|s| s.trans.len() + 1).sum();
         let mut work = 0usize;
+        let hasher = crate::fasthash::FastState;
+        let mut sigs: FastMap<u64, u32> = FastMap::default();
+        let (mut arena, mut buf, mut sig_of) =
+            (Vec::<Trans>::new(), Vec::<Trans>::new(), Vec::<(u32, usize, usize)>::new());
+        let mut chain: Vec<u32> = Vec::new();
         loop {
             work += total_trans;
             if work > MINIMIZE_BUDGET {
                 return self;
             }
-            let mut sigs: FastMap<(u32, Vec<Trans>), u32> = FastMap::default();
+            // Signature of a state: its class and its transitions to classes (merged). New
+            // classes are numbered in order of first occurrence; signatures live in one arena.
+            // PERF: a map keyed by owned signature vectors spent most of the time in malloc.
+            sigs.clear();
+            arena.clear();
+            sig_of.clear();
+            chain.clear();
             let mut next = vec![0u32; n];
             for s in 0..n {
-                let sig = merge(self.states[s].trans.iter().map(|t| Trans { to: class[t.to as usize], ..*t }));
-                let k = sigs.len() as u32;
-                next[s] = *sigs.entry((class[s], sig)).or_insert(k);
+                buf.clear();
+                for t in &self.states[s].trans {
+                    let t = Trans { to: class[t.to as usize], ..*t };
+                    match buf.last_mut() {
+                        Some(l) if l.to == t.to && l.hi + 1 == t.lo => l.hi = t.hi,
+                        _ => buf.push(t),
+                    }
+                }
+                let key = (class[s], buf.as_slice());
+                let h = hasher.hash_one(key);
+                // Classes with hash `h` form a chain: `sigs[h]`, then `chain[k]` until DEAD.
+                let mut k = sigs.get(&h).copied().unwrap_or(DEAD);
+                while k != DEAD {
+                    let (c, lo, hi) = sig_of[k as usize];
+                    if (c, &arena[lo..hi]) == key {
+                        break;
+                    }
+                    k = chain[k as usize];
+                }
+                if k == DEAD {
+                    k = sig_of.len() as u32;
+                    sig_of.push((class[s], arena.len(), arena.len() + buf.len()));
+                    arena.extend_from_slice(&buf);
+                    chain.push(sigs.insert(h, k).unwrap_or(DEAD));
+                }
+                next[s] = k;
             }
-            let count = sigs.len();
+            let count = sig_of.len();
             class = next;
             if count == num_classes {
                 break;

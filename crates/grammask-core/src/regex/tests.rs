@@ -226,6 +226,20 @@ fn dfa_operations() {
 }
 
 #[test]
+fn literals_is_the_union_of_each_literal() {
+    let sets: [&[&str]; 5] =
+        [&[], &[""], &["a", "ab", "abc", "b", "ab"], &["héllo", "hello", "ho", "", "zé"], &["key", "keys", "ey", "y"]];
+    for words in sets {
+        let mut union = CharDfa::empty();
+        for w in words {
+            union = union.union(&CharDfa::literal(w)).unwrap();
+        }
+        // Both are minimal and in BFS order, so equal languages give equal automata.
+        assert_eq!(CharDfa::literals(words.iter().copied()).unwrap(), union, "{words:?}");
+    }
+}
+
+#[test]
 fn direct_ebnf_is_structured() {
     assert_eq!(regex_to_ebnf("abc", "r").unwrap(), "r ::= \"abc\"\n");
     assert_eq!(regex_to_ebnf("^(a|bc)+$", "r").unwrap(), "r ::= (\"a\" | \"bc\")+\n");

@@ -433,12 +433,8 @@ impl Conv<'_> {
             // ... or an object of both has a key, and no key is allowed by both (closed objects
             // whose listed keys and key patterns do not meet).
             let needs_key = |m: &Merged| m.min_props > 0 || !m.required.is_empty();
-            if needs_key(a) || needs_key(b) {
-                if let Some(keys) = self.allowed_keys(&a.obj.iter().chain(&b.obj).collect::<Vec<_>>()) {
-                    if keys.is_empty() {
-                        return Ok(true);
-                    }
-                }
+            if (needs_key(a) || needs_key(b)) && self.no_key_allowed(&a.obj.iter().chain(&b.obj).collect::<Vec<_>>()) {
+                return Ok(true);
             }
         }
         Ok(false)
@@ -466,24 +462,36 @@ impl Conv<'_> {
         out
     }
 
-    /// The keys every one of `parts` allows (`None`: any key may be allowed). Only closed parts
-    /// restrict keys (`additionalProperties: false`): their listed properties and the keys their
-    /// patterns match.
-    fn allowed_keys(&self, parts: &[&ObjPart]) -> Option<CharDfa> {
+    /// Whether no key is allowed by every one of `parts` (`false` when unknown). Only closed
+    /// parts restrict keys (`additionalProperties: false`): their listed properties and the keys
+    /// their patterns match.
+    fn no_key_allowed(&self, parts: &[&ObjPart]) -> bool {
+        let closed = |p: &&&ObjPart| match p.additional {
+            Rest::Closed => true,
+            Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
+            Rest::Any => false,
+        };
+        let closed: Vec<&ObjPart> = parts.iter().filter(closed).copied().collect();
+        if closed.is_empty() {
+            return false;
+        }
+        // Without patterns the allowed keys are the names listed by every part: a set
+        // intersection, no automaton. PERF: this test runs for many pairs of branches.
+        if closed.iter().all(|p| p.patterns.is_empty()) {
+            let (first, rest) = closed.split_first().expect("non-empty");
+            let rest: Vec<std::collections::HashSet<&str>> =
+                rest.iter().map(|p| p.props.iter().map(|(n, _)| n.as_str()).collect()).collect();
+            return !first.props.iter().any(|(k, _)| rest.iter().all(|names| names.contains(k.as_str())));
+        }
+        Self::allowed_keys(&closed).is_some_and(|keys| keys.is_empty())
+    }
+
+    /// The keys every one of the closed `parts` allows (`None`: unknown): their listed properties
+    /// and the keys their patterns match.
+    fn allowed_keys(closed: &[&ObjPart]) -> Option<CharDfa> {
         let mut out: Option<CharDfa> = None;
-        for p in parts {
-            let closed = match p.additional {
-                Rest::Closed => true,
-                Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
-                Rest::Any => false,
-            };
-            if !closed {
-                continue;
-            }
-            let mut lang = CharDfa::empty();
-            for (name, _) in &p.props {
-                lang = lang.union(&CharDfa::literal(name)).ok()?;
-            }
+        for p in closed {
+            let mut lang = CharDfa::literals(p.props.iter().map(|(name, _)| name.as_str())).ok()?;
             for (pat, _, _) in &p.patterns {
                 let re = Regex::parse(pat, RegexFlags::default()).ok()?;
                 lang = lang.union(&CharDfa::from_regex(&re, Anchoring::Search).ok()?).ok()?;

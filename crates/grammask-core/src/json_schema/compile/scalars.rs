@@ -228,8 +228,9 @@ impl Conv<'_> {
             let d = format_dfa(f).map_err(|e| ptr_if_none(e, fp))?;
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?;
         }
-        for x in &excluded {
-            dfa = dfa.difference(&CharDfa::literal(x)).map_err(|e| ptr_if_none(e, ptr))?;
+        if !excluded.is_empty() {
+            let listed = CharDfa::literals(excluded.iter().map(|x| &**x)).map_err(|e| ptr_if_none(e, ptr))?;
+            dfa = dfa.difference(&listed).map_err(|e| ptr_if_none(e, ptr))?;
         }
         for p in &m.neg_patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
