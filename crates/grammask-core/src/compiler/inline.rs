@@ -105,63 +105,16 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
     (inline, size)
 }
 
-/// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), found as
-/// the strongly connected components of more than one rule, or of one that references itself
-/// (Tarjan's algorithm, iterative).
+/// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), i.e. in
+/// a strongly connected component of more than one rule, or one that references itself.
 fn on_cycle(deps: &[Vec<usize>]) -> Vec<bool> {
-    let n = deps.len();
-    const UNSEEN: usize = usize::MAX;
-    let (mut index, mut low) = (vec![UNSEEN; n], vec![0usize; n]);
-    let mut on_stack = vec![false; n];
-    let (mut stack, mut cyclic) = (Vec::new(), vec![false; n]);
-    let mut next = 0;
-    for root in 0..n {
-        if index[root] != UNSEEN {
-            continue;
-        }
-        // (rule, next dependency to look at)
-        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(&mut (v, ref mut i)) = path.last_mut() {
-            if let Some(&w) = deps[v].get(*i) {
-                *i += 1;
-                if index[w] == UNSEEN {
-                    index[w] = next;
-                    low[w] = next;
-                    next += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    path.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            path.pop();
-            if let Some(&(u, _)) = path.last() {
-                low[u] = low[u].min(low[v]);
-            }
-            if low[v] == index[v] {
-                let mut members = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on_stack[w] = false;
-                    members.push(w);
-                    if w == v {
-                        break;
-                    }
-                }
-                let cycle = members.len() > 1 || deps[v].contains(&v);
-                for w in members {
-                    cyclic[w] = cycle;
-                }
-            }
-        }
+    let succ: Vec<Vec<u32>> = deps.iter().map(|d| d.iter().map(|&w| w as u32).collect()).collect();
+    let comp = super::tail::sccs(&succ);
+    let mut size = vec![0u32; deps.len()];
+    for &c in &comp {
+        size[c as usize] += 1;
     }
-    cyclic
+    (0..deps.len()).map(|r| size[comp[r] as usize] > 1 || deps[r].contains(&r)).collect()
 }
 
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.

@@ -127,7 +127,7 @@ pub(super) fn tail_plan(g: &Grammar, inline: &[bool], size: &[usize]) -> TailPla
 }
 
 /// Strongly connected components of `succ` (iterative Tarjan): a component id per node.
-fn sccs(succ: &[Vec<u32>]) -> Vec<u32> {
+pub(super) fn sccs(succ: &[Vec<u32>]) -> Vec<u32> {
     let n = succ.len();
     const UNSEEN: u32 = u32::MAX;
     let (mut index, mut low, mut comp) = (vec![UNSEEN; n], vec![0u32; n], vec![UNSEEN; n]);
