@@ -16,6 +16,7 @@ use crate::fasthash::FastState;
 use crate::limits;
 use crate::rule_options::RuleOptions;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Index of a rule in [`Grammar::rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,9 +85,41 @@ pub struct Grammar {
     root: RuleId,
     /// Rule options ([`RuleOptions`]), sorted by rule; empty for most grammars.
     options: Vec<(RuleId, RuleOptions)>,
+    /// Rules known to match a string body minus finitely many words (set by the JSON Schema
+    /// converter; dropped by every builder, so never stale after a pass).
+    excluded_words: Option<Arc<ExcludedWords>>,
+}
+
+/// Rules that match every JSON string body (the language of `any`, `json_char*`) except
+/// finitely many words: the nodes of an open object's excluded-key trie.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ExcludedWords {
+    /// The rule of every string body.
+    pub any: RuleId,
+    /// (rule, the words it does not match, none with a `"` or a backslash), sorted by rule.
+    pub rules: Vec<(RuleId, Vec<Box<[u8]>>)>,
+}
+
+impl ExcludedWords {
+    /// The words rule `r` does not match, if it is one of these rules.
+    pub fn words(&self, r: RuleId) -> Option<&[Box<[u8]>]> {
+        self.rules.binary_search_by_key(&r, |e| e.0).ok().map(|i| &*self.rules[i].1)
+    }
 }
 
 impl Grammar {
+    /// The rules known to match a string body minus some words ([`ExcludedWords`]).
+    pub fn excluded_words(&self) -> Option<&ExcludedWords> {
+        self.excluded_words.as_deref()
+    }
+
+    /// This grammar with `words` recorded. The caller vouches for each rule's language.
+    pub(crate) fn with_excluded_words(mut self, mut words: ExcludedWords) -> Grammar {
+        words.rules.sort_by_key(|e| e.0);
+        self.excluded_words = Some(Arc::new(words));
+        self
+    }
+
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
@@ -336,7 +369,7 @@ impl GrammarBuilder {
         }
         let mut options = self.options;
         options.sort_by_key(|o| o.0);
-        let g = Grammar { rules, exprs: self.exprs, root: root_id, options };
+        let g = Grammar { rules, exprs: self.exprs, root: root_id, options, excluded_words: None };
         g.check()?;
         Ok(g)
     }

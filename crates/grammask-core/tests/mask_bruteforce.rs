@@ -700,3 +700,53 @@ fn class_chain_exit_masks_match_brute_force() {
     assert!(exits >= 2 * 30, "{exits} kernels took a class body with an exit");
     assert!(checked >= 100, "{checked} masks checked");
 }
+
+/// Masks equal the brute force inside the keys of an open object, where the kernels of the
+/// excluded-key trie's positions are derived from the string body's kernel less the rests of
+/// the known keys (`CompiledGrammar::excluded_kernel`, checked to be taken): known keys that
+/// share prefixes and that are prefixes of one another, typed as extra keys that stop at, run
+/// past or leave each of them, on Llama 3 and Qwen 2.5. A derived kernel that kept its string
+/// body's uncertain tokens would accept a token closing a known key (`_"`) as an extra one.
+#[test]
+fn excluded_key_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    // Long keys, and many: the trie's deeper nodes and the string body rule keep automata of
+    // their own (short tries are inlined into the object, whose kernels walk).
+    let mut keys: Vec<String> =
+        ["abcdefghijklmnop", "abcdefghijklmnop_", "abcdefghijklmnopq", "abcdefghijklmnopqr", "abcdefghijXYZ"]
+            .map(String::from)
+            .to_vec();
+    keys.extend((0..30).map(|i| format!("filler_key_number_{i:02}")));
+    let props: Vec<String> = keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect();
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let separators = Some((",".to_string(), ":".to_string()));
+    let opts = JsonSchemaOptions { strict_mode: false, separators, ..Default::default() };
+    let g = json_schema_to_grammar(&schema, &opts).unwrap();
+    // Through known keys and past them, leaving them at several depths. Known keys come back
+    // only as extra keys once past the last property (properties keep their order): the extra
+    // key must refuse `_"` after `abcdefghijklmnop`, which the string body's kernel accepts.
+    let keys =
+        ["abcdefghijklmnop_x", "abcdefghijklmnopqrs", "abcdefghijklmnoZ", "abcdefghijXYZW", "filler_key_number_1x"];
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut checked = 0;
+        for key in keys {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(b"{\"filler_key_number_29\":1,\"").unwrap());
+            for (i, &b) in key.as_bytes().iter().enumerate() {
+                assert!(m.accept_bytes(&[b]).unwrap());
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    let at = &key[..=i];
+                    assert_eq!(mask.get(t), w, "{name} after {at:?}: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+            }
+            assert!(m.accept_bytes(b"\":1}").unwrap() && m.is_completed(), "{key}");
+        }
+        assert_eq!(checked, 87);
+        assert!(cg.kernel_stats().excluded >= 10, "{name}: {:?}", cg.kernel_stats());
+    }
+}

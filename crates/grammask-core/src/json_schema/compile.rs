@@ -319,7 +319,8 @@ impl<'a> Conv<'a> {
         }
     }
 
-    pub fn run(mut self) -> Result<String> {
+    /// The EBNF text, with the rules that match every string body but some words.
+    pub fn run(mut self) -> Result<(String, super::emit::ExcludedNames)> {
         let root_goal = Goal { ids: vec![self.doc.root_id()], nots: vec![], done: vec![], neg: vec![], depth: 0 };
         let root = self.rule_for(root_goal)?;
         let Some(root) = root else {
@@ -349,7 +350,7 @@ impl<'a> Conv<'a> {
             self.e.define(numeric::INTEGER_RULE, crate::spelling::INT_CANONICAL)?;
             self.e.define(numeric::NUMBER_RULE, crate::spelling::NUMBER_CANONICAL)?;
         }
-        Ok(self.e.into_text())
+        Ok(self.e.into_parts())
     }
 
     fn nothing(&mut self) -> String {

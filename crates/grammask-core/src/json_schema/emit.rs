@@ -24,6 +24,17 @@ pub struct Ebnf {
     /// Names reserved with [`Ebnf::named`] (never written as aliases) and helper rules written
     /// with [`Ebnf::define_once`].
     reserved: HashSet<String>,
+    /// Rules written to match every string body except some words: (rule, words), with the rule
+    /// of every string body they differ from ([`crate::grammar::ExcludedWords`]).
+    pub excluded: Vec<(String, Vec<Box<[u8]>>)>,
+    pub any_body: Option<String>,
+}
+
+/// [`crate::grammar::ExcludedWords`] by rule name.
+#[derive(Default)]
+pub struct ExcludedNames {
+    pub any: Option<String>,
+    pub rules: Vec<(String, Vec<Box<[u8]>>)>,
 }
 
 /// Bodies at least this long are shared between rules that spell them alike.
@@ -109,8 +120,15 @@ impl Ebnf {
         Ok(())
     }
 
+    #[cfg(test)]
     pub fn into_text(self) -> String {
         self.text
+    }
+
+    /// The text, the rules that match every string body but some words, and the rule of every
+    /// string body (see the fields).
+    pub fn into_parts(self) -> (String, ExcludedNames) {
+        (self.text, ExcludedNames { any: self.any_body, rules: self.excluded })
     }
 }
 

@@ -202,6 +202,18 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     e.define_once(KEY_OTHER_RULE, "json_char*")?;
     e.define_once(KEY_ESCAPE_RULE, &format!("({CANONICAL_ESCAPE_TAIL}) json_char*"))?;
     let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
+    // Each node's rule matches every string body but the rests of the keys through it.
+    let mut words: Vec<Vec<Box<[u8]>>> = vec![Vec::new(); nodes.len()];
+    for k in keys {
+        let mut n = 0;
+        for (i, &b) in k.as_bytes().iter().enumerate() {
+            words[n].push(k.as_bytes()[i..].into());
+            n = nodes[n].0.iter().find(|c| c.0 == b).map_or(0, |c| c.1);
+        }
+        words[n].push(Box::default());
+    }
+    e.any_body = Some(KEY_OTHER_RULE.to_string());
+    e.excluded.extend(words.into_iter().enumerate().map(|(i, w)| (name(i), w)));
     let mut text = String::new();
     for (i, (children, is_key)) in nodes.iter().enumerate() {
         let mut alts = Vec::new();

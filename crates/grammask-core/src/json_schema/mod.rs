@@ -96,6 +96,11 @@ impl Default for JsonSchemaOptions {
 
 /// Converts a JSON Schema document (text) into EBNF whose root rule is `root`.
 pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<String> {
+    json_schema_to_ebnf_parts(schema, options).map(|p| p.0)
+}
+
+/// [`json_schema_to_ebnf`], with the rules that match every string body but some words.
+fn json_schema_to_ebnf_parts(schema: &str, options: &JsonSchemaOptions) -> Result<(String, emit::ExcludedNames)> {
     if schema.len() > crate::limits::MAX_GRAMMAR_BYTES {
         return Err(Error::limit("schema size in bytes", crate::limits::MAX_GRAMMAR_BYTES));
     }
@@ -122,6 +127,11 @@ pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<
 /// Converts a JSON Schema document (text) into a [`Grammar`](crate::grammar::Grammar) whose root
 /// rule is `root` (through [`json_schema_to_ebnf`]).
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
-    let text = json_schema_to_ebnf(schema, options)?;
-    crate::ebnf::parse_ebnf(&text, "root")
+    let (text, excluded) = json_schema_to_ebnf_parts(schema, options)?;
+    let g = crate::ebnf::parse_ebnf(&text, "root")?;
+    let id = |n: &str| g.rule_by_name(n);
+    let (Some(any), false) = (excluded.any.as_deref().and_then(id), excluded.rules.is_empty()) else { return Ok(g) };
+    // By name, as written by the converter (the parser keeps every rule and its name).
+    let rules = excluded.rules.into_iter().filter_map(|(n, w)| Some((id(&n)?, w))).collect();
+    Ok(g.with_excluded_words(crate::grammar::ExcludedWords { any, rules }))
 }
