@@ -56,7 +56,7 @@ pub struct KernelStats {
     pub shifted: usize,
     /// Found in the vocabulary's cross-grammar cache after a walk proved long.
     pub shared: usize,
-    /// Derived from a string body's kernel, less some words ([`CompiledGrammar::excluded_kernel`]).
+    /// Derived from a string body's kernel, less some words (open-object key positions).
     pub excluded: usize,
 }
 /// A grammar compiled against a vocabulary.
@@ -270,11 +270,6 @@ impl CompiledGrammar {
     ///
     /// PERF: every position inside an open object's key (a node of the excluded-key trie) was a
     /// walk of its own (~0.3-0.5 ms on Llama 3); they now share the string body's kernel.
-    #[doc(hidden)]
-    pub fn excluded_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
-        self.excluded_kernel_in(state, &mut Vec::new())
-    }
-
     fn excluded_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<KernelMask>> {
         let a = &self.automata;
         let (Some(excluded), Some(words)) = (self.grammar.excluded_words(), self.residual_words().get(&state)) else {

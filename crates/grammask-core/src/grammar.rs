@@ -100,13 +100,6 @@ pub struct ExcludedWords {
     pub rules: Vec<(RuleId, Vec<Box<[u8]>>)>,
 }
 
-impl ExcludedWords {
-    /// The words rule `r` does not match, if it is one of these rules.
-    pub fn words(&self, r: RuleId) -> Option<&[Box<[u8]>]> {
-        self.rules.binary_search_by_key(&r, |e| e.0).ok().map(|i| &*self.rules[i].1)
-    }
-}
-
 impl Grammar {
     /// The rules known to match a string body minus some words ([`ExcludedWords`]).
     pub fn excluded_words(&self) -> Option<&ExcludedWords> {

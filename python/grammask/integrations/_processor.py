@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from ..compiler import CompiledGrammar
 
 
-class SequenceProcessor:
+class SequenceProcessor(ABC):
     """Constrains one generation to a compiled grammar (single-use: make one per generation).
 
     The first call notes how many tokens the sequence has (the prompt); each later call accepts
@@ -31,13 +32,13 @@ class SequenceProcessor:
         self._calls = 0
         self._seconds = 0.0  # spent in accept + fill + apply (not waiting for the model's tokens)
 
+    @abstractmethod
     def _ids(self, tokens: Any) -> np.ndarray:
         """The sequence's token ids as a 1-D array (materializing them ends the model's step)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _apply(self, logits: Any, covered: int) -> None:
         """Masks ``logits[..., :covered]`` in place with row 0 of ``self.token_bitmask``."""
-        raise NotImplementedError
 
     def __call__(self, tokens: Any, logits: Any) -> Any:
         try:
