@@ -72,10 +72,16 @@ def error_keyword(err: Dict[str, str]) -> str:
         rest = m.group(2)
         label = last
         if label in (None, "properties", "$defs", "definitions", "items", "anyOf", "allOf", "oneOf"):
-            for k in sorted(KEYWORDS, key=len, reverse=True):
-                if re.search(rf"(^|\W){re.escape(k)}(\W|$)", rest):
-                    label = k if label is None else f"{label}>{k}" if label != k else k
-                    break
+            # The keyword named first in the message (longest on a tie): deterministic, unlike
+            # iterating the set, whose order changes with the hash seed.
+            found = [
+                (hit.start(), -len(k), k)
+                for k in KEYWORDS
+                if (hit := re.search(rf"(^|\W){re.escape(k)}(\W|$)", rest))
+            ]
+            if found:
+                k = min(found)[2]
+                label = k if label is None else f"{label}>{k}" if label != k else k
         if label in ("format",):
             f = re.search(r'format "([^"]+)"', rest)
             if f:
