@@ -331,7 +331,7 @@ fn nests_token_budget(g: &Grammar) -> Vec<bool> {
     let budgeted = |r: usize| g.rule_options(RuleId(r as u32)).is_some_and(|o| o.max_tokens.is_some());
     (0..g.rules().len())
         .map(|r| {
-            if !bounded_limit(g, r).is_some_and(|l| l.0.is_none()) {
+            if bounded_limit(g, r).is_none_or(|l| l.0.is_some()) {
                 return false;
             }
             let mut seen = vec![false; deps.len()];
