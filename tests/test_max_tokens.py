@@ -615,6 +615,16 @@ NESTED = {
     ),
 }
 
+# A `max_tokens` rule inside a lookahead: the lookahead reads its body (bytes ahead, no budget);
+# its real occurrence keeps its budget ("abc" refused once b is spent after three tokens, N=3).
+NESTED["lookahead"] = (
+    'root ::= "say:" a b "!"\na ::= [a-z]+ (= b)\nb[max_tokens={n}] ::= "<" [0-9]+ ">" | "<" [0-9]+ ">" [a-z]+',
+    ("a<1>!", 5),
+    "abc",
+    [(3, "say:", True), (3, "say:|hello", True), (3, "say:|hello|<", False), (3, "say:|hello|<|12", False)]
+    + [(3, "say:|hello|<|12|>", False), (4, "say:|hello|<|12|>", True)],
+)
+
 
 @pytest.mark.parametrize("name", list(NESTED))
 def test_nested_budget_strings_and_masks_agree_with_xgrammar(name):
