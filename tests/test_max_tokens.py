@@ -244,6 +244,9 @@ def test_lark_max_tokens():
         )
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
         _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
+    # Nested budgets (a regular max_tokens rule inside another) work.
+    m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "<" y ">" y\ny[max_tokens=1]: /b+/'))
+    assert m.accept_string("<bbb>bb") and m.is_completed()
 
 
 def tag_text(max_tokens, **kw) -> str:
@@ -525,10 +528,11 @@ def _strings_agree_with_xgrammar(xg, xcomp, grammar: str, alphabet: str, longest
 
 
 def _mask_agrees_with_xgrammar(xg, xcomp, family: str, grammar: str, text: str) -> np.ndarray:
-    """The mask after ``text``'s tokens, checked against brute force and equal to XGrammar's."""
+    """The mask after ``text``'s tokens, checked against brute force and equal to XGrammar's.
+    ``|`` splits ``text`` into pieces tokenized apart (so no token crosses a rule's start)."""
     info = tokenizer_info(family)
-    ids = ids_of(family, text) if text else []
-    assert b"".join(info.decoded_vocab[t] for t in ids) == text.encode()
+    ids = [t for piece in text.split("|") if piece for t in ids_of(family, piece)]
+    assert b"".join(info.decoded_vocab[t] for t in ids) == text.replace("|", "").encode()
     m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
     for t in ids:
         assert m.accept_token(t)
@@ -582,3 +586,55 @@ def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar(name):
     for n, text, grows in cases:
         ours = _mask_agrees_with_xgrammar(xg, xcomp, family, grammar.format(n=n), text)
         assert ours[token] == grows, (n, text)
+
+
+# Nested budgets: a regular `max_tokens` rule inside another (each keeps its own budget; an
+# inner occurrence is also spent when the outer one is).
+NESTED_OUTER = 'root ::= "say:" a "!"\na[max_tokens={n}] ::= b | b "." b\nb[max_tokens=5] ::= [a-z]+ ("," [a-z]+)*'
+NESTED_INNER = 'root ::= "say:" a "!"\na[max_tokens={n}] ::= "<" b ">" [a-z]* | [0-9]+\nb[max_tokens=1] ::= [a-z]+'
+
+# (grammar, string grammar, alphabet and longest string, the probe token, masks: (N, pieces,
+# whether the probe is allowed)). Masks where both rules agree (no token across the start of an
+# occurrence, spent where it can end): the outer budget spent inside an open inner occurrence
+# ends both ("," refused after two tokens at N=2); the inner budget spent inside an open outer
+# occurrence ends the inner one only (">" then letters again, until the outer is spent).
+NESTED = {
+    "outer_spent": (
+        NESTED_OUTER,
+        ("ab,.!", 5),
+        ",",
+        [(2, "say:", False), (2, "say:|hello", True), (2, "say:|hello|world", False)]
+        + [(3, "say:|hello|world", True), (3, "say:|hello|.|ab", False), (4, "say:|hello|.|ab", True)],
+    ),
+    "inner_spent": (
+        NESTED_INNER,
+        ("ab<>1!", 5),
+        "abc",
+        [(4, "say:|<", True), (4, "say:|<|hello", False), (4, "say:|<|hello|>", True)]
+        + [(4, "say:|<|hello|>|abc", False), (5, "say:|<|hello|>|abc", True), (4, "say:|12", False)],
+    ),
+}
+
+# A `max_tokens` rule inside a lookahead: the lookahead reads its body (bytes ahead, no budget);
+# its real occurrence keeps its budget ("abc" refused once b is spent after three tokens, N=3).
+NESTED["lookahead"] = (
+    'root ::= "say:" a b "!"\na ::= [a-z]+ (= b)\nb[max_tokens={n}] ::= "<" [0-9]+ ">" | "<" [0-9]+ ">" [a-z]+',
+    ("a<1>!", 5),
+    "abc",
+    [(3, "say:", True), (3, "say:|hello", True), (3, "say:|hello|<", False), (3, "say:|hello|<|12", False)]
+    + [(3, "say:|hello|<|12|>", False), (4, "say:|hello|<|12|>", True)],
+)
+
+
+@pytest.mark.parametrize("name", list(NESTED))
+def test_nested_budget_strings_and_masks_agree_with_xgrammar(name):
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    xcomp = _xg_compiler(xg, family)
+    grammar, (alphabet, longest), probe, cases = NESTED[name]
+    _strings_agree_with_xgrammar(xg, xcomp, grammar.format(n=2).replace('"say:" ', ""), alphabet, longest)
+    token = ids_of(family, probe)[0]
+    assert ids_of(family, probe) == [token]
+    for n, text, allowed in cases:
+        ours = _mask_agrees_with_xgrammar(xg, xcomp, family, grammar.format(n=n), text)
+        assert ours[token] == allowed, (n, text)

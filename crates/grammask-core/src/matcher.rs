@@ -79,7 +79,8 @@ impl Matcher {
             Some(_) if compiled.automata().rec_budgets().is_some() => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
-                    "GrammarMatcher(max_tokens=...) with max_tokens on a recursive rule is not supported",
+                    "GrammarMatcher(max_tokens=...) with max_tokens on a recursive rule, or on a rule using another \
+                     max_tokens rule, is not supported",
                 ));
             }
             Some(_) if compiled.automata().char_budgets().is_some() => {

@@ -684,6 +684,14 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
             ("q", None, &["r +", "z"]),
             ("r", None, &["p y", "( V )"]),
         ]),
+        // Nested budgets without recursion: a regular budgeted rule inside another (spent with
+        // it or on its own), through a helper rule too.
+        RecGrammar::new(&[("A", Some(n + 1), &["< B > B", "y"]), ("B", Some(n), &["x", "x z", "x z z"])]),
+        RecGrammar::new(&[
+            ("A", Some(n), &["( h )", "h h"]),
+            ("h", None, &["B", "B , B"]),
+            ("B", Some(n + 1), &["z", "z z", "z z z"]),
+        ]),
     ]
 }
 
@@ -855,6 +863,15 @@ fn unsupported_recursive_budgets_name_the_feature() {
             "rule 'f', left-recursive through other rules",
         ),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
+        // Nested budgets beside a lookahead or a token expression.
+        (
+            "root ::= a \"?\"\na[max_tokens=2] ::= b \"!\" (= \"?\")\nb[max_tokens=1] ::= \"x\"+",
+            "'a' (recursive, or using another max_tokens rule) in a grammar with lookahead",
+        ),
+        (
+            "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
+            "'a' (recursive, or using another max_tokens rule) in a grammar with token expressions",
+        ),
     ];
     for (text, msg) in bad {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();

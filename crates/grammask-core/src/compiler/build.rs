@@ -48,6 +48,13 @@ impl Automata {
         // So does a recursive `max_chars` rule (`CharBudgets`).
         let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some() || o.max_chars.is_some());
         let recursive = if budgeted { reaches_cycle(grammar) } else { Vec::new() };
+        // The `max_tokens` rules that keep their rule edges: recursive ones, and those using
+        // another `max_tokens` rule (nested budgets).
+        let leveled: Vec<bool> = if budgeted {
+            recursive.iter().zip(nests_token_budget(grammar)).map(|(&a, b)| a || b).collect()
+        } else {
+            Vec::new()
+        };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
@@ -78,7 +85,7 @@ impl Automata {
                     }
                     limit = None;
                 }
-                let rec = max_tokens.is_some() && matches!(limit, Some((None, ..))) && recursive[r];
+                let rec = max_tokens.is_some() && matches!(limit, Some((None, ..))) && leveled[r];
                 if rec {
                     limit = None;
                 }
@@ -224,7 +231,7 @@ impl Automata {
         let rec_roots: Vec<RuleId> = bounds
             .iter()
             .filter(|(r, _)| {
-                recursive.get(r.index()).copied().unwrap_or(false)
+                leveled.get(r.index()).copied().unwrap_or(false)
                     && bounded_limit(grammar, r.index()).is_some_and(|l| l.0.is_none())
             })
             .map(|b| b.0)
@@ -239,7 +246,8 @@ impl Automata {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
-                        "max_tokens on the recursive rule '{}' in a grammar with {other} is not supported",
+                        "max_tokens on the rule '{}' (recursive, or using another max_tokens rule) in a grammar \
+                         with {other} is not supported",
                         grammar.rule(rec_roots[0]).name
                     ),
                 ));
@@ -285,22 +293,7 @@ fn rec_max_chars(g: &Grammar, recursive: &[bool], r: usize) -> Option<u32> {
 /// would not be regular).
 fn reaches_cycle(g: &Grammar) -> Vec<bool> {
     let n = g.rules().len();
-    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut seen = vec![usize::MAX; g.exprs().len()];
-    for (r, rule) in g.rules().iter().enumerate() {
-        let mut stack = vec![rule.body];
-        while let Some(e) = stack.pop() {
-            if std::mem::replace(&mut seen[e.index()], r) == r {
-                continue;
-            }
-            if let Expr::RuleRef(x) = g.expr(e) {
-                deps[r].push(x.index());
-            }
-            stack.extend_from_slice(g.children(e));
-        }
-        deps[r].sort_unstable();
-        deps[r].dedup();
-    }
+    let deps = rule_deps(g);
     // A rule reaches a cycle if a depth-first walk from it meets a rule on its own path.
     let mut out = vec![false; n];
     for r in 0..n {
@@ -328,6 +321,54 @@ fn reaches_cycle(g: &Grammar) -> Vec<bool> {
         }
     }
     out
+}
+
+/// Per rule: it has `max_tokens` (not `lazy` nor `max_chars`) and reaches another `max_tokens`
+/// rule. Inlined, that rule's budget would be lost: such a rule keeps its rule edges
+/// (`RecBudgets`), like a recursive one.
+fn nests_token_budget(g: &Grammar) -> Vec<bool> {
+    let deps = rule_deps(g);
+    let budgeted = |r: usize| g.rule_options(RuleId(r as u32)).is_some_and(|o| o.max_tokens.is_some());
+    (0..g.rules().len())
+        .map(|r| {
+            if bounded_limit(g, r).is_none_or(|l| l.0.is_some()) {
+                return false;
+            }
+            let mut seen = vec![false; deps.len()];
+            let mut stack = deps[r].clone();
+            while let Some(x) = stack.pop() {
+                if x != r && budgeted(x) {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[x], true) {
+                    stack.extend_from_slice(&deps[x]);
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// Per rule: the rules its body references.
+fn rule_deps(g: &Grammar) -> Vec<Vec<usize>> {
+    let n = g.rules().len();
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut seen = vec![usize::MAX; g.exprs().len()];
+    for (r, rule) in g.rules().iter().enumerate() {
+        let mut stack = vec![rule.body];
+        while let Some(e) = stack.pop() {
+            if std::mem::replace(&mut seen[e.index()], r) == r {
+                continue;
+            }
+            if let Expr::RuleRef(x) = g.expr(e) {
+                deps[r].push(x.index());
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+        deps[r].sort_unstable();
+        deps[r].dedup();
+    }
+    deps
 }
 
 /// The body rule and the stop rule of a `capture_hidden_stop_rule` rule `r`, whose body must be

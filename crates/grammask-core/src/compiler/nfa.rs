@@ -285,8 +285,11 @@ impl Nfa<'_> {
                         INLINE_MAX_DEPTH as usize * 8,
                     ));
                 }
-                if g.rule_options(*r).is_some_and(|o| o.max_tokens.is_some()) {
-                    let inside = self.regular_for.as_ref().map_or("a lookahead assertion", |(_, what)| what.as_str());
+                // A lookahead (`regular_for` unset) reads the bytes ahead, not tokens: a
+                // `max_tokens` rule in it is its body (its real occurrences keep their budgets).
+                if let (Some((_, inside)), true) =
+                    (&self.regular_for, g.rule_options(*r).is_some_and(|o| o.max_tokens.is_some()))
+                {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
                         format!(
