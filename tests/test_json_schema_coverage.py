@@ -194,6 +194,30 @@ def test_additional_entries_before_listed_keys_past_bound() -> None:
     assert not (m.accept_string('{"p03": 1, "x": 2, "p03": 3}') and m.is_completed())
 
 
+def test_several_item_existence_conditions() -> None:
+    # Two `contains` (at least once each) and negated `items` ("some item fails x") on one array:
+    # the grammar tracks which conditions some item met; one item may meet several.
+    two = {"type": "array", "contains": {"type": "string"}, "allOf": [{"contains": {"type": "integer"}}]}
+    arrays = [[], ["a"], [1], ["a", 1], [1, "a"], [1.5, "a", 2], [True, None], [[1], "b", {"a": 1}, 3]]
+    agree(two, arrays)
+    negated = {"type": "array", "not": {"items": {"type": "string"}}, "contains": {"type": "integer", "minimum": 3}}
+    agree(negated, arrays + [[3], ["a", 5], [1], ["a", "b"], ["a", 1, 7]])
+    typed = {"type": "array", "items": {"type": "number"}, "contains": {"minimum": 5},
+             "allOf": [{"contains": {"maximum": 0}}, {"contains": {"const": 2}}]}
+    agree(typed, [[5, -1, 2], [2, 5, -1, 1], [5], [5, -1], [-1, "a", 6, 2], [2, 2, 7, 0], [], [9, 9, 2]])
+    two_nots = {"type": "array", "not": {"items": {"type": "string"}}, "allOf": [{"not": {"items": {"maximum": 3}}}]}
+    agree(two_nots, arrays + [[4], ["a", 4], [None, "b"], [2, 5]])
+    five = {"type": "array", "allOf": [{"contains": {"const": i}} for i in range(5)]}
+    with pytest.raises(xgr.UnsupportedFeatureError, match="more than 4 item conditions"):
+        xgr.Grammar.from_json_schema(json.dumps(five), strict_mode=False)
+    # MaskBench's oneofitemscontains shape, with items schemas the conversion can negate.
+    x, y = {"type": ["integer", "string"]}, {"type": ["string", "boolean"], "maxLength": 2}
+    swap = {"type": "array", "oneOf": [{"allOf": [{"items": x}, {"contains": y}]},
+                                       {"allOf": [{"items": y}, {"contains": x}]}]}
+    agree(swap, [[], [1], ["a"], [1, "a"], [True, "a"], [True, "abc"], [1, True], ["abc", 1, "b"], [True, 2, "a"],
+                 [False, "xyz", "q"], ["abc"]])
+
+
 # --------------------------------------------------------------------- schema registry, $dynamicRef
 
 _REGISTRY = {
