@@ -165,6 +165,59 @@ def test_dependent_required_more_than_64_properties() -> None:
                    {"k66": 3}, {"k00": 1, "k70": 2}])
 
 
+def test_all_of_properties_merge_in_schema_order() -> None:
+    # 20 listed keys (past the any-order bound) from two allOf parts, as in MaskBench's
+    # npmpackagejsonlintrc: the fallback's schema order is the first part's keys, then the second's
+    # (the parts were merged last to first, so instances in schema order were rejected).
+    first = {f"a{i}": {"type": "string"} for i in range(10)}
+    second = {f"b{i}": {"type": "integer"} for i in range(10)}
+    schema = {"type": "object", "allOf": [{"properties": first}, {"properties": second}]}
+    agree(schema, [{"a1": "x", "b2": 1}, {"a0": "x", "a9": "y", "b0": 1, "b9": 2}, {"b5": 1}, {"a1": 1, "b2": 1},
+                   {"a1": "x", "b2": "y"}, {"a3": "x", "zz": [1], "b4": 2, "b5": "no"}])
+
+
+def test_additional_entries_before_listed_keys_past_bound() -> None:
+    # 20 listed keys (past the any-order bound, schema order): additional keys may come before,
+    # between and after the listed ones, as in MaskBench's o78474 and vss-extension instances
+    # that start with "$schema"; listed keys stay in schema order, each at most once.
+    props = {f"p{i:02d}": {"type": "integer"} for i in range(20)}
+    schema = {"type": "object", "properties": props, "required": ["p03"]}
+    agree(schema, [{"$schema": "x", "title": "t", "p03": 1}, {"x": 1, "p00": 1, "y": 2, "p03": 3, "z": 3},
+                   {"x": 1, "p03": 1, "p19": 2, "y": None}, {"x": 1}, {"x": 1, "p03": "no"}, {"p03": 1, "x": 1},
+                   {"x": 1, "p02": 1, "y": 2, "p04": 3}])
+    typed = dict(schema, additionalProperties={"type": "string"}, patternProperties={"^q": {"type": "boolean"}})
+    agree(typed, [{"s": "a", "q1": True, "p03": 1}, {"s": 1, "p03": 1}, {"q1": 1, "p03": 1},
+                  {"p01": 1, "qq": False, "s": "b", "p03": 1, "t": "c"}])
+    cg = _COMPILER.compile_json_schema(schema, strict_mode=False)
+    m = xgr.GrammarMatcher(cg, terminate_without_stop_token=True)
+    # A listed key is not an additional one: it cannot repeat through the additional entries.
+    assert not (m.accept_string('{"p03": 1, "x": 2, "p03": 3}') and m.is_completed())
+
+
+def test_several_item_existence_conditions() -> None:
+    # Two `contains` (at least once each) and negated `items` ("some item fails x") on one array:
+    # the grammar tracks which conditions some item met; one item may meet several.
+    two = {"type": "array", "contains": {"type": "string"}, "allOf": [{"contains": {"type": "integer"}}]}
+    arrays = [[], ["a"], [1], ["a", 1], [1, "a"], [1.5, "a", 2], [True, None], [[1], "b", {"a": 1}, 3]]
+    agree(two, arrays)
+    negated = {"type": "array", "not": {"items": {"type": "string"}}, "contains": {"type": "integer", "minimum": 3}}
+    agree(negated, arrays + [[3], ["a", 5], [1], ["a", "b"], ["a", 1, 7]])
+    typed = {"type": "array", "items": {"type": "number"}, "contains": {"minimum": 5},
+             "allOf": [{"contains": {"maximum": 0}}, {"contains": {"const": 2}}]}
+    agree(typed, [[5, -1, 2], [2, 5, -1, 1], [5], [5, -1], [-1, "a", 6, 2], [2, 2, 7, 0], [], [9, 9, 2]])
+    two_nots = {"type": "array", "not": {"items": {"type": "string"}}, "allOf": [{"not": {"items": {"maximum": 3}}}]}
+    agree(two_nots, arrays + [[4], ["a", 4], [None, "b"], [2, 5]])
+    five = {"type": "array", "allOf": [{"contains": {"const": i}} for i in range(5)]}
+    with pytest.raises(xgr.UnsupportedFeatureError, match="more than 4 item conditions"):
+        xgr.Grammar.from_json_schema(json.dumps(five), strict_mode=False)
+    # MaskBench's oneofitemscontains shape, with items schemas the conversion can negate.
+    x, y = {"type": ["integer", "string"]}, {"type": ["string", "boolean"], "maxLength": 2}
+    swap = {"type": "array", "oneOf": [{"allOf": [{"items": x}, {"contains": y}]},
+                                       {"allOf": [{"items": y}, {"contains": x}]}]}
+    agree(swap, [[], [1], ["a"], [1, "a"], [True, "a"], [True, "abc"], [1, True], ["abc", 1, "b"], [True, 2, "a"],
+                 [False, "xyz", "q"], ["abc"]])
+
+
 # --------------------------------------------------------------------- schema registry, $dynamicRef
 
 _REGISTRY = {

@@ -9,6 +9,13 @@ impl Conv<'_> {
         // `contains` with minContains 0 and no maxContains holds for every array.
         let counted: Vec<&(SchemaId, u64, Option<u64>, String)> =
             m.contains.iter().filter(|(_, lo, hi, _)| *lo > 0 || hi.is_some()).collect();
+        // Several conditions "some item satisfies c" (`contains` at least once, or an item
+        // failing a negated `items`): one automaton over the set of conditions met.
+        if counted.len() + m.item_nots.len() > 1 && counted.iter().all(|c| c.1 == 1 && c.2.is_none()) {
+            let conds: Vec<(SchemaId, bool)> =
+                counted.iter().map(|c| (c.0, false)).chain(m.item_nots.iter().map(|&x| (x, true))).collect();
+            return self.emit_array_exists(g, m, &conds, counted.first().map_or(ptr, |c| c.3.as_str()));
+        }
         if let Some(c) = counted.get(1) {
             return Err(unsupported(&c.3, "several contains keywords on one array are not supported"));
         }
@@ -210,6 +217,103 @@ impl Conv<'_> {
             alts.push(format!("{} {} {}", self.open('[', g.depth), emit::alt(&first), self.close(']', g.depth)));
         }
         Ok(if alts.is_empty() { None } else { Some(emit::alt(&alts)) })
+    }
+
+    /// Arrays whose items all satisfy the rest schema and where, for each condition `(c, negated)`,
+    /// some item satisfies `c` (with `negated`: fails it). States are the sets of conditions met;
+    /// an item meeting the conditions T (the intersection of their schemas) moves C to C | T.
+    /// Items are "any" or "meets T" for T disjoint from C: an ambiguous but exact union.
+    fn emit_array_exists(
+        &mut self,
+        g: &Goal,
+        m: &Merged,
+        conds: &[(SchemaId, bool)],
+        p: &str,
+    ) -> Result<Option<String>> {
+        const MAX_EXISTS_CONDITIONS: usize = 4;
+        if conds.len() > MAX_EXISTS_CONDITIONS {
+            return Err(unsupported(
+                p,
+                format!("more than {MAX_EXISTS_CONDITIONS} item conditions (negated items, contains) on one array"),
+            ));
+        }
+        if m.arr.iter().any(|a| !a.prefix.is_empty()) {
+            return Err(unsupported(p, "contains together with prefix items is not supported"));
+        }
+        // Every array meeting a condition has an item, so minItems 1 holds.
+        if m.max_items.is_some() || m.min_items > 1 {
+            return Err(unsupported(
+                p,
+                "contains together with minItems above minContains or maxItems is not supported",
+            ));
+        }
+        if m.unique.is_some() {
+            return Err(unsupported(p, "contains together with uniqueItems is not supported"));
+        }
+        let mut ids = Vec::new();
+        for a in &m.arr {
+            match a.rest {
+                Rest::Any => {}
+                Rest::Closed => return Ok(None),
+                Rest::Schema(x) => ids.push(x),
+            }
+        }
+        let d = self.child_depth(g.depth);
+        let goal = |set: usize| {
+            let mut gids = ids.clone();
+            let mut nots = m.all_item_nots.clone();
+            for (j, &(c, negated)) in conds.iter().enumerate() {
+                if set & (1 << j) != 0 {
+                    if negated {
+                        nots.push(c);
+                    } else {
+                        gids.push(c);
+                    }
+                }
+            }
+            Goal { ids: gids, nots, done: vec![], neg: vec![], depth: d }
+        };
+        let full = (1usize << conds.len()) - 1;
+        // meets[t]: an item meeting (at least) the conditions in t; meets[0] is any item.
+        let mut meets: Vec<Option<String>> = Vec::with_capacity(full + 1);
+        for t in 0..=full {
+            meets.push(self.rule_for(goal(t))?);
+        }
+        let sep = self.sep_item(g.depth);
+        let stay = meets[0].as_ref().map(|o| format!("({sep} {o})*")).unwrap_or_default();
+        // after[c]: the rest of the array after its first item, conditions c met. c | t > c for
+        // t disjoint from c and non-empty, so the loop from `full` down defines after[c | t] first.
+        let mut after: Vec<Option<String>> = vec![None; full + 1];
+        for c in (0..=full).rev() {
+            let mut alts = Vec::new();
+            if c == full {
+                alts.push(if stay.is_empty() { "\"\"".to_string() } else { stay.clone() });
+            }
+            for t in 1..=full {
+                if t & c == 0 {
+                    if let (Some(h), Some(nx)) = (&meets[t], &after[c | t]) {
+                        alts.push(format!("{stay} {sep} {h} {nx}"));
+                    }
+                }
+            }
+            after[c] = if alts.is_empty() {
+                None
+            } else {
+                let name = self.e.fresh("exists_tail");
+                self.e.define(&name, &alts.join(" | "))?;
+                Some(name)
+            };
+        }
+        let mut first = Vec::new();
+        for t in 0..=full {
+            if let (Some(h), Some(nx)) = (&meets[t], &after[t]) {
+                first.push(format!("{h} {nx}"));
+            }
+        }
+        if first.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(format!("{} ({}) {}", self.open('[', g.depth), first.join(" | "), self.close(']', g.depth))))
     }
 
     /// Arrays whose items all satisfy the rest schema and of which between `lo` and `hi` satisfy

@@ -289,7 +289,9 @@ impl Conv<'_> {
                     }
                     "allOf" => {
                         let a = v.as_array().ok_or_else(|| invalid(&kp, "allOf must be an array"))?;
-                        for i in 0..a.len() {
+                        // Pushed last to first so the stack merges them in schema order (the
+                        // order of their properties when keys follow schema order).
+                        for i in (0..a.len()).rev() {
                             let c = self.doc.child(id, &["allOf", &i.to_string()]);
                             stack.push(c);
                             edges.push((id, c));

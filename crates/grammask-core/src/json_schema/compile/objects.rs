@@ -201,6 +201,14 @@ impl Conv<'_> {
         }
         // Rules R[i][c][started][mask]: the rest of the object from key i, c keys emitted
         // (capped), `mask` the dependency-named keys present so far (a subset of `dep_mask`).
+        // Past the any-order bound (strict_mode=false), additional entries may also come before
+        // each listed key taken (`(addl sep)*`), not only after the last. Unambiguous: a run of
+        // additional entries belongs to the next listed key taken, or to the tail if none is.
+        // Not with a tracked entry count, whose states the run would have to step.
+        let extras_before = match &addl {
+            Some(a) if free_order && !need_count => Some(format!("({a} {sep})* ")),
+            _ => None,
+        };
         let base = self.e.fresh("obj");
         let rname = |i: usize, c: u64, s: bool, mask: u64| {
             if mask == 0 {
@@ -258,7 +266,11 @@ impl Conv<'_> {
                     let c2 = if need_count && m.max_props.is_none() { c2.min(m.min_props) } else { c2 };
                     let pre = if s { format!("{sep} ") } else { String::new() };
                     let mask2 = dep_bit[i].map_or(mask, |b| mask | (1u64 << b));
-                    alts.push(format!("{pre}{entry} {}", rname(i + 1, c2, true, mask2)));
+                    alts.push(format!(
+                        "{pre}{}{entry} {}",
+                        extras_before.as_deref().unwrap_or(""),
+                        rname(i + 1, c2, true, mask2)
+                    ));
                     todo.push((i + 1, c2, true, mask2));
                 }
                 if !required {
