@@ -285,7 +285,8 @@ pub struct Conv<'a> {
     opts: &'a JsonSchemaOptions,
     e: Ebnf,
     memo: HashMap<Goal, String>,
-    queue: Vec<(Goal, String)>,
+    /// Goals to emit, with their rule name and merged keywords (computed once, by `rule_for`).
+    queue: Vec<(Goal, String, Merged)>,
     char_rule: String,
     nothing: Option<String>,
     ws: String,
@@ -327,8 +328,8 @@ impl<'a> Conv<'a> {
         let Some(root) = root else {
             return Err(invalid("", "the schema accepts no value"));
         };
-        while let Some((g, name)) = self.queue.pop() {
-            let body = self.emit_goal(&g)?;
+        while let Some((g, name, m)) = self.queue.pop() {
+            let body = self.emit_goal(&g, &m)?;
             let body = match body {
                 Some(b) => b,
                 None => self.nothing(),
@@ -388,7 +389,7 @@ impl<'a> Conv<'a> {
         });
         let name = self.e.fresh(&base);
         self.memo.insert(g.clone(), name.clone());
-        self.queue.push((g, name.clone()));
+        self.queue.push((g, name.clone(), m));
         Ok(Some(name))
     }
 }

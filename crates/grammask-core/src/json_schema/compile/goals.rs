@@ -15,10 +15,10 @@ fn always_holds(v: &Value) -> bool {
 }
 
 impl Conv<'_> {
-    pub(super) fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
+    /// `m` is `self.merge(g)`.
+    pub(super) fn emit_goal(&mut self, g: &Goal, m: &Merged) -> Result<Option<String>> {
         // A goal held to a finite `enum`/`const` is decided value by value by the validator,
         // applicators and negations included (see `emit_base`): exact without distributing them.
-        let m = self.merge(g)?;
         if m.enums.is_some() {
             return self.emit_base(g, &m);
         }
