@@ -20,7 +20,7 @@ impl Conv<'_> {
         // A goal held to a finite `enum`/`const` is decided value by value by the validator,
         // applicators and negations included (see `emit_base`): exact without distributing them.
         if m.enums.is_some() {
-            return self.emit_base(g, &m);
+            return self.emit_base(g, m);
         }
         // Negated subschemas first: they become atomic negations.
         if let Some(&x) = g.nots.first() {
@@ -114,7 +114,7 @@ impl Conv<'_> {
                 }
             }
         }
-        self.emit_base(g, &m)
+        self.emit_base(g, m)
     }
 
     /// The schema-valued entries of `dependentSchemas` and `dependencies` of node `id`, as
