@@ -235,7 +235,8 @@ fn invalid(ptr: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidSchema, msg).at_pointer(ptr)
 }
 
-fn type_bits(name: &str, ptr: &str) -> Result<u8> {
+/// `ptr` gives the keyword's JSON pointer, formatted only for an error (the helpers below alike).
+fn type_bits(name: &str, ptr: &dyn Fn() -> String) -> Result<u8> {
     Ok(match name {
         "null" => NULL,
         "boolean" => BOOL,
@@ -244,7 +245,7 @@ fn type_bits(name: &str, ptr: &str) -> Result<u8> {
         "string" => STR,
         "array" => ARR,
         "object" => OBJ,
-        other => return Err(invalid(ptr, format!("unknown type {other:?}"))),
+        other => return Err(invalid(&ptr(), format!("unknown type {other:?}"))),
     })
 }
 
@@ -262,20 +263,20 @@ fn value_type(v: &Value) -> u8 {
     }
 }
 
-fn as_count(v: &Value, ptr: &str) -> Result<u64> {
+fn as_count(v: &Value, ptr: &dyn Fn() -> String) -> Result<u64> {
     match v.as_u64() {
         Some(n) => Ok(n),
         None => match v.as_f64() {
             Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 1e18 => Ok(f as u64),
-            _ => Err(invalid(ptr, "expected a non-negative integer")),
+            _ => Err(invalid(&ptr(), "expected a non-negative integer")),
         },
     }
 }
 
-fn as_dec(v: &Value, ptr: &str) -> Result<Dec> {
+fn as_dec(v: &Value, ptr: &dyn Fn() -> String) -> Result<Dec> {
     match v {
-        Value::Number(n) => Dec::from_number(n).ok_or_else(|| invalid(ptr, "number out of range")),
-        _ => Err(invalid(ptr, "expected a number")),
+        Value::Number(n) => Dec::from_number(n).ok_or_else(|| invalid(&ptr(), "number out of range")),
+        _ => Err(invalid(&ptr(), "expected a number")),
     }
 }
 
@@ -284,7 +285,8 @@ pub struct Conv<'a> {
     opts: &'a JsonSchemaOptions,
     e: Ebnf,
     memo: HashMap<Goal, String>,
-    queue: Vec<(Goal, String)>,
+    /// Goals to emit, with their rule name and merged keywords (computed once, by `rule_for`).
+    queue: Vec<(Goal, String, Merged)>,
     char_rule: String,
     nothing: Option<String>,
     ws: String,
@@ -326,8 +328,8 @@ impl<'a> Conv<'a> {
         let Some(root) = root else {
             return Err(invalid("", "the schema accepts no value"));
         };
-        while let Some((g, name)) = self.queue.pop() {
-            let body = self.emit_goal(&g)?;
+        while let Some((g, name, m)) = self.queue.pop() {
+            let body = self.emit_goal(&g, &m)?;
             let body = match body {
                 Some(b) => b,
                 None => self.nothing(),
@@ -387,15 +389,28 @@ impl<'a> Conv<'a> {
         });
         let name = self.e.fresh(&base);
         self.memo.insert(g.clone(), name.clone());
-        self.queue.push((g, name.clone()));
+        self.queue.push((g, name.clone(), m));
         Ok(Some(name))
     }
 }
 
 /// The automaton (full match, over decoded characters) of a format with a regular definition.
+/// Built once per process and format (the formats are a fixed table; `uri` and `date-time` take
+/// milliseconds to determinize).
 fn format_dfa(f: &str) -> Result<CharDfa> {
-    let re = Regex::parse(formats::regex_for(f).unwrap_or_default(), RegexFlags::default())?;
-    CharDfa::from_regex(&re, Anchoring::FullMatch)
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<&'static str, CharDfa>>> = OnceLock::new();
+    let Some(re_text) = formats::regex_for(f) else {
+        let re = Regex::parse("", RegexFlags::default())?;
+        return CharDfa::from_regex(&re, Anchoring::FullMatch);
+    };
+    let built = BUILT.get_or_init(Mutex::default);
+    if let Some(d) = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(re_text) {
+        return Ok(d.clone());
+    }
+    let d = CharDfa::from_regex(&Regex::parse(re_text, RegexFlags::default())?, Anchoring::FullMatch)?;
+    built.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(re_text, d.clone());
+    Ok(d)
 }
 
 /// Whether `x` is an integer multiple of `d` (exact decimal arithmetic). `None` when the scaled

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::fasthash::FastMap;
 use crate::limits::MAX_NESTING;
 
 /// JSON Schema dialect, from `$schema` (2020-12 when absent or unknown).
@@ -38,7 +39,10 @@ pub struct Doc<'a> {
     /// specification makes it an annotation by default.
     pub format_assertion: bool,
     pub nodes: Vec<Node<'a>>,
-    by_ptr: HashMap<String, SchemaId>,
+    by_ptr: FastMap<String, SchemaId>,
+    /// Resolved `$ref`/`$dynamicRef` texts by the schema they are found in (a resolution depends
+    /// only on the schema's base URI and the text; the converter asks again for every goal).
+    resolved: FastMap<SchemaId, Vec<(String, SchemaId)>>,
     /// Resource URI (no fragment) -> pointer of the resource root.
     resources: HashMap<String, String>,
     /// `uri#name` -> pointer.
@@ -70,7 +74,24 @@ pub fn registry_key(uri: &str) -> &str {
 }
 
 fn escape_token(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
+    let mut s = String::with_capacity(t.len());
+    push_escaped(&mut s, t);
+    s
+}
+
+/// Appends `t` to `out` as a JSON pointer reference token (`~` as `~0`, `/` as `~1`).
+fn push_escaped(out: &mut String, t: &str) {
+    if !t.contains(['~', '/']) {
+        out.push_str(t);
+        return;
+    }
+    for c in t.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
 }
 
 fn strip_fragment(u: &str) -> &str {
@@ -152,7 +173,8 @@ impl<'a> Doc<'a> {
             draft,
             format_assertion: !explicit_new,
             nodes: Vec::new(),
-            by_ptr: HashMap::new(),
+            by_ptr: FastMap::default(),
+            resolved: FastMap::default(),
             resources: HashMap::new(),
             anchors: HashMap::new(),
             dyn_anchors: HashMap::new(),
@@ -314,10 +336,12 @@ impl<'a> Doc<'a> {
     /// The subschema at `key` (and optional index/name) below `id`.
     /// Every child the converter asks for was indexed by [`Doc::walk`] (same keyword list).
     pub fn child(&self, id: SchemaId, path: &[&str]) -> SchemaId {
-        let mut p = self.node(id).ptr.clone();
+        let base = &self.node(id).ptr;
+        let mut p = String::with_capacity(base.len() + path.iter().map(|s| s.len() + 1).sum::<usize>());
+        p.push_str(base);
         for seg in path {
             p.push('/');
-            p.push_str(&escape_token(seg));
+            push_escaped(&mut p, seg);
         }
         match self.by_ptr.get(&p) {
             Some(&c) => c,
@@ -327,6 +351,15 @@ impl<'a> Doc<'a> {
 
     /// Resolves `$ref` (or `$dynamicRef`) text found in schema `from`.
     pub fn resolve_ref(&mut self, from: SchemaId, r: &str, kw: &str) -> Result<SchemaId> {
+        if let Some(&(_, id)) = self.resolved.get(&from).and_then(|v| v.iter().find(|(t, _)| t == r)) {
+            return Ok(id);
+        }
+        let id = self.resolve_ref_uncached(from, r, kw)?;
+        self.resolved.entry(from).or_default().push((r.to_string(), id));
+        Ok(id)
+    }
+
+    fn resolve_ref_uncached(&mut self, from: SchemaId, r: &str, kw: &str) -> Result<SchemaId> {
         let here = format!("{}/{kw}", self.node(from).ptr);
         let abs = resolve_uri(&self.node(from).base, r);
         let (res, frag) = abs.split_once('#').unwrap_or((abs.as_str(), ""));

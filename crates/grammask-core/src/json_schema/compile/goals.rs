@@ -15,12 +15,12 @@ fn always_holds(v: &Value) -> bool {
 }
 
 impl Conv<'_> {
-    pub(super) fn emit_goal(&mut self, g: &Goal) -> Result<Option<String>> {
+    /// `m` is `self.merge(g)`.
+    pub(super) fn emit_goal(&mut self, g: &Goal, m: &Merged) -> Result<Option<String>> {
         // A goal held to a finite `enum`/`const` is decided value by value by the validator,
         // applicators and negations included (see `emit_base`): exact without distributing them.
-        let m = self.merge(g)?;
         if m.enums.is_some() {
-            return self.emit_base(g, &m);
+            return self.emit_base(g, m);
         }
         // Negated subschemas first: they become atomic negations.
         if let Some(&x) = g.nots.first() {
@@ -114,7 +114,7 @@ impl Conv<'_> {
                 }
             }
         }
-        self.emit_base(g, &m)
+        self.emit_base(g, m)
     }
 
     /// The schema-valued entries of `dependentSchemas` and `dependencies` of node `id`, as

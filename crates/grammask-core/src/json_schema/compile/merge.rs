@@ -73,15 +73,16 @@ impl Conv<'_> {
             let mut arr_part: Option<ArrPart> = None;
             let mut obj_part: Option<ObjPart> = None;
             for (k, v) in map {
-                let kp = at(k);
+                // The keyword's pointer, formatted only for an error or a kept location.
+                let kp = || at(k);
                 match k.as_str() {
                     "$dynamicRef" => {
-                        let r = v.as_str().ok_or_else(|| invalid(&kp, "must be a string"))?;
+                        let r = v.as_str().ok_or_else(|| invalid(&kp(), "must be a string"))?;
                         let t = self.doc.resolve_dynamic(id, r)?;
                         stack.push(t);
                         edges.push((id, t));
                     }
-                    "$recursiveRef" => return Err(unsupported(&kp, "$recursiveRef is not supported")),
+                    "$recursiveRef" => return Err(unsupported(&kp(), "$recursiveRef is not supported")),
                     "type" => {
                         let bits = match v {
                             Value::String(s) => type_bits(s, &kp)?,
@@ -89,13 +90,13 @@ impl Conv<'_> {
                                 let mut b = 0;
                                 for t in a {
                                     b |= type_bits(
-                                        t.as_str().ok_or_else(|| invalid(&kp, "type names are strings"))?,
+                                        t.as_str().ok_or_else(|| invalid(&kp(), "type names are strings"))?,
                                         &kp,
                                     )?;
                                 }
                                 b
                             }
-                            _ => return Err(invalid(&kp, "type must be a string or an array")),
+                            _ => return Err(invalid(&kp(), "type must be a string or an array")),
                         };
                         m.types &= bits;
                     }
@@ -103,7 +104,7 @@ impl Conv<'_> {
                         let vals: Vec<Value> = if k == "const" {
                             vec![v.clone()]
                         } else {
-                            v.as_array().ok_or_else(|| invalid(&kp, "enum must be an array"))?.clone()
+                            v.as_array().ok_or_else(|| invalid(&kp(), "enum must be an array"))?.clone()
                         };
                         m.enums = Some(match m.enums.take() {
                             None => vals,
@@ -113,7 +114,7 @@ impl Conv<'_> {
                     "minimum" | "exclusiveMinimum" | "maximum" | "exclusiveMaximum" => {
                         if let Value::Bool(_) = v {
                             if draft > Draft::D4 {
-                                return Err(invalid(&kp, "boolean exclusive bounds are draft 4 only"));
+                                return Err(invalid(&kp(), "boolean exclusive bounds are draft 4 only"));
                             }
                             continue;
                         }
@@ -132,10 +133,10 @@ impl Conv<'_> {
                     "multipleOf" => {
                         let d = as_dec(v, &kp)?;
                         if d.neg || d.is_zero() {
-                            return Err(invalid(&kp, "multipleOf must be positive"));
+                            return Err(invalid(&kp(), "multipleOf must be positive"));
                         }
                         if !m.mults.iter().any(|(x, _)| *x == d) {
-                            m.mults.push((d, kp));
+                            m.mults.push((d, kp()));
                         }
                     }
                     "minLength" => m.min_len = m.min_len.max(as_count(v, &kp)?),
@@ -144,17 +145,17 @@ impl Conv<'_> {
                         m.max_len = Some(m.max_len.map_or(n, |o| o.min(n)));
                     }
                     "pattern" => {
-                        let p = v.as_str().ok_or_else(|| invalid(&kp, "pattern must be a string"))?;
-                        m.patterns.push((p.to_string(), kp));
+                        let p = v.as_str().ok_or_else(|| invalid(&kp(), "pattern must be a string"))?;
+                        m.patterns.push((p.to_string(), kp()));
                     }
                     "format" => {
-                        let f = v.as_str().ok_or_else(|| invalid(&kp, "format must be a string"))?;
+                        let f = v.as_str().ok_or_else(|| invalid(&kp(), "format must be a string"))?;
                         if !self.doc.format_assertion {
                             // An annotation only.
                         } else if formats::regex_for(f).is_some() {
-                            m.formats.push((f.to_string(), kp));
+                            m.formats.push((f.to_string(), kp()));
                         } else if formats::KNOWN_UNSUPPORTED.contains(&f) {
-                            return Err(unsupported(&kp, format!("format {f:?} is not supported")));
+                            return Err(unsupported(&kp(), format!("format {f:?} is not supported")));
                         }
                     }
                     "items" | "prefixItems" | "additionalItems" | "unevaluatedItems" => {
@@ -171,7 +172,7 @@ impl Conv<'_> {
                                 }
                             }
                             ("items", Value::Array(_)) => {
-                                return Err(invalid(&kp, "items must be a schema in this draft"))
+                                return Err(invalid(&kp(), "items must be a schema in this draft"))
                             }
                             ("items", _) => part.rest = Rest::Schema(self.doc.child(id, &["items"])),
                             ("prefixItems", Value::Array(a)) if draft >= Draft::D2020 => {
@@ -185,7 +186,7 @@ impl Conv<'_> {
                                     part.rest = Rest::Closed;
                                 }
                             }
-                            ("unevaluatedItems", _) => uneval.push((id, false, kp.clone())),
+                            ("unevaluatedItems", _) => uneval.push((id, false, kp())),
                             _ => {}
                         }
                     }
@@ -195,18 +196,18 @@ impl Conv<'_> {
                         m.max_items = Some(m.max_items.map_or(n, |o| o.min(n)));
                     }
                     "uniqueItems" if v == &Value::Bool(true) => {
-                        m.unique = Some(kp);
+                        m.unique = Some(kp());
                     }
                     "contains" => {
                         let lo = match map.get("minContains") {
-                            Some(x) if draft >= Draft::D2019 => as_count(x, &at("minContains"))?,
+                            Some(x) if draft >= Draft::D2019 => as_count(x, &|| at("minContains"))?,
                             _ => 1,
                         };
                         let hi = match map.get("maxContains") {
-                            Some(x) if draft >= Draft::D2019 => Some(as_count(x, &at("maxContains"))?),
+                            Some(x) if draft >= Draft::D2019 => Some(as_count(x, &|| at("maxContains"))?),
                             _ => None,
                         };
-                        m.contains.push((self.doc.child(id, &["contains"]), lo, hi, kp));
+                        m.contains.push((self.doc.child(id, &["contains"]), lo, hi, kp()));
                     }
                     "properties" | "patternProperties" | "additionalProperties" | "unevaluatedProperties" => {
                         let part = obj_part.get_or_insert(ObjPart {
@@ -215,7 +216,7 @@ impl Conv<'_> {
                             additional: Rest::Any,
                             says_additional: false,
                         });
-                        let mm = || v.as_object().ok_or_else(|| invalid(&kp, "expected an object"));
+                        let mm = || v.as_object().ok_or_else(|| invalid(&kp(), "expected an object"));
                         match k.as_str() {
                             "properties" => {
                                 for name in mm()?.keys() {
@@ -224,7 +225,7 @@ impl Conv<'_> {
                             }
                             "patternProperties" => {
                                 for name in mm()?.keys() {
-                                    let pp = format!("{kp}/{}", name.replace('~', "~0").replace('/', "~1"));
+                                    let pp = format!("{}/{}", kp(), name.replace('~', "~0").replace('/', "~1"));
                                     part.patterns.push((
                                         name.clone(),
                                         self.doc.child(id, &["patternProperties", name]),
@@ -237,12 +238,12 @@ impl Conv<'_> {
                                 part.additional = Rest::Schema(self.doc.child(id, &["additionalProperties"]));
                                 part.says_additional = true;
                             }
-                            _ => uneval.push((id, true, kp.clone())),
+                            _ => uneval.push((id, true, kp())),
                         }
                     }
                     "required" => {
-                        for r in v.as_array().ok_or_else(|| invalid(&kp, "required must be an array"))? {
-                            let r = r.as_str().ok_or_else(|| invalid(&kp, "required names are strings"))?;
+                        for r in v.as_array().ok_or_else(|| invalid(&kp(), "required must be an array"))? {
+                            let r = r.as_str().ok_or_else(|| invalid(&kp(), "required names are strings"))?;
                             if !m.required.iter().any(|x| x == r) {
                                 m.required.push(r.to_string());
                             }
@@ -253,26 +254,26 @@ impl Conv<'_> {
                         let n = as_count(v, &kp)?;
                         m.max_props = Some(m.max_props.map_or(n, |o| o.min(n)));
                     }
-                    "propertyNames" => m.prop_names.push((self.doc.child(id, &["propertyNames"]), kp)),
+                    "propertyNames" => m.prop_names.push((self.doc.child(id, &["propertyNames"]), kp())),
                     "dependentRequired" | "dependentSchemas" | "dependencies" => {
-                        let o = v.as_object().ok_or_else(|| invalid(&kp, format!("{k} must be an object")))?;
+                        let o = v.as_object().ok_or_else(|| invalid(&kp(), format!("{k} must be an object")))?;
                         for (name, dep) in o {
                             match dep {
                                 Value::Array(a) if k != "dependentSchemas" => {
                                     let mut req = Vec::new();
                                     for r in a {
                                         let r =
-                                            r.as_str().ok_or_else(|| invalid(&kp, "dependent names are strings"))?;
+                                            r.as_str().ok_or_else(|| invalid(&kp(), "dependent names are strings"))?;
                                         req.push(r.to_string());
                                     }
                                     if !req.is_empty() {
-                                        m.dep_req.push((name.clone(), req, kp.clone()));
+                                        m.dep_req.push((name.clone(), req, kp()));
                                     }
                                 }
                                 Value::Bool(true) if k != "dependentRequired" => {}
                                 Value::Object(x) if x.is_empty() && k != "dependentRequired" => {}
                                 _ if k == "dependentRequired" => {
-                                    return Err(invalid(&kp, "dependentRequired values are arrays"))
+                                    return Err(invalid(&kp(), "dependentRequired values are arrays"))
                                 }
                                 _ => {}
                             }
@@ -282,13 +283,13 @@ impl Conv<'_> {
                                 let kind = Kind::Dep(i as u32);
                                 if !g.done.contains(&(id, kind)) && !m.pending.iter().any(|p| p.0 == id && p.1 == kind)
                                 {
-                                    m.pending.push((id, kind, kp.clone()));
+                                    m.pending.push((id, kind, kp()));
                                 }
                             }
                         }
                     }
                     "allOf" => {
-                        let a = v.as_array().ok_or_else(|| invalid(&kp, "allOf must be an array"))?;
+                        let a = v.as_array().ok_or_else(|| invalid(&kp(), "allOf must be an array"))?;
                         // Pushed last to first so the stack merges them in schema order (the
                         // order of their properties when keys follow schema order).
                         for i in (0..a.len()).rev() {
@@ -298,22 +299,22 @@ impl Conv<'_> {
                         }
                     }
                     "anyOf" | "oneOf" => {
-                        let a = v.as_array().ok_or_else(|| invalid(&kp, format!("{k} must be an array")))?;
+                        let a = v.as_array().ok_or_else(|| invalid(&kp(), format!("{k} must be an array")))?;
                         if a.is_empty() {
-                            return Err(invalid(&kp, format!("{k} must not be empty")));
+                            return Err(invalid(&kp(), format!("{k} must not be empty")));
                         }
                         let kind = if k == "anyOf" { Kind::AnyOf } else { Kind::OneOf };
                         if !g.done.contains(&(id, kind)) {
-                            m.pending.push((id, kind, kp));
+                            m.pending.push((id, kind, kp()));
                         }
                     }
                     "not" if !g.done.contains(&(id, Kind::Not)) => {
-                        m.pending.push((id, Kind::Not, kp));
+                        m.pending.push((id, Kind::Not, kp()));
                     }
                     "if" => {
                         let matters = map.contains_key("then") || map.contains_key("else") || self.has_uneval;
                         if matters && !g.done.contains(&(id, Kind::If)) {
-                            m.pending.push((id, Kind::If, kp));
+                            m.pending.push((id, Kind::If, kp()));
                         }
                     }
                     _ => {}

@@ -101,13 +101,13 @@ impl Conv<'_> {
         let map = map.clone();
         let vt = value_type(v);
         for (k, kv) in &map {
-            let kp = at(k);
+            let kp = || at(k);
             let ok = match k.as_str() {
                 "$dynamicRef" => {
                     let t = self.doc.resolve_dynamic(id, kv.as_str().unwrap_or(""))?;
                     self.valid(t, v, depth + 1)?
                 }
-                "$recursiveRef" => return Err(unsupported(&kp, "$recursiveRef is not supported")),
+                "$recursiveRef" => return Err(unsupported(&kp(), "$recursiveRef is not supported")),
                 "type" => {
                     let bits = match kv {
                         Value::String(s) => type_bits(s, &kp)?,
@@ -118,7 +118,7 @@ impl Conv<'_> {
                             }
                             b
                         }
-                        _ => return Err(invalid(&kp, "bad type")),
+                        _ => return Err(invalid(&kp(), "bad type")),
                     };
                     bits & vt != 0
                 }
@@ -129,8 +129,8 @@ impl Conv<'_> {
                         true
                     } else {
                         let b = as_dec(kv, &kp)?;
-                        let x = Dec::from_number(v.as_number().ok_or_else(|| invalid(&kp, "number"))?)
-                            .ok_or_else(|| invalid(&kp, "number out of range"))?;
+                        let x = Dec::from_number(v.as_number().ok_or_else(|| invalid(&kp(), "number"))?)
+                            .ok_or_else(|| invalid(&kp(), "number out of range"))?;
                         let is_min = k.contains("inimum");
                         let strict = k.starts_with("exclusive")
                             || (draft == Draft::D4
@@ -146,9 +146,9 @@ impl Conv<'_> {
                 }
                 "multipleOf" if vt & (INT | FRAC) != 0 => {
                     let b = as_dec(kv, &kp)?;
-                    let x = Dec::from_number(v.as_number().ok_or_else(|| invalid(&kp, "number"))?)
-                        .ok_or_else(|| invalid(&kp, "number out of range"))?;
-                    is_multiple(&x, &b).ok_or_else(|| unsupported(&kp, "multipleOf check out of range"))?
+                    let x = Dec::from_number(v.as_number().ok_or_else(|| invalid(&kp(), "number"))?)
+                        .ok_or_else(|| invalid(&kp(), "number out of range"))?;
+                    is_multiple(&x, &b).ok_or_else(|| unsupported(&kp(), "multipleOf check out of range"))?
                 }
                 "minLength" | "maxLength" if vt == STR => {
                     let n = v.as_str().unwrap_or("").chars().count() as u64;
@@ -161,7 +161,7 @@ impl Conv<'_> {
                 }
                 "pattern" if vt == STR => {
                     let re = Regex::parse(kv.as_str().unwrap_or(""), RegexFlags::default())
-                        .map_err(|e| ptr_if_none(e, &kp))?;
+                        .map_err(|e| ptr_if_none(e, &kp()))?;
                     CharDfa::from_regex(&re, Anchoring::Search)?.accepts(v.as_str().unwrap_or(""))
                 }
                 "format" if vt == STR && self.doc.format_assertion => {
@@ -333,7 +333,7 @@ impl Conv<'_> {
                     ok
                 }
                 "unevaluatedProperties" | "unevaluatedItems" => {
-                    return Err(unsupported(&kp, format!("{k} inside enum/const validation is not supported")))
+                    return Err(unsupported(&kp(), format!("{k} inside enum/const validation is not supported")))
                 }
                 _ => true,
             };
