@@ -2,10 +2,14 @@
 //! would compute it (string-body and class slices, FOLLOW sets), without the kernel caches (the
 //! counted-body levels are memoized as in the matcher).
 //! `cargo run --release --example kernel_costs -- VOCAB.json GRAMMAR.ebnf INPUT [MIN_US]`
+//! A grammar file ending in `.json` is a JSON Schema, converted with MaskBench's options
+//! (`strict_mode=false`, any whitespace) and the converter's facts (excluded key words).
 //! With `CHECK=1`, each kernel is also classified without the row memo and run indexes; the results must be
 //! equal, and the total time of that walk is printed too. With `REPEAT=N`, each kernel is timed as the fastest
 //! of N classifications (after an untimed one).
+use grammask_core::compiled::KernelStats;
 use grammask_core::ebnf::parse_ebnf;
+use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::mask::kernel_items;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::slice::ClassSlice;
@@ -17,7 +21,14 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let vocab = Arc::new(Vocabulary::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap());
-    let g = parse_ebnf(&std::fs::read_to_string(&args[2]).unwrap(), "root").unwrap();
+    let text = std::fs::read_to_string(&args[2]).unwrap();
+    let is_schema = std::path::Path::new(&args[2]).extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let g = if is_schema {
+        let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+        json_schema_to_grammar(&text, &opts).unwrap()
+    } else {
+        parse_ebnf(&text, "root").unwrap()
+    };
     let input = std::fs::read(&args[3]).unwrap();
     let min_us: u128 = args.get(4).map_or(200, |s| s.parse().unwrap());
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
@@ -47,6 +58,7 @@ fn main() {
                 // Lazy per-grammar data (FOLLOW sets, body levels) outside both timings.
                 cg.classify(it.state, usize::MAX, &mut || false).unwrap();
             }
+            let before = cg.kernel_stats();
             let t = Instant::now();
             let km = if compose {
                 (*cg.kernel(it.state).unwrap()).clone()
@@ -68,11 +80,12 @@ fn main() {
             }
             if el.as_micros() >= min_us {
                 println!(
-                    "byte {i} {:?} state {} rule {} {:?} accepted {} uncertain {} suffixes {}",
+                    "byte {i} {:?} state {} rule {} {:?} {} accepted {} uncertain {} suffixes {}",
                     b as char,
                     it.state.0,
                     a.rule_name(a.state(it.state).rule),
                     el,
+                    path(&before, &cg.kernel_stats()),
                     km.accepted.count_ones(),
                     km.uncertain.len(),
                     km.suffixes.len()
@@ -103,4 +116,18 @@ fn main() {
     if check {
         println!("without the row memo and run indexes: total {total_stack:?}");
     }
+}
+
+/// How the kernel just classified was obtained: the first [`KernelStats`] count that grew (an
+/// inner kernel's where classifications nest).
+fn path(before: &KernelStats, after: &KernelStats) -> &'static str {
+    let (b, a) = (before, after);
+    let grew = [
+        (a.excluded > b.excluded, "excluded"),
+        (a.composed > b.composed, "composed"),
+        (a.shifted > b.shifted, "shifted"),
+        (a.shared > b.shared, "shared"),
+        (a.walked > b.walked, "walked"),
+    ];
+    grew.iter().find(|g| g.0).map_or("cached", |g| g.1)
 }
