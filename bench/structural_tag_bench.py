@@ -9,9 +9,9 @@ and mask µs p50/p99/max for both, in the same run and process.
 
 Usage::
 
-    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K] [--steps]
+    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K] [--steps] [--cpu]
 
-``--steps`` prints every step's mask time in order (which states cost the p50), ``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
+``--cpu`` times masks in thread CPU time instead of wall time (steadier on a shared machine). ``--steps`` prints every step's mask time in order (which states cost the p50), ``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
 before them and the token that followed (first visits of new parser states).
 
 The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
@@ -89,7 +89,7 @@ def output_text(model: str, tools: list) -> str:
     )
 
 
-def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: str) -> dict:
+def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: str, clock=time.perf_counter) -> dict:
     tag = lib.get_model_structural_tag(model, tools=tools, max_whitespace_cnt=16)
     tag_json = tag.model_dump_json()
     times = []
@@ -104,9 +104,9 @@ def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: s
     ids = tok.encode(text, add_special_tokens=False)
     lat = []
     for t in ids:
-        t0 = time.perf_counter()
+        t0 = clock()
         matcher.fill_next_token_bitmask(bm)
-        lat.append((time.perf_counter() - t0) * 1e6)
+        lat.append((clock() - t0) * 1e6)
         if not matcher.accept_token(t):
             raise SystemExit(f"{name} rejected token {t} {tok.decode([t])!r}")
     lat_a = np.array(lat)
@@ -136,6 +136,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--slowest", type=int, default=0, metavar="K")
     ap.add_argument("--steps", action="store_true", help="print every step's mask time, in order")
+    ap.add_argument("--cpu", action="store_true", help="time masks in thread CPU time, not wall time")
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
     import grammask
@@ -163,7 +164,8 @@ def main() -> int:
         tools = make_tools(n)
         text = output_text(args.model, tools)
         for name, lib in (("grammask", grammask), ("xgrammar", xgrammar)):
-            r = run(lib, name, args.model, tools, tok, infos[name], args.repeat, text)
+            clock = time.thread_time if args.cpu else time.perf_counter
+            r = run(lib, name, args.model, tools, tok, infos[name], args.repeat, text, clock)
             r["tools"] = n
             rows.append(r)
     for r in rows:

@@ -13,7 +13,8 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
-    compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
+    classify_literal, compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo,
+    MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -90,6 +91,8 @@ pub struct CompiledGrammar {
     token_masks: crate::token_edges::TokenMasks,
     /// Counts of [`KernelStats`], in its field order.
     stats: [AtomicUsize; 5],
+    /// `automata.has_lookahead()`, which scans every rule: kept for the mask fills.
+    lookahead: bool,
 }
 
 impl CompiledGrammar {
@@ -148,7 +151,6 @@ impl CompiledGrammar {
         }
         let cg = CompiledGrammar {
             grammar: grammar.clone(),
-            automata,
             index,
             kernels: RwLock::new(HashMap::new()),
             follow: OnceLock::new(),
@@ -162,8 +164,10 @@ impl CompiledGrammar {
             suffix_memo: SuffixMemo::default(),
             cover,
             completion: OnceLock::new(),
-            token_masks,
             stats: Default::default(),
+            lookahead: automata.has_lookahead(),
+            automata,
+            token_masks,
         };
         // Every kernel classification reads the FOLLOW sets: built with the grammar (linear in
         // its states) rather than in the first mask.
@@ -171,6 +175,11 @@ impl CompiledGrammar {
         // compile.
         cg.follow();
         Ok(cg)
+    }
+
+    /// Whether masks are filled by a walk of the real chart ([`crate::mask::needs_direct_fill`]).
+    pub fn direct_fill(&self) -> bool {
+        self.lookahead || self.automata.char_budgets().is_some()
     }
 
     /// The allowed tokens of each token edge set (`crate::token_edges`).
@@ -221,6 +230,10 @@ impl CompiledGrammar {
             self.count(4);
             return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
         }
+        if let Some(km) = self.literal_kernel(state)? {
+            self.count(0);
+            return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
+        }
         if let Some(km) = self.composed_kernel_in(state, stack)? {
             self.count(1);
             return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
@@ -258,6 +271,18 @@ impl CompiledGrammar {
             (None, None) => unreachable!("a walk is abandoned only for a shared classification"),
         };
         Ok(write(&self.kernels).entry(state).or_insert(km).clone())
+    }
+
+    /// The classification of a literal position ([`classify_literal`]): a plain walk of the one
+    /// subtree it reads, when that is short; `None` otherwise.
+    #[doc(hidden)]
+    pub fn literal_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        if self.lookahead {
+            return Ok(None);
+        }
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let vocab_size = self.index.vocab.vocab_size();
+        classify_literal(&self.automata, &self.index.trie, vocab_size, state, Some(&follow))
     }
 
     /// The classification of a kernel state from which the rest of its rule matches every string

@@ -19,7 +19,7 @@
 //! replays exactly.
 //!
 //! This file holds the classification's types and entry points; the parts live in `mask/`:
-//! `walk.rs` (the kernel walk and its frames), `runs.rs` (run indexes inside a walk),
+//! `walk.rs` (the kernel walk and its frames), `literal.rs` (literal positions), `runs.rs` (run indexes inside a walk),
 //! `row_memo.rs` (interned rows), `compose.rs` (composed kernels) and `fill.rs` (filling a mask
 //! from the kernels).
 
@@ -36,12 +36,16 @@ use std::sync::Arc;
 
 mod compose;
 mod fill;
+mod literal;
 mod row_memo;
 mod runs;
 mod walk;
 
 pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
-pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
+pub use fill::{
+    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, kernel_items, needs_direct_fill, SuffixMemo,
+};
+pub use literal::{classify_literal, literal_byte, LITERAL_WALK_VISITS};
 use row_memo::*;
 use runs::*;
 pub use runs::{ascii_loop, class_covers, state_run_index, MIN_ROW_RUN_BYTES};

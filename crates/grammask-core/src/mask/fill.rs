@@ -89,18 +89,44 @@ pub fn fill_mask_memo(
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
     memo: Option<&SuffixMemo>,
 ) -> Result<()> {
-    out.clear();
-    if a.has_lookahead() || a.char_budgets().is_some() {
-        // Kernel classifications assume no pending obligations (nor occurrences that end after
-        // a number of characters); walk the real chart instead.
+    fill_mask_kernels(a, chart, trie, out, get_kernel, memo, needs_direct_fill(a))
+}
+
+/// Whether masks of `a` are filled by [`fill_mask_direct`]: kernel classifications assume no
+/// pending obligations (lookaheads) nor occurrences that end after a number of characters.
+pub fn needs_direct_fill(a: &Automata) -> bool {
+    a.has_lookahead() || a.char_budgets().is_some()
+}
+
+/// [`fill_mask_memo`], with [`needs_direct_fill`] given (the compiled grammar keeps it: it scans
+/// every rule).
+pub fn fill_mask_kernels(
+    a: &Automata,
+    chart: &mut Chart,
+    trie: &TokenTrie,
+    out: &mut Bitset,
+    get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
+    memo: Option<&SuffixMemo>,
+    direct: bool,
+) -> Result<()> {
+    if direct {
+        out.clear();
         return fill_mask_direct(a, chart, trie, out);
     }
     let kernels = kernel_items(a, chart);
     let mut masks = Vec::with_capacity(kernels.len());
-    for it in &kernels {
+    for (i, it) in kernels.iter().enumerate() {
         let km = get_kernel(it.state)?;
-        out.or_assign(&km.accepted);
+        // The first kernel's set is copied rather than cleared and merged (one pass less).
+        if i == 0 {
+            out.copy_from(&km.accepted);
+        } else {
+            out.or_assign(&km.accepted);
+        }
         masks.push(km);
+    }
+    if kernels.is_empty() {
+        out.clear();
     }
     let rows = chart.num_rows();
     for (it, km) in kernels.iter().zip(&masks) {

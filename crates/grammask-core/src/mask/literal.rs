@@ -1,0 +1,56 @@
+//! Literal kernels: a kernel state inside a fixed byte string (a tag's `{"name": "get_weather"`,
+//! a known key) classified by a plain walk of the one trie subtree it can read, before any
+//! shortcut is looked up.
+//!
+//! Pipeline place: tried by [`crate::compiled::CompiledGrammar`] when a kernel is first needed,
+//! before composed, shifted and walked kernels.
+//!
+//! Exactness: the walk is the reference walk ([`classify_kernel_uninterned`]: no row memo, no
+//! slices, no run indexes) restricted, as the full walk's last resort is, to the root children
+//! the kernel row reads: here the one byte the state reads. It is abandoned (`None`) past
+//! [`LITERAL_WALK_VISITS`] trie nodes, so only kernels cheaper than their shortcuts take it.
+//!
+//! PERF: the first mask at each position of a structural tag's fixed strings cost 15-35 us on
+//! Llama 3, most of it in the shortcuts' first look-ups (cover searches, run indexes per state)
+//! that a walk of a few dozen nodes does not need.
+use super::*;
+
+/// Trie nodes a literal walk visits at most before it gives way to the full classification.
+pub const LITERAL_WALK_VISITS: usize = 512;
+
+/// The byte `s` reads when it reads exactly one, has no rule edges and is not final (it is
+/// inside a fixed string of its rule).
+pub fn literal_byte(a: &Automata, s: StateId) -> Option<u8> {
+    match a.byte_edges(s) {
+        [e] if e.lo == e.hi && a.rule_edges(s).is_empty() && !a.state(s).is_final => Some(e.lo),
+        _ => None,
+    }
+}
+
+/// The classification of kernel `state` when it is a literal position ([`literal_byte`]) and its
+/// walk ends within [`LITERAL_WALK_VISITS`] nodes; `None` otherwise. `follow` is FOLLOW of the
+/// state's rule, as for [`classify_kernel`]. Callers skip grammars with lookaheads (whose masks
+/// take no kernels, [`needs_direct_fill`]).
+pub fn classify_literal(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    follow: Option<&ByteSet>,
+) -> Result<Option<KernelMask>> {
+    let Some(byte) = literal_byte(a, state) else { return Ok(None) };
+    let sc = Shortcuts { follow, ..Default::default() };
+    let mut abandon = || true;
+    let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, false, LITERAL_WALK_VISITS, &mut abandon);
+    let base = Frame::Rows(w.chart.num_rows());
+    let nodes = &trie.nodes;
+    // Root children are in byte order; no token starting with `byte`: nothing is read.
+    if let Ok(k) = trie.root_children.binary_search_by_key(&byte, |&c| nodes[c as usize].byte) {
+        let c = trie.root_children[k] as usize;
+        if !w.walk(c, nodes[c].subtree_end as usize, base)? {
+            return Ok(None);
+        }
+    }
+    let KernelWalk { uncertain, suffixes, accepted, .. } = w;
+    Ok(Some(kernel_mask(accepted, uncertain, suffixes)))
+}
