@@ -56,6 +56,12 @@ pub struct Completion {
     leaf: Vec<bool>,
     /// The grammar has lookahead assertions: every row takes the chart walk.
     lookahead: bool,
+    /// Every byte is a single-byte token, and no state takes its exhausted twin's edges (no
+    /// `max_tokens` rules) nor has lookahead: then reading a byte lowers `C` by at most 1
+    /// (the byte and a shortest completion after it complete the row before), so a token of
+    /// `k` more bytes after a row costs at least `C(row) - k`. Over walks skip the subtrees
+    /// this bound places above their limit.
+    descent: bool,
     vocab: Arc<Vocabulary>,
     /// [`Region`]s by `(state, side, threshold)`, computed on first use.
     regions: Mutex<FastMap<(u32, Side, i64), Region>>,
@@ -243,6 +249,8 @@ fn class_bits(lo: u8, hi: u8) -> u64 {
 struct SubtreeClasses {
     below: Vec<u64>,
     ends: Vec<u64>,
+    /// The depth of the deepest token at or below the node (0: none).
+    reach: Vec<u32>,
 }
 
 impl SubtreeClasses {
@@ -250,15 +258,18 @@ impl SubtreeClasses {
         let mut below: Vec<u64> = trie.nodes.iter().map(|n| 1u64 << byte_class(n.byte)).collect();
         let mut ends: Vec<u64> =
             trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { 1u64 << byte_class(n.byte) } else { 0 }).collect();
+        let mut reach: Vec<u32> =
+            trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { n.depth } else { 0 }).collect();
         // Preorder: children come after their parent, so a reverse pass sees them first.
         for i in (0..trie.nodes.len()).rev() {
             let p = trie.nodes[i].parent;
             if p != u32::MAX {
                 below[p as usize] |= below[i];
                 ends[p as usize] |= ends[i];
+                reach[p as usize] = reach[p as usize].max(reach[i]);
             }
         }
-        SubtreeClasses { below, ends }
+        SubtreeClasses { below, ends, reach }
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -358,10 +369,12 @@ impl Completion {
             }
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
+        let descent = byte_ok.iter().all(|&ok| ok) && a.budgets().is_empty() && !a.has_lookahead();
         Completion {
             dist,
             leaf,
             lookahead: a.has_lookahead(),
+            descent,
             vocab: vocab.clone(),
             regions: Mutex::default(),
             memo: Mutex::default(),
@@ -697,6 +710,9 @@ struct Walk<'a> {
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
+    /// `C` after the bytes of each of `levels` (the row's, or the least `dist + U` of its plain
+    /// items).
+    level_costs: Vec<u32>,
     /// Scratch: a row's items without rule edges.
     seeds: Vec<Item>,
     /// `(cost, token)` of the walked allowed tokens that the entry lists (see [`Walk::record`]).
@@ -848,13 +864,29 @@ impl Walk<'_> {
         let (a, comp, trie) = (self.a, self.comp, self.trie);
         let root = self.level_of_row(rows, chart);
         self.levels.push(root);
+        self.level_costs.push(rows.cost(chart));
+        // Over walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): the most
+        // cost a node's tokens can still shed is one per byte from the level above to them.
+        let descent_limit = match self.mode {
+            Mode::Limit { limit, side: Side::Over } if comp.descent => Some(u64::from(limit)),
+            _ => None,
+        };
         let nodes = &trie.nodes;
         let mut i = 0;
         while i < nodes.len() {
             let n = nodes[i];
             let d = n.depth as usize;
             self.levels.truncate(d);
+            self.level_costs.truncate(d);
             let skip = n.subtree_end as usize;
+            if let Some(limit) = descent_limit {
+                let reach = self.classes.reach[i];
+                // Every token below costs at least `C(level) - (reach - d + 1)`: above the limit.
+                if reach == 0 || u64::from(self.level_costs[d - 1]) > limit + u64::from(reach) + 1 - d as u64 {
+                    i = skip;
+                    continue;
+                }
+            }
             let has_token =
                 n.tok_end > n.tok_start && self.trie.node_tokens(&n).iter().any(|&t| self.mask.get(t as usize));
             match self.levels[d - 1] {
@@ -884,6 +916,7 @@ impl Walk<'_> {
                     }
                     let l = self.level_of_row(rows, chart);
                     self.levels.push(l);
+                    self.level_costs.push(rows.cost(chart));
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
                     let below = self.classes.below[i];
@@ -960,6 +993,7 @@ impl Walk<'_> {
                         }
                         let l = self.level_of_row(rows, chart);
                         self.levels.push(l);
+                        self.level_costs.push(rows.cost(chart));
                         i += 1;
                         continue;
                     }
@@ -967,17 +1001,18 @@ impl Walk<'_> {
                         i = skip;
                         continue;
                     }
+                    let c = self.items[hi..]
+                        .iter()
+                        .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
+                        .min()
+                        .unwrap_or(INF);
                     if has_token {
-                        let c = self.items[hi..]
-                            .iter()
-                            .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
-                            .min()
-                            .unwrap_or(INF);
                         self.record(i, c);
                         if self.capped {
                             return Ok(());
                         }
                     }
+                    self.level_costs.push(c);
                     // The surviving items' exits.
                     let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.3);
                     self.levels.push(Level::Plain {
@@ -1074,6 +1109,7 @@ impl Budget {
             regions: FastMap::default(),
             follow_of: FastMap::default(),
             levels: Vec::new(),
+            level_costs: Vec::new(),
             seeds: Vec::new(),
             out: Vec::new(),
             cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
