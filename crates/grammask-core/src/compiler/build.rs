@@ -42,6 +42,7 @@ impl Automata {
         // So does a tail-group member that only its group's tail references use (`tail.rs`).
         // Of a class of equal rules only the representative, which every rule edge names.
         let rep = super::equal_rules::equal_rules(grammar, &inline, &tail);
+        let splice = shared_inlined(grammar, &inline, &rep);
         let todo: Vec<usize> =
             (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r] && rep[r].index() == r).collect();
         // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
@@ -61,7 +62,8 @@ impl Automata {
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
         let work = || -> Result<Vec<Built>> {
-            let mut nfa = Nfa { inline: &inline, rep: &rep, tail_group: &tail.group, ..Nfa::default() };
+            let mut nfa =
+                Nfa { inline: &inline, rep: &rep, tail_group: &tail.group, splice: &splice, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out = Vec::new();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
@@ -401,6 +403,41 @@ fn bounded_limit(grammar: &Grammar, r: usize) -> Option<(Option<u32>, ErrorKind,
     } else {
         o.max_tokens.map(|_| (None, ErrorKind::Unsupported, format!("the rule '{}' with max_tokens", rule.name)))
     }
+}
+
+/// An inlined rule whose class of equal rules this many rules reference is built once and
+/// copied into each (`Nfa::splice_inlined`). Measured on the tool-calling tags (`bench/
+/// structural_tag_first_compile.py`): with two, the automata built apart cost more than the
+/// expansions they saved at 10 tools, and gained nothing more at 50.
+const SPLICE_MIN_USES: u32 = 3;
+
+/// Per rule: inlined, and its class of equal rules (`rep`) is referenced by at least
+/// [`SPLICE_MIN_USES`] rules.
+fn shared_inlined(g: &Grammar, inline: &[bool], rep: &[RuleId]) -> Vec<bool> {
+    let n = g.rules().len();
+    let class = |x: usize| rep.get(x).map_or(x, |c| c.index());
+    let mut refs = vec![0u32; n];
+    // Stamped r + 1 once rule r's walk visited the expression / counted the class.
+    let mut seen_expr = vec![0u32; g.exprs().len()];
+    let mut seen_class = vec![0u32; n];
+    let mut stack = Vec::new();
+    for (r, rule) in g.rules().iter().enumerate() {
+        let stamp = r as u32 + 1;
+        stack.push(rule.body);
+        while let Some(e) = stack.pop() {
+            if std::mem::replace(&mut seen_expr[e.index()], stamp) == stamp {
+                continue;
+            }
+            if let Expr::RuleRef(x) = g.expr(e) {
+                let c = class(x.index());
+                if std::mem::replace(&mut seen_class[c], stamp) != stamp {
+                    refs[c] += 1;
+                }
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+    }
+    (0..n).map(|r| inline[r] && refs[class(r)] >= SPLICE_MIN_USES).collect()
 }
 
 /// A built rule: its index, its automaton and the exhausted twin of a token-budgeted rule.

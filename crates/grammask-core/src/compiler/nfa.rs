@@ -4,7 +4,11 @@
 //! an [`Nfa`] with epsilon, byte-range and rule-reference edges, the input of subset
 //! construction (`determinize.rs`). Character classes become UTF-8 byte-range sequences
 //! ([`super::utf8::utf8_sequences`]), `{m,n}` an unrolled chain whose every copy may exit.
+use super::determinize::{determinize, Scratch};
+use super::dfa::Dfa;
 use super::inline::INLINE_MAX_DEPTH;
+use super::minimize::minimize;
+use super::scc::SccScratch;
 use super::utf8::utf8_sequences;
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
@@ -51,6 +55,14 @@ pub(super) struct Nfa<'a> {
     pub(super) building_group: Option<u32>,
     /// The group members built into this automaton: (rule, fragment start, fragment end).
     pub(super) tail_frags: Vec<(RuleId, u32, u32)>,
+    /// Per rule: an inlined rule whose class of equal rules is used in several places, copied
+    /// into its callers as its minimized automaton (empty: none).
+    pub(super) splice: &'a [bool],
+    /// The minimized automaton of each inlined rule (by its class of equal rules), built once
+    /// and copied into every automaton that inlines the rule ([`Nfa::splice_inlined`]).
+    pub(super) spliced: HashMap<RuleId, std::rc::Rc<Dfa>>,
+    /// Buffers for building the automata of `spliced`.
+    pub(super) splice_scratch: Option<Box<(Scratch, SccScratch)>>,
 }
 
 impl Nfa<'_> {
@@ -180,6 +192,57 @@ impl Nfa<'_> {
         Ok(s)
     }
 
+    /// A fragment for the inlined rule `r`: a copy of its minimized automaton (built on first
+    /// use, with a budget of its own no larger than what is left), whose final states reach the
+    /// fragment's end by epsilon edges. Same language as expanding its body in place.
+    /// PERF: a rule inlined into many places (a tool's arguments in the tags' dispatch, string
+    /// bodies) is determinized once, and the subset construction of its callers walks DFA
+    /// states (one NFA state each) instead of the body's epsilon closures.
+    fn splice_inlined(&mut self, g: &Grammar, r: RuleId, budget: &mut usize) -> Result<(u32, u32)> {
+        let key = self.rep.get(r.index()).copied().unwrap_or(r);
+        let dfa = match self.spliced.get(&key) {
+            Some(d) => d.clone(),
+            None => {
+                let mut child = Nfa {
+                    inline: self.inline,
+                    rep: self.rep,
+                    // Expanded in place: a copy within a copy would be determinized once per level.
+                    splice: &[],
+                    classes: std::mem::take(&mut self.classes),
+                    spliced: std::mem::take(&mut self.spliced),
+                    splice_scratch: self.splice_scratch.take(),
+                    ..Nfa::default()
+                };
+                let mut own = *budget;
+                let built = child.build(g, g.rule(r).body, &mut own);
+                child.freeze();
+                let mut sc = child.splice_scratch.take().unwrap_or_default();
+                let dfa = built.and_then(|(s, e)| determinize(&child, s, e, &mut own, &mut sc.0));
+                let dfa = dfa.map(|d| std::rc::Rc::new(minimize(d, &mut sc.1)));
+                self.classes = std::mem::take(&mut child.classes);
+                self.spliced = std::mem::take(&mut child.spliced);
+                self.splice_scratch = Some(sc);
+                let dfa = dfa?;
+                self.spliced.insert(key, dfa.clone());
+                dfa
+            }
+        };
+        let base = self.n;
+        for _ in 0..dfa.len() {
+            self.new_state(budget)?;
+        }
+        let end = self.new_state(budget)?;
+        for s in 0..dfa.len() {
+            let from = base + s as u32;
+            self.byte_edges.extend(dfa.bytes_of(s).iter().map(|e| (from, (e.lo, e.hi, base + e.target))));
+            self.rule_edges.extend(dfa.rules_of(s).iter().map(|&(x, t)| (from, (x, base + t))));
+            if dfa.finals[s] {
+                self.eps_edges.push((from, end));
+            }
+        }
+        Ok((base, end))
+    }
+
     pub(super) fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {
         self.build_at(g, e, budget, false)
     }
@@ -303,6 +366,14 @@ impl Nfa<'_> {
                 let fragment = self.build(g, g.rule(*r).body, budget)?;
                 self.inlining.pop();
                 Ok(fragment)
+            }
+            // Inside a tail group the body is expanded: its tail references join the group.
+            Expr::RuleRef(r)
+                if self.inline[r.index()]
+                    && self.building_group.is_none()
+                    && self.splice.get(r.index()).copied().unwrap_or(false) =>
+            {
+                self.splice_inlined(g, *r, budget)
             }
             Expr::RuleRef(r) if self.inline[r.index()] => self.build_at(g, g.rule(*r).body, budget, tail),
             // A tail reference within the group: into the member's fragment; the returned end is

@@ -291,3 +291,32 @@ fn determinize_keeps_every_byte_edge() {
         }
     }
 }
+
+/// An inlined rule used by three rules is copied into them as its own minimized automaton
+/// (`Nfa::splice_inlined`): the language is that of the rule expanded in place, with a loop
+/// back into the copy's start, a repeated copy, and copies followed by more text or by nothing.
+#[test]
+fn spliced_inlined_rule_keeps_the_language() {
+    let w = r#"([ab] [ab]? | "c"*)"#;
+    let spliced =
+        format!("root ::= a | b | c\na ::= \"x\" w \"1\"\nb ::= \"y\" w \"2\" w\nc ::= \"z\" (w \"3\")*\nw ::= {w}\n");
+    let expanded = format!("root ::= \"x\" {w} \"1\" | \"y\" {w} \"2\" {w} | \"z\" ({w} \"3\")*\n");
+    let build = |src: &str| super::Automata::build(&crate::ebnf::parse_ebnf(src, "root").unwrap()).unwrap();
+    let (a, b) = (build(&spliced), build(&expanded));
+    let alphabet = b"xyz123abc";
+    let mut strings: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut accepted = 0;
+    for _ in 0..5 {
+        let mut longer = Vec::new();
+        for s in &strings {
+            assert_eq!(accepts(&a, s), accepts(&b, s), "{:?}", String::from_utf8_lossy(s));
+            accepted += usize::from(accepts(&b, s));
+            for &c in alphabet {
+                longer.push([&s[..], &[c]].concat());
+            }
+        }
+        strings = longer;
+    }
+    // The walk reaches into each copy: strings through every rule are accepted.
+    assert!(accepted > 30, "{accepted}");
+}
