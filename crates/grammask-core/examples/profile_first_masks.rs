@@ -8,7 +8,7 @@ use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
 /// Nanoseconds since the first call (wall time: compare base and change back to back).
-fn thread_ns() -> u64 {
+fn elapsed_ns() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
@@ -29,9 +29,9 @@ fn main() {
         let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
         let mut total = 0;
         for (i, &t) in ids.iter().enumerate() {
-            let t0 = thread_ns();
+            let t0 = elapsed_ns();
             m.compute_mask().unwrap();
-            let el = thread_ns() - t0;
+            let el = elapsed_ns() - t0;
             per_step[i].push(el);
             total += el;
             assert!(m.accept_token(t).unwrap());
