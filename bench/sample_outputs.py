@@ -158,6 +158,9 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001
                 stats["failures"].append((name, f"pydantic strict: {str(e)[:200]} in {text[:200]!r}"))
 
+    def pct(xs: List[float], q: float) -> float:
+        return float(np.percentile(np.array(xs) * 1e6, q)) if xs else float("nan")
+
     traces: List[Dict[str, Any]] = []
     done = 0
     for path in files:
@@ -178,6 +181,15 @@ def main() -> None:
             replay(cgc, cgb, ids, args.budget, t_budget, t_free)
             traces[-1]["runs"].append(ids)
             check(path.name, text, ended, schema)
+        if done % 10 == 0:
+            # Partial figures on stderr, so a run stopped early still says where it stood.
+            ratio = pct(t_budget, 99) / pct(t_free, 99) if t_free else float("nan")
+            print(
+                f"  {done} schemas: {stats['valid']}/{stats['outputs']} valid, failures {len(stats['failures'])}; "
+                f"mask p99 with/without budget {pct(t_budget, 99):.0f}/{pct(t_free, 99):.0f} us ({ratio:.2f}x)",
+                file=sys.stderr,
+                flush=True,
+            )
     stats["schemas"] = done
 
     from test_pydantic import MODELS  # noqa: E402
@@ -189,9 +201,6 @@ def main() -> None:
             text, ids, ended = sample(cg, decoded, stop, args.budget, rng, [])
             check(model.__name__, text, ended, schema, model)
     stats["models"] = min(args.models, len(MODELS))
-
-    def pct(xs: List[float], q: float) -> float:
-        return float(np.percentile(np.array(xs) * 1e6, q)) if xs else float("nan")
 
     stats["mask_us"] = {
         "with_budget": {"p50": pct(t_budget, 50), "p99": pct(t_budget, 99), "max": pct(t_budget, 100), "n": len(t_budget)},
