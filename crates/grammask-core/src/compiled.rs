@@ -91,8 +91,6 @@ pub struct CompiledGrammar {
     token_masks: crate::token_edges::TokenMasks,
     /// Counts of [`KernelStats`], in its field order.
     stats: [AtomicUsize; 5],
-    /// `automata.has_lookahead()`, which scans every rule: kept for the mask fills.
-    lookahead: bool,
 }
 
 impl CompiledGrammar {
@@ -165,7 +163,6 @@ impl CompiledGrammar {
             cover,
             completion: OnceLock::new(),
             stats: Default::default(),
-            lookahead: automata.has_lookahead(),
             automata,
             token_masks,
         };
@@ -175,11 +172,6 @@ impl CompiledGrammar {
         // compile.
         cg.follow();
         Ok(cg)
-    }
-
-    /// Whether masks are filled by a walk of the real chart ([`crate::mask::needs_direct_fill`]).
-    pub fn direct_fill(&self) -> bool {
-        self.lookahead || self.automata.char_budgets().is_some()
     }
 
     /// The allowed tokens of each token edge set (`crate::token_edges`).
@@ -277,7 +269,7 @@ impl CompiledGrammar {
     /// subtree it reads, when that is short; `None` otherwise.
     #[doc(hidden)]
     pub fn literal_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
-        if self.lookahead {
+        if self.automata.has_lookahead() {
             return Ok(None);
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];

@@ -42,9 +42,7 @@ mod runs;
 mod walk;
 
 pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
-pub use fill::{
-    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, kernel_items, needs_direct_fill, SuffixMemo,
-};
+pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
 pub use literal::{classify_literal, literal_byte, LITERAL_WALK_VISITS};
 use row_memo::*;
 use runs::*;

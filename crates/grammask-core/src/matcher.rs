@@ -9,7 +9,7 @@ use crate::bitset::Bitset;
 use crate::compiler::StateId;
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mask::fill_mask_kernels;
+use crate::mask::fill_mask_memo;
 use std::sync::Arc;
 
 /// Moved to [`crate::compiled`] and [`crate::token_index`]; re-exported at their old paths.
@@ -293,8 +293,7 @@ impl Matcher {
             let a = compiled.automata();
             let mut get = |s: StateId| compiled.kernel(s);
             let memo = Some(compiled.suffix_memo());
-            let direct = compiled.direct_fill();
-            fill_mask_kernels(a, &mut self.chart, compiled.trie(), &mut self.mask, &mut get, memo, direct)?;
+            fill_mask_memo(a, &mut self.chart, compiled.trie(), &mut self.mask, &mut get, memo)?;
             compiled.memoize_mask(sig, &self.mask);
         }
         // Token edges (`crate::token_edges`): the text mask above never holds their tokens.

@@ -46,6 +46,8 @@ pub struct Automata {
     /// Start of the automaton of each rule's lookahead assertion (`None`: no lookahead, or one
     /// that the empty string satisfies).
     pub(super) lookahead_start: Vec<Option<StateId>>,
+    /// Whether some `lookahead_start` is set (asked on every mask fill).
+    pub(super) any_lookahead: bool,
     /// Interned sets of pending lookahead obligations (see [`Automata::la_step`]).
     pub(super) la: Mutex<LaTable>,
     pub(super) rule_names: Vec<String>,
@@ -169,7 +171,7 @@ impl Automata {
     /// True if some rule has a lookahead assertion the empty string does not satisfy.
     #[inline]
     pub fn has_lookahead(&self) -> bool {
-        self.lookahead_start.iter().any(Option::is_some)
+        self.any_lookahead
     }
 
     pub fn rule_name(&self, r: RuleId) -> &str {

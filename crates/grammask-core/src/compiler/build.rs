@@ -485,6 +485,7 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
         rule_edges: Vec::new(),
         rule_start: Vec::new(),
         lookahead_start: vec![None; dfas.len()],
+        any_lookahead: false,
         la: Mutex::new(LaTable::new()),
         rule_names: grammar.rules().iter().map(|r| r.name.clone()).collect(),
         root: grammar.root(),
@@ -511,7 +512,10 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
         let base = a.states.len() as u32;
         match part {
             Part::Rule => a.rule_start.push(StateId(base)),
-            Part::Lookahead => a.lookahead_start[r] = Some(StateId(base)),
+            Part::Lookahead => {
+                a.lookahead_start[r] = Some(StateId(base));
+                a.any_lookahead = true;
+            }
             Part::Twin => {
                 let rule = RuleId(r as u32);
                 let max_tokens = grammar.rule_options(rule).and_then(|o| o.max_tokens).unwrap_or(0);

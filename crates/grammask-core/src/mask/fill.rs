@@ -89,27 +89,9 @@ pub fn fill_mask_memo(
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
     memo: Option<&SuffixMemo>,
 ) -> Result<()> {
-    fill_mask_kernels(a, chart, trie, out, get_kernel, memo, needs_direct_fill(a))
-}
-
-/// Whether masks of `a` are filled by [`fill_mask_direct`]: kernel classifications assume no
-/// pending obligations (lookaheads) nor occurrences that end after a number of characters.
-pub fn needs_direct_fill(a: &Automata) -> bool {
-    a.has_lookahead() || a.char_budgets().is_some()
-}
-
-/// [`fill_mask_memo`], with [`needs_direct_fill`] given (the compiled grammar keeps it: it scans
-/// every rule).
-pub fn fill_mask_kernels(
-    a: &Automata,
-    chart: &mut Chart,
-    trie: &TokenTrie,
-    out: &mut Bitset,
-    get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
-    memo: Option<&SuffixMemo>,
-    direct: bool,
-) -> Result<()> {
-    if direct {
+    if a.has_lookahead() || a.char_budgets().is_some() {
+        // Kernel classifications assume no pending obligations (nor occurrences that end after
+        // a number of characters); walk the real chart instead.
         out.clear();
         return fill_mask_direct(a, chart, trie, out);
     }

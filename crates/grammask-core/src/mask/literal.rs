@@ -30,7 +30,7 @@ pub fn literal_byte(a: &Automata, s: StateId) -> Option<u8> {
 /// The classification of kernel `state` when it is a literal position ([`literal_byte`]) and its
 /// walk ends within [`LITERAL_WALK_VISITS`] nodes; `None` otherwise. `follow` is FOLLOW of the
 /// state's rule, as for [`classify_kernel`]. Callers skip grammars with lookaheads (whose masks
-/// take no kernels, [`needs_direct_fill`]).
+/// take no kernels, [`fill_mask_memo`]).
 pub fn classify_literal(
     a: &Automata,
     trie: &TokenTrie,
