@@ -179,7 +179,8 @@ impl Drop for Chart {
     fn drop(&mut self) {
         let w = std::mem::take(&mut self.waiting);
         if !w.head.is_empty() && w.head.len() <= MAX_POOLED_RULES {
-            WAITING_POOL.with(|p| *p.borrow_mut() = w);
+            // `try_with`: a chart dropped while thread-locals are torn down just frees its table.
+            let _ = WAITING_POOL.try_with(|p| *p.borrow_mut() = w);
         }
     }
 }
@@ -675,7 +676,7 @@ impl Chart {
         let mut work = 0usize;
         let mut waiting = std::mem::take(&mut self.waiting);
         if waiting.head.is_empty() {
-            waiting = WAITING_POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
+            waiting = WAITING_POOL.try_with(|p| std::mem::take(&mut *p.borrow_mut())).unwrap_or_default();
         }
         waiting.reset(a.num_rules());
         let res = match (a.rec_budgets(), a.char_budgets()) {
