@@ -135,6 +135,8 @@ DIFFERENCES: Dict[str, str] = {
     ),
     "BatchGrammarMatcher.batch_accept_token": "also takes tuples and numpy arrays of ids (XGrammar: list/tuple)",
     "testing._json_schema_to_ebnf": 'only json_format="json" (the XML styles raise UnsupportedFeatureError)',
+    "testing._generate_range_regex": "the same language (checked string by string); the regex is spelled differently",
+    "testing._generate_float_regex": "the same language (checked string by string); the regex is spelled differently",
     "testing._ebnf_to_grammar_no_normalization": "same as Grammar.from_ebnf (grammask has no separate normalization)",
     "kernels.apply_token_bitmask_inplace_cuda.apply_token_bitmask_inplace_cuda": (
         "torch operations on the GPU, no nvcc/.cu; raises UnsupportedFeatureError without CUDA"
@@ -155,8 +157,6 @@ DIFFERENCES: Dict[str, str] = {
 UNSUPPORTED: Dict[str, str] = {
     "testing._is_rule_fsm_accept_string": "XGrammar internal; use testing._is_grammar_accept_string",
     "testing._get_allow_empty_rule_ids": 'XGrammar internal; use testing._is_grammar_accept_string(g, "")',
-    "testing._generate_range_regex": "XGrammar internal; use Grammar.from_json_schema with minimum/maximum",
-    "testing._generate_float_regex": "XGrammar internal; use Grammar.from_json_schema with minimum/maximum",
     "testing._print_grammar_fsms": "XGrammar's FSM printer; use str(grammar)",
     **{
         f"testing.GrammarFunctor.{p}": "XGrammar's internal grammar pass; grammask's run inside the compiler"

@@ -1,7 +1,7 @@
 """Helpers for tests and debugging, matching ``xgrammar.testing``.
 
 Every name XGrammar 0.2.8's ``testing`` module defines exists here. The ones that expose
-XGrammar's internals (its per-rule FSMs, its grammar passes, its JSON-Schema range regexes) raise
+XGrammar's internals (its per-rule FSMs, its grammar passes) raise
 :class:`~grammask.UnsupportedFeatureError` naming what to use instead, so code that imports them
 keeps importing."""
 
@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _range_regex
 from .bitmask import _is_torch, _torch
 from .compiler import CompiledGrammar, GrammarCompiler
 from .grammar import Grammar, schema_options, schema_to_str
@@ -222,12 +222,9 @@ def _get_allow_empty_rule_ids(compiled_grammar: CompiledGrammar) -> List[int]:
 
 
 def _generate_range_regex(start: Optional[int] = None, end: Optional[int] = None) -> str:
-    """XGrammar's JSON-Schema integer-range regex builder; raises
-    :class:`UnsupportedFeatureError`. Use ``Grammar.from_json_schema`` with ``minimum``/``maximum``."""
-    raise _unsupported(
-        "testing._generate_range_regex",
-        'use Grammar.from_json_schema({"type": "integer", "minimum": ..., "maximum": ...})',
-    )
+    """A regex (``^...$``) for the integers in ``[start, end]``: the language of XGrammar's
+    ``_generate_range_regex``, spelled grammask's way (see ``grammask._range_regex``)."""
+    return _range_regex.generate_range_regex(start, end)
 
 
 def _generate_float_regex(
@@ -236,12 +233,9 @@ def _generate_float_regex(
     exclusive_start: bool = False,
     exclusive_end: bool = False,
 ) -> str:
-    """XGrammar's JSON-Schema number-range regex builder; raises
-    :class:`UnsupportedFeatureError`. Use ``Grammar.from_json_schema`` with ``minimum``/``maximum``."""
-    raise _unsupported(
-        "testing._generate_float_regex",
-        'use Grammar.from_json_schema({"type": "number", "minimum": ..., "maximum": ...})',
-    )
+    """A regex (``^...$``) for the decimal numbers (up to 6 fraction digits) in the range: the
+    language of XGrammar's ``_generate_float_regex``, spelled grammask's way."""
+    return _range_regex.generate_float_regex(start, end, exclusive_start, exclusive_end)
 
 
 def _print_grammar_fsms(grammar: Grammar) -> str:
