@@ -1,0 +1,90 @@
+//! Time to first mask of JSON Schemas, split in phases, in thread CPU time (usable on a loaded
+//! machine): conversion (schema -> grammar), rule automata (`Automata::build`), the rest of
+//! `CompiledGrammar::new` (token edges, class indexes, FOLLOW sets) and the first mask (matcher
+//! and its first fill). Options as MaskBench's grammask engine (`strict_mode=False`).
+//! `cargo run --release --example ttfm_phases -- VOCAB.json LIST [REPEAT]`: `LIST` holds schema
+//! paths, one per line (`MaskBench` files: the `schema` field); `VOCAB.json` from
+//! `TokenizerInfo.serialize_json()`. One line per schema (minimum over `REPEAT` runs of each
+//! phase, ms), then the phases' totals.
+use grammask_core::compiler::Automata;
+use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::Vocabulary;
+use std::sync::Arc;
+
+#[repr(C)]
+struct Timespec {
+    sec: i64,
+    nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: i32, out: *mut Timespec) -> i32;
+}
+
+/// This thread's CPU time in ms (`CLOCK_THREAD_CPUTIME_ID`, Linux).
+#[allow(unsafe_code, clippy::cast_precision_loss)] // a libc call on a local struct
+fn thread_cpu_ms() -> f64 {
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec for the call's duration.
+    assert_eq!(unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &raw mut t) }, 0);
+    t.sec as f64 * 1e3 + t.nsec as f64 / 1e6
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t = thread_cpu_ms();
+    let out = f();
+    (out, thread_cpu_ms() - t)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let vocab = Arc::new(Vocabulary::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap());
+    let list = std::fs::read_to_string(&args[2]).expect("readable list");
+    let repeat: usize = args.get(3).map_or(1, |s| s.parse().unwrap());
+    let opts = JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() };
+    // The per-vocabulary token index is built once, outside the timings, and kept alive.
+    let _pin = CompiledGrammar::new(&grammask_core::ebnf::parse_ebnf("root ::= \"a\"", "root").unwrap(), &vocab);
+    let mut totals = [0.0f64; 5];
+    for path in list.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
+        let schema = v.get("schema").cloned().unwrap_or(v).to_string();
+        let mut best = [f64::INFINITY; 5];
+        let mut states = 0;
+        for _ in 0..repeat {
+            let (g, conv) = timed(|| json_schema_to_grammar(&schema, &opts));
+            let Ok(g) = g else {
+                println!("{path} error");
+                break;
+            };
+            let (a, build) = timed(|| Automata::build(&g));
+            states = a.map_or(0, |a| a.states().len());
+            let (cg, compiled) = timed(|| CompiledGrammar::new(&g, &vocab));
+            let Ok(cg) = cg else { break };
+            let (_, first) = timed(|| {
+                let mut m = Matcher::new(Arc::new(cg), MatcherOptions::default()).unwrap();
+                m.compute_mask().unwrap().count_ones()
+            });
+            // `compiled` includes a second build of the automata: its own part is the rest.
+            let ttfm = conv + compiled + first;
+            for (b, x) in best.iter_mut().zip([conv, build, (compiled - build).max(0.0), first, ttfm]) {
+                *b = b.min(x);
+            }
+        }
+        if best[4].is_finite() {
+            println!(
+                "{path} ttfm {:.2} conv {:.2} build {:.2} rest {:.2} first {:.2} states {states}",
+                best[4], best[0], best[1], best[2], best[3]
+            );
+            for (t, b) in totals.iter_mut().zip(best) {
+                *t += b;
+            }
+        }
+    }
+    println!(
+        "total ttfm {:.1} conv {:.1} build {:.1} rest {:.1} first {:.1} ms",
+        totals[4], totals[0], totals[1], totals[2], totals[3]
+    );
+}
