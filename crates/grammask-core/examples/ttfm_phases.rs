@@ -1,11 +1,13 @@
-//! Time to first mask of JSON Schemas, split in phases, in thread CPU time (usable on a loaded
-//! machine): conversion (schema -> grammar), rule automata (`Automata::build`), the rest of
-//! `CompiledGrammar::new` (token edges, class indexes, FOLLOW sets) and the first mask (matcher
-//! and its first fill). Options as MaskBench's grammask engine (`strict_mode=False`).
+//! Time to first mask of JSON Schemas, split in phases, in process CPU time (usable on a loaded
+//! machine; counts the automata's build threads): conversion (schema -> grammar), rule automata
+//! (`Automata::build`), the rest of `CompiledGrammar::new` (token edges, class indexes, FOLLOW
+//! sets) and the first mask (matcher and its first fill). Options as MaskBench's grammask engine
+//! (`strict_mode=False`).
 //! `cargo run --release --example ttfm_phases -- VOCAB.json LIST [REPEAT]`: `LIST` holds schema
 //! paths, one per line (`MaskBench` files: the `schema` field); `VOCAB.json` from
 //! `TokenizerInfo.serialize_json()`. One line per schema (minimum over `REPEAT` runs of each
-//! phase, ms), then the phases' totals.
+//! phase, ms), then the phases' totals. With `TOP_RULES=N`, also the `N` rules with the most
+//! automaton states.
 use grammask_core::compiler::Automata;
 use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
@@ -22,20 +24,35 @@ extern "C" {
     fn clock_gettime(clock: i32, out: *mut Timespec) -> i32;
 }
 
-/// This thread's CPU time in ms (`CLOCK_THREAD_CPUTIME_ID`, Linux).
+/// This process's CPU time in ms (`CLOCK_PROCESS_CPUTIME_ID`, Linux): all threads, as the
+/// automata build on several.
 #[allow(unsafe_code, clippy::cast_precision_loss)] // a libc call on a local struct
-fn thread_cpu_ms() -> f64 {
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+fn cpu_ms() -> f64 {
+    const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
     let mut t = Timespec { sec: 0, nsec: 0 };
     // SAFETY: `t` is a valid, writable timespec for the call's duration.
-    assert_eq!(unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &raw mut t) }, 0);
+    assert_eq!(unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &raw mut t) }, 0);
     t.sec as f64 * 1e3 + t.nsec as f64 / 1e6
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
-    let t = thread_cpu_ms();
+    let t = cpu_ms();
     let out = f();
-    (out, thread_cpu_ms() - t)
+    (out, cpu_ms() - t)
+}
+
+/// The `n` rules with the most states in `a`.
+fn print_top_rules(g: &grammask_core::grammar::Grammar, a: &Automata, n: usize) {
+    let mut per_rule = vec![0usize; a.states().iter().map(|s| s.rule.0 as usize + 1).max().unwrap_or(0)];
+    for st in a.states() {
+        per_rule[st.rule.0 as usize] += 1;
+    }
+    let mut top: Vec<(usize, usize)> = per_rule.into_iter().enumerate().filter(|x| x.1 > 0).collect();
+    top.sort_by_key(|x| std::cmp::Reverse(x.1));
+    println!("  rules with states: {}", top.len());
+    for (r, k) in top.into_iter().take(n) {
+        println!("  {k:>7} {}", g.rules().get(r).map_or("(lifted)", |r| r.name.as_str()));
+    }
 }
 
 fn main() {
@@ -60,6 +77,9 @@ fn main() {
                 break;
             };
             let (a, build) = timed(|| Automata::build(&g));
+            if let (Ok(a), Ok(n)) = (&a, std::env::var("TOP_RULES").map(|n| n.parse::<usize>().unwrap_or(10))) {
+                print_top_rules(&g, a, n);
+            }
             states = a.map_or(0, |a| a.states().len());
             let (cg, compiled) = timed(|| CompiledGrammar::new(&g, &vocab));
             let Ok(cg) = cg else { break };
