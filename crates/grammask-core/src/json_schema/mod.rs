@@ -129,8 +129,15 @@ fn json_schema_to_ebnf_parts(schema: &str, options: &JsonSchemaOptions) -> Resul
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
     let (text, excluded) = json_schema_to_ebnf_parts(schema, options)?;
     let g = crate::ebnf::parse_ebnf(&text, "root")?;
-    let id = |n: &str| g.rule_by_name(n);
-    let (Some(any), false) = (excluded.any.as_deref().and_then(id), excluded.rules.is_empty()) else { return Ok(g) };
+    if excluded.rules.is_empty() {
+        return Ok(g);
+    }
+    // One name index (a schema may exclude words in thousands of rules: a scan per name is
+    // quadratic).
+    let ids: crate::fasthash::FastMap<&str, crate::grammar::RuleId> =
+        g.rules().iter().enumerate().rev().map(|(i, r)| (r.name.as_str(), crate::grammar::RuleId(i as u32))).collect();
+    let id = |n: &str| ids.get(n).copied();
+    let Some(any) = excluded.any.as_deref().and_then(id) else { return Ok(g) };
     // By name, as written by the converter (the parser keeps every rule and its name).
     let rules = excluded.rules.into_iter().filter_map(|(n, w)| Some((id(&n)?, w))).collect();
     Ok(g.with_excluded_words(crate::grammar::ExcludedWords { any, rules }))
