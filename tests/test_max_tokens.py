@@ -638,3 +638,69 @@ def test_nested_budget_strings_and_masks_agree_with_xgrammar(name):
     for n, text, allowed in cases:
         ours = _mask_agrees_with_xgrammar(xg, xcomp, family, grammar.format(n=n), text)
         assert ours[token] == allowed, (n, text)
+
+
+# `Token(...)` inside a regular `max_tokens` rule: a token edge of its automaton, one token that
+# weighs one byte on the shortest ways. T: a text token ("XYZ"), P: an added special token.
+# (grammar, cases: (N, pieces with "<T>"/"<P>" for those tokens, {probe: allowed})). Masks where
+# both rules agree (spent where the occurrence can end, or before it is spent), equal to
+# XGrammar's and to a brute force over every id; "token_then_text" at N=1 after "hello" is spent
+# where it cannot end: grammask allows only the token edge (its shortest way), XGrammar anything.
+TOKEN_INSIDE = {
+    "token_then_text": (
+        'root ::= "s:" a "!"\na[max_tokens={n}] ::= [a-z]* Token({T}) [a-z]*',
+        [(1, "s:", {"T": True, "abc": True}), (2, "s:|hello", {"T": True, "abc": True})]
+        + [(1, "s:|hello|<T>", {"abc": False, "!": True}), (2, "s:|<T>", {"abc": True})]
+        + [(2, "s:|hello|<T>", {"abc": False}), (3, "s:|hello|<T>", {"abc": True})],
+    ),
+    # Spent where it can end: the twin's final state drops the token edge, so T is refused.
+    "optional_token": (
+        'root ::= "s:" a "!"\na[max_tokens={n}] ::= [a-z]+ (Token({T}) [a-z]*)?',
+        [(1, "s:|hello", {"T": False, "!": True}), (2, "s:|hello", {"T": True, "abc": True})]
+        + [(2, "s:|hello|<T>", {"abc": False}), (3, "s:|hello|<T>", {"abc": True})],
+    ),
+    "token_set": (
+        'root ::= "s:" a "!"\na[max_tokens={n}] ::= ([a-z] | Token({T}, {P}))+',
+        [(1, "s:", {"T": True, "P": True}), (1, "s:|hello", {"P": False, "T": False})]
+        + [(2, "s:|<P>", {"abc": True, "T": True}), (2, "s:|hello|<T>", {"P": False})]
+        + [(3, "s:|hello|<T>", {"P": True, "abc": True})],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TOKEN_INSIDE))
+def test_token_inside_a_budget_masks_agree_with_xgrammar(name):
+    xg = pytest.importorskip("xgrammar")
+    from test_token_edges import brute_force
+
+    family = "llama3"
+    info = tokenizer_info(family)
+    special = {"T": ids_of(family, "XYZ"), "P": [128010]}
+    assert len(special["T"]) == 1 and info.decoded_vocab[128010] == b"<|python_tag|>"
+    grammar, cases = TOKEN_INSIDE[name]
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    for n, text, probes in cases:
+        g = grammar.format(n=n, T=special["T"][0], P=128010)
+        ids = []
+        for piece in filter(None, text.split("|")):
+            ids += special[piece[1]] if piece in ("<T>", "<P>") else ids_of(family, piece)
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+        for t in ids:
+            assert m.accept_token(t), (g, text, t)
+        ours = bool_mask(m, info.vocab_size)
+        assert (ours == brute_force(m, info.vocab_size)).all(), (g, text)
+        # A fresh compiler per grammar: XGrammar 0.2.8's cache mixes up masks of grammars that
+        # differ only in a Token(...) id.
+        theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(g), ids, info.vocab_size)
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (g, text, [info.decoded_vocab[i] for i in diff[:10]])
+        for probe, allowed in probes.items():
+            p = special[probe][0] if probe in special else ids_of(family, probe)[0]
+            assert ours[p] == allowed, (g, text, probe)
+    # Spent where it cannot end: only the token edge, its shortest way (XGrammar allows anything).
+    g = grammar.format(n=1, T=special["T"][0], P=128010)
+    if name == "token_then_text":
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+        for t in ids_of(family, "s:") + ids_of(family, "hello"):
+            assert m.accept_token(t)
+        assert np.flatnonzero(bool_mask(m, info.vocab_size)).tolist() == special["T"]

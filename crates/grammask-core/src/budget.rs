@@ -319,7 +319,11 @@ impl Completion {
                     rev[t.0 as usize].push((s as u32, None));
                 }
             }
-            for &(r, t) in a.rule_edges(sid) {
+            for &(r, t) in a.rule_edges(twin.unwrap_or(sid)) {
+                let t = match twin {
+                    Some(_) => a.budgets().exhausted(a.state(sid).rule, t).unwrap_or(t),
+                    None => t,
+                };
                 rev[t.0 as usize].push((s as u32, Some(r.index() as u32)));
                 by_rule[r.index()].push((s as u32, t.0));
             }

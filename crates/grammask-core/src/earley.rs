@@ -511,7 +511,7 @@ impl Chart {
     /// exhausted twins (`twin` gives an item's new state, or `None` to keep it; see
     /// `compiler/token_budget.rs`), and signs the row again. A twin has the same rule and
     /// finality as its open state and no rule edges, so the row stays closed.
-    pub fn exhaust_last_row(&mut self, mut twin: impl FnMut(&Item) -> Option<StateId>) {
+    pub fn exhaust_last_row(&mut self, mut twin: impl FnMut(&Item) -> Option<StateId>) -> bool {
         let r = self.last_row_index();
         let start = self.row_start[r] as usize;
         let mut changed = false;
@@ -522,6 +522,28 @@ impl Chart {
             }
         }
         if changed {
+            self.row_sig[r] = self.signature(r);
+        }
+        changed
+    }
+
+    /// Removes the last row's token-edge items (`crate::token_edges`) that no item of the row
+    /// waits on any more: their callers moved to exhausted twins without that token edge, so
+    /// masks must not offer the edge's tokens. Invariant after: every token-edge item of the last
+    /// row has a caller in it, as [`crate::token_edges::token_completions`] requires.
+    pub fn drop_unwaited_token_items(&mut self, a: &Automata) {
+        let r = self.last_row_index();
+        let start = self.row_start[r] as usize;
+        let row = &self.items[start..];
+        let waited = |it: &Item| {
+            let rule = a.state(it.state).rule;
+            row.iter().any(|p| p.la == it.la_origin && a.rule_edges(p.state).iter().any(|&(rr, _)| rr == rule))
+        };
+        let kept: Vec<Item> =
+            row.iter().filter(|it| a.tokens().set_of(a, it.state).is_none() || waited(it)).copied().collect();
+        if kept.len() < row.len() {
+            self.items.truncate(start);
+            self.items.extend(kept);
             self.row_sig[r] = self.signature(r);
         }
     }

@@ -228,11 +228,15 @@ impl Matcher {
         }
         let ends = &self.token_ends;
         let k = ends.len();
-        self.chart.exhaust_last_row(|it| {
+        let spent = self.chart.exhaust_last_row(|it| {
             let (n, twin) = a.token_budget(it.state)?;
             let first = ends.partition_point(|&e| e <= it.origin);
             (k - first >= n as usize).then_some(twin)
         });
+        // A twin keeps only the token edges (`Token(...)` inside the rule) on its shortest ways.
+        if spent && a.has_token_edges() {
+            self.chart.drop_unwaited_token_items(a);
+        }
         Ok(())
     }
 

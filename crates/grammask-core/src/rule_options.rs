@@ -26,9 +26,10 @@
 //!   count nor are held to a spent budget, as in XGrammar. `max_tokens=0` is spent from the
 //!   start: the rule is built exhausted (for strings too). A regular rule gets its own automaton
 //!   and an exhausted twin (`compiler/token_budget.rs`), and [`crate::matcher::Matcher`] moves
-//!   spent occurrences to the twin between tokens. A regular `max_tokens` rule used inside a
-//!   `lazy`/`max_chars`/regular `max_tokens` rule or a lookahead (whose bodies are inlined), or
-//!   containing token expressions, is `Unsupported`.
+//!   spent occurrences to the twin between tokens. Token expressions inside it stay token edges
+//!   of its automaton (weighing one byte on the twin's shortest ways); the matcher then drops
+//!   token-edge items no spent item waits on. A regular `max_tokens` rule used inside a
+//!   `lazy`/`max_chars` rule (whose body is inlined) is `Unsupported`.
 //! - `max_tokens=N` on a recursive rule: every rule it reaches gets an exhausted twin that keeps
 //!   its rule edges ([`crate::compiler::RecBudgets`]); Earley items carry the spend point of the
 //!   innermost-spending occurrence around them ([`crate::earley::Item`]), so once spent, each open

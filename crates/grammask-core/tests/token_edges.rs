@@ -85,6 +85,10 @@ fn grammars(ids: &Ids) -> Vec<String> {
         format!("root ::= x Token({a}) | \"q\"\nx ::= \"a\"?"),
         format!("root ::= s Token({a})\ns ::= [a-z]+ (= [ <])"),
         format!("root ::= e\ne ::= e \"+\" t | t\nt ::= Token({a}) | [0-9]+"),
+        // Token edges inside `max_tokens` rules: on the exhausted twin's shortest ways or dropped.
+        format!("root ::= \"s\" a \"!\"\na[max_tokens=2] ::= [a-z]* Token({a}) [a-z]*"),
+        format!("root ::= a \"!\"\na[max_tokens=1] ::= [a-z]+ (Token({a}) [a-z]*)?"),
+        format!("root ::= (a \";\")+\na[max_tokens=2] ::= ([a-c] | Token({a}, {tool}))+"),
     ]
 }
 

@@ -94,8 +94,9 @@ impl Automata {
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
-                    if let Some((_, kind, what)) = &limit {
+                    if let Some((bound, kind, what)) = &limit {
                         nfa.inline_all = true;
+                        nfa.keep_token_rules = bound.is_none();
                         nfa.regular_for = Some((*kind, what.clone()));
                         nfa.inlining.push(RuleId(r as u32));
                     } else if !excludes.is_empty() {
@@ -107,6 +108,7 @@ impl Automata {
                     }
                     let built = nfa.build_rule(grammar, RuleId(r as u32), b);
                     nfa.inline_all = false;
+                    nfa.keep_token_rules = false;
                     nfa.regular_for = None;
                     nfa.inlining.clear();
                     let (start, end) = built?;
@@ -122,14 +124,6 @@ impl Automata {
                     match max_tokens {
                         // Recursive: twins are added to the whole automata (`add_rec_twins`).
                         Some(_) if rec => Ok((dfa, None)),
-                        Some(_) if !dfa.rules.is_empty() => Err(Error::new(
-                            ErrorKind::Unsupported,
-                            format!(
-                                "the rule '{}' with max_tokens uses token expressions; a token budget needs a \
-                                 rule of bytes",
-                                grammar.rules()[r].name
-                            ),
-                        )),
                         // A budget of 0 is spent from the start.
                         Some(0) => Ok((minimize(exhausted_dfa(&dfa), &mut min_scratch), None)),
                         Some(_) => {

@@ -49,6 +49,9 @@ pub(super) struct Nfa<'a> {
     /// In `inline_all` mode for a `lazy` or `max_chars` rule: the error kind and the name of the
     /// option, for the error on recursion (`None`: a lookahead assertion).
     pub(super) regular_for: Option<(ErrorKind, String)>,
+    /// In `inline_all` mode for a `max_tokens` rule: references to token rules (`Token(...)`)
+    /// stay rule edges, token edges of the rule's automaton.
+    pub(super) keep_token_rules: bool,
     /// The tail group of each rule (`tail.rs`; empty: no merging).
     pub(super) tail_group: &'a [u32],
     /// While building a member of a tail group: that group.
@@ -310,6 +313,18 @@ impl Nfa<'_> {
                     self.eps_edges.push((start, s));
                     self.eps_edges.push((t, end));
                 }
+                Ok((start, end))
+            }
+            // A token rule stays a token edge in a `max_tokens` rule's automaton (`token_budget.rs`).
+            Expr::RuleRef(r)
+                if self.inline_all
+                    && self.keep_token_rules
+                    && matches!(g.expr(g.rule(*r).body), Expr::Token(_) | Expr::ExcludeToken(_)) =>
+            {
+                let start = self.new_state(budget)?;
+                let end = self.new_state(budget)?;
+                let r = self.rep.get(r.index()).copied().unwrap_or(*r);
+                self.rule_edges.push((start, (r, end)));
                 Ok((start, end))
             }
             Expr::RuleRef(r) if self.inline_all => {

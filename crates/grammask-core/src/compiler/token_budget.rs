@@ -1,9 +1,10 @@
 //! The `max_tokens` rule option on a rule's DFA (see [`crate::rule_options`]).
 //!
 //! Pipeline place: in [`Automata::build`](super::Automata::build), after a budgeted rule's DFA
-//! is built like a `max_chars` one (every rule it uses inlined, so it has byte edges only). The
-//! rule keeps that DFA (its *open* states) and gets an *exhausted* twin: the same states, each
-//! keeping only the byte edges along a shortest path (in bytes) to a final state, and a final
+//! is built like a `max_chars` one (every rule it uses inlined, so it has byte edges only, and
+//! rule edges to the token rules of the `Token(...)` elements inside it). The rule keeps that DFA
+//! (its *open* states) and gets an *exhausted* twin: the same states, each keeping only the edges
+//! along a shortest path (in bytes, a token edge weighing one) to a final state, and a final
 //! state keeping none. At run time an occurrence whose budget is spent has its items moved from
 //! open states to their twins ([`crate::matcher`]), so it ends at its earliest valid end.
 //!
@@ -17,32 +18,39 @@ use super::StateId;
 use crate::grammar::RuleId;
 
 /// `dfa` restricted to shortest paths to a final state (see the module doc); state `i` of the
-/// result is the twin of state `i` of `dfa`. `dfa` has no rule edges.
+/// result is the twin of state `i` of `dfa`. `dfa`'s rule edges are token edges (`Token(...)`
+/// inside the rule; every other rule it uses is inlined): one token, weighed as one byte (a
+/// token has at least one), kept like byte edges when on a shortest path.
 pub(super) fn exhausted_dfa(dfa: &Dfa) -> Dfa {
     let dist = dist_to_final(dfa);
     let mut out = Dfa::default();
     for s in 0..dfa.len() {
         let first = out.bytes.len();
         if !dfa.finals[s] && dist[s] != u32::MAX {
+            let on_way = |t: u32| dist[t as usize].checked_add(1) == Some(dist[s]);
             for e in dfa.bytes_of(s) {
-                if dist[e.target as usize].checked_add(1) == Some(dist[s]) {
+                if on_way(e.target) {
                     out.push_byte(first, *e);
                 }
             }
+            out.rules.extend(dfa.rules_of(s).iter().filter(|&&(_, t)| on_way(t)));
         }
         out.end_state(dfa.finals[s]);
     }
     out
 }
 
-/// Bytes from each state to the nearest final state (`u32::MAX`: none), by breadth-first
-/// search backwards from the final states.
+/// Bytes (a token edge weighing one) from each state to the nearest final state (`u32::MAX`:
+/// none), by breadth-first search backwards from the final states.
 fn dist_to_final(dfa: &Dfa) -> Vec<u32> {
     let n = dfa.len();
     let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
     for s in 0..n {
         for e in dfa.bytes_of(s) {
             rev[e.target as usize].push(s as u32);
+        }
+        for &(_, t) in dfa.rules_of(s) {
+            rev[t as usize].push(s as u32);
         }
     }
     let mut dist = vec![u32::MAX; n];
