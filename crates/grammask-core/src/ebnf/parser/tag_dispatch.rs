@@ -4,14 +4,20 @@
 //! after the rule, and so on. Free text may end anywhere. Lowered to existing constructs:
 //! `F (("tag1" r1 | ...) F)*` (without looping `F ("tag1" r1 | ...)?`), where `F` is the language
 //! of texts containing none of the strings, built by the regex toolkit as the complement of
-//! `.*(s1|...).*` (one automaton, like a `Regex(...)` macro).
+//! `.*(s1|...).*` (one automaton, like a `Regex(...)` macro). Without tuples (XGrammar prints an
+//! `any_text` so) it is `F` alone.
 use super::Parser;
 use crate::error::{Error, ErrorKind, Result};
 use crate::grammar::{ExprId, Grammar};
 
-/// The grammar (root `text`) of the texts that contain none of `strings` (non-empty).
+/// The grammar (root `text`) of the texts that contain none of `strings` (any text when empty).
 fn free_text_grammar(strings: &[String]) -> Result<Grammar> {
     use crate::regex::{Anchoring, CharDfa, Regex, RegexFlags, TextMode};
+    let flags = RegexFlags { ignore_case: false, dot_all: true };
+    if strings.is_empty() {
+        let any = CharDfa::from_regex(&Regex::parse("[\\s\\S]*", flags)?, Anchoring::FullMatch)?;
+        return crate::ebnf::parse_ebnf(&any.to_ebnf("text", TextMode::Raw), "text");
+    }
     let mut alts = Vec::with_capacity(strings.len());
     for s in strings {
         let mut e = String::with_capacity(s.len() * 2);
@@ -24,7 +30,7 @@ fn free_text_grammar(strings: &[String]) -> Result<Grammar> {
         alts.push(e);
     }
     let pattern = format!("[\\s\\S]*(?:{})[\\s\\S]*", alts.join("|"));
-    let re = Regex::parse(&pattern, RegexFlags { ignore_case: false, dot_all: true })?;
+    let re = Regex::parse(&pattern, flags)?;
     let text = CharDfa::from_regex(&re, Anchoring::FullMatch)?.complement().to_ebnf("text", TextMode::Raw);
     crate::ebnf::parse_ebnf(&text, "text")
 }
@@ -121,9 +127,6 @@ impl Parser<'_> {
         let start = self.cur.pos;
         let DispatchArgs { tags, excludes, looping } =
             self.dispatch_args("TagDispatch", "(\"a\", \"b\")", |p| p.string_arg("a string in TagDispatch(...)"))?;
-        if tags.is_empty() {
-            return Err(self.cur.expected("at least one (\"trigger\", rule) tuple in TagDispatch(...)"));
-        }
         if let Some(e) = excludes.iter().find(|e| tags.iter().any(|(t, _)| t.starts_with(e.as_str()))) {
             return Err(self.cur.error_at(
                 ErrorKind::InvalidGrammar,
@@ -140,6 +143,10 @@ impl Parser<'_> {
         let id = self.b.rule_id(&placeholder);
         self.regexes.push((placeholder, g));
         let free = self.b.rule_ref(id);
+        if tags.is_empty() {
+            // No trigger (as XGrammar prints an `any_text` with an end): the free text alone.
+            return Ok(free);
+        }
         let mut alts = Vec::with_capacity(tags.len());
         for (tag, r) in &tags {
             let t = self.b.bytes(tag.as_bytes());
