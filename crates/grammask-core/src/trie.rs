@@ -126,7 +126,7 @@ impl TokenTrie {
     /// bitsets of `len` bits (the vocabulary size), by the child's byte.
     fn first_byte_sets(&self, len: usize, min_tokens: usize) -> FastMap<u8, Bitset> {
         let mut sets = FastMap::default();
-        for &c in self.root_children.iter() {
+        for &c in &self.root_children {
             let tokens = self.subtree_tokens(c);
             if tokens.len() >= min_tokens {
                 let mut s = Bitset::new(len);
@@ -215,7 +215,7 @@ mod tests {
         let n = v.vocab_size();
         trie.by_first_byte = trie.first_byte_sets(n, 2);
         let mut with_set = Vec::new();
-        for &c in trie.root_children.iter() {
+        for &c in &trie.root_children {
             let b = trie.nodes[c as usize].byte;
             let want: Vec<usize> = (0..n).filter(|&t| v.token_bytes(t as u32).first() == Some(&b)).collect();
             let mut got: Vec<usize> = trie.subtree_tokens(c).iter().map(|&t| t as usize).collect();
