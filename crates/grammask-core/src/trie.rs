@@ -6,6 +6,7 @@
 //! bytes equal a node's path are `tokens[tok_start..tok_end]`; the tokens of node `i`'s subtree are
 //! `tokens[first_token[i]..first_token[subtree_end]]`.
 
+use crate::bitset::Bitset;
 use crate::fasthash::FastMap;
 use crate::vocab::Vocabulary;
 
@@ -34,7 +35,15 @@ pub struct TokenTrie {
     /// The children of every node with at least [`WIDE_MIN_CHILDREN`], in byte order: a walk
     /// whose parser state reads a few bytes there visits only those children.
     wide: FastMap<u32, Box<[u32]>>,
+    /// Per byte with at least [`FIRST_BYTE_SET_MIN_TOKENS`] tokens starting with it, those tokens
+    /// as a token bitset ([`Self::first_byte_tokens`]).
+    by_first_byte: FastMap<u8, Bitset>,
 }
+
+/// A first byte with this many tokens gets a token bitset ([`TokenTrie::first_byte_tokens`]):
+/// dropping them from a mask by id costs more than one pass over a mask's words. On Llama 3
+/// about 20 bytes qualify (~16 KB each).
+pub const FIRST_BYTE_SET_MIN_TOKENS: usize = 2048;
 
 /// Nodes with this many children get a child list ([`TokenTrie::wide_children`]).
 pub const WIDE_MIN_CHILDREN: usize = 16;
@@ -97,6 +106,7 @@ impl TokenTrie {
         t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
         t.root_children = t.children(None).collect();
+        t.by_first_byte = t.first_byte_sets(vocab.vocab_size(), FIRST_BYTE_SET_MIN_TOKENS);
         let mut count = vec![0u32; t.nodes.len()];
         for n in &t.nodes {
             if n.parent != u32::MAX {
@@ -110,6 +120,38 @@ impl TokenTrie {
             .map(|i| (i as u32, t.children(Some(i)).collect()))
             .collect();
         t
+    }
+
+    /// The tokens of each root child with at least `min_tokens` tokens in its subtree, as token
+    /// bitsets of `len` bits (the vocabulary size), by the child's byte.
+    fn first_byte_sets(&self, len: usize, min_tokens: usize) -> FastMap<u8, Bitset> {
+        let mut sets = FastMap::default();
+        for &c in &self.root_children {
+            let tokens = self.subtree_tokens(c);
+            if tokens.len() >= min_tokens {
+                let mut s = Bitset::new(len);
+                for &t in tokens {
+                    s.set(t as usize);
+                }
+                sets.insert(self.nodes[c as usize].byte, s);
+            }
+        }
+        sets
+    }
+
+    /// The tokens in node `i`'s subtree, its own included (ids, in trie order).
+    pub fn subtree_tokens(&self, i: u32) -> &[u32] {
+        let end = self.nodes[i as usize].subtree_end as usize;
+        &self.tokens[self.first_token[i as usize] as usize..self.first_token[end] as usize]
+    }
+
+    /// The tokens starting with root child `c`'s byte as a token bitset, when that byte has at
+    /// least [`FIRST_BYTE_SET_MIN_TOKENS`] tokens (else `None`: take [`Self::subtree_tokens`]).
+    ///
+    /// PERF: a shifted kernel drops the tokens of a few first bytes from its reference; setting
+    /// them one by one cost ~1 M instructions for `' '` on Llama 3 (about 80,000 tokens).
+    pub fn first_byte_tokens(&self, c: u32) -> Option<&Bitset> {
+        self.by_first_byte.get(&self.nodes[c as usize].byte)
     }
 
     /// The children of node `i` (of the root for `None`), in byte order.
@@ -138,12 +180,6 @@ impl TokenTrie {
         &self.tokens[n.tok_start as usize..n.tok_end as usize]
     }
 
-    /// All tokens in the subtree of node `i` (including its own).
-    pub fn subtree_tokens(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
-        let end = self.nodes[i].subtree_end as usize;
-        self.nodes[i..end].iter().flat_map(move |n| self.node_tokens(n).iter().copied())
-    }
-
     pub fn memory_size(&self) -> usize {
         let wide: usize = self.wide.values().map(|c| c.len() * 4 + 24).sum();
         self.nodes.len() * std::mem::size_of::<Node>()
@@ -151,10 +187,45 @@ impl TokenTrie {
             + self.first_token.len() * 4
             + self.root_children.len() * 4
             + wide
+            + self.by_first_byte.values().map(|s| s.memory_size() + 8).sum::<usize>()
     }
 }
 
 /// The length of the longest common prefix of `a` and `b`.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::{VocabType, VocabularyOptions};
+
+    /// Each root child's token set holds exactly the tokens whose bytes start with its byte, and
+    /// only bytes with enough tokens get one.
+    #[test]
+    fn first_byte_tokens_are_the_tokens_starting_with_the_byte() {
+        let toks: Vec<&[u8]> = vec![b"a", b"ab", b"b", b"abc", b"ba", b"c", b"\xc3\xa9", b"a", b"zz"];
+        let toks: Vec<Vec<u8>> = toks.into_iter().map(<[u8]>::to_vec).collect();
+        // Id 7 is a second `a`; id 9 is padding (no bytes).
+        let opts = VocabularyOptions { vocab_size: Some(10), ..Default::default() };
+        let v = Vocabulary::new(toks, VocabType::Raw, opts).unwrap();
+        let mut trie = TokenTrie::new(&v);
+        assert!(trie.by_first_byte.is_empty(), "no byte has {FIRST_BYTE_SET_MIN_TOKENS} tokens");
+        let n = v.vocab_size();
+        trie.by_first_byte = trie.first_byte_sets(n, 2);
+        let mut with_set = Vec::new();
+        for &c in &trie.root_children {
+            let b = trie.nodes[c as usize].byte;
+            let want: Vec<usize> = (0..n).filter(|&t| v.token_bytes(t as u32).first() == Some(&b)).collect();
+            let mut got: Vec<usize> = trie.subtree_tokens(c).iter().map(|&t| t as usize).collect();
+            got.sort_unstable();
+            assert_eq!(got, want, "subtree of byte {b}");
+            if let Some(set) = trie.first_byte_tokens(c) {
+                assert_eq!(set.iter_ones().collect::<Vec<_>>(), want, "set of byte {b}");
+                with_set.push(b);
+            }
+        }
+        assert_eq!(with_set, b"ab");
+    }
 }
