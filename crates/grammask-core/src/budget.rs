@@ -62,13 +62,6 @@ pub struct Completion {
     /// `k` more bytes after a row costs at least `C(row) - k`. Over walks skip the subtrees
     /// this bound places above their limit.
     descent: bool,
-    /// No `max_tokens` or `max_chars` rules and no lookahead: an item's future is its state's
-    /// (and its `U`), so of two items in states with the same future ([`Completion::same_future`])
-    /// the one with the larger `U` costs at least as much after any bytes ([`Walk`]'s dominated
-    /// items).
-    dominance: bool,
-    /// [`Completion::same_future`] answers by state pair (lower id first).
-    same: Mutex<FastMap<(u32, u32), bool>>,
     vocab: Arc<Vocabulary>,
     /// [`Region`]s by `(state, side, threshold)`, computed on first use.
     regions: Mutex<FastMap<(u32, Side, i64), Region>>,
@@ -100,16 +93,10 @@ enum Side {
 /// cost more). Invariant: a byte outside `exits.home` read from a home state is on no edge
 /// leaving the home, so it keeps the item in the home (or ends it); `has_final` covers home
 /// states too (the home is part of the region).
-///
-/// The home holds no final state but `s` itself (an edge into another final state leaves it):
-/// the bytes of a final state's completion are read only from the final state, so they are home
-/// exits only when `s` is final (`home_final`). Otherwise a string value followed by optional
-/// whitespace had the whitespace in its contents' home exits, and every token with a space read.
 #[derive(Clone, Copy, Debug)]
 struct Region {
     exits: Exits,
     has_final: bool,
-    home_final: bool,
 }
 
 /// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
@@ -213,11 +200,8 @@ const FIT_SLACK: u32 = 6;
 /// near `now` read and listed the whole vocabulary (~50-100 ms), one at the limit reads the
 /// subtrees that may close the key.
 pub const FIT_LIST_CAP: usize = 4096;
-/// Most memoized [`Region`]s (and [`Completion::same_future`] answers) per grammar; when
-/// exceeded the table starts over.
+/// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
-/// Most state pairs one [`Completion::same_future`] search visits.
-const MAX_SAME_PAIRS: usize = 1 << 10;
 
 /// 64 byte classes, for per-trie-node summaries of the bytes below a node: the bytes JSON and
 /// most grammars treat specially get a class each, letters share a few.
@@ -386,14 +370,11 @@ impl Completion {
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
         let descent = byte_ok.iter().all(|&ok| ok) && a.budgets().is_empty() && !a.has_lookahead();
-        let dominance = a.budgets().is_empty() && a.char_budgets().is_none() && !a.has_lookahead();
         Completion {
             dist,
             leaf,
             lookahead: a.has_lookahead(),
             descent,
-            dominance,
-            same: Mutex::default(),
             vocab: vocab.clone(),
             regions: Mutex::default(),
             memo: Mutex::default(),
@@ -417,7 +398,7 @@ impl Completion {
                 d > t
             }
         };
-        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final, home_final: a.state(s).is_final };
+        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
         // The home, by the same breadth-first search restricted to its states.
@@ -431,7 +412,7 @@ impl Completion {
             }
             for e in a.byte_edges(p) {
                 let q = e.target;
-                if !self.leaf[q.0 as usize] || !on_side(q) || self.dist(q) > top || q != s && a.state(q).is_final {
+                if !self.leaf[q.0 as usize] || !on_side(q) || self.dist(q) > top {
                     r.exits.home |= class_bits(e.lo, e.hi);
                 } else if home.insert(q.0) {
                     home_queue.push_back((q, d + 1));
@@ -470,7 +451,7 @@ impl Completion {
                 }
             }
             if seen.len() > MAX_REGION_STATES {
-                r = Region { exits: Exits::ALL, has_final: true, home_final: true };
+                r = Region { exits: Exits::ALL, has_final: true };
                 break;
             }
         }
@@ -480,60 +461,6 @@ impl Completion {
         }
         m.insert(key, r);
         r
-    }
-
-    /// Whether leaf states `p` and `q` read the same byte strings through leaf states alike: a
-    /// bisimulation of the two (same finality and `dist`, no token edges, the same byte ranges
-    /// into pairs of the same kind), found by a search over state pairs (at most
-    /// [`MAX_SAME_PAIRS`]; beyond it, `false`). Copies of one inlined rule (a string property in
-    /// each branch of an `anyOf`) have the same future.
-    fn same_future(&self, a: &Automata, p: StateId, q: StateId) -> bool {
-        if p == q {
-            return true;
-        }
-        if !self.dominance {
-            return false;
-        }
-        let like = |x: StateId, y: StateId| {
-            let (ex, ey) = (a.byte_edges(x), a.byte_edges(y));
-            self.leaf[x.0 as usize]
-                && self.leaf[y.0 as usize]
-                && self.dist(x) == self.dist(y)
-                && a.state(x).is_final == a.state(y).is_final
-                && a.tokens().edge_target(a, x).is_none()
-                && a.tokens().edge_target(a, y).is_none()
-                && ex.len() == ey.len()
-                && ex.iter().zip(ey).all(|(e, f)| e.lo == f.lo && e.hi == f.hi)
-        };
-        if !like(p, q) {
-            return false;
-        }
-        let key = (p.0.min(q.0), p.0.max(q.0));
-        if let Some(&r) = self.same.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return r;
-        }
-        let mut seen: std::collections::HashSet<(u32, u32), crate::fasthash::FastState> =
-            std::collections::HashSet::default();
-        seen.insert((p.0, q.0));
-        let mut stack = vec![(p, q)];
-        let mut same = true;
-        while let Some((x, y)) = stack.pop() {
-            if !like(x, y) || seen.len() > MAX_SAME_PAIRS {
-                same = false;
-                break;
-            }
-            for (e, f) in a.byte_edges(x).iter().zip(a.byte_edges(y)) {
-                if e.target != f.target && seen.insert((e.target.0, f.target.0)) {
-                    stack.push((e.target, f.target));
-                }
-            }
-        }
-        let mut m = self.same.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, same);
-        same
     }
 
     fn row_info(&self, sig: u128) -> Option<Arc<RowInfo>> {
@@ -773,13 +700,8 @@ struct Walk<'a> {
     mode: Mode,
     now: u32,
     /// Plain items of the open plain levels, with their `U`, the index of their rule's
-    /// [`Follow`] in `follows` (or [`NO_FOLLOW`]), in limit walks the exits of their region, and
-    /// whether the item is *dominated*: another item of its level has the same future and a
-    /// smaller `U` (or the same, and comes first), so it costs at least as much after any bytes
-    /// both read, and both read the same bytes. A dominated item's exits are its follow's bytes
-    /// alone (which its rule's completion may read and the other's may not); its successors are
-    /// dominated by the other's.
-    items: Vec<(Item, u32, u32, Exits, bool)>,
+    /// [`Follow`] in `follows` (or [`NO_FOLLOW`]) and, in limit walks, the exits of their region.
+    items: Vec<(Item, u32, u32, Exits)>,
     follows: Vec<Follow>,
     /// The byte classes of each of `follows`.
     follow_classes: Vec<u64>,
@@ -874,19 +796,11 @@ impl Walk<'_> {
         self.follow_classes.push(exits.hard);
         let others = (self.follows.len() - 1) as u32;
         let lo = self.items.len();
-        let us: Vec<u32> = seeds.iter().map(|it| rows.item_u(self.a, r, it)).collect();
-        for (i, &it) in seeds.iter().enumerate() {
-            let u = us[i];
-            let dominated = self.mode != Mode::Exact
-                && (0..seeds.len())
-                    .any(|j| (us[j], j) < (u, i) && self.comp.same_future(self.a, seeds[j].state, it.state));
-            let (f, e) = if dominated {
-                self.follow_exits(chart, it, NO_FOLLOW)
-            } else {
-                self.item_exits(chart, it, u, NO_FOLLOW)
-            };
+        for &it in &seeds {
+            let u = rows.item_u(self.a, r, &it);
+            let (f, e) = self.item_exits(chart, it, u, NO_FOLLOW);
             exits |= e;
-            self.items.push((it, u, f, e, dominated));
+            self.items.push((it, u, f, e));
         }
         self.seeds = seeds;
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
@@ -913,19 +827,7 @@ impl Walk<'_> {
             NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
             f => f,
         };
-        // The completion's bytes leave the home only from `it.state` itself (see `Region`).
-        let fc = self.follow_classes[f as usize];
-        (f, g.exits | Exits { hard: fc, soft: 0, home: if g.home_final { fc } else { 0 } })
-    }
-
-    /// A dominated item's exits (see `items`): the bytes of its rule's completion, with its
-    /// follow index (`follow`, or found then).
-    fn follow_exits(&mut self, chart: &mut Chart, it: Item, follow: u32) -> (u32, Exits) {
-        let f = match follow {
-            NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
-            f => f,
-        };
-        (f, Exits::hard(self.follow_classes[f as usize]))
+        (f, g.exits | Exits::hard(self.follow_classes[f as usize]))
     }
 
     /// Lists the allowed tokens of trie node `node` at `cost`, when their entry can use it: fit
@@ -1034,7 +936,7 @@ impl Walk<'_> {
                         if exit {
                             break;
                         }
-                        let (it, u, mut follow, ex, dominated) = self.items[j];
+                        let (it, u, mut follow, ex) = self.items[j];
                         // At the row, its items with rule edges hold the completions.
                         if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
                             follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
@@ -1056,12 +958,12 @@ impl Walk<'_> {
                                 // the home of a home state; a byte of `ex.home` may leave the
                                 // home: `q` takes its own.
                                 let mut ex = ex;
-                                if self.mode != Mode::Exact && !dominated && 1u64 << byte_class(n.byte) & ex.home != 0 {
+                                if self.mode != Mode::Exact && 1u64 << byte_class(n.byte) & ex.home != 0 {
                                     let (f, e) = self.item_exits(chart, next, u, follow);
                                     follow = f;
                                     ex.home = e.home;
                                 }
-                                self.items.push((next, u, follow, ex, dominated));
+                                self.items.push((next, u, follow, ex));
                             }
                         }
                     }
@@ -1101,7 +1003,7 @@ impl Walk<'_> {
                     }
                     let c = self.items[hi..]
                         .iter()
-                        .map(|&(it, u, ..)| (comp.dist(it.state) + u).min(INF))
+                        .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
                         .min()
                         .unwrap_or(INF);
                     if has_token {
