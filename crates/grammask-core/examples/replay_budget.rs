@@ -3,7 +3,9 @@
 //! `replay_budget VOCAB.json TRACES.json [BUDGET] [budget]` (TRACES.json from
 //! `bench/sample_outputs.py --traces`, VOCAB.json from `TokenizerInfo.serialize_json()`; a last
 //! argument `budget` times the budgeted fills only). With `REPLAY_SLOW=MS` set, prints each
-//! budgeted fill slower than `MS` milliseconds (schema, run, step, tokens left).
+//! budgeted fill slower than `MS` milliseconds (schema, run, step, tokens left, and the same
+//! step's unbudgeted fill); with `REPLAY_ONLY=NAME[,NAME...]`, replays only the schemas whose
+//! file name contains one of the `NAME`s.
 use grammask_core::grammar_compiler::GrammarCompiler;
 use grammask_core::json_schema::JsonSchemaOptions;
 use grammask_core::matcher::{Matcher, MatcherOptions};
@@ -31,6 +33,8 @@ fn main() {
     let budget: usize = args.get(3).map_or(384, |r| r.parse().unwrap());
     let only_budget = args.get(4).is_some_and(|s| s == "budget");
     let slow_ms: Option<f64> = std::env::var("REPLAY_SLOW").ok().map(|s| s.parse().unwrap());
+    let only: Option<Vec<String>> =
+        std::env::var("REPLAY_ONLY").ok().map(|s| s.split(',').map(str::to_string).collect());
     let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
     let side = |name, max_tokens| Side {
         name,
@@ -43,6 +47,10 @@ fn main() {
         sides.push(side("nobudget", None));
     }
     for case in &cases {
+        let name = case["name"].as_str().unwrap_or("");
+        if only.as_ref().is_some_and(|o| !o.iter().any(|n| name.contains(n.as_str()))) {
+            continue;
+        }
         let schema = case["schema"].to_string();
         let grammars: Vec<_> = sides.iter().map(|s| s.compiler.compile_json_schema(&schema, &opts).unwrap()).collect();
         for (r, run) in case["runs"].as_array().unwrap().iter().enumerate() {
@@ -59,11 +67,16 @@ fn main() {
                 for (s, m) in sides.iter_mut().zip(&mut matchers) {
                     let t0 = Instant::now();
                     m.compute_mask().unwrap();
-                    let dt = t0.elapsed().as_secs_f64();
-                    s.times.push(dt);
-                    if s.max_tokens.is_some() && slow_ms.is_some_and(|ms| dt * 1e3 > ms) {
-                        println!("slow {:.2} ms {} run {r} step {i} left {}", dt * 1e3, case["name"], budget - i);
-                    }
+                    s.times.push(t0.elapsed().as_secs_f64());
+                }
+                let dt = sides[0].times.last().copied().unwrap_or(0.0);
+                if slow_ms.is_some_and(|ms| dt * 1e3 > ms) {
+                    let free = sides.get(1).and_then(|s| s.times.last()).map_or(f64::NAN, |t| t * 1e3);
+                    println!(
+                        "slow {:.2} ms (unbudgeted {free:.2} ms) {name} run {r} step {i} left {}",
+                        dt * 1e3,
+                        budget - i
+                    );
                 }
                 if i + 1 < ids.len() {
                     for m in &mut matchers {

@@ -93,10 +93,15 @@ enum Side {
 /// cost more). Invariant: a byte outside `exits.home` read from a home state is on no edge
 /// leaving the home, so it keeps the item in the home (or ends it); `has_final` covers home
 /// states too (the home is part of the region).
+///
+/// The home holds no final state but `s` itself (an edge into another final state leaves it):
+/// a final state's completion reads its bytes from the final state only, so they are home exits
+/// only when `s` is final (`home_final`).
 #[derive(Clone, Copy, Debug)]
 struct Region {
     exits: Exits,
     has_final: bool,
+    home_final: bool,
 }
 
 /// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
@@ -110,25 +115,34 @@ struct Region {
 /// every item in its home, on the side: a second way to skip a subtree, which string contents
 /// need (their regions hold the states of `\u` escapes, whose hex digits share the letters'
 /// classes, so `hard` holds most letters).
+///
+/// `stay` (fit walks): classes every byte of which, read from any state of the home of an item
+/// on the fit side, leads into that home. A token all of whose bytes are in one item's `stay`
+/// keeps that item alive in its home, on the fit side, so the token fits whatever the other
+/// items do: levels OR their items' `stay` (one item suffices), where the other classes need
+/// every item to stay on the side. String contents in a row that also holds an item costing
+/// above the limit (another branch's string with more left to close) skip their plain ASCII
+/// subtrees by it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 struct Exits {
     hard: u64,
     soft: u64,
     home: u64,
+    stay: u64,
 }
 
 impl Exits {
-    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX };
+    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX, stay: 0 };
 
     fn hard(hard: u64) -> Exits {
-        Exits { hard, soft: 0, home: hard }
+        Exits { hard, soft: 0, home: hard, stay: 0 }
     }
 }
 
 impl std::ops::BitOr for Exits {
     type Output = Exits;
     fn bitor(self, o: Exits) -> Exits {
-        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home }
+        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home, stay: self.stay | o.stay }
     }
 }
 
@@ -202,6 +216,8 @@ const FIT_SLACK: u32 = 6;
 pub const FIT_LIST_CAP: usize = 4096;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
+/// Most states of a home whose `stay` classes ([`Exits`]) are found (beyond it, none).
+const MAX_STAY_HOME: usize = 64;
 
 /// 64 byte classes, for per-trie-node summaries of the bytes below a node: the bytes JSON and
 /// most grammars treat specially get a class each, letters share a few.
@@ -402,7 +418,7 @@ impl Completion {
                 d > t
             }
         };
-        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final };
+        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final, home_final: a.state(s).is_final };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
         // The home, by the same breadth-first search restricted to its states.
@@ -416,7 +432,7 @@ impl Completion {
             }
             for e in a.byte_edges(p) {
                 let q = e.target;
-                if !self.leaf[q.0 as usize] || !on_side(q) || self.dist(q) > top {
+                if !self.leaf[q.0 as usize] || !on_side(q) || self.dist(q) > top || q != s && a.state(q).is_final {
                     r.exits.home |= class_bits(e.lo, e.hi);
                 } else if home.insert(q.0) {
                     home_queue.push_back((q, d + 1));
@@ -426,6 +442,18 @@ impl Completion {
                 r.exits.home = u64::MAX;
                 break;
             }
+        }
+        if side == Side::Fit && on_side(s) && home.len() <= MAX_STAY_HOME {
+            // The classes none of whose bytes leaves the home (or has no edge) from a home state.
+            let mut leave = 0u64;
+            for &p in &home {
+                for b in 0..=255u8 {
+                    if !a.step(StateId(p), b).is_some_and(|q| home.contains(&q.0)) {
+                        leave |= 1u64 << byte_class(b);
+                    }
+                }
+            }
+            r.exits.stay = !leave;
         }
         seen.insert(s.0);
         queue.push_back((s, 0u32));
@@ -455,7 +483,7 @@ impl Completion {
                 }
             }
             if seen.len() > MAX_REGION_STATES {
-                r = Region { exits: Exits::ALL, has_final: true };
+                r = Region { exits: Exits::ALL, has_final: true, home_final: true };
                 break;
             }
         }
@@ -831,7 +859,9 @@ impl Walk<'_> {
             NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
             f => f,
         };
-        (f, g.exits | Exits::hard(self.follow_classes[f as usize]))
+        // The completion's bytes leave the home only from `it.state` itself (see `Region`).
+        let fc = self.follow_classes[f as usize];
+        (f, g.exits | Exits { hard: fc, soft: 0, home: if g.home_final { fc } else { 0 }, stay: 0 })
     }
 
     /// Lists the allowed tokens of trie node `node` at `cost`, when their entry can use it: fit
@@ -926,7 +956,8 @@ impl Walk<'_> {
                     let below = self.classes.below[i];
                     if self.mode != Mode::Exact
                         && (below & exits.hard == 0 && self.classes.ends[i] & exits.soft == 0
-                            || below & exits.home == 0)
+                            || below & exits.home == 0
+                            || below & !exits.stay == 0)
                     {
                         // Every token below stays in its items' regions (or homes): on the far
                         // side.
@@ -966,6 +997,7 @@ impl Walk<'_> {
                                     let (f, e) = self.item_exits(chart, next, u, follow);
                                     follow = f;
                                     ex.home = e.home;
+                                    ex.stay = e.stay;
                                 }
                                 self.items.push((next, u, follow, ex));
                             }

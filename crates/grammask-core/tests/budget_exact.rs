@@ -126,6 +126,7 @@ fn forced(name: &str, path: usize) -> &'static [&'static str] {
         ("open_object", 0) => &["{\"", "a"],
         ("open_object", _) => &["{\"", "q"],
         ("open_required", _) => &["{", "\""],
+        ("any_of_copies", _) => &["{", "\"", "q", "\"", ":", "\""],
         _ => &[],
     }
 }
@@ -242,6 +243,15 @@ fn limit_walk_grammars() -> Vec<(&'static str, Grammar)> {
         "open_required",
         schema(
             r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}"#,
+        ),
+    ));
+    // A string property in each branch of an `anyOf`: its copies have the same future, and the
+    // branches' items in them differ in `U` (what each branch has left to close), so limit walks
+    // cost the string by its cheapest copy (the others are dominated).
+    g.push((
+        "any_of_copies",
+        schema(
+            r#"{"anyOf":[{"type":"object","properties":{"q":{"type":"string"},"a":{"type":"integer"}},"required":["q","a"]},{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]},{"type":"object","properties":{"q":{"type":"string"},"b":{"type":"array","items":{"type":"integer"},"minItems":3}},"required":["q","b"]}]}"#,
         ),
     ));
     g
