@@ -55,6 +55,14 @@ impl Bitset {
         }
     }
 
+    /// Clears every bit set in `other`.
+    pub fn and_not_assign(&mut self, other: &Bitset) {
+        debug_assert_eq!(self.len, other.len);
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= !*b;
+        }
+    }
+
     pub fn words(&self) -> &[u32] {
         &self.words
     }

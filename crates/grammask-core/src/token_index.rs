@@ -7,6 +7,7 @@
 //! ([`BodySlice`]), the free-text class slices ([`ClassSlice`]) and run indexes ([`RunIndex`]) built
 //! on first use, and the cross-grammar cache of kernel classifications keyed by
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
+use crate::bitset::Bitset;
 use crate::limits;
 use crate::mask::KernelMask;
 use crate::slice::{BodySlice, ClassSlice, RunIndex};
@@ -34,7 +35,13 @@ pub struct TokenIndex {
     run_indexes: RwLock<HashMap<(u128, bool), Arc<RunIndex>>>,
     /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
     classes_seen: RwLock<HashSet<(u128, bool)>>,
+    /// The tokens starting with each byte, built on first use (at most [`MAX_FIRST_BYTE_SETS`]).
+    first_byte_tokens: RwLock<HashMap<u8, Arc<Bitset>>>,
 }
+
+/// Most first-byte token sets kept per vocabulary (each a token bitset: 16 KB on a 128k
+/// vocabulary).
+const MAX_FIRST_BYTE_SETS: usize = 32;
 
 /// Most run indexes kept per vocabulary (each one byte per token, six per break node and up to 65
 /// token bitsets: at most ~3 MB on a 128k vocabulary).
@@ -106,6 +113,29 @@ impl TokenIndex {
         read(&self.class_slices).get(&ascii).cloned()
     }
 
+    /// The tokens whose first byte is `b`, kept for the vocabulary once built (past
+    /// [`MAX_FIRST_BYTE_SETS`] bytes, built each time).
+    pub fn first_byte_tokens(&self, b: u8) -> Arc<Bitset> {
+        if let Some(t) = read(&self.first_byte_tokens).get(&b) {
+            return t.clone();
+        }
+        let trie = &self.trie;
+        let mut set = Bitset::new(self.vocab.vocab_size());
+        let root = trie.root_children.iter().map(|&c| c as usize).find(|&c| trie.nodes[c].byte == b);
+        if let Some(c) = root {
+            let end = trie.nodes[c].subtree_end as usize;
+            for &t in &trie.tokens[trie.first_token[c] as usize..trie.first_token[end] as usize] {
+                set.set(t as usize);
+            }
+        }
+        let set = Arc::new(set);
+        let mut w = write(&self.first_byte_tokens);
+        if w.len() < MAX_FIRST_BYTE_SETS {
+            w.insert(b, set.clone());
+        }
+        set
+    }
+
     /// Whether a grammar with a state looping on `ascii` was compiled before (its slice is then
     /// built, or every such state was a string body).
     pub(crate) fn class_seen(&self, ascii: u128, utf8: bool) -> bool {
@@ -169,6 +199,7 @@ impl TokenIndex {
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
             classes_seen: RwLock::new(HashSet::new()),
+            first_byte_tokens: RwLock::new(HashMap::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
         let _ = idx.body_slice();

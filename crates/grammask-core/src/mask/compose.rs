@@ -111,10 +111,9 @@ fn resume_suffix(a: &Automata, t: StateId, suffix: &[u8], follow: &ByteSet) -> R
 }
 
 /// The classification of a kernel state `s` without rule edges from that of a reference state `r`
-/// of the same rule, also without rule edges: `reference` is `r`'s classification, `differ` the
-/// first bytes on which `s` and `r` step to different states (or one of them to none), and `own`
-/// classifies the tokens whose first byte is in `differ` from `s`
-/// ([`classify_kernel_from_bytes`]).
+/// of the same rule, also without rule edges: `reference` is `r`'s classification, `dropped` the
+/// tokens whose first byte is one on which `s` and `r` step to different states (or one of them to
+/// none), and `own` classifies those tokens from `s` ([`classify_kernel_from_bytes`]).
 ///
 /// Why it is exact: a kernel chart of a state without rule edges is that one item; after a first
 /// byte on which `s` and `r` step to the same state, both walks are in the same chart (same item,
@@ -125,16 +124,14 @@ fn resume_suffix(a: &Automata, t: StateId, suffix: &[u8], follow: &ByteSet) -> R
 /// PERF: free text before a trigger (`{"name":`) is a byte automaton whose states after a partial
 /// trigger differ from the text's loop state on one or two bytes; each was a walk of the whole
 /// vocabulary (0.5-0.9 ms on Llama 3) and now walks only those bytes' subtrees.
-pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, own: &KernelMask) -> KernelMask {
-    let mut dropped = Bitset::new(reference.accepted.len());
+///
+/// PERF: `dropped` comes from per-vocabulary first-byte token sets
+/// ([`crate::token_index::TokenIndex::first_byte_tokens`]): the start of llama.cpp's
+/// `english.gbnf` differs from its loop state on whitespace, whose ~59k tokens on Llama 3 were
+/// set one by one (~100 us per first mask).
+pub fn shift_kernel(reference: &KernelMask, dropped: &Bitset, own: &KernelMask) -> KernelMask {
     let mut accepted = reference.accepted.clone();
-    for &c in trie.root_children.iter().filter(|&&c| differ.contains(trie.nodes[c as usize].byte)) {
-        let end = trie.nodes[c as usize].subtree_end as usize;
-        for &t in &trie.tokens[trie.first_token[c as usize] as usize..trie.first_token[end] as usize] {
-            dropped.set(t as usize);
-            accepted.unset(t as usize);
-        }
-    }
+    accepted.and_not_assign(dropped);
     accepted.or_assign(&own.accepted);
     let mut suffix_ids = HashMap::new();
     let mut suffixes = Vec::new();
