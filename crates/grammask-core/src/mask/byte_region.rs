@@ -26,15 +26,15 @@ const BYTE_REGION_MAX_STATES: usize = 4096;
 /// Whether every state reachable from `s` by byte edges (`s` included) has no rule edges, within
 /// [`BYTE_REGION_MAX_STATES`] states.
 pub fn is_byte_region(a: &Automata, s: StateId) -> bool {
-    let mut seen: FastMap<StateId, ()> = FastMap::default();
+    let mut seen: std::collections::HashSet<StateId, crate::fasthash::FastState> = std::collections::HashSet::default();
     let mut todo = vec![s];
-    seen.insert(s, ());
+    seen.insert(s);
     while let Some(x) = todo.pop() {
         if !a.rule_edges(x).is_empty() {
             return false;
         }
         for e in a.byte_edges(x) {
-            if seen.insert(e.target, ()).is_none() {
+            if seen.insert(e.target) {
                 if seen.len() > BYTE_REGION_MAX_STATES {
                     return false;
                 }
