@@ -12,9 +12,9 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, class_covers, classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_uninterned,
-    classify_literal, compose_kernel, shift_kernel, state_bytes, state_run_index, KernelMask, Shortcuts, SuffixMemo,
-    MIN_ROW_RUN_BYTES,
+    ascii_loop, class_covers, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
+    classify_kernel_uninterned, classify_literal, compose_kernel, shift_kernel, state_bytes, state_run_index,
+    KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -34,6 +34,11 @@ const STRUCTURE_HASH_LIMIT: usize = 8192;
 /// Trie nodes a new kernel's walk visits before the cross-grammar cache is consulted: shorter
 /// walks cost less than the cache key's structural hash.
 const SHARE_AFTER_VISITS: usize = 4096;
+/// ... or this many when the whole automaton has at most [`SMALL_AUTOMATON_STATES`] states, whose
+/// structural hash costs a few microseconds (llama.cpp's `english.gbnf`: free text that the
+/// cache answers after 4,096 visits, ~100 us, in each new compile of the grammar).
+const SHARE_AFTER_VISITS_SMALL: usize = 256;
+const SMALL_AUTOMATON_STATES: usize = 64;
 /// Kernels composed into one another at most this deep (bounds the recursion through rule starts;
 /// deeper ones are walked).
 const MAX_COMPOSE_DEPTH: usize = 8;
@@ -234,6 +239,10 @@ impl CompiledGrammar {
             self.count(2);
             return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
         }
+        if let Some(km) = self.byte_region_kernel(state) {
+            self.count(0);
+            return Ok(write(&self.kernels).entry(state).or_insert(Arc::new(km)).clone());
+        }
         let follow = self.follow()[self.automata.state(state).rule.index()];
         // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
         // key is computed only once the walk proves long (see `classify_kernel_budget`).
@@ -246,7 +255,9 @@ impl CompiledGrammar {
             shared = key.and_then(|k| self.index.shared_kernel(k));
             shared.is_some()
         };
-        let walked = self.classify(state, SHARE_AFTER_VISITS, &mut escalate)?;
+        let small = self.automata.states().len() <= SMALL_AUTOMATON_STATES;
+        let share_after = if small { SHARE_AFTER_VISITS_SMALL } else { SHARE_AFTER_VISITS };
+        let walked = self.classify(state, share_after, &mut escalate)?;
         let km = match (walked, shared) {
             (Some(km), _) => {
                 self.count(0);
@@ -275,6 +286,19 @@ impl CompiledGrammar {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let vocab_size = self.index.vocab.vocab_size();
         classify_literal(&self.automata, &self.index.trie, vocab_size, state, Some(&follow))
+    }
+
+    /// The classification of a kernel state from which only byte edges are reachable, by a plain
+    /// automaton walk of the subtrees it reads ([`classify_byte_region`]), when those are small;
+    /// `None` otherwise.
+    #[doc(hidden)]
+    pub fn byte_region_kernel(&self, state: StateId) -> Option<KernelMask> {
+        if self.automata.has_lookahead() {
+            return None;
+        }
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let vocab_size = self.index.vocab.vocab_size();
+        classify_byte_region(&self.automata, &self.index.trie, vocab_size, state, Some(&follow))
     }
 
     /// The classification of a kernel state from which the rest of its rule matches every string

@@ -19,7 +19,8 @@
 //! replays exactly.
 //!
 //! This file holds the classification's types and entry points; the parts live in `mask/`:
-//! `walk.rs` (the kernel walk and its frames), `literal.rs` (literal positions), `runs.rs` (run indexes inside a walk),
+//! `walk.rs` (the kernel walk and its frames), `literal.rs` (literal positions), `byte_region.rs`
+//! (states from which only byte edges are reachable), `runs.rs` (run indexes inside a walk),
 //! `row_memo.rs` (interned rows), `compose.rs` (composed kernels) and `fill.rs` (filling a mask
 //! from the kernels).
 
@@ -34,6 +35,7 @@ use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod byte_region;
 mod compose;
 mod fill;
 mod literal;
@@ -41,6 +43,7 @@ mod row_memo;
 mod runs;
 mod walk;
 
+pub use byte_region::{classify_byte_region, is_byte_region, BYTE_REGION_MAX_NODES};
 pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
 pub use literal::{classify_literal, literal_byte, LITERAL_WALK_VISITS};

@@ -794,3 +794,35 @@ fn literal_kernel_masks_match_brute_force() {
         assert_eq!(checked, doc.len());
     }
 }
+
+/// llama.cpp's `japanese.gbnf` (free text of multi-byte classes), and a byte region that a rule
+/// (a recursive rule, so not inlined) ends inside tokens (uncertain suffixes filtered by FOLLOW).
+const BYTE_REGION_EBNF: [&str; 2] = [
+    include_str!("../../../testdata/gbnf/japanese.gbnf"),
+    r#"root ::= "(" item (("," | "e") item)* ")"
+item ::= [ぁ-ゟa-d]+ | "x" [0-9]* | "é" [^()] | "[" item "]""#,
+];
+
+#[test]
+fn byte_region_kernel_masks_match_brute_force() {
+    let docs: [&[&[u8]]; 2] =
+        [&["こんにちは 世界、テスト".as_bytes()], &["(ab,あい,x12,éz)".as_bytes(), "([x]ebad,ée)".as_bytes()]];
+    let Some(vocab) = llama3_vocab() else { return };
+    for (k, (text, docs)) in BYTE_REGION_EBNF.iter().zip(docs).enumerate() {
+        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        let (mut regions, mut uncertain) = (0, 0);
+        for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
+            if let Some(km) = cg.byte_region_kernel(s) {
+                assert!(km == cg.classify_uninterned(s).unwrap(), "state {s:?} differs from the reference");
+                regions += 1;
+                uncertain += km.uncertain.len();
+            }
+        }
+        assert!(regions >= 5, "{regions} byte region kernels");
+        assert!(k == 0 || uncertain >= 100, "{uncertain} uncertain tokens");
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
+        assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    }
+}
