@@ -33,7 +33,12 @@ fn main() {
     }
 }
 
-fn replay(g: &grammask_core::grammar::Grammar, vocab: &Arc<Vocabulary>, input: &[u8], min_us: u128) -> Arc<CompiledGrammar> {
+fn replay(
+    g: &grammask_core::grammar::Grammar,
+    vocab: &Arc<Vocabulary>,
+    input: &[u8],
+    min_us: u128,
+) -> Arc<CompiledGrammar> {
     let t = Instant::now();
     let cg = Arc::new(CompiledGrammar::new(g, vocab).unwrap());
     println!("compile {:?}", t.elapsed());
