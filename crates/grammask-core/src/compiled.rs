@@ -107,21 +107,15 @@ impl CompiledGrammar {
         // (~2 ms on a 128k vocabulary): they are built with the grammar that first needs one
         // rather than in its first mask. Classes are those states loop on (a row of such a state
         // loops on the class too); string bodies need no class slice (they take the body slice).
-        // Each class is looked at once per vocabulary (`classes_seen`).
+        // Each class is built once per vocabulary (`classes_seen`), but its cover searches run
+        // with every grammar: they also fill this grammar's cover memo, and a later search that
+        // starts outside the class loop (a regex-bodied string's first positions) relies on
+        // those verdicts, so skipping them in a process that saw the class made the first mask
+        // differ from a fresh process's (o79409 `trace_id`: 2 M -> 67 M instructions).
         // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
         let cover = CoverMemo::default();
-        // Classes met so far that the vocabulary has seen already (one lock per class, not per
-        // state).
-        let mut seen: Vec<(u128, bool)> = Vec::new();
         let mut note = |c: u128, utf8: bool, s: StateId| {
-            if seen.contains(&(c, utf8)) {
-                return;
-            }
-            if index.class_seen(c, utf8) {
-                seen.push((c, utf8));
-                return;
-            }
             let i = match fresh.iter().position(|&(x, u, _)| (x, u) == (c, utf8)) {
                 Some(i) => i,
                 None => {
@@ -142,6 +136,7 @@ impl CompiledGrammar {
                 note(c, false, s);
             }
         }
+        fresh.retain(|&(c, utf8, _)| !index.class_seen(c, utf8));
         // A string body's run index serves walks that enter the body below the root (after an
         // escape, a quote or a key). All of them are built in one trie walk.
         let runs: Vec<(u128, bool)> = fresh.iter().filter(|f| f.2 || f.1).map(|f| (f.0, f.1)).collect();

@@ -826,3 +826,25 @@ fn byte_region_kernel_masks_match_brute_force() {
         assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
     }
 }
+
+/// A regex-bodied string with `minLength` (o79409's `trace_id`) compiled while the vocabulary's
+/// index already saw its classes (an earlier grammar keeps the index alive): the compile-time
+/// cover searches still fill the grammar's memo, so the second grammar holds the same verdicts
+/// as the first (its first masks cost what a fresh process's do), and the masks along the string
+/// match brute force. Fails if compiling skips the searches for classes the index has seen.
+#[test]
+fn warm_index_regex_string_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "required": ["t"], "properties": {"t": {"type": "string",
+        "minLength": 35, "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}}}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = json_schema_to_grammar(schema, &opts).unwrap();
+    let first = CompiledGrammar::new(&g, &vocab).unwrap();
+    let second = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    assert_eq!(first.memory_size(), second.memory_size(), "the cover memos differ");
+    let docs: [&[u8]; 1] = [br#"{"t": "1-60f6f7e7-0123456789abcdef0123456789abcdef"}"#];
+    let checked = masks_along_docs_match_brute_force(&second, &vocab, &docs);
+    assert!(checked > 40, "{checked}");
+    drop(first);
+}
