@@ -199,7 +199,7 @@ fn same_words(a: &Dfa, b: &Dfa, len: usize) -> bool {
     };
     let mut work = vec![(Some(0usize), Some(0usize), 0usize)];
     while let Some((p, q, depth)) = work.pop() {
-        if p.map(|p| a.finals[p]).unwrap_or(false) != q.map(|q| b.finals[q]).unwrap_or(false) {
+        if p.is_some_and(|p| a.finals[p]) != q.is_some_and(|q| b.finals[q]) {
             return false;
         }
         if depth < len && (p.is_some() || q.is_some()) {
