@@ -8,10 +8,17 @@ use super::dfa::ByteEdgeLocal;
 use super::dfa::Dfa;
 use super::refine::Refiner;
 use super::scc::push_edges;
-use super::scc::{scc_partition, SccScratch};
+use super::scc::{scc_partition, scc_partition_with, SccScratch, SCC_MOORE_MAX_STATES};
 
-/// Rule automata larger than this are not minimized (see [`minimize`]).
-const MINIMIZE_MAX_STATES: usize = 2_000;
+/// Rule automata larger than this are merged component by component only (see [`minimize`]).
+/// PERF: refining a 1,947-state automaton (a 10-tool structural tag's `tags` rule, its JSON
+/// string loops twins of each other) took 12 M instructions; the components alone take a pass.
+const REFINE_MAX_STATES: usize = 1_000;
+
+/// Rule automata larger than this are not minimized at all (see [`minimize`]).
+/// PERF: the component pass on the 10,427 states of a 50-tool structural tag's `tags` rule took
+/// 16 M instructions (a tenth of that first compile).
+const MINIMIZE_MAX_STATES: usize = 4_000;
 
 /// Appends state `s`'s signature under a partition (`class` of each state): its byte ranges with
 /// their target classes (adjacent ranges with the same class merged), a separator, its rule edges
@@ -27,10 +34,19 @@ pub(super) fn push_signature(dfa: &Dfa, s: usize, class: &[u32], out: &mut Vec<u
 /// block keeps its largest part (the others move), so states move O(log n) times each
 /// (Hopcroft's argument). A missing edge differs from an edge to a dead state (dead states are
 /// pruned later, over all rules). Keeps state 0 as the start.
+///
+/// Above [`REFINE_MAX_STATES`] states, only the component pass runs, its large components kept
+/// apart ([`scc_partition_with`]): linear, and exact for the acyclic parts (tag alternatives,
+/// keys), but twin loops and the states of large cyclic components stay unmerged. Above
+/// [`MINIMIZE_MAX_STATES`], the automaton is kept as built.
 pub(super) fn minimize(dfa: Dfa, sc: &mut SccScratch) -> Dfa {
     let n = dfa.finals.len();
-    if n > MINIMIZE_MAX_STATES || n <= 1 {
+    if n <= 1 || n > MINIMIZE_MAX_STATES {
         return dfa;
+    }
+    if n > REFINE_MAX_STATES {
+        let k = scc_partition_with(&dfa, sc, SCC_MOORE_MAX_STATES, true).expect("large components are kept apart");
+        return if k < n { quotient(&dfa, &sc.class, k) } else { dfa };
     }
     match scc_partition(&dfa, sc) {
         // Loops may have twins (`cyclic >= 2`): the worklist finishes on the (smaller) quotient.

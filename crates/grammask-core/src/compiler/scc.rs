@@ -12,7 +12,7 @@ const SELF: u32 = u32::MAX - 1;
 
 /// Strongly connected components above this size make [`minimize`] fall back to refining the
 /// whole automaton (Moore's rounds inside a component take up to one round per state).
-const SCC_MOORE_MAX_STATES: usize = 128;
+pub(super) const SCC_MOORE_MAX_STATES: usize = 128;
 
 /// At most this many looping classes are tried per state as an unrolled self-loop (see
 /// [`scc_partition`]).
@@ -162,12 +162,20 @@ fn sccs(dfa: &Dfa, sc: &mut SccScratch) {
 /// (whitespace): one pass decides them, where Moore's rounds took one pass per link of the
 /// longest chain and the worklist a sort per split.
 pub(super) fn scc_partition(dfa: &Dfa, sc: &mut SccScratch) -> Option<usize> {
+    scc_partition_with(dfa, sc, SCC_MOORE_MAX_STATES, false)
+}
+
+/// [`scc_partition`] with components of more than `moore_max` states either refused (`None`)
+/// or, with `keep_large`, kept apart: each of their states a class of its own (never `None`).
+/// A state of its own class is equivalent to itself, so every merge is still of equivalent
+/// states, and the pass stays linear in the automaton (no rounds).
+pub(super) fn scc_partition_with(dfa: &Dfa, sc: &mut SccScratch, moore_max: usize, keep_large: bool) -> Option<usize> {
     sccs(dfa, sc);
     let n = dfa.len();
     let mut comps = std::mem::take(&mut sc.comps);
     let comp_end = std::mem::take(&mut sc.comp_end);
     let mut sizes = comp_end.iter().scan(0u32, |start, &end| Some(end - std::mem::replace(start, end)));
-    if sizes.any(|len| len as usize > SCC_MOORE_MAX_STATES) {
+    if !keep_large && sizes.any(|len| len as usize > moore_max) {
         sc.comps = comps;
         sc.comp_end = comp_end;
         return None;
@@ -234,8 +242,17 @@ pub(super) fn scc_partition(dfa: &Dfa, sc: &mut SccScratch) -> Option<usize> {
             class_of_sig[id as usize] = c;
             continue;
         }
-        // Moore's rounds inside the component: members are numbered by their position in it.
         sc_cyclic = sc_cyclic.saturating_add(1);
+        if comp.len() > moore_max {
+            // Kept apart (`keep_large`): a class per state, none a loop candidate.
+            for &s in comp.iter() {
+                class[s as usize] = n_classes;
+                class_loops.push(None);
+                n_classes += 1;
+            }
+            continue;
+        }
+        // Moore's rounds inside the component: members are numbered by their position in it.
         comp.sort_unstable();
         let pos = |t: u32| comp.binary_search(&t).ok();
         local.clear();

@@ -3,7 +3,7 @@
 use super::determinize::SeqTable;
 use super::dfa::{ByteEdgeLocal, Dfa};
 use super::minimize::{minimize, push_signature, quotient, refine_partition};
-use super::scc::{scc_partition, SccScratch};
+use super::scc::{scc_partition, scc_partition_with, SccScratch};
 use crate::grammar::RuleId;
 use std::collections::HashMap;
 
@@ -184,6 +184,109 @@ fn minimize_matches_moore() {
         assert_eq!(out.len(), want, "case {i}");
         assert!(bisimilar(&dfa, &out), "case {i}");
     }
+}
+
+/// Whether `a` and `b` agree on every word of up to `len` symbols: bytes `0..8` and rule edges
+/// `0..3` (the symbols of [`random_dfa`]), a word accepted when its path ends at a final state.
+fn same_words(a: &Dfa, b: &Dfa, len: usize) -> bool {
+    let step = |d: &Dfa, s: usize, sym: usize| -> Option<usize> {
+        if sym < 9 {
+            let x = sym as u8;
+            d.bytes_of(s).iter().find(|e| e.lo <= x && x <= e.hi).map(|e| e.target as usize)
+        } else {
+            d.rules_of(s).iter().find(|&&(r, _)| r.0 as usize == sym - 9).map(|&(_, t)| t as usize)
+        }
+    };
+    let mut work = vec![(Some(0usize), Some(0usize), 0usize)];
+    while let Some((p, q, depth)) = work.pop() {
+        if p.is_some_and(|p| a.finals[p]) != q.is_some_and(|q| b.finals[q]) {
+            return false;
+        }
+        if depth < len && (p.is_some() || q.is_some()) {
+            for sym in 0..12 {
+                work.push((p.and_then(|p| step(a, p, sym)), q.and_then(|q| step(b, q, sym)), depth + 1));
+            }
+        }
+    }
+    true
+}
+
+/// The component pass with large components kept apart (what [`minimize`] runs on large
+/// automata), every cyclic component made "large" here: only equivalent states merge, and the
+/// quotient accepts the same words as the automaton.
+#[test]
+fn components_kept_apart_keep_the_language() {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let (mut merged, mut wrong_caught) = (0, 0);
+    for i in 0..600 {
+        let dfa = random_dfa(&mut next, i % 2 == 0);
+        let classes = moore_classes(&dfa);
+        let mut ss = SccScratch::default();
+        let k = scc_partition_with(&dfa, &mut ss, 1, true).expect("large components are kept apart");
+        let q = quotient(&dfa, &ss.class, k);
+        assert!(same_words(&dfa, &q, 4), "case {i}");
+        assert!(bisimilar(&dfa, &q), "case {i}");
+        for a in 0..dfa.len() {
+            for b in 0..dfa.len() {
+                if ss.class[a] == ss.class[b] {
+                    assert_eq!(classes[a], classes[b], "case {i}: states {a} and {b} merged");
+                }
+            }
+        }
+        merged += dfa.len() - k;
+        // The word check sees a wrong merge: every state in one class.
+        if classes.iter().any(|&c| c != classes[0]) {
+            wrong_caught += usize::from(!same_words(&dfa, &quotient(&dfa, &vec![0; dfa.len()], 1), 4));
+        }
+    }
+    assert!(merged > 0, "some states merge");
+    assert!(wrong_caught > 100, "the word check sees wrong merges ({wrong_caught})");
+}
+
+/// An automaton above the refinement bound (250 equal branches of five states, a loop in each,
+/// and a ring of 200 states that the component pass keeps apart) is still merged, keeping its
+/// language.
+#[test]
+fn large_automaton_is_merged_by_components() {
+    let mut dfa = Dfa::default();
+    let (branches, depth, ring) = (250u32, 5u32, 200u32);
+    let ring_start = 1 + branches * depth;
+    // State 0: byte 0 to the ring, byte `b + 1` to branch `b`'s first state.
+    let first = dfa.bytes.len();
+    dfa.push_byte(first, ByteEdgeLocal { lo: 0, hi: 0, target: ring_start });
+    for b in 0..branches {
+        dfa.push_byte(first, ByteEdgeLocal { lo: b as u8 + 1, hi: b as u8 + 1, target: 1 + b * depth });
+    }
+    dfa.end_state(false);
+    for _ in 0..branches {
+        let base = dfa.len() as u32;
+        for d in 0..depth {
+            let first = dfa.bytes.len();
+            if d + 1 < depth {
+                dfa.push_byte(first, ByteEdgeLocal { lo: 1, hi: 1, target: base + d + 1 });
+            }
+            if d == 2 {
+                dfa.push_byte(first, ByteEdgeLocal { lo: 2, hi: 2, target: base + d });
+            }
+            dfa.end_state(d + 1 == depth);
+        }
+    }
+    for r in 0..ring {
+        let first = dfa.bytes.len();
+        dfa.push_byte(first, ByteEdgeLocal { lo: 3, hi: 3, target: ring_start + (r + 1) % ring });
+        dfa.end_state(r % 2 == 0);
+    }
+    let n = dfa.len();
+    let out = minimize(dfa.clone(), &mut SccScratch::default());
+    // The branches merge into one chain; the ring's states stay apart.
+    assert_eq!(out.len(), 1 + depth as usize + ring as usize, "from {n} states");
+    assert!(bisimilar(&dfa, &out));
 }
 
 /// Whether two DFAs (rule edges included) accept the same language from their starts.
