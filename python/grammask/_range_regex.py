@@ -122,17 +122,16 @@ def _magnitudes(lo: int, hi: Optional[int]) -> List[str]:
             continue
         p = 10**k
         ilo, ihi = a // p, None if b is None else b // p
-        frac = r"\." if k else ""
         if ihi is not None and ilo == ihi:
-            parts.append(f"{ilo}{frac}{_fixed_width(k, a % p, b % p)}")
+            parts.append(f"{ilo}\\.{_fixed_width(k, a % p, b % p)}")
             continue
-        parts.append(f"{ilo}{frac}{_fixed_width(k, a % p, p - 1)}")
+        parts.append(f"{ilo}\\.{_fixed_width(k, a % p, p - 1)}")
         if ihi is None or ilo + 1 <= ihi - 1:
             parts.append(
-                f"({_naturals(ilo + 1, None if ihi is None else ihi - 1)}){frac}{_any_digits(k)}"
+                f"({_naturals(ilo + 1, None if ihi is None else ihi - 1)})\\.{_any_digits(k)}"
             )
         if ihi is not None:
-            parts.append(f"{ihi}{frac}{_fixed_width(k, 0, b % p)}")
+            parts.append(f"{ihi}\\.{_fixed_width(k, 0, b % p)}")
     return parts
 
 
