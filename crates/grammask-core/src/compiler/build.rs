@@ -94,9 +94,9 @@ impl Automata {
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
-                    if let Some((bound, kind, what)) = &limit {
+                    if let Some((_, kind, what)) = &limit {
                         nfa.inline_all = true;
-                        nfa.keep_token_rules = bound.is_none();
+                        nfa.keep_token_rules = true;
                         nfa.regular_for = Some((*kind, what.clone()));
                         nfa.inlining.push(RuleId(r as u32));
                     } else if !excludes.is_empty() {
