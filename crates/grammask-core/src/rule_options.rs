@@ -10,6 +10,9 @@
 //!   rule's strings of at most N characters, and a longer one only when the rule could not end at
 //!   or after the N-th character before its own end ("relax to the earliest valid end", as in
 //!   XGrammar): once N characters are read, the rule ends at the first position where it can.
+//!   Token expressions inside it stay token edges of its automaton, counting one character each
+//!   (XGrammar counts the token's decoded characters; the automaton is built before the
+//!   vocabulary is known).
 //! - `stop`/`suffix` (Lark) set [`RuleOptions::hidden_suffix`]: the hidden end of an occurrence is
 //!   its last N bytes or, for `capture_hidden_stop_rule`, what the second of the rule's two rule
 //!   references matches ([`crate::compiler::Automata::hidden_stop_cut`]).
