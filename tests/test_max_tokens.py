@@ -243,7 +243,7 @@ def test_lark_max_tokens():
             'g[capture] ::= f "*" | "z"'
         )
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
-        _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
+        _get_matcher_from_grammar('root ::= x\nx[lazy] ::= y "!"\ny[max_tokens=1] ::= "a"+')
     # Nested budgets (a regular max_tokens rule inside another) work.
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "<" y ">" y\ny[max_tokens=1]: /b+/'))
     assert m.accept_string("<bbb>bb") and m.is_completed()
@@ -806,3 +806,55 @@ def test_token_inside_a_lazy_rule_ends_at_the_first_end():
     mask = bool_mask(m, info.vocab_size)
     assert (mask == brute_force(m, info.vocab_size)).all()
     assert np.flatnonzero(mask).tolist() == ids_of(family, "!")
+
+
+# A `max_tokens` rule inside a `max_chars` rule: the `max_chars` rule keeps its rule edges (its
+# character budget enforced on the chart, as on a recursive rule), so the inner occurrence keeps
+# its token budget. (walk, {probe: allowed}); XGrammar 0.2.8 agrees where no budget is spent
+# where its rule cannot end (there XGrammar allows any continuation).
+CHARS_AROUND_TOKENS = (
+    'root ::= "s:" x "#"\nx[max_chars=8] ::= y "!" [a-z ]*\ny[max_tokens=3] ::= [a-z]+ ("," [a-z]+)*',
+    [
+        ("s:", {"hello": True, "!": False}),
+        ("s:|hello", {"!": True, ",": True, "abc": True}),
+        ("s:|hello|,", {"abc": True, "!": False}),
+        ("s:|hi|!", {"abc": True, "#": True}),
+        ("s:|hi|!|abc", {"#": True, "abc": False, "a": True}),
+        ("s:|hello|!", {"#": True, "ab": True, "abc": False}),
+        ("s:|hello|there", {"!": True, ",": True}),
+        ("s:|hello|,|ab", {"!": True, ",": False, "a": False}),
+    ],
+)
+
+
+def test_token_budget_inside_a_char_budget_masks_agree_with_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    from test_token_edges import brute_force
+
+    family = "llama3"
+    info = tokenizer_info(family)
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    g, cases = CHARS_AROUND_TOKENS
+    theirs_cg = xg.GrammarCompiler(xinfo, cache_enabled=False).compile_grammar(g)
+    for text, probes in cases:
+        ids = _token_walk(family, text, {})
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+        for t in ids:
+            assert m.accept_token(t), (text, t)
+        ours = bool_mask(m, info.vocab_size)
+        assert (ours == brute_force(m, info.vocab_size)).all(), text
+        theirs = _xg_mask(xg, theirs_cg, ids, info.vocab_size)
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (text, [info.decoded_vocab[i] for i in diff[:10]])
+        for probe, allowed in probes.items():
+            assert ours[ids_of(family, probe)[0]] == allowed, (text, probe)
+    # Strings do not spend the inner budget but are held to the outer one.
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    assert m.accept_string("s:abc,de,fg!#") and m.is_completed()
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    assert m.accept_string("s:hi!abcde") and not m.accept_string("f")
+    # Still refused with it: a matcher budget, and max_tokens on the max_chars rule itself.
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars on a recursive rule, or on one using"):
+        xgr.GrammarMatcher(compiler(family).compile_grammar(g), max_tokens=20)
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars together with max_tokens on the rule 'x'"):
+        compiler(family).compile_grammar(g.replace("x[max_chars=8]", "x[max_chars=8, max_tokens=3]"))
