@@ -243,7 +243,11 @@ def test_lark_max_tokens():
             'g[capture] ::= f "*" | "z"'
         )
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
-        _get_matcher_from_grammar('root ::= x\nx[lazy] ::= y "!"\ny[max_tokens=1] ::= "a"+')
+        _get_matcher_from_grammar('root ::= x\nx[lazy] ::= y | "a" x\ny[max_tokens=1] ::= "a"+')
+    # Inside a lazy rule that is not recursive it works (the lazy rule keeps its rule edges).
+    lazy = 'root ::= x "!"\nx[lazy] ::= y ","?\ny[max_tokens=1] ::= "a"+'
+    assert _get_matcher_from_grammar(lazy).accept_string("a!")
+    assert not _get_matcher_from_grammar(lazy).accept_string("aa")
     # Nested budgets (a regular max_tokens rule inside another) work.
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "<" y ">" y\ny[max_tokens=1]: /b+/'))
     assert m.accept_string("<bbb>bb") and m.is_completed()

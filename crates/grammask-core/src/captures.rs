@@ -401,7 +401,7 @@ mod tests {
                 "reaches the rule 'y', left-recursive through other rules, is not supported",
             ),
             (
-                "root ::= x\nx[lazy] ::= y \"!\"\ny[max_tokens=1] ::= \"a\"+",
+                "root ::= x\nx[lazy] ::= y | \"a\" x\ny[max_tokens=1] ::= \"a\"+",
                 ErrorKind::Unsupported,
                 "the rule 'y' with max_tokens is used inside the lazy rule 'x'",
             ),

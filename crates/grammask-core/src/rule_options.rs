@@ -31,9 +31,9 @@
 //!   and an exhausted twin (`compiler/token_budget.rs`), and [`crate::matcher::Matcher`] moves
 //!   spent occurrences to the twin between tokens. Token expressions inside it stay token edges
 //!   of its automaton (weighing one byte on the twin's shortest ways); the matcher then drops
-//!   token-edge items no spent item waits on. A regular `max_tokens` rule used inside a `lazy`
-//!   rule (whose body is inlined) is `Unsupported`; inside a `max_chars` rule it keeps its
-//!   occurrences: that rule keeps its rule edges, like a recursive one (below).
+//!   token-edge items no spent item waits on. Inside a `max_chars` or non-recursive `lazy` rule
+//!   a `max_tokens` rule keeps its occurrences: that rule keeps its rule edges, like a recursive
+//!   `max_chars` one (below; `lazy` as `max_chars=0`).
 //! - `max_tokens=N` on a recursive rule: every rule it reaches gets an exhausted twin that keeps
 //!   its rule edges ([`crate::compiler::RecBudgets`]); Earley items carry the spend point of the
 //!   innermost-spending occurrence around them ([`crate::earley::Item`]), so once spent, each open
@@ -50,8 +50,8 @@
 //!   position where its rule can end; nested occurrences are not bounded on their own. Earley
 //!   items carry the outermost bounded occurrence around them ([`crate::compiler::CharBudgets`]),
 //!   and no byte is read inside an occurrence from a row where it has read its budget and one of
-//!   its own items is final. Strings are held to it too. A `max_chars` rule using a `max_tokens`
-//!   rule is built the same way. `Unsupported`: with `max_tokens` on the same rule, recursive or
+//!   its own items is final. Strings are held to it too. A `max_chars` (or non-recursive `lazy`)
+//!   rule using a `max_tokens` rule is built the same way. `Unsupported`: with `max_tokens` on the same rule, recursive or
 //!   nesting `max_tokens` rules, lookahead or token expressions in the grammar, and a matcher
 //!   `max_tokens` budget.
 

@@ -79,14 +79,15 @@ impl Automata {
                 }
                 let mut limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
-                if rec_max_chars(grammar, &char_leveled, r).is_some() {
+                if rec_max_chars(grammar, &recursive, &char_leveled, r).is_some() {
                     if max_tokens.is_some() {
                         next.store(todo.len(), Ordering::Relaxed);
                         return Err(Error::new(
                             ErrorKind::Unsupported,
                             format!(
-                                "max_chars together with max_tokens on the rule '{}' (recursive, or using another \
+                                "{} together with max_tokens on the rule '{}' (recursive, or using another \
                                  max_tokens rule) is not supported",
+                                char_option(grammar, RuleId(r as u32)),
                                 grammar.rules()[r].name
                             ),
                         ));
@@ -259,7 +260,7 @@ impl Automata {
             super::token_budget::add_rec_twins(&mut a, &roots, &rec_roots, &ranges, &bounds)?;
         }
         let char_rules: Vec<(RuleId, u32)> = (0..grammar.rules().len())
-            .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &char_leveled, r)?)))
+            .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, &char_leveled, r)?)))
             .collect();
         if let Some(&(first, _)) = char_rules.first() {
             let other = if a.has_lookahead() {
@@ -275,8 +276,9 @@ impl Automata {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
-                        "max_chars on the rule '{}' (recursive, or using a max_tokens rule) in a grammar with \
+                        "{} on the rule '{}' (recursive, or using a max_tokens rule) in a grammar with \
                          {other} is not supported",
+                        char_option(grammar, first),
                         grammar.rule(first).name
                     ),
                 ));
@@ -288,11 +290,25 @@ impl Automata {
 }
 
 /// The `max_chars` of rule `r` when it keeps its rule edges (`leveled[r]`: it reaches a cycle of
-/// rule references or a `max_tokens` rule) and is not `lazy`: a budget the chart enforces
-/// (`char_budget.rs`), not its automaton.
-fn rec_max_chars(g: &Grammar, leveled: &[bool], r: usize) -> Option<u32> {
+/// rule references or a `max_tokens` rule): a budget the chart enforces (`char_budget.rs`), not
+/// its automaton. A `lazy` rule is `max_chars=0` there, when it uses a `max_tokens` rule and is
+/// not recursive (a recursive one is refused, `nfa.rs`).
+fn rec_max_chars(g: &Grammar, recursive: &[bool], leveled: &[bool], r: usize) -> Option<u32> {
     let o = g.rule_options(RuleId(r as u32))?;
-    (!o.lazy && leveled.get(r).copied().unwrap_or(false)).then_some(o.max_chars).flatten()
+    let at = |v: &[bool]| v.get(r).copied().unwrap_or(false);
+    if o.lazy {
+        return (at(leveled) && !at(recursive)).then_some(0);
+    }
+    at(leveled).then_some(o.max_chars).flatten()
+}
+
+/// The name of the option behind a budget of [`rec_max_chars`].
+fn char_option(g: &Grammar, r: RuleId) -> &'static str {
+    if g.rule_options(r).is_some_and(|o| o.lazy) {
+        "lazy"
+    } else {
+        "max_chars"
+    }
 }
 
 /// Per rule: it reaches a `max_tokens` rule other than itself. Inlined into a `max_chars` rule's
