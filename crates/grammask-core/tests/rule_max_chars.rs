@@ -437,13 +437,15 @@ fn unsupported_recursive_max_chars_name_the_feature() {
 /// `max_chars` rules using `max_tokens` rules, with `{n}` the character budget and `{m}` the token
 /// budget: the `max_chars` rule keeps its rule edges (a budget the chart enforces, as on a
 /// recursive rule) so the inner rule keeps its occurrences.
-const WITH_TOKEN_BUDGETS: [&str; 5] = [
+const WITH_TOKEN_BUDGETS: [&str; 6] = [
     "root ::= \"<\" x \">\"\nx[max_chars={n}] ::= y \",\" [xyz]*\ny[max_tokens={m}] ::= [xyz]+ (\"+\" [xyz]+)*",
     "root ::= x+\nx[max_chars={n}] ::= \"(\" y \")\" | y \",\"\ny[max_tokens={m}] ::= [xz]+ | \"[\" [xyz]* \"]\"",
     "root ::= e \">\"\ne[max_chars={n}] ::= \"(\" e \")\" | y\ny[max_tokens={m}] ::= [xyz]+ (\"+\" [xyz]+)*",
     // `lazy` is `max_chars=0` there.
     "root ::= \"<\" x \">\"\nx[lazy] ::= y \",\" [xyz]*\ny[max_tokens={m}] ::= [xyz]+ (\"+\" [xyz]+)*",
     "root ::= x+ \">\"\nx[lazy] ::= \"(\" y \")\" z | y\ny[max_tokens={m}] ::= [xz]+ | \"[\" [xyz]* \"]\"\nz ::= [+,]*",
+    // Nullable: it ends at once, before any character.
+    "root ::= (\"<\" x)+ \">\"\nx[lazy] ::= (y \",\")* | \"(\" y \")\"\ny[max_tokens={m}] ::= [xyz]+",
 ];
 
 fn compile_text(text: &str, vocab: &Arc<Vocabulary>) -> Arc<CompiledGrammar> {
