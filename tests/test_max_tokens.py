@@ -243,7 +243,11 @@ def test_lark_max_tokens():
             'g[capture] ::= f "*" | "z"'
         )
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
-        _get_matcher_from_grammar('root ::= x\nx[max_chars=4] ::= y "!"\ny[max_tokens=1] ::= "a"+')
+        _get_matcher_from_grammar('root ::= x\nx[lazy] ::= y | "a" x\ny[max_tokens=1] ::= "a"+')
+    # Inside a lazy rule that is not recursive it works (the lazy rule keeps its rule edges).
+    lazy = 'root ::= x "!"\nx[lazy] ::= y ","?\ny[max_tokens=1] ::= "a"+'
+    assert _get_matcher_from_grammar(lazy).accept_string("a!")
+    assert not _get_matcher_from_grammar(lazy).accept_string("aa")
     # Nested budgets (a regular max_tokens rule inside another) work.
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: "<" y ">" y\ny[max_tokens=1]: /b+/'))
     assert m.accept_string("<bbb>bb") and m.is_completed()
@@ -704,3 +708,157 @@ def test_token_inside_a_budget_masks_agree_with_xgrammar(name):
         for t in ids_of(family, "s:") + ids_of(family, "hello"):
             assert m.accept_token(t)
         assert np.flatnonzero(bool_mask(m, info.vocab_size)).tolist() == special["T"]
+
+
+# `Token(...)`/`ExcludeToken(...)` inside a `max_chars` or `lazy` rule: a token edge of its
+# automaton that counts one character (XGrammar counts the token's decoded characters). X: the
+# one-character text token "X" (one character either way), P: the added special token
+# "<|python_tag|>" (14 characters for XGrammar). Cases as in TOKEN_INSIDE, with N the max_chars;
+# masks equal XGrammar's and a brute force over every id.
+TOKEN_INSIDE_CHARS = {
+    "token_then_text": (
+        'root ::= "s:" a "!"\na[max_chars={n}] ::= [a-z]* Token({X}) [a-z]*',
+        [(5, "s:", {"X": True, "abc": True, "!": False}), (5, "s:|ab|<X>", {"ab": True, "abc": False})]
+        + [(5, "s:|abcdefg", {"X": True, "abc": True}), (5, "s:|abcd|<X>", {"a": False, "!": True})],
+    ),
+    "token_set": (
+        'root ::= "s:" a "!"\na[max_chars={n}] ::= ([a-z] | Token({X}, {P}))+',
+        [(3, "s:", {"X": True, "P": True}), (3, "s:|<X>|<X>", {"a": True, "abc": False, "P": True})]
+        + [(3, "s:|<X>|<X>|<X>", {"X": False, "P": False, "!": True}), (3, "s:|a|<X>", {"a": True, "ab": False})],
+    ),
+    "exclude_token": (
+        'root ::= "s:" a "!"\na[max_chars={n}] ::= [a-z]* ExcludeToken({X}, {P}) [a-z]*',
+        [(4, "s:", {"X": False, "P": False, "abc": True, "!": True}), (4, "s:|ab|!", {"a": True, "!": True})]
+        + [(4, "s:|ab|!|a", {"a": False, "!": True})],
+    ),
+}
+
+
+def _token_walk(family: str, text: str, special: dict) -> list:
+    ids = []
+    for piece in filter(None, text.split("|")):
+        ids += special[piece[1]] if piece in ("<X>", "<P>") else ids_of(family, piece)
+    return ids
+
+
+@pytest.mark.parametrize("name", list(TOKEN_INSIDE_CHARS))
+def test_token_inside_a_char_budget_masks_agree_with_xgrammar(name):
+    xg = pytest.importorskip("xgrammar")
+    from test_token_edges import brute_force
+
+    family = "llama3"
+    info = tokenizer_info(family)
+    special = {"X": ids_of(family, "X"), "P": [128010]}
+    assert len(special["X"]) == 1 and info.decoded_vocab[128010] == b"<|python_tag|>"
+    grammar, cases = TOKEN_INSIDE_CHARS[name]
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    for n, text, probes in cases:
+        g = grammar.format(n=n, X=special["X"][0], P=128010)
+        ids = _token_walk(family, text, special)
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+        for t in ids:
+            assert m.accept_token(t), (g, text, t)
+        ours = bool_mask(m, info.vocab_size)
+        assert (ours == brute_force(m, info.vocab_size)).all(), (g, text)
+        theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(g), ids, info.vocab_size)
+        if "ExcludeToken" in g:
+            # XGrammar's ExcludeToken also allows special tokens; grammask's text tokens only.
+            theirs[list(info.special_token_ids)] = False
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (g, text, [info.decoded_vocab[i] for i in diff[:10]])
+        for probe, allowed in probes.items():
+            p = special[probe][0] if probe in special else ids_of(family, probe)[0]
+            assert ours[p] == allowed, (g, text, probe)
+
+
+def test_token_inside_a_char_budget_counts_one_character_unlike_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    from test_token_edges import brute_force
+
+    family = "llama3"
+    info = tokenizer_info(family)
+    special = {"X": ids_of(family, "X"), "P": [128010]}
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    g = TOKEN_INSIDE_CHARS["token_set"][0].format(n=3, X=special["X"][0], P=128010)
+    ids = _token_walk(family, "s:|a|<P>", special)
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    assert all(m.accept_token(t) for t in ids)
+    ours = bool_mask(m, info.vocab_size)
+    assert (ours == brute_force(m, info.vocab_size)).all()
+    # Two characters read (a, the token): one more, or the end.
+    assert ours[ids_of(family, "a")[0]] and ours[128010] and ours[ids_of(family, "!")[0]]
+    # XGrammar counts 15 characters: only the end.
+    theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(g), ids, info.vocab_size)
+    assert np.flatnonzero(theirs).tolist() == ids_of(family, "!")
+
+
+def test_token_inside_a_lazy_rule_ends_at_the_first_end():
+    # XGrammar 0.2.8 refuses any rule reference in a lazy rule (its token expressions are rules).
+    family = "llama3"
+    info = tokenizer_info(family)
+    from test_token_edges import brute_force
+
+    x = ids_of(family, "X")[0]
+    g = f'root ::= "s:" a "!"\na[lazy] ::= [a-z]* Token({x}, 128010) [a-z]*'
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    for t in ids_of(family, "s:hello"):
+        assert m.accept_token(t)
+    mask = bool_mask(m, info.vocab_size)
+    assert (mask == brute_force(m, info.vocab_size)).all()
+    assert mask[x] and mask[128010] and mask[ids_of(family, "abc")[0]]
+    assert m.accept_token(128010)
+    mask = bool_mask(m, info.vocab_size)
+    assert (mask == brute_force(m, info.vocab_size)).all()
+    assert np.flatnonzero(mask).tolist() == ids_of(family, "!")
+
+
+# A `max_tokens` rule inside a `max_chars` rule: the `max_chars` rule keeps its rule edges (its
+# character budget enforced on the chart, as on a recursive rule), so the inner occurrence keeps
+# its token budget. (walk, {probe: allowed}); XGrammar 0.2.8 agrees where no budget is spent
+# where its rule cannot end (there XGrammar allows any continuation).
+CHARS_AROUND_TOKENS = (
+    'root ::= "s:" x "#"\nx[max_chars=8] ::= y "!" [a-z ]*\ny[max_tokens=3] ::= [a-z]+ ("," [a-z]+)*',
+    [
+        ("s:", {"hello": True, "!": False}),
+        ("s:|hello", {"!": True, ",": True, "abc": True}),
+        ("s:|hello|,", {"abc": True, "!": False}),
+        ("s:|hi|!", {"abc": True, "#": True}),
+        ("s:|hi|!|abc", {"#": True, "abc": False, "a": True}),
+        ("s:|hello|!", {"#": True, "ab": True, "abc": False}),
+        ("s:|hello|there", {"!": True, ",": True}),
+        ("s:|hello|,|ab", {"!": True, ",": False, "a": False}),
+    ],
+)
+
+
+def test_token_budget_inside_a_char_budget_masks_agree_with_xgrammar():
+    xg = pytest.importorskip("xgrammar")
+    from test_token_edges import brute_force
+
+    family = "llama3"
+    info = tokenizer_info(family)
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    g, cases = CHARS_AROUND_TOKENS
+    theirs_cg = xg.GrammarCompiler(xinfo, cache_enabled=False).compile_grammar(g)
+    for text, probes in cases:
+        ids = _token_walk(family, text, {})
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+        for t in ids:
+            assert m.accept_token(t), (text, t)
+        ours = bool_mask(m, info.vocab_size)
+        assert (ours == brute_force(m, info.vocab_size)).all(), text
+        theirs = _xg_mask(xg, theirs_cg, ids, info.vocab_size)
+        diff = np.flatnonzero(ours != theirs)
+        assert diff.size == 0, (text, [info.decoded_vocab[i] for i in diff[:10]])
+        for probe, allowed in probes.items():
+            assert ours[ids_of(family, probe)[0]] == allowed, (text, probe)
+    # Strings do not spend the inner budget but are held to the outer one.
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    assert m.accept_string("s:abc,de,fg!#") and m.is_completed()
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    assert m.accept_string("s:hi!abcde") and not m.accept_string("f")
+    # Still refused with it: a matcher budget, and max_tokens on the max_chars rule itself.
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars on a recursive rule, or on one using"):
+        xgr.GrammarMatcher(compiler(family).compile_grammar(g), max_tokens=20)
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars together with max_tokens on the rule 'x'"):
+        compiler(family).compile_grammar(g.replace("x[max_chars=8]", "x[max_chars=8, max_tokens=3]"))

@@ -393,7 +393,7 @@ mod tests {
             (
                 "root ::= x\nx[max_chars=3, max_tokens=2] ::= y\ny ::= \"(\" y \")\" | \"b\"",
                 ErrorKind::Unsupported,
-                "max_chars together with max_tokens on the recursive rule 'x'",
+                "max_chars together with max_tokens on the rule 'x'",
             ),
             (
                 "root ::= x\nx[max_tokens=3] ::= y \"(\" | \"[\" z \"]\" | \"b\"\ny[capture] ::= z \")\" | \"c\"\nz[capture] ::= y \"+\" | \"d\"",
@@ -401,9 +401,9 @@ mod tests {
                 "reaches the rule 'y', left-recursive through other rules, is not supported",
             ),
             (
-                "root ::= x\nx[max_chars=3] ::= y \"!\"\ny[max_tokens=1] ::= \"a\"+",
+                "root ::= x\nx[lazy] ::= y | \"a\" x\ny[max_tokens=1] ::= \"a\"+",
                 ErrorKind::Unsupported,
-                "the rule 'y' with max_tokens is used inside the rule 'x' with max_chars",
+                "the rule 'y' with max_tokens is used inside the lazy rule 'x'",
             ),
         ] {
             let g = crate::ebnf::parse_ebnf(text, "root").unwrap();

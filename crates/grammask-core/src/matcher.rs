@@ -86,7 +86,8 @@ impl Matcher {
             Some(_) if compiled.automata().char_budgets().is_some() => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
-                    "GrammarMatcher(max_tokens=...) with max_chars on a recursive rule is not supported",
+                    "GrammarMatcher(max_tokens=...) with max_chars on a recursive rule, or on one using a max_tokens \
+                     rule, is not supported",
                 ));
             }
             Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),

@@ -10,6 +10,9 @@
 //!   rule's strings of at most N characters, and a longer one only when the rule could not end at
 //!   or after the N-th character before its own end ("relax to the earliest valid end", as in
 //!   XGrammar): once N characters are read, the rule ends at the first position where it can.
+//!   Token expressions inside it stay token edges of its automaton, counting one character each
+//!   (XGrammar counts the token's decoded characters; the automaton is built before the
+//!   vocabulary is known).
 //! - `stop`/`suffix` (Lark) set [`RuleOptions::hidden_suffix`]: the hidden end of an occurrence is
 //!   its last N bytes or, for `capture_hidden_stop_rule`, what the second of the rule's two rule
 //!   references matches ([`crate::compiler::Automata::hidden_stop_cut`]).
@@ -28,8 +31,9 @@
 //!   and an exhausted twin (`compiler/token_budget.rs`), and [`crate::matcher::Matcher`] moves
 //!   spent occurrences to the twin between tokens. Token expressions inside it stay token edges
 //!   of its automaton (weighing one byte on the twin's shortest ways); the matcher then drops
-//!   token-edge items no spent item waits on. A regular `max_tokens` rule used inside a
-//!   `lazy`/`max_chars` rule (whose body is inlined) is `Unsupported`.
+//!   token-edge items no spent item waits on. Inside a `max_chars` or non-recursive `lazy` rule
+//!   a `max_tokens` rule keeps its occurrences: that rule keeps its rule edges, like a recursive
+//!   `max_chars` one (below; `lazy` as `max_chars=0`).
 //! - `max_tokens=N` on a recursive rule: every rule it reaches gets an exhausted twin that keeps
 //!   its rule edges ([`crate::compiler::RecBudgets`]); Earley items carry the spend point of the
 //!   innermost-spending occurrence around them ([`crate::earley::Item`]), so once spent, each open
@@ -46,9 +50,10 @@
 //!   position where its rule can end; nested occurrences are not bounded on their own. Earley
 //!   items carry the outermost bounded occurrence around them ([`crate::compiler::CharBudgets`]),
 //!   and no byte is read inside an occurrence from a row where it has read its budget and one of
-//!   its own items is final. Strings are held to it too. `Unsupported`: with `max_tokens` on the
-//!   same rule or elsewhere in the grammar, lookahead or token expressions in the grammar, and a
-//!   matcher `max_tokens` budget.
+//!   its own items is final. Strings are held to it too. A `max_chars` (or non-recursive `lazy`)
+//!   rule using a `max_tokens` rule is built the same way. `Unsupported`: with `max_tokens` on the same rule, recursive or
+//!   nesting `max_tokens` rules, lookahead or token expressions in the grammar, and a matcher
+//!   `max_tokens` budget.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

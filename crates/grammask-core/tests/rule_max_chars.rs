@@ -420,7 +420,10 @@ fn recursive_max_chars_count_characters() {
 fn unsupported_recursive_max_chars_name_the_feature() {
     let bad = [
         ("root ::= e\ne[max_chars=2, max_tokens=2] ::= \"(\" e \")\" | \"x\"", "max_chars together with max_tokens"),
-        ("root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"\nf[max_tokens=1] ::= \"y\"", "max_tokens rules"),
+        (
+            "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
+            "recursive or nesting max_tokens rules",
+        ),
         ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
     ];
     for (text, msg) in bad {
@@ -429,4 +432,113 @@ fn unsupported_recursive_max_chars_name_the_feature() {
         assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
         assert!(e.to_string().contains(msg), "{text}: {e}");
     }
+}
+
+/// `max_chars` rules using `max_tokens` rules, with `{n}` the character budget and `{m}` the token
+/// budget: the `max_chars` rule keeps its rule edges (a budget the chart enforces, as on a
+/// recursive rule) so the inner rule keeps its occurrences.
+const WITH_TOKEN_BUDGETS: [&str; 6] = [
+    "root ::= \"<\" x \">\"\nx[max_chars={n}] ::= y \",\" [xyz]*\ny[max_tokens={m}] ::= [xyz]+ (\"+\" [xyz]+)*",
+    "root ::= x+\nx[max_chars={n}] ::= \"(\" y \")\" | y \",\"\ny[max_tokens={m}] ::= [xz]+ | \"[\" [xyz]* \"]\"",
+    "root ::= e \">\"\ne[max_chars={n}] ::= \"(\" e \")\" | y\ny[max_tokens={m}] ::= [xyz]+ (\"+\" [xyz]+)*",
+    // `lazy` is `max_chars=0` there.
+    "root ::= \"<\" x \">\"\nx[lazy] ::= y \",\" [xyz]*\ny[max_tokens={m}] ::= [xyz]+ (\"+\" [xyz]+)*",
+    "root ::= x+ \">\"\nx[lazy] ::= \"(\" y \")\" z | y\ny[max_tokens={m}] ::= [xz]+ | \"[\" [xyz]* \"]\"\nz ::= [+,]*",
+    // Nullable: it ends at once, before any character.
+    "root ::= (\"<\" x)+ \">\"\nx[lazy] ::= (y \",\")* | \"(\" y \")\"\ny[max_tokens={m}] ::= [xyz]+",
+];
+
+fn compile_text(text: &str, vocab: &Arc<Vocabulary>) -> Arc<CompiledGrammar> {
+    let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap_or_else(|e| panic!("{text}: {e}"));
+    Arc::new(CompiledGrammar::new(&g, vocab).unwrap_or_else(|e| panic!("{text}: {e}")))
+}
+
+/// With one budget out of reach, a `max_chars` (or `lazy`) rule using a `max_tokens` rule masks
+/// like the grammar without that budget (each budget alone has its own reference above and in
+/// `rule_max_tokens.rs`); with both in reach, masks equal `accept_token` on a copy.
+#[test]
+fn max_chars_rules_using_max_tokens_rules_keep_both_budgets() {
+    let mut rng = Rng(0x5151_7C15_9E37_79B9);
+    let vocab = vocab(&mut rng);
+    let stop = (vocab.vocab_size() - 1) as u32;
+    let strip = |text: &str, opt: &str| text.replace(&format!("[{opt}]"), "");
+    for text in WITH_TOKEN_BUDGETS {
+        let lazy = !text.contains("{n}");
+        for (n, m) in [(3u32, 1u32), (5, 2), (2, 3), (1000, 1), (1000, 2), (4, 1000), (6, 1000)] {
+            if lazy && n == 1000 {
+                continue;
+            }
+            let both = text.replace("{n}", &n.to_string()).replace("{m}", &m.to_string());
+            // The grammar without the budget out of reach, if one is.
+            let reference = if n == 1000 {
+                Some(strip(&both, "max_chars=1000"))
+            } else if m == 1000 {
+                Some(strip(&both, "max_tokens=1000"))
+            } else {
+                None
+            };
+            let c = compile_text(&both, &vocab);
+            let r = reference.as_ref().map(|t| compile_text(t, &vocab));
+            for walk in 0..8 {
+                let mut mm = Matcher::new(c.clone(), MatcherOptions::default()).unwrap();
+                let mut mr = r.as_ref().map(|r| Matcher::new(r.clone(), MatcherOptions::default()).unwrap());
+                for step in 0..16 {
+                    let what = format!("{both:?} walk {walk} step {step}");
+                    let mask = mm.compute_mask().unwrap().clone();
+                    if let Some(mr) = &mut mr {
+                        assert_eq!(&mask, mr.compute_mask().unwrap(), "{what}: mask against {reference:?}");
+                    }
+                    let mut allowed = Vec::new();
+                    for t in 0..vocab.vocab_size() as u32 {
+                        let ok = mm.clone().accept_token(t).unwrap();
+                        assert_eq!(mask.get(t as usize), ok, "{what}: token {:?}", vocab.token_bytes(t));
+                        if ok && t != stop {
+                            allowed.push(t);
+                        }
+                    }
+                    if allowed.is_empty() {
+                        break;
+                    }
+                    let t = allowed[rng.below(allowed.len() as u64) as usize];
+                    assert!(mm.accept_token(t).unwrap());
+                    if let Some(mr) = &mut mr {
+                        assert!(mr.accept_token(t).unwrap());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn max_chars_rules_using_max_tokens_rules_agree_with_xgrammar() {
+    // XGrammar 0.2.8 on `s:` then tokens: x ends at its first end once 6 characters are read, y
+    // once its one token is read (where it can end: only `!` follows).
+    let text = "root ::= \"s:\" x \"#\"\nx[max_chars=6] ::= y \"!\" [a-z]*\ny[max_tokens=1] ::= [a-z]+ (\",\" [a-z]+)*";
+    let toks: Vec<&[u8]> = vec![b"s:", b"hello", b"!", b"#", b"ab", b"cd", b"cdef", b",", b"a", b"b", b"</s>"];
+    let vocab = Arc::new(
+        Vocabulary::new(
+            toks.iter().map(|t| t.to_vec()).collect(),
+            VocabType::Raw,
+            VocabularyOptions { stop_token_ids: Some(vec![10]), ..Default::default() },
+        )
+        .unwrap(),
+    );
+    let c = compile_text(text, &vocab);
+    let walk = |ids: &[u32]| -> Option<Vec<u32>> {
+        let mut m = Matcher::new(c.clone(), MatcherOptions::default()).unwrap();
+        for &t in ids {
+            if !m.accept_token(t).unwrap() {
+                return None;
+            }
+        }
+        Some(m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect())
+    };
+    assert_eq!(walk(&[0, 1]), Some(vec![2]), "y spent where it can end: only !");
+    assert_eq!(walk(&[0, 1, 2]), Some(vec![3]), "hello! is 6 characters: x ends");
+    assert_eq!(walk(&[0, 4, 2]).map(|v| v.contains(&5) && !v.contains(&6)), Some(true), "ab!cd fits, ab!cdef not");
+    assert!(walk(&[0, 4, 2, 5, 3]).is_some());
+    assert!(walk(&[0, 4, 7]).is_none(), "y spent after ab: no ,");
+    let mut m = Matcher::new(c.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(b"s:abcdefgh!#").unwrap() && m.is_completed(), "strings do not spend y");
 }

@@ -89,6 +89,12 @@ fn grammars(ids: &Ids) -> Vec<String> {
         format!("root ::= \"s\" a \"!\"\na[max_tokens=2] ::= [a-z]* Token({a}) [a-z]*"),
         format!("root ::= a \"!\"\na[max_tokens=1] ::= [a-z]+ (Token({a}) [a-z]*)?"),
         format!("root ::= (a \";\")+\na[max_tokens=2] ::= ([a-c] | Token({a}, {tool}))+"),
+        // Token edges inside `lazy`/`max_chars` rules: one character each on the counter.
+        format!("root ::= \"s\" a \"!\"\na[lazy] ::= [a-z]* Token({a})"),
+        format!("root ::= (a \";\")+\na[max_chars=3] ::= ([a-c] | Token({a}, {tool}))+"),
+        format!("root ::= a \"!\"\na[max_chars=4] ::= [a-c]* ExcludeToken(33, 120) [a-c]*"),
+        format!("root ::= \"s\" a \"!\"\na[max_tokens=2, max_chars=3] ::= [a-z]* Token({a}) [a-z]*"),
+        format!("root ::= a \";\" a\na[lazy] ::= b Token({tool})?\nb ::= [a-c]+ Token({a})"),
     ]
 }
 
@@ -210,6 +216,35 @@ fn token_in_lookahead_is_unsupported() {
     let g = parse_ebnf("root ::= s Token(264)\ns ::= \"a\" (= Token(264))", "root").unwrap();
     let e = CompiledGrammar::new(&g, &v).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+}
+
+/// Accepts `seq` (token ids) on a fresh matcher; `false` when one is refused.
+fn accepts(c: &Arc<CompiledGrammar>, seq: &[u32]) -> bool {
+    let mut m = matcher(c, None);
+    seq.iter().all(|&t| m.accept_token(t).unwrap())
+}
+
+#[test]
+fn tokens_inside_lazy_and_max_chars_rules_count_one_character() {
+    let (_, ids) = vocab();
+    let (a, tool) = (ids.special_a, ids.special_tool);
+    let b = |s: &str| s.bytes().map(u32::from).collect::<Vec<u32>>();
+    // Lazy: the rule ends at the token edge that first completes it.
+    let (c, _) = compile(&format!("root ::= \"s\" x \"!\"\nx[lazy] ::= [a-z]* Token({a}) [a-z]?"));
+    assert!(accepts(&c, &[b("sab"), vec![a], b("!")].concat()));
+    assert!(!accepts(&c, &[b("sab"), vec![a], b("c")].concat()));
+    // max_chars=3: the token counts one, the rule ends at its first end from the third.
+    let (c, _) = compile(&format!("root ::= x \"!\"\nx[max_chars=3] ::= ([a-c] | Token({a}, {tool}))+"));
+    assert!(accepts(&c, &[vec![a], b("ab"), b("!")].concat()));
+    assert!(accepts(&c, &[b("a"), vec![tool, a], b("!")].concat()));
+    assert!(!accepts(&c, &[b("ab"), vec![tool], b("a")].concat()));
+    assert!(!accepts(&c, &[vec![a, a, a, tool]].concat()));
+    // Spent where it cannot end: anything on to the first end (XGrammar's relaxation).
+    let (c, _) = compile(&format!("root ::= x \"!\"\nx[max_chars=2] ::= [a-c]* Token({a}) [a-c]*"));
+    assert!(accepts(&c, &[b("abcab"), vec![a], b("!")].concat()));
+    assert!(!accepts(&c, &[b("abcab"), vec![a], b("a")].concat()));
+    assert!(accepts(&c, &[vec![a], b("a!")].concat()));
+    assert!(!accepts(&c, &[vec![a], b("ab")].concat()));
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! Pipeline place: in [`Automata::build`](super::Automata::build), after a bounded rule's DFA is
 //! determinized (with every rule it uses inlined, so it has byte edges only) and minimized; the
 //! result is minimized again. Both options are a product of the DFA with a character counter:
-//! `(state, c)`, `c` the characters read (UTF-8 lead bytes, saturating at `N`). A final state with
+//! `(state, c)`, `c` the characters read (UTF-8 lead bytes, saturating at `N`; a token edge, from
+//! `Token(...)`/`ExcludeToken(...)` inside the rule, counts one). A final state with
 //! `c == N` keeps no edge: once `N` characters are read the rule ends at the first position it
 //! can. `lazy` is the case `N = 0`: every final state ends the rule.
 //!
@@ -33,6 +34,11 @@ pub(super) fn bound_dfa(dfa: &Dfa, limit: u32, budget: &mut usize) -> Result<Dfa
                     let target = states.id((e.target, nc))?;
                     out.push_byte(first, ByteEdgeLocal { lo, hi, target });
                 }
+            }
+            // Token edges (`Token(...)` inside the rule): one token counts as one character.
+            for &(r, t) in dfa.rules_of(q as usize) {
+                let target = states.id((t, (c + 1).min(limit)))?;
+                out.rules.push((r, target));
             }
         }
         out.end_state(is_final);

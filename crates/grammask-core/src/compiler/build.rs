@@ -46,9 +46,14 @@ impl Automata {
         let todo: Vec<usize> =
             (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r] && rep[r].index() == r).collect();
         // A `max_tokens` rule that is not regular keeps its rule edges (`RecBudgets`).
-        // So does a recursive `max_chars` rule (`CharBudgets`).
+        // So does a recursive `max_chars` rule, or one using a `max_tokens` rule (`CharBudgets`).
         let budgeted = grammar.all_rule_options().iter().any(|(_, o)| o.max_tokens.is_some() || o.max_chars.is_some());
         let recursive = if budgeted { reaches_cycle(grammar) } else { Vec::new() };
+        let char_leveled: Vec<bool> = if budgeted {
+            recursive.iter().zip(reaches_token_budget(grammar)).map(|(&a, b)| a || b).collect()
+        } else {
+            Vec::new()
+        };
         // The `max_tokens` rules that keep their rule edges: recursive ones, and those using
         // another `max_tokens` rule (nested budgets).
         let leveled: Vec<bool> = if budgeted {
@@ -74,13 +79,15 @@ impl Automata {
                 }
                 let mut limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
-                if rec_max_chars(grammar, &recursive, r).is_some() {
+                if rec_max_chars(grammar, &recursive, &char_leveled, r).is_some() {
                     if max_tokens.is_some() {
                         next.store(todo.len(), Ordering::Relaxed);
                         return Err(Error::new(
                             ErrorKind::Unsupported,
                             format!(
-                                "max_chars together with max_tokens on the recursive rule '{}' is not supported",
+                                "{} together with max_tokens on the rule '{}' (recursive, or using another \
+                                 max_tokens rule) is not supported",
+                                char_option(grammar, RuleId(r as u32)),
                                 grammar.rules()[r].name
                             ),
                         ));
@@ -94,9 +101,9 @@ impl Automata {
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
-                    if let Some((bound, kind, what)) = &limit {
+                    if let Some((_, kind, what)) = &limit {
                         nfa.inline_all = true;
-                        nfa.keep_token_rules = bound.is_none();
+                        nfa.keep_token_rules = true;
                         nfa.regular_for = Some((*kind, what.clone()));
                         nfa.inlining.push(RuleId(r as u32));
                     } else if !excludes.is_empty() {
@@ -253,7 +260,7 @@ impl Automata {
             super::token_budget::add_rec_twins(&mut a, &roots, &rec_roots, &ranges, &bounds)?;
         }
         let char_rules: Vec<(RuleId, u32)> = (0..grammar.rules().len())
-            .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, r)?)))
+            .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, &char_leveled, r)?)))
             .collect();
         if let Some(&(first, _)) = char_rules.first() {
             let other = if a.has_lookahead() {
@@ -261,13 +268,17 @@ impl Automata {
             } else if a.has_token_edges() {
                 Some("token expressions")
             } else {
-                (!bounds.is_empty()).then_some("max_tokens rules")
+                // Regular `max_tokens` rules move to their twins between tokens, which keeps the
+                // items' fields; recursive ones need those fields for their spend points.
+                a.rec.is_some().then_some("recursive or nesting max_tokens rules")
             };
             if let Some(other) = other {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
-                        "max_chars on the recursive rule '{}' in a grammar with {other} is not supported",
+                        "{} on the rule '{}' (recursive, or using a max_tokens rule) in a grammar with \
+                         {other} is not supported",
+                        char_option(grammar, first),
                         grammar.rule(first).name
                     ),
                 ));
@@ -278,11 +289,48 @@ impl Automata {
     }
 }
 
-/// The `max_chars` of rule `r` when it is recursive (`recursive[r]`: it reaches a cycle of rule
-/// references) and not `lazy`: a budget the chart enforces (`char_budget.rs`), not its automaton.
-fn rec_max_chars(g: &Grammar, recursive: &[bool], r: usize) -> Option<u32> {
+/// The `max_chars` of rule `r` when it keeps its rule edges (`leveled[r]`: it reaches a cycle of
+/// rule references or a `max_tokens` rule): a budget the chart enforces (`char_budget.rs`), not
+/// its automaton. A `lazy` rule is `max_chars=0` there, when it uses a `max_tokens` rule and is
+/// not recursive (a recursive one is refused, `nfa.rs`).
+fn rec_max_chars(g: &Grammar, recursive: &[bool], leveled: &[bool], r: usize) -> Option<u32> {
     let o = g.rule_options(RuleId(r as u32))?;
-    (!o.lazy && recursive.get(r).copied().unwrap_or(false)).then_some(o.max_chars).flatten()
+    let at = |v: &[bool]| v.get(r).copied().unwrap_or(false);
+    if o.lazy {
+        return (at(leveled) && !at(recursive)).then_some(0);
+    }
+    at(leveled).then_some(o.max_chars).flatten()
+}
+
+/// The name of the option behind a budget of [`rec_max_chars`].
+fn char_option(g: &Grammar, r: RuleId) -> &'static str {
+    if g.rule_options(r).is_some_and(|o| o.lazy) {
+        "lazy"
+    } else {
+        "max_chars"
+    }
+}
+
+/// Per rule: it reaches a `max_tokens` rule other than itself. Inlined into a `max_chars` rule's
+/// automaton, that rule's budget would have no occurrence to count from.
+fn reaches_token_budget(g: &Grammar) -> Vec<bool> {
+    let deps = rule_deps(g);
+    let budgeted = |r: usize| g.rule_options(RuleId(r as u32)).is_some_and(|o| o.max_tokens.is_some());
+    (0..g.rules().len())
+        .map(|r| {
+            let mut seen = vec![false; deps.len()];
+            let mut stack = deps[r].clone();
+            while let Some(x) = stack.pop() {
+                if x != r && budgeted(x) {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[x], true) {
+                    stack.extend_from_slice(&deps[x]);
+                }
+            }
+            false
+        })
+        .collect()
 }
 
 /// Per rule: it reaches a cycle of rule references (its body, with every rule it uses inlined,
@@ -323,26 +371,8 @@ fn reaches_cycle(g: &Grammar) -> Vec<bool> {
 /// rule. Inlined, that rule's budget would be lost: such a rule keeps its rule edges
 /// (`RecBudgets`), like a recursive one.
 fn nests_token_budget(g: &Grammar) -> Vec<bool> {
-    let deps = rule_deps(g);
-    let budgeted = |r: usize| g.rule_options(RuleId(r as u32)).is_some_and(|o| o.max_tokens.is_some());
-    (0..g.rules().len())
-        .map(|r| {
-            if bounded_limit(g, r).is_none_or(|l| l.0.is_some()) {
-                return false;
-            }
-            let mut seen = vec![false; deps.len()];
-            let mut stack = deps[r].clone();
-            while let Some(x) = stack.pop() {
-                if x != r && budgeted(x) {
-                    return true;
-                }
-                if !std::mem::replace(&mut seen[x], true) {
-                    stack.extend_from_slice(&deps[x]);
-                }
-            }
-            false
-        })
-        .collect()
+    let reaches = reaches_token_budget(g);
+    (0..g.rules().len()).map(|r| reaches[r] && bounded_limit(g, r).is_some_and(|l| l.0.is_none())).collect()
 }
 
 /// Per rule: the rules its body references.

@@ -49,8 +49,8 @@ pub(super) struct Nfa<'a> {
     /// In `inline_all` mode for a `lazy` or `max_chars` rule: the error kind and the name of the
     /// option, for the error on recursion (`None`: a lookahead assertion).
     pub(super) regular_for: Option<(ErrorKind, String)>,
-    /// In `inline_all` mode for a `max_tokens` rule: references to token rules (`Token(...)`)
-    /// stay rule edges, token edges of the rule's automaton.
+    /// In `inline_all` mode for a `lazy`, `max_chars` or `max_tokens` rule: references to token
+    /// rules (`Token(...)`) stay rule edges, token edges of the rule's automaton.
     pub(super) keep_token_rules: bool,
     /// The tail group of each rule (`tail.rs`; empty: no merging).
     pub(super) tail_group: &'a [u32],
@@ -315,7 +315,8 @@ impl Nfa<'_> {
                 }
                 Ok((start, end))
             }
-            // A token rule stays a token edge in a `max_tokens` rule's automaton (`token_budget.rs`).
+            // A token rule stays a token edge in a bounded rule's automaton (`token_budget.rs`,
+            // `bounded.rs`).
             Expr::RuleRef(r)
                 if self.inline_all
                     && self.keep_token_rules
