@@ -571,37 +571,8 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
 impl Automata {
     /// Removes unproductive rules and dead states (see module invariants).
     fn prune(&mut self) -> Result<()> {
-        let n_rules = self.rule_start.len();
         let n = self.states.len();
-        // live[s]: s reaches a final state of its rule using bytes and productive rules.
-        let mut productive = vec![false; n_rules];
-        let mut live = vec![false; n];
-        loop {
-            let mut changed = false;
-            for s in (0..n).rev() {
-                if live[s] {
-                    continue;
-                }
-                let sid = StateId(s as u32);
-                let ok = self.states[s].is_final
-                    || self.tokens.set_of_start(self, sid).is_some()
-                    || self.byte_edges(sid).iter().any(|e| live[e.target.0 as usize])
-                    || self.rule_edges(sid).iter().any(|&(r, t)| productive[r.index()] && live[t.0 as usize]);
-                if ok {
-                    live[s] = true;
-                    changed = true;
-                }
-            }
-            for r in 0..n_rules {
-                if !productive[r] && live[self.rule_start[r].0 as usize] {
-                    productive[r] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let (live, productive) = self.live_states();
         if !productive[self.root.index()] {
             return Err(Error::new(
                 ErrorKind::InvalidGrammar,
@@ -626,4 +597,84 @@ impl Automata {
         self.rule_edges = rule_edges;
         Ok(())
     }
+
+    /// Per state: it reaches a final state of its rule using bytes and productive rules (live);
+    /// per rule: productive (its start is live). The least fixpoint, by a worklist walking
+    /// edges backwards from the final states (and token edges' sources).
+    /// PERF: replaces passes over all states until none changed: one pass per level of rule
+    /// nesting (tens of passes over 590k states on the largest MaskBench schemas).
+    fn live_states(&self) -> (Vec<bool>, Vec<bool>) {
+        let n = self.states.len();
+        let edges = |s: usize| (self.byte_edges(StateId(s as u32)), self.rule_edges(StateId(s as u32)));
+        // Byte-edge sources by target; rule-edge (source, rule) by target; rule-edge (source,
+        // target) by rule.
+        let byte_preds = group_by_key(n, (0..n).flat_map(|s| edges(s).0.iter().map(move |e| (e.target.0, s as u32))));
+        let rule_preds =
+            group_by_key(n, (0..n).flat_map(|s| edges(s).1.iter().map(move |&(r, t)| (t.0, (s as u32, r.0)))));
+        let rule_users = group_by_key(
+            self.rule_start.len(),
+            (0..n).flat_map(|s| edges(s).1.iter().map(move |&(r, t)| (r.0, (s as u32, t.0)))),
+        );
+        let mut live = vec![false; n];
+        let mut productive = vec![false; self.rule_start.len()];
+        // Invariant: a state is on the stack at most once, and live from when it is pushed.
+        let mut stack: Vec<u32> = (0..n as u32)
+            .filter(|&s| self.states[s as usize].is_final || self.tokens.set_of_start(self, StateId(s)).is_some())
+            .collect();
+        for &s in &stack {
+            live[s as usize] = true;
+        }
+        let mark = |s: u32, live: &mut [bool], stack: &mut Vec<u32>| {
+            if !std::mem::replace(&mut live[s as usize], true) {
+                stack.push(s);
+            }
+        };
+        while let Some(t) = stack.pop() {
+            let r = self.states[t as usize].rule.index();
+            if self.rule_start.get(r) == Some(&StateId(t)) && !productive[r] {
+                productive[r] = true;
+                for &(s, target) in group(&rule_users, r) {
+                    if live[target as usize] {
+                        mark(s, &mut live, &mut stack);
+                    }
+                }
+            }
+            for &s in group(&byte_preds, t as usize) {
+                mark(s, &mut live, &mut stack);
+            }
+            for &(s, rule) in group(&rule_preds, t as usize) {
+                if productive[rule as usize] {
+                    mark(s, &mut live, &mut stack);
+                }
+            }
+        }
+        (live, productive)
+    }
+}
+
+/// Values grouped by key: key `k`'s are `.1[.0[k]..0[k + 1]]`.
+type Groups<T> = (Vec<u32>, Vec<T>);
+
+/// Groups the `(key, value)` pairs (keys below `n`) by key, in order (a counting sort).
+fn group_by_key<T: Copy + Default>(n: usize, pairs: impl Iterator<Item = (u32, T)> + Clone) -> Groups<T> {
+    let mut start = vec![0u32; n + 1];
+    for (k, _) in pairs.clone() {
+        start[k as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut at = start.clone();
+    let mut vals = vec![T::default(); start[n] as usize];
+    for (k, v) in pairs {
+        let i = &mut at[k as usize];
+        vals[*i as usize] = v;
+        *i += 1;
+    }
+    (start, vals)
+}
+
+/// The values of key `k` in `g`.
+fn group<T>(g: &Groups<T>, k: usize) -> &[T] {
+    &g.1[g.0[k] as usize..g.0[k + 1] as usize]
 }

@@ -70,8 +70,9 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
     let mut lexical = vec![false; n];
     let mut ready: Vec<usize> = (0..n).filter(|&r| pending[r] == 0 && !cyclic[r]).collect();
     let mut memo = vec![None; g.exprs().len()];
+    let mut walk = Vec::new();
     while let Some(r) = ready.pop() {
-        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo);
+        let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo, &mut walk);
         size[r] = sz;
         depth[r] = dp;
         lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
@@ -99,7 +100,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
     // Rules on a cycle were never ready: their own estimate (references to them count 2).
     for r in 0..n {
         if size[r] == usize::MAX {
-            size[r] = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo).0;
+            size[r] = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo, &mut walk).0;
         }
     }
     (inline, size)
@@ -120,6 +121,7 @@ fn on_cycle(deps: &[Vec<usize>]) -> Vec<bool> {
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
 /// `memo` (indexed by expression) is shared by all calls: an expression's estimate only depends
 /// on the rules it references, which are all decided before any rule using it (Kahn's order).
+/// `stack`: a buffer, empty between calls.
 fn estimate(
     g: &Grammar,
     e: ExprId,
@@ -127,8 +129,9 @@ fn estimate(
     size: &[usize],
     depth: &[u32],
     memo: &mut [Option<(usize, u32)>],
+    stack: &mut Vec<(ExprId, bool)>,
 ) -> (usize, u32) {
-    let mut stack = vec![(e, false)];
+    stack.push((e, false));
     while let Some((x, expanded)) = stack.pop() {
         if memo[x.index()].is_some() {
             continue;

@@ -423,3 +423,38 @@ fn spliced_inlined_rule_keeps_the_language() {
     // The walk reaches into each copy: strings through every rule are accepted.
     assert!(accepted > 30, "{accepted}");
 }
+
+/// Pruning (`Automata::live_states`, a worklist) keeps exactly the live states: productivity
+/// flows through several levels of rule references, and a recursion with no exit (`dead`) makes
+/// every path through it dead, also two rules away (`dead2`). Fed byte by byte, a matcher takes
+/// exactly the prefixes of the language.
+#[test]
+fn prune_drops_dead_paths_through_nested_rules() {
+    use crate::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+    use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+    use std::sync::Arc;
+    let src = r#"root ::= "(" b ")" root | "x" dead | "z" d | ""
+b ::= "[" c "]" | "{" dead2 "}"
+c ::= "y" | "y" c
+dead ::= "q" dead
+d ::= "m" | "k" dead2
+dead2 ::= "r" dead "r"
+"#;
+    let toks: Vec<Vec<u8>> = b"()[]{}xyzqmkr".iter().map(|&c| vec![c]).chain([b"</s>".to_vec()]).collect();
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&crate::ebnf::parse_ebnf(src, "root").unwrap(), &vocab).unwrap());
+    let run = |s: &str| {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let taken = s.bytes().take_while(|&b| m.accept_bytes(&[b]).unwrap()).count();
+        (taken, m.is_completed())
+    };
+    for ok in ["", "([y])", "([yy])([y])", "zm", "([y])zm"] {
+        assert_eq!(run(ok), (ok.len(), true), "{ok}");
+    }
+    // The byte that leads only into dead states is refused.
+    for (bad, at) in [("x", 0), ("zk", 1), ("([y])x", 5), ("({", 1), ("(]", 1)] {
+        assert_eq!(run(bad).0, at, "{bad}");
+    }
+}
