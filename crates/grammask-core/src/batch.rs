@@ -35,6 +35,15 @@ impl Workers for ScopedThreads {
 /// (each row is then a copy of a few microseconds, against a few microseconds to wake a thread).
 pub const SPLIT_WARM_ROWS: usize = 16;
 
+/// The machine's available parallelism, read once.
+///
+/// PERF: `std::thread::available_parallelism` reads the cgroup quota files on Linux on every
+/// call (five allocations and several system calls per batch).
+fn available_parallelism() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+}
+
 /// [`batch_fill_with`] on [`ScopedThreads`].
 pub fn batch_fill_next_token_bitmask(work: &mut [(&mut Matcher, &mut [u32])], max_threads: usize) -> Result<()> {
     batch_fill_with(work, max_threads, &ScopedThreads)
@@ -58,7 +67,7 @@ pub fn batch_fill_with(
     max_threads: usize,
     workers: &dyn Workers,
 ) -> Result<()> {
-    let max = max_threads.clamp(1, std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+    let max = max_threads.clamp(1, available_parallelism());
     if max == 1 || work.len() < 2 {
         return work.iter_mut().try_for_each(|(m, row)| m.fill_next_token_bitmask(row).map(drop));
     }
@@ -76,16 +85,32 @@ pub fn batch_fill_with(
     let mut order: Vec<(u8, usize)> = Vec::with_capacity(work.len());
     for (j, &(g, s, cold, i)) in keyed.iter().enumerate() {
         let leader = j == 0 || (keyed[j - 1].0, keyed[j - 1].1) != (g, s);
-        order.push((if !cold { 1 } else if leader { 0 } else { 2 }, i));
+        order.push((
+            if !cold {
+                1
+            } else if leader {
+                0
+            } else {
+                2
+            },
+            i,
+        ));
     }
     order.sort_unstable();
     let leaders = order.iter().take_while(|&&(k, _)| k == 0).count();
     let followers_from = order.iter().take_while(|&&(k, _)| k < 2).count();
-    let threads = if leaders >= 2 { max.min(leaders) } else if work.len() >= SPLIT_WARM_ROWS { max } else { 1 };
+    let threads = if leaders >= 2 {
+        max.min(leaders)
+    } else if work.len() >= SPLIT_WARM_ROWS {
+        max
+    } else {
+        1
+    };
     if threads == 1 {
         return work.iter_mut().try_for_each(|(m, row)| m.fill_next_token_bitmask(row).map(drop));
     }
-    let slots: Vec<Mutex<Slot<'_>>> = work.iter_mut().map(|(m, row)| Mutex::new((&mut **m, &mut **row, None))).collect();
+    let slots: Vec<Mutex<Slot<'_>>> =
+        work.iter_mut().map(|(m, row)| Mutex::new((&mut **m, &mut **row, None))).collect();
     let next = AtomicUsize::new(0);
     let leaders_left = Mutex::new(leaders);
     let leaders_done = Condvar::new();

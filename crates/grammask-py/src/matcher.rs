@@ -137,9 +137,7 @@ pub fn batch_fill_next_token_bitmask(
     let pool = crate::pool::ParkedPool::get();
     if let Some(rows) = b.rows_mut(&indices) {
         let mut work: Vec<(&mut Matcher, &mut [u32])> = refs.iter_mut().map(|r| &mut r.inner).zip(rows).collect();
-        return py
-            .allow_threads(|| guard(|| batch::batch_fill_with(&mut work, max_threads, &*pool)))
-            .map_err(py_err);
+        return py.allow_threads(|| guard(|| batch::batch_fill_with(&mut work, max_threads, &*pool))).map_err(py_err);
     }
     let mut rows: Vec<Vec<u32>> = vec![vec![0u32; b.words]; refs.len()];
     let mut work: Vec<(&mut Matcher, &mut [u32])> =
