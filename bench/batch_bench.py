@@ -1,12 +1,21 @@
 """Batch mask filling, 64 rows, 1 vs 2 threads: grammask's BatchGrammarMatcher beside XGrammar's
 in the same run, plus peak memory per compiled grammar and of the caches.
 
-Llama 3's tokenizer (128k vocabulary), one JSON Schema; 64 matchers each decode a different
-instance document token by token. Per configuration (engine, threads) the grammar is compiled
-fresh (no compiler cache), so the first pass fills the mask caches as in serving; each step times
-one ``batch_fill_next_token_bitmask`` over the rows still running, then every matcher accepts its
-next token (not timed). Reported: total fill time over the decode, ms per batch step (p50, p99),
-and the 1-thread / 2-thread speed-up.
+Llama 3's tokenizer (128k vocabulary). Two workloads:
+
+* ``one-schema``: one JSON Schema; 64 matchers each decode a different instance document.
+* ``maskbench``: 64 different MaskBench schemas (sampled with ``--seed``; files that either engine
+  cannot compile, or whose first valid instance either engine rejects, are skipped), each row
+  decoding its schema's first valid instance (``json.dumps`` of it) -- a server batch of different
+  requests.
+
+Per configuration (engine, threads) the grammars are compiled fresh (no compiler cache), so the
+first pass fills the mask caches as in serving; each step times one
+``batch_fill_next_token_bitmask`` over the rows still running (wall and process CPU time, the
+latter summed over all threads), then every matcher accepts its next token (not timed). The
+configurations alternate (engine, 1 thread, 2 threads, next engine, ...) ``--repeats`` times and the
+best total per configuration is kept. Reported: total fill time over the decode (wall, CPU), ms per
+batch step (p50, p99), and the 1-thread / 2-thread speed-up of the wall total.
 
 Memory: ``CompiledGrammar.memory_size_bytes`` right after compiling and after the decode (the
 kernel and mask memos grow while masks are computed), the process's peak RSS, and a cache check:
@@ -14,7 +23,7 @@ kernel and mask memos grow while masks are computed), the process's peak RSS, an
 ``get_cache_size_bytes()`` (the recorded size, bounded by the limit) beside the current
 ``memory_size_bytes`` sum of the grammars still cached (which grows after insertion).
 
-    python bench/batch_bench.py [--rows 64] [--repeats 3]
+    python bench/batch_bench.py [--rows 64] [--repeats 3] [--workloads one-schema,maskbench] [--seed 0]
 """
 
 from __future__ import annotations
@@ -71,24 +80,71 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(mod, info, docs: list[list[int]], threads: int) -> tuple[list[float], int, int]:
+def compile_all(mod, info, schemas: list[str], strict: bool) -> list:
+    """One compiled grammar per row (the same object for rows sharing a schema text)."""
     compiler = mod.GrammarCompiler(info, cache_enabled=False)
-    compiled = compiler.compile_json_schema(json.dumps(SCHEMA))
-    size_compiled = compiled.memory_size_bytes
-    matchers = [mod.GrammarMatcher(compiled) for _ in docs]
+    by_text: dict[str, object] = {}
+    for s in schemas:
+        if s not in by_text:
+            by_text[s] = compiler.compile_json_schema(s, strict_mode=strict)
+    return [by_text[s] for s in schemas]
+
+
+def run(mod, info, schemas: list[str], docs: list[list[int]], threads: int, strict: bool):
+    """(wall ms per step, process CPU ms over all fills, grammar bytes after compile, after decode)."""
+    compiled = compile_all(mod, info, schemas, strict)
+    unique = list({id(c): c for c in compiled}.values())
+    size_compiled = sum(c.memory_size_bytes for c in unique)
+    matchers = [mod.GrammarMatcher(c) for c in compiled]
     batch = mod.BatchGrammarMatcher(max_threads=threads)
     bitmask = mod.allocate_token_bitmask(len(docs), info.vocab_size)
     times = []
+    cpu = 0
     for step in range(max(len(d) for d in docs)):
         live = [i for i, d in enumerate(docs) if step < len(d)]
         ms = [matchers[i] for i in live]
+        c = time.process_time_ns()
         t = time.perf_counter_ns()
         batch.batch_fill_next_token_bitmask(ms, bitmask, live)
         times.append((time.perf_counter_ns() - t) / 1e6)
+        cpu += time.process_time_ns() - c
         for i in live:
             if not matchers[i].accept_token(docs[i][step]):
                 raise SystemExit(f"{mod.__name__}: row {i} rejected token {step} of its document")
-    return times, size_compiled, compiled.memory_size_bytes
+    return times, cpu / 1e6, size_compiled, sum(c.memory_size_bytes for c in unique)
+
+
+def accepts(mod, info, schema: str, tokens: list[int]) -> bool:
+    """Whether `mod` compiles `schema` and accepts `tokens` then its stop token."""
+    try:
+        m = mod.GrammarMatcher(mod.GrammarCompiler(info, cache_enabled=False).compile_json_schema(schema, strict_mode=False))
+        return all(m.accept_token(t) for t in tokens) and m.accept_token(info.stop_token_ids[0])
+    except Exception:  # noqa: BLE001 - any failure skips the file
+        return False
+
+
+def maskbench_rows(infos, tok, rows: int, seed: int) -> tuple[list[str], list[list[int]]]:
+    """`rows` (schema text, token ids of its first valid instance) that both engines accept."""
+    files = sorted((shared_dir() / "maskbench" / "data").glob("*.json"))
+    random.Random(seed).shuffle(files)
+    schemas, docs = [], []
+    for f in files:
+        d = json.loads(f.read_text())
+        valid = [t["data"] for t in d.get("tests", []) if t.get("valid")]
+        if not valid:
+            continue
+        schema = json.dumps(d["schema"])
+        tokens = tok.encode(json.dumps(valid[0]), add_special_tokens=False)
+        if all(accepts(mod, info, schema, tokens) for mod, info in infos.values()):
+            schemas.append(schema)
+            docs.append(tokens)
+            if len(docs) == rows:
+                break
+    return schemas, docs
+
+
+def shared_dir() -> Path:
+    return Path(os.environ.get("GRAMMASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
 def cache_check(mod, info) -> tuple[int, int, int]:
@@ -109,39 +165,57 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration; best total is kept")
     ap.add_argument("--tokenizer", default="llama3")
+    ap.add_argument("--workloads", default="one-schema,maskbench")
+    ap.add_argument("--seed", type=int, default=0, help="MaskBench file sample")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
     import grammask
     import xgrammar
 
-    shared = Path(os.environ.get("GRAMMASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-    tok = AutoTokenizer.from_pretrained(str(shared / "tokenizers" / args.tokenizer))
-    rng = random.Random(0)
-    docs = [tok.encode(instance(rng), add_special_tokens=False) for _ in range(args.rows)]
-    print(
-        f"grammask {grammask.__version__}, xgrammar {importlib.metadata.version('xgrammar')}, "
-        f"{os.cpu_count()} CPUs; {args.tokenizer}, {args.rows} rows, {sum(map(len, docs))} tokens, "
-        f"{max(map(len, docs))} batch steps; best of {args.repeats}"
-    )
+    tok = AutoTokenizer.from_pretrained(str(shared_dir() / "tokenizers" / args.tokenizer))
     infos = {
         "grammask": (grammask, grammask.TokenizerInfo.from_huggingface(tok)),
         "xgrammar": (xgrammar, xgrammar.TokenizerInfo.from_huggingface(tok)),
     }
-    print("| engine | threads | total fill ms | p50 ms/step | p99 ms/step | speed-up 1->2 | grammar bytes compiled -> after decode |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name, (mod, info) in infos.items():
-        best = {}
-        for threads in (1, 2):
-            runs = [run(mod, info, docs, threads) for _ in range(args.repeats)]
-            best[threads] = min(runs, key=lambda r: sum(r[0]))
-        for threads in (1, 2):
-            times, s0, s1 = best[threads]
-            speed = sum(best[1][0]) / sum(times)
-            print(
-                f"| {name} | {threads} | {sum(times):.1f} | {np.percentile(times, 50):.3f} | "
-                f"{np.percentile(times, 99):.3f} | {speed:.2f}x | {s0 / 2**20:.2f} MiB -> {s1 / 2**20:.2f} MiB |"
-            )
+    print(
+        f"grammask {grammask.__version__}, xgrammar {importlib.metadata.version('xgrammar')}, "
+        f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"{args.tokenizer}; best of {args.repeats}"
+    )
+    for workload in args.workloads.split(","):
+        if workload == "one-schema":
+            rng = random.Random(0)
+            docs = [tok.encode(instance(rng), add_special_tokens=False) for _ in range(args.rows)]
+            schemas = [json.dumps(SCHEMA)] * args.rows
+        elif workload == "maskbench":
+            schemas, docs = maskbench_rows(infos, tok, args.rows, args.seed)
+        else:
+            raise SystemExit(f"unknown workload {workload!r}")
+        print(
+            f"\n### {workload}: {len(docs)} rows, {len(set(schemas))} schemas, {sum(map(len, docs))} tokens, "
+            f"{max(map(len, docs))} batch steps\n"
+        )
+        print(
+            "| engine | threads | total fill ms (wall) | process CPU ms | p50 ms/step | p99 ms/step | speed-up 1->2 "
+            "| grammar bytes compiled -> after decode |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        runs: dict = {(name, t): [] for name in infos for t in (1, 2)}
+        for _ in range(args.repeats):
+            for name, (mod, info) in infos.items():
+                for threads in (1, 2):
+                    runs[name, threads].append(run(mod, info, schemas, docs, threads, workload == "one-schema"))
+        for name in infos:
+            best = {t: min(runs[name, t], key=lambda r: sum(r[0])) for t in (1, 2)}
+            for threads in (1, 2):
+                times, cpu, s0, s1 = best[threads]
+                speed = sum(best[1][0]) / sum(times)
+                print(
+                    f"| {name} | {threads} | {sum(times):.1f} | {cpu:.1f} | {np.percentile(times, 50):.3f} | "
+                    f"{np.percentile(times, 99):.3f} | {speed:.2f}x | {s0 / 2**20:.2f} MiB -> {s1 / 2**20:.2f} MiB |"
+                )
+        sys.stdout.flush()
     print(f"\npeak RSS of this process: {peak_rss_mib():.0f} MiB")
     print("\n| engine | cache_limit_bytes | get_cache_size_bytes | memory_size_bytes now, last 4 cached |")
     print("|---|---:|---:|---:|")

@@ -130,7 +130,8 @@ fn concurrent_compiles_into_one_cache_and_batch_fill() {
     let single: Vec<Vec<u32>> = ms.iter().map(|m| m.clone().compute_mask().unwrap().words().to_vec()).collect();
     for threads in [1, 2, 4] {
         let mut rows = vec![vec![0u32; words]; ms.len()];
-        let mut work: Vec<(&mut Matcher, &mut Vec<u32>)> = ms.iter_mut().zip(rows.iter_mut()).collect();
+        let mut work: Vec<(&mut Matcher, &mut [u32])> =
+            ms.iter_mut().zip(rows.iter_mut().map(Vec::as_mut_slice)).collect();
         batch_fill_next_token_bitmask(&mut work, threads).unwrap();
         for (i, row) in rows.iter().enumerate() {
             assert_eq!(row[..single[i].len()], single[i][..], "row {i} threads {threads}");

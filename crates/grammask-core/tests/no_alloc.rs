@@ -101,3 +101,68 @@ fn canonical_json_does_not_allocate_per_token() {
     let (n, steps) = steady_state_allocations(Spelling::Canonical);
     assert!(n * 20 < steps, "{n} allocations in {steps} steps: the mask/accept path allocates per token");
 }
+
+/// Runs the calling thread's share only (allowed by the `Workers` contract: threads that have
+/// not started when it returns are skipped), so thread starts are not counted.
+struct CallerOnly;
+
+impl grammask_core::batch::Workers for CallerOnly {
+    fn run(&self, _extra: usize, job: &(dyn Fn() + Sync)) -> bool {
+        job();
+        false
+    }
+}
+
+/// Batch fill + accept of `rows` matchers in steady state: allocations per batch step, with
+/// `max_threads` 1 (the serial path) and 2 (the scheduled path, whose per-call vectors are
+/// allowed; a per-row allocation would be `rows` per step).
+fn batch_allocations_per_step(rows: usize, max_threads: usize) -> f64 {
+    let v = vocab();
+    let g = builtin_json_grammar_with(Spelling::Any, None).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &v).unwrap());
+    let open = (0..v.vocab_size() as u32).find(|&t| v.token_bytes(t) == b"[").unwrap();
+    let tokens = element(&v);
+    let mut ms: Vec<Matcher> = (0..rows)
+        .map(|i| {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_token(open).unwrap());
+            // Rows at different places of the element, so their signatures differ.
+            for &t in &tokens[..i % tokens.len()] {
+                assert!(m.accept_token(t).unwrap());
+            }
+            m
+        })
+        .collect();
+    let words = v.vocab_size().div_ceil(32);
+    let mut bitmask = vec![0u32; rows * words];
+    let mut step = |ms: &mut [Matcher], s: usize| {
+        let mut work: Vec<(&mut Matcher, &mut [u32])> = ms.iter_mut().zip(bitmask.chunks_mut(words)).collect();
+        grammask_core::batch::batch_fill_with(&mut work, max_threads, &CallerOnly).unwrap();
+        drop(work);
+        for (i, m) in ms.iter_mut().enumerate() {
+            assert!(m.accept_token(tokens[(i + s) % tokens.len()]).unwrap());
+        }
+    };
+    for s in 0..600 {
+        step(&mut ms, s);
+    }
+    let steps = 300;
+    ALLOCS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    for s in 600..600 + steps {
+        step(&mut ms, s);
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    ALLOCS.load(Ordering::SeqCst) as f64 / steps as f64
+}
+
+#[test]
+fn batch_fill_does_not_allocate_per_row() {
+    // The `work` vector of each step is the test's own allocation: one per step.
+    let serial = batch_allocations_per_step(32, 1);
+    eprintln!("serial batch path: {serial:.2} allocations per step of 32 rows");
+    assert!(serial < 1.5, "{serial:.2} allocations per batch step of 32 rows on one thread");
+    let scheduled = batch_allocations_per_step(32, 2);
+    eprintln!("scheduled batch path: {scheduled:.2} allocations per step of 32 rows");
+    assert!(scheduled < 8.0, "{scheduled:.2} allocations per batch step of 32 rows: the batch path allocates per row");
+}

@@ -156,6 +156,26 @@ impl Int32Buffer {
     }
 }
 
+impl Int32Buffer {
+    /// Rows `indices[0]`, `indices[1]`, ... as mutable slices, or None when an index repeats
+    /// (two handles to one row). Every index must have passed `check_row`.
+    pub fn rows_mut(&mut self, indices: &[usize]) -> Option<Vec<&mut [u32]>> {
+        let mut seen = vec![false; self.rows];
+        for &i in indices {
+            assert!(i < self.rows, "row index checked by check_row");
+            if std::mem::replace(&mut seen[i], true) {
+                return None;
+            }
+        }
+        let ptr = self.raw.buf.cast::<u32>();
+        let words = self.words;
+        // SAFETY: as in `write_row`, each row `[i * words, (i + 1) * words)` lies inside the
+        // buffer, and the indices are distinct, so the slices do not overlap; they borrow `self`
+        // mutably, so no other handle to the view exists while they live.
+        Some(indices.iter().map(|&i| unsafe { std::slice::from_raw_parts_mut(ptr.add(i * words), words) }).collect())
+    }
+}
+
 impl Drop for Int32Buffer {
     fn drop(&mut self) {
         // SAFETY: the view was filled by a successful PyObject_GetBuffer and is released once;

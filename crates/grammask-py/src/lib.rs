@@ -17,6 +17,7 @@ mod compiler;
 mod errors;
 mod grammar;
 mod matcher;
+mod pool;
 mod tokenizer_info;
 
 #[pymodule]

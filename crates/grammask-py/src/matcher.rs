@@ -113,7 +113,8 @@ impl PyGrammarMatcher {
 }
 
 /// Fills row `indices[i]` (or `i`) of `bitmask` for `matchers[i]`, in `max_threads` threads
-/// with the GIL released.
+/// (the process's pool of parked threads) with the GIL released. Rows are written in place;
+/// when an index repeats, rows are filled into scratch rows and copied in order (the last wins).
 #[pyfunction]
 #[pyo3(signature = (matchers, bitmask, indices = None, max_threads = 1))]
 pub fn batch_fill_next_token_bitmask(
@@ -133,10 +134,15 @@ pub fn batch_fill_next_token_bitmask(
     }
     let mut refs: Vec<PyRefMut<'_, PyGrammarMatcher>> =
         matchers.iter().map(Bound::try_borrow_mut).collect::<Result<_, _>>()?;
+    let pool = crate::pool::ParkedPool::get();
+    if let Some(rows) = b.rows_mut(&indices) {
+        let mut work: Vec<(&mut Matcher, &mut [u32])> = refs.iter_mut().map(|r| &mut r.inner).zip(rows).collect();
+        return py.allow_threads(|| guard(|| batch::batch_fill_with(&mut work, max_threads, &*pool))).map_err(py_err);
+    }
     let mut rows: Vec<Vec<u32>> = vec![vec![0u32; b.words]; refs.len()];
-    let mut work: Vec<(&mut Matcher, &mut Vec<u32>)> =
-        refs.iter_mut().map(|r| &mut r.inner).zip(rows.iter_mut()).collect();
-    py.allow_threads(|| guard(|| batch::batch_fill_next_token_bitmask(&mut work, max_threads))).map_err(py_err)?;
+    let mut work: Vec<(&mut Matcher, &mut [u32])> =
+        refs.iter_mut().map(|r| &mut r.inner).zip(rows.iter_mut().map(Vec::as_mut_slice)).collect();
+    py.allow_threads(|| guard(|| batch::batch_fill_with(&mut work, max_threads, &*pool))).map_err(py_err)?;
     for (row, &i) in rows.iter().zip(&indices) {
         b.write_row(i, row)?;
     }
