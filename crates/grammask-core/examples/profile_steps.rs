@@ -54,7 +54,11 @@ fn main() {
         kept.push(cg);
     }
     for (i, w) in at.windows(2).enumerate() {
-        println!("step {i:>3} {:>9.1} us  before {:?}", best[i] as f64 / 1e3, String::from_utf8_lossy(&input[w[0]..w[1]]));
+        println!(
+            "step {i:>3} {:>9.1} us  before {:?}",
+            best[i] as f64 / 1e3,
+            String::from_utf8_lossy(&input[w[0]..w[1]])
+        );
     }
     let mut s = best.clone();
     s.sort_unstable();

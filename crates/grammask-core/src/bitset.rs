@@ -67,6 +67,11 @@ impl Bitset {
         &self.words
     }
 
+    /// The words, writable (bits past `len` must stay clear).
+    pub fn words_mut(&mut self) -> &mut [u32] {
+        &mut self.words
+    }
+
     /// Every bit below `len` is set. PERF: stops at the first word with a clear bit (word 0 for
     /// almost every grammar mask), where `count_ones` scans the whole row.
     pub fn is_full(&self) -> bool {
@@ -139,4 +144,3 @@ mod tests {
         assert_eq!(a.words().len(), 3);
     }
 }
-

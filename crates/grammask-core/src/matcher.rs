@@ -292,7 +292,7 @@ impl Matcher {
         let compiled = self.compiled.clone();
         let sig = self.chart.last_signature();
         if let Some(m) = compiled.memoized_mask(sig) {
-            self.mask.copy_from(&m);
+            m.write_into(self.mask.words_mut());
         } else {
             let a = compiled.automata();
             let mut get = |s: StateId| compiled.kernel(s);
@@ -408,10 +408,10 @@ impl Matcher {
             return None;
         }
         let m = self.compiled.memoized_mask(self.chart.last_signature())?;
-        row[..n].copy_from_slice(m.words());
+        m.write_into(&mut row[..n]);
         row[n..].fill(0);
         if !self.is_completed() {
-            return Some(!m.is_full());
+            return Some(!m.is_full(vocab_size));
         }
         for &t in &self.stop_tokens {
             row[t as usize / 32] |= 1 << (t % 32);
