@@ -68,11 +68,14 @@ def reset_token_bitmask(bitmask: Any) -> None:
         bitmask.fill(-1)
 
 
-# The last torch bitmask seen and its numpy view: (tensor, view, data_ptr, shape, strides).
-# Decode loops pass the same tensor every step; the view is reused while the tensor still owns the
-# same memory with the same dtype, shape and strides, so the view can only address that tensor's
-# elements. One tuple, assigned at once, so threads never see a mixed entry.
-_last_torch_view: Tuple[Any, ...] = (object(), None, 0, (), ())  # matches no bitmask
+# The last torch bitmask seen and its numpy view: (tensor, view, data_ptr, shape, storage).
+# Decode loops pass the same tensor every step; the view is reused while the tensor still starts
+# at the same address with the same shape. Holding the storage keeps that address from being
+# reused by other memory, so an equal data_ptr means the same (live) storage: the view only ever
+# addresses memory that storage owns. One tuple, assigned at once, so threads never see a mixed
+# entry. (A tensor re-typed or re-strided in place over the same memory with the same shape would
+# keep the view; that is the caller's own bitmask reinterpreted, not memory outside it.)
+_last_torch_view: Tuple[Any, ...] = (object(), None, 0, (), None)  # matches no bitmask
 
 
 def as_int32_buffer(bitmask: Any) -> np.ndarray:
@@ -82,15 +85,10 @@ def as_int32_buffer(bitmask: Any) -> np.ndarray:
             raise TypeError(f"the bitmask must have dtype int32, got {bitmask.dtype}")
         return bitmask
     global _last_torch_view
-    last, view, ptr, shape, strides = _last_torch_view
-    # PERF: the checks below and `.numpy()` cost ~2 us per fill, as much as a memoized mask.
-    if (
-        bitmask is last
-        and bitmask.data_ptr() == ptr
-        and bitmask.shape == shape
-        and bitmask.stride() == strides
-        and bitmask.dtype is sys.modules["torch"].int32
-    ):
+    last, view, ptr, shape, _storage = _last_torch_view
+    # PERF: two attribute reads (~0.4 us); the full checks and `.numpy()` below cost ~2 us per
+    # fill, more than a memoized mask.
+    if bitmask is last and bitmask.data_ptr() == ptr and bitmask.shape == shape:
         return view
     if _is_torch(bitmask):
         torch = sys.modules["torch"]
@@ -101,7 +99,8 @@ def as_int32_buffer(bitmask: Any) -> np.ndarray:
         if not bitmask.is_contiguous():
             raise ValueError("the bitmask must be contiguous")
         view = bitmask.detach().numpy()
-        _last_torch_view = (bitmask, view, bitmask.data_ptr(), bitmask.shape, bitmask.stride())
+        storage = bitmask.untyped_storage() if hasattr(bitmask, "untyped_storage") else bitmask.storage()
+        _last_torch_view = (bitmask, view, bitmask.data_ptr(), bitmask.shape, storage)
         return view
     raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
 

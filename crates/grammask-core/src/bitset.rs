@@ -67,12 +67,15 @@ impl Bitset {
         &self.words
     }
 
+    /// The words, writable (bits past `len` must stay clear).
+    pub fn words_mut(&mut self) -> &mut [u32] {
+        &mut self.words
+    }
+
     /// Every bit below `len` is set. PERF: stops at the first word with a clear bit (word 0 for
     /// almost every grammar mask), where `count_ones` scans the whole row.
     pub fn is_full(&self) -> bool {
-        let (full, rest) = (self.len / 32, self.len % 32);
-        self.words[..full].iter().all(|&w| w == u32::MAX)
-            && (rest == 0 || self.words[full] | !((1u32 << rest) - 1) == u32::MAX)
+        words_full(&self.words, self.len)
     }
 
     pub fn count_ones(&self) -> usize {
@@ -104,6 +107,13 @@ pub fn ascii_range(lo: u8, hi: u8) -> u128 {
         return 0;
     }
     (u128::MAX >> (127 - (hi - lo))) << lo
+}
+
+/// Every bit below `len` of `words` (at least `len.div_ceil(32)` words) is set, stopping at the
+/// first word with a clear bit.
+pub fn words_full(words: &[u32], len: usize) -> bool {
+    let (full, rest) = (len / 32, len % 32);
+    words[..full].iter().all(|&w| w == u32::MAX) && (rest == 0 || words[full] | !((1u32 << rest) - 1) == u32::MAX)
 }
 
 #[cfg(test)]

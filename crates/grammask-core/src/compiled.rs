@@ -13,8 +13,8 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
-    classify_kernel_uninterned, classify_literal, compose_kernel, shift_kernel, state_bytes, state_run_index,
-    KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
+    classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel, shift_kernel, state_bytes,
+    state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -84,7 +84,7 @@ pub struct CompiledGrammar {
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<HashMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
-    masks: RwLock<HashMap<u128, Arc<Bitset>>>,
+    masks: RwLock<HashMap<u128, Arc<MemoMask>>>,
     mask_bytes: AtomicUsize,
     /// Uncertain-suffix verdicts by (completion row signature, suffix list).
     suffix_memo: SuffixMemo,
@@ -278,8 +278,11 @@ impl CompiledGrammar {
         if self.automata.has_lookahead() {
             return Ok(None);
         }
-        let follow = self.follow()[self.automata.state(state).rule.index()];
         let vocab_size = self.index.vocab.vocab_size();
+        if let Some(km) = classify_literal_chain(&self.automata, &self.index.trie, vocab_size, state) {
+            return Ok(Some(km));
+        }
+        let follow = self.follow()[self.automata.state(state).rule.index()];
         classify_literal(&self.automata, &self.index.trie, vocab_size, state, Some(&follow))
     }
 
@@ -649,16 +652,17 @@ impl CompiledGrammar {
         &self.suffix_memo
     }
 
-    pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<Bitset>> {
+    pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<MemoMask>> {
         read(&self.masks).get(&sig).cloned()
     }
 
     pub(crate) fn memoize_mask(&self, sig: u128, mask: &Bitset) {
-        let size = mask.memory_size() + 48;
+        let m = MemoMask::new(mask);
+        let size = m.memory_size() + 48;
         if self.mask_bytes.load(Ordering::Relaxed) + size > limits::MASK_MEMO_BYTES {
             return;
         }
-        if write(&self.masks).insert(sig, Arc::new(mask.clone())).is_none() {
+        if write(&self.masks).insert(sig, Arc::new(m)).is_none() {
             self.mask_bytes.fetch_add(size, Ordering::Relaxed);
         }
     }
@@ -677,6 +681,67 @@ impl CompiledGrammar {
     }
 }
 
+/// Memoized masks allowing at most this many tokens are kept as token ids ([`MemoMask::Ids`]).
+pub const MEMO_IDS_MAX: usize = 256;
+
+/// A memoized full mask: the allowed token ids when there are few (the fixed strings of a
+/// structural tag, keys), else the bitset.
+///
+/// PERF: each memoized mask was a vocabulary-sized bitset (16 KB on Llama 3), newly allocated and
+/// copied: ~1-2 us of the first mask at each position of a tag's fixed strings, mostly first
+/// touches of fresh heap pages; a row is now filled by clearing it and setting a few bits.
+#[derive(Debug)]
+pub enum MemoMask {
+    /// Allowed token ids, ascending, at most [`MEMO_IDS_MAX`].
+    Ids(Box<[u32]>),
+    Bits(Bitset),
+}
+
+impl MemoMask {
+    pub fn new(mask: &Bitset) -> MemoMask {
+        let mut ids = Vec::new();
+        for (wi, &w) in mask.words().iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                if ids.len() == MEMO_IDS_MAX {
+                    return MemoMask::Bits(mask.clone());
+                }
+                ids.push((wi * 32) as u32 + w.trailing_zeros());
+                w &= w - 1;
+            }
+        }
+        MemoMask::Ids(ids.into())
+    }
+
+    /// Writes the mask into `words` (exactly the bitset's words).
+    pub fn write_into(&self, words: &mut [u32]) {
+        match self {
+            MemoMask::Bits(b) => words.copy_from_slice(b.words()),
+            MemoMask::Ids(ids) => {
+                words.fill(0);
+                for &t in &**ids {
+                    words[t as usize / 32] |= 1 << (t % 32);
+                }
+            }
+        }
+    }
+
+    /// Every token of a vocabulary of `vocab_size` is allowed.
+    pub fn is_full(&self, vocab_size: usize) -> bool {
+        match self {
+            MemoMask::Bits(b) => b.is_full(),
+            MemoMask::Ids(ids) => ids.len() == vocab_size,
+        }
+    }
+
+    pub fn memory_size(&self) -> usize {
+        match self {
+            MemoMask::Bits(b) => b.memory_size(),
+            MemoMask::Ids(ids) => ids.len() * 4,
+        }
+    }
+}
+
 /// The state other than `s` that most of `s`'s bytes step to (ties: the lowest id).
 fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
     let mut counts: Vec<(StateId, u32)> = Vec::new();
@@ -688,4 +753,28 @@ fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
         }
     }
     counts.into_iter().max_by_key(|&(t, c)| (c, std::cmp::Reverse(t.0))).map(|(t, _)| t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A memoized mask writes back exactly the bitset it was made from, as ids up to
+    /// `MEMO_IDS_MAX` tokens and as a bitset past it, over a row holding other bits before.
+    #[test]
+    fn memo_masks_write_back_their_bitset() {
+        for (n, step) in [(0, 1), (1, 1), (MEMO_IDS_MAX, 3), (MEMO_IDS_MAX + 1, 3), (1000, 1)] {
+            let mut b = Bitset::new(4000);
+            (0..n).for_each(|i| b.set(i * step));
+            let m = MemoMask::new(&b);
+            assert_eq!(matches!(m, MemoMask::Ids(_)), n <= MEMO_IDS_MAX, "{n}");
+            let mut row = vec![u32::MAX; b.words().len()];
+            m.write_into(&mut row);
+            assert_eq!(row, b.words(), "{n}");
+            assert!(!m.is_full(4000));
+        }
+        let mut full = Bitset::new(70);
+        (0..70).for_each(|i| full.set(i));
+        assert!(MemoMask::new(&full).is_full(70));
+    }
 }

@@ -778,18 +778,25 @@ fn literal_kernel_masks_match_brute_force() {
         let Some(vocab) = shared_vocab(name) else { return };
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
-        let (mut literal, mut walked) = (0, 0);
+        let (mut literal, mut walked, mut chains) = (0, 0, 0);
         for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
             if grammask_core::mask::literal_byte(a, s).is_none() {
                 continue;
             }
             literal += 1;
+            let reference = cg.classify_uninterned(s).unwrap();
             if let Some(km) = cg.literal_kernel(s).unwrap() {
-                assert!(km == cg.classify_uninterned(s).unwrap(), "{name}: state {s:?} differs from the reference");
+                assert!(km == reference, "{name}: state {s:?} differs from the reference");
                 walked += 1;
+            }
+            // The trie descent along the chain (tried first by `literal_kernel`) on its own.
+            if let Some(km) = grammask_core::mask::classify_literal_chain(a, cg.trie(), vocab.vocab_size(), s) {
+                assert!(km == reference, "{name}: chain kernel of state {s:?} differs from the reference");
+                chains += 1;
             }
         }
         assert!(literal >= 100 && walked * 10 >= literal * 9, "{name}: {walked} of {literal} literal kernels walked");
+        assert!(chains * 2 >= literal, "{name}: {chains} of {literal} literal kernels by a trie descent");
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc]);
         assert_eq!(checked, doc.len());
     }

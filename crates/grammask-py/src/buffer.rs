@@ -137,19 +137,26 @@ impl Int32Buffer {
         Ok(())
     }
 
-    /// Copies `src` into row `index` and clears the rest of the row.
-    pub fn write_row(&mut self, index: usize, src: &[u32]) -> PyResult<()> {
+    /// Row `index` (`words` elements), writable.
+    pub fn row_mut(&mut self, index: usize) -> PyResult<&mut [u32]> {
         self.check_row(index)?;
         let ptr = self.raw.buf.cast::<u32>();
         // SAFETY: `check` established the struct invariant (`rows * words` aligned int32
         // elements, writable, C-contiguous) and `check_row` that `index < rows`, so the row
         // `[index * words, (index + 1) * words)` lies inside the buffer; u32 and i32 share size
-        // and alignment. `&mut self` is the only handle to this view in Rust; callers hold the
-        // GIL, so no Python code writes the buffer meanwhile.
-        // PERF: replaces a per-element `Cell::set` loop plus a temporary row (~3 us of a 6 us
-        // memoized fill on Llama 3's 4,008-word rows).
-        let row = unsafe { std::slice::from_raw_parts_mut(ptr.add(index * self.words), self.words) };
-        let n = src.len().min(self.words);
+        // and alignment. The slice borrows `self` mutably, the only handle to this view in Rust.
+        // Python code cannot write the buffer meanwhile unless the caller releases the GIL: a
+        // caller that does (a mask fill) holds the only reference it hands out, and the exporter
+        // stays alive and unresized while the view is held (the buffer protocol's contract).
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.add(index * self.words), self.words) })
+    }
+
+    /// Copies `src` into row `index` and clears the rest of the row.
+    pub fn write_row(&mut self, index: usize, src: &[u32]) -> PyResult<()> {
+        // PERF: a slice copy replaces a per-element `Cell::set` loop plus a temporary row (~3 us
+        // of a 6 us memoized fill on Llama 3's 4,008-word rows).
+        let row = self.row_mut(index)?;
+        let n = src.len().min(row.len());
         row[..n].copy_from_slice(&src[..n]);
         row[n..].fill(0);
         Ok(())

@@ -48,11 +48,13 @@ impl PyGrammarMatcher {
                 self.inner.compiled().vocab().vocab_size()
             )));
         }
+        let row = b.row_mut(index)?;
         let m = &mut self.inner;
-        py.allow_threads(|| guard(|| m.compute_mask().map(|_| ()))).map_err(py_err)?;
-        let mask = self.inner.last_mask();
-        b.write_row(index, mask.words())?;
-        Ok(!mask.is_full())
+        // A memoized mask is one copy: not worth releasing and retaking the GIL.
+        if let Some(not_full) = guard(|| Ok(m.fill_memoized(row))).map_err(py_err)? {
+            return Ok(not_full);
+        }
+        py.allow_threads(|| guard(|| m.fill_next_token_bitmask(row))).map_err(py_err)
     }
 
     /// Allowed token ids (for tests and debugging).
