@@ -670,6 +670,7 @@ fn large_subtrees_from_the_root_down() {
 /// UTF-8 sequence (the abstract search is refused there and redone with the real states).
 #[test]
 fn inert_returns_share_cover_sets() {
+    use std::fmt::Write as _;
     let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt]"#;
     // A key pattern too large to be inlined into its callers.
     let words: Vec<String> = xorshift_tokens(b"abcdefghij", 150, 8, 0x2545_F491_4F6C_DD1D)
@@ -680,7 +681,8 @@ fn inert_returns_share_cover_sets() {
     let props_then = |n: usize, after: &str| -> String {
         let mut g = String::from("root ::= \"{\" o0 \"}\"\n");
         for i in 0..n {
-            g += &format!("o{i} ::= \"\\\"\" (\"p{i}q\" | k) \"\\\"{after}:1,\" o{} | o{}\n", i + 1, i + 1);
+            let next = i + 1;
+            writeln!(g, "o{i} ::= \"\\\"\" (\"p{i}q\" | k) \"\\\"{after}:1,\" o{next} | o{next}").unwrap();
         }
         g + &format!("o{n} ::= \"\"\n")
     };
