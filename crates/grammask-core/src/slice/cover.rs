@@ -39,6 +39,16 @@ const MAX_SET_CONFIGS: usize = 256;
 /// resume in (an id into [`Stacks`]; 0: empty, the state's rule ending ends the kernel's rule).
 type Config = (StateId, u32);
 
+/// Stands, in a configuration or on a stack, for any *inert* return state: not final, no rule
+/// edges, and every byte it reads is `Walk` in the slice's state 0 (a key's closing `"` after a
+/// called key pattern, in a string body). Such a configuration reads nothing, ends nothing and
+/// never returns further while the slice is in state 0, so the stack below it is dropped and all
+/// such states share one configuration: the sets of a called rule (a key pattern of 600 rules)
+/// are then the same whichever of 94 properties called it, instead of 800 new sets for each.
+/// In any other slice state a set holding it is undecided by the abstract search, and the
+/// search is redone with the real return states ([`cover_search`]).
+const INERT: StateId = StateId(u32::MAX);
+
 /// Interned stacks of return states, as linked cells: `cells[id] = (below, top, depth)`.
 #[derive(Debug)]
 struct Stacks {
@@ -48,6 +58,8 @@ struct Stacks {
 
 impl Stacks {
     fn push(&mut self, below: u32, top: StateId) -> Option<u32> {
+        // Nothing below an inert state is ever returned to.
+        let below = if top == INERT { 0 } else { below };
         let depth = self.cells[below as usize].2 + 1;
         if depth > MAX_CALL_DEPTH {
             return None;
@@ -81,7 +93,8 @@ pub enum SliceKey {
 /// search left undecided (past its bounds) are neither, so a later search explores them again.
 #[derive(Debug, Default)]
 pub struct CoverMemo {
-    slices: Mutex<FastMap<SliceKey, Explored>>,
+    /// Per slice and whether inert return states are abstracted ([`INERT`]).
+    slices: Mutex<FastMap<(SliceKey, bool), Explored>>,
 }
 
 #[derive(Debug)]
@@ -96,11 +109,34 @@ struct Explored {
     /// Per slice state, the bytes at which the slice step changes (bit `x`: `step(b, x)` differs
     /// from `step(b, x - 1)`; bit 0 always), found on first use.
     slice_bounds: [Option<[u64; 4]>; 16],
+    /// With inert return states abstracted: the bytes `Walk` in slice state 0 (`None`: not
+    /// abstracted), and the slice states in which one of them is not `Walk`.
+    inert_bytes: Option<[u64; 4]>,
+    inert_refused: u16,
+    /// Root sets whose abstract search was refused (the search with real states decides them).
+    refused_roots: Vec<u32>,
 }
 
 impl Explored {
-    fn new() -> Explored {
+    fn new(abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> Explored {
+        let mut inert_bytes = None;
+        let mut inert_refused = 0u16;
+        if abstract_returns {
+            let mut bits = [0u64; 4];
+            for x in (0..=255u8).filter(|&x| step(0, x) == Body::Walk) {
+                bits[usize::from(x >> 6)] |= 1 << (x & 63);
+                for b in 1..16u8 {
+                    if step(b, x) != Body::Walk {
+                        inert_refused |= 1 << b;
+                    }
+                }
+            }
+            inert_bytes = Some(bits);
+        }
         Explored {
+            inert_bytes,
+            inert_refused,
+            refused_roots: Vec::new(),
             stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
             ids: HashMap::with_hasher(FastState),
             sets: Vec::new(),
@@ -124,6 +160,13 @@ impl Explored {
         i
     }
 
+    /// Whether return state `t` is inert (see [`INERT`]) for this search.
+    fn is_inert(&self, a: &Automata, t: StateId) -> bool {
+        let Some(bits) = self.inert_bytes else { return false };
+        let walk = |x: u8| bits[usize::from(x >> 6)] >> (x & 63) & 1 == 1;
+        !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(|e| (e.lo..=e.hi).all(walk))
+    }
+
     /// Closes `set` under calls and returns, sorted and deduplicated; `None` past the depth or
     /// the set size.
     fn close(&mut self, a: &Automata, set: &mut Vec<Config>) -> Option<()> {
@@ -131,6 +174,9 @@ impl Explored {
         while i < set.len() {
             let (q, st) = set[i];
             i += 1;
+            if q == INERT {
+                continue;
+            }
             let add = |c: Config, set: &mut Vec<Config>| {
                 if !set.contains(&c) {
                     set.push(c);
@@ -142,6 +188,7 @@ impl Explored {
             }
             for &(r, t) in a.rule_edges(q) {
                 let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
+                let t = if !tail && self.is_inert(a, t) { INERT } else { t };
                 let callee_stack = if tail { st } else { self.stacks.push(st, t)? };
                 add((a.callee_start(q, r), callee_stack), set);
             }
@@ -187,6 +234,9 @@ impl CoverMemo {
     }
 }
 
+/// The abstract search met an inert configuration in a slice state where its bytes matter.
+struct Refused;
+
 /// Product search of the grammar automaton from `s` with the slice automaton `step` from its
 /// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
 /// rule automata with item origins dropped, exact while the stacks of pending calls stay within
@@ -201,6 +251,9 @@ impl CoverMemo {
 /// constant (a string body's set has ~20 such runs), not one by one; and the verdicts are kept:
 /// a regex-bodied string with `minLength` (`Github_hard---o79409`'s `trace_id`) explored 1-10k
 /// pairs at every new position, ~5 us each (6-60 ms), and its positions all meet the same sets.
+/// Inert return states are abstracted first ([`INERT`]): each of the 94 key positions of an open
+/// object with a key pattern (`Github_hard---o30633`) explored the same 800 pattern sets again
+/// under its own return state, 8 M instructions each, 112-184 ms for one mask.
 pub(super) fn cover_search(
     a: &Automata,
     s: StateId,
@@ -209,18 +262,28 @@ pub(super) fn cover_search(
     memo: &CoverMemo,
 ) -> Option<bool> {
     let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if slices.get(&key).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
-        slices.remove(&key);
+    for abstract_returns in [true, false] {
+        let k = (key, abstract_returns);
+        if slices.get(&k).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
+            slices.remove(&k);
+        }
+        let ex = slices.entry(k).or_insert_with(|| Explored::new(abstract_returns, &step));
+        let mut first = vec![(s, 0)];
+        ex.close(a, &mut first)?;
+        let root = ex.intern(&first);
+        if ex.refused_roots.contains(&root) {
+            continue;
+        }
+        match search(a, ex, root, &step) {
+            Ok(v) => return v,
+            Err(Refused) => ex.refused_roots.push(root),
+        }
     }
-    let ex = slices.entry(key).or_insert_with(Explored::new);
-    let mut first = vec![(s, 0)];
-    ex.close(a, &mut first)?;
-    let root = ex.intern(&first);
-    search(a, ex, root, &step)
+    unreachable!("the search with real return states is never refused")
 }
 
 /// [`cover_search`] from pair `(root, 0)`.
-fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> Body) -> Option<bool> {
+fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> Body) -> Result<Option<bool>, Refused> {
     let decided = |ex: &Explored, id: u32, b: u8| {
         let bit = 1u16 << b;
         if ex.good[id as usize] & bit != 0 {
@@ -232,7 +295,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         }
     };
     if let Some(v) = decided(ex, root, 0) {
-        return v.ok();
+        return Ok(v.ok());
     }
     // This search's undecided pairs: their local index, whether one of their own configurations
     // ends the kernel's rule (or a decided successor's does), and the edges between them.
@@ -251,10 +314,17 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
     let mut last: Option<u32> = None;
     while let Some(p) = stack.pop() {
         let (id, b) = pairs[p as usize];
-        ends[p as usize] |= ex.sets[id as usize].iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
+        // Sets are sorted: an inert configuration, if any, is last.
+        let inert = ex.sets[id as usize].last().is_some_and(|&(q, _)| q == INERT);
+        if inert && ex.inert_refused >> b & 1 == 1 {
+            return Err(Refused);
+        }
+        let real = &ex.sets[id as usize][..ex.sets[id as usize].len() - usize::from(inert)];
+        ends[p as usize] |= real.iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
         // The bytes at which a run starts: the slice step's and every configuration's edges'.
         let mut bounds = ex.bounds(b, step);
-        for &(q, _) in &ex.sets[id as usize] {
+        let real_len = ex.sets[id as usize].len() - usize::from(inert);
+        for &(q, _) in &ex.sets[id as usize][..real_len] {
             for e in a.byte_edges(q) {
                 bounds[usize::from(e.lo >> 6)] |= 1 << (e.lo & 63);
                 if let Some(x) = e.hi.checked_add(1) {
@@ -264,13 +334,13 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         }
         for x in run_starts(bounds) {
             next.clear();
-            next.extend(ex.sets[id as usize].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
+            next.extend(ex.sets[id as usize][..real_len].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
             match step(b, x) {
                 Body::To(nb) => {
                     debug_assert!(nb < 16, "slice automaton state {nb}");
                     if next.is_empty() {
                         ex.bad[id as usize] |= 1 << b;
-                        return None;
+                        return Ok(None);
                     }
                     next.sort_unstable();
                     next.dedup();
@@ -280,7 +350,9 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                         Some(nid) if last_raw == next => nid,
                         _ => {
                             last_raw.clone_from(&next);
-                            ex.close(a, &mut next)?;
+                            if ex.close(a, &mut next).is_none() {
+                                return Ok(None);
+                            }
                             let nid = ex.intern(&next);
                             last = Some(nid);
                             nid
@@ -291,14 +363,14 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                         // A pair that reaches a refuting pair refutes the cover too.
                         Some(Err(())) => {
                             ex.bad[id as usize] |= 1 << b;
-                            return None;
+                            return Ok(None);
                         }
                         None => {
                             let q = match local.get(&(nid, nb)) {
                                 Some(&q) => q,
                                 None => {
                                     if pairs.len() >= MAX_COVER_PAIRS {
-                                        return None;
+                                        return Ok(None);
                                     }
                                     let q = pairs.len() as u32;
                                     local.insert((nid, nb), q);
@@ -314,7 +386,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                 }
                 Body::Dead if !next.is_empty() => {
                     ex.bad[id as usize] |= 1 << b;
-                    return None;
+                    return Ok(None);
                 }
                 Body::Dead | Body::Walk => {}
             }
@@ -337,7 +409,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         ex.good[id as usize] |= 1 << b;
         ex.ends[id as usize] |= u16::from(e) << b;
     }
-    Some(ends[0])
+    Ok(Some(ends[0]))
 }
 
 /// The bytes whose bit is set in `bits`, in increasing order.

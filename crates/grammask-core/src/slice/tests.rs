@@ -662,3 +662,61 @@ fn large_subtrees_from_the_root_down() {
     assert!(expected.len() > 10 && depths.len() > 2, "{} large subtrees at depths {depths:?}", expected.len());
     assert_eq!(large_subtrees(&trie), expected);
 }
+
+/// Open-object keys (an optional property per rule, each calling the shared pattern of the
+/// other keys, whose return state reads only `"`): the cover sets of the pattern are shared by
+/// every property instead of explored again under each one's return state, and every state
+/// classifies like the full walk, also where a pattern can end after a backslash or inside a
+/// UTF-8 sequence (the abstract search is refused there and redone with the real states).
+#[test]
+fn inert_returns_share_cover_sets() {
+    use std::fmt::Write as _;
+    let jc = r#"json_char ::= [^"\\\u0000-\u001f] | "\\" ["\\/bfnrt]"#;
+    // A key pattern too large to be inlined into its callers.
+    let words: Vec<String> = xorshift_tokens(b"abcdefghij", 150, 8, 0x2545_F491_4F6C_DD1D)
+        .into_iter()
+        .map(|w| format!("\"{}\"", String::from_utf8(w).unwrap()))
+        .collect();
+    let pattern = |tail: &str| format!("k ::= json_char* {tail} | {}\n{jc}", words.join(" | "));
+    let props_then = |n: usize, after: &str| -> String {
+        let mut g = String::from("root ::= \"{\" o0 \"}\"\n");
+        for i in 0..n {
+            let next = i + 1;
+            writeln!(g, "o{i} ::= \"\\\"\" (\"p{i}q\" | k) \"\\\"{after}:1,\" o{next} | o{next}").unwrap();
+        }
+        g + &format!("o{n} ::= \"\"\n")
+    };
+    let props = |n: usize| props_then(n, "");
+    let keys = props(24) + &pattern("");
+    let a = Automata::build(&parse_ebnf(&keys, "root").unwrap()).unwrap();
+    let memo = CoverMemo::default();
+    // Pairs newly decided by each key state that calls the pattern.
+    let mut added = Vec::new();
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let before = memo.decided_pairs();
+        let fresh = BodySlice::covers(&a, s, &CoverMemo::default());
+        assert_eq!(BodySlice::covers(&a, s, &memo), fresh, "state {}", s.0);
+        if fresh.is_some() && a.rule_name(a.state(s).rule).starts_with('o') && !a.rule_edges(s).is_empty() {
+            added.push(memo.decided_pairs() - before);
+        }
+    }
+    assert!(added.len() >= 20, "only {} key states covered", added.len());
+    // Its literal's own sets and a few more (12-15 each under their own return state).
+    assert!(added.iter().all(|&n| n <= 8), "pairs decided per key state: {added:?}");
+
+    let mut toks = xorshift_tokens(b"\"\\pq0123:,abj{}\n", 3000, 6, 0x9E37_79B9_7F4A_7C15);
+    toks.extend([&b"\xC3"[..], b"\xA9", b"p1\xC3", b"\xA9\"", b"\\\"", b"a\\"].map(<[u8]>::to_vec));
+    let n = toks.len();
+    let trie = TokenTrie::new(&raw_vocab(toks));
+    let body = BodySlice::new(&trie, n);
+    // The same keys with a pattern that can end after a backslash, its return state reading
+    // `"` (an escape's second byte there) and then a byte no string holds.
+    for src in [props(3) + &pattern(""), props_then(3, "\\n") + &pattern("\"\\\\\"?")] {
+        let a = Automata::build(&parse_ebnf(&src, "root").unwrap()).unwrap();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
+            let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
+            assert_eq!(full, fast, "state {} of\n{src}", s.0);
+        }
+    }
+}
