@@ -402,7 +402,7 @@ impl Completion {
         let mergeable = a.budgets().is_empty()
             && !a.has_lookahead()
             && !a.has_token_edges()
-            && a.char_budgets().is_none_or(|c| c.is_empty());
+            && a.char_budgets().is_none_or(crate::compiler::CharBudgets::is_empty);
         Completion {
             dist,
             leaf,
@@ -503,9 +503,10 @@ impl Completion {
     /// same path of up to `depth` bytes takes `y` and `x` to, or `None` when some path of `y`
     /// is not `x`'s or meets a final state or a state with rule edges.
     fn rise(&self, a: &Automata, y: StateId, x: StateId, depth: u32) -> Option<i64> {
-        let mut seen: FastMap<(u32, u32), ()> = FastMap::default();
+        let mut seen: std::collections::HashSet<(u32, u32), crate::fasthash::FastState> =
+            std::collections::HashSet::default();
         let mut queue = vec![(y, x, 0u32)];
-        seen.insert((y.0, x.0), ());
+        seen.insert((y.0, x.0));
         let mut rise = i64::MIN;
         let mut i = 0;
         while i < queue.len() {
@@ -524,7 +525,7 @@ impl Completion {
                 if !self.leaf[e.target.0 as usize] || !self.leaf[f.target.0 as usize] {
                     return None;
                 }
-                if seen.insert((e.target.0, f.target.0), ()).is_none() {
+                if seen.insert((e.target.0, f.target.0)) {
                     queue.push((e.target, f.target, d + 1));
                 }
             }
