@@ -70,6 +70,13 @@ pub struct Completion {
     memo: Mutex<Memo>,
     /// [`RowInfo`]s by row signature (rows past the first), shared likewise.
     row_infos: Mutex<FastMap<u128, Arc<RowInfo>>>,
+    /// Rows may be costed by [`Completion::merged_signature`] (no lookahead, token edges,
+    /// `max_tokens` or `max_chars` rules: a row's future is then its items' byte paths).
+    mergeable: bool,
+    /// [`Completion::ball`] hashes by `(state, depth, cap)`.
+    balls: Mutex<FastMap<(u32, u32, u32), u128>>,
+    /// [`Completion::rise`]s by `(y, x, depth)`.
+    rises: Mutex<FastMap<(u32, u32, u32), Option<i64>>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
     classes: OnceLock<Arc<SubtreeClasses>>,
 }
@@ -214,6 +221,8 @@ const FIT_SLACK: u32 = 6;
 /// near `now` read and listed the whole vocabulary (~50-100 ms), one at the limit reads the
 /// subtrees that may close the key.
 pub const FIT_LIST_CAP: usize = 4096;
+/// Most [`Completion::ball`] hashes per grammar; when exceeded the table starts over.
+const MAX_BALLS: usize = 1 << 16;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
 /// Most states of a home whose `stay` classes ([`Exits`]) are found (beyond it, none).
@@ -390,6 +399,10 @@ impl Completion {
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
         let descent = byte_ok.iter().all(|&ok| ok) && a.budgets().is_empty() && !a.has_lookahead();
+        let mergeable = a.budgets().is_empty()
+            && !a.has_lookahead()
+            && !a.has_token_edges()
+            && a.char_budgets().is_none_or(crate::compiler::CharBudgets::is_empty);
         Completion {
             dist,
             leaf,
@@ -399,8 +412,173 @@ impl Completion {
             regions: Mutex::default(),
             memo: Mutex::default(),
             row_infos: Mutex::default(),
+            mergeable,
+            balls: Mutex::default(),
+            rises: Mutex::default(),
             classes: OnceLock::new(),
         }
+    }
+
+    /// A hash of what leaf state `s` reads within `depth` bytes: the states it reaches by
+    /// that many bytes through states without rule edges, numbered in breadth-first order, each
+    /// with its `dist` capped at `cap`, whether it is final, its rule and, below `depth`, its
+    /// byte edges (to a state's number, or to a state with rule edges by its own number). A
+    /// path of `k <= depth` bytes from `s` reads its `i`-th byte from a state at most `i - 1`
+    /// bytes away: equal hashes give equal byte paths of up to `depth` bytes, ending in states
+    /// of equal rules, finality and `dist` (or both `dist >= cap`). Positions of a counted
+    /// repetition far from its bounds (`json_char{1024}`) hash alike.
+    fn ball(&self, a: &Automata, s: StateId, depth: u32, cap: u32) -> u128 {
+        use crate::earley::mix128;
+        let key = (s.0, depth, cap);
+        if let Some(&h) = self.balls.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return h;
+        }
+        let mut index: FastMap<u32, u32> = FastMap::default();
+        let mut order: Vec<(StateId, u32)> = vec![(s, 0)];
+        index.insert(s.0, 0);
+        let mut h: u128 = 0;
+        let mut i = 0;
+        while i < order.len() {
+            let (p, d) = order[i];
+            i += 1;
+            let st = a.state(p);
+            let own = u128::from(self.dist(p).min(cap))
+                | u128::from(st.is_final) << 32
+                | (st.rule.index() as u128) << 40
+                | 1 << 100;
+            h = mix128(h ^ own);
+            if d >= depth {
+                continue;
+            }
+            for e in a.byte_edges(p) {
+                let q = e.target;
+                let to = if self.leaf[q.0 as usize] {
+                    let n = order.len() as u32;
+                    let j = *index.entry(q.0).or_insert_with(|| {
+                        order.push((q, d + 1));
+                        n
+                    });
+                    u128::from(j)
+                } else {
+                    u128::from(q.0) | 1 << 101
+                };
+                h = mix128(h ^ (u128::from(e.lo) << 8 | u128::from(e.hi)) << 64 ^ to);
+            }
+        }
+        let mut m = self.balls.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_BALLS {
+            m.clear();
+        }
+        m.insert(key, h);
+        h
+    }
+
+    /// Whether leaf item `y` (cost `dist + uy`) may be left out of a row that holds leaf item
+    /// `x` (cost `dist + ux`) for tokens of up to `depth` bytes: every byte path of `y` through
+    /// leaf states is one of `x`'s, `y` meets no final state nor state with rule edges on it
+    /// (so it adds no completion and no chart item), and `x` costs no more than `y` after every
+    /// prefix. Then after any token `x` survives where `y` does, at no more cost: `y` changes
+    /// neither the allowed tokens nor their costs. (In `"\"" (block{0,8} short) "\""` far
+    /// from the short part's bound, `block`'s position, which must read the rest of its
+    /// 1,024 characters, under `short`'s.)
+    fn dominated(&self, a: &Automata, y: StateId, x: StateId, uy: u32, ux: u32, depth: u32) -> bool {
+        let key = (y.0, x.0, depth);
+        let known = self.rises.lock().unwrap_or_else(PoisonError::into_inner).get(&key).copied();
+        let rise = match known {
+            Some(r) => r,
+            None => {
+                let r = self.rise(a, y, x, depth);
+                let mut m = self.rises.lock().unwrap_or_else(PoisonError::into_inner);
+                if m.len() >= MAX_BALLS {
+                    m.clear();
+                }
+                m.insert(key, r);
+                r
+            }
+        };
+        rise.is_some_and(|r| r + i64::from(ux) <= i64::from(uy))
+    }
+
+    /// For [`Completion::dominated`]: the most `dist(x') - dist(y')` over the state pairs the
+    /// same path of up to `depth` bytes takes `y` and `x` to, or `None` when some path of `y`
+    /// is not `x`'s or meets a final state or a state with rule edges.
+    fn rise(&self, a: &Automata, y: StateId, x: StateId, depth: u32) -> Option<i64> {
+        let mut seen: std::collections::HashSet<(u32, u32), crate::fasthash::FastState> =
+            std::collections::HashSet::default();
+        let mut queue = vec![(y, x, 0u32)];
+        seen.insert((y.0, x.0));
+        let mut rise = i64::MIN;
+        let mut i = 0;
+        while i < queue.len() {
+            let (p, q, d) = queue[i];
+            i += 1;
+            if a.state(p).is_final || self.dist(q) >= INF || queue.len() > MAX_REGION_STATES {
+                return None;
+            }
+            rise = rise.max(i64::from(self.dist(q)) - i64::from(self.dist(p)));
+            if d >= depth {
+                continue;
+            }
+            let xe = a.byte_edges(q);
+            for e in a.byte_edges(p) {
+                let f = xe.iter().find(|f| f.lo <= e.lo && e.hi <= f.hi)?;
+                if !self.leaf[e.target.0 as usize] || !self.leaf[f.target.0 as usize] {
+                    return None;
+                }
+                if seen.insert((e.target.0, f.target.0)) {
+                    queue.push((e.target, f.target, d + 1));
+                }
+            }
+        }
+        Some(rise)
+    }
+
+    /// A memo key for the chart's last row that holds for limits below `cap`: its signature
+    /// with each item without rule edges known by its [`Completion::ball`] within `depth` (the
+    /// longest token) instead of its state, and those [`Completion::dominated`] by another
+    /// (kept) one left out. Rows of equal keys allow the same tokens (a token reads at most
+    /// `depth` bytes), and each token costs the same after both, or at least `cap` after both
+    /// (an item's cost is `dist + U`, `U` a function of its rule and origin row): every limit
+    /// below `cap` places it alike. `u[i]` is the `U` of the row's `i`-th item. `None` when
+    /// the grammar has no such key.
+    fn merged_signature(&self, a: &Automata, chart: &Chart, u: &[u32], cap: u32, depth: u32) -> Option<u128> {
+        const SELF_ORIGIN: u128 = 0x2545_F491_4F6C_DD1D_9E37_79B9_7F4A_7C15;
+        use crate::earley::mix128;
+        if !self.mergeable {
+            return None;
+        }
+        let r = chart.last_row_index();
+        let items = chart.row(r);
+        let leaf = |it: &Item| self.leaf[it.state.0 as usize];
+        if !items.iter().any(leaf) {
+            return None;
+        }
+        let mut kept: Vec<usize> = Vec::new();
+        let mut acc: u128 = 0;
+        for (i, it) in items.iter().enumerate() {
+            let st = if leaf(it) {
+                let by = |&j: &usize| {
+                    let x: &Item = &items[j];
+                    leaf(x)
+                        && x.la == it.la
+                        && x.la_origin == it.la_origin
+                        && self.dominated(a, it.state, x.state, u[i], u[j], depth)
+                };
+                if kept.iter().any(by) {
+                    continue;
+                }
+                self.ball(a, it.state, depth, cap)
+            } else {
+                mix128(u128::from(it.state.0) | 1 << 101)
+            };
+            kept.push(i);
+            let o = it.origin as usize;
+            let ctx = if o == r { SELF_ORIGIN } else { chart.row_signature(o) };
+            let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
+            acc = acc.wrapping_add(mix128(st ^ (la << 64) ^ ctx.rotate_left(17)));
+        }
+        acc ^= (kept.len() as u128).wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ u128::from(cap) << 64;
+        Some(mix128(acc ^ 1 << 127))
     }
 
     /// The [`Region`] of leaf state `s` against threshold `t` on `side`, within `depth` bytes
@@ -512,8 +690,11 @@ impl Completion {
     }
 
     fn memo_put(&self, sig: u128, e: Entry) -> Arc<Entry> {
+        self.memo_put_arc(sig, Arc::new(e))
+    }
+
+    fn memo_put_arc(&self, sig: u128, e: Arc<Entry>) -> Arc<Entry> {
         let size = e.costs.over.len() + e.costs.under.len();
-        let e = Arc::new(e);
         let mut m = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
         if m.entries.len() >= MAX_MEMO_STATES || m.held + size > MAX_MEMO_ENTRIES {
             m.entries.clear();
@@ -1291,9 +1472,29 @@ impl Budget {
         let entry = match self.comp.memo_get(sig) {
             Some(e) if answers(&e) => e,
             old => {
-                let near_capped = old.is_some_and(|e| e.near_capped);
-                let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
-                self.comp.memo_put(sig, e)
+                // A row of equal merged key (another position of a counted repetition) may have
+                // been costed: its entry holds for limits below the cap.
+                let cap = self.max_tokens.min(INF as usize) as u32;
+                let merged = if now < cap {
+                    let r = chart.last_row_index();
+                    let u: Vec<u32> = chart.row(r).iter().map(|it| self.rows.item_u(a, r, it)).collect();
+                    self.comp.merged_signature(a, chart, &u, cap, trie.max_depth)
+                } else {
+                    None
+                };
+                match merged.and_then(|k| self.comp.memo_get(k)) {
+                    // Not kept under `sig`: it holds for limits below the cap only.
+                    Some(e) if e.now == now && answers(&e) => e,
+                    _ => {
+                        let near_capped = old.is_some_and(|e| e.near_capped);
+                        let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
+                        let e = self.comp.memo_put(sig, e);
+                        if let Some(k) = merged {
+                            self.comp.memo_put_arc(k, e.clone());
+                        }
+                        e
+                    }
+                }
             }
         };
         if limit >= entry.bound {

@@ -25,7 +25,7 @@ use std::collections::HashSet;
 
 /// A strong 128-bit mixer (two rounds of 64-bit multiply-xorshift on each half, crossed).
 #[inline]
-fn mix128(x: u128) -> u128 {
+pub(crate) fn mix128(x: u128) -> u128 {
     let mut lo = x as u64;
     let mut hi = (x >> 64) as u64;
     lo ^= hi.rotate_left(29);

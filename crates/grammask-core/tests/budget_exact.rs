@@ -345,3 +345,75 @@ fn limit_walks_equal_exact_walks() {
 fn capped_fit_walks_equal_exact_walks_from_high_limits_down() {
     check_limit_walks(&[Some(0), Some(3)], true);
 }
+
+/// Counted repetitions: every position of `c{40}` and `c{0,25}` is an automaton state of its
+/// own, and rows whose items read alike within the longest token share memo entries (with the
+/// block's position left out while the short part's is alive). Along the string, one position
+/// or a few at a time (so that positions near both bounds of each part are met after entries
+/// of other positions exist), the budgeted masks at every remaining budget equal the
+/// breadth-first definition: past the short part's bound, a token must finish the block.
+#[test]
+fn counted_repetition_masks_equal_brute_force() {
+    let (vocab, stop) = vocab();
+    let g = parse_ebnf(
+        "root ::= \"{\\\"m\\\":\\\"\" c (b{0,3} s | b{4}) \"\\\"\" (\",\\\"n\\\":\" \"1234\")? \"}\"\n\
+         b ::= c{40}\ns ::= c{0,25}\nc ::= [a-z] | \"\\\\\" [n\"]",
+        "root",
+    )
+    .unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let find = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
+    let mut memo = HashMap::new();
+    let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    let mut taken: Vec<u32> = Vec::new();
+    for b in ["{\"", "m", "\"", ":", "\""] {
+        let t = find(b);
+        assert!(free.accept_token(t).unwrap());
+        taken.push(t);
+    }
+    let mut rng = Rng(0xC0_07ED);
+    let mut compared = 0;
+    for step in 0..60 {
+        let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+        let now = shortest(&free, &mut memo, 64).expect("a completion");
+        let costs: Vec<(u32, Option<u32>)> = allowed
+            .iter()
+            .filter(|&&t| t != stop)
+            .map(|&t| {
+                let mut y = free.clone();
+                assert!(y.accept_token(t).unwrap());
+                (t, shortest(&y, &mut memo, 64))
+            })
+            .collect();
+        let most = costs.iter().filter_map(|c| c.1).max().unwrap_or(0) + 2;
+        for remaining in (now as usize + 1)..=(most as usize) {
+            let n = taken.len() + remaining;
+            // (A budget below the start's shortest completion is refused.)
+            let Ok(mut m) = Matcher::new(cg.clone(), MatcherOptions { max_tokens: Some(n), ..Default::default() })
+            else {
+                continue;
+            };
+            for &t in &taken {
+                assert!(m.accept_token(t).unwrap());
+            }
+            let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+            let want: HashSet<u32> =
+                costs.iter().filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining)).map(|c| c.0).collect();
+            assert_eq!(got, want, "step {step} remaining {remaining} (now {now})");
+            compared += 1;
+        }
+        // Mostly `abc` (three characters), sometimes an escape or a single letter.
+        let pick = match rng.below(6) {
+            0 => find("\\n"),
+            1 | 2 => find("q"),
+            _ => find("abc"),
+        };
+        let t = if allowed.contains(&pick) { pick } else { find("q") };
+        if !allowed.contains(&t) {
+            break;
+        }
+        assert!(free.accept_token(t).unwrap());
+        taken.push(t);
+    }
+    assert!(compared > 100, "compared {compared}");
+}
