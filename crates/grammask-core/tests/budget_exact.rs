@@ -16,6 +16,11 @@ use common::Rng;
 
 /// Every byte, multi-byte tokens that open and close structures or cross rule ends, a stop token.
 fn vocab() -> (Arc<Vocabulary>, u32) {
+    vocab_with(&[])
+}
+
+/// The test vocabulary plus `extra` tokens (the stop token stays last).
+fn vocab_with(extra: &[&str]) -> (Arc<Vocabulary>, u32) {
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     for t in [
         "{\"",
@@ -51,6 +56,7 @@ fn vocab() -> (Arc<Vocabulary>, u32) {
     }
     // Partial UTF-8 sequences (byte-level vocabularies have them).
     toks.push(vec![0xe4, 0xb8]);
+    toks.extend(extra.iter().map(|t| t.as_bytes().to_vec()));
     toks.push(b"<stop>".to_vec());
     let stop = (toks.len() - 1) as u32;
     let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
@@ -355,12 +361,30 @@ fn capped_fit_walks_equal_exact_walks_from_high_limits_down() {
 #[test]
 fn counted_repetition_masks_equal_brute_force() {
     let (vocab, stop) = vocab();
-    let g = parse_ebnf(
-        "root ::= \"{\\\"m\\\":\\\"\" c (b{0,3} s | b{4}) \"\\\"\" (\",\\\"n\\\":\" \"1234\")? \"}\"\n\
-         b ::= c{40}\ns ::= c{0,25}\nc ::= [a-z] | \"\\\\\" [n\"]",
-        "root",
-    )
-    .unwrap();
+    // Mostly `abc` (three characters), sometimes an escape or a single letter.
+    check_counted_repetition(vocab, stop, &["\\n", "q", "q", "abc", "abc", "abc"], 0xC0_07ED, 60, false);
+}
+
+/// Long letter tokens (up to 12 bytes) widen the span within which merged keys must tell
+/// positions apart: near a block's end (40 characters) a long token crosses it, a short one not.
+#[test]
+fn counted_repetition_with_long_tokens_masks_equal_brute_force() {
+    let (vocab, stop) = vocab_with(&["abcdefgh", "abcdefghijkl", "qq", "abcde"]);
+    check_counted_repetition(vocab, stop, &["q", "q", "qq", "abc", "abcde", "abcdefgh"], 0x5EED_0013, 70, true);
+}
+
+/// The string `c (b{0,3} s | b{4})` of `c`s, with `c` a rule (`inline`: the blocks' bodies are
+/// character classes, leaves without rule edges, whose positions merged budget keys compare).
+const COUNTED: &str = "root ::= \"{\\\"m\\\":\\\"\" c (b{0,3} s | b{4}) \"\\\"\" (\",\\\"n\\\":\" \"1234\")? \"}\"\n\
+     b ::= c{40}\ns ::= c{0,25}\nc ::= [a-z] | \"\\\\\" [n\"]";
+
+fn check_counted_repetition(vocab: Arc<Vocabulary>, stop: u32, picks: &[&str], seed: u64, steps: usize, inline: bool) {
+    let text = if inline {
+        COUNTED.replace("c{40}", "([a-z] | \"\\\\\" [n\"]){40}").replace("c{0,25}", "([a-z] | \"\\\\\" [n\"]){0,25}")
+    } else {
+        COUNTED.to_string()
+    };
+    let g = parse_ebnf(&text, "root").unwrap();
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let find = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
     let mut memo = HashMap::new();
@@ -371,9 +395,9 @@ fn counted_repetition_masks_equal_brute_force() {
         assert!(free.accept_token(t).unwrap());
         taken.push(t);
     }
-    let mut rng = Rng(0xC0_07ED);
+    let mut rng = Rng(seed);
     let mut compared = 0;
-    for step in 0..60 {
+    for step in 0..steps {
         let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
         let now = shortest(&free, &mut memo, 64).expect("a completion");
         let costs: Vec<(u32, Option<u32>)> = allowed
@@ -402,12 +426,7 @@ fn counted_repetition_masks_equal_brute_force() {
             assert_eq!(got, want, "step {step} remaining {remaining} (now {now})");
             compared += 1;
         }
-        // Mostly `abc` (three characters), sometimes an escape or a single letter.
-        let pick = match rng.below(6) {
-            0 => find("\\n"),
-            1 | 2 => find("q"),
-            _ => find("abc"),
-        };
+        let pick = find(picks[rng.below(picks.len() as u64) as usize]);
         let t = if allowed.contains(&pick) { pick } else { find("q") };
         if !allowed.contains(&t) {
             break;
