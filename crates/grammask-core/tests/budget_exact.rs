@@ -362,7 +362,7 @@ fn capped_fit_walks_equal_exact_walks_from_high_limits_down() {
 fn counted_repetition_masks_equal_brute_force() {
     let (vocab, stop) = vocab();
     // Mostly `abc` (three characters), sometimes an escape or a single letter.
-    check_counted_repetition(vocab, stop, &["\\n", "q", "q", "abc", "abc", "abc"], 0xC0_07ED, 60, false);
+    check_counted_repetition(&vocab, stop, &["\\n", "q", "q", "abc", "abc", "abc"], 0xC0_07ED, 60, false);
 }
 
 /// Long letter tokens (up to 12 bytes) widen the span within which merged keys must tell
@@ -370,7 +370,7 @@ fn counted_repetition_masks_equal_brute_force() {
 #[test]
 fn counted_repetition_with_long_tokens_masks_equal_brute_force() {
     let (vocab, stop) = vocab_with(&["abcdefgh", "abcdefghijkl", "qq", "abcde"]);
-    check_counted_repetition(vocab, stop, &["q", "q", "qq", "abc", "abcde", "abcdefgh"], 0x5EED_0013, 70, true);
+    check_counted_repetition(&vocab, stop, &["q", "q", "qq", "abc", "abcde", "abcdefgh"], 0x5EED_0013, 70, true);
 }
 
 /// The string `c (b{0,3} s | b{4})` of `c`s, with `c` a rule (`inline`: the blocks' bodies are
@@ -378,14 +378,14 @@ fn counted_repetition_with_long_tokens_masks_equal_brute_force() {
 const COUNTED: &str = "root ::= \"{\\\"m\\\":\\\"\" c (b{0,3} s | b{4}) \"\\\"\" (\",\\\"n\\\":\" \"1234\")? \"}\"\n\
      b ::= c{40}\ns ::= c{0,25}\nc ::= [a-z] | \"\\\\\" [n\"]";
 
-fn check_counted_repetition(vocab: Arc<Vocabulary>, stop: u32, picks: &[&str], seed: u64, steps: usize, inline: bool) {
+fn check_counted_repetition(vocab: &Arc<Vocabulary>, stop: u32, picks: &[&str], seed: u64, steps: usize, inline: bool) {
     let text = if inline {
         COUNTED.replace("c{40}", "([a-z] | \"\\\\\" [n\"]){40}").replace("c{0,25}", "([a-z] | \"\\\\\" [n\"]){0,25}")
     } else {
         COUNTED.to_string()
     };
     let g = parse_ebnf(&text, "root").unwrap();
-    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab).unwrap());
     let find = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
     let mut memo = HashMap::new();
     let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
