@@ -12,27 +12,51 @@ use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::spelling::Spelling;
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::cell::Cell;
 use std::sync::Arc;
 
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
+
+// Per thread: the test harness runs tests on parallel threads, and a global counter would count
+// another test's allocations (a CI run failed that way). Const-initialized `Cell`s need no
+// allocation to access, so the allocator can read them.
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Counts one allocation if the current thread is counting (no-op while the thread-locals are
+/// being torn down).
+fn note_allocation() {
+    let _ = COUNTING.try_with(|c| {
+        if c.get() {
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+        }
+    });
+}
+
+/// Starts counting this thread's allocations from zero.
+fn start_counting() {
+    ALLOCS.with(|a| a.set(0));
+    COUNTING.with(|c| c.set(true));
+}
+
+/// Stops counting and returns this thread's allocations since `start_counting`.
+fn stop_counting() -> usize {
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.with(|a| a.get())
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
+        note_allocation();
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout);
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
+        note_allocation();
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -58,15 +82,13 @@ fn element(v: &Vocabulary) -> Vec<u32> {
 
 /// Runs `steps` fill + accept steps of the repeating element and returns the allocations counted.
 fn count(m: &mut Matcher, tokens: &[u32], row: &mut [u32], steps: usize) -> usize {
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
+    start_counting();
     for i in 0..steps {
         m.fill_next_token_bitmask(row).unwrap();
         let t = tokens[i % tokens.len()];
         assert!(m.accept_token(t).unwrap());
     }
-    COUNTING.store(false, Ordering::SeqCst);
-    ALLOCS.load(Ordering::SeqCst)
+    stop_counting()
 }
 
 /// Counts allocations over 600 steady-state steps of `[{"a": true}, {"a": true}, ...` under
@@ -147,13 +169,11 @@ fn batch_allocations_per_step(rows: usize, max_threads: usize) -> f64 {
         step(&mut ms, s);
     }
     let steps = 300;
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
+    start_counting();
     for s in 600..600 + steps {
         step(&mut ms, s);
     }
-    COUNTING.store(false, Ordering::SeqCst);
-    ALLOCS.load(Ordering::SeqCst) as f64 / steps as f64
+    stop_counting() as f64 / steps as f64
 }
 
 #[test]
