@@ -105,6 +105,9 @@ pub struct Chart {
     scratch: HashSet<Item, FastState>,
     /// While closing a row: the row's processed items that wait on each rule.
     waiting: Waiting,
+    /// While closing a row: its empty completions (kept between rows so steady-state closing
+    /// does not allocate; empty outside `close`).
+    empty_ends: Vec<(RuleId, u32, u32)>,
     /// Recursive `max_tokens` budgets: tokens accepted so far (spend points are compared to it).
     clock: u32,
     /// Recursive `max_tokens` budgets: a string is being read, so no budget holds.
@@ -239,6 +242,7 @@ impl Chart {
             row_sig: vec![0; rows],
             scratch: HashSet::default(),
             waiting: Waiting::default(),
+            empty_ends: Vec::new(),
             clock: 0,
             free: false,
             chars,
@@ -693,7 +697,7 @@ impl Chart {
     fn close(&mut self, a: &Automata, r: usize) -> Result<()> {
         let start = self.row_start[r] as usize;
         // (rule, obligations it was predicted with, obligations after it) for empty completions.
-        let mut empty_ends: Vec<(RuleId, u32, u32)> = Vec::new();
+        let mut empty_ends = std::mem::take(&mut self.empty_ends);
         // Items visited while completing: bounded, so ambiguous grammars fail fast, not hang.
         let mut work = 0usize;
         let mut waiting = std::mem::take(&mut self.waiting);
@@ -706,6 +710,8 @@ impl Chart {
             (rb, cb) => self.close_with::<true>(a, rb, cb, r, start, &mut empty_ends, &mut work, &mut waiting),
         };
         self.waiting = waiting;
+        empty_ends.clear();
+        self.empty_ends = empty_ends;
         self.scratch.clear();
         res
     }
