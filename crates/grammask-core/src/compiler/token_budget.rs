@@ -207,10 +207,13 @@ impl RecBudgets {
 
 /// Shortest length in bytes of each rule (`u32::MAX`: none) and from each state to a final state
 /// of its rule, over the open states `0..open_end`: a fixpoint, a rule edge weighing its rule's
-/// shortest length.
+/// shortest length (a token rule's: 1).
 fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
     let mut dist = vec![u32::MAX; open_end];
-    let mut rule_len = vec![u32::MAX; a.num_rules()];
+    // A token rule (`Token(...)`) reads one token, weighed as one byte (a token has at least one).
+    let mut rule_len: Vec<u32> = (0..a.num_rules())
+        .map(|r| if a.tokens().set_of_rule(RuleId(r as u32)).is_some() { 1 } else { u32::MAX })
+        .collect();
     loop {
         let mut changed = false;
         for s in (0..open_end).rev() {
@@ -292,6 +295,9 @@ pub(super) fn add_rec_twins(
     for r in (0..a.num_rules()).filter(|&r| reach[r]) {
         let rule = RuleId(r as u32);
         let (lo, hi) = ranges[r];
+        if a.tokens().set_of_rule(rule).is_some() {
+            continue; // a token edge: its callers' twins keep it or not, it has no way of its own
+        }
         if let Some(b) = a.budgets.of_rule.get(r).copied().flatten() {
             // A regular budget's twin, already built.
             for i in 0..b.len {
