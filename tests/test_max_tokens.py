@@ -441,6 +441,9 @@ def test_recursive_max_tokens_zero_holds_strings_too():
 def test_recursive_budgets_refuse_a_matcher_token_budget():
     with pytest.raises(xgr.UnsupportedFeatureError, match="recursive rule"):
         _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= "(" e ")" | "x"', max_tokens=10)
+    # A lazy rule using a max_tokens rule is named as such.
+    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars or lazy on a rule using a max_tokens rule"):
+        _get_matcher_from_grammar('root ::= x "!"\nx[lazy] ::= y\ny[max_tokens=2] ::= [a-z]+', max_tokens=10)
 
 
 def test_recursive_budgets_strings_agree_with_xgrammar():
@@ -671,6 +674,21 @@ TOKEN_INSIDE = {
     ),
 }
 
+# `Token(...)` beside a recursive budget (one token weighing one byte on the spent levels'
+# shortest ways) and inside nested budgets. Masks where both rules agree: before the budget is
+# spent, and once spent where the occurrence ends or has one way left (")" after P at N=3).
+TOKEN_INSIDE["recursive"] = (
+    'root ::= a\na[max_tokens={n}] ::= "(" a ")" | Token({P})',
+    [(4, "", {"P": True, "(": True}), (4, "(|(", {"P": True, "(": True}), (4, "(|(|<P>", {")": True, "(": False})]
+    + [(3, "(|(|<P>", {")": True, "P": False}), (4, "(|(|<P>|)", {")": True})],
+)
+TOKEN_INSIDE["nested"] = (
+    'root ::= "s:" a "!"\na[max_tokens={n}] ::= b | b "." b\nb[max_tokens=5] ::= [a-z]+ Token({T})?',
+    [(2, "s:|hello", {"T": True, ".": True, "!": True, "abc": True})]
+    + [(2, "s:|hello|<T>", {".": False, "!": True}), (3, "s:|hello|<T>", {".": True, "!": True})]
+    + [(4, "s:|hello|<T>|.|ab", {"T": False, "!": True}), (5, "s:|hello|<T>|.|ab", {"T": True, "!": True})],
+)
+
 
 @pytest.mark.parametrize("name", list(TOKEN_INSIDE))
 def test_token_inside_a_budget_masks_agree_with_xgrammar(name):
@@ -708,6 +726,14 @@ def test_token_inside_a_budget_masks_agree_with_xgrammar(name):
         for t in ids_of(family, "s:") + ids_of(family, "hello"):
             assert m.accept_token(t)
         assert np.flatnonzero(bool_mask(m, info.vocab_size)).tolist() == special["T"]
+    if name == "recursive":
+        # Spent after "((" where `a` cannot end: only its shortest way, the token (XGrammar also
+        # allows "(").
+        m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar.format(n=2, P=128010)))
+        for t in ids_of(family, "(") * 2:
+            assert m.accept_token(t)
+        assert np.flatnonzero(bool_mask(m, info.vocab_size)).tolist() == [128010]
+        assert (bool_mask(m, info.vocab_size) == brute_force(m, info.vocab_size)).all()
 
 
 # `Token(...)`/`ExcludeToken(...)` inside a `max_chars` or `lazy` rule: a token edge of its

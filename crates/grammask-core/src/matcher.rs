@@ -187,7 +187,12 @@ impl Matcher {
             if !done.is_empty() {
                 let rows = self.chart.num_rows();
                 let text = crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
-                self.history.push(Step { rows_before: rows as u32, stop: false, token: true, edge: Some((token, text)) });
+                self.history.push(Step {
+                    rows_before: rows as u32,
+                    stop: false,
+                    token: true,
+                    edge: Some((token, text)),
+                });
                 // One input byte per row (a row of completions alone: a stand-in byte).
                 if let Some(input) = &mut self.input {
                     input.extend_from_slice(if text { bytes } else { &[0] });
@@ -269,7 +274,8 @@ impl Matcher {
         let clock = self.token_ends.len() as u32;
         let rows = self.chart.num_rows() as u32;
         // The step that made the last row: the latest one that added rows.
-        let edge = self.history.iter().rev().find(|s| s.rows_before < rows).and_then(|s| Some((s.rows_before, s.edge?)));
+        let edge =
+            self.history.iter().rev().find(|s| s.rows_before < rows).and_then(|s| Some((s.rows_before, s.edge?)));
         if let Some((before, (id, text))) = edge {
             let bytes = compiled.vocab().token_bytes(id);
             let masks = compiled.token_masks();

@@ -583,7 +583,14 @@ impl RecRef<'_> {
     /// The configurations after reading `syms` (bytes, or `Sym::T` alone: a token edge, one
     /// position) as one step (`k`: tokens before it, `None` for a string); `token_ends`: positions
     /// where the accepted tokens ended; `pos`: positions read.
-    fn read(&self, configs: &[Config], syms: &[Sym], k: Option<usize>, token_ends: &[usize], pos: usize) -> Vec<Config> {
+    fn read(
+        &self,
+        configs: &[Config],
+        syms: &[Sym],
+        k: Option<usize>,
+        token_ends: &[usize],
+        pos: usize,
+    ) -> Vec<Config> {
         let mut cur = configs.to_vec();
         for (j, &b) in syms.iter().enumerate() {
             let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
@@ -735,11 +742,7 @@ fn rec_check_mask(
     let first = w.token_ends.len();
     let mut allowed = Vec::new();
     for t in 0..vocab.vocab_size() as u32 {
-        let want = if t == stop {
-            r.complete(&w.configs, first, w.pos)
-        } else {
-            w.read_token(r, vocab, t).is_some()
-        };
+        let want = if t == stop { r.complete(&w.configs, first, w.pos) } else { w.read_token(r, vocab, t).is_some() };
         if t != stop && !want && vocab.token_bytes(t) != b"<T>" && w.read(r, vocab.token_bytes(t), false).is_some() {
             *cut += 1;
         }
