@@ -368,8 +368,13 @@ impl RecGrammar {
                 })
         };
         let entries: Vec<usize> = group.iter().copied().filter(|&q| used_otherwise(q)).collect();
-        assert_eq!(entries.len(), 1, "{}: one entry", self.names[r]);
-        Some(entries[0])
+        // Several entries: the budgeted one (the others are used outside every budget only).
+        let bounded: Vec<usize> = group.iter().copied().filter(|&q| self.bound[q].is_some()).collect();
+        match (entries.as_slice(), bounded.as_slice()) {
+            (&[e], _) => Some(e),
+            (many, &[b]) if many.contains(&b) => Some(b),
+            _ => panic!("{}: one entry", self.names[r]),
+        }
     }
 
     fn weight(&self, seq: &[Sym]) -> u32 {
@@ -550,7 +555,16 @@ impl RecRef<'_> {
                     rules.dedup();
                     for r in rules {
                         // Left recursion: the levels around are opened when this one ends (above).
-                        if top.start == at && (r == top.rule || self.g.entry[top.rule] == Some(r)) {
+                        // A level of another entry of the group, entered from outside it (not by
+                        // a left call of the group at this position), is the outer level of its
+                        // chain: it enters the group's entry.
+                        let inside = c.len() > 1 && {
+                            let p = &c[c.len() - 2];
+                            p.start == at
+                                && self.g.entry[p.rule].is_some()
+                                && self.g.entry[p.rule] == self.g.entry[top.rule]
+                        };
+                        if top.start == at && (r == top.rule || (self.g.entry[top.rule] == Some(r) && inside)) {
                             continue;
                         }
                         if self.take(top, Sym::R(r), spent).is_none() {
@@ -724,6 +738,14 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
         RecGrammar::new(&[("V", Some(n), &["[ L ]", "x T", "T"]), ("L", None, &["L , V", "V"])]),
         RecGrammar::new(&[("A", Some(n + 1), &["< B > B", "T y"]), ("B", Some(n), &["x", "T z", "x T T"])]),
         RecGrammar::new(&[("B", Some(n), &["[ B ] B", "T B", ""])]),
+        // A group of rules left-recursive through each other entered through two of them, the
+        // budgeted one and one used outside every budget (`root ::= a | b`).
+        RecGrammar::new(&[("R", None, &["A", "b"]), ("A", Some(n), &["b x", "y"]), ("b", None, &["A z", "w"])]),
+        RecGrammar::new(&[
+            ("R", None, &["A", "b", "( R )"]),
+            ("A", Some(n), &["b x", "y", "[ A ]"]),
+            ("b", None, &["A z", "w", "b +"]),
+        ]),
     ]
 }
 
@@ -895,6 +917,11 @@ fn unsupported_recursive_budgets_name_the_feature() {
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[max_tokens=3] ::= e \"-\" | \"y\"",
             "rule 'f', left-recursive through other rules",
         ),
+        // Entered through two of its rules, one used inside a budget (`c`) too.
+        (
+            "root ::= c\nc[max_tokens=5] ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+            "left-recursive through other rules",
+        ),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
         // Nested budgets beside a lookahead or a token expression.
         (
@@ -917,6 +944,8 @@ fn unsupported_recursive_budgets_name_the_feature() {
         // after an empty rule).
         "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= e \"-\" | \"y\"",
         "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf[capture] ::= \"\" g \"-\" | e\ng[capture] ::= f \"+\" | \"z\"",
+        // Entered through two of its rules: the budgeted one, and one used outside every budget.
+        "root ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
         // Token expressions beside recursive and nested budgets.
         "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
         "root ::= a\na[max_tokens=4] ::= \"(\" a \")\" | Token(7)",
