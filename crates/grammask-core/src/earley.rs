@@ -321,8 +321,14 @@ impl Chart {
     /// rows then form a graph rather than a stack, which [`crate::mask`] uses to intern the rows
     /// of a token-trie walk. Returns `Ok(false)` (and appends nothing) if no item can read it.
     pub fn push_byte_from(&mut self, a: &Automata, from: usize, byte: u8) -> Result<bool> {
-        let (prev, from_end) = self.row_bounds(from);
         let new_row = self.begin_row(from, Some(byte));
+        self.step_into_new_row(a, from, byte);
+        self.finish_row(a, new_row)
+    }
+
+    /// Adds to the newest row (begun, not closed) the items of row `from` that read `byte`.
+    fn step_into_new_row(&mut self, a: &Automata, from: usize, byte: u8) {
+        let (prev, from_end) = self.row_bounds(from);
         if let Some(cb) = a.char_budgets() {
             let ended = self.ended_occurrences(a, cb, from);
             for i in prev..from_end {
@@ -351,7 +357,6 @@ impl Chart {
                 }
             }
         }
-        self.finish_row(a, new_row)
     }
 
     /// Begins an empty row after row `from`, reached by reading `byte` (`None`: no input byte);
@@ -385,16 +390,9 @@ impl Chart {
     /// before the row is closed (a token edge's completions merged into the row its bytes reach;
     /// see `crate::token_edges`). Returns `Ok(false)` (and appends nothing) if the row is empty.
     pub fn push_byte_with(&mut self, a: &Automata, byte: u8, extra: &[Item]) -> Result<bool> {
-        let (prev, from_end) = self.row_bounds(self.last_row_index());
-        let new_row = self.begin_row(self.last_row_index(), Some(byte));
-        for i in prev..from_end {
-            let it = self.items[i];
-            if let Some(t) = a.step(it.state, byte) {
-                if let Some(la) = a.la_step(it.la, byte) {
-                    self.add(Item { state: t, origin: it.origin, la_origin: it.la_origin, la });
-                }
-            }
-        }
+        let from = self.last_row_index();
+        let new_row = self.begin_row(from, Some(byte));
+        self.step_into_new_row(a, from, byte);
         for &it in extra {
             self.add(it);
         }
@@ -458,18 +456,32 @@ impl Chart {
     /// Every item of a spent occurrence is then in an exhausted twin state, and only the twins'
     /// edges were predicted from.
     pub fn set_clock(&mut self, a: &Automata, clock: u32, free: bool, byte: Option<u8>) -> Result<()> {
+        self.set_clock_with(clock, free, |c| match byte {
+            Some(b) => c.push_byte(a, b),
+            None => Ok(true),
+        })
+    }
+
+    /// [`Chart::set_clock`] for any last row: when it must be built again, it is popped and
+    /// `rebuild` pushes it again from the rows before it (a token edge's row: its completions
+    /// again, at the new token count). A `rebuild` that appends nothing is an internal error.
+    pub fn set_clock_with(
+        &mut self,
+        clock: u32,
+        free: bool,
+        rebuild: impl FnOnce(&mut Chart) -> Result<bool>,
+    ) -> Result<()> {
         self.clock = clock;
         self.free = free;
         let r = self.last_row_index();
         // The row may have been built at another clock or mode (before a rollback): always again.
-        match byte {
-            Some(b) if r > 0 && self.last_row().iter().any(|it| it.la != 0) => {
-                self.pop_row();
-                if !self.push_byte(a, b)? {
-                    return Err(Error::new(crate::error::ErrorKind::Internal, "a budget emptied a chart row"));
-                }
+        if r > 0 && self.last_row().iter().any(|it| it.la != 0) {
+            self.pop_row();
+            if !rebuild(self)? || self.last_row_index() != r {
+                return Err(Error::new(crate::error::ErrorKind::Internal, "a budget emptied a chart row"));
             }
-            _ => self.row_sig[r] = self.signature(r),
+        } else {
+            self.row_sig[r] = self.signature(r);
         }
         Ok(())
     }
@@ -477,7 +489,7 @@ impl Chart {
     /// The state whose edges item `it` follows: its open state while a string is read (unless it
     /// is spent from the start).
     #[inline]
-    fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
+    pub(crate) fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
         if self.free && it.la != 0 && it.la != SPENT_FROM_START {
             rb.open_of(it.state)
         } else {
@@ -487,7 +499,7 @@ impl Chart {
 
     /// Where an item with spend point `ctx` moving to `t` goes: `t`'s twin once spent.
     #[inline]
-    fn target(&self, rb: &RecBudgets, ctx: u32, t: StateId) -> StateId {
+    pub(crate) fn target(&self, rb: &RecBudgets, ctx: u32, t: StateId) -> StateId {
         if (!self.free || ctx == SPENT_FROM_START) && spent(ctx, self.clock) {
             rb.twin_of(t)
         } else {

@@ -34,6 +34,9 @@ struct Step {
     stop: bool,
     /// A token accepted with `accept_token` (counted by `max_tokens` rule budgets), not a string.
     token: bool,
+    /// A token read by token edges (`crate::token_edges`): its id, and whether its bytes were
+    /// read too (else its row holds the edges' completions alone).
+    edge: Option<(u32, bool)>,
 }
 
 /// The state of one sequence being decoded.
@@ -86,8 +89,8 @@ impl Matcher {
             Some(_) if compiled.automata().char_budgets().is_some() => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
-                    "GrammarMatcher(max_tokens=...) with max_chars on a recursive rule, or on one using a max_tokens \
-                     rule, is not supported",
+                    "GrammarMatcher(max_tokens=...) with max_chars on a recursive rule, or with max_chars or lazy \
+                     on a rule using a max_tokens rule, is not supported",
                 ));
             }
             Some(n) => Some(crate::budget::Budget::new(compiled.automata(), compiled.completion(), &chart, 0, n)?),
@@ -171,7 +174,7 @@ impl Matcher {
             if self.terminate_without_stop_token || !self.is_completed() {
                 return Ok(false);
             }
-            self.history.push(Step { rows_before: self.chart.num_rows() as u32, stop: true, token: false });
+            self.history.push(Step { rows_before: self.chart.num_rows() as u32, stop: true, token: false, edge: None });
             self.stopped = true;
             return Ok(true);
         }
@@ -183,8 +186,17 @@ impl Matcher {
             let done = crate::token_edges::token_completions(a, &self.chart, self.compiled.token_masks(), token, bytes);
             if !done.is_empty() {
                 let rows = self.chart.num_rows();
-                crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
-                self.history.push(Step { rows_before: rows as u32, stop: false, token: true });
+                let text = crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
+                self.history.push(Step {
+                    rows_before: rows as u32,
+                    stop: false,
+                    token: true,
+                    edge: Some((token, text)),
+                });
+                // One input byte per row (a row of completions alone: a stand-in byte).
+                if let Some(input) = &mut self.input {
+                    input.extend_from_slice(if text { bytes } else { &[0] });
+                }
                 self.spend_rule_budgets(true)?;
                 return Ok(true);
             }
@@ -224,8 +236,7 @@ impl Matcher {
             self.token_ends.push(self.chart.last_row_index() as u32);
         }
         if a.rec_budgets().is_some() {
-            let last = self.input.as_ref().and_then(|i| i.last().copied());
-            return self.chart.set_clock(a, self.token_ends.len() as u32, false, last);
+            return self.rebuild_rec_row(false);
         }
         let ends = &self.token_ends;
         let k = ends.len();
@@ -246,13 +257,38 @@ impl Matcher {
     fn reopen_rule_budgets(&mut self) -> Result<()> {
         let a = self.compiled.automata();
         if a.rec_budgets().is_some() {
-            let last = self.input.as_ref().and_then(|i| i.last().copied());
-            return self.chart.set_clock(a, self.token_ends.len() as u32, true, last);
+            return self.rebuild_rec_row(true);
         }
         if !a.budgets().is_empty() {
             self.chart.exhaust_last_row(|it| a.budgets().exhausted(a.state(it.state).rule, it.state));
         }
         Ok(())
+    }
+
+    /// Recursive `max_tokens` budgets: builds the last row again at the tokens accepted so far
+    /// (`free`: a string is being read), from its last byte, or, when a token edge's step made it,
+    /// from that token's completions over the row before the token.
+    fn rebuild_rec_row(&mut self, free: bool) -> Result<()> {
+        let compiled = self.compiled.clone();
+        let a = compiled.automata();
+        let clock = self.token_ends.len() as u32;
+        let rows = self.chart.num_rows() as u32;
+        // The step that made the last row: the latest one that added rows.
+        let edge =
+            self.history.iter().rev().find(|s| s.rows_before < rows).and_then(|s| Some((s.rows_before, s.edge?)));
+        if let Some((before, (id, text))) = edge {
+            let bytes = compiled.vocab().token_bytes(id);
+            let masks = compiled.token_masks();
+            return self.chart.set_clock_with(clock, free, |c| {
+                let done = crate::token_edges::token_completions_at(a, c, masks, id, bytes, before as usize - 1);
+                match bytes.last() {
+                    Some(&b) if text => c.push_byte_with(a, b, &done),
+                    _ => c.push_items(a, &done),
+                }
+            });
+        }
+        let last = self.input.as_ref().and_then(|i| i.last().copied());
+        self.chart.set_clock(a, clock, free, last)
     }
 
     fn accept_step(&mut self, bytes: &[u8], token: bool) -> Result<bool> {
@@ -274,7 +310,7 @@ impl Matcher {
             self.spend_rule_budgets(false)?;
             return failed;
         }
-        self.history.push(Step { rows_before: rows as u32, stop: false, token });
+        self.history.push(Step { rows_before: rows as u32, stop: false, token, edge: None });
         if let Some(input) = &mut self.input {
             input.extend_from_slice(bytes);
         }

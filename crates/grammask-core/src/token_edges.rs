@@ -97,12 +97,40 @@ impl TokenMasks {
 /// advanced over them, their lookahead obligations stepped over the token's bytes), to be merged
 /// into the row after the token. Empty when no token edge of the last row allows `id`.
 pub fn token_completions(a: &Automata, chart: &Chart, masks: &TokenMasks, id: u32, bytes: &[u8]) -> Vec<Item> {
+    token_completions_at(a, chart, masks, id, bytes, chart.last_row_index())
+}
+
+/// [`token_completions`] for the token edges of row `r0` (a recursive `max_tokens` grammar
+/// builds a token's last row again at the new token count, from the row before the token).
+pub fn token_completions_at(
+    a: &Automata,
+    chart: &Chart,
+    masks: &TokenMasks,
+    id: u32,
+    bytes: &[u8],
+    r0: usize,
+) -> Vec<Item> {
     let mut out: Vec<Item> = Vec::new();
-    let r0 = chart.last_row_index();
     let row = chart.row(r0);
     for it in row {
         let Some(k) = a.tokens().set_of(a, it.state) else { continue };
         if !masks.mask(k).get(id as usize) {
+            continue;
+        }
+        if let Some(rb) = a.rec_budgets() {
+            // Spend points (no lookahead): a parent keeps its own, and moves to its twin state
+            // once spent, as `Chart::advance` does.
+            let rule = a.state(it.state).rule;
+            for p in row.iter().filter(|p| p.la == it.la_origin) {
+                for &(rr, t) in a.rule_edges(chart.source(rb, p)) {
+                    if rr == rule {
+                        let item = Item { state: chart.target(rb, p.la, t), ..*p };
+                        if !out.contains(&item) {
+                            out.push(item);
+                        }
+                    }
+                }
+            }
             continue;
         }
         // The token rule's own obligations after the token (those it was predicted with).
@@ -134,7 +162,8 @@ pub fn token_completions(a: &Automata, chart: &Chart, masks: &TokenMasks, id: u3
 /// `text` and they read it) and `completions` (from [`token_completions`], non-empty) merged into
 /// the row they reach; or, when the bytes are not read whole, one row of `completions` alone.
 /// On error the chart is as before.
-pub fn push_token(a: &Automata, chart: &mut Chart, bytes: &[u8], text: bool, completions: &[Item]) -> Result<()> {
+/// Returns whether the bytes were read (else the completions form a row of their own).
+pub fn push_token(a: &Automata, chart: &mut Chart, bytes: &[u8], text: bool, completions: &[Item]) -> Result<bool> {
     let rows = chart.num_rows();
     let res = (|| {
         if text {
@@ -147,13 +176,13 @@ pub fn push_token(a: &Automata, chart: &mut Chart, bytes: &[u8], text: bool, com
                     }
                 }
                 if ok && chart.push_byte_with(a, last, completions)? {
-                    return Ok(());
+                    return Ok(true);
                 }
                 chart.truncate_rows(rows);
             }
         }
         chart.push_items(a, completions)?;
-        Ok(())
+        Ok(false)
     })();
     if res.is_err() {
         chart.truncate_rows(rows);

@@ -261,6 +261,8 @@ fn a_token_across_the_start_is_the_first_token() {
 enum Sym {
     B(u8),
     R(usize),
+    /// `Token(<T>)`: the special token `<T>` of `rec_vocab`, one token that weighs one byte.
+    T,
 }
 
 /// A grammar: rule names, their alternatives (sequences of symbols) and `max_tokens` bounds.
@@ -288,6 +290,7 @@ impl RecGrammar {
                         for item in alt.split_whitespace() {
                             match names.iter().position(|n| *n == item) {
                                 Some(i) => seq.push(Sym::R(i)),
+                                None if item == "T" => seq.push(Sym::T),
                                 None => seq.extend(item.bytes().map(Sym::B)),
                             }
                         }
@@ -365,19 +368,26 @@ impl RecGrammar {
                 })
         };
         let entries: Vec<usize> = group.iter().copied().filter(|&q| used_otherwise(q)).collect();
-        assert_eq!(entries.len(), 1, "{}: one entry", self.names[r]);
-        Some(entries[0])
+        // Several entries: the budgeted one (the others are used outside every budget only).
+        let bounded: Vec<usize> = group.iter().copied().filter(|&q| self.bound[q].is_some()).collect();
+        match (entries.as_slice(), bounded.as_slice()) {
+            (&[e], _) => Some(e),
+            (many, &[b]) if many.contains(&b) => Some(b),
+            _ => panic!("{}: one entry", self.names[r]),
+        }
     }
 
     fn weight(&self, seq: &[Sym]) -> u32 {
         seq.iter().fold(0u32, |acc, s| match s {
-            Sym::B(_) => acc.saturating_add(1),
+            Sym::B(_) | Sym::T => acc.saturating_add(1),
             Sym::R(r) => acc.saturating_add(self.minlen.get(*r).copied().unwrap_or(u32::MAX)),
         })
     }
 
-    fn ebnf(&self) -> String {
+    /// The grammar in EBNF; `T` is `Token(id)` for the id of `<T>` in `vocab`.
+    fn ebnf(&self, vocab: &Vocabulary) -> String {
         use std::fmt::Write;
+        let token = (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == b"<T>");
         let mut out = format!("root ::= {}\n", self.names[0]);
         for (r, name) in self.names.iter().enumerate() {
             // Lower-case rules are captured, so the compiler keeps them apart (never copied into
@@ -397,6 +407,7 @@ impl RecGrammar {
                         .iter()
                         .map(|s| match s {
                             Sym::B(b) => format!("\"{}\"", *b as char),
+                            Sym::T => format!("Token({})", token.expect("a vocabulary with <T>")),
                             Sym::R(x) => self.names[*x].to_owned(),
                         })
                         .collect();
@@ -469,7 +480,7 @@ impl RecRef<'_> {
         }
         if spent {
             let w = match s {
-                Sym::B(_) => 1,
+                Sym::B(_) | Sym::T => 1,
                 Sym::R(r) => self.g.minlen[r],
             };
             if self.is_final(l) || w.saturating_add(self.dist(l.rule, &next)) != self.dist(l.rule, &l.pos) {
@@ -544,7 +555,16 @@ impl RecRef<'_> {
                     rules.dedup();
                     for r in rules {
                         // Left recursion: the levels around are opened when this one ends (above).
-                        if top.start == at && (r == top.rule || self.g.entry[top.rule] == Some(r)) {
+                        // A level of another entry of the group, entered from outside it (not by
+                        // a left call of the group at this position), is the outer level of its
+                        // chain: it enters the group's entry.
+                        let inside = c.len() > 1 && {
+                            let p = &c[c.len() - 2];
+                            p.start == at
+                                && self.g.entry[p.rule].is_some()
+                                && self.g.entry[p.rule] == self.g.entry[top.rule]
+                        };
+                        if top.start == at && (r == top.rule || (self.g.entry[top.rule] == Some(r) && inside)) {
                             continue;
                         }
                         if self.take(top, Sym::R(r), spent).is_none() {
@@ -574,18 +594,19 @@ impl RecRef<'_> {
         out
     }
 
-    /// The configurations after reading `bytes` as one step (`k`: tokens before it, `None` for a
-    /// string); `token_ends`: byte positions where the accepted tokens ended; `pos`: bytes read.
+    /// The configurations after reading `syms` (bytes, or `Sym::T` alone: a token edge, one
+    /// position) as one step (`k`: tokens before it, `None` for a string); `token_ends`: positions
+    /// where the accepted tokens ended; `pos`: positions read.
     fn read(
         &self,
         configs: &[Config],
-        bytes: &[u8],
+        syms: &[Sym],
         k: Option<usize>,
         token_ends: &[usize],
         pos: usize,
     ) -> Vec<Config> {
         let mut cur = configs.to_vec();
-        for (j, &b) in bytes.iter().enumerate() {
+        for (j, &b) in syms.iter().enumerate() {
             let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
             let mut next = std::collections::HashSet::new();
             for c in self.closure(cur, k, first, pos + j) {
@@ -594,7 +615,7 @@ impl RecRef<'_> {
                     continue;
                 }
                 let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
-                if let Some(p) = self.take(top, Sym::B(b), spent) {
+                if let Some(p) = self.take(top, b, spent) {
                     let mut d = c.clone();
                     d.last_mut().unwrap().pos = p;
                     next.insert(d);
@@ -625,12 +646,25 @@ struct RecWalk {
 
 impl RecWalk {
     fn read(&self, r: &RecRef, bytes: &[u8], token: bool) -> Option<RecWalk> {
+        let syms: Vec<Sym> = bytes.iter().map(|&b| Sym::B(b)).collect();
+        self.read_syms(r, &syms, token)
+    }
+
+    /// Token `t` of `vocab`: `<T>` is the token edge (special: never text), any other its bytes.
+    fn read_token(&self, r: &RecRef, vocab: &Vocabulary, t: u32) -> Option<RecWalk> {
+        match vocab.token_bytes(t) {
+            b"<T>" => self.read_syms(r, &[Sym::T], true),
+            bytes => self.read(r, bytes, true),
+        }
+    }
+
+    fn read_syms(&self, r: &RecRef, syms: &[Sym], token: bool) -> Option<RecWalk> {
         let k = token.then_some(self.token_ends.len());
-        let configs = r.read(&self.configs, bytes, k, &self.token_ends, self.pos);
+        let configs = r.read(&self.configs, syms, k, &self.token_ends, self.pos);
         if configs.is_empty() {
             return None;
         }
-        let mut w = RecWalk { configs, token_ends: self.token_ends.clone(), pos: self.pos + bytes.len() };
+        let mut w = RecWalk { configs, token_ends: self.token_ends.clone(), pos: self.pos + syms.len() };
         if token {
             w.token_ends.push(w.pos);
         }
@@ -650,7 +684,13 @@ fn rec_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     toks.dedup();
     toks.push(b"</s>".to_vec());
     let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    // The token edges' token (`Sym::T`): special, so never read as text.
+    toks.push(b"<T>".to_vec());
+    let opts = VocabularyOptions {
+        stop_token_ids: Some(vec![stop]),
+        special_token_ids: Some(vec![stop + 1]),
+        ..Default::default()
+    };
     Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
@@ -692,6 +732,20 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
             ("h", None, &["B", "B , B"]),
             ("B", Some(n + 1), &["z", "z z", "z z z"]),
         ]),
+        // Token edges (`Token(<T>)`) inside recursive and nested budgets: one token weighing one
+        // byte on the shortest ways.
+        RecGrammar::new(&[("E", Some(n), &["( E )", "T", "x y"])]),
+        RecGrammar::new(&[("V", Some(n), &["[ L ]", "x T", "T"]), ("L", None, &["L , V", "V"])]),
+        RecGrammar::new(&[("A", Some(n + 1), &["< B > B", "T y"]), ("B", Some(n), &["x", "T z", "x T T"])]),
+        RecGrammar::new(&[("B", Some(n), &["[ B ] B", "T B", ""])]),
+        // A group of rules left-recursive through each other entered through two of them, the
+        // budgeted one and one used outside every budget (`root ::= a | b`).
+        RecGrammar::new(&[("R", None, &["A", "b"]), ("A", Some(n), &["b x", "y"]), ("b", None, &["A z", "w"])]),
+        RecGrammar::new(&[
+            ("R", None, &["A", "b", "( R )"]),
+            ("A", Some(n), &["b x", "y", "[ A ]"]),
+            ("b", None, &["A z", "w", "b +"]),
+        ]),
     ]
 }
 
@@ -710,12 +764,8 @@ fn rec_check_mask(
     let first = w.token_ends.len();
     let mut allowed = Vec::new();
     for t in 0..vocab.vocab_size() as u32 {
-        let want = if t == stop {
-            r.complete(&w.configs, first, w.pos)
-        } else {
-            w.read(r, vocab.token_bytes(t), true).is_some()
-        };
-        if t != stop && !want && w.read(r, vocab.token_bytes(t), false).is_some() {
+        let want = if t == stop { r.complete(&w.configs, first, w.pos) } else { w.read_token(r, vocab, t).is_some() };
+        if t != stop && !want && vocab.token_bytes(t) != b"<T>" && w.read(r, vocab.token_bytes(t), false).is_some() {
             *cut += 1;
         }
         assert_eq!(mask.get(t as usize), want, "mask bit {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
@@ -741,7 +791,7 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
         let vocab = rec_vocab(&mut rng);
         for n in 0..4 {
             for g in rec_grammars(n) {
-                let text = g.ebnf();
+                let text = g.ebnf(&vocab);
                 let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
                 let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
                 let r = RecRef { g: &g };
@@ -787,9 +837,14 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
                                 text_so_far.truncate(text_so_far.len() - k);
                             }
                             _ => {
-                                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                                // The token edge's token half of the time it is allowed.
+                                let edge = allowed.iter().copied().find(|&t| vocab.token_bytes(t) == b"<T>");
+                                let t = match edge {
+                                    Some(e) if rng.below(2) == 0 => e,
+                                    _ => allowed[rng.below(allowed.len() as u64) as usize],
+                                };
                                 assert!(m.accept_token(t).unwrap());
-                                hist.push(w.read(&r, vocab.token_bytes(t), true).unwrap());
+                                hist.push(w.read_token(&r, &vocab, t).unwrap());
                                 text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
                             }
                         }
@@ -820,7 +875,7 @@ fn sampled_outputs_of_recursive_budgets_end() {
             if g.bound[0].is_none() {
                 continue;
             }
-            let grammar = grammask_core::ebnf::parse_ebnf(&g.ebnf(), "root").unwrap();
+            let grammar = grammask_core::ebnf::parse_ebnf(&g.ebnf(&vocab), "root").unwrap();
             let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
             let stop = *vocab.stop_token_ids().first().unwrap();
             for _ in 0..20 {
@@ -838,7 +893,7 @@ fn sampled_outputs_of_recursive_budgets_end() {
                     assert!(m.accept_token(non_stop[rng.below(non_stop.len() as u64) as usize]).unwrap());
                     steps += 1;
                     // Spent after n tokens, then each open level has a bounded rest.
-                    assert!(steps <= n as usize + 40, "{}: no end after {steps} tokens", g.ebnf());
+                    assert!(steps <= n as usize + 40, "{}: no end after {steps} tokens", g.ebnf(&vocab));
                 }
             }
         }
@@ -862,15 +917,16 @@ fn unsupported_recursive_budgets_name_the_feature() {
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[max_tokens=3] ::= e \"-\" | \"y\"",
             "rule 'f', left-recursive through other rules",
         ),
+        // Entered through two of its rules, one used inside a budget (`c`) too.
+        (
+            "root ::= c\nc[max_tokens=5] ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+            "left-recursive through other rules",
+        ),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
         // Nested budgets beside a lookahead or a token expression.
         (
             "root ::= a \"?\"\na[max_tokens=2] ::= b \"!\" (= \"?\")\nb[max_tokens=1] ::= \"x\"+",
             "'a' (recursive, or using another max_tokens rule) in a grammar with lookahead",
-        ),
-        (
-            "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
-            "'a' (recursive, or using another max_tokens rule) in a grammar with token expressions",
         ),
     ];
     for (text, msg) in bad {
@@ -888,6 +944,11 @@ fn unsupported_recursive_budgets_name_the_feature() {
         // after an empty rule).
         "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= e \"-\" | \"y\"",
         "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf[capture] ::= \"\" g \"-\" | e\ng[capture] ::= f \"+\" | \"z\"",
+        // Entered through two of its rules: the budgeted one, and one used outside every budget.
+        "root ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+        // Token expressions beside recursive and nested budgets.
+        "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
+        "root ::= a\na[max_tokens=4] ::= \"(\" a \")\" | Token(7)",
     ] {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
         assert!(grammask_core::compiler::Automata::build(&g).is_ok(), "{text}");

@@ -95,6 +95,10 @@ fn grammars(ids: &Ids) -> Vec<String> {
         format!("root ::= a \"!\"\na[max_chars=4] ::= [a-c]* ExcludeToken(33, 120) [a-c]*"),
         format!("root ::= \"s\" a \"!\"\na[max_tokens=2, max_chars=3] ::= [a-z]* Token({a}) [a-z]*"),
         format!("root ::= a \";\" a\na[lazy] ::= b Token({tool})?\nb ::= [a-c]+ Token({a})"),
+        // Token edges inside recursive and nested `max_tokens` rules (each token row built again
+        // at the new token count).
+        format!("root ::= a\na[max_tokens=3] ::= \"(\" a \")\" | Token({a}) | \"xy\""),
+        format!("root ::= \"s\" a \"!\"\na[max_tokens=3] ::= b \".\" b | Token({tool})\nb[max_tokens=1] ::= [a-c]+ Token({a})?"),
     ]
 }
 

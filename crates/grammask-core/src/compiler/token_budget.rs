@@ -207,10 +207,13 @@ impl RecBudgets {
 
 /// Shortest length in bytes of each rule (`u32::MAX`: none) and from each state to a final state
 /// of its rule, over the open states `0..open_end`: a fixpoint, a rule edge weighing its rule's
-/// shortest length.
+/// shortest length (a token rule's: 1).
 fn shortest(a: &super::Automata, open_end: usize) -> (Vec<u32>, Vec<u32>) {
     let mut dist = vec![u32::MAX; open_end];
-    let mut rule_len = vec![u32::MAX; a.num_rules()];
+    // A token rule (`Token(...)`) reads one token, weighed as one byte (a token has at least one).
+    let mut rule_len: Vec<u32> = (0..a.num_rules())
+        .map(|r| if a.tokens().set_of_rule(RuleId(r as u32)).is_some() { 1 } else { u32::MAX })
+        .collect();
     loop {
         let mut changed = false;
         for s in (0..open_end).rev() {
@@ -292,6 +295,9 @@ pub(super) fn add_rec_twins(
     for r in (0..a.num_rules()).filter(|&r| reach[r]) {
         let rule = RuleId(r as u32);
         let (lo, hi) = ranges[r];
+        if a.tokens().set_of_rule(rule).is_some() {
+            continue; // a token edge: its callers' twins keep it or not, it has no way of its own
+        }
         if let Some(b) = a.budgets.of_rule.get(r).copied().flatten() {
             // A regular budget's twin, already built.
             for i in 0..b.len {
@@ -344,7 +350,9 @@ pub(super) fn add_rec_twins(
 /// Groups of rules left-recursive through each other (`a ::= b "x" | "y"`, `b ::= a "z"`)
 /// among `reach`: per rule, its group's entry (`NO`: in no such group). A group is supported
 /// when one of its rules, the entry, is the only one used otherwise than by a left call from
-/// the group (from another rule, after a byte, or as the root), every cycle of left calls
+/// the group (from another rule, after a byte, or as the root), or the only one with a budget
+/// while the group's other such rules are used from rules outside every budget only (`root ::=
+/// a | b`: an outer level of `b` is never spent), every cycle of left calls
 /// through two or more of its rules passes through the entry, and no other of its rules has a
 /// budget: then every chain of levels the group nests at one row starts with the entry, so a
 /// finished entry level can always end that chain. Else `Err` names a rule of the group.
@@ -403,15 +411,19 @@ fn left_groups(
             group[q] = r as u32;
         }
     }
-    // Entries: group rules used otherwise than by a left call from their group.
+    // Entries: group rules used otherwise than by a left call from their group; `inner`: those
+    // used so from a rule some budgeted occurrence may be around (`reach`).
     let mut entries: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut enter = |g: u32, q: usize| {
-        if !entries[g as usize].contains(&q) {
-            entries[g as usize].push(q);
+    let mut inner: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut enter = |g: u32, q: usize, from: usize| {
+        for (list, add) in [(&mut entries, true), (&mut inner, reach[from])] {
+            if add && !list[g as usize].contains(&q) {
+                list[g as usize].push(q);
+            }
         }
     };
     if group[a.root().index()] != NO {
-        enter(group[a.root().index()], a.root().index());
+        enter(group[a.root().index()], a.root().index(), a.root().index());
     }
     for x in 0..n {
         let lefts = if group[x] == NO { Vec::new() } else { left_states(x) };
@@ -420,7 +432,7 @@ fn left_groups(
             for &(rr, _) in a.rule_edges(s) {
                 let g = group[rr.index()];
                 if g != NO && !(group[x] == g && lefts.contains(&s)) {
-                    enter(g, rr.index());
+                    enter(g, rr.index(), x);
                 }
             }
         }
@@ -428,7 +440,15 @@ fn left_groups(
     let mut entry = vec![NO; n];
     for g in (0..n).filter(|&g| group[g] == g as u32) {
         let members: Vec<usize> = (0..n).filter(|&q| group[q] == g as u32).collect();
-        let &[e] = entries[g].as_slice() else { return Err(RuleId(g as u32)) };
+        // Its only entry, else its budgeted rule, when every other entry is used from outside
+        // every budget only: such an entry's outer level is never spent, so it always takes the
+        // finished levels below it (it ends the chain), and every chain inside a budget starts
+        // with `e`.
+        let e = match (entries[g].as_slice(), members.iter().find(|&&q| bounded[q])) {
+            (&[e], _) => e,
+            (many, Some(&b)) if many.contains(&b) && inner[g].iter().all(|&q| q == b) => b,
+            _ => return Err(RuleId(g as u32)),
+        };
         for &q in members.iter().filter(|&&q| q != e) {
             if bounded[q] || reaches(q, q, e) {
                 return Err(RuleId(q as u32));
