@@ -559,9 +559,15 @@ impl Completion {
         if !items.iter().any(leaf) {
             return None;
         }
+        // Cheaper items first: an item's dominator costs no more than it (the rise at its own
+        // state bounds `dist(x) + ux <= dist(y) + uy`), so it is met, and kept, first. (The
+        // sum below does not depend on the order.)
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| (self.dist(items[i].state).saturating_add(u[i]), i));
         let mut kept: Vec<usize> = Vec::new();
         let mut acc: u128 = 0;
-        for (i, it) in items.iter().enumerate() {
+        for i in order {
+            let it = &items[i];
             let st = if leaf(it) {
                 let by = |&j: &usize| {
                     let x: &Item = &items[j];
