@@ -445,9 +445,9 @@ fn check_counted_repetition(vocab: &Arc<Vocabulary>, stop: u32, picks: &[&str], 
 /// quote that ends `s` costs 7 more to finish) after every token, and their rows share a merged
 /// key. A position with fewer left is keyed apart: the longest token takes `b` within 7 of its
 /// end, below the cost of every row the merged key covers, so a key that looked less far than
-/// the longest token drops it from the mask at tight budgets. Twice: with `s` and `b` inlined
-/// into one automaton (a position's `Completion::ball` sees `b`'s end) and as rules of their own (`b`'s
-/// item dominated by `s`'s). Paths start with tokens of 1 to 8 letters, so that the same
+/// the longest token drops it from the mask at tight budgets. With `s` and `b` inlined into one
+/// automaton (a position's `Completion::ball` sees `b`'s end), and as rules of their own, defined
+/// in either order (`b`'s item dominated by `s`'s, before or after it in the row). Paths start with tokens of 1 to 8 letters, so that the same
 /// number of accepted tokens (the same budget left) meets different positions, and go on letter
 /// by letter; one matcher per `max_tokens` (the memo key's cap) runs along each path, with limit
 /// walks and with exact walks.
