@@ -32,6 +32,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use crate::bitset::Bitset;
@@ -79,6 +80,9 @@ pub struct Completion {
     rises: Mutex<FastMap<(u32, u32, u32), Option<i64>>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
     classes: OnceLock<Arc<SubtreeClasses>>,
+    /// Merged-key lookups and the hits among them (see [`Completion::merged_stats`]).
+    merged_lookups: AtomicUsize,
+    merged_hits: AtomicUsize,
 }
 
 /// Which side of a limit a walk proves tokens to be on without reading them.
@@ -416,6 +420,8 @@ impl Completion {
             balls: Mutex::default(),
             rises: Mutex::default(),
             classes: OnceLock::new(),
+            merged_lookups: AtomicUsize::new(0),
+            merged_hits: AtomicUsize::new(0),
         }
     }
 
@@ -553,9 +559,15 @@ impl Completion {
         if !items.iter().any(leaf) {
             return None;
         }
+        // Cheaper items first: an item's dominator costs no more than it (the rise at its own
+        // state bounds `dist(x) + ux <= dist(y) + uy`), so it is met, and kept, first. (The
+        // sum below does not depend on the order.)
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| (self.dist(items[i].state).saturating_add(u[i]), i));
         let mut kept: Vec<usize> = Vec::new();
         let mut acc: u128 = 0;
-        for (i, it) in items.iter().enumerate() {
+        for i in order {
+            let it = &items[i];
             let st = if leaf(it) {
                 let by = |&j: &usize| {
                     let x: &Item = &items[j];
@@ -703,6 +715,13 @@ impl Completion {
         m.held += size;
         m.entries.insert(sig, e.clone());
         e
+    }
+
+    /// Tests: how many masks looked up a merged memo key ([`Completion::merged_signature`])
+    /// after their row signature missed, and how many of those found an entry they used.
+    #[doc(hidden)]
+    pub fn merged_stats(&self) -> (usize, usize) {
+        (self.merged_lookups.load(Ordering::Relaxed), self.merged_hits.load(Ordering::Relaxed))
     }
 
     #[inline]
@@ -1482,9 +1501,15 @@ impl Budget {
                 } else {
                     None
                 };
+                if merged.is_some() {
+                    self.comp.merged_lookups.fetch_add(1, Ordering::Relaxed);
+                }
                 match merged.and_then(|k| self.comp.memo_get(k)) {
                     // Not kept under `sig`: it holds for limits below the cap only.
-                    Some(e) if e.now == now && answers(&e) => e,
+                    Some(e) if e.now == now && answers(&e) => {
+                        self.comp.merged_hits.fetch_add(1, Ordering::Relaxed);
+                        e
+                    }
                     _ => {
                         let near_capped = old.is_some_and(|e| e.near_capped);
                         let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;

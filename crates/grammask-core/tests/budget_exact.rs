@@ -367,8 +367,8 @@ fn counted_repetition_masks_equal_brute_force() {
 
 /// Long letter tokens (up to 12 bytes) in counted blocks with inline class bodies: near a block's
 /// end (40 characters) a long token crosses it, a short one not. (This path never reuses a
-/// merged memo key; `limit_walks_equal_exact_walks` does, and fails when merged keys ignore
-/// what items read after their state.)
+/// merged memo key: its matchers' caps differ. `merged_keys_with_long_tokens_mask_equal_brute_force`
+/// does, and fails when merged keys look less far than the longest token.)
 #[test]
 fn counted_repetition_with_long_tokens_masks_equal_brute_force() {
     let (vocab, stop) = vocab_with(&["abcdefgh", "abcdefghijkl", "qq", "abcde"]);
@@ -437,4 +437,82 @@ fn check_counted_repetition(vocab: &Arc<Vocabulary>, stop: u32, picks: &[&str], 
         taken.push(t);
     }
     assert!(compared > 100, "compared {compared}");
+}
+
+/// Merged memo keys against brute force, with a token (16 letters) much longer than the rest,
+/// in `"\"" (s "\"1234567" | b "\"")`: `s` a block of up to 60 letters, `b` of exactly 40.
+/// Positions where `b` has at least 7 letters left beyond the longest token cost like `s`'s (the
+/// quote that ends `s` costs 7 more to finish) after every token, and their rows share a merged
+/// key. A position with fewer left is keyed apart: the longest token takes `b` within 7 of its
+/// end, below the cost of every row the merged key covers, so a key that looked less far than
+/// the longest token drops it from the mask at tight budgets. With `s` and `b` inlined into one
+/// automaton (a position's `Completion::ball` sees `b`'s end), and as rules of their own, defined
+/// in either order (`b`'s item dominated by `s`'s, before or after it in the row). Paths start with tokens of 1 to 8 letters, so that the same
+/// number of accepted tokens (the same budget left) meets different positions, and go on letter
+/// by letter; one matcher per `max_tokens` (the memo key's cap) runs along each path, with limit
+/// walks and with exact walks.
+#[test]
+fn merged_keys_with_long_tokens_mask_equal_brute_force() {
+    let (vocab, stop) = vocab_with(&["abcdefghijklmnop", "abcdefgh", "abcd", "ab"]);
+    let root = "root ::= \"\\\"\" (s \"\\\"1234567\" | b \"\\\"\")";
+    let text = format!("{root}\ns ::= [a-z]{{0,60}}\nb ::= [a-z]{{40}}");
+    // Recursion keeps `s` and `b` from being inlined; defined first, `b`'s items come ahead of
+    // their dominators in the row.
+    let rules = format!("{root}\ns ::= [a-z]{{0,60}} | \"(\" s \")\"\nb ::= [a-z]{{40}} | \"(\" b \")\"");
+    let b_first = format!("{root}\nb ::= [a-z]{{40}} | \"(\" b \")\"\ns ::= [a-z]{{0,60}} | \"(\" s \")\"");
+    let find = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
+    for (name, text) in [("one automaton", text), ("rules", rules), ("rules, b first", b_first)] {
+        if std::env::var("ONLY").is_ok_and(|o| o != name) {
+            continue;
+        }
+        let g = parse_ebnf(&text, "root").unwrap();
+        let mut memo = HashMap::new();
+        for exact in [false, true] {
+            let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+            for first in ["q", "ab", "abcd", "abcdefgh"] {
+                let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let mut budgeted: Vec<(usize, Matcher)> = (8..=56)
+                    .filter_map(|n| {
+                        let opts = MatcherOptions { max_tokens: Some(n), ..Default::default() };
+                        let mut m = Matcher::new(cg.clone(), opts).ok()?;
+                        m.set_exact_budget_walks(exact);
+                        Some((n, m))
+                    })
+                    .collect();
+                let path = ["\"", first].into_iter().chain(std::iter::repeat("q"));
+                for (taken, tok) in path.take(36).enumerate() {
+                    let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                    let costs: Vec<(u32, Option<u32>)> = allowed
+                        .iter()
+                        .filter(|&&t| t != stop)
+                        .map(|&t| {
+                            let mut y = free.clone();
+                            assert!(y.accept_token(t).unwrap());
+                            (t, shortest(&y, &mut memo, 64))
+                        })
+                        .collect();
+                    for (n, m) in &mut budgeted {
+                        let remaining = *n - taken.min(*n);
+                        let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                        let want: HashSet<u32> = costs
+                            .iter()
+                            .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
+                            .map(|c| c.0)
+                            .collect();
+                        assert_eq!(
+                            got, want,
+                            "{name}, exact walks {exact}, first {first:?}, {taken} taken, max_tokens {n}"
+                        );
+                    }
+                    let t = find(tok);
+                    assert!(free.accept_token(t).unwrap());
+                    for (_, m) in &mut budgeted {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                }
+            }
+            let (lookups, hits) = cg.completion().merged_stats();
+            assert!(hits > 0, "{name}, exact walks {exact}: {hits} merged-key hits of {lookups} lookups");
+        }
+    }
 }
