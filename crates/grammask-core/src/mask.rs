@@ -96,6 +96,26 @@ pub struct KernelMask {
 }
 
 impl KernelMask {
+    /// A hash of the whole classification: equal kernel masks have equal keys.
+    ///
+    /// PERF: only the accepted set's nonzero words are hashed (most kernels accept a few hundred
+    /// of ~128k tokens); the suffixes are in `suffix_hash`.
+    pub fn content_key(&self) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = crate::fasthash::FastState.build_hasher();
+        for (i, &w) in self.accepted.words().iter().enumerate() {
+            if w != 0 {
+                h.write_u64((i as u64) << 32 | u64::from(w));
+            }
+        }
+        h.write_u64(self.uncertain.len() as u64);
+        for &(t, s) in &self.uncertain {
+            h.write_u64(u64::from(t) << 32 | u64::from(s));
+        }
+        h.write_u64(self.suffix_hash as u64 ^ (self.suffix_hash >> 64) as u64);
+        h.finish()
+    }
+
     pub fn memory_size(&self) -> usize {
         self.accepted.memory_size()
             + self.uncertain.len() * 8
