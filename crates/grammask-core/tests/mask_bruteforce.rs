@@ -855,3 +855,30 @@ fn warm_index_regex_string_masks_match_brute_force() {
     assert!(checked > 40, "{checked}");
     drop(first);
 }
+
+/// An object of 13 optional properties (ordered, as the converter lays out more than 12) with
+/// extra properties allowed (MaskBench `Github_hard---o30633` has ~94): after each `,` the row
+/// holds two kernel items per property still to come, whose classifications are equal and share
+/// one `Arc` in the kernel cache, next to items with other classifications; the masks (each
+/// shared set merged once) match brute force on Llama 3. Fails if the cache shares a
+/// classification between unequal kernels (the merge of shared sets is checked by
+/// `merge_accepted_is_the_union` in `mask/fill.rs`).
+#[test]
+fn shared_kernel_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let props: Vec<String> = (0..13).map(|i| format!(r#""p{i}q": {{"type": "integer"}}"#)).collect();
+    let schema = format!(r#"{{"type": "object", "properties": {{{}}}}}"#, props.join(", "));
+    let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let doc: &[u8] = br#"{"p0q": 1, "p3q": 22, "zz": [true], "p7q": -3 , "p12q": 4}"#;
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc]);
+    assert_eq!(checked, doc.len());
+    // The rows after `{"p0q": 1,`: kernel items of different states sharing a classification.
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(br#"{"p0q": 1,"#).unwrap());
+    let kernels: Vec<_> =
+        kernel_items(cg.automata(), m.chart()).iter().map(|it| cg.kernel(it.state).unwrap()).collect();
+    let shared = kernels.iter().enumerate().filter(|(i, k)| kernels[..*i].iter().any(|x| Arc::ptr_eq(x, k))).count();
+    assert!(kernels.len() >= 20 && shared >= 10, "{shared} of {} kernel items share a classification", kernels.len());
+}

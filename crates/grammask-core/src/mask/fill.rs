@@ -68,6 +68,9 @@ impl SuffixMemo {
     }
 }
 
+/// Slots of the table of kernels merged into a fill's mask ([`fill_mask_memo`]).
+const MERGED_SLOTS: usize = 64;
+
 /// Fills `out` with the tokens allowed after the chart's input, using and extending `cache`
 /// through `get_kernel`. Stop tokens are not set here.
 pub fn fill_mask(
@@ -97,19 +100,10 @@ pub fn fill_mask_memo(
     }
     let kernels = kernel_items(a, chart);
     let mut masks = Vec::with_capacity(kernels.len());
-    for (i, it) in kernels.iter().enumerate() {
-        let km = get_kernel(it.state)?;
-        // The first kernel's set is copied rather than cleared and merged (one pass less).
-        if i == 0 {
-            out.copy_from(&km.accepted);
-        } else {
-            out.or_assign(&km.accepted);
-        }
-        masks.push(km);
+    for it in &kernels {
+        masks.push(get_kernel(it.state)?);
     }
-    if kernels.is_empty() {
-        out.clear();
-    }
+    merge_accepted(out, &masks);
     let rows = chart.num_rows();
     for (it, km) in kernels.iter().zip(&masks) {
         if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out.get(t as usize)) {
@@ -141,6 +135,32 @@ pub fn fill_mask_memo(
         }
     }
     Ok(())
+}
+
+/// Sets `out` to the union of the kernels' accepted sets (empty without kernels), each `Arc`
+/// merged once: the compiled grammar's cache shares one `Arc` among equal classifications.
+fn merge_accepted(out: &mut Bitset, masks: &[Arc<KernelMask>]) {
+    if masks.is_empty() {
+        out.clear();
+    }
+    // The kernels already merged, by pointer: a slot per pointer hash; a pointer that lost its
+    // slot to another is merged again, which only costs a pass. `masks` holds every `Arc`, so no
+    // address is reused meanwhile.
+    let mut merged = [std::ptr::null::<KernelMask>(); MERGED_SLOTS];
+    for (i, km) in masks.iter().enumerate() {
+        let p = Arc::as_ptr(km);
+        let slot = &mut merged[(p as usize >> 4 ^ p as usize >> 11) % MERGED_SLOTS];
+        if *slot == p {
+            continue;
+        }
+        // The first kernel's set is copied rather than cleared and merged (one pass less).
+        if i == 0 {
+            out.copy_from(&km.accepted);
+        } else {
+            out.or_assign(&km.accepted);
+        }
+        *slot = p;
+    }
 }
 
 /// Which suffixes the chart (positioned just after the kernel's rule ended) accepts, walking
@@ -197,4 +217,44 @@ pub fn fill_mask_direct(a: &Automata, chart: &mut Chart, trie: &TokenTrie, out: 
     }
     chart.truncate_rows(base);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kernel masks accepting one token each, all distinct.
+    fn one_token_kernels(n: usize, len: usize) -> Vec<Arc<KernelMask>> {
+        (0..n)
+            .map(|t| {
+                let mut b = Bitset::new(len);
+                b.set(t % 7 * 31 + t / 7);
+                Arc::new(kernel_mask(b, Vec::new(), Vec::new()))
+            })
+            .collect()
+    }
+
+    /// With more distinct `Arc`s than slots (colliding), repeated ones in between, and the first
+    /// repeated later, the merge is the plain union.
+    #[test]
+    fn merge_accepted_is_the_union() {
+        let len = 4096;
+        let distinct = one_token_kernels(3 * MERGED_SLOTS, len);
+        let mut masks = Vec::new();
+        for (i, k) in distinct.iter().enumerate() {
+            masks.push(k.clone());
+            masks.push(distinct[i / 2].clone());
+            masks.push(distinct[0].clone());
+        }
+        let mut want = Bitset::new(len);
+        for k in &masks {
+            want.or_assign(&k.accepted);
+        }
+        let mut out = Bitset::new(len);
+        out.set(len - 1); // stale bits are cleared
+        merge_accepted(&mut out, &masks);
+        assert_eq!(out, want);
+        merge_accepted(&mut out, &[]);
+        assert_eq!(out.count_ones(), 0);
+    }
 }
