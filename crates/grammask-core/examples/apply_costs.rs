@@ -26,7 +26,7 @@ fn mask(kind: &str) -> Vec<u32> {
 
 fn time<T: NegInf>(fmt: &str, kind: &str, reps: usize, one: T) {
     let m = mask(kind);
-    let mut row = vec![one; VOCAB];
+    let mut row: Vec<T> = std::iter::repeat_n(one, VOCAB).collect();
     let mut ns: Vec<u128> = (0..reps)
         .map(|_| {
             let t = Instant::now();

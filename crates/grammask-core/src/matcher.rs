@@ -321,7 +321,7 @@ impl Matcher {
         }
     }
 
-    /// [`Matcher::compute_mask`] with the memo already looked up.
+    /// [`Matcher::compute_mask`] with the memo looked up in the current state.
     fn compute_mask_with(&mut self, lookup: MemoLookup) -> Result<&Bitset> {
         if self.stopped {
             return Err(Error::new(
@@ -330,7 +330,8 @@ impl Matcher {
             ));
         }
         let compiled = self.compiled.clone();
-        let MemoLookup { sig, hit } = self.current(lookup);
+        debug_assert_eq!(lookup.sig, self.chart.last_signature());
+        let MemoLookup { sig, hit } = lookup;
         if let Some(m) = hit {
             m.write_into(self.mask.words_mut());
         } else {
@@ -413,12 +414,18 @@ impl Matcher {
     /// cleared). Returns true unless every token is allowed.
     pub fn fill_next_token_bitmask(&mut self, row: &mut [u32]) -> Result<bool> {
         let lookup = self.memo_lookup();
-        self.fill_next_token_bitmask_with(row, lookup)
+        self.fill_current(row, lookup)
     }
 
     /// [`Matcher::fill_next_token_bitmask`] with the memo already looked up (by
     /// [`Matcher::memo_lookup`]; one taken in another state is looked up again).
     pub fn fill_next_token_bitmask_with(&mut self, row: &mut [u32], lookup: MemoLookup) -> Result<bool> {
+        let lookup = self.current(lookup);
+        self.fill_current(row, lookup)
+    }
+
+    /// [`Matcher::fill_next_token_bitmask`] with a look-up taken in the current state.
+    fn fill_current(&mut self, row: &mut [u32], lookup: MemoLookup) -> Result<bool> {
         let n = self.compiled.vocab().vocab_size().div_ceil(32);
         if row.len() < n {
             return Err(Error::invalid_argument(format!(
@@ -427,8 +434,7 @@ impl Matcher {
                 self.compiled.vocab().vocab_size()
             )));
         }
-        let lookup = self.current(lookup);
-        if let Some(not_full) = self.fill_memoized_with(row, &lookup) {
+        if let Some(not_full) = self.fill_from_lookup(row, &lookup) {
             return Ok(not_full);
         }
         let mask = self.compute_mask_with(lookup)?;
@@ -447,12 +453,20 @@ impl Matcher {
     /// ~4,008 words each on Llama 3; this path also lets a binding fill without releasing the GIL.
     pub fn fill_memoized(&mut self, row: &mut [u32]) -> Option<bool> {
         let lookup = self.memo_lookup();
-        self.fill_memoized_with(row, &lookup)
+        self.fill_from_lookup(row, &lookup)
     }
 
     /// [`Matcher::fill_memoized`] with the memo already looked up (`None` when `lookup` was
     /// taken in another state).
     pub fn fill_memoized_with(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
+        if lookup.sig != self.chart.last_signature() {
+            return None;
+        }
+        self.fill_from_lookup(row, lookup)
+    }
+
+    /// [`Matcher::fill_memoized`] with a look-up taken in the current state.
+    fn fill_from_lookup(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
         let a = self.compiled.automata();
         if self.stopped || self.budget.is_some() || a.has_token_edges() {
             return None;
@@ -460,9 +474,6 @@ impl Matcher {
         let vocab_size = self.compiled.vocab().vocab_size();
         let n = vocab_size.div_ceil(32);
         if row.len() < n {
-            return None;
-        }
-        if lookup.sig != self.chart.last_signature() {
             return None;
         }
         let m = lookup.hit.as_ref()?;
