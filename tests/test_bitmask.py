@@ -333,3 +333,53 @@ def test_cpu_kernel_matches_reference_torch(dtype_name):
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
     kept = ~np.isneginf(expected)
     np.testing.assert_array_equal(got[kept], expected[kept])
+
+
+def _block_masks(rows: int, words: int, rng) -> np.ndarray:
+    """Runs of 8 words (the Rust kernel's block) that are all ones, all zeros, all ones but one
+    zero or mixed word, all zeros but one ones or mixed word, or random; row 1 all ones."""
+    masks = np.empty((rows, words), np.int64)
+    for r in range(rows):
+        for b in range(0, words, 8):
+            kind, n = (r + b // 8) % 6, min(8, words - b)
+            block = np.full(n, -1 if kind in (0, 2, 3) else 0, np.int64)
+            if kind in (2, 3, 4):
+                block[rng.integers(n)] = {2: 0, 3: rng.integers(1, 2**31), 4: -1}[kind]
+            if kind == 5:
+                block = rng.integers(-(2**31), 2**31 - 1, n)
+            masks[r, b : b + n] = block
+    masks[1] = -1
+    return masks.astype(np.int32)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("vocab", [151_936, 8 * 32 * 5 + 3 * 32 + 7])
+def test_cpu_kernel_block_shortcuts_torch(dtype_name, vocab):
+    """Whole-block shortcuts (skip all-ones, fill all-zeros) over every dtype, with a partial
+    last block and a partial last word."""
+    dtype = getattr(torch, dtype_name)
+    masks = _block_masks(4, (vocab + 31) // 32, np.random.default_rng(vocab))
+    logits = torch.randn(4, vocab, dtype=dtype)
+    expected = _reference_apply(logits.float().numpy(), masks, vocab, [(i, i) for i in range(4)])
+    xgr.apply_token_bitmask_inplace(logits, torch.from_numpy(masks))
+    got = logits.float().numpy()
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
+    np.testing.assert_array_equal(got[~np.isneginf(expected)], expected[~np.isneginf(expected)])
+
+
+@needs_torch
+def test_apply_follows_a_reused_bitmask_tensor():
+    """apply reuses its numpy view of the last bitmask tensor only while that tensor keeps its
+    memory and shape: a tensor moved to new storage must be read from there."""
+    bm = torch.full((1, 4), -1, dtype=torch.int32)
+    logits = torch.zeros((1, 128))
+    xgr.apply_token_bitmask_inplace(logits, bm)
+    assert not torch.isinf(logits).any()
+    bm.set_(torch.zeros((1, 4), dtype=torch.int32))  # new storage, same shape
+    xgr.apply_token_bitmask_inplace(logits, bm)
+    assert torch.isneginf(logits).all()
+    logits.zero_()
+    bm[0, 1] = -1  # in place: the view shares the memory
+    xgr.apply_token_bitmask_inplace(logits, bm)
+    assert torch.isneginf(logits[0, :32]).all() and not torch.isinf(logits[0, 32:64]).any()

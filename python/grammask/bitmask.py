@@ -132,18 +132,18 @@ def apply_token_bitmask_inplace(
     raise :class:`~grammask.UnsupportedFeatureError` without a GPU). grammask's ``"auto"`` never
     picks Triton (XGrammar does for CUDA tensors): the torch operations need no JIT warm-up.
     """
+    # Fast path: CPU logits and bitmask through the Rust kernel (checks included there); it
+    # declines anything else (MLX arrays included) before touching it.
+    if backend in ("auto", "cpu", "numpy") and _apply_rust(logits, bitmask, vocab_size, indices):
+        return
     if _is_mlx(logits):
         from .integrations.mlx import apply_token_bitmask_mlx
 
         apply_token_bitmask_mlx(logits, bitmask, vocab_size=vocab_size, indices=indices)
         return
-    if backend in ("auto", "cpu", "numpy"):
-        # Fast path: CPU logits and bitmask through the Rust kernel (checks included there).
-        if _apply_rust(logits, bitmask, vocab_size, indices):
-            return
-    elif backend in ("metal", "mlx"):
+    if backend in ("metal", "mlx"):
         raise ValueError(f"backend {backend!r} needs MLX logits (an mx.array)")
-    elif backend not in ("cuda", "triton", "torch_compile", "torch_native"):
+    if backend not in ("auto", "cpu", "numpy", "cuda", "triton", "torch_compile", "torch_native"):
         raise ValueError(f"unknown backend {backend!r}")
     v = _vocab_limit(logits.shape[-1], bitmask.shape[-1] * 32, vocab_size)
     if backend in _KERNELS:
@@ -188,16 +188,33 @@ def _cpu_view(x: Any) -> Tuple[Any, Optional[str]]:
     take them (another device, dtype or layout: the general path handles those)."""
     if isinstance(x, np.ndarray):
         return x, _NUMPY_FLOATS.get(x.dtype)
-    if not _is_torch(x) or x.device.type != "cpu" or x.requires_grad:
+    if not _is_torch(x):
         return None, None
-    torch = sys.modules["torch"]
-    if x.dtype == torch.float32:
-        return x.detach().numpy(), "float32"
-    if x.dtype == torch.float16:
-        return x.detach().numpy(), "float16"
-    if x.dtype == torch.bfloat16:  # numpy has no bfloat16: its bit pattern as int16
-        return x.detach().view(torch.int16).numpy(), "bfloat16"
-    return None, None
+    # PERF: one dict lookup and `.numpy()` (no `.detach()`: requires_grad is checked) keep the
+    # torch overhead per call near a microsecond; bfloat16 adds only its int16 `view`.
+    kind = _torch_cpu_kinds().get(x.dtype)
+    if kind is None or not x.is_cpu or x.requires_grad:
+        return None, None
+    bits, name = kind
+    return (x if bits is None else x.view(bits)).numpy(), name
+
+
+_TORCH_KINDS: dict = {}
+
+
+def _torch_cpu_kinds() -> dict:
+    """torch float dtype -> (dtype to view it as for numpy or None, kernel dtype name); numpy has
+    no bfloat16, so its bit pattern goes as int16."""
+    if not _TORCH_KINDS:
+        torch = sys.modules["torch"]
+        _TORCH_KINDS.update(
+            {
+                torch.float32: (None, "float32"),
+                torch.float16: (None, "float16"),
+                torch.bfloat16: (torch.int16, "bfloat16"),
+            }
+        )
+    return _TORCH_KINDS
 
 
 def _apply_rust(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: Any) -> bool:
@@ -217,7 +234,10 @@ def _cpu_mask(bitmask: Any) -> Optional[np.ndarray]:
     if isinstance(bitmask, np.ndarray):
         ok = bitmask.dtype == np.int32 and bitmask.ndim in (1, 2)
         return bitmask if ok and (bitmask.shape[-1] <= 1 or bitmask.strides[-1] == 4) else None
-    if _is_torch(bitmask) and bitmask.device.type == "cpu" and bitmask.is_contiguous():
+    last, view, ptr, shape, _storage = _last_torch_view
+    if bitmask is last and bitmask.data_ptr() == ptr and bitmask.shape == shape:
+        return view  # checked CPU and contiguous when cached (as_int32_buffer)
+    if _is_torch(bitmask) and bitmask.is_cpu and bitmask.is_contiguous():
         try:
             return as_int32_buffer(bitmask)  # cached view of the same tensor across steps
         except (TypeError, ValueError):

@@ -5,7 +5,7 @@
 //! parallel ([`Matcher::fill_next_token_bitmask`] on each). The threads come from a [`Workers`]:
 //! [`ScopedThreads`] starts them per call; the Python binding passes a pool of parked threads.
 use crate::error::{Error, ErrorKind, Result};
-use crate::matcher::Matcher;
+use crate::matcher::{Matcher, MemoLookup};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 
@@ -49,8 +49,17 @@ pub fn batch_fill_next_token_bitmask(work: &mut [(&mut Matcher, &mut [u32])], ma
     batch_fill_with(work, max_threads, &ScopedThreads)
 }
 
-/// One row of a batch: the matcher, its row and the fill's result.
-type Slot<'a> = (&'a mut Matcher, &'a mut [u32], Option<Result<bool>>);
+/// One row of a batch: the matcher, its row, its memo look-up (None: look up at fill time) and
+/// the fill's result.
+type Slot<'a> = (&'a mut Matcher, &'a mut [u32], Option<MemoLookup>, Option<Result<bool>>);
+
+/// Fills one row, with the memo look-up taken when the batch was sorted if there is one.
+fn fill_row(m: &mut Matcher, row: &mut [u32], lookup: Option<MemoLookup>) -> Result<bool> {
+    match lookup {
+        Some(l) => m.fill_next_token_bitmask_with(row, l),
+        None => m.fill_next_token_bitmask(row),
+    }
+}
 
 /// Fills `work[i].1` with the mask of `work[i].0`, on at most `max_threads` threads (at least
 /// one, and no more than the machine's available parallelism). Rows come in three groups:
@@ -71,14 +80,16 @@ pub fn batch_fill_with(
     if max == 1 || work.len() < 2 {
         return work.iter_mut().try_for_each(|(m, row)| m.fill_next_token_bitmask(row).map(drop));
     }
-    // Row order: leaders, memoized rows, followers.
+    // Row order: leaders, memoized rows, followers. Each row's memo look-up is passed down to
+    // its fill (followers, misses here, look up again once their leader is done).
+    let mut lookups: Vec<Option<MemoLookup>> = work.iter().map(|(m, _)| Some(m.memo_lookup())).collect();
     let mut keyed: Vec<(usize, u128, bool, usize)> = work
         .iter()
+        .zip(&lookups)
         .enumerate()
-        .map(|(i, (m, _))| {
-            let sig = m.chart().last_signature();
+        .map(|(i, ((m, _), l))| {
             let grammar = std::sync::Arc::as_ptr(m.compiled()) as usize;
-            (grammar, sig, m.compiled().memoized_mask(sig).is_none(), i)
+            (grammar, m.chart().last_signature(), !l.as_ref().is_some_and(MemoLookup::is_hit), i)
         })
         .collect();
     keyed.sort_unstable();
@@ -97,6 +108,11 @@ pub fn batch_fill_with(
         ));
     }
     order.sort_unstable();
+    for &(k, i) in &order {
+        if k == 2 {
+            lookups[i] = None;
+        }
+    }
     let leaders = order.iter().take_while(|&&(k, _)| k == 0).count();
     let followers_from = order.iter().take_while(|&&(k, _)| k < 2).count();
     let threads = if leaders >= 2 {
@@ -107,17 +123,17 @@ pub fn batch_fill_with(
         1
     };
     if threads == 1 {
-        return work.iter_mut().try_for_each(|(m, row)| m.fill_next_token_bitmask(row).map(drop));
+        return work.iter_mut().zip(lookups).try_for_each(|((m, row), l)| fill_row(m, row, l).map(drop));
     }
     let slots: Vec<Mutex<Slot<'_>>> =
-        work.iter_mut().map(|(m, row)| Mutex::new((&mut **m, &mut **row, None))).collect();
+        work.iter_mut().zip(lookups).map(|((m, row), l)| Mutex::new((&mut **m, &mut **row, l, None))).collect();
     let next = AtomicUsize::new(0);
     let leaders_left = Mutex::new(leaders);
     let leaders_done = Condvar::new();
     let fill = |i: usize| {
         let mut slot = slots[i].lock().unwrap_or_else(PoisonError::into_inner);
-        let (m, row, result) = &mut *slot;
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.fill_next_token_bitmask(row)));
+        let (m, row, lookup, result) = &mut *slot;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fill_row(m, row, lookup.take())));
         *result = Some(r.unwrap_or_else(|_| Err(Error::new(ErrorKind::Internal, "a batch fill panicked"))));
     };
     let job = || {
@@ -148,7 +164,7 @@ pub fn batch_fill_with(
         return Err(Error::new(ErrorKind::Internal, "a batch fill thread panicked"));
     }
     for slot in slots {
-        let (_, _, r) = slot.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let (_, _, _, r) = slot.into_inner().unwrap_or_else(PoisonError::into_inner);
         r.ok_or_else(|| Error::new(ErrorKind::Internal, "a batch row was not filled"))??;
     }
     Ok(())

@@ -6,6 +6,7 @@
 //! row per byte, rollback truncates. Masks come from [`crate::mask`] through the compiled
 //! grammar's caches.
 use crate::bitset::Bitset;
+use crate::compiled::MemoMask;
 use crate::compiler::StateId;
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
@@ -56,6 +57,21 @@ pub struct Matcher {
     /// The chart row each token accepted with `accept_token` ended at, in order; kept only when
     /// the grammar has `max_tokens` rules (see [`Matcher::spend_rule_budgets`]).
     token_ends: Vec<u32>,
+}
+
+/// One look-up of the mask memo for a matcher's parser state ([`Matcher::memo_lookup`]): the
+/// state's signature and the memoized mask, if any, at the time of the look-up.
+#[derive(Clone)]
+pub struct MemoLookup {
+    sig: u128,
+    hit: Option<Arc<MemoMask>>,
+}
+
+impl MemoLookup {
+    /// Whether the mask was memoized when looked up.
+    pub fn is_hit(&self) -> bool {
+        self.hit.is_some()
+    }
 }
 
 impl Matcher {
@@ -320,6 +336,29 @@ impl Matcher {
 
     /// Computes the allowed tokens into the internal mask and returns it.
     pub fn compute_mask(&mut self) -> Result<&Bitset> {
+        let lookup = self.memo_lookup();
+        self.compute_mask_with(lookup)
+    }
+
+    /// The mask memo looked up for the current parser state. A fill takes one and passes it
+    /// down (memoized copy, then computation), so each fill looks the memo up once.
+    pub fn memo_lookup(&self) -> MemoLookup {
+        let sig = self.chart.last_signature();
+        MemoLookup { sig, hit: self.compiled.memoized_mask(sig) }
+    }
+
+    /// `lookup` if it was taken in the current parser state, else a fresh one: a stale lookup
+    /// never supplies another state's mask (a stale miss only costs a recomputation).
+    fn current(&self, lookup: MemoLookup) -> MemoLookup {
+        if lookup.sig == self.chart.last_signature() {
+            lookup
+        } else {
+            self.memo_lookup()
+        }
+    }
+
+    /// [`Matcher::compute_mask`] with the memo looked up in the current state.
+    fn compute_mask_with(&mut self, lookup: MemoLookup) -> Result<&Bitset> {
         if self.stopped {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -327,8 +366,9 @@ impl Matcher {
             ));
         }
         let compiled = self.compiled.clone();
-        let sig = self.chart.last_signature();
-        if let Some(m) = compiled.memoized_mask(sig) {
+        debug_assert_eq!(lookup.sig, self.chart.last_signature());
+        let MemoLookup { sig, hit } = lookup;
+        if let Some(m) = hit {
             m.write_into(self.mask.words_mut());
         } else {
             let a = compiled.automata();
@@ -409,6 +449,19 @@ impl Matcher {
     /// Writes the mask into one bitmask row of `words` 32-bit words (bits past the vocabulary are
     /// cleared). Returns true unless every token is allowed.
     pub fn fill_next_token_bitmask(&mut self, row: &mut [u32]) -> Result<bool> {
+        let lookup = self.memo_lookup();
+        self.fill_current(row, lookup)
+    }
+
+    /// [`Matcher::fill_next_token_bitmask`] with the memo already looked up (by
+    /// [`Matcher::memo_lookup`]; one taken in another state is looked up again).
+    pub fn fill_next_token_bitmask_with(&mut self, row: &mut [u32], lookup: MemoLookup) -> Result<bool> {
+        let lookup = self.current(lookup);
+        self.fill_current(row, lookup)
+    }
+
+    /// [`Matcher::fill_next_token_bitmask`] with a look-up taken in the current state.
+    fn fill_current(&mut self, row: &mut [u32], lookup: MemoLookup) -> Result<bool> {
         let n = self.compiled.vocab().vocab_size().div_ceil(32);
         if row.len() < n {
             return Err(Error::invalid_argument(format!(
@@ -417,10 +470,10 @@ impl Matcher {
                 self.compiled.vocab().vocab_size()
             )));
         }
-        if let Some(not_full) = self.fill_memoized(row) {
+        if let Some(not_full) = self.fill_from_lookup(row, &lookup) {
             return Ok(not_full);
         }
-        let mask = self.compute_mask()?;
+        let mask = self.compute_mask_with(lookup)?;
         row[..n].copy_from_slice(mask.words());
         row[n..].fill(0);
         Ok(!mask.is_full())
@@ -435,6 +488,21 @@ impl Matcher {
     /// PERF: a memoized mask was copied twice (into the matcher's own mask, then into the row),
     /// ~4,008 words each on Llama 3; this path also lets a binding fill without releasing the GIL.
     pub fn fill_memoized(&mut self, row: &mut [u32]) -> Option<bool> {
+        let lookup = self.memo_lookup();
+        self.fill_from_lookup(row, &lookup)
+    }
+
+    /// [`Matcher::fill_memoized`] with the memo already looked up (`None` when `lookup` was
+    /// taken in another state).
+    pub fn fill_memoized_with(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
+        if lookup.sig != self.chart.last_signature() {
+            return None;
+        }
+        self.fill_from_lookup(row, lookup)
+    }
+
+    /// [`Matcher::fill_memoized`] with a look-up taken in the current state.
+    fn fill_from_lookup(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
         let a = self.compiled.automata();
         if self.stopped || self.budget.is_some() || a.has_token_edges() {
             return None;
@@ -444,7 +512,7 @@ impl Matcher {
         if row.len() < n {
             return None;
         }
-        let m = self.compiled.memoized_mask(self.chart.last_signature())?;
+        let m = lookup.hit.as_ref()?;
         m.write_into(&mut row[..n]);
         row[n..].fill(0);
         if !self.is_completed() {

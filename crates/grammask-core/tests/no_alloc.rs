@@ -45,7 +45,7 @@ fn start_counting() {
 /// Stops counting and returns this thread's allocations since `start_counting`.
 fn stop_counting() -> usize {
     COUNTING.with(|c| c.set(false));
-    ALLOCS.with(std::cell::Cell::get)
+    ALLOCS.with(Cell::get)
 }
 
 unsafe impl GlobalAlloc for Counting {

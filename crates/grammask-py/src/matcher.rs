@@ -51,10 +51,12 @@ impl PyGrammarMatcher {
         let row = b.row_mut(index)?;
         let m = &mut self.inner;
         // A memoized mask is one copy: not worth releasing and retaking the GIL.
-        if let Some(not_full) = guard(|| Ok(m.fill_memoized(row))).map_err(py_err)? {
+        // One memo look-up, passed down to the fill.
+        let lookup = m.memo_lookup();
+        if let Some(not_full) = guard(|| Ok(m.fill_memoized_with(row, &lookup))).map_err(py_err)? {
             return Ok(not_full);
         }
-        py.allow_threads(|| guard(|| m.fill_next_token_bitmask(row))).map_err(py_err)
+        py.allow_threads(|| guard(|| m.fill_next_token_bitmask_with(row, lookup))).map_err(py_err)
     }
 
     /// Allowed token ids (for tests and debugging).
