@@ -44,7 +44,7 @@ fn start_counting() {
 /// Stops counting and returns this thread's allocations since `start_counting`.
 fn stop_counting() -> usize {
     COUNTING.with(|c| c.set(false));
-    ALLOCS.with(|a| a.get())
+    ALLOCS.with(std::cell::Cell::get)
 }
 
 unsafe impl GlobalAlloc for Counting {
