@@ -6,10 +6,8 @@
 //! row per byte, rollback truncates. Masks come from [`crate::mask`] through the compiled
 //! grammar's caches.
 use crate::bitset::Bitset;
-use crate::compiler::StateId;
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mask::fill_mask_memo;
 use std::sync::Arc;
 
 /// Moved to [`crate::compiled`] and [`crate::token_index`]; re-exported at their old paths.
@@ -291,16 +289,7 @@ impl Matcher {
             ));
         }
         let compiled = self.compiled.clone();
-        let sig = self.chart.last_signature();
-        if let Some(m) = compiled.memoized_mask(sig) {
-            m.write_into(self.mask.words_mut());
-        } else {
-            let a = compiled.automata();
-            let mut get = |s: StateId| compiled.kernel(s);
-            let memo = Some(compiled.suffix_memo());
-            fill_mask_memo(a, &mut self.chart, compiled.trie(), &mut self.mask, &mut get, memo)?;
-            compiled.memoize_mask(sig, &self.mask);
-        }
+        compiled.text_mask(&mut self.chart, &mut self.mask)?;
         // Token edges (`crate::token_edges`): the text mask above never holds their tokens.
         let text_mask = if compiled.automata().has_token_edges() {
             let text = self.budget.is_some().then(|| self.mask.clone());
