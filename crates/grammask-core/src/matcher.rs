@@ -7,10 +7,8 @@
 //! grammar's caches.
 use crate::bitset::Bitset;
 use crate::compiled::MemoMask;
-use crate::compiler::StateId;
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mask::fill_mask_memo;
 use std::sync::Arc;
 
 /// Moved to [`crate::compiled`] and [`crate::token_index`]; re-exported at their old paths.
@@ -368,14 +366,9 @@ impl Matcher {
         let compiled = self.compiled.clone();
         debug_assert_eq!(lookup.sig, self.chart.last_signature());
         let MemoLookup { sig, hit } = lookup;
-        if let Some(m) = hit {
-            m.write_into(self.mask.words_mut());
-        } else {
-            let a = compiled.automata();
-            let mut get = |s: StateId| compiled.kernel(s);
-            let memo = Some(compiled.suffix_memo());
-            fill_mask_memo(a, &mut self.chart, compiled.trie(), &mut self.mask, &mut get, memo)?;
-            compiled.memoize_mask(sig, &self.mask);
+        match hit {
+            Some(m) => m.write_into(self.mask.words_mut()),
+            None => compiled.compute_text_mask(&mut self.chart, &mut self.mask, sig)?,
         }
         // Token edges (`crate::token_edges`): the text mask above never holds their tokens.
         let text_mask = if compiled.automata().has_token_edges() {
