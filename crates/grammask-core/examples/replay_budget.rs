@@ -13,6 +13,7 @@ use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The `q`th percentile of `v` (seconds) in microseconds.
 fn pct(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[((v.len() - 1) as f64 * q / 100.0).round() as usize] * 1e6
@@ -90,7 +91,7 @@ fn main() {
         let total: f64 = s.times.iter().sum();
         let n = s.times.len();
         println!(
-            "{:8} n {n} p50 {:.2} p90 {:.2} p99 {:.1} total {:.1} ms",
+            "{:8} n {n} p50 {:.2} p90 {:.2} p99 {:.1} us, total {:.1} ms",
             s.name,
             pct(&mut s.times, 50.0),
             pct(&mut s.times, 90.0),
