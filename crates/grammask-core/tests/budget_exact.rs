@@ -91,6 +91,25 @@ fn grammars() -> Vec<(&'static str, Grammar)> {
     ]
 }
 
+/// Each allowed token but `stop`, with the fewest bytes completing the input after it
+/// ([`shortest`], capped at 64).
+fn costs_after(
+    m: &Matcher,
+    allowed: &[u32],
+    stop: u32,
+    memo: &mut HashMap<u128, Option<u32>>,
+) -> Vec<(u32, Option<u32>)> {
+    allowed
+        .iter()
+        .filter(|&&t| t != stop)
+        .map(|&t| {
+            let mut y = m.clone();
+            assert!(y.accept_token(t).unwrap());
+            (t, shortest(&y, memo, 64))
+        })
+        .collect()
+}
+
 /// The fewest single bytes completing `m`'s input (0 when complete), by breadth-first search
 /// over chart signatures, or `None` beyond `cap`.
 fn shortest(m: &Matcher, memo: &mut HashMap<u128, Option<u32>>, cap: u32) -> Option<u32> {
@@ -154,15 +173,7 @@ fn budgeted_masks_equal_brute_force() {
                 let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
                 let now = shortest(&free, &mut memo, 64).expect("a completion");
                 // The exact cost after every allowed token.
-                let costs: Vec<(u32, Option<u32>)> = allowed
-                    .iter()
-                    .filter(|&&t| t != stop)
-                    .map(|&t| {
-                        let mut y = free.clone();
-                        assert!(y.accept_token(t).unwrap());
-                        (t, shortest(&y, &mut memo, 64))
-                    })
-                    .collect();
+                let costs = costs_after(&free, &allowed, stop, &mut memo);
                 let complete = free.is_completed();
                 // Remaining budgets from the tightest the matcher takes to past every cost.
                 let most = costs.iter().filter_map(|c| c.1).max().unwrap_or(0) + 3;
@@ -402,15 +413,7 @@ fn check_counted_repetition(vocab: &Arc<Vocabulary>, stop: u32, picks: &[&str], 
     for step in 0..steps {
         let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
         let now = shortest(&free, &mut memo, 64).expect("a completion");
-        let costs: Vec<(u32, Option<u32>)> = allowed
-            .iter()
-            .filter(|&&t| t != stop)
-            .map(|&t| {
-                let mut y = free.clone();
-                assert!(y.accept_token(t).unwrap());
-                (t, shortest(&y, &mut memo, 64))
-            })
-            .collect();
+        let costs = costs_after(&free, &allowed, stop, &mut memo);
         let most = costs.iter().filter_map(|c| c.1).max().unwrap_or(0) + 2;
         for remaining in (now as usize + 1)..=(most as usize) {
             let n = taken.len() + remaining;
@@ -482,15 +485,7 @@ fn merged_keys_with_long_tokens_mask_equal_brute_force() {
                 let path = ["\"", first].into_iter().chain(std::iter::repeat("q"));
                 for (taken, tok) in path.take(36).enumerate() {
                     let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-                    let costs: Vec<(u32, Option<u32>)> = allowed
-                        .iter()
-                        .filter(|&&t| t != stop)
-                        .map(|&t| {
-                            let mut y = free.clone();
-                            assert!(y.accept_token(t).unwrap());
-                            (t, shortest(&y, &mut memo, 64))
-                        })
-                        .collect();
+                    let costs = costs_after(&free, &allowed, stop, &mut memo);
                     for (n, m) in &mut budgeted {
                         let remaining = *n - taken.min(*n);
                         let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
