@@ -703,22 +703,7 @@ def test_token_inside_a_budget_masks_agree_with_xgrammar(name):
     xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
     for n, text, probes in cases:
         g = grammar.format(n=n, T=special["T"][0], P=128010)
-        ids = []
-        for piece in filter(None, text.split("|")):
-            ids += special[piece[1]] if piece in ("<T>", "<P>") else ids_of(family, piece)
-        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
-        for t in ids:
-            assert m.accept_token(t), (g, text, t)
-        ours = bool_mask(m, info.vocab_size)
-        assert (ours == brute_force(m, info.vocab_size)).all(), (g, text)
-        # A fresh compiler per grammar: XGrammar 0.2.8's cache mixes up masks of grammars that
-        # differ only in a Token(...) id.
-        theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(g), ids, info.vocab_size)
-        diff = np.flatnonzero(ours != theirs)
-        assert diff.size == 0, (g, text, [info.decoded_vocab[i] for i in diff[:10]])
-        for probe, allowed in probes.items():
-            p = special[probe][0] if probe in special else ids_of(family, probe)[0]
-            assert ours[p] == allowed, (g, text, probe)
+        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
     # Spent where it cannot end: only the token edge, its shortest way (XGrammar allows anything).
     g = grammar.format(n=1, T=special["T"][0], P=128010)
     if name == "token_then_text":
@@ -761,16 +746,42 @@ TOKEN_INSIDE_CHARS = {
 
 
 def _token_walk(family: str, text: str, special: dict) -> list:
+    """The ids of `text`'s pieces (`|`-separated): `<K>` is `special[K]`, else the text's tokens."""
     ids = []
     for piece in filter(None, text.split("|")):
-        ids += special[piece[1]] if piece in ("<X>", "<P>") else ids_of(family, piece)
+        key = piece[1:-1] if piece.startswith("<") and piece.endswith(">") else None
+        ids += special[key] if key in special else ids_of(family, piece)
     return ids
+
+
+def _token_case_agrees(xg, xinfo, family: str, g: str, text: str, special: dict, probes: dict) -> None:
+    """After `text` (see `_token_walk`), grammask's full mask under `g` equals a brute force over
+    every id and XGrammar 0.2.8's, and each probe (a `special` key or a text) is allowed as given."""
+    from test_token_edges import brute_force
+
+    info = tokenizer_info(family)
+    ids = _token_walk(family, text, special)
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
+    for t in ids:
+        assert m.accept_token(t), (g, text, t)
+    ours = bool_mask(m, info.vocab_size)
+    assert (ours == brute_force(m, info.vocab_size)).all(), (g, text)
+    # A fresh compiler per grammar: XGrammar 0.2.8's cache mixes up masks of grammars that
+    # differ only in a Token(...) id.
+    theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(g), ids, info.vocab_size)
+    if "ExcludeToken" in g:
+        # XGrammar's ExcludeToken also allows special tokens; grammask's text tokens only.
+        theirs[list(info.special_token_ids)] = False
+    diff = np.flatnonzero(ours != theirs)
+    assert diff.size == 0, (g, text, [info.decoded_vocab[i] for i in diff[:10]])
+    for probe, allowed in probes.items():
+        p = special[probe][0] if probe in special else ids_of(family, probe)[0]
+        assert ours[p] == allowed, (g, text, probe)
 
 
 @pytest.mark.parametrize("name", list(TOKEN_INSIDE_CHARS))
 def test_token_inside_a_char_budget_masks_agree_with_xgrammar(name):
     xg = pytest.importorskip("xgrammar")
-    from test_token_edges import brute_force
 
     family = "llama3"
     info = tokenizer_info(family)
@@ -780,21 +791,7 @@ def test_token_inside_a_char_budget_masks_agree_with_xgrammar(name):
     xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
     for n, text, probes in cases:
         g = grammar.format(n=n, X=special["X"][0], P=128010)
-        ids = _token_walk(family, text, special)
-        m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
-        for t in ids:
-            assert m.accept_token(t), (g, text, t)
-        ours = bool_mask(m, info.vocab_size)
-        assert (ours == brute_force(m, info.vocab_size)).all(), (g, text)
-        theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(g), ids, info.vocab_size)
-        if "ExcludeToken" in g:
-            # XGrammar's ExcludeToken also allows special tokens; grammask's text tokens only.
-            theirs[list(info.special_token_ids)] = False
-        diff = np.flatnonzero(ours != theirs)
-        assert diff.size == 0, (g, text, [info.decoded_vocab[i] for i in diff[:10]])
-        for probe, allowed in probes.items():
-            p = special[probe][0] if probe in special else ids_of(family, probe)[0]
-            assert ours[p] == allowed, (g, text, probe)
+        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
 
 
 def test_token_inside_a_char_budget_counts_one_character_unlike_xgrammar():
