@@ -182,24 +182,13 @@ impl CompiledGrammar {
         // PERF: the free text before a structural tag's trigger was a ~150 us kernel walk in
         // each compiled grammar's first mask (50 tools: against a ~40 ms compile).
         let mut start = crate::earley::Chart::new(&cg.automata);
-        let _ = cg.text_mask(&mut start, &mut Bitset::new(vocab.vocab_size()));
+        let sig = start.last_signature();
+        let _ = cg.compute_text_mask(&mut start, &mut Bitset::new(vocab.vocab_size()), sig);
         Ok(cg)
     }
 
-    /// Fills `out` with the tokens the text after the chart's last row allows (no stop tokens,
-    /// no token edges): the memoized mask of the row's signature, else the kernels' (then
-    /// memoized).
-    pub(crate) fn text_mask(&self, chart: &mut crate::earley::Chart, out: &mut Bitset) -> Result<()> {
-        let sig = chart.last_signature();
-        if let Some(m) = self.memoized_mask(sig) {
-            m.write_into(out.words_mut());
-            return Ok(());
-        }
-        self.compute_text_mask(chart, out, sig)
-    }
-
-    /// Computes and memoizes the text mask of `chart`'s last row, whose signature `sig` missed
-    /// the memo.
+    /// Computes and memoizes the mask of what the text after `chart`'s last row allows (no stop
+    /// tokens, no token edges), for that row's signature `sig`, which missed the memo.
     pub(crate) fn compute_text_mask(
         &self,
         chart: &mut crate::earley::Chart,
@@ -822,8 +811,7 @@ fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
 mod tests {
     use super::*;
 
-    /// A memoized mask writes back exactly the bitset it was made from, as ids up to
-    /// `MEMO_IDS_MAX` tokens and as a bitset past it, over a row holding other bits before.
+    /// Compiling memoizes the start row's mask, equal to the direct walk's, before any matcher.
     #[test]
     fn start_mask_is_memoized_with_the_grammar() {
         use crate::earley::Chart;
@@ -845,6 +833,8 @@ mod tests {
         assert_eq!(direct.iter_ones().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
     }
 
+    /// A memoized mask writes back exactly the bitset it was made from, as ids up to
+    /// `MEMO_IDS_MAX` tokens and as a bitset past it, over a row holding other bits before.
     #[test]
     fn memo_masks_write_back_their_bitset() {
         for (n, step) in [(0, 1), (1, 1), (MEMO_IDS_MAX, 3), (MEMO_IDS_MAX + 1, 3), (1000, 1)] {
