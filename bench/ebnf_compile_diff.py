@@ -165,6 +165,8 @@ def main() -> None:
                 if xs == "ok"
                 else f"grammask ok, XGrammar {xs}"
             )
+        elif xs == "TIMEOUT" and g != "ok":
+            key = f"XGrammar TIMEOUT, grammask refuses: {g}"
         else:
             key = f"same: {xs}"
         counts[key] += 1

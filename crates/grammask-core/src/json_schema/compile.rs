@@ -294,7 +294,13 @@ pub struct Conv<'a> {
     has_uneval: bool,
     /// Cost spent so far on objects past [`MAX_ANY_ORDER_STATES`] (see [`ANY_ORDER_KEY_BUDGET`]).
     large_any_order_cost: u64,
+    /// The canonical texts of each long `enum` array of the schema, by the array's address (the
+    /// schema is borrowed for `'a`, so an address names one array): membership in O(1).
+    enum_sets: HashMap<usize, HashSet<String>>,
 }
+
+/// `enum` arrays longer than this get a set of canonical texts ([`Conv::in_enum`]).
+const ENUM_SET_MIN: usize = 32;
 
 impl<'a> Conv<'a> {
     pub fn new(doc: Doc<'a>, opts: &'a JsonSchemaOptions) -> Conv<'a> {
@@ -318,6 +324,7 @@ impl<'a> Conv<'a> {
             ws,
             has_uneval,
             large_any_order_cost: 0,
+            enum_sets: HashMap::new(),
         }
     }
 

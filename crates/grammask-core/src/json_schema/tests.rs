@@ -278,3 +278,30 @@ fn negations_of_applicators_and_arrays_compile() {
     assert_eq!(conv(&wide).unwrap_err().kind(), ErrorKind::Unsupported);
     assert_eq!(conv(r#"{"not":{"prefixItems":[{}]}}"#).unwrap_err().kind(), ErrorKind::Unsupported);
 }
+
+/// Long enums (past `ENUM_SET_MIN`) are checked through canonical texts: membership and
+/// duplicates follow JSON equality (`1` and `1.0` are one value; key order does not matter).
+#[test]
+fn long_enums_follow_json_equality() {
+    let many: Vec<String> = (0..40).map(|i| i.to_string()).chain([r#"{"a":1,"b":2}"#.to_string()]).collect();
+    let schema = format!(
+        r#"{{"allOf":[{{"enum":[{}]}},{{"enum":[1.0,1,2.5,"x",{{"b":2,"a":1}},39,39.0,{}]}}]}}"#,
+        many.join(","),
+        (100..140).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+    );
+    let accepts = |t: &str| schema_accepts(&schema, Spelling::Any, t);
+    for ok in ["1", "1.0", "39", r#"{"a":1,"b":2}"#, r#"{"b":2,"a":1}"#] {
+        assert!(accepts(ok), "{ok}");
+    }
+    for bad in ["2.5", "\"x\"", "100", "0", "40"] {
+        assert!(!accepts(bad), "{bad}");
+    }
+    // Each kept value is spelled once: `1` and `1.0` (and `39`, `39.0`) are one alternative.
+    let ebnf = conv(&schema).unwrap();
+    let root = ebnf.lines().find(|l| l.starts_with("schema ::=")).unwrap();
+    assert!(root.starts_with(r#"schema ::= "1" ".0"? | "39" ".0"? | ("{""#), "{root}");
+    assert_eq!(root.matches(r#""39""#).count(), 1, "{root}");
+    let dup = conv(r#"{"enum":[1,1.0,2,{"a":1,"b":2},{"b":2,"a":1},1e0]}"#).unwrap();
+    let root = dup.lines().find(|l| l.starts_with("schema ::=")).unwrap();
+    assert!(root.starts_with(r#"schema ::= "1" ".0"? | "2" ".0"? | ("{""#), "{root}");
+}

@@ -9,16 +9,16 @@ impl Conv<'_> {
     pub(super) fn emit_base(&mut self, g: &Goal, m: &Merged) -> Result<Option<String>> {
         if let Some(vals) = &m.enums {
             let mut alts = Vec::new();
-            let mut kept: Vec<&Value> = Vec::new();
+            // Canonical texts of the values seen: `json_eq` duplicates are spelled once.
+            let mut seen: HashSet<String> = HashSet::new();
             for v in vals {
                 if m.types & value_type(v) == 0 || m.not_values.iter().any(|n| json_eq(n, v)) {
                     continue;
                 }
-                if kept.iter().any(|k| json_eq(k, v)) {
+                if !seen.insert(canonical(v)) {
                     continue;
                 }
                 if self.valid_goal(g, v)? {
-                    kept.push(v);
                     alts.push(self.spell_value(v, g.depth)?);
                 }
             }

@@ -5,7 +5,7 @@
 //! `goals.rs`.
 use super::*;
 
-impl Conv<'_> {
+impl<'a> Conv<'a> {
     pub(super) fn valid_goal(&mut self, g: &Goal, v: &Value) -> Result<bool> {
         for &id in &g.ids {
             if !self.valid(id, v, 0)? {
@@ -76,13 +76,26 @@ impl Conv<'_> {
     }
 
     /// Validates `v` against subschema `id` (all keywords the converter knows).
+    /// Whether `v` equals (as JSON values) an element of the schema array `a`.
+    pub(super) fn in_enum(&mut self, a: &'a [Value], v: &Value) -> bool {
+        if a.len() <= ENUM_SET_MIN {
+            return a.iter().any(|x| json_eq(x, v));
+        }
+        // `json_eq` holds exactly when the canonical texts are equal.
+        let set = self.enum_sets.entry(a.as_ptr() as usize).or_insert_with(|| a.iter().map(canonical).collect());
+        set.contains(&canonical(v))
+    }
+
     pub(super) fn valid(&mut self, id: SchemaId, v: &Value, depth: usize) -> Result<bool> {
         if depth > MAX_NESTING {
             return Err(Error::limit("validation depth", MAX_NESTING));
         }
         let node = self.doc.node(id);
         let ptr = node.ptr.clone();
-        let map = match node.value {
+        // The schema outlives `self`'s borrow: no copy of it is needed (one per call cost
+        // seconds on large schemas).
+        let value: &'a Value = node.value;
+        let map = match value {
             Value::Bool(b) => return Ok(*b),
             Value::Object(m) => m,
             _ => return Err(invalid(&ptr, "a schema must be an object or a boolean")),
@@ -98,9 +111,8 @@ impl Conv<'_> {
                 return Ok(true);
             }
         }
-        let map = map.clone();
         let vt = value_type(v);
-        for (k, kv) in &map {
+        for (k, kv) in map {
             let kp = || at(k);
             let ok = match k.as_str() {
                 "$dynamicRef" => {
@@ -122,7 +134,7 @@ impl Conv<'_> {
                     };
                     bits & vt != 0
                 }
-                "enum" => kv.as_array().is_some_and(|a| a.iter().any(|x| json_eq(x, v))),
+                "enum" => kv.as_array().is_some_and(|a| self.in_enum(a, v)),
                 "const" => json_eq(kv, v),
                 "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" if vt & (INT | FRAC) != 0 => {
                     if kv.is_boolean() {
@@ -307,7 +319,7 @@ impl Conv<'_> {
                     ok
                 }
                 "properties" | "patternProperties" | "additionalProperties" if vt == OBJ => {
-                    self.valid_props(id, &map, k, v, depth)?
+                    self.valid_props(id, map, k, v, depth)?
                 }
                 "dependentRequired" | "dependentSchemas" | "dependencies" if vt == OBJ => {
                     let o = v.as_object().cloned().unwrap_or_default();
