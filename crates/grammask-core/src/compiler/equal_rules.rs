@@ -97,10 +97,25 @@ fn equal_rules_within(g: &Grammar, inline: &[bool], tail: &TailPlan, max_work: u
     // after each round: all members of a class share the signature `class_sig`, so only rules
     // that name a rule whose class changed (`dirty`) need a new signature, and a class's other
     // members keep its id. Class ids are never reused, so interned keys stay valid.
+    //
+    // The merging rules start in one class per longest-string length (equal languages have equal
+    // lengths, so no merge is lost): a rule chain that counts (a bounded string's automaton as
+    // rules) would otherwise split one link per round, each round signing the rest again.
+    let longest = longest_strings(g);
     let mut class: Vec<u64> = (0..n).map(|r| if own[r] { r as u64 + 1 } else { 0 }).collect();
     let mut size: Vec<usize> = vec![0; n + 1];
-    size[0] = own.iter().filter(|&&o| !o).count();
     let mut class_sig: Vec<u64> = vec![u64::MAX; n + 1];
+    let mut by_length: FastMap<u64, u64> = FastMap::default();
+    for r in (0..n).filter(|&r| !own[r]) {
+        let fresh = if by_length.is_empty() { 0 } else { size.len() as u64 };
+        let c = *by_length.entry(longest[r]).or_insert(fresh);
+        if c == fresh && fresh != 0 {
+            size.push(0);
+            class_sig.push(u64::MAX);
+        }
+        class[r] = c;
+        size[c as usize] += 1;
+    }
     let mut sig = vec![0u64; n];
     let mut keys: FastMap<Vec<u64>, u64> = FastMap::default();
     let mut dirty: Vec<u32> = (0..n as u32).filter(|&r| !own[r as usize]).collect();
@@ -163,6 +178,113 @@ fn equal_rules_within(g: &Grammar, inline: &[bool], tail: &TailPlan, max_work: u
     }
     let mut first: FastMap<u64, RuleId> = FastMap::default();
     (0..n).map(|r| *first.entry(class[r]).or_insert(RuleId(r as u32))).collect()
+}
+
+/// Stands for an unbounded (or unknown) longest string in [`longest_strings`].
+const UNBOUNDED: u64 = u64::MAX;
+
+/// Per rule, the byte length of its longest string, or [`UNBOUNDED`] when the rule reaches a
+/// cycle of rule references, an unbounded repetition of a non-empty expression or a token.
+/// A function of the rule's language up to those approximations, which equal copies share.
+/// Expressions must be numbered children first.
+fn longest_strings(g: &Grammar) -> Vec<u64> {
+    let n = g.rules().len();
+    let mut expr_len: Vec<Option<u64>> = vec![None; g.exprs().len()];
+    let mut rule_len = vec![UNBOUNDED; n];
+    // 0: not seen, 1: on the walk's stack, 2: done.
+    let mut state = vec![0u8; n];
+    let mut cyclic = vec![false; n];
+    let mut refs: Vec<RuleId> = Vec::new();
+    let mut subtree: Vec<ExprId> = Vec::new();
+    let mut walk: Vec<(RuleId, Vec<RuleId>, usize)> = Vec::new();
+    for start in 0..n {
+        if state[start] != 0 {
+            continue;
+        }
+        state[start] = 1;
+        walk.push((RuleId(start as u32), rule_refs(g, RuleId(start as u32), &mut refs), 0));
+        while let Some((r, callees, next)) = walk.last_mut() {
+            if let Some(&t) = callees.get(*next) {
+                *next += 1;
+                match state[t.index()] {
+                    0 => {
+                        state[t.index()] = 1;
+                        let callees = rule_refs(g, t, &mut refs);
+                        walk.push((t, callees, 0));
+                    }
+                    // `t` is on the stack: `r` is in a cycle of references.
+                    1 => cyclic[r.index()] = true,
+                    _ => {}
+                }
+                continue;
+            }
+            let r = *r;
+            walk.pop();
+            state[r.index()] = 2;
+            if !cyclic[r.index()] {
+                rule_len[r.index()] =
+                    body_longest(g, g.rules()[r.index()].body, &rule_len, &mut expr_len, &mut subtree);
+            }
+        }
+    }
+    rule_len
+}
+
+/// The rules that `r`'s body references, each once.
+fn rule_refs(g: &Grammar, r: RuleId, scratch: &mut Vec<RuleId>) -> Vec<RuleId> {
+    scratch.clear();
+    let mut stack = vec![g.rules()[r.index()].body];
+    while let Some(e) = stack.pop() {
+        if let Expr::RuleRef(t) = g.expr(e) {
+            scratch.push(*t);
+        }
+        stack.extend_from_slice(g.children(e));
+    }
+    scratch.sort_unstable();
+    scratch.dedup();
+    scratch.clone()
+}
+
+/// The longest string of expression `body`, every rule it references being done in `rule_len`.
+fn body_longest(
+    g: &Grammar,
+    body: ExprId,
+    rule_len: &[u64],
+    expr_len: &mut [Option<u64>],
+    subtree: &mut Vec<ExprId>,
+) -> u64 {
+    subtree.clear();
+    let mut stack = vec![body];
+    while let Some(e) = stack.pop() {
+        if expr_len[e.index()].is_none() {
+            subtree.push(e);
+            stack.extend_from_slice(g.children(e));
+        }
+    }
+    // Children have lower ids than their parents.
+    subtree.sort_unstable();
+    for &e in subtree.iter() {
+        let kid = |k: &ExprId| expr_len[k.index()].unwrap_or(UNBOUNDED);
+        let len = match g.expr(e) {
+            Expr::Bytes(b) => b.len() as u64,
+            Expr::CharClass(ranges) => {
+                ranges.iter().map(|&(_, hi)| char::from_u32(hi).map_or(4, |c| c.len_utf8() as u64)).max().unwrap_or(0)
+            }
+            Expr::Seq(kids) => kids.iter().map(kid).fold(0, u64::saturating_add),
+            Expr::Choice(kids) => kids.iter().map(kid).max().unwrap_or(0),
+            Expr::Repeat { expr, max, .. } => match (kid(expr), max) {
+                (0, _) => 0,
+                (k, Some(m)) => k.saturating_mul(u64::from(*m)),
+                (_, None) => UNBOUNDED,
+            },
+            Expr::RuleRef(t) => rule_len[t.index()],
+            // A JSON spelling takes at most 12 bytes per character (a surrogate pair).
+            Expr::JsonStringIn(strs) => strs.iter().map(|s| 12 * s.chars().count() as u64).max().unwrap_or(0),
+            Expr::JsonStringExcept(_) | Expr::Token(_) | Expr::ExcludeToken(_) => UNBOUNDED,
+        };
+        expr_len[e.index()] = Some(len);
+    }
+    expr_len[body.index()].unwrap_or(UNBOUNDED)
 }
 
 /// The most expression and rule visits the refinement may take; a grammar that needs more keeps
@@ -267,6 +389,33 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
         let tail = tail_plan(&g, &inline, &size);
         let capped = equal_rules_within(&g, &inline, &tail, 100_000);
         assert!(capped.iter().enumerate().all(|(r, rep)| rep.index() == r), "no rule is merged");
+    }
+
+    /// Counted chains that one large rule names link by link (a bounded string's automaton as
+    /// rules): the chains start apart by longest-string length, so refining takes a few rounds
+    /// instead of one per link (each re-keying the large rule), and the copies merge within a
+    /// small work cap.
+    #[test]
+    fn counted_chains_named_by_one_rule_merge_within_a_small_cap() {
+        use std::fmt::Write;
+        let n = 300;
+        let mut src = String::from("root ::= big_c | big_d\n");
+        for p in ["c", "d"] {
+            for i in 1..n {
+                writeln!(src, "{p}{i} ::= (\"x\" {p}{})?", i + 1).unwrap();
+            }
+            writeln!(src, "{p}{n} ::= \"x\"").unwrap();
+            let alts: Vec<String> = (1..=n).map(|i| format!("\"{}\" {p}{i}", i % 7)).collect();
+            writeln!(src, "big_{p} ::= {}", alts.join(" | ")).unwrap();
+        }
+        let g = parse_ebnf(&src, "root").unwrap();
+        let (inline, size) = inline_plan(&g);
+        let tail = tail_plan(&g, &inline, &size);
+        let rep = equal_rules_within(&g, &inline, &tail, 40_000);
+        assert_eq!(rep[rule(&g, "big_d")].index(), rule(&g, "big_c"));
+        for i in 1..=n {
+            assert_eq!(rep[rule(&g, &format!("d{i}"))].index(), rule(&g, &format!("c{i}")), "d{i}");
+        }
     }
 
     #[test]
