@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 
 import grammask as xgr
 import numpy as np
@@ -880,11 +881,13 @@ def test_token_budget_inside_a_char_budget_masks_agree_with_xgrammar():
     assert m.accept_string("s:abc,de,fg!#") and m.is_completed()
     m = xgr.GrammarMatcher(compiler(family).compile_grammar(g))
     assert m.accept_string("s:hi!abcde") and not m.accept_string("f")
-    # Still refused with it: a matcher budget, and max_tokens on the max_chars rule itself.
+    # Still refused with it: a matcher budget. max_tokens on the max_chars rule itself compiles
+    # (both budgets on one rule: `test_recursive_token_and_char_budgets_together_*`).
     with pytest.raises(xgr.UnsupportedFeatureError, match="or with max_chars or lazy on a rule using"):
         xgr.GrammarMatcher(compiler(family).compile_grammar(g), max_tokens=20)
-    with pytest.raises(xgr.UnsupportedFeatureError, match="max_chars together with max_tokens on the rule 'x'"):
-        compiler(family).compile_grammar(g.replace("x[max_chars=8]", "x[max_chars=8, max_tokens=3]"))
+    both = g.replace("x[max_chars=8]", "x[max_chars=8, max_tokens=3]")
+    for s in ["s:abc,de,fg!#", "s:hi!abcde", "s:hi!abcdef#"]:
+        assert xgr.testing._is_grammar_accept_string(both, s) == xg.testing._is_grammar_accept_string(both, s), s
 
 
 # A group of rules left-recursive through each other entered through two of its rules: the
@@ -914,3 +917,96 @@ def test_group_entered_through_two_rules_masks_agree_with_xgrammar():
         ours = check_mask(m, info, f"{g!r} after {text!r}")
         theirs = _xg_mask(xg, xcomp.compile_grammar(g), ids, info.vocab_size)
         assert ours[x] and not theirs[x], (n, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# recursive max_tokens together with recursive max_chars
+
+# {t}: a token budget, {c}: a character budget. Both on one rule; a recursive max_chars rule using
+# a max_tokens rule; each around or beside the other (a recursive one of each).
+BOTH = [
+    'root ::= e "!"\ne[max_tokens={t}, max_chars={c}] ::= "(" e ")" | [a-z]+ ("+" e)?',
+    'root ::= e "!"\ne[max_chars={c}] ::= "(" e ")" | w ("," e)?\nw[max_tokens={t}] ::= [a-z]+',
+    'root ::= e "|" f\ne[max_chars={c}] ::= "(" e ")" | [a-z]+\nf[max_tokens={t}] ::= "[" f "]" | [a-z]+',
+    'root ::= f "!"\nf[max_tokens={t}] ::= "[" f "]" | e ("," f)?\ne[max_chars={c}] ::= "(" e ")" | [a-z]+',
+]
+
+
+def _unit(decoded: bytes) -> bool:
+    """A token that never reads across the start of a rule occurrence in ``BOTH``: one byte, or
+    letters only (a token read across the start of a max_tokens occurrence is its first in
+    grammask, not counted in XGrammar: ``a_token_across_the_start_is_the_first_token``)."""
+    return len(decoded) == 1 or decoded.isalpha()
+
+
+@pytest.mark.parametrize("template", BOTH)
+def test_recursive_token_and_char_budgets_together_equal_xgrammar(template):
+    """Full masks on Llama 3 equal XGrammar 0.2.8's along random walks of single-unit tokens,
+    wherever the grammar without ``max_chars`` masks as XGrammar does (its recursive
+    ``max_tokens`` differs once spent away from an end: XGrammar reads on until the occurrence
+    can end, nested levels unrestricted; grammask takes a shortest way, see
+    ``XGRAMMAR_DIFFERENCES``). Each budget shapes some compared masks (the grammar without
+    either option masks otherwise there), so a matcher ignoring either budget fails."""
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    info = tokenizer_info(family)
+    n, decoded = info.vocab_size, info.decoded_vocab
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=n)
+    xc, comp = xg.GrammarCompiler(xinfo), compiler(family)
+    stop = set(info.stop_token_ids)
+    rng = random.Random(template)
+    shaped = {"max_tokens": 0, "max_chars": 0}
+    compared = 0
+    for t, c in ((1, 4), (1, 12), (2, 6), (3, 9)):
+        text = template.format(t=t, c=c)
+        strip = {
+            "max_tokens": re.sub(r"max_tokens=\d+(, )?", "", text).replace("[]", ""),
+            "max_chars": re.sub(r"(, )?max_chars=\d+", "", text).replace("[]", ""),
+        }
+        cg, xcg = comp.compile_grammar(text), xc.compile_grammar(text)
+        without = {k: comp.compile_grammar(g) for k, g in strip.items()}
+        tokens_only = xc.compile_grammar(strip["max_chars"])
+        for _ in range(6):
+            ids: list = []
+            for _ in range(12):
+                alone = _both_mask(xgr, without["max_chars"], ids, n)
+                if (alone != _xg_mask(xg, tokens_only, ids, n)).any():
+                    break  # the known max_tokens difference, not this combination's
+                ours = _both_mask(xgr, cg, ids, n)
+                diff = np.flatnonzero(ours != _xg_mask(xg, xcg, ids, n))
+                assert diff.size == 0, (text, [decoded[i] for i in ids], [decoded[i] for i in diff[:10]])
+                compared += 1
+                shaped["max_chars"] += int((alone != ours).any())
+                shaped["max_tokens"] += int((_both_mask(xgr, without["max_tokens"], ids, n) != ours).any())
+                choices = [i for i in np.flatnonzero(ours) if i not in stop and _unit(decoded[i])]
+                if not choices:
+                    break
+                ids.append(int(rng.choice(choices)))
+    assert compared > 60 and shaped["max_tokens"] > 3 and shaped["max_chars"] > 3, (compared, shaped)
+
+
+def _both_mask(lib, cg, ids, vocab_size) -> np.ndarray:
+    m = lib.GrammarMatcher(cg)
+    for t in ids:
+        assert m.accept_token(t)
+    return bool_mask(m, vocab_size)
+
+
+@pytest.mark.parametrize(
+    "text,ok",
+    [
+        # Strings are held to max_chars (e ends after 3 characters where it can) and not to
+        # max_tokens, as in XGrammar.
+        ("(ab)!", True),
+        ("abcdefgh!", False),
+        ("abc!", True),
+        ("ab+cd!", False),
+        ("a+b!", True),
+        ("((a))!", True),
+    ],
+)
+def test_strings_with_both_budgets_equal_xgrammar(text, ok):
+    xg = pytest.importorskip("xgrammar")
+    grammar = BOTH[0].format(t=1, c=3)
+    assert xg.testing._is_grammar_accept_string(grammar, text) == ok
+    assert xgr.testing._is_grammar_accept_string(grammar, text) == ok

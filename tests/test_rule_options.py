@@ -560,7 +560,6 @@ def test_recursive_max_chars_in_lark():
 
 def test_recursive_max_chars_errors():
     for g, msg in [
-        ('root ::= a\na[max_chars=2, max_tokens=2] ::= "(" a ")" | "x"', "max_chars together with max_tokens"),
         ('root ::= a\na[max_chars=2] ::= "(" a ")" | "x" (= ")")', "lookahead"),
     ]:
         with pytest.raises(xgr.UnsupportedFeatureError, match=msg):

@@ -391,11 +391,6 @@ mod tests {
                 "the lazy rule 'x' uses the recursive rule 'x'",
             ),
             (
-                "root ::= x\nx[max_chars=3, max_tokens=2] ::= y\ny ::= \"(\" y \")\" | \"b\"",
-                ErrorKind::Unsupported,
-                "max_chars together with max_tokens on the rule 'x'",
-            ),
-            (
                 "root ::= x\nx[max_tokens=3] ::= y \"(\" | \"[\" z \"]\" | \"b\"\ny[capture] ::= z \")\" | \"c\"\nz[capture] ::= y \"+\" | \"d\"",
                 ErrorKind::Unsupported,
                 "reaches the rule 'y', left-recursive through other rules, is not supported",

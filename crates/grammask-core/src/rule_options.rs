@@ -51,9 +51,15 @@
 //!   items carry the outermost bounded occurrence around them ([`crate::compiler::CharBudgets`]),
 //!   and no byte is read inside an occurrence from a row where it has read its budget and one of
 //!   its own items is final. Strings are held to it too. A `max_chars` (or non-recursive `lazy`)
-//!   rule using a `max_tokens` rule is built the same way. `Unsupported`: with `max_tokens` on the same rule, recursive or
-//!   nesting `max_tokens` rules, lookahead or token expressions in the grammar, and a matcher
-//!   `max_tokens` budget.
+//!   rule using a `max_tokens` rule is built the same way.
+//! - Both: `max_tokens` on such a rule too (its token budget is then a recursive one, whatever the
+//!   rule's shape), or a recursive `max_chars` rule beside recursive or nesting `max_tokens` rules.
+//!   Each budget holds as alone: the token budget spends (then shortest ways, strings free), the
+//!   character budget ends its outermost occurrence at its earliest valid end (strings held).
+//!   Items then carry both per-item values as one index into a per-chart table of (spend point,
+//!   occurrence) pairs ([`crate::earley::Item`]: still 16 bytes; grammars without both budgets
+//!   run the code they ran before). `Unsupported` with a recursive `max_chars` rule: lookahead
+//!   or token expressions in the grammar, and a matcher `max_tokens` budget.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -419,18 +419,24 @@ fn recursive_max_chars_count_characters() {
 #[test]
 fn unsupported_recursive_max_chars_name_the_feature() {
     let bad = [
-        ("root ::= e\ne[max_chars=2, max_tokens=2] ::= \"(\" e \")\" | \"x\"", "max_chars together with max_tokens"),
-        (
-            "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
-            "recursive or nesting max_tokens rules",
-        ),
         ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
+        ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)", "token expressions"),
     ];
     for (text, msg) in bad {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
         let e = grammask_core::compiler::Automata::build(&g).unwrap_err();
         assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
         assert!(e.to_string().contains(msg), "{text}: {e}");
+    }
+    // With max_tokens on the same rule, or beside a recursive max_tokens rule: both budgets
+    // (`rule_max_tokens.rs` checks their masks).
+    for text in [
+        "root ::= e\ne[max_chars=2, max_tokens=2] ::= \"(\" e \")\" | \"x\"",
+        "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
+        "root ::= x\nx[lazy, max_tokens=2] ::= y \",\"\ny[max_tokens=1] ::= [a-z]+",
+    ] {
+        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+        assert!(grammask_core::compiler::Automata::build(&g).is_ok(), "{text}");
     }
 }
 

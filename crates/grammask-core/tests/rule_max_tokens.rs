@@ -270,6 +270,9 @@ struct RecGrammar {
     names: Vec<&'static str>,
     alts: Vec<Vec<Vec<Sym>>>,
     bound: Vec<Option<u32>>,
+    /// Per rule: its `max_chars` (a recursive character budget, XGrammar's semantics: see
+    /// `rule_max_chars.rs`), if any.
+    chars: Vec<Option<u32>>,
     minlen: Vec<u32>,
     /// Per rule: the entry of its group of rules left-recursive through each other (see
     /// `entry_of`), if any.
@@ -300,7 +303,8 @@ impl RecGrammar {
             })
             .collect();
         let bound = rules.iter().map(|r| r.1).collect();
-        let mut g = RecGrammar { names, alts, bound, minlen: Vec::new(), entry: Vec::new() };
+        let chars = vec![None; rules.len()];
+        let mut g = RecGrammar { names, alts, bound, chars, minlen: Vec::new(), entry: Vec::new() };
         g.minlen = vec![u32::MAX; rules.len()];
         loop {
             let mut changed = false;
@@ -317,6 +321,15 @@ impl RecGrammar {
         }
         g.entry = (0..rules.len()).map(|r| g.entry_of(r)).collect();
         g
+    }
+
+    /// The grammar with `max_chars` budgets on the named rules.
+    fn with_chars(mut self, chars: &[(&str, u32)]) -> RecGrammar {
+        for &(name, n) in chars {
+            let r = self.names.iter().position(|x| *x == name).unwrap();
+            self.chars[r] = Some(n);
+        }
+        self
     }
 
     /// The rules an alternative of `r` starts with (the grammars here have no empty rule there).
@@ -392,10 +405,12 @@ impl RecGrammar {
         for (r, name) in self.names.iter().enumerate() {
             // Lower-case rules are captured, so the compiler keeps them apart (never copied into
             // their callers): each is a level of its own, as the reference reads it.
-            let opt = match self.bound[r] {
-                Some(n) => format!("[max_tokens={n}]"),
-                None if name.starts_with(|c: char| c.is_ascii_lowercase()) => "[capture]".to_owned(),
-                None => String::new(),
+            let opt = match (self.bound[r], self.chars[r]) {
+                (Some(n), Some(c)) => format!("[max_tokens={n}, max_chars={c}]"),
+                (Some(n), None) => format!("[max_tokens={n}]"),
+                (None, Some(c)) => format!("[max_chars={c}]"),
+                (None, None) if name.starts_with(|c: char| c.is_ascii_lowercase()) => "[capture]".to_owned(),
+                (None, None) => String::new(),
             };
             let alts: Vec<String> = self.alts[r]
                 .iter()
@@ -431,6 +446,8 @@ struct Level {
     zero: bool,
     /// The byte position it started at.
     start: usize,
+    /// The outermost `max_chars` occurrence around it (or itself): `(rule, start)`.
+    chars: Option<(usize, usize)>,
     waiting: Option<usize>,
 }
 
@@ -441,13 +458,29 @@ const MAX_DEPTH: usize = 30;
 
 struct RecRef<'g> {
     g: &'g RecGrammar,
+    /// Which budgets hold: `max_tokens`, `max_chars` (`false`: the grammar without them).
+    tokens: bool,
+    chars: bool,
 }
 
-impl RecRef<'_> {
+impl<'g> RecRef<'g> {
+    fn new(g: &'g RecGrammar) -> RecRef<'g> {
+        RecRef { g, tokens: true, chars: true }
+    }
+
+    fn bound(&self, r: usize) -> Option<u32> {
+        self.g.bound[r].filter(|_| self.tokens)
+    }
+
+    fn char_bound(&self, r: usize) -> Option<u32> {
+        self.g.chars[r].filter(|_| self.chars)
+    }
+
     fn start(&self) -> Vec<Config> {
         let r = 0;
-        let (spend, zero) = (self.g.bound[r].map(|n| n as usize), self.g.bound[r] == Some(0));
-        vec![vec![Level { rule: r, pos: self.start_pos(r), spend, zero, start: 0, waiting: None }]]
+        let (spend, zero) = (self.bound(r).map(|n| n as usize), self.bound(r) == Some(0));
+        let chars = self.char_bound(r).map(|_| (r, 0));
+        vec![vec![Level { rule: r, pos: self.start_pos(r), spend, zero, start: 0, chars, waiting: None }]]
     }
 
     fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
@@ -570,16 +603,17 @@ impl RecRef<'_> {
                         if self.take(top, Sym::R(r), spent).is_none() {
                             continue;
                         }
-                        let own = self.g.bound[r].map(|n| first + n as usize);
+                        let own = self.bound(r).map(|n| first + n as usize);
                         let child_spend = match (top.spend, own) {
                             (Some(x), Some(y)) => Some(x.min(y)),
                             (x, y) => x.or(y),
                         };
                         let mut d = c.clone();
                         d.last_mut().unwrap().waiting = Some(r);
-                        let zero = top.zero || self.g.bound[r] == Some(0);
+                        let zero = top.zero || self.bound(r) == Some(0);
                         let pos = self.start_pos(r);
-                        d.push(Level { rule: r, pos, spend: child_spend, zero, start: at, waiting: None });
+                        let chars = top.chars.or(self.char_bound(r).map(|_| (r, at)));
+                        d.push(Level { rule: r, pos, spend: child_spend, zero, start: at, chars, waiting: None });
                         next.push(d);
                     }
                 }
@@ -609,9 +643,22 @@ impl RecRef<'_> {
         for (j, &b) in syms.iter().enumerate() {
             let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
             let mut next = std::collections::HashSet::new();
-            for c in self.closure(cur, k, first, pos + j) {
+            let all = self.closure(cur, k, first, pos + j);
+            // `max_chars` occurrences that have read their budget (ASCII: a byte is a character)
+            // and can end here end here: nothing inside them reads another byte.
+            let ended: std::collections::HashSet<(usize, usize)> = all
+                .iter()
+                .filter_map(|c| {
+                    let top = c.last().unwrap();
+                    let n = self.char_bound(top.rule)? as usize;
+                    let own = top.chars == Some((top.rule, top.start));
+                    (own && top.waiting.is_none() && self.is_final(top) && pos + j - top.start >= n)
+                        .then_some((top.rule, top.start))
+                })
+                .collect();
+            for c in all {
                 let top = c.last().unwrap();
-                if top.waiting.is_some() {
+                if top.waiting.is_some() || top.chars.is_some_and(|o| ended.contains(&o)) {
                     continue;
                 }
                 let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
@@ -794,7 +841,7 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
                 let text = g.ebnf(&vocab);
                 let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
                 let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
-                let r = RecRef { g: &g };
+                let r = RecRef::new(&g);
                 for walk in 0..3 {
                     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
                     let mut hist: Vec<RecWalk> = vec![RecWalk { configs: r.start(), token_ends: Vec::new(), pos: 0 }];
@@ -987,4 +1034,115 @@ fn max_tokens_zero_on_a_recursive_rule_takes_a_shortest_way() {
     let allowed: Vec<&[u8]> =
         (0..vocab.vocab_size() as u32).filter(|&t| mask.get(t as usize)).map(|t| vocab.token_bytes(t)).collect();
     assert!(allowed.iter().all(|b| b.starts_with(b"x")) && allowed.contains(&&b"x"[..]), "{allowed:?}");
+}
+
+/// Grammars with recursive `max_tokens` and `max_chars` budgets together, `n` tokens and `c`
+/// characters: on one rule, a recursive `max_chars` rule using a `max_tokens` rule, and each
+/// around or beside the other.
+fn both_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
+    vec![
+        // Both on one rule: right recursion, nesting, left recursion, nullable.
+        RecGrammar::new(&[("E", Some(n), &["( E )", "x", "x + E"])]).with_chars(&[("E", c)]),
+        RecGrammar::new(&[("E", Some(n), &["E + x", "x", "( E )"])]).with_chars(&[("E", c)]),
+        RecGrammar::new(&[("B", Some(n), &["[ B ] B", ""])]).with_chars(&[("B", c)]),
+        RecGrammar::new(&[("V", Some(n), &["[ ]", "[ L ]", "x", "( V )"]), ("L", None, &["V", "V , L"])])
+            .with_chars(&[("V", c)]),
+        // A recursive `max_chars` rule using a (regular) `max_tokens` rule.
+        RecGrammar::new(&[
+            ("V", None, &["[ L ]", "W", "( V )"]),
+            ("L", None, &["V", "V , L"]),
+            ("W", Some(n), &["x", "x y", "x y z z"]),
+        ])
+        .with_chars(&[("V", c)]),
+        // A recursive `max_tokens` rule around a recursive `max_chars` one, and beside it.
+        RecGrammar::new(&[("F", Some(n), &["[ F ]", "E", "E , F"]), ("E", None, &["( E )", "x", "x + E"])])
+            .with_chars(&[("E", c)]),
+        RecGrammar::new(&[
+            ("S", None, &["A", "< C >"]),
+            ("A", None, &["( C )", "y", "y + A"]),
+            ("C", Some(n), &["[ A ]", "z", "z C z"]),
+        ])
+        .with_chars(&[("A", c)]),
+    ]
+}
+
+/// Both recursive budgets at once follow the reference holding both; the walks meet tokens
+/// refused by each budget alone (the reference without the other budget reads them), so a
+/// matcher ignoring either would fail.
+#[test]
+fn recursive_token_and_char_budgets_together_follow_the_reference() {
+    let mut rng = Rng(0x6A09_E667_F3BC_C909);
+    let (mut by_tokens, mut by_chars, mut checked) = (0usize, 0usize, 0usize);
+    let vocab = {
+        // No token edges here (refused beside recursive `max_chars`): drop `<T>`.
+        let v = rec_vocab(&mut rng);
+        let toks: Vec<Vec<u8>> = (0..v.vocab_size() as u32 - 1).map(|t| v.token_bytes(t).to_vec()).collect();
+        let stop = toks.len() as u32 - 1;
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    };
+    for (n, c) in [(1, 3), (3, 2), (4, 3), (6, 2), (5, 4)] {
+        for g in both_grammars(n, c) {
+            let text = g.ebnf(&vocab);
+            let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+            let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap_or_else(|e| panic!("{text}: {e}")));
+            let r = RecRef::new(&g);
+            let chars_only = RecRef { tokens: false, ..RecRef::new(&g) };
+            let tokens_only = RecRef { chars: false, ..RecRef::new(&g) };
+            for walk in 0..4 {
+                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let start = |r: &RecRef| RecWalk { configs: r.start(), token_ends: Vec::new(), pos: 0 };
+                let mut hist = vec![(start(&r), start(&chars_only), start(&tokens_only))];
+                let mut text_so_far: Vec<String> = Vec::new();
+                for _ in 0..12 {
+                    let (w, wc, wt) = hist.last().unwrap().clone();
+                    let what = format!("{text}after {text_so_far:?}, walk {walk}");
+                    let mut ignored = 0;
+                    let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &what, &mut ignored);
+                    for t in 0..vocab.vocab_size() as u32 - 1 {
+                        if !allowed.contains(&t) {
+                            by_tokens += usize::from(wc.read_token(&chars_only, &vocab, t).is_some());
+                            by_chars += usize::from(wt.read_token(&tokens_only, &vocab, t).is_some());
+                        }
+                    }
+                    if allowed.is_empty() || w.pos > 24 {
+                        break;
+                    }
+                    match rng.below(6) {
+                        0 => {
+                            // A string: held to max_chars, free of max_tokens.
+                            let t = vocab.token_bytes(rng.below(vocab.vocab_size() as u64 - 1) as u32).to_vec();
+                            let next = w.read(&r, &t, false);
+                            assert_eq!(m.accept_bytes(&t).unwrap(), next.is_some(), "string {t:?} ({what})");
+                            if let Some(nw) = next {
+                                let (nc, nt) = (wc.read(&chars_only, &t, false), wt.read(&tokens_only, &t, false));
+                                hist.push((nw, nc.unwrap(), nt.unwrap()));
+                                text_so_far.push(format!("s:{}", String::from_utf8_lossy(&t)));
+                            }
+                        }
+                        1 if hist.len() > 1 => {
+                            m.rollback(1).unwrap();
+                            hist.pop();
+                            text_so_far.pop();
+                        }
+                        _ => {
+                            let t = allowed[rng.below(allowed.len() as u64) as usize];
+                            assert!(m.accept_token(t).unwrap());
+                            let next = (
+                                w.read_token(&r, &vocab, t).unwrap(),
+                                wc.read_token(&chars_only, &vocab, t).unwrap(),
+                                wt.read_token(&tokens_only, &vocab, t).unwrap(),
+                            );
+                            hist.push(next);
+                            text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
+                        }
+                    }
+                }
+                m.reset();
+                rec_check_mask(&mut m, &r, &hist[0].0, &vocab, &format!("{text}after reset"), &mut 0);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked == 5 * 7 * 4 && by_tokens > 100 && by_chars > 40, "{checked} walks, {by_tokens} {by_chars}");
 }

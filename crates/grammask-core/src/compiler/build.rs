@@ -79,23 +79,8 @@ impl Automata {
                 }
                 let mut limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
-                if rec_max_chars(grammar, &recursive, &char_leveled, r).is_some() {
-                    if max_tokens.is_some() {
-                        next.store(todo.len(), Ordering::Relaxed);
-                        return Err(Error::new(
-                            ErrorKind::Unsupported,
-                            format!(
-                                "{} together with max_tokens on the rule '{}' (recursive, or using another \
-                                 max_tokens rule) is not supported",
-                                char_option(grammar, RuleId(r as u32)),
-                                grammar.rules()[r].name
-                            ),
-                        ));
-                    }
-                    limit = None;
-                }
-                let rec = max_tokens.is_some() && matches!(limit, Some((None, ..))) && leveled[r];
-                if rec {
+                let rec = keeps_token_edges(grammar, &recursive, &char_leveled, &leveled, r);
+                if rec || rec_max_chars(grammar, &recursive, &char_leveled, r).is_some() {
                     limit = None;
                 }
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
@@ -233,10 +218,7 @@ impl Automata {
             grammar.all_rule_options().iter().filter_map(|(r, o)| Some((*r, o.max_tokens?))).collect();
         let rec_roots: Vec<RuleId> = bounds
             .iter()
-            .filter(|(r, _)| {
-                leveled.get(r.index()).copied().unwrap_or(false)
-                    && bounded_limit(grammar, r.index()).is_some_and(|l| l.0.is_none())
-            })
+            .filter(|(r, _)| keeps_token_edges(grammar, &recursive, &char_leveled, &leveled, r.index()))
             .map(|b| b.0)
             .collect();
         if !rec_roots.is_empty() {
@@ -259,14 +241,14 @@ impl Automata {
             .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, &char_leveled, r)?)))
             .collect();
         if let Some(&(first, _)) = char_rules.first() {
+            // With recursive `max_tokens` rules too, items' fields index pairs of spend points
+            // and occurrence numbers ([`crate::earley::Item`]).
             let other = if a.has_lookahead() {
                 Some("lookahead assertions")
             } else if a.has_token_edges() {
                 Some("token expressions")
             } else {
-                // Regular `max_tokens` rules move to their twins between tokens, which keeps the
-                // items' fields; recursive ones need those fields for their spend points.
-                a.rec.is_some().then_some("recursive or nesting max_tokens rules")
+                None
             };
             if let Some(other) = other {
                 return Err(Error::new(
@@ -296,6 +278,15 @@ fn rec_max_chars(g: &Grammar, recursive: &[bool], leveled: &[bool], r: usize) ->
         return (at(leveled) && !at(recursive)).then_some(0);
     }
     at(leveled).then_some(o.max_chars).flatten()
+}
+
+/// Whether rule `r` has a `max_tokens` budget that the chart enforces ([`super::RecBudgets`]):
+/// its rule keeps its rule edges, because it is recursive, uses another `max_tokens` rule
+/// (`leveled`), or has a chart-enforced `max_chars` or `lazy` too ([`rec_max_chars`]).
+fn keeps_token_edges(g: &Grammar, recursive: &[bool], char_leveled: &[bool], leveled: &[bool], r: usize) -> bool {
+    let Some(_) = g.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens) else { return false };
+    rec_max_chars(g, recursive, char_leveled, r).is_some()
+        || (leveled.get(r).copied().unwrap_or(false) && bounded_limit(g, r).is_some_and(|l| l.0.is_none()))
 }
 
 /// The name of the option behind a budget of [`rec_max_chars`].
