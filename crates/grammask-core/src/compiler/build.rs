@@ -259,10 +259,9 @@ impl Automata {
             .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, &char_leveled, r)?)))
             .collect();
         if let Some(&(first, _)) = char_rules.first() {
+            // Token edges count their token's characters (`crate::token_edges`).
             let other = if a.has_lookahead() {
                 Some("lookahead assertions")
-            } else if a.has_token_edges() {
-                Some("token expressions")
             } else {
                 // Regular `max_tokens` rules move to their twins between tokens, which keeps the
                 // items' fields; recursive ones need those fields for their spend points.
