@@ -795,6 +795,42 @@ def test_token_inside_a_char_budget_masks_agree_with_xgrammar(name):
         _token_case_agrees(xg, xinfo, family, g, text, special, probes)
 
 
+# `Token(...)`/`ExcludeToken(...)` inside a recursive `max_chars` rule: the chart counts the token's
+# characters (UTF-8 lead bytes; "<|python_tag|>" is 14, as XGrammar 0.2.8 counts its decoded
+# characters), and once the outermost occurrence has read its budget and can end, no token edge
+# inside it reads. Cases as in TOKEN_INSIDE_CHARS; masks equal XGrammar's and a brute force.
+TOKEN_INSIDE_REC_CHARS = {
+    "nested": (
+        'root ::= "s:" a "!"\na[max_chars={n}] ::= "(" a ")" | ([a-z] | Token({X}, {P})) a?',
+        [(3, "s:", {"X": True, "P": True}), (3, "s:|<P>", {"!": True, "X": False, "P": False, "a": False})]
+        + [(15, "s:|<P>", {"a": True, "P": True}), (3, "s:|(|<P>", {"a": True, ")": True})]
+        + [(3, "s:|<X>|<X>", {"a": True, "P": True}), (3, "s:|<X>|a|<X>", {"!": True, "X": False})]
+        + [(15, "s:|<P>|<X>", {"!": True, "X": False}), (16, "s:|(|<P>|)", {"!": True, "a": False})],
+    ),
+    "exclude_token": (
+        'root ::= "s:" a "!"\na[max_chars={n}] ::= "[" a "]" | ExcludeToken({X}, {P}) a?',
+        [(4, "s:|hello", {"!": True, "abc": False}), (6, "s:|hello", {"abc": True, "!": True})]
+        # "[" is read both ways (literal, ExcludeToken): the occurrence that reads it ends at
+        # "hello" (6 characters) where its ExcludeToken parse can end, for its "[" a "]" parse too.
+        + [(4, "s:|[|hello", {"]": False, "!": True}), (9, "s:|[|hello", {"]": True, "abc": True})],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TOKEN_INSIDE_REC_CHARS))
+def test_token_inside_a_recursive_char_budget_masks_agree_with_xgrammar(name):
+    xg = pytest.importorskip("xgrammar")
+
+    family = "llama3"
+    info = tokenizer_info(family)
+    special = {"X": ids_of(family, "X"), "P": [128010]}
+    grammar, cases = TOKEN_INSIDE_REC_CHARS[name]
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
+    for n, text, probes in cases:
+        g = grammar.format(n=n, X=special["X"][0], P=128010)
+        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
+
+
 def test_token_inside_a_char_budget_counts_one_character_unlike_xgrammar():
     xg = pytest.importorskip("xgrammar")
     from test_token_edges import brute_force

@@ -322,7 +322,7 @@ impl Chart {
     /// The occurrences of recursive `max_chars` rules that end at row `r`: each has read its
     /// budget and can end there (an item of its own rule, from its origin, is final), so
     /// nothing inside it reads another byte.
-    fn ended_occurrences(&self, a: &Automata, cb: &CharBudgets, r: usize) -> Vec<u32> {
+    pub(crate) fn ended_occurrences(&self, a: &Automata, cb: &CharBudgets, r: usize) -> Vec<u32> {
         let mut out = Vec::new();
         for it in self.row(r) {
             let occ = self.occ_of(it.la);
@@ -466,10 +466,19 @@ impl Chart {
     /// Appends a row holding `items` (which must not already form a row) and closes it.
     /// Returns `Ok(false)` (and appends nothing) if `items` is empty.
     pub fn push_items(&mut self, a: &Automata, items: &[Item]) -> Result<bool> {
+        self.push_items_reading(a, items, 0)
+    }
+
+    /// [`Chart::push_items`] for a row after `chars` characters read at once (a token edge's
+    /// token: recursive `max_chars` budgets count its characters, as XGrammar does).
+    pub fn push_items_reading(&mut self, a: &Automata, items: &[Item], chars: u32) -> Result<bool> {
         if items.is_empty() {
             return Ok(false);
         }
         let new_row = self.begin_row(self.last_row_index(), None);
+        if let Some(c) = self.chars.last_mut() {
+            *c += chars;
+        }
         for &it in items {
             self.add(it);
         }

@@ -12,7 +12,7 @@
 //!   XGrammar): once N characters are read, the rule ends at the first position where it can.
 //!   Token expressions inside it stay token edges of its automaton, counting one character each
 //!   (XGrammar counts the token's decoded characters; the automaton is built before the
-//!   vocabulary is known).
+//!   vocabulary is known; a recursive `max_chars` rule, below, counts them as XGrammar does).
 //! - `stop`/`suffix` (Lark) set [`RuleOptions::hidden_suffix`]: the hidden end of an occurrence is
 //!   its last N bytes or, for `capture_hidden_stop_rule`, what the second of the rule's two rule
 //!   references matches ([`crate::compiler::Automata::hidden_stop_cut`]).
@@ -50,16 +50,21 @@
 //!   position where its rule can end; nested occurrences are not bounded on their own. Earley
 //!   items carry the outermost bounded occurrence around them ([`crate::compiler::CharBudgets`]),
 //!   and no byte is read inside an occurrence from a row where it has read its budget and one of
-//!   its own items is final. Strings are held to it too. A `max_chars` (or non-recursive `lazy`)
-//!   rule using a `max_tokens` rule is built the same way.
+//!   its own items is final. Strings are held to it too. A token edge (`Token(...)`,
+//!   `ExcludeToken(...)`) inside it reads no token from such a row, and counts its token's
+//!   characters (UTF-8 lead bytes of its bytes, a special token's text included, as XGrammar
+//!   0.2.8 counts decoded characters) whether the token's bytes are read as text too or its
+//!   completions form a row of their own ([`crate::token_edges::push_token`]). A `max_chars`
+//!   (or non-recursive `lazy`) rule using a `max_tokens` rule is built the same way.
 //! - Both: `max_tokens` on such a rule too (its token budget is then a recursive one, whatever the
 //!   rule's shape), or a recursive `max_chars` rule beside recursive or nesting `max_tokens` rules.
 //!   Each budget holds as alone: the token budget spends (then shortest ways, strings free), the
 //!   character budget ends its outermost occurrence at its earliest valid end (strings held).
 //!   Items then carry both per-item values as one index into a per-chart table of (spend point,
 //!   occurrence) pairs ([`crate::earley::Item`]: still 16 bytes; grammars without both budgets
-//!   run the code they ran before). `Unsupported` with a recursive `max_chars` rule: lookahead
-//!   or token expressions in the grammar, and a matcher `max_tokens` budget.
+//!   run the code they ran before). `Unsupported` with a recursive `max_chars` rule: lookahead in
+//!   the grammar, token expressions together with recursive `max_tokens` rules, and a matcher
+//!   `max_tokens` budget.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

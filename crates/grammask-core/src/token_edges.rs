@@ -72,7 +72,11 @@ impl TokenMasks {
     /// ORs into `out` the tokens of every token edge of the chart's last row.
     pub fn or_into(&self, a: &Automata, chart: &Chart, out: &mut Bitset) {
         let mut seen: Vec<u32> = Vec::new();
+        let ended = ended_occurrences(a, chart, chart.last_row_index());
         for it in chart.last_row() {
+            if ended.contains(&it.la) {
+                continue;
+            }
             if let Some(k) = a.tokens().set_of(a, it.state) {
                 if !seen.contains(&k) {
                     seen.push(k);
@@ -112,9 +116,10 @@ pub fn token_completions_at(
 ) -> Vec<Item> {
     let mut out: Vec<Item> = Vec::new();
     let row = chart.row(r0);
+    let ended = ended_occurrences(a, chart, r0);
     for it in row {
         let Some(k) = a.tokens().set_of(a, it.state) else { continue };
-        if !masks.mask(k).get(id as usize) {
+        if !masks.mask(k).get(id as usize) || ended.contains(&it.la) {
             continue;
         }
         if let Some(rb) = a.rec_budgets() {
@@ -128,6 +133,18 @@ pub fn token_completions_at(
                         if !out.contains(&item) {
                             out.push(item);
                         }
+                    }
+                }
+            }
+            continue;
+        }
+        if a.char_budgets().is_some() {
+            // Occurrence numbers (no lookahead): a parent keeps its own, as `Chart::advance` does.
+            let rule = a.state(it.state).rule;
+            for p in row.iter().filter(|p| p.la == it.la_origin) {
+                for &(rr, t) in a.rule_edges(p.state) {
+                    if rr == rule && !out.contains(&Item { state: t, ..*p }) {
+                        out.push(Item { state: t, ..*p });
                     }
                 }
             }
@@ -160,7 +177,8 @@ pub fn token_completions_at(
 
 /// Pushes the rows of one token read both ways: its bytes through the last row's items (when
 /// `text` and they read it) and `completions` (from [`token_completions`], non-empty) merged into
-/// the row they reach; or, when the bytes are not read whole, one row of `completions` alone.
+/// the row they reach; or, when the bytes are not read whole, one row of `completions` alone,
+/// which recursive `max_chars` budgets count as the token's characters (as the bytes' row would).
 /// On error the chart is as before.
 /// Returns whether the bytes were read (else the completions form a row of their own).
 pub fn push_token(a: &Automata, chart: &mut Chart, bytes: &[u8], text: bool, completions: &[Item]) -> Result<bool> {
@@ -181,11 +199,24 @@ pub fn push_token(a: &Automata, chart: &mut Chart, bytes: &[u8], text: bool, com
                 chart.truncate_rows(rows);
             }
         }
-        chart.push_items(a, completions)?;
+        chart.push_items_reading(a, completions, characters(bytes))?;
         Ok(false)
     })();
     if res.is_err() {
         chart.truncate_rows(rows);
     }
     res
+}
+
+/// The occurrences of recursive `max_chars` rules that end at row `r` (their items, token edges
+/// included, read nothing more; empty without such rules).
+fn ended_occurrences(a: &Automata, chart: &Chart, r: usize) -> Vec<u32> {
+    a.char_budgets().map_or_else(Vec::new, |cb| chart.ended_occurrences(a, cb, r))
+}
+
+/// The characters of a token's bytes (UTF-8 lead bytes), which recursive `max_chars` budgets
+/// count for a token edge, as XGrammar 0.2.8 counts its decoded characters (a special token's
+/// text included; a lone partial sequence byte that leads one counts one).
+fn characters(bytes: &[u8]) -> u32 {
+    bytes.iter().filter(|b| !(0x80..=0xBF).contains(*b)).count() as u32
 }

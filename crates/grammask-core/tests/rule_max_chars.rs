@@ -13,6 +13,10 @@
 //! reads the next byte. Along random walks of tokens and strings, every mask bit is checked
 //! against the reference and against `accept_token` on a copy of the matcher (also after
 //! rollback, reset, a fork and a serialized round trip).
+//!
+//! Token expressions (`Token(id)`): a level at one reads that whole token (`accept_token` only),
+//! counting its characters at once, as XGrammar 0.2.8 counts a token's decoded characters; a
+//! level of an ended occurrence reads none.
 
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
@@ -26,6 +30,8 @@ use common::Rng;
 enum Sym {
     B(u8),
     R(usize),
+    /// `Token(id)`.
+    T(u32),
 }
 
 /// A grammar: rule names, their alternatives (sequences of symbols) and `max_chars` bounds.
@@ -37,7 +43,7 @@ struct RecGrammar {
 
 impl RecGrammar {
     /// `rules`: (name, bound, alternatives); an alternative is space-separated items, each a rule
-    /// name or literal bytes. Rule 0 is the root.
+    /// name, `#id` (`Token(id)`) or literal bytes. Rule 0 is the root.
     fn new(rules: &[(&'static str, Option<u32>, &[&str])]) -> RecGrammar {
         let names: Vec<&str> = rules.iter().map(|r| r.0).collect();
         let alts = rules
@@ -49,6 +55,9 @@ impl RecGrammar {
                         for item in alt.split_whitespace() {
                             match names.iter().position(|n| *n == item) {
                                 Some(i) => seq.push(Sym::R(i)),
+                                None if item.len() > 1 && item.starts_with('#') => {
+                                    seq.push(Sym::T(item[1..].parse().unwrap()));
+                                }
                                 None => seq.extend(item.bytes().map(Sym::B)),
                             }
                         }
@@ -76,6 +85,7 @@ impl RecGrammar {
                         .map(|s| match s {
                             Sym::B(b) => format!("\"{}\"", *b as char),
                             Sym::R(x) => self.names[*x].to_owned(),
+                            Sym::T(id) => format!("Token({id})"),
                         })
                         .collect();
                     items.join(" ")
@@ -179,40 +189,55 @@ impl RecRef<'_> {
     fn read(&self, configs: &[Config], bytes: &[u8], at: usize) -> Vec<Config> {
         let mut cur = configs.to_vec();
         for (j, &b) in bytes.iter().enumerate() {
-            let p = at + j;
-            let all = self.closure(cur, p);
-            // Occurrences that have read their budget and can end here: they end here.
-            let ended: HashSet<(usize, usize)> = all
-                .iter()
-                .filter_map(|c| {
-                    let top = c.last().unwrap();
-                    let o = top.start?;
-                    let n = self.g.bound[top.rule]? as usize;
-                    (top.waiting.is_none() && self.is_final(top) && p - o >= n).then_some((top.rule, o))
-                })
-                .collect();
-            let mut next = HashSet::new();
-            for c in all {
-                if c.iter().any(|l| l.start.is_some_and(|o| ended.contains(&(l.rule, o)))) {
-                    continue;
-                }
-                let top = c.last().unwrap();
-                if top.waiting.is_some() {
-                    continue;
-                }
-                let pos = self.step(top, Sym::B(b));
-                if !pos.is_empty() {
-                    let mut d = c.clone();
-                    d.last_mut().unwrap().pos = pos;
-                    next.insert(d);
-                }
-            }
-            cur = next.into_iter().collect();
+            cur = self.step_all(cur, Sym::B(b), at + j).into_iter().collect();
             if cur.is_empty() {
                 break;
             }
         }
         cur
+    }
+
+    /// The configurations that read `s` at position `p` (from the closure of `configs`), but
+    /// none inside an occurrence that has read its budget and can end at `p`: it ends there.
+    fn step_all(&self, configs: Vec<Config>, s: Sym, p: usize) -> HashSet<Config> {
+        let all = self.closure(configs, p);
+        let ended: HashSet<(usize, usize)> = all
+            .iter()
+            .filter_map(|c| {
+                let top = c.last().unwrap();
+                let o = top.start?;
+                let n = self.g.bound[top.rule]? as usize;
+                (top.waiting.is_none() && self.is_final(top) && p - o >= n).then_some((top.rule, o))
+            })
+            .collect();
+        let mut next = HashSet::new();
+        for c in all {
+            if c.iter().any(|l| l.start.is_some_and(|o| ended.contains(&(l.rule, o)))) {
+                continue;
+            }
+            let top = c.last().unwrap();
+            if top.waiting.is_some() {
+                continue;
+            }
+            let pos = self.step(top, s);
+            if !pos.is_empty() {
+                let mut d = c.clone();
+                d.last_mut().unwrap().pos = pos;
+                next.insert(d);
+            }
+        }
+        next
+    }
+
+    /// The configurations after token `t` read with `accept_token`: its bytes as text (unless it
+    /// is special), or the token at once by a `Token(t)` level (its characters counted together:
+    /// the test vocabularies are ASCII, one byte one character).
+    fn read_token(&self, configs: &[Config], vocab: &Vocabulary, t: u32, at: usize) -> Vec<Config> {
+        let mut out = self.step_all(configs.to_vec(), Sym::T(t), at);
+        if !vocab.is_special(t) {
+            out.extend(self.read(configs, vocab.token_bytes(t), at));
+        }
+        out.into_iter().collect()
     }
 
     fn complete(&self, configs: &[Config], at: usize) -> bool {
@@ -276,8 +301,8 @@ fn check_mask(
     let stop = *m.stop_token_ids().first().unwrap();
     let mut allowed = Vec::new();
     for t in 0..vocab.vocab_size() as u32 {
-        let want = if t == stop { r.complete(cur, at) } else { !r.read(cur, vocab.token_bytes(t), at).is_empty() };
-        if t != stop && !want && !free.0.read(free.1, vocab.token_bytes(t), at).is_empty() {
+        let want = if t == stop { r.complete(cur, at) } else { !r.read_token(cur, vocab, t, at).is_empty() };
+        if t != stop && !want && !free.0.read_token(free.1, vocab, t, at).is_empty() {
             *cut += 1;
         }
         assert_eq!(mask.get(t as usize), want, "mask bit {:?} ({what})", String::from_utf8_lossy(vocab.token_bytes(t)));
@@ -295,14 +320,19 @@ fn check_mask(
     allowed
 }
 
-#[test]
-fn recursive_max_chars_follow_the_reference_along_random_walks() {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+/// Random walks (three per grammar and budget `n` in `0..5`, over two random vocabularies);
+/// returns (walks, steps, strings accepted, tokens only a budget refused).
+fn walk_all(
+    seed: u64,
+    vocab: fn(&mut Rng) -> Arc<Vocabulary>,
+    grammars: fn(u32, &Vocabulary) -> Vec<RecGrammar>,
+) -> (usize, usize, usize, usize) {
+    let mut rng = Rng(seed);
     let (mut checked, mut strings, mut cut, mut steps) = (0usize, 0usize, 0usize, 0usize);
     for round in 0..2 {
         let vocab = vocab(&mut rng);
         for n in 0..5 {
-            for g in grammars(n) {
+            for g in grammars(n, &vocab) {
                 let text = g.ebnf();
                 let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
                 let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
@@ -323,10 +353,15 @@ fn recursive_max_chars_follow_the_reference_along_random_walks() {
                             break;
                         }
                         steps += 1;
-                        let push = |b: &[u8], hist: &mut Vec<_>, text_so_far: &mut Vec<String>, tag: &str| {
-                            let next = r.read(&cur, b, at);
-                            if !next.is_empty() {
-                                hist.push((next, free.read(&fcur, b, at), at + b.len()));
+                        // A string (`None`) or token read: the reference's next configurations.
+                        let push = |b: &[u8], t: Option<u32>, hist: &mut Vec<_>, text_so_far: &mut Vec<String>| {
+                            let next = match t {
+                                Some(t) => (r.read_token(&cur, &vocab, t, at), free.read_token(&fcur, &vocab, t, at)),
+                                None => (r.read(&cur, b, at), free.read(&fcur, b, at)),
+                            };
+                            if !next.0.is_empty() {
+                                hist.push((next.0, next.1, at + b.len()));
+                                let tag = if t.is_some() { "" } else { "s:" };
                                 text_so_far.push(format!("{tag}{}", String::from_utf8_lossy(b)));
                             }
                         };
@@ -345,7 +380,7 @@ fn recursive_max_chars_follow_the_reference_along_random_walks() {
                                 let ok = !r.read(&cur, &b, at).is_empty();
                                 assert_eq!(m.accept_bytes(&b).unwrap(), ok, "string {b:?} ({what})");
                                 strings += usize::from(ok);
-                                push(&b, &mut hist, &mut text_so_far, "s:");
+                                push(&b, None, &mut hist, &mut text_so_far);
                             }
                             2 if hist.len() > 1 => {
                                 let k = 1 + rng.below(2.min(hist.len() as u64 - 1)) as usize;
@@ -359,14 +394,15 @@ fn recursive_max_chars_follow_the_reference_along_random_walks() {
                                 let t = allowed[rng.below(allowed.len() as u64) as usize];
                                 assert!(f.accept_token(t).unwrap());
                                 let b = vocab.token_bytes(t);
-                                let (next, fnext) = (r.read(&cur, b, at), free.read(&fcur, b, at));
+                                let (next, fnext) =
+                                    (r.read_token(&cur, &vocab, t, at), free.read_token(&fcur, &vocab, t, at));
                                 let w = format!("{what}, fork after {}", String::from_utf8_lossy(b));
                                 check_mask(&mut f, &r, &next, at + b.len(), &vocab, &w, (&free, &fnext), &mut cut);
                             }
                             _ => {
                                 let t = allowed[rng.below(allowed.len() as u64) as usize];
                                 assert!(m.accept_token(t).unwrap());
-                                push(vocab.token_bytes(t), &mut hist, &mut text_so_far, "");
+                                push(vocab.token_bytes(t), Some(t), &mut hist, &mut text_so_far);
                             }
                         }
                     }
@@ -378,9 +414,64 @@ fn recursive_max_chars_follow_the_reference_along_random_walks() {
             }
         }
     }
+    (checked, steps, strings, cut)
+}
+
+#[test]
+fn recursive_max_chars_follow_the_reference_along_random_walks() {
+    let (checked, steps, strings, cut) = walk_all(0x9E37_79B9_7F4A_7C15, vocab, |n, _| grammars(n));
     // The walks met ended occurrences (tokens only a budget refused).
     assert!(
         checked == 2 * 5 * 5 * 3 && steps > 1000 && strings > 25 && cut > 50,
+        "{checked} walks, {steps} steps, {strings} strings, {cut} cut"
+    );
+}
+
+/// [`vocab`] with three tokens for `Token(...)`: `<x>` (its bytes never read as text by
+/// [`token_grammars`]), `x+` (read both ways) and the special `<|p|>`.
+fn token_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
+    let v = vocab(rng);
+    let mut toks: Vec<Vec<u8>> = (0..v.num_encoded() as u32).map(|t| v.token_bytes(t).to_vec()).collect();
+    let stop = toks.len() as u32 - 1;
+    toks.retain(|t| t != b"<x>" && t != b"x+");
+    let n = toks.len() as u32;
+    toks.extend([b"<x>".to_vec(), b"x+".to_vec(), b"<|p|>".to_vec()]);
+    let opts = VocabularyOptions {
+        stop_token_ids: Some(vec![n - 1]),
+        special_token_ids: Some(vec![n + 2]),
+        ..Default::default()
+    };
+    assert_eq!(v.token_bytes(stop), b"</s>");
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+}
+
+/// Recursive `max_chars` grammars with `Token(...)` of [`token_vocab`]'s three tokens.
+fn token_grammars(n: u32, vocab: &Vocabulary) -> Vec<RecGrammar> {
+    let id = |b: &[u8]| (0..vocab.num_encoded() as u32).find(|&t| vocab.token_bytes(t) == b).unwrap();
+    let (x, plus, p) = (id(b"<x>"), id(b"x+"), id(b"<|p|>"));
+    let e =
+        ["( E )".to_owned(), "x".into(), "x + E".into(), format!("#{x} E"), format!("#{plus} E"), format!("x #{x}")];
+    let a = [format!("#{p} A"), "y Z".into(), format!("#{x}"), format!("y Z #{p}")];
+    let v = ["[ L ]".to_owned(), format!("#{plus} x"), format!("#{p}"), format!("x #{plus}")];
+    fn strs(alts: &[String]) -> Vec<&str> {
+        alts.iter().map(String::as_str).collect()
+    }
+    let (e, a, v) = (strs(&e), strs(&a), strs(&v));
+    vec![
+        // Nested expressions; a token read both ways (`x+`) and one read as a token only.
+        RecGrammar::new(&[("E", Some(n), &e)]),
+        // An occurrence that can end and go on, with a special token.
+        RecGrammar::new(&[("S", None, &["A >"]), ("A", Some(n + 1), &a), ("Z", None, &["", "z Z"])]),
+        // Tokens in a list rule with no budget of its own.
+        RecGrammar::new(&[("V", Some(n + 2), &v), ("L", None, &["V", "V , L"])]),
+    ]
+}
+
+#[test]
+fn recursive_max_chars_with_token_expressions_follow_the_reference() {
+    let (checked, steps, strings, cut) = walk_all(0x2545_F491_4F6C_DD1D, token_vocab, token_grammars);
+    assert!(
+        checked == 2 * 5 * 3 * 3 && steps > 450 && strings > 6 && cut > 20,
         "{checked} walks, {steps} steps, {strings} strings, {cut} cut"
     );
 }
@@ -420,7 +511,10 @@ fn recursive_max_chars_count_characters() {
 fn unsupported_recursive_max_chars_name_the_feature() {
     let bad = [
         ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
-        ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)", "token expressions"),
+        (
+            "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
+            "token expressions and recursive max_tokens rules",
+        ),
     ];
     for (text, msg) in bad {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
@@ -434,6 +528,8 @@ fn unsupported_recursive_max_chars_name_the_feature() {
         "root ::= e\ne[max_chars=2, max_tokens=2] ::= \"(\" e \")\" | \"x\"",
         "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | \"x\"\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
         "root ::= x\nx[lazy, max_tokens=2] ::= y \",\"\ny[max_tokens=1] ::= [a-z]+",
+        // Token expressions with one of the two budgets (`token_edges.rs` checks them).
+        "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)",
     ] {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
         assert!(grammask_core::compiler::Automata::build(&g).is_ok(), "{text}");

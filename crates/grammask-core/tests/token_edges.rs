@@ -251,6 +251,43 @@ fn tokens_inside_lazy_and_max_chars_rules_count_one_character() {
     assert!(!accepts(&c, &[vec![a], b("ab")].concat()));
 }
 
+/// Inside a recursive `max_chars` rule a token edge counts its token's characters (UTF-8 lead
+/// bytes, as XGrammar 0.2.8 counts decoded characters: `<|a|>` five, a lone lead byte one, a
+/// lone continuation byte none), whether its row is made by its bytes too or by its completions
+/// alone; once the occurrence has read its budget and can end, no token edge inside reads.
+#[test]
+fn tokens_inside_recursive_max_chars_rules_count_their_characters() {
+    let (_, ids) = vocab();
+    let (a, tool) = (ids.special_a, ids.text_tool);
+    let b = |s: &str| s.bytes().map(u32::from).collect::<Vec<u32>>();
+    let g = |n: u32| format!("root ::= x \"!\"\nx[max_chars={n}] ::= ([a-c<] | Token({a}, {tool}, 195, 169)) x?");
+    let walks: [(u32, Vec<u32>, bool); 9] = [
+        (5, vec![a], false),
+        (6, vec![a], true),
+        (6, [vec![a], b("a")].concat(), false),
+        (6, vec![tool], false),
+        (7, vec![tool], true),
+        (1, vec![195], false),
+        (1, vec![169, 169], true),
+        (2, vec![195, 169, 195], false),
+        (3, [b("a"), vec![169, 195]].concat(), true),
+    ];
+    let bang = u32::from(b'!');
+    for (n, walk, more) in walks {
+        let (c, _) = compile(&g(n));
+        let mut m = matcher(&c, None);
+        for &t in &walk {
+            assert!(m.accept_token(t).unwrap(), "max_chars={n}: {walk:?} at {t}");
+        }
+        check_mask(&mut m, &format!("max_chars={n} after {walk:?}"));
+        let mask = m.compute_mask().unwrap().clone();
+        assert!(mask.get(bang as usize), "max_chars={n} after {walk:?}: it can end");
+        for t in [u32::from(b'a'), a, tool, 195] {
+            assert_eq!(mask.get(t as usize), more, "max_chars={n} after {walk:?}: token {t}");
+        }
+    }
+}
+
 #[test]
 fn print_parse_and_json_round_trip() {
     for text in [

@@ -242,11 +242,12 @@ impl Automata {
             .collect();
         if let Some(&(first, _)) = char_rules.first() {
             // With recursive `max_tokens` rules too, items' fields index pairs of spend points
-            // and occurrence numbers ([`crate::earley::Item`]).
+            // and occurrence numbers ([`crate::earley::Item`]). Token edges count their token's
+            // characters (`crate::token_edges`), in grammars with one of the two budgets.
             let other = if a.has_lookahead() {
                 Some("lookahead assertions")
-            } else if a.has_token_edges() {
-                Some("token expressions")
+            } else if a.has_token_edges() && !rec_roots.is_empty() {
+                Some("token expressions and recursive max_tokens rules")
             } else {
                 None
             };
