@@ -108,11 +108,54 @@ enum Side {
 /// The home holds no final state but `s` itself (an edge into another final state leaves it):
 /// a final state's completion reads its bytes from the final state only, so they are home exits
 /// only when `s` is final (`home_final`).
+///
+/// `stay` (fit walks, `s` on the fit side): see [`Stay`].
 #[derive(Clone, Copy, Debug)]
 struct Region {
     exits: Exits,
     has_final: bool,
     home_final: bool,
+    stay: Stay,
+}
+
+/// What keeps a fit-side item alive on the fit side, whatever the row's other items do (fit
+/// walks skip a subtree whose tokens keep one item so: they fit).
+///
+/// The *stay home* of leaf state `s`: the leaf states it reaches through leaf states costing at
+/// most `dist[s]`, final states included when `s` is final (so the positions of `c{0,1023}` are
+/// one stay home: all cost 0), not otherwise (then it is `s`'s home: past a string's closing
+/// quote, where its contents have no edge, every contents class would leave one byte away). Per
+/// byte class `k`, let
+/// `leave[k]` be the fewest bytes from `s` to a stay-home state from which a byte of `k` leaves
+/// the stay home or has no edge. A token of `n` more bytes none of whose classes has
+/// `leave[k] < n` keeps the item in its stay home (its first leaving byte, the `j`-th, would be
+/// read from a state at most `j - 1` bytes away), so after it the item costs at most `dist[s] +
+/// U`: the token fits. (Items of several rules do not pool their classes: a token may end each
+/// of them with a byte the others take.)
+///
+/// Invariant: `far` holds the classes with `leave` at least the longest token (any token of
+/// them fits), `near` (a superset) those with `leave` at least `depth`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+struct Stay {
+    far: u64,
+    near: u64,
+    depth: u32,
+}
+
+impl Stay {
+    /// Whether every token whose remaining bytes (at most `len` of them) are in the classes
+    /// `below` keeps the item in its stay home.
+    #[inline]
+    fn keeps(&self, below: u64, len: u32) -> bool {
+        below & !self.far == 0 || below & !self.near == 0 && len <= self.depth
+    }
+
+    /// The stay of an item one byte further inside its stay home (after a byte that keeps it in
+    /// its home: see [`Region`]): one byte nearer the way out.
+    #[inline]
+    fn stepped(self) -> Stay {
+        Stay { depth: self.depth.saturating_sub(1), ..self }
+    }
 }
 
 /// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
@@ -127,33 +170,27 @@ struct Region {
 /// need (their regions hold the states of `\u` escapes, whose hex digits share the letters'
 /// classes, so `hard` holds most letters).
 ///
-/// `stay` (fit walks): classes every byte of which, read from any state of the home of an item
-/// on the fit side, leads into that home. A token all of whose bytes are in one item's `stay`
-/// keeps that item alive in its home, on the fit side, so the token fits whatever the other
-/// items do: levels OR their items' `stay` (one item suffices), where the other classes need
-/// every item to stay on the side. String contents in a row that also holds an item costing
-/// above the limit (another branch's string with more left to close) skip their plain ASCII
-/// subtrees by it.
+/// A level's exits are the union of its items' (every item must stay on the side); a fit walk
+/// also skips by one item's [`Stay`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 struct Exits {
     hard: u64,
     soft: u64,
     home: u64,
-    stay: u64,
 }
 
 impl Exits {
-    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX, stay: 0 };
+    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX };
 
     fn hard(hard: u64) -> Exits {
-        Exits { hard, soft: 0, home: hard, stay: 0 }
+        Exits { hard, soft: 0, home: hard }
     }
 }
 
 impl std::ops::BitOr for Exits {
     type Output = Exits;
     fn bitor(self, o: Exits) -> Exits {
-        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home, stay: self.stay | o.stay }
+        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home }
     }
 }
 
@@ -229,8 +266,8 @@ pub const FIT_LIST_CAP: usize = 4096;
 const MAX_BALLS: usize = 1 << 16;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
-/// Most states of a home whose `stay` classes ([`Exits`]) are found (beyond it, none).
-const MAX_STAY_HOME: usize = 64;
+/// Most states of a stay home ([`Stay`]) searched; beyond it the item keeps to no class.
+const MAX_STAY_HOME: usize = 1024;
 
 /// 64 byte classes, for per-trie-node summaries of the bytes below a node: the bytes JSON and
 /// most grammars treat specially get a class each, letters share a few.
@@ -258,6 +295,20 @@ fn byte_class(b: u8) -> u32 {
         0x80..=0xbf => 61,
         0xc0..=0xdf => 62,
         0xe0..=0xff => 63,
+    }
+}
+
+/// The set bits of a class mask, lowest first.
+struct BitIter(u64);
+
+impl Iterator for BitIter {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        (self.0 != 0).then(|| {
+            let k = self.0.trailing_zeros() as usize;
+            self.0 &= self.0 - 1;
+            k
+        })
     }
 }
 
@@ -608,7 +659,12 @@ impl Completion {
                 d > t
             }
         };
-        let mut r = Region { exits: Exits::default(), has_final: a.state(s).is_final, home_final: a.state(s).is_final };
+        let mut r = Region {
+            exits: Exits::default(),
+            has_final: a.state(s).is_final,
+            home_final: a.state(s).is_final,
+            stay: Stay::default(),
+        };
         let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
         let mut queue = VecDeque::new();
         // The home, by the same breadth-first search restricted to its states.
@@ -633,17 +689,8 @@ impl Completion {
                 break;
             }
         }
-        if side == Side::Fit && on_side(s) && home.len() <= MAX_STAY_HOME {
-            // The classes none of whose bytes leaves the home (or has no edge) from a home state.
-            let mut leave = 0u64;
-            for &p in &home {
-                for b in 0..=255u8 {
-                    if !a.step(StateId(p), b).is_some_and(|q| home.contains(&q.0)) {
-                        leave |= 1u64 << byte_class(b);
-                    }
-                }
-            }
-            r.exits.stay = !leave;
+        if side == Side::Fit && on_side(s) {
+            r.stay = self.stay(a, s, depth);
         }
         seen.insert(s.0);
         queue.push_back((s, 0u32));
@@ -673,7 +720,7 @@ impl Completion {
                 }
             }
             if seen.len() > MAX_REGION_STATES {
-                r = Region { exits: Exits::ALL, has_final: true, home_final: true };
+                r = Region { exits: Exits::ALL, has_final: true, home_final: true, stay: Stay::default() };
                 break;
             }
         }
@@ -683,6 +730,52 @@ impl Completion {
         }
         m.insert(key, r);
         r
+    }
+
+    /// The [`Stay`] of leaf state `s` (on the fit side), for tokens of up to `depth` bytes: a
+    /// breadth-first search of its stay home, each state's leaving classes taken at its least
+    /// depth.
+    fn stay(&self, a: &Automata, s: StateId, depth: u32) -> Stay {
+        let top = self.dist(s);
+        let finals = a.state(s).is_final;
+        let inside = |q: StateId| self.leaf[q.0 as usize] && self.dist(q) <= top && (finals || !a.state(q).is_final);
+        // `leave[k]`: the least depth at which a byte of class `k` leaves (`depth`: none within).
+        let mut leave = [depth; 64];
+        let mut seen = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
+        seen.insert(s.0);
+        let mut queue = VecDeque::from([(s, 0u32)]);
+        while let Some((p, d)) = queue.pop_front() {
+            if d >= depth {
+                continue;
+            }
+            // Bytes without an edge leave too: the gaps between the sorted edges.
+            let mut out = 0u64;
+            let mut next = 0u16;
+            for e in a.byte_edges(p) {
+                if u16::from(e.lo) > next {
+                    out |= class_bits(next as u8, e.lo - 1);
+                }
+                next = u16::from(e.hi) + 1;
+                if !inside(e.target) {
+                    out |= class_bits(e.lo, e.hi);
+                } else if seen.insert(e.target.0) {
+                    queue.push_back((e.target, d + 1));
+                }
+            }
+            if next <= 255 {
+                out |= class_bits(next as u8, 255);
+            }
+            for k in BitIter(out) {
+                leave[k] = leave[k].min(d);
+            }
+            if seen.len() > MAX_STAY_HOME {
+                return Stay::default();
+            }
+        }
+        let classes = |at_least: u32| (0..64).filter(|&k| leave[k] >= at_least).fold(0u64, |m, k| m | 1 << k);
+        // `near`: from the nearest positive leave (a counted repetition's end) on.
+        let near_depth = leave.iter().copied().filter(|&l| l > 0).min().unwrap_or(0);
+        Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth }
     }
 
     fn row_info(&self, sig: u128) -> Option<Arc<RowInfo>> {
@@ -906,6 +999,18 @@ fn has_byte(bits: &Follow, b: u8) -> bool {
     bits[usize::from(b >> 6)] >> (b & 63) & 1 != 0
 }
 
+/// An item of a plain level, with its `U`, the index of its rule's [`Follow`] in `follows` (or
+/// [`NO_FOLLOW`]) and, in limit walks, the exits of its region and (fit walks) its [`Stay`],
+/// both those of the state its region was found at, the stay's depth counted from this item.
+#[derive(Clone, Copy, Debug)]
+struct PlainItem {
+    item: Item,
+    u: u32,
+    follow: u32,
+    exits: Exits,
+    stay: Stay,
+}
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
 /// has rule edges, and on the automaton alone ("plain" levels: `dist + U` per item) for the
@@ -922,7 +1027,9 @@ fn has_byte(bits: &Follow, b: u8) -> bool {
 /// ends in a state on the limit's side (the byte into a state off it would be an exit), so the
 /// least cost over them is on that side too. Likewise a subtree whose bytes miss the level's
 /// `home` exits: every surviving item stays in its home (on the side, and no byte of a
-/// completion or of a row item with rule edges is read).
+/// completion or of a row item with rule edges is read). Fit walks also skip a subtree whose
+/// tokens keep one item of the level in its [`Stay`] home: the item's own path bounds the cost
+/// after them, whatever the completions and the other items add.
 struct Walk<'a> {
     a: &'a Automata,
     comp: &'a Completion,
@@ -931,9 +1038,8 @@ struct Walk<'a> {
     classes: &'a SubtreeClasses,
     mode: Mode,
     now: u32,
-    /// Plain items of the open plain levels, with their `U`, the index of their rule's
-    /// [`Follow`] in `follows` (or [`NO_FOLLOW`]) and, in limit walks, the exits of their region.
-    items: Vec<(Item, u32, u32, Exits)>,
+    /// Plain items of the open plain levels.
+    items: Vec<PlainItem>,
     follows: Vec<Follow>,
     /// The byte classes of each of `follows`.
     follow_classes: Vec<u64>,
@@ -1030,9 +1136,9 @@ impl Walk<'_> {
         let lo = self.items.len();
         for &it in &seeds {
             let u = rows.item_u(self.a, r, &it);
-            let (f, e) = self.item_exits(chart, it, u, NO_FOLLOW);
+            let (follow, e, stay) = self.item_exits(chart, it, u, NO_FOLLOW);
             exits |= e;
-            self.items.push((it, u, f, e));
+            self.items.push(PlainItem { item: it, u, follow, exits: e, stay });
         }
         self.seeds = seeds;
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
@@ -1041,8 +1147,8 @@ impl Walk<'_> {
     /// Limit walks: the exits of plain item `it`'s region (on top of the chart's last row), with
     /// the bytes of its completion where the region holds a final state, and its follow index
     /// (`follow`, or found then). Exact walks: no exits.
-    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits) {
-        let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default()) };
+    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits, Stay) {
+        let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default(), Stay::default()) };
         let t = i64::from(limit) - i64::from(u);
         let g = match self.regions.get(&(it.state.0, t)) {
             Some(&g) => g,
@@ -1053,7 +1159,7 @@ impl Walk<'_> {
             }
         };
         if !g.has_final || g.exits == Exits::ALL {
-            return (follow, g.exits);
+            return (follow, g.exits, g.stay);
         }
         let f = match follow {
             NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
@@ -1061,7 +1167,7 @@ impl Walk<'_> {
         };
         // The completion's bytes leave the home only from `it.state` itself (see `Region`).
         let fc = self.follow_classes[f as usize];
-        (f, g.exits | Exits { hard: fc, soft: 0, home: if g.home_final { fc } else { 0 }, stay: 0 })
+        (f, g.exits | Exits { hard: fc, soft: 0, home: if g.home_final { fc } else { 0 } }, g.stay)
     }
 
     /// Lists the allowed tokens of trie node `node` at `cost`, when their entry can use it: fit
@@ -1154,13 +1260,15 @@ impl Walk<'_> {
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
                     let below = self.classes.below[i];
+                    // The most bytes a token below reads after the level's.
+                    let len = self.classes.reach[i].saturating_sub(n.depth - 1);
                     if self.mode != Mode::Exact
                         && (below & exits.hard == 0 && self.classes.ends[i] & exits.soft == 0
                             || below & exits.home == 0
-                            || below & !exits.stay == 0)
+                            || self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len)))
                     {
-                        // Every token below stays in its items' regions (or homes): on the far
-                        // side.
+                        // Every token below stays in its items' regions (or homes), or keeps
+                        // one fit-side item in its stay home: on the far side.
                         i = skip;
                         continue;
                     }
@@ -1171,11 +1279,11 @@ impl Walk<'_> {
                         if exit {
                             break;
                         }
-                        let (it, u, mut follow, ex) = self.items[j];
+                        let PlainItem { item: it, u, mut follow, exits: ex, stay } = self.items[j];
                         // At the row, its items with rule edges hold the completions.
                         if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
                             follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
-                            self.items[j].2 = follow;
+                            self.items[j].follow = follow;
                         }
                         if !at_row && a.state(it.state).is_final && has_byte(&self.follows[follow as usize], n.byte) {
                             // The byte may be read after the item's rule ends.
@@ -1188,18 +1296,19 @@ impl Walk<'_> {
                                 break;
                             }
                             let next = Item { state: q, ..it };
-                            if !self.items[hi..].iter().any(|e| e.0 == next) {
+                            if !self.items[hi..].iter().any(|e| e.item == next) {
                                 // The region of a state of the region is part of it, and so is
-                                // the home of a home state; a byte of `ex.home` may leave the
-                                // home: `q` takes its own.
-                                let mut ex = ex;
+                                // the home of a home state (inside the stay home, one byte
+                                // nearer its way out); a byte of `ex.home` may leave the home:
+                                // `q` takes its own.
+                                let (mut ex, mut stay) = (ex, stay.stepped());
                                 if self.mode != Mode::Exact && 1u64 << byte_class(n.byte) & ex.home != 0 {
-                                    let (f, e) = self.item_exits(chart, next, u, follow);
+                                    let (f, e, st) = self.item_exits(chart, next, u, follow);
                                     follow = f;
                                     ex.home = e.home;
-                                    ex.stay = e.stay;
+                                    stay = st;
                                 }
-                                self.items.push((next, u, follow, ex));
+                                self.items.push(PlainItem { item: next, u, follow, exits: ex, stay });
                             }
                         }
                     }
@@ -1208,7 +1317,7 @@ impl Walk<'_> {
                         // holding the plain items (a plain row's exact content).
                         self.items.truncate(hi);
                         if !at_row {
-                            let row: Vec<Item> = self.items[lo..hi].iter().map(|e| e.0).collect();
+                            let row: Vec<Item> = self.items[lo..hi].iter().map(|e| e.item).collect();
                             if !chart.push_items(a, &row)? {
                                 i = skip;
                                 continue;
@@ -1237,11 +1346,8 @@ impl Walk<'_> {
                         i = skip;
                         continue;
                     }
-                    let c = self.items[hi..]
-                        .iter()
-                        .map(|&(it, u, _, _)| (comp.dist(it.state) + u).min(INF))
-                        .min()
-                        .unwrap_or(INF);
+                    let c =
+                        self.items[hi..].iter().map(|e| (comp.dist(e.item.state) + e.u).min(INF)).min().unwrap_or(INF);
                     if has_token {
                         self.record(i, c);
                         if self.capped {
@@ -1250,7 +1356,7 @@ impl Walk<'_> {
                     }
                     self.level_costs.push(c);
                     // The surviving items' exits.
-                    let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.3);
+                    let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.exits);
                     self.levels.push(Level::Plain {
                         lo: hi,
                         hi: self.items.len(),

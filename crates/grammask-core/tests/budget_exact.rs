@@ -511,3 +511,46 @@ fn merged_keys_with_long_tokens_mask_equal_brute_force() {
         }
     }
 }
+
+/// A fit walk may skip a subtree whose tokens keep one cheap item alive in its home, but only
+/// when that one item takes every byte: here `l`'s strings keep to letters and `d`'s to digits,
+/// while `x`, costing ten more, takes both. The token `a1` ends `l` and `d` and leaves only `x`:
+/// it costs 11, though each of its bytes keeps some cheap item home. At every state along the
+/// paths and every remaining budget, limit walks mask as walks that cost every token.
+#[test]
+fn one_item_must_stay_home_for_every_byte() {
+    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    toks.extend(["a1", "1a", "ab", "12", "ab12"].iter().map(|t| t.as_bytes().to_vec()));
+    toks.push(b"<stop>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    // Recursion keeps `l`, `d` and `x` from being inlined: their items are apart in the row.
+    let text = "root ::= \"\\\"\" (l | d | x \"0123456789\")\n\
+                l ::= [a-z]* \"\\\"\" | \"(\" l \")\"\n\
+                d ::= [0-9]* \"\\\"\" | \"(\" d \")\"\n\
+                x ::= [a-z0-9]* \"\\\"\" | \"(\" x \")\"";
+    let g = parse_ebnf(text, "root").unwrap();
+    let find = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
+    let mut compared = 0;
+    for path in [&["\""][..], &["\"", "a"], &["\"", "1"], &["\"", "ab"]] {
+        for remaining in 1..=16 {
+            let opts = MatcherOptions { max_tokens: Some(path.len() + remaining), ..Default::default() };
+            let mut masks = Vec::new();
+            for exact in [true, false] {
+                let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+                let Ok(mut m) = Matcher::new(cg, opts.clone()) else { continue };
+                m.set_exact_budget_walks(exact);
+                for t in path {
+                    assert!(m.accept_token(find(t)).unwrap());
+                }
+                masks.push(m.compute_mask().unwrap().iter_ones().collect::<Vec<usize>>());
+            }
+            if let [want, got] = &masks[..] {
+                assert_eq!(got, want, "after {path:?}, remaining {remaining}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 40, "compared {compared}");
+}
