@@ -1,8 +1,8 @@
 //! A first walk along one output, as `bench/structural_tag_bench.py` times it: a warm-up grammar
 //! compiled and walked (the vocabulary's indexes and cross-grammar cache), the grammar compiled
 //! `REPEAT` times (default 3), then one matcher on the last compile fills a bitmask row before
-//! each token. Prints each step's wall time (with `STEPS` set; `FAULTS` adds its minor page faults) and the
-//! p50/p99/max.
+//! each token. Prints each step's wall time (with `STEPS` set; `FAULTS` adds its minor page
+//! faults) and the p50/p99/max; `AGAIN` reports a second walk, on a fresh compile, instead.
 //! `cargo run --release --example profile_walk -- VOCAB.json WARM.ebnf WARM_IDS GRAMMAR.ebnf IDS [REPEAT]`
 //! (VOCAB.json from `TokenizerInfo.serialize_json()`; the ids files: token ids separated by
 //! spaces). Under callgrind, count the walk alone with `--toggle-collect=*measured_walk*`.
