@@ -22,6 +22,7 @@ use crate::slice::{
     Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
+use crate::token_set::TokenSet;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
@@ -51,6 +52,9 @@ const COMPOSE_MAX_SUFFIXES: usize = 512;
 const SHIFT_MAX_SHARE: usize = 4;
 /// ... and only when the two states step at least this many bytes to the same state.
 const SHIFT_MIN_ALIKE: u32 = 32;
+/// Literal chain kernels classified with the grammar at most ([`CompiledGrammar::new`]; ~0.25 us
+/// each on Llama 3): the rest are classified on first use.
+const LITERAL_CHAINS_AT_COMPILE: usize = 16_384;
 
 /// How the kernels of a compiled grammar were classified so far (for tests and profiling).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,7 +92,7 @@ pub struct CompiledGrammar {
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<HashMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
-    masks: RwLock<HashMap<u128, Arc<MemoMask>>>,
+    masks: RwLock<HashMap<u128, Arc<TokenSet>>>,
     mask_bytes: AtomicUsize,
     /// Uncertain-suffix verdicts by (completion row signature, suffix list).
     suffix_memo: SuffixMemo,
@@ -176,6 +180,7 @@ impl CompiledGrammar {
         // PERF: ~0.4 ms of a 50-tool structural tag's first mask (14k states), against a ~25 ms
         // compile.
         cg.follow();
+        cg.classify_literal_chains();
         // Every matcher starts at the same row: its mask (the start state's kernels) is filled
         // with the grammar, so that a new matcher's first mask is a memoized copy. An error is
         // left for that first fill to report.
@@ -196,8 +201,9 @@ impl CompiledGrammar {
         sig: u128,
     ) -> Result<()> {
         let mut get = |s: StateId| self.kernel(s);
-        crate::mask::fill_mask_memo(&self.automata, chart, self.trie(), out, &mut get, Some(&self.suffix_memo))?;
-        self.memoize_mask(sig, out);
+        let set =
+            crate::mask::fill_mask_memo(&self.automata, chart, self.trie(), out, &mut get, Some(&self.suffix_memo))?;
+        self.memoize_mask(sig, set.unwrap_or_else(|| TokenSet::of_bitset(out)));
         Ok(())
     }
 
@@ -318,6 +324,27 @@ impl CompiledGrammar {
             }
         };
         write(&self.kernels).entry(state).or_insert(km).clone()
+    }
+
+    /// Caches the kernels of the literal positions that [`classify_literal_chain`] classifies, up
+    /// to [`LITERAL_CHAINS_AT_COMPILE`] of them: called with the grammar.
+    ///
+    /// PERF: each such kernel is a trie descent of a few nodes, but the first mask at a tag's
+    /// fixed string paid it with the trie out of cache: ~3-4 us for ~1.5 K instructions (Llama 3;
+    /// the median first mask of a 50-tool `get_model_structural_tag` walk). All 2,142 of that
+    /// grammar take ~0.5 ms together, against a ~25 ms compile.
+    fn classify_literal_chains(&self) {
+        if self.automata.has_lookahead() {
+            return;
+        }
+        let vocab_size = self.index.vocab.vocab_size();
+        let states = (0..self.automata.states().len() as u32).map(StateId);
+        let chains = states
+            .filter_map(|s| classify_literal_chain(&self.automata, &self.index.trie, vocab_size, s).map(|km| (s, km)));
+        for (s, km) in chains.take(LITERAL_CHAINS_AT_COMPILE) {
+            self.count(0);
+            self.cache_kernel(s, Arc::new(km));
+        }
     }
 
     /// The classification of a literal position ([`classify_literal`]): a plain walk of the one
@@ -701,12 +728,11 @@ impl CompiledGrammar {
         &self.suffix_memo
     }
 
-    pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<MemoMask>> {
+    pub(crate) fn memoized_mask(&self, sig: u128) -> Option<Arc<TokenSet>> {
         read(&self.masks).get(&sig).cloned()
     }
 
-    pub(crate) fn memoize_mask(&self, sig: u128, mask: &Bitset) {
-        let m = MemoMask::new(mask);
+    pub(crate) fn memoize_mask(&self, sig: u128, m: TokenSet) {
         let size = m.memory_size() + 48;
         if self.mask_bytes.load(Ordering::Relaxed) + size > limits::MASK_MEMO_BYTES {
             return;
@@ -730,67 +756,6 @@ impl CompiledGrammar {
             + self.cover.memory_size()
             + self.class_bodies.memory_size()
             + self.grammar.exprs().len() * 24
-    }
-}
-
-/// Memoized masks allowing at most this many tokens are kept as token ids ([`MemoMask::Ids`]).
-pub const MEMO_IDS_MAX: usize = 256;
-
-/// A memoized full mask: the allowed token ids when there are few (the fixed strings of a
-/// structural tag, keys), else the bitset.
-///
-/// PERF: each memoized mask was a vocabulary-sized bitset (16 KB on Llama 3), newly allocated and
-/// copied: ~1-2 us of the first mask at each position of a tag's fixed strings, mostly first
-/// touches of fresh heap pages; a row is now filled by clearing it and setting a few bits.
-#[derive(Debug)]
-pub enum MemoMask {
-    /// Allowed token ids, ascending, at most [`MEMO_IDS_MAX`].
-    Ids(Box<[u32]>),
-    Bits(Bitset),
-}
-
-impl MemoMask {
-    pub fn new(mask: &Bitset) -> MemoMask {
-        let mut ids = Vec::new();
-        for (wi, &w) in mask.words().iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                if ids.len() == MEMO_IDS_MAX {
-                    return MemoMask::Bits(mask.clone());
-                }
-                ids.push((wi * 32) as u32 + w.trailing_zeros());
-                w &= w - 1;
-            }
-        }
-        MemoMask::Ids(ids.into())
-    }
-
-    /// Writes the mask into `words` (exactly the bitset's words).
-    pub fn write_into(&self, words: &mut [u32]) {
-        match self {
-            MemoMask::Bits(b) => words.copy_from_slice(b.words()),
-            MemoMask::Ids(ids) => {
-                words.fill(0);
-                for &t in &**ids {
-                    words[t as usize / 32] |= 1 << (t % 32);
-                }
-            }
-        }
-    }
-
-    /// Every token of a vocabulary of `vocab_size` is allowed.
-    pub fn is_full(&self, vocab_size: usize) -> bool {
-        match self {
-            MemoMask::Bits(b) => b.is_full(),
-            MemoMask::Ids(ids) => ids.len() == vocab_size,
-        }
-    }
-
-    pub fn memory_size(&self) -> usize {
-        match self {
-            MemoMask::Bits(b) => b.memory_size(),
-            MemoMask::Ids(ids) => ids.len() * 4,
-        }
     }
 }
 
@@ -831,24 +796,5 @@ mod tests {
         memo.write_into(&mut row);
         assert_eq!(row, direct.words());
         assert_eq!(direct.iter_ones().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
-    }
-
-    /// A memoized mask writes back exactly the bitset it was made from, as ids up to
-    /// `MEMO_IDS_MAX` tokens and as a bitset past it, over a row holding other bits before.
-    #[test]
-    fn memo_masks_write_back_their_bitset() {
-        for (n, step) in [(0, 1), (1, 1), (MEMO_IDS_MAX, 3), (MEMO_IDS_MAX + 1, 3), (1000, 1)] {
-            let mut b = Bitset::new(4000);
-            (0..n).for_each(|i| b.set(i * step));
-            let m = MemoMask::new(&b);
-            assert_eq!(matches!(m, MemoMask::Ids(_)), n <= MEMO_IDS_MAX, "{n}");
-            let mut row = vec![u32::MAX; b.words().len()];
-            m.write_into(&mut row);
-            assert_eq!(row, b.words(), "{n}");
-            assert!(!m.is_full(4000));
-        }
-        let mut full = Bitset::new(70);
-        (0..70).for_each(|i| full.set(i));
-        assert!(MemoMask::new(&full).is_full(70));
     }
 }

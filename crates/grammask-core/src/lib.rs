@@ -53,6 +53,7 @@ pub mod slice;
 pub mod spelling;
 pub mod token_edges;
 pub mod token_index;
+pub mod token_set;
 pub mod trie;
 pub mod vocab;
 

@@ -31,6 +31,7 @@ use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, LEAD_LISTS};
+use crate::token_set::TokenSet;
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -82,7 +83,7 @@ pub struct Shortcuts<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelMask {
     /// Tokens that can be read entirely without ending the state's rule.
-    pub accepted: Bitset,
+    pub accepted: TokenSet,
     /// `(token, suffix index)`: the token ends the rule and leaves `suffixes[i]` to read after it.
     pub uncertain: Vec<(u32, u32)>,
     pub suffixes: Vec<Box<[u8]>>,
@@ -96,19 +97,12 @@ pub struct KernelMask {
 }
 
 impl KernelMask {
-    /// A hash of the whole classification: equal kernel masks have equal keys.
-    ///
-    /// PERF: the accepted set is folded by a position-weighted sum and an XOR of its words (one
-    /// vectorized pass, ~a tenth of hashing each word); the suffixes are in `suffix_hash`.
+    /// A hash of the whole classification: equal kernel masks have equal keys (the suffixes are
+    /// in `suffix_hash`).
     pub fn content_key(&self) -> u64 {
         use std::hash::{BuildHasher, Hasher};
-        let (mut sum, mut xor) = (0u32, 0u32);
-        for (i, &w) in self.accepted.words().iter().enumerate() {
-            sum = sum.wrapping_add(w.wrapping_mul(i as u32 | 1));
-            xor ^= w;
-        }
         let mut h = crate::fasthash::FastState.build_hasher();
-        h.write_u64(u64::from(sum) << 32 | u64::from(xor));
+        self.accepted.hash_into(&mut h);
         h.write_u64(self.uncertain.len() as u64);
         for &(t, s) in &self.uncertain {
             h.write_u64(u64::from(t) << 32 | u64::from(s));
@@ -202,7 +196,8 @@ fn classify_walk(
             false => return Ok(None),
             true => {
                 let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-                return Ok(Some(kernel_mask(accepted, uncertain, suffixes)));
+                // Not scanned for a few tokens: a walk adds slices, runs, whole subtrees.
+                return Ok(Some(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes)));
             }
         }
     }
@@ -254,7 +249,7 @@ impl<'a> KernelWalk<'a> {
 /// The kernel mask of a classification, in canonical form: suffixes in byte order, `uncertain`
 /// sorted and free of accepted tokens and duplicates (equal classifications compare equal however
 /// they were found).
-fn kernel_mask(accepted: Bitset, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<Box<[u8]>>) -> KernelMask {
+fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<Box<[u8]>>) -> KernelMask {
     let mut order: Vec<u32> = (0..suffixes.len() as u32).collect();
     order.sort_unstable_by(|&x, &y| suffixes[x as usize].cmp(&suffixes[y as usize]));
     let mut rank = vec![0u32; suffixes.len()];

@@ -6,9 +6,9 @@
 //! row per byte, rollback truncates. Masks come from [`crate::mask`] through the compiled
 //! grammar's caches.
 use crate::bitset::Bitset;
-use crate::compiled::MemoMask;
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
+use crate::token_set::TokenSet;
 use std::sync::Arc;
 
 /// Moved to [`crate::compiled`] and [`crate::token_index`]; re-exported at their old paths.
@@ -62,7 +62,7 @@ pub struct Matcher {
 #[derive(Clone)]
 pub struct MemoLookup {
     sig: u128,
-    hit: Option<Arc<MemoMask>>,
+    hit: Option<Arc<TokenSet>>,
 }
 
 impl MemoLookup {
@@ -509,7 +509,7 @@ impl Matcher {
         m.write_into(&mut row[..n]);
         row[n..].fill(0);
         if !self.is_completed() {
-            return Some(!m.is_full(vocab_size));
+            return Some(!m.is_full());
         }
         for &t in &self.stop_tokens {
             row[t as usize / 32] |= 1 << (t % 32);

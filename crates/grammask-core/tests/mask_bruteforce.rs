@@ -770,6 +770,50 @@ ws ::= [ \n]{0,4}
 /// that pass through them equal the brute force, on Llama 3 and Qwen 2.5. A literal walk that
 /// dropped the tokens the literal is a prefix of (`", "`), the tokens along it, or a rule end
 /// below it, would differ from both.
+/// Fills a bitmask row (over stale bits) at every byte of `doc` with two matchers of `cg` in turn,
+/// the first computing each mask, the second copying it from the memo (few tokens: their ids),
+/// and checks every row against [`brute_force`]; returns the rows checked.
+fn rows_along_doc_match_brute_force(cg: &Arc<CompiledGrammar>, vocab: &Vocabulary, doc: &[u8]) -> usize {
+    let mut checked = 0;
+    for _ in 0..2 {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.iter().enumerate() {
+            let mut row = vec![u32::MAX; vocab.vocab_size().div_ceil(32)];
+            m.fill_next_token_bitmask(&mut row).unwrap();
+            for (t, w) in brute_force(&m, vocab).into_iter().enumerate() {
+                let text = String::from_utf8_lossy(&doc[..i]);
+                let got = row[t / 32] >> (t % 32) & 1 == 1;
+                assert_eq!(got, w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+            checked += 1;
+            assert!(m.accept_bytes(&[b]).unwrap());
+        }
+    }
+    checked
+}
+
+/// The masks at a tool call's fixed strings allow a few tokens each, kept as token ids by their
+/// kernels (literal chains, classified with the grammar) and by the mask memo: rows filled from
+/// them, computed or memoized, equal brute force at every byte. Fails if a list of ids loses or
+/// adds a token (e.g. the memo's write leaving a row's stale bits, or a fill dropping the
+/// uncertain tokens from the list).
+#[test]
+fn few_token_rows_match_brute_force() {
+    let g = grammask_core::ebnf::parse_ebnf(TOOL_CALL_EBNF, "root").unwrap();
+    let doc: &[u8] = br#"Hi {"name": "get_weather", "parameters": {"city": "Oslo", "unit": "celsius"}} ok"#;
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // Most fixed-string positions were classified with the grammar, as token ids.
+    let kernels: Vec<_> = (0..cg.automata().states().len() as u32)
+        .map(grammask_core::compiler::StateId)
+        .filter(|&s| grammask_core::mask::literal_byte(cg.automata(), s).is_some())
+        .map(|s| cg.kernel(s).unwrap())
+        .collect();
+    let ids = kernels.iter().filter(|k| k.accepted.ids().is_some()).count();
+    assert!(ids * 10 >= kernels.len() * 9, "{ids} of {} literal kernels as ids", kernels.len());
+    assert_eq!(rows_along_doc_match_brute_force(&cg, &vocab, doc), 2 * doc.len());
+}
+
 #[test]
 fn literal_kernel_masks_match_brute_force() {
     let g = grammask_core::ebnf::parse_ebnf(TOOL_CALL_EBNF, "root").unwrap();

@@ -69,7 +69,7 @@ pub fn classify_byte_region(
         trie,
         state,
         follow,
-        accepted: Bitset::new(vocab_size),
+        accepted: Vec::new(),
         ids: HashMap::new(),
         suffixes: Vec::new(),
         uncertain: Vec::new(),
@@ -78,7 +78,7 @@ pub fn classify_byte_region(
         w.walk_node(c, state, false, false);
     }
     let ByteWalk { accepted, uncertain, suffixes, .. } = w;
-    Some(kernel_mask(accepted, uncertain, suffixes))
+    Some(kernel_mask(TokenSet::from_ids(accepted, vocab_size), uncertain, suffixes))
 }
 
 /// A byte-region walk's inputs and outputs.
@@ -88,7 +88,8 @@ struct ByteWalk<'a> {
     /// The kernel state.
     state: StateId,
     follow: Option<&'a ByteSet>,
-    accepted: Bitset,
+    /// The accepted tokens, as met.
+    accepted: Vec<u32>,
     ids: HashMap<Box<[u8]>, u32>,
     suffixes: Vec<Box<[u8]>>,
     uncertain: Vec<(u32, u32)>,
@@ -108,9 +109,7 @@ impl ByteWalk<'_> {
             }
             return;
         };
-        for &tok in self.trie.node_tokens(&n) {
-            self.accepted.set(tok as usize);
-        }
+        self.accepted.extend_from_slice(self.trie.node_tokens(&n));
         let ended = self.a.state(t).is_final;
         let mut c = i + 1;
         while c < n.subtree_end as usize {

@@ -35,17 +35,17 @@ pub fn compose_kernel(
     let (mut accepted, mut uncertain) = match own {
         Some(km) => {
             let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
-            (km.accepted, km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])).collect())
+            (km.accepted.into_bitset(), km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])).collect())
         }
         None => (Bitset::new(vocab_size), Vec::new()),
     };
     for km in continuations {
-        accepted.or_assign(&km.accepted);
+        km.accepted.or_into(&mut accepted);
         let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
         uncertain.extend(km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
     }
     for (km, t) in callees {
-        accepted.or_assign(&km.accepted);
+        km.accepted.or_into(&mut accepted);
         let mut resumed: Vec<Option<Vec<u32>>> = Vec::with_capacity(km.suffixes.len());
         for sfx in &km.suffixes {
             resumed.push(resume_suffix(a, *t, sfx, follow)?.map(|ends| {
@@ -59,7 +59,7 @@ pub fn compose_kernel(
             }
         }
     }
-    Ok(kernel_mask(accepted, uncertain, suffixes))
+    Ok(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes))
 }
 
 /// [`classify_kernel`] restricted to the tokens whose first byte is in `first` (with every
@@ -87,7 +87,7 @@ pub fn classify_kernel_from_bytes(
         }
         if done {
             let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-            return Ok(kernel_mask(accepted, uncertain, suffixes));
+            return Ok(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes));
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")
@@ -134,9 +134,9 @@ pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, 
             None => trie.subtree_tokens(c).iter().for_each(|&t| dropped.set(t as usize)),
         }
     }
-    let mut accepted = reference.accepted.clone();
+    let mut accepted = reference.accepted.clone().into_bitset();
     accepted.and_not_assign(&dropped);
-    accepted.or_assign(&own.accepted);
+    own.accepted.or_into(&mut accepted);
     let mut suffix_ids = HashMap::new();
     let mut suffixes = Vec::new();
     let ids: Vec<u32> = reference.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
@@ -148,5 +148,5 @@ pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, 
         .collect();
     let ids: Vec<u32> = own.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
     uncertain.extend(own.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
-    kernel_mask(accepted, uncertain, suffixes)
+    kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes)
 }

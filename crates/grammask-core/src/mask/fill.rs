@@ -68,6 +68,9 @@ impl SuffixMemo {
     }
 }
 
+/// Token ids (counted with repeats) that a fill merges as a list at most, see [`fill_mask_memo`].
+const SPARSE_MERGE_MAX: usize = 4 * crate::token_set::IDS_MAX;
+
 /// Slots of the table of kernels merged into a fill's mask ([`fill_mask_memo`]).
 const MERGED_SLOTS: usize = 64;
 
@@ -80,10 +83,12 @@ pub fn fill_mask(
     out: &mut Bitset,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
 ) -> Result<()> {
-    fill_mask_memo(a, chart, trie, out, get_kernel, None)
+    fill_mask_memo(a, chart, trie, out, get_kernel, None).map(|_| ())
 }
 
-/// [`fill_mask`], with suffix verdicts looked up in and added to `memo`.
+/// [`fill_mask`], with suffix verdicts looked up in and added to `memo`. Returns the mask as a
+/// [`TokenSet`] too when every kernel's accepted set is stored as ids (then so is the mask when
+/// small enough, without a scan of `out`), else `None`.
 pub fn fill_mask_memo(
     a: &Automata,
     chart: &mut Chart,
@@ -91,12 +96,13 @@ pub fn fill_mask_memo(
     out: &mut Bitset,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
     memo: Option<&SuffixMemo>,
-) -> Result<()> {
+) -> Result<Option<TokenSet>> {
     if a.has_lookahead() || a.char_budgets().is_some() {
         // Kernel classifications assume no pending obligations (nor occurrences that end after
         // a number of characters); walk the real chart instead.
         out.clear();
-        return fill_mask_direct(a, chart, trie, out);
+        fill_mask_direct(a, chart, trie, out)?;
+        return Ok(None);
     }
     let kernels = kernel_items(a, chart);
     let mut masks = Vec::with_capacity(kernels.len());
@@ -104,6 +110,10 @@ pub fn fill_mask_memo(
         masks.push(get_kernel(it.state)?);
     }
     merge_accepted(out, &masks);
+    // The mask's tokens (with repeats) while every accepted set is ids, not too many of them:
+    // theirs, then the uncertain ones allowed. Past the cap the mask is read back from `out`.
+    let sets: Option<Vec<&[u32]>> = masks.iter().map(|km| km.accepted.ids()).collect();
+    let mut ids = sets.filter(|s| s.iter().map(|ids| ids.len()).sum::<usize>() <= SPARSE_MERGE_MAX).map(|s| s.concat());
     let rows = chart.num_rows();
     for (it, km) in kernels.iter().zip(&masks) {
         if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out.get(t as usize)) {
@@ -131,10 +141,13 @@ pub fn fill_mask_memo(
         for &(t, s) in &km.uncertain {
             if verdict[s as usize] {
                 out.set(t as usize);
+                if let Some(ids) = &mut ids {
+                    ids.push(t);
+                }
             }
         }
     }
-    Ok(())
+    Ok(ids.map(|ids| TokenSet::from_ids(ids, out.len())))
 }
 
 /// Sets `out` to the union of the kernels' accepted sets (empty without kernels), each `Arc`
@@ -154,10 +167,10 @@ fn merge_accepted(out: &mut Bitset, masks: &[Arc<KernelMask>]) {
             continue;
         }
         // The first kernel's set is copied rather than cleared and merged (one pass less).
-        if i == 0 {
-            out.copy_from(&km.accepted);
-        } else {
-            out.or_assign(&km.accepted);
+        match (&km.accepted, i) {
+            (TokenSet::Bits(b), 0) => out.copy_from(b),
+            (ids, 0) => ids.write_into(out.words_mut()),
+            (set, _) => set.or_into(out),
         }
         *slot = p;
     }
@@ -229,7 +242,7 @@ mod tests {
             .map(|t| {
                 let mut b = Bitset::new(len);
                 b.set(t % 7 * 31 + t / 7);
-                Arc::new(kernel_mask(b, Vec::new(), Vec::new()))
+                Arc::new(kernel_mask(TokenSet::Bits(b), Vec::new(), Vec::new()))
             })
             .collect()
     }
@@ -248,7 +261,7 @@ mod tests {
         }
         let mut want = Bitset::new(len);
         for k in &masks {
-            want.or_assign(&k.accepted);
+            k.accepted.or_into(&mut want);
         }
         let mut out = Bitset::new(len);
         out.set(len - 1); // stale bits are cleared

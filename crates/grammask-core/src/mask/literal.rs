@@ -52,7 +52,8 @@ pub fn classify_literal(
         }
     }
     let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-    Ok(Some(kernel_mask(accepted, uncertain, suffixes)))
+    // At most `LITERAL_WALK_VISITS` nodes' tokens: few, worth listing.
+    Ok(Some(kernel_mask(TokenSet::from_bitset(accepted), uncertain, suffixes)))
 }
 
 /// The classification of literal kernel `state` ([`literal_byte`]) when every token it can read
@@ -69,7 +70,7 @@ pub fn classify_literal_chain(a: &Automata, trie: &TokenTrie, vocab_size: usize,
     let nodes = &trie.nodes;
     let mut byte = literal_byte(a, state)?;
     let mut s = state;
-    let mut accepted = Bitset::new(vocab_size);
+    let mut accepted = Vec::new();
     // The children of the current trie node: the root's first.
     let mut child = trie
         .root_children
@@ -78,9 +79,7 @@ pub fn classify_literal_chain(a: &Automata, trie: &TokenTrie, vocab_size: usize,
         .map(|k| trie.root_children[k] as usize);
     while let Some(c) = child {
         let n = nodes[c];
-        for &t in trie.node_tokens(&n) {
-            accepted.set(t as usize);
-        }
+        accepted.extend_from_slice(trie.node_tokens(&n));
         s = a.byte_edges(s)[0].target;
         let (lo, hi) = (c + 1, n.subtree_end as usize);
         if lo == hi {
@@ -98,5 +97,5 @@ pub fn classify_literal_chain(a: &Automata, trie: &TokenTrie, vocab_size: usize,
             }
         };
     }
-    Some(kernel_mask(accepted, Vec::new(), Vec::new()))
+    Some(kernel_mask(TokenSet::from_ids(accepted, vocab_size), Vec::new(), Vec::new()))
 }
