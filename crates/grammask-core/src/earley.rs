@@ -302,7 +302,7 @@ impl Chart {
 
     /// The occurrence number in an item's `la` (grammars with a recursive `max_chars` rule).
     #[inline]
-    fn occ_of(&self, la: u32) -> u32 {
+    pub(crate) fn occ_of(&self, la: u32) -> u32 {
         match &self.contexts {
             Some(c) => c.pairs[la as usize].1,
             None => la,

@@ -74,7 +74,7 @@ impl TokenMasks {
         let mut seen: Vec<u32> = Vec::new();
         let ended = ended_occurrences(a, chart, chart.last_row_index());
         for it in chart.last_row() {
-            if ended.contains(&it.la) {
+            if ended.contains(&chart.occ_of(it.la)) {
                 continue;
             }
             if let Some(k) = a.tokens().set_of(a, it.state) {
@@ -119,7 +119,7 @@ pub fn token_completions_at(
     let ended = ended_occurrences(a, chart, r0);
     for it in row {
         let Some(k) = a.tokens().set_of(a, it.state) else { continue };
-        if !masks.mask(k).get(id as usize) || ended.contains(&it.la) {
+        if !masks.mask(k).get(id as usize) || ended.contains(&chart.occ_of(it.la)) {
             continue;
         }
         if let Some(rb) = a.rec_budgets() {

@@ -194,7 +194,6 @@ fn longest_strings(g: &Grammar) -> Vec<u64> {
     // 0: not seen, 1: on the walk's stack, 2: done.
     let mut state = vec![0u8; n];
     let mut cyclic = vec![false; n];
-    let mut refs: Vec<RuleId> = Vec::new();
     let mut subtree: Vec<ExprId> = Vec::new();
     let mut walk: Vec<(RuleId, Vec<RuleId>, usize)> = Vec::new();
     for start in 0..n {
@@ -202,15 +201,14 @@ fn longest_strings(g: &Grammar) -> Vec<u64> {
             continue;
         }
         state[start] = 1;
-        walk.push((RuleId(start as u32), rule_refs(g, RuleId(start as u32), &mut refs), 0));
+        walk.push((RuleId(start as u32), rule_refs(g, RuleId(start as u32)), 0));
         while let Some((r, callees, next)) = walk.last_mut() {
             if let Some(&t) = callees.get(*next) {
                 *next += 1;
                 match state[t.index()] {
                     0 => {
                         state[t.index()] = 1;
-                        let callees = rule_refs(g, t, &mut refs);
-                        walk.push((t, callees, 0));
+                        walk.push((t, rule_refs(g, t), 0));
                     }
                     // `t` is on the stack: `r` is in a cycle of references.
                     1 => cyclic[r.index()] = true,
@@ -231,18 +229,18 @@ fn longest_strings(g: &Grammar) -> Vec<u64> {
 }
 
 /// The rules that `r`'s body references, each once.
-fn rule_refs(g: &Grammar, r: RuleId, scratch: &mut Vec<RuleId>) -> Vec<RuleId> {
-    scratch.clear();
+fn rule_refs(g: &Grammar, r: RuleId) -> Vec<RuleId> {
+    let mut refs = Vec::new();
     let mut stack = vec![g.rules()[r.index()].body];
     while let Some(e) = stack.pop() {
         if let Expr::RuleRef(t) = g.expr(e) {
-            scratch.push(*t);
+            refs.push(*t);
         }
         stack.extend_from_slice(g.children(e));
     }
-    scratch.sort_unstable();
-    scratch.dedup();
-    scratch.clone()
+    refs.sort_unstable();
+    refs.dedup();
+    refs
 }
 
 /// The longest string of expression `body`, every rule it references being done in `rule_len`.
