@@ -31,9 +31,16 @@ impl Workers for ScopedThreads {
     }
 }
 
-/// A batch of this many rows or more is split across threads even when every mask is memoized
-/// (each row is then a copy of a few microseconds, against a few microseconds to wake a thread).
-pub const SPLIT_WARM_ROWS: usize = 16;
+/// Predicted cost of a row whose mask is memoized (a copy of the memoized mask into the row).
+const HIT_NS: u64 = 400;
+
+/// Predicted cost of a memo miss of a matcher that has not missed in a batch before.
+const UNKNOWN_MISS_NS: u64 = 1_000_000;
+
+/// A batch is split across threads only when this much predicted work can run beside its
+/// longest row: a hand-off (waking a parked thread, waiting for its last row) costs several
+/// microseconds of wall time, and tens on a busy machine.
+pub const SPLIT_MIN_NS: u64 = 50_000;
 
 /// The machine's available parallelism, read once.
 ///
@@ -53,24 +60,39 @@ pub fn batch_fill_next_token_bitmask(work: &mut [(&mut Matcher, &mut [u32])], ma
 /// the fill's result.
 type Slot<'a> = (&'a mut Matcher, &'a mut [u32], Option<MemoLookup>, Option<Result<bool>>);
 
-/// Fills one row, with the memo look-up taken when the batch was sorted if there is one.
+/// Fills one row, with the memo look-up taken when the batch was sorted if there is one (else a
+/// fresh one). A row that misses the memo records how long it took (`Matcher::last_miss_ns`).
 fn fill_row(m: &mut Matcher, row: &mut [u32], lookup: Option<MemoLookup>) -> Result<bool> {
-    match lookup {
-        Some(l) => m.fill_next_token_bitmask_with(row, l),
-        None => m.fill_next_token_bitmask(row),
+    let lookup = lookup.unwrap_or_else(|| m.memo_lookup());
+    if lookup.is_hit() {
+        return m.fill_next_token_bitmask_with(row, lookup);
+    }
+    let t = std::time::Instant::now();
+    let r = m.fill_next_token_bitmask_with(row, lookup);
+    m.last_miss_ns = u32::try_from(t.elapsed().as_nanos()).unwrap_or(u32::MAX).max(1);
+    r
+}
+
+/// The predicted cost of filling `m`'s row on a memo miss.
+fn miss_ns(m: &Matcher) -> u64 {
+    if m.last_miss_ns == 0 {
+        UNKNOWN_MISS_NS
+    } else {
+        u64::from(m.last_miss_ns)
     }
 }
 
 /// Fills `work[i].1` with the mask of `work[i].0`, on at most `max_threads` threads (at least
 /// one, and no more than the machine's available parallelism). Rows come in three groups:
-/// "leaders", the first row of each (grammar, parser signature) whose mask is not memoized yet;
-/// rows whose mask is memoized (a copy); and the other rows sharing a leader's signature, which
-/// wait until every leader is done so that they find its mask memoized instead of computing it a
-/// second time on another thread. Threads take rows one at a time from shared counters, leaders
-/// first, so a few slow rows do not leave the other threads idle. One thread is used when there
-/// are fewer than two leaders and fewer than [`SPLIT_WARM_ROWS`] rows. Rows are written as they
-/// are filled: after an error the other rows may or may not have been written. Returns the first
-/// error in batch order; a panicking fill is an `Internal` error.
+/// "leaders", the first row of each (grammar, parser signature) whose mask is not memoized yet,
+/// most expensive first (predicted from the row's last miss); rows whose mask is memoized (a
+/// copy); and the other rows sharing a leader's signature, which wait until every leader is done
+/// so that they find its mask memoized instead of computing it a second time on another thread.
+/// Threads take rows one at a time from a shared counter, so a few slow rows do not leave the
+/// other threads idle. One thread is used unless [`SPLIT_MIN_NS`] of predicted work can run
+/// beside the longest row. Rows are written as they are filled: after an error the other rows
+/// may or may not have been written. Returns the first error in batch order; a panicking fill is
+/// an `Internal` error.
 pub fn batch_fill_with(
     work: &mut [(&mut Matcher, &mut [u32])],
     max_threads: usize,
@@ -80,51 +102,41 @@ pub fn batch_fill_with(
     if max == 1 || work.len() < 2 {
         return work.iter_mut().try_for_each(|(m, row)| m.fill_next_token_bitmask(row).map(drop));
     }
-    // Row order: leaders, memoized rows, followers. Each row's memo look-up is passed down to
-    // its fill (followers, misses here, look up again once their leader is done).
     let mut lookups: Vec<Option<MemoLookup>> = work.iter().map(|(m, _)| Some(m.memo_lookup())).collect();
-    let mut keyed: Vec<(usize, u128, bool, usize)> = work
+    // Misses by (grammar, signature): the first of each group leads, the others follow (their
+    // look-up is dropped: they look up again once their leader is done).
+    let mut cold: Vec<(usize, u128, usize)> = work
         .iter()
         .zip(&lookups)
         .enumerate()
-        .map(|(i, ((m, _), l))| {
-            let grammar = std::sync::Arc::as_ptr(m.compiled()) as usize;
-            (grammar, m.chart().last_signature(), !l.as_ref().is_some_and(MemoLookup::is_hit), i)
-        })
+        .filter(|(_, (_, l))| !l.as_ref().is_some_and(MemoLookup::is_hit))
+        .map(|(i, ((m, _), _))| (std::sync::Arc::as_ptr(m.compiled()) as usize, m.chart().last_signature(), i))
         .collect();
-    keyed.sort_unstable();
-    let mut order: Vec<(u8, usize)> = Vec::with_capacity(work.len());
-    for (j, &(g, s, cold, i)) in keyed.iter().enumerate() {
-        let leader = j == 0 || (keyed[j - 1].0, keyed[j - 1].1) != (g, s);
-        order.push((
-            if !cold {
-                1
-            } else if leader {
-                0
-            } else {
-                2
-            },
-            i,
-        ));
-    }
-    order.sort_unstable();
-    for &(k, i) in &order {
-        if k == 2 {
+    cold.sort_unstable();
+    let mut order: Vec<usize> = Vec::with_capacity(work.len());
+    for (j, &(g, s, i)) in cold.iter().enumerate() {
+        if j > 0 && (cold[j - 1].0, cold[j - 1].1) == (g, s) {
             lookups[i] = None;
+        } else {
+            order.push(i);
         }
     }
-    let leaders = order.iter().take_while(|&&(k, _)| k == 0).count();
-    let followers_from = order.iter().take_while(|&&(k, _)| k < 2).count();
-    let threads = if leaders >= 2 {
-        max.min(leaders)
-    } else if work.len() >= SPLIT_WARM_ROWS {
-        max
-    } else {
-        1
-    };
-    if threads == 1 {
-        return work.iter_mut().zip(lookups).try_for_each(|((m, row), l)| fill_row(m, row, l).map(drop));
+    let leaders = order.len();
+    order.sort_unstable_by_key(|&i| std::cmp::Reverse(miss_ns(work[i].0)));
+    let longest = order.first().map_or(HIT_NS, |&i| miss_ns(work[i].0));
+    let total: u64 = order.iter().map(|&i| miss_ns(work[i].0)).sum::<u64>() + (work.len() - leaders) as u64 * HIT_NS;
+    if total - longest < SPLIT_MIN_NS {
+        // Serial, in batch order: a miss looks up again, so a follower placed before its leader
+        // computes the mask and the leader then copies it.
+        return work
+            .iter_mut()
+            .zip(lookups)
+            .try_for_each(|((m, row), l)| fill_row(m, row, l.filter(MemoLookup::is_hit)).map(drop));
     }
+    order.extend((0..work.len()).filter(|&i| lookups[i].as_ref().is_some_and(MemoLookup::is_hit)));
+    let followers_from = order.len();
+    order.extend((0..work.len()).filter(|&i| lookups[i].is_none()));
+    let threads = max;
     let slots: Vec<Mutex<Slot<'_>>> =
         work.iter_mut().zip(lookups).map(|((m, row), l)| Mutex::new((&mut **m, &mut **row, l, None))).collect();
     let next = AtomicUsize::new(0);
@@ -150,7 +162,7 @@ pub fn batch_fill_with(
                     left = leaders_done.wait(left).unwrap_or_else(PoisonError::into_inner);
                 }
             }
-            fill(order[j].1);
+            fill(order[j]);
             if j < leaders {
                 let mut left = leaders_left.lock().unwrap_or_else(PoisonError::into_inner);
                 *left -= 1;

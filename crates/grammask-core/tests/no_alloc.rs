@@ -152,8 +152,9 @@ impl grammask_core::batch::Workers for CallerOnly {
 }
 
 /// Batch fill + accept of `rows` matchers in steady state: allocations per batch step, with
-/// `max_threads` 1 (the serial path) and 2 (the scheduled path, whose per-call vectors are
-/// allowed; a per-row allocation would be `rows` per step).
+/// `max_threads` 1 (the serial path) and 2 (the memo look-up pass, whose per-call vectors are
+/// allowed, then the rows: serially once every mask is memoized; a per-row allocation would be
+/// `rows` per step).
 fn batch_allocations_per_step(rows: usize, max_threads: usize) -> f64 {
     let v = vocab();
     let g = builtin_json_grammar_with(Spelling::Any, None).unwrap();

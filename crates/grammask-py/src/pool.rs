@@ -9,7 +9,13 @@
 #![allow(unsafe_code)]
 
 use grammask_core::batch::{ScopedThreads, Workers};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long the caller spins for workers still running a batch's last rows before it sleeps:
+/// a sleeping caller is woken through the scheduler, which costs more than a short spin.
+const CALLER_SPIN: Duration = Duration::from_micros(30);
 
 /// A job reference with its lifetime erased.
 ///
@@ -37,6 +43,8 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// `State::running`, readable without the lock (written under it).
+    running: AtomicUsize,
     wake: Condvar,
     done: Condvar,
 }
@@ -62,7 +70,12 @@ impl ParkedPool {
             Some(pool) if pool.pid == pid => pool.clone(),
             _ => {
                 let pool = Arc::new(ParkedPool {
-                    shared: Arc::new(Shared { state: Mutex::default(), wake: Condvar::new(), done: Condvar::new() }),
+                    shared: Arc::new(Shared {
+                        state: Mutex::default(),
+                        running: AtomicUsize::new(0),
+                        wake: Condvar::new(),
+                        done: Condvar::new(),
+                    }),
                     busy: Mutex::new(()),
                     pid,
                 });
@@ -82,6 +95,7 @@ impl ParkedPool {
             seen = st.batch;
             st.taken += 1;
             st.running += 1;
+            shared.running.store(st.running, Ordering::Release);
             let job = st.job.expect("checked above");
             drop(st);
             // SAFETY: this worker claimed a slot while `job` was set (see `JobRef`).
@@ -89,6 +103,7 @@ impl ParkedPool {
             st = lock(&shared.state);
             st.panicked |= panicked;
             st.running -= 1;
+            shared.running.store(st.running, Ordering::Release);
             if st.running == 0 {
                 shared.done.notify_all();
             }
@@ -122,6 +137,14 @@ impl Workers for ParkedPool {
         let here = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err();
         let mut st = lock(&shared.state);
         st.offered = st.taken;
+        if st.running > 0 {
+            drop(st);
+            let start = Instant::now();
+            while shared.running.load(Ordering::Acquire) > 0 && start.elapsed() < CALLER_SPIN {
+                std::hint::spin_loop();
+            }
+            st = lock(&shared.state);
+        }
         while st.running > 0 {
             st = shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
