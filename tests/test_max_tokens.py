@@ -312,6 +312,14 @@ XGRAMMAR_DIFFERENCES += [
     ('root ::= e "!"\ne[max_tokens=0] ::= "(" e ")" | [a-z]+', "", "(", "max_tokens=0, recursive"),
 ]
 
+# A rule that never ends (`r ::= "bc" r`, with or without a budget) matches no string: grammask
+# offers no token into it, XGrammar offers every prefix of its first bytes (tokens no output can
+# complete; on a generated grammar with `[^"]` before such a rule, ~128K more at the first mask).
+NEVER_ENDS = 'root ::= "a" r | "x"\nr{opt} ::= "bc" r'
+XGRAMMAR_DIFFERENCES += [
+    (NEVER_ENDS.format(opt=opt), "", "ab", "a rule that never ends") for opt in ("", "[max_chars=0]")
+]
+
 
 def test_max_tokens_zero_is_a_budget_of_zero_unlike_xgrammar():
     xg = pytest.importorskip("xgrammar")
@@ -560,6 +568,10 @@ def _xg_compiler(xg, family: str):
 # so the compiler keeps `q` apart instead of copying it into `a`.
 LEFT_GROUP = 'root ::= a "!"\na[max_tokens={n}] ::= q "+" | "x" | "(" a ")"\nq[capture] ::= a "y" | "z"'
 
+# The root itself in such a group, entered through it (outside every budget) and through the
+# budgeted `a` (inside its own brackets): refused before, as two entries.
+ROOT_GROUP = 'root ::= a "z" | "w"\na[max_tokens={n}] ::= root "x" | "y" | "(" a ")"'
+
 # (grammar, string alphabet and longest string, the token that grows the occurrence, masks: (N,
 # text, whether that token is allowed)). Full masks where both rules agree (no token across the
 # start of an occurrence, spent where it can end): before the budget is spent, and once spent,
@@ -579,6 +591,14 @@ LEFT_RECURSIVE = {
         "y",
         [(2, "", False), (2, "x", True), (1, "x", False), (2, "xy+", False), (3, "xy+", True), (1, "z+", False)]
         + [(3, "z+", True), (2, "(x)", False), (3, "(x)", True)],
+    ),
+    # "x" after "yz" wraps the finished `a` ("y") in `root` ("yz") and that in another `a`.
+    "root group": (
+        ROOT_GROUP,
+        ("wxyz()", 5),
+        "x",
+        [(2, "", False), (1, "y|z", False), (3, "y|z", True), (4, "y|z", True), (2, "y|z|x", False)]
+        + [(1, "w|x", False), (4, "w|x|z", True), (3, "(|y|)", False)],
     ),
 }
 

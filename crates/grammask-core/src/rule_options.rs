@@ -41,9 +41,10 @@
 //!   spent from the start (for strings too): its occurrences start in their twins. A rule
 //!   left-recursive through itself: once spent, an occurrence that ends does not complete into a
 //!   level of its own rule started at the same row ([`crate::earley`]); it ends. Rules
-//!   left-recursive through each other, in a group entered through one rule only: once spent, a
-//!   finished level of that rule does not complete into a level of the group started at the same
-//!   row. `Unsupported`: a rule reaching another such group (no bounded end), lookahead or token
+//!   left-recursive through each other, in a group entered through one rule only (inside
+//!   budgets: another entry used outside every budget only, as the root's own occurrence is
+//!   unless the root has a budget, is allowed): once spent, a finished level of that rule does
+//!   not complete into a level of the group started at the same row. `Unsupported`: a rule reaching another such group (no bounded end), lookahead or token
 //!   expressions in the grammar, and a matcher `max_tokens` budget.
 //! - `max_chars=N` on a recursive rule (XGrammar's semantics): an occurrence not nested in another
 //!   bounded occurrence, once it has read `N` characters (UTF-8 lead bytes), ends at the first

@@ -401,7 +401,8 @@ impl RecGrammar {
     fn ebnf(&self, vocab: &Vocabulary) -> String {
         use std::fmt::Write;
         let token = (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == b"<T>");
-        let mut out = format!("root ::= {}\n", self.names[0]);
+        // A grammar whose rule 0 is `root` is the grammar as written (no wrapper rule).
+        let mut out = if self.names[0] == "root" { String::new() } else { format!("root ::= {}\n", self.names[0]) };
         for (r, name) in self.names.iter().enumerate() {
             // Lower-case rules are captured, so the compiler keeps them apart (never copied into
             // their callers): each is a level of its own, as the reference reads it.
@@ -590,13 +591,16 @@ impl<'g> RecRef<'g> {
                         // Left recursion: the levels around are opened when this one ends (above).
                         // A level of another entry of the group, entered from outside it (not by
                         // a left call of the group at this position), is the outer level of its
-                        // chain: it enters the group's entry.
-                        let inside = c.len() > 1 && {
-                            let p = &c[c.len() - 2];
-                            p.start == at
-                                && self.g.entry[p.rule].is_some()
-                                && self.g.entry[p.rule] == self.g.entry[top.rule]
-                        };
+                        // chain: the chain enters the group's entry once, through any of the
+                        // group's rules (`root ::= h z`, `h ::= A`). `inside`: the chain of
+                        // levels of the group at this position below `top` has entered it.
+                        let group = self.g.entry[top.rule];
+                        let inside = group.is_some()
+                            && c[..c.len() - 1]
+                                .iter()
+                                .rev()
+                                .take_while(|l| l.start == at && self.g.entry[l.rule] == group)
+                                .any(|l| Some(l.rule) == group);
                         if top.start == at && (r == top.rule || (self.g.entry[top.rule] == Some(r) && inside)) {
                             continue;
                         }
@@ -830,14 +834,51 @@ fn rec_check_mask(
     allowed
 }
 
+/// Groups of rules left-recursive through each other that hold the root itself: the root's own
+/// occurrence is outside every budget (unless the root has one), like a rule used from it.
+fn rec_root_groups(n: u32) -> Vec<RecGrammar> {
+    vec![
+        // Entered through the root and the budgeted rule (inside its own brackets).
+        RecGrammar::new(&[("root", None, &["A z", "w"]), ("A", Some(n), &["root x", "y", "( A )"])]),
+        // Through a rule between them, the budgeted rule used after a byte of the root too.
+        RecGrammar::new(&[
+            ("root", None, &["h z", "w", "< A >"]),
+            ("h", None, &["A", "A -"]),
+            ("A", Some(n), &["root x", "y T", "( A )"]),
+        ]),
+    ]
+}
+
 #[test]
 fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let (checked, cut, strings) = rec_walks(0x2545_F491_4F6C_DD1D, rec_grammars, true);
+    // The walks met spent budgets (tokens only a budget refused), on every grammar.
+    let grammars = rec_grammars(0).len();
+    assert!(
+        checked == 2 * 4 * grammars * 3 && cut > 100 && strings > 20,
+        "{checked} walks, {cut} cut, {strings} strings"
+    );
+}
+
+#[test]
+fn left_recursive_groups_holding_the_root_follow_the_reference() {
+    // Tokens and rollbacks only: a string read after a chain of the group was predicted spent
+    // cannot wrap an ended level in levels that chain pruned, where the reference (wrapping at
+    // the end, free) can (a difference of the supported groups too, left for now).
+    let (checked, cut, _) = rec_walks(0x9E37_79B9_7F4A_7C15, rec_root_groups, false);
+    assert!(checked == 2 * 4 * 2 * 3 && cut > 10, "{checked} walks, {cut} cut");
+}
+
+/// Random walks of tokens, strings and rollbacks over `grammars(n)` for `n` in 0..4, every mask
+/// bit checked against the reference (`with_strings`: strings read too): (walks, tokens a budget
+/// refused, strings read).
+fn rec_walks(seed: u64, grammars: fn(u32) -> Vec<RecGrammar>, with_strings: bool) -> (usize, usize, usize) {
+    let mut rng = Rng(seed);
     let (mut cut, mut checked, mut strings) = (0usize, 0usize, 0usize);
     for round in 0..2 {
         let vocab = rec_vocab(&mut rng);
         for n in 0..4 {
-            for g in rec_grammars(n) {
+            for g in grammars(n) {
                 let text = g.ebnf(&vocab);
                 let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
                 let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
@@ -855,7 +896,7 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
                         }
                         match rng.below(8) {
                             // A string (read free of budgets).
-                            0 | 2 => {
+                            0 | 2 if with_strings => {
                                 let len = 1 + rng.below(3) as usize;
                                 // Mostly a token's bytes the reference reads as a string (often
                                 // one a spent budget refuses as a token), else random bytes.
@@ -903,12 +944,7 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
             }
         }
     }
-    // The walks met spent budgets (tokens only a budget refused), on every grammar.
-    let grammars = rec_grammars(0).len();
-    assert!(
-        checked == 2 * 4 * grammars * 3 && cut > 100 && strings > 20,
-        "{checked} walks, {cut} cut, {strings} strings"
-    );
+    (checked, cut, strings)
 }
 
 /// A spent occurrence ends: sampling only allowed tokens, a budgeted root ends within its
@@ -962,12 +998,17 @@ fn unsupported_recursive_budgets_name_the_feature() {
         ),
         (
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[max_tokens=3] ::= e \"-\" | \"y\"",
-            "rule 'f', left-recursive through other rules",
+            "rule 'f', left-recursive through other rules, is not supported where it has a budget and is not its group's entry 'e'",
         ),
         // Entered through two of its rules, one used inside a budget (`c`) too.
         (
             "root ::= c\nc[max_tokens=5] ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
-            "left-recursive through other rules",
+            "its group of rules is entered through 'a' and 'b' inside a budget",
+        ),
+        // The root in such a group with a budget of its own, both entries inside budgets.
+        (
+            "root[max_tokens=4] ::= a \"x\" | \"y\" | \"(\" a \")\"\na[max_tokens=2] ::= root \"z\" | \"w\"",
+            "entered through 'root' and 'a' inside a budget",
         ),
         ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
         // Nested budgets beside a lookahead or a token expression.
@@ -991,8 +1032,10 @@ fn unsupported_recursive_budgets_name_the_feature() {
         // after an empty rule).
         "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= e \"-\" | \"y\"",
         "root ::= e\ne[max_tokens=2] ::= \"(\" f \")\" | \"x\"\nf[capture] ::= \"\" g \"-\" | e\ng[capture] ::= f \"+\" | \"z\"",
-        // Entered through two of its rules: the budgeted one, and one used outside every budget.
+        // Entered through two of its rules: the budgeted one, and one used outside every budget
+        // (also the root itself).
         "root ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+        "root ::= a \"x\" | \"y\"\na[max_tokens=2] ::= root \"z\" | \"w\" | \"(\" a \")\"",
         // Token expressions beside recursive and nested budgets.
         "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
         "root ::= a\na[max_tokens=4] ::= \"(\" a \")\" | Token(7)",

@@ -279,13 +279,12 @@ pub(super) fn add_rec_twins(
         bound[r.index()] = b;
     }
     let bounded: Vec<bool> = bound.iter().map(|&b| b != NO).collect();
-    let entry = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|r| {
+    let entry = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|(r, why)| {
         crate::error::Error::new(
             crate::error::ErrorKind::Unsupported,
             format!(
                 "max_tokens on a recursive rule that reaches the rule '{}', left-recursive through other rules, \
-                 is not supported where its group of rules is used from more than one of them or has a \
-                 cycle of left calls that avoids that one, or a budget on another than that one",
+                 is not supported where {why}",
                 a.rule_name(r)
             ),
         )
@@ -355,14 +354,15 @@ pub(super) fn add_rec_twins(
 /// a | b`: an outer level of `b` is never spent), every cycle of left calls
 /// through two or more of its rules passes through the entry, and no other of its rules has a
 /// budget: then every chain of levels the group nests at one row starts with the entry, so a
-/// finished entry level can always end that chain. Else `Err` names a rule of the group.
+/// finished entry level can always end that chain. The root's own occurrence is outside every
+/// budget unless the root has one. Else `Err` names a rule of the group and why.
 fn left_groups(
     a: &super::Automata,
     reach: &[bool],
     rule_len: &[u32],
     ranges: &[(u32, u32)],
     bounded: &[bool],
-) -> Result<Vec<u32>, RuleId> {
+) -> Result<Vec<u32>, (RuleId, String)> {
     let n = a.num_rules();
     // left[r]: the rule edges of r's states reached from its start by empty rules only.
     let left_states = |r: usize| -> Vec<StateId> {
@@ -415,15 +415,17 @@ fn left_groups(
     // used so from a rule some budgeted occurrence may be around (`reach`).
     let mut entries: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut inner: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut enter = |g: u32, q: usize, from: usize| {
-        for (list, add) in [(&mut entries, true), (&mut inner, reach[from])] {
+    let mut enter = |g: u32, q: usize, inside: bool| {
+        for (list, add) in [(&mut entries, true), (&mut inner, inside)] {
             if add && !list[g as usize].contains(&q) {
                 list[g as usize].push(q);
             }
         }
     };
-    if group[a.root().index()] != NO {
-        enter(group[a.root().index()], a.root().index(), a.root().index());
+    // The root's own occurrence is inside a budget only when the root has one.
+    let root = a.root().index();
+    if group[root] != NO {
+        enter(group[root], root, bounded[root]);
     }
     for x in 0..n {
         let lefts = if group[x] == NO { Vec::new() } else { left_states(x) };
@@ -432,7 +434,7 @@ fn left_groups(
             for &(rr, _) in a.rule_edges(s) {
                 let g = group[rr.index()];
                 if g != NO && !(group[x] == g && lefts.contains(&s)) {
-                    enter(g, rr.index(), x);
+                    enter(g, rr.index(), reach[x]);
                 }
             }
         }
@@ -447,11 +449,25 @@ fn left_groups(
         let e = match (entries[g].as_slice(), members.iter().find(|&&q| bounded[q])) {
             (&[e], _) => e,
             (many, Some(&b)) if many.contains(&b) && inner[g].iter().all(|&q| q == b) => b,
-            _ => return Err(RuleId(g as u32)),
+            _ => {
+                let names: Vec<String> =
+                    inner[g].iter().map(|&q| format!("'{}'", a.rule_name(RuleId(q as u32)))).collect();
+                return Err((
+                    RuleId(g as u32),
+                    format!("its group of rules is entered through {} inside a budget", names.join(" and ")),
+                ));
+            }
         };
         for &q in members.iter().filter(|&&q| q != e) {
-            if bounded[q] || reaches(q, q, e) {
-                return Err(RuleId(q as u32));
+            let entry = a.rule_name(RuleId(e as u32));
+            if bounded[q] {
+                return Err((RuleId(q as u32), format!("it has a budget and is not its group's entry '{entry}'")));
+            }
+            if reaches(q, q, e) {
+                return Err((
+                    RuleId(q as u32),
+                    format!("a cycle of left calls through it avoids its group's entry '{entry}'"),
+                ));
             }
         }
         for &q in &members {
