@@ -63,11 +63,13 @@ fn main() {
                     Matcher::new(g.clone(), MatcherOptions { max_tokens: s.max_tokens, ..Default::default() }).unwrap()
                 })
                 .collect();
+            let mut row = vec![0u32; vocab.vocab_size().div_ceil(32)];
             for (i, &t) in ids.iter().enumerate() {
-                // Each side's fill in turn, then each side accepts the sampled token.
+                // Each side's fill in turn (as a binding fills a bitmask row), then each side
+                // accepts the sampled token.
                 for (s, m) in sides.iter_mut().zip(&mut matchers) {
                     let t0 = Instant::now();
-                    m.compute_mask().unwrap();
+                    m.fill_next_token_bitmask(&mut row).unwrap();
                     s.times.push(t0.elapsed().as_secs_f64());
                 }
                 let dt = sides[0].times.last().copied().unwrap_or(0.0);

@@ -794,6 +794,11 @@ impl Completion {
         self.memo.lock().unwrap_or_else(PoisonError::into_inner).entries.get(&sig).cloned()
     }
 
+    /// The `bound` of chart state `sig`'s memoized entry: no token its mask allows costs more.
+    fn memo_bound(&self, sig: u128) -> Option<u32> {
+        self.memo.lock().unwrap_or_else(PoisonError::into_inner).entries.get(&sig).map(|e| e.bound)
+    }
+
     fn memo_put(&self, sig: u128, e: Entry) -> Arc<Entry> {
         self.memo_put_arc(sig, Arc::new(e))
     }
@@ -1589,8 +1594,11 @@ impl Budget {
             return Ok(());
         }
         let limit = (remaining - 2).min(INF as usize) as u32;
-        let now = self.shortest(a, chart);
         let sig = chart.last_signature();
+        if self.comp.memo_bound(sig).is_some_and(|b| limit >= b) {
+            return Ok(());
+        }
+        let now = self.shortest(a, chart);
         // Fit lists answer limits from `now` up, over lists those below their walk's limit.
         let by_over = |e: &Entry| limit >= now && (limit >= e.bound || limit >= e.over_from);
         let answers = |e: &Entry| by_over(e) || e.under_to.is_some_and(|u| limit <= u);
@@ -1662,6 +1670,16 @@ impl Budget {
 }
 
 impl Budget {
+    /// Whether [`Budget::restrict`] leaves the mask of chart state `sig` as it is, `accepted`
+    /// tokens having been accepted, known from its memoized entry alone: every token the state
+    /// allows costs at most the limit (its entry's `bound`). One memo lookup, no row tables (they
+    /// catch up at the next [`Budget::shortest`]), so a memoized mask is served as without a
+    /// budget.
+    pub fn leaves_mask(&self, sig: u128, accepted: usize) -> bool {
+        let remaining = self.max_tokens.saturating_sub(accepted);
+        remaining >= 2 && self.comp.memo_bound(sig).is_some_and(|b| (remaining - 2).min(INF as usize) as u32 >= b)
+    }
+
     /// For token edges (`crate::token_edges`): the most a completion may cost after the next
     /// token (`None`: only a stop token fits), with `accepted` tokens accepted.
     pub fn next_token_limit(&self, accepted: usize) -> Option<u32> {

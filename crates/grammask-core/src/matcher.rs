@@ -477,7 +477,8 @@ impl Matcher {
     }
 
     /// [`Matcher::fill_next_token_bitmask`] when the chart state's mask is memoized and nothing
-    /// but stop tokens is added to it (no token edges, no token budget): the memoized mask is
+    /// but stop tokens is added to it (no token edges; a token budget, if any, leaves it as it
+    /// is: `crate::budget::Budget::leaves_mask`): the memoized mask is
     /// copied straight into `row`, the stop tokens set there, and whether the row leaves some
     /// token out is returned. `None` (nothing written) otherwise, or when `row` is too short or
     /// the matcher has terminated. [`Matcher::last_mask`] is left as it was.
@@ -501,7 +502,8 @@ impl Matcher {
     /// [`Matcher::fill_memoized`] with a look-up taken in the current state.
     fn fill_from_lookup(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
         let a = self.compiled.automata();
-        if self.stopped || self.budget.is_some() || a.has_token_edges() {
+        let budgeted = self.budget.as_ref().is_some_and(|b| !b.leaves_mask(lookup.sig, self.history.len()));
+        if self.stopped || budgeted || a.has_token_edges() {
             return None;
         }
         let vocab_size = self.compiled.vocab().vocab_size();

@@ -554,3 +554,76 @@ fn one_item_must_stay_home_for_every_byte() {
     }
     assert!(compared > 40, "compared {compared}");
 }
+
+/// A memoized mask is served as without a budget when the state's memoized bound (the most any
+/// allowed token costs) fits the limit, with no walk and no row tables (`Budget::leaves_mask`,
+/// and the same test first in `Budget::restrict`). Along random paths, once a matcher at the
+/// largest budget has costed a state (exact walks: the bound is the top cost itself, so a
+/// bound read one token too loosely lets the top-cost tokens through one budget too low),
+/// matchers at every remaining budget from the tightest up fill their row (from the memo where
+/// they can) and compute their mask, both equal to brute force; some fills come from the memo
+/// and some, below the bound, do not.
+#[test]
+fn memoized_fills_keep_the_budget_bound_exactly() {
+    let (vocab, stop) = vocab();
+    let mut rng = Rng(0xB0B0_13C0_FFEE_1234);
+    let (mut served, mut walked) = (0, 0);
+    let words = vocab.vocab_size().div_ceil(32);
+    for (name, g) in grammars() {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut memo = HashMap::new();
+        for path in 0..2 {
+            let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut taken: Vec<u32> = Vec::new();
+            for step in 0..8 {
+                let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                let now = shortest(&free, &mut memo, 64).expect("a completion");
+                let costs = costs_after(&free, &allowed, stop, &mut memo);
+                let most = costs.iter().filter_map(|c| c.1).max().unwrap_or(0) as usize + 3;
+                let matcher = |remaining: usize| {
+                    let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
+                    let mut m = Matcher::new(cg.clone(), opts).ok()?;
+                    m.set_exact_budget_walks(true);
+                    for &t in &taken {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                    Some(m)
+                };
+                // Cost the state once, at the largest budget.
+                if let Some(mut m) = matcher(most) {
+                    m.compute_mask().unwrap();
+                }
+                for remaining in (now as usize + 1)..=most {
+                    let Some(mut m) = matcher(remaining) else { continue };
+                    let mut want: Vec<usize> = costs
+                        .iter()
+                        .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
+                        .map(|c| c.0 as usize)
+                        .collect();
+                    if free.is_completed() {
+                        want.push(stop as usize);
+                    }
+                    want.sort_unstable();
+                    let mut row = vec![0u32; words];
+                    if m.fill_memoized(&mut row).is_some() {
+                        served += 1;
+                    } else {
+                        walked += 1;
+                        m.fill_next_token_bitmask(&mut row).unwrap();
+                    }
+                    let got: Vec<usize> =
+                        (0..vocab.vocab_size()).filter(|&t| row[t / 32] >> (t % 32) & 1 == 1).collect();
+                    let at = format!("{name} path {path} step {step} remaining {remaining} (now {now})");
+                    assert_eq!(got, want, "fill, {at}");
+                    let mut m = matcher(remaining).unwrap();
+                    let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+                    assert_eq!(got, want, "compute_mask, {at}");
+                }
+                let Some(&(t, _)) = costs.get(rng.below(costs.len().max(1) as u64) as usize) else { break };
+                assert!(free.accept_token(t).unwrap());
+                taken.push(t);
+            }
+        }
+    }
+    assert!(served > 100 && walked > 100, "{served} fills from the memo, {walked} not");
+}
