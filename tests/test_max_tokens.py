@@ -1003,10 +1003,18 @@ def test_recursive_token_and_char_budgets_together_equal_xgrammar(template):
     can end, nested levels unrestricted; grammask takes a shortest way, see
     ``XGRAMMAR_DIFFERENCES``). Each budget shapes some compared masks (the grammar without
     either option masks otherwise there), so a matcher ignoring either budget fails."""
+    _walk_both_against_xgrammar(template, edges=False)
+
+
+def _walk_both_against_xgrammar(template: str, edges: bool) -> None:
+    """The walks of ``test_recursive_token_and_char_budgets_together_equal_xgrammar``; with
+    ``edges``, the tokens ``Token(...)`` names are taken too, and some walks must take them."""
     xg = pytest.importorskip("xgrammar")
     family = "llama3"
     info = tokenizer_info(family)
     n, decoded = info.vocab_size, info.decoded_vocab
+    named = {int(i) for i in re.findall(r"(?<!Exclude)Token\((\d+)\)", template)}
+    took = 0
     xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=n)
     xc, comp = xg.GrammarCompiler(xinfo), compiler(family)
     stop = set(info.stop_token_ids)
@@ -1035,10 +1043,34 @@ def test_recursive_token_and_char_budgets_together_equal_xgrammar(template):
                 shaped["max_chars"] += int((alone != ours).any())
                 shaped["max_tokens"] += int((_both_mask(xgr, without["max_tokens"], ids, n) != ours).any())
                 choices = [i for i in np.flatnonzero(ours) if i not in stop and _unit(decoded[i])]
+                edge = [i for i in np.flatnonzero(ours) if i in named]
+                if edge and rng.random() < 0.5:
+                    choices = edge
+                    took += 1
                 if not choices:
                     break
                 ids.append(int(rng.choice(choices)))
     assert compared > 60 and shaped["max_tokens"] > 3 and shaped["max_chars"] > 3, (compared, shaped)
+    assert took > 3 or not edges, took
+
+
+# BOTH with token expressions (Llama 3's <|start_header_id|>, 19 characters, and ExcludeToken of
+# <|eot_id|>, every text token but it) inside either budget, both, or beside them.
+BOTH_TOKENS = [
+    'root ::= e "!"\ne[max_tokens={t}, max_chars={c}] ::= "(" e ")" | [a-z]+ ("+" e)? | Token(128006) e',
+    'root ::= e "|" f\ne[max_chars={c}] ::= "(" e ")" | [a-z]+ | Token(128006)\nf[max_tokens={t}] ::= "[" f "]" | [a-z]+',
+    'root ::= e "!"\ne[max_chars={c}] ::= "(" e ")" | w ("," e)?\nw[max_tokens={t}] ::= [a-z]+ | Token(128006) [a-z]',
+    'root ::= f "!"\nf[max_tokens={t}] ::= "[" f "]" | Token(128006) f | e ("," f)?\n'
+    'e[max_chars={c}] ::= "(" e ")" | [a-z]+ | "#" ExcludeToken(128009)',
+]
+
+
+@pytest.mark.parametrize("template", BOTH_TOKENS)
+def test_token_expressions_with_both_recursive_budgets_equal_xgrammar(template):
+    """``test_recursive_token_and_char_budgets_together_equal_xgrammar`` with token expressions:
+    the walks also take the ``Token(...)`` tokens (counted as one token and their decoded
+    characters, as XGrammar 0.2.8 counts them), and each budget shapes some compared masks."""
+    _walk_both_against_xgrammar(template, edges=True)
 
 
 def _both_mask(lib, cg, ids, vocab_size) -> np.ndarray:

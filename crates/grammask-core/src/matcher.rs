@@ -301,7 +301,8 @@ impl Matcher {
                 let done = crate::token_edges::token_completions_at(a, c, masks, id, bytes, before as usize - 1);
                 match bytes.last() {
                     Some(&b) if text => c.push_byte_with(a, b, &done),
-                    _ => c.push_items(a, &done),
+                    // A row of completions alone counts the token's characters, as `push_token`'s.
+                    _ => c.push_items_reading(a, &done, crate::token_edges::characters(bytes)),
                 }
             });
         }

@@ -44,8 +44,9 @@
 //!   left-recursive through each other, in a group entered through one rule only (inside
 //!   budgets: another entry used outside every budget only, as the root's own occurrence is
 //!   unless the root has a budget, is allowed): once spent, a finished level of that rule does
-//!   not complete into a level of the group started at the same row. `Unsupported`: a rule reaching another such group (no bounded end), lookahead or token
-//!   expressions in the grammar, and a matcher `max_tokens` budget.
+//!   not complete into a level of the group started at the same row. `Unsupported`: a rule
+//!   reaching another such group (no bounded end), lookahead in the grammar, and a matcher
+//!   `max_tokens` budget.
 //! - `max_chars=N` on a recursive rule (XGrammar's semantics): an occurrence not nested in another
 //!   bounded occurrence, once it has read `N` characters (UTF-8 lead bytes), ends at the first
 //!   position where its rule can end; nested occurrences are not bounded on their own. Earley
@@ -63,9 +64,9 @@
 //!   character budget ends its outermost occurrence at its earliest valid end (strings held).
 //!   Items then carry both per-item values as one index into a per-chart table of (spend point,
 //!   occurrence) pairs ([`crate::earley::Item`]: still 16 bytes; grammars without both budgets
-//!   run the code they ran before). `Unsupported` with a recursive `max_chars` rule: lookahead in
-//!   the grammar, token expressions together with recursive `max_tokens` rules, and a matcher
-//!   `max_tokens` budget.
+//!   run the code they ran before). Token edges there read through the same pairs: their parents
+//!   keep their own index, so no pair is made. `Unsupported` with a recursive `max_chars` rule:
+//!   lookahead in the grammar and a matcher `max_tokens` budget.
 
 /// The options of one rule; the default is no option.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

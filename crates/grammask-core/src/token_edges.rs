@@ -117,54 +117,36 @@ pub fn token_completions_at(
     let mut out: Vec<Item> = Vec::new();
     let row = chart.row(r0);
     let ended = ended_occurrences(a, chart, r0);
+    let rb = a.rec_budgets();
+    // Items' `la` fields hold spend points or occurrence numbers (or an index of their pairs:
+    // `Chart::occ_of`) with recursive budgets, and lookahead obligations otherwise.
+    let budgets = rb.is_some() || a.char_budgets().is_some();
     for it in row {
         let Some(k) = a.tokens().set_of(a, it.state) else { continue };
         if !masks.mask(k).get(id as usize) || ended.contains(&chart.occ_of(it.la)) {
             continue;
         }
-        if let Some(rb) = a.rec_budgets() {
-            // Spend points (no lookahead): a parent keeps its own, and moves to its twin state
-            // once spent, as `Chart::advance` does.
-            let rule = a.state(it.state).rule;
-            for p in row.iter().filter(|p| p.la == it.la_origin) {
-                for &(rr, t) in a.rule_edges(chart.source(rb, p)) {
-                    if rr == rule {
-                        let item = Item { state: chart.target(rb, p.la, t), ..*p };
-                        if !out.contains(&item) {
-                            out.push(item);
-                        }
-                    }
-                }
-            }
-            continue;
-        }
-        if a.char_budgets().is_some() {
-            // Occurrence numbers (no lookahead): a parent keeps its own, as `Chart::advance` does.
-            let rule = a.state(it.state).rule;
-            for p in row.iter().filter(|p| p.la == it.la_origin) {
-                for &(rr, t) in a.rule_edges(p.state) {
-                    if rr == rule && !out.contains(&Item { state: t, ..*p }) {
-                        out.push(Item { state: t, ..*p });
-                    }
-                }
-            }
-            continue;
-        }
-        // The token rule's own obligations after the token (those it was predicted with).
-        let mut la = Some(it.la);
-        for &b in bytes {
-            la = la.and_then(|l| a.la_step(l, b));
-        }
-        let Some(la) = la else { continue };
         let rule = a.state(it.state).rule;
-        let la = a.la_add(la, rule);
-        for p in row {
-            if p.la != it.la_origin {
-                continue;
+        // The parents' `la` after the token: with budgets their own (as `Chart::advance` keeps
+        // it, so no new pair is made); else the token rule's obligations (those it was
+        // predicted with) stepped over the token's bytes.
+        let la = if budgets {
+            None
+        } else {
+            let mut la = Some(it.la);
+            for &b in bytes {
+                la = la.and_then(|l| a.la_step(l, b));
             }
-            for &(rr, t) in a.rule_edges(p.state) {
+            let Some(la) = la else { continue };
+            Some(a.la_add(la, rule))
+        };
+        // Spend points: a parent moves to its twin state once spent, as `Chart::advance` does.
+        for p in row.iter().filter(|p| p.la == it.la_origin) {
+            let source = rb.map_or(p.state, |rb| chart.source(rb, p));
+            for &(rr, t) in a.rule_edges(source) {
                 if rr == rule {
-                    let item = Item { state: t, origin: p.origin, la_origin: p.la_origin, la };
+                    let state = rb.map_or(t, |rb| chart.target(rb, p.la, t));
+                    let item = Item { state, la: la.unwrap_or(p.la), ..*p };
                     if !out.contains(&item) {
                         out.push(item);
                     }
@@ -217,6 +199,6 @@ fn ended_occurrences(a: &Automata, chart: &Chart, r: usize) -> Vec<u32> {
 /// The characters of a token's bytes (UTF-8 lead bytes), which recursive `max_chars` budgets
 /// count for a token edge, as XGrammar 0.2.8 counts its decoded characters (a special token's
 /// text included; a lone partial sequence byte that leads one counts one).
-fn characters(bytes: &[u8]) -> u32 {
+pub(crate) fn characters(bytes: &[u8]) -> u32 {
     bytes.iter().filter(|b| !(0x80..=0xBF).contains(*b)).count() as u32
 }

@@ -634,29 +634,34 @@ impl<'g> RecRef<'g> {
 
     /// The configurations after reading `syms` (bytes, or `Sym::T` alone: a token edge, one
     /// position) as one step (`k`: tokens before it, `None` for a string); `token_ends`: positions
-    /// where the accepted tokens ended; `pos`: positions read.
+    /// where the accepted tokens ended; `chars`: characters read before each position up to
+    /// `pos`, the positions read.
     fn read(
         &self,
         configs: &[Config],
         syms: &[Sym],
         k: Option<usize>,
         token_ends: &[usize],
-        pos: usize,
+        chars: &[usize],
     ) -> Vec<Config> {
+        let pos = chars.len() - 1;
+        // Inside `syms` (bytes then: `Sym::T` is read alone) one position is one character.
+        let chars_at = |p: usize| chars.get(p).copied().unwrap_or(chars[pos] + p - pos);
         let mut cur = configs.to_vec();
         for (j, &b) in syms.iter().enumerate() {
             let first = token_ends.iter().filter(|&&e| e <= pos + j).count();
             let mut next = std::collections::HashSet::new();
             let all = self.closure(cur, k, first, pos + j);
-            // `max_chars` occurrences that have read their budget (ASCII: a byte is a character)
-            // and can end here end here: nothing inside them reads another byte.
+            // `max_chars` occurrences that have read their budget (ASCII: a byte is a character;
+            // `<T>` three, its text's, as XGrammar counts a token's) and can end here end here:
+            // nothing inside them reads another byte.
             let ended: std::collections::HashSet<(usize, usize)> = all
                 .iter()
                 .filter_map(|c| {
                     let top = c.last().unwrap();
                     let n = self.char_bound(top.rule)? as usize;
                     let own = top.chars == Some((top.rule, top.start));
-                    (own && top.waiting.is_none() && self.is_final(top) && pos + j - top.start >= n)
+                    (own && top.waiting.is_none() && self.is_final(top) && chars_at(pos + j) - chars_at(top.start) >= n)
                         .then_some((top.rule, top.start))
                 })
                 .collect();
@@ -693,9 +698,18 @@ struct RecWalk {
     configs: Vec<Config>,
     token_ends: Vec<usize>,
     pos: usize,
+    /// Characters read before each position `0..=pos`.
+    chars: Vec<usize>,
 }
 
+/// The characters of the token edges' token `<T>`.
+const T_CHARS: usize = 3;
+
 impl RecWalk {
+    fn new(r: &RecRef) -> RecWalk {
+        RecWalk { configs: r.start(), token_ends: Vec::new(), pos: 0, chars: vec![0] }
+    }
+
     fn read(&self, r: &RecRef, bytes: &[u8], token: bool) -> Option<RecWalk> {
         let syms: Vec<Sym> = bytes.iter().map(|&b| Sym::B(b)).collect();
         self.read_syms(r, &syms, token)
@@ -711,11 +725,15 @@ impl RecWalk {
 
     fn read_syms(&self, r: &RecRef, syms: &[Sym], token: bool) -> Option<RecWalk> {
         let k = token.then_some(self.token_ends.len());
-        let configs = r.read(&self.configs, syms, k, &self.token_ends, self.pos);
+        let configs = r.read(&self.configs, syms, k, &self.token_ends, &self.chars);
         if configs.is_empty() {
             return None;
         }
-        let mut w = RecWalk { configs, token_ends: self.token_ends.clone(), pos: self.pos + syms.len() };
+        let mut chars = self.chars.clone();
+        for s in syms {
+            chars.push(chars.last().unwrap() + if *s == Sym::T { T_CHARS } else { 1 });
+        }
+        let mut w = RecWalk { configs, token_ends: self.token_ends.clone(), pos: self.pos + syms.len(), chars };
         if token {
             w.token_ends.push(w.pos);
         }
@@ -885,7 +903,7 @@ fn rec_walks(seed: u64, grammars: fn(u32) -> Vec<RecGrammar>, with_strings: bool
                 let r = RecRef::new(&g);
                 for walk in 0..3 {
                     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-                    let mut hist: Vec<RecWalk> = vec![RecWalk { configs: r.start(), token_ends: Vec::new(), pos: 0 }];
+                    let mut hist: Vec<RecWalk> = vec![RecWalk::new(&r)];
                     let mut text_so_far: Vec<String> = Vec::new();
                     for _ in 0..12 {
                         let w = hist.last().unwrap().clone();
@@ -1109,44 +1127,43 @@ fn both_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
     ]
 }
 
-/// Both recursive budgets at once follow the reference holding both; the walks meet tokens
-/// refused by each budget alone (the reference without the other budget reads them), so a
-/// matcher ignoring either would fail.
-#[test]
-fn recursive_token_and_char_budgets_together_follow_the_reference() {
-    let mut rng = Rng(0x6A09_E667_F3BC_C909);
-    let (mut by_tokens, mut by_chars, mut checked) = (0usize, 0usize, 0usize);
-    let vocab = {
-        // No token edges here (refused beside recursive `max_chars`): drop `<T>`.
-        let v = rec_vocab(&mut rng);
-        let toks: Vec<Vec<u8>> = (0..v.vocab_size() as u32 - 1).map(|t| v.token_bytes(t).to_vec()).collect();
-        let stop = toks.len() as u32 - 1;
-        let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
-        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
-    };
+/// What [`walk_both`] met: walks, tokens refused by the `max_tokens` budgets alone and by the
+/// `max_chars` ones alone, and token edges read (`<T>` accepted).
+struct BothWalks {
+    checked: usize,
+    by_tokens: usize,
+    by_chars: usize,
+    edges: usize,
+}
+
+/// Random walks (four per grammar and budgets) of tokens, strings and rollbacks over `grammars`
+/// with both recursive budgets: every mask bit and `accept_token` checked against the reference
+/// holding both; counts the tokens each budget alone refuses (the reference without the other
+/// budget reads them). With `<T>` in `vocab`, walks take it half the time it is allowed.
+fn walk_both(seed: u64, vocab: &Arc<Vocabulary>, grammars: fn(u32, u32) -> Vec<RecGrammar>) -> BothWalks {
+    let mut rng = Rng(seed);
+    let mut out = BothWalks { checked: 0, by_tokens: 0, by_chars: 0, edges: 0 };
+    let stop = *vocab.stop_token_ids().first().unwrap();
     for (n, c) in [(1, 3), (3, 2), (4, 3), (6, 2), (5, 4)] {
-        for g in both_grammars(n, c) {
-            let text = g.ebnf(&vocab);
+        for g in grammars(n, c) {
+            let text = g.ebnf(vocab);
             let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
-            let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap_or_else(|e| panic!("{text}: {e}")));
+            let cg = Arc::new(CompiledGrammar::new(&grammar, vocab).unwrap_or_else(|e| panic!("{text}: {e}")));
             let r = RecRef::new(&g);
             let chars_only = RecRef { tokens: false, ..RecRef::new(&g) };
             let tokens_only = RecRef { chars: false, ..RecRef::new(&g) };
             for walk in 0..4 {
                 let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-                let start = |r: &RecRef| RecWalk { configs: r.start(), token_ends: Vec::new(), pos: 0 };
-                let mut hist = vec![(start(&r), start(&chars_only), start(&tokens_only))];
+                let mut hist = vec![(RecWalk::new(&r), RecWalk::new(&chars_only), RecWalk::new(&tokens_only))];
                 let mut text_so_far: Vec<String> = Vec::new();
                 for _ in 0..12 {
                     let (w, wc, wt) = hist.last().unwrap().clone();
                     let what = format!("{text}after {text_so_far:?}, walk {walk}");
                     let mut ignored = 0;
-                    let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &what, &mut ignored);
-                    for t in 0..vocab.vocab_size() as u32 - 1 {
-                        if !allowed.contains(&t) {
-                            by_tokens += usize::from(wc.read_token(&chars_only, &vocab, t).is_some());
-                            by_chars += usize::from(wt.read_token(&tokens_only, &vocab, t).is_some());
-                        }
+                    let allowed = rec_check_mask(&mut m, &r, &w, vocab, &what, &mut ignored);
+                    for t in (0..vocab.vocab_size() as u32).filter(|&t| t != stop && !allowed.contains(&t)) {
+                        out.by_tokens += usize::from(wc.read_token(&chars_only, vocab, t).is_some());
+                        out.by_chars += usize::from(wt.read_token(&tokens_only, vocab, t).is_some());
                     }
                     if allowed.is_empty() || w.pos > 24 {
                         break;
@@ -1154,7 +1171,7 @@ fn recursive_token_and_char_budgets_together_follow_the_reference() {
                     match rng.below(6) {
                         0 => {
                             // A string: held to max_chars, free of max_tokens.
-                            let t = vocab.token_bytes(rng.below(vocab.vocab_size() as u64 - 1) as u32).to_vec();
+                            let t = vocab.token_bytes(rng.below(vocab.vocab_size() as u64) as u32).to_vec();
                             let next = w.read(&r, &t, false);
                             assert_eq!(m.accept_bytes(&t).unwrap(), next.is_some(), "string {t:?} ({what})");
                             if let Some(nw) = next {
@@ -1169,12 +1186,17 @@ fn recursive_token_and_char_budgets_together_follow_the_reference() {
                             text_so_far.pop();
                         }
                         _ => {
-                            let t = allowed[rng.below(allowed.len() as u64) as usize];
+                            let edge = allowed.iter().copied().find(|&t| vocab.token_bytes(t) == b"<T>");
+                            let t = match edge {
+                                Some(e) if rng.below(2) == 0 => e,
+                                _ => allowed[rng.below(allowed.len() as u64) as usize],
+                            };
+                            out.edges += usize::from(Some(t) == edge);
                             assert!(m.accept_token(t).unwrap());
                             let next = (
-                                w.read_token(&r, &vocab, t).unwrap(),
-                                wc.read_token(&chars_only, &vocab, t).unwrap(),
-                                wt.read_token(&tokens_only, &vocab, t).unwrap(),
+                                w.read_token(&r, vocab, t).unwrap(),
+                                wc.read_token(&chars_only, vocab, t).unwrap(),
+                                wt.read_token(&tokens_only, vocab, t).unwrap(),
                             );
                             hist.push(next);
                             text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
@@ -1182,10 +1204,84 @@ fn recursive_token_and_char_budgets_together_follow_the_reference() {
                     }
                 }
                 m.reset();
-                rec_check_mask(&mut m, &r, &hist[0].0, &vocab, &format!("{text}after reset"), &mut 0);
-                checked += 1;
+                rec_check_mask(&mut m, &r, &hist[0].0, vocab, &format!("{text}after reset"), &mut 0);
+                out.checked += 1;
             }
         }
     }
-    assert!(checked == 5 * 7 * 4 && by_tokens > 100 && by_chars > 40, "{checked} walks, {by_tokens} {by_chars}");
+    out
+}
+
+/// Both recursive budgets at once follow the reference holding both; the walks meet tokens
+/// refused by each budget alone, so a matcher ignoring either would fail.
+#[test]
+fn recursive_token_and_char_budgets_together_follow_the_reference() {
+    let mut rng = Rng(0x6A09_E667_F3BC_C909);
+    let vocab = {
+        // No token edges here: drop `<T>`.
+        let v = rec_vocab(&mut rng);
+        let toks: Vec<Vec<u8>> = (0..v.vocab_size() as u32 - 1).map(|t| v.token_bytes(t).to_vec()).collect();
+        let stop = toks.len() as u32 - 1;
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    };
+    let w = walk_both(rng.0, &vocab, both_grammars);
+    assert!(
+        w.checked == 5 * 7 * 4 && w.by_tokens > 100 && w.by_chars > 40,
+        "{} {} {}",
+        w.checked,
+        w.by_tokens,
+        w.by_chars
+    );
+}
+
+/// [`both_grammars`] with token edges (`Token(<T>)`, three characters, one token weighing one
+/// byte on the shortest ways) inside either budget, both, or beside them.
+fn both_token_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
+    vec![
+        // Both on one rule: right recursion, left recursion.
+        RecGrammar::new(&[("E", Some(n), &["( E )", "T", "x + E", "T E"])]).with_chars(&[("E", c)]),
+        RecGrammar::new(&[("E", Some(n), &["E + T", "x", "( E )"])]).with_chars(&[("E", c)]),
+        // A recursive `max_chars` rule using a (regular) `max_tokens` rule holding the token.
+        RecGrammar::new(&[
+            ("V", None, &["[ L ]", "W", "( V )"]),
+            ("L", None, &["V", "V , L"]),
+            ("W", Some(n), &["x", "T y", "x T T"]),
+        ])
+        .with_chars(&[("V", c)]),
+        // A recursive `max_tokens` rule around a recursive `max_chars` one, tokens in both.
+        RecGrammar::new(&[("F", Some(n), &["[ F ]", "E", "E , F", "T F"]), ("E", None, &["( E )", "x", "T + E"])])
+            .with_chars(&[("E", c)]),
+        // Each beside the other, the token in the `max_chars` rule only, and in both.
+        RecGrammar::new(&[
+            ("R", None, &["E", "F"]),
+            ("E", None, &["( E )", "T", "x E"]),
+            ("F", Some(n), &["[ F ]", "y"]),
+        ])
+        .with_chars(&[("E", c)]),
+        RecGrammar::new(&[
+            ("S", None, &["A", "< C >"]),
+            ("A", None, &["( C )", "y", "T + A"]),
+            ("C", Some(n), &["[ A ]", "z", "z C T"]),
+        ])
+        .with_chars(&[("A", c)]),
+    ]
+}
+
+/// Token edges inside and beside both recursive budgets follow the reference holding both
+/// (`<T>` counts one token and three characters); the walks read the token edge and meet
+/// tokens, `<T>` among them, refused by each budget alone.
+#[test]
+fn token_edges_with_both_recursive_budgets_follow_the_reference() {
+    let mut rng = Rng(0xBB67_AE85_84CA_A73B);
+    let vocab = rec_vocab(&mut rng);
+    let w = walk_both(rng.0, &vocab, both_token_grammars);
+    assert!(
+        w.checked == 5 * 6 * 4 && w.by_tokens > 100 && w.by_chars > 40 && w.edges > 100,
+        "{} {} {} {}",
+        w.checked,
+        w.by_tokens,
+        w.by_chars,
+        w.edges
+    );
 }

@@ -254,13 +254,29 @@ fn tokens_inside_lazy_and_max_chars_rules_count_one_character() {
 /// Inside a recursive `max_chars` rule a token edge counts its token's characters (UTF-8 lead
 /// bytes, as XGrammar 0.2.8 counts decoded characters: `<|a|>` five, a lone lead byte one, a
 /// lone continuation byte none), whether its row is made by its bytes too or by its completions
-/// alone; once the occurrence has read its budget and can end, no token edge inside reads.
+/// alone; once the occurrence has read its budget and can end, no token edge inside reads. The
+/// same with recursive `max_tokens` budgets on the chart too (beside it, or on the rule itself,
+/// out of reach): items then carry pairs of spend points and occurrence numbers, and a token's
+/// row is built again at each new token count.
 #[test]
 fn tokens_inside_recursive_max_chars_rules_count_their_characters() {
     let (_, ids) = vocab();
     let (a, tool) = (ids.special_a, ids.text_tool);
     let b = |s: &str| s.bytes().map(u32::from).collect::<Vec<u32>>();
-    let g = |n: u32| format!("root ::= x \"!\"\nx[max_chars={n}] ::= ([a-c<] | Token({a}, {tool}, 195, 169)) x?");
+    for template in [
+        "root ::= x \"!\"\nx[max_chars={n}] ::= ([a-c<] | Token({a}, {tool}, 195, 169)) x?",
+        "root ::= x \"!\" | f\nx[max_chars={n}] ::= ([a-c<] | Token({a}, {tool}, 195, 169)) x?\n\
+         f[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
+        "root ::= x \"!\"\nx[max_chars={n}, max_tokens=9] ::= ([a-c<] | Token({a}, {tool}, 195, 169)) x?",
+    ] {
+        let g = |n: u32| {
+            template.replace("{n}", &n.to_string()).replace("{a}", &a.to_string()).replace("{tool}", &tool.to_string())
+        };
+        count_characters_along_walks(&g, &b, a, tool);
+    }
+}
+
+fn count_characters_along_walks(g: &dyn Fn(u32) -> String, b: &dyn Fn(&str) -> Vec<u32>, a: u32, tool: u32) {
     let walks: [(u32, Vec<u32>, bool); 9] = [
         (5, vec![a], false),
         (6, vec![a], true),

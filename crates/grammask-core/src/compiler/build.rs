@@ -243,20 +243,13 @@ impl Automata {
         if let Some(&(first, _)) = char_rules.first() {
             // With recursive `max_tokens` rules too, items' fields index pairs of spend points
             // and occurrence numbers ([`crate::earley::Item`]). Token edges count their token's
-            // characters (`crate::token_edges`), in grammars with one of the two budgets.
-            let other = if a.has_lookahead() {
-                Some("lookahead assertions")
-            } else if a.has_token_edges() && !rec_roots.is_empty() {
-                Some("token expressions and recursive max_tokens rules")
-            } else {
-                None
-            };
-            if let Some(other) = other {
+            // characters (`crate::token_edges`), whatever the budgets.
+            if a.has_lookahead() {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
                         "{} on the rule '{}' (recursive, or using a max_tokens rule) in a grammar with \
-                         {other} is not supported",
+                         lookahead assertions is not supported",
                         char_option(grammar, first),
                         grammar.rule(first).name
                     ),
