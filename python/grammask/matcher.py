@@ -11,6 +11,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _core
+from . import bitmask as _bitmask
 from .bitmask import _is_torch, as_int32_buffer, torch_int32_address
 from .compiler import CompiledGrammar
 from .exception import InvalidArgumentError
@@ -107,7 +108,10 @@ class GrammarMatcher:
             return self._handle.fill_next_token_bitmask(bitmask, index)
         if isinstance(bitmask, np.ndarray):
             return self._handle.fill_next_token_bitmask(as_int32_buffer(bitmask), index)
-        # A torch tensor, by address (raises on anything else).
+        # A torch tensor, by address (raises on anything else); the cached tensor's check inline.
+        last, ptr, shape, _storage, rows, words = _bitmask._last_torch_address
+        if bitmask is last and bitmask.data_ptr() == ptr and bitmask.shape == shape:
+            return self._handle.fill_next_token_bitmask_at(ptr, rows, words, index)
         return self._handle.fill_next_token_bitmask_at(*torch_int32_address(bitmask), index)
 
     def traverse_draft_tree(
