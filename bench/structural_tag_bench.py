@@ -9,9 +9,11 @@ and mask µs p50/p99/max for both, in the same run and process.
 
 Usage::
 
-    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K] [--steps] [--cpu]
+    python3 bench/structural_tag_bench.py [--model llama] [--tools 10 50] [--repeat 5] [--slowest K] [--steps] [--cpu] [--rounds N]
 
-``--cpu`` times masks in thread CPU time instead of wall time (steadier on a shared machine). ``--steps`` prints every step's mask time in order (which states cost the p50), ``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
+``--cpu`` times masks in thread CPU time instead of wall time (steadier on a shared machine);
+``--rounds N`` walks the output N times, each after a fresh cold compile, and reports each step's
+minimum (a loaded machine's preemptions and cache evictions filtered out). ``--steps`` prints every step's mask time in order (which states cost the p50), ``--slowest K`` also prints, per library and tool count, the K slowest mask steps with the text
 before them and the token that followed (first visits of new parser states).
 
 The shared data directory is ``$GRAMMASK_SHARED`` or ``../shared`` next to the repository root.
@@ -89,7 +91,7 @@ def output_text(model: str, tools: list) -> str:
     )
 
 
-def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: str, clock=time.perf_counter) -> dict:
+def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: str, clock=time.perf_counter, rounds: int = 1) -> dict:
     tag = lib.get_model_structural_tag(model, tools=tools, max_whitespace_cnt=16)
     tag_json = tag.model_dump_json()
     times = []
@@ -99,16 +101,19 @@ def run(lib, name: str, model: str, tools: list, tok, info, repeat: int, text: s
         t0 = time.perf_counter()
         cg = comp.compile_structural_tag(tag_json)
         times.append((time.perf_counter() - t0) * 1e3)
-    matcher = lib.GrammarMatcher(cg)
-    bm = lib.allocate_token_bitmask(1, info.vocab_size)
     ids = tok.encode(text, add_special_tokens=False)
-    lat = []
-    for t in ids:
-        t0 = clock()
-        matcher.fill_next_token_bitmask(bm)
-        lat.append((clock() - t0) * 1e6)
-        if not matcher.accept_token(t):
-            raise SystemExit(f"{name} rejected token {t} {tok.decode([t])!r}")
+    lat = [float("inf")] * len(ids)
+    for r in range(rounds):
+        if r:
+            cg = lib.GrammarCompiler(info, cache_enabled=False).compile_structural_tag(tag_json)
+        matcher = lib.GrammarMatcher(cg)
+        bm = lib.allocate_token_bitmask(1, info.vocab_size)
+        for i, t in enumerate(ids):
+            t0 = clock()
+            matcher.fill_next_token_bitmask(bm)
+            lat[i] = min(lat[i], (clock() - t0) * 1e6)
+            if not matcher.accept_token(t):
+                raise SystemExit(f"{name} rejected token {t} {tok.decode([t])!r}")
     lat_a = np.array(lat)
     slowest = [
         (lat[i], tok.decode(ids[max(0, i - 6) : i]), tok.decode([ids[i]]))
@@ -137,6 +142,12 @@ def main() -> int:
     ap.add_argument("--slowest", type=int, default=0, metavar="K")
     ap.add_argument("--steps", action="store_true", help="print every step's mask time, in order")
     ap.add_argument("--cpu", action="store_true", help="time masks in thread CPU time, not wall time")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="walk N times, each on a fresh cold compile, and keep each step's minimum (steadier on a loaded machine)",
+    )
     args = ap.parse_args()
     shared = Path(os.environ.get("GRAMMASK_SHARED", REPO.parent / "shared"))
     import grammask
@@ -165,7 +176,7 @@ def main() -> int:
         text = output_text(args.model, tools)
         for name, lib in (("grammask", grammask), ("xgrammar", xgrammar)):
             clock = time.thread_time if args.cpu else time.perf_counter
-            r = run(lib, name, args.model, tools, tok, infos[name], args.repeat, text, clock)
+            r = run(lib, name, args.model, tools, tok, infos[name], args.repeat, text, clock, args.rounds)
             r["tools"] = n
             rows.append(r)
     for r in rows:
@@ -175,7 +186,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     print(
-        f"model={args.model} vocabulary=llama3 (cold compiles, cache off; masks along a {rows[0]['tokens']}-token output)"
+        f"model={args.model} vocabulary=llama3 (cold compiles, cache off; masks along a {rows[0]['tokens']}-token output, per-step minimum of {args.rounds} walks)"
     )
     print(
         f"{'tools':>5} {'library':<9} {'compile ms (median)':>20} {'first':>8} {'mask p50 µs':>12} {'p99 µs':>10} {'max µs':>10}"

@@ -240,6 +240,35 @@ def test_fill_follows_a_reused_tensor_that_changes_in_place():
         m.fill_next_token_bitmask(torch.zeros((1, 1), dtype=torch.int64))
 
 
+@needs_torch
+def test_fill_by_address_writes_only_its_row():
+    """Torch bitmasks are filled by address: row ``index`` of a 2-D tensor (or a 1-D tensor) gets
+    exactly the numpy fill's words, the other rows are untouched, and bad rows or widths raise."""
+    info = xgr.TokenizerInfo([b"a", b"b", b"c"] + [b"x%d" % i for i in range(60)] + [b"</s>"], stop_token_ids=[63])
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "a" | "x1" | "x59"'))
+    want = np.zeros((1, 2), dtype=np.int32)
+    m.fill_next_token_bitmask(want)
+    assert want[0].tolist() != [0, 0]
+    bm = torch.full((3, 2), 7, dtype=torch.int32)
+    for index in (2, 0, 1):
+        before = bm.clone()
+        m.fill_next_token_bitmask(bm, index)
+        assert bm[index].tolist() == want[0].tolist()
+        others = [r for r in range(3) if r != index]
+        assert bm[others].tolist() == before[others].tolist()
+    flat = torch.zeros(2, dtype=torch.int32)
+    m.fill_next_token_bitmask(flat)
+    assert flat.tolist() == want[0].tolist()
+    with pytest.raises(xgr.InvalidArgumentError, match="out of range"):
+        m.fill_next_token_bitmask(bm, 3)
+    with pytest.raises(xgr.InvalidArgumentError, match="words per row"):
+        m.fill_next_token_bitmask(torch.zeros((1, 1), dtype=torch.int32))
+    with pytest.raises(xgr.InvalidArgumentError, match="1-D or 2-D"):
+        m.fill_next_token_bitmask(torch.zeros((1, 1, 2), dtype=torch.int32))
+    with pytest.raises(TypeError, match="numpy array or a torch tensor"):
+        m.fill_next_token_bitmask([0, 0])
+
+
 # ---------------------------------------------------------------------------------------------
 # testing helpers
 

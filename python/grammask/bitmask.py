@@ -13,6 +13,7 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from . import _core
+from .exception import InvalidArgumentError
 
 __all__ = [
     "allocate_token_bitmask",
@@ -77,6 +78,10 @@ def reset_token_bitmask(bitmask: Any) -> None:
 # keep the view; that is the caller's own bitmask reinterpreted, not memory outside it.)
 _last_torch_view: Tuple[Any, ...] = (object(), None, 0, (), None)  # matches no bitmask
 
+# The last torch bitmask filled by address: (tensor, data_ptr, shape, storage, rows, words), reused
+# under the same rule as `_last_torch_view` (the held storage keeps the address its own).
+_last_torch_address: Tuple[Any, ...] = (object(), 0, (), None, 0, 0)  # matches no bitmask
+
 
 def as_int32_buffer(bitmask: Any) -> np.ndarray:
     """A numpy view of a CPU int32 bitmask (no copy); raises on anything else."""
@@ -103,6 +108,34 @@ def as_int32_buffer(bitmask: Any) -> np.ndarray:
         _last_torch_view = (bitmask, view, bitmask.data_ptr(), bitmask.shape, storage)
         return view
     raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
+
+
+def torch_int32_address(bitmask: Any) -> Tuple[int, int, int]:
+    """``(address, rows, words)`` of a CPU, C-contiguous, 1-D or 2-D int32 torch tensor, for the
+    binding's fill by address; raises like :func:`as_int32_buffer` on anything else.
+
+    PERF: no numpy view: ``.numpy()`` and ``.device`` on a new tensor cost 50-100 us right after
+    a compile (cold caches), the first mask of every request."""
+    global _last_torch_address
+    last, ptr, shape, _storage, rows, words = _last_torch_address
+    if bitmask is last and bitmask.data_ptr() == ptr and bitmask.shape == shape:
+        return ptr, rows, words
+    if not _is_torch(bitmask):
+        raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
+    if bitmask.dtype != sys.modules["torch"].int32:
+        raise TypeError(f"the bitmask must have dtype torch.int32, got {bitmask.dtype}")
+    if not bitmask.is_cpu:
+        raise ValueError(f"the bitmask must be on the CPU, got device {bitmask.device}")
+    if not bitmask.is_contiguous():
+        raise ValueError("the bitmask must be contiguous")
+    shape = bitmask.shape
+    if len(shape) not in (1, 2):
+        raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got shape {list(shape)}")
+    rows, words = (1, shape[0]) if len(shape) == 1 else shape
+    ptr = bitmask.data_ptr()
+    storage = bitmask.untyped_storage() if hasattr(bitmask, "untyped_storage") else bitmask.storage()
+    _last_torch_address = (bitmask, ptr, shape, storage, rows, words)
+    return ptr, rows, words
 
 
 def _bool_mask_numpy(bitmask: np.ndarray, width: int) -> np.ndarray:

@@ -1,6 +1,7 @@
 //! `grammask._core.GrammarMatcher` and batch filling. Bitmasks arrive through the buffer protocol
 //! (numpy arrays; torch CPU tensors are viewed as numpy by the Python layer) and are checked for
-//! dtype, writability, contiguity and shape before anything is written.
+//! dtype, writability, contiguity and shape before anything is written; a single matcher's fill
+//! also takes a torch tensor's address, rows and words, checked by the Python layer.
 use crate::buffer::Int32Buffer;
 use crate::compiler::PyCompiledGrammar;
 use crate::errors::{guard, invalid_argument, py_err};
@@ -11,6 +12,32 @@ use pyo3::prelude::*;
 #[pyclass(name = "GrammarMatcher", module = "grammask._core")]
 pub struct PyGrammarMatcher {
     inner: Matcher,
+}
+
+impl PyGrammarMatcher {
+    /// A bitmask row of `words` int32 elements holds the vocabulary.
+    fn check_words(&self, words: usize) -> PyResult<()> {
+        let size = self.inner.compiled().vocab().vocab_size();
+        let needed = size.div_ceil(32);
+        if words < needed {
+            return Err(invalid_argument(format!(
+                "the bitmask has {words} int32 words per row but the vocabulary of size {size} needs {needed}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the next token mask into `row` (at least the vocabulary's words).
+    fn fill_row(&mut self, py: Python<'_>, row: &mut [u32]) -> PyResult<bool> {
+        let m = &mut self.inner;
+        // A memoized mask is one copy: not worth releasing and retaking the GIL.
+        // One memo look-up, passed down to the fill.
+        let lookup = m.memo_lookup();
+        if let Some(not_full) = guard(|| Ok(m.fill_memoized_with(row, &lookup))).map_err(py_err)? {
+            return Ok(not_full);
+        }
+        py.allow_threads(|| guard(|| m.fill_next_token_bitmask_with(row, lookup))).map_err(py_err)
+    }
 }
 
 #[pymethods]
@@ -40,23 +67,44 @@ impl PyGrammarMatcher {
     fn fill_next_token_bitmask(&mut self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<bool> {
         let mut b = Int32Buffer::get(bitmask)?;
         b.check_row(index)?;
-        let needed = self.inner.compiled().vocab().vocab_size().div_ceil(32);
-        if b.words < needed {
+        self.check_words(b.words)?;
+        self.fill_row(py, b.row_mut(index)?)
+    }
+
+    /// Fills row `index` of the int32 bitmask of `rows` rows of `words` elements at `address`:
+    /// the path for CPU torch tensors, whose Python layer (`grammask.bitmask.torch_int32_address`)
+    /// checked dtype, device, contiguity and shape and holds the tensor's storage.
+    ///
+    /// PERF: viewing a new tensor as numpy (`.numpy()`, `.device`) cost 50-100 us right after a
+    /// compile (cold caches), the slowest step of a tool-calling request; by address, no view.
+    ///
+    /// # Safety contract (not expressible in Python)
+    /// `address` must point to `rows * words` writable, 4-byte aligned int32 elements that stay
+    /// valid for the call. Private to the Python layer.
+    #[pyo3(signature = (address, rows, words, index = 0))]
+    fn fill_next_token_bitmask_at(
+        &mut self,
+        py: Python<'_>,
+        address: usize,
+        rows: usize,
+        words: usize,
+        index: usize,
+    ) -> PyResult<bool> {
+        if index >= rows {
             return Err(invalid_argument(format!(
-                "the bitmask has {} int32 words per row but the vocabulary of size {} needs {needed}",
-                b.words,
-                self.inner.compiled().vocab().vocab_size()
+                "bitmask row index {index} is out of range for a bitmask with {rows} rows"
             )));
         }
-        let row = b.row_mut(index)?;
-        let m = &mut self.inner;
-        // A memoized mask is one copy: not worth releasing and retaking the GIL.
-        // One memo look-up, passed down to the fill.
-        let lookup = m.memo_lookup();
-        if let Some(not_full) = guard(|| Ok(m.fill_memoized_with(row, &lookup))).map_err(py_err)? {
-            return Ok(not_full);
+        self.check_words(words)?;
+        if address == 0 || !address.is_multiple_of(4) {
+            return Err(invalid_argument("the bitmask address is null or not 4-byte aligned"));
         }
-        py.allow_threads(|| guard(|| m.fill_next_token_bitmask_with(row, lookup))).map_err(py_err)
+        // SAFETY: by the contract above, `rows * words` int32 elements lie at `address`; `index <
+        // rows`, so row `[index * words, (index + 1) * words)` is inside them; u32 and i32 share
+        // size and alignment. The caller (holding the tensor) writes nothing while we run.
+        #[allow(unsafe_code)]
+        let row = unsafe { std::slice::from_raw_parts_mut((address as *mut u32).add(index * words), words) };
+        self.fill_row(py, row)
     }
 
     /// Allowed token ids (for tests and debugging).
