@@ -510,7 +510,10 @@ fn recursive_max_chars_count_characters() {
 #[test]
 fn unsupported_recursive_max_chars_name_the_feature() {
     let bad = [
-        ("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
+        (
+            "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" | Token(1) (= \")\")",
+            "in a grammar with both lookahead assertions and token expressions",
+        ),
         (
             "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
             "token expressions and recursive max_tokens rules",

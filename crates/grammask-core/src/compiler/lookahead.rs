@@ -59,8 +59,8 @@ impl Automata {
         if la == LA_NONE {
             return Some(LA_NONE);
         }
-        if self.rec.is_some() {
-            // No lookahead: `la` is a spend point (`crate::earley::Item`).
+        if !self.any_lookahead {
+            // No obligations: `la` is a spend point or an occurrence (`crate::earley::Item`).
             return Some(la);
         }
         let mut t = self.la.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
