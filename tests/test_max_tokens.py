@@ -1098,3 +1098,63 @@ def test_strings_with_both_budgets_equal_xgrammar(text, ok):
     grammar = BOTH[0].format(t=1, c=3)
     assert xg.testing._is_grammar_accept_string(grammar, text) == ok
     assert xgr.testing._is_grammar_accept_string(grammar, text) == ok
+
+
+# ---------------------------------------------------------------------------------------------
+# lookahead assertions beside recursive budgets
+
+# Formerly refused ("... in a grammar with lookahead assertions is not supported"). {t}: a token
+# budget, {c}: a character budget. Each lookahead holds wherever its rule can end in the grammar
+# (XGrammar 0.2.8 does not enforce lookaheads; grammask does), so masks can be compared whole.
+LOOKAHEAD_BUDGETS = [
+    'root ::= e "!"\ne[max_tokens={t}] ::= "(" e ")" | w ("+" e)?\nw ::= [a-z]+ (= [)!+])',
+    'root ::= e "!"\ne[max_tokens={t}] ::= "(" e ")" | [a-z]+ ("+" e)? (= [)!])',
+    'root ::= e "!"\ne[max_chars={c}] ::= "(" e ")" | w ("," e)?\nw ::= [a-z]+ (= [)!,])',
+    'root ::= e "!"\ne[max_tokens={t}, max_chars={c}] ::= "(" e ")" | [a-z]+ ("+" e)? (= [)!])',
+]
+
+
+@pytest.mark.parametrize("template", LOOKAHEAD_BUDGETS)
+def test_lookahead_beside_recursive_budgets_equals_xgrammar(template):
+    """Full masks on Llama 3 equal XGrammar 0.2.8's along random walks of single-unit tokens,
+    wherever the grammar without its lookahead masks as XGrammar does (see
+    ``test_recursive_token_and_char_budgets_together_equal_xgrammar`` for the known budget
+    difference), and equal that grammar's masks (each lookahead holds wherever its rule ends).
+    The budgets shape some compared masks (the grammar without them masks otherwise there)."""
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    info = tokenizer_info(family)
+    n, decoded = info.vocab_size, info.decoded_vocab
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=n)
+    xc, comp = xg.GrammarCompiler(xinfo), compiler(family)
+    stop = set(info.stop_token_ids)
+    rng = random.Random(template)
+    compared = shaped = 0
+    for t, c in ((1, 4), (2, 6), (3, 9)):
+        text = template.format(t=t, c=c)
+        plain = re.sub(r" \(= [^)]*\)\)?$", "", re.sub(r" \(= \[[^]]*\]\)", "", text))
+        free = re.sub(r"\[max_[^]]*\]", "", text)
+        assert plain != text and free != text
+        cg, xcg = comp.compile_grammar(text), xc.compile_grammar(text)
+        cg_plain, xcg_plain, cg_free = (
+            comp.compile_grammar(plain),
+            xc.compile_grammar(plain),
+            comp.compile_grammar(free),
+        )
+        for _ in range(5):
+            ids: list = []
+            for _ in range(12):
+                alone = _both_mask(xgr, cg_plain, ids, n)
+                if (alone != _xg_mask(xg, xcg_plain, ids, n)).any():
+                    break  # a known budget difference, not this combination's
+                ours = _both_mask(xgr, cg, ids, n)
+                diff = np.flatnonzero(ours != _xg_mask(xg, xcg, ids, n))
+                assert diff.size == 0, (text, [decoded[i] for i in ids], [decoded[i] for i in diff[:10]])
+                assert (ours == alone).all()
+                compared += 1
+                shaped += int((_both_mask(xgr, cg_free, ids, n) != ours).any())
+                choices = [i for i in np.flatnonzero(ours) if i not in stop and _unit(decoded[i])]
+                if not choices:
+                    break
+                ids.append(int(rng.choice(choices)))
+    assert compared > 30 and shaped > 3, (compared, shaped)

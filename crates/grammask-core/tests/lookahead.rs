@@ -78,3 +78,22 @@ a ::= "x" (= "b")"#;
     let allowed: Vec<usize> = mask.iter_ones().collect();
     assert_eq!(allowed, vec![usize::from(b'b')]);
 }
+
+/// Beside a recursive budget (items' fields index budget and obligation triples), two rows that
+/// differ only in their pending obligations ("xa" owes another "a", "xb" another "b", while the
+/// grammar reads either) keep apart masks: row signatures hash the obligations.
+#[test]
+fn masks_beside_recursive_budgets_tell_obligations_apart() {
+    let g = r#"root ::= e "!"
+e[max_tokens=5] ::= "(" e ")" | w [ab]*
+w ::= "x" (= "aa" | "bb")"#;
+    let mut m = matcher(g);
+    for (text, want) in [("xa", b'a'), ("xb", b'b'), ("(xa", b'a'), ("(xb", b'b')] {
+        m.reset();
+        for &b in text.as_bytes() {
+            assert!(m.accept_token(u32::from(b)).unwrap(), "{text}");
+        }
+        let allowed: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+        assert_eq!(allowed, vec![usize::from(want)], "{text}");
+    }
+}

@@ -509,8 +509,12 @@ fn recursive_max_chars_count_characters() {
 
 #[test]
 fn unsupported_recursive_max_chars_name_the_feature() {
-    // Lookahead assertions are the one feature still refused beside a recursive max_chars rule.
-    let bad = [("root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead")];
+    // Lookahead assertions beside token expressions are the one combination still refused
+    // beside a recursive max_chars rule.
+    let bad = [(
+        "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" | Token(1) (= \")\")",
+        "in a grammar with both lookahead assertions and token expressions",
+    )];
     for (text, msg) in bad {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
         let e = grammask_core::compiler::Automata::build(&g).unwrap_err();

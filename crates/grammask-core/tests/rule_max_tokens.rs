@@ -273,6 +273,9 @@ struct RecGrammar {
     /// Per rule: its `max_chars` (a recursive character budget, XGrammar's semantics: see
     /// `rule_max_chars.rs`), if any.
     chars: Vec<Option<u32>>,
+    /// Per rule: its lookahead assertion (`rule ::= body (= L)`), `L` a sequence of byte sets:
+    /// the rule may only end where the input that follows starts with a string of `L`.
+    la: Vec<Option<&'static [&'static [u8]]>>,
     minlen: Vec<u32>,
     /// Per rule: the entry of its group of rules left-recursive through each other (see
     /// `entry_of`), if any.
@@ -304,7 +307,8 @@ impl RecGrammar {
             .collect();
         let bound = rules.iter().map(|r| r.1).collect();
         let chars = vec![None; rules.len()];
-        let mut g = RecGrammar { names, alts, bound, chars, minlen: Vec::new(), entry: Vec::new() };
+        let la = vec![None; rules.len()];
+        let mut g = RecGrammar { names, alts, bound, chars, la, minlen: Vec::new(), entry: Vec::new() };
         g.minlen = vec![u32::MAX; rules.len()];
         loop {
             let mut changed = false;
@@ -328,6 +332,15 @@ impl RecGrammar {
         for &(name, n) in chars {
             let r = self.names.iter().position(|x| *x == name).unwrap();
             self.chars[r] = Some(n);
+        }
+        self
+    }
+
+    /// The grammar with lookahead assertions on the named rules.
+    fn with_lookahead(mut self, la: &[(&str, &'static [&'static [u8]])]) -> RecGrammar {
+        for &(name, l) in la {
+            let r = self.names.iter().position(|x| *x == name).unwrap();
+            self.la[r] = Some(l);
         }
         self
     }
@@ -430,7 +443,16 @@ impl RecGrammar {
                     items.join(" ")
                 })
                 .collect();
-            writeln!(out, "{name}{opt} ::= {}", alts.join(" | ")).unwrap();
+            let la = match self.la[r] {
+                Some(l) => {
+                    let set =
+                        |s: &[u8]| s.iter().map(|&b| format!("\"{}\"", b as char)).collect::<Vec<_>>().join(" | ");
+                    let sets: Vec<String> = l.iter().map(|s| format!("({})", set(s))).collect();
+                    format!(" (= {})", sets.join(" "))
+                }
+                None => String::new(),
+            };
+            writeln!(out, "{name}{opt} ::= {}{la}", alts.join(" | ")).unwrap();
         }
         out
     }
@@ -450,6 +472,9 @@ struct Level {
     /// The outermost `max_chars` occurrence around it (or itself): `(rule, start)`.
     chars: Option<(usize, usize)>,
     waiting: Option<usize>,
+    /// The top level only: the parse's pending lookahead obligations, `(rule, bytes of its
+    /// lookahead matched)`, sorted, without repeats (the levels below hold none).
+    owed: Vec<(usize, usize)>,
 }
 
 type Config = Vec<Level>;
@@ -462,11 +487,41 @@ struct RecRef<'g> {
     /// Which budgets hold: `max_tokens`, `max_chars` (`false`: the grammar without them).
     tokens: bool,
     chars: bool,
+    /// Whether lookahead assertions hold (`false`: the grammar without them).
+    lookahead: bool,
 }
 
 impl<'g> RecRef<'g> {
     fn new(g: &'g RecGrammar) -> RecRef<'g> {
-        RecRef { g, tokens: true, chars: true }
+        RecRef { g, tokens: true, chars: true, lookahead: true }
+    }
+
+    /// `owed` once a level of rule `r` has ended: its lookahead, if any, is owed too.
+    fn owe(&self, owed: &[(usize, usize)], r: usize) -> Vec<(usize, usize)> {
+        let mut out = owed.to_vec();
+        if self.lookahead && self.g.la[r].is_some() {
+            out.push((r, 0));
+            out.sort_unstable();
+            out.dedup();
+        }
+        out
+    }
+
+    /// `owed` after byte `b`: `None` if an obligation cannot read it; those matched whole go.
+    fn pay(&self, owed: &[(usize, usize)], b: u8) -> Option<Vec<(usize, usize)>> {
+        let mut out = Vec::new();
+        for &(r, i) in owed {
+            let l = self.g.la[r].unwrap();
+            if !l[i].contains(&b) {
+                return None;
+            }
+            if i + 1 < l.len() {
+                out.push((r, i + 1));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
     }
 
     fn bound(&self, r: usize) -> Option<u32> {
@@ -481,7 +536,16 @@ impl<'g> RecRef<'g> {
         let r = 0;
         let (spend, zero) = (self.bound(r).map(|n| n as usize), self.bound(r) == Some(0));
         let chars = self.char_bound(r).map(|_| (r, 0));
-        vec![vec![Level { rule: r, pos: self.start_pos(r), spend, zero, start: 0, chars, waiting: None }]]
+        vec![vec![Level {
+            rule: r,
+            pos: self.start_pos(r),
+            spend,
+            zero,
+            start: 0,
+            chars,
+            waiting: None,
+            owed: Vec::new(),
+        }]]
     }
 
     fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
@@ -543,6 +607,7 @@ impl<'g> RecRef<'g> {
                     let mut d = c.clone();
                     let l = d.last_mut().unwrap();
                     l.pos = wrapped;
+                    l.owed = self.owe(&l.owed, top.rule);
                     next.push(d);
                 }
                 // Left recursion through other rules: an ended level of its group's entry is
@@ -563,7 +628,8 @@ impl<'g> RecRef<'g> {
                                 Some(_) => self.start_pos(r),
                                 None => self.step(r, &self.start_pos(r), Sym::R(top.rule)),
                             };
-                            d.push(Level { rule: r, pos, waiting, ..outer.clone() });
+                            let owed = if waiting.is_some() { Vec::new() } else { self.owe(&outer.owed, top.rule) };
+                            d.push(Level { rule: r, pos, waiting, owed, ..outer.clone() });
                         }
                         next.push(d);
                     }
@@ -574,6 +640,7 @@ impl<'g> RecRef<'g> {
                     let p = d.last_mut().unwrap();
                     p.pos = self.step(p.rule, &p.pos, Sym::R(child.rule));
                     p.waiting = None;
+                    p.owed = self.owe(&child.owed, child.rule);
                     next.push(d);
                 }
                 if c.len() < MAX_DEPTH {
@@ -614,10 +681,11 @@ impl<'g> RecRef<'g> {
                         };
                         let mut d = c.clone();
                         d.last_mut().unwrap().waiting = Some(r);
+                        let owed = std::mem::take(&mut d.last_mut().unwrap().owed);
                         let zero = top.zero || self.bound(r) == Some(0);
                         let pos = self.start_pos(r);
                         let chars = top.chars.or(self.char_bound(r).map(|_| (r, at)));
-                        d.push(Level { rule: r, pos, spend: child_spend, zero, start: at, chars, waiting: None });
+                        d.push(Level { rule: r, pos, spend: child_spend, zero, start: at, chars, waiting: None, owed });
                         next.push(d);
                     }
                 }
@@ -671,9 +739,15 @@ impl<'g> RecRef<'g> {
                     continue;
                 }
                 let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
-                if let Some(p) = self.take(top, b, spent) {
+                let owed = match b {
+                    Sym::B(x) => self.pay(&top.owed, x),
+                    _ => Some(top.owed.clone()),
+                };
+                if let (Some(p), Some(owed)) = (self.take(top, b, spent), owed) {
                     let mut d = c.clone();
-                    d.last_mut().unwrap().pos = p;
+                    let l = d.last_mut().unwrap();
+                    l.pos = p;
+                    l.owed = owed;
                     next.insert(d);
                 }
             }
@@ -688,7 +762,7 @@ impl<'g> RecRef<'g> {
     fn complete(&self, configs: &[Config], first: usize, at: usize) -> bool {
         self.closure(configs.to_vec(), None, first, at)
             .iter()
-            .any(|c| c.len() == 1 && c[0].waiting.is_none() && self.is_final(&c[0]))
+            .any(|c| c.len() == 1 && c[0].waiting.is_none() && self.is_final(&c[0]) && c[0].owed.is_empty())
     }
 }
 
@@ -1028,11 +1102,14 @@ fn unsupported_recursive_budgets_name_the_feature() {
             "root[max_tokens=4] ::= a \"x\" | \"y\" | \"(\" a \")\"\na[max_tokens=2] ::= root \"z\" | \"w\"",
             "entered through 'root' and 'a' inside a budget",
         ),
-        ("root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" (= \")\")", "lookahead"),
-        // Nested budgets beside a lookahead or a token expression.
+        // Beside both a lookahead and a token expression (each alone is supported).
         (
-            "root ::= a \"?\"\na[max_tokens=2] ::= b \"!\" (= \"?\")\nb[max_tokens=1] ::= \"x\"+",
-            "'a' (recursive, or using another max_tokens rule) in a grammar with lookahead",
+            "root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" | Token(1) (= \")\")",
+            "in a grammar with both lookahead assertions and token expressions",
+        ),
+        (
+            "root ::= a \"?\"\na[max_tokens=2] ::= b \"!\" (= \"?\")\nb[max_tokens=1] ::= \"x\"+ | Token(1)",
+            "'a' (recursive, or using another max_tokens rule) in a grammar with both lookahead",
         ),
     ];
     for (text, msg) in bad {
@@ -1284,4 +1361,141 @@ fn token_edges_with_both_recursive_budgets_follow_the_reference() {
         w.by_chars,
         w.edges
     );
+}
+
+/// Grammars with lookahead assertions beside recursive budgets (`n` tokens, `c` characters):
+/// beside a recursive `max_tokens` rule, a recursive `max_chars` one, and both; on the budgeted
+/// rule itself, on a rule inside it, and across left recursion.
+fn lookahead_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
+    const CLOSE: &[&[u8]] = &[b")+,"];
+    const BANG: &[&[u8]] = &[b"!)"];
+    const PLUS_X: &[&[u8]] = &[b"+", b"x("];
+    vec![
+        // Inside a recursive `max_tokens` rule: `X` only before ")" "+" ",".
+        RecGrammar::new(&[
+            ("S", None, &["E", "E !"]),
+            ("E", Some(n), &["( E )", "X", "X + E"]),
+            ("X", None, &["x", "x y"]),
+        ])
+        .with_lookahead(&[("X", CLOSE)]),
+        // On the recursive `max_tokens` rule itself, and two bytes ahead (left recursion).
+        RecGrammar::new(&[("S", None, &["E !", "( S )"]), ("E", Some(n), &["( E )", "x", "x + E"])])
+            .with_lookahead(&[("E", BANG)]),
+        RecGrammar::new(&[("S", None, &["E !"]), ("E", Some(n), &["E + T", "T", "( E )"]), ("T", None, &["x", "y"])])
+            .with_lookahead(&[("T", PLUS_X)]),
+        // Beside a recursive `max_chars` rule, on it and inside it.
+        RecGrammar::new(&[("S", None, &["E !", "( S )"]), ("E", None, &["( E )", "x", "x + E"])])
+            .with_chars(&[("E", c)])
+            .with_lookahead(&[("E", BANG)]),
+        RecGrammar::new(&[
+            ("S", None, &["V", "V !"]),
+            ("V", None, &["[ L ]", "x", "( V )"]),
+            ("L", None, &["V", "V , L"]),
+        ])
+        .with_chars(&[("V", c)])
+        .with_lookahead(&[("V", CLOSE)]),
+        // Both budgets on one rule, with a lookahead inside it.
+        RecGrammar::new(&[
+            ("S", None, &["E", "E !"]),
+            ("E", Some(n), &["( E )", "X", "X + E"]),
+            ("X", None, &["x", "x y"]),
+        ])
+        .with_chars(&[("E", c)])
+        .with_lookahead(&[("X", CLOSE)]),
+    ]
+}
+
+/// Lookahead assertions beside recursive budgets follow the reference holding both: every mask
+/// bit and `accept_token` along random walks of tokens, strings and rollbacks; the walks meet
+/// tokens refused by the lookaheads alone and by the budgets alone (the reference without them
+/// reads those), so a matcher ignoring either would fail.
+#[test]
+fn lookahead_beside_recursive_budgets_follows_the_reference() {
+    let mut rng = Rng(0x3C6E_F372_FE94_F82B);
+    let (mut by_la, mut by_budgets, mut checked) = (0usize, 0usize, 0usize);
+    let vocab = {
+        // No token edges here (refused beside lookahead and recursive budgets): drop `<T>`.
+        let v = rec_vocab(&mut rng);
+        let mut toks: Vec<Vec<u8>> = (0..v.vocab_size() as u32 - 1).map(|t| v.token_bytes(t).to_vec()).collect();
+        toks.insert(toks.len() - 1, b"!".to_vec());
+        let stop = toks.len() as u32 - 1;
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    };
+    let stop = vocab.vocab_size() as u32 - 1;
+    for (n, c) in [(1, 3), (3, 2), (4, 5), (6, 4)] {
+        for g in lookahead_grammars(n, c) {
+            let text = g.ebnf(&vocab);
+            let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+            let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap_or_else(|e| panic!("{text}: {e}")));
+            let r = RecRef::new(&g);
+            let free = RecRef { lookahead: false, ..RecRef::new(&g) };
+            let unbounded = RecRef { tokens: false, chars: false, ..RecRef::new(&g) };
+            for walk in 0..4 {
+                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let start = |r: &RecRef| RecWalk::new(r);
+                let mut hist = vec![(start(&r), start(&free), start(&unbounded))];
+                let mut text_so_far: Vec<String> = Vec::new();
+                for _ in 0..12 {
+                    let (w, wf, wu) = hist.last().unwrap().clone();
+                    let what = format!("{text}after {text_so_far:?}, walk {walk}");
+                    let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &what, &mut 0);
+                    for t in (0..stop).filter(|t| !allowed.contains(t)) {
+                        by_la += usize::from(wf.read_token(&free, &vocab, t).is_some());
+                        by_budgets += usize::from(wu.read_token(&unbounded, &vocab, t).is_some());
+                    }
+                    if allowed.is_empty() || w.pos > 24 {
+                        break;
+                    }
+                    match rng.below(6) {
+                        0 => {
+                            // A string: held to max_chars and the lookaheads, free of max_tokens.
+                            let t = vocab.token_bytes(rng.below(u64::from(stop)) as u32).to_vec();
+                            let next = w.read(&r, &t, false);
+                            assert_eq!(m.accept_bytes(&t).unwrap(), next.is_some(), "string {t:?} ({what})");
+                            if let Some(nw) = next {
+                                let (nf, nu) = (wf.read(&free, &t, false), wu.read(&unbounded, &t, false));
+                                hist.push((nw, nf.unwrap(), nu.unwrap()));
+                                text_so_far.push(format!("s:{}", String::from_utf8_lossy(&t)));
+                            }
+                        }
+                        1 if hist.len() > 1 => {
+                            m.rollback(1).unwrap();
+                            hist.pop();
+                            text_so_far.pop();
+                        }
+                        _ => {
+                            let t = allowed[rng.below(allowed.len() as u64) as usize];
+                            assert!(m.accept_token(t).unwrap());
+                            let next = (
+                                w.read_token(&r, &vocab, t).unwrap(),
+                                wf.read_token(&free, &vocab, t).unwrap(),
+                                wu.read_token(&unbounded, &vocab, t).unwrap(),
+                            );
+                            hist.push(next);
+                            text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
+                        }
+                    }
+                }
+                m.reset();
+                rec_check_mask(&mut m, &r, &hist[0].0, &vocab, &format!("{text}after reset"), &mut 0);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked == 4 * 6 * 4 && by_la > 100 && by_budgets > 100, "{checked} walks, {by_la} {by_budgets}");
+}
+
+/// Token expressions beside lookahead assertions and a recursive budget are refused by name
+/// (token edges' completions do not step the items' obligations).
+#[test]
+fn token_edges_beside_lookahead_and_recursive_budgets_are_refused() {
+    let vocab = rec_vocab(&mut Rng(7));
+    let t = (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == b"<T>").unwrap();
+    for opt in ["max_tokens=2", "max_chars=3"] {
+        let text = format!("root ::= e \"!\"\ne[{opt}] ::= \"(\" e \")\" | x | Token({t})\nx ::= \"x\" (= \")\")\n");
+        let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+        let err = CompiledGrammar::new(&g, &vocab).unwrap_err();
+        assert!(err.message().contains("both lookahead assertions and token expressions"), "{text}: {err}");
+    }
 }

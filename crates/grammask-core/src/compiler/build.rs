@@ -222,13 +222,15 @@ impl Automata {
             .map(|b| b.0)
             .collect();
         if !rec_roots.is_empty() {
-            // Token edges are one token each, weighing one byte on the twins' shortest ways.
-            if a.has_lookahead() {
+            // Token edges are one token each, weighing one byte on the twins' shortest ways. With
+            // lookahead, items' fields index triples of budgets and obligations
+            // ([`crate::earley::Item`]), which token edges' completions do not step.
+            if a.has_lookahead() && a.has_token_edges() {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
                         "max_tokens on the rule '{}' (recursive, or using another max_tokens rule) in a grammar \
-                         with lookahead assertions is not supported",
+                         with both lookahead assertions and token expressions is not supported",
                         grammar.rule(rec_roots[0]).name
                     ),
                 ));
@@ -241,15 +243,21 @@ impl Automata {
             .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, &char_leveled, r)?)))
             .collect();
         if let Some(&(first, _)) = char_rules.first() {
-            // With recursive `max_tokens` rules too, items' fields index pairs of spend points
-            // and occurrence numbers ([`crate::earley::Item`]). Token edges count their token's
-            // characters (`crate::token_edges`), whatever the budgets.
-            if a.has_lookahead() {
+            // With recursive `max_tokens` rules or lookahead too, items' fields index triples of
+            // spend points, occurrence numbers and obligations ([`crate::earley::Item`]). Token
+            // edges count their token's characters (`crate::token_edges`), whatever the budgets;
+            // their completions do not step lookahead obligations, hence the one refusal.
+            let other = if a.has_lookahead() && a.has_token_edges() {
+                Some("both lookahead assertions and token expressions")
+            } else {
+                None
+            };
+            if let Some(other) = other {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!(
                         "{} on the rule '{}' (recursive, or using a max_tokens rule) in a grammar with \
-                         lookahead assertions is not supported",
+                         {other} is not supported",
                         char_option(grammar, first),
                         grammar.rule(first).name
                     ),

@@ -59,8 +59,9 @@ impl Automata {
         if la == LA_NONE {
             return Some(LA_NONE);
         }
-        if self.rec.is_some() {
-            // No lookahead: `la` is a spend point (`crate::earley::Item`).
+        if self.rec.is_some() && !self.any_lookahead {
+            // No lookahead: `la` is a spend point (`crate::earley::Item`). With lookahead too,
+            // `la` here is an obligation set (`Chart::step_obligations`).
             return Some(la);
         }
         let mut t = self.la.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
