@@ -106,6 +106,13 @@ pub struct CompiledGrammar {
     stats: [AtomicUsize; 5],
 }
 
+/// Whether a grammar's start mask `mask` (text tokens only) allows at least half the
+/// vocabulary: its decodes open with free text (a structural tag's text before its triggers),
+/// so their masks at fixed strings come once per tag, after runs of memoized free-text masks.
+fn opens_with_free_text(mask: &Bitset) -> bool {
+    2 * mask.count_ones() >= mask.len()
+}
+
 impl CompiledGrammar {
     pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
         let automata = Automata::build(grammar)?;
@@ -180,7 +187,6 @@ impl CompiledGrammar {
         // PERF: ~0.4 ms of a 50-tool structural tag's first mask (14k states), against a ~25 ms
         // compile.
         cg.follow();
-        cg.classify_literal_chains();
         // Every matcher starts at the same row: its mask (the start state's kernels) is filled
         // with the grammar, so that a new matcher's first mask is a memoized copy. An error is
         // left for that first fill to report.
@@ -188,7 +194,10 @@ impl CompiledGrammar {
         // each compiled grammar's first mask (50 tools: against a ~40 ms compile).
         let mut start = crate::earley::Chart::new(&cg.automata);
         let sig = start.last_signature();
-        let _ = cg.compute_text_mask(&mut start, &mut Bitset::new(vocab.vocab_size()), sig);
+        let mut mask = Bitset::new(vocab.vocab_size());
+        if cg.compute_text_mask(&mut start, &mut mask, sig).is_ok() && opens_with_free_text(&mask) {
+            cg.classify_literal_chains();
+        }
         Ok(cg)
     }
 
@@ -327,12 +336,16 @@ impl CompiledGrammar {
     }
 
     /// Caches the kernels of the literal positions that [`classify_literal_chain`] classifies, up
-    /// to [`LITERAL_CHAINS_AT_COMPILE`] of them: called with the grammar.
+    /// to [`LITERAL_CHAINS_AT_COMPILE`] of them: called with a grammar that opens with free text
+    /// ([`opens_with_free_text`]), whose other kernels are classified on first use.
     ///
     /// PERF: each such kernel is a trie descent of a few nodes, but the first mask at a tag's
     /// fixed string paid it with the trie out of cache: ~3-4 us for ~1.5 K instructions (Llama 3;
     /// the median first mask of a 50-tool `get_model_structural_tag` walk). All 2,142 of that
-    /// grammar take ~0.5 ms together, against a ~25 ms compile.
+    /// grammar take ~0.5 ms together, against a ~25 ms compile. A grammar that opens
+    /// constrained (a JSON Schema's) is not classified so: there the compile is what a request
+    /// waits for (~0.1 ms of the median MaskBench schema's ~1.3 ms, up to 23 ms), and a fixed
+    /// string's first mask is small beside its other first visits.
     fn classify_literal_chains(&self) {
         if self.automata.has_lookahead() {
             return;
@@ -796,5 +809,33 @@ mod tests {
         memo.write_into(&mut row);
         assert_eq!(row, direct.words());
         assert_eq!(direct.iter_ones().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    }
+
+    /// Literal-chain kernels are classified with a grammar that opens with free text (a tag's
+    /// fixed strings after its trigger), and only on first use in one that opens constrained (the
+    /// same tag first: only the start row's kernels are classified with it). Fails when the
+    /// compile-time pass is dropped or no longer gated.
+    #[test]
+    fn literal_chains_are_classified_at_compile_only_after_free_text() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        toks.extend(["{\"", "name", "\":", " \"", "get", "_time", "\"}", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let tag = r#""{\"name\": \"get_time\", \"parameters\": {}}""#;
+        let chains_cached = |root: &str| {
+            let cg = CompiledGrammar::new(&crate::ebnf::parse_ebnf(root, "root").unwrap(), &vocab).unwrap();
+            let a = cg.automata();
+            let chains: Vec<StateId> = (0..a.states().len() as u32)
+                .map(StateId)
+                .filter(|&s| classify_literal_chain(a, cg.trie(), vocab.vocab_size(), s).is_some())
+                .collect();
+            let cached = chains.iter().filter(|s| read(&cg.kernels).contains_key(s)).count();
+            (cached, chains.len())
+        };
+        let (cached, chains) = chains_cached(&format!("root ::= [^{{]* ({tag} [^{{]*)*"));
+        assert!(chains >= 30 && cached == chains, "free text first: {cached} of {chains} chain kernels at compile");
+        let (cached, chains) = chains_cached(&format!("root ::= {tag} [^{{]*"));
+        assert!(chains >= 30 && cached <= 1, "constrained first: {cached} of {chains} chain kernels at compile");
     }
 }

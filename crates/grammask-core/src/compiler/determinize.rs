@@ -159,7 +159,15 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
     }
     let mut table = std::mem::take(&mut sc.table);
     table.reset();
-    let mut dfa = Dfa::default();
+    // Room for as many states and edges as the NFA's important states have (most rules' DFA
+    // has about as many).
+    let (mut states, mut bytes, mut rules) = (0, 0, 0);
+    for s in (0..n as u32).filter(|&s| cl.important[s as usize]) {
+        states += 1;
+        bytes += nfa.bytes_of(s).len();
+        rules += nfa.rules_of(s).len();
+    }
+    let mut dfa = Dfa::with_capacity(states, bytes, rules);
     let mut set = std::mem::take(&mut sc.set);
     let mut targets = std::mem::take(&mut sc.targets);
     let mut closed = std::mem::take(&mut sc.closed);

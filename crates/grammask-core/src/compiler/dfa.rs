@@ -17,6 +17,20 @@ pub(super) struct Dfa {
 }
 
 impl Dfa {
+    /// An empty DFA with room for `states` states, `bytes` byte edges and `rules` rule edges.
+    /// PERF: subset construction builds one per rule (~70 K rules in MaskBench's largest
+    /// schemas); grown from empty, their vectors reallocated ~400 K times per build of o3626
+    /// (callgrind: determinize 523 -> 466 M instructions per build with room reserved).
+    pub(super) fn with_capacity(states: usize, bytes: usize, rules: usize) -> Dfa {
+        Dfa {
+            finals: Vec::with_capacity(states),
+            byte_end: Vec::with_capacity(states),
+            bytes: Vec::with_capacity(bytes),
+            rule_end: Vec::with_capacity(states),
+            rules: Vec::with_capacity(rules),
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.finals.len()
     }
