@@ -1121,7 +1121,32 @@ def test_lookahead_beside_recursive_budgets_equals_xgrammar(template):
     ``test_recursive_token_and_char_budgets_together_equal_xgrammar`` for the known budget
     difference), and equal that grammar's masks (each lookahead holds wherever its rule ends).
     The budgets shape some compared masks (the grammar without them masks otherwise there)."""
+    _walk_lookahead_against_xgrammar(template)
+
+
+# LOOKAHEAD_BUDGETS with Token(...) (Llama 3's <|start_header_id|>), formerly refused ("... both
+# lookahead assertions and token expressions is not supported"): an obligation pending at the
+# token edge, paid by the token's text ("<"), and a token inside a rule with its own lookahead.
+LOOKAHEAD_TOKEN_BUDGETS = [
+    'root ::= e "!"\ne[max_tokens={t}] ::= "(" e ")" | w ("+" e)? | w Token(128006) e\nw ::= [a-z]+ (= [)!+<])',
+    'root ::= e "!"\ne[max_chars={c}] ::= "(" e ")" | w ("," e)? | w Token(128006) e\nw ::= [a-z]+ (= [)!,<])',
+    'root ::= e "!"\ne[max_tokens={t}, max_chars={c}] ::= "(" e ")" | [a-z]+ ("+" e)? | Token(128006) e (= [)!])',
+]
+
+
+@pytest.mark.parametrize("template", LOOKAHEAD_TOKEN_BUDGETS)
+def test_lookahead_and_token_edges_beside_recursive_budgets_equal_xgrammar(template):
+    """``test_lookahead_beside_recursive_budgets_equals_xgrammar`` with token edges: the walks
+    take the token ``Token(...)`` names too (a token edge's completion steps the obligations
+    pending before it over the token's bytes, else the next bytes miss masks)."""
+    _walk_lookahead_against_xgrammar(template, edge=128006)
+
+
+def _walk_lookahead_against_xgrammar(template: str, edge: int | None = None) -> None:
+    """The walks of ``test_lookahead_beside_recursive_budgets_equals_xgrammar``; with ``edge``,
+    that token is taken half the times it is allowed, and some walks must take it."""
     xg = pytest.importorskip("xgrammar")
+    took = 0
     family = "llama3"
     info = tokenizer_info(family)
     n, decoded = info.vocab_size, info.decoded_vocab
@@ -1154,7 +1179,11 @@ def test_lookahead_beside_recursive_budgets_equals_xgrammar(template):
                 compared += 1
                 shaped += int((_both_mask(xgr, cg_free, ids, n) != ours).any())
                 choices = [i for i in np.flatnonzero(ours) if i not in stop and _unit(decoded[i])]
+                if edge is not None and ours[edge] and rng.random() < 0.5:
+                    choices = [edge]
+                    took += 1
                 if not choices:
                     break
                 ids.append(int(rng.choice(choices)))
     assert compared > 30 and shaped > 3, (compared, shaped)
+    assert took > 3 or edge is None, took

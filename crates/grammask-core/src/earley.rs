@@ -344,6 +344,17 @@ impl Chart {
         }
     }
 
+    /// Recursive budgets: the `la` the parents of token edge `it` (an item of token rule `rule`)
+    /// resume with once it reads a token of `bytes`: as [`Chart::resumed_la`], `it`'s pending
+    /// obligations stepped over the bytes first (`None`: one cannot read them).
+    pub(crate) fn token_resumed_la(&mut self, a: &Automata, it: &Item, rule: RuleId, bytes: &[u8]) -> Option<u32> {
+        let mut at = *it;
+        for &b in bytes {
+            at.la = self.step_obligations(a, at.la, b)?;
+        }
+        Some(self.resumed_la(a, &at, rule))
+    }
+
     /// The spend point in an item's `la` (grammars with a recursive `max_tokens` rule).
     #[inline]
     pub(crate) fn spend_of(&self, la: u32) -> u32 {

@@ -201,7 +201,8 @@ impl Matcher {
         if a.has_token_edges() {
             // A token some token edge of the last row allows: one step both ways.
             let bytes = vocab.token_bytes(token);
-            let done = crate::token_edges::token_completions(a, &self.chart, self.compiled.token_masks(), token, bytes);
+            let done =
+                crate::token_edges::token_completions(a, &mut self.chart, self.compiled.token_masks(), token, bytes);
             if !done.is_empty() {
                 let rows = self.chart.num_rows();
                 let text = crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
@@ -378,7 +379,7 @@ impl Matcher {
         // Token edges (`crate::token_edges`): the text mask above never holds their tokens.
         let text_mask = if compiled.automata().has_token_edges() {
             let text = self.budget.is_some().then(|| self.mask.clone());
-            compiled.token_masks().or_into(compiled.automata(), &self.chart, &mut self.mask);
+            compiled.token_masks().or_into(compiled.automata(), &self.chart, compiled.vocab(), &mut self.mask);
             text
         } else {
             None

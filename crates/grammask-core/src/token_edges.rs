@@ -10,9 +10,10 @@
 //! form a row of their own. Either way the token is one rollback step. Grammars without token
 //! edges never reach this module (one branch on `Automata::has_token_edges`).
 use crate::bitset::Bitset;
-use crate::compiler::{Automata, TokenSet};
+use crate::compiler::{Automata, TokenSet, LA_NONE};
 use crate::earley::{Chart, Item};
 use crate::error::{Error, ErrorKind, Result};
+use crate::grammar::RuleId;
 use crate::vocab::Vocabulary;
 
 /// Per token set of a compiled grammar, the ids it allows as a bitset over the vocabulary.
@@ -69,19 +70,27 @@ impl TokenMasks {
         Ok(TokenMasks { masks })
     }
 
-    /// ORs into `out` the tokens of every token edge of the chart's last row.
-    pub fn or_into(&self, a: &Automata, chart: &Chart, out: &mut Bitset) {
+    /// ORs into `out` the tokens of every token edge of the chart's last row; of an edge with
+    /// pending lookahead obligations, only the tokens whose bytes they read.
+    pub fn or_into(&self, a: &Automata, chart: &Chart, vocab: &Vocabulary, out: &mut Bitset) {
         let mut seen: Vec<u32> = Vec::new();
         let ended = ended_occurrences(a, chart, chart.last_row_index());
+        let budgets = a.rec_budgets().is_some() || a.char_budgets().is_some();
         for it in chart.last_row() {
             if ended.contains(&chart.occ_of(it.la)) {
                 continue;
             }
-            if let Some(k) = a.tokens().set_of(a, it.state) {
-                if !seen.contains(&k) {
-                    seen.push(k);
-                    out.or_assign(&self.masks[k as usize]);
+            let Some(k) = a.tokens().set_of(a, it.state) else { continue };
+            let owed = if budgets { chart.obligations_of(it.la) } else { it.la };
+            if owed != LA_NONE {
+                for id in self.masks[k as usize].iter_ones() {
+                    if vocab.token_bytes(id as u32).iter().try_fold(owed, |l, &b| a.la_step(l, b)).is_some() {
+                        out.set(id);
+                    }
                 }
+            } else if !seen.contains(&k) {
+                seen.push(k);
+                out.or_assign(&self.masks[k as usize]);
             }
         }
     }
@@ -100,53 +109,62 @@ impl TokenMasks {
 /// The items a token edge reading token `id` leaves (the parents of the matching token rules,
 /// advanced over them, their lookahead obligations stepped over the token's bytes), to be merged
 /// into the row after the token. Empty when no token edge of the last row allows `id`.
-pub fn token_completions(a: &Automata, chart: &Chart, masks: &TokenMasks, id: u32, bytes: &[u8]) -> Vec<Item> {
-    token_completions_at(a, chart, masks, id, bytes, chart.last_row_index())
+pub fn token_completions(a: &Automata, chart: &mut Chart, masks: &TokenMasks, id: u32, bytes: &[u8]) -> Vec<Item> {
+    let r0 = chart.last_row_index();
+    token_completions_at(a, chart, masks, id, bytes, r0)
 }
 
 /// [`token_completions`] for the token edges of row `r0` (a recursive `max_tokens` grammar
 /// builds a token's last row again at the new token count, from the row before the token).
 pub fn token_completions_at(
     a: &Automata,
-    chart: &Chart,
+    chart: &mut Chart,
     masks: &TokenMasks,
     id: u32,
     bytes: &[u8],
     r0: usize,
 ) -> Vec<Item> {
-    let mut out: Vec<Item> = Vec::new();
-    let row = chart.row(r0);
     let ended = ended_occurrences(a, chart, r0);
     let rb = a.rec_budgets();
-    // Items' `la` fields hold spend points or occurrence numbers (or an index of their pairs:
-    // `Chart::occ_of`) with recursive budgets, and lookahead obligations otherwise.
+    // Items' `la` fields hold spend points or occurrence numbers (or an index of their triples
+    // with obligations: `Chart::occ_of`) with recursive budgets, and lookahead obligations
+    // otherwise.
     let budgets = rb.is_some() || a.char_budgets().is_some();
-    for it in row {
+    // The token edges reading `id`, with the `la` their parents resume with (`la_origin`
+    // selects the parents): their obligations stepped over the token's bytes, the token rule's
+    // lookahead added; with budgets without lookahead, the parents' own (as `Chart::advance`
+    // keeps it, so no new triple is made).
+    let mut edges: Vec<(Item, RuleId, u32)> = Vec::new();
+    for i in 0..chart.row(r0).len() {
+        let it = chart.row(r0)[i];
         let Some(k) = a.tokens().set_of(a, it.state) else { continue };
         if !masks.mask(k).get(id as usize) || ended.contains(&chart.occ_of(it.la)) {
             continue;
         }
         let rule = a.state(it.state).rule;
-        // The parents' `la` after the token: with budgets their own (as `Chart::advance` keeps
-        // it, so no new pair is made); else the token rule's obligations (those it was
-        // predicted with) stepped over the token's bytes.
         let la = if budgets {
-            None
+            chart.token_resumed_la(a, &it, rule, bytes)
         } else {
             let mut la = Some(it.la);
             for &b in bytes {
                 la = la.and_then(|l| a.la_step(l, b));
             }
-            let Some(la) = la else { continue };
-            Some(a.la_add(la, rule))
+            la.map(|la| a.la_add(la, rule))
         };
+        if let Some(la) = la {
+            edges.push((it, rule, la));
+        }
+    }
+    let mut out: Vec<Item> = Vec::new();
+    let row = chart.row(r0);
+    for (it, rule, la) in edges {
         // Spend points: a parent moves to its twin state once spent, as `Chart::advance` does.
         for p in row.iter().filter(|p| p.la == it.la_origin) {
             let source = rb.map_or(p.state, |rb| chart.source(rb, p));
             for &(rr, t) in a.rule_edges(source) {
                 if rr == rule {
                     let state = rb.map_or(t, |rb| chart.target(rb, p.la, t));
-                    let item = Item { state, la: la.unwrap_or(p.la), ..*p };
+                    let item = Item { state, la, ..*p };
                     if !out.contains(&item) {
                         out.push(item);
                     }

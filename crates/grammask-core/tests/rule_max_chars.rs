@@ -508,19 +508,7 @@ fn recursive_max_chars_count_characters() {
 }
 
 #[test]
-fn unsupported_recursive_max_chars_name_the_feature() {
-    // Lookahead assertions beside token expressions are the one combination still refused
-    // beside a recursive max_chars rule.
-    let bad = [(
-        "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" | Token(1) (= \")\")",
-        "in a grammar with both lookahead assertions and token expressions",
-    )];
-    for (text, msg) in bad {
-        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
-        let e = grammask_core::compiler::Automata::build(&g).unwrap_err();
-        assert_eq!(e.kind(), grammask_core::error::ErrorKind::Unsupported, "{e}");
-        assert!(e.to_string().contains(msg), "{text}: {e}");
-    }
+fn recursive_max_chars_beside_other_features_compile() {
     // With max_tokens on the same rule, or beside a recursive max_tokens rule: both budgets
     // (`rule_max_tokens.rs` checks their masks).
     for text in [
@@ -532,6 +520,8 @@ fn unsupported_recursive_max_chars_name_the_feature() {
         "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)",
         "root ::= e | f\ne[max_chars=2] ::= \"(\" e \")\" | Token(1)\nf[max_tokens=1] ::= \"(\" f \")\" | \"y\"",
         "root ::= e\ne[max_chars=5, max_tokens=2] ::= \"(\" e \")\" | ExcludeToken(1) e | \"x\"",
+        // Token expressions beside lookahead assertions too (`rule_max_tokens.rs` checks them).
+        "root ::= e\ne[max_chars=2] ::= \"(\" e \")\" | \"x\" | Token(1) (= \")\")",
     ] {
         let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
         assert!(grammask_core::compiler::Automata::build(&g).is_ok(), "{text}");

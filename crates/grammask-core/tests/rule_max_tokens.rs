@@ -739,9 +739,11 @@ impl<'g> RecRef<'g> {
                     continue;
                 }
                 let spent = top.zero || matches!((k, top.spend), (Some(k), Some(s)) if k >= s);
+                // A token edge's token pays the obligations with its text's bytes.
                 let owed = match b {
                     Sym::B(x) => self.pay(&top.owed, x),
-                    _ => Some(top.owed.clone()),
+                    Sym::T => b"<T>".iter().try_fold(top.owed.clone(), |o, &x| self.pay(&o, x)),
+                    Sym::R(_) => Some(top.owed.clone()),
                 };
                 if let (Some(p), Some(owed)) = (self.take(top, b, spent), owed) {
                     let mut d = c.clone();
@@ -1101,15 +1103,6 @@ fn unsupported_recursive_budgets_name_the_feature() {
         (
             "root[max_tokens=4] ::= a \"x\" | \"y\" | \"(\" a \")\"\na[max_tokens=2] ::= root \"z\" | \"w\"",
             "entered through 'root' and 'a' inside a budget",
-        ),
-        // Beside both a lookahead and a token expression (each alone is supported).
-        (
-            "root ::= e\ne[max_tokens=2] ::= \"(\" e \")\" | \"x\" | Token(1) (= \")\")",
-            "in a grammar with both lookahead assertions and token expressions",
-        ),
-        (
-            "root ::= a \"?\"\na[max_tokens=2] ::= b \"!\" (= \"?\")\nb[max_tokens=1] ::= \"x\"+ | Token(1)",
-            "'a' (recursive, or using another max_tokens rule) in a grammar with both lookahead",
         ),
     ];
     for (text, msg) in bad {
@@ -1486,16 +1479,64 @@ fn lookahead_beside_recursive_budgets_follows_the_reference() {
     assert!(checked == 4 * 6 * 4 && by_la > 100 && by_budgets > 100, "{checked} walks, {by_la} {by_budgets}");
 }
 
-/// Token expressions beside lookahead assertions and a recursive budget are refused by name
-/// (token edges' completions do not step the items' obligations).
+/// [`lookahead_grammars`]' kinds with token edges (`Token(<T>)`, whose text `<T>` pays pending
+/// obligations): an obligation pending at a token edge (`X T`, `X ::= x (= "<")`; and one `<T>`
+/// cannot pay), and a token inside a rule with its own lookahead, beside each recursive budget
+/// and both.
+fn lookahead_token_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
+    const LT: &[&[u8]] = &[b"<"];
+    const BANG: &[&[u8]] = &[b"!)"];
+    vec![
+        RecGrammar::new(&[("S", None, &["E !"]), ("E", Some(n), &["( E )", "X T", "x"]), ("X", None, &["x", "y x"])])
+            .with_lookahead(&[("X", LT)]),
+        RecGrammar::new(&[("S", None, &["E !", "( S )"]), ("E", Some(n), &["( E )", "T", "x + E", "T E"])])
+            .with_lookahead(&[("E", BANG)]),
+        RecGrammar::new(&[("S", None, &["E !"]), ("E", None, &["( E )", "X T", "x"]), ("X", None, &["x", "y x"])])
+            .with_chars(&[("E", c)])
+            .with_lookahead(&[("X", LT)]),
+        RecGrammar::new(&[("S", None, &["E !", "( S )"]), ("E", None, &["( E )", "T", "x + E", "T E"])])
+            .with_chars(&[("E", c)])
+            .with_lookahead(&[("E", BANG)]),
+        RecGrammar::new(&[
+            ("S", None, &["E", "E !"]),
+            ("E", Some(n), &["( E )", "X T", "X + E"]),
+            ("X", None, &["x", "x y"]),
+        ])
+        .with_chars(&[("E", c)])
+        .with_lookahead(&[("X", LT)]),
+        // An obligation pending at a token edge that `<T>` cannot pay: the token is not allowed.
+        RecGrammar::new(&[("S", None, &["E !"]), ("E", Some(n), &["( E )", "X T", "X )"]), ("X", None, &["x"])])
+            .with_lookahead(&[("X", &[b")"])]),
+    ]
+}
+
+/// Token edges beside lookahead assertions and recursive budgets follow the reference holding
+/// all three (every mask bit and `accept_token` along walks of tokens, strings and rollbacks);
+/// the walks read the token edge with obligations pending.
 #[test]
-fn token_edges_beside_lookahead_and_recursive_budgets_are_refused() {
-    let vocab = rec_vocab(&mut Rng(7));
-    let t = (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == b"<T>").unwrap();
-    for opt in ["max_tokens=2", "max_chars=3"] {
-        let text = format!("root ::= e \"!\"\ne[{opt}] ::= \"(\" e \")\" | x | Token({t})\nx ::= \"x\" (= \")\")\n");
-        let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
-        let err = CompiledGrammar::new(&g, &vocab).unwrap_err();
-        assert!(err.message().contains("both lookahead assertions and token expressions"), "{text}: {err}");
-    }
+fn token_edges_beside_lookahead_and_recursive_budgets_follow_the_reference() {
+    let mut rng = Rng(0x510E_527F_ADE6_82D1);
+    let vocab = {
+        // `rec_vocab` with "!" before its stop token and `<T>`.
+        let v = rec_vocab(&mut rng);
+        let n = v.vocab_size() as u32;
+        let mut toks: Vec<Vec<u8>> = (0..n).map(|t| v.token_bytes(t).to_vec()).collect();
+        toks.insert(toks.len() - 2, b"!".to_vec());
+        let stop = n - 1;
+        let opts = VocabularyOptions {
+            stop_token_ids: Some(vec![stop]),
+            special_token_ids: Some(vec![stop + 1]),
+            ..Default::default()
+        };
+        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    };
+    let w = walk_both(rng.0, &vocab, lookahead_token_grammars);
+    assert!(
+        w.checked == 5 * 6 * 4 && w.by_tokens > 100 && w.by_chars > 50 && w.edges > 100,
+        "{} {} {} {}",
+        w.checked,
+        w.by_tokens,
+        w.by_chars,
+        w.edges
+    );
 }

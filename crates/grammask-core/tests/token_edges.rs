@@ -414,3 +414,21 @@ fn tag_dispatch_is_free_text_until_a_trigger_then_the_rule() {
     let printed = g.to_string();
     assert_eq!(parse_ebnf(&printed, "root").unwrap().to_string(), printed);
 }
+
+/// A token edge with a pending lookahead obligation allows only the tokens whose text pays it
+/// (here none of `Token(264, 97)` but "a"): the mask equals `accept_token`, with and without a
+/// recursive budget (fails when `TokenMasks::or_into` ORs the whole set).
+#[test]
+fn token_edges_with_pending_obligations_allow_only_tokens_that_pay_them() {
+    for text in [
+        "root ::= x Token(264, 97) | x \"!\"\nx ::= \"x\" (= (\"a\" | \"!\"))",
+        "root ::= e\ne[max_tokens=3] ::= \"(\" e \")\" | x Token(264, 97) | x \"!\"\nx ::= \"x\" (= (\"a\" | \"!\"))",
+    ] {
+        let (c, ids) = compile(text);
+        let mut m = matcher(&c, None);
+        assert!(m.accept_bytes(b"x").unwrap());
+        let mask = m.compute_mask().unwrap().clone();
+        assert!(mask.get(97) && !mask.get(ids.special_a as usize), "{text}");
+        check_mask(&mut m, text);
+    }
+}

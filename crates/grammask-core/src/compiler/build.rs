@@ -222,19 +222,9 @@ impl Automata {
             .map(|b| b.0)
             .collect();
         if !rec_roots.is_empty() {
-            // Token edges are one token each, weighing one byte on the twins' shortest ways. With
-            // lookahead, items' fields index triples of budgets and obligations
-            // ([`crate::earley::Item`]), which token edges' completions do not step.
-            if a.has_lookahead() && a.has_token_edges() {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "max_tokens on the rule '{}' (recursive, or using another max_tokens rule) in a grammar \
-                         with both lookahead assertions and token expressions is not supported",
-                        grammar.rule(rec_roots[0]).name
-                    ),
-                ));
-            }
+            // Token edges are one token each, weighing one byte on the twins' shortest ways; with
+            // lookahead their completions step the items' obligations too
+            // (`Chart::token_resumed_la`).
             // Every budgeted rule moves to its twin by its items' spend points.
             let roots: Vec<RuleId> = bounds.iter().map(|b| b.0).collect();
             super::token_budget::add_rec_twins(&mut a, &roots, &rec_roots, &ranges, &bounds)?;
@@ -242,27 +232,10 @@ impl Automata {
         let char_rules: Vec<(RuleId, u32)> = (0..grammar.rules().len())
             .filter_map(|r| Some((RuleId(r as u32), rec_max_chars(grammar, &recursive, &char_leveled, r)?)))
             .collect();
-        if let Some(&(first, _)) = char_rules.first() {
+        if !char_rules.is_empty() {
             // With recursive `max_tokens` rules or lookahead too, items' fields index triples of
             // spend points, occurrence numbers and obligations ([`crate::earley::Item`]). Token
-            // edges count their token's characters (`crate::token_edges`), whatever the budgets;
-            // their completions do not step lookahead obligations, hence the one refusal.
-            let other = if a.has_lookahead() && a.has_token_edges() {
-                Some("both lookahead assertions and token expressions")
-            } else {
-                None
-            };
-            if let Some(other) = other {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "{} on the rule '{}' (recursive, or using a max_tokens rule) in a grammar with \
-                         {other} is not supported",
-                        char_option(grammar, first),
-                        grammar.rule(first).name
-                    ),
-                ));
-            }
+            // edges count their token's characters (`crate::token_edges`), whatever the budgets.
             a.chars = Some(Box::new(super::char_budget::CharBudgets::new(a.num_rules(), char_rules)));
         }
         Ok(a)
@@ -289,15 +262,6 @@ fn keeps_token_edges(g: &Grammar, recursive: &[bool], char_leveled: &[bool], lev
     let Some(_) = g.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens) else { return false };
     rec_max_chars(g, recursive, char_leveled, r).is_some()
         || (leveled.get(r).copied().unwrap_or(false) && bounded_limit(g, r).is_some_and(|l| l.0.is_none()))
-}
-
-/// The name of the option behind a budget of [`rec_max_chars`].
-fn char_option(g: &Grammar, r: RuleId) -> &'static str {
-    if g.rule_options(r).is_some_and(|o| o.lazy) {
-        "lazy"
-    } else {
-        "max_chars"
-    }
 }
 
 /// Per rule: it reaches a `max_tokens` rule other than itself. Inlined into a `max_chars` rule's
