@@ -12,6 +12,12 @@ impl Bitset {
         Bitset { words: vec![0; len.div_ceil(32)], len }
     }
 
+    /// The bitset of `len` bits held in `words` (`len.div_ceil(32)` of them, bits past `len` clear).
+    pub fn from_words(words: Vec<u32>, len: usize) -> Bitset {
+        debug_assert_eq!(words.len(), len.div_ceil(32));
+        Bitset { words, len }
+    }
+
     #[inline]
     pub fn len(&self) -> usize {
         self.len

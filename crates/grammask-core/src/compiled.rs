@@ -216,6 +216,29 @@ impl CompiledGrammar {
         Ok(())
     }
 
+    /// [`CompiledGrammar::compute_text_mask`] written straight into `row` (exactly the
+    /// vocabulary's words; its old content is overwritten) and memoized from there. `false`,
+    /// with nothing written, where the mask is not computed from kernels
+    /// ([`crate::mask::kernels_apply`]).
+    ///
+    /// PERF: a miss computed into the matcher's own mask was then copied into the row (16 KB on
+    /// Llama 3); a dense result is now copied once, into the memo.
+    pub(crate) fn compute_text_mask_into(
+        &self,
+        chart: &mut crate::earley::Chart,
+        row: &mut [u32],
+        sig: u128,
+    ) -> Result<bool> {
+        if !crate::mask::kernels_apply(&self.automata) {
+            return Ok(false);
+        }
+        let len = self.vocab().vocab_size();
+        let mut get = |s: StateId| self.kernel(s);
+        let set = crate::mask::fill_mask_kernels(&self.automata, chart, row, len, &mut get, Some(&self.suffix_memo))?;
+        self.memoize_mask(sig, set.unwrap_or_else(|| TokenSet::of_words(row, len)));
+        Ok(true)
+    }
+
     /// The allowed tokens of each token edge set (`crate::token_edges`).
     pub fn token_masks(&self) -> &crate::token_edges::TokenMasks {
         &self.token_masks

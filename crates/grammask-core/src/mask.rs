@@ -46,7 +46,9 @@ mod walk;
 
 pub use byte_region::{classify_byte_region, is_byte_region, BYTE_REGION_MAX_NODES};
 pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
-pub use fill::{fill_mask, fill_mask_direct, fill_mask_memo, kernel_items, SuffixMemo};
+pub use fill::{
+    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, kernel_items, kernels_apply, SuffixMemo,
+};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 use row_memo::*;
 use runs::*;

@@ -472,6 +472,9 @@ impl Matcher {
         if let Some(not_full) = self.fill_from_lookup(row, &lookup) {
             return Ok(not_full);
         }
+        if let Some(not_full) = self.fill_miss_into_row(row, &lookup)? {
+            return Ok(not_full);
+        }
         let mask = self.compute_mask_with(lookup)?;
         row[..n].copy_from_slice(mask.words());
         row[n..].fill(0);
@@ -523,6 +526,29 @@ impl Matcher {
             row[t as usize / 32] |= 1 << (t % 32);
         }
         Some(!crate::bitset::words_full(&row[..n], vocab_size))
+    }
+
+    /// [`Matcher::fill_next_token_bitmask`] on a memo miss when nothing but stop tokens is added
+    /// to the text mask (no token edges, no token budget): the mask is computed straight into
+    /// `row` and memoized from it ([`CompiledGrammar::compute_text_mask_into`]). `None` (nothing
+    /// written) otherwise; [`Matcher::last_mask`] is left as it was.
+    fn fill_miss_into_row(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Result<Option<bool>> {
+        let compiled = &self.compiled;
+        if self.stopped || self.budget.is_some() || compiled.automata().has_token_edges() || lookup.hit.is_some() {
+            return Ok(None);
+        }
+        let vocab_size = compiled.vocab().vocab_size();
+        let n = vocab_size.div_ceil(32);
+        if !compiled.compute_text_mask_into(&mut self.chart, &mut row[..n], lookup.sig)? {
+            return Ok(None);
+        }
+        row[n..].fill(0);
+        if self.is_completed() {
+            for &t in &self.stop_tokens {
+                row[t as usize / 32] |= 1 << (t % 32);
+            }
+        }
+        Ok(Some(!crate::bitset::words_full(&row[..n], vocab_size)))
     }
 
     /// Undoes the last `n` accepted tokens or strings.

@@ -52,7 +52,7 @@ impl TokenSet {
     /// The set of `bits`, stored as ids when it holds at most [`IDS_MAX`] tokens (`bits` is
     /// scanned), else taken over.
     pub fn from_bitset(bits: Bitset) -> TokenSet {
-        match sparse_ids(&bits) {
+        match sparse_ids(bits.words()) {
             Some(ids) => TokenSet::Ids { ids: ids.into(), len: bits.len() },
             None => TokenSet::Bits(bits),
         }
@@ -60,9 +60,14 @@ impl TokenSet {
 
     /// [`TokenSet::from_bitset`], copying `bits`.
     pub fn of_bitset(bits: &Bitset) -> TokenSet {
-        match sparse_ids(bits) {
-            Some(ids) => TokenSet::Ids { ids: ids.into(), len: bits.len() },
-            None => TokenSet::Bits(bits.clone()),
+        TokenSet::of_words(bits.words(), bits.len())
+    }
+
+    /// The set of the bits of `words`, a bitset of `len` bits (bits past `len` clear).
+    pub fn of_words(words: &[u32], len: usize) -> TokenSet {
+        match sparse_ids(words) {
+            Some(ids) => TokenSet::Ids { ids: ids.into(), len },
+            None => TokenSet::Bits(Bitset::from_words(words.to_vec(), len)),
         }
     }
 
@@ -127,9 +132,14 @@ impl TokenSet {
     /// Adds the set to `out` (of the same vocabulary size).
     pub fn or_into(&self, out: &mut Bitset) {
         debug_assert_eq!(out.len(), self.len());
+        self.or_into_words(out.words_mut());
+    }
+
+    /// Adds the set to `words` (exactly the bitset's words).
+    pub fn or_into_words(&self, words: &mut [u32]) {
         match self {
-            TokenSet::Ids { ids, .. } => ids.iter().for_each(|&t| out.set(t as usize)),
-            TokenSet::Bits(b) => out.or_assign(b),
+            TokenSet::Ids { ids, .. } => ids.iter().for_each(|&t| words[t as usize / 32] |= 1 << (t % 32)),
+            TokenSet::Bits(b) => words.iter_mut().zip(b.words()).for_each(|(a, b)| *a |= *b),
         }
     }
 
@@ -197,14 +207,15 @@ impl TokenSet {
 /// Words of a bitset scanned at once by [`sparse_ids`].
 const SCAN_WORDS: usize = 16;
 
-/// The ids of `bits` in ascending order when there are at most [`IDS_MAX`]; `None` otherwise.
+/// The ids of the bitset `words` in ascending order when there are at most [`IDS_MAX`]; `None` otherwise.
 ///
 /// PERF: empty blocks of [`SCAN_WORDS`] words are skipped by one (vectorized) OR each, and the
 /// scan stops after the block that passes [`IDS_MAX`]: a word at a time cost ~28 K instructions
 /// per 16 KB bitset (Llama 3).
-fn sparse_ids(bits: &Bitset) -> Option<Vec<u32>> {
-    let mut ids = Vec::new();
-    for (bi, block) in bits.words().chunks(SCAN_WORDS).enumerate() {
+fn sparse_ids(words: &[u32]) -> Option<Vec<u32>> {
+    // Room for every id up to the cap: a dense set pushed ~8 growths (~4 K instructions).
+    let mut ids = Vec::with_capacity(IDS_MAX + SCAN_WORDS * 32);
+    for (bi, block) in words.chunks(SCAN_WORDS).enumerate() {
         if block.iter().fold(0, |acc, &w| acc | w) == 0 {
             continue;
         }

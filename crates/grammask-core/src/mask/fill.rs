@@ -97,13 +97,34 @@ pub fn fill_mask_memo(
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
     memo: Option<&SuffixMemo>,
 ) -> Result<Option<TokenSet>> {
-    if a.has_lookahead() || a.char_budgets().is_some() {
-        // Kernel classifications assume no pending obligations (nor occurrences that end after
-        // a number of characters); walk the real chart instead.
+    if !kernels_apply(a) {
         out.clear();
         fill_mask_direct(a, chart, trie, out)?;
         return Ok(None);
     }
+    let len = out.len();
+    fill_mask_kernels(a, chart, out.words_mut(), len, get_kernel, memo)
+}
+
+/// Whether [`fill_mask_kernels`] applies to `a`: kernel classifications assume no pending
+/// obligations (nor occurrences that end after a number of characters); otherwise the real
+/// chart is walked ([`fill_mask_direct`]).
+pub fn kernels_apply(a: &Automata) -> bool {
+    !(a.has_lookahead() || a.char_budgets().is_some())
+}
+
+/// [`fill_mask_memo`] from the kernels' classifications (only where [`kernels_apply`]), into
+/// `out`, the words of a bitset of `len` bits: every word is overwritten, so `out` may hold
+/// anything before (a caller's bitmask row).
+pub fn fill_mask_kernels(
+    a: &Automata,
+    chart: &mut Chart,
+    out: &mut [u32],
+    len: usize,
+    get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
+    memo: Option<&SuffixMemo>,
+) -> Result<Option<TokenSet>> {
+    debug_assert!(kernels_apply(a));
     let kernels = kernel_items(a, chart);
     let mut masks = Vec::with_capacity(kernels.len());
     for it in &kernels {
@@ -116,7 +137,7 @@ pub fn fill_mask_memo(
     let mut ids = sets.filter(|s| s.iter().map(|ids| ids.len()).sum::<usize>() <= SPARSE_MERGE_MAX).map(|s| s.concat());
     let rows = chart.num_rows();
     for (it, km) in kernels.iter().zip(&masks) {
-        if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out.get(t as usize)) {
+        if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out[t as usize / 32] >> (t % 32) & 1 == 1) {
             continue;
         }
         let verdict: Arc<[bool]> = if chart.push_completion_of(a, it)? {
@@ -140,21 +161,21 @@ pub fn fill_mask_memo(
         };
         for &(t, s) in &km.uncertain {
             if verdict[s as usize] {
-                out.set(t as usize);
+                out[t as usize / 32] |= 1 << (t % 32);
                 if let Some(ids) = &mut ids {
                     ids.push(t);
                 }
             }
         }
     }
-    Ok(ids.map(|ids| TokenSet::from_ids(ids, out.len())))
+    Ok(ids.map(|ids| TokenSet::from_ids(ids, len)))
 }
 
 /// Sets `out` to the union of the kernels' accepted sets (empty without kernels), each `Arc`
 /// merged once: the compiled grammar's cache shares one `Arc` among equal classifications.
-fn merge_accepted(out: &mut Bitset, masks: &[Arc<KernelMask>]) {
+fn merge_accepted(out: &mut [u32], masks: &[Arc<KernelMask>]) {
     if masks.is_empty() {
-        out.clear();
+        out.fill(0);
     }
     // The kernels already merged, by pointer: a slot per pointer hash; a pointer that lost its
     // slot to another is merged again, which only costs a pass. `masks` holds every `Arc`, so no
@@ -168,9 +189,8 @@ fn merge_accepted(out: &mut Bitset, masks: &[Arc<KernelMask>]) {
         }
         // The first kernel's set is copied rather than cleared and merged (one pass less).
         match (&km.accepted, i) {
-            (TokenSet::Bits(b), 0) => out.copy_from(b),
-            (ids, 0) => ids.write_into(out.words_mut()),
-            (set, _) => set.or_into(out),
+            (set, 0) => set.write_into(out),
+            (set, _) => set.or_into_words(out),
         }
         *slot = p;
     }
@@ -265,9 +285,9 @@ mod tests {
         }
         let mut out = Bitset::new(len);
         out.set(len - 1); // stale bits are cleared
-        merge_accepted(&mut out, &masks);
+        merge_accepted(out.words_mut(), &masks);
         assert_eq!(out, want);
-        merge_accepted(&mut out, &[]);
+        merge_accepted(out.words_mut(), &[]);
         assert_eq!(out.count_ones(), 0);
     }
 }
