@@ -123,6 +123,13 @@ def accepts(mod, info, schema: str, tokens: list[int]) -> bool:
         return False
 
 
+def one_schema_rows(tok, rows: int) -> tuple[list[str], list[list[int]]]:
+    """`rows` copies of SCHEMA, each with the token ids of a different instance document."""
+    rng = random.Random(0)
+    docs = [tok.encode(instance(rng), add_special_tokens=False) for _ in range(rows)]
+    return [json.dumps(SCHEMA)] * rows, docs
+
+
 def maskbench_rows(infos, tok, rows: int, seed: int) -> tuple[list[str], list[list[int]]]:
     """`rows` (schema text, token ids of its first valid instance) that both engines accept."""
     files = sorted((shared_dir() / "maskbench" / "data").glob("*.json"))
@@ -185,9 +192,7 @@ def main() -> None:
     )
     for workload in args.workloads.split(","):
         if workload == "one-schema":
-            rng = random.Random(0)
-            docs = [tok.encode(instance(rng), add_special_tokens=False) for _ in range(args.rows)]
-            schemas = [json.dumps(SCHEMA)] * args.rows
+            schemas, docs = one_schema_rows(tok, args.rows)
         elif workload == "maskbench":
             schemas, docs = maskbench_rows(infos, tok, args.rows, args.seed)
         else:

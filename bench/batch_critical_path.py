@@ -12,8 +12,6 @@ percentiles and the steps whose slowest row is largest.
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -36,9 +34,7 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(bb.shared_dir() / "tokenizers" / "llama3"))
     info = grammask.TokenizerInfo.from_huggingface(tok)
     if args.workload == "one-schema":
-        rng = random.Random(0)
-        docs = [tok.encode(bb.instance(rng), add_special_tokens=False) for _ in range(64)]
-        schemas = [json.dumps(bb.SCHEMA)] * 64
+        schemas, docs = bb.one_schema_rows(tok, 64)
     else:
         import xgrammar
 

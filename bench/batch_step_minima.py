@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 from pathlib import Path
 
@@ -36,9 +35,7 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(bb.shared_dir() / "tokenizers" / "llama3"))
     info = grammask.TokenizerInfo.from_huggingface(tok)
     if args.workload == "one-schema":
-        rng = random.Random(0)
-        docs = [tok.encode(bb.instance(rng), add_special_tokens=False) for _ in range(64)]
-        schemas = [json.dumps(bb.SCHEMA)] * 64
+        schemas, docs = bb.one_schema_rows(tok, 64)
     elif args.rows_cache and os.path.exists(args.rows_cache):
         schemas, docs = json.loads(Path(args.rows_cache).read_text())
     else:
