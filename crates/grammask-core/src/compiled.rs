@@ -76,7 +76,7 @@ pub struct CompiledGrammar {
     grammar: Grammar,
     automata: Automata,
     index: Arc<TokenIndex>,
-    kernels: RwLock<HashMap<StateId, Arc<KernelMask>>>,
+    kernels: RwLock<FastMap<StateId, Arc<KernelMask>>>,
     /// One cached kernel per [`KernelMask::content_key`] (the first cached with that key), whose
     /// `Arc` the kernels equal to it share ([`Self::cache_kernel`]).
     distinct_kernels: RwLock<FastMap<u64, Arc<KernelMask>>>,
@@ -86,13 +86,15 @@ pub struct CompiledGrammar {
     /// The words each state's rule rest does not match, where known ([`Self::residual_words`]).
     residual_words: OnceLock<HashMap<StateId, Vec<Box<[u8]>>>>,
     /// Counted string-body levels by state ([`body_level`]).
-    levels: RwLock<HashMap<StateId, Option<Level>>>,
+    levels: RwLock<FastMap<StateId, Option<Level>>>,
     /// Counted class bodies: levels by state, classes and their slices.
     class_bodies: ClassBodies,
     /// Run indexes that apply at plain states ([`state_run_index`]).
-    state_runs: RwLock<HashMap<StateId, Option<Arc<RunIndex>>>>,
+    state_runs: RwLock<FastMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
-    masks: RwLock<HashMap<u128, Arc<TokenSet>>>,
+    /// Keyed by a 128-bit signature, hashed by the seeded [`FastMap`] (a memo hit is a few
+    /// hundred nanoseconds; SipHash took a tenth of it).
+    masks: RwLock<FastMap<u128, Arc<TokenSet>>>,
     mask_bytes: AtomicUsize,
     /// Uncertain-suffix verdicts by (completion row signature, suffix list).
     suffix_memo: SuffixMemo,
@@ -165,15 +167,15 @@ impl CompiledGrammar {
         let cg = CompiledGrammar {
             grammar: grammar.clone(),
             index,
-            kernels: RwLock::new(HashMap::new()),
+            kernels: RwLock::new(FastMap::default()),
             distinct_kernels: RwLock::new(FastMap::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
-            levels: RwLock::new(HashMap::new()),
+            levels: RwLock::new(FastMap::default()),
             class_bodies: ClassBodies::default(),
-            state_runs: RwLock::new(HashMap::new()),
-            masks: RwLock::new(HashMap::new()),
+            state_runs: RwLock::new(FastMap::default()),
+            masks: RwLock::new(FastMap::default()),
             mask_bytes: AtomicUsize::new(0),
             suffix_memo: SuffixMemo::default(),
             cover,
