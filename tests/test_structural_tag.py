@@ -758,6 +758,13 @@ for _model, (_call, _call2) in MODEL_CALLS.items():
     MASK_CASES.append((f"model_{_model}", _model_tag(_model, max_whitespace_cnt=None), _body))
 
 
+# Kimi-K3, MiniMax M3 and Cohere (calls listed by hand above): their first accepted corpus
+# document. qwen_3_coder's tag is qwen_3_5's (test_qwen_3_coder_is_qwen_3_5s_format).
+for _name in ("kimi_k3_auto", "minimax_m3_auto", "cohere_auto"):
+    _, _tag, _accepted, _ = next(c for c in CORPUS if c[0] == _name)
+    MASK_CASES.append((f"model_{_name.removesuffix('_auto')}", _tag, _accepted[0]))
+
+
 MASK_CASES.append(
     (
         "json_excludes",
@@ -767,6 +774,10 @@ MASK_CASES.append(
         "</tool_call>",
     )
 )
+
+
+def test_qwen_3_coder_is_qwen_3_5s_format():
+    assert _model_tag("qwen_3_coder") == _model_tag("qwen_3_5")
 
 
 @pytest.mark.parametrize("case", [c[0] for c in MASK_CASES])
