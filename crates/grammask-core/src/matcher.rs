@@ -506,9 +506,7 @@ impl Matcher {
 
     /// [`Matcher::fill_memoized`] with a look-up taken in the current state.
     fn fill_from_lookup(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
-        let a = self.compiled.automata();
-        let budgeted = self.budget.as_ref().is_some_and(|b| !b.leaves_mask(lookup.sig, self.history.len()));
-        if self.stopped || budgeted || a.has_token_edges() {
+        if self.stopped || self.compiled.automata().has_token_edges() {
             return None;
         }
         let vocab_size = self.compiled.vocab().vocab_size();
@@ -517,6 +515,10 @@ impl Matcher {
             return None;
         }
         let m = lookup.hit.as_ref()?;
+        // Last: `leaves_mask` takes the budget memo's lock, so only a budgeted hit pays for it.
+        if self.budget.as_ref().is_some_and(|b| !b.leaves_mask(lookup.sig, self.history.len())) {
+            return None;
+        }
         m.write_into(&mut row[..n]);
         row[n..].fill(0);
         if !self.is_completed() {
