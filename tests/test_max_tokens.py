@@ -721,10 +721,7 @@ def test_token_inside_a_budget_masks_agree_with_xgrammar(name):
     special = {"T": ids_of(family, "XYZ"), "P": [128010]}
     assert len(special["T"]) == 1 and info.decoded_vocab[128010] == b"<|python_tag|>"
     grammar, cases = TOKEN_INSIDE[name]
-    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
-    for n, text, probes in cases:
-        g = grammar.format(n=n, T=special["T"][0], P=128010)
-        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
+    _token_cases_agree(xg, grammar, cases, special)
     # Spent where it cannot end: only the token edge, its shortest way (XGrammar allows anything).
     g = grammar.format(n=1, T=special["T"][0], P=128010)
     if name == "token_then_text":
@@ -800,6 +797,16 @@ def _token_case_agrees(xg, xinfo, family: str, g: str, text: str, special: dict,
         assert ours[p] == allowed, (g, text, probe)
 
 
+def _token_cases_agree(xg, grammar: str, cases: list, special: dict) -> None:
+    """Every case `(n, text, probes)` of a TOKEN_INSIDE* table passes `_token_case_agrees` on
+    llama3 under `grammar` with `n` and each `special` key's first id filled in."""
+    family = "llama3"
+    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=tokenizer_info(family).vocab_size)
+    for n, text, probes in cases:
+        g = grammar.format(n=n, **{key: ids[0] for key, ids in special.items()})
+        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
+
+
 @pytest.mark.parametrize("name", list(TOKEN_INSIDE_CHARS))
 def test_token_inside_a_char_budget_masks_agree_with_xgrammar(name):
     xg = pytest.importorskip("xgrammar")
@@ -809,10 +816,7 @@ def test_token_inside_a_char_budget_masks_agree_with_xgrammar(name):
     special = {"X": ids_of(family, "X"), "P": [128010]}
     assert len(special["X"]) == 1 and info.decoded_vocab[128010] == b"<|python_tag|>"
     grammar, cases = TOKEN_INSIDE_CHARS[name]
-    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
-    for n, text, probes in cases:
-        g = grammar.format(n=n, X=special["X"][0], P=128010)
-        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
+    _token_cases_agree(xg, grammar, cases, special)
 
 
 # `Token(...)`/`ExcludeToken(...)` inside a recursive `max_chars` rule: the chart counts the token's
@@ -841,14 +845,9 @@ TOKEN_INSIDE_REC_CHARS = {
 def test_token_inside_a_recursive_char_budget_masks_agree_with_xgrammar(name):
     xg = pytest.importorskip("xgrammar")
 
-    family = "llama3"
-    info = tokenizer_info(family)
-    special = {"X": ids_of(family, "X"), "P": [128010]}
+    special = {"X": ids_of("llama3", "X"), "P": [128010]}
     grammar, cases = TOKEN_INSIDE_REC_CHARS[name]
-    xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
-    for n, text, probes in cases:
-        g = grammar.format(n=n, X=special["X"][0], P=128010)
-        _token_case_agrees(xg, xinfo, family, g, text, special, probes)
+    _token_cases_agree(xg, grammar, cases, special)
 
 
 def test_token_inside_a_char_budget_counts_one_character_unlike_xgrammar():

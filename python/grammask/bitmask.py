@@ -83,6 +83,21 @@ _last_torch_view: Tuple[Any, ...] = (object(), None, 0, (), None)  # matches no 
 _last_torch_address: Tuple[Any, ...] = (object(), 0, (), None, 0, 0)  # matches no bitmask
 
 
+def _checked_storage(bitmask: Any) -> Any:
+    """The storage of a CPU, contiguous int32 torch tensor (held by the caches above to keep its
+    address the tensor's); TypeError or ValueError on anything else. Reads ``is_cpu``, not
+    ``.device`` (slow on a new tensor: :func:`torch_int32_address`)."""
+    if not _is_torch(bitmask):
+        raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
+    if bitmask.dtype != sys.modules["torch"].int32:
+        raise TypeError(f"the bitmask must have dtype torch.int32, got {bitmask.dtype}")
+    if not bitmask.is_cpu:
+        raise ValueError(f"the bitmask must be on the CPU, got device {bitmask.device}")
+    if not bitmask.is_contiguous():
+        raise ValueError("the bitmask must be contiguous")
+    return bitmask.untyped_storage() if hasattr(bitmask, "untyped_storage") else bitmask.storage()
+
+
 def as_int32_buffer(bitmask: Any) -> np.ndarray:
     """A numpy view of a CPU int32 bitmask (no copy); raises on anything else."""
     if isinstance(bitmask, np.ndarray):
@@ -95,19 +110,10 @@ def as_int32_buffer(bitmask: Any) -> np.ndarray:
     # fill, more than a memoized mask.
     if bitmask is last and bitmask.data_ptr() == ptr and bitmask.shape == shape:
         return view
-    if _is_torch(bitmask):
-        torch = sys.modules["torch"]
-        if bitmask.dtype != torch.int32:
-            raise TypeError(f"the bitmask must have dtype torch.int32, got {bitmask.dtype}")
-        if bitmask.device.type != "cpu":
-            raise ValueError(f"the bitmask must be on the CPU, got device {bitmask.device}")
-        if not bitmask.is_contiguous():
-            raise ValueError("the bitmask must be contiguous")
-        view = bitmask.detach().numpy()
-        storage = bitmask.untyped_storage() if hasattr(bitmask, "untyped_storage") else bitmask.storage()
-        _last_torch_view = (bitmask, view, bitmask.data_ptr(), bitmask.shape, storage)
-        return view
-    raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
+    storage = _checked_storage(bitmask)
+    view = bitmask.detach().numpy()
+    _last_torch_view = (bitmask, view, bitmask.data_ptr(), bitmask.shape, storage)
+    return view
 
 
 def torch_int32_address(bitmask: Any) -> Tuple[int, int, int]:
@@ -120,20 +126,12 @@ def torch_int32_address(bitmask: Any) -> Tuple[int, int, int]:
     last, ptr, shape, _storage, rows, words = _last_torch_address
     if bitmask is last and bitmask.data_ptr() == ptr and bitmask.shape == shape:
         return ptr, rows, words
-    if not _is_torch(bitmask):
-        raise TypeError(f"the bitmask must be a numpy array or a torch tensor, got {type(bitmask).__name__}")
-    if bitmask.dtype != sys.modules["torch"].int32:
-        raise TypeError(f"the bitmask must have dtype torch.int32, got {bitmask.dtype}")
-    if not bitmask.is_cpu:
-        raise ValueError(f"the bitmask must be on the CPU, got device {bitmask.device}")
-    if not bitmask.is_contiguous():
-        raise ValueError("the bitmask must be contiguous")
+    storage = _checked_storage(bitmask)
     shape = bitmask.shape
     if len(shape) not in (1, 2):
         raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got shape {list(shape)}")
     rows, words = (1, shape[0]) if len(shape) == 1 else shape
     ptr = bitmask.data_ptr()
-    storage = bitmask.untyped_storage() if hasattr(bitmask, "untyped_storage") else bitmask.storage()
     _last_torch_address = (bitmask, ptr, shape, storage, rows, words)
     return ptr, rows, words
 

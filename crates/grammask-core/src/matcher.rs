@@ -385,9 +385,7 @@ impl Matcher {
             None
         };
         if self.is_completed() {
-            for &t in &self.stop_tokens {
-                self.mask.set(t as usize);
-            }
+            set_tokens(self.mask.words_mut(), &self.stop_tokens);
         }
         // Token budget: keep only tokens that leave room to finish (see `crate::budget`).
         if let Some(b) = &mut self.budget {
@@ -506,9 +504,7 @@ impl Matcher {
 
     /// [`Matcher::fill_memoized`] with a look-up taken in the current state.
     fn fill_from_lookup(&mut self, row: &mut [u32], lookup: &MemoLookup) -> Option<bool> {
-        let a = self.compiled.automata();
-        let budgeted = self.budget.as_ref().is_some_and(|b| !b.leaves_mask(lookup.sig, self.history.len()));
-        if self.stopped || budgeted || a.has_token_edges() {
+        if self.stopped || self.compiled.automata().has_token_edges() {
             return None;
         }
         let vocab_size = self.compiled.vocab().vocab_size();
@@ -517,14 +513,16 @@ impl Matcher {
             return None;
         }
         let m = lookup.hit.as_ref()?;
+        // Last: `leaves_mask` takes the budget memo's lock, so only a budgeted hit pays for it.
+        if self.budget.as_ref().is_some_and(|b| !b.leaves_mask(lookup.sig, self.history.len())) {
+            return None;
+        }
         m.write_into(&mut row[..n]);
         row[n..].fill(0);
         if !self.is_completed() {
             return Some(!m.is_full());
         }
-        for &t in &self.stop_tokens {
-            row[t as usize / 32] |= 1 << (t % 32);
-        }
+        set_tokens(row, &self.stop_tokens);
         Some(!crate::bitset::words_full(&row[..n], vocab_size))
     }
 
@@ -544,9 +542,7 @@ impl Matcher {
         }
         row[n..].fill(0);
         if self.is_completed() {
-            for &t in &self.stop_tokens {
-                row[t as usize / 32] |= 1 << (t % 32);
-            }
+            set_tokens(row, &self.stop_tokens);
         }
         Ok(Some(!crate::bitset::words_full(&row[..n], vocab_size)))
     }
@@ -662,5 +658,14 @@ impl Matcher {
         };
         out.truncate(valid);
         Ok(out)
+    }
+}
+
+/// Sets the bits of `tokens` in a mask's 32-bit `words` (the stop tokens a completed matcher
+/// allows, in every fill path). Every token is below the vocabulary size (checked by
+/// `Vocabulary::new` and [`Matcher::new`]), so no bit past the mask's last token is set.
+fn set_tokens(words: &mut [u32], tokens: &[u32]) {
+    for &t in tokens {
+        words[t as usize / 32] |= 1 << (t % 32);
     }
 }

@@ -1197,56 +1197,60 @@ fn both_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
     ]
 }
 
-/// What [`walk_both`] met: walks, tokens refused by the `max_tokens` budgets alone and by the
-/// `max_chars` ones alone, and token edges read (`<T>` accepted).
-struct BothWalks {
+/// What [`walk_refs`] met: walks, tokens the matcher refuses that each of the two looser
+/// references reads, and token edges read (`<T>` accepted).
+struct RefWalks {
     checked: usize,
-    by_tokens: usize,
-    by_chars: usize,
+    refused: [usize; 2],
     edges: usize,
 }
 
-/// Random walks (four per grammar and budgets) of tokens, strings and rollbacks over `grammars`
-/// with both recursive budgets: every mask bit and `accept_token` checked against the reference
-/// holding both; counts the tokens each budget alone refuses (the reference without the other
-/// budget reads them). With `<T>` in `vocab`, walks take it half the time it is allowed.
-fn walk_both(seed: u64, vocab: &Arc<Vocabulary>, grammars: fn(u32, u32) -> Vec<RecGrammar>) -> BothWalks {
-    let mut rng = Rng(seed);
-    let mut out = BothWalks { checked: 0, by_tokens: 0, by_chars: 0, edges: 0 };
+/// Random walks (four per grammar of `grammars(n, c)` and budgets `(n, c)` of `budgets`) of
+/// tokens, strings (the bytes of a token below `strings`) and rollbacks: every mask bit and
+/// `accept_token` checked against the grammar's reference; counts the tokens refused that each
+/// of the references `looser` makes of the grammar reads. With `<T>` in `vocab`, walks take it
+/// half the time it is allowed.
+fn walk_refs(
+    rng: &mut Rng,
+    vocab: &Arc<Vocabulary>,
+    budgets: &[(u32, u32)],
+    grammars: fn(u32, u32) -> Vec<RecGrammar>,
+    looser: fn(&RecGrammar) -> [RecRef<'_>; 2],
+    strings: u32,
+) -> RefWalks {
+    let mut out = RefWalks { checked: 0, refused: [0, 0], edges: 0 };
     let stop = *vocab.stop_token_ids().first().unwrap();
-    for (n, c) in [(1, 3), (3, 2), (4, 3), (6, 2), (5, 4)] {
+    for &(n, c) in budgets {
         for g in grammars(n, c) {
             let text = g.ebnf(vocab);
             let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
             let cg = Arc::new(CompiledGrammar::new(&grammar, vocab).unwrap_or_else(|e| panic!("{text}: {e}")));
             let r = RecRef::new(&g);
-            let chars_only = RecRef { tokens: false, ..RecRef::new(&g) };
-            let tokens_only = RecRef { chars: false, ..RecRef::new(&g) };
+            let [ra, rb] = looser(&g);
             for walk in 0..4 {
                 let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-                let mut hist = vec![(RecWalk::new(&r), RecWalk::new(&chars_only), RecWalk::new(&tokens_only))];
+                let mut hist = vec![(RecWalk::new(&r), RecWalk::new(&ra), RecWalk::new(&rb))];
                 let mut text_so_far: Vec<String> = Vec::new();
                 for _ in 0..12 {
-                    let (w, wc, wt) = hist.last().unwrap().clone();
+                    let (w, wa, wb) = hist.last().unwrap().clone();
                     let what = format!("{text}after {text_so_far:?}, walk {walk}");
-                    let mut ignored = 0;
-                    let allowed = rec_check_mask(&mut m, &r, &w, vocab, &what, &mut ignored);
+                    let allowed = rec_check_mask(&mut m, &r, &w, vocab, &what, &mut 0);
                     for t in (0..vocab.vocab_size() as u32).filter(|&t| t != stop && !allowed.contains(&t)) {
-                        out.by_tokens += usize::from(wc.read_token(&chars_only, vocab, t).is_some());
-                        out.by_chars += usize::from(wt.read_token(&tokens_only, vocab, t).is_some());
+                        out.refused[0] += usize::from(wa.read_token(&ra, vocab, t).is_some());
+                        out.refused[1] += usize::from(wb.read_token(&rb, vocab, t).is_some());
                     }
                     if allowed.is_empty() || w.pos > 24 {
                         break;
                     }
                     match rng.below(6) {
                         0 => {
-                            // A string: held to max_chars, free of max_tokens.
-                            let t = vocab.token_bytes(rng.below(vocab.vocab_size() as u64) as u32).to_vec();
+                            // A string: held to max_chars and the lookaheads, free of max_tokens.
+                            let t = vocab.token_bytes(rng.below(u64::from(strings)) as u32).to_vec();
                             let next = w.read(&r, &t, false);
                             assert_eq!(m.accept_bytes(&t).unwrap(), next.is_some(), "string {t:?} ({what})");
                             if let Some(nw) = next {
-                                let (nc, nt) = (wc.read(&chars_only, &t, false), wt.read(&tokens_only, &t, false));
-                                hist.push((nw, nc.unwrap(), nt.unwrap()));
+                                let (na, nb) = (wa.read(&ra, &t, false), wb.read(&rb, &t, false));
+                                hist.push((nw, na.unwrap(), nb.unwrap()));
                                 text_so_far.push(format!("s:{}", String::from_utf8_lossy(&t)));
                             }
                         }
@@ -1265,8 +1269,8 @@ fn walk_both(seed: u64, vocab: &Arc<Vocabulary>, grammars: fn(u32, u32) -> Vec<R
                             assert!(m.accept_token(t).unwrap());
                             let next = (
                                 w.read_token(&r, vocab, t).unwrap(),
-                                wc.read_token(&chars_only, vocab, t).unwrap(),
-                                wt.read_token(&tokens_only, vocab, t).unwrap(),
+                                wa.read_token(&ra, vocab, t).unwrap(),
+                                wb.read_token(&rb, vocab, t).unwrap(),
                             );
                             hist.push(next);
                             text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
@@ -1280,6 +1284,26 @@ fn walk_both(seed: u64, vocab: &Arc<Vocabulary>, grammars: fn(u32, u32) -> Vec<R
         }
     }
     out
+}
+
+/// What [`walk_both`] met: walks, tokens refused by the `max_tokens` budgets alone and by the
+/// `max_chars` ones alone, and token edges read (`<T>` accepted).
+struct BothWalks {
+    checked: usize,
+    by_tokens: usize,
+    by_chars: usize,
+    edges: usize,
+}
+
+/// [`walk_refs`] with both recursive budgets, against the references without one of them:
+/// counts the tokens each budget alone refuses. Strings are any token's bytes.
+fn walk_both(seed: u64, vocab: &Arc<Vocabulary>, grammars: fn(u32, u32) -> Vec<RecGrammar>) -> BothWalks {
+    let budgets = [(1, 3), (3, 2), (4, 3), (6, 2), (5, 4)];
+    fn chars_only_tokens_only(g: &RecGrammar) -> [RecRef<'_>; 2] {
+        [RecRef { tokens: false, ..RecRef::new(g) }, RecRef { chars: false, ..RecRef::new(g) }]
+    }
+    let w = walk_refs(&mut Rng(seed), vocab, &budgets, grammars, chars_only_tokens_only, vocab.vocab_size() as u32);
+    BothWalks { checked: w.checked, by_tokens: w.refused[0], by_chars: w.refused[1], edges: w.edges }
 }
 
 /// Both recursive budgets at once follow the reference holding both; the walks meet tokens
@@ -1405,7 +1429,6 @@ fn lookahead_grammars(n: u32, c: u32) -> Vec<RecGrammar> {
 #[test]
 fn lookahead_beside_recursive_budgets_follows_the_reference() {
     let mut rng = Rng(0x3C6E_F372_FE94_F82B);
-    let (mut by_la, mut by_budgets, mut checked) = (0usize, 0usize, 0usize);
     let vocab = {
         // No token edges here (refused beside lookahead and recursive budgets): drop `<T>`.
         let v = rec_vocab(&mut rng);
@@ -1416,66 +1439,12 @@ fn lookahead_beside_recursive_budgets_follows_the_reference() {
         Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
     };
     let stop = vocab.vocab_size() as u32 - 1;
-    for (n, c) in [(1, 3), (3, 2), (4, 5), (6, 4)] {
-        for g in lookahead_grammars(n, c) {
-            let text = g.ebnf(&vocab);
-            let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
-            let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap_or_else(|e| panic!("{text}: {e}")));
-            let r = RecRef::new(&g);
-            let free = RecRef { lookahead: false, ..RecRef::new(&g) };
-            let unbounded = RecRef { tokens: false, chars: false, ..RecRef::new(&g) };
-            for walk in 0..4 {
-                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-                let start = |r: &RecRef| RecWalk::new(r);
-                let mut hist = vec![(start(&r), start(&free), start(&unbounded))];
-                let mut text_so_far: Vec<String> = Vec::new();
-                for _ in 0..12 {
-                    let (w, wf, wu) = hist.last().unwrap().clone();
-                    let what = format!("{text}after {text_so_far:?}, walk {walk}");
-                    let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &what, &mut 0);
-                    for t in (0..stop).filter(|t| !allowed.contains(t)) {
-                        by_la += usize::from(wf.read_token(&free, &vocab, t).is_some());
-                        by_budgets += usize::from(wu.read_token(&unbounded, &vocab, t).is_some());
-                    }
-                    if allowed.is_empty() || w.pos > 24 {
-                        break;
-                    }
-                    match rng.below(6) {
-                        0 => {
-                            // A string: held to max_chars and the lookaheads, free of max_tokens.
-                            let t = vocab.token_bytes(rng.below(u64::from(stop)) as u32).to_vec();
-                            let next = w.read(&r, &t, false);
-                            assert_eq!(m.accept_bytes(&t).unwrap(), next.is_some(), "string {t:?} ({what})");
-                            if let Some(nw) = next {
-                                let (nf, nu) = (wf.read(&free, &t, false), wu.read(&unbounded, &t, false));
-                                hist.push((nw, nf.unwrap(), nu.unwrap()));
-                                text_so_far.push(format!("s:{}", String::from_utf8_lossy(&t)));
-                            }
-                        }
-                        1 if hist.len() > 1 => {
-                            m.rollback(1).unwrap();
-                            hist.pop();
-                            text_so_far.pop();
-                        }
-                        _ => {
-                            let t = allowed[rng.below(allowed.len() as u64) as usize];
-                            assert!(m.accept_token(t).unwrap());
-                            let next = (
-                                w.read_token(&r, &vocab, t).unwrap(),
-                                wf.read_token(&free, &vocab, t).unwrap(),
-                                wu.read_token(&unbounded, &vocab, t).unwrap(),
-                            );
-                            hist.push(next);
-                            text_so_far.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
-                        }
-                    }
-                }
-                m.reset();
-                rec_check_mask(&mut m, &r, &hist[0].0, &vocab, &format!("{text}after reset"), &mut 0);
-                checked += 1;
-            }
-        }
+    fn free_unbounded(g: &RecGrammar) -> [RecRef<'_>; 2] {
+        [RecRef { lookahead: false, ..RecRef::new(g) }, RecRef { tokens: false, chars: false, ..RecRef::new(g) }]
     }
+    let budgets = [(1, 3), (3, 2), (4, 5), (6, 4)];
+    let w = walk_refs(&mut rng, &vocab, &budgets, lookahead_grammars, free_unbounded, stop);
+    let (checked, [by_la, by_budgets]) = (w.checked, w.refused);
     assert!(checked == 4 * 6 * 4 && by_la > 100 && by_budgets > 100, "{checked} walks, {by_la} {by_budgets}");
 }
 
