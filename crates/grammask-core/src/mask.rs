@@ -233,7 +233,7 @@ impl<'a> KernelWalk<'a> {
             memo,
             accepted: Bitset::new(vocab_size),
             uncertain: Vec::new(),
-            suffix_ids: HashMap::new(),
+            suffix_ids: SuffixIds::default(),
             suffixes: Vec::new(),
             frames: Vec::new(),
             ends: Vec::new(),
@@ -305,7 +305,7 @@ struct KernelWalk<'a> {
     memo: Option<RowMemo>,
     accepted: Bitset,
     uncertain: Vec<(u32, u32)>,
-    suffix_ids: HashMap<Box<[u8]>, u32>,
+    suffix_ids: SuffixIds,
     suffixes: Vec<Box<[u8]>>,
     // Per depth d (after d+1 bytes of the current path): the frame reached, and whether the
     // kernel's rule ended there.

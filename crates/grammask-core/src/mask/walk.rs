@@ -380,7 +380,7 @@ pub(super) fn record_uncertain(
     path: &[u8],
     ends: &[bool],
     follow: Option<&ByteSet>,
-    (ids, suffixes, uncertain): (&mut HashMap<Box<[u8]>, u32>, &mut Vec<Box<[u8]>>, &mut Vec<(u32, u32)>),
+    (ids, suffixes, uncertain): (&mut SuffixIds, &mut Vec<Box<[u8]>>, &mut Vec<(u32, u32)>),
 ) -> usize {
     // An end after k + 1 bytes leaves bytes[k + 1..], whose first byte is on the path; no
     // context continues with a byte outside FOLLOW, so such suffixes are not recorded.
@@ -411,7 +411,12 @@ pub(super) fn record_uncertain(
     uncertain.len() - before
 }
 
-pub(super) fn intern_suffix(ids: &mut HashMap<Box<[u8]>, u32>, list: &mut Vec<Box<[u8]>>, s: &[u8]) -> u32 {
+/// Suffix ids by suffix, while a classification collects them.
+/// PERF: with std's `SipHash`, interning was a third of a walk that records many rule ends (a
+/// value's whitespace: ~4,400 suffixes).
+pub(super) type SuffixIds = FastMap<Box<[u8]>, u32>;
+
+pub(super) fn intern_suffix(ids: &mut SuffixIds, list: &mut Vec<Box<[u8]>>, s: &[u8]) -> u32 {
     if let Some(&id) = ids.get(s) {
         return id;
     }
