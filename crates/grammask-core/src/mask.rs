@@ -142,7 +142,8 @@ pub fn classify_kernel(
     Ok(km.expect("a walk that is never abandoned completes"))
 }
 
-/// [`classify_kernel`], calling `on_budget` once the walk has visited `budget` trie nodes: if it
+/// [`classify_kernel`], calling `on_budget` once the walk has done `budget` units of work (trie
+/// nodes visited, uncertain tokens recorded at a few units each): if it
 /// returns true the walk is abandoned and the result is `None` (the caller found the
 /// classification elsewhere, e.g. in the cross-grammar cache).
 ///
@@ -232,7 +233,7 @@ impl<'a> KernelWalk<'a> {
             memo,
             accepted: Bitset::new(vocab_size),
             uncertain: Vec::new(),
-            suffix_ids: HashMap::new(),
+            suffix_ids: SuffixIds::default(),
             suffixes: Vec::new(),
             frames: Vec::new(),
             ends: Vec::new(),
@@ -290,7 +291,8 @@ fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec
 
 /// The state of one kernel classification walk over the trie.
 struct KernelWalk<'a> {
-    /// Trie nodes stepped so far; at `budget`, `on_budget` decides whether to go on.
+    /// Work so far: trie nodes stepped, and uncertain tokens recorded (`RECORD_COST` each); at
+    /// `budget`, `on_budget` decides whether to go on.
     visits: usize,
     budget: usize,
     on_budget: &'a mut dyn FnMut() -> bool,
@@ -303,7 +305,7 @@ struct KernelWalk<'a> {
     memo: Option<RowMemo>,
     accepted: Bitset,
     uncertain: Vec<(u32, u32)>,
-    suffix_ids: HashMap<Box<[u8]>, u32>,
+    suffix_ids: SuffixIds,
     suffixes: Vec<Box<[u8]>>,
     // Per depth d (after d+1 bytes of the current path): the frame reached, and whether the
     // kernel's rule ended there.

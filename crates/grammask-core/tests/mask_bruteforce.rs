@@ -926,3 +926,48 @@ fn shared_kernel_masks_match_brute_force() {
     let shared = kernels.iter().enumerate().filter(|(i, k)| kernels[..*i].iter().any(|x| Arc::ptr_eq(x, k))).count();
     assert!(kernels.len() >= 20 && shared >= 10, "{shared} of {} kernel items share a classification", kernels.len());
 }
+
+/// Walks that record many uncertain tokens count them as work (`RECORD_COST` in `mask/walk.rs`),
+/// so that they reach the vocabulary's cross-grammar kernel cache like long walks: a value's
+/// whitespace (`ws ::= [ \n\t\r]{0,64}`, its own rule) has the same automaton in every JSON
+/// Schema grammar but records different uncertain tokens where different bytes may follow it.
+/// Three grammars on one vocabulary (Llama 3): an array of booleans (~3,000 uncertain tokens such
+/// as ` true`, ` the`), an array of nulls (FOLLOW of `ws` differs: `n` instead of `t` and `f`)
+/// and the boolean array again (same structure and FOLLOW: its whitespace kernel comes from the
+/// cache). The masks inside the whitespace match brute force in each. Fails when the cache key
+/// drops the FOLLOW set (the null array takes the boolean array's kernel and refuses ` null`
+/// after `[null,`) and, on the `shared` counts, when recorded tokens are not counted as work
+/// (the whitespace walks never reach the cache).
+#[test]
+fn whitespace_kernels_shared_across_grammars_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let Some(vocab) = llama3_vocab() else { return };
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let booleans = r#"{"type": "array", "items": {"type": "boolean"}}"#;
+    let nulls = r#"{"type": "array", "items": {"type": "null"}}"#;
+    let check = |cg: &Arc<CompiledGrammar>, prefix: &[u8]| {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix).unwrap());
+        let mask = m.compute_mask().unwrap().clone();
+        let want = brute_force(&m, &vocab);
+        for (t, &w) in want.iter().enumerate() {
+            let text = String::from_utf8_lossy(prefix);
+            assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
+        }
+        assert!(want.iter().filter(|&&w| w).count() > 100, "{:?}", String::from_utf8_lossy(prefix));
+    };
+    let (mut shared, mut grammars) = (Vec::new(), Vec::new());
+    for (schema, first) in [(booleans, "true"), (nulls, "null"), (booleans, "false")] {
+        let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &vocab).unwrap());
+        for sep in [", ", ",  ", ",\n\t"] {
+            check(&cg, format!("[{first}{sep}").as_bytes());
+        }
+        shared.push(cg.kernel_stats().shared);
+        // Kept: the vocabulary's index (and its cache) lives while a grammar uses it.
+        grammars.push(cg);
+    }
+    // The boolean array walks its whitespace, the null array too (another FOLLOW set), the
+    // second boolean array takes the first one's.
+    assert_eq!(shared[..2], [0, 0], "{shared:?}");
+    assert!(shared[2] >= 1, "{shared:?}");
+}

@@ -70,7 +70,7 @@ pub fn classify_byte_region(
         state,
         follow,
         accepted: Vec::new(),
-        ids: HashMap::new(),
+        ids: SuffixIds::default(),
         suffixes: Vec::new(),
         uncertain: Vec::new(),
     };
@@ -90,7 +90,7 @@ struct ByteWalk<'a> {
     follow: Option<&'a ByteSet>,
     /// The accepted tokens, as met.
     accepted: Vec<u32>,
-    ids: HashMap<Box<[u8]>, u32>,
+    ids: SuffixIds,
     suffixes: Vec<Box<[u8]>>,
     uncertain: Vec<(u32, u32)>,
 }

@@ -30,7 +30,7 @@ pub fn compose_kernel(
     continuations: &[Arc<KernelMask>],
     callees: &[(Arc<KernelMask>, StateId)],
 ) -> Result<KernelMask> {
-    let mut suffix_ids = HashMap::new();
+    let mut suffix_ids = SuffixIds::default();
     let mut suffixes = Vec::new();
     let (mut accepted, mut uncertain) = match own {
         Some(km) => {
@@ -137,7 +137,7 @@ pub fn shift_kernel(trie: &TokenTrie, reference: &KernelMask, differ: &ByteSet, 
     let mut accepted = reference.accepted.clone().into_bitset();
     accepted.and_not_assign(&dropped);
     own.accepted.or_into(&mut accepted);
-    let mut suffix_ids = HashMap::new();
+    let mut suffix_ids = SuffixIds::default();
     let mut suffixes = Vec::new();
     let ids: Vec<u32> = reference.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
     let mut uncertain: Vec<(u32, u32)> = reference
