@@ -3,7 +3,9 @@
 For each schema file (``strict_mode=False``, compiler cache off): compile, create a matcher and
 fill its first mask, timed together in thread CPU time (usable on a loaded machine). Prints
 p50/p90/p99/max over the schemas that compiled, how many took over 20 ms, 100 ms and 1 s, and the
-slowest ``--top``. With ``--out``, writes ``[[seconds, file, compiled], ...]`` as JSON.
+slowest ``--top``. With ``--out``, writes ``[[seconds, file, compiled], ...]`` as JSON. With
+``--files LIST`` (file names or paths, one a line), only those schemas (e.g. the slowest 50 of an
+earlier run, to compare two builds).
 
     GRAMMASK_SHARED=/work/shared PYTHONPATH=python python bench/ttfm_maskbench.py [--top 20] [--out F]
 
@@ -28,6 +30,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=20, help="list the N slowest schemas")
     ap.add_argument("--out", help="write per-file times as JSON")
+    ap.add_argument("--files", help="only the schemas named in this file, one a line")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -42,7 +45,11 @@ def main() -> int:
     )
     bitmask = grammask.allocate_token_bitmask(1, info.vocab_size)
     results: list[tuple[float, str, bool]] = []
-    for path in sorted(data.glob("*.json")):
+    paths = sorted(data.glob("*.json"))
+    if args.files:
+        wanted = {Path(line.strip()).name for line in Path(args.files).read_text().splitlines() if line.strip()}
+        paths = [p for p in paths if p.name in wanted]
+    for path in paths:
         schema = json.dumps(json.loads(path.read_text())["schema"])
         compiler = grammask.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         start = time.thread_time()

@@ -28,6 +28,9 @@ pub struct Ebnf {
     /// of every string body they differ from ([`crate::grammar::ExcludedWords`]).
     pub excluded: Vec<(String, Vec<Box<[u8]>>)>,
     pub any_body: Option<String>,
+    /// The rule written for each set of excluded keys (sorted, deduplicated) by
+    /// [`super::jstr::not_in_for`]: its language depends on the set alone.
+    pub not_in: std::collections::HashMap<Vec<String>, String>,
 }
 
 /// [`crate::grammar::ExcludedWords`] by rule name.

@@ -183,6 +183,29 @@ fn equal_string_rules_share_one_automaton() {
 }
 
 #[test]
+fn equal_key_sets_share_one_excluded_key_rule() {
+    // Two object types with the key set {a, ab} (values differ): one rule for "any other key",
+    // in either spelling, and each object still refuses its listed keys as additional ones.
+    let s = r#"{"properties":{"x":{"properties":{"a":{"type":"integer"},"ab":{"type":"null"}}},
+                              "y":{"properties":{"a":{"type":"string"},"ab":{"type":"null"}}}}}"#;
+    for sp in [Spelling::Canonical, Spelling::Any] {
+        let g = conv_with(s, |o| {
+            o.strict_mode = false;
+            o.spelling = sp;
+        })
+        .unwrap();
+        // The trie's step on "a" (canonical) or the exclusion (any spelling) is written once.
+        let first_steps = g.lines().filter(|l| {
+            l.starts_with("key_not_in") && (l.contains("\"a\" key_not_in") || l.contains("(\"a\", \"ab\")"))
+        });
+        assert_eq!(first_steps.count(), 1, "{sp:?}: {g}");
+        let ok = |text: &str| schema_accepts(s, sp, text);
+        assert!(ok(r#"{"x":{"a":1,"b":"z"},"y":{"ab":null,"a":"s","abc":2}}"#), "{sp:?}");
+        assert!(!ok(r#"{"x":{"a":"s"}}"#) && !ok(r#"{"y":{"a":1}}"#), "{sp:?}");
+    }
+}
+
+#[test]
 fn one_of_closed_objects_disjoint_by_keys() {
     let lax = |s: &str| conv_with(s, |o| o.strict_mode = false);
     // Key patterns that cannot meet (closed objects that need a key).
