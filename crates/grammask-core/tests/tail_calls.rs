@@ -94,3 +94,25 @@ fn right_linear_rules_become_one_automaton() {
     assert_eq!(items(&m), first, "chart rows grow with the number of dots");
     assert!(m.accept_bytes(b"\"").unwrap() && m.is_completed());
 }
+
+#[test]
+fn email_domain_labels_are_one_automaton() {
+    // The email format's domain: labels of up to 63 characters, one rule per position, a tail
+    // group of ~5,200 estimated NFA states (over the old 4,096 bound). Without merging each
+    // character nests one more item in the chart row, and a token budget's walks read every
+    // token of such a row on the chart.
+    use grammask_core::grammar_compiler::GrammarCompiler;
+    use grammask_core::json_schema::JsonSchemaOptions;
+    let toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|c| vec![c]).chain([b"</s>".to_vec()]).collect();
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+    let v = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let schema = r#"{"type": "string", "format": "email"}"#;
+    let cg = GrammarCompiler::new(&v, false, -1).compile_json_schema(schema, &JsonSchemaOptions::default()).unwrap();
+    let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(b"\"me@a").unwrap());
+    let items = |m: &Matcher| m.chart().row(m.chart().last_row_index()).len();
+    let first = items(&m);
+    assert!(m.accept_bytes(&[b'b'; 40]).unwrap());
+    assert_eq!(items(&m), first, "chart rows grow with a domain label's length");
+    assert!(m.accept_bytes(b".org\"").unwrap() && m.is_completed());
+}
