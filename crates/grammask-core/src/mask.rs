@@ -52,7 +52,7 @@ pub use fill::{
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 use row_memo::*;
 use runs::*;
-pub use runs::{ascii_loop, class_covers, state_run_index, MIN_ROW_RUN_BYTES};
+pub use runs::{ascii_loop, class_covers, state_run_class, state_run_index, MIN_ROW_RUN_BYTES};
 pub use walk::state_bytes;
 use walk::*;
 

@@ -307,18 +307,25 @@ impl KernelWalk<'_> {
     }
 }
 
-/// The run index that applies at plain state `s`: free text (any character but some ASCII ones)
-/// that `s` reads every run of, or a loop on ASCII bytes.
+/// The run index that applies at plain state `s` ([`state_run_class`]).
 pub fn state_run_index(
     a: &Automata,
     s: StateId,
     runs: &dyn Fn(u128, bool) -> Option<Arc<RunIndex>>,
     memo: &CoverMemo,
 ) -> Option<Arc<RunIndex>> {
+    let (class, utf8) = state_run_class(a, s, memo)?;
+    runs(class, utf8)
+}
+
+/// The class (ASCII bytes, UTF-8 too) of the run index that applies at plain state `s`: free
+/// text (any character but some ASCII ones) that `s` reads every run of, or a loop on ASCII
+/// bytes.
+pub fn state_run_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<(u128, bool)> {
     let covered = |&c: &u128| class_covers(a, s, c, memo);
     match ClassSlice::loop_class(a, s).filter(covered).or_else(|| first_char_class(a, s, memo)) {
-        Some(c) => runs(c, true),
-        None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).and_then(|c| runs(c, false)),
+        Some(c) => Some((c, true)),
+        None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).map(|c| (c, false)),
     }
 }
 
