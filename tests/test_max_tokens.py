@@ -616,6 +616,27 @@ def test_left_recursive_budget_strings_and_masks_agree_with_xgrammar(name):
         assert ours[token] == grows, (n, text)
 
 
+def test_a_string_after_a_spent_budget_wraps_a_left_recursive_group():
+    """After the tokens ``(`` and ``x`` spend ``a``'s budget, the string ``y`` (strings are read
+    free) wraps the finished ``x`` in ``q ::= a "y"``, as XGrammar reads it too; the masks after it
+    follow the spent budget again (``+`` ends that ``q``'s ``a``; XGrammar's looser budget also
+    allows more ``y``s, so only the string is compared with it)."""
+    family = "llama3"
+    info = tokenizer_info(family)
+    grammar = LEFT_GROUP.format(n=1).replace('root ::= a "!"', "root ::= a")
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
+    for piece in ["(", "x"]:
+        (t,) = ids_of(family, piece)
+        assert m.accept_token(t)
+    check_mask(m, info, "after (, x")
+    assert m.accept_string("y")
+    mask = check_mask(m, info, "after (, x, string y")
+    assert mask[ids_of(family, "+")[0]] and not mask[ids_of(family, "y")[0]]
+    xg = pytest.importorskip("xgrammar")
+    xm = xg.GrammarMatcher(_xg_compiler(xg, family).compile_grammar(grammar))
+    assert all(xm.accept_token(ids_of(family, p)[0]) for p in ["(", "x"]) and xm.accept_string("y")
+
+
 # Nested budgets: a regular `max_tokens` rule inside another (each keeps its own budget; an
 # inner occurrence is also spent when the outer one is).
 NESTED_OUTER = 'root ::= "say:" a "!"\na[max_tokens={n}] ::= b | b "." b\nb[max_tokens=5] ::= [a-z]+ ("," [a-z]+)*'

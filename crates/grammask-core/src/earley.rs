@@ -87,16 +87,21 @@ fn ctx_min(a: u32, b: u32) -> u32 {
     }
 }
 
-/// The triples (spend point, occurrence number, obligations) of a grammar with both recursive
-/// budgets, or with one and lookahead assertions, each stored once: an item's `la` is its
+/// An item's budgets: (spend point, occurrence number, obligations, shadow chain: `1` in the
+/// shadows of a left-recursive group's chain, [`RecBudgets::chain`], else `0`).
+type Context = (u32, u32, u32, u32);
+
+/// The triples (spend point, occurrence number, obligations; with the shadow-chain mark) of a
+/// grammar with both recursive budgets, or with one and lookahead assertions, or with a
+/// left-recursive group's chains, each stored once: an item's `la` is its
 /// triple's index. A part the grammar lacks is `0` (obligations: the interned set of
 /// [`crate::compiler::Automata::la_step`], `LA_NONE` the empty one). Grows only (a popped row's
 /// triples stay), so equal indices mean equal triples within one chart; row signatures hash the
 /// triples, not the indices, as another chart numbers them otherwise.
 #[derive(Clone, Debug)]
 struct Contexts {
-    pairs: Vec<(u32, u32, u32)>,
-    index: std::collections::HashMap<(u32, u32, u32), u32, FastState>,
+    pairs: Vec<Context>,
+    index: std::collections::HashMap<Context, u32, FastState>,
     /// The grammar has lookahead assertions: items' obligations are stepped and added.
     lookahead: bool,
 }
@@ -104,12 +109,12 @@ struct Contexts {
 impl Contexts {
     fn new(lookahead: bool) -> Contexts {
         let mut index = std::collections::HashMap::default();
-        index.insert((0, 0, LA_NONE), 0);
-        Contexts { pairs: vec![(0, 0, LA_NONE)], index, lookahead }
+        index.insert((0, 0, LA_NONE, 0), 0);
+        Contexts { pairs: vec![(0, 0, LA_NONE, 0)], index, lookahead }
     }
 
     #[inline]
-    fn id(&mut self, triple: (u32, u32, u32)) -> u32 {
+    fn id(&mut self, triple: Context) -> u32 {
         let next = self.pairs.len() as u32;
         let id = *self.index.entry(triple).or_insert(next);
         if id == next {
@@ -286,7 +291,8 @@ impl Chart {
             contexts: {
                 let lookahead = a.has_lookahead();
                 let budgets = u8::from(a.rec_budgets().is_some()) + u8::from(char_rules != 0);
-                (budgets == 2 || (budgets == 1 && lookahead)).then(|| Box::new(Contexts::new(lookahead)))
+                let chains = a.rec_budgets().is_some_and(RecBudgets::has_chains);
+                (budgets == 2 || (budgets == 1 && lookahead) || chains).then(|| Box::new(Contexts::new(lookahead)))
             },
         }
     }
@@ -297,9 +303,17 @@ impl Chart {
     #[inline]
     fn context_id(&mut self, spend: u32, occ: u32, la: u32) -> u32 {
         match &mut self.contexts {
-            Some(c) => c.id((spend, occ, la)),
+            Some(c) => c.id((spend, occ, la, 0)),
             None => spend | occ,
         }
+    }
+
+    /// `la` marked as the context of a shadow chain (a grammar with [`RecBudgets::has_chains`]:
+    /// its items' fields index [`Contexts`]).
+    fn shadowed(&mut self, la: u32) -> u32 {
+        let c = self.contexts.as_deref_mut().expect("chains run with contexts");
+        let (spend, occ, owed, _) = c.pairs[la as usize];
+        c.id((spend, occ, owed, 1))
     }
 
     /// The pending obligations in an item's `la`, in a grammar with recursive budgets
@@ -317,12 +331,12 @@ impl Chart {
     #[inline]
     fn step_obligations(&mut self, a: &Automata, la: u32, byte: u8) -> Option<u32> {
         let Some(c) = self.contexts.as_deref_mut() else { return Some(la) };
-        let (spend, occ, owed) = c.pairs[la as usize];
+        let (spend, occ, owed, chain) = c.pairs[la as usize];
         if !c.lookahead || owed == LA_NONE {
             return Some(la);
         }
         let next = a.la_step(owed, byte)?;
-        Some(if next == owed { la } else { c.id((spend, occ, next)) })
+        Some(if next == owed { la } else { c.id((spend, occ, next, chain)) })
     }
 
     /// Recursive budgets: the `la` a parent resumes with when the rule of item `it` ends: its
@@ -332,12 +346,12 @@ impl Chart {
     fn resumed_la(&mut self, a: &Automata, it: &Item, rule: RuleId) -> u32 {
         match self.contexts.as_deref_mut() {
             Some(c) if c.lookahead => {
-                let (spend, occ, before) = c.pairs[it.la_origin as usize];
+                let (spend, occ, before, chain) = c.pairs[it.la_origin as usize];
                 let owed = a.la_add(c.pairs[it.la as usize].2, rule);
                 if owed == before {
                     it.la_origin
                 } else {
-                    c.id((spend, occ, owed))
+                    c.id((spend, occ, owed, chain))
                 }
             }
             _ => it.la_origin,
@@ -465,8 +479,7 @@ impl Chart {
                 if occ != 0 && ended.contains(&occ) {
                     continue;
                 }
-                let source = rb.map_or(it.state, |rb| self.source(rb, &it));
-                if let Some(t) = a.step(source, byte) {
+                if let Some(t) = a.step(it.state, byte) {
                     let state = rb.map_or(t, |rb| self.target(rb, it.la, t));
                     self.add(Item { state, ..it });
                 }
@@ -477,7 +490,7 @@ impl Chart {
             }
             for i in prev..from_end {
                 let it = self.items[i];
-                if let Some(t) = a.step(self.source(rb, &it), byte) {
+                if let Some(t) = a.step(it.state, byte) {
                     self.add(Item { state: self.target(rb, it.la, t), ..it });
                 }
             }
@@ -506,8 +519,7 @@ impl Chart {
             if !ended.is_empty() && ended.contains(&self.occ_of(it.la)) {
                 continue;
             }
-            let source = rb.map_or(it.state, |rb| self.source(rb, &it));
-            let Some(t) = a.step(source, byte) else { continue };
+            let Some(t) = a.step(it.state, byte) else { continue };
             let state = rb.map_or(t, |rb| self.target(rb, it.la, t));
             if let Some(la) = self.step_obligations(a, it.la, byte) {
                 self.add(Item { state, la, ..it });
@@ -651,23 +663,16 @@ impl Chart {
         Ok(())
     }
 
-    /// The state whose edges item `it` follows: its open state while a string is read (unless it
-    /// is spent from the start).
-    #[inline]
-    pub(crate) fn source(&self, rb: &RecBudgets, it: &Item) -> StateId {
-        let spend = self.spend_of(it.la);
-        if self.free && spend != 0 && spend != SPENT_FROM_START {
-            rb.open_of(it.state)
-        } else {
-            it.state
-        }
-    }
-
-    /// Where an item with `la` (its spend point) moving to `t` goes: `t`'s twin once spent.
+    /// Where an item with `la` (its spend point) moving to `t` goes: `t`'s twin once spent; its
+    /// open state while a string is read (unless it is spent from the start), so a string goes on
+    /// free from where the tokens before it led (the items of rows built spent step on their
+    /// twins' edges: a row built again for a string reads its last byte as its token did).
     #[inline]
     pub(crate) fn target(&self, rb: &RecBudgets, la: u32, t: StateId) -> StateId {
         let ctx = self.spend_of(la);
-        if (!self.free || ctx == SPENT_FROM_START) && spent(ctx, self.clock) {
+        if self.free && ctx != SPENT_FROM_START {
+            rb.open_of(t)
+        } else if spent(ctx, self.clock) {
             rb.twin_of(t)
         } else {
             t
@@ -689,6 +694,110 @@ impl Chart {
             && rb.wraps(rule, a.state(p.state).rule)
             && (!self.free || spend == SPENT_FROM_START)
             && spent(spend, self.clock)
+    }
+
+    /// Recursive budgets: the spend point and `la` of a level of `rr` predicted at row `r` by
+    /// item `it`: its own budgets inside `it`'s, and `it`'s obligations.
+    #[inline]
+    fn predicted_la(
+        &mut self,
+        rb: Option<&RecBudgets>,
+        cb: Option<&CharBudgets>,
+        it: &Item,
+        rr: RuleId,
+        r: usize,
+    ) -> Result<(u32, u32)> {
+        let spend = match rb {
+            Some(rb) => {
+                let s = self.spend_of(it.la);
+                rb.bound(rr).map_or(s, |n| ctx_min(s, own_spend(n, self.clock)))
+            }
+            None => 0,
+        };
+        // A recursive `max_chars` rule outside every bounded occurrence starts one.
+        let occ = match cb {
+            Some(cb) => match self.occ_of(it.la) {
+                0 => match cb.start(rr, r as u32) {
+                    Some(occ) => occ,
+                    None if cb.start(rr, 0).is_some() => {
+                        return Err(Error::limit(
+                            "input bytes in a grammar with a recursive max_chars rule",
+                            (u32::MAX / cb.len()) as usize,
+                        ))
+                    }
+                    None => 0,
+                },
+                occ => occ,
+            },
+            None => 0,
+        };
+        Ok((spend, self.context_id(spend, occ, self.obligations_of(it.la))))
+    }
+
+    /// Predicts at row `r`, built by a token, the chain of left-recursive levels a spent level
+    /// `it` of a group's entry would be wrapped in once ended, were it free
+    /// ([`RecBudgets::chain`]). The chain is shadows marked in their contexts ([`Chart::shadowed`]):
+    /// they read nothing, and only levels they predicted complete into them (through their open
+    /// states, [`Chart::advance`]), so a chain grows only around an entry level ended while a
+    /// string is read, as the stack reference wraps it. Out of line: only grammars with such groups
+    /// reach it.
+    #[inline(never)]
+    fn predict_chain(
+        &mut self,
+        a: &Automata,
+        rb: &RecBudgets,
+        cb: Option<&CharBudgets>,
+        it: &Item,
+        r: usize,
+    ) -> Result<()> {
+        if rb.is_shadow(it.state) {
+            for &rr in rb.chain(it.state) {
+                let (spend, la) = self.predicted_la(Some(rb), cb, it, rr, r)?;
+                if spend == SPENT_FROM_START {
+                    continue;
+                }
+                let level = Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la };
+                if rb.is_entry(rr) {
+                    // The level the chain wraps (a twin, as the entry's levels at this row).
+                    self.add(Item { state: rb.start(a, it.state, rr), ..level });
+                }
+                let la = self.shadowed(la);
+                for &state in rb.shadows(rr) {
+                    self.add(Item { state, la, ..level });
+                }
+            }
+        } else if it.origin == r as u32 && self.spend_of(it.la) != SPENT_FROM_START {
+            // The chain's outer level: the entry's level `it` itself, wrapping.
+            if let Some(state) = rb.shadow_of(it.state) {
+                let la = self.shadowed(it.la);
+                self.add(Item { state, la, ..*it });
+            }
+        }
+        Ok(())
+    }
+
+    /// Recursive `max_tokens` budgets: the state whose rule edges parent `p` takes an ended
+    /// level of `rule` (started at row `child_origin`) on, `None` for none. A parent takes only
+    /// the rules it called, so its own state's edges (a twin's at a row built spent), but while
+    /// a string is read, a level wrapped in a new level of its own rule started at the same row
+    /// (left recursion, read free) takes the open state's. A shadow's children are its chain's
+    /// ([`Chart::predict_chain`]): it takes them on its open state's edges, an ended level of the
+    /// entry only while a string is read (shadows are only at rows built spent).
+    #[inline]
+    fn completed_from(
+        &self,
+        a: &Automata,
+        rb: &RecBudgets,
+        p: &Item,
+        rule: RuleId,
+        child_origin: u32,
+    ) -> Option<StateId> {
+        if rb.is_shadow(p.state) {
+            return (self.free || !rb.is_entry(rule)).then(|| rb.open_of(p.state));
+        }
+        let own_wrap = p.origin == child_origin && a.state(p.state).rule == rule;
+        let free = self.free && self.spend_of(p.la) != SPENT_FROM_START;
+        Some(if free && own_wrap { rb.open_of(p.state) } else { p.state })
     }
 
     /// Moves the last row's items of token-budgeted rules whose budget is spent to their
@@ -806,9 +915,10 @@ impl Chart {
             let mut la = u128::from(it.la_origin) << 32 | u128::from(it.la);
             if let Some(c) = &self.contexts {
                 // The triples, not their chart-local indices (`Contexts`).
-                let ((s0, o0, l0), (s1, o1, l1)) = (c.pairs[it.la_origin as usize], c.pairs[it.la as usize]);
+                let ((s0, o0, l0, c0), (s1, o1, l1, c1)) = (c.pairs[it.la_origin as usize], c.pairs[it.la as usize]);
                 la = mix128(u128::from(s0) << 96 | u128::from(o0) << 64 | u128::from(s1) << 32 | u128::from(o1))
-                    ^ (u128::from(l0) << 32 | u128::from(l1));
+                    ^ (u128::from(l0) << 32 | u128::from(l1))
+                    ^ (u128::from(c0) << 97 | u128::from(c1) << 96);
             }
             // When an occurrence may end depends on the characters it has read (bits 32..64).
             let mut read = 0;
@@ -881,7 +991,8 @@ impl Chart {
                 if self.spent_left_growth(a, rb, p, rule, child_origin) {
                     return;
                 }
-                for &(rr, t) in a.rule_edges(self.source(rb, p)) {
+                let Some(from) = self.completed_from(a, rb, p, rule, child_origin) else { return };
+                for &(rr, t) in a.rule_edges(from) {
                     if rr == rule {
                         self.add(Item {
                             state: self.target(rb, p.la, t),
@@ -1009,31 +1120,12 @@ impl Chart {
             for &(rr, _) in a.rule_edges(it.state) {
                 waiting.push(rr, (j - 1) as u32);
                 if REC {
-                    let (mut spend, mut state) = (0, a.rule_start(rr));
-                    if let Some(rb) = rb {
-                        let s = self.spend_of(it.la);
-                        spend = rb.bound(rr).map_or(s, |n| ctx_min(s, own_spend(n, self.clock)));
-                        state =
-                            if spend == SPENT_FROM_START { rb.spent_start(a, rr) } else { rb.start(a, it.state, rr) };
-                    }
-                    // A recursive `max_chars` rule outside every bounded occurrence starts one.
-                    let occ = match cb {
-                        Some(cb) => match self.occ_of(it.la) {
-                            0 => match cb.start(rr, r as u32) {
-                                Some(occ) => occ,
-                                None if cb.start(rr, 0).is_some() => {
-                                    return Err(Error::limit(
-                                        "input bytes in a grammar with a recursive max_chars rule",
-                                        (u32::MAX / cb.len()) as usize,
-                                    ))
-                                }
-                                None => 0,
-                            },
-                            occ => occ,
-                        },
-                        None => 0,
+                    let (spend, la) = self.predicted_la(rb, cb, &it, rr, r)?;
+                    let state = match rb {
+                        Some(rb) if spend == SPENT_FROM_START => rb.spent_start(a, rr),
+                        Some(rb) => rb.start(a, it.state, rr),
+                        None => a.rule_start(rr),
                     };
-                    let la = self.context_id(spend, occ, self.obligations_of(it.la));
                     self.add(Item { state, origin: r as u32, la_origin: it.la, la });
                 } else {
                     self.add(Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la: it.la });
@@ -1043,6 +1135,9 @@ impl Chart {
                         self.advance::<REC>(a, rb, &it, rr, la, r as u32);
                     }
                 }
+            }
+            if let Some(rb) = rb.filter(|rb| REC && rb.has_chains() && !self.free && rb.in_chain(it.state)) {
+                self.predict_chain(a, rb, cb, &it, r)?;
             }
             if self.items.len() - start > limits::MAX_ITEMS_PER_ROW {
                 return Err(Error::limit("Earley items in one row (grammar too ambiguous)", limits::MAX_ITEMS_PER_ROW));

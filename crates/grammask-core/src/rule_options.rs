@@ -44,7 +44,10 @@
 //!   left-recursive through each other, in a group entered through one rule only (inside
 //!   budgets: another entry used outside every budget only, as the root's own occurrence is
 //!   unless the root has a budget, is allowed): once spent, a finished level of that rule does
-//!   not complete into a level of the group started at the same row. `Unsupported`: a rule
+//!   not complete into a level of the group started at the same row; a string read later (free)
+//!   may still wrap it, through shadows of the group's chain predicted at rows built spent
+//!   ([`crate::compiler::RecBudgets::chain`]). A string goes on free from the positions the
+//!   tokens before it reached (its row is built again from the twins' steps). `Unsupported`: a rule
 //!   reaching another such group (no bounded end), lookahead in the grammar, and a matcher
 //!   `max_tokens` budget.
 //! - `max_chars=N` on a recursive rule (XGrammar's semantics): an occurrence not nested in another

@@ -160,8 +160,7 @@ pub fn token_completions_at(
     for (it, rule, la) in edges {
         // Spend points: a parent moves to its twin state once spent, as `Chart::advance` does.
         for p in row.iter().filter(|p| p.la == it.la_origin) {
-            let source = rb.map_or(p.state, |rb| chart.source(rb, p));
-            for &(rr, t) in a.rule_edges(source) {
+            for &(rr, t) in a.rule_edges(p.state) {
                 if rr == rule {
                     let state = rb.map_or(t, |rb| chart.target(rb, p.la, t));
                     let item = Item { state, la, ..*p };

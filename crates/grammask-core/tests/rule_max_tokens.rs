@@ -869,6 +869,13 @@ fn rec_grammars(n: u32) -> Vec<RecGrammar> {
             ("q", None, &["r +", "z"]),
             ("r", None, &["p y", "( V )"]),
         ]),
+        // A cycle of three whose entry's shortest way runs through the others (`r`, then `q`),
+        // and which calls `q` first too, off its shortest ways.
+        RecGrammar::new(&[
+            ("A", Some(n), &["r ,", "x x x x", "q + + +", "( A )"]),
+            ("r", None, &["q >", "< < <"]),
+            ("q", None, &["A y", "z"]),
+        ]),
         // Nested budgets without recursion: a regular budgeted rule inside another (spent with
         // it or on its own), through a helper rule too.
         RecGrammar::new(&[("A", Some(n + 1), &["< B > B", "y"]), ("B", Some(n), &["x", "x z", "x z z"])]),
@@ -945,7 +952,7 @@ fn rec_root_groups(n: u32) -> Vec<RecGrammar> {
 
 #[test]
 fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
-    let (checked, cut, strings) = rec_walks(0x2545_F491_4F6C_DD1D, rec_grammars, true);
+    let (checked, cut, strings) = rec_walks(0x2545_F491_4F6C_DD1D, rec_grammars);
     // The walks met spent budgets (tokens only a budget refused), on every grammar.
     let grammars = rec_grammars(0).len();
     assert!(
@@ -956,17 +963,80 @@ fn recursive_rule_budgets_follow_the_reference_along_random_walks() {
 
 #[test]
 fn left_recursive_groups_holding_the_root_follow_the_reference() {
-    // Tokens and rollbacks only: a string read after a chain of the group was predicted spent
-    // cannot wrap an ended level in levels that chain pruned, where the reference (wrapping at
-    // the end, free) can (a difference of the supported groups too, left for now).
-    let (checked, cut, _) = rec_walks(0x9E37_79B9_7F4A_7C15, rec_root_groups, false);
-    assert!(checked == 2 * 4 * 2 * 3 && cut > 10, "{checked} walks, {cut} cut");
+    let (checked, cut, strings) = rec_walks(0x9E37_79B9_7F4A_7C15, rec_root_groups);
+    assert!(checked == 2 * 4 * 2 * 3 && cut > 10 && strings > 5, "{checked} walks, {cut} cut, {strings} strings");
+}
+
+/// A string read after tokens that spent a budget may wrap an ended level of a left-recursive
+/// group's entry in a chain of the group's levels started at a row built spent (the reference
+/// reads strings free): `(`, `x` as tokens, then the string `y` wraps `x` in `q ::= A "y"`.
+#[test]
+fn strings_after_spent_rows_wrap_left_recursive_groups() {
+    let mut rng = Rng(0x51A7_E00D_C0DE_F00D);
+    let vocab = rec_vocab(&mut rng);
+    let token = |b: &[u8]| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == b).unwrap();
+    let g = RecGrammar::new(&[("A", Some(1), &["q +", "x", "( A )"]), ("q", None, &["A y", "z"])]);
+    let text = g.ebnf(&vocab);
+    let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+    let r = RecRef::new(&g);
+    let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+    let mut w = RecWalk::new(&r);
+    let mut cut = 0;
+    for t in [&b"("[..], b"x"] {
+        assert!(m.accept_token(token(t)).unwrap());
+        w = w.read(&r, t, true).unwrap();
+    }
+    rec_check_mask(&mut m, &r, &w, &vocab, &text, &mut cut);
+    let w = w.read(&r, b"y", false).expect("the reference wraps `x` freely");
+    assert!(m.accept_bytes(b"y").unwrap(), "the string `y` after `(`, `x`");
+    rec_check_mask(&mut m, &r, &w, &vocab, &text, &mut cut);
+    // Along random token walks over every grammar with such a group, each one- and two-byte
+    // string is accepted exactly when the reference reads it.
+    let (mut walks, mut strings) = (0, 0);
+    for n in 0..4 {
+        for g in rec_grammars(n).into_iter().chain(rec_root_groups(n)).filter(|g| g.entry.iter().any(Option::is_some)) {
+            let text = g.ebnf(&vocab);
+            let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+            let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+            let r = RecRef::new(&g);
+            for _ in 0..4 {
+                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let mut w = RecWalk::new(&r);
+                let mut seen: Vec<String> = Vec::new();
+                for _ in 0..6 {
+                    for a in REC_ALPHABET {
+                        for b in [None].into_iter().chain(REC_ALPHABET.iter().map(Some)) {
+                            let s: Vec<u8> = std::iter::once(*a).chain(b.copied()).collect();
+                            let want = w.read(&r, &s, false).is_some();
+                            assert_eq!(
+                                m.clone().accept_bytes(&s).unwrap(),
+                                want,
+                                "string {s:?} after {seen:?} ({text})"
+                            );
+                            strings += usize::from(want);
+                        }
+                    }
+                    let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &text, &mut cut);
+                    if allowed.is_empty() {
+                        break;
+                    }
+                    let t = allowed[rng.below(allowed.len() as u64) as usize];
+                    assert!(m.accept_token(t).unwrap());
+                    w = w.read_token(&r, &vocab, t).unwrap();
+                    seen.push(String::from_utf8_lossy(vocab.token_bytes(t)).into_owned());
+                }
+                walks += 1;
+            }
+        }
+    }
+    assert!(walks >= 4 * 4 * 4 && strings > 100, "{walks} walks, {strings} strings");
 }
 
 /// Random walks of tokens, strings and rollbacks over `grammars(n)` for `n` in 0..4, every mask
-/// bit checked against the reference (`with_strings`: strings read too): (walks, tokens a budget
+/// bit checked against the reference: (walks, tokens a budget
 /// refused, strings read).
-fn rec_walks(seed: u64, grammars: fn(u32) -> Vec<RecGrammar>, with_strings: bool) -> (usize, usize, usize) {
+fn rec_walks(seed: u64, grammars: fn(u32) -> Vec<RecGrammar>) -> (usize, usize, usize) {
     let mut rng = Rng(seed);
     let (mut cut, mut checked, mut strings) = (0usize, 0usize, 0usize);
     for round in 0..2 {
@@ -990,7 +1060,7 @@ fn rec_walks(seed: u64, grammars: fn(u32) -> Vec<RecGrammar>, with_strings: bool
                         }
                         match rng.below(8) {
                             // A string (read free of budgets).
-                            0 | 2 if with_strings => {
+                            0 | 2 => {
                                 let len = 1 + rng.below(3) as usize;
                                 // Mostly a token's bytes the reference reads as a string (often
                                 // one a spent budget refuses as a token), else random bytes.

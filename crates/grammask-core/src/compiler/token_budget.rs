@@ -15,6 +15,7 @@
 //! state in exactly `dist(i)` bytes.
 use super::dfa::Dfa;
 use super::StateId;
+use crate::fasthash::FastMap;
 use crate::grammar::RuleId;
 
 /// `dfa` restricted to shortest paths to a final state (see the module doc); state `i` of the
@@ -144,6 +145,18 @@ pub struct RecBudgets {
     /// Per rule: the entry of its group of rules left-recursive through each other (`NO`:
     /// none; see [`left_groups`]).
     entry: Vec<u32>,
+    /// Per rule of a group of rules left-recursive through each other: the *shadows* of its
+    /// left positions (states reached from its start by empty rules only), which hold the chain
+    /// of levels a spent level of the group's entry would be wrapped in were it free (see
+    /// `Chart::predict_chain`). A shadow has no edges and is not final; its open state is the
+    /// position it shadows. Shadows are the states from `shadow_from` on.
+    shadows: Vec<Box<[StateId]>>,
+    shadow_from: u32,
+    /// Per state from `chain_from` on (empty: no such group): for a shadow, the group's rules its
+    /// open state calls; for a twin of a left position of an entry, its shadow (`NO`: none).
+    chain: Vec<Box<[RuleId]>>,
+    shadow_of: Vec<u32>,
+    chain_from: u32,
 }
 
 impl RecBudgets {
@@ -196,6 +209,50 @@ impl RecBudgets {
     #[inline]
     pub fn wraps(&self, child: RuleId, parent: RuleId) -> bool {
         child == parent || self.entry[parent.index()] == child.0
+    }
+
+    /// For a shadow `s`: the rules of its group its open state calls.
+    #[inline]
+    pub fn chain(&self, s: StateId) -> &[RuleId] {
+        &self.chain[(s.0 - self.chain_from) as usize]
+    }
+
+    /// For a twin `s` of a left position of its group's entry: that position's shadow.
+    #[inline]
+    pub fn shadow_of(&self, s: StateId) -> Option<StateId> {
+        let i = s.0.checked_sub(self.chain_from)?;
+        Some(self.shadow_of[i as usize]).filter(|&x| x != NO).map(StateId)
+    }
+
+    /// Whether items in state `s` predict a chain (`Chart::predict_chain`): a shadow, or a twin
+    /// of a left position of its group's entry.
+    #[inline]
+    pub fn in_chain(&self, s: StateId) -> bool {
+        self.is_shadow(s) || self.shadow_of(s).is_some()
+    }
+
+    /// Whether `s` is a shadow.
+    #[inline]
+    pub fn is_shadow(&self, s: StateId) -> bool {
+        s.0 >= self.shadow_from
+    }
+
+    /// The shadows of rule `r`'s left positions (empty outside groups).
+    #[inline]
+    pub fn shadows(&self, r: RuleId) -> &[StateId] {
+        &self.shadows[r.index()]
+    }
+
+    /// Whether rule `r` is the entry of its group of rules left-recursive through each other.
+    #[inline]
+    pub fn is_entry(&self, r: RuleId) -> bool {
+        self.entry[r.index()] == r.0
+    }
+
+    /// Whether the grammar has shadows (a group of rules left-recursive through each other).
+    #[inline]
+    pub fn has_chains(&self) -> bool {
+        self.shadow_from != NO
     }
 
     /// Rule `r`'s `max_tokens`, if it has one.
@@ -290,7 +347,18 @@ pub(super) fn add_rec_twins(
         )
     })?;
     let n = a.states.len();
-    let mut rb = RecBudgets { twin: vec![NO; n], open: vec![NO; n], twin_start: vec![NO; a.num_rules()], bound, entry };
+    let mut rb = RecBudgets {
+        twin: vec![NO; n],
+        open: vec![NO; n],
+        twin_start: vec![NO; a.num_rules()],
+        bound,
+        entry,
+        shadows: vec![Box::default(); a.num_rules()],
+        shadow_from: NO,
+        chain: Vec::new(),
+        shadow_of: Vec::new(),
+        chain_from: NO,
+    };
     for r in (0..a.num_rules()).filter(|&r| reach[r]) {
         let rule = RuleId(r as u32);
         let (lo, hi) = ranges[r];
@@ -342,8 +410,71 @@ pub(super) fn add_rec_twins(
         }
         rb.twin_start[r] = base + a.rule_start(rule).0 - lo;
     }
+    add_chains(a, &mut rb, &reach, &rule_len);
     a.rec = Some(Box::new(rb));
     Ok(())
+}
+
+/// Shadows of the left positions of every rule in a group left-recursive through other rules,
+/// each shadow's chain, and the shadows of the entries' twins at left positions (none without
+/// such groups).
+fn add_chains(a: &mut super::Automata, rb: &mut RecBudgets, reach: &[bool], rule_len: &[u32]) {
+    let grouped = |r: usize| reach[r] && rb.entry[r] != NO;
+    if !(0..a.num_rules()).any(grouped) {
+        return;
+    }
+    let first = a.states.len() as u32;
+    let mut shadow = FastMap::default();
+    for r in (0..a.num_rules()).filter(|&r| grouped(r)) {
+        let mut shadows = Vec::new();
+        for s in left_states(a, rule_len, r) {
+            let (at, rules) = (a.byte_edges.len() as u32, a.rule_edges.len() as u32);
+            shadow.insert(s.0, a.states.len() as u32);
+            shadows.push(StateId(a.states.len() as u32));
+            a.states.push(super::State {
+                rule: RuleId(r as u32),
+                is_final: false,
+                byte_edges: (at, at),
+                rule_edges: (rules, rules),
+            });
+            rb.twin.push(NO);
+            rb.open.push(s.0);
+        }
+        rb.shadows[r] = shadows.into();
+    }
+    // Twins come before the shadows: the chain tables start at the first twin.
+    let from = (0..first).find(|&x| rb.open[x as usize] != NO).unwrap_or(first);
+    let entry_of = |s: u32| rb.entry[a.state(StateId(s)).rule.index()];
+    for x in from..a.states.len() as u32 {
+        let o = rb.open[x as usize];
+        let (mut calls, mut sh) = (Vec::new(), NO);
+        if x >= first {
+            calls = a.rule_edges(StateId(o)).iter().map(|e| e.0).filter(|rr| grouped(rr.index())).collect();
+            calls.sort_unstable();
+            calls.dedup();
+        } else if o != NO && entry_of(o) == a.state(StateId(o)).rule.0 {
+            sh = shadow.get(&o).copied().unwrap_or(NO);
+        }
+        rb.chain.push(calls.into());
+        rb.shadow_of.push(sh);
+    }
+    rb.chain_from = from;
+    rb.shadow_from = first;
+}
+
+/// Rule `r`'s left positions: its states reached from its start by empty rules only.
+fn left_states(a: &super::Automata, rule_len: &[u32], r: usize) -> Vec<StateId> {
+    let mut seen = vec![a.rule_start(RuleId(r as u32))];
+    let mut i = 0;
+    while let Some(&s) = seen.get(i) {
+        i += 1;
+        for &(rr, t) in a.rule_edges(s) {
+            if rule_len[rr.index()] == 0 && !seen.contains(&t) {
+                seen.push(t);
+            }
+        }
+    }
+    seen
 }
 
 /// Groups of rules left-recursive through each other (`a ::= b "x" | "y"`, `b ::= a "z"`)
@@ -365,19 +496,7 @@ fn left_groups(
 ) -> Result<Vec<u32>, (RuleId, String)> {
     let n = a.num_rules();
     // left[r]: the rule edges of r's states reached from its start by empty rules only.
-    let left_states = |r: usize| -> Vec<StateId> {
-        let mut seen = vec![a.rule_start(RuleId(r as u32))];
-        let mut i = 0;
-        while let Some(&s) = seen.get(i) {
-            i += 1;
-            for &(rr, t) in a.rule_edges(s) {
-                if rule_len[rr.index()] == 0 && !seen.contains(&t) {
-                    seen.push(t);
-                }
-            }
-        }
-        seen
-    };
+    let left_states = |r: usize| left_states(a, rule_len, r);
     let mut left: Vec<Vec<usize>> = vec![Vec::new(); n];
     for r in (0..n).filter(|&r| reach[r]) {
         for s in left_states(r) {
