@@ -1306,6 +1306,59 @@ fn the_reference_reads_groups_entered_through_two_budgeted_rules() {
     assert!(rec_accepts(&RecRef { tokens: false, ..RecRef::new(&g) }, &["<", "y", "y", "y"], "zx>"));
 }
 
+/// Without their budgets, groups entered through several rules read as the engine reads the
+/// same grammar without budgets (which it compiles): along random token walks every mask bit
+/// equals the reference's, whose chains are opened by the budgeted entries only.
+#[test]
+fn groups_entered_through_several_rules_read_the_grammar_without_budgets() {
+    let mut rng = Rng(0xC0FF_EE15_BAD5_EED5);
+    let vocab = rec_vocab(&mut rng);
+    let grammars = [
+        RecGrammar::new(&[
+            ("root", None, &["< A >", "[ b ]"]),
+            ("A", Some(3), &["b x", "y"]),
+            ("b", Some(2), &["A z", ","]),
+        ]),
+        RecGrammar::new(&[
+            ("root", None, &["< A >", "[ b ]"]),
+            ("A", None, &["b x", "y y"]),
+            ("b", Some(1), &["A z", ","]),
+        ]),
+        RecGrammar::new(&[
+            ("root", None, &["< A >", "[ b ]", "( c )"]),
+            ("A", Some(2), &["c x", "y", "< A >"]),
+            ("b", None, &["A z", ","]),
+            ("c", Some(1), &["b +", "( c )", "y"]),
+        ]),
+    ];
+    let mut walks = 0;
+    for g in &grammars {
+        let mut text = g.ebnf(&vocab);
+        for n in 0..4 {
+            text = text.replace(&format!("[max_tokens={n}]"), "");
+        }
+        let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+        let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+        let r = RecRef { tokens: false, ..RecRef::new(g) };
+        for _ in 0..6 {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut w = RecWalk::new(&r);
+            let mut cut = 0;
+            for _ in 0..8 {
+                let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &text, &mut cut);
+                if allowed.is_empty() {
+                    break;
+                }
+                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                assert!(m.accept_token(t).unwrap());
+                w = w.read_token(&r, &vocab, t).unwrap();
+            }
+            walks += 1;
+        }
+    }
+    assert_eq!(walks, 18);
+}
+
 #[test]
 fn unsupported_recursive_budgets_name_the_feature() {
     let bad = [
