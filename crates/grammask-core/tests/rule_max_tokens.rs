@@ -252,9 +252,12 @@ fn a_token_across_the_start_is_the_first_token() {
 // own rule): a level that can end may instead be wrapped in a new level of its rule started at
 // the same position, after that first `E` (as many times as the input needs), unless it is spent:
 // a spent level ends instead of growing. Left recursion through other rules (`A ::= q + | x`,
-// `q ::= A y | z`, a group entered through `A` only): a level of the group's entry that can end
-// may likewise be wrapped in a chain of levels of the group started at the same position, along
-// a cycle of left calls back to the entry, unless it is spent. Strings are read free.
+// `q ::= A y | z`, a group entered through `A`): a level of the group's entry that can end may
+// likewise be wrapped in a chain of levels of the group started at the same position, along a
+// cycle of left calls back to its rule, unless one of them is spent then (each level's spend
+// point as if predicted there, the one wrapped guessing those put around it later). A group
+// entered through several rules opens chains at the ends of those with a budget (of all of
+// them if none has one). Strings are read free.
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -277,9 +280,13 @@ struct RecGrammar {
     /// the rule may only end where the input that follows starts with a string of `L`.
     la: Vec<Option<&'static [&'static [u8]]>>,
     minlen: Vec<u32>,
-    /// Per rule: the entry of its group of rules left-recursive through each other (see
-    /// `entry_of`), if any.
-    entry: Vec<Option<usize>>,
+    /// Per rule: its group of rules left-recursive through each other (its least rule, see
+    /// `group_of`), if any.
+    group: Vec<Option<usize>>,
+    /// Per rule: whether its ended levels open the cycles of its group around them: the group's
+    /// rules used otherwise than by a left call from it (its entries) that have a budget, or
+    /// every entry if none has.
+    wraps: Vec<bool>,
 }
 
 impl RecGrammar {
@@ -308,7 +315,8 @@ impl RecGrammar {
         let bound = rules.iter().map(|r| r.1).collect();
         let chars = vec![None; rules.len()];
         let la = vec![None; rules.len()];
-        let mut g = RecGrammar { names, alts, bound, chars, la, minlen: Vec::new(), entry: Vec::new() };
+        let mut g =
+            RecGrammar { names, alts, bound, chars, la, minlen: Vec::new(), group: Vec::new(), wraps: Vec::new() };
         g.minlen = vec![u32::MAX; rules.len()];
         loop {
             let mut changed = false;
@@ -323,7 +331,11 @@ impl RecGrammar {
                 break;
             }
         }
-        g.entry = (0..rules.len()).map(|r| g.entry_of(r)).collect();
+        g.group = (0..rules.len()).map(|r| g.group_of(r)).collect();
+        let entry: Vec<bool> = (0..rules.len()).map(|r| g.group[r].is_some() && g.entered(r)).collect();
+        let budgeted =
+            |r: usize| (0..rules.len()).any(|q| entry[q] && g.group[q] == g.group[r] && g.bound[q].is_some());
+        g.wraps = (0..rules.len()).map(|r| entry[r] && (g.bound[r].is_some() || !budgeted(r))).collect();
         g
     }
 
@@ -369,9 +381,11 @@ impl RecGrammar {
         }
     }
 
-    /// The entry of `r`'s group of rules left-recursive through each other: the group's rule
-    /// that is used otherwise than by a left call from the group (the grammars here have one).
-    fn entry_of(&self, r: usize) -> Option<usize> {
+    /// `r`'s group of rules left-recursive through each other (its least rule), if any. Several
+    /// of them may be entered otherwise than by a left call from the group (`entered`); every
+    /// cycle of left calls in the group must pass through each of those (the grammars here are
+    /// so: the reference would nest levels of a chain at one position without end otherwise).
+    fn group_of(&self, r: usize) -> Option<usize> {
         let mut cycles = Vec::new();
         self.left_paths(r, r, &mut Vec::new(), &mut cycles);
         if cycles.iter().all(Vec::is_empty) {
@@ -385,22 +399,31 @@ impl RecGrammar {
                 q == r || (!there.is_empty() && !back.is_empty())
             })
             .collect();
-        let used_otherwise = |q: usize| {
-            q == 0
-                || (0..self.names.len()).any(|x| {
-                    self.alts[x]
-                        .iter()
-                        .any(|a| a.iter().enumerate().any(|(i, s)| *s == Sym::R(q) && (i > 0 || !group.contains(&x))))
-                })
-        };
-        let entries: Vec<usize> = group.iter().copied().filter(|&q| used_otherwise(q)).collect();
-        // Several entries: the budgeted one (the others are used outside every budget only).
-        let bounded: Vec<usize> = group.iter().copied().filter(|&q| self.bound[q].is_some()).collect();
-        match (entries.as_slice(), bounded.as_slice()) {
-            (&[e], _) => Some(e),
-            (many, &[b]) if many.contains(&b) => Some(b),
-            _ => panic!("{}: one entry", self.names[r]),
+        for &e in group.iter().filter(|&&e| self.entered(e)) {
+            for &q in group.iter().filter(|&&q| q != e) {
+                let mut cycles = Vec::new();
+                self.left_paths(q, q, &mut Vec::new(), &mut cycles);
+                let avoids = cycles.iter().any(|p| !p.is_empty() && !p.contains(&e));
+                assert!(!avoids, "{}: a cycle of left calls avoids '{}'", self.names[q], self.names[e]);
+            }
         }
+        group.first().copied()
+    }
+
+    /// Whether `q` is used otherwise than by a left call from a rule of its group.
+    fn entered(&self, q: usize) -> bool {
+        let in_group = |x: usize| {
+            let (mut there, mut back) = (Vec::new(), Vec::new());
+            self.left_paths(x, q, &mut Vec::new(), &mut there);
+            self.left_paths(q, x, &mut Vec::new(), &mut back);
+            x == q || (!there.is_empty() && !back.is_empty())
+        };
+        q == 0
+            || (0..self.names.len()).any(|x| {
+                self.alts[x]
+                    .iter()
+                    .any(|a| a.iter().enumerate().any(|(i, s)| *s == Sym::R(q) && (i > 0 || !in_group(x))))
+            })
     }
 
     fn weight(&self, seq: &[Sym]) -> u32 {
@@ -467,8 +490,9 @@ struct Level {
     spend: Option<usize>,
     /// Inside an occurrence of a `max_tokens=0` rule: spent from the start, for strings too.
     zero: bool,
-    /// The byte position it started at.
+    /// The byte position it started at, and the tokens ended at or before it.
     start: usize,
+    first: usize,
     /// The outermost `max_chars` occurrence around it (or itself): `(rule, start)`.
     chars: Option<(usize, usize)>,
     waiting: Option<usize>,
@@ -542,10 +566,49 @@ impl<'g> RecRef<'g> {
             spend,
             zero,
             start: 0,
+            first: 0,
             chars,
             waiting: None,
             owed: Vec::new(),
         }]]
+    }
+
+    /// The spend point and `zero` of a level of rule `r` inside a level with `spend` and `zero`,
+    /// `first` tokens ended at or before its start.
+    fn own_spend(&self, spend: Option<usize>, zero: bool, r: usize, first: usize) -> (Option<usize>, bool) {
+        let own = self.bound(r).map(|n| first + n as usize);
+        let spend = match (spend, own) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        (spend, zero || self.bound(r) == Some(0))
+    }
+
+    /// Levels at the top of `c` started at the same position in the same group (at least one):
+    /// a chain of left calls, its entry the lowest.
+    fn chain_len(&self, c: &Config) -> usize {
+        let top = c.last().unwrap();
+        let group = self.g.group[top.rule];
+        if group.is_none() {
+            return 1;
+        }
+        c.iter().rev().take_while(|l| l.start == top.start && self.g.group[l.rule] == group).count()
+    }
+
+    /// `level`, of a group, under each guess of the budgets of the levels a later wrap puts
+    /// around it (none, or one of its group's rules): a wrap through tighter ones is refused, so
+    /// the guess that names the tightest budget around it reads it as that budget holds (a
+    /// tighter guess only reads less).
+    fn guesses(&self, level: Level) -> Vec<Level> {
+        let Some(group) = self.g.group[level.rule] else { return vec![level] };
+        let mut out = vec![level.clone()];
+        for q in (0..self.g.names.len()).filter(|&q| self.g.group[q] == Some(group) && self.bound(q).is_some()) {
+            let (spend, zero) = self.own_spend(level.spend, level.zero, q, level.first);
+            if (spend, zero) != (level.spend, level.zero) {
+                out.push(Level { spend, zero, ..level.clone() });
+            }
+        }
+        out
     }
 
     fn start_pos(&self, r: usize) -> Vec<(u8, u8)> {
@@ -610,28 +673,59 @@ impl<'g> RecRef<'g> {
                     l.owed = self.owe(&l.owed, top.rule);
                     next.push(d);
                 }
-                // Left recursion through other rules: an ended level of its group's entry is
-                // wrapped in a chain of levels started at the same position, along a cycle of
-                // left calls back to it (`a` in `b ::= a "z"` in `a ::= b "x"`), unless spent.
-                if self.is_final(top) && !spent && self.g.entry[top.rule] == Some(top.rule) {
+                // Left recursion through other rules: an ended level of a rule that `wraps` (at
+                // any place in its chain) is wrapped in a chain of levels started at its position, along a cycle of left calls back to
+                // its rule (`a` in `b ::= a "z"` in `a ::= b "x"`). The new outer level takes its
+                // place under its parent with a guess (see `guesses`); the ended level, read
+                // under its guess, fits only inside levels no tighter than it. Each new level
+                // takes a left call now, which no spent level takes (a spent occurrence does not
+                // grow); the innermost is the tightest.
+                if self.is_final(top) && self.g.wraps[top.rule] {
                     let mut cycles = Vec::new();
                     self.g.left_paths(top.rule, top.rule, &mut Vec::new(), &mut cycles);
+                    let parent = (c.len() > 1).then(|| &c[c.len() - 2]);
+                    let (due, zero_due) = self.own_spend(
+                        parent.and_then(|p| p.spend),
+                        parent.is_some_and(|p| p.zero),
+                        top.rule,
+                        top.first,
+                    );
+                    let outer = Level { spend: due, zero: zero_due, waiting: None, ..top.clone() };
                     for path in cycles.into_iter().filter(|p| !p.is_empty()) {
-                        let mut d = c.clone();
-                        let outer = d.pop().unwrap();
-                        let mut chain = vec![top.rule];
-                        chain.extend(&path);
-                        for (i, &r) in chain.iter().enumerate() {
-                            // Each level waits on the next; the last has read the ended one.
-                            let waiting = chain.get(i + 1).copied();
-                            let pos = match waiting {
-                                Some(_) => self.start_pos(r),
-                                None => self.step(r, &self.start_pos(r), Sym::R(top.rule)),
-                            };
-                            let owed = if waiting.is_some() { Vec::new() } else { self.owe(&outer.owed, top.rule) };
-                            d.push(Level { rule: r, pos, waiting, owed, ..outer.clone() });
+                        for outer in self.guesses(outer.clone()) {
+                            let mut d = c.clone();
+                            d.pop();
+                            let mut chain = vec![top.rule];
+                            chain.extend(&path);
+                            let (mut due, mut zero_due) = (outer.spend, outer.zero);
+                            for (i, &r) in chain.iter().enumerate() {
+                                if i > 0 {
+                                    (due, zero_due) = self.own_spend(due, zero_due, r, top.first);
+                                }
+                                // Each level waits on the next; the last has read the ended one.
+                                let waiting = chain.get(i + 1).copied();
+                                let pos = match waiting {
+                                    Some(_) => self.start_pos(r),
+                                    None => self.step(r, &self.start_pos(r), Sym::R(top.rule)),
+                                };
+                                let owed = if waiting.is_some() { Vec::new() } else { self.owe(&top.owed, top.rule) };
+                                d.push(Level {
+                                    rule: r,
+                                    pos,
+                                    waiting,
+                                    owed,
+                                    spend: due,
+                                    zero: zero_due,
+                                    ..outer.clone()
+                                });
+                            }
+                            let fits =
+                                top.spend.unwrap_or(usize::MAX) <= due.unwrap_or(usize::MAX) && (top.zero || !zero_due);
+                            let shut = zero_due || matches!((k, due), (Some(k), Some(s)) if k >= s);
+                            if fits && !shut {
+                                next.push(d);
+                            }
                         }
-                        next.push(d);
                     }
                 }
                 if self.is_final(top) && c.len() > 1 {
@@ -655,38 +749,40 @@ impl<'g> RecRef<'g> {
                     rules.sort_unstable();
                     rules.dedup();
                     for r in rules {
-                        // Left recursion: the levels around are opened when this one ends (above).
-                        // A level of another entry of the group, entered from outside it (not by
-                        // a left call of the group at this position), is the outer level of its
-                        // chain: the chain enters the group's entry once, through any of the
-                        // group's rules (`root ::= h z`, `h ::= A`). `inside`: the chain of
-                        // levels of the group at this position below `top` has entered it.
-                        let group = self.g.entry[top.rule];
-                        let inside = group.is_some()
-                            && c[..c.len() - 1]
-                                .iter()
-                                .rev()
-                                .take_while(|l| l.start == at && self.g.entry[l.rule] == group)
-                                .any(|l| Some(l.rule) == group);
-                        if top.start == at && (r == top.rule || (self.g.entry[top.rule] == Some(r) && inside)) {
+                        // Left recursion: the levels around are opened when this one ends (above):
+                        // neither `top`'s rule nor a rule that opens them already in its chain
+                        // below is entered again here.
+                        let below = &c[c.len() - self.chain_len(&c)..c.len() - 1];
+                        if top.start == at && (r == top.rule || (self.g.wraps[r] && below.iter().any(|l| l.rule == r)))
+                        {
                             continue;
                         }
                         if self.take(top, Sym::R(r), spent).is_none() {
                             continue;
                         }
-                        let own = self.bound(r).map(|n| first + n as usize);
-                        let child_spend = match (top.spend, own) {
-                            (Some(x), Some(y)) => Some(x.min(y)),
-                            (x, y) => x.or(y),
-                        };
+                        let (child_spend, zero) = self.own_spend(top.spend, top.zero, r, first);
                         let mut d = c.clone();
                         d.last_mut().unwrap().waiting = Some(r);
                         let owed = std::mem::take(&mut d.last_mut().unwrap().owed);
-                        let zero = top.zero || self.bound(r) == Some(0);
                         let pos = self.start_pos(r);
                         let chars = top.chars.or(self.char_bound(r).map(|_| (r, at)));
-                        d.push(Level { rule: r, pos, spend: child_spend, zero, start: at, chars, waiting: None, owed });
-                        next.push(d);
+                        let level = Level {
+                            rule: r,
+                            pos,
+                            spend: child_spend,
+                            zero,
+                            start: at,
+                            first,
+                            chars,
+                            waiting: None,
+                            owed,
+                        };
+                        // A level of a group takes a guess of the budgets wrapped around it later.
+                        for level in self.guesses(level) {
+                            let mut e = d.clone();
+                            e.push(level);
+                            next.push(e);
+                        }
                     }
                 }
             }
@@ -995,7 +1091,7 @@ fn strings_after_spent_rows_wrap_left_recursive_groups() {
     // string is accepted exactly when the reference reads it.
     let (mut walks, mut strings) = (0, 0);
     for n in 0..4 {
-        for g in rec_grammars(n).into_iter().chain(rec_root_groups(n)).filter(|g| g.entry.iter().any(Option::is_some)) {
+        for g in rec_grammars(n).into_iter().chain(rec_root_groups(n)).filter(|g| g.group.iter().any(Option::is_some)) {
             let text = g.ebnf(&vocab);
             let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
             let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
@@ -1145,6 +1241,122 @@ fn sampled_outputs_of_recursive_budgets_end() {
             }
         }
     }
+}
+
+/// Whether the reference `r` accepts `tokens` (one byte string each) then the free `string`.
+fn rec_accepts(r: &RecRef, tokens: &[&str], string: &str) -> bool {
+    let mut w = RecWalk::new(r);
+    for t in tokens {
+        match w.read(r, t.as_bytes(), true) {
+            Some(next) => w = next,
+            None => return false,
+        }
+    }
+    if !string.is_empty() {
+        match w.read(r, string.as_bytes(), false) {
+            Some(next) => w = next,
+            None => return false,
+        }
+    }
+    r.complete(&w.configs, w.token_ends.len(), w.pos)
+}
+
+/// The reference on groups of rules left-recursive through each other entered through two
+/// budgeted rules (`<` A `>`, `[` b `]`): each chain's levels are opened by the ended levels of
+/// those rules, and a level read before a wrap put a tighter budget around it was read under it.
+#[test]
+fn the_reference_reads_groups_entered_through_two_budgeted_rules() {
+    // A chain `A(b(A(y) z) x)` at `<`: `b` (2 tokens from `y`) is opened when `y`'s `A` ends,
+    // and spent at `z`, which ends it on its shortest way; the next `A` around would be opened
+    // when the `A` inside ends, spent (3 tokens: it sits inside `b`), so `yzxzx` is refused. At
+    // `[`, `b(w)` grows once; then `A` around `b` and `b` are spent: `wxzxz` is refused.
+    let g = RecGrammar::new(&[
+        ("root", None, &["< A >", "[ b ]"]),
+        ("A", Some(3), &["b x", "y"]),
+        ("b", Some(2), &["A z", "w"]),
+    ]);
+    let (r, free) = (RecRef::new(&g), RecRef { tokens: false, ..RecRef::new(&g) });
+    let each = |s: &str| s.split("").filter(|c| !c.is_empty()).map(str::to_owned).collect::<Vec<_>>();
+    for (text, want) in [
+        ("<yzx>", true),
+        ("<wx>", true),
+        ("<wxzx>", true),
+        ("<yzxzx>", false),
+        ("[wxz]", true),
+        ("[wxzxz]", false),
+        ("[w]", true),
+    ] {
+        let toks = each(text);
+        let toks: Vec<&str> = toks.iter().map(String::as_str).collect();
+        assert_eq!(rec_accepts(&r, &toks, ""), want, "tokens {text}");
+        assert!(rec_accepts(&free, &toks, ""), "tokens {text} without budgets");
+    }
+    // Guesses: `A` at `<` read `y` before `b` wrapped it, so it reads under `b`'s budget (1
+    // token from `y`): after `y` a string wraps it freely, after `yyy` (3 tokens inside `b`'s
+    // `A`) it does not; without the wrap, `A`'s own budget (5) holds.
+    let g = RecGrammar::new(&[
+        ("root", None, &["< A >", "[ b ]"]),
+        ("A", Some(5), &["b x", "y", "y y y"]),
+        ("b", Some(1), &["A z", "w"]),
+    ]);
+    let r = RecRef::new(&g);
+    assert!(rec_accepts(&r, &["<", "y"], "zx>"));
+    assert!(!rec_accepts(&r, &["<", "y", "y", "y"], "zx>"));
+    assert!(rec_accepts(&r, &["<", "y", "y", "y", ">"], ""));
+    assert!(rec_accepts(&RecRef { tokens: false, ..RecRef::new(&g) }, &["<", "y", "y", "y"], "zx>"));
+}
+
+/// Without their budgets, groups entered through several rules read as the engine reads the
+/// same grammar without budgets (which it compiles): along random token walks every mask bit
+/// equals the reference's, whose chains are opened by the budgeted entries only.
+#[test]
+fn groups_entered_through_several_rules_read_the_grammar_without_budgets() {
+    let mut rng = Rng(0xC0FF_EE15_BAD5_EED5);
+    let vocab = rec_vocab(&mut rng);
+    let grammars = [
+        RecGrammar::new(&[
+            ("root", None, &["< A >", "[ b ]"]),
+            ("A", Some(3), &["b x", "y"]),
+            ("b", Some(2), &["A z", ","]),
+        ]),
+        RecGrammar::new(&[
+            ("root", None, &["< A >", "[ b ]"]),
+            ("A", None, &["b x", "y y"]),
+            ("b", Some(1), &["A z", ","]),
+        ]),
+        RecGrammar::new(&[
+            ("root", None, &["< A >", "[ b ]", "( c )"]),
+            ("A", Some(2), &["c x", "y", "< A >"]),
+            ("b", None, &["A z", ","]),
+            ("c", Some(1), &["b +", "( c )", "y"]),
+        ]),
+    ];
+    let mut walks = 0;
+    for g in &grammars {
+        let mut text = g.ebnf(&vocab);
+        for n in 0..4 {
+            text = text.replace(&format!("[max_tokens={n}]"), "");
+        }
+        let grammar = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+        let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+        let r = RecRef { tokens: false, ..RecRef::new(g) };
+        for _ in 0..6 {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut w = RecWalk::new(&r);
+            let mut cut = 0;
+            for _ in 0..8 {
+                let allowed = rec_check_mask(&mut m, &r, &w, &vocab, &text, &mut cut);
+                if allowed.is_empty() {
+                    break;
+                }
+                let t = allowed[rng.below(allowed.len() as u64) as usize];
+                assert!(m.accept_token(t).unwrap());
+                w = w.read_token(&r, &vocab, t).unwrap();
+            }
+            walks += 1;
+        }
+    }
+    assert_eq!(walks, 18);
 }
 
 #[test]
