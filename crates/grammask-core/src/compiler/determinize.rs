@@ -148,7 +148,9 @@ impl Closure {
 /// (see [`Closure::important`]), numbered in discovery order with the start state 0.
 pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, sc: &mut Scratch) -> Result<Dfa> {
     let n = nfa.len();
-    let mut cl = std::mem::take(&mut sc.closure);
+    // PERF: the buffers are borrowed field by field, not taken (a taken `SeqTable` left a fresh
+    // default, one allocation per rule).
+    let Scratch { closure: cl, table, set, targets, closed, triples, bounds, active, by_rule, single } = sc;
     cl.important.clear();
     cl.important.extend(
         (0..n).map(|s| s == end as usize || !nfa.bytes_of(s as u32).is_empty() || !nfa.rules_of(s as u32).is_empty()),
@@ -157,7 +159,6 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
     if cl.mark.len() < n {
         cl.mark.resize(n, 0);
     }
-    let mut table = std::mem::take(&mut sc.table);
     table.reset();
     // Room for as many states and edges as the NFA's important states have (most rules' DFA
     // has about as many).
@@ -168,16 +169,8 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
         rules += nfa.rules_of(s).len();
     }
     let mut dfa = Dfa::with_capacity(states, bytes, rules);
-    let mut set = std::mem::take(&mut sc.set);
-    let mut targets = std::mem::take(&mut sc.targets);
-    let mut closed = std::mem::take(&mut sc.closed);
-    let mut triples = std::mem::take(&mut sc.triples);
-    let mut bounds = std::mem::take(&mut sc.bounds);
-    let mut active = std::mem::take(&mut sc.active);
-    let mut by_rule = std::mem::take(&mut sc.by_rule);
     // single[t]: the DFA state of the closure of NFA state t alone, once known.
     // PERF: most edges lead to one NFA state; this skips their closure and interning.
-    let mut single = std::mem::take(&mut sc.single);
     single.clear();
     single.resize(n, u32::MAX);
     let mut step = |targets: &[u32], table: &mut SeqTable, closed: &mut Vec<u32>, budget: &mut usize| -> Result<u32> {
@@ -193,7 +186,7 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
         }
         Ok(id)
     };
-    step(&[start], &mut table, &mut closed, budget)?;
+    step(&[start], table, closed, budget)?;
     let mut next = 0;
     while next < table.len() {
         set.clear();
@@ -203,16 +196,16 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
         // Byte edges: sweep the interval bounds, keeping the NFA edges that cover the current
         // interval in `active`; each interval's targets form one DFA state.
         triples.clear();
-        for &s in &set {
+        for &s in set.iter() {
             triples.extend_from_slice(nfa.bytes_of(s));
         }
         // PERF: one NFA state whose byte edges are disjoint and in order (a literal, a class,
         // most of a JSON string's body): each edge is one interval with one target.
         if let [s] = set[..] {
-            if disjoint_in_order(&triples) {
+            if disjoint_in_order(triples) {
                 let edges = nfa.bytes_of(s);
                 for &(lo, hi, t) in edges {
-                    let id = step(&[t], &mut table, &mut closed, budget)?;
+                    let id = step(&[t], table, closed, budget)?;
                     dfa.push_byte(first, ByteEdgeLocal { lo, hi, target: id });
                 }
                 triples.clear();
@@ -221,7 +214,7 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
         if !triples.is_empty() {
             triples.sort_unstable_by_key(|t| t.0);
             bounds.clear();
-            for &(lo, hi, _) in &triples {
+            for &(lo, hi, _) in triples.iter() {
                 bounds.push(u16::from(lo));
                 bounds.push(u16::from(hi) + 1);
             }
@@ -241,13 +234,13 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
                 }
                 targets.clear();
                 targets.extend(active.iter().map(|&(_, t)| t));
-                let id = step(&targets, &mut table, &mut closed, budget)?;
+                let id = step(targets, table, closed, budget)?;
                 dfa.push_byte(first, ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id });
             }
         }
         // Rule edges: one per referenced rule.
         by_rule.clear();
-        for &s in &set {
+        for &s in set.iter() {
             by_rule.extend_from_slice(nfa.rules_of(s));
         }
         by_rule.sort_unstable();
@@ -259,12 +252,11 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
                 targets.push(by_rule[i].1);
                 i += 1;
             }
-            let id = step(&targets, &mut table, &mut closed, budget)?;
+            let id = step(targets, table, closed, budget)?;
             dfa.rules.push((r, id));
         }
         dfa.end_state(set.binary_search(&end).is_ok());
     }
-    *sc = Scratch { closure: cl, table, set, targets, closed, triples, bounds, active, by_rule, single };
     Ok(dfa)
 }
 

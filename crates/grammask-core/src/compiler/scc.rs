@@ -44,6 +44,9 @@ pub(super) struct SccScratch {
     next_local: Vec<u32>,
     pub(super) sig: Vec<u32>,
     pub(super) targets: Vec<u32>,
+    /// Per state: its position in the component being refined by Moore's rounds, `u32::MAX`
+    /// outside it (all `u32::MAX` between components).
+    pos: Vec<u32>,
 }
 
 /// Appends the signature of state `s` to `out`: whether it accepts, its byte ranges with the
@@ -180,9 +183,13 @@ pub(super) fn scc_partition_with(dfa: &Dfa, sc: &mut SccScratch, moore_max: usiz
         sc.comp_end = comp_end;
         return None;
     }
-    let SccScratch { class, class_of_sig, class_loops, table, local_table, local, next_local, sig, targets, .. } = sc;
+    let SccScratch {
+        class, class_of_sig, class_loops, table, local_table, local, next_local, sig, targets, pos, ..
+    } = sc;
     class.clear();
     class.resize(n, u32::MAX);
+    pos.clear();
+    pos.resize(n, u32::MAX);
     class_of_sig.clear();
     class_loops.clear();
     table.reset();
@@ -253,8 +260,12 @@ pub(super) fn scc_partition_with(dfa: &Dfa, sc: &mut SccScratch, moore_max: usiz
             continue;
         }
         // Moore's rounds inside the component: members are numbered by their position in it.
+        // PERF: a position table, not a binary search of `comp` per edge (o3626: the rounds
+        // are most of the component pass).
         comp.sort_unstable();
-        let pos = |t: u32| comp.binary_search(&t).ok();
+        for (k, &s) in comp.iter().enumerate() {
+            pos[s as usize] = k as u32;
+        }
         local.clear();
         local.extend(comp.iter().map(|&s| u32::from(dfa.finals[s as usize])));
         let mut count = 0usize;
@@ -264,7 +275,11 @@ pub(super) fn scc_partition_with(dfa: &Dfa, sc: &mut SccScratch, moore_max: usiz
             for (k, &s) in comp.iter().enumerate() {
                 sig.clear();
                 sig.push(local[k]);
-                push_tokens(dfa, s as usize, |t| pos(t).map_or(class[t as usize], |p| n as u32 + local[p]), sig);
+                let token = |t: u32| match pos[t as usize] {
+                    u32::MAX => class[t as usize],
+                    p => n as u32 + local[p as usize],
+                };
+                push_tokens(dfa, s as usize, token, sig);
                 next_local.push(local_table.intern(sig).0);
             }
             std::mem::swap(local, next_local);
@@ -276,6 +291,7 @@ pub(super) fn scc_partition_with(dfa: &Dfa, sc: &mut SccScratch, moore_max: usiz
         }
         for (k, &s) in comp.iter().enumerate() {
             class[s as usize] = n_classes + local[k];
+            pos[s as usize] = u32::MAX;
         }
         // Register each class's signature (edges into itself written `SELF`), so that a state
         // upstream equivalent to it joins it; a component of one class equal to a decided class
