@@ -118,6 +118,12 @@ struct Region {
     stay: Stay,
 }
 
+impl Region {
+    /// A placeholder for empty cache slots.
+    const EMPTY: Region =
+        Region { exits: Exits::ALL, has_final: true, home_final: true, stay: Stay { far: 0, near: 0, depth: 0 } };
+}
+
 /// What keeps a fit-side item alive on the fit side, whatever the row's other items do (fit
 /// walks skip a subtree whose tokens keep one item so: they fit).
 ///
@@ -266,6 +272,8 @@ pub const FIT_LIST_CAP: usize = 4096;
 const MAX_BALLS: usize = 1 << 16;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
+/// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
+const REGION_SLOTS: usize = 256;
 /// Most states of a stay home ([`Stay`]) searched; beyond it the item keeps to no class.
 const MAX_STAY_HOME: usize = 1024;
 
@@ -1067,6 +1075,11 @@ struct Walk<'a> {
     follow_classes: Vec<u64>,
     /// This walk's [`Region`]s by `(state, threshold)`.
     regions: FastMap<(u32, i64), Region>,
+    /// A direct-mapped front of `regions`, slot `state % REGION_SLOTS`: `(state, threshold,
+    /// region)`, state `u32::MAX` when empty.
+    /// PERF: plain levels look a region up per new item of a byte that may leave its home
+    /// (string contents: most bytes); the hash lookup was most of `item_exits`.
+    region_slots: Vec<(u32, i64, Region)>,
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
@@ -1172,11 +1185,19 @@ impl Walk<'_> {
     fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits, Stay) {
         let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default(), Stay::default()) };
         let t = i64::from(limit) - i64::from(u);
-        let g = match self.regions.get(&(it.state.0, t)) {
-            Some(&g) => g,
-            None => {
-                let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
-                self.regions.insert((it.state.0, t), g);
+        let slot = it.state.0 as usize % REGION_SLOTS;
+        let g = match self.region_slots[slot] {
+            (s, st, g) if s == it.state.0 && st == t => g,
+            _ => {
+                let g = match self.regions.get(&(it.state.0, t)) {
+                    Some(&g) => g,
+                    None => {
+                        let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
+                        self.regions.insert((it.state.0, t), g);
+                        g
+                    }
+                };
+                self.region_slots[slot] = (it.state.0, t, g);
                 g
             }
         };
@@ -1471,6 +1492,11 @@ impl Budget {
             follows: Vec::new(),
             follow_classes: Vec::new(),
             regions: FastMap::default(),
+            region_slots: if matches!(mode, Mode::Limit { .. }) {
+                vec![(u32::MAX, 0, Region::EMPTY); REGION_SLOTS]
+            } else {
+                Vec::new()
+            },
             follow_of: FastMap::default(),
             levels: Vec::new(),
             level_costs: Vec::new(),
