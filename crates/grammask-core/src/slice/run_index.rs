@@ -216,18 +216,16 @@ impl RunIndex {
         let cap = |k: u32| k.min(255) as u8;
         let mut token_last = vec![0u64; trie.tokens.len()];
         let mut token_lead_u = vec![0u8; if WITH_U { trie.tokens.len() } else { 0 }];
-        // PERF: the break lists reserved from a count of the nodes by byte (a class's breaks are
-        // the nodes of the bytes outside it, plus, for a UTF-8 class, `U`'s breaks, which lie at
-        // or below a non-ASCII byte): growing them by doubling was ~15% of a build (copies and
-        // reallocations, 9 M instructions for json.gbnf's classes on Llama 3).
-        let mut by_byte = [0usize; 256];
-        for n in &trie.nodes {
-            by_byte[usize::from(n.byte)] += 1;
-        }
-        let non_ascii: usize = by_byte[0x80..].iter().sum();
+        // PERF: the break lists reserved from the trie's count of nodes by byte (a class's breaks
+        // are the nodes of the bytes outside it, plus, for a UTF-8 class, `U`'s breaks, which
+        // lie at or below a non-ASCII byte): growing them by doubling was ~15% of a build
+        // (copies and reallocations, 9 M instructions for json.gbnf's classes on Llama 3). The
+        // count is kept with the trie: a pass over the nodes here cost more time than it saved.
+        let by_byte = |x: usize| trie.nodes_by_byte[x] as usize;
+        let non_ascii: usize = (0x80..256).map(by_byte).sum();
         let mut breaks: Vec<Breaks> = (0..classes)
             .map(|c| {
-                let mut expected: usize = (0..256).filter(|&x| lane(outside[x], c) != 0).map(|x| by_byte[x]).sum();
+                let mut expected: usize = (0..256).filter(|&x| lane(outside[x], c) != 0).map(by_byte).sum();
                 if lane(utf8_lanes, c) != 0 {
                     expected += non_ascii;
                 }
