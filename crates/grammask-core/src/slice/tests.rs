@@ -465,9 +465,12 @@ fn class_slice_from_run_index() {
     toks.extend(xorshift_tokens(&alphabet[..], 400, 7, 0x2545_F491_4F6C_DD1Du64));
     toks.sort();
     toks.dedup();
+    // Tokens of the same bytes share a trie node: the walk writes all of their leads.
+    toks.extend([b"a|".to_vec(), b"a|".to_vec(), "a\u{e9}b|".as_bytes().to_vec()]);
     let n = toks.len();
     let vocab = raw_vocab(toks);
     let trie = TokenTrie::new(&vocab);
+    assert!(trie.nodes.iter().any(|m| m.tok_end - m.tok_start == 3), "no node of three tokens");
     let all = u128::MAX;
     let not = |bytes: &[u8]| bytes.iter().fold(all, |c, &b| c & !(1u128 << b));
     let mut frontier_nodes = 0;
