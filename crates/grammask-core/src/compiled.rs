@@ -41,6 +41,12 @@ const SHARE_AFTER_VISITS: usize = 4096;
 /// cache answers after 4,096 visits, ~100 us, in each new compile of the grammar).
 const SHARE_AFTER_VISITS_SMALL: usize = 256;
 const SMALL_AUTOMATON_STATES: usize = 64;
+/// A final kernel state (its rule may end before any byte, so every token whose first byte is
+/// in FOLLOW is recorded uncertain) that reaches at most this many states asks the cross-grammar
+/// cache before walking: its structural hash costs a few microseconds.
+/// PERF: a value's trailing whitespace (`[ \n\t\r]{0,64}`, 65 states) walked up to the budget,
+/// ~100 us, in every grammar before the cache answered.
+const EARLY_SHARE_STATES: usize = 72;
 /// Kernels composed into one another at most this deep (bounds the recursion through rule starts;
 /// deeper ones are walked).
 const MAX_COMPOSE_DEPTH: usize = 8;
@@ -65,7 +71,8 @@ pub struct KernelStats {
     pub composed: usize,
     /// Shifted from a reference state's kernel ([`shift_kernel`]).
     pub shifted: usize,
-    /// Found in the vocabulary's cross-grammar cache after a walk proved long.
+    /// Found in the vocabulary's cross-grammar cache after a walk proved long (or before walking
+    /// a small final state, `EARLY_SHARE_STATES`).
     pub shared: usize,
     /// Derived from a string body's kernel, less some words (open-object key positions).
     pub excluded: usize,
@@ -313,13 +320,25 @@ impl CompiledGrammar {
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
         // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
-        // key is computed only once the walk proves long (see `classify_kernel_budget`).
-        let (mut key, mut shared) = (None, None);
+        // key is computed only once the walk proves long (see `classify_kernel_budget`), or
+        // before the walk for a final state that reaches few states (see `EARLY_SHARE_STATES`).
+        let depth = self.index.trie.max_depth;
+        let key_within = |limit| self.automata.structure_hash(state, limit, depth).map(|h| h ^ follow.hash128());
+        let mut key = None;
+        if self.automata.state(state).is_final {
+            key = key_within(EARLY_SHARE_STATES);
+            if let Some(km) = key.and_then(|k| self.index.shared_kernel(k)) {
+                self.count(3);
+                return Ok(self.cache_kernel(state, km));
+            }
+        }
+        // Only walks that reach the budget are shared (the cache holds the costly kernels).
+        let (mut escalated, mut shared) = (false, None);
         let mut escalate = || {
-            key = self
-                .automata
-                .structure_hash(state, STRUCTURE_HASH_LIMIT, self.index.trie.max_depth)
-                .map(|h| h ^ follow.hash128());
+            escalated = true;
+            if key.is_none() {
+                key = key_within(STRUCTURE_HASH_LIMIT);
+            }
             shared = key.and_then(|k| self.index.shared_kernel(k));
             shared.is_some()
         };
@@ -330,7 +349,7 @@ impl CompiledGrammar {
             (Some(km), _) => {
                 self.count(0);
                 let km = Arc::new(km);
-                if let Some(k) = key {
+                if let Some(k) = key.filter(|_| escalated) {
                     self.index.share_kernel(k, &km);
                 }
                 km

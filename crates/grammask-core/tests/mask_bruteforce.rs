@@ -971,3 +971,36 @@ fn whitespace_kernels_shared_across_grammars_match_brute_force() {
     assert_eq!(shared[..2], [0, 0], "{shared:?}");
     assert!(shared[2] >= 1, "{shared:?}");
 }
+
+/// Final kernel states that reach few states ask the cross-grammar cache before walking
+/// (`EARLY_SHARE_STATES`). One vocabulary, four grammars whose `ws` rule is the same automaton
+/// with another FOLLOW set (`a`-`m`, `n`-`z`) or another automaton with the same FOLLOW set
+/// (`{0,2}` spaces), then the first grammar again: the masks inside the whitespace match brute
+/// force in each, and the repeated grammar takes the cached kernel. Fails when the key drops the
+/// FOLLOW set (the `n`-`z` grammar takes the first one's kernel and refuses ` the`).
+#[test]
+fn small_final_kernels_shared_before_walking_match_brute_force() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let letters = "root ::= \"x\" ws [a-m]+ ws \".\"\nws ::= [ ]{0,8} | \"\\t\" ws";
+    let late = "root ::= \"x\" ws [n-z]+ ws \".\"\nws ::= [ ]{0,8} | \"\\t\" ws";
+    let short = "root ::= \"x\" ws [a-m]+ ws \".\"\nws ::= [ ]{0,2} | \"\\t\" ws";
+    let (mut shared, mut grammars) = (Vec::new(), Vec::new());
+    for text in [letters, late, short, letters] {
+        let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for prefix in ["x", "x ", "x  "] {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                assert_eq!(mask.get(t), w, "{text:?} after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+        }
+        shared.push(cg.kernel_stats().shared);
+        // Kept: the vocabulary's index (and its cache) lives while a grammar uses it.
+        grammars.push(cg);
+    }
+    assert_eq!(shared[..3], [0, 0, 0], "{shared:?}");
+    assert!(shared[3] >= 1, "{shared:?}");
+}
