@@ -2,7 +2,7 @@
 //! trivial grammar compiled and masked, as in bench/gbnf_bench.py), each grammar file is compiled
 //! and masked once in `cold_compile`, in order (later grammars find the per-vocabulary indexes the
 //! earlier ones built).
-//! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*cold_compile*' \
+//! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='gbnf_cold_compile::cold_compile' \
 //!   target/release/examples/gbnf_cold_compile VOCAB.json GRAMMAR.gbnf...`
 //! (VOCAB.json from `TokenizerInfo.serialize_json()`); without valgrind it prints thread CPU time.
 use grammask_core::ebnf::parse_ebnf;
@@ -11,24 +11,12 @@ use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
-#[repr(C)]
-struct Timespec {
-    sec: i64,
-    nsec: i64,
-}
-
-extern "C" {
-    fn clock_gettime(clock: i32, out: *mut Timespec) -> i32;
-}
+#[path = "common/cpu_clock.rs"]
+mod cpu_clock;
 
 /// This thread's CPU time in microseconds (`CLOCK_THREAD_CPUTIME_ID`, Linux).
-#[allow(unsafe_code, clippy::cast_precision_loss)] // a libc call on a local struct
 fn thread_us() -> f64 {
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut t = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `t` is a valid, writable timespec for the call's duration.
-    assert_eq!(unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &raw mut t) }, 0);
-    t.sec as f64 * 1e6 + t.nsec as f64 / 1e3
+    cpu_clock::seconds(cpu_clock::THREAD) * 1e6
 }
 
 /// Compiles `g` and fills its first mask; kept out of line for callgrind's `--toggle-collect`.

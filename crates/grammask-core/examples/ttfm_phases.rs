@@ -14,25 +14,13 @@ use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
-#[repr(C)]
-struct Timespec {
-    sec: i64,
-    nsec: i64,
-}
-
-extern "C" {
-    fn clock_gettime(clock: i32, out: *mut Timespec) -> i32;
-}
+#[path = "common/cpu_clock.rs"]
+mod cpu_clock;
 
 /// This process's CPU time in ms (`CLOCK_PROCESS_CPUTIME_ID`, Linux): all threads, as the
 /// automata build on several.
-#[allow(unsafe_code, clippy::cast_precision_loss)] // a libc call on a local struct
 fn cpu_ms() -> f64 {
-    const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
-    let mut t = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `t` is a valid, writable timespec for the call's duration.
-    assert_eq!(unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &raw mut t) }, 0);
-    t.sec as f64 * 1e3 + t.nsec as f64 / 1e6
+    cpu_clock::seconds(cpu_clock::PROCESS) * 1e3
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {

@@ -1,0 +1,26 @@
+//! CPU clocks for the examples (Linux `clock_gettime`), shared through `#[path]`.
+#![allow(dead_code)] // each example reads one of the clocks
+
+/// `CLOCK_PROCESS_CPUTIME_ID`: all threads of the process.
+pub const PROCESS: i32 = 2;
+/// `CLOCK_THREAD_CPUTIME_ID`: the calling thread only.
+pub const THREAD: i32 = 3;
+
+#[repr(C)]
+struct Timespec {
+    sec: i64,
+    nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: i32, out: *mut Timespec) -> i32;
+}
+
+/// The CPU time of `clock` ([`PROCESS`] or [`THREAD`]) in seconds.
+#[allow(unsafe_code, clippy::cast_precision_loss)] // a libc call on a local struct
+pub fn seconds(clock: i32) -> f64 {
+    let mut t = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec for the call's duration.
+    assert_eq!(unsafe { clock_gettime(clock, &raw mut t) }, 0);
+    t.sec as f64 + t.nsec as f64 / 1e9
+}
