@@ -1,0 +1,105 @@
+//! The slowest token-level mask fills along a tokenized document, in thread CPU time, for
+//! finding and profiling the MaskBench tail (issue 18; `bench/tail_states.py` finds the fills).
+//! `cargo run --release --example tail_fills -- VOCAB.json SCHEMA.json INPUT AT [MIN_US]`
+//! (VOCAB.json from `TokenizerInfo.serialize_json()`; AT: the token start offsets of INPUT, one a
+//! line; the schema is converted with MaskBench's options, `strict_mode=false`, any whitespace).
+//! Fills once at every token start, as the harness does, and prints the fills over `MIN_US`
+//! (default 300) with the row's kernel count and the text before them.
+//! `KERNELS=N`: before the fill at token `N`, its kernels are classified one by one through the
+//! compiled grammar's cache, each printed with its time and how it was found (a walk, a literal,
+//! a composition...); the fill's own time then leaves them out.
+//! `DIRECT=N`: also times the fill at token `N` as a walk of the whole trie on the real chart
+//! (`fill_mask_direct`), for comparison.
+//! `PROFILE_AT=N` runs the fill at token `N` through `profiled_fill`, for callgrind:
+//! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*profiled_fill*' ...`.
+use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+use grammask_core::mask::kernel_items;
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::Vocabulary;
+use std::sync::Arc;
+
+#[path = "common/cpu_clock.rs"]
+mod cpu_clock;
+
+fn micros() -> f64 {
+    cpu_clock::seconds(cpu_clock::THREAD) * 1e6
+}
+
+/// One fill, kept out of line for callgrind's `--toggle-collect`.
+#[inline(never)]
+fn profiled_fill(m: &mut Matcher) -> usize {
+    m.compute_mask().unwrap().count_ones()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let vocab = Arc::new(Vocabulary::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap());
+    let schema = std::fs::read_to_string(&args[2]).unwrap();
+    let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let input = std::fs::read(&args[3]).unwrap();
+    let mut at: Vec<usize> =
+        std::fs::read_to_string(&args[4]).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
+    at.push(input.len());
+    let min_us: f64 = args.get(5).map_or(300.0, |s| s.parse().unwrap());
+    let profile_at: Option<usize> = std::env::var("PROFILE_AT").ok().and_then(|n| n.parse().ok());
+    let kernels_at: Option<usize> = std::env::var("KERNELS").ok().and_then(|n| n.parse().ok());
+    let t = micros();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    println!("compile {:.0} µs", micros() - t);
+    let mut times = Vec::new();
+    for (k, w) in at.windows(2).enumerate() {
+        if kernels_at == Some(k) {
+            print_kernels(&cg, &m);
+        }
+        if std::env::var("DIRECT").ok().and_then(|n| n.parse::<usize>().ok()) == Some(k) {
+            let mut chart = m.chart().clone();
+            let mut out = grammask_core::bitset::Bitset::new(vocab.vocab_size());
+            let t = micros();
+            grammask_core::mask::fill_mask_direct(cg.automata(), &mut chart, cg.trie(), &mut out).unwrap();
+            println!("direct fill at token {k}: {:.0} µs, allowed {}", micros() - t, out.count_ones());
+        }
+        let t = micros();
+        let n = if profile_at == Some(k) { profiled_fill(&mut m) } else { m.compute_mask().unwrap().count_ones() };
+        let us = micros() - t;
+        times.push(us);
+        if us > min_us {
+            let kernels = kernel_items(cg.automata(), m.chart()).len();
+            let before = String::from_utf8_lossy(&input[w[0].saturating_sub(40)..w[0]]);
+            println!("token {k} byte {}: {us:.0} µs, allowed {n}, kernels {kernels}, after {before:?}", w[0]);
+        }
+        assert!(m.accept_bytes(&input[w[0]..w[1]]).unwrap(), "token {k} rejected");
+    }
+    times.sort_by(f64::total_cmp);
+    let total: f64 = times.iter().sum();
+    println!("{} fills, total {total:.0} µs, max {:.0} µs", times.len(), times.last().unwrap_or(&0.0));
+}
+
+/// Classifies the kernels of `m`'s row through `cg`'s cache, printing each new one.
+fn print_kernels(cg: &CompiledGrammar, m: &Matcher) {
+    let a = cg.automata();
+    for it in kernel_items(a, m.chart()) {
+        let before = cg.kernel_stats();
+        let t = micros();
+        let km = cg.kernel(it.state).unwrap();
+        let us = micros() - t;
+        let after = cg.kernel_stats();
+        let how = [
+            (after.excluded > before.excluded, "excluded"),
+            (after.composed > before.composed, "composed"),
+            (after.shifted > before.shifted, "shifted"),
+            (after.shared > before.shared, "shared"),
+            (after.walked > before.walked, "walked"),
+        ];
+        let how = how.iter().find(|g| g.0).map_or("cached", |g| g.1);
+        println!(
+            "  state {} rule {} origin {}: {us:.0} µs {how}, accepted {} uncertain {} suffixes {}",
+            it.state.0,
+            a.rule_name(a.state(it.state).rule),
+            it.origin,
+            km.accepted.count_ones(),
+            km.uncertain.len(),
+            km.suffixes.len()
+        );
+    }
+}
