@@ -49,3 +49,23 @@ def test_import_works_under_a_virtual_memory_limit():
         """
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@linux_only
+def test_allocator_does_not_ask_for_huge_pages():
+    # mimalloc madvises its arenas MADV_HUGEPAGE unless built with `no_thp`; under THP "madvise"
+    # (a common default) each first touch of a 2 MiB page then zeroes (and may compact) a whole
+    # huge page inside one mask fill, milliseconds on some VMs. `hg` in smaps' VmFlags marks
+    # such a mapping; numpy alone (no torch) maps none.
+    r = run_python(
+        """
+        import numpy, grammask as xgr
+        info = xgr.TokenizerInfo([b"a", b"b", b"</s>"], xgr.VocabType.RAW, stop_token_ids=[2])
+        m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_json_schema({"type": "object"}))
+        m.accept_string("{}")
+        flags = [line.split()[1:] for line in open("/proc/self/smaps") if line.startswith("VmFlags")]
+        print(sum("hg" in f for f in flags))
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0", f"{r.stdout.strip()} mappings advised MADV_HUGEPAGE"

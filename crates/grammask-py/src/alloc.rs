@@ -4,6 +4,12 @@
 //! process that would add 1 GiB of virtual memory at `import grammask`, enough to make a process
 //! under `ulimit -v` that also loads torch fail to start. Before the first allocation we lower
 //! the reservation to `ARENA_RESERVE_KIB`; mimalloc reserves more arenas as the heap grows.
+//!
+//! mimalloc is built with `no_thp` (Cargo feature of `libmimalloc-sys`): it does not madvise its
+//! arenas `MADV_HUGEPAGE`. Under THP "madvise" the first touch of each 2 MiB page would otherwise
+//! fault in (zero, maybe compact) a whole huge page inside one mask fill: ~4.7 ms each on the
+//! benchmark VM, the largest fills of `bench/tail_states.py` (docs/architecture.md). The
+//! process-wide THP setting (`prctl`) is left as the host application chose it.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
