@@ -342,6 +342,24 @@ def xgrammar():
     return pytest.importorskip("xgrammar", reason="xgrammar is not installed (differential tests)")
 
 
+def test_testing_has_every_name_of_xgrammars_testing(xgrammar):
+    """``from xgrammar.testing import X`` works as ``from grammask.testing import X`` for every X
+    that module has, the names it re-exports (``Grammar``, ``bitmask_dtype``,
+    ``_convert_schema_to_str``, ...) included."""
+    import xgrammar.testing
+
+    names = [
+        n for n in dir(xgrammar.testing) if not n.startswith("__") and n not in xgrammar_compat.TESTING_IMPORTS
+    ]
+    assert len(names) >= 24
+    assert [n for n in names if not hasattr(testing, n)] == []
+    for n in ("Grammar", "GrammarMatcher", "GrammarCompiler", "CompiledGrammar", "TokenizerInfo"):
+        assert getattr(testing, n) is getattr(xgr, n)
+    assert testing.bitmask_dtype == xgr.bitmask_dtype == xgrammar.testing.bitmask_dtype
+    for schema in ('{"type": "integer"}', {"type": "string", "maxLength": 3}):
+        assert testing._convert_schema_to_str(schema) == xgrammar.testing._convert_schema_to_str(schema)
+
+
 @pytest.mark.parametrize("path", list(SIGNATURES))
 def test_signatures_match_xgrammar(xgrammar, path):
     import xgrammar.testing
@@ -498,6 +516,22 @@ def test_every_xgrammar_name_exists(compat_rows):
     missing = [r["name"] for r in compat_rows if r["status"] == "MISSING"]
     assert not missing, f"XGrammar names missing from grammask (add them or document a gap): {missing}"
     assert len(compat_rows) > 150
+
+
+def test_compat_table_is_current(compat_rows):
+    """docs/xgrammar_compat.md has every name with its current status and notes, and the current
+    summary (its test column may lag behind new tests: `python tools/xgrammar_compat.py`)."""
+
+    def statuses(text: str) -> list:
+        return [
+            line.split(" | ")[:3] if line.startswith("| `") else line
+            for line in text.splitlines()
+            if line.startswith(("| `", "Summary:"))
+        ]
+
+    assert statuses(xgrammar_compat.DOC.read_text()) == statuses(xgrammar_compat.render(compat_rows)), (
+        "docs/xgrammar_compat.md is stale: run python tools/xgrammar_compat.py"
+    )
 
 
 def test_signatures_match_xgrammar_everywhere(compat_rows):

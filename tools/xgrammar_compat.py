@@ -57,6 +57,14 @@ PRIVATE_MEMBERS = {
     "_is_tiktoken_tokenizer",
 }
 MODULES = ["testing", "exception", "config", "contrib.hf"]
+# What xgrammar.testing imports from typing, the standard library, torch, pydantic and its own
+# binding. Its other imports are names XGrammar code may import from it: those that are also
+# top-level names (Grammar, bitmask_dtype, ...) have their rows there (tests/test_api_compat.py
+# checks grammask.testing has them, the same objects); the rest get rows as testing.<name>.
+TESTING_IMPORTS = {
+    "Any", "Dict", "List", "Literal", "Optional", "Tuple", "Type", "Union", "time", "torch",
+    "BaseModel", "_core",
+}
 
 _LARK = (
     "llguidance's Lark dialect (docs/lark.md): lexing is exact (no greedy lexemes); rule options "
@@ -252,7 +260,16 @@ def xgrammar_names() -> List[Tuple[str, Any]]:
                 out.setdefault(f"{cls_name}.{n}", inspect.getattr_static(cls, n))
     for mod_name in MODULES:
         mod = importlib.import_module(f"xgrammar.{mod_name}")
-        for n in _defined_in(mod):
+        names = _defined_in(mod)
+        if mod_name == "testing":
+            names += [
+                n
+                for n in dir(mod)
+                if not n.startswith("__")
+                and n not in TESTING_IMPORTS
+                and getattr(xgrammar, n, None) is not getattr(mod, n)
+            ]
+        for n in sorted(set(names)):
             obj = getattr(mod, n)
             out[f"{mod_name}.{n}"] = obj
             if inspect.isclass(obj) and mod_name == "testing":
@@ -445,6 +462,10 @@ def render(rows: List[Dict[str, str]]) -> str:
         "`GrammarMatcher.get_rejected_tokens_from_bitmask`, `GrammarMatcher.vocab_size`) work and "
         "emit a `DeprecationWarning` naming the current name (`grammask/_legacy.py`, "
         "`tests/test_api_compat.py::test_legacy_0_1_names_warn_and_work`).",
+        "",
+        "`grammask.testing` has every name `xgrammar.testing` has, its re-exports included "
+        "(`Grammar`, `GrammarMatcher`, `bitmask_dtype`, ...: the same objects as grammask's "
+        "top-level names; `tests/test_api_compat.py::test_testing_has_every_name_of_xgrammars_testing`).",
         "",
         "| XGrammar name | grammask | notes | test |",
         "|---|---|---|---|",

@@ -295,3 +295,16 @@ class GrammarFunctor:
     def repetition_normalizer(grammar: Grammar) -> Grammar:
         """Unsupported (XGrammar internal pass)."""
         return GrammarFunctor._raise("repetition_normalizer")
+
+
+# Names XGrammar's testing module re-exports (with Grammar, GrammarMatcher, ... above), so that
+# `from xgrammar.testing import _convert_schema_to_str, bitmask_dtype` works unchanged.
+_convert_schema_to_str = schema_to_str
+
+
+def __getattr__(name: str) -> Any:
+    if name == "bitmask_dtype":  # grammask.bitmask_dtype: torch is imported on first use
+        from . import bitmask_dtype
+
+        return bitmask_dtype
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

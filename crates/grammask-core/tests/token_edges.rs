@@ -381,6 +381,30 @@ fn lark_special_tokens_are_token_elements() {
     assert!(m.accept_token(ids.special_a).unwrap() && m.is_completed());
 }
 
+/// `<|name|>` names the special token with that text first, then an ordinary one, a stop token
+/// last; the lowest id among equals. Texts not of the `<|...|>` form are never names.
+#[test]
+fn lark_special_token_names_resolve_by_class_then_id() {
+    use grammask_core::lark::lark_to_grammar_with_vocab;
+    // ids: 0 "<|s|>" stop, 1 "<|s|>" text, 2 "<|p|>" text, 3 "<|p|>" special, 4 "<|p|>" special,
+    // 5 "<|q|>" stop, 6 "<|q|>" stop, 7 "x".
+    let toks: Vec<Vec<u8>> = ["<|s|>", "<|s|>", "<|p|>", "<|p|>", "<|p|>", "<|q|>", "<|q|>", "x"]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+    let opts = VocabularyOptions {
+        stop_token_ids: Some(vec![0, 5, 6]),
+        special_token_ids: Some(vec![3, 4]),
+        ..Default::default()
+    };
+    let v = Vocabulary::new(toks, VocabType::Raw, opts).unwrap();
+    for (name, id) in [("<|s|>", 1), ("<|p|>", 3), ("<|q|>", 5)] {
+        let g = lark_to_grammar_with_vocab(&format!("start: {name}"), &v).unwrap();
+        assert!(g.to_string().contains(&format!("Token({id})")), "{name}: {g}");
+    }
+    assert!(lark_to_grammar_with_vocab("start: <|x|>", &v).is_err());
+}
+
 #[test]
 fn tag_dispatch_is_free_text_until_a_trigger_then_the_rule() {
     let accepts = |g: &str, s: &str| -> bool {

@@ -19,20 +19,23 @@ thread_local! {
 
 /// Runs `f` (a Lark lowering) with `<|name|>` resolved against `vocab`: the special/added token
 /// whose text is `<|name|>` first, else any other token with that text, a stop token last (a
-/// token element never reads a stop token: stop tokens keep their meaning, the end of output).
+/// token element never reads a stop token: stop tokens keep their meaning, the end of output);
+/// the lowest id among equals. Only texts of the form `<|...|>` are kept (the only ones looked
+/// up), so the map stays small and is built in one pass without copying other tokens.
 pub fn with_vocab<T>(vocab: &Vocabulary, f: impl FnOnce() -> T) -> T {
-    let mut map: HashMap<Vec<u8>, u32> = HashMap::new();
-    for pass in 0..3 {
-        for id in 0..vocab.num_encoded() as u32 {
-            let class = if vocab.is_stop(id) { 2 } else { u8::from(!vocab.is_special(id)) };
-            if class == pass {
-                let t = vocab.token_bytes(id);
-                if !t.is_empty() {
-                    map.entry(t.to_vec()).or_insert(id);
-                }
-            }
+    let mut best: HashMap<Vec<u8>, (u8, u32)> = HashMap::new();
+    for id in 0..vocab.num_encoded() as u32 {
+        let t = vocab.token_bytes(id);
+        if !(t.starts_with(b"<|") && t.ends_with(b"|>")) {
+            continue;
+        }
+        let class = if vocab.is_stop(id) { 2 } else { u8::from(!vocab.is_special(id)) };
+        let slot = best.entry(t.to_vec()).or_insert((class, id));
+        if class < slot.0 {
+            *slot = (class, id);
         }
     }
+    let map: HashMap<Vec<u8>, u32> = best.into_iter().map(|(t, (_, id))| (t, id)).collect();
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
