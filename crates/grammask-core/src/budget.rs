@@ -74,6 +74,8 @@ pub struct Completion {
     /// Rows may be costed by [`Completion::merged_signature`] (no lookahead, token edges,
     /// `max_tokens` or `max_chars` rules: a row's future is then its items' byte paths).
     mergeable: bool,
+    /// [`Completion::char_stay`]s by `(state, threshold)`.
+    char_stays: Mutex<FastMap<(u32, i64), Stay>>,
     /// [`Completion::ball`] hashes by `(state, depth, cap)`.
     balls: Mutex<FastMap<(u32, u32, u32), u128>>,
     /// [`Completion::rise`]s by `(y, x, depth)`.
@@ -347,6 +349,48 @@ fn class_bits(lo: u8, hi: u8) -> u64 {
     low | (u64::MAX >> (63 - b)) & (u64::MAX << a)
 }
 
+/// The char class of a multi-byte UTF-8 character in [`SubtreeClasses::chars`] and char stays
+/// ([`Completion::char_stay`]), where ASCII bytes keep their [`byte_class`] (0 to 60).
+const MULTIBYTE: u32 = 61;
+
+/// A UTF-8 decoder's state between bytes (RFC 3629: no overlong forms, surrogates or code
+/// points above U+10FFFF): [`UTF8_START`] at a character boundary, otherwise inside a
+/// multi-byte character.
+type Utf8State = u8;
+const UTF8_START: Utf8State = 0;
+
+/// The bytes a multi-byte character may go on with from state `u`, as `(lo, hi, next state)`
+/// ranges (from [`UTF8_START`], its lead bytes only).
+fn utf8_ranges(u: Utf8State) -> &'static [(u8, u8, Utf8State)] {
+    match u {
+        UTF8_START => &[
+            (0xc2, 0xdf, 1),
+            (0xe0, 0xe0, 4),
+            (0xe1, 0xec, 2),
+            (0xed, 0xed, 5),
+            (0xee, 0xef, 2),
+            (0xf0, 0xf0, 6),
+            (0xf1, 0xf3, 3),
+            (0xf4, 0xf4, 7),
+        ],
+        1 => &[(0x80, 0xbf, UTF8_START)],
+        2 => &[(0x80, 0xbf, 1)],
+        3 => &[(0x80, 0xbf, 2)],
+        4 => &[(0xa0, 0xbf, 1)],
+        5 => &[(0x80, 0x9f, 1)],
+        6 => &[(0x90, 0xbf, 2)],
+        _ => &[(0x80, 0x8f, 2)],
+    }
+}
+
+/// The decoder's state after byte `b` from `u`, or `None` when `b` makes the text invalid.
+fn utf8_next(u: Utf8State, b: u8) -> Option<Utf8State> {
+    if u == UTF8_START && b < 0x80 {
+        return Some(UTF8_START);
+    }
+    utf8_ranges(u).iter().find(|r| r.0 <= b && b <= r.1).map(|r| r.2)
+}
+
 /// Per token-trie node, the byte classes on the node and below it (`below`), and those of the
 /// last bytes of its tokens and those below (`ends`): a walk whose exits miss them can skip the
 /// subtree. One per vocabulary (the trie is a function of the vocabulary).
@@ -356,6 +400,11 @@ struct SubtreeClasses {
     ends: Vec<u64>,
     /// The depth of the deepest token at or below the node (0: none).
     reach: Vec<u32>,
+    /// Whether every token at or below the node is valid UTF-8 (complete characters).
+    whole: Vec<bool>,
+    /// The char classes of the whole tokens at or below the node (their ASCII bytes' classes,
+    /// and [`MULTIBYTE`] for a multi-byte character), meaningful where `whole` holds.
+    chars: Vec<u64>,
 }
 
 impl SubtreeClasses {
@@ -365,6 +414,24 @@ impl SubtreeClasses {
             trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { 1u64 << byte_class(n.byte) } else { 0 }).collect();
         let mut reach: Vec<u32> =
             trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { n.depth } else { 0 }).collect();
+        // The decoder's state after each node's path (`None`: invalid) and its char classes, in
+        // preorder (a parent before its children); a token at a node is whole if it ends at a
+        // character boundary.
+        let mut state: Vec<Option<Utf8State>> = vec![None; trie.nodes.len()];
+        let mut path: Vec<u64> = vec![0; trie.nodes.len()];
+        for (i, n) in trie.nodes.iter().enumerate() {
+            let (u, c) = match n.parent {
+                u32::MAX => (Some(UTF8_START), 0),
+                p => (state[p as usize], path[p as usize]),
+            };
+            state[i] = u.and_then(|u| utf8_next(u, n.byte));
+            path[i] = c | if n.byte < 0x80 { 1u64 << byte_class(n.byte) } else { 1u64 << MULTIBYTE };
+        }
+        let has_token = |n: &crate::trie::Node| n.tok_end > n.tok_start;
+        let mut whole: Vec<bool> =
+            trie.nodes.iter().zip(&state).map(|(n, &u)| !has_token(n) || u == Some(UTF8_START)).collect();
+        let mut chars: Vec<u64> =
+            trie.nodes.iter().zip(&path).map(|(n, &c)| if has_token(n) { c } else { 0 }).collect();
         // Preorder: children come after their parent, so a reverse pass sees them first.
         for i in (0..trie.nodes.len()).rev() {
             let p = trie.nodes[i].parent;
@@ -372,9 +439,11 @@ impl SubtreeClasses {
                 below[p as usize] |= below[i];
                 ends[p as usize] |= ends[i];
                 reach[p as usize] = reach[p as usize].max(reach[i]);
+                whole[p as usize] &= whole[i];
+                chars[p as usize] |= chars[i];
             }
         }
-        SubtreeClasses { below, ends, reach }
+        SubtreeClasses { below, ends, reach, whole, chars }
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -493,6 +562,7 @@ impl Completion {
             memo: Mutex::default(),
             row_infos: Mutex::default(),
             mergeable,
+            char_stays: Mutex::default(),
             balls: Mutex::default(),
             rises: Mutex::default(),
             classes: OnceLock::new(),
@@ -803,6 +873,115 @@ impl Completion {
         Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth }
     }
 
+    /// The *char stay* of leaf state `s` under threshold `t` on its `dist`, for tokens of up to
+    /// `depth` bytes that are valid UTF-8: a [`Stay`] over characters instead of bytes, whose
+    /// classes are char classes ([`SubtreeClasses::chars`]). Its home: the leaf states with
+    /// `dist <= t` reached by whole characters (final states only when `s` is final); the states
+    /// inside a multi-byte character may cost more. A multi-byte character leaves a home state
+    /// unless every valid one the state reads ends in the home through leaf states (none dies).
+    /// A token of `n` bytes reads at most `n` characters, so the byte-stay argument holds: a
+    /// whole token none of whose char classes has `leave[k] < n` keeps the item in the home, and
+    /// after it the item costs at most `t + U`. (Fit walks take `t = limit - U`.)
+    fn char_stay(&self, a: &Automata, s: StateId, t: i64, depth: u32) -> Stay {
+        let key = (s.0, t);
+        if let Some(&st) = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return st;
+        }
+        let finals = a.state(s).is_final;
+        let inside =
+            |q: StateId| self.leaf[q.0 as usize] && i64::from(self.dist(q)) <= t && (finals || !a.state(q).is_final);
+        let mut leave = [depth; 64];
+        // Non-ASCII byte classes are no char classes: they never keep.
+        for l in &mut leave[MULTIBYTE as usize + 1..] {
+            *l = 0;
+        }
+        let mut seen = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
+        seen.insert(s.0);
+        let mut queue = VecDeque::from([(s, 0u32)]);
+        let mut stay = Stay::default();
+        'search: {
+            while let Some((p, d)) = queue.pop_front() {
+                if d >= depth {
+                    continue;
+                }
+                let mut out = 0u64;
+                let mut next = 0u16;
+                for e in a.byte_edges(p).iter().filter(|e| e.lo < 0x80) {
+                    let hi = e.hi.min(0x7f);
+                    if u16::from(e.lo) > next {
+                        out |= class_bits(next as u8, e.lo - 1);
+                    }
+                    next = u16::from(hi) + 1;
+                    if !inside(e.target) {
+                        out |= class_bits(e.lo, hi);
+                    } else if seen.insert(e.target.0) {
+                        queue.push_back((e.target, d + 1));
+                    }
+                }
+                if next <= 0x7f {
+                    out |= class_bits(next as u8, 0x7f);
+                }
+                match self.multibyte_ends(a, p) {
+                    Some(ends) => {
+                        for q in ends {
+                            if !inside(q) {
+                                out |= 1 << MULTIBYTE;
+                            } else if seen.insert(q.0) {
+                                queue.push_back((q, d + 1));
+                            }
+                        }
+                    }
+                    None => out |= 1 << MULTIBYTE,
+                }
+                for k in BitIter(out) {
+                    leave[k] = leave[k].min(d);
+                }
+                if seen.len() > MAX_STAY_HOME {
+                    break 'search;
+                }
+            }
+            let classes = |at_least: u32| (0..64).filter(|&k| leave[k] >= at_least).fold(0u64, |m, k| m | 1 << k);
+            let near_depth = leave.iter().copied().filter(|&l| l > 0).min().unwrap_or(0);
+            stay = Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth };
+        }
+        let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, stay);
+        stay
+    }
+
+    /// The states every valid multi-byte UTF-8 character read from state `p` ends in, through
+    /// leaf states; `None` when one dies or passes a state with rule edges (or the search grows
+    /// past [`MAX_STAY_HOME`] pairs).
+    fn multibyte_ends(&self, a: &Automata, p: StateId) -> Option<Vec<StateId>> {
+        let mut ends = Vec::new();
+        let mut seen = std::collections::HashSet::<(u32, Utf8State), crate::fasthash::FastState>::default();
+        let mut stack = vec![(p, UTF8_START)];
+        while let Some((q, u)) = stack.pop() {
+            for &(lo, hi, v) in utf8_ranges(u) {
+                // Every byte of `lo..=hi` must have an edge (edges are sorted and disjoint).
+                let mut next = u16::from(lo);
+                for e in a.byte_edges(q).iter().filter(|e| e.hi >= lo && e.lo <= hi) {
+                    if u16::from(e.lo) > next || !self.leaf[e.target.0 as usize] {
+                        return None;
+                    }
+                    next = u16::from(e.hi) + 1;
+                    if v == UTF8_START {
+                        ends.push(e.target);
+                    } else if seen.insert((e.target.0, v)) {
+                        stack.push((e.target, v));
+                    }
+                }
+                if next <= u16::from(hi) || seen.len() > MAX_STAY_HOME {
+                    return None;
+                }
+            }
+        }
+        Some(ends)
+    }
+
     fn row_info(&self, sig: u128) -> Option<Arc<RowInfo>> {
         self.row_infos.lock().unwrap_or_else(PoisonError::into_inner).get(&sig).cloned()
     }
@@ -1093,6 +1272,10 @@ struct Walk<'a> {
     /// Fit walks: most tokens `out` may hold; beyond it the walk stops with `capped` set.
     cap: usize,
     capped: bool,
+    /// Fit walks: the char stays ([`Completion::char_stay`]) of the chart row's items without
+    /// rule edges that keep some char class. A subtree of whole tokens one of them keeps is
+    /// skipped at any level: the item's own path bounds the cost after each token.
+    root_chars: Vec<Stay>,
 }
 
 impl Walk<'_> {
@@ -1246,6 +1429,17 @@ impl Walk<'_> {
     fn walk(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
         let (a, comp, trie) = (self.a, self.comp, self.trie);
         let root = self.level_of_row(rows, chart);
+        if let (Mode::Limit { limit, side: Side::Fit }, Level::Plain { lo, hi, .. }) = (self.mode, root) {
+            for e in &self.items[lo..hi] {
+                let t = i64::from(limit) - i64::from(e.u);
+                if i64::from(comp.dist(e.item.state)) <= t {
+                    let st = comp.char_stay(a, e.item.state, t, trie.max_depth);
+                    if st.far | st.near != 0 {
+                        self.root_chars.push(st);
+                    }
+                }
+            }
+        }
         self.levels.push(root);
         self.level_costs.push(rows.cost(chart));
         // Over walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): the most
@@ -1262,6 +1456,14 @@ impl Walk<'_> {
             self.levels.truncate(d);
             self.level_costs.truncate(d);
             let skip = n.subtree_end as usize;
+            if self.classes.whole[i] && {
+                let (whole_classes, len) = (self.classes.chars[i], self.classes.reach[i]);
+                self.root_chars.iter().any(|st| st.keeps(whole_classes, len))
+            } {
+                // Every token below keeps a row item in its char stay home: it fits.
+                i = skip;
+                continue;
+            }
             if let Some(limit) = descent_limit {
                 let reach = self.classes.reach[i];
                 // Every token below costs at least `C(level) - (reach - d + 1)`: above the limit.
@@ -1504,6 +1706,7 @@ impl Budget {
             out: Vec::new(),
             cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
             capped: false,
+            root_chars: Vec::new(),
         };
         w.run(&mut self.rows, chart)?;
         Ok((w.out, w.capped))

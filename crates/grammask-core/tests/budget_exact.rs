@@ -159,17 +159,30 @@ fn forced(name: &str, path: usize) -> &'static [&'static str] {
 #[test]
 fn budgeted_masks_equal_brute_force() {
     let (vocab, stop) = vocab();
-    let mut rng = Rng(0x0DDB_1A5E_5BAD_5EED);
-    for (name, g) in grammars() {
+    check_brute_force(&vocab, stop, grammars(), 0x0DDB_1A5E_5BAD_5EED, 2, 8);
+}
+
+/// Along `paths` random paths of `steps` tokens of each grammar, the budgeted masks at every
+/// remaining budget equal the breadth-first definition.
+fn check_brute_force(
+    vocab: &Arc<Vocabulary>,
+    stop: u32,
+    grammars: Vec<(&str, Grammar)>,
+    seed: u64,
+    paths: usize,
+    steps: usize,
+) {
+    let mut rng = Rng(seed);
+    for (name, g) in grammars {
         if std::env::var("ONLY").is_ok_and(|o| o != name) {
             continue;
         }
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let cg = Arc::new(CompiledGrammar::new(&g, vocab).unwrap());
         let mut memo = HashMap::new();
-        for path in 0..2 {
+        for path in 0..paths {
             let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
             let mut taken: Vec<u32> = Vec::new();
-            for step in 0..8 {
+            for step in 0..steps {
                 let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
                 let now = shortest(&free, &mut memo, 64).expect("a completion");
                 // The exact cost after every allowed token.
@@ -222,6 +235,64 @@ fn budgeted_masks_equal_brute_force() {
             }
         }
     }
+}
+
+/// Every byte, and 1,500 random tokens of 2 to 9 bytes of ASCII letters, quotes, escapes,
+/// 2-, 3- and 4-byte characters and pieces of them (byte-level vocabularies hold partial
+/// characters, which are no whole tokens).
+fn utf8_vocab() -> (Arc<Vocabulary>, u32) {
+    const PIECES: &[&[u8]] = &[
+        b"a",
+        b"q",
+        b"\"",
+        b"\\",
+        b"n",
+        b",",
+        b"}",
+        "é".as_bytes(),
+        "中".as_bytes(),
+        "文".as_bytes(),
+        "𝄞".as_bytes(),
+        b"\xe4\xb8",
+        b"\xad",
+        b"\xf0\x9d",
+        b"\x84\x9e",
+    ];
+    let mut rng = Rng(0x07F8_C4A2_5000_0013);
+    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut seen: HashSet<Vec<u8>> = toks.iter().cloned().collect();
+    while toks.len() < 256 + 1500 {
+        let len = 2 + rng.below(8) as usize;
+        let t: Vec<u8> =
+            (0..len).flat_map(|_| PIECES[rng.below(PIECES.len() as u64) as usize].iter().copied()).take(len).collect();
+        if seen.insert(t.clone()) {
+            toks.push(t);
+        }
+    }
+    toks.push(b"<stop>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), stop)
+}
+
+/// Fit walks skip subtrees of whole tokens (valid UTF-8) that keep an item in its char stay
+/// home: multi-byte characters pass through states that cost more (string contents) and come
+/// back, or die (a pattern's class holds some of them only). In bounded strings a token of
+/// many characters crosses the bound; partial characters cost the rest of their character.
+/// Against the breadth-first definition at every remaining budget.
+#[test]
+fn char_stays_mask_equal_brute_force() {
+    let (vocab, stop) = utf8_vocab();
+    let grammars = vec![
+        ("string", schema(r#"{"type":"string"}"#)),
+        ("bounded", schema(r#"{"type":"string","minLength":1,"maxLength":5}"#)),
+        ("pattern", schema(r#"{"type":"string","pattern":"^[a-zé]{1,6}$"}"#)),
+        ("object", schema(r#"{"type":"object","properties":{"s":{"type":"string","maxLength":3}},"required":["s"]}"#)),
+        // Past 4 characters only the 8-character branch lives: a token of one character more than
+        // a position's way out costs more.
+        ("two_lengths", parse_ebnf("root ::= \"\\\"\" ([a-zé中𝄞]{0,4} | [a-zé中𝄞]{8}) \"\\\"\"", "root").unwrap()),
+    ];
+    check_brute_force(&vocab, stop, grammars, 0xC4A2_57A4, 2, 6);
 }
 
 /// Every byte, and 4,000 random tokens of 2 to 8 bytes over JSON's structural bytes, string
