@@ -1783,6 +1783,22 @@ mod tests {
     }
 
     #[test]
+    fn edge_classes_are_the_classes_of_every_byte_a_state_reads() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let (a, comp) = (g.automata(), g.completion());
+        for s in 0..a.states().len() {
+            let want = (0..=255u8)
+                .filter(|&b| a.step(StateId(s as u32), b).is_some())
+                .fold(0u64, |m, b| m | 1 << byte_class(b));
+            assert_eq!(comp.edge_classes[s], want, "state {s}");
+        }
+    }
+
+    #[test]
     fn class_bits_equal_the_classes_of_every_byte() {
         for lo in 0..=255u8 {
             for hi in lo..=255u8 {
