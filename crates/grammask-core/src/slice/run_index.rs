@@ -266,11 +266,12 @@ impl RunIndex {
             }
             let token_lead = if UTF8 { here.max(at[d].0) } else { here };
             // Most nodes hold no token or one (a `fill` here was a `memset` call per node).
-            let tokens = n.tok_start as usize..n.tok_end as usize;
-            for (l, &t) in lead[tokens.clone()].iter_mut().zip(&trie.tokens[tokens]) {
-                *l = token_lead;
+            // PERF: indexed rather than zipped slices (1.4 M instructions more on Llama 3).
+            #[allow(clippy::needless_range_loop)]
+            for t in n.tok_start as usize..n.tok_end as usize {
+                lead[t] = token_lead;
                 if token_lead == 0 {
-                    whole.set(t as usize);
+                    whole.set(trie.tokens[t] as usize);
                 }
             }
         }
