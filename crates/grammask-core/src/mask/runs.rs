@@ -113,7 +113,6 @@ impl KernelWalk<'_> {
             return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), here, &skip, &mut refused);
         }
         let mut c = first;
-        let mut k = ri.first_break(0, c);
         while c < end {
             let c_end = trie.nodes[c].subtree_end as usize;
             let byte = trie.nodes[c].byte;
@@ -140,11 +139,11 @@ impl KernelWalk<'_> {
                 ri.add_runs(trie, c, d, &mut self.accepted);
             }
             // The breaks whose run starts at or above depth `d`; every other break below `c`
-            // lies under one of them, so their subtrees are skipped by binary search.
-            k = ri.first_break(k, c);
-            while let Some((m, lead, byte)) = ri.break_at(k).filter(|&(m, _, _)| m < c_end) {
+            // lies under one of them, so their subtrees are skipped.
+            let mut k = c;
+            while let Some((m, lead, byte)) = ri.next_break(trie, k, c_end) {
                 if lead > d {
-                    k += 1;
+                    k = m + 1;
                     continue;
                 }
                 if quiet && quiet_byte(byte) {
@@ -152,7 +151,7 @@ impl KernelWalk<'_> {
                         None => return Ok(false),
                         // The breaks below it start their runs deeper: skipped one by one.
                         Some(true) => {
-                            k += 1;
+                            k = m + 1;
                             continue;
                         }
                         Some(false) => {}
@@ -161,7 +160,7 @@ impl KernelWalk<'_> {
                 if !self.walk_break(m, d, base, !ri.utf8)? {
                     return Ok(false);
                 }
-                k = ri.first_break(k, trie.nodes[m].subtree_end as usize);
+                k = trie.nodes[m].subtree_end as usize;
             }
             c = c_end;
         }

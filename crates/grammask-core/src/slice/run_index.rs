@@ -44,10 +44,12 @@ pub struct RunIndex {
     /// depth, built on first use (at most [`MAX_SUBTREE_RUNS`]).
     subtrees: RwLock<HashMap<u32, Arc<Bitset>>>,
     vocab_size: usize,
-    /// Break nodes in trie order, with their parent's lead (capped at 255) and their byte.
-    break_nodes: Vec<u32>,
-    break_lead: Vec<u8>,
-    break_byte: Vec<u8>,
+    /// Bit `m` (a `u64` word per 64 nodes) is set iff node `m` is a break node.
+    /// PERF: a bitset and a lead per node rather than a list of (node, lead, byte): the list's
+    /// three pushes per break per class, and the passes over it, were a fifth of a build.
+    breaks: Vec<u64>,
+    /// Per node, its parent's lead, capped at 255 (written for break nodes only, 0 elsewhere).
+    parent_lead: Vec<u8>,
     /// For each lead `L` below [`LEAD_LISTS`], the break nodes whose parent's lead is `L`, in
     /// trie order, with their bytes: a walk from depth `d` takes those of `L <= d` without
     /// stepping over the deeper ones.
@@ -71,12 +73,29 @@ fn splat(x: u8) -> u64 {
     u64::from(x) * 0x0101_0101_0101_0101
 }
 
-/// A class's breaks as the walk finds them: nodes, their parents' leads (capped), their bytes.
-#[derive(Default)]
+/// A class's breaks as a walk finds them (the fields of [`RunIndex`] of the same names; `nodes`
+/// is its `breaks`).
 struct Breaks {
-    nodes: Vec<u32>,
-    lead: Vec<u8>,
-    byte: Vec<u8>,
+    nodes: Vec<u64>,
+    parent_lead: Vec<u8>,
+    by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS],
+}
+
+impl Breaks {
+    fn new(nodes: usize) -> Breaks {
+        Breaks { nodes: vec![0; nodes.div_ceil(64)], parent_lead: vec![0; nodes], by_lead: Default::default() }
+    }
+
+    /// Node `i` of byte `x` is a break, its parent's lead (capped) `lead`.
+    #[inline]
+    fn add(&mut self, i: usize, lead: u8, x: u8) {
+        self.nodes[i / 64] |= 1 << (i % 64);
+        self.parent_lead[i] = lead;
+        if let Some((nodes, bytes)) = self.by_lead.get_mut(usize::from(lead)) {
+            nodes.push(i as u32);
+            bytes.push(x);
+        }
+    }
 }
 
 /// The nodes with at least [`SUBTREE_RUNS_MIN_TOKENS`] tokens in their subtree, in trie order.
@@ -108,10 +127,10 @@ impl RunIndex {
         Self::build_many(trie, vocab_size, &[(ascii, utf8)]).pop().expect("one index per class")
     }
 
-    /// The run indexes of `classes` (ASCII bytes, UTF-8 too), in their order, from one walk of
-    /// the trie (per [`CLASSES_PER_WALK`] classes).
+    /// The run indexes of `classes` (ASCII bytes, UTF-8 too), in their order: a class alone from
+    /// a walk of its own, several from one walk of the trie (per [`CLASSES_PER_WALK`] classes).
     ///
-    /// The walk reads the runs of `U`, the class of every character, and, per class `C`, the
+    /// A UTF-8 class's walk follows `U`, the class of every character, and, per class `C`, the
     /// depth `e_C(p)` of the last byte of path `p` that `C` does not read at a character boundary
     /// (an ASCII byte outside `C`; for an ASCII-only class, any byte outside it; 0 if none).
     /// The class's automaton is `U`'s without those bytes, and such a byte leaves `U` at a
@@ -119,8 +138,10 @@ impl RunIndex {
     /// `m` is a break iff its byte is outside `C` or it is a break of `U`; for an ASCII-only
     /// class `lead_C(p) = e_C(p)` and `m` is a break iff its byte is outside `C`.
     ///
-    /// PERF: the seven classes of a 50-tool structural tag on Llama 3 took 49 M instructions,
-    /// against 117 M for a walk per class.
+    /// PERF: the seven classes of a 50-tool structural tag on Llama 3 took 49 M instructions in
+    /// one walk, against 117 M for a walk per class (with break lists); a class alone takes a
+    /// walk without byte lanes (llama.cpp's `english.gbnf`, one ASCII class: 22.8 M -> 13.6 M
+    /// instructions with the break bitset; `c.gbnf`'s five classes in lanes: 70.0 M -> 64.0 M).
     pub fn build_many(trie: &TokenTrie, vocab_size: usize, classes: &[(u128, bool)]) -> Vec<RunIndex> {
         if classes.len() > CLASSES_PER_WALK {
             return classes.chunks(CLASSES_PER_WALK).flat_map(|c| Self::build_many(trie, vocab_size, c)).collect();
@@ -133,6 +154,11 @@ impl RunIndex {
                     *cell = n;
                 }
             }
+        }
+        match *classes {
+            [(ascii, true)] => return vec![Self::build_one::<true>(trie, vocab_size, ascii, &table)],
+            [(ascii, false)] => return vec![Self::build_one::<false>(trie, vocab_size, ascii, &table)],
+            _ => {}
         }
         // outside[x]: lane c (byte c) is 0xFF iff class c does not read byte x at a character
         // boundary; utf8_lanes: lane c is 0xFF iff class c reads UTF-8.
@@ -164,47 +190,100 @@ impl RunIndex {
         for &t in &trie.tokens {
             text_tokens.set(t as usize);
         }
-        let mut leads = Vec::with_capacity(classes.len());
-        let mut wholes = Vec::with_capacity(classes.len());
-        for (c, &(_, utf8)) in classes.iter().enumerate() {
-            let lead: Vec<u8> = if utf8 {
-                token_last.iter().zip(&token_lead_u).map(|(&e, &u)| lane(e, c).max(u)).collect()
-            } else {
-                token_last.iter().map(|&e| lane(e, c)).collect()
-            };
-            let whole = if utf8 {
-                let mut whole = text_tokens.clone();
-                for (&l, &t) in lead.iter().zip(&trie.tokens) {
-                    if l != 0 {
-                        whole.unset(t as usize);
-                    }
-                }
-                whole
-            } else {
-                let mut whole = Bitset::new(vocab_size);
-                for (&l, &t) in lead.iter().zip(&trie.tokens) {
-                    if l == 0 {
-                        whole.set(t as usize);
-                    }
-                }
-                whole
-            };
-            leads.push(lead);
-            wholes.push(whole);
-        }
         classes
             .iter()
-            .zip(leads)
-            .zip(wholes.into_iter().zip(breaks))
-            .map(|((&(ascii, utf8), lead), (whole, b))| Self::assemble(trie, vocab_size, (ascii, utf8), lead, whole, b))
+            .enumerate()
+            .zip(breaks)
+            .map(|((c, &(ascii, utf8)), b)| {
+                let lead: Vec<u8> = if utf8 {
+                    token_last.iter().zip(&token_lead_u).map(|(&e, &u)| lane(e, c).max(u)).collect()
+                } else {
+                    token_last.iter().map(|&e| lane(e, c)).collect()
+                };
+                let whole = if utf8 {
+                    let mut whole = text_tokens.clone();
+                    for (&l, &t) in lead.iter().zip(&trie.tokens) {
+                        if l != 0 {
+                            whole.unset(t as usize);
+                        }
+                    }
+                    whole
+                } else {
+                    let mut whole = Bitset::new(vocab_size);
+                    for (&l, &t) in lead.iter().zip(&trie.tokens) {
+                        if l == 0 {
+                            whole.set(t as usize);
+                        }
+                    }
+                    whole
+                };
+                Self::assemble(trie, vocab_size, (ascii, utf8), lead, whole, b)
+            })
             .collect()
     }
 
-    /// The walk of [`Self::build_many`]: per token (trie token order) the lanes of `e_c` and,
-    /// with `U` (`WITH_U`, some class reads UTF-8), `lead_U` (capped), and each class's breaks.
+    /// [`Self::build_many`] of one class: its leads, lead-0 tokens and breaks from one walk.
+    fn build_one<const UTF8: bool>(
+        trie: &TokenTrie,
+        vocab_size: usize,
+        ascii: u128,
+        table: &[[u8; 256]; 9],
+    ) -> RunIndex {
+        let cap = |k: usize| k.min(255) as u8;
+        // outside[x]: the class does not read byte x at a character boundary.
+        let outside: [bool; 256] = std::array::from_fn(|x| if x < 0x80 { ascii >> x & 1 == 0 } else { !UTF8 });
+        let mut breaks = Breaks::new(trie.nodes.len());
+        let mut lead = vec![0u8; trie.tokens.len()];
+        let mut whole = Bitset::new(vocab_size);
+        // As in `walk`: e[d] is `e_C` (capped) of the path to the node at depth d on the current
+        // path (e[0]: the root), at[d] (`lead_U` capped, `U`'s state after the path from it).
+        let depth = trie.max_depth as usize + 1;
+        let mut e: Vec<u8> = vec![0; depth];
+        let mut at: Vec<(u8, u8)> = vec![(0, 0); if UTF8 { depth } else { 0 }];
+        for (i, n) in trie.nodes.iter().enumerate() {
+            let (d, x) = (n.depth as usize, usize::from(n.byte));
+            let above = e[d - 1];
+            let here = if outside[x] { cap(d) } else { above };
+            e[d] = here;
+            let (mut plead, mut broken) = (above, outside[x]);
+            if UTF8 {
+                let (ulead, state) = at[d - 1];
+                let next = table[usize::from(state)][x];
+                at[d] = if next == NO_STEP {
+                    broken = true;
+                    // See `walk`.
+                    match table[0][x] {
+                        NO_STEP => (cap(d), 0),
+                        st => (cap(d - 1), st),
+                    }
+                } else {
+                    (ulead, next)
+                };
+                plead = plead.max(ulead);
+            }
+            if broken {
+                breaks.add(i, plead, n.byte);
+            }
+            let token_lead = if UTF8 { here.max(at[d].0) } else { here };
+            // Most nodes hold no token or one (a `fill` here was a `memset` call per node).
+            // PERF: indexed rather than zipped slices (1.4 M instructions more on Llama 3).
+            #[allow(clippy::needless_range_loop)]
+            for t in n.tok_start as usize..n.tok_end as usize {
+                lead[t] = token_lead;
+                if token_lead == 0 {
+                    whole.set(trie.tokens[t] as usize);
+                }
+            }
+        }
+        Self::assemble(trie, vocab_size, (ascii, UTF8), lead, whole, breaks)
+    }
+
+    /// The walk of [`Self::build_many`] for several classes: per token (trie token order) the
+    /// lanes of `e_c` and, with `U` (`WITH_U`, some class reads UTF-8), `lead_U` (capped), and
+    /// each class's breaks.
     /// PERF: `U` is followed only for UTF-8 classes, and resynchronized in one step (below):
-    /// llama.cpp's `english.gbnf` (one ASCII class) took 33 M instructions to build on Llama 3,
-    /// now 26 M.
+    /// llama.cpp's `english.gbnf` (one ASCII class, then built here) took 33 M instructions to
+    /// build on Llama 3, then 26 M.
     fn walk<const WITH_U: bool>(
         trie: &TokenTrie,
         table: &[[u8; 256]; 9],
@@ -216,26 +295,7 @@ impl RunIndex {
         let cap = |k: u32| k.min(255) as u8;
         let mut token_last = vec![0u64; trie.tokens.len()];
         let mut token_lead_u = vec![0u8; if WITH_U { trie.tokens.len() } else { 0 }];
-        // PERF: the break lists reserved from the trie's count of nodes by byte (a class's breaks
-        // are the nodes of the bytes outside it, plus, for a UTF-8 class, `U`'s breaks, which
-        // lie at or below a non-ASCII byte): growing them by doubling was ~15% of a build
-        // (copies and reallocations, 9 M instructions for json.gbnf's classes on Llama 3). The
-        // count is kept with the trie: a pass over the nodes here cost more time than it saved.
-        let by_byte = |x: usize| trie.nodes_by_byte[x] as usize;
-        let non_ascii: usize = (0x80..256).map(by_byte).sum();
-        let mut breaks: Vec<Breaks> = (0..classes)
-            .map(|c| {
-                let mut expected: usize = (0..256).filter(|&x| lane(outside[x], c) != 0).map(by_byte).sum();
-                if lane(utf8_lanes, c) != 0 {
-                    expected += non_ascii;
-                }
-                Breaks {
-                    nodes: Vec::with_capacity(expected),
-                    lead: Vec::with_capacity(expected),
-                    byte: Vec::with_capacity(expected),
-                }
-            })
-            .collect();
+        let mut breaks: Vec<Breaks> = (0..classes).map(|_| Breaks::new(trie.nodes.len())).collect();
         // PERF: indexed by depth rather than pushed and truncated, `U`'s step a table lookup.
         // at[d]: (`lead_U`, `U`'s state after the path from it) after the node at depth d on the
         // current path (at[0]: the root); last[d]: `e_c` of that path, capped at 255, in lane c
@@ -275,13 +335,10 @@ impl RunIndex {
                 broken &= !(0xFF << (8 * c));
                 let own = lane(above, c);
                 let parent_lead = if lane(utf8_lanes, c) != 0 { cap(plead).max(own) } else { own };
-                let b = &mut breaks[c];
-                b.nodes.push(i as u32);
-                b.lead.push(parent_lead);
-                b.byte.push(n.byte);
+                breaks[c].add(i, parent_lead, n.byte);
             }
-            // Most nodes hold no token or one: a `fill` here was a `memset` call per node (128k
-            // calls, 2 M instructions on Llama 3), so one token is written alone.
+            // Most nodes hold no token or one: a `fill` here was a `memset` call per node
+            // (128k calls, 2 M instructions on Llama 3), so one token is written alone.
             let tokens = n.tok_start as usize..n.tok_end as usize;
             if tokens.len() == 1 {
                 token_last[tokens.start] = here;
@@ -298,8 +355,8 @@ impl RunIndex {
         (token_last, token_lead_u, breaks)
     }
 
-    /// A class's index from its leads, lead-0 tokens and breaks: the lead lists and the subtree
-    /// run sets.
+    /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte
+    /// and the subtree run sets.
     fn assemble(
         trie: &TokenTrie,
         vocab_size: usize,
@@ -308,34 +365,15 @@ impl RunIndex {
         whole: Bitset,
         b: Breaks,
     ) -> RunIndex {
-        let Breaks { nodes: mut break_nodes, lead: mut break_lead, byte: mut break_byte } = b;
-        // Reserved for an estimate in the walk: the rest given back.
-        break_nodes.shrink_to_fit();
-        break_lead.shrink_to_fit();
-        break_byte.shrink_to_fit();
-        let (whole, subtrees) = (Arc::new(whole), RwLock::new(HashMap::new()));
-        // PERF: the lists reserved from counts of the breaks by lead and by byte rather than
-        // grown by doubling.
-        let (mut lead_count, mut byte_count) = ([0usize; LEAD_LISTS], [0usize; 256]);
-        for (&l, &x) in break_lead.iter().zip(&break_byte) {
-            if let Some(c) = lead_count.get_mut(usize::from(l)) {
-                *c += 1;
-            }
-            if l == 0 {
-                byte_count[usize::from(x)] += 1;
-            }
+        let Breaks { nodes: breaks, parent_lead, by_lead } = b;
+        // A counting sort of the lead-0 list by byte.
+        let mut byte_count = [0usize; 256];
+        for &x in &by_lead[0].1 {
+            byte_count[usize::from(x)] += 1;
         }
-        let mut by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS] =
-            std::array::from_fn(|l| (Vec::with_capacity(lead_count[l]), Vec::with_capacity(lead_count[l])));
         let mut by_byte: Vec<Vec<u32>> = byte_count.iter().map(|&c| Vec::with_capacity(c)).collect();
-        for (k, &l) in break_lead.iter().enumerate() {
-            if let Some((nodes, bytes)) = by_lead.get_mut(usize::from(l)) {
-                nodes.push(break_nodes[k]);
-                bytes.push(break_byte[k]);
-            }
-            if l == 0 {
-                by_byte[usize::from(break_byte[k])].push(break_nodes[k]);
-            }
+        for (&m, &x) in by_lead[0].0.iter().zip(&by_lead[0].1) {
+            by_byte[usize::from(x)].push(m);
         }
         let root_by_byte =
             by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
@@ -343,12 +381,11 @@ impl RunIndex {
             ascii,
             utf8,
             lead,
-            whole,
-            subtrees,
+            whole: Arc::new(whole),
+            subtrees: RwLock::new(HashMap::new()),
             vocab_size,
-            break_nodes,
-            break_lead,
-            break_byte,
+            breaks,
+            parent_lead,
             by_lead,
             root_by_byte,
         };
@@ -437,20 +474,21 @@ impl RunIndex {
         Some(b.clone())
     }
 
-    /// The first break node at or after node `start` (as an index into the break list), from
-    /// list index `from` on.
-    ///
-    /// PERF: a galloping search; the target is usually a few entries on (a binary search over
-    /// the whole list missed the cache at every step, a third of an SQL kernel's walk).
-    pub fn first_break(&self, from: usize, start: usize) -> usize {
-        let list = &self.break_nodes;
-        let (mut lo, mut step) = (from, 1);
-        while lo + step < list.len() && (list[lo + step] as usize) < start {
-            lo += step;
-            step *= 2;
+    /// The first break node in `start..end`, with its parent's lead and its byte.
+    /// PERF: a word of the bitset skips 64 nodes.
+    #[inline]
+    pub fn next_break(&self, trie: &TokenTrie, start: usize, end: usize) -> Option<(usize, usize, u8)> {
+        let mut w = start / 64;
+        let mut bits = *self.breaks.get(w)? & (u64::MAX << (start % 64));
+        while bits == 0 {
+            w += 1;
+            if w * 64 >= end {
+                return None;
+            }
+            bits = self.breaks[w];
         }
-        let hi = (lo + step + 1).min(list.len());
-        lo + list[lo..hi].partition_point(|&m| (m as usize) < start)
+        let m = w * 64 + bits.trailing_zeros() as usize;
+        (m < end).then(|| (m, usize::from(self.parent_lead[m]), trie.nodes[m].byte))
     }
 
     /// The break nodes of lead `l < LEAD_LISTS` in `lo..hi`, in trie order, with their bytes.
@@ -475,12 +513,6 @@ impl RunIndex {
     /// The breaks of lead 0 by byte (see `root_by_byte`).
     pub fn root_breaks_by_byte(&self) -> &[(u8, Box<[u32]>)] {
         &self.root_by_byte
-    }
-
-    /// Break `k`: its node, its parent's lead and its byte; `None` past the end.
-    #[inline]
-    pub fn break_at(&self, k: usize) -> Option<(usize, usize, u8)> {
-        Some((*self.break_nodes.get(k)? as usize, usize::from(self.break_lead[k]), self.break_byte[k]))
     }
 
     /// Whether the class reads ASCII byte `x` (for an ASCII-only class, whether `x` can be in a

@@ -542,8 +542,34 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
                 breaks.push((i, plead, node.byte));
             }
         }
-        let indexed: Vec<(usize, usize, u8)> = (0..).map_while(|k| ri.break_at(k)).collect();
+        let mut indexed: Vec<(usize, usize, u8)> = Vec::new();
+        while let Some(b) = ri.next_break(trie, indexed.last().map_or(0, |b| b.0 + 1), trie.nodes.len()) {
+            indexed.push(b);
+        }
         assert_eq!(indexed, breaks, "break nodes of class {ascii:x} utf8 {utf8}");
+        // Windows of the node bitset that start and end inside and across its 64-node words.
+        let nodes = trie.nodes.len();
+        for (start, end) in (0..nodes).step_by(7).map(|s| (s, (s + s % 150).min(nodes))) {
+            let want = breaks.iter().find(|b| (start..end).contains(&b.0)).copied();
+            assert_eq!(ri.next_break(trie, start, end), want, "next break in {start}..{end}");
+        }
+        // The lead lists and the root's breaks by byte, each in trie order.
+        for l in 0..LEAD_LISTS {
+            let want: Vec<(u32, u8)> = breaks.iter().filter(|b| b.1 == l).map(|b| (b.0 as u32, b.2)).collect();
+            let (got_nodes, got_bytes) = ri.breaks_of_lead(l, 0, nodes);
+            let got: Vec<(u32, u8)> = got_nodes.iter().copied().zip(got_bytes.iter().copied()).collect();
+            assert_eq!(got, want, "breaks of lead {l}, class {ascii:x} utf8 {utf8}");
+        }
+        let mut by_byte: Vec<(u8, Vec<u32>)> = Vec::new();
+        for &(m, _, x) in breaks.iter().filter(|b| b.1 == 0) {
+            match by_byte.iter_mut().find(|(y, _)| *y == x) {
+                Some((_, v)) => v.push(m as u32),
+                None => by_byte.push((x, vec![m as u32])),
+            }
+        }
+        by_byte.sort_by_key(|(x, _)| *x);
+        let got: Vec<(u8, Vec<u32>)> = ri.root_breaks_by_byte().iter().map(|(x, v)| (*x, v.to_vec())).collect();
+        assert_eq!(got, by_byte, "root breaks by byte, class {ascii:x} utf8 {utf8}");
         assert!(!breaks.is_empty());
         assert_eq!(*ri.whole, whole, "lead-0 tokens of class {ascii:x} utf8 {utf8}");
     }
