@@ -36,8 +36,8 @@ pub struct TokenIndex {
     classes_seen: RwLock<HashSet<(u128, bool)>>,
 }
 
-/// Most run indexes kept per vocabulary (each one byte per token, six per break node and up to 65
-/// token bitsets: at most ~3 MB on a 128k vocabulary).
+/// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
+/// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary).
 const MAX_RUN_INDEXES: usize = 16;
 
 /// Most loop classes remembered per vocabulary as seen.

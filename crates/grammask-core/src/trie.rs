@@ -32,8 +32,6 @@ pub struct TokenTrie {
     pub max_depth: u32,
     /// The nodes at depth 1, in byte order.
     pub root_children: Box<[u32]>,
-    /// `nodes_by_byte[x]`: the number of nodes of byte `x` (256 entries).
-    pub nodes_by_byte: Box<[u32]>,
     /// The children of every node with at least [`WIDE_MIN_CHILDREN`], in byte order: a walk
     /// whose parser state reads a few bytes there visits only those children.
     wide: FastMap<u32, Box<[u32]>>,
@@ -110,14 +108,11 @@ impl TokenTrie {
         t.root_children = t.children(None).collect();
         t.by_first_byte = t.first_byte_sets(vocab.vocab_size(), FIRST_BYTE_SET_MIN_TOKENS);
         let mut count = vec![0u32; t.nodes.len()];
-        let mut by_byte = vec![0u32; 256];
         for n in &t.nodes {
-            by_byte[usize::from(n.byte)] += 1;
             if n.parent != u32::MAX {
                 count[n.parent as usize] += 1;
             }
         }
-        t.nodes_by_byte = by_byte.into();
         // PERF: children found by skipping subtrees, not by a map lookup per node (14 M
         // instructions on Llama 3).
         t.wide = (0..t.nodes.len())
@@ -232,11 +227,5 @@ mod tests {
             }
         }
         assert_eq!(with_set, b"ab");
-        // Nodes by byte: a, ab, abc, b, ba, c, zz (two), e-acute (two bytes).
-        let mut want = vec![0u32; 256];
-        for (x, k) in [(b'a', 2), (b'b', 2), (b'c', 2), (b'z', 2), (0xC3, 1), (0xA9, 1)] {
-            want[usize::from(x)] = k;
-        }
-        assert_eq!(&*trie.nodes_by_byte, &want[..]);
     }
 }
