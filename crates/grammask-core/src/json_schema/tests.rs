@@ -206,6 +206,22 @@ fn equal_key_sets_share_one_excluded_key_rule() {
 }
 
 #[test]
+fn bare_references_to_one_definition_share_its_rule() {
+    // Three properties name one object definition (one with a description, one through a second
+    // bare reference): its key "inner" is written once, not once per property.
+    let s = r##"{"definitions":{"o":{"properties":{"inner":{"type":"integer"}},"additionalProperties":false},
+                                  "alias":{"$ref":"#/definitions/o"}},
+                 "properties":{"p":{"$ref":"#/definitions/o"},"q":{"$ref":"#/definitions/o","description":"d"},
+                               "r":{"$ref":"#/definitions/alias"},"s":{"$ref":"#/definitions/o","type":"object"}}}"##;
+    let g = conv_with(s, |o| o.strict_mode = false).unwrap();
+    // `s` has a keyword besides its reference: a goal of its own.
+    assert_eq!(g.matches("\"inner\"").count(), 2, "{g}");
+    let ok = |text: &str| schema_accepts(s, Spelling::Canonical, text);
+    assert!(ok(r#"{"p":{"inner":1},"q":{},"r":{"inner":2},"s":{"inner":3}}"#));
+    assert!(!ok(r#"{"r":{"inner":"x"}}"#) && !ok(r#"{"q":{"other":1}}"#) && !ok(r#"{"s":{"inner":null}}"#));
+}
+
+#[test]
 fn one_of_closed_objects_disjoint_by_keys() {
     let lax = |s: &str| conv_with(s, |o| o.strict_mode = false);
     // Key patterns that cannot meet (closed objects that need a key).
