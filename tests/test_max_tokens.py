@@ -637,6 +637,46 @@ def test_a_string_after_a_spent_budget_wraps_a_left_recursive_group():
     assert all(xm.accept_token(ids_of(family, p)[0]) for p in ["(", "x"]) and xm.accept_string("y")
 
 
+# A group entered through two of its rules inside the budget of `c`: `a` (budgeted) and `b`
+# (after "<"). An ended `a` completes into the `b` that called it even when both are spent, and
+# is wrapped in a new `b` (on to another `a`) only while the new levels are not spent.
+GROUP_IN_A_BUDGET = (
+    'root ::= c\nc[max_tokens={c}] ::= a | "<" b ">"\na[max_tokens={n}] ::= b "x" | "y" | "(" a ")"\n'
+    'b[capture] ::= a "z" | "w"'
+)
+
+# (c, n, pieces, probe, whether the probe is allowed)
+TWO_ENTRY_CASES = [
+    # Spent after "<", "y": `a` ends into the `b` around it ("z"), which then ends (">").
+    (2, 1, "<|y", "z", True),
+    (2, 1, "<|y|z", ">", True),
+    (2, 1, "<|y|z", "x", False),
+    # `a`'s budget (1 token, from "y") is spent when it ends: it is not wrapped ("x" after "z").
+    (9, 1, "<|y|z", "x", False),
+    (9, 1, "<|y|z", ">", True),
+    # With 2 tokens it is: `b(a(b(a(y) z) x)`.
+    (9, 2, "<|y|z", "x", True),
+    (9, 2, "<|y|z|x", "z", True),
+]
+
+
+@pytest.mark.parametrize("c, n, text, probe, allowed", TWO_ENTRY_CASES)
+def test_left_recursive_group_entered_through_two_rules(c, n, text, probe, allowed):
+    """Full Llama 3 masks against brute force along the pieces; the probe bit as the stack
+    reference reads it (``crates/grammask-core/tests/rule_max_tokens.rs``, ``rec_marked_groups``).
+    Fails with every completion of an ended ``a`` into a spent ``b`` read as a wrap (the first
+    case) and with none (the fourth)."""
+    family = "llama3"
+    info = tokenizer_info(family)
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(GROUP_IN_A_BUDGET.format(c=c, n=n)))
+    for piece in text.split("|"):
+        (t,) = ids_of(family, piece)
+        check_mask(m, info, f"before {piece!r} of {text!r}")
+        assert m.accept_token(t), (text, piece)
+    mask = check_mask(m, info, f"after {text!r}")
+    assert mask[ids_of(family, probe)[0]] == allowed
+
+
 # Nested budgets: a regular `max_tokens` rule inside another (each keeps its own budget; an
 # inner occurrence is also spent when the outer one is).
 NESTED_OUTER = 'root ::= "say:" a "!"\na[max_tokens={n}] ::= b | b "." b\nb[max_tokens=5] ::= [a-z]+ ("," [a-z]+)*'

@@ -216,7 +216,8 @@ impl RecBudgets {
     #[inline]
     pub fn wraps(&self, child: RuleId, parent: RuleId, entry_below: bool) -> bool {
         child == parent
-            || (self.entry[parent.index()] == child.0 && (entry_below || !self.marked.get(parent.index()).is_some_and(|&m| m)))
+            || (self.entry[parent.index()] == child.0
+                && (entry_below || !self.marked.get(parent.index()).is_some_and(|&m| m)))
     }
 
     /// For a level of `child` predicted by a level of `parent`, where `child`'s group carries
