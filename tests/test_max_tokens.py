@@ -302,6 +302,36 @@ XGRAMMAR_DIFFERENCES = [
 ]
 
 
+# A group entered through two of its rules inside the budget of `c`: `a` (budgeted) and `b`
+# (after "<"). An ended `a` completes into the `b` that called it even when both are spent, and
+# is wrapped in a new `b` (on to another `a`) only while the new levels are not spent.
+GROUP_IN_A_BUDGET = (
+    'root ::= c\nc[max_tokens={c}] ::= a | "<" b ">"\na[max_tokens={n}] ::= b "x" | "y" | "(" a ")"\n'
+    'b[capture] ::= a "z" | "w"'
+)
+
+# (c, n, pieces, probe, whether the probe is allowed)
+TWO_ENTRY_CASES = [
+    # Spent after "<", "y": `a` ends into the `b` around it ("z"), which then ends (">").
+    (2, 1, "<|y", "z", True),
+    (2, 1, "<|y|z", ">", True),
+    (2, 1, "<|y|z", "x", False),
+    # `a`'s budget (1 token, from "y") is spent when it ends: it is not wrapped ("x" after "z").
+    (9, 1, "<|y|z", "x", False),
+    (9, 1, "<|y|z", ">", True),
+    # With 2 tokens it is: `b(a(b(a(y) z) x)`.
+    (9, 2, "<|y|z", "x", True),
+    (9, 2, "<|y|z|x", "z", True),
+]
+
+
+# Spent where it cannot end (`c`, 2 tokens, after `<`, `y`, `z`): XGrammar relaxes the budget and
+# lets the finished `a` be wrapped in a new `b` on to another `a` (`x`).
+XGRAMMAR_DIFFERENCES.append(
+    (GROUP_IN_A_BUDGET.format(c=2, n=1), "<|y|z", "x", "left-recursive group: relaxed until it can end"),
+)
+
+
 # A left-recursive budgeted rule (XGrammar accepts the grammar as it is).
 LEFT_SUM = 'root ::= expr "!"\nexpr[max_tokens={n}] ::= expr "+" term | term\nterm ::= [0-9]+'
 XGRAMMAR_DIFFERENCES.append(
@@ -391,7 +421,7 @@ def test_xgrammar_differences_still_differ(grammar, text, probe, allowed_by, why
     family = "llama3"
     info = tokenizer_info(family)
     xinfo = xg.TokenizerInfo.from_huggingface(hf_tokenizer(family), vocab_size=info.vocab_size)
-    ids = ids_of(family, text)
+    ids = [t for piece in text.split("|") for t in ids_of(family, piece)]
     p = ids_of(family, probe)[0]
     theirs = _xg_mask(xg, xg.GrammarCompiler(xinfo).compile_grammar(grammar), ids, info.vocab_size)
     m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
@@ -649,6 +679,40 @@ def test_a_string_after_a_spent_budget_wraps_a_left_recursive_group():
     xg = pytest.importorskip("xgrammar")
     xm = xg.GrammarMatcher(_xg_compiler(xg, family).compile_grammar(grammar))
     assert all(xm.accept_token(ids_of(family, p)[0]) for p in ["(", "x"]) and xm.accept_string("y")
+
+
+@pytest.mark.parametrize("c, n, text, probe, allowed", TWO_ENTRY_CASES)
+def test_left_recursive_group_entered_through_two_rules(c, n, text, probe, allowed):
+    """Full Llama 3 masks against brute force along the pieces; the probe bit as the stack
+    reference reads it (``crates/grammask-core/tests/rule_max_tokens.rs``, ``rec_marked_groups``).
+    Fails with every completion of an ended ``a`` into a spent ``b`` read as a wrap (the first
+    case) and with none (the fourth)."""
+    family = "llama3"
+    info = tokenizer_info(family)
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(GROUP_IN_A_BUDGET.format(c=c, n=n)))
+    for piece in text.split("|"):
+        (t,) = ids_of(family, piece)
+        check_mask(m, info, f"before {piece!r} of {text!r}")
+        assert m.accept_token(t), (text, piece)
+    mask = check_mask(m, info, f"after {text!r}")
+    assert mask[ids_of(family, probe)[0]] == allowed
+
+
+def test_left_recursive_group_wrapped_before_its_budget_is_spent_unlike_xgrammar():
+    """`a` (2 tokens from `y`) ends after `y` with one token used: the new levels around it are
+    not spent, so it is wrapped (`b(a(b(a(y) z) x)`) and `x` after `z` is the new `a`'s shortest
+    way to its end (grammask's rule: growth is decided where the wrapped level ends). XGrammar
+    0.2.8 refuses `x` there."""
+    xg = pytest.importorskip("xgrammar")
+    family = "llama3"
+    info = tokenizer_info(family)
+    grammar = GROUP_IN_A_BUDGET.format(c=9, n=2)
+    ids = [t for piece in ["<", "y", "z"] for t in ids_of(family, piece)]
+    x = ids_of(family, "x")[0]
+    assert not _xg_mask(xg, _xg_compiler(xg, family).compile_grammar(grammar), ids, info.vocab_size)[x]
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
+    assert all(m.accept_token(t) for t in ids)
+    assert bool_mask(m, info.vocab_size)[x]
 
 
 # Nested budgets: a regular `max_tokens` rule inside another (each keeps its own budget; an

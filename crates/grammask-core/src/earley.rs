@@ -87,9 +87,18 @@ fn ctx_min(a: u32, b: u32) -> u32 {
     }
 }
 
-/// An item's budgets: (spend point, occurrence number, obligations, shadow chain: `1` in the
-/// shadows of a left-recursive group's chain, [`RecBudgets::chain`], else `0`).
+/// An item's budgets: (spend point, occurrence number, obligations, chain bits: [`SHADOW`] in
+/// the shadows of a left-recursive group's chain, [`RecBudgets::chain`]; in a group with entry
+/// marks ([`RecBudgets::mark_of`]), [`ENTRY_BELOW`] where a level of the entry is in the level's
+/// chain at or below it, and `(r + 1) << 2` for a level its chain called at row `r` (above the
+/// chain's first level), so no such level takes the context of a level outside its chain).
 type Context = (u32, u32, u32, u32);
+
+/// The chain bit of a shadow's context.
+const SHADOW: u32 = 1;
+
+/// The chain bit of a level of a group with entry marks whose chain has the entry at or below it.
+const ENTRY_BELOW: u32 = 2;
 
 /// The triples (spend point, occurrence number, obligations; with the shadow-chain mark) of a
 /// grammar with both recursive budgets, or with one and lookahead assertions, or with a
@@ -312,8 +321,22 @@ impl Chart {
     /// its items' fields index [`Contexts`]).
     fn shadowed(&mut self, la: u32) -> u32 {
         let c = self.contexts.as_deref_mut().expect("chains run with contexts");
-        let (spend, occ, owed, _) = c.pairs[la as usize];
-        c.id((spend, occ, owed, 1))
+        let (spend, occ, owed, bits) = c.pairs[la as usize];
+        c.id((spend, occ, owed, bits | SHADOW))
+    }
+
+    /// Whether `la` has the entry at or below it ([`ENTRY_BELOW`]; a grammar with
+    /// [`RecBudgets::has_marks`]).
+    #[inline]
+    fn entry_below(&self, la: u32) -> bool {
+        self.contexts.as_deref().is_some_and(|c| c.pairs[la as usize].3 & ENTRY_BELOW != 0)
+    }
+
+    /// `la` with the chain bits `more` too.
+    fn with_bits(&mut self, la: u32, more: u32) -> u32 {
+        let c = self.contexts.as_deref_mut().expect("marks run with contexts");
+        let (spend, occ, owed, bits) = c.pairs[la as usize];
+        c.id((spend, occ, owed, bits | more))
     }
 
     /// The pending obligations in an item's `la`, in a grammar with recursive budgets
@@ -691,16 +714,18 @@ impl Chart {
     fn spent_left_growth(&self, a: &Automata, rb: &RecBudgets, p: &Item, rule: RuleId, child_origin: u32) -> bool {
         let spend = self.spend_of(p.la);
         p.origin == child_origin
-            && rb.wraps(rule, a.state(p.state).rule)
+            && rb.wraps(rule, a.state(p.state).rule, self.entry_below(p.la))
             && (!self.free || spend == SPENT_FROM_START)
             && spent(spend, self.clock)
     }
 
     /// Recursive budgets: the spend point and `la` of a level of `rr` predicted at row `r` by
-    /// item `it`: its own budgets inside `it`'s, and `it`'s obligations.
+    /// item `it`: its own budgets inside `it`'s, `it`'s obligations, and the entry mark
+    /// ([`RecBudgets::mark_of`]).
     #[inline]
     fn predicted_la(
         &mut self,
+        a: &Automata,
         rb: Option<&RecBudgets>,
         cb: Option<&CharBudgets>,
         it: &Item,
@@ -731,7 +756,16 @@ impl Chart {
             },
             None => 0,
         };
-        Ok((spend, self.context_id(spend, occ, self.obligations_of(it.la))))
+        let la = self.context_id(spend, occ, self.obligations_of(it.la));
+        match rb.filter(|rb| rb.has_marks()).and_then(|rb| rb.mark_of(a.state(it.state).rule, rr)) {
+            Some((same_group, is_entry)) => {
+                let called = same_group && it.origin == r as u32;
+                let below = is_entry || (called && self.entry_below(it.la));
+                let bits = if called { (r as u32 + 1) << 2 } else { 0 } | if below { ENTRY_BELOW } else { 0 };
+                Ok((spend, if bits == 0 { la } else { self.with_bits(la, bits) }))
+            }
+            None => Ok((spend, la)),
+        }
     }
 
     /// Predicts at row `r`, built by a token, the chain of left-recursive levels a spent level
@@ -752,7 +786,7 @@ impl Chart {
     ) -> Result<()> {
         if rb.is_shadow(it.state) {
             for &rr in rb.chain(it.state) {
-                let (spend, la) = self.predicted_la(Some(rb), cb, it, rr, r)?;
+                let (spend, la) = self.predicted_la(a, Some(rb), cb, it, rr, r)?;
                 if spend == SPENT_FROM_START {
                     continue;
                 }
@@ -1120,7 +1154,7 @@ impl Chart {
             for &(rr, _) in a.rule_edges(it.state) {
                 waiting.push(rr, (j - 1) as u32);
                 if REC {
-                    let (spend, la) = self.predicted_la(rb, cb, &it, rr, r)?;
+                    let (spend, la) = self.predicted_la(a, rb, cb, &it, rr, r)?;
                     let state = match rb {
                         Some(rb) if spend == SPENT_FROM_START => rb.spent_start(a, rr),
                         Some(rb) => rb.start(a, it.state, rr),

@@ -41,10 +41,13 @@
 //!   spent from the start (for strings too): its occurrences start in their twins. A rule
 //!   left-recursive through itself: once spent, an occurrence that ends does not complete into a
 //!   level of its own rule started at the same row ([`crate::earley`]); it ends. Rules
-//!   left-recursive through each other, in a group entered through one rule only (inside
-//!   budgets: another entry used outside every budget only, as the root's own occurrence is
-//!   unless the root has a budget, is allowed): once spent, a finished level of that rule does
-//!   not complete into a level of the group started at the same row; a string read later (free)
+//!   left-recursive through each other, in a group entered through one rule only, or whose
+//!   only budgeted rule is one of its entries (the root's own occurrence is an entry, outside
+//!   every budget unless the root has one): once spent, a finished level of that rule (the
+//!   entry) does not complete into a level of the group started at the same row that has a
+//!   level of the entry below it in its chain (it would wrap it; items carry that mark where
+//!   another entry is used inside a budget, [`crate::compiler::RecBudgets::mark_of`]); it
+//!   completes into the level that called it. A string read later (free)
 //!   may still wrap it, through shadows of the group's chain predicted at rows built spent
 //!   ([`crate::compiler::RecBudgets::chain`]). A string goes on free from the positions the
 //!   tokens before it reached (its row is built again from the twins' steps). `Unsupported`: a rule

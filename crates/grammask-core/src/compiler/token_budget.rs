@@ -145,6 +145,11 @@ pub struct RecBudgets {
     /// Per rule: the entry of its group of rules left-recursive through each other (`NO`:
     /// none; see [`left_groups`]).
     entry: Vec<u32>,
+    /// Per rule (empty: no group carries marks): its group is also entered through other rules inside budgets, so whether an
+    /// ended entry level completing into a level of the group at the same row wraps it depends
+    /// on the chain: the *entry mark* of an item's context says a level of the entry is below
+    /// it in its chain at its row ([`RecBudgets::mark_of`]).
+    marked: Vec<bool>,
     /// Per rule of a group of rules left-recursive through each other: the *shadows* of its
     /// left positions (states reached from its start by empty rules only), which hold the chain
     /// of levels a spent level of the group's entry would be wrapped in were it free (see
@@ -206,9 +211,28 @@ impl RecBudgets {
     /// (`e ::= e "+" t`), or `child` is the entry of `parent`'s group of rules left-recursive
     /// through each other (`a` in `b ::= a "z"`, `a ::= b "x" | "y"`: the chain goes on to
     /// another `a`).
+    /// In a group whose levels carry entry marks ([`RecBudgets::mark_of`]), only where
+    /// the entry is below `parent` in its chain (`entry_below`).
     #[inline]
-    pub fn wraps(&self, child: RuleId, parent: RuleId) -> bool {
-        child == parent || self.entry[parent.index()] == child.0
+    pub fn wraps(&self, child: RuleId, parent: RuleId, entry_below: bool) -> bool {
+        child == parent
+            || (self.entry[parent.index()] == child.0
+                && (entry_below || !self.marked.get(parent.index()).is_some_and(|&m| m)))
+    }
+
+    /// For a level of `child` predicted by a level of `parent`, where `child`'s group carries
+    /// entry marks: whether `parent` is of that group (a left call of the chain when `parent`'s
+    /// level started at the same row) and whether `child` is the entry; `None` elsewhere.
+    #[inline]
+    pub fn mark_of(&self, parent: RuleId, child: RuleId) -> Option<(bool, bool)> {
+        let e = self.entry[child.index()];
+        self.marked.get(child.index()).is_some_and(|&m| m).then(|| (self.entry[parent.index()] == e, child.0 == e))
+    }
+
+    /// Whether some group carries entry marks.
+    #[inline]
+    pub fn has_marks(&self) -> bool {
+        !self.marked.is_empty()
     }
 
     /// For a shadow `s`: the rules of its group its open state calls.
@@ -336,7 +360,7 @@ pub(super) fn add_rec_twins(
         bound[r.index()] = b;
     }
     let bounded: Vec<bool> = bound.iter().map(|&b| b != NO).collect();
-    let entry = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|(r, why)| {
+    let (entry, marked) = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|(r, why)| {
         crate::error::Error::new(
             crate::error::ErrorKind::Unsupported,
             format!(
@@ -353,6 +377,7 @@ pub(super) fn add_rec_twins(
         twin_start: vec![NO; a.num_rules()],
         bound,
         entry,
+        marked: if marked.contains(&true) { marked } else { Vec::new() },
         shadows: vec![Box::default(); a.num_rules()],
         shadow_from: NO,
         chain: Vec::new(),
@@ -478,22 +503,25 @@ fn left_states(a: &super::Automata, rule_len: &[u32], r: usize) -> Vec<StateId> 
 }
 
 /// Groups of rules left-recursive through each other (`a ::= b "x" | "y"`, `b ::= a "z"`)
-/// among `reach`: per rule, its group's entry (`NO`: in no such group). A group is supported
-/// when one of its rules, the entry, is the only one used otherwise than by a left call from
-/// the group (from another rule, after a byte, or as the root), or the only one with a budget
-/// while the group's other such rules are used from rules outside every budget only (`root ::=
-/// a | b`: an outer level of `b` is never spent), every cycle of left calls
-/// through two or more of its rules passes through the entry, and no other of its rules has a
-/// budget: then every chain of levels the group nests at one row starts with the entry, so a
-/// finished entry level can always end that chain. The root's own occurrence is outside every
-/// budget unless the root has one. Else `Err` names a rule of the group and why.
+/// among `reach`: per rule, its group's entry (`NO`: in no such group) and whether the group
+/// carries entry marks. A group is supported when one of its rules, the entry, is the only one
+/// used otherwise than by a left call from the group (from another rule, after a byte, or as the
+/// root), or the only one of its rules with a budget, every cycle of left calls through two or
+/// more of its rules passes through the entry, and no other of its rules has a budget: only an
+/// ended entry level is wrapped in new levels of the group (the others have no budget to hold
+/// them), and a completion of it into a level of the group started at the same row wraps it
+/// exactly when an entry level is below that level in its chain. When every other entry is used
+/// from rules outside every budget only (`root ::= a | b`: an outer level of `b` is never spent)
+/// that needs no mark; else (`c[max_tokens=5] ::= a | b`) items carry it
+/// ([`RecBudgets::mark_of`]). The root's own occurrence is outside every budget unless the
+/// root has one. Else `Err` names a rule of the group and why.
 fn left_groups(
     a: &super::Automata,
     reach: &[bool],
     rule_len: &[u32],
     ranges: &[(u32, u32)],
     bounded: &[bool],
-) -> Result<Vec<u32>, (RuleId, String)> {
+) -> Result<(Vec<u32>, Vec<bool>), (RuleId, String)> {
     let n = a.num_rules();
     // left[r]: the rule edges of r's states reached from its start by empty rules only.
     let left_states = |r: usize| left_states(a, rule_len, r);
@@ -558,16 +586,14 @@ fn left_groups(
             }
         }
     }
-    let mut entry = vec![NO; n];
+    let (mut entry, mut marked) = (vec![NO; n], vec![false; n]);
     for g in (0..n).filter(|&g| group[g] == g as u32) {
         let members: Vec<usize> = (0..n).filter(|&q| group[q] == g as u32).collect();
-        // Its only entry, else its budgeted rule, when every other entry is used from outside
-        // every budget only: such an entry's outer level is never spent, so it always takes the
-        // finished levels below it (it ends the chain), and every chain inside a budget starts
-        // with `e`.
-        let e = match (entries[g].as_slice(), members.iter().find(|&&q| bounded[q])) {
-            (&[e], _) => e,
-            (many, Some(&b)) if many.contains(&b) && inner[g].iter().all(|&q| q == b) => b,
+        // Its only entry, else its budgeted rule: marks where another entry is used inside a
+        // budget (an outer level of it may be spent, and still takes the entry levels it called).
+        let (e, marks) = match (entries[g].as_slice(), members.iter().find(|&&q| bounded[q])) {
+            (&[e], _) => (e, false),
+            (many, Some(&b)) if many.contains(&b) => (b, inner[g].iter().any(|&q| q != b)),
             _ => {
                 let names: Vec<String> =
                     inner[g].iter().map(|&q| format!("'{}'", a.rule_name(RuleId(q as u32)))).collect();
@@ -591,9 +617,10 @@ fn left_groups(
         }
         for &q in &members {
             entry[q] = e as u32;
+            marked[q] = marks;
         }
     }
-    Ok(entry)
+    Ok((entry, marked))
 }
 
 #[cfg(test)]
