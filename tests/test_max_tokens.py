@@ -328,7 +328,7 @@ TWO_ENTRY_CASES = [
 # Spent where it cannot end (`c`, 2 tokens, after `<`, `y`, `z`): XGrammar relaxes the budget and
 # lets the finished `a` be wrapped in a new `b` on to another `a` (`x`).
 XGRAMMAR_DIFFERENCES.append(
-    (GROUP_IN_A_BUDGET.format(c=2, n=1), "<|y|z", "x", "left-recursive group: relaxed until it can end"),
+    (GROUP_IN_A_BUDGET.format(c=2, n=1), "<|y|z", "x", XG, "left-recursive group: relaxed until it can end"),
 )
 
 
