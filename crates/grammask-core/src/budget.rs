@@ -32,6 +32,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
@@ -88,6 +89,13 @@ pub struct Completion {
     /// Merged-key lookups and the hits among them (see [`Completion::merged_stats`]).
     merged_lookups: AtomicUsize,
     merged_hits: AtomicUsize,
+    /// By [`Budget::near_cap_key`] of a row: the largest `limit - now` at which a fit walk
+    /// near `now` from such a row listed more than its cap (then so does one at any lower
+    /// limit: it lists a superset). A prediction only: it picks the walk, not the costs.
+    near_caps: Mutex<FastMap<u64, u32>>,
+    /// Fit walks near `now` skipped on [`Completion::near_caps`]' word (see
+    /// [`Completion::near_cap_skips`]).
+    near_cap_skips: AtomicUsize,
 }
 
 /// Which side of a limit a walk proves tokens to be on without reading them.
@@ -574,6 +582,8 @@ impl Completion {
             classes: OnceLock::new(),
             merged_lookups: AtomicUsize::new(0),
             merged_hits: AtomicUsize::new(0),
+            near_caps: Mutex::default(),
+            near_cap_skips: AtomicUsize::new(0),
         }
     }
 
@@ -1000,6 +1010,19 @@ impl Completion {
         m.insert(sig, info);
     }
 
+    fn near_cap(&self, key: u64) -> Option<u32> {
+        self.near_caps.lock().unwrap_or_else(PoisonError::into_inner).get(&key).copied()
+    }
+
+    fn put_near_cap(&self, key: u64, slack: u32) {
+        let mut m = self.near_caps.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_MEMO_STATES {
+            m.clear();
+        }
+        let s = m.entry(key).or_insert(0);
+        *s = (*s).max(slack);
+    }
+
     fn memo_get(&self, sig: u128) -> Option<Arc<Entry>> {
         self.memo.lock().unwrap_or_else(PoisonError::into_inner).entries.get(&sig).cloned()
     }
@@ -1030,6 +1053,13 @@ impl Completion {
     #[doc(hidden)]
     pub fn merged_stats(&self) -> (usize, usize) {
         (self.merged_lookups.load(Ordering::Relaxed), self.merged_hits.load(Ordering::Relaxed))
+    }
+
+    /// Tests: how many fit walks near `now` were skipped because a row of equal
+    /// [`Budget::near_cap_key`] had one capped at that limit or above (see [`FIT_LIST_CAP`]).
+    #[doc(hidden)]
+    pub fn near_cap_skips(&self) -> usize {
+        self.near_cap_skips.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -1775,6 +1805,18 @@ impl Budget {
         self.fit_cap = cap;
     }
 
+    /// What decides whether a fit walk near `now` from the chart's last row is capped, origins
+    /// left out: its items' states, lookahead and `U - now`. Rows at the same place in another
+    /// object or array element (`{"` of each element) key alike.
+    fn near_cap_key(&self, a: &Automata, chart: &Chart, now: u32) -> u64 {
+        let r = chart.last_row_index();
+        let mut h = crate::fasthash::FastState.build_hasher();
+        for it in chart.row(r) {
+            (it.state.0, it.la, self.rows.item_u(a, r, it).wrapping_sub(now)).hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]);
     /// `near_capped`: an earlier fit walk of the state near `now` was capped (see
     /// [`FIT_LIST_CAP`]), so the walk starts with the one that follows it.
@@ -1803,6 +1845,14 @@ impl Budget {
         }
         let mut capped = near_capped;
         if let Some(d) = limit.checked_sub(now) {
+            // PERF: in object keys near the end of the budget, a capped fit walk (~9k trie nodes
+            // to list the cap) was ~40% of the limit walks' work; rows of an equal key cap alike.
+            let key = self.near_cap_key(a, chart, now);
+            let slack = d.min(FIT_SLACK);
+            if !capped && self.comp.near_cap(key).is_some_and(|s| slack <= s) {
+                self.comp.near_cap_skips.fetch_add(1, Ordering::Relaxed);
+                capped = true;
+            }
             // A fit walk at a lower limit answers every limit above it: walk at most
             // `FIT_SLACK` above `now`, so that later steps (lower limits) find it. If it lists
             // more than `fit_cap` tokens: near `now`, an over walk at the limit takes its place;
@@ -1815,6 +1865,9 @@ impl Budget {
             if !capped {
                 let (out, c) = self.walk(a, trie, chart, mask, fit(l), now)?;
                 capped = c;
+                if c {
+                    self.comp.put_near_cap(key, slack);
+                }
                 // A capped list samples the costs: when most of it is above the limit, so are
                 // most tokens, and an over walk lists fewer.
                 far &= 2 * out.iter().filter(|e| e.0 > limit).count() <= out.len();

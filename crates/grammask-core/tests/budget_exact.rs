@@ -434,6 +434,42 @@ fn capped_fit_walks_equal_exact_walks_from_high_limits_down() {
     check_limit_walks(&[Some(0), Some(3)], true);
 }
 
+/// A fit walk near `now` capped in one array element (`{"` of an open object with a required
+/// key: most tokens start an unknown key) is skipped at the same place in the next ones, whose
+/// rows key alike (`Budget::near_cap_key`): byte by byte along the array, at every remaining
+/// budget, the masks equal those of walks that cost every token, and skips happened.
+#[test]
+fn capped_fit_walks_are_predicted_in_later_elements() {
+    let (vocab, _) = large_vocab();
+    let g = schema(
+        r#"{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":{"type":"integer"}}}"#,
+    );
+    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // The first 256 tokens are the bytes.
+    let path: Vec<u32> =
+        br#"[{"name":"a","b":1},{"name":"b","c":2},{"name":"c"}]"#.iter().map(|&b| u32::from(b)).collect();
+    for taken in 0..path.len() {
+        for remaining in 1..=24 {
+            let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
+            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
+                continue;
+            };
+            x.set_exact_budget_walks(true);
+            let mut m = Matcher::new(fast.clone(), opts).unwrap();
+            m.set_budget_fit_list_cap(3);
+            for &t in &path[..taken] {
+                assert!(x.accept_token(t).unwrap() && m.accept_token(t).unwrap());
+            }
+            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+            assert_eq!(got, want, "{taken} bytes taken, remaining {remaining}");
+        }
+    }
+    let skips = fast.completion().near_cap_skips();
+    assert!(skips > 0, "no fit walk near now skipped on an earlier element's cap");
+}
+
 /// Counted repetitions: every position of `c{40}` and `c{0,25}` is an automaton state of its
 /// own, and rows whose items read alike within the longest token share memo entries (with the
 /// block's position left out while the short part's is alive). Along the string, one position
