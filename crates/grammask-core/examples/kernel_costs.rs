@@ -7,7 +7,6 @@
 //! With `CHECK=1`, each kernel is also classified without the row memo and run indexes; the results must be
 //! equal, and the total time of that walk is printed too. With `REPEAT=N`, each kernel is timed as the fastest
 //! of N classifications (after an untimed one).
-use grammask_core::compiled::KernelStats;
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::mask::kernel_items;
@@ -17,6 +16,10 @@ use grammask_core::vocab::Vocabulary;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
+
+#[path = "common/kernel_path.rs"]
+mod kernel_path;
+use kernel_path::path;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -116,18 +119,4 @@ fn main() {
     if check {
         println!("without the row memo and run indexes: total {total_stack:?}");
     }
-}
-
-/// How the kernel just classified was obtained: the first [`KernelStats`] count that grew (an
-/// inner kernel's where classifications nest).
-fn path(before: &KernelStats, after: &KernelStats) -> &'static str {
-    let (b, a) = (before, after);
-    let grew = [
-        (a.excluded > b.excluded, "excluded"),
-        (a.composed > b.composed, "composed"),
-        (a.shifted > b.shifted, "shifted"),
-        (a.shared > b.shared, "shared"),
-        (a.walked > b.walked, "walked"),
-    ];
-    grew.iter().find(|g| g.0).map_or("cached", |g| g.1)
 }

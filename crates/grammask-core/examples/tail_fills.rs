@@ -20,6 +20,8 @@ use std::sync::Arc;
 
 #[path = "common/cpu_clock.rs"]
 mod cpu_clock;
+#[path = "common/kernel_path.rs"]
+mod kernel_path;
 
 fn micros() -> f64 {
     cpu_clock::seconds(cpu_clock::THREAD) * 1e6
@@ -84,14 +86,7 @@ fn print_kernels(cg: &CompiledGrammar, m: &Matcher) {
         let km = cg.kernel(it.state).unwrap();
         let us = micros() - t;
         let after = cg.kernel_stats();
-        let how = [
-            (after.excluded > before.excluded, "excluded"),
-            (after.composed > before.composed, "composed"),
-            (after.shifted > before.shifted, "shifted"),
-            (after.shared > before.shared, "shared"),
-            (after.walked > before.walked, "walked"),
-        ];
-        let how = how.iter().find(|g| g.0).map_or("cached", |g| g.1);
+        let how = kernel_path::path(&before, &after);
         println!(
             "  state {} rule {} origin {}: {us:.0} µs {how}, accepted {} uncertain {} suffixes {}",
             it.state.0,

@@ -258,13 +258,19 @@ fn utf8_vocab() -> (Arc<Vocabulary>, u32) {
         b"\xf0\x9d",
         b"\x84\x9e",
     ];
-    let mut rng = Rng(0x07F8_C4A2_5000_0013);
+    random_vocab(0x07F8_C4A2_5000_0013, PIECES, 1500, 8)
+}
+
+/// Every byte, then `extra` distinct random tokens of `pieces` (2 to `lens + 1` bytes, the last
+/// piece cut to fit), then a stop token.
+fn random_vocab(rng_seed: u64, pieces: &[&[u8]], extra: usize, lens: u64) -> (Arc<Vocabulary>, u32) {
+    let mut rng = Rng(rng_seed);
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut seen: HashSet<Vec<u8>> = toks.iter().cloned().collect();
-    while toks.len() < 256 + 1500 {
-        let len = 2 + rng.below(8) as usize;
+    while toks.len() < 256 + extra {
+        let len = 2 + rng.below(lens) as usize;
         let t: Vec<u8> =
-            (0..len).flat_map(|_| PIECES[rng.below(PIECES.len() as u64) as usize].iter().copied()).take(len).collect();
+            (0..len).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].iter().copied()).take(len).collect();
         if seen.insert(t.clone()) {
             toks.push(t);
         }
@@ -300,21 +306,8 @@ fn char_stays_mask_equal_brute_force() {
 fn large_vocab() -> (Arc<Vocabulary>, u32) {
     const PIECES: &[&str] =
         &["\"", "\\", "a", "b", "q", "Z", " ", ":", ",", "{", "}", "[", "]", "0", "7", "é", "\n", "u", "-", "."];
-    let mut rng = Rng(0x05EE_D0F1_A26E);
-    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-    let mut seen: HashSet<Vec<u8>> = toks.iter().cloned().collect();
-    while toks.len() < 256 + 4000 {
-        let len = 2 + rng.below(7) as usize;
-        let t: Vec<u8> =
-            (0..len).flat_map(|_| PIECES[rng.below(PIECES.len() as u64) as usize].bytes()).take(len).collect();
-        if seen.insert(t.clone()) {
-            toks.push(t);
-        }
-    }
-    toks.push(b"<stop>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
-    (Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap()), stop)
+    let pieces: Vec<&[u8]> = PIECES.iter().map(|p| p.as_bytes()).collect();
+    random_vocab(0x05EE_D0F1_A26E, &pieces, 4000, 7)
 }
 
 /// The grammars limit walks are checked on.
