@@ -4,6 +4,7 @@ reference, and the ``grammask.testing`` bitmask converters."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -412,3 +413,26 @@ def test_apply_follows_a_reused_bitmask_tensor():
     bm[0, 1] = -1  # in place: the view shares the memory
     xgr.apply_token_bitmask_inplace(logits, bm)
     assert torch.isneginf(logits[0, :32]).all() and not torch.isinf(logits[0, 32:64]).any()
+
+
+def test_torch_operations_path_matches_the_reference():
+    """Logits the Rust kernel and the numpy path decline (strided bfloat16 rows) take the torch
+    operations, the same code CUDA logits take without Triton: every row/indices pairing, against a
+    bit-by-bit reference."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    checked = 0
+    for vocab, nrows, n_mask, idx in itertools.product([1, 33, 5000], [1, 4], [1, 4], [None, [3, 0], []]):
+        if (n_mask != nrows and idx is None) or (n_mask > nrows) or (idx and max(idx) >= nrows):
+            continue
+        words = (vocab + 31) // 32
+        bm = rng.integers(-(2**31), 2**31 - 1, (n_mask, words), dtype=np.int64).astype(np.int32)
+        logits = torch.randn(nrows, 2 * (vocab + 3), dtype=torch.bfloat16)[:, ::2]
+        want = logits.float().clone()
+        for r in range(nrows) if idx is None else idx:
+            bits = np.unpackbits(bm[r if n_mask > 1 else 0].view(np.uint8), bitorder="little")
+            want[r, :vocab][torch.from_numpy(bits[:vocab] == 0)] = float("-inf")
+        xgr.apply_token_bitmask_inplace(logits, torch.from_numpy(bm), vocab_size=vocab, indices=idx)
+        assert torch.equal(logits.float(), want), (vocab, nrows, n_mask, idx)
+        checked += 1
+    assert checked == 21

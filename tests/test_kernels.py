@@ -219,15 +219,91 @@ def test_kernel_names_match_xgrammar():
             mod = importlib.import_module(f"xgrammar.kernels.{module}")
         except ImportError:  # XGrammar's CUDA/MLX modules fail at import without their library
             continue
+        # Public names only: XGrammar's private helpers (its CUDA build steps, `_`) have no
+        # counterpart here.
         defined = {
-            n for n, v in vars(mod).items() if getattr(v, "__module__", None) == mod.__name__
+            n
+            for n, v in vars(mod).items()
+            if not n.startswith("_")
+            and (
+                getattr(v, "__module__", None) == mod.__name__
+                or type(v).__name__ == "JITFunction"
+            )
         }
-        defined |= {n for n, v in vars(mod).items() if type(v).__name__ == "JITFunction"}
-        assert defined <= set(names) | {
-            "_check_cuda_toolchain",
-            "_remove_torch_nvcc_flags",
-            "_load_torch_ops",
-        }, (
+        assert defined <= set(names), (
             module,
             defined - set(names),
         )
+
+
+def gpu_cases():
+    """(logits, bitmask, vocab_size, indices) on the CPU, numpy: the shapes serving engines pass."""
+    rng = np.random.default_rng(1)
+    for vocab, extra in ((1, 0), (33, 3), (5000, 0), (151_936, 128)):
+        width = (vocab + 31) // 32
+        bm = rng.integers(-(2**31), 2**31 - 1, size=(5, width), dtype=np.int64).astype(np.int32)
+        bm[1] = 0  # a row that allows nothing
+        bm[2] = -1  # a row that allows everything
+        logits = rng.standard_normal((5, vocab + extra)).astype(np.float32)
+        yield logits, bm, vocab, None
+        yield logits, bm, vocab, [4, 0, 2]
+        yield logits[3], bm[3], vocab, None
+
+
+@pytest.mark.parametrize("backend", ["auto", "cuda", "triton", "torch_compile", "torch_native"])
+def test_every_backend_on_a_gpu_matches_the_reference(backend):
+    """On a CUDA device (skipped elsewhere; run on the lent GPU machine): each backend, through
+    ``apply_token_bitmask_inplace`` and through its kernel module's function, in float32, float16
+    and bfloat16, bitmask on the GPU or on the CPU, rows by list and by tensor, against numpy."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    if backend == "triton" and importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    dev = torch.device("cuda")
+    checked = 0
+    for logits, bm, vocab, idx in gpu_cases():
+        want = reference(logits, bm, vocab, idx)
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            expect = torch.from_numpy(want).to(dtype)
+            for mask_dev in ("cuda", "cpu"):
+                for rows in (idx, None if idx is None else torch.tensor(idx)):
+                    t = torch.from_numpy(logits.copy()).to(dtype).to(dev)
+                    m = torch.from_numpy(bm).to(mask_dev)
+                    if backend == "cuda":
+                        # XGrammar's CUDA entry takes no vocab_size: it is the bitmask's width.
+                        if min(logits.shape[-1], bm.shape[-1] * 32) != vocab:
+                            continue
+                    xgr.apply_token_bitmask_inplace(t, m, vocab_size=vocab, indices=rows, backend=backend)
+                    torch.cuda.synchronize()
+                    assert torch.equal(t.cpu(), expect), (backend, vocab, dtype, mask_dev, idx)
+                    checked += 1
+    assert checked >= 24
+
+
+def test_gpu_backends_agree_with_xgrammar_on_a_gpu():
+    """On a CUDA device with XGrammar installed: grammask's and XGrammar's default entry point
+    against the numpy reference for a 2-D batch, a row subset and a 1-D row (float32, bfloat16);
+    grammask must equal the reference, and every place XGrammar does not is listed."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    xgrammar = pytest.importorskip("xgrammar")
+    g = torch.Generator().manual_seed(2)
+    theirs_differ = []
+    for vocab in (128_256, 151_936):
+        bm = torch.randint(-(2**31), 2**31 - 1, (8, (vocab + 31) // 32), dtype=torch.int32, generator=g)
+        for dtype in (torch.float32, torch.bfloat16):
+            base = torch.randn(8, vocab, generator=g).to(dtype)
+            for idx, rows in ((None, slice(None)), ([7, 1, 3], slice(None)), (None, 0)):
+                logits, mask = base[rows], bm[rows]
+                want = torch.from_numpy(reference(logits.float().numpy(), mask.numpy(), vocab, idx))
+                a, b = logits.clone().cuda(), logits.clone().cuda()
+                xgr.apply_token_bitmask_inplace(a, mask.cuda(), indices=idx)
+                xgrammar.apply_token_bitmask_inplace(b, mask.cuda(), indices=idx)
+                case = (vocab, str(dtype), idx, "1-D" if rows == 0 else "2-D")
+                assert torch.equal(a.float().cpu(), want.to(dtype).float()), case
+                wrong = (b.float().cpu() != want.to(dtype).float()).nonzero().tolist()
+                if wrong:
+                    theirs_differ.append((case, len(wrong), wrong[:4]))
+    print("XGrammar differs from the reference:", theirs_differ or "nowhere")

@@ -100,8 +100,10 @@ DIFFERENCES: Dict[str, str] = {
     "allocate_token_bitmask": "returns a numpy int32 array when torch is not installed",
     "bitmask_dtype": "numpy.int32 when torch is not installed",
     "apply_token_bitmask_inplace": (
-        'also takes numpy arrays; backend "auto" uses torch operations on GPUs (XGrammar picks '
-        "Triton); named backends run grammask.kernels"
+        'also takes numpy arrays and a CPU bitmask for GPU logits; backend "auto" runs Triton on '
+        "CUDA logits (torch operations without Triton); a 1-D row on CUDA is masked right (XGrammar "
+        "0.2.8's Triton kernel reads only its first bitmask word); named backends run "
+        "grammask.kernels"
     ),
     "get_serialization_version": (
         'returns "grammask-2" (XGrammar: "v16"); the formats differ'

@@ -13,7 +13,7 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from . import _core
-from .exception import InvalidArgumentError
+from .exception import InvalidArgumentError, UnsupportedFeatureError
 
 __all__ = [
     "allocate_token_bitmask",
@@ -160,8 +160,9 @@ def apply_token_bitmask_inplace(
     ``backend``: ``"auto"`` (and ``"cpu"``/``"numpy"``) masks with numpy on the CPU and with torch
     operations on other devices; ``"triton"``, ``"cuda"``, ``"torch_compile"`` and
     ``"torch_native"`` run the kernel of that name from :mod:`grammask.kernels` (Triton and CUDA
-    raise :class:`~grammask.UnsupportedFeatureError` without a GPU). grammask's ``"auto"`` never
-    picks Triton (XGrammar does for CUDA tensors): the torch operations need no JIT warm-up.
+    raise :class:`~grammask.UnsupportedFeatureError` without a GPU). On CUDA tensors ``"auto"``
+    runs the Triton kernel when Triton is installed (one launch, as XGrammar's default; the first
+    call JIT-compiles it) and torch operations otherwise.
     """
     # Fast path: CPU logits and bitmask through the Rust kernel (checks included there); it
     # declines anything else (MLX arrays included) before touching it.
@@ -342,15 +343,56 @@ def _apply_torch(logits: Any, bitmask: Any, v: int, indices: Optional[List[int]]
         return
     mask2d = bitmask.reshape(1, -1) if bitmask.dim() == 1 else bitmask
     mask2d = mask2d.to(logits.device, non_blocking=True)
-    shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
-    # (rows, words, 32) bits -> (rows, words*32) booleans, LSB first.
-    allowed = ((mask2d.unsqueeze(-1) >> shifts) & 1).bool().reshape(mask2d.shape[0], -1)[:, :v]
     if logits.dim() == 1:
-        logits[:v].masked_fill_(~allowed[0], float("-inf"))
+        if not _apply_triton(logits, mask2d[0], v, None):
+            logits[:v].masked_fill_(_rejected(mask2d[:1], v)[0], float("-inf"))
         return
-    pairs = _rows(2, mask2d, logits.shape[0], indices)
+    pairs = _rows(2, mask2d, logits.shape[0], indices)  # validates rows and indices
+    same_rows = mask2d.shape[0] > 1 or logits.shape[0] == 1
+    if indices is None:
+        # Rows pair up one to one, or one bitmask row serves every logits row (broadcast).
+        if not (same_rows and _apply_triton(logits, mask2d, v, None)):
+            logits[:, :v].masked_fill_(_rejected(mask2d, v), float("-inf"))
+        return
+    if not pairs or (same_rows and _apply_triton(logits, mask2d, v, [p[0] for p in pairs])):
+        return
     lrows = torch.tensor([p[0] for p in pairs], device=logits.device, dtype=torch.long)
     brows = torch.tensor([p[1] for p in pairs], device=logits.device, dtype=torch.long)
-    sub = logits[lrows, :v]
-    sub.masked_fill_(~allowed[brows], float("-inf"))
-    logits[lrows, :v] = sub
+    logits[lrows, :v] = logits[lrows, :v].masked_fill(_rejected(mask2d[brows], v), float("-inf"))
+
+
+_BIT_VALUES: dict = {}
+
+
+def _rejected(mask2d: Any, v: int) -> Any:
+    """``(rows, v)`` booleans, True where the token's bit is 0: one AND and one compare on the
+    bitmask's device (bit ``j`` of a word is ``1 << j``; bit 31 is the sign bit)."""
+    bits = _BIT_VALUES.get(mask2d.device)
+    if bits is None:
+        torch = _torch()
+        bits = torch.tensor([(1 << j) - (1 << 32 if j == 31 else 0) for j in range(32)], dtype=torch.int32, device=mask2d.device)
+        _BIT_VALUES[mask2d.device] = bits
+    return ((mask2d.unsqueeze(-1) & bits) == 0).reshape(mask2d.shape[0], -1)[:, :v]
+
+
+#: False once Triton was found missing or unable to run here; the torch operations serve then.
+_TRITON_USABLE: List[bool] = []
+
+
+def _apply_triton(logits: Any, mask: Any, v: int, rows: Optional[List[int]]) -> bool:
+    """Masks CUDA logits with the Triton kernel (one launch, as XGrammar's default on CUDA);
+    False, with nothing done, when the logits are not on a CUDA device, their last dimension is
+    not contiguous, or Triton is not usable here."""
+    if logits.device.type != "cuda" or logits.stride(-1) != 1 or mask.stride(-1) != 1:
+        return False
+    if _TRITON_USABLE and not _TRITON_USABLE[0]:
+        return False
+    from .kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
+
+    try:
+        apply_token_bitmask_inplace_triton(logits, mask, v, rows)
+    except UnsupportedFeatureError:  # Triton missing: checked before anything is launched
+        _TRITON_USABLE[:] = [False]
+        return False
+    _TRITON_USABLE[:] = [True]
+    return True
