@@ -316,7 +316,8 @@ def test_unsupported_features_raise_typed_errors():
     c.compile_lark('start[max_chars=3, max_tokens=2]: "(" start ")" | "a"')
     with pytest.raises(xgr.UnsupportedFeatureError, match="left-recursive through other rules"):
         c.compile_grammar(
-            'root ::= x\nx[max_tokens=3] ::= y ")" | "[" z "]" | "a"\ny[capture] ::= z "(" | "b"\nz[capture] ::= y "+" | "c"'
+            'root ::= x\nx[max_tokens=3] ::= y ")" | "[" z "]" | "a"\ny[capture] ::= z "(" | v "(" | "b"\n'
+            'z[capture] ::= y "+" | "c"\nv[capture] ::= y "-" | "e"'
         )
 
 

@@ -234,14 +234,18 @@ def test_lark_max_tokens():
     assert m.accept_string("((((a))))") and m.is_completed()
     m = _get_matcher_from_grammar(xgr.Grammar.from_lark('start: x\nx[max_tokens=2]: x "+" x | "a"'))
     assert m.accept_string("a+a+a") and m.is_completed()
-    # Left recursion through another rule: a group entered through one rule (e) works, one entered
-    # through two (f, and g after a byte) does not.
+    # Left recursion through another rule: a group entered through one rule (e) works, as does one
+    # without budgets entered through two (f, and g after a byte); one with a cycle of left calls
+    # avoiding its entry (g, h) does not.
     m = _get_matcher_from_grammar('root ::= e\ne[max_tokens=2] ::= f "+" | "x"\nf[capture] ::= e "-" | "y"')
     assert m.accept_string("x-+-+") and m.is_completed()
-    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'f', left-recursive through other rules"):
+    two = 'root ::= e\ne[max_tokens=2] ::= f "+" | "(" g ")" | "x"\nf[capture] ::= g "-" | "y"\ng[capture] ::= f "*" | "z"'
+    m = _get_matcher_from_grammar(two)
+    assert m.accept_string("y*-+") and m.is_completed()
+    with pytest.raises(xgr.UnsupportedFeatureError, match="rule 'g', left-recursive through other rules"):
         _get_matcher_from_grammar(
-            'root ::= e\ne[max_tokens=2] ::= f "+" | "(" g ")" | "x"\nf[capture] ::= g "-" | "y"\n'
-            'g[capture] ::= f "*" | "z"'
+            'root ::= e\ne[max_tokens=2] ::= f "+" | "x"\nf[capture] ::= g "-" | "y"\n'
+            'g[capture] ::= f "*" | h "*" | "z"\nh[capture] ::= g "!" | "w"'
         )
     with pytest.raises(xgr.UnsupportedFeatureError, match="'y' with max_tokens is used inside"):
         _get_matcher_from_grammar('root ::= x\nx[lazy] ::= y | "a" x\ny[max_tokens=1] ::= "a"+')
@@ -330,6 +334,39 @@ TWO_ENTRY_CASES = [
 XGRAMMAR_DIFFERENCES.append(
     (GROUP_IN_A_BUDGET.format(c=2, n=1), "<|y|z", "x", XG, "left-recursive group: relaxed until it can end"),
 )
+
+# A group entered through two of its rules inside the budget of `c`, none of its rules with a
+# budget: each chain is opened by the entry it starts with (`a` after nothing, `b` after "<"), as
+# if the group were entered through that rule alone. An ended level of the other entry inside the
+# chain completes into the level that called it, spent or not; the chain's own entry, once ended,
+# is wrapped in new levels only while they are not spent.
+UNBUDGETED_GROUP = (
+    'root ::= c\nc[max_tokens={c}] ::= a | "<" b ">"\na[capture] ::= b "x" | "y" | "(" a ")"\n'
+    'b[capture] ::= a "z" | "w"'
+)
+
+# (c, pieces, probe, whether the probe is allowed)
+UNBUDGETED_GROUP_CASES = [
+    # `b`'s chain: the ended `a` ("y") completes into `b` even when spent ("z").
+    (2, "<|y", "z", True),
+    (2, "<|y|z", ">", True),
+    # `b` ended ("z") is wrapped (on to an `a`, "x") only while the new levels are not spent:
+    # not at the third token, but at the third of four.
+    (2, "<|y|z", "x", False),
+    (3, "<|y|z", "x", False),
+    (4, "<|y|z", "x", True),
+    # `a`'s chain: the ended `a` ("y") is wrapped in a `b` ("z") only before the budget is spent.
+    (1, "y", "z", False),
+    (2, "y", "z", True),
+    (2, "y|z", "x", True),
+]
+
+# Spent where `c` cannot end (after `<`, `y`, `z`): XGrammar relaxes the budget and wraps the
+# ended `b` in an `a` (`x`); spent where it can end (after `y`, `z`, `x`), it still wraps `a`.
+XGRAMMAR_DIFFERENCES += [
+    (UNBUDGETED_GROUP.format(c=3), "<|y|z", "x", XG, "left-recursive group without budgets: relaxed"),
+    (UNBUDGETED_GROUP.format(c=2), "y|z", "xz", XG, "left-recursive group without budgets: spent, can end"),
+]
 
 
 # A left-recursive budgeted rule (XGrammar accepts the grammar as it is).
@@ -713,6 +750,23 @@ def test_left_recursive_group_wrapped_before_its_budget_is_spent_unlike_xgrammar
     m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
     assert all(m.accept_token(t) for t in ids)
     assert bool_mask(m, info.vocab_size)[x]
+
+
+@pytest.mark.parametrize("c, text, probe, allowed", UNBUDGETED_GROUP_CASES)
+def test_left_recursive_group_without_budgets_entered_through_two_rules(c, text, probe, allowed):
+    """Full Llama 3 masks against brute force along the pieces; the probe bit as the stack
+    reference reads it (``crates/grammask-core/tests/rule_max_tokens.rs``,
+    ``rec_unbudgeted_groups``). ``(3, "<|y|z", "x")`` fails where every entry opens chains
+    (``a`` inside ``b``'s chain wrapped at the second token)."""
+    family = "llama3"
+    info = tokenizer_info(family)
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(UNBUDGETED_GROUP.format(c=c)))
+    for piece in text.split("|"):
+        (t,) = ids_of(family, piece)
+        check_mask(m, info, f"before {piece!r} of {text!r}")
+        assert m.accept_token(t), (text, piece)
+    mask = check_mask(m, info, f"after {text!r}")
+    assert mask[ids_of(family, probe)[0]] == allowed
 
 
 # Nested budgets: a regular `max_tokens` rule inside another (each keeps its own budget; an

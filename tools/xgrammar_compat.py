@@ -72,7 +72,8 @@ _LARK = (
     "terminals) and stop_capture work, as do special tokens (<|name|> needs the tokenizer: "
     "compile_lark, or from_lark(tokenizer_info=)); max_chars and max_tokens work on recursive rules "
     "(max_tokens also on left-recursive ones, and on rules left-recursive through each other when "
-    "their group is entered through one rule only or its entry is its only budgeted rule, and on "
+    "their group is entered through one rule only, or its entry is its only budgeted rule, or none "
+    "of its rules has a budget, and on "
     "rules using other max_tokens rules: nested budgets); "
     "@name grammars raise UnsupportedFeatureError"
 )

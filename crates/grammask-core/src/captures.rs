@@ -391,7 +391,8 @@ mod tests {
                 "the lazy rule 'x' uses the recursive rule 'x'",
             ),
             (
-                "root ::= x\nx[max_tokens=3] ::= y \"(\" | \"[\" z \"]\" | \"b\"\ny[capture] ::= z \")\" | \"c\"\nz[capture] ::= y \"+\" | \"d\"",
+                "root ::= x\nx[max_tokens=3] ::= y \"(\" | \"[\" z \"]\" | \"b\"\ny[capture] ::= z \")\" | v \")\" | \"c\"\n\
+                 z[capture] ::= y \"+\" | \"d\"\nv[capture] ::= y \"-\" | \"e\"",
                 ErrorKind::Unsupported,
                 "reaches the rule 'y', left-recursive through other rules, is not supported",
             ),

@@ -88,17 +88,16 @@ fn ctx_min(a: u32, b: u32) -> u32 {
 }
 
 /// An item's budgets: (spend point, occurrence number, obligations, chain bits: [`SHADOW`] in
-/// the shadows of a left-recursive group's chain, [`RecBudgets::chain`]; in a group with entry
-/// marks ([`RecBudgets::mark_of`]), [`ENTRY_BELOW`] where a level of the entry is in the level's
-/// chain at or below it, and `(r + 1) << 2` for a level its chain called at row `r` (above the
-/// chain's first level), so no such level takes the context of a level outside its chain).
+/// the shadows of a left-recursive group's chain, [`RecBudgets::chain`]; in a group with wrapper
+/// marks ([`RecBudgets::mark_of`]), from bit 1 on the mark (opener index + 1, in
+/// [`RecBudgets::wrapper_bits`] bits) of the opener whose levels the level's chain wraps (an
+/// opener in the chain at or below it), and above it `r + 1` for a level its chain called at row
+/// `r` (above the chain's first level), so no such level takes the context of a level outside
+/// its chain).
 type Context = (u32, u32, u32, u32);
 
 /// The chain bit of a shadow's context.
 const SHADOW: u32 = 1;
-
-/// The chain bit of a level of a group with entry marks whose chain has the entry at or below it.
-const ENTRY_BELOW: u32 = 2;
 
 /// The triples (spend point, occurrence number, obligations; with the shadow-chain mark) of a
 /// grammar with both recursive budgets, or with one and lookahead assertions, or with a
@@ -325,11 +324,11 @@ impl Chart {
         c.id((spend, occ, owed, bits | SHADOW))
     }
 
-    /// Whether `la` has the entry at or below it ([`ENTRY_BELOW`]; a grammar with
-    /// [`RecBudgets::has_marks`]).
+    /// The wrapper mark in `la` (see [`Context`]; `0`: none, or a grammar without
+    /// [`RecBudgets::has_marks`]), whose marks take `bits` bits.
     #[inline]
-    fn entry_below(&self, la: u32) -> bool {
-        self.contexts.as_deref().is_some_and(|c| c.pairs[la as usize].3 & ENTRY_BELOW != 0)
+    fn wrapper(&self, la: u32, bits: u32) -> u32 {
+        self.contexts.as_deref().map_or(0, |c| (c.pairs[la as usize].3 >> 1) & ((1 << bits) - 1))
     }
 
     /// `la` with the chain bits `more` too.
@@ -705,7 +704,7 @@ impl Chart {
     /// Recursive `max_tokens` budgets: whether an occurrence of `rule` that started at row
     /// `child_origin` and ends now may not complete into parent `p`, because `p` is a level
     /// started at the same row that would wrap it in another level of a left-recursive chain
-    /// ([`RecBudgets::wraps`]: `p` of the same rule, `e ::= e "+" t`, or `rule` the entry of
+    /// ([`RecBudgets::wraps`]: `p` of the same rule, `e ::= e "+" t`, or `rule` an opener of
     /// `p`'s group of rules left-recursive through each other) and the budget holds there (the
     /// chain of levels at one row shares one spend point): a spent occurrence that can end ends
     /// instead of growing. The caller that predicted the first of those levels (outside the
@@ -714,14 +713,14 @@ impl Chart {
     fn spent_left_growth(&self, a: &Automata, rb: &RecBudgets, p: &Item, rule: RuleId, child_origin: u32) -> bool {
         let spend = self.spend_of(p.la);
         p.origin == child_origin
-            && rb.wraps(rule, a.state(p.state).rule, self.entry_below(p.la))
+            && rb.wraps(rule, a.state(p.state).rule, self.wrapper(p.la, rb.wrapper_bits()))
             && (!self.free || spend == SPENT_FROM_START)
             && spent(spend, self.clock)
     }
 
     /// Recursive budgets: the spend point and `la` of a level of `rr` predicted at row `r` by
-    /// item `it`: its own budgets inside `it`'s, `it`'s obligations, and the entry mark
-    /// ([`RecBudgets::mark_of`]).
+    /// item `it`: its own budgets inside `it`'s, `it`'s obligations, and the wrapper mark
+    /// ([`RecBudgets::mark_of`]: `it`'s for a left call of its chain, else `rr`'s own).
     #[inline]
     fn predicted_la(
         &mut self,
@@ -757,11 +756,22 @@ impl Chart {
             None => 0,
         };
         let la = self.context_id(spend, occ, self.obligations_of(it.la));
-        match rb.filter(|rb| rb.has_marks()).and_then(|rb| rb.mark_of(a.state(it.state).rule, rr)) {
-            Some((same_group, is_entry)) => {
+        match rb.filter(|rb| rb.has_marks()).and_then(|rb| Some((rb, rb.mark_of(a.state(it.state).rule, rr)?))) {
+            Some((rb, (same_group, own))) => {
+                let w = rb.wrapper_bits();
                 let called = same_group && it.origin == r as u32;
-                let below = is_entry || (called && self.entry_below(it.la));
-                let bits = if called { (r as u32 + 1) << 2 } else { 0 } | if below { ENTRY_BELOW } else { 0 };
+                let inherited = if called { self.wrapper(it.la, w) } else { 0 };
+                let row = if called {
+                    (r as u64 + 1).checked_shl(w + 1).and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
+                        Error::limit(
+                            "input bytes in a grammar with left-recursive chain marks",
+                            (u32::MAX >> (w + 1)) as usize,
+                        )
+                    })?
+                } else {
+                    0
+                };
+                let bits = row | (if inherited != 0 { inherited } else { own }) << 1;
                 Ok((spend, if bits == 0 { la } else { self.with_bits(la, bits) }))
             }
             None => Ok((spend, la)),
@@ -769,10 +779,10 @@ impl Chart {
     }
 
     /// Predicts at row `r`, built by a token, the chain of left-recursive levels a spent level
-    /// `it` of a group's entry would be wrapped in once ended, were it free
+    /// `it` of an opener of a group that opens its chain would be wrapped in once ended, were it free
     /// ([`RecBudgets::chain`]). The chain is shadows marked in their contexts ([`Chart::shadowed`]):
     /// they read nothing, and only levels they predicted complete into them (through their open
-    /// states, [`Chart::advance`]), so a chain grows only around an entry level ended while a
+    /// states, [`Chart::advance`]), so a chain grows only around an opener level ended while a
     /// string is read, as the stack reference wraps it. Out of line: only grammars with such groups
     /// reach it.
     #[inline(never)]
@@ -791,8 +801,8 @@ impl Chart {
                     continue;
                 }
                 let level = Item { state: a.rule_start(rr), origin: r as u32, la_origin: it.la, la };
-                if rb.is_entry(rr) {
-                    // The level the chain wraps (a twin, as the entry's levels at this row).
+                if rb.chain_wraps(rr, self.wrapper(it.la, rb.wrapper_bits())) {
+                    // The level the chain wraps (a twin, as the opener's levels at this row).
                     self.add(Item { state: rb.start(a, it.state, rr), ..level });
                 }
                 let la = self.shadowed(la);
@@ -800,8 +810,11 @@ impl Chart {
                     self.add(Item { state, la, ..level });
                 }
             }
-        } else if it.origin == r as u32 && self.spend_of(it.la) != SPENT_FROM_START {
-            // The chain's outer level: the entry's level `it` itself, wrapping.
+        } else if it.origin == r as u32
+            && self.spend_of(it.la) != SPENT_FROM_START
+            && rb.chain_wraps(a.state(it.state).rule, self.wrapper(it.la, rb.wrapper_bits()))
+        {
+            // The chain's outer level: the opener's level `it` itself, wrapping.
             if let Some(state) = rb.shadow_of(it.state) {
                 let la = self.shadowed(it.la);
                 self.add(Item { state, la, ..*it });
@@ -816,7 +829,7 @@ impl Chart {
     /// a string is read, a level wrapped in a new level of its own rule started at the same row
     /// (left recursion, read free) takes the open state's. A shadow's children are its chain's
     /// ([`Chart::predict_chain`]): it takes them on its open state's edges, an ended level of the
-    /// entry only while a string is read (shadows are only at rows built spent).
+    /// opener its chain wraps only while a string is read (shadows are only at rows built spent).
     #[inline]
     fn completed_from(
         &self,
@@ -827,7 +840,8 @@ impl Chart {
         child_origin: u32,
     ) -> Option<StateId> {
         if rb.is_shadow(p.state) {
-            return (self.free || !rb.is_entry(rule)).then(|| rb.open_of(p.state));
+            return (self.free || !rb.chain_wraps(rule, self.wrapper(p.la, rb.wrapper_bits())))
+                .then(|| rb.open_of(p.state));
         }
         let own_wrap = p.origin == child_origin && a.state(p.state).rule == rule;
         let free = self.free && self.spend_of(p.la) != SPENT_FROM_START;

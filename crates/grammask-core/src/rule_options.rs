@@ -47,7 +47,9 @@
 //!   entry) does not complete into a level of the group started at the same row that has a
 //!   level of the entry below it in its chain (it would wrap it; items carry that mark where
 //!   another entry is used inside a budget, [`crate::compiler::RecBudgets::mark_of`]); it
-//!   completes into the level that called it. A string read later (free)
+//!   completes into the level that called it. In a group none of whose rules has a budget,
+//!   entered through several rules, each chain is read as if the group were entered through
+//!   the rule it starts with only (items carry that rule as their chain's mark). A string read later (free)
 //!   may still wrap it, through shadows of the group's chain predicted at rows built spent
 //!   ([`crate::compiler::RecBudgets::chain`]). A string goes on free from the positions the
 //!   tokens before it reached (its row is built again from the twins' steps). `Unsupported`: a rule

@@ -287,6 +287,10 @@ struct RecGrammar {
     /// rules used otherwise than by a left call from it (its entries) that have a budget, or
     /// every entry if none has.
     wraps: Vec<bool>,
+    /// Per rule: its group is entered through several rules and none of its rules has a budget,
+    /// so a chain is opened by the entry it starts with only (as if the group were entered
+    /// through that rule alone): an ended level wraps when its rule is its chain's first level's.
+    bottom_opens: Vec<bool>,
 }
 
 impl RecGrammar {
@@ -315,8 +319,17 @@ impl RecGrammar {
         let bound = rules.iter().map(|r| r.1).collect();
         let chars = vec![None; rules.len()];
         let la = vec![None; rules.len()];
-        let mut g =
-            RecGrammar { names, alts, bound, chars, la, minlen: Vec::new(), group: Vec::new(), wraps: Vec::new() };
+        let mut g = RecGrammar {
+            names,
+            alts,
+            bound,
+            chars,
+            la,
+            minlen: Vec::new(),
+            group: Vec::new(),
+            wraps: Vec::new(),
+            bottom_opens: Vec::new(),
+        };
         g.minlen = vec![u32::MAX; rules.len()];
         loop {
             let mut changed = false;
@@ -336,6 +349,12 @@ impl RecGrammar {
         let budgeted =
             |r: usize| (0..rules.len()).any(|q| entry[q] && g.group[q] == g.group[r] && g.bound[q].is_some());
         g.wraps = (0..rules.len()).map(|r| entry[r] && (g.bound[r].is_some() || !budgeted(r))).collect();
+        let group = &g.group;
+        let members = |r: usize| (0..rules.len()).filter(move |&q| group[r].is_some() && group[q] == group[r]);
+        let bottom_opens = (0..rules.len())
+            .map(|r| members(r).filter(|&q| entry[q]).count() > 1 && members(r).all(|q| g.bound[q].is_none()))
+            .collect();
+        g.bottom_opens = bottom_opens;
         g
     }
 
@@ -495,6 +514,17 @@ thread_local! {
 /// length, every cycle of left calls passes through every entry, more than one rule of the group
 /// is an entry, and the engine compiles it. The same grammars for every `n` (a fixed seed).
 fn random_marked_groups(n: u32) -> Vec<RecGrammar> {
+    random_groups(n, Some(n))
+}
+
+/// [`random_marked_groups`] without the entry's budget (`A` as the other rules of its group):
+/// groups entered through several rules, none of their rules with a budget, inside `C`'s.
+fn random_unbudgeted_groups(n: u32) -> Vec<RecGrammar> {
+    random_groups(n, None)
+}
+
+/// [`random_marked_groups`] with `a` the budget of `A`.
+fn random_groups(n: u32, a: Option<u32>) -> Vec<RecGrammar> {
     let mut rng = Rng(0x0DDB_1A5E_5EED_0017);
     let mut out = Vec::new();
     let vocab = rec_vocab(&mut Rng(7));
@@ -528,7 +558,7 @@ fn random_marked_groups(n: u32) -> Vec<RecGrammar> {
         let rules: Vec<(&'static str, Option<u32>, &[&str])> = vec![
             ("R", None, &["C"][..]),
             ("C", Some(n + 1 + rng.below(2) as u32), &refs[0]),
-            ("A", Some(n), &refs[1]),
+            ("A", a, &refs[1]),
             ("b", None, &refs[2]),
             ("q", None, &refs[3]),
         ];
@@ -662,6 +692,17 @@ impl<'g> RecRef<'g> {
         c.iter().rev().take_while(|l| l.start == top.start && self.g.group[l.rule] == group).count()
     }
 
+    /// Whether the top level of `c`, ended, opens chains of its group around it: its rule
+    /// `wraps`, or in a group whose chains are opened by their first level, it is that level's.
+    fn opens(&self, c: &Config) -> bool {
+        let top = c.last().unwrap();
+        if self.g.bottom_opens[top.rule] {
+            c[c.len() - self.chain_len(c)].rule == top.rule
+        } else {
+            self.g.wraps[top.rule]
+        }
+    }
+
     /// `level`, of a group, under each guess of the budgets of the levels a later wrap puts
     /// around it (none, or one of its group's rules): a wrap through tighter ones is refused, so
     /// the guess that names the tightest budget around it reads it as that budget holds (a
@@ -747,7 +788,7 @@ impl<'g> RecRef<'g> {
                 // under its guess, fits only inside levels no tighter than it. Each new level
                 // takes a left call now, which no spent level takes (a spent occurrence does not
                 // grow); the innermost is the tightest.
-                if self.is_final(top) && self.g.wraps[top.rule] {
+                if self.is_final(top) && self.opens(&c) {
                     let mut cycles = Vec::new();
                     self.g.left_paths(top.rule, top.rule, &mut Vec::new(), &mut cycles);
                     let parent = (c.len() > 1).then(|| &c[c.len() - 2]);
@@ -820,8 +861,12 @@ impl<'g> RecRef<'g> {
                         // neither `top`'s rule nor a rule that opens them already in its chain
                         // below is entered again here.
                         let below = &c[c.len() - self.chain_len(&c)..c.len() - 1];
-                        if top.start == at && (r == top.rule || (self.g.wraps[r] && below.iter().any(|l| l.rule == r)))
-                        {
+                        let opened = if self.g.bottom_opens[r] {
+                            c[c.len() - self.chain_len(&c)].rule == r
+                        } else {
+                            self.g.wraps[r] && below.iter().any(|l| l.rule == r)
+                        };
+                        if top.start == at && (r == top.rule || opened) {
                             continue;
                         }
                         if self.take(top, Sym::R(r), spent).is_none() {
@@ -1156,6 +1201,59 @@ fn rec_marked_groups(n: u32) -> Vec<RecGrammar> {
     ]
 }
 
+/// Groups of rules left-recursive through each other entered through several rules, none of
+/// their rules with a budget, inside a budget: each chain is opened by the entry it starts
+/// with (the matcher marks the chains with it).
+fn rec_unbudgeted_groups(n: u32) -> Vec<RecGrammar> {
+    vec![
+        // A budget around both entries, one also used outside it.
+        RecGrammar::new(&[
+            ("S", None, &["C", "< b >"]),
+            ("C", Some(n + 1), &["A", "b", "[ C ]"]),
+            ("A", None, &["b x", "y"]),
+            ("b", None, &["A z", "w"]),
+        ]),
+        // A cycle of three rules through both entries, and a rule left-recursive through itself.
+        RecGrammar::new(&[
+            ("R", None, &["C"]),
+            ("C", Some(n), &["A", "q", "( C )"]),
+            ("A", None, &["r ,", "x", "A +"]),
+            ("r", None, &["q >", "<"]),
+            ("q", None, &["A y", "z T"]),
+        ]),
+        // The group apart from the budgeted rule, entered through both its rules.
+        RecGrammar::new(&[
+            ("R", None, &["e"]),
+            ("e", Some(n), &["f +", "( g )", "x"]),
+            ("f", None, &["g -", "y"]),
+            ("g", None, &["f *", "z T"]),
+        ]),
+        // The root in the group, entered through `A` too inside a budget.
+        RecGrammar::new(&[
+            ("root", None, &["A z", "w", "< B >"]),
+            ("B", Some(n), &["root", "A", "[ B ]"]),
+            ("A", None, &["root x", "y"]),
+        ]),
+    ]
+}
+
+/// Chains opened by the entry they start with: an ended level of one entry completing into a
+/// spent level of the group at the same row wraps it only in a chain that entry opened. Fails
+/// when every entry's completions are read as wraps (tokens the reference reads are refused) and
+/// when none is (spent chains grow).
+#[test]
+fn groups_without_budgets_entered_through_several_rules_follow_the_reference() {
+    let (checked, cut, strings) = rec_walks(0x3C6E_F372_FE94_F82B, rec_unbudgeted_groups);
+    assert!(checked == 2 * 4 * 4 * 3 && cut > 20 && strings > 10, "{checked} walks, {cut} cut, {strings} strings");
+}
+
+/// [`random_unbudgeted_groups`] follow the reference (every mask bit along random walks).
+#[test]
+fn random_groups_without_budgets_entered_through_several_rules_follow_the_reference() {
+    let (checked, cut, strings) = rec_walks(0xA54F_F53A_5F1D_36F1, random_unbudgeted_groups);
+    assert!(checked == 2 * 4 * 8 * 3 && cut > 20 && strings > 10, "{checked} walks, {cut} cut, {strings} strings");
+}
+
 /// Entry marks: an ended level of the entry completing into a spent level of another entry at
 /// the same row ends the chain there unless an entry level is below that level (then it would
 /// wrap it). Fails when the marks are ignored (every such completion read as a wrap: tokens the
@@ -1478,11 +1576,11 @@ fn groups_entered_through_several_rules_read_the_grammar_without_budgets() {
 #[test]
 fn unsupported_recursive_budgets_name_the_feature() {
     let bad = [
-        // A group of rules left-recursive through each other used from two of them, with a
-        // cycle of left calls avoiding its entry, with a budget on another rule than its entry.
+        // A group of rules left-recursive through each other with a cycle of left calls
+        // avoiding its entry, with a budget on another rule than its entry.
         (
-            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"(\" g \")\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
-            "left-recursive through other rules",
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | h \"*\" | \"z\"\nh[capture] ::= g \"!\" | \"w\"",
+            "rule 'g', left-recursive through other rules, is not supported where a cycle of left calls through it avoids its group's entry 'f'",
         ),
         (
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | e \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
@@ -1492,10 +1590,10 @@ fn unsupported_recursive_budgets_name_the_feature() {
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[max_tokens=3] ::= e \"-\" | \"y\"",
             "rule 'f', left-recursive through other rules, is not supported where it has a budget and is not its group's entry 'e'",
         ),
-        // Entered through two of its rules inside a budget (`c`), neither with a budget, and
-        // each with one.
+        // Entered through two of its rules inside a budget (`c`), neither with a budget but a
+        // third rule of the group, and each with one.
         (
-            "root ::= c\nc[max_tokens=5] ::= a | b\na ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+            "root ::= c\nc[max_tokens=5] ::= a | b\na[capture] ::= b \"x\" | \"y\"\nb[capture] ::= m \"z\" | \"w\"\nm[max_tokens=2] ::= a \"v\" | \"u\"",
             "its group of rules is entered through 'a' and 'b' inside a budget",
         ),
         (
@@ -1527,8 +1625,11 @@ fn unsupported_recursive_budgets_name_the_feature() {
         // (also the root itself).
         "root ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
         "root ::= a \"x\" | \"y\"\na[max_tokens=2] ::= root \"z\" | \"w\" | \"(\" a \")\"",
-        // Entered through two of its rules inside a budget, one of them with a budget.
+        // Entered through two of its rules inside a budget, one of them with a budget, or none
+        // of its rules with one.
         "root ::= c\nc[max_tokens=5] ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+        "root ::= c\nc[max_tokens=5] ::= a | b\na ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
+        "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"(\" g \")\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
         // Token expressions beside recursive and nested budgets.
         "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
         "root ::= a\na[max_tokens=4] ::= \"(\" a \")\" | Token(7)",

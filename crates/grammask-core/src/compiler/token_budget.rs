@@ -142,14 +142,20 @@ pub struct RecBudgets {
     twin_start: Vec<u32>,
     /// Per rule: its `max_tokens` (`NO`: none).
     bound: Vec<u32>,
-    /// Per rule: the entry of its group of rules left-recursive through each other (`NO`:
-    /// none; see [`left_groups`]).
-    entry: Vec<u32>,
-    /// Per rule (empty: no group carries marks): its group is also entered through other rules inside budgets, so whether an
-    /// ended entry level completing into a level of the group at the same row wraps it depends
-    /// on the chain: the *entry mark* of an item's context says a level of the entry is below
-    /// it in its chain at its row ([`RecBudgets::mark_of`]).
+    /// Per rule: its group of rules left-recursive through each other (the group's least rule;
+    /// `NO`: none; see [`left_groups`]).
+    group: Vec<u32>,
+    /// Per rule of a group: its index among the group's *openers*, the rules whose ended levels
+    /// a chain of the group's levels may wrap (`NO`: not one). A group without marks has one
+    /// opener, its entry.
+    opener: Vec<u32>,
+    /// Per rule (empty: no group carries marks): its group is entered through several rules
+    /// inside budgets, so whether an ended opener level completing into a level of the group at
+    /// the same row wraps it depends on the chain: the *wrapper mark* of an item's context names
+    /// the opener of its chain at its row ([`RecBudgets::mark_of`]).
     marked: Vec<bool>,
+    /// Bits of a wrapper mark (opener index + 1; 0: none) in a context's chain bits.
+    wrapper_bits: u32,
     /// Per rule of a group of rules left-recursive through each other: the *shadows* of its
     /// left positions (states reached from its start by empty rules only), which hold the chain
     /// of levels a spent level of the group's entry would be wrapped in were it free (see
@@ -158,7 +164,7 @@ pub struct RecBudgets {
     shadows: Vec<Box<[StateId]>>,
     shadow_from: u32,
     /// Per state from `chain_from` on (empty: no such group): for a shadow, the group's rules its
-    /// open state calls; for a twin of a left position of an entry, its shadow (`NO`: none).
+    /// open state calls; for a twin of a left position of an opener, its shadow (`NO`: none).
     chain: Vec<Box<[RuleId]>>,
     shadow_of: Vec<u32>,
     chain_from: u32,
@@ -208,25 +214,41 @@ impl RecBudgets {
 
     /// Whether a finished level of `child` that completes into a level of `parent` started at
     /// the same row wraps it in another level of a left-recursive chain: `parent` is `child`
-    /// (`e ::= e "+" t`), or `child` is the entry of `parent`'s group of rules left-recursive
-    /// through each other (`a` in `b ::= a "z"`, `a ::= b "x" | "y"`: the chain goes on to
-    /// another `a`).
-    /// In a group whose levels carry entry marks ([`RecBudgets::mark_of`]), only where
-    /// the entry is below `parent` in its chain (`entry_below`).
+    /// (`e ::= e "+" t`), or `child` opens the chains of `parent`'s group of rules
+    /// left-recursive through each other (`a` in `b ::= a "z"`, `a ::= b "x" | "y"`: the chain
+    /// goes on to another `a`; [`RecBudgets::chain_wraps`], `wrapper` the mark of `parent`).
     #[inline]
-    pub fn wraps(&self, child: RuleId, parent: RuleId, entry_below: bool) -> bool {
-        child == parent
-            || (self.entry[parent.index()] == child.0
-                && (entry_below || !self.marked.get(parent.index()).is_some_and(|&m| m)))
+    pub fn wraps(&self, child: RuleId, parent: RuleId, wrapper: u32) -> bool {
+        child == parent || (self.group[child.index()] == self.group[parent.index()] && self.chain_wraps(child, wrapper))
+    }
+
+    /// Whether an ended level of `rule` completing into a level of its group at the same row
+    /// whose wrapper mark is `wrapper` wraps it: `rule` is an opener and, in a group with marks,
+    /// its chain's (the entry below in it; or, in a group without budgets, the chain's first
+    /// level).
+    #[inline]
+    pub fn chain_wraps(&self, rule: RuleId, wrapper: u32) -> bool {
+        let o = self.opener[rule.index()];
+        o != NO && (!self.marked.get(rule.index()).is_some_and(|&m| m) || wrapper == o + 1)
     }
 
     /// For a level of `child` predicted by a level of `parent`, where `child`'s group carries
-    /// entry marks: whether `parent` is of that group (a left call of the chain when `parent`'s
-    /// level started at the same row) and whether `child` is the entry; `None` elsewhere.
+    /// marks: whether `parent` is of that group (a left call of the chain when `parent`'s level
+    /// started at the same row) and `child`'s own wrapper mark (opener index + 1; 0: not an
+    /// opener), which a chain without one takes; `None` elsewhere.
     #[inline]
-    pub fn mark_of(&self, parent: RuleId, child: RuleId) -> Option<(bool, bool)> {
-        let e = self.entry[child.index()];
-        self.marked.get(child.index()).is_some_and(|&m| m).then(|| (self.entry[parent.index()] == e, child.0 == e))
+    pub fn mark_of(&self, parent: RuleId, child: RuleId) -> Option<(bool, u32)> {
+        let (g, o) = (self.group[child.index()], self.opener[child.index()]);
+        self.marked
+            .get(child.index())
+            .is_some_and(|&m| m)
+            .then(|| (self.group[parent.index()] == g, if o == NO { 0 } else { o + 1 }))
+    }
+
+    /// Bits of a wrapper mark in a context's chain bits.
+    #[inline]
+    pub fn wrapper_bits(&self) -> u32 {
+        self.wrapper_bits
     }
 
     /// Whether some group carries entry marks.
@@ -241,7 +263,7 @@ impl RecBudgets {
         &self.chain[(s.0 - self.chain_from) as usize]
     }
 
-    /// For a twin `s` of a left position of its group's entry: that position's shadow.
+    /// For a twin `s` of a left position of an opener of its group: that position's shadow.
     #[inline]
     pub fn shadow_of(&self, s: StateId) -> Option<StateId> {
         let i = s.0.checked_sub(self.chain_from)?;
@@ -249,7 +271,7 @@ impl RecBudgets {
     }
 
     /// Whether items in state `s` predict a chain (`Chart::predict_chain`): a shadow, or a twin
-    /// of a left position of its group's entry.
+    /// of a left position of an opener of its group.
     #[inline]
     pub fn in_chain(&self, s: StateId) -> bool {
         self.is_shadow(s) || self.shadow_of(s).is_some()
@@ -265,12 +287,6 @@ impl RecBudgets {
     #[inline]
     pub fn shadows(&self, r: RuleId) -> &[StateId] {
         &self.shadows[r.index()]
-    }
-
-    /// Whether rule `r` is the entry of its group of rules left-recursive through each other.
-    #[inline]
-    pub fn is_entry(&self, r: RuleId) -> bool {
-        self.entry[r.index()] == r.0
     }
 
     /// Whether the grammar has shadows (a group of rules left-recursive through each other).
@@ -360,7 +376,7 @@ pub(super) fn add_rec_twins(
         bound[r.index()] = b;
     }
     let bounded: Vec<bool> = bound.iter().map(|&b| b != NO).collect();
-    let (entry, marked) = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|(r, why)| {
+    let groups = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|(r, why)| {
         crate::error::Error::new(
             crate::error::ErrorKind::Unsupported,
             format!(
@@ -376,8 +392,10 @@ pub(super) fn add_rec_twins(
         open: vec![NO; n],
         twin_start: vec![NO; a.num_rules()],
         bound,
-        entry,
-        marked: if marked.contains(&true) { marked } else { Vec::new() },
+        wrapper_bits: if groups.marked.contains(&true) { groups.wrapper_bits } else { 0 },
+        marked: if groups.marked.contains(&true) { groups.marked } else { Vec::new() },
+        group: groups.group,
+        opener: groups.opener,
         shadows: vec![Box::default(); a.num_rules()],
         shadow_from: NO,
         chain: Vec::new(),
@@ -441,10 +459,10 @@ pub(super) fn add_rec_twins(
 }
 
 /// Shadows of the left positions of every rule in a group left-recursive through other rules,
-/// each shadow's chain, and the shadows of the entries' twins at left positions (none without
+/// each shadow's chain, and the shadows of the openers' twins at left positions (none without
 /// such groups).
 fn add_chains(a: &mut super::Automata, rb: &mut RecBudgets, reach: &[bool], rule_len: &[u32]) {
-    let grouped = |r: usize| reach[r] && rb.entry[r] != NO;
+    let grouped = |r: usize| reach[r] && rb.group[r] != NO;
     if !(0..a.num_rules()).any(grouped) {
         return;
     }
@@ -469,7 +487,7 @@ fn add_chains(a: &mut super::Automata, rb: &mut RecBudgets, reach: &[bool], rule
     }
     // Twins come before the shadows: the chain tables start at the first twin.
     let from = (0..first).find(|&x| rb.open[x as usize] != NO).unwrap_or(first);
-    let entry_of = |s: u32| rb.entry[a.state(StateId(s)).rule.index()];
+    let opens = |s: u32| rb.opener[a.state(StateId(s)).rule.index()] != NO;
     for x in from..a.states.len() as u32 {
         let o = rb.open[x as usize];
         let (mut calls, mut sh) = (Vec::new(), NO);
@@ -477,7 +495,7 @@ fn add_chains(a: &mut super::Automata, rb: &mut RecBudgets, reach: &[bool], rule
             calls = a.rule_edges(StateId(o)).iter().map(|e| e.0).filter(|rr| grouped(rr.index())).collect();
             calls.sort_unstable();
             calls.dedup();
-        } else if o != NO && entry_of(o) == a.state(StateId(o)).rule.0 {
+        } else if o != NO && opens(o) {
             sh = shadow.get(&o).copied().unwrap_or(NO);
         }
         rb.chain.push(calls.into());
@@ -502,26 +520,42 @@ fn left_states(a: &super::Automata, rule_len: &[u32], r: usize) -> Vec<StateId> 
     seen
 }
 
+/// What [`left_groups`] finds: per rule, its group (its least rule; `NO`: none), its index
+/// among its group's openers (`NO`: not one), and whether its group carries wrapper marks;
+/// the bits a wrapper mark takes.
+struct LeftGroups {
+    group: Vec<u32>,
+    opener: Vec<u32>,
+    marked: Vec<bool>,
+    wrapper_bits: u32,
+}
+
 /// Groups of rules left-recursive through each other (`a ::= b "x" | "y"`, `b ::= a "z"`)
-/// among `reach`: per rule, its group's entry (`NO`: in no such group) and whether the group
-/// carries entry marks. A group is supported when one of its rules, the entry, is the only one
-/// used otherwise than by a left call from the group (from another rule, after a byte, or as the
-/// root), or the only one of its rules with a budget, every cycle of left calls through two or
-/// more of its rules passes through the entry, and no other of its rules has a budget: only an
-/// ended entry level is wrapped in new levels of the group (the others have no budget to hold
-/// them), and a completion of it into a level of the group started at the same row wraps it
-/// exactly when an entry level is below that level in its chain. When every other entry is used
-/// from rules outside every budget only (`root ::= a | b`: an outer level of `b` is never spent)
-/// that needs no mark; else (`c[max_tokens=5] ::= a | b`) items carry it
-/// ([`RecBudgets::mark_of`]). The root's own occurrence is outside every budget unless the
-/// root has one. Else `Err` names a rule of the group and why.
+/// among `reach`, and the rules that open each group's chains ([`LeftGroups`]). A group's
+/// entries are its rules used otherwise than by a left call from the group (from another rule,
+/// after a byte, or as the root; the root's own occurrence is outside every budget unless the
+/// root has one). Supported groups, each cycle of left calls through two or more of its rules
+/// passing through every opener:
+/// - entered through one rule, the opener, no other of its rules with a budget;
+/// - entered through several rules, one of which, the opener, is its only budgeted rule: only
+///   an ended opener level is wrapped in new levels of the group (the others have no budget to
+///   hold them), and a completion of it into a level of the group started at the same row wraps
+///   it exactly when an opener level is below that level in its chain. When every other entry
+///   is used from rules outside every budget only (`root ::= a | b`: an outer level of `b` is
+///   never spent) that needs no mark; else (`c[max_tokens=5] ::= a | b`) items carry it;
+/// - entered through several rules, none of its rules with a budget (a budget around it): each
+///   chain is opened by the entry it starts with, as if the group were entered through that
+///   rule only (a copy of the group per entry), so items carry that entry as their mark.
+///
+/// Items carry marks as [`RecBudgets::mark_of`] says. Else `Err` names a rule of the group and
+/// why.
 fn left_groups(
     a: &super::Automata,
     reach: &[bool],
     rule_len: &[u32],
     ranges: &[(u32, u32)],
     bounded: &[bool],
-) -> Result<(Vec<u32>, Vec<bool>), (RuleId, String)> {
+) -> Result<LeftGroups, (RuleId, String)> {
     let n = a.num_rules();
     // left[r]: the rule edges of r's states reached from its start by empty rules only.
     let left_states = |r: usize| left_states(a, rule_len, r);
@@ -586,14 +620,17 @@ fn left_groups(
             }
         }
     }
-    let (mut entry, mut marked) = (vec![NO; n], vec![false; n]);
+    let mut out = LeftGroups { group: group.clone(), opener: vec![NO; n], marked: vec![false; n], wrapper_bits: 0 };
     for g in (0..n).filter(|&g| group[g] == g as u32) {
         let members: Vec<usize> = (0..n).filter(|&q| group[q] == g as u32).collect();
-        // Its only entry, else its budgeted rule: marks where another entry is used inside a
-        // budget (an outer level of it may be spent, and still takes the entry levels it called).
-        let (e, marks) = match (entries[g].as_slice(), members.iter().find(|&&q| bounded[q])) {
-            (&[e], _) => (e, false),
-            (many, Some(&b)) if many.contains(&b) => (b, inner[g].iter().any(|&q| q != b)),
+        let budgeted: Vec<usize> = members.iter().copied().filter(|&q| bounded[q]).collect();
+        // Its only entry; else its budgeted rule (marks where another entry is used inside a
+        // budget: an outer level of it may be spent, and still takes the opener levels it
+        // called); else, without budgets, every entry, each opening the chains it starts.
+        let (openers, marks) = match (entries[g].as_slice(), budgeted.as_slice()) {
+            (&[e], _) => (vec![e], false),
+            (many, &[b, ..]) if many.contains(&b) => (vec![b], inner[g].iter().any(|&q| q != b)),
+            (many, []) => (many.to_vec(), true),
             _ => {
                 let names: Vec<String> =
                     inner[g].iter().map(|&q| format!("'{}'", a.rule_name(RuleId(q as u32)))).collect();
@@ -603,24 +640,31 @@ fn left_groups(
                 ));
             }
         };
-        for &q in members.iter().filter(|&&q| q != e) {
-            let entry = a.rule_name(RuleId(e as u32));
-            if bounded[q] {
-                return Err((RuleId(q as u32), format!("it has a budget and is not its group's entry '{entry}'")));
+        for &e in &openers {
+            for &q in members.iter().filter(|&&q| q != e) {
+                let entry = a.rule_name(RuleId(e as u32));
+                if bounded[q] {
+                    return Err((RuleId(q as u32), format!("it has a budget and is not its group's entry '{entry}'")));
+                }
+                if reaches(q, q, e) {
+                    return Err((
+                        RuleId(q as u32),
+                        format!("a cycle of left calls through it avoids its group's entry '{entry}'"),
+                    ));
+                }
             }
-            if reaches(q, q, e) {
-                return Err((
-                    RuleId(q as u32),
-                    format!("a cycle of left calls through it avoids its group's entry '{entry}'"),
-                ));
-            }
+        }
+        for (i, &e) in openers.iter().enumerate() {
+            out.opener[e] = i as u32;
         }
         for &q in &members {
-            entry[q] = e as u32;
-            marked[q] = marks;
+            out.marked[q] = marks;
+        }
+        if marks {
+            out.wrapper_bits = out.wrapper_bits.max(u32::BITS - (openers.len() as u32).leading_zeros());
         }
     }
-    Ok((entry, marked))
+    Ok(out)
 }
 
 #[cfg(test)]
