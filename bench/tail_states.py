@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import resource
+import importlib.util
 import sys
 import time
 from collections import Counter
@@ -32,7 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+# The package PYTHONPATH (or the environment) names wins; this checkout's only as a fallback
+# (inserting it first made side-by-side runs of two builds measure this one twice).
+if importlib.util.find_spec("grammask") is None:
+    sys.path.append(str(Path(__file__).resolve().parent.parent / "python"))
 from grammask.bench.data import (  # noqa: E402
     default_data_dir,
     default_tokenizer_dir,
