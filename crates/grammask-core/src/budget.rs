@@ -68,8 +68,8 @@ pub struct Completion {
     /// this bound places above their limit.
     descent: bool,
     vocab: Arc<Vocabulary>,
-    /// [`Region`]s by `(state, side, threshold)`, computed on first use.
-    regions: Mutex<FastMap<(u32, Side, i64), Region>>,
+    /// [`Region`]s by `(state, side, threshold, depth)`, computed on first use.
+    regions: Mutex<FastMap<(u32, Side, i64, u32), Region>>,
     /// Token costs by row signature, shared by every matcher of the grammar (equal signatures
     /// have equal futures, so equal costs).
     memo: Mutex<Memo>,
@@ -758,7 +758,7 @@ impl Completion {
     /// The [`Region`] of leaf state `s` against threshold `t` on `side`, within `depth` bytes
     /// (breadth-first, so each state is met at its least depth).
     fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32) -> Region {
-        let key = (s.0, side, t);
+        let key = (s.0, side, t, depth);
         if let Some(r) = self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return *r;
         }
@@ -1288,13 +1288,13 @@ struct Walk<'a> {
     follows: Vec<Follow>,
     /// The byte classes of each of `follows`.
     follow_classes: Vec<u64>,
-    /// This walk's [`Region`]s by `(state, threshold)`.
-    regions: FastMap<(u32, i64), Region>,
+    /// This walk's [`Region`]s by `(state, threshold, depth)`.
+    regions: FastMap<(u32, i64, u32), Region>,
     /// A direct-mapped front of `regions`, slot `state % REGION_SLOTS`: `(state, threshold,
-    /// region)`, state `u32::MAX` when empty.
+    /// depth, region)`, state `u32::MAX` when empty.
     /// PERF: plain levels look a region up per new item of a byte that may leave its home
     /// (string contents: most bytes); the hash lookup was most of `item_exits`.
-    region_slots: Vec<(u32, i64, Region)>,
+    region_slots: Vec<(u32, i64, u32, Region)>,
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
@@ -1320,6 +1320,19 @@ impl Walk<'_> {
             chart.pop_row();
             rows.pop();
         }
+    }
+
+    /// The depth of the regions looked up for the items after trie node `node`'s bytes: the most
+    /// bytes a token at or below it reads after them, rounded up to a power of two (a region
+    /// within more bytes holds one within fewer, so it stands for every token below; rounding
+    /// keeps the keys few).
+    /// PERF: a region within the longest token of a counted repetition's position
+    /// (`json_char{0,128}`) holds every later position's states (~5k): each new position met
+    /// below a trie node a few bytes from its leaves searched all of them.
+    #[inline]
+    fn depth_below(&self, node: usize) -> u32 {
+        let rest = self.classes.reach[node].saturating_sub(self.trie.nodes[node].depth);
+        rest.next_power_of_two().min(self.trie.max_depth)
     }
 
     /// Whether state `s` may be in a plain level.
@@ -1361,7 +1374,7 @@ impl Walk<'_> {
     /// The level of the chart's last row: plain for its items without rule edges (unless the
     /// grammar has lookahead), whose bytes, and in limit walks those leaving the items'
     /// regions, are the level's exits.
-    fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
+    fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart, depth: u32) -> Level {
         if self.comp.lookahead {
             return Level::Chart { rows: chart.num_rows() };
         }
@@ -1390,7 +1403,7 @@ impl Walk<'_> {
         let lo = self.items.len();
         for &it in &seeds {
             let u = rows.item_u(self.a, r, &it);
-            let (follow, e, stay) = self.item_exits(chart, it, u, NO_FOLLOW);
+            let (follow, e, stay) = self.item_exits(chart, it, u, NO_FOLLOW, depth);
             exits |= e;
             self.items.push(PlainItem { item: it, u, follow, exits: e, stay });
         }
@@ -1398,25 +1411,25 @@ impl Walk<'_> {
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
-    /// Limit walks: the exits of plain item `it`'s region (on top of the chart's last row), with
-    /// the bytes of its completion where the region holds a final state, and its follow index
-    /// (`follow`, or found then). Exact walks: no exits.
-    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits, Stay) {
+    /// Limit walks: the exits of plain item `it`'s region within `depth` bytes (on top of the
+    /// chart's last row), with the bytes of its completion where the region holds a final state,
+    /// and its follow index (`follow`, or found then). Exact walks: no exits.
+    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32, depth: u32) -> (u32, Exits, Stay) {
         let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default(), Stay::default()) };
         let t = i64::from(limit) - i64::from(u);
         let slot = it.state.0 as usize % REGION_SLOTS;
         let g = match self.region_slots[slot] {
-            (s, st, g) if s == it.state.0 && st == t => g,
+            (s, st, sd, g) if s == it.state.0 && st == t && sd == depth => g,
             _ => {
-                let g = match self.regions.get(&(it.state.0, t)) {
+                let g = match self.regions.get(&(it.state.0, t, depth)) {
                     Some(&g) => g,
                     None => {
-                        let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
-                        self.regions.insert((it.state.0, t), g);
+                        let g = self.comp.region(self.a, it.state, side, t, depth);
+                        self.regions.insert((it.state.0, t, depth), g);
                         g
                     }
                 };
-                self.region_slots[slot] = (it.state.0, t, g);
+                self.region_slots[slot] = (it.state.0, t, depth, g);
                 g
             }
         };
@@ -1442,9 +1455,9 @@ impl Walk<'_> {
     /// PERF: such items (an open object's unknown key near the limit) took a region lookup per
     /// byte read in their self-loops (~20 M of the 38 M in the walk over the 8 heaviest schemas of
     /// the replay trace).
-    fn item_home(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, u64, Stay) {
+    fn item_home(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32, depth: u32) -> (u32, u64, Stay) {
         if !matches!(self.mode, Mode::Limit { limit, side: Side::Fit } if u > limit) {
-            let (f, e, st) = self.item_exits(chart, it, u, follow);
+            let (f, e, st) = self.item_exits(chart, it, u, follow, depth);
             return (f, e.home, st);
         }
         let home = self.comp.edge_classes[it.state.0 as usize];
@@ -1491,7 +1504,7 @@ impl Walk<'_> {
 
     fn walk(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
         let (a, comp, trie) = (self.a, self.comp, self.trie);
-        let root = self.level_of_row(rows, chart);
+        let root = self.level_of_row(rows, chart, trie.max_depth);
         if let (Mode::Limit { limit, side: Side::Fit }, Level::Plain { lo, hi, .. }) = (self.mode, root) {
             for e in &self.items[lo..hi] {
                 let t = i64::from(limit) - i64::from(e.u);
@@ -1562,7 +1575,7 @@ impl Walk<'_> {
                             return Ok(());
                         }
                     }
-                    let l = self.level_of_row(rows, chart);
+                    let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
                 }
@@ -1611,7 +1624,8 @@ impl Walk<'_> {
                                 // `q` takes its own.
                                 let (mut ex, mut stay) = (ex, stay.stepped());
                                 if self.mode != Mode::Exact && 1u64 << byte_class(n.byte) & ex.home != 0 {
-                                    let (f, home, st) = self.item_home(chart, next, u, follow);
+                                    let depth = self.depth_below(i);
+                                    let (f, home, st) = self.item_home(chart, next, u, follow, depth);
                                     follow = f;
                                     ex.home = home;
                                     stay = st;
@@ -1644,7 +1658,7 @@ impl Walk<'_> {
                                 return Ok(());
                             }
                         }
-                        let l = self.level_of_row(rows, chart);
+                        let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
                         i += 1;
@@ -1758,7 +1772,7 @@ impl Budget {
             follow_classes: Vec::new(),
             regions: FastMap::default(),
             region_slots: if matches!(mode, Mode::Limit { .. }) {
-                vec![(u32::MAX, 0, Region::EMPTY); REGION_SLOTS]
+                vec![(u32::MAX, 0, 0, Region::EMPTY); REGION_SLOTS]
             } else {
                 Vec::new()
             },
