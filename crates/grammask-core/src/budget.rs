@@ -1351,11 +1351,13 @@ impl Walk<'_> {
     }
 
     /// The [`Region`] of state `s` against threshold `t` within `depth` bytes (`full`: see
-    /// [`Completion::region`]), through the walk's caches.
+    /// [`Completion::region`]), or one within more bytes, through the walk's caches.
+    /// PERF: the cache slot answers for every smaller depth (a region within more bytes stands
+    /// for one within fewer): string contents look up the same states below nodes of many depths.
     fn region_of(&mut self, s: StateId, t: i64, side: Side, depth: u32, full: bool) -> Region {
         let slot = s.0 as usize % REGION_SLOTS;
         match self.region_slots[slot] {
-            (q, qt, qd, qf, g) if q == s.0 && qt == t && qd == depth && qf == full => g,
+            (q, qt, qd, qf, g) if q == s.0 && qt == t && qd >= depth && qf == full => g,
             _ => {
                 let key = (s.0, t, depth, full);
                 let g = match self.regions.get(&key) {
