@@ -68,8 +68,8 @@ pub struct Completion {
     /// this bound places above their limit.
     descent: bool,
     vocab: Arc<Vocabulary>,
-    /// [`Region`]s by `(state, side, threshold)`, computed on first use.
-    regions: Mutex<FastMap<(u32, Side, i64), Region>>,
+    /// [`Region`]s by `(state, side, threshold, depth, full)`, computed on first use.
+    regions: Mutex<FastMap<RegionKey, Region>>,
     /// Token costs by row signature, shared by every matcher of the grammar (equal signatures
     /// have equal futures, so equal costs).
     memo: Mutex<Memo>,
@@ -97,6 +97,9 @@ pub struct Completion {
     /// [`Completion::near_cap_skips`]).
     near_cap_skips: AtomicUsize,
 }
+
+/// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
+type RegionKey = (u32, Side, i64, u32, bool);
 
 /// Which side of a limit a walk proves tokens to be on without reading them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -756,9 +759,15 @@ impl Completion {
     }
 
     /// The [`Region`] of leaf state `s` against threshold `t` on `side`, within `depth` bytes
-    /// (breadth-first, so each state is met at its least depth).
-    fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32) -> Region {
-        let key = (s.0, side, t);
+    /// (breadth-first, so each state is met at its least depth). Not `full`: its home and stay
+    /// only (each found by a search of its own), its hard and soft exits all classes and
+    /// `has_final` set, as when the region search gives up.
+    /// PERF: an item stepped to inside its region takes the region's hard and soft exits from
+    /// the item it came from, and needs only its home and stay: in a counted repetition
+    /// (`json_char{0,128}`) the region search also met every escape and UTF-8 state of the
+    /// later positions.
+    fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32, full: bool) -> Region {
+        let key = (s.0, side, t, depth, full);
         if let Some(r) = self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return *r;
         }
@@ -803,8 +812,14 @@ impl Completion {
         if side == Side::Fit && on_side(s) {
             r.stay = self.stay(a, s, depth);
         }
-        seen.insert(s.0);
-        queue.push_back((s, 0u32));
+        if full {
+            seen.insert(s.0);
+            queue.push_back((s, 0u32));
+        } else {
+            r.exits.hard = u64::MAX;
+            r.exits.soft = u64::MAX;
+            r.has_final = true;
+        }
         while let Some((p, d)) = queue.pop_front() {
             if d >= depth {
                 continue;
@@ -1288,13 +1303,13 @@ struct Walk<'a> {
     follows: Vec<Follow>,
     /// The byte classes of each of `follows`.
     follow_classes: Vec<u64>,
-    /// This walk's [`Region`]s by `(state, threshold)`.
-    regions: FastMap<(u32, i64), Region>,
+    /// This walk's [`Region`]s by `(state, threshold, depth, full)`.
+    regions: FastMap<(u32, i64, u32, bool), Region>,
     /// A direct-mapped front of `regions`, slot `state % REGION_SLOTS`: `(state, threshold,
-    /// region)`, state `u32::MAX` when empty.
+    /// depth, full, region)`, state `u32::MAX` when empty.
     /// PERF: plain levels look a region up per new item of a byte that may leave its home
     /// (string contents: most bytes); the hash lookup was most of `item_exits`.
-    region_slots: Vec<(u32, i64, Region)>,
+    region_slots: Vec<(u32, i64, u32, bool, Region)>,
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
@@ -1319,6 +1334,43 @@ impl Walk<'_> {
         while chart.num_rows() > n {
             chart.pop_row();
             rows.pop();
+        }
+    }
+
+    /// The depth of the regions looked up for the items after trie node `node`'s bytes: the most
+    /// bytes a token at or below it reads after them, rounded up to a power of two (a region
+    /// within more bytes holds one within fewer, so it stands for every token below; rounding
+    /// keeps the keys few).
+    /// PERF: a region within the longest token of a counted repetition's position
+    /// (`json_char{0,128}`) holds every later position's states (~5k): each new position met
+    /// below a trie node a few bytes from its leaves searched all of them.
+    #[inline]
+    fn depth_below(&self, node: usize) -> u32 {
+        let rest = self.classes.reach[node].saturating_sub(self.trie.nodes[node].depth);
+        rest.next_power_of_two().min(self.trie.max_depth)
+    }
+
+    /// The [`Region`] of state `s` against threshold `t` within `depth` bytes (`full`: see
+    /// [`Completion::region`]), or one within more bytes, through the walk's caches.
+    /// PERF: the cache slot answers for every smaller depth (a region within more bytes stands
+    /// for one within fewer): string contents look up the same states below nodes of many depths.
+    fn region_of(&mut self, s: StateId, t: i64, side: Side, depth: u32, full: bool) -> Region {
+        let slot = s.0 as usize % REGION_SLOTS;
+        match self.region_slots[slot] {
+            (q, qt, qd, qf, g) if q == s.0 && qt == t && qd >= depth && qf == full => g,
+            _ => {
+                let key = (s.0, t, depth, full);
+                let g = match self.regions.get(&key) {
+                    Some(&g) => g,
+                    None => {
+                        let g = self.comp.region(self.a, s, side, t, depth, full);
+                        self.regions.insert(key, g);
+                        g
+                    }
+                };
+                self.region_slots[slot] = (s.0, t, depth, full, g);
+                g
+            }
         }
     }
 
@@ -1361,7 +1413,7 @@ impl Walk<'_> {
     /// The level of the chart's last row: plain for its items without rule edges (unless the
     /// grammar has lookahead), whose bytes, and in limit walks those leaving the items'
     /// regions, are the level's exits.
-    fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart) -> Level {
+    fn level_of_row(&mut self, rows: &RowCosts, chart: &mut Chart, depth: u32) -> Level {
         if self.comp.lookahead {
             return Level::Chart { rows: chart.num_rows() };
         }
@@ -1390,7 +1442,7 @@ impl Walk<'_> {
         let lo = self.items.len();
         for &it in &seeds {
             let u = rows.item_u(self.a, r, &it);
-            let (follow, e, stay) = self.item_exits(chart, it, u, NO_FOLLOW);
+            let (follow, e, stay) = self.item_exits(chart, it, u, NO_FOLLOW, depth);
             exits |= e;
             self.items.push(PlainItem { item: it, u, follow, exits: e, stay });
         }
@@ -1398,28 +1450,12 @@ impl Walk<'_> {
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
-    /// Limit walks: the exits of plain item `it`'s region (on top of the chart's last row), with
-    /// the bytes of its completion where the region holds a final state, and its follow index
-    /// (`follow`, or found then). Exact walks: no exits.
-    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, Exits, Stay) {
+    /// Limit walks: the exits of plain item `it`'s region within `depth` bytes (on top of the
+    /// chart's last row), with the bytes of its completion where the region holds a final state,
+    /// and its follow index (`follow`, or found then). Exact walks: no exits.
+    fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32, depth: u32) -> (u32, Exits, Stay) {
         let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default(), Stay::default()) };
-        let t = i64::from(limit) - i64::from(u);
-        let slot = it.state.0 as usize % REGION_SLOTS;
-        let g = match self.region_slots[slot] {
-            (s, st, g) if s == it.state.0 && st == t => g,
-            _ => {
-                let g = match self.regions.get(&(it.state.0, t)) {
-                    Some(&g) => g,
-                    None => {
-                        let g = self.comp.region(self.a, it.state, side, t, self.trie.max_depth);
-                        self.regions.insert((it.state.0, t), g);
-                        g
-                    }
-                };
-                self.region_slots[slot] = (it.state.0, t, g);
-                g
-            }
-        };
+        let g = self.region_of(it.state, i64::from(limit) - i64::from(u), side, depth, true);
         if !g.has_final || g.exits == Exits::ALL {
             return (follow, g.exits, g.stay);
         }
@@ -1442,10 +1478,19 @@ impl Walk<'_> {
     /// PERF: such items (an open object's unknown key near the limit) took a region lookup per
     /// byte read in their self-loops (~20 M of the 38 M in the walk over the 8 heaviest schemas of
     /// the replay trace).
-    fn item_home(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32) -> (u32, u64, Stay) {
-        if !matches!(self.mode, Mode::Limit { limit, side: Side::Fit } if u > limit) {
-            let (f, e, st) = self.item_exits(chart, it, u, follow);
-            return (f, e.home, st);
+    fn item_home(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32, depth: u32) -> (u32, u64, Stay) {
+        let Mode::Limit { limit, side } = self.mode else { return (follow, 0, Stay::default()) };
+        if !(side == Side::Fit && u > limit) {
+            let g = self.region_of(it.state, i64::from(limit) - i64::from(u), side, depth, false);
+            if !g.home_final {
+                return (follow, g.exits.home, g.stay);
+            }
+            // The completion's bytes leave the home from `it.state` itself (see `Region`).
+            let f = match follow {
+                NO_FOLLOW => self.follow(chart, self.a.state(it.state).rule.index() as u32, it.origin),
+                f => f,
+            };
+            return (f, g.exits.home | self.follow_classes[f as usize], g.stay);
         }
         let home = self.comp.edge_classes[it.state.0 as usize];
         let st = self.a.state(it.state);
@@ -1491,7 +1536,7 @@ impl Walk<'_> {
 
     fn walk(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
         let (a, comp, trie) = (self.a, self.comp, self.trie);
-        let root = self.level_of_row(rows, chart);
+        let root = self.level_of_row(rows, chart, trie.max_depth);
         if let (Mode::Limit { limit, side: Side::Fit }, Level::Plain { lo, hi, .. }) = (self.mode, root) {
             for e in &self.items[lo..hi] {
                 let t = i64::from(limit) - i64::from(e.u);
@@ -1562,7 +1607,7 @@ impl Walk<'_> {
                             return Ok(());
                         }
                     }
-                    let l = self.level_of_row(rows, chart);
+                    let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
                 }
@@ -1611,7 +1656,8 @@ impl Walk<'_> {
                                 // `q` takes its own.
                                 let (mut ex, mut stay) = (ex, stay.stepped());
                                 if self.mode != Mode::Exact && 1u64 << byte_class(n.byte) & ex.home != 0 {
-                                    let (f, home, st) = self.item_home(chart, next, u, follow);
+                                    let depth = self.depth_below(i);
+                                    let (f, home, st) = self.item_home(chart, next, u, follow, depth);
                                     follow = f;
                                     ex.home = home;
                                     stay = st;
@@ -1644,7 +1690,7 @@ impl Walk<'_> {
                                 return Ok(());
                             }
                         }
-                        let l = self.level_of_row(rows, chart);
+                        let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
                         i += 1;
@@ -1758,7 +1804,7 @@ impl Budget {
             follow_classes: Vec::new(),
             regions: FastMap::default(),
             region_slots: if matches!(mode, Mode::Limit { .. }) {
-                vec![(u32::MAX, 0, Region::EMPTY); REGION_SLOTS]
+                vec![(u32::MAX, 0, 0, false, Region::EMPTY); REGION_SLOTS]
             } else {
                 Vec::new()
             },
