@@ -13,9 +13,10 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, class_covers, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
-    classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel, shift_kernel, state_bytes,
-    state_run_class, state_run_index, KernelMask, Shortcuts, SuffixMemo, MIN_ROW_RUN_BYTES,
+    ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
+    classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
+    lead_run, shift_kernel, state_bytes, state_run_class, state_run_index, KernelMask, Shortcuts, SuffixMemo,
+    MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -306,6 +307,10 @@ impl CompiledGrammar {
             self.count(0);
             return Ok(self.cache_kernel(state, Arc::new(km)));
         }
+        if let Some(km) = self.lead_kernel_in(state, stack)? {
+            self.count(1);
+            return Ok(self.cache_kernel(state, Arc::new(km)));
+        }
         if let Some(km) = self.composed_kernel_in(state, stack)? {
             self.count(1);
             return Ok(self.cache_kernel(state, Arc::new(km)));
@@ -512,6 +517,34 @@ impl CompiledGrammar {
             }
             by_state
         })
+    }
+
+    /// The classification of a kernel state whose only move is a call of a run rule such as a JSON
+    /// whitespace ([`lead_run`]) and then state `t`: the tokens that begin with the run
+    /// ([`classify_after_lead`]) joined with `t`'s own kernel (the tokens read with the run empty);
+    /// `None` where that does not apply: other states, lookaheads, `t` on the composition stack, or
+    /// a `t` that reads a byte of the run or may end the rule before any byte. Counted as composed.
+    #[doc(hidden)]
+    pub fn lead_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        self.lead_kernel_in(state, &mut Vec::new())
+    }
+
+    fn lead_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<KernelMask>> {
+        let a = &self.automata;
+        let &[(r, t)] = a.rule_edges(state) else { return Ok(None) };
+        let nested = stack.len() >= MAX_COMPOSE_DEPTH || stack.contains(&t);
+        if !a.byte_edges(state).is_empty() || a.has_lookahead() || t == state || nested {
+            return Ok(None);
+        }
+        let Some((class, bound)) = lead_run(a, a.callee_start(state, r)) else { return Ok(None) };
+        let vocab_size = self.index.vocab.vocab_size();
+        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &class, bound);
+        let Some(own) = self.with_walk_shortcuts(t, walk)? else { return Ok(None) };
+        stack.push(state);
+        let after = self.kernel_in(t, stack);
+        stack.pop();
+        let follow = self.follow()[a.state(state).rule.index()];
+        compose_kernel(a, vocab_size, &follow, Some(own), &[after?], &[]).map(Some)
     }
 
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
@@ -721,7 +754,6 @@ impl CompiledGrammar {
     }
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
-        let follow = self.follow()[self.automata.state(state).rule.index()];
         let max = self.index.trie.max_depth;
         let capacity =
             self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
@@ -731,6 +763,20 @@ impl CompiledGrammar {
         let class_body = capacity.is_none().then(|| self.class_body(state)).flatten();
         let class = ClassSlice::loop_class(&self.automata, state).filter(|_| capacity.is_none());
         let class = class.and_then(|c| self.index.cached_class_slice(c));
+        self.with_walk_shortcuts(state, |sc| {
+            f(Shortcuts {
+                capacity,
+                class_body: class_body.as_ref().map(|(sl, c, exit)| (&**sl, *c, *exit)),
+                class: class.as_deref(),
+                ..sc
+            })
+        })
+    }
+
+    /// The shortcuts a walk takes below the kernel state (FOLLOW, run indexes, cover verdicts),
+    /// without those of the state itself (a counted or class body, free text from the root).
+    fn with_walk_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+        let follow = self.follow()[self.automata.state(state).rule.index()];
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
         let state_runs = |s: StateId| {
             if let Some(r) = read(&self.state_runs).get(&s) {
@@ -743,9 +789,9 @@ impl CompiledGrammar {
         f(Shortcuts {
             body: Some(self.index.body_slice()),
             follow: Some(&follow),
-            class: class.as_deref(),
-            capacity,
-            class_body: class_body.as_ref().map(|(sl, c, exit)| (&**sl, *c, *exit)),
+            class: None,
+            capacity: None,
+            class_body: None,
             runs: Some(&runs),
             state_runs: Some(&state_runs),
             cover: Some(&self.cover),

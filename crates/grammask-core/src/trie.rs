@@ -155,7 +155,7 @@ impl TokenTrie {
     }
 
     /// The children of node `i` (of the root for `None`), in byte order.
-    fn children(&self, i: Option<usize>) -> impl Iterator<Item = u32> + '_ {
+    pub fn children(&self, i: Option<usize>) -> impl Iterator<Item = u32> + '_ {
         let (mut c, end) = match i {
             Some(i) => (i + 1, self.nodes[i].subtree_end as usize),
             None => (0, self.nodes.len()),

@@ -1004,3 +1004,101 @@ fn small_final_kernels_shared_before_walking_match_brute_force() {
     assert_eq!(shared[..3], [0, 0, 0], "{shared:?}");
     assert!(shared[3] >= 1, "{shared:?}");
 }
+
+/// Tokens over the bytes of small JSON-like objects, many of them whitespace runs (of 1-4 bytes)
+/// followed by a quote, a digit or a brace (` "a`, `\n 1`, `  }`).
+fn lead_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
+    let pieces: &[&[u8]] = &[
+        b" ", b"  ", b"\n", b"\t", b"\"", b"a", b"b", b"ab", b":", b",", b"{", b"}", b"1", b"2", b"\":", b"\",", b"[",
+        b"]",
+    ];
+    let mut toks: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
+    for _ in 0..150 {
+        let n = 1 + rng.below(4) as usize;
+        toks.push((0..n).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].to_vec()).collect());
+    }
+    // Runs at a bound of 64 and one past it, alone and before a quote or a digit.
+    for (n, tail) in [(64, ""), (65, ""), (63, "\""), (64, "\""), (65, "\""), (64, "1"), (65, "1")] {
+        toks.push(format!("{}{tail}", " ".repeat(n)).into_bytes());
+    }
+    toks.sort();
+    toks.dedup();
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+}
+
+/// Kernels of states that call a whitespace run rule and go on in a state reading none of it
+/// (`CompiledGrammar::lead_kernel`: the run's tokens plus walks from that state below each run
+/// node) equal the plain walk's, and masks along documents equal brute force, for runs of
+/// `{0,64}` (with tokens of 64 and 65 spaces, alone or before `"` or `1`), `{0,100}` and one byte
+/// class, in objects, arrays and after keys (smaller whitespace rules are inlined: no call).
+/// Fails if a run one past the bound is accepted, or if the run's frames count as rule ends.
+#[test]
+fn lead_run_kernels_equal_plain_walks() {
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    let mut lead = 0;
+    let docs: &[&[u8]] = &[b"{\"a\": 1, \"ab\":2}", b"[ {\"b\" :\"ab\"}, { } ]", b"{ \"a\": {\"b\": \"\"} }"];
+    let newlines: &[&[u8]] = &[b"[\n{\"a\":\n1},\n\n{}]"];
+    let wide = format!("{{\"a\":{}1}}", " ".repeat(64));
+    let wide: &[&[u8]] = &[wide.as_bytes()];
+    let variants = [("[ \\n\\t]{0,64}", newlines), ("[ \\n\\t]{0,100}", newlines), ("[ ]{0,64}", wide)];
+    for (ws, more) in variants {
+        let text = format!(
+            "root ::= obj | \"[\" ws (obj (ws \",\" ws obj)*)? ws \"]\"\n\
+             obj ::= \"{{\" ws (kv (ws \",\" ws kv)*)? ws \"}}\"\n\
+             kv ::= \"\\\"\" [ab]+ \"\\\"\" ws \":\" ws (\"1\" | \"2\" | \"\\\"\" [ab]* \"\\\"\" | obj)\n\
+             ws ::= {ws}"
+        );
+        let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+        for _ in 0..6 {
+            let vocab = lead_vocab(&mut rng);
+            let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+            for s in 0..cg.automata().states().len() {
+                let s = grammask_core::compiler::StateId(s as u32);
+                if let Some(km) = cg.lead_kernel(s).unwrap() {
+                    assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                    lead += 1;
+                }
+            }
+            masks_along_docs_match_brute_force(&cg, &vocab, docs);
+            masks_along_docs_match_brute_force(&cg, &vocab, more);
+        }
+    }
+    assert!(lead >= 30, "only {lead} lead kernels");
+}
+
+/// On Llama 3 (runs of up to 128 spaces, newline and tab runs, ` "`, `\n\n"` tokens), masks at
+/// the whitespace before a key, before `:` and before a value of a JSON Schema object (the
+/// `{0,64}` whitespace rule) equal brute force, with and without whitespace already read.
+#[test]
+fn lead_run_masks_match_brute_force_on_llama3() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name"]}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &vocab).unwrap());
+    let before = cg.kernel_stats().composed;
+    for prefix in [
+        "{",
+        "{\n  ",
+        "{\"name\"",
+        "{\"name\": ",
+        "{\"name\":",
+        "{\"name\": \"x\",",
+        "{\"name\": \"x\",\n\t",
+        "{\"n\": 1, \"tags\": [",
+        "{\"n\": 1, \"tags\": [\"a\",",
+    ] {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{prefix:?}");
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+            assert_eq!(mask.get(t), w, "after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+        }
+    }
+    assert!(cg.kernel_stats().composed > before + 5, "{:?}", cg.kernel_stats());
+}

@@ -293,7 +293,7 @@ pub fn state_bytes(a: &Automata, s: StateId) -> ByteSet {
 
 /// The bytes some item of `row` has an edge on (a superset of what the row reads: lookaheads
 /// may refuse some).
-fn row_bytes(a: &Automata, row: &[Item]) -> ByteSet {
+pub(super) fn row_bytes(a: &Automata, row: &[Item]) -> ByteSet {
     let mut set = ByteSet::default();
     for it in row {
         set.union(&state_bytes(a, it.state));
