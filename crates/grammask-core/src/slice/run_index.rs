@@ -377,7 +377,7 @@ impl RunIndex {
         }
         let root_by_byte =
             by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
-        let ri = RunIndex {
+        let mut ri = RunIndex {
             ascii,
             utf8,
             lead,
@@ -389,14 +389,19 @@ impl RunIndex {
             by_lead,
             root_by_byte,
         };
-        // The subtree sets are built with the index (in the compile that needs it), shallowest
-        // first, rather than in first masks.
+        // The subtree sets are built with the index (in the compile that needs it), for the
+        // shallowest large subtrees, rather than in first masks; deepest first, so that each is
+        // the union of those of its large children.
         if !utf8 {
             let mut large = large_subtrees(trie);
             large.sort_by_key(|&i| trie.nodes[i].depth);
-            for i in large.into_iter().take(MAX_SUBTREE_RUNS) {
-                ri.subtree_runs(trie, i);
+            large.truncate(MAX_SUBTREE_RUNS);
+            let mut built = HashMap::new();
+            for &i in large.iter().rev() {
+                let runs = Arc::new(ri.runs_below(trie, i, &built));
+                built.insert(i as u32, runs);
             }
+            ri.subtrees = RwLock::new(built);
         }
         ri
     }
@@ -461,17 +466,36 @@ impl RunIndex {
         if w.len() >= MAX_SUBTREE_RUNS {
             return None;
         }
-        let b = w.entry(i as u32).or_insert_with(|| {
-            let mut b = Bitset::new(self.vocab_size);
-            let d = n.depth as usize;
-            let mut c = i + 1;
-            while c < n.subtree_end as usize {
-                self.add_runs(trie, c, d, &mut b);
-                c = trie.nodes[c].subtree_end as usize;
+        let runs = Arc::new(self.runs_below(trie, i, &w));
+        Some(w.entry(i as u32).or_insert(runs).clone())
+    }
+
+    /// The run tokens below node `i` of an ASCII class (see [`Self::subtree_runs`]), taking the
+    /// sets in `built` of its children as they are.
+    /// PERF: a union per large child rather than a pass over its tokens per ancestor (each token
+    /// was checked once per large subtree above it): the subtree sets of llama.cpp's grammars on
+    /// Llama 3 took 19.2 M instructions, then 15.6 M.
+    fn runs_below(&self, trie: &TokenTrie, i: usize, built: &HashMap<u32, Arc<Bitset>>) -> Bitset {
+        let n = trie.nodes[i];
+        let d = n.depth as usize;
+        let mut b = Bitset::new(self.vocab_size);
+        let mut c = i + 1;
+        while c < n.subtree_end as usize {
+            // Below a child whose byte the class does not read every lead is deeper than `d`;
+            // below one it reads, a lead is at most `d` iff it is at most `d + 1`. (A child's
+            // set holds the tokens below it, not its own.)
+            if self.reads_ascii(trie.nodes[c].byte) {
+                match built.get(&(c as u32)) {
+                    Some(runs) => {
+                        b.or_assign(runs);
+                        self.add_runs_range(trie, c, c + 1, d, &mut b);
+                    }
+                    None => self.add_runs(trie, c, d, &mut b),
+                }
             }
-            Arc::new(b)
-        });
-        Some(b.clone())
+            c = trie.nodes[c].subtree_end as usize;
+        }
+        b
     }
 
     /// The first break node in `start..end`, with its parent's lead and its byte.

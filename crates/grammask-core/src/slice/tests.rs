@@ -496,6 +496,29 @@ fn class_slice_from_run_index() {
     assert!(frontier_nodes > 50, "only {frontier_nodes} frontier nodes probed");
 }
 
+/// Run indexes of a vocabulary with nested large subtrees (every string of `a`, `b`, `|` up to 8
+/// bytes, plus some UTF-8): the subtree run sets (each the union of its large children's) and
+/// the rest of each index match their definitions.
+#[test]
+fn run_indexes_of_nested_large_subtrees() {
+    let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut last: Vec<Vec<u8>> = vec![Vec::new()];
+    for _ in 0..8 {
+        last = last.iter().flat_map(|p| [b'a', b'b', b'|'].map(|x| [&p[..], &[x]].concat())).collect();
+        toks.extend(last.iter().cloned());
+    }
+    toks.remove(0);
+    toks.extend(["\u{e9}a".as_bytes().to_vec(), "a\u{e9}".as_bytes().to_vec(), vec![b'a', 0xC3], vec![0xA9, b'b']]);
+    let n = toks.len();
+    let trie = TokenTrie::new(&raw_vocab(toks));
+    let large = super::run_index::large_subtrees(&trie);
+    let nested = large.iter().filter(|&&i| large.contains(&(trie.nodes[i].parent as usize))).count();
+    assert!(nested >= 6, "{} large subtrees, {nested} below another", large.len());
+    let ab = 1u128 << b'a' | 1 << b'b';
+    let classes = [(ab, false), (ab, true), (1 << b'a', false), (u128::MAX, false), (!(1u128 << b'|'), true)];
+    check_run_indexes(&trie, n, &classes);
+}
+
 /// Checks [`RunIndex::build_many`] for `classes` (built in one walk) against their definitions,
 /// read off each path directly: a token's lead is the smallest `k` such that its bytes from `k`
 /// on are read from the class start, and a node is a break node iff its path is not read from
@@ -529,9 +552,11 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
         };
         let mut breaks = Vec::new();
         let mut whole = Bitset::new(n);
+        let mut token_leads = vec![0; trie.tokens.len()];
         for (i, node) in trie.nodes.iter().enumerate() {
             let p = path(i);
             for j in node.tok_start..node.tok_end {
+                token_leads[j as usize] = lead(&p);
                 assert_eq!(usize::from(ri.leads()[j as usize]), lead(&p), "lead of {p:?}, class {ascii:x} utf8 {utf8}");
                 if lead(&p) == 0 {
                     whole.set(trie.tokens[j as usize] as usize);
@@ -572,6 +597,24 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
         assert_eq!(got, by_byte, "root breaks by byte, class {ascii:x} utf8 {utf8}");
         assert!(!breaks.is_empty());
         assert_eq!(*ri.whole, whole, "lead-0 tokens of class {ascii:x} utf8 {utf8}");
+        // The run sets of large subtrees (ASCII classes): the tokens below each node (not on it)
+        // whose lead is at most its depth.
+        for i in super::run_index::large_subtrees(trie) {
+            let got = ri.subtree_runs(trie, i);
+            if utf8 {
+                assert!(got.is_none());
+                continue;
+            }
+            let (d, end) = (trie.nodes[i].depth as usize, trie.nodes[i].subtree_end as usize);
+            let mut want = Bitset::new(n);
+            let below = trie.first_token[i + 1] as usize..trie.first_token[end] as usize;
+            for (&l, &t) in token_leads[below.clone()].iter().zip(&trie.tokens[below]) {
+                if l <= d {
+                    want.set(t as usize);
+                }
+            }
+            assert_eq!(*got.expect("at most 64 large subtrees"), want, "runs below node {i}, class {ascii:x}");
+        }
     }
 }
 
