@@ -15,8 +15,8 @@ use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
     classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    lead_run, shift_kernel, state_bytes, state_run_class, state_run_index, KernelMask, Shortcuts, SuffixMemo,
-    MIN_ROW_RUN_BYTES,
+    lead_run, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, KernelMask, Shortcuts,
+    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -77,6 +77,8 @@ pub struct KernelStats {
     pub shared: usize,
     /// Derived from a string body's kernel, less some words (open-object key positions).
     pub excluded: usize,
+    /// Found under the key of a sibling state classified before ([`sibling_key`]).
+    pub siblings: usize,
 }
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -112,8 +114,13 @@ pub struct CompiledGrammar {
     completion: OnceLock<Arc<crate::budget::Completion>>,
     /// The allowed tokens of each token edge set (empty without token expressions).
     token_masks: crate::token_edges::TokenMasks,
+    /// The edges sibling keys leave out, found on the first kernel classification (`None`:
+    /// no sibling keys in this grammar).
+    sibling_edges: OnceLock<Option<SiblingEdges>>,
+    /// Kernels by [`sibling_key`].
+    siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 5],
+    stats: [AtomicUsize; 6],
 }
 
 /// Whether a grammar's start mask `mask` (text tokens only) allows at least half the
@@ -194,6 +201,8 @@ impl CompiledGrammar {
             suffix_memo: SuffixMemo::default(),
             cover,
             completion: OnceLock::new(),
+            sibling_edges: OnceLock::new(),
+            siblings: RwLock::new(HashMap::new()),
             stats: Default::default(),
             automata,
             token_masks,
@@ -299,6 +308,48 @@ impl CompiledGrammar {
         if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
         }
+        let key = self.sibling_key(state);
+        if let Some(km) = key.as_ref().and_then(|k| read(&self.siblings).get(k).cloned()) {
+            self.count(5);
+            return Ok(self.cache_kernel(state, km));
+        }
+        let km = self.new_kernel_in(state, stack)?;
+        if let Some(k) = key {
+            write(&self.siblings).entry(k).or_insert_with(|| km.clone());
+        }
+        Ok(km)
+    }
+
+    /// The key under which `state` finds the kernel of a sibling ([`sibling_key`]), if any.
+    fn sibling_key(&self, state: StateId) -> Option<Box<[u64]>> {
+        let edges = self.sibling_edges()?;
+        let rule = self.automata.state(state).rule;
+        if !edges.applies(rule) {
+            return None;
+        }
+        sibling_key(&self.automata, edges, &self.follow()[rule.index()], state)
+    }
+
+    /// The edges that [`sibling_key`]s leave out, where the grammar has any: it records
+    /// excluded-words rules (open objects) and has no lookaheads or budgets (which the key does
+    /// not describe).
+    fn sibling_edges(&self) -> Option<&SiblingEdges> {
+        let a = &self.automata;
+        let build = || {
+            let excluded = self.grammar.excluded_words()?;
+            let budgets = !a.budgets().is_empty() || a.rec_budgets().is_some() || a.char_budgets().is_some();
+            if a.has_lookahead() || budgets {
+                return None;
+            }
+            let contains = |l: &[u8]| self.index.quote_ends().some_token_contains(l);
+            let edges = SiblingEdges::new(a, excluded, self.index.trie.max_depth, &contains);
+            (!edges.is_empty()).then_some(edges)
+        };
+        self.sibling_edges.get_or_init(build).as_ref()
+    }
+
+    /// A kernel not cached yet, classified and cached.
+    fn new_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Arc<KernelMask>> {
         if let Some(km) = self.excluded_kernel_in(state, stack)? {
             self.count(4);
             return Ok(self.cache_kernel(state, Arc::new(km)));
@@ -723,7 +774,7 @@ impl CompiledGrammar {
     /// How the kernels were classified so far.
     pub fn kernel_stats(&self) -> KernelStats {
         let n = |i: usize| self.stats[i].load(Ordering::Relaxed);
-        KernelStats { walked: n(0), composed: n(1), shifted: n(2), shared: n(3), excluded: n(4) }
+        KernelStats { walked: n(0), composed: n(1), shifted: n(2), shared: n(3), excluded: n(4), siblings: n(5) }
     }
 
     fn count(&self, i: usize) {
@@ -865,6 +916,8 @@ impl CompiledGrammar {
             + self.cover.memory_size()
             + self.class_bodies.memory_size()
             + self.grammar.exprs().len() * 24
+            + self.sibling_edges.get().and_then(Option::as_ref).map_or(0, SiblingEdges::memory_size)
+            + read(&self.siblings).keys().map(|k| k.len() * 8 + 24).sum::<usize>()
     }
 }
 

@@ -25,6 +25,11 @@ impl ByteSet {
         self.0[usize::from(b >> 6)] & (1u64 << (b & 63)) != 0
     }
 
+    /// The set as 4 words (bit x of word x / 64 = byte x), for exact keys.
+    pub fn words(&self) -> [u64; 4] {
+        self.0
+    }
+
     /// A 128-bit mix of the set, for cache keys.
     pub fn hash128(&self) -> u128 {
         let mut h: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C834;

@@ -21,7 +21,8 @@
 //! This file holds the classification's types and entry points; the parts live in `mask/`:
 //! `walk.rs` (the kernel walk and its frames), `literal.rs` (literal positions), `byte_region.rs`
 //! (states from which only byte edges are reachable), `runs.rs` (run indexes inside a walk),
-//! `row_memo.rs` (interned rows), `compose.rs` (composed kernels) and `fill.rs` (filling a mask
+//! `row_memo.rs` (interned rows), `sibling.rs` (keys of kernels equal up to unreadable literals),
+//! `compose.rs` (composed kernels) and `fill.rs` (filling a mask
 //! from the kernels).
 
 use crate::bitset::Bitset;
@@ -43,6 +44,7 @@ mod lead;
 mod literal;
 mod row_memo;
 mod runs;
+mod sibling;
 mod walk;
 
 pub use byte_region::{classify_byte_region, is_byte_region, BYTE_REGION_MAX_NODES};
@@ -55,6 +57,7 @@ pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERA
 use row_memo::*;
 use runs::*;
 pub use runs::{ascii_loop, class_covers, state_run_class, state_run_index, MIN_ROW_RUN_BYTES};
+pub use sibling::{sibling_key, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
 use walk::*;
 

@@ -8,7 +8,7 @@
 //! on first use, and the cross-grammar cache of kernel classifications keyed by
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
 use crate::limits;
-use crate::mask::KernelMask;
+use crate::mask::{KernelMask, QuoteEnds};
 use crate::slice::{BodySlice, ClassSlice, RunIndex};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -34,6 +34,8 @@ pub struct TokenIndex {
     run_indexes: RwLock<HashMap<(u128, bool), Arc<RunIndex>>>,
     /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
     classes_seen: RwLock<HashSet<(u128, bool)>>,
+    /// The tokens' `"` occurrences, built on first use (sibling kernels, `mask/sibling.rs`).
+    quote_ends: OnceLock<QuoteEnds>,
 }
 
 /// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
@@ -47,6 +49,11 @@ const MAX_CLASSES_SEEN: usize = 4096;
 const MAX_CLASS_SLICES: usize = 32;
 
 impl TokenIndex {
+    /// The `"` occurrences of the tokens ([`QuoteEnds`]), built on first use (~1 ms on Llama 3).
+    pub fn quote_ends(&self) -> &QuoteEnds {
+        self.quote_ends.get_or_init(|| QuoteEnds::new(&self.vocab))
+    }
+
     pub fn body_slice(&self) -> &BodySlice {
         self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
     }
@@ -169,6 +176,7 @@ impl TokenIndex {
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
             classes_seen: RwLock::new(HashSet::new()),
+            quote_ends: OnceLock::new(),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
         let _ = idx.body_slice();

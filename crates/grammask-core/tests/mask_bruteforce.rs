@@ -1102,3 +1102,73 @@ fn lead_run_masks_match_brute_force_on_llama3() {
     }
     assert!(cg.kernel_stats().composed > before + 5, "{:?}", cg.kernel_stats());
 }
+
+/// Sibling kernels (`mask/sibling.rs`): after each `,` of an open object with many optional
+/// properties (in schema order past 12), the kernels of the properties still to come differ
+/// only in their keys, beside the extra-key rule; they share one classification where no token
+/// reads a key to its closing quote. Masks at every byte of documents through such rows equal
+/// brute force, on a small vocabulary made to catch a wrong share and on Llama 3 (whose tokens
+/// hold common keys such as `id"`).
+/// The small vocabulary has `"gamma":`, so the `gamma` position (the first sibling: the second
+/// key's is inlined into the object's rule) reads a token no other sibling reads: a share that
+/// ignored tokens containing `"gamma"` gives `delta` its classification, or the other way round.
+/// An object inside takes extra keys of a pattern (`x12abqq`) only, so its extra-key rule reads none
+/// of its keys: a share that did not ask whether the callee reads the key gives one key's `"s`
+/// to another. Fails as well if nothing is shared (the `siblings` count).
+#[test]
+fn sibling_kernel_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let integers = |keys: &[String]| -> String {
+        keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect::<Vec<_>>().join(", ")
+    };
+    let mut inner: Vec<String> = ["one", "two", "six"].map(String::from).to_vec();
+    inner.extend((3..13).map(|i| format!("p{i}")));
+    // A pattern long enough for the extra-key rule to stay a rule of its own (short ones are
+    // inlined beside the keys, leaving no call to compare them with).
+    let pattern =
+        r#""patternProperties": {"^x[0-9a-f]{4}[g-z]{2,5}$": {"type": "integer"}}, "additionalProperties": false"#;
+    let inner = format!("{{\"type\": \"object\", \"properties\": {{{}}}, {pattern}}}", integers(&inner));
+    let outer =
+        ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "id", "name", "type"];
+    let mut outer: Vec<String> = outer.map(String::from).to_vec();
+    // Many keys: the excluded-key trie keeps a rule of its own (short ones are inlined).
+    outer.extend((0..20).map(|i| format!("filler_key_number_{i:02}")));
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}, \"inner\": {inner}}}}}", integers(&outer));
+    let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let docs: [&[u8]; 4] = [
+        br#"{"alpha": 1,"beta": 2,"gamma":3,"xx": 4,"delta": 5, "inner": {"one": 1,"x1a2bgh": 2,"six": 2}}"#,
+        br#"{"alpha": 1,"gamma": 3,"epsilon": 5,"zeta":6,"bet": 7}"#,
+        br#"{"beta": 1, "bet": 2,"id": 3,"idx":4,"name": 5,"inner": {"two": 2,"p5": 1}}"#,
+        br#"{"type": 1,"ty": 2,"inner":{"one":1,"two":2,"x12abqrs":5,"six":3,"p12":4}}"#,
+    ];
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
+    let more: [&[u8]; 13] = [
+        b"\"gamma\":",
+        b"\"gamma",
+        b"ma\"",
+        b"\"o",
+        b"\"t",
+        b"\"s",
+        b"\"x",
+        b"\"p",
+        b"\"a",
+        b"\"g",
+        b", \"",
+        b"\":",
+        b"id\"",
+    ];
+    toks.extend(more.iter().map(|t| t.to_vec()));
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
+    assert_eq!(checked, docs[0].len() + docs[1].len());
+    assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
+}

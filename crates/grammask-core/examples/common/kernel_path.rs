@@ -6,6 +6,7 @@ use grammask_core::compiled::KernelStats;
 pub fn path(before: &KernelStats, after: &KernelStats) -> &'static str {
     let (b, a) = (before, after);
     let grew = [
+        (a.siblings > b.siblings, "sibling"),
         (a.excluded > b.excluded, "excluded"),
         (a.composed > b.composed, "composed"),
         (a.shifted > b.shifted, "shifted"),
