@@ -1561,10 +1561,13 @@ impl Walk<'_> {
                     continue;
                 }
             }
+            // Whether the node ends a token the mask allows (taken past the skips: most visits
+            // skip their subtree).
             let has_token =
-                n.tok_end > n.tok_start && self.trie.node_tokens(&n).iter().any(|&t| self.mask.get(t as usize));
+                |w: &Self| n.tok_end > n.tok_start && w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize));
             match self.levels[d - 1] {
                 Level::Chart { rows: nr } => {
+                    let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(
                         self.levels
@@ -1606,6 +1609,7 @@ impl Walk<'_> {
                         i = skip;
                         continue;
                     }
+                    let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(hi);
                     let mut exit = others != NO_FOLLOW && has_byte(&self.follows[others as usize], n.byte);
