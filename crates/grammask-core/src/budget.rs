@@ -78,8 +78,8 @@ pub struct Completion {
     /// Rows may be costed by [`Completion::merged_signature`] (no lookahead, token edges,
     /// `max_tokens` or `max_chars` rules: a row's future is then its items' byte paths).
     mergeable: bool,
-    /// [`Completion::char_stay`]s by `(state, threshold)`.
-    char_stays: Mutex<FastMap<(u32, i64), Stay>>,
+    /// [`Completion::char_stay`]s by `(state, home threshold, threshold)`.
+    char_stays: Mutex<FastMap<(u32, i64, i64), Stay>>,
     /// [`Completion::ball`] hashes by `(state, depth, cap)`.
     balls: Mutex<FastMap<(u32, u32, u32), u128>>,
     /// [`Completion::rise`]s by `(y, x, depth)`.
@@ -366,6 +366,9 @@ fn class_bits(lo: u8, hi: u8) -> u64 {
 /// The char class of a multi-byte UTF-8 character in [`SubtreeClasses::chars`] and char stays
 /// ([`Completion::char_stay`]), where ASCII bytes keep their [`byte_class`] (0 to 60).
 const MULTIBYTE: u32 = 61;
+/// The char class of a token's last character when the token ends inside it (a proper prefix
+/// of a multi-byte character: byte-level vocabularies hold many such tokens).
+const PARTIAL: u32 = 62;
 
 /// A UTF-8 decoder's state between bytes (RFC 3629: no overlong forms, surrogates or code
 /// points above U+10FFFF): [`UTF8_START`] at a character boundary, otherwise inside a
@@ -414,10 +417,12 @@ struct SubtreeClasses {
     ends: Vec<u64>,
     /// The depth of the deepest token at or below the node (0: none).
     reach: Vec<u32>,
-    /// Whether every token at or below the node is valid UTF-8 (complete characters).
-    whole: Vec<bool>,
-    /// The char classes of the whole tokens at or below the node (their ASCII bytes' classes,
-    /// and [`MULTIBYTE`] for a multi-byte character), meaningful where `whole` holds.
+    /// Whether every token at or below the node is valid UTF-8, but for its last character,
+    /// which may be cut (a proper prefix of a multi-byte character).
+    utf8: Vec<bool>,
+    /// The char classes of the tokens at or below the node (their ASCII bytes' classes,
+    /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
+    /// where `utf8` holds.
     chars: Vec<u64>,
 }
 
@@ -428,9 +433,9 @@ impl SubtreeClasses {
             trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { 1u64 << byte_class(n.byte) } else { 0 }).collect();
         let mut reach: Vec<u32> =
             trie.nodes.iter().map(|n| if n.tok_end > n.tok_start { n.depth } else { 0 }).collect();
-        // The decoder's state after each node's path (`None`: invalid) and its char classes, in
-        // preorder (a parent before its children); a token at a node is whole if it ends at a
-        // character boundary.
+        // The decoder's state after each node's path (`None`: invalid) and the classes of its
+        // complete characters, in preorder (a parent before its children); a token at a node
+        // ends inside a character unless the decoder is at a boundary.
         let mut state: Vec<Option<Utf8State>> = vec![None; trie.nodes.len()];
         let mut path: Vec<u64> = vec![0; trie.nodes.len()];
         for (i, n) in trie.nodes.iter().enumerate() {
@@ -439,13 +444,21 @@ impl SubtreeClasses {
                 p => (state[p as usize], path[p as usize]),
             };
             state[i] = u.and_then(|u| utf8_next(u, n.byte));
-            path[i] = c | if n.byte < 0x80 { 1u64 << byte_class(n.byte) } else { 1u64 << MULTIBYTE };
+            path[i] = c | match n.byte {
+                b if b < 0x80 => 1u64 << byte_class(b),
+                _ if state[i] == Some(UTF8_START) => 1u64 << MULTIBYTE,
+                _ => 0,
+            };
         }
         let has_token = |n: &crate::trie::Node| n.tok_end > n.tok_start;
-        let mut whole: Vec<bool> =
-            trie.nodes.iter().zip(&state).map(|(n, &u)| !has_token(n) || u == Some(UTF8_START)).collect();
-        let mut chars: Vec<u64> =
-            trie.nodes.iter().zip(&path).map(|(n, &c)| if has_token(n) { c } else { 0 }).collect();
+        let mut utf8: Vec<bool> = trie.nodes.iter().zip(&state).map(|(n, u)| !has_token(n) || u.is_some()).collect();
+        let mut chars: Vec<u64> = (0..trie.nodes.len())
+            .map(|i| match state[i] {
+                _ if !has_token(&trie.nodes[i]) => 0,
+                Some(UTF8_START) => path[i],
+                _ => path[i] | 1u64 << PARTIAL,
+            })
+            .collect();
         // Preorder: children come after their parent, so a reverse pass sees them first.
         for i in (0..trie.nodes.len()).rev() {
             let p = trie.nodes[i].parent;
@@ -453,11 +466,11 @@ impl SubtreeClasses {
                 below[p as usize] |= below[i];
                 ends[p as usize] |= ends[i];
                 reach[p as usize] = reach[p as usize].max(reach[i]);
-                whole[p as usize] &= whole[i];
+                utf8[p as usize] &= utf8[i];
                 chars[p as usize] |= chars[i];
             }
         }
-        SubtreeClasses { below, ends, reach, whole, chars }
+        SubtreeClasses { below, ends, reach, utf8, chars }
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -904,26 +917,31 @@ impl Completion {
         Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth }
     }
 
-    /// The *char stay* of leaf state `s` under threshold `t` on its `dist`, for tokens of up to
-    /// `depth` bytes that are valid UTF-8: a [`Stay`] over characters instead of bytes, whose
-    /// classes are char classes ([`SubtreeClasses::chars`]). Its home: the leaf states with
-    /// `dist <= t` reached by whole characters (final states only when `s` is final); the states
-    /// inside a multi-byte character may cost more. A multi-byte character leaves a home state
-    /// unless every valid one the state reads ends in the home through leaf states (none dies).
-    /// A token of `n` bytes reads at most `n` characters, so the byte-stay argument holds: a
-    /// whole token none of whose char classes has `leave[k] < n` keeps the item in the home, and
-    /// after it the item costs at most `t + U`. (Fit walks take `t = limit - U`.)
-    fn char_stay(&self, a: &Automata, s: StateId, t: i64, depth: u32) -> Stay {
-        let key = (s.0, t);
+    /// The *char stay* of leaf state `s` under thresholds `home <= t` on `dist`, for tokens of up
+    /// to `depth` bytes that are valid UTF-8 (but for a cut last character): a [`Stay`] over
+    /// characters instead of bytes, whose classes are char classes ([`SubtreeClasses::chars`]).
+    /// Its home: the leaf states with `dist <= home` reached by whole characters (final states
+    /// only when `s` is final); the states inside a multi-byte character may cost more. A
+    /// multi-byte character leaves a home state unless every valid one the state reads ends in
+    /// the home through leaf states (none dies). A token of `n` bytes reads at most `n`
+    /// characters, so the byte-stay argument holds: a whole token none of whose char classes has
+    /// `leave[k] < n` keeps the item in the home, and after it the item costs at most
+    /// `home + U <= t + U`. A token cut inside its last character has the class [`PARTIAL`],
+    /// which leaves a home state unless every proper prefix of a valid character read from it
+    /// ends in a leaf state with `dist <= t`: the token costs at most `t + U` too. (Fit walks take
+    /// `t = limit - U`, and `home` either `t` or `dist[s]`: a home of the states costing no more
+    /// than `s` leaves out those of escapes, from which letters leave one byte away.)
+    fn char_stay(&self, a: &Automata, s: StateId, home: i64, t: i64, depth: u32) -> Stay {
+        let key = (s.0, home, t);
         if let Some(&st) = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return st;
         }
         let finals = a.state(s).is_final;
         let inside =
-            |q: StateId| self.leaf[q.0 as usize] && i64::from(self.dist(q)) <= t && (finals || !a.state(q).is_final);
+            |q: StateId| self.leaf[q.0 as usize] && i64::from(self.dist(q)) <= home && (finals || !a.state(q).is_final);
         let mut leave = [depth; 64];
-        // Non-ASCII byte classes are no char classes: they never keep.
-        for l in &mut leave[MULTIBYTE as usize + 1..] {
+        // The last byte class is no char class: it never keeps.
+        for l in &mut leave[PARTIAL as usize + 1..] {
             *l = 0;
         }
         let mut seen = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
@@ -952,8 +970,11 @@ impl Completion {
                 if next <= 0x7f {
                     out |= class_bits(next as u8, 0x7f);
                 }
-                match self.multibyte_ends(a, p) {
-                    Some(ends) => {
+                match self.multibyte_steps(a, p) {
+                    Some((ends, cuts)) => {
+                        if cuts.iter().any(|&q| i64::from(self.dist(q)) > t) {
+                            out |= 1 << PARTIAL;
+                        }
                         for q in ends {
                             if !inside(q) {
                                 out |= 1 << MULTIBYTE;
@@ -962,7 +983,7 @@ impl Completion {
                             }
                         }
                     }
-                    None => out |= 1 << MULTIBYTE,
+                    None => out |= 1 << MULTIBYTE | 1 << PARTIAL,
                 }
                 for k in BitIter(out) {
                     leave[k] = leave[k].min(d);
@@ -983,11 +1004,11 @@ impl Completion {
         stay
     }
 
-    /// The states every valid multi-byte UTF-8 character read from state `p` ends in, through
-    /// leaf states; `None` when one dies or passes a state with rule edges (or the search grows
-    /// past [`MAX_STAY_HOME`] pairs).
-    fn multibyte_ends(&self, a: &Automata, p: StateId) -> Option<Vec<StateId>> {
-        let mut ends = Vec::new();
+    /// The states every valid multi-byte UTF-8 character read from state `p` ends in, and those
+    /// its proper prefixes end in (cut characters), through leaf states; `None` when one dies or
+    /// passes a state with rule edges (or the search grows past [`MAX_STAY_HOME`] pairs).
+    fn multibyte_steps(&self, a: &Automata, p: StateId) -> Option<(Vec<StateId>, Vec<StateId>)> {
+        let (mut ends, mut cuts) = (Vec::new(), Vec::new());
         let mut seen = std::collections::HashSet::<(u32, Utf8State), crate::fasthash::FastState>::default();
         let mut stack = vec![(p, UTF8_START)];
         while let Some((q, u)) = stack.pop() {
@@ -1002,6 +1023,7 @@ impl Completion {
                     if v == UTF8_START {
                         ends.push(e.target);
                     } else if seen.insert((e.target.0, v)) {
+                        cuts.push(e.target);
                         stack.push((e.target, v));
                     }
                 }
@@ -1010,7 +1032,7 @@ impl Completion {
                 }
             }
         }
-        Some(ends)
+        Some((ends, cuts))
     }
 
     fn row_info(&self, sig: u128) -> Option<Arc<RowInfo>> {
@@ -1324,8 +1346,8 @@ struct Walk<'a> {
     cap: usize,
     capped: bool,
     /// Fit walks: the char stays ([`Completion::char_stay`]) of the chart row's items without
-    /// rule edges that keep some char class. A subtree of whole tokens one of them keeps is
-    /// skipped at any level: the item's own path bounds the cost after each token.
+    /// rule edges that keep some char class. A subtree of UTF-8 tokens (cut last characters
+    /// allowed) one of them keeps is skipped at any level: the item's own path bounds the cost after each token.
     root_chars: Vec<Stay>,
 }
 
@@ -1540,10 +1562,13 @@ impl Walk<'_> {
         if let (Mode::Limit { limit, side: Side::Fit }, Level::Plain { lo, hi, .. }) = (self.mode, root) {
             for e in &self.items[lo..hi] {
                 let t = i64::from(limit) - i64::from(e.u);
-                if i64::from(comp.dist(e.item.state)) <= t {
-                    let st = comp.char_stay(a, e.item.state, t, trie.max_depth);
-                    if st.far | st.near != 0 {
-                        self.root_chars.push(st);
+                let own = i64::from(comp.dist(e.item.state));
+                if own <= t {
+                    for home in [t, own] {
+                        let st = comp.char_stay(a, e.item.state, home, t, trie.max_depth);
+                        if st.far | st.near != 0 && !self.root_chars.contains(&st) {
+                            self.root_chars.push(st);
+                        }
                     }
                 }
             }
@@ -1564,11 +1589,12 @@ impl Walk<'_> {
             self.levels.truncate(d);
             self.level_costs.truncate(d);
             let skip = n.subtree_end as usize;
-            if self.classes.whole[i] && {
-                let (whole_classes, len) = (self.classes.chars[i], self.classes.reach[i]);
-                self.root_chars.iter().any(|st| st.keeps(whole_classes, len))
+            if self.classes.utf8[i] && {
+                let (char_classes, len) = (self.classes.chars[i], self.classes.reach[i]);
+                self.root_chars.iter().any(|st| st.keeps(char_classes, len))
             } {
-                // Every token below keeps a row item in its char stay home: it fits.
+                // Every token below keeps a row item in its char stay home (or ends inside a
+                // character read from it, in a state on the fit side): it fits.
                 i = skip;
                 continue;
             }
@@ -1580,10 +1606,13 @@ impl Walk<'_> {
                     continue;
                 }
             }
+            // Whether the node ends a token the mask allows (taken past the skips: most visits
+            // skip their subtree).
             let has_token =
-                n.tok_end > n.tok_start && self.trie.node_tokens(&n).iter().any(|&t| self.mask.get(t as usize));
+                |w: &Self| n.tok_end > n.tok_start && w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize));
             match self.levels[d - 1] {
                 Level::Chart { rows: nr } => {
+                    let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(
                         self.levels
@@ -1625,6 +1654,7 @@ impl Walk<'_> {
                         i = skip;
                         continue;
                     }
+                    let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(hi);
                     let mut exit = others != NO_FOLLOW && has_byte(&self.follows[others as usize], n.byte);
