@@ -718,21 +718,27 @@ def test_a_string_after_a_spent_budget_wraps_a_left_recursive_group():
     assert all(xm.accept_token(ids_of(family, p)[0]) for p in ["(", "x"]) and xm.accept_string("y")
 
 
+def probe_after_pieces(grammar: str, text: str, probe: str) -> bool:
+    """Llama 3: accepts the one-token pieces of ``text`` (``|``-separated), checking the full mask
+    against brute force before each and after the last; the bit of ``probe`` then."""
+    family = "llama3"
+    info = tokenizer_info(family)
+    m = xgr.GrammarMatcher(compiler(family).compile_grammar(grammar))
+    for piece in text.split("|"):
+        (t,) = ids_of(family, piece)
+        check_mask(m, info, f"before {piece!r} of {text!r}")
+        assert m.accept_token(t), (text, piece)
+    mask = check_mask(m, info, f"after {text!r}")
+    return bool(mask[ids_of(family, probe)[0]])
+
+
 @pytest.mark.parametrize("c, n, text, probe, allowed", TWO_ENTRY_CASES)
 def test_left_recursive_group_entered_through_two_rules(c, n, text, probe, allowed):
     """Full Llama 3 masks against brute force along the pieces; the probe bit as the stack
     reference reads it (``crates/grammask-core/tests/rule_max_tokens.rs``, ``rec_marked_groups``).
     Fails with every completion of an ended ``a`` into a spent ``b`` read as a wrap (the first
     case) and with none (the fourth)."""
-    family = "llama3"
-    info = tokenizer_info(family)
-    m = xgr.GrammarMatcher(compiler(family).compile_grammar(GROUP_IN_A_BUDGET.format(c=c, n=n)))
-    for piece in text.split("|"):
-        (t,) = ids_of(family, piece)
-        check_mask(m, info, f"before {piece!r} of {text!r}")
-        assert m.accept_token(t), (text, piece)
-    mask = check_mask(m, info, f"after {text!r}")
-    assert mask[ids_of(family, probe)[0]] == allowed
+    assert probe_after_pieces(GROUP_IN_A_BUDGET.format(c=c, n=n), text, probe) == allowed
 
 
 def test_left_recursive_group_wrapped_before_its_budget_is_spent_unlike_xgrammar():
@@ -758,15 +764,7 @@ def test_left_recursive_group_without_budgets_entered_through_two_rules(c, text,
     reference reads it (``crates/grammask-core/tests/rule_max_tokens.rs``,
     ``rec_unbudgeted_groups``). ``(3, "<|y|z", "x")`` fails where every entry opens chains
     (``a`` inside ``b``'s chain wrapped at the second token)."""
-    family = "llama3"
-    info = tokenizer_info(family)
-    m = xgr.GrammarMatcher(compiler(family).compile_grammar(UNBUDGETED_GROUP.format(c=c)))
-    for piece in text.split("|"):
-        (t,) = ids_of(family, piece)
-        check_mask(m, info, f"before {piece!r} of {text!r}")
-        assert m.accept_token(t), (text, piece)
-    mask = check_mask(m, info, f"after {text!r}")
-    assert mask[ids_of(family, probe)[0]] == allowed
+    assert probe_after_pieces(UNBUDGETED_GROUP.format(c=c), text, probe) == allowed
 
 
 # Nested budgets: a regular `max_tokens` rule inside another (each keeps its own budget; an

@@ -196,11 +196,18 @@ fn arith_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
         b"a", b"b", b"c", b"ab", b"0", b"12", b"(", b")", b" ", b" = ", b" + ", b" * ", b", ", b",", b"\n", b"+", b"*",
         b"=",
     ];
+    pieces_vocab(rng, pieces, 120, Vec::new())
+}
+
+/// The pieces, `draws` tokens of 1-4 random pieces each, then `extra`; sorted, deduplicated,
+/// with `</s>` last as the stop token.
+fn pieces_vocab(rng: &mut Rng, pieces: &[&[u8]], draws: usize, extra: Vec<Vec<u8>>) -> Arc<Vocabulary> {
     let mut toks: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
-    for _ in 0..120 {
+    for _ in 0..draws {
         let n = 1 + rng.below(4) as usize;
         toks.push((0..n).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].to_vec()).collect());
     }
+    toks.extend(extra);
     toks.sort();
     toks.dedup();
     toks.push(b"</s>".to_vec());
@@ -1012,22 +1019,14 @@ fn lead_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
         b" ", b"  ", b"\n", b"\t", b"\"", b"a", b"b", b"ab", b":", b",", b"{", b"}", b"1", b"2", b"\":", b"\",", b"[",
         b"]",
     ];
-    let mut toks: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
-    for _ in 0..150 {
-        let n = 1 + rng.below(4) as usize;
-        toks.push((0..n).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].to_vec()).collect());
-    }
     // Runs at a bound of 64 and one past it, alone and before a quote or a digit.
-    for (n, tail) in [(64, ""), (65, ""), (63, "\""), (64, "\""), (65, "\""), (64, "1"), (65, "1")] {
-        toks.push(format!("{}{tail}", " ".repeat(n)).into_bytes());
-    }
-    toks.sort();
-    toks.dedup();
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts =
-        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
-    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    let runs = [(64, ""), (65, ""), (63, "\""), (64, "\""), (65, "\""), (64, "1"), (65, "1")];
+    pieces_vocab(
+        rng,
+        pieces,
+        150,
+        runs.iter().map(|(n, tail)| format!("{}{tail}", " ".repeat(*n)).into_bytes()).collect(),
+    )
 }
 
 /// Kernels of states that call a whitespace run rule and go on in a state reading none of it
