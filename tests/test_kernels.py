@@ -250,6 +250,8 @@ def gpu_cases():
         yield logits[3], bm[3], vocab, None
 
 
+# The two GPU tests below skip without CUDA (CI has no GPU); bench/gpu_check.sh runs them on a
+# lent GPU machine.
 @pytest.mark.parametrize("backend", ["auto", "cuda", "triton", "torch_compile", "torch_native"])
 def test_every_backend_on_a_gpu_matches_the_reference(backend):
     """On a CUDA device (skipped elsewhere; run on the lent GPU machine): each backend, through

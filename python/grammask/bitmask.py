@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _core
 from .exception import InvalidArgumentError, UnsupportedFeatureError
+from .kernels._common import rejected_bits
 
 __all__ = [
     "allocate_token_bitmask",
@@ -345,54 +346,38 @@ def _apply_torch(logits: Any, bitmask: Any, v: int, indices: Optional[List[int]]
     mask2d = mask2d.to(logits.device, non_blocking=True)
     if logits.dim() == 1:
         if not _apply_triton(logits, mask2d[0], v, None):
-            logits[:v].masked_fill_(_rejected(mask2d[:1], v)[0], float("-inf"))
+            logits[:v].masked_fill_(rejected_bits(mask2d[0], v), float("-inf"))
         return
     pairs = _rows(2, mask2d, logits.shape[0], indices)  # validates rows and indices
-    same_rows = mask2d.shape[0] > 1 or logits.shape[0] == 1
-    if indices is None:
-        # Rows pair up one to one, or one bitmask row serves every logits row (broadcast).
-        if not (same_rows and _apply_triton(logits, mask2d, v, None)):
-            logits[:, :v].masked_fill_(_rejected(mask2d, v), float("-inf"))
+    if indices is None:  # `_rows` checked that the rows pair up one to one
+        if not _apply_triton(logits, mask2d, v, None):
+            logits[:, :v].masked_fill_(rejected_bits(mask2d, v), float("-inf"))
         return
-    if not pairs or (same_rows and _apply_triton(logits, mask2d, v, [p[0] for p in pairs])):
+    # Triton reads bitmask row i for logits row i: not for one bitmask row shared by several.
+    one_to_one = mask2d.shape[0] > 1 or logits.shape[0] == 1
+    if not pairs or (one_to_one and _apply_triton(logits, mask2d, v, [p[0] for p in pairs])):
         return
     lrows = torch.tensor([p[0] for p in pairs], device=logits.device, dtype=torch.long)
     brows = torch.tensor([p[1] for p in pairs], device=logits.device, dtype=torch.long)
-    logits[lrows, :v] = logits[lrows, :v].masked_fill(_rejected(mask2d[brows], v), float("-inf"))
+    logits[lrows, :v] = logits[lrows, :v].masked_fill(rejected_bits(mask2d[brows], v), float("-inf"))
 
 
-_BIT_VALUES: dict = {}
-
-
-def _rejected(mask2d: Any, v: int) -> Any:
-    """``(rows, v)`` booleans, True where the token's bit is 0: one AND and one compare on the
-    bitmask's device (bit ``j`` of a word is ``1 << j``; bit 31 is the sign bit)."""
-    bits = _BIT_VALUES.get(mask2d.device)
-    if bits is None:
-        torch = _torch()
-        bits = torch.tensor([(1 << j) - (1 << 32 if j == 31 else 0) for j in range(32)], dtype=torch.int32, device=mask2d.device)
-        _BIT_VALUES[mask2d.device] = bits
-    return ((mask2d.unsqueeze(-1) & bits) == 0).reshape(mask2d.shape[0], -1)[:, :v]
-
-
-#: False once Triton was found missing or unable to run here; the torch operations serve then.
-_TRITON_USABLE: List[bool] = []
+#: Set once Triton was found missing here; the torch operations serve from then on.
+_triton_missing = False
 
 
 def _apply_triton(logits: Any, mask: Any, v: int, rows: Optional[List[int]]) -> bool:
     """Masks CUDA logits with the Triton kernel (one launch, as XGrammar's default on CUDA);
     False, with nothing done, when the logits are not on a CUDA device, their last dimension is
-    not contiguous, or Triton is not usable here."""
-    if logits.device.type != "cuda" or logits.stride(-1) != 1 or mask.stride(-1) != 1:
-        return False
-    if _TRITON_USABLE and not _TRITON_USABLE[0]:
+    not contiguous, or Triton is missing."""
+    global _triton_missing
+    if _triton_missing or logits.device.type != "cuda" or logits.stride(-1) != 1 or mask.stride(-1) != 1:
         return False
     from .kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
 
     try:
         apply_token_bitmask_inplace_triton(logits, mask, v, rows)
-    except UnsupportedFeatureError:  # Triton missing: checked before anything is launched
-        _TRITON_USABLE[:] = [False]
+    except UnsupportedFeatureError:  # Triton missing: raised before anything is launched
+        _triton_missing = True
         return False
-    _TRITON_USABLE[:] = [True]
     return True
