@@ -219,7 +219,9 @@ fn batch_fill_does_not_allocate_per_row() {
 fn scheduled_batch_fill_does_not_allocate_per_row() {
     let rows = 200;
     let (n, scheduled) = batch_allocations_per_step(rows, 2);
-    eprintln!("scheduled batch path: {n:.2} allocations per step of {rows} rows, {scheduled:.2} of the steps scheduled");
+    eprintln!(
+        "scheduled batch path: {n:.2} allocations per step of {rows} rows, {scheduled:.2} of the steps scheduled"
+    );
     if std::thread::available_parallelism().map_or(1, std::num::NonZero::get) >= 2 {
         assert!(scheduled > 0.99, "only {scheduled:.2} of the steps of {rows} memoized rows took the scheduled path");
     }
