@@ -2,7 +2,7 @@
 # Batch fill, 64 rows: the 1 -> 2 thread wall speed-up, for a quiet machine (2+ idle cores).
 #
 #   GRAMMASK_SHARED=/path/to/shared bash bench/batch_speedup.sh        # ~3 minutes
-#   XGRAMMAR=1 ... bash bench/batch_speedup.sh                           # + XGrammar, 60 s of fills each
+#   XGRAMMAR=1 ... bash bench/batch_speedup.sh   # + XGrammar, XGRAMMAR_LIMIT (60) s of fills per engine
 #
 # Prints, in order:
 #   1. the machine's own 1 -> 2 process speed-up on pure arithmetic (near 2.0 on two idle physical
@@ -53,5 +53,5 @@ if [ -n "${XGRAMMAR:-}" ]; then
   # XGrammar's maskbench decode takes minutes: its first run stops after 60 s of fills and the
   # other thread count decodes the same steps. Rows here are those both engines accept.
   "$PY" bench/batch_bench.py --engines grammask,xgrammar --workloads one-schema,maskbench --repeats 1 \
-    --time-limit 60 --rows-cache "${ROWS%.json}_both.json" | grep -v '^$'
+    --time-limit "${XGRAMMAR_LIMIT:-60}" --rows-cache "${ROWS%.json}_both.json" | grep -v '^$'
 fi
