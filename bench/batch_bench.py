@@ -23,7 +23,16 @@ kernel and mask memos grow while masks are computed), the process's peak RSS, an
 ``get_cache_size_bytes()`` (the recorded size, bounded by the limit) beside the current
 ``memory_size_bytes`` sum of the grammars still cached (which grows after insertion).
 
+Bounding a run (XGrammar's maskbench decode takes minutes): ``--engines grammask`` measures grammask
+alone (MaskBench rows are then chosen by grammask alone); ``--max-steps N`` decodes the first N
+tokens of each row; ``--time-limit S`` stops each engine's first configuration after S seconds of
+fills and caps its other configurations at the steps that one reached, so thread counts compare
+over the same steps; ``--rows-cache FILE`` keeps the chosen MaskBench rows for later runs.
+``--warm`` times a second decode on the same compiled grammars (a server's steady state for
+schemas it has served before: mostly memoized masks) instead of the first.
+
     python bench/batch_bench.py [--rows 64] [--repeats 3] [--workloads one-schema,maskbench] [--seed 0]
+        [--engines grammask,xgrammar] [--threads 1,2] [--max-steps N] [--time-limit S] [--rows-cache F] [--warm]
 """
 
 from __future__ import annotations
@@ -90,27 +99,36 @@ def compile_all(mod, info, schemas: list[str], strict: bool) -> list:
     return [by_text[s] for s in schemas]
 
 
-def run(mod, info, schemas: list[str], docs: list[list[int]], threads: int, strict: bool):
-    """(wall ms per step, process CPU ms over all fills, grammar bytes after compile, after decode)."""
+def run(mod, info, schemas, docs, threads: int, strict: bool, max_steps: int = 0, time_limit: float = 0.0, warm=False):
+    """(wall ms per step, process CPU ms over all fills, grammar bytes after compile, after decode).
+
+    Decodes at most `max_steps` steps (0: all), and stops after the step during which the fills'
+    wall total passed `time_limit` seconds (0: no limit). `warm`: the same compiled grammars decode
+    the documents once, untimed, first (their memos filled, as for schemas a server has seen)."""
     compiled = compile_all(mod, info, schemas, strict)
     unique = list({id(c): c for c in compiled}.values())
     size_compiled = sum(c.memory_size_bytes for c in unique)
-    matchers = [mod.GrammarMatcher(c) for c in compiled]
     batch = mod.BatchGrammarMatcher(max_threads=threads)
     bitmask = mod.allocate_token_bitmask(len(docs), info.vocab_size)
-    times = []
-    cpu = 0
-    for step in range(max(len(d) for d in docs)):
-        live = [i for i, d in enumerate(docs) if step < len(d)]
-        ms = [matchers[i] for i in live]
-        c = time.process_time_ns()
-        t = time.perf_counter_ns()
-        batch.batch_fill_next_token_bitmask(ms, bitmask, live)
-        times.append((time.perf_counter_ns() - t) / 1e6)
-        cpu += time.process_time_ns() - c
-        for i in live:
-            if not matchers[i].accept_token(docs[i][step]):
-                raise SystemExit(f"{mod.__name__}: row {i} rejected token {step} of its document")
+    steps = max(len(d) for d in docs)
+    steps = min(steps, max_steps) if max_steps else steps
+    for timed in (False, True) if warm else (True,):
+        matchers = [mod.GrammarMatcher(c) for c in compiled]
+        times: list[float] = []
+        cpu = 0
+        for step in range(steps):
+            if time_limit and timed and sum(times) > time_limit * 1e3:
+                break
+            live = [i for i, d in enumerate(docs) if step < len(d)]
+            ms = [matchers[i] for i in live]
+            c = time.process_time_ns()
+            t = time.perf_counter_ns()
+            batch.batch_fill_next_token_bitmask(ms, bitmask, live)
+            times.append((time.perf_counter_ns() - t) / 1e6)
+            cpu += time.process_time_ns() - c
+            for i in live:
+                if not matchers[i].accept_token(docs[i][step]):
+                    raise SystemExit(f"{mod.__name__}: row {i} rejected token {step} of its document")
     return times, cpu / 1e6, size_compiled, sum(c.memory_size_bytes for c in unique)
 
 
@@ -150,6 +168,22 @@ def maskbench_rows(infos, tok, rows: int, seed: int) -> tuple[list[str], list[li
     return schemas, docs
 
 
+def workload_rows(workload: str, infos, tok, rows: int, seed: int, rows_cache: str = ""):
+    """(schema texts, token ids per row) of `workload`; MaskBench rows are those every engine in
+    `infos` accepts, read from / written to `rows_cache` when given."""
+    if workload == "one-schema":
+        return one_schema_rows(tok, rows)
+    if workload != "maskbench":
+        raise SystemExit(f"unknown workload {workload!r}")
+    if rows_cache and os.path.exists(rows_cache):
+        schemas, docs = json.loads(Path(rows_cache).read_text())
+        return schemas[:rows], docs[:rows]
+    schemas, docs = maskbench_rows(infos, tok, rows, seed)
+    if rows_cache:
+        Path(rows_cache).write_text(json.dumps([schemas, docs]))
+    return schemas, docs
+
+
 def shared_dir() -> Path:
     return Path(os.environ.get("GRAMMASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
@@ -174,51 +208,57 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="llama3")
     ap.add_argument("--workloads", default="one-schema,maskbench")
     ap.add_argument("--seed", type=int, default=0, help="MaskBench file sample")
+    ap.add_argument("--engines", default="grammask,xgrammar")
+    ap.add_argument("--threads", default="1,2", help="thread counts; the speed-up is against the first")
+    ap.add_argument("--max-steps", type=int, default=0, help="decode at most this many steps (0: all)")
+    ap.add_argument("--time-limit", type=float, default=0.0, help="seconds of fills per engine's first run")
+    ap.add_argument("--rows-cache", default="", help="file keeping the MaskBench rows chosen")
+    ap.add_argument("--warm", action="store_true", help="time a second decode on the same compiled grammars")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
-    import grammask
-    import xgrammar
-
     tok = AutoTokenizer.from_pretrained(str(shared_dir() / "tokenizers" / args.tokenizer))
-    infos = {
-        "grammask": (grammask, grammask.TokenizerInfo.from_huggingface(tok)),
-        "xgrammar": (xgrammar, xgrammar.TokenizerInfo.from_huggingface(tok)),
-    }
+    infos = {}
+    for name in args.engines.split(","):
+        mod = importlib.import_module(name)
+        infos[name] = (mod, mod.TokenizerInfo.from_huggingface(tok))
+    thread_counts = [int(t) for t in args.threads.split(",")]
     print(
-        f"grammask {grammask.__version__}, xgrammar {importlib.metadata.version('xgrammar')}, "
-        f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        ", ".join(f"{n} {getattr(m, '__version__', None) or importlib.metadata.version(n)}" for n, (m, _) in infos.items())
+        + f"; {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
         f"{args.tokenizer}; best of {args.repeats}"
     )
     for workload in args.workloads.split(","):
-        if workload == "one-schema":
-            schemas, docs = one_schema_rows(tok, args.rows)
-        elif workload == "maskbench":
-            schemas, docs = maskbench_rows(infos, tok, args.rows, args.seed)
-        else:
-            raise SystemExit(f"unknown workload {workload!r}")
+        schemas, docs = workload_rows(workload, infos, tok, args.rows, args.seed, args.rows_cache)
         print(
-            f"\n### {workload}: {len(docs)} rows, {len(set(schemas))} schemas, {sum(map(len, docs))} tokens, "
+            f"\n### {workload}{' (warm)' if args.warm else ''}: {len(docs)} rows, {len(set(schemas))} schemas, {sum(map(len, docs))} tokens, "
             f"{max(map(len, docs))} batch steps\n"
         )
         print(
-            "| engine | threads | total fill ms (wall) | process CPU ms | p50 ms/step | p99 ms/step | speed-up 1->2 "
-            "| grammar bytes compiled -> after decode |"
+            "| engine | threads | steps | total fill ms (wall) | process CPU ms | p50 ms/step | p99 ms/step "
+            f"| speed-up {thread_counts[0]}->t | grammar bytes compiled -> after decode |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
-        runs: dict = {(name, t): [] for name in infos for t in (1, 2)}
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        runs: dict = {(name, t): [] for name in infos for t in thread_counts}
+        steps = {name: args.max_steps for name in infos}
         for _ in range(args.repeats):
             for name, (mod, info) in infos.items():
-                for threads in (1, 2):
-                    runs[name, threads].append(run(mod, info, schemas, docs, threads, workload == "one-schema"))
+                for threads in thread_counts:
+                    limit = args.time_limit if not runs[name, threads] and threads == thread_counts[0] else 0.0
+                    strict = workload == "one-schema"
+                    r = run(mod, info, schemas, docs, threads, strict, steps[name], limit, args.warm)
+                    if limit:
+                        steps[name] = len(r[0])
+                    runs[name, threads].append(r)
         for name in infos:
-            best = {t: min(runs[name, t], key=lambda r: sum(r[0])) for t in (1, 2)}
-            for threads in (1, 2):
+            best = {t: min(runs[name, t], key=lambda r: sum(r[0])) for t in thread_counts}
+            for threads in thread_counts:
                 times, cpu, s0, s1 = best[threads]
-                speed = sum(best[1][0]) / sum(times)
+                speed = sum(best[thread_counts[0]][0]) / sum(times)
                 print(
-                    f"| {name} | {threads} | {sum(times):.1f} | {cpu:.1f} | {np.percentile(times, 50):.3f} | "
-                    f"{np.percentile(times, 99):.3f} | {speed:.2f}x | {s0 / 2**20:.2f} MiB -> {s1 / 2**20:.2f} MiB |"
+                    f"| {name} | {threads} | {len(times)} | {sum(times):.1f} | {cpu:.1f} | "
+                    f"{np.percentile(times, 50):.3f} | {np.percentile(times, 99):.3f} | {speed:.2f}x | "
+                    f"{s0 / 2**20:.2f} MiB -> {s1 / 2**20:.2f} MiB |"
                 )
         sys.stdout.flush()
     print(f"\npeak RSS of this process: {peak_rss_mib():.0f} MiB")

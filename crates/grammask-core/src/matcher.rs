@@ -55,9 +55,9 @@ pub struct Matcher {
     /// The chart row each token accepted with `accept_token` ended at, in order; kept only when
     /// the grammar has `max_tokens` rules (see [`Matcher::spend_rule_budgets`]).
     token_ends: Vec<u32>,
-    /// Nanoseconds the last batch fill of this matcher that missed the mask memo took (0: none
-    /// yet); [`crate::batch`] predicts a miss's cost from it.
-    pub(crate) last_miss_ns: u32,
+    /// Predicted nanoseconds of this matcher's next batch fill that misses the mask memo (0: no
+    /// miss yet): a decaying maximum of past misses, kept by [`crate::batch`].
+    pub(crate) miss_ns: u32,
 }
 
 /// One look-up of the mask memo for a matcher's parser state ([`Matcher::memo_lookup`]): the
@@ -128,7 +128,7 @@ impl Matcher {
             terminate_without_stop_token: options.terminate_without_stop_token,
             stopped: false,
             token_ends: Vec::new(),
-            last_miss_ns: 0,
+            miss_ns: 0,
         })
     }
 

@@ -141,11 +141,14 @@ fn json_schema_does_not_allocate_per_token() {
 }
 
 /// Runs the calling thread's share only (allowed by the `Workers` contract: threads that have
-/// not started when it returns are skipped), so thread starts are not counted.
-struct CallerOnly;
+/// not started when it returns are skipped), so thread starts are not counted. Counts its runs
+/// (batches that took the scheduled path).
+#[derive(Default)]
+struct CallerOnly(std::sync::atomic::AtomicUsize);
 
 impl grammask_core::batch::Workers for CallerOnly {
     fn run(&self, _extra: usize, job: &(dyn Fn() + Sync)) -> bool {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         job();
         false
     }
@@ -153,9 +156,10 @@ impl grammask_core::batch::Workers for CallerOnly {
 
 /// Batch fill + accept of `rows` matchers in steady state: allocations per batch step, with
 /// `max_threads` 1 (the serial path) and 2 (the memo look-up pass, whose per-call vectors are
-/// allowed, then the rows: serially once every mask is memoized; a per-row allocation would be
-/// `rows` per step).
-fn batch_allocations_per_step(rows: usize, max_threads: usize) -> f64 {
+/// allowed, then the rows: serially once every mask is memoized unless there are enough rows to
+/// split; a per-row allocation would be `rows` per step). Also returns the share of the counted
+/// steps that ran through `Workers::run` (the scheduled path).
+fn batch_allocations_per_step(rows: usize, max_threads: usize) -> (f64, f64) {
     let v = vocab();
     let g = builtin_json_grammar_with(Spelling::Any, None).unwrap();
     let cg = Arc::new(CompiledGrammar::new(&g, &v).unwrap());
@@ -174,9 +178,10 @@ fn batch_allocations_per_step(rows: usize, max_threads: usize) -> f64 {
         .collect();
     let words = v.vocab_size().div_ceil(32);
     let mut bitmask = vec![0u32; rows * words];
+    let workers = CallerOnly::default();
     let mut step = |ms: &mut [Matcher], s: usize| {
         let mut work: Vec<(&mut Matcher, &mut [u32])> = ms.iter_mut().zip(bitmask.chunks_mut(words)).collect();
-        grammask_core::batch::batch_fill_with(&mut work, max_threads, &CallerOnly).unwrap();
+        grammask_core::batch::batch_fill_with(&mut work, max_threads, &workers).unwrap();
         drop(work);
         for (i, m) in ms.iter_mut().enumerate() {
             assert!(m.accept_token(tokens[(i + s) % tokens.len()]).unwrap());
@@ -186,20 +191,39 @@ fn batch_allocations_per_step(rows: usize, max_threads: usize) -> f64 {
         step(&mut ms, s);
     }
     let steps = 300;
+    let runs_before = workers.0.load(std::sync::atomic::Ordering::Relaxed);
     start_counting();
     for s in 600..600 + steps {
         step(&mut ms, s);
     }
-    stop_counting() as f64 / steps as f64
+    let allocations = stop_counting() as f64 / steps as f64;
+    let runs = workers.0.load(std::sync::atomic::Ordering::Relaxed) - runs_before;
+    (allocations, runs as f64 / steps as f64)
 }
 
 #[test]
 fn batch_fill_does_not_allocate_per_row() {
     // The `work` vector of each step is the test's own allocation: one per step.
-    let serial = batch_allocations_per_step(32, 1);
+    let (serial, _) = batch_allocations_per_step(32, 1);
     eprintln!("serial batch path: {serial:.2} allocations per step of 32 rows");
     assert!(serial < 1.5, "{serial:.2} allocations per batch step of 32 rows on one thread");
-    let scheduled = batch_allocations_per_step(32, 2);
-    eprintln!("scheduled batch path: {scheduled:.2} allocations per step of 32 rows");
-    assert!(scheduled < 8.0, "{scheduled:.2} allocations per batch step of 32 rows: the batch path allocates per row");
+    let (looked_up, _) = batch_allocations_per_step(32, 2);
+    eprintln!("2 threads, 32 memoized rows (serial after the look-ups): {looked_up:.2} allocations per step");
+    assert!(looked_up < 8.0, "{looked_up:.2} allocations per batch step of 32 rows: the batch path allocates per row");
+}
+
+/// Enough memoized rows that a step's copies are split across threads (over `SPLIT_MIN_NS` of
+/// predicted work beside the longest row): the scheduled path (row order, slots, the shared
+/// counter) runs every step and allocates per call, not per row.
+#[test]
+fn scheduled_batch_fill_does_not_allocate_per_row() {
+    let rows = 200;
+    let (n, scheduled) = batch_allocations_per_step(rows, 2);
+    eprintln!(
+        "scheduled batch path: {n:.2} allocations per step of {rows} rows, {scheduled:.2} of the steps scheduled"
+    );
+    if std::thread::available_parallelism().map_or(1, std::num::NonZero::get) >= 2 {
+        assert!(scheduled > 0.99, "only {scheduled:.2} of the steps of {rows} memoized rows took the scheduled path");
+    }
+    assert!(n < 8.0, "{n:.2} allocations per batch step of {rows} rows: the scheduled path allocates per row");
 }
