@@ -1171,3 +1171,61 @@ fn sibling_kernel_masks_match_brute_force() {
     assert_eq!(checked, docs[0].len() + docs[1].len());
     assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
 }
+
+/// Entry choices (`mask::entry_choice`: the key position of an open object whose keys come in
+/// any order, one call per key still allowed beside the extra-key entry) are composed from their
+/// callees' kernels, and behind a whitespace call from the callees' lead parts. Their kernels
+/// equal the plain walk's, and masks at every byte of documents through them equal brute force,
+/// on vocabularies of random concatenations of JSON pieces (tokens such as ` "a":1,"` that end
+/// an entry and go on past the return state, `"id":` that reads a key to its end) and on Llama 3.
+/// Fails if a lead part's rule ends resume from the entry choice instead of the callee's return
+/// state (` "b":true}` then reads `}` where a key is expected), or if the choice's own part (the
+/// keys inlined into its rule, `"b"` and `"id"` here) is left out.
+#[test]
+fn entry_choice_kernels_equal_plain_walks() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {"a": {"type": "integer"}, "id": {"type": "integer"},
+        "ab": {"type": "string"}, "b": {"type": "boolean"}, "name": {"type": "string"},
+        "o": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}"#;
+    let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let docs: &[&[u8]] = &[
+        br#"{"a": 1, "id":2,"x": 3, "ab":"ab", "b": true}"#,
+        b"{\n  \"name\": \"n\",\n  \"a\":1,\n  \"o\": {\"b\": 1, \"zz\": 2, \"a\":1}, \"b\":false}",
+        br#"{ "zz":1 ,"idx": "a", "id": 1 }"#,
+    ];
+    let pieces: &[&[u8]] = &[
+        b" ", b"  ", b"\n", b"\"", b"a", b"b", b"id", b"ab", b"name", b"x", b":", b",", b"{", b"}", b"1", b"\":",
+        b"\",", b"true", b"\": ",
+    ];
+    let runs: Vec<Vec<u8>> = [" \"a\":1,\"", "\"a\":1,", "\"id\":", " \"b\":true}", "\"\":1,"]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut vocabs: Vec<Arc<Vocabulary>> = (0..4).map(|_| pieces_vocab(&mut rng, pieces, 400, runs.clone())).collect();
+    vocabs.extend(llama3_vocab());
+    let (mut choices, mut leads) = (0, 0);
+    for vocab in &vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&g, vocab).unwrap());
+        let a = cg.automata();
+        for s in 0..a.states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            let lead_into_choice = match a.rule_edges(s) {
+                &[(_, t)] => grammask_core::mask::entry_choice(a, t).is_some(),
+                _ => false,
+            };
+            let km = if grammask_core::mask::entry_choice(a, s).is_some() {
+                cg.composed_kernel(s).unwrap().inspect(|_| choices += 1)
+            } else if lead_into_choice {
+                cg.lead_kernel(s).unwrap().inspect(|_| leads += 1)
+            } else {
+                None
+            };
+            if let Some(km) = km {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
+            }
+        }
+        masks_along_docs_match_brute_force(&cg, vocab, docs);
+    }
+    assert!(choices >= 20 && leads >= 20, "{choices} entry choices, {leads} leads into them");
+}
