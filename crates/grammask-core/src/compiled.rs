@@ -15,8 +15,8 @@ use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
     classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    entry_choice, lead_run, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, KernelMask,
-    Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    lead_run, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, KernelMask, Shortcuts,
+    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -119,15 +119,9 @@ pub struct CompiledGrammar {
     sibling_edges: OnceLock<Option<SiblingEdges>>,
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
-    /// Lead parts of entry-choice callees ([`entry_choice`]) by (whitespace rule start, callee
-    /// start): [`classify_after_lead`] from the callee start (`None`: it does not apply).
-    lead_parts: RwLock<LeadParts>,
     /// Counts of [`KernelStats`], in its field order.
     stats: [AtomicUsize; 6],
 }
-
-/// Lead parts by (whitespace rule start, callee start) (`CompiledGrammar::lead_parts`).
-type LeadParts = FastMap<(StateId, StateId), Option<Arc<KernelMask>>>;
 
 /// Whether a grammar's start mask `mask` (text tokens only) allows at least half the
 /// vocabulary: its decodes open with free text (a structural tag's text before its triggers),
@@ -209,7 +203,6 @@ impl CompiledGrammar {
             completion: OnceLock::new(),
             sibling_edges: OnceLock::new(),
             siblings: RwLock::new(HashMap::new()),
-            lead_parts: RwLock::new(FastMap::default()),
             stats: Default::default(),
             automata,
             token_masks,
@@ -596,76 +589,13 @@ impl CompiledGrammar {
         }
         let Some((class, bound)) = lead_run(a, a.callee_start(state, r)) else { return Ok(None) };
         let vocab_size = self.index.vocab.vocab_size();
-        if let Some(q) = entry_choice(a, t) {
-            if let Some(km) = self.entry_lead_kernel(state, (r, t, q), &class, bound, stack)? {
-                return Ok(Some(km));
-            }
-        }
-        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &class, bound, None);
+        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &class, bound);
         let Some(own) = self.with_walk_shortcuts(t, walk)? else { return Ok(None) };
         stack.push(state);
         let after = self.kernel_in(t, stack);
         stack.pop();
         let follow = self.follow()[a.state(state).rule.index()];
         compose_kernel(a, vocab_size, &follow, Some(own), &[after?], &[]).map(Some)
-    }
-
-    /// [`Self::lead_kernel`] of `state` calling `lead` and then the entry choice `t` on `q`
-    /// ([`entry_choice`]): `t`'s kernel (the run empty) joined with `t`'s own part below the run
-    /// and `q` ([`classify_after_lead`] with `then`) and the lead part of each of `t`'s callees
-    /// (cached per callee start), whose rule ends resume from `t`'s return states as in
-    /// [`compose_kernel`]. Exact as the lead walk is: a token `w σ` (`w` the run) is read from
-    /// `state` iff `σ` is read from `t`: by `t`'s own byte edge, or inside a callee, or past its
-    /// end from the return state. `None` where a lead part does not apply.
-    fn entry_lead_kernel(
-        &self,
-        state: StateId,
-        (lead, t, q): (RuleId, StateId, u8),
-        class: &ByteSet,
-        bound: u32,
-        stack: &mut Vec<StateId>,
-    ) -> Result<Option<KernelMask>> {
-        let a = &self.automata;
-        let lead = a.callee_start(state, lead);
-        let mut callees = Vec::with_capacity(a.rule_edges(t).len());
-        for &(r, ret) in a.rule_edges(t) {
-            let s0 = a.callee_start(t, r);
-            let cached = read(&self.lead_parts).get(&(lead, s0)).cloned();
-            let part = match cached {
-                Some(part) => part,
-                None => {
-                    let (trie, vocab_size) = (&self.index.trie, self.index.vocab.vocab_size());
-                    let walk = |sc: Shortcuts<'_>| classify_after_lead(a, trie, vocab_size, s0, sc, class, bound, None);
-                    let part = self.with_walk_shortcuts(s0, walk)?.map(Arc::new);
-                    write(&self.lead_parts).entry((lead, s0)).or_insert(part).clone()
-                }
-            };
-            let Some(part) = part else { return Ok(None) };
-            callees.push((part, ret));
-        }
-        let Ok(own) = self.entry_own_part(t, q, class, bound)? else { return Ok(None) };
-        stack.push(state);
-        let after = self.kernel_in(t, stack);
-        stack.pop();
-        let follow = self.follow()[a.state(state).rule.index()];
-        compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &[after?], &callees).map(Some)
-    }
-
-    /// The part of entry choice `t`'s classification that its own byte edge on `q` begins, behind
-    /// runs of `class{0,bound}` ([`classify_after_lead`] with `then`): `Ok(None)` without such an
-    /// edge, `Err(())` where the walk does not apply.
-    fn entry_own_part(
-        &self,
-        t: StateId,
-        q: u8,
-        class: &ByteSet,
-        bound: u32,
-    ) -> Result<std::result::Result<Option<KernelMask>, ()>> {
-        let a = &self.automata;
-        let Some(e) = a.byte_edges(t).first() else { return Ok(Ok(None)) };
-        let (trie, vocab_size) = (&self.index.trie, self.index.vocab.vocab_size());
-        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, trie, vocab_size, e.target, sc, class, bound, Some(q));
-        Ok(self.with_walk_shortcuts(e.target, walk)?.map(Some).ok_or(()))
     }
 
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
@@ -703,12 +633,9 @@ impl CompiledGrammar {
         // the class slice, the caller's walk (several items per row) could not.
         let free_text =
             |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
-        // An entry choice's callees (literal starts) are composed too: each one's kernel is the
-        // same for every key set, and few tokens end one.
-        let choice = entry_choice(a, state);
         let skip = |r: RuleId| {
             let s0 = start(r);
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0) && choice.is_none())
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
@@ -740,12 +667,8 @@ impl CompiledGrammar {
         if uncertain > COMPOSE_MAX_UNCERTAIN || suffixes > COMPOSE_MAX_SUFFIXES {
             return Ok(None);
         }
-        let own = match (a.byte_edges(state), choice) {
-            ([], _) => None,
-            (_, Some(q)) => match self.entry_own_part(state, q, &ByteSet::default(), 0)? {
-                Ok(own) => own,
-                Err(()) => return Ok(None),
-            },
+        let own = match a.byte_edges(state) {
+            [] => None,
             _ => {
                 let (first, vocab_size) = (state_bytes(a, state), self.index.vocab.vocab_size());
                 Some(self.with_shortcuts(state, |sc| {
@@ -995,7 +918,6 @@ impl CompiledGrammar {
             + self.grammar.exprs().len() * 24
             + self.sibling_edges.get().and_then(Option::as_ref).map_or(0, SiblingEdges::memory_size)
             + read(&self.siblings).keys().map(|k| k.len() * 8 + 24).sum::<usize>()
-            + read(&self.lead_parts).values().flatten().map(|k| k.memory_size()).sum::<usize>()
     }
 }
 

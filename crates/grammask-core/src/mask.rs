@@ -52,7 +52,7 @@ pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use fill::{
     fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, kernel_items, kernels_apply, SuffixMemo,
 };
-pub use lead::{classify_after_lead, entry_choice, lead_run};
+pub use lead::{classify_after_lead, lead_run};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 use row_memo::*;
 use runs::*;
