@@ -166,11 +166,14 @@ impl CompiledGrammar {
             }
         };
         for s in (0..automata.states().len() as u32).map(StateId) {
-            if let Some((c, utf8)) = state_run_class(&automata, s, &cover) {
+            let run_class = state_run_class(&automata, s, &cover);
+            if let Some((c, utf8)) = run_class {
                 note(c, utf8, s);
             }
+            // A state that reads every run of its loop class, UTF-8 too, takes that index; the
+            // ASCII-only index of the same bytes would serve only rows of several items.
             let c = ascii_loop(&automata, s);
-            if c.count_ones() >= MIN_ROW_RUN_BYTES {
+            if c.count_ones() >= MIN_ROW_RUN_BYTES && run_class != Some((c, true)) {
                 note(c, false, s);
             }
         }
@@ -1005,5 +1008,26 @@ mod tests {
         let text = class(&mut (0..0x80u8).filter(|&b| b != b'\n'));
         assert!(cg.index().cached_class_slice(text).is_some(), "free text has its class slice");
         assert!(cg.index().cached_class_slice(ident).is_none(), "an ASCII-only loop has no class slice");
+    }
+
+    /// A compile builds the ASCII-only run index of a loop class only for states that do not read
+    /// every run of it with UTF-8 too: free text `[^\n]*` gets its UTF-8 index alone, an
+    /// identifier's `[a-zA-Z_0-9]*` its ASCII-only one. Fails when every ASCII loop gets an
+    /// ASCII-only index again (the free text's was built beside its UTF-8 one).
+    #[test]
+    fn ascii_run_index_only_without_a_utf8_one() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        toks.extend(["\n", "ab", "x1", "\u{e9}", "a\u{e9}", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let g = crate::ebnf::parse_ebnf(r#"root ::= [a-zA-Z_] [a-zA-Z_0-9]* ";" [^\n]* "\n""#, "root").unwrap();
+        let cg = CompiledGrammar::new(&g, &vocab).unwrap();
+        let class = |bytes: &mut dyn Iterator<Item = u8>| bytes.fold(0u128, |c, b| c | 1 << b);
+        let ident = class(&mut (b'a'..=b'z').chain(b'A'..=b'Z').chain(b'0'..=b'9').chain([b'_']));
+        let text = class(&mut (0..0x80u8).filter(|&b| b != b'\n'));
+        assert!(cg.index().has_run_index(text, true), "free text has its UTF-8 run index");
+        assert!(!cg.index().has_run_index(text, false), "and no ASCII-only one");
+        assert!(cg.index().has_run_index(ident, false), "an identifier has its ASCII-only run index");
     }
 }

@@ -90,6 +90,12 @@ impl TokenIndex {
         read(&self.run_indexes).get(&(ascii, utf8)).cloned()
     }
 
+    /// Whether the run index of a class was built (for tests).
+    #[cfg(test)]
+    pub(crate) fn has_run_index(&self, ascii: u128, utf8: bool) -> bool {
+        read(&self.run_indexes).contains_key(&(ascii, utf8))
+    }
+
     /// Builds the run indexes of those of `classes` not built yet, within the per-vocabulary
     /// budget, in one trie walk ([`RunIndex::build_many`]).
     pub fn build_run_indexes(&self, classes: &[(u128, bool)]) {
