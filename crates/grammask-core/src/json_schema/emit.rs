@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
+use crate::fasthash::{FastMap, FastState};
 
 /// Largest EBNF text the converter produces, in bytes.
 pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
@@ -15,22 +16,25 @@ pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
 #[derive(Default)]
 pub struct Ebnf {
     text: String,
-    names: HashSet<String>,
+    names: HashSet<String, FastState>,
     /// Next suffix to try per stem (keeps `fresh` amortised O(1)).
-    counters: std::collections::HashMap<String, usize>,
+    counters: FastMap<String, usize>,
     /// The first rule defined with each (long enough) body: a later rule with the same text is
     /// written as an alias of it (see [`Ebnf::define`]).
-    bodies: std::collections::HashMap<String, String>,
+    /// PERF: these tables are looked up once or more per rule written; std's `SipHash` on
+    /// the bodies and on the converter's goal memo took ~20% of converting the MaskBench schemas
+    /// that reach [`MAX_OUTPUT_BYTES`].
+    bodies: FastMap<String, String>,
     /// Names reserved with [`Ebnf::named`] (never written as aliases) and helper rules written
     /// with [`Ebnf::define_once`].
-    reserved: HashSet<String>,
+    reserved: HashSet<String, FastState>,
     /// Rules written to match every string body except some words: (rule, words), with the rule
     /// of every string body they differ from ([`crate::grammar::ExcludedWords`]).
     pub excluded: Vec<(String, Vec<Box<[u8]>>)>,
     pub any_body: Option<String>,
     /// The rule written for each set of excluded keys (sorted, deduplicated) by
     /// [`super::jstr::not_in_for`]: its language depends on the set alone.
-    pub not_in: std::collections::HashMap<Vec<String>, String>,
+    pub not_in: FastMap<Vec<String>, String>,
 }
 
 /// [`crate::grammar::ExcludedWords`] by rule name.
