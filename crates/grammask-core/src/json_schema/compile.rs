@@ -25,6 +25,7 @@ use super::resolve::{Doc, Draft, SchemaId};
 use super::value::{canonical, json_eq};
 use super::{JsonSchemaOptions, Spelling};
 use crate::error::{Error, ErrorKind, Result};
+use crate::fasthash::FastMap;
 use crate::limits::{MAX_NESTING, MAX_REPEAT_BOUND};
 use crate::regex::{Anchoring, CharDfa, Regex, RegexFlags, TextMode};
 
@@ -284,7 +285,8 @@ pub struct Conv<'a> {
     doc: Doc<'a>,
     opts: &'a JsonSchemaOptions,
     e: Ebnf,
-    memo: HashMap<Goal, String>,
+    /// Looked up for every subschema conjunction met (fast hash: see `Ebnf::bodies`).
+    memo: FastMap<Goal, String>,
     /// Goals to emit, with their rule name and merged keywords (computed once, by `rule_for`).
     queue: Vec<(Goal, String, Merged)>,
     char_rule: String,
@@ -317,7 +319,7 @@ impl<'a> Conv<'a> {
             doc,
             opts,
             e,
-            memo: HashMap::new(),
+            memo: FastMap::default(),
             queue: Vec::new(),
             char_rule,
             nothing: None,

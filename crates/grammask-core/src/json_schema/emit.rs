@@ -2,10 +2,14 @@
 //! escaping, and a size bound. Everything the converter writes goes through [`Ebnf`], so the output
 //! is always well-formed text in XGrammar's dialect with each rule defined exactly once.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::hash::BuildHasher as _;
+use std::ops::Range;
 
 use crate::error::{Error, Result};
+use crate::fasthash::{FastMap, FastState};
 
 /// Largest EBNF text the converter produces, in bytes.
 pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
@@ -15,22 +19,28 @@ pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
 #[derive(Default)]
 pub struct Ebnf {
     text: String,
-    names: HashSet<String>,
+    names: HashSet<String, FastState>,
     /// Next suffix to try per stem (keeps `fresh` amortised O(1)).
-    counters: std::collections::HashMap<String, usize>,
-    /// The first rule defined with each (long enough) body: a later rule with the same text is
-    /// written as an alias of it (see [`Ebnf::define`]).
-    bodies: std::collections::HashMap<String, String>,
+    counters: FastMap<String, usize>,
+    /// The first rule defined with each (long enough) body, by the body's hash: where its body
+    /// and its name lie in `text` (a later rule with the same body is written as an alias of it,
+    /// see [`Ebnf::define`]).
+    /// PERF: spans into `text`, not copies of the bodies (nearly all the text), and `FastHasher`
+    /// rather than std's `SipHash` (on these bodies and on the converter's goal memo it took ~20%
+    /// of converting the MaskBench schemas that reach [`MAX_OUTPUT_BYTES`]).
+    bodies: FastMap<u64, Spans>,
+    /// Bodies whose hash an earlier, different body of `bodies` took (hash, spans).
+    collided: Vec<(u64, Spans)>,
     /// Names reserved with [`Ebnf::named`] (never written as aliases) and helper rules written
     /// with [`Ebnf::define_once`].
-    reserved: HashSet<String>,
+    reserved: HashSet<String, FastState>,
     /// Rules written to match every string body except some words: (rule, words), with the rule
     /// of every string body they differ from ([`crate::grammar::ExcludedWords`]).
     pub excluded: Vec<(String, Vec<Box<[u8]>>)>,
     pub any_body: Option<String>,
     /// The rule written for each set of excluded keys (sorted, deduplicated) by
     /// [`super::jstr::not_in_for`]: its language depends on the set alone.
-    pub not_in: std::collections::HashMap<Vec<String>, String>,
+    pub not_in: FastMap<Vec<String>, String>,
 }
 
 /// [`crate::grammar::ExcludedWords`] by rule name.
@@ -39,6 +49,9 @@ pub struct ExcludedNames {
     pub any: Option<String>,
     pub rules: Vec<(String, Vec<Box<[u8]>>)>,
 }
+
+/// Where a rule's body and its name lie in [`Ebnf`]'s text.
+type Spans = (Range<usize>, Range<usize>);
 
 /// Bodies at least this long are shared between rules that spell them alike.
 const SHARE_MIN_BODY: usize = 24;
@@ -92,14 +105,32 @@ impl Ebnf {
     /// a copy of the counted string per property, and the copies together passed the automaton
     /// size limit.
     pub fn define(&mut self, name: &str, body: &str) -> Result<()> {
-        if body.len() >= SHARE_MIN_BODY && !self.reserved.contains(name) {
-            if let Some(first) = self.bodies.get(body) {
-                let first = first.clone();
-                return self.write(name, &first);
-            }
-            self.bodies.insert(body.to_string(), name.to_string());
+        if body.len() < SHARE_MIN_BODY || self.reserved.contains(name) {
+            return self.write(name, body);
         }
-        self.write(name, body)
+        let h = FastState.hash_one(body);
+        let text = &self.text;
+        let taken = self.bodies.get(&h);
+        let same = |(b, _): &&Spans| &text[b.clone()] == body;
+        let first = taken
+            .filter(same)
+            .or_else(|| taken.and_then(|_| self.collided.iter().filter(|c| c.0 == h).map(|c| &c.1).find(same)));
+        if let Some((_, first)) = first {
+            let first = text[first.clone()].to_string();
+            return self.write(name, &first);
+        }
+        let at = self.text.len();
+        self.write(name, body)?;
+        let body_at = at + name.len() + " ::= ".len();
+        debug_assert_eq!(&self.text[body_at..body_at + body.len()], body);
+        let spans = (body_at..body_at + body.len(), at..at + name.len());
+        match self.bodies.entry(h) {
+            Entry::Occupied(_) => self.collided.push((h, spans)),
+            Entry::Vacant(slot) => {
+                slot.insert(spans);
+            }
+        }
+        Ok(())
     }
 
     fn write(&mut self, name: &str, body: &str) -> Result<()> {
@@ -203,6 +234,21 @@ mod tests {
             format!("a ::= {long}\nb ::= a\nc ::= \"x\"\nd ::= \"x\"\njson_char ::= {long}\njson_char.k ::= \"y\"\n")
         );
         crate::ebnf::parse_ebnf(&format!("{text}root ::= b"), "root").unwrap();
+    }
+
+    #[test]
+    fn bodies_with_one_hash_stay_apart() {
+        // `b`'s body takes the hash slot that `a`'s holds (a forced collision): `b` is written in
+        // full, and a later rule spelled like `b` is an alias of `b`, not of `a`.
+        let mut e = Ebnf::default();
+        let (one, two) = ("\"first body, long enough\"", "\"second body, long enough\"");
+        e.define("a", one).unwrap();
+        let a_spans = e.bodies[&FastState.hash_one(one)].clone();
+        e.bodies.insert(FastState.hash_one(two), a_spans);
+        e.define("b", two).unwrap();
+        e.define("c", two).unwrap();
+        e.define("d", one).unwrap();
+        assert_eq!(e.into_text(), format!("a ::= {one}\nb ::= {two}\nc ::= b\nd ::= a\n"));
     }
 
     #[test]
