@@ -643,13 +643,31 @@ fn left_groups(
         for &e in &openers {
             for &q in members.iter().filter(|&&q| q != e) {
                 let entry = a.rule_name(RuleId(e as u32));
+                let name = a.rule_name(RuleId(q as u32));
                 if bounded[q] {
-                    return Err((RuleId(q as u32), format!("it has a budget and is not its group's entry '{entry}'")));
-                }
-                if reaches(q, q, e) {
                     return Err((
                         RuleId(q as u32),
-                        format!("a cycle of left calls through it avoids its group's entry '{entry}'"),
+                        format!(
+                            "it has a budget and is not its group's entry '{entry}' (a level of '{entry}' or '{name}' \
+                             wrapped around the other later would hold tokens already read under the looser budget); \
+                             keep one budget in the group, on '{entry}', or move the budget of '{name}' to a rule \
+                             that calls the group"
+                        ),
+                    ));
+                }
+                if let Some(cycle) = left_cycle(&left, q, e) {
+                    let names: Vec<String> =
+                        cycle.iter().map(|&x| format!("'{}'", a.rule_name(RuleId(x as u32)))).collect();
+                    return Err((
+                        RuleId(q as u32),
+                        format!(
+                            "a cycle of left calls through it avoids its group's entry '{entry}' (the cycle {}: \
+                             a spent budget could still take any number of its levels, chosen before the budget \
+                             ran out); rewrite that left recursion as repetition (`{name} ::= <its other \
+                             alternatives> (<what follows the left call>)*`) or move the budget to a rule whose \
+                             occurrences do not reach the group",
+                            names.join(" -> ")
+                        ),
                     ));
                 }
             }
@@ -665,6 +683,33 @@ fn left_groups(
         }
     }
     Ok(out)
+}
+
+/// A cycle of left calls (`left[r]`: the rules `r` calls at a left position) from `q` back to
+/// `q` avoiding `skip` and each rule's calls to itself, as its rules from `q` on (`q` again
+/// last), or `None`: the shortest one (breadth first).
+fn left_cycle(left: &[Vec<usize>], q: usize, skip: usize) -> Option<Vec<usize>> {
+    let mut parent: FastMap<usize, usize> = FastMap::default();
+    let mut queue = std::collections::VecDeque::from([q]);
+    while let Some(x) = queue.pop_front() {
+        for &y in left[x].iter().filter(|&&y| y != x && y != skip) {
+            if y == q {
+                // `x != q` (self-calls are left out) and `q` has no parent: the walk ends at it.
+                let mut path = vec![x];
+                while let Some(&p) = parent.get(path.last().unwrap()) {
+                    path.push(p);
+                }
+                path.reverse();
+                path.push(q);
+                return Some(path);
+            }
+            if let std::collections::hash_map::Entry::Vacant(slot) = parent.entry(y) {
+                slot.insert(x);
+                queue.push_back(y);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
