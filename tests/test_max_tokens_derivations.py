@@ -419,3 +419,43 @@ def test_a_cycle_avoiding_the_entry_reads_top_down_without_bound():
         match=r"the cycle 'B' -> 'C' -> 'B'.*rewrite that left recursion",
     ):
         xgr.GrammarCompiler(info).compile_grammar(AVOIDING.ebnf())
+
+
+# Groups each of whose levels is free or spent from its start (inside a `max_tokens=0`
+# occurrence): no left call is a shortest way, so no level grows once spent and no opener is
+# needed. A cycle avoiding the entry; two budgets in one group under a root spent from the start;
+# the group also used outside the budget.
+ZERO_GROUPS = [
+    Grammar(
+        {
+            "R": [("A",), ("(", "B", ")")],
+            "A": [("B", "x"), ("y",)],
+            "B": [("C", "z"), ("A", "y")],
+            "C": [("B", "x"), ("z",)],
+        },
+        {"A": 0},
+    ),
+    Grammar(
+        {"R": [("A", "x"), ("y",), ("(", "A", ")")], "A": [("R", "z"), ("z", "y"), ("A", "y")]},
+        {"R": 0, "A": 2},
+    ),
+    Grammar(
+        {
+            "R": [("A",), ("B", "y"), ("(", "A", ")")],
+            "A": [("B", "x"), ("C", "y")],
+            "B": [("C", "z"), ("A", "y"), ("x",)],
+            "C": [("B", "x"), ("y",)],
+        },
+        {"A": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize("g", ZERO_GROUPS)
+def test_groups_inside_spent_from_the_start_budgets_equal_the_reference(g):
+    """Grammars grammask refused before (a cycle of left calls avoiding the entry, or a second
+    budget in a group) compile when every level of the group is free or inside a
+    ``max_tokens=0`` occurrence, and complete exactly the sequences the reference does (every
+    token sequence of up to 4 bytes)."""
+    diff = differences(g, 4)
+    assert not diff, (g.ebnf(), diff[:5])
