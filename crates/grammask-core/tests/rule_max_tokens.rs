@@ -1580,7 +1580,16 @@ fn unsupported_recursive_budgets_name_the_feature() {
         // avoiding its entry, with a budget on another rule than its entry.
         (
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | h \"*\" | \"z\"\nh[capture] ::= g \"!\" | \"w\"",
-            "rule 'g', left-recursive through other rules, is not supported where a cycle of left calls through it avoids its group's entry 'f'",
+            "rule 'g', left-recursive through other rules, is not supported where a cycle of left calls through it avoids its group's entry 'f' (the cycle 'g' -> 'h' -> 'g':",
+        ),
+        // The refusals name the workaround.
+        (
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | h \"*\" | \"z\"\nh[capture] ::= g \"!\" | \"w\"",
+            "rewrite that left recursion as repetition (`g ::= <its other alternatives> (<what follows the left call>)*`)",
+        ),
+        (
+            "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[max_tokens=3] ::= e \"-\" | \"y\"",
+            "keep one budget in the group, on 'e', or move the budget of 'f' to a rule that calls the group",
         ),
         (
             "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | e \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
@@ -1630,6 +1639,10 @@ fn unsupported_recursive_budgets_name_the_feature() {
         "root ::= c\nc[max_tokens=5] ::= a | b\na[max_tokens=3] ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
         "root ::= c\nc[max_tokens=5] ::= a | b\na ::= b \"x\" | \"y\"\nb ::= a \"z\" | \"w\"",
         "root ::= e\ne[max_tokens=2] ::= f \"+\" | \"(\" g \")\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | \"z\"",
+        // Groups whose every level is free or inside a `max_tokens=0` occurrence (spent from its
+        // start): a cycle of left calls avoiding the entry, and a second budget in the group.
+        "root ::= e\ne[max_tokens=0] ::= f \"+\" | \"x\"\nf[capture] ::= g \"-\" | \"y\"\ng[capture] ::= f \"*\" | h \"*\" | \"z\"\nh[capture] ::= g \"!\" | \"w\"",
+        "root[max_tokens=0] ::= a \"x\" | \"y\" | \"(\" a \")\"\na[max_tokens=2] ::= root \"z\" | \"w\"",
         // Token expressions beside recursive and nested budgets.
         "root ::= a \"!\" Token(7)\na[max_tokens=2] ::= b b\nb[max_tokens=1] ::= \"x\"+",
         "root ::= a\na[max_tokens=4] ::= \"(\" a \")\" | Token(7)",

@@ -376,7 +376,15 @@ pub(super) fn add_rec_twins(
         bound[r.index()] = b;
     }
     let bounded: Vec<bool> = bound.iter().map(|&b| b != NO).collect();
-    let groups = left_groups(a, &reach, &rule_len, ranges, &bounded).map_err(|(r, why)| {
+    // Rules with a level that may be inside a budget not yet spent: reached from a budget above
+    // 0 that some level outside every `max_tokens=0` occurrence may have, without entering a
+    // `max_tokens=0` rule (inside one, every level is spent from its start).
+    let zero = |r: usize| bound[r] == 0;
+    let outside_zero = reach_from(a, ranges, &[a.root()], &zero);
+    let open_budgets: Vec<RuleId> =
+        (0..a.num_rules()).filter(|&r| outside_zero[r] && bounded[r] && !zero(r)).map(|r| RuleId(r as u32)).collect();
+    let counted = reach_from(a, ranges, &open_budgets, &zero);
+    let groups = left_groups(a, &reach, &rule_len, ranges, &bounded, &counted).map_err(|(r, why)| {
         crate::error::Error::new(
             crate::error::ErrorKind::Unsupported,
             format!(
@@ -520,6 +528,23 @@ fn left_states(a: &super::Automata, rule_len: &[u32], r: usize) -> Vec<StateId> 
     seen
 }
 
+/// Rules reached from `from` (themselves included) by rule edges of their open states, entering
+/// no rule for which `stop` holds (a rule of `from` for which it holds is not counted either).
+fn reach_from(a: &super::Automata, ranges: &[(u32, u32)], from: &[RuleId], stop: &dyn Fn(usize) -> bool) -> Vec<bool> {
+    let mut seen = vec![false; a.num_rules()];
+    let mut stack: Vec<usize> = from.iter().map(|r| r.index()).filter(|&r| !stop(r)).collect();
+    while let Some(r) = stack.pop() {
+        if std::mem::replace(&mut seen[r], true) {
+            continue;
+        }
+        let (lo, hi) = ranges[r];
+        for s in lo..hi {
+            stack.extend(a.rule_edges(StateId(s)).iter().map(|e| e.0.index()).filter(|&x| !seen[x] && !stop(x)));
+        }
+    }
+    seen
+}
+
 /// What [`left_groups`] finds: per rule, its group (its least rule; `NO`: none), its index
 /// among its group's openers (`NO`: not one), and whether its group carries wrapper marks;
 /// the bits a wrapper mark takes.
@@ -555,6 +580,7 @@ fn left_groups(
     rule_len: &[u32],
     ranges: &[(u32, u32)],
     bounded: &[bool],
+    counted: &[bool],
 ) -> Result<LeftGroups, (RuleId, String)> {
     let n = a.num_rules();
     // left[r]: the rule edges of r's states reached from its start by empty rules only.
@@ -623,6 +649,15 @@ fn left_groups(
     let mut out = LeftGroups { group: group.clone(), opener: vec![NO; n], marked: vec![false; n], wrapper_bits: 0 };
     for g in (0..n).filter(|&g| group[g] == g as u32) {
         let members: Vec<usize> = (0..n).filter(|&q| group[q] == g as u32).collect();
+        if !members.iter().any(|&q| counted[q]) {
+            // Each level of it is free or spent from its start (inside a `max_tokens=0`
+            // occurrence, twins only): a spent level takes shortest ways, never around a cycle of
+            // left calls that reads more, so its chains need no opener.
+            for &q in &members {
+                out.group[q] = NO;
+            }
+            continue;
+        }
         let budgeted: Vec<usize> = members.iter().copied().filter(|&q| bounded[q]).collect();
         // Its only entry; else its budgeted rule (marks where another entry is used inside a
         // budget: an outer level of it may be spent, and still takes the opener levels it
@@ -643,13 +678,31 @@ fn left_groups(
         for &e in &openers {
             for &q in members.iter().filter(|&&q| q != e) {
                 let entry = a.rule_name(RuleId(e as u32));
+                let name = a.rule_name(RuleId(q as u32));
                 if bounded[q] {
-                    return Err((RuleId(q as u32), format!("it has a budget and is not its group's entry '{entry}'")));
-                }
-                if reaches(q, q, e) {
                     return Err((
                         RuleId(q as u32),
-                        format!("a cycle of left calls through it avoids its group's entry '{entry}'"),
+                        format!(
+                            "it has a budget and is not its group's entry '{entry}' (a level of '{entry}' or '{name}' \
+                             wrapped around the other later would hold tokens already read under the looser budget); \
+                             keep one budget in the group, on '{entry}', or move the budget of '{name}' to a rule \
+                             that calls the group"
+                        ),
+                    ));
+                }
+                if let Some(cycle) = left_cycle(&left, q, e) {
+                    let names: Vec<String> =
+                        cycle.iter().map(|&x| format!("'{}'", a.rule_name(RuleId(x as u32)))).collect();
+                    return Err((
+                        RuleId(q as u32),
+                        format!(
+                            "a cycle of left calls through it avoids its group's entry '{entry}' (the cycle {}: \
+                             a spent budget could still take any number of its levels, chosen before the budget \
+                             ran out); rewrite that left recursion as repetition (`{name} ::= <its other \
+                             alternatives> (<what follows the left call>)*`) or move the budget to a rule whose \
+                             occurrences do not reach the group",
+                            names.join(" -> ")
+                        ),
                     ));
                 }
             }
@@ -665,6 +718,33 @@ fn left_groups(
         }
     }
     Ok(out)
+}
+
+/// A cycle of left calls (`left[r]`: the rules `r` calls at a left position) from `q` back to
+/// `q` avoiding `skip` and each rule's calls to itself, as its rules from `q` on (`q` again
+/// last), or `None`: the shortest one (breadth first).
+fn left_cycle(left: &[Vec<usize>], q: usize, skip: usize) -> Option<Vec<usize>> {
+    let mut parent: FastMap<usize, usize> = FastMap::default();
+    let mut queue = std::collections::VecDeque::from([q]);
+    while let Some(x) = queue.pop_front() {
+        for &y in left[x].iter().filter(|&&y| y != x && y != skip) {
+            if y == q {
+                // `x != q` (self-calls are left out) and `q` has no parent: the walk ends at it.
+                let mut path = vec![x];
+                while let Some(&p) = parent.get(path.last().unwrap()) {
+                    path.push(p);
+                }
+                path.reverse();
+                path.push(q);
+                return Some(path);
+            }
+            if let std::collections::hash_map::Entry::Vacant(slot) = parent.entry(y) {
+                slot.insert(x);
+                queue.push_back(y);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
