@@ -45,11 +45,11 @@ pub struct RunIndex {
     subtrees: RwLock<HashMap<u32, Arc<Bitset>>>,
     vocab_size: usize,
     /// Bit `m` (a `u64` word per 64 nodes) is set iff node `m` is a break node.
-    /// PERF: a bitset and a lead per node rather than a list of (node, lead, byte): the list's
-    /// three pushes per break per class, and the passes over it, were a fifth of a build.
+    /// PERF: a bitset and [`BreakLeads`] rather than a list of (node, lead, byte): the list's three
+    /// pushes per break per class, and the passes over it, were a fifth of a build.
     breaks: Vec<u64>,
-    /// Per node, its parent's lead, capped at 255 (written for break nodes only, 0 elsewhere).
-    parent_lead: Vec<u8>,
+    /// Each break node's parent lead, capped at 255.
+    break_leads: BreakLeads,
     /// For each lead `L` below [`LEAD_LISTS`], the break nodes whose parent's lead is `L`, in
     /// trie order, with their bytes: a walk from depth `d` takes those of `L <= d` without
     /// stepping over the deeper ones.
@@ -73,24 +73,51 @@ fn splat(x: u8) -> u64 {
     u64::from(x) * 0x0101_0101_0101_0101
 }
 
-/// A class's breaks as a walk finds them (the fields of [`RunIndex`] of the same names; `nodes`
-/// is its `breaks`).
+/// The parent leads of a class's break nodes (capped at 255), kept per node or per break.
+/// PERF: a UTF-8 class has a few thousand breaks among Llama 3's 274k nodes, so its leads are
+/// kept per break (a few KB, and a 17 KB rank) rather than in a 274 KB array per node, zeroed per
+/// build and kept with the index; llama.cpp's eight grammars, cold: 143.9 M -> 142.7 M
+/// instructions. An ASCII class has breaks at most nodes: per break too, 145.3 M.
+#[derive(Debug)]
+enum BreakLeads {
+    /// Per node: the lead of break node `m` at `m` (0 at other nodes).
+    PerNode(Vec<u8>),
+    /// Per break node, in trie order: break node `m`'s lead at `rank[m / 64]` plus the number of
+    /// break nodes in `m`'s bitset word below `m`; `rank[w]` is the number of break nodes
+    /// before node `64 * w`.
+    PerBreak { rank: Vec<u32>, leads: Vec<u8> },
+}
+
+/// A class's breaks as a walk finds them, in trie order (the fields of [`RunIndex`] of the same
+/// names; `nodes` is its `breaks`, `leads` its `break_leads` per node if `per_node`, else per
+/// break).
 struct Breaks {
     nodes: Vec<u64>,
-    parent_lead: Vec<u8>,
+    per_node: bool,
+    leads: Vec<u8>,
     by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS],
 }
 
 impl Breaks {
-    fn new(nodes: usize) -> Breaks {
-        Breaks { nodes: vec![0; nodes.div_ceil(64)], parent_lead: vec![0; nodes], by_lead: Default::default() }
+    /// The breaks of a class that reads UTF-8 (`utf8`: kept per break) or not.
+    fn new(nodes: usize, utf8: bool) -> Breaks {
+        let leads = if utf8 { Vec::new() } else { vec![0; nodes] };
+        Breaks { nodes: vec![0; nodes.div_ceil(64)], per_node: !utf8, leads, by_lead: Default::default() }
     }
 
-    /// Node `i` of byte `x` is a break, its parent's lead (capped) `lead`.
+    /// Node `i` of byte `x` is a break, its parent's lead (capped) `lead`; `i` is past every
+    /// break added before. `PER_BREAK` must be `!self.per_node`.
+    /// PERF: `PER_BREAK` a constant: with a branch on `per_node` here the walks no longer inlined
+    /// this (1.3 M instructions more on llama.cpp's grammars).
     #[inline]
-    fn add(&mut self, i: usize, lead: u8, x: u8) {
+    fn add<const PER_BREAK: bool>(&mut self, i: usize, lead: u8, x: u8) {
+        debug_assert_eq!(PER_BREAK, !self.per_node);
         self.nodes[i / 64] |= 1 << (i % 64);
-        self.parent_lead[i] = lead;
+        if PER_BREAK {
+            self.leads.push(lead);
+        } else {
+            self.leads[i] = lead;
+        }
         if let Some((nodes, bytes)) = self.by_lead.get_mut(usize::from(lead)) {
             nodes.push(i as u32);
             bytes.push(x);
@@ -232,7 +259,7 @@ impl RunIndex {
         let cap = |k: usize| k.min(255) as u8;
         // outside[x]: the class does not read byte x at a character boundary.
         let outside: [bool; 256] = std::array::from_fn(|x| if x < 0x80 { ascii >> x & 1 == 0 } else { !UTF8 });
-        let mut breaks = Breaks::new(trie.nodes.len());
+        let mut breaks = Breaks::new(trie.nodes.len(), UTF8);
         let mut lead = vec![0u8; trie.tokens.len()];
         let mut whole = Bitset::new(vocab_size);
         // As in `walk`: e[d] is `e_C` (capped) of the path to the node at depth d on the current
@@ -262,7 +289,7 @@ impl RunIndex {
                 plead = plead.max(ulead);
             }
             if broken {
-                breaks.add(i, plead, n.byte);
+                breaks.add::<UTF8>(i, plead, n.byte);
             }
             let token_lead = if UTF8 { here.max(at[d].0) } else { here };
             // Most nodes hold no token or one (a `fill` here was a `memset` call per node).
@@ -295,7 +322,8 @@ impl RunIndex {
         let cap = |k: u32| k.min(255) as u8;
         let mut token_last = vec![0u64; trie.tokens.len()];
         let mut token_lead_u = vec![0u8; if WITH_U { trie.tokens.len() } else { 0 }];
-        let mut breaks: Vec<Breaks> = (0..classes).map(|_| Breaks::new(trie.nodes.len())).collect();
+        let mut breaks: Vec<Breaks> =
+            (0..classes).map(|c| Breaks::new(trie.nodes.len(), lane(utf8_lanes, c) != 0)).collect();
         // PERF: indexed by depth rather than pushed and truncated, `U`'s step a table lookup.
         // at[d]: (`lead_U`, `U`'s state after the path from it) after the node at depth d on the
         // current path (at[0]: the root); last[d]: `e_c` of that path, capped at 255, in lane c
@@ -334,8 +362,11 @@ impl RunIndex {
                 let c = broken.trailing_zeros() as usize / 8;
                 broken &= !(0xFF << (8 * c));
                 let own = lane(above, c);
-                let parent_lead = if lane(utf8_lanes, c) != 0 { cap(plead).max(own) } else { own };
-                breaks[c].add(i, parent_lead, n.byte);
+                if lane(utf8_lanes, c) != 0 {
+                    breaks[c].add::<true>(i, cap(plead).max(own), n.byte);
+                } else {
+                    breaks[c].add::<false>(i, own, n.byte);
+                }
             }
             // Most nodes hold no token or one: a `fill` here was a `memset` call per node
             // (128k calls, 2 M instructions on Llama 3), so one token is written alone.
@@ -365,7 +396,19 @@ impl RunIndex {
         whole: Bitset,
         b: Breaks,
     ) -> RunIndex {
-        let Breaks { nodes: breaks, parent_lead, by_lead } = b;
+        let Breaks { nodes: breaks, per_node, leads, by_lead } = b;
+        let break_leads = if per_node {
+            BreakLeads::PerNode(leads)
+        } else {
+            let mut rank = Vec::with_capacity(breaks.len());
+            let mut before = 0;
+            for w in &breaks {
+                rank.push(before);
+                before += w.count_ones();
+            }
+            debug_assert_eq!(before as usize, leads.len());
+            BreakLeads::PerBreak { rank, leads }
+        };
         // A counting sort of the lead-0 list by byte.
         let mut byte_count = [0usize; 256];
         for &x in &by_lead[0].1 {
@@ -385,7 +428,7 @@ impl RunIndex {
             subtrees: RwLock::new(HashMap::new()),
             vocab_size,
             breaks,
-            parent_lead,
+            break_leads,
             by_lead,
             root_by_byte,
         };
@@ -433,6 +476,15 @@ impl RunIndex {
     #[cfg(test)]
     pub(super) fn leads(&self) -> &[u8] {
         &self.lead
+    }
+
+    /// How many parent leads are kept: one per break node for a UTF-8 class, one per node
+    /// otherwise (for tests).
+    #[cfg(test)]
+    pub(super) fn break_leads_kept(&self) -> usize {
+        match &self.break_leads {
+            BreakLeads::PerNode(leads) | BreakLeads::PerBreak { leads, .. } => leads.len(),
+        }
     }
 
     /// Sets in `out` the tokens below node `c` (a child of a node at depth `d`) that continue
@@ -512,7 +564,17 @@ impl RunIndex {
             bits = self.breaks[w];
         }
         let m = w * 64 + bits.trailing_zeros() as usize;
-        (m < end).then(|| (m, usize::from(self.parent_lead[m]), trie.nodes[m].byte))
+        if m >= end {
+            return None;
+        }
+        let lead = match &self.break_leads {
+            BreakLeads::PerNode(leads) => leads[m],
+            BreakLeads::PerBreak { rank, leads } => {
+                let below = (self.breaks[w] & !(u64::MAX << (m % 64))).count_ones();
+                leads[(rank[w] + below) as usize]
+            }
+        };
+        Some((m, usize::from(lead), trie.nodes[m].byte))
     }
 
     /// The break nodes of lead `l < LEAD_LISTS` in `lo..hi`, in trie order, with their bytes.

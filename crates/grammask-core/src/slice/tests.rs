@@ -572,6 +572,8 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
             indexed.push(b);
         }
         assert_eq!(indexed, breaks, "break nodes of class {ascii:x} utf8 {utf8}");
+        let kept = if utf8 { breaks.len() } else { trie.nodes.len() };
+        assert_eq!(ri.break_leads_kept(), kept, "parent leads kept, class {ascii:x} utf8 {utf8}");
         // Windows of the node bitset that start and end inside and across its 64-node words.
         let nodes = trie.nodes.len();
         for (start, end) in (0..nodes).step_by(7).map(|s| (s, (s + s % 150).min(nodes))) {
