@@ -80,6 +80,9 @@ pub enum SliceKey {
     Body,
     /// The free-text automaton of an ASCII class ([`super::ClassSlice`]).
     Class(u128),
+    /// The string-body automaton with these ASCII bytes walked at a character boundary
+    /// ([`super::WalkedBody`]).
+    BodyWalking(u128),
 }
 
 /// Cover-search verdicts of one compiled grammar, per slice: the configuration sets met so far
@@ -115,6 +118,9 @@ struct Explored {
     inert_refused: u16,
     /// Root sets whose abstract search was refused (the search with real states decides them).
     refused_roots: Vec<u32>,
+    /// Per bad pair, the (slice state, byte) of the misread it reaches (a byte the slice reads and
+    /// no configuration does, or a dead byte some configuration reads).
+    misreads: FastMap<(u32, u8), (u8, u8)>,
 }
 
 impl Explored {
@@ -137,6 +143,7 @@ impl Explored {
             inert_bytes,
             inert_refused,
             refused_roots: Vec::new(),
+            misreads: HashMap::with_hasher(FastState),
             stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
             ids: HashMap::with_hasher(FastState),
             sets: Vec::new(),
@@ -145,6 +152,15 @@ impl Explored {
             bad: Vec::new(),
             slice_bounds: [None; 16],
         }
+    }
+
+    /// Marks pair `(id, b)` refuting, by `misread`; returns it.
+    fn refute(&mut self, id: u32, b: u8, misread: Option<(u8, u8)>) -> Option<(u8, u8)> {
+        self.bad[id as usize] |= 1 << b;
+        if let Some(m) = misread {
+            self.misreads.insert((id, b), m);
+        }
+        misread
     }
 
     fn intern(&mut self, set: &[Config]) -> u32 {
@@ -261,6 +277,19 @@ pub(super) fn cover_search(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Option<bool> {
+    cover_misread(a, s, key, step, memo).ok()
+}
+
+/// [`cover_search`], with the reason of a refutation: `Err(Some((b, x)))` when a pair the search
+/// reaches misreads byte `x` in slice state `b` (the slice reads it and no configuration does, or
+/// it is dead and some configuration reads it); `Err(None)` when the search gave up (bounds).
+pub(super) fn cover_misread(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Result<bool, Option<(u8, u8)>> {
     let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for abstract_returns in [true, false] {
         let k = (key, abstract_returns);
@@ -269,7 +298,7 @@ pub(super) fn cover_search(
         }
         let ex = slices.entry(k).or_insert_with(|| Explored::new(abstract_returns, &step));
         let mut first = vec![(s, 0)];
-        ex.close(a, &mut first)?;
+        ex.close(a, &mut first).ok_or(None)?;
         let root = ex.intern(&first);
         if ex.refused_roots.contains(&root) {
             continue;
@@ -283,7 +312,12 @@ pub(super) fn cover_search(
 }
 
 /// [`cover_search`] from pair `(root, 0)`.
-fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> Body) -> Result<Option<bool>, Refused> {
+fn search(
+    a: &Automata,
+    ex: &mut Explored,
+    root: u32,
+    step: &impl Fn(u8, u8) -> Body,
+) -> Result<Result<bool, Option<(u8, u8)>>, Refused> {
     let decided = |ex: &Explored, id: u32, b: u8| {
         let bit = 1u16 << b;
         if ex.good[id as usize] & bit != 0 {
@@ -295,7 +329,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         }
     };
     if let Some(v) = decided(ex, root, 0) {
-        return Ok(v.ok());
+        return Ok(v.map_err(|()| ex.misreads.get(&(root, 0)).copied()));
     }
     // This search's undecided pairs: their local index, whether one of their own configurations
     // ends the kernel's rule (or a decided successor's does), and the edges between them.
@@ -339,8 +373,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                 Body::To(nb) => {
                     debug_assert!(nb < 16, "slice automaton state {nb}");
                     if next.is_empty() {
-                        ex.bad[id as usize] |= 1 << b;
-                        return Ok(None);
+                        return Ok(Err(ex.refute(id, b, Some((b, x)))));
                     }
                     next.sort_unstable();
                     next.dedup();
@@ -351,7 +384,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                         _ => {
                             last_raw.clone_from(&next);
                             if ex.close(a, &mut next).is_none() {
-                                return Ok(None);
+                                return Ok(Err(None));
                             }
                             let nid = ex.intern(&next);
                             last = Some(nid);
@@ -362,15 +395,15 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                         Some(Ok(e)) => ends[p as usize] |= e,
                         // A pair that reaches a refuting pair refutes the cover too.
                         Some(Err(())) => {
-                            ex.bad[id as usize] |= 1 << b;
-                            return Ok(None);
+                            let misread = ex.misreads.get(&(nid, nb)).copied();
+                            return Ok(Err(ex.refute(id, b, misread)));
                         }
                         None => {
                             let q = match local.get(&(nid, nb)) {
                                 Some(&q) => q,
                                 None => {
                                     if pairs.len() >= MAX_COVER_PAIRS {
-                                        return Ok(None);
+                                        return Ok(Err(None));
                                     }
                                     let q = pairs.len() as u32;
                                     local.insert((nid, nb), q);
@@ -385,8 +418,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                     }
                 }
                 Body::Dead if !next.is_empty() => {
-                    ex.bad[id as usize] |= 1 << b;
-                    return Ok(None);
+                    return Ok(Err(ex.refute(id, b, Some((b, x)))));
                 }
                 Body::Dead | Body::Walk => {}
             }
@@ -409,7 +441,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         ex.good[id as usize] |= 1 << b;
         ex.ends[id as usize] |= u16::from(e) << b;
     }
-    Ok(Some(ends[0]))
+    Ok(Ok(ends[0]))
 }
 
 /// The bytes whose bit is set in `bits`, in increasing order.
