@@ -29,6 +29,8 @@ impl KernelWalk<'_> {
             }
             return Ok(true);
         }
+        // What the body slice's cover search misread, once it failed (for the walked cover).
+        let body_misread = std::cell::Cell::new(None);
         match body {
             Some(sl) if let Some(c) = capacity.filter(|c| !c.ends).map(|c| c.chars) => {
                 // A counted string body: its slice tokens that fit are read inside the rule, the
@@ -51,9 +53,9 @@ impl KernelWalk<'_> {
             // A counted body that may end inside a token reads every slice token (none outruns
             // its chain): it covers the slice, ending on the way.
             Some(sl)
-                if let Some(cover) = capacity
-                    .map(|c| Cover { may_end: true, walk_dead: c.calls })
-                    .or_else(|| BodySlice::covers(a, state, memo)) =>
+                if let Some(cover) = capacity.map(|c| Cover { may_end: true, walk_dead: c.calls }).or_else(|| {
+                    BodySlice::covers_or_misread(a, state, memo).map_err(|m| body_misread.set(Some(m))).ok()
+                }) =>
             {
                 // Every body-text token stays inside the rule; walk only the frontier subtrees, each
                 // after replaying its (body-text) parent path exactly as the full walk would.
@@ -65,10 +67,11 @@ impl KernelWalk<'_> {
             // A string body that refuses some text of a few ASCII characters: the body text
             // without them stays inside the rule, and the nodes where they begin are walked.
             Some(_)
-                if let Some((ws, cover)) = sc.walked.and_then(|(walkable, get)| {
-                    let (chars, cover) = crate::slice::walked_cover(a, state, walkable, memo)?;
-                    Some((get(chars)?, cover))
-                }) =>
+                if let Some((ws, cover)) =
+                    sc.walked.zip(body_misread.get()).and_then(|((walkable, get), misread)| {
+                        let (chars, cover) = crate::slice::walked_cover(a, state, misread, walkable, memo)?;
+                        Some((get(chars)?, cover))
+                    }) =>
             {
                 w.accepted.or_assign(&ws.slice);
                 if !w.walk_body_frontier(&ws.frontier, cover, follow, base)? {

@@ -146,27 +146,31 @@ fn walked_step(walked: u128) -> impl Fn(u8, u8) -> Body {
     move |b, x| if b == 0 && x < 0x80 && walked >> x & 1 == 1 { Body::Walk } else { body_step(b, x) }
 }
 
-/// The smallest set of walkable ASCII characters ([`FirstChars::walkable`]) (found one misread at a time, at most
-/// [`MAX_WALKED_CHARS`]) with which kernel state `s` covers the body slice; `None` when the body
-/// slice itself is covered (take [`BodySlice::covers`]) or no such set is found.
+/// A set of walkable ASCII characters ([`FirstChars::walkable`]; found one misread at a time, at
+/// most [`MAX_WALKED_CHARS`]) with which kernel state `s` covers the body slice, given what the
+/// body slice's own search from `s` misread (`misread`, from [`BodySlice::covers_or_misread`]);
+/// `None` when no such set is found.
 pub fn walked_cover(
     a: &Automata,
     s: StateId,
+    mut misread: Option<(u8, u8)>,
     walkable: impl Fn(u8) -> bool,
     memo: &CoverMemo,
 ) -> Option<(u128, Cover)> {
     let mut walked = 0u128;
     loop {
-        let key = if walked == 0 { SliceKey::Body } else { SliceKey::BodyWalking(walked) };
-        match cover_misread(a, s, key, walked_step(walked), memo) {
-            Ok(may_end) => return (walked != 0).then_some((walked, Cover { may_end, walk_dead: false })),
+        match misread {
             // A boundary character the body reads that some reachable set refuses.
-            Err(Some((0, x)))
+            Some((0, x))
                 if matches!(body_step(0, x), Body::To(0)) && walked.count_ones() < MAX_WALKED_CHARS && walkable(x) =>
             {
                 walked |= 1 << x;
             }
-            Err(_) => return None,
+            _ => return None,
+        }
+        match cover_misread(a, s, SliceKey::BodyWalking(walked), walked_step(walked), memo) {
+            Ok(may_end) => return Some((walked, Cover { may_end, walk_dead: false })),
+            Err(m) => misread = m,
         }
     }
 }
