@@ -36,8 +36,8 @@ pub struct TokenIndex {
     classes_seen: RwLock<HashSet<(u128, bool)>>,
     /// The tokens' `"` occurrences, built on first use (sibling kernels, `mask/sibling.rs`).
     quote_ends: OnceLock<QuoteEnds>,
-    /// Where body text first reads each ASCII character, built with the index (`slice/walked.rs`;
-    /// ~1.5 ms on Llama 3, as the body slice).
+    /// Where body text first reads each ASCII character, built on first use (`slice/walked.rs`;
+    /// ~1.5 ms on Llama 3, as the body slice): only a vocabulary whose walked cover succeeds pays.
     first_chars: OnceLock<FirstChars>,
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
@@ -210,7 +210,6 @@ impl TokenIndex {
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
         let _ = idx.body_slice();
-        let _ = idx.first_chars();
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx
     }

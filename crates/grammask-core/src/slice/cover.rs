@@ -98,6 +98,9 @@ pub enum SliceKey {
 pub struct CoverMemo {
     /// Per slice and whether inert return states are abstracted ([`INERT`]).
     slices: Mutex<FastMap<(SliceKey, bool), Explored>>,
+    /// Per kernel state, what [`super::walked_cover`] found (a state whose walked searches failed
+    /// is not searched again).
+    pub(super) walked: Mutex<FastMap<StateId, Option<(u128, super::Cover)>>>,
 }
 
 #[derive(Debug)]
@@ -119,12 +122,14 @@ struct Explored {
     /// Root sets whose abstract search was refused (the search with real states decides them).
     refused_roots: Vec<u32>,
     /// Per bad pair, the (slice state, byte) of the misread it reaches (a byte the slice reads and
-    /// no configuration does, or a dead byte some configuration reads).
+    /// no configuration does, or a dead byte some configuration reads), kept only for string-body
+    /// slices and only an ASCII byte at a character boundary (what [`super::walked_cover`] uses).
     misreads: FastMap<(u32, u8), (u8, u8)>,
+    keeps_misreads: bool,
 }
 
 impl Explored {
-    fn new(abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> Explored {
+    fn new(key: SliceKey, abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> Explored {
         let mut inert_bytes = None;
         let mut inert_refused = 0u16;
         if abstract_returns {
@@ -144,6 +149,7 @@ impl Explored {
             inert_refused,
             refused_roots: Vec::new(),
             misreads: HashMap::with_hasher(FastState),
+            keeps_misreads: matches!(key, SliceKey::Body | SliceKey::BodyWalking(_)),
             stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
             ids: HashMap::with_hasher(FastState),
             sets: Vec::new(),
@@ -154,13 +160,15 @@ impl Explored {
         }
     }
 
-    /// Marks pair `(id, b)` refuting, by `misread`; returns it.
+    /// Marks pair `(id, b)` refuting, by `misread`; returns the misread if kept (see
+    /// [`Self::misreads`]): a fresh search and a memoized one report the same.
     fn refute(&mut self, id: u32, b: u8, misread: Option<(u8, u8)>) -> Option<(u8, u8)> {
         self.bad[id as usize] |= 1 << b;
-        if let Some(m) = misread {
+        let kept = misread.filter(|&(mb, x)| self.keeps_misreads && mb == 0 && x < 0x80);
+        if let Some(m) = kept {
             self.misreads.insert((id, b), m);
         }
-        misread
+        kept
     }
 
     fn intern(&mut self, set: &[Config]) -> u32 {
@@ -296,7 +304,7 @@ pub(super) fn cover_misread(
         if slices.get(&k).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
             slices.remove(&k);
         }
-        let ex = slices.entry(k).or_insert_with(|| Explored::new(abstract_returns, &step));
+        let ex = slices.entry(k).or_insert_with(|| Explored::new(key, abstract_returns, &step));
         let mut first = vec![(s, 0)];
         ex.close(a, &mut first).ok_or(None)?;
         let root = ex.intern(&first);

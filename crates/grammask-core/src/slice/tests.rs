@@ -829,12 +829,14 @@ fn walked_body_kernels_equal_full_walks() {
     let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
     let memo = CoverMemo::default();
     let mut walked = std::collections::BTreeSet::new();
+    let walked_from = |s: StateId, memo: &CoverMemo| {
+        BodySlice::covers_or_misread(&a, s, memo).err().and_then(|m| walked_cover(&a, s, m, walkable, memo))
+    };
+    let mut fresh_all = Vec::new();
     for s in (0..a.states().len() as u32).map(StateId) {
-        let walked_from = |memo: &CoverMemo| {
-            BodySlice::covers_or_misread(&a, s, memo).err().and_then(|m| walked_cover(&a, s, m, walkable, memo))
-        };
-        let fresh = walked_from(&CoverMemo::default());
-        assert_eq!(walked_from(&memo), fresh, "state {}", s.0);
+        let fresh = walked_from(s, &CoverMemo::default());
+        fresh_all.push(fresh);
+        assert_eq!(walked_from(s, &memo), fresh, "state {}", s.0);
         let Some((chars, _)) = fresh else { continue };
         walked.insert(chars);
         let f = follow[a.state(s).rule.index()];
@@ -849,6 +851,10 @@ fn walked_body_kernels_equal_full_walks() {
             k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
         };
         assert_eq!(spell(&full), spell(&fast), "state {} walking {chars:#x}", s.0);
+    }
+    // Asked again, in the other order, the shared memo answers from its per-state walked verdicts.
+    for (i, fresh) in fresh_all.iter().enumerate().rev() {
+        assert_eq!(walked_from(StateId(i as u32), &memo), *fresh, "state {i}, asked again");
     }
     let bit = |c: u8| 1u128 << c;
     for want in [bit(b'/'), bit(b'.') | bit(b','), bit(b';'), bit(b'a')] {

@@ -149,21 +149,32 @@ fn walked_step(walked: u128) -> impl Fn(u8, u8) -> Body {
 /// A set of walkable ASCII characters ([`FirstChars::walkable`]; found one misread at a time, at
 /// most [`MAX_WALKED_CHARS`]) with which kernel state `s` covers the body slice, given what the
 /// body slice's own search from `s` misread (`misread`, from [`BodySlice::covers_or_misread`]);
-/// `None` when no such set is found.
+/// `None` when no such set is found. Memoized per state in `memo`; `walkable` is asked only of a
+/// set that covers, so that a vocabulary builds [`FirstChars`] only once one may be used.
 pub fn walked_cover(
     a: &Automata,
     s: StateId,
-    mut misread: Option<(u8, u8)>,
+    misread: Option<(u8, u8)>,
     walkable: impl Fn(u8) -> bool,
     memo: &CoverMemo,
 ) -> Option<(u128, Cover)> {
+    let known = |m: &CoverMemo| m.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&s).copied();
+    if let Some(found) = known(memo) {
+        return found;
+    }
+    let found = walked_search(a, s, misread, memo)
+        .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable));
+    memo.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(s, found);
+    found
+}
+
+/// [`walked_cover`] before the walkable check and the memo.
+fn walked_search(a: &Automata, s: StateId, mut misread: Option<(u8, u8)>, memo: &CoverMemo) -> Option<(u128, Cover)> {
     let mut walked = 0u128;
     loop {
         match misread {
             // A boundary character the body reads that some reachable set refuses.
-            Some((0, x))
-                if matches!(body_step(0, x), Body::To(0)) && walked.count_ones() < MAX_WALKED_CHARS && walkable(x) =>
-            {
+            Some((0, x)) if matches!(body_step(0, x), Body::To(0)) && walked.count_ones() < MAX_WALKED_CHARS => {
                 walked |= 1 << x;
             }
             _ => return None,
