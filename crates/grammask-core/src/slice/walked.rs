@@ -170,6 +170,10 @@ pub fn walked_cover(
 
 /// [`walked_cover`] before the walkable check and the memo.
 fn walked_search(a: &Automata, s: StateId, mut misread: Option<(u8, u8)>, memo: &CoverMemo) -> Option<(u128, Cover)> {
+    // Every boundary character no configuration at the root reads is a misread unless walked.
+    if refused_at_root(a, s).is_some_and(|r| r.count_ones() > MAX_WALKED_CHARS) {
+        return None;
+    }
     let mut walked = 0u128;
     loop {
         match misread {
@@ -184,4 +188,34 @@ fn walked_search(a: &Automata, s: StateId, mut misread: Option<(u8, u8)>, memo: 
             Err(m) => misread = m,
         }
     }
+}
+
+/// The ASCII body characters (at a character boundary) that no configuration of kernel state
+/// `s`'s closure reads, from a superset of that closure (`s` and every state its rule edges
+/// reach as callee starts or return states); `None` past 256 states.
+/// PERF: spares the walked searches of a state that refuses many characters (a name pattern
+/// `^[a-z]+$`), each a cover search from scratch.
+fn refused_at_root(a: &Automata, s: StateId) -> Option<u128> {
+    let mut seen = vec![s];
+    let mut read = 0u128;
+    let mut i = 0;
+    while let Some(&q) = seen.get(i) {
+        i += 1;
+        for e in a.byte_edges(q).iter().filter(|e| e.lo < 0x80) {
+            let hi = e.hi.min(0x7F);
+            read |= (u128::MAX >> (127 - hi)) & (u128::MAX << e.lo);
+        }
+        for &(r, ret) in a.rule_edges(q) {
+            for t in [a.callee_start(q, r), ret] {
+                if !seen.contains(&t) {
+                    if seen.len() >= 256 {
+                        return None;
+                    }
+                    seen.push(t);
+                }
+            }
+        }
+    }
+    let body = (0..0x80u8).filter(|&x| matches!(body_step(0, x), Body::To(0))).fold(0u128, |m, x| m | 1 << x);
+    Some(body & !read)
 }
