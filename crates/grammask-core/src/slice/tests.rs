@@ -796,9 +796,12 @@ fn inert_returns_share_cover_sets() {
 /// String bodies that refuse some text of a few ASCII characters (key and value patterns such as
 /// `^(/[^/]+)+$`, MaskBench `Github_hard---o12499`) take the body slice with those characters
 /// walked ([`walked_cover`], [`WalkedBody`]) and classify every state exactly like the full walk;
-/// every state the walked cover accepts also gets the same verdict from a memo shared in both
-/// state orders. Fails if the walked characters' subtrees stay in the slice (`//` tokens are then
-/// accepted after `/`), or their first nodes are left out of the frontier (`/b` is refused).
+/// every state gets the same walked verdict from a memo shared across states, asked once in
+/// state order and again in reverse (then from the per-state walked memo). Fails if the walked
+/// characters' subtrees stay in the slice (`//` tokens are then accepted after `/`), or their
+/// first nodes are left out of the frontier (`/b` is refused), or the walked memo stores another
+/// verdict than it returned (`None`: state 351 asked again), or the root pruning of
+/// `walked_cover` drops a state that covers (`> 0` characters: no state walks `.` and `,`).
 #[test]
 fn walked_body_kernels_equal_full_walks() {
     use crate::follow::{follow_sets, nullable_states};
