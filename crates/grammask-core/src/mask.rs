@@ -31,7 +31,9 @@ use crate::earley::{Chart, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
-use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, LEAD_LISTS};
+use crate::slice::{
+    BodySlice, ClassBodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, WalkedBody, LEAD_LISTS,
+};
 use crate::token_set::TokenSet;
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
 use std::collections::HashMap;
@@ -84,7 +86,15 @@ pub struct Shortcuts<'a> {
     pub state_runs: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
     /// The compiled grammar's cover-search verdicts (`None`: each search starts from scratch).
     pub cover: Option<&'a CoverMemo>,
+    /// Where body text first reads each ASCII character, and the body slices with some walked
+    /// (`crate::slice::walked_cover`), for string bodies that refuse a few characters; both built
+    /// on first use.
+    /// The first is [`crate::slice::FirstChars::walkable`].
+    pub walked: Option<(&'a dyn Fn(u8) -> bool, &'a WalkedBodies<'a>)>,
 }
+
+/// The body slice with some ASCII characters walked, by those characters (built on first use).
+pub type WalkedBodies<'a> = dyn Fn(u128) -> Option<Arc<WalkedBody>> + 'a;
 
 /// Per-state token classification, shared by all matchers of a compiled grammar.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassSlice, RunIndex};
+use crate::slice::{BodySlice, ClassSlice, FirstChars, RunIndex, WalkedBody};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
@@ -36,7 +36,17 @@ pub struct TokenIndex {
     classes_seen: RwLock<HashSet<(u128, bool)>>,
     /// The tokens' `"` occurrences, built on first use (sibling kernels, `mask/sibling.rs`).
     quote_ends: OnceLock<QuoteEnds>,
+    /// Where body text first reads each ASCII character, built on first use (`slice/walked.rs`;
+    /// ~1.5 ms on Llama 3, as the body slice): only a vocabulary whose walked cover succeeds pays.
+    first_chars: OnceLock<FirstChars>,
+    /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
+    /// `None`: a character is not walkable).
+    walked_bodies: RwLock<HashMap<u128, Option<Arc<WalkedBody>>>>,
 }
+
+/// Most body slices with walked characters kept per vocabulary (each is a token bitset plus its
+/// frontier).
+const MAX_WALKED_BODIES: usize = 32;
 
 /// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
 /// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary).
@@ -56,6 +66,24 @@ impl TokenIndex {
 
     pub fn body_slice(&self) -> &BodySlice {
         self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
+    }
+
+    /// Where body text first reads each ASCII character ([`FirstChars`]).
+    pub fn first_chars(&self) -> &FirstChars {
+        self.first_chars.get_or_init(|| FirstChars::new(&self.trie))
+    }
+
+    /// The body slice with the ASCII characters of `walked` walked ([`WalkedBody`]), built on first
+    /// use; `None` when one is not walkable or the per-vocabulary budget is spent.
+    pub fn walked_body(&self, walked: u128) -> Option<Arc<WalkedBody>> {
+        if let Some(w) = read(&self.walked_bodies).get(&walked) {
+            return w.clone();
+        }
+        if read(&self.walked_bodies).len() >= MAX_WALKED_BODIES {
+            return None;
+        }
+        let built = WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), walked).map(Arc::new);
+        write(&self.walked_bodies).entry(walked).or_insert(built).clone()
     }
 
     /// The free-text slice of ASCII class `ascii`, built on first use; `None` once the per-vocabulary
@@ -183,6 +211,8 @@ impl TokenIndex {
             run_indexes: RwLock::new(HashMap::new()),
             classes_seen: RwLock::new(HashSet::new()),
             quote_ends: OnceLock::new(),
+            first_chars: OnceLock::new(),
+            walked_bodies: RwLock::new(HashMap::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask.
         let _ = idx.body_slice();

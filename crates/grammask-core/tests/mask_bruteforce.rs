@@ -1171,3 +1171,58 @@ fn sibling_kernel_masks_match_brute_force() {
     assert_eq!(checked, docs[0].len() + docs[1].len());
     assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
 }
+
+/// String bodies that refuse some text of a few ASCII characters (`slice/walked.rs`): a
+/// `patternProperties` key `^(/[^/]+)+$` (MaskBench `Github_hard---o12499`; after `{"/` it
+/// refuses `//` and `/"`), a value pattern refusing `.` twice in a row and `,`, one refusing a
+/// second `;`. Masks at every byte of documents through them equal brute force, on a small
+/// vocabulary (tokens with `//`, `/"`, `/.`, escapes, UTF-8) and, before each byte of the keys
+/// and values, on Llama 3. Fails if the walked characters' subtrees are left in the slice, or
+/// their first nodes out of the frontier.
+#[test]
+fn walked_body_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "p": {"type": "string", "pattern": "^[^.,]+(\\.[^.,]+)*$"},
+        "s": {"type": "string", "pattern": "^[^;]*;[^;]*$"}},
+        "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "additionalProperties": false}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = json_schema_to_grammar(schema, &opts).unwrap();
+    let docs: [&str; 3] = [
+        r#"{"/alias/x\u00e9": "a/b", "p": "a.b.c"}"#,
+        r#"{"s": "x;y", "/a\"b/c": "", "/\\/x": "."}"#,
+        "{\"/\u{e9}/\\n\": \"//\", \"p\": \"\u{e9}.\u{e9}\"}",
+    ];
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    for t in [
+        "//", "/a", "a/", "/\"", "a/\"", "\"/", "{\"/", "/.", "..", ".a", "a.", ",", "a,", ";;", "a;", ";a", "\\/",
+        "\\\"", "\\n", "\\u00", "/\u{e9}", "\u{e9}/", "\u{e9}.", "x\u{e9}", "\": \"", "\", \"", "\"}", "/alias",
+        "lias/",
+    ] {
+        toks.push(t.as_bytes().to_vec());
+    }
+    toks.push(vec![0xC3]);
+    toks.push(vec![0xA9]);
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
+    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    assert!(masks_along_docs_match_brute_force(&cg, &small, &docs) > 100);
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let doc = r#"{"/alias/x": "a", "p": "a.b", "s": "x;y"}"#;
+    let mut checked = 0;
+    for i in (1..doc.len()).filter(|&i| !matches!(doc.as_bytes()[i - 1], b' ' | b':' | b',')) {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(&doc.as_bytes()[..i]).unwrap());
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+            assert_eq!(mask.get(t), w, "after {:?}: token {:?}", &doc[..i], vocab.token_bytes(t as u32));
+        }
+        checked += 1;
+    }
+    assert!(checked > 25, "{checked}");
+}

@@ -29,6 +29,8 @@ impl KernelWalk<'_> {
             }
             return Ok(true);
         }
+        // What the body slice's cover search misread, once it failed (for the walked cover).
+        let body_misread = std::cell::Cell::new(None);
         match body {
             Some(sl) if let Some(c) = capacity.filter(|c| !c.ends).map(|c| c.chars) => {
                 // A counted string body: its slice tokens that fit are read inside the rule, the
@@ -51,27 +53,29 @@ impl KernelWalk<'_> {
             // A counted body that may end inside a token reads every slice token (none outruns
             // its chain): it covers the slice, ending on the way.
             Some(sl)
-                if let Some(cover) = capacity
-                    .map(|c| Cover { may_end: true, walk_dead: c.calls })
-                    .or_else(|| BodySlice::covers(a, state, memo)) =>
+                if let Some(cover) = capacity.map(|c| Cover { may_end: true, walk_dead: c.calls }).or_else(|| {
+                    BodySlice::covers_or_misread(a, state, memo).map_err(|m| body_misread.set(Some(m))).ok()
+                }) =>
             {
                 // Every body-text token stays inside the rule; walk only the frontier subtrees, each
                 // after replaying its (body-text) parent path exactly as the full walk would.
                 w.accepted.or_assign(&sl.slice);
-                // A dead subtree matters only through a rule end whose suffix some context can
-                // continue: its first byte (a later path byte, or the dead byte) must be in FOLLOW.
-                let may_continue = |f: &crate::slice::FrontierNode| {
-                    let dead_byte = trie.nodes[f.node as usize].byte;
-                    follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
-                };
-                // A dead byte right at the root follows no rule end of a plain kernel state.
-                let walk = |f: &&crate::slice::FrontierNode| {
-                    !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
-                };
-                for f in sl.frontier.iter().filter(walk) {
-                    if !w.walk_frontier(f, base)? {
-                        return Ok(false);
-                    }
+                if !w.walk_body_frontier(&sl.frontier, cover, follow, base)? {
+                    return Ok(false);
+                }
+            }
+            // A string body that refuses some text of a few ASCII characters: the body text
+            // without them stays inside the rule, and the nodes where they begin are walked.
+            Some(_)
+                if let Some((ws, cover)) =
+                    sc.walked.zip(body_misread.get()).and_then(|((walkable, get), misread)| {
+                        let (chars, cover) = crate::slice::walked_cover(a, state, misread, walkable, memo)?;
+                        Some((get(chars)?, cover))
+                    }) =>
+            {
+                w.accepted.or_assign(&ws.slice);
+                if !w.walk_body_frontier(&ws.frontier, cover, follow, base)? {
+                    return Ok(false);
                 }
             }
             _ if let Some(cs) = class.filter(|cs| class_covers(a, state, cs.ascii, memo)) => {
@@ -110,6 +114,34 @@ impl KernelWalk<'_> {
 }
 
 impl KernelWalk<'_> {
+    /// Walks the frontier of a body slice that the kernel state covers (`cover`): every node but
+    /// the dead ones no rule end can reach (see [`Cover`]). Returns false if abandoned.
+    fn walk_body_frontier(
+        &mut self,
+        frontier: &[crate::slice::FrontierNode],
+        cover: Cover,
+        follow: Option<&ByteSet>,
+        base: Frame,
+    ) -> Result<bool> {
+        let trie = self.trie;
+        // A dead subtree matters only through a rule end whose suffix some context can
+        // continue: its first byte (a later path byte, or the dead byte) must be in FOLLOW.
+        let may_continue = |f: &crate::slice::FrontierNode| {
+            let dead_byte = trie.nodes[f.node as usize].byte;
+            follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
+        };
+        // A dead byte right at the root follows no rule end of a plain kernel state.
+        let walk = |f: &&crate::slice::FrontierNode| {
+            !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
+        };
+        for f in frontier.iter().filter(walk) {
+            if !self.walk_frontier(f, base)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Walks the subtree of frontier node `f` after replaying its parent path exactly as the full
     /// walk would (frames and rule ends included). The path is slice text, which the kernel's
     /// rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.

@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::{cover_search, CoverMemo, SliceKey};
+use super::cover::{cover_misread, cover_search, CoverMemo, SliceKey};
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -126,17 +126,24 @@ impl BodySlice {
     /// ([`Cover::walk_dead`]), since the text after such a rule ends belongs to the kernel's rule.
     /// Searches already decided in `memo` (the grammar's) are not redone.
     pub fn covers(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<Cover> {
-        if let Some(may_end) = cover_search(a, s, SliceKey::Body, body_step, memo) {
-            return Some(Cover { may_end, walk_dead: false });
-        }
+        Self::covers_or_misread(a, s, memo).ok()
+    }
+
+    /// [`Self::covers`], or else what the search from `s` itself misread (see
+    /// [`super::cover::cover_misread`]), for [`super::walked_cover`].
+    pub fn covers_or_misread(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Option<(u8, u8)>> {
+        let misread = match cover_misread(a, s, SliceKey::Body, body_step, memo) {
+            Ok(may_end) => return Ok(Cover { may_end, walk_dead: false }),
+            Err(m) => m,
+        };
         let edges = a.rule_edges(s);
         if edges.is_empty() || !a.byte_edges(s).is_empty() {
-            return None;
+            return Err(misread);
         }
         for &(r, _) in edges {
-            Self::covers_plain(a, a.callee_start(s, r), memo)?;
+            Self::covers_plain(a, a.callee_start(s, r), memo).ok_or(misread)?;
         }
-        Some(Cover { may_end: true, walk_dead: true })
+        Ok(Cover { may_end: true, walk_dead: true })
     }
 
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text

@@ -80,6 +80,9 @@ pub enum SliceKey {
     Body,
     /// The free-text automaton of an ASCII class ([`super::ClassSlice`]).
     Class(u128),
+    /// The string-body automaton with these ASCII bytes walked at a character boundary
+    /// ([`super::WalkedBody`]).
+    BodyWalking(u128),
 }
 
 /// Cover-search verdicts of one compiled grammar, per slice: the configuration sets met so far
@@ -95,6 +98,9 @@ pub enum SliceKey {
 pub struct CoverMemo {
     /// Per slice and whether inert return states are abstracted ([`INERT`]).
     slices: Mutex<FastMap<(SliceKey, bool), Explored>>,
+    /// Per kernel state, what [`super::walked_cover`] found (a state whose walked searches failed
+    /// is not searched again).
+    pub(super) walked: Mutex<FastMap<StateId, Option<(u128, super::Cover)>>>,
 }
 
 #[derive(Debug)]
@@ -115,10 +121,15 @@ struct Explored {
     inert_refused: u16,
     /// Root sets whose abstract search was refused (the search with real states decides them).
     refused_roots: Vec<u32>,
+    /// Per bad pair, the (slice state, byte) of the misread it reaches (a byte the slice reads and
+    /// no configuration does, or a dead byte some configuration reads), kept only for string-body
+    /// slices and only an ASCII byte at a character boundary (what [`super::walked_cover`] uses).
+    misreads: FastMap<(u32, u8), (u8, u8)>,
+    keeps_misreads: bool,
 }
 
 impl Explored {
-    fn new(abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> Explored {
+    fn new(key: SliceKey, abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> Explored {
         let mut inert_bytes = None;
         let mut inert_refused = 0u16;
         if abstract_returns {
@@ -137,6 +148,8 @@ impl Explored {
             inert_bytes,
             inert_refused,
             refused_roots: Vec::new(),
+            misreads: HashMap::with_hasher(FastState),
+            keeps_misreads: matches!(key, SliceKey::Body | SliceKey::BodyWalking(_)),
             stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
             ids: HashMap::with_hasher(FastState),
             sets: Vec::new(),
@@ -145,6 +158,17 @@ impl Explored {
             bad: Vec::new(),
             slice_bounds: [None; 16],
         }
+    }
+
+    /// Marks pair `(id, b)` refuting, by `misread`; returns the misread if kept (see
+    /// [`Self::misreads`]): a fresh search and a memoized one report the same.
+    fn refute(&mut self, id: u32, b: u8, misread: Option<(u8, u8)>) -> Option<(u8, u8)> {
+        self.bad[id as usize] |= 1 << b;
+        let kept = misread.filter(|&(mb, x)| self.keeps_misreads && mb == 0 && x < 0x80);
+        if let Some(m) = kept {
+            self.misreads.insert((id, b), m);
+        }
+        kept
     }
 
     fn intern(&mut self, set: &[Config]) -> u32 {
@@ -261,15 +285,28 @@ pub(super) fn cover_search(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Option<bool> {
+    cover_misread(a, s, key, step, memo).ok()
+}
+
+/// [`cover_search`], with the reason of a refutation: `Err(Some((b, x)))` when a pair the search
+/// reaches misreads byte `x` in slice state `b` (the slice reads it and no configuration does, or
+/// it is dead and some configuration reads it); `Err(None)` when the search gave up (bounds).
+pub(super) fn cover_misread(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Result<bool, Option<(u8, u8)>> {
     let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for abstract_returns in [true, false] {
         let k = (key, abstract_returns);
         if slices.get(&k).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
             slices.remove(&k);
         }
-        let ex = slices.entry(k).or_insert_with(|| Explored::new(abstract_returns, &step));
+        let ex = slices.entry(k).or_insert_with(|| Explored::new(key, abstract_returns, &step));
         let mut first = vec![(s, 0)];
-        ex.close(a, &mut first)?;
+        ex.close(a, &mut first).ok_or(None)?;
         let root = ex.intern(&first);
         if ex.refused_roots.contains(&root) {
             continue;
@@ -283,7 +320,12 @@ pub(super) fn cover_search(
 }
 
 /// [`cover_search`] from pair `(root, 0)`.
-fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> Body) -> Result<Option<bool>, Refused> {
+fn search(
+    a: &Automata,
+    ex: &mut Explored,
+    root: u32,
+    step: &impl Fn(u8, u8) -> Body,
+) -> Result<Result<bool, Option<(u8, u8)>>, Refused> {
     let decided = |ex: &Explored, id: u32, b: u8| {
         let bit = 1u16 << b;
         if ex.good[id as usize] & bit != 0 {
@@ -295,7 +337,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         }
     };
     if let Some(v) = decided(ex, root, 0) {
-        return Ok(v.ok());
+        return Ok(v.map_err(|()| ex.misreads.get(&(root, 0)).copied()));
     }
     // This search's undecided pairs: their local index, whether one of their own configurations
     // ends the kernel's rule (or a decided successor's does), and the edges between them.
@@ -339,8 +381,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                 Body::To(nb) => {
                     debug_assert!(nb < 16, "slice automaton state {nb}");
                     if next.is_empty() {
-                        ex.bad[id as usize] |= 1 << b;
-                        return Ok(None);
+                        return Ok(Err(ex.refute(id, b, Some((b, x)))));
                     }
                     next.sort_unstable();
                     next.dedup();
@@ -351,7 +392,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                         _ => {
                             last_raw.clone_from(&next);
                             if ex.close(a, &mut next).is_none() {
-                                return Ok(None);
+                                return Ok(Err(None));
                             }
                             let nid = ex.intern(&next);
                             last = Some(nid);
@@ -362,15 +403,15 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                         Some(Ok(e)) => ends[p as usize] |= e,
                         // A pair that reaches a refuting pair refutes the cover too.
                         Some(Err(())) => {
-                            ex.bad[id as usize] |= 1 << b;
-                            return Ok(None);
+                            let misread = ex.misreads.get(&(nid, nb)).copied();
+                            return Ok(Err(ex.refute(id, b, misread)));
                         }
                         None => {
                             let q = match local.get(&(nid, nb)) {
                                 Some(&q) => q,
                                 None => {
                                     if pairs.len() >= MAX_COVER_PAIRS {
-                                        return Ok(None);
+                                        return Ok(Err(None));
                                     }
                                     let q = pairs.len() as u32;
                                     local.insert((nid, nb), q);
@@ -385,8 +426,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
                     }
                 }
                 Body::Dead if !next.is_empty() => {
-                    ex.bad[id as usize] |= 1 << b;
-                    return Ok(None);
+                    return Ok(Err(ex.refute(id, b, Some((b, x)))));
                 }
                 Body::Dead | Body::Walk => {}
             }
@@ -409,7 +449,7 @@ fn search(a: &Automata, ex: &mut Explored, root: u32, step: &impl Fn(u8, u8) -> 
         ex.good[id as usize] |= 1 << b;
         ex.ends[id as usize] |= u16::from(e) << b;
     }
-    Ok(Some(ends[0]))
+    Ok(Ok(ends[0]))
 }
 
 /// The bytes whose bit is set in `bits`, in increasing order.

@@ -9,7 +9,9 @@
 //! - `body.rs`: [`BodySlice`], JSON string-body text (with counted string bodies, [`body_level`]);
 //! - `class.rs`: [`ClassSlice`], free text of one character class, at the trie root;
 //! - `run_index.rs`: [`RunIndex`], runs of a character class from any trie node (leads and
-//!   breaks, lead lists).
+//!   breaks, lead lists);
+//! - `walked.rs`: [`WalkedBody`], the body slice with a few ASCII characters walked (string
+//!   bodies that refuse some body text).
 //!
 //! `cover.rs` decides whether a kernel state reads a slice ([`BodySlice::covers`],
 //! [`ClassSlice::covers`]) by a product search of its automaton with the slice automaton.
@@ -24,12 +26,14 @@ mod cover;
 mod run_index;
 #[cfg(test)]
 mod tests;
+mod walked;
 
 pub use body::{body_capacity, body_level, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ClassBodies, ClassBodySlice, ClassLevel};
 pub use cover::CoverMemo;
 pub use run_index::{RunIndex, LEAD_LISTS};
+pub use walked::{walked_cover, FirstChars, WalkedBody, MAX_WALKED_CHARS};
 
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

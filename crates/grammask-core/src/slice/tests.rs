@@ -794,3 +794,75 @@ fn inert_returns_share_cover_sets() {
         }
     }
 }
+
+/// String bodies that refuse some text of a few ASCII characters (key and value patterns such as
+/// `^(/[^/]+)+$`, MaskBench `Github_hard---o12499`) take the body slice with those characters
+/// walked ([`walked_cover`], [`WalkedBody`]) and classify every state exactly like the full walk;
+/// every state gets the same walked verdict from a memo shared across states, asked once in
+/// state order and again in reverse (then from the per-state walked memo). Fails if the walked
+/// characters' subtrees stay in the slice (`//` tokens are then accepted after `/`), or their
+/// first nodes are left out of the frontier (`/b` is refused), or the walked memo stores another
+/// verdict than it returned (`None`: state 351 asked again), or the root pruning of
+/// `walked_cover` drops a state that covers (`> 0` characters: no state walks `.` and `,`).
+#[test]
+fn walked_body_kernels_equal_full_walks() {
+    use crate::follow::{follow_sets, nullable_states};
+    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    use crate::mask::{classify_kernel_budget, Shortcuts};
+    let schema = r#"{"type": "object", "properties": {
+        "p": {"type": "string", "pattern": "^[^.,]+(\\.[^.,]+)*$"},
+        "s": {"type": "string", "pattern": "^[^;]*;[^;]*$"},
+        "d": {"type": "string", "pattern": "^a[^a]*$"}},
+        "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "additionalProperties": false}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let a = Automata::build(&g).unwrap();
+    let follow = follow_sets(&a, &nullable_states(&a));
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    toks.extend(xorshift_tokens(b"/./,;aab\"\\ ", 3000, 6, 0x5EED_1818));
+    for t in ["\u{e9}/", "/\u{e9}", "\\/", "\\u002f", "\\\"/", "/\"", "a//b\"", "\n/"] {
+        toks.push(t.as_bytes().to_vec());
+    }
+    toks.sort();
+    toks.dedup();
+    let vocab = raw_vocab(toks);
+    let n = vocab.vocab_size();
+    let trie = crate::trie::TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    let firsts = FirstChars::new(&trie);
+    let walkable = |x: u8| firsts.walkable(x);
+    let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
+    let memo = CoverMemo::default();
+    let mut walked = std::collections::BTreeSet::new();
+    let walked_from = |s: StateId, memo: &CoverMemo| {
+        BodySlice::covers_or_misread(&a, s, memo).err().and_then(|m| walked_cover(&a, s, m, walkable, memo))
+    };
+    let mut fresh_all = Vec::new();
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let fresh = walked_from(s, &CoverMemo::default());
+        fresh_all.push(fresh);
+        assert_eq!(walked_from(s, &memo), fresh, "state {}", s.0);
+        let Some((chars, _)) = fresh else { continue };
+        walked.insert(chars);
+        let f = follow[a.state(s).rule.index()];
+        let mut never = || false;
+        let full = Shortcuts { follow: Some(&f), ..Default::default() };
+        let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+        let fast =
+            Shortcuts { body: Some(&body), follow: Some(&f), walked: Some((&walkable, &bodies)), ..Default::default() };
+        let fast = classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never).unwrap().unwrap();
+        assert_eq!(full.accepted, fast.accepted, "state {} walking {chars:#x}", s.0);
+        let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+            k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+        };
+        assert_eq!(spell(&full), spell(&fast), "state {} walking {chars:#x}", s.0);
+    }
+    // Asked again, in the other order, the shared memo answers from its per-state walked verdicts.
+    for (i, fresh) in fresh_all.iter().enumerate().rev() {
+        assert_eq!(walked_from(StateId(i as u32), &memo), *fresh, "state {i}, asked again");
+    }
+    let bit = |c: u8| 1u128 << c;
+    for want in [bit(b'/'), bit(b'.') | bit(b','), bit(b';'), bit(b'a')] {
+        assert!(walked.contains(&want), "no state walks {want:#x}: {walked:x?}");
+    }
+}
