@@ -992,11 +992,9 @@ mod tests {
         assert!(chains >= 30 && cached <= 1, "constrained first: {cached} of {chains} chain kernels at compile");
     }
 
-    /// A compile builds a loop class's class slice (and its UTF-8 run index) only where some state
-    /// reads every run of it: free text `[^\n]*` gets one, an identifier's `[a-zA-Z_0-9]*` (ASCII
-    /// only) does not. Fails when every loop class is built with UTF-8 again.
-    #[test]
-    fn class_slices_only_for_states_reading_utf8() {
+    /// An identifier `[a-zA-Z_] [a-zA-Z_0-9]*` then free text `[^\n]*` compiled on printable ASCII
+    /// and a few UTF-8 tokens; with the identifier's and the free text's ASCII classes.
+    fn ident_then_free_text() -> (CompiledGrammar, u128, u128) {
         use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
         let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
         toks.extend(["\n", "ab", "x1", "\u{e9}", "a\u{e9}", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
@@ -1007,6 +1005,15 @@ mod tests {
         let class = |bytes: &mut dyn Iterator<Item = u8>| bytes.fold(0u128, |c, b| c | 1 << b);
         let ident = class(&mut (b'a'..=b'z').chain(b'A'..=b'Z').chain(b'0'..=b'9').chain([b'_']));
         let text = class(&mut (0..0x80u8).filter(|&b| b != b'\n'));
+        (cg, ident, text)
+    }
+
+    /// A compile builds a loop class's class slice (and its UTF-8 run index) only where some state
+    /// reads every run of it: free text `[^\n]*` gets one, an identifier's `[a-zA-Z_0-9]*` (ASCII
+    /// only) does not. Fails when every loop class is built with UTF-8 again.
+    #[test]
+    fn class_slices_only_for_states_reading_utf8() {
+        let (cg, ident, text) = ident_then_free_text();
         assert!(cg.index().cached_class_slice(text).is_some(), "free text has its class slice");
         assert!(cg.index().cached_class_slice(ident).is_none(), "an ASCII-only loop has no class slice");
     }
@@ -1017,16 +1024,7 @@ mod tests {
     /// ASCII-only index again (the free text's was built beside its UTF-8 one).
     #[test]
     fn ascii_run_index_only_without_a_utf8_one() {
-        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
-        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
-        toks.extend(["\n", "ab", "x1", "\u{e9}", "a\u{e9}", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
-        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
-        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
-        let g = crate::ebnf::parse_ebnf(r#"root ::= [a-zA-Z_] [a-zA-Z_0-9]* ";" [^\n]* "\n""#, "root").unwrap();
-        let cg = CompiledGrammar::new(&g, &vocab).unwrap();
-        let class = |bytes: &mut dyn Iterator<Item = u8>| bytes.fold(0u128, |c, b| c | 1 << b);
-        let ident = class(&mut (b'a'..=b'z').chain(b'A'..=b'Z').chain(b'0'..=b'9').chain([b'_']));
-        let text = class(&mut (0..0x80u8).filter(|&b| b != b'\n'));
+        let (cg, ident, text) = ident_then_free_text();
         assert!(cg.index().has_run_index(text, true), "free text has its UTF-8 run index");
         assert!(!cg.index().has_run_index(text, false), "and no ASCII-only one");
         assert!(cg.index().has_run_index(ident, false), "an identifier has its ASCII-only run index");

@@ -139,6 +139,18 @@ impl TokenTrie {
         sets
     }
 
+    /// The bytes of the path from the root to node `i`'s parent (node `i`'s own byte left out).
+    pub fn bytes_above(&self, i: u32) -> Box<[u8]> {
+        let mut bytes = Vec::with_capacity(self.nodes[i as usize].depth.saturating_sub(1) as usize);
+        let mut p = self.nodes[i as usize].parent;
+        while p != u32::MAX {
+            bytes.push(self.nodes[p as usize].byte);
+            p = self.nodes[p as usize].parent;
+        }
+        bytes.reverse();
+        bytes.into_boxed_slice()
+    }
+
     /// The tokens in node `i`'s subtree, its own included (ids, in trie order).
     pub fn subtree_tokens(&self, i: u32) -> &[u32] {
         let end = self.nodes[i as usize].subtree_end as usize;

@@ -105,18 +105,13 @@ fn memoized_suffix_verdicts_match_brute_force() {
          ws ::= [ ]*\n{jc}"
     );
     let g = grammask_core::ebnf::parse_ebnf(&src, "root").unwrap();
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
-    for t in [
-        "\":", "\": ", "\"]", "\"}", "\",", "na", "name", "me", "e\"", "\\\"", "\\/", "\\u00", "ab", "abc", "\"1",
-        "_x\":", "d\": \"",
-    ] {
-        toks.push(t.as_bytes().to_vec());
-    }
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts =
-        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
-    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let vocab = ascii_vocab(
+        &[
+            "\":", "\": ", "\"]", "\"}", "\",", "na", "name", "me", "e\"", "\\\"", "\\/", "\\u00", "ab", "abc", "\"1",
+            "_x\":", "d\": \"",
+        ],
+        &[],
+    );
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let docs: [&[u8]; 3] =
         [br#"{"name_x": 1, "named": "abcdef", "q r": "a\"b"}"#, br#"["nam_e"]"#, br#"{ "vals": "\u001f", "name1":1}"#];
@@ -434,20 +429,14 @@ fn regex_string_masks_match_brute_force() {
         "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$", "minLength": 5}}, "required": ["t"]}"#;
     let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
     let g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
-    for t in [
-        "\":", "\": ", "\"}", "\",", "\", \"", "12", "1-", "-0", "ab", "abc", "0a", "a0", "-a", "\\\"", "\\n", "\\u00",
-        "\\/", "\u{e9}", "x\u{e9}", "ff-", "00", "2024-", "-01", "01-", "e\"", "\"t", "t\":", "zz", "fe\"}", "ab\",",
-    ] {
-        toks.push(t.as_bytes().to_vec());
-    }
-    toks.push(vec![0xC3]);
-    toks.push(vec![0xA9]);
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts =
-        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
-    let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let vocab = ascii_vocab(
+        &[
+            "\":", "\": ", "\"}", "\",", "\", \"", "12", "1-", "-0", "ab", "abc", "0a", "a0", "-a", "\\\"", "\\n",
+            "\\u00", "\\/", "\u{e9}", "x\u{e9}", "ff-", "00", "2024-", "-01", "01-", "e\"", "\"t", "t\":", "zz",
+            "fe\"}", "ab\",",
+        ],
+        &[0xC3, 0xA9],
+    );
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let docs: [&str; 4] = [
         r#"{"t": "x1-60f6f7e7-0123456789abcdef", "m": "a\"b\u00e9", "q\u00e9": 1}"#,
@@ -458,6 +447,19 @@ fn regex_string_masks_match_brute_force() {
     let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked > 100);
+}
+
+/// Printable ASCII, one byte a token, then the tokens of `extra`, the lone bytes of `lone` (parts
+/// of UTF-8 characters), and the stop token `</s>` last.
+fn ascii_vocab(extra: &[&str], lone: &[u8]) -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    toks.extend(extra.iter().map(|t| t.as_bytes().to_vec()));
+    toks.extend(lone.iter().map(|&b| vec![b]));
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts =
+        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
 /// Llama 3's vocabulary from the shared data dir (`$GRAMMASK_SHARED`, else `../shared` next to
@@ -1193,21 +1195,14 @@ fn walked_body_masks_match_brute_force() {
         r#"{"s": "x;y", "/a\"b/c": "", "/\\/x": "."}"#,
         "{\"/\u{e9}/\\n\": \"//\", \"p\": \"\u{e9}.\u{e9}\"}",
     ];
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
-    for t in [
-        "//", "/a", "a/", "/\"", "a/\"", "\"/", "{\"/", "/.", "..", ".a", "a.", ",", "a,", ";;", "a;", ";a", "\\/",
-        "\\\"", "\\n", "\\u00", "/\u{e9}", "\u{e9}/", "\u{e9}.", "x\u{e9}", "\": \"", "\", \"", "\"}", "/alias",
-        "lias/",
-    ] {
-        toks.push(t.as_bytes().to_vec());
-    }
-    toks.push(vec![0xC3]);
-    toks.push(vec![0xA9]);
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts =
-        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
-    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let small = ascii_vocab(
+        &[
+            "//", "/a", "a/", "/\"", "a/\"", "\"/", "{\"/", "/.", "..", ".a", "a.", ",", "a,", ";;", "a;", ";a", "\\/",
+            "\\\"", "\\n", "\\u00", "/\u{e9}", "\u{e9}/", "\u{e9}.", "x\u{e9}", "\": \"", "\", \"", "\"}", "/alias",
+            "lias/",
+        ],
+        &[0xC3, 0xA9],
+    );
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
     assert!(masks_along_docs_match_brute_force(&cg, &small, &docs) > 100);

@@ -458,16 +458,7 @@ impl RunIndex {
         let frontier = self.by_lead[0]
             .0
             .iter()
-            .map(|&m| {
-                let mut path = Vec::new();
-                let mut p = trie.nodes[m as usize].parent;
-                while p != u32::MAX {
-                    path.push(trie.nodes[p as usize].byte);
-                    p = trie.nodes[p as usize].parent;
-                }
-                path.reverse();
-                FrontierNode { node: m, path: path.into(), dead: false }
-            })
+            .map(|&m| FrontierNode { node: m, path: trie.bytes_above(m), dead: false })
             .collect();
         ClassSlice { ascii: self.ascii, slice: (*self.whole).clone(), frontier }
     }

@@ -115,22 +115,12 @@ impl WalkedBody {
             let k = outer.partition_point(|&o| o <= n);
             k > 0 && n < trie.nodes[outer[k - 1] as usize].subtree_end
         };
-        let path = |o: u32| {
-            let mut bytes = Vec::new();
-            let mut p = trie.nodes[o as usize].parent;
-            while p != u32::MAX {
-                bytes.push(trie.nodes[p as usize].byte);
-                p = trie.nodes[p as usize].parent;
-            }
-            bytes.reverse();
-            bytes.into_boxed_slice()
-        };
         let mut frontier: Vec<FrontierNode> = body
             .frontier
             .iter()
             .filter(|f| !inside(f.node))
             .map(|f| FrontierNode { node: f.node, path: f.path.clone(), dead: f.dead })
-            .chain(outer.iter().map(|&o| FrontierNode { node: o, path: path(o), dead: false }))
+            .chain(outer.iter().map(|&o| FrontierNode { node: o, path: trie.bytes_above(o), dead: false }))
             .collect();
         frontier.sort_unstable_by_key(|f| f.node);
         Some(WalkedBody { slice, frontier })
