@@ -239,14 +239,20 @@ impl Explored {
 }
 
 impl CoverMemo {
-    /// Heap bytes of the kept verdicts (each set is stored twice: list and interner key).
+    /// Heap bytes of the kept verdicts (each set is stored twice: list and interner key), their
+    /// misreads and the walked-cover answers.
     pub fn memory_size(&self) -> usize {
+        // One lock at a time (`walked_cover` never holds both either).
+        let walked = self.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len() * 48;
         let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let size = |e: &Explored| {
             let configs: usize = e.sets.iter().map(Vec::len).sum();
-            2 * configs * std::mem::size_of::<Config>() + e.sets.len() * 72 + e.stacks.cells.len() * 24
+            2 * configs * std::mem::size_of::<Config>()
+                + e.sets.len() * 72
+                + e.stacks.cells.len() * 24
+                + e.misreads.len() * 16
         };
-        slices.values().map(size).sum()
+        slices.values().map(size).sum::<usize>() + walked
     }
 
     /// How many (set, slice state) pairs are decided, good or bad (for tests).

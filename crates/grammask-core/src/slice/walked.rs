@@ -74,10 +74,6 @@ impl FirstChars {
     pub fn walkable(&self, x: u8) -> bool {
         self.nodes.get(usize::from(x)).is_some_and(Option::is_some)
     }
-
-    pub fn memory_size(&self) -> usize {
-        self.nodes.iter().flatten().map(|l| l.len() * 4 + 24).sum()
-    }
 }
 
 /// The body slice with the ASCII characters of `walked` walked (see the module doc).
@@ -124,10 +120,6 @@ impl WalkedBody {
             .collect();
         frontier.sort_unstable_by_key(|f| f.node);
         Some(WalkedBody { slice, frontier })
-    }
-
-    pub fn memory_size(&self) -> usize {
-        self.slice.memory_size() + self.frontier.iter().map(|f| f.path.len() + 24).sum::<usize>()
     }
 }
 
