@@ -15,8 +15,8 @@ use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
     classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    lead_run, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, KernelMask, Shortcuts,
-    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    lead_run, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, BodyEnds, KernelMask,
+    Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -95,6 +95,9 @@ pub struct CompiledGrammar {
     nullable: OnceLock<Vec<bool>>,
     /// The words each state's rule rest does not match, where known ([`Self::residual_words`]).
     residual_words: OnceLock<HashMap<StateId, Vec<Box<[u8]>>>>,
+    /// The string body's kernel that those states' kernels are derived from, indexed
+    /// ([`Self::excluded_kernel_in`]).
+    body_ends: OnceLock<BodyEnds>,
     /// Counted string-body levels by state ([`body_level`]).
     levels: RwLock<FastMap<StateId, Option<Level>>>,
     /// Counted class bodies: levels by state, classes and their slices.
@@ -196,6 +199,7 @@ impl CompiledGrammar {
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
+            body_ends: OnceLock::new(),
             levels: RwLock::new(FastMap::default()),
             class_bodies: ClassBodies::default(),
             state_runs: RwLock::new(FastMap::default()),
@@ -355,7 +359,11 @@ impl CompiledGrammar {
     fn new_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Arc<KernelMask>> {
         if let Some(km) = self.excluded_kernel_in(state, stack)? {
             self.count(4);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            // The body's own kernel is cached already (and shared as it is).
+            if Arc::ptr_eq(&km, &self.body_ends.get().expect("set by excluded_kernel_in").base) {
+                return Ok(write(&self.kernels).entry(state).or_insert(km).clone());
+            }
+            return Ok(self.cache_kernel(state, km));
         }
         if let Some(km) = self.literal_kernel(state)? {
             self.count(0);
@@ -506,8 +514,9 @@ impl CompiledGrammar {
     /// lookaheads, a string body rule without an automaton of its own, or FOLLOW sets that differ.
     ///
     /// PERF: every position inside an open object's key (a node of the excluded-key trie) was a
-    /// walk of its own (~0.3-0.5 ms on Llama 3); they now share the string body's kernel.
-    fn excluded_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<KernelMask>> {
+    /// walk of its own (~0.3-0.5 ms on Llama 3); they now share the string body's kernel, and
+    /// take it as it is (its `Arc`) where no uncertain token reads a whole word ([`BodyEnds`]).
+    fn excluded_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<Arc<KernelMask>>> {
         let a = &self.automata;
         let (Some(excluded), Some(words)) = (self.grammar.excluded_words(), self.residual_words().get(&state)) else {
             return Ok(None);
@@ -518,26 +527,15 @@ impl CompiledGrammar {
         if !same_follow || a.state(any).rule != excluded.any || a.has_lookahead() || stack.contains(&any) {
             return Ok(None);
         }
-        stack.push(state);
-        let base = self.kernel_in(any, stack);
-        stack.pop();
-        let base = base?;
-        let words: std::collections::HashSet<&[u8]> = words.iter().map(|w| &**w).collect();
-        let vocab = &self.index.vocab;
-        // `u` is the token less its suffix (the bytes read after the rule ended).
-        let ends_in_word = |&(t, s): &(u32, u32)| {
-            let b = vocab.token_bytes(t);
-            words.contains(&b[..b.len() - base.suffixes[s as usize].len()])
-        };
-        // The suffixes stay as they are (unused ones included): their verdicts are memoized by
-        // their hash.
-        Ok(Some(KernelMask {
-            accepted: base.accepted.clone(),
-            uncertain: base.uncertain.iter().filter(|e| !ends_in_word(e)).copied().collect(),
-            suffixes: base.suffixes.clone(),
-            suffix_walk: base.suffix_walk.clone(),
-            suffix_hash: base.suffix_hash,
-        }))
+        if self.body_ends.get().is_none() {
+            stack.push(state);
+            let base = self.kernel_in(any, stack);
+            stack.pop();
+            // A racing thread's index is built from the same cached `Arc`.
+            let _ = self.body_ends.set(BodyEnds::new(base?, &self.index.vocab));
+        }
+        let ends = self.body_ends.get().expect("set above");
+        Ok(Some(ends.without(&self.index.vocab, words)))
     }
 
     /// The states of the rules that match a string body but some words W (those with an

@@ -760,6 +760,50 @@ fn excluded_key_masks_match_brute_force() {
     }
 }
 
+/// Masks equal the brute force at every position inside an open object's keys on a vocabulary
+/// made for the excluded-key kernels' look-up (`mask/excluded.rs`): for each rest `r` of a known
+/// key, tokens `r"` and `r":` (refused as an extra key there), and tokens of the same length and
+/// first byte that differ in a later byte (`r` with one byte changed, then `"`; allowed). The
+/// look-up finds the tokens ending the key after `r` by length and first byte: without comparing
+/// the rest it refuses the changed ones, and a derived kernel that kept the string body's own
+/// (its `Arc`, taken where nothing ends after a rest) accepts `r"`.
+#[test]
+fn excluded_key_lookups_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    // Long keys, and many: the trie's deeper nodes keep automata of their own (short tries are
+    // inlined into the object, whose kernels walk).
+    let mut keys: Vec<String> = ["abcdefghijklmnop", "abcdefghijklmnopq", "abcdefghijXYZ"].map(String::from).to_vec();
+    keys.extend((0..30).map(|i| format!("filler_key_number_{i:02}")));
+    let mut extra = Vec::new();
+    for k in &keys[..3] {
+        for i in 0..k.len() {
+            let r = &k[i..];
+            extra.push(format!("{r}\""));
+            extra.push(format!("{r}\":"));
+            if r.len() >= 2 {
+                extra.push(format!("{}~\"", &r[..r.len() - 1]));
+            }
+        }
+    }
+    extra.sort();
+    extra.dedup();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let vocab = ascii_vocab(&extra, &[]);
+    let props: Vec<String> = keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect();
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let separators = Some((",".to_string(), ":".to_string()));
+    let opts = JsonSchemaOptions { strict_mode: false, separators, ..Default::default() };
+    let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(&schema, &opts).unwrap(), &vocab).unwrap());
+    // Extra keys after the last property: the known keys themselves are refused.
+    let docs: Vec<Vec<u8>> = ["abcdefghijklmnop~", "abcdefghijklmnopqr", "abcdefghijXY~", "abcdefghijklmno~"]
+        .map(|k| format!("{{\"filler_key_number_29\":1,\"{k}\":1}}").into_bytes())
+        .to_vec();
+    let docs: Vec<&[u8]> = docs.iter().map(|d| &d[..]).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(checked >= 100, "{checked} masks checked");
+    assert!(cg.kernel_stats().excluded >= 15, "{:?}", cg.kernel_stats());
+}
+
 /// A tool-calling grammar in the shape of a structural tag (free text, then tags whose fixed
 /// strings start with `{"name": "`, `", "parameters": ` and known keys, JSON-like arguments).
 const TOOL_CALL_EBNF: &str = r#"
