@@ -211,7 +211,9 @@ fn classify_walk(
     let sc = Shortcuts { cover: Some(sc.cover.unwrap_or(&fresh)), ..sc };
     for &interned in modes {
         let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, budget, &mut *on_budget);
-        match w.classify(state, sc)? {
+        // One budget for all the cover searches of the state (see `MAX_STATE_COVER_PAIRS`).
+        let classified = crate::slice::with_cover_budget(crate::slice::MAX_STATE_COVER_PAIRS, || w.classify(state, sc));
+        match classified? {
             false if w.memo.as_ref().is_some_and(|m| m.full) => {}
             false => return Ok(None),
             true => {

@@ -449,6 +449,47 @@ fn regex_string_masks_match_brute_force() {
     assert!(checked > 100);
 }
 
+/// Masks stay exact when the cover searches' per-state budget is tiny
+/// (`slice::with_cover_budget`), end to end through a compiled grammar: states whose search
+/// gives up take the walk without the slice shortcut (a regex string with `minLength`, a string
+/// called between quotes, a key pattern, a counted body, a date). The budget's fallback itself
+/// is checked state by state in `slice::tests::tiny_cover_budgets_classify_like_full_walks`
+/// (this one did not catch a search that answers "covers" when out of budget: here the states
+/// whose searches run out cover anyway or refute at their first set).
+#[test]
+fn cover_budget_fallback_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", "minLength": 14},
+        "d": {"type": "string", "format": "date"},
+        "m": {"type": "string", "maxLength": 12},
+        "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$", "minLength": 5}},
+        "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "required": ["t"]}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let vocab = ascii_vocab(
+        &[
+            "\":", "\": ", "\"}", "\",", "\", \"", "12", "1-", "-0", "ab", "abc", "0a", "a0", "-a", "\\\"", "\\n",
+            "\\u00", "\\/", "\u{e9}", "x\u{e9}", "ff-", "00", "2024-", "-01", "01-", "e\"", "\"t", "t\":", "zz",
+            "fe\"}", "ab\",", "//", "/a", "a/", "\"/",
+        ],
+        &[0xC3, 0xA9],
+    );
+    let docs: [&str; 4] = [
+        r#"{"t": "x1-60f6f7e7-0123456789abcdef", "m": "a\"b\u00e9", "/x/y": "z"}"#,
+        r#"{"d": "2024-01-31", "t": "ab 12--ffffff00", "p": "ab12cd"}"#,
+        r#"{"p": "abcd12", "t": "1-0-0123456789"}"#,
+        "{\"t\": \"\\n\u{e9}9-a-abcdef\\\"x\", \"m\": \"\", \"/a\": \"\"}",
+    ];
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    for budget in [0, 1, 7, 60, usize::MAX] {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let checked =
+            grammask_core::slice::with_cover_budget(budget, || masks_along_docs_match_brute_force(&cg, &vocab, &docs));
+        assert!(checked > 100, "budget {budget}");
+    }
+}
+
 /// Printable ASCII, one byte a token, then the tokens of `extra`, the lone bytes of `lone` (parts
 /// of UTF-8 characters), and the stop token `</s>` last.
 fn ascii_vocab(extra: &[&str], lone: &[u8]) -> Arc<Vocabulary> {

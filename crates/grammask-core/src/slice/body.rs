@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::{cover_misread, cover_search, CoverMemo, SliceKey};
+use super::cover::{cover_ends, cover_misread, cover_search, CoverMemo, SliceKey};
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -132,6 +132,9 @@ impl BodySlice {
     /// [`Self::covers`], or else what the search from `s` itself misread (see
     /// [`super::cover::cover_misread`]), for [`super::walked_cover`].
     pub fn covers_or_misread(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Option<(u8, u8)>> {
+        if let Some(cover) = Self::covers_through_quoted_calls(a, s, memo) {
+            return Ok(cover);
+        }
         let misread = match cover_misread(a, s, SliceKey::Body, body_step, memo) {
             Ok(may_end) => return Ok(Cover { may_end, walk_dead: false }),
             Err(m) => m,
@@ -144,6 +147,38 @@ impl BodySlice {
             Self::covers_plain(a, a.callee_start(s, r), memo).ok_or(misread)?;
         }
         Ok(Cover { may_end: true, walk_dead: true })
+    }
+
+    /// [`Self::covers`] for a state that only calls rules which return to an *inert* state (not
+    /// final, no rule edges, reading only `"`: a string's closing quote after its body rule), by
+    /// searches from the callees' starts alone; `None` if it does not apply or they fail.
+    /// Exact: after a callee ends at a character boundary the kernel's row holds the inert state,
+    /// which reads no body byte and never ends the rule, so the kernel reads the slice as its
+    /// callees do and never ends inside it; a callee that may end inside a character or an
+    /// escape (where `"` is body text) does not qualify.
+    /// PERF: the callees' sets are those of the body's later positions (kernel items of the
+    /// callee itself), so one search serves both: `Github_hard---o79409`'s `trace_id` (a regex
+    /// string with `minLength`, ~9k sets) was searched twice, after `"` and after `"1`, ~6 ms each.
+    fn covers_through_quoted_calls(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<Cover> {
+        let inert = |t: StateId| {
+            let quote_only = |e: &crate::compiler::ByteEdge| (e.lo..=e.hi).all(|x| body_step(0, x) == Body::Walk);
+            !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(quote_only)
+        };
+        let edges = a.rule_edges(s);
+        if a.state(s).is_final
+            || !a.byte_edges(s).is_empty()
+            || edges.is_empty()
+            || !edges.iter().all(|&(_, t)| inert(t))
+        {
+            return None;
+        }
+        for &(r, _) in edges {
+            let ends = cover_ends(a, a.callee_start(s, r), SliceKey::Body, body_step, memo).ok()?;
+            if ends.inside {
+                return None;
+            }
+        }
+        Some(Cover { may_end: false, walk_dead: false })
     }
 
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text

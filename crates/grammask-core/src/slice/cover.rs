@@ -8,12 +8,51 @@
 use super::Body;
 use crate::compiler::{Automata, StateId};
 use crate::fasthash::{FastMap, FastState};
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Most (configuration set, slice state) pairs one [`cover_search`] explores beyond those its
 /// memo has decided.
 const MAX_COVER_PAIRS: usize = 16384;
+
+/// Most pairs all the cover searches for one kernel state explore together (the body slice's,
+/// its callees', the walked bodies', the class slice's), beyond those the memo has decided; past
+/// it every search of the state gives up and the state takes the walk without that shortcut
+/// (exact). See [`with_cover_budget`].
+pub const MAX_STATE_COVER_PAIRS: usize = 16384;
+
+thread_local! {
+    /// Pairs the cover searches on this thread may still explore: set by [`with_cover_budget`]
+    /// for one kernel state, unbounded outside one (each search still stops at
+    /// [`MAX_COVER_PAIRS`]).
+    static PAIRS_LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Runs `f` (the classification of one kernel state) with at most `pairs` new cover-search
+/// pairs for all of its searches, and no more than an enclosing call leaves (so a caller can
+/// force a smaller budget on every state `f` classifies: the tests' tiny budgets). A search that
+/// reaches the budget gives up like one past [`MAX_COVER_PAIRS`]: undecided, nothing memoized.
+pub fn with_cover_budget<R>(pairs: usize, f: impl FnOnce() -> R) -> R {
+    /// Restores the enclosing budget, also when `f` unwinds.
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PAIRS_LEFT.set(self.0);
+        }
+    }
+    let outer = PAIRS_LEFT.get();
+    let _restore = Restore(outer);
+    PAIRS_LEFT.set(outer.min(pairs));
+    f()
+}
+
+/// Takes one pair from the thread's budget ([`with_cover_budget`]); false when none is left.
+fn take_pair() -> bool {
+    let left = PAIRS_LEFT.get();
+    PAIRS_LEFT.set(left.saturating_sub(1));
+    left > 0
+}
 
 /// Most configuration sets a [`CoverMemo`] keeps per slice; past it the slice's memo starts over.
 const MAX_MEMO_SETS: usize = 1 << 16;
@@ -106,11 +145,16 @@ pub struct CoverMemo {
 #[derive(Debug)]
 struct Explored {
     stacks: Stacks,
-    ids: FastMap<Vec<Config>, u32>,
-    sets: Vec<Vec<Config>>,
+    /// The sets, each stored once (the interner's key and the list share it).
+    ids: FastMap<Arc<[Config]>, u32>,
+    sets: Vec<Arc<[Config]>>,
     /// Per set, one bit per slice state (at most 16).
     good: Vec<u16>,
     ends: Vec<u16>,
+    /// Per set, one bit per slice state: whether a good pair reaches a pair in a slice state
+    /// other than 0 holding a final configuration with an empty stack (the rule ends inside a
+    /// character or an escape).
+    ends_inside: Vec<u16>,
     bad: Vec<u16>,
     /// Per slice state, the bytes at which the slice step changes (bit `x`: `step(b, x)` differs
     /// from `step(b, x - 1)`; bit 0 always), found on first use.
@@ -155,6 +199,7 @@ impl Explored {
             sets: Vec::new(),
             good: Vec::new(),
             ends: Vec::new(),
+            ends_inside: Vec::new(),
             bad: Vec::new(),
             slice_bounds: [None; 16],
         }
@@ -176,10 +221,12 @@ impl Explored {
             return i;
         }
         let i = self.sets.len() as u32;
-        self.ids.insert(set.to_vec(), i);
-        self.sets.push(set.to_vec());
+        let set: Arc<[Config]> = set.into();
+        self.ids.insert(set.clone(), i);
+        self.sets.push(set);
         self.good.push(0);
         self.ends.push(0);
+        self.ends_inside.push(0);
         self.bad.push(0);
         i
     }
@@ -239,16 +286,16 @@ impl Explored {
 }
 
 impl CoverMemo {
-    /// Heap bytes of the kept verdicts (each set is stored twice: list and interner key), their
-    /// misreads and the walked-cover answers.
+    /// Heap bytes of the kept verdicts (each set once, shared by the list and the interner),
+    /// their misreads and the walked-cover answers.
     pub fn memory_size(&self) -> usize {
         // One lock at a time (`walked_cover` never holds both either).
         let walked = self.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len() * 48;
         let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let size = |e: &Explored| {
-            let configs: usize = e.sets.iter().map(Vec::len).sum();
-            2 * configs * std::mem::size_of::<Config>()
-                + e.sets.len() * 72
+            let configs: usize = e.sets.iter().map(|s| s.len()).sum();
+            configs * std::mem::size_of::<Config>()
+                + e.sets.len() * 74
                 + e.stacks.cells.len() * 24
                 + e.misreads.len() * 16
         };
@@ -304,6 +351,26 @@ pub(super) fn cover_misread(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<bool, Option<(u8, u8)>> {
+    cover_ends(a, s, key, step, memo).map(|e| e.may_end)
+}
+
+/// Where a covering kernel state's rule may end inside slice text.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ends {
+    /// Somewhere (a final configuration with an empty stack is reachable).
+    pub may_end: bool,
+    /// Somewhere other than slice state 0 (inside a character or an escape).
+    pub inside: bool,
+}
+
+/// [`cover_misread`], with where the rule may end.
+pub(super) fn cover_ends(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Result<Ends, Option<(u8, u8)>> {
     let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for abstract_returns in [true, false] {
         let k = (key, abstract_returns);
@@ -331,11 +398,11 @@ fn search(
     ex: &mut Explored,
     root: u32,
     step: &impl Fn(u8, u8) -> Body,
-) -> Result<Result<bool, Option<(u8, u8)>>, Refused> {
+) -> Result<Result<Ends, Option<(u8, u8)>>, Refused> {
     let decided = |ex: &Explored, id: u32, b: u8| {
         let bit = 1u16 << b;
         if ex.good[id as usize] & bit != 0 {
-            Some(Ok(ex.ends[id as usize] & bit != 0))
+            Some(Ok(Ends { may_end: ex.ends[id as usize] & bit != 0, inside: ex.ends_inside[id as usize] & bit != 0 }))
         } else if ex.bad[id as usize] & bit != 0 {
             Some(Err(()))
         } else {
@@ -350,11 +417,13 @@ fn search(
     let mut local: FastMap<(u32, u8), u32> = HashMap::with_hasher(FastState);
     let mut pairs: Vec<(u32, u8)> = Vec::new();
     let mut ends: Vec<bool> = Vec::new();
+    let mut inside: Vec<bool> = Vec::new();
     let mut edges: Vec<(u32, u32)> = Vec::new();
     let mut stack: Vec<u32> = Vec::new();
     local.insert((root, 0), 0);
     pairs.push((root, 0));
     ends.push(false);
+    inside.push(false);
     stack.push(0);
     let mut next: Vec<Config> = Vec::new();
     // The last stepped (unclosed) configurations and the set they closed to.
@@ -368,7 +437,9 @@ fn search(
             return Err(Refused);
         }
         let real = &ex.sets[id as usize][..ex.sets[id as usize].len() - usize::from(inert)];
-        ends[p as usize] |= real.iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
+        let ends_here = real.iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
+        ends[p as usize] |= ends_here;
+        inside[p as usize] |= ends_here && b != 0;
         // The bytes at which a run starts: the slice step's and every configuration's edges'.
         let mut bounds = ex.bounds(b, step);
         let real_len = ex.sets[id as usize].len() - usize::from(inert);
@@ -406,7 +477,10 @@ fn search(
                         }
                     };
                     match decided(ex, nid, nb) {
-                        Some(Ok(e)) => ends[p as usize] |= e,
+                        Some(Ok(e)) => {
+                            ends[p as usize] |= e.may_end;
+                            inside[p as usize] |= e.inside;
+                        }
                         // A pair that reaches a refuting pair refutes the cover too.
                         Some(Err(())) => {
                             let misread = ex.misreads.get(&(nid, nb)).copied();
@@ -416,18 +490,22 @@ fn search(
                             let q = match local.get(&(nid, nb)) {
                                 Some(&q) => q,
                                 None => {
-                                    if pairs.len() >= MAX_COVER_PAIRS {
+                                    if pairs.len() >= MAX_COVER_PAIRS || !take_pair() {
                                         return Ok(Err(None));
                                     }
                                     let q = pairs.len() as u32;
                                     local.insert((nid, nb), q);
                                     pairs.push((nid, nb));
                                     ends.push(false);
+                                    inside.push(false);
                                     stack.push(q);
                                     q
                                 }
                             };
-                            edges.push((p, q));
+                            // Runs of one pair often lead to the same pair: one edge is enough.
+                            if edges.last() != Some(&(p, q)) {
+                                edges.push((p, q));
+                            }
                         }
                     }
                 }
@@ -439,23 +517,45 @@ fn search(
         }
     }
     // Every pair explored is good; a pair ends the rule if a pair it reaches does (back along
-    // the edges, by target).
-    edges.sort_unstable_by_key(|&(_, q)| q);
-    let mut work: Vec<u32> = (0..pairs.len() as u32).filter(|&p| ends[p as usize]).collect();
-    while let Some(q) = work.pop() {
-        let from = edges.partition_point(|&(_, t)| t < q);
-        for &(p, _) in edges[from..].iter().take_while(|&&(_, t)| t == q) {
-            if !ends[p as usize] {
-                ends[p as usize] = true;
-                work.push(p);
+    // the edges, grouped by target in linear time).
+    let preds = by_target(pairs.len(), &edges);
+    for flags in [&mut ends, &mut inside] {
+        let mut work: Vec<u32> = (0..pairs.len() as u32).filter(|&p| flags[p as usize]).collect();
+        while let Some(q) = work.pop() {
+            for &p in &preds.1[preds.0[q as usize] as usize..preds.0[q as usize + 1] as usize] {
+                if !flags[p as usize] {
+                    flags[p as usize] = true;
+                    work.push(p);
+                }
             }
         }
     }
-    for (&(id, b), &e) in pairs.iter().zip(&ends) {
+    for (i, &(id, b)) in pairs.iter().enumerate() {
         ex.good[id as usize] |= 1 << b;
-        ex.ends[id as usize] |= u16::from(e) << b;
+        ex.ends[id as usize] |= u16::from(ends[i]) << b;
+        ex.ends_inside[id as usize] |= u16::from(inside[i]) << b;
     }
-    Ok(Ok(ends[0]))
+    Ok(Ok(Ends { may_end: ends[0], inside: inside[0] }))
+}
+
+/// The sources of `edges` (among `n` pairs) grouped by target: those of target `q` are
+/// `.1[.0[q]..0[q + 1]]` (a counting sort).
+/// PERF: sorting the edges cost ~40% of a 9k-pair search (`o79409`'s `trace_id`).
+fn by_target(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
+    let mut start = vec![0u32; n + 1];
+    for &(_, q) in edges {
+        start[q as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut from = vec![0u32; edges.len()];
+    for &(p, q) in edges {
+        from[fill[q as usize] as usize] = p;
+        fill[q as usize] += 1;
+    }
+    (start, from)
 }
 
 /// The bytes whose bit is set in `bits`, in increasing order.

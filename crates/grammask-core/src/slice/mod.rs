@@ -31,7 +31,7 @@ mod walked;
 pub use body::{body_capacity, body_level, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ClassBodies, ClassBodySlice, ClassLevel};
-pub use cover::CoverMemo;
+pub use cover::{with_cover_budget, CoverMemo, MAX_STATE_COVER_PAIRS};
 pub use run_index::{RunIndex, LEAD_LISTS};
 pub use walked::{walked_cover, FirstChars, WalkedBody, MAX_WALKED_CHARS};
 

@@ -866,3 +866,72 @@ fn walked_body_kernels_equal_full_walks() {
         assert!(walked.contains(&want), "no state walks {want:#x}: {walked:x?}");
     }
 }
+
+/// Under a tiny per-state cover budget ([`with_cover_budget`]), every state classifies exactly
+/// like the full walk (the kernels the masks are made of: the full walk is checked against brute
+/// force in `tests/mask_bruteforce.rs`), while some states that cover the body slice no longer
+/// find it (the budget bites). Patterns whose refutation lies a few characters in (`p` after a
+/// digit, `/` after `/`), a regex string with `minLength` between quotes (the callee-start
+/// searches of `covers_through_quoted_calls`), a walked body and a counted one. Shown to fail by
+/// making a search that runs out of budget answer "covers" (state 8 at budget 0 then accepts
+/// tokens the full walk refuses).
+#[test]
+fn tiny_cover_budgets_classify_like_full_walks() {
+    use crate::follow::{follow_sets, nullable_states};
+    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    use crate::mask::{classify_kernel_budget, Shortcuts};
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{3}", "minLength": 9},
+        "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$"},
+        "k": {"type": "string", "pattern": "^(/[^/]+)+$"},
+        "m": {"type": "string", "maxLength": 5}}, "additionalProperties": false}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let a = Automata::build(&g).unwrap();
+    let follow = follow_sets(&a, &nullable_states(&a));
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    toks.extend(xorshift_tokens(b"/1-a9fz\"\\ ", 2000, 5, 0x7A11_1818));
+    for t in ["\u{e9}/", "1-", "0a", "//", "\\n", "\\u0041"] {
+        toks.push(t.as_bytes().to_vec());
+    }
+    toks.sort();
+    toks.dedup();
+    let vocab = raw_vocab(toks);
+    let n = vocab.vocab_size();
+    let trie = crate::trie::TokenTrie::new(&vocab);
+    let body = BodySlice::new(&trie, n);
+    let firsts = FirstChars::new(&trie);
+    let walkable = |x: u8| firsts.walkable(x);
+    let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
+    let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+        k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+    };
+    let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
+    let covered = |budget: usize| {
+        let memo = CoverMemo::default();
+        states.iter().filter(|&&s| with_cover_budget(budget, || BodySlice::covers(&a, s, &memo)).is_some()).count()
+    };
+    let all = covered(usize::MAX);
+    for budget in [0, 1, 4, 30] {
+        let memo = CoverMemo::default();
+        for &s in &states {
+            let f = follow[a.state(s).rule.index()];
+            let mut never = || false;
+            let full = Shortcuts { follow: Some(&f), ..Default::default() };
+            let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+            let fast = Shortcuts {
+                body: Some(&body),
+                follow: Some(&f),
+                walked: Some((&walkable, &bodies)),
+                cover: Some(&memo),
+                ..Default::default()
+            };
+            let fast =
+                with_cover_budget(budget, || classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never));
+            let fast = fast.unwrap().unwrap();
+            assert_eq!(full.accepted, fast.accepted, "state {} budget {budget}", s.0);
+            assert_eq!(spell(&full), spell(&fast), "state {} budget {budget}", s.0);
+        }
+        assert!(covered(budget) < all, "budget {budget} decides every cover ({all})");
+    }
+}
