@@ -336,13 +336,14 @@ fn first_char_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<u128> 
     let mut tried: Vec<StateId> = Vec::new();
     for e in a.byte_edges(s) {
         let t = e.target;
-        if t == s || tried.contains(&t) {
+        // The loop test first: it reads only `t`'s edges, and fails on most targets (a key's
+        // next character), where `tried` grew to one entry per edge (quadratic in the edges).
+        let c = ascii_loop(a, t);
+        if t == s || c.count_ones() < MIN_ROW_RUN_BYTES || tried.contains(&t) {
             continue;
         }
         tried.push(t);
-        let c = ascii_loop(a, t);
-        if c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c, memo)
-        {
+        if ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c, memo) {
             return Some(c);
         }
     }
