@@ -299,6 +299,19 @@ pub struct Conv<'a> {
     /// The canonical texts of each long `enum` array of the schema, by the array's address (the
     /// schema is borrowed for `'a`, so an address names one array): membership in O(1).
     enum_sets: HashMap<usize, HashSet<String>>,
+    /// The string automata built so far, by their constraints (see `emit_string`).
+    string_dfas: HashMap<StringKey, CharDfa>,
+}
+
+/// The constraints that determine a string automaton (`Merged`'s, without their pointers).
+#[derive(PartialEq, Eq, Hash)]
+struct StringKey {
+    patterns: Vec<String>,
+    formats: Vec<String>,
+    excluded: Vec<String>,
+    neg_patterns: Vec<String>,
+    neg_formats: Vec<String>,
+    len: (u64, Option<u64>),
 }
 
 /// `enum` arrays longer than this get a set of canonical texts ([`Conv::in_enum`]).
@@ -327,6 +340,7 @@ impl<'a> Conv<'a> {
             has_uneval,
             large_any_order_cost: 0,
             enum_sets: HashMap::new(),
+            string_dfas: HashMap::new(),
         }
     }
 

@@ -182,6 +182,33 @@ fn equal_string_rules_share_one_automaton() {
     assert_eq!(g.matches("json_char{0,300}").count(), 1, "{g}");
 }
 
+/// String automata are built once per set of constraints: properties that differ in one
+/// constraint each keep their own language.
+#[test]
+fn string_automata_differ_by_every_constraint() {
+    let schema = r#"{"type":"object","additionalProperties":false,"properties":{
+        "a":{"type":"string","pattern":"^x+$","maxLength":3},
+        "b":{"type":"string","pattern":"^x+$","maxLength":5},
+        "c":{"type":"string","pattern":"^x+$","minLength":4},
+        "d":{"type":"string","pattern":"^x+$","not":{"enum":["xx"]}},
+        "e":{"type":"string","pattern":"^x+$","format":"email"},
+        "f":{"type":"string","pattern":"^x+$","maxLength":3}}}"#;
+    for (text, want) in [
+        (r#"{"a":"xxx"}"#, true),
+        (r#"{"a":"xxxx"}"#, false),
+        (r#"{"b":"xxxx"}"#, true),
+        (r#"{"c":"xxx"}"#, false),
+        (r#"{"c":"xxxx"}"#, true),
+        (r#"{"d":"xx"}"#, false),
+        (r#"{"d":"xxx"}"#, true),
+        (r#"{"e":"xxx"}"#, false),
+        (r#"{"f":"xxx"}"#, true),
+        (r#"{"f":"xxxx"}"#, false),
+    ] {
+        assert_eq!(schema_accepts(schema, Spelling::Canonical, text), want, "{text}");
+    }
+}
+
 #[test]
 fn equal_key_sets_share_one_excluded_key_rule() {
     // Two object types with the key set {a, ab} (values differ): one rule for "any other key",

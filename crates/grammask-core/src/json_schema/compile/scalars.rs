@@ -215,7 +215,36 @@ impl Conv<'_> {
             let body = jstr::not_in_for(self.opts.spelling, &mut self.e, &excluded)?;
             return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
         }
-        // General case: intersect automata (length last, see below).
+        // General case: intersect automata (length last, see below), once per distinct set of
+        // string constraints in a conversion (a subschema met in several goals asks again).
+        let key = StringKey {
+            patterns: m.patterns.iter().map(|(p, _)| p.clone()).collect(),
+            formats: m.formats.iter().map(|(f, _)| f.clone()).collect(),
+            excluded: excluded.iter().map(|x| (*x).to_string()).collect(),
+            neg_patterns: m.neg_patterns.clone(),
+            neg_formats: m.neg_formats.clone(),
+            len: (m.min_len, m.max_len),
+        };
+        let dfa = match self.string_dfas.get(&key) {
+            Some(d) => d.clone(),
+            None => {
+                let d = Self::string_dfa(m, &excluded, ptr)?;
+                self.string_dfas.insert(key, d.clone());
+                d
+            }
+        };
+        if dfa.is_empty() {
+            return Ok(None);
+        }
+        let stem = self.e.fresh("str");
+        let prefix = format!("{stem}.re");
+        let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
+        self.e.raw(&text)?;
+        Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
+    }
+
+    /// The automaton of the strings (decoded) that satisfy `m`'s string constraints.
+    fn string_dfa(m: &Merged, excluded: &[&str], ptr: &str) -> Result<CharDfa> {
         let mut dfa = CharDfa::any_string();
         for (p, pp) in &m.patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
@@ -257,14 +286,7 @@ impl Conv<'_> {
             }
             dfa = dfa.intersect(&len).map_err(|e| ptr_if_none(e, ptr))?;
         }
-        if dfa.is_empty() {
-            return Ok(None);
-        }
-        let stem = self.e.fresh("str");
-        let prefix = format!("{stem}.re");
-        let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
-        self.e.raw(&text)?;
-        Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
+        Ok(dfa)
     }
 
     /// A run of `lo..=hi` characters (`hi` `None`: unbounded). Up to [`LONG_RUN`] characters:
