@@ -41,6 +41,10 @@ pub struct RunBases {
     pub(super) utf8: RunBase,
     /// Every ASCII byte and nothing else (ASCII-only classes).
     pub(super) ascii: RunBase,
+    /// The depth of each token's node (capped), in trie token order.
+    pub(super) token_depth: Vec<u8>,
+    /// Bit `m` is set iff node `m` is at depth at most [`LEAD_LISTS`](super::LEAD_LISTS).
+    pub(super) shallow: Vec<u64>,
     /// The nodes of ASCII byte `x` are `ascii_nodes[starts[x]..starts[x + 1]]`, in trie order.
     ascii_nodes: Vec<u32>,
     starts: [u32; 129],
@@ -72,6 +76,8 @@ impl RunBases {
         };
         let (mut utf8, mut ascii) = (empty(), empty());
         let mut starts = [0u32; 129];
+        let mut token_depth = vec![0u8; trie.tokens.len()];
+        let mut shallow = vec![0u64; words];
         // Along the current path, per depth (0: the root): `U`'s lead and state after the node
         // there, and the depth of the path's last non-ASCII byte (capped).
         let mut at: Vec<(u8, u8, u8)> = vec![(0, 0, 0); trie.max_depth as usize + 1];
@@ -107,10 +113,15 @@ impl RunBases {
                 cap(d)
             };
             at[d] = (ulead_here, state_here, here);
-            // Most nodes hold no token or one (a `fill` is a `memset` call).
+            // Most nodes hold no token or one (a `fill` is a `memset` call); three arrays alike.
+            #[allow(clippy::needless_range_loop)]
             for p in n.tok_start as usize..n.tok_end as usize {
                 utf8.lead[p] = ulead_here;
                 ascii.lead[p] = here;
+                token_depth[p] = cap(d);
+            }
+            if d <= super::LEAD_LISTS {
+                shallow[i / 64] |= bit;
             }
         }
         // Lead 0 is the rule for `U` and common for ASCII: both sets taken in one pass.
@@ -134,13 +145,24 @@ impl RunBases {
                 *slot += 1;
             }
         }
-        RunBases { utf8, ascii, ascii_nodes, starts }
+        RunBases { utf8, ascii, token_depth, shallow, ascii_nodes, starts }
     }
 
     /// The nodes whose byte is ASCII byte `x`, in trie order.
     pub(super) fn nodes_of(&self, x: u8) -> &[u32] {
         let x = usize::from(x);
         &self.ascii_nodes[self.starts[x] as usize..self.starts[x + 1] as usize]
+    }
+
+    /// Bit `m` is set iff node `m`'s byte is an ASCII byte of `ascii`.
+    pub(super) fn node_bits(&self, ascii: u128, words: usize) -> Vec<u64> {
+        let mut bits = vec![0u64; words];
+        for x in (0..0x80u8).filter(|&x| ascii >> x & 1 == 1) {
+            for &m in self.nodes_of(x) {
+                bits[m as usize / 64] |= 1 << (m % 64);
+            }
+        }
+        bits
     }
 
     /// How many nodes have an ASCII byte outside `ascii`.
@@ -153,6 +175,11 @@ impl RunBases {
         let base = |b: &RunBase| {
             b.lead.len() + b.parent_lead.len() + 8 * (b.breaks.len() + b.low_breaks.len()) + b.whole.memory_size()
         };
-        base(&self.utf8) + base(&self.ascii) + 4 * self.ascii_nodes.len() + std::mem::size_of::<Self>()
+        base(&self.utf8)
+            + base(&self.ascii)
+            + self.token_depth.len()
+            + 8 * self.shallow.len()
+            + 4 * self.ascii_nodes.len()
+            + std::mem::size_of::<Self>()
     }
 }

@@ -577,6 +577,14 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
     assert_eq!(built.len(), classes.len());
     let bases = RunBases::new(trie, n);
     built.extend(classes.iter().map(|&(ascii, utf8)| RunIndex::from_bases(trie, n, &bases, ascii, utf8)));
+    // ASCII-only classes from the nodes of their bytes too (`utf8` classes walked once more).
+    built.extend(classes.iter().map(|&(ascii, utf8)| {
+        if utf8 {
+            RunIndex::new(trie, n, ascii, true)
+        } else {
+            RunIndex::from_inside(trie, n, &bases, ascii)
+        }
+    }));
     for (&(ascii, utf8), ri) in classes.iter().cycle().zip(&built) {
         assert_eq!((ri.ascii, ri.utf8), (ascii, utf8));
         let reads = |p: &[u8]| -> bool {
