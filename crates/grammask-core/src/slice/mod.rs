@@ -9,7 +9,7 @@
 //! - `body.rs`: [`BodySlice`], JSON string-body text (with counted string bodies, [`body_level`]);
 //! - `class.rs`: [`ClassSlice`], free text of one character class, at the trie root;
 //! - `run_index.rs`: [`RunIndex`], runs of a character class from any trie node (leads and
-//!   breaks, lead lists);
+//!   breaks, lead lists), derived from `run_bases.rs`'s [`RunBases`], built once per vocabulary;
 //! - `walked.rs`: [`WalkedBody`], the body slice with a few ASCII characters walked (string
 //!   bodies that refuse some body text).
 //!
@@ -23,6 +23,7 @@ mod body;
 mod class;
 mod class_body;
 mod cover;
+mod run_bases;
 mod run_index;
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,7 @@ pub use body::{body_capacity, body_level, counted_calls, BodySlice, Counted, Cov
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ClassBodies, ClassBodySlice, ClassLevel};
 pub use cover::{with_cover_budget, CoverMemo, MAX_STATE_COVER_PAIRS};
+pub use run_bases::RunBases;
 pub use run_index::{RunIndex, LEAD_LISTS};
 pub use walked::{walked_cover, FirstChars, WalkedBody, MAX_WALKED_CHARS};
 

@@ -496,6 +496,54 @@ fn class_slice_from_run_index() {
     assert!(frontier_nodes > 50, "only {frontier_nodes} frontier nodes probed");
 }
 
+/// The shared run bases are the run indexes of their own classes (every character, every ASCII
+/// byte), and one [`RunBases`] serves every class derived from it (checked against the
+/// definitions by `check_run_indexes`), on tokens that break UTF-8 at every place `U`
+/// resynchronizes (a lone continuation byte, a sequence cut short by ASCII or by a first byte)
+/// and classes that refuse bytes at every depth.
+#[test]
+fn run_indexes_from_shared_bases() {
+    let alphabet = [b'a', b'b', b'|', b' ', b'\n', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0xFF];
+    let mut toks = xorshift_tokens(&alphabet[..], 600, 9, 0x9E37_79B9_7F4A_7C15u64);
+    toks.extend(["a\u{e9}|\u{20ac}b".as_bytes().to_vec(), vec![0xA9, 0xA9, b'a'], vec![0xE2, 0xC3, 0xA9, b'|']]);
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let trie = TokenTrie::new(&raw_vocab(toks));
+    let bases = RunBases::new(&trie, n);
+    for (base, utf8) in [(&bases.utf8, true), (&bases.ascii, false)] {
+        let walked = RunIndex::new(&trie, n, u128::MAX, utf8);
+        assert_eq!(base.lead, walked.leads(), "base leads, utf8 {utf8}");
+        assert_eq!(base.whole, *walked.whole, "base lead-0 tokens, utf8 {utf8}");
+        let mut breaks = 0;
+        for (m, node) in trie.nodes.iter().enumerate() {
+            let got = base.breaks[m / 64] >> (m % 64) & 1 == 1;
+            if got {
+                breaks += 1;
+                let (_, lead, _) = walked.next_break(&trie, m, m + 1).expect("a break of the walked index");
+                assert_eq!(usize::from(base.parent_lead[m]), lead, "parent lead of break {m}, utf8 {utf8}");
+                let low = base.low_breaks[m / 64] >> (m % 64) & 1 == 1;
+                assert_eq!(low, lead < LEAD_LISTS, "low break {m}, utf8 {utf8}");
+            } else {
+                assert!(walked.next_break(&trie, m, m + 1).is_none(), "break {m}, utf8 {utf8}");
+            }
+            let parent = node.parent;
+            if parent != u32::MAX {
+                let p = &trie.nodes[parent as usize];
+                let plead = if p.tok_end > p.tok_start { Some(base.lead[p.tok_start as usize]) } else { None };
+                if let Some(l) = plead {
+                    assert_eq!(base.parent_lead[m], l, "parent lead of node {m}, utf8 {utf8}");
+                }
+            }
+        }
+        assert!(breaks > 20, "only {breaks} base breaks, utf8 {utf8}");
+    }
+    let not = |bytes: &[u8]| bytes.iter().fold(u128::MAX, |c, &b| c & !(1u128 << b));
+    let ascii_classes = [u128::MAX, not(b"|"), not(b" \n"), 1 << b'a' | 1 << b'b', 1 << b'|', 0];
+    let classes: Vec<(u128, bool)> = ascii_classes.iter().flat_map(|&a| [(a, true), (a, false)]).collect();
+    check_run_indexes(&trie, n, &classes);
+}
+
 /// Run indexes of a vocabulary with nested large subtrees (every string of `a`, `b`, `|` up to 8
 /// bytes, plus some UTF-8): the subtree run sets (each the union of its large children's) and
 /// the rest of each index match their definitions.
@@ -519,14 +567,25 @@ fn run_indexes_of_nested_large_subtrees() {
     check_run_indexes(&trie, n, &classes);
 }
 
-/// Checks [`RunIndex::build_many`] for `classes` (built in one walk) against their definitions,
+/// Checks [`RunIndex::build_many`] for `classes` (built in one walk), and
+/// [`RunIndex::from_bases`] for each of them (from one [`RunBases`]), against their definitions,
 /// read off each path directly: a token's lead is the smallest `k` such that its bytes from `k`
 /// on are read from the class start, and a node is a break node iff its path is not read from
 /// its parent's lead.
 fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
-    let built = RunIndex::build_many(trie, n, classes);
+    let mut built = RunIndex::build_many(trie, n, classes);
     assert_eq!(built.len(), classes.len());
-    for (&(ascii, utf8), ri) in classes.iter().zip(&built) {
+    let bases = RunBases::new(trie, n);
+    built.extend(classes.iter().map(|&(ascii, utf8)| RunIndex::from_bases(trie, n, &bases, ascii, utf8)));
+    // ASCII-only classes from the nodes of their bytes too (`utf8` classes walked once more).
+    built.extend(classes.iter().map(|&(ascii, utf8)| {
+        if utf8 {
+            RunIndex::new(trie, n, ascii, true)
+        } else {
+            RunIndex::from_inside(trie, n, &bases, ascii)
+        }
+    }));
+    for (&(ascii, utf8), ri) in classes.iter().cycle().zip(&built) {
         assert_eq!((ri.ascii, ri.utf8), (ascii, utf8));
         let reads = |p: &[u8]| -> bool {
             let mut st = 0u8;
