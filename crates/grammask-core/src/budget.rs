@@ -96,6 +96,9 @@ pub struct Completion {
     /// Fit walks near `now` skipped on [`Completion::near_caps`]' word (see
     /// [`Completion::near_cap_skips`]).
     near_cap_skips: AtomicUsize,
+    /// Fit walks capped on the tokens of their deferred subtrees, before reading them (see
+    /// [`Walk::deferred`], [`Completion::deferred_caps`]).
+    deferred_caps: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -600,6 +603,7 @@ impl Completion {
             merged_hits: AtomicUsize::new(0),
             near_caps: Mutex::default(),
             near_cap_skips: AtomicUsize::new(0),
+            deferred_caps: AtomicUsize::new(0),
         }
     }
 
@@ -1099,6 +1103,13 @@ impl Completion {
         self.near_cap_skips.load(Ordering::Relaxed)
     }
 
+    /// How many fit walks were capped counting the tokens of subtrees they had not read (for
+    /// tests).
+    #[doc(hidden)]
+    pub fn deferred_caps(&self) -> usize {
+        self.deferred_caps.load(Ordering::Relaxed)
+    }
+
     #[inline]
     pub fn dist(&self, s: StateId) -> u32 {
         self.dist[s.0 as usize]
@@ -1293,6 +1304,24 @@ struct PlainItem {
     stay: Stay,
 }
 
+/// What a walk found: the `(cost, token)` list, whether it is a fit walk that stopped at its cap
+/// (the list then holds those it met first), and the subtrees it deferred (see
+/// [`Walk::deferred`]; a capped walk did not read them).
+struct Walked {
+    out: Vec<(u32, u32)>,
+    capped: bool,
+    deferred: Vec<Deferred>,
+}
+
+/// A subtree a fit walk's first pass deferred (see [`Walk::deferred`]): its trie node, the least
+/// cost of its tokens by descent (above the walk's limit) and how many the mask allows.
+#[derive(Clone, Copy, Debug)]
+struct Deferred {
+    node: u32,
+    least: u32,
+    tokens: u32,
+}
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
 /// has rule edges, and on the automaton alone ("plain" levels: `dist + U` per item) for the
@@ -1345,6 +1374,12 @@ struct Walk<'a> {
     /// Fit walks: most tokens `out` may hold; beyond it the walk stops with `capped` set.
     cap: usize,
     capped: bool,
+    /// Fit walks with descent: the trie nodes whose every token costs more than the limit by
+    /// descent, in preorder, none below another: the first pass skips their subtrees, counting
+    /// their allowed tokens in `deferred_tokens` (the walk is capped when `out` and those pass
+    /// `cap`), and a second pass walks only them (see [`Walk::run`]).
+    deferred: Vec<Deferred>,
+    deferred_tokens: usize,
     /// Fit walks: the char stays ([`Completion::char_stay`]) of the chart row's items without
     /// rule edges that keep some char class. A subtree of UTF-8 tokens (cut last characters
     /// allowed) one of them keeps is skipped at any level: the item's own path bounds the cost after each token.
@@ -1549,17 +1584,32 @@ impl Walk<'_> {
         }
     }
 
+    /// Walks the trie; a fit walk whose first pass deferred subtrees (see [`Walk::deferred`])
+    /// and was not capped walks them in a second pass, from the root again.
+    /// PERF: near the end of the budget in an object key, nearly every token starts an unknown
+    /// key: a fit walk listed ~4k such tokens (~9k trie nodes) before its cap made it give way to
+    /// an over walk, which skips them by descent; now it counts them without reading them.
     fn run(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
         let base = chart.num_rows();
-        let res = self.walk(rows, chart);
+        let mut res = self.walk(rows, chart, false);
+        if res.is_ok() && !self.capped && !self.deferred.is_empty() {
+            Self::pop_to(rows, chart, base);
+            self.levels.clear();
+            self.level_costs.clear();
+            self.items.clear();
+            res = self.walk(rows, chart, true);
+        }
         Self::pop_to(rows, chart, base);
         res
     }
 
-    fn walk(&mut self, rows: &mut RowCosts, chart: &mut Chart) -> Result<()> {
+    /// One pass of the walk (`second`: the deferred subtrees' pass, which lists only their
+    /// tokens and reads only them and the paths to them).
+    fn walk(&mut self, rows: &mut RowCosts, chart: &mut Chart, second: bool) -> Result<()> {
         let (a, comp, trie) = (self.a, self.comp, self.trie);
         let root = self.level_of_row(rows, chart, trie.max_depth);
-        if let (Mode::Limit { limit, side: Side::Fit }, Level::Plain { lo, hi, .. }) = (self.mode, root) {
+        if let (false, Mode::Limit { limit, side: Side::Fit }, Level::Plain { lo, hi, .. }) = (second, self.mode, root)
+        {
             for e in &self.items[lo..hi] {
                 let t = i64::from(limit) - i64::from(e.u);
                 let own = i64::from(comp.dist(e.item.state));
@@ -1581,6 +1631,13 @@ impl Walk<'_> {
             Mode::Limit { limit, side: Side::Over } if comp.descent => Some(u64::from(limit)),
             _ => None,
         };
+        // Fit walks' first pass: the same test defers a subtree (every token there is listed).
+        let defer_limit = match self.mode {
+            Mode::Limit { limit, side: Side::Fit } if comp.descent && !second => Some(u64::from(limit)),
+            _ => None,
+        };
+        // Second pass: the next deferred subtree, and the end of the one being read.
+        let (mut next, mut inside_end) = (0, 0);
         let nodes = &trie.nodes;
         let mut i = 0;
         while i < nodes.len() {
@@ -1589,6 +1646,20 @@ impl Walk<'_> {
             self.levels.truncate(d);
             self.level_costs.truncate(d);
             let skip = n.subtree_end as usize;
+            if second && i >= inside_end {
+                let Some(f) = self.deferred.get(next) else { break };
+                let f = f.node as usize;
+                if i == f {
+                    inside_end = skip;
+                    next += 1;
+                } else if f >= skip {
+                    // Read in the first pass, and no deferred subtree below.
+                    i = skip;
+                    continue;
+                }
+            }
+            // The tokens of nodes above the deferred subtrees were listed in the first pass.
+            let lists = !second || i < inside_end;
             if self.classes.utf8[i] && {
                 let (char_classes, len) = (self.classes.chars[i], self.classes.reach[i]);
                 self.root_chars.iter().any(|st| st.keeps(char_classes, len))
@@ -1606,10 +1677,31 @@ impl Walk<'_> {
                     continue;
                 }
             }
+            if let Some(limit) = defer_limit {
+                let reach = self.classes.reach[i];
+                let shed = u64::from(reach) + 1 - d as u64;
+                if reach == 0 || u64::from(self.level_costs[d - 1]) > limit + shed {
+                    let below = &trie.tokens[trie.first_token[i] as usize..trie.first_token[skip] as usize];
+                    let allowed = below.iter().filter(|&&t| self.mask.get(t as usize)).count();
+                    if allowed > 0 {
+                        let least = (u64::from(self.level_costs[d - 1]) - shed) as u32;
+                        self.deferred.push(Deferred { node: i as u32, least, tokens: allowed as u32 });
+                        self.deferred_tokens += allowed;
+                        if self.out.len() + self.deferred_tokens > self.cap {
+                            self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
+                            self.capped = true;
+                            return Ok(());
+                        }
+                    }
+                    i = skip;
+                    continue;
+                }
+            }
             // Whether the node ends a token the mask allows (taken past the skips: most visits
             // skip their subtree).
-            let has_token =
-                |w: &Self| n.tok_end > n.tok_start && w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize));
+            let has_token = |w: &Self| {
+                lists && n.tok_end > n.tok_start && w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize))
+            };
             match self.levels[d - 1] {
                 Level::Chart { rows: nr } => {
                     let has_token = has_token(self);
@@ -1808,8 +1900,7 @@ impl Budget {
         self.rows.cost(chart)
     }
 
-    /// The `(cost, token)` list of a walk in `mode` (see [`Walk`]), and whether it is a fit walk
-    /// that stopped at `fit_cap` tokens (the list then holds those it met first).
+    /// A walk in `mode` (see [`Walk`]); fit walks stop at `fit_cap` tokens.
     fn walk(
         &mut self,
         a: &Automata,
@@ -1818,7 +1909,7 @@ impl Budget {
         mask: &Bitset,
         mode: Mode,
         now: u32,
-    ) -> Result<(Vec<(u32, u32)>, bool)> {
+    ) -> Result<Walked> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut w = Walk {
@@ -1845,10 +1936,12 @@ impl Budget {
             out: Vec::new(),
             cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
             capped: false,
+            deferred: Vec::new(),
+            deferred_tokens: 0,
             root_chars: Vec::new(),
         };
         w.run(&mut self.rows, chart)?;
-        Ok((w.out, w.capped))
+        Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
     }
 
     /// The shortest completion after every token of `mask` allowed from `chart`'s state, as
@@ -1862,7 +1955,7 @@ impl Budget {
         mask: &Bitset,
     ) -> Result<Vec<(u32, u32)>> {
         let now = self.shortest(a, chart);
-        let (mut out, _) = self.walk(a, trie, chart, mask, Mode::Exact, now)?;
+        let mut out = self.walk(a, trie, chart, mask, Mode::Exact, now)?.out;
         out.sort_unstable_by(|x, y| y.cmp(x));
         Ok(out)
     }
@@ -1908,7 +2001,7 @@ impl Budget {
         near_capped: bool,
     ) -> Result<Entry> {
         if self.exact_walks {
-            let costs = Exact::new(self.walk(a, trie, chart, mask, Mode::Exact, now)?.0, now);
+            let costs = Exact::new(self.walk(a, trie, chart, mask, Mode::Exact, now)?.out, now);
             let top = costs.over.first().map_or(now, |e| e.0);
             return Ok(Entry {
                 now,
@@ -1939,18 +2032,21 @@ impl Budget {
             let mut walked = None;
             let mut far = d > FIT_SLACK;
             if !capped {
-                let (out, c) = self.walk(a, trie, chart, mask, fit(l), now)?;
+                let Walked { out, capped: c, deferred } = self.walk(a, trie, chart, mask, fit(l), now)?;
                 capped = c;
                 if c {
                     self.comp.put_near_cap(key, slack);
                 }
                 // A capped list samples the costs: when most of it is above the limit, so are
-                // most tokens, and an over walk lists fewer.
-                far &= 2 * out.iter().filter(|e| e.0 > limit).count() <= out.len();
+                // most tokens, and an over walk lists fewer (a deferred subtree counts as above
+                // when its least cost is).
+                let above = out.iter().filter(|e| e.0 > limit).count()
+                    + deferred.iter().filter(|e| e.least > limit).map(|e| e.tokens as usize).sum::<usize>();
+                far &= 2 * above <= out.len() + deferred.iter().map(|e| e.tokens as usize).sum::<usize>();
                 walked = (!c).then_some((out, l));
             }
             if walked.is_none() && far {
-                let (out, c) = self.walk(a, trie, chart, mask, fit(limit), now)?;
+                let Walked { out, capped: c, .. } = self.walk(a, trie, chart, mask, fit(limit), now)?;
                 walked = (!c).then_some((out, limit));
             }
             if let Some((out, l)) = walked {
@@ -1962,7 +2058,7 @@ impl Budget {
         }
         // Skipped tokens cost more than the limit; those listed at most the limit.
         let over = Mode::Limit { limit, side: Side::Over };
-        let (out, _) = self.walk(a, trie, chart, mask, over, now)?;
+        let out = self.walk(a, trie, chart, mask, over, now)?.out;
         Ok(Entry {
             now,
             bound: INF,

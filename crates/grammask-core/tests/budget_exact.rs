@@ -463,6 +463,60 @@ fn capped_fit_walks_are_predicted_in_later_elements() {
     assert!(skips > 0, "no fit walk near now skipped on an earlier element's cap");
 }
 
+/// In an open object's keys near the end of the budget, most tokens start an unknown key, whose
+/// cost passes the limit by more than its bytes can shed (descent): a fit walk counts those
+/// subtrees' tokens without reading them and, past its cap, gives way on the count
+/// (`Completion::deferred_caps`); under the cap it reads them in a second pass. Byte by byte
+/// along the object, at every remaining budget, the masks equal those of walks that cost every
+/// token, with a cap the counts pass and with the default one.
+#[test]
+fn fit_walks_count_deferred_subtrees_before_reading_them() {
+    let (vocab, _) = large_vocab();
+    // Keys in any order: an unknown key may come before the required ones.
+    let text = json_schema_to_ebnf(
+        r#"{"type":"object","properties":{"name":{"type":"string"},"id":{"type":"integer"}},"required":["name","id"],"additionalProperties":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let g = parse_ebnf(&text, "root").unwrap();
+    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // The first 256 tokens are the bytes.
+    let path: Vec<u32> = br#"{"b":{"x":1},"name":"a","c":{"x":2},"id":3}"#.iter().map(|&b| u32::from(b)).collect();
+    let mut compared = 0;
+    for cap in [Some(40), None] {
+        let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for taken in 0..path.len() {
+            for remaining in 1..=40 {
+                let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
+                let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
+                    continue;
+                };
+                x.set_exact_budget_walks(true);
+                let mut m = Matcher::new(fast.clone(), opts).unwrap();
+                if let Some(c) = cap {
+                    m.set_budget_fit_list_cap(c);
+                }
+                // (Unknown keys raise the shortest completion: a path the budget refuses is
+                // left out.)
+                if !path[..taken].iter().all(|&t| x.accept_token(t).unwrap()) {
+                    continue;
+                }
+                for &t in &path[..taken] {
+                    assert!(m.accept_token(t).unwrap());
+                }
+                let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+                let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+                assert_eq!(got, want, "cap {cap:?}: {taken} bytes taken, remaining {remaining}");
+                compared += 1;
+            }
+        }
+        if cap.is_some() {
+            assert!(fast.completion().deferred_caps() > 0, "no fit walk gave way on its deferred subtrees' count");
+        }
+    }
+    assert!(compared > 300, "{compared} masks compared");
+}
+
 /// Counted repetitions: every position of `c{40}` and `c{0,25}` is an automaton state of its
 /// own, and rows whose items read alike within the longest token share memo entries (with the
 /// block's position left out while the short part's is alive). Along the string, one position
