@@ -854,6 +854,44 @@ fn inert_returns_share_cover_sets() {
     }
 }
 
+/// A JSON Schema's automata and FOLLOW sets over a vocabulary of printable ASCII bytes, `count`
+/// random tokens of up to `max_len` bytes over `alphabet` (seeded by `seed`) and `extra`, with
+/// its trie, body slice and first-occurrence index: the walked-body tests' set-up.
+struct WalkedFixture {
+    a: Automata,
+    follow: Vec<crate::follow::ByteSet>,
+    trie: crate::trie::TokenTrie,
+    n: usize,
+    body: BodySlice,
+    firsts: FirstChars,
+}
+
+fn walked_fixture(
+    schema: &str,
+    alphabet: &[u8],
+    count: usize,
+    max_len: u64,
+    seed: u64,
+    extra: &[&str],
+) -> WalkedFixture {
+    use crate::follow::{follow_sets, nullable_states};
+    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let a = Automata::build(&g).unwrap();
+    let follow = follow_sets(&a, &nullable_states(&a));
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    toks.extend(xorshift_tokens(alphabet, count, max_len, seed));
+    toks.extend(extra.iter().map(|t| t.as_bytes().to_vec()));
+    toks.sort();
+    toks.dedup();
+    let vocab = raw_vocab(toks);
+    let n = vocab.vocab_size();
+    let trie = crate::trie::TokenTrie::new(&vocab);
+    let (body, firsts) = (BodySlice::new(&trie, n), FirstChars::new(&trie));
+    WalkedFixture { a, follow, trie, n, body, firsts }
+}
+
 /// String bodies that refuse some text of a few ASCII characters (key and value patterns such as
 /// `^(/[^/]+)+$`, MaskBench `Github_hard---o12499`) take the body slice with those characters
 /// walked ([`walked_cover`], [`WalkedBody`]) and classify every state exactly like the full walk;
@@ -865,30 +903,15 @@ fn inert_returns_share_cover_sets() {
 /// `walked_cover` drops a state that covers (`> 0` characters: no state walks `.` and `,`).
 #[test]
 fn walked_body_kernels_equal_full_walks() {
-    use crate::follow::{follow_sets, nullable_states};
-    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
     use crate::mask::{classify_kernel_budget, Shortcuts};
     let schema = r#"{"type": "object", "properties": {
         "p": {"type": "string", "pattern": "^[^.,]+(\\.[^.,]+)*$"},
         "s": {"type": "string", "pattern": "^[^;]*;[^;]*$"},
         "d": {"type": "string", "pattern": "^a[^a]*$"}},
         "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "additionalProperties": false}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
-    let a = Automata::build(&g).unwrap();
-    let follow = follow_sets(&a, &nullable_states(&a));
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
-    toks.extend(xorshift_tokens(b"/./,;aab\"\\ ", 3000, 6, 0x5EED_1818));
-    for t in ["\u{e9}/", "/\u{e9}", "\\/", "\\u002f", "\\\"/", "/\"", "a//b\"", "\n/"] {
-        toks.push(t.as_bytes().to_vec());
-    }
-    toks.sort();
-    toks.dedup();
-    let vocab = raw_vocab(toks);
-    let n = vocab.vocab_size();
-    let trie = crate::trie::TokenTrie::new(&vocab);
-    let body = BodySlice::new(&trie, n);
-    let firsts = FirstChars::new(&trie);
+    let extra = ["\u{e9}/", "/\u{e9}", "\\/", "\\u002f", "\\\"/", "/\"", "a//b\"", "\n/"];
+    let WalkedFixture { a, follow, trie, n, body, firsts } =
+        walked_fixture(schema, b"/./,;aab\"\\ ", 3000, 6, 0x5EED_1818, &extra);
     let walkable = |x: u8| firsts.walkable(x);
     let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
     let memo = CoverMemo::default();
@@ -936,30 +959,15 @@ fn walked_body_kernels_equal_full_walks() {
 /// tokens the full walk refuses).
 #[test]
 fn tiny_cover_budgets_classify_like_full_walks() {
-    use crate::follow::{follow_sets, nullable_states};
-    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
     use crate::mask::{classify_kernel_budget, Shortcuts};
     let schema = r#"{"type": "object", "properties": {
         "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{3}", "minLength": 9},
         "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$"},
         "k": {"type": "string", "pattern": "^(/[^/]+)+$"},
         "m": {"type": "string", "maxLength": 5}}, "additionalProperties": false}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
-    let a = Automata::build(&g).unwrap();
-    let follow = follow_sets(&a, &nullable_states(&a));
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
-    toks.extend(xorshift_tokens(b"/1-a9fz\"\\ ", 2000, 5, 0x7A11_1818));
-    for t in ["\u{e9}/", "1-", "0a", "//", "\\n", "\\u0041"] {
-        toks.push(t.as_bytes().to_vec());
-    }
-    toks.sort();
-    toks.dedup();
-    let vocab = raw_vocab(toks);
-    let n = vocab.vocab_size();
-    let trie = crate::trie::TokenTrie::new(&vocab);
-    let body = BodySlice::new(&trie, n);
-    let firsts = FirstChars::new(&trie);
+    let extra = ["\u{e9}/", "1-", "0a", "//", "\\n", "\\u0041"];
+    let WalkedFixture { a, follow, trie, n, body, firsts } =
+        walked_fixture(schema, b"/1-a9fz\"\\ ", 2000, 5, 0x7A11_1818, &extra);
     let walkable = |x: u8| firsts.walkable(x);
     let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
     let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
