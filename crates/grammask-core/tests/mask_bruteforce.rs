@@ -421,14 +421,12 @@ fn recognizer_matches_reference_language() {
 /// earlier ones.
 #[test]
 fn regex_string_masks_match_brute_force() {
-    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
     let schema = r#"{"type": "object", "properties": {
         "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", "minLength": 14},
         "d": {"type": "string", "format": "date"},
         "m": {"type": "string", "maxLength": 12},
         "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$", "minLength": 5}}, "required": ["t"]}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let g = lax_schema_grammar(schema);
     let vocab = ascii_vocab(
         &[
             "\":", "\": ", "\"}", "\",", "\", \"", "12", "1-", "-0", "ab", "abc", "0a", "a0", "-a", "\\\"", "\\n",
@@ -458,15 +456,13 @@ fn regex_string_masks_match_brute_force() {
 /// whose searches run out cover anyway or refute at their first set).
 #[test]
 fn cover_budget_fallback_masks_match_brute_force() {
-    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
     let schema = r#"{"type": "object", "properties": {
         "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", "minLength": 14},
         "d": {"type": "string", "format": "date"},
         "m": {"type": "string", "maxLength": 12},
         "p": {"type": "string", "pattern": "^[^0-9]*[0-9]{2}[a-z]*$", "minLength": 5}},
         "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "required": ["t"]}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let g = lax_schema_grammar(schema);
     let vocab = ascii_vocab(
         &[
             "\":", "\": ", "\"}", "\",", "\", \"", "12", "1-", "-0", "ab", "abc", "0a", "a0", "-a", "\\\"", "\\n",
@@ -488,6 +484,14 @@ fn cover_budget_fallback_masks_match_brute_force() {
             grammask_core::slice::with_cover_budget(budget, || masks_along_docs_match_brute_force(&cg, &vocab, &docs));
         assert!(checked > 100, "budget {budget}");
     }
+}
+
+/// A JSON Schema's grammar with JSON Schema's own semantics (`strict_mode: false`: objects stay
+/// open unless the schema closes them).
+fn lax_schema_grammar(schema: &str) -> grammask_core::grammar::Grammar {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap()
 }
 
 /// Printable ASCII, one byte a token, then the tokens of `extra`, the lone bytes of `lone` (parts
@@ -564,15 +568,13 @@ fn maskbench_file(name: &str) -> Option<String> {
 /// one accepts or refuses the 128-space token one position too early.
 #[test]
 fn counted_string_masks_match_brute_force_on_llama3() {
-    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
     let Some(vocab) = llama3_vocab() else { return };
     // `c`: 5,120 characters at most, so the fifth block's end is the string's.
     let schema = r#"{"type": "object", "properties": {
         "a": {"type": "string", "maxLength": 300},
         "b": {"type": "string", "maxLength": 5000},
         "c": {"type": "string", "minLength": 1030, "maxLength": 5120}}}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let from_schema = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let from_schema = lax_schema_grammar(schema);
     let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
     // Each counted rule used twice, so it keeps its own automaton (it is not inlined): every
     // state of `t` is final, `e`'s only at its end.
