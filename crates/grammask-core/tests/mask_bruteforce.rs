@@ -489,9 +489,8 @@ fn cover_budget_fallback_masks_match_brute_force() {
 /// A JSON Schema's grammar with JSON Schema's own semantics (`strict_mode: false`: objects stay
 /// open unless the schema closes them).
 fn lax_schema_grammar(schema: &str) -> grammask_core::grammar::Grammar {
-    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap()
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap()
 }
 
 /// Printable ASCII, one byte a token, then the tokens of `extra`, the lone bytes of `lone` (parts
@@ -1317,11 +1316,9 @@ fn walked_body_masks_match_brute_force() {
 /// keys still allowed after it. Fails if fewer than one such state a property is composed.
 #[test]
 fn long_callee_kernels_equal_plain_walks() {
-    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
     let schema = r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
         "c": {"type": "integer"}}, "required": ["a"]}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = json_schema_to_grammar(schema, &opts).unwrap();
+    let g = lax_schema_grammar(schema);
     let extra = ["12", "123", "1,", "2}", "3, \"b", "1, \"c\"", "0,\"a", "\": 4", "5}\n", "7 ,", "9\n}", " 8"];
     let vocab = ascii_vocab(&extra, &[]);
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
