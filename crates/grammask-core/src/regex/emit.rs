@@ -5,13 +5,13 @@
 //! Emitted constructs: string literals with `\\ \" \n \r \t \uXXXX \UXXXXXXXX` escapes, classes
 //! (`[^]` for any codepoint, `[^\u0000-\U0010FFFF]` for none), groups, `|`, `* + ? {m} {m,} {m,n}`
 //! and references to rules named `prefix` or `prefix_N`.
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::ast::{Assertion, Node};
 use super::charset::CharSet;
 use super::dfa::{CharDfa, Trans};
 use super::TextMode;
+use crate::fasthash::FastMap;
 
 /// An expression that matches nothing (an empty class is not valid syntax).
 pub const NOTHING: &str = "[^\\u0000-\\U0010FFFF]";
@@ -490,7 +490,7 @@ struct Printer<'a> {
     pending: Vec<u32>,
     next_id: usize,
     /// The atom spelling each set met: a class or group, or the name of a shared rule.
-    spelled: HashMap<CharSet, String>,
+    spelled: FastMap<CharSet, String>,
     shared_rules: Vec<String>,
     /// States known to start no bounded chain (see `bounded_chain`).
     no_chain: Vec<bool>,
@@ -685,7 +685,7 @@ pub fn dfa_to_ebnf(dfa: &CharDfa, prefix: &str, mode: TextMode) -> String {
         names,
         pending: vec![dfa.start],
         next_id: 0,
-        spelled: HashMap::new(),
+        spelled: FastMap::default(),
         shared_rules: Vec::new(),
         no_chain: vec![false; n],
     };
