@@ -14,6 +14,7 @@
 //! (separators and indentation), `values.rs` (spelling `enum`/`const` values) and `validator.rs`.
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -301,6 +302,20 @@ pub struct Conv<'a> {
     enum_sets: HashMap<usize, HashSet<String>>,
     /// The string automata built so far, by their constraints (see `emit_string`).
     string_dfas: HashMap<StringKey, CharDfa>,
+    /// patternProperties automata (search anchoring) built so far, by pattern.
+    pattern_dfas: HashMap<String, Rc<CharDfa>>,
+    /// Additional-key languages built so far (see `additional_entry`).
+    key_langs: HashMap<KeyLangsKey, Rc<Vec<Option<CharDfa>>>>,
+}
+
+/// What determines the additional-key languages of an object: the keys left out, the
+/// patternProperties patterns in order and the `propertyNames` subschemas. With no keys left out
+/// it also names the partition by patterns alone (`key_parts`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct KeyLangsKey {
+    excluded: Vec<String>,
+    patterns: Vec<String>,
+    prop_names: Vec<SchemaId>,
 }
 
 /// The constraints that determine a string automaton (`Merged`'s, without their pointers).
@@ -341,6 +356,8 @@ impl<'a> Conv<'a> {
             large_any_order_cost: 0,
             enum_sets: HashMap::new(),
             string_dfas: HashMap::new(),
+            pattern_dfas: HashMap::new(),
+            key_langs: HashMap::new(),
         }
     }
 

@@ -209,6 +209,38 @@ fn string_automata_differ_by_every_constraint() {
     }
 }
 
+/// Additional-key languages are built once per (listed keys, patterns, propertyNames): objects
+/// that differ from `a` in one of these each keep their own key languages.
+#[test]
+fn key_languages_differ_by_every_component() {
+    let obj = |props: &str, pat: &str, more: &str| {
+        format!(
+            r#"{{"type":"object","properties":{{"{props}":{{"type":"null"}}}},
+            "patternProperties":{{"{pat}":{{"type":"integer"}}}},{more}}}"#
+        )
+    };
+    let open = r#""additionalProperties":{"type":"string"}"#;
+    let schema = format!(
+        r#"{{"type":"object","additionalProperties":false,"properties":{{"a":{},"b":{},"c":{},"d":{}}}}}"#,
+        obj("p", "^x", open),
+        obj("q", "^x", open),
+        obj("p", "^y", open),
+        obj("p", "^x", &format!(r#"{open},"propertyNames":{{"maxLength":3}}"#)),
+    );
+    for (text, want) in [
+        (r#"{"a":{"q":"s","x1":1,"y1":"s","long":"s"}}"#, true),
+        (r#"{"a":{"p":"s"}}"#, false),
+        (r#"{"b":{"p":"s"}}"#, true),
+        (r#"{"b":{"q":"s"}}"#, false),
+        (r#"{"c":{"y1":1,"x1":"s"}}"#, true),
+        (r#"{"c":{"x1":1}}"#, false),
+        (r#"{"d":{"zz":"s","x1":1}}"#, true),
+        (r#"{"d":{"long":"s"}}"#, false),
+    ] {
+        assert_eq!(schema_accepts(&schema, Spelling::Canonical, text), want, "{text}");
+    }
+}
+
 #[test]
 fn equal_key_sets_share_one_excluded_key_rule() {
     // Two object types with the key set {a, ab} (values differ): one rule for "any other key",

@@ -5,13 +5,13 @@
 //! Emitted constructs: string literals with `\\ \" \n \r \t \uXXXX \UXXXXXXXX` escapes, classes
 //! (`[^]` for any codepoint, `[^\u0000-\U0010FFFF]` for none), groups, `|`, `* + ? {m} {m,} {m,n}`
 //! and references to rules named `prefix` or `prefix_N`.
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::ast::{Assertion, Node};
 use super::charset::CharSet;
-use super::dfa::CharDfa;
+use super::dfa::{CharDfa, Trans};
 use super::TextMode;
+use crate::fasthash::FastMap;
 
 /// An expression that matches nothing (an empty class is not valid syntax).
 pub const NOTHING: &str = "[^\\u0000-\\U0010FFFF]";
@@ -490,8 +490,10 @@ struct Printer<'a> {
     pending: Vec<u32>,
     next_id: usize,
     /// The atom spelling each set met: a class or group, or the name of a shared rule.
-    spelled: HashMap<CharSet, String>,
+    spelled: FastMap<CharSet, String>,
     shared_rules: Vec<String>,
+    /// States known to start no bounded chain (see `bounded_chain`).
+    no_chain: Vec<bool>,
 }
 
 impl Printer<'_> {
@@ -542,37 +544,53 @@ impl Printer<'_> {
     /// The sequence of items for the language of state `s`.
     /// The only successor of `s` and the set leading to it, if `s` has no self-loop and one
     /// successor.
-    fn single_exit(&self, s: u32) -> Option<(u32, CharSet)> {
+    /// The successor of `s` (not `s` itself) when all its transitions go there, with them.
+    fn single_exit(&self, s: u32) -> Option<(u32, &[Trans])> {
         let trans = &self.dfa.states[s as usize].trans;
         let to = trans.first()?.to;
         if to == s || trans.iter().any(|t| t.to != to) {
             return None;
         }
-        Some((to, CharSet::from_ranges(trans.iter().map(|t| (t.lo, t.hi)))))
+        Some((to, trans))
     }
 
     /// `C{j,k}` when the language of `s` is a chain of `k` steps on one set `C` whose states
     /// accept from step `j` on and whose last state has no transitions (length bounds such as
     /// `maxLength` print compactly instead of as `k` nested optionals).
     fn bounded_chain(&mut self, s: u32) -> Option<Vec<Item>> {
+        if self.no_chain[s as usize] {
+            return None;
+        }
         let (mut cur, set) = self.single_exit(s)?;
         let mut accepts = vec![self.dfa.states[s as usize].accept];
+        // Transitions are merged per target, so equal ranges mean equal sets.
+        let same =
+            |a: &[Trans], b: &[Trans]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x.lo, x.hi) == (y.lo, y.hi));
+        let mut walked = Vec::new();
         loop {
             let st = &self.dfa.states[cur as usize];
             // Every later state is reached only through the chain (never printed elsewhere),
             // except a final state, which prints as nothing.
             let shared = self.names[cur as usize].is_some() || self.indeg[cur as usize] != 1;
-            if (shared && !st.trans.is_empty()) || accepts.len() > self.dfa.states.len() {
+            if accepts.len() > self.dfa.states.len() {
+                return None;
+            }
+            // A chain broken here is broken for every start walked before it (names are only
+            // ever added, the rest is fixed): those are not walked again.
+            let broken = (shared && !st.trans.is_empty())
+                || !st.trans.is_empty() && self.single_exit(cur).is_none_or(|(_, t)| !same(t, set));
+            if broken {
+                for w in walked {
+                    self.no_chain[w as usize] = true;
+                }
                 return None;
             }
             accepts.push(st.accept);
             if st.trans.is_empty() {
                 break;
             }
-            let (next, set2) = self.single_exit(cur)?;
-            if set2 != set {
-                return None;
-            }
+            walked.push(cur);
+            let (next, _) = self.single_exit(cur)?;
             cur = next;
         }
         let j = accepts.iter().position(|&a| a)?;
@@ -580,6 +598,7 @@ impl Printer<'_> {
         if k < 2 || !accepts[j..].iter().all(|&a| a) {
             return None;
         }
+        let set = CharSet::from_ranges(set.iter().map(|t| (t.lo, t.hi)));
         let c = match self.spell(&set) {
             Item::Lit(l) => literal(&l),
             Item::Atom(a) => atom(a),
@@ -666,8 +685,9 @@ pub fn dfa_to_ebnf(dfa: &CharDfa, prefix: &str, mode: TextMode) -> String {
         names,
         pending: vec![dfa.start],
         next_id: 0,
-        spelled: HashMap::new(),
+        spelled: FastMap::default(),
         shared_rules: Vec::new(),
+        no_chain: vec![false; n],
     };
     let mut out = String::new();
     let mut i = 0;

@@ -34,11 +34,18 @@ impl Conv<'_> {
             }
         }
         // Pattern properties: exact via automata on key strings.
-        let mut pattern_dfas: Vec<(CharDfa, SchemaId)> = Vec::new();
+        let mut pattern_dfas: Vec<(Rc<CharDfa>, SchemaId)> = Vec::new();
         for p in &m.obj {
             for (pat, id, pp) in &p.patterns {
-                let re = Regex::parse(pat, RegexFlags::default()).map_err(|e| ptr_if_none(e, pp))?;
-                let dfa = CharDfa::from_regex(&re, Anchoring::Search).map_err(|e| ptr_if_none(e, pp))?;
+                let dfa = match self.pattern_dfas.get(pat) {
+                    Some(d) => d.clone(),
+                    None => {
+                        let re = Regex::parse(pat, RegexFlags::default()).map_err(|e| ptr_if_none(e, pp))?;
+                        let d = Rc::new(CharDfa::from_regex(&re, Anchoring::Search).map_err(|e| ptr_if_none(e, pp))?);
+                        self.pattern_dfas.insert(pat.clone(), d.clone());
+                        d
+                    }
+                };
                 pattern_dfas.push((dfa, *id));
             }
         }
@@ -412,12 +419,108 @@ impl Conv<'_> {
         g: &Goal,
         m: &Merged,
         excluded: &[&str],
-        pattern_dfas: &[(CharDfa, SchemaId)],
+        pattern_dfas: &[(Rc<CharDfa>, SchemaId)],
         closed_by_strict: bool,
         ptr: &str,
     ) -> Result<Option<String>> {
         let d = self.child_depth(g.depth);
         let kv = self.sep_kv();
+        // Plain keys (no propertyNames, no patterns): every string but the excluded ones, a
+        // language that is never empty, spelled by `jstr::not_in` without building its DFA.
+        // PERF: the DFA difference took a third of a typical schema's compile time.
+        let plain = m.prop_names.is_empty() && pattern_dfas.is_empty();
+        if pattern_dfas.len() > 6 {
+            return Err(unsupported(ptr, "more than 6 patternProperties"));
+        }
+        // Value schemas of the keys matching exactly the patterns of each subset (mask) of
+        // `pattern_dfas`: those patterns' per part, else that part's additionalProperties; None
+        // when some part refuses such keys.
+        let values: Vec<Option<Vec<SchemaId>>> = (0u32..1 << pattern_dfas.len())
+            .map(|mask| {
+                let mut ids: Vec<SchemaId> =
+                    (0..pattern_dfas.len()).filter(|j| mask & (1 << j) != 0).map(|j| pattern_dfas[j].1).collect();
+                if closed_by_strict && mask == 0 {
+                    return None;
+                }
+                for p in &m.obj {
+                    if p.patterns.iter().any(|(_, id, _)| ids.contains(id)) {
+                        continue;
+                    }
+                    match p.additional {
+                        Rest::Any if !closed_by_strict => {}
+                        Rest::Any | Rest::Closed => return None,
+                        Rest::Schema(x) => ids.push(x),
+                    }
+                }
+                Some(ids)
+            })
+            .collect();
+        // Key languages are built once per conversion for each distinct key (objects with the
+        // same keys and patterns, or one object met in several goals, ask again).
+        let langs_key = KeyLangsKey {
+            excluded: if plain { vec![] } else { excluded.iter().map(|x| (*x).to_string()).collect() },
+            patterns: m.obj.iter().flat_map(|p| p.patterns.iter().map(|(pat, _, _)| pat.clone())).collect(),
+            prop_names: m.prop_names.iter().map(|(id, _)| *id).collect(),
+        };
+        let langs = match self.key_langs.get(&langs_key) {
+            Some(l) => l.clone(),
+            None => {
+                // The partition by patterns (and propertyNames) first, then the listed keys
+                // out of each part: a part narrowed by a pattern meets few of them.
+                let parts_key = KeyLangsKey { excluded: vec![], ..langs_key.clone() };
+                let parts = match self.key_langs.get(&parts_key) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let p = Rc::new(self.key_parts(m, pattern_dfas)?);
+                        self.key_langs.insert(parts_key, p.clone());
+                        p
+                    }
+                };
+                let l = if langs_key.excluded.is_empty() {
+                    parts
+                } else {
+                    let listed = CharDfa::literals(excluded.iter().copied())?;
+                    let mut l = Vec::with_capacity(parts.len());
+                    for part in parts.iter() {
+                        l.push(match part {
+                            Some(p) => Some(p.difference(&listed)?).filter(|d| !d.is_empty()),
+                            None => None,
+                        });
+                    }
+                    Rc::new(l)
+                };
+                self.key_langs.insert(langs_key, l.clone());
+                l
+            }
+        };
+        let mut alts = Vec::new();
+        for (ids, lang) in values.into_iter().zip(langs.iter()) {
+            let (Some(ids), Some(lang)) = (ids, lang) else { continue };
+            let Some(val) = self.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })? else {
+                continue;
+            };
+            let key = if plain {
+                jstr::not_in_for(self.opts.spelling, &mut self.e, excluded)?
+            } else {
+                let stem = self.e.fresh("key");
+                let prefix = format!("{stem}.re");
+                let text = lang.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
+                self.e.raw(&text)?;
+                prefix
+            };
+            alts.push(format!("\"\\\"\" {key} \"\\\"\" {kv} {val}"));
+        }
+        if alts.is_empty() {
+            return Ok(None);
+        }
+        let name = self.e.fresh("obj_extra");
+        self.e.define(&name, &alts.join(" | "))?;
+        Ok(Some(name))
+    }
+
+    /// The language of keys inside `propertyNames` that match exactly the patterns of each subset
+    /// of `pattern_dfas` (index: bit j = pattern j), None when empty.
+    fn key_parts(&mut self, m: &Merged, pattern_dfas: &[(Rc<CharDfa>, SchemaId)]) -> Result<Vec<Option<CharDfa>>> {
         // Key language restrictions from propertyNames (string keywords only).
         let mut names_dfa: Option<CharDfa> = None;
         for (id, p) in &m.prop_names {
@@ -443,81 +546,21 @@ impl Conv<'_> {
                 Some(o) => o.intersect(&dfa)?,
             });
         }
-        // Plain keys (no propertyNames, no patterns): every string but the excluded ones, a
-        // language that is never empty, spelled by `jstr::not_in` without building its DFA.
-        // PERF: the DFA difference took a third of a typical schema's compile time.
-        let plain = names_dfa.is_none() && pattern_dfas.is_empty();
         let mut base = CharDfa::any_string();
-        if !plain && !excluded.is_empty() {
-            base = base.difference(&CharDfa::literals(excluded.iter().copied())?)?;
-        }
         if let Some(nd) = &names_dfa {
             base = base.intersect(nd)?;
         }
-        // Partition by subsets of matched patterns (only subsets that are non-empty).
-        if pattern_dfas.len() > 6 {
-            return Err(unsupported(ptr, "more than 6 patternProperties"));
-        }
-        let mut alts = Vec::new();
+        let mut langs = Vec::with_capacity(1 << pattern_dfas.len());
         for mask in 0u32..(1 << pattern_dfas.len()) {
             let mut lang = base.clone();
-            let mut ids: Vec<SchemaId> = Vec::new();
-            for (j, (dfa, id)) in pattern_dfas.iter().enumerate() {
-                if mask & (1 << j) != 0 {
-                    lang = lang.intersect(dfa)?;
-                    ids.push(*id);
-                } else {
-                    lang = lang.difference(dfa)?;
-                }
+            for (j, (dfa, _)) in pattern_dfas.iter().enumerate() {
+                lang = if mask & (1 << j) != 0 { lang.intersect(dfa)? } else { lang.difference(dfa)? };
                 if lang.is_empty() {
                     break;
                 }
             }
-            if lang.is_empty() {
-                continue;
-            }
-            // Value schemas: matched patterns per part, else that part's additionalProperties.
-            let mut ok = true;
-            for p in &m.obj {
-                let any_match = p.patterns.iter().any(|(_, id, _)| ids.contains(id));
-                if any_match {
-                    continue;
-                }
-                match p.additional {
-                    Rest::Any => {
-                        if closed_by_strict {
-                            ok = false;
-                        }
-                    }
-                    Rest::Closed => ok = false,
-                    Rest::Schema(x) => ids.push(x),
-                }
-            }
-            if closed_by_strict && mask == 0 {
-                ok = false;
-            }
-            if !ok {
-                continue;
-            }
-            let Some(val) = self.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })? else {
-                continue;
-            };
-            let key = if plain {
-                jstr::not_in_for(self.opts.spelling, &mut self.e, excluded)?
-            } else {
-                let stem = self.e.fresh("key");
-                let prefix = format!("{stem}.re");
-                let text = lang.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
-                self.e.raw(&text)?;
-                prefix
-            };
-            alts.push(format!("\"\\\"\" {key} \"\\\"\" {kv} {val}"));
+            langs.push((!lang.is_empty()).then_some(lang));
         }
-        if alts.is_empty() {
-            return Ok(None);
-        }
-        let name = self.e.fresh("obj_extra");
-        self.e.define(&name, &alts.join(" | "))?;
-        Ok(Some(name))
+        Ok(langs)
     }
 }
