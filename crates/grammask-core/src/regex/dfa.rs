@@ -516,13 +516,7 @@ impl CharDfa {
                 marked[p as usize] = false;
             }
         }
-        let mut rep = vec![DEAD; num_classes];
-        for s in 0..n {
-            if rep[class[s] as usize] == DEAD {
-                rep[class[s] as usize] = s as u32;
-            }
-        }
-        let states = rep
+        let states = class_representatives(&class, num_classes)
             .iter()
             .map(|&s| {
                 let st = &self.states[s as usize];
@@ -611,6 +605,17 @@ fn product(
     Ok(dfa)
 }
 
+/// The first state of each class (`class[s]` below `num_classes` for every state `s`).
+fn class_representatives(class: &[u32], num_classes: usize) -> Vec<u32> {
+    let mut rep = vec![DEAD; num_classes];
+    for (s, &c) in class.iter().enumerate() {
+        if rep[c as usize] == DEAD {
+            rep[c as usize] = s as u32;
+        }
+    }
+    rep
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -643,13 +648,7 @@ mod tests {
             }
             num_classes = ids.len();
         }
-        let mut rep = vec![DEAD; num_classes];
-        for s in 0..n {
-            if rep[class[s] as usize] == DEAD {
-                rep[class[s] as usize] = s as u32;
-            }
-        }
-        let states = rep
+        let states = class_representatives(&class, num_classes)
             .iter()
             .map(|&s| DState {
                 accept: d.states[s as usize].accept,
