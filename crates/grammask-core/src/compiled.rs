@@ -15,8 +15,8 @@ use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
     classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    lead_run, reads_bytes, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, BodyEnds,
-    KernelMask, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    lead_run, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, BodyEnds, KernelMask,
+    Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
@@ -54,13 +54,6 @@ const MAX_COMPOSE_DEPTH: usize = 8;
 /// Callee kernels with more uncertain tokens, or distinct suffixes, than this are not composed.
 const COMPOSE_MAX_UNCERTAIN: usize = 4096;
 const COMPOSE_MAX_SUFFIXES: usize = 512;
-/// A callee that only reads bytes is composed when some path from its start reads this many
-/// (longer than most tokens): a value's number, not a character.
-///
-/// PERF: each integer property's value start (`": "` then `json_integer`, continuing into its
-/// own rest of the object) walked the digit subtrees again, ~0.4 ms on Llama 3 (59 of the 284
-/// fills over 60 µs of MaskBench `Github_hard---o30633`); composed from the number's kernel, ~50 µs.
-const COMPOSE_LONG_CALLEE_BYTES: usize = 32;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
@@ -635,17 +628,15 @@ impl CompiledGrammar {
         }
         let nullable = self.nullable();
         let start = |r: RuleId| a.callee_start(state, r);
-        // A callee whose start only reads bytes (a character, a whitespace run) gains nothing
-        // from sharing and leaves most tokens uncertain (ended after a few bytes); the exceptions:
-        // free text (a start looping on a class with a slice), whose own classification takes
-        // the class slice, the caller's walk (several items per row) could not; and a long
-        // token-like rule that is not a run (a JSON number), which most of its tokens stay inside.
+        // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
+        // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
+        // start looping on a class with a slice) is the exception: its own classification takes
+        // the class slice, the caller's walk (several items per row) could not.
         let free_text =
             |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
-        let long = |s0: StateId| lead_run(a, s0).is_none() && reads_bytes(a, s0, COMPOSE_LONG_CALLEE_BYTES);
         let skip = |r: RuleId| {
             let s0 = start(r);
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0) && !long(s0))
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.

@@ -93,21 +93,6 @@ pub fn classify_kernel_from_bytes(
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
-/// Whether some path of `n` bytes leads from `s0` over byte edges only.
-pub fn reads_bytes(a: &Automata, s0: StateId, n: usize) -> bool {
-    let mut layer = vec![s0];
-    for _ in 0..n {
-        let mut next: Vec<StateId> = layer.iter().flat_map(|&s| a.byte_edges(s).iter().map(|e| e.target)).collect();
-        next.sort_unstable();
-        next.dedup();
-        if next.is_empty() {
-            return false;
-        }
-        layer = next;
-    }
-    true
-}
-
 /// Reads `suffix` from a fresh kernel chart of `t`: `None` if all of it is read (the rule may end
 /// right at its end), else the byte counts `c` after which the rule had ended before the chart
 /// died, where `suffix[c]` is in `follow` (the suffixes `record_uncertain` would keep).
