@@ -14,8 +14,10 @@ Also printed: the two-thread schedule of rows claimed costliest first with their
 the same compiled grammars (their kernel and mask memos filled by the first), as a server sees a
 schema it has served before.
 
-    python bench/batch_critical_path.py one-schema|maskbench [--seed 0] [--engines grammask]
+    python bench/batch_critical_path.py WORKLOAD [--seed 0] [--engines grammask] [--pool 256]
         [--rows-cache F] [--max-steps N] [--warm] [--dump F]
+
+WORKLOAD: one-schema, maskbench, one-schema-continuous or maskbench-continuous (batch_bench.py's).
 """
 
 from __future__ import annotations
@@ -38,31 +40,35 @@ def thread_ns(call) -> int:
     return time.thread_time_ns() - t
 
 
-def decode(grammask, compiled, docs, vocab_size: int, max_steps: int):
-    """Fresh matchers on `compiled` decode `docs`, each row filled alone: (thread CPU ns of each
-    live row, live row indices) per step.
+def decode(grammask, compiled, docs, vocab_size: int, max_steps: int, rows: int = 0):
+    """Fresh matchers on `compiled` decode `docs` (continuously on `rows` rows when > 0, see
+    bb.schedule), each row filled alone: (thread CPU ns of each live row, instance of each live
+    row) per step.
 
     A row's time is its fill less the same fill repeated (a memo hit: the Python call, the buffer
     and the copy), plus its share of one serial batch fill of the step's rows (all hits then: the
     copy and the batch call as a batch pays them). Without that, the ~1 us of Python call per row
     counted as work a second thread could share (about a third of one-schema's serial total)."""
-    ms = [grammask.GrammarMatcher(c) for c in compiled]
+    ms: list = [None] * (rows or len(docs))
     batch = grammask.BatchGrammarMatcher(max_threads=1)
-    bitmask = grammask.allocate_token_bitmask(len(docs), vocab_size)
-    steps, lives = [], []
-    n_steps = max(map(len, docs))
-    for step in range(min(n_steps, max_steps) if max_steps else n_steps):
-        live = [i for i, d in enumerate(docs) if step < len(d)]
-        first = [thread_ns(lambda i=i: ms[i].fill_next_token_bitmask(bitmask, i)) for i in live]
-        again = [thread_ns(lambda i=i: ms[i].fill_next_token_bitmask(bitmask, i)) for i in live]
-        copies = thread_ns(lambda: batch.batch_fill_next_token_bitmask([ms[i] for i in live], bitmask, live))
+    bitmask = grammask.allocate_token_bitmask(len(ms), vocab_size)
+    plan = bb.schedule(docs, len(ms), rows > 0)
+    steps, insts = [], []
+    for step in plan[:max_steps] if max_steps else plan:
+        for r, inst, pos in step:
+            if pos == 0:
+                ms[r] = grammask.GrammarMatcher(compiled[inst])
+        live = [r for r, _, _ in step]
+        first = [thread_ns(lambda r=r: ms[r].fill_next_token_bitmask(bitmask, r)) for r in live]
+        again = [thread_ns(lambda r=r: ms[r].fill_next_token_bitmask(bitmask, r)) for r in live]
+        copies = thread_ns(lambda: batch.batch_fill_next_token_bitmask([ms[r] for r in live], bitmask, live))
         times = [max(a - b, 0) + copies // len(live) for a, b in zip(first, again)]
         steps.append(times)
-        lives.append(live)
-        for i in live:
-            if not ms[i].accept_token(docs[i][step]):
-                raise SystemExit(f"row {i} rejected token {step}")
-    return steps, lives
+        insts.append([inst for _, inst, _ in step])
+        for r, inst, pos in step:
+            if not ms[r].accept_token(docs[inst][pos]):
+                raise SystemExit(f"instance {inst} rejected token {pos}")
+    return steps, insts
 
 
 def two_thread_schedule(times: list[int]) -> int:
@@ -76,13 +82,14 @@ def two_thread_schedule(times: list[int]) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("workload", choices=["one-schema", "maskbench"])
+    ap.add_argument("workload", choices=bb.WORKLOADS)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", default="grammask,xgrammar", help="engines that must accept a MaskBench row")
     ap.add_argument("--rows-cache", default="")
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--warm", action="store_true", help="decode once first: measure a second decode on warm grammars")
-    ap.add_argument("--dump", default="", help="write [[(row, ns) per live row] per step] as JSON")
+    ap.add_argument("--dump", default="", help="write [[(instance, ns) per live row] per step] as JSON")
+    ap.add_argument("--pool", type=int, default=256, help="instances a continuous workload draws from")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -91,17 +98,19 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(bb.shared_dir() / "tokenizers" / "llama3"))
     info = grammask.TokenizerInfo.from_huggingface(tok)
     infos = {"grammask": (grammask, info)}
-    if "xgrammar" in args.engines.split(",") and args.workload == "maskbench":
+    if "xgrammar" in args.engines.split(",") and args.workload.startswith("maskbench"):
         import xgrammar
 
         infos["xgrammar"] = (xgrammar, xgrammar.TokenizerInfo.from_huggingface(tok))
-    schemas, docs = bb.workload_rows(args.workload, infos, tok, 64, args.seed, args.rows_cache)
-    compiled = bb.compile_all(grammask, info, schemas, args.workload == "one-schema")
+    schemas, docs = bb.workload_rows(args.workload, infos, tok, 64, args.seed, args.rows_cache, args.pool)
+    rows = 64 if args.workload.endswith("-continuous") else 0
+    used = max(inst for step in bb.schedule(docs, rows or len(docs), rows > 0) for _, inst, _ in step) + 1
+    compiled = bb.compile_all(grammask, info, schemas[:used], args.workload.startswith("one-schema"))
     if args.warm:
-        decode(grammask, compiled, docs, info.vocab_size, args.max_steps)
-    steps, lives = decode(grammask, compiled, docs, info.vocab_size, args.max_steps)
+        decode(grammask, compiled, docs, info.vocab_size, args.max_steps, rows)
+    steps, insts = decode(grammask, compiled, docs, info.vocab_size, args.max_steps, rows)
     if args.dump:
-        Path(args.dump).write_text(json.dumps([list(zip(lv, s)) for lv, s in zip(lives, steps)]))
+        Path(args.dump).write_text(json.dumps([list(zip(ins, s)) for ins, s in zip(insts, steps)]))
     total = sum(map(sum, steps)) / 1e6
     slowest = sum(max(s) for s in steps) / 1e6
     bound = sum(max(max(s), sum(s) / 2) for s in steps) / 1e6
