@@ -2,7 +2,7 @@
 timed by thread CPU (so other processes on the machine barely change it).
 
 Per batch step the fastest a two-thread fill can be, without splitting one row's mask across
-threads, is max(slowest row, half the step's total). The sum of that over the decode, against
+threads, is the batch call's own serial time plus max(slowest row, half the rows' total). The sum of that over the decode, against
 the serial total, is the speed-up an idle two-core machine allows. Printed with the row-time
 percentiles and the steps whose slowest row is largest.
 
@@ -43,17 +43,19 @@ def thread_ns(call) -> int:
 def decode(grammask, compiled, docs, vocab_size: int, max_steps: int, rows: int = 0):
     """Fresh matchers on `compiled` decode `docs` (continuously on `rows` rows when > 0, see
     bb.schedule), each row filled alone: (thread CPU ns of each live row, instance of each live
-    row) per step.
+    row) per step, and the thread CPU ns of each step's batch call (serial).
 
     A row's time is its fill less the same fill repeated (a memo hit: the Python call, the buffer
     and the copy), plus its share of one serial batch fill of the step's rows (all hits then: the
-    copy and the batch call as a batch pays them). Without that, the ~1 us of Python call per row
-    counted as work a second thread could share (about a third of one-schema's serial total)."""
+    copies as a batch pays them) less a one-row batch fill (the call itself: Python, arguments,
+    returned per step as serial time no thread shares). Without that, the ~1 us of Python call
+    per row counted as work a second thread could share (about a third of one-schema's serial
+    total), and so did the batch call's own ~10-15 us per step."""
     ms: list = [None] * (rows or len(docs))
     batch = grammask.BatchGrammarMatcher(max_threads=1)
     bitmask = grammask.allocate_token_bitmask(len(ms), vocab_size)
     plan = bb.schedule(docs, len(ms), rows > 0)
-    steps, insts = [], []
+    steps, insts, calls = [], [], []
     for step in plan[:max_steps] if max_steps else plan:
         for r, inst, pos in step:
             if pos == 0:
@@ -61,14 +63,16 @@ def decode(grammask, compiled, docs, vocab_size: int, max_steps: int, rows: int 
         live = [r for r, _, _ in step]
         first = [thread_ns(lambda r=r: ms[r].fill_next_token_bitmask(bitmask, r)) for r in live]
         again = [thread_ns(lambda r=r: ms[r].fill_next_token_bitmask(bitmask, r)) for r in live]
+        call = thread_ns(lambda: batch.batch_fill_next_token_bitmask([ms[live[0]]], bitmask, live[:1]))
         copies = thread_ns(lambda: batch.batch_fill_next_token_bitmask([ms[r] for r in live], bitmask, live))
-        times = [max(a - b, 0) + copies // len(live) for a, b in zip(first, again)]
+        times = [max(a - b, 0) + max(copies - call, 0) // len(live) for a, b in zip(first, again)]
         steps.append(times)
+        calls.append(call)
         insts.append([inst for _, inst, _ in step])
         for r, inst, pos in step:
             if not ms[r].accept_token(docs[inst][pos]):
                 raise SystemExit(f"instance {inst} rejected token {pos}")
-    return steps, insts
+    return steps, insts, calls
 
 
 def two_thread_schedule(times: list[int]) -> int:
@@ -108,17 +112,20 @@ def main() -> None:
     compiled = bb.compile_all(grammask, info, schemas[:used], args.workload.startswith("one-schema"))
     if args.warm:
         decode(grammask, compiled, docs, info.vocab_size, args.max_steps, rows)
-    steps, insts = decode(grammask, compiled, docs, info.vocab_size, args.max_steps, rows)
+    steps, insts, calls = decode(grammask, compiled, docs, info.vocab_size, args.max_steps, rows)
     if args.dump:
-        Path(args.dump).write_text(json.dumps([list(zip(ins, s)) for ins, s in zip(insts, steps)]))
-    total = sum(map(sum, steps)) / 1e6
-    slowest = sum(max(s) for s in steps) / 1e6
-    bound = sum(max(max(s), sum(s) / 2) for s in steps) / 1e6
-    greedy = sum(two_thread_schedule(s) for s in steps) / 1e6
+        # The batch call's serial time as instance -1 (batch_replay.py adds it to the step).
+        dump = [list(zip(ins, s)) + [(-1, c)] for ins, s, c in zip(insts, steps, calls)]
+        Path(args.dump).write_text(json.dumps(dump))
+    call = sum(calls) / 1e6
+    total = sum(map(sum, steps)) / 1e6 + call
+    slowest = sum(max(s) for s in steps) / 1e6 + call
+    bound = sum(max(max(s), sum(s) / 2) for s in steps) / 1e6 + call
+    greedy = sum(two_thread_schedule(s) for s in steps) / 1e6 + call
     rows = np.array([x for s in steps for x in s]) / 1e3
     print(
-        f"{args.workload}: {len(steps)} steps, {len(rows)} rows; serial {total:.2f} ms; slowest row per step "
-        f"{slowest:.2f} ms; two-thread bound {bound:.2f} ms: speed-up at most {total / bound:.2f}x; "
+        f"{args.workload}: {len(steps)} steps, {len(rows)} rows; serial {total:.2f} ms (batch calls {call:.2f}); "
+        f"slowest row per step {slowest:.2f} ms; two-thread bound {bound:.2f} ms: speed-up at most {total / bound:.2f}x; "
         f"rows claimed costliest first {greedy:.2f} ms ({total / greedy:.2f}x)"
     )
     print(
