@@ -1,13 +1,18 @@
 """Batch mask filling, 64 rows, 1 vs 2 threads: grammask's BatchGrammarMatcher beside XGrammar's
 in the same run, plus peak memory per compiled grammar and of the caches.
 
-Llama 3's tokenizer (128k vocabulary). Two workloads:
+Llama 3's tokenizer (128k vocabulary). Workloads:
 
 * ``one-schema``: one JSON Schema; 64 matchers each decode a different instance document.
 * ``maskbench``: 64 different MaskBench schemas (sampled with ``--seed``; files that either engine
   cannot compile, or whose first valid instance either engine rejects, are skipped), each row
   decoding its schema's first valid instance (``json.dumps`` of it) -- a server batch of different
-  requests.
+  requests. Rows end at different lengths, so later steps have few rows (about 8 on average).
+* ``one-schema-continuous``, ``maskbench-continuous``: continuous batching, as vLLM and SGLang
+  serve: a pool of ``--pool`` instances of the workload above (the first 64 are its rows), 64
+  rows, and a row whose document ended takes the next instance of the pool (a fresh matcher) at
+  the next step. The decode stops before the first step that would have an empty row, so every
+  step fills 64 rows.
 
 Per configuration (engine, threads) the grammars are compiled fresh (no compiler cache), so the
 first pass fills the mask caches as in serving; each step times one
@@ -31,7 +36,7 @@ over the same steps; ``--rows-cache FILE`` keeps the chosen MaskBench rows for l
 ``--warm`` times a second decode on the same compiled grammars (a server's steady state for
 schemas it has served before: mostly memoized masks) instead of the first.
 
-    python bench/batch_bench.py [--rows 64] [--repeats 3] [--workloads one-schema,maskbench] [--seed 0]
+    python bench/batch_bench.py [--rows 64] [--repeats 3] [--workloads one-schema,maskbench] [--seed 0] [--pool 256]
         [--engines grammask,xgrammar] [--threads 1,2] [--max-steps N] [--time-limit S] [--rows-cache F] [--warm]
 """
 
@@ -99,36 +104,65 @@ def compile_all(mod, info, schemas: list[str], strict: bool) -> list:
     return [by_text[s] for s in schemas]
 
 
-def run(mod, info, schemas, docs, threads: int, strict: bool, max_steps: int = 0, time_limit: float = 0.0, warm=False):
+def schedule(docs: list[list[int]], rows: int, continuous: bool) -> list[list[tuple[int, int, int]]]:
+    """Per batch step, (row, instance, token position) of each live row. Static: row i decodes
+    docs[i] from step 0 and leaves the batch when it ends (`rows` is len(docs)). Continuous: a
+    row whose instance ended takes the next unstarted one at the next step; the schedule stops
+    before the first step a row would have nothing to decode, so every step has `rows` rows."""
+    if continuous and len(docs) < rows:
+        raise SystemExit(f"a pool of {len(docs)} documents cannot fill {rows} rows")
+    if not continuous:
+        return [[(i, i, step) for i, d in enumerate(docs) if step < len(d)] for step in range(max(map(len, docs)))]
+    current = [(i, 0) for i in range(rows)]  # (instance, next token position) per row
+    fresh = rows
+    steps = []
+    while True:
+        for r, (inst, pos) in enumerate(current):
+            if pos == len(docs[inst]):
+                if fresh == len(docs):
+                    return steps
+                current[r] = (fresh, 0)
+                fresh += 1
+        steps.append([(r, inst, pos) for r, (inst, pos) in enumerate(current)])
+        current = [(inst, pos + 1) for inst, pos in current]
+
+
+def run(mod, info, schemas, docs, threads: int, strict: bool, max_steps: int = 0, time_limit: float = 0.0, warm=False,
+        rows: int = 0):
     """(wall ms per step, process CPU ms over all fills, grammar bytes after compile, after decode).
 
-    Decodes at most `max_steps` steps (0: all), and stops after the step during which the fills'
-    wall total passed `time_limit` seconds (0: no limit). `warm`: the same compiled grammars decode
-    the documents once, untimed, first (their memos filled, as for schemas a server has seen)."""
+    `rows` > 0: continuous batching of the `docs` pool on `rows` rows (see `schedule`); 0: one
+    row per document. Decodes at most `max_steps` steps (0: all), and stops after the step during
+    which the fills' wall total passed `time_limit` seconds (0: no limit). `warm`: the same
+    compiled grammars decode the documents once, untimed, first (their memos filled, as for
+    schemas a server has seen)."""
     compiled = compile_all(mod, info, schemas, strict)
     unique = list({id(c): c for c in compiled}.values())
     size_compiled = sum(c.memory_size_bytes for c in unique)
     batch = mod.BatchGrammarMatcher(max_threads=threads)
-    bitmask = mod.allocate_token_bitmask(len(docs), info.vocab_size)
-    steps = max(len(d) for d in docs)
-    steps = min(steps, max_steps) if max_steps else steps
+    plan = schedule(docs, rows or len(docs), rows > 0)
+    plan = plan[:max_steps] if max_steps else plan
+    bitmask = mod.allocate_token_bitmask(rows or len(docs), info.vocab_size)
     for timed in (False, True) if warm else (True,):
-        matchers = [mod.GrammarMatcher(c) for c in compiled]
+        matchers: list = [None] * (rows or len(docs))
         times: list[float] = []
         cpu = 0
-        for step in range(steps):
+        for step in plan:
             if time_limit and timed and sum(times) > time_limit * 1e3:
                 break
-            live = [i for i, d in enumerate(docs) if step < len(d)]
-            ms = [matchers[i] for i in live]
+            for r, inst, pos in step:
+                if pos == 0:
+                    matchers[r] = mod.GrammarMatcher(compiled[inst])
+            live = [r for r, _, _ in step]
+            ms = [matchers[r] for r in live]
             c = time.process_time_ns()
             t = time.perf_counter_ns()
             batch.batch_fill_next_token_bitmask(ms, bitmask, live)
             times.append((time.perf_counter_ns() - t) / 1e6)
             cpu += time.process_time_ns() - c
-            for i in live:
-                if not matchers[i].accept_token(docs[i][step]):
-                    raise SystemExit(f"{mod.__name__}: row {i} rejected token {step} of its document")
+            for r, inst, pos in step:
+                if not matchers[r].accept_token(docs[inst][pos]):
+                    raise SystemExit(f"{mod.__name__}: instance {inst} rejected token {pos} of its document")
     return times, cpu / 1e6, size_compiled, sum(c.memory_size_bytes for c in unique)
 
 
@@ -168,17 +202,24 @@ def maskbench_rows(infos, tok, rows: int, seed: int) -> tuple[list[str], list[li
     return schemas, docs
 
 
-def workload_rows(workload: str, infos, tok, rows: int, seed: int, rows_cache: str = ""):
-    """(schema texts, token ids per row) of `workload`; MaskBench rows are those every engine in
-    `infos` accepts, read from / written to `rows_cache` when given."""
-    if workload == "one-schema":
-        return one_schema_rows(tok, rows)
-    if workload != "maskbench":
-        raise SystemExit(f"unknown workload {workload!r}")
+WORKLOADS = ("one-schema", "maskbench", "one-schema-continuous", "maskbench-continuous")
+
+
+def workload_rows(workload: str, infos, tok, rows: int, seed: int, rows_cache: str = "", pool: int = 256):
+    """(schema texts, token ids per instance) of `workload`: `rows` instances, or `pool` for a
+    continuous workload. MaskBench instances are those every engine in `infos` accepts, read from
+    / written to `rows_cache` when given (a cache with too few is redone; a smaller set is a
+    prefix of a larger one)."""
+    if workload not in WORKLOADS:
+        raise SystemExit(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
+    n = pool if workload.endswith("-continuous") else rows
+    if workload.startswith("one-schema"):
+        return one_schema_rows(tok, n)
     if rows_cache and os.path.exists(rows_cache):
         schemas, docs = json.loads(Path(rows_cache).read_text())
-        return schemas[:rows], docs[:rows]
-    schemas, docs = maskbench_rows(infos, tok, rows, seed)
+        if len(docs) >= n:
+            return schemas[:n], docs[:n]
+    schemas, docs = maskbench_rows(infos, tok, n, seed)
     if rows_cache:
         Path(rows_cache).write_text(json.dumps([schemas, docs]))
     return schemas, docs
@@ -214,6 +255,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=0.0, help="seconds of fills per engine's first run")
     ap.add_argument("--rows-cache", default="", help="file keeping the MaskBench rows chosen")
     ap.add_argument("--warm", action="store_true", help="time a second decode on the same compiled grammars")
+    ap.add_argument("--pool", type=int, default=256, help="instances a continuous workload draws from")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -229,10 +271,15 @@ def main() -> None:
         f"{args.tokenizer}; best of {args.repeats}"
     )
     for workload in args.workloads.split(","):
-        schemas, docs = workload_rows(workload, infos, tok, args.rows, args.seed, args.rows_cache)
+        schemas, docs = workload_rows(workload, infos, tok, args.rows, args.seed, args.rows_cache, args.pool)
+        rows = args.rows if workload.endswith("-continuous") else 0
+        plan = schedule(docs, rows or len(docs), rows > 0)
+        used = {inst for step in plan for _, inst, _ in step}
+        schemas, docs = schemas[: max(used) + 1], docs[: max(used) + 1]  # instances start in order
         print(
-            f"\n### {workload}{' (warm)' if args.warm else ''}: {len(docs)} rows, {len(set(schemas))} schemas, {sum(map(len, docs))} tokens, "
-            f"{max(map(len, docs))} batch steps\n"
+            f"\n### {workload}{' (warm)' if args.warm else ''}: {rows or len(docs)} rows, "
+            f"{len({schemas[i] for i in used})} schemas, {len(used)} documents, "
+            f"{sum(map(len, plan))} tokens, {len(plan)} batch steps\n"
         )
         print(
             "| engine | threads | steps | total fill ms (wall) | process CPU ms | p50 ms/step | p99 ms/step "
@@ -245,8 +292,8 @@ def main() -> None:
             for name, (mod, info) in infos.items():
                 for threads in thread_counts:
                     limit = args.time_limit if not runs[name, threads] and threads == thread_counts[0] else 0.0
-                    strict = workload == "one-schema"
-                    r = run(mod, info, schemas, docs, threads, strict, steps[name], limit, args.warm)
+                    strict = workload.startswith("one-schema")
+                    r = run(mod, info, schemas, docs, threads, strict, steps[name], limit, args.warm, rows)
                     if limit:
                         steps[name] = len(r[0])
                     runs[name, threads].append(r)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batch fill, 64 rows: the 1 -> 2 thread wall speed-up, for a quiet machine (2+ idle cores).
 #
-#   GRAMMASK_SHARED=/path/to/shared bash bench/batch_speedup.sh        # ~3 minutes
+#   GRAMMASK_SHARED=/path/to/shared bash bench/batch_speedup.sh        # ~6 minutes
 #   XGRAMMAR=1 ... bash bench/batch_speedup.sh   # + XGrammar, XGRAMMAR_LIMIT (60) s of fills per engine
 #
 # Prints, in order:
@@ -12,13 +12,18 @@
 #   3. batch_bench.py, grammask alone, cold and warm: wall and process CPU per thread count, best of
 #      REPEATS (default 5). The wall speed-up of (3) against the bound of (2) is what is left to the
 #      batch's scheduling and hand-offs.
-# MaskBench rows (seed 0, rows grammask accepts) are kept in ROWS_CACHE between the runs.
+# Workloads: one-schema and maskbench (64 requests started together, rows leave as they end) and
+# maskbench-continuous (continuous batching: 64 rows every step, a finished row takes the next of
+# POOL (256) MaskBench instances). MaskBench instances (seed 0, those grammask accepts) are kept in
+# ROWS_CACHE between the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 export PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}"
 ROWS=${ROWS_CACHE:-/tmp/grammask_batch_rows_seed0.json}
 REPEATS=${REPEATS:-5}
+POOL=${POOL:-256}
+WORKLOADS="one-schema maskbench maskbench-continuous"
 
 echo "== $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 "$PY" - <<'EOF'
@@ -40,18 +45,18 @@ if __name__ == "__main__":
             t = time.perf_counter(); pool.map(spin, [n, n]); best2 = min(best2, time.perf_counter() - t)
     print(f"machine: 2 processes of pure arithmetic, 1 -> 2 speed-up {2 * best1 / best2:.2f}x (2.00 = two free cores)")
 EOF
-for w in one-schema maskbench; do
+for w in $WORKLOADS; do
   for warm in "" --warm; do
-    "$PY" bench/batch_critical_path.py "$w" --engines grammask --rows-cache "$ROWS" $warm | sed -n 1p
+    "$PY" bench/batch_critical_path.py "$w" --engines grammask --rows-cache "$ROWS" --pool "$POOL" $warm | sed -n 1p
   done
 done
 for warm in "" --warm; do
-  "$PY" bench/batch_bench.py --engines grammask --workloads one-schema,maskbench --rows-cache "$ROWS" \
-    --repeats "$REPEATS" $warm | grep -v '^$'
+  "$PY" bench/batch_bench.py --engines grammask --workloads "${WORKLOADS// /,}" --rows-cache "$ROWS" \
+    --pool "$POOL" --repeats "$REPEATS" $warm | grep -v '^$'
 done
 if [ -n "${XGRAMMAR:-}" ]; then
   # XGrammar's maskbench decode takes minutes: its first run stops after 60 s of fills and the
   # other thread count decodes the same steps. Rows here are those both engines accept.
-  "$PY" bench/batch_bench.py --engines grammask,xgrammar --workloads one-schema,maskbench --repeats 1 \
+  "$PY" bench/batch_bench.py --engines grammask,xgrammar --workloads "${WORKLOADS// /,}" --repeats 1 --pool "$POOL" \
     --time-limit "${XGRAMMAR_LIMIT:-60}" --rows-cache "${ROWS%.json}_both.json" | grep -v '^$'
 fi

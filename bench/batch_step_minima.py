@@ -5,13 +5,12 @@ held the core, so the per-step p50 of 1 vs 2 threads can be compared where the t
 MaskBench rows are chosen as in batch_bench.py but by grammask alone (XGrammar is not asked), and
 cached in ``--rows-cache`` so before/after runs share them.
 
-    python bench/batch_step_minima.py one-schema|maskbench [--repeats 8] [--rows-cache FILE]
+    python bench/batch_step_minima.py WORKLOAD [--repeats 8] [--rows-cache FILE] [--pool 256]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,8 @@ import batch_bench as bb  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("workload", choices=["one-schema", "maskbench"])
+    ap.add_argument("workload", choices=bb.WORKLOADS)
+    ap.add_argument("--pool", type=int, default=256, help="instances a continuous workload draws from")
     ap.add_argument("--repeats", type=int, default=8)
     ap.add_argument("--rows-cache", default="")
     args = ap.parse_args()
@@ -34,18 +34,12 @@ def main() -> None:
 
     tok = AutoTokenizer.from_pretrained(str(bb.shared_dir() / "tokenizers" / "llama3"))
     info = grammask.TokenizerInfo.from_huggingface(tok)
-    if args.workload == "one-schema":
-        schemas, docs = bb.one_schema_rows(tok, 64)
-    elif args.rows_cache and os.path.exists(args.rows_cache):
-        schemas, docs = json.loads(Path(args.rows_cache).read_text())
-    else:
-        schemas, docs = bb.maskbench_rows({"grammask": (grammask, info)}, tok, 64, 0)
-        if args.rows_cache:
-            Path(args.rows_cache).write_text(json.dumps([schemas, docs]))
+    schemas, docs = bb.workload_rows(args.workload, {"grammask": (grammask, info)}, tok, 64, 0, args.rows_cache, args.pool)
+    rows = 64 if args.workload.endswith("-continuous") else 0
     runs: dict[int, list] = {1: [], 2: []}
     for _ in range(args.repeats):
         for t in runs:
-            runs[t].append(bb.run(grammask, info, schemas, docs, t, args.workload == "one-schema"))
+            runs[t].append(bb.run(grammask, info, schemas, docs, t, args.workload.startswith("one-schema"), rows=rows))
     print(
         f"{args.workload}: {grammask.__file__}, load average {os.getloadavg()[0]:.1f}, {args.repeats} runs"
     )
