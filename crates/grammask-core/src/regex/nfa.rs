@@ -7,7 +7,7 @@
 //! it to `W` or `N|E` depending on the character just read. A DFA state is the set of (state,
 //! mask) items of consuming and final NFA states, so it never needs to remember the previous
 //! character itself.
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 use super::ast::{Assertion, Node};
 use super::charset::{self, CharSet};
@@ -35,7 +35,7 @@ struct Nfa {
     states: Vec<NState>,
     classes: Vec<CharSet>,
     /// Interned classes, keyed by the address of the AST set they came from (stable while built).
-    class_ids: HashMap<usize, u32>,
+    class_ids: FastMap<usize, u32>,
     start: u32,
 }
 
@@ -213,7 +213,7 @@ pub fn determinize(node: &Node, search: bool) -> Result<CharDfa> {
     if estimate(node).saturating_add(8) > MAX_NFA_STATES as u64 {
         return Err(Error::limit("regex automaton size (NFA states after expanding repetitions)", MAX_NFA_STATES));
     }
-    let mut nfa = Nfa { states: Vec::new(), classes: Vec::new(), class_ids: HashMap::new(), start: 0 };
+    let mut nfa = Nfa { states: Vec::new(), classes: Vec::new(), class_ids: FastMap::default(), start: 0 };
     let full = CharSet::full();
     let mut end = nfa.push(NState::Match);
     if search {
@@ -242,7 +242,7 @@ type CharItem<'a> = (&'a [(u32, u32)], u32, u8);
 fn subset(nfa: &Nfa, has_wb: bool) -> Result<CharDfa> {
     let word = charset::word();
     let mut cl = Closure { mask: vec![0; nfa.states.len()], touched: Vec::new(), work: Vec::new() };
-    let mut ids: HashMap<Vec<(u32, u8)>, u32> = HashMap::new();
+    let mut ids: FastMap<Vec<(u32, u8)>, u32> = FastMap::default();
     let mut keys: Vec<Vec<(u32, u8)>> = Vec::new();
     let mut states: Vec<DState> = Vec::new();
 
@@ -280,7 +280,7 @@ fn subset(nfa: &Nfa, has_wb: bool) -> Result<CharDfa> {
         bounds.sort_unstable();
         bounds.dedup();
         let mut ptr = vec![0usize; chars.len()];
-        let mut local: HashMap<(Vec<u32>, bool), u32> = HashMap::new();
+        let mut local: FastMap<(Vec<u32>, bool), u32> = FastMap::default();
         let mut trans: Vec<Trans> = Vec::new();
         for w in bounds.windows(2) {
             let (lo, hi) = (w[0], w[1] - 1);
