@@ -354,7 +354,7 @@ impl CharDfa {
 
     /// Renumbers the states kept by `keep` in BFS order from the start, merging adjacent
     /// transitions to the same state.
-    fn renumbered(self, keep: impl Fn(u32) -> bool) -> CharDfa {
+    fn renumbered(mut self, keep: impl Fn(u32) -> bool) -> CharDfa {
         let mut id = vec![DEAD; self.states.len()];
         let mut order = vec![self.start];
         id[self.start as usize] = 0;
@@ -369,14 +369,24 @@ impl CharDfa {
                 }
             }
         }
+        // PERF: each state's transitions are renumbered and merged in place.
         let states = order
             .iter()
             .map(|&s| {
-                let st = &self.states[s as usize];
-                DState {
-                    accept: st.accept,
-                    trans: merge(st.trans.iter().map(|t| Trans { to: id[t.to as usize], ..*t })),
+                let st = &mut self.states[s as usize];
+                let mut trans = std::mem::take(&mut st.trans);
+                let mut kept = 0usize;
+                for i in 0..trans.len() {
+                    let t = Trans { to: id[trans[i].to as usize], ..trans[i] };
+                    if kept > 0 && trans[kept - 1].to == t.to && trans[kept - 1].hi + 1 == t.lo {
+                        trans[kept - 1].hi = t.hi;
+                    } else {
+                        trans[kept] = t;
+                        kept += 1;
+                    }
                 }
+                trans.truncate(kept);
+                DState { accept: st.accept, trans }
             })
             .collect();
         CharDfa { states, start: 0 }
