@@ -26,7 +26,7 @@ use super::resolve::{Doc, Draft, SchemaId};
 use super::value::{canonical, json_eq};
 use super::{JsonSchemaOptions, Spelling};
 use crate::error::{Error, ErrorKind, Result};
-use crate::fasthash::FastMap;
+use crate::fasthash::{FastMap, FastState};
 use crate::limits::{MAX_NESTING, MAX_REPEAT_BOUND};
 use crate::regex::{Anchoring, CharDfa, Regex, RegexFlags, TextMode};
 
@@ -299,13 +299,13 @@ pub struct Conv<'a> {
     large_any_order_cost: u64,
     /// The canonical texts of each long `enum` array of the schema, by the array's address (the
     /// schema is borrowed for `'a`, so an address names one array): membership in O(1).
-    enum_sets: HashMap<usize, HashSet<String>>,
+    enum_sets: FastMap<usize, HashSet<String, FastState>>,
     /// The string automata built so far, by their constraints (see `emit_string`).
-    string_dfas: HashMap<StringKey, CharDfa>,
+    string_dfas: FastMap<StringKey, CharDfa>,
     /// patternProperties automata (search anchoring) built so far, by pattern.
-    pattern_dfas: HashMap<String, Rc<CharDfa>>,
+    pattern_dfas: FastMap<String, Rc<CharDfa>>,
     /// Additional-key languages built so far (see `additional_entry`).
-    key_langs: HashMap<KeyLangsKey, Rc<Vec<Option<CharDfa>>>>,
+    key_langs: FastMap<KeyLangsKey, Rc<Vec<Option<CharDfa>>>>,
 }
 
 /// What determines the additional-key languages of an object: the keys left out, the
@@ -354,10 +354,10 @@ impl<'a> Conv<'a> {
             ws,
             has_uneval,
             large_any_order_cost: 0,
-            enum_sets: HashMap::new(),
-            string_dfas: HashMap::new(),
-            pattern_dfas: HashMap::new(),
-            key_langs: HashMap::new(),
+            enum_sets: FastMap::default(),
+            string_dfas: FastMap::default(),
+            pattern_dfas: FastMap::default(),
+            key_langs: FastMap::default(),
         }
     }
 

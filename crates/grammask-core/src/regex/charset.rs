@@ -37,7 +37,8 @@ impl CharSet {
     /// Builds a set from arbitrary ranges: sorts, merges, drops surrogates and values past U+10FFFF,
     /// and ignores reversed ranges.
     pub fn from_ranges(ranges: impl IntoIterator<Item = (u32, u32)>) -> CharSet {
-        let mut v: Vec<(u32, u32)> = Vec::new();
+        let ranges = ranges.into_iter();
+        let mut v: Vec<(u32, u32)> = Vec::with_capacity(ranges.size_hint().0);
         for (lo, hi) in ranges {
             let hi = hi.min(MAX_CHAR);
             if lo > hi {
@@ -52,18 +53,20 @@ impl CharSet {
             }
         }
         v.sort_unstable();
-        let mut out: Vec<(u32, u32)> = Vec::with_capacity(v.len());
-        for (lo, hi) in v {
-            if let Some(last) = out.last_mut() {
-                // Touching across the surrogate gap counts as adjacent only for real neighbours.
-                if lo <= last.1.saturating_add(1) {
-                    last.1 = last.1.max(hi);
-                    continue;
-                }
+        // Merged in place (`kept` ranges so far, the last one open).
+        let mut kept = 0;
+        for i in 0..v.len() {
+            let (lo, hi) = v[i];
+            // Touching across the surrogate gap counts as adjacent only for real neighbours.
+            if kept > 0 && lo <= v[kept - 1].1.saturating_add(1) {
+                v[kept - 1].1 = v[kept - 1].1.max(hi);
+            } else {
+                v[kept] = (lo, hi);
+                kept += 1;
             }
-            out.push((lo, hi));
         }
-        CharSet { ranges: out }
+        v.truncate(kept);
+        CharSet { ranges: v }
     }
 
     #[must_use]

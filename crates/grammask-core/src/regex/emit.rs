@@ -80,36 +80,47 @@ enum Item {
 }
 
 fn join(items: &[Item]) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    // PERF: atoms are borrowed and the result written once (cloning each part twice was a
+    // tenth of the automaton printer's time).
+    let mut parts: Vec<std::borrow::Cow<str>> = Vec::with_capacity(items.len());
     let mut lit: Vec<u32> = Vec::new();
     for it in items {
         match it {
             Item::Lit(l) => lit.extend_from_slice(l),
             Item::Atom(a) => {
                 if !lit.is_empty() {
-                    parts.push(literal(&lit));
+                    parts.push(literal(&lit).into());
                     lit.clear();
                 }
-                parts.push(a.clone());
+                parts.push(a.as_str().into());
             }
         }
     }
     if !lit.is_empty() || parts.is_empty() {
-        parts.push(literal(&lit));
+        parts.push(literal(&lit).into());
     }
-    // Runs of one atom become `x{n}` (`[0-9] [0-9] [0-9]` prints as `[0-9]{3}`).
-    let mut out: Vec<String> = Vec::with_capacity(parts.len());
+    // Runs of one atom become `x{n}` (`[0-9] [0-9] [0-9]` prints as `[0-9]{3}`); parts are
+    // separated by one space.
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     let mut i = 0;
     while i < parts.len() {
         let run = parts[i..].iter().take_while(|p| **p == parts[i]).count();
+        if i > 0 {
+            out.push(' ');
+        }
         if run >= 2 && is_atom(&parts[i]) {
-            out.push(format!("{}{{{run}}}", parts[i]));
+            let _ = write!(out, "{}{{{run}}}", parts[i]);
         } else {
-            out.extend(parts[i..i + run].iter().cloned());
+            for k in 0..run {
+                if k > 0 {
+                    out.push(' ');
+                }
+                out.push_str(&parts[i]);
+            }
         }
         i += run;
     }
-    out.join(" ")
+    out
 }
 
 /// Whether `s` (printed EBNF) is a single atom that a postfix operator may follow.
@@ -613,14 +624,13 @@ impl Printer<'_> {
         let st = &self.dfa.states[s as usize];
         let accept = st.accept;
         let mut loops: Vec<(u32, u32)> = Vec::new();
-        let mut exits: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+        // Successors in order of their first transition; each one's set is read off `st.trans`.
+        let mut exits: Vec<u32> = Vec::new();
         for t in &st.trans {
             if t.to == s {
                 loops.push((t.lo, t.hi));
-            } else if let Some(e) = exits.iter_mut().find(|e| e.0 == t.to) {
-                e.1.push((t.lo, t.hi));
-            } else {
-                exits.push((t.to, vec![(t.lo, t.hi)]));
+            } else if !exits.contains(&t.to) {
+                exits.push(t.to);
             }
         }
         let mut items = Vec::new();
@@ -633,8 +643,10 @@ impl Printer<'_> {
             items.push(Item::Atom(format!("{a}*")));
         }
         let mut alts: Vec<Vec<Item>> = Vec::new();
-        for (to, ranges) in exits {
-            let mut seq = vec![self.spell(&CharSet::from_ranges(ranges))];
+        for to in exits {
+            let trans = &self.dfa.states[s as usize].trans;
+            let set = CharSet::from_ranges(trans.iter().filter(|t| t.to == to).map(|t| (t.lo, t.hi)));
+            let mut seq = vec![self.spell(&set)];
             let inline = self.names[to as usize].is_none() && self.indeg[to as usize] == 1 && depth < MAX_INLINE_DEPTH;
             let is_final = self.dfa.states[to as usize].trans.is_empty() && to != self.dfa.start;
             if is_final {

@@ -479,11 +479,10 @@ impl Conv<'_> {
                 let l = if langs_key.excluded.is_empty() {
                     parts
                 } else {
-                    let listed = CharDfa::literals(excluded.iter().copied())?;
                     let mut l = Vec::with_capacity(parts.len());
                     for part in parts.iter() {
                         l.push(match part {
-                            Some(p) => Some(p.difference(&listed)?).filter(|d| !d.is_empty()),
+                            Some(p) => Some(p.minus_words(excluded)?).filter(|d| !d.is_empty()),
                             None => None,
                         });
                     }

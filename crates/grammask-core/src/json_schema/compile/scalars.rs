@@ -258,8 +258,7 @@ impl Conv<'_> {
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?;
         }
         if !excluded.is_empty() {
-            let listed = CharDfa::literals(excluded.iter().map(|x| &**x)).map_err(|e| ptr_if_none(e, ptr))?;
-            dfa = dfa.difference(&listed).map_err(|e| ptr_if_none(e, ptr))?;
+            dfa = dfa.minus_words(excluded).map_err(|e| ptr_if_none(e, ptr))?;
         }
         for p in &m.neg_patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
