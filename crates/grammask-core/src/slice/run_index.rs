@@ -150,6 +150,31 @@ pub(super) fn large_subtrees(trie: &TokenTrie) -> Vec<usize> {
 }
 
 impl RunIndex {
+    /// Bytes held (the subtree sets built so far included).
+    pub fn memory_size(&self) -> usize {
+        let subtrees: usize = self
+            .subtrees
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .map(|b| b.memory_size() + 16)
+            .sum();
+        let leads = match &self.break_leads {
+            BreakLeads::PerNode(l) => l.len(),
+            BreakLeads::PerBreak { rank, leads } => 4 * rank.len() + leads.capacity(),
+        };
+        let by_lead: usize = self.by_lead.iter().map(|(nodes, bytes)| 4 * nodes.capacity() + bytes.capacity()).sum();
+        let by_byte: usize = self.root_by_byte.iter().map(|(_, nodes)| 24 + 4 * nodes.len()).sum();
+        std::mem::size_of::<Self>()
+            + self.lead.len()
+            + self.whole.memory_size()
+            + subtrees
+            + 8 * self.breaks.len()
+            + leads
+            + by_lead
+            + by_byte
+    }
+
     /// The run index of one class ([`Self::build_many`] of that class alone).
     pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128, utf8: bool) -> RunIndex {
         Self::build_many(trie, vocab_size, &[(ascii, utf8)]).pop().expect("one index per class")
