@@ -21,7 +21,7 @@ try:
 except ImportError:  # running from a source checkout without an installed package
     sys.path.insert(0, str(ROOT / "python"))
 
-from grammask.bench import data, engines, maskbench, report, stats  # noqa: E402
+from grammask.bench import data, engines, maskbench, report, stats, store  # noqa: E402
 from grammask.bench.__main__ import main  # noqa: E402
 
 
@@ -160,6 +160,8 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
         assert s["peak_rss_mb"] > 10, e
         if e == "grammask" or e.startswith("xgrammar"):  # both count a compiled grammar's memory
             assert 0 < s["grammar_kib"]["p50"] <= s["grammar_cached_kib"]["max"], e
+            # grammask counts its per-vocabulary tables too (Llama 3: trie, run bases, ...).
+            assert (s["vocab_index_mib"] > 5) if e == "grammask" else s["vocab_index_mib"] is None
         else:
             assert s["grammar_kib"]["p50"] is None, e
     saved = json.loads((out / "results.json").read_text())
@@ -169,6 +171,7 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
     for e in ran:
         assert e in table
     assert "grammar + mask caches p99 (KiB)" in table and "worker peak RSS (MiB)" in table
+    assert "vocabulary tables, shared (MiB)" in table
     times = np.load(out / "times.npz")
     assert times[f"{ran[0]}__mask_us"].size == res["engines"][ran[0]]["tokens"]
     if importlib.util.find_spec("matplotlib") is not None:
@@ -234,3 +237,133 @@ def test_hang_costs_one_schema(tmp_path):
     assert res["engines"]["fake"]["timeout"] == 1
     # A hang before the first mask counts as the time limit in TTFM (MaskBench's convention).
     assert res["engines"]["fake"]["ttfm_us"]["max"] == pytest.approx(2e6)
+
+
+# --- shards, resume and merge -----------------------------------------------------------------
+
+
+def test_shards_are_disjoint_and_cover_the_sample(tmp_path):
+    for i in range(23):
+        (tmp_path / f"f{i:02d}.json").write_text("{}")
+    sample = data.list_files(tmp_path, 17, seed=3)
+    for n in (1, 2, 3, 5, 17, 20):
+        shards = [data.shard_files(sample, i, n) for i in range(1, n + 1)]
+        flat = [f for s in shards for f in s]
+        assert len(flat) == len(set(flat)) == len(sample), n  # disjoint
+        assert set(flat) == set(sample), n  # covering
+        for s in shards:  # each shard keeps the sample's order
+            assert s == sorted(s, key=sample.index)
+    assert data.parse_shard("2/4") == (2, 4)
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(ValueError):
+            data.parse_shard(bad)
+
+
+def _fake_data(d: Path, n: int) -> None:
+    d.mkdir()
+    for i in range(n):
+        # Instances of different lengths, so each schema owns a different number of raw times.
+        tests = [{"valid": True, "data": {"a": "x" * k}} for k in range(1 + i % 3)]
+        schema = {"type": "object"} if i != 2 else {"type": "object", "x-fake": "error"}
+        (d / f"s{i:02d}.json").write_text(json.dumps({"schema": schema, "tests": tests}))
+
+
+def _fake_run(d: Path, out: Path, **kw):
+    shared = _shared_or_skip()
+    kw = {"timeout_s": 60, "memory_mb": 100_000, "plots": False, "quiet": True, "seed": 5, **kw}
+    return maskbench.run(str(d), "fake", str(out), str(shared / "tokenizers" / "gpt2"), **kw)
+
+
+def _check_raw_alignment(folder: Path) -> None:
+    """Every record owns exactly its slice of the raw files: the slice sums to its mask_us_sum."""
+    got = store.read_folder(folder)
+    at = 0
+    for r in got.records:
+        part = got.times[r["engine"]]["mask_us"][at:at + r["tokens"]]
+        assert part.sum() == pytest.approx(r["mask_us_sum"], rel=1e-5, abs=1e-3), r["file"]
+        at += r["tokens"]
+    assert at == got.times["fake"]["mask_us"].size
+
+
+def test_resume_runs_each_schema_once(tmp_path, monkeypatch):
+    d = tmp_path / "data"
+    _fake_data(d, 7)
+    out = tmp_path / "out"
+    real_load = maskbench.load_task
+    calls = []
+
+    def interrupt_third(path, tok):  # Ctrl-C while the third schema is being prepared
+        calls.append(path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_load(path, tok)
+
+    monkeypatch.setattr(maskbench, "load_task", interrupt_third)
+    first = _fake_run(d, out)
+    assert first["config"]["stopped_early"] == "interrupted"
+    assert len(first["records"]) == 2
+    monkeypatch.setattr(maskbench, "load_task", real_load)
+
+    # A hard kill in the middle of writing: raw values of a schema without its records, a
+    # schema with one of its two records, and a torn line. Resume must drop all three.
+    rec = dict(first["records"][-1], file="ghost.json", index=99, group=2)
+    with open(out / "records.jsonl", "a") as f:
+        f.write(json.dumps(rec) + "\n" + '{"file": "torn')
+    with open(out / "raw" / "fake.mask_us.f32", "ab") as f:
+        f.write(np.ones(5, dtype=np.float32).tobytes())
+
+    with pytest.raises(store.FolderMismatch, match="timeout_s"):
+        _fake_run(d, out, resume=True, timeout_s=30)  # not the same run: refused
+    second = _fake_run(d, out, resume=True)
+    files = [r["file"] for r in second["records"]]
+    assert sorted(files) == sorted(p.name for p in d.iterdir())  # none lost, none twice
+    assert second["config"]["stopped_early"] is None
+    assert second["engines"]["fake"]["schemas"] == 7
+    assert second["engines"]["fake"]["compile_error"] == 1
+    _check_raw_alignment(out)
+    sessions = json.loads((out / "run.json").read_text())["sessions"]
+    assert [s["skipped_done"] for s in sessions] == [0, 2]
+
+
+def test_merged_shards_give_the_statistics_of_one_run(tmp_path):
+    d = tmp_path / "data"
+    _fake_data(d, 7)
+    one = _fake_run(d, tmp_path / "one")
+    parts = [tmp_path / "s1", tmp_path / "s2"]
+    for i, p in enumerate(parts, 1):
+        _fake_run(d, p, shard=(i, 2))
+        _check_raw_alignment(p)
+    merged = maskbench.finish(tmp_path / "merged", parts, plots=False)
+
+    def per_file(res):
+        keep = ("index", "status", "tokens", "accepts", "instances", "compile_error")
+        return [{k: r[k] for k in keep} | {"file": r["file"]} for r in res["records"]]
+
+    assert per_file(merged) == per_file(one)  # same schemas, outcomes and counts, same order
+    a, b = merged["engines"]["fake"], one["engines"]["fake"]
+    for key in ("schemas", "passing", "compile_error", "invalid_accepted", "tokens"):
+        assert a[key] == b[key], key
+    # The times differ between runs; the merged statistics are those of the shards' raw times.
+    raw = np.concatenate([store.read_folder(p).times["fake"]["mask_us"] for p in parts])
+    assert raw.size == a["tokens"]
+    want = stats.percentiles(raw, stats.TBM_PCTS)
+    for k, v in want.items():
+        assert a["tbm_us"][k] == pytest.approx(v), k
+    assert merged["config"]["n_schemas_run"] == 7 and merged["config"]["stopped_early"] is None
+    assert [s["shard"] for s in merged["config"]["shards"]] == [[1, 2], [2, 2]]
+    assert "shards: 1/2" in (tmp_path / "merged" / "results.md").read_text()
+    assert main(["merge", str(parts[0]), str(parts[1]), "--out", str(tmp_path / "m2"),
+                 "--no-plots"]) == 0
+
+    # Refused: a schema twice, and folders that differ in a run setting.
+    with pytest.raises(store.FolderMismatch, match="in both"):
+        maskbench.finish(tmp_path / "bad", [parts[0], tmp_path / "one"], plots=False)
+    other = tmp_path / "s2-other"
+    shutil.copytree(parts[1], other)
+    cfg = json.loads((other / "run.json").read_text())
+    for key, value in (("timeout_s", 5.0), ("versions", {"fake": "other"}), ("seed", 6),
+                       ("limit", 3), ("tokenizer_sha", "x"), ("engines", ["fake", "grammask"])):
+        (other / "run.json").write_text(json.dumps({**cfg, key: value}))
+        with pytest.raises(store.FolderMismatch, match=key):
+            maskbench.finish(tmp_path / "bad", [parts[0], other], plots=False)
+    assert main(["merge", str(parts[0]), str(other), "--out", str(tmp_path / "bad")]) == 2

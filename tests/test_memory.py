@@ -69,3 +69,19 @@ def test_allocator_does_not_ask_for_huge_pages():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0", f"{r.stdout.strip()} mappings advised MADV_HUGEPAGE"
+
+
+def test_vocabulary_memory_counts_the_token_index():
+    """The per-vocabulary tables (counted in no grammar's memory_size_bytes) have a figure of
+    their own, per part; the Rust test tests/index_memory.rs checks each part against the heap."""
+    import grammask as xgr
+
+    tokens = [bytes([b]) for b in range(0x20, 0x7F)] + [b'{"', b'":', b"true", b"</s>"]
+    info = xgr.TokenizerInfo(tokens, xgr.VocabType.RAW, stop_token_ids=[len(tokens) - 1])
+    compiler = xgr.GrammarCompiler(info)
+    parts = compiler.get_vocabulary_memory_bytes()
+    assert parts["total"] == sum(v for k, v in parts.items() if k != "total")
+    for eager in ("vocabulary", "trie", "body_slice", "run_bases"):
+        assert parts[eager] > 0, (eager, parts)
+    compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+    assert compiler.get_vocabulary_memory_bytes()["total"] >= parts["total"]

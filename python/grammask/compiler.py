@@ -164,6 +164,16 @@ class GrammarCompiler:
         """Approximate bytes held by the cache."""
         return self._handle.get_cache_size_bytes()
 
+    def get_vocabulary_memory_bytes(self) -> Dict[str, int]:
+        """Bytes held by the vocabulary's token index, per part, and their ``"total"`` (grammask
+        only). The index (vocabulary, token trie, slices, run indexes, shared kernels) is built
+        once per vocabulary and shared by its compilers and compiled grammars, so it is in no
+        grammar's ``memory_size_bytes``; its lazily built parts grow with use, within fixed
+        per-vocabulary budgets."""
+        parts = dict(self._handle.get_vocabulary_memory_parts())
+        parts["total"] = sum(parts.values())
+        return parts
+
     @property
     def cache_limit_bytes(self) -> int:
         """The cache's size limit in bytes (-1: unlimited)."""

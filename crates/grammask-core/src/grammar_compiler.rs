@@ -24,7 +24,7 @@ pub struct GrammarCompiler {
     vocab: Arc<Vocabulary>,
     /// Keeps the vocabulary's token trie and shared kernel cache alive as long as the compiler,
     /// even when no compiled grammar is (the index registry only holds weak references).
-    _index: Arc<TokenIndex>,
+    index: Arc<TokenIndex>,
     cache: GrammarCache,
     cache_enabled: bool,
 }
@@ -34,7 +34,7 @@ impl GrammarCompiler {
     /// means an unlimited cache.
     pub fn new(vocab: &Arc<Vocabulary>, cache_enabled: bool, cache_limit_bytes: i64) -> GrammarCompiler {
         GrammarCompiler {
-            _index: TokenIndex::for_vocab(vocab),
+            index: TokenIndex::for_vocab(vocab),
             vocab: vocab.clone(),
             cache: GrammarCache::new(cache_limit_bytes),
             cache_enabled,
@@ -115,5 +115,11 @@ impl GrammarCompiler {
 
     pub fn cache_limit_bytes(&self) -> i64 {
         self.cache.limit_bytes()
+    }
+
+    /// Bytes held per part by the vocabulary's token index, shared by every compiler and grammar
+    /// of the vocabulary and counted in no grammar's size ([`TokenIndex::memory_parts`]).
+    pub fn vocabulary_memory_parts(&self) -> Vec<(&'static str, usize)> {
+        self.index.memory_parts()
     }
 }

@@ -189,6 +189,56 @@ impl TokenIndex {
     }
 }
 
+impl TokenIndex {
+    /// Bytes held per part, by name: everything built once per vocabulary and shared by the
+    /// grammars compiled against it (the vocabulary itself included), as built so far (the lazy
+    /// parts grow with use, up to their per-vocabulary budgets).
+    ///
+    /// Invariant: every field of [`TokenIndex`] is counted under one name (the destructuring
+    /// below has no `..`, so a new field does not compile until it is counted).
+    pub fn memory_parts(&self) -> Vec<(&'static str, usize)> {
+        let TokenIndex {
+            vocab,
+            trie,
+            kernels,
+            kernel_bytes: _, // counted through `kernels`
+            body,
+            class_slices,
+            run_indexes,
+            run_bases,
+            classes_seen,
+            quote_ends,
+            first_chars,
+            walked_bodies,
+        } = self;
+        // Per hash-map entry: its key and `Arc` plus the table's own slot (an estimate).
+        let entry = 32;
+        let kernels: usize = read(kernels).values().map(|k| k.memory_size() + entry).sum();
+        let classes: usize = read(class_slices).values().map(|c| c.memory_size() + entry).sum();
+        let runs: usize = read(run_indexes).values().map(|r| r.memory_size() + entry).sum();
+        let walked: usize =
+            read(walked_bodies).values().map(|w| w.as_ref().map_or(0, |w| w.memory_size()) + entry).sum();
+        vec![
+            ("vocabulary", vocab.memory_size()),
+            ("trie", trie.memory_size()),
+            ("body_slice", body.get().map_or(0, BodySlice::memory_size)),
+            ("run_bases", run_bases.get().map_or(0, RunBases::memory_size)),
+            ("run_indexes", runs),
+            ("class_slices", classes),
+            ("walked_bodies", walked),
+            ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
+            ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
+            ("shared_kernels", kernels),
+            ("classes_seen", read(classes_seen).len() * entry),
+        ]
+    }
+
+    /// Bytes held in all ([`Self::memory_parts`]).
+    pub fn memory_size(&self) -> usize {
+        self.memory_parts().iter().map(|(_, n)| n).sum()
+    }
+}
+
 pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

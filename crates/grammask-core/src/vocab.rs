@@ -119,6 +119,17 @@ const STOP: u8 = 1;
 const SPECIAL: u8 = 2;
 
 impl Vocabulary {
+    /// Bytes held: the tokens as spelled and decoded, and the per-token tables.
+    pub fn memory_size(&self) -> usize {
+        let encoded: usize = self.encoded.iter().map(|t| 24 + t.len()).sum();
+        std::mem::size_of::<Self>()
+            + encoded
+            + self.bytes.len()
+            + 8 * self.offsets.len()
+            + self.flags.len()
+            + 4 * (self.stop_ids.len() + self.sorted_text.len())
+    }
+
     /// Builds the table. `encoded` are the tokens as the tokenizer spells them, as bytes (UTF-8 for
     /// byte-level and byte-fallback vocabularies).
     ///

@@ -133,6 +133,12 @@ impl PyGrammarCompiler {
         self.inner.cache_size_bytes()
     }
 
+    /// Bytes held per part by the vocabulary's token index (shared by the vocabulary's compilers
+    /// and grammars; in no grammar's `memory_size_bytes`).
+    fn get_vocabulary_memory_parts(&self) -> Vec<(&'static str, usize)> {
+        self.inner.vocabulary_memory_parts()
+    }
+
     #[getter]
     fn cache_limit_bytes(&self) -> i64 {
         self.inner.cache_limit_bytes()

@@ -1,17 +1,21 @@
-"""Command line: ``python -m grammask.bench maskbench [DIR] --engines ... --out RESULTS_DIR``.
+"""Command line: ``python -m grammask.bench maskbench [DIR] --engines ... --out RESULTS_DIR``,
+``merge RUN_DIR... --out RESULTS_DIR`` and ``plot RESULTS_DIR``.
 
 Parses arguments, resolves the default data and tokenizer folders (``data``), and hands over to
-``maskbench.run``. Exit status 2 for missing inputs or no usable engine.
+``maskbench.run`` or ``maskbench.finish``. Exit status 2 for missing inputs, no usable engine, or
+results folders that cannot be resumed or merged.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from .data import MissingDataError, default_data_dir, default_tokenizer_dir
+from .data import MissingDataError, default_data_dir, default_tokenizer_dir, parse_shard
 from .engines import DEFAULT_ENGINES, ENGINES
 
 
@@ -45,7 +49,26 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--time-budget-s", type=float, default=None,
                     help="stop starting new schemas after this many seconds; results cover the "
                     "schemas done so far")
+    mb.add_argument("--shard", default="1/1", metavar="I/N",
+                    help="run shard I of N of the sampled files (every N-th from the I-th); run "
+                    "each shard in its own process and folder, then combine them with 'merge'")
+    mb.add_argument("--resume", action="store_true",
+                    help="continue the run in --out: skip the schemas it holds, append the rest "
+                    "(refused if engines, versions, tokenizer, limits, seed, limit or shard differ)")
+    mb.add_argument("--overwrite", action="store_true",
+                    help="start afresh in an --out folder that already holds a run")
     mb.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    mg = sub.add_parser(
+        "merge",
+        help="combine run folders (shards, or parts run apart) into one report",
+        description="Write results.md, results.json, times.npz and plots for the schemas of "
+        "several maskbench run folders together. Refuses folders that differ in engines, "
+        "versions, tokenizer, time or memory limit, seed, limit or data, or that hold a schema "
+        "twice. With one folder, rewrites its report (e.g. after a run was killed).",
+    )
+    mg.add_argument("run_dirs", nargs="+", help="maskbench --out folders")
+    mg.add_argument("--out", required=True, help="folder for the combined report")
+    mg.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     pl = sub.add_parser("plot", help="redraw the PNG plots of a results folder from its times.npz")
     pl.add_argument("results_dir")
     pl.add_argument("--prefix", default="", help="prefix for the PNG file names")
@@ -55,8 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "plot":
-        from pathlib import Path
-
         from .report import read_times, write_plots
 
         times_path = Path(args.results_dir) / "times.npz"
@@ -78,10 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         for p in write_plots(Path(args.results_dir), times, args.prefix):
             print(p)
         return 0
-    from .maskbench import run
+    from .maskbench import finish, run
     from .runner import EngineUnavailable
 
+    if args.command == "merge":
+        try:
+            finish(args.out, args.run_dirs, plots=not args.no_plots,
+                   command="python -m grammask.bench " + " ".join(
+                       shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])))
+        except (OSError, ValueError) as e:  # FolderMismatch is a ValueError
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+        return 0
     try:
+        shard = parse_shard(args.shard)
         data_dir = args.data_dir or str(default_data_dir())
         tokenizer = args.tokenizer or str(default_tokenizer_dir())
         if args.limit is not None and args.limit < 1:
@@ -97,12 +129,13 @@ def main(argv: list[str] | None = None) -> int:
             memory_mb=args.memory_mb,
             time_budget_s=args.time_budget_s,
             plots=not args.no_plots,
+            shard=shard,
+            resume=args.resume,
+            overwrite=args.overwrite,
         )
     except (MissingDataError, EngineUnavailable, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from pathlib import Path
-
     print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
     cfg = result["config"]
     if cfg["stopped_early"]:

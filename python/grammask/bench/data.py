@@ -86,6 +86,27 @@ def list_files(data_dir: str | os.PathLike, limit: int | None, seed: int) -> lis
     return random.Random(seed).sample(files, n)
 
 
+def shard_files(files: list[Path], index: int, count: int) -> list[Path]:
+    """Shard `index` of `count` (1-based): every count-th file of the sample from the index-th.
+
+    The shards of one sample are disjoint and together hold every file; each keeps the sample's
+    order, so each shard, and each prefix of it, is itself a uniform sample.
+    """
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: need 1 <= I <= N")
+    return files[index - 1::count]
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """'I/N' -> (I, N), for --shard."""
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {spec!r}: expected I/N, e.g. 1/4") from None
+    shard_files([], i, n)  # range check
+    return i, n
+
+
 @dataclass
 class Instance:
     valid: bool

@@ -77,6 +77,11 @@ class Adapter(abc.ABC):
         when the engine does not report one."""
         return None
 
+    def vocabulary_memory_bytes(self) -> int | None:
+        """The engine's own count of its per-vocabulary tables (shared by all grammars, in no
+        grammar's count), or None when the engine does not report one."""
+        return None
+
 
 def _as_numpy_row(bitmask) -> np.ndarray:
     """First row of a (1, W) int32 bitmask as a numpy view sharing its memory."""
@@ -112,6 +117,8 @@ class XgrammarLikeAdapter(Adapter):
         self.name = name
         self.options = dict(options)
         self.version = _module_version(module_name)
+        if module_name == "grammask":  # its version number does not change between builds
+            self.version += f" (build {_file_digest(self.xgr._core.__file__)})"
         self.info = self.xgr.TokenizerInfo.from_huggingface(hf_tokenizer)
         try:
             # Single-threaded and uncached: each schema is compiled once, on one core.
@@ -132,6 +139,10 @@ class XgrammarLikeAdapter(Adapter):
 
     def memory_bytes(self, compiled: Any) -> int | None:
         return int(compiled.memory_size_bytes)
+
+    def vocabulary_memory_bytes(self) -> int | None:
+        report = getattr(self.compiler, "get_vocabulary_memory_bytes", None)  # grammask only
+        return int(report()["total"]) if report is not None else None
 
 
 # --- llguidance -------------------------------------------------------------------------------
@@ -323,6 +334,14 @@ class FakeAdapter(Adapter):
 
 
 # --- registry ---------------------------------------------------------------------------------
+
+
+def _file_digest(path: str) -> str:
+    """Short digest of a file's contents (tells two builds of one version apart)."""
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:12]
 
 
 def _module_version(module_name: str) -> str:

@@ -1,12 +1,17 @@
 """The MaskBench run: sample files, run every engine on every schema, write the results.
 
-Takes the parsed command line (see ``__main__``); produces, in the results folder, results.md,
-results.json (configuration, per-engine summaries, one record per schema and engine), times.npz
-(raw times), records.jsonl (records as they finish, so an interrupted run leaves a trace),
-worker-<engine>.log (engine warnings) and the CDF plots.
+Takes the parsed command line (see ``__main__``); produces, in the results folder, the run's
+records and raw times as they finish (``store``: run.json, records.jsonl, raw/), and at the end
+results.md, results.json (configuration, per-engine summaries, one record per schema and engine),
+times.npz (raw times), worker-<engine>.log (engine warnings) and the CDF plots.
 
 Engines are interleaved schema by schema: schema 1 on every engine, then schema 2, and so on, so a
 run stopped early (Ctrl-C or --time-budget-s) still compares the engines on the same schemas.
+
+A run can cover one shard of the sample (``shard=(i, n)``: every n-th file from the i-th, so each
+shard is itself a uniform sample) and can resume a folder, skipping the schemas it holds. The
+report is always computed from the folder's files (``finish``), so one run, a resumed run and a
+merge of shard folders give the same statistics over the same schemas.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import report
-from .data import list_files, load_hf_tokenizer, load_task
+from .data import list_files, load_hf_tokenizer, load_task, shard_files
 from .engines import expand_engine_list
 from .runner import (
     EngineUnavailable,
@@ -31,6 +36,20 @@ from .runner import (
     worker_log_path,
 )
 from .stats import summarize, ttfm_values
+from .store import (
+    IDENTITY_KEYS,
+    RUN_FILE,
+    FolderMismatch,
+    RunWriter,
+    check_resumable,
+    read_merged,
+    sample_digest,
+    tokenizer_digest,
+)
+
+
+def _command() -> str:
+    return "python -m grammask.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 def run(
@@ -45,20 +64,52 @@ def run(
     time_budget_s: float | None = None,
     plots: bool = True,
     quiet: bool = False,
+    shard: tuple[int, int] = (1, 1),
+    resume: bool = False,
+    overwrite: bool = True,
 ) -> dict[str, Any]:
-    """Run the benchmark and write the results; returns {"config", "engines", "records"}."""
+    """Run the benchmark and write the results; returns {"config", "engines", "records"}.
+
+    ``resume``: continue the run in ``out_dir`` (same engines, versions, tokenizer, limits and
+    sample, else FolderMismatch), skipping its schemas. Otherwise a folder that holds a run is
+    started afresh when ``overwrite``, refused (FolderMismatch) when not.
+    """
     t_start = time.monotonic()
     names = expand_engine_list(engines)
     out = Path(out_dir)
+    if not resume and not overwrite and (out / RUN_FILE).exists():
+        raise FolderMismatch(f"{out} already holds a run: pass --resume to continue it, "
+                             "--overwrite to start it again, or choose another folder")
     out.mkdir(parents=True, exist_ok=True)
-    files = list_files(data_dir, limit, seed)
+    sample = list_files(data_dir, limit, seed)
+    index = {f.name: i for i, f in enumerate(sample)}
+    files = shard_files(sample, *shard)
+    run_info = {
+        "engines": names,
+        "versions": None,  # known once the engines are set up
+        "tokenizer_sha": tokenizer_digest(tokenizer_dir),
+        "timeout_s": timeout_s,
+        "memory_mb": memory_mb,
+        "seed": seed,
+        "limit": limit,
+        "sample_sha": sample_digest([f.name for f in sample]),
+        "data_dir": str(data_dir),
+        "tokenizer": str(tokenizer_dir),
+        "n_files": len(sample),
+        "shard": list(shard),
+        "n_shard_files": len(files),
+        "sessions": [],
+    }
+    if resume:
+        check_resumable(out, run_info)
     tok = load_hf_tokenizer(tokenizer_dir)
 
     workers: dict[str, EngineWorker] = {}
     unavailable: dict[str, str] = {}
     for name in names:
         log = worker_log_path(out, name)
-        Path(log).write_text("")
+        if not resume:
+            Path(log).write_text("")
         w = EngineWorker(name, str(tokenizer_dir), memory_mb, log_path=log)
         try:
             w.start()
@@ -72,18 +123,29 @@ def run(
     if not workers:
         raise EngineUnavailable("no engine could be started: " + json.dumps(unavailable))
 
-    records: dict[str, list[dict[str, Any]]] = {n: [] for n in workers}
-    mask_times: dict[str, list[np.ndarray]] = {n: [] for n in workers}
-    accept_times: dict[str, list[np.ndarray]] = {n: [] for n in workers}
-    stopped_early = None
-    jsonl = open(out / "records.jsonl", "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
-    bar = progress(len(files), "maskbench") if not quiet else None
+    run_info["versions"] = {n: w.version for n, w in started.items()}
     try:
-        for f in files:
+        writer = RunWriter(out, run_info, resume)
+    except BaseException:
+        for w in workers.values():
+            w.stop()
+        raise
+    session = {"command": _command(), "environment": environment_note(),
+               "skipped_done": len(writer.done), "schemas": 0}
+    writer.run["sessions"].append(session)
+    writer.save_run()
+
+    stopped_early = None
+    todo = [f for f in files if f.name not in writer.done]
+    bar = progress(len(todo), "maskbench") if not quiet else None
+    passing = {n: 0 for n in workers}
+    try:
+        for f in todo:
             if time_budget_s is not None and time.monotonic() - t_start > time_budget_s:
                 stopped_early = f"time budget of {time_budget_s:g} s reached"
                 break
             task = load_task(f, tok)
+            results = []
             for name, w in list(workers.items()):
                 if task.load_error:
                     continue
@@ -93,71 +155,92 @@ def run(
                     unavailable[name] = f"restart failed: {e}"
                     del workers[name]
                     continue
-                mask_times[name].append(res.pop("mask_us"))
-                accept_times[name].append(res.pop("accept_us"))
+                mask_us, accept_us = res.pop("mask_us"), res.pop("accept_us")
                 rec = {
+                    "index": index[task.name],
                     "file": task.name,
                     "engine": name,
                     "instances": len(task.instances),
                     "valid": sum(i.valid for i in task.instances),
-                    "tokens": int(mask_times[name][-1].size),
-                    "mask_us_sum": float(mask_times[name][-1].sum()),
+                    "tokens": int(mask_us.size),
+                    "accepts": int(accept_us.size),
+                    "mask_us_sum": float(mask_us.sum()),
                     **res,
                 }
-                records[name].append(rec)
-                jsonl.write(json.dumps(rec) + "\n")
-            jsonl.flush()
+                results.append((rec, mask_us, accept_us))
+                passing[name] += rec["status"] == "pass"
+            if results:
+                writer.append_schema(results)
+                session["schemas"] += 1
             if bar is not None:
-                passing = " ".join(
-                    f"{n}:{sum(r['status'] == 'pass' for r in rs)}" for n, rs in records.items()
-                )
-                bar.set_postfix_str(f"pass {passing}")
+                bar.set_postfix_str("pass " + " ".join(f"{n}:{k}" for n, k in passing.items()))
                 bar.update(1)
     except KeyboardInterrupt:
         stopped_early = "interrupted"
     finally:
         if bar is not None:
             bar.close()
-        jsonl.close()
         for w in workers.values():
             w.stop()
-
-    times = {
-        n: {
-            "mask_us": np.concatenate(mask_times[n]) if mask_times[n] else np.zeros(0),
-            "accept_us": np.concatenate(accept_times[n]) if accept_times[n] else np.zeros(0),
-        }
-        for n in records
-    }
-    summaries = {}
-    for n, recs in records.items():
-        summaries[n] = summarize(recs, times[n]["mask_us"], times[n]["accept_us"], timeout_s)
-        # Same values as the TTFM statistics: compile timeouts count as the limit.
-        times[n]["ttfm_us"] = np.asarray(ttfm_values(recs, timeout_s), dtype=np.float64)
-    n_done = max((len(r) for r in records.values()), default=0)
-    config = {
-        "command": "python -m grammask.bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "data_dir": str(data_dir),
-        "tokenizer": str(tokenizer_dir),
-        "limit": limit,
-        "seed": seed,
-        "n_files": len(files),
-        "n_schemas_run": n_done,
-        "timeout_s": timeout_s,
-        "memory_mb": memory_mb,
-        "engines": names,
-        "versions": {n: w.version for n, w in started.items()},
+        writer.close()
+    session.update({
+        "wall_s": time.monotonic() - t_start,
+        "stopped_early": stopped_early,
         "restarts": {n: w.restarts for n, w in started.items()},
         "unavailable": unavailable,
-        "stopped_early": stopped_early,
-        "environment": environment_note(),
-        "wall_s": time.monotonic() - t_start,
+    })
+    writer.save_run()
+    return finish(out, [out], _command(), plots)
+
+
+def finish(out_dir: str | Path, folders: list[str | Path], command: str | None = None,
+           plots: bool = True) -> dict[str, Any]:
+    """Write results.md, results.json, times.npz (and plots) in ``out_dir`` from the records and
+    raw times of one or more run folders of one sample (``store.read_merged``: refuses folders
+    that are not comparable or overlap). Returns {"config", "engines", "records"}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    parts, records, raw = read_merged(folders)
+    first = parts[0].run
+    timeout_s = first["timeout_s"]
+    times: dict[str, dict[str, np.ndarray]] = {}
+    summaries = {}
+    for e in first["versions"]:
+        recs = [r for r in records if r["engine"] == e]
+        summaries[e] = summarize(recs, raw[e]["mask_us"], raw[e]["accept_us"], timeout_s)
+        # Same values as the TTFM statistics: compile timeouts count as the limit.
+        times[e] = {**raw[e], "ttfm_us": np.asarray(ttfm_values(recs, timeout_s), dtype=np.float64)}
+    sessions = [s for p in parts for s in p.run["sessions"]]
+    restarts: dict[str, int] = {}
+    unavailable: dict[str, str] = {}
+    for s in sessions:
+        for e, k in s.get("restarts", {}).items():
+            restarts[e] = restarts.get(e, 0) + k
+        unavailable.update(s.get("unavailable", {}))
+    stops = [s["stopped_early"] for s in sessions if s.get("stopped_early")]
+    shards = [{"folder": str(f), "shard": p.run["shard"], "schemas": len({r["file"] for r in
+               p.records}), "of": p.run["n_shard_files"]} for f, p in zip(folders, parts)]
+    n_done = len({r["file"] for r in records})
+    config = {
+        "command": command or sessions[-1]["command"],
+        **{k: first[k] for k in IDENTITY_KEYS},
+        "data_dir": first["data_dir"],
+        "tokenizer": first["tokenizer"],
+        "n_files": first["n_files"],
+        "n_schemas_run": n_done,
+        "shards": shards,
+        "restarts": restarts,
+        "unavailable": unavailable,
+        # A shard stopped early and resumed to its end is complete: only its coverage counts.
+        "stopped_early": ("; ".join(stops) or "cut off") if any(
+            sh["schemas"] < sh["of"] for sh in shards) else None,
+        "environment": sessions[0]["environment"],
+        "wall_s": sum(s.get("wall_s", 0.0) for s in sessions),
+        "sessions": sessions,
     }
-    all_records = [r for n in records for r in records[n]]
-    report.write_json(out / "results.json", summaries, config, all_records)
+    report.write_json(out / "results.json", summaries, config, records)
     report.write_markdown(out / "results.md", summaries, config)
     report.write_times(out / "times.npz", times)
     if plots:
         report.write_plots(out, times)
-    return {"config": config, "engines": summaries, "records": all_records}
-
+    return {"config": config, "engines": summaries, "records": records}

@@ -63,6 +63,8 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
     for key, label in (("grammar_kib", "grammar memory"), ("grammar_cached_kib", "grammar + mask caches")):
         for k in ("p50", "p99", "max"):
             rows.append((f"{label} {k} (KiB)", [summaries[e].get(key, {}).get(k) for e in engines]))
+    rows.append(("vocabulary tables, shared (MiB)",
+                 [summaries[e].get("vocab_index_mib") for e in engines]))
     rows.append(("worker peak RSS (MiB)", [summaries[e].get("peak_rss_mb") for e in engines]))
     header = "| metric | " + " | ".join(engines) + " |"
     sep = "|:--|" + "--:|" * len(engines)
@@ -79,13 +81,23 @@ def write_markdown(path: Path, summaries, config: dict[str, Any]) -> None:
         "# MaskBench results\n",
         f"- command: `{config.get('command', '')}`",
         (f"- files: {config.get('n_files')} sampled with seed {config.get('seed')} "
-         f"(limit {config.get('limit')}) from `{config.get('data_dir')}`"),
+         f"(limit {config.get('limit')}) from `{config.get('data_dir')}`; "
+         f"{config.get('n_schemas_run')} run"),
         (f"- tokenizer: `{config.get('tokenizer')}`; per-schema limits: "
          f"{config.get('timeout_s')} s, {config.get('memory_mb')} MiB RSS"),
         f"- versions: {versions}",
         (f"- machine: {env.get('cpu', '?')}, {env.get('nproc', '?')} cores, "
-         f"{env.get('memory_gib', '?')} GiB; wall time {config.get('wall_s', 0):.0f} s"),
+         f"{env.get('memory_gib', '?')} GiB; wall time {config.get('wall_s', 0):.0f} s"
+         + (" (sum over shards and sessions)" if len(config.get("sessions", [])) > 1 else "")),
     ]
+    shards = config.get("shards", [])
+    if len(shards) > 1 or any(sh["shard"] != [1, 1] for sh in shards):
+        text.append("- shards: " + ", ".join(
+            f"{sh['shard'][0]}/{sh['shard'][1]} ({sh['schemas']} of {sh['of']} schemas)"
+            for sh in shards))
+    resumed = [s for s in config.get("sessions", []) if s.get("skipped_done")]
+    if resumed:
+        text.append(f"- resumed {len(resumed)} time(s); every session's command is in results.json")
     if config.get("unavailable"):
         for e, why in config["unavailable"].items():
             text.append(f"- engine {e} not run: {why.splitlines()[0] if why else '?'}")

@@ -9,8 +9,12 @@ process (``worker.worker_main``) that the supervisor watches while a schema runs
   worker, or death by SIGKILL that we did not send -> ``oom``;
 - any other death (segfault, abort) -> ``crash`` (the signal or exit code is recorded).
 
-A killed or dead worker is restarted before the next schema. Engines run one after the other on
-each schema (never in parallel), so their timings see the same machine load.
+A killed or dead worker is replaced before the next schema by a fresh fork of the engine's
+template process, which was set up once (see ``worker``): a replacement costs milliseconds, where
+setting an engine up from scratch costs 1.5-6 s of CPU (imports, tokenizer, the engine's
+tokenizer tables), and with a few percent of schemas timing out that was a large part of a run.
+Engines run one after the other on each schema (never in parallel), so their timings see the same
+machine load.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import recv_handle
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +71,9 @@ def _child_entry(conn, engine, tokenizer_dir, log_path, memory_mb):
 
 @dataclass
 class EngineWorker:
-    """One engine's worker process, restarted on demand after a crash, timeout or OOM."""
+    """One engine's worker: a template process set up once, and the runner forked from it that
+    runs the schemas (``worker``). A runner that dies or is killed is replaced by a new fork; the
+    template is set up again only if it dies itself."""
 
     engine: str
     tokenizer_dir: str
@@ -73,20 +81,24 @@ class EngineWorker:
     log_path: str | None = None
     version: str = "?"
     restarts: int = 0
-    _proc: Any = None
-    _conn: Any = None
+    _proc: Any = None  # the template process
+    _conn: Any = None  # control connection to the template
     _ready: bool = False
     _spawned_at: float = 0.0
+    _runner_pid: int | None = None
+    _runner: Any = None  # connection to the runner
     _ctx: Any = field(default_factory=lambda: mp.get_context("spawn"))
 
     def start(self) -> None:
-        """Start the worker (unless a replacement is already starting) and wait until ready."""
+        """Start the template (unless one is starting), wait until set up, and fork a runner."""
         if self._proc is None:
             self.spawn()
         self._wait_ready()
+        if self._runner is None:
+            self._fork_runner()
 
     def spawn(self) -> None:
-        """Start the worker process without waiting for its engine setup."""
+        """Start the template process without waiting for its engine setup."""
         parent, child = self._ctx.Pipe()
         p = self._ctx.Process(
             target=_child_entry,
@@ -98,11 +110,21 @@ class EngineWorker:
         self._proc, self._conn, self._ready = p, parent, False
         self._spawned_at = time.monotonic()
 
-    def _respawn(self) -> None:
-        """Replace a killed or dead worker at once, so its setup (untimed) overlaps other work."""
-        self.kill()
+    def _respawn(self, kill: bool = True) -> int | None:
+        """Replace the runner at once (killing it first unless it ended) with a new fork, or
+        with a new template if the template died too (its setup, untimed, then overlaps other
+        work). Returns the old runner's exit code, None when the template died with it."""
+        code = self._end_runner(kill)
         self.restarts += 1
+        if code is not None:
+            try:
+                self._fork_runner()
+                return code
+            except EngineUnavailable:
+                pass
+        self.kill()
         self.spawn()
+        return None
 
     def _wait_ready(self) -> None:
         if self._ready:
@@ -128,8 +150,45 @@ class EngineWorker:
                 self.kill()
                 raise EngineUnavailable(f"worker setup took over {INIT_TIMEOUT_S:.0f} s")
 
-    def _exit_desc(self) -> str:
-        code = self._proc.exitcode if self._proc is not None else None
+    def _fork_runner(self) -> None:
+        """Ask the template for a runner and take over the runner's socket."""
+        try:
+            self._conn.send("fork")
+            kind = None
+            while kind != "forked":  # skipping a late ("exited", code) of an earlier runner
+                if not self._conn.poll(INIT_TIMEOUT_S):
+                    raise EngineUnavailable("the worker template did not fork a runner")
+                kind, pid = self._conn.recv()
+            fd = recv_handle(self._conn)
+        except (OSError, EOFError) as e:
+            raise EngineUnavailable(f"the worker template is gone ({self._exit_desc()})") from e
+        self._runner_pid, self._runner = pid, Connection(fd)
+
+    def _end_runner(self, kill: bool = True) -> int | None:
+        """Kill the runner (unless it has ended already) and return its exit code from the
+        template; None when the template cannot tell (it died as well)."""
+        if self._runner is None:
+            return None
+        if kill:
+            try:
+                os.kill(self._runner_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._runner.close()
+        self._runner = None
+        code = None
+        try:
+            if self._conn.poll(10):
+                kind, code = self._conn.recv()
+                assert kind == "exited", kind
+        except (OSError, EOFError):
+            pass
+        self._runner_pid = None
+        return code
+
+    def _exit_desc(self, code: int | None = None) -> str:
+        if code is None:
+            code = self._proc.exitcode if self._proc is not None else None
         if code is None:
             return "still running"
         if code < 0:
@@ -140,6 +199,7 @@ class EngineWorker:
         return f"exit code {code}"
 
     def kill(self) -> None:
+        self._end_runner()
         if self._proc is not None:
             if self._proc.is_alive():
                 self._proc.kill()
@@ -149,11 +209,17 @@ class EngineWorker:
         self._proc = self._conn = None
 
     def stop(self) -> None:
+        if self._runner is not None:
+            try:
+                self._runner.send(None)
+            except OSError:
+                pass
+            self._end_runner(kill=False)
         if self._proc is not None and self._proc.is_alive():
             try:
                 self._conn.send(None)
                 self._proc.join(5)
-            except (OSError, BrokenPipeError):
+            except OSError:
                 pass
         self.kill()
 
@@ -162,18 +228,19 @@ class EngineWorker:
         if self._proc is None:
             self.restarts += 1
         self.start()
-        assert self._conn is not None
+        assert self._runner is not None
         start = time.monotonic()
         compiled_seen = False
         ttfm = None
         try:
-            self._conn.send(task)
-        except (OSError, BrokenPipeError):
+            self._runner.send(task)
+        except OSError:
             return self._died(start, compiled_seen, ttfm)
         while True:
-            if self._conn.poll(_POLL_S):
+            ready = wait([self._runner, self._conn], _POLL_S)
+            if self._runner in ready:
                 try:
-                    kind, payload = self._conn.recv()
+                    kind, payload = self._runner.recv()
                 except EOFError:
                     return self._died(start, compiled_seen, ttfm)
                 if kind == "compiled":
@@ -186,12 +253,12 @@ class EngineWorker:
                 res["status"] = _classify(res)
                 res["wall_s"] = time.monotonic() - start
                 return res
-            if not self._proc.is_alive():
+            if ready:  # the template spoke first: the runner ended, or the template died
                 return self._died(start, compiled_seen, ttfm)
             if time.monotonic() - start > timeout_s:
                 self._respawn()
                 return _abnormal("timeout", start, compiled_seen, ttfm, f"over {timeout_s:g} s")
-            rss = _rss_mb(self._proc.pid)
+            rss = _rss_mb(self._runner_pid)
             if rss is not None and rss > self.memory_mb:
                 self._respawn()
                 return _abnormal(
@@ -199,12 +266,13 @@ class EngineWorker:
                 )
 
     def _died(self, start, compiled_seen, ttfm) -> dict[str, Any]:
-        if self._proc is not None:
-            self._proc.join(5)
-        desc = self._exit_desc()
-        status = "oom" if desc == "signal SIGKILL" else "crash"  # SIGKILL not from us: OOM killer
-        self._respawn()
-        return _abnormal(status, start, compiled_seen, ttfm, f"worker died: {desc}")
+        code = self._respawn(kill=False)
+        if code is None:
+            status, desc = "crash", "worker died: its template process died as well"
+        else:  # a SIGKILL we did not send comes from the kernel's OOM killer
+            status = "oom" if code == -signal.SIGKILL else "crash"
+            desc = f"worker died: {self._exit_desc(code)}"
+        return _abnormal(status, start, compiled_seen, ttfm, desc)
 
 
 def _classify(res: dict[str, Any]) -> str:

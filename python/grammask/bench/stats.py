@@ -117,14 +117,18 @@ MEMORY_PCTS = (50, 99)
 def memory_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Memory per compiled grammar in KiB, as the engine counts it: right after the first mask
     (``grammar_kib``) and after all instances, mask caches included (``grammar_cached_kib``);
-    and the engine worker's peak resident set in MiB (``peak_rss_mb``, the maximum over schemas).
+    the per-vocabulary tables shared by all grammars, in MiB, the largest they grew to
+    (``vocab_index_mib``); and the engine worker's peak resident set in MiB (``peak_rss_mb``, the
+    maximum over schemas).
     Engines that report no grammar memory get None."""
     def kib(key: str) -> list[float]:
         return [r[key] / 1024.0 for r in records if r.get(key) is not None]
 
     rss = [r["peak_rss_mb"] for r in records if r.get("peak_rss_mb") is not None]
+    vocab = [r["vocab_index_bytes"] for r in records if r.get("vocab_index_bytes") is not None]
     return {
         "grammar_kib": percentiles(kib("grammar_bytes"), MEMORY_PCTS),
         "grammar_cached_kib": percentiles(kib("grammar_cached_bytes"), MEMORY_PCTS),
+        "vocab_index_mib": max(vocab) / 2**20 if vocab else None,
         "peak_rss_mb": max(rss) if rss else None,
     }

@@ -1,11 +1,23 @@
 """Engine worker: runs the MaskBench protocol for one engine, one schema at a time.
 
 Runs in its own process (started by ``runner``), so a segfault, hang or memory blow-up inside
-an engine costs one schema. Takes tasks (``data.Task``) over a pipe and answers with messages:
+an engine costs one schema. The process sets the engine up once (imports, tokenizer, the engine's
+tokenizer tables: 1.5-6 s of CPU) and then serves as a template: on each ``"fork"`` request it
+forks a *runner*, a copy of itself with the engine already set up, which serves tasks over a
+socket of its own. A runner killed after a timeout or an out-of-memory is replaced by a new fork
+in milliseconds instead of a new process set up from scratch. Messages:
 
-- ``("ready", {"engine", "version"})`` once the engine is set up, or ``("init_error", text)``;
-- per task: ``("compiled", ttfm_us)`` as soon as time-to-first-mask is known (so the supervisor can
-  tell a compile hang from a matching hang), then ``("done", result)``.
+- template -> supervisor: ``("ready", {"engine", "version"})`` once the engine is set up, or
+  ``("init_error", text)``; per fork: ``("forked", pid)`` followed by the runner's socket (passed
+  as a file descriptor), and ``("exited", exitcode)`` when that runner ends (exit codes as
+  ``multiprocessing.Process.exitcode``: negative for a signal);
+- runner -> supervisor, per task (``data.Task``): ``("compiled", ttfm_us)`` as soon as
+  time-to-first-mask is known (so the supervisor can tell a compile hang from a matching hang),
+  then ``("done", result)``, or ``("oom", text)`` after a MemoryError (the runner then exits).
+
+The template never runs a task, so every runner starts from the same state: the engine set up and
+nothing compiled. It forks only while no other thread of its own is busy (the engines start no
+threads during set-up; numpy's BLAS pool is idle and fork-safe).
 
 Protocol per schema (``run_task``): TTFM = compile + matcher creation + first mask. Then for every
 instance, on a fresh matcher: for each token, compute the mask (timed), check the token against it,
@@ -19,9 +31,12 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import sys
 import time
 import traceback
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import send_handle
 from typing import Any
 
 import numpy as np
@@ -122,6 +137,8 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
     res["accept_us"] = np.asarray(accept_ns, dtype=np.float64) / 1000.0
     # After every instance: the compiled grammar with the masks it memoized along the way.
     res["grammar_cached_bytes"] = adapter.memory_bytes(compiled)
+    # The per-vocabulary tables as grown so far (their lazy parts grow with the schemas run).
+    res["vocab_index_bytes"] = adapter.vocabulary_memory_bytes()
     res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return res
 
@@ -139,7 +156,7 @@ def _quiet_output(log_path: str | None) -> None:
 
 
 def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> None:
-    """Process entry point: set up the engine, then serve tasks until a None arrives."""
+    """Process entry point: set up the engine, then fork runners on request until a None arrives."""
     for var in ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -156,15 +173,59 @@ def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> 
     conn.send(("ready", {"engine": engine, "version": adapter.version}))
     while True:
         try:
-            task = conn.recv()
+            request = conn.recv()
         except EOFError:
             return
-        if task is None:
+        if request != "fork":
             return
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # the runner: serve tasks on its own socket, never return into the template
+            code = 1
+            try:
+                conn.close()
+                ours.close()
+                _prefer_oom_kill()
+                code = serve_tasks(Connection(theirs.detach()), adapter)
+            except BaseException:  # noqa: BLE001 (logged; the exit code tells the supervisor)
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        theirs.close()
+        conn.send(("forked", pid))
+        send_handle(conn, ours.fileno(), os.getppid())
+        ours.close()
+        _, status = os.waitpid(pid, 0)
+        try:
+            conn.send(("exited", os.waitstatus_to_exitcode(status)))
+        except OSError:  # the supervisor is gone
+            return
+
+
+def serve_tasks(conn, adapter) -> int:
+    """A runner's loop: run tasks until a None or end of input; returns the exit code."""
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return 0
+        if task is None:
+            return 0
         print(f"--- {task.name}", flush=True)
         try:
             res = run_task(adapter, task, conn.send)
         except MemoryError:
             conn.send(("oom", "MemoryError"))
-            return
+            return 1
         conn.send(("done", res))
+
+
+def _prefer_oom_kill() -> None:
+    """Make the kernel's OOM killer pick this runner before its template (best effort)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass

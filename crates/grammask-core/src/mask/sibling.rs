@@ -80,7 +80,7 @@ impl QuoteEnds {
     }
 
     pub fn memory_size(&self) -> usize {
-        self.ends.len() * 8
+        self.ends.capacity() * 8
     }
 }
 

@@ -38,6 +38,11 @@ pub(super) fn class_step(ascii: u128, b: u8, x: u8) -> Body {
 }
 
 impl ClassSlice {
+    /// Bytes held.
+    pub fn memory_size(&self) -> usize {
+        self.slice.memory_size() + super::frontier_memory(&self.frontier)
+    }
+
     pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128) -> ClassSlice {
         let (slice, frontier) = build_slice(trie, vocab_size, |b, x| class_step(ascii, b, x));
         ClassSlice { ascii, slice, frontier }

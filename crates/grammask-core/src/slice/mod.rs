@@ -56,6 +56,11 @@ pub struct FrontierNode {
     pub dead: bool,
 }
 
+/// Bytes held by a frontier (its nodes, as allocated, and their paths).
+pub(super) fn frontier_memory(frontier: &Vec<FrontierNode>) -> usize {
+    std::mem::size_of::<FrontierNode>() * frontier.capacity() + frontier.iter().map(|f| f.path.len()).sum::<usize>()
+}
+
 /// The tokens whose bytes `step` reads from state 0 without leaving its automaton (`To` all the
 /// way), and the frontier: each node where a path first reads `Walk` or `Dead`.
 pub(super) fn build_slice(

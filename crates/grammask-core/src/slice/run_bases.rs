@@ -11,7 +11,7 @@
 //! ASCII-only one. A byte of `O` leaves `B` at a character boundary wherever it lies, so with
 //! `e_O(p)` the depth of the last byte of path `p` in `O` (0 if none),
 //! `lead_C(p) = max(lead_B(p), e_O(p))`, and node `m` is a break of `C` iff its byte is in `O`
-//! or it is a break of `B` (see [`RunIndex::build_many`](super::RunIndex::build_many)).
+//! or it is a break of `B` (see [`RunIndex::new`](super::RunIndex::new)).
 use super::class::class_step;
 use super::Body;
 use crate::bitset::Bitset;
@@ -93,7 +93,7 @@ impl RunBases {
                     if usize::from(ulead) < super::LEAD_LISTS {
                         utf8.low_breaks[i / 64] |= bit;
                     }
-                    // As in `RunIndex::walk`: the longest suffix `U` reads is `x` alone where it
+                    // As in `RunIndex::new`: the longest suffix `U` reads is `x` alone where it
                     // begins a character, else the empty one.
                     match table[0][x] {
                         u8::MAX => (cap(d), 0),

@@ -2,9 +2,9 @@
 //! break nodes, lead lists, subtree run sets).
 //!
 //! Pipeline place: built per vocabulary and class by the token index (at most 16 per
-//! vocabulary), when a grammar whose states loop on the class is compiled (all the classes of
-//! a grammar in one trie walk, [`RunIndex::build_many`]); used by kernel walks
-//! ([`crate::mask`]) at every node whose place reads every run of the class.
+//! vocabulary), when a grammar whose states loop on the class is compiled (from the
+//! vocabulary's run bases, [`RunIndex::of_class`]); used by kernel walks ([`crate::mask`]) at
+//! every node whose place reads every run of the class.
 use super::class::class_step;
 use super::run_bases::RunBases;
 use super::{Body, ClassSlice, FrontierNode};
@@ -60,19 +60,11 @@ pub struct RunIndex {
     root_by_byte: Vec<(u8, Box<[u32]>)>,
 }
 
-/// A break in [`RunIndex::build_many`]'s step table.
+/// A break in [`RunIndex::new`]'s step table.
 const NO_STEP: u8 = u8::MAX;
 
 /// Leads with a list of their own in [`RunIndex`] (runs from depths `0..LEAD_LISTS`).
 pub const LEAD_LISTS: usize = 4;
-
-/// Classes one walk of [`RunIndex::build_many`] serves (one byte lane each of a `u64`).
-const CLASSES_PER_WALK: usize = 8;
-
-/// `x` in every byte lane.
-fn splat(x: u8) -> u64 {
-    u64::from(x) * 0x0101_0101_0101_0101
-}
 
 /// The parent leads of a class's break nodes (capped at 255), kept per node or per break.
 /// PERF: a UTF-8 class has a few thousand breaks among Llama 3's 274k nodes, so its leads are
@@ -150,30 +142,42 @@ pub(super) fn large_subtrees(trie: &TokenTrie) -> Vec<usize> {
 }
 
 impl RunIndex {
-    /// The run index of one class ([`Self::build_many`] of that class alone).
-    pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128, utf8: bool) -> RunIndex {
-        Self::build_many(trie, vocab_size, &[(ascii, utf8)]).pop().expect("one index per class")
+    /// Bytes held (the subtree sets built so far included).
+    pub fn memory_size(&self) -> usize {
+        let subtrees: usize = self
+            .subtrees
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .map(|b| b.memory_size() + 16)
+            .sum();
+        let leads = match &self.break_leads {
+            BreakLeads::PerNode(l) => l.len(),
+            BreakLeads::PerBreak { rank, leads } => 4 * rank.len() + leads.capacity(),
+        };
+        let by_lead: usize = self.by_lead.iter().map(|(nodes, bytes)| 4 * nodes.capacity() + bytes.capacity()).sum();
+        let by_byte: usize = self.root_by_byte.iter().map(|(_, nodes)| 24 + 4 * nodes.len()).sum();
+        std::mem::size_of::<Self>()
+            + self.lead.len()
+            + self.whole.memory_size()
+            + subtrees
+            + 8 * self.breaks.len()
+            + leads
+            + by_lead
+            + by_byte
     }
 
-    /// The run indexes of `classes` (ASCII bytes, UTF-8 too), in their order: a class alone from
-    /// a walk of its own, several from one walk of the trie (per [`CLASSES_PER_WALK`] classes).
+    /// The run index of one class from a walk of the trie (the reference the derived indexes
+    /// equal, and [`Self::of_class`]'s path for a UTF-8 class that refuses most nodes).
     ///
-    /// A UTF-8 class's walk follows `U`, the class of every character, and, per class `C`, the
-    /// depth `e_C(p)` of the last byte of path `p` that `C` does not read at a character boundary
-    /// (an ASCII byte outside `C`; for an ASCII-only class, any byte outside it; 0 if none).
-    /// The class's automaton is `U`'s without those bytes, and such a byte leaves `U` at a
-    /// character boundary, so for a UTF-8 class `lead_C(p) = max(lead_U(p), e_C(p))` and node
-    /// `m` is a break iff its byte is outside `C` or it is a break of `U`; for an ASCII-only
-    /// class `lead_C(p) = e_C(p)` and `m` is a break iff its byte is outside `C`.
-    ///
-    /// PERF: the seven classes of a 50-tool structural tag on Llama 3 took 49 M instructions in
-    /// one walk, against 117 M for a walk per class (with break lists); a class alone takes a
-    /// walk without byte lanes (llama.cpp's `english.gbnf`, one ASCII class: 22.8 M -> 13.6 M
-    /// instructions with the break bitset; `c.gbnf`'s five classes in lanes: 70.0 M -> 64.0 M).
-    pub fn build_many(trie: &TokenTrie, vocab_size: usize, classes: &[(u128, bool)]) -> Vec<RunIndex> {
-        if classes.len() > CLASSES_PER_WALK {
-            return classes.chunks(CLASSES_PER_WALK).flat_map(|c| Self::build_many(trie, vocab_size, c)).collect();
-        }
+    /// A UTF-8 class's walk follows `U`, the class of every character, and the depth `e_C(p)` of
+    /// the last byte of path `p` that the class `C` does not read at a character boundary (an
+    /// ASCII byte outside `C`; for an ASCII-only class, any byte outside it; 0 if none). The
+    /// class's automaton is `U`'s without those bytes, and such a byte leaves `U` at a character
+    /// boundary, so for a UTF-8 class `lead_C(p) = max(lead_U(p), e_C(p))` and node `m` is a break
+    /// iff its byte is outside `C` or it is a break of `U`; for an ASCII-only class
+    /// `lead_C(p) = e_C(p)` and `m` is a break iff its byte is outside `C`.
+    pub fn new(trie: &TokenTrie, vocab_size: usize, ascii: u128, utf8: bool) -> RunIndex {
         // `table[state][byte]`: `U`'s next state, or `NO_STEP` (a break).
         let mut table = [[NO_STEP; 256]; 9];
         for (b, row) in table.iter_mut().enumerate() {
@@ -183,71 +187,11 @@ impl RunIndex {
                 }
             }
         }
-        match *classes {
-            [(ascii, true)] => return vec![Self::build_one::<true>(trie, vocab_size, ascii, &table)],
-            [(ascii, false)] => return vec![Self::build_one::<false>(trie, vocab_size, ascii, &table)],
-            _ => {}
-        }
-        // outside[x]: lane c (byte c) is 0xFF iff class c does not read byte x at a character
-        // boundary; utf8_lanes: lane c is 0xFF iff class c reads UTF-8.
-        let mut outside = [0u64; 256];
-        let mut utf8_lanes = 0u64;
-        for (c, &(ascii, utf8)) in classes.iter().enumerate() {
-            for (x, lanes) in outside.iter_mut().enumerate() {
-                let reads = if x < 0x80 { ascii >> x & 1 == 1 } else { utf8 };
-                if !reads {
-                    *lanes |= 0xFF << (8 * c);
-                }
-            }
-            if utf8 {
-                utf8_lanes |= 0xFF << (8 * c);
-            }
-        }
-        let lane = |lanes: u64, c: usize| (lanes >> (8 * c)) as u8;
-        let (token_last, token_lead_u, breaks) = if utf8_lanes == 0 {
-            Self::walk::<false>(trie, &table, &outside, utf8_lanes, classes.len())
+        if utf8 {
+            Self::build_one::<true>(trie, vocab_size, ascii, &table)
         } else {
-            Self::walk::<true>(trie, &table, &outside, utf8_lanes, classes.len())
-        };
-        // PERF: each class's leads in a loop of its own over the tokens, and a UTF-8 class's
-        // lead-0 set cleared from the text tokens: 49 M instructions for the seven classes
-        // above, against 64 M with a loop over the classes at each token of the walk.
-        // The lead-0 tokens of a UTF-8 class are most of the text tokens: taken as those less the
-        // others.
-        let mut text_tokens = Bitset::new(vocab_size);
-        for &t in &trie.tokens {
-            text_tokens.set(t as usize);
+            Self::build_one::<false>(trie, vocab_size, ascii, &table)
         }
-        classes
-            .iter()
-            .enumerate()
-            .zip(breaks)
-            .map(|((c, &(ascii, utf8)), b)| {
-                let lead: Vec<u8> = if utf8 {
-                    token_last.iter().zip(&token_lead_u).map(|(&e, &u)| lane(e, c).max(u)).collect()
-                } else {
-                    token_last.iter().map(|&e| lane(e, c)).collect()
-                };
-                let whole = if utf8 {
-                    let mut whole = text_tokens.clone();
-                    for (&l, &t) in lead.iter().zip(&trie.tokens) {
-                        if l != 0 {
-                            whole.unset(t as usize);
-                        }
-                    }
-                    whole
-                } else {
-                    let mut whole = Bitset::new(vocab_size);
-                    for (&l, &t) in lead.iter().zip(&trie.tokens) {
-                        if l == 0 {
-                            whole.set(t as usize);
-                        }
-                    }
-                    whole
-                };
-                Self::assemble(trie, vocab_size, (ascii, utf8), lead, whole, b)
-            })
-            .collect()
     }
 
     /// The run index of one class: [`Self::from_bases`] unless more than a quarter of the trie's
@@ -373,7 +317,7 @@ impl RunIndex {
         Self::assemble(trie, vocab_size, (ascii, utf8), lead, whole, b)
     }
 
-    /// [`Self::build_many`] of one class: its leads, lead-0 tokens and breaks from one walk.
+    /// [`Self::new`]: the class's leads, lead-0 tokens and breaks from one walk.
     fn build_one<const UTF8: bool>(
         trie: &TokenTrie,
         vocab_size: usize,
@@ -386,8 +330,10 @@ impl RunIndex {
         let mut breaks = Breaks::new(trie.nodes.len(), UTF8);
         let mut lead = vec![0u8; trie.tokens.len()];
         let mut whole = Bitset::new(vocab_size);
-        // As in `walk`: e[d] is `e_C` (capped) of the path to the node at depth d on the current
-        // path (e[0]: the root), at[d] (`lead_U` capped, `U`'s state after the path from it).
+        // PERF: indexed by depth rather than pushed and truncated, `U`'s step a table lookup.
+        // e[d] is `e_C` (capped) of the path to the node at depth d on the current path (e[0]:
+        // the root), at[d] (`lead_U` capped, `U`'s state after the path from it); capping keeps
+        // the maxima exact, as the leads are capped too.
         let depth = trie.max_depth as usize + 1;
         let mut e: Vec<u8> = vec![0; depth];
         let mut at: Vec<(u8, u8)> = vec![(0, 0); if UTF8 { depth } else { 0 }];
@@ -402,7 +348,11 @@ impl RunIndex {
                 let next = table[usize::from(state)][x];
                 at[d] = if next == NO_STEP {
                     broken = true;
-                    // See `walk`.
+                    // The longest suffix that `U` reads: `U` read the path from `ulead` up to
+                    // the parent, so a suffix starting inside it starts at a character's first
+                    // byte (valid UTF-8 resynchronizes nowhere else) and reaches the parent's
+                    // state, which refuses `x`; what is left is `x` alone where it begins a
+                    // character, else the empty suffix (rather than a search over the suffixes).
                     match table[0][x] {
                         NO_STEP => (cap(d), 0),
                         st => (cap(d - 1), st),
@@ -427,87 +377,6 @@ impl RunIndex {
             }
         }
         Self::assemble(trie, vocab_size, (ascii, UTF8), lead, whole, breaks)
-    }
-
-    /// The walk of [`Self::build_many`] for several classes: per token (trie token order) the
-    /// lanes of `e_c` and, with `U` (`WITH_U`, some class reads UTF-8), `lead_U` (capped), and
-    /// each class's breaks.
-    /// PERF: `U` is followed only for UTF-8 classes, and resynchronized in one step (below):
-    /// llama.cpp's `english.gbnf` (one ASCII class, then built here) took 33 M instructions to
-    /// build on Llama 3, then 26 M.
-    fn walk<const WITH_U: bool>(
-        trie: &TokenTrie,
-        table: &[[u8; 256]; 9],
-        outside: &[u64; 256],
-        utf8_lanes: u64,
-        classes: usize,
-    ) -> (Vec<u64>, Vec<u8>, Vec<Breaks>) {
-        let lane = |lanes: u64, c: usize| (lanes >> (8 * c)) as u8;
-        let cap = |k: u32| k.min(255) as u8;
-        let mut token_last = vec![0u64; trie.tokens.len()];
-        let mut token_lead_u = vec![0u8; if WITH_U { trie.tokens.len() } else { 0 }];
-        let mut breaks: Vec<Breaks> =
-            (0..classes).map(|c| Breaks::new(trie.nodes.len(), lane(utf8_lanes, c) != 0)).collect();
-        // PERF: indexed by depth rather than pushed and truncated, `U`'s step a table lookup.
-        // at[d]: (`lead_U`, `U`'s state after the path from it) after the node at depth d on the
-        // current path (at[0]: the root); last[d]: `e_c` of that path, capped at 255, in lane c
-        // (capping keeps the maxima below exact, as the leads are capped too).
-        let depth = trie.max_depth as usize + 1;
-        let mut at: Vec<(u32, u8)> = vec![(0, 0); if WITH_U { depth } else { 0 }];
-        let mut last: Vec<u64> = vec![0; depth];
-        for (i, n) in trie.nodes.iter().enumerate() {
-            let (d, x) = (n.depth as usize, usize::from(n.byte));
-            let (mut plead, mut u_break) = (0, false);
-            if WITH_U {
-                let pstate;
-                (plead, pstate) = at[d - 1];
-                let next = table[usize::from(pstate)][x];
-                u_break = next == NO_STEP;
-                at[d] = if u_break {
-                    // The longest suffix that `U` reads: `U` read the path from `plead` up to the
-                    // parent, so a suffix starting inside it starts at a character's first byte
-                    // (valid UTF-8 resynchronizes nowhere else) and reaches the parent's state,
-                    // which refuses `x`; what is left is `x` alone where it begins a character,
-                    // else the empty suffix (rather than a search over the suffixes).
-                    match table[0][x] {
-                        NO_STEP => (d as u32, 0),
-                        st => (d as u32 - 1, st),
-                    }
-                } else {
-                    (plead, next)
-                };
-            }
-            let above = last[d - 1];
-            let out = outside[x];
-            let here = (above & !out) | (splat(cap(d as u32)) & out);
-            last[d] = here;
-            let mut broken = out | if u_break { utf8_lanes } else { 0 };
-            while broken != 0 {
-                let c = broken.trailing_zeros() as usize / 8;
-                broken &= !(0xFF << (8 * c));
-                let own = lane(above, c);
-                if lane(utf8_lanes, c) != 0 {
-                    breaks[c].add::<true>(i, cap(plead).max(own), n.byte);
-                } else {
-                    breaks[c].add::<false>(i, own, n.byte);
-                }
-            }
-            // Most nodes hold no token or one: a `fill` here was a `memset` call per node
-            // (128k calls, 2 M instructions on Llama 3), so one token is written alone.
-            let tokens = n.tok_start as usize..n.tok_end as usize;
-            if tokens.len() == 1 {
-                token_last[tokens.start] = here;
-                if WITH_U {
-                    token_lead_u[tokens.start] = cap(at[d].0);
-                }
-            } else if !tokens.is_empty() {
-                token_last[tokens.clone()].fill(here);
-                if WITH_U {
-                    token_lead_u[tokens].fill(cap(at[d].0));
-                }
-            }
-        }
-        (token_last, token_lead_u, breaks)
     }
 
     /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte

@@ -36,6 +36,11 @@ pub struct FirstChars {
 }
 
 impl FirstChars {
+    /// Bytes held.
+    pub fn memory_size(&self) -> usize {
+        self.nodes.iter().map(|n| 24 + n.as_ref().map_or(0, |l| 4 * l.capacity())).sum()
+    }
+
     /// PERF: one pass over the body-text part of the trie (what [`BodySlice::new`] walks).
     pub fn new(trie: &TokenTrie) -> FirstChars {
         let (table, _) = body_table();
@@ -85,6 +90,11 @@ pub struct WalkedBody {
 }
 
 impl WalkedBody {
+    /// Bytes held.
+    pub fn memory_size(&self) -> usize {
+        self.slice.memory_size() + super::frontier_memory(&self.frontier)
+    }
+
     /// `None` when a character of `walked` is not [`FirstChars::walkable`].
     /// PERF: from the body slice, not a trie walk: one token bitset copy, one bit cleared per
     /// token below the walked characters' first nodes (~2k for `/` on Llama 3).
