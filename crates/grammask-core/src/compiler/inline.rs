@@ -26,8 +26,9 @@ pub(super) const INLINE_MAX_DEPTH: u32 = 8;
 
 /// Which rules to inline: non-recursive rules (every rule they reach is decided before them,
 /// Kahn's order) whose estimated automaton is small. The root is never inlined. Also each rule's
-/// estimated NFA states with inlined rules expanded (for `tail.rs`).
-pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
+/// estimated NFA states with inlined rules expanded (for `tail.rs`), and the rules each rule's
+/// body references, sorted, each once (for `equal_rules.rs`).
+pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>>) {
     let n = g.rules().len();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut refs = vec![0usize; n];
@@ -103,7 +104,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
             size[r] = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo, &mut walk).0;
         }
     }
-    (inline, size)
+    (inline, size, deps)
 }
 
 /// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), i.e. in
@@ -180,7 +181,7 @@ mod tests {
 
     fn inlined(src: &str) -> Vec<(String, bool)> {
         let g = parse_ebnf(src, "root").unwrap();
-        let (inline, _) = inline_plan(&g);
+        let (inline, _, _) = inline_plan(&g);
         g.rules().iter().zip(inline).map(|(r, i)| (r.name.clone(), i)).collect()
     }
 
