@@ -59,7 +59,14 @@ fn equal_rules_within(
             *fixed_leaves.entry(e).or_insert(next)
         } else {
             composite_key(e, kids, &canon, &[], &mut key);
-            *fixed.entry(key.clone()).or_insert(next)
+            // PERF: looked up before a copy of the key is made (most keys repeat).
+            match fixed.get(&key[..]) {
+                Some(&id) => id,
+                None => {
+                    fixed.insert(key.clone(), next);
+                    next
+                }
+            }
         };
         canon[i] = id << 1;
     }
