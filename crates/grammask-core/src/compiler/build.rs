@@ -34,14 +34,14 @@ impl Automata {
         } else {
             grammar
         };
-        let (inline, size) = inline_plan(grammar);
+        let (inline, size, deps) = inline_plan(grammar);
         let tail = tail_plan(grammar, &inline, &size);
         // The rules with an automaton of their own. An inlined rule is copied into every
         // automaton that uses it and never named by a rule edge: its own automaton would be
         // unreachable, so it gets an empty one.
         // So does a tail-group member that only its group's tail references use (`tail.rs`).
         // Of a class of equal rules only the representative, which every rule edge names.
-        let rep = super::equal_rules::equal_rules(grammar, &inline, &tail);
+        let rep = super::equal_rules::equal_rules(grammar, &inline, &deps, &tail);
         let splice = shared_inlined(grammar, &inline, &rep);
         let todo: Vec<usize> =
             (0..grammar.rules().len()).filter(|&r| !inline[r] && tail.needed[r] && rep[r].index() == r).collect();

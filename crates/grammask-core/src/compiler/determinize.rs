@@ -29,15 +29,34 @@ impl Default for SeqTable {
 }
 
 impl SeqTable {
-    /// Empties the table (a big index is dropped rather than cleared).
+    /// Empties the table (a big index is dropped rather than cleared; a sparse one clears only
+    /// its occupied slots).
+    /// PERF: most rules intern a handful of sequences into an index a larger rule grew to 4,096
+    /// slots; filling it per rule was most of `determinize`'s `memset` (band schemas).
     pub(super) fn reset(&mut self) {
+        if self.slots.len() > 4096 {
+            self.slots = vec![0; 64];
+        } else if self.hashes.len() * 8 < self.slots.len() {
+            self.clear_occupied();
+        } else {
+            self.slots.fill(0);
+        }
         self.data.clear();
         self.ends.clear();
         self.hashes.clear();
-        if self.slots.len() > 4096 {
-            self.slots = vec![0; 64];
-        } else {
-            self.slots.fill(0);
+    }
+
+    /// Zeroes every occupied slot, probing from each entry's home slot. Nothing is ever removed,
+    /// so the slots from an entry's home to its own are occupied; a probe zeroes a whole run of
+    /// occupied slots, so a later probe that stops at a slot zeroed before finds its run zeroed.
+    fn clear_occupied(&mut self) {
+        let mask = self.slots.len() - 1;
+        for &h in &self.hashes {
+            let mut i = (h as usize) & mask;
+            while self.slots[i] != 0 {
+                self.slots[i] = 0;
+                i = (i + 1) & mask;
+            }
         }
     }
 
@@ -150,7 +169,7 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
     let n = nfa.len();
     // PERF: the buffers are borrowed field by field, not taken (a taken `SeqTable` left a fresh
     // default, one allocation per rule).
-    let Scratch { closure: cl, table, set, targets, closed, triples, bounds, active, by_rule, single } = sc;
+    let Scratch { closure: cl, table, set, targets, closed, triples, bounds, active, by_rule, single, single_set } = sc;
     cl.important.clear();
     cl.important.extend(
         (0..n).map(|s| s == end as usize || !nfa.bytes_of(s as u32).is_empty() || !nfa.rules_of(s as u32).is_empty()),
@@ -171,8 +190,14 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
     let mut dfa = Dfa::with_capacity(states, bytes, rules);
     // single[t]: the DFA state of the closure of NFA state t alone, once known.
     // PERF: most edges lead to one NFA state; this skips their closure and interning.
-    single.clear();
-    single.resize(n, u32::MAX);
+    // PERF: only the entries the last rule set are reset (`single_set`), not all `n` per rule.
+    for &t in single_set.iter() {
+        single[t as usize] = u32::MAX;
+    }
+    single_set.clear();
+    if single.len() < n {
+        single.resize(n, u32::MAX);
+    }
     let mut step = |targets: &[u32], table: &mut SeqTable, closed: &mut Vec<u32>, budget: &mut usize| -> Result<u32> {
         if let [t] = *targets {
             if single[t as usize] != u32::MAX {
@@ -183,6 +208,7 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
         let id = intern_set(table, closed, budget)?;
         if let [t] = *targets {
             single[t as usize] = id;
+            single_set.push(t);
         }
         Ok(id)
     };
@@ -278,7 +304,9 @@ pub(super) struct Scratch {
     pub(super) bounds: Vec<u16>,
     active: Vec<(u16, u32)>,
     by_rule: Vec<(RuleId, u32)>,
+    /// `u32::MAX` except at the entries in `single_set` (set by the last rule).
     pub(super) single: Vec<u32>,
+    single_set: Vec<u32>,
 }
 
 /// The DFA state of the NFA state set `set`, counting a new one against `budget`.

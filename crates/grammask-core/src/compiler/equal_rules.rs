@@ -21,14 +21,21 @@ use crate::fasthash::FastMap;
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 
 /// The representative of each rule's class: `rep[r] == r` for a rule that keeps its automaton.
-/// Identity when the grammar's expressions are not numbered children first.
-pub(super) fn equal_rules(g: &Grammar, inline: &[bool], tail: &TailPlan) -> Vec<RuleId> {
-    equal_rules_within(g, inline, tail, MAX_WORK)
+/// Identity when the grammar's expressions are not numbered children first. `deps[r]`: the rules
+/// `r`'s body references, sorted, each once (from `inline_plan`).
+pub(super) fn equal_rules(g: &Grammar, inline: &[bool], deps: &[Vec<usize>], tail: &TailPlan) -> Vec<RuleId> {
+    equal_rules_within(g, inline, deps, tail, MAX_WORK)
 }
 
 /// [`equal_rules`] with a cap on the refinement's work (expression and rule visits); past it no
 /// rule is merged (always correct).
-fn equal_rules_within(g: &Grammar, inline: &[bool], tail: &TailPlan, max_work: usize) -> Vec<RuleId> {
+fn equal_rules_within(
+    g: &Grammar,
+    inline: &[bool],
+    deps: &[Vec<usize>],
+    tail: &TailPlan,
+    max_work: usize,
+) -> Vec<RuleId> {
     let n = g.rules().len();
     let identity: Vec<RuleId> = (0..n as u32).map(RuleId).collect();
     let exprs = g.exprs();
@@ -52,7 +59,14 @@ fn equal_rules_within(g: &Grammar, inline: &[bool], tail: &TailPlan, max_work: u
             *fixed_leaves.entry(e).or_insert(next)
         } else {
             composite_key(e, kids, &canon, &[], &mut key);
-            *fixed.entry(key.clone()).or_insert(next)
+            // PERF: looked up before a copy of the key is made (most keys repeat).
+            match fixed.get(&key[..]) {
+                Some(&id) => id,
+                None => {
+                    fixed.insert(key.clone(), next);
+                    next
+                }
+            }
         };
         canon[i] = id << 1;
     }
@@ -110,7 +124,7 @@ fn equal_rules_within(g: &Grammar, inline: &[bool], tail: &TailPlan, max_work: u
     // The merging rules start in one class per longest-string length (equal languages have equal
     // lengths, so no merge is lost): a rule chain that counts (a bounded string's automaton as
     // rules) would otherwise split one link per round, each round signing the rest again.
-    let longest = longest_strings(g);
+    let longest = longest_strings(g, deps);
     let mut class: Vec<u64> = (0..n).map(|r| if own[r] { r as u64 + 1 } else { 0 }).collect();
     let mut size: Vec<usize> = vec![0; n + 1];
     let mut class_sig: Vec<u64> = vec![u64::MAX; n + 1];
@@ -218,7 +232,7 @@ const UNBOUNDED: u64 = u64::MAX;
 /// cycle of rule references, an unbounded repetition of a non-empty expression or a token.
 /// A function of the rule's language up to those approximations, which equal copies share.
 /// Expressions must be numbered children first.
-fn longest_strings(g: &Grammar) -> Vec<u64> {
+fn longest_strings(g: &Grammar, deps: &[Vec<usize>]) -> Vec<u64> {
     let n = g.rules().len();
     let mut expr_len: Vec<Option<u64>> = vec![None; g.exprs().len()];
     let mut rule_len = vec![UNBOUNDED; n];
@@ -226,52 +240,37 @@ fn longest_strings(g: &Grammar) -> Vec<u64> {
     let mut state = vec![0u8; n];
     let mut cyclic = vec![false; n];
     let mut subtree: Vec<ExprId> = Vec::new();
-    let mut walk: Vec<(RuleId, Vec<RuleId>, usize)> = Vec::new();
+    // (rule, its next callee in `deps`)
+    let mut walk: Vec<(usize, usize)> = Vec::new();
     for start in 0..n {
         if state[start] != 0 {
             continue;
         }
         state[start] = 1;
-        walk.push((RuleId(start as u32), rule_refs(g, RuleId(start as u32)), 0));
-        while let Some((r, callees, next)) = walk.last_mut() {
-            if let Some(&t) = callees.get(*next) {
+        walk.push((start, 0));
+        while let Some((r, next)) = walk.last_mut() {
+            if let Some(&t) = deps[*r].get(*next) {
                 *next += 1;
-                match state[t.index()] {
+                match state[t] {
                     0 => {
-                        state[t.index()] = 1;
-                        walk.push((t, rule_refs(g, t), 0));
+                        state[t] = 1;
+                        walk.push((t, 0));
                     }
                     // `t` is on the stack: `r` is in a cycle of references.
-                    1 => cyclic[r.index()] = true,
+                    1 => cyclic[*r] = true,
                     _ => {}
                 }
                 continue;
             }
             let r = *r;
             walk.pop();
-            state[r.index()] = 2;
-            if !cyclic[r.index()] {
-                rule_len[r.index()] =
-                    body_longest(g, g.rules()[r.index()].body, &rule_len, &mut expr_len, &mut subtree);
+            state[r] = 2;
+            if !cyclic[r] {
+                rule_len[r] = body_longest(g, g.rules()[r].body, &rule_len, &mut expr_len, &mut subtree);
             }
         }
     }
     rule_len
-}
-
-/// The rules that `r`'s body references, each once.
-fn rule_refs(g: &Grammar, r: RuleId) -> Vec<RuleId> {
-    let mut refs = Vec::new();
-    let mut stack = vec![g.rules()[r.index()].body];
-    while let Some(e) = stack.pop() {
-        if let Expr::RuleRef(t) = g.expr(e) {
-            refs.push(*t);
-        }
-        stack.extend_from_slice(g.children(e));
-    }
-    refs.sort_unstable();
-    refs.dedup();
-    refs
 }
 
 /// The longest string of expression `body`, every rule it references being done in `rule_len`.
@@ -398,9 +397,9 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
 
     fn reps(src: &str) -> (Grammar, Vec<RuleId>) {
         let g = parse_ebnf(src, "root").unwrap();
-        let (inline, size) = inline_plan(&g);
+        let (inline, size, deps) = inline_plan(&g);
         let tail = tail_plan(&g, &inline, &size);
-        let rep = equal_rules(&g, &inline, &tail);
+        let rep = equal_rules(&g, &inline, &deps, &tail);
         (g, rep)
     }
 
@@ -477,9 +476,9 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
                 assert_ne!(rep[rule(&g, &format!("r{}", i - 1))].index(), r, "r{i} and its caller");
             }
         }
-        let (inline, size) = inline_plan(&g);
+        let (inline, size, deps) = inline_plan(&g);
         let tail = tail_plan(&g, &inline, &size);
-        let capped = equal_rules_within(&g, &inline, &tail, 100_000);
+        let capped = equal_rules_within(&g, &inline, &deps, &tail, 100_000);
         assert!(capped.iter().enumerate().all(|(r, rep)| rep.index() == r), "no rule is merged");
     }
 
@@ -501,9 +500,9 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
             writeln!(src, "big_{p} ::= {}", alts.join(" | ")).unwrap();
         }
         let g = parse_ebnf(&src, "root").unwrap();
-        let (inline, size) = inline_plan(&g);
+        let (inline, size, deps) = inline_plan(&g);
         let tail = tail_plan(&g, &inline, &size);
-        let rep = equal_rules_within(&g, &inline, &tail, 40_000);
+        let rep = equal_rules_within(&g, &inline, &deps, &tail, 40_000);
         assert_eq!(rep[rule(&g, "big_d")].index(), rule(&g, "big_c"));
         for i in 1..=n {
             assert_eq!(rep[rule(&g, &format!("d{i}"))].index(), rule(&g, &format!("c{i}")), "d{i}");

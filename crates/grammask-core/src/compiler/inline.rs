@@ -26,14 +26,18 @@ pub(super) const INLINE_MAX_DEPTH: u32 = 8;
 
 /// Which rules to inline: non-recursive rules (every rule they reach is decided before them,
 /// Kahn's order) whose estimated automaton is small. The root is never inlined. Also each rule's
-/// estimated NFA states with inlined rules expanded (for `tail.rs`).
-pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
+/// estimated NFA states with inlined rules expanded (for `tail.rs`), and the rules each rule's
+/// body references, sorted, each once (for `equal_rules.rs`).
+pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>>) {
     let n = g.rules().len();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut refs = vec![0usize; n];
     // seen[e] == r + 1: expression e was visited for rule r.
     let mut seen = vec![0u32; g.exprs().len()];
     let mut stack = Vec::new();
+    // PERF: collected in one buffer, then copied at their final size (growing each rule's
+    // vector was a fifth of the plan on band schemas).
+    let mut found = Vec::new();
     for (r, rule) in g.rules().iter().enumerate() {
         stack.push(rule.body);
         while let Some(e) = stack.pop() {
@@ -42,13 +46,15 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
             }
             seen[e.index()] = r as u32 + 1;
             if let Expr::RuleRef(x) = g.expr(e) {
-                deps[r].push(x.index());
+                found.push(x.index());
                 refs[x.index()] += 1;
             }
             stack.extend_from_slice(g.children(e));
         }
-        deps[r].sort_unstable();
-        deps[r].dedup();
+        found.sort_unstable();
+        found.dedup();
+        deps[r].extend_from_slice(&found);
+        found.clear();
     }
     // Rules on a cycle are never inlined (their copies would nest forever), so they are decided
     // from the start: a rule that only uses one (a tool's tag calling a recursive JSON value) is
@@ -103,7 +109,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>) {
             size[r] = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo, &mut walk).0;
         }
     }
-    (inline, size)
+    (inline, size, deps)
 }
 
 /// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), i.e. in
@@ -180,7 +186,7 @@ mod tests {
 
     fn inlined(src: &str) -> Vec<(String, bool)> {
         let g = parse_ebnf(src, "root").unwrap();
-        let (inline, _) = inline_plan(&g);
+        let (inline, _, _) = inline_plan(&g);
         g.rules().iter().zip(inline).map(|(r, i)| (r.name.clone(), i)).collect()
     }
 

@@ -41,9 +41,17 @@ pub(super) struct TailPlan {
 
 /// The references to non-inlined rules in `body` (inlined rules expanded), each with whether it
 /// is in tail position. `seen` (two slots per expression, stamped with `stamp`) keeps each
-/// `(expression, tail)` pair visited once.
-fn refs_of(g: &Grammar, body: ExprId, inline: &[bool], seen: &mut [u32], stamp: u32, out: &mut Vec<(RuleId, bool)>) {
-    let mut stack = vec![(body, true)];
+/// `(expression, tail)` pair visited once. `stack`: a buffer, empty between calls.
+fn refs_of(
+    g: &Grammar,
+    body: ExprId,
+    inline: &[bool],
+    seen: &mut [u32],
+    stamp: u32,
+    stack: &mut Vec<(ExprId, bool)>,
+    out: &mut Vec<(RuleId, bool)>,
+) {
+    stack.push((body, true));
     while let Some((e, tail)) = stack.pop() {
         let slot = &mut seen[e.index() * 2 + usize::from(tail)];
         if *slot == stamp {
@@ -80,12 +88,18 @@ fn mergeable(g: &Grammar, r: usize, inline: &[bool]) -> bool {
 pub(super) fn tail_plan(g: &Grammar, inline: &[bool], size: &[usize]) -> TailPlan {
     let n = g.rules().len();
     let mut seen = vec![0u32; g.exprs().len() * 2];
-    let mut refs: Vec<Vec<(RuleId, bool)>> = vec![Vec::new(); n];
+    // Rule `r`'s references are `all_refs[refs_end[r - 1]..refs_end[r]]` (one buffer, not a
+    // vector per rule: allocations were a third of the plan on band schemas).
+    let mut all_refs: Vec<(RuleId, bool)> = Vec::new();
+    let mut refs_end: Vec<usize> = Vec::with_capacity(n);
+    let mut stack = Vec::new();
     for r in 0..n {
         if !inline[r] {
-            refs_of(g, g.rules()[r].body, inline, &mut seen, r as u32 + 1, &mut refs[r]);
+            refs_of(g, g.rules()[r].body, inline, &mut seen, r as u32 + 1, &mut stack, &mut all_refs);
         }
+        refs_end.push(all_refs.len());
     }
+    let refs = |r: usize| &all_refs[if r == 0 { 0 } else { refs_end[r - 1] }..refs_end[r]];
     let ok: Vec<bool> = (0..n).map(|r| mergeable(g, r, inline)).collect();
     // The tail-reference graph between mergeable rules.
     let succ: Vec<Vec<u32>> = (0..n)
@@ -93,7 +107,7 @@ pub(super) fn tail_plan(g: &Grammar, inline: &[bool], size: &[usize]) -> TailPla
             if !ok[r] {
                 return Vec::new();
             }
-            let mut s: Vec<u32> = refs[r].iter().filter(|&&(x, t)| t && ok[x.index()]).map(|&(x, _)| x.0).collect();
+            let mut s: Vec<u32> = refs(r).iter().filter(|&&(x, t)| t && ok[x.index()]).map(|&(x, _)| x.0).collect();
             s.sort_unstable();
             s.dedup();
             s
@@ -119,8 +133,8 @@ pub(super) fn tail_plan(g: &Grammar, inline: &[bool], size: &[usize]) -> TailPla
     }
     let mut needed: Vec<bool> = (0..n).map(|r| !inline[r] && group[r] == NO_GROUP).collect();
     needed[g.root().index()] = true;
-    for (p, rs) in refs.iter().enumerate() {
-        for &(x, tail) in rs {
+    for p in 0..n {
+        for &(x, tail) in refs(p) {
             let merged = tail && group[p] != NO_GROUP && group[p] == group[x.index()];
             if !merged {
                 needed[x.index()] = true;

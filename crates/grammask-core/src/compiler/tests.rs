@@ -458,3 +458,65 @@ dead2 ::= "r" dead "r"
         assert_eq!(run(bad).0, at, "{bad}");
     }
 }
+
+/// Subset construction keeps its buffers from one rule to the next (`Scratch`): every rule's DFA
+/// equals the one built with fresh buffers, whatever rules came before it. Fails when the `single`
+/// entries a rule set are not reset for the next, or when a reset index keeps occupied slots.
+#[test]
+fn determinize_with_reused_buffers_equals_fresh_buffers() {
+    use super::determinize::{determinize, Scratch};
+    use super::nfa::Nfa;
+    use std::fmt::Write;
+    // Rules of different shapes and sizes (one grows the index past 64 slots), in an order where
+    // small ones follow large ones.
+    let bodies = [
+        r#"[a-z]{1,40} "." [0-9]{1,3}"#,
+        r#""ab" | "ac" | [x-z]"#,
+        r#"("k" | "l" [m-n])* "q""#,
+        r#""x" "y"? "z""#,
+        r#"[0-9]{1,30} | "-" [0-9]+"#,
+        r#""p" ([a-c] "q")+"#,
+        r#""a""#,
+        r#"[a-f0-9]{2,6} ("," [a-f0-9]{2,6})*"#,
+    ];
+    let mut src = String::from("root ::= r0\n");
+    for (i, b) in bodies.iter().enumerate() {
+        writeln!(src, "r{i} ::= {b}").unwrap();
+    }
+    let g = crate::ebnf::parse_ebnf(&src, "root").unwrap();
+    let dfa_of = |i: usize, sc: &mut Scratch| {
+        let r = g.rules().iter().position(|r| r.name == format!("r{i}")).unwrap();
+        let mut nfa = Nfa { inline_all: true, ..Nfa::default() };
+        let mut budget = usize::MAX;
+        let (start, end) = nfa.build(&g, g.rules()[r].body, &mut budget).unwrap();
+        nfa.freeze();
+        format!("{:?}", determinize(&nfa, start, end, &mut budget, sc).unwrap())
+    };
+    let mut reused = Scratch::default();
+    for round in 0..3 {
+        for i in (0..bodies.len()).rev().chain(0..bodies.len()) {
+            assert_eq!(dfa_of(i, &mut reused), dfa_of(i, &mut Scratch::default()), "rule r{i}, round {round}");
+        }
+    }
+}
+
+/// A reset index is empty: after a large table, a small one and a reset (sparse: only occupied
+/// slots are cleared) every slot is free and new sequences get ids from 0 again.
+#[test]
+fn reset_seq_table_frees_every_slot() {
+    let mut t = SeqTable::default();
+    for i in 0..1500u32 {
+        t.intern(&[i, i * 7]);
+    }
+    t.reset();
+    for i in 0..20u32 {
+        assert_eq!(t.intern(&[i]), (i, true));
+    }
+    assert!(t.slots.len() >= 1024 && t.len() * 8 < t.slots.len(), "the next reset is a sparse one");
+    t.reset();
+    assert!(t.slots.iter().all(|&s| s == 0));
+    for i in 0..20u32 {
+        assert_eq!(t.intern(&[i + 1, 5]), (i, true));
+        assert_eq!(t.intern(&[i + 1, 5]), (i, false));
+    }
+}
