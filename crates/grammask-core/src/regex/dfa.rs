@@ -287,6 +287,35 @@ impl CharDfa {
         Some(out)
     }
 
+    /// The predecessors of every state among the states `keep` admits, as offsets into one
+    /// list: those of `s` are `preds[off[s]..off[s + 1]]`, once per transition (PERF: one vector
+    /// per state was a tenth of the automaton operations' allocations).
+    fn predecessors(&self, keep: impl Fn(usize) -> bool) -> (Vec<u32>, Vec<u32>) {
+        let n = self.states.len();
+        let mut off = vec![0u32; n + 1];
+        for (s, st) in self.states.iter().enumerate() {
+            if keep(s) {
+                for t in &st.trans {
+                    off[t.to as usize + 1] += 1;
+                }
+            }
+        }
+        for i in 0..n {
+            off[i + 1] += off[i];
+        }
+        let mut preds = vec![0u32; off[n] as usize];
+        let mut fill = off.clone();
+        for (s, st) in self.states.iter().enumerate() {
+            if keep(s) {
+                for t in &st.trans {
+                    preds[fill[t.to as usize] as usize] = s as u32;
+                    fill[t.to as usize] += 1;
+                }
+            }
+        }
+        (off, preds)
+    }
+
     /// Removes unreachable and dead states; the empty language becomes [`CharDfa::empty`].
     fn trimmed(self) -> CharDfa {
         let n = self.states.len();
@@ -301,29 +330,8 @@ impl CharDfa {
                 }
             }
         }
-        // Predecessors among reachable states, as offsets into one list (PERF: one vector per
-        // state was a tenth of the automaton operations' allocations).
-        let mut rev_off = vec![0u32; n + 1];
-        for (s, st) in self.states.iter().enumerate() {
-            if reach[s] {
-                for t in &st.trans {
-                    rev_off[t.to as usize + 1] += 1;
-                }
-            }
-        }
-        for i in 0..n {
-            rev_off[i + 1] += rev_off[i];
-        }
-        let mut rev = vec![0u32; rev_off[n] as usize];
-        let mut fill = rev_off.clone();
-        for (s, st) in self.states.iter().enumerate() {
-            if reach[s] {
-                for t in &st.trans {
-                    rev[fill[t.to as usize] as usize] = s as u32;
-                    fill[t.to as usize] += 1;
-                }
-            }
-        }
+        // Predecessors among reachable states.
+        let (rev_off, rev) = self.predecessors(|s| reach[s]);
         let mut live = vec![false; n];
         let mut queue: Vec<u32> =
             (0..n as u32).filter(|&s| reach[s as usize] && self.states[s as usize].accept).collect();
@@ -419,24 +427,7 @@ impl CharDfa {
         for &c in &class {
             size[c as usize] += 1;
         }
-        // Predecessors, as offsets into one list (a state appears once per transition).
-        let mut pred_off = vec![0u32; n + 1];
-        for st in &self.states {
-            for t in &st.trans {
-                pred_off[t.to as usize + 1] += 1;
-            }
-        }
-        for i in 0..n {
-            pred_off[i + 1] += pred_off[i];
-        }
-        let mut preds = vec![0u32; pred_off[n] as usize];
-        let mut fill = pred_off.clone();
-        for (s, st) in self.states.iter().enumerate() {
-            for t in &st.trans {
-                preds[fill[t.to as usize] as usize] = s as u32;
-                fill[t.to as usize] += 1;
-            }
-        }
+        let (pred_off, preds) = self.predecessors(|_| true);
         // A class's signature: its transitions to classes (merged), a range of `class_arena`;
         // `None` until the class is first signed.
         let mut class_sig: Vec<Option<(usize, usize)>> = vec![None; num_classes];
