@@ -368,46 +368,6 @@ impl CoverMemo {
 /// The abstract search met an inert configuration in a slice state where its bytes matter.
 struct Refused;
 
-/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
-/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
-/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
-/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
-/// `Dead` byte by none (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`] new
-/// pairs or the depth), else whether the kernel's rule can end (a final state with an empty stack
-/// is reachable). Pairs `memo` decided are not explored again, and the pairs this search decides
-/// join it.
-///
-/// PERF: bytes are taken in runs on which the slice step and every configuration's edges are
-/// constant (a string body's set has ~20 such runs), not one by one; and the verdicts are kept:
-/// a regex-bodied string with `minLength` (`Github_hard---o79409`'s `trace_id`) explored 1-10k
-/// pairs at every new position, ~5 us each (6-60 ms), and its positions all meet the same sets.
-/// Inert return states are abstracted first ([`INERT`]): each of the 94 key positions of an open
-/// object with a key pattern (`Github_hard---o30633`) explored the same 800 pattern sets again
-/// under its own return state, 8 M instructions each, 112-184 ms for one mask.
-pub(super) fn cover_search(
-    a: &Automata,
-    s: StateId,
-    key: SliceKey,
-    step: impl Fn(u8, u8) -> Body,
-    memo: &CoverMemo,
-) -> Option<bool> {
-    cover_misread(a, s, key, step, memo).ok()
-}
-
-/// [`cover_search`], with the reason of a refutation: `Err(Some((b, x)))` when a pair the search
-/// reaches misreads byte `x` in slice state `b` (the slice reads it and no configuration does, or
-/// it is dead and some configuration reads it); `Err(None)` when the search gave up (bounds).
-pub(super) fn cover_misread(
-    a: &Automata,
-    s: StateId,
-    key: SliceKey,
-    step: impl Fn(u8, u8) -> Body,
-    memo: &CoverMemo,
-) -> Result<bool, Option<(u8, u8)>> {
-    cover_ends(a, s, key, step, memo).map(|e| e.may_end)
-}
-
 /// Where a covering kernel state's rule may end inside slice text.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ends {
@@ -417,8 +377,30 @@ pub(super) struct Ends {
     pub inside: bool,
 }
 
-/// [`cover_misread`], with where the rule may end.
-pub(super) fn cover_ends(
+/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
+/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
+/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
+/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
+/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
+/// `Dead` byte by none (`Walk` bytes are free). If so, where the kernel's rule can end (a final
+/// state with an empty stack is reachable, somewhere or inside a character); else
+/// `Err(Some((b, x)))` when a pair the search reaches misreads byte `x` in slice state `b` (the
+/// slice reads it and no configuration does, or it is dead and some configuration reads it), or
+/// `Err(None)` when the search gave up (past [`MAX_COVER_PAIRS`] new pairs or the depth). Pairs
+/// `memo` decided are not explored again, and the pairs this search decides join it.
+///
+/// PERF: bytes are taken in runs on which the slice step and every configuration's edges are
+/// constant (a string body's set has ~20 such runs), not one by one; and the verdicts are kept:
+/// a regex-bodied string with `minLength` (`Github_hard---o79409`'s `trace_id`) explored 1-10k
+/// pairs at every new position, ~5 us each (6-60 ms), and its positions all meet the same sets.
+/// Inert return states are abstracted first ([`INERT`]): each of the 94 key positions of an open
+/// object with a key pattern (`Github_hard---o30633`) explored the same 800 pattern sets again
+/// under its own return state, 8 M instructions each, 112-184 ms for one mask. Sets keep no
+/// configuration that neither reads nor ends, and a character's sets are explored in place of
+/// the pair that began it ([`Explored::transient`]): `trace_id`'s callee-start search met each
+/// regex state's rule start once per tail-calling state and 8 sets inside characters per rule
+/// (8.4k pairs, 48 M instructions; now 744 pairs, 15.5 M).
+pub(super) fn cover_search(
     a: &Automata,
     s: StateId,
     key: SliceKey,
