@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::{cover_ends, cover_misread, cover_search, CoverMemo, SliceKey};
+use super::cover::{cover_search, CoverMemo, SliceKey};
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -135,13 +135,13 @@ impl BodySlice {
     }
 
     /// [`Self::covers`], or else what the search from `s` itself misread (see
-    /// [`super::cover::cover_misread`]), for [`super::walked_cover`].
+    /// [`super::cover::cover_search`]), for [`super::walked_cover`].
     pub fn covers_or_misread(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Option<(u8, u8)>> {
         if let Some(cover) = Self::covers_through_quoted_calls(a, s, memo) {
             return Ok(cover);
         }
-        let misread = match cover_misread(a, s, SliceKey::Body, body_step, memo) {
-            Ok(may_end) => return Ok(Cover { may_end, walk_dead: false }),
+        let misread = match cover_search(a, s, SliceKey::Body, body_step, memo) {
+            Ok(ends) => return Ok(Cover { may_end: ends.may_end, walk_dead: false }),
             Err(m) => m,
         };
         let edges = a.rule_edges(s);
@@ -178,7 +178,7 @@ impl BodySlice {
             return None;
         }
         for &(r, _) in edges {
-            let ends = cover_ends(a, a.callee_start(s, r), SliceKey::Body, body_step, memo).ok()?;
+            let ends = cover_search(a, a.callee_start(s, r), SliceKey::Body, body_step, memo).ok()?;
             if ends.inside {
                 return None;
             }
@@ -189,7 +189,7 @@ impl BodySlice {
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
     /// (the rule may end inside a token, so dead subtrees may hold uncertain tokens).
     fn covers_plain(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<bool> {
-        cover_search(a, s, SliceKey::Body, body_step, memo)
+        cover_search(a, s, SliceKey::Body, body_step, memo).ok().map(|e| e.may_end)
     }
 }
 

@@ -74,7 +74,7 @@ impl ClassSlice {
     /// (then every slice token stays inside the rule, and everything else is frontier).
     /// (Searches already decided in `memo`, the grammar's, are not redone.)
     pub fn covers(a: &Automata, s: StateId, ascii: u128, memo: &CoverMemo) -> bool {
-        cover_search(a, s, SliceKey::Class(ascii), |b, x| class_step(ascii, b, x), memo).is_some()
+        cover_search(a, s, SliceKey::Class(ascii), |b, x| class_step(ascii, b, x), memo).is_ok()
     }
 }
 

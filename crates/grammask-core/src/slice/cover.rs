@@ -170,6 +170,10 @@ struct Explored {
     /// slices and only an ASCII byte at a character boundary (what [`super::walked_cover`] uses).
     misreads: FastMap<(u32, u8), (u8, u8)>,
     keeps_misreads: bool,
+    /// The slice states from which every path returns to state 0 (inside a character): a set
+    /// there is explored in place of the pair whose character it is, never a pair of its own
+    /// (searches start at state 0, and a character's sets belong to the state it began in).
+    transient: u16,
 }
 
 impl Explored {
@@ -188,7 +192,23 @@ impl Explored {
             }
             inert_bytes = Some(bits);
         }
+        // Grown to a fixed point: a state all of whose successors other than 0 are transient.
+        let mut transient = 0u16;
+        loop {
+            let grown = (1..16u8).fold(transient, |t, b| {
+                let out = (0..=255u8).all(|x| match step(b, x) {
+                    Body::To(nb) => nb == 0 || transient >> nb & 1 == 1,
+                    _ => true,
+                });
+                t | u16::from(out) << b
+            });
+            if grown == transient {
+                break;
+            }
+            transient = grown;
+        }
         Explored {
+            transient,
             inert_bytes,
             inert_refused,
             refused_roots: Vec::new(),
@@ -202,6 +222,19 @@ impl Explored {
             ends_inside: Vec::new(),
             bad: Vec::new(),
             slice_bounds: [None; 16],
+        }
+    }
+
+    /// The verdict kept for pair `(id, b)`: where the rule may end if good, `Err` if bad, `None`
+    /// if undecided.
+    fn decided(&self, id: u32, b: u8) -> Option<Result<Ends, ()>> {
+        let (i, bit) = (id as usize, 1u16 << b);
+        if self.good[i] & bit != 0 {
+            Some(Ok(Ends { may_end: self.ends[i] & bit != 0, inside: self.ends_inside[i] & bit != 0 }))
+        } else if self.bad[i] & bit != 0 {
+            Some(Err(()))
+        } else {
+            None
         }
     }
 
@@ -267,6 +300,9 @@ impl Explored {
                 return None;
             }
         }
+        // A configuration that reads no byte and is not final has done all it can (its calls
+        // are in the set): without it, a rule's start tail-called from several states is one set.
+        set.retain(|&(q, _)| q == INERT || a.state(q).is_final || !a.byte_edges(q).is_empty());
         set.sort_unstable();
         set.dedup();
         Some(())
@@ -302,6 +338,24 @@ impl CoverMemo {
         slices.values().map(size).sum::<usize>() + walked
     }
 
+    /// Per slice state, how many pairs are decided; and how many configurations of the kept sets
+    /// neither read a byte nor end (for tests).
+    #[cfg(test)]
+    pub(super) fn pairs_by_slice_state(&self, a: &Automata) -> ([usize; 16], usize) {
+        let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mut by, mut idle) = ([0; 16], 0);
+        for e in slices.values() {
+            for (i, set) in e.sets.iter().enumerate() {
+                for (b, n) in by.iter_mut().enumerate() {
+                    *n += usize::from((e.good[i] | e.bad[i]) >> b & 1 == 1);
+                }
+                let idle_config = |&&(q, _): &&Config| q != INERT && !a.state(q).is_final && a.byte_edges(q).is_empty();
+                idle += set.iter().filter(idle_config).count();
+            }
+        }
+        (by, idle)
+    }
+
     /// How many (set, slice state) pairs are decided, good or bad (for tests).
     #[cfg(test)]
     pub(super) fn decided_pairs(&self) -> usize {
@@ -314,46 +368,6 @@ impl CoverMemo {
 /// The abstract search met an inert configuration in a slice state where its bytes matter.
 struct Refused;
 
-/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
-/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
-/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
-/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
-/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
-/// `Dead` byte by none (`Walk` bytes are free). `None` if not (or past [`MAX_COVER_PAIRS`] new
-/// pairs or the depth), else whether the kernel's rule can end (a final state with an empty stack
-/// is reachable). Pairs `memo` decided are not explored again, and the pairs this search decides
-/// join it.
-///
-/// PERF: bytes are taken in runs on which the slice step and every configuration's edges are
-/// constant (a string body's set has ~20 such runs), not one by one; and the verdicts are kept:
-/// a regex-bodied string with `minLength` (`Github_hard---o79409`'s `trace_id`) explored 1-10k
-/// pairs at every new position, ~5 us each (6-60 ms), and its positions all meet the same sets.
-/// Inert return states are abstracted first ([`INERT`]): each of the 94 key positions of an open
-/// object with a key pattern (`Github_hard---o30633`) explored the same 800 pattern sets again
-/// under its own return state, 8 M instructions each, 112-184 ms for one mask.
-pub(super) fn cover_search(
-    a: &Automata,
-    s: StateId,
-    key: SliceKey,
-    step: impl Fn(u8, u8) -> Body,
-    memo: &CoverMemo,
-) -> Option<bool> {
-    cover_misread(a, s, key, step, memo).ok()
-}
-
-/// [`cover_search`], with the reason of a refutation: `Err(Some((b, x)))` when a pair the search
-/// reaches misreads byte `x` in slice state `b` (the slice reads it and no configuration does, or
-/// it is dead and some configuration reads it); `Err(None)` when the search gave up (bounds).
-pub(super) fn cover_misread(
-    a: &Automata,
-    s: StateId,
-    key: SliceKey,
-    step: impl Fn(u8, u8) -> Body,
-    memo: &CoverMemo,
-) -> Result<bool, Option<(u8, u8)>> {
-    cover_ends(a, s, key, step, memo).map(|e| e.may_end)
-}
-
 /// Where a covering kernel state's rule may end inside slice text.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ends {
@@ -363,8 +377,30 @@ pub(super) struct Ends {
     pub inside: bool,
 }
 
-/// [`cover_misread`], with where the rule may end.
-pub(super) fn cover_ends(
+/// Product search of the grammar automaton from `s` with the slice automaton `step` from its
+/// state 0, over the sets of configurations a chart row can hold: a pushdown simulation of the
+/// rule automata with item origins dropped, exact while the stacks of pending calls stay within
+/// [`MAX_CALL_DEPTH`]. A tail call (target state final and without edges: the callee's end is the
+/// caller's end) pushes nothing. Every `To` byte must be read by some configuration and every
+/// `Dead` byte by none (`Walk` bytes are free). If so, where the kernel's rule can end (a final
+/// state with an empty stack is reachable, somewhere or inside a character); else
+/// `Err(Some((b, x)))` when a pair the search reaches misreads byte `x` in slice state `b` (the
+/// slice reads it and no configuration does, or it is dead and some configuration reads it), or
+/// `Err(None)` when the search gave up (past [`MAX_COVER_PAIRS`] new pairs or the depth). Pairs
+/// `memo` decided are not explored again, and the pairs this search decides join it.
+///
+/// PERF: bytes are taken in runs on which the slice step and every configuration's edges are
+/// constant (a string body's set has ~20 such runs), not one by one; and the verdicts are kept:
+/// a regex-bodied string with `minLength` (`Github_hard---o79409`'s `trace_id`) explored 1-10k
+/// pairs at every new position, ~5 us each (6-60 ms), and its positions all meet the same sets.
+/// Inert return states are abstracted first ([`INERT`]): each of the 94 key positions of an open
+/// object with a key pattern (`Github_hard---o30633`) explored the same 800 pattern sets again
+/// under its own return state, 8 M instructions each, 112-184 ms for one mask. Sets keep no
+/// configuration that neither reads nor ends, and a character's sets are explored in place of
+/// the pair that began it ([`Explored::transient`]): `trace_id`'s callee-start search met each
+/// regex state's rule start once per tail-calling state and 8 sets inside characters per rule
+/// (8.4k pairs, 48 M instructions; now 744 pairs, 15.5 M).
+pub(super) fn cover_search(
     a: &Automata,
     s: StateId,
     key: SliceKey,
@@ -399,125 +435,23 @@ fn search(
     root: u32,
     step: &impl Fn(u8, u8) -> Body,
 ) -> Result<Result<Ends, Option<(u8, u8)>>, Refused> {
-    let decided = |ex: &Explored, id: u32, b: u8| {
-        let bit = 1u16 << b;
-        if ex.good[id as usize] & bit != 0 {
-            Some(Ok(Ends { may_end: ex.ends[id as usize] & bit != 0, inside: ex.ends_inside[id as usize] & bit != 0 }))
-        } else if ex.bad[id as usize] & bit != 0 {
-            Some(Err(()))
-        } else {
-            None
-        }
-    };
-    if let Some(v) = decided(ex, root, 0) {
+    if let Some(v) = ex.decided(root, 0) {
         return Ok(v.map_err(|()| ex.misreads.get(&(root, 0)).copied()));
     }
-    // This search's undecided pairs: their local index, whether one of their own configurations
-    // ends the kernel's rule (or a decided successor's does), and the edges between them.
-    let mut local: FastMap<(u32, u8), u32> = HashMap::with_hasher(FastState);
-    let mut pairs: Vec<(u32, u8)> = Vec::new();
-    let mut ends: Vec<bool> = Vec::new();
-    let mut inside: Vec<bool> = Vec::new();
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    let mut stack: Vec<u32> = Vec::new();
-    local.insert((root, 0), 0);
-    pairs.push((root, 0));
-    ends.push(false);
-    inside.push(false);
-    stack.push(0);
-    let mut next: Vec<Config> = Vec::new();
-    // The last stepped (unclosed) configurations and the set they closed to.
-    let mut last_raw: Vec<Config> = Vec::new();
-    let mut last: Option<u32> = None;
-    while let Some(p) = stack.pop() {
-        let (id, b) = pairs[p as usize];
-        // Sets are sorted: an inert configuration, if any, is last.
-        let inert = ex.sets[id as usize].last().is_some_and(|&(q, _)| q == INERT);
-        if inert && ex.inert_refused >> b & 1 == 1 {
-            return Err(Refused);
-        }
-        let real = &ex.sets[id as usize][..ex.sets[id as usize].len() - usize::from(inert)];
-        let ends_here = real.iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
-        ends[p as usize] |= ends_here;
-        inside[p as usize] |= ends_here && b != 0;
-        // The bytes at which a run starts: the slice step's and every configuration's edges'.
-        let mut bounds = ex.bounds(b, step);
-        let real_len = ex.sets[id as usize].len() - usize::from(inert);
-        for &(q, _) in &ex.sets[id as usize][..real_len] {
-            for e in a.byte_edges(q) {
-                bounds[usize::from(e.lo >> 6)] |= 1 << (e.lo & 63);
-                if let Some(x) = e.hi.checked_add(1) {
-                    bounds[usize::from(x >> 6)] |= 1 << (x & 63);
-                }
-            }
-        }
-        for x in run_starts(bounds) {
-            next.clear();
-            next.extend(ex.sets[id as usize][..real_len].iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
-            match step(b, x) {
-                Body::To(nb) => {
-                    debug_assert!(nb < 16, "slice automaton state {nb}");
-                    if next.is_empty() {
-                        return Ok(Err(ex.refute(id, b, Some((b, x)))));
-                    }
-                    next.sort_unstable();
-                    next.dedup();
-                    // The closed set depends only on the stepped configurations, which are the
-                    // same for runs of bytes (a class of characters): close and intern once per run.
-                    let nid = match last {
-                        Some(nid) if last_raw == next => nid,
-                        _ => {
-                            last_raw.clone_from(&next);
-                            if ex.close(a, &mut next).is_none() {
-                                return Ok(Err(None));
-                            }
-                            let nid = ex.intern(&next);
-                            last = Some(nid);
-                            nid
-                        }
-                    };
-                    match decided(ex, nid, nb) {
-                        Some(Ok(e)) => {
-                            ends[p as usize] |= e.may_end;
-                            inside[p as usize] |= e.inside;
-                        }
-                        // A pair that reaches a refuting pair refutes the cover too.
-                        Some(Err(())) => {
-                            let misread = ex.misreads.get(&(nid, nb)).copied();
-                            return Ok(Err(ex.refute(id, b, misread)));
-                        }
-                        None => {
-                            let q = match local.get(&(nid, nb)) {
-                                Some(&q) => q,
-                                None => {
-                                    if pairs.len() >= MAX_COVER_PAIRS || !take_pair() {
-                                        return Ok(Err(None));
-                                    }
-                                    let q = pairs.len() as u32;
-                                    local.insert((nid, nb), q);
-                                    pairs.push((nid, nb));
-                                    ends.push(false);
-                                    inside.push(false);
-                                    stack.push(q);
-                                    q
-                                }
-                            };
-                            // Runs of one pair often lead to the same pair: one edge is enough.
-                            if edges.last() != Some(&(p, q)) {
-                                edges.push((p, q));
-                            }
-                        }
-                    }
-                }
-                Body::Dead if !next.is_empty() => {
-                    return Ok(Err(ex.refute(id, b, Some((b, x)))));
-                }
-                Body::Dead | Body::Walk => {}
-            }
+    let mut g = Graph::default();
+    g.pair(root, 0);
+    while let Some(p) = g.stack.pop() {
+        let (id, b) = g.pairs[p as usize];
+        let set = ex.sets[id as usize].clone();
+        g.seen.clear();
+        g.seen_configs.clear();
+        if let Err(misread) = expand(a, ex, step, &mut g, p, &set, b)? {
+            return Ok(Err(misread));
         }
     }
     // Every pair explored is good; a pair ends the rule if a pair it reaches does (back along
     // the edges, grouped by target in linear time).
+    let Graph { pairs, mut ends, mut inside, edges, .. } = g;
     let preds = by_target(pairs.len(), &edges);
     for flags in [&mut ends, &mut inside] {
         let mut work: Vec<u32> = (0..pairs.len() as u32).filter(|&p| flags[p as usize]).collect();
@@ -536,6 +470,171 @@ fn search(
         ex.ends_inside[id as usize] |= u16::from(inside[i]) << b;
     }
     Ok(Ok(Ends { may_end: ends[0], inside: inside[0] }))
+}
+
+/// One search's undecided pairs: their local index, whether one of their own configurations (or
+/// a decided successor's, or one inside a character they begin) ends the kernel's rule, somewhere
+/// or inside a character, and the edges between them.
+#[derive(Default)]
+struct Graph {
+    local: FastMap<(u32, u8), u32>,
+    pairs: Vec<(u32, u8)>,
+    ends: Vec<bool>,
+    inside: Vec<bool>,
+    edges: Vec<(u32, u32)>,
+    /// The pairs still to explore.
+    stack: Vec<u32>,
+    /// Pairs and in-character steps explored, against [`MAX_COVER_PAIRS`] (the root is free).
+    explored: usize,
+    /// The in-character steps of the pair being explored, each (slice state, stepped
+    /// configurations) explored once: `(b, i, j)` for `b` and `seen_configs[i..j]`.
+    seen: Vec<(u8, u32, u32)>,
+    seen_configs: Vec<Config>,
+    /// Buffers of [`expand`]'s calls, kept for the next ones.
+    spare: Vec<Vec<Config>>,
+}
+
+impl Graph {
+    /// Counts one more pair or in-character step; false past the bounds (this search's and the
+    /// thread's, see [`with_cover_budget`]).
+    fn take(&mut self) -> bool {
+        if self.explored >= MAX_COVER_PAIRS || !(self.pairs.is_empty() || take_pair()) {
+            return false;
+        }
+        self.explored += 1;
+        true
+    }
+
+    /// The local index of pair `(id, b)`, a new pair to explore if it is not one yet; `None` past
+    /// the bounds.
+    fn pair(&mut self, id: u32, b: u8) -> Option<u32> {
+        if let Some(&q) = self.local.get(&(id, b)) {
+            return Some(q);
+        }
+        if !self.take() {
+            return None;
+        }
+        let q = self.pairs.len() as u32;
+        self.local.insert((id, b), q);
+        self.pairs.push((id, b));
+        self.ends.push(false);
+        self.inside.push(false);
+        self.stack.push(q);
+        Some(q)
+    }
+}
+
+/// Explores configurations `set` in slice state `b` for pair `p` of `g` (its own set, or one
+/// inside a character it begins): every `To` byte must be read by some configuration and every
+/// `Dead` byte by none. A successor at a slice state of [`Explored::transient`] (inside a
+/// character) is explored in place, the rest are `p`'s edges. `Err` with the misread (`p` is then
+/// marked bad), or `Err(None)` past the bounds.
+fn expand(
+    a: &Automata,
+    ex: &mut Explored,
+    step: &impl Fn(u8, u8) -> Body,
+    g: &mut Graph,
+    p: u32,
+    set: &[Config],
+    b: u8,
+) -> Result<Result<(), Option<(u8, u8)>>, Refused> {
+    let (pid, pb) = g.pairs[p as usize];
+    // Sets are sorted: an inert configuration, if any, is last.
+    let inert = set.last().is_some_and(|&(q, _)| q == INERT);
+    if inert && ex.inert_refused >> b & 1 == 1 {
+        return Err(Refused);
+    }
+    let real = &set[..set.len() - usize::from(inert)];
+    let ends_here = real.iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
+    g.ends[p as usize] |= ends_here;
+    g.inside[p as usize] |= ends_here && b != 0;
+    // The bytes at which a run starts: the slice step's and every configuration's edges'.
+    let mut bounds = ex.bounds(b, step);
+    for &(q, _) in real {
+        for e in a.byte_edges(q) {
+            bounds[usize::from(e.lo >> 6)] |= 1 << (e.lo & 63);
+            if let Some(x) = e.hi.checked_add(1) {
+                bounds[usize::from(x >> 6)] |= 1 << (x & 63);
+            }
+        }
+    }
+    let mut next = g.spare.pop().unwrap_or_default();
+    // The last stepped (unclosed) configurations and the set they closed to.
+    let mut last_raw = g.spare.pop().unwrap_or_default();
+    last_raw.clear();
+    let mut last: Option<u32> = None;
+    let explored = 'runs: {
+        for x in run_starts(bounds) {
+            next.clear();
+            next.extend(real.iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
+            match step(b, x) {
+                Body::To(nb) => {
+                    debug_assert!(nb < 16, "slice automaton state {nb}");
+                    if next.is_empty() {
+                        break 'runs Err(ex.refute(pid, pb, Some((b, x))));
+                    }
+                    next.sort_unstable();
+                    next.dedup();
+                    // The closed set depends only on the stepped configurations, which are the
+                    // same for runs of bytes (a class of characters): close it once per run.
+                    if ex.transient >> nb & 1 == 1 {
+                        let seen =
+                            |&(sb, i, j): &(u8, u32, u32)| sb == nb && g.seen_configs[i as usize..j as usize] == next;
+                        if g.seen.iter().any(seen) {
+                            continue;
+                        }
+                        let i = g.seen_configs.len() as u32;
+                        g.seen_configs.extend_from_slice(&next);
+                        g.seen.push((nb, i, g.seen_configs.len() as u32));
+                        if !g.take() || ex.close(a, &mut next).is_none() {
+                            break 'runs Err(None);
+                        }
+                        if let Err(misread) = expand(a, ex, step, g, p, &next, nb)? {
+                            break 'runs Err(misread);
+                        }
+                        continue;
+                    }
+                    let nid = match last {
+                        Some(nid) if last_raw == next => nid,
+                        _ => {
+                            last_raw.clone_from(&next);
+                            if ex.close(a, &mut next).is_none() {
+                                break 'runs Err(None);
+                            }
+                            let nid = ex.intern(&next);
+                            last = Some(nid);
+                            nid
+                        }
+                    };
+                    match ex.decided(nid, nb) {
+                        Some(Ok(e)) => {
+                            g.ends[p as usize] |= e.may_end;
+                            g.inside[p as usize] |= e.inside;
+                        }
+                        // A pair that reaches a refuting pair refutes the cover too.
+                        Some(Err(())) => {
+                            let misread = ex.misreads.get(&(nid, nb)).copied();
+                            break 'runs Err(ex.refute(pid, pb, misread));
+                        }
+                        None => {
+                            let Some(q) = g.pair(nid, nb) else { break 'runs Err(None) };
+                            // Runs of one pair often lead to the same pair: one edge is enough.
+                            if g.edges.last() != Some(&(p, q)) {
+                                g.edges.push((p, q));
+                            }
+                        }
+                    }
+                }
+                Body::Dead if !next.is_empty() => {
+                    break 'runs Err(ex.refute(pid, pb, Some((b, x))));
+                }
+                Body::Dead | Body::Walk => {}
+            }
+        }
+        Ok(())
+    };
+    g.spare.extend([next, last_raw]);
+    Ok(explored)
 }
 
 /// The sources of `edges` (among `n` pairs) grouped by target: those of target `q` are

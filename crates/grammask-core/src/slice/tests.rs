@@ -771,6 +771,48 @@ fn memoized_cover_searches_equal_fresh_ones() {
     assert!(reused > 50, "only {reused} verdicts came from the memo alone");
 }
 
+/// A regex string with a length, whose automaton states are rules that tail-call one another
+/// (MaskBench `Github_hard---o79409`'s `trace_id`, whose search took ~48 M instructions): its
+/// cover searches keep sets only at character boundaries (a character's sets are explored in
+/// place of the pair that began it; before, each rule's 8 sets inside characters were pairs of
+/// their own) and without configurations that neither read nor end (a state with only calls:
+/// each rule's start was a set again under every state that tail-calls it). Verdicts stay those
+/// of the full walk, checked on UTF-8 and escapes inside the body (`u` refuses `À`'s second
+/// byte only). Fails with every slice state a pair of its own (`transient` empty), without the
+/// `retain` in `Explored::close`, or with a character's later bytes not explored (`À` accepted).
+#[test]
+fn cover_sets_only_at_character_boundaries() {
+    use crate::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{4}", "minLength": 10},
+        "u": {"type": "string", "pattern": "^[^\u00c0-\u00c5]*$"}}, "required": ["t"]}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let a = Automata::build(&parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap()).unwrap();
+    let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
+    let memo = CoverMemo::default();
+    let covered = states.iter().filter(|&&s| BodySlice::covers(&a, s, &memo).is_some()).count();
+    let (by, idle) = memo.pairs_by_slice_state(&a);
+    assert!(covered > 20 && by[0] > 20, "{covered} states covered, {} pairs", by[0]);
+    assert_eq!((by[1..].iter().sum::<usize>(), idle), (0, 0), "pairs inside characters, idle configurations");
+
+    let mut toks = xorshift_tokens(b"1-a9fz\\\"n", 2000, 6, 0x0794_0918);
+    toks.extend(
+        ["\u{e9}", "\u{e9}1", "-\u{4e2d}", "\u{1f600}a", "\\n", "\\\"", "1-\u{e9}", "\u{c0}", "a\u{e0}"]
+            .map(|t| t.as_bytes().to_vec()),
+    );
+    toks.extend([&[0xC3][..], &[0xA9, b'1'], &[0xE4, 0xB8], &[0xAD], &[0xF0, 0x9F]].map(<[u8]>::to_vec));
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let trie = TokenTrie::new(&raw_vocab(toks));
+    let body = BodySlice::new(&trie, n);
+    for &s in &states {
+        let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
+        let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
+        assert_eq!(full, fast, "state {}", s.0);
+    }
+}
+
 /// The large subtrees found from the root down are exactly the nodes with at least
 /// `SUBTREE_RUNS_MIN_TOKENS` tokens below them, in trie order.
 #[test]

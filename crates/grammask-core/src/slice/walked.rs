@@ -15,7 +15,7 @@
 //! `W` character at a character boundary and its own byte is not body text there (a body frontier
 //! node) or is a `W` character at a character boundary.
 use super::body::{body_step, body_table};
-use super::cover::{cover_misread, CoverMemo, SliceKey};
+use super::cover::{cover_search, CoverMemo, SliceKey};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -175,8 +175,8 @@ fn walked_search(a: &Automata, s: StateId, mut misread: Option<(u8, u8)>, memo: 
             }
             _ => return None,
         }
-        match cover_misread(a, s, SliceKey::BodyWalking(walked), walked_step(walked), memo) {
-            Ok(may_end) => return Some((walked, Cover { may_end, walk_dead: false })),
+        match cover_search(a, s, SliceKey::BodyWalking(walked), walked_step(walked), memo) {
+            Ok(ends) => return Some((walked, Cover { may_end: ends.may_end, walk_dead: false })),
             Err(m) => misread = m,
         }
     }
