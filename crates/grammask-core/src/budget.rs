@@ -1431,6 +1431,16 @@ impl Walk<'_> {
         }
     }
 
+    /// Walks with descent (see [`Completion::descent`]): the least cost of a token at or below
+    /// trie node `i` (at depth `d`), each of its bytes past the level above lowering `C` by at
+    /// most 1; `None` when no token is at or below it. (A node is a prefix of the tokens below
+    /// it, so `reach >= d` when there is one.)
+    #[inline]
+    fn descent_least(&self, i: usize, d: usize) -> Option<u32> {
+        let reach = self.classes.reach[i];
+        (reach != 0).then(|| self.level_costs[d - 1].saturating_sub(reach + 1 - d as u32))
+    }
+
     /// Whether state `s` may be in a plain level.
     #[inline]
     fn plain(&self, s: StateId) -> bool {
@@ -1625,15 +1635,12 @@ impl Walk<'_> {
         }
         self.levels.push(root);
         self.level_costs.push(rows.cost(chart));
-        // Over walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): the most
-        // cost a node's tokens can still shed is one per byte from the level above to them.
+        // Limit walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): a subtree
+        // whose tokens all cost more than the limit by [`Walk::descent_least`] is skipped by over
+        // walks (their entries leave it out) and deferred by fit walks' first pass (their
+        // second pass lists it).
         let descent_limit = match self.mode {
-            Mode::Limit { limit, side: Side::Over } if comp.descent => Some(u64::from(limit)),
-            _ => None,
-        };
-        // Fit walks' first pass: the same test defers a subtree (every token there is listed).
-        let defer_limit = match self.mode {
-            Mode::Limit { limit, side: Side::Fit } if comp.descent && !second => Some(u64::from(limit)),
+            Mode::Limit { limit, side } if comp.descent && !(second && side == Side::Fit) => Some(limit),
             _ => None,
         };
         // Second pass: the next deferred subtree, and the end of the one being read.
@@ -1670,27 +1677,19 @@ impl Walk<'_> {
                 continue;
             }
             if let Some(limit) = descent_limit {
-                let reach = self.classes.reach[i];
-                // Every token below costs at least `C(level) - (reach - d + 1)`: above the limit.
-                if reach == 0 || u64::from(self.level_costs[d - 1]) > limit + u64::from(reach) + 1 - d as u64 {
-                    i = skip;
-                    continue;
-                }
-            }
-            if let Some(limit) = defer_limit {
-                let reach = self.classes.reach[i];
-                let shed = u64::from(reach) + 1 - d as u64;
-                if reach == 0 || u64::from(self.level_costs[d - 1]) > limit + shed {
-                    let below = &trie.tokens[trie.first_token[i] as usize..trie.first_token[skip] as usize];
-                    let allowed = below.iter().filter(|&&t| self.mask.get(t as usize)).count();
-                    if allowed > 0 {
-                        let least = (u64::from(self.level_costs[d - 1]) - shed) as u32;
-                        self.deferred.push(Deferred { node: i as u32, least, tokens: allowed as u32 });
-                        self.deferred_tokens += allowed;
-                        if self.out.len() + self.deferred_tokens > self.cap {
-                            self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
-                            self.capped = true;
-                            return Ok(());
+                let least = self.descent_least(i, d);
+                if least.is_none_or(|least| least > limit) {
+                    if let (Some(least), Mode::Limit { side: Side::Fit, .. }) = (least, self.mode) {
+                        let below = &trie.tokens[trie.first_token[i] as usize..trie.first_token[skip] as usize];
+                        let allowed = below.iter().filter(|&&t| self.mask.get(t as usize)).count();
+                        if allowed > 0 {
+                            self.deferred.push(Deferred { node: i as u32, least, tokens: allowed as u32 });
+                            self.deferred_tokens += allowed;
+                            if self.out.len() + self.deferred_tokens > self.cap {
+                                self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
+                                self.capped = true;
+                                return Ok(());
+                            }
                         }
                     }
                     i = skip;
