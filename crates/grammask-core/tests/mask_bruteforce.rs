@@ -1363,3 +1363,35 @@ fn virtual_steps_reuse_rows_by_item() {
     ];
     assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 100);
 }
+
+/// A literal position that reads one fixed byte before a branching state, with more trie nodes
+/// under that byte than a literal walk may visit, is not walked as a literal (`literal_kernel`
+/// is `None`) even where the walk would have ended early (the grammar reads few of those
+/// nodes), and its kernel still equals the stack walk and the masks the brute force; with fewer
+/// nodes under the byte the literal walk is taken. Taking the walk regardless of the subtree makes
+/// the first `literal_kernel` `Some`.
+#[test]
+fn one_byte_literals_over_large_subtrees_are_not_walked() {
+    let g = grammask_core::ebnf::parse_ebnf("root ::= \"\\\"\" (\"ab\" | \"cd\") \"\\\"\"", "root").unwrap();
+    let letters = b"abcdefghijklmnopqrstuvwxyz";
+    let (mut big, mut small) = (vec!["\"ab\"".to_string(), "\"c".to_string()], vec!["\"ab\"".to_string()]);
+    for &x in letters {
+        for &y in letters {
+            big.push(format!("\"{}{}", x as char, y as char));
+        }
+    }
+    small.extend(letters.iter().map(|&x| format!("\"{}", x as char)));
+    for (extra, walked) in [(big, false), (small, true)] {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let vocab = ascii_vocab(&extra, &[]);
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let start = grammask_core::mask::kernel_items(
+            cg.automata(),
+            Matcher::new(cg.clone(), MatcherOptions::default()).unwrap().chart(),
+        )[0]
+        .state;
+        assert_eq!(cg.literal_kernel(start).unwrap().is_some(), walked, "{} tokens", vocab.vocab_size());
+        assert_eq!(*cg.kernel(start).unwrap(), cg.classify_uninterned(start).unwrap());
+        assert!(masks_along_docs_match_brute_force(&cg, &vocab, &[b"\"ab\"", b"\"cd\""]) == 8);
+    }
+}
