@@ -1307,3 +1307,91 @@ fn walked_body_masks_match_brute_force() {
     }
     assert!(checked > 25, "{checked}");
 }
+
+/// Kernel walks that step a virtual item (a plain state's single item) into a state needing a
+/// row reuse the row that item closed to before (`RowMemo`'s rows by item): every kernel of a
+/// grammar of nested arrays and objects of strings equals the stack walk, and masks along
+/// documents equal the brute force, on a vocabulary whose tokens close a string and go on into
+/// the next key or element. `"b": ["x"], "c": [["x"]]}` closes a string of two array rules
+/// called at different rows within one walk (same state, different origins); with rows reused
+/// by state alone, the second takes the first's continuation and the kernel differs.
+#[test]
+fn virtual_steps_reuse_rows_by_item() {
+    let schema = r#"{"type": "array", "items": {"type": "object", "properties": {
+        "a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}},
+        "c": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}}}}"#;
+    let g = lax_schema_grammar(schema);
+    let extra = [
+        "x\"",
+        "x\",",
+        "x\", \"",
+        "\", \"",
+        "\", \"b\": \"",
+        "\", \"b\": [\"",
+        "\"], [\"",
+        "\"]], \"",
+        "y\"]",
+        "\"}, {\"",
+        "\"}, {\"a\": \"",
+        "\", \"x",
+        "x\"], [\"y",
+        "\"]}",
+        "\"]]}]",
+        "\"], [\"x\", \"",
+        "x\"], [\"y\"]]",
+        "\"}, {\"a\": \"x\", \"",
+        "\"], \"c\": [[\"x\"]]",
+        "x\"], \"c\": [[\"y\"]",
+        "\"], \"c\": [[\"x\"]}",
+        "[\"x\"], \"c\": [[\"y\"]]}",
+        "\"b\": [\"x\"], \"c\": [[\"x\"]]}",
+        ": [\"x\"], \"c\": [[\"x\"], [\"",
+    ];
+    let vocab = ascii_vocab(&extra, &[]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let mut compared = 0;
+    for s in 0..cg.automata().states().len() {
+        let s = grammask_core::compiler::StateId(s as u32);
+        let Some(km) = cg.classify(s, usize::MAX, &mut || false).unwrap() else { continue };
+        assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
+        compared += 1;
+    }
+    assert!(compared > 50, "only {compared} kernels compared");
+    let docs: [&[u8]; 2] = [
+        br#"[{"a": "x", "b": ["x", "y"], "c": [["x"], ["y", "x"]]}, {"a": "x", "x": "y"}]"#,
+        br#"[{"b": ["x"]}, {"c": [["x", "x"], ["y"]], "y": "x"}, {"b": ["x"], "c": [["x"]]}]"#,
+    ];
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 100);
+}
+
+/// A literal position that reads one fixed byte before a branching state, with more trie nodes
+/// under that byte than a literal walk may visit, is not walked as a literal (`literal_kernel`
+/// is `None`) even where the walk would have ended early (the grammar reads few of those
+/// nodes), and its kernel still equals the stack walk and the masks the brute force; with fewer
+/// nodes under the byte the literal walk is taken. Taking the walk regardless of the subtree makes
+/// the first `literal_kernel` `Some`.
+#[test]
+fn one_byte_literals_over_large_subtrees_are_not_walked() {
+    let g = grammask_core::ebnf::parse_ebnf("root ::= \"\\\"\" (\"ab\" | \"cd\") \"\\\"\"", "root").unwrap();
+    let letters = b"abcdefghijklmnopqrstuvwxyz";
+    let (mut big, mut small) = (vec!["\"ab\"".to_string(), "\"c".to_string()], vec!["\"ab\"".to_string()]);
+    for &x in letters {
+        for &y in letters {
+            big.push(format!("\"{}{}", x as char, y as char));
+        }
+    }
+    small.extend(letters.iter().map(|&x| format!("\"{}", x as char)));
+    for (extra, walked) in [(big, false), (small, true)] {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let vocab = ascii_vocab(&extra, &[]);
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let start = grammask_core::mask::kernel_items(
+            cg.automata(),
+            Matcher::new(cg.clone(), MatcherOptions::default()).unwrap().chart(),
+        )[0]
+        .state;
+        assert_eq!(cg.literal_kernel(start).unwrap().is_some(), walked, "{} tokens", vocab.vocab_size());
+        assert_eq!(*cg.kernel(start).unwrap(), cg.classify_uninterned(start).unwrap());
+        assert!(masks_along_docs_match_brute_force(&cg, &vocab, &[b"\"ab\"", b"\"cd\""]) == 8);
+    }
+}
