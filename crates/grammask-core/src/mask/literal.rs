@@ -29,9 +29,9 @@ pub fn literal_byte(a: &Automata, s: StateId) -> Option<u8> {
 
 /// The classification of kernel `state` when it is a literal position ([`literal_byte`]) and its
 /// walk ends within [`LITERAL_WALK_VISITS`] nodes; `None` otherwise, without a walk when the state
-/// reads one fixed byte before a branching state and more nodes than that lie under it. `follow` is FOLLOW of the
-/// state's rule, as for [`classify_kernel`]. Callers skip grammars with lookaheads (whose masks
-/// take no kernels, [`fill_mask_memo`]).
+/// reads one fixed byte before a branching state and more nodes than that lie under it. `follow`
+/// is FOLLOW of the state's rule, as for [`classify_kernel`]. Callers skip grammars with
+/// lookaheads (whose masks take no kernels, [`fill_mask_memo`]).
 pub fn classify_literal(
     a: &Automata,
     trie: &TokenTrie,
