@@ -193,13 +193,20 @@ impl Explored {
             inert_bytes = Some(bits);
         }
         // Grown to a fixed point: a state all of whose successors other than 0 are transient.
+        // PERF: successors read once (one `Explored` per grammar and slice: the fixed point's
+        // rounds over every byte were +7% on the compile of small schemas).
+        let mut succ = [0u16; 16];
+        for b in 1..16u8 {
+            for x in 0..=255u8 {
+                if let Body::To(nb) = step(b, x) {
+                    succ[usize::from(b)] |= 1 << nb;
+                }
+            }
+        }
         let mut transient = 0u16;
         loop {
             let grown = (1..16u8).fold(transient, |t, b| {
-                let out = (0..=255u8).all(|x| match step(b, x) {
-                    Body::To(nb) => nb == 0 || transient >> nb & 1 == 1,
-                    _ => true,
-                });
+                let out = succ[usize::from(b)] & !1 & !transient == 0;
                 t | u16::from(out) << b
             });
             if grown == transient {
