@@ -70,7 +70,9 @@ class CompiledGrammar:
 
 
 class GrammarCompiler:
-    """Compiles grammars for one tokenizer, with a cache keyed by source and options."""
+    """Compiles grammars for one tokenizer, with a cache keyed by source and options.
+    One compile runs on at most ``max_threads`` threads, the calling one included (rule automata
+    are built in parallel, on up to 4 threads where the machine has them)."""
 
     def __init__(
         self,
@@ -86,7 +88,7 @@ class GrammarCompiler:
             raise ValueError(f"max_threads must be >= 1, got {max_threads}")
         self.tokenizer_info = tokenizer_info
         self.max_threads = max_threads
-        self._handle = _core.GrammarCompiler(tokenizer_info._handle, cache_enabled, cache_limit_bytes)
+        self._handle = _core.GrammarCompiler(tokenizer_info._handle, cache_enabled, cache_limit_bytes, max_threads)
 
     def compile_json_schema(
         self,

@@ -135,7 +135,12 @@ fn opens_with_free_text(mask: &Bitset) -> bool {
 
 impl CompiledGrammar {
     pub fn new(grammar: &Grammar, vocab: &Arc<Vocabulary>) -> Result<CompiledGrammar> {
-        let automata = Automata::build(grammar)?;
+        Self::new_on(grammar, vocab, usize::MAX)
+    }
+
+    /// [`Self::new`] on at most `max_threads` threads, the calling one included.
+    pub fn new_on(grammar: &Grammar, vocab: &Arc<Vocabulary>, max_threads: usize) -> Result<CompiledGrammar> {
+        let automata = Automata::build_on(grammar, max_threads)?;
         let token_masks = crate::token_edges::TokenMasks::new(&automata, vocab)?;
         let index = TokenIndex::for_vocab(vocab);
         // Free-text class slices and run indexes are per vocabulary and take a trie walk each

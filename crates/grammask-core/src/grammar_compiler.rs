@@ -27,6 +27,8 @@ pub struct GrammarCompiler {
     index: Arc<TokenIndex>,
     cache: GrammarCache,
     cache_enabled: bool,
+    /// Threads one compile may run on, the calling one included (XGrammar's `max_threads`).
+    max_threads: usize,
 }
 
 impl GrammarCompiler {
@@ -38,7 +40,15 @@ impl GrammarCompiler {
             vocab: vocab.clone(),
             cache: GrammarCache::new(cache_limit_bytes),
             cache_enabled,
+            max_threads: usize::MAX,
         }
+    }
+
+    /// Compiles on at most `max_threads` threads, the calling one included (at least 1).
+    #[must_use]
+    pub fn with_max_threads(mut self, max_threads: usize) -> GrammarCompiler {
+        self.max_threads = max_threads.max(1);
+        self
     }
 
     pub fn vocab(&self) -> &Arc<Vocabulary> {
@@ -63,7 +73,7 @@ impl GrammarCompiler {
             }
         }
         let g = make()?;
-        let compiled = Arc::new(CompiledGrammar::new(&g, &self.vocab).map_err(remap)?);
+        let compiled = Arc::new(CompiledGrammar::new_on(&g, &self.vocab, self.max_threads).map_err(remap)?);
         Ok(if self.cache_enabled { self.cache.insert(key, compiled) } else { compiled })
     }
 

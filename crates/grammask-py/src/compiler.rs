@@ -69,12 +69,13 @@ impl PyGrammarCompiler {
 #[pymethods]
 impl PyGrammarCompiler {
     #[new]
-    #[pyo3(signature = (tokenizer_info, cache_enabled = true, cache_limit_bytes = -1))]
+    #[pyo3(signature = (tokenizer_info, cache_enabled = true, cache_limit_bytes = -1, max_threads = usize::MAX))]
     fn new(
         py: Python<'_>,
         tokenizer_info: PyRef<'_, PyTokenizerInfo>,
         cache_enabled: bool,
         cache_limit_bytes: i64,
+        max_threads: usize,
     ) -> PyResult<Self> {
         if cache_limit_bytes < -1 {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -82,7 +83,9 @@ impl PyGrammarCompiler {
             )));
         }
         let vocab = tokenizer_info.inner.clone();
-        let inner = py.allow_threads(|| GrammarCompiler::new(&vocab, cache_enabled, cache_limit_bytes));
+        let inner = py.allow_threads(|| {
+            GrammarCompiler::new(&vocab, cache_enabled, cache_limit_bytes).with_max_threads(max_threads)
+        });
         Ok(PyGrammarCompiler { inner })
     }
 

@@ -24,8 +24,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 impl Automata {
-    /// Builds the automata of `grammar`.
+    /// Builds the automata of `grammar`, on as many threads as the machine allows (at most
+    /// [`MAX_BUILD_THREADS`]).
     pub fn build(grammar: &Grammar) -> Result<Automata> {
+        Self::build_on(grammar, usize::MAX)
+    }
+
+    /// [`Self::build`] on at most `max_threads` threads, the calling one included (`1`: no thread
+    /// is started).
+    pub fn build_on(grammar: &Grammar, max_threads: usize) -> Result<Automata> {
         // Token expressions become rules of their own, one token edge each (`token_edges.rs`).
         let lifted;
         let grammar = if grammar.has_token_exprs() {
@@ -62,7 +69,7 @@ impl Automata {
             Vec::new()
         };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
-        let workers = build_threads().min(todo.len() / RULES_PER_THREAD).max(1);
+        let workers = build_threads().min(max_threads).min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
@@ -140,6 +147,8 @@ impl Automata {
         let parts: Vec<Result<Vec<Built>>> = if workers == 1 {
             vec![work()]
         } else {
+            #[cfg(test)]
+            WORKERS_STARTED.with(|n| n.set(n.get() + workers - 1));
             std::thread::scope(|sc| {
                 let handles: Vec<_> = (1..workers).map(|_| sc.spawn(work)).collect();
                 let mut parts = vec![work()];
@@ -433,6 +442,12 @@ fn take_states(budget: &mut usize, n: usize) -> Result<()> {
 const MAX_BUILD_THREADS: usize = 4;
 const RULES_PER_THREAD: usize = 48;
 
+#[cfg(test)]
+thread_local! {
+    /// Build workers this thread started besides itself.
+    static WORKERS_STARTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The threads rule automata may be built on. Looked up once: the standard library reads the
 /// cgroup quota files on every call.
 fn build_threads() -> usize {
@@ -650,4 +665,37 @@ fn group_by_key<T: Copy + Default>(n: usize, pairs: impl Iterator<Item = (u32, T
 /// The values of key `k` in `g`.
 fn group<T>(g: &Groups<T>, k: usize) -> &[T] {
     &g.1[g.0[k] as usize..g.0[k + 1] as usize]
+}
+
+#[cfg(test)]
+mod thread_tests {
+    use super::*;
+    use std::fmt::Write;
+
+    /// A grammar of `n` distinct recursive rules: none is inlined or merged, so each is built.
+    fn many_rules(n: usize) -> Grammar {
+        let mut src = String::from("root ::= r0\n");
+        for i in 0..n {
+            let next = if i + 1 < n { format!(" | r{}", i + 1) } else { String::new() };
+            writeln!(src, "r{i} ::= \"a{i}\" r{i} \"b\" | \"c{i}\"{next}").unwrap();
+        }
+        crate::ebnf::parse_ebnf(&src, "root").unwrap()
+    }
+
+    fn started_by(f: impl FnOnce()) -> usize {
+        let before = WORKERS_STARTED.with(std::cell::Cell::get);
+        f();
+        WORKERS_STARTED.with(std::cell::Cell::get) - before
+    }
+
+    #[test]
+    fn max_threads_bounds_the_build_workers() {
+        let g = many_rules(8 * RULES_PER_THREAD);
+        let one = Automata::build_on(&g, 1).unwrap();
+        assert_eq!(started_by(|| drop(Automata::build_on(&g, 1).unwrap())), 0);
+        // Two threads where the machine has them: one started besides the caller.
+        assert_eq!(started_by(|| drop(Automata::build_on(&g, 2).unwrap())), build_threads().min(2) - 1);
+        assert_eq!(started_by(|| drop(Automata::build(&g).unwrap())), build_threads() - 1);
+        assert_eq!(format!("{one:?}"), format!("{:?}", Automata::build_on(&g, 2).unwrap()));
+    }
 }
