@@ -7,6 +7,8 @@
 //! capacities, and hash-table slots roughly, hence the tolerance.
 #![allow(unsafe_code)]
 
+mod common;
+
 use grammask_core::builtin::builtin_json_grammar_with;
 use grammask_core::matcher::CompiledGrammar;
 use grammask_core::slice::{BodySlice, RunBases};
@@ -81,12 +83,7 @@ fn vocab() -> Arc<Vocabulary> {
         }
         toks.push(t);
     }
-    toks.sort();
-    toks.dedup();
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..VocabularyOptions::default() };
-    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    common::raw_vocab_with_stop(toks)
 }
 
 /// Heap bytes `make`'s result keeps alive (allocated while making it, minus what was freed).

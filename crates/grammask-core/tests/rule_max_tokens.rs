@@ -112,12 +112,7 @@ fn vocab(rng: &mut Rng) -> Arc<Vocabulary> {
         let len = 2 + rng.below(3) as usize;
         toks.push((0..len).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect());
     }
-    toks.sort();
-    toks.dedup();
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
-    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    common::raw_vocab_with_stop(toks)
 }
 
 fn compiled(body: &Body, n: u32, vocab: &Arc<Vocabulary>) -> Arc<CompiledGrammar> {

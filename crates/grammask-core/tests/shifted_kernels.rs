@@ -5,7 +5,7 @@
 use grammask_core::compiler::StateId;
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
-use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
 mod common;
@@ -56,13 +56,7 @@ fn text_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
         let n = 1 + rng.below(4) as usize;
         toks.push((0..n).flat_map(|_| pieces[rng.below(pieces.len() as u64) as usize].to_vec()).collect());
     }
-    toks.sort();
-    toks.dedup();
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts =
-        VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len()), ..Default::default() };
-    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    common::raw_vocab_with_stop(toks)
 }
 
 #[test]

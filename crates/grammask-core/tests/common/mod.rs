@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests (each test file includes it with `mod common;`).
 
 use grammask_core::grammar::{ExprId, Grammar, GrammarBuilder};
+use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
+use std::sync::Arc;
 
 /// A small deterministic xorshift* generator: tests draw paths and tokens from a fixed seed.
 pub struct Rng(pub u64);
@@ -18,6 +20,18 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// A raw vocabulary of `toks` sorted and without duplicates, then `</s>`: the last id, the stop
+/// token.
+#[allow(dead_code)]
+pub fn raw_vocab_with_stop(mut toks: Vec<Vec<u8>>) -> Arc<Vocabulary> {
+    toks.sort();
+    toks.dedup();
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..VocabularyOptions::default() };
+    Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
 /// The bytes random grammars and vocabularies are made of.
