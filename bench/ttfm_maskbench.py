@@ -5,14 +5,14 @@ fill its first mask, timed together on three clocks (the same interval):
 
 - ``wall``: elapsed time (``perf_counter``), what a user waits for. The primary figure on a quiet
   machine; on a loaded one it also counts time the process waited for a core.
-- ``process``: CPU time of all of this process's threads (``process_time``). Rule automata are
-  built on up to 4 threads (``compiler/build.rs``), so this counts the whole compile's work; it
-  is the figure to compare builds with on a loaded machine. It is at least ``thread``.
+- ``process``: CPU time of all of this process's threads (``process_time``): the figure to compare
+  builds with on a loaded machine. It is at least ``thread``.
 - ``thread``: CPU time of the calling thread only (``thread_time``), the figure this script gave
-  before session 26. It leaves out the build threads' work, so it understates a compile that
-  builds its automata on several threads.
+  before session 26.
 
-``max_threads=1`` limits the compiler's own worker pool, not the rule-automata build threads.
+The compiler runs with ``max_threads=1``, so a compile runs on the calling thread only and the
+three clocks agree on a quiet machine (before session 27 rule automata were built on up to 4
+threads whatever ``max_threads`` said, and ``thread`` understated band compiles by ~13%).
 Prints p50/p90/p99/max per clock over the schemas that compiled, how many took over 20 ms, 100 ms
 and 1 s, and the slowest ``--top`` by the ``--clock`` chosen (default ``wall``). With ``--out``,
 writes ``[[wall, process, thread, file, compiled], ...]`` (seconds) as JSON. With ``--files LIST``
