@@ -19,8 +19,8 @@ use crate::mask::{
     Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
-    Level, RunIndex,
+    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassChain, ClassSlice, Counted,
+    CoverMemo, Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -635,13 +635,17 @@ impl CompiledGrammar {
         let start = |r: RuleId| a.callee_start(state, r);
         // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
         // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
-        // start looping on a class with a slice) is the exception: its own classification takes
-        // the class slice, the caller's walk (several items per row) could not.
+        // start looping on a class with a slice) and a counted class body (a key pattern
+        // `[a-zA-Z0-9_]{1,500}`) are the exceptions: their own classification takes the class
+        // (body) slice, the caller's walk (several items per row) could not.
+        // PERF: the key position of MaskBench o79409's `annotations` (`{"` before such a key)
+        // walked every class-text node of the trie, ~30 M instructions on Llama 3.
         let free_text =
             |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
         let skip = |r: RuleId| {
             let s0 = start(r);
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
+            let sliced = |s0| free_text(s0) || self.class_body(s0).is_some();
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !sliced(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
@@ -753,14 +757,14 @@ impl CompiledGrammar {
     /// ([`Self::class_body`]), for tests.
     #[doc(hidden)]
     pub fn class_body_capacity(&self, state: StateId) -> Option<u32> {
-        self.class_body(state).map(|(_, c, _)| c)
+        self.class_body(state).map(|(_, chain)| chain.chars)
     }
 
     /// The exit state of the counted class body at `state` if it takes that shortcut with a chain
     /// that ends in one ([`ClassBodies::chain`]), for tests.
     #[doc(hidden)]
     pub fn class_body_exit(&self, state: StateId) -> Option<StateId> {
-        self.class_body(state).and_then(|(_, _, exit)| exit)
+        self.class_body(state).and_then(|(_, chain)| chain.exit)
     }
 
     /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::chain`], [`ClassBodies::slice`]),
@@ -768,13 +772,14 @@ impl CompiledGrammar {
     /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
     /// PERF: the chain first (memoized levels): a cover search on every state that calls rules
     /// (a long `maxLength`'s blocks) cost up to ~20 ms.
-    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32, Option<StateId>)> {
-        let (class, c, exit) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state)?;
+    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, ClassChain)> {
+        let follow = &self.follow()[self.automata.state(state).rule.index()];
+        let chain = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow)?;
         if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
             return None;
         }
         let vocab_size = self.index.vocab.vocab_size();
-        self.class_bodies.slice(&self.index.trie, vocab_size, class).map(|sl| (sl, c, exit))
+        self.class_bodies.slice(&self.index.trie, vocab_size, chain.class).map(|sl| (sl, chain))
     }
 
     /// How the kernels were classified so far.
@@ -823,7 +828,7 @@ impl CompiledGrammar {
         self.with_walk_shortcuts(state, |sc| {
             f(Shortcuts {
                 capacity,
-                class_body: class_body.as_ref().map(|(sl, c, exit)| (&**sl, *c, *exit)),
+                class_body: class_body.as_ref().map(|(sl, chain)| (&**sl, chain)),
                 class: class.as_deref(),
                 ..sc
             })
