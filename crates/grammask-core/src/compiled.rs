@@ -185,11 +185,13 @@ impl CompiledGrammar {
                 note(c, false, s);
             }
         }
-        fresh.retain(|&(c, utf8, _)| !index.class_seen(c, utf8));
         // A string body's run index serves walks that enter the body below the root (after an
-        // escape, a quote or a key). All of them are built in one trie walk.
+        // escape, a quote or a key). Every class of the grammar, seen before or not: one dropped
+        // since, or never built once the per-vocabulary budget was spent, is built again here
+        // rather than walked in the masks ([`TokenIndex::build_run_indexes`]).
         let runs: Vec<(u128, bool)> = fresh.iter().filter(|f| f.2 || f.1).map(|f| (f.0, f.1)).collect();
         index.build_run_indexes(&runs);
+        fresh.retain(|&(c, utf8, _)| !index.class_seen(c, utf8));
         for (c, utf8, free_text) in fresh {
             index.see_class(c, utf8);
             if free_text && utf8 {

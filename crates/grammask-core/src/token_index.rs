@@ -13,7 +13,7 @@ use crate::slice::{BodySlice, ClassSlice, FirstChars, RunBases, RunIndex, Walked
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// A vocabulary with its token trie, built once per vocabulary and shared, plus the
@@ -29,9 +29,13 @@ pub struct TokenIndex {
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
-    /// Run indexes by (ASCII class, UTF-8 too), built on first use (at most
-    /// [`MAX_RUN_INDEXES`]).
-    run_indexes: RwLock<HashMap<(u128, bool), Arc<RunIndex>>>,
+    /// Run indexes by (ASCII class, UTF-8 too), each with the compile that last needed it (a
+    /// tick of `run_clock`), built on first use (at most [`MAX_RUN_INDEXES`]; a compile makes
+    /// room for its own classes by dropping the least recently needed, see
+    /// [`Self::build_run_indexes`]).
+    run_indexes: RwLock<HashMap<(u128, bool), (Arc<RunIndex>, u64)>>,
+    /// Compiles that asked for run indexes so far.
+    run_clock: AtomicU64,
     /// What every run index shares ([`RunBases`]; 1.8 MB on Llama 3), built with the index.
     run_bases: OnceLock<RunBases>,
     /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
@@ -51,8 +55,9 @@ pub struct TokenIndex {
 const MAX_WALKED_BODIES: usize = 32;
 
 /// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
-/// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary).
-const MAX_RUN_INDEXES: usize = 16;
+/// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary; ~1.1 MB on
+/// Llama 3 on average).
+pub const MAX_RUN_INDEXES: usize = 16;
 
 /// Most loop classes remembered per vocabulary as seen.
 const MAX_CLASSES_SEEN: usize = 4096;
@@ -119,10 +124,10 @@ impl TokenIndex {
     /// per-vocabulary budget is spent.
     pub fn run_index(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
         if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
-            return Some(r.clone());
+            return Some(r.0.clone());
         }
-        self.build_run_indexes(&[(ascii, utf8)]);
-        read(&self.run_indexes).get(&(ascii, utf8)).cloned()
+        self.build_within(&[(ascii, utf8)], self.run_clock.load(Ordering::Relaxed), false);
+        read(&self.run_indexes).get(&(ascii, utf8)).map(|r| r.0.clone())
     }
 
     /// Whether the run index of a class was built (for tests).
@@ -131,16 +136,38 @@ impl TokenIndex {
         read(&self.run_indexes).contains_key(&(ascii, utf8))
     }
 
-    /// Builds the run indexes of those of `classes` not built yet, within the per-vocabulary
-    /// budget, each from the shared [`RunBases`] ([`RunIndex::of_class`]).
+    /// Builds the run indexes of a grammar being compiled, those of `classes` not built yet, each
+    /// from the shared [`RunBases`] ([`RunIndex::of_class`]), and marks them all as needed now.
+    /// Past the per-vocabulary budget, the indexes no compile needed for the longest make room
+    /// (a grammar that took one keeps it alive); a compile never drops the classes it needs.
+    /// PERF: the budget was spent for good by the 44th schema of the 287-schema tail sample
+    /// (`bench/tail_states.py --limit 300 --seed 1818`), so every later grammar's new classes
+    /// walked the trie in its masks: MaskBench o60252's `email` positions took ~2 ms there
+    /// against ~0.1 ms in a fresh process.
     pub fn build_run_indexes(&self, classes: &[(u128, bool)]) {
+        let tick = self.run_clock.fetch_add(1, Ordering::Relaxed) + 1;
+        self.build_within(classes, tick, true);
+    }
+
+    /// Builds those of `classes` not built yet as needed at `tick`, dropping the least recently
+    /// needed others to make room when `evict`, else only while the budget lasts.
+    fn build_within(&self, classes: &[(u128, bool)], tick: u64, evict: bool) {
         let mut w = write(&self.run_indexes);
         let mut todo: Vec<(u128, bool)> = Vec::new();
         for &c in classes {
-            if !w.contains_key(&c) && !todo.contains(&c) && w.len() + todo.len() < MAX_RUN_INDEXES {
-                todo.push(c);
+            match w.get_mut(&c) {
+                Some(e) => e.1 = e.1.max(tick),
+                None if !todo.contains(&c) => todo.push(c),
+                None => {}
             }
         }
+        while evict && w.len() + todo.len() > MAX_RUN_INDEXES {
+            let Some(oldest) = w.iter().filter(|(_, e)| e.1 < tick).min_by_key(|(_, e)| e.1).map(|(&k, _)| k) else {
+                break;
+            };
+            w.remove(&oldest);
+        }
+        todo.truncate(MAX_RUN_INDEXES.saturating_sub(w.len()));
         if todo.is_empty() {
             return;
         }
@@ -149,7 +176,7 @@ impl TokenIndex {
         let bases = self.run_bases();
         for &(ascii, utf8) in &todo {
             let ri = RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8);
-            w.insert((ascii, utf8), Arc::new(ri));
+            w.insert((ascii, utf8), (Arc::new(ri), tick));
         }
     }
 
@@ -205,6 +232,7 @@ impl TokenIndex {
             body,
             class_slices,
             run_indexes,
+            run_clock: _, // a counter
             run_bases,
             classes_seen,
             quote_ends,
@@ -215,7 +243,7 @@ impl TokenIndex {
         let entry = 32;
         let kernels: usize = read(kernels).values().map(|k| k.memory_size() + entry).sum();
         let classes: usize = read(class_slices).values().map(|c| c.memory_size() + entry).sum();
-        let runs: usize = read(run_indexes).values().map(|r| r.memory_size() + entry).sum();
+        let runs: usize = read(run_indexes).values().map(|r| r.0.memory_size() + entry).sum();
         let walked: usize =
             read(walked_bodies).values().map(|w| w.as_ref().map_or(0, |w| w.memory_size()) + entry).sum();
         vec![
@@ -270,6 +298,7 @@ impl TokenIndex {
             body: OnceLock::new(),
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
+            run_clock: AtomicU64::new(0),
             run_bases: OnceLock::new(),
             classes_seen: RwLock::new(HashSet::new()),
             quote_ends: OnceLock::new(),
@@ -282,5 +311,41 @@ impl TokenIndex {
         let _ = idx.run_bases();
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::{VocabType, VocabularyOptions};
+
+    /// Grammars compiled one after another, each looping on a class of its own, past the
+    /// per-vocabulary budget of run indexes, then the first ones again: every compile leaves its
+    /// own class's run index built (the least recently needed one made room), and no more than the
+    /// budget are kept. Fails when a compile past the budget builds nothing (the indexes of every
+    /// grammar after the budget's were walked in their masks: MaskBench o60252 in the tail
+    /// sample) or when a class seen before is not built again at compile.
+    #[test]
+    fn every_compile_gets_its_run_indexes() {
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        toks.extend(["ab", "ABC", "a1", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let index = TokenIndex::for_vocab(&vocab);
+        // Class `i`: the letters with the `i`-th one left out (each a loop class of its own).
+        let class_of = |i: u8| -> u128 { (b'a'..=b'z').filter(|&b| b != b'a' + i).fold(0, |c, b| c | 1 << b) };
+        let compile = |i: u8| {
+            let class: String = (b'a'..=b'z').filter(|&b| b != b'a' + i).map(char::from).collect();
+            let g = crate::ebnf::parse_ebnf(&format!("root ::= \"<\" [{class}]* \">\""), "root").unwrap();
+            crate::compiled::CompiledGrammar::new(&g, &vocab).unwrap()
+        };
+        let n = MAX_RUN_INDEXES as u8 + 4;
+        for i in (0..n).chain(0..4) {
+            let cg = compile(i);
+            let built = |i: u8| read(&index.run_indexes).keys().any(|&(c, _)| c == class_of(i));
+            assert!(built(i), "grammar {i}: its class has no run index");
+            assert!(read(&index.run_indexes).len() <= MAX_RUN_INDEXES);
+            drop(cg);
+        }
     }
 }
