@@ -780,8 +780,7 @@ impl CompiledGrammar {
         if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
             return None;
         }
-        let vocab_size = self.index.vocab.vocab_size();
-        self.class_bodies.slice(&self.index.trie, vocab_size, chain.class).map(|sl| (sl, chain))
+        self.class_bodies.slice(chain.class, |form| self.index.class_body_slice(form)).map(|sl| (sl, chain))
     }
 
     /// How the kernels were classified so far.

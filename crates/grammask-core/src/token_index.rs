@@ -9,7 +9,7 @@
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
+use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
@@ -33,7 +33,7 @@ pub struct TokenIndex {
     /// tick of `run_clock`), built on first use (at most [`MAX_RUN_INDEXES`]; a compile makes
     /// room for its own classes by dropping the least recently needed, see
     /// [`Self::build_run_indexes`]).
-    run_indexes: RwLock<HashMap<(u128, bool), (Arc<RunIndex>, u64)>>,
+    run_indexes: RwLock<RunIndexes>,
     /// Compiles that asked for run indexes so far.
     run_clock: AtomicU64,
     /// What every run index shares ([`RunBases`]; 1.8 MB on Llama 3), built with the index.
@@ -48,11 +48,21 @@ pub struct TokenIndex {
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
     walked_bodies: RwLock<HashMap<u128, Option<Arc<WalkedBody>>>>,
+    /// Counted class-body slices by character automaton form, built on first use (at most
+    /// [`MAX_CLASS_BODY_SLICES`]; past them each compiled grammar builds its own).
+    class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
 }
+
+/// Run indexes by (ASCII class, UTF-8 too), each with the tick of the compile that last needed it.
+type RunIndexes = HashMap<(u128, bool), (Arc<RunIndex>, u64)>;
 
 /// Most body slices with walked characters kept per vocabulary (each is a token bitset plus its
 /// frontier).
 const MAX_WALKED_BODIES: usize = 32;
+
+/// Most counted class-body slices kept per vocabulary (each: 33 token bitsets, 16 KB each on a
+/// 128k vocabulary, and the frontier nodes where class text leaves the class).
+const MAX_CLASS_BODY_SLICES: usize = 16;
 
 /// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
 /// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary; ~1.1 MB on
@@ -180,6 +190,24 @@ impl TokenIndex {
         }
     }
 
+    /// The counted class-body slice of a character automaton's form ([`ClassBodySlice::new`]), built
+    /// on first use and shared by the grammars compiled against the vocabulary (a slice depends on
+    /// the form and the vocabulary only).
+    /// PERF: each was built per compiled grammar, in the mask at its first position: a walk of the
+    /// class-text part of the trie, 10-17 M instructions on Llama 3 for a pattern class such as
+    /// `[\w\s-]` (MaskBench o82696 and o82667 `css_class`) or `[^/]` (o65430 `identifier`).
+    pub fn class_body_slice(&self, form: &[u32]) -> Arc<ClassBodySlice> {
+        if let Some(s) = read(&self.class_body_slices).get(form) {
+            return s.clone();
+        }
+        let built = Arc::new(ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form));
+        let mut w = write(&self.class_body_slices);
+        if w.len() >= MAX_CLASS_BODY_SLICES && !w.contains_key(form) {
+            return built;
+        }
+        w.entry(form.to_vec()).or_insert(built).clone()
+    }
+
     /// The free-text slice of ASCII class `ascii` if it was built.
     pub fn cached_class_slice(&self, ascii: u128) -> Option<Arc<ClassSlice>> {
         read(&self.class_slices).get(&ascii).cloned()
@@ -238,6 +266,7 @@ impl TokenIndex {
             quote_ends,
             first_chars,
             walked_bodies,
+            class_body_slices,
         } = self;
         // Per hash-map entry: its key and `Arc` plus the table's own slot (an estimate).
         let entry = 32;
@@ -246,6 +275,8 @@ impl TokenIndex {
         let runs: usize = read(run_indexes).values().map(|r| r.0.memory_size() + entry).sum();
         let walked: usize =
             read(walked_bodies).values().map(|w| w.as_ref().map_or(0, |w| w.memory_size()) + entry).sum();
+        let class_bodies: usize =
+            read(class_body_slices).iter().map(|(f, s)| s.memory_size() + 4 * f.len() + entry).sum();
         vec![
             ("vocabulary", vocab.memory_size()),
             ("trie", trie.memory_size()),
@@ -254,6 +285,7 @@ impl TokenIndex {
             ("run_indexes", runs),
             ("class_slices", classes),
             ("walked_bodies", walked),
+            ("class_body_slices", class_bodies),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
@@ -304,6 +336,7 @@ impl TokenIndex {
             quote_ends: OnceLock::new(),
             first_chars: OnceLock::new(),
             walked_bodies: RwLock::new(HashMap::new()),
+            class_body_slices: RwLock::new(HashMap::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask or
         // compile: nearly every grammar has a loop class or a string body that takes a run index.
@@ -319,6 +352,39 @@ mod tests {
     use super::*;
     use crate::vocab::{VocabType, VocabularyOptions};
 
+    /// Printable ASCII and a few longer tokens.
+    fn small_vocab() -> Arc<Vocabulary> {
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        toks.extend(["ab", "ABC", "a1", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    }
+
+    /// Two grammars with the same counted class (`[a-zA-Z]{20}`, between different bytes) share
+    /// one class-body slice, the vocabulary's. Fails when each compiled grammar builds its own
+    /// again (the second grammar's slice is not the index's).
+    #[test]
+    fn grammars_share_class_body_slices() {
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        let grammars: Vec<_> = [r#"root ::= "<" [a-zA-Z]{20} ">""#, r#"root ::= "[" [a-zA-Z]{20} "]""#]
+            .iter()
+            .map(|g| {
+                crate::compiled::CompiledGrammar::new(&crate::ebnf::parse_ebnf(g, "root").unwrap(), &vocab).unwrap()
+            })
+            .collect();
+        for cg in &grammars {
+            let states = (0..cg.automata().states().len() as u32).map(crate::compiler::StateId);
+            let taken = states.filter(|&s| cg.class_body_capacity(s).is_some()).count();
+            assert!(taken >= 20, "{taken} states take a class-body slice");
+        }
+        let slices = read(&index.class_body_slices);
+        assert_eq!(slices.len(), 1);
+        let shared = slices.values().next().unwrap();
+        // The index's and each grammar's.
+        assert_eq!(Arc::strong_count(shared), 1 + grammars.len());
+    }
+
     /// Grammars compiled one after another, each looping on a class of its own, past the
     /// per-vocabulary budget of run indexes, then the first ones again: every compile leaves its
     /// own class's run index built (the least recently needed one made room), and no more than the
@@ -327,10 +393,7 @@ mod tests {
     /// sample) or when a class seen before is not built again at compile.
     #[test]
     fn every_compile_gets_its_run_indexes() {
-        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
-        toks.extend(["ab", "ABC", "a1", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
-        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
-        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let vocab = small_vocab();
         let index = TokenIndex::for_vocab(&vocab);
         // Class `i`: the letters with the `i`-th one left out (each a loop class of its own).
         let class_of = |i: u8| -> u128 { (b'a'..=b'z').filter(|&b| b != b'a' + i).fold(0, |c, b| c | 1 << b) };

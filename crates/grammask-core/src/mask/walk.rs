@@ -25,9 +25,10 @@ impl KernelWalk<'_> {
             let c = chain.chars;
             cb.add_within(c, &mut w.accepted);
             let exits = chain.exit.into_iter().flat_map(|r| a.byte_edges(r)).flat_map(|e| e.lo..=e.hi);
-            let follow_bytes: Vec<u8> = match chain.ends.is_empty() {
-                true => Vec::new(),
-                false => (0..=255u8).filter(|&x| follow.is_none_or(|fo| fo.contains(x))).collect(),
+            let follow_bytes: Vec<u8> = if chain.ends.is_empty() {
+                Vec::new()
+            } else {
+                (0..=255u8).filter(|&x| follow.is_none_or(|fo| fo.contains(x))).collect()
             };
             let ended = chain.ends.iter().flat_map(|&k| follow_bytes.iter().flat_map(move |&x| cb.exits_at(k, x)));
             for f in cb.walked.iter().chain(exits.flat_map(|x| cb.exits_at(c, x))).chain(ended) {

@@ -327,9 +327,12 @@ impl ClassBodySlice {
         self.exits[from..].iter().take_while(move |e| (e.0, e.1) == (k, x)).map(|e| &e.2)
     }
 
+    /// Heap bytes held: the counts, the frontier lists as allocated, and the nodes' paths.
     pub fn memory_size(&self) -> usize {
-        let nodes = self.walked.iter().chain(self.exits.iter().map(|e| &e.2));
-        self.counts.memory_size() + nodes.map(|f| f.path.len() + 32).sum::<usize>()
+        let lists = self.walked.capacity() * std::mem::size_of::<FrontierNode>()
+            + self.exits.capacity() * std::mem::size_of::<(u32, u8, FrontierNode)>();
+        let paths: usize = self.walked.iter().chain(self.exits.iter().map(|e| &e.2)).map(|f| f.path.len()).sum();
+        self.counts.memory_size() + lists + paths
     }
 }
 
@@ -403,9 +406,10 @@ impl ClassBodies {
         Some(chain)
     }
 
-    /// The slice of class `class` (from [`Self::chain`]), built on first use; `None` for a class
-    /// of few characters or past [`MAX_CLASSES`] slices.
-    pub fn slice(&self, trie: &TokenTrie, vocab_size: usize, class: u32) -> Option<Arc<ClassBodySlice>> {
+    /// The slice of class `class` (from [`Self::chain`]), taken on first use from `build` (the
+    /// vocabulary's slice of that form: [`crate::token_index::TokenIndex::class_body_slice`]);
+    /// `None` for a class of few characters or past [`MAX_CLASSES`] slices.
+    pub fn slice(&self, class: u32, build: impl FnOnce(&[u32]) -> Arc<ClassBodySlice>) -> Option<Arc<ClassBodySlice>> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
         let (form, slice) = &mut inner.forms[class as usize];
@@ -414,7 +418,7 @@ impl ClassBodies {
                 return None;
             }
             inner.slices += 1;
-            *slice = Some(Arc::new(ClassBodySlice::new(trie, vocab_size, form)));
+            *slice = Some(build(form));
         }
         slice.clone()
     }
