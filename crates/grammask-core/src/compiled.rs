@@ -637,17 +637,21 @@ impl CompiledGrammar {
         let start = |r: RuleId| a.callee_start(state, r);
         // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
         // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
-        // start looping on a class with a slice) and a counted class body (a key pattern
-        // `[a-zA-Z0-9_]{1,500}`) are the exceptions: their own classification takes the class
-        // (body) slice, the caller's walk (several items per row) could not.
-        // PERF: the key position of MaskBench o79409's `annotations` (`{"` before such a key)
-        // walked every class-text node of the trie, ~30 M instructions on Llama 3.
+        // start looping on a class with a slice) and a counted class body whose slice is built (a
+        // key pattern `[a-zA-Z0-9_]{1,500}`) are the exceptions: their own classification takes
+        // the class (body) slice, the caller's walk (several items per row) could not.
+        // PERF: the key positions of MaskBench o79409's `subsegments` (`{"` before such a key)
+        // walked every class-text node of the trie, ~25 M instructions on Llama 3. A slice not
+        // built yet is not built here: that walk of the class text costs about what the caller's
+        // walk does where the caller reads few of its tokens (o81601 `totalPrice`: 0.3 -> 1.8 ms).
         let free_text =
             |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
+        // (A counted string body takes the body slice instead, see `with_shortcuts`: its class
+        // slice would be a walk of most of the trie.)
+        let class_body = |s0: StateId| self.counted_body(s0).is_none() && self.class_body_built(s0);
         let skip = |r: RuleId| {
             let s0 = start(r);
-            let sliced = |s0| free_text(s0) || self.class_body(s0).is_some();
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !sliced(s0))
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0) && !class_body(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
@@ -777,10 +781,41 @@ impl CompiledGrammar {
     fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, ClassChain)> {
         let follow = &self.follow()[self.automata.state(state).rule.index()];
         let chain = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow)?;
-        if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
+        if BodySlice::covers(&self.automata, state, &self.cover).is_some() || !self.slice_pays(state, &chain) {
             return None;
         }
         self.class_bodies.slice(chain.class, |form| self.index.class_body_slice(form)).map(|sl| (sl, chain))
+    }
+
+    /// Whether `state` is a counted class body ([`Self::class_body`]) whose slice is built.
+    fn class_body_built(&self, state: StateId) -> bool {
+        let follow = &self.follow()[self.automata.state(state).rule.index()];
+        let Some(chain) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow) else {
+            return false;
+        };
+        BodySlice::covers(&self.automata, state, &self.cover).is_none()
+            && self.slice_pays(state, &chain)
+            && self.class_bodies.has_slice(chain.class, |form| self.index.cached_class_body_slice(form))
+    }
+
+    /// Whether a class-body slice beats the walk at `state`: a chain that may end inside (a final
+    /// loop, `[a-z]*` at a pattern's end) is walked where a run index applies, which reads its
+    /// class text wholesale.
+    /// PERF: o82667's `url` tail took ~14 M instructions building the slice against 0.8 M walked.
+    fn slice_pays(&self, state: StateId, chain: &ClassChain) -> bool {
+        chain.ends.is_empty() || self.state_run(state).is_none()
+    }
+
+    /// The run index that applies at plain state `s` ([`state_run_index`]), memoized: deciding it
+    /// takes a cover search.
+    fn state_run(&self, s: StateId) -> Option<Arc<RunIndex>> {
+        if let Some(r) = read(&self.state_runs).get(&s) {
+            return r.clone();
+        }
+        let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
+        let r = state_run_index(&self.automata, s, &runs, &self.cover);
+        write(&self.state_runs).insert(s, r.clone());
+        r
     }
 
     /// How the kernels were classified so far.
@@ -816,10 +851,14 @@ impl CompiledGrammar {
         })
     }
 
-    fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+    /// The capacity of the counted string body at `state`, itself or through calls.
+    fn counted_body(&self, state: StateId) -> Option<Counted> {
         let max = self.index.trie.max_depth;
-        let capacity =
-            self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
+        self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)))
+    }
+
+    fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+        let capacity = self.counted_body(state);
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
@@ -841,14 +880,7 @@ impl CompiledGrammar {
     fn with_walk_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
-        let state_runs = |s: StateId| {
-            if let Some(r) = read(&self.state_runs).get(&s) {
-                return r.clone();
-            }
-            let r = state_run_index(&self.automata, s, &runs, &self.cover);
-            write(&self.state_runs).insert(s, r.clone());
-            r
-        };
+        let state_runs = |s: StateId| self.state_run(s);
         f(Shortcuts {
             body: Some(self.index.body_slice()),
             follow: Some(&follow),

@@ -29,10 +29,9 @@ pub struct TokenIndex {
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
-    /// Run indexes by (ASCII class, UTF-8 too), each with the compile that last needed it (a
-    /// tick of `run_clock`), built on first use (at most [`MAX_RUN_INDEXES`]; a compile makes
-    /// room for its own classes by dropping the least recently needed, see
-    /// [`Self::build_run_indexes`]).
+    /// Run indexes by (ASCII class, UTF-8 too), each with the tick of `run_clock` at which a
+    /// compile or a walk last needed it, built on first use (at most [`MAX_RUN_INDEXES`]; past
+    /// them the least recently needed make room, see [`Self::build_run_indexes`]).
     run_indexes: RwLock<RunIndexes>,
     /// Compiles that asked for run indexes so far.
     run_clock: AtomicU64,
@@ -53,8 +52,8 @@ pub struct TokenIndex {
     class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
 }
 
-/// Run indexes by (ASCII class, UTF-8 too), each with the tick of the compile that last needed it.
-type RunIndexes = HashMap<(u128, bool), (Arc<RunIndex>, u64)>;
+/// Run indexes by (ASCII class, UTF-8 too), each with the tick at which it was last needed.
+type RunIndexes = HashMap<(u128, bool), (Arc<RunIndex>, AtomicU64)>;
 
 /// Most body slices with walked characters kept per vocabulary (each is a token bitset plus its
 /// frontier).
@@ -133,10 +132,12 @@ impl TokenIndex {
     /// The run index of a class ([`RunIndex`]), built on first use; `None` once the
     /// per-vocabulary budget is spent.
     pub fn run_index(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
+        let now = self.run_clock.load(Ordering::Relaxed);
         if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
+            r.1.fetch_max(now, Ordering::Relaxed);
             return Some(r.0.clone());
         }
-        self.build_within(&[(ascii, utf8)], self.run_clock.load(Ordering::Relaxed), false);
+        self.build_within(&[(ascii, utf8)], now);
         read(&self.run_indexes).get(&(ascii, utf8)).map(|r| r.0.clone())
     }
 
@@ -147,34 +148,38 @@ impl TokenIndex {
     }
 
     /// Builds the run indexes of a grammar being compiled, those of `classes` not built yet, each
-    /// from the shared [`RunBases`] ([`RunIndex::of_class`]), and marks them all as needed now.
-    /// Past the per-vocabulary budget, the indexes no compile needed for the longest make room
-    /// (a grammar that took one keeps it alive); a compile never drops the classes it needs.
+    /// from the shared [`RunBases`] ([`RunIndex::of_class`]), and marks them all as needed at a new
+    /// tick. Past the per-vocabulary budget, the indexes no compile or walk needed for the longest
+    /// make room (a grammar that took one keeps it alive); the classes needed at the current tick
+    /// are never dropped. A walk's lookup ([`Self::run_index`]) marks its class at the current
+    /// tick, and builds a missing one the same way.
     /// PERF: the budget was spent for good by the 44th schema of the 287-schema tail sample
     /// (`bench/tail_states.py --limit 300 --seed 1818`), so every later grammar's new classes
     /// walked the trie in its masks: MaskBench o60252's `email` positions took ~2 ms there
     /// against ~0.1 ms in a fresh process.
     pub fn build_run_indexes(&self, classes: &[(u128, bool)]) {
         let tick = self.run_clock.fetch_add(1, Ordering::Relaxed) + 1;
-        self.build_within(classes, tick, true);
+        self.build_within(classes, tick);
     }
 
     /// Builds those of `classes` not built yet as needed at `tick`, dropping the least recently
-    /// needed others to make room when `evict`, else only while the budget lasts.
-    fn build_within(&self, classes: &[(u128, bool)], tick: u64, evict: bool) {
+    /// needed others (needed before `tick`) to make room.
+    fn build_within(&self, classes: &[(u128, bool)], tick: u64) {
         let mut w = write(&self.run_indexes);
         let mut todo: Vec<(u128, bool)> = Vec::new();
         for &c in classes {
-            match w.get_mut(&c) {
-                Some(e) => e.1 = e.1.max(tick),
+            match w.get(&c) {
+                Some(e) => {
+                    e.1.fetch_max(tick, Ordering::Relaxed);
+                }
                 None if !todo.contains(&c) => todo.push(c),
                 None => {}
             }
         }
-        while evict && w.len() + todo.len() > MAX_RUN_INDEXES {
-            let Some(oldest) = w.iter().filter(|(_, e)| e.1 < tick).min_by_key(|(_, e)| e.1).map(|(&k, _)| k) else {
-                break;
-            };
+        let last_needed = |e: &(Arc<RunIndex>, AtomicU64)| e.1.load(Ordering::Relaxed);
+        while w.len() + todo.len() > MAX_RUN_INDEXES {
+            let old = w.iter().filter(|(_, e)| last_needed(e) < tick).min_by_key(|(_, e)| last_needed(e));
+            let Some(oldest) = old.map(|(&k, _)| k) else { break };
             w.remove(&oldest);
         }
         todo.truncate(MAX_RUN_INDEXES.saturating_sub(w.len()));
@@ -186,7 +191,7 @@ impl TokenIndex {
         let bases = self.run_bases();
         for &(ascii, utf8) in &todo {
             let ri = RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8);
-            w.insert((ascii, utf8), (Arc::new(ri), tick));
+            w.insert((ascii, utf8), (Arc::new(ri), AtomicU64::new(tick)));
         }
     }
 
@@ -206,6 +211,11 @@ impl TokenIndex {
             return built;
         }
         w.entry(form.to_vec()).or_insert(built).clone()
+    }
+
+    /// The counted class-body slice of a form if it was built ([`Self::class_body_slice`]).
+    pub fn cached_class_body_slice(&self, form: &[u32]) -> Option<Arc<ClassBodySlice>> {
+        read(&self.class_body_slices).get(form).cloned()
     }
 
     /// The free-text slice of ASCII class `ascii` if it was built.
@@ -358,6 +368,50 @@ mod tests {
         toks.extend(["ab", "ABC", "a1", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
         let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
         Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    }
+
+    /// A class a walk looked up since the last compile is kept when a new compile makes room: the
+    /// least recently needed index goes, however it was last needed. Fails when a walk's lookup
+    /// does not count as a use (the JSON string body's run index, built in the masks, was dropped
+    /// by the next compiles and never built again: MaskBench o9812's first `description` position
+    /// walked the body, 3.4 ms, in the tail sample).
+    #[test]
+    fn walks_keep_their_run_indexes() {
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        let class_of = |i: u8| -> u128 { (b'a'..=b'z').filter(|&b| b != b'a' + i).fold(0, |c, b| c | 1 << b) };
+        for i in 0..MAX_RUN_INDEXES as u8 {
+            index.build_run_indexes(&[(class_of(i), false)]);
+        }
+        // Class 0 is the least recently compiled; a walk needs it now.
+        assert!(index.run_index(class_of(0), false).is_some());
+        index.build_run_indexes(&[(class_of(30), false)]);
+        let kept = |i: u8| read(&index.run_indexes).contains_key(&(class_of(i), false));
+        assert!(kept(30) && kept(0), "the class a walk needed was dropped");
+        assert!(!kept(1), "the least recently needed class is kept");
+        // A walk builds a missing class the same way.
+        assert!(index.run_index(class_of(1), false).is_some() && !kept(2));
+    }
+
+    /// A position whose callees are counted string bodies (MaskBench o82667's `caption`,
+    /// `maxLength: 5000`: `json_char.block{0,3} json_char.short | ...`) is not composed from
+    /// class-body slices: those bodies take the string-body slice, and a class slice of every
+    /// string character would walk most of the trie (3-5 ms on Llama 3 at that position, against a
+    /// 0.7 ms walk). Fails when composition asks any callee for its class body first.
+    #[test]
+    fn string_bodies_are_not_composed_from_class_slices() {
+        use crate::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+        use crate::matcher::{Matcher, MatcherOptions};
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        let schema = r#"{"type": "object", "properties": {"caption": {"type": "string", "maxLength": 5000}}}"#;
+        let g =
+            json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+        let cg = Arc::new(crate::compiled::CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(br#"{"caption": ""#).unwrap());
+        m.compute_mask().unwrap();
+        assert!(read(&index.class_body_slices).is_empty(), "a class-body slice was built for a string body");
     }
 
     /// Two grammars with the same counted class (`[a-zA-Z]{20}`, between different bytes) share

@@ -423,6 +423,21 @@ impl ClassBodies {
         slice.clone()
     }
 
+    /// Whether the slice of class `class` is at hand: taken already, or in `cached` (the
+    /// vocabulary's slices), then taken from there within [`MAX_CLASSES`]; never built.
+    pub fn has_slice(&self, class: u32, cached: impl FnOnce(&[u32]) -> Option<Arc<ClassBodySlice>>) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
+        let (form, slice) = &mut inner.forms[class as usize];
+        if slice.is_none() && inner.slices < MAX_CLASSES {
+            if let Some(s) = cached(form) {
+                inner.slices += 1;
+                *slice = Some(s);
+            }
+        }
+        slice.is_some()
+    }
+
     /// Heap bytes of the levels, forms and slices.
     pub fn memory_size(&self) -> usize {
         let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
