@@ -12,6 +12,10 @@
 //! (`fill_mask_direct`), for comparison.
 //! `PROFILE_AT=N` runs the fill at token `N` through `profiled_fill`, for callgrind:
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*profiled_fill*' ...`.
+//! `WARM=LIST`: first compiles the schemas `LIST` names (one path stem a line: `STEM.schema.json`
+//! and its documents `STEM.N.txt` / `STEM.N.at`) and fills along their documents, in that order,
+//! as `bench/tail_states.py` does before the target schema: the per-vocabulary parts (run indexes,
+//! class slices, the cross-grammar kernel cache) are then in the state the sample left them in.
 use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::mask::kernel_items;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
@@ -45,6 +49,11 @@ fn main() {
     let min_us: f64 = args.get(5).map_or(300.0, |s| s.parse().unwrap());
     let profile_at: Option<usize> = std::env::var("PROFILE_AT").ok().and_then(|n| n.parse().ok());
     let kernels_at: Option<usize> = std::env::var("KERNELS").ok().and_then(|n| n.parse().ok());
+    // The per-vocabulary index lives while a grammar (or this) holds it.
+    let _index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
+    if let Ok(list) = std::env::var("WARM") {
+        warm_up(&vocab, &std::fs::read_to_string(list).unwrap());
+    }
     let t = micros();
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
@@ -97,4 +106,35 @@ fn print_kernels(cg: &CompiledGrammar, m: &Matcher) {
             km.suffixes.len()
         );
     }
+}
+
+/// Compiles each schema of `list` and fills along its documents (see `WARM` in the module doc).
+fn warm_up(vocab: &Arc<Vocabulary>, list: &str) {
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let mut schemas = 0;
+    for stem in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let Ok(schema) = std::fs::read_to_string(format!("{stem}.schema.json")) else { continue };
+        let Ok(g) = json_schema_to_grammar(&schema, &opts) else { continue };
+        let Ok(cg) = CompiledGrammar::new(&g, vocab) else { continue };
+        let cg = Arc::new(cg);
+        schemas += 1;
+        for i in 0.. {
+            let (Ok(input), Ok(at)) =
+                (std::fs::read(format!("{stem}.{i}.txt")), std::fs::read_to_string(format!("{stem}.{i}.at")))
+            else {
+                break;
+            };
+            let mut at: Vec<usize> = at.lines().map(|l| l.trim().parse().unwrap()).collect();
+            at.push(input.len());
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            for w in at.windows(2) {
+                if m.compute_mask().is_err() || !m.accept_bytes(&input[w[0]..w[1]]).unwrap_or(false) {
+                    break;
+                }
+            }
+        }
+    }
+    let index = grammask_core::token_index::TokenIndex::for_vocab(vocab);
+    let parts: Vec<String> = index.memory_parts().iter().map(|(n, b)| format!("{n} {b}")).collect();
+    println!("warmed up on {schemas} schemas; per-vocabulary parts: {}", parts.join(", "));
 }

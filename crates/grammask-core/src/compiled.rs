@@ -19,8 +19,8 @@ use crate::mask::{
     Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
-    Level, RunIndex,
+    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassChain, ClassSlice, Counted,
+    CoverMemo, Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -185,11 +185,13 @@ impl CompiledGrammar {
                 note(c, false, s);
             }
         }
-        fresh.retain(|&(c, utf8, _)| !index.class_seen(c, utf8));
         // A string body's run index serves walks that enter the body below the root (after an
-        // escape, a quote or a key). All of them are built in one trie walk.
+        // escape, a quote or a key). Every class of the grammar, seen before or not: one dropped
+        // since, or never built once the per-vocabulary budget was spent, is built again here
+        // rather than walked in the masks ([`TokenIndex::build_run_indexes`]).
         let runs: Vec<(u128, bool)> = fresh.iter().filter(|f| f.2 || f.1).map(|f| (f.0, f.1)).collect();
         index.build_run_indexes(&runs);
+        fresh.retain(|&(c, utf8, _)| !index.class_seen(c, utf8));
         for (c, utf8, free_text) in fresh {
             index.see_class(c, utf8);
             if free_text && utf8 {
@@ -635,13 +637,21 @@ impl CompiledGrammar {
         let start = |r: RuleId| a.callee_start(state, r);
         // A callee whose start only reads bytes (a character, a token-like rule) gains nothing
         // from sharing and leaves most tokens uncertain (ended after a few bytes); free text (a
-        // start looping on a class with a slice) is the exception: its own classification takes
-        // the class slice, the caller's walk (several items per row) could not.
+        // start looping on a class with a slice) and a counted class body whose slice is built (a
+        // key pattern `[a-zA-Z0-9_]{1,500}`) are the exceptions: their own classification takes
+        // the class (body) slice, the caller's walk (several items per row) could not.
+        // PERF: the key positions of MaskBench o79409's `subsegments` (`{"` before such a key)
+        // walked every class-text node of the trie, ~25 M instructions on Llama 3. A slice not
+        // built yet is not built here: that walk of the class text costs about what the caller's
+        // walk does where the caller reads few of its tokens (o81601 `totalPrice`: 0.3 -> 1.8 ms).
         let free_text =
             |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
+        // (A counted string body takes the body slice instead, see `with_shortcuts`: its class
+        // slice would be a walk of most of the trie.)
+        let class_body = |s0: StateId| self.counted_body(s0).is_none() && self.class_body_built(s0);
         let skip = |r: RuleId| {
             let s0 = start(r);
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0) && !class_body(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
@@ -753,14 +763,14 @@ impl CompiledGrammar {
     /// ([`Self::class_body`]), for tests.
     #[doc(hidden)]
     pub fn class_body_capacity(&self, state: StateId) -> Option<u32> {
-        self.class_body(state).map(|(_, c, _)| c)
+        self.class_body(state).map(|(_, chain)| chain.chars)
     }
 
     /// The exit state of the counted class body at `state` if it takes that shortcut with a chain
     /// that ends in one ([`ClassBodies::chain`]), for tests.
     #[doc(hidden)]
     pub fn class_body_exit(&self, state: StateId) -> Option<StateId> {
-        self.class_body(state).and_then(|(_, _, exit)| exit)
+        self.class_body(state).and_then(|(_, chain)| chain.exit)
     }
 
     /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::chain`], [`ClassBodies::slice`]),
@@ -768,13 +778,44 @@ impl CompiledGrammar {
     /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
     /// PERF: the chain first (memoized levels): a cover search on every state that calls rules
     /// (a long `maxLength`'s blocks) cost up to ~20 ms.
-    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, u32, Option<StateId>)> {
-        let (class, c, exit) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state)?;
-        if BodySlice::covers(&self.automata, state, &self.cover).is_some() {
+    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, ClassChain)> {
+        let follow = &self.follow()[self.automata.state(state).rule.index()];
+        let chain = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow)?;
+        if BodySlice::covers(&self.automata, state, &self.cover).is_some() || !self.slice_pays(state, &chain) {
             return None;
         }
-        let vocab_size = self.index.vocab.vocab_size();
-        self.class_bodies.slice(&self.index.trie, vocab_size, class).map(|sl| (sl, c, exit))
+        self.class_bodies.slice(chain.class, |form| self.index.class_body_slice(form)).map(|sl| (sl, chain))
+    }
+
+    /// Whether `state` is a counted class body ([`Self::class_body`]) whose slice is built.
+    fn class_body_built(&self, state: StateId) -> bool {
+        let follow = &self.follow()[self.automata.state(state).rule.index()];
+        let Some(chain) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow) else {
+            return false;
+        };
+        BodySlice::covers(&self.automata, state, &self.cover).is_none()
+            && self.slice_pays(state, &chain)
+            && self.class_bodies.has_slice(chain.class, |form| self.index.cached_class_body_slice(form))
+    }
+
+    /// Whether a class-body slice beats the walk at `state`: a chain that may end inside (a final
+    /// loop, `[a-z]*` at a pattern's end) is walked where a run index applies, which reads its
+    /// class text wholesale.
+    /// PERF: o82667's `url` tail took ~14 M instructions building the slice against 0.8 M walked.
+    fn slice_pays(&self, state: StateId, chain: &ClassChain) -> bool {
+        chain.ends.is_empty() || self.state_run(state).is_none()
+    }
+
+    /// The run index that applies at plain state `s` ([`state_run_index`]), memoized: deciding it
+    /// takes a cover search.
+    fn state_run(&self, s: StateId) -> Option<Arc<RunIndex>> {
+        if let Some(r) = read(&self.state_runs).get(&s) {
+            return r.clone();
+        }
+        let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
+        let r = state_run_index(&self.automata, s, &runs, &self.cover);
+        write(&self.state_runs).insert(s, r.clone());
+        r
     }
 
     /// How the kernels were classified so far.
@@ -810,10 +851,14 @@ impl CompiledGrammar {
         })
     }
 
-    fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+    /// The capacity of the counted string body at `state`, itself or through calls.
+    fn counted_body(&self, state: StateId) -> Option<Counted> {
         let max = self.index.trie.max_depth;
-        let capacity =
-            self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
+        self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)))
+    }
+
+    fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+        let capacity = self.counted_body(state);
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
@@ -823,7 +868,7 @@ impl CompiledGrammar {
         self.with_walk_shortcuts(state, |sc| {
             f(Shortcuts {
                 capacity,
-                class_body: class_body.as_ref().map(|(sl, c, exit)| (&**sl, *c, *exit)),
+                class_body: class_body.as_ref().map(|(sl, chain)| (&**sl, chain)),
                 class: class.as_deref(),
                 ..sc
             })
@@ -835,14 +880,7 @@ impl CompiledGrammar {
     fn with_walk_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
-        let state_runs = |s: StateId| {
-            if let Some(r) = read(&self.state_runs).get(&s) {
-                return r.clone();
-            }
-            let r = state_run_index(&self.automata, s, &runs, &self.cover);
-            write(&self.state_runs).insert(s, r.clone());
-            r
-        };
+        let state_runs = |s: StateId| self.state_run(s);
         f(Shortcuts {
             body: Some(self.index.body_slice()),
             follow: Some(&follow),

@@ -32,7 +32,7 @@ use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::slice::{
-    BodySlice, ClassBodySlice, ClassSlice, Counted, Cover, CoverMemo, RunIndex, WalkedBody, LEAD_LISTS,
+    BodySlice, ClassBodySlice, ClassChain, ClassSlice, Counted, Cover, CoverMemo, RunIndex, WalkedBody, LEAD_LISTS,
 };
 use crate::token_set::TokenSet;
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
@@ -79,8 +79,10 @@ pub struct Shortcuts<'a> {
     /// ([`crate::slice::body_capacity`]); used with `body`.
     pub capacity: Option<Counted>,
     /// The kernel state is a counted class body ([`crate::slice::class_capacity`]): the class's
-    /// slice, the capacity and the chain's exit state.
-    pub class_body: Option<(&'a ClassBodySlice, u32, Option<StateId>)>,
+    /// slice and the chain (capacity, exit state, boundaries where the rule may end). A chain
+    /// that may end comes with the `follow` its rule's FOLLOW set, which
+    /// [`crate::slice::ends_served`] allows.
+    pub class_body: Option<(&'a ClassBodySlice, &'a ClassChain)>,
     /// Run indexes by (ASCII class, UTF-8 too), for class runs met anywhere in the walk.
     pub runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
     /// The run index that applies at a plain state (see `KernelWalk::runs_at`), memoized by the

@@ -9,11 +9,11 @@
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
+use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// A vocabulary with its token trie, built once per vocabulary and shared, plus the
@@ -29,9 +29,12 @@ pub struct TokenIndex {
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
-    /// Run indexes by (ASCII class, UTF-8 too), built on first use (at most
-    /// [`MAX_RUN_INDEXES`]).
-    run_indexes: RwLock<HashMap<(u128, bool), Arc<RunIndex>>>,
+    /// Run indexes by (ASCII class, UTF-8 too), each with the tick of `run_clock` at which a
+    /// compile or a walk last needed it, built on first use (at most [`MAX_RUN_INDEXES`]; past
+    /// them the least recently needed make room, see [`Self::build_run_indexes`]).
+    run_indexes: RwLock<RunIndexes>,
+    /// Compiles that asked for run indexes so far.
+    run_clock: AtomicU64,
     /// What every run index shares ([`RunBases`]; 1.8 MB on Llama 3), built with the index.
     run_bases: OnceLock<RunBases>,
     /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
@@ -44,15 +47,26 @@ pub struct TokenIndex {
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
     walked_bodies: RwLock<HashMap<u128, Option<Arc<WalkedBody>>>>,
+    /// Counted class-body slices by character automaton form, built on first use (at most
+    /// [`MAX_CLASS_BODY_SLICES`]; past them each compiled grammar builds its own).
+    class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
 }
+
+/// Run indexes by (ASCII class, UTF-8 too), each with the tick at which it was last needed.
+type RunIndexes = HashMap<(u128, bool), (Arc<RunIndex>, AtomicU64)>;
 
 /// Most body slices with walked characters kept per vocabulary (each is a token bitset plus its
 /// frontier).
 const MAX_WALKED_BODIES: usize = 32;
 
+/// Most counted class-body slices kept per vocabulary (each: 33 token bitsets, 16 KB each on a
+/// 128k vocabulary, and the frontier nodes where class text leaves the class).
+const MAX_CLASS_BODY_SLICES: usize = 16;
+
 /// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
-/// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary).
-const MAX_RUN_INDEXES: usize = 16;
+/// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary; ~1.1 MB on
+/// Llama 3 on average).
+pub const MAX_RUN_INDEXES: usize = 16;
 
 /// Most loop classes remembered per vocabulary as seen.
 const MAX_CLASSES_SEEN: usize = 4096;
@@ -118,11 +132,13 @@ impl TokenIndex {
     /// The run index of a class ([`RunIndex`]), built on first use; `None` once the
     /// per-vocabulary budget is spent.
     pub fn run_index(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
+        let now = self.run_clock.load(Ordering::Relaxed);
         if let Some(r) = read(&self.run_indexes).get(&(ascii, utf8)) {
-            return Some(r.clone());
+            r.1.fetch_max(now, Ordering::Relaxed);
+            return Some(r.0.clone());
         }
-        self.build_run_indexes(&[(ascii, utf8)]);
-        read(&self.run_indexes).get(&(ascii, utf8)).cloned()
+        self.build_within(&[(ascii, utf8)], now);
+        read(&self.run_indexes).get(&(ascii, utf8)).map(|r| r.0.clone())
     }
 
     /// Whether the run index of a class was built (for tests).
@@ -131,16 +147,42 @@ impl TokenIndex {
         read(&self.run_indexes).contains_key(&(ascii, utf8))
     }
 
-    /// Builds the run indexes of those of `classes` not built yet, within the per-vocabulary
-    /// budget, each from the shared [`RunBases`] ([`RunIndex::of_class`]).
+    /// Builds the run indexes of a grammar being compiled, those of `classes` not built yet, each
+    /// from the shared [`RunBases`] ([`RunIndex::of_class`]), and marks them all as needed at a new
+    /// tick. Past the per-vocabulary budget, the indexes no compile or walk needed for the longest
+    /// make room (a grammar that took one keeps it alive); the classes needed at the current tick
+    /// are never dropped. A walk's lookup ([`Self::run_index`]) marks its class at the current
+    /// tick, and builds a missing one the same way.
+    /// PERF: the budget was spent for good by the 44th schema of the 287-schema tail sample
+    /// (`bench/tail_states.py --limit 300 --seed 1818`), so every later grammar's new classes
+    /// walked the trie in its masks: MaskBench o60252's `email` positions took ~2 ms there
+    /// against ~0.1 ms in a fresh process.
     pub fn build_run_indexes(&self, classes: &[(u128, bool)]) {
+        let tick = self.run_clock.fetch_add(1, Ordering::Relaxed) + 1;
+        self.build_within(classes, tick);
+    }
+
+    /// Builds those of `classes` not built yet as needed at `tick`, dropping the least recently
+    /// needed others (needed before `tick`) to make room.
+    fn build_within(&self, classes: &[(u128, bool)], tick: u64) {
         let mut w = write(&self.run_indexes);
         let mut todo: Vec<(u128, bool)> = Vec::new();
         for &c in classes {
-            if !w.contains_key(&c) && !todo.contains(&c) && w.len() + todo.len() < MAX_RUN_INDEXES {
-                todo.push(c);
+            match w.get(&c) {
+                Some(e) => {
+                    e.1.fetch_max(tick, Ordering::Relaxed);
+                }
+                None if !todo.contains(&c) => todo.push(c),
+                None => {}
             }
         }
+        let last_needed = |e: &(Arc<RunIndex>, AtomicU64)| e.1.load(Ordering::Relaxed);
+        while w.len() + todo.len() > MAX_RUN_INDEXES {
+            let old = w.iter().filter(|(_, e)| last_needed(e) < tick).min_by_key(|(_, e)| last_needed(e));
+            let Some(oldest) = old.map(|(&k, _)| k) else { break };
+            w.remove(&oldest);
+        }
+        todo.truncate(MAX_RUN_INDEXES.saturating_sub(w.len()));
         if todo.is_empty() {
             return;
         }
@@ -149,8 +191,31 @@ impl TokenIndex {
         let bases = self.run_bases();
         for &(ascii, utf8) in &todo {
             let ri = RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8);
-            w.insert((ascii, utf8), Arc::new(ri));
+            w.insert((ascii, utf8), (Arc::new(ri), AtomicU64::new(tick)));
         }
+    }
+
+    /// The counted class-body slice of a character automaton's form ([`ClassBodySlice::new`]), built
+    /// on first use and shared by the grammars compiled against the vocabulary (a slice depends on
+    /// the form and the vocabulary only).
+    /// PERF: each was built per compiled grammar, in the mask at its first position: a walk of the
+    /// class-text part of the trie, 10-17 M instructions on Llama 3 for a pattern class such as
+    /// `[\w\s-]` (MaskBench o82696 and o82667 `css_class`) or `[^/]` (o65430 `identifier`).
+    pub fn class_body_slice(&self, form: &[u32]) -> Arc<ClassBodySlice> {
+        if let Some(s) = read(&self.class_body_slices).get(form) {
+            return s.clone();
+        }
+        let built = Arc::new(ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form));
+        let mut w = write(&self.class_body_slices);
+        if w.len() >= MAX_CLASS_BODY_SLICES && !w.contains_key(form) {
+            return built;
+        }
+        w.entry(form.to_vec()).or_insert(built).clone()
+    }
+
+    /// The counted class-body slice of a form if it was built ([`Self::class_body_slice`]).
+    pub fn cached_class_body_slice(&self, form: &[u32]) -> Option<Arc<ClassBodySlice>> {
+        read(&self.class_body_slices).get(form).cloned()
     }
 
     /// The free-text slice of ASCII class `ascii` if it was built.
@@ -205,19 +270,23 @@ impl TokenIndex {
             body,
             class_slices,
             run_indexes,
+            run_clock: _, // a counter
             run_bases,
             classes_seen,
             quote_ends,
             first_chars,
             walked_bodies,
+            class_body_slices,
         } = self;
         // Per hash-map entry: its key and `Arc` plus the table's own slot (an estimate).
         let entry = 32;
         let kernels: usize = read(kernels).values().map(|k| k.memory_size() + entry).sum();
         let classes: usize = read(class_slices).values().map(|c| c.memory_size() + entry).sum();
-        let runs: usize = read(run_indexes).values().map(|r| r.memory_size() + entry).sum();
+        let runs: usize = read(run_indexes).values().map(|r| r.0.memory_size() + entry).sum();
         let walked: usize =
             read(walked_bodies).values().map(|w| w.as_ref().map_or(0, |w| w.memory_size()) + entry).sum();
+        let class_bodies: usize =
+            read(class_body_slices).iter().map(|(f, s)| s.memory_size() + 4 * f.len() + entry).sum();
         vec![
             ("vocabulary", vocab.memory_size()),
             ("trie", trie.memory_size()),
@@ -226,6 +295,7 @@ impl TokenIndex {
             ("run_indexes", runs),
             ("class_slices", classes),
             ("walked_bodies", walked),
+            ("class_body_slices", class_bodies),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
@@ -270,11 +340,13 @@ impl TokenIndex {
             body: OnceLock::new(),
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
+            run_clock: AtomicU64::new(0),
             run_bases: OnceLock::new(),
             classes_seen: RwLock::new(HashSet::new()),
             quote_ends: OnceLock::new(),
             first_chars: OnceLock::new(),
             walked_bodies: RwLock::new(HashMap::new()),
+            class_body_slices: RwLock::new(HashMap::new()),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask or
         // compile: nearly every grammar has a loop class or a string body that takes a run index.
@@ -282,5 +354,115 @@ impl TokenIndex {
         let _ = idx.run_bases();
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::{VocabType, VocabularyOptions};
+
+    /// Printable ASCII and a few longer tokens.
+    fn small_vocab() -> Arc<Vocabulary> {
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        toks.extend(["ab", "ABC", "a1", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+        Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    }
+
+    /// A class a walk looked up since the last compile is kept when a new compile makes room: the
+    /// least recently needed index goes, however it was last needed. Fails when a walk's lookup
+    /// does not count as a use (the JSON string body's run index, built in the masks, was dropped
+    /// by the next compiles and never built again: MaskBench o9812's first `description` position
+    /// walked the body, 3.4 ms, in the tail sample).
+    #[test]
+    fn walks_keep_their_run_indexes() {
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        let class_of = |i: u8| -> u128 { (b'a'..=b'z').filter(|&b| b != b'a' + i).fold(0, |c, b| c | 1 << b) };
+        for i in 0..MAX_RUN_INDEXES as u8 {
+            index.build_run_indexes(&[(class_of(i), false)]);
+        }
+        // Class 0 is the least recently compiled; a walk needs it now.
+        assert!(index.run_index(class_of(0), false).is_some());
+        index.build_run_indexes(&[(class_of(30), false)]);
+        let kept = |i: u8| read(&index.run_indexes).contains_key(&(class_of(i), false));
+        assert!(kept(30) && kept(0), "the class a walk needed was dropped");
+        assert!(!kept(1), "the least recently needed class is kept");
+        // A walk builds a missing class the same way.
+        assert!(index.run_index(class_of(1), false).is_some() && !kept(2));
+    }
+
+    /// A position whose callees are counted string bodies (MaskBench o82667's `caption`,
+    /// `maxLength: 5000`: `json_char.block{0,3} json_char.short | ...`) is not composed from
+    /// class-body slices: those bodies take the string-body slice, and a class slice of every
+    /// string character would walk most of the trie (3-5 ms on Llama 3 at that position, against a
+    /// 0.7 ms walk). Fails when composition asks any callee for its class body first.
+    #[test]
+    fn string_bodies_are_not_composed_from_class_slices() {
+        use crate::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+        use crate::matcher::{Matcher, MatcherOptions};
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        let schema = r#"{"type": "object", "properties": {"caption": {"type": "string", "maxLength": 5000}}}"#;
+        let g =
+            json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+        let cg = Arc::new(crate::compiled::CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(br#"{"caption": ""#).unwrap());
+        m.compute_mask().unwrap();
+        assert!(read(&index.class_body_slices).is_empty(), "a class-body slice was built for a string body");
+    }
+
+    /// Two grammars with the same counted class (`[a-zA-Z]{20}`, between different bytes) share
+    /// one class-body slice, the vocabulary's. Fails when each compiled grammar builds its own
+    /// again (the second grammar's slice is not the index's).
+    #[test]
+    fn grammars_share_class_body_slices() {
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        let grammars: Vec<_> = [r#"root ::= "<" [a-zA-Z]{20} ">""#, r#"root ::= "[" [a-zA-Z]{20} "]""#]
+            .iter()
+            .map(|g| {
+                crate::compiled::CompiledGrammar::new(&crate::ebnf::parse_ebnf(g, "root").unwrap(), &vocab).unwrap()
+            })
+            .collect();
+        for cg in &grammars {
+            let states = (0..cg.automata().states().len() as u32).map(crate::compiler::StateId);
+            let taken = states.filter(|&s| cg.class_body_capacity(s).is_some()).count();
+            assert!(taken >= 20, "{taken} states take a class-body slice");
+        }
+        let slices = read(&index.class_body_slices);
+        assert_eq!(slices.len(), 1);
+        let shared = slices.values().next().unwrap();
+        // The index's and each grammar's.
+        assert_eq!(Arc::strong_count(shared), 1 + grammars.len());
+    }
+
+    /// Grammars compiled one after another, each looping on a class of its own, past the
+    /// per-vocabulary budget of run indexes, then the first ones again: every compile leaves its
+    /// own class's run index built (the least recently needed one made room), and no more than the
+    /// budget are kept. Fails when a compile past the budget builds nothing (the indexes of every
+    /// grammar after the budget's were walked in their masks: MaskBench o60252 in the tail
+    /// sample) or when a class seen before is not built again at compile.
+    #[test]
+    fn every_compile_gets_its_run_indexes() {
+        let vocab = small_vocab();
+        let index = TokenIndex::for_vocab(&vocab);
+        // Class `i`: the letters with the `i`-th one left out (each a loop class of its own).
+        let class_of = |i: u8| -> u128 { (b'a'..=b'z').filter(|&b| b != b'a' + i).fold(0, |c, b| c | 1 << b) };
+        let compile = |i: u8| {
+            let class: String = (b'a'..=b'z').filter(|&b| b != b'a' + i).map(char::from).collect();
+            let g = crate::ebnf::parse_ebnf(&format!("root ::= \"<\" [{class}]* \">\""), "root").unwrap();
+            crate::compiled::CompiledGrammar::new(&g, &vocab).unwrap()
+        };
+        let n = MAX_RUN_INDEXES as u8 + 4;
+        for i in (0..n).chain(0..4) {
+            let cg = compile(i);
+            let built = |i: u8| read(&index.run_indexes).keys().any(|&(c, _)| c == class_of(i));
+            assert!(built(i), "grammar {i}: its class has no run index");
+            assert!(read(&index.run_indexes).len() <= MAX_RUN_INDEXES);
+            drop(cg);
+        }
     }
 }

@@ -163,6 +163,10 @@ fn every_part_of_the_token_index_is_counted() {
     grows("quote_ends", &|| {
         index.quote_ends();
     });
+    grows("class_body_slices", &|| {
+        // The form of one character of `[a-z]` (pair 0, one run to the boundary).
+        index.class_body_slice(&[0, 1, u32::from(b'a'), u32::from(b'z'), 0]);
+    });
     // A compile leaves in the index what its states take (loop classes seen; costly kernels,
     // shared) once the grammar is dropped: the parts grow by what it leaves.
     let total = index.memory_size();

@@ -693,6 +693,74 @@ g ::= [\u0370-\u03ff]"#;
     assert!(checked >= 60, "{checked} masks checked");
 }
 
+/// Masks equal the brute force inside counted class bodies whose rule may end after some of the
+/// characters (`grammask_core::slice::ends_served`): MaskBench o79409's key pattern
+/// `^[a-zA-Z0-9_]{1,500}$` (`patternProperties`: a key may end after any character, before `"`),
+/// and EBNF rules ending after a minimum, followed by bytes outside the class that no string walk
+/// reads (`-`, `.`, `>`), on Llama 3 and Qwen 2.5 at every position. The kernels there must take
+/// the class-body slice, and the key positions before the later keys (`, "`) must be composed from
+/// it, not walked; a rule whose FOLLOW set begins a class character (`v v`) must not take it.
+/// An exit node of a final boundary left unwalked refuses `ab-` after `ab`; walked at a boundary
+/// that is not final, it accepts `a-` before the minimum.
+#[test]
+fn counted_class_ends_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {"annotations": {"additionalProperties": false, "type": "object",
+        "patternProperties": {"^[a-zA-Z0-9_]{1,500}$": {"type": ["string", "number", "boolean"]}}}}}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let from_schema = grammask_core::ebnf::parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap();
+    let ebnf = r#"root ::= "{\"" k "\": \"" k "-" k "." w "\"}" | "<" w ">" | "[" v v "]"
+k ::= [a-z0-9_]{2,6}
+w ::= [a-zA-Z\u00e9 ]{1,90}
+v ::= [a-z]{1,3}"#;
+    let from_ebnf = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let (mut sliced_at, mut checked, mut composed) = (0, 0, 0);
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
+        let ebnf_cg = Arc::new(CompiledGrammar::new(&from_ebnf, &vocab).unwrap());
+        // (grammar, document): masks checked before every character and at the end.
+        let long_key = "annotation_".repeat(4);
+        let doc = format!(r#"{{"annotations": {{"a1_B": "x", "{long_key}": 1, "z": true}}}}"#);
+        let cases: [(&Arc<CompiledGrammar>, String); 4] = [
+            (&schema_cg, doc),
+            (&ebnf_cg, "{\"ab1\": \"a_-b9zz0_.abc\u{e9} xyzzy\"}".to_string()),
+            (&ebnf_cg, format!("<{}>", "Hello world ".repeat(7))),
+            (&ebnf_cg, "[abcab]".to_string()),
+        ];
+        for (cg, doc) in cases {
+            let a = cg.automata();
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let at = doc.char_indices().map(|(i, _)| i).chain([doc.len()]);
+            for (i, c) in at.zip(doc.chars().map(Some).chain([None])) {
+                let items = kernel_items(a, m.chart());
+                let in_v = doc.starts_with('[') && (1..6).contains(&i);
+                let sliced = items.iter().any(|it| cg.class_body_capacity(it.state).is_some());
+                assert!(!(in_v && sliced), "{name} {doc:?} at {i}: `v v` took the class-body slice");
+                sliced_at += usize::from(sliced);
+                // Key positions after the first key, whose class slice is built by then.
+                if doc.contains("annotations") && doc[..i].ends_with(", \"") {
+                    assert!(items.iter().all(|it| cg.composed_kernel(it.state).unwrap().is_some()), "{name}");
+                    composed += 1;
+                }
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{name} {doc:?} at {i}: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+                if let Some(c) = c {
+                    assert!(m.accept_bytes(c.to_string().as_bytes()).unwrap(), "{name} {doc:?} at {i}");
+                }
+            }
+            assert!(m.is_completed(), "{name} {doc:?}");
+        }
+    }
+    assert!(sliced_at >= 2 * 120, "{sliced_at} positions took a class-body slice");
+    assert_eq!(composed, 4, "key positions composed");
+    assert!(checked >= 2 * 200, "{checked} masks checked");
+}
+
 /// Masks equal the brute force inside counted class bodies whose chain ends in a state reading
 /// other bytes (an *exit*): o61649's `PayloadUUID` pattern
 /// (`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-...-[0-9A-Za-z]{12}$`: the first four groups' chains exit

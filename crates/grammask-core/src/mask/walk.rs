@@ -15,14 +15,23 @@ impl KernelWalk<'_> {
         let memo = self.cover.unwrap_or(&fresh);
         let w = self;
         let base = Frame::Rows(w.chart.num_rows());
-        if let Some((cb, c, exit)) = sc.class_body {
+        if let Some((cb, chain)) = sc.class_body {
             // A counted class body: its class-text tokens that fit are read inside the rule, every
-            // other token is refused without a rule end on the way, except below the walked
-            // frontier nodes (see `crate::slice::ClassBodySlice`) and, after a chain with an exit
-            // state, where `c` characters of class text are followed by a byte the exit reads.
+            // other token is refused without a rule end a context continues on the way, except
+            // below the walked frontier nodes (see `crate::slice::ClassBodySlice`), after a chain
+            // with an exit state, where `c` characters of class text are followed by a byte the
+            // exit reads, and where the rule ended after `k` characters and a FOLLOW byte leaves
+            // the class (`crate::slice::ends_served`).
+            let c = chain.chars;
             cb.add_within(c, &mut w.accepted);
-            let exits = exit.into_iter().flat_map(|r| a.byte_edges(r)).flat_map(|e| e.lo..=e.hi);
-            for f in cb.walked.iter().chain(exits.flat_map(|x| cb.exits_at(c, x))) {
+            let exits = chain.exit.into_iter().flat_map(|r| a.byte_edges(r)).flat_map(|e| e.lo..=e.hi);
+            let follow_bytes: Vec<u8> = if chain.ends.is_empty() {
+                Vec::new()
+            } else {
+                (0..=255u8).filter(|&x| follow.is_none_or(|fo| fo.contains(x))).collect()
+            };
+            let ended = chain.ends.iter().flat_map(|&k| follow_bytes.iter().flat_map(move |&x| cb.exits_at(k, x)));
+            for f in cb.walked.iter().chain(exits.flat_map(|x| cb.exits_at(c, x))).chain(ended) {
                 if !w.walk_frontier(f, base)? {
                     return Ok(false);
                 }

@@ -26,12 +26,21 @@
 //! instead in an *exit* ([`exit_reads`]): a plain, non-final state none of whose bytes begins a
 //! class character; then a token can also leave the class text after exactly `c` characters (at
 //! a boundary) at a byte the exit reads, and those nodes are walked too
-//! ([`ClassBodySlice::exits_at`]); a longer class text is refused at the exit.
+//! ([`ClassBodySlice::exits_at`]); a longer class text is refused at the exit. A chain may also
+//! be final at some boundaries (a key pattern `[a-z]{1,500}`: the rule may end after any
+//! character) when no byte of the rule's FOLLOW set begins a class character ([`ends_served`]):
+//! a token that leaves the class text is still refused inside the rule, but the rule ends on its
+//! way leave it uncertain, and the only such ends a context can continue are the last boundary
+//! before it leaves, when the rule ended there and the byte it leaves by is in FOLLOW (any earlier
+//! end is followed by a class byte). Those nodes are walked too (`exits_at` of each final
+//! boundary and FOLLOW byte), and walking one replays its path exactly, so it records what the
+//! whole walk would.
 use super::body::body_table;
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::fasthash::FastMap;
+use crate::follow::ByteSet;
 use crate::trie::TokenTrie;
 use std::sync::{Arc, Mutex};
 
@@ -177,38 +186,70 @@ pub fn class_level(
     }
 }
 
+/// A chain of class levels from a kernel state ([`class_capacity`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassChain {
+    /// The class (a form id).
+    pub class: u32,
+    /// The capacity: the levels in the chain, at most `max_chars`.
+    pub chars: u32,
+    /// The exit state the chain ends in, if it ends in one (else in [`ClassLevel::Zero`]).
+    pub exit: Option<StateId>,
+    /// The boundaries `k` (characters read, `1..=chars`, ascending) after which the rule may end
+    /// (the level state there is final).
+    pub ends: Vec<u32>,
+}
+
 /// The class and capacity of the counted class body at `s`: the `c` of a chain of `c` levels of
 /// one class from `s` ending in [`ClassLevel::Zero`] (or `max_chars` when the chain reads at least
-/// that many characters, loops included: no token begins more), `None` if there is no such chain
-/// or a level after the first is final (the rule could end inside a token). Or a chain of `c`
-/// levels ending in an *exit* `r`, a state that is no level of the class (`-` after
-/// `[0-9A-Za-z]{8}`): then `(class, c, Some(r))`, for the caller to check ([`exit_reads`]).
+/// that many characters, loops included: no token begins more), `None` if there is no such chain.
+/// Or a chain of `c` levels ending in an *exit* `r`, a state that is no level of the class (`-`
+/// after `[0-9A-Za-z]{8}`): then `exit` is `Some(r)`, for the caller to check ([`exit_reads`]).
+/// The boundaries at which a level is final (a key pattern `[a-z]{1,500}` may end after any
+/// character) are listed in `ends`, for the caller to check ([`ends_served`]).
 pub fn class_capacity(
     s: StateId,
     max_chars: u32,
     mut level: impl FnMut(StateId) -> Option<ClassLevel>,
     is_final: impl Fn(StateId) -> bool,
-) -> Option<(u32, u32, Option<StateId>)> {
+) -> Option<ClassChain> {
     let mut class = None;
+    let mut ends = Vec::new();
+    let chain = |class: Option<u32>, chars, exit, ends| class.map(|class| ClassChain { class, chars, exit, ends });
     let mut r = s;
     for c in 0..max_chars {
         match level(r) {
-            Some(ClassLevel::Zero) => return class.map(|k| (k, c, None)),
-            Some(ClassLevel::Next(_, k)) if class.is_some_and(|k0| k0 != k) => return class.map(|k0| (k0, c, Some(r))),
-            None => return class.map(|k| (k, c, Some(r))),
+            Some(ClassLevel::Zero) => return chain(class, c, None, ends),
+            Some(ClassLevel::Next(_, k)) if class.is_some_and(|k0| k0 != k) => return chain(class, c, Some(r), ends),
+            None => return chain(class, c, Some(r), ends),
             Some(ClassLevel::Next(t, k)) => {
                 class = Some(k);
                 if is_final(t) {
-                    return None;
+                    ends.push(c + 1);
                 }
                 if t == r {
+                    // A loop: every later boundary is the same state.
+                    if is_final(t) {
+                        ends.extend(c + 2..=max_chars);
+                    }
                     break;
                 }
                 r = t;
             }
         }
     }
-    class.map(|k| (k, max_chars, None))
+    chain(class, max_chars, None, ends)
+}
+
+/// Whether a chain of class `form` whose rule may end at some boundaries is one a class-body slice
+/// serves, with `follow` the rule's FOLLOW set: no byte of `follow` begins a class character. Then
+/// a rule end is followed by a byte outside the class, so of the tokens that leave the class text,
+/// only those leaving it at a boundary where the rule ended, by a byte of `follow`, can be
+/// uncertain ([`ClassBodySlice::exits_at`]); every other rule end on a token's path is followed by
+/// a class byte, which no context reads after the rule.
+pub fn ends_served(form: &[u32], follow: &ByteSet) -> bool {
+    let runs = &form[2..2 + 3 * form[1] as usize];
+    runs.chunks(3).all(|run| (run[0]..=run[1]).all(|x| !follow.contains(x as u8)))
 }
 
 /// Whether exit state `r` of a chain of class `form` ([`class_capacity`]) is one a class-body
@@ -286,9 +327,12 @@ impl ClassBodySlice {
         self.exits[from..].iter().take_while(move |e| (e.0, e.1) == (k, x)).map(|e| &e.2)
     }
 
+    /// Heap bytes held: the counts, the frontier lists as allocated, and the nodes' paths.
     pub fn memory_size(&self) -> usize {
-        let nodes = self.walked.iter().chain(self.exits.iter().map(|e| &e.2));
-        self.counts.memory_size() + nodes.map(|f| f.path.len() + 32).sum::<usize>()
+        let lists = self.walked.capacity() * std::mem::size_of::<FrontierNode>()
+            + self.exits.capacity() * std::mem::size_of::<(u32, u8, FrontierNode)>();
+        let paths: usize = self.walked.iter().chain(self.exits.iter().map(|e| &e.2)).map(|f| f.path.len()).sum();
+        self.counts.memory_size() + lists + paths
     }
 }
 
@@ -339,9 +383,10 @@ impl Inner {
 }
 
 impl ClassBodies {
-    /// The class, capacity and exit of the counted class body at `s` ([`class_capacity`]), with
-    /// the levels memoized; `None` where there is none or its exit is none [`exit_reads`] allows.
-    pub fn chain(&self, a: &Automata, max_chars: u32, s: StateId) -> Option<(u32, u32, Option<StateId>)> {
+    /// The chain of the counted class body at `s` ([`class_capacity`]), with the levels memoized;
+    /// `None` where there is none, its exit is none [`exit_reads`] allows, or its rule may end at a
+    /// boundary and FOLLOW (`follow`, of the rule of `s`) is none [`ends_served`] allows.
+    pub fn chain(&self, a: &Automata, max_chars: u32, s: StateId, follow: &ByteSet) -> Option<ClassChain> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
         let level = |r: StateId| {
@@ -352,16 +397,19 @@ impl ClassBodies {
             inner.levels.insert(r, l);
             l
         };
-        let (class, c, exit) = class_capacity(s, max_chars, level, |r| a.state(r).is_final)?;
-        if exit.is_some_and(|r| !exit_reads(a, r, &inner.forms[class as usize].0)) {
+        let chain = class_capacity(s, max_chars, level, |r| a.state(r).is_final)?;
+        let form = &inner.forms[chain.class as usize].0;
+        let ends = chain.ends.is_empty() || ends_served(form, follow);
+        if chain.exit.is_some_and(|r| !exit_reads(a, r, form)) || !ends {
             return None;
         }
-        Some((class, c, exit))
+        Some(chain)
     }
 
-    /// The slice of class `class` (from [`Self::chain`]), built on first use; `None` for a class
-    /// of few characters or past [`MAX_CLASSES`] slices.
-    pub fn slice(&self, trie: &TokenTrie, vocab_size: usize, class: u32) -> Option<Arc<ClassBodySlice>> {
+    /// The slice of class `class` (from [`Self::chain`]), taken on first use from `build` (the
+    /// vocabulary's slice of that form: [`crate::token_index::TokenIndex::class_body_slice`]);
+    /// `None` for a class of few characters or past [`MAX_CLASSES`] slices.
+    pub fn slice(&self, class: u32, build: impl FnOnce(&[u32]) -> Arc<ClassBodySlice>) -> Option<Arc<ClassBodySlice>> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
         let (form, slice) = &mut inner.forms[class as usize];
@@ -370,9 +418,24 @@ impl ClassBodies {
                 return None;
             }
             inner.slices += 1;
-            *slice = Some(Arc::new(ClassBodySlice::new(trie, vocab_size, form)));
+            *slice = Some(build(form));
         }
         slice.clone()
+    }
+
+    /// Whether the slice of class `class` is at hand: taken already, or in `cached` (the
+    /// vocabulary's slices), then taken from there within [`MAX_CLASSES`]; never built.
+    pub fn has_slice(&self, class: u32, cached: impl FnOnce(&[u32]) -> Option<Arc<ClassBodySlice>>) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
+        let (form, slice) = &mut inner.forms[class as usize];
+        if slice.is_none() && inner.slices < MAX_CLASSES {
+            if let Some(s) = cached(form) {
+                inner.slices += 1;
+                *slice = Some(s);
+            }
+        }
+        slice.is_some()
     }
 
     /// Heap bytes of the levels, forms and slices.

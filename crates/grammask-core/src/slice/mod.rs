@@ -31,7 +31,7 @@ mod walked;
 
 pub use body::{body_capacity, body_level, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
-pub use class_body::{class_capacity, class_level, ClassBodies, ClassBodySlice, ClassLevel};
+pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{with_cover_budget, CoverMemo, MAX_STATE_COVER_PAIRS};
 pub use run_bases::RunBases;
 pub use run_index::{RunIndex, LEAD_LISTS};
