@@ -48,7 +48,9 @@ pub(super) enum Found {
 impl DfaMemo {
     /// Looks up the frozen or unfrozen `nfa` (its edge lists) with `start` and `end`.
     pub(super) fn find(&mut self, nfa: &Nfa, start: u32, end: u32) -> Found {
-        if nfa.len() > MEMO_MAX_NFA_STATES {
+        // A rule that references none repeats another only where their bodies are equal, and
+        // equal rules already share one automaton (`equal_rules.rs`): its key would only cost.
+        if nfa.len() > MEMO_MAX_NFA_STATES || nfa.rule_edges.is_empty() {
             return Found::Skip;
         }
         self.mine.clear();
@@ -98,5 +100,31 @@ impl DfaMemo {
             e.0 = self.mine[rank];
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `a` then a reference to rule `r`, or `a` alone.
+    fn nfa(r: Option<u32>) -> Nfa<'static> {
+        let mut nfa = Nfa { n: 3, ..Nfa::default() };
+        nfa.byte_edges.push((0, (b'a', b'a', 1)));
+        nfa.eps_edges.push((1, 2));
+        if let Some(r) = r {
+            nfa.rule_edges.push((1, (RuleId(r), 2)));
+        }
+        nfa
+    }
+
+    #[test]
+    fn only_nfas_with_rule_edges_are_keyed() {
+        let mut memo = DfaMemo::default();
+        assert!(matches!(memo.find(&nfa(None), 0, 2), Found::Skip));
+        let Found::New(id) = memo.find(&nfa(Some(7)), 0, 2) else { panic!("a new key") };
+        memo.store(id, 0, 3);
+        // Another rule named in the same place: the same key.
+        assert!(matches!(memo.find(&nfa(Some(9)), 0, 2), Found::Built(0, 0, 3)));
     }
 }
