@@ -9,6 +9,7 @@ use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
 use super::lookahead::LaTable;
+use super::memo::{DfaMemo, Found};
 use super::minimize::minimize;
 use super::nfa::Nfa;
 use super::scc::SccScratch;
@@ -77,7 +78,8 @@ impl Automata {
             let mut nfa =
                 Nfa { inline: &inline, rep: &rep, tail_group: &tail.group, splice: &splice, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
-            let mut out = Vec::new();
+            let mut out: Vec<Built> = Vec::new();
+            let mut memo = DfaMemo::default();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
                 if let Some(d) = super::token_edges::token_rule_dfa(grammar, body) {
@@ -91,6 +93,10 @@ impl Automata {
                     limit = None;
                 }
                 let excludes = grammar.rule_options(RuleId(r as u32)).map_or(&[][..], |o| &o.excludes[..]);
+                // Only plain rules are memoized: their DFA is the minimized subset construction.
+                let plain = limit.is_none() && excludes.is_empty() && max_tokens.is_none() && memo_on();
+                // The memo key this rule's DFA is stored under, and its subset construction's states.
+                let mut new_key = None;
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
@@ -111,8 +117,20 @@ impl Automata {
                     nfa.regular_for = None;
                     nfa.inlining.clear();
                     let (start, end) = built?;
+                    let found = if plain { memo.find(&nfa, start, end) } else { Found::Skip };
+                    if let Found::Built(id, at, states) = found {
+                        // As subset construction would: its states counted against the budget.
+                        take_states(b, states)?;
+                        return Ok((memo.renamed(id, &out[at].1), None));
+                    }
                     nfa.freeze();
-                    let mut dfa = minimize(determinize(&nfa, start, end, b, &mut scratch)?, &mut min_scratch);
+                    let det = determinize(&nfa, start, end, b, &mut scratch)?;
+                    #[cfg(test)]
+                    SUBSET_BUILDS.with(|n| n.set(n.get() + 1));
+                    if let Found::New(id) = found {
+                        new_key = Some((id, det.len()));
+                    }
+                    let mut dfa = minimize(det, &mut min_scratch);
                     if !excludes.is_empty() {
                         dfa = minimize(exclude_dfa(&dfa, excludes, b)?, &mut min_scratch);
                     }
@@ -134,7 +152,12 @@ impl Automata {
                     }
                 });
                 match dfa {
-                    Ok((d, twin)) => out.push((r, d, twin)),
+                    Ok((d, twin)) => {
+                        if let Some((id, states)) = new_key {
+                            memo.store(id, out.len(), states);
+                        }
+                        out.push((r, d, twin));
+                    }
                     Err(e) => {
                         // The other workers stop at their next rule.
                         next.store(todo.len(), Ordering::Relaxed);
@@ -446,6 +469,18 @@ const RULES_PER_THREAD: usize = 48;
 thread_local! {
     /// Build workers this thread started besides itself.
     static WORKERS_STARTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Rule automata this thread built by subset construction (not found in a `DfaMemo`).
+    static SUBSET_BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Set by tests: this thread builds every rule by subset construction (no `DfaMemo`).
+    static NO_MEMO: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether rule automata are looked up in a `DfaMemo` (always, but in tests that turn it off).
+fn memo_on() -> bool {
+    #[cfg(test)]
+    return !NO_MEMO.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    true
 }
 
 /// The threads rule automata may be built on. Looked up once: the standard library reads the
@@ -697,5 +732,59 @@ mod thread_tests {
         assert_eq!(started_by(|| drop(Automata::build_on(&g, 2).unwrap())), build_threads().min(2) - 1);
         assert_eq!(started_by(|| drop(Automata::build(&g).unwrap())), build_threads() - 1);
         assert_eq!(format!("{one:?}"), format!("{:?}", Automata::build_on(&g, 2).unwrap()));
+    }
+
+    /// The automata of `g` built on this thread, with `memo` or without, and the rules built by
+    /// subset construction.
+    fn built(g: &Grammar, memo: bool) -> (String, usize) {
+        NO_MEMO.with(|m| m.set(!memo));
+        let before = SUBSET_BUILDS.with(std::cell::Cell::get);
+        let a = Automata::build_on(g, 1).unwrap();
+        NO_MEMO.with(|m| m.set(false));
+        (format!("{a:?}"), SUBSET_BUILDS.with(std::cell::Cell::get) - before)
+    }
+
+    #[test]
+    fn rules_of_one_shape_share_one_subset_construction() {
+        // `s{i}` are one shape naming two recursive rules; the first `n / 2` name theirs in
+        // increasing order, the others in decreasing order: two keys (a renaming must keep the
+        // rules' order, which the DFA's rule edges are sorted by).
+        let n = 12;
+        let mut src = String::from("root ::= s0");
+        for i in 1..n {
+            write!(src, " | s{i}").unwrap();
+        }
+        src.push('\n');
+        for i in 0..2 * n {
+            writeln!(src, "t{i} ::= \"a{i}\" t{i} \"b\" | \"c{i}\"").unwrap();
+        }
+        for i in 0..n {
+            let (a, b) = if i < n / 2 { (2 * i, 2 * i + 1) } else { (2 * i + 1, 2 * i) };
+            writeln!(src, "s{i} ::= \"\" | \",\" (t{a} s{i} | t{b} \"x\")").unwrap();
+        }
+        let g = crate::ebnf::parse_ebnf(&src, "root").unwrap();
+        let (plain, all) = built(&g, false);
+        let (memoized, subsets) = built(&g, true);
+        assert_eq!(memoized, plain);
+        // root, the `t` rules and two `s` rules.
+        assert_eq!(all, 1 + 2 * n + n);
+        assert_eq!(subsets, 1 + 2 * n + 2);
+    }
+
+    #[test]
+    fn memoized_schema_automata_equal_plain_ones() {
+        // Optional properties: a rule per subset of the properties read so far, few shapes.
+        let schema = r#"{"type": "object", "properties": {
+            "a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"},
+            "d": {"type": "array", "items": {"type": "object", "properties": {
+                "x": {"type": "number"}, "y": {"type": "string", "maxLength": 3}, "z": {"type": "null"}}}},
+            "e": {"enum": ["p", "q"]}, "f": {"type": "integer"}, "g": {"type": "string"}}}"#;
+        let opts = crate::json_schema::JsonSchemaOptions { strict_mode: false, ..Default::default() };
+        let g = crate::json_schema::json_schema_to_grammar(schema, &opts).unwrap();
+        let (plain, all) = built(&g, false);
+        let (memoized, subsets) = built(&g, true);
+        assert_eq!(memoized, plain);
+        // Subset rules differ where a property's entry is inlined (the enum's): 126 of 152.
+        assert!(subsets < all, "{subsets} of {all} rules by subset construction");
     }
 }

@@ -34,6 +34,7 @@ mod dfa;
 mod equal_rules;
 mod inline;
 mod lookahead;
+mod memo;
 mod minimize;
 mod nfa;
 mod refine;
