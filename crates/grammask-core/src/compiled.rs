@@ -639,9 +639,12 @@ impl CompiledGrammar {
         // the class slice, the caller's walk (several items per row) could not.
         let free_text =
             |s0: StateId| ClassSlice::loop_class(a, s0).is_some_and(|c| self.index.cached_class_slice(c).is_some());
+        // An excluded-words rule (an open object's other keys) is free text too: its kernel is
+        // the string body's less a few words ([`Self::excluded_kernel_in`]), not a walk.
+        let excluded = |s0: StateId| self.residual_words().contains_key(&s0);
         let skip = |r: RuleId| {
             let s0 = start(r);
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0))
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0) && !excluded(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
