@@ -19,8 +19,8 @@ use crate::mask::{
     Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassSlice, Counted, CoverMemo,
-    Level, RunIndex,
+    body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, ClassBodies, ClassBodySlice,
+    ClassSlice, Counted, CoverMemo, Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -815,8 +815,8 @@ impl CompiledGrammar {
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let max = self.index.trie.max_depth;
-        let capacity =
-            self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)));
+        let calls = |r: StateId| counted_calls(&self.automata, r, max, |c| self.body_capacity(c));
+        let capacity = self.body_capacity(state).or_else(|| calls(state)).or_else(|| self.chain_to_calls(state));
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
@@ -859,6 +859,12 @@ impl CompiledGrammar {
         })
     }
 
+    /// The counted string body a kernel walk from `state` takes, if any (for tests).
+    #[doc(hidden)]
+    pub fn counted_body(&self, state: StateId) -> Option<Counted> {
+        self.with_shortcuts(state, |sc| sc.capacity)
+    }
+
     /// The capacity of the counted string body at `state` ([`body_capacity`]), with each state's
     /// [`body_level`] memoized: the positions of `json_char{0,n}` share one chain.
     fn body_capacity(&self, state: StateId) -> Option<Counted> {
@@ -885,6 +891,38 @@ impl CompiledGrammar {
             write(&self.levels).extend(fresh);
         }
         cap
+    }
+
+    /// A counted string body whose chain of character levels leads, before the longest token's
+    /// length, into a state that only calls counted bodies no token outruns ([`counted_calls`]):
+    /// `json_char{50}` then blocks of `json_char{1024}` (a string's `minLength` 50 with a long
+    /// `maxLength`). Body text read from `state` stays alive along the chain (plain states,
+    /// non-final inside a character) and then inside a callee, so the state covers the body slice
+    /// as a calling state does (every frontier node walked, `ends`: the callees may end).
+    ///
+    /// PERF: each position of the chain was a walk of the whole vocabulary (~7.5 ms on Llama 3,
+    /// one per token along the first 50 characters of a PEM key: MaskBench o9871, o9770, o9919).
+    fn chain_to_calls(&self, state: StateId) -> Option<Counted> {
+        let (a, max) = (&self.automata, self.index.trie.max_depth);
+        let level = |r: StateId| read(&self.levels).get(&r).copied().unwrap_or_else(|| body_level(a, r));
+        let mut r = state;
+        for _ in 0..max {
+            // Kept to chains the rule cannot end on (a `minLength`): the walk's slice then only
+            // meets rule ends inside the callees, as for a calling state.
+            if a.state(r).is_final {
+                return None;
+            }
+            match level(r) {
+                Some(Level::Next(t)) if t != r => r = t,
+                Some(_) => return None,
+                None => {
+                    let Some(Level::Next(t)) = body_level_into_calls(a, r) else { return None };
+                    let k = counted_calls(a, t, max, |x| self.body_capacity(x))?;
+                    return Some(Counted { ends: true, ..k });
+                }
+            }
+        }
+        None
     }
 
     /// Shortest completion lengths of the automata under this vocabulary (token budgets).
