@@ -19,8 +19,8 @@ use crate::mask::{
     Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, counted_calls, BodySlice, ClassBodies, ClassBodySlice, ClassChain, ClassSlice, Counted,
-    CoverMemo, Level, RunIndex,
+    body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, ClassBodies, ClassBodySlice,
+    ClassChain, ClassSlice, Counted, CoverMemo, Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -649,9 +649,13 @@ impl CompiledGrammar {
         // (A counted string body takes the body slice instead, see `with_shortcuts`: its class
         // slice would be a walk of most of the trie.)
         let class_body = |s0: StateId| self.counted_body(s0).is_none() && self.class_body_built(s0);
+        // An excluded-words rule (an open object's other keys) is free text too: its kernel is
+        // the string body's less a few words ([`Self::excluded_kernel_in`]), not a walk.
+        let excluded = |s0: StateId| self.residual_words().contains_key(&s0);
         let skip = |r: RuleId| {
             let s0 = start(r);
-            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !free_text(s0) && !class_body(s0))
+            let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
+            s0 == state || stack.contains(&s0) || (a.rule_edges(s0).is_empty() && !sliced(s0))
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
@@ -851,10 +855,14 @@ impl CompiledGrammar {
         })
     }
 
-    /// The capacity of the counted string body at `state`, itself or through calls.
-    fn counted_body(&self, state: StateId) -> Option<Counted> {
+    /// The capacity of the counted string body a kernel walk from `state` takes: at `state`,
+    /// through calls, or along a character chain into calls ([`Self::chain_to_calls`]).
+    #[doc(hidden)]
+    pub fn counted_body(&self, state: StateId) -> Option<Counted> {
         let max = self.index.trie.max_depth;
-        self.body_capacity(state).or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)))
+        self.body_capacity(state)
+            .or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)))
+            .or_else(|| self.chain_to_calls(state))
     }
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
@@ -920,6 +928,38 @@ impl CompiledGrammar {
             write(&self.levels).extend(fresh);
         }
         cap
+    }
+
+    /// A counted string body whose chain of character levels leads, before the longest token's
+    /// length, into a state that only calls counted bodies no token outruns ([`counted_calls`]):
+    /// `json_char{50}` then blocks of `json_char{1024}` (a string's `minLength` 50 with a long
+    /// `maxLength`). Body text read from `state` stays alive along the chain (plain states,
+    /// non-final inside a character) and then inside a callee, so the state covers the body slice
+    /// as a calling state does (every frontier node walked, `ends`: the callees may end).
+    ///
+    /// PERF: each position of the chain was a walk of the whole vocabulary (~7.5 ms on Llama 3,
+    /// one per token along the first 50 characters of a PEM key: MaskBench o9871, o9770, o9919).
+    fn chain_to_calls(&self, state: StateId) -> Option<Counted> {
+        let (a, max) = (&self.automata, self.index.trie.max_depth);
+        let level = |r: StateId| read(&self.levels).get(&r).copied().unwrap_or_else(|| body_level(a, r));
+        let mut r = state;
+        for _ in 0..max {
+            // Kept to chains the rule cannot end on (a `minLength`): the walk's slice then only
+            // meets rule ends inside the callees, as for a calling state.
+            if a.state(r).is_final {
+                return None;
+            }
+            match level(r) {
+                Some(Level::Next(t)) if t != r => r = t,
+                Some(_) => return None,
+                None => {
+                    let Some(Level::Next(t)) = body_level_into_calls(a, r) else { return None };
+                    let k = counted_calls(a, t, max, |x| self.body_capacity(x))?;
+                    return Some(Counted { ends: true, ..k });
+                }
+            }
+        }
+        None
     }
 
     /// Shortest completion lengths of the automata under this vocabulary (token budgets).

@@ -233,6 +233,16 @@ pub(super) fn chars_begun(trie: &TokenTrie) -> Vec<(u32, u32)> {
 /// body text that begins at most `c` characters ([`BodySlice::add_within`]); the rule may end
 /// only at the character boundaries whose state is final ([`body_capacity`]).
 pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
+    body_level_ending(a, r, false)
+}
+
+/// [`body_level`], except that the state every character ends in may call rules: the last level
+/// of a chain into a state that calls counted bodies ([`counted_calls`]).
+pub fn body_level_into_calls(a: &Automata, r: StateId) -> Option<Level> {
+    body_level_ending(a, r, true)
+}
+
+fn body_level_ending(a: &Automata, r: StateId, into_calls: bool) -> Option<Level> {
     let plain = |t: StateId| a.rule_edges(t).is_empty();
     let ok = |t: StateId| plain(t) && !a.state(t).is_final;
     if !plain(r) {
@@ -255,7 +265,7 @@ pub fn body_level(a: &Automata, r: StateId) -> Option<Level> {
                     Body::To(nb) => {
                         read += 1;
                         let t = e.target;
-                        if !(if nb == 0 { plain(t) } else { ok(t) }) {
+                        if !(if nb == 0 { into_calls || plain(t) } else { ok(t) }) {
                             return None;
                         }
                         if nb == 0 {
