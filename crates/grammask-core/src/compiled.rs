@@ -658,8 +658,7 @@ impl CompiledGrammar {
         // An excluded-words rule (an open object's other keys) is free text too: its kernel is
         // the string body's less a few words ([`Self::excluded_kernel_in`]), not a walk.
         // Only for many known keys: beside a few, the caller's walk is cheaper than composing.
-        let excluded =
-            |s0: StateId| self.residual_words().get(&s0).is_some_and(|w| w.len() >= COMPOSE_EXCLUDED_WORDS);
+        let excluded = |s0: StateId| self.residual_words().get(&s0).is_some_and(|w| w.len() >= COMPOSE_EXCLUDED_WORDS);
         let skip = |r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
