@@ -9,7 +9,7 @@ use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
 use super::lookahead::LaTable;
-use super::memo::{DfaMemo, Found};
+use super::memo::{DfaMemo, Found, RuleMemo};
 use super::minimize::minimize;
 use super::nfa::Nfa;
 use super::scc::SccScratch;
@@ -34,6 +34,12 @@ impl Automata {
     /// [`Self::build`] on at most `max_threads` threads, the calling one included (`1`: no thread
     /// is started).
     pub fn build_on(grammar: &Grammar, max_threads: usize) -> Result<Automata> {
+        Self::build_shared(grammar, max_threads, None)
+    }
+
+    /// [`Self::build_on`], taking the DFAs of rules built before from `shared` and storing the
+    /// new ones there. The automata are those [`Self::build_on`] makes.
+    pub fn build_shared(grammar: &Grammar, max_threads: usize, shared: Option<&RuleMemo>) -> Result<Automata> {
         // Token expressions become rules of their own, one token edge each (`token_edges.rs`).
         let lifted;
         let grammar = if grammar.has_token_exprs() {
@@ -123,14 +129,28 @@ impl Automata {
                         take_states(b, states)?;
                         return Ok((memo.renamed(id, &out[at].1), None));
                     }
+                    // New to this worker: built by an earlier compile?
+                    let shared = shared.filter(|_| matches!(found, Found::New(_) | Found::Unkeyed));
+                    if let Some((dfa, states)) = shared.and_then(|m| m.get(memo.key())) {
+                        take_states(b, states)?;
+                        if let Found::New(id) = found {
+                            new_key = Some((id, states));
+                        }
+                        return Ok((memo.unranked(&dfa), None));
+                    }
                     nfa.freeze();
                     let det = determinize(&nfa, start, end, b, &mut scratch)?;
                     #[cfg(test)]
                     SUBSET_BUILDS.with(|n| n.set(n.get() + 1));
+                    let states = det.len();
                     if let Found::New(id) = found {
-                        new_key = Some((id, det.len()));
+                        new_key = Some((id, states));
                     }
                     let mut dfa = minimize(det, &mut min_scratch);
+                    if let Some(m) = shared {
+                        // A plain rule's DFA is its minimized subset construction.
+                        m.insert(memo.key(), memo.ranked(&dfa), states);
+                    }
                     if !excludes.is_empty() {
                         dfa = minimize(exclude_dfa(&dfa, excludes, b)?, &mut min_scratch);
                     }
