@@ -1,9 +1,9 @@
 //! The rule-automata memo shared by compiles ([`RuleMemo`]) on JSON Schemas (`strict_mode=False`,
 //! as MaskBench's grammask engine), one build thread, thread CPU time.
-//! `cargo run --release --example rule_memo -- [--warm LIST] [--limit BYTES] [--quiet] LIST`:
+//! `cargo run --release --example rule_memo -- [--warm LIST] [--limit BYTES] [--quiet|--check] LIST`:
 //! builds every schema of the `--warm` list into the memo first, then per schema of `LIST` (paths,
 //! one a line; `MaskBench` files: the `schema` field): its automata without the memo (best of two
-//! builds) and with it (once: the memo holds the other schemas' rules, not yet this one's). Checks
+//! builds; one with `--check`, which also implies `--quiet`) and with it (once: the memo holds the other schemas' rules, not yet this one's). Checks
 //! that both automata are identical (a hash over every state, edge and rule start) and prints one
 //! line per schema (unless `--quiet`), the mismatches, the totals and the memo's size.
 use grammask_core::compiler::{Automata, RuleMemo, StateId};
@@ -53,12 +53,14 @@ fn schemas(list: &str) -> Vec<(String, String)> {
 
 fn main() {
     let (mut warm, mut list, mut limit, mut quiet) = (None, None, grammask_core::limits::RULE_MEMO_BYTES, false);
+    let mut repeat = 2;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--warm" => warm = args.next(),
             "--limit" => limit = args.next().and_then(|n| n.parse().ok()).expect("--limit BYTES"),
             "--quiet" => quiet = true,
+            "--check" => (quiet, repeat) = (true, 1),
             _ => list = Some(a),
         }
     }
@@ -78,7 +80,7 @@ fn main() {
         let Ok(g) = json_schema_to_grammar(&schema, &opts) else { continue };
         let mut best = f64::INFINITY;
         let mut plain = None;
-        for _ in 0..2 {
+        for _ in 0..repeat {
             let t = ms();
             let a = Automata::build_on(&g, 1);
             best = best.min(ms() - t);

@@ -725,6 +725,7 @@ fn group<T>(g: &Groups<T>, k: usize) -> &[T] {
 #[cfg(test)]
 mod thread_tests {
     use super::*;
+    use crate::compiler::RuleMemo;
     use std::fmt::Write;
 
     /// A grammar of `n` distinct recursive rules: none is inlined or merged, so each is built.
@@ -806,5 +807,43 @@ mod thread_tests {
         assert_eq!(memoized, plain);
         // Subset rules differ where a property's entry is inlined (the enum's): 126 of 152.
         assert!(subsets < all, "{subsets} of {all} rules by subset construction");
+    }
+
+    /// Grammars of one shape as a JSON Schema converter writes them: an open object's value is
+    /// any JSON value (`any`, `ws`: the same rules in every grammar), and `pair{i}` names two
+    /// value rules in an order that differs between the grammars.
+    fn shaped(swap: bool, extra: &str) -> Grammar {
+        let (a, b) = if swap { ("v2", "v1") } else { ("v1", "v2") };
+        let src = format!(
+            "root ::= \"{{\" ws pair0 ws \"}}\" | \"[\" ws pair1 ws \"]\" | any\n\
+             pair0 ::= \"\" | \",\" ws ({a} pair0 | {b} \"x\")\n\
+             pair1 ::= \"\" | \",\" ws ({b} pair1 | {a} \"y\")\n\
+             v1 ::= \"a\" v1 \"b\" | \"c\" any{extra}\n\
+             v2 ::= \"d\" v2 \"e\" | \"f\"\n\
+             any ::= \"null\" | [0-9]{{1,20}} | \"[\" ws (any (ws \",\" ws any)*)? ws \"]\"\n\
+             ws ::= [ \\n\\t]{{0,8}}\n"
+        );
+        crate::ebnf::parse_ebnf(&src, "root").unwrap()
+    }
+
+    #[test]
+    fn shared_memo_hits_give_the_automata_of_a_plain_build() {
+        let memo = RuleMemo::new(1 << 20);
+        let first = shaped(false, "");
+        let shared = |g: &Grammar| format!("{:?}", Automata::build_shared(g, 1, Some(&memo)).unwrap());
+        assert_eq!(shared(&first), built(&first, false).0);
+        let (hits, _) = memo.lookups();
+        // Rules named in the other order, and a grammar that differs in one rule: the rules they
+        // share hit, the others are built, and the automata are the plain ones.
+        for g in [shaped(true, ""), shaped(true, " | \"g\""), first.clone()] {
+            let before = memo.lookups().0;
+            assert_eq!(shared(&g), built(&g, false).0);
+            assert!(memo.lookups().0 > before, "some rule found in the memo");
+        }
+        assert!(memo.lookups().0 > hits);
+        // Without the memo's rules a worker builds every rule by subset construction.
+        let before = SUBSET_BUILDS.with(std::cell::Cell::get);
+        drop(Automata::build_shared(&first, 1, Some(&memo)).unwrap());
+        assert_eq!(SUBSET_BUILDS.with(std::cell::Cell::get), before, "every rule of a grammar built before is found");
     }
 }

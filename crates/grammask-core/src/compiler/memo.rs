@@ -277,12 +277,43 @@ mod tests {
     }
 
     #[test]
-    fn only_nfas_with_rule_edges_are_keyed() {
+    fn only_nfas_with_rule_edges_are_kept_by_the_worker() {
         let mut memo = DfaMemo::default();
-        assert!(matches!(memo.find(&nfa(None), 0, 2), Found::Skip));
+        assert!(matches!(memo.find(&nfa(None), 0, 2), Found::Unkeyed));
         let Found::New(id) = memo.find(&nfa(Some(7)), 0, 2) else { panic!("a new key") };
         memo.store(id, 0, 3);
         // Another rule named in the same place: the same key.
         assert!(matches!(memo.find(&nfa(Some(9)), 0, 2), Found::Built(0, 0, 3)));
+    }
+
+    /// A DFA of `n` states, a chain on `a`.
+    fn chain(n: usize) -> Dfa {
+        let mut d = Dfa::default();
+        for i in 0..n {
+            if i + 1 < n {
+                d.bytes.push(super::super::dfa::ByteEdgeLocal { lo: b'a', hi: b'a', target: i as u32 + 1 });
+            }
+            d.end_state(i + 1 == n);
+        }
+        d
+    }
+
+    #[test]
+    fn shared_memo_stays_within_its_budget_dropping_the_least_recently_used() {
+        let size = dfa_bytes(&chain(10)) + 4 * 3 + ENTRY_BYTES;
+        let memo = RuleMemo::new(10 * size);
+        for k in 0..100u32 {
+            memo.insert(&[k, 1, 2], chain(10), 10);
+            assert!(memo.memory_size() <= 10 * size, "{} bytes after {k} inserts", memo.memory_size());
+            // Key 0 is used after every insert: never the least recently used.
+            assert!(memo.get(&[0, 1, 2]).is_some(), "key 0 dropped after {k} inserts");
+        }
+        assert!(memo.len() >= 7, "eviction stops at three quarters of the budget: {} left", memo.len());
+        assert_eq!(memo.memory_size(), memo.len() * size);
+        assert!(memo.get(&[1, 1, 2]).is_none(), "an entry unused since the start is dropped");
+        assert!(memo.get(&[99, 1, 2]).is_some(), "the last inserted is kept");
+        // An entry of more than an eighth of the budget is not kept.
+        memo.insert(&[1000], chain(40), 40);
+        assert!(memo.get(&[1000]).is_none());
     }
 }
