@@ -24,4 +24,4 @@ pub const MASK_MEMO_BYTES: usize = 64 << 20;
 pub const SHARED_KERNEL_CACHE_BYTES: usize = 512 << 20;
 /// Memory for rule automata shared across the grammars of one vocabulary (keys and DFAs); past
 /// it, the least recently used are dropped.
-pub const RULE_MEMO_BYTES: usize = 16 << 20;
+pub const RULE_MEMO_BYTES: usize = 8 << 20;

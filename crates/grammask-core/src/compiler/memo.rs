@@ -154,11 +154,15 @@ pub struct RuleMemo {
     limit_bytes: usize,
 }
 
+/// A [`RuleMemo`] entry: (DFA with rule edges as ranks, its subset construction's states, its
+/// size in bytes, the tick it was last used at).
+type Entry = (Arc<Dfa>, usize, usize, u64);
+
 #[derive(Debug, Default)]
 struct Shared {
     /// Per key: the DFA (rule edges as ranks), the states its subset construction made, its size
     /// in bytes and the tick it was last used at.
-    map: FastMap<Box<[u32]>, (Arc<Dfa>, usize, usize, u64)>,
+    map: FastMap<Box<[u32]>, Entry>,
     bytes: usize,
     clock: u64,
     /// Lookups that found an entry, and that did not.
@@ -166,8 +170,11 @@ struct Shared {
     misses: u64,
 }
 
-/// Bytes a memo entry holds besides its key and DFA (the map's slot, the `Arc`'s counts).
-const ENTRY_BYTES: usize = 64;
+/// Bytes a memo entry holds besides its key's words and its DFA's edges and states: the DFA's
+/// own allocation (with the `Arc`'s counts) and the map's slot (twice: the table is at most
+/// about half full after growing).
+const ENTRY_BYTES: usize =
+    std::mem::size_of::<Dfa>() + 16 + 2 * std::mem::size_of::<(Box<[u32]>, (Arc<Dfa>, usize, usize, u64))>();
 
 impl RuleMemo {
     /// An empty memo holding at most `limit_bytes` (keys and DFAs).
