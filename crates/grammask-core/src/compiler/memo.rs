@@ -202,14 +202,15 @@ impl RuleMemo {
         Some(found)
     }
 
-    /// Stores `dfa` (rule edges as ranks) under `key`, its subset construction having made
+    /// Stores `ranked(dfa)` (rule edges as ranks) under `key`, its subset construction having made
     /// `states` states; past the budget, the least recently used entries are dropped down to
     /// three quarters of it.
-    pub(super) fn insert(&self, key: &[u32], dfa: Dfa, states: usize) {
-        let size = dfa_bytes(&dfa) + 4 * key.len() + ENTRY_BYTES;
+    pub(super) fn insert(&self, key: &[u32], dfa: &Dfa, states: usize, ranked: impl FnOnce(&Dfa) -> Dfa) {
+        let size = dfa_bytes(dfa) + 4 * key.len() + ENTRY_BYTES;
         if size > self.limit_bytes / 8 {
             return; // one entry would crowd out many
         }
+        let dfa = ranked(dfa);
         let mut g = self.lock();
         g.clock += 1;
         let now = g.clock;
@@ -310,7 +311,7 @@ mod tests {
         let size = dfa_bytes(&chain(10)) + 4 * 3 + ENTRY_BYTES;
         let memo = RuleMemo::new(10 * size);
         for k in 0..100u32 {
-            memo.insert(&[k, 1, 2], chain(10), 10);
+            memo.insert(&[k, 1, 2], &chain(10), 10, Dfa::clone);
             assert!(memo.memory_size() <= 10 * size, "{} bytes after {k} inserts", memo.memory_size());
             // Key 0 is used after every insert: never the least recently used.
             assert!(memo.get(&[0, 1, 2]).is_some(), "key 0 dropped after {k} inserts");
@@ -320,7 +321,7 @@ mod tests {
         assert!(memo.get(&[1, 1, 2]).is_none(), "an entry unused since the start is dropped");
         assert!(memo.get(&[99, 1, 2]).is_some(), "the last inserted is kept");
         // An entry of more than an eighth of the budget is not kept.
-        memo.insert(&[1000], chain(40), 40);
+        memo.insert(&[1000], &chain(40), 40, Dfa::clone);
         assert!(memo.get(&[1000]).is_none());
     }
 }
