@@ -7,7 +7,10 @@
 //! paths, one per line (`MaskBench` files: the `schema` field); `VOCAB.json` from
 //! `TokenizerInfo.serialize_json()`. One line per schema (minimum over `REPEAT` runs of each
 //! phase, ms), then the phases' totals. With `TOP_RULES=N`, also the `N` rules with the most
-//! automaton states.
+//! automaton states. With `WARM=LIST`, the schemas of `LIST` are compiled first, filling the
+//! vocabulary's shared rule automata (`RuleMemo`): `rest` then counts the compile's build with
+//! the memo, less the build without it (`build`); use `REPEAT` 1, or later runs find their own
+//! rules.
 use grammask_core::compiler::Automata;
 use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
@@ -51,6 +54,16 @@ fn main() {
     let opts = JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() };
     // The per-vocabulary token index is built once, outside the timings, and kept alive.
     let _pin = CompiledGrammar::new(&grammask_core::ebnf::parse_ebnf("root ::= \"a\"", "root").unwrap(), &vocab);
+    if let Ok(warm) = std::env::var("WARM") {
+        for path in std::fs::read_to_string(warm).expect("readable list").lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
+            let schema = v.get("schema").cloned().unwrap_or(v).to_string();
+            if let Ok(g) = json_schema_to_grammar(&schema, &opts) {
+                let _ = CompiledGrammar::new(&g, &vocab);
+            }
+        }
+    }
     let mut totals = [0.0f64; 5];
     for path in list.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value =

@@ -146,9 +146,9 @@ impl CompiledGrammar {
 
     /// [`Self::new`] on at most `max_threads` threads, the calling one included.
     pub fn new_on(grammar: &Grammar, vocab: &Arc<Vocabulary>, max_threads: usize) -> Result<CompiledGrammar> {
-        let automata = Automata::build_on(grammar, max_threads)?;
-        let token_masks = crate::token_edges::TokenMasks::new(&automata, vocab)?;
         let index = TokenIndex::for_vocab(vocab);
+        let automata = Automata::build_shared(grammar, max_threads, Some(&index.rule_dfas))?;
+        let token_masks = crate::token_edges::TokenMasks::new(&automata, vocab)?;
         // Free-text class slices and run indexes are per vocabulary and take a trie walk each
         // (~1 ms on a 128k vocabulary): they are built with the grammar that first needs one
         // rather than in its first mask. The classes are those whose run index a state takes

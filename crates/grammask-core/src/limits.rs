@@ -22,3 +22,6 @@ pub const MASK_MEMO_BYTES: usize = 64 << 20;
 /// Memory for kernel classifications shared across the grammars of one vocabulary; past it, the
 /// shared cache starts over.
 pub const SHARED_KERNEL_CACHE_BYTES: usize = 512 << 20;
+/// Memory for rule automata shared across the grammars of one vocabulary (keys and DFAs); past
+/// it, the least recently used are dropped.
+pub const RULE_MEMO_BYTES: usize = 8 << 20;

@@ -7,6 +7,7 @@
 //! ([`BodySlice`]), the free-text class slices ([`ClassSlice`]) and run indexes ([`RunIndex`]) built
 //! on first use, and the cross-grammar cache of kernel classifications keyed by
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
+use crate::compiler::RuleMemo;
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
 use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
@@ -50,6 +51,10 @@ pub struct TokenIndex {
     /// Counted class-body slices by character automaton form, built on first use (at most
     /// [`MAX_CLASS_BODY_SLICES`]; past them each compiled grammar builds its own).
     class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
+    /// Rule DFAs of the grammars compiled so far, shared by later compiles (at most
+    /// [`limits::RULE_MEMO_BYTES`]; the automata do not depend on the vocabulary, but their
+    /// memory is counted here, with the other caches grammars share).
+    pub(crate) rule_dfas: RuleMemo,
 }
 
 /// Run indexes by (ASCII class, UTF-8 too), each with the tick at which it was last needed.
@@ -277,6 +282,7 @@ impl TokenIndex {
             first_chars,
             walked_bodies,
             class_body_slices,
+            rule_dfas,
         } = self;
         // Per hash-map entry: its key and `Arc` plus the table's own slot (an estimate).
         let entry = 32;
@@ -296,6 +302,7 @@ impl TokenIndex {
             ("class_slices", classes),
             ("walked_bodies", walked),
             ("class_body_slices", class_bodies),
+            ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
@@ -347,6 +354,7 @@ impl TokenIndex {
             first_chars: OnceLock::new(),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),
+            rule_dfas: RuleMemo::new(limits::RULE_MEMO_BYTES),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask or
         // compile: nearly every grammar has a loop class or a string body that takes a run index.

@@ -14,7 +14,9 @@
 use super::determinize::SeqTable;
 use super::dfa::Dfa;
 use super::nfa::Nfa;
+use crate::fasthash::FastMap;
 use crate::grammar::RuleId;
+use std::sync::{Arc, Mutex};
 
 /// NFAs with more states than this are not memoized: large rule bodies rarely repeat, and their
 /// keys would only cost memory.
@@ -38,6 +40,8 @@ pub(super) struct DfaMemo {
 pub(super) enum Found {
     /// Not memoized (too large).
     Skip,
+    /// Keyed (see [`DfaMemo::key`]) but not kept by the worker: the NFA references no rule.
+    Unkeyed,
     /// New key (its id): build the DFA, then [`DfaMemo::store`] it.
     New(u32),
     /// Built before: the key's id, the worker's output index of the rule built from it and the
@@ -46,11 +50,10 @@ pub(super) enum Found {
 }
 
 impl DfaMemo {
-    /// Looks up the frozen or unfrozen `nfa` (its edge lists) with `start` and `end`.
+    /// Looks up the frozen or unfrozen `nfa` (its edge lists) with `start` and `end`, leaving
+    /// its key in [`Self::key`] (unless `Skip`).
     pub(super) fn find(&mut self, nfa: &Nfa, start: u32, end: u32) -> Found {
-        // A rule that references none repeats another only where their bodies are equal, and
-        // equal rules already share one automaton (`equal_rules.rs`): its key would only cost.
-        if nfa.len() > MEMO_MAX_NFA_STATES || nfa.rule_edges.is_empty() {
+        if nfa.len() > MEMO_MAX_NFA_STATES {
             return Found::Skip;
         }
         self.mine.clear();
@@ -72,12 +75,44 @@ impl DfaMemo {
         for &(s, (r, t)) in &nfa.rule_edges {
             key.extend_from_slice(&[s, rank(r), t]);
         }
+        // A rule that references none repeats another of this grammar only where their bodies
+        // are equal, and equal rules already share one automaton (`equal_rules.rs`): only the
+        // shared memo may know it.
+        if self.mine.is_empty() {
+            return Found::Unkeyed;
+        }
         let (id, new) = self.keys.intern(key);
         if new {
             return Found::New(id);
         }
         let (at, states, _, _) = self.built[id as usize];
         Found::Built(id, at, states)
+    }
+
+    /// The key of the last NFA found (its edges, referenced rules as ranks).
+    pub(super) fn key(&self) -> &[u32] {
+        &self.key
+    }
+
+    /// `dfa` (built from the last NFA found) with its rule edges written as ranks among the
+    /// rules that NFA references: the form [`RuleMemo`] stores.
+    pub(super) fn ranked(&self, dfa: &Dfa) -> Dfa {
+        let mut out = dfa.clone();
+        for e in &mut out.rules {
+            let rank = self.mine.binary_search(&e.0).expect("a DFA's rule edges come from its NFA");
+            e.0 = RuleId(rank as u32);
+        }
+        out
+    }
+
+    /// A [`RuleMemo`] entry's DFA with its rule edges renamed, rank for rank, to the rules the
+    /// last NFA found references.
+    pub(super) fn unranked(&self, dfa: &Dfa) -> Dfa {
+        let mut out = dfa.clone();
+        for e in &mut out.rules {
+            e.0 = self.mine[e.0.index()];
+        }
+        out
     }
 
     /// Records that key `id` (from [`Self::find`], the last call) was built into the worker's
@@ -103,6 +138,137 @@ impl DfaMemo {
     }
 }
 
+/// Rule DFAs shared by the compiles of one vocabulary's grammars, by their NFA's key
+/// ([`DfaMemo::key`]: referenced rules as ranks), least recently used dropped past a byte budget.
+///
+/// Pipeline place: consulted by `build.rs` where a rule's NFA is new to its worker's
+/// [`DfaMemo`]. JSON Schema grammars repeat the same rules (any JSON value, whitespace, string
+/// and number bodies) from schema to schema; each is determinized and minimized once.
+///
+/// Soundness: as [`DfaMemo`]'s (the DFA is a function of the key); an entry holds the DFA with
+/// its rule edges as ranks, renamed to the rules the finding NFA references on a hit.
+/// Invariant: `bytes` is the sum of the sizes of the entries present.
+#[derive(Debug)]
+pub struct RuleMemo {
+    inner: Mutex<Shared>,
+    limit_bytes: usize,
+}
+
+/// A [`RuleMemo`] entry: (DFA with rule edges as ranks, its subset construction's states, its
+/// size in bytes, the tick it was last used at).
+type Entry = (Arc<Dfa>, usize, usize, u64);
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// Per key: the DFA (rule edges as ranks), the states its subset construction made, its size
+    /// in bytes and the tick it was last used at.
+    map: FastMap<Box<[u32]>, Entry>,
+    bytes: usize,
+    clock: u64,
+    /// Lookups that found an entry, and that did not.
+    hits: u64,
+    misses: u64,
+}
+
+/// Bytes a memo entry holds besides its key's words and its DFA's edges and states: the DFA's
+/// own allocation (with the `Arc`'s counts) and the map's slot (twice: the table is at most
+/// about half full after growing).
+const ENTRY_BYTES: usize =
+    std::mem::size_of::<Dfa>() + 16 + 2 * std::mem::size_of::<(Box<[u32]>, (Arc<Dfa>, usize, usize, u64))>();
+
+impl RuleMemo {
+    /// An empty memo holding at most `limit_bytes` (keys and DFAs).
+    pub fn new(limit_bytes: usize) -> RuleMemo {
+        RuleMemo { inner: Mutex::new(Shared::default()), limit_bytes }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The DFA stored under `key` (rule edges as ranks) and the states its subset construction
+    /// made.
+    pub(super) fn get(&self, key: &[u32]) -> Option<(Arc<Dfa>, usize)> {
+        let mut g = self.lock();
+        g.clock += 1;
+        let now = g.clock;
+        let Some(e) = g.map.get_mut(key) else {
+            g.misses += 1;
+            return None;
+        };
+        e.3 = now;
+        let found = (e.0.clone(), e.1);
+        g.hits += 1;
+        Some(found)
+    }
+
+    /// Stores `ranked(dfa)` (rule edges as ranks) under `key`, its subset construction having made
+    /// `states` states; past the budget, the least recently used entries are dropped down to
+    /// three quarters of it.
+    pub(super) fn insert(&self, key: &[u32], dfa: &Dfa, states: usize, ranked: impl FnOnce(&Dfa) -> Dfa) {
+        let size = dfa_bytes(dfa) + 4 * key.len() + ENTRY_BYTES;
+        if size > self.limit_bytes / 8 {
+            return; // one entry would crowd out many
+        }
+        let dfa = ranked(dfa);
+        let mut g = self.lock();
+        g.clock += 1;
+        let now = g.clock;
+        if g.map.contains_key(key) {
+            return; // another compile stored it meanwhile
+        }
+        g.map.insert(key.into(), (Arc::new(dfa), states, size, now));
+        g.bytes += size;
+        if g.bytes > self.limit_bytes {
+            g.evict_to(self.limit_bytes / 4 * 3);
+        }
+    }
+
+    /// Bytes held (keys, DFAs and per-entry overhead).
+    pub fn memory_size(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// Lookups so far that found an entry, and that did not.
+    pub fn lookups(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.hits, g.misses)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Shared {
+    /// Drops the least recently used entries until at most `target` bytes are held.
+    fn evict_to(&mut self, target: usize) {
+        let mut by_age: Vec<(u64, usize)> = self.map.values().map(|e| (e.3, e.2)).collect();
+        by_age.sort_unstable();
+        let mut left = self.bytes;
+        let mut cut = 0;
+        for &(age, size) in &by_age {
+            if left <= target {
+                break;
+            }
+            left -= size;
+            cut = age + 1;
+        }
+        self.map.retain(|_, e| e.3 >= cut);
+        self.bytes = self.map.values().map(|e| e.2).sum();
+    }
+}
+
+/// Heap bytes of a DFA.
+fn dfa_bytes(d: &Dfa) -> usize {
+    d.finals.len() + 4 * (d.byte_end.len() + d.rule_end.len()) + 8 * (d.bytes.len() + d.rules.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,12 +285,43 @@ mod tests {
     }
 
     #[test]
-    fn only_nfas_with_rule_edges_are_keyed() {
+    fn only_nfas_with_rule_edges_are_kept_by_the_worker() {
         let mut memo = DfaMemo::default();
-        assert!(matches!(memo.find(&nfa(None), 0, 2), Found::Skip));
+        assert!(matches!(memo.find(&nfa(None), 0, 2), Found::Unkeyed));
         let Found::New(id) = memo.find(&nfa(Some(7)), 0, 2) else { panic!("a new key") };
         memo.store(id, 0, 3);
         // Another rule named in the same place: the same key.
         assert!(matches!(memo.find(&nfa(Some(9)), 0, 2), Found::Built(0, 0, 3)));
+    }
+
+    /// A DFA of `n` states, a chain on `a`.
+    fn chain(n: usize) -> Dfa {
+        let mut d = Dfa::default();
+        for i in 0..n {
+            if i + 1 < n {
+                d.bytes.push(super::super::dfa::ByteEdgeLocal { lo: b'a', hi: b'a', target: i as u32 + 1 });
+            }
+            d.end_state(i + 1 == n);
+        }
+        d
+    }
+
+    #[test]
+    fn shared_memo_stays_within_its_budget_dropping_the_least_recently_used() {
+        let size = dfa_bytes(&chain(10)) + 4 * 3 + ENTRY_BYTES;
+        let memo = RuleMemo::new(10 * size);
+        for k in 0..100u32 {
+            memo.insert(&[k, 1, 2], &chain(10), 10, Dfa::clone);
+            assert!(memo.memory_size() <= 10 * size, "{} bytes after {k} inserts", memo.memory_size());
+            // Key 0 is used after every insert: never the least recently used.
+            assert!(memo.get(&[0, 1, 2]).is_some(), "key 0 dropped after {k} inserts");
+        }
+        assert!(memo.len() >= 7, "eviction stops at three quarters of the budget: {} left", memo.len());
+        assert_eq!(memo.memory_size(), memo.len() * size);
+        assert!(memo.get(&[1, 1, 2]).is_none(), "an entry unused since the start is dropped");
+        assert!(memo.get(&[99, 1, 2]).is_some(), "the last inserted is kept");
+        // An entry of more than an eighth of the budget is not kept.
+        memo.insert(&[1000], &chain(40), 40, Dfa::clone);
+        assert!(memo.get(&[1000]).is_none());
     }
 }

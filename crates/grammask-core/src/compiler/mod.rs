@@ -49,6 +49,7 @@ mod utf8;
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use char_budget::CharBudgets;
 pub use lookahead::LA_NONE;
+pub use memo::RuleMemo;
 pub use token_budget::{RecBudgets, RuleBudget, TokenBudgets};
 pub use token_edges::{TokenRules, TokenSet};
 pub use utf8::utf8_sequences;
