@@ -26,7 +26,7 @@ use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 /// group of ~5,200: at 4,096 it stayed rules, each character of a label nested one more chart
 /// item, and a token budget's walks read every token of such a row on the chart (~120 ms per
 /// mask near the end of a budget, on Llama 3).
-pub(super) const TAIL_GROUP_MAX_STATES: usize = 8192;
+pub(super) const TAIL_GROUP_MAX_STATES: usize = 32768;
 
 /// "No group".
 pub(super) const NO_GROUP: u32 = u32::MAX;
