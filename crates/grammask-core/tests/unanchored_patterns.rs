@@ -55,20 +55,25 @@ fn unanchored_pattern_positions_take_the_shifted_kernel() {
     let vocab = small_vocab();
     let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-    let doc = r#"{"scopes": ["the customer is a maker and an operator"]}"#;
+    let doc = r#"{"scopes": ["the customer of an old custom mill, cast in copper and iron, made by hand"]}"#;
     let start = doc.find("the").unwrap();
     assert!(m.accept_bytes(&doc.as_bytes()[..start]).unwrap());
     let items = |m: &Matcher| m.chart().row(m.chart().last_row_index()).len();
-    let (first, mut shifted, mut states) = (items(&m), 0, 0);
+    let (first, mut plain, mut shifted, mut states) = (items(&m), 0, 0, 0);
     for &b in &doc.as_bytes()[start..doc.len() - 3] {
         assert!(m.accept_bytes(&[b]).unwrap());
         assert!(items(&m) <= first, "chart rows grow along the string: {} > {first}", items(&m));
         for it in kernel_items(cg.automata(), m.chart()) {
             states += 1;
+            plain += usize::from(cg.automata().rule_edges(it.state).is_empty());
             shifted += usize::from(cg.shifted_kernel(it.state).unwrap().is_some());
         }
     }
-    assert!(states > 0 && shifted * 2 >= states, "{shifted} of {states} string positions take the shifted kernel");
+    eprintln!("{plain} plain and {shifted} shifted of {states} kernel states");
+    // Each branch's kernel is plain but where a word ends (a call into the branch's second
+    // group); most positions of a branch shift the kernel of its loop state.
+    assert!(states > 0 && plain * 10 >= states * 9, "{plain} of {states} kernel states are plain");
+    assert!(shifted * 5 >= states, "{shifted} of {states} kernel states take the shifted kernel");
 }
 
 /// Masks at every byte of the documents equal the brute force (every token accepted by a copy of
