@@ -75,7 +75,12 @@ fn block_end_masks_match_brute_force() {
                     for t in 0..vocab.vocab_size() as u32 {
                         let want = m.clone().accept_token(t).unwrap();
                         let at = String::from_utf8_lossy(&doc.as_bytes()[i - 20..i]);
-                        assert_eq!(mask.get(t as usize), want, "byte {i} after {at:?}: token {:?}", vocab.token_bytes(t));
+                        assert_eq!(
+                            mask.get(t as usize),
+                            want,
+                            "byte {i} after {at:?}: token {:?}",
+                            vocab.token_bytes(t)
+                        );
                     }
                 }
                 assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");

@@ -31,8 +31,29 @@ fn small_vocab() -> Arc<Vocabulary> {
     let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
     toks.extend(
         [
-            "custom", "customer", "er", "mak", "maker", "oper", "ator", "admin", "design", "\\n", "\\u0063", "\\\"",
-            "\"]", "\", \"", "é", "éc", "net", "dir_", "netdir_work", "_work\"", "\": ", "s\": 1", "_a1\": true",
+            "custom",
+            "customer",
+            "er",
+            "mak",
+            "maker",
+            "oper",
+            "ator",
+            "admin",
+            "design",
+            "\\n",
+            "\\u0063",
+            "\\\"",
+            "\"]",
+            "\", \"",
+            "é",
+            "éc",
+            "net",
+            "dir_",
+            "netdir_work",
+            "_work\"",
+            "\": ",
+            "s\": 1",
+            "_a1\": true",
         ]
         .map(|t| t.as_bytes().to_vec()),
     );
