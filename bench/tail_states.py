@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import resource
 import importlib.util
 import sys
@@ -67,6 +68,10 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--slow-us", type=float, default=300.0)
     ap.add_argument(
+        "--hash", action="store_true",
+        help="print a sha256 of every mask of each schema (to check two builds give identical masks)",
+    )
+    ap.add_argument(
         "--schema", action="append", default=[], metavar="ID",
         help="only the files whose name contains ID (repeatable; --limit and --seed are ignored)",
     )
@@ -86,6 +91,7 @@ def main() -> int:
         return resource.getrusage(thread).ru_minflt if thread is not None else 0
 
     texts: dict[tuple[str, int, int], str] = {}
+    hashes: dict[str, str] = {}
     gc.disable()
     for f in schema_files(args):
         task = load_task(f, tok)
@@ -97,6 +103,7 @@ def main() -> int:
         except Exception:  # noqa: BLE001 (compile errors are counted by the harness, not here)
             continue
         ttfm.append(((clock() - t0) / 1000.0, f.name))
+        digest = hashlib.sha256() if args.hash else None
         for i, inst in enumerate(task.instances):
             m = adapter.matcher(compiled)
             ok = True
@@ -106,6 +113,8 @@ def main() -> int:
                 m.fill()
                 us = (clock() - a) / 1000.0
                 masks.append(us)
+                if digest is not None:
+                    digest.update(m.mask.tobytes())
                 if us > args.slow_us:
                     slow.append((us, f.name, i, pos))
                     faults[(f.name, i, pos)] = minflt() - f0
@@ -117,6 +126,10 @@ def main() -> int:
                 a = clock()
                 m.fill()
                 masks.append((clock() - a) / 1000.0)
+                if digest is not None:
+                    digest.update(m.mask.tobytes())
+        if digest is not None:
+            hashes[f.name] = digest.hexdigest()[:16]
     gc.enable()
     arr = np.asarray(masks)
     comp = np.asarray([t for t, _ in ttfm])
@@ -139,6 +152,11 @@ def main() -> int:
     for us, name, i, pos in sorted(slow, reverse=True)[: args.top]:
         k = (name, i, pos)
         print(f"  {us:10.0f} {faults[k]:4d}  {name} instance {i} token {pos}  ...{texts[k]!r}")
+    if args.hash:
+        print(f"mask hashes ({len(hashes)} schemas, all: "
+              f"{hashlib.sha256(repr(sorted(hashes.items())).encode()).hexdigest()[:16]}):")
+        for name, h in sorted(hashes.items()):
+            print(f"  {h}  {name}")
     print("slowest compiles (ms):")
     for t, name in sorted(ttfm, reverse=True)[: args.top]:
         print(f"  {t / 1000.0:10.1f}  {name}")

@@ -862,6 +862,16 @@ impl CompiledGrammar {
         })
     }
 
+    /// A walk of the whole trie from `state` with its rule's FOLLOW set and no other shortcut:
+    /// the reference the sliced classifications are tested against.
+    #[doc(hidden)]
+    pub fn classify_plain(&self, state: StateId) -> Result<KernelMask> {
+        let vocab_size = self.index.vocab.vocab_size();
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let sc = Shortcuts { follow: Some(&follow), ..Default::default() };
+        classify_kernel_uninterned(&self.automata, &self.index.trie, vocab_size, state, sc)
+    }
+
     /// The capacity of the counted string body a kernel walk from `state` takes: at `state`,
     /// through calls, or along a character chain into calls ([`Self::chain_to_calls`]).
     #[doc(hidden)]
@@ -872,17 +882,45 @@ impl CompiledGrammar {
             .or_else(|| self.chain_to_calls(state))
     }
 
+    /// A counted string body whose chain of character levels from `state` ends, after `c`
+    /// characters (fewer than the longest token), in a final state that reads nothing and is
+    /// the chain's only final boundary: a `json_char{1024}` block's last positions. Body text of
+    /// at most `c` characters stays inside the rule; longer body text ends the rule after its
+    /// `c`-th character and leaves the rest (see the kernel walk). `None` where
+    /// [`Self::counted_body`] applies.
+    #[doc(hidden)]
+    pub fn closing_body(&self, state: StateId) -> Option<u32> {
+        let (a, max) = (&self.automata, self.index.trie.max_depth);
+        let level = |r: StateId| read(&self.levels).get(&r).copied().unwrap_or_else(|| body_level(a, r));
+        let mut r = state;
+        for c in 1..max {
+            let Some(Level::Next(t)) = level(r) else { return None };
+            if t == r {
+                return None;
+            }
+            if a.state(t).is_final {
+                let closed = a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
+                return (closed && level(t) == Some(Level::Zero)).then_some(c);
+            }
+            r = t;
+        }
+        None
+    }
+
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let capacity = self.counted_body(state);
+        let closing = capacity.is_none().then(|| self.closing_body(state)).flatten();
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
-        let class_body = capacity.is_none().then(|| self.class_body(state)).flatten();
-        let class = ClassSlice::loop_class(&self.automata, state).filter(|_| capacity.is_none());
+        let plain = capacity.is_none() && closing.is_none();
+        let class_body = plain.then(|| self.class_body(state)).flatten();
+        let class = ClassSlice::loop_class(&self.automata, state).filter(|_| plain);
         let class = class.and_then(|c| self.index.cached_class_slice(c));
         self.with_walk_shortcuts(state, |sc| {
             f(Shortcuts {
                 capacity,
+                closing,
                 class_body: class_body.as_ref().map(|(sl, chain)| (&**sl, chain)),
                 class: class.as_deref(),
                 ..sc
@@ -901,6 +939,7 @@ impl CompiledGrammar {
             follow: Some(&follow),
             class: None,
             capacity: None,
+            closing: None,
             class_body: None,
             runs: Some(&runs),
             state_runs: Some(&state_runs),

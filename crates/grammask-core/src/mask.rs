@@ -78,6 +78,10 @@ pub struct Shortcuts<'a> {
     /// The kernel state is a counted string body of this capacity
     /// ([`crate::slice::body_capacity`]); used with `body`.
     pub capacity: Option<Counted>,
+    /// The kernel state is a counted string body that closes after exactly this many characters,
+    /// fewer than the longest token ([`crate::compiled::CompiledGrammar::closing_body`]); used
+    /// with `body`.
+    pub closing: Option<u32>,
     /// The kernel state is a counted class body ([`crate::slice::class_capacity`]): the class's
     /// slice and the chain (capacity, exit state, boundaries where the rule may end). A chain
     /// that may end comes with the `follow` its rule's FOLLOW set, which

@@ -162,7 +162,12 @@ fn estimate(
             }
             &Expr::Repeat { min, max, .. } => {
                 let (s, d) = kids(memo);
-                let copies = max.unwrap_or(min).max(min) as usize + 1;
+                // The copies `Nfa::build` makes: `min` and a loop when unbounded, else `max`
+                // (`x?` is one copy: counting two doubled each level of nested optionals).
+                let copies = match max {
+                    None => min as usize + 1,
+                    Some(max) => max.max(min) as usize,
+                };
                 (s.saturating_mul(copies).saturating_add(2), d)
             }
             Expr::RuleRef(r) if inline[r.index()] => (size[r.index()], depth[r.index()] + 1),
@@ -204,6 +209,20 @@ value ::= "[" value "]" | "0"
         assert!(get("tag"));
         assert!(!get("value"));
         assert!(!get("root"));
+    }
+
+    #[test]
+    fn nested_optionals_are_estimated_once_each() {
+        // `x?` builds one copy of `x`: twelve nested optionals cost twelve letters, not 2^12
+        // (which kept the state rules of an unanchored pattern's DFA out of one tail group).
+        let mut body = String::from("\"z\"");
+        for c in 'a'..='l' {
+            body = format!("\"{c}\" ({body})?");
+        }
+        let g = parse_ebnf(&format!("root ::= x x\nx ::= {body}\n"), "root").unwrap();
+        let (_, size, _) = inline_plan(&g);
+        let x = g.rules().iter().position(|r| r.name == "x").unwrap();
+        assert!(size[x] < 200, "estimate {}", size[x]);
     }
 
     #[test]

@@ -25,8 +25,11 @@ use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 /// PERF: the email format's domain (labels of up to 63 characters, one rule per position) is a
 /// group of ~5,200: at 4,096 it stayed rules, each character of a label nested one more chart
 /// item, and a token budget's walks read every token of such a row on the chart (~120 ms per
-/// mask near the end of a budget, on Llama 3).
-pub(super) const TAIL_GROUP_MAX_STATES: usize = 8192;
+/// mask near the end of a budget, on Llama 3). An unanchored `pattern`'s DFA printed as rules
+/// (each "other character" a JSON spelling of ~100 states, copied per state) is a group of
+/// ~10-17k (MaskBench o65510, o83286): at 8,192 each character was a call into the next state's
+/// rule, and each string position a walk of the whole vocabulary per alive branch (~15 ms).
+pub(super) const TAIL_GROUP_MAX_STATES: usize = 32768;
 
 /// "No group".
 pub(super) const NO_GROUP: u32 = u32::MAX;

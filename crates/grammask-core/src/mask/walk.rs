@@ -41,6 +41,48 @@ impl KernelWalk<'_> {
         // What the body slice's cover search misread, once it failed (for the walked cover).
         let body_misread = std::cell::Cell::new(None);
         match body {
+            Some(sl) if let Some(c) = sc.closing => {
+                // A counted body closing after exactly `c` characters (see `closing_body`): its
+                // slice tokens of at most `c` characters are read inside the rule; every token
+                // whose path reads `c` characters of body text and goes on ends the rule there
+                // and leaves the rest (the closing state reads nothing), recorded below each
+                // boundary node after `c` characters as the walk records a failed step; the
+                // other frontier nodes are walked, except those that fail with no rule end on
+                // the way (a dead byte inside the chain).
+                sl.add_within(c, &mut w.accepted);
+                let mut path: Vec<u8> = Vec::new();
+                let mut ends: Vec<bool> = Vec::new();
+                for &n in sl.boundary_nodes(trie, c) {
+                    let n = n as usize;
+                    path.clear();
+                    let mut x = n as u32;
+                    while x != u32::MAX {
+                        path.push(trie.nodes[x as usize].byte);
+                        x = trie.nodes[x as usize].parent;
+                    }
+                    path.reverse();
+                    ends.clear();
+                    ends.resize(path.len(), false);
+                    ends[path.len() - 1] = true;
+                    let mut ch = n + 1;
+                    while ch < trie.nodes[n].subtree_end as usize {
+                        path.push(trie.nodes[ch].byte);
+                        let out = (&mut w.suffix_ids, &mut w.suffixes, &mut w.uncertain);
+                        let recorded = record_uncertain(trie, ch, &path, &ends, w.follow.as_ref(), out);
+                        path.pop();
+                        if w.spend(1 + recorded * RECORD_COST) {
+                            return Ok(false);
+                        }
+                        ch = trie.nodes[ch].subtree_end as usize;
+                    }
+                }
+                for f in sl.frontier.iter().filter(|f| !f.dead) {
+                    let inside = BodySlice::chars_and_state(&f.path).is_some_and(|(k, b)| k < c || (k == c && b != 0));
+                    if inside && !w.walk_frontier(f, base)? {
+                        return Ok(false);
+                    }
+                }
+            }
             Some(sl) if let Some(c) = capacity.filter(|c| !c.ends).map(|c| c.chars) => {
                 // A counted string body: its slice tokens that fit are read inside the rule, the
                 // others are refused without a rule end on the way (the states are not final), so

@@ -68,6 +68,8 @@ pub struct BodySlice {
     pub frontier: Vec<FrontierNode>,
     /// The slice tokens by the characters they begin (see [`chars_begun`]).
     counts: CharCounts,
+    /// Boundary nodes by characters read ([`Self::boundary_nodes`]), built on first use.
+    boundaries: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 /// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
@@ -91,7 +93,8 @@ pub struct Cover {
 impl BodySlice {
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
-        self.slice.memory_size() + super::frontier_memory(&self.frontier) + self.counts.memory_size()
+        let boundaries = self.boundaries.get().map_or(0, |b| b.iter().map(|v| 4 * v.capacity() + 24).sum());
+        self.slice.memory_size() + super::frontier_memory(&self.frontier) + self.counts.memory_size() + boundaries
     }
 
     /// PERF: one trie walk for the slice, its frontier and the characters each token begins,
@@ -117,7 +120,60 @@ impl BodySlice {
         };
         walk_chars(trie, 0u8, step, |b| b == 0, token, leave);
         counts.finish();
-        BodySlice { slice, frontier, counts }
+        BodySlice { slice, frontier, counts, boundaries: std::sync::OnceLock::new() }
+    }
+
+    /// The trie nodes whose path is body text (read by the slice automaton from state 0) that
+    /// ends at a character boundary after exactly `chars` characters (`chars >= 1`).
+    /// PERF: a `json_char{1024}` block's last positions took a walk of the whole vocabulary each
+    /// (~7 ms on Llama 3, MaskBench o82710); their tokens past the block's end are found here.
+    pub fn boundary_nodes(&self, trie: &TokenTrie, chars: u32) -> &[u32] {
+        let by_chars = self.boundaries.get_or_init(|| {
+            let (table, _) = body_table();
+            let mut by_chars: Vec<Vec<u32>> = Vec::new();
+            // stack[d - 1]: (slice state, characters begun) after the path's first d bytes.
+            let mut stack: Vec<(u8, u32)> = Vec::new();
+            let nodes = &trie.nodes;
+            let mut i = 0;
+            while i < nodes.len() {
+                let n = nodes[i];
+                stack.truncate(n.depth as usize - 1);
+                let (b, k) = stack.last().copied().unwrap_or((0, 0));
+                match table[usize::from(b)][usize::from(n.byte)] {
+                    Body::To(next) => {
+                        let k = k + u32::from(b == 0);
+                        if next == 0 {
+                            if by_chars.len() <= k as usize {
+                                by_chars.resize(k as usize + 1, Vec::new());
+                            }
+                            by_chars[k as usize].push(i as u32);
+                        }
+                        stack.push((next, k));
+                        i += 1;
+                    }
+                    _ => i = n.subtree_end as usize,
+                }
+            }
+            by_chars
+        });
+        by_chars.get(chars as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// The characters begun by body text `path` read from slice state 0, and the slice state
+    /// after it; `None` when the slice automaton leaves on the way.
+    pub fn chars_and_state(path: &[u8]) -> Option<(u32, u8)> {
+        let (table, _) = body_table();
+        let (mut b, mut k) = (0u8, 0u32);
+        for &x in path {
+            match table[usize::from(b)][usize::from(x)] {
+                Body::To(next) => {
+                    k += u32::from(b == 0);
+                    b = next;
+                }
+                _ => return None,
+            }
+        }
+        Some((k, b))
     }
 
     /// Adds to `out` the slice tokens that begin at most `capacity` characters.

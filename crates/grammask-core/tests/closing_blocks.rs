@@ -1,0 +1,120 @@
+//! A string with a long `maxLength` (`json_char{1024}` blocks; MaskBench
+//! `Github_medium---o82710`'s `description`, `maxLength: 5000`): the last positions of a block,
+//! fewer characters before its end than the longest token, classify from the body slice and the
+//! boundary nodes after the remaining characters (`CompiledGrammar::closing_body`) instead of a
+//! walk of the whole vocabulary, equal to that walk; masks along documents across block ends equal
+//! a brute-force reference.
+
+use grammask_core::compiler::StateId;
+use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::Vocabulary;
+use std::sync::Arc;
+
+mod common;
+use common::raw_vocab_with_stop;
+
+fn grammar() -> grammask_core::grammar::Grammar {
+    let schema = r#"{"type": "object", "properties": {"d": {"type": "string", "maxLength": 5000},
+        "n": {"type": "integer"}}, "additionalProperties": false}"#;
+    json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap()
+}
+
+/// Printable ASCII and longer tokens across a block's end: body text, escapes, a two-byte
+/// character, `\u` escapes, the closing quote and what follows it.
+fn small_vocab() -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    toks.extend(
+        ["ab", "abc", "\\n", "a\\n", "\\u0041", "a\\u00", "\\\"", "\"}", "a\"", "aa\", \"", "é", "éa", "aé", "a\u{1}"]
+            .map(|t| t.as_bytes().to_vec()),
+    );
+    for n in [3, 5, 9, 17] {
+        toks.push(vec![b'a'; n]);
+        let mut t = vec![b'a'; n];
+        t.push(b'"');
+        toks.push(t);
+    }
+    raw_vocab_with_stop(toks)
+}
+
+/// Fails with `closing_body` undone (no state takes it), or with a classification it gives that
+/// differs from the plain walk.
+#[test]
+fn block_ends_classify_like_the_walk() {
+    let vocab = small_vocab();
+    let cg = CompiledGrammar::new(&grammar(), &vocab).unwrap();
+    let a = cg.automata();
+    let mut closing = 0;
+    for s in (0..a.states().len() as u32).map(StateId) {
+        if cg.closing_body(s).is_some() {
+            closing += 1;
+            assert_eq!(cg.classify_uninterned(s).unwrap(), cg.classify_plain(s).unwrap(), "state {}", s.0);
+        }
+    }
+    // The last 18 positions of the block (the longest token reads 18 characters), and of the
+    // shorter run after the last block.
+    assert!(closing >= 17, "only {closing} states close a counted body");
+}
+
+/// Masks at every byte of documents across the first block's end equal the brute force (every
+/// token accepted by a copy of the matcher), on the small vocabulary and on Llama 3.
+#[test]
+fn block_end_masks_match_brute_force() {
+    let doc = |mid: &str, pad: usize| format!("{{\"d\": \"{}{mid}{}\", \"n\": 1}}", "a".repeat(pad), "b".repeat(30));
+    let docs = [doc("\\n\\u00e9é\\\"", 1010), doc("", 1020), doc("é", 1023)];
+    let mut vocabs = vec![(small_vocab(), &docs[..])];
+    vocabs.extend(llama3_vocab().map(|v| (v, &docs[..1])));
+    for (vocab, docs) in vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
+        for doc in docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            for (i, &b) in doc.as_bytes().iter().enumerate() {
+                // The brute force only where a block's end is near (the rest is the body slice's).
+                if i > 900 {
+                    let mask = m.compute_mask().unwrap().clone();
+                    for t in 0..vocab.vocab_size() as u32 {
+                        let want = m.clone().accept_token(t).unwrap();
+                        let at = String::from_utf8_lossy(&doc.as_bytes()[i - 20..i]);
+                        assert_eq!(
+                            mask.get(t as usize),
+                            want,
+                            "byte {i} after {at:?}: token {:?}",
+                            vocab.token_bytes(t)
+                        );
+                    }
+                }
+                assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
+            }
+            assert!(m.is_completed(), "{doc}");
+        }
+    }
+}
+
+/// Llama 3's vocabulary from `$GRAMMASK_SHARED/tokenizers/llama3/tokenizer.json` (byte-level BPE);
+/// `None`, saying so, when it is missing.
+fn llama3_vocab() -> Option<Arc<Vocabulary>> {
+    use grammask_core::vocab::{VocabType, VocabularyOptions};
+    let root = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from)?;
+    let Ok(text) = std::fs::read_to_string(root.join("tokenizers/llama3/tokenizer.json")) else {
+        eprintln!("skipping Llama 3: tokenizer not found");
+        return None;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let vocab = spec["model"]["vocab"].as_object().unwrap();
+    let added = spec["added_tokens"].as_array().cloned().unwrap_or_default();
+    let n = vocab.values().chain(added.iter().map(|t| &t["id"])).map(|v| v.as_u64().unwrap() as usize).max().unwrap();
+    let mut encoded = vec![Vec::new(); n + 1];
+    for (k, v) in vocab {
+        encoded[v.as_u64().unwrap() as usize] = k.clone().into_bytes();
+    }
+    let mut special = Vec::new();
+    for t in &added {
+        let id = t["id"].as_u64().unwrap() as usize;
+        encoded[id] = t["content"].as_str().unwrap().as_bytes().to_vec();
+        if t["special"].as_bool() == Some(true) {
+            special.push(id as u32);
+        }
+    }
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
+    Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
+}

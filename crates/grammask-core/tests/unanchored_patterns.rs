@@ -1,0 +1,152 @@
+//! String values and keys under unanchored `pattern`s (search semantics: "contains a word"),
+//! MaskBench `Github_easy---o65510` (`oneOf` of five words) and `Github_medium---o83286`
+//! (`patternProperties`): the regex DFA prints as one rule per state, each "other character" a
+//! long JSON spelling copied into the states that read it. The rules are one tail group, merged
+//! into one automaton (`compiler/tail.rs`) now that the inline estimate counts `x?` as one copy
+//! of `x` (it doubled per nested optional) and a group may hold 32,768 estimated states: the
+//! string's positions then take the shifted kernel of the state they loop in instead of a walk of
+//! the whole vocabulary per alive branch. Masks along documents equal a brute-force reference.
+
+use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+use grammask_core::mask::kernel_items;
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::vocab::Vocabulary;
+use std::sync::Arc;
+
+mod common;
+use common::raw_vocab_with_stop;
+
+fn grammar() -> grammask_core::grammar::Grammar {
+    let schema = r#"{"type": "object", "properties": {
+        "scopes": {"type": "array", "items": {"type": "string", "oneOf": [{"pattern": "customer"},
+            {"pattern": "maker"}, {"pattern": "operator"}, {"pattern": "admin"}, {"pattern": "designer"}]}},
+        "devices": {"type": "object", "patternProperties": {"netdir_(projects|work|scratch)": {"type": "integer"},
+            "net_[a-z]+[0-9]+": {"type": "boolean"}}, "additionalProperties": false}},
+        "additionalProperties": false}"#;
+    json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap()
+}
+
+/// Printable ASCII, the words and pieces of them, escapes, quotes and a two-byte character.
+fn small_vocab() -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    toks.extend(
+        [
+            "custom",
+            "customer",
+            "er",
+            "mak",
+            "maker",
+            "oper",
+            "ator",
+            "admin",
+            "design",
+            "\\n",
+            "\\u0063",
+            "\\\"",
+            "\"]",
+            "\", \"",
+            "é",
+            "éc",
+            "net",
+            "dir_",
+            "netdir_work",
+            "_work\"",
+            "\": ",
+            "s\": 1",
+            "_a1\": true",
+        ]
+        .map(|t| t.as_bytes().to_vec()),
+    );
+    raw_vocab_with_stop(toks)
+}
+
+fn docs() -> [&'static str; 3] {
+    [
+        r#"{"scopes": ["the customer", "maker é\n"], "devices": {"netdir_work": 1, "net_ab12": true}}"#,
+        r#"{"scopes": ["xadminx", "\"designer\\"]}"#,
+        r#"{"devices": {"my_netdir_scratch_x": 2, "a net_b2": false}}"#,
+    ]
+}
+
+/// Fails with the nested-optional estimate or the tail-group bound undone: the states along the
+/// strings (plain, no rule edges) would be rules calling each other, one more chart item per
+/// character, and no position would take the shifted kernel.
+#[test]
+fn unanchored_pattern_positions_take_the_shifted_kernel() {
+    let vocab = small_vocab();
+    let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    let doc = r#"{"scopes": ["the customer of an old custom mill, cast in copper and iron, made by hand"]}"#;
+    let start = doc.find("the").unwrap();
+    assert!(m.accept_bytes(&doc.as_bytes()[..start]).unwrap());
+    let items = |m: &Matcher| m.chart().row(m.chart().last_row_index()).len();
+    let (first, mut plain, mut shifted, mut states) = (items(&m), 0, 0, 0);
+    for &b in &doc.as_bytes()[start..doc.len() - 3] {
+        assert!(m.accept_bytes(&[b]).unwrap());
+        assert!(items(&m) <= first, "chart rows grow along the string: {} > {first}", items(&m));
+        for it in kernel_items(cg.automata(), m.chart()) {
+            states += 1;
+            plain += usize::from(cg.automata().rule_edges(it.state).is_empty());
+            shifted += usize::from(cg.shifted_kernel(it.state).unwrap().is_some());
+        }
+    }
+    eprintln!("{plain} plain and {shifted} shifted of {states} kernel states");
+    // Each branch's kernel is plain but where a word ends (a call into the branch's second
+    // group); most positions of a branch shift the kernel of its loop state.
+    assert!(states > 0 && plain * 10 >= states * 9, "{plain} of {states} kernel states are plain");
+    assert!(shifted * 5 >= states, "{shifted} of {states} kernel states take the shifted kernel");
+}
+
+/// Masks at every byte of the documents equal the brute force (every token accepted by a copy of
+/// the matcher), on the small vocabulary and on Llama 3 (first document only).
+#[test]
+fn unanchored_pattern_masks_match_brute_force() {
+    let docs = docs();
+    let mut vocabs = vec![(small_vocab(), &docs[..])];
+    vocabs.extend(llama3_vocab().map(|v| (v, &docs[..1])));
+    for (vocab, docs) in vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
+        for doc in docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            for (i, &b) in doc.as_bytes().iter().enumerate() {
+                let mask = m.compute_mask().unwrap().clone();
+                for t in 0..vocab.vocab_size() as u32 {
+                    let want = m.clone().accept_token(t).unwrap();
+                    let at = String::from_utf8_lossy(&doc.as_bytes()[..i]);
+                    assert_eq!(mask.get(t as usize), want, "after {at:?}: token {:?}", vocab.token_bytes(t));
+                }
+                assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
+            }
+            assert!(m.is_completed(), "{doc}");
+        }
+    }
+}
+
+/// Llama 3's vocabulary from `$GRAMMASK_SHARED/tokenizers/llama3/tokenizer.json` (byte-level BPE);
+/// `None`, saying so, when it is missing.
+fn llama3_vocab() -> Option<Arc<Vocabulary>> {
+    use grammask_core::vocab::{VocabType, VocabularyOptions};
+    let root = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from)?;
+    let Ok(text) = std::fs::read_to_string(root.join("tokenizers/llama3/tokenizer.json")) else {
+        eprintln!("skipping Llama 3: tokenizer not found");
+        return None;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let vocab = spec["model"]["vocab"].as_object().unwrap();
+    let added = spec["added_tokens"].as_array().cloned().unwrap_or_default();
+    let n = vocab.values().chain(added.iter().map(|t| &t["id"])).map(|v| v.as_u64().unwrap() as usize).max().unwrap();
+    let mut encoded = vec![Vec::new(); n + 1];
+    for (k, v) in vocab {
+        encoded[v.as_u64().unwrap() as usize] = k.clone().into_bytes();
+    }
+    let mut special = Vec::new();
+    for t in &added {
+        let id = t["id"].as_u64().unwrap() as usize;
+        encoded[id] = t["content"].as_str().unwrap().as_bytes().to_vec();
+        if t["special"].as_bool() == Some(true) {
+            special.push(id as u32);
+        }
+    }
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
+    Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
+}
