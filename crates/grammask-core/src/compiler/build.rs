@@ -124,18 +124,17 @@ impl Automata {
                     nfa.regular_for = None;
                     nfa.inlining.clear();
                     let (start, end) = built?;
-                    let found = if plain { memo.find(&nfa, start, end) } else { Found::Skip };
+                    // Ask the shared memo? (Not once this build missed too often: its rules are
+                    // its own.)
+                    let asking = shared.is_some() && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD;
+                    let found = if plain { memo.find(&nfa, start, end, asking) } else { Found::Skip };
                     if let Found::Built(id, at, states) = found {
                         // As subset construction would: its states counted against the budget.
                         take_states(b, states)?;
                         return Ok((memo.renamed(id, &out[at].1), None));
                     }
-                    // New to this worker: built by an earlier compile? (Not asked once this build
-                    // missed too often: its rules are its own.)
-                    let shared = shared.filter(|_| {
-                        matches!(found, Found::New(_) | Found::Unkeyed)
-                            && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD
-                    });
+                    // New to this worker: built by an earlier compile?
+                    let shared = shared.filter(|_| asking && matches!(found, Found::New(_) | Found::Unkeyed));
                     if let Some((dfa, states)) = shared.and_then(|m| m.get(memo.key())) {
                         take_states(b, states)?;
                         if let Found::New(id) = found {

@@ -51,9 +51,10 @@ pub(super) enum Found {
 
 impl DfaMemo {
     /// Looks up the frozen or unfrozen `nfa` (its edge lists) with `start` and `end`, leaving
-    /// its key in [`Self::key`] (unless `Skip`).
-    pub(super) fn find(&mut self, nfa: &Nfa, start: u32, end: u32) -> Found {
-        if nfa.len() > MEMO_MAX_NFA_STATES {
+    /// its key in [`Self::key`] (unless `Skip`). `shared`: the key will be asked of a
+    /// [`RuleMemo`]; without it an NFA that references no rule is skipped unkeyed.
+    pub(super) fn find(&mut self, nfa: &Nfa, start: u32, end: u32, shared: bool) -> Found {
+        if nfa.len() > MEMO_MAX_NFA_STATES || (!shared && nfa.rule_edges.is_empty()) {
             return Found::Skip;
         }
         self.mine.clear();
@@ -287,11 +288,13 @@ mod tests {
     #[test]
     fn only_nfas_with_rule_edges_are_kept_by_the_worker() {
         let mut memo = DfaMemo::default();
-        assert!(matches!(memo.find(&nfa(None), 0, 2), Found::Unkeyed));
-        let Found::New(id) = memo.find(&nfa(Some(7)), 0, 2) else { panic!("a new key") };
+        assert!(matches!(memo.find(&nfa(None), 0, 2, true), Found::Unkeyed));
+        // Without a shared memo to ask, such an NFA is not keyed at all.
+        assert!(matches!(memo.find(&nfa(None), 0, 2, false), Found::Skip));
+        let Found::New(id) = memo.find(&nfa(Some(7)), 0, 2, true) else { panic!("a new key") };
         memo.store(id, 0, 3);
         // Another rule named in the same place: the same key.
-        assert!(matches!(memo.find(&nfa(Some(9)), 0, 2), Found::Built(0, 0, 3)));
+        assert!(matches!(memo.find(&nfa(Some(9)), 0, 2, true), Found::Built(0, 0, 3)));
     }
 
     /// A DFA of `n` states, a chain on `a`.
