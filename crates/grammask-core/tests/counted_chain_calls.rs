@@ -11,7 +11,7 @@ use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
 mod common;
-use common::raw_vocab_with_stop;
+use common::{llama3_vocab, raw_vocab_with_stop};
 
 fn grammar() -> grammask_core::grammar::Grammar {
     let schema = r#"{"type": "object", "properties": {"key": {"type": "string", "minLength": 50, "maxLength": 32767},
@@ -78,33 +78,4 @@ fn counted_chain_masks_match_brute_force() {
             assert!(m.is_completed(), "{doc}");
         }
     }
-}
-
-/// Llama 3's vocabulary from `$GRAMMASK_SHARED/tokenizers/llama3/tokenizer.json` (byte-level BPE);
-/// `None`, saying so, when it is missing.
-fn llama3_vocab() -> Option<Arc<Vocabulary>> {
-    use grammask_core::vocab::{VocabType, VocabularyOptions};
-    let root = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from)?;
-    let Ok(text) = std::fs::read_to_string(root.join("tokenizers/llama3/tokenizer.json")) else {
-        eprintln!("skipping Llama 3: tokenizer not found");
-        return None;
-    };
-    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let vocab = spec["model"]["vocab"].as_object().unwrap();
-    let added = spec["added_tokens"].as_array().cloned().unwrap_or_default();
-    let n = vocab.values().chain(added.iter().map(|t| &t["id"])).map(|v| v.as_u64().unwrap() as usize).max().unwrap();
-    let mut encoded = vec![Vec::new(); n + 1];
-    for (k, v) in vocab {
-        encoded[v.as_u64().unwrap() as usize] = k.clone().into_bytes();
-    }
-    let mut special = Vec::new();
-    for t in &added {
-        let id = t["id"].as_u64().unwrap() as usize;
-        encoded[id] = t["content"].as_str().unwrap().as_bytes().to_vec();
-        if t["special"].as_bool() == Some(true) {
-            special.push(id as u32);
-        }
-    }
-    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
-    Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
 }

@@ -91,3 +91,43 @@ pub fn random_grammar(rng: &mut Rng) -> Grammar {
     }
     b.build("r0").unwrap()
 }
+
+/// Llama 3's vocabulary from the shared data dir (`$GRAMMASK_SHARED`, else `../shared` next to
+/// the repository); `None`, saying so, when the file is missing.
+#[allow(dead_code)]
+pub fn llama3_vocab() -> Option<Arc<Vocabulary>> {
+    shared_vocab("llama3")
+}
+
+/// A byte-level BPE vocabulary of the shared data dir (`tokenizers/NAME/tokenizer.json`), as
+/// [`llama3_vocab`].
+#[allow(dead_code)]
+pub fn shared_vocab(name: &str) -> Option<Arc<Vocabulary>> {
+    let root = std::env::var_os("GRAMMASK_SHARED").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        std::path::PathBuf::from,
+    );
+    let path = root.join(format!("tokenizers/{name}/tokenizer.json"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: {} not found (set GRAMMASK_SHARED)", path.display());
+        return None;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut pairs: Vec<(usize, String, bool)> = spec["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (v.as_u64().unwrap() as usize, k.clone(), false))
+        .collect();
+    for t in spec["added_tokens"].as_array().into_iter().flatten() {
+        let special = t["special"].as_bool() == Some(true);
+        pairs.push((t["id"].as_u64().unwrap() as usize, t["content"].as_str().unwrap().to_string(), special));
+    }
+    let mut encoded = vec![Vec::new(); pairs.iter().map(|p| p.0 + 1).max().unwrap()];
+    let special: Vec<u32> = pairs.iter().filter(|p| p.2).map(|p| p.0 as u32).collect();
+    for (id, tok, _) in pairs {
+        encoded[id] = tok.into_bytes();
+    }
+    let options = VocabularyOptions { special_token_ids: Some(special), ..Default::default() };
+    Some(Arc::new(Vocabulary::new(encoded, VocabType::ByteLevel, options).unwrap()))
+}
