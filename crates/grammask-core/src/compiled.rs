@@ -73,12 +73,15 @@ pub struct KernelStats {
     /// Shifted from a reference state's kernel ([`shift_kernel`]).
     pub shifted: usize,
     /// Found in the vocabulary's cross-grammar cache after a walk proved long (or before walking
-    /// a small final state, `EARLY_SHARE_STATES`).
+    /// a small final state, `EARLY_SHARE_STATES`, or a counted string body that may end).
     pub shared: usize,
     /// Derived from a string body's kernel, less some words (open-object key positions).
     pub excluded: usize,
     /// Found under the key of a sibling state classified before ([`sibling_key`]).
     pub siblings: usize,
+    /// Of `shared`, those found before any walk: a small final state, or a counted string body
+    /// that may end and that no token outruns.
+    pub shared_early: usize,
 }
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -100,6 +103,8 @@ pub struct CompiledGrammar {
     body_ends: OnceLock<BodyEnds>,
     /// Counted string-body levels by state ([`body_level`]).
     levels: RwLock<FastMap<StateId, Option<Level>>>,
+    /// Counted string bodies by kernel state ([`Self::counted_body`]).
+    capacities: RwLock<FastMap<StateId, Option<Counted>>>,
     /// Counted class bodies: levels by state, classes and their slices.
     class_bodies: ClassBodies,
     /// Run indexes that apply at plain states ([`state_run_index`]).
@@ -123,7 +128,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 6],
+    stats: [AtomicUsize; 7],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -214,6 +219,7 @@ impl CompiledGrammar {
             residual_words: OnceLock::new(),
             body_ends: OnceLock::new(),
             levels: RwLock::new(FastMap::default()),
+            capacities: RwLock::new(FastMap::default()),
             class_bodies: ClassBodies::default(),
             state_runs: RwLock::new(FastMap::default()),
             masks: RwLock::new(FastMap::default()),
@@ -407,16 +413,26 @@ impl CompiledGrammar {
         let mut key = None;
         if self.automata.state(state).is_final {
             key = key_within(EARLY_SHARE_STATES);
-            if let Some(km) = key.and_then(|k| self.index.shared_kernel(k)) {
-                self.count(3);
-                return Ok(self.cache_kernel(state, km));
-            }
         }
-        // Only walks that reach the budget are shared (the cache holds the costly kernels).
+        // A counted body that may end inside a token and that no token outruns records every
+        // body-text token that reads a quote uncertain, past the budget: its key is needed anyway.
+        // PERF: the positions of a long `json_char{0,1023}` (MaskBench o82710's `maxLength: 5000`
+        // description) walked ~4,096 units (~0.7 M instructions) before the cache answered.
+        let early = key.is_none() && self.counted_body(state).is_some_and(|c| c.ends && c.chars >= depth);
+        if early {
+            key = key_within(STRUCTURE_HASH_LIMIT);
+        }
+        if let Some(km) = key.and_then(|k| self.index.shared_kernel(k)) {
+            self.count(3);
+            self.count(6);
+            return Ok(self.cache_kernel(state, km));
+        }
+        // Only walks that reach the budget are shared (the cache holds the costly kernels), and
+        // the counted bodies keyed before the walk (their next positions ask first).
         let (mut escalated, mut shared) = (false, None);
         let mut escalate = || {
             escalated = true;
-            if key.is_none() {
+            if key.is_none() && !early {
                 key = key_within(STRUCTURE_HASH_LIMIT);
             }
             shared = key.and_then(|k| self.index.shared_kernel(k));
@@ -429,7 +445,7 @@ impl CompiledGrammar {
             (Some(km), _) => {
                 self.count(0);
                 let km = Arc::new(km);
-                if let Some(k) = key.filter(|_| escalated) {
+                if let Some(k) = key.filter(|_| escalated || early) {
                     self.index.share_kernel(k, &km);
                 }
                 km
@@ -832,7 +848,15 @@ impl CompiledGrammar {
     /// How the kernels were classified so far.
     pub fn kernel_stats(&self) -> KernelStats {
         let n = |i: usize| self.stats[i].load(Ordering::Relaxed);
-        KernelStats { walked: n(0), composed: n(1), shifted: n(2), shared: n(3), excluded: n(4), siblings: n(5) }
+        KernelStats {
+            walked: n(0),
+            composed: n(1),
+            shifted: n(2),
+            shared: n(3),
+            excluded: n(4),
+            siblings: n(5),
+            shared_early: n(6),
+        }
     }
 
     fn count(&self, i: usize) {
@@ -876,10 +900,16 @@ impl CompiledGrammar {
     /// through calls, or along a character chain into calls ([`Self::chain_to_calls`]).
     #[doc(hidden)]
     pub fn counted_body(&self, state: StateId) -> Option<Counted> {
+        if let Some(&c) = read(&self.capacities).get(&state) {
+            return c;
+        }
         let max = self.index.trie.max_depth;
-        self.body_capacity(state)
+        let c = self
+            .body_capacity(state)
             .or_else(|| counted_calls(&self.automata, state, max, |r| self.body_capacity(r)))
-            .or_else(|| self.chain_to_calls(state))
+            .or_else(|| self.chain_to_calls(state));
+        write(&self.capacities).insert(state, c);
+        c
     }
 
     /// A counted string body whose chain of character levels from `state` ends, after `c`
@@ -1049,6 +1079,7 @@ impl CompiledGrammar {
             + self.grammar.exprs().len() * 24
             + self.sibling_edges.get().and_then(Option::as_ref).map_or(0, SiblingEdges::memory_size)
             + read(&self.siblings).keys().map(|k| k.len() * 8 + 24).sum::<usize>()
+            + read(&self.capacities).len() * 24
     }
 }
 

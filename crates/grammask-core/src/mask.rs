@@ -278,8 +278,19 @@ impl<'a> KernelWalk<'a> {
 /// sorted and free of accepted tokens and duplicates (equal classifications compare equal however
 /// they were found).
 fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<Box<[u8]>>) -> KernelMask {
-    let mut order: Vec<u32> = (0..suffixes.len() as u32).collect();
-    order.sort_unstable_by(|&x, &y| suffixes[x as usize].cmp(&suffixes[y as usize]));
+    // Sorted by their first 8 bytes (zero-padded: where two such keys differ they order as the
+    // suffixes do), then by the whole suffix.
+    // PERF: a block end of a long string (MaskBench o82710) sorts ~44 K suffixes; comparing them
+    // through `memcmp` alone was ~a fifth of that fill.
+    let prefix = |s: &[u8]| {
+        let mut k = [0u8; 8];
+        let n = s.len().min(8);
+        k[..n].copy_from_slice(&s[..n]);
+        u64::from_be_bytes(k)
+    };
+    let mut keyed: Vec<(u64, u32)> = suffixes.iter().enumerate().map(|(i, s)| (prefix(s), i as u32)).collect();
+    keyed.sort_unstable_by(|x, y| x.0.cmp(&y.0).then_with(|| suffixes[x.1 as usize].cmp(&suffixes[y.1 as usize])));
+    let order: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
     let mut rank = vec![0u32; suffixes.len()];
     for (r, &i) in order.iter().enumerate() {
         rank[i as usize] = r as u32;

@@ -89,3 +89,28 @@ fn block_end_masks_match_brute_force() {
         }
     }
 }
+
+/// The positions of a counted body that may end (`json_char{0,1023}` after the blocks) that no
+/// token outruns are keyed before any walk and answered by the cross-grammar cache from the
+/// second one on; their masks equal the brute force. Fails with that key taken only after a walk
+/// reaches its budget (the small vocabulary's walks never do: nothing is shared).
+#[test]
+fn counted_body_positions_are_shared_before_a_walk() {
+    let vocab = small_vocab();
+    let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
+    let body: String = (0..60).map(|i| ["ab", "\\n", "é", "a\\u00e9"][i % 4]).collect();
+    let doc = format!("{{\"d\": \"{body}\", \"n\": 1}}");
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    for (i, &b) in doc.as_bytes().iter().enumerate() {
+        let mask = m.compute_mask().unwrap().clone();
+        for t in 0..vocab.vocab_size() as u32 {
+            let want = m.clone().accept_token(t).unwrap();
+            assert_eq!(mask.get(t as usize), want, "byte {i}: token {:?}", vocab.token_bytes(t));
+        }
+        assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
+    }
+    assert!(m.is_completed());
+    // One new `json_char{0,1023}` position per character of the body (90), the first walked.
+    let stats = cg.kernel_stats();
+    assert!(stats.shared_early >= 80, "{stats:?}");
+}

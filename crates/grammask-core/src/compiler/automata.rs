@@ -200,17 +200,45 @@ impl Automata {
     /// repetition (`json_char{0,4096}`: every position is a distinct state) share one
     /// classification, except the last `depth` positions; each used to cost a full trie walk.
     pub fn structure_hash(&self, state: StateId, limit: usize, depth: u32) -> Option<u128> {
+        // Canonical ids by state in a per-thread array (`u32::MAX`: not reached), reset after
+        // each call through the states reached.
+        // PERF: a hash map here was ~60% of the hash of a long counted body position (MaskBench
+        // o82710's `json_char{0,1023}`: ~2.7 M of a ~4 M instruction fill, at every position).
+        thread_local! {
+            static CANON: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        CANON.with(|c| {
+            let mut canon = c.borrow_mut();
+            if canon.len() < self.states.len() {
+                canon.resize(self.states.len(), u32::MAX);
+            }
+            let mut order: Vec<StateId> = Vec::with_capacity(256);
+            let hash = self.structure_hash_in(state, limit, depth, &mut canon, &mut order);
+            for s in &order {
+                canon[s.0 as usize] = u32::MAX;
+            }
+            hash
+        })
+    }
+
+    /// [`Self::structure_hash`] with `canon` all `u32::MAX` on entry; `order` receives the states
+    /// reached (whose `canon` entries the caller resets).
+    fn structure_hash_in(
+        &self,
+        state: StateId,
+        limit: usize,
+        depth: u32,
+        canon: &mut [u32],
+        order: &mut Vec<StateId>,
+    ) -> Option<u128> {
         // Canonical ids in discovery order; depths relaxed to their minimum (rule edges cost no
         // byte), re-expanding a state whenever its depth drops, so every state within `depth`
         // bytes is expanded exactly as the walk could see it.
-        // PERF: std's SipHash here was ~60% of the hash of a long counted body position (MaskBench
-        // o82667's `maxLength: 5000` caption: ~5.6 M of a 6.8 M instruction fill, at each position).
-        let mut canon: crate::fasthash::FastMap<StateId, u32> =
-            crate::fasthash::FastMap::with_capacity_and_hasher(256, crate::fasthash::FastState);
-        let mut order: Vec<StateId> = vec![state];
+        let id = |s: StateId| s.0 as usize;
+        order.push(state);
         let mut depths: Vec<u32> = vec![0];
         let mut queue: std::collections::VecDeque<u32> = std::collections::VecDeque::from([0]);
-        canon.insert(state, 0);
+        canon[id(state)] = 0;
         while let Some(ci) = queue.pop_front() {
             let (s, d) = (order[ci as usize], depths[ci as usize]);
             if d >= depth {
@@ -222,65 +250,78 @@ impl Automata {
                 .map(|e| (e.target, d + 1))
                 .chain(self.rule_edges(s).iter().flat_map(|&(r, t)| [(self.callee_start(s, r), d), (t, d)]));
             for (t, td) in next {
-                match canon.get(&t) {
-                    Some(&c) => {
+                match canon[id(t)] {
+                    u32::MAX => {
+                        if order.len() >= limit {
+                            return None;
+                        }
+                        let c = order.len() as u32;
+                        canon[id(t)] = c;
+                        order.push(t);
+                        depths.push(td);
+                        queue.push_back(c);
+                    }
+                    c => {
                         if td < depths[c as usize] {
                             depths[c as usize] = td;
                             queue.push_back(c);
                         }
                     }
-                    None => {
-                        if order.len() >= limit {
-                            return None;
-                        }
-                        let c = order.len() as u32;
-                        canon.insert(t, c);
-                        order.push(t);
-                        depths.push(td);
-                        queue.push_back(c);
-                    }
                 }
             }
         }
-        let rule_canon = |r: RuleId| canon.get(&self.rule_start(r)).copied().unwrap_or(u32::MAX);
-        let mut words: Vec<u64> = Vec::with_capacity(order.len() * 8);
+        let rule_canon = |r: RuleId| canon[id(self.rule_start(r))];
+        let mut h = WordHash::default();
         for (&s, &d) in order.iter().zip(&depths) {
             let st = self.state(s);
             if d >= depth {
-                words.push(u64::MAX - 2); // frontier
+                h.push(u64::MAX - 2); // frontier
                 continue;
             }
-            words.push(u64::from(st.is_final) | u64::from(rule_canon(st.rule)) << 8);
-            words.push(u64::from(st.rule == self.state(state).rule));
+            h.push(u64::from(st.is_final) | u64::from(rule_canon(st.rule)) << 8);
+            h.push(u64::from(st.rule == self.state(state).rule));
             for e in self.byte_edges(s) {
-                words.push(u64::from(e.lo) | u64::from(e.hi) << 8 | u64::from(canon[&e.target]) << 16);
+                h.push(u64::from(e.lo) | u64::from(e.hi) << 8 | u64::from(canon[id(e.target)]) << 16);
             }
-            words.push(u64::MAX);
+            h.push(u64::MAX);
             for &(r, t) in self.rule_edges(s) {
-                let callee = canon.get(&self.callee_start(s, r)).copied().unwrap_or(u32::MAX);
-                words.push(u64::from(callee) | u64::from(canon[&t]) << 32);
+                let callee = canon[id(self.callee_start(s, r))];
+                h.push(u64::from(callee) | u64::from(canon[id(t)]) << 32);
             }
-            words.push(u64::MAX - 1);
+            h.push(u64::MAX - 1);
         }
-        Some(hash_words(&words))
+        Some(h.finish())
     }
 }
 
-/// Two independent 64-bit FNV-style streams with a final avalanche: a 128-bit structural hash.
-fn hash_words(words: &[u64]) -> u128 {
-    let (mut a, mut b) = (0xCBF2_9CE4_8422_2325u64, 0x8422_2325_CBF2_9CE4u64);
-    for &w in words {
-        a = (a ^ w).wrapping_mul(0x0000_0100_0000_01B3);
-        b = (b ^ w.rotate_left(31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        b ^= b >> 29;
+/// Two independent 64-bit FNV-style streams over a sequence of words, with a final avalanche: a
+/// 128-bit structural hash.
+struct WordHash(u64, u64);
+
+impl Default for WordHash {
+    fn default() -> Self {
+        WordHash(0xCBF2_9CE4_8422_2325, 0x8422_2325_CBF2_9CE4)
     }
-    a ^= a >> 33;
-    a = a.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    a ^= a >> 33;
-    b ^= b >> 32;
-    b = b.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    b ^= b >> 29;
-    (u128::from(a) << 64) | u128::from(b)
+}
+
+impl WordHash {
+    #[inline]
+    fn push(&mut self, w: u64) {
+        self.0 = (self.0 ^ w).wrapping_mul(0x0000_0100_0000_01B3);
+        self.1 = (self.1 ^ w.rotate_left(31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.1 ^= self.1 >> 29;
+    }
+
+    fn finish(self) -> u128 {
+        let WordHash(mut a, mut b) = self;
+        a ^= a >> 33;
+        a = a.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        a ^= a >> 33;
+        b ^= b >> 32;
+        b = b.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+        b ^= b >> 29;
+        (u128::from(a) << 64) | u128::from(b)
+    }
 }
 
 /// `out[p]`: whether `d` accepts `text[..p]`.
