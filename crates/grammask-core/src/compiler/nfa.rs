@@ -3,21 +3,21 @@
 //! Pipeline place: takes a rule's expression (with the inline plan of `inline.rs`) and produces
 //! an [`Nfa`] with epsilon, byte-range and rule-reference edges, the input of subset
 //! construction (`determinize.rs`). Character classes become UTF-8 byte-range sequences
-//! ([`super::utf8::utf8_sequences`]), `{m,n}` an unrolled chain whose every copy may exit.
+//! ([`super::utf8::utf8_byte_seqs`]), `{m,n}` an unrolled chain whose every copy may exit.
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::INLINE_MAX_DEPTH;
 use super::minimize::minimize;
 use super::scc::SccScratch;
-use super::utf8::utf8_sequences;
+use super::utf8::{utf8_byte_seqs, ByteSeq};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 use crate::limits;
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
-/// The UTF-8 byte-range sequences of a character class (see [`utf8_sequences`]).
-type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
+/// The UTF-8 byte-range sequences of a character class (see [`utf8_byte_seqs`]).
+type Utf8Seqs = std::rc::Rc<[ByteSeq]>;
 
 /// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
 /// them by source state (compressed rows).
@@ -37,7 +37,7 @@ pub(super) struct Nfa<'a> {
     pub(super) rules_start: Vec<u32>,
     pub(super) rules: Vec<(RuleId, u32)>,
     /// UTF-8 byte sequences of the character classes seen so far.
-    pub(super) classes: HashMap<ExprId, Utf8Seqs>,
+    pub(super) classes: FastMap<ExprId, Utf8Seqs>,
     pub(super) inline: &'a [bool],
     /// The representative of each rule's class of equal rules (`equal_rules.rs`), which rule
     /// edges name (empty: every rule its own).
@@ -63,7 +63,7 @@ pub(super) struct Nfa<'a> {
     pub(super) splice: &'a [bool],
     /// The minimized automaton of each inlined rule (by its class of equal rules), built once
     /// and copied into every automaton that inlines the rule ([`Nfa::splice_inlined`]).
-    pub(super) spliced: HashMap<RuleId, std::rc::Rc<Dfa>>,
+    pub(super) spliced: FastMap<RuleId, std::rc::Rc<Dfa>>,
     /// Buffers for building the automata of `spliced`.
     pub(super) splice_scratch: Option<Box<(Scratch, SccScratch)>>,
 }
@@ -139,11 +139,12 @@ impl Nfa<'_> {
         let seqs = if let Some(seqs) = self.classes.get(&e) {
             seqs.clone()
         } else {
-            let seqs: Utf8Seqs = utf8_sequences(ranges).into();
+            let seqs: Utf8Seqs = utf8_byte_seqs(ranges).into();
             self.classes.insert(e, seqs.clone());
             seqs
         };
         for seq in seqs.iter() {
+            let seq = seq.as_slice();
             let mut cur = start;
             for (i, &(lo, hi)) in seq.iter().enumerate() {
                 let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
