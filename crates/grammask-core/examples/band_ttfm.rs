@@ -1,12 +1,14 @@
 //! Time to first mask over a band of JSON Schemas after a warm phase, as MaskBench's grammask
-//! engine runs it (`strict_mode=False`, one build thread): conversion, `CompiledGrammar::new_on`
-//! (the vocabulary's shared rule automata filled by the warm schemas) and the first mask.
+//! engine runs it (`strict_mode=False`, one build thread, a `GrammarCompiler` without cache per
+//! schema): conversion, the compile (the vocabulary's shared rule automata filled by the warm
+//! schemas) and the first mask.
 //! `band_ttfm VOCAB.json WARM_LIST BAND_LIST`: lists of schema paths, one a line (`MaskBench`
 //! files: the `schema` field); `VOCAB.json` from `TokenizerInfo.serialize_json()`. Prints the
 //! band's thread CPU time. The band runs inside `band`, for instruction counts of it alone:
 //! `valgrind --tool=callgrind --toggle-collect='band_ttfm::band' band_ttfm ...`.
-use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
-use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::grammar_compiler::GrammarCompiler;
+use grammask_core::json_schema::JsonSchemaOptions;
+use grammask_core::matcher::{Matcher, MatcherOptions};
 use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
@@ -30,9 +32,9 @@ fn schemas(list: &str) -> Vec<String> {
 fn band(schemas: &[String], vocab: &Arc<Vocabulary>, opts: &JsonSchemaOptions) -> usize {
     let mut n = 0;
     for schema in schemas {
-        let Ok(g) = json_schema_to_grammar(schema, opts) else { continue };
-        let Ok(cg) = CompiledGrammar::new_on(&g, vocab, 1) else { continue };
-        let mut m = Matcher::new(Arc::new(cg), MatcherOptions::default()).expect("matcher");
+        let compiler = GrammarCompiler::new(vocab, false, -1).with_max_threads(1);
+        let Ok(cg) = compiler.compile_json_schema(schema, opts) else { continue };
+        let mut m = Matcher::new(cg, MatcherOptions::default()).expect("matcher");
         n += usize::from(m.compute_mask().expect("mask").count_ones() > 0);
     }
     n
@@ -43,11 +45,9 @@ fn main() {
     let vocab = Arc::new(Vocabulary::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap());
     let opts = JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() };
     // The per-vocabulary token index is built once and kept alive, as a server's compiler does.
-    let _pin = CompiledGrammar::new(&grammask_core::ebnf::parse_ebnf("root ::= \"a\"", "root").unwrap(), &vocab);
+    let keep = GrammarCompiler::new(&vocab, false, -1).with_max_threads(1);
     for schema in schemas(&args[2]) {
-        if let Ok(g) = json_schema_to_grammar(&schema, &opts) {
-            let _ = CompiledGrammar::new_on(&g, &vocab, 1);
-        }
+        let _ = keep.compile_json_schema(&schema, &opts);
     }
     let list = schemas(&args[3]);
     let t = cpu_clock::seconds(cpu_clock::THREAD);

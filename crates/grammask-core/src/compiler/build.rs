@@ -83,7 +83,14 @@ impl Automata {
         // exhausted twin of a token-budgeted rule).
         let work = || -> Result<Vec<Built>> {
             let mut nfa =
-                Nfa { inline: &inline, rep: &rep, tail_group: &tail.group, splice: &splice, ..Nfa::default() };
+                Nfa {
+                    inline: &inline,
+                    rep: &rep,
+                    tail_group: &tail.group,
+                    splice: &splice,
+                    shared: shared.filter(|_| memo_on()),
+                    ..Nfa::default()
+                };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out: Vec<Built> = Vec::new();
             let mut memo = DfaMemo::default();
@@ -478,7 +485,7 @@ fn shared_inlined(g: &Grammar, inline: &[bool], rep: &[RuleId]) -> Vec<bool> {
 type Built = (usize, Dfa, Option<Dfa>);
 
 /// Takes `n` states from a rule's share of the state budget.
-fn take_states(budget: &mut usize, n: usize) -> Result<()> {
+pub(super) fn take_states(budget: &mut usize, n: usize) -> Result<()> {
     *budget =
         budget.checked_sub(n).ok_or_else(|| Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES))?;
     Ok(())
