@@ -259,7 +259,7 @@ impl Nfa<'_> {
     /// included), else built and stored there.
     /// PERF: ~11 spliced rules per MaskBench p50 compile were determinized and minimized again
     /// in every compile (2% of its instructions).
-    fn splice_dfa(
+    pub(super) fn splice_dfa(
         child: &mut Nfa,
         start: u32,
         end: u32,
@@ -275,6 +275,8 @@ impl Nfa<'_> {
         }
         child.freeze();
         let det = determinize(child, start, end, budget, &mut sc.0)?;
+        #[cfg(test)]
+        super::build::SPLICE_BUILDS.with(|n| n.set(n.get() + 1));
         let states = det.len();
         let dfa = minimize(det, &mut sc.1);
         if let Some(m) = shared {
