@@ -88,7 +88,8 @@ fn main() {
                         "{path} states {} hash {:016x} ebnf {:016x} build_ms {best:.3} to_ebnf_ms {:.3} parse_ms {:.3}",
                         a.states().len(),
                         hash_automata(a),
-                        ebnf.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)),
+                        ebnf.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b))
+                            .wrapping_mul(0x0000_0100_0000_01B3)),
                         (t1 - t0).as_secs_f64() * 1e3,
                         (t2 - t1).as_secs_f64() * 1e3
                     );

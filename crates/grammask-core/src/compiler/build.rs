@@ -82,15 +82,14 @@ impl Automata {
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
         let work = || -> Result<Vec<Built>> {
-            let mut nfa =
-                Nfa {
-                    inline: &inline,
-                    rep: &rep,
-                    tail_group: &tail.group,
-                    splice: &splice,
-                    shared: shared.filter(|_| memo_on()),
-                    ..Nfa::default()
-                };
+            let mut nfa = Nfa {
+                inline: &inline,
+                rep: &rep,
+                tail_group: &tail.group,
+                splice: &splice,
+                shared: shared.filter(|_| memo_on()),
+                ..Nfa::default()
+            };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out: Vec<Built> = Vec::new();
             let mut memo = DfaMemo::default();

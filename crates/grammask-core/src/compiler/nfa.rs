@@ -13,9 +13,9 @@ use super::scc::SccScratch;
 use super::utf8::{utf8_byte_seqs, ByteSeq};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 use crate::limits;
-use crate::fasthash::FastMap;
 
 /// The UTF-8 byte-range sequences of a character class (see [`utf8_byte_seqs`]).
 type Utf8Seqs = std::rc::Rc<[ByteSeq]>;
