@@ -82,14 +82,8 @@ impl Automata {
         // Each worker takes the next rule until none is left: (rule, its automaton, the
         // exhausted twin of a token-budgeted rule).
         let work = || -> Result<Vec<Built>> {
-            let mut nfa = Nfa {
-                inline: &inline,
-                rep: &rep,
-                tail_group: &tail.group,
-                splice: &splice,
-                shared: shared.filter(|_| memo_on()),
-                ..Nfa::default()
-            };
+            let mut nfa =
+                Nfa { inline: &inline, rep: &rep, tail_group: &tail.group, splice: &splice, ..Nfa::default() };
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out: Vec<Built> = Vec::new();
             let mut memo = DfaMemo::default();
@@ -110,6 +104,10 @@ impl Automata {
                 let plain = limit.is_none() && excludes.is_empty() && max_tokens.is_none() && memo_on();
                 // The memo key this rule's DFA is stored under, and its subset construction's states.
                 let mut new_key = None;
+                // Ask the shared memo? (Not once this build missed too often: its rules are
+                // its own.) Its spliced inlined rules too.
+                let asking = shared.is_some() && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD;
+                nfa.shared = shared.filter(|_| asking && memo_on());
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
@@ -130,9 +128,6 @@ impl Automata {
                     nfa.regular_for = None;
                     nfa.inlining.clear();
                     let (start, end) = built?;
-                    // Ask the shared memo? (Not once this build missed too often: its rules are
-                    // its own.)
-                    let asking = shared.is_some() && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD;
                     let found = if plain { memo.find(&nfa, start, end, asking) } else { Found::Skip };
                     if let Found::Built(id, at, states) = found {
                         // As subset construction would: its states counted against the budget.
