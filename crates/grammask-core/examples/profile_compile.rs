@@ -2,8 +2,8 @@
 //! `cargo run --release --example profile_compile -- [--lax] [--repeat N] [--dump] [--slow MS] LIST`
 //! `LIST` is a file of JSON Schema paths, one per line (`MaskBench` files: the schema is taken from
 //! their `schema` field when present). Prints p50/p90/p99 of each stage; with `--dump`, one line
-//! per schema with the automaton size and a hash of the whole automaton (to check that a change of
-//! the compiler leaves its output unchanged); with `--slow MS`, the schemas whose build is slower;
+//! per schema with the automaton size, a hash of the whole automaton and one of the EBNF text (to check that a
+//! change of the compiler leaves its output unchanged); with `--slow MS`, the schemas whose build is slower;
 //! with `--vocab FILE` (a serialized `TokenizerInfo`), also `CompiledGrammar::new` (build included).
 use grammask_core::compiler::{Automata, StateId};
 use grammask_core::ebnf::parse_ebnf;
@@ -85,9 +85,11 @@ fn main() {
             match &a {
                 Ok(a) => {
                     println!(
-                        "{path} states {} hash {:016x} build_ms {best:.3} to_ebnf_ms {:.3} parse_ms {:.3}",
+                        "{path} states {} hash {:016x} ebnf {:016x} build_ms {best:.3} to_ebnf_ms {:.3} parse_ms {:.3}",
                         a.states().len(),
                         hash_automata(a),
+                        ebnf.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b))
+                            .wrapping_mul(0x0000_0100_0000_01B3)),
                         (t1 - t0).as_secs_f64() * 1e3,
                         (t2 - t1).as_secs_f64() * 1e3
                     );

@@ -26,6 +26,7 @@ use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -151,8 +152,18 @@ impl CompiledGrammar {
 
     /// [`Self::new`] on at most `max_threads` threads, the calling one included.
     pub fn new_on(grammar: &Grammar, vocab: &Arc<Vocabulary>, max_threads: usize) -> Result<CompiledGrammar> {
+        Self::new_cow(Cow::Borrowed(grammar), vocab, max_threads)
+    }
+
+    /// [`Self::new_on`] keeping `grammar` itself rather than a copy.
+    /// PERF: a JSON Schema grammar's copy and its drop were ~2.5% of a MaskBench p50 compile.
+    pub fn new_owned(grammar: Grammar, vocab: &Arc<Vocabulary>, max_threads: usize) -> Result<CompiledGrammar> {
+        Self::new_cow(Cow::Owned(grammar), vocab, max_threads)
+    }
+
+    fn new_cow(grammar: Cow<'_, Grammar>, vocab: &Arc<Vocabulary>, max_threads: usize) -> Result<CompiledGrammar> {
         let index = TokenIndex::for_vocab(vocab);
-        let automata = Automata::build_shared(grammar, max_threads, Some(&index.rule_dfas))?;
+        let automata = Automata::build_shared(&grammar, max_threads, Some(&index.rule_dfas))?;
         let token_masks = crate::token_edges::TokenMasks::new(&automata, vocab)?;
         // Free-text class slices and run indexes are per vocabulary and take a trie walk each
         // (~1 ms on a 128k vocabulary): they are built with the grammar that first needs one
@@ -210,7 +221,7 @@ impl CompiledGrammar {
             }
         }
         let cg = CompiledGrammar {
-            grammar: grammar.clone(),
+            grammar: grammar.into_owned(),
             index,
             kernels: RwLock::new(FastMap::default()),
             distinct_kernels: RwLock::new(FastMap::default()),

@@ -73,7 +73,7 @@ impl GrammarCompiler {
             }
         }
         let g = make()?;
-        let compiled = Arc::new(CompiledGrammar::new_on(&g, &self.vocab, self.max_threads).map_err(remap)?);
+        let compiled = Arc::new(CompiledGrammar::new_owned(g, &self.vocab, self.max_threads).map_err(remap)?);
         Ok(if self.cache_enabled { self.cache.insert(key, compiled) } else { compiled })
     }
 

@@ -104,6 +104,10 @@ impl Automata {
                 let plain = limit.is_none() && excludes.is_empty() && max_tokens.is_none() && memo_on();
                 // The memo key this rule's DFA is stored under, and its subset construction's states.
                 let mut new_key = None;
+                // Ask the shared memo? (Not once this build missed too often: its rules are
+                // its own.) Its spliced inlined rules too.
+                let asking = shared.is_some() && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD;
+                nfa.shared = shared.filter(|_| asking && memo_on());
                 let dfa = with_budget(&budget, |b| {
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
@@ -124,9 +128,6 @@ impl Automata {
                     nfa.regular_for = None;
                     nfa.inlining.clear();
                     let (start, end) = built?;
-                    // Ask the shared memo? (Not once this build missed too often: its rules are
-                    // its own.)
-                    let asking = shared.is_some() && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD;
                     let found = if plain { memo.find(&nfa, start, end, asking) } else { Found::Skip };
                     if let Found::Built(id, at, states) = found {
                         // As subset construction would: its states counted against the budget.
@@ -478,7 +479,7 @@ fn shared_inlined(g: &Grammar, inline: &[bool], rep: &[RuleId]) -> Vec<bool> {
 type Built = (usize, Dfa, Option<Dfa>);
 
 /// Takes `n` states from a rule's share of the state budget.
-fn take_states(budget: &mut usize, n: usize) -> Result<()> {
+pub(super) fn take_states(budget: &mut usize, n: usize) -> Result<()> {
     *budget =
         budget.checked_sub(n).ok_or_else(|| Error::limit("automaton size (states)", limits::MAX_AUTOMATON_STATES))?;
     Ok(())
@@ -501,6 +502,9 @@ thread_local! {
     static WORKERS_STARTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Rule automata this thread built by subset construction (not found in a `DfaMemo`).
     static SUBSET_BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Spliced inlined rules this thread built by subset construction (not found in a
+    /// `RuleMemo`).
+    pub(super) static SPLICE_BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Set by tests: this thread builds every rule by subset construction (no `DfaMemo`).
     static NO_MEMO: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -855,5 +859,50 @@ mod thread_tests {
         let before = SUBSET_BUILDS.with(std::cell::Cell::get);
         drop(Automata::build_shared(&first, 1, Some(&memo)).unwrap());
         assert_eq!(SUBSET_BUILDS.with(std::cell::Cell::get), before, "every rule of a grammar built before is found");
+    }
+
+    #[test]
+    fn spliced_rules_come_from_the_shared_memo() {
+        // `w` is inlined and used by three rules (recursive, not by tail calls): spliced, its
+        // automaton built once per build.
+        let grammar = |k: &str| {
+            let src = format!(
+                "root ::= a | b | c\n\
+                 a ::= \"x{k}\" w a \"!\" | \"1\"\n\
+                 b ::= \"y\" w b \"!\" | \"2\"\n\
+                 c ::= \"z\" w c \"!\" | \"3\"\n\
+                 w ::= [a-z]+ \".\" [0-9]*\n"
+            );
+            crate::ebnf::parse_ebnf(&src, "root").unwrap()
+        };
+        let memo = RuleMemo::new(1 << 20);
+        let shared = |g: &Grammar| {
+            let before = SPLICE_BUILDS.with(std::cell::Cell::get);
+            let a = format!("{:?}", Automata::build_shared(g, 1, Some(&memo)).unwrap());
+            (a, SPLICE_BUILDS.with(std::cell::Cell::get) - before)
+        };
+        let (first, second) = (grammar(""), grammar("k"));
+        let (a, splices) = shared(&first);
+        assert_eq!(a, built(&first, false).0);
+        assert_eq!(splices, 1, "`w` is spliced");
+        // Another grammar inlining the same `w`: its automaton is the memo's, the automata the
+        // plain build's.
+        let (a, splices) = shared(&second);
+        assert_eq!(a, built(&second, false).0);
+        assert_eq!(splices, 0, "the spliced rule is found in the memo");
+        // Where its subset construction would pass the state budget, so does the memo's copy.
+        let w = RuleId(first.rules().iter().position(|r| r.name == "w").unwrap() as u32);
+        let inline = vec![false; first.rules().len()];
+        let charge = |budget: usize, memo: Option<&RuleMemo>| {
+            let mut child = Nfa { inline: &inline, ..Nfa::default() };
+            let (s, e) = child.build(&first, first.rule(w).body, &mut usize::MAX.clone()).unwrap();
+            let mut left = budget;
+            let mut sc = Box::default();
+            Nfa::splice_dfa(&mut child, s, e, memo, &mut left, &mut sc).map(|_| left).map_err(|e| e.to_string())
+        };
+        for budget in 0..8 {
+            assert_eq!(charge(budget, Some(&memo)), charge(budget, None), "budget {budget}");
+        }
+        assert!(charge(0, Some(&memo)).is_err() && charge(7, Some(&memo)).is_ok());
     }
 }

@@ -54,8 +54,28 @@ impl DfaMemo {
     /// its key in [`Self::key`] (unless `Skip`). `shared`: the key will be asked of a
     /// [`RuleMemo`]; without it an NFA that references no rule is skipped unkeyed.
     pub(super) fn find(&mut self, nfa: &Nfa, start: u32, end: u32, shared: bool) -> Found {
-        if nfa.len() > MEMO_MAX_NFA_STATES || (!shared && nfa.rule_edges.is_empty()) {
+        if (!shared && nfa.rule_edges.is_empty()) || !self.key_of(nfa, start, end) {
             return Found::Skip;
+        }
+        // A rule that references none repeats another of this grammar only where their bodies
+        // are equal, and equal rules already share one automaton (`equal_rules.rs`): only the
+        // shared memo may know it.
+        if self.mine.is_empty() {
+            return Found::Unkeyed;
+        }
+        let (id, new) = self.keys.intern(&self.key);
+        if new {
+            return Found::New(id);
+        }
+        let (at, states, _, _) = self.built[id as usize];
+        Found::Built(id, at, states)
+    }
+
+    /// Leaves the key of `nfa` with `start` and `end` in [`Self::key`] (its referenced rules in
+    /// `mine`), interning nothing; `false` (no key) for an NFA too large to memoize.
+    pub(super) fn key_of(&mut self, nfa: &Nfa, start: u32, end: u32) -> bool {
+        if nfa.len() > MEMO_MAX_NFA_STATES {
+            return false;
         }
         self.mine.clear();
         self.mine.extend(nfa.rule_edges.iter().map(|e| e.1 .0));
@@ -76,18 +96,7 @@ impl DfaMemo {
         for &(s, (r, t)) in &nfa.rule_edges {
             key.extend_from_slice(&[s, rank(r), t]);
         }
-        // A rule that references none repeats another of this grammar only where their bodies
-        // are equal, and equal rules already share one automaton (`equal_rules.rs`): only the
-        // shared memo may know it.
-        if self.mine.is_empty() {
-            return Found::Unkeyed;
-        }
-        let (id, new) = self.keys.intern(key);
-        if new {
-            return Found::New(id);
-        }
-        let (at, states, _, _) = self.built[id as usize];
-        Found::Built(id, at, states)
+        true
     }
 
     /// The key of the last NFA found (its edges, referenced rules as ranks).

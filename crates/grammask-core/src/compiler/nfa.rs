@@ -3,21 +3,22 @@
 //! Pipeline place: takes a rule's expression (with the inline plan of `inline.rs`) and produces
 //! an [`Nfa`] with epsilon, byte-range and rule-reference edges, the input of subset
 //! construction (`determinize.rs`). Character classes become UTF-8 byte-range sequences
-//! ([`super::utf8::utf8_sequences`]), `{m,n}` an unrolled chain whose every copy may exit.
+//! ([`super::utf8::utf8_byte_seqs`]), `{m,n}` an unrolled chain whose every copy may exit.
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::INLINE_MAX_DEPTH;
+use super::memo::{DfaMemo, RuleMemo};
 use super::minimize::minimize;
 use super::scc::SccScratch;
-use super::utf8::utf8_sequences;
+use super::utf8::{utf8_byte_seqs, ByteSeq};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
+use crate::fasthash::FastMap;
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 use crate::limits;
-use std::collections::HashMap;
 
-/// The UTF-8 byte-range sequences of a character class (see [`utf8_sequences`]).
-type Utf8Seqs = std::rc::Rc<[Vec<(u8, u8)>]>;
+/// The UTF-8 byte-range sequences of a character class (see [`utf8_byte_seqs`]).
+type Utf8Seqs = std::rc::Rc<[ByteSeq]>;
 
 /// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
 /// them by source state (compressed rows).
@@ -37,7 +38,7 @@ pub(super) struct Nfa<'a> {
     pub(super) rules_start: Vec<u32>,
     pub(super) rules: Vec<(RuleId, u32)>,
     /// UTF-8 byte sequences of the character classes seen so far.
-    pub(super) classes: HashMap<ExprId, Utf8Seqs>,
+    pub(super) classes: FastMap<ExprId, Utf8Seqs>,
     pub(super) inline: &'a [bool],
     /// The representative of each rule's class of equal rules (`equal_rules.rs`), which rule
     /// edges name (empty: every rule its own).
@@ -63,9 +64,12 @@ pub(super) struct Nfa<'a> {
     pub(super) splice: &'a [bool],
     /// The minimized automaton of each inlined rule (by its class of equal rules), built once
     /// and copied into every automaton that inlines the rule ([`Nfa::splice_inlined`]).
-    pub(super) spliced: HashMap<RuleId, std::rc::Rc<Dfa>>,
-    /// Buffers for building the automata of `spliced`.
-    pub(super) splice_scratch: Option<Box<(Scratch, SccScratch)>>,
+    pub(super) spliced: FastMap<RuleId, std::rc::Rc<Dfa>>,
+    /// Buffers for building the automata of `spliced`, and for their [`RuleMemo`] keys.
+    pub(super) splice_scratch: Option<Box<(Scratch, SccScratch, DfaMemo)>>,
+    /// The automata of rules built by earlier compiles of the vocabulary, asked for those of
+    /// `spliced` (`None`: built here).
+    pub(super) shared: Option<&'a RuleMemo>,
 }
 
 impl Nfa<'_> {
@@ -139,11 +143,12 @@ impl Nfa<'_> {
         let seqs = if let Some(seqs) = self.classes.get(&e) {
             seqs.clone()
         } else {
-            let seqs: Utf8Seqs = utf8_sequences(ranges).into();
+            let seqs: Utf8Seqs = utf8_byte_seqs(ranges).into();
             self.classes.insert(e, seqs.clone());
             seqs
         };
         for seq in seqs.iter() {
+            let seq = seq.as_slice();
             let mut cur = start;
             for (i, &(lo, hi)) in seq.iter().enumerate() {
                 let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
@@ -218,10 +223,12 @@ impl Nfa<'_> {
                 };
                 let mut own = *budget;
                 let built = child.build(g, g.rule(r).body, &mut own);
-                child.freeze();
                 let mut sc = child.splice_scratch.take().unwrap_or_default();
-                let dfa = built.and_then(|(s, e)| determinize(&child, s, e, &mut own, &mut sc.0));
-                let dfa = dfa.map(|d| std::rc::Rc::new(minimize(d, &mut sc.1)));
+                let dfa = match built {
+                    Ok((s, e)) => Self::splice_dfa(&mut child, s, e, self.shared, &mut own, &mut sc),
+                    Err(e) => Err(e),
+                };
+                let dfa = dfa.map(std::rc::Rc::new);
                 self.classes = std::mem::take(&mut child.classes);
                 self.spliced = std::mem::take(&mut child.spliced);
                 self.splice_scratch = Some(sc);
@@ -244,6 +251,38 @@ impl Nfa<'_> {
             }
         }
         Ok((base, end))
+    }
+
+    /// The minimized subset construction of `child` (an inlined rule's NFA from `start` to
+    /// `end`), taken from `shared` when an earlier compile stored it there (its subset
+    /// construction's states charged to `budget` as that construction would, limit error
+    /// included), else built and stored there.
+    /// PERF: ~11 spliced rules per MaskBench p50 compile were determinized and minimized again
+    /// in every compile (2% of its instructions).
+    pub(super) fn splice_dfa(
+        child: &mut Nfa,
+        start: u32,
+        end: u32,
+        shared: Option<&RuleMemo>,
+        budget: &mut usize,
+        sc: &mut (Scratch, SccScratch, DfaMemo),
+    ) -> Result<Dfa> {
+        let keys = &mut sc.2;
+        let shared = shared.filter(|_| keys.key_of(child, start, end));
+        if let Some((dfa, states)) = shared.and_then(|m| m.get(keys.key())) {
+            super::build::take_states(budget, states)?;
+            return Ok(keys.unranked(&dfa));
+        }
+        child.freeze();
+        let det = determinize(child, start, end, budget, &mut sc.0)?;
+        #[cfg(test)]
+        super::build::SPLICE_BUILDS.with(|n| n.set(n.get() + 1));
+        let states = det.len();
+        let dfa = minimize(det, &mut sc.1);
+        if let Some(m) = shared {
+            m.insert(keys.key(), &dfa, states, |d| keys.ranked(d));
+        }
+        Ok(dfa)
     }
 
     pub(super) fn build(&mut self, g: &Grammar, e: ExprId, budget: &mut usize) -> Result<(u32, u32)> {

@@ -3,11 +3,44 @@
 //! Pipeline place: used by the NFA construction (`nfa.rs`) to turn a character class into a
 //! handful of byte-range paths, so a class of any size costs a few states.
 
+/// One UTF-8 byte-range sequence: its first `len` ranges (at most 4, the longest encoding).
+/// Ordered as the slice of its ranges (lexicographically, a prefix first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSeq {
+    len: u8,
+    ranges: [(u8, u8); 4],
+}
+
+impl ByteSeq {
+    pub fn as_slice(&self) -> &[(u8, u8)] {
+        &self.ranges[..usize::from(self.len)]
+    }
+}
+
+impl Ord for ByteSeq {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl PartialOrd for ByteSeq {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// Splits Unicode scalar ranges (surrogates excluded) into sequences of byte ranges whose
 /// concatenations are exactly the UTF-8 encodings of the codepoints in the ranges.
 pub fn utf8_sequences(ranges: &[(u32, u32)]) -> Vec<Vec<(u8, u8)>> {
-    let mut out = Vec::new();
-    let mut work: Vec<(u32, u32)> = Vec::new();
+    utf8_byte_seqs(ranges).iter().map(|s| s.as_slice().to_vec()).collect()
+}
+
+/// [`utf8_sequences`] without an allocation per sequence, in the same (sorted) order.
+/// PERF: the NFA construction of a JSON Schema band compile called it ~200 times, ~2k
+/// allocations; 4% of the compile's instructions.
+pub fn utf8_byte_seqs(ranges: &[(u32, u32)]) -> Vec<ByteSeq> {
+    let mut out = Vec::with_capacity(16);
+    let mut work: Vec<(u32, u32)> = Vec::with_capacity(16);
     for &(lo, hi) in ranges {
         // Remove the surrogate block.
         if lo < 0xD800 {
@@ -35,7 +68,7 @@ pub fn utf8_sequences(ranges: &[(u32, u32)]) -> Vec<Vec<(u8, u8)>> {
             continue;
         }
         if hi <= 0x7F {
-            out.push(vec![(lo as u8, hi as u8)]);
+            out.push(ByteSeq { len: 1, ranges: [(lo as u8, hi as u8), (0, 0), (0, 0), (0, 0)] });
             continue;
         }
         // Split so that all but a prefix of continuation bytes span their full range.
@@ -67,16 +100,26 @@ pub fn utf8_sequences(ranges: &[(u32, u32)]) -> Vec<Vec<(u8, u8)>> {
         if done {
             continue;
         }
-        let a = encode_utf8(lo);
-        let b = encode_utf8(hi);
-        out.push(a.iter().zip(b.iter()).map(|(&x, &y)| (x, y)).collect());
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        let a = encode_utf8(lo, &mut a);
+        let b = encode_utf8(hi, &mut b);
+        let mut seq = ByteSeq { len: a.len().min(b.len()) as u8, ranges: [(0, 0); 4] };
+        for (r, (&x, &y)) in seq.ranges.iter_mut().zip(a.iter().zip(b.iter())) {
+            *r = (x, y);
+        }
+        out.push(seq);
     }
-    out.sort();
+    // Equal sequences are identical: the unstable order is the stable one.
+    out.sort_unstable();
     out
 }
 
-fn encode_utf8(c: u32) -> Vec<u8> {
-    char::from_u32(c).map(|ch| ch.to_string().into_bytes()).unwrap_or_default()
+/// The UTF-8 encoding of `c` in `buf` (empty for a non-scalar).
+fn encode_utf8(c: u32, buf: &mut [u8; 4]) -> &[u8] {
+    match char::from_u32(c) {
+        Some(ch) => ch.encode_utf8(buf).as_bytes(),
+        None => &[],
+    }
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ impl Ebnf {
 }
 
 /// Escapes one character for use inside an EBNF `"..."` literal.
-fn push_lit_char(out: &mut String, c: char) {
+pub(crate) fn push_lit_char(out: &mut String, c: char) {
     match c {
         '"' => out.push_str("\\\""),
         '\\' => out.push_str("\\\\"),
