@@ -427,6 +427,15 @@ struct SubtreeClasses {
     /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
     /// where `utf8` holds.
     chars: Vec<u64>,
+    /// The JSON string-body slice (`crate::slice::BodySlice`'s body automaton, states `0..9`):
+    /// `body_ends[b]`, the tokens whose bytes the body automaton reads from state 0 to state `b`
+    /// (`b >= 1`; state 0's are not kept: walks take them whole, see [`BodyCfg`]).
+    body_ends: Vec<Vec<u32>>,
+    /// The body frontier in trie order: `(node, body state after its parent's path, its byte,
+    /// dead)`, each node whose parent's path the body automaton reads from state 0 and whose
+    /// own byte it does not (`dead`: a byte never in a JSON string there, rather than `"` or
+    /// `\u`, `\/`). Every token is a slice token or at or below one of these.
+    body_frontier: Vec<(u32, u8, u8, bool)>,
 }
 
 impl SubtreeClasses {
@@ -473,7 +482,39 @@ impl SubtreeClasses {
                 chars[p as usize] |= chars[i];
             }
         }
-        SubtreeClasses { below, ends, reach, utf8, chars }
+        let (body_ends, body_frontier) = Self::body(trie);
+        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_frontier }
+    }
+
+    /// [`SubtreeClasses::body_ends`] and [`SubtreeClasses::body_frontier`] of `trie`.
+    #[allow(clippy::type_complexity)]
+    fn body(trie: &TokenTrie) -> (Vec<Vec<u32>>, Vec<(u32, u8, u8, bool)>) {
+        use crate::slice::Body;
+        let (table, _) = crate::slice::body_table();
+        let mut ends: Vec<Vec<u32>> = vec![Vec::new(); 9];
+        let mut frontier = Vec::new();
+        // at[d]: the body state after the path's first `d` bytes.
+        let mut at = vec![0u8; trie.max_depth as usize + 1];
+        let mut i = 0;
+        while i < trie.nodes.len() {
+            let n = trie.nodes[i];
+            let d = n.depth as usize;
+            let b = at[d - 1];
+            match table[usize::from(b)][usize::from(n.byte)] {
+                Body::To(next) => {
+                    at[d] = next;
+                    if next != 0 {
+                        ends[usize::from(next)].extend_from_slice(trie.node_tokens(&n));
+                    }
+                    i += 1;
+                }
+                out => {
+                    frontier.push((i as u32, b, n.byte, out == Body::Dead));
+                    i = n.subtree_end as usize;
+                }
+            }
+        }
+        (ends, frontier)
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -1322,6 +1363,18 @@ struct Deferred {
     tokens: u32,
 }
 
+/// The body-slice shortcut of a limit walk's root level ([`Walk::body_cfg`]). Invariant: for
+/// every body automaton state `b` (`crate::slice::BodySlice`'s, `0..9`), every nonempty text
+/// the body automaton reads from state 0 to `b` takes the root level's plain items to exactly
+/// `items[b]` (each with its `U` and, when final, its follow index), none with rule edges, and
+/// no byte of it is read by the row's items with rule edges (first byte) or by the completion of
+/// a final item before it: the plain levels after it hold those items, and every token of such
+/// text costs `cost[b]`.
+struct BodyCfg {
+    items: Vec<Vec<(Item, u32, u32)>>,
+    cost: [u32; 9],
+}
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
 /// has rule edges, and on the automaton alone ("plain" levels: `dist + U` per item) for the
@@ -1517,6 +1570,91 @@ impl Walk<'_> {
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
+    /// The [`BodyCfg`] of the root level `root`, when it holds and the slice tokens ending at a
+    /// character boundary (`cost[0]`) are on the side the walk does not list (fit walks: they
+    /// fit; over walks: they do not), so that only the tokens ending inside a character or an
+    /// escape, and the body frontier's subtrees, need the walk. `None` otherwise (the plain walk).
+    /// PERF: inside a string at the limit, the plain walk read every body-text prefix of the
+    /// tokens that may close the string or hold a newline (~3k trie nodes per walk on Llama 3,
+    /// mostly cache misses), to find at each the same items.
+    fn body_cfg(&mut self, chart: &mut Chart, root: Level) -> Option<BodyCfg> {
+        use crate::slice::Body;
+        let Mode::Limit { limit, side } = self.mode else { return None };
+        let Level::Plain { lo, hi, others, .. } = root else { return None };
+        let (a, comp) = (self.a, self.comp);
+        let (table, _) = crate::slice::body_table();
+        let mut items: Vec<Vec<(Item, u32, u32)>> = vec![Vec::new(); 9];
+        let mut known = [false; 9];
+        let root_items: Vec<(Item, u32, u32)> = self.items[lo..hi].iter().map(|e| (e.item, e.u, NO_FOLLOW)).collect();
+        // `None`: the root level (its first byte), then the body states met.
+        let mut queue: Vec<Option<usize>> = vec![None];
+        let mut next: Vec<(Item, u32, u32)> = Vec::new();
+        while let Some(from) = queue.pop() {
+            let b = from.unwrap_or(0);
+            // The completions of the final items past the root (the root leaves them to
+            // `others`, the bytes its items with rule edges read).
+            let mut follows: Follow = match from {
+                None if others != NO_FOLLOW => self.follows[others as usize],
+                _ => [0; 4],
+            };
+            if let Some(b) = from {
+                for e in &mut items[b] {
+                    if a.state(e.0.state).is_final {
+                        e.2 = self.follow(chart, a.state(e.0.state).rule.index() as u32, e.0.origin);
+                        for (w, f) in follows.iter_mut().zip(&self.follows[e.2 as usize]) {
+                            *w |= f;
+                        }
+                    }
+                }
+            }
+            let have = if from.is_some() { items[b].clone() } else { root_items.clone() };
+            for x in 0..=255u8 {
+                let Body::To(to) = table[b][usize::from(x)] else { continue };
+                if has_byte(&follows, x) {
+                    return None;
+                }
+                next.clear();
+                for &(it, u, _) in &have {
+                    if let Some(q) = a.step(it.state, x) {
+                        if !comp.leaf[q.0 as usize] {
+                            return None;
+                        }
+                        next.push((Item { state: q, ..it }, u, NO_FOLLOW));
+                    }
+                }
+                next.sort_unstable();
+                next.dedup();
+                let to = usize::from(to);
+                if next.is_empty() {
+                    return None;
+                }
+                if !known[to] {
+                    known[to] = true;
+                    items[to] = next.clone();
+                    queue.push(Some(to));
+                } else if !items[to].iter().map(|e| (e.0, e.1)).eq(next.iter().map(|e| (e.0, e.1))) {
+                    return None;
+                }
+            }
+        }
+        if known.iter().any(|&k| !k) {
+            return None;
+        }
+        let mut cost = [INF; 9];
+        for (c, its) in cost.iter_mut().zip(&items) {
+            *c = its.iter().map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF)).min().unwrap_or(INF);
+        }
+        let listed = |c: u32| if side == Side::Fit { c > limit } else { c <= limit };
+        (!listed(cost[0])).then_some(BodyCfg { items, cost })
+    }
+
+    /// Whether some item of `cfg.items[b]` reads byte `x`, or the completion of a final one.
+    fn body_reads(&self, cfg: &BodyCfg, b: u8, x: u8) -> bool {
+        cfg.items[usize::from(b)].iter().any(|&(it, _, f)| {
+            self.a.step(it.state, x).is_some() || f != NO_FOLLOW && has_byte(&self.follows[f as usize], x)
+        })
+    }
+
     /// Limit walks: the exits of plain item `it`'s region within `depth` bytes (on top of the
     /// chart's last row), with the bytes of its completion where the region holds a final state,
     /// and its follow index (`follow`, or found then). Exact walks: no exits.
@@ -1578,12 +1716,7 @@ impl Walk<'_> {
     /// PERF: the costs above `now` of a key's "other" characters are most of the vocabulary,
     /// which over walks used to list and sort.
     fn record(&mut self, node: usize, cost: u32) {
-        let keep = match self.mode {
-            Mode::Exact => cost != self.now,
-            Mode::Limit { limit, side: Side::Fit } => cost > limit,
-            Mode::Limit { limit, side: Side::Over } => cost <= limit,
-        };
-        if keep {
+        if self.keeps(cost) {
             let n = self.trie.nodes[node];
             for &t in self.trie.node_tokens(&n) {
                 if self.mask.get(t as usize) {
@@ -1591,6 +1724,16 @@ impl Walk<'_> {
                 }
             }
             self.capped |= self.out.len() > self.cap;
+        }
+    }
+
+    /// Whether [`Walk::record`] lists tokens of cost `cost`.
+    #[inline]
+    fn keeps(&self, cost: u32) -> bool {
+        match self.mode {
+            Mode::Exact => cost != self.now,
+            Mode::Limit { limit, side: Side::Fit } => cost > limit,
+            Mode::Limit { limit, side: Side::Over } => cost <= limit,
         }
     }
 
@@ -1646,8 +1789,72 @@ impl Walk<'_> {
         // Second pass: the next deferred subtree, and the end of the one being read.
         let (mut next, mut inside_end) = (0, 0);
         let nodes = &trie.nodes;
+        let classes = self.classes;
+        // The body-slice shortcut (see `BodyCfg`): the slice tokens are listed by the cost of
+        // their body state, and only the frontier subtrees are walked, each from the items
+        // after its parent's path; `frontier` is the next entry of the frontier, `frontier_end`
+        // the end of the subtree being read.
+        let body = if second { None } else { self.body_cfg(chart, root) };
+        let (root_hi, base) = match root {
+            Level::Plain { hi, rows, .. } => (hi, rows),
+            Level::Chart { rows } => (0, rows),
+        };
+        if let Some(cfg) = &body {
+            for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
+                let c = cfg.cost[b];
+                if self.keeps(c) {
+                    self.out.extend(toks.iter().filter(|&&t| self.mask.get(t as usize)).map(|&t| (c, t)));
+                    self.capped |= self.out.len() > self.cap;
+                    if self.capped {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let (mut frontier, mut frontier_end) = (0, 0);
         let mut i = 0;
         while i < nodes.len() {
+            if let Some(cfg) = &body {
+                if i >= frontier_end {
+                    // The next frontier node: a dead byte that no item reads ends every path
+                    // (its subtree holds no allowed token).
+                    let mut found = None;
+                    while let Some(&(f, b, x, dead)) = classes.body_frontier.get(frontier) {
+                        frontier += 1;
+                        if !dead || nodes[f as usize].depth == 1 || self.body_reads(cfg, b, x) {
+                            found = Some((f as usize, usize::from(b)));
+                            break;
+                        }
+                    }
+                    let Some((f, b)) = found else { break };
+                    i = f;
+                    frontier_end = nodes[f].subtree_end as usize;
+                    let d = nodes[f].depth as usize;
+                    if d > 1 {
+                        // The levels above it: the items after its parent's body text.
+                        self.levels.truncate(1);
+                        self.level_costs.truncate(1);
+                        self.items.truncate(root_hi);
+                        let lo = self.items.len();
+                        for &(item, u, follow) in &cfg.items[b] {
+                            let stay = Stay::default();
+                            self.items.push(PlainItem { item, u, follow, exits: Exits::ALL, stay });
+                        }
+                        let l = Level::Plain {
+                            lo,
+                            hi: self.items.len(),
+                            rows: base,
+                            exits: Exits::ALL,
+                            at_row: false,
+                            others: NO_FOLLOW,
+                        };
+                        while self.levels.len() < d {
+                            self.levels.push(l);
+                            self.level_costs.push(cfg.cost[b]);
+                        }
+                    }
+                }
+            }
             let n = nodes[i];
             let d = n.depth as usize;
             self.levels.truncate(d);

@@ -30,6 +30,7 @@ mod tests;
 mod walked;
 
 pub use body::{body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, Counted, Cover, Level};
+pub(crate) use body::body_table;
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{with_cover_budget, CoverMemo, MAX_STATE_COVER_PAIRS};
@@ -39,7 +40,7 @@ pub use walked::{walked_cover, FirstChars, WalkedBody, MAX_WALKED_CHARS};
 
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Body {
+pub(crate) enum Body {
     To(u8),
     /// `"` at a boundary or `u` after `\`: the walk must look (string end, `\u` escape).
     Walk,
