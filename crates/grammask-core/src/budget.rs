@@ -366,6 +366,9 @@ fn class_bits(lo: u8, hi: u8) -> u64 {
     low | (u64::MAX >> (63 - b)) & (u64::MAX << a)
 }
 
+/// [`SubtreeClasses::body_state`] of a node off the body slice.
+const NOT_BODY: u8 = u8::MAX;
+
 /// The char class of a multi-byte UTF-8 character in [`SubtreeClasses::chars`] and char stays
 /// ([`Completion::char_stay`]), where ASCII bytes keep their [`byte_class`] (0 to 60).
 const MULTIBYTE: u32 = 61;
@@ -428,9 +431,13 @@ struct SubtreeClasses {
     /// where `utf8` holds.
     chars: Vec<u64>,
     /// The JSON string-body slice (`crate::slice::BodySlice`'s body automaton, states `0..9`):
-    /// `body_ends[b]`, the tokens whose bytes the body automaton reads from state 0 to state `b`
-    /// (`b >= 1`; state 0's are not kept: walks take them whole, see [`BodyCfg`]).
-    body_ends: Vec<Vec<u32>>,
+    /// `body_ends[b]`, `(node, token)` in trie order for the tokens whose bytes the body
+    /// automaton reads from state 0 to state `b` (`b >= 1`; state 0's are not kept: walks take
+    /// them whole, see [`BodyCfg`]).
+    body_ends: Vec<Vec<(u32, u32)>>,
+    /// Per node, the body state after its path, or [`NOT_BODY`] when the body automaton does
+    /// not read it.
+    body_state: Vec<u8>,
     /// The body frontier in trie order: `(node, body state after its parent's path, its byte,
     /// dead)`, each node whose parent's path the body automaton reads from state 0 and whose
     /// own byte it does not (`dead`: a byte never in a JSON string there, rather than `"` or
@@ -482,17 +489,19 @@ impl SubtreeClasses {
                 chars[p as usize] |= chars[i];
             }
         }
-        let (body_ends, body_frontier) = Self::body(trie);
-        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_frontier }
+        let (body_ends, body_frontier, body_state) = Self::body(trie);
+        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier }
     }
 
-    /// [`SubtreeClasses::body_ends`] and [`SubtreeClasses::body_frontier`] of `trie`.
+    /// [`SubtreeClasses::body_ends`], [`SubtreeClasses::body_frontier`] and
+    /// [`SubtreeClasses::body_state`] of `trie`.
     #[allow(clippy::type_complexity)]
-    fn body(trie: &TokenTrie) -> (Vec<Vec<u32>>, Vec<(u32, u8, u8, bool)>) {
+    fn body(trie: &TokenTrie) -> (Vec<Vec<(u32, u32)>>, Vec<(u32, u8, u8, bool)>, Vec<u8>) {
         use crate::slice::Body;
         let (table, _) = crate::slice::body_table();
-        let mut ends: Vec<Vec<u32>> = vec![Vec::new(); 9];
+        let mut ends: Vec<Vec<(u32, u32)>> = vec![Vec::new(); 9];
         let mut frontier = Vec::new();
+        let mut state = vec![NOT_BODY; trie.nodes.len()];
         // at[d]: the body state after the path's first `d` bytes.
         let mut at = vec![0u8; trie.max_depth as usize + 1];
         let mut i = 0;
@@ -503,8 +512,9 @@ impl SubtreeClasses {
             match table[usize::from(b)][usize::from(n.byte)] {
                 Body::To(next) => {
                     at[d] = next;
+                    state[i] = next;
                     if next != 0 {
-                        ends[usize::from(next)].extend_from_slice(trie.node_tokens(&n));
+                        ends[usize::from(next)].extend(trie.node_tokens(&n).iter().map(|&t| (i as u32, t)));
                     }
                     i += 1;
                 }
@@ -514,7 +524,7 @@ impl SubtreeClasses {
                 }
             }
         }
-        (ends, frontier)
+        (ends, frontier, state)
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -1375,6 +1385,24 @@ struct BodyCfg {
     cost: [u32; 9],
 }
 
+/// A walk's [`BodyCfg`] shortcut under way: from the level `levels[k]` (items up to `hi`, on a
+/// chart of `rows` rows) of the trie root (`k == 0`) or of a node of body text whose level
+/// holds the chart's row, to the node `end`; `frontier` is the next entry of
+/// [`SubtreeClasses::body_frontier`], `frontier_end` the end of the subtree being read.
+struct ActiveBody {
+    cfg: std::rc::Rc<BodyCfg>,
+    k: usize,
+    hi: usize,
+    rows: usize,
+    end: usize,
+    frontier: usize,
+    frontier_end: usize,
+}
+
+/// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and the level's
+/// plain items with their `U`.
+type BodyKey = (usize, u128, Vec<(Item, u32)>);
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
 /// has rule edges, and on the automaton alone ("plain" levels: `dist + U` per item) for the
@@ -1437,6 +1465,8 @@ struct Walk<'a> {
     /// rule edges that keep some char class. A subtree of UTF-8 tokens (cut last characters
     /// allowed) one of them keeps is skipped at any level: the item's own path bounds the cost after each token.
     root_chars: Vec<Stay>,
+    /// [`BodyCfg`]s of the levels met (`None`: none holds).
+    body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
 }
 
 impl Walk<'_> {
@@ -1648,6 +1678,46 @@ impl Walk<'_> {
         (!listed(cost[0])).then_some(BodyCfg { items, cost })
     }
 
+    /// Starts the [`BodyCfg`] shortcut at level `l`, that of the trie root (`node` `None`) or of
+    /// trie node `node` (whose path is body text ending at a character boundary, and whose level
+    /// holds the chart's row): lists the slice tokens below by their body state's cost, and
+    /// returns the shortcut, or `None` when it does not hold (the walk reads on as before).
+    fn body_start(&mut self, chart: &mut Chart, l: Level, node: Option<usize>) -> Option<ActiveBody> {
+        let Level::Plain { lo, hi, rows, .. } = l else { return None };
+        let nodes = &self.trie.nodes;
+        let (first, end, k) = match node {
+            None => (0, nodes.len(), 0),
+            Some(i) => (i + 1, nodes[i].subtree_end as usize, nodes[i].depth as usize),
+        };
+        if first >= end {
+            return None;
+        }
+        let key: BodyKey = (rows, chart.row_signature(rows - 1), self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect());
+        let cfg = match self.body_memo.get(&key) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.body_cfg(chart, l).map(std::rc::Rc::new);
+                self.body_memo.insert(key, c.clone());
+                c
+            }
+        }?;
+        let classes = self.classes;
+        for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
+            let c = cfg.cost[b];
+            if self.keeps(c) {
+                let from = toks.partition_point(|e| (e.0 as usize) < first);
+                for &(_, t) in toks[from..].iter().take_while(|e| (e.0 as usize) < end) {
+                    if self.mask.get(t as usize) {
+                        self.out.push((c, t));
+                    }
+                }
+                self.capped |= self.out.len() > self.cap;
+            }
+        }
+        let frontier = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
+        Some(ActiveBody { cfg, k, hi, rows, end, frontier, frontier_end: first })
+    }
+
     /// Whether some item of `cfg.items[b]` reads byte `x`, or the completion of a final one.
     fn body_reads(&self, cfg: &BodyCfg, b: u8, x: u8) -> bool {
         cfg.items[usize::from(b)].iter().any(|&(it, _, f)| {
@@ -1791,50 +1861,44 @@ impl Walk<'_> {
         let nodes = &trie.nodes;
         let classes = self.classes;
         // The body-slice shortcut (see `BodyCfg`): the slice tokens are listed by the cost of
-        // their body state, and only the frontier subtrees are walked, each from the items
-        // after its parent's path; `frontier` is the next entry of the frontier, `frontier_end`
-        // the end of the subtree being read.
-        let body = if second { None } else { self.body_cfg(chart, root) };
-        let (root_hi, base) = match root {
-            Level::Plain { hi, rows, .. } => (hi, rows),
-            Level::Chart { rows } => (0, rows),
-        };
-        if let Some(cfg) = &body {
-            for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
-                let c = cfg.cost[b];
-                if self.keeps(c) {
-                    self.out.extend(toks.iter().filter(|&&t| self.mask.get(t as usize)).map(|&t| (c, t)));
-                    self.capped |= self.out.len() > self.cap;
-                    if self.capped {
-                        return Ok(());
-                    }
-                }
-            }
+        // their body state, and only the body frontier's subtrees are walked, each from the items
+        // after its parent's path. It starts at the root or at a node of body text that leaves
+        // for the chart (first passes of limit walks only).
+        let mut active = if second { None } else { self.body_start(chart, root, None) };
+        if self.capped {
+            return Ok(());
         }
-        let (mut frontier, mut frontier_end) = (0, 0);
         let mut i = 0;
         while i < nodes.len() {
-            if let Some(cfg) = &body {
-                if i >= frontier_end {
+            if let Some(ab) = &mut active {
+                if i >= ab.frontier_end {
                     // The next frontier node: a dead byte that no item reads ends every path
                     // (its subtree holds no allowed token).
+                    let cfg = ab.cfg.clone();
                     let mut found = None;
-                    while let Some(&(f, b, x, dead)) = classes.body_frontier.get(frontier) {
-                        frontier += 1;
-                        if !dead || nodes[f as usize].depth == 1 || self.body_reads(cfg, b, x) {
+                    while let Some(&(f, b, x, dead)) = classes.body_frontier.get(ab.frontier) {
+                        if f as usize >= ab.end {
+                            break;
+                        }
+                        ab.frontier += 1;
+                        if !dead || nodes[f as usize].depth as usize == ab.k + 1 || self.body_reads(&cfg, b, x) {
                             found = Some((f as usize, usize::from(b)));
                             break;
                         }
                     }
-                    let Some((f, b)) = found else { break };
+                    let Some((f, b)) = found else {
+                        i = ab.end;
+                        active = None;
+                        continue;
+                    };
                     i = f;
-                    frontier_end = nodes[f].subtree_end as usize;
+                    ab.frontier_end = nodes[f].subtree_end as usize;
                     let d = nodes[f].depth as usize;
-                    if d > 1 {
+                    if d > ab.k + 1 {
                         // The levels above it: the items after its parent's body text.
-                        self.levels.truncate(1);
-                        self.level_costs.truncate(1);
-                        self.items.truncate(root_hi);
+                        self.levels.truncate(ab.k + 1);
+                        self.level_costs.truncate(ab.k + 1);
+                        self.items.truncate(ab.hi);
                         let lo = self.items.len();
                         for &(item, u, follow) in &cfg.items[b] {
                             let stay = Stay::default();
@@ -1843,7 +1907,7 @@ impl Walk<'_> {
                         let l = Level::Plain {
                             lo,
                             hi: self.items.len(),
-                            rows: base,
+                            rows: ab.rows,
                             exits: Exits::ALL,
                             at_row: false,
                             others: NO_FOLLOW,
@@ -1937,6 +2001,12 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
+                    if !second && active.is_none() && classes.body_state[i] == 0 {
+                        active = self.body_start(chart, l, Some(i));
+                        if self.capped {
+                            return Ok(());
+                        }
+                    }
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
                     let below = self.classes.below[i];
@@ -2021,6 +2091,12 @@ impl Walk<'_> {
                         let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
+                        if !second && active.is_none() && classes.body_state[i] == 0 {
+                            active = self.body_start(chart, l, Some(i));
+                            if self.capped {
+                                return Ok(());
+                            }
+                        }
                         i += 1;
                         continue;
                     }
@@ -2145,6 +2221,7 @@ impl Budget {
             deferred: Vec::new(),
             deferred_tokens: 0,
             root_chars: Vec::new(),
+            body_memo: FastMap::default(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
