@@ -99,6 +99,8 @@ pub struct Completion {
     /// Fit walks capped on the tokens of their deferred subtrees, before reading them (see
     /// [`Walk::deferred`], [`Completion::deferred_caps`]).
     deferred_caps: AtomicUsize,
+    /// Body-slice shortcuts taken (see [`BodyCfg`], [`Completion::body_shortcuts`]).
+    body_shortcuts: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -655,6 +657,7 @@ impl Completion {
             near_caps: Mutex::default(),
             near_cap_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
+            body_shortcuts: AtomicUsize::new(0),
         }
     }
 
@@ -1159,6 +1162,12 @@ impl Completion {
     #[doc(hidden)]
     pub fn deferred_caps(&self) -> usize {
         self.deferred_caps.load(Ordering::Relaxed)
+    }
+
+    /// How many body-slice shortcuts walks took (see [`BodyCfg`]; for tests).
+    #[doc(hidden)]
+    pub fn body_shortcuts(&self) -> usize {
+        self.body_shortcuts.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -1701,6 +1710,7 @@ impl Walk<'_> {
                 c
             }
         }?;
+        self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
         let classes = self.classes;
         for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
             let c = cfg.cost[b];
