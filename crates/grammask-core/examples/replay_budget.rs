@@ -14,8 +14,8 @@ use grammask_core::grammar_compiler::GrammarCompiler;
 use grammask_core::json_schema::JsonSchemaOptions;
 use grammask_core::matcher::{Matcher, MatcherOptions};
 use grammask_core::vocab::Vocabulary;
-use std::sync::Arc;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// The `q`th percentile of `v` (seconds) in microseconds.
 fn pct(v: &mut [f64], q: f64) -> f64 {

@@ -20,6 +20,10 @@
 //!   `U(R, o) = min over items p of row o with an edge p.state --R--> m' of dist[m'] + U(rule(p),
 //!   p.origin)`, with `U(root, 0) = 0`. Then `C(row) = min over items x of dist[x.state] +
 //!   U(rule(x), x.origin)`.
+//! - String bodies ([`BodyCfg`]): where every JSON string-body text takes a walk level's plain
+//!   items to the same items per state of the body automaton (`crate::slice::BodySlice`'s), the
+//!   limit walks cost the body slice's tokens by the state they end in and walk only the body
+//!   frontier's subtrees, each from the items after its parent's path: exact, as the walk.
 //!
 //! Guarantee (documented in `docs/limits.md`). Let `remaining = max_tokens - accepted`. A non-stop
 //! token is allowed only if `C(after it) + 1 <= remaining - 1` (finish, then the stop token). If
@@ -1669,7 +1673,7 @@ impl Walk<'_> {
                 }
                 if !known[to] {
                     known[to] = true;
-                    items[to] = next.clone();
+                    items[to].clone_from(&next);
                     queue.push(Some(to));
                 } else if !items[to].iter().map(|e| (e.0, e.1)).eq(next.iter().map(|e| (e.0, e.1))) {
                     return None;
@@ -1701,7 +1705,8 @@ impl Walk<'_> {
         if first >= end {
             return None;
         }
-        let key: BodyKey = (rows, chart.row_signature(rows - 1), self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect());
+        let key: BodyKey =
+            (rows, chart.row_signature(rows - 1), self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect());
         let cfg = match self.body_memo.get(&key) {
             Some(c) => c.clone(),
             None => {

@@ -792,7 +792,8 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
         eprintln!("skipped: no Llama 3 vocabulary");
         return;
     };
-    let schema = r#"{"type":"object","properties":{"a":{"type":"string"},"n":{"type":"integer"}},"required":["a","n"]}"#;
+    let schema =
+        r#"{"type":"object","properties":{"a":{"type":"string"},"n":{"type":"integer"}},"required":["a","n"]}"#;
     let text = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
     let g = parse_ebnf(&text, "root").unwrap();
     let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
@@ -838,7 +839,8 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
             let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
             let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
             let text: Vec<u8> = taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
-            let (g, w): (HashSet<usize>, HashSet<usize>) = (got.iter().copied().collect(), want.iter().copied().collect());
+            let (g, w): (HashSet<usize>, HashSet<usize>) =
+                (got.iter().copied().collect(), want.iter().copied().collect());
             let diff: Vec<String> = g
                 .symmetric_difference(&w)
                 .take(8)

@@ -29,8 +29,8 @@ mod run_index;
 mod tests;
 mod walked;
 
-pub use body::{body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, Counted, Cover, Level};
 pub(crate) use body::body_table;
+pub use body::{body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{with_cover_budget, CoverMemo, MAX_STATE_COVER_PAIRS};
