@@ -5,13 +5,17 @@
 //! argument `budget` times the budgeted fills only). With `REPLAY_SLOW=MS` set, prints each
 //! budgeted fill slower than `MS` milliseconds (schema, run, step, tokens left, and the same
 //! step's unbudgeted fill); with `REPLAY_ONLY=NAME[,NAME...]`, replays only the schemas whose
-//! file name contains one of the `NAME`s.
+//! file name contains one of the `NAME`s. Times are this thread's CPU time. Prints a hash of
+//! every budgeted mask (`masks ...`): builds that fill the same masks print the same hash.
+#[path = "common/cpu_clock.rs"]
+mod cpu_clock;
+
 use grammask_core::grammar_compiler::GrammarCompiler;
 use grammask_core::json_schema::JsonSchemaOptions;
 use grammask_core::matcher::{Matcher, MatcherOptions};
 use grammask_core::vocab::Vocabulary;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The `q`th percentile of `v` (seconds) in microseconds.
 fn pct(v: &mut [f64], q: f64) -> f64 {
@@ -43,6 +47,7 @@ fn main() {
         max_tokens,
         times: Vec::new(),
     };
+    let mut masks = std::collections::hash_map::DefaultHasher::new();
     let mut sides = vec![side("budget", Some(budget))];
     if !only_budget {
         sides.push(side("nobudget", None));
@@ -67,10 +72,13 @@ fn main() {
             for (i, &t) in ids.iter().enumerate() {
                 // Each side's fill in turn (as a binding fills a bitmask row), then each side
                 // accepts the sampled token.
-                for (s, m) in sides.iter_mut().zip(&mut matchers) {
-                    let t0 = Instant::now();
+                for (k, (s, m)) in sides.iter_mut().zip(&mut matchers).enumerate() {
+                    let t0 = cpu_clock::seconds(cpu_clock::THREAD);
                     m.fill_next_token_bitmask(&mut row).unwrap();
-                    s.times.push(t0.elapsed().as_secs_f64());
+                    s.times.push(cpu_clock::seconds(cpu_clock::THREAD) - t0);
+                    if k == 0 {
+                        row.hash(&mut masks);
+                    }
                 }
                 let dt = sides[0].times.last().copied().unwrap_or(0.0);
                 if slow_ms.is_some_and(|ms| dt * 1e3 > ms) {
@@ -89,6 +97,7 @@ fn main() {
             }
         }
     }
+    println!("masks {:016x}", masks.finish());
     for s in &mut sides {
         let total: f64 = s.times.iter().sum();
         let n = s.times.len();

@@ -20,6 +20,10 @@
 //!   `U(R, o) = min over items p of row o with an edge p.state --R--> m' of dist[m'] + U(rule(p),
 //!   p.origin)`, with `U(root, 0) = 0`. Then `C(row) = min over items x of dist[x.state] +
 //!   U(rule(x), x.origin)`.
+//! - String bodies ([`BodyCfg`]): where every JSON string-body text takes a walk level's plain
+//!   items to the same items per state of the body automaton (`crate::slice::BodySlice`'s), the
+//!   limit walks cost the body slice's tokens by the state they end in and walk only the body
+//!   frontier's subtrees, each from the items after its parent's path: exact, as the walk.
 //!
 //! Guarantee (documented in `docs/limits.md`). Let `remaining = max_tokens - accepted`. A non-stop
 //! token is allowed only if `C(after it) + 1 <= remaining - 1` (finish, then the stop token). If
@@ -99,6 +103,8 @@ pub struct Completion {
     /// Fit walks capped on the tokens of their deferred subtrees, before reading them (see
     /// [`Walk::deferred`], [`Completion::deferred_caps`]).
     deferred_caps: AtomicUsize,
+    /// Body-slice shortcuts taken (see [`BodyCfg`], [`Completion::body_shortcuts`]).
+    body_shortcuts: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -366,6 +372,9 @@ fn class_bits(lo: u8, hi: u8) -> u64 {
     low | (u64::MAX >> (63 - b)) & (u64::MAX << a)
 }
 
+/// [`SubtreeClasses::body_state`] of a node off the body slice.
+const NOT_BODY: u8 = u8::MAX;
+
 /// The char class of a multi-byte UTF-8 character in [`SubtreeClasses::chars`] and char stays
 /// ([`Completion::char_stay`]), where ASCII bytes keep their [`byte_class`] (0 to 60).
 const MULTIBYTE: u32 = 61;
@@ -427,6 +436,19 @@ struct SubtreeClasses {
     /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
     /// where `utf8` holds.
     chars: Vec<u64>,
+    /// The JSON string-body slice (`crate::slice::BodySlice`'s body automaton, states `0..9`):
+    /// `body_ends[b]`, `(node, token)` in trie order for the tokens whose bytes the body
+    /// automaton reads from state 0 to state `b` (`b >= 1`; state 0's are not kept: walks take
+    /// them whole, see [`BodyCfg`]).
+    body_ends: Vec<Vec<(u32, u32)>>,
+    /// Per node, the body state after its path, or [`NOT_BODY`] when the body automaton does
+    /// not read it.
+    body_state: Vec<u8>,
+    /// The body frontier in trie order: `(node, body state after its parent's path, its byte,
+    /// dead)`, each node whose parent's path the body automaton reads from state 0 and whose
+    /// own byte it does not (`dead`: a byte never in a JSON string there, rather than `"` or
+    /// `\u`, `\/`). Every token is a slice token or at or below one of these.
+    body_frontier: Vec<(u32, u8, u8, bool)>,
 }
 
 impl SubtreeClasses {
@@ -473,7 +495,42 @@ impl SubtreeClasses {
                 chars[p as usize] |= chars[i];
             }
         }
-        SubtreeClasses { below, ends, reach, utf8, chars }
+        let (body_ends, body_frontier, body_state) = Self::body(trie);
+        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier }
+    }
+
+    /// [`SubtreeClasses::body_ends`], [`SubtreeClasses::body_frontier`] and
+    /// [`SubtreeClasses::body_state`] of `trie`.
+    #[allow(clippy::type_complexity)]
+    fn body(trie: &TokenTrie) -> (Vec<Vec<(u32, u32)>>, Vec<(u32, u8, u8, bool)>, Vec<u8>) {
+        use crate::slice::Body;
+        let (table, _) = crate::slice::body_table();
+        let mut ends: Vec<Vec<(u32, u32)>> = vec![Vec::new(); 9];
+        let mut frontier = Vec::new();
+        let mut state = vec![NOT_BODY; trie.nodes.len()];
+        // at[d]: the body state after the path's first `d` bytes.
+        let mut at = vec![0u8; trie.max_depth as usize + 1];
+        let mut i = 0;
+        while i < trie.nodes.len() {
+            let n = trie.nodes[i];
+            let d = n.depth as usize;
+            let b = at[d - 1];
+            match table[usize::from(b)][usize::from(n.byte)] {
+                Body::To(next) => {
+                    at[d] = next;
+                    state[i] = next;
+                    if next != 0 {
+                        ends[usize::from(next)].extend(trie.node_tokens(&n).iter().map(|&t| (i as u32, t)));
+                    }
+                    i += 1;
+                }
+                out => {
+                    frontier.push((i as u32, b, n.byte, out == Body::Dead));
+                    i = n.subtree_end as usize;
+                }
+            }
+        }
+        (ends, frontier, state)
     }
 
     /// The summary of `vocab`'s trie `trie`, built once per vocabulary. The cache holds the
@@ -604,6 +661,7 @@ impl Completion {
             near_caps: Mutex::default(),
             near_cap_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
+            body_shortcuts: AtomicUsize::new(0),
         }
     }
 
@@ -1110,6 +1168,12 @@ impl Completion {
         self.deferred_caps.load(Ordering::Relaxed)
     }
 
+    /// How many body-slice shortcuts walks took (see [`BodyCfg`]; for tests).
+    #[doc(hidden)]
+    pub fn body_shortcuts(&self) -> usize {
+        self.body_shortcuts.load(Ordering::Relaxed)
+    }
+
     #[inline]
     pub fn dist(&self, s: StateId) -> u32 {
         self.dist[s.0 as usize]
@@ -1322,6 +1386,36 @@ struct Deferred {
     tokens: u32,
 }
 
+/// The body-slice shortcut of a limit walk's root level ([`Walk::body_cfg`]). Invariant: for
+/// every body automaton state `b` (`crate::slice::BodySlice`'s, `0..9`), every nonempty text
+/// the body automaton reads from state 0 to `b` takes the root level's plain items to exactly
+/// `items[b]` (each with its `U` and, when final, its follow index), none with rule edges, and
+/// no byte of it is read by the row's items with rule edges (first byte) or by the completion of
+/// a final item before it: the plain levels after it hold those items, and every token of such
+/// text costs `cost[b]`.
+struct BodyCfg {
+    items: Vec<Vec<(Item, u32, u32)>>,
+    cost: [u32; 9],
+}
+
+/// A walk's [`BodyCfg`] shortcut under way: from the level `levels[k]` (items up to `hi`, on a
+/// chart of `rows` rows) of the trie root (`k == 0`) or of a node of body text whose level
+/// holds the chart's row, to the node `end`; `frontier` is the next entry of
+/// [`SubtreeClasses::body_frontier`], `frontier_end` the end of the subtree being read.
+struct ActiveBody {
+    cfg: std::rc::Rc<BodyCfg>,
+    k: usize,
+    hi: usize,
+    rows: usize,
+    end: usize,
+    frontier: usize,
+    frontier_end: usize,
+}
+
+/// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and the level's
+/// plain items with their `U`.
+type BodyKey = (usize, u128, Vec<(Item, u32)>);
+
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
 /// has rule edges, and on the automaton alone ("plain" levels: `dist + U` per item) for the
@@ -1384,6 +1478,8 @@ struct Walk<'a> {
     /// rule edges that keep some char class. A subtree of UTF-8 tokens (cut last characters
     /// allowed) one of them keeps is skipped at any level: the item's own path bounds the cost after each token.
     root_chars: Vec<Stay>,
+    /// [`BodyCfg`]s of the levels met (`None`: none holds).
+    body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
 }
 
 impl Walk<'_> {
@@ -1517,6 +1613,133 @@ impl Walk<'_> {
         Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
     }
 
+    /// The [`BodyCfg`] of the root level `root`, when it holds and the slice tokens ending at a
+    /// character boundary (`cost[0]`) are on the side the walk does not list (fit walks: they
+    /// fit; over walks: they do not), so that only the tokens ending inside a character or an
+    /// escape, and the body frontier's subtrees, need the walk. `None` otherwise (the plain walk).
+    /// PERF: inside a string at the limit, the plain walk read every body-text prefix of the
+    /// tokens that may close the string or hold a newline (~3k trie nodes per walk on Llama 3,
+    /// mostly cache misses), to find at each the same items.
+    fn body_cfg(&mut self, chart: &mut Chart, root: Level) -> Option<BodyCfg> {
+        use crate::slice::Body;
+        let Mode::Limit { limit, side } = self.mode else { return None };
+        let Level::Plain { lo, hi, others, .. } = root else { return None };
+        let (a, comp) = (self.a, self.comp);
+        let (table, _) = crate::slice::body_table();
+        let mut items: Vec<Vec<(Item, u32, u32)>> = vec![Vec::new(); 9];
+        let mut known = [false; 9];
+        let root_items: Vec<(Item, u32, u32)> = self.items[lo..hi].iter().map(|e| (e.item, e.u, NO_FOLLOW)).collect();
+        // `None`: the root level (its first byte), then the body states met.
+        let mut queue: Vec<Option<usize>> = vec![None];
+        let mut next: Vec<(Item, u32, u32)> = Vec::new();
+        while let Some(from) = queue.pop() {
+            let b = from.unwrap_or(0);
+            // The completions of the final items past the root (the root leaves them to
+            // `others`, the bytes its items with rule edges read).
+            let mut follows: Follow = match from {
+                None if others != NO_FOLLOW => self.follows[others as usize],
+                _ => [0; 4],
+            };
+            if let Some(b) = from {
+                for e in &mut items[b] {
+                    if a.state(e.0.state).is_final {
+                        e.2 = self.follow(chart, a.state(e.0.state).rule.index() as u32, e.0.origin);
+                        for (w, f) in follows.iter_mut().zip(&self.follows[e.2 as usize]) {
+                            *w |= f;
+                        }
+                    }
+                }
+            }
+            let have = if from.is_some() { items[b].clone() } else { root_items.clone() };
+            for x in 0..=255u8 {
+                let Body::To(to) = table[b][usize::from(x)] else { continue };
+                if has_byte(&follows, x) {
+                    return None;
+                }
+                next.clear();
+                for &(it, u, _) in &have {
+                    if let Some(q) = a.step(it.state, x) {
+                        if !comp.leaf[q.0 as usize] {
+                            return None;
+                        }
+                        next.push((Item { state: q, ..it }, u, NO_FOLLOW));
+                    }
+                }
+                next.sort_unstable();
+                next.dedup();
+                let to = usize::from(to);
+                if next.is_empty() {
+                    return None;
+                }
+                if !known[to] {
+                    known[to] = true;
+                    items[to].clone_from(&next);
+                    queue.push(Some(to));
+                } else if !items[to].iter().map(|e| (e.0, e.1)).eq(next.iter().map(|e| (e.0, e.1))) {
+                    return None;
+                }
+            }
+        }
+        if known.iter().any(|&k| !k) {
+            return None;
+        }
+        let mut cost = [INF; 9];
+        for (c, its) in cost.iter_mut().zip(&items) {
+            *c = its.iter().map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF)).min().unwrap_or(INF);
+        }
+        let listed = |c: u32| if side == Side::Fit { c > limit } else { c <= limit };
+        (!listed(cost[0])).then_some(BodyCfg { items, cost })
+    }
+
+    /// Starts the [`BodyCfg`] shortcut at level `l`, that of the trie root (`node` `None`) or of
+    /// trie node `node` (whose path is body text ending at a character boundary, and whose level
+    /// holds the chart's row): lists the slice tokens below by their body state's cost, and
+    /// returns the shortcut, or `None` when it does not hold (the walk reads on as before).
+    fn body_start(&mut self, chart: &mut Chart, l: Level, node: Option<usize>) -> Option<ActiveBody> {
+        let Level::Plain { lo, hi, rows, .. } = l else { return None };
+        let nodes = &self.trie.nodes;
+        let (first, end, k) = match node {
+            None => (0, nodes.len(), 0),
+            Some(i) => (i + 1, nodes[i].subtree_end as usize, nodes[i].depth as usize),
+        };
+        if first >= end {
+            return None;
+        }
+        let key: BodyKey =
+            (rows, chart.row_signature(rows - 1), self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect());
+        let cfg = match self.body_memo.get(&key) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.body_cfg(chart, l).map(std::rc::Rc::new);
+                self.body_memo.insert(key, c.clone());
+                c
+            }
+        }?;
+        self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        let classes = self.classes;
+        for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
+            let c = cfg.cost[b];
+            if self.keeps(c) {
+                let from = toks.partition_point(|e| (e.0 as usize) < first);
+                for &(_, t) in toks[from..].iter().take_while(|e| (e.0 as usize) < end) {
+                    if self.mask.get(t as usize) {
+                        self.out.push((c, t));
+                    }
+                }
+                self.capped |= self.out.len() > self.cap;
+            }
+        }
+        let frontier = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
+        Some(ActiveBody { cfg, k, hi, rows, end, frontier, frontier_end: first })
+    }
+
+    /// Whether some item of `cfg.items[b]` reads byte `x`, or the completion of a final one.
+    fn body_reads(&self, cfg: &BodyCfg, b: u8, x: u8) -> bool {
+        cfg.items[usize::from(b)].iter().any(|&(it, _, f)| {
+            self.a.step(it.state, x).is_some() || f != NO_FOLLOW && has_byte(&self.follows[f as usize], x)
+        })
+    }
+
     /// Limit walks: the exits of plain item `it`'s region within `depth` bytes (on top of the
     /// chart's last row), with the bytes of its completion where the region holds a final state,
     /// and its follow index (`follow`, or found then). Exact walks: no exits.
@@ -1578,12 +1801,7 @@ impl Walk<'_> {
     /// PERF: the costs above `now` of a key's "other" characters are most of the vocabulary,
     /// which over walks used to list and sort.
     fn record(&mut self, node: usize, cost: u32) {
-        let keep = match self.mode {
-            Mode::Exact => cost != self.now,
-            Mode::Limit { limit, side: Side::Fit } => cost > limit,
-            Mode::Limit { limit, side: Side::Over } => cost <= limit,
-        };
-        if keep {
+        if self.keeps(cost) {
             let n = self.trie.nodes[node];
             for &t in self.trie.node_tokens(&n) {
                 if self.mask.get(t as usize) {
@@ -1591,6 +1809,16 @@ impl Walk<'_> {
                 }
             }
             self.capped |= self.out.len() > self.cap;
+        }
+    }
+
+    /// Whether [`Walk::record`] lists tokens of cost `cost`.
+    #[inline]
+    fn keeps(&self, cost: u32) -> bool {
+        match self.mode {
+            Mode::Exact => cost != self.now,
+            Mode::Limit { limit, side: Side::Fit } => cost > limit,
+            Mode::Limit { limit, side: Side::Over } => cost <= limit,
         }
     }
 
@@ -1646,8 +1874,66 @@ impl Walk<'_> {
         // Second pass: the next deferred subtree, and the end of the one being read.
         let (mut next, mut inside_end) = (0, 0);
         let nodes = &trie.nodes;
+        let classes = self.classes;
+        // The body-slice shortcut (see `BodyCfg`): the slice tokens are listed by the cost of
+        // their body state, and only the body frontier's subtrees are walked, each from the items
+        // after its parent's path. It starts at the root or at a node of body text that leaves
+        // for the chart (first passes of limit walks only).
+        let mut active = if second { None } else { self.body_start(chart, root, None) };
+        if self.capped {
+            return Ok(());
+        }
         let mut i = 0;
         while i < nodes.len() {
+            if let Some(ab) = &mut active {
+                if i >= ab.frontier_end {
+                    // The next frontier node: a dead byte that no item reads ends every path
+                    // (its subtree holds no allowed token).
+                    let cfg = ab.cfg.clone();
+                    let mut found = None;
+                    while let Some(&(f, b, x, dead)) = classes.body_frontier.get(ab.frontier) {
+                        if f as usize >= ab.end {
+                            break;
+                        }
+                        ab.frontier += 1;
+                        if !dead || nodes[f as usize].depth as usize == ab.k + 1 || self.body_reads(&cfg, b, x) {
+                            found = Some((f as usize, usize::from(b)));
+                            break;
+                        }
+                    }
+                    let Some((f, b)) = found else {
+                        i = ab.end;
+                        active = None;
+                        continue;
+                    };
+                    i = f;
+                    ab.frontier_end = nodes[f].subtree_end as usize;
+                    let d = nodes[f].depth as usize;
+                    if d > ab.k + 1 {
+                        // The levels above it: the items after its parent's body text.
+                        self.levels.truncate(ab.k + 1);
+                        self.level_costs.truncate(ab.k + 1);
+                        self.items.truncate(ab.hi);
+                        let lo = self.items.len();
+                        for &(item, u, follow) in &cfg.items[b] {
+                            let stay = Stay::default();
+                            self.items.push(PlainItem { item, u, follow, exits: Exits::ALL, stay });
+                        }
+                        let l = Level::Plain {
+                            lo,
+                            hi: self.items.len(),
+                            rows: ab.rows,
+                            exits: Exits::ALL,
+                            at_row: false,
+                            others: NO_FOLLOW,
+                        };
+                        while self.levels.len() < d {
+                            self.levels.push(l);
+                            self.level_costs.push(cfg.cost[b]);
+                        }
+                    }
+                }
+            }
             let n = nodes[i];
             let d = n.depth as usize;
             self.levels.truncate(d);
@@ -1730,6 +2016,12 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
+                    if !second && active.is_none() && classes.body_state[i] == 0 {
+                        active = self.body_start(chart, l, Some(i));
+                        if self.capped {
+                            return Ok(());
+                        }
+                    }
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
                     let below = self.classes.below[i];
@@ -1814,6 +2106,12 @@ impl Walk<'_> {
                         let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
+                        if !second && active.is_none() && classes.body_state[i] == 0 {
+                            active = self.body_start(chart, l, Some(i));
+                            if self.capped {
+                                return Ok(());
+                            }
+                        }
                         i += 1;
                         continue;
                     }
@@ -1938,6 +2236,7 @@ impl Budget {
             deferred: Vec::new(),
             deferred_tokens: 0,
             root_chars: Vec::new(),
+            body_memo: FastMap::default(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })

@@ -781,3 +781,93 @@ fn memoized_fills_keep_the_budget_bound_exactly() {
     }
     assert!(served > 100 && walked > 100, "{served} fills from the memo, {walked} not");
 }
+
+/// Inside strings near the end of the budget on Llama 3 (string values, and the keys of an open
+/// object, whose first byte leaves for the chart), limit walks that list the string-body
+/// slice's tokens by their body state and walk only its frontier give the masks of walks that
+/// cost every token, at every remaining budget from 1 to 14.
+#[test]
+fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
+    let Some(vocab) = common::llama3_vocab() else {
+        eprintln!("skipped: no Llama 3 vocabulary");
+        return;
+    };
+    let schema =
+        r#"{"type":"object","properties":{"a":{"type":"string"},"n":{"type":"integer"}},"required":["a","n"]}"#;
+    let text = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let g = parse_ebnf(&text, "root").unwrap();
+    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let by_bytes: HashMap<Vec<u8>, u32> =
+        (0..vocab.vocab_size() as u32).map(|t| (vocab.token_bytes(t).to_vec(), t)).collect();
+    // Body text: printable ASCII but `"` and `\`, or whole UTF-8 characters, some with escapes.
+    let body = |t: u32| {
+        let b = vocab.token_bytes(t);
+        !b.is_empty()
+            && std::str::from_utf8(b).is_ok_and(|s| s.chars().all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f'))
+    };
+    let mut rng = Rng(0x0B0D_5C1C_E000_0029);
+    // `None`: a random body-text token (or `\n` escape); `Some`: that text's token.
+    let plan: &[Option<&str>] = &[
+        Some("{\""),
+        Some("a"),
+        Some("\":\""),
+        None,
+        None,
+        Some("\\n"),
+        None,
+        None,
+        Some("\",\""),
+        None,
+        None,
+        None,
+        Some("\":\""),
+        None,
+        None,
+    ];
+    let mut taken: Vec<u32> = Vec::new();
+    let mut compared = 0;
+    for (step, p) in plan.iter().enumerate() {
+        for remaining in 1..=14 {
+            let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
+            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else { continue };
+            x.set_exact_budget_walks(true);
+            let mut m = Matcher::new(fast.clone(), opts).unwrap();
+            for &t in &taken {
+                assert!(x.accept_token(t).unwrap() && m.accept_token(t).unwrap());
+            }
+            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+            let text: Vec<u8> = taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
+            let (g, w): (HashSet<usize>, HashSet<usize>) =
+                (got.iter().copied().collect(), want.iter().copied().collect());
+            let diff: Vec<String> = g
+                .symmetric_difference(&w)
+                .take(8)
+                .map(|&t| format!("{:?} {}", String::from_utf8_lossy(vocab.token_bytes(t as u32)), g.contains(&t)))
+                .collect();
+            assert!(
+                diff.is_empty(),
+                "step {step} remaining {remaining} after {:?}: tokens (allowed by the shortcut) {diff:?}",
+                String::from_utf8_lossy(&text)
+            );
+            compared += 1;
+        }
+        let mut free = Matcher::new(exact.clone(), MatcherOptions::default()).unwrap();
+        for &t in &taken {
+            assert!(free.accept_token(t).unwrap());
+        }
+        let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+        let t = match p {
+            Some(s) => by_bytes[s.as_bytes()],
+            None => {
+                let body: Vec<u32> = allowed.iter().copied().filter(|&t| body(t)).collect();
+                body[rng.below(body.len() as u64) as usize]
+            }
+        };
+        assert!(allowed.contains(&t), "step {step}: {:?} not allowed", String::from_utf8_lossy(vocab.token_bytes(t)));
+        taken.push(t);
+    }
+    assert!(compared > 100);
+    assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
+}

@@ -352,7 +352,7 @@ fn body_level_ending(a: &Automata, r: StateId, into_calls: bool) -> Option<Level
 const MAX_LEVEL_PAIRS: usize = 64;
 
 /// [`body_step`] as a table, `[body state][byte]`, and the number of `To` bytes of each body state.
-pub(super) fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
+pub(crate) fn body_table() -> &'static ([[Body; 256]; 9], [usize; 9]) {
     static TABLE: std::sync::OnceLock<([[Body; 256]; 9], [usize; 9])> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = [[Body::Dead; 256]; 9];

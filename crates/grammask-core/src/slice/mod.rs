@@ -29,6 +29,7 @@ mod run_index;
 mod tests;
 mod walked;
 
+pub(crate) use body::body_table;
 pub use body::{body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
@@ -39,7 +40,7 @@ pub use walked::{walked_cover, FirstChars, WalkedBody, MAX_WALKED_CHARS};
 
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Body {
+pub(crate) enum Body {
     To(u8),
     /// `"` at a boundary or `u` after `\`: the walk must look (string end, `\u` escape).
     Walk,
