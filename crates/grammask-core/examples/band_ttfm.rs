@@ -15,16 +15,12 @@ use std::sync::Arc;
 #[path = "common/cpu_clock.rs"]
 mod cpu_clock;
 
+#[path = "common/schema_list.rs"]
+mod schema_list;
+
+/// The schema texts of a list file.
 fn schemas(list: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(list).expect("readable list");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|path| {
-            let v: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
-            v.get("schema").cloned().unwrap_or(v).to_string()
-        })
-        .collect()
+    schema_list::schema_list(list).into_iter().map(|(_, s)| s).collect()
 }
 
 /// Compiles each schema and fills its first mask; returns the number of masks filled.

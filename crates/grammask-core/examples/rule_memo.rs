@@ -39,17 +39,9 @@ fn hash_automata(a: &Automata) -> u64 {
     h
 }
 
-fn schemas(list: &str) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(list).expect("readable list");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|path| {
-            let v: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(path).expect("readable schema")).expect("JSON");
-            (path.to_owned(), v.get("schema").cloned().unwrap_or(v).to_string())
-        })
-        .collect()
-}
+#[path = "common/schema_list.rs"]
+mod schema_list;
+use schema_list::schema_list as schemas;
 
 fn main() {
     let (mut warm, mut list, mut limit, mut quiet) = (None, None, grammask_core::limits::RULE_MEMO_BYTES, false);
