@@ -7,6 +7,7 @@
 use super::emit::{self, Ebnf};
 use crate::error::Result;
 use crate::spelling::{self, Spelling};
+use std::fmt::Write as _;
 
 /// Body of the shared rule matching one JSON string character (any scalar value).
 pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
@@ -230,8 +231,7 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     let push_name = |text: &mut String, i: usize| {
         text.push_str(&base);
         if i != 0 {
-            text.push('.');
-            push_decimal(text, i);
+            let _ = write!(text, ".{i}");
         }
     };
     let mut text = String::new();
@@ -250,10 +250,7 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
         }
         text.push_str("[^\"\\\\\\x00-\\x1f");
         for &(b, _) in children {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            text.push_str("\\x");
-            text.push(char::from(HEX[usize::from(b >> 4)]));
-            text.push(char::from(HEX[usize::from(b & 15)]));
+            let _ = write!(text, "\\x{b:02x}");
         }
         text.push_str("] ");
         text.push_str(KEY_OTHER_RULE);
@@ -263,22 +260,6 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     }
     e.raw(&text)?;
     Ok(base)
-}
-
-/// Appends `n` in decimal.
-fn push_decimal(text: &mut String, n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    text.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 /// What follows the backslash of a canonical escape: the escape alternatives of
@@ -319,7 +300,6 @@ pub fn not_in_canonical(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::fmt::Write as _;
 
     // The former spelling of characters and character sets as EBNF: the reference for the
     // languages of `not_in` and `spell_str`.
