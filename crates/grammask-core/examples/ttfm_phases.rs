@@ -10,8 +10,12 @@
 //! automaton states. With `WARM=LIST`, the schemas of `LIST` are compiled first, filling the
 //! vocabulary's shared rule automata (`RuleMemo`): `rest` then counts the compile's build with
 //! the memo, less the build without it (`build`); use `REPEAT` 1, or later runs find their own
-//! rules.
-use grammask_core::compiler::Automata;
+//! rules. With `REACH=D`, also how many rules and states a text of at most `D` bytes from the
+//! start can reach (an upper bound: a rule edge is taken into its callee and past it after the
+//! callee's shortest text, whatever the caller), which is what a build of only the automata the first mask needs
+//! (a first mask reads at most the longest token's bytes) would have to make.
+use grammask_core::compiler::{Automata, StateId};
+use grammask_core::grammar::RuleId;
 use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::Vocabulary;
@@ -44,6 +48,84 @@ fn print_top_rules(g: &grammask_core::grammar::Grammar, a: &Automata, n: usize) 
     for (r, k) in top.into_iter().take(n) {
         println!("  {k:>7} {}", g.rules().get(r).map_or("(lifted)", |r| r.name.as_str()));
     }
+}
+
+/// (rules, states) of the rules a text of at most `d` bytes from the start reaches (upper bound).
+fn reach(a: &Automata, d: usize) -> (usize, usize) {
+    let n = a.states().len();
+    // dist[s]: fewest bytes from s to a final state of its rule; minlen[r] = dist[start of r].
+    // Relaxed in reverse state order until stable (chains are numbered from their start).
+    let mut dist = vec![usize::MAX; n];
+    let mut minlen = vec![usize::MAX; a.num_rules()];
+    for _pass in 0..1000 {
+        let mut changed = false;
+        for i in (0..n).rev() {
+            let s = StateId(i as u32);
+            let mut best = if a.state(s).is_final { 0 } else { usize::MAX };
+            for e in a.byte_edges(s) {
+                best = best.min(dist[e.target.0 as usize].saturating_add(1));
+            }
+            for &(r, t) in a.rule_edges(s) {
+                best = best.min(minlen[r.index()].saturating_add(dist[t.0 as usize]));
+            }
+            if best < dist[i] {
+                dist[i] = best;
+                changed = true;
+            }
+        }
+        for r in 0..a.num_rules() {
+            let m = dist[a.rule_start(RuleId(r as u32)).0 as usize];
+            if m < minlen[r] {
+                minlen[r] = m;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Least depth at which each state is reached; a rule edge leads to its callee's start and to
+    // its target at the same depth (breadth-first over depths, 0-1 edges first).
+    let mut depth = vec![usize::MAX; n];
+    let mut queue = std::collections::VecDeque::new();
+    let start = a.rule_start(a.root());
+    depth[start.0 as usize] = 0;
+    queue.push_back(start);
+    while let Some(s) = queue.pop_front() {
+        let k = depth[s.0 as usize];
+        for &(r, t) in a.rule_edges(s) {
+            let callee = a.callee_start(s, r);
+            if depth[callee.0 as usize] > k {
+                depth[callee.0 as usize] = k;
+                queue.push_front(callee);
+            }
+            let past = k.saturating_add(minlen[r.index()]);
+            if past <= d && depth[t.0 as usize] > past {
+                depth[t.0 as usize] = past;
+                if past == k {
+                    queue.push_front(t);
+                } else {
+                    queue.push_back(t);
+                }
+            }
+        }
+        if k < d {
+            for e in a.byte_edges(s) {
+                if depth[e.target.0 as usize] > k + 1 {
+                    depth[e.target.0 as usize] = k + 1;
+                    queue.push_back(e.target);
+                }
+            }
+        }
+    }
+    let mut rules = vec![false; a.num_rules()];
+    for (i, st) in a.states().iter().enumerate() {
+        if depth[i] != usize::MAX {
+            rules[st.rule.index()] = true;
+        }
+    }
+    let states = a.states().iter().filter(|st| rules[st.rule.index()]).count();
+    (rules.iter().filter(|&&x| x).count(), states)
 }
 
 fn main() {
@@ -80,6 +162,11 @@ fn main() {
             let (a, build) = timed(|| Automata::build(&g));
             if let (Ok(a), Ok(n)) = (&a, std::env::var("TOP_RULES").map(|n| n.parse::<usize>().unwrap_or(10))) {
                 print_top_rules(&g, a, n);
+            }
+            if let (Ok(a), Ok(d)) = (&a, std::env::var("REACH").map(|d| d.parse::<usize>().unwrap_or(16))) {
+                let (r, k) = reach(a, d);
+                let all = a.states().iter().map(|s| s.rule.index()).collect::<std::collections::HashSet<_>>().len();
+                println!("  reach {d} bytes: rules {r} of {all}, states {k} of {}", a.states().len());
             }
             states = a.map_or(0, |a| a.states().len());
             let (cg, compiled) = timed(|| CompiledGrammar::new(&g, &vocab));
