@@ -54,7 +54,8 @@ pub use byte_region::{classify_byte_region, is_byte_region, BYTE_REGION_MAX_NODE
 pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use excluded::BodyEnds;
 pub use fill::{
-    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, kernel_items, kernels_apply, SuffixMemo,
+    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, interned_suffix_walks, kernel_items, kernels_apply,
+    SuffixMemo,
 };
 pub use lead::{classify_after_lead, lead_run};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
