@@ -246,7 +246,7 @@ thread_local! {
 /// Suffix walks this thread completed on interned rows ([`walk_suffixes_interned`]), for tests.
 #[doc(hidden)]
 pub fn interned_suffix_walks() -> usize {
-    INTERNED_WALKS.with(|c| c.get())
+    INTERNED_WALKS.with(std::cell::Cell::get)
 }
 
 /// [`walk_suffixes`] with the rows above the completion row interned ([`RowMemo`]): a byte read
