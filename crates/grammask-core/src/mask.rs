@@ -54,7 +54,8 @@ pub use byte_region::{classify_byte_region, is_byte_region, BYTE_REGION_MAX_NODE
 pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use excluded::BodyEnds;
 pub use fill::{
-    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, kernel_items, kernels_apply, SuffixMemo,
+    fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, interned_suffix_walks, kernel_items, kernels_apply,
+    SuffixMemo,
 };
 pub use lead::{classify_after_lead, lead_run};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
@@ -288,8 +289,18 @@ fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec
         k[..n].copy_from_slice(&s[..n]);
         u64::from_be_bytes(k)
     };
+    // The keys alone sort as plain integers; only runs of equal keys are then ordered by the
+    // whole suffix.
     let mut keyed: Vec<(u64, u32)> = suffixes.iter().enumerate().map(|(i, s)| (prefix(s), i as u32)).collect();
-    keyed.sort_unstable_by(|x, y| x.0.cmp(&y.0).then_with(|| suffixes[x.1 as usize].cmp(&suffixes[y.1 as usize])));
+    keyed.sort_unstable();
+    let mut at = 0;
+    while at < keyed.len() {
+        let run = keyed[at..].iter().take_while(|k| k.0 == keyed[at].0).count();
+        if run > 1 {
+            keyed[at..at + run].sort_unstable_by(|x, y| suffixes[x.1 as usize].cmp(&suffixes[y.1 as usize]));
+        }
+        at += run;
+    }
     let order: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
     let mut rank = vec![0u32; suffixes.len()];
     for (r, &i) in order.iter().enumerate() {
@@ -301,8 +312,12 @@ fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec
         u.1 = rank[u.1 as usize];
         used[u.1 as usize] = true;
     }
-    uncertain.sort_unstable();
-    uncertain.dedup();
+    // Sorted as `t << 32 | s` keys (the same order, compared as integers).
+    let mut keys: Vec<u64> = uncertain.iter().map(|&(t, s)| u64::from(t) << 32 | u64::from(s)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    uncertain.clear();
+    uncertain.extend(keys.iter().map(|&k| ((k >> 32) as u32, k as u32)));
     let mut slots: Vec<Option<Box<[u8]>>> = suffixes.into_iter().map(Some).collect();
     let mut sorted: Vec<Box<[u8]>> = order.iter().map(|&i| slots[i as usize].take().unwrap_or_default()).collect();
     // Drop the suffixes no remaining token uses, renumbering the rest.

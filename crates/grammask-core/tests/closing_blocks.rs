@@ -114,3 +114,39 @@ fn counted_body_positions_are_shared_before_a_walk() {
     let stats = cg.kernel_stats();
     assert!(stats.shared_early >= 80, "{stats:?}");
 }
+
+/// At a block's end the tokens that cross it leave hundreds of distinct suffixes, which the fill
+/// walks on interned rows (`walk_suffixes_interned`): masks at every byte around the end equal
+/// the brute force, and the interned walk ran. Fails with the fill's suffixes walked on plain
+/// chart rows only (the count stays 0).
+#[test]
+fn block_end_suffixes_are_walked_on_interned_rows() {
+    // Single printable bytes and every 2-4 byte string over a few body and structure bytes.
+    let alphabet = [b'a', b'b', b'"', b',', b'}', b' ', b'\\', b'n'];
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+    for len in 1..=4 {
+        level = level.iter().flat_map(|p| alphabet.iter().map(move |&x| [p.as_slice(), &[x]].concat())).collect();
+        if len >= 2 {
+            toks.extend(level.iter().cloned());
+        }
+    }
+    let vocab = raw_vocab_with_stop(toks);
+    let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
+    let doc = format!("{{\"d\": \"{}{}\", \"n\": 1}}", "a".repeat(1021), "ba\\nb");
+    let before = grammask_core::mask::interned_suffix_walks();
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    for (i, &b) in doc.as_bytes().iter().enumerate() {
+        if i > 1015 {
+            let mask = m.compute_mask().unwrap().clone();
+            for t in 0..vocab.vocab_size() as u32 {
+                let want = m.clone().accept_token(t).unwrap();
+                assert_eq!(mask.get(t as usize), want, "byte {i}: token {:?}", vocab.token_bytes(t));
+            }
+        }
+        assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
+    }
+    assert!(m.is_completed());
+    let walks = grammask_core::mask::interned_suffix_walks() - before;
+    assert!(walks >= 3, "{walks} interned suffix walks");
+}

@@ -199,6 +199,11 @@ fn merge_accepted(out: &mut [u32], masks: &[Arc<KernelMask>]) {
 /// Which suffixes the chart (positioned just after the kernel's rule ended) accepts, walking
 /// them in trie order and skipping every suffix that extends a rejected prefix.
 fn walk_suffixes(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Vec<bool>> {
+    if km.suffixes.len() >= INTERNED_SUFFIXES_MIN {
+        if let Some(v) = walk_suffixes_interned(a, chart, km)? {
+            return Ok(v);
+        }
+    }
     let base = chart.num_rows();
     let mut verdict = vec![false; km.suffixes.len()];
     // Rows above `base` hold the bytes of the current path; a byte at depth `dead` or less
@@ -228,6 +233,69 @@ fn walk_suffixes(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Vec
     }
     chart.truncate_rows(base);
     Ok(verdict)
+}
+
+/// Suffix lists at least this long are walked on interned rows ([`walk_suffixes_interned`]);
+/// shorter ones cost less than the memo's setup.
+const INTERNED_SUFFIXES_MIN: usize = 64;
+
+thread_local! {
+    static INTERNED_WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Suffix walks this thread completed on interned rows ([`walk_suffixes_interned`]), for tests.
+#[doc(hidden)]
+pub fn interned_suffix_walks() -> usize {
+    INTERNED_WALKS.with(std::cell::Cell::get)
+}
+
+/// [`walk_suffixes`] with the rows above the completion row interned ([`RowMemo`]): a byte read
+/// from a row reached before costs one table lookup. `None` when the memo filled up (the plain
+/// walk then decides).
+///
+/// PERF: a block end of a long string (MaskBench o82710, `json_char.block{0,3} json_char.short`)
+/// checks ~44 K suffixes of body text, each byte an Earley step on a two-item row (~130 M
+/// instructions per fill); the rows at each depth are the same few whatever the bytes read.
+fn walk_suffixes_interned(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Option<Vec<bool>>> {
+    let base = chart.num_rows();
+    let mut memo = RowMemo::new(chart);
+    let start = Frame::Rows(base);
+    let mut verdict = vec![false; km.suffixes.len()];
+    // `frames[d]`: where the current path stands after `d + 1` bytes; as in `walk_suffixes`, a
+    // byte at depth `dead` failed, so suffixes sharing more than `dead` bytes with it fail too.
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut dead = usize::MAX;
+    let walked = (|| {
+        for &(i, lcp) in &km.suffix_walk {
+            let lcp = lcp as usize;
+            if lcp > dead {
+                continue;
+            }
+            dead = usize::MAX;
+            frames.truncate(lcp);
+            let mut ok = true;
+            for &b in &km.suffixes[i as usize][frames.len()..] {
+                let parent = frames.last().copied().unwrap_or(start);
+                match memo.step(a, chart, parent, b)? {
+                    Some(f) => frames.push(f),
+                    None if memo.full => return Ok(false),
+                    None => {
+                        dead = frames.len();
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            verdict[i as usize] = ok;
+        }
+        Ok(true)
+    })();
+    chart.truncate_rows(base);
+    if !walked? {
+        return Ok(None);
+    }
+    INTERNED_WALKS.with(|c| c.set(c.get() + 1));
+    Ok(Some(verdict))
 }
 
 /// The mask by walking the whole token trie on the real chart (exact for any grammar, slower):

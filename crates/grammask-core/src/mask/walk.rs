@@ -50,31 +50,8 @@ impl KernelWalk<'_> {
                 // other frontier nodes are walked, except those that fail with no rule end on
                 // the way (a dead byte inside the chain).
                 sl.add_within(c, &mut w.accepted);
-                let mut path: Vec<u8> = Vec::new();
-                let mut ends: Vec<bool> = Vec::new();
-                for &n in sl.boundary_nodes(trie, c) {
-                    let n = n as usize;
-                    path.clear();
-                    let mut x = n as u32;
-                    while x != u32::MAX {
-                        path.push(trie.nodes[x as usize].byte);
-                        x = trie.nodes[x as usize].parent;
-                    }
-                    path.reverse();
-                    ends.clear();
-                    ends.resize(path.len(), false);
-                    ends[path.len() - 1] = true;
-                    let mut ch = n + 1;
-                    while ch < trie.nodes[n].subtree_end as usize {
-                        path.push(trie.nodes[ch].byte);
-                        let out = (&mut w.suffix_ids, &mut w.suffixes, &mut w.uncertain);
-                        let recorded = record_uncertain(trie, ch, &path, &ends, w.follow.as_ref(), out);
-                        path.pop();
-                        if w.spend(1 + recorded * RECORD_COST) {
-                            return Ok(false);
-                        }
-                        ch = trie.nodes[ch].subtree_end as usize;
-                    }
+                if !w.record_below_boundaries(sl.boundary_nodes(trie, c)) {
+                    return Ok(false);
                 }
                 for f in sl.frontier.iter().filter(|f| !f.dead) {
                     let inside = BodySlice::chars_and_state(&f.path).is_some_and(|(k, b)| k < c || (k == c && b != 0));
@@ -165,6 +142,46 @@ impl KernelWalk<'_> {
 }
 
 impl KernelWalk<'_> {
+    /// Records every token below each of `boundary` (trie nodes where the kernel's rule ends, the
+    /// next byte unread) as uncertain with its bytes past the node, as the walk records the tokens
+    /// below a failed step; those whose first byte past the node is outside FOLLOW are left out
+    /// (see [`record_uncertain`]). Returns false if abandoned.
+    ///
+    /// PERF: a block end of a long string (MaskBench o82710) records ~109 K tokens with ~44 K
+    /// distinct suffixes; the suffix bytes are kept per depth along the subtree, not rebuilt per
+    /// token.
+    fn record_below_boundaries(&mut self, boundary: &[u32]) -> bool {
+        let trie = self.trie;
+        let mut bytes: Vec<u8> = Vec::new();
+        for &n in boundary {
+            let n = n as usize;
+            let top = trie.nodes[n].depth as usize;
+            let mut ch = n + 1;
+            while ch < trie.nodes[n].subtree_end as usize {
+                let sub = trie.nodes[ch].subtree_end as usize;
+                if self.follow.as_ref().is_some_and(|f| !f.contains(trie.nodes[ch].byte)) {
+                    ch = sub;
+                    continue;
+                }
+                let before = self.uncertain.len();
+                for node in &trie.nodes[ch..sub] {
+                    bytes.truncate(node.depth as usize - top - 1);
+                    bytes.push(node.byte);
+                    for &t in trie.node_tokens(node) {
+                        let sid = intern_suffix(&mut self.suffix_ids, &mut self.suffixes, &bytes);
+                        self.uncertain.push((t, sid));
+                    }
+                }
+                let recorded = self.uncertain.len() - before;
+                if self.spend(1 + recorded * RECORD_COST) {
+                    return false;
+                }
+                ch = sub;
+            }
+        }
+        true
+    }
+
     /// Walks the frontier of a body slice that the kernel state covers (`cover`): every node but
     /// the dead ones no rule end can reach (see [`Cover`]). Returns false if abandoned.
     fn walk_body_frontier(
@@ -494,17 +511,33 @@ pub(super) fn record_uncertain(
     uncertain.len() - before
 }
 
-/// Suffix ids by suffix, while a classification collects them.
+/// Suffix ids by suffix, while a classification collects them: by a hash of the suffix (the
+/// list holds the bytes), with the rare suffix whose hash another one has kept by its bytes.
 /// PERF: with std's `SipHash`, interning was a third of a walk that records many rule ends (a
-/// value's whitespace: ~4,400 suffixes).
-pub(super) type SuffixIds = FastMap<Box<[u8]>, u32>;
+/// value's whitespace: ~4,400 suffixes); keyed by the bytes, every new suffix was allocated twice
+/// (a block end of a long string, MaskBench o82710, interns ~44 K).
+#[derive(Default)]
+pub(super) struct SuffixIds {
+    by_hash: FastMap<u64, u32>,
+    collided: FastMap<Box<[u8]>, u32>,
+}
 
 pub(super) fn intern_suffix(ids: &mut SuffixIds, list: &mut Vec<Box<[u8]>>, s: &[u8]) -> u32 {
-    if let Some(&id) = ids.get(s) {
-        return id;
-    }
+    use std::hash::BuildHasher;
+    let h = crate::fasthash::FastState.hash_one(s);
     let id = list.len() as u32;
+    match ids.by_hash.entry(h) {
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(id);
+        }
+        std::collections::hash_map::Entry::Occupied(e) if *list[*e.get() as usize] == *s => return *e.get(),
+        std::collections::hash_map::Entry::Occupied(_) => {
+            if let Some(&id) = ids.collided.get(s) {
+                return id;
+            }
+            ids.collided.insert(s.into(), id);
+        }
+    }
     list.push(s.into());
-    ids.insert(s.into(), id);
     id
 }
