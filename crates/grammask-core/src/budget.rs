@@ -449,6 +449,11 @@ struct SubtreeClasses {
     /// own byte it does not (`dead`: a byte never in a JSON string there, rather than `"` or
     /// `\u`, `\/`). Every token is a slice token or at or below one of these.
     body_frontier: Vec<(u32, u8, u8, bool)>,
+    /// Per entry of `body_frontier`, its subtree's *shape*: entries of equal shape have subtrees
+    /// of equal paths below the frontier node (its byte included) with equal token counts per
+    /// node, so their tokens in trie order correspond one to one, and a walk from equal items
+    /// costs them alike (see [`Walk::front_memo`]).
+    frontier_shape: Vec<u32>,
 }
 
 impl SubtreeClasses {
@@ -496,7 +501,27 @@ impl SubtreeClasses {
             }
         }
         let (body_ends, body_frontier, body_state) = Self::body(trie);
-        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier }
+        let frontier_shape = Self::shapes(trie, &body_frontier);
+        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier, frontier_shape }
+    }
+
+    /// [`SubtreeClasses::frontier_shape`]: shapes numbered by first appearance, a shape being
+    /// the preorder list of `(depth below the frontier node, byte, tokens)` of its subtree.
+    fn shapes(trie: &TokenTrie, frontier: &[(u32, u8, u8, bool)]) -> Vec<u32> {
+        let mut ids: FastMap<Vec<(u32, u8, u32)>, u32> = FastMap::default();
+        frontier
+            .iter()
+            .map(|&(f, ..)| {
+                let f = f as usize;
+                let top = trie.nodes[f].depth;
+                let shape: Vec<(u32, u8, u32)> = trie.nodes[f..trie.nodes[f].subtree_end as usize]
+                    .iter()
+                    .map(|n| (n.depth - top, n.byte, n.tok_end - n.tok_start))
+                    .collect();
+                let next = ids.len() as u32;
+                *ids.entry(shape).or_insert(next)
+            })
+            .collect()
     }
 
     /// [`SubtreeClasses::body_ends`], [`SubtreeClasses::body_frontier`] and
@@ -1412,6 +1437,26 @@ struct ActiveBody {
     frontier_end: usize,
 }
 
+/// A body-frontier subtree a walk reads for [`Walk::front_memo`]: its memo key, the end of the
+/// subtree, the index of its first token in the trie's token order, the `(token index - base,
+/// cost)` of its tokens that [`Walk::record`] keeps (allowed by the mask or not), and how many
+/// subtrees the walk had deferred when it began.
+struct FrontBuild {
+    key: FrontKey,
+    end: usize,
+    base: u32,
+    list: Vec<(u32, u32)>,
+    deferred: usize,
+}
+
+/// A [`Walk::front_memo`] key: the [`BodyCfg`]'s address, the body state after the frontier
+/// node's parent path ([`START_LEVEL`] when the parent is the shortcut's start node, whose level
+/// the node is read from) and the subtree's shape ([`SubtreeClasses::frontier_shape`]).
+type FrontKey = (usize, u8, u32);
+
+/// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
+const START_LEVEL: u8 = u8::MAX;
+
 /// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and the level's
 /// plain items with their `U`.
 type BodyKey = (usize, u128, Vec<(Item, u32)>);
@@ -1480,6 +1525,16 @@ struct Walk<'a> {
     root_chars: Vec<Stay>,
     /// [`BodyCfg`]s of the levels met (`None`: none holds).
     body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
+    /// The kept `(token index - base, cost)` lists of body-frontier subtrees, by [`FrontKey`]:
+    /// a subtree is read from its parent's level, which the key fixes (the start level of the
+    /// [`BodyCfg`]'s key, or its `items[b]` on the chart of the key's rows), so subtrees of equal
+    /// shape cost their corresponding tokens alike. Kept only for subtrees read whole, nothing
+    /// deferred (skipped subtrees hold no kept token). Within one walk (one mode and limit).
+    /// PERF: in an unknown key, each first byte's subtree held its own frontier subtrees (`a"`,
+    /// `b",`...), each read with a chart row of its own for the closing quote.
+    front_memo: FastMap<FrontKey, std::rc::Rc<Vec<(u32, u32)>>>,
+    /// The frontier subtree being read for `front_memo`.
+    front_build: Option<FrontBuild>,
 }
 
 impl Walk<'_> {
@@ -1803,6 +1858,11 @@ impl Walk<'_> {
     fn record(&mut self, node: usize, cost: u32) {
         if self.keeps(cost) {
             let n = self.trie.nodes[node];
+            if let Some(fb) = &mut self.front_build {
+                if node < fb.end {
+                    fb.list.extend((n.tok_start..n.tok_end).map(|t| (t - fb.base, cost)));
+                }
+            }
             for &t in self.trie.node_tokens(&n) {
                 if self.mask.get(t as usize) {
                     self.out.push((cost, t));
@@ -1810,6 +1870,28 @@ impl Walk<'_> {
             }
             self.capped |= self.out.len() > self.cap;
         }
+    }
+
+    /// Ends the frontier subtree read for `front_memo`, keeping its list when nothing in it was
+    /// deferred.
+    fn finish_front(&mut self) {
+        if let Some(fb) = self.front_build.take() {
+            if self.deferred.len() == fb.deferred {
+                self.front_memo.insert(fb.key, std::rc::Rc::new(fb.list));
+            }
+        }
+    }
+
+    /// Lists the allowed tokens of the frontier subtree at `f` from a `front_memo` list.
+    fn list_front(&mut self, f: usize, list: &[(u32, u32)]) {
+        let base = self.trie.first_token[f] as usize;
+        for &(k, c) in list {
+            let t = self.trie.tokens[base + k as usize];
+            if self.mask.get(t as usize) {
+                self.out.push((c, t));
+            }
+        }
+        self.capped |= self.out.len() > self.cap;
     }
 
     /// Whether [`Walk::record`] lists tokens of cost `cost`.
@@ -1887,6 +1969,7 @@ impl Walk<'_> {
         while i < nodes.len() {
             if let Some(ab) = &mut active {
                 if i >= ab.frontier_end {
+                    self.finish_front();
                     // The next frontier node: a dead byte that no item reads ends every path
                     // (its subtree holds no allowed token).
                     let cfg = ab.cfg.clone();
@@ -1897,11 +1980,11 @@ impl Walk<'_> {
                         }
                         ab.frontier += 1;
                         if !dead || nodes[f as usize].depth as usize == ab.k + 1 || self.body_reads(&cfg, b, x) {
-                            found = Some((f as usize, usize::from(b)));
+                            found = Some((f as usize, usize::from(b), classes.frontier_shape[ab.frontier - 1]));
                             break;
                         }
                     }
-                    let Some((f, b)) = found else {
+                    let Some((f, b, shape)) = found else {
                         i = ab.end;
                         active = None;
                         continue;
@@ -1909,6 +1992,23 @@ impl Walk<'_> {
                     i = f;
                     ab.frontier_end = nodes[f].subtree_end as usize;
                     let d = nodes[f].depth as usize;
+                    let from = if d > ab.k + 1 { b as u8 } else { START_LEVEL };
+                    let key = (std::rc::Rc::as_ptr(&cfg) as usize, from, shape);
+                    if let Some(list) = self.front_memo.get(&key).cloned() {
+                        self.list_front(f, &list);
+                        if self.capped {
+                            return Ok(());
+                        }
+                        i = ab.frontier_end;
+                        continue;
+                    }
+                    self.front_build = Some(FrontBuild {
+                        key,
+                        end: ab.frontier_end,
+                        base: trie.first_token[f],
+                        list: Vec::new(),
+                        deferred: self.deferred.len(),
+                    });
                     if d > ab.k + 1 {
                         // The levels above it: the items after its parent's body text.
                         self.levels.truncate(ab.k + 1);
@@ -1984,8 +2084,11 @@ impl Walk<'_> {
             }
             // Whether the node ends a token the mask allows (taken past the skips: most visits
             // skip their subtree).
+            // A frontier subtree read for `front_memo` keeps its tokens whatever the mask.
             let has_token = |w: &Self| {
-                lists && n.tok_end > n.tok_start && w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize))
+                lists
+                    && n.tok_end > n.tok_start
+                    && (w.front_build.is_some() || w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize)))
             };
             match self.levels[d - 1] {
                 Level::Chart { rows: nr } => {
@@ -2237,6 +2340,8 @@ impl Budget {
             deferred_tokens: 0,
             root_chars: Vec::new(),
             body_memo: FastMap::default(),
+            front_memo: FastMap::default(),
+            front_build: None,
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
