@@ -1535,6 +1535,15 @@ struct Walk<'a> {
     front_memo: FastMap<FrontKey, std::rc::Rc<Vec<(u32, u32)>>>,
     /// The frontier subtree being read for `front_memo`.
     front_build: Option<FrontBuild>,
+    /// By [`Walk::exit_key`] of a byte read from a chart row where a [`BodyCfg`] shortcut may
+    /// start: `C` of the row it reaches and the shortcut started there (`None`: none held).
+    /// PERF: in an unknown key of an open object, every first byte (~95) and many second ones
+    /// left for the chart, each with its own Earley row, row table and level, to reach a few
+    /// distinct rows; a byte reaching a known row now lists its subtree from the shortcut's
+    /// lists and `front_memo`.
+    exit_memo: FastMap<(usize, u128, u64), (u32, Option<std::rc::Rc<BodyCfg>>)>,
+    /// Scratch for [`Walk::list_exit`]: the frontier subtrees' nodes and lists.
+    exit_lists: Vec<(usize, std::rc::Rc<Vec<(u32, u32)>>)>,
 }
 
 impl Walk<'_> {
@@ -1771,19 +1780,8 @@ impl Walk<'_> {
             }
         }?;
         self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        self.list_slice(&cfg, first, end);
         let classes = self.classes;
-        for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
-            let c = cfg.cost[b];
-            if self.keeps(c) {
-                let from = toks.partition_point(|e| (e.0 as usize) < first);
-                for &(_, t) in toks[from..].iter().take_while(|e| (e.0 as usize) < end) {
-                    if self.mask.get(t as usize) {
-                        self.out.push((c, t));
-                    }
-                }
-                self.capped |= self.out.len() > self.cap;
-            }
-        }
         let frontier = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
         Some(ActiveBody { cfg, k, hi, rows, end, frontier, frontier_end: first })
     }
@@ -1892,6 +1890,96 @@ impl Walk<'_> {
             }
         }
         self.capped |= self.out.len() > self.cap;
+    }
+
+    /// The key of the row the chart reaches reading `byte` from its last row (of `rows` rows):
+    /// the rows, the last row's signature and a hash of the row's kernel (its items that read
+    /// the byte, stepped, in order; the closure and signature are functions of it and of the
+    /// rows below), with whether the byte leads a character (rows count characters). `None`
+    /// with `max_chars` or recursive `max_tokens` budgets (their steps read more than the item).
+    fn exit_key(&self, chart: &Chart, rows: usize, byte: u8) -> Option<(usize, u128, u64)> {
+        let a = self.a;
+        if a.char_budgets().is_some() || a.rec_budgets().is_some() {
+            return None;
+        }
+        let mut h = crate::fasthash::FastState.build_hasher();
+        (0x80..=0xBF).contains(&byte).hash(&mut h);
+        for it in chart.row(rows - 1) {
+            if let Some(t) = a.step(it.state, byte) {
+                if let Some(la) = a.la_step(it.la, byte) {
+                    (t.0, it.origin, it.la_origin, la).hash(&mut h);
+                }
+            }
+        }
+        Some((rows, chart.row_signature(rows - 1), h.finish()))
+    }
+
+    /// [`Walk::exit_key`] for the byte of trie node `i` read from the chart's last row (of
+    /// `rows` rows) where a [`BodyCfg`] shortcut may start there (first passes, none under way,
+    /// the node's path body text at a character boundary); `None` otherwise.
+    fn exit_start(&self, chart: &Chart, rows: usize, i: usize, busy: bool) -> Option<(usize, u128, u64)> {
+        if busy || self.classes.body_state[i] != 0 || self.mode == Mode::Exact {
+            return None;
+        }
+        self.exit_key(chart, rows, self.trie.nodes[i].byte)
+    }
+
+    /// Lists the subtree of trie node `i` (a token of body text, read from the chart's last row
+    /// to a row of [`Walk::exit_memo`] entry `(cost, cfg)`) as the [`BodyCfg`] shortcut started
+    /// there would: the node's own tokens at `cost`, the slice tokens below by their body
+    /// state's cost and the frontier subtrees below from `front_memo`. Returns false (listing
+    /// nothing) when some frontier subtree below is not in `front_memo`.
+    fn list_exit(&mut self, i: usize, cost: u32, cfg: &std::rc::Rc<BodyCfg>, has_token: bool) -> bool {
+        let (nodes, classes) = (&self.trie.nodes, self.classes);
+        let (first, end, k) = (i + 1, nodes[i].subtree_end as usize, nodes[i].depth as usize);
+        let ptr = std::rc::Rc::as_ptr(cfg) as usize;
+        let mut lists = std::mem::take(&mut self.exit_lists);
+        lists.clear();
+        let from = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
+        for (j, &(f, b, x, dead)) in classes.body_frontier[from..].iter().enumerate() {
+            let f = f as usize;
+            if f >= end {
+                break;
+            }
+            let d = nodes[f].depth as usize;
+            if !dead || d == k + 1 || self.body_reads(cfg, b, x) {
+                let key = (ptr, if d > k + 1 { b } else { START_LEVEL }, classes.frontier_shape[from + j]);
+                match self.front_memo.get(&key) {
+                    Some(l) => lists.push((f, l.clone())),
+                    None => {
+                        self.exit_lists = lists;
+                        return false;
+                    }
+                }
+            }
+        }
+        if has_token {
+            self.record(i, cost);
+        }
+        self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        self.list_slice(cfg, first, end);
+        for (f, l) in &lists {
+            self.list_front(*f, l);
+        }
+        self.exit_lists = lists;
+        true
+    }
+
+    /// Lists the allowed slice tokens of nodes `first..end` by their body state's cost in `cfg`.
+    fn list_slice(&mut self, cfg: &BodyCfg, first: usize, end: usize) {
+        let classes = self.classes;
+        for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
+            let c = cfg.cost[b];
+            if self.keeps(c) {
+                let from = toks.partition_point(|e| (e.0 as usize) < first);
+                for &(_, t) in toks[from..].iter().take_while(|e| (e.0 as usize) < end) {
+                    if self.mask.get(t as usize) {
+                        self.out.push((c, t));
+                    }
+                }
+                self.capped |= self.out.len() > self.cap;
+            }
+        }
     }
 
     /// Whether [`Walk::record`] lists tokens of cost `cost`.
@@ -2094,6 +2182,18 @@ impl Walk<'_> {
                 Level::Chart { rows: nr } => {
                     let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
+                    let ekey = self.exit_start(chart, nr, i, active.is_some() || second);
+                    if let Some(ek) = ekey {
+                        if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
+                            if self.list_exit(i, c, &cfg, has_token) {
+                                if self.capped {
+                                    return Ok(());
+                                }
+                                i = skip;
+                                continue;
+                            }
+                        }
+                    }
                     self.items.truncate(
                         self.levels
                             .iter()
@@ -2124,6 +2224,9 @@ impl Walk<'_> {
                         if self.capped {
                             return Ok(());
                         }
+                    }
+                    if let Some(ek) = ekey {
+                        self.exit_memo.insert(ek, (rows.cost(chart), active.as_ref().map(|ab| ab.cfg.clone())));
                     }
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
@@ -2194,6 +2297,18 @@ impl Walk<'_> {
                             }
                             rows.push(a, comp, chart);
                         }
+                        let ekey = self.exit_start(chart, chart.num_rows(), i, active.is_some() || second);
+                        if let Some(ek) = ekey {
+                            if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
+                                if self.list_exit(i, c, &cfg, has_token) {
+                                    if self.capped {
+                                        return Ok(());
+                                    }
+                                    i = skip;
+                                    continue;
+                                }
+                            }
+                        }
                         if !chart.push_byte(a, n.byte)? {
                             i = skip;
                             continue;
@@ -2214,6 +2329,9 @@ impl Walk<'_> {
                             if self.capped {
                                 return Ok(());
                             }
+                        }
+                        if let Some(ek) = ekey {
+                            self.exit_memo.insert(ek, (rows.cost(chart), active.as_ref().map(|ab| ab.cfg.clone())));
                         }
                         i += 1;
                         continue;
@@ -2342,6 +2460,8 @@ impl Budget {
             body_memo: FastMap::default(),
             front_memo: FastMap::default(),
             front_build: None,
+            exit_memo: FastMap::default(),
+            exit_lists: Vec::new(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
