@@ -105,6 +105,10 @@ pub struct Completion {
     deferred_caps: AtomicUsize,
     /// Body-slice shortcuts taken (see [`BodyCfg`], [`Completion::body_shortcuts`]).
     body_shortcuts: AtomicUsize,
+    /// Chart exits listed from [`Walk::exit_memo`], and frontier subtrees from
+    /// [`Walk::front_memo`] (see [`Completion::memo_listings`]).
+    exit_listings: AtomicUsize,
+    front_listings: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -687,6 +691,8 @@ impl Completion {
             near_cap_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
             body_shortcuts: AtomicUsize::new(0),
+            exit_listings: AtomicUsize::new(0),
+            front_listings: AtomicUsize::new(0),
         }
     }
 
@@ -1197,6 +1203,13 @@ impl Completion {
     #[doc(hidden)]
     pub fn body_shortcuts(&self) -> usize {
         self.body_shortcuts.load(Ordering::Relaxed)
+    }
+
+    #[doc(hidden)]
+    /// How many chart exits limit walks listed from their exit memo, and how many body-frontier
+    /// subtrees from their frontier memo (for tests).
+    pub fn memo_listings(&self) -> (usize, usize) {
+        (self.exit_listings.load(Ordering::Relaxed), self.front_listings.load(Ordering::Relaxed))
     }
 
     #[inline]
@@ -1882,6 +1895,7 @@ impl Walk<'_> {
 
     /// Lists the allowed tokens of the frontier subtree at `f` from a `front_memo` list.
     fn list_front(&mut self, f: usize, list: &[(u32, u32)]) {
+        self.comp.front_listings.fetch_add(1, Ordering::Relaxed);
         let base = self.trie.first_token[f] as usize;
         for &(k, c) in list {
             let t = self.trie.tokens[base + k as usize];
@@ -1957,6 +1971,7 @@ impl Walk<'_> {
             self.record(i, cost);
         }
         self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        self.comp.exit_listings.fetch_add(1, Ordering::Relaxed);
         self.list_slice(cfg, first, end);
         for (f, l) in &lists {
             self.list_front(*f, l);
