@@ -1467,6 +1467,12 @@ struct FrontBuild {
 /// the node is read from) and the subtree's shape ([`SubtreeClasses::frontier_shape`]).
 type FrontKey = (usize, u8, u32);
 
+/// A [`Walk::front_memo`] list: `(token index - the subtree's first, cost)` of its kept tokens.
+type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
+
+/// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
+type ExitKey = (usize, u128, u64);
+
 /// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
 const START_LEVEL: u8 = u8::MAX;
 
@@ -1545,7 +1551,7 @@ struct Walk<'a> {
     /// deferred (skipped subtrees hold no kept token). Within one walk (one mode and limit).
     /// PERF: in an unknown key, each first byte's subtree held its own frontier subtrees (`a"`,
     /// `b",`...), each read with a chart row of its own for the closing quote.
-    front_memo: FastMap<FrontKey, std::rc::Rc<Vec<(u32, u32)>>>,
+    front_memo: FastMap<FrontKey, FrontList>,
     /// The frontier subtree being read for `front_memo`.
     front_build: Option<FrontBuild>,
     /// By [`Walk::exit_key`] of a byte read from a chart row where a [`BodyCfg`] shortcut may
@@ -1554,9 +1560,9 @@ struct Walk<'a> {
     /// left for the chart, each with its own Earley row, row table and level, to reach a few
     /// distinct rows; a byte reaching a known row now lists its subtree from the shortcut's
     /// lists and `front_memo`.
-    exit_memo: FastMap<(usize, u128, u64), (u32, Option<std::rc::Rc<BodyCfg>>)>,
+    exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     /// Scratch for [`Walk::list_exit`]: the frontier subtrees' nodes and lists.
-    exit_lists: Vec<(usize, std::rc::Rc<Vec<(u32, u32)>>)>,
+    exit_lists: Vec<(usize, FrontList)>,
 }
 
 impl Walk<'_> {
@@ -1911,7 +1917,7 @@ impl Walk<'_> {
     /// the byte, stepped, in order; the closure and signature are functions of it and of the
     /// rows below), with whether the byte leads a character (rows count characters). `None`
     /// with `max_chars` or recursive `max_tokens` budgets (their steps read more than the item).
-    fn exit_key(&self, chart: &Chart, rows: usize, byte: u8) -> Option<(usize, u128, u64)> {
+    fn exit_key(&self, chart: &Chart, rows: usize, byte: u8) -> Option<ExitKey> {
         let a = self.a;
         if a.char_budgets().is_some() || a.rec_budgets().is_some() {
             return None;
@@ -1931,7 +1937,7 @@ impl Walk<'_> {
     /// [`Walk::exit_key`] for the byte of trie node `i` read from the chart's last row (of
     /// `rows` rows) where a [`BodyCfg`] shortcut may start there (first passes, none under way,
     /// the node's path body text at a character boundary); `None` otherwise.
-    fn exit_start(&self, chart: &Chart, rows: usize, i: usize, busy: bool) -> Option<(usize, u128, u64)> {
+    fn exit_start(&self, chart: &Chart, rows: usize, i: usize, busy: bool) -> Option<ExitKey> {
         if busy || self.classes.body_state[i] != 0 || self.mode == Mode::Exact {
             return None;
         }
