@@ -1476,9 +1476,11 @@ type ExitKey = (usize, u128, u64);
 /// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
 const START_LEVEL: u8 = u8::MAX;
 
-/// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and the level's
-/// plain items with their `U`.
-type BodyKey = (usize, u128, Vec<(Item, u32)>);
+/// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and a hash of the
+/// level's plain items with their `U`, in order.
+/// PERF: the items were collected into the key at every shortcut start (one per chart exit
+/// of a key's first byte).
+type BodyKey = (usize, u128, u64);
 
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
@@ -1788,8 +1790,11 @@ impl Walk<'_> {
         if first >= end {
             return None;
         }
-        let key: BodyKey =
-            (rows, chart.row_signature(rows - 1), self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect());
+        let mut h = crate::fasthash::FastState.build_hasher();
+        for e in &self.items[lo..hi] {
+            (e.item, e.u).hash(&mut h);
+        }
+        let key: BodyKey = (rows, chart.row_signature(rows - 1), h.finish());
         let cfg = match self.body_memo.get(&key) {
             Some(c) => c.clone(),
             None => {
@@ -2311,8 +2316,12 @@ impl Walk<'_> {
                         // holding the plain items (a plain row's exact content).
                         self.items.truncate(hi);
                         if !at_row {
-                            let row: Vec<Item> = self.items[lo..hi].iter().map(|e| e.item).collect();
-                            if !chart.push_items(a, &row)? {
+                            let mut row = std::mem::take(&mut self.seeds);
+                            row.clear();
+                            row.extend(self.items[lo..hi].iter().map(|e| e.item));
+                            let pushed = chart.push_items(a, &row);
+                            self.seeds = row;
+                            if !pushed? {
                                 i = skip;
                                 continue;
                             }
