@@ -105,6 +105,10 @@ pub struct Completion {
     deferred_caps: AtomicUsize,
     /// Body-slice shortcuts taken (see [`BodyCfg`], [`Completion::body_shortcuts`]).
     body_shortcuts: AtomicUsize,
+    /// Chart exits listed from [`Walk::exit_memo`], and frontier subtrees from
+    /// [`Walk::front_memo`] (see [`Completion::memo_listings`]).
+    exit_listings: AtomicUsize,
+    front_listings: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -449,6 +453,11 @@ struct SubtreeClasses {
     /// own byte it does not (`dead`: a byte never in a JSON string there, rather than `"` or
     /// `\u`, `\/`). Every token is a slice token or at or below one of these.
     body_frontier: Vec<(u32, u8, u8, bool)>,
+    /// Per entry of `body_frontier`, its subtree's *shape*: entries of equal shape have subtrees
+    /// of equal paths below the frontier node (its byte included) with equal token counts per
+    /// node, so their tokens in trie order correspond one to one, and a walk from equal items
+    /// costs them alike (see [`Walk::front_memo`]).
+    frontier_shape: Vec<u32>,
 }
 
 impl SubtreeClasses {
@@ -496,7 +505,27 @@ impl SubtreeClasses {
             }
         }
         let (body_ends, body_frontier, body_state) = Self::body(trie);
-        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier }
+        let frontier_shape = Self::shapes(trie, &body_frontier);
+        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier, frontier_shape }
+    }
+
+    /// [`SubtreeClasses::frontier_shape`]: shapes numbered by first appearance, a shape being
+    /// the preorder list of `(depth below the frontier node, byte, tokens)` of its subtree.
+    fn shapes(trie: &TokenTrie, frontier: &[(u32, u8, u8, bool)]) -> Vec<u32> {
+        let mut ids: FastMap<Vec<(u32, u8, u32)>, u32> = FastMap::default();
+        frontier
+            .iter()
+            .map(|&(f, ..)| {
+                let f = f as usize;
+                let top = trie.nodes[f].depth;
+                let shape: Vec<(u32, u8, u32)> = trie.nodes[f..trie.nodes[f].subtree_end as usize]
+                    .iter()
+                    .map(|n| (n.depth - top, n.byte, n.tok_end - n.tok_start))
+                    .collect();
+                let next = ids.len() as u32;
+                *ids.entry(shape).or_insert(next)
+            })
+            .collect()
     }
 
     /// [`SubtreeClasses::body_ends`], [`SubtreeClasses::body_frontier`] and
@@ -662,6 +691,8 @@ impl Completion {
             near_cap_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
             body_shortcuts: AtomicUsize::new(0),
+            exit_listings: AtomicUsize::new(0),
+            front_listings: AtomicUsize::new(0),
         }
     }
 
@@ -1174,6 +1205,13 @@ impl Completion {
         self.body_shortcuts.load(Ordering::Relaxed)
     }
 
+    #[doc(hidden)]
+    /// How many chart exits limit walks listed from their exit memo, and how many body-frontier
+    /// subtrees from their frontier memo (for tests).
+    pub fn memo_listings(&self) -> (usize, usize) {
+        (self.exit_listings.load(Ordering::Relaxed), self.front_listings.load(Ordering::Relaxed))
+    }
+
     #[inline]
     pub fn dist(&self, s: StateId) -> u32 {
         self.dist[s.0 as usize]
@@ -1412,9 +1450,37 @@ struct ActiveBody {
     frontier_end: usize,
 }
 
-/// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and the level's
-/// plain items with their `U`.
-type BodyKey = (usize, u128, Vec<(Item, u32)>);
+/// A body-frontier subtree a walk reads for [`Walk::front_memo`]: its memo key, the end of the
+/// subtree, the index of its first token in the trie's token order, the `(token index - base,
+/// cost)` of its tokens that [`Walk::record`] keeps (allowed by the mask or not), and how many
+/// subtrees the walk had deferred when it began.
+struct FrontBuild {
+    key: FrontKey,
+    end: usize,
+    base: u32,
+    list: Vec<(u32, u32)>,
+    deferred: usize,
+}
+
+/// A [`Walk::front_memo`] key: the [`BodyCfg`]'s address, the body state after the frontier
+/// node's parent path ([`START_LEVEL`] when the parent is the shortcut's start node, whose level
+/// the node is read from) and the subtree's shape ([`SubtreeClasses::frontier_shape`]).
+type FrontKey = (usize, u8, u32);
+
+/// A [`Walk::front_memo`] list: `(token index - the subtree's first, cost)` of its kept tokens.
+type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
+
+/// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
+type ExitKey = (usize, u128, u64);
+
+/// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
+const START_LEVEL: u8 = u8::MAX;
+
+/// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and a hash of the
+/// level's plain items with their `U`, in order.
+/// PERF: the items were collected into the key at every shortcut start (one per chart exit
+/// of a key's first byte).
+type BodyKey = (usize, u128, u64);
 
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
@@ -1480,6 +1546,25 @@ struct Walk<'a> {
     root_chars: Vec<Stay>,
     /// [`BodyCfg`]s of the levels met (`None`: none holds).
     body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
+    /// The kept `(token index - base, cost)` lists of body-frontier subtrees, by [`FrontKey`]:
+    /// a subtree is read from its parent's level, which the key fixes (the start level of the
+    /// [`BodyCfg`]'s key, or its `items[b]` on the chart of the key's rows), so subtrees of equal
+    /// shape cost their corresponding tokens alike. Kept only for subtrees read whole, nothing
+    /// deferred (skipped subtrees hold no kept token). Within one walk (one mode and limit).
+    /// PERF: in an unknown key, each first byte's subtree held its own frontier subtrees (`a"`,
+    /// `b",`...), each read with a chart row of its own for the closing quote.
+    front_memo: FastMap<FrontKey, FrontList>,
+    /// The frontier subtree being read for `front_memo`.
+    front_build: Option<FrontBuild>,
+    /// By [`Walk::exit_key`] of a byte read from a chart row where a [`BodyCfg`] shortcut may
+    /// start: `C` of the row it reaches and the shortcut started there (`None`: none held).
+    /// PERF: in an unknown key of an open object, every first byte (~95) and many second ones
+    /// left for the chart, each with its own Earley row, row table and level, to reach a few
+    /// distinct rows; a byte reaching a known row now lists its subtree from the shortcut's
+    /// lists and `front_memo`.
+    exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
+    /// Scratch for [`Walk::list_exit`]: the frontier subtrees' nodes and lists.
+    exit_lists: Vec<(usize, FrontList)>,
 }
 
 impl Walk<'_> {
@@ -1705,8 +1790,11 @@ impl Walk<'_> {
         if first >= end {
             return None;
         }
-        let key: BodyKey =
-            (rows, chart.row_signature(rows - 1), self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect());
+        let mut h = crate::fasthash::FastState.build_hasher();
+        for e in &self.items[lo..hi] {
+            (e.item, e.u).hash(&mut h);
+        }
+        let key: BodyKey = (rows, chart.row_signature(rows - 1), h.finish());
         let cfg = match self.body_memo.get(&key) {
             Some(c) => c.clone(),
             None => {
@@ -1716,19 +1804,8 @@ impl Walk<'_> {
             }
         }?;
         self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        self.list_slice(&cfg, first, end);
         let classes = self.classes;
-        for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
-            let c = cfg.cost[b];
-            if self.keeps(c) {
-                let from = toks.partition_point(|e| (e.0 as usize) < first);
-                for &(_, t) in toks[from..].iter().take_while(|e| (e.0 as usize) < end) {
-                    if self.mask.get(t as usize) {
-                        self.out.push((c, t));
-                    }
-                }
-                self.capped |= self.out.len() > self.cap;
-            }
-        }
         let frontier = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
         Some(ActiveBody { cfg, k, hi, rows, end, frontier, frontier_end: first })
     }
@@ -1803,12 +1880,131 @@ impl Walk<'_> {
     fn record(&mut self, node: usize, cost: u32) {
         if self.keeps(cost) {
             let n = self.trie.nodes[node];
+            if let Some(fb) = &mut self.front_build {
+                if node < fb.end {
+                    fb.list.extend((n.tok_start..n.tok_end).map(|t| (t - fb.base, cost)));
+                }
+            }
             for &t in self.trie.node_tokens(&n) {
                 if self.mask.get(t as usize) {
                     self.out.push((cost, t));
                 }
             }
             self.capped |= self.out.len() > self.cap;
+        }
+    }
+
+    /// Ends the frontier subtree read for `front_memo`, keeping its list when nothing in it was
+    /// deferred.
+    fn finish_front(&mut self) {
+        if let Some(fb) = self.front_build.take() {
+            if self.deferred.len() == fb.deferred {
+                self.front_memo.insert(fb.key, std::rc::Rc::new(fb.list));
+            }
+        }
+    }
+
+    /// Lists the allowed tokens of the frontier subtree at `f` from a `front_memo` list.
+    fn list_front(&mut self, f: usize, list: &[(u32, u32)]) {
+        self.comp.front_listings.fetch_add(1, Ordering::Relaxed);
+        let base = self.trie.first_token[f] as usize;
+        for &(k, c) in list {
+            let t = self.trie.tokens[base + k as usize];
+            if self.mask.get(t as usize) {
+                self.out.push((c, t));
+            }
+        }
+        self.capped |= self.out.len() > self.cap;
+    }
+
+    /// The key of the row the chart reaches reading `byte` from its last row (of `rows` rows):
+    /// the rows, the last row's signature and a hash of the row's kernel (its items that read
+    /// the byte, stepped, in order; the closure and signature are functions of it and of the
+    /// rows below), with whether the byte leads a character (rows count characters). `None`
+    /// with `max_chars` or recursive `max_tokens` budgets (their steps read more than the item).
+    fn exit_key(&self, chart: &Chart, rows: usize, byte: u8) -> Option<ExitKey> {
+        let a = self.a;
+        if a.char_budgets().is_some() || a.rec_budgets().is_some() {
+            return None;
+        }
+        let mut h = crate::fasthash::FastState.build_hasher();
+        (0x80..=0xBF).contains(&byte).hash(&mut h);
+        for it in chart.row(rows - 1) {
+            if let Some(t) = a.step(it.state, byte) {
+                if let Some(la) = a.la_step(it.la, byte) {
+                    (t.0, it.origin, it.la_origin, la).hash(&mut h);
+                }
+            }
+        }
+        Some((rows, chart.row_signature(rows - 1), h.finish()))
+    }
+
+    /// [`Walk::exit_key`] for the byte of trie node `i` read from the chart's last row (of
+    /// `rows` rows) where a [`BodyCfg`] shortcut may start there (first passes, none under way,
+    /// the node's path body text at a character boundary); `None` otherwise.
+    fn exit_start(&self, chart: &Chart, rows: usize, i: usize, busy: bool) -> Option<ExitKey> {
+        if busy || self.classes.body_state[i] != 0 || self.mode == Mode::Exact {
+            return None;
+        }
+        self.exit_key(chart, rows, self.trie.nodes[i].byte)
+    }
+
+    /// Lists the subtree of trie node `i` (a token of body text, read from the chart's last row
+    /// to a row of [`Walk::exit_memo`] entry `(cost, cfg)`) as the [`BodyCfg`] shortcut started
+    /// there would: the node's own tokens at `cost`, the slice tokens below by their body
+    /// state's cost and the frontier subtrees below from `front_memo`. Returns false (listing
+    /// nothing) when some frontier subtree below is not in `front_memo`.
+    fn list_exit(&mut self, i: usize, cost: u32, cfg: &std::rc::Rc<BodyCfg>, has_token: bool) -> bool {
+        let (nodes, classes) = (&self.trie.nodes, self.classes);
+        let (first, end, k) = (i + 1, nodes[i].subtree_end as usize, nodes[i].depth as usize);
+        let ptr = std::rc::Rc::as_ptr(cfg) as usize;
+        let mut lists = std::mem::take(&mut self.exit_lists);
+        lists.clear();
+        let from = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
+        for (j, &(f, b, x, dead)) in classes.body_frontier[from..].iter().enumerate() {
+            let f = f as usize;
+            if f >= end {
+                break;
+            }
+            let d = nodes[f].depth as usize;
+            if !dead || d == k + 1 || self.body_reads(cfg, b, x) {
+                let key = (ptr, if d > k + 1 { b } else { START_LEVEL }, classes.frontier_shape[from + j]);
+                match self.front_memo.get(&key) {
+                    Some(l) => lists.push((f, l.clone())),
+                    None => {
+                        self.exit_lists = lists;
+                        return false;
+                    }
+                }
+            }
+        }
+        if has_token {
+            self.record(i, cost);
+        }
+        self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        self.comp.exit_listings.fetch_add(1, Ordering::Relaxed);
+        self.list_slice(cfg, first, end);
+        for (f, l) in &lists {
+            self.list_front(*f, l);
+        }
+        self.exit_lists = lists;
+        true
+    }
+
+    /// Lists the allowed slice tokens of nodes `first..end` by their body state's cost in `cfg`.
+    fn list_slice(&mut self, cfg: &BodyCfg, first: usize, end: usize) {
+        let classes = self.classes;
+        for (b, toks) in classes.body_ends.iter().enumerate().skip(1) {
+            let c = cfg.cost[b];
+            if self.keeps(c) {
+                let from = toks.partition_point(|e| (e.0 as usize) < first);
+                for &(_, t) in toks[from..].iter().take_while(|e| (e.0 as usize) < end) {
+                    if self.mask.get(t as usize) {
+                        self.out.push((c, t));
+                    }
+                }
+                self.capped |= self.out.len() > self.cap;
+            }
         }
     }
 
@@ -1887,6 +2083,7 @@ impl Walk<'_> {
         while i < nodes.len() {
             if let Some(ab) = &mut active {
                 if i >= ab.frontier_end {
+                    self.finish_front();
                     // The next frontier node: a dead byte that no item reads ends every path
                     // (its subtree holds no allowed token).
                     let cfg = ab.cfg.clone();
@@ -1897,11 +2094,11 @@ impl Walk<'_> {
                         }
                         ab.frontier += 1;
                         if !dead || nodes[f as usize].depth as usize == ab.k + 1 || self.body_reads(&cfg, b, x) {
-                            found = Some((f as usize, usize::from(b)));
+                            found = Some((f as usize, usize::from(b), classes.frontier_shape[ab.frontier - 1]));
                             break;
                         }
                     }
-                    let Some((f, b)) = found else {
+                    let Some((f, b, shape)) = found else {
                         i = ab.end;
                         active = None;
                         continue;
@@ -1909,6 +2106,23 @@ impl Walk<'_> {
                     i = f;
                     ab.frontier_end = nodes[f].subtree_end as usize;
                     let d = nodes[f].depth as usize;
+                    let from = if d > ab.k + 1 { b as u8 } else { START_LEVEL };
+                    let key = (std::rc::Rc::as_ptr(&cfg) as usize, from, shape);
+                    if let Some(list) = self.front_memo.get(&key).cloned() {
+                        self.list_front(f, &list);
+                        if self.capped {
+                            return Ok(());
+                        }
+                        i = ab.frontier_end;
+                        continue;
+                    }
+                    self.front_build = Some(FrontBuild {
+                        key,
+                        end: ab.frontier_end,
+                        base: trie.first_token[f],
+                        list: Vec::new(),
+                        deferred: self.deferred.len(),
+                    });
                     if d > ab.k + 1 {
                         // The levels above it: the items after its parent's body text.
                         self.levels.truncate(ab.k + 1);
@@ -1984,13 +2198,28 @@ impl Walk<'_> {
             }
             // Whether the node ends a token the mask allows (taken past the skips: most visits
             // skip their subtree).
+            // A frontier subtree read for `front_memo` keeps its tokens whatever the mask.
             let has_token = |w: &Self| {
-                lists && n.tok_end > n.tok_start && w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize))
+                lists
+                    && n.tok_end > n.tok_start
+                    && (w.front_build.is_some() || w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize)))
             };
             match self.levels[d - 1] {
                 Level::Chart { rows: nr } => {
                     let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
+                    let ekey = self.exit_start(chart, nr, i, active.is_some() || second);
+                    if let Some(ek) = ekey {
+                        if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
+                            if self.list_exit(i, c, &cfg, has_token) {
+                                if self.capped {
+                                    return Ok(());
+                                }
+                                i = skip;
+                                continue;
+                            }
+                        }
+                    }
                     self.items.truncate(
                         self.levels
                             .iter()
@@ -2021,6 +2250,9 @@ impl Walk<'_> {
                         if self.capped {
                             return Ok(());
                         }
+                    }
+                    if let Some(ek) = ekey {
+                        self.exit_memo.insert(ek, (rows.cost(chart), active.as_ref().map(|ab| ab.cfg.clone())));
                     }
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
@@ -2084,12 +2316,28 @@ impl Walk<'_> {
                         // holding the plain items (a plain row's exact content).
                         self.items.truncate(hi);
                         if !at_row {
-                            let row: Vec<Item> = self.items[lo..hi].iter().map(|e| e.item).collect();
-                            if !chart.push_items(a, &row)? {
+                            let mut row = std::mem::take(&mut self.seeds);
+                            row.clear();
+                            row.extend(self.items[lo..hi].iter().map(|e| e.item));
+                            let pushed = chart.push_items(a, &row);
+                            self.seeds = row;
+                            if !pushed? {
                                 i = skip;
                                 continue;
                             }
                             rows.push(a, comp, chart);
+                        }
+                        let ekey = self.exit_start(chart, chart.num_rows(), i, active.is_some() || second);
+                        if let Some(ek) = ekey {
+                            if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
+                                if self.list_exit(i, c, &cfg, has_token) {
+                                    if self.capped {
+                                        return Ok(());
+                                    }
+                                    i = skip;
+                                    continue;
+                                }
+                            }
                         }
                         if !chart.push_byte(a, n.byte)? {
                             i = skip;
@@ -2111,6 +2359,9 @@ impl Walk<'_> {
                             if self.capped {
                                 return Ok(());
                             }
+                        }
+                        if let Some(ek) = ekey {
+                            self.exit_memo.insert(ek, (rows.cost(chart), active.as_ref().map(|ab| ab.cfg.clone())));
                         }
                         i += 1;
                         continue;
@@ -2237,6 +2488,10 @@ impl Budget {
             deferred_tokens: 0,
             root_chars: Vec::new(),
             body_memo: FastMap::default(),
+            front_memo: FastMap::default(),
+            front_build: None,
+            exit_memo: FastMap::default(),
+            exit_lists: Vec::new(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })

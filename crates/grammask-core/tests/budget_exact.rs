@@ -871,3 +871,92 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
     assert!(compared > 100);
     assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
 }
+
+/// In the keys of an open object with known keys sharing a prefix, near the end of the budget on
+/// Llama 3: limit walks that list a chart exit's subtree from the row its kernel reached before
+/// (`Walk::exit_memo`) and body-frontier subtrees from one of equal shape read from the same
+/// items (`Walk::front_memo`) give the masks of walks that cost every token.
+#[test]
+fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
+    let Some(vocab) = common::llama3_vocab() else {
+        eprintln!("skipped: no Llama 3 vocabulary");
+        return;
+    };
+    // Known keys cost more to finish than unknown ones (their values are longer).
+    let schema = r#"{"type":"object","properties":{"check-in":{"type":"string","minLength":4},
+        "check-out":{"type":"string","minLength":4},"cat":{"type":"string","minLength":5},
+        "location":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
+    let text = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let g = parse_ebnf(&text, "root").unwrap();
+    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let by_bytes: HashMap<Vec<u8>, u32> =
+        (0..vocab.vocab_size() as u32).map(|t| (vocab.token_bytes(t).to_vec(), t)).collect();
+    let body = |t: u32| {
+        let b = vocab.token_bytes(t);
+        !b.is_empty()
+            && std::str::from_utf8(b).is_ok_and(|s| s.chars().all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f'))
+    };
+    let mut rng = Rng(0x0B0D_5C1C_E000_0030);
+    // `None`: a random body-text token; `Some`: that text's token.
+    let plan: &[Option<&str>] = &[
+        Some("{\""),
+        Some("c"),
+        None,
+        None,
+        Some("\":\""),
+        None,
+        Some("\",\""),
+        Some("c"),
+        None,
+        Some("\":\""),
+        None,
+        Some("\",\""),
+        None,
+        None,
+    ];
+    let mut taken: Vec<u32> = Vec::new();
+    let mut compared = 0;
+    for (step, p) in plan.iter().enumerate() {
+        for remaining in 1..=16 {
+            let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
+            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else { continue };
+            x.set_exact_budget_walks(true);
+            let mut m = Matcher::new(fast.clone(), opts).unwrap();
+            if !taken.iter().all(|&t| x.accept_token(t).unwrap() && m.accept_token(t).unwrap()) {
+                continue;
+            }
+            let want: HashSet<usize> = x.compute_mask().unwrap().iter_ones().collect();
+            let got: HashSet<usize> = m.compute_mask().unwrap().iter_ones().collect();
+            let text: Vec<u8> = taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
+            let diff: Vec<String> = got
+                .symmetric_difference(&want)
+                .take(8)
+                .map(|&t| format!("{:?} {}", String::from_utf8_lossy(vocab.token_bytes(t as u32)), got.contains(&t)))
+                .collect();
+            assert!(
+                diff.is_empty(),
+                "step {step} remaining {remaining} after {:?}: tokens (allowed by the memos) {diff:?}",
+                String::from_utf8_lossy(&text)
+            );
+            compared += 1;
+        }
+        let mut free = Matcher::new(exact.clone(), MatcherOptions::default()).unwrap();
+        for &t in &taken {
+            assert!(free.accept_token(t).unwrap());
+        }
+        let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+        let t = match p {
+            Some(s) => by_bytes[s.as_bytes()],
+            None => {
+                let body: Vec<u32> = allowed.iter().copied().filter(|&t| body(t)).collect();
+                body[rng.below(body.len() as u64) as usize]
+            }
+        };
+        assert!(allowed.contains(&t), "step {step}: {:?} not allowed", String::from_utf8_lossy(vocab.token_bytes(t)));
+        taken.push(t);
+    }
+    assert!(compared > 100);
+    let (exits, fronts) = fast.completion().memo_listings();
+    assert!(exits > 0 && fronts > 0, "{exits} exits and {fronts} frontier subtrees listed from the memos");
+}
