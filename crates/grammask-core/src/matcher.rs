@@ -7,8 +7,8 @@
 //! grammar's caches.
 use crate::bitset::Bitset;
 use crate::earley::Chart;
-use crate::limits;
 use crate::error::{Error, ErrorKind, Result};
+use crate::limits;
 use crate::token_set::TokenSet;
 use std::sync::Arc;
 
