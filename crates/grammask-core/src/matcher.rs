@@ -181,6 +181,7 @@ impl Matcher {
 
     /// Accepts one token. Returns false, leaving the state unchanged, if the token is not allowed
     /// (grammar mismatch, out-of-range id, special token, or the matcher has terminated).
+    /// Errors: `LimitExceeded` past the Earley work of one call ([`limits::MAX_FILL_WORK`]).
     pub fn accept_token(&mut self, token: u32) -> Result<bool> {
         crate::earley::with_work_budget(limits::MAX_FILL_WORK, || self.accept_token_unbudgeted(token))
     }
@@ -462,7 +463,8 @@ impl Matcher {
     }
 
     /// Writes the mask into one bitmask row of `words` 32-bit words (bits past the vocabulary are
-    /// cleared). Returns true unless every token is allowed.
+    /// cleared). Returns true unless every token is allowed. Errors: `LimitExceeded` past the
+    /// Earley work of one fill ([`limits::MAX_FILL_WORK`]), the matcher unchanged.
     pub fn fill_next_token_bitmask(&mut self, row: &mut [u32]) -> Result<bool> {
         let lookup = self.memo_lookup();
         self.fill_budgeted(|m| m.fill_current(row, lookup))
