@@ -426,3 +426,26 @@ def test_bad_tokenizer_info_arguments():
         xgr.TokenizerInfo([b"a", b"b"], stop_token_ids=[-1])
     with pytest.raises(TYPED):
         xgr.TokenizerInfo([1, 2])
+
+
+def test_ambiguous_fill_work_budget_raises_limit_exceeded():
+    """A fill of ``root ::= root root | [a-c] | ""`` after a long text costs work cubic in the
+    text; past ``MAX_FILL_WORK`` (docs/limits.md) it raises LimitExceededError, every time,
+    and the matcher stays usable (rolling the text back masks as before)."""
+    toks = []
+    for n in range(1, 7):
+        for i in range(3**n):
+            run = bytes(b"abc"[i // 3**k % 3] for k in range(n))
+            toks += [run, run + b"("]
+    info = small_info(toks + [b"</s>"])
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= root root | [a-c] | ""'))
+    assert m.accept_string("abcacbbc")
+    short = bool_mask(m, len(toks) + 1)
+    assert short[: len(toks)].sum() == len(toks) // 2  # every letter run, none with "("
+    assert m.accept_string(("abcacbbcabac" * 20)[:220])
+    bm = xgr.allocate_token_bitmask(1, len(toks) + 1)
+    for _ in range(2):
+        with pytest.raises(xgr.LimitExceededError, match="one mask"):
+            m.fill_next_token_bitmask(bm)
+    m.rollback(1)
+    assert (bool_mask(m, len(toks) + 1) == short).all()

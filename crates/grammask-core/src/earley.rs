@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::fasthash::FastState;
 use crate::grammar::RuleId;
 use crate::limits;
+use std::cell::Cell;
 use std::collections::HashSet;
 
 /// A strong 128-bit mixer (two rounds of 64-bit multiply-xorshift on each half, crossed).
@@ -237,6 +238,49 @@ impl Drop for Chart {
             let _ = WAITING_POOL.try_with(|p| *p.borrow_mut() = w);
         }
     }
+}
+
+thread_local! {
+    /// Earley work (completion visits and row items, [`Chart::close`]) the rows built on this
+    /// thread may still take: set by [`with_work_budget`] for one matcher call (a mask fill, an
+    /// accepted token or string), practically unbounded outside one.
+    static WORK_LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Runs `f` (one matcher call) with at most `work` units of Earley work for every row it builds,
+/// on any chart, and no more than an enclosing call leaves (which is charged what `f` used). Past
+/// it the row being closed fails with a `LimitExceeded` error ([`limits::MAX_FILL_WORK`]).
+pub fn with_work_budget<R>(work: usize, f: impl FnOnce() -> R) -> R {
+    /// Restores the enclosing budget less what `f` used, also when `f` unwinds.
+    struct Restore {
+        outer: usize,
+        start: usize,
+    }
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WORK_LEFT.set(self.outer.saturating_sub(self.start - WORK_LEFT.get()));
+        }
+    }
+    let outer = WORK_LEFT.get();
+    let start = outer.min(work);
+    let _restore = Restore { outer, start };
+    WORK_LEFT.set(start);
+    f()
+}
+
+/// Takes `n` units from the thread's budget ([`with_work_budget`]); an error when it is spent.
+#[inline]
+fn charge_work(n: usize) -> Result<()> {
+    let left = WORK_LEFT.get();
+    if n > left {
+        WORK_LEFT.set(0);
+        return Err(Error::limit(
+            "Earley work for one mask or accepted input (grammar too ambiguous)",
+            limits::MAX_FILL_WORK,
+        ));
+    }
+    WORK_LEFT.set(left - n);
+    Ok(())
 }
 
 /// Rows larger than this are deduplicated with a hash set rather than a linear scan.
@@ -1081,6 +1125,8 @@ impl Chart {
             (None, None) => self.close_with::<false>(a, None, None, r, start, &mut empty_ends, &mut work, &mut waiting),
             (rb, cb) => self.close_rec(a, rb, cb, r, start, &mut empty_ends, &mut work, &mut waiting),
         };
+        // The call's budget (`with_work_budget`): this row's completion visits and items.
+        let res = res.and_then(|()| charge_work(work + (self.items.len() - start)));
         self.waiting = waiting;
         empty_ends.clear();
         self.empty_ends = empty_ends;

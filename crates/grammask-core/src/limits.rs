@@ -17,6 +17,16 @@ pub const MAX_ITEMS_PER_ROW: usize = 100_000;
 /// Most items visited by completions while reading one byte (a few ms of work): highly ambiguous
 /// grammars such as `s ::= s s | "a" | ""` hit it after ~500 bytes instead of going cubic.
 pub const MAX_ROW_WORK: usize = 250_000;
+/// Most Earley work (the completion visits of [`MAX_ROW_WORK`] plus the items of every row built)
+/// of one matcher call: a mask fill (every chart and trie walk it runs), an accepted token, or
+/// each started [`FILL_WORK_INPUT_BYTES`] of an accepted string. A fill walks many trie nodes, an
+/// Earley row each, so the per-row bounds alone let a highly ambiguous grammar's fill run for
+/// minutes; past this the call fails (`LimitExceeded`) with the matcher unchanged.
+pub const MAX_FILL_WORK: usize = 20_000_000;
+/// Input bytes of an accepted string that [`MAX_FILL_WORK`] pays for (a longer string has that
+/// budget for each started block), so accepting a long text stays linear, never refused for its
+/// length alone.
+pub const FILL_WORK_INPUT_BYTES: usize = 4096;
 /// Memory for memoized full masks per compiled grammar; past it, new masks are not memoized.
 pub const MASK_MEMO_BYTES: usize = 64 << 20;
 /// Memory for kernel classifications shared across the grammars of one vocabulary; past it, the

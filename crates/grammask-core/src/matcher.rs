@@ -8,6 +8,7 @@
 use crate::bitset::Bitset;
 use crate::earley::Chart;
 use crate::error::{Error, ErrorKind, Result};
+use crate::limits;
 use crate::token_set::TokenSet;
 use std::sync::Arc;
 
@@ -180,7 +181,12 @@ impl Matcher {
 
     /// Accepts one token. Returns false, leaving the state unchanged, if the token is not allowed
     /// (grammar mismatch, out-of-range id, special token, or the matcher has terminated).
+    /// Errors: `LimitExceeded` past the Earley work of one call ([`limits::MAX_FILL_WORK`]).
     pub fn accept_token(&mut self, token: u32) -> Result<bool> {
+        crate::earley::with_work_budget(limits::MAX_FILL_WORK, || self.accept_token_unbudgeted(token))
+    }
+
+    fn accept_token_unbudgeted(&mut self, token: u32) -> Result<bool> {
         if self.stopped {
             return Ok(false);
         }
@@ -229,7 +235,8 @@ impl Matcher {
     /// Accepts a byte string as one rollback step; all or nothing. A string is not a token:
     /// `max_tokens` rule budgets do not count it.
     pub fn accept_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
-        self.accept_step(bytes, false)
+        let blocks = bytes.len().div_ceil(limits::FILL_WORK_INPUT_BYTES).max(1);
+        crate::earley::with_work_budget(limits::MAX_FILL_WORK.saturating_mul(blocks), || self.accept_step(bytes, false))
     }
 
     /// After a step: with `token`, counts a token ended at the last row; then moves the
@@ -341,7 +348,19 @@ impl Matcher {
     /// Computes the allowed tokens into the internal mask and returns it.
     pub fn compute_mask(&mut self) -> Result<&Bitset> {
         let lookup = self.memo_lookup();
-        self.compute_mask_with(lookup)
+        self.fill_budgeted(|m| m.compute_mask_with(lookup).map(drop))?;
+        Ok(&self.mask)
+    }
+
+    /// Runs one fill (or look-ahead) under the Earley work budget ([`limits::MAX_FILL_WORK`]);
+    /// on an error, removes the rows its walks left on the chart, so the matcher is unchanged.
+    fn fill_budgeted<R>(&mut self, f: impl FnOnce(&mut Matcher) -> Result<R>) -> Result<R> {
+        let rows = self.chart.num_rows();
+        let r = crate::earley::with_work_budget(limits::MAX_FILL_WORK, || f(self));
+        if r.is_err() && self.chart.num_rows() > rows {
+            self.chart.truncate_rows(rows);
+        }
+        r
     }
 
     /// The mask memo looked up for the current parser state. A fill takes one and passes it
@@ -444,17 +463,18 @@ impl Matcher {
     }
 
     /// Writes the mask into one bitmask row of `words` 32-bit words (bits past the vocabulary are
-    /// cleared). Returns true unless every token is allowed.
+    /// cleared). Returns true unless every token is allowed. Errors: `LimitExceeded` past the
+    /// Earley work of one fill ([`limits::MAX_FILL_WORK`]), the matcher unchanged.
     pub fn fill_next_token_bitmask(&mut self, row: &mut [u32]) -> Result<bool> {
         let lookup = self.memo_lookup();
-        self.fill_current(row, lookup)
+        self.fill_budgeted(|m| m.fill_current(row, lookup))
     }
 
     /// [`Matcher::fill_next_token_bitmask`] with the memo already looked up (by
     /// [`Matcher::memo_lookup`]; one taken in another state is looked up again).
     pub fn fill_next_token_bitmask_with(&mut self, row: &mut [u32], lookup: MemoLookup) -> Result<bool> {
         let lookup = self.current(lookup);
-        self.fill_current(row, lookup)
+        self.fill_budgeted(|m| m.fill_current(row, lookup))
     }
 
     /// [`Matcher::fill_next_token_bitmask`] with a look-up taken in the current state.
@@ -620,6 +640,10 @@ impl Matcher {
     /// The longest byte string the grammar forces next (stops where there is a choice or the
     /// grammar may end), cut back to whole UTF-8 characters. Does not change the state.
     pub fn find_jump_forward_bytes(&mut self) -> Result<Vec<u8>> {
+        self.fill_budgeted(Matcher::jump_forward_bytes)
+    }
+
+    fn jump_forward_bytes(&mut self) -> Result<Vec<u8>> {
         if self.stopped {
             return Err(Error::invalid_argument("the matcher has terminated"));
         }
