@@ -1949,6 +1949,25 @@ impl Walk<'_> {
         self.exit_key(chart, rows, self.trie.nodes[i].byte)
     }
 
+    /// [`Walk::exit_start`]'s key for node `i` read from the chart's last row (of `rows` rows),
+    /// and whether its subtree was listed from the [`Walk::exit_memo`] entry of that key (the
+    /// byte reaches a row met before; see [`Walk::list_exit`]).
+    fn list_from_exit_memo(
+        &mut self,
+        chart: &Chart,
+        rows: usize,
+        i: usize,
+        busy: bool,
+        has_token: bool,
+    ) -> (Option<ExitKey>, bool) {
+        let Some(ek) = self.exit_start(chart, rows, i, busy) else { return (None, false) };
+        let listed = match self.exit_memo.get(&ek).cloned() {
+            Some((c, Some(cfg))) => self.list_exit(i, c, &cfg, has_token),
+            _ => false,
+        };
+        (Some(ek), listed)
+    }
+
     /// Lists the subtree of trie node `i` (a token of body text, read from the chart's last row
     /// to a row of [`Walk::exit_memo`] entry `(cost, cfg)`) as the [`BodyCfg`] shortcut started
     /// there would: the node's own tokens at `cost`, the slice tokens below by their body
@@ -2208,17 +2227,13 @@ impl Walk<'_> {
                 Level::Chart { rows: nr } => {
                     let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
-                    let ekey = self.exit_start(chart, nr, i, active.is_some() || second);
-                    if let Some(ek) = ekey {
-                        if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
-                            if self.list_exit(i, c, &cfg, has_token) {
-                                if self.capped {
-                                    return Ok(());
-                                }
-                                i = skip;
-                                continue;
-                            }
+                    let (ekey, listed) = self.list_from_exit_memo(chart, nr, i, active.is_some() || second, has_token);
+                    if listed {
+                        if self.capped {
+                            return Ok(());
                         }
+                        i = skip;
+                        continue;
                     }
                     self.items.truncate(
                         self.levels
@@ -2327,17 +2342,14 @@ impl Walk<'_> {
                             }
                             rows.push(a, comp, chart);
                         }
-                        let ekey = self.exit_start(chart, chart.num_rows(), i, active.is_some() || second);
-                        if let Some(ek) = ekey {
-                            if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
-                                if self.list_exit(i, c, &cfg, has_token) {
-                                    if self.capped {
-                                        return Ok(());
-                                    }
-                                    i = skip;
-                                    continue;
-                                }
+                        let busy = active.is_some() || second;
+                        let (ekey, listed) = self.list_from_exit_memo(chart, chart.num_rows(), i, busy, has_token);
+                        if listed {
+                            if self.capped {
+                                return Ok(());
                             }
+                            i = skip;
+                            continue;
                         }
                         if !chart.push_byte(a, n.byte)? {
                             i = skip;

@@ -794,19 +794,6 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
     };
     let schema =
         r#"{"type":"object","properties":{"a":{"type":"string"},"n":{"type":"integer"}},"required":["a","n"]}"#;
-    let text = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
-    let g = parse_ebnf(&text, "root").unwrap();
-    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let by_bytes: HashMap<Vec<u8>, u32> =
-        (0..vocab.vocab_size() as u32).map(|t| (vocab.token_bytes(t).to_vec(), t)).collect();
-    // Body text: printable ASCII but `"` and `\`, or whole UTF-8 characters, some with escapes.
-    let body = |t: u32| {
-        let b = vocab.token_bytes(t);
-        !b.is_empty()
-            && std::str::from_utf8(b).is_ok_and(|s| s.chars().all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f'))
-    };
-    let mut rng = Rng(0x0B0D_5C1C_E000_0029);
     // `None`: a random body-text token (or `\n` escape); `Some`: that text's token.
     let plan: &[Option<&str>] = &[
         Some("{\""),
@@ -825,50 +812,7 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
         None,
         None,
     ];
-    let mut taken: Vec<u32> = Vec::new();
-    let mut compared = 0;
-    for (step, p) in plan.iter().enumerate() {
-        for remaining in 1..=14 {
-            let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
-            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else { continue };
-            x.set_exact_budget_walks(true);
-            let mut m = Matcher::new(fast.clone(), opts).unwrap();
-            for &t in &taken {
-                assert!(x.accept_token(t).unwrap() && m.accept_token(t).unwrap());
-            }
-            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
-            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
-            let text: Vec<u8> = taken.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
-            let (g, w): (HashSet<usize>, HashSet<usize>) =
-                (got.iter().copied().collect(), want.iter().copied().collect());
-            let diff: Vec<String> = g
-                .symmetric_difference(&w)
-                .take(8)
-                .map(|&t| format!("{:?} {}", String::from_utf8_lossy(vocab.token_bytes(t as u32)), g.contains(&t)))
-                .collect();
-            assert!(
-                diff.is_empty(),
-                "step {step} remaining {remaining} after {:?}: tokens (allowed by the shortcut) {diff:?}",
-                String::from_utf8_lossy(&text)
-            );
-            compared += 1;
-        }
-        let mut free = Matcher::new(exact.clone(), MatcherOptions::default()).unwrap();
-        for &t in &taken {
-            assert!(free.accept_token(t).unwrap());
-        }
-        let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-        let t = match p {
-            Some(s) => by_bytes[s.as_bytes()],
-            None => {
-                let body: Vec<u32> = allowed.iter().copied().filter(|&t| body(t)).collect();
-                body[rng.below(body.len() as u64) as usize]
-            }
-        };
-        assert!(allowed.contains(&t), "step {step}: {:?} not allowed", String::from_utf8_lossy(vocab.token_bytes(t)));
-        taken.push(t);
-    }
-    assert!(compared > 100);
+    let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0029, 14);
     assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
 }
 
@@ -886,19 +830,6 @@ fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
     let schema = r#"{"type":"object","properties":{"check-in":{"type":"string","minLength":4},
         "check-out":{"type":"string","minLength":4},"cat":{"type":"string","minLength":5},
         "location":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
-    let text = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
-    let g = parse_ebnf(&text, "root").unwrap();
-    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let by_bytes: HashMap<Vec<u8>, u32> =
-        (0..vocab.vocab_size() as u32).map(|t| (vocab.token_bytes(t).to_vec(), t)).collect();
-    let body = |t: u32| {
-        let b = vocab.token_bytes(t);
-        !b.is_empty()
-            && std::str::from_utf8(b).is_ok_and(|s| s.chars().all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f'))
-    };
-    let mut rng = Rng(0x0B0D_5C1C_E000_0030);
-    // `None`: a random body-text token; `Some`: that text's token.
     let plan: &[Option<&str>] = &[
         Some("{\""),
         Some("c"),
@@ -915,16 +846,50 @@ fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
         None,
         None,
     ];
+    let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0030, 16);
+    let (exits, fronts) = fast.completion().memo_listings();
+    assert!(exits > 0 && fronts > 0, "{exits} exits and {fronts} frontier subtrees listed from the memos");
+}
+
+/// Follows `plan` on `schema`'s grammar (strict_mode=false) on Llama 3, `None` taking a random
+/// body-text token (printable ASCII but `"` and `\`, or whole UTF-8 characters) allowed without a
+/// budget; before each step, at every remaining budget 1..=`max_remaining`, the budgeted masks
+/// (and what each accepts along the path) equal those of limit walks that cost every token.
+/// Returns the fast walks' grammar, for their counters.
+fn limit_walks_along_plan(
+    vocab: &Arc<Vocabulary>,
+    schema: &str,
+    plan: &[Option<&str>],
+    seed: u64,
+    max_remaining: usize,
+) -> Arc<CompiledGrammar> {
+    let text = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let g = parse_ebnf(&text, "root").unwrap();
+    let exact = Arc::new(CompiledGrammar::new(&g, vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(&g, vocab).unwrap());
+    let by_bytes: HashMap<Vec<u8>, u32> =
+        (0..vocab.vocab_size() as u32).map(|t| (vocab.token_bytes(t).to_vec(), t)).collect();
+    let body = |t: u32| {
+        let b = vocab.token_bytes(t);
+        !b.is_empty()
+            && std::str::from_utf8(b).is_ok_and(|s| s.chars().all(|c| c >= ' ' && c != '"' && c != '\\' && c != '\x7f'))
+    };
+    let mut rng = Rng(seed);
     let mut taken: Vec<u32> = Vec::new();
     let mut compared = 0;
     for (step, p) in plan.iter().enumerate() {
-        for remaining in 1..=16 {
+        'budgets: for remaining in 1..=max_remaining {
             let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
             let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else { continue };
             x.set_exact_budget_walks(true);
             let mut m = Matcher::new(fast.clone(), opts).unwrap();
-            if !taken.iter().all(|&t| x.accept_token(t).unwrap() && m.accept_token(t).unwrap()) {
-                continue;
+            for &t in &taken {
+                // A small budget may refuse a token of the path (a key that costs more to finish).
+                let ok = x.accept_token(t).unwrap();
+                assert_eq!(ok, m.accept_token(t).unwrap(), "step {step} remaining {remaining}: token {t}");
+                if !ok {
+                    continue 'budgets;
+                }
             }
             let want: HashSet<usize> = x.compute_mask().unwrap().iter_ones().collect();
             let got: HashSet<usize> = m.compute_mask().unwrap().iter_ones().collect();
@@ -936,7 +901,7 @@ fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
                 .collect();
             assert!(
                 diff.is_empty(),
-                "step {step} remaining {remaining} after {:?}: tokens (allowed by the memos) {diff:?}",
+                "step {step} remaining {remaining} after {:?}: tokens (allowed by the fast walks) {diff:?}",
                 String::from_utf8_lossy(&text)
             );
             compared += 1;
@@ -956,7 +921,6 @@ fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
         assert!(allowed.contains(&t), "step {step}: {:?} not allowed", String::from_utf8_lossy(vocab.token_bytes(t)));
         taken.push(t);
     }
-    assert!(compared > 100);
-    let (exits, fronts) = fast.completion().memo_listings();
-    assert!(exits > 0 && fronts > 0, "{exits} exits and {fronts} frontier subtrees listed from the memos");
+    assert!(compared > 100, "only {compared} masks compared");
+    fast
 }

@@ -100,16 +100,7 @@ fn counted_body_positions_are_shared_before_a_walk() {
     let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
     let body: String = (0..60).map(|i| ["ab", "\\n", "é", "a\\u00e9"][i % 4]).collect();
     let doc = format!("{{\"d\": \"{body}\", \"n\": 1}}");
-    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-    for (i, &b) in doc.as_bytes().iter().enumerate() {
-        let mask = m.compute_mask().unwrap().clone();
-        for t in 0..vocab.vocab_size() as u32 {
-            let want = m.clone().accept_token(t).unwrap();
-            assert_eq!(mask.get(t as usize), want, "byte {i}: token {:?}", vocab.token_bytes(t));
-        }
-        assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
-    }
-    assert!(m.is_completed());
+    masks_equal_brute_force_along(&cg, &vocab, &doc, 0);
     // One new `json_char{0,1023}` position per character of the body (90), the first walked.
     let stats = cg.kernel_stats();
     assert!(stats.shared_early >= 80, "{stats:?}");
@@ -135,9 +126,17 @@ fn block_end_suffixes_are_walked_on_interned_rows() {
     let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
     let doc = format!("{{\"d\": \"{}{}\", \"n\": 1}}", "a".repeat(1021), "ba\\nb");
     let before = grammask_core::mask::interned_suffix_walks();
+    masks_equal_brute_force_along(&cg, &vocab, &doc, 1016);
+    let walks = grammask_core::mask::interned_suffix_walks() - before;
+    assert!(walks >= 3, "{walks} interned suffix walks");
+}
+
+/// Reads `doc` byte by byte from a fresh matcher of `cg`, which completes it; before every byte
+/// from `from` on, the mask equals the brute force (a copy of the matcher accepting each token).
+fn masks_equal_brute_force_along(cg: &Arc<CompiledGrammar>, vocab: &Vocabulary, doc: &str, from: usize) {
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     for (i, &b) in doc.as_bytes().iter().enumerate() {
-        if i > 1015 {
+        if i >= from {
             let mask = m.compute_mask().unwrap().clone();
             for t in 0..vocab.vocab_size() as u32 {
                 let want = m.clone().accept_token(t).unwrap();
@@ -147,6 +146,4 @@ fn block_end_suffixes_are_walked_on_interned_rows() {
         assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
     }
     assert!(m.is_completed());
-    let walks = grammask_core::mask::interned_suffix_walks() - before;
-    assert!(walks >= 3, "{walks} interned suffix walks");
 }
