@@ -1471,16 +1471,27 @@ type FrontKey = (usize, u8, u32);
 type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
 
 /// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
-type ExitKey = (usize, u128, u64);
+type ExitKey = (usize, u128, u128);
 
 /// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
 const START_LEVEL: u8 = u8::MAX;
 
 /// A walk's [`BodyCfg`] memo key: the chart's rows, its last row's signature and a hash of the
-/// level's plain items with their `U`, in order.
+/// level's plain items with their `U`, in order ([`seq_hash`]).
 /// PERF: the items were collected into the key at every shortcut start (one per chart exit
 /// of a key's first byte).
-type BodyKey = (usize, u128, u64);
+type BodyKey = (usize, u128, u128);
+
+/// An order-dependent 128-bit hash of `words` (memo keys stand for their items as the chart's
+/// 128-bit row signatures do: a collision would break exactness).
+fn seq_hash(words: impl Iterator<Item = u128>) -> u128 {
+    words.fold(0x243F_6A88_85A3_08D3_1319_8A2E_0370_7344, |acc, w| crate::earley::mix128(acc.rotate_left(7) ^ w))
+}
+
+/// `it` as one word of [`seq_hash`] (its four fields side by side).
+fn item_word(it: &Item) -> u128 {
+    u128::from(it.state.0) | u128::from(it.origin) << 32 | u128::from(it.la_origin) << 64 | u128::from(it.la) << 96
+}
 
 /// A walk of the token trie from the chart's last row, computing the shortest completion after
 /// each allowed token: on the chart (an Earley row per byte, `RowCosts` in step) where the row
@@ -1790,11 +1801,8 @@ impl Walk<'_> {
         if first >= end {
             return None;
         }
-        let mut h = crate::fasthash::FastState.build_hasher();
-        for e in &self.items[lo..hi] {
-            (e.item, e.u).hash(&mut h);
-        }
-        let key: BodyKey = (rows, chart.row_signature(rows - 1), h.finish());
+        let words = self.items[lo..hi].iter().flat_map(|e| [item_word(&e.item), u128::from(e.u)]);
+        let key: BodyKey = (rows, chart.row_signature(rows - 1), seq_hash(words));
         let cfg = match self.body_memo.get(&key) {
             Some(c) => c.clone(),
             None => {
@@ -1927,16 +1935,13 @@ impl Walk<'_> {
         if a.char_budgets().is_some() || a.rec_budgets().is_some() {
             return None;
         }
-        let mut h = crate::fasthash::FastState.build_hasher();
-        (0x80..=0xBF).contains(&byte).hash(&mut h);
-        for it in chart.row(rows - 1) {
-            if let Some(t) = a.step(it.state, byte) {
-                if let Some(la) = a.la_step(it.la, byte) {
-                    (t.0, it.origin, it.la_origin, la).hash(&mut h);
-                }
-            }
-        }
-        Some((rows, chart.row_signature(rows - 1), h.finish()))
+        let lead = u128::from((0x80..=0xBF).contains(&byte));
+        let stepped = chart.row(rows - 1).iter().filter_map(|it| {
+            let t = a.step(it.state, byte)?;
+            let la = a.la_step(it.la, byte)?;
+            Some(item_word(&Item { state: t, la, ..*it }))
+        });
+        Some((rows, chart.row_signature(rows - 1), seq_hash(std::iter::once(lead).chain(stepped))))
     }
 
     /// [`Walk::exit_key`] for the byte of trie node `i` read from the chart's last row (of
