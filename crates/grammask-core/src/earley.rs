@@ -169,6 +169,9 @@ pub struct Chart {
     /// Both recursive budgets, or one with lookahead: the triples items' `la` fields index (see
     /// [`Item`]).
     contexts: Option<Box<Contexts>>,
+    /// [`Chart::set_clock_with`]: the row being rebuilt, kept to restore it when the rebuild
+    /// fails (empty outside the call; its capacity is reused).
+    spare_row: Vec<Item>,
 }
 
 /// Per-rule lists of the items of the row being closed that wait on the rule (have an edge on
@@ -340,6 +343,7 @@ impl Chart {
             free: false,
             chars,
             char_rules,
+            spare_row: Vec::new(),
             contexts: {
                 let lookahead = a.has_lookahead();
                 let budgets = u8::from(a.rec_budgets().is_some()) + u8::from(char_rules != 0);
@@ -707,20 +711,39 @@ impl Chart {
 
     /// [`Chart::set_clock`] for any last row: when it must be built again, it is popped and
     /// `rebuild` pushes it again from the rows before it (a token edge's row: its completions
-    /// again, at the new token count). A `rebuild` that appends nothing is an internal error.
+    /// again, at the new token count). A `rebuild` that appends nothing is an internal error; a
+    /// failed one (an error or nothing appended) leaves the chart, clock and mode as they were.
     pub fn set_clock_with(
         &mut self,
         clock: u32,
         free: bool,
         rebuild: impl FnOnce(&mut Chart) -> Result<bool>,
     ) -> Result<()> {
+        let before = (self.clock, self.free);
         self.clock = clock;
         self.free = free;
         let r = self.last_row_index();
         // The row may have been built at another clock or mode (before a rollback): always again.
         if r > 0 && self.last_row().iter().any(|it| it.la != 0) {
+            let mut saved = std::mem::take(&mut self.spare_row);
+            saved.extend_from_slice(self.last_row());
+            let (sig, chars) = (self.row_sig[r], self.chars.get(r).copied());
             self.pop_row();
-            if !rebuild(self)? || self.last_row_index() != r {
+            let rebuilt = rebuild(self);
+            let failed = !matches!(rebuilt, Ok(true)) || self.last_row_index() != r;
+            if failed {
+                // Invariant: a failed rebuild leaves the chart as it was (rows, clock, mode).
+                self.truncate_rows(r);
+                self.row_start.push(self.items.len() as u32);
+                self.items.extend_from_slice(&saved);
+                self.row_sig.push(sig);
+                self.chars.extend(chars);
+                (self.clock, self.free) = before;
+            }
+            saved.clear();
+            self.spare_row = saved;
+            rebuilt?;
+            if failed {
                 return Err(Error::new(crate::error::ErrorKind::Internal, "a budget emptied a chart row"));
             }
         } else {

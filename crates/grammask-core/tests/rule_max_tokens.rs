@@ -2023,3 +2023,37 @@ fn token_edges_beside_lookahead_and_recursive_budgets_follow_the_reference() {
         w.edges
     );
 }
+
+/// A recursive budget's row rebuilt at a new token count: when the rebuild fails (an error, or
+/// no row), the chart keeps its rows, items and signature, and builds the same row again later.
+#[test]
+fn a_failed_row_rebuild_leaves_the_chart_as_it_was() {
+    use grammask_core::earley::Chart;
+    let toks: Vec<Vec<u8>> = [&b"x"[..], b"y", b"</s>"].iter().map(|t| t.to_vec()).collect();
+    let vocab = common::raw_vocab_with_stop(toks);
+    let g = grammask_core::ebnf::parse_ebnf("root ::= a\na[max_tokens=3] ::= \"x\" a | \"y\"", "root").unwrap();
+    let cg = CompiledGrammar::new(&g, &vocab).unwrap();
+    let a = cg.automata();
+    assert!(a.rec_budgets().is_some(), "the test needs a recursive budget");
+    let mut c = Chart::new(a);
+    assert!(c.push_byte(a, b'x').unwrap() && c.push_byte(a, b'x').unwrap());
+    c.set_clock(a, 2, false, Some(b'x')).unwrap();
+    let snapshot = |c: &Chart| (c.num_rows(), c.last_row().to_vec(), c.last_signature());
+    let before = snapshot(&c);
+    assert!(before.1.iter().any(|it| it.la != 0), "the last row must carry spend points");
+    let limit = || grammask_core::Error::new(grammask_core::ErrorKind::LimitExceeded, "injected");
+    // An error after a partial row, an error alone, and a rebuild that appends nothing.
+    let err = c.set_clock_with(3, false, |c| {
+        c.push_byte(a, b'x')?;
+        Err(limit())
+    });
+    assert_eq!(err.unwrap_err().kind(), grammask_core::ErrorKind::LimitExceeded);
+    assert_eq!(snapshot(&c), before);
+    assert!(c.set_clock_with(3, true, |_| Err(limit())).is_err());
+    assert_eq!(snapshot(&c), before);
+    assert!(c.set_clock_with(3, false, |_| Ok(false)).is_err());
+    assert_eq!(snapshot(&c), before);
+    // The old clock still holds: building the row again at it gives the same row.
+    c.set_clock(a, 2, false, Some(b'x')).unwrap();
+    assert_eq!(snapshot(&c), before);
+}
