@@ -9,7 +9,7 @@ use grammask_core::ErrorKind;
 use std::sync::Arc;
 
 mod common;
-use common::raw_vocab_with_stop;
+use common::{brute_force, raw_vocab_with_stop};
 
 /// Every string of 1-6 letters `abc`, each also followed by `(` (which the grammar refuses), and
 /// `</s>`: a token ends the kernel's rule and its suffix is read on the chart's completion rows.
@@ -26,10 +26,6 @@ fn letter_runs_vocab() -> Arc<Vocabulary> {
         }
     }
     raw_vocab_with_stop(out)
-}
-
-fn brute_force(m: &Matcher, vocab: &Vocabulary) -> Vec<bool> {
-    (0..vocab.vocab_size() as u32).map(|t| m.clone().accept_token(t).unwrap()).collect()
 }
 
 /// `root ::= root root | [a-c] | ""` after 8 letters masks as brute force says; after 220 more

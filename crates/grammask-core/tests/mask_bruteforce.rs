@@ -6,9 +6,8 @@ use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::vocab::{VocabType, Vocabulary, VocabularyOptions};
 use std::sync::Arc;
 
-/// xorshift64*: deterministic, dependency-free randomness for property tests.
 mod common;
-use common::{llama3_vocab, random_grammar, shared_vocab, Rng, ALPHABET};
+use common::{brute_force, llama3_vocab, random_grammar, shared_vocab, Rng, ALPHABET};
 
 fn random_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     let mut toks: Vec<Vec<u8>> = Vec::new();
@@ -24,10 +23,6 @@ fn random_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     let opts =
         VocabularyOptions { stop_token_ids: Some(vec![stop]), vocab_size: Some(toks.len() + 3), ..Default::default() };
     Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
-}
-
-fn brute_force(m: &Matcher, vocab: &Vocabulary) -> Vec<bool> {
-    (0..vocab.vocab_size() as u32).map(|t| m.clone().accept_token(t).unwrap()).collect()
 }
 
 /// Walks each document byte by byte from a fresh matcher of `cg`, checks every mask on the way

@@ -22,6 +22,12 @@ impl Rng {
     }
 }
 
+/// The reference mask: for each token, whether a copy of `m` accepts it.
+#[allow(dead_code)]
+pub fn brute_force(m: &grammask_core::matcher::Matcher, vocab: &Vocabulary) -> Vec<bool> {
+    (0..vocab.vocab_size() as u32).map(|t| m.clone().accept_token(t).unwrap()).collect()
+}
+
 /// A raw vocabulary of `toks` sorted and without duplicates, then `</s>`: the last id, the stop
 /// token.
 #[allow(dead_code)]
