@@ -209,7 +209,7 @@ impl Conv<'_> {
                 return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
             }
             let body = self.counted_chars(m.min_len, m.max_len)?;
-            return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
+            return Ok(Some(format!("\"\\\"\" {body}")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
             let body = jstr::not_in_for(self.opts.spelling, &mut self.e, &excluded)?;
@@ -297,19 +297,34 @@ impl Conv<'_> {
     /// three such bounds passed the grammar's automaton-size limit (`maxLength: 65535` is common).
     fn counted_chars(&mut self, lo: u64, hi: Option<u64>) -> Result<String> {
         let c = self.char_rule.clone();
-        if lo <= LONG_RUN && hi.is_none_or(|h| h <= LONG_RUN) {
+        let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        let (long_run, run_block) = (env("GM_LONG_RUN", LONG_RUN), env("GM_RUN_BLOCK", RUN_BLOCK));
+        let head = env("GM_HEAD", run_block);
+        if lo <= long_run && hi.is_none_or(|h| h <= long_run) {
             return Ok(match (lo, hi) {
-                (0, None) => format!("{c}*"),
-                (lo, None) => format!("{c}{{{lo},}}"),
-                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
+                (0, None) => format!("{c}* {QUOTE}"),
+                (lo, None) => format!("{c}{{{lo},}} {QUOTE}"),
+                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}} {QUOTE}"),
             });
         }
         let block = format!("{c}.block");
         let short = format!("{c}.short");
-        self.e.define_once(&block, &format!("{c}{{{RUN_BLOCK}}}"))?;
-        self.e.define_once(&short, &format!("{c}{{0,{}}}", RUN_BLOCK - 1))?;
+        self.e.define_once(&block, &format!("{c}{{{run_block}}}"))?;
+        self.e.define_once(&short, &format!("{c}{{0,{}}} {QUOTE}", run_block - 1))?;
+        // The rest after a fixed number of characters: at most `n = q*B + r` more, then the quote.
+        let rest = |n: u64| {
+            let (q, r) = (n / run_block, n % run_block);
+            match q {
+                0 => format!("{c}{{0,{r}}} {QUOTE}"),
+                1 => format!("({short} | {block} {c}{{0,{r}}} {QUOTE})"),
+                q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}} {QUOTE})", q - 1),
+            }
+        };
+        if let (true, Some(hi)) = (head > 0 && lo < head && head <= hi, hi) {
+            return Ok(format!("({c}{{{lo},{}}} {QUOTE} | {c}{{{head}}} {})", head - 1, rest(hi - head)));
+        }
         let mut parts = Vec::new();
-        let (a, rem) = (lo / RUN_BLOCK, lo % RUN_BLOCK);
+        let (a, rem) = (lo / run_block, lo % run_block);
         if a > 0 {
             parts.push(format!("{block}{{{a}}}"));
         }
@@ -317,16 +332,8 @@ impl Conv<'_> {
             parts.push(format!("{c}{{{rem}}}"));
         }
         match hi {
-            None => parts.push(format!("{c}*")),
-            Some(hi) => {
-                let (q, r) = ((hi - lo) / RUN_BLOCK, (hi - lo) % RUN_BLOCK);
-                let tail = match q {
-                    0 => format!("{c}{{0,{r}}}"),
-                    1 => format!("({short} | {block} {c}{{0,{r}}})"),
-                    q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}})", q - 1),
-                };
-                parts.push(tail);
-            }
+            None => parts.push(format!("{c}* {QUOTE}")),
+            Some(hi) => parts.push(rest(hi - lo)),
         }
         Ok(parts.join(" "))
     }
@@ -422,6 +429,8 @@ impl Conv<'_> {
 
 /// Character runs with a bound above this are built from blocks ([`Conv::counted_chars`]).
 const LONG_RUN: u64 = 4096;
+/// The closing quote of a string, inside the counted run's rules.
+const QUOTE: &str = "\"\\\"\"";
 /// Characters in a block of a long run.
 const RUN_BLOCK: u64 = 1024;
 
