@@ -320,7 +320,7 @@ impl Conv<'_> {
                 q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}} {QUOTE})", q - 1),
             }
         };
-        if let (true, Some(hi)) = (head > 0 && lo < head && head <= hi, hi) {
+        if let Some(hi) = hi.filter(|&h| head > 0 && lo < head && head <= h) {
             return Ok(format!("({c}{{{lo},{}}} {QUOTE} | {c}{{{head}}} {})", head - 1, rest(hi - head)));
         }
         let mut parts = Vec::new();
