@@ -288,19 +288,23 @@ impl Conv<'_> {
         Ok(dfa)
     }
 
-    /// A run of `lo..=hi` characters (`hi` `None`: unbounded). Up to [`LONG_RUN`] characters:
-    /// `json_char{lo,hi}`. Longer bounds are built from blocks of [`RUN_BLOCK`] characters, two
-    /// rules shared by the whole grammar (a block, and a run shorter than a block): `lo = a*B + c`
-    /// characters as `a` blocks and `c` characters, then at most `hi - lo = q*B + r` more as
-    /// `block{0,q-1} short | block{q} char{0,r}` (every length has one parse).
-    /// PERF: `json_char{0,32767}` is a chain of 32,767 copies of the character automaton; two or
-    /// three such bounds passed the grammar's automaton-size limit (`maxLength: 65535` is common).
+    /// A string body of `lo..=hi` characters (`hi` `None`: unbounded) and its closing quote.
+    /// Up to [`LONG_RUN`] characters: `json_char{lo,hi} "\""`. Longer bounds are built from
+    /// blocks of [`RUN_BLOCK`] (`B`) characters, two rules shared by the whole grammar: `block`
+    /// (`B` characters) and `short` (fewer than `B`, then the quote). The rest after a fixed
+    /// prefix, at most `n = q*B + r` characters, is `block{0,q-1} short | block{q} char{0,r} "\""`
+    /// (every length has one parse: `L = (L div B)` blocks and `L mod B` characters). When
+    /// `lo < B` the first `B` characters stay one plain chain of the string's own rule:
+    /// `char{lo,B-1} "\"" | char{B} rest(hi - B)`; else `lo = a*B + c` is `block{a} char{c}`.
+    /// States: about `(2B + r)` character automata per string and `2B` shared, against `hi`.
+    /// PERF: a string's first `B` characters are one chain without rule edges, as an unrolled
+    /// bound is: the counted-body shortcuts of kernel classification read them alone, where
+    /// with blocks from the start every position had a block and a `short` item (masks p95
+    /// about 2x on MaskBench o6251/sp_187). `json_char{0,4096}` was 176k states (sp_72's TTFM
+    /// ~90 ms); `json_char{0,32767}` passed the grammar's automaton-size limit.
     fn counted_chars(&mut self, lo: u64, hi: Option<u64>) -> Result<String> {
         let c = self.char_rule.clone();
-        let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-        let (long_run, run_block) = (env("GM_LONG_RUN", LONG_RUN), env("GM_RUN_BLOCK", RUN_BLOCK));
-        let head = env("GM_HEAD", run_block);
-        if lo <= long_run && hi.is_none_or(|h| h <= long_run) {
+        if lo <= LONG_RUN && hi.is_none_or(|h| h <= LONG_RUN) {
             return Ok(match (lo, hi) {
                 (0, None) => format!("{c}* {QUOTE}"),
                 (lo, None) => format!("{c}{{{lo},}} {QUOTE}"),
@@ -309,22 +313,22 @@ impl Conv<'_> {
         }
         let block = format!("{c}.block");
         let short = format!("{c}.short");
-        self.e.define_once(&block, &format!("{c}{{{run_block}}}"))?;
-        self.e.define_once(&short, &format!("{c}{{0,{}}} {QUOTE}", run_block - 1))?;
-        // The rest after a fixed number of characters: at most `n = q*B + r` more, then the quote.
+        self.e.define_once(&block, &format!("{c}{{{RUN_BLOCK}}}"))?;
+        self.e.define_once(&short, &format!("{c}{{0,{}}} {QUOTE}", RUN_BLOCK - 1))?;
         let rest = |n: u64| {
-            let (q, r) = (n / run_block, n % run_block);
+            let (q, r) = (n / RUN_BLOCK, n % RUN_BLOCK);
             match q {
                 0 => format!("{c}{{0,{r}}} {QUOTE}"),
                 1 => format!("({short} | {block} {c}{{0,{r}}} {QUOTE})"),
                 q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}} {QUOTE})", q - 1),
             }
         };
-        if let Some(hi) = hi.filter(|&h| head > 0 && lo < head && head <= h) {
-            return Ok(format!("({c}{{{lo},{}}} {QUOTE} | {c}{{{head}}} {})", head - 1, rest(hi - head)));
+        // hi > LONG_RUN >= RUN_BLOCK here.
+        if let Some(hi) = hi.filter(|_| lo < RUN_BLOCK) {
+            return Ok(format!("({c}{{{lo},{}}} {QUOTE} | {c}{{{RUN_BLOCK}}} {})", RUN_BLOCK - 1, rest(hi - RUN_BLOCK)));
         }
         let mut parts = Vec::new();
-        let (a, rem) = (lo / run_block, lo % run_block);
+        let (a, rem) = (lo / RUN_BLOCK, lo % RUN_BLOCK);
         if a > 0 {
             parts.push(format!("{block}{{{a}}}"));
         }
@@ -428,11 +432,16 @@ impl Conv<'_> {
 }
 
 /// Character runs with a bound above this are built from blocks ([`Conv::counted_chars`]).
-const LONG_RUN: u64 = 4096;
+/// Above it the blocks' states (at most `4 * RUN_BLOCK` character automata, the two shared
+/// rules included) are fewer than the unrolled run's; at 1024 about as many.
+const LONG_RUN: u64 = 1024;
 /// The closing quote of a string, inside the counted run's rules.
 const QUOTE: &str = "\"\\\"\"";
-/// Characters in a block of a long run.
-const RUN_BLOCK: u64 = 1024;
+/// Characters in a block of a long run. Invariant for fast masks: `RUN_BLOCK - 1` is at least
+/// the longest token's characters (Llama 3: 128 bytes), so `short`'s start and a block's first
+/// positions are counted bodies no token outruns (`slice::counted_calls`). Measured at 256:
+/// masks on the long-`maxLength` MaskBench schemas as fast as with the unrolled run.
+const RUN_BLOCK: u64 = 256;
 
 /// Most values of a bounded `multipleOf` listed one by one ([`Conv::bounded_multiples`]).
 const MAX_LISTED_MULTIPLES: i128 = 300;
