@@ -325,7 +325,11 @@ impl Conv<'_> {
         };
         // hi > LONG_RUN >= RUN_BLOCK here.
         if let Some(hi) = hi.filter(|_| lo < RUN_BLOCK) {
-            return Ok(format!("({c}{{{lo},{}}} {QUOTE} | {c}{{{RUN_BLOCK}}} {})", RUN_BLOCK - 1, rest(hi - RUN_BLOCK)));
+            return Ok(format!(
+                "({c}{{{lo},{}}} {QUOTE} | {c}{{{RUN_BLOCK}}} {})",
+                RUN_BLOCK - 1,
+                rest(hi - RUN_BLOCK)
+            ));
         }
         let mut parts = Vec::new();
         let (a, rem) = (lo / RUN_BLOCK, lo % RUN_BLOCK);
