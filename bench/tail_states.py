@@ -75,7 +75,15 @@ def main() -> int:
         "--schema", action="append", default=[], metavar="ID",
         help="only the files whose name contains ID (repeatable; --limit and --seed are ignored)",
     )
+    ap.add_argument(
+        "--dump", metavar="DIR",
+        help="write the sample for the Rust examples and exit: DIR/vocab.json, DIR/list.txt (one path "
+        "stem a line, in sample order) and per schema STEM.schema.json, STEM.N.txt, STEM.N.at (the "
+        "instance's bytes and its token start offsets); see examples/tail_classes.rs",
+    )
     args = ap.parse_args()
+    if args.dump:
+        return dump(args)
     clock = time.perf_counter_ns if args.wall else time.thread_time_ns
     tok = load_hf_tokenizer(default_tokenizer_dir())
     adapter = ENGINES["grammask"](tok)
@@ -160,6 +168,34 @@ def main() -> int:
     print("slowest compiles (ms):")
     for t, name in sorted(ttfm, reverse=True)[: args.top]:
         print(f"  {t / 1000.0:10.1f}  {name}")
+    return 0
+
+
+def dump(args: argparse.Namespace) -> int:
+    """Writes the sample's schemas and tokenized instances under ``args.dump`` (see ``--dump``)."""
+    import grammask
+
+    out = Path(args.dump)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = load_hf_tokenizer(default_tokenizer_dir())
+    info = grammask.TokenizerInfo.from_huggingface(tok)
+    (out / "vocab.json").write_text(info.serialize_json())
+    vocab = info.decoded_vocab
+    stems = []
+    for f in schema_files(args):
+        task = load_task(f, tok)
+        stem = str(out / f.stem)
+        Path(f"{stem}.schema.json").write_text(task.schema)
+        for i, inst in enumerate(task.instances):
+            text, at = bytearray(), []
+            for t in inst.tokens:
+                at.append(len(text))
+                text += vocab[t]
+            Path(f"{stem}.{i}.txt").write_bytes(bytes(text))
+            Path(f"{stem}.{i}.at").write_text("".join(f"{a}\n" for a in at))
+        stems.append(stem)
+    (out / "list.txt").write_text("".join(f"{s}\n" for s in stems))
+    print(f"{len(stems)} schemas written to {out}")
     return 0
 
 
