@@ -88,6 +88,8 @@ pub struct Completion {
     balls: Mutex<FastMap<(u32, u32, u32), u128>>,
     /// [`Completion::rise`]s by `(y, x, depth)`.
     rises: Mutex<FastMap<(u32, u32, u32), Option<i64>>>,
+    /// [`BodyShape`]s by [`Walk::body_cfg`]'s shape key (`None`: the shortcut does not hold).
+    body_shapes: Mutex<FastMap<u128, Option<Arc<BodyShape>>>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
     classes: OnceLock<Arc<SubtreeClasses>>,
     /// Merged-key lookups and the hits among them (see [`Completion::merged_stats`]).
@@ -684,6 +686,7 @@ impl Completion {
             char_stays: Mutex::default(),
             balls: Mutex::default(),
             rises: Mutex::default(),
+            body_shapes: Mutex::default(),
             classes: OnceLock::new(),
             merged_lookups: AtomicUsize::new(0),
             merged_hits: AtomicUsize::new(0),
@@ -1436,6 +1439,21 @@ struct BodyCfg {
     cost: [u32; 9],
 }
 
+/// The chart-independent part of a [`BodyCfg`], shared by every walk of the grammar: for every
+/// body state `b`, the `(state, group)` pairs of `BodyCfg::items[b]`, sorted, where `group` is
+/// the index of the first root item with the item's origin, lookahead and `U` (stepping an item
+/// keeps them), and the bytes the body automaton reads from `b`. Invariant: a function of the
+/// root items' `(state, group)` sequence alone (the automaton's steps and `Completion::leaf`);
+/// the follow bytes of final items are the chart's, checked per walk.
+#[derive(Debug)]
+struct BodyShape {
+    items: Vec<Vec<(StateId, u32)>>,
+    reads: [Follow; 9],
+}
+
+/// Most [`BodyShape`]s kept per grammar; when exceeded the table starts over.
+const MAX_BODY_SHAPES: usize = 1 << 14;
+
 /// A walk's [`BodyCfg`] shortcut under way: from the level `levels[k]` (items up to `hi`, on a
 /// chart of `rows` rows) of the trie root (`k == 0`) or of a node of body text whose level
 /// holds the chart's row, to the node `end`; `frontier` is the next entry of
@@ -1486,6 +1504,58 @@ type BodyKey = (usize, u128, u128);
 /// 128-bit row signatures do: a collision would break exactness).
 fn seq_hash(words: impl Iterator<Item = u128>) -> u128 {
     words.fold(0x243F_6A88_85A3_08D3_1319_8A2E_0370_7344, |acc, w| crate::earley::mix128(acc.rotate_left(7) ^ w))
+}
+
+/// The [`BodyShape`] of root items `roots` (`(state, group)`, see there), or `None` when some
+/// body text takes them to no item or to a state with rule edges, or two texts reaching the
+/// same body state to different items. From the root (body state 0's bytes, the root items)
+/// every body state reached is expanded once.
+fn body_shape(a: &Automata, comp: &Completion, roots: &[(StateId, u32)]) -> Option<BodyShape> {
+    use crate::slice::Body;
+    let (table, _) = crate::slice::body_table();
+    let mut reads: [Follow; 9] = [[0; 4]; 9];
+    for (r, row) in reads.iter_mut().zip(table.iter()) {
+        for x in 0..=255u8 {
+            if let Body::To(_) = row[usize::from(x)] {
+                r[usize::from(x >> 6)] |= 1 << (x & 63);
+            }
+        }
+    }
+    let mut items: Vec<Vec<(StateId, u32)>> = vec![Vec::new(); 9];
+    let mut known = [false; 9];
+    // `None`: the root level (its first byte), then the body states met.
+    let mut queue: Vec<Option<usize>> = vec![None];
+    let mut next: Vec<(StateId, u32)> = Vec::new();
+    while let Some(from) = queue.pop() {
+        let b = from.unwrap_or(0);
+        let have = if from.is_some() { items[b].clone() } else { roots.to_vec() };
+        for x in 0..=255u8 {
+            let Body::To(to) = table[b][usize::from(x)] else { continue };
+            next.clear();
+            for &(s, g) in &have {
+                if let Some(q) = a.step(s, x) {
+                    if !comp.leaf[q.0 as usize] {
+                        return None;
+                    }
+                    next.push((q, g));
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            let to = usize::from(to);
+            if next.is_empty() {
+                return None;
+            }
+            if !known[to] {
+                known[to] = true;
+                items[to].clone_from(&next);
+                queue.push(Some(to));
+            } else if items[to] != next {
+                return None;
+            }
+        }
+    }
+    known.iter().all(|&k| k).then_some(BodyShape { items, reads })
 }
 
 /// `it` as one word of [`seq_hash`] (its four fields side by side).
@@ -1717,67 +1787,60 @@ impl Walk<'_> {
     /// tokens that may close the string or hold a newline (~3k trie nodes per walk on Llama 3,
     /// mostly cache misses), to find at each the same items.
     fn body_cfg(&mut self, chart: &mut Chart, root: Level) -> Option<BodyCfg> {
-        use crate::slice::Body;
         let Mode::Limit { limit, side } = self.mode else { return None };
         let Level::Plain { lo, hi, others, .. } = root else { return None };
         let (a, comp) = (self.a, self.comp);
-        let (table, _) = crate::slice::body_table();
-        let mut items: Vec<Vec<(Item, u32, u32)>> = vec![Vec::new(); 9];
-        let mut known = [false; 9];
-        let root_items: Vec<(Item, u32, u32)> = self.items[lo..hi].iter().map(|e| (e.item, e.u, NO_FOLLOW)).collect();
-        // `None`: the root level (its first byte), then the body states met.
-        let mut queue: Vec<Option<usize>> = vec![None];
-        let mut next: Vec<(Item, u32, u32)> = Vec::new();
-        while let Some(from) = queue.pop() {
-            let b = from.unwrap_or(0);
-            // The completions of the final items past the root (the root leaves them to
-            // `others`, the bytes its items with rule edges read).
-            let mut follows: Follow = match from {
-                None if others != NO_FOLLOW => self.follows[others as usize],
-                _ => [0; 4],
-            };
-            if let Some(b) = from {
-                for e in &mut items[b] {
-                    if a.state(e.0.state).is_final {
-                        e.2 = self.follow(chart, a.state(e.0.state).rule.index() as u32, e.0.origin);
-                        for (w, f) in follows.iter_mut().zip(&self.follows[e.2 as usize]) {
-                            *w |= f;
-                        }
-                    }
+        let root_items: Vec<(Item, u32)> = self.items[lo..hi].iter().map(|e| (e.item, e.u)).collect();
+        // Each root item's group: the first root item of equal origin, lookahead and `U`.
+        let meta = |(it, u): &(Item, u32)| (it.origin, it.la_origin, it.la, *u);
+        let roots: Vec<(StateId, u32)> = root_items
+            .iter()
+            .map(|x| (x.0.state, root_items.iter().position(|y| meta(y) == meta(x)).unwrap() as u32))
+            .collect();
+        let key = seq_hash(
+            roots.iter().map(|&(s, g)| u128::from(s.0) | u128::from(g) << 32).chain([roots.len() as u128 | 1 << 100]),
+        );
+        let known = comp.body_shapes.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
+        let shape = match known {
+            Some(sh) => sh,
+            None => {
+                let sh = body_shape(a, comp, &roots).map(Arc::new);
+                let mut m = comp.body_shapes.lock().unwrap_or_else(PoisonError::into_inner);
+                if m.len() >= MAX_BODY_SHAPES {
+                    m.clear();
                 }
+                m.insert(key, sh.clone());
+                sh
             }
-            let have = if from.is_some() { items[b].clone() } else { root_items.clone() };
-            for x in 0..=255u8 {
-                let Body::To(to) = table[b][usize::from(x)] else { continue };
-                if has_byte(&follows, x) {
-                    return None;
-                }
-                next.clear();
-                for &(it, u, _) in &have {
-                    if let Some(q) = a.step(it.state, x) {
-                        if !comp.leaf[q.0 as usize] {
-                            return None;
-                        }
-                        next.push((Item { state: q, ..it }, u, NO_FOLLOW));
-                    }
-                }
-                next.sort_unstable();
-                next.dedup();
-                let to = usize::from(to);
-                if next.is_empty() {
-                    return None;
-                }
-                if !known[to] {
-                    known[to] = true;
-                    items[to].clone_from(&next);
-                    queue.push(Some(to));
-                } else if !items[to].iter().map(|e| (e.0, e.1)).eq(next.iter().map(|e| (e.0, e.1))) {
-                    return None;
-                }
-            }
-        }
-        if known.iter().any(|&k| !k) {
+        }?;
+        // The root's bytes must miss the completions its items with rule edges leave to
+        // `others`, and each body state's those of its final items.
+        if others != NO_FOLLOW && shape.reads[0].iter().zip(&self.follows[others as usize]).any(|(r, f)| r & f != 0) {
             return None;
+        }
+        let mut items: Vec<Vec<(Item, u32, u32)>> = Vec::with_capacity(9);
+        for (b, pairs) in shape.items.iter().enumerate() {
+            let mut v: Vec<(Item, u32, u32)> = pairs
+                .iter()
+                .map(|&(s, g)| {
+                    let (it, u) = root_items[g as usize];
+                    (Item { state: s, ..it }, u, NO_FOLLOW)
+                })
+                .collect();
+            v.sort_unstable();
+            let mut follows: Follow = [0; 4];
+            for e in &mut v {
+                if a.state(e.0.state).is_final {
+                    e.2 = self.follow(chart, a.state(e.0.state).rule.index() as u32, e.0.origin);
+                    for (w, f) in follows.iter_mut().zip(&self.follows[e.2 as usize]) {
+                        *w |= f;
+                    }
+                }
+            }
+            if shape.reads[b].iter().zip(&follows).any(|(r, f)| r & f != 0) {
+                return None;
+            }
+            items.push(v);
         }
         let mut cost = [INF; 9];
         for (c, its) in cost.iter_mut().zip(&items) {

@@ -924,3 +924,42 @@ fn limit_walks_along_plan(
     assert!(compared > 100, "only {compared} masks compared");
     fast
 }
+
+/// Body-text rules `c2` and `c1` (JSON string characters, each its own rule) open in that order
+/// at the same origin: after `\x01` with equal `U`, after `\x04` with different `U` (`c1`'s
+/// parent `h` must be followed by five more quotes). Walks share the string body's item shapes
+/// (`BodyShape`) across chart states by their items' states *and* which items share an origin,
+/// lookahead and `U`; a shape keyed by states alone would cost `\x04`'s `c2` text as its `c1`
+/// text. Along both paths on one compilation, at every remaining budget from 24 down to 1, the
+/// masks equal those of walks that cost every token.
+#[test]
+fn body_shapes_keep_items_of_other_origins_apart() {
+    let (vocab, _) = large_vocab();
+    let ch = r#"([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])"#;
+    let text = format!(
+        "root ::= \"\\x01\" d | \"\\x04\" f\nd ::= c2 \"\\\"\" | c1 \"\\\"\"\nf ::= c2 \"\\\"\" | h \"\\\"\\\"\\\"\\\"\\\"\"\nh ::= c1 \"\\\"\"\nc1 ::= {ch}+ | \"\\x02\" c1\nc2 ::= {ch}+ | \"\\x03\" c2"
+    );
+    let g = parse_ebnf(&text, "root").unwrap();
+    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let tok = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
+    for path in [["\x01", "a", "b", "a"], ["\x04", "a", "b", "a"], ["\x01", "b", "a", "b"]] {
+        let taken: Vec<u32> = path.iter().map(|s| tok(s)).collect();
+        for k in 1..=taken.len() {
+            for remaining in (1..=24).rev() {
+                let opts = MatcherOptions { max_tokens: Some(k + remaining), ..Default::default() };
+                let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else { continue };
+                x.set_exact_budget_walks(true);
+                let mut m = Matcher::new(fast.clone(), opts).unwrap();
+                for &t in &taken[..k] {
+                    assert!(x.accept_token(t).unwrap());
+                    assert!(m.accept_token(t).unwrap());
+                }
+                let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+                let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+                assert_eq!(got, want, "{:?} remaining {remaining}", &path[..k]);
+            }
+        }
+    }
+    assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
+}
