@@ -729,8 +729,8 @@ impl Chart {
             saved.extend_from_slice(self.last_row());
             let (sig, chars) = (self.row_sig[r], self.chars.get(r).copied());
             self.pop_row();
-            let rebuilt = rebuild(self);
-            let failed = !matches!(rebuilt, Ok(true)) || self.last_row_index() != r;
+            let outcome = rebuild(self);
+            let failed = !matches!(outcome, Ok(true)) || self.last_row_index() != r;
             if failed {
                 // Invariant: a failed rebuild leaves the chart as it was (rows, clock, mode).
                 self.truncate_rows(r);
@@ -742,7 +742,7 @@ impl Chart {
             }
             saved.clear();
             self.spare_row = saved;
-            rebuilt?;
+            outcome?;
             if failed {
                 return Err(Error::new(crate::error::ErrorKind::Internal, "a budget emptied a chart row"));
             }
