@@ -171,7 +171,19 @@ pub struct Chart {
     contexts: Option<Box<Contexts>>,
     /// [`Chart::set_clock_with`]: the row being rebuilt, kept to restore it when the rebuild
     /// fails (empty outside the call; its capacity is reused).
-    spare_row: Vec<Item>,
+    spare_row: SavedRow,
+}
+
+/// A chart's last row with the clock and mode it was built at ([`Chart::save_last_row`]), to
+/// put back after a step that rebuilt it failed.
+#[derive(Clone, Debug, Default)]
+pub struct SavedRow {
+    row: usize,
+    items: Vec<Item>,
+    sig: u128,
+    chars: Option<u32>,
+    clock: u32,
+    free: bool,
 }
 
 /// Per-rule lists of the items of the row being closed that wait on the rule (have an edge on
@@ -343,7 +355,7 @@ impl Chart {
             free: false,
             chars,
             char_rules,
-            spare_row: Vec::new(),
+            spare_row: SavedRow::default(),
             contexts: {
                 let lookahead = a.has_lookahead();
                 let budgets = u8::from(a.rec_budgets().is_some()) + u8::from(char_rules != 0);
@@ -719,37 +731,58 @@ impl Chart {
         free: bool,
         rebuild: impl FnOnce(&mut Chart) -> Result<bool>,
     ) -> Result<()> {
-        let before = (self.clock, self.free);
-        self.clock = clock;
-        self.free = free;
         let r = self.last_row_index();
         // The row may have been built at another clock or mode (before a rollback): always again.
         if r > 0 && self.last_row().iter().any(|it| it.la != 0) {
             let mut saved = std::mem::take(&mut self.spare_row);
-            saved.extend_from_slice(self.last_row());
-            let (sig, chars) = (self.row_sig[r], self.chars.get(r).copied());
+            self.save_last_row(&mut saved);
+            (self.clock, self.free) = (clock, free);
             self.pop_row();
             let outcome = rebuild(self);
             let failed = !matches!(outcome, Ok(true)) || self.last_row_index() != r;
             if failed {
                 // Invariant: a failed rebuild leaves the chart as it was (rows, clock, mode).
-                self.truncate_rows(r);
-                self.row_start.push(self.items.len() as u32);
-                self.items.extend_from_slice(&saved);
-                self.row_sig.push(sig);
-                self.chars.extend(chars);
-                (self.clock, self.free) = before;
+                self.restore_last_row(&saved);
             }
-            saved.clear();
+            saved.items.clear();
             self.spare_row = saved;
             outcome?;
             if failed {
                 return Err(Error::new(crate::error::ErrorKind::Internal, "a budget emptied a chart row"));
             }
         } else {
+            (self.clock, self.free) = (clock, free);
             self.row_sig[r] = self.signature(r);
         }
         Ok(())
+    }
+
+    /// Copies the last row, its signature, clock and mode into `into` (its buffer reused).
+    pub fn save_last_row(&self, into: &mut SavedRow) {
+        let r = self.last_row_index();
+        into.row = r;
+        into.items.clear();
+        into.items.extend_from_slice(self.last_row());
+        (into.sig, into.chars, into.clock, into.free) =
+            (self.row_sig[r], self.chars.get(r).copied(), self.clock, self.free);
+    }
+
+    /// Puts back a row saved by [`Chart::save_last_row`] as the last row: the rows from
+    /// `saved`'s on (those there are) are dropped and it is pushed again. Row 0 is never built again, so for it only the
+    /// signature, clock and mode return.
+    pub fn restore_last_row(&mut self, saved: &SavedRow) {
+        let r = saved.row;
+        if r == 0 {
+            self.truncate_rows(1);
+            self.row_sig[0] = saved.sig;
+        } else {
+            self.truncate_rows(r);
+            self.row_start.push(self.items.len() as u32);
+            self.items.extend_from_slice(&saved.items);
+            self.row_sig.push(saved.sig);
+            self.chars.extend(saved.chars);
+        }
+        (self.clock, self.free) = (saved.clock, saved.free);
     }
 
     /// Where an item with `la` (its spend point) moving to `t` goes: `t`'s twin once spent; its

@@ -59,6 +59,9 @@ pub struct Matcher {
     /// Predicted nanoseconds of this matcher's next batch fill that misses the mask memo (0: no
     /// miss yet): a decaying maximum of past misses, kept by [`crate::batch`].
     pub(crate) miss_ns: u32,
+    /// Recursive `max_tokens` budgets: the last row as it was before a string reopened it, put
+    /// back when the string fails (buffer reused).
+    saved_row: crate::earley::SavedRow,
 }
 
 /// One look-up of the mask memo for a matcher's parser state ([`Matcher::memo_lookup`]): the
@@ -130,6 +133,7 @@ impl Matcher {
             stopped: false,
             token_ends: Vec::new(),
             miss_ns: 0,
+            saved_row: crate::earley::SavedRow::default(),
         })
     }
 
@@ -211,7 +215,13 @@ impl Matcher {
                 crate::token_edges::token_completions(a, &mut self.chart, self.compiled.token_masks(), token, bytes);
             if !done.is_empty() {
                 let rows = self.chart.num_rows();
-                let text = crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done)?;
+                let text = match crate::token_edges::push_token(a, &mut self.chart, bytes, !special, &done) {
+                    Ok(text) => text,
+                    Err(e) => {
+                        self.chart.truncate_rows(rows);
+                        return Err(e);
+                    }
+                };
                 self.history.push(Step {
                     rows_before: rows as u32,
                     stop: false,
@@ -222,8 +232,7 @@ impl Matcher {
                 if let Some(input) = &mut self.input {
                     input.extend_from_slice(if text { bytes } else { &[0] });
                 }
-                self.spend_rule_budgets(true)?;
-                return Ok(true);
+                return self.spend_or_undo(true);
             }
         }
         if special {
@@ -324,6 +333,10 @@ impl Matcher {
         }
         let rows = self.chart.num_rows();
         if !token {
+            if self.compiled.automata().rec_budgets().is_some() {
+                self.chart.save_last_row(&mut self.saved_row);
+            }
+            // A failed reopening leaves the row as it was (`Chart::set_clock_with`).
             self.reopen_rule_budgets()?;
         }
         let a = self.compiled.automata();
@@ -333,16 +346,48 @@ impl Matcher {
                 Ok(false) => Ok(false),
                 Err(e) => Err(e),
             };
-            self.chart.truncate_rows(rows);
-            self.spend_rule_budgets(false)?;
+            self.undo_rows(rows, token);
             return failed;
         }
         self.history.push(Step { rows_before: rows as u32, stop: false, token, edge: None });
         if let Some(input) = &mut self.input {
             input.extend_from_slice(bytes);
         }
-        self.spend_rule_budgets(token)?;
-        Ok(true)
+        self.spend_or_undo(token)
+    }
+
+    /// Spends the rule budgets after the step just pushed on `history`; when that fails (a
+    /// recursive budget's row rebuilt past the work budget), undoes the step: an accept that
+    /// returns an error leaves the matcher as it was.
+    fn spend_or_undo(&mut self, token: bool) -> Result<bool> {
+        let Err(e) = self.spend_rule_budgets(token) else { return Ok(true) };
+        // `spend_rule_budgets` fails only after counting the token.
+        if token {
+            self.token_ends.pop();
+        }
+        let step = self.history.pop().expect("the step just pushed");
+        self.undo_rows(step.rows_before as usize, token);
+        if let Some(input) = &mut self.input {
+            input.truncate(self.chart.num_rows() - 1);
+        }
+        Err(e)
+    }
+
+    /// Drops the rows a failed step added (`rows` remain). A token leaves the row before it as
+    /// it was; a string reopened it, so its spent form returns: the saved copy with recursive
+    /// budgets (spending again could fail, the work budget being spent), else spent again (in
+    /// place; cannot fail).
+    fn undo_rows(&mut self, rows: usize, token: bool) {
+        self.chart.truncate_rows(rows);
+        if token {
+            return;
+        }
+        if self.compiled.automata().rec_budgets().is_some() {
+            self.chart.restore_last_row(&self.saved_row);
+        } else {
+            let spent = self.spend_rule_budgets(false);
+            debug_assert!(spent.is_ok(), "spending without recursive budgets builds no row");
+        }
     }
 
     /// Computes the allowed tokens into the internal mask and returns it.

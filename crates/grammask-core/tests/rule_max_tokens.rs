@@ -2057,3 +2057,67 @@ fn a_failed_row_rebuild_leaves_the_chart_as_it_was() {
     c.set_clock(a, 2, false, Some(b'x')).unwrap();
     assert_eq!(snapshot(&c), before);
 }
+
+/// An accept that fails part way (the Earley work budget spent while reading its bytes, or while
+/// a recursive budget's row is built again at the new token count) returns the error and leaves
+/// the matcher as it was: the same masks, and the same masks after the step taken again. Every
+/// work budget up to the one the step needs is tried, for a token, a string and a token edge.
+#[test]
+fn an_accept_that_fails_part_way_leaves_the_matcher_as_it_was() {
+    use grammask_core::earley::with_work_budget;
+    let vocab = rec_vocab(&mut Rng(7));
+    let id = |t: &[u8]| (0..vocab.vocab_size() as u32).find(|&i| vocab.token_bytes(i) == t).unwrap();
+    let edge = id(b"<T>");
+    // (grammar, the token opening `a`, the steps tried after it); with `max_tokens=1` the row
+    // before the string is spent, so the string reopens it.
+    let grammars = [
+        ("root ::= a\na[max_tokens=3] ::= \"x\" a | \"y\"".to_string(), id(b"x"), &["token", "string"][..]),
+        ("root ::= a\na[max_tokens=1] ::= \"x\" a | \"y\"".to_string(), id(b"x"), &["string"][..]),
+        (
+            format!("root ::= a\na[max_tokens=3] ::= \"(\" a \")\" | Token({edge}) | \"x\""),
+            id(b"("),
+            &["token", "string", "edge"][..],
+        ),
+    ];
+    let mask = |m: &mut Matcher| m.compute_mask().unwrap().clone();
+    let mut partial = 0;
+    for (g, opening, kinds) in &grammars {
+        let opening = *opening;
+        let g = grammask_core::ebnf::parse_ebnf(g, "root").unwrap();
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        assert!(cg.automata().rec_budgets().is_some(), "the test needs a recursive budget");
+        let text = vec![vocab.token_bytes(opening)[0]; 2];
+        for &kind in *kinds {
+            let step = |m: &mut Matcher| match kind {
+                "token" => m.accept_token(opening),
+                "string" => m.accept_bytes(&text),
+                _ => m.accept_token(edge),
+            };
+            let mut reference = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(reference.accept_token(opening).unwrap());
+            let before = mask(&mut reference);
+            assert!(step(&mut reference).unwrap(), "{kind}: the step must be allowed");
+            let after = mask(&mut reference);
+            for work in 0.. {
+                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                assert!(m.accept_token(opening).unwrap());
+                let _ = mask(&mut m);
+                match with_work_budget(work, || step(&mut m)) {
+                    Ok(accepted) => {
+                        assert!(accepted, "{kind}: allowed with work {work}");
+                        break;
+                    }
+                    Err(e) => assert_eq!(e.kind(), grammask_core::ErrorKind::LimitExceeded, "{kind}"),
+                }
+                partial += 1;
+                assert_eq!(m.num_accepted(), 1, "{kind}, work {work}: the failed step stays out of the history");
+                assert_eq!(mask(&mut m), before, "{kind}, work {work}: the mask before the step");
+                assert!(step(&mut m).unwrap(), "{kind}, work {work}: the step taken again");
+                assert_eq!(mask(&mut m), after, "{kind}, work {work}: the mask after the step");
+                m.rollback(1).unwrap();
+                assert_eq!(mask(&mut m), before, "{kind}, work {work}: rolled back");
+            }
+        }
+    }
+    assert!(partial > 10, "the work budgets must fail steps part way ({partial} failures)");
+}
