@@ -225,12 +225,20 @@ fn merge_accepted(out: &mut [u32], masks: &[Arc<KernelMask>]) {
 /// skipping every subtree below a byte it refuses.
 fn walk_beyond(a: &Automata, chart: &mut Chart, trie: &TokenTrie, b: &Beyond, out: &mut [u32]) -> Result<()> {
     let base = chart.num_rows();
+    // A first byte the row has no edge on fails at once (after a string's last block: all but
+    // the quote).
+    let first = row_bytes(a, chart.last_row());
     for &n in b.nodes.iter() {
         let (top, end) = (trie.nodes[n as usize].depth as usize, trie.nodes[n as usize].subtree_end as usize);
         let mut i = n as usize + 1;
         while i < end {
             let node = trie.nodes[i];
-            chart.truncate_rows(base + node.depth as usize - top - 1);
+            let below = node.depth as usize - top - 1;
+            if below == 0 && !first.contains(node.byte) {
+                i = node.subtree_end as usize;
+                continue;
+            }
+            chart.truncate_rows(base + below);
             if !chart.push_byte(a, node.byte)? {
                 i = node.subtree_end as usize;
                 continue;
