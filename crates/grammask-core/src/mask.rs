@@ -164,6 +164,7 @@ impl KernelMask {
     /// walk records them (only those whose first byte past their node is in `follow`), in
     /// canonical form: for comparing with a walk.
     #[doc(hidden)]
+    #[must_use]
     pub fn with_beyond_listed(&self, trie: &TokenTrie, follow: Option<&ByteSet>) -> KernelMask {
         let Some(b) = &self.beyond else { return self.clone() };
         let mut ids = SuffixIds::default();

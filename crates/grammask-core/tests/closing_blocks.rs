@@ -242,9 +242,10 @@ fn small_block_ends_match_brute_force() {
                     let mut c = chart.clone();
                     c.push_completion_of(a, it).unwrap() && c.last_row().iter().any(|x| cg.reads_body(x.state))
                 };
-                match items.iter().any(any_reads) {
-                    true => reads += 1,
-                    false => walks += 1,
+                if items.iter().any(any_reads) {
+                    reads += 1;
+                } else {
+                    walks += 1;
                 }
             }
             let reads_body = |s: StateId| cg.reads_body(s);
