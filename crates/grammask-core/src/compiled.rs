@@ -272,8 +272,9 @@ impl CompiledGrammar {
         sig: u128,
     ) -> Result<()> {
         let mut get = |s: StateId| self.kernel(s);
-        let set =
-            crate::mask::fill_mask_memo(&self.automata, chart, self.trie(), out, &mut get, Some(&self.suffix_memo))?;
+        let reads = |s: StateId| self.reads_body(s);
+        let memo = Some(&self.suffix_memo);
+        let set = crate::mask::fill_mask_memo(&self.automata, chart, self.trie(), out, &mut get, memo, Some(&reads))?;
         self.memoize_mask(sig, set.unwrap_or_else(|| TokenSet::of_bitset(out)));
         Ok(())
     }
@@ -296,7 +297,9 @@ impl CompiledGrammar {
         }
         let len = self.vocab().vocab_size();
         let mut get = |s: StateId| self.kernel(s);
-        let set = crate::mask::fill_mask_kernels(&self.automata, chart, row, len, &mut get, Some(&self.suffix_memo))?;
+        let reads = |s: StateId| self.reads_body(s);
+        let (a, trie, memo) = (&self.automata, self.trie(), Some(&self.suffix_memo));
+        let set = crate::mask::fill_mask_kernels(a, chart, trie, row, len, &mut get, memo, Some(&reads))?;
         self.memoize_mask(sig, set.unwrap_or_else(|| TokenSet::of_words(row, len)));
         Ok(true)
     }
@@ -575,6 +578,10 @@ impl CompiledGrammar {
             let _ = self.body_ends.set(BodyEnds::new(base?, &self.index.vocab));
         }
         let ends = self.body_ends.get().expect("set above");
+        // `BodyEnds` reads the per-token uncertain list only.
+        if ends.base.beyond.is_some() {
+            return Ok(None);
+        }
         Ok(Some(ends.without(&self.index.vocab, words)))
     }
 
@@ -635,8 +642,13 @@ impl CompiledGrammar {
         stack.push(state);
         let after = self.kernel_in(t, stack);
         stack.pop();
+        let after = after?;
+        // Composition reads the per-token uncertain lists only.
+        if own.beyond.is_some() || after.beyond.is_some() {
+            return Ok(None);
+        }
         let follow = self.follow()[a.state(state).rule.index()];
-        compose_kernel(a, vocab_size, &follow, Some(own), &[after?], &[]).map(Some)
+        compose_kernel(a, vocab_size, &follow, Some(own), &[after], &[]).map(Some)
     }
 
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
@@ -715,6 +727,10 @@ impl CompiledGrammar {
             }
         }
         stack.pop();
+        // Composition reads the per-token uncertain lists only.
+        if callees.iter().map(|(k, _)| k).chain(&continuations).any(|k| k.beyond.is_some()) {
+            return Ok(None);
+        }
         // Each uncertain suffix is read apart: past these, the walk is cheaper.
         let uncertain: usize = callees.iter().map(|(k, _)| k.uncertain.len()).sum();
         let suffixes: usize = callees.iter().map(|(k, _)| k.suffixes.len()).sum();
@@ -794,6 +810,10 @@ impl CompiledGrammar {
         let vocab_size = self.index.vocab.vocab_size();
         let own =
             self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?;
+        // Shifting reads the per-token uncertain lists only.
+        if reference.beyond.is_some() || own.beyond.is_some() {
+            return Ok(None);
+        }
         Ok(Some(shift_kernel(trie, &reference, &differ, &own)))
     }
 
@@ -888,6 +908,14 @@ impl CompiledGrammar {
         })
     }
 
+    /// `km`, a classification of `state`, with its [`crate::mask::Beyond`] group listed token by
+    /// token ([`KernelMask::with_beyond_listed`] with the rule's FOLLOW set), as a walk lists it.
+    #[doc(hidden)]
+    pub fn beyond_listed(&self, state: StateId, km: &KernelMask) -> KernelMask {
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        km.with_beyond_listed(&self.index.trie, Some(&follow))
+    }
+
     /// [`Self::classify`] without the row memo and run indexes (the reference it is tested against).
     #[doc(hidden)]
     pub fn classify_uninterned(&self, state: StateId) -> Result<KernelMask> {
@@ -921,6 +949,13 @@ impl CompiledGrammar {
             .or_else(|| self.chain_to_calls(state));
         write(&self.capacities).insert(state, c);
         c
+    }
+
+    /// Whether `state` reads every body text of up to the longest token's length inside its
+    /// rule or its callees ([`crate::mask::ReadsBody`]).
+    #[doc(hidden)]
+    pub fn reads_body(&self, state: StateId) -> bool {
+        self.counted_body(state).is_some_and(|c| c.chars >= self.index.trie.max_depth)
     }
 
     /// A counted string body whose chain of character levels from `state` ends, after `c`

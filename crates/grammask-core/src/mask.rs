@@ -55,7 +55,7 @@ pub use compose::{classify_kernel_from_bytes, compose_kernel, shift_kernel};
 pub use excluded::BodyEnds;
 pub use fill::{
     fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, interned_suffix_walks, kernel_items, kernels_apply,
-    SuffixMemo,
+    ReadsBody, SuffixMemo,
 };
 pub use lead::{classify_after_lead, lead_run};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
@@ -120,6 +120,25 @@ pub struct KernelMask {
     /// completes into, it keys the suffix verdicts memoized by the compiled grammar
     /// ([`SuffixMemo`]).
     pub suffix_hash: u128,
+    /// Tokens uncertain as one group (a counted body's block end), apart from `uncertain`.
+    pub beyond: Option<Beyond>,
+}
+
+/// Body-text tokens that end a kernel's rule after exactly `chars` characters (a
+/// `json_char{256}` block's last positions): each lies strictly below one of `nodes` (the trie
+/// nodes after `chars` characters of body text, [`BodySlice::boundary_nodes`]) and leaves its
+/// bytes past that node, body text, to read after the rule. A fill decides them together: all
+/// allowed where the completed row holds a counted body no token outruns, else by a walk of the
+/// nodes' subtrees (see `fill.rs`).
+///
+/// PERF: a block end listed ~120 K such tokens with ~77 K distinct suffixes (~20 ms to classify
+/// on Llama 3) and walked every suffix in each fill (~4 ms).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Beyond {
+    /// Disjoint from the kernel's accepted and `uncertain` tokens.
+    pub tokens: Bitset,
+    pub chars: u32,
+    pub nodes: Arc<[u32]>,
 }
 
 impl KernelMask {
@@ -134,13 +153,48 @@ impl KernelMask {
             h.write_u64(u64::from(t) << 32 | u64::from(s));
         }
         h.write_u64(self.suffix_hash as u64 ^ (self.suffix_hash >> 64) as u64);
+        if let Some(b) = &self.beyond {
+            h.write_u32(b.chars);
+            std::hash::Hash::hash(&b.tokens, &mut h);
+        }
         h.finish()
+    }
+
+    /// This classification with its [`Beyond`] group listed token by token in `uncertain`, as a
+    /// walk records them (only those whose first byte past their node is in `follow`), in
+    /// canonical form: for comparing with a walk.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_beyond_listed(&self, trie: &TokenTrie, follow: Option<&ByteSet>) -> KernelMask {
+        let Some(b) = &self.beyond else { return self.clone() };
+        let mut ids = SuffixIds::default();
+        let mut suffixes = Vec::new();
+        let mut uncertain: Vec<(u32, u32)> = Vec::new();
+        for &(t, s) in &self.uncertain {
+            uncertain.push((t, intern_suffix(&mut ids, &mut suffixes, &self.suffixes[s as usize])));
+        }
+        let mut bytes = Vec::new();
+        for &n in b.nodes.iter() {
+            let top = trie.nodes[n as usize].depth as usize;
+            for node in &trie.nodes[n as usize + 1..trie.nodes[n as usize].subtree_end as usize] {
+                bytes.truncate(node.depth as usize - top - 1);
+                bytes.push(node.byte);
+                if follow.is_some_and(|f| !f.contains(bytes[0])) {
+                    continue;
+                }
+                for &t in trie.node_tokens(node).iter().filter(|&&t| b.tokens.get(t as usize)) {
+                    uncertain.push((t, intern_suffix(&mut ids, &mut suffixes, &bytes)));
+                }
+            }
+        }
+        kernel_mask(self.accepted.clone(), uncertain, suffixes)
     }
 
     pub fn memory_size(&self) -> usize {
         self.accepted.memory_size()
             + self.uncertain.len() * 8
             + self.suffixes.iter().map(|s| s.len() + 16).sum::<usize>()
+            + self.beyond.as_ref().map_or(0, |b| b.tokens.memory_size())
     }
 }
 
@@ -224,9 +278,10 @@ fn classify_walk(
             false if w.memo.as_ref().is_some_and(|m| m.full) => {}
             false => return Ok(None),
             true => {
-                let KernelWalk { uncertain, suffixes, accepted, .. } = w;
+                let KernelWalk { uncertain, suffixes, accepted, beyond, .. } = w;
                 // Not scanned for a few tokens: a walk adds slices, runs, whole subtrees.
-                return Ok(Some(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes)));
+                let km = kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes);
+                return Ok(Some(KernelMask { beyond, ..km }));
             }
         }
     }
@@ -261,6 +316,7 @@ impl<'a> KernelWalk<'a> {
             uncertain: Vec::new(),
             suffix_ids: SuffixIds::default(),
             suffixes: Vec::new(),
+            beyond: None,
             frames: Vec::new(),
             ends: Vec::new(),
             path: Vec::new(),
@@ -337,7 +393,7 @@ fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec
     }
     let suffix_walk = suffix_walk_order(&sorted);
     let suffix_hash = hash_suffixes(&sorted);
-    KernelMask { accepted, uncertain, suffixes: sorted, suffix_walk, suffix_hash }
+    KernelMask { accepted, uncertain, suffixes: sorted, suffix_walk, suffix_hash, beyond: None }
 }
 
 /// The state of one kernel classification walk over the trie.
@@ -358,6 +414,7 @@ struct KernelWalk<'a> {
     uncertain: Vec<(u32, u32)>,
     suffix_ids: SuffixIds,
     suffixes: Vec<Box<[u8]>>,
+    beyond: Option<Beyond>,
     // Per depth d (after d+1 bytes of the current path): the frame reached, and whether the
     // kernel's rule ended there.
     frames: Vec<Frame>,

@@ -8,16 +8,18 @@
 use grammask_core::compiler::StateId;
 use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
+use grammask_core::slice::BodySlice;
 use grammask_core::vocab::Vocabulary;
 use std::sync::Arc;
 
 mod common;
 use common::{llama3_vocab, raw_vocab_with_stop};
 
+const SCHEMA: &str = r#"{"type": "object", "properties": {"d": {"type": "string", "maxLength": 5000},
+    "n": {"type": "integer"}}, "additionalProperties": false}"#;
+
 fn grammar() -> grammask_core::grammar::Grammar {
-    let schema = r#"{"type": "object", "properties": {"d": {"type": "string", "maxLength": 5000},
-        "n": {"type": "integer"}}, "additionalProperties": false}"#;
-    json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap()
+    json_schema_to_grammar(SCHEMA, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap()
 }
 
 /// Printable ASCII and longer tokens across a block's end: body text, escapes, a two-byte
@@ -48,7 +50,8 @@ fn block_ends_classify_like_the_walk() {
     for s in (0..a.states().len() as u32).map(StateId) {
         if cg.closing_body(s).is_some() {
             closing += 1;
-            assert_eq!(cg.classify_uninterned(s).unwrap(), cg.classify_plain(s).unwrap(), "state {}", s.0);
+            let km = cg.classify_uninterned(s).unwrap();
+            assert_eq!(cg.beyond_listed(s, &km), cg.classify_plain(s).unwrap(), "state {}", s.0);
         }
     }
     // The last 18 positions of the block (the longest token reads 18 characters), and of the
@@ -90,6 +93,20 @@ fn block_end_masks_match_brute_force() {
     }
 }
 
+/// [`grammar`] with `d` as the converter wrote it before the head chain and the quote inside
+/// `short`: blocks first, then a counted body that may end (`json_char{0,1023}` in its own rule).
+fn ending_body_grammar() -> grammask_core::grammar::Grammar {
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let text = grammask_core::json_schema::json_schema_to_ebnf(SCHEMA, &opts).unwrap();
+    let mut lines: Vec<String> =
+        text.lines().filter(|l| !l.starts_with("d ::=") && !l.starts_with("json_char.")).map(String::from).collect();
+    lines.push("json_char.block ::= json_char{1024}".into());
+    lines.push("json_char.short ::= json_char{0,1023}".into());
+    lines
+        .push(r#"d ::= "\"" (json_char.block{0,3} json_char.short | json_char.block{4} json_char{0,904}) "\"""#.into());
+    grammask_core::ebnf::parse_ebnf(&lines.join("\n"), "root").unwrap()
+}
+
 /// The positions of a counted body that may end (`json_char{0,1023}` after the blocks) that no
 /// token outruns are keyed before any walk and answered by the cross-grammar cache from the
 /// second one on; their masks equal the brute force. Fails with that key taken only after a walk
@@ -97,7 +114,7 @@ fn block_end_masks_match_brute_force() {
 #[test]
 fn counted_body_positions_are_shared_before_a_walk() {
     let vocab = small_vocab();
-    let cg = Arc::new(CompiledGrammar::new(&grammar(), &vocab).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&ending_body_grammar(), &vocab).unwrap());
     let body: String = (0..60).map(|i| ["ab", "\\n", "é", "a\\u00e9"][i % 4]).collect();
     let doc = format!("{{\"d\": \"{body}\", \"n\": 1}}");
     masks_equal_brute_force_along(&cg, &vocab, &doc, 0);
@@ -146,4 +163,106 @@ fn masks_equal_brute_force_along(cg: &Arc<CompiledGrammar>, vocab: &Vocabulary, 
         assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
     }
     assert!(m.is_completed());
+}
+
+/// A grammar with 20-character blocks (more than the small vocabulary's longest token, 18
+/// characters): after the first block a counted body no token outruns follows (`block` or
+/// `short`), after the second only `json_char{0,5}` and the quote (the fill then walks the
+/// group's subtrees).
+fn small_block_grammar() -> grammask_core::grammar::Grammar {
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let text = grammask_core::json_schema::json_schema_to_ebnf(SCHEMA, &opts).unwrap();
+    let mut lines: Vec<String> =
+        text.lines().filter(|l| !l.starts_with("d ::=") && !l.starts_with("json_char.")).map(String::from).collect();
+    lines.push("json_char.block ::= json_char{20}".into());
+    lines.push(r#"json_char.short ::= json_char{0,19} "\"""#.into());
+    lines.push(
+        r#"d ::= "\"" json_char{20} (json_char.block{0,1} json_char.short | json_char.block{2} json_char{0,5} "\"")"#
+            .into(),
+    );
+    grammask_core::ebnf::parse_ebnf(&lines.join("\n"), "root").unwrap()
+}
+
+/// A block's last positions leave the body-text tokens that cross its end as one group
+/// (`KernelMask::beyond`), listing one by one only the tokens that read something else past the
+/// end (a quote, a control byte): fails with every crossing token listed (the list then holds
+/// `ab`, `aaaaa`, `a\n`...).
+#[test]
+fn block_ends_list_only_tokens_that_leave_body_text() {
+    let vocab = small_vocab();
+    let cg = CompiledGrammar::new(&small_block_grammar(), &vocab).unwrap();
+    let a = cg.automata();
+    let mut grouped = 0;
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let Some(c) = cg.closing_body(s) else { continue };
+        // Classified with every shortcut (the small vocabulary's kernels are byte regions).
+        let km = cg.classify(s, usize::MAX, &mut || false).unwrap().unwrap();
+        for &(t, _) in &km.uncertain {
+            let bytes = vocab.token_bytes(t);
+            assert!(BodySlice::chars_and_state(bytes).is_none(), "state {} ({c} left): {:?} listed", s.0, bytes);
+        }
+        grouped += km.beyond.as_ref().map_or(0, |b| b.tokens.count_ones());
+    }
+    assert!(grouped > 0, "no token grouped past a block's end");
+}
+
+/// Masks at every byte of documents across 20-character block ends, filled from the kernels'
+/// classifications with every shortcut (`cg.kernel` finds the small vocabulary's as byte regions,
+/// which list every token), equal the brute force: where the continuation reads every body text
+/// (after the first block: the group allowed at once) and where it reads at most 5 characters and
+/// the quote (after the second: the group's subtrees walked). Fails with the group decided
+/// wrongly either way (both are met: counted below).
+#[test]
+fn small_block_ends_match_brute_force() {
+    let vocab = small_vocab();
+    let cg = Arc::new(CompiledGrammar::new(&small_block_grammar(), &vocab).unwrap());
+    let a = cg.automata();
+    let (mut reads, mut walks) = (0, 0);
+    // Pieces of body text and the characters each is.
+    let pieces = [("ab", 2), ("\\n", 1), ("é", 1), ("a\\u00e9", 2), ("abc", 3)];
+    for (chars, shift) in [(45, 0), (59, 1), (65, 2), (63, 3)] {
+        let (mut body, mut n) = (String::new(), 0);
+        for &(p, k) in pieces.iter().cycle().skip(shift) {
+            if n + k > chars {
+                break;
+            }
+            body.push_str(p);
+            n += k;
+        }
+        body.push_str(&"z".repeat(chars - n));
+        let doc = format!("{{\"d\": \"{body}\", \"n\": 1}}");
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.as_bytes().iter().enumerate() {
+            let mut chart = m.chart().clone();
+            let mut out = grammask_core::bitset::Bitset::new(vocab.vocab_size());
+            let mut get = |s: StateId| Ok(Arc::new(cg.classify(s, usize::MAX, &mut || false)?.unwrap()));
+            let items = grammask_core::mask::kernel_items(a, &chart);
+            if items.iter().any(|it| get(it.state).unwrap().beyond.is_some()) {
+                let any_reads = |it: &grammask_core::earley::Item| {
+                    let mut c = chart.clone();
+                    c.push_completion_of(a, it).unwrap() && c.last_row().iter().any(|x| cg.reads_body(x.state))
+                };
+                if items.iter().any(any_reads) {
+                    reads += 1;
+                } else {
+                    walks += 1;
+                }
+            }
+            let reads_body = |s: StateId| cg.reads_body(s);
+            let len = out.len();
+            let (trie, words) = (cg.trie(), out.words_mut());
+            grammask_core::mask::fill_mask_kernels(a, &mut chart, trie, words, len, &mut get, None, Some(&reads_body))
+                .unwrap();
+            for t in 0..vocab.vocab_size() as u32 {
+                let want = m.clone().accept_token(t).unwrap();
+                if vocab.token_bytes(t).is_empty() {
+                    continue;
+                }
+                assert_eq!(out.get(t as usize), want, "byte {i} of {doc}: token {:?}", vocab.token_bytes(t));
+            }
+            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {doc}");
+        }
+        assert!(m.is_completed());
+    }
+    assert!(reads > 0 && walks > 0, "group allowed at once {reads} times, walked {walks} times");
 }

@@ -159,18 +159,34 @@ fn schema_accepts(schema: &str, spelling: Spelling, text: &str) -> bool {
 
 #[test]
 fn long_string_bounds_are_blocks() {
-    // Bounds past 4096 characters are built from shared 1024-character blocks, every length once.
-    for (lo, hi) in [(0u64, 5000u64), (5000, 9300), (1, 4097), (2048, 2048 + 4096)] {
+    // Bounds past 1024 characters are built from shared 256-character blocks, every length once:
+    // lengths around the head (256), block multiples and the bounds.
+    let cases = [(0u64, 5000u64), (5000, 9300), (1, 4097), (2048, 2048 + 4096), (0, 4096), (255, 1300), (256, 1025)];
+    for (lo, hi) in cases {
         let schema = format!(r#"{{"type":"string","minLength":{lo},"maxLength":{hi}}}"#);
         let g = conv_with(&schema, |o| o.strict_mode = false).unwrap();
         assert!(g.contains("json_char.block"), "{g}");
         for sp in [Spelling::Canonical, Spelling::Any] {
-            for n in [lo.saturating_sub(1), lo, lo + 1, 1023, 1024, 1025, 4096, hi - 1, hi, hi + 1] {
+            let near = [lo.saturating_sub(1), lo, lo + 1, 255, 256, 257, 511, 512, 513, 767, 768, 1023, 1024, 1025];
+            for n in near.into_iter().chain([1279, 1280, 1281, 4096, 4352, hi - 257, hi - 256, hi - 1, hi, hi + 1]) {
                 let body: String = (0..n).map(|i| if i % 3 == 0 { 'é' } else { 'a' }).collect();
                 let want = lo <= n && n <= hi;
                 assert_eq!(schema_accepts(&schema, sp, &format!("\"{body}\"")), want, "{lo}..{hi}: {n}");
             }
         }
+    }
+}
+
+#[test]
+fn long_string_bounds_build_few_states() {
+    // `maxLength: 4096` unrolled was 4096 copies of the character automaton (~176k states);
+    // blocks make about four times the block length's copies, the shared blocks included (~18k).
+    for spelling in [Spelling::Canonical, Spelling::Any] {
+        let schema = r#"{"type":"string","maxLength":4096}"#;
+        let opts = JsonSchemaOptions { strict_mode: false, spelling, ..Default::default() };
+        let g = json_schema_to_grammar(schema, &opts).unwrap();
+        let states = crate::compiler::Automata::build(&g).unwrap().states().len();
+        assert!(states < 30_000, "{spelling:?}: {states} states");
     }
 }
 

@@ -59,6 +59,7 @@ impl BodyEnds {
             suffixes: base.suffixes.clone(),
             suffix_walk: base.suffix_walk.clone(),
             suffix_hash: base.suffix_hash,
+            beyond: None,
         })
     }
 }

@@ -83,7 +83,7 @@ pub fn fill_mask(
     out: &mut Bitset,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
 ) -> Result<()> {
-    fill_mask_memo(a, chart, trie, out, get_kernel, None).map(|_| ())
+    fill_mask_memo(a, chart, trie, out, get_kernel, None, None).map(|_| ())
 }
 
 /// [`fill_mask`], with suffix verdicts looked up in and added to `memo`. Returns the mask as a
@@ -96,6 +96,7 @@ pub fn fill_mask_memo(
     out: &mut Bitset,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
     memo: Option<&SuffixMemo>,
+    reads_body: Option<ReadsBody<'_>>,
 ) -> Result<Option<TokenSet>> {
     if !kernels_apply(a) {
         out.clear();
@@ -103,8 +104,14 @@ pub fn fill_mask_memo(
         return Ok(None);
     }
     let len = out.len();
-    fill_mask_kernels(a, chart, out.words_mut(), len, get_kernel, memo)
+    fill_mask_kernels(a, chart, trie, out.words_mut(), len, get_kernel, memo, reads_body)
 }
+
+/// Whether a state reads every body text of up to the longest token's length inside its rule
+/// (or its callees'): a counted body no token outruns
+/// ([`crate::compiled::CompiledGrammar::counted_body`]). A [`Beyond`] group's suffixes are
+/// then all read from a row holding it.
+pub type ReadsBody<'a> = &'a dyn Fn(StateId) -> bool;
 
 /// Whether [`fill_mask_kernels`] applies to `a`: kernel classifications assume no pending
 /// obligations (nor occurrences that end after a number of characters); otherwise the real
@@ -116,13 +123,16 @@ pub fn kernels_apply(a: &Automata) -> bool {
 /// [`fill_mask_memo`] from the kernels' classifications (only where [`kernels_apply`]), into
 /// `out`, the words of a bitset of `len` bits: every word is overwritten, so `out` may hold
 /// anything before (a caller's bitmask row).
+#[allow(clippy::too_many_arguments)]
 pub fn fill_mask_kernels(
     a: &Automata,
     chart: &mut Chart,
+    trie: &TokenTrie,
     out: &mut [u32],
     len: usize,
     get_kernel: &mut dyn FnMut(StateId) -> Result<std::sync::Arc<KernelMask>>,
     memo: Option<&SuffixMemo>,
+    reads_body: Option<ReadsBody<'_>>,
 ) -> Result<Option<TokenSet>> {
     debug_assert!(kernels_apply(a));
     let kernels = kernel_items(a, chart);
@@ -137,6 +147,20 @@ pub fn fill_mask_kernels(
     let mut ids = sets.filter(|s| s.iter().map(|ids| ids.len()).sum::<usize>() <= SPARSE_MERGE_MAX).map(|s| s.concat());
     let rows = chart.num_rows();
     for (it, km) in kernels.iter().zip(&masks) {
+        if let Some(b) = km.beyond.as_ref().filter(|b| !b.tokens.is_empty()) {
+            // Read back from `out` (the group can be large).
+            ids = None;
+            if chart.push_completion_of(a, it)? {
+                if reads_body.is_some_and(|f| chart.last_row().iter().any(|x| f(x.state))) {
+                    for (o, &w) in out.iter_mut().zip(b.tokens.words()) {
+                        *o |= w;
+                    }
+                } else {
+                    walk_beyond(a, chart, trie, b, out)?;
+                }
+                chart.truncate_rows(rows);
+            }
+        }
         if km.uncertain.is_empty() || km.uncertain.iter().all(|&(t, _)| out[t as usize / 32] >> (t % 32) & 1 == 1) {
             continue;
         }
@@ -194,6 +218,41 @@ fn merge_accepted(out: &mut [u32], masks: &[Arc<KernelMask>]) {
         }
         *slot = p;
     }
+}
+
+/// Adds to `out` the tokens of group `b` whose bytes past their boundary node the chart
+/// (positioned just after the kernel's rule ended) reads: a walk of each node's subtree,
+/// skipping every subtree below a byte it refuses.
+fn walk_beyond(a: &Automata, chart: &mut Chart, trie: &TokenTrie, b: &Beyond, out: &mut [u32]) -> Result<()> {
+    let base = chart.num_rows();
+    // A first byte the row has no edge on fails at once (after a string's last block: all but
+    // the quote).
+    let first = row_bytes(a, chart.last_row());
+    for &n in b.nodes.iter() {
+        let (top, end) = (trie.nodes[n as usize].depth as usize, trie.nodes[n as usize].subtree_end as usize);
+        let mut i = n as usize + 1;
+        while i < end {
+            let node = trie.nodes[i];
+            let below = node.depth as usize - top - 1;
+            if below == 0 && !first.contains(node.byte) {
+                i = node.subtree_end as usize;
+                continue;
+            }
+            chart.truncate_rows(base + below);
+            if !chart.push_byte(a, node.byte)? {
+                i = node.subtree_end as usize;
+                continue;
+            }
+            for &t in trie.node_tokens(&node) {
+                if b.tokens.get(t as usize) {
+                    out[t as usize / 32] |= 1 << (t % 32);
+                }
+            }
+            i += 1;
+        }
+        chart.truncate_rows(base);
+    }
+    Ok(())
 }
 
 /// Which suffixes the chart (positioned just after the kernel's rule ended) accepts, walking

@@ -50,7 +50,12 @@ impl KernelWalk<'_> {
                 // other frontier nodes are walked, except those that fail with no rule end on
                 // the way (a dead byte inside the chain).
                 sl.add_within(c, &mut w.accepted);
-                if !w.record_below_boundaries(sl.boundary_nodes(trie, c)) {
+                // The slice tokens past the block's end, as one group (see `Beyond`); the other
+                // tokens below the boundary nodes lie below frontier nodes, recorded one by one.
+                let mut tokens = sl.slice.clone();
+                tokens.and_not_assign(&w.accepted);
+                w.beyond = Some(Beyond { tokens, chars: c, nodes: sl.boundary_nodes_shared(trie, c) });
+                if !w.record_frontier_past(&sl.frontier, c) {
                     return Ok(false);
                 }
                 for f in sl.frontier.iter().filter(|f| !f.dead) {
@@ -142,41 +147,38 @@ impl KernelWalk<'_> {
 }
 
 impl KernelWalk<'_> {
-    /// Records every token below each of `boundary` (trie nodes where the kernel's rule ends, the
-    /// next byte unread) as uncertain with its bytes past the node, as the walk records the tokens
-    /// below a failed step; those whose first byte past the node is outside FOLLOW are left out
-    /// (see [`record_uncertain`]). Returns false if abandoned.
-    ///
-    /// PERF: a block end of a long string (MaskBench o82710) records ~109 K tokens with ~44 K
-    /// distinct suffixes; the suffix bytes are kept per depth along the subtree, not rebuilt per
-    /// token.
-    fn record_below_boundaries(&mut self, boundary: &[u32]) -> bool {
+    /// Records as uncertain the tokens below the boundary nodes after `chars` characters (where a
+    /// closing body's rule ends) that are not slice tokens: those below the frontier nodes whose
+    /// body-text path completes `chars` characters, each with its bytes past that point, as the
+    /// walk records the tokens below a failed step; those whose first byte past it is outside
+    /// FOLLOW are left out (see [`record_uncertain`]). The slice tokens are the kernel's
+    /// [`Beyond`] group. Returns false if abandoned.
+    fn record_frontier_past(&mut self, frontier: &[crate::slice::FrontierNode], chars: u32) -> bool {
         let trie = self.trie;
         let mut bytes: Vec<u8> = Vec::new();
-        for &n in boundary {
-            let n = n as usize;
-            let top = trie.nodes[n].depth as usize;
-            let mut ch = n + 1;
-            while ch < trie.nodes[n].subtree_end as usize {
-                let sub = trie.nodes[ch].subtree_end as usize;
-                if self.follow.as_ref().is_some_and(|f| !f.contains(trie.nodes[ch].byte)) {
-                    ch = sub;
-                    continue;
+        for f in frontier {
+            // `at`: the path's byte offset where its `chars`-th character completes.
+            let Some(at) = BodySlice::boundary_offset(&f.path, chars) else { continue };
+            let node = &trie.nodes[f.node as usize];
+            let first = f.path.get(at).copied().unwrap_or(node.byte);
+            if self.follow.as_ref().is_some_and(|fo| !fo.contains(first)) {
+                continue;
+            }
+            bytes.clear();
+            bytes.extend_from_slice(&f.path[at..]);
+            let (keep, top) = (bytes.len(), node.depth as usize);
+            let before = self.uncertain.len();
+            for n in &trie.nodes[f.node as usize..node.subtree_end as usize] {
+                bytes.truncate(keep + n.depth as usize - top);
+                bytes.push(n.byte);
+                for &t in trie.node_tokens(n) {
+                    let sid = intern_suffix(&mut self.suffix_ids, &mut self.suffixes, &bytes);
+                    self.uncertain.push((t, sid));
                 }
-                let before = self.uncertain.len();
-                for node in &trie.nodes[ch..sub] {
-                    bytes.truncate(node.depth as usize - top - 1);
-                    bytes.push(node.byte);
-                    for &t in trie.node_tokens(node) {
-                        let sid = intern_suffix(&mut self.suffix_ids, &mut self.suffixes, &bytes);
-                        self.uncertain.push((t, sid));
-                    }
-                }
-                let recorded = self.uncertain.len() - before;
-                if self.spend(1 + recorded * RECORD_COST) {
-                    return false;
-                }
-                ch = sub;
+            }
+            let recorded = self.uncertain.len() - before;
+            if self.spend(1 + recorded * RECORD_COST) {
+                return false;
             }
         }
         true

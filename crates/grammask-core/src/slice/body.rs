@@ -69,7 +69,7 @@ pub struct BodySlice {
     /// The slice tokens by the characters they begin (see [`chars_begun`]).
     counts: CharCounts,
     /// Boundary nodes by characters read ([`Self::boundary_nodes`]), built on first use.
-    boundaries: std::sync::OnceLock<Vec<Vec<u32>>>,
+    boundaries: std::sync::OnceLock<Vec<std::sync::Arc<[u32]>>>,
 }
 
 /// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
@@ -93,7 +93,7 @@ pub struct Cover {
 impl BodySlice {
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
-        let boundaries = self.boundaries.get().map_or(0, |b| b.iter().map(|v| 4 * v.capacity() + 24).sum());
+        let boundaries = self.boundaries.get().map_or(0, |b| b.iter().map(|v| 4 * v.len() + 24).sum());
         self.slice.memory_size() + super::frontier_memory(&self.frontier) + self.counts.memory_size() + boundaries
     }
 
@@ -154,9 +154,16 @@ impl BodySlice {
                     _ => i = n.subtree_end as usize,
                 }
             }
-            by_chars
+            by_chars.into_iter().map(Into::into).collect()
         });
-        by_chars.get(chars as usize).map_or(&[], Vec::as_slice)
+        by_chars.get(chars as usize).map_or(&[], |v| &**v)
+    }
+
+    /// [`Self::boundary_nodes`], shared (a kernel keeps them, see [`crate::mask::Beyond`]).
+    pub fn boundary_nodes_shared(&self, trie: &TokenTrie, chars: u32) -> std::sync::Arc<[u32]> {
+        self.boundary_nodes(trie, chars);
+        let by_chars = self.boundaries.get().expect("built by boundary_nodes");
+        by_chars.get(chars as usize).cloned().unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
     }
 
     /// The characters begun by body text `path` read from slice state 0, and the slice state
@@ -174,6 +181,25 @@ impl BodySlice {
             }
         }
         Some((k, b))
+    }
+
+    /// The byte offset in body text `path` (read from slice state 0) where exactly `chars`
+    /// characters are complete (`chars >= 1`), if the path gets there.
+    pub fn boundary_offset(path: &[u8], chars: u32) -> Option<usize> {
+        let (table, _) = body_table();
+        let (mut b, mut k) = (0u8, 0u32);
+        for (at, &x) in path.iter().enumerate() {
+            let Body::To(next) = table[usize::from(b)][usize::from(x)] else { return None };
+            k += u32::from(b == 0);
+            b = next;
+            if b == 0 && k == chars {
+                return Some(at + 1);
+            }
+            if k > chars {
+                return None;
+            }
+        }
+        None
     }
 
     /// Adds to `out` the slice tokens that begin at most `capacity` characters.

@@ -209,7 +209,7 @@ impl Conv<'_> {
                 return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
             }
             let body = self.counted_chars(m.min_len, m.max_len)?;
-            return Ok(Some(format!("\"\\\"\" {body} \"\\\"\"")));
+            return Ok(Some(format!("\"\\\"\" {body}")));
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
             let body = jstr::not_in_for(self.opts.spelling, &mut self.e, &excluded)?;
@@ -288,26 +288,49 @@ impl Conv<'_> {
         Ok(dfa)
     }
 
-    /// A run of `lo..=hi` characters (`hi` `None`: unbounded). Up to [`LONG_RUN`] characters:
-    /// `json_char{lo,hi}`. Longer bounds are built from blocks of [`RUN_BLOCK`] characters, two
-    /// rules shared by the whole grammar (a block, and a run shorter than a block): `lo = a*B + c`
-    /// characters as `a` blocks and `c` characters, then at most `hi - lo = q*B + r` more as
-    /// `block{0,q-1} short | block{q} char{0,r}` (every length has one parse).
-    /// PERF: `json_char{0,32767}` is a chain of 32,767 copies of the character automaton; two or
-    /// three such bounds passed the grammar's automaton-size limit (`maxLength: 65535` is common).
+    /// A string body of `lo..=hi` characters (`hi` `None`: unbounded) and its closing quote.
+    /// Up to [`LONG_RUN`] characters: `json_char{lo,hi} "\""`. Longer bounds are built from
+    /// blocks of [`RUN_BLOCK`] (`B`) characters, two rules shared by the whole grammar: `block`
+    /// (`B` characters) and `short` (fewer than `B`, then the quote). The rest after a fixed
+    /// prefix, at most `n = q*B + r` characters, is `block{0,q-1} short | block{q} char{0,r} "\""`
+    /// (every length has one parse: `L = (L div B)` blocks and `L mod B` characters). When
+    /// `lo < B` the first `B` characters stay one plain chain of the string's own rule:
+    /// `char{lo,B-1} "\"" | char{B} rest(hi - B)`; else `lo = a*B + c` is `block{a} char{c}`.
+    /// States: about `(2B + r)` character automata per string and `2B` shared, against `hi`.
+    /// PERF: a string's first `B` characters are one chain without rule edges, as an unrolled
+    /// bound is: the counted-body shortcuts of kernel classification read them alone, where
+    /// with blocks from the start every position had a block and a `short` item (masks p95
+    /// about 2x on MaskBench o6251/sp_187). `json_char{0,4096}` was 176k states (sp_72's TTFM
+    /// ~90 ms); `json_char{0,32767}` passed the grammar's automaton-size limit.
     fn counted_chars(&mut self, lo: u64, hi: Option<u64>) -> Result<String> {
         let c = self.char_rule.clone();
         if lo <= LONG_RUN && hi.is_none_or(|h| h <= LONG_RUN) {
             return Ok(match (lo, hi) {
-                (0, None) => format!("{c}*"),
-                (lo, None) => format!("{c}{{{lo},}}"),
-                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}}"),
+                (0, None) => format!("{c}* {QUOTE}"),
+                (lo, None) => format!("{c}{{{lo},}} {QUOTE}"),
+                (lo, Some(hi)) => format!("{c}{{{lo},{hi}}} {QUOTE}"),
             });
         }
         let block = format!("{c}.block");
         let short = format!("{c}.short");
         self.e.define_once(&block, &format!("{c}{{{RUN_BLOCK}}}"))?;
-        self.e.define_once(&short, &format!("{c}{{0,{}}}", RUN_BLOCK - 1))?;
+        self.e.define_once(&short, &format!("{c}{{0,{}}} {QUOTE}", RUN_BLOCK - 1))?;
+        let rest = |n: u64| {
+            let (q, r) = (n / RUN_BLOCK, n % RUN_BLOCK);
+            match q {
+                0 => format!("{c}{{0,{r}}} {QUOTE}"),
+                1 => format!("({short} | {block} {c}{{0,{r}}} {QUOTE})"),
+                q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}} {QUOTE})", q - 1),
+            }
+        };
+        // hi > LONG_RUN >= RUN_BLOCK here.
+        if let Some(hi) = hi.filter(|_| lo < RUN_BLOCK) {
+            return Ok(format!(
+                "({c}{{{lo},{}}} {QUOTE} | {c}{{{RUN_BLOCK}}} {})",
+                RUN_BLOCK - 1,
+                rest(hi - RUN_BLOCK)
+            ));
+        }
         let mut parts = Vec::new();
         let (a, rem) = (lo / RUN_BLOCK, lo % RUN_BLOCK);
         if a > 0 {
@@ -317,16 +340,8 @@ impl Conv<'_> {
             parts.push(format!("{c}{{{rem}}}"));
         }
         match hi {
-            None => parts.push(format!("{c}*")),
-            Some(hi) => {
-                let (q, r) = ((hi - lo) / RUN_BLOCK, (hi - lo) % RUN_BLOCK);
-                let tail = match q {
-                    0 => format!("{c}{{0,{r}}}"),
-                    1 => format!("({short} | {block} {c}{{0,{r}}})"),
-                    q => format!("({block}{{0,{}}} {short} | {block}{{{q}}} {c}{{0,{r}}})", q - 1),
-                };
-                parts.push(tail);
-            }
+            None => parts.push(format!("{c}* {QUOTE}")),
+            Some(hi) => parts.push(rest(hi - lo)),
         }
         Ok(parts.join(" "))
     }
@@ -421,9 +436,16 @@ impl Conv<'_> {
 }
 
 /// Character runs with a bound above this are built from blocks ([`Conv::counted_chars`]).
-const LONG_RUN: u64 = 4096;
-/// Characters in a block of a long run.
-const RUN_BLOCK: u64 = 1024;
+/// Above it the blocks' states (at most `4 * RUN_BLOCK` character automata, the two shared
+/// rules included) are fewer than the unrolled run's; at 1024 about as many.
+const LONG_RUN: u64 = 1024;
+/// The closing quote of a string, inside the counted run's rules.
+const QUOTE: &str = "\"\\\"\"";
+/// Characters in a block of a long run. Invariant for fast masks: `RUN_BLOCK - 1` is at least
+/// the longest token's characters (Llama 3: 128 bytes), so `short`'s start and a block's first
+/// positions are counted bodies no token outruns (`slice::counted_calls`). Measured at 256:
+/// masks on the long-`maxLength` MaskBench schemas as fast as with the unrolled run.
+const RUN_BLOCK: u64 = 256;
 
 /// Most values of a bounded `multipleOf` listed one by one ([`Conv::bounded_multiples`]).
 const MAX_LISTED_MULTIPLES: i128 = 300;
