@@ -51,7 +51,7 @@ fn kernel_work(g: &Grammar, vocab: &Arc<Vocabulary>, state: StateId) -> usize {
     let (mut lo, mut hi) = (0, 1 << 20);
     assert!(fits(hi));
     while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
+        let mid = usize::midpoint(lo, hi);
         if fits(mid) {
             hi = mid;
         } else {
