@@ -259,11 +259,18 @@ thread_local! {
 /// of `state` in `a` that starts on this thread during `f`; unused ones are dropped after `f`.
 /// The offer lives only within `f`, while `a` is borrowed: the address names one automaton.
 pub fn offering_rows<R>(a: &Automata, state: StateId, rows: Option<WalkRows>, f: impl FnOnce() -> R) -> R {
+    /// Puts the enclosing offer back, also when `f` unwinds (no offer outlives its automaton).
+    struct Restore(Option<(usize, StateId, WalkRows)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            // `try_with`: during thread teardown the offer is just dropped.
+            let _ = OFFERED_ROWS.try_with(|o| *o.borrow_mut() = outer);
+        }
+    }
     let offer = rows.map(|r| (std::ptr::from_ref(a) as usize, state, r));
-    let outer = OFFERED_ROWS.with(|o| std::mem::replace(&mut *o.borrow_mut(), offer));
-    let r = f();
-    OFFERED_ROWS.with(|o| *o.borrow_mut() = outer);
-    r
+    let _restore = Restore(OFFERED_ROWS.with(|o| std::mem::replace(&mut *o.borrow_mut(), offer)));
+    f()
 }
 
 /// The rows offered to a walk of `state` in `a`, if any (see [`offering_rows`]).
