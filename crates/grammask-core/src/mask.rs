@@ -271,7 +271,10 @@ fn classify_walk(
     let fresh = CoverMemo::default();
     let sc = Shortcuts { cover: Some(sc.cover.unwrap_or(&fresh)), ..sc };
     for &interned in modes {
-        let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, budget, &mut *on_budget);
+        let mut w = match interned.then(|| offered_rows(a, state)).flatten() {
+            Some(rows) => KernelWalk::with_rows(a, trie, vocab_size, rows, &sc, budget, &mut *on_budget),
+            None => KernelWalk::new(a, trie, vocab_size, state, &sc, interned, budget, &mut *on_budget),
+        };
         // One budget for all the cover searches of the state (see `MAX_STATE_COVER_PAIRS`).
         let classified = crate::slice::with_cover_budget(crate::slice::MAX_STATE_COVER_PAIRS, || w.classify(state, sc));
         match classified? {
@@ -286,6 +289,57 @@ fn classify_walk(
         }
     }
     unreachable!("the last mode is the stack walk, which has no memo to fill")
+}
+
+/// The interned rows of a completed kernel walk: its chart (an arena of distinct rows from the
+/// kernel chart of its state on) and their byte transitions. A later walk from the same kernel
+/// state may go on from them: a row's transitions depend only on the row (see [`RowMemo`]).
+pub struct WalkRows {
+    chart: Chart,
+    memo: RowMemo,
+}
+
+/// The row of a kernel chart ([`Chart::with_kernel`]) that holds the kernel item's closure; the
+/// rows a walk interns follow it.
+const KERNEL_ROW: usize = 1;
+
+thread_local! {
+    /// Rows offered by [`offering_rows`] on this thread, with the (automaton address, state)
+    /// whose walk may take them.
+    static OFFERED_ROWS: std::cell::RefCell<Option<(usize, StateId, WalkRows)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `rows` (of a walk of `state` in `a`) offered to the first interned kernel walk
+/// of `state` in `a` that starts on this thread during `f`; unused ones are dropped after `f`.
+/// The offer lives only within `f`, while `a` is borrowed: the address names one automaton.
+pub fn offering_rows<R>(a: &Automata, state: StateId, rows: Option<WalkRows>, f: impl FnOnce() -> R) -> R {
+    /// Puts the enclosing offer back, also when `f` unwinds (no offer outlives its automaton).
+    struct Restore(Option<(usize, StateId, WalkRows)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            // `try_with`: during thread teardown the offer is just dropped.
+            let _ = OFFERED_ROWS.try_with(|o| *o.borrow_mut() = outer);
+        }
+    }
+    let offer = rows.map(|r| (std::ptr::from_ref(a) as usize, state, r));
+    let _restore = Restore(OFFERED_ROWS.with(|o| std::mem::replace(&mut *o.borrow_mut(), offer)));
+    f()
+}
+
+/// The rows offered to a walk of `state` in `a`, if any (see [`offering_rows`]).
+fn offered_rows(a: &Automata, state: StateId) -> Option<WalkRows> {
+    OFFERED_ROWS.with(|o| {
+        let mut o = o.borrow_mut();
+        match o.take() {
+            Some((addr, s, rows)) if addr == std::ptr::from_ref(a) as usize && s == state => Some(rows),
+            other => {
+                *o = other;
+                None
+            }
+        }
+    })
 }
 
 impl<'a> KernelWalk<'a> {
@@ -303,6 +357,34 @@ impl<'a> KernelWalk<'a> {
     ) -> KernelWalk<'a> {
         let chart = Chart::with_kernel(a, state);
         let memo = interned.then(|| RowMemo::new(&chart));
+        KernelWalk::on_rows(a, trie, vocab_size, chart, memo, sc, budget, on_budget)
+    }
+
+    /// A walk on the interned rows of an earlier walk of the same kernel state (see [`WalkRows`]).
+    #[allow(clippy::too_many_arguments)]
+    fn with_rows(
+        a: &'a Automata,
+        trie: &'a TokenTrie,
+        vocab_size: usize,
+        rows: WalkRows,
+        sc: &Shortcuts<'a>,
+        budget: usize,
+        on_budget: &'a mut dyn FnMut() -> bool,
+    ) -> KernelWalk<'a> {
+        KernelWalk::on_rows(a, trie, vocab_size, rows.chart, Some(rows.memo), sc, budget, on_budget)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_rows(
+        a: &'a Automata,
+        trie: &'a TokenTrie,
+        vocab_size: usize,
+        chart: Chart,
+        memo: Option<RowMemo>,
+        sc: &Shortcuts<'a>,
+        budget: usize,
+        on_budget: &'a mut dyn FnMut() -> bool,
+    ) -> KernelWalk<'a> {
         KernelWalk {
             visits: 0,
             budget,

@@ -61,6 +61,9 @@ const LEAD_MAX_CHAIN: u32 = 1024;
 /// walk of `X` stepped them for every whitespace node of the trie: ~60-80 µs per key position
 /// after `,` or `{`, per position before `:` and per value after `:` on Llama 3, one or two new
 /// ones in most MaskBench fills between p98 and p99.9.
+///
+/// With the classification come the walk's interned rows (none if it ran on a plain stack),
+/// for `t`'s own kernel walk to go on from ([`super::offering_rows`]).
 pub fn classify_after_lead(
     a: &Automata,
     trie: &TokenTrie,
@@ -69,7 +72,7 @@ pub fn classify_after_lead(
     sc: Shortcuts<'_>,
     class: &ByteSet,
     bound: u32,
-) -> Result<Option<KernelMask>> {
+) -> Result<Option<(KernelMask, Option<WalkRows>)>> {
     let mut never = || false;
     for interned in [true, false] {
         let mut w = KernelWalk::new(a, trie, vocab_size, t, &sc, interned, usize::MAX, &mut never);
@@ -113,8 +116,9 @@ pub fn classify_after_lead(
             }
         }
         if done {
-            let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-            return Ok(Some(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes)));
+            let KernelWalk { uncertain, suffixes, accepted, chart, memo, .. } = w;
+            let rows = memo.map(|memo| WalkRows { chart, memo });
+            return Ok(Some((kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes), rows)));
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")

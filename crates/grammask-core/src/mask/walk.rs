@@ -14,7 +14,8 @@ impl KernelWalk<'_> {
         let fresh = CoverMemo::default();
         let memo = self.cover.unwrap_or(&fresh);
         let w = self;
-        let base = Frame::Rows(w.chart.num_rows());
+        // The kernel row, whatever rows an earlier walk of the state interned (`offering_rows`).
+        let base = Frame::Rows(KERNEL_ROW + 1);
         if let Some((cb, chain)) = sc.class_body {
             // A counted class body: its class-text tokens that fit are read inside the rule, every
             // other token is refused without a rule end a context continues on the way, except
@@ -74,7 +75,7 @@ impl KernelWalk<'_> {
                 // no rule end on its path to record.
                 // PERF: a literal that starts with `"` (a tag's `", "parameters": `) has capacity
                 // 0 and replayed every frontier node of the vocabulary (~10-80 us per kernel).
-                let readable = row_bytes(a, w.chart.last_row());
+                let readable = row_bytes(a, w.chart.row(KERNEL_ROW));
                 let first =
                     |f: &crate::slice::FrontierNode| *f.path.first().unwrap_or(&trie.nodes[f.node as usize].byte);
                 for f in sl.frontier.iter().filter(|f| !f.dead && readable.contains(first(f))) {
