@@ -10,7 +10,7 @@
 use crate::compiler::RuleMemo;
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
+use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, Walked, WalkedBody};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
@@ -47,7 +47,7 @@ pub struct TokenIndex {
     first_chars: OnceLock<FirstChars>,
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
-    walked_bodies: RwLock<HashMap<u128, Option<Arc<WalkedBody>>>>,
+    walked_bodies: RwLock<HashMap<Walked, Option<Arc<WalkedBody>>>>,
     /// Counted class-body slices by character automaton form, built on first use (at most
     /// [`MAX_CLASS_BODY_SLICES`]; past them each compiled grammar builds its own).
     class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
@@ -99,16 +99,20 @@ impl TokenIndex {
         self.first_chars.get_or_init(|| FirstChars::new(&self.trie))
     }
 
-    /// The body slice with the ASCII characters of `walked` walked ([`WalkedBody`]), built on first
-    /// use; `None` when one is not walkable or the per-vocabulary budget is spent.
-    pub fn walked_body(&self, walked: u128) -> Option<Arc<WalkedBody>> {
+    /// The body slice with the ASCII characters or strings of `walked` walked ([`WalkedBody`]),
+    /// built on first use; `None` when one is not walkable or the per-vocabulary budget is spent.
+    pub fn walked_body(&self, walked: Walked) -> Option<Arc<WalkedBody>> {
         if let Some(w) = read(&self.walked_bodies).get(&walked) {
             return w.clone();
         }
         if read(&self.walked_bodies).len() >= MAX_WALKED_BODIES {
             return None;
         }
-        let built = WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), walked).map(Arc::new);
+        let built = match walked {
+            Walked::Chars(chars) => WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), chars),
+            Walked::Strings(strings) => WalkedBody::with_strings(&self.trie, self.body_slice(), strings),
+        }
+        .map(Arc::new);
         write(&self.walked_bodies).entry(walked).or_insert(built).clone()
     }
 
