@@ -10,7 +10,7 @@
 use crate::compiler::RuleMemo;
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, Walked, WalkedBody};
+use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
@@ -45,6 +45,9 @@ pub struct TokenIndex {
     /// Where body text first reads each ASCII character, built on first use (`slice/walked.rs`;
     /// ~1.5 ms on Llama 3, as the body slice): only a vocabulary whose walked cover succeeds pays.
     first_chars: OnceLock<FirstChars>,
+    /// Where body text reads each string of two or three ASCII characters, built on first use
+    /// (`slice/walked.rs`): only a vocabulary whose walked-strings cover succeeds pays.
+    string_index: OnceLock<StringIndex>,
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
     walked_bodies: RwLock<HashMap<Walked, Option<Arc<WalkedBody>>>>,
@@ -110,7 +113,13 @@ impl TokenIndex {
         }
         let built = match walked {
             Walked::Chars(chars) => WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), chars),
-            Walked::Strings(strings) => WalkedBody::with_strings(&self.trie, self.body_slice(), strings),
+            Walked::Strings(strings) => WalkedBody::with_strings(
+                &self.trie,
+                self.body_slice(),
+                || self.first_chars(),
+                self.string_index.get_or_init(|| StringIndex::new(&self.trie)),
+                strings,
+            ),
         }
         .map(Arc::new);
         write(&self.walked_bodies).entry(walked).or_insert(built).clone()
@@ -284,6 +293,7 @@ impl TokenIndex {
             classes_seen,
             quote_ends,
             first_chars,
+            string_index,
             walked_bodies,
             class_body_slices,
             rule_dfas,
@@ -308,6 +318,7 @@ impl TokenIndex {
             ("class_body_slices", class_bodies),
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
+            ("string_index", string_index.get().map_or(0, StringIndex::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
             ("classes_seen", read(classes_seen).len() * entry),
@@ -356,6 +367,7 @@ impl TokenIndex {
             classes_seen: RwLock::new(HashSet::new()),
             quote_ends: OnceLock::new(),
             first_chars: OnceLock::new(),
+            string_index: OnceLock::new(),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),
             rule_dfas: RuleMemo::new(limits::RULE_MEMO_BYTES),
