@@ -10,7 +10,9 @@
 use crate::compiler::RuleMemo;
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody};
+use crate::slice::{
+    BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
+};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};

@@ -1433,8 +1433,26 @@ fn walked_string_masks_match_brute_force() {
         "oneOf": [{"pattern": "maker"}, {"pattern": "admin"}, {"pattern": "tor"}]}}"#;
     let g = lax_schema_grammar(schema);
     let pieces: &[&[u8]] = &[
-        b"ma", b"ker", b"ad", b"min", b"to", b"r", b"n", b"er", b"or", b"in", b"e", b"k", b"x", b"\"", b"\", \"",
-        b"[\"", b"\"]", b" ", b"\\n", b"\xc3\xa9",
+        b"ma",
+        b"ker",
+        b"ad",
+        b"min",
+        b"to",
+        b"r",
+        b"n",
+        b"er",
+        b"or",
+        b"in",
+        b"e",
+        b"k",
+        b"x",
+        b"\"",
+        b"\", \"",
+        b"[\"",
+        b"\"]",
+        b" ",
+        b"\\n",
+        b"\xc3\xa9",
     ];
     let mut rng = Rng(0x0A55_1818);
     let letters = b"makerdinot ";

@@ -1019,7 +1019,18 @@ fn walked_string_kernels_equal_full_walks() {
     let schema = r#"{"type": "object", "properties": {"s": {"type": "string",
         "oneOf": [{"pattern": "maker"}, {"pattern": "admin"}, {"pattern": "tor"}]}},
         "additionalProperties": false}"#;
-    let extra = ["makeradmin", "adminmaker", "torker", "kermin", "tomaker", "\\u0072", "\u{e9}r", "a\\\"tor", "t\"or", "\u{e9}tor"];
+    let extra = [
+        "makeradmin",
+        "adminmaker",
+        "torker",
+        "kermin",
+        "tomaker",
+        "\\u0072",
+        "\u{e9}r",
+        "a\\\"tor",
+        "t\"or",
+        "\u{e9}tor",
+    ];
     let WalkedFixture { a, follow, trie, n, body, firsts } =
         walked_fixture(schema, b"makerdinot ", 120_000, 9, 0x0A55_1818, &extra);
     assert!(!firsts.walkable(b'r') && !firsts.walkable(b'n'), "the fixture must not walk `r` or `n`");
