@@ -104,6 +104,11 @@ impl TokenIndex {
         self.first_chars.get_or_init(|| FirstChars::new(&self.trie))
     }
 
+    /// Where body text reads each string of two or three ASCII characters ([`StringIndex`]).
+    pub fn string_index(&self) -> &StringIndex {
+        self.string_index.get_or_init(|| StringIndex::new(&self.trie))
+    }
+
     /// The body slice with the ASCII characters or strings of `walked` walked ([`WalkedBody`]),
     /// built on first use; `None` when one is not walkable or the per-vocabulary budget is spent.
     pub fn walked_body(&self, walked: Walked) -> Option<Arc<WalkedBody>> {
@@ -119,7 +124,7 @@ impl TokenIndex {
                 &self.trie,
                 self.body_slice(),
                 || self.first_chars(),
-                self.string_index.get_or_init(|| StringIndex::new(&self.trie)),
+                self.string_index(),
                 strings,
             ),
         }
