@@ -1024,7 +1024,9 @@ impl CompiledGrammar {
             runs: Some(&runs),
             state_runs: Some(&state_runs),
             cover: Some(&self.cover),
-            walked: Some((&|x: u8| self.index.first_chars().walkable(x), &|w: u128| self.index.walked_body(w))),
+            walked: Some((&|x: u8| self.index.first_chars().walkable(x), &|w: crate::slice::Walked| {
+                self.index.walked_body(w)
+            })),
         })
     }
 

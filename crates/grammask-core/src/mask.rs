@@ -102,8 +102,8 @@ pub struct Shortcuts<'a> {
     pub walked: Option<(&'a dyn Fn(u8) -> bool, &'a WalkedBodies<'a>)>,
 }
 
-/// The body slice with some ASCII characters walked, by those characters (built on first use).
-pub type WalkedBodies<'a> = dyn Fn(u128) -> Option<Arc<WalkedBody>> + 'a;
+/// The body slice with some ASCII characters or strings walked, by those (built on first use).
+pub type WalkedBodies<'a> = dyn Fn(crate::slice::Walked) -> Option<Arc<WalkedBody>> + 'a;
 
 /// Per-state token classification, shared by all matchers of a compiled grammar.
 #[derive(Clone, Debug, PartialEq, Eq)]

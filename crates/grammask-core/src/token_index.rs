@@ -10,7 +10,9 @@
 use crate::compiler::RuleMemo;
 use crate::limits;
 use crate::mask::{KernelMask, QuoteEnds};
-use crate::slice::{BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, WalkedBody};
+use crate::slice::{
+    BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
+};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
@@ -45,9 +47,12 @@ pub struct TokenIndex {
     /// Where body text first reads each ASCII character, built on first use (`slice/walked.rs`;
     /// ~1.5 ms on Llama 3, as the body slice): only a vocabulary whose walked cover succeeds pays.
     first_chars: OnceLock<FirstChars>,
+    /// Where body text reads each string of two or three ASCII characters, built on first use
+    /// (`slice/walked.rs`): only a vocabulary whose walked-strings cover succeeds pays.
+    string_index: OnceLock<StringIndex>,
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
-    walked_bodies: RwLock<HashMap<u128, Option<Arc<WalkedBody>>>>,
+    walked_bodies: RwLock<HashMap<Walked, Option<Arc<WalkedBody>>>>,
     /// Counted class-body slices by character automaton form, built on first use (at most
     /// [`MAX_CLASS_BODY_SLICES`]; past them each compiled grammar builds its own).
     class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
@@ -99,16 +104,31 @@ impl TokenIndex {
         self.first_chars.get_or_init(|| FirstChars::new(&self.trie))
     }
 
-    /// The body slice with the ASCII characters of `walked` walked ([`WalkedBody`]), built on first
-    /// use; `None` when one is not walkable or the per-vocabulary budget is spent.
-    pub fn walked_body(&self, walked: u128) -> Option<Arc<WalkedBody>> {
+    /// Where body text reads each string of two or three ASCII characters ([`StringIndex`]).
+    pub fn string_index(&self) -> &StringIndex {
+        self.string_index.get_or_init(|| StringIndex::new(&self.trie))
+    }
+
+    /// The body slice with the ASCII characters or strings of `walked` walked ([`WalkedBody`]),
+    /// built on first use; `None` when one is not walkable or the per-vocabulary budget is spent.
+    pub fn walked_body(&self, walked: Walked) -> Option<Arc<WalkedBody>> {
         if let Some(w) = read(&self.walked_bodies).get(&walked) {
             return w.clone();
         }
         if read(&self.walked_bodies).len() >= MAX_WALKED_BODIES {
             return None;
         }
-        let built = WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), walked).map(Arc::new);
+        let built = match walked {
+            Walked::Chars(chars) => WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), chars),
+            Walked::Strings(strings) => WalkedBody::with_strings(
+                &self.trie,
+                self.body_slice(),
+                || self.first_chars(),
+                self.string_index(),
+                strings,
+            ),
+        }
+        .map(Arc::new);
         write(&self.walked_bodies).entry(walked).or_insert(built).clone()
     }
 
@@ -280,6 +300,7 @@ impl TokenIndex {
             classes_seen,
             quote_ends,
             first_chars,
+            string_index,
             walked_bodies,
             class_body_slices,
             rule_dfas,
@@ -304,6 +325,7 @@ impl TokenIndex {
             ("class_body_slices", class_bodies),
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
+            ("string_index", string_index.get().map_or(0, StringIndex::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
             ("classes_seen", read(classes_seen).len() * entry),
@@ -352,6 +374,7 @@ impl TokenIndex {
             classes_seen: RwLock::new(HashSet::new()),
             quote_ends: OnceLock::new(),
             first_chars: OnceLock::new(),
+            string_index: OnceLock::new(),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),
             rule_dfas: RuleMemo::new(limits::RULE_MEMO_BYTES),

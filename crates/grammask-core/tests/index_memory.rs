@@ -156,9 +156,15 @@ fn every_part_of_the_token_index_is_counted() {
     grows("first_chars", &|| {
         index.first_chars();
     });
+    grows("string_index", &|| {
+        index.string_index();
+    });
     grows("walked_bodies", &|| {
-        index.walked_body(1 << b':').unwrap();
-        index.walked_body(1 << b'_').unwrap();
+        use grammask_core::slice::Walked;
+        index.walked_body(Walked::Chars(1 << b':')).unwrap();
+        index.walked_body(Walked::Chars(1 << b'_')).unwrap();
+        // `e_` (packed, first character low).
+        index.walked_body(Walked::Strings([u32::from(b'e') | u32::from(b'_') << 8, 0, 0, 0, 0, 0])).unwrap();
     });
     grows("quote_ends", &|| {
         index.quote_ends();

@@ -1420,3 +1420,52 @@ fn one_byte_literals_over_large_subtrees_are_not_walked() {
         assert!(masks_along_docs_match_brute_force(&cg, &vocab, &[b"\"ab\"", b"\"cd\""]) == 8);
     }
 }
+
+/// Masks equal the brute force along arrays of strings that each hold exactly one of a few words
+/// (`oneOf` unanchored patterns, MaskBench `Github_easy---o65510`'s `scopes`), on a vocabulary
+/// where the words' last characters begin too many trie nodes to be walked one by one: the
+/// string starts take the body slice with the words' last characters walked as strings
+/// (`slice::Walked::Strings`; their kernels are checked state by state against the full walk in
+/// `slice::tests::walked_string_kernels_equal_full_walks`).
+#[test]
+fn walked_string_masks_match_brute_force() {
+    let schema = r#"{"type": "array", "items": {"type": "string",
+        "oneOf": [{"pattern": "maker"}, {"pattern": "admin"}, {"pattern": "tor"}]}}"#;
+    let g = lax_schema_grammar(schema);
+    let pieces: &[&[u8]] = &[
+        b"ma",
+        b"ker",
+        b"ad",
+        b"min",
+        b"to",
+        b"r",
+        b"n",
+        b"er",
+        b"or",
+        b"in",
+        b"e",
+        b"k",
+        b"x",
+        b"\"",
+        b"\", \"",
+        b"[\"",
+        b"\"]",
+        b" ",
+        b"\\n",
+        b"\xc3\xa9",
+    ];
+    let mut rng = Rng(0x0A55_1818);
+    let letters = b"makerdinot ";
+    let mut extra: Vec<Vec<u8>> = (0..120_000)
+        .map(|_| (0..1 + rng.below(9)).map(|_| letters[rng.below(letters.len() as u64) as usize]).collect())
+        .collect();
+    extra.extend(["makeradmin", "adminmaker", "torker", "\"maker\"", "\\u0072"].map(|t| t.as_bytes().to_vec()));
+    let vocab = pieces_vocab(&mut rng, pieces, 0, extra);
+    let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
+    assert!(!index.first_chars().walkable(b'r') && !index.first_chars().walkable(b'n'), "`r` and `n` walkable");
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: [&str; 2] = [r#"["maker", "xadminx", "tor\u00e9", "to\nr maker"]"#, r#"["admi admin", "ma ker tor"]"#];
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(checked > 50);
+}

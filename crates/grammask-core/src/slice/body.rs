@@ -218,7 +218,7 @@ impl BodySlice {
 
     /// [`Self::covers`], or else what the search from `s` itself misread (see
     /// [`super::cover::cover_search`]), for [`super::walked_cover`].
-    pub fn covers_or_misread(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Option<(u8, u8)>> {
+    pub fn covers_or_misread(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Option<super::Misread>> {
         if let Some(cover) = Self::covers_through_quoted_calls(a, s, memo) {
             return Ok(cover);
         }

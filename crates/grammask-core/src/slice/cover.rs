@@ -122,6 +122,18 @@ pub enum SliceKey {
     /// The string-body automaton with these ASCII bytes walked at a character boundary
     /// ([`super::WalkedBody`]).
     BodyWalking(u128),
+    /// The string-body automaton with these short ASCII strings walked ([`super::Walked::Strings`]).
+    BodyStrings([u32; super::walked::MAX_WALKED_STRINGS]),
+}
+
+/// A misread: the slice state, the byte, and the last two ASCII characters (at a character
+/// boundary) on one path to the misreading pair, the last in the low byte (0: none known).
+pub type Misread = (u8, u8, u16);
+
+/// Whether slice state `b` is at a character boundary of the string-body slices (the body's state
+/// 0, or a walked-string prefix state: [`super::walked`]).
+fn boundary(b: u8) -> bool {
+    b == 0 || b >= super::walked::FIRST_PREFIX_STATE
 }
 
 /// Cover-search verdicts of one compiled grammar, per slice: the configuration sets met so far
@@ -139,7 +151,7 @@ pub struct CoverMemo {
     slices: Mutex<FastMap<(SliceKey, bool), Explored>>,
     /// Per kernel state, what [`super::walked_cover`] found (a state whose walked searches failed
     /// is not searched again).
-    pub(super) walked: Mutex<FastMap<StateId, Option<(u128, super::Cover)>>>,
+    pub(super) walked: Mutex<FastMap<StateId, Option<(super::Walked, super::Cover)>>>,
 }
 
 #[derive(Debug)]
@@ -168,7 +180,7 @@ struct Explored {
     /// Per bad pair, the (slice state, byte) of the misread it reaches (a byte the slice reads and
     /// no configuration does, or a dead byte some configuration reads), kept only for string-body
     /// slices and only an ASCII byte at a character boundary (what [`super::walked_cover`] uses).
-    misreads: FastMap<(u32, u8), (u8, u8)>,
+    misreads: FastMap<(u32, u8), Misread>,
     keeps_misreads: bool,
     /// The slice states from which every path returns to state 0 (inside a character): a set
     /// there is explored in place of the pair whose character it is, never a pair of its own
@@ -220,7 +232,7 @@ impl Explored {
             inert_refused,
             refused_roots: Vec::new(),
             misreads: HashMap::with_hasher(FastState),
-            keeps_misreads: matches!(key, SliceKey::Body | SliceKey::BodyWalking(_)),
+            keeps_misreads: matches!(key, SliceKey::Body | SliceKey::BodyWalking(_) | SliceKey::BodyStrings(_)),
             stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
             ids: HashMap::with_hasher(FastState),
             sets: Vec::new(),
@@ -247,9 +259,9 @@ impl Explored {
 
     /// Marks pair `(id, b)` refuting, by `misread`; returns the misread if kept (see
     /// [`Self::misreads`]): a fresh search and a memoized one report the same.
-    fn refute(&mut self, id: u32, b: u8, misread: Option<(u8, u8)>) -> Option<(u8, u8)> {
+    fn refute(&mut self, id: u32, b: u8, misread: Option<Misread>) -> Option<Misread> {
         self.bad[id as usize] |= 1 << b;
-        let kept = misread.filter(|&(mb, x)| self.keeps_misreads && mb == 0 && x < 0x80);
+        let kept = misread.filter(|&(mb, x, _)| self.keeps_misreads && boundary(mb) && x < 0x80);
         if let Some(m) = kept {
             self.misreads.insert((id, b), m);
         }
@@ -413,7 +425,7 @@ pub(super) fn cover_search(
     key: SliceKey,
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
-) -> Result<Ends, Option<(u8, u8)>> {
+) -> Result<Ends, Option<Misread>> {
     let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for abstract_returns in [true, false] {
         let k = (key, abstract_returns);
@@ -441,12 +453,12 @@ fn search(
     ex: &mut Explored,
     root: u32,
     step: &impl Fn(u8, u8) -> Body,
-) -> Result<Result<Ends, Option<(u8, u8)>>, Refused> {
+) -> Result<Result<Ends, Option<Misread>>, Refused> {
     if let Some(v) = ex.decided(root, 0) {
         return Ok(v.map_err(|()| ex.misreads.get(&(root, 0)).copied()));
     }
     let mut g = Graph::default();
-    g.pair(root, 0);
+    g.pair(root, 0, 0);
     while let Some(p) = g.stack.pop() {
         let (id, b) = g.pairs[p as usize];
         let set = ex.sets[id as usize].clone();
@@ -488,6 +500,9 @@ struct Graph {
     pairs: Vec<(u32, u8)>,
     ends: Vec<bool>,
     inside: Vec<bool>,
+    /// Per pair, the last two ASCII characters read at a boundary on the path that found it
+    /// (see [`Misread`]).
+    hist: Vec<u16>,
     edges: Vec<(u32, u32)>,
     /// The pairs still to explore.
     stack: Vec<u32>,
@@ -514,7 +529,7 @@ impl Graph {
 
     /// The local index of pair `(id, b)`, a new pair to explore if it is not one yet; `None` past
     /// the bounds.
-    fn pair(&mut self, id: u32, b: u8) -> Option<u32> {
+    fn pair(&mut self, id: u32, b: u8, hist: u16) -> Option<u32> {
         if let Some(&q) = self.local.get(&(id, b)) {
             return Some(q);
         }
@@ -526,6 +541,7 @@ impl Graph {
         self.pairs.push((id, b));
         self.ends.push(false);
         self.inside.push(false);
+        self.hist.push(hist);
         self.stack.push(q);
         Some(q)
     }
@@ -544,8 +560,10 @@ fn expand(
     p: u32,
     set: &[Config],
     b: u8,
-) -> Result<Result<(), Option<(u8, u8)>>, Refused> {
+) -> Result<Result<(), Option<Misread>>, Refused> {
     let (pid, pb) = g.pairs[p as usize];
+    // The path's characters before a byte read here (none inside a character).
+    let hist = if boundary(b) { g.hist[p as usize] } else { 0 };
     // Sets are sorted: an inert configuration, if any, is last.
     let inert = set.last().is_some_and(|&(q, _)| q == INERT);
     if inert && ex.inert_refused >> b & 1 == 1 {
@@ -578,7 +596,7 @@ fn expand(
                 Body::To(nb) => {
                     debug_assert!(nb < 16, "slice automaton state {nb}");
                     if next.is_empty() {
-                        break 'runs Err(ex.refute(pid, pb, Some((b, x))));
+                        break 'runs Err(ex.refute(pid, pb, Some((b, x, hist))));
                     }
                     next.sort_unstable();
                     next.dedup();
@@ -624,7 +642,8 @@ fn expand(
                             break 'runs Err(ex.refute(pid, pb, misread));
                         }
                         None => {
-                            let Some(q) = g.pair(nid, nb) else { break 'runs Err(None) };
+                            let seen = if boundary(nb) && x < 0x80 { hist << 8 | u16::from(x) } else { 0 };
+                            let Some(q) = g.pair(nid, nb, seen) else { break 'runs Err(None) };
                             // Runs of one pair often lead to the same pair: one edge is enough.
                             if g.edges.last() != Some(&(p, q)) {
                                 g.edges.push((p, q));
@@ -633,7 +652,7 @@ fn expand(
                     }
                 }
                 Body::Dead if !next.is_empty() => {
-                    break 'runs Err(ex.refute(pid, pb, Some((b, x))));
+                    break 'runs Err(ex.refute(pid, pb, Some((b, x, hist))));
                 }
                 Body::Dead | Body::Walk => {}
             }

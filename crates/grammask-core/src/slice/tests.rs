@@ -954,7 +954,7 @@ fn walked_body_kernels_equal_full_walks() {
     let WalkedFixture { a, follow, trie, n, body, firsts } =
         walked_fixture(schema, b"/./,;aab\"\\ ", 3000, 6, 0x5EED_1818, &extra);
     let walkable = |x: u8| firsts.walkable(x);
-    let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
+    let bodies = |w: Walked| walked_body(&trie, &body, &firsts, &StringIndex::new(&trie), w);
     let memo = CoverMemo::default();
     let mut walked = std::collections::BTreeSet::new();
     let walked_from = |s: StateId, memo: &CoverMemo| {
@@ -965,7 +965,7 @@ fn walked_body_kernels_equal_full_walks() {
         let fresh = walked_from(s, &CoverMemo::default());
         fresh_all.push(fresh);
         assert_eq!(walked_from(s, &memo), fresh, "state {}", s.0);
-        let Some((chars, _)) = fresh else { continue };
+        let Some((Walked::Chars(chars), _)) = fresh else { continue };
         walked.insert(chars);
         let f = follow[a.state(s).rule.index()];
         let mut never = || false;
@@ -990,6 +990,97 @@ fn walked_body_kernels_equal_full_walks() {
     }
 }
 
+/// The walked body of `w`, as the token index builds it.
+fn walked_body(
+    trie: &crate::trie::TokenTrie,
+    body: &BodySlice,
+    firsts: &FirstChars,
+    index: &StringIndex,
+    w: Walked,
+) -> Option<std::sync::Arc<WalkedBody>> {
+    match w {
+        Walked::Chars(chars) => WalkedBody::new(trie, body, firsts, chars),
+        Walked::Strings(strings) => WalkedBody::with_strings(trie, body, || firsts, index, strings),
+    }
+    .map(std::sync::Arc::new)
+}
+
+/// A string that holds exactly one of a few words (`oneOf` unanchored patterns: MaskBench
+/// `Github_easy---o65510`'s `scopes`) refuses text holding two, at the last character of the
+/// second; those characters (`r`, `n`) begin too many nodes to be walked, so each string start
+/// walked the whole trie. With the words' last three characters walked (`ker`, `min`, `tor`:
+/// [`Walked::Strings`]), such states classify exactly like the full walk while visiting fewer than
+/// a quarter of the trie's nodes (the full walk, given that budget, gives up). Fails without
+/// walked strings (no state walks them), if the string index misses nodes (`makermin` tokens are
+/// accepted), or if the prefix states lose the text before a word (`tor` after `to` is missed).
+#[test]
+fn walked_string_kernels_equal_full_walks() {
+    use crate::mask::{classify_kernel_budget, Shortcuts};
+    let schema = r#"{"type": "object", "properties": {"s": {"type": "string",
+        "oneOf": [{"pattern": "maker"}, {"pattern": "admin"}, {"pattern": "tor"}]}},
+        "additionalProperties": false}"#;
+    let extra = [
+        "makeradmin",
+        "adminmaker",
+        "torker",
+        "kermin",
+        "tomaker",
+        "\\u0072",
+        "\u{e9}r",
+        "a\\\"tor",
+        "t\"or",
+        "\u{e9}tor",
+    ];
+    let WalkedFixture { a, follow, trie, n, body, firsts } =
+        walked_fixture(schema, b"makerdinot ", 120_000, 9, 0x0A55_1818, &extra);
+    assert!(!firsts.walkable(b'r') && !firsts.walkable(b'n'), "the fixture must not walk `r` or `n`");
+    let index = StringIndex::new(&trie);
+    let walkable = |x: u8| firsts.walkable(x);
+    let bodies = |w: Walked| walked_body(&trie, &body, &firsts, &index, w);
+    let memo = CoverMemo::default();
+    let pack = |w: &[u8]| w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
+    let (mut strings, mut walks_strings_only) = (std::collections::BTreeSet::new(), 0);
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let found =
+            BodySlice::covers_or_misread(&a, s, &memo).err().and_then(|m| walked_cover(&a, s, m, walkable, &memo));
+        let Some((Walked::Strings(w), _)) = found else { continue };
+        strings.extend(w.into_iter().filter(|&w| w != 0));
+        let f = follow[a.state(s).rule.index()];
+        let mut never = || false;
+        let full = Shortcuts { follow: Some(&f), ..Default::default() };
+        let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+        let fast = || Shortcuts {
+            body: Some(&body),
+            follow: Some(&f),
+            walked: Some((&walkable, &bodies)),
+            cover: Some(&memo),
+            ..Default::default()
+        };
+        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), usize::MAX, &mut never).unwrap().unwrap();
+        assert_eq!(full.accepted, fast_mask.accepted, "state {} walking {w:x?}", s.0);
+        let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+            k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+        };
+        assert_eq!(spell(&full), spell(&fast_mask), "state {} walking {w:x?}", s.0);
+        // Work: trie nodes visited (and uncertain tokens recorded), see `classify_kernel_budget`;
+        // a state inside a word walks its last character (a unigram), wherever it begins.
+        if w.iter().any(|&w| w != 0 && w < 0x100) {
+            continue;
+        }
+        walks_strings_only += 1;
+        let quarter = trie.nodes.len() / 4;
+        let mut give_up = || true;
+        let plain = Shortcuts { follow: Some(&f), ..Default::default() };
+        assert!(classify_kernel_budget(&a, &trie, n, s, plain, quarter, &mut give_up).unwrap().is_none());
+        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), quarter, &mut give_up).unwrap();
+        assert!(fast_mask.is_some(), "state {} walking {w:x?} visits over {quarter} nodes", s.0);
+    }
+    for want in [&b"ker"[..], b"min", b"tor"] {
+        assert!(strings.contains(&pack(want)), "no state walks {:?}: {strings:x?}", String::from_utf8_lossy(want));
+    }
+    assert!(walks_strings_only >= 3, "{walks_strings_only} states walk only strings");
+}
+
 /// Under a tiny per-state cover budget ([`with_cover_budget`]), every state classifies exactly
 /// like the full walk (the kernels the masks are made of: the full walk is checked against brute
 /// force in `tests/mask_bruteforce.rs`), while some states that cover the body slice no longer
@@ -1010,7 +1101,7 @@ fn tiny_cover_budgets_classify_like_full_walks() {
     let WalkedFixture { a, follow, trie, n, body, firsts } =
         walked_fixture(schema, b"/1-a9fz\"\\ ", 2000, 5, 0x7A11_1818, &extra);
     let walkable = |x: u8| firsts.walkable(x);
-    let bodies = |w: u128| WalkedBody::new(&trie, &body, &firsts, w).map(std::sync::Arc::new);
+    let bodies = |w: Walked| walked_body(&trie, &body, &firsts, &StringIndex::new(&trie), w);
     let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
         k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
     };

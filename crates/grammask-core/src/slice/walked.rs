@@ -15,7 +15,7 @@
 //! `W` character at a character boundary and its own byte is not body text there (a body frontier
 //! node) or is a `W` character at a character boundary.
 use super::body::{body_step, body_table};
-use super::cover::{cover_search, CoverMemo, SliceKey};
+use super::cover::{cover_search, CoverMemo, Misread, SliceKey};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -23,6 +23,149 @@ use crate::trie::TokenTrie;
 
 /// Most characters one walked set holds (each search that adds one is a cover search).
 pub const MAX_WALKED_CHARS: u32 = 4;
+
+/// Most strings one walked-strings set holds (each search that adds one is a cover search).
+pub const MAX_WALKED_STRINGS: usize = 6;
+
+/// Longest walked string.
+const MAX_STRING_LEN: usize = 3;
+
+/// The first slice state past the body automaton's (0-8) of a walked-strings slice: state
+/// `FIRST_PREFIX_STATE + i` is body state 0 after text ending with the `i`-th proper prefix of a
+/// walked string (the longest such), so at most 16 - 9 = 7 prefixes.
+pub(crate) const FIRST_PREFIX_STATE: u8 = 9;
+
+/// What a string body walks: a few ASCII characters wherever they begin ([`WalkedBody::new`]), or
+/// a few short ASCII strings (one to [`MAX_STRING_LEN`] characters, each packed low byte first,
+/// sorted, 0 past the last) wherever a path first completes one ([`WalkedBody::with_strings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Walked {
+    Chars(u128),
+    Strings([u32; MAX_WALKED_STRINGS]),
+}
+
+/// The slice step of walked strings `strings` as a table (see [`FIRST_PREFIX_STATE`]): at a
+/// boundary, a body-text ASCII character that completes a walked string is `Walk`, else it leads
+/// to the state of the longest suffix of the text that is a proper prefix of one (0: none); any
+/// other byte steps as from body state 0. `None` past 7 prefixes.
+fn strings_table(strings: &[u32]) -> Option<Box<[[Body; 256]; 16]>> {
+    let prefixes: Vec<u32> = prefixes_of(strings);
+    if prefixes.len() > usize::from(16 - FIRST_PREFIX_STATE) {
+        return None;
+    }
+    let strings: Vec<u32> = strings.iter().copied().filter(|&w| w != 0).collect();
+    let mut t = Box::new([[Body::Dead; 256]; 16]);
+    let (body, _) = body_table();
+    for (b, row) in t.iter_mut().enumerate() {
+        // The text's last characters (packed, first in the low byte) and how many.
+        let (context, len) = match b {
+            1..=8 => {
+                *row = body[b];
+                continue;
+            }
+            0 => (0u32, 0u32),
+            _ => match prefixes.get(b - usize::from(FIRST_PREFIX_STATE)) {
+                Some(&p) => (p, packed_len(p)),
+                None => continue,
+            },
+        };
+        *row = body[0];
+        for x in (0..0x80u8).filter(|&x| body[0][usize::from(x)] == Body::To(0)) {
+            let text = context | u32::from(x) << (8 * len);
+            // Its suffixes, longest first: `text >> 8k` drops the first k characters.
+            let suffixes = || (0..=len).map(|k| text >> (8 * k));
+            row[usize::from(x)] = if suffixes().any(|u| strings.contains(&u)) {
+                Body::Walk
+            } else {
+                suffixes()
+                    .find_map(|u| prefixes.iter().position(|&p| p == u))
+                    .map_or(Body::To(0), |i| Body::To(FIRST_PREFIX_STATE + i as u8))
+            };
+        }
+    }
+    Some(t)
+}
+
+/// Characters in a packed walked string.
+fn packed_len(w: u32) -> u32 {
+    (32 - w.leading_zeros()).div_ceil(8)
+}
+
+/// Per vocabulary, every body-text trie node whose byte is an ASCII character at a character
+/// boundary right after another (no escape or non-ASCII character between), by those two
+/// characters, with the one before them (0: none): where a path reads a walked string of two or
+/// three characters ([`WalkedBody::with_strings`]).
+#[derive(Debug)]
+pub struct StringIndex {
+    /// Per pair of characters (`first << 7 | second`), where its nodes start in `nodes`.
+    start: Vec<u32>,
+    /// The nodes, by pair, in trie order.
+    nodes: Vec<u32>,
+    /// Per node of `nodes`, the character before the pair (0: none).
+    before: Vec<u8>,
+}
+
+impl StringIndex {
+    /// Bytes held.
+    pub fn memory_size(&self) -> usize {
+        4 * self.start.capacity() + 4 * self.nodes.capacity() + self.before.capacity()
+    }
+
+    /// PERF: one pass over the body-text part of the trie, then a counting sort by pair (once per
+    /// vocabulary; a comparison sort of the ~480k entries of Llama 3 cost 130 M instructions).
+    pub fn new(trie: &TokenTrie) -> StringIndex {
+        let (table, _) = body_table();
+        // (pair, character before, node), in trie order.
+        let mut found: Vec<(u16, u8, u32)> = Vec::new();
+        // at[d]: (body state, the last two ASCII characters at a boundary, packed, last in the low
+        // byte) after d bytes of the path.
+        let mut at: Vec<(u8, u16)> = vec![(0, 0); trie.max_depth as usize + 1];
+        let mut i = 0;
+        while i < trie.nodes.len() {
+            let n = trie.nodes[i];
+            let d = n.depth as usize;
+            let (b, seen) = at[d - 1];
+            let Body::To(next) = table[usize::from(b)][usize::from(n.byte)] else {
+                i = n.subtree_end as usize;
+                continue;
+            };
+            let seen_here = if b == 0 && next == 0 && n.byte < 0x80 {
+                let (p1, p2) = (seen & 0xFF, (seen >> 8) as u8);
+                if p1 != 0 {
+                    found.push((p1 << 7 | u16::from(n.byte), p2, i as u32));
+                }
+                seen << 8 | u16::from(n.byte)
+            } else {
+                0
+            };
+            at[d] = (next, seen_here);
+            i += 1;
+        }
+        let mut start = vec![0u32; (1 << 14) + 1];
+        for &(k, _, _) in &found {
+            start[usize::from(k) + 1] += 1;
+        }
+        for k in 0..1 << 14 {
+            start[k + 1] += start[k];
+        }
+        let mut fill = start.clone();
+        let (mut nodes, mut before) = (vec![0u32; found.len()], vec![0u8; found.len()]);
+        for &(k, c, n) in &found {
+            let at = &mut fill[usize::from(k)];
+            (nodes[*at as usize], before[*at as usize]) = (n, c);
+            *at += 1;
+        }
+        StringIndex { start, nodes, before }
+    }
+
+    /// The nodes that read packed string `w` (two or three ASCII characters), in trie order.
+    fn nodes(&self, w: u32) -> impl Iterator<Item = u32> + '_ {
+        let (c, pair) = if packed_len(w) == 3 { ((w & 0x7F) as u8, w >> 8) } else { (0, w) };
+        let k = ((pair & 0x7F) << 7 | (pair >> 8 & 0x7F)) as usize;
+        let range = self.start[k] as usize..self.start[k + 1] as usize;
+        range.filter(move |&j| c == 0 || self.before[j] == c).map(|j| self.nodes[j])
+    }
+}
 
 /// Most first-occurrence nodes a character may have to be walked: a common character (a space, a
 /// letter) would walk most of the trie, which the plain walk does as well.
@@ -103,16 +246,14 @@ impl WalkedBody {
         for x in (0..128u8).filter(|&x| walked >> x & 1 == 1) {
             first.extend(firsts.nodes.get(usize::from(x))?.as_ref()?);
         }
-        first.sort_unstable();
-        // The outermost first nodes: the others lie in their subtrees.
-        let mut outer: Vec<u32> = Vec::new();
-        for n in first {
-            if outer.last().is_none_or(|&o| n >= trie.nodes[o as usize].subtree_end) {
-                outer.push(n);
-            }
-        }
+        Some(WalkedBody::from_outer(trie, body, &outermost(trie, first)))
+    }
+
+    /// The body slice less the subtrees of `outer` (disjoint, in trie order, each body text up
+    /// to its parent), whose nodes join the frontier.
+    fn from_outer(trie: &TokenTrie, body: &BodySlice, outer: &[u32]) -> WalkedBody {
         let mut slice = body.slice.clone();
-        for &o in &outer {
+        for &o in outer {
             for &t in trie.subtree_tokens(o) {
                 slice.unset(t as usize);
             }
@@ -121,15 +262,56 @@ impl WalkedBody {
             let k = outer.partition_point(|&o| o <= n);
             k > 0 && n < trie.nodes[outer[k - 1] as usize].subtree_end
         };
-        let mut frontier: Vec<FrontierNode> = body
-            .frontier
-            .iter()
-            .filter(|f| !inside(f.node))
-            .map(|f| FrontierNode { node: f.node, path: f.path.clone(), dead: f.dead })
-            .chain(outer.iter().map(|&o| FrontierNode { node: o, path: trie.bytes_above(o), dead: false }))
-            .collect();
-        frontier.sort_unstable_by_key(|f| f.node);
-        Some(WalkedBody { slice, frontier })
+        // Both lists are in trie order: merged, not sorted.
+        // PERF: sorting the ~40k frontier nodes of Llama 3 was half of a build.
+        debug_assert!(body.frontier.is_sorted_by_key(|f| f.node));
+        let mut frontier: Vec<FrontierNode> = Vec::with_capacity(body.frontier.len() + outer.len());
+        let mut rest = outer.iter().peekable();
+        for f in body.frontier.iter().filter(|f| !inside(f.node)) {
+            while let Some(&o) = rest.next_if(|&&o| o < f.node) {
+                frontier.push(FrontierNode { node: o, path: trie.bytes_above(o), dead: false });
+            }
+            frontier.push(FrontierNode { node: f.node, path: f.path.clone(), dead: f.dead });
+        }
+        frontier.extend(rest.map(|&o| FrontierNode { node: o, path: trie.bytes_above(o), dead: false }));
+        WalkedBody { slice, frontier }
+    }
+}
+
+/// The nodes of `nodes` in no other's subtree, in trie order.
+fn outermost(trie: &TokenTrie, mut nodes: Vec<u32>) -> Vec<u32> {
+    nodes.sort_unstable();
+    let mut outer: Vec<u32> = Vec::new();
+    for n in nodes {
+        if outer.last().is_none_or(|&o| n >= trie.nodes[o as usize].subtree_end) {
+            outer.push(n);
+        }
+    }
+    outer
+}
+
+impl WalkedBody {
+    /// The body slice with the strings of `strings` walked ([`Walked::Strings`]): one walk of the
+    /// body-text trie under [`strings_table`]'s step. `None` when the table does not fit or the
+    /// walked subtrees hold more than a quarter of the body slice (a walk would cost as much).
+    /// PERF: from the body slice and the string index, not a trie walk (as [`Self::new`]).
+    pub fn with_strings<'a>(
+        trie: &TokenTrie,
+        body: &BodySlice,
+        firsts: impl Fn() -> &'a FirstChars,
+        index: &StringIndex,
+        strings: [u32; MAX_WALKED_STRINGS],
+    ) -> Option<WalkedBody> {
+        let mut first: Vec<u32> = Vec::new();
+        for w in strings.into_iter().filter(|&w| w != 0) {
+            match packed_len(w) {
+                1 => first.extend(firsts().nodes.get(w as usize)?.as_ref()?),
+                _ => first.extend(index.nodes(w)),
+            }
+        }
+        let outer = outermost(trie, first);
+        let lost: usize = outer.iter().map(|&o| trie.subtree_tokens(o).len()).sum();
+        (lost <= body.slice.count_ones() / 4).then(|| WalkedBody::from_outer(trie, body, &outer))
     }
 }
 
@@ -141,27 +323,32 @@ fn walked_step(walked: u128) -> impl Fn(u8, u8) -> Body {
 /// A set of walkable ASCII characters ([`FirstChars::walkable`]; found one misread at a time, at
 /// most [`MAX_WALKED_CHARS`]) with which kernel state `s` covers the body slice, given what the
 /// body slice's own search from `s` misread (`misread`, from [`BodySlice::covers_or_misread`]);
-/// `None` when no such set is found. Memoized per state in `memo`; `walkable` is asked only of a
-/// set that covers, so that a vocabulary builds [`FirstChars`] only once one may be used.
+/// `None` when no such set is found; failing that, a set of walked strings
+/// ([`Walked::Strings`], see [`strings_search`]). Memoized per state in `memo`; `walkable` is
+/// asked only of a set that covers, so that a vocabulary builds [`FirstChars`] only once one may
+/// be used.
 pub fn walked_cover(
     a: &Automata,
     s: StateId,
-    misread: Option<(u8, u8)>,
+    misread: Option<Misread>,
     walkable: impl Fn(u8) -> bool,
     memo: &CoverMemo,
-) -> Option<(u128, Cover)> {
+) -> Option<(Walked, Cover)> {
     let known = |m: &CoverMemo| m.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&s).copied();
     if let Some(found) = known(memo) {
         return found;
     }
     let found = walked_search(a, s, misread, memo)
-        .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable));
+        .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable))
+        .map(|(walked, cover)| (Walked::Chars(walked), cover))
+        .or_else(|| strings_search(a, s, misread, memo));
     memo.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(s, found);
     found
 }
 
 /// [`walked_cover`] before the walkable check and the memo.
-fn walked_search(a: &Automata, s: StateId, mut misread: Option<(u8, u8)>, memo: &CoverMemo) -> Option<(u128, Cover)> {
+fn walked_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &CoverMemo) -> Option<(u128, Cover)> {
+    let mut misread = misread.map(|(b, x, _)| (b, x));
     // Every boundary character no configuration at the root reads is a misread unless walked.
     if refused_at_root(a, s).is_some_and(|r| r.count_ones() > MAX_WALKED_CHARS) {
         return None;
@@ -177,9 +364,76 @@ fn walked_search(a: &Automata, s: StateId, mut misread: Option<(u8, u8)>, memo: 
         }
         match cover_search(a, s, SliceKey::BodyWalking(walked), walked_step(walked), memo) {
             Ok(ends) => return Some((walked, Cover { may_end: ends.may_end, walk_dead: false })),
+            Err(m) => misread = m.map(|(b, x, _)| (b, x)),
+        }
+    }
+}
+
+/// A set of walked strings with which kernel state `s` covers the body slice, found one misread
+/// at a time from `misread` (at most [`MAX_WALKED_STRINGS`]): each misread character is walked
+/// after the characters a path to it read (its prefix state's, or the misread's history), as
+/// many as fit, up to [`MAX_STRING_LEN`] in all: a string pattern that refuses text holding two of
+/// its words (`oneOf` patterns `"maker"`, `"admin"`: MaskBench `Github_easy---o65510`) refuses
+/// only past `ker` or `min`, which few tokens hold, where no character of them could be walked
+/// (`r`, `n` begin most of the trie).
+fn strings_search(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
+    if refused_at_root(a, s).is_some_and(|r| r.count_ones() > MAX_WALKED_CHARS) {
+        return None;
+    }
+    let mut strings = [0u32; MAX_WALKED_STRINGS];
+    let mut n = 0;
+    loop {
+        let (b, x, seen) = misread?;
+        if n == MAX_WALKED_STRINGS || x >= 0x80 || body_step(0, x) != Body::To(0) {
+            return None;
+        }
+        // The characters before `x` on a path that misreads it, nearest last.
+        let before: Vec<u8> = if b >= FIRST_PREFIX_STATE {
+            let p = *prefixes_of(&strings).get(usize::from(b - FIRST_PREFIX_STATE))?;
+            p.to_le_bytes()[..packed_len(p) as usize].to_vec()
+        } else if b == 0 {
+            seen.to_be_bytes().into_iter().filter(|&c| c != 0).collect()
+        } else {
+            return None;
+        };
+        let fits = (0..=before.len().min(MAX_STRING_LEN - 1)).rev().find_map(|k| {
+            let mut w = before[before.len() - k..].to_vec();
+            w.push(x);
+            let mut next = strings;
+            // Each round adds one string and fills a slot at most: `n` rounds leave a free one.
+            let n = next.iter().position(|&v| v == 0)?;
+            let new = w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
+            next[n] = new;
+            // A walked string that ends with the new one is walked by it.
+            for v in &mut next[..n] {
+                if packed_len(*v) > packed_len(new) && *v >> (8 * (packed_len(*v) - packed_len(new))) == new {
+                    *v = 0;
+                }
+            }
+            next.sort_unstable_by_key(|&v| (v == 0, v));
+            strings_table(&next).map(|_| next)
+        })?;
+        strings = fits;
+        n += 1;
+        let table = strings_table(&strings)?;
+        let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        match cover_search(a, s, SliceKey::BodyStrings(strings), step, memo) {
+            Ok(ends) => return Some((Walked::Strings(strings), Cover { may_end: ends.may_end, walk_dead: false })),
             Err(m) => misread = m,
         }
     }
+}
+
+/// The proper prefixes of walked strings (packed), in [`strings_table`]'s state order.
+fn prefixes_of(strings: &[u32]) -> Vec<u32> {
+    let mut prefixes: Vec<u32> = strings
+        .iter()
+        .filter(|&&w| w != 0)
+        .flat_map(|&w| (1..packed_len(w)).map(move |k| w & ((1 << (8 * k)) - 1)))
+        .collect();
+    prefixes.sort_unstable();
+    prefixes.dedup();
+    prefixes
 }
 
 /// The ASCII body characters (at a character boundary) that no configuration of kernel state
