@@ -438,17 +438,10 @@ fn utf8_next(u: Utf8State, b: u8) -> Option<Utf8State> {
 /// subtree. One per vocabulary (the trie is a function of the vocabulary).
 #[derive(Debug)]
 struct SubtreeClasses {
-    below: Vec<u64>,
-    ends: Vec<u64>,
-    /// The depth of the deepest token at or below the node (0: none).
-    reach: Vec<u32>,
-    /// Whether every token at or below the node is valid UTF-8, but for its last character,
-    /// which may be cut (a proper prefix of a multi-byte character).
-    utf8: Vec<bool>,
-    /// The char classes of the tokens at or below the node (their ASCII bytes' classes,
-    /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
-    /// where `utf8` holds.
-    chars: Vec<u64>,
+    /// Per node, its [`NodeClasses`].
+    /// PERF: one record per node (a walk reads several of its fields at every node it visits,
+    /// mostly far from the last in the trie): five arrays were five cache misses.
+    hot: Vec<NodeClasses>,
     /// The JSON string-body slice (`crate::slice::BodySlice`'s body automaton, states `0..9`):
     /// `body_ends[b]`, `(node, token)` in trie order for the tokens whose bytes the body
     /// automaton reads from state 0 to state `b` (`b >= 1`; state 0's are not kept: walks take
@@ -467,6 +460,23 @@ struct SubtreeClasses {
     /// node, so their tokens in trie order correspond one to one, and a walk from equal items
     /// costs them alike (see [`Walk::front_memo`]).
     frontier_shape: Vec<u32>,
+}
+
+/// The classes of one trie node's subtree (see [`SubtreeClasses`]).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+struct NodeClasses {
+    below: u64,
+    ends: u64,
+    /// The char classes of the tokens at or below the node (their ASCII bytes' classes,
+    /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
+    /// where `utf8` holds.
+    chars: u64,
+    /// The depth of the deepest token at or below the node (0: none).
+    reach: u32,
+    /// Whether every token at or below the node is valid UTF-8, but for its last character,
+    /// which may be cut (a proper prefix of a multi-byte character).
+    utf8: bool,
 }
 
 impl SubtreeClasses {
@@ -515,7 +525,10 @@ impl SubtreeClasses {
         }
         let (body_ends, body_frontier, body_state) = Self::body(trie);
         let frontier_shape = Self::shapes(trie, &body_frontier);
-        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier, frontier_shape }
+        let hot = (0..trie.nodes.len())
+            .map(|i| NodeClasses { below: below[i], ends: ends[i], chars: chars[i], reach: reach[i], utf8: utf8[i] })
+            .collect();
+        SubtreeClasses { hot, body_ends, body_state, body_frontier, frontier_shape }
     }
 
     /// [`SubtreeClasses::frontier_shape`]: shapes numbered by first appearance, a shape being
@@ -580,7 +593,7 @@ impl SubtreeClasses {
         let mut c = cache.lock().unwrap_or_else(PoisonError::into_inner);
         c.retain(|(w, _)| w.strong_count() > 0);
         if let Some((_, s)) = c.iter().find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(vocab))) {
-            if s.below.len() == trie.nodes.len() {
+            if s.hot.len() == trie.nodes.len() {
                 return s.clone();
             }
         }
@@ -1673,7 +1686,7 @@ impl Walk<'_> {
     /// below a trie node a few bytes from its leaves searched all of them.
     #[inline]
     fn depth_below(&self, node: usize) -> u32 {
-        let rest = self.classes.reach[node].saturating_sub(self.trie.nodes[node].depth);
+        let rest = self.classes.hot[node].reach.saturating_sub(self.trie.nodes[node].depth);
         rest.next_power_of_two().min(self.trie.max_depth)
     }
 
@@ -1707,7 +1720,7 @@ impl Walk<'_> {
     /// it, so `reach >= d` when there is one.)
     #[inline]
     fn descent_least(&self, i: usize, d: usize) -> Option<u32> {
-        let reach = self.classes.reach[i];
+        let reach = self.classes.hot[i].reach;
         (reach != 0).then(|| self.level_costs[d - 1].saturating_sub(reach + 1 - d as u32))
     }
 
@@ -2262,8 +2275,9 @@ impl Walk<'_> {
             }
             // The tokens of nodes above the deferred subtrees were listed in the first pass.
             let lists = !second || i < inside_end;
-            if self.classes.utf8[i] && {
-                let (char_classes, len) = (self.classes.chars[i], self.classes.reach[i]);
+            let h = self.classes.hot[i];
+            if h.utf8 && {
+                let (char_classes, len) = (h.chars, h.reach);
                 self.root_chars.iter().any(|st| st.keeps(char_classes, len))
             } {
                 // Every token below keeps a row item in its char stay home (or ends inside a
@@ -2349,11 +2363,11 @@ impl Walk<'_> {
                     }
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
-                    let below = self.classes.below[i];
+                    let below = h.below;
                     // The most bytes a token below reads after the level's.
-                    let len = self.classes.reach[i].saturating_sub(n.depth - 1);
+                    let len = h.reach.saturating_sub(n.depth - 1);
                     if self.mode != Mode::Exact
-                        && (below & exits.hard == 0 && self.classes.ends[i] & exits.soft == 0
+                        && (below & exits.hard == 0 && h.ends & exits.soft == 0
                             || below & exits.home == 0
                             || self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len)))
                     {
