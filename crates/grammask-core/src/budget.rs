@@ -2692,9 +2692,7 @@ impl Budget {
             .collect();
         v.sort_unstable();
         v.dedup();
-        let mut h = crate::fasthash::FastState.build_hasher();
-        v.hash(&mut h);
-        h.finish()
+        crate::fasthash::FastState.hash_one(&v)
     }
 
     /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]);
