@@ -102,6 +102,13 @@ pub struct Completion {
     /// Fit walks near `now` skipped on [`Completion::near_caps`]' word (see
     /// [`Completion::near_cap_skips`]).
     near_cap_skips: AtomicUsize,
+    /// By [`Budget::near_rule_key`] of a row: the largest `limit - now` at which a fit walk near
+    /// `now` from such a row was capped, or `None` once one from such a row was not (at any
+    /// limit). A prediction only, as [`Completion::near_caps`]: rows of one object's key starts
+    /// differ in state (the keys read so far) but not in rule.
+    near_rules: Mutex<FastMap<u64, Option<u32>>>,
+    /// Fit walks near `now` skipped on [`Completion::near_rules`]' word alone.
+    near_rule_skips: AtomicUsize,
     /// Fit walks capped on the tokens of their deferred subtrees, before reading them (see
     /// [`Walk::deferred`], [`Completion::deferred_caps`]).
     deferred_caps: AtomicUsize,
@@ -438,17 +445,10 @@ fn utf8_next(u: Utf8State, b: u8) -> Option<Utf8State> {
 /// subtree. One per vocabulary (the trie is a function of the vocabulary).
 #[derive(Debug)]
 struct SubtreeClasses {
-    below: Vec<u64>,
-    ends: Vec<u64>,
-    /// The depth of the deepest token at or below the node (0: none).
-    reach: Vec<u32>,
-    /// Whether every token at or below the node is valid UTF-8, but for its last character,
-    /// which may be cut (a proper prefix of a multi-byte character).
-    utf8: Vec<bool>,
-    /// The char classes of the tokens at or below the node (their ASCII bytes' classes,
-    /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
-    /// where `utf8` holds.
-    chars: Vec<u64>,
+    /// Per node, its [`NodeClasses`].
+    /// PERF: one record per node (a walk reads several of its fields at every node it visits,
+    /// mostly far from the last in the trie): five arrays were five cache misses.
+    hot: Vec<NodeClasses>,
     /// The JSON string-body slice (`crate::slice::BodySlice`'s body automaton, states `0..9`):
     /// `body_ends[b]`, `(node, token)` in trie order for the tokens whose bytes the body
     /// automaton reads from state 0 to state `b` (`b >= 1`; state 0's are not kept: walks take
@@ -467,6 +467,23 @@ struct SubtreeClasses {
     /// node, so their tokens in trie order correspond one to one, and a walk from equal items
     /// costs them alike (see [`Walk::front_memo`]).
     frontier_shape: Vec<u32>,
+}
+
+/// The classes of one trie node's subtree (see [`SubtreeClasses`]).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+struct NodeClasses {
+    below: u64,
+    ends: u64,
+    /// The char classes of the tokens at or below the node (their ASCII bytes' classes,
+    /// [`MULTIBYTE`] for a multi-byte character, [`PARTIAL`] for a cut last one), meaningful
+    /// where `utf8` holds.
+    chars: u64,
+    /// The depth of the deepest token at or below the node (0: none).
+    reach: u32,
+    /// Whether every token at or below the node is valid UTF-8, but for its last character,
+    /// which may be cut (a proper prefix of a multi-byte character).
+    utf8: bool,
 }
 
 impl SubtreeClasses {
@@ -515,7 +532,10 @@ impl SubtreeClasses {
         }
         let (body_ends, body_frontier, body_state) = Self::body(trie);
         let frontier_shape = Self::shapes(trie, &body_frontier);
-        SubtreeClasses { below, ends, reach, utf8, chars, body_ends, body_state, body_frontier, frontier_shape }
+        let hot = (0..trie.nodes.len())
+            .map(|i| NodeClasses { below: below[i], ends: ends[i], chars: chars[i], reach: reach[i], utf8: utf8[i] })
+            .collect();
+        SubtreeClasses { hot, body_ends, body_state, body_frontier, frontier_shape }
     }
 
     /// [`SubtreeClasses::frontier_shape`]: shapes numbered by first appearance, a shape being
@@ -580,7 +600,7 @@ impl SubtreeClasses {
         let mut c = cache.lock().unwrap_or_else(PoisonError::into_inner);
         c.retain(|(w, _)| w.strong_count() > 0);
         if let Some((_, s)) = c.iter().find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(vocab))) {
-            if s.below.len() == trie.nodes.len() {
+            if s.hot.len() == trie.nodes.len() {
                 return s.clone();
             }
         }
@@ -699,6 +719,8 @@ impl Completion {
             merged_hits: AtomicUsize::new(0),
             near_caps: Mutex::default(),
             near_cap_skips: AtomicUsize::new(0),
+            near_rules: Mutex::default(),
+            near_rule_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
             body_shortcuts: AtomicUsize::new(0),
             exit_listings: AtomicUsize::new(0),
@@ -1163,6 +1185,25 @@ impl Completion {
         *s = (*s).max(slack);
     }
 
+    /// Whether fit walks near `now` from rows of rule key `key` were capped at `slack` or above
+    /// and never ended under the cap.
+    fn near_rule_capped(&self, key: u64, slack: u32) -> bool {
+        self.near_rules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .is_some_and(|s| s.is_some_and(|s| slack <= s))
+    }
+
+    fn put_near_rule(&self, key: u64, slack: u32, capped: bool) {
+        let mut m = self.near_rules.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_MEMO_STATES {
+            m.clear();
+        }
+        let e = m.entry(key).or_insert(Some(0));
+        *e = if capped { e.map(|s| s.max(slack)) } else { None };
+    }
+
     fn memo_get(&self, sig: u128) -> Option<Arc<Entry>> {
         self.memo.lock().unwrap_or_else(PoisonError::into_inner).entries.get(&sig).cloned()
     }
@@ -1200,6 +1241,13 @@ impl Completion {
     #[doc(hidden)]
     pub fn near_cap_skips(&self) -> usize {
         self.near_cap_skips.load(Ordering::Relaxed)
+    }
+
+    /// Tests: how many fit walks near `now` were skipped on [`Budget::near_rule_key`] alone (see
+    /// [`Completion::near_rules`]).
+    #[doc(hidden)]
+    pub fn near_rule_skips(&self) -> usize {
+        self.near_rule_skips.load(Ordering::Relaxed)
     }
 
     /// How many fit walks were capped counting the tokens of subtrees they had not read (for
@@ -1673,7 +1721,7 @@ impl Walk<'_> {
     /// below a trie node a few bytes from its leaves searched all of them.
     #[inline]
     fn depth_below(&self, node: usize) -> u32 {
-        let rest = self.classes.reach[node].saturating_sub(self.trie.nodes[node].depth);
+        let rest = self.classes.hot[node].reach.saturating_sub(self.trie.nodes[node].depth);
         rest.next_power_of_two().min(self.trie.max_depth)
     }
 
@@ -1707,7 +1755,7 @@ impl Walk<'_> {
     /// it, so `reach >= d` when there is one.)
     #[inline]
     fn descent_least(&self, i: usize, d: usize) -> Option<u32> {
-        let reach = self.classes.reach[i];
+        let reach = self.classes.hot[i].reach;
         (reach != 0).then(|| self.level_costs[d - 1].saturating_sub(reach + 1 - d as u32))
     }
 
@@ -2262,8 +2310,9 @@ impl Walk<'_> {
             }
             // The tokens of nodes above the deferred subtrees were listed in the first pass.
             let lists = !second || i < inside_end;
-            if self.classes.utf8[i] && {
-                let (char_classes, len) = (self.classes.chars[i], self.classes.reach[i]);
+            let h = self.classes.hot[i];
+            if h.utf8 && {
+                let (char_classes, len) = (h.chars, h.reach);
                 self.root_chars.iter().any(|st| st.keeps(char_classes, len))
             } {
                 // Every token below keeps a row item in its char stay home (or ends inside a
@@ -2349,11 +2398,11 @@ impl Walk<'_> {
                     }
                 }
                 Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
-                    let below = self.classes.below[i];
+                    let below = h.below;
                     // The most bytes a token below reads after the level's.
-                    let len = self.classes.reach[i].saturating_sub(n.depth - 1);
+                    let len = h.reach.saturating_sub(n.depth - 1);
                     if self.mode != Mode::Exact
-                        && (below & exits.hard == 0 && self.classes.ends[i] & exits.soft == 0
+                        && (below & exits.hard == 0 && h.ends & exits.soft == 0
                             || below & exits.home == 0
                             || self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len)))
                     {
@@ -2629,6 +2678,23 @@ impl Budget {
         h.finish()
     }
 
+    /// [`Budget::near_cap_key`] with rules for states: the distinct `(rule, lookahead, U - now)`
+    /// of the last row's items, `U - now` clamped above [`FIT_SLACK`].
+    fn near_rule_key(&self, a: &Automata, chart: &Chart, now: u32) -> u64 {
+        let r = chart.last_row_index();
+        let mut v: Vec<(u32, u32, u32)> = chart
+            .row(r)
+            .iter()
+            .map(|it| {
+                let u = self.rows.item_u(a, r, it).saturating_sub(now).min(FIT_SLACK + 1);
+                (a.state(it.state).rule.index() as u32, it.la, u)
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        crate::fasthash::FastState.hash_one(&v)
+    }
+
     /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]);
     /// `near_capped`: an earlier fit walk of the state near `now` was capped (see
     /// [`FIT_LIST_CAP`]), so the walk starts with the one that follows it.
@@ -2665,6 +2731,14 @@ impl Budget {
                 self.comp.near_cap_skips.fetch_add(1, Ordering::Relaxed);
                 capped = true;
             }
+            // PERF: 1,090 of 1,376 capped fit walks of the replay traces had a row key never
+            // seen capped (each key start of an object is a state of its own); by rules, ~900
+            // were predicted, ~10 wrongly.
+            let rule_key = (!capped).then(|| self.near_rule_key(a, chart, now));
+            if rule_key.is_some_and(|k| self.comp.near_rule_capped(k, slack)) {
+                self.comp.near_rule_skips.fetch_add(1, Ordering::Relaxed);
+                capped = true;
+            }
             // A fit walk at a lower limit answers every limit above it: walk at most
             // `FIT_SLACK` above `now`, so that later steps (lower limits) find it. If it lists
             // more than `fit_cap` tokens: near `now`, an over walk at the limit takes its place;
@@ -2679,6 +2753,9 @@ impl Budget {
                 capped = c;
                 if c {
                     self.comp.put_near_cap(key, slack);
+                }
+                if let Some(k) = rule_key {
+                    self.comp.put_near_rule(k, slack, c);
                 }
                 // A capped list samples the costs: when most of it is above the limit, so are
                 // most tokens, and an over walk lists fewer (a deferred subtree counts as above

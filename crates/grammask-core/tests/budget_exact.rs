@@ -463,6 +463,49 @@ fn capped_fit_walks_are_predicted_in_later_elements() {
     assert!(skips > 0, "no fit walk near now skipped on an earlier element's cap");
 }
 
+/// An open object's first key start (`{"`) and its later ones (`,"`) are different states of one
+/// rule: their row keys differ, their rules do not (`Budget::near_rule_key`), so a fit walk
+/// capped at the first is skipped at the second. Byte by byte along the object, at every
+/// remaining budget, the masks equal those of walks that cost every token, and walks were skipped
+/// on the rules alone.
+#[test]
+fn capped_fit_walks_are_predicted_by_rules_at_later_keys() {
+    let (vocab, _) = large_vocab();
+    let text = json_schema_to_ebnf(
+        r#"{"type":"object","additionalProperties":{"type":"integer"}}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let g = parse_ebnf(&text, "root").unwrap();
+    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // The first 256 tokens are the bytes.
+    let path: Vec<u32> = br#"{"ab":1,"cd":2,"ef":3}"#.iter().map(|&b| u32::from(b)).collect();
+    for taken in 0..path.len() {
+        for remaining in 1..=24 {
+            let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
+            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
+                continue;
+            };
+            x.set_exact_budget_walks(true);
+            let mut m = Matcher::new(fast.clone(), opts).unwrap();
+            m.set_budget_fit_list_cap(3);
+            if !path[..taken].iter().all(|&t| x.accept_token(t).unwrap()) {
+                continue;
+            }
+            for &t in &path[..taken] {
+                assert!(m.accept_token(t).unwrap());
+            }
+            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+            assert_eq!(got, want, "{taken} bytes taken, remaining {remaining}");
+        }
+    }
+    let c = fast.completion();
+    let skips = c.near_rule_skips();
+    assert!(skips > 0, "no fit walk skipped on an earlier key start's rules ({} on row keys)", c.near_cap_skips());
+}
+
 /// In an open object's keys near the end of the budget, most tokens start an unknown key, whose
 /// cost passes the limit by more than its bytes can shed (descent): a fit walk counts those
 /// subtrees' tokens without reading them and, past its cap, gives way on the count
