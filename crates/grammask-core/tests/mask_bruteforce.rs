@@ -1457,7 +1457,7 @@ fn walked_string_masks_match_brute_force() {
     let mut rng = Rng(0x0A55_1818);
     let letters = b"makerdinot ";
     let mut extra: Vec<Vec<u8>> = (0..120_000)
-        .map(|_| (0..1 + rng.below(9)).map(|_| letters[rng.below(letters.len() as u64) as usize]).collect())
+        .map(|_| (0..=rng.below(9)).map(|_| letters[rng.below(letters.len() as u64) as usize]).collect())
         .collect();
     extra.extend(["makeradmin", "adminmaker", "torker", "\"maker\"", "\\u0072"].map(|t| t.as_bytes().to_vec()));
     let vocab = pieces_vocab(&mut rng, pieces, 0, extra);
