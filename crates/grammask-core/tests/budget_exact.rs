@@ -437,28 +437,8 @@ fn capped_fit_walks_are_predicted_in_later_elements() {
     let g = schema(
         r#"{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":{"type":"integer"}}}"#,
     );
-    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    // The first 256 tokens are the bytes.
-    let path: Vec<u32> =
-        br#"[{"name":"a","b":1},{"name":"b","c":2},{"name":"c"}]"#.iter().map(|&b| u32::from(b)).collect();
-    for taken in 0..path.len() {
-        for remaining in 1..=24 {
-            let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
-            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
-                continue;
-            };
-            x.set_exact_budget_walks(true);
-            let mut m = Matcher::new(fast.clone(), opts).unwrap();
-            m.set_budget_fit_list_cap(3);
-            for &t in &path[..taken] {
-                assert!(x.accept_token(t).unwrap() && m.accept_token(t).unwrap());
-            }
-            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
-            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
-            assert_eq!(got, want, "{taken} bytes taken, remaining {remaining}");
-        }
-    }
+    let text = br#"[{"name":"a","b":1},{"name":"b","c":2},{"name":"c"}]"#;
+    let (fast, _) = masks_equal_exact_walks(&g, &vocab, text, Some(3), 24);
     let skips = fast.completion().near_cap_skips();
     assert!(skips > 0, "no fit walk near now skipped on an earlier element's cap");
 }
@@ -477,30 +457,7 @@ fn capped_fit_walks_are_predicted_by_rules_at_later_keys() {
     )
     .unwrap();
     let g = parse_ebnf(&text, "root").unwrap();
-    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    // The first 256 tokens are the bytes.
-    let path: Vec<u32> = br#"{"ab":1,"cd":2,"ef":3}"#.iter().map(|&b| u32::from(b)).collect();
-    for taken in 0..path.len() {
-        for remaining in 1..=24 {
-            let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
-            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
-                continue;
-            };
-            x.set_exact_budget_walks(true);
-            let mut m = Matcher::new(fast.clone(), opts).unwrap();
-            m.set_budget_fit_list_cap(3);
-            if !path[..taken].iter().all(|&t| x.accept_token(t).unwrap()) {
-                continue;
-            }
-            for &t in &path[..taken] {
-                assert!(m.accept_token(t).unwrap());
-            }
-            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
-            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
-            assert_eq!(got, want, "{taken} bytes taken, remaining {remaining}");
-        }
-    }
+    let (fast, _) = masks_equal_exact_walks(&g, &vocab, br#"{"ab":1,"cd":2,"ef":3}"#, Some(3), 24);
     let c = fast.completion();
     let skips = c.near_rule_skips();
     assert!(skips > 0, "no fit walk skipped on an earlier key start's rules ({} on row keys)", c.near_cap_skips());
@@ -524,37 +481,11 @@ fn fit_walks_count_deferred_subtrees_before_reading_them() {
     )
     .unwrap();
     let g = parse_ebnf(&text, "root").unwrap();
-    let exact = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    // The first 256 tokens are the bytes.
-    let path: Vec<u32> = br#"{"b":{"x":1},"name":"a","c":{"x":2},"id":3}"#.iter().map(|&b| u32::from(b)).collect();
+    let text = br#"{"b":{"x":1},"name":"a","c":{"x":2},"id":3}"#;
     let mut compared = 0;
     for cap in [Some(40), None] {
-        let fast = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        for taken in 0..path.len() {
-            for remaining in 1..=40 {
-                let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
-                let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
-                    continue;
-                };
-                x.set_exact_budget_walks(true);
-                let mut m = Matcher::new(fast.clone(), opts).unwrap();
-                if let Some(c) = cap {
-                    m.set_budget_fit_list_cap(c);
-                }
-                // (Unknown keys raise the shortest completion: a path the budget refuses is
-                // left out.)
-                if !path[..taken].iter().all(|&t| x.accept_token(t).unwrap()) {
-                    continue;
-                }
-                for &t in &path[..taken] {
-                    assert!(m.accept_token(t).unwrap());
-                }
-                let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
-                let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
-                assert_eq!(got, want, "cap {cap:?}: {taken} bytes taken, remaining {remaining}");
-                compared += 1;
-            }
-        }
+        let (fast, n) = masks_equal_exact_walks(&g, &vocab, text, cap, 40);
+        compared += n;
         let caps = fast.completion().deferred_caps();
         assert!(caps > 0, "cap {cap:?}: no fit walk gave way on its deferred subtrees' count");
     }
@@ -993,4 +924,48 @@ fn body_shapes_keep_items_of_other_origins_apart() {
         }
     }
     assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
+}
+
+/// Along `text` (read byte by byte: the first 256 tokens are the bytes), at every prefix the
+/// exact walks accept and every remaining budget `1..=remaining`, masks of a matcher whose fit
+/// walks list at most `cap` tokens (the default cap: `None`) equal those of walks that cost every
+/// token. Returns the fast side's grammar (its `completion()` counts the walks skipped) and the
+/// number of masks compared.
+fn masks_equal_exact_walks(
+    g: &Grammar,
+    vocab: &Arc<Vocabulary>,
+    text: &[u8],
+    cap: Option<usize>,
+    remaining: usize,
+) -> (Arc<CompiledGrammar>, usize) {
+    let exact = Arc::new(CompiledGrammar::new(g, vocab).unwrap());
+    let fast = Arc::new(CompiledGrammar::new(g, vocab).unwrap());
+    let path: Vec<u32> = text.iter().map(|&b| u32::from(b)).collect();
+    let mut compared = 0;
+    for taken in 0..path.len() {
+        for remaining in 1..=remaining {
+            let opts = MatcherOptions { max_tokens: Some(taken + remaining), ..Default::default() };
+            let Ok(mut x) = Matcher::new(exact.clone(), opts.clone()) else {
+                continue;
+            };
+            x.set_exact_budget_walks(true);
+            let mut m = Matcher::new(fast.clone(), opts).unwrap();
+            if let Some(c) = cap {
+                m.set_budget_fit_list_cap(c);
+            }
+            // (A path the budget refuses, e.g. where unknown keys raise the shortest completion,
+            // is left out.)
+            if !path[..taken].iter().all(|&t| x.accept_token(t).unwrap()) {
+                continue;
+            }
+            for &t in &path[..taken] {
+                assert!(m.accept_token(t).unwrap());
+            }
+            let want: Vec<usize> = x.compute_mask().unwrap().iter_ones().collect();
+            let got: Vec<usize> = m.compute_mask().unwrap().iter_ones().collect();
+            assert_eq!(got, want, "cap {cap:?}: {taken} bytes taken, remaining {remaining}");
+            compared += 1;
+        }
+    }
+    (fast, compared)
 }

@@ -19,7 +19,7 @@ use super::cover::{cover_search, CoverMemo, Misread, SliceKey};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
-use crate::trie::TokenTrie;
+use crate::trie::{Node as TrieNode, TokenTrie};
 
 /// Most characters one walked set holds (each search that adds one is a cover search).
 pub const MAX_WALKED_CHARS: u32 = 4;
@@ -114,22 +114,11 @@ impl StringIndex {
     /// PERF: one pass over the body-text part of the trie, then a counting sort by pair (once per
     /// vocabulary; a comparison sort of the ~480k entries of Llama 3 cost 130 M instructions).
     pub fn new(trie: &TokenTrie) -> StringIndex {
-        let (table, _) = body_table();
         // (pair, character before, node), in trie order.
         let mut found: Vec<(u16, u8, u32)> = Vec::new();
-        // at[d]: (body state, the last two ASCII characters at a boundary, packed, last in the low
-        // byte) after d bytes of the path.
-        let mut at: Vec<(u8, u16)> = vec![(0, 0); trie.max_depth as usize + 1];
-        let mut i = 0;
-        while i < trie.nodes.len() {
-            let n = trie.nodes[i];
-            let d = n.depth as usize;
-            let (b, seen) = at[d - 1];
-            let Body::To(next) = table[usize::from(b)][usize::from(n.byte)] else {
-                i = n.subtree_end as usize;
-                continue;
-            };
-            let seen_here = if b == 0 && next == 0 && n.byte < 0x80 {
+        // Per node: the last two ASCII characters at a boundary, packed, last in the low byte.
+        for_body_text_nodes(trie, 0u16, |i, n, b, next, seen: u16| {
+            if b == 0 && next == 0 && n.byte < 0x80 {
                 let (p1, p2) = (seen & 0xFF, (seen >> 8) as u8);
                 if p1 != 0 {
                     found.push((p1 << 7 | u16::from(n.byte), p2, i as u32));
@@ -137,10 +126,8 @@ impl StringIndex {
                 seen << 8 | u16::from(n.byte)
             } else {
                 0
-            };
-            at[d] = (next, seen_here);
-            i += 1;
-        }
+            }
+        });
         let mut start = vec![0u32; (1 << 14) + 1];
         for &(k, _, _) in &found {
             start[usize::from(k) + 1] += 1;
@@ -167,6 +154,27 @@ impl StringIndex {
     }
 }
 
+/// Visits the body-text part of `trie` in trie order (a node whose byte is not body text after
+/// its path is skipped with its subtree): `f(index, node, body state before, body state after,
+/// value of the parent)` returns the node's value, `root` being the root's.
+fn for_body_text_nodes<V: Copy>(trie: &TokenTrie, root: V, mut f: impl FnMut(usize, &TrieNode, u8, u8, V) -> V) {
+    let (table, _) = body_table();
+    // at[d]: (body state, value) after d bytes of the path.
+    let mut at: Vec<(u8, V)> = vec![(0, root); trie.max_depth as usize + 1];
+    let mut i = 0;
+    while i < trie.nodes.len() {
+        let n = trie.nodes[i];
+        let d = n.depth as usize;
+        let (b, v) = at[d - 1];
+        let Body::To(next) = table[usize::from(b)][usize::from(n.byte)] else {
+            i = n.subtree_end as usize;
+            continue;
+        };
+        at[d] = (next, f(i, &n, b, next, v));
+        i += 1;
+    }
+}
+
 /// Most first-occurrence nodes a character may have to be walked: a common character (a space, a
 /// letter) would walk most of the trie, which the plain walk does as well.
 const MAX_FIRST_NODES: usize = 8192;
@@ -186,35 +194,23 @@ impl FirstChars {
 
     /// PERF: one pass over the body-text part of the trie (what [`BodySlice::new`] walks).
     pub fn new(trie: &TokenTrie) -> FirstChars {
-        let (table, _) = body_table();
         let mut nodes: Vec<Option<Vec<u32>>> = vec![Some(Vec::new()); 128];
-        // at[d]: (body state, ASCII characters read at a boundary) after d bytes of the path.
-        let mut at: Vec<(u8, u128)> = vec![(0, 0); trie.max_depth as usize + 1];
-        let mut i = 0;
-        while i < trie.nodes.len() {
-            let n = trie.nodes[i];
-            let d = n.depth as usize;
-            let (b, seen) = at[d - 1];
-            let Body::To(next) = table[usize::from(b)][usize::from(n.byte)] else {
-                i = n.subtree_end as usize;
-                continue;
-            };
-            let mut seen_here = seen;
-            if b == 0 && n.byte < 0x80 {
-                seen_here |= 1 << n.byte;
-                if seen >> n.byte & 1 == 0 {
-                    let list = &mut nodes[usize::from(n.byte)];
-                    if list.as_ref().is_some_and(|l| l.len() >= MAX_FIRST_NODES) {
-                        *list = None;
-                    }
-                    if let Some(l) = list {
-                        l.push(i as u32);
-                    }
+        // Per node: the ASCII characters read at a boundary on its path.
+        for_body_text_nodes(trie, 0u128, |i, n, b, _, seen: u128| {
+            if b != 0 || n.byte >= 0x80 {
+                return seen;
+            }
+            if seen >> n.byte & 1 == 0 {
+                let list = &mut nodes[usize::from(n.byte)];
+                if list.as_ref().is_some_and(|l| l.len() >= MAX_FIRST_NODES) {
+                    *list = None;
+                }
+                if let Some(l) = list {
+                    l.push(i as u32);
                 }
             }
-            at[d] = (next, seen_here);
-            i += 1;
-        }
+            seen | 1 << n.byte
+        });
         FirstChars { nodes }
     }
 
