@@ -15,12 +15,12 @@ use crate::limits;
 use crate::mask::{
     ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
     classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    lead_run, offering_rows, shift_kernel, sibling_key, state_bytes, state_run_class, state_run_index, BodyEnds,
-    KernelMask, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class,
+    state_run_index, BodyEnds, KernelMask, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
-    body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, ClassBodies, ClassBodySlice,
-    ClassChain, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+    body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
+    ClassBodySlice, ClassChain, ClassSlice, Counted, CoverMemo, Level, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -183,7 +183,7 @@ impl CompiledGrammar {
         // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
         let cover = CoverMemo::default();
-        let mut note = |c: u128, utf8: bool, s: StateId| {
+        let note = |fresh: &mut Vec<(u128, bool, bool)>, c: u128, utf8: bool, s: StateId| {
             let i = match fresh.iter().position(|&(x, u, _)| (x, u) == (c, utf8)) {
                 Some(i) => i,
                 None => {
@@ -195,18 +195,32 @@ impl CompiledGrammar {
                 fresh[i].2 = BodySlice::covers(&automata, s, &cover).is_none();
             }
         };
-        for s in (0..automata.states().len() as u32).map(StateId) {
-            let run_class = state_run_class(&automata, s, &cover);
-            if let Some((c, utf8)) = run_class {
-                note(c, utf8, s);
+        with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+            for s in (0..automata.states().len() as u32).map(StateId) {
+                // A state whose every possible class is noted already, as free text, adds nothing:
+                // its cover searches are skipped (they fill the memo, and a fill that reaches the
+                // state searches then).
+                // PERF: a counted run beside a loop (`\d{40000}|\w+t`) gave 40k states that each
+                // searched the class `\w` (~30 µs each, 1.25 s to compile).
+                let mut all_noted = true;
+                run_class_candidates(&automata, s, |c, utf8| {
+                    all_noted &= fresh.iter().any(|&(x, u, free)| (x, u) == (c, utf8) && free);
+                });
+                if all_noted {
+                    continue;
+                }
+                let run_class = state_run_class(&automata, s, &cover);
+                if let Some((c, utf8)) = run_class {
+                    note(&mut fresh, c, utf8, s);
+                }
+                // A state that reads every run of its loop class, UTF-8 too, takes that index; the
+                // ASCII-only index of the same bytes would serve only rows of several items.
+                let c = ascii_loop(&automata, s);
+                if c.count_ones() >= MIN_ROW_RUN_BYTES && run_class != Some((c, true)) {
+                    note(&mut fresh, c, false, s);
+                }
             }
-            // A state that reads every run of its loop class, UTF-8 too, takes that index; the
-            // ASCII-only index of the same bytes would serve only rows of several items.
-            let c = ascii_loop(&automata, s);
-            if c.count_ones() >= MIN_ROW_RUN_BYTES && run_class != Some((c, true)) {
-                note(c, false, s);
-            }
-        }
+        });
         // A string body's run index serves walks that enter the body below the root (after an
         // escape, a quote or a key). Every class of the grammar, seen before or not: one dropped
         // since, or never built once the per-vocabulary budget was spent, is built again here

@@ -35,3 +35,8 @@ pub const SHARED_KERNEL_CACHE_BYTES: usize = 512 << 20;
 /// Memory for rule automata shared across the grammars of one vocabulary (keys and DFAs); past
 /// it, the least recently used are dropped.
 pub const RULE_MEMO_BYTES: usize = 8 << 20;
+/// Cover-search pairs (and refutation states) that one compile spends finding the run classes of
+/// its states (`CompiledGrammar::new`: which per-vocabulary run indexes and class slices to build);
+/// past it the remaining states' searches give up (undecided), and a fill that reaches such a
+/// state searches it under its own per-state budget.
+pub const MAX_COMPILE_RUN_CLASS_PAIRS: usize = 1 << 18;

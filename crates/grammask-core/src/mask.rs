@@ -61,7 +61,10 @@ pub use lead::{classify_after_lead, lead_run};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 use row_memo::*;
 use runs::*;
-pub use runs::{ascii_loop, class_covers, state_run_class, state_run_index, MIN_ROW_RUN_BYTES};
+pub use runs::{
+    ascii_loop, class_covers, refute_states_read, run_class_candidates, state_run_class, state_run_index,
+    MIN_ROW_RUN_BYTES,
+};
 pub use sibling::{sibling_key, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
 use walk::*;

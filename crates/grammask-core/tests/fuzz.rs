@@ -252,3 +252,18 @@ fn fuzz_driver() {
         fuzz_one(t, Duration::from_secs(secs), seed);
     }
 }
+
+/// Times each file of `GRAMMASK_FUZZ_FILES` (paths separated by `:`) under `GRAMMASK_FUZZ_TARGET`,
+/// for taking apart the inputs the driver keeps under `fuzz/slow/`.
+#[test]
+#[ignore = "a tool: times given inputs"]
+fn fuzz_time_files() {
+    let target = std::env::var("GRAMMASK_FUZZ_TARGET").expect("GRAMMASK_FUZZ_TARGET");
+    let paths = std::env::var("GRAMMASK_FUZZ_FILES").expect("GRAMMASK_FUZZ_FILES");
+    for p in paths.split(':') {
+        let data = std::fs::read(p).unwrap();
+        let t0 = Instant::now();
+        let deep = targets::run_target(&target, &data);
+        eprintln!("{p}: {:.3} s (past the front end: {deep})", t0.elapsed().as_secs_f64());
+    }
+}

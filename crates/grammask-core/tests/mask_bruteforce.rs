@@ -1469,3 +1469,23 @@ fn walked_string_masks_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked > 50);
 }
+
+/// A long counted run beside a loop on the same bytes (`[0-9]{3000} | [a-zA-Z0-9_]+ "t"`, as the
+/// fuzzer's `\d{67440}|\w+t...` regex): every state of the run may take the loop's class, and
+/// its refutation read 256 states ahead, undecided, for each of them (10 s to compile at 67k).
+/// A compile's run-class searches stop at their budget; the masks stay exact.
+#[test]
+fn run_class_searches_of_a_compile_are_bounded() {
+    let g = grammask_core::ebnf::parse_ebnf(r#"root ::= [0-9]{3000} | [a-zA-Z0-9_]+ "t""#, "root").unwrap();
+    let pieces: &[&[u8]] = &[b"12", b"123456", b"ab", b"t", b"tt", b"x1t", b"_", b"9t", b"0"];
+    let mut rng = Rng(0x3000_0067);
+    let singles = (b'0'..=b'z').filter(u8::is_ascii_alphanumeric).map(|b| vec![b]).collect();
+    let vocab = pieces_vocab(&mut rng, pieces, 0, singles);
+    let before = grammask_core::mask::refute_states_read();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let read = grammask_core::mask::refute_states_read() - before;
+    let bound = grammask_core::limits::MAX_COMPILE_RUN_CLASS_PAIRS;
+    assert!(read <= bound, "the compile's refutations read {read} states (bound {bound})");
+    let docs: [&[u8]; 3] = [b"0123456789t", b"ab12_t", b"9t"];
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) >= 19);
+}

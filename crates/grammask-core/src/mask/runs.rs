@@ -328,6 +328,26 @@ pub fn state_run_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<(u1
     }
 }
 
+/// Every `(class, UTF-8 too)` that [`state_run_class`] may give at `s`, whatever its cover
+/// searches find, and the ASCII loop of `s` (`(class, false)`) when it is long enough: each once
+/// or more, without a search.
+pub fn run_class_candidates(a: &Automata, s: StateId, mut f: impl FnMut(u128, bool)) {
+    if let Some(c) = ClassSlice::loop_class(a, s) {
+        f(c, true);
+    }
+    for e in a.byte_edges(s) {
+        let t = e.target;
+        let c = ascii_loop(a, t);
+        if t != s && c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) {
+            f(c, true);
+        }
+    }
+    let c = ascii_loop(a, s);
+    if c.count_ones() >= MIN_ROW_RUN_BYTES {
+        f(c, false);
+    }
+}
+
 /// For a state that starts a loop without being its own (`[^ \n|"]+ | "\"" ...` before its
 /// first character): the class a state it steps to loops on, when `s` reads every run of it too.
 /// PERF: the first character of a free-text value walked every multi-byte character's subtree
@@ -360,6 +380,18 @@ pub fn class_covers(a: &Automata, s: StateId, class: u128, memo: &CoverMemo) -> 
     !ascii_cover_refuted(a, s, class) && ClassSlice::covers(a, s, class, memo)
 }
 
+thread_local! {
+    /// States [`ascii_cover_refuted`] has read on this thread ([`refute_states_read`]).
+    static REFUTE_STATES_READ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many states the class-cover refutations on this thread have read so far (for tests that
+/// bound a compile's searches).
+#[doc(hidden)]
+pub fn refute_states_read() -> usize {
+    REFUTE_STATES_READ.get()
+}
+
 /// States [`ascii_cover_refuted`] looks at before giving up (undecided).
 const MAX_REFUTE_STATES: usize = 256;
 
@@ -374,10 +406,19 @@ fn ascii_cover_refuted(a: &Automata, s: StateId, class: u128) -> bool {
     // PERF: `seen` is looked up through a set: a counted key (`^[a-zA-Z0-9_]{1,500}$`) is a
     // chain of 500 states, and a linear look-up cost ~300 K instructions per state the walk
     // met (`Github_hard---o79409` token 5: half of a 3 ms fill).
+    // Each state read takes a cover-search pair ([`crate::slice::with_cover_budget`]): a state
+    // of a long counted run (`\d{40000}|\w+t`) read 256 states undecided, 40k times in one
+    // compile (1.3 s). Out of pairs, the search after it gives up too.
     let mut seen = vec![s];
-    let mut known: std::collections::HashSet<StateId, crate::fasthash::FastState> = [s].into_iter().collect();
+    let mut known: std::collections::HashSet<StateId, crate::fasthash::FastState> =
+        std::collections::HashSet::with_capacity_and_hasher(64, crate::fasthash::FastState);
+    known.insert(s);
     let mut i = 0;
     while i < seen.len() && seen.len() <= MAX_REFUTE_STATES {
+        if !crate::slice::take_cover_pair() {
+            return false;
+        }
+        REFUTE_STATES_READ.set(REFUTE_STATES_READ.get() + 1);
         let q = seen[i];
         i += 1;
         let mut read = 0u128;

@@ -48,7 +48,7 @@ pub fn with_cover_budget<R>(pairs: usize, f: impl FnOnce() -> R) -> R {
 }
 
 /// Takes one pair from the thread's budget ([`with_cover_budget`]); false when none is left.
-fn take_pair() -> bool {
+pub fn take_cover_pair() -> bool {
     let left = PAIRS_LEFT.get();
     PAIRS_LEFT.set(left.saturating_sub(1));
     left > 0
@@ -520,7 +520,7 @@ impl Graph {
     /// Counts one more pair or in-character step; false past the bounds (this search's and the
     /// thread's, see [`with_cover_budget`]).
     fn take(&mut self) -> bool {
-        if self.explored >= MAX_COVER_PAIRS || !(self.pairs.is_empty() || take_pair()) {
+        if self.explored >= MAX_COVER_PAIRS || !(self.pairs.is_empty() || take_cover_pair()) {
             return false;
         }
         self.explored += 1;
