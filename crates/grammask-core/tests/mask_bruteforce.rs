@@ -1495,7 +1495,7 @@ fn key_set_entries_stay_rules_and_masks_match_brute_force() {
         r#"{"id":9,"presentationHint":8,"kind":7,"source":6,"endColumn":5,"endLine":4,"column":3,"line":2,"name":1}"#,
         r#"{"endLine":4, "x":0, "line":2,"lines":1,"column":3, "name":12}"#,
         r#"{"kind":7,"endColumn":5,"id":9}"#,
-        r#"{}"#,
+        r"{}",
     ];
     let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);

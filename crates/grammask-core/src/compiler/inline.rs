@@ -235,6 +235,7 @@ value ::= "[" value "]" | "0"
 
     #[test]
     fn entries_of_many_key_set_rules_stay_rules() {
+        use std::fmt::Write as _;
         // An entry (`"key" ":" value`, value a rule of its own) within the shared limit is
         // copied into a few callers, but not into the hundreds of key-set rules of an
         // any-order object, whose copies would add up past `INLINE_SHARED_TOTAL_STATES`.
@@ -243,11 +244,11 @@ value ::= "[" value "]" | "0"
         src.push_str("e ::= \"\\\"\" \"namedVariables\" \"\\\"\" \":\" value\n");
         src.push_str("f ::= \"\\\"\" \"namedVariables\" \"\\\"\" \":\" value \"x\"\n");
         for i in 0..300 {
-            src.push_str(&format!("s{i} ::= \"\" | \",\" e s{}\n", i + 1));
+            let _ = writeln!(src, "s{i} ::= \"\" | \",\" e s{}", i + 1);
         }
         src.push_str("s300 ::= \"\"\n");
         for i in 0..3 {
-            src.push_str(&format!("t{i} ::= \"\" | \",\" f t{}\n", i + 1));
+            let _ = writeln!(src, "t{i} ::= \"\" | \",\" f t{}", i + 1);
         }
         src.push_str("t3 ::= \"\"\n");
         let plan = inlined(&src);
