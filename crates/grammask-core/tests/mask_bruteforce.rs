@@ -1489,3 +1489,40 @@ fn run_class_searches_of_a_compile_are_bounded() {
     let docs: [&[u8]; 3] = [b"0123456789t", b"ab12_t", b"9t"];
     assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) >= 19);
 }
+
+/// An any-order object past `MAX_ANY_ORDER_STATES` (2^9 key-set rules): its entries, each used by
+/// 256 key-set rules, stay rules of their own instead of copies in every key-set rule
+/// (`compiler/inline.rs`, `INLINE_SHARED_TOTAL_STATES`), which bounds the automata's states; masks
+/// equal the brute force at every byte of instances with the keys in several orders, with extra
+/// keys between them, and the same keys twice refused.
+#[test]
+fn key_set_entries_stay_rules_and_masks_match_brute_force() {
+    let keys = ["name", "line", "column", "endLine", "endColumn", "source", "kind", "presentationHint", "id"];
+    let props: Vec<String> = keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect();
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let g = lax_schema_grammar(&schema);
+    let a = grammask_core::compiler::Automata::build(&g).unwrap();
+    let rules = a.states().iter().map(|s| s.rule.index()).collect::<std::collections::HashSet<_>>().len();
+    assert!(rules > 512, "{rules} rules with states");
+    assert!(a.states().len() < 12_000, "{} states", a.states().len());
+    let extra: Vec<String> = keys.iter().map(|k| format!("\"{k}\":")).collect();
+    let mut extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    extra.extend(["\"line", "Line\":", "Column", "\":1,", "\":2}", "{\"", ", \"", "12"]);
+    let vocab = ascii_vocab(&extra, &[]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs = [
+        r#"{"name":1,"line":2,"column":3,"endLine":4,"endColumn":5,"source":6,"kind":7,"presentationHint":8,"id":9}"#,
+        r#"{"id":9,"presentationHint":8,"kind":7,"source":6,"endColumn":5,"endLine":4,"column":3,"line":2,"name":1}"#,
+        r#"{"endLine":4, "x":0, "line":2,"lines":1,"column":3, "name":12}"#,
+        r#"{"kind":7,"endColumn":5,"id":9}"#,
+        r"{}",
+    ];
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(checked > 250);
+    for twice in [r#"{"line":1,"name":2,"line":3}"#, r#"{"id":1,"kind":2,"id":1}"#] {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let ok = m.accept_bytes(twice.as_bytes()).unwrap_or(false) && m.is_completed();
+        assert!(!ok, "{twice}");
+    }
+}
