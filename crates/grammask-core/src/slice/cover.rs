@@ -164,6 +164,9 @@ pub struct CoverMemo {
     /// Per kernel state, what [`super::walked_cover`] found (a state whose walked searches failed
     /// is not searched again).
     pub(super) walked: Mutex<FastMap<StateId, Option<(super::Walked, super::Cover)>>>,
+    /// The walked strings found so far, merged while they fit (see [`super::walked`]): tried
+    /// first by the next state's string search.
+    pub(super) strings_seed: Mutex<Option<[u32; super::walked::MAX_WALKED_STRINGS]>>,
 }
 
 #[derive(Debug)]

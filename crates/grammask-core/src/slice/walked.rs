@@ -376,10 +376,49 @@ fn walked_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &Cove
 /// `net_[a-z]+[0-9]+`: MaskBench `Github_medium---o83286`) is cut before instead: the literal
 /// characters the path read before the class characters (`rv_`, `et_`) are walked, as one
 /// string per class character would never cover.
-fn strings_search(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
+fn strings_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
     if refused_at_root(a, s).is_some_and(|r| r.count_ones() > MAX_WALKED_CHARS) {
         return None;
     }
+    let seed = |m: &CoverMemo| *m.strings_seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The strings other states found first: the states of one pattern's string, or of several
+    // patterns over the same words, refuse alike (five `key_N.re` of `Github_medium---o83286`,
+    // five `oneOf` strings of `Github_easy---o65510`), and their searches share one slice's
+    // verdicts.
+    if let Some(seeded) = seed(memo) {
+        let table = strings_table(&seeded)?;
+        let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        if let Ok(ends) = cover_search(a, s, SliceKey::BodyStrings(seeded), step, memo) {
+            return Some((Walked::Strings(seeded), Cover { may_end: ends.may_end, walk_dead: false }));
+        }
+    }
+    let found = strings_rounds(a, s, misread, memo)?;
+    // Only sets of MAX_STRING_LEN-character strings seed (few tokens hold one; a shorter string,
+    // found inside a word, may hold too many for a walked body, and the seeded state would walk
+    // the trie where its own search would not have).
+    let seeds = match found.0 {
+        Walked::Strings(w) if w.iter().all(|&v| v == 0 || packed_len(v) as usize == MAX_STRING_LEN) => Some(w),
+        _ => None,
+    };
+    if let Some(w) = seeds {
+        // Merged with the seed while they fit, else the seed.
+        let mut merged: Vec<u32> = seed(memo).unwrap_or_default().into_iter().chain(w).filter(|&v| v != 0).collect();
+        merged.sort_unstable();
+        merged.dedup();
+        let fits =
+            merged.len() <= MAX_WALKED_STRINGS && prefixes_of(&merged).len() <= usize::from(16 - FIRST_PREFIX_STATE);
+        let mut next = w;
+        if fits {
+            next = [0; MAX_WALKED_STRINGS];
+            next[..merged.len()].copy_from_slice(&merged);
+        }
+        *memo.strings_seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(next);
+    }
+    Some(found)
+}
+
+/// [`strings_search`]'s rounds, one misread at a time from `misread`.
+fn strings_rounds(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
     let mut strings = [0u32; MAX_WALKED_STRINGS];
     // Per round, the misread's text (its path's characters and the misread one) and the string
     // added for it.
@@ -457,7 +496,8 @@ fn strings_search(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: 
                 }
             }
             next.sort_unstable_by_key(|&v| (v == 0, v));
-            strings_table(&next).map(|_| (next, new))
+            // What [`strings_table`] needs to fit (it is built once the strings are chosen).
+            (prefixes_of(&next).len() <= usize::from(16 - FIRST_PREFIX_STATE)).then_some((next, new))
         })?;
         strings = fits.0;
         sources.push((text, fits.1));
