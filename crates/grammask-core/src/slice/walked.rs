@@ -385,8 +385,7 @@ fn strings_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &Cov
     // patterns over the same words, refuse alike (five `key_N.re` of `Github_medium---o83286`,
     // five `oneOf` strings of `Github_easy---o65510`), and their searches share one slice's
     // verdicts.
-    if let Some(seeded) = seed(memo) {
-        let table = strings_table(&seeded)?;
+    if let Some((seeded, table)) = seed(memo).and_then(|w| Some((w, strings_table(&w)?))) {
         let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
         if let Ok(ends) = cover_search(a, s, SliceKey::BodyStrings(seeded), step, memo) {
             return Some((Walked::Strings(seeded), Cover { may_end: ends.may_end, walk_dead: false }));
