@@ -126,9 +126,21 @@ pub enum SliceKey {
     BodyStrings([u32; super::walked::MAX_WALKED_STRINGS]),
 }
 
-/// A misread: the slice state, the byte, and the last two ASCII characters (at a character
-/// boundary) on one path to the misreading pair, the last in the low byte (0: none known).
-pub type Misread = (u8, u8, u16);
+/// A misread: the slice state, the byte, and the path's history ([`History`]) to the misreading
+/// pair, with [`WIDE_MISREAD`] set when the byte is refused with others (see [`History`]).
+pub type Misread = (u8, u8, History);
+
+/// The last (up to) seven ASCII characters read at a character boundary on one path, one a byte,
+/// the last in the low byte (0: none known); a character's bit 7 is set when the path read it as
+/// one of a class (a run of several bytes that every configuration and the slice step treat
+/// alike: `[a-z]` after `net_` in `net_[a-z]+[0-9]+`).
+pub type History = u64;
+
+/// [`History`] bits that hold characters.
+pub(super) const HISTORY_CHARS: History = (1 << 56) - 1;
+
+/// In a [`Misread`]'s history: the misread byte is refused with the rest of its run (a class).
+pub(super) const WIDE_MISREAD: History = 1 << 63;
 
 /// Whether slice state `b` is at a character boundary of the string-body slices (the body's state
 /// 0, or a walked-string prefix state: [`super::walked`]).
@@ -152,6 +164,9 @@ pub struct CoverMemo {
     /// Per kernel state, what [`super::walked_cover`] found (a state whose walked searches failed
     /// is not searched again).
     pub(super) walked: Mutex<FastMap<StateId, Option<(super::Walked, super::Cover)>>>,
+    /// The walked strings found so far, merged while they fit (see [`super::walked`]): tried
+    /// first by the next state's string search.
+    pub(super) strings_seed: Mutex<Option<[u32; super::walked::MAX_WALKED_STRINGS]>>,
 }
 
 #[derive(Debug)]
@@ -500,9 +515,8 @@ struct Graph {
     pairs: Vec<(u32, u8)>,
     ends: Vec<bool>,
     inside: Vec<bool>,
-    /// Per pair, the last two ASCII characters read at a boundary on the path that found it
-    /// (see [`Misread`]).
-    hist: Vec<u16>,
+    /// Per pair, the characters read at a boundary on the path that found it ([`History`]).
+    hist: Vec<History>,
     edges: Vec<(u32, u32)>,
     /// The pairs still to explore.
     stack: Vec<u32>,
@@ -529,7 +543,7 @@ impl Graph {
 
     /// The local index of pair `(id, b)`, a new pair to explore if it is not one yet; `None` past
     /// the bounds.
-    fn pair(&mut self, id: u32, b: u8, hist: u16) -> Option<u32> {
+    fn pair(&mut self, id: u32, b: u8, hist: History) -> Option<u32> {
         if let Some(&q) = self.local.get(&(id, b)) {
             return Some(q);
         }
@@ -570,6 +584,8 @@ fn expand(
         return Err(Refused);
     }
     let real = &set[..set.len() - usize::from(inert)];
+    // The pairs found from here on are `p`'s (see [`History`]).
+    let first_new = g.pairs.len();
     let ends_here = real.iter().any(|&(q, st)| st == 0 && a.state(q).is_final);
     g.ends[p as usize] |= ends_here;
     g.inside[p as usize] |= ends_here && b != 0;
@@ -589,14 +605,18 @@ fn expand(
     last_raw.clear();
     let mut last: Option<u32> = None;
     let explored = 'runs: {
-        for x in run_starts(bounds) {
+        let mut runs = run_starts(bounds).peekable();
+        while let Some(x) = runs.next() {
+            // Whether the run holds more bytes than `x` (a class of characters).
+            let wide = runs.peek().map_or(x < 255, |&y| y > x + 1);
+            let class = |c: u8| u64::from(c) | if wide { 0x80 } else { 0 };
             next.clear();
             next.extend(real.iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
             match step(b, x) {
                 Body::To(nb) => {
                     debug_assert!(nb < 16, "slice automaton state {nb}");
                     if next.is_empty() {
-                        break 'runs Err(ex.refute(pid, pb, Some((b, x, hist))));
+                        break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                     }
                     next.sort_unstable();
                     next.dedup();
@@ -642,8 +662,15 @@ fn expand(
                             break 'runs Err(ex.refute(pid, pb, misread));
                         }
                         None => {
-                            let seen = if boundary(nb) && x < 0x80 { hist << 8 | u16::from(x) } else { 0 };
+                            let seen =
+                                if boundary(nb) && x < 0x80 { (hist << 8 | class(x)) & HISTORY_CHARS } else { 0 };
+                            let known = g.pairs.len();
                             let Some(q) = g.pair(nid, nb, seen) else { break 'runs Err(None) };
+                            // A pair this one found on another run: its last character is one
+                            // of a class.
+                            if g.pairs.len() == known && q as usize >= first_new && g.hist[q as usize] & 0x7F != 0 {
+                                g.hist[q as usize] |= 0x80;
+                            }
                             // Runs of one pair often lead to the same pair: one edge is enough.
                             if g.edges.last() != Some(&(p, q)) {
                                 g.edges.push((p, q));
@@ -652,7 +679,7 @@ fn expand(
                     }
                 }
                 Body::Dead if !next.is_empty() => {
-                    break 'runs Err(ex.refute(pid, pb, Some((b, x, hist))));
+                    break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                 }
                 Body::Dead | Body::Walk => {}
             }

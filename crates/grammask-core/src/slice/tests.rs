@@ -1134,3 +1134,68 @@ fn tiny_cover_budgets_classify_like_full_walks() {
         assert!(covered(budget) < all, "budget {budget} decides every cover ({all})");
     }
 }
+
+/// Keys that must not match unanchored patterns refused after a class (MaskBench
+/// `Github_medium---o83286`'s `devices`: `netdrv_([a-z]+)` refuses any letter after `netdrv_`,
+/// `net_[a-z]+[0-9]+` any digit after `net_` and letters, `netdir_(projects|...)` the last letter
+/// of each word). One walked string per refused letter never covered (`v_a`, `v_b`, ... past
+/// [`super::walked::MAX_WALKED_STRINGS`]), so each key start walked the whole trie. The strings are
+/// now cut before the class (`rv_`) or at the text misreads share (`et_` for `net_r0` and
+/// `net_t0`, `ir_` for `netdir_work` and `netdir_share`): every such state classifies exactly like
+/// the full walk, within a quarter of the trie's nodes (where the full walk gives up). Fails with
+/// the cuts undone (no state walks `rv_`, `et_` or `ir_`).
+#[test]
+fn class_misread_kernels_equal_full_walks() {
+    use crate::mask::{classify_kernel_budget, Shortcuts};
+    let schema = r#"{"type": "object", "properties": {"devices": {"type": "object",
+        "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
+        "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
+        "additionalProperties": false}"#;
+    let extra = ["netdrv_a", "net_ab1", "netdir_work", "netdir_projects", "rv_x", "et_ab", "v_", "_a1", "r_w"];
+    let WalkedFixture { a, follow, trie, n, body, firsts } =
+        walked_fixture(schema, b"netdrvi_0a1wokpsjc ", 120_000, 9, 0x0C1A_5518, &extra);
+    assert!(!firsts.walkable(b'_') && !firsts.walkable(b'a'), "the fixture must not walk `_` or `a`");
+    let index = StringIndex::new(&trie);
+    let walkable = |x: u8| firsts.walkable(x);
+    let bodies = |w: Walked| walked_body(&trie, &body, &firsts, &index, w);
+    let memo = CoverMemo::default();
+    let pack = |w: &[u8]| w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
+    let (mut strings, mut bounded) = (std::collections::BTreeSet::new(), 0);
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let found =
+            BodySlice::covers_or_misread(&a, s, &memo).err().and_then(|m| walked_cover(&a, s, m, walkable, &memo));
+        let Some((Walked::Strings(w), _)) = found else { continue };
+        strings.extend(w.into_iter().filter(|&w| w != 0));
+        let f = follow[a.state(s).rule.index()];
+        let mut never = || false;
+        let full = Shortcuts { follow: Some(&f), ..Default::default() };
+        let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+        let fast = || Shortcuts {
+            body: Some(&body),
+            follow: Some(&f),
+            walked: Some((&walkable, &bodies)),
+            cover: Some(&memo),
+            ..Default::default()
+        };
+        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), usize::MAX, &mut never).unwrap().unwrap();
+        assert_eq!(full.accepted, fast_mask.accepted, "state {} walking {w:x?}", s.0);
+        let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+            k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+        };
+        assert_eq!(spell(&full), spell(&fast_mask), "state {} walking {w:x?}", s.0);
+        if w.iter().any(|&w| w != 0 && w < 0x100) {
+            continue;
+        }
+        let quarter = trie.nodes.len() / 4;
+        let mut give_up = || true;
+        let plain = Shortcuts { follow: Some(&f), ..Default::default() };
+        assert!(classify_kernel_budget(&a, &trie, n, s, plain, quarter, &mut give_up).unwrap().is_none());
+        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), quarter, &mut give_up).unwrap();
+        assert!(fast_mask.is_some(), "state {} walking {w:x?} visits over {quarter} nodes", s.0);
+        bounded += 1;
+    }
+    for want in [&b"rv_"[..], b"et_", b"ir_"] {
+        assert!(strings.contains(&pack(want)), "no state walks {:?}: {strings:x?}", String::from_utf8_lossy(want));
+    }
+    assert!(bounded >= 3, "{bounded} states walk only strings within a quarter of the trie");
+}

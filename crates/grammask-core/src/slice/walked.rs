@@ -15,7 +15,7 @@
 //! `W` character at a character boundary and its own byte is not body text there (a body frontier
 //! node) or is a `W` character at a character boundary.
 use super::body::{body_step, body_table};
-use super::cover::{cover_search, CoverMemo, Misread, SliceKey};
+use super::cover::{cover_search, CoverMemo, Misread, SliceKey, HISTORY_CHARS, WIDE_MISREAD};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -371,34 +371,122 @@ fn walked_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &Cove
 /// many as fit, up to [`MAX_STRING_LEN`] in all: a string pattern that refuses text holding two of
 /// its words (`oneOf` patterns `"maker"`, `"admin"`: MaskBench `Github_easy---o65510`) refuses
 /// only past `ker` or `min`, which few tokens hold, where no character of them could be walked
-/// (`r`, `n` begin most of the trie).
-fn strings_search(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
+/// (`r`, `n` begin most of the trie). A character refused with a class (`[a-z]` after `netdrv_`
+/// in a key that must not match `netdrv_([a-z]+)`, `[0-9]` after `net_` and letters for
+/// `net_[a-z]+[0-9]+`: MaskBench `Github_medium---o83286`) is cut before instead: the literal
+/// characters the path read before the class characters (`rv_`, `et_`) are walked, as one
+/// string per class character would never cover.
+fn strings_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
     if refused_at_root(a, s).is_some_and(|r| r.count_ones() > MAX_WALKED_CHARS) {
         return None;
     }
+    let seed = |m: &CoverMemo| *m.strings_seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The strings other states found first: the states of one pattern's string, or of several
+    // patterns over the same words, refuse alike (five `key_N.re` of `Github_medium---o83286`,
+    // five `oneOf` strings of `Github_easy---o65510`), and their searches share one slice's
+    // verdicts.
+    if let Some((seeded, table)) = seed(memo).and_then(|w| Some((w, strings_table(&w)?))) {
+        let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        if let Ok(ends) = cover_search(a, s, SliceKey::BodyStrings(seeded), step, memo) {
+            return Some((Walked::Strings(seeded), Cover { may_end: ends.may_end, walk_dead: false }));
+        }
+    }
+    let found = strings_rounds(a, s, misread, memo)?;
+    // Only sets of MAX_STRING_LEN-character strings seed (few tokens hold one; a shorter string,
+    // found inside a word, may hold too many for a walked body, and the seeded state would walk
+    // the trie where its own search would not have).
+    let seeds = match found.0 {
+        Walked::Strings(w) if w.iter().all(|&v| v == 0 || packed_len(v) as usize == MAX_STRING_LEN) => Some(w),
+        _ => None,
+    };
+    if let Some(w) = seeds {
+        // Merged with the seed while they fit, else the seed.
+        let mut merged: Vec<u32> = seed(memo).unwrap_or_default().into_iter().chain(w).filter(|&v| v != 0).collect();
+        merged.sort_unstable();
+        merged.dedup();
+        let fits =
+            merged.len() <= MAX_WALKED_STRINGS && prefixes_of(&merged).len() <= usize::from(16 - FIRST_PREFIX_STATE);
+        let mut next = w;
+        if fits {
+            next = [0; MAX_WALKED_STRINGS];
+            next[..merged.len()].copy_from_slice(&merged);
+        }
+        *memo.strings_seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(next);
+    }
+    Some(found)
+}
+
+/// [`strings_search`]'s rounds, one misread at a time from `misread`.
+fn strings_rounds(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: &CoverMemo) -> Option<(Walked, Cover)> {
     let mut strings = [0u32; MAX_WALKED_STRINGS];
+    // Per round, the misread's text (its path's characters and the misread one) and the string
+    // added for it.
+    let mut sources: Vec<(Vec<u8>, u32)> = Vec::new();
     let mut n = 0;
     loop {
         let (b, x, seen) = misread?;
         if n == MAX_WALKED_STRINGS || x >= 0x80 || body_step(0, x) != Body::To(0) {
             return None;
         }
-        // The characters before `x` on a path that misreads it, nearest last.
+        // The characters before `x` on a path that misreads it, nearest last, bit 7 set on those
+        // read as one of a class (the history, or the prefix state's text where the history
+        // does not end with it).
+        let hist: Vec<u8> = (seen & HISTORY_CHARS).to_be_bytes().into_iter().filter(|&c| c != 0).collect();
         let before: Vec<u8> = if b >= FIRST_PREFIX_STATE {
             let p = *prefixes_of(&strings).get(usize::from(b - FIRST_PREFIX_STATE))?;
-            p.to_le_bytes()[..packed_len(p) as usize].to_vec()
+            let p = &p.to_le_bytes()[..packed_len(p) as usize];
+            let chars: Vec<u8> = hist.iter().map(|&c| c & 0x7F).collect();
+            if chars.ends_with(p) {
+                hist
+            } else {
+                p.to_vec()
+            }
         } else if b == 0 {
-            seen.to_be_bytes().into_iter().filter(|&c| c != 0).collect()
+            hist
         } else {
             return None;
         };
-        let fits = (0..=before.len().min(MAX_STRING_LEN - 1)).rev().find_map(|k| {
-            let mut w = before[before.len() - k..].to_vec();
+        // Candidates, preferred first: for a class misread, the literal characters read right
+        // before the path's last class characters (longest first); then `x` after as many of the
+        // characters before it as fit.
+        let cut: &[u8] = match before.iter().rposition(|&c| c < 0x80) {
+            Some(end) if seen & WIDE_MISREAD != 0 => {
+                let start = before[..end].iter().rposition(|&c| c >= 0x80).map_or(0, |i| i + 1);
+                &before[start.max((end + 1).saturating_sub(MAX_STRING_LEN))..=end]
+            }
+            _ => &[],
+        };
+        let cuts = (0..cut.len()).map(|k| cut[k..].to_vec());
+        // First of all: the last characters (up to MAX_STRING_LEN) of the longest text of at least
+        // MAX_STRING_LEN characters this misread's path shares with an earlier one's, whose
+        // strings then need not be walked (`ir_` for `netdir_work` and `netdir_share`, each
+        // refused at its last character; `et_` for `net_r0` and `net_t0` where `r` and `t` lead to
+        // sets of their own).
+        let text: Vec<u8> = before.iter().map(|&c| c & 0x7F).chain([x]).collect();
+        let shared = sources
+            .iter()
+            .filter_map(|(t, _)| longest_shared(&text, t))
+            .max_by_key(Vec::len)
+            .map(|c| c[c.len() - MAX_STRING_LEN..].to_vec());
+        let ends_at_x = (0..=before.len().min(MAX_STRING_LEN - 1)).rev().map(|k| {
+            let mut w: Vec<u8> = before[before.len() - k..].iter().map(|&c| c & 0x7F).collect();
             w.push(x);
+            w
+        });
+        let fits = shared.into_iter().chain(cuts).chain(ends_at_x).find_map(|w| {
             let mut next = strings;
+            let new = w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
+            if next.contains(&new) {
+                return None;
+            }
+            // The strings added for earlier misreads whose path the new one cuts.
+            for (t, added) in &sources {
+                if t.windows(w.len()).any(|u| u == w.as_slice()) {
+                    next.iter_mut().filter(|v| **v == *added).for_each(|v| *v = 0);
+                }
+            }
             // Each round adds one string and fills a slot at most: `n` rounds leave a free one.
             let n = next.iter().position(|&v| v == 0)?;
-            let new = w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
             next[n] = new;
             // A walked string that ends with the new one is walked by it.
             for v in &mut next[..n] {
@@ -407,9 +495,11 @@ fn strings_search(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: 
                 }
             }
             next.sort_unstable_by_key(|&v| (v == 0, v));
-            strings_table(&next).map(|_| next)
+            // What [`strings_table`] needs to fit (it is built once the strings are chosen).
+            (prefixes_of(&next).len() <= usize::from(16 - FIRST_PREFIX_STATE)).then_some((next, new))
         })?;
-        strings = fits;
+        strings = fits.0;
+        sources.push((text, fits.1));
         n += 1;
         let table = strings_table(&strings)?;
         let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
@@ -418,6 +508,20 @@ fn strings_search(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: 
             Err(m) => misread = m,
         }
     }
+}
+
+/// The longest text of at least [`MAX_STRING_LEN`] characters in both `u` and `v` (the first
+/// found in `u`), if any.
+fn longest_shared(u: &[u8], v: &[u8]) -> Option<Vec<u8>> {
+    let mut best: &[u8] = &[];
+    for i in 0..u.len() {
+        for j in i + MAX_STRING_LEN.max(best.len() + 1)..=u.len() {
+            if v.windows(j - i).any(|w| w == &u[i..j]) {
+                best = &u[i..j];
+            }
+        }
+    }
+    (!best.is_empty()).then(|| best.to_vec())
 }
 
 /// The proper prefixes of walked strings (packed), in [`strings_table`]'s state order.
