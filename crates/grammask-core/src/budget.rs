@@ -118,6 +118,8 @@ pub struct Completion {
     /// [`Walk::front_memo`] (see [`Completion::memo_listings`]).
     exit_listings: AtomicUsize,
     front_listings: AtomicUsize,
+    /// Trie nodes read on the chart that took a [`Walk::exit_levels`] entry instead of a row.
+    exit_level_skips: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -723,6 +725,7 @@ impl Completion {
             near_rule_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
             body_shortcuts: AtomicUsize::new(0),
+            exit_level_skips: AtomicUsize::new(0),
             exit_listings: AtomicUsize::new(0),
             front_listings: AtomicUsize::new(0),
         }
@@ -1263,6 +1266,13 @@ impl Completion {
         self.body_shortcuts.load(Ordering::Relaxed)
     }
 
+    /// How many trie nodes read on the chart limit walks took from a known exit level, with no
+    /// Earley row (see [`Walk::exit_levels`]; for tests).
+    #[doc(hidden)]
+    pub fn exit_level_skips(&self) -> usize {
+        self.exit_level_skips.load(Ordering::Relaxed)
+    }
+
     #[doc(hidden)]
     /// How many chart exits limit walks listed from their exit memo, and how many body-frontier
     /// subtrees from their frontier memo (for tests).
@@ -1546,6 +1556,18 @@ type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
 /// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
 type ExitKey = (usize, u128, u128);
 
+/// A [`Walk::exit_levels`] key: the chart's rows below the level a byte leaves, its last row's
+/// signature, a hash of the level's plain items when they are not that row's (else 0), the byte
+/// and the region depth of the level after it ([`Walk::depth_below`]).
+type ExitLevelKey = (usize, u128, u128, u8, u32);
+
+/// What [`Walk::children_skip`] needs of the level a byte read on the chart reaches: its `C`,
+/// and when it is plain, its exits and its items' [`Stay`]s.
+struct ExitLevel {
+    cost: u32,
+    plain: Option<(Exits, Vec<Stay>)>,
+}
+
 /// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
 const START_LEVEL: u8 = u8::MAX;
 
@@ -1702,6 +1724,15 @@ struct Walk<'a> {
     exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     /// Scratch for [`Walk::list_exit`]: the frontier subtrees' nodes and lists.
     exit_lists: Vec<(usize, FrontList)>,
+    /// Limit walks: by [`ExitLevelKey`], the level a byte read on the chart reached (`None`: the
+    /// byte is dead there). A node whose byte reaches a known level, and all of whose children
+    /// that level skips ([`Walk::children_skip`]), is listed and skipped without an Earley row.
+    /// PERF: in a string of a counted repetition (`json_char.block{0,8}`), every trie node at the
+    /// byte that crosses a block's bound pushed two rows (~30k per walk), to reach the same few
+    /// levels, whose stay homes skip everything below.
+    exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    /// Scratch for [`Walk::children_skip`]: the deferrals it would make.
+    pending: Vec<Deferred>,
 }
 
 impl Walk<'_> {
@@ -2161,6 +2192,111 @@ impl Walk<'_> {
         }
     }
 
+    /// The [`ExitLevelKey`] of node `i`'s byte read on the chart from the level `levels[d - 1]`
+    /// (plain items `lo..hi` when `plain`, else the chart's last row, of `rows` rows), in limit
+    /// walks where the node's subtree may be skipped as a whole (`inside`: outside second passes,
+    /// or within a deferred subtree).
+    fn exit_level_key(&self, chart: &Chart, rows: usize, plain: Option<(usize, usize)>, i: usize) -> ExitLevelKey {
+        let items = plain.map_or(0, |(lo, hi)| seq_hash(self.items[lo..hi].iter().map(|e| item_word(&e.item))));
+        (rows, chart.row_signature(rows - 1), items, self.trie.nodes[i].byte, self.depth_below(i))
+    }
+
+    /// The [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost `cost`.
+    fn exit_level(&self, l: Level, cost: u32) -> ExitLevel {
+        let plain = match l {
+            Level::Plain { lo, hi, exits, .. } => Some((exits, self.items[lo..hi].iter().map(|e| e.stay).collect())),
+            Level::Chart { .. } => None,
+        };
+        ExitLevel { cost, plain }
+    }
+
+    /// Whether the walk, at level `lv` after trie node `i`, would skip (or defer) every child
+    /// of `i` by the checks of its node loop (char stays, descent with `descent_limit`, the
+    /// plain level's exits and stays), in that order; if so, makes the deferrals those checks
+    /// make. Invariant: the subtree's tokens below `i` are then on the side the walk does not
+    /// list, or deferred, exactly as the node loop would leave them.
+    fn children_skip(&mut self, i: usize, lv: &ExitLevel, descent_limit: Option<u32>) -> bool {
+        let (nodes, classes) = (&self.trie.nodes, self.classes);
+        let (end, dc) = (nodes[i].subtree_end as usize, nodes[i].depth + 1);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        let mut c = i + 1;
+        let mut all = true;
+        while c < end {
+            let h = classes.hot[c];
+            let next = nodes[c].subtree_end as usize;
+            if h.utf8 && self.root_chars.iter().any(|st| st.keeps(h.chars, h.reach)) {
+                c = next;
+                continue;
+            }
+            if let Some(limit) = descent_limit {
+                let least = (h.reach != 0).then(|| lv.cost.saturating_sub(h.reach + 1 - dc));
+                if least.is_none_or(|least| least > limit) {
+                    if let (Some(least), Mode::Limit { side: Side::Fit, .. }) = (least, self.mode) {
+                        let below =
+                            &self.trie.tokens[self.trie.first_token[c] as usize..self.trie.first_token[next] as usize];
+                        let allowed = below.iter().filter(|&&t| self.mask.get(t as usize)).count();
+                        if allowed > 0 {
+                            pending.push(Deferred { node: c as u32, least, tokens: allowed as u32 });
+                        }
+                    }
+                    c = next;
+                    continue;
+                }
+            }
+            let skips = lv.plain.as_ref().is_some_and(|(ex, stays)| {
+                let (below, len) = (h.below, h.reach.saturating_sub(dc - 1));
+                below & ex.hard == 0 && h.ends & ex.soft == 0
+                    || below & ex.home == 0
+                    || stays.iter().any(|st| st.keeps(below, len))
+            });
+            if !skips {
+                all = false;
+                break;
+            }
+            c = next;
+        }
+        self.pending = pending;
+        all
+    }
+
+    /// Makes the deferrals of the last [`Walk::children_skip`] that answered true, as the node
+    /// loop does (it stops at the one that caps the walk).
+    fn commit_pending(&mut self) {
+        for k in 0..self.pending.len() {
+            let f = self.pending[k];
+            self.deferred.push(f);
+            self.deferred_tokens += f.tokens as usize;
+            if self.out.len() + self.deferred_tokens > self.cap
+                || self.deferred_tokens > self.cap / DEFERRED_CAP_DIVISOR
+            {
+                self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
+                self.capped = true;
+                return;
+            }
+        }
+    }
+
+    /// Takes node `i` (reading its byte on the chart, with `has_token` its tokens to list) from
+    /// the [`Walk::exit_levels`] entry of `key` when there is one and it skips every child of
+    /// `i`. Returns whether it did (the caller skips the subtree).
+    fn take_exit_level(&mut self, key: ExitLevelKey, i: usize, has_token: bool, descent_limit: Option<u32>) -> bool {
+        let Some(hit) = self.exit_levels.get(&key).cloned() else { return false };
+        let Some(lv) = hit else { return true };
+        if !self.children_skip(i, &lv, descent_limit) {
+            return false;
+        }
+        self.comp.exit_level_skips.fetch_add(1, Ordering::Relaxed);
+        if has_token {
+            self.record(i, lv.cost);
+            if self.capped {
+                return true;
+            }
+        }
+        self.commit_pending();
+        true
+    }
+
     /// Walks the trie; a fit walk whose first pass deferred subtrees (see [`Walk::deferred`])
     /// and was not capped walks them in a second pass, from the root again.
     /// PERF: near the end of the budget in an object key, nearly every token starts an unknown
@@ -2372,7 +2508,20 @@ impl Walk<'_> {
                             })
                             .unwrap_or(0),
                     );
+                    let lkey = (self.mode != Mode::Exact && lists).then(|| self.exit_level_key(chart, nr, None, i));
+                    if let Some(k) = lkey {
+                        if self.take_exit_level(k, i, has_token, descent_limit) {
+                            if self.capped {
+                                return Ok(());
+                            }
+                            i = skip;
+                            continue;
+                        }
+                    }
                     if !chart.push_byte(a, n.byte)? {
+                        if let Some(k) = lkey {
+                            self.exit_levels.insert(k, None);
+                        }
                         i = skip;
                         continue;
                     }
@@ -2387,6 +2536,10 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
+                    if let Some(k) = lkey {
+                        let lv = self.exit_level(l, rows.cost(chart));
+                        self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
+                    }
                     if !second && active.is_none() && classes.body_state[i] == 0 {
                         active = self.body_start(chart, l, Some(i));
                         if self.capped {
@@ -2457,6 +2610,17 @@ impl Walk<'_> {
                         // A path out of plain states: the subtree takes the chart, from a row
                         // holding the plain items (a plain row's exact content).
                         self.items.truncate(hi);
+                        let lkey = (self.mode != Mode::Exact && lists)
+                            .then(|| self.exit_level_key(chart, nr, (!at_row).then_some((lo, hi)), i));
+                        if let Some(k) = lkey {
+                            if self.take_exit_level(k, i, has_token, descent_limit) {
+                                if self.capped {
+                                    return Ok(());
+                                }
+                                i = skip;
+                                continue;
+                            }
+                        }
                         if !at_row {
                             let mut row = std::mem::take(&mut self.seeds);
                             row.clear();
@@ -2479,6 +2643,9 @@ impl Walk<'_> {
                             continue;
                         }
                         if !chart.push_byte(a, n.byte)? {
+                            if let Some(k) = lkey {
+                                self.exit_levels.insert(k, None);
+                            }
                             i = skip;
                             continue;
                         }
@@ -2493,6 +2660,10 @@ impl Walk<'_> {
                         let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
+                        if let Some(k) = lkey {
+                            let lv = self.exit_level(l, rows.cost(chart));
+                            self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
+                        }
                         if !second && active.is_none() && classes.body_state[i] == 0 {
                             active = self.body_start(chart, l, Some(i));
                             if self.capped {
@@ -2631,6 +2802,8 @@ impl Budget {
             front_build: None,
             exit_memo: FastMap::default(),
             exit_lists: Vec::new(),
+            exit_levels: FastMap::default(),
+            pending: Vec::new(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
