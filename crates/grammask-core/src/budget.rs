@@ -2257,13 +2257,14 @@ impl Walk<'_> {
         const FRAME: u32 = 1 << 31;
         let cost = |s: StateId, u: u32| comp.dist(s).saturating_add(u).min(INF);
         let r = chart.last_row_index();
-        let mut seen: FastMap<(u32, u32, u32), ()> = FastMap::default();
+        let mut seen: std::collections::HashSet<(u32, u32, u32), crate::fasthash::FastState> =
+            std::collections::HashSet::default();
         let mut frames: Vec<(StateId, u32, u32)> = Vec::new();
         let mut frame_of: FastMap<(u32, u32, u32), u32> = FastMap::default();
         let mut layer: Vec<(StateId, u32, u32)> = Vec::new();
         for it in chart.row(r) {
             let c = (it.state, rows.item_u(a, r, it), it.origin);
-            if seen.insert((c.0 .0, c.1, c.2), ()).is_none() {
+            if seen.insert((c.0 .0, c.1, c.2)) {
                 layer.push(c);
             }
         }
@@ -2280,10 +2281,7 @@ impl Walk<'_> {
                     let bits = class_bits(e.lo, e.hi);
                     if cost(e.target, u) <= limit {
                         exits |= bits;
-                    } else if bits & !exits != 0
-                        && reach((e.target, u, ret))
-                        && seen.insert((e.target.0, u, ret), ()).is_none()
-                    {
+                    } else if bits & !exits != 0 && reach((e.target, u, ret)) && seen.insert((e.target.0, u, ret)) {
                         next.push((e.target, u, ret));
                     }
                 }
@@ -2303,7 +2301,7 @@ impl Walk<'_> {
                         if cost(c.0, c.1) <= limit {
                             return false;
                         }
-                        if reach(c) && seen.insert((c.0 .0, c.1, c.2), ()).is_none() {
+                        if reach(c) && seen.insert((c.0 .0, c.1, c.2)) {
                             next.push(c);
                         }
                         true
@@ -2729,10 +2727,10 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
-                    let over = self.over_exits(rows, chart, self.depth_below(i));
-                    self.level_over.push(over);
+                    let o = self.level_over[d - 1];
+                    self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
                     if let Some(k) = lkey {
-                        let lv = self.exit_level(l, rows.cost(chart), over);
+                        let lv = self.exit_level(l, rows.cost(chart), OverLevel::NONE);
                         self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
                     }
                     if !second && active.is_none() && classes.body_state[i] == 0 {
@@ -2856,10 +2854,10 @@ impl Walk<'_> {
                         let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
-                        let over = self.over_exits(rows, chart, self.depth_below(i));
-                        self.level_over.push(over);
+                        let o = self.level_over[d - 1];
+                        self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
                         if let Some(k) = lkey {
-                            let lv = self.exit_level(l, rows.cost(chart), over);
+                            let lv = self.exit_level(l, rows.cost(chart), OverLevel::NONE);
                             self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
                         }
                         if !second && active.is_none() && classes.body_state[i] == 0 {
