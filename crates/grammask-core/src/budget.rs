@@ -1526,10 +1526,10 @@ struct BodyShape {
 }
 
 /// Most configurations one [`Walk::over_exits`] search meets: it keeps the layers done by then.
-const MAX_OVER_CONFIGS: usize = 1 << 12;
+const MAX_OVER_CONFIGS: usize = 1 << 9;
 
 /// Most bytes [`Walk::over_exits`] looks ahead (longer tokens are read).
-const OVER_DEPTH: u32 = 32;
+const OVER_DEPTH: u32 = 16;
 
 /// A level's place in an [`Walk::over_exits`] search: the search (`set`, an index in
 /// `Walk::over_sets`, `u32::MAX` for none), the bytes read since its row (`m`) and their classes.
