@@ -2517,7 +2517,13 @@ impl Walk<'_> {
         }
         self.levels.push(root);
         self.level_costs.push(rows.cost(chart));
-        let over = self.over_exits(rows, chart, trie.max_depth);
+        // PERF: where the root's plain exits leave most classes out, its regions and homes
+        // already skip most subtrees: the search would cost more than it saves.
+        let wide = match root {
+            Level::Plain { exits, .. } => (exits.hard & exits.home).count_ones() >= 48,
+            Level::Chart { .. } => true,
+        };
+        let over = if wide { self.over_exits(rows, chart, trie.max_depth) } else { OverLevel::NONE };
         self.level_over.push(over);
         // Limit walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): a subtree
         // whose tokens all cost more than the limit by [`Walk::descent_least`] is skipped by over
