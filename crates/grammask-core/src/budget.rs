@@ -118,6 +118,10 @@ pub struct Completion {
     /// [`Walk::front_memo`] (see [`Completion::memo_listings`]).
     exit_listings: AtomicUsize,
     front_listings: AtomicUsize,
+    /// Trie nodes read on the chart that took a [`Walk::exit_levels`] entry instead of a row.
+    exit_level_skips: AtomicUsize,
+    /// Earley rows limit walks pushed for the bytes of trie nodes (their main cost).
+    walk_rows: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -723,6 +727,8 @@ impl Completion {
             near_rule_skips: AtomicUsize::new(0),
             deferred_caps: AtomicUsize::new(0),
             body_shortcuts: AtomicUsize::new(0),
+            exit_level_skips: AtomicUsize::new(0),
+            walk_rows: AtomicUsize::new(0),
             exit_listings: AtomicUsize::new(0),
             front_listings: AtomicUsize::new(0),
         }
@@ -1263,6 +1269,19 @@ impl Completion {
         self.body_shortcuts.load(Ordering::Relaxed)
     }
 
+    /// How many trie nodes read on the chart limit walks took from a known exit level, with no
+    /// Earley row (see [`Walk::exit_levels`]; for tests).
+    #[doc(hidden)]
+    pub fn exit_level_skips(&self) -> usize {
+        self.exit_level_skips.load(Ordering::Relaxed)
+    }
+
+    /// How many Earley rows limit walks pushed for trie nodes' bytes (for tests).
+    #[doc(hidden)]
+    pub fn walk_rows(&self) -> usize {
+        self.walk_rows.load(Ordering::Relaxed)
+    }
+
     #[doc(hidden)]
     /// How many chart exits limit walks listed from their exit memo, and how many body-frontier
     /// subtrees from their frontier memo (for tests).
@@ -1506,6 +1525,25 @@ struct BodyShape {
     reads: [Follow; 9],
 }
 
+/// Most configurations one [`Walk::over_exits`] search meets: it keeps the layers done by then.
+const MAX_OVER_CONFIGS: usize = 1 << 9;
+
+/// Most bytes [`Walk::over_exits`] looks ahead (longer tokens are read).
+const OVER_DEPTH: u32 = 16;
+
+/// A level's place in an [`Walk::over_exits`] search: the search (`set`, an index in
+/// `Walk::over_sets`, `u32::MAX` for none), the bytes read since its row (`m`) and their classes.
+#[derive(Clone, Copy, Debug)]
+struct OverLevel {
+    set: u32,
+    m: u32,
+    path: u64,
+}
+
+impl OverLevel {
+    const NONE: OverLevel = OverLevel { set: u32::MAX, m: 0, path: 0 };
+}
+
 /// Most [`BodyShape`]s kept per grammar; when exceeded the table starts over.
 const MAX_BODY_SHAPES: usize = 1 << 14;
 
@@ -1545,6 +1583,19 @@ type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
 
 /// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
 type ExitKey = (usize, u128, u128);
+
+/// A [`Walk::exit_levels`] key: the chart's rows below the level a byte leaves, its last row's
+/// signature, a hash of the level's plain items when they are not that row's (else 0), the byte
+/// and the region depth of the level after it ([`Walk::depth_below`]).
+type ExitLevelKey = (usize, u128, u128, u8, u32);
+
+/// What [`Walk::children_skip`] needs of the level a byte read on the chart reaches: its `C`,
+/// and when it is plain, its exits and its items' [`Stay`]s.
+struct ExitLevel {
+    cost: u32,
+    plain: Option<(Exits, Vec<Stay>)>,
+    over: OverLevel,
+}
 
 /// [`FrontKey`]'s body state of a frontier node read from the shortcut's start level.
 const START_LEVEL: u8 = u8::MAX;
@@ -1663,6 +1714,13 @@ struct Walk<'a> {
     /// `C` after the bytes of each of `levels` (the row's, or the least `dist + U` of its plain
     /// items).
     level_costs: Vec<u32>,
+    /// Over walks: per level, its [`OverLevel`].
+    level_over: Vec<OverLevel>,
+    /// [`Walk::over_exits`]' searches: `over_sets[k][n]`, the byte classes outside which every
+    /// token of at most `n` bytes after the search's row costs more than the limit.
+    over_sets: Vec<Vec<u64>>,
+    /// [`Walk::over_exits`] by `(rows, last row signature, depth)`.
+    over_memo: FastMap<(usize, u128, u32), u32>,
     /// Scratch: a row's items without rule edges.
     seeds: Vec<Item>,
     /// `(cost, token)` of the walked allowed tokens that the entry lists (see [`Walk::record`]).
@@ -1702,6 +1760,15 @@ struct Walk<'a> {
     exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     /// Scratch for [`Walk::list_exit`]: the frontier subtrees' nodes and lists.
     exit_lists: Vec<(usize, FrontList)>,
+    /// Limit walks: by [`ExitLevelKey`], the level a byte read on the chart reached (`None`: the
+    /// byte is dead there). A node whose byte reaches a known level, and all of whose children
+    /// that level skips ([`Walk::children_skip`]), is listed and skipped without an Earley row.
+    /// PERF: in a string of a counted repetition (`json_char.block{0,8}`), every trie node at the
+    /// byte that crosses a block's bound pushed two rows (~30k per walk), to reach the same few
+    /// levels, whose stay homes skip everything below.
+    exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    /// Scratch for [`Walk::children_skip`]: the deferrals it would make.
+    pending: Vec<Deferred>,
 }
 
 impl Walk<'_> {
@@ -2161,6 +2228,253 @@ impl Walk<'_> {
         }
     }
 
+    /// Over walks, from the chart's last row when it costs more than the limit: the byte classes
+    /// outside which every token of at most `depth` bytes costs more than the limit too
+    /// (`u64::MAX` when unknown). Found by a search over *configurations* `(state, U, return)`
+    /// standing for every item a byte string may lead to, each costing `dist + U`: the row's
+    /// items (`U` from the row tables, returning to their origin rows), their byte steps, and
+    /// the closure of those (a final state returns to the items of its origin row that predict
+    /// its rule, or to the predicting configuration; a rule edge predicts with a return).
+    /// Predicting and completing never cost less (`dist` holds over rule edges, and `U` is the
+    /// least over the predicting items), so only a byte step can reach the limit: the classes of
+    /// those steps are the exits, and a token with none of them leads only to items above the
+    /// limit. Configurations met after fewer bytes stand for later ones (more bytes left).
+    /// PERF: a bounded `.*` in a pattern is a chain of rules (`(str.re_1 str.re_k)?`) whose items
+    /// have rule edges, so over walks one below `C(now)` read every token on the chart (~260k
+    /// trie nodes, ~120k Earley rows per fill on Llama 3): only a quote lowers `C` there.
+    fn over_exits(&mut self, rows: &RowCosts, chart: &Chart, depth: u32) -> OverLevel {
+        let Mode::Limit { limit, side: Side::Over } = self.mode else { return OverLevel::NONE };
+        let (a, comp) = (self.a, self.comp);
+        if !comp.mergeable || a.rec_budgets().is_some() || rows.cost(chart) <= limit {
+            return OverLevel::NONE;
+        }
+        let depth = depth.min(OVER_DEPTH);
+        let key = (chart.num_rows(), chart.last_signature(), depth);
+        if let Some(&set) = self.over_memo.get(&key) {
+            return OverLevel { set, m: 0, path: 0 };
+        }
+        // A configuration's return: a chart row's index, or `FRAME | i` for `frames[i]`.
+        const FRAME: u32 = 1 << 31;
+        let cost = |s: StateId, u: u32| comp.dist(s).saturating_add(u).min(INF);
+        let r = chart.last_row_index();
+        let mut seen: std::collections::HashSet<(u32, u32, u32), crate::fasthash::FastState> =
+            std::collections::HashSet::default();
+        let mut frames: Vec<(StateId, u32, u32)> = Vec::new();
+        let mut frame_of: FastMap<(u32, u32, u32), u32> = FastMap::default();
+        let mut layer: Vec<(StateId, u32, u32)> = Vec::new();
+        for it in chart.row(r) {
+            let c = (it.state, rows.item_u(a, r, it), it.origin);
+            if seen.insert((c.0 .0, c.1, c.2)) {
+                layer.push(c);
+            }
+        }
+        // `cum[n]`: the exits of tokens of at most `n` bytes.
+        let mut cum: Vec<u64> = vec![0];
+        let mut exits = 0u64;
+        let mut next: Vec<(StateId, u32, u32)> = Vec::new();
+        for j in 1..=depth {
+            // With descent, a configuration more than the bytes left above the limit stays above.
+            let reach = |c: (StateId, u32, u32)| !comp.descent || cost(c.0, c.1) <= limit.saturating_add(depth - j);
+            next.clear();
+            for &(s, u, ret) in &layer {
+                for e in a.byte_edges(s) {
+                    let bits = class_bits(e.lo, e.hi);
+                    if cost(e.target, u) <= limit {
+                        exits |= bits;
+                    } else if bits & !exits != 0 && reach((e.target, u, ret)) && seen.insert((e.target.0, u, ret)) {
+                        next.push((e.target, u, ret));
+                    }
+                }
+            }
+            // The closure of the configurations the bytes reached. `None`: a configuration at
+            // most the limit without a byte (none is: see above), or too many.
+            let closed = 'closure: {
+                let mut w = 0;
+                while w < next.len() {
+                    let (s, u, ret) = next[w];
+                    w += 1;
+                    if seen.len() > MAX_OVER_CONFIGS {
+                        break 'closure false;
+                    }
+                    let st = a.state(s);
+                    let mut add = |c: (StateId, u32, u32), next: &mut Vec<(StateId, u32, u32)>| {
+                        if cost(c.0, c.1) <= limit {
+                            return false;
+                        }
+                        if reach(c) && seen.insert((c.0 .0, c.1, c.2)) {
+                            next.push(c);
+                        }
+                        true
+                    };
+                    if st.is_final {
+                        if ret & FRAME != 0 {
+                            let f = frames[(ret & !FRAME) as usize];
+                            if !add(f, &mut next) {
+                                break 'closure false;
+                            }
+                        } else {
+                            let o = ret as usize;
+                            for p in chart.row(o) {
+                                for &(x, m) in a.rule_edges(p.state) {
+                                    if x == st.rule && !add((m, rows.item_u(a, o, p), p.origin), &mut next) {
+                                        break 'closure false;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    for &(x, m) in a.rule_edges(s) {
+                        let n = frames.len() as u32;
+                        let f = *frame_of.entry((m.0, u, ret)).or_insert(n);
+                        if f == n {
+                            frames.push((m, u, ret));
+                        }
+                        let c = (a.rule_start(x), comp.dist(m).saturating_add(u).min(INF), FRAME | f);
+                        if !add(c, &mut next) {
+                            break 'closure false;
+                        }
+                    }
+                }
+                true
+            };
+            if !closed {
+                break;
+            }
+            cum.push(exits);
+            if next.is_empty() {
+                // Every longer token ends in dead paths or off the search: the same exits.
+                cum.resize(depth as usize + 1, exits);
+                break;
+            }
+            if exits == u64::MAX {
+                break;
+            }
+            std::mem::swap(&mut layer, &mut next);
+        }
+        let set = if cum.len() > 1 {
+            self.over_sets.push(cum);
+            (self.over_sets.len() - 1) as u32
+        } else {
+            u32::MAX
+        };
+        self.over_memo.insert(key, set);
+        OverLevel { set, m: 0, path: 0 }
+    }
+
+    /// Whether level `o` places every token below a node of `below` classes (at most `n` bytes
+    /// after `o`'s row, the path to the node included) above the limit.
+    #[inline]
+    fn over_skips(&self, o: OverLevel, below: u64, n: u32) -> bool {
+        o.set != u32::MAX && self.over_sets[o.set as usize].get(n as usize).is_some_and(|&x| (below | o.path) & x == 0)
+    }
+
+    /// The [`ExitLevelKey`] of node `i`'s byte read on the chart from the level `levels[d - 1]`
+    /// (plain items `lo..hi` when `plain`, else the chart's last row, of `rows` rows), in limit
+    /// walks where the node's subtree may be skipped as a whole (`inside`: outside second passes,
+    /// or within a deferred subtree).
+    fn exit_level_key(&self, chart: &Chart, rows: usize, plain: Option<(usize, usize)>, i: usize) -> ExitLevelKey {
+        let items = plain.map_or(0, |(lo, hi)| seq_hash(self.items[lo..hi].iter().map(|e| item_word(&e.item))));
+        (rows, chart.row_signature(rows - 1), items, self.trie.nodes[i].byte, self.depth_below(i))
+    }
+
+    /// The [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost `cost`.
+    fn exit_level(&self, l: Level, cost: u32, over: OverLevel) -> ExitLevel {
+        let plain = match l {
+            Level::Plain { lo, hi, exits, .. } => Some((exits, self.items[lo..hi].iter().map(|e| e.stay).collect())),
+            Level::Chart { .. } => None,
+        };
+        ExitLevel { cost, plain, over }
+    }
+
+    /// Whether the walk, at level `lv` after trie node `i`, would skip (or defer) every child
+    /// of `i` by the checks of its node loop (char stays, descent with `descent_limit`, the
+    /// plain level's exits and stays), in that order; if so, makes the deferrals those checks
+    /// make. Invariant: the subtree's tokens below `i` are then on the side the walk does not
+    /// list, or deferred, exactly as the node loop would leave them.
+    fn children_skip(&mut self, i: usize, lv: &ExitLevel, descent_limit: Option<u32>) -> bool {
+        let (nodes, classes) = (&self.trie.nodes, self.classes);
+        let (end, dc) = (nodes[i].subtree_end as usize, nodes[i].depth + 1);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        let mut c = i + 1;
+        let mut all = true;
+        while c < end {
+            let h = classes.hot[c];
+            let next = nodes[c].subtree_end as usize;
+            if h.utf8 && self.root_chars.iter().any(|st| st.keeps(h.chars, h.reach))
+                || self.over_skips(lv.over, h.below, (h.reach + 1).saturating_sub(dc))
+            {
+                c = next;
+                continue;
+            }
+            if let Some(limit) = descent_limit {
+                let least = (h.reach != 0).then(|| lv.cost.saturating_sub(h.reach + 1 - dc));
+                if least.is_none_or(|least| least > limit) {
+                    if let (Some(least), Mode::Limit { side: Side::Fit, .. }) = (least, self.mode) {
+                        let below =
+                            &self.trie.tokens[self.trie.first_token[c] as usize..self.trie.first_token[next] as usize];
+                        let allowed = below.iter().filter(|&&t| self.mask.get(t as usize)).count();
+                        if allowed > 0 {
+                            pending.push(Deferred { node: c as u32, least, tokens: allowed as u32 });
+                        }
+                    }
+                    c = next;
+                    continue;
+                }
+            }
+            let skips = lv.plain.as_ref().is_some_and(|(ex, stays)| {
+                let (below, len) = (h.below, h.reach.saturating_sub(dc - 1));
+                below & ex.hard == 0 && h.ends & ex.soft == 0
+                    || below & ex.home == 0
+                    || stays.iter().any(|st| st.keeps(below, len))
+            });
+            if !skips {
+                all = false;
+                break;
+            }
+            c = next;
+        }
+        self.pending = pending;
+        all
+    }
+
+    /// Makes the deferrals of the last [`Walk::children_skip`] that answered true, as the node
+    /// loop does (it stops at the one that caps the walk).
+    fn commit_pending(&mut self) {
+        for k in 0..self.pending.len() {
+            let f = self.pending[k];
+            self.deferred.push(f);
+            self.deferred_tokens += f.tokens as usize;
+            if self.out.len() + self.deferred_tokens > self.cap
+                || self.deferred_tokens > self.cap / DEFERRED_CAP_DIVISOR
+            {
+                self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
+                self.capped = true;
+                return;
+            }
+        }
+    }
+
+    /// Takes node `i` (reading its byte on the chart, with `has_token` its tokens to list) from
+    /// the [`Walk::exit_levels`] entry of `key` when there is one and it skips every child of
+    /// `i`. Returns whether it did (the caller skips the subtree).
+    fn take_exit_level(&mut self, key: ExitLevelKey, i: usize, has_token: bool, descent_limit: Option<u32>) -> bool {
+        let Some(hit) = self.exit_levels.get(&key).cloned() else { return false };
+        let Some(lv) = hit else { return true };
+        if !self.children_skip(i, &lv, descent_limit) {
+            return false;
+        }
+        self.comp.exit_level_skips.fetch_add(1, Ordering::Relaxed);
+        if has_token {
+            self.record(i, lv.cost);
+            if self.capped {
+                return true;
+            }
+        }
+        self.commit_pending();
+        true
+    }
+
     /// Walks the trie; a fit walk whose first pass deferred subtrees (see [`Walk::deferred`])
     /// and was not capped walks them in a second pass, from the root again.
     /// PERF: near the end of the budget in an object key, nearly every token starts an unknown
@@ -2173,6 +2487,7 @@ impl Walk<'_> {
             Self::pop_to(rows, chart, base);
             self.levels.clear();
             self.level_costs.clear();
+            self.level_over.clear();
             self.items.clear();
             res = self.walk(rows, chart, true);
         }
@@ -2202,6 +2517,14 @@ impl Walk<'_> {
         }
         self.levels.push(root);
         self.level_costs.push(rows.cost(chart));
+        // PERF: where the root's plain exits leave most classes out, its regions and homes
+        // already skip most subtrees: the search would cost more than it saves.
+        let wide = match root {
+            Level::Plain { exits, .. } => (exits.hard & exits.home).count_ones() >= 48,
+            Level::Chart { .. } => true,
+        };
+        let over = if wide { self.over_exits(rows, chart, trie.max_depth) } else { OverLevel::NONE };
+        self.level_over.push(over);
         // Limit walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): a subtree
         // whose tokens all cost more than the limit by [`Walk::descent_least`] is skipped by over
         // walks (their entries leave it out) and deferred by fit walks' first pass (their
@@ -2270,6 +2593,7 @@ impl Walk<'_> {
                         // The levels above it: the items after its parent's body text.
                         self.levels.truncate(ab.k + 1);
                         self.level_costs.truncate(ab.k + 1);
+                        self.level_over.truncate(ab.k + 1);
                         self.items.truncate(ab.hi);
                         let lo = self.items.len();
                         for &(item, u, follow) in &cfg.items[b] {
@@ -2287,6 +2611,7 @@ impl Walk<'_> {
                         while self.levels.len() < d {
                             self.levels.push(l);
                             self.level_costs.push(cfg.cost[b]);
+                            self.level_over.push(OverLevel::NONE);
                         }
                     }
                 }
@@ -2295,6 +2620,7 @@ impl Walk<'_> {
             let d = n.depth as usize;
             self.levels.truncate(d);
             self.level_costs.truncate(d);
+            self.level_over.truncate(d);
             let skip = n.subtree_end as usize;
             if second && i >= inside_end {
                 let Some(f) = self.deferred.get(next) else { break };
@@ -2317,6 +2643,12 @@ impl Walk<'_> {
             } {
                 // Every token below keeps a row item in its char stay home (or ends inside a
                 // character read from it, in a state on the fit side): it fits.
+                i = skip;
+                continue;
+            }
+            let o = self.level_over[d - 1];
+            if self.over_skips(o, h.below, o.m + (h.reach + 1).saturating_sub(d as u32)) {
+                // Over walks: every token below costs more than the limit.
                 i = skip;
                 continue;
             }
@@ -2372,11 +2704,25 @@ impl Walk<'_> {
                             })
                             .unwrap_or(0),
                     );
+                    let lkey = (self.mode != Mode::Exact && lists).then(|| self.exit_level_key(chart, nr, None, i));
+                    if let Some(k) = lkey {
+                        if self.take_exit_level(k, i, has_token, descent_limit) {
+                            if self.capped {
+                                return Ok(());
+                            }
+                            i = skip;
+                            continue;
+                        }
+                    }
                     if !chart.push_byte(a, n.byte)? {
+                        if let Some(k) = lkey {
+                            self.exit_levels.insert(k, None);
+                        }
                         i = skip;
                         continue;
                     }
                     rows.push(a, comp, chart);
+                    comp.walk_rows.fetch_add(1, Ordering::Relaxed);
                     if has_token {
                         let c = rows.cost(chart);
                         self.record(i, c);
@@ -2387,6 +2733,12 @@ impl Walk<'_> {
                     let l = self.level_of_row(rows, chart, self.depth_below(i));
                     self.levels.push(l);
                     self.level_costs.push(rows.cost(chart));
+                    let o = self.level_over[d - 1];
+                    self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
+                    if let Some(k) = lkey {
+                        let lv = self.exit_level(l, rows.cost(chart), OverLevel::NONE);
+                        self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
+                    }
                     if !second && active.is_none() && classes.body_state[i] == 0 {
                         active = self.body_start(chart, l, Some(i));
                         if self.capped {
@@ -2457,6 +2809,17 @@ impl Walk<'_> {
                         // A path out of plain states: the subtree takes the chart, from a row
                         // holding the plain items (a plain row's exact content).
                         self.items.truncate(hi);
+                        let lkey = (self.mode != Mode::Exact && lists)
+                            .then(|| self.exit_level_key(chart, nr, (!at_row).then_some((lo, hi)), i));
+                        if let Some(k) = lkey {
+                            if self.take_exit_level(k, i, has_token, descent_limit) {
+                                if self.capped {
+                                    return Ok(());
+                                }
+                                i = skip;
+                                continue;
+                            }
+                        }
                         if !at_row {
                             let mut row = std::mem::take(&mut self.seeds);
                             row.clear();
@@ -2479,10 +2842,14 @@ impl Walk<'_> {
                             continue;
                         }
                         if !chart.push_byte(a, n.byte)? {
+                            if let Some(k) = lkey {
+                                self.exit_levels.insert(k, None);
+                            }
                             i = skip;
                             continue;
                         }
                         rows.push(a, comp, chart);
+                        comp.walk_rows.fetch_add(1, Ordering::Relaxed);
                         if has_token {
                             let c = rows.cost(chart);
                             self.record(i, c);
@@ -2493,6 +2860,12 @@ impl Walk<'_> {
                         let l = self.level_of_row(rows, chart, self.depth_below(i));
                         self.levels.push(l);
                         self.level_costs.push(rows.cost(chart));
+                        let o = self.level_over[d - 1];
+                        self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
+                        if let Some(k) = lkey {
+                            let lv = self.exit_level(l, rows.cost(chart), OverLevel::NONE);
+                            self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
+                        }
                         if !second && active.is_none() && classes.body_state[i] == 0 {
                             active = self.body_start(chart, l, Some(i));
                             if self.capped {
@@ -2518,6 +2891,9 @@ impl Walk<'_> {
                         }
                     }
                     self.level_costs.push(c);
+                    // The parent level's search holds, one byte (of the path) further.
+                    let o = self.level_over[d - 1];
+                    self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
                     // The surviving items' exits.
                     let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.exits);
                     self.levels.push(Level::Plain {
@@ -2619,6 +2995,9 @@ impl Budget {
             follow_of: FastMap::default(),
             levels: Vec::new(),
             level_costs: Vec::new(),
+            level_over: Vec::new(),
+            over_sets: Vec::new(),
+            over_memo: FastMap::default(),
             seeds: Vec::new(),
             out: Vec::new(),
             cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
@@ -2631,6 +3010,8 @@ impl Budget {
             front_build: None,
             exit_memo: FastMap::default(),
             exit_lists: Vec::new(),
+            exit_levels: FastMap::default(),
+            pending: Vec::new(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })

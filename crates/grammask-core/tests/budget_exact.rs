@@ -969,3 +969,48 @@ fn masks_equal_exact_walks(
     }
     (fast, compared)
 }
+
+/// A pattern's bounded `.*` (`^(\d+\.\d+.*)$` with `maxLength`) is a chain of rules
+/// (`(str.re_1 str.re_k)?`, Snowplow `sp_336`'s `version`): its rows have rule edges and every
+/// character completes a rule, so walks read it on the chart, an Earley row per trie node. Only
+/// a quote lowers `C` there: over walks (one below `C(now)`) skip every subtree without one,
+/// found by searching the items a byte string may lead to (`Walk::over_exits`). Byte by byte
+/// along the string, at every remaining budget, the masks equal those of walks that cost every
+/// token, and the walks pushed fewer rows (~25k; ~43k without the search, whose over walks read
+/// every subtree on the chart; fit walks push most of the rest).
+#[test]
+fn over_walks_skip_chains_of_rules_by_their_exits() {
+    let (vocab, _) = large_vocab();
+    let text = json_schema_to_ebnf(
+        r#"{"type":"object","properties":{"v":{"type":"string","pattern":"^(\\d+\\.\\d+.*)$","maxLength":14}},"required":["v"]}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    assert!(text.contains("str.re_2 ::= (str.re_1 str.re_"), "not a chain of rules:\n{text}");
+    let g = parse_ebnf(&text, "root").unwrap();
+    let (fast, compared) = masks_equal_exact_walks(&g, &vocab, br#"{"v":"1.2abZ q-"}"#, None, 22);
+    assert!(compared > 200, "{compared} masks compared");
+    let rows = fast.completion().walk_rows();
+    assert!(rows < 32_000, "limit walks pushed {rows} rows");
+}
+
+/// In a string of counted blocks (`maxLength: 10000` compiles to `json_char.block{0,8}
+/// json_char.short`, Snowplow `sp_97`), every token that crosses a block's end leaves for the
+/// chart at the byte that crosses it, and reaches one of a few rows (the next block's start);
+/// a trie node whose byte reaches a level met before, which skips all its children (here by the
+/// next block's stay home), is taken without a row (`Walk::exit_levels`). Byte by byte along the
+/// string, across two block ends, at every remaining budget, the masks equal those of walks that
+/// cost every token, nodes took known levels, and the walks pushed fewer rows (~440; ~870
+/// without the levels).
+#[test]
+fn crossings_of_counted_blocks_take_known_exit_levels() {
+    let (vocab, _) = large_vocab();
+    // Recursion keeps `b` and `s` rules of their own.
+    let text = "root ::= \"\\\"\" (b{0,3} s | b{4}) \"\\\"\"\nb ::= [a-z]{12} | \"(\" b \")\"\ns ::= [a-z]{0,11} | \"(\" s \")\"";
+    let g = parse_ebnf(text, "root").unwrap();
+    let (fast, compared) = masks_equal_exact_walks(&g, &vocab, br#""abqzbaqbbaqzbaqbqazbbqbabqa"#, None, 40);
+    assert!(compared > 400, "{compared} masks compared");
+    let c = fast.completion();
+    let (skips, rows) = (c.exit_level_skips(), c.walk_rows());
+    assert!(skips > 0 && rows < 600, "{skips} nodes took known exit levels, limit walks pushed {rows} rows");
+}
