@@ -1584,6 +1584,30 @@ type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
 /// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
 type ExitKey = (usize, u128, u128);
 
+/// Rows a walk reads on the chart before it keys them in [`Walk::exit_levels`]. PERF: keying
+/// every row (a row signature, a hash of the plain items, an entry) cost the ~100-row walks that
+/// make the budgeted p99 ~10%; the walks that gain (a counted string's block end) read 20k+.
+const EXIT_LEVELS_AFTER_ROWS: u32 = 128;
+
+thread_local! {
+    /// [`EXIT_LEVELS_AFTER_ROWS`] for the walks on this thread ([`with_exit_levels_after`]).
+    static EXIT_LEVELS_AFTER: std::cell::Cell<u32> = const { std::cell::Cell::new(EXIT_LEVELS_AFTER_ROWS) };
+}
+
+/// Runs `f` with walks that key [`Walk::exit_levels`] after `rows` rows read on the chart (for
+/// tests whose walks are short).
+#[doc(hidden)]
+pub fn with_exit_levels_after<R>(rows: u32, f: impl FnOnce() -> R) -> R {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            EXIT_LEVELS_AFTER.set(self.0);
+        }
+    }
+    let _restore = Restore(EXIT_LEVELS_AFTER.replace(rows));
+    f()
+}
+
 /// A [`Walk::exit_levels`] key: the chart's rows below the level a byte leaves, its last row's
 /// signature, a hash of the level's plain items when they are not that row's (else 0), the byte
 /// and the region depth of the level after it ([`Walk::depth_below`]).
@@ -1769,6 +1793,11 @@ struct Walk<'a> {
     exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
     /// Scratch for [`Walk::children_skip`]: the deferrals it would make.
     pending: Vec<Deferred>,
+    /// Rows this walk pushed for trie nodes read on the chart; [`Walk::exit_levels`] is keyed and
+    /// kept only past [`EXIT_LEVELS_AFTER_ROWS`].
+    rows_read: u32,
+    /// [`EXIT_LEVELS_AFTER_ROWS`], or a test's ([`with_exit_levels_after`]).
+    levels_after: u32,
 }
 
 impl Walk<'_> {
@@ -2704,7 +2733,8 @@ impl Walk<'_> {
                             })
                             .unwrap_or(0),
                     );
-                    let lkey = (self.mode != Mode::Exact && lists).then(|| self.exit_level_key(chart, nr, None, i));
+                    let lkey = (self.mode != Mode::Exact && lists && self.rows_read >= self.levels_after)
+                        .then(|| self.exit_level_key(chart, nr, None, i));
                     if let Some(k) = lkey {
                         if self.take_exit_level(k, i, has_token, descent_limit) {
                             if self.capped {
@@ -2723,6 +2753,7 @@ impl Walk<'_> {
                     }
                     rows.push(a, comp, chart);
                     comp.walk_rows.fetch_add(1, Ordering::Relaxed);
+                    self.rows_read += 1;
                     if has_token {
                         let c = rows.cost(chart);
                         self.record(i, c);
@@ -2809,7 +2840,7 @@ impl Walk<'_> {
                         // A path out of plain states: the subtree takes the chart, from a row
                         // holding the plain items (a plain row's exact content).
                         self.items.truncate(hi);
-                        let lkey = (self.mode != Mode::Exact && lists)
+                        let lkey = (self.mode != Mode::Exact && lists && self.rows_read >= self.levels_after)
                             .then(|| self.exit_level_key(chart, nr, (!at_row).then_some((lo, hi)), i));
                         if let Some(k) = lkey {
                             if self.take_exit_level(k, i, has_token, descent_limit) {
@@ -2850,6 +2881,7 @@ impl Walk<'_> {
                         }
                         rows.push(a, comp, chart);
                         comp.walk_rows.fetch_add(1, Ordering::Relaxed);
+                        self.rows_read += 1;
                         if has_token {
                             let c = rows.cost(chart);
                             self.record(i, c);
@@ -3012,6 +3044,8 @@ impl Budget {
             exit_lists: Vec::new(),
             exit_levels: FastMap::default(),
             pending: Vec::new(),
+            rows_read: 0,
+            levels_after: EXIT_LEVELS_AFTER.get(),
         };
         w.run(&mut self.rows, chart)?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
