@@ -1005,6 +1005,62 @@ fn walked_body(
     .map(std::sync::Arc::new)
 }
 
+/// Every state of `fx` whose cover is walked strings ([`Walked::Strings`]) classifies exactly like
+/// the full walk; those that walk only strings (no unigram) do it within a quarter of the trie's
+/// nodes, where the full walk gives up. Returns the strings walked (packed little-endian) and how
+/// many states walked only strings.
+fn walked_strings_equal_full_walks(fx: &WalkedFixture) -> (std::collections::BTreeSet<u32>, usize) {
+    use crate::mask::{classify_kernel_budget, Shortcuts};
+    let WalkedFixture { a, follow, trie, n, body, firsts } = fx;
+    let (a, trie, n) = (a, trie, *n);
+    let index = StringIndex::new(trie);
+    let walkable = |x: u8| firsts.walkable(x);
+    let bodies = |w: Walked| walked_body(trie, body, firsts, &index, w);
+    let memo = CoverMemo::default();
+    let (mut strings, mut strings_only) = (std::collections::BTreeSet::new(), 0);
+    for s in (0..a.states().len() as u32).map(StateId) {
+        let found =
+            BodySlice::covers_or_misread(a, s, &memo).err().and_then(|m| walked_cover(a, s, m, walkable, &memo));
+        let Some((Walked::Strings(w), _)) = found else { continue };
+        strings.extend(w.into_iter().filter(|&w| w != 0));
+        let f = follow[a.state(s).rule.index()];
+        let mut never = || false;
+        let full = Shortcuts { follow: Some(&f), ..Default::default() };
+        let full = classify_kernel_budget(a, trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
+        let fast = || Shortcuts {
+            body: Some(body),
+            follow: Some(&f),
+            walked: Some((&walkable, &bodies)),
+            cover: Some(&memo),
+            ..Default::default()
+        };
+        let fast_mask = classify_kernel_budget(a, trie, n, s, fast(), usize::MAX, &mut never).unwrap().unwrap();
+        assert_eq!(full.accepted, fast_mask.accepted, "state {} walking {w:x?}", s.0);
+        let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
+            k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
+        };
+        assert_eq!(spell(&full), spell(&fast_mask), "state {} walking {w:x?}", s.0);
+        // Work: trie nodes visited (and uncertain tokens recorded), see `classify_kernel_budget`;
+        // a state inside a word walks its last character (a unigram), wherever it begins.
+        if w.iter().any(|&w| w != 0 && w < 0x100) {
+            continue;
+        }
+        strings_only += 1;
+        let quarter = trie.nodes.len() / 4;
+        let mut give_up = || true;
+        let plain = Shortcuts { follow: Some(&f), ..Default::default() };
+        assert!(classify_kernel_budget(a, trie, n, s, plain, quarter, &mut give_up).unwrap().is_none());
+        let fast_mask = classify_kernel_budget(a, trie, n, s, fast(), quarter, &mut give_up).unwrap();
+        assert!(fast_mask.is_some(), "state {} walking {w:x?} visits over {quarter} nodes", s.0);
+    }
+    (strings, strings_only)
+}
+
+/// A string of up to three ASCII characters as [`Walked::Strings`] packs it.
+fn pack(w: &[u8]) -> u32 {
+    w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c))
+}
+
 /// A string that holds exactly one of a few words (`oneOf` unanchored patterns: MaskBench
 /// `Github_easy---o65510`'s `scopes`) refuses text holding two, at the last character of the
 /// second; those characters (`r`, `n`) begin too many nodes to be walked, so each string start
@@ -1015,7 +1071,6 @@ fn walked_body(
 /// accepted), or if the prefix states lose the text before a word (`tor` after `to` is missed).
 #[test]
 fn walked_string_kernels_equal_full_walks() {
-    use crate::mask::{classify_kernel_budget, Shortcuts};
     let schema = r#"{"type": "object", "properties": {"s": {"type": "string",
         "oneOf": [{"pattern": "maker"}, {"pattern": "admin"}, {"pattern": "tor"}]}},
         "additionalProperties": false}"#;
@@ -1031,50 +1086,9 @@ fn walked_string_kernels_equal_full_walks() {
         "t\"or",
         "\u{e9}tor",
     ];
-    let WalkedFixture { a, follow, trie, n, body, firsts } =
-        walked_fixture(schema, b"makerdinot ", 120_000, 9, 0x0A55_1818, &extra);
-    assert!(!firsts.walkable(b'r') && !firsts.walkable(b'n'), "the fixture must not walk `r` or `n`");
-    let index = StringIndex::new(&trie);
-    let walkable = |x: u8| firsts.walkable(x);
-    let bodies = |w: Walked| walked_body(&trie, &body, &firsts, &index, w);
-    let memo = CoverMemo::default();
-    let pack = |w: &[u8]| w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
-    let (mut strings, mut walks_strings_only) = (std::collections::BTreeSet::new(), 0);
-    for s in (0..a.states().len() as u32).map(StateId) {
-        let found =
-            BodySlice::covers_or_misread(&a, s, &memo).err().and_then(|m| walked_cover(&a, s, m, walkable, &memo));
-        let Some((Walked::Strings(w), _)) = found else { continue };
-        strings.extend(w.into_iter().filter(|&w| w != 0));
-        let f = follow[a.state(s).rule.index()];
-        let mut never = || false;
-        let full = Shortcuts { follow: Some(&f), ..Default::default() };
-        let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
-        let fast = || Shortcuts {
-            body: Some(&body),
-            follow: Some(&f),
-            walked: Some((&walkable, &bodies)),
-            cover: Some(&memo),
-            ..Default::default()
-        };
-        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), usize::MAX, &mut never).unwrap().unwrap();
-        assert_eq!(full.accepted, fast_mask.accepted, "state {} walking {w:x?}", s.0);
-        let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
-            k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
-        };
-        assert_eq!(spell(&full), spell(&fast_mask), "state {} walking {w:x?}", s.0);
-        // Work: trie nodes visited (and uncertain tokens recorded), see `classify_kernel_budget`;
-        // a state inside a word walks its last character (a unigram), wherever it begins.
-        if w.iter().any(|&w| w != 0 && w < 0x100) {
-            continue;
-        }
-        walks_strings_only += 1;
-        let quarter = trie.nodes.len() / 4;
-        let mut give_up = || true;
-        let plain = Shortcuts { follow: Some(&f), ..Default::default() };
-        assert!(classify_kernel_budget(&a, &trie, n, s, plain, quarter, &mut give_up).unwrap().is_none());
-        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), quarter, &mut give_up).unwrap();
-        assert!(fast_mask.is_some(), "state {} walking {w:x?} visits over {quarter} nodes", s.0);
-    }
+    let fx = walked_fixture(schema, b"makerdinot ", 120_000, 9, 0x0A55_1818, &extra);
+    assert!(!fx.firsts.walkable(b'r') && !fx.firsts.walkable(b'n'), "the fixture must not walk `r` or `n`");
+    let (strings, walks_strings_only) = walked_strings_equal_full_walks(&fx);
     for want in [&b"ker"[..], b"min", b"tor"] {
         assert!(strings.contains(&pack(want)), "no state walks {:?}: {strings:x?}", String::from_utf8_lossy(want));
     }
@@ -1146,54 +1160,14 @@ fn tiny_cover_budgets_classify_like_full_walks() {
 /// the cuts undone (no state walks `rv_`, `et_` or `ir_`).
 #[test]
 fn class_misread_kernels_equal_full_walks() {
-    use crate::mask::{classify_kernel_budget, Shortcuts};
     let schema = r#"{"type": "object", "properties": {"devices": {"type": "object",
         "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
         "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
         "additionalProperties": false}"#;
     let extra = ["netdrv_a", "net_ab1", "netdir_work", "netdir_projects", "rv_x", "et_ab", "v_", "_a1", "r_w"];
-    let WalkedFixture { a, follow, trie, n, body, firsts } =
-        walked_fixture(schema, b"netdrvi_0a1wokpsjc ", 120_000, 9, 0x0C1A_5518, &extra);
-    assert!(!firsts.walkable(b'_') && !firsts.walkable(b'a'), "the fixture must not walk `_` or `a`");
-    let index = StringIndex::new(&trie);
-    let walkable = |x: u8| firsts.walkable(x);
-    let bodies = |w: Walked| walked_body(&trie, &body, &firsts, &index, w);
-    let memo = CoverMemo::default();
-    let pack = |w: &[u8]| w.iter().rev().fold(0u32, |p, &c| p << 8 | u32::from(c));
-    let (mut strings, mut bounded) = (std::collections::BTreeSet::new(), 0);
-    for s in (0..a.states().len() as u32).map(StateId) {
-        let found =
-            BodySlice::covers_or_misread(&a, s, &memo).err().and_then(|m| walked_cover(&a, s, m, walkable, &memo));
-        let Some((Walked::Strings(w), _)) = found else { continue };
-        strings.extend(w.into_iter().filter(|&w| w != 0));
-        let f = follow[a.state(s).rule.index()];
-        let mut never = || false;
-        let full = Shortcuts { follow: Some(&f), ..Default::default() };
-        let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
-        let fast = || Shortcuts {
-            body: Some(&body),
-            follow: Some(&f),
-            walked: Some((&walkable, &bodies)),
-            cover: Some(&memo),
-            ..Default::default()
-        };
-        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), usize::MAX, &mut never).unwrap().unwrap();
-        assert_eq!(full.accepted, fast_mask.accepted, "state {} walking {w:x?}", s.0);
-        let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
-            k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
-        };
-        assert_eq!(spell(&full), spell(&fast_mask), "state {} walking {w:x?}", s.0);
-        if w.iter().any(|&w| w != 0 && w < 0x100) {
-            continue;
-        }
-        let quarter = trie.nodes.len() / 4;
-        let mut give_up = || true;
-        let plain = Shortcuts { follow: Some(&f), ..Default::default() };
-        assert!(classify_kernel_budget(&a, &trie, n, s, plain, quarter, &mut give_up).unwrap().is_none());
-        let fast_mask = classify_kernel_budget(&a, &trie, n, s, fast(), quarter, &mut give_up).unwrap();
-        assert!(fast_mask.is_some(), "state {} walking {w:x?} visits over {quarter} nodes", s.0);
-        bounded += 1;
-    }
+    let fx = walked_fixture(schema, b"netdrvi_0a1wokpsjc ", 120_000, 9, 0x0C1A_5518, &extra);
+    assert!(!fx.firsts.walkable(b'_') && !fx.firsts.walkable(b'a'), "the fixture must not walk `_` or `a`");
+    let (strings, bounded) = walked_strings_equal_full_walks(&fx);
     for want in [&b"rv_"[..], b"et_", b"ir_"] {
         assert!(strings.contains(&pack(want)), "no state walks {:?}: {strings:x?}", String::from_utf8_lossy(want));
     }
