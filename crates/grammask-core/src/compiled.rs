@@ -1041,6 +1041,7 @@ impl CompiledGrammar {
             walked: Some((&|x: u8| self.index.first_chars().walkable(x), &|w: crate::slice::Walked| {
                 self.index.walked_body(w)
             })),
+            prepare_walked: Some(&|| self.index.prepare_walked()),
         })
     }
 

@@ -103,6 +103,9 @@ pub struct Shortcuts<'a> {
     /// on first use.
     /// The first is [`crate::slice::FirstChars::walkable`].
     pub walked: Option<(&'a dyn Fn(u8) -> bool, &'a WalkedBodies<'a>)>,
+    /// Called before a walked cover search (a body cover misread): starts building what `walked`
+    /// reads ([`crate::token_index::TokenIndex::prepare_walked`]).
+    pub prepare_walked: Option<&'a dyn Fn()>,
 }
 
 /// The body slice with some ASCII characters or strings walked, by those (built on first use).

@@ -16,7 +16,7 @@ use crate::slice::{
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// A vocabulary with its token trie, built once per vocabulary and shared, plus the
@@ -44,12 +44,17 @@ pub struct TokenIndex {
     classes_seen: RwLock<HashSet<(u128, bool)>>,
     /// The tokens' `"` occurrences, built on first use (sibling kernels, `mask/sibling.rs`).
     quote_ends: OnceLock<QuoteEnds>,
-    /// Where body text first reads each ASCII character, built on first use (`slice/walked.rs`;
-    /// ~1.5 ms on Llama 3, as the body slice): only a vocabulary whose walked cover succeeds pays.
+    /// Where body text first reads each ASCII character (`slice/walked.rs`; 1.8 ms, 0.5 MB on
+    /// Llama 3), built by [`Self::prepare_walked`] or on first use.
     first_chars: OnceLock<FirstChars>,
-    /// Where body text reads each string of two or three ASCII characters, built on first use
-    /// (`slice/walked.rs`): only a vocabulary whose walked-strings cover succeeds pays.
+    /// Where body text reads each string of two or three ASCII characters (`slice/walked.rs`;
+    /// 1.3 ms, 1.1 MB on Llama 3), built by [`Self::prepare_walked`] or on first use.
     string_index: OnceLock<StringIndex>,
+    /// Whether [`Self::prepare_walked`] ran.
+    walked_prepared: AtomicBool,
+    /// Builds of `first_chars` or `string_index` by their first use rather than by
+    /// [`Self::prepare_walked`]'s thread (for tests: a fill that builds one pays for it).
+    walked_built_on_use: AtomicUsize,
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
     walked_bodies: RwLock<HashMap<Walked, Option<Arc<WalkedBody>>>>,
@@ -99,14 +104,58 @@ impl TokenIndex {
         self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
     }
 
-    /// Where body text first reads each ASCII character ([`FirstChars`]).
+    /// Where body text first reads each ASCII character ([`FirstChars`]); waits for
+    /// [`Self::prepare_walked`]'s thread if it is building it.
     pub fn first_chars(&self) -> &FirstChars {
-        self.first_chars.get_or_init(|| FirstChars::new(&self.trie))
+        self.first_chars.get_or_init(|| {
+            self.walked_built_on_use.fetch_add(1, Ordering::Relaxed);
+            FirstChars::new(&self.trie)
+        })
     }
 
-    /// Where body text reads each string of two or three ASCII characters ([`StringIndex`]).
+    /// Where body text reads each string of two or three ASCII characters ([`StringIndex`]);
+    /// waits for [`Self::prepare_walked`]'s thread if it is building it.
     pub fn string_index(&self) -> &StringIndex {
-        self.string_index.get_or_init(|| StringIndex::new(&self.trie))
+        self.string_index.get_or_init(|| {
+            self.walked_built_on_use.fetch_add(1, Ordering::Relaxed);
+            StringIndex::new(&self.trie)
+        })
+    }
+
+    /// Starts building [`FirstChars`] and [`StringIndex`] on a thread of their own, once per
+    /// vocabulary: called when a kernel's body cover first misreads (the first sign a walked
+    /// body may be needed, usually fills before one is), so that no fill pays for them (3.1 ms
+    /// together on Llama 3); a fill that needs one meanwhile waits for it. Returns once the
+    /// thread holds both builds (a handshake: whoever asks next never builds them itself).
+    /// The thread ends with the builds; it holds the index until then. Where no thread can be
+    /// spawned, they are built on first use as before.
+    pub fn prepare_walked(self: &Arc<Self>) {
+        if self.walked_prepared.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (held, holding) = std::sync::mpsc::sync_channel::<()>(1);
+        let index = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name("grammask-walked-index".into()).spawn(move || {
+            // Inside both initializers before the handshake: later callers wait for these builds.
+            index.string_index.get_or_init(|| {
+                index.first_chars.get_or_init(|| {
+                    let _ = held.try_send(());
+                    FirstChars::new(&index.trie)
+                });
+                let _ = held.try_send(());
+                StringIndex::new(&index.trie)
+            });
+            // Dropping the sender ends the wait when both were built already.
+        });
+        if spawned.is_ok() {
+            let _ = holding.recv();
+        }
+    }
+
+    /// Builds of [`FirstChars`] or [`StringIndex`] done by their first use rather than by
+    /// [`Self::prepare_walked`] (at most 2).
+    pub fn walked_built_on_use(&self) -> usize {
+        self.walked_built_on_use.load(Ordering::Relaxed)
     }
 
     /// The body slice with the ASCII characters or strings of `walked` walked ([`WalkedBody`]),
@@ -301,6 +350,8 @@ impl TokenIndex {
             quote_ends,
             first_chars,
             string_index,
+            walked_prepared: _,     // a flag
+            walked_built_on_use: _, // a counter
             walked_bodies,
             class_body_slices,
             rule_dfas,
@@ -375,6 +426,8 @@ impl TokenIndex {
             quote_ends: OnceLock::new(),
             first_chars: OnceLock::new(),
             string_index: OnceLock::new(),
+            walked_prepared: AtomicBool::new(false),
+            walked_built_on_use: AtomicUsize::new(0),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),
             rule_dfas: RuleMemo::new(limits::RULE_MEMO_BYTES),

@@ -1470,6 +1470,30 @@ fn walked_string_masks_match_brute_force() {
     assert!(checked > 50);
 }
 
+/// The walked-body indexes (`FirstChars`, `StringIndex`) are built off the fill path: the first
+/// body cover misread starts their thread (`TokenIndex::prepare_walked`), and a fill that needs
+/// one waits for it rather than building it, with the masks exact. Fails when a fill builds them
+/// on first use (`walked_built_on_use` counts those builds).
+#[test]
+fn walked_indexes_are_built_off_the_fill_path() {
+    let schema = r#"{"type": "object", "properties": {
+        "p": {"type": "string", "pattern": "^[^.,]+(\\.[^.,]+)*$"},
+        "w": {"type": "array", "items": {"type": "string", "oneOf": [{"pattern": "ab"}, {"pattern": "ba"}]}}},
+        "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "additionalProperties": false}"#;
+    let g = lax_schema_grammar(schema);
+    let vocab =
+        ascii_vocab(&["//", "/a", "a/", "{\"/", "..", ".a", "a.", ",", "ab", "ba", "aba", "\": \"", "\"}"], &[]);
+    let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: [&str; 2] = [r#"{"/a/b": "x", "p": "a.b"}"#, r#"{"w": ["xab", "bax"], "p": "b"}"#];
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 40);
+    let part = |name: &str| index.memory_parts().into_iter().find(|p| p.0 == name).map_or(0, |p| p.1);
+    assert!(part("walked_bodies") > 0, "no walked body used");
+    assert_eq!(index.walked_built_on_use(), 0);
+    assert!(part("first_chars") > 0 && part("string_index") > 0);
+}
+
 /// A long counted run beside a loop on the same bytes (`[0-9]{3000} | [a-zA-Z0-9_]+ "t"`, as the
 /// fuzzer's `\d{67440}|\w+t...` regex): every state of the run may take the loop's class, and
 /// its refutation read 256 states ahead, undecided, for each of them (10 s to compile at 67k).

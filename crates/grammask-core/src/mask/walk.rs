@@ -103,6 +103,9 @@ impl KernelWalk<'_> {
             Some(_)
                 if let Some((ws, cover)) =
                     sc.walked.zip(body_misread.get()).and_then(|((walkable, get), misread)| {
+                        if let Some(prepare) = sc.prepare_walked.filter(|_| misread.is_some()) {
+                            prepare();
+                        }
                         let (chars, cover) = crate::slice::walked_cover(a, state, misread, walkable, memo)?;
                         Some((get(chars)?, cover))
                     }) =>
