@@ -169,27 +169,33 @@ pub struct CoverMemo {
     pub(super) strings_seed: Mutex<Option<[u32; super::walked::MAX_WALKED_STRINGS]>>,
 }
 
+/// Most slice automaton states a cover search tracks (one bit each per explored set).
+pub(crate) const SLICE_STATES: usize = 32;
+
+/// One bit per slice automaton state.
+type StateBits = u32;
+
 #[derive(Debug)]
 struct Explored {
     stacks: Stacks,
     /// The sets, each stored once (the interner's key and the list share it).
     ids: FastMap<Arc<[Config]>, u32>,
     sets: Vec<Arc<[Config]>>,
-    /// Per set, one bit per slice state (at most 16).
-    good: Vec<u16>,
-    ends: Vec<u16>,
+    /// Per set, one bit per slice state (at most [`SLICE_STATES`]).
+    good: Vec<StateBits>,
+    ends: Vec<StateBits>,
     /// Per set, one bit per slice state: whether a good pair reaches a pair in a slice state
     /// other than 0 holding a final configuration with an empty stack (the rule ends inside a
     /// character or an escape).
-    ends_inside: Vec<u16>,
-    bad: Vec<u16>,
+    ends_inside: Vec<StateBits>,
+    bad: Vec<StateBits>,
     /// Per slice state, the bytes at which the slice step changes (bit `x`: `step(b, x)` differs
     /// from `step(b, x - 1)`; bit 0 always), found on first use.
-    slice_bounds: [Option<[u64; 4]>; 16],
+    slice_bounds: [Option<[u64; 4]>; SLICE_STATES],
     /// With inert return states abstracted: the bytes `Walk` in slice state 0 (`None`: not
     /// abstracted), and the slice states in which one of them is not `Walk`.
     inert_bytes: Option<[u64; 4]>,
-    inert_refused: u16,
+    inert_refused: StateBits,
     /// Root sets whose abstract search was refused (the search with real states decides them).
     refused_roots: Vec<u32>,
     /// Per bad pair, the (slice state, byte) of the misread it reaches (a byte the slice reads and
@@ -200,18 +206,18 @@ struct Explored {
     /// The slice states from which every path returns to state 0 (inside a character): a set
     /// there is explored in place of the pair whose character it is, never a pair of its own
     /// (searches start at state 0, and a character's sets belong to the state it began in).
-    transient: u16,
+    transient: StateBits,
 }
 
 impl Explored {
     fn new(key: SliceKey, abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> Explored {
         let mut inert_bytes = None;
-        let mut inert_refused = 0u16;
+        let mut inert_refused: StateBits = 0;
         if abstract_returns {
             let mut bits = [0u64; 4];
             for x in (0..=255u8).filter(|&x| step(0, x) == Body::Walk) {
                 bits[usize::from(x >> 6)] |= 1 << (x & 63);
-                for b in 1..16u8 {
+                for b in 1..SLICE_STATES as u8 {
                     if step(b, x) != Body::Walk {
                         inert_refused |= 1 << b;
                     }
@@ -222,19 +228,19 @@ impl Explored {
         // Grown to a fixed point: a state all of whose successors other than 0 are transient.
         // PERF: successors read once (one `Explored` per grammar and slice: the fixed point's
         // rounds over every byte were +7% on the compile of small schemas).
-        let mut succ = [0u16; 16];
-        for b in 1..16u8 {
+        let mut succ: [StateBits; SLICE_STATES] = [0; SLICE_STATES];
+        for b in 1..SLICE_STATES as u8 {
             for x in 0..=255u8 {
                 if let Body::To(nb) = step(b, x) {
                     succ[usize::from(b)] |= 1 << nb;
                 }
             }
         }
-        let mut transient = 0u16;
+        let mut transient: StateBits = 0;
         loop {
-            let grown = (1..16u8).fold(transient, |t, b| {
+            let grown = (1..SLICE_STATES as u8).fold(transient, |t, b| {
                 let out = succ[usize::from(b)] & !1 & !transient == 0;
-                t | u16::from(out) << b
+                t | StateBits::from(out) << b
             });
             if grown == transient {
                 break;
@@ -255,14 +261,14 @@ impl Explored {
             ends: Vec::new(),
             ends_inside: Vec::new(),
             bad: Vec::new(),
-            slice_bounds: [None; 16],
+            slice_bounds: [None; SLICE_STATES],
         }
     }
 
     /// The verdict kept for pair `(id, b)`: where the rule may end if good, `Err` if bad, `None`
     /// if undecided.
     fn decided(&self, id: u32, b: u8) -> Option<Result<Ends, ()>> {
-        let (i, bit) = (id as usize, 1u16 << b);
+        let (i, bit) = (id as usize, 1 << b);
         if self.good[i] & bit != 0 {
             Some(Ok(Ends { may_end: self.ends[i] & bit != 0, inside: self.ends_inside[i] & bit != 0 }))
         } else if self.bad[i] & bit != 0 {
@@ -375,9 +381,9 @@ impl CoverMemo {
     /// Per slice state, how many pairs are decided; and how many configurations of the kept sets
     /// neither read a byte nor end (for tests).
     #[cfg(test)]
-    pub(super) fn pairs_by_slice_state(&self, a: &Automata) -> ([usize; 16], usize) {
+    pub(super) fn pairs_by_slice_state(&self, a: &Automata) -> ([usize; SLICE_STATES], usize) {
         let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (mut by, mut idle) = ([0; 16], 0);
+        let (mut by, mut idle) = ([0; SLICE_STATES], 0);
         for e in slices.values() {
             for (i, set) in e.sets.iter().enumerate() {
                 for (b, n) in by.iter_mut().enumerate() {
@@ -394,7 +400,7 @@ impl CoverMemo {
     #[cfg(test)]
     pub(super) fn decided_pairs(&self) -> usize {
         let slices = self.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let ones = |v: &[u16]| v.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        let ones = |v: &[StateBits]| v.iter().map(|w| w.count_ones() as usize).sum::<usize>();
         slices.values().map(|e| ones(&e.good) + ones(&e.bad)).sum()
     }
 }
@@ -500,8 +506,8 @@ fn search(
     }
     for (i, &(id, b)) in pairs.iter().enumerate() {
         ex.good[id as usize] |= 1 << b;
-        ex.ends[id as usize] |= u16::from(ends[i]) << b;
-        ex.ends_inside[id as usize] |= u16::from(inside[i]) << b;
+        ex.ends[id as usize] |= StateBits::from(ends[i]) << b;
+        ex.ends_inside[id as usize] |= StateBits::from(inside[i]) << b;
     }
     Ok(Ok(Ends { may_end: ends[0], inside: inside[0] }))
 }
@@ -614,7 +620,7 @@ fn expand(
             next.extend(real.iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
             match step(b, x) {
                 Body::To(nb) => {
-                    debug_assert!(nb < 16, "slice automaton state {nb}");
+                    debug_assert!(usize::from(nb) < SLICE_STATES, "slice automaton state {nb}");
                     if next.is_empty() {
                         break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                     }

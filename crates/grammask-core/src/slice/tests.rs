@@ -1095,6 +1095,40 @@ fn walked_string_kernels_equal_full_walks() {
     assert!(walks_strings_only >= 3, "{walks_strings_only} states walk only strings");
 }
 
+/// Five `oneOf` words (MaskBench `Github_easy---o65510`'s `scopes`): a word's string start
+/// refuses text holding another word at its last character, so `customer`'s walks `ker`, `tor`,
+/// `min` and `ner` (8 proper prefixes). With 16 slice states (7 prefix states) no such set fit:
+/// each start ran rounds of other strings, and no seed served the five (`o65510` token 69:
+/// 88 M instructions, 53 M with room for the prefixes). Every state classifies exactly like the
+/// full walk, and some state walks four three-character strings with more than 7 prefixes.
+/// Fails with 16 slice states.
+#[test]
+fn five_word_string_sets_fit() {
+    let schema = r#"{"type": "object", "properties": {"s": {"type": "string", "oneOf": [{"pattern": "customer"},
+        {"pattern": "maker"}, {"pattern": "operator"}, {"pattern": "admin"}, {"pattern": "designer"}]}},
+        "additionalProperties": false}"#;
+    let extra = ["customermaker", "adminoperator", "designeradmin", "\\u0072", "t\"or", "\u{e9}ner"];
+    let fx = walked_fixture(schema, b"customerakpdign ", 120_000, 9, 0x0A55_1835, &extra);
+    assert!(!fx.firsts.walkable(b'r') && !fx.firsts.walkable(b'n'), "the fixture must not walk `r` or `n`");
+    let (strings, _) = walked_strings_equal_full_walks(&fx);
+    for want in [&b"ker"[..], b"tor", b"min", b"ner", b"mer"] {
+        assert!(strings.contains(&pack(want)), "no state walks {:?}: {strings:x?}", String::from_utf8_lossy(want));
+    }
+    let memo = CoverMemo::default();
+    let wide = (0..fx.a.states().len() as u32).map(StateId).any(|s| {
+        let found = BodySlice::covers_or_misread(&fx.a, s, &memo)
+            .err()
+            .and_then(|m| walked_cover(&fx.a, s, m, |x| fx.firsts.walkable(x), &memo));
+        let Some((Walked::Strings(w), _)) = found else { return false };
+        let three: Vec<u32> = w.into_iter().filter(|&v| v > 0xFFFF).collect();
+        let mut prefixes: Vec<u32> = three.iter().flat_map(|&v| [v & 0xFF, v & 0xFFFF]).collect();
+        prefixes.sort_unstable();
+        prefixes.dedup();
+        three.len() >= 4 && prefixes.len() > 7
+    });
+    assert!(wide, "no state walks four strings with more than 7 prefixes");
+}
+
 /// Under a tiny per-state cover budget ([`with_cover_budget`]), every state classifies exactly
 /// like the full walk (the kernels the masks are made of: the full walk is checked against brute
 /// force in `tests/mask_bruteforce.rs`), while some states that cover the body slice no longer

@@ -15,7 +15,7 @@
 //! `W` character at a character boundary and its own byte is not body text there (a body frontier
 //! node) or is a `W` character at a character boundary.
 use super::body::{body_step, body_table};
-use super::cover::{cover_search, CoverMemo, Misread, SliceKey, HISTORY_CHARS, WIDE_MISREAD};
+use super::cover::{cover_search, CoverMemo, Misread, SliceKey, HISTORY_CHARS, SLICE_STATES, WIDE_MISREAD};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -32,8 +32,14 @@ const MAX_STRING_LEN: usize = 3;
 
 /// The first slice state past the body automaton's (0-8) of a walked-strings slice: state
 /// `FIRST_PREFIX_STATE + i` is body state 0 after text ending with the `i`-th proper prefix of a
-/// walked string (the longest such), so at most 16 - 9 = 7 prefixes.
+/// walked string (the longest such).
 pub(crate) const FIRST_PREFIX_STATE: u8 = 9;
+
+/// Most proper prefixes of one walked-strings set (the slice states past the body's), more than
+/// [`MAX_WALKED_STRINGS`] strings of [`MAX_STRING_LEN`] characters have.
+/// PERF: 7 (16 slice states) left the five `oneOf` words of MaskBench `Github_easy---o65510`
+/// (9 prefixes) without a shared seed: each of its five string starts ran rounds of its own.
+const MAX_PREFIXES: usize = SLICE_STATES - FIRST_PREFIX_STATE as usize;
 
 /// What a string body walks: a few ASCII characters wherever they begin ([`WalkedBody::new`]), or
 /// a few short ASCII strings (one to [`MAX_STRING_LEN`] characters, each packed low byte first,
@@ -47,14 +53,14 @@ pub enum Walked {
 /// The slice step of walked strings `strings` as a table (see [`FIRST_PREFIX_STATE`]): at a
 /// boundary, a body-text ASCII character that completes a walked string is `Walk`, else it leads
 /// to the state of the longest suffix of the text that is a proper prefix of one (0: none); any
-/// other byte steps as from body state 0. `None` past 7 prefixes.
-fn strings_table(strings: &[u32]) -> Option<Box<[[Body; 256]; 16]>> {
+/// other byte steps as from body state 0. `None` past [`MAX_PREFIXES`].
+fn strings_table(strings: &[u32]) -> Option<Box<[[Body; 256]; SLICE_STATES]>> {
     let prefixes: Vec<u32> = prefixes_of(strings);
-    if prefixes.len() > usize::from(16 - FIRST_PREFIX_STATE) {
+    if prefixes.len() > MAX_PREFIXES {
         return None;
     }
     let strings: Vec<u32> = strings.iter().copied().filter(|&w| w != 0).collect();
-    let mut t = Box::new([[Body::Dead; 256]; 16]);
+    let mut t = Box::new([[Body::Dead; 256]; SLICE_STATES]);
     let (body, _) = body_table();
     for (b, row) in t.iter_mut().enumerate() {
         // The text's last characters (packed, first in the low byte) and how many.
@@ -404,8 +410,7 @@ fn strings_search(a: &Automata, s: StateId, misread: Option<Misread>, memo: &Cov
         let mut merged: Vec<u32> = seed(memo).unwrap_or_default().into_iter().chain(w).filter(|&v| v != 0).collect();
         merged.sort_unstable();
         merged.dedup();
-        let fits =
-            merged.len() <= MAX_WALKED_STRINGS && prefixes_of(&merged).len() <= usize::from(16 - FIRST_PREFIX_STATE);
+        let fits = merged.len() <= MAX_WALKED_STRINGS && prefixes_of(&merged).len() <= MAX_PREFIXES;
         let mut next = w;
         if fits {
             next = [0; MAX_WALKED_STRINGS];
@@ -496,7 +501,7 @@ fn strings_rounds(a: &Automata, s: StateId, mut misread: Option<Misread>, memo: 
             }
             next.sort_unstable_by_key(|&v| (v == 0, v));
             // What [`strings_table`] needs to fit (it is built once the strings are chosen).
-            (prefixes_of(&next).len() <= usize::from(16 - FIRST_PREFIX_STATE)).then_some((next, new))
+            (prefixes_of(&next).len() <= MAX_PREFIXES).then_some((next, new))
         })?;
         strings = fits.0;
         sources.push((text, fits.1));
