@@ -52,6 +52,8 @@ pub struct TokenIndex {
     string_index: OnceLock<StringIndex>,
     /// Whether [`Self::prepare_walked`] ran.
     walked_prepared: AtomicBool,
+    /// The thread [`Self::prepare_walked`] started, until a test waits for it.
+    walked_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Builds of `first_chars` or `string_index` by their first use rather than by
     /// [`Self::prepare_walked`]'s thread (for tests: a fill that builds one pays for it).
     walked_built_on_use: AtomicUsize,
@@ -104,8 +106,8 @@ impl TokenIndex {
         self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
     }
 
-    /// Where body text first reads each ASCII character ([`FirstChars`]); waits for
-    /// [`Self::prepare_walked`]'s thread if it is building it.
+    /// Where body text first reads each ASCII character ([`FirstChars`]); built here when
+    /// [`Self::prepare_walked`]'s thread has not set it yet.
     pub fn first_chars(&self) -> &FirstChars {
         self.first_chars.get_or_init(|| {
             self.walked_built_on_use.fetch_add(1, Ordering::Relaxed);
@@ -114,7 +116,7 @@ impl TokenIndex {
     }
 
     /// Where body text reads each string of two or three ASCII characters ([`StringIndex`]);
-    /// waits for [`Self::prepare_walked`]'s thread if it is building it.
+    /// built here when [`Self::prepare_walked`]'s thread has not set it yet.
     pub fn string_index(&self) -> &StringIndex {
         self.string_index.get_or_init(|| {
             self.walked_built_on_use.fetch_add(1, Ordering::Relaxed);
@@ -124,31 +126,40 @@ impl TokenIndex {
 
     /// Starts building [`FirstChars`] and [`StringIndex`] on a thread of their own, once per
     /// vocabulary: called when a kernel's body cover first misreads (the first sign a walked
-    /// body may be needed, usually fills before one is), so that no fill pays for them (3.1 ms
-    /// together on Llama 3); a fill that needs one meanwhile waits for it. Returns once the
-    /// thread holds both builds (a handshake: whoever asks next never builds them itself).
-    /// The thread ends with the builds; it holds the index until then. Where no thread can be
-    /// spawned, they are built on first use as before.
+    /// body may be needed, usually many fills before one is), so that no fill pays for them
+    /// (3.1 ms together on Llama 3). The thread builds each apart and then sets it: a fill that
+    /// needs one before it is set builds its own (the first set wins; both are equal), and no
+    /// lock is held across a build, so a process forked meanwhile never waits for a build its
+    /// child does not run. Where no thread can be spawned, they are built on first use.
     pub fn prepare_walked(self: &Arc<Self>) {
         if self.walked_prepared.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (held, holding) = std::sync::mpsc::sync_channel::<()>(1);
         let index = Arc::clone(self);
         let spawned = std::thread::Builder::new().name("grammask-walked-index".into()).spawn(move || {
-            // Inside both initializers before the handshake: later callers wait for these builds.
-            index.string_index.get_or_init(|| {
-                index.first_chars.get_or_init(|| {
-                    let _ = held.try_send(());
-                    FirstChars::new(&index.trie)
-                });
-                let _ = held.try_send(());
-                StringIndex::new(&index.trie)
-            });
-            // Dropping the sender ends the wait when both were built already.
+            if index.first_chars.get().is_none() {
+                let _ = index.first_chars.set(FirstChars::new(&index.trie));
+            }
+            if index.string_index.get().is_none() {
+                let _ = index.string_index.set(StringIndex::new(&index.trie));
+            }
         });
-        if spawned.is_ok() {
-            let _ = holding.recv();
+        if let Ok(thread) = spawned {
+            *self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);
+        }
+    }
+
+    /// Whether [`Self::prepare_walked`] ran (a fill asked for the walked indexes).
+    pub fn walked_prepared(&self) -> bool {
+        self.walked_prepared.load(Ordering::Acquire)
+    }
+
+    /// Waits for [`Self::prepare_walked`]'s thread to end (tests: then no fill builds them).
+    #[doc(hidden)]
+    pub fn wait_walked(&self) {
+        let thread = self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
         }
     }
 
@@ -351,6 +362,7 @@ impl TokenIndex {
             first_chars,
             string_index,
             walked_prepared: _,     // a flag
+            walked_thread: _,       // a thread handle
             walked_built_on_use: _, // a counter
             walked_bodies,
             class_body_slices,
@@ -427,6 +439,7 @@ impl TokenIndex {
             first_chars: OnceLock::new(),
             string_index: OnceLock::new(),
             walked_prepared: AtomicBool::new(false),
+            walked_thread: Mutex::new(None),
             walked_built_on_use: AtomicUsize::new(0),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),

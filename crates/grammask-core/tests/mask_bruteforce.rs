@@ -1470,10 +1470,11 @@ fn walked_string_masks_match_brute_force() {
     assert!(checked > 50);
 }
 
-/// The walked-body indexes (`FirstChars`, `StringIndex`) are built off the fill path: the first
-/// body cover misread starts their thread (`TokenIndex::prepare_walked`), and a fill that needs
-/// one waits for it rather than building it, with the masks exact. Fails when a fill builds them
-/// on first use (`walked_built_on_use` counts those builds).
+/// The walked-body indexes (`FirstChars`, `StringIndex`) are built off the fill path: a body
+/// cover misread starts their thread (`TokenIndex::prepare_walked`), and once it has set them no
+/// fill builds them, with the masks exact. Fails when fills do not start the thread
+/// (`walked_prepared`) or the thread does not build them (`walked_built_on_use` counts the
+/// builds made by fills).
 #[test]
 fn walked_indexes_are_built_off_the_fill_path() {
     let schema = r#"{"type": "object", "properties": {
@@ -1481,12 +1482,21 @@ fn walked_indexes_are_built_off_the_fill_path() {
         "w": {"type": "array", "items": {"type": "string", "oneOf": [{"pattern": "ab"}, {"pattern": "ba"}]}}},
         "patternProperties": {"^(/[^/]+)+$": {"type": "string"}}, "additionalProperties": false}"#;
     let g = lax_schema_grammar(schema);
-    let vocab =
-        ascii_vocab(&["//", "/a", "a/", "{\"/", "..", ".a", "a.", ",", "ab", "ba", "aba", "\": \"", "\"}"], &[]);
-    let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
-    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let docs: [&str; 2] = [r#"{"/a/b": "x", "p": "a.b"}"#, r#"{"w": ["xab", "bax"], "p": "b"}"#];
     let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let tokens = ["//", "/a", "a/", "{\"/", "..", ".a", "a.", ",", "ab", "ba", "aba", "\": \"", "\"}"];
+    // The fills start the thread (it may or may not have set the indexes before they need them).
+    let vocab = ascii_vocab(&tokens, &[]);
+    let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 40);
+    assert!(index.walked_prepared(), "no fill asked for the walked indexes");
+    // With the thread done, fills use its indexes.
+    let vocab = ascii_vocab(&tokens, b"\t");
+    let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
+    index.prepare_walked();
+    index.wait_walked();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 40);
     let part = |name: &str| index.memory_parts().into_iter().find(|p| p.0 == name).map_or(0, |p| p.1);
     assert!(part("walked_bodies") > 0, "no walked body used");
