@@ -106,11 +106,12 @@ fn main() {
         let total: f64 = s.times.iter().sum();
         let n = s.times.len();
         println!(
-            "{:8} n {n} p50 {:.2} p90 {:.2} p99 {:.1} us, total {:.1} ms",
+            "{:8} n {n} p50 {:.2} p90 {:.2} p99 {:.1} us, max {:.2} ms, total {:.1} ms",
             s.name,
             pct(&mut s.times, 50.0),
             pct(&mut s.times, 90.0),
             pct(&mut s.times, 99.0),
+            pct(&mut s.times, 100.0) / 1e3,
             total * 1e3
         );
     }

@@ -117,6 +117,11 @@ pub struct Completion {
     /// Chart exits listed from [`Walk::exit_memo`], and frontier subtrees from
     /// [`Walk::front_memo`] (see [`Completion::memo_listings`]).
     exit_listings: AtomicUsize,
+    /// Chart exits of plain levels below the root listed from [`Walk::plain_exits`], without
+    /// the plain items' row (for tests).
+    plain_exit_listings: AtomicUsize,
+    /// Rows of plain items walks pushed to read a byte on the chart (for tests).
+    item_rows: AtomicUsize,
     front_listings: AtomicUsize,
     /// Trie nodes read on the chart that took a [`Walk::exit_levels`] entry instead of a row.
     exit_level_skips: AtomicUsize,
@@ -730,6 +735,8 @@ impl Completion {
             exit_level_skips: AtomicUsize::new(0),
             walk_rows: AtomicUsize::new(0),
             exit_listings: AtomicUsize::new(0),
+            plain_exit_listings: AtomicUsize::new(0),
+            item_rows: AtomicUsize::new(0),
             front_listings: AtomicUsize::new(0),
         }
     }
@@ -1289,6 +1296,14 @@ impl Completion {
         (self.exit_listings.load(Ordering::Relaxed), self.front_listings.load(Ordering::Relaxed))
     }
 
+    /// How many chart exits of plain levels below the root limit walks listed from
+    /// [`Walk::plain_exits`] without the plain items' row, and how many such rows they pushed
+    /// (for tests).
+    #[doc(hidden)]
+    pub fn plain_exit_stats(&self) -> (usize, usize) {
+        (self.plain_exit_listings.load(Ordering::Relaxed), self.item_rows.load(Ordering::Relaxed))
+    }
+
     #[inline]
     pub fn dist(&self, s: StateId) -> u32 {
         self.dist[s.0 as usize]
@@ -1511,6 +1526,10 @@ struct Deferred {
 struct BodyCfg {
     items: Vec<Vec<(Item, u32, u32)>>,
     cost: [u32; 9],
+    /// Per body state `b`, the bytes some item of `items[b]` reads, or the completion of a final
+    /// one ([`Walk::body_reads`]).
+    /// PERF: stepping each item per dead frontier node was ~3% of the heavy key walks.
+    reads: [Follow; 9],
 }
 
 /// The chart-independent part of a [`BodyCfg`], shared by every walk of the grammar: for every
@@ -1583,6 +1602,10 @@ type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
 
 /// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
 type ExitKey = (usize, u128, u128);
+
+/// A [`Walk::plain_exits`] key: the chart's rows below a plain level (not the root's), its last
+/// row's signature, a hash of the level's plain items in order ([`seq_hash`]) and the byte.
+type PlainExitKey = (usize, u128, u128, u8);
 
 /// Rows a walk reads on the chart before it keys them in [`Walk::exit_levels`]. PERF: keying
 /// every row (a row signature, a hash of the plain items, an entry) cost the ~100-row walks that
@@ -1784,6 +1807,14 @@ struct Walk<'a> {
     exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     /// Scratch for [`Walk::list_exit`]: the frontier subtrees' nodes and lists.
     exit_lists: Vec<(usize, FrontList)>,
+    /// By [`PlainExitKey`] of a byte leaving a plain level below the root for the chart: the
+    /// [`ExitKey`] the byte had from the row of the level's items. Invariant: that row is a
+    /// function of the rows below and the items (its closure and signature are), so equal keys
+    /// reach equal rows and the entry's `exit_memo` listing holds without pushing the row.
+    /// PERF: in an open object's key near the end of the budget (o41193), ~226k of ~274k such
+    /// rows were pushed (a chart closure, a signature, a row table each) only to find their
+    /// byte's `exit_memo` entry.
+    plain_exits: FastMap<PlainExitKey, ExitKey>,
     /// Limit walks: by [`ExitLevelKey`], the level a byte read on the chart reached (`None`: the
     /// byte is dead there). A node whose byte reaches a known level, and all of whose children
     /// that level skips ([`Walk::children_skip`]), is listed and skipped without an Earley row.
@@ -1971,6 +2002,7 @@ impl Walk<'_> {
             return None;
         }
         let mut items: Vec<Vec<(Item, u32, u32)>> = Vec::with_capacity(9);
+        let mut reads: [Follow; 9] = [[0; 4]; 9];
         for (b, pairs) in shape.items.iter().enumerate() {
             let mut v: Vec<(Item, u32, u32)> = pairs
                 .iter()
@@ -1992,6 +2024,10 @@ impl Walk<'_> {
             if shape.reads[b].iter().zip(&follows).any(|(r, f)| r & f != 0) {
                 return None;
             }
+            reads[b] = follows;
+            for e in &v {
+                add_bytes(&mut reads[b], a, e.0.state);
+            }
             items.push(v);
         }
         let mut cost = [INF; 9];
@@ -1999,7 +2035,7 @@ impl Walk<'_> {
             *c = its.iter().map(|&(it, u, _)| (comp.dist(it.state) + u).min(INF)).min().unwrap_or(INF);
         }
         let listed = |c: u32| if side == Side::Fit { c > limit } else { c <= limit };
-        (!listed(cost[0])).then_some(BodyCfg { items, cost })
+        (!listed(cost[0])).then_some(BodyCfg { items, cost, reads })
     }
 
     /// Starts the [`BodyCfg`] shortcut at level `l`, that of the trie root (`node` `None`) or of
@@ -2034,10 +2070,9 @@ impl Walk<'_> {
     }
 
     /// Whether some item of `cfg.items[b]` reads byte `x`, or the completion of a final one.
-    fn body_reads(&self, cfg: &BodyCfg, b: u8, x: u8) -> bool {
-        cfg.items[usize::from(b)].iter().any(|&(it, _, f)| {
-            self.a.step(it.state, x).is_some() || f != NO_FOLLOW && has_byte(&self.follows[f as usize], x)
-        })
+    #[inline]
+    fn body_reads(cfg: &BodyCfg, b: u8, x: u8) -> bool {
+        has_byte(&cfg.reads[usize::from(b)], x)
     }
 
     /// Limit walks: the exits of plain item `it`'s region within `depth` bytes (on top of the
@@ -2206,7 +2241,7 @@ impl Walk<'_> {
                 break;
             }
             let d = nodes[f].depth as usize;
-            if !dead || d == k + 1 || self.body_reads(cfg, b, x) {
+            if !dead || d == k + 1 || Self::body_reads(cfg, b, x) {
                 let key = (ptr, if d > k + 1 { b } else { START_LEVEL }, classes.frontier_shape[from + j]);
                 match self.front_memo.get(&key) {
                     Some(l) => lists.push((f, l.clone())),
@@ -2588,7 +2623,7 @@ impl Walk<'_> {
                             break;
                         }
                         ab.frontier += 1;
-                        if !dead || nodes[f as usize].depth as usize == ab.k + 1 || self.body_reads(&cfg, b, x) {
+                        if !dead || nodes[f as usize].depth as usize == ab.k + 1 || Self::body_reads(&cfg, b, x) {
                             found = Some((f as usize, usize::from(b), classes.frontier_shape[ab.frontier - 1]));
                             break;
                         }
@@ -2851,6 +2886,25 @@ impl Walk<'_> {
                                 continue;
                             }
                         }
+                        let busy = active.is_some() || second;
+                        // Where `list_from_exit_memo` may list the node, its key from the items.
+                        let pkey =
+                            (!at_row && !busy && classes.body_state[i] == 0 && self.mode != Mode::Exact).then(|| {
+                                let items = seq_hash(self.items[lo..hi].iter().map(|e| item_word(&e.item)));
+                                (nr, chart.row_signature(nr - 1), items, n.byte)
+                            });
+                        if let Some(ek) = pkey.and_then(|k| self.plain_exits.get(&k).copied()) {
+                            if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
+                                if self.list_exit(i, c, &cfg, has_token) {
+                                    comp.plain_exit_listings.fetch_add(1, Ordering::Relaxed);
+                                    if self.capped {
+                                        return Ok(());
+                                    }
+                                    i = skip;
+                                    continue;
+                                }
+                            }
+                        }
                         if !at_row {
                             let mut row = std::mem::take(&mut self.seeds);
                             row.clear();
@@ -2862,9 +2916,12 @@ impl Walk<'_> {
                                 continue;
                             }
                             rows.push(a, comp, chart);
+                            comp.item_rows.fetch_add(1, Ordering::Relaxed);
                         }
-                        let busy = active.is_some() || second;
                         let (ekey, listed) = self.list_from_exit_memo(chart, chart.num_rows(), i, busy, has_token);
+                        if let (Some(pk), Some(ek)) = (pkey, ekey) {
+                            self.plain_exits.insert(pk, ek);
+                        }
                         if listed {
                             if self.capped {
                                 return Ok(());
@@ -3042,6 +3099,7 @@ impl Budget {
             front_build: None,
             exit_memo: FastMap::default(),
             exit_lists: Vec::new(),
+            plain_exits: FastMap::default(),
             exit_levels: FastMap::default(),
             pending: Vec::new(),
             rows_read: 0,

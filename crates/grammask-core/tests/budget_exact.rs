@@ -1018,3 +1018,24 @@ fn crossings_of_counted_blocks_take_known_exit_levels() {
     let (skips, rows) = (c.exit_level_skips(), c.walk_rows());
     assert!(skips > 0 && rows < 600, "{skips} nodes took known exit levels, limit walks pushed {rows} rows");
 }
+
+/// In the keys of an open object near the end of the budget on Llama 3, a byte leaving a plain
+/// level below the root (a known key's prefix, an unknown key's next byte) for the chart is
+/// listed from the row it reached before, by the level's items and rows (`Walk::plain_exits`),
+/// without pushing the items' row again: the masks equal those of walks that cost every token,
+/// exits were listed so (~17k), and the walks pushed fewer item rows (~3.9k; ~21k without).
+#[test]
+fn plain_level_exits_list_without_item_rows_on_llama3() {
+    let Some(vocab) = common::llama3_vocab() else {
+        eprintln!("skipped: no Llama 3 vocabulary");
+        return;
+    };
+    let schema = r#"{"type":"object","properties":{"check-in":{"type":"string","minLength":4},
+        "check-out":{"type":"string","minLength":4},"cat":{"type":"string","minLength":5},
+        "location":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
+    let plan: &[Option<&str>] =
+        &[Some("{\""), Some("c"), None, Some("\":\""), None, Some("\",\""), Some("c"), None, Some("\":\""), None];
+    let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0035, 16);
+    let (listed, rows) = fast.completion().plain_exit_stats();
+    assert!(listed > 0 && rows < 8_000, "{listed} plain-level exits listed without a row, {rows} item rows pushed");
+}
