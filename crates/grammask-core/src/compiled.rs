@@ -13,9 +13,9 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
+    class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
     classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class,
+    lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, Loops,
     state_run_index, BodyEnds, KernelMask, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
@@ -195,6 +195,7 @@ impl CompiledGrammar {
                 fresh[i].2 = BodySlice::covers(&automata, s, &cover).is_none();
             }
         };
+        let loops = Loops::table(&automata);
         with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
             for s in (0..automata.states().len() as u32).map(StateId) {
                 // A state whose every possible class is noted already, as free text, adds nothing:
@@ -203,19 +204,19 @@ impl CompiledGrammar {
                 // run share the compile's budget: a counted run beside a loop (`\d{40000}|\w+t`)
                 // gave 40k states whose searches all failed (~30 µs each, 1.3 s to compile).
                 let mut all_noted = true;
-                run_class_candidates(&automata, s, |c, utf8| {
+                run_class_candidates(&automata, s, &loops, |c, utf8| {
                     all_noted &= fresh.iter().any(|&(x, u, free)| (x, u) == (c, utf8) && free);
                 });
                 if all_noted {
                     continue;
                 }
-                let run_class = state_run_class(&automata, s, &cover);
+                let run_class = state_run_class_in(&automata, s, &cover, &loops);
                 if let Some((c, utf8)) = run_class {
                     note(&mut fresh, c, utf8, s);
                 }
                 // A state that reads every run of its loop class, UTF-8 too, takes that index; the
                 // ASCII-only index of the same bytes would serve only rows of several items.
-                let c = ascii_loop(&automata, s);
+                let c = loops.ascii(s);
                 if c.count_ones() >= MIN_ROW_RUN_BYTES && run_class != Some((c, true)) {
                     note(&mut fresh, c, false, s);
                 }

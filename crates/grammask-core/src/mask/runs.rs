@@ -321,28 +321,64 @@ pub fn state_run_index(
 /// text (any character but some ASCII ones) that `s` reads every run of, or a loop on ASCII
 /// bytes.
 pub fn state_run_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<(u128, bool)> {
+    state_run_class_in(a, s, memo, &Loops::Read(a))
+}
+
+/// Each state's [`ascii_loop`] and [`ClassSlice::loop_class`]: read from the automaton, or
+/// tabled once for a pass over every state (a compile asks each state, and each of its
+/// byte edges' targets, for both).
+/// PERF: read per edge target, they were ~7% of a typical MaskBench compile's instructions.
+pub enum Loops<'a> {
+    Read(&'a Automata),
+    Table(Vec<(u128, Option<u128>)>),
+}
+
+impl Loops<'_> {
+    /// Every state of `a` tabled.
+    pub fn table(a: &Automata) -> Loops<'static> {
+        let states = (0..a.states().len() as u32).map(StateId);
+        Loops::Table(states.map(|s| (ascii_loop(a, s), ClassSlice::loop_class(a, s))).collect())
+    }
+
+    pub fn ascii(&self, s: StateId) -> u128 {
+        match self {
+            Loops::Read(a) => ascii_loop(a, s),
+            Loops::Table(t) => t[s.0 as usize].0,
+        }
+    }
+
+    pub fn class(&self, s: StateId) -> Option<u128> {
+        match self {
+            Loops::Read(a) => ClassSlice::loop_class(a, s),
+            Loops::Table(t) => t[s.0 as usize].1,
+        }
+    }
+}
+
+/// [`state_run_class`] with the states' loops from `loops`.
+pub fn state_run_class_in(a: &Automata, s: StateId, memo: &CoverMemo, loops: &Loops) -> Option<(u128, bool)> {
     let covered = |&c: &u128| class_covers(a, s, c, memo);
-    match ClassSlice::loop_class(a, s).filter(covered).or_else(|| first_char_class(a, s, memo)) {
+    match loops.class(s).filter(covered).or_else(|| first_char_class(a, s, memo, loops)) {
         Some(c) => Some((c, true)),
-        None => Some(ascii_loop(a, s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).map(|c| (c, false)),
+        None => Some(loops.ascii(s)).filter(|c| c.count_ones() >= MIN_ROW_RUN_BYTES).map(|c| (c, false)),
     }
 }
 
 /// Every `(class, UTF-8 too)` that [`state_run_class`] may give at `s`, whatever its cover
 /// searches find, and the ASCII loop of `s` (`(class, false)`) when it is long enough: each once
 /// or more, without a search.
-pub fn run_class_candidates(a: &Automata, s: StateId, mut f: impl FnMut(u128, bool)) {
-    if let Some(c) = ClassSlice::loop_class(a, s) {
+pub fn run_class_candidates(a: &Automata, s: StateId, loops: &Loops, mut f: impl FnMut(u128, bool)) {
+    if let Some(c) = loops.class(s) {
         f(c, true);
     }
     for e in a.byte_edges(s) {
         let t = e.target;
-        let c = ascii_loop(a, t);
-        if t != s && c.count_ones() >= MIN_ROW_RUN_BYTES && ClassSlice::loop_class(a, t) == Some(c) {
+        let c = loops.ascii(t);
+        if t != s && c.count_ones() >= MIN_ROW_RUN_BYTES && loops.class(t) == Some(c) {
             f(c, true);
         }
     }
-    let c = ascii_loop(a, s);
+    let c = loops.ascii(s);
     if c.count_ones() >= MIN_ROW_RUN_BYTES {
         f(c, false);
     }
@@ -352,18 +388,18 @@ pub fn run_class_candidates(a: &Automata, s: StateId, mut f: impl FnMut(u128, bo
 /// first character): the class a state it steps to loops on, when `s` reads every run of it too.
 /// PERF: the first character of a free-text value walked every multi-byte character's subtree
 /// node by node (40k nodes on Qwen2.5, 1.3 ms).
-fn first_char_class(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<u128> {
+fn first_char_class(a: &Automata, s: StateId, memo: &CoverMemo, loops: &Loops) -> Option<u128> {
     let mut tried: Vec<StateId> = Vec::new();
     for e in a.byte_edges(s) {
         let t = e.target;
         // The loop test first: it reads only `t`'s edges, and fails on most targets (a key's
         // next character), where `tried` grew to one entry per edge (quadratic in the edges).
-        let c = ascii_loop(a, t);
+        let c = loops.ascii(t);
         if t == s || c.count_ones() < MIN_ROW_RUN_BYTES || tried.contains(&t) {
             continue;
         }
         tried.push(t);
-        if ClassSlice::loop_class(a, t) == Some(c) && class_covers(a, s, c, memo) {
+        if loops.class(t) == Some(c) && class_covers(a, s, c, memo) {
             return Some(c);
         }
     }

@@ -82,7 +82,7 @@ impl ClassSlice {
 mod tests {
     use super::*;
     use crate::ebnf::parse_ebnf;
-    use crate::mask::{ascii_loop, class_covers, state_run_class, MIN_ROW_RUN_BYTES};
+    use crate::mask::{ascii_loop, class_covers, state_run_class, state_run_class_in, Loops, MIN_ROW_RUN_BYTES};
 
     /// [`ClassSlice::loop_class`] byte by byte, as first written.
     fn loop_class_bytewise(a: &Automata, s: StateId) -> Option<u128> {
@@ -142,7 +142,8 @@ value ::= [^ \n|"] [^ \n|"]* | "\"" [a-z]* "\"" | [0-9]+ | [\x00-\x7F]+ "." | [^
         )
         .unwrap();
         let a = Automata::build(&g).unwrap();
-        let (memo, plain_memo) = (CoverMemo::default(), CoverMemo::default());
+        let (memo, plain_memo, table_memo) = (CoverMemo::default(), CoverMemo::default(), CoverMemo::default());
+        let table = Loops::table(&a);
         let (mut loops, mut first_chars) = (0, 0);
         for s in (0..a.states().len() as u32).map(StateId) {
             let want = loop_class_bytewise(&a, s);
@@ -150,6 +151,8 @@ value ::= [^ \n|"] [^ \n|"]* | "\"" [a-z]* "\"" | [0-9]+ | [\x00-\x7F]+ "." | [^
             loops += usize::from(want.is_some());
             let run = state_run_class_plain(&a, s, &plain_memo);
             assert_eq!(state_run_class(&a, s, &memo), run, "run class of {s:?}");
+            assert_eq!(state_run_class_in(&a, s, &table_memo, &table), run, "tabled run class of {s:?}");
+            assert_eq!((table.ascii(s), table.class(s)), (ascii_loop(&a, s), want), "tabled loops of {s:?}");
             let own = want.filter(|&c| class_covers(&a, s, c, &plain_memo));
             first_chars += usize::from(own.is_none() && run.is_some_and(|r| r.1));
         }
