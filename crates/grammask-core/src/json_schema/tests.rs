@@ -430,7 +430,7 @@ fn expr_shape(g: &crate::grammar::Grammar, e: crate::grammar::ExprId, out: &mut 
         }
         Expr::Seq(xs) | Expr::Choice(xs) => {
             out.push_str(if matches!(g.expr(e), Expr::Seq(_)) { "S(" } else { "C(" });
-            for &x in xs.iter() {
+            for &x in xs {
                 expr_shape(g, x, out);
                 out.push(',');
             }
