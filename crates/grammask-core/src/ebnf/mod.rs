@@ -36,6 +36,18 @@ pub fn parse_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
     Parser::new(text, Dialect::XGrammar).parse(root_rule_name)
 }
 
+/// [`parse_ebnf`], with `extra` defining more rules (which the text may reference) in the
+/// builder after the text's rules; it returns their ids. Those rules are numbered after the
+/// text's.
+pub(crate) fn parse_ebnf_with(
+    text: &str,
+    root_rule_name: &str,
+    extra: impl FnOnce(&mut crate::grammar::GrammarBuilder) -> Result<Vec<crate::grammar::RuleId>>,
+) -> Result<Grammar> {
+    check_size(text)?;
+    Parser::new(text, Dialect::XGrammar).parse_with(root_rule_name, extra)
+}
+
 fn check_size(text: &str) -> Result<()> {
     if text.len() > crate::limits::MAX_GRAMMAR_BYTES {
         return Err(crate::error::Error::limit("grammar text (bytes)", crate::limits::MAX_GRAMMAR_BYTES));

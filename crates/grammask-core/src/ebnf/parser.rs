@@ -141,7 +141,17 @@ impl<'a> Parser<'a> {
         }
     }
 
-    pub fn parse(mut self, root: &str) -> Result<Grammar> {
+    pub fn parse(self, root: &str) -> Result<Grammar> {
+        self.parse_with(root, |_| Ok(Vec::new()))
+    }
+
+    /// [`Self::parse`], with `extra` defining rules in the builder after the text's (they may
+    /// be referenced by the text): it returns the ids of the rules it defined.
+    pub fn parse_with(
+        mut self,
+        root: &str,
+        extra: impl FnOnce(&mut GrammarBuilder) -> Result<Vec<RuleId>>,
+    ) -> Result<Grammar> {
         if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
             return Err(Error::limit("grammar text size in bytes", limits::MAX_GRAMMAR_BYTES));
         }
@@ -215,6 +225,11 @@ impl<'a> Parser<'a> {
             self.b.define(name, body, lookahead).map_err(|e| self.locate(e, start))?;
             *at(&mut self.def_pos, id) = start;
             self.defs.push((name, id));
+        }
+        // Defined past the text's end (positions only order errors).
+        let end = self.cur.bytes.len();
+        for id in extra(&mut self.b)? {
+            *at(&mut self.def_pos, id) = end;
         }
         self.finish(root)
     }

@@ -297,6 +297,8 @@ pub struct Conv<'a> {
     has_uneval: bool,
     /// Cost spent so far on objects past [`MAX_ANY_ORDER_STATES`] (see [`ANY_ORDER_KEY_BUDGET`]).
     large_any_order_cost: u64,
+    /// Key-set rules go to `Ebnf::key_sets`, not the text (`super::key_sets`).
+    direct_key_sets: bool,
     /// The canonical texts of each long `enum` array of the schema, by the array's address (the
     /// schema is borrowed for `'a`, so an address names one array): membership in O(1).
     enum_sets: FastMap<usize, HashSet<String, FastState>>,
@@ -351,6 +353,7 @@ impl<'a> Conv<'a> {
             queue: Vec::new(),
             char_rule,
             nothing: None,
+            direct_key_sets: false,
             ws,
             has_uneval,
             large_any_order_cost: 0,
@@ -362,7 +365,12 @@ impl<'a> Conv<'a> {
     }
 
     /// The EBNF text, with the rules that match every string body but some words.
-    pub fn run(mut self) -> Result<(String, super::emit::ExcludedNames)> {
+    /// With `on`, any-order key-set rules are returned apart from the text (`super::key_sets`).
+    pub fn direct_key_sets(&mut self, on: bool) {
+        self.direct_key_sets = on;
+    }
+
+    pub fn run(mut self) -> Result<(String, super::emit::ExcludedNames, Vec<super::key_sets::KeySetObject>)> {
         let root_goal = Goal { ids: vec![self.doc.root_id()], nots: vec![], done: vec![], neg: vec![], depth: 0 };
         let root = self.rule_for(root_goal)?;
         let Some(root) = root else {

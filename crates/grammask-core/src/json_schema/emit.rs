@@ -41,6 +41,12 @@ pub struct Ebnf {
     /// The rule written for each set of excluded keys (sorted, deduplicated) by
     /// [`super::jstr::not_in_for`]: its language depends on the set alone.
     pub not_in: FastMap<Vec<String>, String>,
+    /// Key-set rules kept out of the text (`super::key_sets`), when the converter writes them
+    /// apart.
+    pub key_sets: Vec<super::key_sets::KeySetObject>,
+    /// Bytes their text would have taken: counted against [`MAX_OUTPUT_BYTES`] as if written,
+    /// so that both outputs fail alike.
+    deferred: usize,
 }
 
 /// [`crate::grammar::ExcludedWords`] by rule name.
@@ -133,8 +139,18 @@ impl Ebnf {
         Ok(())
     }
 
+    /// Counts the text of a rule `name ::= body` written apart ([`Self::key_sets`]) as
+    /// [`Self::write`] would.
+    pub fn defer(&mut self, name: usize, body: usize) -> Result<()> {
+        if self.text.len() + self.deferred + name + body + 6 > MAX_OUTPUT_BYTES {
+            return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
+        }
+        self.deferred += name + body + 6;
+        Ok(())
+    }
+
     fn write(&mut self, name: &str, body: &str) -> Result<()> {
-        if self.text.len() + name.len() + body.len() + 6 > MAX_OUTPUT_BYTES {
+        if self.text.len() + self.deferred + name.len() + body.len() + 6 > MAX_OUTPUT_BYTES {
             return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
         }
         let _ = writeln!(self.text, "{name} ::= {body}");
@@ -144,7 +160,7 @@ impl Ebnf {
     /// Appends complete rule text produced elsewhere (the regex printer); its rule names must
     /// carry a prefix this buffer handed out, extended with a `.` (never produced by `fresh`).
     pub fn raw(&mut self, text: &str) -> Result<()> {
-        if self.text.len() + text.len() > MAX_OUTPUT_BYTES {
+        if self.text.len() + self.deferred + text.len() > MAX_OUTPUT_BYTES {
             return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
         }
         self.text.push_str(text);
@@ -161,8 +177,8 @@ impl Ebnf {
 
     /// The text, the rules that match every string body but some words, and the rule of every
     /// string body (see the fields).
-    pub fn into_parts(self) -> (String, ExcludedNames) {
-        (self.text, ExcludedNames { any: self.any_body, rules: self.excluded })
+    pub fn into_parts(self) -> (String, ExcludedNames, Vec<super::key_sets::KeySetObject>) {
+        (self.text, ExcludedNames { any: self.any_body, rules: self.excluded }, self.key_sets)
     }
 }
 

@@ -49,6 +49,7 @@ mod compile;
 mod emit;
 mod formats;
 mod jstr;
+mod key_sets;
 // Lint fixes in this file wait for its concurrent rework.
 #[allow(clippy::collapsible_if)]
 mod numeric;
@@ -96,11 +97,16 @@ impl Default for JsonSchemaOptions {
 
 /// Converts a JSON Schema document (text) into EBNF whose root rule is `root`.
 pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<String> {
-    json_schema_to_ebnf_parts(schema, options).map(|p| p.0)
+    json_schema_to_ebnf_parts(schema, options, false).map(|p| p.0)
 }
 
-/// [`json_schema_to_ebnf`], with the rules that match every string body but some words.
-fn json_schema_to_ebnf_parts(schema: &str, options: &JsonSchemaOptions) -> Result<(String, emit::ExcludedNames)> {
+/// [`json_schema_to_ebnf`], with the rules that match every string body but some words; with
+/// `direct`, the any-order key-set rules are left out of the text and returned apart.
+fn json_schema_to_ebnf_parts(
+    schema: &str,
+    options: &JsonSchemaOptions,
+    direct: bool,
+) -> Result<(String, emit::ExcludedNames, Vec<key_sets::KeySetObject>)> {
     if schema.len() > crate::limits::MAX_GRAMMAR_BYTES {
         return Err(Error::limit("schema size in bytes", crate::limits::MAX_GRAMMAR_BYTES));
     }
@@ -121,14 +127,17 @@ fn json_schema_to_ebnf_parts(schema: &str, options: &JsonSchemaOptions) -> Resul
     let mut doc = resolve::Doc::with_registry(&value, registry)?;
     // `format` asserts in every draft unless the caller asks for annotation semantics.
     doc.format_assertion = options.format_assertion;
-    compile::Conv::new(doc, options).run()
+    let mut conv = compile::Conv::new(doc, options);
+    conv.direct_key_sets(direct);
+    conv.run()
 }
 
 /// Converts a JSON Schema document (text) into a [`Grammar`](crate::grammar::Grammar) whose root
 /// rule is `root` (through [`json_schema_to_ebnf`]).
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
-    let (text, excluded) = json_schema_to_ebnf_parts(schema, options)?;
-    let g = crate::ebnf::parse_ebnf(&text, "root")?;
+    let (text, excluded, key_sets) = json_schema_to_ebnf_parts(schema, options, true)?;
+    // The same grammar as parsing `json_schema_to_ebnf`'s text (`key_sets.rs`).
+    let g = crate::ebnf::parse_ebnf_with(&text, "root", |b| key_sets::build(&key_sets, b))?;
     if excluded.rules.is_empty() {
         return Ok(g);
     }

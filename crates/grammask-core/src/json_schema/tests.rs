@@ -419,3 +419,89 @@ fn long_enums_follow_json_equality() {
     let root = dup.lines().find(|l| l.starts_with("schema ::=")).unwrap();
     assert!(root.starts_with(r#"schema ::= "1" ".0"? | "2" ".0"? | ("{""#), "{root}");
 }
+
+/// `e` of `g` as text, rules by name (children in order, node kinds kept).
+fn expr_shape(g: &crate::grammar::Grammar, e: crate::grammar::ExprId, out: &mut String) {
+    use crate::grammar::Expr;
+    use std::fmt::Write as _;
+    match g.expr(e) {
+        Expr::RuleRef(r) => {
+            let _ = write!(out, "<{}>", g.rule(*r).name);
+        }
+        Expr::Seq(xs) | Expr::Choice(xs) => {
+            out.push_str(if matches!(g.expr(e), Expr::Seq(_)) { "S(" } else { "C(" });
+            for &x in xs {
+                expr_shape(g, x, out);
+                out.push(',');
+            }
+            out.push(')');
+        }
+        Expr::Repeat { expr, min, max } => {
+            let _ = write!(out, "R{min},{max:?}(");
+            expr_shape(g, *expr, out);
+            out.push(')');
+        }
+        other => {
+            let _ = write!(out, "{other:?}");
+        }
+    }
+}
+
+#[test]
+fn key_set_rules_as_ir_equal_the_parsed_text() {
+    // Every form of key-set state: required keys, additional entries, counted entries,
+    // dependencies, literal and indented separators.
+    let schemas = [
+        r#"{"type":"object","properties":{"a":{},"b":{"type":"integer"},"c":{"type":"string"}},"required":["b"]}"#,
+        r#"{"type":"object","properties":{"a":{},"b":{}},"additionalProperties":{"type":"integer"}}"#,
+        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":3}"#,
+        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false,"dependentRequired":{"a":["c"]}}"#,
+        r#"{"type":"object","properties":{"a":{"type":"object","properties":{"x":{},"y":{}},"required":["y"]},"b":{}},"maxProperties":1}"#,
+    ];
+    let options: [fn(&mut JsonSchemaOptions); 4] = [
+        |o| o.strict_mode = false,
+        |o| {
+            o.strict_mode = false;
+            o.any_whitespace = false;
+        },
+        |o| {
+            o.strict_mode = false;
+            o.any_whitespace = false;
+            o.indent = Some(2);
+        },
+        |o| o.any_order = true,
+    ];
+    key_sets::BUILT.with(|n| n.set(0));
+    for s in schemas {
+        for (k, f) in options.iter().enumerate() {
+            let mut o = JsonSchemaOptions::default();
+            f(&mut o);
+            let text = json_schema_to_ebnf(s, &o).unwrap();
+            let parsed = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+            let direct = json_schema_to_grammar(s, &o).unwrap();
+            assert_eq!(parsed.rules().len(), direct.rules().len(), "{s}, options {k}");
+            for r in parsed.rules() {
+                let d = direct.rule_by_name(&r.name).unwrap_or_else(|| panic!("{} missing", r.name));
+                let (mut a, mut b) = (String::new(), String::new());
+                expr_shape(&parsed, r.body, &mut a);
+                expr_shape(&direct, direct.rule(d).body, &mut b);
+                assert_eq!(a, b, "rule {} of {s}, options {k}", r.name);
+            }
+            assert_eq!(parsed.root(), parsed.rule_by_name("root").unwrap());
+            assert_eq!(direct.rule(direct.root()).name, "root");
+        }
+    }
+    assert!(key_sets::BUILT.with(std::cell::Cell::get) > 100);
+}
+
+#[test]
+fn key_set_rules_of_a_12_key_object_skip_the_text() {
+    // The 4,096 key-set rules come from the converter as IR, not as text to parse.
+    let props: Vec<String> = (0..12).map(|j| format!(r#""p{j}":{{}}"#)).collect();
+    let s = format!(r#"{{"type":"object","properties":{{{}}}}}"#, props.join(","));
+    let o = JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() };
+    key_sets::BUILT.with(|n| n.set(0));
+    let g = json_schema_to_grammar(&s, &o).unwrap();
+    assert!(g.rules().len() > 4096);
+    assert!(key_sets::BUILT.with(std::cell::Cell::get) >= 4096);
+}

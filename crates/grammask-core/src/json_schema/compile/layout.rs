@@ -18,11 +18,15 @@ impl Conv<'_> {
         if self.opts.any_whitespace {
             return format!("{0} \",\" {0}", self.ws);
         }
+        emit::lit(&self.sep_item_text(depth))
+    }
+    /// The text [`Self::sep_item`] matches, without `any_whitespace`.
+    pub(super) fn sep_item_text(&self, depth: u32) -> String {
         let item =
             self.opts.separators.as_ref().map_or(if self.opts.indent.is_some() { "," } else { ", " }, |s| s.0.as_str());
         match self.opts.indent {
-            Some(n) => emit::lit(&format!("{item}\n{}", " ".repeat((n * (depth + 1)) as usize))),
-            None => emit::lit(item),
+            Some(n) => format!("{item}\n{}", " ".repeat((n * (depth + 1)) as usize)),
+            None => item.to_string(),
         }
     }
     pub(super) fn sep_kv(&self) -> String {

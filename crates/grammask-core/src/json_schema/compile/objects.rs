@@ -3,6 +3,7 @@
 //!
 //! Pipeline place: called from `scalars.rs` ([`Conv::emit_base`]) for the object type.
 use super::*;
+use crate::json_schema::key_sets::{self, KeyState};
 use std::fmt::Write as _;
 
 impl Conv<'_> {
@@ -333,6 +334,8 @@ impl Conv<'_> {
         let mut defined: HashSet<(u64, u64, bool), crate::fasthash::FastState> = HashSet::default();
         let mut todo: Vec<(u64, u64, bool)> = vec![(0, 0, false)];
         let mut bodies: Vec<(String, String)> = Vec::new();
+        // With `direct_key_sets`: the states, their text only counted (`super::key_sets`).
+        let mut states: Vec<KeyState> = Vec::new();
         // PERF: one body and one choice buffer for every rule instead of a string per entry
         // (formatting was half of o3626's conversion). The text is the same as joining
         // `entry next` alternatives with " | ".
@@ -346,11 +349,12 @@ impl Conv<'_> {
             {
                 body.push_str("\"\"");
             }
+            let empty = !body.is_empty();
             let c2 = if need_count { (c + 1).min(top) } else { 0 };
             let over = need_count && m.max_props.is_some_and(|x| c2 > x);
+            let mut n_entries = 0;
             if !over {
                 choice.clear();
-                let mut n_entries = 0;
                 let nexts = (0..n).filter(|i| mask & (1u64 << i) == 0).map(|i| (Some(i), mask | (1u64 << i)));
                 for (i, next_mask) in nexts.chain(addl.map(|_| (None, mask))) {
                     if n_entries > 0 {
@@ -380,7 +384,37 @@ impl Conv<'_> {
             }
             let mut name = String::new();
             push_name(&mut name, (mask, c, s));
-            bodies.push((name, body.clone()));
+            if self.direct_key_sets {
+                let next = (n_entries > 0).then_some(c2);
+                states.push(KeyState { mask, c, s, empty, next });
+                let len = if body.is_empty() { self.nothing().len() } else { body.len() };
+                self.e.defer(name.len(), len)?;
+            } else {
+                bodies.push((name, body.clone()));
+            }
+        }
+        if self.direct_key_sets {
+            let sep_ir = if self.opts.any_whitespace {
+                key_sets::Sep::Ws(self.ws.clone())
+            } else {
+                key_sets::Sep::Lit(self.sep_item_text(g.depth))
+            };
+            debug_assert_eq!(
+                match &sep_ir {
+                    key_sets::Sep::Ws(w) => format!("{w} \",\" {w}"),
+                    key_sets::Sep::Lit(l) => emit::lit(l),
+                },
+                sep
+            );
+            let nothing = states.iter().any(|st| !st.empty && st.next.is_none()).then(|| self.nothing());
+            self.e.key_sets.push(key_sets::KeySetObject {
+                base: base.clone(),
+                entries: erules,
+                addl: addl.map(str::to_string),
+                sep: sep_ir,
+                nothing,
+                states,
+            });
         }
         for (name, body) in bodies {
             let body = if body.is_empty() { self.nothing() } else { body };
