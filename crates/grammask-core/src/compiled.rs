@@ -138,6 +138,29 @@ pub struct CompiledGrammar {
 /// few keys made the mask p99 of MaskBench's open objects ~5% slower.
 const COMPOSE_EXCLUDED_WORDS: usize = 64;
 
+/// The cover-search substitutes of `a` ([`CoverMemo::with_substitutes`]): the start of each
+/// excluded-words rule with an automaton of its own (an open object's other keys: every string
+/// body but a few words W, none with a `"` or a backslash, [`crate::grammar::ExcludedWords`])
+/// for the start of the string-body rule. Both read the same next bytes after any string (W is
+/// finite, so every string body extends outside W) and may end after every string but W's;
+/// only rules that may end before any byte (W without the empty word), as the body rule does.
+pub(crate) fn excluded_substitutes(grammar: &Grammar, a: &Automata) -> crate::fasthash::FastMap<StateId, StateId> {
+    let mut map = crate::fasthash::FastMap::default();
+    let Some(excluded) = grammar.excluded_words() else { return map };
+    let any = a.rule_start(excluded.any);
+    if a.state(any).rule != excluded.any {
+        return map;
+    }
+    for (r, _) in &excluded.rules {
+        let start = a.rule_start(*r);
+        // A rule that may not end before any byte (the empty key is known) keeps its own search.
+        if a.state(start).rule == *r && a.state(start).is_final {
+            map.insert(start, any);
+        }
+    }
+    map
+}
+
 /// Whether a grammar's start mask `mask` (text tokens only) allows at least half the
 /// vocabulary: its decodes open with free text (a structural tag's text before its triggers),
 /// so their masks at fixed strings come once per tag, after runs of memoized free-text masks.
@@ -182,7 +205,7 @@ impl CompiledGrammar {
         // differ from a fresh process's (o79409 `trace_id`: 2 M -> 67 M instructions).
         // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
-        let cover = CoverMemo::default();
+        let cover = CoverMemo::with_substitutes(excluded_substitutes(&grammar, &automata));
         let note = |fresh: &mut Vec<(u128, bool, bool)>, c: u128, utf8: bool, s: StateId| {
             let i = match fresh.iter().position(|&(x, u, _)| (x, u) == (c, utf8)) {
                 Some(i) => i,

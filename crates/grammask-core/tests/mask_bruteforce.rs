@@ -1560,3 +1560,54 @@ fn key_set_entries_stay_rules_and_masks_match_brute_force() {
         assert!(!ok, "{twice}");
     }
 }
+
+/// Open objects' key starts with few known keys (a state calling the excluded-key rule, then
+/// the closing quote), whose cover search reads the excluded-key rule as the string-body rule
+/// (`CoverMemo::with_substitutes`): keys that are prefixes of others, an empty key, a non-ASCII
+/// key, nested and in arrays. Masks at every byte of documents through known and other keys
+/// equal brute force, on a small vocabulary with tokens that close a known key, a prefix of one
+/// or an empty key (`alp"`, `alpha":`, `"":`), and on Llama 3.
+#[test]
+fn open_object_key_starts_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "alpha": {"type": "integer"}, "alp": {"type": "string"}, "": {"type": "integer"},
+        "inner": {"type": "object", "properties": {"beta": {"type": "integer"}, "b\u00e9ta": {"type": "string"}}},
+        "list": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}"#;
+    let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let docs: [&[u8]; 4] = [
+        br#"{"alpha": 1, "al": 2, "alp": "x", "": 3, "inner": {"beta": 1, "bet": 2}}"#,
+        br#"{"alphab": [1], "list": [{"x": 1, "xy": {"": 1}}, {"y": 2}], "alpha": 2}"#,
+        br#"{"": 1, " ": 2, "inner": {"b": {"alpha": 3}}}"#,
+        "{\"al\u{e9}\": 1, \"inner\": {\"b\u{e9}ta\": \"z\", \"b\u{e9}\": null}}".as_bytes(),
+    ];
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
+    let more: [&[u8]; 14] = [
+        b"alp\"",
+        b"alpha\":",
+        b"\"\":",
+        b"\"\"",
+        b"al\"",
+        b"\"alp",
+        b"ha\": ",
+        b"x\":",
+        b"\"x",
+        b"beta\"",
+        b"\xc3\xa9",
+        b"\xc3\xa9ta\":",
+        b"\": {\"",
+        b"\", \"",
+    ];
+    toks.extend(more.iter().map(|t| t.to_vec()));
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
+    assert_eq!(checked, docs[0].len() + docs[1].len());
+}

@@ -1207,3 +1207,42 @@ fn class_misread_kernels_equal_full_walks() {
     }
     assert!(bounded >= 3, "{bounded} states walk only strings within a quarter of the trie");
 }
+
+/// An open object's key start (a state that only calls the excluded-key rule, then reads the
+/// closing quote) is searched as a call of the string-body rule (`CoverMemo::with_substitutes`):
+/// once the body rule's own search is decided, the key starts of every object (keys that are
+/// prefixes of others, an empty key, a non-ASCII key) explore no new pair, and every state's
+/// verdict equals a search without substitutes. Fails without the substitution (each key start
+/// explores its own excluded-key automaton).
+#[test]
+fn excluded_key_starts_search_the_body_rule() {
+    use crate::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "date_range": {"type": "object", "properties": {"end_date": {"type": "string"}, "start_date": {"type": "string"}}},
+        "keywords": {"type": "array", "items": {"type": "string"}}, "": {"type": "integer"},
+        "source": {"type": "string"}, "sourceX": {"type": "integer"}}}"#;
+    let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let a = Automata::build(&g).unwrap();
+    let substitutes = crate::compiled::excluded_substitutes(&g, &a);
+    assert!(substitutes.len() >= 3, "{} excluded-key rules", substitutes.len());
+    let memo = CoverMemo::with_substitutes(substitutes.clone());
+    let body = a.rule_start(g.excluded_words().unwrap().any);
+    assert!(BodySlice::covers(&a, body, &memo).is_some());
+    let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
+    let key_start = |&&s: &&StateId| {
+        let calls = a.rule_edges(s);
+        a.byte_edges(s).is_empty()
+            && !calls.is_empty()
+            && calls.iter().all(|&(r, _)| substitutes.contains_key(&a.callee_start(s, r)))
+    };
+    let key_starts: Vec<StateId> = states.iter().filter(key_start).copied().collect();
+    assert!(key_starts.len() >= 3, "{} key starts", key_starts.len());
+    let before = memo.decided_pairs();
+    for &s in &key_starts {
+        assert!(BodySlice::covers(&a, s, &memo).is_some(), "state {}", s.0);
+    }
+    assert_eq!(memo.decided_pairs(), before, "pairs explored by the key starts");
+    for &s in &states {
+        assert_eq!(BodySlice::covers(&a, s, &memo), BodySlice::covers(&a, s, &CoverMemo::default()), "state {}", s.0);
+    }
+}
