@@ -779,6 +779,12 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
     assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
 }
 
+/// An open object whose known keys share a prefix and cost more to finish than unknown ones
+/// (their values are longer).
+const OPEN_KEYS_SCHEMA: &str = r#"{"type":"object","properties":{"check-in":{"type":"string","minLength":4},
+    "check-out":{"type":"string","minLength":4},"cat":{"type":"string","minLength":5},
+    "location":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
+
 /// In the keys of an open object with known keys sharing a prefix, near the end of the budget on
 /// Llama 3: limit walks that list a chart exit's subtree from the row its kernel reached before
 /// (`Walk::exit_memo`) and body-frontier subtrees from one of equal shape read from the same
@@ -789,10 +795,7 @@ fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
         eprintln!("skipped: no Llama 3 vocabulary");
         return;
     };
-    // Known keys cost more to finish than unknown ones (their values are longer).
-    let schema = r#"{"type":"object","properties":{"check-in":{"type":"string","minLength":4},
-        "check-out":{"type":"string","minLength":4},"cat":{"type":"string","minLength":5},
-        "location":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
+    let schema = OPEN_KEYS_SCHEMA;
     let plan: &[Option<&str>] = &[
         Some("{\""),
         Some("c"),
@@ -1030,9 +1033,7 @@ fn plain_level_exits_list_without_item_rows_on_llama3() {
         eprintln!("skipped: no Llama 3 vocabulary");
         return;
     };
-    let schema = r#"{"type":"object","properties":{"check-in":{"type":"string","minLength":4},
-        "check-out":{"type":"string","minLength":4},"cat":{"type":"string","minLength":5},
-        "location":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}"#;
+    let schema = OPEN_KEYS_SCHEMA;
     let plan: &[Option<&str>] =
         &[Some("{\""), Some("c"), None, Some("\":\""), None, Some("\",\""), Some("c"), None, Some("\":\""), None];
     let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0035, 16);

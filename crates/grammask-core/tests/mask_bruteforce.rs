@@ -1581,28 +1581,13 @@ fn open_object_key_starts_match_brute_force() {
         br#"{"": 1, " ": 2, "inner": {"b": {"alpha": 3}}}"#,
         "{\"al\u{e9}\": 1, \"inner\": {\"b\u{e9}ta\": \"z\", \"b\u{e9}\": null}}".as_bytes(),
     ];
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
-    let more: [&[u8]; 14] = [
-        b"alp\"",
-        b"alpha\":",
-        b"\"\":",
-        b"\"\"",
-        b"al\"",
-        b"\"alp",
-        b"ha\": ",
-        b"x\":",
-        b"\"x",
-        b"beta\"",
-        b"\xc3\xa9",
-        b"\xc3\xa9ta\":",
-        b"\": {\"",
-        b"\", \"",
-    ];
-    toks.extend(more.iter().map(|t| t.to_vec()));
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
-    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let small = ascii_vocab(
+        &[
+            "alp\"", "alpha\":", "\"\":", "\"\"", "al\"", "\"alp", "ha\": ", "x\":", "\"x", "beta\"", "é", "éta\":",
+            "\": {\"", "\", \"",
+        ],
+        &[],
+    );
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
     assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
