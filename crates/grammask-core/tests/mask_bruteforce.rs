@@ -1470,11 +1470,11 @@ fn walked_string_masks_match_brute_force() {
     assert!(checked > 50);
 }
 
-/// The walked-body indexes (`FirstChars`, `StringIndex`) are built off the fill path: a body
-/// cover misread starts their thread (`TokenIndex::prepare_walked`), and once it has set them no
-/// fill builds them, with the masks exact. Fails when fills do not start the thread
-/// (`walked_prepared`) or the thread does not build them (`walked_built_on_use` counts the
-/// builds made by fills).
+/// The walked-body indexes (`FirstChars`, `StringIndex`) are built off the fill path: the compile
+/// of a grammar with string bodies starts their thread (`TokenIndex::prepare_walked`), and once
+/// it has set them no fill builds them, with the masks exact. Fails when the compile does not
+/// start the thread (`walked_prepared`) or the thread does not build them
+/// (`walked_built_on_use` counts the builds made by fills).
 #[test]
 fn walked_indexes_are_built_off_the_fill_path() {
     let schema = r#"{"type": "object", "properties": {
@@ -1485,12 +1485,13 @@ fn walked_indexes_are_built_off_the_fill_path() {
     let docs: [&str; 2] = [r#"{"/a/b": "x", "p": "a.b"}"#, r#"{"w": ["xab", "bax"], "p": "b"}"#];
     let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
     let tokens = ["//", "/a", "a/", "{\"/", "..", ".a", "a.", ",", "ab", "ba", "aba", "\": \"", "\"}"];
-    // The fills start the thread (it may or may not have set the indexes before they need them).
+    // The compile of a grammar with string bodies starts the thread (it may or may not have set
+    // the indexes before a fill needs them).
     let vocab = ascii_vocab(&tokens, &[]);
     let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    assert!(index.walked_prepared(), "the compile did not ask for the walked indexes");
     assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 40);
-    assert!(index.walked_prepared(), "no fill asked for the walked indexes");
     // With the thread done, fills use its indexes.
     let vocab = ascii_vocab(&tokens, b"\t");
     let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
