@@ -13,10 +13,10 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
-    classify_kernel_from_bytes, classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel,
-    lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, Loops,
-    state_run_index, BodyEnds, KernelMask, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
+    classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel, lead_run, offering_rows,
+    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
+    KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,

@@ -62,8 +62,8 @@ pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERA
 use row_memo::*;
 use runs::*;
 pub use runs::{
-    ascii_loop, class_covers, refute_states_read, run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops,
-    MIN_ROW_RUN_BYTES,
+    ascii_loop, class_covers, refute_states_read, run_class_candidates, state_run_class, state_run_class_in,
+    state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
 pub use sibling::{sibling_key, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
