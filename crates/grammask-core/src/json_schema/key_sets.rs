@@ -54,10 +54,20 @@ pub(super) fn push_state_name(out: &mut String, base: &str, (mask, c, s): (u64, 
     let _ = write!(out, "{base}.{mask:x}_{c}_{}", u8::from(s));
 }
 
+/// The length of the name [`push_state_name`] appends for a base name of length `base`.
+pub(super) fn state_name_len(base: usize, (mask, c, _): (u64, u64, bool)) -> usize {
+    let hex = if mask == 0 { 1 } else { (64 - mask.leading_zeros() as usize).div_ceil(4) };
+    let dec = c.checked_ilog10().map_or(1, |l| l as usize + 1);
+    base + 1 + hex + 1 + dec + 2
+}
+
 #[cfg(test)]
 thread_local! {
     /// Key-set rules [`build`] defined on this thread.
     pub(super) static BUILT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// `name.len() + body.len()` of each key-set rule on this thread, in state order: as written
+    /// ([`super::json_schema_to_ebnf`]) or as counted without writing it (IR mode).
+    pub(super) static RULE_BYTES: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Defines the rules of `objects` in `b`; returns their ids.

@@ -495,6 +495,62 @@ fn key_set_rules_as_ir_equal_the_parsed_text() {
 }
 
 #[test]
+fn key_set_rule_lengths_counted_in_ir_mode_equal_the_written_text() {
+    // IR mode counts each key-set rule's text against `MAX_OUTPUT_BYTES` without writing it:
+    // the counted lengths must be the text's, rule by rule (names past one hex digit and
+    // counts past one decimal digit, every separator layout, additional entries, counts).
+    let props = |k: usize| (0..k).map(|j| format!(r#""p{j}":{{}}"#)).collect::<Vec<_>>().join(",");
+    let schemas = [
+        r#"{"type":"object","properties":{"a":{},"b":{"type":"integer"},"c":{"type":"string"}},"required":["b"]}"#.to_string(),
+        r#"{"type":"object","properties":{"a":{},"b":{}},"additionalProperties":{"type":"integer"}}"#.to_string(),
+        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":3}"#.to_string(),
+        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false,"dependentRequired":{"a":["c"]}}"#.to_string(),
+        r#"{"type":"object","properties":{"a":{"type":"object","properties":{"x":{},"y":{}},"required":["y"]},"b":{}},"maxProperties":1}"#.to_string(),
+        format!(r#"{{"type":"object","properties":{{{}}},"required":["p3"]}}"#, props(9)),
+        format!(r#"{{"type":"object","properties":{{{}}},"minProperties":11,"maxProperties":12}}"#, props(6)),
+        format!(r#"{{"type":"object","properties":{{{}}},"additionalProperties":{{"type":"integer"}}}}"#, props(6)),
+    ];
+    let options: [fn(&mut JsonSchemaOptions); 5] = [
+        |o| o.strict_mode = false,
+        |o| {
+            o.strict_mode = false;
+            o.any_whitespace = false;
+        },
+        |o| {
+            o.strict_mode = false;
+            o.any_whitespace = false;
+            o.indent = Some(2);
+        },
+        |o| {
+            o.strict_mode = false;
+            o.any_whitespace = false;
+            o.separators = Some((";".into(), " :: ".into()));
+        },
+        |o| o.any_order = true,
+    ];
+    let take = || key_sets::RULE_BYTES.with(|v| std::mem::take(&mut *v.borrow_mut()));
+    let mut rules = 0;
+    for s in &schemas {
+        for (k, f) in options.iter().enumerate() {
+            let mut o = JsonSchemaOptions::default();
+            f(&mut o);
+            take();
+            if json_schema_to_ebnf(s, &o).is_err() {
+                // Past the any-order state bound under strict_mode: refused alike.
+                assert!(json_schema_to_grammar(s, &o).is_err() && k == 4, "{s}, options {k}");
+                continue;
+            }
+            let written = take();
+            json_schema_to_grammar(s, &o).unwrap();
+            let counted = take();
+            assert_eq!(written, counted, "{s}, options {k}");
+            rules += written.len();
+        }
+    }
+    assert!(rules > 3_000, "{rules}");
+}
+
+#[test]
 fn key_set_rules_of_a_12_key_object_skip_the_text() {
     // The 4,096 key-set rules come from the converter as IR, not as text to parse.
     let props: Vec<String> = (0..12).map(|j| format!(r#""p{j}":{{}}"#)).collect();

@@ -292,6 +292,8 @@ impl Conv<'_> {
         // A rule with no alternatives matches nothing.
         for (name, body) in bodies {
             let body = if body.is_empty() { self.nothing() } else { body };
+            #[cfg(test)]
+            key_sets::RULE_BYTES.with(|v| v.borrow_mut().push(name.len() + body.len()));
             self.e.define(&name, &body)?;
         }
         let mut alts = Vec::new();
@@ -334,64 +336,89 @@ impl Conv<'_> {
         let mut defined: HashSet<(u64, u64, bool), crate::fasthash::FastState> = HashSet::default();
         let mut todo: Vec<(u64, u64, bool)> = vec![(0, 0, false)];
         let mut bodies: Vec<(String, String)> = Vec::new();
-        // With `direct_key_sets`: the states, their text only counted (`super::key_sets`).
+        // With `direct_key_sets`: the states, their text's length only computed (`super::key_sets`).
         let mut states: Vec<KeyState> = Vec::new();
+        let direct = self.direct_key_sets;
         // PERF: one body and one choice buffer for every rule instead of a string per entry
         // (formatting was half of o3626's conversion). The text is the same as joining
-        // `entry next` alternatives with " | ".
+        // `entry next` alternatives with " | ". In IR mode only its length is summed (formatting
+        // it was ~25% of o44208's conversion).
         let (mut body, mut choice) = (String::new(), String::new());
         while let Some((mask, c, s)) = todo.pop() {
             if !defined.insert((mask, c, s)) {
                 continue;
             }
-            body.clear();
-            if s && mask & req_mask == req_mask && (!need_count || c >= m.min_props) && Self::deps_hold(m, names, mask)
-            {
-                body.push_str("\"\"");
-            }
-            let empty = !body.is_empty();
+            let empty = s
+                && mask & req_mask == req_mask
+                && (!need_count || c >= m.min_props)
+                && Self::deps_hold(m, names, mask);
             let c2 = if need_count { (c + 1).min(top) } else { 0 };
             let over = need_count && m.max_props.is_some_and(|x| c2 > x);
-            let mut n_entries = 0;
+            let (mut n_entries, mut choice_len) = (0, 0);
+            choice.clear();
             if !over {
-                choice.clear();
                 let nexts = (0..n).filter(|i| mask & (1u64 << i) == 0).map(|i| (Some(i), mask | (1u64 << i)));
                 for (i, next_mask) in nexts.chain(addl.map(|_| (None, mask))) {
-                    if n_entries > 0 {
-                        choice.push_str(" | ");
+                    let entry = i.map_or_else(|| addl.unwrap_or_default(), |i| erules[i].as_str());
+                    let next = (next_mask, c2, true);
+                    if direct {
+                        // `" | "`, `entry`, `' '`, next's name.
+                        let bar = if n_entries > 0 { 3 } else { 0 };
+                        choice_len += bar + entry.len() + 1 + key_sets::state_name_len(base.len(), next);
+                    } else {
+                        if n_entries > 0 {
+                            choice.push_str(" | ");
+                        }
+                        choice.push_str(entry);
+                        choice.push(' ');
+                        push_name(&mut choice, next);
                     }
-                    choice.push_str(i.map_or_else(|| addl.unwrap_or_default(), |i| erules[i].as_str()));
-                    choice.push(' ');
-                    push_name(&mut choice, (next_mask, c2, true));
-                    todo.push((next_mask, c2, true));
+                    todo.push(next);
                     n_entries += 1;
                 }
-                if n_entries > 0 && !body.is_empty() {
-                    body.push_str(" | ");
+            }
+            if direct {
+                // The length of the body text written below in text mode.
+                let sep_len = match (s, n_entries) {
+                    (_, 0) | (false, _) => 0,
+                    (true, 1) => sep.len() + 1,
+                    (true, _) => sep.len() + 3,
+                };
+                let alts_len = if empty { 2 } else { 0 } + if empty && n_entries > 0 { 3 } else { 0 };
+                let mut len = alts_len + sep_len + choice_len;
+                if len == 0 {
+                    len = self.nothing().len();
                 }
-                // The separator is written once before the choice of the next entry.
-                // PERF: one copy of `ws "," ws` per rule instead of one per entry.
-                match (s, n_entries) {
-                    (_, 0) => {}
-                    (true, 1) => {
-                        let _ = write!(body, "{sep} {choice}");
-                    }
-                    (true, _) => {
-                        let _ = write!(body, "{sep} ({choice})");
-                    }
-                    (false, _) => body.push_str(&choice),
+                let name_len = key_sets::state_name_len(base.len(), (mask, c, s));
+                #[cfg(test)]
+                key_sets::RULE_BYTES.with(|v| v.borrow_mut().push(name_len + len));
+                self.e.defer(name_len, len)?;
+                let next = (n_entries > 0).then_some(c2);
+                states.push(KeyState { mask, c, s, empty, next });
+                continue;
+            }
+            body.clear();
+            if empty {
+                body.push_str("\"\"");
+            }
+            if n_entries > 0 && !body.is_empty() {
+                body.push_str(" | ");
+            }
+            // The separator is written once before the choice of the next entry.
+            // PERF: one copy of `ws "," ws` per rule instead of one per entry.
+            match (s, n_entries) {
+                (_, 0) => {}
+                (true, 1) => {
+                    let _ = write!(body, "{sep} {choice}");
                 }
+                (true, _) => {
+                    let _ = write!(body, "{sep} ({choice})");
+                }
+                (false, _) => body.push_str(&choice),
             }
             let mut name = String::new();
             push_name(&mut name, (mask, c, s));
-            if self.direct_key_sets {
-                let next = (n_entries > 0).then_some(c2);
-                states.push(KeyState { mask, c, s, empty, next });
-                let len = if body.is_empty() { self.nothing().len() } else { body.len() };
-                self.e.defer(name.len(), len)?;
-            } else {
-                bodies.push((name, body.clone()));
-            }
+            bodies.push((name, body.clone()));
         }
         if self.direct_key_sets {
             let sep_ir = if self.opts.any_whitespace {
@@ -418,6 +445,8 @@ impl Conv<'_> {
         }
         for (name, body) in bodies {
             let body = if body.is_empty() { self.nothing() } else { body };
+            #[cfg(test)]
+            key_sets::RULE_BYTES.with(|v| v.borrow_mut().push(name.len() + body.len()));
             self.e.define(&name, &body)?;
         }
         let mut alts = Vec::new();
