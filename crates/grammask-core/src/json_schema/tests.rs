@@ -447,33 +447,41 @@ fn expr_shape(g: &crate::grammar::Grammar, e: crate::grammar::ExprId, out: &mut 
     }
 }
 
+/// Every form of key-set state: required keys, additional entries, counted entries,
+/// dependencies, nested objects.
+const KEY_SET_SCHEMAS: [&str; 5] = [
+    r#"{"type":"object","properties":{"a":{},"b":{"type":"integer"},"c":{"type":"string"}},"required":["b"]}"#,
+    r#"{"type":"object","properties":{"a":{},"b":{}},"additionalProperties":{"type":"integer"}}"#,
+    r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":3}"#,
+    r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false,"dependentRequired":{"a":["c"]}}"#,
+    r#"{"type":"object","properties":{"a":{"type":"object","properties":{"x":{},"y":{}},"required":["y"]},"b":{}},"maxProperties":1}"#,
+];
+
+/// Every separator layout of key-set rules (`any_order`, strict, last).
+const KEY_SET_LAYOUTS: [fn(&mut JsonSchemaOptions); 5] = [
+    |o| o.strict_mode = false,
+    |o| {
+        o.strict_mode = false;
+        o.any_whitespace = false;
+    },
+    |o| {
+        o.strict_mode = false;
+        o.any_whitespace = false;
+        o.indent = Some(2);
+    },
+    |o| {
+        o.strict_mode = false;
+        o.any_whitespace = false;
+        o.separators = Some((";".into(), " :: ".into()));
+    },
+    |o| o.any_order = true,
+];
+
 #[test]
 fn key_set_rules_as_ir_equal_the_parsed_text() {
-    // Every form of key-set state: required keys, additional entries, counted entries,
-    // dependencies, literal and indented separators.
-    let schemas = [
-        r#"{"type":"object","properties":{"a":{},"b":{"type":"integer"},"c":{"type":"string"}},"required":["b"]}"#,
-        r#"{"type":"object","properties":{"a":{},"b":{}},"additionalProperties":{"type":"integer"}}"#,
-        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":3}"#,
-        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false,"dependentRequired":{"a":["c"]}}"#,
-        r#"{"type":"object","properties":{"a":{"type":"object","properties":{"x":{},"y":{}},"required":["y"]},"b":{}},"maxProperties":1}"#,
-    ];
-    let options: [fn(&mut JsonSchemaOptions); 4] = [
-        |o| o.strict_mode = false,
-        |o| {
-            o.strict_mode = false;
-            o.any_whitespace = false;
-        },
-        |o| {
-            o.strict_mode = false;
-            o.any_whitespace = false;
-            o.indent = Some(2);
-        },
-        |o| o.any_order = true,
-    ];
     key_sets::BUILT.with(|n| n.set(0));
-    for s in schemas {
-        for (k, f) in options.iter().enumerate() {
+    for s in KEY_SET_SCHEMAS {
+        for (k, f) in KEY_SET_LAYOUTS.iter().enumerate() {
             let mut o = JsonSchemaOptions::default();
             f(&mut o);
             let text = json_schema_to_ebnf(s, &o).unwrap();
@@ -500,48 +508,25 @@ fn key_set_rule_lengths_counted_in_ir_mode_equal_the_written_text() {
     // the counted lengths must be the text's, rule by rule (names past one hex digit and
     // counts past one decimal digit, every separator layout, additional entries, counts).
     let props = |k: usize| (0..k).map(|j| format!(r#""p{j}":{{}}"#)).collect::<Vec<_>>().join(",");
-    let schemas = [
-        r#"{"type":"object","properties":{"a":{},"b":{"type":"integer"},"c":{"type":"string"}},"required":["b"]}"#.to_string(),
-        r#"{"type":"object","properties":{"a":{},"b":{}},"additionalProperties":{"type":"integer"}}"#.to_string(),
-        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":3}"#.to_string(),
-        r#"{"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false,"dependentRequired":{"a":["c"]}}"#.to_string(),
-        r#"{"type":"object","properties":{"a":{"type":"object","properties":{"x":{},"y":{}},"required":["y"]},"b":{}},"maxProperties":1}"#.to_string(),
+    let schemas = KEY_SET_SCHEMAS.iter().map(|s| s.to_string()).chain([
         format!(r#"{{"type":"object","properties":{{{}}},"required":["p3"]}}"#, props(9)),
         format!(r#"{{"type":"object","properties":{{{}}},"minProperties":11,"maxProperties":12}}"#, props(6)),
         format!(r#"{{"type":"object","properties":{{{}}},"additionalProperties":{{"type":"integer"}}}}"#, props(6)),
-    ];
-    let options: [fn(&mut JsonSchemaOptions); 5] = [
-        |o| o.strict_mode = false,
-        |o| {
-            o.strict_mode = false;
-            o.any_whitespace = false;
-        },
-        |o| {
-            o.strict_mode = false;
-            o.any_whitespace = false;
-            o.indent = Some(2);
-        },
-        |o| {
-            o.strict_mode = false;
-            o.any_whitespace = false;
-            o.separators = Some((";".into(), " :: ".into()));
-        },
-        |o| o.any_order = true,
-    ];
+    ]);
     let take = || key_sets::RULE_BYTES.with(|v| std::mem::take(&mut *v.borrow_mut()));
     let mut rules = 0;
-    for s in &schemas {
-        for (k, f) in options.iter().enumerate() {
+    for s in schemas {
+        for (k, f) in KEY_SET_LAYOUTS.iter().enumerate() {
             let mut o = JsonSchemaOptions::default();
             f(&mut o);
             take();
-            if json_schema_to_ebnf(s, &o).is_err() {
+            if json_schema_to_ebnf(&s, &o).is_err() {
                 // Past the any-order state bound under strict_mode: refused alike.
-                assert!(json_schema_to_grammar(s, &o).is_err() && k == 4, "{s}, options {k}");
+                assert!(json_schema_to_grammar(&s, &o).is_err() && k == 4, "{s}, options {k}");
                 continue;
             }
             let written = take();
-            json_schema_to_grammar(s, &o).unwrap();
+            json_schema_to_grammar(&s, &o).unwrap();
             let counted = take();
             assert_eq!(written, counted, "{s}, options {k}");
             rules += written.len();
