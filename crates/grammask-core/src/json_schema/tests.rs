@@ -508,7 +508,7 @@ fn key_set_rule_lengths_counted_in_ir_mode_equal_the_written_text() {
     // the counted lengths must be the text's, rule by rule (names past one hex digit and
     // counts past one decimal digit, every separator layout, additional entries, counts).
     let props = |k: usize| (0..k).map(|j| format!(r#""p{j}":{{}}"#)).collect::<Vec<_>>().join(",");
-    let schemas = KEY_SET_SCHEMAS.iter().map(|s| s.to_string()).chain([
+    let schemas = KEY_SET_SCHEMAS.map(String::from).into_iter().chain([
         format!(r#"{{"type":"object","properties":{{{}}},"required":["p3"]}}"#, props(9)),
         format!(r#"{{"type":"object","properties":{{{}}},"minProperties":11,"maxProperties":12}}"#, props(6)),
         format!(r#"{{"type":"object","properties":{{{}}},"additionalProperties":{{"type":"integer"}}}}"#, props(6)),
