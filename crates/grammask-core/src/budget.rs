@@ -92,41 +92,76 @@ pub struct Completion {
     body_shapes: Mutex<FastMap<u128, Option<Arc<BodyShape>>>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
     classes: OnceLock<Arc<SubtreeClasses>>,
-    /// Merged-key lookups and the hits among them (see [`Completion::merged_stats`]).
-    merged_lookups: AtomicUsize,
-    merged_hits: AtomicUsize,
     /// By [`Budget::near_cap_key`] of a row: the largest `limit - now` at which a fit walk
     /// near `now` from such a row listed more than its cap (then so does one at any lower
     /// limit: it lists a superset). A prediction only: it picks the walk, not the costs.
     near_caps: Mutex<FastMap<u64, u32>>,
-    /// Fit walks near `now` skipped on [`Completion::near_caps`]' word (see
-    /// [`Completion::near_cap_skips`]).
-    near_cap_skips: AtomicUsize,
     /// By [`Budget::near_rule_key`] of a row: the largest `limit - now` at which a fit walk near
     /// `now` from such a row was capped, or `None` once one from such a row was not (at any
     /// limit). A prediction only, as [`Completion::near_caps`]: rows of one object's key starts
     /// differ in state (the keys read so far) but not in rule.
     near_rules: Mutex<FastMap<u64, Option<u32>>>,
-    /// Fit walks near `now` skipped on [`Completion::near_rules`]' word alone.
-    near_rule_skips: AtomicUsize,
+    /// What limit walks did, counted for tests ([`Completion::walk_stats`]).
+    stats: WalkStats<AtomicUsize>,
+}
+
+/// What limit walks did, counted for tests: `WalkStats<AtomicUsize>` counts, and
+/// [`Completion::walk_stats`] reads a `WalkStats` snapshot of it.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WalkStats<T = usize> {
+    /// Masks that looked up a merged memo key ([`Completion::merged_signature`]) after their
+    /// row signature missed, and those of them that found an entry they used.
+    pub merged_lookups: T,
+    pub merged_hits: T,
+    /// Fit walks near `now` skipped because a row of equal [`Budget::near_cap_key`] had one
+    /// capped at that limit or above (see [`FIT_LIST_CAP`]).
+    pub near_cap_skips: T,
+    /// Fit walks near `now` skipped on [`Budget::near_rule_key`] alone.
+    pub near_rule_skips: T,
     /// Fit walks capped on the tokens of their deferred subtrees, before reading them (see
-    /// [`Walk::deferred`], [`Completion::deferred_caps`]).
-    deferred_caps: AtomicUsize,
-    /// Body-slice shortcuts taken (see [`BodyCfg`], [`Completion::body_shortcuts`]).
-    body_shortcuts: AtomicUsize,
+    /// [`Walk::deferred`]).
+    pub deferred_caps: T,
+    /// Body-slice shortcuts taken (see [`BodyCfg`]).
+    pub body_shortcuts: T,
     /// Chart exits listed from [`Walk::exit_memo`], and frontier subtrees from
-    /// [`Walk::front_memo`] (see [`Completion::memo_listings`]).
-    exit_listings: AtomicUsize,
-    /// Chart exits of plain levels below the root listed from [`Walk::plain_exits`], without
-    /// the plain items' row (for tests).
-    plain_exit_listings: AtomicUsize,
-    /// Rows of plain items walks pushed to read a byte on the chart (for tests).
-    item_rows: AtomicUsize,
-    front_listings: AtomicUsize,
+    /// [`Walk::front_memo`].
+    pub exit_listings: T,
+    pub front_listings: T,
+    /// Chart exits of plain levels below the root listed from [`Walk::plain_exits`] without
+    /// the plain items' row, and the rows of plain items walks pushed to read a byte on the chart.
+    pub plain_exit_listings: T,
+    pub item_rows: T,
     /// Trie nodes read on the chart that took a [`Walk::exit_levels`] entry instead of a row.
-    exit_level_skips: AtomicUsize,
+    pub exit_level_skips: T,
     /// Earley rows limit walks pushed for the bytes of trie nodes (their main cost).
-    walk_rows: AtomicUsize,
+    pub walk_rows: T,
+}
+
+impl WalkStats<AtomicUsize> {
+    fn snapshot(&self) -> WalkStats {
+        let n = |c: &AtomicUsize| c.load(Ordering::Relaxed);
+        WalkStats {
+            merged_lookups: n(&self.merged_lookups),
+            merged_hits: n(&self.merged_hits),
+            near_cap_skips: n(&self.near_cap_skips),
+            near_rule_skips: n(&self.near_rule_skips),
+            deferred_caps: n(&self.deferred_caps),
+            body_shortcuts: n(&self.body_shortcuts),
+            exit_listings: n(&self.exit_listings),
+            front_listings: n(&self.front_listings),
+            plain_exit_listings: n(&self.plain_exit_listings),
+            item_rows: n(&self.item_rows),
+            exit_level_skips: n(&self.exit_level_skips),
+            walk_rows: n(&self.walk_rows),
+        }
+    }
+}
+
+/// Counts one event of a [`WalkStats`] counter.
+#[inline]
+fn bump(c: &AtomicUsize) {
+    c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -724,20 +759,9 @@ impl Completion {
             rises: Mutex::default(),
             body_shapes: Mutex::default(),
             classes: OnceLock::new(),
-            merged_lookups: AtomicUsize::new(0),
-            merged_hits: AtomicUsize::new(0),
             near_caps: Mutex::default(),
-            near_cap_skips: AtomicUsize::new(0),
             near_rules: Mutex::default(),
-            near_rule_skips: AtomicUsize::new(0),
-            deferred_caps: AtomicUsize::new(0),
-            body_shortcuts: AtomicUsize::new(0),
-            exit_level_skips: AtomicUsize::new(0),
-            walk_rows: AtomicUsize::new(0),
-            exit_listings: AtomicUsize::new(0),
-            plain_exit_listings: AtomicUsize::new(0),
-            item_rows: AtomicUsize::new(0),
-            front_listings: AtomicUsize::new(0),
+            stats: WalkStats::default(),
         }
     }
 
@@ -1242,66 +1266,10 @@ impl Completion {
         e
     }
 
-    /// Tests: how many masks looked up a merged memo key ([`Completion::merged_signature`])
-    /// after their row signature missed, and how many of those found an entry they used.
+    /// What limit walks of this grammar did so far (for tests).
     #[doc(hidden)]
-    pub fn merged_stats(&self) -> (usize, usize) {
-        (self.merged_lookups.load(Ordering::Relaxed), self.merged_hits.load(Ordering::Relaxed))
-    }
-
-    /// Tests: how many fit walks near `now` were skipped because a row of equal
-    /// [`Budget::near_cap_key`] had one capped at that limit or above (see [`FIT_LIST_CAP`]).
-    #[doc(hidden)]
-    pub fn near_cap_skips(&self) -> usize {
-        self.near_cap_skips.load(Ordering::Relaxed)
-    }
-
-    /// Tests: how many fit walks near `now` were skipped on [`Budget::near_rule_key`] alone (see
-    /// [`Completion::near_rules`]).
-    #[doc(hidden)]
-    pub fn near_rule_skips(&self) -> usize {
-        self.near_rule_skips.load(Ordering::Relaxed)
-    }
-
-    /// How many fit walks were capped counting the tokens of subtrees they had not read (for
-    /// tests).
-    #[doc(hidden)]
-    pub fn deferred_caps(&self) -> usize {
-        self.deferred_caps.load(Ordering::Relaxed)
-    }
-
-    /// How many body-slice shortcuts walks took (see [`BodyCfg`]; for tests).
-    #[doc(hidden)]
-    pub fn body_shortcuts(&self) -> usize {
-        self.body_shortcuts.load(Ordering::Relaxed)
-    }
-
-    /// How many trie nodes read on the chart limit walks took from a known exit level, with no
-    /// Earley row (see [`Walk::exit_levels`]; for tests).
-    #[doc(hidden)]
-    pub fn exit_level_skips(&self) -> usize {
-        self.exit_level_skips.load(Ordering::Relaxed)
-    }
-
-    /// How many Earley rows limit walks pushed for trie nodes' bytes (for tests).
-    #[doc(hidden)]
-    pub fn walk_rows(&self) -> usize {
-        self.walk_rows.load(Ordering::Relaxed)
-    }
-
-    #[doc(hidden)]
-    /// How many chart exits limit walks listed from their exit memo, and how many body-frontier
-    /// subtrees from their frontier memo (for tests).
-    pub fn memo_listings(&self) -> (usize, usize) {
-        (self.exit_listings.load(Ordering::Relaxed), self.front_listings.load(Ordering::Relaxed))
-    }
-
-    /// How many chart exits of plain levels below the root limit walks listed from
-    /// [`Walk::plain_exits`] without the plain items' row, and how many such rows they pushed
-    /// (for tests).
-    #[doc(hidden)]
-    pub fn plain_exit_stats(&self) -> (usize, usize) {
-        (self.plain_exit_listings.load(Ordering::Relaxed), self.item_rows.load(Ordering::Relaxed))
+    pub fn walk_stats(&self) -> WalkStats {
+        self.stats.snapshot()
     }
 
     #[inline]
@@ -2062,7 +2030,7 @@ impl Walk<'_> {
                 c
             }
         }?;
-        self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
+        bump(&self.comp.stats.body_shortcuts);
         self.list_slice(&cfg, first, end);
         let classes = self.classes;
         let frontier = classes.body_frontier.partition_point(|e| (e.0 as usize) < first);
@@ -2164,7 +2132,7 @@ impl Walk<'_> {
 
     /// Lists the allowed tokens of the frontier subtree at `f` from a `front_memo` list.
     fn list_front(&mut self, f: usize, list: &[(u32, u32)]) {
-        self.comp.front_listings.fetch_add(1, Ordering::Relaxed);
+        bump(&self.comp.stats.front_listings);
         let base = self.trie.first_token[f] as usize;
         for &(k, c) in list {
             let t = self.trie.tokens[base + k as usize];
@@ -2255,8 +2223,8 @@ impl Walk<'_> {
         if has_token {
             self.record(i, cost);
         }
-        self.comp.body_shortcuts.fetch_add(1, Ordering::Relaxed);
-        self.comp.exit_listings.fetch_add(1, Ordering::Relaxed);
+        bump(&self.comp.stats.body_shortcuts);
+        bump(&self.comp.stats.exit_listings);
         self.list_slice(cfg, first, end);
         for (f, l) in &lists {
             self.list_front(*f, l);
@@ -2512,7 +2480,7 @@ impl Walk<'_> {
             if self.out.len() + self.deferred_tokens > self.cap
                 || self.deferred_tokens > self.cap / DEFERRED_CAP_DIVISOR
             {
-                self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
+                bump(&self.comp.stats.deferred_caps);
                 self.capped = true;
                 return;
             }
@@ -2528,7 +2496,7 @@ impl Walk<'_> {
         if !self.children_skip(i, &lv, descent_limit) {
             return false;
         }
-        self.comp.exit_level_skips.fetch_add(1, Ordering::Relaxed);
+        bump(&self.comp.stats.exit_level_skips);
         if has_token {
             self.record(i, lv.cost);
             if self.capped {
@@ -2728,7 +2696,7 @@ impl Walk<'_> {
                             if self.out.len() + self.deferred_tokens > self.cap
                                 || self.deferred_tokens > self.cap / DEFERRED_CAP_DIVISOR
                             {
-                                self.comp.deferred_caps.fetch_add(1, Ordering::Relaxed);
+                                bump(&self.comp.stats.deferred_caps);
                                 self.capped = true;
                                 return Ok(());
                             }
@@ -2787,7 +2755,7 @@ impl Walk<'_> {
                         continue;
                     }
                     rows.push(a, comp, chart);
-                    comp.walk_rows.fetch_add(1, Ordering::Relaxed);
+                    bump(&comp.stats.walk_rows);
                     self.rows_read += 1;
                     if has_token {
                         let c = rows.cost(chart);
@@ -2896,7 +2864,7 @@ impl Walk<'_> {
                         if let Some(ek) = pkey.and_then(|k| self.plain_exits.get(&k).copied()) {
                             if let Some((c, Some(cfg))) = self.exit_memo.get(&ek).cloned() {
                                 if self.list_exit(i, c, &cfg, has_token) {
-                                    comp.plain_exit_listings.fetch_add(1, Ordering::Relaxed);
+                                    bump(&comp.stats.plain_exit_listings);
                                     if self.capped {
                                         return Ok(());
                                     }
@@ -2916,7 +2884,7 @@ impl Walk<'_> {
                                 continue;
                             }
                             rows.push(a, comp, chart);
-                            comp.item_rows.fetch_add(1, Ordering::Relaxed);
+                            bump(&comp.stats.item_rows);
                         }
                         let (ekey, listed) = self.list_from_exit_memo(chart, chart.num_rows(), i, busy, has_token);
                         if let (Some(pk), Some(ek)) = (pkey, ekey) {
@@ -2937,7 +2905,7 @@ impl Walk<'_> {
                             continue;
                         }
                         rows.push(a, comp, chart);
-                        comp.walk_rows.fetch_add(1, Ordering::Relaxed);
+                        bump(&comp.stats.walk_rows);
                         self.rows_read += 1;
                         if has_token {
                             let c = rows.cost(chart);
@@ -3201,7 +3169,7 @@ impl Budget {
             let key = self.near_cap_key(a, chart, now);
             let slack = d.min(FIT_SLACK);
             if !capped && self.comp.near_cap(key).is_some_and(|s| slack <= s) {
-                self.comp.near_cap_skips.fetch_add(1, Ordering::Relaxed);
+                bump(&self.comp.stats.near_cap_skips);
                 capped = true;
             }
             // PERF: 1,090 of 1,376 capped fit walks of the replay traces had a row key never
@@ -3209,7 +3177,7 @@ impl Budget {
             // were predicted, ~10 wrongly.
             let rule_key = (!capped).then(|| self.near_rule_key(a, chart, now));
             if rule_key.is_some_and(|k| self.comp.near_rule_capped(k, slack)) {
-                self.comp.near_rule_skips.fetch_add(1, Ordering::Relaxed);
+                bump(&self.comp.stats.near_rule_skips);
                 capped = true;
             }
             // A fit walk at a lower limit answers every limit above it: walk at most
@@ -3313,12 +3281,12 @@ impl Budget {
                     None
                 };
                 if merged.is_some() {
-                    self.comp.merged_lookups.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.comp.stats.merged_lookups);
                 }
                 match merged.and_then(|k| self.comp.memo_get(k)) {
                     // Not kept under `sig`: it holds for limits below the cap only.
                     Some(e) if e.now == now && answers(&e) => {
-                        self.comp.merged_hits.fetch_add(1, Ordering::Relaxed);
+                        bump(&self.comp.stats.merged_hits);
                         e
                     }
                     _ => {

@@ -440,7 +440,7 @@ fn capped_fit_walks_are_predicted_in_later_elements() {
     );
     let text = br#"[{"name":"a","b":1},{"name":"b","c":2},{"name":"c"}]"#;
     let (fast, _) = masks_equal_exact_walks(&g, &vocab, text, Some(3), 24);
-    let skips = fast.completion().near_cap_skips();
+    let skips = fast.completion().walk_stats().near_cap_skips;
     assert!(skips > 0, "no fit walk near now skipped on an earlier element's cap");
 }
 
@@ -459,9 +459,9 @@ fn capped_fit_walks_are_predicted_by_rules_at_later_keys() {
     .unwrap();
     let g = parse_ebnf(&text, "root").unwrap();
     let (fast, _) = masks_equal_exact_walks(&g, &vocab, br#"{"ab":1,"cd":2,"ef":3}"#, Some(3), 24);
-    let c = fast.completion();
-    let skips = c.near_rule_skips();
-    assert!(skips > 0, "no fit walk skipped on an earlier key start's rules ({} on row keys)", c.near_cap_skips());
+    let st = fast.completion().walk_stats();
+    let skips = st.near_rule_skips;
+    assert!(skips > 0, "no fit walk skipped on an earlier key start's rules ({} on row keys)", st.near_cap_skips);
 }
 
 /// In an open object's keys near the end of the budget, most tokens start an unknown key, whose
@@ -487,7 +487,7 @@ fn fit_walks_count_deferred_subtrees_before_reading_them() {
     for cap in [Some(40), None] {
         let (fast, n) = masks_equal_exact_walks(&g, &vocab, text, cap, 40);
         compared += n;
-        let caps = fast.completion().deferred_caps();
+        let caps = fast.completion().walk_stats().deferred_caps;
         assert!(caps > 0, "cap {cap:?}: no fit walk gave way on its deferred subtrees' count");
     }
     assert!(compared > 300, "{compared} masks compared");
@@ -623,7 +623,8 @@ fn merged_keys_with_long_tokens_mask_equal_brute_force() {
                     }
                 }
             }
-            let (lookups, hits) = cg.completion().merged_stats();
+            let st = cg.completion().walk_stats();
+            let (lookups, hits) = (st.merged_lookups, st.merged_hits);
             assert!(hits > 0, "{name}, exact walks {exact}: {hits} merged-key hits of {lookups} lookups");
         }
     }
@@ -776,7 +777,7 @@ fn body_slice_shortcut_masks_equal_exact_walks_on_llama3() {
         None,
     ];
     let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0029, 14);
-    assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
+    assert!(fast.completion().walk_stats().body_shortcuts > 0, "no walk took the body-slice shortcut");
 }
 
 /// An open object whose known keys share a prefix and cost more to finish than unknown ones
@@ -813,7 +814,8 @@ fn exit_and_frontier_memos_mask_equal_exact_walks_on_llama3() {
         None,
     ];
     let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0030, 16);
-    let (exits, fronts) = fast.completion().memo_listings();
+    let st = fast.completion().walk_stats();
+    let (exits, fronts) = (st.exit_listings, st.front_listings);
     assert!(exits > 0 && fronts > 0, "{exits} exits and {fronts} frontier subtrees listed from the memos");
 }
 
@@ -927,7 +929,7 @@ fn body_shapes_keep_items_of_other_origins_apart() {
             }
         }
     }
-    assert!(fast.completion().body_shortcuts() > 0, "no walk took the body-slice shortcut");
+    assert!(fast.completion().walk_stats().body_shortcuts > 0, "no walk took the body-slice shortcut");
 }
 
 /// Along `text` (read byte by byte: the first 256 tokens are the bytes), at every prefix the
@@ -994,7 +996,7 @@ fn over_walks_skip_chains_of_rules_by_their_exits() {
     let g = parse_ebnf(&text, "root").unwrap();
     let (fast, compared) = masks_equal_exact_walks(&g, &vocab, br#"{"v":"1.2abZ q-"}"#, None, 22);
     assert!(compared > 200, "{compared} masks compared");
-    let rows = fast.completion().walk_rows();
+    let rows = fast.completion().walk_stats().walk_rows;
     assert!(rows < 32_000, "limit walks pushed {rows} rows");
 }
 
@@ -1018,7 +1020,8 @@ fn crossings_of_counted_blocks_take_known_exit_levels() {
     let (fast, compared) = with_exit_levels_after(0, || masks_equal_exact_walks(&g, &vocab, doc, None, 40));
     assert!(compared > 400, "{compared} masks compared");
     let c = fast.completion();
-    let (skips, rows) = (c.exit_level_skips(), c.walk_rows());
+    let st = c.walk_stats();
+    let (skips, rows) = (st.exit_level_skips, st.walk_rows);
     assert!(skips > 0 && rows < 600, "{skips} nodes took known exit levels, limit walks pushed {rows} rows");
 }
 
@@ -1037,6 +1040,7 @@ fn plain_level_exits_list_without_item_rows_on_llama3() {
     let plan: &[Option<&str>] =
         &[Some("{\""), Some("c"), None, Some("\":\""), None, Some("\",\""), Some("c"), None, Some("\":\""), None];
     let fast = limit_walks_along_plan(&vocab, schema, plan, 0x0B0D_5C1C_E000_0035, 16);
-    let (listed, rows) = fast.completion().plain_exit_stats();
+    let st = fast.completion().walk_stats();
+    let (listed, rows) = (st.plain_exit_listings, st.item_rows);
     assert!(listed > 0 && rows < 8_000, "{listed} plain-level exits listed without a row, {rows} item rows pushed");
 }
