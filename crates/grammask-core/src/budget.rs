@@ -127,14 +127,6 @@ pub struct Completion {
     exit_level_skips: AtomicUsize,
     /// Earley rows limit walks pushed for the bytes of trie nodes (their main cost).
     walk_rows: AtomicUsize,
-    /// Entries by [`Budget::context_key`], with the `now` they were walked at: walks that read
-    /// no row outside the key's, so that any chart state of equal key (another sample, another
-    /// place of the same object) has the same entry shifted by its own `now`.
-    /// PERF: each schema's samples meet the same key starts (`{"`, `,"`) near the end of the
-    /// budget in other contexts (row signatures hold the whole stack), ~300 us a walk.
-    ctx_memo: Mutex<FastMap<u128, Arc<Entry>>>,
-    /// Entries taken from `ctx_memo` (see [`Completion::context_hits`]).
-    ctx_hits: AtomicUsize,
 }
 
 /// A [`Region`]'s memo key: `(state, side, threshold, depth, full)` (see [`Completion::region`]).
@@ -285,23 +277,6 @@ struct Entry {
     near_capped: bool,
 }
 
-impl Entry {
-    /// The entry of a state whose costs are all `now - self.now` above this one's (costs of
-    /// [`INF`] stay).
-    fn shifted(&self, now: u32) -> Entry {
-        let sh = |c: u32| if c >= INF { c } else { (i64::from(c) + i64::from(now) - i64::from(self.now)) as u32 };
-        let list = |v: &[(u32, u32)]| v.iter().map(|&(c, t)| (sh(c), t)).collect();
-        Entry {
-            now,
-            bound: sh(self.bound),
-            costs: Exact { over: list(&self.costs.over), under: list(&self.costs.under) },
-            over_from: sh(self.over_from),
-            under_to: self.under_to.map(sh),
-            near_capped: self.near_capped,
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct Exact {
     over: Vec<(u32, u32)>,
@@ -322,12 +297,6 @@ impl Exact {
 pub const MAX_MEMO_ENTRIES: usize = 1 << 20;
 /// Most memoized chart states per grammar; when exceeded the memo starts over.
 pub const MAX_MEMO_STATES: usize = 1 << 16;
-/// Most entries of [`Completion::ctx_memo`] per grammar; when exceeded it starts over.
-const MAX_CONTEXT_ENTRIES: usize = 1 << 14;
-/// How many origin levels below the last row [`Budget::context_key`] holds.
-const CONTEXT_DEPTH: u32 = 3;
-/// Most rows [`Budget::context_key`] holds; a state with more is not keyed.
-const MAX_CONTEXT_ROWS: usize = 16;
 /// Most states one [`Region`] search visits; beyond it every byte is an exit.
 const MAX_REGION_STATES: usize = 1 << 14;
 /// How far above `now` fit walks set their limit: regions then take in the rest of a UTF-8
@@ -757,8 +726,6 @@ impl Completion {
             classes: OnceLock::new(),
             merged_lookups: AtomicUsize::new(0),
             merged_hits: AtomicUsize::new(0),
-            ctx_memo: Mutex::new(FastMap::default()),
-            ctx_hits: AtomicUsize::new(0),
             near_caps: Mutex::default(),
             near_cap_skips: AtomicUsize::new(0),
             near_rules: Mutex::default(),
@@ -1273,25 +1240,6 @@ impl Completion {
         m.held += size;
         m.entries.insert(sig, e.clone());
         e
-    }
-
-    /// Tests: how many walks' entries were taken from another chart state of equal
-    /// [`Budget::context_key`].
-    #[doc(hidden)]
-    pub fn context_hits(&self) -> usize {
-        self.ctx_hits.load(Ordering::Relaxed)
-    }
-
-    fn ctx_get(&self, key: u128) -> Option<Arc<Entry>> {
-        self.ctx_memo.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned()
-    }
-
-    fn ctx_put(&self, key: u128, e: Arc<Entry>) {
-        let mut m = self.ctx_memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_CONTEXT_ENTRIES {
-            m.clear();
-        }
-        m.insert(key, e);
     }
 
     /// Tests: how many masks looked up a merged memo key ([`Completion::merged_signature`])
@@ -2430,7 +2378,6 @@ impl Walk<'_> {
                             }
                         } else {
                             let o = ret as usize;
-                            chart.note_read(o);
                             for p in chart.row(o) {
                                 for &(x, m) in a.rule_edges(p.state) {
                                     if x == st.rule && !add((m, rows.item_u(a, o, p), p.origin), &mut next) {
@@ -3221,73 +3168,6 @@ impl Budget {
         crate::fasthash::FastState.hash_one(&v)
     }
 
-    /// A key of the chart's state for [`Completion::ctx_memo`], and the rows it holds (`None`:
-    /// the state is not keyed): the last row's items and, through their origins, the items of
-    /// the rows up to [`CONTEXT_DEPTH`] levels below (below them, only each item's `U - now`),
-    /// with `limit - now`, the fit cap and the mask. Invariant: two states of equal key whose
-    /// walk completes into no row outside the key's (watched by [`Chart::watch_below`]) walk
-    /// alike, every cost `now` apart: the walk reads the automaton, the key's rows, and `U`
-    /// tables that are functions of their items' `U` (rows the walk pushes have origins in the
-    /// key's rows or above them).
-    fn context_key(&self, a: &Automata, chart: &Chart, now: u32, limit: u32, mask: &Bitset) -> Option<(u128, Vec<u32>)> {
-        if self.exact_walks || !chart.plain_items() {
-            return None;
-        }
-        let mut rows: Vec<u32> = Vec::new();
-        let mut sigs: Vec<(u32, u32, u128)> = Vec::new();
-        let r = chart.last_row_index();
-        let top = self.row_key(a, chart, r, CONTEXT_DEPTH, now, &mut rows, &mut sigs)?;
-        let mut h = crate::fasthash::FastState.build_hasher();
-        (top, i64::from(limit) - i64::from(now), self.fit_cap, r == 0).hash(&mut h);
-        mask.words().hash(&mut h);
-        let lo = h.finish();
-        Some((crate::earley::mix128(u128::from(lo) << 64 | top >> 64 ^ top), rows))
-    }
-
-    /// [`Budget::context_key`]'s hash of row `o` holding the items of `d` levels (`sigs`: those
-    /// hashed, by `(row, depth)`); `None` past [`MAX_CONTEXT_ROWS`].
-    #[allow(clippy::too_many_arguments)]
-    fn row_key(
-        &self,
-        a: &Automata,
-        chart: &Chart,
-        o: usize,
-        d: u32,
-        now: u32,
-        rows: &mut Vec<u32>,
-        sigs: &mut Vec<(u32, u32, u128)>,
-    ) -> Option<u128> {
-        const SELF_ORIGIN: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C834;
-        const BELOW: u128 = 0x2545_F491_4F6C_DD1D_6A09_E667_F3BC_C908;
-        if d == 0 {
-            return Some(BELOW);
-        }
-        if let Some(e) = sigs.iter().find(|e| e.0 as usize == o && e.1 == d) {
-            return Some(e.2);
-        }
-        if !rows.contains(&(o as u32)) {
-            if rows.len() >= MAX_CONTEXT_ROWS {
-                return None;
-            }
-            rows.push(o as u32);
-        }
-        let mut acc: u128 = (chart.row(o).len() as u128).wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ u128::from(o == 0);
-        for it in chart.row(o) {
-            let u = self.rows.item_u(a, o, it);
-            let du = if u >= INF { u128::from(u32::MAX) } else { (i64::from(u) - i64::from(now)) as u32 as u128 };
-            let ctx = if it.origin as usize == o {
-                SELF_ORIGIN
-            } else {
-                self.row_key(a, chart, it.origin as usize, d - 1, now, rows, sigs)?
-            };
-            let w = u128::from(it.state.0) | u128::from(it.la) << 32 | u128::from(it.la_origin) << 64 | du << 96;
-            acc = acc.wrapping_add(crate::earley::mix128(w ^ ctx.rotate_left(17)));
-        }
-        let k = crate::earley::mix128(acc ^ u128::from(d));
-        sigs.push((o as u32, d, k));
-        Some(k)
-    }
-
     /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]);
     /// `near_capped`: an earlier fit walk of the state near `now` was capped (see
     /// [`FIT_LIST_CAP`]), so the walk starts with the one that follows it.
@@ -3443,23 +3323,8 @@ impl Budget {
                     }
                     _ => {
                         let near_capped = old.is_some_and(|e| e.near_capped);
-                        let ctx = self.context_key(a, chart, now, limit, mask);
-                        let hit = ctx.as_ref().and_then(|(k, _)| self.comp.ctx_get(*k)).map(|e| e.shifted(now));
-                        let e = if let Some(e) = hit.filter(|e| answers(e)) {
-                            self.comp.ctx_hits.fetch_add(1, Ordering::Relaxed);
-                            self.comp.memo_put(sig, e)
-                        } else {
-                            if let Some((_, rows)) = &ctx {
-                                chart.watch_below(chart.last_row_index(), rows);
-                            }
-                            let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped);
-                            let out = chart.watched_out();
-                            let e = self.comp.memo_put(sig, e?);
-                            if let (Some((k, _)), false) = (&ctx, out) {
-                                self.comp.ctx_put(*k, e.clone());
-                            }
-                            e
-                        };
+                        let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
+                        let e = self.comp.memo_put(sig, e);
                         if let Some(k) = merged {
                             self.comp.memo_put_arc(k, e.clone());
                         }

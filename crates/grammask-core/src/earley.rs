@@ -172,12 +172,6 @@ pub struct Chart {
     /// [`Chart::set_clock_with`]: the row being rebuilt, kept to restore it when the rebuild
     /// fails (empty outside the call; its capacity is reused).
     spare_row: SavedRow,
-    /// Budget walks ([`Chart::watch_below`]): rows below this, other than `watch_rows`, are
-    /// outside what the walk's memo key holds (0: no watch).
-    watch_floor: u32,
-    watch_rows: Vec<u32>,
-    /// A completion (or [`Chart::note_read`]) read a watched-out row since the watch began.
-    touched: std::cell::Cell<bool>,
 }
 
 /// A chart's last row with the clock and mode it was built at ([`Chart::save_last_row`]), to
@@ -362,9 +356,6 @@ impl Chart {
             chars,
             char_rules,
             spare_row: SavedRow::default(),
-            watch_floor: 0,
-            watch_rows: Vec::new(),
-            touched: std::cell::Cell::new(false),
             contexts: {
                 let lookahead = a.has_lookahead();
                 let budgets = u8::from(a.rec_budgets().is_some()) + u8::from(char_rules != 0);
@@ -705,7 +696,6 @@ impl Chart {
         rule: RuleId,
         predicted_with: Option<u32>,
     ) -> Result<bool> {
-        self.note_read(origin);
         let new_row = self.begin_row(self.last_row_index(), None);
         let (o0, o1) = self.row_bounds(origin);
         for k in o0..o1 {
@@ -1027,36 +1017,6 @@ impl Chart {
         self.row_sig[r]
     }
 
-    /// Starts watching which rows completions read: rows below `floor` other than `rows` (see
-    /// [`Chart::watched_out`]).
-    pub fn watch_below(&mut self, floor: usize, rows: &[u32]) {
-        self.watch_floor = floor as u32;
-        self.watch_rows.clear();
-        self.watch_rows.extend_from_slice(rows);
-        self.touched.set(false);
-    }
-
-    /// Ends the watch: whether a completion read a row it left out since it began.
-    pub fn watched_out(&mut self) -> bool {
-        self.watch_floor = 0;
-        self.touched.replace(false)
-    }
-
-    /// Records that row `o`'s items were read to complete a rule there (see
-    /// [`Chart::watch_below`]).
-    #[inline]
-    pub fn note_read(&self, o: usize) {
-        if (o as u32) < self.watch_floor && !self.watch_rows.contains(&(o as u32)) {
-            self.touched.set(true);
-        }
-    }
-
-    /// Whether items are plain (no budget contexts, occurrence numbers or clock in them), so
-    /// that a row's items and its origins' items say all about its future.
-    pub fn plain_items(&self) -> bool {
-        self.contexts.is_none() && self.char_rules == 0 && self.clock == 0 && !self.free
-    }
-
     /// The signature of the last row (see `row_sig`).
     #[inline]
     pub fn last_signature(&self) -> u128 {
@@ -1290,7 +1250,6 @@ impl Chart {
                         self.advance::<REC>(a, rb, &p, rule, la, it.origin);
                     }
                 } else {
-                    self.note_read(origin);
                     let (o0, o1) = self.row_bounds(origin);
                     *work += o1 - o0;
                     for k in o0..o1 {
