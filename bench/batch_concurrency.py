@@ -89,7 +89,9 @@ def main() -> None:
 
     tok = AutoTokenizer.from_pretrained(str(bb.shared_dir() / "tokenizers" / "llama3"))
     infos = [grammask.TokenizerInfo.from_huggingface(tok) for _ in range(2)]
-    schemas, docs = bb.workload_rows("maskbench", {"grammask": (grammask, infos[0])}, tok, 64, args.seed, args.rows_cache)
+    schemas, docs = bb.workload_rows(
+        "maskbench", {"grammask": (grammask, infos[0])}, tok, 64, args.seed, args.rows_cache
+    )
     modes = ("alone", "shared", "separate", "batch1", "batch2")
     res: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(args.trials):
