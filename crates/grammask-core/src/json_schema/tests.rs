@@ -194,7 +194,7 @@ fn long_string_bounds_build_few_states() {
 /// one shared rule (`json_char.key_non_ascii`): no trie state reads a byte of U+0080.. itself,
 /// and its automata have about one state per trie node. Spelled in every node's class, those
 /// characters' UTF-8 sequences made ~10 states of subset construction per node (merged again by
-/// minimization; over half the states a band schema determinized), and 3 per node remained.
+/// minimization; over half the states a band schema determinized).
 #[test]
 fn key_trie_nodes_read_no_non_ascii_byte() {
     let keys = ["abcdefghijklmnop", "abcdefghijXYZ", "qrstuvwxyz0123", "q_r"];
