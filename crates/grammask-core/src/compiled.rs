@@ -671,7 +671,9 @@ impl CompiledGrammar {
                             break;
                         }
                         by_state.entry(s).or_insert_with(Vec::new).push(w[i..].into());
-                        let Some(t) = w.get(i).filter(|&&b| !calls_read(a, s, b)).and_then(|&b| a.step(s, b)) else { break };
+                        let Some(t) = w.get(i).filter(|&&b| !calls_read(a, s, b)).and_then(|&b| a.step(s, b)) else {
+                            break;
+                        };
                         s = t;
                     }
                 }
