@@ -161,6 +161,17 @@ pub(crate) fn excluded_substitutes(grammar: &Grammar, a: &Automata) -> crate::fa
     map
 }
 
+/// Whether some rule edge of state `s` may read byte `b` first: its callee's start may end or
+/// call, or has a byte edge on `b`.
+fn calls_read(a: &Automata, s: StateId, b: u8) -> bool {
+    a.rule_edges(s).iter().any(|&(c, _)| {
+        let start = a.callee_start(s, c);
+        a.state(start).is_final
+            || !a.rule_edges(start).is_empty()
+            || a.byte_edges(start).iter().any(|e| (e.lo..=e.hi).contains(&b))
+    })
+}
+
 /// Whether a grammar's start mask `mask` (text tokens only) allows at least half the
 /// vocabulary: its decodes open with free text (a structural tag's text before its triggers),
 /// so their masks at fixed strings come once per tag, after runs of memoized free-text masks.
@@ -636,9 +647,11 @@ impl CompiledGrammar {
 
     /// The states of the rules that match a string body but some words W (those with an
     /// automaton of their own), each with the rests of W after it: the states the words' prefixes
-    /// step to from the rule's start, up to a state with rule edges. The automata step bytes
-    /// deterministically and no rule edge is passed, so the rest of the rule from such a state
-    /// after prefix `p` matches every string body but the rests of W's words after `p`.
+    /// step to from the rule's start, up to a state with a rule edge whose callee may read the
+    /// next byte ([`calls_read`]; a key trie's call of its non-ASCII deviation reads no key byte).
+    /// The automata step bytes deterministically and no rule edge is passed, so the rest of the
+    /// rule from such a state after prefix `p` matches every string body but the rests of W's
+    /// words after `p`.
     fn residual_words(&self) -> &HashMap<StateId, Vec<Box<[u8]>>> {
         self.residual_words.get_or_init(|| {
             let (a, mut by_state) = (&self.automata, HashMap::new());
@@ -658,7 +671,9 @@ impl CompiledGrammar {
                             break;
                         }
                         by_state.entry(s).or_insert_with(Vec::new).push(w[i..].into());
-                        let Some(t) = w.get(i).filter(|_| calls.is_empty()).and_then(|&b| a.step(s, b)) else { break };
+                        let Some(t) = w.get(i).filter(|&&b| !calls_read(a, s, b)).and_then(|&b| a.step(s, b)) else {
+                            break;
+                        };
                         s = t;
                     }
                 }

@@ -9,12 +9,13 @@ use crate::error::{Error, Result};
 use crate::grammar::RuleId;
 use crate::limits;
 
-/// Interned sequences of `u32` (NFA state sets), stored back to back in one arena, with an
-/// open-addressing index keyed by a fast multiplicative hash.
+/// Interned sequences of `u32` (NFA state sets) or `u64` (`equal_rules.rs`'s expression keys),
+/// stored back to back in one arena, with an open-addressing index keyed by a fast
+/// multiplicative hash.
 /// PERF: replaces `HashMap<Vec<u32>, u32>` (`SipHash`, one allocation per key) in the hot loop
 /// of subset construction.
-pub(super) struct SeqTable {
-    data: Vec<u32>,
+pub(super) struct SeqTable<T = u32> {
+    data: Vec<T>,
     /// `ends[i]`: end of sequence `i` in `data` (it starts at `ends[i - 1]`, or 0).
     pub(super) ends: Vec<u32>,
     pub(super) hashes: Vec<u64>,
@@ -22,13 +23,13 @@ pub(super) struct SeqTable {
     pub(super) slots: Vec<u32>,
 }
 
-impl Default for SeqTable {
-    fn default() -> SeqTable {
+impl<T> Default for SeqTable<T> {
+    fn default() -> SeqTable<T> {
         SeqTable { data: Vec::new(), ends: Vec::new(), hashes: Vec::new(), slots: vec![0; 64] }
     }
 }
 
-impl SeqTable {
+impl<T: Copy + Eq + Into<u64>> SeqTable<T> {
     /// Empties the table (a big index is dropped rather than cleared; a sparse one clears only
     /// its occupied slots).
     /// PERF: most rules intern a handful of sequences into an index a larger rule grew to 4,096
@@ -64,22 +65,22 @@ impl SeqTable {
         self.ends.len()
     }
 
-    pub(super) fn get(&self, id: u32) -> &[u32] {
+    pub(super) fn get(&self, id: u32) -> &[T] {
         let i = id as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.data[start..self.ends[i] as usize]
     }
 
-    pub(super) fn hash(seq: &[u32]) -> u64 {
+    pub(super) fn hash(seq: &[T]) -> u64 {
         let mut h = seq.len() as u64;
         for &w in seq {
-            h = (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(0x517C_C1B7_2722_0A95);
+            h = (h.rotate_left(5) ^ w.into()).wrapping_mul(0x517C_C1B7_2722_0A95);
         }
         h ^ (h >> 29)
     }
 
     /// The id of `seq`, and whether it was inserted now.
-    pub(super) fn intern(&mut self, seq: &[u32]) -> (u32, bool) {
+    pub(super) fn intern(&mut self, seq: &[T]) -> (u32, bool) {
         let h = Self::hash(seq);
         let mask = self.slots.len() - 1;
         let mut i = (h as usize) & mask;

@@ -16,6 +16,7 @@
 //! - a rule whose identity is observed (the root, a rule with options or a lookahead, a tail-group
 //!   member, a token rule) is a class of its own, and so is a rule that is inlined differently
 //!   from the others of its would-be class (the inline flag is part of the signature).
+use super::determinize::SeqTable;
 use super::tail::{TailPlan, NO_GROUP};
 use crate::fasthash::FastMap;
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
@@ -41,8 +42,11 @@ fn equal_rules_within(
     let exprs = g.exprs();
     // Expressions without a rule reference below them get one id per distinct expression, once
     // (`canon[e]` even); the others are interned anew whenever a class they name changes (odd).
+    // Leaves get even ids, composites odd ones.
+    // PERF: keys interned in one arena (`SeqTable`), not a map of vectors (an allocation per
+    // distinct key; ~1,000 per band schema).
     let mut fixed_leaves: FastMap<&Expr, u64> = FastMap::default();
-    let mut fixed: FastMap<Vec<u64>, u64> = FastMap::default();
+    let mut fixed: SeqTable<u64> = SeqTable::default();
     let mut canon = vec![0u64; exprs.len()];
     let mut key = Vec::new();
     for (i, e) in exprs.iter().enumerate() {
@@ -54,19 +58,12 @@ fn equal_rules_within(
             canon[i] = 1;
             continue;
         }
-        let next = (fixed_leaves.len() + fixed.len()) as u64;
         let id = if kids.is_empty() && !matches!(e, Expr::Seq(_) | Expr::Choice(_)) {
-            *fixed_leaves.entry(e).or_insert(next)
+            let next = fixed_leaves.len() as u64;
+            *fixed_leaves.entry(e).or_insert(next) << 1
         } else {
             composite_key(e, kids, &canon, &[], &mut key);
-            // PERF: looked up before a copy of the key is made (most keys repeat).
-            match fixed.get(&key[..]) {
-                Some(&id) => id,
-                None => {
-                    fixed.insert(key.clone(), next);
-                    next
-                }
-            }
+            u64::from(fixed.intern(&key).0) << 1 | 1
         };
         canon[i] = id << 1;
     }
@@ -144,7 +141,7 @@ fn equal_rules_within(
         size[c as usize] += 1;
     }
     let mut sig = vec![0u64; n];
-    let mut keys: FastMap<Vec<u64>, u64> = FastMap::default();
+    let mut keys: SeqTable<u64> = SeqTable::default();
     // Pure rules, each after the rules it references: its body's varying expressions not keyed
     // yet are keyed (children first), and its signature picks its class.
     // PERF: the rounds split a chain of rules one link per round, keying the links above again
@@ -333,7 +330,7 @@ fn longest_strings(g: &Grammar, deps: &[Vec<usize>]) -> Vec<u64> {
     // 0: not seen, 1: on the walk's stack, 2: done.
     let mut state = vec![0u8; n];
     let mut cyclic = vec![false; n];
-    let mut subtree: Vec<ExprId> = Vec::new();
+    let (mut subtree, mut stack): (Vec<ExprId>, Vec<ExprId>) = (Vec::new(), Vec::new());
     // (rule, its next callee in `deps`)
     let mut walk: Vec<(usize, usize)> = Vec::new();
     for start in 0..n {
@@ -360,7 +357,7 @@ fn longest_strings(g: &Grammar, deps: &[Vec<usize>]) -> Vec<u64> {
             walk.pop();
             state[r] = 2;
             if !cyclic[r] {
-                rule_len[r] = body_longest(g, g.rules()[r].body, &rule_len, &mut expr_len, &mut subtree);
+                rule_len[r] = body_longest(g, g.rules()[r].body, &rule_len, &mut expr_len, &mut subtree, &mut stack);
             }
         }
     }
@@ -374,9 +371,11 @@ fn body_longest(
     rule_len: &[u64],
     expr_len: &mut [Option<u64>],
     subtree: &mut Vec<ExprId>,
+    stack: &mut Vec<ExprId>,
 ) -> u64 {
     subtree.clear();
-    let mut stack = vec![body];
+    stack.clear();
+    stack.push(body);
     while let Some(e) = stack.pop() {
         if expr_len[e.index()].is_none() {
             subtree.push(e);
@@ -434,13 +433,8 @@ fn composite_key(e: &Expr, kids: &[ExprId], canon: &[u64], class: &[u64], key: &
 }
 
 /// The id of `key` in `keys`, a new one if absent.
-fn intern(keys: &mut FastMap<Vec<u64>, u64>, key: &[u64]) -> u64 {
-    if let Some(&id) = keys.get(key) {
-        return id;
-    }
-    let id = keys.len() as u64;
-    keys.insert(key.to_vec(), id);
-    id
+fn intern(keys: &mut SeqTable<u64>, key: &[u64]) -> u64 {
+    u64::from(keys.intern(key).0)
 }
 
 /// Lists of `u32` per index, in one buffer: `get(i)` is `at[start[i]..start[i + 1]]`.

@@ -213,6 +213,7 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     let base = e.fresh("key_not_in");
     e.define_once(KEY_OTHER_RULE, "json_char*")?;
     e.define_once(KEY_ESCAPE_RULE, &format!("({CANONICAL_ESCAPE_TAIL}) json_char*"))?;
+    e.define_once(KEY_NON_ASCII_RULE, "[\\u0080-\\U0010FFFF] json_char*")?;
     let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
     // Each node's rule matches every string body but the rests of the keys through it.
     let mut words: Vec<Vec<Box<[u8]>>> = vec![Vec::new(); nodes.len()];
@@ -226,7 +227,8 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     }
     e.any_body = Some(KEY_OTHER_RULE.to_string());
     e.excluded.extend(words.into_iter().enumerate().map(|(i, w)| (name(i), w)));
-    // Each line: `NAME ::= ["" | ]"c" NAME.m | ... | [^"\\\x00-\x1f\xCC...] OTHER | "\\" ESCAPE`.
+    // Each line: `NAME ::= ["" | ]"c" NAME.m | ... | [^"\\\x00-\x1f\u0080-\U0010FFFF\xCC...] OTHER | "\\" ESCAPE
+    // | NON_ASCII`.
     // PERF: written in place (it was a `format!` per child): a band compile wrote ~450 children.
     let push_name = |text: &mut String, i: usize| {
         text.push_str(&base);
@@ -248,7 +250,7 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
             push_name(&mut text, m);
             text.push_str(" | ");
         }
-        text.push_str("[^\"\\\\\\x00-\\x1f");
+        text.push_str("[^\"\\\\\\x00-\\x1f\\u0080-\\U0010FFFF");
         for &(b, _) in children {
             let _ = write!(text, "\\x{b:02x}");
         }
@@ -256,6 +258,8 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
         text.push_str(KEY_OTHER_RULE);
         text.push_str(" | \"\\\\\" ");
         text.push_str(KEY_ESCAPE_RULE);
+        text.push_str(" | ");
+        text.push_str(KEY_NON_ASCII_RULE);
         text.push('\n');
     }
     e.raw(&text)?;
@@ -273,6 +277,12 @@ const CANONICAL_ESCAPE_TAIL: &str = concat!(
 
 /// Shared continuation of a key-trie deviation by a raw character: the rest of the string.
 const KEY_OTHER_RULE: &str = "json_char.key_other";
+/// Shared deviation from a key trie by a non-ASCII character (no key here has one), with the rest
+/// of the string.
+/// PERF: spelled in each node's class, the UTF-8 sequences of U+0080.. gave each trie node ~10
+/// automaton states of subset construction that minimization merged again (band schemas: the
+/// key tries were over half the states determinized).
+const KEY_NON_ASCII_RULE: &str = "json_char.key_non_ascii";
 /// Shared continuation of a key-trie deviation by a backslash: the rest of a canonical escape,
 /// then the rest of the string.
 const KEY_ESCAPE_RULE: &str = "json_char.key_escape";

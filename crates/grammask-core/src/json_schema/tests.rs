@@ -190,6 +190,37 @@ fn long_string_bounds_build_few_states() {
     }
 }
 
+/// An open object's excluded-key trie (canonical spelling) reads non-ASCII characters through
+/// one shared rule (`json_char.key_non_ascii`): no trie state reads a byte of U+0080.. itself,
+/// and its automata have about one state per trie node. Spelled in every node's class, those
+/// characters' UTF-8 sequences made ~10 states of subset construction per node (merged again by
+/// minimization; over half the states a band schema determinized).
+#[test]
+fn key_trie_nodes_read_no_non_ascii_byte() {
+    let keys = ["abcdefghijklmnop", "abcdefghijXYZ", "qrstuvwxyz0123", "q_r"];
+    let props: Vec<String> = keys.iter().map(|k| format!(r#""{k}":{{"type":"integer"}}"#)).collect();
+    let schema = format!(r#"{{"type":"object","properties":{{{}}}}}"#, props.join(","));
+    let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let a = crate::compiler::Automata::build(&g).unwrap();
+    let (mut trie_states, mut non_ascii, mut rules) = (0, 0, std::collections::BTreeSet::new());
+    for s in (0..a.states().len() as u32).map(crate::compiler::StateId) {
+        let r = a.state(s).rule;
+        if a.rule_name(r).starts_with("key_not_in") {
+            trie_states += 1;
+            rules.insert(r);
+            non_ascii += a.byte_edges(s).iter().filter(|e| e.hi >= 0x80).count();
+        }
+    }
+    // 36 trie nodes (the root and one per key byte but the shared prefixes), each a state; a
+    // rule's states after a deviation are shared by its nodes.
+    let bound = 36 + 5 * rules.len();
+    assert!(!rules.is_empty() && trie_states <= bound, "{trie_states} states in {} trie rules", rules.len());
+    assert_eq!(non_ascii, 0, "byte edges on U+0080.. in the key trie's rules");
+    for (t, want) in [("{\"abcdefghijklmnoé\":1}", true), ("{\"qé\":1}", true), ("{\"q_r\":\"x\"}", false)] {
+        assert_eq!(schema_accepts(&schema, Spelling::Canonical, t), want, "{t}");
+    }
+}
+
 #[test]
 fn equal_string_rules_share_one_automaton() {
     // Ten properties of one counted string type: one rule, nine aliases.
