@@ -14,6 +14,7 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
+    classify_kernel_from_bytes_walked,
     classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel, lead_run, offering_rows,
     run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
     KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
@@ -861,8 +862,22 @@ impl CompiledGrammar {
         stack.pop();
         let reference = reference?;
         let vocab_size = self.index.vocab.vocab_size();
-        let own =
-            self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?;
+        // The differing bytes' subtrees are walked, or only a walked body's frontier in them
+        // when `state` covers one from the token start ([`crate::slice::start_run_cover`]).
+        let run = (0..0x80u8).filter(|&x| first.contains(x)).fold(0u128, |m, x| m | 1 << x);
+        let start_run = crate::slice::start_run_cover(a, state, run, &self.cover)
+            .and_then(|(walked, cover)| Some((self.index.walked_body(walked)?, cover)));
+        if std::env::var("SHIFT36_DEBUG").is_ok() {
+            eprintln!("shift {state:?} run {run:x} start_run {:?}", start_run.as_ref().map(|(w, c)| (w.frontier.len(), c.may_end)));
+        }
+        let own = match start_run {
+            Some((ws, cover)) => self.with_shortcuts(state, |sc| {
+                classify_kernel_from_bytes_walked(a, trie, vocab_size, state, sc, &first, &ws, cover)
+            })?,
+            None => {
+                self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?
+            }
+        };
         // Shifting reads the per-token uncertain lists only.
         if reference.beyond.is_some() || own.beyond.is_some() {
             return Ok(None);
