@@ -84,6 +84,9 @@ pub struct KernelStats {
     /// Of `shared`, those found before any walk: a small final state, or a counted string body
     /// that may end and that no token outruns.
     pub shared_early: usize,
+    /// Of `shifted`, those whose differing subtrees took a walked body's frontier
+    /// ([`crate::slice::start_run_cover`]) rather than a walk.
+    pub shifted_walked: usize,
 }
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -130,7 +133,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 7],
+    stats: [AtomicUsize; 8],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -872,6 +875,7 @@ impl CompiledGrammar {
         }
         let own = match start_run {
             Some((ws, cover)) => self.with_shortcuts(state, |sc| {
+                self.count(7);
                 classify_kernel_from_bytes_walked(a, trie, vocab_size, state, sc, &first, &ws, cover)
             })?,
             None => {
@@ -955,6 +959,7 @@ impl CompiledGrammar {
             excluded: n(4),
             siblings: n(5),
             shared_early: n(6),
+            shifted_walked: n(7),
         }
     }
 

@@ -160,10 +160,8 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
     let mut targets: Vec<StateId> = (0..0x80u8).filter(|&x| run >> x & 1 == 1).filter_map(|x| a.step(s, x)).collect();
     targets.sort_unstable();
     targets.dedup();
-    // A character every run target refuses.
-    let stop = (0..0x80u8).filter(|&x| body >> x & 1 == 1 && run >> x & 1 == 0);
-    let stop = stop.filter(|&x| targets.iter().all(|&t| refuses_all(a, t, 1 << x)));
-    let stop = stop.fold(0u128, |m, x| m | 1 << x);
+    // The characters every run target refuses.
+    let stop = body & !run & !targets.iter().fold(0u128, |m, &t| m | ascii_read(a, t));
     if std::env::var("SHIFT36_DEBUG").is_ok() {
         eprintln!("  start_run s {s:?} targets {targets:?} stop {stop:x}");
     }
@@ -181,7 +179,7 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
     }
     // A state that refuses `stop` itself is inside a run already (`net_abc`): the search starts
     // in the run.
-    let inside = refuses_all(a, s, stop);
+    let inside = ascii_read(a, s) & stop == 0;
     let mut tried: Vec<[u32; MAX_WALKED_STRINGS]> = Vec::new();
     for strings in seed.into_iter().chain([[0; MAX_WALKED_STRINGS]]) {
         if tried.contains(&strings) {
@@ -203,12 +201,12 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
     None
 }
 
-/// Whether the kernel chart of `s` reads none of the ASCII characters of `chars`.
-fn refuses_all(a: &Automata, s: StateId, chars: u128) -> bool {
-    (0..0x80u8).filter(|&x| chars >> x & 1 == 1).all(|x| {
-        let mut chart = crate::earley::Chart::with_kernel(a, s);
-        matches!(chart.push_byte(a, x), Ok(false))
-    })
+/// A superset of the ASCII bytes the kernel chart of `s` reads: those some item of its row has
+/// an edge on (lookaheads could only refuse more).
+fn ascii_read(a: &Automata, s: StateId) -> u128 {
+    let chart = crate::earley::Chart::with_kernel(a, s);
+    let edges = chart.last_row().iter().flat_map(|it| a.byte_edges(it.state)).filter(|e| e.lo < 0x80);
+    edges.fold(0u128, |m, e| m | (u128::MAX >> (127 - e.hi.min(0x7F))) & (u128::MAX << e.lo))
 }
 
 /// Characters in a packed walked string.
