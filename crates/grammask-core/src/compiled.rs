@@ -14,10 +14,10 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
-    classify_kernel_from_bytes_walked,
-    classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel, lead_run, offering_rows,
-    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
-    KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
+    compose_kernel, lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes,
+    state_run_class_in, state_run_index, BodyEnds, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo,
+    MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -870,9 +870,6 @@ impl CompiledGrammar {
         let run = (0..0x80u8).filter(|&x| first.contains(x)).fold(0u128, |m, x| m | 1 << x);
         let start_run = crate::slice::start_run_cover(a, state, run, &self.cover)
             .and_then(|(walked, cover)| Some((self.index.walked_body(walked)?, cover)));
-        if std::env::var("SHIFT36_DEBUG").is_ok() {
-            eprintln!("shift {state:?} run {run:x} start_run {:?}", start_run.as_ref().map(|(w, c)| (w.frontier.len(), c.may_end)));
-        }
         let own = match start_run {
             Some((ws, cover)) => self.with_shortcuts(state, |sc| {
                 self.count(7);

@@ -1608,8 +1608,10 @@ fn start_run_shifted_masks_match_brute_force() {
         "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
         "additionalProperties": false}"#;
     let g = lax_schema_grammar(schema);
-    let pieces: &[&[u8]] =
-        &[b"net", b"_", b"a", b"bc", b"1", b"0", b"drv", b"dir", b"work", b" ", b"\"", b": ", b", ", b"{", b"}", b"x", b"n"];
+    let pieces: &[&[u8]] = &[
+        b"net", b"_", b"a", b"bc", b"1", b"0", b"drv", b"dir", b"work", b" ", b"\"", b": ", b", ", b"{", b"}", b"x",
+        b"n",
+    ];
     let mut rng = Rng(0x0833_2860_0036);
     let mut extra: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
     let others = b" 0123456789\":,{}";
@@ -1618,7 +1620,9 @@ fn start_run_shifted_masks_match_brute_force() {
         t.extend((0..rng.below(5)).map(|_| b"abcnet_19 \""[rng.below(11) as usize]));
         extra.push(t);
     }
-    extra.extend(["abc1", "abc", "a1", "bc1x", "c_1", "abc\"", "et_a1", "drv_", "net_ab1"].map(|t| t.as_bytes().to_vec()));
+    extra.extend(
+        ["abc1", "abc", "a1", "bc1x", "c_1", "abc\"", "et_a1", "drv_", "net_ab1"].map(|t| t.as_bytes().to_vec()),
+    );
     let vocab = pieces_vocab(&mut rng, pieces, 600, extra);
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let docs: [&str; 2] = [

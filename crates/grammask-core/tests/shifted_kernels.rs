@@ -169,8 +169,8 @@ fn key_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
 #[test]
 fn start_run_shifted_kernels_equal_plain_walks() {
     use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
-    let g = json_schema_to_grammar(KEY_PATTERNS, &JsonSchemaOptions { strict_mode: false, ..Default::default() })
-        .unwrap();
+    let g =
+        json_schema_to_grammar(KEY_PATTERNS, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
     let mut rng = Rng(0x0833_2860_5117_0036);
     let (mut shifted, mut walked) = (0, 0);
     for _ in 0..2 {

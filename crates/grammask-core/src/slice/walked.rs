@@ -15,7 +15,9 @@
 //! `W` character at a character boundary and its own byte is not body text there (a body frontier
 //! node) or is a `W` character at a character boundary.
 use super::body::{body_step, body_table};
-use super::cover::{cover_search, cover_search_from, CoverMemo, Misread, SliceKey, HISTORY_CHARS, SLICE_STATES, WIDE_MISREAD};
+use super::cover::{
+    cover_search, cover_search_from, CoverMemo, Misread, SliceKey, HISTORY_CHARS, SLICE_STATES, WIDE_MISREAD,
+};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -51,7 +53,12 @@ pub enum Walked {
     /// Strings walked as [`Walked::Strings`], and, from the token's start, a `stop` character
     /// right after a leading run of `run` characters (`inside`: the token starts inside the run,
     /// so a `stop` character first is walked too; [`start_run_cover`]).
-    StartRun { strings: [u32; MAX_WALKED_STRINGS], run: u128, stop: u128, inside: bool },
+    StartRun {
+        strings: [u32; MAX_WALKED_STRINGS],
+        run: u128,
+        stop: u128,
+        inside: bool,
+    },
 }
 
 /// The slice step of walked strings `strings` as a table (see [`FIRST_PREFIX_STATE`]): at a
@@ -162,9 +169,6 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
     targets.dedup();
     // The characters every run target refuses.
     let stop = body & !run & !targets.iter().fold(0u128, |m, &t| m | ascii_read(a, t));
-    if std::env::var("SHIFT36_DEBUG").is_ok() {
-        eprintln!("  start_run s {s:?} targets {targets:?} stop {stop:x}");
-    }
     if targets.is_empty() {
         return None;
     }
@@ -189,11 +193,7 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
         let Some((table, start)) = start_table(&strings, run, stop) else { continue };
         let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
         let key = SliceKey::BodyStart { strings, run, stop, inside };
-        let r = cover_search_from(a, s, key, start + u8::from(inside), step, memo);
-        if std::env::var("SHIFT36_DEBUG").is_ok() {
-            eprintln!("  search strings {strings:x?} inside {inside} -> {:?}", r.as_ref().map(|e| e.may_end).map_err(|m| *m));
-        }
-        if let Ok(ends) = r {
+        if let Ok(ends) = cover_search_from(a, s, key, start + u8::from(inside), step, memo) {
             let cover = Cover { may_end: ends.may_end, walk_dead: false };
             return Some((Walked::StartRun { strings, run, stop, inside }, cover));
         }
