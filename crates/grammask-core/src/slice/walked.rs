@@ -177,8 +177,8 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
         // Nothing refused after the run: the seed's strings alone, as a string start takes them.
         let strings = seed?;
         let table = strings_table(&strings)?;
-        let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
-        let ends = cover_search(a, s, SliceKey::BodyStrings(strings), step, memo).ok()?;
+        let slice_step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        let ends = cover_search(a, s, SliceKey::BodyStrings(strings), slice_step, memo).ok()?;
         return Some((Walked::Strings(strings), Cover { may_end: ends.may_end, walk_dead: false }));
     }
     // A state that refuses `stop` itself is inside a run already (`net_abc`): the search starts
@@ -191,9 +191,9 @@ pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) ->
         }
         tried.push(strings);
         let Some((table, start)) = start_table(&strings, run, stop) else { continue };
-        let step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        let slice_step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
         let key = SliceKey::BodyStart { strings, run, stop, inside };
-        if let Ok(ends) = cover_search_from(a, s, key, start + u8::from(inside), step, memo) {
+        if let Ok(ends) = cover_search_from(a, s, key, start + u8::from(inside), slice_step, memo) {
             let cover = Cover { may_end: ends.may_end, walk_dead: false };
             return Some((Walked::StartRun { strings, run, stop, inside }, cover));
         }
