@@ -14,9 +14,10 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
-    classify_kernel_uninterned, classify_literal, classify_literal_chain, compose_kernel, lead_run, offering_rows,
-    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
-    KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
+    compose_kernel, lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes,
+    state_run_class_in, state_run_index, BodyEnds, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo,
+    MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -83,6 +84,9 @@ pub struct KernelStats {
     /// Of `shared`, those found before any walk: a small final state, or a counted string body
     /// that may end and that no token outruns.
     pub shared_early: usize,
+    /// Of `shifted`, those whose differing subtrees took a walked body's frontier
+    /// ([`crate::slice::start_run_cover`]) rather than a walk.
+    pub shifted_walked: usize,
 }
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -129,7 +133,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 7],
+    stats: [AtomicUsize; 8],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -876,8 +880,20 @@ impl CompiledGrammar {
         stack.pop();
         let reference = reference?;
         let vocab_size = self.index.vocab.vocab_size();
-        let own =
-            self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?;
+        // The differing bytes' subtrees are walked, or only a walked body's frontier in them
+        // when `state` covers one from the token start ([`crate::slice::start_run_cover`]).
+        let run = (0..0x80u8).filter(|&x| first.contains(x)).fold(0u128, |m, x| m | 1 << x);
+        let start_run = crate::slice::start_run_cover(a, state, run, &self.cover)
+            .and_then(|(walked, cover)| Some((self.index.walked_body(walked)?, cover)));
+        let own = match start_run {
+            Some((ws, cover)) => self.with_shortcuts(state, |sc| {
+                self.count(7);
+                classify_kernel_from_bytes_walked(a, trie, vocab_size, state, sc, &first, &ws, cover)
+            })?,
+            None => {
+                self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?
+            }
+        };
         // Shifting reads the per-token uncertain lists only.
         if reference.beyond.is_some() || own.beyond.is_some() {
             return Ok(None);
@@ -955,6 +971,7 @@ impl CompiledGrammar {
             excluded: n(4),
             siblings: n(5),
             shared_early: n(6),
+            shifted_walked: n(7),
         }
     }
 

@@ -187,6 +187,16 @@ impl TokenIndex {
                 self.string_index(),
                 strings,
             ),
+            Walked::StartRun { strings, run, stop, inside } => WalkedBody::with_start_run(
+                &self.trie,
+                self.body_slice(),
+                || self.first_chars(),
+                self.string_index(),
+                strings,
+                run,
+                stop,
+                inside,
+            ),
         }
         .map(Arc::new);
         write(&self.walked_bodies).entry(walked).or_insert(built).clone()

@@ -1597,3 +1597,40 @@ fn open_object_key_starts_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
     assert_eq!(checked, docs[0].len() + docs[1].len());
 }
+
+/// Masks along keys of MaskBench `Github_medium---o83286`'s key patterns (a key after `net_` or
+/// `net_abc` refuses a digit after the token's leading letters, a shifted kernel with a walked
+/// body from the token start) equal brute force, and that path is taken.
+#[test]
+fn start_run_shifted_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {"devices": {"type": "object",
+        "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
+        "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
+        "additionalProperties": false}"#;
+    let g = lax_schema_grammar(schema);
+    let pieces: &[&[u8]] = &[
+        b"net", b"_", b"a", b"bc", b"1", b"0", b"drv", b"dir", b"work", b" ", b"\"", b": ", b", ", b"{", b"}", b"x",
+        b"n",
+    ];
+    let mut rng = Rng(0x0833_2860_0036);
+    let mut extra: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    let others = b" 0123456789\":,{}";
+    for _ in 0..3000 {
+        let mut t = vec![others[rng.below(others.len() as u64) as usize]];
+        t.extend((0..rng.below(5)).map(|_| b"abcnet_19 \""[rng.below(11) as usize]));
+        extra.push(t);
+    }
+    extra.extend(
+        ["abc1", "abc", "a1", "bc1x", "c_1", "abc\"", "et_a1", "drv_", "net_ab1"].map(|t| t.as_bytes().to_vec()),
+    );
+    let vocab = pieces_vocab(&mut rng, pieces, 600, extra);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: [&str; 2] = [
+        r#"{"devices": {"net_abc1": 1, "netdrv_a": 2, "net_abc": 3, "netdir_work": 4}}"#,
+        r#"{"devices": {"xnet_ab": 5, "net_a0b1": 6, "net__a": 7}}"#,
+    ];
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(checked > 100);
+    assert!(cg.kernel_stats().shifted_walked > 0, "{:?}", cg.kernel_stats());
+}

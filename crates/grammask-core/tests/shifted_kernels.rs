@@ -130,3 +130,60 @@ fn refuted_class_covers_equal_cover_searches() {
     }
     assert!(covered > 10 && refused > 10, "covered {covered} refused {refused}");
 }
+
+/// Key patterns as MaskBench `Github_medium---o83286` has them: after `net_` (and after
+/// `net_abc`), a key that must not match `net_[a-z]+[0-9]+` refuses a digit after the token's
+/// leading letters.
+const KEY_PATTERNS: &str = r#"{"type": "object", "properties": {"devices": {"type": "object",
+    "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
+    "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
+    "additionalProperties": false}"#;
+
+/// Tokens over the keys' text, most of them starting with a non-letter (so that the letter
+/// subtrees a shift walks hold under a quarter of the trie), plus every printable ASCII byte.
+fn key_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
+    let (letters, others) = (b"netdrvi_abcokpsjw", b" 0123456789_\":,{}.-");
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    let pieces = ["net_", "netdrv_", "netdir_", "abc", "abc1", "a1", "net_a1", "et_", "rv_", "ir_", "work", "\": "];
+    toks.extend(pieces.iter().map(|p| p.as_bytes().to_vec()));
+    for _ in 0..4000 {
+        let mut t = vec![match rng.below(5) {
+            0 => letters[rng.below(letters.len() as u64) as usize],
+            _ => others[rng.below(others.len() as u64) as usize],
+        }];
+        for _ in 0..rng.below(7) {
+            let pool: &[u8] = if rng.below(3) == 0 { others } else { letters };
+            t.push(pool[rng.below(pool.len() as u64) as usize]);
+        }
+        toks.push(t);
+    }
+    toks.sort();
+    toks.dedup();
+    common::raw_vocab_with_stop(toks)
+}
+
+/// The key positions of `KEY_PATTERNS` that refuse a digit after the token's leading letters
+/// shift with a walked body from the token start (`KernelStats::shifted_walked`): each equals the
+/// plain walk. Fails with the walked body undone (the shifted states walk their letter subtrees:
+/// `shifted_walked` stays 0).
+#[test]
+fn start_run_shifted_kernels_equal_plain_walks() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let g =
+        json_schema_to_grammar(KEY_PATTERNS, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let mut rng = Rng(0x0833_2860_5117_0036);
+    let (mut shifted, mut walked) = (0, 0);
+    for _ in 0..2 {
+        let vocab = key_vocab(&mut rng);
+        let cg = CompiledGrammar::new(&g, &vocab).unwrap();
+        for s in 0..cg.automata().states().len() {
+            let s = StateId(s as u32);
+            if let Some(km) = cg.shifted_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
+                shifted += 1;
+            }
+        }
+        walked += cg.kernel_stats().shifted_walked;
+    }
+    assert!(walked >= 8, "{walked} of {shifted} shifted kernels took a walked body");
+}

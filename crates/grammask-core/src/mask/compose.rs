@@ -93,6 +93,50 @@ pub fn classify_kernel_from_bytes(
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
+/// [`classify_kernel_from_bytes`] for a state that covers walked body `ws` (`cover`, see
+/// [`crate::slice::start_run_cover`]): every slice token is read inside the rule (the cover
+/// shows it), and below the root children of `first` only `ws`'s frontier nodes are walked.
+/// The accepted set holds the whole slice: the tokens outside `first` it adds are read alike
+/// from any state they are shifted from ([`shift_kernel`] takes them from its reference).
+///
+/// PERF: a key that must not match `net_[a-z]+[0-9]+`, after `net_` (MaskBench
+/// `Github_medium---o83286`), walked every letter subtree through the run indexes (~1.2 ms on
+/// Llama 3 per `key_N.re` state, five per fill).
+#[allow(clippy::too_many_arguments)]
+pub fn classify_kernel_from_bytes_walked(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    sc: Shortcuts<'_>,
+    first: &ByteSet,
+    ws: &WalkedBody,
+    cover: Cover,
+) -> Result<KernelMask> {
+    let mut never = || false;
+    for interned in [true, false] {
+        let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, usize::MAX, &mut never);
+        let base = Frame::Rows(w.chart.num_rows());
+        w.accepted.or_assign(&ws.slice);
+        let mut done = true;
+        for &c in trie.root_children.iter().filter(|&&c| first.contains(trie.nodes[c as usize].byte)) {
+            // The frontier is in trie order: the nodes of `c`'s subtree are one range.
+            let end = trie.nodes[c as usize].subtree_end;
+            let lo = ws.frontier.partition_point(|f| f.node < c);
+            let hi = ws.frontier.partition_point(|f| f.node < end);
+            if !w.walk_body_frontier(&ws.frontier[lo..hi], cover, sc.follow, base)? {
+                done = false;
+                break;
+            }
+        }
+        if done {
+            let KernelWalk { uncertain, suffixes, accepted, .. } = w;
+            return Ok(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes));
+        }
+    }
+    unreachable!("the stack walk has no memo to fill and is never abandoned")
+}
+
 /// Reads `suffix` from a fresh kernel chart of `t`: `None` if all of it is read (the rule may end
 /// right at its end), else the byte counts `c` after which the rule had ended before the chart
 /// died, where `suffix[c]` is in `follow` (the suffixes `record_uncertain` would keep).

@@ -190,7 +190,7 @@ impl KernelWalk<'_> {
 
     /// Walks the frontier of a body slice that the kernel state covers (`cover`): every node but
     /// the dead ones no rule end can reach (see [`Cover`]). Returns false if abandoned.
-    fn walk_body_frontier(
+    pub(super) fn walk_body_frontier(
         &mut self,
         frontier: &[crate::slice::FrontierNode],
         cover: Cover,

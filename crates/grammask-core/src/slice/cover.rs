@@ -124,6 +124,10 @@ pub enum SliceKey {
     BodyWalking(u128),
     /// The string-body automaton with these short ASCII strings walked ([`super::Walked::Strings`]).
     BodyStrings([u32; super::walked::MAX_WALKED_STRINGS]),
+    /// The string-body automaton with these strings walked, searched from a token start whose
+    /// leading run of `run` characters walks a `stop` character after it
+    /// ([`super::Walked::StartRun`]); `inside`: searched from inside the run.
+    BodyStart { strings: [u32; super::walked::MAX_WALKED_STRINGS], run: u128, stop: u128, inside: bool },
 }
 
 /// A misread: the slice state, the byte, and the path's history ([`History`]) to the misreading
@@ -470,6 +474,18 @@ pub(super) fn cover_search(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Option<Misread>> {
+    cover_search_from(a, s, key, 0, step, memo)
+}
+
+/// [`cover_search`] from slice state `start` (a boundary state; one key searches from one start).
+pub(super) fn cover_search_from(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    start: u8,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Result<Ends, Option<Misread>> {
     let s = memo.substitutes.get(&s).copied().unwrap_or(s);
     let mut slices = memo.slices.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for abstract_returns in [true, false] {
@@ -485,7 +501,7 @@ pub(super) fn cover_search(
         if ex.refused_roots.contains(&root) {
             continue;
         }
-        match search(a, ex, root, &step) {
+        match search(a, ex, root, start, &step) {
             Ok(v) => return v,
             Err(Refused) => ex.refused_roots.push(root),
         }
@@ -493,18 +509,19 @@ pub(super) fn cover_search(
     unreachable!("the search with real return states is never refused")
 }
 
-/// [`cover_search`] from pair `(root, 0)`.
+/// [`cover_search`] from pair `(root, start)`.
 fn search(
     a: &Automata,
     ex: &mut Explored,
     root: u32,
+    start: u8,
     step: &impl Fn(u8, u8) -> Body,
 ) -> Result<Result<Ends, Option<Misread>>, Refused> {
-    if let Some(v) = ex.decided(root, 0) {
-        return Ok(v.map_err(|()| ex.misreads.get(&(root, 0)).copied()));
+    if let Some(v) = ex.decided(root, start) {
+        return Ok(v.map_err(|()| ex.misreads.get(&(root, start)).copied()));
     }
     let mut g = Graph::default();
-    g.pair(root, 0, 0);
+    g.pair(root, start, 0);
     while let Some(p) = g.stack.pop() {
         let (id, b) = g.pairs[p as usize];
         let set = ex.sets[id as usize].clone();

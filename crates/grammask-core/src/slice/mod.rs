@@ -36,7 +36,7 @@ pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, Clas
 pub use cover::{take_cover_pair, with_cover_budget, CoverMemo, Misread, MAX_STATE_COVER_PAIRS};
 pub use run_bases::RunBases;
 pub use run_index::{RunIndex, LEAD_LISTS};
-pub use walked::{walked_cover, FirstChars, StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS};
+pub use walked::{start_run_cover, walked_cover, FirstChars, StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS};
 
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -1001,6 +1001,9 @@ fn walked_body(
     match w {
         Walked::Chars(chars) => WalkedBody::new(trie, body, firsts, chars),
         Walked::Strings(strings) => WalkedBody::with_strings(trie, body, || firsts, index, strings),
+        Walked::StartRun { strings, run, stop, inside } => {
+            WalkedBody::with_start_run(trie, body, || firsts, index, strings, run, stop, inside)
+        }
     }
     .map(std::sync::Arc::new)
 }

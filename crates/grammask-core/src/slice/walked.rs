@@ -15,7 +15,9 @@
 //! `W` character at a character boundary and its own byte is not body text there (a body frontier
 //! node) or is a `W` character at a character boundary.
 use super::body::{body_step, body_table};
-use super::cover::{cover_search, CoverMemo, Misread, SliceKey, HISTORY_CHARS, SLICE_STATES, WIDE_MISREAD};
+use super::cover::{
+    cover_search, cover_search_from, CoverMemo, Misread, SliceKey, HISTORY_CHARS, SLICE_STATES, WIDE_MISREAD,
+};
 use super::{Body, BodySlice, Cover, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -48,6 +50,15 @@ const MAX_PREFIXES: usize = SLICE_STATES - FIRST_PREFIX_STATE as usize;
 pub enum Walked {
     Chars(u128),
     Strings([u32; MAX_WALKED_STRINGS]),
+    /// Strings walked as [`Walked::Strings`], and, from the token's start, a `stop` character
+    /// right after a leading run of `run` characters (`inside`: the token starts inside the run,
+    /// so a `stop` character first is walked too; [`start_run_cover`]).
+    StartRun {
+        strings: [u32; MAX_WALKED_STRINGS],
+        run: u128,
+        stop: u128,
+        inside: bool,
+    },
 }
 
 /// The slice step of walked strings `strings` as a table (see [`FIRST_PREFIX_STATE`]): at a
@@ -90,6 +101,112 @@ fn strings_table(strings: &[u32]) -> Option<Box<[[Body; 256]; SLICE_STATES]>> {
         }
     }
     Some(t)
+}
+
+/// [`strings_table`] with a token start (the state returned): there, a character of `run`
+/// (ASCII body characters) begins a *leading run*, in which a character of `stop` (ASCII body
+/// characters outside `run`) is `Walk`. A leading-run state tracks walked-string prefixes as
+/// its strings-table state does; a byte outside `run` and `stop` leaves the run for that state's
+/// step. `None` when the states do not fit.
+fn start_table(
+    strings: &[u32; MAX_WALKED_STRINGS],
+    run: u128,
+    stop: u128,
+) -> Option<(Box<[[Body; 256]; SLICE_STATES]>, u8)> {
+    let mut t = strings_table(strings)?;
+    let p = prefixes_of(strings).len() as u8;
+    // `start`: the token start; `start + 1 + q`: in the leading run, at strings-table state 0
+    // (q = 0) or at prefix state `FIRST_PREFIX_STATE + q - 1`.
+    let start = FIRST_PREFIX_STATE + p;
+    if usize::from(start + 1 + p) >= SLICE_STATES {
+        return None;
+    }
+    let into_run = |step: Body| match step {
+        Body::To(0) => Body::To(start + 1),
+        Body::To(b) => Body::To(start + 2 + (b - FIRST_PREFIX_STATE)),
+        other => other,
+    };
+    for q in 0..=p {
+        let from = if q == 0 { 0 } else { FIRST_PREFIX_STATE + q - 1 };
+        let mut row = t[usize::from(from)];
+        for x in 0..0x80u8 {
+            if stop >> x & 1 == 1 {
+                row[usize::from(x)] = Body::Walk;
+            } else if run >> x & 1 == 1 {
+                row[usize::from(x)] = into_run(row[usize::from(x)]);
+            }
+        }
+        t[usize::from(start + 1 + q)] = row;
+    }
+    let mut row = t[0];
+    for x in (0..0x80u8).filter(|&x| run >> x & 1 == 1) {
+        row[usize::from(x)] = into_run(row[usize::from(x)]);
+    }
+    t[usize::from(start)] = row;
+    Some((t, start))
+}
+
+/// The ASCII characters the body automaton reads at a boundary and returns to state 0.
+fn ascii_body_chars() -> u128 {
+    (0..0x80u8).filter(|&x| matches!(body_step(0, x), Body::To(0))).fold(0u128, |m, x| m | 1 << x)
+}
+
+/// A walked body ([`Walked::StartRun`]) that kernel state `s` (no rule edges) covers from the
+/// token start, where `run` (ASCII body characters `s` steps on) begins a leading run and `stop`
+/// is what every state one run character from `s` refuses: a key that must not match
+/// `net_[a-z]+[0-9]+`, after `net_`, refuses a digit after the token's leading letters, which no
+/// walked string (all after the token start) captures (MaskBench `Github_medium---o83286`). The
+/// strings are the grammar's seed ([`CoverMemo::strings_seed`]), then none. `None` when no stop
+/// character is found or no search covers.
+pub fn start_run_cover(a: &Automata, s: StateId, run: u128, memo: &CoverMemo) -> Option<(Walked, Cover)> {
+    let body = ascii_body_chars();
+    let run = run & body;
+    if run == 0 || !a.rule_edges(s).is_empty() {
+        return None;
+    }
+    let mut targets: Vec<StateId> = (0..0x80u8).filter(|&x| run >> x & 1 == 1).filter_map(|x| a.step(s, x)).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    // The characters every run target refuses.
+    let stop = body & !run & !targets.iter().fold(0u128, |m, &t| m | ascii_read(a, t));
+    if targets.is_empty() {
+        return None;
+    }
+    let seed = *memo.strings_seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if stop == 0 {
+        // Nothing refused after the run: the seed's strings alone, as a string start takes them.
+        let strings = seed?;
+        let table = strings_table(&strings)?;
+        let slice_step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        let ends = cover_search(a, s, SliceKey::BodyStrings(strings), slice_step, memo).ok()?;
+        return Some((Walked::Strings(strings), Cover { may_end: ends.may_end, walk_dead: false }));
+    }
+    // A state that refuses `stop` itself is inside a run already (`net_abc`): the search starts
+    // in the run.
+    let inside = ascii_read(a, s) & stop == 0;
+    let mut tried: Vec<[u32; MAX_WALKED_STRINGS]> = Vec::new();
+    for strings in seed.into_iter().chain([[0; MAX_WALKED_STRINGS]]) {
+        if tried.contains(&strings) {
+            continue;
+        }
+        tried.push(strings);
+        let Some((table, start)) = start_table(&strings, run, stop) else { continue };
+        let slice_step = move |b: u8, x: u8| table[usize::from(b)][usize::from(x)];
+        let key = SliceKey::BodyStart { strings, run, stop, inside };
+        if let Ok(ends) = cover_search_from(a, s, key, start + u8::from(inside), slice_step, memo) {
+            let cover = Cover { may_end: ends.may_end, walk_dead: false };
+            return Some((Walked::StartRun { strings, run, stop, inside }, cover));
+        }
+    }
+    None
+}
+
+/// A superset of the ASCII bytes the kernel chart of `s` reads: those some item of its row has
+/// an edge on (lookaheads could only refuse more).
+fn ascii_read(a: &Automata, s: StateId) -> u128 {
+    let chart = crate::earley::Chart::with_kernel(a, s);
+    let edges = chart.last_row().iter().flat_map(|it| a.byte_edges(it.state)).filter(|e| e.lo < 0x80);
+    edges.fold(0u128, |m, e| m | (u128::MAX >> (127 - e.hi.min(0x7F))) & (u128::MAX << e.lo))
 }
 
 /// Characters in a packed walked string.
@@ -309,6 +426,53 @@ impl WalkedBody {
             match packed_len(w) {
                 1 => first.extend(firsts().nodes.get(w as usize)?.as_ref()?),
                 _ => first.extend(index.nodes(w)),
+            }
+        }
+        let outer = outermost(trie, first);
+        let lost: usize = outer.iter().map(|&o| trie.subtree_tokens(o).len()).sum();
+        (lost <= body.slice.count_ones() / 4).then(|| WalkedBody::from_outer(trie, body, &outer))
+    }
+}
+
+impl WalkedBody {
+    /// [`Self::with_strings`] with a leading run ([`Walked::StartRun`], [`start_table`]): the
+    /// nodes where a path from the root reads `run` characters (at least one unless `inside`)
+    /// and then a `stop` one are walked too. `None` as for [`Self::with_strings`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_start_run<'a>(
+        trie: &TokenTrie,
+        body: &BodySlice,
+        firsts: impl Fn() -> &'a FirstChars,
+        index: &StringIndex,
+        strings: [u32; MAX_WALKED_STRINGS],
+        run: u128,
+        stop: u128,
+        inside: bool,
+    ) -> Option<WalkedBody> {
+        let ascii_in = |set: u128, x: u8| x < 0x80 && set >> x & 1 == 1;
+        let mut first: Vec<u32> = Vec::new();
+        for w in strings.into_iter().filter(|&w| w != 0) {
+            match packed_len(w) {
+                1 => first.extend(firsts().nodes.get(w as usize)?.as_ref()?),
+                _ => first.extend(index.nodes(w)),
+            }
+        }
+        if inside {
+            first.extend(trie.root_children.iter().filter(|&&c| ascii_in(stop, trie.nodes[c as usize].byte)));
+        }
+        for &c in trie.root_children.iter().filter(|&&c| ascii_in(run, trie.nodes[c as usize].byte)) {
+            let end = trie.nodes[c as usize].subtree_end as usize;
+            let mut i = c as usize + 1;
+            while i < end {
+                let n = &trie.nodes[i];
+                if ascii_in(run, n.byte) {
+                    i += 1;
+                    continue;
+                }
+                if ascii_in(stop, n.byte) {
+                    first.push(i as u32);
+                }
+                i = n.subtree_end as usize;
             }
         }
         let outer = outermost(trie, first);
