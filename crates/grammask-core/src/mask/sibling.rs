@@ -27,7 +27,9 @@
 //! through calls), the rules they call (the same states, within one grammar) and the rule's
 //! FOLLOW set. [`sibling_key`] lists exactly that with the dropped edges left out: the own-rule
 //! states reachable from the kernel state, numbered in discovery order, each with its finality,
-//! its byte edges and its rule edges (rule, callee start, return state); plus FOLLOW. Equal keys
+//! its byte edges and its rule edges (rule, callee start, return state); plus FOLLOW where one of
+//! them is final (FOLLOW filters rule ends only; the states after a dropped edge are not final
+//! and no token passes the tree's `"`, so none ends the rule there). Equal keys
 //! (compared in full, not by hash) mean automata equal up to dropped edges, hence equal
 //! classifications.
 //!
@@ -256,6 +258,13 @@ pub fn sibling_key(a: &Automata, edges: &SiblingEdges, follow: &ByteSet, state: 
         }
         words.push(u64::MAX - 1);
         k += 1;
+    }
+    // FOLLOW is read only where the kernel's rule ends (an own-rule item of origin 0 completes):
+    // with no final state listed, no token ends it, so kernels of rules that differ in FOLLOW
+    // alone are equal (an object's first key start in `root` and in `obj.N_0_0`).
+    let nwords = follow.words().len();
+    if !order.iter().any(|&s| a.state(s).is_final) {
+        words[..nwords].fill(0);
     }
     met_dropped.then(|| words.into())
 }
