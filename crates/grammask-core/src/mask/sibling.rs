@@ -145,6 +145,17 @@ impl SiblingEdges {
         self.rules.get(r.index()).copied().unwrap_or(false)
     }
 
+    /// The bytes of `q`'s byte edges but its dropped ones: a kernel chart of `q` reads the
+    /// tokens whose first byte is dropped through a callee as well (see the module doc).
+    pub fn kept_bytes(&self, a: &Automata, q: StateId) -> ByteSet {
+        let dropped = self.dropped.get(&q).copied().unwrap_or_default();
+        let mut kept = ByteSet::default();
+        for e in a.byte_edges(q).iter().filter(|e| !(e.lo == e.hi && dropped.contains(e.lo))) {
+            kept.insert_range(e.lo, e.hi);
+        }
+        kept
+    }
+
     pub fn memory_size(&self) -> usize {
         self.dropped.len() * 48 + self.rules.len()
     }
