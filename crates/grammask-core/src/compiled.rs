@@ -798,14 +798,13 @@ impl CompiledGrammar {
             Some(edges) => edges.kept_bytes(a, state),
             None => state_bytes(a, state),
         };
-        let own = match first == ByteSet::default() {
-            true => None,
-            false => {
-                let vocab_size = self.index.vocab.vocab_size();
-                Some(self.with_shortcuts(state, |sc| {
-                    classify_kernel_from_bytes(a, &self.index.trie, vocab_size, state, sc, &first)
-                })?)
-            }
+        let own = if first == ByteSet::default() {
+            None
+        } else {
+            let vocab_size = self.index.vocab.vocab_size();
+            Some(self.with_shortcuts(state, |sc| {
+                classify_kernel_from_bytes(a, &self.index.trie, vocab_size, state, sc, &first)
+            })?)
         };
         let follow = self.follow()[a.state(state).rule.index()];
         compose_kernel(a, self.index.vocab.vocab_size(), &follow, own, &continuations, &callees).map(Some)
