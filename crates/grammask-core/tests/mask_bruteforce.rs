@@ -1285,6 +1285,41 @@ fn sibling_kernel_masks_match_brute_force() {
     assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
 }
 
+/// Sibling kernels whose dropped keys share a prefix (`mask/sibling.rs`, `literal_tree`): an open
+/// object of 70 optional properties `kNN_x` in schema order, whose rules are chained several
+/// properties to an automaton, so each key start after `"` reads a tree of keys (`k` then the
+/// digits) beside the extra-key call; the first key start (`{"`) is in `root` (FOLLOW: none), the
+/// later ones in `obj.N_0_0` rules: their keys leave FOLLOW out (no listed state is final). Masks
+/// at every byte equal brute force on a small vocabulary whose `k07_x":` keeps one tree (a share
+/// across it gives a wrong mask at `{"`) and on Llama 3 along one key. Fails with `sibling.rs`
+/// as it was before the trees and FOLLOW left out (the `siblings` count: 176 there, 212 here).
+/// The key starts are composed (70 keys), without walks below their dropped first bytes.
+#[test]
+fn sibling_key_trees_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let props: Vec<String> = (0..70).map(|i| format!("\"k{i:02}_x\": {{\"type\": \"integer\"}}")).collect();
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let docs: [&[u8]; 3] =
+        [br#"{"k07_x": 1,"k30_x": 2}"#, br#"{"k1": 1, "k39_x":3,"zz": 4}"#, br#"{"q": 1,"k07_x":2}"#];
+    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
+    let more: [&[u8]; 8] = [b"k07_x\":", b"k0", b"k1", b"_x\"", b"{\"", b"\"k", b"\": ", b"x\":"];
+    toks.extend(more.iter().map(|t| t.to_vec()));
+    toks.push(b"</s>".to_vec());
+    let stop = (toks.len() - 1) as u32;
+    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
+    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    // 176 without the trees and FOLLOW left out, 212 with them.
+    assert!(cg.kernel_stats().siblings >= 200, "{:?}", cg.kernel_stats());
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[br#"{"k07_x":1}"#]);
+    assert_eq!(checked, 11);
+}
+
 /// String bodies that refuse some text of a few ASCII characters (`slice/walked.rs`): a
 /// `patternProperties` key `^(/[^/]+)+$` (MaskBench `Github_hard---o12499`; after `{"/` it
 /// refuses `//` and `/"`), a value pattern refusing `.` twice in a row and `,`, one refusing a

@@ -10,14 +10,15 @@
 //! "\"" ... ws "," ws)`. The rules differ only in the literal `key_k"` beside the call of the
 //! excluded-key rule `key_not_in`, which reads every key text but finitely many words.
 //!
-//! **Dropped edges.** A byte edge `q --l1--> ...` is *dropped* when it starts a chain of literal
-//! states ([`literal_byte`]: one byte, no rule edges, not final) reading `l = l1..ln` up to the
-//! first `"` after `l1` (a key and its closing quote); some callee of `q` reads `l1..l(n-1)`
-//! without its rule ending ([`Inside::reads_text`]; for a key, the extra-key rule `"` `key_not_in`,
-//! whose excluded-words rule reads any string text, as every string extends past its finitely
-//! many words); and no token of the vocabulary contains `l`. Then removing the edge changes no
-//! kernel classification: a token read through the chain cannot reach its end (it would contain
-//! `l`), so it ends inside the chain, accepted (the chain's states are neither final nor call
+//! **Dropped edges.** A byte edge `q --l1--> ...` is *dropped* when it starts a tree of literal
+//! states ([`literal_tree`]: single bytes, no rule edges, not final; one chain per key, or keys
+//! sharing a prefix) whose every path reads some `l = l1..ln` up to the first `"` after `l1` (a
+//! key and its closing quote) such that some callee of `q` reads `l1..l(n-1)` without its rule
+//! ending ([`Inside::reads_text`]; for a key, the extra-key rule `"` `key_not_in`, whose
+//! excluded-words rule reads any string text, as every string extends past its finitely many
+//! words) and no token of the vocabulary contains `l`. Then removing the edge changes no kernel
+//! classification: a token read through the tree cannot reach a path's end (it would contain
+//! that `l`), so it ends inside a path, accepted (the tree's states are neither final nor call
 //! anything: no rule end on the way); and the callee, predicted in the same row as `q`, reads the
 //! same bytes and stays alive, so it accepts the token as well.
 //!
@@ -26,13 +27,14 @@
 //! through calls), the rules they call (the same states, within one grammar) and the rule's
 //! FOLLOW set. [`sibling_key`] lists exactly that with the dropped edges left out: the own-rule
 //! states reachable from the kernel state, numbered in discovery order, each with its finality,
-//! its byte edges and its rule edges (rule, callee start, return state); plus FOLLOW. Equal keys
+//! its byte edges and its rule edges (rule, callee start, return state); plus FOLLOW where one of
+//! them is final (FOLLOW filters rule ends only; the states after a dropped edge are not final
+//! and no token passes the tree's `"`, so none ends the rule there). Equal keys
 //! (compared in full, not by hash) mean automata equal up to dropped edges, hence equal
 //! classifications.
 //!
 //! PERF: `Github_hard---o30633` (94 optional properties, open) took ~13 ms on Llama 3 after its
 //! first `,`: 188 new kernels (~60-75 us each) that are two classifications.
-use super::literal_byte;
 use crate::compiler::{Automata, StateId};
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
@@ -111,15 +113,18 @@ impl SiblingEdges {
             }
             let mut bytes = ByteSet::default();
             for e in a.byte_edges(q).iter().filter(|e| e.lo == e.hi) {
-                let Some(l) = literal_chain(a, e.lo, e.target, max_depth) else { continue };
-                // The chain's text but its last byte, read by some callee of `q`.
-                let mut budget = READS_ALIVE_BUDGET;
-                let before_end = &l[..l.len() - 1];
-                let shadowed = a.rule_edges(q).iter().any(|&(r, _)| {
-                    let inside = Inside { a, is_excluded: &is_excluded };
-                    inside.reads_text(r, a.callee_start(q, r), before_end, CALL_DEPTH, &mut budget)
+                let Some(paths) = literal_tree(a, e.lo, e.target, max_depth) else { continue };
+                // Every path's text but its last byte, read by some callee of `q`; no path in a token.
+                let dropped = paths.iter().all(|l| {
+                    let mut budget = READS_ALIVE_BUDGET;
+                    let before_end = &l[..l.len() - 1];
+                    let shadowed = a.rule_edges(q).iter().any(|&(r, _)| {
+                        let inside = Inside { a, is_excluded: &is_excluded };
+                        inside.reads_text(r, a.callee_start(q, r), before_end, CALL_DEPTH, &mut budget)
+                    });
+                    shadowed && (l.len() > max_depth as usize || !contains(l))
                 });
-                if shadowed && (l.len() > max_depth as usize || !contains(&l)) {
+                if dropped {
                     bytes.insert_range(e.lo, e.lo);
                 }
             }
@@ -140,6 +145,17 @@ impl SiblingEdges {
         self.rules.get(r.index()).copied().unwrap_or(false)
     }
 
+    /// The bytes of `q`'s byte edges but its dropped ones: a kernel chart of `q` reads the
+    /// tokens whose first byte is dropped through a callee as well (see the module doc).
+    pub fn kept_bytes(&self, a: &Automata, q: StateId) -> ByteSet {
+        let dropped = self.dropped.get(&q).copied().unwrap_or_default();
+        let mut kept = ByteSet::default();
+        for e in a.byte_edges(q).iter().filter(|e| !(e.lo == e.hi && dropped.contains(e.lo))) {
+            kept.insert_range(e.lo, e.hi);
+        }
+        kept
+    }
+
     pub fn memory_size(&self) -> usize {
         self.dropped.len() * 48 + self.rules.len()
     }
@@ -154,20 +170,39 @@ fn is_text(b: u8) -> bool {
     (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'
 }
 
-/// The bytes `first` and the chain of literal states from `next` ([`literal_byte`]) read, up to
-/// and including the first `"` after `first`; `None` where a state that is not a literal comes
-/// first. Cut after `max_depth + 1` bytes (no token reads that far).
-fn literal_chain(a: &Automata, first: u8, next: StateId, max_depth: u32) -> Option<Vec<u8>> {
-    let (mut l, mut s) = (vec![first], next);
-    while l.len() <= max_depth as usize {
-        let b = literal_byte(a, s)?;
-        l.push(b);
-        if b == b'"' {
-            return Some(l);
+/// Paths a [`literal_tree`] lists at most; past them the edge is kept.
+const TREE_PATHS: usize = 256;
+
+/// The texts that `first` and the literal states from `next` read, each up to and including its
+/// first `"` after `first`, or cut after `max_depth + 1` bytes (no token reads that far): a
+/// literal state here reads single bytes only (one or several: keys sharing a prefix), calls
+/// nothing and is not final; `None` where another state comes first, or past [`TREE_PATHS`]
+/// paths. A token read through the edge ends inside one of these texts or contains one.
+fn literal_tree(a: &Automata, first: u8, next: StateId, max_depth: u32) -> Option<Vec<Vec<u8>>> {
+    let (mut paths, mut todo) = (Vec::new(), vec![(vec![first], next)]);
+    while let Some((l, s)) = todo.pop() {
+        if l.len() > max_depth as usize {
+            paths.push(l);
+        } else {
+            let edges = a.byte_edges(s);
+            let literal = !edges.is_empty() && a.rule_edges(s).is_empty() && !a.state(s).is_final;
+            if !literal || edges.iter().any(|e| e.lo != e.hi) {
+                return None;
+            }
+            for e in edges {
+                let mut l = l.clone();
+                l.push(e.lo);
+                match e.lo {
+                    b'"' => paths.push(l),
+                    _ => todo.push((l, e.target)),
+                }
+            }
         }
-        s = a.byte_edges(s)[0].target;
+        if paths.len() + todo.len() > TREE_PATHS {
+            return None;
+        }
     }
-    Some(l)
+    Some(paths)
 }
 
 /// Derivations inside a callee, for [`SiblingEdges::new`].
@@ -234,6 +269,13 @@ pub fn sibling_key(a: &Automata, edges: &SiblingEdges, follow: &ByteSet, state: 
         }
         words.push(u64::MAX - 1);
         k += 1;
+    }
+    // FOLLOW is read only where the kernel's rule ends (an own-rule item of origin 0 completes):
+    // with no final state listed, no token ends it, so kernels of rules that differ in FOLLOW
+    // alone are equal (an object's first key start in `root` and in `obj.N_0_0`).
+    let nwords = follow.words().len();
+    if !order.iter().any(|&s| a.state(s).is_final) {
+        words[..nwords].fill(0);
     }
     met_dropped.then(|| words.into())
 }
