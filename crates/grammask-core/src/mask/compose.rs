@@ -73,24 +73,7 @@ pub fn classify_kernel_from_bytes(
     sc: Shortcuts<'_>,
     first: &ByteSet,
 ) -> Result<KernelMask> {
-    let mut never = || false;
-    for interned in [true, false] {
-        let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, usize::MAX, &mut never);
-        let base = Frame::Rows(w.chart.num_rows());
-        let mut done = true;
-        for &c in trie.root_children.iter().filter(|&&c| first.contains(trie.nodes[c as usize].byte)) {
-            let end = trie.nodes[c as usize].subtree_end as usize;
-            if !w.walk(c as usize, end, base)? {
-                done = false;
-                break;
-            }
-        }
-        if done {
-            let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-            return Ok(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes));
-        }
-    }
-    unreachable!("the stack walk has no memo to fill and is never abandoned")
+    classify_first_bytes(a, trie, vocab_size, state, sc, first, None)
 }
 
 /// [`classify_kernel_from_bytes`] for a state that covers walked body `ws` (`cover`, see
@@ -113,18 +96,40 @@ pub fn classify_kernel_from_bytes_walked(
     ws: &WalkedBody,
     cover: Cover,
 ) -> Result<KernelMask> {
+    classify_first_bytes(a, trie, vocab_size, state, sc, first, Some((ws, cover)))
+}
+
+/// The walk of both functions above: each root child in `first`, its whole subtree, or only
+/// `walked`'s frontier nodes below it.
+fn classify_first_bytes(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    sc: Shortcuts<'_>,
+    first: &ByteSet,
+    walked: Option<(&WalkedBody, Cover)>,
+) -> Result<KernelMask> {
     let mut never = || false;
     for interned in [true, false] {
         let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, usize::MAX, &mut never);
         let base = Frame::Rows(w.chart.num_rows());
-        w.accepted.or_assign(&ws.slice);
+        if let Some((ws, _)) = walked {
+            w.accepted.or_assign(&ws.slice);
+        }
         let mut done = true;
         for &c in trie.root_children.iter().filter(|&&c| first.contains(trie.nodes[c as usize].byte)) {
-            // The frontier is in trie order: the nodes of `c`'s subtree are one range.
             let end = trie.nodes[c as usize].subtree_end;
-            let lo = ws.frontier.partition_point(|f| f.node < c);
-            let hi = ws.frontier.partition_point(|f| f.node < end);
-            if !w.walk_body_frontier(&ws.frontier[lo..hi], cover, sc.follow, base)? {
+            let read = match walked {
+                None => w.walk(c as usize, end as usize, base)?,
+                Some((ws, cover)) => {
+                    // The frontier is in trie order: the nodes of `c`'s subtree are one range.
+                    let lo = ws.frontier.partition_point(|f| f.node < c);
+                    let hi = ws.frontier.partition_point(|f| f.node < end);
+                    w.walk_body_frontier(&ws.frontier[lo..hi], cover, sc.follow, base)?
+                }
+            };
+            if !read {
                 done = false;
                 break;
             }
