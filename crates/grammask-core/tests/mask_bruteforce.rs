@@ -1253,27 +1253,10 @@ fn sibling_kernel_masks_match_brute_force() {
         br#"{"beta": 1, "bet": 2,"id": 3,"idx":4,"name": 5,"inner": {"two": 2,"p5": 1}}"#,
         br#"{"type": 1,"ty": 2,"inner":{"one":1,"two":2,"x12abqrs":5,"six":3,"p12":4}}"#,
     ];
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
-    let more: [&[u8]; 13] = [
-        b"\"gamma\":",
-        b"\"gamma",
-        b"ma\"",
-        b"\"o",
-        b"\"t",
-        b"\"s",
-        b"\"x",
-        b"\"p",
-        b"\"a",
-        b"\"g",
-        b", \"",
-        b"\":",
-        b"id\"",
-    ];
-    toks.extend(more.iter().map(|t| t.to_vec()));
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
-    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let small = ascii_vocab(
+        &["\"gamma\":", "\"gamma", "ma\"", "\"o", "\"t", "\"s", "\"x", "\"p", "\"a", "\"g", ", \"", "\":", "id\""],
+        &[],
+    );
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
     assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
@@ -1302,13 +1285,7 @@ fn sibling_key_trees_match_brute_force() {
     let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
     let docs: [&[u8]; 3] =
         [br#"{"k07_x": 1,"k30_x": 2}"#, br#"{"k1": 1, "k39_x":3,"zz": 4}"#, br#"{"q": 1,"k07_x":2}"#];
-    let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
-    let more: [&[u8]; 8] = [b"k07_x\":", b"k0", b"k1", b"_x\"", b"{\"", b"\"k", b"\": ", b"x\":"];
-    toks.extend(more.iter().map(|t| t.to_vec()));
-    toks.push(b"</s>".to_vec());
-    let stop = (toks.len() - 1) as u32;
-    let opts = VocabularyOptions { stop_token_ids: Some(vec![stop]), ..Default::default() };
-    let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+    let small = ascii_vocab(&["k07_x\":", "k0", "k1", "_x\"", "{\"", "\"k", "\": ", "x\":"], &[]);
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
     assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
