@@ -16,7 +16,7 @@ use crate::mask::{
     class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
     classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
     compose_kernel, lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes,
-    state_run_class_in, state_run_index, BodyEnds, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo,
+    state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo,
     MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
@@ -127,8 +127,8 @@ pub struct CompiledGrammar {
     completion: OnceLock<Arc<crate::budget::Completion>>,
     /// The allowed tokens of each token edge set (empty without token expressions).
     token_masks: crate::token_edges::TokenMasks,
-    /// The edges sibling keys leave out, found on the first kernel classification (`None`:
-    /// no sibling keys in this grammar).
+    /// The edges sibling keys leave out: states indexed by rule on the first kernel
+    /// classification, each rule's found when a kernel of it is (`None`: no sibling keys here).
     sibling_edges: OnceLock<Option<SiblingEdges>>,
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
@@ -426,28 +426,35 @@ impl CompiledGrammar {
 
     /// The key under which `state` finds the kernel of a sibling ([`sibling_key`]), if any.
     fn sibling_key(&self, state: StateId) -> Option<Box<[u64]>> {
-        let edges = self.sibling_edges()?;
         let rule = self.automata.state(state).rule;
-        if !edges.applies(rule) {
-            return None;
-        }
-        sibling_key(&self.automata, edges, &self.follow()[rule.index()], state)
+        self.with_sibling_edges(|edges, with| {
+            if !edges.applies(&self.automata, rule, with) {
+                return None;
+            }
+            sibling_key(&self.automata, edges, with, &self.follow()[rule.index()], state)
+        })?
     }
 
-    /// The edges that [`sibling_key`]s leave out, where the grammar has any: it records
-    /// excluded-words rules (open objects) and has no lookaheads or budgets (which the key does
-    /// not describe).
+    /// `f` of the [`SiblingEdges`] and what finding them reads, where the grammar has them.
+    fn with_sibling_edges<T>(&self, f: impl FnOnce(&SiblingEdges, &DropRules) -> T) -> Option<T> {
+        let edges = self.sibling_edges()?;
+        let excluded = self.grammar.excluded_words()?;
+        let contains = |l: &[u8]| self.index.quote_ends().some_token_contains(l);
+        Some(f(edges, &DropRules { excluded, max_depth: self.index.trie.max_depth, contains: &contains }))
+    }
+
+    /// The edges that [`sibling_key`]s leave out (found rule by rule), where the grammar may
+    /// have some: it records excluded-words rules (open objects) and has no lookaheads or
+    /// budgets (which the key does not describe).
     fn sibling_edges(&self) -> Option<&SiblingEdges> {
         let a = &self.automata;
         let build = || {
-            let excluded = self.grammar.excluded_words()?;
+            self.grammar.excluded_words()?;
             let budgets = !a.budgets().is_empty() || a.rec_budgets().is_some() || a.char_budgets().is_some();
             if a.has_lookahead() || budgets {
                 return None;
             }
-            let contains = |l: &[u8]| self.index.quote_ends().some_token_contains(l);
-            let edges = SiblingEdges::new(a, excluded, self.index.trie.max_depth, &contains);
-            (!edges.is_empty()).then_some(edges)
+            Some(SiblingEdges::new(a))
         };
         self.sibling_edges.get_or_init(build).as_ref()
     }
@@ -813,10 +820,9 @@ impl CompiledGrammar {
         // (accepted in its kernel), so its first byte needs no walk of its own.
         // PERF: MaskBench o30633's first key start (`{"`) walked the trie below `a`, through the
         // literal keys and the extra-key call, ~3.7 M instructions on Llama 3.
-        let first = match self.sibling_edges() {
-            Some(edges) => edges.kept_bytes(a, state),
-            None => state_bytes(a, state),
-        };
+        let first = self
+            .with_sibling_edges(|edges, with| edges.kept_bytes(a, state, with))
+            .unwrap_or_else(|| state_bytes(a, state));
         let own = if first == ByteSet::default() {
             None
         } else {

@@ -65,7 +65,7 @@ pub use runs::{
     ascii_loop, class_covers, refute_states_read, run_class_candidates, state_run_class, state_run_class_in,
     state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
-pub use sibling::{sibling_key, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
+pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
 use walk::*;
 

@@ -36,10 +36,10 @@
 //! PERF: `Github_hard---o30633` (94 optional properties, open) took ~13 ms on Llama 3 after its
 //! first `,`: 188 new kernels (~60-75 us each) that are two classifications.
 use crate::compiler::{Automata, StateId};
-use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::grammar::{ExcludedWords, RuleId};
 use crate::vocab::Vocabulary;
+use std::sync::OnceLock;
 
 /// Own-rule states a [`sibling_key`] lists at most; past them there is no key.
 pub const SIBLING_KEY_STATES: usize = 64;
@@ -86,69 +86,75 @@ impl QuoteEnds {
     }
 }
 
-/// The dropped edges of a grammar (see the module doc): per state, the bytes of its dropped
-/// edges; and per rule, whether one of its states has one (only kernels of those rules take a
-/// [`sibling_key`]).
-#[derive(Debug, Default)]
+/// The dropped edges of a grammar (see the module doc), found rule by rule on first ask: per
+/// state, the bytes of its dropped edges; a kernel reads only those of its own rule's states
+/// ([`sibling_key`], [`Self::kept_bytes`]).
+/// PERF: finding them for every state at the first kernel was ~109 M instructions of MaskBench
+/// o44208's compile (320k states, 21k rules, most of them any-order key sets that no first mask
+/// reaches).
+#[derive(Debug)]
 pub struct SiblingEdges {
-    dropped: FastMap<StateId, ByteSet>,
-    rules: Vec<bool>,
+    /// The states of rule `r`: `states[end[r - 1]..end[r]]` (`end[-1]` = 0), ascending.
+    end: Vec<u32>,
+    states: Vec<StateId>,
+    /// Per rule, its states' dropped edges, set on first ask.
+    dropped: Vec<OnceLock<RuleDropped>>,
+}
+
+/// The states of one rule with dropped edges, ascending, each with the bytes of those edges.
+type RuleDropped = Box<[(StateId, ByteSet)]>;
+
+/// What finding a state's dropped edges reads besides the automata: the grammar's
+/// excluded-words rules, the longest token's length and whether some token contains a text
+/// (ending in `"`; asked only for texts no longer than `max_depth` bytes, as no token reads a
+/// longer one).
+pub struct DropRules<'a> {
+    pub excluded: &'a ExcludedWords,
+    pub max_depth: u32,
+    pub contains: &'a dyn Fn(&[u8]) -> bool,
 }
 
 impl SiblingEdges {
-    /// The dropped edges of `a`, whose excluded-words rules are `excluded`. `contains(l)`: whether
-    /// some token contains `l` (ending in `"`); it is asked only for chains no longer than
-    /// `max_depth` bytes (the longest token), as no token reads a longer one.
-    pub fn new(
-        a: &Automata,
-        excluded: &ExcludedWords,
-        max_depth: u32,
-        contains: &dyn Fn(&[u8]) -> bool,
-    ) -> SiblingEdges {
-        let is_excluded = |r: RuleId| r == excluded.any || excluded.rules.binary_search_by_key(&r, |e| e.0).is_ok();
-        let mut edges = SiblingEdges { dropped: FastMap::default(), rules: vec![false; a.num_rules()] };
-        for q in (0..a.states().len() as u32).map(StateId) {
-            if a.rule_edges(q).is_empty() {
-                continue;
-            }
-            let mut bytes = ByteSet::default();
-            for e in a.byte_edges(q).iter().filter(|e| e.lo == e.hi) {
-                let Some(paths) = literal_tree(a, e.lo, e.target, max_depth) else { continue };
-                // Every path's text but its last byte, read by some callee of `q`; no path in a token.
-                let dropped = paths.iter().all(|l| {
-                    let mut budget = READS_ALIVE_BUDGET;
-                    let before_end = &l[..l.len() - 1];
-                    let shadowed = a.rule_edges(q).iter().any(|&(r, _)| {
-                        let inside = Inside { a, is_excluded: &is_excluded };
-                        inside.reads_text(r, a.callee_start(q, r), before_end, CALL_DEPTH, &mut budget)
-                    });
-                    shadowed && (l.len() > max_depth as usize || !contains(l))
-                });
-                if dropped {
-                    bytes.insert_range(e.lo, e.lo);
-                }
-            }
-            if bytes != ByteSet::default() {
-                edges.dropped.insert(q, bytes);
-                edges.rules[a.state(q).rule.index()] = true;
-            }
+    /// The index of `a`'s states by rule; no dropped edge is found yet.
+    pub fn new(a: &Automata) -> SiblingEdges {
+        let rules = a.num_rules();
+        let mut end = vec![0u32; rules + 1];
+        for st in a.states() {
+            end[st.rule.index() + 1] += 1;
         }
-        edges
+        for r in 0..rules {
+            end[r + 1] += end[r];
+        }
+        let mut at = end[..rules].to_vec();
+        let mut states = vec![StateId(0); a.states().len()];
+        for (s, st) in a.states().iter().enumerate() {
+            let slot = &mut at[st.rule.index()];
+            states[*slot as usize] = StateId(s as u32);
+            *slot += 1;
+        }
+        end.remove(0);
+        let mut dropped = Vec::new();
+        dropped.resize_with(rules, OnceLock::new);
+        SiblingEdges { end, states, dropped }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.dropped.is_empty()
+    /// The dropped edges of rule `r`'s states, by state (found on the first ask).
+    pub fn of_rule(&self, a: &Automata, r: RuleId, with: &DropRules) -> &[(StateId, ByteSet)] {
+        let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
+        let states = &self.states[from..self.end[r.index()] as usize];
+        self.dropped[r.index()]
+            .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_bytes(a, q, with)?))).collect())
     }
 
-    /// Whether kernels of rule `r` take a [`sibling_key`].
-    pub fn applies(&self, r: RuleId) -> bool {
-        self.rules.get(r.index()).copied().unwrap_or(false)
+    /// Whether kernels of rule `r` take a [`sibling_key`]: one of its states has a dropped edge.
+    pub fn applies(&self, a: &Automata, r: RuleId, with: &DropRules) -> bool {
+        !self.of_rule(a, r, with).is_empty()
     }
 
     /// The bytes of `q`'s byte edges but its dropped ones: a kernel chart of `q` reads the
     /// tokens whose first byte is dropped through a callee as well (see the module doc).
-    pub fn kept_bytes(&self, a: &Automata, q: StateId) -> ByteSet {
-        let dropped = self.dropped.get(&q).copied().unwrap_or_default();
+    pub fn kept_bytes(&self, a: &Automata, q: StateId, with: &DropRules) -> ByteSet {
+        let dropped = dropped_at(self.of_rule(a, a.state(q).rule, with), q);
         let mut kept = ByteSet::default();
         for e in a.byte_edges(q).iter().filter(|e| !(e.lo == e.hi && dropped.contains(e.lo))) {
             kept.insert_range(e.lo, e.hi);
@@ -157,8 +163,41 @@ impl SiblingEdges {
     }
 
     pub fn memory_size(&self) -> usize {
-        self.dropped.len() * 48 + self.rules.len()
+        let found: usize = self.dropped.iter().filter_map(OnceLock::get).map(|d| d.len() * 36).sum();
+        (self.end.len() + self.states.len()) * 4 + self.dropped.len() * 24 + found
     }
+}
+
+/// The bytes of `q`'s dropped edges in a rule's list ([`SiblingEdges::of_rule`]); empty when none.
+fn dropped_at(list: &[(StateId, ByteSet)], q: StateId) -> ByteSet {
+    list.binary_search_by_key(&q, |d| d.0).map_or_else(|_| ByteSet::default(), |k| list[k].1)
+}
+
+/// The bytes of state `q`'s dropped edges (see the module doc), `None` when it has none.
+fn dropped_bytes(a: &Automata, q: StateId, with: &DropRules) -> Option<ByteSet> {
+    if a.rule_edges(q).is_empty() {
+        return None;
+    }
+    let excluded = with.excluded;
+    let is_excluded = |r: RuleId| r == excluded.any || excluded.rules.binary_search_by_key(&r, |e| e.0).is_ok();
+    let mut bytes = ByteSet::default();
+    for e in a.byte_edges(q).iter().filter(|e| e.lo == e.hi) {
+        let Some(paths) = literal_tree(a, e.lo, e.target, with.max_depth) else { continue };
+        // Every path's text but its last byte, read by some callee of `q`; no path in a token.
+        let dropped = paths.iter().all(|l| {
+            let mut budget = READS_ALIVE_BUDGET;
+            let before_end = &l[..l.len() - 1];
+            let shadowed = a.rule_edges(q).iter().any(|&(r, _)| {
+                let inside = Inside { a, is_excluded: &is_excluded };
+                inside.reads_text(r, a.callee_start(q, r), before_end, CALL_DEPTH, &mut budget)
+            });
+            shadowed && (l.len() > with.max_depth as usize || !(with.contains)(l))
+        });
+        if dropped {
+            bytes.insert_range(e.lo, e.lo);
+        }
+    }
+    (bytes != ByteSet::default()).then_some(bytes)
 }
 
 /// Calls nested at most, and states stepped at most, by one [`Inside::reads_text`] search.
@@ -237,7 +276,15 @@ impl Inside<'_> {
 /// without `edges`' dropped edges, numbered in discovery order, with their finality, byte edges
 /// and rule edges, after the FOLLOW set `follow` of the rule. `None` past [`SIBLING_KEY_STATES`]
 /// states, or when no dropped edge is among them.
-pub fn sibling_key(a: &Automata, edges: &SiblingEdges, follow: &ByteSet, state: StateId) -> Option<Box<[u64]>> {
+pub fn sibling_key(
+    a: &Automata,
+    edges: &SiblingEdges,
+    with: &DropRules,
+    follow: &ByteSet,
+    state: StateId,
+) -> Option<Box<[u64]>> {
+    // Own-rule states only: the rule's dropped edges are all the key leaves out.
+    let own = edges.of_rule(a, a.state(state).rule, with);
     let mut order = vec![state];
     let mut words: Vec<u64> = follow.words().to_vec();
     // A key without dropped edges would only find the state itself.
@@ -256,7 +303,7 @@ pub fn sibling_key(a: &Automata, edges: &SiblingEdges, follow: &ByteSet, state: 
     let mut k = 0;
     while k < order.len() {
         let s = order[k];
-        let dropped = edges.dropped.get(&s).copied().unwrap_or_default();
+        let dropped = dropped_at(own, s);
         met_dropped |= dropped != ByteSet::default();
         words.push(u64::from(a.state(s).is_final));
         for e in a.byte_edges(s).iter().filter(|e| !(e.lo == e.hi && dropped.contains(e.lo))) {
