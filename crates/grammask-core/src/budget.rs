@@ -3559,6 +3559,35 @@ mod tests {
     }
 
     #[test]
+    fn state_sets_hold_what_a_hash_set_holds_across_resets_and_epoch_wraps() {
+        let mut set = StateSet::default();
+        let mut x: u32 = 12345;
+        for round in 0..6 {
+            if round == 3 {
+                // The next reset wraps the epoch: every stale stamp must be forgotten.
+                set.epoch = u32::MAX;
+            }
+            set.reset(64);
+            let mut want = std::collections::HashMap::new();
+            for _ in 0..200 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let q = (x >> 16) % 64;
+                let new = want.len() as u32;
+                let got = set.index(q, new);
+                match want.get(&q) {
+                    Some(&v) => assert_eq!(got, Ok(v), "round {round}, state {q}"),
+                    None => {
+                        assert_eq!(got, Err(new), "round {round}, state {q}");
+                        want.insert(q, new);
+                    }
+                }
+                assert!(!set.insert(q));
+                assert_eq!(set.len, want.len());
+            }
+        }
+    }
+
+    #[test]
     fn class_bits_equal_the_classes_of_every_byte() {
         for lo in 0..=255u8 {
             for hi in lo..=255u8 {
