@@ -48,6 +48,75 @@ use crate::fasthash::FastMap;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 
+/// A set of automaton states for [`Completion`]'s searches, emptied in O(1) (a state is in it
+/// when its stamp is the current epoch), with a value per state for [`StateSet::index`].
+/// PERF: the region, stay and ball searches of a counted string's positions (sp_97) visit
+/// hundreds of states each; their hash sets, grown from empty per search, were ~15% of the
+/// budgeted fills' instructions (inserts and rehashes).
+#[derive(Default)]
+struct StateSet {
+    stamp: Vec<u32>,
+    val: Vec<u32>,
+    epoch: u32,
+    len: usize,
+}
+
+impl StateSet {
+    /// Empties the set for states below `n`.
+    fn reset(&mut self, n: usize) {
+        if self.stamp.len() < n {
+            self.stamp.resize(n, 0);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.stamp.fill(0);
+            self.epoch = 1;
+        }
+        self.len = 0;
+    }
+
+    /// Adds `q`; whether it was not in the set.
+    #[inline]
+    fn insert(&mut self, q: u32) -> bool {
+        let s = &mut self.stamp[q as usize];
+        if *s == self.epoch {
+            return false;
+        }
+        *s = self.epoch;
+        self.len += 1;
+        true
+    }
+
+    /// The value of `q`, or `new` stored as its value when `q` is not in the set (then
+    /// `Err(new)`).
+    #[inline]
+    fn index(&mut self, q: u32, new: u32) -> std::result::Result<u32, u32> {
+        if self.val.len() < self.stamp.len() {
+            self.val.resize(self.stamp.len(), 0);
+        }
+        if self.insert(q) {
+            self.val[q as usize] = new;
+            Err(new)
+        } else {
+            Ok(self.val[q as usize])
+        }
+    }
+}
+
+thread_local! {
+    /// Free [`StateSet`]s of this thread (searches may nest: each takes its own).
+    static STATE_SETS: std::cell::RefCell<Vec<StateSet>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with an empty [`StateSet`] for the states of `a`.
+fn with_state_set<R>(a: &Automata, f: impl FnOnce(&mut StateSet) -> R) -> R {
+    let mut set = STATE_SETS.with(|p| p.borrow_mut().pop()).unwrap_or_default();
+    set.reset(a.states().len());
+    let r = f(&mut set);
+    STATE_SETS.with(|p| p.borrow_mut().push(set));
+    r
+}
+
 /// "No completion" (larger than any budget; sums of two stay below `u32::MAX`).
 pub const INF: u32 = u32::MAX / 4;
 
@@ -774,14 +843,24 @@ impl Completion {
     /// of equal rules, finality and `dist` (or both `dist >= cap`). Positions of a counted
     /// repetition far from its bounds (`json_char{1024}`) hash alike.
     fn ball(&self, a: &Automata, s: StateId, depth: u32, cap: u32) -> u128 {
-        use crate::earley::mix128;
         let key = (s.0, depth, cap);
         if let Some(&h) = self.balls.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return h;
         }
-        let mut index: FastMap<u32, u32> = FastMap::default();
+        let h = with_state_set(a, |index| self.ball_hash(a, s, depth, cap, index));
+        let mut m = self.balls.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_BALLS {
+            m.clear();
+        }
+        m.insert(key, h);
+        h
+    }
+
+    /// [`Completion::ball`]'s hash, with the empty set `index` (a state's place in `order`).
+    fn ball_hash(&self, a: &Automata, s: StateId, depth: u32, cap: u32, index: &mut StateSet) -> u128 {
+        use crate::earley::mix128;
         let mut order: Vec<(StateId, u32)> = vec![(s, 0)];
-        index.insert(s.0, 0);
+        let _ = index.index(s.0, 0);
         let mut h: u128 = 0;
         let mut i = 0;
         while i < order.len() {
@@ -799,8 +878,7 @@ impl Completion {
             for e in a.byte_edges(p) {
                 let q = e.target;
                 let to = if self.leaf[q.0 as usize] {
-                    let n = order.len() as u32;
-                    let j = *index.entry(q.0).or_insert_with(|| {
+                    let j = index.index(q.0, order.len() as u32).unwrap_or_else(|n| {
                         order.push((q, d + 1));
                         n
                     });
@@ -811,11 +889,6 @@ impl Completion {
                 h = mix128(h ^ (u128::from(e.lo) << 8 | u128::from(e.hi)) << 64 ^ to);
             }
         }
-        let mut m = self.balls.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_BALLS {
-            m.clear();
-        }
-        m.insert(key, h);
         h
     }
 
@@ -960,11 +1033,33 @@ impl Completion {
             home_final: a.state(s).is_final,
             stay: Stay::default(),
         };
-        let mut seen: std::collections::HashSet<u32, crate::fasthash::FastState> = std::collections::HashSet::default();
+        r = with_state_set(a, |seen| {
+            with_state_set(a, |home| self.region_search(a, s, (side, depth, full), on_side, r, seen, home))
+        });
+        let mut m = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, r);
+        r
+    }
+
+    /// [`Completion::region`]'s searches from `r` (the region's flags at `s`), with the empty
+    /// sets `seen` and `home`.
+    #[allow(clippy::too_many_arguments)]
+    fn region_search(
+        &self,
+        a: &Automata,
+        s: StateId,
+        (side, depth, full): (Side, u32, bool),
+        on_side: impl Fn(StateId) -> bool,
+        mut r: Region,
+        seen: &mut StateSet,
+        home: &mut StateSet,
+    ) -> Region {
         let mut queue = VecDeque::new();
         // The home, by the same breadth-first search restricted to its states.
         let top = self.dist(s);
-        let mut home = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
         home.insert(s.0);
         let mut home_queue = VecDeque::from([(s, 0u32)]);
         while let Some((p, d)) = home_queue.pop_front() {
@@ -979,7 +1074,7 @@ impl Completion {
                     home_queue.push_back((q, d + 1));
                 }
             }
-            if home.len() > MAX_REGION_STATES {
+            if home.len > MAX_REGION_STATES {
                 r.exits.home = u64::MAX;
                 break;
             }
@@ -1020,16 +1115,11 @@ impl Completion {
                     queue.push_back((q, d + 1));
                 }
             }
-            if seen.len() > MAX_REGION_STATES {
+            if seen.len > MAX_REGION_STATES {
                 r = Region { exits: Exits::ALL, has_final: true, home_final: true, stay: Stay::default() };
                 break;
             }
         }
-        let mut m = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, r);
         r
     }
 
@@ -1042,7 +1132,18 @@ impl Completion {
         let inside = |q: StateId| self.leaf[q.0 as usize] && self.dist(q) <= top && (finals || !a.state(q).is_final);
         // `leave[k]`: the least depth at which a byte of class `k` leaves (`depth`: none within).
         let mut leave = [depth; 64];
-        let mut seen = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
+        with_state_set(a, |seen| Self::stay_search(a, s, depth, inside, &mut leave, seen))
+    }
+
+    /// [`Completion::stay`]'s search with the empty set `seen`.
+    fn stay_search(
+        a: &Automata,
+        s: StateId,
+        depth: u32,
+        inside: impl Fn(StateId) -> bool,
+        leave: &mut [u32; 64],
+        seen: &mut StateSet,
+    ) -> Stay {
         seen.insert(s.0);
         let mut queue = VecDeque::from([(s, 0u32)]);
         while let Some((p, d)) = queue.pop_front() {
@@ -1069,7 +1170,7 @@ impl Completion {
             for k in BitIter(out) {
                 leave[k] = leave[k].min(d);
             }
-            if seen.len() > MAX_STAY_HOME {
+            if seen.len > MAX_STAY_HOME {
                 return Stay::default();
             }
         }
@@ -1106,58 +1207,60 @@ impl Completion {
         for l in &mut leave[PARTIAL as usize + 1..] {
             *l = 0;
         }
-        let mut seen = std::collections::HashSet::<u32, crate::fasthash::FastState>::default();
-        seen.insert(s.0);
-        let mut queue = VecDeque::from([(s, 0u32)]);
-        let mut stay = Stay::default();
-        'search: {
-            while let Some((p, d)) = queue.pop_front() {
-                if d >= depth {
-                    continue;
-                }
-                let mut out = 0u64;
-                let mut next = 0u16;
-                for e in a.byte_edges(p).iter().filter(|e| e.lo < 0x80) {
-                    let hi = e.hi.min(0x7f);
-                    if u16::from(e.lo) > next {
-                        out |= class_bits(next as u8, e.lo - 1);
+        let stay = with_state_set(a, |seen| {
+            seen.insert(s.0);
+            let mut queue = VecDeque::from([(s, 0u32)]);
+            let mut stay = Stay::default();
+            'search: {
+                while let Some((p, d)) = queue.pop_front() {
+                    if d >= depth {
+                        continue;
                     }
-                    next = u16::from(hi) + 1;
-                    if !inside(e.target) {
-                        out |= class_bits(e.lo, hi);
-                    } else if seen.insert(e.target.0) {
-                        queue.push_back((e.target, d + 1));
-                    }
-                }
-                if next <= 0x7f {
-                    out |= class_bits(next as u8, 0x7f);
-                }
-                match self.multibyte_steps(a, p) {
-                    Some((ends, cuts)) => {
-                        if cuts.iter().any(|&q| i64::from(self.dist(q)) > t) {
-                            out |= 1 << PARTIAL;
+                    let mut out = 0u64;
+                    let mut next = 0u16;
+                    for e in a.byte_edges(p).iter().filter(|e| e.lo < 0x80) {
+                        let hi = e.hi.min(0x7f);
+                        if u16::from(e.lo) > next {
+                            out |= class_bits(next as u8, e.lo - 1);
                         }
-                        for q in ends {
-                            if !inside(q) {
-                                out |= 1 << MULTIBYTE;
-                            } else if seen.insert(q.0) {
-                                queue.push_back((q, d + 1));
+                        next = u16::from(hi) + 1;
+                        if !inside(e.target) {
+                            out |= class_bits(e.lo, hi);
+                        } else if seen.insert(e.target.0) {
+                            queue.push_back((e.target, d + 1));
+                        }
+                    }
+                    if next <= 0x7f {
+                        out |= class_bits(next as u8, 0x7f);
+                    }
+                    match self.multibyte_steps(a, p) {
+                        Some((ends, cuts)) => {
+                            if cuts.iter().any(|&q| i64::from(self.dist(q)) > t) {
+                                out |= 1 << PARTIAL;
+                            }
+                            for q in ends {
+                                if !inside(q) {
+                                    out |= 1 << MULTIBYTE;
+                                } else if seen.insert(q.0) {
+                                    queue.push_back((q, d + 1));
+                                }
                             }
                         }
+                        None => out |= 1 << MULTIBYTE | 1 << PARTIAL,
                     }
-                    None => out |= 1 << MULTIBYTE | 1 << PARTIAL,
+                    for k in BitIter(out) {
+                        leave[k] = leave[k].min(d);
+                    }
+                    if seen.len > MAX_STAY_HOME {
+                        break 'search;
+                    }
                 }
-                for k in BitIter(out) {
-                    leave[k] = leave[k].min(d);
-                }
-                if seen.len() > MAX_STAY_HOME {
-                    break 'search;
-                }
+                let classes = |at_least: u32| (0..64).filter(|&k| leave[k] >= at_least).fold(0u64, |m, k| m | 1 << k);
+                let near_depth = leave.iter().copied().filter(|&l| l > 0).min().unwrap_or(0);
+                stay = Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth };
             }
-            let classes = |at_least: u32| (0..64).filter(|&k| leave[k] >= at_least).fold(0u64, |m, k| m | 1 << k);
-            let near_depth = leave.iter().copied().filter(|&l| l > 0).min().unwrap_or(0);
-            stay = Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth };
-        }
+            stay
+        });
         let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
         if m.len() >= MAX_REGIONS {
             m.clear();
@@ -1597,6 +1700,61 @@ pub fn with_exit_levels_after<R>(rows: u32, f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(EXIT_LEVELS_AFTER.replace(rows));
     f()
+}
+
+/// A [`Walk`]'s maps, kept on the thread between walks (emptied, their capacity kept).
+/// PERF: grown from empty at every walk, their rehashes and allocations were ~5% of the heavy
+/// walks' instructions (o41193: 86 M of 2,428 M in rehashes alone).
+#[derive(Default)]
+struct WalkMaps {
+    regions: FastMap<(u32, i64, u32, bool), Region>,
+    region_slots: Vec<(u32, i64, u32, bool, Region)>,
+    follow_of: FastMap<(u32, u128), u32>,
+    over_memo: FastMap<(usize, u128, u32), u32>,
+    body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
+    front_memo: FastMap<FrontKey, FrontList>,
+    exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
+    plain_exits: FastMap<PlainExitKey, ExitKey>,
+    exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+}
+
+/// Most entries (capacities) of the [`WalkMaps`] kept after a walk: a larger set is dropped.
+const MAX_KEPT_WALK_ENTRIES: usize = 1 << 16;
+
+impl WalkMaps {
+    /// Empties every map (a walk's keys hold its own `BodyCfg` addresses); `slots`: the region
+    /// slots of a limit walk, all empty, else none.
+    fn clear(&mut self, slots: bool) {
+        self.regions.clear();
+        self.region_slots.clear();
+        if slots {
+            self.region_slots.resize(REGION_SLOTS, (u32::MAX, 0, 0, false, Region::EMPTY));
+        }
+        self.follow_of.clear();
+        self.over_memo.clear();
+        self.body_memo.clear();
+        self.front_memo.clear();
+        self.exit_memo.clear();
+        self.plain_exits.clear();
+        self.exit_levels.clear();
+    }
+
+    /// The maps' capacities summed.
+    fn entries(&self) -> usize {
+        self.regions.capacity()
+            + self.follow_of.capacity()
+            + self.over_memo.capacity()
+            + self.body_memo.capacity()
+            + self.front_memo.capacity()
+            + self.exit_memo.capacity()
+            + self.plain_exits.capacity()
+            + self.exit_levels.capacity()
+    }
+}
+
+thread_local! {
+    /// This thread's [`WalkMaps`] between walks.
+    static WALK_MAPS: std::cell::Cell<Option<WalkMaps>> = const { std::cell::Cell::new(None) };
 }
 
 /// A [`Walk::exit_levels`] key: the chart's rows below the level a byte leaves, its last row's
@@ -3032,6 +3190,8 @@ impl Budget {
     ) -> Result<Walked> {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
+        let mut maps = WALK_MAPS.with(std::cell::Cell::take).unwrap_or_default();
+        maps.clear(matches!(mode, Mode::Limit { .. }));
         let mut w = Walk {
             a,
             comp,
@@ -3043,18 +3203,14 @@ impl Budget {
             items: Vec::new(),
             follows: Vec::new(),
             follow_classes: Vec::new(),
-            regions: FastMap::default(),
-            region_slots: if matches!(mode, Mode::Limit { .. }) {
-                vec![(u32::MAX, 0, 0, false, Region::EMPTY); REGION_SLOTS]
-            } else {
-                Vec::new()
-            },
-            follow_of: FastMap::default(),
+            regions: maps.regions,
+            region_slots: maps.region_slots,
+            follow_of: maps.follow_of,
             levels: Vec::new(),
             level_costs: Vec::new(),
             level_over: Vec::new(),
             over_sets: Vec::new(),
-            over_memo: FastMap::default(),
+            over_memo: maps.over_memo,
             seeds: Vec::new(),
             out: Vec::new(),
             cap: if matches!(mode, Mode::Limit { side: Side::Fit, .. }) { self.fit_cap } else { usize::MAX },
@@ -3062,18 +3218,33 @@ impl Budget {
             deferred: Vec::new(),
             deferred_tokens: 0,
             root_chars: Vec::new(),
-            body_memo: FastMap::default(),
-            front_memo: FastMap::default(),
+            body_memo: maps.body_memo,
+            front_memo: maps.front_memo,
             front_build: None,
-            exit_memo: FastMap::default(),
+            exit_memo: maps.exit_memo,
             exit_lists: Vec::new(),
-            plain_exits: FastMap::default(),
-            exit_levels: FastMap::default(),
+            plain_exits: maps.plain_exits,
+            exit_levels: maps.exit_levels,
             pending: Vec::new(),
             rows_read: 0,
             levels_after: EXIT_LEVELS_AFTER.get(),
         };
-        w.run(&mut self.rows, chart)?;
+        let res = w.run(&mut self.rows, chart);
+        let maps = WalkMaps {
+            regions: w.regions,
+            region_slots: w.region_slots,
+            follow_of: w.follow_of,
+            over_memo: w.over_memo,
+            body_memo: w.body_memo,
+            front_memo: w.front_memo,
+            exit_memo: w.exit_memo,
+            plain_exits: w.plain_exits,
+            exit_levels: w.exit_levels,
+        };
+        if maps.entries() <= MAX_KEPT_WALK_ENTRIES {
+            WALK_MAPS.with(|m| m.set(Some(maps)));
+        }
+        res?;
         Ok(Walked { out: w.out, capped: w.capped, deferred: w.deferred })
     }
 
@@ -3384,6 +3555,35 @@ mod tests {
                 .filter(|&b| a.step(StateId(s as u32), b).is_some())
                 .fold(0u64, |m, b| m | 1 << byte_class(b));
             assert_eq!(comp.edge_classes[s], want, "state {s}");
+        }
+    }
+
+    #[test]
+    fn state_sets_hold_what_a_hash_set_holds_across_resets_and_epoch_wraps() {
+        let mut set = StateSet::default();
+        let mut x: u32 = 12345;
+        for round in 0..6 {
+            if round == 3 {
+                // The next reset wraps the epoch: every stale stamp must be forgotten.
+                set.epoch = u32::MAX;
+            }
+            set.reset(64);
+            let mut want = std::collections::HashMap::new();
+            for _ in 0..200 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let q = (x >> 16) % 64;
+                let new = want.len() as u32;
+                let got = set.index(q, new);
+                match want.get(&q) {
+                    Some(&v) => assert_eq!(got, Ok(v), "round {round}, state {q}"),
+                    None => {
+                        assert_eq!(got, Err(new), "round {round}, state {q}");
+                        want.insert(q, new);
+                    }
+                }
+                assert!(!set.insert(q));
+                assert_eq!(set.len, want.len());
+            }
         }
     }
 
