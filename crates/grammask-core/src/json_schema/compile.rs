@@ -368,9 +368,10 @@ impl<'a> Conv<'a> {
     /// With `on`, any-order key-set rules are returned apart from the text (`super::key_sets`).
     pub fn direct_key_sets(&mut self, on: bool) {
         self.direct_key_sets = on;
+        self.e.direct_tries = on;
     }
 
-    pub fn run(mut self) -> Result<(String, super::emit::ExcludedNames, Vec<super::key_sets::KeySetObject>)> {
+    pub fn run(mut self) -> Result<(String, super::emit::ExcludedNames, super::emit::Apart)> {
         let root_goal = Goal { ids: vec![self.doc.root_id()], nots: vec![], done: vec![], neg: vec![], depth: 0 };
         let root = self.rule_for(root_goal)?;
         let Some(root) = root else {

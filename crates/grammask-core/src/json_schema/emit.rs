@@ -44,6 +44,10 @@ pub struct Ebnf {
     /// Key-set rules kept out of the text (`super::key_sets`), when the converter writes them
     /// apart.
     pub key_sets: Vec<super::key_sets::KeySetObject>,
+    /// Write key tries apart ([`Self::key_tries`]) instead of into the text.
+    pub direct_tries: bool,
+    /// Key tries kept out of the text (`super::jstr::build_tries`) when `direct_tries`.
+    pub key_tries: Vec<super::jstr::KeyTrie>,
     /// Bytes their text would have taken: counted against [`MAX_OUTPUT_BYTES`] as if written,
     /// so that both outputs fail alike.
     deferred: usize,
@@ -54,6 +58,13 @@ pub struct Ebnf {
 pub struct ExcludedNames {
     pub any: Option<String>,
     pub rules: Vec<(String, Vec<Box<[u8]>>)>,
+}
+
+/// The rules written apart from the text, as grammar IR.
+#[derive(Default)]
+pub struct Apart {
+    pub key_sets: Vec<super::key_sets::KeySetObject>,
+    pub key_tries: Vec<super::jstr::KeyTrie>,
 }
 
 /// Where a rule's body and its name lie in [`Ebnf`]'s text.
@@ -149,6 +160,15 @@ impl Ebnf {
         Ok(())
     }
 
+    /// Counts `n` bytes of rule text written apart ([`Self::key_tries`]) as [`Self::raw`] would.
+    pub fn defer_raw(&mut self, n: usize) -> Result<()> {
+        if self.text.len() + self.deferred + n > MAX_OUTPUT_BYTES {
+            return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
+        }
+        self.deferred += n;
+        Ok(())
+    }
+
     fn write(&mut self, name: &str, body: &str) -> Result<()> {
         if self.text.len() + self.deferred + name.len() + body.len() + 6 > MAX_OUTPUT_BYTES {
             return Err(Error::limit("generated grammar size in bytes", MAX_OUTPUT_BYTES));
@@ -177,8 +197,9 @@ impl Ebnf {
 
     /// The text, the rules that match every string body but some words, and the rule of every
     /// string body (see the fields).
-    pub fn into_parts(self) -> (String, ExcludedNames, Vec<super::key_sets::KeySetObject>) {
-        (self.text, ExcludedNames { any: self.any_body, rules: self.excluded }, self.key_sets)
+    pub fn into_parts(self) -> (String, ExcludedNames, Apart) {
+        let apart = Apart { key_sets: self.key_sets, key_tries: self.key_tries };
+        (self.text, ExcludedNames { any: self.any_body, rules: self.excluded }, apart)
     }
 }
 

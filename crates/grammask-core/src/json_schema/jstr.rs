@@ -6,8 +6,9 @@
 
 use super::emit::{self, Ebnf};
 use crate::error::Result;
+use crate::grammar::{Expr, ExprId, GrammarBuilder, RuleId};
 use crate::spelling::{self, Spelling};
-use std::fmt::Write as _;
+use std::fmt::Write;
 
 /// Body of the shared rule matching one JSON string character (any scalar value).
 pub const CHAR_ANY_BODY: &str = "[^\"\\\\\\u0000-\\u001f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}) | \"\\\\u\" [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
@@ -227,43 +228,149 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     }
     e.any_body = Some(KEY_OTHER_RULE.to_string());
     e.excluded.extend(words.into_iter().enumerate().map(|(i, w)| (name(i), w)));
-    // Each line: `NAME ::= ["" | ]"c" NAME.m | ... | [^"\\\x00-\x1f\u0080-\U0010FFFF\xCC...] OTHER | "\\" ESCAPE
-    // | NON_ASCII`.
-    // PERF: written in place (it was a `format!` per child): a band compile wrote ~450 children.
-    let push_name = |text: &mut String, i: usize| {
-        text.push_str(&base);
-        if i != 0 {
-            let _ = write!(text, ".{i}");
+    if e.direct_tries {
+        // Kept out of the text (`KeyTrie`); its bytes counted as if written.
+        let mut len = ByteCount(0);
+        for (i, (children, is_key)) in nodes.iter().enumerate() {
+            write_trie_node(&mut len, &base, i, children, *is_key);
         }
-    };
+        #[cfg(test)]
+        TRIE_BYTES.with(|v| v.borrow_mut().push(len.0));
+        e.defer_raw(len.0)?;
+        e.key_tries.push(KeyTrie { base: base.clone(), nodes });
+        return Ok(base);
+    }
     let mut text = String::new();
     for (i, (children, is_key)) in nodes.iter().enumerate() {
-        push_name(&mut text, i);
-        text.push_str(" ::= ");
-        if !is_key {
-            text.push_str("\"\" | ");
-        }
-        for &(b, m) in children {
-            text.push('"');
-            emit::push_lit_char(&mut text, char::from(b));
-            text.push_str("\" ");
-            push_name(&mut text, m);
-            text.push_str(" | ");
-        }
-        text.push_str("[^\"\\\\\\x00-\\x1f\\u0080-\\U0010FFFF");
-        for &(b, _) in children {
-            let _ = write!(text, "\\x{b:02x}");
-        }
-        text.push_str("] ");
-        text.push_str(KEY_OTHER_RULE);
-        text.push_str(" | \"\\\\\" ");
-        text.push_str(KEY_ESCAPE_RULE);
-        text.push_str(" | ");
-        text.push_str(KEY_NON_ASCII_RULE);
-        text.push('\n');
+        write_trie_node(&mut text, &base, i, children, *is_key);
     }
+    #[cfg(test)]
+    TRIE_BYTES.with(|v| v.borrow_mut().push(text.len()));
     e.raw(&text)?;
     Ok(base)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The text length of each key trie on this thread: as written, or as counted without
+    /// writing it (IR mode).
+    pub(super) static TRIE_BYTES: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Key-trie rules [`build_tries`] defined on this thread.
+    pub(super) static TRIES_BUILT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Writes the rule of node `i` of the key trie `base` (see [`not_in_ascii_trie`]):
+/// `NAME ::= ["" | ]"c" NAME.m | ... | [^"\\\x00-\x1f\u0080-\U0010FFFF\xCC...] OTHER | "\\" ESCAPE
+/// | NON_ASCII`, one line. The children's characters are `raw_only` (no escape in a literal).
+/// PERF: written in place (it was a `format!` per child): a band compile wrote ~450 children.
+fn write_trie_node<W: Write>(out: &mut W, base: &str, i: usize, children: &[(u8, usize)], is_key: bool) {
+    let push_name = |out: &mut W, i: usize| {
+        let _ = out.write_str(base);
+        if i != 0 {
+            let _ = write!(out, ".{i}");
+        }
+    };
+    push_name(out, i);
+    let _ = out.write_str(" ::= ");
+    if !is_key {
+        let _ = out.write_str("\"\" | ");
+    }
+    for &(b, m) in children {
+        debug_assert!(spelling::raw_only(char::from(b)), "a literal character needs no escape");
+        let _ = out.write_char('"');
+        let _ = out.write_char(char::from(b));
+        let _ = out.write_str("\" ");
+        push_name(out, m);
+        let _ = out.write_str(" | ");
+    }
+    let _ = out.write_str("[^\"\\\\\\x00-\\x1f\\u0080-\\U0010FFFF");
+    for &(b, _) in children {
+        let _ = write!(out, "\\x{b:02x}");
+    }
+    let _ = out.write_str("] ");
+    let _ = out.write_str(KEY_OTHER_RULE);
+    let _ = out.write_str(" | \"\\\\\" ");
+    let _ = out.write_str(KEY_ESCAPE_RULE);
+    let _ = out.write_str(" | ");
+    let _ = out.write_str(KEY_NON_ASCII_RULE);
+    let _ = out.write_char('\n');
+}
+
+/// Counts the bytes written to it.
+struct ByteCount(usize);
+
+impl Write for ByteCount {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+/// A key trie of [`not_in_ascii_trie`] kept out of the converter's text
+/// ([`super::json_schema_to_grammar`]): its rule name and nodes (children (byte, node), is a key).
+pub struct KeyTrie {
+    base: String,
+    nodes: Vec<(Vec<(u8, usize)>, bool)>,
+}
+
+/// Defines the rules of `tries` in `b`, each the expression the parser makes of the text
+/// [`write_trie_node`] writes for it (same node kinds, children and order); returns their ids.
+/// PERF: the key tries were ~70% of the text parsed for a typical MaskBench schema (the band of
+/// docs/benchmarks.md, session 36).
+pub(crate) fn build_tries(tries: &[KeyTrie], b: &mut GrammarBuilder) -> Result<Vec<RuleId>> {
+    if tries.is_empty() {
+        return Ok(Vec::new()); // declares no rule (a declared rule must be defined)
+    }
+    let mut defined = Vec::with_capacity(tries.iter().map(|t| t.nodes.len()).sum());
+    #[cfg(test)]
+    TRIES_BUILT.with(|n| n.set(n.get() + defined.capacity()));
+    let other = b.rule_id(KEY_OTHER_RULE);
+    let escape = b.rule_id(KEY_ESCAPE_RULE);
+    let non_ascii = b.rule_id(KEY_NON_ASCII_RULE);
+    let mut name = String::new();
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for t in tries {
+        let node_name = |name: &mut String, i: usize| {
+            name.clear();
+            name.push_str(&t.base);
+            if i != 0 {
+                let _ = write!(name, ".{i}");
+            }
+        };
+        let ids: Vec<RuleId> = (0..t.nodes.len())
+            .map(|i| {
+                node_name(&mut name, i);
+                b.rule_id(&name)
+            })
+            .collect();
+        for (i, (children, is_key)) in t.nodes.iter().enumerate() {
+            let mut alts: Vec<ExprId> = Vec::with_capacity(children.len() + 4);
+            if !is_key {
+                alts.push(b.empty());
+            }
+            for &(c, m) in children {
+                let lit = b.bytes(&[c]);
+                let next = b.rule_ref(ids[m]);
+                alts.push(b.add(Expr::Seq([lit, next].into())));
+            }
+            // The class as written: `[^"\\\x00-\x1f\u0080-\U0010FFFF\xCC...]`.
+            ranges.clear();
+            ranges.extend([(0x22, 0x22), (0x5C, 0x5C), (0x00, 0x1F), (0x80, 0x10_FFFF)]);
+            ranges.extend(children.iter().map(|&(c, _)| (u32::from(c), u32::from(c))));
+            let class = b.char_class(&ranges, true);
+            let rest = b.rule_ref(other);
+            alts.push(b.add(Expr::Seq([class, rest].into())));
+            let backslash = b.bytes(b"\\");
+            let rest = b.rule_ref(escape);
+            alts.push(b.add(Expr::Seq([backslash, rest].into())));
+            alts.push(b.rule_ref(non_ascii));
+            let body = b.add(Expr::Choice(alts.into()));
+            node_name(&mut name, i);
+            b.define(&name, body, None)?;
+            defined.push(ids[i]);
+        }
+    }
+    Ok(defined)
 }
 
 /// What follows the backslash of a canonical escape: the escape alternatives of

@@ -101,12 +101,13 @@ pub fn json_schema_to_ebnf(schema: &str, options: &JsonSchemaOptions) -> Result<
 }
 
 /// [`json_schema_to_ebnf`], with the rules that match every string body but some words; with
-/// `direct`, the any-order key-set rules are left out of the text and returned apart.
+/// `direct`, the any-order key-set rules and the key tries are left out of the text and returned
+/// apart.
 fn json_schema_to_ebnf_parts(
     schema: &str,
     options: &JsonSchemaOptions,
     direct: bool,
-) -> Result<(String, emit::ExcludedNames, Vec<key_sets::KeySetObject>)> {
+) -> Result<(String, emit::ExcludedNames, emit::Apart)> {
     if schema.len() > crate::limits::MAX_GRAMMAR_BYTES {
         return Err(Error::limit("schema size in bytes", crate::limits::MAX_GRAMMAR_BYTES));
     }
@@ -135,9 +136,14 @@ fn json_schema_to_ebnf_parts(
 /// Converts a JSON Schema document (text) into a [`Grammar`](crate::grammar::Grammar) whose root
 /// rule is `root` (through [`json_schema_to_ebnf`]).
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
-    let (text, excluded, key_sets) = json_schema_to_ebnf_parts(schema, options, true)?;
-    // The same grammar as parsing `json_schema_to_ebnf`'s text (`key_sets.rs`).
-    let g = crate::ebnf::parse_ebnf_with(&text, "root", |b| key_sets::build(&key_sets, b))?;
+    let (text, excluded, apart) = json_schema_to_ebnf_parts(schema, options, true)?;
+    // The same grammar as parsing `json_schema_to_ebnf`'s text (`key_sets.rs`,
+    // `jstr::build_tries`).
+    let g = crate::ebnf::parse_ebnf_with(&text, "root", |b| {
+        let mut ids = key_sets::build(&apart.key_sets, b)?;
+        ids.extend(jstr::build_tries(&apart.key_tries, b)?);
+        Ok(ids)
+    })?;
     if excluded.rules.is_empty() {
         return Ok(g);
     }

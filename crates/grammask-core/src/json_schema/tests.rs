@@ -533,6 +533,74 @@ fn key_set_rules_as_ir_equal_the_parsed_text() {
     assert!(key_sets::BUILT.with(std::cell::Cell::get) > 100);
 }
 
+/// Open objects (`strict_mode=false`) whose excluded-key tries take every node shape: keys that
+/// are prefixes of others, shared prefixes, one-character keys, space and `~`, one key set
+/// twice (one trie), nested objects.
+const KEY_TRIE_SCHEMAS: [&str; 4] = [
+    r#"{"type":"object","properties":{"a":{},"ab":{},"abc":{},"b":{},"ba":{}}}"#,
+    r#"{"type":"object","properties":{"x y":{},"x~":{},"name":{"type":"object","properties":{"name":{},"names":{}}},"other":{"type":"object","properties":{"x y":{},"x~":{},"name":{},"other":{}}}}}"#,
+    r#"{"type":"object","properties":{"first_name":{"type":"string"},"last_name":{"type":"string"},"age":{"type":"integer"}},"required":["age"]}"#,
+    r#"{"type":"object","properties":{"q":{}},"additionalProperties":{"type":"object","properties":{"qq":{},"r":{}}}}"#,
+];
+
+#[test]
+fn key_trie_rules_as_ir_equal_the_parsed_text() {
+    jstr::TRIES_BUILT.with(|n| n.set(0));
+    for s in KEY_TRIE_SCHEMAS.iter().chain(&KEY_SET_SCHEMAS) {
+        for any_order in [false, true] {
+            let o = JsonSchemaOptions { strict_mode: false, any_order, ..JsonSchemaOptions::default() };
+            let text = json_schema_to_ebnf(s, &o).unwrap();
+            let parsed = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+            let direct = json_schema_to_grammar(s, &o).unwrap();
+            assert_eq!(parsed.rules().len(), direct.rules().len(), "{s}");
+            for r in parsed.rules() {
+                let d = direct.rule_by_name(&r.name).unwrap_or_else(|| panic!("{} missing", r.name));
+                let (mut a, mut b) = (String::new(), String::new());
+                expr_shape(&parsed, r.body, &mut a);
+                expr_shape(&direct, direct.rule(d).body, &mut b);
+                assert_eq!(a, b, "rule {} of {s}", r.name);
+            }
+            // The excluded words name the same rules.
+            let words = |g: &crate::grammar::Grammar| {
+                let w = g.excluded_words().expect("open objects exclude their keys");
+                let mut v: Vec<(String, Vec<Box<[u8]>>)> =
+                    w.rules.iter().map(|(r, ws)| (g.rule(*r).name.clone(), ws.clone())).collect();
+                v.sort();
+                (g.rule(w.any).name.clone(), v)
+            };
+            assert_eq!(words(&parsed_with_words(s, &o)), words(&direct), "{s}");
+        }
+    }
+    assert!(jstr::TRIES_BUILT.with(std::cell::Cell::get) > 100);
+}
+
+/// The grammar of `json_schema_to_ebnf`'s text with its excluded words, as
+/// `json_schema_to_grammar` attaches them.
+fn parsed_with_words(s: &str, o: &JsonSchemaOptions) -> crate::grammar::Grammar {
+    let (text, excluded, _) = json_schema_to_ebnf_parts(s, o, false).unwrap();
+    let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+    let id = |n: &str| g.rule_by_name(n).unwrap();
+    let any = id(excluded.any.as_deref().unwrap());
+    let rules = excluded.rules.into_iter().map(|(n, w)| (id(&n), w)).collect();
+    g.with_excluded_words(crate::grammar::ExcludedWords { any, rules })
+}
+
+#[test]
+fn key_trie_lengths_counted_in_ir_mode_equal_the_written_text() {
+    let take = || jstr::TRIE_BYTES.with(|v| std::mem::take(&mut *v.borrow_mut()));
+    let mut tries = 0;
+    for s in KEY_TRIE_SCHEMAS.iter().chain(&KEY_SET_SCHEMAS) {
+        let o = JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() };
+        take();
+        json_schema_to_ebnf(s, &o).unwrap();
+        let written = take();
+        json_schema_to_grammar(s, &o).unwrap();
+        assert_eq!(written, take(), "{s}");
+        tries += written.len();
+    }
+    assert!(tries >= 10, "{tries}");
+}
+
 #[test]
 fn key_set_rule_lengths_counted_in_ir_mode_equal_the_written_text() {
     // IR mode counts each key-set rule's text against `MAX_OUTPUT_BYTES` without writing it:
