@@ -14,11 +14,11 @@
 //! Freed memory is not purged (`mi_option_purge_delay` -1): it stays with the extension's heap
 //! for its later allocations. mimalloc's default returns it to the OS a delay after it is freed
 //! (1 s in mimalloc 3), with `madvise(MADV_DONTNEED)`, in whichever allocation or free of the
-//! extension's comes after the delay: in a mask fill after a compiled grammar was dropped, up to ~170 calls in one fill
-//! (0.5-9 ms; 31 of the ~67k fills of `bench/tail_states.py`'s sample, 14 of its 40 slowest,
-//! at places that varied run to run), then page faults when the memory is used again. The cost:
-//! the heap's resident memory stays at its high-water mark (docs/benchmarks.md, session 36). An
-//! application's `MIMALLOC_PURGE_DELAY` is kept.
+//! extension's comes after the delay: in a mask fill after a compiled grammar was dropped, up to
+//! ~170 calls in one fill (0.5-9 ms; 31 of the ~67k fills of `bench/tail_states.py`'s sample, 14
+//! of its 40 slowest, at places that varied run to run), then page faults when the memory is
+//! used again. The cost: the heap's resident memory stays at its high-water mark
+//! (docs/benchmarks.md, session 36). An application's `MIMALLOC_PURGE_DELAY` is kept.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
