@@ -61,6 +61,12 @@ const COMPOSE_MAX_SUFFIXES: usize = 512;
 const SHIFT_MAX_SHARE: usize = 4;
 /// ... and only when the two states step at least this many bytes to the same state.
 const SHIFT_MIN_ALIKE: u32 = 32;
+/// Fewest distinct bytes a state (or its one callee's start) reads for [`CompiledGrammar::new`] to
+/// take its class-body slice ([`CompiledGrammar::build_class_bodies`]; a slice needs a class of
+/// at least 32 characters).
+const MIN_WIDE_CLASS_BYTES: u32 = 16;
+/// States of one class tried at most for its slice at compile ([`CompiledGrammar::build_class_bodies`]).
+const CLASS_BODY_TRIES: usize = 4;
 /// Literal chain kernels classified with the grammar at most ([`CompiledGrammar::new`]; ~0.25 us
 /// each on Llama 3): the rest are classified on first use.
 const LITERAL_CHAINS_AT_COMPILE: usize = 16_384;
@@ -313,6 +319,7 @@ impl CompiledGrammar {
         // PERF: ~0.4 ms of a 50-tool structural tag's first mask (14k states), against a ~25 ms
         // compile.
         cg.follow();
+        cg.build_class_bodies();
         // Every matcher starts at the same row: its mask (the start state's kernels) is filled
         // with the grammar, so that a new matcher's first mask is a memoized copy. An error is
         // left for that first fill to report.
@@ -940,6 +947,43 @@ impl CompiledGrammar {
             return None;
         }
         self.class_bodies.slice(chain.class, |form| self.index.class_body_slice(form)).map(|sl| (sl, chain))
+    }
+
+    /// Takes at compile the class-body slices ([`Self::class_body`]) of the grammar's counted class
+    /// bodies of wide classes, building the vocabulary's slice of each new class then rather than
+    /// in the first fill that reaches one of its states. A state is tried when it is a class level
+    /// that reads, itself or through its one callee, at least [`MIN_WIDE_CLASS_BYTES`] distinct
+    /// bytes, and its class has no slice yet after [`CLASS_BODY_TRIES`] states (a state missed
+    /// takes its slice in a fill, as before).
+    /// PERF: on the 287-schema tail sample (`bench/tail_states.py --limit 300 --seed 1818`) 15
+    /// fills built one (0.7-2 ms each: o65430 `identifier`, o79409 `name`, o82696 `css_class`),
+    /// among the slowest fills of the sample. Tried at every wide state instead, the chain and
+    /// cover searches of long `maxLength` string blocks (every state a level of one class that
+    /// takes no slice) took up to seconds per compile; at one state per class, o65430's
+    /// `^[^/]+/[^/]+$` missed its second loop (the first exits into `/`).
+    fn build_class_bodies(&self) {
+        let a = &self.automata;
+        let wide = |q: StateId| {
+            let n: u32 = a.byte_edges(q).iter().map(|e| u32::from(e.hi - e.lo) + 1).sum();
+            n >= MIN_WIDE_CLASS_BYTES
+        };
+        // By class: states tried, or `usize::MAX` once it has its slice.
+        let mut tried: FastMap<u32, usize> = FastMap::default();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            let reads_wide = match *a.rule_edges(s) {
+                [] => wide(s),
+                [(r, _)] => wide(a.callee_start(s, r)),
+                _ => false,
+            };
+            if !reads_wide {
+                continue;
+            }
+            let Some(class) = self.class_bodies.level_class(a, s) else { continue };
+            let n = tried.entry(class).or_insert(0);
+            if *n < CLASS_BODY_TRIES {
+                *n = if self.class_body(s).is_some() { usize::MAX } else { *n + 1 };
+            }
+        }
     }
 
     /// Whether `state` is a counted class body ([`Self::class_body`]) whose slice is built.

@@ -718,6 +718,30 @@ v ::= [a-z]{1,3}"#;
     assert!(checked >= 2 * 200, "{checked} masks checked");
 }
 
+/// A counted class body's slice is taken when its grammar is compiled, not by the first fill that
+/// reaches it (`CompiledGrammar::build_class_bodies`): before any fill, the first key position of
+/// o79409's key pattern (`^[a-zA-Z0-9_]{1,500}$`, after `{"annotations": {"`) is composed from
+/// the slice, as the later key positions are; masks there and along the document equal the brute
+/// force (on a vocabulary of its own, so no earlier grammar built the slice). Fails without the
+/// compile-time slices: that position's kernel is not composed (the slice is built in its fill).
+#[test]
+fn class_body_slices_taken_at_compile_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {"annotations": {"additionalProperties": false, "type": "object",
+        "patternProperties": {"^[a-zA-Z0-9_]{1,500}$": {"type": ["string", "number", "boolean"]}}}}}"#;
+    let extra = ["ab", "a1", "_B", "Ab_9", "annotation", "annotations", "\": ", "\"a", "ab\"", "\", \"", "\"}", "x\"}"];
+    let vocab = ascii_vocab(&extra, &[]);
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(br#"{"annotations": {""#).unwrap());
+    let items = kernel_items(cg.automata(), m.chart());
+    assert!(!items.is_empty());
+    let composed = items.iter().all(|it| cg.composed_kernel(it.state).unwrap().is_some());
+    assert!(composed, "the first key position is not composed from the class-body slice");
+    let doc = r#"{"annotations": {"a1_B": "x", "annotation_Ab_9annotation": 1, "z": true}}"#;
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]);
+    assert_eq!(checked, doc.len());
+}
+
 /// Masks equal the brute force inside counted class bodies whose chain ends in a state reading
 /// other bytes (an *exit*): o61649's `PayloadUUID` pattern
 /// (`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-...-[0-9A-Za-z]{12}$`: the first four groups' chains exit

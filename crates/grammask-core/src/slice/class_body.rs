@@ -406,6 +406,25 @@ impl ClassBodies {
         Some(chain)
     }
 
+    /// The class (form id) every character of which leads from `s` to its next level, if `s` is a
+    /// class level ([`class_level`], memoized as in [`Self::chain`]).
+    pub fn level_class(&self, a: &Automata, s: StateId) -> Option<u32> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
+        let level = match inner.levels.get(&s) {
+            Some(&l) => l,
+            None => {
+                let l = class_level(a, s, |start, call| inner.form(a, start, call));
+                inner.levels.insert(s, l);
+                l
+            }
+        };
+        match level? {
+            ClassLevel::Next(_, k) => Some(k),
+            ClassLevel::Zero => None,
+        }
+    }
+
     /// The slice of class `class` (from [`Self::chain`]), taken on first use from `build` (the
     /// vocabulary's slice of that form: [`crate::token_index::TokenIndex::class_body_slice`]);
     /// `None` for a class of few characters or past [`MAX_CLASSES`] slices.
