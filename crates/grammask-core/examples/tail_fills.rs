@@ -7,7 +7,9 @@
 //! (default 300) with the row's kernel count and the text before them.
 //! `KERNELS=N`: before the fill at token `N`, its kernels are classified one by one through the
 //! compiled grammar's cache, each printed with its time and how it was found (a walk, a literal,
-//! a composition...); the fill's own time then leaves them out.
+//! a composition...); the fill's own time then leaves them out. With `EDGES=1`, each kernel's
+//! state is printed with its byte and rule edges, and so are its callees' starts and the states
+//! after them, two levels down.
 //! `DIRECT=N`: also times the fill at token `N` as a walk of the whole trie on the real chart
 //! (`fill_mask_direct`), for comparison.
 //! `PROFILE_AT=N` runs the fill at token `N` through `profiled_fill`, for callgrind:
@@ -105,6 +107,29 @@ fn print_kernels(cg: &CompiledGrammar, m: &Matcher) {
             km.uncertain.len(),
             km.suffixes.len()
         );
+        if std::env::var("EDGES").is_ok() {
+            print_state(a, it.state, 0);
+        }
+    }
+}
+
+/// Prints the edges of `s` and, below it, those of its callees' starts and of the states after
+/// them, down to depth 2.
+fn print_state(a: &grammask_core::compiler::Automata, s: grammask_core::compiler::StateId, depth: usize) {
+    let pad = "    ".repeat(depth + 2);
+    let bytes: Vec<String> =
+        a.byte_edges(s).iter().map(|e| format!("{:?}-{:?}->{}", e.lo as char, e.hi as char, e.target.0)).collect();
+    let calls: Vec<String> = a
+        .rule_edges(s)
+        .iter()
+        .map(|(r, t)| format!("{}(start {})->{}", a.rule_name(*r), a.callee_start(s, *r).0, t.0))
+        .collect();
+    println!("{pad}{} final {} bytes [{}] calls [{}]", s.0, a.state(s).is_final, bytes.join(" "), calls.join(" "));
+    if depth < 2 {
+        for (r, t) in a.rule_edges(s).to_vec() {
+            print_state(a, a.callee_start(s, r), depth + 1);
+            print_state(a, t, depth + 1);
+        }
     }
 }
 

@@ -1670,3 +1670,105 @@ fn start_run_shifted_masks_match_brute_force() {
     assert!(checked > 100);
     assert!(cg.kernel_stats().shifted_walked > 0, "{:?}", cg.kernel_stats());
 }
+
+/// Kernels of states that call a whitespace run rule beside other rules (the start of an
+/// optional property's rule in a chain, `r1 ::= ws "," ws key ws ":" ws val r2 | r2`), composed
+/// with the run read as a lead (`classify_after_lead` from the state after it) and the other
+/// callees' start kernels, equal the plain walk's, and masks along documents equal brute force,
+/// on [`lead_vocab`] (runs before `,`, `"` and digits, runs one past the bound). Fails if no such
+/// state is composed (before, the run callee, reading bytes only, refused the composition).
+#[test]
+fn lead_callee_compositions_equal_plain_walks() {
+    let mut rng = Rng(0x0B5E_55ED_C4A1_7737);
+    let mut composed = 0;
+    let docs: &[&[u8]] =
+        &[b"{\"a\": 1, \"b\":2, \"ab\": \"ab\"}", b"{\"a\":{}, \"ab\" : 12 }", b"{ \"a\": 2,\"ba\": {\"a\": 1} }"];
+    let text = "root ::= \"{\" ws \"\\\"a\\\"\" ws \":\" ws val r1 ws \"}\"\n\
+                r1 ::= ws \",\" ws \"\\\"b\\\"\" ws \":\" ws val r2 | r2\n\
+                r2 ::= ws \",\" ws \"\\\"ab\\\"\" ws \":\" ws val r3 | r3\n\
+                r3 ::= (ws \",\" ws \"\\\"ba\\\"\" ws \":\" ws val)?\n\
+                val ::= [12]+ | \"\\\"\" [ab]* \"\\\"\" | \"{\" ws \"}\" | \"{\" ws \"\\\"a\\\"\" ws \":\" ws val r1 ws \"}\"\n\
+                ws ::= [ \\n\\t]{0,64}";
+    let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+    for _ in 0..6 {
+        let vocab = lead_vocab(&mut rng);
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        for s in 0..a.states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            let edges = a.rule_edges(s);
+            let beside_run = edges.len() > 1 && edges.iter().any(|&(r, _)| a.rule_name(r) == "ws");
+            if let Some(km) = cg.composed_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                composed += usize::from(beside_run);
+            }
+        }
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert!(composed >= 12, "only {composed} compositions beside a run");
+}
+
+/// On Llama 3, masks inside and after the values of an object of optional properties (each
+/// property's rule starts with the whitespace before its `,` beside the rest of the chain, a
+/// composition through the whitespace run) equal brute force.
+#[test]
+fn lead_callee_masks_match_brute_force_on_llama3() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let Some(vocab) = llama3_vocab() else { return };
+    let props: Vec<String> = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("\"{k}\": {{\"type\": \"{}\"}}", if i % 2 == 0 { "integer" } else { "string" }))
+        .collect();
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(&schema, &opts).unwrap(), &vocab).unwrap());
+    for prefix in
+        ["{\"alpha\": 1", "{\"alpha\": 12,", "{\"alpha\": 1, \"beta\": \"x\"", "{\"beta\": \"x\" ", "{\"gamma\": 3"]
+    {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{prefix:?}");
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+            assert_eq!(mask.get(t), w, "after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+        }
+    }
+}
+
+/// A number before the rest of a chain of 40 optional properties (a JSON Schema object of
+/// optional integers, `obj.K_0_1 ::= ws "," ws ... ws ":" ws json_integer obj.K+1_0_1 |
+/// obj.K+1_0_1`): the state before the number calls a rule reading bytes only, and the state
+/// after it predicts every later property (a row of over 64 items), so it is composed from the
+/// number's start kernel with each suffix read from that row. Every composed kernel equals the
+/// plain walk's and masks along documents equal brute force, on tokens that end numbers inside
+/// (`1,`, `0 ,`, `2}`, `12, "k`). Fails if no state before a number is composed (before, a
+/// callee reading bytes only refused the composition).
+#[test]
+fn wide_row_compositions_equal_plain_walks() {
+    let mut rng = Rng(0x7A11_C0DE_9E37_79B9);
+    let props: Vec<String> = (0..40).map(|k| format!("\"k{k}\": {{\"type\": \"integer\"}}")).collect();
+    let text = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let g = lax_schema_grammar(&text);
+    let docs: &[&[u8]] =
+        &[b"{\"k0\": 1, \"k1\": 20, \"k7\":3 , \"k39\": 0}", b"{\"k0\":12,\"k2\": 0,\n\"k38\": 7 }", b"{ \"k0\": 0}"];
+    let pieces: &[&[u8]] = &[
+        b" ", b"\n", b"\"", b"k", b"k1", b"k3", b"\"k", b"\":", b":", b",", b", \"", b"{", b"}", b"0", b"1", b"2",
+        b"12", b"20", b"1,", b"0 ,", b"2}", b"12, \"k", b"7 }", b"0}", b", \"k3",
+    ];
+    let mut composed = 0;
+    for _ in 0..4 {
+        let vocab = pieces_vocab(&mut rng, pieces, 120, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        for s in 0..a.states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            let before_number = a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == "json_integer");
+            if let Some(km) = cg.composed_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                composed += usize::from(before_number);
+            }
+        }
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert!(composed >= 8, "only {composed} compositions before a number");
+}

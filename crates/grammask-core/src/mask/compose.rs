@@ -47,8 +47,9 @@ pub fn compose_kernel(
     for (km, t) in callees {
         km.accepted.or_into(&mut accepted);
         let mut resumed: Vec<Option<Vec<u32>>> = Vec::with_capacity(km.suffixes.len());
+        let mut chart = Chart::with_kernel(a, *t);
         for sfx in &km.suffixes {
-            resumed.push(resume_suffix(a, *t, sfx, follow)?.map(|ends| {
+            resumed.push(resume_suffix(a, &mut chart, sfx, follow)?.map(|ends| {
                 ends.into_iter().map(|c| intern_suffix(&mut suffix_ids, &mut suffixes, &sfx[c..])).collect()
             }));
         }
@@ -142,11 +143,22 @@ fn classify_first_bytes(
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
-/// Reads `suffix` from a fresh kernel chart of `t`: `None` if all of it is read (the rule may end
-/// right at its end), else the byte counts `c` after which the rule had ended before the chart
-/// died, where `suffix[c]` is in `follow` (the suffixes `record_uncertain` would keep).
-fn resume_suffix(a: &Automata, t: StateId, suffix: &[u8], follow: &ByteSet) -> Result<Option<Vec<usize>>> {
-    let mut chart = Chart::with_kernel(a, t);
+/// Reads `suffix` from `chart`, a kernel chart of some `t` (the rows read are dropped again):
+/// `None` if all of it is read (the rule may end right at its end), else the byte counts `c`
+/// after which the rule had ended before the chart died, where `suffix[c]` is in `follow` (the
+/// suffixes `record_uncertain` would keep).
+///
+/// PERF: a state after a value in an object of many optional properties predicts every later
+/// property in its first row (MaskBench `Github_hard---o30633`: ~90); building that row again for
+/// each of a number's ~80 suffixes took most of the composition.
+fn resume_suffix(a: &Automata, chart: &mut Chart, suffix: &[u8], follow: &ByteSet) -> Result<Option<Vec<usize>>> {
+    let rows = chart.num_rows();
+    let read = resume_rows(a, chart, suffix, follow);
+    chart.truncate_rows(rows);
+    read
+}
+
+fn resume_rows(a: &Automata, chart: &mut Chart, suffix: &[u8], follow: &ByteSet) -> Result<Option<Vec<usize>>> {
     let mut ends = Vec::new();
     for (c, &b) in suffix.iter().enumerate() {
         if kernel_ended(a, chart.last_row()) && follow.contains(b) {
