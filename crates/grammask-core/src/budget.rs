@@ -157,6 +157,11 @@ pub struct Completion {
     balls: Mutex<FastMap<(u32, u32, u32), u128>>,
     /// [`Completion::rise`]s by `(y, x, depth)`.
     rises: Mutex<FastMap<(u32, u32, u32), Option<i64>>>,
+    /// By [`Budget::cover_key`] of a row of one leaf item: the states of such rows a walk costed,
+    /// with their entries' bounds (at most [`MAX_COVERS`], the latest last).
+    covered: Mutex<FastMap<u128, Vec<(u32, u32)>>>,
+    /// [`Completion::covers`] by `(y, x, depth)`.
+    covers: Mutex<FastMap<(u32, u32, u32), bool>>,
     /// [`BodyShape`]s by [`Walk::body_cfg`]'s shape key (`None`: the shortcut does not hold).
     body_shapes: Mutex<FastMap<u128, Option<Arc<BodyShape>>>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
@@ -183,6 +188,9 @@ pub struct WalkStats<T = usize> {
     /// row signature missed, and those of them that found an entry they used.
     pub merged_lookups: T,
     pub merged_hits: T,
+    /// Masks left as they are, without a walk, by a row that covers theirs
+    /// ([`Completion::covers`]).
+    pub cover_hits: T,
     /// Fit walks near `now` skipped because a row of equal [`Budget::near_cap_key`] had one
     /// capped at that limit or above (see [`FIT_LIST_CAP`]).
     pub near_cap_skips: T,
@@ -213,6 +221,7 @@ impl WalkStats<AtomicUsize> {
         WalkStats {
             merged_lookups: n(&self.merged_lookups),
             merged_hits: n(&self.merged_hits),
+            cover_hits: n(&self.cover_hits),
             near_cap_skips: n(&self.near_cap_skips),
             near_rule_skips: n(&self.near_rule_skips),
             deferred_caps: n(&self.deferred_caps),
@@ -428,6 +437,8 @@ pub const FIT_LIST_CAP: usize = 4096;
 const DEFERRED_CAP_DIVISOR: usize = 4;
 /// Most [`Completion::ball`] hashes per grammar; when exceeded the table starts over.
 const MAX_BALLS: usize = 1 << 16;
+/// Walked rows kept per [`Budget::cover_key`] (see [`Completion::covered`]).
+const MAX_COVERS: usize = 4;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
 /// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
@@ -826,6 +837,8 @@ impl Completion {
             char_stays: Mutex::default(),
             balls: Mutex::default(),
             rises: Mutex::default(),
+            covered: Mutex::default(),
+            covers: Mutex::default(),
             body_shapes: Mutex::default(),
             classes: OnceLock::new(),
             near_caps: Mutex::default(),
@@ -950,6 +963,97 @@ impl Completion {
             }
         }
         Some(rise)
+    }
+
+    /// Whether every token allowed from a row whose one item is leaf `y` costs at most what some
+    /// token allowed from a row whose one item is leaf `x` costs (same rule, origin row and
+    /// lookahead, so the same `U`), tokens of up to `depth` bytes: every byte path of `y` is one
+    /// of `x`'s, and each pair of states the same path takes them to is either one state (the
+    /// rows are then equal from there on) or two states without rule edges, neither final (no
+    /// completion adds an item to either row), `dist(y') <= dist(x') < INF`. A token then ends
+    /// at rows `{y'}` and `{x'}` costing `dist + U`, or at equal rows. So the bound of `x`'s
+    /// entry bounds `y`'s tokens: a position of a counted string (`"[a-z]{0,100}"`, within the
+    /// longest token of its end) under an earlier one, which has more room.
+    fn covers(&self, a: &Automata, y: StateId, x: StateId, depth: u32) -> bool {
+        let key = (y.0, x.0, depth);
+        if let Some(&c) = self.covers.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return c;
+        }
+        let c = self.cover_search(a, y, x, depth);
+        let mut m = self.covers.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_BALLS {
+            m.clear();
+        }
+        m.insert(key, c);
+        c
+    }
+
+    /// [`Completion::covers`]' search over the state pairs of equal byte paths.
+    fn cover_search(&self, a: &Automata, y: StateId, x: StateId, depth: u32) -> bool {
+        let mut seen: std::collections::HashSet<(u32, u32), crate::fasthash::FastState> =
+            std::collections::HashSet::default();
+        let mut queue = vec![(y, x, 0u32)];
+        seen.insert((y.0, x.0));
+        let mut i = 0;
+        while i < queue.len() {
+            let (p, q, d) = queue[i];
+            i += 1;
+            if p == q {
+                continue;
+            }
+            let (sp, sq) = (a.state(p), a.state(q));
+            if !self.leaf[p.0 as usize]
+                || !self.leaf[q.0 as usize]
+                || sp.is_final
+                || sq.is_final
+                || self.dist(q) >= INF
+                || self.dist(p) > self.dist(q)
+                || queue.len() > MAX_REGION_STATES
+            {
+                return false;
+            }
+            if d >= depth {
+                continue;
+            }
+            let xe = a.byte_edges(q);
+            let mut j = 0;
+            for e in a.byte_edges(p) {
+                // Edges are sorted and disjoint; a range of `p` split across `q`'s edges fails.
+                while j < xe.len() && xe[j].hi < e.lo {
+                    j += 1;
+                }
+                let f = match xe.get(j) {
+                    Some(f) if f.lo <= e.lo && e.hi <= f.hi => f,
+                    _ => match xe.iter().find(|f| f.lo <= e.lo && e.hi <= f.hi) {
+                        Some(f) => f,
+                        None => return false,
+                    },
+                };
+                if seen.insert((e.target.0, f.target.0)) {
+                    queue.push((e.target, f.target, d + 1));
+                }
+            }
+        }
+        true
+    }
+
+    /// The states [`Completion::covered`] holds for `key`, with their bounds.
+    fn covered(&self, key: u128) -> Vec<(u32, u32)> {
+        self.covered.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned().unwrap_or_default()
+    }
+
+    /// Notes a walked row of one leaf item `s` whose tokens cost at most `bound`.
+    fn put_covered(&self, key: u128, s: u32, bound: u32) {
+        let mut m = self.covered.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_MEMO_STATES {
+            m.clear();
+        }
+        let v = m.entry(key).or_default();
+        v.retain(|e| e.0 != s);
+        if v.len() >= MAX_COVERS {
+            v.remove(0);
+        }
+        v.push((s, bound));
     }
 
     /// A memo key for the chart's last row that holds for limits below `cap`: its signature
@@ -3278,6 +3382,24 @@ impl Budget {
         self.fit_cap = cap;
     }
 
+    /// For a last row of one leaf item: the item's state and a key of what else its cost depends
+    /// on (rule, origin row, lookahead), for [`Completion::covers`]. `None` for other rows and
+    /// grammars whose rows are not costed by their items' byte paths alone.
+    fn cover_key(&self, a: &Automata, chart: &Chart) -> Option<(StateId, u128)> {
+        use crate::earley::mix128;
+        let r = chart.last_row_index();
+        let [it] = chart.row(r) else {
+            return None;
+        };
+        let o = it.origin as usize;
+        if !self.comp.mergeable || !self.comp.leaf[it.state.0 as usize] || o == r {
+            return None;
+        }
+        let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
+        let rule = a.state(it.state).rule.index() as u128;
+        Some((it.state, mix128(chart.row_signature(o) ^ mix128(la << 64 | rule))))
+    }
+
     /// What decides whether a fit walk near `now` from the chart's last row is capped, origins
     /// left out: its items' states, lookahead and `U - now`. Rows at the same place in another
     /// object or array element (`{"` of each element) key alike.
@@ -3434,6 +3556,17 @@ impl Budget {
         if self.comp.memo_bound(sig).is_some_and(|b| limit >= b) {
             return Ok(());
         }
+        // PERF: each position of a counted string within the longest token of its bound
+        // (sp_97's `maxLength: 100`) is a row of its own, and far from the limit its walk (~1 ms
+        // on Llama 3) removed nothing; an earlier position's bound holds for it.
+        let cover = self.cover_key(a, chart);
+        if let Some((y, key)) = cover {
+            let depth = trie.max_depth;
+            if self.comp.covered(key).iter().any(|&(x, b)| limit >= b && self.comp.covers(a, y, StateId(x), depth)) {
+                bump(&self.comp.stats.cover_hits);
+                return Ok(());
+            }
+        }
         let now = self.shortest(a, chart);
         // Fit lists answer limits from `now` up, over lists those below their walk's limit.
         let by_over = |e: &Entry| limit >= now && (limit >= e.bound || limit >= e.over_from);
@@ -3463,6 +3596,9 @@ impl Budget {
                     _ => {
                         let near_capped = old.is_some_and(|e| e.near_capped);
                         let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
+                        if let Some((y, key)) = cover.filter(|_| e.bound < INF) {
+                            self.comp.put_covered(key, y.0, e.bound);
+                        }
                         let e = self.comp.memo_put(sig, e);
                         if let Some(k) = merged {
                             self.comp.memo_put_arc(k, e.clone());

@@ -1053,3 +1053,69 @@ fn plain_level_exits_list_without_item_rows_on_llama3() {
     let (listed, rows) = (st.plain_exit_listings, st.item_rows);
     assert!(listed > 0 && rows < 8_000, "{listed} plain-level exits listed without a row, {rows} item rows pushed");
 }
+
+/// Rows of one leaf item whose masks an earlier position's walk bounds (`Completion::covers`),
+/// against brute force: positions of a counted string within the longest token of its end
+/// (each a row of its own, whose tokens cost no more than an earlier position's), and letters
+/// whose later positions cost more though they read no byte an earlier one does not
+/// (`[a-z]{0,5} "!"` then `"!"* "}"`, or `[a-z]{6,8}` and eight `!` first), where an earlier
+/// position's bound is below a later one's costs and must not be taken. Paths go letter by
+/// letter from several first tokens; one matcher per `max_tokens` runs along each, with limit
+/// walks and with exact walks.
+#[test]
+fn covered_rows_mask_equal_brute_force() {
+    let (vocab, stop) = vocab_with(&["abcd", "ab"]);
+    let find = |s: &str| (0..vocab.vocab_size() as u32).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
+    let grammars = [
+        ("counted", "root ::= \"{\\\"m\\\":\\\"\" [a-z]{0,20} \"\\\"\" (\",\\\"n\\\":\" \"1234\")? \"}\"", 24),
+        ("rising", "root ::= \"\\\"\" ([a-z]{0,5} \"!\" | [a-z]{6,8} \"!!!!!!!!\") \"!\"* \"}\"", 9),
+    ];
+    let mut hits = 0;
+    for (name, text, len) in grammars {
+        let g = parse_ebnf(text, "root").unwrap();
+        let mut memo = HashMap::new();
+        for exact in [false, true] {
+            let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+            for first in ["q", "ab", "abcd"] {
+                let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let mut budgeted: Vec<(usize, Matcher)> = (4..=40)
+                    .filter_map(|n| {
+                        let opts = MatcherOptions { max_tokens: Some(n), ..Default::default() };
+                        let mut m = Matcher::new(cg.clone(), opts).ok()?;
+                        m.set_exact_budget_walks(exact);
+                        Some((n, m))
+                    })
+                    .collect();
+                let open: &[&str] = if name == "counted" { &["{\"", "m", "\"", ":", "\""] } else { &["\""] };
+                let path = open.iter().copied().chain([first]).chain(std::iter::repeat("q"));
+                for (taken, tok) in path.take(open.len() + len).enumerate() {
+                    let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                    let costs = costs_after(&free, &allowed, stop, &mut memo);
+                    for (n, m) in &mut budgeted {
+                        let remaining = *n - taken.min(*n);
+                        let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                        let want: HashSet<u32> = costs
+                            .iter()
+                            .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
+                            .map(|c| c.0)
+                            .collect();
+                        assert_eq!(
+                            got, want,
+                            "{name}, exact walks {exact}, first {first:?}, {taken} taken, max_tokens {n}"
+                        );
+                    }
+                    let t = find(tok);
+                    if !allowed.contains(&t) {
+                        break;
+                    }
+                    assert!(free.accept_token(t).unwrap());
+                    for (_, m) in &mut budgeted {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                }
+            }
+            hits += cg.completion().walk_stats().cover_hits;
+        }
+    }
+    assert!(hits > 0, "no mask was left as it is by a covering row");
+}
