@@ -737,7 +737,7 @@ impl CompiledGrammar {
             return Ok(None);
         }
         let follow = self.follow()[a.state(state).rule.index()];
-        compose_kernel(a, vocab_size, &follow, Some(own), &[after], &[]).map(Some)
+        compose_kernel(a, vocab_size, &follow, Some(own), &[after], Vec::new()).map(Some)
     }
 
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
@@ -798,17 +798,24 @@ impl CompiledGrammar {
         // token prefix the callee may end on, the composition once per distinct suffix.
         // PERF: the value after `"key":` in o30633 (a number, then the chain) walked ~7 M
         // instructions on Llama 3.
-        let wide = |t: StateId| crate::earley::Chart::with_kernel(a, t).num_items() >= COMPOSE_WIDE_ROW;
-        let skip = |r: RuleId, t: StateId| {
+        // The kernel chart of each edge's `t`, built once: counted here, read by the composition.
+        let mut charts: Vec<std::cell::OnceCell<crate::earley::Chart>> =
+            edges.iter().map(|_| std::cell::OnceCell::new()).collect();
+        let chart = |i: usize| charts[i].get_or_init(|| crate::earley::Chart::with_kernel(a, edges[i].1));
+        let wide = |i: usize| chart(i).num_items() >= COMPOSE_WIDE_ROW;
+        let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
-            let bytes_only = a.rule_edges(s0).is_empty() && !sliced(s0) && lead(r).is_none() && !wide(t);
+            let bytes_only = a.rule_edges(s0).is_empty() && !sliced(s0) && lead(r).is_none() && !wide(i);
             s0 == state || stack.contains(&s0) || bytes_only
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
         // `t`'s own classification joins, so `t` must not be on the composition stack.
         let empty_after = |r: RuleId, t: StateId| nullable[start(r).0 as usize].then_some(t);
-        if edges.iter().any(|&(r, t)| skip(r, t) || empty_after(r, t).is_some_and(|t| t == state || stack.contains(&t)))
+        if edges
+            .iter()
+            .enumerate()
+            .any(|(i, &(r, t))| skip(i, r) || empty_after(r, t).is_some_and(|t| t == state || stack.contains(&t)))
         {
             return Ok(None);
         }
@@ -816,7 +823,7 @@ impl CompiledGrammar {
         let mut callees = Vec::with_capacity(edges.len());
         let mut continuations = Vec::new();
         let vocab_size = self.index.vocab.vocab_size();
-        for &(r, t) in edges {
+        for (i, &(r, t)) in edges.iter().enumerate() {
             // A run callee is nullable: `t`'s own kernel joins below, as after any empty callee.
             let read = match lead(r) {
                 Some((class, bound)) => {
@@ -834,7 +841,10 @@ impl CompiledGrammar {
                         Err(e) => Err(e),
                     }
                 }
-                None => self.kernel_in(start(r), stack).map(|km| callees.push((km, t))),
+                None => self.kernel_in(start(r), stack).map(|km| {
+                    let chart = charts[i].take().unwrap_or_else(|| crate::earley::Chart::with_kernel(a, t));
+                    callees.push((km, chart));
+                }),
             };
             let km = read.and_then(|()| empty_after(r, t).map(|t| self.kernel_in(t, stack)).transpose());
             match km {
@@ -872,7 +882,7 @@ impl CompiledGrammar {
             })?)
         };
         let follow = self.follow()[a.state(state).rule.index()];
-        compose_kernel(a, vocab_size, &follow, own, &continuations, &callees).map(Some)
+        compose_kernel(a, vocab_size, &follow, own, &continuations, callees).map(Some)
     }
 
     /// The classification of a kernel state without rule edges, shifted from the kernel of the

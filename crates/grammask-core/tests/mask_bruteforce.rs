@@ -1772,3 +1772,38 @@ fn wide_row_compositions_equal_plain_walks() {
     }
     assert!(composed >= 8, "only {composed} compositions before a number");
 }
+
+/// An open object of 70 known keys: its key starts call the excluded-words rule, composed from
+/// its kernel ([`CompiledGrammar::composed_kernel`]), whose uncertain tokens end the key inside
+/// and leave suffixes that share prefixes (`"`, `":`, `": `, `": 1`, `":1,`) or die on the way
+/// (`"}`, `"x`, `": }`). The composition reads them in byte order from the rows of the one
+/// before's common prefix (`SuffixReader`, compose.rs). Every composed kernel equals the plain
+/// walk's and masks along documents equal brute force.
+#[test]
+fn shared_prefix_suffix_compositions_equal_plain_walks() {
+    let mut rng = Rng(0x5AFF_1C5E_0DD5_2929);
+    let props: Vec<String> = (0..70).map(|k| format!("\"k{k:02}\": {{\"type\": \"integer\"}}")).collect();
+    let text = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let g = lax_schema_grammar(&text);
+    let docs: &[&[u8]] =
+        &[b"{\"k00\": 1, \"x\": 20, \"k69\":3}", b"{\"xy\":12,\"k1\": 0 }", b"{ \"k05\": 0, \"k0\":1}"];
+    let pieces: &[&[u8]] = &[
+        b" ", b"\"", b"\":", b"\": ", b"\":\"", b"\": 1", b"\":1,", b"\"}", b"\"x", b"\": }", b"k", b"k0", b"k1", b"x",
+        b"xy", b":", b",", b", \"", b"{", b"}", b"{\"", b"0", b"1", b"2", b"12", b"20", b"0 ,", b"1}",
+    ];
+    let mut composed = 0;
+    for _ in 0..3 {
+        let vocab = pieces_vocab(&mut rng, pieces, 150, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        for s in 0..a.states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            if let Some(km) = cg.composed_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                composed += usize::from(!km.suffixes.is_empty());
+            }
+        }
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert!(composed >= 100, "only {composed} compositions with suffixes");
+}

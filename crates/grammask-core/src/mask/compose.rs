@@ -7,7 +7,7 @@ use super::*;
 
 /// Composes the classification of kernel state `s` (of rule `R`) from its callees': for each rule
 /// edge `(X, t)` of `s`, a non-nullable `X` whose rule-start classification is `callees[i].0`,
-/// with `t = callees[i].1`; `own` classifies the tokens whose first byte `s` reads itself
+/// with `callees[i].1` a kernel chart of `t` (its first row only); `own` classifies the tokens whose first byte `s` reads itself
 /// ([`classify_kernel_from_bytes`]; `None` when it reads none). `follow` is FOLLOW(R).
 /// `continuations` are the classifications of the `t` after each nullable callee: with `X`
 /// empty, the token is read from `t` (in `R`, so their uncertain tokens mean what `own`'s do).
@@ -16,7 +16,8 @@ use super::*;
 /// tokens), or ends `X` after a prefix and reads the rest `σ` from `t` in `R`; `X`'s uncertain
 /// tokens are exactly those splits (the ones whose `σ` starts outside FOLLOW(X) cannot be read
 /// from `t`, nor follow `R` when `t` ends it, since FOLLOW(R) ⊆ FOLLOW(X) then). Each distinct
-/// `σ` is read once from a fresh kernel chart of `t`: read to its end, the token is accepted; else
+/// `σ` is read once from the kernel chart of `t` given with `X`'s classification (its first row
+/// only; rows read are dropped again): read to its end, the token is accepted; else
 /// the places where `R` ended on the way leave the token's uncertain suffixes, as in the walk.
 ///
 /// PERF: the states that begin an expression (after `= `, `(`, `, `, an operator) each walked the
@@ -28,7 +29,7 @@ pub fn compose_kernel(
     follow: &ByteSet,
     own: Option<KernelMask>,
     continuations: &[Arc<KernelMask>],
-    callees: &[(Arc<KernelMask>, StateId)],
+    callees: Vec<(Arc<KernelMask>, Chart)>,
 ) -> Result<KernelMask> {
     let mut suffix_ids = SuffixIds::default();
     let mut suffixes = Vec::new();
@@ -44,14 +45,19 @@ pub fn compose_kernel(
         let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
         uncertain.extend(km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
     }
-    for (km, t) in callees {
+    for (km, chart) in callees {
         km.accepted.or_into(&mut accepted);
-        let mut resumed: Vec<Option<Vec<u32>>> = Vec::with_capacity(km.suffixes.len());
-        let mut chart = Chart::with_kernel(a, *t);
-        for sfx in &km.suffixes {
-            resumed.push(resume_suffix(a, &mut chart, sfx, follow)?.map(|ends| {
-                ends.into_iter().map(|c| intern_suffix(&mut suffix_ids, &mut suffixes, &sfx[c..])).collect()
-            }));
+        let mut resumed: Vec<Option<Vec<u32>>> = vec![None; km.suffixes.len()];
+        let mut reader = SuffixReader::new(chart);
+        // In byte order, each suffix goes on from the rows its common prefix with the one before
+        // left (a chart's rows are a function of the bytes read).
+        let mut order: Vec<usize> = (0..km.suffixes.len()).collect();
+        order.sort_unstable_by(|&i, &j| km.suffixes[i].cmp(&km.suffixes[j]));
+        for i in order {
+            let sfx = &km.suffixes[i];
+            resumed[i] = reader
+                .read(a, sfx, follow)?
+                .map(|ends| ends.iter().map(|&c| intern_suffix(&mut suffix_ids, &mut suffixes, &sfx[c..])).collect());
         }
         for &(tok, sid) in &km.uncertain {
             match &resumed[sid as usize] {
@@ -143,32 +149,50 @@ fn classify_first_bytes(
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
-/// Reads `suffix` from `chart`, a kernel chart of some `t` (the rows read are dropped again):
-/// `None` if all of it is read (the rule may end right at its end), else the byte counts `c`
-/// after which the rule had ended before the chart died, where `suffix[c]` is in `follow` (the
-/// suffixes `record_uncertain` would keep).
+/// Reads suffixes from a kernel chart of some `t`, keeping the rows of the bytes read last: a
+/// suffix sharing a prefix with the one before goes on from that prefix's row.
+///
+/// Invariant: the chart holds `base` rows plus one per byte of `read`, each the row after that
+/// prefix of `read`; `ends` holds the positions `c < read.len()` where the rule had ended before
+/// `read[c]` and `read[c]` is in `follow` (after a read that died, also `read.len()` itself).
 ///
 /// PERF: a state after a value in an object of many optional properties predicts every later
 /// property in its first row (MaskBench `Github_hard---o30633`: ~90); building that row again for
-/// each of a number's ~80 suffixes took most of the composition.
-fn resume_suffix(a: &Automata, chart: &mut Chart, suffix: &[u8], follow: &ByteSet) -> Result<Option<Vec<usize>>> {
-    let rows = chart.num_rows();
-    let read = resume_rows(a, chart, suffix, follow);
-    chart.truncate_rows(rows);
-    read
+/// each of a number's ~80 suffixes took most of the composition. The suffixes after a key's end
+/// (`":`, `": "`, `":{"`, ...) share their first rows, built once each in byte order.
+struct SuffixReader {
+    chart: Chart,
+    base: usize,
+    read: Vec<u8>,
+    ends: Vec<usize>,
 }
 
-fn resume_rows(a: &Automata, chart: &mut Chart, suffix: &[u8], follow: &ByteSet) -> Result<Option<Vec<usize>>> {
-    let mut ends = Vec::new();
-    for (c, &b) in suffix.iter().enumerate() {
-        if kernel_ended(a, chart.last_row()) && follow.contains(b) {
-            ends.push(c);
-        }
-        if !chart.push_byte(a, b)? {
-            return Ok(Some(ends));
-        }
+impl SuffixReader {
+    fn new(chart: Chart) -> SuffixReader {
+        let base = chart.num_rows();
+        SuffixReader { chart, base, read: Vec::new(), ends: Vec::new() }
     }
-    Ok(None)
+
+    /// `None` if all of `suffix` is read (the rule may end right at its end), else the byte
+    /// counts `c` after which the rule had ended before the chart died, where `suffix[c]` is in
+    /// `follow` (the suffixes `record_uncertain` would keep).
+    fn read(&mut self, a: &Automata, suffix: &[u8], follow: &ByteSet) -> Result<Option<&[usize]>> {
+        let keep = self.read.iter().zip(suffix).take_while(|(x, y)| x == y).count();
+        self.chart.truncate_rows(self.base + keep);
+        self.read.truncate(keep);
+        self.ends.truncate(self.ends.partition_point(|&c| c < keep));
+        for (c, &b) in suffix.iter().enumerate().skip(keep) {
+            if kernel_ended(a, self.chart.last_row()) && follow.contains(b) {
+                self.ends.push(c);
+            }
+            if !self.chart.push_byte(a, b)? {
+                // Dead before `b`: `ends` may hold `c` too, dropped by the next read's truncation.
+                return Ok(Some(&self.ends));
+            }
+            self.read.push(b);
+        }
+        Ok(None)
+    }
 }
 
 /// The classification of a kernel state `s` without rule edges from that of a reference state `r`
