@@ -173,10 +173,11 @@ pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, 
 const MAX_SIDE_BYTES: u32 = 8;
 
 /// The class characters' end state and the side bytes of inline level `start` (see
-/// [`char_form`]): when its one-byte ASCII characters lead to more than one state, the state that
-/// at least [`MIN_CLASS_CHARS`] of them lead to is the class's, and the others (at most
-/// [`MAX_SIDE_BYTES`]) are side bytes, walked as frontier (`ClassBodySlice::exits_at`); `(None, 0)`
-/// when they lead to one state or none; `None` (no level) when neither holds.
+/// [`char_form`]): when its one-byte ASCII characters lead to more than one state and it reads
+/// no other byte but `"`-like ones, the state that at least [`MIN_CLASS_CHARS`] of them lead to is
+/// the class's, and the others (at most [`MAX_SIDE_BYTES`]) are side bytes, walked as frontier
+/// (`ClassBodySlice::exits_at`); `(None, 0)` when they lead to one state or none; `None` (no
+/// level) otherwise. A loop's level with side bytes ends its chain ([`class_capacity`]).
 fn side_bytes(a: &Automata, start: StateId) -> Option<(Option<StateId>, u128)> {
     let (table, _) = body_table();
     let mut by_target: Vec<(StateId, u128)> = Vec::new();
@@ -190,6 +191,11 @@ fn side_bytes(a: &Automata, start: StateId) -> Option<(Option<StateId>, u128)> {
     }
     if by_target.len() <= 1 {
         return Some((None, 0));
+    }
+    // Only ASCII text: a level that reads every other character besides (an unanchored pattern's
+    // state before its trigger byte) would take a slice of nearly the whole vocabulary.
+    if a.byte_edges(start).iter().any(|e| e.hi >= 0x80) {
+        return None;
     }
     let (end, class) = *by_target.iter().max_by_key(|(t, m)| (m.count_ones(), std::cmp::Reverse(t.0)))?;
     let sides = by_target.iter().fold(0u128, |s, (_, m)| s | m) & !class;
@@ -267,6 +273,8 @@ pub fn class_capacity(
                 return chain(class, c, Some(r), ends, sides)
             }
             None => return chain(class, c, Some(r), ends, sides),
+            // A loop with side bytes is left to the run indexes and class slices, as before them.
+            Some(ClassLevel::Next(t, _, side)) if t == r && side != 0 => return chain(class, c, Some(r), ends, sides),
             Some(ClassLevel::Next(t, k, side)) => {
                 class = Some(k);
                 if side != 0 {
@@ -279,9 +287,6 @@ pub fn class_capacity(
                     // A loop: every later boundary is the same state.
                     if is_final(t) {
                         ends.extend(c + 2..=max_chars);
-                    }
-                    if side != 0 {
-                        sides.extend((c + 1..max_chars).map(|k| (k, side)));
                     }
                     break;
                 }
