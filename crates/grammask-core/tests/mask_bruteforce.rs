@@ -801,6 +801,63 @@ fn class_chain_exit_masks_match_brute_force() {
     assert!(checked >= 100, "{checked} masks checked");
 }
 
+/// Masks equal the brute force inside counted class bodies whose levels read a few other ASCII
+/// bytes into other states (*side bytes*, `grammask_core::slice::ClassLevel::Next`): the e-mail
+/// `format`'s domain labels (`[0-9A-Za-z]`, up to 63 characters, `-` and `.` beside; the
+/// label may end the string), and an EBNF counted class with `-`, `.` and `:` beside whose rule
+/// ends before `>`; on Llama 3 and Qwen 2.5 at every position, through labels that run to their
+/// last characters. The kernels at the label positions must take the class-body slice (they were
+/// walked before: ~1-1.7 ms each on Llama 3, MaskBench o60252). A side byte's exit nodes left
+/// unwalked refuse `bb-` or `.ru` after `aa@`; walked at the wrong count, a label of 64
+/// characters is accepted.
+#[test]
+fn class_side_bytes_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {"e": {"type": "string", "format": "email"}}}"#;
+    let ebnf = r#"root ::= "<" w ([-.:] w)* ">"
+w ::= [a-zA-Z0-9]{1,40}"#;
+    let from_schema = lax_schema_grammar(schema);
+    let from_ebnf = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    // Labels of `n` characters, with (`label`) and without (`word`) a `-` inside.
+    let label = |n: usize| "abc9-Z".chars().cycle().take(n - 1).chain(['x']).collect::<String>();
+    let word = |n: usize| "abc9Z".chars().cycle().take(n).collect::<String>();
+    let (mut sliced_at, mut checked) = (0, 0);
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let schema_cg = Arc::new(CompiledGrammar::new(&from_schema, &vocab).unwrap());
+        let ebnf_cg = Arc::new(CompiledGrammar::new(&from_ebnf, &vocab).unwrap());
+        let cases: [(&Arc<CompiledGrammar>, String); 4] = [
+            (&schema_cg, r#"{"e": "aa@bb.ru"}"#.to_string()),
+            (&schema_cg, format!(r#"{{"e": "x.y@{}.a--b.example-mail.com"}}"#, label(63))),
+            (&schema_cg, format!(r#"{{"e": "info@{}"}}"#, label(62))),
+            (&ebnf_cg, format!("<{}-ab.c:{}>", word(40), word(39))),
+        ];
+        for (cg, doc) in cases {
+            let a = cg.automata();
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            for i in 0..=doc.len() {
+                sliced_at +=
+                    usize::from(kernel_items(a, m.chart()).iter().any(|it| cg.class_body_capacity(it.state).is_some()));
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{name} {doc:?} at {i}: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+                if let Some(&b) = doc.as_bytes().get(i) {
+                    assert!(m.accept_bytes(&[b]).unwrap(), "{name} {doc:?} at {i}");
+                }
+            }
+            assert!(m.is_completed(), "{name} {doc:?}");
+        }
+        // A domain label of 64 characters is refused.
+        let mut m = Matcher::new(schema_cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(!m.accept_bytes(format!(r#"{{"e": "a@{}""#, label(64)).as_bytes()).unwrap_or(false), "{name}");
+    }
+    // Per vocabulary, most label positions: 2 + ~63 + ~15 + ~62 + ~80 in the EBNF.
+    assert!(sliced_at >= 2 * 180, "{sliced_at} positions took a class-body slice");
+    assert!(checked >= 2 * 280, "{checked} masks checked");
+}
+
 /// Masks equal the brute force inside the keys of an open object, where the kernels of the
 /// excluded-key trie's positions are derived from the string body's kernel less the rests of
 /// the known keys (`CompiledGrammar::excluded_kernel`, checked to be taken): known keys that

@@ -21,18 +21,26 @@ impl KernelWalk<'_> {
             // other token is refused without a rule end a context continues on the way, except
             // below the walked frontier nodes (see `crate::slice::ClassBodySlice`), after a chain
             // with an exit state, where `c` characters of class text are followed by a byte the
-            // exit reads, and where the rule ended after `k` characters and a FOLLOW byte leaves
-            // the class (`crate::slice::ends_served`).
+            // exit reads, where the rule ended after `k` characters and a FOLLOW byte leaves
+            // the class (`crate::slice::ends_served`), and where a level after `k` characters
+            // reads a side byte. Each (characters, byte) is walked once: a final exit's byte may
+            // be in FOLLOW, or a side byte too.
             let c = chain.chars;
             cb.add_within(c, &mut w.accepted);
-            let exits = chain.exit.into_iter().flat_map(|r| a.byte_edges(r)).flat_map(|e| e.lo..=e.hi);
-            let follow_bytes: Vec<u8> = if chain.ends.is_empty() {
-                Vec::new()
-            } else {
-                (0..=255u8).filter(|&x| follow.is_none_or(|fo| fo.contains(x))).collect()
-            };
-            let ended = chain.ends.iter().flat_map(|&k| follow_bytes.iter().flat_map(move |&x| cb.exits_at(k, x)));
-            for f in cb.walked.iter().chain(exits.flat_map(|x| cb.exits_at(c, x))).chain(ended) {
+            let mut leaves: Vec<(u32, u8)> = Vec::new();
+            leaves
+                .extend(chain.exit.into_iter().flat_map(|r| a.byte_edges(r)).flat_map(|e| e.lo..=e.hi).map(|x| (c, x)));
+            if !chain.ends.is_empty() {
+                let follow_bytes: Vec<u8> = (0..=255u8).filter(|&x| follow.is_none_or(|fo| fo.contains(x))).collect();
+                leaves.extend(chain.ends.iter().flat_map(|&k| follow_bytes.iter().map(move |&x| (k, x))));
+            }
+            for &(k, side) in &chain.sides {
+                leaves.extend((0..0x80u8).filter(|&x| side >> x & 1 == 1).map(|x| (k, x)));
+            }
+            leaves.sort_unstable();
+            leaves.dedup();
+            let exits = leaves.iter().flat_map(|&(k, x)| cb.exits_at(k, x));
+            for f in cb.walked.iter().chain(exits) {
                 if !w.walk_frontier(f, base)? {
                     return Ok(false);
                 }

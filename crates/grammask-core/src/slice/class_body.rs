@@ -34,7 +34,12 @@
 //! before it leaves, when the rule ended there and the byte it leaves by is in FOLLOW (any earlier
 //! end is followed by a class byte). Those nodes are walked too (`exits_at` of each final
 //! boundary and FOLLOW byte), and walking one replays its path exactly, so it records what the
-//! whole walk would.
+//! whole walk would. An exit may then be final too (its boundary is one of those ends).
+//! A level may also read a few *side bytes* ([`side_bytes`]): one-byte ASCII characters that lead
+//! elsewhere than its class characters (an e-mail domain label `[0-9A-Za-z]` reads `-` and `.`
+//! besides, into other states). A token that leaves the class text after `k` characters by a
+//! side byte of the level at `k` goes on in that other state: those nodes (`exits_at(k, x)`) are
+//! walked as well; a side byte begins no class character, so the chain stays exact.
 use super::body::body_table;
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
@@ -48,8 +53,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClassLevel {
     /// Every character of class `form` (an id of [`ClassBodies`], or of the caller's interner)
-    /// leads to this state.
-    Next(StateId, u32),
+    /// leads to this state; the ASCII side bytes (a mask, see [`char_form`]) lead elsewhere.
+    Next(StateId, u32, u128),
     /// No class byte can be read here: only walked bytes (`"`) and no byte a string cannot hold.
     Zero,
 }
@@ -92,17 +97,18 @@ fn class_chars(form: &[u32]) -> u64 {
 /// is no class character automaton. `call`: the characters end in a final state without edges
 /// (a callee's end); else in one plain state, returned too. A start that reads no body byte
 /// has the form of pair 0 alone with no runs.
-pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, Option<StateId>)> {
+pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, Option<StateId>, u128)> {
     let plain = |q: StateId| a.rule_edges(q).is_empty();
     if !plain(start) || (call && a.state(start).is_final) {
         return None;
     }
     let (table, _) = body_table();
+    let (class_end, sides) = if call { (None, 0) } else { side_bytes(a, start)? };
     let mut pairs: Vec<(StateId, u8)> = vec![(start, 0)];
     let mut index: FastMap<(StateId, u8), u32> = FastMap::default();
     index.insert((start, 0), 0);
     let mut form = Vec::new();
-    let mut end: Option<StateId> = None;
+    let mut end: Option<StateId> = class_end;
     let mut i = 0;
     while i < pairs.len() {
         let (q, b) = pairs[i];
@@ -114,6 +120,9 @@ pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, 
         edges.sort_unstable_by_key(|e| e.lo);
         for e in edges {
             for x in e.lo..=e.hi {
+                if i == 1 && x < 0x80 && sides >> x & 1 == 1 {
+                    continue;
+                }
                 let target = match table[usize::from(b)][usize::from(x)] {
                     Body::Dead => return None,
                     Body::Walk => continue,
@@ -156,7 +165,42 @@ pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, 
             }
         }
     }
-    Some((form, end))
+    Some((form, end, sides))
+}
+
+/// Most *side bytes* of an inline class level: ASCII characters it reads into another state than
+/// its class characters' (the `-` and `.` of an e-mail domain label, `[0-9A-Za-z]` its class).
+const MAX_SIDE_BYTES: u32 = 8;
+
+/// The class characters' end state and the side bytes of inline level `start` (see
+/// [`char_form`]): when its one-byte ASCII characters lead to more than one state and it reads
+/// no other byte but `"`-like ones, the state that at least [`MIN_CLASS_CHARS`] of them lead to is
+/// the class's, and the others (at most [`MAX_SIDE_BYTES`]) are side bytes, walked as frontier
+/// (`ClassBodySlice::exits_at`); `(None, 0)` when they lead to one state or none; `None` (no
+/// level) otherwise. A loop's level with side bytes ends its chain ([`class_capacity`]).
+fn side_bytes(a: &Automata, start: StateId) -> Option<(Option<StateId>, u128)> {
+    let (table, _) = body_table();
+    let mut by_target: Vec<(StateId, u128)> = Vec::new();
+    for e in a.byte_edges(start) {
+        for x in (e.lo..=e.hi).filter(|&x| x < 0x80 && table[0][usize::from(x)] == Body::To(0)) {
+            match by_target.iter_mut().find(|(t, _)| *t == e.target) {
+                Some((_, m)) => *m |= 1 << x,
+                None => by_target.push((e.target, 1 << x)),
+            }
+        }
+    }
+    if by_target.len() <= 1 {
+        return Some((None, 0));
+    }
+    // Only ASCII text: a level that reads every other character besides (an unanchored pattern's
+    // state before its trigger byte) would take a slice of nearly the whole vocabulary.
+    if a.byte_edges(start).iter().any(|e| e.hi >= 0x80) {
+        return None;
+    }
+    let (end, class) = *by_target.iter().max_by_key(|(t, m)| (m.count_ones(), std::cmp::Reverse(t.0)))?;
+    let sides = by_target.iter().fold(0u128, |s, (_, m)| s | m) & !class;
+    (u64::from(class.count_ones()) >= MIN_CLASS_CHARS && sides.count_ones() <= MAX_SIDE_BYTES)
+        .then_some((Some(end), sides))
 }
 
 /// The class level of state `r` (see the module doc), `None` if it is none. `form` interns a
@@ -170,17 +214,17 @@ pub fn class_level(
     let (table, _) = body_table();
     match *a.rule_edges(r) {
         [] => {
-            let (id, end, empty) = form(r, false)?;
+            let (id, end, empty, sides) = form(r, false)?;
             match end {
-                Some(t) => Some(ClassLevel::Next(t, id)),
+                Some(t) => Some(ClassLevel::Next(t, id, sides)),
                 None => empty.then_some(ClassLevel::Zero),
             }
         }
         [(c, t)] => {
             // The state's own bytes are all walked (`"`).
             let own = a.byte_edges(r).iter().all(|e| (e.lo..=e.hi).all(|x| table[0][usize::from(x)] == Body::Walk));
-            let (id, _, empty) = form(a.callee_start(r, c), true)?;
-            (own && !empty).then_some(ClassLevel::Next(t, id))
+            let (id, _, empty, _) = form(a.callee_start(r, c), true)?;
+            (own && !empty).then_some(ClassLevel::Next(t, id, 0))
         }
         _ => None,
     }
@@ -198,6 +242,9 @@ pub struct ClassChain {
     /// The boundaries `k` (characters read, `1..=chars`, ascending) after which the rule may end
     /// (the level state there is final).
     pub ends: Vec<u32>,
+    /// The levels that read side bytes: (characters read before the level, its side bytes),
+    /// ascending.
+    pub sides: Vec<(u32, u128)>,
 }
 
 /// The class and capacity of the counted class body at `s`: the `c` of a chain of `c` levels of
@@ -214,16 +261,25 @@ pub fn class_capacity(
     is_final: impl Fn(StateId) -> bool,
 ) -> Option<ClassChain> {
     let mut class = None;
-    let mut ends = Vec::new();
-    let chain = |class: Option<u32>, chars, exit, ends| class.map(|class| ClassChain { class, chars, exit, ends });
+    let (mut ends, mut sides) = (Vec::new(), Vec::new());
+    let chain = |class: Option<u32>, chars, exit, ends, sides| {
+        class.map(|class| ClassChain { class, chars, exit, ends, sides })
+    };
     let mut r = s;
     for c in 0..max_chars {
         match level(r) {
-            Some(ClassLevel::Zero) => return chain(class, c, None, ends),
-            Some(ClassLevel::Next(_, k)) if class.is_some_and(|k0| k0 != k) => return chain(class, c, Some(r), ends),
-            None => return chain(class, c, Some(r), ends),
-            Some(ClassLevel::Next(t, k)) => {
+            Some(ClassLevel::Zero) => return chain(class, c, None, ends, sides),
+            Some(ClassLevel::Next(_, k, _)) if class.is_some_and(|k0| k0 != k) => {
+                return chain(class, c, Some(r), ends, sides)
+            }
+            None => return chain(class, c, Some(r), ends, sides),
+            // A loop with side bytes is left to the run indexes and class slices, as before them.
+            Some(ClassLevel::Next(t, _, side)) if t == r && side != 0 => return chain(class, c, Some(r), ends, sides),
+            Some(ClassLevel::Next(t, k, side)) => {
                 class = Some(k);
+                if side != 0 {
+                    sides.push((c, side));
+                }
                 if is_final(t) {
                     ends.push(c + 1);
                 }
@@ -238,7 +294,7 @@ pub fn class_capacity(
             }
         }
     }
-    chain(class, max_chars, None, ends)
+    chain(class, max_chars, None, ends, sides)
 }
 
 /// Whether a chain of class `form` whose rule may end at some boundaries is one a class-body slice
@@ -253,13 +309,14 @@ pub fn ends_served(form: &[u32], follow: &ByteSet) -> bool {
 }
 
 /// Whether exit state `r` of a chain of class `form` ([`class_capacity`]) is one a class-body
-/// slice serves: plain and not final, and no byte it reads begins a class character (so a token
-/// of more class characters than the chain is refused at `r`, and one leaving the class at `r`
-/// leaves it at a byte `r` reads: [`ClassBodySlice::exits_at`]).
+/// slice serves: plain, and no byte it reads begins a class character (so a token of more class
+/// characters than the chain is refused at `r`, and one leaving the class at `r` leaves it at a
+/// byte `r` reads: [`ClassBodySlice::exits_at`]). A final exit is a boundary in the chain's
+/// `ends` (the level before leads to it), which [`ends_served`] checks.
 pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> bool {
     let runs = &form[2..2 + 3 * form[1] as usize];
     let begins = |x: u8| runs.chunks(3).any(|run| (run[0]..=run[1]).contains(&u32::from(x)));
-    a.rule_edges(r).is_empty() && !a.state(r).is_final && a.byte_edges(r).iter().all(|e| !(e.lo..=e.hi).any(begins))
+    a.rule_edges(r).is_empty() && a.byte_edges(r).iter().all(|e| !(e.lo..=e.hi).any(begins))
 }
 
 /// The tokens that are text of one class (a character automaton's form, see [`char_form`]), by
@@ -344,8 +401,9 @@ pub struct ClassBodies {
     inner: Mutex<Inner>,
 }
 
-/// A character automaton's form id, its inline end state, and whether it reads no class byte.
-pub type StartForm = (u32, Option<StateId>, bool);
+/// A character automaton's form id, its inline end state, whether it reads no class byte,
+/// and its side bytes.
+pub type StartForm = (u32, Option<StateId>, bool, u128);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -362,7 +420,7 @@ impl Inner {
         if let Some(&f) = self.starts.get(&(start, call)) {
             return f;
         }
-        let f = char_form(a, start, call).and_then(|(form, end)| {
+        let f = char_form(a, start, call).and_then(|(form, end, sides)| {
             // An empty form reads no class byte (pair 0 with no runs).
             let empty = form.len() == 2;
             let next = self.forms.len() as u32;
@@ -375,7 +433,7 @@ impl Inner {
                 }
                 None => return None,
             };
-            Some((id, end, empty))
+            Some((id, end, empty, sides))
         });
         self.starts.insert((start, call), f);
         f
@@ -420,7 +478,7 @@ impl ClassBodies {
             }
         };
         match level? {
-            ClassLevel::Next(_, k) => Some(k),
+            ClassLevel::Next(_, k, _) => Some(k),
             ClassLevel::Zero => None,
         }
     }
