@@ -18,28 +18,46 @@
 //!   from the others of its would-be class (the inline flag is part of the signature).
 use super::determinize::SeqTable;
 use super::tail::{TailPlan, NO_GROUP};
-use crate::fasthash::FastMap;
+use crate::fasthash::{FastMap, FastState};
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 
 /// The representative of each rule's class: `rep[r] == r` for a rule that keeps its automaton.
 /// Identity when the grammar's expressions are not numbered children first. `deps[r]`: the rules
 /// `r`'s body references, sorted, each once (from `inline_plan`).
 pub(super) fn equal_rules(g: &Grammar, inline: &[bool], deps: &[Vec<usize>], tail: &TailPlan) -> Vec<RuleId> {
-    equal_rules_within(g, inline, deps, tail, MAX_WORK)
+    equal_rules_within(g, inline, deps, tail, MAX_WORK, true)
 }
 
 /// [`equal_rules`] with a cap on the refinement's work (expression and rule visits); past it no
-/// rule is merged (always correct).
+/// rule is merged (always correct). `screen`: first look for two candidate bodies of one shape
+/// ([`shapes_repeat`]); without one the refinement cannot merge a candidate and is skipped.
 fn equal_rules_within(
     g: &Grammar,
     inline: &[bool],
     deps: &[Vec<usize>],
     tail: &TailPlan,
     max_work: usize,
+    screen: bool,
 ) -> Vec<RuleId> {
     let n = g.rules().len();
     let identity: Vec<RuleId> = (0..n as u32).map(RuleId).collect();
     let exprs = g.exprs();
+    let own_class = |r: usize| {
+        let rule = &g.rules()[r];
+        r == g.root().index()
+            || rule.lookahead.is_some()
+            || g.rule_options(RuleId(r as u32)).is_some()
+            || tail.group[r] != NO_GROUP
+            || matches!(g.expr(rule.body), Expr::Token(_) | Expr::ExcludeToken(_))
+    };
+    let own: Vec<bool> = (0..n).map(own_class).collect();
+    // Only a class of two candidates (merging rules with an automaton of their own) is kept
+    // (`shared` below). PERF: on MaskBench's typical schemas 28 of 352 grammars have one; the
+    // others paid the whole refinement (~0.6 M instructions per schema) to find none.
+    let candidates: Vec<usize> = (0..n).filter(|&r| !own[r] && !inline[r]).collect();
+    if screen && !shapes_repeat(g, &candidates) {
+        return identity;
+    }
     // Expressions without a rule reference below them get one id per distinct expression, once
     // (`canon[e]` even); the others are interned anew whenever a class they name changes (odd).
     // Leaves get even ids, composites odd ones.
@@ -67,15 +85,6 @@ fn equal_rules_within(
         };
         canon[i] = id << 1;
     }
-    let own_class = |r: usize| {
-        let rule = &g.rules()[r];
-        r == g.root().index()
-            || rule.lookahead.is_some()
-            || g.rule_options(RuleId(r as u32)).is_some()
-            || tail.group[r] != NO_GROUP
-            || matches!(g.expr(rule.body), Expr::Token(_) | Expr::ExcludeToken(_))
-    };
-    let own: Vec<bool> = (0..n).map(own_class).collect();
     // The varying expressions' varying parents (`parents`, a parent once per use of the child) and the
     // rule reference expressions naming each rule (`refs_to`), as offset tables; the merging
     // rules whose body is each expression (`body_of`).
@@ -262,6 +271,69 @@ fn equal_rules_within(
     let mut first: FastMap<u64, RuleId> = FastMap::default();
     (0..n).map(|r| *first.entry(class[r]).or_insert(RuleId(r as u32))).collect()
 }
+
+/// Whether two of the `candidates`' bodies have one shape hash after each of
+/// [`SHAPE_PASSES`] passes. Pass 0 hashes an expression with every rule reference as one
+/// symbol (leaves by value, composites by kind, bounds and children's shapes); pass `k` hashes a
+/// reference by its rule's body shape of pass `k - 1`. Rules of one class have equal body keys
+/// and reference rules of one class, so by induction on `k` their bodies' shapes are equal in
+/// every pass: two candidates with different shapes in some pass never share a class. False
+/// when the expressions are not numbered children first (the refinement then merges nothing).
+fn shapes_repeat(g: &Grammar, candidates: &[usize]) -> bool {
+    use std::hash::{BuildHasher, Hasher};
+    let exprs = g.exprs();
+    let mut shape = vec![0u64; exprs.len()];
+    // By rule: its body's shape in the previous pass.
+    let mut body_shape = vec![0u64; g.rules().len()];
+    let mut bodies: Vec<u64> = Vec::with_capacity(candidates.len());
+    for pass in 0..SHAPE_PASSES {
+        for (i, e) in exprs.iter().enumerate() {
+            let kids = g.children(ExprId(i as u32));
+            if kids.iter().any(|c| c.index() >= i) {
+                return false;
+            }
+            shape[i] = match *e {
+                Expr::Seq(_) | Expr::Choice(_) | Expr::Repeat { .. } | Expr::RuleRef(_) => {
+                    let mut h = FastState.build_hasher();
+                    match *e {
+                        Expr::Seq(_) => h.write_u64(0),
+                        Expr::Choice(_) => h.write_u64(1),
+                        Expr::Repeat { min, max, .. } => {
+                            h.write_u64(2);
+                            h.write_u64(u64::from(min));
+                            h.write_u64(max.map_or(0, |m| u64::from(m) + 1));
+                        }
+                        Expr::RuleRef(t) => {
+                            h.write_u64(3);
+                            h.write_u64(body_shape[t.index()]);
+                        }
+                        _ => unreachable!(),
+                    }
+                    for c in kids {
+                        h.write_u64(shape[c.index()]);
+                    }
+                    h.finish()
+                }
+                // Leaves are the same in every pass.
+                _ if pass > 0 => shape[i],
+                _ => FastState.hash_one(e),
+            };
+        }
+        bodies.clear();
+        bodies.extend(candidates.iter().map(|&r| shape[g.rules()[r].body.index()]));
+        bodies.sort_unstable();
+        if !bodies.windows(2).any(|w| w[0] == w[1]) {
+            return false;
+        }
+        for (r, rule) in g.rules().iter().enumerate() {
+            body_shape[r] = shape[rule.body.index()];
+        }
+    }
+    true
+}
+
+/// Passes of [`shapes_repeat`]: each looks one rule reference deeper.
+const SHAPE_PASSES: usize = 3;
 
 /// Per rule: it is pure, i.e. it merges (`!own`), is on no cycle of references among merging
 /// rules, and every merging rule it references is pure; and the pure rules, each after the pure
@@ -599,7 +671,7 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
         }
         let (inline, size, deps) = inline_plan(&g);
         let tail = tail_plan(&g, &inline, &size);
-        let capped = equal_rules_within(&g, &inline, &deps, &tail, 100_000);
+        let capped = equal_rules_within(&g, &inline, &deps, &tail, 100_000, true);
         assert!(capped.iter().enumerate().all(|(r, rep)| rep.index() == r), "no rule is merged");
     }
 
@@ -623,11 +695,92 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
         let g = parse_ebnf(&src, "root").unwrap();
         let (inline, size, deps) = inline_plan(&g);
         let tail = tail_plan(&g, &inline, &size);
-        let rep = equal_rules_within(&g, &inline, &deps, &tail, 40_000);
+        let rep = equal_rules_within(&g, &inline, &deps, &tail, 40_000, true);
         assert_eq!(rep[rule(&g, "big_d")].index(), rule(&g, "big_c"));
         for i in 1..=n {
             assert_eq!(rep[rule(&g, &format!("d{i}"))].index(), rule(&g, &format!("c{i}")), "d{i}");
         }
+    }
+
+    /// Candidates whose bodies all differ in shape (`a1` and `b1` differ in their bracket)
+    /// skip the refinement: no round runs, nothing merges. Two chains that differ only below the
+    /// screen's depth (`p5`, `q5`) have shapes that repeat: the rounds run and keep them apart.
+    #[test]
+    fn distinct_shapes_skip_the_refinement() {
+        let lists = "root ::= \"a\" a1 | \"c\" b1\na1 ::= \"[\" (x1 (\",\" x1)*)? \"]\"\nx1 ::= [0-9]+ | a1\n\
+                     b1 ::= \"<\" (y1 (\",\" y1)*)? \"]\"\ny1 ::= [0-9]+ | b1 | \"x\"\n";
+        let mut chains = String::from("root ::= \"a\" p1 | \"b\" q1\n");
+        for x in ["p", "q"] {
+            for i in 1..5 {
+                writeln!(chains, "{x}{i} ::= \"(\" {x}{} \")\" | \"<\" {x}{i} \">\"", i + 1).unwrap();
+            }
+            writeln!(chains, "{x}5 ::= \"{x}\"+ | \"<\" {x}5 \">\"").unwrap();
+        }
+        for (src, rounds) in [(lists.to_string(), false), (chains, true)] {
+            let before = ROUNDS.with(std::cell::Cell::get);
+            let (_, rep) = reps(&src);
+            assert_eq!(ROUNDS.with(std::cell::Cell::get) > before, rounds, "{src}");
+            assert!(rep.iter().enumerate().all(|(r, rep)| rep.index() == r));
+        }
+    }
+
+    /// The shape screen never changes the classes: random grammars over a tiny alphabet (many
+    /// equal and many same-shaped rules) get the same representatives with and without it.
+    #[test]
+    fn shape_screen_keeps_every_class() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut screened_out, mut merging) = (0, 0);
+        for _ in 0..400 {
+            let rules = 2 + next(7) as usize;
+            let mut src = String::new();
+            let mut bodies: Vec<String> = Vec::new();
+            for r in 0..rules {
+                let name = if r == 0 { "root".to_string() } else { format!("r{r}") };
+                // A third of the rules copy an earlier rule's body: equal rules.
+                let body = if r > 1 && next(3) == 0 {
+                    bodies[1 + next(r as u64 - 1) as usize].clone()
+                } else {
+                    let mut body = String::new();
+                    for alt in 0..=next(2) {
+                        if alt > 0 {
+                            body.push_str("| ");
+                        }
+                        for _ in 0..=next(2) {
+                            let atom = match next(5) {
+                                0 => "\"a\"".to_string(),
+                                1 => "[0-9]".to_string(),
+                                2 => format!("(\"a\" r{})*", 1 + next(rules as u64 - 1)),
+                                _ => format!("r{}", 1 + next(rules as u64 - 1)),
+                            };
+                            write!(body, "{atom} ").unwrap();
+                        }
+                    }
+                    body
+                };
+                // On a cycle of its own: never inlined.
+                writeln!(src, "{name} ::= {body}| \"(\" {name} \")\"").unwrap();
+                bodies.push(body);
+            }
+            let Ok(g) = parse_ebnf(&src, "root") else { continue };
+            let (inline, size, deps) = inline_plan(&g);
+            let tail = tail_plan(&g, &inline, &size);
+            let full = equal_rules_within(&g, &inline, &deps, &tail, MAX_WORK, false);
+            let screened = equal_rules_within(&g, &inline, &deps, &tail, MAX_WORK, true);
+            assert_eq!(screened, full, "{src}");
+            let identity = full.iter().enumerate().all(|(r, rep)| rep.index() == r);
+            merging += usize::from(!identity);
+            let own = |r: usize| r == g.root().index() || tail.group[r] != NO_GROUP;
+            let candidates: Vec<usize> = (0..g.rules().len()).filter(|&r| !own(r) && !inline[r]).collect();
+            screened_out += usize::from(!shapes_repeat(&g, &candidates));
+        }
+        // Both paths are exercised.
+        assert!(merging > 20 && screened_out > 20, "{merging} merging, {screened_out} screened out");
     }
 
     #[test]

@@ -91,23 +91,46 @@ fn class_chars(form: &[u32]) -> u64 {
     chars[0]
 }
 
+/// The buffers of [`char_form`], kept between calls.
+/// PERF: the compiled grammar asks for the form of every wide state (`build_class_bodies`:
+/// ~1,750 asks per typical MaskBench schema); four fresh allocations per ask were a fifth of
+/// the asks' cost, stepping each edge byte by byte (now by body-table runs) most of the rest
+/// (band callgrind: `Inner::form` 248 -> 46 M instructions).
+#[derive(Debug, Default)]
+pub struct FormScratch {
+    pairs: Vec<(StateId, u8)>,
+    index: FastMap<(StateId, u8), u32>,
+    edges: Vec<crate::compiler::ByteEdge>,
+    form: Vec<u32>,
+}
+
 /// The canonical form of the character automaton from `start` (see the module doc): its
 /// (state, body state) pairs numbered in discovery order, pair 0 the boundary, each written as
 /// its body state, its number of byte runs, then `(lo, hi, target pair)` per run; `None` if it
 /// is no class character automaton. `call`: the characters end in a final state without edges
 /// (a callee's end); else in one plain state, returned too. A start that reads no body byte
 /// has the form of pair 0 alone with no runs.
-pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, Option<StateId>, u128)> {
+///
+/// Written into `sc`'s buffers, kept between calls.
+pub fn char_form<'s>(
+    a: &Automata,
+    start: StateId,
+    call: bool,
+    sc: &'s mut FormScratch,
+) -> Option<(&'s [u32], Option<StateId>, u128)> {
     let plain = |q: StateId| a.rule_edges(q).is_empty();
     if !plain(start) || (call && a.state(start).is_final) {
         return None;
     }
     let (table, _) = body_table();
     let (class_end, sides) = if call { (None, 0) } else { side_bytes(a, start)? };
-    let mut pairs: Vec<(StateId, u8)> = vec![(start, 0)];
-    let mut index: FastMap<(StateId, u8), u32> = FastMap::default();
+    let is_side = |x: u8| x < 0x80 && sides >> x & 1 == 1;
+    let FormScratch { pairs, index, edges, form } = sc;
+    pairs.clear();
+    index.clear();
+    form.clear();
+    pairs.push((start, 0));
     index.insert((start, 0), 0);
-    let mut form = Vec::new();
     let mut end: Option<StateId> = class_end;
     let mut i = 0;
     while i < pairs.len() {
@@ -116,28 +139,43 @@ pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, 
         form.push(u32::from(b));
         let count_at = form.len();
         form.push(0);
-        let mut edges = a.byte_edges(q).to_vec();
+        edges.clear();
+        edges.extend_from_slice(a.byte_edges(q));
         edges.sort_unstable_by_key(|e| e.lo);
-        for e in edges {
-            for x in e.lo..=e.hi {
-                if i == 1 && x < 0x80 && sides >> x & 1 == 1 {
-                    continue;
+        let runs = body_runs();
+        for e in edges.iter() {
+            // One body-table run of bytes at a time: every byte of it steps alike.
+            let mut x = e.lo;
+            loop {
+                let mut hi = runs[usize::from(b)][usize::from(x)].min(e.hi);
+                // The start's side bytes are left out of the form: a run stops before each.
+                if i == 1 && sides != 0 {
+                    if is_side(x) {
+                        if x == e.hi {
+                            break;
+                        }
+                        x += 1;
+                        continue;
+                    }
+                    if let Some(y) = (x..=hi).skip(1).find(|&y| is_side(y)) {
+                        hi = y - 1;
+                    }
                 }
                 let target = match table[usize::from(b)][usize::from(x)] {
                     Body::Dead => return None,
-                    Body::Walk => continue,
+                    Body::Walk => None,
                     Body::To(0) if call => {
                         let t = a.state(e.target);
                         if !(t.is_final && a.byte_edges(e.target).is_empty() && plain(e.target)) {
                             return None;
                         }
-                        0
+                        Some(0)
                     }
                     Body::To(0) => {
                         if !plain(e.target) || *end.get_or_insert(e.target) != e.target {
                             return None;
                         }
-                        0
+                        Some(0)
                     }
                     Body::To(nb) => {
                         if !plain(e.target) || a.state(e.target).is_final {
@@ -151,17 +189,23 @@ pub fn char_form(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, 
                             }
                             pairs.push((e.target, nb));
                         }
-                        j
+                        Some(j)
                     }
                 };
-                // Runs: consecutive bytes to one target.
-                let n = form.len();
-                if form[count_at] > 0 && form[n - 2] + 1 == u32::from(x) && form[n - 1] == target {
-                    form[n - 2] = u32::from(x);
-                } else {
-                    form.extend([u32::from(x), u32::from(x), target]);
-                    form[count_at] += 1;
+                if let Some(target) = target {
+                    // Runs: consecutive bytes to one target.
+                    let n = form.len();
+                    if form[count_at] > 0 && form[n - 2] + 1 == u32::from(x) && form[n - 1] == target {
+                        form[n - 2] = u32::from(hi);
+                    } else {
+                        form.extend([u32::from(x), u32::from(hi), target]);
+                        form[count_at] += 1;
+                    }
                 }
+                if hi == e.hi {
+                    break;
+                }
+                x = hi + 1;
             }
         }
     }
@@ -201,6 +245,22 @@ fn side_bytes(a: &Automata, start: StateId) -> Option<(Option<StateId>, u128)> {
     let sides = by_target.iter().fold(0u128, |s, (_, m)| s | m) & !class;
     (u64::from(class.count_ones()) >= MIN_CLASS_CHARS && sides.count_ones() <= MAX_SIDE_BYTES)
         .then_some((Some(end), sides))
+}
+
+/// Per body state and byte `x`: the last byte of the run from `x` over which the body table
+/// ([`body_table`]) steps alike.
+fn body_runs() -> &'static [[u8; 256]; 9] {
+    static RUNS: std::sync::OnceLock<[[u8; 256]; 9]> = std::sync::OnceLock::new();
+    RUNS.get_or_init(|| {
+        let (table, _) = body_table();
+        let mut runs = [[255u8; 256]; 9];
+        for (row, out) in table.iter().zip(runs.iter_mut()) {
+            for x in (0..255).rev() {
+                out[x] = if row[x] == row[x + 1] { out[x + 1] } else { x as u8 };
+            }
+        }
+        runs
+    })
 }
 
 /// The class level of state `r` (see the module doc), `None` if it is none. `form` interns a
@@ -413,6 +473,7 @@ struct Inner {
     ids: FastMap<Vec<u32>, u32>,
     forms: Vec<(Vec<u32>, Option<Arc<ClassBodySlice>>)>,
     slices: usize,
+    scratch: FormScratch,
 }
 
 impl Inner {
@@ -420,15 +481,15 @@ impl Inner {
         if let Some(&f) = self.starts.get(&(start, call)) {
             return f;
         }
-        let f = char_form(a, start, call).and_then(|(form, end, sides)| {
+        let f = char_form(a, start, call, &mut self.scratch).and_then(|(form, end, sides)| {
             // An empty form reads no class byte (pair 0 with no runs).
             let empty = form.len() == 2;
             let next = self.forms.len() as u32;
-            let id = match self.ids.get(&form) {
+            let id = match self.ids.get(form) {
                 Some(&id) => id,
                 None if self.forms.len() < MAX_FORMS => {
-                    self.ids.insert(form.clone(), next);
-                    self.forms.push((form, None));
+                    self.ids.insert(form.to_vec(), next);
+                    self.forms.push((form.to_vec(), None));
                     next
                 }
                 None => return None,
@@ -521,5 +582,116 @@ impl ClassBodies {
         let slices: usize = inner.forms.iter().filter_map(|(_, s)| s.as_ref()).map(|s| s.memory_size()).sum();
         let forms: usize = inner.forms.iter().map(|(f, _)| f.len() * 8).sum();
         slices + forms + (inner.levels.len() + inner.starts.len()) * 32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ebnf::parse_ebnf;
+
+    /// The byte-at-a-time form builder that [`char_form`] replaced (its runs of body-table
+    /// bytes give the same forms).
+    fn char_form_bytewise(a: &Automata, start: StateId, call: bool) -> Option<(Vec<u32>, Option<StateId>, u128)> {
+        let plain = |q: StateId| a.rule_edges(q).is_empty();
+        if !plain(start) || (call && a.state(start).is_final) {
+            return None;
+        }
+        let (table, _) = body_table();
+        let (class_end, sides) = if call { (None, 0) } else { side_bytes(a, start)? };
+        let mut pairs: Vec<(StateId, u8)> = vec![(start, 0)];
+        let mut index: FastMap<(StateId, u8), u32> = FastMap::default();
+        index.insert((start, 0), 0);
+        let mut form = Vec::new();
+        let mut end: Option<StateId> = class_end;
+        let mut i = 0;
+        while i < pairs.len() {
+            let (q, b) = pairs[i];
+            i += 1;
+            form.push(u32::from(b));
+            let count_at = form.len();
+            form.push(0);
+            let mut edges = a.byte_edges(q).to_vec();
+            edges.sort_unstable_by_key(|e| e.lo);
+            for e in edges {
+                for x in e.lo..=e.hi {
+                    if i == 1 && x < 0x80 && sides >> x & 1 == 1 {
+                        continue;
+                    }
+                    let target = match table[usize::from(b)][usize::from(x)] {
+                        Body::Dead => return None,
+                        Body::Walk => continue,
+                        Body::To(0) if call => {
+                            let t = a.state(e.target);
+                            if !(t.is_final && a.byte_edges(e.target).is_empty() && plain(e.target)) {
+                                return None;
+                            }
+                            0
+                        }
+                        Body::To(0) => {
+                            if !plain(e.target) || *end.get_or_insert(e.target) != e.target {
+                                return None;
+                            }
+                            0
+                        }
+                        Body::To(nb) => {
+                            if !plain(e.target) || a.state(e.target).is_final {
+                                return None;
+                            }
+                            let next = pairs.len() as u32;
+                            let j = *index.entry((e.target, nb)).or_insert(next);
+                            if j == next {
+                                if pairs.len() >= MAX_FORM_PAIRS {
+                                    return None;
+                                }
+                                pairs.push((e.target, nb));
+                            }
+                            j
+                        }
+                    };
+                    // Runs: consecutive bytes to one target.
+                    let n = form.len();
+                    if form[count_at] > 0 && form[n - 2] + 1 == u32::from(x) && form[n - 1] == target {
+                        form[n - 2] = u32::from(x);
+                    } else {
+                        form.extend([u32::from(x), u32::from(x), target]);
+                        form[count_at] += 1;
+                    }
+                }
+            }
+        }
+        Some((form, end, sides))
+    }
+
+    /// Every state's form, inline and as a callee, equals the byte-at-a-time builder's, on
+    /// grammars of ASCII, negated and non-ASCII classes, escapes and callee characters.
+    #[test]
+    fn forms_by_table_runs_equal_forms_by_bytes() {
+        let grammars = [
+            r#"root ::= "\"" [a-z]{1,5} "\"""#,
+            r#"root ::= "\"" [^"\\\x00-\x1f]* "\"""#,
+            r#"root ::= "\"" ([^"\\\x00-\x1f/] | "\\" ["\\/bfnrt])* "/" [\u00e0-\u0fff]{2} "\"""#,
+            r#"root ::= "\"" c c c? "-" [\u0080-\U0010FFFF]{2} "\""
+c ::= [^"\\\x00-\x1f] | "\\u" [0-9a-f]{4}"#,
+            r#"root ::= "\"" [0-9A-Za-z]{1,63} ("-" [0-9A-Za-z]{1,63})* "." [a-z]{2,8} "\"""#,
+            r#"root ::= "\"" [A-Za-z\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u4e00-\u9fff]{1,3} "\"""#,
+        ];
+        let mut sc = FormScratch::default();
+        let (mut found, mut sided) = (0, 0);
+        for src in grammars {
+            let g = parse_ebnf(src, "root").unwrap();
+            let a = Automata::build(&g).unwrap();
+            for s in (0..a.states().len() as u32).map(StateId) {
+                for call in [false, true] {
+                    let want = char_form_bytewise(&a, s, call);
+                    let got = char_form(&a, s, call, &mut sc).map(|(form, end, sides)| (form.to_vec(), end, sides));
+                    assert_eq!(got, want, "{src}: state {s:?}, call {call}");
+                    found += usize::from(want.as_ref().is_some_and(|(f, _, _)| f.len() > 2));
+                    sided += usize::from(want.is_some_and(|(_, _, sides)| sides != 0));
+                }
+            }
+        }
+        assert!(found >= 10, "{found} non-empty forms");
+        assert!(sided >= 2, "{sided} forms with side bytes");
     }
 }
