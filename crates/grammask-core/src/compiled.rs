@@ -1034,14 +1034,15 @@ impl CompiledGrammar {
                 [(r, _)] => (a.callee_start(s, r), true),
                 _ => continue,
             };
+            let edges = a.byte_edges(q);
+            if edges.iter().map(|e| u32::from(e.hi - e.lo) + 1).sum::<u32>() < MIN_WIDE_CLASS_BYTES {
+                continue;
+            }
             let mut bytes = [0u64; 4];
-            for e in a.byte_edges(q) {
+            for e in edges {
                 for x in e.lo..=e.hi {
                     bytes[usize::from(x >> 6)] |= 1 << (x & 63);
                 }
-            }
-            if bytes.iter().map(|w| w.count_ones()).sum::<u32>() < MIN_WIDE_CLASS_BYTES {
-                continue;
             }
             let n = tried.entry((bytes, call)).or_insert(0);
             if *n >= CLASS_BODY_TRIES {
