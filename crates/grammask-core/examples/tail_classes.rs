@@ -77,6 +77,8 @@ fn main() {
     // `PER_KERNEL=1`: each new kernel is classified (and timed) alone before its fill.
     let per_kernel = std::env::var("PER_KERNEL").is_ok();
     let mut kernels: Vec<(f64, String, usize, usize)> = Vec::new();
+    // Class-body slices reserved at compile that a fill built before the compile's thread did.
+    let mut built_in_fills: Vec<(usize, usize)> = Vec::new();
     for (si, stem) in stems.iter().enumerate() {
         let Ok(schema) = std::fs::read_to_string(format!("{stem}.schema.json")) else { continue };
         let Ok(g) = json_schema_to_grammar(&schema, &opts) else { continue };
@@ -156,7 +158,14 @@ fn main() {
                 pos += 1;
             }
         }
+        if cg.class_bodies_built_in_fills() > 0 {
+            built_in_fills.push((si, cg.class_bodies_built_in_fills()));
+        }
     }
+    let unbuilt: Vec<String> =
+        built_in_fills.iter().map(|&(s, n)| format!("{} {n}", stems[s].rsplit('/').next().unwrap())).collect();
+    let total: usize = built_in_fills.iter().map(|f| f.1).sum();
+    println!("class-body slices a fill built before the compile's thread: {total} ({})", unbuilt.join(", "));
     let mut times: Vec<f64> = fills.iter().map(|f| f.us).collect();
     times.sort_by(f64::total_cmp);
     let pct = |p: f64| times[((times.len() - 1) as f64 * p / 100.0).round() as usize];

@@ -30,7 +30,7 @@ use crate::vocab::Vocabulary;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
 /// structural hash would cost more than it saves).
@@ -119,8 +119,11 @@ pub struct CompiledGrammar {
     levels: RwLock<FastMap<StateId, Option<Level>>>,
     /// Counted string bodies by kernel state ([`Self::counted_body`]).
     capacities: RwLock<FastMap<StateId, Option<Counted>>>,
-    /// Counted class bodies: levels by state, classes and their slices.
-    class_bodies: ClassBodies,
+    /// Counted class bodies: levels by state, classes and their slices (shared with the thread
+    /// that builds the slices reserved at compile, [`Self::build_class_bodies`]).
+    class_bodies: Arc<ClassBodies>,
+    /// That thread, until a test waits for it.
+    class_body_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<FastMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
@@ -304,7 +307,8 @@ impl CompiledGrammar {
             body_ends: OnceLock::new(),
             levels: RwLock::new(FastMap::default()),
             capacities: RwLock::new(FastMap::default()),
-            class_bodies: ClassBodies::default(),
+            class_bodies: Arc::default(),
+            class_body_thread: Mutex::new(None),
             state_runs: RwLock::new(FastMap::default()),
             masks: RwLock::new(FastMap::default()),
             mask_bytes: AtomicUsize::new(0),
@@ -971,6 +975,16 @@ impl CompiledGrammar {
         self.class_body(state).map(|(_, chain)| chain.chars)
     }
 
+    /// The class-text tokens the counted class body at `state` reads inside its rule (its class
+    /// slice's tokens that begin at most its capacity's characters), for tests.
+    #[doc(hidden)]
+    pub fn class_body_tokens(&self, state: StateId) -> Option<Bitset> {
+        let (slice, chain) = self.class_body(state)?;
+        let mut tokens = Bitset::new(self.index.vocab.vocab_size());
+        slice.add_within(chain.chars, &mut tokens);
+        Some(tokens)
+    }
+
     /// The exit state of the counted class body at `state` if it takes that shortcut with a chain
     /// that ends in one ([`ClassBodies::chain`]), for tests.
     #[doc(hidden)]
@@ -978,66 +992,129 @@ impl CompiledGrammar {
         self.class_body(state).and_then(|(_, chain)| chain.exit)
     }
 
-    /// The class slice and capacity of the counted class body at `state` ([`ClassBodies::chain`], [`ClassBodies::slice`]),
-    /// unless the body slice serves it (a string of any character, `json_char*` through calls:
-    /// the per-vocabulary body slice is built already, a class slice would cost a trie walk).
+    /// The class slice and capacity of the counted class body at `state` ([`Self::class_body_chain`],
+    /// [`ClassBodies::slice`]).
+    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, ClassChain)> {
+        let chain = self.class_body_chain(state)?;
+        self.class_bodies.slice(chain.class, |form| self.index.class_body_slice(form)).map(|sl| (sl, chain))
+    }
+
+    /// The chain of the counted class body at `state` ([`ClassBodies::chain`]) if it takes a class
+    /// slice: unless the body slice serves it (a string of any character, `json_char*` through
+    /// calls: the per-vocabulary body slice is built already, a class slice would cost a trie
+    /// walk), or the slice does not pay ([`Self::slice_pays`]).
     /// PERF: the chain first (memoized levels): a cover search on every state that calls rules
     /// (a long `maxLength`'s blocks) cost up to ~20 ms.
-    fn class_body(&self, state: StateId) -> Option<(Arc<ClassBodySlice>, ClassChain)> {
+    fn class_body_chain(&self, state: StateId) -> Option<ClassChain> {
         let follow = &self.follow()[self.automata.state(state).rule.index()];
         let chain = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow)?;
         if BodySlice::covers(&self.automata, state, &self.cover).is_some() || !self.slice_pays(state, &chain) {
             return None;
         }
-        self.class_bodies.slice(chain.class, |form| self.index.class_body_slice(form)).map(|sl| (sl, chain))
+        Some(chain)
     }
 
-    /// Takes at compile the class-body slices ([`Self::class_body`]) of the grammar's counted class
-    /// bodies of wide classes, building the vocabulary's slice of each new class then rather than
-    /// in the first fill that reaches one of its states. A state is tried when it is a class level
-    /// that reads, itself or through its one callee, at least [`MIN_WIDE_CLASS_BYTES`] distinct
-    /// bytes, and its class has no slice yet after [`CLASS_BODY_TRIES`] states (a state missed
-    /// takes its slice in a fill, as before).
+    /// Reserves at compile the class-body slices ([`Self::class_body`]) of the grammar's counted
+    /// class bodies of wide classes, and builds those the vocabulary has not cached on a thread
+    /// of their own, so that neither the compile nor the first fill that reaches one of their
+    /// states pays for them (0.7-2 ms each on Llama 3). A fill that finds its slice reserved and
+    /// not built yet builds it itself ([`ClassBodies::slice`]; it never waits for the thread), and
+    /// composition takes a slice only once it is built ([`Self::class_body_built`]). Where no
+    /// thread can be spawned, they are built on first use.
+    /// A state is tried when it is a class level that reads, itself or through its one callee,
+    /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
+    /// (the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
+    /// without a slice (a state missed takes its slice in a fill, as before).
     /// PERF: on the 287-schema tail sample (`bench/tail_states.py --limit 300 --seed 1818`) 15
-    /// fills built one (0.7-2 ms each: o65430 `identifier`, o79409 `name`, o82696 `css_class`),
-    /// among the slowest fills of the sample. Tried at every wide state instead, the chain and
-    /// cover searches of long `maxLength` string blocks (every state a level of one class that
-    /// takes no slice) took up to seconds per compile; at one state per class, o65430's
-    /// `^[^/]+/[^/]+$` missed its second loop (the first exits into `/`).
+    /// fills built one (o65430 `identifier`, o79409 `name`, o82696 `css_class`), among the
+    /// slowest fills of the sample. Tried at every wide state instead, the chain and cover
+    /// searches of long `maxLength` string blocks (every state a level of one class that takes no
+    /// slice) took up to seconds per compile; at one state per class, o65430's `^[^/]+/[^/]+$`
+    /// missed its second loop (the first exits into `/`). Tries counted by class (session 36)
+    /// rather than by bytes read, every wide state's class level was found: its character
+    /// automaton, 575 M of the six tail schemas' 1,750 M instructions of `CompiledGrammar::new`.
     fn build_class_bodies(&self) {
         let a = &self.automata;
-        let wide = |q: StateId| {
-            let n: u32 = a.byte_edges(q).iter().map(|e| u32::from(e.hi - e.lo) + 1).sum();
-            n >= MIN_WIDE_CLASS_BYTES
-        };
-        // By class: states tried, or `usize::MAX` once it has its slice.
-        let mut tried: FastMap<u32, usize> = FastMap::default();
+        // By (bytes read, through a call): states tried, or `usize::MAX` once one took its slice.
+        let mut tried: FastMap<([u64; 4], bool), usize> = FastMap::default();
+        let mut todo: Vec<(u32, Vec<u32>)> = Vec::new();
         for s in (0..a.states().len() as u32).map(StateId) {
-            let reads_wide = match *a.rule_edges(s) {
-                [] => wide(s),
-                [(r, _)] => wide(a.callee_start(s, r)),
-                _ => false,
+            let (q, call) = match *a.rule_edges(s) {
+                [] => (s, false),
+                [(r, _)] => (a.callee_start(s, r), true),
+                _ => continue,
             };
-            if !reads_wide {
+            let edges = a.byte_edges(q);
+            if edges.iter().map(|e| u32::from(e.hi - e.lo) + 1).sum::<u32>() < MIN_WIDE_CLASS_BYTES {
                 continue;
             }
-            let Some(class) = self.class_bodies.level_class(a, s) else { continue };
-            let n = tried.entry(class).or_insert(0);
-            if *n < CLASS_BODY_TRIES {
-                *n = if self.class_body(s).is_some() { usize::MAX } else { *n + 1 };
+            let mut bytes = [0u64; 4];
+            for e in edges {
+                for x in e.lo..=e.hi {
+                    bytes[usize::from(x >> 6)] |= 1 << (x & 63);
+                }
+            }
+            let n = tried.entry((bytes, call)).or_insert(0);
+            if *n >= CLASS_BODY_TRIES {
+                continue;
+            }
+            let Some(chain) = self.class_body_chain(s) else {
+                *n += 1;
+                continue;
+            };
+            if let Some(form) = self.class_bodies.reserve(chain.class) {
+                todo.push((chain.class, form));
+                *n = usize::MAX;
+            } else if self.class_bodies.taken_or_reserved(chain.class) {
+                *n = usize::MAX;
+            } else {
+                *n += 1;
             }
         }
+        // The vocabulary's cached slices are taken now; the others are built on the thread.
+        todo.retain(|(class, form)| match self.index.cached_class_body_slice(form) {
+            Some(slice) => {
+                self.class_bodies.set_built(*class, slice);
+                false
+            }
+            None => true,
+        });
+        if todo.is_empty() {
+            return;
+        }
+        let (bodies, index) = (Arc::clone(&self.class_bodies), Arc::clone(&self.index));
+        let spawned = std::thread::Builder::new().name("grammask-class-bodies".into()).spawn(move || {
+            for (class, form) in todo {
+                if bodies.reserved(class) {
+                    bodies.set_built(class, index.class_body_slice(&form));
+                }
+            }
+        });
+        if let Ok(thread) = spawned {
+            *self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);
+        }
+    }
+
+    /// Waits for the thread that builds the slices reserved at compile ([`Self::build_class_bodies`])
+    /// to end (tests: then no fill builds them).
+    #[doc(hidden)]
+    pub fn wait_class_bodies(&self) {
+        let thread = self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+
+    /// Class-body slices reserved at compile that a fill built because the compile's thread had
+    /// not set them yet ([`ClassBodies::slice`]).
+    pub fn class_bodies_built_in_fills(&self) -> usize {
+        self.class_bodies.built_in_fills()
     }
 
     /// Whether `state` is a counted class body ([`Self::class_body`]) whose slice is built.
     fn class_body_built(&self, state: StateId) -> bool {
-        let follow = &self.follow()[self.automata.state(state).rule.index()];
-        let Some(chain) = self.class_bodies.chain(&self.automata, self.index.trie.max_depth, state, follow) else {
-            return false;
-        };
-        BodySlice::covers(&self.automata, state, &self.cover).is_none()
-            && self.slice_pays(state, &chain)
-            && self.class_bodies.has_slice(chain.class, |form| self.index.cached_class_body_slice(form))
+        let Some(chain) = self.class_body_chain(state) else { return false };
+        self.class_bodies.has_slice(chain.class, |form| self.index.cached_class_body_slice(form))
     }
 
     /// Whether a class-body slice beats the walk at `state`: a chain that may end inside (a final

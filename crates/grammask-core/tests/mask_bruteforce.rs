@@ -718,28 +718,69 @@ v ::= [a-z]{1,3}"#;
     assert!(checked >= 2 * 200, "{checked} masks checked");
 }
 
-/// A counted class body's slice is taken when its grammar is compiled, not by the first fill that
-/// reaches it (`CompiledGrammar::build_class_bodies`): before any fill, the first key position of
-/// o79409's key pattern (`^[a-zA-Z0-9_]{1,500}$`, after `{"annotations": {"`) is composed from
-/// the slice, as the later key positions are; masks there and along the document equal the brute
-/// force (on a vocabulary of its own, so no earlier grammar built the slice). Fails without the
-/// compile-time slices: that position's kernel is not composed (the slice is built in its fill).
+/// A counted class body's slice is reserved when its grammar is compiled and built on a thread
+/// of its own (`CompiledGrammar::build_class_bodies`), not by the first fill that reaches it:
+/// once that thread is done, before any fill, the first key position of o79409's key pattern
+/// (`^[a-zA-Z0-9_]{1,500}$`, after `{"annotations": {"`) is composed from the slice, as the later
+/// key positions are. In an exact count of a class (`[a-zA-Z0-9_ ]{40}`), the thread's slice
+/// (no fill built one) gives at every position the tokens of class text that fit, by brute force,
+/// and masks equal the brute force (on vocabularies of their own, so no earlier grammar built the
+/// slices). Second grammars filled at once, racing their thread (a fill that finds the slice
+/// unbuilt builds it itself), give the brute force's masks too. Fails without the compile-time
+/// slices (that key position's kernel is not composed; fills build the slice) and with a wrong
+/// slice set by the thread (checked with an empty class's).
 #[test]
 fn class_body_slices_taken_at_compile_match_brute_force() {
     let schema = r#"{"type": "object", "properties": {"annotations": {"additionalProperties": false, "type": "object",
         "patternProperties": {"^[a-zA-Z0-9_]{1,500}$": {"type": ["string", "number", "boolean"]}}}}}"#;
     let extra = ["ab", "a1", "_B", "Ab_9", "annotation", "annotations", "\": ", "\"a", "ab\"", "\", \"", "\"}", "x\"}"];
+    let doc = r#"{"annotations": {"a1_B": "x", "annotation_Ab_9annotation": 1, "z": true}}"#;
     let vocab = ascii_vocab(&extra, &[]);
     let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    cg.wait_class_bodies();
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     assert!(m.accept_bytes(br#"{"annotations": {""#).unwrap());
     let items = kernel_items(cg.automata(), m.chart());
     assert!(!items.is_empty());
     let composed = items.iter().all(|it| cg.composed_kernel(it.state).unwrap().is_some());
     assert!(composed, "the first key position is not composed from the class-body slice");
-    let doc = r#"{"annotations": {"a1_B": "x", "annotation_Ab_9annotation": 1, "z": true}}"#;
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]);
     assert_eq!(checked, doc.len());
+    let vocab = ascii_vocab(&extra, &[]);
+    let racing = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len());
+
+    let ebnf = r#"root ::= "<" [a-zA-Z0-9_ ]{40} ">""#;
+    let g = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let text = ["Hello", " world", "_9", "abc", "Ab_9 ", "a b", "xyz>", "9>", ">", "<Hi", "b>"];
+    let doc = format!("<{}>", "Hello world_9 ".repeat(3).get(..40).unwrap());
+    let vocab = ascii_vocab(&text, &[]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    let mut sliced = 0;
+    for (i, &b) in doc.as_bytes().iter().enumerate() {
+        for it in kernel_items(cg.automata(), m.chart()) {
+            let Some(tokens) = cg.class_body_tokens(it.state) else { continue };
+            let fits =
+                |t: &[u8]| t.len() <= 41 - i && t.iter().all(|&x| x.is_ascii_alphanumeric() || b"_ ".contains(&x));
+            for t in 0..vocab.vocab_size() {
+                let bytes = vocab.token_bytes(t as u32);
+                assert_eq!(tokens.get(t), fits(bytes) && !bytes.is_empty(), "after {:?}: token {bytes:?}", &doc[..i]);
+            }
+            sliced += 1;
+        }
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, &w) in brute_force(&m, &vocab).iter().enumerate() {
+            assert_eq!(mask.get(t), w, "after {:?}: token {:?}", &doc[..i], vocab.token_bytes(t as u32));
+        }
+        assert!(m.accept_bytes(&[b]).unwrap());
+    }
+    assert!(sliced >= 40, "{sliced} positions took the class-body slice");
+    assert_eq!(cg.class_bodies_built_in_fills(), 0, "a fill built a slice the compile's thread had built");
+    let vocab = ascii_vocab(&text, &[]);
+    let racing = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len());
 }
 
 /// Masks equal the brute force inside counted class bodies whose chain ends in a state reading

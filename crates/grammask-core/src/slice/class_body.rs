@@ -47,6 +47,7 @@ use crate::compiler::{Automata, StateId};
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::trie::TokenTrie;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One level of a counted class body (see the module doc).
@@ -455,15 +456,27 @@ impl ClassBodySlice {
 
 /// The counted class bodies of one compiled grammar: class levels by state, character automata
 /// (at most [`MAX_FORMS`]) and the slices of those that are counted classes (at most
-/// [`MAX_CLASSES`]), built on first use.
+/// [`MAX_CLASSES`]), reserved at compile and built on a thread of their own
+/// ([`Self::reserve`], [`Self::set_built`]) or built on first use.
 #[derive(Debug, Default)]
 pub struct ClassBodies {
     inner: Mutex<Inner>,
+    /// Slices a fill built because the compile's thread had not set them yet (for tests).
+    built_in_fills: AtomicUsize,
 }
 
 /// A character automaton's form id, its inline end state, whether it reads no class byte,
 /// and its side bytes.
 pub type StartForm = (u32, Option<StateId>, bool, u128);
+
+/// A class's slice: not taken, reserved for the compile's thread, or at hand.
+#[derive(Debug, Default)]
+enum Taken {
+    #[default]
+    No,
+    Reserved,
+    Yes(Arc<ClassBodySlice>),
+}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -471,7 +484,8 @@ struct Inner {
     /// By (start state, call): the form id, the inline end state, and whether the form is empty.
     starts: FastMap<(StateId, bool), Option<StartForm>>,
     ids: FastMap<Vec<u32>, u32>,
-    forms: Vec<(Vec<u32>, Option<Arc<ClassBodySlice>>)>,
+    forms: Vec<(Vec<u32>, Taken)>,
+    /// Slices taken or reserved (at most [`MAX_CLASSES`]).
     slices: usize,
     scratch: FormScratch,
 }
@@ -489,7 +503,7 @@ impl Inner {
                 Some(&id) => id,
                 None if self.forms.len() < MAX_FORMS => {
                     self.ids.insert(form.to_vec(), next);
-                    self.forms.push((form.to_vec(), None));
+                    self.forms.push((form.to_vec(), Taken::No));
                     next
                 }
                 None => return None,
@@ -546,40 +560,104 @@ impl ClassBodies {
 
     /// The slice of class `class` (from [`Self::chain`]), taken on first use from `build` (the
     /// vocabulary's slice of that form: [`crate::token_index::TokenIndex::class_body_slice`]);
-    /// `None` for a class of few characters or past [`MAX_CLASSES`] slices.
+    /// `None` for a class of few characters or past [`MAX_CLASSES`] slices. A class reserved for
+    /// the compile's thread ([`Self::reserve`]) and not set yet is built here too, not waited for
+    /// (the first set wins; both are equal).
     pub fn slice(&self, class: u32, build: impl FnOnce(&[u32]) -> Arc<ClassBodySlice>) -> Option<Arc<ClassBodySlice>> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
-        let (form, slice) = &mut inner.forms[class as usize];
-        if slice.is_none() {
-            if inner.slices >= MAX_CLASSES || class_chars(form) < MIN_CLASS_CHARS {
-                return None;
+        let (form, taken) = &mut inner.forms[class as usize];
+        match taken {
+            Taken::Yes(s) => return Some(s.clone()),
+            Taken::Reserved => {
+                self.built_in_fills.fetch_add(1, Ordering::Relaxed);
             }
-            inner.slices += 1;
-            *slice = Some(build(form));
+            Taken::No => {
+                if inner.slices >= MAX_CLASSES || class_chars(form) < MIN_CLASS_CHARS {
+                    return None;
+                }
+                inner.slices += 1;
+            }
         }
-        slice.clone()
+        let s = build(form);
+        *taken = Taken::Yes(s.clone());
+        Some(s)
+    }
+
+    /// Reserves the slice of class `class` for the compile's thread, within [`MAX_CLASSES`]
+    /// slices and for a class of enough characters: its form, for that thread to build and
+    /// [`Self::set_built`]; `None` where it is taken or reserved already, or takes none.
+    pub fn reserve(&self, class: u32) -> Option<Vec<u32>> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &mut *inner;
+        let (form, taken) = &mut inner.forms[class as usize];
+        if !matches!(taken, Taken::No) || inner.slices >= MAX_CLASSES || class_chars(form) < MIN_CLASS_CHARS {
+            return None;
+        }
+        inner.slices += 1;
+        *taken = Taken::Reserved;
+        Some(form.clone())
+    }
+
+    /// Whether the slice of class `class` is taken or reserved ([`Self::reserve`]).
+    pub fn taken_or_reserved(&self, class: u32) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        !matches!(inner.forms[class as usize].1, Taken::No)
+    }
+
+    /// Whether the slice of reserved class `class` is still to be set (the compile's thread skips
+    /// one a fill built meanwhile).
+    pub fn reserved(&self, class: u32) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        matches!(inner.forms[class as usize].1, Taken::Reserved)
+    }
+
+    /// Sets the slice of reserved class `class` (the compile's thread), unless a fill set it.
+    pub fn set_built(&self, class: u32, slice: Arc<ClassBodySlice>) {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let taken = &mut inner.forms[class as usize].1;
+        if matches!(taken, Taken::Reserved) {
+            *taken = Taken::Yes(slice);
+        }
+    }
+
+    /// Slices a fill built because the compile's thread had not set them yet.
+    pub fn built_in_fills(&self) -> usize {
+        self.built_in_fills.load(Ordering::Relaxed)
     }
 
     /// Whether the slice of class `class` is at hand: taken already, or in `cached` (the
-    /// vocabulary's slices), then taken from there within [`MAX_CLASSES`]; never built.
+    /// vocabulary's slices), then taken from there within [`MAX_CLASSES`]; never built (a class
+    /// reserved and not set yet is not at hand unless cached).
     pub fn has_slice(&self, class: u32, cached: impl FnOnce(&[u32]) -> Option<Arc<ClassBodySlice>>) -> bool {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &mut *inner;
-        let (form, slice) = &mut inner.forms[class as usize];
-        if slice.is_none() && inner.slices < MAX_CLASSES {
+        let (form, taken) = &mut inner.forms[class as usize];
+        let room = match taken {
+            Taken::Yes(_) => return true,
+            Taken::Reserved => true,
+            Taken::No => inner.slices < MAX_CLASSES,
+        };
+        if room {
             if let Some(s) = cached(form) {
-                inner.slices += 1;
-                *slice = Some(s);
+                if matches!(taken, Taken::No) {
+                    inner.slices += 1;
+                }
+                *taken = Taken::Yes(s);
+                return true;
             }
         }
-        slice.is_some()
+        false
     }
 
     /// Heap bytes of the levels, forms and slices.
     pub fn memory_size(&self) -> usize {
         let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slices: usize = inner.forms.iter().filter_map(|(_, s)| s.as_ref()).map(|s| s.memory_size()).sum();
+        let slices: usize = inner
+            .forms
+            .iter()
+            .filter_map(|(_, t)| if let Taken::Yes(s) = t { Some(s.memory_size()) } else { None })
+            .sum();
         let forms: usize = inner.forms.iter().map(|(f, _)| f.len() * 8).sum();
         slices + forms + (inner.levels.len() + inner.starts.len()) * 32
     }
