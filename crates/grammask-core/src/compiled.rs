@@ -1062,6 +1062,12 @@ impl CompiledGrammar {
                 *n += 1;
                 continue;
             };
+            // A string body's state takes the body shortcuts in a fill, never its class body
+            // (`with_shortcuts`): its slice (most of the trie) would be built for nothing.
+            if self.counted_body(s).is_some() || self.closing_body(s).is_some() {
+                *n += 1;
+                continue;
+            }
             if let Some(form) = self.class_bodies.reserve(chain.class) {
                 todo.push((chain.class, form));
                 *n = usize::MAX;
