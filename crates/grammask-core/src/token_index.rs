@@ -9,7 +9,7 @@
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
 use crate::compiler::RuleMemo;
 use crate::limits;
-use crate::mask::{KernelMask, QuoteEnds};
+use crate::mask::{BodyEnds, KernelMask, QuoteEnds};
 use crate::slice::{
     BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
 };
@@ -28,6 +28,10 @@ pub struct TokenIndex {
     pub trie: TokenTrie,
     kernels: RwLock<HashMap<u128, Arc<KernelMask>>>,
     kernel_bytes: AtomicUsize,
+    /// Open objects' string-body kernels with their uncertain tokens sorted
+    /// ([`crate::mask::BodyEnds`]), by the kernels' cross-grammar key (at most
+    /// [`MAX_BODY_ENDS`]): every grammar with an open object derives its key positions from one.
+    body_ends: RwLock<HashMap<u128, Arc<BodyEnds>>>,
     /// String-body slice, built with the index.
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
@@ -75,6 +79,10 @@ type RunIndexes = HashMap<(u128, bool), (Arc<RunIndex>, AtomicU64)>;
 /// Most body slices with walked characters kept per vocabulary (each is a token bitset plus its
 /// frontier).
 const MAX_WALKED_BODIES: usize = 32;
+
+/// Most [`BodyEnds`] per vocabulary (one per string-body automaton and FOLLOW set: MaskBench's
+/// schemas all have the one of `json_char.key_other`).
+const MAX_BODY_ENDS: usize = 8;
 
 /// Most counted class-body slices kept per vocabulary (each: 33 token bitsets, 16 KB each on a
 /// 128k vocabulary, and the frontier nodes where class text leaves the class).
@@ -335,6 +343,24 @@ impl TokenIndex {
         read(&self.kernels).get(&key).cloned()
     }
 
+    /// The [`BodyEnds`] of the string-body kernel under cross-grammar key `key`, made by
+    /// `make` (from that kernel) on first use.
+    pub(crate) fn body_ends(
+        &self,
+        key: u128,
+        make: impl FnOnce() -> crate::error::Result<BodyEnds>,
+    ) -> crate::error::Result<Arc<BodyEnds>> {
+        if let Some(e) = read(&self.body_ends).get(&key) {
+            return Ok(e.clone());
+        }
+        let built = Arc::new(make()?);
+        let mut w = write(&self.body_ends);
+        if w.len() >= MAX_BODY_ENDS {
+            w.clear();
+        }
+        Ok(w.entry(key).or_insert(built).clone())
+    }
+
     pub(crate) fn share_kernel(&self, key: u128, km: &Arc<KernelMask>) {
         let size = km.memory_size();
         let mut w = write(&self.kernels);
@@ -362,6 +388,7 @@ impl TokenIndex {
             trie,
             kernels,
             kernel_bytes: _, // counted through `kernels`
+            body_ends,
             body,
             class_slices,
             run_indexes,
@@ -401,6 +428,7 @@ impl TokenIndex {
             ("string_index", string_index.get().map_or(0, StringIndex::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
+            ("body_ends", read(body_ends).values().map(|e| e.memory_size() + entry).sum()),
             ("classes_seen", read(classes_seen).len() * entry),
         ]
     }
@@ -439,6 +467,7 @@ impl TokenIndex {
             trie: TokenTrie::new(vocab),
             kernels: RwLock::new(HashMap::new()),
             kernel_bytes: AtomicUsize::new(0),
+            body_ends: RwLock::new(HashMap::new()),
             body: OnceLock::new(),
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),

@@ -909,7 +909,7 @@ w ::= [a-zA-Z0-9]{1,40}"#;
 fn excluded_key_masks_match_brute_force() {
     use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
     // Long keys, and many: the trie's deeper nodes and the string body rule keep automata of
-    // their own (short tries are inlined into the object, whose kernels walk).
+    // their own (a short trie's nodes past its first are inlined into that first one).
     let mut keys: Vec<String> =
         ["abcdefghijklmnop", "abcdefghijklmnop_", "abcdefghijklmnopq", "abcdefghijklmnopqr", "abcdefghijXYZ"]
             .map(String::from)
@@ -959,8 +959,8 @@ fn excluded_key_masks_match_brute_force() {
 #[test]
 fn excluded_key_lookups_match_brute_force() {
     use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
-    // Long keys, and many: the trie's deeper nodes keep automata of their own (short tries are
-    // inlined into the object, whose kernels walk).
+    // Long keys, and many: the trie's deeper nodes keep automata of their own (a short trie's
+    // nodes past its first are inlined into that first one).
     let mut keys: Vec<String> = ["abcdefghijklmnop", "abcdefghijklmnopq", "abcdefghijXYZ"].map(String::from).to_vec();
     keys.extend((0..30).map(|i| format!("filler_key_number_{i:02}")));
     let mut extra = Vec::new();
@@ -991,6 +991,56 @@ fn excluded_key_lookups_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(checked >= 100, "{checked} masks checked");
     assert!(cg.kernel_stats().excluded >= 15, "{:?}", cg.kernel_stats());
+}
+
+/// Short known keys (a trie the automaton builder would inline into the extra-key entry): the
+/// entry's state after its `"` calls the trie's first rule, and its kernel is composed from the
+/// string body's less the words, as are the positions inside a key; masks along extra keys that
+/// pass through every trie node, end right after a known key's prefix, or run on past a whole
+/// known key, equal the brute force. The kernel counts fail with the trie inlined again (no
+/// excluded kernel: the key start and every position inside the key are walked).
+#[test]
+fn short_excluded_key_starts_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let keys = ["config", "content", "co", "id"];
+    let mut extra: Vec<String> = Vec::new();
+    for k in keys {
+        for i in 0..=k.len() {
+            let r = &k[i..];
+            for tail in ["\"", "\":", "\":1", "\":{\"", "x\"", "x\":"] {
+                extra.push(format!("{r}{tail}"));
+            }
+            extra.push(r.to_string());
+            extra.push(format!("{{\"{r}"));
+            extra.push(format!(",\"{r}"));
+        }
+    }
+    extra.sort();
+    extra.dedup();
+    extra.retain(|t| t.len() > 1);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let vocab = ascii_vocab(&extra, &[]);
+    let schema = r#"{"type": "object", "properties": {"config": {"type": "integer"}, "content": {"type": "object",
+        "properties": {"id": {"type": "integer"}}}, "co": {"type": "integer"}}}"#;
+    let separators = Some((",".to_string(), ":".to_string()));
+    let opts = JsonSchemaOptions { strict_mode: false, separators, ..Default::default() };
+    let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &vocab).unwrap());
+    let docs: Vec<&[u8]> = vec![
+        br#"{"conf":1,"config":2,"contentx":{"idx":3,"i":{},"id":4},"c":1,"cox":2,"co":3}"#,
+        br#"{"content":{"id":1,"":2},"configs":1,"":{"con":1}}"#,
+        br#"{"x":1,"cont":2}"#,
+    ];
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(checked >= 100, "{checked} masks checked");
+    let stats = cg.kernel_stats();
+    assert!(stats.excluded >= 8 && stats.composed >= 2, "{stats:?}");
+    // A second grammar of the vocabulary takes the first's string-body kernel and its sorted
+    // uncertain tokens (per vocabulary), less its own words.
+    let schema = r#"{"type": "object", "properties": {"cox": {"type": "integer"}, "i": {"type": "integer"}}}"#;
+    let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &vocab).unwrap());
+    let docs: Vec<&[u8]> = vec![br#"{"co":1,"cox":2,"id":3,"i":4,"conf":5}"#, br#"{"c":{"config":1}}"#];
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) >= 50);
+    assert!(cg.kernel_stats().excluded >= 4, "{:?}", cg.kernel_stats());
 }
 
 /// A tool-calling grammar in the shape of a structural tag (free text, then tags whose fixed
@@ -1365,7 +1415,7 @@ fn sibling_kernel_masks_match_brute_force() {
     let outer =
         ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "id", "name", "type"];
     let mut outer: Vec<String> = outer.map(String::from).to_vec();
-    // Many keys: the excluded-key trie keeps a rule of its own (short ones are inlined).
+    // Many keys: the excluded-key trie's deeper nodes keep rules of their own.
     outer.extend((0..20).map(|i| format!("filler_key_number_{i:02}")));
     let schema = format!("{{\"type\": \"object\", \"properties\": {{{}, \"inner\": {inner}}}}}", integers(&outer));
     let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();

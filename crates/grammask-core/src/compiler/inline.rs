@@ -75,6 +75,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
             users[d].push(r);
         }
     }
+    let kept = excluded_entries(g, &users);
     let mut inline = vec![false; n];
     let mut size = vec![usize::MAX; n];
     let mut depth = vec![0u32; n];
@@ -100,6 +101,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
         // A rule with a lookahead keeps its identity: its completion carries the assertion.
         // So does a rule with options (captures, temperatures and bounds are per occurrence).
         inline[r] = r != g.root().index()
+            && !kept[r]
             && g.rules()[r].lookahead.is_none()
             && g.rule_options(crate::grammar::RuleId(r as u32)).is_none()
             && sz <= limit
@@ -118,6 +120,24 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
         }
     }
     (inline, size, deps)
+}
+
+/// Per rule: it is the first node of an open object's excluded-key trie (a rule of
+/// [`crate::grammar::ExcludedWords`] with some words, used by a rule that is none): kept a rule,
+/// so that the extra-key entry's state after its `"` calls it, and its kernel is composed from the
+/// string body's (`CompiledGrammar::excluded_kernel_in`) instead of a walk of the inlined trie.
+/// PERF: inlined (a trie under `INLINE_MAX_DEPTH` levels: short keys), each object's first key
+/// start walked the trie's cover search and the `"` subtrees (~0.85 M instructions on Llama 3,
+/// MaskBench `Github_easy---o85180`), the largest group of the mask p99 band.
+fn excluded_entries(g: &Grammar, users: &[Vec<usize>]) -> Vec<bool> {
+    let mut kept = vec![false; g.rules().len()];
+    let Some(excluded) = g.excluded_words() else { return kept };
+    let listed = |r: usize| excluded.rules.binary_search_by_key(&r, |e| e.0.index()).is_ok();
+    for (r, words) in &excluded.rules {
+        let r = r.index();
+        kept[r] = !words.is_empty() && users[r].iter().any(|&u| !listed(u));
+    }
+    kept
 }
 
 /// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), i.e. in
@@ -255,6 +275,32 @@ value ::= "[" value "]" | "0"
         let get = |n: &str| plan.iter().find(|(r, _)| r == n).unwrap().1;
         assert!(!get("e"));
         assert!(get("f"));
+    }
+
+    #[test]
+    fn excluded_key_tries_stay_rules_below_their_entry() {
+        use crate::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+        // A short key trie (`config`, `content`: under `INLINE_MAX_DEPTH` levels) keeps its
+        // first node a rule, called by the extra-key entry; its other nodes and the trie of
+        // no words (an object without properties) are inlined as before.
+        let schema =
+            r#"{"type": "object", "properties": {"config": {"type": "object"}, "content": {"type": "integer"}}}"#;
+        let g =
+            json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+        let (inline, _, _) = inline_plan(&g);
+        let excluded = g.excluded_words().unwrap();
+        let name = |r: crate::grammar::RuleId| g.rule(r).name.as_str();
+        let (mut kept, mut copied) = (Vec::new(), Vec::new());
+        for (r, words) in &excluded.rules {
+            if inline[r.index()] {
+                copied.push(name(*r));
+            } else {
+                kept.push((name(*r), words.len()));
+            }
+        }
+        assert!(kept.len() == 1 && kept[0].1 == 2, "kept {kept:?}, inlined {copied:?}");
+        let first = kept[0].0;
+        assert!(copied.contains(&format!("{first}.1").as_str()) && copied.len() >= 10, "{copied:?}");
     }
 
     #[test]

@@ -35,6 +35,10 @@ impl BodyEnds {
         BodyEnds { base, by_text }
     }
 
+    pub fn memory_size(&self) -> usize {
+        self.base.memory_size() + self.by_text.len() * 8
+    }
+
     /// The kernel of a position whose rest of the rule matches every string body but `words`:
     /// `base` itself when no uncertain token ends the rule after one of them.
     pub fn without(&self, vocab: &Vocabulary, words: &[Box<[u8]>]) -> Arc<KernelMask> {
