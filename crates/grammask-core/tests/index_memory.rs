@@ -10,7 +10,8 @@
 mod common;
 
 use grammask_core::builtin::builtin_json_grammar_with;
-use grammask_core::matcher::CompiledGrammar;
+use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
 use grammask_core::slice::{BodySlice, RunBases};
 use grammask_core::spelling::Spelling;
 use grammask_core::token_index::TokenIndex;
@@ -179,6 +180,13 @@ fn every_part_of_the_token_index_is_counted() {
     let ((), bytes) = held(|| {
         let json = builtin_json_grammar_with(Spelling::Any, None).unwrap();
         drop(CompiledGrammar::new(&json, &v).unwrap());
+        // An open object's first key start leaves the sorted string-body kernel (`body_ends`).
+        let schema = r#"{"type": "object", "properties": {"ab": {"type": "integer"}}}"#;
+        let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+        let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &v).unwrap());
+        let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(b"{\"").unwrap());
+        m.compute_mask().unwrap();
     });
     agree("what a compile leaves in the index", index.memory_size() - total, bytes);
 
