@@ -337,25 +337,28 @@ fn shapes_repeat(g: &Grammar, candidates: &[usize], own: &[bool], signed: &[u32]
 }
 
 /// The expressions below the bodies of the rules that are not `own` (their own class), in
-/// ascending order; `None` when one of them has a child numbered after it (the refinement needs
-/// children first and then merges nothing).
+/// ascending order, or every expression when fewer than a quarter of the rules are own-class
+/// (the walk then costs more than it saves: the band's grammars own only their root); `None`
+/// when one of them has a child numbered after it (the refinement needs children first and then
+/// merges nothing).
 fn signed_exprs(g: &Grammar, own: &[bool]) -> Option<Vec<u32>> {
-    let mut below = vec![false; g.exprs().len()];
+    let len = g.exprs().len() as u32;
+    let children_first = |e: u32| g.children(ExprId(e)).iter().all(|c| c.0 < e);
+    if own.iter().filter(|&&o| o).count() * 4 < own.len() {
+        return (0..len).all(children_first).then(|| (0..len).collect());
+    }
+    let mut below = vec![false; len as usize];
     let mut stack: Vec<ExprId> =
         g.rules().iter().enumerate().filter(|&(r, _)| !own[r]).map(|(_, rule)| rule.body).collect();
-    let mut out = Vec::new();
     while let Some(e) = stack.pop() {
         if !std::mem::replace(&mut below[e.index()], true) {
-            out.push(e.0);
-            let kids = g.children(e);
-            if kids.iter().any(|c| c.index() >= e.index()) {
+            if !children_first(e.0) {
                 return None;
             }
-            stack.extend_from_slice(kids);
+            stack.extend_from_slice(g.children(e));
         }
     }
-    out.sort_unstable();
-    Some(out)
+    Some((0..len).filter(|&e| below[e as usize]).collect())
 }
 
 /// Passes of [`shapes_repeat`]: each looks one rule reference deeper.
