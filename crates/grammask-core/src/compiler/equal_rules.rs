@@ -55,7 +55,13 @@ fn equal_rules_within(
     // (`shared` below). PERF: on MaskBench's typical schemas 28 of 352 grammars have one; the
     // others paid the whole refinement (~0.6 M instructions per schema) to find none.
     let candidates: Vec<usize> = (0..n).filter(|&r| !own[r] && !inline[r]).collect();
-    if screen && !shapes_repeat(g, &candidates) {
+    // Only the expressions below merging rules' bodies are ever keyed or signed (own-class rules'
+    // bodies are not). PERF: an open object's key-set rules are tail groups (own class) and
+    // most of such a grammar's expressions (o44208: 13,774 of 21,002 rules).
+    let Some(signed) = signed_exprs(g, &own) else {
+        return identity;
+    };
+    if screen && !shapes_repeat(g, &candidates, &own, &signed) {
         return identity;
     }
     // Expressions without a rule reference below them get one id per distinct expression, once
@@ -67,11 +73,9 @@ fn equal_rules_within(
     let mut fixed: SeqTable<u64> = SeqTable::default();
     let mut canon = vec![0u64; exprs.len()];
     let mut key = Vec::new();
-    for (i, e) in exprs.iter().enumerate() {
+    for &i in &signed {
+        let (i, e) = (i as usize, &exprs[i as usize]);
         let kids = g.children(ExprId(i as u32));
-        if kids.iter().any(|c| c.index() >= i) {
-            return identity;
-        }
         if matches!(e, Expr::RuleRef(_)) || kids.iter().any(|c| canon[c.index()] & 1 == 1) {
             canon[i] = 1;
             continue;
@@ -133,7 +137,7 @@ fn equal_rules_within(
     //
     // Pure rules (`pure_rules`) start in their exact class instead, signed children first before
     // the rounds: rounds then only split what cycles leave open.
-    let longest = longest_strings(g, deps);
+    let longest = longest_strings(g, deps, tail);
     let (pure, pure_order) = pure_rules(deps, &own);
     let mut class: Vec<u64> = (0..n).map(|r| if own[r] { r as u64 + 1 } else { 0 }).collect();
     let mut size: Vec<usize> = vec![0; n + 1];
@@ -279,19 +283,19 @@ fn equal_rules_within(
 /// and reference rules of one class, so by induction on `k` their bodies' shapes are equal in
 /// every pass: two candidates with different shapes in some pass never share a class. False
 /// when the expressions are not numbered children first (the refinement then merges nothing).
-fn shapes_repeat(g: &Grammar, candidates: &[usize]) -> bool {
+fn shapes_repeat(g: &Grammar, candidates: &[usize], own: &[bool], signed: &[u32]) -> bool {
     use std::hash::{BuildHasher, Hasher};
     let exprs = g.exprs();
     let mut shape = vec![0u64; exprs.len()];
-    // By rule: its body's shape in the previous pass.
-    let mut body_shape = vec![0u64; g.rules().len()];
+    // By rule: its body's shape in the previous pass; an own-class rule (its own class, so two
+    // rules of one class name the same one) is shaped by its id in every pass.
+    let mut body_shape: Vec<u64> =
+        own.iter().enumerate().map(|(r, &o)| if o { FastState.hash_one((u64::MAX, r)) } else { 0 }).collect();
     let mut bodies: Vec<u64> = Vec::with_capacity(candidates.len());
     for pass in 0..SHAPE_PASSES {
-        for (i, e) in exprs.iter().enumerate() {
+        for &i in signed {
+            let (i, e) = (i as usize, &exprs[i as usize]);
             let kids = g.children(ExprId(i as u32));
-            if kids.iter().any(|c| c.index() >= i) {
-                return false;
-            }
             shape[i] = match *e {
                 Expr::Seq(_) | Expr::Choice(_) | Expr::Repeat { .. } | Expr::RuleRef(_) => {
                     let mut h = FastState.build_hasher();
@@ -325,11 +329,36 @@ fn shapes_repeat(g: &Grammar, candidates: &[usize]) -> bool {
         if !bodies.windows(2).any(|w| w[0] == w[1]) {
             return false;
         }
-        for (r, rule) in g.rules().iter().enumerate() {
+        for (r, rule) in g.rules().iter().enumerate().filter(|&(r, _)| !own[r]) {
             body_shape[r] = shape[rule.body.index()];
         }
     }
     true
+}
+
+/// The expressions below the bodies of the rules that are not `own` (their own class), in
+/// ascending order, or every expression when fewer than a quarter of the rules are own-class
+/// (the walk then costs more than it saves: the band's grammars own only their root); `None`
+/// when one of them has a child numbered after it (the refinement needs children first and then
+/// merges nothing).
+fn signed_exprs(g: &Grammar, own: &[bool]) -> Option<Vec<u32>> {
+    let len = g.exprs().len() as u32;
+    let children_first = |e: u32| g.children(ExprId(e)).iter().all(|c| c.0 < e);
+    if own.iter().filter(|&&o| o).count() * 4 < own.len() {
+        return (0..len).all(children_first).then(|| (0..len).collect());
+    }
+    let mut below = vec![false; len as usize];
+    let mut stack: Vec<ExprId> =
+        g.rules().iter().enumerate().filter(|&(r, _)| !own[r]).map(|(_, rule)| rule.body).collect();
+    while let Some(e) = stack.pop() {
+        if !std::mem::replace(&mut below[e.index()], true) {
+            if !children_first(e.0) {
+                return None;
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+    }
+    Some((0..len).filter(|&e| below[e as usize]).collect())
 }
 
 /// Passes of [`shapes_repeat`]: each looks one rule reference deeper.
@@ -394,13 +423,16 @@ const UNBOUNDED: u64 = u64::MAX;
 /// Per rule, the byte length of its longest string, or [`UNBOUNDED`] when the rule reaches a
 /// cycle of rule references, an unbounded repetition of a non-empty expression or a token.
 /// A function of the rule's language up to those approximations, which equal copies share.
-/// Expressions must be numbered children first.
-fn longest_strings(g: &Grammar, deps: &[Vec<usize>]) -> Vec<u64> {
+/// A tail-group member (`tail.group`) is on a cycle of references, so [`UNBOUNDED`]: it is not
+/// walked. Expressions must be numbered children first.
+/// PERF: an open object's key-set rules are tail groups and hold most of such a grammar's rule
+/// references (o44208: walking them was ~27% of `equal_rules`).
+fn longest_strings(g: &Grammar, deps: &[Vec<usize>], tail: &TailPlan) -> Vec<u64> {
     let n = g.rules().len();
     let mut expr_len: Vec<Option<u64>> = vec![None; g.exprs().len()];
     let mut rule_len = vec![UNBOUNDED; n];
-    // 0: not seen, 1: on the walk's stack, 2: done.
-    let mut state = vec![0u8; n];
+    // 0: not seen, 1: on the walk's stack, 2: done (tail-group members from the start).
+    let mut state: Vec<u8> = tail.group.iter().map(|&t| if t == NO_GROUP { 0 } else { 2 }).collect();
     let mut cyclic = vec![false; n];
     let (mut subtree, mut stack): (Vec<ExprId>, Vec<ExprId>) = (Vec::new(), Vec::new());
     // (rule, its next callee in `deps`)
@@ -735,7 +767,7 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
             seed ^= seed << 17;
             seed % n
         };
-        let (mut screened_out, mut merging) = (0, 0);
+        let (mut screened_out, mut merging, mut merging_own_refs) = (0, 0, 0);
         for _ in 0..400 {
             let rules = 2 + next(7) as usize;
             let mut src = String::new();
@@ -763,8 +795,10 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
                     }
                     body
                 };
-                // On a cycle of its own: never inlined.
-                writeln!(src, "{name} ::= {body}| \"(\" {name} \")\"").unwrap();
+                // On a cycle of its own: never inlined; a quarter also in a tail group of its own
+                // (own class), so candidates name own-class rules.
+                let tail_loop = if r > 0 && next(4) == 0 { format!("| \"t\" {name} ") } else { String::new() };
+                writeln!(src, "{name} ::= {body}{tail_loop}| \"(\" {name} \")\"").unwrap();
                 bodies.push(body);
             }
             let Ok(g) = parse_ebnf(&src, "root") else { continue };
@@ -775,12 +809,49 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
             assert_eq!(screened, full, "{src}");
             let identity = full.iter().enumerate().all(|(r, rep)| rep.index() == r);
             merging += usize::from(!identity);
-            let own = |r: usize| r == g.root().index() || tail.group[r] != NO_GROUP;
-            let candidates: Vec<usize> = (0..g.rules().len()).filter(|&r| !own(r) && !inline[r]).collect();
-            screened_out += usize::from(!shapes_repeat(&g, &candidates));
+            let own: Vec<bool> =
+                (0..g.rules().len()).map(|r| r == g.root().index() || tail.group[r] != NO_GROUP).collect();
+            for (r, rep) in full.iter().enumerate() {
+                assert!(!own[r] || rep.index() == r, "own rule merged: {src}");
+                let (a, b) = (g.rules()[r].body, g.rules()[rep.index()].body);
+                assert!(same_up_to(&g, &full, a, b), "rule {r} merged into an unequal one: {src}");
+                let named_own =
+                    |e: ExprId| g.children(e).is_empty() && matches!(g.expr(e), Expr::RuleRef(t) if own[t.index()]);
+                merging_own_refs += usize::from(rep.index() != r && subtree(&g, a).into_iter().any(named_own));
+            }
+            let candidates: Vec<usize> = (0..g.rules().len()).filter(|&r| !own[r] && !inline[r]).collect();
+            let signed = signed_exprs(&g, &own).expect("parsed grammars are numbered children first");
+            screened_out += usize::from(!shapes_repeat(&g, &candidates, &own, &signed));
         }
-        // Both paths are exercised.
+        // Every path is exercised, merges naming own-class rules included.
         assert!(merging > 20 && screened_out > 20, "{merging} merging, {screened_out} screened out");
+        assert!(merging_own_refs > 5, "{merging_own_refs} merged rules name own-class rules");
+    }
+
+    /// Whether expressions `a` and `b` are equal once every referenced rule is replaced by its
+    /// representative in `rep`.
+    fn same_up_to(g: &Grammar, rep: &[RuleId], a: ExprId, b: ExprId) -> bool {
+        match (g.expr(a), g.expr(b)) {
+            (Expr::RuleRef(x), Expr::RuleRef(y)) => rep[x.index()] == rep[y.index()],
+            (Expr::Seq(_), Expr::Seq(_)) | (Expr::Choice(_), Expr::Choice(_)) => {
+                let (ka, kb) = (g.children(a), g.children(b));
+                ka.len() == kb.len() && ka.iter().zip(kb).all(|(&x, &y)| same_up_to(g, rep, x, y))
+            }
+            (Expr::Repeat { min: m1, max: x1, .. }, Expr::Repeat { min: m2, max: x2, .. }) => {
+                m1 == m2 && x1 == x2 && same_up_to(g, rep, g.children(a)[0], g.children(b)[0])
+            }
+            (x, y) => g.children(a).is_empty() && g.children(b).is_empty() && x == y,
+        }
+    }
+
+    /// The expressions below `e`, itself included.
+    fn subtree(g: &Grammar, e: ExprId) -> Vec<ExprId> {
+        let (mut out, mut stack) = (Vec::new(), vec![e]);
+        while let Some(x) = stack.pop() {
+            out.push(x);
+            stack.extend_from_slice(g.children(x));
+        }
+        out
     }
 
     #[test]
