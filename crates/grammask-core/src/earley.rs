@@ -1023,6 +1023,47 @@ impl Chart {
         *self.row_sig.last().unwrap()
     }
 
+    /// [`Chart::last_signature`] without the last row's *spent* items: a callee's end (a final
+    /// state without byte or rule edges, no lookahead) begun in an earlier row other than row 0.
+    /// Its completion was done when the row closed, no byte steps it and no completion advances
+    /// it, and only items begun in row 0 tell a rule's end ([`Chart::is_complete`], a kernel
+    /// walk's ends): two rows equal but for spent items read every byte string alike.
+    /// Budgeted charts (contexts, character budgets) keep the full signature.
+    /// Used to intern a walk's rows: a loop through a call per character (a regex class rule,
+    /// `re ::= re_1*`) leaves its last character's end in each row, so that every row differed
+    /// from the one before by that item's origin, and never returned to itself.
+    pub fn last_future_signature(&self, a: &Automata) -> u128 {
+        let r = self.last_row_index();
+        if self.contexts.is_some() || self.char_rules != 0 {
+            return self.last_signature();
+        }
+        let spent = |it: &Item| {
+            let o = it.origin as usize;
+            o != 0
+                && o != r
+                && it.la == LA_NONE
+                && it.la_origin == LA_NONE
+                && a.state(it.state).is_final
+                && a.byte_edges(it.state).is_empty()
+                && a.rule_edges(it.state).is_empty()
+        };
+        let row = self.row(r);
+        if !row.iter().any(spent) {
+            return self.last_signature();
+        }
+        let kept = row.iter().filter(|it| !spent(it));
+        let mut acc: u128 = (kept.clone().count() as u128).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        for it in kept {
+            let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
+            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ self.origin_hash(r, it)));
+        }
+        if self.clock != 0 || self.free {
+            acc ^= mix128(u128::from(self.clock) << 1 | u128::from(self.free) | 1 << 100);
+        }
+        // The row's signature as if the spent items were not in it.
+        mix128(acc)
+    }
+
     /// Order-independent hash of row `r`'s items, each with its origin row's signature (or a
     /// marker for items predicted in this row). Rows before `r` already have signatures.
     fn signature(&self, r: usize) -> u128 {

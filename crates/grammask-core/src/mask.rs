@@ -59,6 +59,7 @@ pub use fill::{
 };
 pub use lead::{classify_after_lead, lead_run};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
+pub use row_memo::spent_row_merges;
 use row_memo::*;
 use runs::*;
 pub use runs::{
@@ -362,7 +363,7 @@ impl<'a> KernelWalk<'a> {
         on_budget: &'a mut dyn FnMut() -> bool,
     ) -> KernelWalk<'a> {
         let chart = Chart::with_kernel(a, state);
-        let memo = interned.then(|| RowMemo::new(&chart));
+        let memo = interned.then(|| RowMemo::new(a, &chart));
         KernelWalk::on_rows(a, trie, vocab_size, chart, memo, sc, budget, on_budget)
     }
 

@@ -317,7 +317,7 @@ pub fn interned_suffix_walks() -> usize {
 /// instructions per fill); the rows at each depth are the same few whatever the bytes read.
 fn walk_suffixes_interned(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Option<Vec<bool>>> {
     let base = chart.num_rows();
-    let mut memo = RowMemo::new(chart);
+    let mut memo = RowMemo::new(a, chart);
     let start = Frame::Rows(base);
     let mut verdict = vec![false; km.suffixes.len()];
     // `frames[d]`: where the current path stands after `d + 1` bytes; as in `walk_suffixes`, a

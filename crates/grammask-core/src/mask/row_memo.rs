@@ -14,7 +14,8 @@ use super::*;
 /// identifier byte completes the same chain of rules); its walk went from ~15 ms of Earley steps
 /// to table lookups.
 ///
-/// Invariant: equal signatures mean the same future (see [`Chart`]), so a row found under a
+/// Invariant: equal signatures mean the same future (see [`Chart`]; spent callee ends are left
+/// out, [`Chart::last_future_signature`]), so a row found under a
 /// signature stands for every row with that signature. Rows at or below `first` belong to the
 /// walk's start and are never interned away.
 pub(super) struct RowMemo {
@@ -46,6 +47,18 @@ impl Drop for RowMemo {
     }
 }
 
+thread_local! {
+    /// Rows this thread's walks interned onto an earlier row only by leaving spent items out.
+    static SPENT_MERGES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many rows the walks on this thread interned onto an earlier row that differed from them
+/// by spent callee ends only ([`Chart::last_future_signature`]), for tests.
+#[doc(hidden)]
+pub fn spent_row_merges() -> usize {
+    SPENT_MERGES.get()
+}
+
 const UNKNOWN: u32 = u32::MAX;
 const DEAD: u32 = u32::MAX - 1;
 /// Bounds on a walk's interned rows (4 MB of transitions) and their items (8 MB).
@@ -63,10 +76,10 @@ thread_local! {
 const MAX_POOLED_NEXT: usize = 1024 * 256;
 
 impl RowMemo {
-    pub(super) fn new(chart: &Chart) -> RowMemo {
+    pub(super) fn new(a: &Automata, chart: &Chart) -> RowMemo {
         let first = chart.last_row_index();
         let mut by_sig = FastMap::default();
-        by_sig.insert(chart.last_signature(), first as u32);
+        by_sig.insert(chart.last_future_signature(a), first as u32);
         let mut next = NEXT_POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
         next.clear();
         next.resize(256, UNKNOWN);
@@ -93,7 +106,7 @@ impl RowMemo {
             self.next[slot] = DEAD;
             return Ok(None);
         }
-        let Some(row) = self.intern(chart) else {
+        let Some(row) = self.intern(a, chart) else {
             return Ok(None);
         };
         self.next[slot] = row as u32;
@@ -114,7 +127,7 @@ impl RowMemo {
             return Ok(Some(Frame::Rows(row as usize + 1)));
         }
         chart.push_items(a, &[next])?;
-        let row = self.intern(chart);
+        let row = self.intern(a, chart);
         if let Some(row) = row {
             self.by_item.insert(next, row as u32);
         }
@@ -123,9 +136,14 @@ impl RowMemo {
 
     /// Interns the chart's newest row: an equal row found before replaces it. `None` (with
     /// `full` set) when the arena is at its bounds.
-    fn intern(&mut self, chart: &mut Chart) -> Option<usize> {
-        let sig = chart.last_signature();
+    fn intern(&mut self, a: &Automata, chart: &mut Chart) -> Option<usize> {
+        // Spent items left out (see `Chart::last_future_signature`): rows equal but for them
+        // have the same future.
+        let sig = chart.last_future_signature(a);
         if let Some(&row) = self.by_sig.get(&sig) {
+            if sig != chart.last_signature() {
+                SPENT_MERGES.set(SPENT_MERGES.get() + 1);
+            }
             chart.pop_row();
             return Some(row as usize);
         }
