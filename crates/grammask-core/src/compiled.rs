@@ -70,9 +70,50 @@ const SHIFT_MIN_ALIKE: u32 = 32;
 const MIN_WIDE_CLASS_BYTES: u32 = 16;
 /// States of one class tried at most for its slice at compile ([`CompiledGrammar::build_class_bodies`]).
 const CLASS_BODY_TRIES: usize = 4;
+/// Trie nodes and cover-search pairs a kernel whose class-body slice the compile's thread has not
+/// set yet may spend on the other shortcuts before the slice is built or waited for
+/// ([`CompiledGrammar::classify`]; ~0.4 ms together, against 0.7-2 ms for a slice on Llama 3).
+const PENDING_VISITS: usize = 8192;
+const PENDING_COVER_PAIRS: usize = 512;
 /// Literal chain kernels classified with the grammar at most ([`CompiledGrammar::new`]; ~0.25 us
 /// each on Llama 3): the rest are classified on first use.
 const LITERAL_CHAINS_AT_COMPILE: usize = 16_384;
+
+/// What groups the states [`CompiledGrammar::build_class_bodies`] tries: the bytes a state reads,
+/// the ASCII bytes of its widest one-byte characters (those leading to the state most ASCII bytes
+/// lead to: the other ones are side bytes, left out of its class), and the bytes read after its
+/// UTF-8 lead bytes. Two states of different classes can read the same bytes (`[a-zA-Z-]` and
+/// `[a-zA-Z]` with `-` a side byte; `[À-ß]` and `[à-ÿ]`, both led by `0xC3`): the second one
+/// tried after the first took its slice was skipped, and its slice built by a fill.
+/// Classes told apart only by a third or fourth byte still share a group.
+type ClassSignature = ([u64; 4], u128, [u64; 4]);
+
+fn class_signature(a: &Automata, q: StateId) -> ClassSignature {
+    let add = |bits: &mut [u64; 4], lo: u8, hi: u8| {
+        for x in lo..=hi {
+            bits[usize::from(x >> 6)] |= 1 << (x & 63);
+        }
+    };
+    let (mut bytes, mut after_leads) = ([0u64; 4], [0u64; 4]);
+    let mut ascii_by_target: Vec<(StateId, u128)> = Vec::new();
+    for e in a.byte_edges(q) {
+        add(&mut bytes, e.lo, e.hi);
+        if e.lo < 0x80 {
+            let m = (u32::from(e.lo)..=u32::from(e.hi.min(0x7F))).fold(0u128, |m, x| m | 1 << x);
+            match ascii_by_target.iter_mut().find(|(t, _)| *t == e.target) {
+                Some((_, bits)) => *bits |= m,
+                None => ascii_by_target.push((e.target, m)),
+            }
+        }
+        if e.hi >= 0xC0 {
+            for f in a.byte_edges(e.target) {
+                add(&mut after_leads, f.lo, f.hi);
+            }
+        }
+    }
+    let widest = ascii_by_target.iter().map(|&(_, m)| m).max_by_key(|m| m.count_ones()).unwrap_or(0);
+    (bytes, widest, after_leads)
+}
 
 /// How the kernels of a compiled grammar were classified so far (for tests and profiling).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,6 +165,8 @@ pub struct CompiledGrammar {
     class_bodies: Arc<ClassBodies>,
     /// That thread, until a test waits for it.
     class_body_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Kernels classified without a class-body slice the thread had not set ([`Self::classify`]).
+    pending_class_bodies_passed: AtomicUsize,
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<FastMap<StateId, Option<Arc<RunIndex>>>>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
@@ -309,6 +352,7 @@ impl CompiledGrammar {
             capacities: RwLock::new(FastMap::default()),
             class_bodies: Arc::default(),
             class_body_thread: Mutex::new(None),
+            pending_class_bodies_passed: AtomicUsize::new(0),
             state_runs: RwLock::new(FastMap::default()),
             masks: RwLock::new(FastMap::default()),
             mask_bytes: AtomicUsize::new(0),
@@ -1031,12 +1075,12 @@ impl CompiledGrammar {
     /// class bodies of wide classes, and builds those the vocabulary has not cached on a thread
     /// of their own, so that neither the compile nor the first fill that reaches one of their
     /// states pays for them (0.7-2 ms each on Llama 3). A fill that finds its slice reserved and
-    /// not built yet builds it itself ([`ClassBodies::slice`]; it never waits for the thread), and
-    /// composition takes a slice only once it is built ([`Self::class_body_built`]). Where no
-    /// thread can be spawned, they are built on first use.
+    /// not begun by the thread builds it itself, one the thread is building waits for it at most
+    /// 2 ms ([`ClassBodies::slice`]), and composition takes a slice only once it is built
+    /// ([`Self::class_body_built`]). Where no thread can be spawned, they are built on first use.
     /// A state is tried when it is a class level that reads, itself or through its one callee,
     /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
-    /// (the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
+    /// ([`class_signature`], the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
     /// without a slice (a state missed takes its slice in a fill, as before).
     /// PERF: on the 287-schema tail sample (`bench/tail_states.py --limit 300 --seed 1818`) 15
     /// fills built one (o65430 `identifier`, o79409 `name`, o82696 `css_class`), among the
@@ -1048,8 +1092,9 @@ impl CompiledGrammar {
     /// automaton, 575 M of the six tail schemas' 1,750 M instructions of `CompiledGrammar::new`.
     fn build_class_bodies(&self) {
         let a = &self.automata;
-        // By (bytes read, through a call): states tried, or `usize::MAX` once one took its slice.
-        let mut tried: FastMap<([u64; 4], bool), usize> = FastMap::default();
+        // By the bytes a state reads ([`class_signature`]) and whether through a call: states
+        // tried, or `usize::MAX` once one took its slice.
+        let mut tried: FastMap<(ClassSignature, bool), usize> = FastMap::default();
         let mut todo: Vec<(u32, Vec<u32>)> = Vec::new();
         for s in (0..a.states().len() as u32).map(StateId) {
             let (q, call) = match *a.rule_edges(s) {
@@ -1061,13 +1106,7 @@ impl CompiledGrammar {
             if edges.iter().map(|e| u32::from(e.hi - e.lo) + 1).sum::<u32>() < MIN_WIDE_CLASS_BYTES {
                 continue;
             }
-            let mut bytes = [0u64; 4];
-            for e in edges {
-                for x in e.lo..=e.hi {
-                    bytes[usize::from(x >> 6)] |= 1 << (x & 63);
-                }
-            }
-            let n = tried.entry((bytes, call)).or_insert(0);
+            let n = tried.entry((class_signature(a, q), call)).or_insert(0);
             if *n >= CLASS_BODY_TRIES {
                 continue;
             }
@@ -1098,13 +1137,21 @@ impl CompiledGrammar {
             }
             None => true,
         });
+        #[cfg(test)]
+        if tests::HOLD_CLASS_BODIES.get() {
+            return;
+        }
         if todo.is_empty() {
             return;
         }
+        // The smaller classes first: their slices are built sooner, so fewer first fills find
+        // theirs unbuilt (o79409's key pattern `[a-zA-Z0-9_]`, 0.5 ms, waited behind `name`'s
+        // 2 ms class).
+        todo.sort_by_key(|(class, _)| self.class_bodies.class_chars(*class));
         let (bodies, index) = (Arc::clone(&self.class_bodies), Arc::clone(&self.index));
         let spawned = std::thread::Builder::new().name("grammask-class-bodies".into()).spawn(move || {
             for (class, form) in todo {
-                if bodies.reserved(class) {
+                if bodies.begin_build(class) {
                     bodies.set_built(class, index.class_body_slice(&form));
                 }
             }
@@ -1124,8 +1171,8 @@ impl CompiledGrammar {
         }
     }
 
-    /// Class-body slices reserved at compile that a fill built because the compile's thread had
-    /// not set them yet ([`ClassBodies::slice`]).
+    /// Class-body slices a fill built: not reserved at compile, or not set by the compile's
+    /// thread yet ([`ClassBodies::slice`]).
     pub fn class_bodies_built_in_fills(&self) -> usize {
         self.class_bodies.built_in_fills()
     }
@@ -1184,9 +1231,37 @@ impl CompiledGrammar {
         on_budget: &mut dyn FnMut() -> bool,
     ) -> Result<Option<KernelMask>> {
         let vocab_size = self.index.vocab.vocab_size();
-        self.with_shortcuts(state, |sc| {
-            classify_kernel_budget(&self.automata, &self.index.trie, vocab_size, state, sc, budget, on_budget)
-        })
+        let (a, trie) = (&self.automata, &self.index.trie);
+        if self.class_body_pending(state) {
+            // Its slice not set yet by the compile's thread: the other shortcuts first, within a
+            // walk and cover-search budget (a string body that refuses a few ASCII characters
+            // takes its walked cover); past it, the slice is built or waited for as before.
+            let mut give_up = || true;
+            let tried = with_cover_budget(PENDING_COVER_PAIRS, || {
+                self.with_shortcuts_as(state, false, |sc| {
+                    classify_kernel_budget(a, trie, vocab_size, state, sc, PENDING_VISITS, &mut give_up)
+                })
+            })?;
+            if tried.is_some() {
+                self.pending_class_bodies_passed.fetch_add(1, Ordering::Relaxed);
+                return Ok(tried);
+            }
+        }
+        self.with_shortcuts(state, |sc| classify_kernel_budget(a, trie, vocab_size, state, sc, budget, on_budget))
+    }
+
+    /// Whether `state` is a counted class body ([`Self::class_body_chain`]) whose slice is
+    /// reserved for the compile's thread and not set yet.
+    fn class_body_pending(&self, state: StateId) -> bool {
+        let plain = self.counted_body(state).is_none() && self.closing_body(state).is_none();
+        plain && self.class_body_chain(state).is_some_and(|chain| self.class_bodies.pending(chain.class))
+    }
+
+    /// Kernels classified without their class-body slice while the compile's thread had not set
+    /// it ([`Self::classify`]), for tests.
+    #[doc(hidden)]
+    pub fn pending_class_bodies_passed(&self) -> usize {
+        self.pending_class_bodies_passed.load(Ordering::Relaxed)
     }
 
     /// `km`, a classification of `state`, with its [`crate::mask::Beyond`] group listed token by
@@ -1265,13 +1340,18 @@ impl CompiledGrammar {
     }
 
     fn with_shortcuts<R>(&self, state: StateId, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
+        self.with_shortcuts_as(state, true, f)
+    }
+
+    /// [`Self::with_shortcuts`], without the class-body slice unless `class_body`.
+    fn with_shortcuts_as<R>(&self, state: StateId, class_body: bool, f: impl FnOnce(Shortcuts<'_>) -> R) -> R {
         let capacity = self.counted_body(state);
         let closing = capacity.is_none().then(|| self.closing_body(state)).flatten();
         // Class slices are built when a grammar needing one is compiled (not for string bodies,
         // which take the body shortcuts first); one missing here (past the per-vocabulary
         // budget) is not built in a mask.
         let plain = capacity.is_none() && closing.is_none();
-        let class_body = plain.then(|| self.class_body(state)).flatten();
+        let class_body = (plain && class_body).then(|| self.class_body(state)).flatten();
         let class = ClassSlice::loop_class(&self.automata, state).filter(|_| plain);
         let class = class.and_then(|c| self.index.cached_class_slice(c));
         self.with_walk_shortcuts(state, |sc| {
@@ -1429,6 +1509,55 @@ fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Compiles on this thread leave their class-body slices reserved, with no thread to
+        /// build them (as when the first fills come before the compile's thread).
+        pub(super) static HOLD_CLASS_BODIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Kernels whose class-body slice is reserved and not built yet are classified by the other
+    /// shortcuts within a budget (`CompiledGrammar::classify`), building no slice: an exact count
+    /// of a class (`[a-zA-Z0-9_ ]{40}`) along a document, and masks equal those of the same
+    /// grammar with its slice built. Fails when the pending slices are built in `classify`, or
+    /// never passed.
+    #[test]
+    fn pending_class_bodies_take_the_other_shortcuts() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        let text = ["Hello", " world", "_9", "abc", "Ab_9 ", "a b", "xyz>", "9>", ">", "<Hi", "b>"];
+        toks.extend(text.iter().map(|t| t.as_bytes().to_vec()));
+        toks.push(b"</s>".to_vec());
+        // Two vocabularies of the same tokens: each its own index, slices and kernel cache.
+        let vocab = || {
+            let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+            Arc::new(Vocabulary::new(toks.clone(), VocabType::Raw, opts).unwrap())
+        };
+        let g = crate::ebnf::parse_ebnf(r#"root ::= "<" [a-zA-Z0-9_ ]{40} ">""#, "root").unwrap();
+        let built = Arc::new(CompiledGrammar::new(&g, &vocab()).unwrap());
+        built.wait_class_bodies();
+        HOLD_CLASS_BODIES.set(true);
+        let held = Arc::new(CompiledGrammar::new(&g, &vocab()).unwrap());
+        HOLD_CLASS_BODIES.set(false);
+        let doc = format!("<{}>", "Hello world_9 ".repeat(3).get(..40).unwrap());
+        let opts = crate::matcher::MatcherOptions::default();
+        let mut a = crate::matcher::Matcher::new(built.clone(), opts.clone()).unwrap();
+        let mut b = crate::matcher::Matcher::new(held.clone(), opts).unwrap();
+        for (i, &x) in doc.as_bytes().iter().enumerate() {
+            // Each pending kernel is classified without its slice, none built.
+            for it in crate::mask::kernel_items(held.automata(), b.chart()) {
+                if held.class_body_pending(it.state) {
+                    assert!(held.classify(it.state, usize::MAX, &mut || false).unwrap().is_some());
+                    assert_eq!(held.class_bodies_built_in_fills(), 0);
+                }
+            }
+            let want = a.compute_mask().unwrap().clone();
+            assert_eq!(b.compute_mask().unwrap(), &want, "after {:?}", &doc[..i]);
+            assert!(a.accept_bytes(&[x]).unwrap() && b.accept_bytes(&[x]).unwrap());
+        }
+        assert!(held.pending_class_bodies_passed() >= 2, "{} kernels passed", held.pending_class_bodies_passed());
+        assert!(built.class_bodies_built_in_fills() == 0 && built.pending_class_bodies_passed() == 0);
+    }
 
     /// Compiling memoizes the start row's mask, equal to the direct walk's, before any matcher.
     #[test]

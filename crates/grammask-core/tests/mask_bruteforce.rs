@@ -783,6 +783,35 @@ fn class_body_slices_taken_at_compile_match_brute_force() {
     assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len());
 }
 
+/// Two counted classes that read the same bytes but are different classes each take their slice
+/// at compile (`class_signature` groups the states tried): `[a-zA-Z\u00c0-\u00df]` and
+/// `[a-zA-Z\u00e0-\u00ff]` (both led by `0xC3`, continued by other bytes), `[a-zA-Z-]` and
+/// `([a-zA-Z] | "-x")` (`-` a side byte, left out of its class `[a-zA-Z]`). Once the compile's thread is done,
+/// no fill builds a slice, and masks equal the brute force at every position. Grouped by the
+/// bytes read alone, the second class of each pair was never tried and a fill built its slice.
+#[test]
+fn classes_reading_the_same_bytes_each_take_a_slice_at_compile() {
+    let ebnf = r#"root ::= "<" [a-zA-Z\u00c0-\u00df]{4} ">" [a-zA-Z\u00e0-\u00ff]{4} "<" [a-zA-Z-]{4} ">" ([a-zA-Z] | "-x"){4} ">""#;
+    let g = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let text = ["ab", "Ab", "\u{c0}", "\u{e9}", "a\u{e9}", "\u{c0}b", "b-", "-a", "ab>", "><", "<a", "a-b", "a.", ".a"];
+    let doc = "<ab\u{c0}Z>\u{e9}xY\u{ff}<a-Bc>ab-xC>";
+    let vocab = ascii_vocab(&text, &[0xC3, 0x80, 0xA9]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    assert_eq!(masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]), doc.len());
+    assert_eq!(cg.class_bodies_built_in_fills(), 0, "a fill built a slice the compile did not reserve");
+    // Every class position took a class-body slice (none built since).
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    let mut sliced = 0;
+    for &b in doc.as_bytes() {
+        sliced +=
+            kernel_items(cg.automata(), m.chart()).iter().filter(|it| cg.class_body_tokens(it.state).is_some()).count();
+        assert!(m.accept_bytes(&[b]).unwrap());
+    }
+    assert!(sliced >= 16, "{sliced} positions took a class-body slice");
+    assert_eq!(cg.class_bodies_built_in_fills(), 0);
+}
+
 /// Masks equal the brute force inside counted class bodies whose chain ends in a state reading
 /// other bytes (an *exit*): o61649's `PayloadUUID` pattern
 /// (`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-...-[0-9A-Za-z]{12}$`: the first four groups' chains exit

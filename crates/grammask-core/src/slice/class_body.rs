@@ -48,7 +48,8 @@ use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::trie::TokenTrie;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// One level of a counted class body (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -461,20 +462,31 @@ impl ClassBodySlice {
 #[derive(Debug, Default)]
 pub struct ClassBodies {
     inner: Mutex<Inner>,
-    /// Slices a fill built because the compile's thread had not set them yet (for tests).
+    /// Notified whenever the compile's thread sets a slice ([`Self::set_built`]).
+    set: Condvar,
+    /// Slices a fill built: not reserved at compile, or not set by the compile's thread yet (for
+    /// tests).
     built_in_fills: AtomicUsize,
+    /// Fills waiting for the compile's thread (for tests).
+    waiting: AtomicUsize,
 }
+
+/// Longest a fill waits for the compile's thread to finish the slice it is building (about one
+/// build of a wide class's slice on Llama 3); past it the fill builds the slice itself.
+const BUILD_WAIT: Duration = Duration::from_millis(2);
 
 /// A character automaton's form id, its inline end state, whether it reads no class byte,
 /// and its side bytes.
 pub type StartForm = (u32, Option<StateId>, bool, u128);
 
-/// A class's slice: not taken, reserved for the compile's thread, or at hand.
+/// A class's slice: not taken, reserved for the compile's thread, being built by it (in the
+/// process of that id: a forked child has no such thread), or at hand.
 #[derive(Debug, Default)]
 enum Taken {
     #[default]
     No,
     Reserved,
+    Building(u32),
     Yes(Arc<ClassBodySlice>),
 }
 
@@ -561,24 +573,53 @@ impl ClassBodies {
     /// The slice of class `class` (from [`Self::chain`]), taken on first use from `build` (the
     /// vocabulary's slice of that form: [`crate::token_index::TokenIndex::class_body_slice`]);
     /// `None` for a class of few characters or past [`MAX_CLASSES`] slices. A class reserved for
-    /// the compile's thread ([`Self::reserve`]) and not set yet is built here too, not waited for
-    /// (the first set wins; both are equal).
+    /// the compile's thread ([`Self::reserve`]) that the thread has not begun is built here
+    /// (the thread then skips it); one the thread is building is waited for, at most
+    /// [`BUILD_WAIT`], and then built here too (the first set wins; both are equal). A thread of
+    /// another process (before a fork) is not waited for.
     pub fn slice(&self, class: u32, build: impl FnOnce(&[u32]) -> Arc<ClassBodySlice>) -> Option<Arc<ClassBodySlice>> {
-        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let inner = &mut *inner;
-        let (form, taken) = &mut inner.forms[class as usize];
-        match taken {
-            Taken::Yes(s) => return Some(s.clone()),
-            Taken::Reserved => {
-                self.built_in_fills.fetch_add(1, Ordering::Relaxed);
-            }
-            Taken::No => {
-                if inner.slices >= MAX_CLASSES || class_chars(form) < MIN_CLASS_CHARS {
-                    return None;
+        self.slice_waiting(class, BUILD_WAIT, build)
+    }
+
+    /// [`Self::slice`], waiting at most `wait` for a slice the compile's thread is building.
+    fn slice_waiting(
+        &self,
+        class: u32,
+        wait: Duration,
+        build: impl FnOnce(&[u32]) -> Arc<ClassBodySlice>,
+    ) -> Option<Arc<ClassBodySlice>> {
+        let mut guard = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut deadline = None;
+        loop {
+            let inner = &mut *guard;
+            match &inner.forms[class as usize].1 {
+                Taken::Yes(s) => return Some(s.clone()),
+                Taken::Building(pid) if *pid == std::process::id() => {
+                    let end = *deadline.get_or_insert_with(|| Instant::now() + wait);
+                    let left = end.saturating_duration_since(Instant::now());
+                    if !left.is_zero() {
+                        self.waiting.fetch_add(1, Ordering::Relaxed);
+                        guard = self.set.wait_timeout(guard, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+                        self.waiting.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    self.built_in_fills.fetch_add(1, Ordering::Relaxed);
                 }
-                inner.slices += 1;
+                Taken::Reserved | Taken::Building(_) => {
+                    self.built_in_fills.fetch_add(1, Ordering::Relaxed);
+                }
+                Taken::No => {
+                    if inner.slices >= MAX_CLASSES || class_chars(&inner.forms[class as usize].0) < MIN_CLASS_CHARS {
+                        return None;
+                    }
+                    inner.slices += 1;
+                    self.built_in_fills.fetch_add(1, Ordering::Relaxed);
+                }
             }
+            break;
         }
+        // Built with the lock held: the compile's thread, once done, finds the slice set.
+        let (form, taken) = &mut guard.forms[class as usize];
         let s = build(form);
         *taken = Taken::Yes(s.clone());
         Some(s)
@@ -599,29 +640,51 @@ impl ClassBodies {
         Some(form.clone())
     }
 
+    /// The number of characters class `class` reads (its slice's tokens grow with it: the
+    /// compile's thread builds the smaller classes first).
+    pub fn class_chars(&self, class: u32) -> u64 {
+        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        class_chars(&inner.forms[class as usize].0)
+    }
+
+    /// Whether the slice of class `class` is reserved for the compile's thread and not set yet.
+    pub fn pending(&self, class: u32) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        matches!(inner.forms[class as usize].1, Taken::Reserved | Taken::Building(_))
+    }
+
     /// Whether the slice of class `class` is taken or reserved ([`Self::reserve`]).
     pub fn taken_or_reserved(&self, class: u32) -> bool {
         let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         !matches!(inner.forms[class as usize].1, Taken::No)
     }
 
-    /// Whether the slice of reserved class `class` is still to be set (the compile's thread skips
-    /// one a fill built meanwhile).
-    pub fn reserved(&self, class: u32) -> bool {
-        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        matches!(inner.forms[class as usize].1, Taken::Reserved)
+    /// Marks the slice of reserved class `class` as being built by the compile's thread (a fill
+    /// that needs it meanwhile waits for it, [`Self::slice`]); `false` where a fill built it
+    /// already (the thread skips it).
+    pub fn begin_build(&self, class: u32) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let taken = &mut inner.forms[class as usize].1;
+        let reserved = matches!(taken, Taken::Reserved);
+        if reserved {
+            *taken = Taken::Building(std::process::id());
+        }
+        reserved
     }
 
-    /// Sets the slice of reserved class `class` (the compile's thread), unless a fill set it.
+    /// Sets the slice of reserved class `class` (the compile's thread), unless a fill set it,
+    /// and wakes the fills waiting for it.
     pub fn set_built(&self, class: u32, slice: Arc<ClassBodySlice>) {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let taken = &mut inner.forms[class as usize].1;
-        if matches!(taken, Taken::Reserved) {
+        if matches!(taken, Taken::Reserved | Taken::Building(_)) {
             *taken = Taken::Yes(slice);
         }
+        drop(inner);
+        self.set.notify_all();
     }
 
-    /// Slices a fill built because the compile's thread had not set them yet.
+    /// Slices a fill built: not reserved at compile, or not set by the compile's thread yet.
     pub fn built_in_fills(&self) -> usize {
         self.built_in_fills.load(Ordering::Relaxed)
     }
@@ -635,7 +698,7 @@ impl ClassBodies {
         let (form, taken) = &mut inner.forms[class as usize];
         let room = match taken {
             Taken::Yes(_) => return true,
-            Taken::Reserved => true,
+            Taken::Reserved | Taken::Building(_) => true,
             Taken::No => inner.slices < MAX_CLASSES,
         };
         if room {
@@ -739,6 +802,66 @@ mod tests {
             }
         }
         Some((form, end, sides))
+    }
+
+    /// A class of `"\"" [a-zA-Z]{40} "\""` reserved for the compile's thread, with a slice built
+    /// from a small vocabulary.
+    fn reserved_class() -> (ClassBodies, u32, Arc<ClassBodySlice>) {
+        let g = parse_ebnf(r#"root ::= "\"" [a-zA-Z]{40} "\"""#, "root").unwrap();
+        let a = Automata::build(&g).unwrap();
+        let bodies = ClassBodies::default();
+        let follow = ByteSet::default();
+        let class = (0..a.states().len() as u32)
+            .find_map(|s| bodies.chain(&a, 16, StateId(s), &follow))
+            .expect("a class chain")
+            .class;
+        let form = bodies.reserve(class).expect("a class to reserve");
+        let toks = ["ab", "Ab", "xyz", "a\"", "\"", "9"].map(|t| t.as_bytes().to_vec());
+        let opts = crate::vocab::VocabularyOptions { vocab_size: Some(toks.len()), ..Default::default() };
+        let vocab = crate::vocab::Vocabulary::new(toks.to_vec(), crate::vocab::VocabType::Raw, opts).unwrap();
+        let slice = Arc::new(ClassBodySlice::new(&TokenTrie::new(&vocab), toks.len(), &form));
+        (bodies, class, slice)
+    }
+
+    /// A fill that needs a slice the compile's thread is building waits for the thread's slice
+    /// and builds none; with no thread to set it (it died, or a fork left it behind) the wait
+    /// ends at its bound and the fill builds it; a slice reserved and not begun, or marked by
+    /// another process's thread, is built by the fill at once; the thread then keeps the fill's.
+    #[test]
+    fn fills_wait_for_the_slice_the_thread_is_building() {
+        let (bodies, class, thread_slice) = reserved_class();
+        assert!(bodies.begin_build(class));
+        std::thread::scope(|sc| {
+            let fill =
+                sc.spawn(|| bodies.slice_waiting(class, Duration::from_mins(1), |_| panic!("built in the fill")));
+            while bodies.waiting.load(Ordering::Relaxed) == 0 {
+                std::thread::yield_now();
+            }
+            bodies.set_built(class, thread_slice.clone());
+            assert!(Arc::ptr_eq(&fill.join().unwrap().unwrap(), &thread_slice));
+        });
+        assert_eq!(bodies.built_in_fills(), 0);
+
+        // No thread to set it: the fill waits its bound, then builds.
+        let (bodies, class, slice) = reserved_class();
+        assert!(bodies.begin_build(class));
+        let got = bodies.slice_waiting(class, Duration::from_millis(1), |_| slice.clone()).unwrap();
+        assert!(Arc::ptr_eq(&got, &slice));
+        assert_eq!(bodies.built_in_fills(), 1);
+
+        // Marked by another process's thread: not waited for (an hour's bound would hang).
+        let (bodies, class, slice) = reserved_class();
+        bodies.inner.lock().unwrap().forms[class as usize].1 = Taken::Building(std::process::id().wrapping_add(1));
+        let got = bodies.slice_waiting(class, Duration::from_hours(1), |_| slice.clone()).unwrap();
+        assert!(Arc::ptr_eq(&got, &slice));
+
+        // Reserved, not begun: the fill builds it, and the thread skips it.
+        let (bodies, class, slice) = reserved_class();
+        let got = bodies.slice_waiting(class, Duration::from_hours(1), |_| slice.clone()).unwrap();
+        assert!(Arc::ptr_eq(&got, &slice));
+        assert!(!bodies.begin_build(class));
+        bodies.set_built(class, reserved_class().2);
+        assert!(Arc::ptr_eq(&bodies.slice(class, |_| panic!("built twice")).unwrap(), &slice));
     }
 
     /// Every state's form, inline and as a callee, equals the byte-at-a-time builder's, on
