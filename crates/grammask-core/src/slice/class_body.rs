@@ -833,7 +833,7 @@ mod tests {
         assert!(bodies.begin_build(class));
         std::thread::scope(|sc| {
             let fill =
-                sc.spawn(|| bodies.slice_waiting(class, Duration::from_mins(1), |_| panic!("built in the fill")));
+                sc.spawn(|| bodies.slice_waiting(class, Duration::from_secs(60), |_| panic!("built in the fill")));
             while bodies.waiting.load(Ordering::Relaxed) == 0 {
                 std::thread::yield_now();
             }
@@ -852,12 +852,12 @@ mod tests {
         // Marked by another process's thread: not waited for (an hour's bound would hang).
         let (bodies, class, slice) = reserved_class();
         bodies.inner.lock().unwrap().forms[class as usize].1 = Taken::Building(std::process::id().wrapping_add(1));
-        let got = bodies.slice_waiting(class, Duration::from_hours(1), |_| slice.clone()).unwrap();
+        let got = bodies.slice_waiting(class, Duration::from_secs(3600), |_| slice.clone()).unwrap();
         assert!(Arc::ptr_eq(&got, &slice));
 
         // Reserved, not begun: the fill builds it, and the thread skips it.
         let (bodies, class, slice) = reserved_class();
-        let got = bodies.slice_waiting(class, Duration::from_hours(1), |_| slice.clone()).unwrap();
+        let got = bodies.slice_waiting(class, Duration::from_secs(3600), |_| slice.clone()).unwrap();
         assert!(Arc::ptr_eq(&got, &slice));
         assert!(!bodies.begin_build(class));
         bodies.set_built(class, reserved_class().2);
