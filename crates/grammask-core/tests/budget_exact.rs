@@ -111,6 +111,12 @@ fn costs_after(
         .collect()
 }
 
+/// The tokens of `costs` a budget of `remaining` tokens allows: each whose completion after it
+/// (`k` bytes, at most `k` tokens) leaves room for the token itself and the stop token.
+fn fitting(costs: &[(u32, Option<u32>)], remaining: usize) -> impl Iterator<Item = u32> + '_ {
+    costs.iter().filter(move |c| c.1.is_some_and(|k| k as usize + 2 <= remaining)).map(|c| c.0)
+}
+
 /// The fewest single bytes completing `m`'s input (0 when complete), by breadth-first search
 /// over chart signatures, or `None` beyond `cap`.
 fn shortest(m: &Matcher, memo: &mut HashMap<u128, Option<u32>>, cap: u32) -> Option<u32> {
@@ -204,11 +210,7 @@ fn check_brute_force(
                         assert!(m.accept_token(t).unwrap());
                     }
                     let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-                    let mut want: HashSet<u32> = costs
-                        .iter()
-                        .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
-                        .map(|c| c.0)
-                        .collect();
+                    let mut want: HashSet<u32> = fitting(&costs, remaining).collect();
                     if complete {
                         want.insert(stop);
                     }
@@ -543,8 +545,7 @@ fn check_counted_repetition(vocab: &Arc<Vocabulary>, stop: u32, picks: &[&str], 
                 assert!(m.accept_token(t).unwrap());
             }
             let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-            let want: HashSet<u32> =
-                costs.iter().filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining)).map(|c| c.0).collect();
+            let want: HashSet<u32> = fitting(&costs, remaining).collect();
             assert_eq!(got, want, "step {step} remaining {remaining} (now {now})");
             compared += 1;
         }
@@ -606,11 +607,7 @@ fn merged_keys_with_long_tokens_mask_equal_brute_force() {
                     for (n, m) in &mut budgeted {
                         let remaining = *n - taken.min(*n);
                         let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-                        let want: HashSet<u32> = costs
-                            .iter()
-                            .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
-                            .map(|c| c.0)
-                            .collect();
+                        let want: HashSet<u32> = fitting(&costs, remaining).collect();
                         assert_eq!(
                             got, want,
                             "{name}, exact walks {exact}, first {first:?}, {taken} taken, max_tokens {n}"
@@ -713,11 +710,7 @@ fn memoized_fills_keep_the_budget_bound_exactly() {
                 }
                 for remaining in (now as usize + 1)..=most {
                     let Some(mut m) = matcher(remaining) else { continue };
-                    let mut want: Vec<usize> = costs
-                        .iter()
-                        .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
-                        .map(|c| c.0 as usize)
-                        .collect();
+                    let mut want: Vec<usize> = fitting(&costs, remaining).map(|t| t as usize).collect();
                     if free.is_completed() {
                         want.push(stop as usize);
                     }
@@ -1094,11 +1087,7 @@ fn covered_rows_mask_equal_brute_force() {
                     for (n, m) in &mut budgeted {
                         let remaining = *n - taken.min(*n);
                         let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
-                        let want: HashSet<u32> = costs
-                            .iter()
-                            .filter(|c| c.1.is_some_and(|k| k as usize + 2 <= remaining))
-                            .map(|c| c.0)
-                            .collect();
+                        let want: HashSet<u32> = fitting(&costs, remaining).collect();
                         assert_eq!(
                             got, want,
                             "{name}, exact walks {exact}, first {first:?}, {taken} taken, max_tokens {n}"

@@ -25,23 +25,37 @@ fn random_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
     Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
 }
 
-/// Walks each document byte by byte from a fresh matcher of `cg`, checks every mask on the way
-/// against [`brute_force`] and that the document ends complete; returns the masks checked.
+/// Checks `m`'s mask against [`brute_force`] at every position of `doc`, its end included,
+/// calling `before_fill` first at each, and accepts `doc` byte by byte; returns the masks checked.
+fn walk_masks_match_brute_force(
+    m: &mut Matcher,
+    vocab: &Vocabulary,
+    doc: &[u8],
+    mut before_fill: impl FnMut(&Matcher),
+) -> usize {
+    for i in 0..=doc.len() {
+        before_fill(m);
+        let mask = m.compute_mask().unwrap().clone();
+        let text = String::from_utf8_lossy(&doc[..i]);
+        for (t, &w) in brute_force(m, vocab).iter().enumerate() {
+            let (n, bytes) = (vocab.vocab_size(), vocab.token_bytes(t as u32));
+            assert_eq!(mask.get(t), w, "vocabulary of {n}, after {text:?}: token {bytes:?}");
+        }
+        if let Some(&b) = doc.get(i) {
+            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
+        }
+    }
+    doc.len() + 1
+}
+
+/// Walks each document from a fresh matcher of `cg` ([`walk_masks_match_brute_force`]) and checks
+/// that it ends complete; returns the masks checked.
 fn masks_along_docs_match_brute_force(cg: &Arc<CompiledGrammar>, vocab: &Vocabulary, docs: &[&[u8]]) -> usize {
     let mut checked = 0;
     for doc in docs {
         let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-        for (i, &b) in doc.iter().enumerate() {
-            let mask = m.compute_mask().unwrap().clone();
-            let want = brute_force(&m, vocab);
-            for (t, &w) in want.iter().enumerate() {
-                let text = String::from_utf8_lossy(&doc[..i]);
-                assert_eq!(mask.get(t), w, "after {text:?}: token {:?}", vocab.token_bytes(t as u32));
-            }
-            checked += 1;
-            assert!(m.accept_bytes(&[b]).unwrap(), "byte {i} of {:?}", String::from_utf8_lossy(doc));
-        }
-        assert!(m.is_completed());
+        checked += walk_masks_match_brute_force(&mut m, vocab, doc, |_| {});
+        assert!(m.is_completed(), "{:?}", String::from_utf8_lossy(doc));
     }
     checked
 }
@@ -745,10 +759,10 @@ fn class_body_slices_taken_at_compile_match_brute_force() {
     let composed = items.iter().all(|it| cg.composed_kernel(it.state).unwrap().is_some());
     assert!(composed, "the first key position is not composed from the class-body slice");
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]);
-    assert_eq!(checked, doc.len());
+    assert_eq!(checked, doc.len() + 1);
     let vocab = ascii_vocab(&extra, &[]);
     let racing = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
-    assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len());
+    assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len() + 1);
 
     let ebnf = r#"root ::= "<" [a-zA-Z0-9_ ]{40} ">""#;
     let g = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
@@ -780,7 +794,7 @@ fn class_body_slices_taken_at_compile_match_brute_force() {
     assert_eq!(cg.class_bodies_built_in_fills(), 0, "a fill built a slice the compile's thread had built");
     let vocab = ascii_vocab(&text, &[]);
     let racing = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len());
+    assert_eq!(masks_along_docs_match_brute_force(&racing, &vocab, &[doc.as_bytes()]), doc.len() + 1);
 }
 
 /// Two counted classes that read the same bytes but are different classes each take their slice
@@ -798,7 +812,7 @@ fn classes_reading_the_same_bytes_each_take_a_slice_at_compile() {
     let vocab = ascii_vocab(&text, &[0xC3, 0x80, 0xA9]);
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     cg.wait_class_bodies();
-    assert_eq!(masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]), doc.len());
+    assert_eq!(masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]), doc.len() + 1);
     assert_eq!(cg.class_bodies_built_in_fills(), 0, "a fill built a slice the compile did not reserve");
     // Every class position took a class-body slice (none built since).
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
@@ -904,19 +918,10 @@ w ::= [a-zA-Z0-9]{1,40}"#;
         for (cg, doc) in cases {
             let a = cg.automata();
             let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            for i in 0..=doc.len() {
+            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |m| {
                 sliced_at +=
                     usize::from(kernel_items(a, m.chart()).iter().any(|it| cg.class_body_capacity(it.state).is_some()));
-                let mask = m.compute_mask().unwrap().clone();
-                let want = brute_force(&m, &vocab);
-                for (t, &w) in want.iter().enumerate() {
-                    assert_eq!(mask.get(t), w, "{name} {doc:?} at {i}: token {:?}", vocab.token_bytes(t as u32));
-                }
-                checked += 1;
-                if let Some(&b) = doc.as_bytes().get(i) {
-                    assert!(m.accept_bytes(&[b]).unwrap(), "{name} {doc:?} at {i}");
-                }
-            }
+            });
             assert!(m.is_completed(), "{name} {doc:?}");
         }
         // A domain label of 64 characters is refused.
@@ -953,19 +958,10 @@ fn call_loop_rows_interned_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         for doc in docs {
             let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            for i in 0..=doc.len() {
-                let before = grammask_core::mask::spent_row_merges();
-                let mask = m.compute_mask().unwrap().clone();
-                merged += grammask_core::mask::spent_row_merges() - before;
-                let want = brute_force(&m, &vocab);
-                for (t, &w) in want.iter().enumerate() {
-                    assert_eq!(mask.get(t), w, "{name} {doc:?} at {i}: token {:?}", vocab.token_bytes(t as u32));
-                }
-                checked += 1;
-                if let Some(&b) = doc.as_bytes().get(i) {
-                    assert!(m.accept_bytes(&[b]).unwrap(), "{name} {doc:?} at {i}");
-                }
-            }
+            // Merges counted on this thread; the brute force's own fills merge none (they accept only).
+            let before = grammask_core::mask::spent_row_merges();
+            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |_| {});
+            merged += grammask_core::mask::spent_row_merges() - before;
             assert!(m.is_completed(), "{name} {doc:?}");
         }
         // `&` is refused in both patterns, and so is a key without its `:`.
@@ -1213,7 +1209,7 @@ fn literal_kernel_masks_match_brute_force() {
         assert!(literal >= 100 && walked * 10 >= literal * 9, "{name}: {walked} of {literal} literal kernels walked");
         assert!(chains * 2 >= literal, "{name}: {chains} of {literal} literal kernels by a trie descent");
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc]);
-        assert_eq!(checked, doc.len());
+        assert_eq!(checked, doc.len() + 1);
     }
 }
 
@@ -1245,7 +1241,7 @@ fn byte_region_kernel_masks_match_brute_force() {
         assert!(regions >= 5, "{regions} byte region kernels");
         assert!(k == 0 || uncertain >= 100, "{uncertain} uncertain tokens");
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
-        assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+        assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
     }
 }
 
@@ -1288,7 +1284,7 @@ fn shared_kernel_masks_match_brute_force() {
     let Some(vocab) = llama3_vocab() else { return };
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc]);
-    assert_eq!(checked, doc.len());
+    assert_eq!(checked, doc.len() + 1);
     // The rows after `{"p0q": 1,`: kernel items of different states sharing a classification.
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     assert!(m.accept_bytes(br#"{"p0q": 1,"#).unwrap());
@@ -1510,12 +1506,12 @@ fn sibling_kernel_masks_match_brute_force() {
     );
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
-    assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
     assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
     let Some(vocab) = llama3_vocab() else { return };
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
-    assert_eq!(checked, docs[0].len() + docs[1].len());
+    assert_eq!(checked, docs[0].len() + docs[1].len() + 2);
     assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
 }
 
@@ -1539,13 +1535,13 @@ fn sibling_key_trees_match_brute_force() {
     let small = ascii_vocab(&["k07_x\":", "k0", "k1", "_x\"", "{\"", "\"k", "\": ", "x\":"], &[]);
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
-    assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
     // 176 without the trees and FOLLOW left out, 212 with them.
     assert!(cg.kernel_stats().siblings >= 200, "{:?}", cg.kernel_stats());
     let Some(vocab) = llama3_vocab() else { return };
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[br#"{"k07_x":1}"#]);
-    assert_eq!(checked, 11);
+    assert_eq!(checked, 12);
 }
 
 /// String bodies that refuse some text of a few ASCII characters (`slice/walked.rs`): a
@@ -1680,7 +1676,7 @@ fn one_byte_literals_over_large_subtrees_are_not_walked() {
         .state;
         assert_eq!(cg.literal_kernel(start).unwrap().is_some(), walked, "{} tokens", vocab.vocab_size());
         assert_eq!(*cg.kernel(start).unwrap(), cg.classify_uninterned(start).unwrap());
-        assert!(masks_along_docs_match_brute_force(&cg, &vocab, &[b"\"ab\"", b"\"cd\""]) == 8);
+        assert!(masks_along_docs_match_brute_force(&cg, &vocab, &[b"\"ab\"", b"\"cd\""]) == 10);
     }
 }
 
@@ -1854,11 +1850,11 @@ fn open_object_key_starts_match_brute_force() {
     );
     let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
-    assert_eq!(checked, docs.iter().map(|d| d.len()).sum::<usize>());
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
     let Some(vocab) = llama3_vocab() else { return };
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
-    assert_eq!(checked, docs[0].len() + docs[1].len());
+    assert_eq!(checked, docs[0].len() + docs[1].len() + 2);
 }
 
 /// Masks along keys of MaskBench `Github_medium---o83286`'s key patterns (a key after `net_` or
