@@ -164,6 +164,10 @@ pub struct Completion {
     covers: Mutex<FastMap<(u32, u32, u32), bool>>,
     /// [`BodyShape`]s by [`Walk::body_cfg`]'s shape key (`None`: the shortcut does not hold).
     body_shapes: Mutex<FastMap<u128, Option<Arc<BodyShape>>>>,
+    /// [`Walk::follow`]'s bytes and their classes by `(rule, origin row signature)`, shared by
+    /// every walk of the grammar (equal signatures have equal completions). Only for grammars
+    /// without `max_chars` or recursive `max_tokens` budgets (their rows count more than items).
+    follows: Mutex<FastMap<(u32, u128), (Follow, u64)>>,
     /// The vocabulary's [`SubtreeClasses`] (shared by every grammar of the vocabulary).
     classes: OnceLock<Arc<SubtreeClasses>>,
     /// By [`Budget::near_cap_key`] of a row: the largest `limit - now` at which a fit walk
@@ -840,6 +844,7 @@ impl Completion {
             covered: Mutex::default(),
             covers: Mutex::default(),
             body_shapes: Mutex::default(),
+            follows: Mutex::default(),
             classes: OnceLock::new(),
             near_caps: Mutex::default(),
             near_rules: Mutex::default(),
@@ -1404,6 +1409,18 @@ impl Completion {
         Some((ends, cuts))
     }
 
+    fn follow_bytes(&self, key: (u32, u128)) -> Option<(Follow, u64)> {
+        self.follows.lock().unwrap_or_else(PoisonError::into_inner).get(&key).copied()
+    }
+
+    fn put_follow_bytes(&self, key: (u32, u128), f: (Follow, u64)) {
+        let mut m = self.follows.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_MEMO_STATES {
+            m.clear();
+        }
+        m.insert(key, f);
+    }
+
     fn row_info(&self, sig: u128) -> Option<Arc<RowInfo>> {
         self.row_infos.lock().unwrap_or_else(PoisonError::into_inner).get(&sig).cloned()
     }
@@ -1820,6 +1837,15 @@ struct WalkMaps {
     exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     plain_exits: FastMap<PlainExitKey, ExitKey>,
     exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    /// The walk's stacks and per-level tables, kept likewise.
+    /// PERF: grown from empty at every walk (`follows` by a row per level), their reallocations
+    /// were ~2% of o41193's budgeted instructions.
+    items: Vec<PlainItem>,
+    follows: Vec<Follow>,
+    follow_classes: Vec<u64>,
+    levels: Vec<Level>,
+    level_costs: Vec<u32>,
+    level_over: Vec<OverLevel>,
 }
 
 /// Most entries (capacities) of the [`WalkMaps`] kept after a walk: a larger set is dropped.
@@ -1841,6 +1867,12 @@ impl WalkMaps {
         self.exit_memo.clear();
         self.plain_exits.clear();
         self.exit_levels.clear();
+        self.items.clear();
+        self.follows.clear();
+        self.follow_classes.clear();
+        self.levels.clear();
+        self.level_costs.clear();
+        self.level_over.clear();
     }
 
     /// The maps' capacities summed.
@@ -1853,6 +1885,12 @@ impl WalkMaps {
             + self.exit_memo.capacity()
             + self.plain_exits.capacity()
             + self.exit_levels.capacity()
+            + self.items.capacity()
+            + self.follows.capacity()
+            + self.follow_classes.capacity()
+            + self.levels.capacity()
+            + self.level_costs.capacity()
+            + self.level_over.capacity()
     }
 }
 
@@ -2127,24 +2165,39 @@ impl Walk<'_> {
     /// per origin row signature (equal signatures have equal completions).
     /// PERF: rows the walk pushed (a key's "other" characters) used to push a completion per
     /// trie node, and their items skipped nothing for it.
+    /// PERF: the grammar's [`Completion::follows`] keeps them across walks: o41193's key starts
+    /// pushed ~12 completion rows per walk (115 M of its 2,355 M budgeted instructions).
     fn follow(&mut self, chart: &mut Chart, rule: u32, origin: u32) -> u32 {
         let key = (rule, chart.row_signature(origin as usize));
         if let Some(&i) = self.follow_of.get(&key) {
             return i;
         }
-        let mut bits: Follow = [0; 4];
-        let mut classes = 0;
-        match chart.push_completion(self.a, origin as usize, crate::grammar::RuleId(rule)) {
-            Ok(true) => {
-                for it in chart.row(chart.last_row_index()) {
-                    classes |= add_bytes(&mut bits, self.a, it.state);
+        let a = self.a;
+        let shared = a.char_budgets().is_none() && a.rec_budgets().is_none();
+        let known = if shared { self.comp.follow_bytes(key) } else { None };
+        let (bits, classes) = match known {
+            Some(f) => f,
+            None => {
+                let mut bits: Follow = [0; 4];
+                let mut classes = 0;
+                match chart.push_completion(a, origin as usize, crate::grammar::RuleId(rule)) {
+                    Ok(pushed) => {
+                        if pushed {
+                            for it in chart.row(chart.last_row_index()) {
+                                classes |= add_bytes(&mut bits, a, it.state);
+                            }
+                            chart.pop_row();
+                        }
+                        if shared {
+                            self.comp.put_follow_bytes(key, (bits, classes));
+                        }
+                    }
+                    // The chart path meets the error (or not) itself.
+                    Err(_) => (bits, classes) = ([u64::MAX; 4], u64::MAX),
                 }
-                chart.pop_row();
+                (bits, classes)
             }
-            Ok(false) => {}
-            // The chart path meets the error (or not) itself.
-            Err(_) => (bits, classes) = ([u64::MAX; 4], u64::MAX),
-        }
+        };
         self.follows.push(bits);
         self.follow_classes.push(classes);
         let i = (self.follows.len() - 1) as u32;
@@ -3304,15 +3357,15 @@ impl Budget {
             classes,
             mode,
             now,
-            items: Vec::new(),
-            follows: Vec::new(),
-            follow_classes: Vec::new(),
+            items: maps.items,
+            follows: maps.follows,
+            follow_classes: maps.follow_classes,
             regions: maps.regions,
             region_slots: maps.region_slots,
             follow_of: maps.follow_of,
-            levels: Vec::new(),
-            level_costs: Vec::new(),
-            level_over: Vec::new(),
+            levels: maps.levels,
+            level_costs: maps.level_costs,
+            level_over: maps.level_over,
             over_sets: Vec::new(),
             over_memo: maps.over_memo,
             seeds: Vec::new(),
@@ -3344,6 +3397,12 @@ impl Budget {
             exit_memo: w.exit_memo,
             plain_exits: w.plain_exits,
             exit_levels: w.exit_levels,
+            items: w.items,
+            follows: w.follows,
+            follow_classes: w.follow_classes,
+            levels: w.levels,
+            level_costs: w.level_costs,
+            level_over: w.level_over,
         };
         if maps.entries() <= MAX_KEPT_WALK_ENTRIES {
             WALK_MAPS.with(|m| m.set(Some(maps)));

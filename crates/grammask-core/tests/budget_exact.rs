@@ -1108,3 +1108,18 @@ fn covered_rows_mask_equal_brute_force() {
     }
     assert!(hits > 0, "no mask was left as it is by a covering row");
 }
+
+/// Walks share the bytes read after a rule's completion across walks, keyed by the rule and its
+/// origin row's signature (`Completion::follows`): strings end into `,`/`}` as a property and
+/// into `,`/`]` as an array element, so that bytes remembered for one context would place the
+/// tokens leaving a string in another on the wrong side of the limit. Several random paths on
+/// one compiled grammar (its walks share what they found). With the memo keyed by the rule
+/// alone it fails (`shared_follows path 2 step 6`).
+#[test]
+fn completion_bytes_shared_across_walks_mask_equal_brute_force() {
+    let (vocab, stop) = vocab_with(&["a\"", "a\"]", "a\"}", "a\",", "\"]}"]);
+    let g = schema(
+        r#"{"type":"object","properties":{"a":{"type":"string","maxLength":3},"b":{"type":"array","items":{"type":"string","maxLength":2}}},"required":["a","b"]}"#,
+    );
+    check_brute_force(&vocab, stop, vec![("shared_follows", g)], 0x5EED_F011_0B17_E5A5, 4, 12);
+}
