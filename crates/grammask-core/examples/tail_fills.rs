@@ -14,6 +14,8 @@
 //! (`fill_mask_direct`), for comparison.
 //! `PROFILE_AT=N` runs the fill at token `N` through `profiled_fill`, for callgrind:
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*profiled_fill*' ...`.
+//! `WAIT_THREAD=1`: the fills start once the compile's class-body thread is done (its slices
+//! and call-loop run indexes built).
 //! `WARM=LIST`: first compiles the schemas `LIST` names (one path stem a line: `STEM.schema.json`
 //! and its documents `STEM.N.txt` / `STEM.N.at`) and fills along their documents, in that order,
 //! as `bench/tail_states.py` does before the target schema: the per-vocabulary parts (run indexes,
@@ -60,6 +62,9 @@ fn main() {
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     println!("compile {:.0} µs", micros() - t);
+    if std::env::var("WAIT_THREAD").is_ok() {
+        cg.wait_class_bodies();
+    }
     let mut times = Vec::new();
     for (k, w) in at.windows(2).enumerate() {
         if kernels_at == Some(k) {

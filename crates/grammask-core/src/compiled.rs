@@ -13,11 +13,11 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
-    classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
-    compose_kernel, lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes,
-    state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo,
-    MIN_ROW_RUN_BYTES,
+    ascii_loop, call_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
+    classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal,
+    classify_literal_chain, compose_kernel, lead_run, offering_rows, run_class_candidates, shift_kernel, sibling_key,
+    state_bytes, state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts, SiblingEdges,
+    SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -70,6 +70,80 @@ const SHIFT_MIN_ALIKE: u32 = 32;
 const MIN_WIDE_CLASS_BYTES: u32 = 16;
 /// States of one class tried at most for its slice at compile ([`CompiledGrammar::build_class_bodies`]).
 const CLASS_BODY_TRIES: usize = 4;
+/// Call-loop classes ([`CallLoopRuns`]) whose run indexes a grammar builds at most.
+const MAX_CALL_LOOP_RUNS: usize = 8;
+
+/// The run indexes of a grammar's call-per-character loops (a state that loops back to itself
+/// through a regex class rule, [`call_loop`]): a kernel walk's interned row returns to itself on
+/// such a class's bytes, and takes its run index where one is built. Built after compile, on the
+/// class-body thread after its slices ([`CompiledGrammar::build_class_bodies`]), never in a fill:
+/// a fill reads an index only once set and never waits for one, so a fill before the thread is
+/// done, or in a forked child (no such thread), walks those rows node by node as before.
+/// PERF: building one in a fill (~9 M instructions on Llama 3) or at compile regressed the
+/// seed-2929 sample's band or the time to first mask (session 38).
+#[derive(Debug, Default)]
+struct CallLoopRuns(Vec<(u128, OnceLock<Arc<RunIndex>>)>);
+
+impl CallLoopRuns {
+    /// The classes of `a`'s call loops: each loop state's [`call_loop`] bytes with its own
+    /// [`ascii_loop`] ones, of at least [`MIN_ROW_RUN_BYTES`] bytes, at most
+    /// [`MAX_CALL_LOOP_RUNS`].
+    fn of(a: &Automata) -> CallLoopRuns {
+        let mut classes: Vec<(u128, OnceLock<Arc<RunIndex>>)> = Vec::new();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            if !a.rule_edges(s).iter().any(|&(_, t)| t == s) {
+                continue;
+            }
+            let calls = call_loop(a, s);
+            let class = calls | ascii_loop(a, s);
+            if calls == 0 || class.count_ones() < MIN_ROW_RUN_BYTES || classes.iter().any(|c| c.0 == class) {
+                continue;
+            }
+            classes.push((class, OnceLock::new()));
+            if classes.len() == MAX_CALL_LOOP_RUNS {
+                break;
+            }
+        }
+        CallLoopRuns(classes)
+    }
+
+    /// The run index of `class` if it is set.
+    fn get(&self, class: u128) -> Option<Arc<RunIndex>> {
+        self.0.iter().find(|c| c.0 == class).and_then(|c| c.1.get().cloned())
+    }
+
+    /// Sets the indexes the vocabulary has cached; whether some are left to [`Self::build`].
+    fn take_cached(&self, index: &TokenIndex) -> bool {
+        let mut left = false;
+        for (class, ri) in &self.0 {
+            match index.cached_run_index(*class, false) {
+                Some(cached) => {
+                    let _ = ri.set(cached);
+                }
+                None => left |= ri.get().is_none(),
+            }
+        }
+        left
+    }
+
+    /// Heap bytes of the indexes set (shared with the vocabulary's cache where it kept them, as
+    /// the class-body slices are).
+    fn memory_size(&self) -> usize {
+        self.0.iter().filter_map(|c| c.1.get()).map(|ri| ri.memory_size()).sum::<usize>() + self.0.len() * 32
+    }
+
+    /// Builds (or takes from the vocabulary's cache) the indexes not set yet ([`TokenIndex::run_index_off_fill`]).
+    fn build(&self, index: &TokenIndex) {
+        for (class, ri) in &self.0 {
+            if ri.get().is_none() {
+                if let Some(built) = index.run_index_off_fill(*class, false) {
+                    let _ = ri.set(built);
+                }
+            }
+        }
+    }
+}
+
 /// Trie nodes and cover-search pairs a kernel whose class-body slice the compile's thread has not
 /// set yet may spend on the other shortcuts before the slice is built or waited for
 /// ([`CompiledGrammar::classify`]; ~0.4 ms together, against 0.7-2 ms for a slice on Llama 3).
@@ -165,6 +239,8 @@ pub struct CompiledGrammar {
     class_bodies: Arc<ClassBodies>,
     /// That thread, until a test waits for it.
     class_body_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The run indexes of the grammar's call-per-character loops, set by that thread too.
+    call_runs: Arc<CallLoopRuns>,
     /// Kernels classified without a class-body slice the thread had not set ([`Self::classify`]).
     pending_class_bodies_passed: AtomicUsize,
     /// Run indexes that apply at plain states ([`state_run_index`]).
@@ -352,6 +428,7 @@ impl CompiledGrammar {
             capacities: RwLock::new(FastMap::default()),
             class_bodies: Arc::default(),
             class_body_thread: Mutex::new(None),
+            call_runs: Arc::new(CallLoopRuns::of(&automata)),
             pending_class_bodies_passed: AtomicUsize::new(0),
             state_runs: RwLock::new(FastMap::default()),
             masks: RwLock::new(FastMap::default()),
@@ -1078,6 +1155,8 @@ impl CompiledGrammar {
     /// not begun by the thread builds it itself, one the thread is building waits for it at most
     /// 2 ms ([`ClassBodies::slice`]), and composition takes a slice only once it is built
     /// ([`Self::class_body_built`]). Where no thread can be spawned, they are built on first use.
+    /// After them the thread builds the call-loop run indexes ([`CallLoopRuns`]) the vocabulary
+    /// has not cached; no fill builds or waits for those.
     /// A state is tried when it is a class level that reads, itself or through its one callee,
     /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
     /// ([`class_signature`], the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
@@ -1141,7 +1220,8 @@ impl CompiledGrammar {
         if tests::HOLD_CLASS_BODIES.get() {
             return;
         }
-        if todo.is_empty() {
+        let call_runs_left = self.call_runs.take_cached(&self.index);
+        if todo.is_empty() && !call_runs_left {
             return;
         }
         // The smaller classes first: their slices are built sooner, so fewer first fills find
@@ -1149,12 +1229,15 @@ impl CompiledGrammar {
         // 2 ms class).
         todo.sort_by_key(|(class, _)| self.class_bodies.class_chars(*class));
         let (bodies, index) = (Arc::clone(&self.class_bodies), Arc::clone(&self.index));
+        let call_runs = Arc::clone(&self.call_runs);
         let spawned = std::thread::Builder::new().name("grammask-class-bodies".into()).spawn(move || {
             for (class, form) in todo {
                 if bodies.begin_build(class) {
                     bodies.set_built(class, index.class_body_slice(&form));
                 }
             }
+            // After the slices (a fill may wait for those, never for these).
+            call_runs.build(&index);
         });
         if let Ok(thread) = spawned {
             *self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);
@@ -1162,7 +1245,8 @@ impl CompiledGrammar {
     }
 
     /// Waits for the thread that builds the slices reserved at compile ([`Self::build_class_bodies`])
-    /// to end (tests: then no fill builds them).
+    /// and the call-loop run indexes to end (tests: then no fill builds a slice, and every
+    /// call-loop index the thread could build is set).
     #[doc(hidden)]
     pub fn wait_class_bodies(&self) {
         let thread = self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
@@ -1371,6 +1455,7 @@ impl CompiledGrammar {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
         let state_runs = |s: StateId| self.state_run(s);
+        let built_runs = |class: u128| self.call_runs.get(class);
         f(Shortcuts {
             body: Some(self.index.body_slice()),
             follow: Some(&follow),
@@ -1380,6 +1465,7 @@ impl CompiledGrammar {
             class_body: None,
             runs: Some(&runs),
             state_runs: Some(&state_runs),
+            built_runs: (!self.call_runs.0.is_empty()).then_some(&built_runs),
             cover: Some(&self.cover),
             walked: Some((&|x: u8| self.index.first_chars().walkable(x), &|w: crate::slice::Walked| {
                 self.index.walked_body(w)
@@ -1486,6 +1572,7 @@ impl CompiledGrammar {
             + self.suffix_memo.memory_size()
             + self.cover.memory_size()
             + self.class_bodies.memory_size()
+            + self.call_runs.memory_size()
             + self.grammar.exprs().len() * 24
             + self.sibling_edges.get().and_then(Option::as_ref).map_or(0, SiblingEdges::memory_size)
             + read(&self.siblings).keys().map(|k| k.len() * 8 + 24).sum::<usize>()

@@ -244,6 +244,28 @@ impl TokenIndex {
         read(&self.run_indexes).get(&(ascii, utf8)).map(|r| r.0.clone())
     }
 
+    /// The run index of a class if it is built (marked as needed now), never built here.
+    pub fn cached_run_index(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
+        let now = self.run_clock.load(Ordering::Relaxed);
+        let r = read(&self.run_indexes);
+        let r = r.get(&(ascii, utf8))?;
+        r.1.fetch_max(now, Ordering::Relaxed);
+        Some(r.0.clone())
+    }
+
+    /// The run index of a class for a compile's background thread: the cached one, else one built
+    /// from the run bases for the caller alone, without the index lock (a fill's lookup never
+    /// waits on it) and not cached (it would take a slot of the per-vocabulary budget, and a later
+    /// compile would evict another grammar's index for it); `None` where the run bases are not
+    /// built (built here, a fill needing them would wait).
+    pub fn run_index_off_fill(&self, ascii: u128, utf8: bool) -> Option<Arc<RunIndex>> {
+        if let Some(r) = self.cached_run_index(ascii, utf8) {
+            return Some(r);
+        }
+        let bases = self.run_bases.get()?;
+        Some(Arc::new(RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8)))
+    }
+
     /// Whether the run index of a class was built (for tests).
     #[cfg(test)]
     pub(crate) fn has_run_index(&self, ascii: u128, utf8: bool) -> bool {

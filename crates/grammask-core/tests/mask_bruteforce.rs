@@ -974,6 +974,49 @@ fn call_loop_rows_interned_match_brute_force() {
     assert!(checked >= 2 * 150, "{checked} masks checked");
 }
 
+/// Masks equal the brute force where a call loop's rows take the run index of its class, built
+/// on the compile's class-body thread (`CallLoopRuns`, waited for here; a fill never builds one):
+/// o68280's two patterns on Llama 3 and Qwen 2.5, every byte position, with keys and values of
+/// class runs broken by spaces, escapes, `"`, U+00A0 and Cyrillic text. Some row must take such an
+/// index (`call_loop_runs_taken`); an index of the wrong class would accept tokens running into
+/// a refused byte (`,` `:` `&`) or past the key into the `"`.
+#[test]
+fn call_loop_run_index_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {"mid": {"type": "integer"},
+        "mkv": {"type": "string", "pattern": "^(\\s*|((\\s*[^,:&\\s]+\\s*:[^,:&]*)(,\\s*[^,:&\\s]+\\s*:[^,:&]*)*))$"},
+        "mkw": {"type": "string", "pattern": "^[^&]*$"}}, "required": ["mid"]}"#;
+    let g = lax_schema_grammar(schema);
+    let docs = [
+        r#"{"mid": 1, "mkv": "color:blue,length:30,priceTypeName:gross", "mkw": "a,b"}"#,
+        "{\"mid\": 2, \"mkv\": \"ke_y-1.x : v ,\u{a0}ключ\u{a0}: знач\\n, \\tk3\\\"q:\", \"mkw\": \"a: b,\\\"c\\\" é\"}",
+    ];
+    let (mut checked, mut taken) = (0, 0);
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        for doc in docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            for i in 0..=doc.len() {
+                let before = grammask_core::mask::call_loop_runs_taken();
+                let mask = m.compute_mask().unwrap().clone();
+                taken += grammask_core::mask::call_loop_runs_taken() - before;
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{name} {doc:?} at {i}: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+                if let Some(&b) = doc.as_bytes().get(i) {
+                    assert!(m.accept_bytes(&[b]).unwrap(), "{name} {doc:?} at {i}");
+                }
+            }
+            assert!(m.is_completed(), "{name} {doc:?}");
+        }
+    }
+    assert!(taken > 0, "no walk took a call loop's run index");
+    assert!(checked >= 2 * 150, "{checked} masks checked");
+}
+
 /// Masks equal the brute force inside the keys of an open object, where the kernels of the
 /// excluded-key trie's positions are derived from the string body's kernel less the rests of
 /// the known keys (`CompiledGrammar::excluded_kernel`, checked to be taken): known keys that

@@ -5,6 +5,18 @@
 //! vocabulary ([`crate::slice::RunIndex`]).
 use super::*;
 
+thread_local! {
+    /// Interned rows this thread's walks gave a call loop's run index ([`call_loop`]).
+    static CALL_LOOP_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many interned rows the walks on this thread gave the run index of a call loop's class
+/// (built off the fill path, [`call_loop`]), for tests.
+#[doc(hidden)]
+pub fn call_loop_runs_taken() -> usize {
+    CALL_LOOP_RUNS.get()
+}
+
 impl KernelWalk<'_> {
     /// The run index that applies at `frame`: a virtual item whose state reads every run of its
     /// loop class ([`ClassSlice::covers`]), or an interned row that every byte of an ASCII class
@@ -34,8 +46,23 @@ impl KernelWalk<'_> {
                     return Ok(ri.clone());
                 }
                 // Only bytes some item loops on are tried (a row loops on a byte through an item
-                // that does, in practice; missing a rarer loop only forgoes the shortcut).
-                let candidates = self.chart.row(n - 1).iter().fold(0u128, |c, it| c | ascii_loop(a, it.state));
+                // that does, in practice; missing a rarer loop only forgoes the shortcut): on
+                // itself, or through a call per character (a regex class rule) when the run index
+                // of all those bytes was built off the fill path (`built_runs`).
+                let row = self.chart.row(n - 1);
+                let loops = row.iter().fold(0u128, |c, it| c | ascii_loop(a, it.state));
+                let calls = match self.built_runs {
+                    Some(built) => {
+                        let calls = row.iter().fold(0u128, |c, it| c | call_loop(a, it.state)) & !loops;
+                        if calls != 0 && built(loops | calls).is_some() {
+                            calls
+                        } else {
+                            0
+                        }
+                    }
+                    None => 0,
+                };
+                let candidates = loops | calls;
                 if candidates.count_ones() < MIN_ROW_RUN_BYTES {
                     self.row_runs.insert(n, None);
                     return Ok(None);
@@ -56,7 +83,16 @@ impl KernelWalk<'_> {
                         _ => {}
                     }
                 }
-                let ri = (class.count_ones() >= MIN_ROW_RUN_BYTES).then(|| runs(class, false)).flatten();
+                // A class with call-loop bytes takes only an index built already; the others are
+                // built on first use, as before.
+                let ri = match self.built_runs {
+                    Some(built) if class & !loops != 0 => {
+                        let ri = built(class);
+                        CALL_LOOP_RUNS.set(CALL_LOOP_RUNS.get() + usize::from(ri.is_some()));
+                        ri
+                    }
+                    _ => (class.count_ones() >= MIN_ROW_RUN_BYTES).then(|| runs(class, false)).flatten(),
+                };
                 self.row_runs.insert(n, ri.clone());
                 Ok(ri)
             }
@@ -471,6 +507,26 @@ fn ascii_cover_refuted(a: &Automata, s: StateId, class: u128) -> bool {
         }
     }
     false
+}
+
+/// The ASCII bytes on which `s` loops back to itself through a call per character: those that
+/// complete, alone, the callee of a rule edge from `s` back to `s` (its start steps on them to a
+/// final state without edges), as a regex class rule in `[^,:]*` does.
+pub fn call_loop(a: &Automata, s: StateId) -> u128 {
+    let mut class = 0u128;
+    for &(r, t) in a.rule_edges(s) {
+        if t != s {
+            continue;
+        }
+        let q = a.callee_start(s, r);
+        for e in a.byte_edges(q).iter().filter(|e| e.lo < 0x80) {
+            let end = e.target;
+            if a.state(end).is_final && a.byte_edges(end).is_empty() && a.rule_edges(end).is_empty() {
+                class |= crate::bitset::ascii_range(e.lo, e.hi.min(0x7F));
+            }
+        }
+    }
+    class
 }
 
 /// The ASCII bytes on which `s` loops back to itself.
