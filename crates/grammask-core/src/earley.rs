@@ -24,6 +24,9 @@ use crate::limits;
 use std::cell::Cell;
 use std::collections::HashSet;
 
+/// A row signature's length term: its number of items times this ([`Chart::signature`]).
+const ROW_LEN_SEED: u128 = 0xD6E8_FEB8_6659_FD93;
+
 /// A strong 128-bit mixer (two rounds of 64-bit multiply-xorshift on each half, crossed).
 #[inline]
 pub(crate) fn mix128(x: u128) -> u128 {
@@ -1047,35 +1050,44 @@ impl Chart {
                 && a.byte_edges(it.state).is_empty()
                 && a.rule_edges(it.state).is_empty()
         };
-        let row = self.row(r);
-        if !row.iter().any(spent) {
+        if !self.row(r).iter().any(spent) {
             return self.last_signature();
         }
-        let kept = row.iter().filter(|it| !spent(it));
-        let mut acc: u128 = (kept.clone().count() as u128).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        for it in kept {
-            let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
-            acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ self.origin_hash(r, it)));
-        }
-        if self.clock != 0 || self.free {
-            acc ^= mix128(u128::from(self.clock) << 1 | u128::from(self.free) | 1 << 100);
-        }
-        // The row's signature as if the spent items were not in it.
-        mix128(acc)
+        self.signature_of(r, |it| !spent(it))
     }
 
     /// Order-independent hash of row `r`'s items, each with its origin row's signature (or a
     /// marker for items predicted in this row). Rows before `r` already have signatures.
     fn signature(&self, r: usize) -> u128 {
-        let mut acc: u128 = (self.row(r).len() as u128).wrapping_mul(0xD6E8_FEB8_6659_FD93);
         if self.contexts.is_some() || self.char_rules != 0 {
-            acc = self.budgeted_items_hash(r, acc);
-        } else {
-            for it in self.row(r) {
+            let seed = (self.row(r).len() as u128).wrapping_mul(ROW_LEN_SEED);
+            return self.sealed(self.budgeted_items_hash(r, seed));
+        }
+        self.signature_of(r, |_| true)
+    }
+
+    /// The signature of row `r` of a chart without budgets made of the items `keep` holds: every
+    /// item for [`Chart::signature`], all but the spent ones for
+    /// [`Chart::last_future_signature`]. Invariant: the one formula of both, so that a row
+    /// without spent items has one signature under either, and a row interned by its future
+    /// equals every row found under it (`mask::RowMemo`).
+    #[inline]
+    fn signature_of(&self, r: usize, keep: impl Fn(&Item) -> bool) -> u128 {
+        let (mut n, mut acc) = (0u128, 0u128);
+        for it in self.row(r) {
+            if keep(it) {
                 let la = u128::from(it.la_origin) << 32 | u128::from(it.la);
                 acc = acc.wrapping_add(mix128(u128::from(it.state.0) ^ (la << 64) ^ self.origin_hash(r, it)));
+                n += 1;
             }
         }
+        self.sealed(acc.wrapping_add(n.wrapping_mul(ROW_LEN_SEED)))
+    }
+
+    /// A row's signature from the sum of its items' hashes and its length (`acc`): the clock
+    /// and mode added, then mixed.
+    #[inline]
+    fn sealed(&self, mut acc: u128) -> u128 {
         // Spend points are absolute: the future depends on the clock too.
         if self.clock != 0 || self.free {
             acc ^= mix128(u128::from(self.clock) << 1 | u128::from(self.free) | 1 << 100);

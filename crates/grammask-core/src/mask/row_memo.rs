@@ -137,13 +137,22 @@ impl RowMemo {
     /// Interns the chart's newest row: an equal row found before replaces it. `None` (with
     /// `full` set) when the arena is at its bounds.
     fn intern(&mut self, a: &Automata, chart: &mut Chart) -> Option<usize> {
-        // Spent items left out (see `Chart::last_future_signature`): rows equal but for them
-        // have the same future.
-        let sig = chart.last_future_signature(a);
-        if let Some(&row) = self.by_sig.get(&sig) {
-            if sig != chart.last_signature() {
-                SPENT_MERGES.set(SPENT_MERGES.get() + 1);
+        // Rows are keyed by their future signature (spent items left out, see
+        // `Chart::last_future_signature`): rows equal but for them have the same future. A row
+        // found under its full signature is found under its future one: the key is the found
+        // row's items less its spent ones, which are then this row's items, none of them spent,
+        // so the future signature (a pass over the row) is computed for the rows missed only.
+        let full = chart.last_signature();
+        let mut sig = full;
+        let mut found = self.by_sig.get(&full).copied();
+        if found.is_none() {
+            sig = chart.last_future_signature(a);
+            if sig != full {
+                found = self.by_sig.get(&sig).copied();
+                SPENT_MERGES.set(SPENT_MERGES.get() + usize::from(found.is_some()));
             }
+        }
+        if let Some(row) = found {
             chart.pop_row();
             return Some(row as usize);
         }
