@@ -2064,3 +2064,31 @@ fn shared_prefix_suffix_compositions_equal_plain_walks() {
     }
     assert!(composed >= 100, "only {composed} compositions with suffixes");
 }
+
+/// Masks equal brute force inside open objects whose key-set rules share one automaton under a
+/// renaming that does not keep the rules' order (`compiler/memo.rs`: rules keyed by first use).
+/// `b` repeats some of `a`'s entries (`"p": integer`, `"r": boolean`: equal rules, named by
+/// `a`'s lower ids) in another order, between entries of its own, so its key-set rules name
+/// their entries and successors in an id order unlike `a`'s; `c` has `b`'s shape with other
+/// value types. A renaming that named the wrong rule for a rank (an entry or successor of
+/// another object or subset) would offer or refuse keys and values those objects do not have.
+#[test]
+fn key_set_rules_renamed_out_of_order_match_brute_force() {
+    let a = r#"{"p": {"type": "integer"}, "q": {"type": "string", "maxLength": 2}, "r": {"type": "boolean"}, "s": {"type": "null"}}"#;
+    let b = r#"{"s": {"enum": [1, 2]}, "r": {"type": "boolean"}, "x": {"type": "null"}, "p": {"type": "integer"}}"#;
+    let c = r#"{"s": {"type": "boolean"}, "y": {"type": "null"}, "x": {"type": "integer"}, "p": {"enum": ["u"]}}"#;
+    let schema = format!(
+        r#"{{"type": "object", "properties": {{"a": {{"type": "object", "properties": {a}}}, "b": {{"type": "object", "properties": {b}}}, "c": {{"type": "object", "properties": {c}}}}}}}"#
+    );
+    let g = lax_schema_grammar(&schema);
+    let vocab = ascii_vocab(&["\": ", ", \"", "true", "null", "{\"", "\"}", "12", "\"p\": ", "\"s\": "], &[]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: &[&[u8]] = &[
+        br#"{"a": {"s": null, "p": 1, "r": true, "q": "ab"}}"#,
+        br#"{"b": {"p": 12, "x": null, "s": 2, "r": false}, "a": {"r": true, "zz": 1}}"#,
+        br#"{"b": {"r": true, "p": 3, "k": "v"}, "c": {"p": "u", "x": 7, "y": null, "s": false}}"#,
+        br#"{"c": {"y": null, "s": true}, "b": {"s": 1, "p": -4}, "a": {"q": "x", "p": 0}}"#,
+    ];
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    assert!(checked > 250, "{checked} masks");
+}

@@ -265,23 +265,27 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
                 dfa.push_byte(first, ByteEdgeLocal { lo: lo as u8, hi: hi as u8, target: id });
             }
         }
-        // Rule edges: one per referenced rule.
+        // Rule edges: one per referenced rule. Their targets are discovered in the rules'
+        // first-use order (`first_use_ranks`), so the DFA's numbering does not depend on the
+        // rules' ids (the memo's soundness, `memo.rs`); the edges are stored sorted by rule.
         by_rule.clear();
         for &s in set.iter() {
-            by_rule.extend_from_slice(nfa.rules_of(s));
+            by_rule.extend(nfa.rules_of(s).iter().zip(nfa.rule_ranks_of(s)).map(|(&(r, t), &k)| (k, r, t)));
         }
         by_rule.sort_unstable();
+        let first_rule = dfa.rules.len();
         let mut i = 0;
         while i < by_rule.len() {
-            let r = by_rule[i].0;
+            let (k, r) = (by_rule[i].0, by_rule[i].1);
             targets.clear();
-            while i < by_rule.len() && by_rule[i].0 == r {
-                targets.push(by_rule[i].1);
+            while i < by_rule.len() && by_rule[i].0 == k {
+                targets.push(by_rule[i].2);
                 i += 1;
             }
             let id = step(targets, table, closed, budget)?;
             dfa.rules.push((r, id));
         }
+        dfa.rules[first_rule..].sort_unstable();
         dfa.end_state(set.binary_search(&end).is_ok());
     }
     Ok(dfa)
@@ -304,7 +308,8 @@ pub(super) struct Scratch {
     triples: Vec<(u8, u8, u32)>,
     pub(super) bounds: Vec<u16>,
     active: Vec<(u16, u32)>,
-    by_rule: Vec<(RuleId, u32)>,
+    /// (first-use rank, rule, target) of the rule edges of the set being expanded.
+    by_rule: Vec<(u32, RuleId, u32)>,
     /// `u32::MAX` except at the entries in `single_set` (set by the last rule).
     pub(super) single: Vec<u32>,
     single_set: Vec<u32>,

@@ -7,13 +7,18 @@
 //! only in the rules they name; each shape is determinized and minimized once per worker.
 //!
 //! Soundness: the DFA is a function of the NFA's edge lists, start and end. Subset construction
-//! and minimization compare rule ids only by order (rule edges sorted by rule) and equality
-//! (signatures), so renaming the referenced rules by a map that keeps their order renames the
-//! DFA's rule edges by the same map and changes nothing else. The key therefore writes each
-//! referenced rule as its rank among the rule's distinct referenced rules.
+//! discovers the targets of rule edges in the rules' first-use order (`nfa::RankTable`,
+//! a function of the edge lists' structure, not of the rule ids) and stores each state's rule
+//! edges sorted by rule; minimization compares rule ids only by equality (signatures) and, for
+//! DFAs of at most [`MEMO_MAX_DFA_STATES`] states, finds the coarsest partition, which no naming
+//! changes, numbering its classes by their first state. So renaming the referenced rules by any
+//! one-to-one map renames the DFA's rule edges by the same map (each state's edges sorted again)
+//! and changes nothing else. The key therefore writes each referenced rule as its first-use rank:
+//! an object's key-set rules `"" | sep (e_1 R_1 | e_2 R_2 | ...)` share one key whatever order
+//! the ids of their entries `e_i` and successors `R_i` come in.
 use super::determinize::SeqTable;
 use super::dfa::Dfa;
-use super::nfa::Nfa;
+use super::nfa::{Nfa, RankTable};
 use crate::fasthash::FastMap;
 use crate::grammar::RuleId;
 use std::sync::{Arc, Mutex};
@@ -22,18 +27,28 @@ use std::sync::{Arc, Mutex};
 /// keys would only cost memory.
 const MEMO_MAX_NFA_STATES: usize = 2048;
 
+/// Subset constructions of more states than this are not memoized: above it `minimize` may stop
+/// short of the coarsest partition (`REFINE_MAX_STATES`), and what it leaves unmerged could
+/// depend on the order of the rule edges, which a renaming changes.
+pub(super) const MEMO_MAX_DFA_STATES: usize = super::minimize::REFINE_MAX_STATES;
+
 /// Rule DFAs built by one worker, by their NFA's key.
 #[derive(Default)]
 pub(super) struct DfaMemo {
     keys: SeqTable,
-    /// Per key: the worker's output index of the rule built from it, the states subset
-    /// construction made (the budget a repeat is charged) and where its referenced rules lie in
-    /// `ids`.
+    /// Per key: the worker's output index of the rule built from it (`usize::MAX`: too many
+    /// states to memoize), the states subset construction made (the budget a repeat is charged)
+    /// and where its referenced rules lie in `ids`.
     built: Vec<(usize, usize, u32, u32)>,
-    /// Referenced rules of each key's rule, sorted, back to back.
+    /// Referenced rules of each key's rule in first-use order, back to back.
     ids: Vec<RuleId>,
     key: Vec<u32>,
+    /// The last NFA's referenced rules in first-use order (rank `k` is `mine[k]`).
     mine: Vec<RuleId>,
+    /// The rank of each of the last NFA's referenced rules.
+    ranks: RankTable,
+    /// Scratch of [`Self::renamed`].
+    theirs: RankTable,
 }
 
 /// The result of [`DfaMemo::find`].
@@ -68,6 +83,9 @@ impl DfaMemo {
             return Found::New(id);
         }
         let (at, states, _, _) = self.built[id as usize];
+        if at == usize::MAX {
+            return Found::Skip;
+        }
         Found::Built(id, at, states)
     }
 
@@ -78,10 +96,7 @@ impl DfaMemo {
             return false;
         }
         self.mine.clear();
-        self.mine.extend(nfa.rule_edges.iter().map(|e| e.1 .0));
-        self.mine.sort_unstable();
-        self.mine.dedup();
-        let rank = |r: RuleId| self.mine.binary_search(&r).unwrap_or(0) as u32;
+        self.ranks.start();
         let key = &mut self.key;
         key.clear();
         key.extend_from_slice(&[nfa.n, start, end, nfa.eps_edges.len() as u32]);
@@ -93,13 +108,17 @@ impl DfaMemo {
             key.extend_from_slice(&[s, u32::from(lo) | u32::from(hi) << 8, t]);
         }
         key.push(nfa.rule_edges.len() as u32);
+        // First use is the order of this list: each rule new to it takes the next rank.
         for &(s, (r, t)) in &nfa.rule_edges {
-            key.extend_from_slice(&[s, rank(r), t]);
+            if self.ranks.rank_new(r, self.mine.len() as u32) {
+                self.mine.push(r);
+            }
+            key.extend_from_slice(&[s, self.ranks.rank(r), t]);
         }
         true
     }
 
-    /// The key of the last NFA found (its edges, referenced rules as ranks).
+    /// The key of the last NFA found (its edges, referenced rules as first-use ranks).
     pub(super) fn key(&self) -> &[u32] {
         &self.key
     }
@@ -109,9 +128,9 @@ impl DfaMemo {
     pub(super) fn ranked(&self, dfa: &Dfa) -> Dfa {
         let mut out = dfa.clone();
         for e in &mut out.rules {
-            let rank = self.mine.binary_search(&e.0).expect("a DFA's rule edges come from its NFA");
-            e.0 = RuleId(rank as u32);
+            e.0 = RuleId(self.ranks.rank(e.0));
         }
+        sort_rule_edges(&mut out);
         out
     }
 
@@ -122,13 +141,16 @@ impl DfaMemo {
         for e in &mut out.rules {
             e.0 = self.mine[e.0.index()];
         }
+        sort_rule_edges(&mut out);
         out
     }
 
     /// Records that key `id` (from [`Self::find`], the last call) was built into the worker's
-    /// output at `at`, its subset construction making `states` states.
+    /// output at `at`, its subset construction making `states` states (past
+    /// [`MEMO_MAX_DFA_STATES`], later finds of the key build their own).
     pub(super) fn store(&mut self, id: u32, at: usize, states: usize) {
         debug_assert_eq!(id as usize, self.built.len(), "keys are stored in the order found");
+        let at = if states > MEMO_MAX_DFA_STATES { usize::MAX } else { at };
         let first = self.ids.len() as u32;
         self.ids.extend_from_slice(&self.mine);
         self.built.push((at, states, first, self.ids.len() as u32));
@@ -136,15 +158,27 @@ impl DfaMemo {
 
     /// The DFA of the last NFA found (`Found::Built` with key `id`) from `dfa`, the one built for
     /// that key: `dfa`'s rule edges renamed, rank for rank, to the rules the last NFA references.
-    pub(super) fn renamed(&self, id: u32, dfa: &Dfa) -> Dfa {
+    pub(super) fn renamed(&mut self, id: u32, dfa: &Dfa) -> Dfa {
         let (_, _, first, past) = self.built[id as usize];
-        let theirs = &self.ids[first as usize..past as usize];
+        self.theirs.start();
+        for (k, &r) in self.ids[first as usize..past as usize].iter().enumerate() {
+            self.theirs.rank_new(r, k as u32);
+        }
         let mut out = dfa.clone();
         for e in &mut out.rules {
-            let rank = theirs.binary_search(&e.0).expect("a DFA's rule edges come from its NFA");
-            e.0 = self.mine[rank];
+            e.0 = self.mine[self.theirs.rank(e.0) as usize];
         }
+        sort_rule_edges(&mut out);
         out
+    }
+}
+
+/// Sorts each state's rule edges by rule (as subset construction leaves them), after a renaming.
+fn sort_rule_edges(dfa: &mut Dfa) {
+    let mut start = 0;
+    for &end in &dfa.rule_end {
+        dfa.rules[start..end as usize].sort_unstable();
+        start = end as usize;
     }
 }
 
@@ -217,7 +251,7 @@ impl RuleMemo {
     /// three quarters of it.
     pub(super) fn insert(&self, key: &[u32], dfa: &Dfa, states: usize, ranked: impl FnOnce(&Dfa) -> Dfa) {
         let size = dfa_bytes(dfa) + 4 * key.len() + ENTRY_BYTES;
-        if size > self.limit_bytes / 8 {
+        if size > self.limit_bytes / 8 || states > MEMO_MAX_DFA_STATES {
             return; // one entry would crowd out many
         }
         let dfa = ranked(dfa);

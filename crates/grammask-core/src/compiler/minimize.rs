@@ -13,7 +13,7 @@ use super::scc::{scc_partition, scc_partition_with, SccScratch, SCC_MOORE_MAX_ST
 /// Rule automata larger than this are merged component by component only (see [`minimize`]).
 /// PERF: refining a 1,947-state automaton (a 10-tool structural tag's `tags` rule, its JSON
 /// string loops twins of each other) took 12 M instructions; the components alone take a pass.
-const REFINE_MAX_STATES: usize = 1_000;
+pub(super) const REFINE_MAX_STATES: usize = 1_000;
 
 /// Rule automata larger than this are not minimized at all (see [`minimize`]).
 /// PERF: the component pass on the 10,427 states of a 50-tool structural tag's `tags` rule took

@@ -20,6 +20,48 @@ use crate::limits;
 /// The UTF-8 byte-range sequences of a character class (see [`utf8_byte_seqs`]).
 type Utf8Seqs = std::rc::Rc<[ByteSeq]>;
 
+/// Ranks of rules by first use in a list of rule edges (the order the edges were added): the
+/// rule of the first edge gets 0, the next rule not seen before 1, and so on. The ranks are a
+/// function of an NFA's structure alone, not of its rules' ids: two NFAs that differ only by a
+/// renaming of their rules rank the rules at corresponding edges alike.
+/// PERF: a stamped table indexed by rule (no sort), reused across rules.
+#[derive(Default)]
+pub(super) struct RankTable {
+    /// Per rule id: (stamp when ranked, rank).
+    at: Vec<(u32, u32)>,
+    stamp: u32,
+}
+
+impl RankTable {
+    /// Forgets every rank.
+    pub(super) fn start(&mut self) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.at.fill((0, 0));
+            self.stamp = 1;
+        }
+    }
+
+    /// Gives `r` rank `k` unless it has one: whether it was new.
+    pub(super) fn rank_new(&mut self, r: RuleId, k: u32) -> bool {
+        let i = r.index();
+        if i >= self.at.len() {
+            self.at.resize(i + 1, (0, 0));
+        }
+        if self.at[i].0 == self.stamp {
+            return false;
+        }
+        self.at[i] = (self.stamp, k);
+        true
+    }
+
+    /// The rank of `r` (ranked since the last [`Self::start`]).
+    pub(super) fn rank(&self, r: RuleId) -> u32 {
+        debug_assert_eq!(self.at[r.index()].0, self.stamp, "an unranked rule");
+        self.at[r.index()].1
+    }
+}
+
 /// A Thompson NFA: edges are appended to flat lists while building, then [`Nfa::freeze`] groups
 /// them by source state (compressed rows).
 /// PERF: one allocation per list instead of three vectors per state; the buffers and the UTF-8
@@ -37,6 +79,10 @@ pub(super) struct Nfa<'a> {
     pub(super) bytes: Vec<(u8, u8, u32)>,
     pub(super) rules_start: Vec<u32>,
     pub(super) rules: Vec<(RuleId, u32)>,
+    /// Frozen: the first-use rank ([`first_use_ranks`]) of each edge's rule in `rules`.
+    pub(super) rule_ranks: Vec<u32>,
+    /// Frozen: the first-use rank of each referenced rule.
+    pub(super) ranks: RankTable,
     /// UTF-8 byte sequences of the character classes seen so far.
     pub(super) classes: FastMap<ExprId, Utf8Seqs>,
     pub(super) inline: &'a [bool],
@@ -120,6 +166,19 @@ impl Nfa<'_> {
         rows(n, &self.eps_edges, &mut self.eps_start, &mut self.eps);
         rows(n, &self.byte_edges, &mut self.bytes_start, &mut self.bytes);
         rows(n, &self.rule_edges, &mut self.rules_start, &mut self.rules);
+        self.ranks.start();
+        let mut k = 0;
+        for &(_, (r, _)) in &self.rule_edges {
+            k += u32::from(self.ranks.rank_new(r, k));
+        }
+        let ranks = &self.ranks;
+        self.rule_ranks.clear();
+        self.rule_ranks.extend(self.rules.iter().map(|&(r, _)| ranks.rank(r)));
+    }
+
+    /// The first-use ranks of the rules of state `s`'s rule edges (frozen), edge for edge.
+    pub(super) fn rule_ranks_of(&self, s: u32) -> &[u32] {
+        &self.rule_ranks[self.rules_start[s as usize] as usize..self.rules_start[s as usize + 1] as usize]
     }
 
     pub(super) fn eps_of(&self, s: u32) -> &[u32] {
