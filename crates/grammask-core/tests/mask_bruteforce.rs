@@ -943,33 +943,16 @@ w ::= [a-zA-Z0-9]{1,40}"#;
 /// another row.
 #[test]
 fn call_loop_rows_interned_match_brute_force() {
-    let schema = r#"{"type": "object", "properties": {"mid": {"type": "integer"},
-        "mkv": {"type": "string", "pattern": "^(\\s*|((\\s*[^,:&\\s]+\\s*:[^,:&]*)(,\\s*[^,:&\\s]+\\s*:[^,:&]*)*))$"},
-        "mkw": {"type": "string", "pattern": "^[^&]*$"}}, "required": ["mid"]}"#;
-    let g = lax_schema_grammar(schema);
     let docs = [
         r#"{"mid": 1, "mkv": "color:blue,len:3", "mkw": "a,b"}"#,
         "{\"mid\": 2, \"mkv\": \" key : v ,\u{a0}ключ\u{a0}: знач\\n, \\tk3:\", \"mkw\": \"a: b,\\\"c\\\" é\"}",
         r#"{"mid": 3, "mkv": "  ", "mkw": ""}"#,
     ];
-    let (mut checked, mut merged) = (0, 0);
-    for name in ["llama3", "qwen2.5"] {
-        let Some(vocab) = shared_vocab(name) else { return };
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        for doc in docs {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            // Counted on this thread; the brute force only accepts (no walk interns rows).
-            let before = grammask_core::mask::spent_row_merges();
-            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |_| {});
-            merged += grammask_core::mask::spent_row_merges() - before;
-            assert!(m.is_completed(), "{name} {doc:?}");
-        }
-        // `&` is refused in both patterns, and so is a key without its `:`.
-        for bad in [r#"{"mid": 1, "mkw": "a&"#, r#"{"mid": 1, "mkv": "a:b&"#, r#"{"mid": 1, "mkv": "a b""#] {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            assert!(!m.accept_bytes(bad.as_bytes()).unwrap_or(false), "{name} {bad}");
-        }
-    }
+    let Some((checked, merged)) =
+        call_loop_masks_match_brute_force(&docs, false, grammask_core::mask::spent_row_merges)
+    else {
+        return;
+    };
     assert!(merged > 0, "no walk interned a call loop's rows as one");
     assert!(checked >= 2 * 150, "{checked} masks checked");
 }
@@ -982,30 +965,48 @@ fn call_loop_rows_interned_match_brute_force() {
 /// a refused byte (`,` `:` `&`) or past the key into the `"`.
 #[test]
 fn call_loop_run_index_masks_match_brute_force() {
-    let schema = r#"{"type": "object", "properties": {"mid": {"type": "integer"},
-        "mkv": {"type": "string", "pattern": "^(\\s*|((\\s*[^,:&\\s]+\\s*:[^,:&]*)(,\\s*[^,:&\\s]+\\s*:[^,:&]*)*))$"},
-        "mkw": {"type": "string", "pattern": "^[^&]*$"}}, "required": ["mid"]}"#;
-    let g = lax_schema_grammar(schema);
     let docs = [
         r#"{"mid": 1, "mkv": "color:blue,length:30,priceTypeName:gross", "mkw": "a,b"}"#,
         "{\"mid\": 2, \"mkv\": \"ke_y-1.x : v ,\u{a0}ключ\u{a0}: знач\\n, \\tk3\\\"q:\", \"mkw\": \"a: b,\\\"c\\\" é\"}",
     ];
-    let (mut checked, mut taken) = (0, 0);
-    for name in ["llama3", "qwen2.5"] {
-        let Some(vocab) = shared_vocab(name) else { return };
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        cg.wait_class_bodies();
-        for doc in docs {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            // Counted on this thread; the brute force only accepts (no walk takes an index).
-            let before = grammask_core::mask::call_loop_runs_taken();
-            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |_| {});
-            taken += grammask_core::mask::call_loop_runs_taken() - before;
-            assert!(m.is_completed(), "{name} {doc:?}");
-        }
-    }
+    let Some((checked, taken)) =
+        call_loop_masks_match_brute_force(&docs, true, grammask_core::mask::call_loop_runs_taken)
+    else {
+        return;
+    };
     assert!(taken > 0, "no walk took a call loop's run index");
     assert!(checked >= 2 * 150, "{checked} masks checked");
+}
+
+/// Walks `docs` against the brute force on o68280's `mkv`/`mkw` patterns, on Llama 3 and Qwen 2.5
+/// (after the class-body thread when `wait`), and checks that `&`, and a key without its `:`, are
+/// refused; returns the masks checked and how far `counter` (a per-thread test counter) rose
+/// during the walks (the brute force only accepts: no walk of its own). `None` without the data.
+fn call_loop_masks_match_brute_force(docs: &[&str], wait: bool, counter: fn() -> usize) -> Option<(usize, usize)> {
+    let schema = r#"{"type": "object", "properties": {"mid": {"type": "integer"},
+        "mkv": {"type": "string", "pattern": "^(\\s*|((\\s*[^,:&\\s]+\\s*:[^,:&]*)(,\\s*[^,:&\\s]+\\s*:[^,:&]*)*))$"},
+        "mkw": {"type": "string", "pattern": "^[^&]*$"}}, "required": ["mid"]}"#;
+    let g = lax_schema_grammar(schema);
+    let (mut checked, mut rose) = (0, 0);
+    for name in ["llama3", "qwen2.5"] {
+        let vocab = shared_vocab(name)?;
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        if wait {
+            cg.wait_class_bodies();
+        }
+        for doc in docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let before = counter();
+            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |_| {});
+            rose += counter() - before;
+            assert!(m.is_completed(), "{name} {doc:?}");
+        }
+        for bad in [r#"{"mid": 1, "mkw": "a&"#, r#"{"mid": 1, "mkv": "a:b&"#, r#"{"mid": 1, "mkv": "a b""#] {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(!m.accept_bytes(bad.as_bytes()).unwrap_or(false), "{name} {bad}");
+        }
+    }
+    Some((checked, rose))
 }
 
 /// Masks equal the brute force inside the keys of an open object, where the kernels of the
