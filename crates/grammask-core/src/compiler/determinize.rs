@@ -266,7 +266,7 @@ pub(super) fn determinize(nfa: &Nfa, start: u32, end: u32, budget: &mut usize, s
             }
         }
         // Rule edges: one per referenced rule. Their targets are discovered in the rules'
-        // first-use order (`first_use_ranks`), so the DFA's numbering does not depend on the
+        // first-use order (`Nfa::rule_ranks_of`), so the DFA's numbering does not depend on the
         // rules' ids (the memo's soundness, `memo.rs`); the edges are stored sorted by rule.
         by_rule.clear();
         for &s in set.iter() {

@@ -79,7 +79,7 @@ pub(super) struct Nfa<'a> {
     pub(super) bytes: Vec<(u8, u8, u32)>,
     pub(super) rules_start: Vec<u32>,
     pub(super) rules: Vec<(RuleId, u32)>,
-    /// Frozen: the first-use rank ([`first_use_ranks`]) of each edge's rule in `rules`.
+    /// Frozen: the first-use rank ([`RankTable`]) of each edge's rule in `rules`.
     pub(super) rule_ranks: Vec<u32>,
     /// Frozen: the first-use rank of each referenced rule.
     pub(super) ranks: RankTable,
