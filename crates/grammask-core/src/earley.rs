@@ -1032,6 +1032,11 @@ impl Chart {
     /// it, and only items begun in row 0 tell a rule's end ([`Chart::is_complete`], a kernel
     /// walk's ends): two rows equal but for spent items read every byte string alike.
     /// Budgeted charts (contexts, character budgets) keep the full signature.
+    /// Each condition: with byte edges it reads on; with rule edges a later completion of its
+    /// callee advances it, into a future its origin row decides (test
+    /// `final_items_calling_a_rule_are_not_spent`); begun in row 0 it tells the kernel rule's end.
+    /// Two only narrow and no test can tell them: begun in this row (an empty rule's end,
+    /// completed in the row like the others) and final (a non-final state without edges is dead).
     /// Used to intern a walk's rows: a loop through a call per character (a regex class rule,
     /// `re ::= re_1*`) leaves its last character's end in each row, so that every row differed
     /// from the one before by that item's origin, and never returned to itself.

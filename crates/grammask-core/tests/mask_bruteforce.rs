@@ -2093,3 +2093,36 @@ fn key_set_rules_renamed_out_of_order_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
     assert!(checked > 250, "{checked} masks");
 }
+
+/// A final item that still calls a rule is not spent (`Chart::last_future_signature`): after
+/// `za` and after `zc` the rows hold the same items but `p`'s and `r`'s, each final with a call
+/// of `x` pending, begun in row 1. Left out of the signatures, the two rows would be interned as
+/// one, and the walk of `zc` would take `za`'s future: `]` after `zcb` (where `r` wants `w`).
+/// (`p` and `r` recurse through `q` so that they stay rules, not inlined.) Every state and every
+/// position of the documents, against the brute force and the stack walk.
+#[test]
+fn final_items_calling_a_rule_are_not_spent() {
+    let g = grammask_core::ebnf::parse_ebnf(
+        "root ::= \"z\" (p | r) \"]\"\np ::= \"a\" x? | \"q\" p\nr ::= \"c\" | \"c\" x \"w\" | \"q\" r\nx ::= \"b\" | \"b\" x",
+        "root",
+    )
+    .unwrap();
+    let vocab = ascii_vocab(&["zab]", "zcbw]", "zab", "zcb", "zcbw", "za", "zc", "ab]", "cb]", "cbw", "b]", "bw"], &[]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let a = cg.automata();
+    let calls = |name: &str| {
+        (0..a.states().len()).any(|s| {
+            let s = grammask_core::compiler::StateId(s as u32);
+            a.state(s).is_final && a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == name)
+        })
+    };
+    assert!(calls("x"), "no final state calls x: the test needs `p` and `r` to stay rules");
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[b"zab]", b"zcbw]", b"za]", b"zc]", b"zcbbw]"]);
+    assert!(checked >= 20);
+    for s in 0..a.states().len() {
+        let s = grammask_core::compiler::StateId(s as u32);
+        if let Some(km) = cg.classify(s, usize::MAX, &mut || false).unwrap() {
+            assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
+        }
+    }
+}
