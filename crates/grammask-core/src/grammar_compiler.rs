@@ -55,38 +55,46 @@ impl GrammarCompiler {
         &self.vocab
     }
 
-    /// Looks `key` up, else compiles with `make` and caches the result.
-    fn cached(&self, key: String, make: impl FnOnce() -> Result<Grammar>) -> Result<Arc<CompiledGrammar>> {
+    /// Looks `key` up, else compiles with `make` and caches the result. The key is made only
+    /// when the cache is enabled (PERF: a schema's key is a copy of its text and options, ~25 k
+    /// instructions a compile of the band, spent for nothing without a cache).
+    fn cached(
+        &self,
+        key: impl FnOnce() -> String,
+        make: impl FnOnce() -> Result<Grammar>,
+    ) -> Result<Arc<CompiledGrammar>> {
         self.cached_with(key, make, |e| e)
     }
 
     /// [`Self::cached`] with `remap` applied to a compile error.
     fn cached_with(
         &self,
-        key: String,
+        key: impl FnOnce() -> String,
         make: impl FnOnce() -> Result<Grammar>,
         remap: fn(Error) -> Error,
     ) -> Result<Arc<CompiledGrammar>> {
-        if self.cache_enabled {
-            if let Some(c) = self.cache.get(&key) {
-                return Ok(c);
-            }
+        let key = self.cache_enabled.then(key);
+        if let Some(c) = key.as_ref().and_then(|k| self.cache.get(k)) {
+            return Ok(c);
         }
         let g = make()?;
         let compiled = Arc::new(CompiledGrammar::new_owned(g, &self.vocab, self.max_threads).map_err(remap)?);
-        Ok(if self.cache_enabled { self.cache.insert(key, compiled) } else { compiled })
+        Ok(match key {
+            Some(key) => self.cache.insert(key, compiled),
+            None => compiled,
+        })
     }
 
     pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>> {
-        self.cached(format!("grammar\0{grammar}"), || Ok(grammar.clone()))
+        self.cached(|| format!("grammar\0{grammar}"), || Ok(grammar.clone()))
     }
 
     pub fn compile_ebnf(&self, text: &str, root_rule_name: &str) -> Result<Arc<CompiledGrammar>> {
-        self.cached(format!("ebnf\0{root_rule_name}\0{text}"), || parse_ebnf(text, root_rule_name))
+        self.cached(|| format!("ebnf\0{root_rule_name}\0{text}"), || parse_ebnf(text, root_rule_name))
     }
 
     pub fn compile_json_schema(&self, schema: &str, options: &JsonSchemaOptions) -> Result<Arc<CompiledGrammar>> {
-        let key = format!("schema\0{options:?}\0{schema}");
+        let key = || format!("schema\0{options:?}\0{schema}");
         // A schema whose rules all turn out unproductive (e.g. a `oneOf` that every allowed value
         // fails) accepts no value: the schema's error, as when the converter sees it directly.
         let remap = |e: Error| match e.kind() {
@@ -97,11 +105,11 @@ impl GrammarCompiler {
     }
 
     pub fn compile_regex(&self, pattern: &str) -> Result<Arc<CompiledGrammar>> {
-        self.cached(format!("regex\0{pattern}"), || regex_to_grammar(pattern))
+        self.cached(|| format!("regex\0{pattern}"), || regex_to_grammar(pattern))
     }
 
     pub fn compile_lark(&self, text: &str) -> Result<Arc<CompiledGrammar>> {
-        self.cached(format!("lark\0{text}"), || crate::lark::lark_to_grammar_with_vocab(text, &self.vocab))
+        self.cached(|| format!("lark\0{text}"), || crate::lark::lark_to_grammar_with_vocab(text, &self.vocab))
     }
 
     /// The builtin JSON grammar under `spelling`, with whitespace runs of at most
@@ -111,7 +119,7 @@ impl GrammarCompiler {
         spelling: Spelling,
         max_whitespace_cnt: Option<u32>,
     ) -> Result<Arc<CompiledGrammar>> {
-        let key = format!("builtin_json\0{spelling:?}\0{max_whitespace_cnt:?}");
+        let key = || format!("builtin_json\0{spelling:?}\0{max_whitespace_cnt:?}");
         self.cached(key, || builtin_json_grammar_with(spelling, max_whitespace_cnt))
     }
 

@@ -26,6 +26,7 @@ pub struct ClassSlice {
 /// bytes prunes the trie early anyway).
 const MIN_CLASS_BYTES: u32 = 32;
 
+#[inline]
 pub(super) fn class_step(ascii: u128, b: u8, x: u8) -> Body {
     if b == 0 && x < 0x80 {
         return if ascii >> x & 1 == 1 { Body::To(0) } else { Body::Walk };

@@ -197,8 +197,8 @@ struct Explored {
     /// character or an escape).
     ends_inside: Vec<StateBits>,
     bad: Vec<StateBits>,
-    /// Per slice state, the bytes at which the slice step changes (bit `x`: `step(b, x)` differs
-    /// from `step(b, x - 1)`; bit 0 always), found on first use.
+    /// Per slice state, the bytes at which the slice step changes ([`run_bounds`]), found on
+    /// first use unless kept ([`StepFacts`]).
     slice_bounds: [Option<[u64; 4]>; SLICE_STATES],
     /// With inert return states abstracted: the bytes `Walk` in slice state 0 (`None`: not
     /// abstracted), and the slice states in which one of them is not `Walk`.
@@ -217,13 +217,29 @@ struct Explored {
     transient: StateBits,
 }
 
-impl Explored {
-    fn new(
-        key: SliceKey,
-        abstract_returns: bool,
-        step: &impl Fn(u8, u8) -> Body,
-        substitutes: Arc<FastMap<StateId, StateId>>,
-    ) -> Explored {
+/// What [`Explored::new`] derives from the slice step alone: the inert bytes and the slice
+/// states that refuse them (with inert return states abstracted), the transient slice states,
+/// and the run bounds of the slice states ([`run_bounds`]; all of them for a kept key, else
+/// found on first use).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct StepFacts {
+    inert_bytes: Option<[u64; 4]>,
+    inert_refused: StateBits,
+    transient: StateBits,
+    bounds: [Option<[u64; 4]>; SLICE_STATES],
+}
+
+/// Most keys [`STEP_FACTS`] holds (cleared when full).
+const MAX_STEP_FACTS: usize = 1024;
+
+/// [`StepFacts`] of the keys whose step is fixed code, whatever the grammar: [`SliceKey::Body`]
+/// ([`super::body::body_step`]) and [`SliceKey::Class`] ([`super::class::class_step`] of its
+/// class), kept for the process. PERF: each compile made its own `Explored` per key and stepped
+/// every byte of all 32 slice states for these (~8 k steps a key, ~26 k a compile of the band).
+static STEP_FACTS: std::sync::OnceLock<Mutex<FastMap<(SliceKey, bool), StepFacts>>> = std::sync::OnceLock::new();
+
+impl StepFacts {
+    fn of(abstract_returns: bool, step: &impl Fn(u8, u8) -> Body, all_bounds: bool) -> StepFacts {
         let mut inert_bytes = None;
         let mut inert_refused: StateBits = 0;
         if abstract_returns {
@@ -239,8 +255,8 @@ impl Explored {
             inert_bytes = Some(bits);
         }
         // Grown to a fixed point: a state all of whose successors other than 0 are transient.
-        // PERF: successors read once (one `Explored` per grammar and slice: the fixed point's
-        // rounds over every byte were +7% on the compile of small schemas).
+        // PERF: successors read once (the fixed point's rounds over every byte were +7% on the
+        // compile of small schemas).
         let mut succ: [StateBits; SLICE_STATES] = [0; SLICE_STATES];
         for b in 1..SLICE_STATES as u8 {
             for x in 0..=255u8 {
@@ -260,6 +276,56 @@ impl Explored {
             }
             transient = grown;
         }
+        let mut bounds = [None; SLICE_STATES];
+        if all_bounds {
+            for (b, bits) in bounds.iter_mut().enumerate() {
+                *bits = Some(run_bounds(b as u8, step));
+            }
+        }
+        StepFacts { inert_bytes, inert_refused, transient, bounds }
+    }
+
+    /// [`Self::of`], from [`STEP_FACTS`] for a key whose step is fixed code.
+    fn for_key(key: SliceKey, abstract_returns: bool, step: &impl Fn(u8, u8) -> Body) -> StepFacts {
+        if !matches!(key, SliceKey::Body | SliceKey::Class(_)) {
+            return StepFacts::of(abstract_returns, step, false);
+        }
+        let cache = STEP_FACTS.get_or_init(|| Mutex::new(HashMap::with_hasher(FastState)));
+        let k = (key, abstract_returns);
+        if let Some(&f) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&k) {
+            return f;
+        }
+        let f = StepFacts::of(abstract_returns, step, true);
+        let mut map = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= MAX_STEP_FACTS {
+            map.clear();
+        }
+        map.insert(k, f);
+        f
+    }
+}
+
+/// The bytes at which the slice step changes in slice state `b` (bit `x`: `step(b, x)` differs
+/// from `step(b, x - 1)`; bit 0 always).
+fn run_bounds(b: u8, step: &impl Fn(u8, u8) -> Body) -> [u64; 4] {
+    let mut bits = [1u64, 0, 0, 0];
+    for x in 1..=255u8 {
+        if step(b, x) != step(b, x - 1) {
+            bits[usize::from(x >> 6)] |= 1 << (x & 63);
+        }
+    }
+    bits
+}
+
+impl Explored {
+    fn new(
+        key: SliceKey,
+        abstract_returns: bool,
+        step: &impl Fn(u8, u8) -> Body,
+        substitutes: Arc<FastMap<StateId, StateId>>,
+    ) -> Explored {
+        let StepFacts { inert_bytes, inert_refused, transient, bounds } =
+            StepFacts::for_key(key, abstract_returns, step);
         Explored {
             substitutes,
             transient,
@@ -275,7 +341,7 @@ impl Explored {
             ends: Vec::new(),
             ends_inside: Vec::new(),
             bad: Vec::new(),
-            slice_bounds: [None; SLICE_STATES],
+            slice_bounds: bounds,
         }
     }
 
@@ -364,15 +430,7 @@ impl Explored {
     }
 
     fn bounds(&mut self, b: u8, step: &impl Fn(u8, u8) -> Body) -> [u64; 4] {
-        *self.slice_bounds[usize::from(b)].get_or_insert_with(|| {
-            let mut bits = [1u64, 0, 0, 0];
-            for x in 1..=255u8 {
-                if step(b, x) != step(b, x - 1) {
-                    bits[usize::from(x >> 6)] |= 1 << (x & 63);
-                }
-            }
-            bits
-        })
+        *self.slice_bounds[usize::from(b)].get_or_insert_with(|| run_bounds(b, step))
     }
 }
 
@@ -769,4 +827,30 @@ fn run_starts(bits: [u64; 4]) -> impl Iterator<Item = u8> {
             })
         })
     })
+}
+
+#[cfg(test)]
+mod step_facts_tests {
+    use super::super::{body::body_step, class::class_step};
+    use super::*;
+
+    /// Kept facts are those of the key's own step: the body's and each class's (the classes'
+    /// inert bytes differ), asked in turns so that a wrongly keyed cache returns another's.
+    #[test]
+    fn kept_step_facts_equal_fresh_ones() {
+        let classes = [0u128, 1 << b'a', (1 << 0x7F) - (1 << 0x20), !0u128 >> 1, 0x3FF << b'0'];
+        for round in 0..2 {
+            for abstract_returns in [true, false] {
+                let body = StepFacts::for_key(SliceKey::Body, abstract_returns, &body_step);
+                assert_eq!(body, StepFacts::of(abstract_returns, &body_step, true), "round {round}");
+                for c in classes {
+                    let step = |b, x| class_step(c, b, x);
+                    let kept = StepFacts::for_key(SliceKey::Class(c), abstract_returns, &step);
+                    assert_eq!(kept, StepFacts::of(abstract_returns, &step, true), "class {c:#x}, round {round}");
+                }
+            }
+        }
+        let inert = |c: u128| StepFacts::for_key(SliceKey::Class(c), true, &|b, x| class_step(c, b, x)).inert_bytes;
+        assert_ne!(inert(classes[1]), inert(classes[2]));
+    }
 }

@@ -1249,3 +1249,23 @@ fn excluded_key_starts_search_the_body_rule() {
         assert_eq!(BodySlice::covers(&a, s, &memo), BodySlice::covers(&a, s, &CoverMemo::default()), "state {}", s.0);
     }
 }
+
+/// [`body_step`]'s table equals the step by cases in every state (past 8 as 8), and it walks the
+/// UTF-8 bytes of every non-ASCII scalar value from a boundary back to a boundary.
+#[test]
+fn body_step_table_equals_the_cases() {
+    for b in 0..=255u8 {
+        for x in 0..=255u8 {
+            assert_eq!(body_step(b, x), body_step_of(b.min(8), x), "state {b}, byte {x:#x}");
+        }
+    }
+    let mut buf = [0u8; 4];
+    for c in (0x80..=0x10_FFFF_u32).filter_map(char::from_u32) {
+        let bytes = c.encode_utf8(&mut buf).as_bytes();
+        let end = bytes.iter().try_fold(0u8, |st, &x| match body_step(st, x) {
+            Body::To(n) => Some(n),
+            _ => None,
+        });
+        assert_eq!(end, Some(0), "U+{:04X}", u32::from(c));
+    }
+}
