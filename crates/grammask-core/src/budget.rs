@@ -215,6 +215,8 @@ pub struct WalkStats<T = usize> {
     pub item_rows: T,
     /// Trie nodes read on the chart that took a [`Walk::exit_levels`] entry instead of a row.
     pub exit_level_skips: T,
+    /// Levels of chart rows taken from [`Walk::row_levels`] (the row met before in the walk).
+    pub row_level_hits: T,
     /// Earley rows limit walks pushed for the bytes of trie nodes (their main cost).
     pub walk_rows: T,
 }
@@ -235,6 +237,7 @@ impl WalkStats<AtomicUsize> {
             plain_exit_listings: n(&self.plain_exit_listings),
             item_rows: n(&self.item_rows),
             exit_level_skips: n(&self.exit_level_skips),
+            row_level_hits: n(&self.row_level_hits),
             walk_rows: n(&self.walk_rows),
         }
     }
@@ -1837,6 +1840,8 @@ struct WalkMaps {
     exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     plain_exits: FastMap<PlainExitKey, ExitKey>,
     exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    row_levels: FastMap<RowLevelKey, RowLevel>,
+    row_level_items: Vec<PlainItem>,
     /// The walk's stacks and per-level tables, kept likewise.
     /// PERF: grown from empty at every walk (`follows` by a row per level), their reallocations
     /// were ~2% of o41193's budgeted instructions.
@@ -1867,6 +1872,8 @@ impl WalkMaps {
         self.exit_memo.clear();
         self.plain_exits.clear();
         self.exit_levels.clear();
+        self.row_levels.clear();
+        self.row_level_items.clear();
         self.items.clear();
         self.follows.clear();
         self.follow_classes.clear();
@@ -1885,6 +1892,8 @@ impl WalkMaps {
             + self.exit_memo.capacity()
             + self.plain_exits.capacity()
             + self.exit_levels.capacity()
+            + self.row_levels.capacity()
+            + self.row_level_items.capacity()
             + self.items.capacity()
             + self.follows.capacity()
             + self.follow_classes.capacity()
@@ -1903,6 +1912,23 @@ thread_local! {
 /// signature, a hash of the level's plain items when they are not that row's (else 0), the byte
 /// and the region depth of the level after it ([`Walk::depth_below`]).
 type ExitLevelKey = (usize, u128, u128, u8, u32);
+
+/// A [`Walk::row_levels`] key: the chart's rows, its last row's signature and the region depth
+/// [`Walk::level_of_row`] was given.
+type RowLevelKey = (usize, u128, u32);
+
+/// A [`Walk::row_levels`] entry: the plain level's items (`row_level_items[lo..hi]`), its exits
+/// and the `follows` index of the bytes of the row's items with rule edges.
+#[derive(Clone, Copy)]
+struct RowLevel {
+    lo: u32,
+    hi: u32,
+    exits: Exits,
+    others: u32,
+}
+
+/// Most [`Walk::row_level_items`] a walk keeps (a longer walk computes its levels afresh).
+const MAX_ROW_LEVEL_ITEMS: usize = 1 << 15;
 
 /// What [`Walk::children_skip`] needs of the level a byte read on the chart reaches: its `C`,
 /// and when it is plain, its exits and its items' [`Stay`]s.
@@ -2090,6 +2116,16 @@ struct Walk<'a> {
     /// byte that crosses a block's bound pushed two rows (~30k per walk), to reach the same few
     /// levels, whose stay homes skip everything below.
     exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    /// By [`RowLevelKey`], the plain levels [`Walk::level_of_row`] made (items in
+    /// `row_level_items`). Invariant: an entry stands for a row only when the row's items
+    /// without rule edges are, in order, the entry's items: each item's `U` (its origin row's
+    /// table), region, stay and completion bytes (by its origin's signature) are then the
+    /// same, and so are the bytes of the row's other items (the signature's row holds them);
+    /// `follows` indices hold for the whole walk (it is never truncated within one).
+    /// PERF: a walk reached the same rows again by other trie paths (o41193: 74k of 123k
+    /// levels), each time searching the items' regions and completions again.
+    row_levels: FastMap<RowLevelKey, RowLevel>,
+    row_level_items: Vec<PlainItem>,
     /// Scratch for [`Walk::children_skip`]: the deferrals it would make.
     pending: Vec<Deferred>,
     /// Rows this walk pushed for trie nodes read on the chart; [`Walk::exit_levels`] is keyed and
@@ -2213,6 +2249,17 @@ impl Walk<'_> {
             return Level::Chart { rows: chart.num_rows() };
         }
         let r = chart.last_row_index();
+        let key: RowLevelKey = (chart.num_rows(), chart.row_signature(r), depth);
+        if let Some(&RowLevel { lo: s, hi: e, exits, others }) = self.row_levels.get(&key) {
+            let leaf = &self.comp.leaf;
+            let kept = &self.row_level_items[s as usize..e as usize];
+            if chart.row(r).iter().filter(|it| leaf[it.state.0 as usize]).eq(kept.iter().map(|p| &p.item)) {
+                bump(&self.comp.stats.row_level_hits);
+                let lo = self.items.len();
+                self.items.extend_from_slice(kept);
+                return Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others };
+            }
+        }
         // The row's items with rule edges are left to the chart: the bytes they read leave the
         // level.
         let mut seeds = std::mem::take(&mut self.seeds);
@@ -2242,7 +2289,14 @@ impl Walk<'_> {
             self.items.push(PlainItem { item: it, u, follow, exits: e, stay });
         }
         self.seeds = seeds;
-        Level::Plain { lo, hi: self.items.len(), rows: chart.num_rows(), exits, at_row: true, others }
+        let hi = self.items.len();
+        if self.row_level_items.len() + (hi - lo) <= MAX_ROW_LEVEL_ITEMS {
+            let s = self.row_level_items.len() as u32;
+            self.row_level_items.extend_from_slice(&self.items[lo..hi]);
+            let e = self.row_level_items.len() as u32;
+            self.row_levels.insert(key, RowLevel { lo: s, hi: e, exits, others });
+        }
+        Level::Plain { lo, hi, rows: chart.num_rows(), exits, at_row: true, others }
     }
 
     /// The [`BodyCfg`] of the root level `root`, when it holds and the slice tokens ending at a
@@ -3382,6 +3436,8 @@ impl Budget {
             exit_lists: Vec::new(),
             plain_exits: maps.plain_exits,
             exit_levels: maps.exit_levels,
+            row_levels: maps.row_levels,
+            row_level_items: maps.row_level_items,
             pending: Vec::new(),
             rows_read: 0,
             levels_after: EXIT_LEVELS_AFTER.get(),
@@ -3397,6 +3453,8 @@ impl Budget {
             exit_memo: w.exit_memo,
             plain_exits: w.plain_exits,
             exit_levels: w.exit_levels,
+            row_levels: w.row_levels,
+            row_level_items: w.row_level_items,
             items: w.items,
             follows: w.follows,
             follow_classes: w.follow_classes,

@@ -1123,3 +1123,37 @@ fn completion_bytes_shared_across_walks_mask_equal_brute_force() {
     );
     check_brute_force(&vocab, stop, vec![("shared_follows", g)], 0x5EED_F011_0B17_E5A5, 4, 12);
 }
+
+/// A walk meets the same chart row again by other trie paths (an open object's key bytes read
+/// on the chart, where many reach the key body's row; the letters of a counted string's block,
+/// up to the byte that crosses its end) and at other region depths (the tokens left below a
+/// node differ in length): `Walk::level_of_row` takes a level it made before for the row only
+/// at the same depth and with the same plain items (`Walk::row_levels`). Byte by byte along the
+/// texts, at every remaining budget, with the default fit-walk cap and a cap of 3 (fit walks
+/// near the limit), the masks equal those of walks that cost every token, and levels were taken
+/// so. With the depth left out of the key it fails on the open keys (`cap None: 0 bytes taken,
+/// remaining 4`).
+#[test]
+fn row_levels_met_again_mask_equal_exact_walks() {
+    let (vocab, _) = large_vocab();
+    let open = json_schema_to_ebnf(
+        r#"{"type":"object","additionalProperties":{"type":"integer"}}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let counted = "root ::= \"\\\"\" (b{0,3} s | b{4}) \"\\\"\" \",\" [a-z]{0,30} \"}\"\nb ::= [a-z]{6} | \"(\" b \")\"\ns ::= [a-z]{0,5} | \"(\" s \")\"";
+    let cases: [(&str, &str, &[u8]); 2] = [
+        ("open keys", &open, br#"{"ab":1,"cd":2,"ef":3}"#),
+        ("counted", counted, br#""abqzbaqbbaqzbaqbq",abqzbaqbbaqz}"#),
+    ];
+    let mut hits = 0;
+    for (name, text, doc) in cases {
+        let g = parse_ebnf(text, "root").unwrap();
+        for cap in [None, Some(3)] {
+            let (fast, compared) = masks_equal_exact_walks(&g, &vocab, doc, cap, 24);
+            assert!(compared > 100, "{name}: {compared} masks compared");
+            hits += fast.completion().walk_stats().row_level_hits;
+        }
+    }
+    assert!(hits > 0, "no level was taken from a row met before");
+}
