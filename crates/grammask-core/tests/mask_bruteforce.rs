@@ -2125,4 +2125,84 @@ fn final_items_calling_a_rule_are_not_spent() {
             assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
         }
     }
+
+/// An open object with many optional keys (an any-order object: one key-set rule per set of keys
+/// seen and entry count, `json_schema/key_sets.rs`), keys that are prefixes of others, two
+/// required, `maxProperties`, and a nested open object. Masks at every byte of five documents
+/// equal brute force, and 300 random documents (known keys in any order, some repeated, other
+/// keys between them) are accepted exactly when the schema allows them: no known key twice, both
+/// required keys, at most 7 entries. The net for a build of key-set rules on first use: the
+/// brute force alone compares the grammar with itself, the documents with the schema.
+#[test]
+fn open_objects_with_many_optional_keys_match_brute_force() {
+    let keys = ["a", "ab", "abc", "b", "id", "kind", "name", "nm", "x", "y"];
+    let required = ["id", "kind"];
+    let mut props: Vec<String> = keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect();
+    props.push(
+        r#""in": {"type": "object", "properties": {"p": {"type": "integer"}, "q": {"type": "integer"},
+        "r": {"type": "integer"}, "pq": {"type": "integer"}, "s": {"type": "integer"}}, "maxProperties": 3}"#
+            .to_string(),
+    );
+    let schema = format!(r#"{{"type": "object", "properties": {{{}}}, "required": ["id", "kind"]}}"#, props.join(", "));
+    let g = lax_schema_grammar(&schema);
+    let vocab = ascii_vocab(&["\": ", ", \"", "{\"", "\"}", "12", "\"ab", "c\": ", "\"id\": 1", "\"nm", "}}"], &[]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: &[&[u8]] = &[
+        br#"{"id": 1, "kind": 2}"#,
+        br#"{"abc": 3, "kind": 2, "ab": 1, "a": 0, "id": 12, "nm": 4, "name": 5}"#,
+        br#"{"z": 1, "kind": 2, "in": {"pq": 1, "t": 2, "q": 3}, "abd": 4, "id": 5}"#,
+        br#"{"y": 1, "x": 2, "b": 3, "id": 4, "nmx": 5, "kind": 6}"#,
+        br#"{"in": {"s": 1, "p0": 6, "r": 2}, "id": 1, "kind": 1, "a": 2, "ab": 3, "abc": 4, "b": 5, "x": 6}"#,
+    ];
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    assert!(checked > 300, "{checked} masks");
+    let mut rng = Rng(0x5eed_4041);
+    let (mut accepted, mut refused) = (0, 0);
+    for _ in 0..300 {
+        // Other entries (known keys but the required ones, or unknown keys), then each
+        // required key at a random place (most often), then maybe a known key again.
+        let mut seen: Vec<String> = Vec::new();
+        for i in 0..rng.below(7) {
+            let key = match rng.below(4) {
+                0 => format!("o{i}"),
+                _ => keys[rng.below(keys.len() as u64) as usize].to_string(),
+            };
+            if !required.contains(&key.as_str()) {
+                seen.push(key);
+            }
+        }
+        for r in required {
+            if rng.below(8) != 0 {
+                let at = rng.below(seen.len() as u64 + 1) as usize;
+                seen.insert(at, r.to_string());
+            }
+        }
+        if rng.below(5) == 0 {
+            let at = rng.below(seen.len() as u64 + 1) as usize;
+            seen.insert(at, keys[rng.below(keys.len() as u64) as usize].to_string());
+        }
+        let entries: Vec<String> = seen.iter().enumerate().map(|(i, k)| format!("\"{k}\": {i}")).collect();
+        let twice = seen.iter().enumerate().any(|(i, k)| seen[..i].contains(k));
+        let ok = !twice && required.iter().all(|r| seen.iter().any(|k| k == r));
+        let doc = format!("{{{}}}", entries.join(", "));
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let got = m.accept_bytes(doc.as_bytes()).unwrap_or(false) && m.is_completed();
+        assert_eq!(got, ok, "{doc}");
+        if ok {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(accepted > 20 && refused > 20, "{accepted} accepted, {refused} refused");
+    for (doc, ok) in [
+        (r#"{"id": 1, "kind": 2, "in": {"p": 1, "q": 2, "pq": 3}}"#, true),
+        (r#"{"id": 1, "kind": 2, "in": {"p": 1, "q": 2, "r": 3, "s": 4}}"#, false),
+        (r#"{"id": 1, "kind": 2, "in": {"p": 1, "t": 2, "u": 3, "v": 4}}"#, false),
+        (r#"{"id": 1, "kind": 2, "in": {"q": 1, "p": 2, "q": 3}}"#, false),
+    ] {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let got = m.accept_bytes(doc.as_bytes()).unwrap_or(false) && m.is_completed();
+        assert_eq!(got, ok, "{doc}");
+    }
 }
