@@ -456,6 +456,81 @@ fn regex_string_masks_match_brute_force() {
     assert!(checked > 100);
 }
 
+/// Masks equal the brute force where cover searches meet every multi-byte character of a set at
+/// once (`Explored::characters_to`: the slice and each configuration read all well-formed
+/// characters alike, to one pair; required to happen): regex strings whose `.` reads any
+/// character (unanchored, with `minLength`), beside classes that read only some multi-byte
+/// characters (`[^é]`, `[a-zé中]`, a range ending inside a lead's continuations) and must take
+/// the full exploration; documents with two-, three- and four-byte characters and escapes, a
+/// vocabulary with lone lead and continuation bytes. A class read as whole wrongly accepts a
+/// refused character (checked: the range check of `char_exit` reduced to the edge holding the range's first byte
+/// fails this at `"v"`'s start: `é` accepted).
+#[test]
+fn whole_characters_at_once_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", "minLength": 14},
+        "a": {"type": "string", "pattern": "x.{2,}y", "minLength": 6},
+        "n": {"type": "string", "pattern": "^[^é]*$"},
+        "u": {"type": "string", "pattern": "^[^À-Å]*$"},
+        "v": {"type": "string", "pattern": "^[^é]+[0-9]$"},
+        "c": {"type": "string", "pattern": "^[a-zé中]+.$"},
+        "r": {"type": "string", "pattern": "^[à-ï一-中]*[0-9]$"}}, "required": ["t"]}"#;
+    let g = lax_schema_grammar(schema);
+    let vocab = ascii_vocab(
+        &[
+            "\":",
+            "\": ",
+            "\"}",
+            "\",",
+            "\", \"",
+            "12",
+            "1-",
+            "-0",
+            "ab",
+            "0a",
+            "-a",
+            "\\\"",
+            "\\n",
+            "\\u00",
+            "\u{e9}",
+            "x\u{e9}",
+            "\u{e9}\"",
+            "\u{4e2d}",
+            "\u{4e2d}a",
+            "\u{1f600}",
+            "\u{1f600}\"",
+            "\u{ef}",
+            "\u{f0}",
+            "ff-",
+            "00",
+            "e\"",
+            "\"t",
+            "t\":",
+            "\"n",
+            "\"c",
+            "\"r",
+            "\"a",
+            "\"u",
+            "\"v",
+            "\u{c0}",
+            "\u{c6}",
+        ],
+        &[0xC3, 0xA9, 0xA0, 0xAF, 0xB0, 0xE4, 0xB8, 0xAD, 0xF0, 0x9F, 0x98, 0x80, 0xED, 0xE0, 0xF4, 0x8F, 0xBF],
+    );
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let docs: [&str; 4] = [
+        "{\"t\": \"\u{e9}1-60f6-0123456789\u{1f600}\u{4e2d}\", \"n\": \"a\u{4e2d}\u{1f600}b\"}",
+        "{\"a\": \"x\u{e9}\u{4e2d}\\t\u{1f600}y\", \"c\": \"a\u{e9}\u{4e2d}\u{1f600}\", \"t\": \"1-a-abcdef\u{ef}\u{f0}zz\"}",
+        "{\"r\": \"\u{e0}\u{ef}\u{4e00}\u{4e2d}7\", \"t\": \"\\\"\u{4e2d}9-a-abcdefzz\\n\"}",
+        "{\"t\": \"x\u{10ffff}\u{800}\u{ffff}2-ab-abcdef\", \"n\": \"\u{e8}\u{ea}\", \"u\": \"\u{c6}\u{e9}\", \"v\": \"\u{e8}a1\"}",
+    ];
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let before = grammask_core::slice::characters_met_at_once();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(grammask_core::slice::characters_met_at_once() > before, "no search met the characters at once");
+    assert!(checked > 200, "{checked} masks checked");
+}
+
 /// Masks stay exact when the cover searches' per-state budget is tiny
 /// (`slice::with_cover_budget`), end to end through a compiled grammar: states whose search
 /// gives up take the walk without the slice shortcut (a regex string with `minLength`, a string
@@ -2125,6 +2200,7 @@ fn final_items_calling_a_rule_are_not_spent() {
             assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
         }
     }
+}
 
 /// An open object with many optional keys (an any-order object: one key-set rule per set of keys
 /// seen and entry count, `json_schema/key_sets.rs`), keys that are prefixes of others, two

@@ -47,6 +47,17 @@ pub fn with_cover_budget<R>(pairs: usize, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+thread_local! {
+    static CHARACTERS_AT_ONCE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many times the cover searches on this thread met every multi-byte character of a pair at
+/// once ([`Explored::characters_to`]), for tests.
+#[doc(hidden)]
+pub fn characters_met_at_once() -> usize {
+    CHARACTERS_AT_ONCE.get()
+}
+
 /// Takes one pair from the thread's budget ([`with_cover_budget`]); false when none is left.
 pub fn take_cover_pair() -> bool {
     let left = PAIRS_LEFT.get();
@@ -215,6 +226,61 @@ struct Explored {
     /// there is explored in place of the pair whose character it is, never a pair of its own
     /// (searches start at state 0, and a character's sets belong to the state it began in).
     transient: StateBits,
+    /// Per slice state, where every well-formed multi-byte character leads ([`char_exit`]),
+    /// found on first use: [`NOT_FOUND`] before, [`NO_EXIT`] where some character does not lead
+    /// to one non-transient state alike.
+    slice_char_exit: [u8; SLICE_STATES],
+    /// Per automaton state that reads a byte >= 0x80, the state every well-formed multi-byte
+    /// character leads it to, if it reads exactly those characters alike ([`char_exit`]).
+    char_exits: FastMap<StateId, Option<StateId>>,
+}
+
+/// [`Explored::slice_char_exit`] not found yet, and found to be none (slice states are < 32).
+const NOT_FOUND: u8 = u8::MAX;
+const NO_EXIT: u8 = u8::MAX - 1;
+
+/// The well-formed UTF-8 characters of two to four bytes, as byte ranges (RFC 3629).
+const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
+    &[(0xC2, 0xDF), (0x80, 0xBF)],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+];
+
+/// The state every well-formed multi-byte character leads `s` to, when `s` reads them all alike:
+/// no byte that leads a malformed sequence (0x80-0xC1, 0xF5-0xFF) is read from `s`; along each
+/// shape every byte of a range steps to one state (`target(s, lo, hi)`), which passes `inner` and
+/// reads no byte outside the shape's next range (`reads(s, lo, hi)`: some byte of `lo..=hi` is
+/// read); and all characters end in one state.
+fn char_exit<S: Copy + Eq>(
+    s: S,
+    target: impl Fn(S, u8, u8) -> Option<S>,
+    reads: impl Fn(S, u8, u8) -> bool,
+    inner: impl Fn(S) -> bool,
+) -> Option<S> {
+    if reads(s, 0x80, 0xC1) || reads(s, 0xF5, 0xFF) {
+        return None;
+    }
+    let mut exit = None;
+    for shape in UTF8_SHAPES {
+        let mut at = s;
+        for (k, &(lo, hi)) in shape.iter().enumerate() {
+            // Continuation ranges lie inside 0x80-0xBF: bytes below and above them exist.
+            if k > 0 && (!inner(at) || reads(at, 0, lo - 1) || reads(at, hi + 1, 0xFF)) {
+                return None;
+            }
+            at = target(at, lo, hi)?;
+        }
+        if exit.is_some_and(|e| e != at) {
+            return None;
+        }
+        exit = Some(at);
+    }
+    exit
 }
 
 /// What [`Explored::new`] derives from the slice step alone: the inert bytes and the slice
@@ -342,6 +408,8 @@ impl Explored {
             ends_inside: Vec::new(),
             bad: Vec::new(),
             slice_bounds: bounds,
+            slice_char_exit: [NOT_FOUND; SLICE_STATES],
+            char_exits: HashMap::with_hasher(FastState),
         }
     }
 
@@ -431,6 +499,63 @@ impl Explored {
 
     fn bounds(&mut self, b: u8, step: &impl Fn(u8, u8) -> Body) -> [u64; 4] {
         *self.slice_bounds[usize::from(b)].get_or_insert_with(|| run_bounds(b, step))
+    }
+}
+
+impl Explored {
+    /// The set that every well-formed multi-byte character leads configurations `real` to from
+    /// slice state `b`, and its slice state, when a fresh exploration of those characters would
+    /// meet only that one pair: the slice reads every such character through transient states
+    /// to one non-transient state and reads no byte that leads a malformed one; each
+    /// configuration reads no byte >= 0x80, or reads exactly those characters alike, through
+    /// states that neither end nor call, to one state; and some configuration reads them.
+    /// `Err` when closing that set gives up (as a fresh exploration would).
+    fn characters_to(
+        &mut self,
+        a: &Automata,
+        step: &impl Fn(u8, u8) -> Body,
+        real: &[Config],
+        b: u8,
+        next: &mut Vec<Config>,
+    ) -> Option<Result<u8, ()>> {
+        if self.slice_char_exit[usize::from(b)] == NOT_FOUND {
+            let to = |sb: u8, x: u8| match step(sb, x) {
+                Body::To(nb) => Some(nb),
+                Body::Dead | Body::Walk => None,
+            };
+            let target = |sb: u8, lo: u8, hi: u8| to(sb, lo).filter(|&t| (lo..=hi).all(|x| to(sb, x) == Some(t)));
+            let reads = |sb: u8, lo: u8, hi: u8| (lo..=hi).any(|x| to(sb, x).is_some());
+            let transient = self.transient;
+            let exit =
+                char_exit(b, target, reads, |sb| transient >> sb & 1 == 1).filter(|&nb| transient >> nb & 1 == 0);
+            self.slice_char_exit[usize::from(b)] = exit.unwrap_or(NO_EXIT);
+        }
+        let nb = self.slice_char_exit[usize::from(b)];
+        if nb == NO_EXIT {
+            return None;
+        }
+        next.clear();
+        for &(q, st) in real {
+            if a.byte_edges(q).last().is_none_or(|e| e.hi < 0x80) {
+                continue;
+            }
+            let t = *self.char_exits.entry(q).or_insert_with(|| {
+                let inner = |s: StateId| !a.state(s).is_final && a.rule_edges(s).is_empty();
+                // Edges are sorted and disjoint: one edge holds the whole range, or it is split.
+                let target = |s: StateId, lo: u8, hi: u8| {
+                    a.byte_edges(s).iter().find(|e| e.lo <= lo && lo <= e.hi).filter(|e| hi <= e.hi).map(|e| e.target)
+                };
+                let reads = |s: StateId, lo: u8, hi: u8| a.byte_edges(s).iter().any(|e| e.lo <= hi && lo <= e.hi);
+                char_exit(q, target, reads, inner)
+            });
+            next.push((t?, st));
+        }
+        if next.is_empty() {
+            return None;
+        }
+        next.sort_unstable();
+        next.dedup();
+        Some(self.close(a, next).map(|()| nb).ok_or(()))
     }
 }
 
@@ -705,6 +830,14 @@ fn expand(
             }
         }
     }
+    // Where every multi-byte character leads, when all lead to one pair (then the runs stop at
+    // 0x80, a run bound, and that pair is met once, as a fresh exploration of them would meet
+    // only it, after the ASCII runs).
+    let mut chars = g.spare.pop().unwrap_or_default();
+    let chars_to = ex.characters_to(a, step, real, b, &mut chars);
+    if chars_to.is_some() {
+        bounds[2] |= 1;
+    }
     let mut next = g.spare.pop().unwrap_or_default();
     // The last stepped (unclosed) configurations and the set they closed to.
     let mut last_raw = g.spare.pop().unwrap_or_default();
@@ -713,6 +846,31 @@ fn expand(
     let explored = 'runs: {
         let mut runs = run_starts(bounds).peekable();
         while let Some(x) = runs.next() {
+            if let Some(to) = chars_to.filter(|_| x >= 0x80) {
+                let Ok(nb) = to else { break 'runs Err(None) };
+                CHARACTERS_AT_ONCE.set(CHARACTERS_AT_ONCE.get() + 1);
+                if !g.take() {
+                    break 'runs Err(None);
+                }
+                let nid = ex.intern(&chars);
+                match ex.decided(nid, nb) {
+                    Some(Ok(e)) => {
+                        g.ends[p as usize] |= e.may_end;
+                        g.inside[p as usize] |= e.inside;
+                    }
+                    Some(Err(())) => {
+                        let misread = ex.misreads.get(&(nid, nb)).copied();
+                        break 'runs Err(ex.refute(pid, pb, misread));
+                    }
+                    None => {
+                        let Some(q) = g.pair(nid, nb, 0) else { break 'runs Err(None) };
+                        if g.edges.last() != Some(&(p, q)) {
+                            g.edges.push((p, q));
+                        }
+                    }
+                }
+                break;
+            }
             // Whether the run holds more bytes than `x` (a class of characters).
             let wide = runs.peek().map_or(x < 255, |&y| y > x + 1);
             let class = |c: u8| u64::from(c) | if wide { 0x80 } else { 0 };
@@ -792,7 +950,7 @@ fn expand(
         }
         Ok(())
     };
-    g.spare.extend([next, last_raw]);
+    g.spare.extend([next, last_raw, chars]);
     Ok(explored)
 }
 

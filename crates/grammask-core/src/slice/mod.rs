@@ -33,7 +33,9 @@ pub(crate) use body::body_table;
 pub use body::{body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, Counted, Cover, Level};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
-pub use cover::{take_cover_pair, with_cover_budget, CoverMemo, Misread, MAX_STATE_COVER_PAIRS};
+pub use cover::{
+    characters_met_at_once, take_cover_pair, with_cover_budget, CoverMemo, Misread, MAX_STATE_COVER_PAIRS,
+};
 pub use run_bases::RunBases;
 pub use run_index::{RunIndex, LEAD_LISTS};
 pub use walked::{start_run_cover, walked_cover, FirstChars, StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS};
