@@ -210,7 +210,7 @@ impl TokenSet {
         };
         match self {
             TokenSet::Ids { ids, .. } => {
-                let sampled = ids.iter().filter(|&&t| (t / 32) as usize % SAMPLED_WORD_STRIDE == 0);
+                let sampled = ids.iter().filter(|&&t| ((t / 32) as usize).is_multiple_of(SAMPLED_WORD_STRIDE));
                 let sampled: Vec<u32> = sampled.copied().collect();
                 for word in sampled.chunk_by(|a, b| a / 32 == b / 32) {
                     fold(word[0] as usize / 32, word.iter().fold(0, |w, &t| w | 1 << (t % 32)));
