@@ -1481,6 +1481,8 @@ fn lead_run_nodes_shared_by_vocabulary_equal_plain_walks() {
     let mut lead = 0;
     for _ in 0..3 {
         let vocab = lead_vocab(&mut rng);
+        // The index lives as long as a grammar compiled against it does.
+        let mut compiled = Vec::new();
         for ws in variants {
             let text = format!(
                 "root ::= obj | \"[\" ws (obj (ws \",\" ws obj)*)? ws \"]\"\n\
@@ -1505,6 +1507,7 @@ fn lead_run_nodes_shared_by_vocabulary_equal_plain_walks() {
             if ws.starts_with("[ ]{0,64}") {
                 masks_along_docs_match_brute_force(&cg, &vocab, &[wide.as_bytes()]);
             }
+            compiled.push(cg);
         }
     }
     assert!(lead >= 30, "only {lead} lead kernels");
