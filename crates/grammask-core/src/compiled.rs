@@ -50,6 +50,10 @@ const SMALL_AUTOMATON_STATES: usize = 64;
 /// PERF: a value's trailing whitespace (`[ \n\t\r]{0,64}`, 65 states) walked up to the budget,
 /// ~100 us, in every grammar before the cache answered.
 const EARLY_SHARE_STATES: usize = 72;
+
+/// Unequal kernels kept per [`KernelMask::content_key`] (a key samples the accepted set, so
+/// kernels that differ only in its other words share one).
+const KEY_COLLISIONS: usize = 4;
 /// Kernels composed into one another at most this deep (bounds the recursion through rule starts;
 /// deeper ones are walked).
 const MAX_COMPOSE_DEPTH: usize = 8;
@@ -219,9 +223,10 @@ pub struct CompiledGrammar {
     automata: Automata,
     index: Arc<TokenIndex>,
     kernels: RwLock<FastMap<StateId, Arc<KernelMask>>>,
-    /// One cached kernel per [`KernelMask::content_key`] (the first cached with that key), whose
-    /// `Arc` the kernels equal to it share ([`Self::cache_kernel`]).
-    distinct_kernels: RwLock<FastMap<u64, Arc<KernelMask>>>,
+    /// The distinct cached kernels by [`KernelMask::content_key`] (the first
+    /// [`KEY_COLLISIONS`] cached with that key), whose `Arc` the kernels equal to one share
+    /// ([`Self::cache_kernel`]).
+    distinct_kernels: RwLock<FastMap<u64, Vec<Arc<KernelMask>>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
     nullable: OnceLock<Vec<bool>>,
@@ -688,14 +693,18 @@ impl CompiledGrammar {
     /// Llama 3, and OR-ing them all took ~0.4 ms of every such fill.
     fn cache_kernel(&self, state: StateId, km: Arc<KernelMask>) -> Arc<KernelMask> {
         let key = km.content_key();
-        let equal = read(&self.distinct_kernels).get(&key).filter(|k| ***k == *km).cloned();
-        let km = match equal {
-            Some(k) => k,
-            None => {
-                // A key already taken (by an unequal kernel, or by an equal one since the read)
-                // leaves `km` unshared.
-                write(&self.distinct_kernels).entry(key).or_insert_with(|| km.clone());
-                km
+        let km = {
+            let mut distinct = write(&self.distinct_kernels);
+            let same_key = distinct.entry(key).or_default();
+            match same_key.iter().find(|k| ***k == *km) {
+                Some(k) => k.clone(),
+                None => {
+                    // Past `KEY_COLLISIONS` unequal kernels under one key, `km` stays unshared.
+                    if same_key.len() < KEY_COLLISIONS {
+                        same_key.push(km.clone());
+                    }
+                    km
+                }
             }
         };
         write(&self.kernels).entry(state).or_insert(km).clone()
@@ -860,7 +869,8 @@ impl CompiledGrammar {
         }
         let Some((class, bound)) = lead_run(a, a.callee_start(state, r)) else { return Ok(None) };
         let vocab_size = self.index.vocab.vocab_size();
-        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &class, bound);
+        let nodes = self.index.lead_nodes(&class, bound);
+        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &nodes);
         let Some((own, rows)) = self.with_walk_shortcuts(t, walk)? else { return Ok(None) };
         // Where `t`'s own kernel is walked, it goes on from the rows the run's subtrees interned.
         // PERF: the two walks from `t` stepped the same rows apart (the second ~55% of a new
@@ -965,8 +975,8 @@ impl CompiledGrammar {
             // A run callee is nullable: `t`'s own kernel joins below, as after any empty callee.
             let read = match lead(r) {
                 Some((class, bound)) => {
-                    let walk =
-                        |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &class, bound);
+                    let nodes = self.index.lead_nodes(&class, bound);
+                    let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &nodes);
                     match self.with_walk_shortcuts(t, walk) {
                         Ok(Some((own, _))) => {
                             continuations.push(Arc::new(own));

@@ -57,7 +57,7 @@ pub use fill::{
     fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, interned_suffix_walks, kernel_items, kernels_apply,
     ReadsBody, SuffixMemo,
 };
-pub use lead::{classify_after_lead, lead_run};
+pub use lead::{classify_after_lead, lead_run, LeadNodes};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 pub use row_memo::spent_row_merges;
 use row_memo::*;
@@ -152,12 +152,13 @@ pub struct Beyond {
 }
 
 impl KernelMask {
-    /// A hash of the whole classification: equal kernel masks have equal keys (the suffixes are
-    /// in `suffix_hash`).
+    /// A hash of the classification, with one in [`crate::token_set::SAMPLED_WORD_STRIDE`] words
+    /// of the accepted set: equal kernel masks have equal keys (the suffixes are in
+    /// `suffix_hash`); unequal ones may too, so a key is checked by equality.
     pub fn content_key(&self) -> u64 {
         use std::hash::{BuildHasher, Hasher};
         let mut h = crate::fasthash::FastState.build_hasher();
-        self.accepted.hash_into(&mut h);
+        self.accepted.sample_into(&mut h);
         h.write_u64(self.uncertain.len() as u64);
         for &(t, s) in &self.uncertain {
             h.write_u64(u64::from(t) << 32 | u64::from(s));

@@ -8,8 +8,9 @@
 //! on first use, and the cross-grammar cache of kernel classifications keyed by
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
 use crate::compiler::RuleMemo;
+use crate::follow::ByteSet;
 use crate::limits;
-use crate::mask::{BodyEnds, KernelMask, QuoteEnds};
+use crate::mask::{BodyEnds, KernelMask, LeadNodes, QuoteEnds};
 use crate::slice::{
     BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
 };
@@ -32,6 +33,9 @@ pub struct TokenIndex {
     /// ([`crate::mask::BodyEnds`]), by the kernels' cross-grammar key (at most
     /// [`MAX_BODY_ENDS`]): every grammar with an open object derives its key positions from one.
     body_ends: RwLock<HashMap<u128, Arc<BodyEnds>>>,
+    /// What a lead kernel reads of the trie per run class and bound ([`LeadNodes`]), built on
+    /// first use (at most [`MAX_LEAD_NODES`]; JSON has one, its whitespace).
+    lead_nodes: RwLock<Vec<Arc<LeadNodes>>>,
     /// String-body slice, built with the index.
     body: OnceLock<BodySlice>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
@@ -83,6 +87,9 @@ const MAX_WALKED_BODIES: usize = 32;
 /// Most [`BodyEnds`] per vocabulary (one per string-body automaton and FOLLOW set: MaskBench's
 /// schemas all have the one of `json_char.key_other`).
 const MAX_BODY_ENDS: usize = 8;
+
+/// Run classes with [`LeadNodes`] kept per vocabulary (past them the list starts over).
+const MAX_LEAD_NODES: usize = 8;
 
 /// Most counted class-body slices kept per vocabulary (each: 33 token bitsets, 16 KB each on a
 /// 128k vocabulary, and the frontier nodes where class text leaves the class).
@@ -383,6 +390,25 @@ impl TokenIndex {
         Ok(w.entry(key).or_insert(built).clone())
     }
 
+    /// The [`LeadNodes`] of the run `class{0,bound}`, built on first use.
+    pub(crate) fn lead_nodes(&self, class: &ByteSet, bound: u32) -> Arc<LeadNodes> {
+        let bound = bound.min(self.trie.max_depth);
+        let find = |l: &[Arc<LeadNodes>]| l.iter().find(|n| n.class == *class && n.bound == bound).cloned();
+        if let Some(n) = find(&read(&self.lead_nodes)) {
+            return n;
+        }
+        let built = Arc::new(LeadNodes::new(&self.trie, *class, bound));
+        let mut w = write(&self.lead_nodes);
+        if let Some(n) = find(&w) {
+            return n;
+        }
+        if w.len() >= MAX_LEAD_NODES {
+            w.clear();
+        }
+        w.push(built.clone());
+        built
+    }
+
     pub(crate) fn share_kernel(&self, key: u128, km: &Arc<KernelMask>) {
         let size = km.memory_size();
         let mut w = write(&self.kernels);
@@ -411,6 +437,7 @@ impl TokenIndex {
             kernels,
             kernel_bytes: _, // counted through `kernels`
             body_ends,
+            lead_nodes,
             body,
             class_slices,
             run_indexes,
@@ -451,6 +478,7 @@ impl TokenIndex {
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
             ("body_ends", read(body_ends).values().map(|e| e.memory_size() + entry).sum()),
+            ("lead_nodes", read(lead_nodes).iter().map(|n| n.memory_size() + entry).sum()),
             ("classes_seen", read(classes_seen).len() * entry),
         ]
     }
@@ -490,6 +518,7 @@ impl TokenIndex {
             kernels: RwLock::new(HashMap::new()),
             kernel_bytes: AtomicUsize::new(0),
             body_ends: RwLock::new(HashMap::new()),
+            lead_nodes: RwLock::new(Vec::new()),
             body: OnceLock::new(),
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),

@@ -1539,6 +1539,55 @@ fn lead_run_kernels_equal_plain_walks() {
     assert!(lead >= 30, "only {lead} lead kernels");
 }
 
+/// Grammars of several whitespace runs compiled one after another against one vocabulary take
+/// the run nodes their lead kernels read from the vocabulary's index (`LeadNodes`, by class and
+/// bound), built by the first grammar with that run: every lead kernel equals the plain walk and
+/// masks along documents equal brute force. Fails if one run's nodes serve another (a key that
+/// ignored the bound takes `{0,64}`'s for `{0,40}`; one that ignored the class, `[ ]`'s for
+/// `[ \n\t]`).
+#[test]
+fn lead_run_nodes_shared_by_vocabulary_equal_plain_walks() {
+    let mut rng = Rng(0x3C6E_F372_FE94_F82B);
+    let docs: &[&[u8]] = &[b"{\"a\": 1, \"ab\":2}", b"[ {\"b\" :\"ab\"}, { } ]"];
+    let newlines: &[&[u8]] = &[b"[\n{\"a\":\n1},\n\n{}]"];
+    let wide = format!("{{\"a\":{}1}}", " ".repeat(64));
+    let short: &[&[u8]] = &[b"{   \"a\":   1}", b"[ {\"b\" :  \"ab\"} ]"];
+    let variants = ["[ ]{0,64}", "[ \\n\\t]{0,64}", "[ \\n\\t]{0,40}", "[ ]{0,40}", "[ \\n\\t]{0,100}", "[ ]{0,64}"];
+    let mut lead = 0;
+    for _ in 0..3 {
+        let vocab = lead_vocab(&mut rng);
+        // The index lives as long as a grammar compiled against it does.
+        let mut compiled = Vec::new();
+        for ws in variants {
+            let text = format!(
+                "root ::= obj | \"[\" ws (obj (ws \",\" ws obj)*)? ws \"]\"\n\
+                 obj ::= \"{{\" ws (kv (ws \",\" ws kv)*)? ws \"}}\"\n\
+                 kv ::= \"\\\"\" [ab]+ \"\\\"\" ws \":\" ws (\"1\" | \"2\" | \"\\\"\" [ab]* \"\\\"\" | obj)\n\
+                 ws ::= {ws}"
+            );
+            let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+            let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+            for s in 0..cg.automata().states().len() {
+                let s = grammask_core::compiler::StateId(s as u32);
+                if let Some(km) = cg.lead_kernel(s).unwrap() {
+                    assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                    lead += 1;
+                }
+            }
+            masks_along_docs_match_brute_force(&cg, &vocab, docs);
+            masks_along_docs_match_brute_force(&cg, &vocab, short);
+            if ws.contains('n') {
+                masks_along_docs_match_brute_force(&cg, &vocab, newlines);
+            }
+            if ws.starts_with("[ ]{0,64}") {
+                masks_along_docs_match_brute_force(&cg, &vocab, &[wide.as_bytes()]);
+            }
+            compiled.push(cg);
+        }
+    }
+    assert!(lead >= 30, "only {lead} lead kernels");
+}
+
 /// On Llama 3 (runs of up to 128 spaces, newline and tab runs, ` "`, `\n\n"` tokens), masks at
 /// the whitespace before a key, before `:` and before a value of a JSON Schema object (the
 /// `{0,64}` whitespace rule) equal brute force, with and without whitespace already read.

@@ -63,17 +63,18 @@ const LEAD_MAX_CHAIN: u32 = 1024;
 /// ones in most MaskBench fills between p98 and p99.9.
 ///
 /// With the classification come the walk's interned rows (none if it ran on a plain stack),
-/// for `t`'s own kernel walk to go on from ([`super::offering_rows`]).
+/// for `t`'s own kernel walk to go on from ([`super::offering_rows`]). What the walk reads of the
+/// trie apart from `t` (the run nodes and the nodes one byte past them) is `nodes`, per vocabulary.
 pub fn classify_after_lead(
     a: &Automata,
     trie: &TokenTrie,
     vocab_size: usize,
     t: StateId,
     sc: Shortcuts<'_>,
-    class: &ByteSet,
-    bound: u32,
+    nodes: &LeadNodes,
 ) -> Result<Option<(KernelMask, Option<WalkRows>)>> {
     let mut never = || false;
+    let class = &nodes.class;
     for interned in [true, false] {
         let mut w = KernelWalk::new(a, trie, vocab_size, t, &sc, interned, usize::MAX, &mut never);
         let base = Frame::Rows(w.chart.num_rows());
@@ -81,38 +82,26 @@ pub fn classify_after_lead(
         if frame_ended(a, &w.chart, base) || (0..=255u8).any(|b| class.contains(b) && readable.contains(b)) {
             return Ok(None);
         }
+        for &tok in &nodes.run_tokens {
+            w.accepted.set(tok as usize);
+        }
         let mut done = true;
-        // The run nodes (every byte on their path in `class`, within the bound) in trie order,
-        // with `run` their path; below them, only the children `t` reads are walked.
-        let mut run: Vec<u8> = Vec::new();
-        'roots: for &r in trie.root_children.iter().filter(|&&c| class.contains(trie.nodes[c as usize].byte)) {
-            let (mut i, end) = (r as usize, trie.nodes[r as usize].subtree_end as usize);
-            while i < end {
-                let n = trie.nodes[i];
+        // Below the runs, only the nodes whose byte `t` reads are walked (none is a class byte).
+        'bytes: for b in (0..=255u8).filter(|&b| readable.contains(b)) {
+            for &(i, at) in nodes.exits(b) {
+                let n = trie.nodes[i as usize];
                 let d = n.depth as usize;
-                run.truncate(d - 1);
-                if class.contains(n.byte) && n.depth <= bound {
-                    run.push(n.byte);
-                    for &tok in trie.node_tokens(&n) {
-                        w.accepted.set(tok as usize);
-                    }
-                    i += 1;
-                    continue;
+                // The run's frames are `t`'s row, with no rule end on them.
+                w.frames.clear();
+                w.frames.resize(d - 1, base);
+                w.ends.clear();
+                w.ends.resize(d - 1, false);
+                w.path.clear();
+                w.path.extend_from_slice(&nodes.paths[at as usize..at as usize + d - 1]);
+                if !w.walk(i as usize, n.subtree_end as usize, base)? {
+                    done = false;
+                    break 'bytes;
                 }
-                if !class.contains(n.byte) && readable.contains(n.byte) {
-                    // The run's frames are `t`'s row, with no rule end on them.
-                    w.frames.clear();
-                    w.frames.resize(d - 1, base);
-                    w.ends.clear();
-                    w.ends.resize(d - 1, false);
-                    w.path.clear();
-                    w.path.extend_from_slice(&run);
-                    if !w.walk(i, n.subtree_end as usize, base)? {
-                        done = false;
-                        break 'roots;
-                    }
-                }
-                i = n.subtree_end as usize;
             }
         }
         if done {
@@ -122,4 +111,81 @@ pub fn classify_after_lead(
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")
+}
+
+/// What [`classify_after_lead`] reads of the trie for a run class `C{0,B}` whatever `t` is: the
+/// *run nodes* (every byte on their path in `C`, depth at most `B`) and their tokens, and the
+/// *exits*, the children of a run node whose byte is not in `C`, by that byte (the root's are
+/// `t`'s own kernel's, read with the run empty).
+/// A node of a `C` byte deeper than `B` is neither (the run is refused past the bound).
+///
+/// PERF: each new lead kernel (after `,`, `{`, `:` in JSON) went through every run node of the
+/// trie and every child of one (~75 K instructions on Llama 3, ~270 M of the band driver's
+/// 3.9 G), to walk the few children whose byte `t` reads (`"` after `,`); now built once per
+/// vocabulary and class ([`crate::token_index::TokenIndex::lead_nodes`]).
+#[derive(Debug)]
+pub struct LeadNodes {
+    pub class: ByteSet,
+    /// The bound, at most the longest token (a longer one reads the same).
+    pub bound: u32,
+    /// The tokens of the run nodes.
+    pub run_tokens: Vec<u32>,
+    /// `(exit node, start of its run's bytes in paths)`, by the exit's byte (those of byte `b`
+    /// are `exits[by_byte[b]..by_byte[b + 1]]`), in trie order within a byte; the run's length
+    /// is the exit's depth less one.
+    exits: Vec<(u32, u32)>,
+    by_byte: Vec<u32>,
+    paths: Vec<u8>,
+}
+
+impl LeadNodes {
+    pub fn new(trie: &TokenTrie, class: ByteSet, bound: u32) -> LeadNodes {
+        let bound = bound.min(trie.max_depth);
+        let (mut run_tokens, mut exits, mut paths) = (Vec::new(), Vec::<(u8, u32, u32)>::new(), Vec::new());
+        let mut run: Vec<u8> = Vec::new();
+        // The run whose bytes were last copied to `paths` (its exits share them), by its node.
+        let mut copied = None;
+        let roots = trie.root_children.iter().filter(|&&c| class.contains(trie.nodes[c as usize].byte));
+        for &r in roots {
+            let (mut i, end) = (r as usize, trie.nodes[r as usize].subtree_end as usize);
+            while i < end {
+                let n = trie.nodes[i];
+                run.truncate(n.depth as usize - 1);
+                if class.contains(n.byte) && n.depth <= bound {
+                    run.push(n.byte);
+                    run_tokens.extend_from_slice(trie.node_tokens(&n));
+                    i += 1;
+                    continue;
+                }
+                if !class.contains(n.byte) {
+                    if copied != Some(n.parent) {
+                        copied = Some(n.parent);
+                        paths.extend_from_slice(&run);
+                    }
+                    exits.push((n.byte, i as u32, (paths.len() - run.len()) as u32));
+                }
+                i = n.subtree_end as usize;
+            }
+        }
+        // Stable: trie order within a byte.
+        exits.sort_by_key(|e| e.0);
+        let mut by_byte = vec![0u32; 257];
+        for &(b, _, _) in &exits {
+            by_byte[b as usize + 1] += 1;
+        }
+        for b in 0..256 {
+            by_byte[b + 1] += by_byte[b];
+        }
+        let exits = exits.into_iter().map(|(_, n, at)| (n, at)).collect();
+        LeadNodes { class, bound, run_tokens, exits, by_byte, paths }
+    }
+
+    /// The exits of byte `b`.
+    fn exits(&self, b: u8) -> &[(u32, u32)] {
+        &self.exits[self.by_byte[b as usize] as usize..self.by_byte[b as usize + 1] as usize]
+    }
+
+    pub fn memory_size(&self) -> usize {
+        self.run_tokens.len() * 4 + self.exits.len() * 8 + self.by_byte.len() * 4 + self.paths.len()
+    }
 }
