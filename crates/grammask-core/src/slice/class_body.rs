@@ -323,8 +323,11 @@ pub struct ClassChain {
 /// the way): every end of the callee leads to `t`, which reads no class byte (only walked ones,
 /// `"`), so the class text the callee refuses is refused after it too. The callee's final
 /// boundaries are the rule's ends only while every `t` on the way is final (`open`: the rule
-/// ends where all the callees do). A chain that nests ends in [`ClassLevel::Zero`] only (no exit
-/// inside a callee).
+/// ends where all the callees do). A chain that nests ends in [`ClassLevel::Zero`] or after
+/// `max_chars` levels only (no exit and no loop inside a callee).
+/// PERF: with loops inside callees, an open object's key start (a call of its key loop, which
+/// the body slice serves in ~0.2 ms) took the class slice of its key characters instead, ~2 ms
+/// (MaskBench BFCL_java_67 token 27).
 ///
 /// PERF: a `maxLength` string whose `pattern` ends in `.*` (MaskBench sp_340's `version`,
 /// `^(\d+\.\d+\.\d+.*)$` within 32 characters) is written as nested optional rules
@@ -378,6 +381,11 @@ pub fn class_capacity(
                     ends.push(c + 1);
                 }
                 if t == r {
+                    // A loop inside a callee is left to the body and run shortcuts (an open
+                    // object's key start calls its key loop: the body slice serves it).
+                    if depth > 0 {
+                        return None;
+                    }
                     // A loop: every later boundary is the same state.
                     if is_final(t) && open {
                         ends.extend(c + 2..=max_chars);
