@@ -317,7 +317,7 @@ pub struct ClassChain {
 /// The boundaries at which a level is final (a key pattern `[a-z]{1,500}` may end after any
 /// character) are listed in `ends`, for the caller to check ([`ends_served`]).
 ///
-/// A state that is no level may *nest* the chain: `nested(r)` gives `(start, t)` when `r` reads
+/// A state that is no level, after at least one character, may *nest* the chain: `nested(r)` gives `(start, t)` when `r` reads
 /// only walked bytes and its one rule edge calls the rule starting at `start` into `t`. When the
 /// level of `t` is [`ClassLevel::Zero`], the chain goes on in the callee (no character read on
 /// the way): every end of the callee leads to `t`, which reads no class byte (only walked ones,
@@ -325,6 +325,8 @@ pub struct ClassChain {
 /// boundaries are the rule's ends only while every `t` on the way is final (`open`: the rule
 /// ends where all the callees do). A chain that nests ends in [`ClassLevel::Zero`] or after
 /// `max_chars` levels only (no exit and no loop inside a callee).
+/// Not at the chain's first state: a key start (a call of the key's counted pattern, then `"`)
+/// is served by composing its callee's kernel, as before nesting.
 /// PERF: with loops inside callees, an open object's key start (a call of its key loop, which
 /// the body slice serves in ~0.2 ms) took the class slice of its key characters instead, ~2 ms
 /// (MaskBench BFCL_java_67 token 27).
@@ -357,7 +359,7 @@ pub fn class_capacity(
                 return (depth == 0).then(|| chain(class, c, Some(r), ends, sides)).flatten()
             }
             None => match nested(r) {
-                Some((start, t)) if depth < MAX_NESTED && level(t) == Some(ClassLevel::Zero) => {
+                Some((start, t)) if c > 0 && depth < MAX_NESTED && level(t) == Some(ClassLevel::Zero) => {
                     depth += 1;
                     open &= is_final(t);
                     // A callee that may end at once ends the rule at this boundary too.
