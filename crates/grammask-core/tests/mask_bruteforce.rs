@@ -1008,6 +1008,61 @@ w ::= [a-zA-Z0-9]{1,40}"#;
     assert!(checked >= 2 * 280, "{checked} masks checked");
 }
 
+/// Masks equal the brute force inside `maxLength` strings whose `pattern` ends in `.*` (MaskBench
+/// sp_340's `version`, `^(\d+\.\d+\.\d+.*)$` within 32 characters; a `^v.*$` tag within 12
+/// beside it), which the regex converter writes as a call of the pattern's `.` rule per position
+/// (JSON string characters but `\n`, `\r`, U+2028 and U+2029), a few positions inline and the
+/// rest in nested optional rules (`str.re_30 ::= (str.re_1 str.re_31)?`): their positions take
+/// the class-body slice of `.` through the nested calls (`class_capacity`'s `nested`, required),
+/// on Llama 3 and Qwen 2.5, every byte position, with strings that stop short, fill the bound
+/// exactly (the count left crosses every token length on the way), and hold escapes, `\u`
+/// escapes and non-ASCII text; `\n`, a 33rd character and `1.0.x` are refused. A count off by
+/// one accepts or refuses a token one character too early; a callee's end taken for the rule's
+/// would lose the tokens that close the string.
+#[test]
+fn counted_call_bodies_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {
+        "version": {"type": "string", "maxLength": 32, "pattern": "^(\\d+\\.\\d+\\.\\d+.*)$"},
+        "tag": {"type": "string", "maxLength": 12, "pattern": "^v.*$"}}}"#;
+    let g = lax_schema_grammar(schema);
+    // 32 characters: `1.0.0` and 27 more (an escape counts one).
+    let full = format!("1.0.0-{}", "rc.7+b".chars().cycle().take(26).collect::<String>());
+    let docs = [
+        r#"{"version": "1.0.0"}"#.to_string(),
+        format!(r#"{{"version": "{full}", "tag": "v1.2 final\"x"}}"#),
+        "{\"tag\": \"vé\\u0001\\t ключ\", \"version\": \"10.20.30 \\\\ beta — сборка \\f\"}".to_string(),
+        format!(r#"{{"version": "0.0.0{}"}}"#, " ".repeat(27)),
+    ];
+    let (mut sliced_at, mut checked) = (0, 0);
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        let a = cg.automata();
+        for doc in &docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |m| {
+                sliced_at +=
+                    usize::from(kernel_items(a, m.chart()).iter().any(|it| cg.class_body_capacity(it.state).is_some()));
+            });
+            assert!(m.is_completed(), "{name} {doc:?}");
+        }
+        // 33 characters, a line feed, or no third number, are refused.
+        let bad_lines = [
+            format!(r#"{{"version": "{full}x"#),
+            r#"{"version": "1.0.0\n"#.to_string(),
+            r#"{"version": "1.0.x"#.to_string(),
+        ];
+        for bad in bad_lines {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(!m.accept_bytes(bad.as_bytes()).unwrap_or(false), "{name} {bad}");
+        }
+    }
+    eprintln!("{sliced_at} positions took a class-body slice, {checked} masks checked");
+    assert!(sliced_at >= 2 * 70, "{sliced_at} positions took a class-body slice");
+    assert!(checked >= 2 * 200, "{checked} masks checked");
+}
+
 /// Masks equal the brute force along string patterns the regex converter writes as a call per
 /// character (`re ::= re_1*`, `re_1` a class rule: MaskBench o68280's `mkv` key-value list of
 /// negated classes beside `\s`, and `mkw`'s `[^&]*`), on Llama 3 and Qwen 2.5, every byte

@@ -316,48 +316,95 @@ pub struct ClassChain {
 /// after `[0-9A-Za-z]{8}`): then `exit` is `Some(r)`, for the caller to check ([`exit_reads`]).
 /// The boundaries at which a level is final (a key pattern `[a-z]{1,500}` may end after any
 /// character) are listed in `ends`, for the caller to check ([`ends_served`]).
+///
+/// A state that is no level, after at least one character, may *nest* the chain: `nested(r)` gives `(start, t)` when `r` reads
+/// only walked bytes and its one rule edge calls the rule starting at `start` into `t`. When the
+/// level of `t` is [`ClassLevel::Zero`], the chain goes on in the callee (no character read on
+/// the way): every end of the callee leads to `t`, which reads no class byte (only walked ones,
+/// `"`), so the class text the callee refuses is refused after it too. The callee's final
+/// boundaries are the rule's ends only while every `t` on the way is final (`open`: the rule
+/// ends where all the callees do). A chain that nests ends in [`ClassLevel::Zero`] or after
+/// `max_chars` levels only (no exit and no loop inside a callee).
+/// Not at the chain's first state: a key start (a call of the key's counted pattern, then `"`)
+/// is served by composing its callee's kernel, as before nesting.
+/// PERF: with loops inside callees, an open object's key start (a call of its key loop, which
+/// the body slice serves in ~0.2 ms) took the class slice of its key characters instead, ~2 ms
+/// (MaskBench BFCL_java_67 token 27).
+///
+/// PERF: a `maxLength` string whose `pattern` ends in `.*` (MaskBench sp_340's `version`,
+/// `^(\d+\.\d+\.\d+.*)$` within 32 characters) is written as nested optional rules
+/// (`str.re_30 ::= (str.re_1 str.re_31)?`, each a call of the `.` rule and of the next); its
+/// chain stopped at the first nested call, an exit that reads nothing, and each position after
+/// the numbers walked the trie (5.5-10 ms on Llama 3).
 pub fn class_capacity(
     s: StateId,
     max_chars: u32,
     mut level: impl FnMut(StateId) -> Option<ClassLevel>,
     is_final: impl Fn(StateId) -> bool,
+    nested: impl Fn(StateId) -> Option<(StateId, StateId)>,
 ) -> Option<ClassChain> {
     let mut class = None;
     let (mut ends, mut sides) = (Vec::new(), Vec::new());
+    // Callees the chain went into, and whether their ends are the rule's (every `t` final).
+    let (mut depth, mut open) = (0usize, true);
     let chain = |class: Option<u32>, chars, exit, ends, sides| {
         class.map(|class| ClassChain { class, chars, exit, ends, sides })
     };
     let mut r = s;
-    for c in 0..max_chars {
+    let mut c = 0;
+    while c < max_chars {
         match level(r) {
             Some(ClassLevel::Zero) => return chain(class, c, None, ends, sides),
             Some(ClassLevel::Next(_, k, _)) if class.is_some_and(|k0| k0 != k) => {
-                return chain(class, c, Some(r), ends, sides)
+                return (depth == 0).then(|| chain(class, c, Some(r), ends, sides)).flatten()
             }
-            None => return chain(class, c, Some(r), ends, sides),
+            None => match nested(r) {
+                Some((start, t)) if c > 0 && depth < MAX_NESTED && level(t) == Some(ClassLevel::Zero) => {
+                    depth += 1;
+                    open &= is_final(t);
+                    // A callee that may end at once ends the rule at this boundary too.
+                    if open && c > 0 && is_final(start) && ends.last() != Some(&c) {
+                        ends.push(c);
+                    }
+                    r = start;
+                }
+                _ => return (depth == 0).then(|| chain(class, c, Some(r), ends, sides)).flatten(),
+            },
             // A loop with side bytes is left to the run indexes and class slices, as before them.
-            Some(ClassLevel::Next(t, _, side)) if t == r && side != 0 => return chain(class, c, Some(r), ends, sides),
+            Some(ClassLevel::Next(t, _, side)) if t == r && side != 0 => {
+                return (depth == 0).then(|| chain(class, c, Some(r), ends, sides)).flatten()
+            }
             Some(ClassLevel::Next(t, k, side)) => {
                 class = Some(k);
                 if side != 0 {
                     sides.push((c, side));
                 }
-                if is_final(t) {
+                if is_final(t) && open {
                     ends.push(c + 1);
                 }
                 if t == r {
+                    // A loop inside a callee is left to the body and run shortcuts (an open
+                    // object's key start calls its key loop: the body slice serves it).
+                    if depth > 0 {
+                        return None;
+                    }
                     // A loop: every later boundary is the same state.
-                    if is_final(t) {
+                    if is_final(t) && open {
                         ends.extend(c + 2..=max_chars);
                     }
                     break;
                 }
                 r = t;
+                c += 1;
             }
         }
     }
     chain(class, max_chars, None, ends, sides)
 }
+
+/// Most callees one class chain goes into ([`class_capacity`]): a `.{0,n}` tail is nested about
+/// one rule per three characters.
+const MAX_NESTED: usize = 64;
 
 /// Whether a chain of class `form` whose rule may end at some boundaries is one a class-body slice
 /// serves, with `follow` the rule's FOLLOW set: no byte of `follow` begins a class character. Then
@@ -542,7 +589,16 @@ impl ClassBodies {
             inner.levels.insert(r, l);
             l
         };
-        let chain = class_capacity(s, max_chars, level, |r| a.state(r).is_final)?;
+        let (table, _) = body_table();
+        let nested = |r: StateId| match *a.rule_edges(r) {
+            [(callee, t)]
+                if a.byte_edges(r).iter().all(|e| (e.lo..=e.hi).all(|x| table[0][usize::from(x)] == Body::Walk)) =>
+            {
+                Some((a.callee_start(r, callee), t))
+            }
+            _ => None,
+        };
+        let chain = class_capacity(s, max_chars, level, |r| a.state(r).is_final, nested)?;
         let form = &inner.forms[chain.class as usize].0;
         let ends = chain.ends.is_empty() || ends_served(form, follow);
         if chain.exit.is_some_and(|r| !exit_reads(a, r, form)) || !ends {
