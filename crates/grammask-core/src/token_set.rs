@@ -176,24 +176,8 @@ impl TokenSet {
     }
 
     /// Feeds the set to `h`: equal sets feed equal words, however each is stored.
-    ///
-    /// PERF: the bitset words are folded by a position-weighted sum and an XOR (one vectorized
-    /// pass over a bitset, ~a tenth of hashing each word); ids fold only their non-zero words.
     pub fn hash_into(&self, h: &mut impl std::hash::Hasher) {
-        let (mut sum, mut xor) = (0u32, 0u32);
-        let mut fold = |i: usize, w: u32| {
-            sum = sum.wrapping_add(w.wrapping_mul(i as u32 | 1));
-            xor ^= w;
-        };
-        match self {
-            TokenSet::Ids { ids, .. } => {
-                for word in ids.chunk_by(|a, b| a / 32 == b / 32) {
-                    fold(word[0] as usize / 32, word.iter().fold(0, |w, &t| w | 1 << (t % 32)));
-                }
-            }
-            TokenSet::Bits(b) => b.words().iter().enumerate().for_each(|(i, &w)| fold(i, w)),
-        }
-        h.write_u64(u64::from(sum) << 32 | u64::from(xor));
+        self.fold_words(1, h);
     }
 
     /// Feeds every [`SAMPLED_WORD_STRIDE`]th word of the set to `h` (words `i` with
@@ -203,6 +187,14 @@ impl TokenSet {
     /// PERF: [`crate::mask::KernelMask::content_key`] folded all of a bitset's words (~10 K
     /// instructions on Llama 3, ~190 M of the band driver's 3.9 G over 17.9 K new kernels).
     pub fn sample_into(&self, h: &mut impl std::hash::Hasher) {
+        self.fold_words(SAMPLED_WORD_STRIDE, h);
+    }
+
+    /// Feeds the words `i` with `i % stride == 0` to `h`, as one fold of both forms alike.
+    ///
+    /// PERF: the words are folded by a position-weighted sum and an XOR (one vectorized pass
+    /// over a bitset, ~a tenth of hashing each word); ids fold only their non-zero words.
+    fn fold_words(&self, stride: usize, h: &mut impl std::hash::Hasher) {
         let (mut sum, mut xor) = (0u32, 0u32);
         let mut fold = |i: usize, w: u32| {
             sum = sum.wrapping_add(w.wrapping_mul(i as u32 | 1));
@@ -210,16 +202,14 @@ impl TokenSet {
         };
         match self {
             TokenSet::Ids { ids, .. } => {
-                let sampled = ids.iter().filter(|&&t| ((t / 32) as usize).is_multiple_of(SAMPLED_WORD_STRIDE));
-                let sampled: Vec<u32> = sampled.copied().collect();
-                for word in sampled.chunk_by(|a, b| a / 32 == b / 32) {
-                    fold(word[0] as usize / 32, word.iter().fold(0, |w, &t| w | 1 << (t % 32)));
+                for word in ids.chunk_by(|a, b| a / 32 == b / 32) {
+                    let i = word[0] as usize / 32;
+                    if i.is_multiple_of(stride) {
+                        fold(i, word.iter().fold(0, |w, &t| w | 1 << (t % 32)));
+                    }
                 }
             }
-            TokenSet::Bits(b) => {
-                let words = b.words().iter().step_by(SAMPLED_WORD_STRIDE);
-                words.enumerate().for_each(|(i, &w)| fold(i * SAMPLED_WORD_STRIDE, w));
-            }
+            TokenSet::Bits(b) => b.words().iter().enumerate().step_by(stride).for_each(|(i, &w)| fold(i, w)),
         }
         h.write_u64(u64::from(sum) << 32 | u64::from(xor));
     }
