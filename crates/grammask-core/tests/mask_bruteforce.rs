@@ -1560,6 +1560,32 @@ fn lead_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
 /// `{0,64}` (with tokens of 64 and 65 spaces, alone or before `"` or `1`), `{0,100}` and one byte
 /// class, in objects, arrays and after keys (smaller whitespace rules are inlined: no call).
 /// Fails if a run one past the bound is accepted, or if the run's frames count as rule ends.
+/// Objects and arrays of `[ab]+` keys with the whitespace rule `ws ::= WS` between every token
+/// (the lead-run tests' grammar): its text and grammar.
+fn lead_grammar(ws: &str) -> (String, grammask_core::grammar::Grammar) {
+    let text = format!(
+        "root ::= obj | \"[\" ws (obj (ws \",\" ws obj)*)? ws \"]\"\n\
+         obj ::= \"{{\" ws (kv (ws \",\" ws kv)*)? ws \"}}\"\n\
+         kv ::= \"\\\"\" [ab]+ \"\\\"\" ws \":\" ws (\"1\" | \"2\" | \"\\\"\" [ab]* \"\\\"\" | obj)\n\
+         ws ::= {ws}"
+    );
+    let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+    (text, g)
+}
+
+/// Checks every lead kernel of `cg` (grammar `text`) against the plain walk; returns how many.
+fn lead_kernels_equal_plain_walks(cg: &CompiledGrammar, text: &str) -> usize {
+    let mut lead = 0;
+    for s in 0..cg.automata().states().len() {
+        let s = grammask_core::compiler::StateId(s as u32);
+        if let Some(km) = cg.lead_kernel(s).unwrap() {
+            assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+            lead += 1;
+        }
+    }
+    lead
+}
+
 #[test]
 fn lead_run_kernels_equal_plain_walks() {
     let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
@@ -1570,23 +1596,11 @@ fn lead_run_kernels_equal_plain_walks() {
     let wide: &[&[u8]] = &[wide.as_bytes()];
     let variants = [("[ \\n\\t]{0,64}", newlines), ("[ \\n\\t]{0,100}", newlines), ("[ ]{0,64}", wide)];
     for (ws, more) in variants {
-        let text = format!(
-            "root ::= obj | \"[\" ws (obj (ws \",\" ws obj)*)? ws \"]\"\n\
-             obj ::= \"{{\" ws (kv (ws \",\" ws kv)*)? ws \"}}\"\n\
-             kv ::= \"\\\"\" [ab]+ \"\\\"\" ws \":\" ws (\"1\" | \"2\" | \"\\\"\" [ab]* \"\\\"\" | obj)\n\
-             ws ::= {ws}"
-        );
-        let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+        let (text, g) = lead_grammar(ws);
         for _ in 0..6 {
             let vocab = lead_vocab(&mut rng);
             let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-            for s in 0..cg.automata().states().len() {
-                let s = grammask_core::compiler::StateId(s as u32);
-                if let Some(km) = cg.lead_kernel(s).unwrap() {
-                    assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
-                    lead += 1;
-                }
-            }
+            lead += lead_kernels_equal_plain_walks(&cg, &text);
             masks_along_docs_match_brute_force(&cg, &vocab, docs);
             masks_along_docs_match_brute_force(&cg, &vocab, more);
         }
@@ -1614,21 +1628,9 @@ fn lead_run_nodes_shared_by_vocabulary_equal_plain_walks() {
         // The index lives as long as a grammar compiled against it does.
         let mut compiled = Vec::new();
         for ws in variants {
-            let text = format!(
-                "root ::= obj | \"[\" ws (obj (ws \",\" ws obj)*)? ws \"]\"\n\
-                 obj ::= \"{{\" ws (kv (ws \",\" ws kv)*)? ws \"}}\"\n\
-                 kv ::= \"\\\"\" [ab]+ \"\\\"\" ws \":\" ws (\"1\" | \"2\" | \"\\\"\" [ab]* \"\\\"\" | obj)\n\
-                 ws ::= {ws}"
-            );
-            let g = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+            let (text, g) = lead_grammar(ws);
             let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-            for s in 0..cg.automata().states().len() {
-                let s = grammask_core::compiler::StateId(s as u32);
-                if let Some(km) = cg.lead_kernel(s).unwrap() {
-                    assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
-                    lead += 1;
-                }
-            }
+            lead += lead_kernels_equal_plain_walks(&cg, &text);
             masks_along_docs_match_brute_force(&cg, &vocab, docs);
             masks_along_docs_match_brute_force(&cg, &vocab, short);
             if ws.contains('n') {
