@@ -573,7 +573,7 @@ impl CoverMemo {
     }
 
     /// Heap bytes of the kept verdicts (each set once, shared by the list and the interner),
-    /// their misreads and the walked-cover answers.
+    /// their misreads, the states' character exits and the walked-cover answers.
     pub fn memory_size(&self) -> usize {
         // One lock at a time (`walked_cover` never holds both either).
         let walked = self.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len() * 48;
@@ -584,6 +584,7 @@ impl CoverMemo {
                 + e.sets.len() * 74
                 + e.stacks.cells.len() * 24
                 + e.misreads.len() * 16
+                + e.char_exits.len() * 16
         };
         slices.values().map(size).sum::<usize>() + walked
     }
@@ -853,21 +854,8 @@ fn expand(
                     break 'runs Err(None);
                 }
                 let nid = ex.intern(&chars);
-                match ex.decided(nid, nb) {
-                    Some(Ok(e)) => {
-                        g.ends[p as usize] |= e.may_end;
-                        g.inside[p as usize] |= e.inside;
-                    }
-                    Some(Err(())) => {
-                        let misread = ex.misreads.get(&(nid, nb)).copied();
-                        break 'runs Err(ex.refute(pid, pb, misread));
-                    }
-                    None => {
-                        let Some(q) = g.pair(nid, nb, 0) else { break 'runs Err(None) };
-                        if g.edges.last() != Some(&(p, q)) {
-                            g.edges.push((p, q));
-                        }
-                    }
+                if let Err(misread) = meet(ex, g, p, nid, nb, 0) {
+                    break 'runs Err(misread);
                 }
                 break;
             }
@@ -915,31 +903,17 @@ fn expand(
                             nid
                         }
                     };
-                    match ex.decided(nid, nb) {
-                        Some(Ok(e)) => {
-                            g.ends[p as usize] |= e.may_end;
-                            g.inside[p as usize] |= e.inside;
+                    let seen = if boundary(nb) && x < 0x80 { (hist << 8 | class(x)) & HISTORY_CHARS } else { 0 };
+                    match meet(ex, g, p, nid, nb, seen) {
+                        Err(misread) => break 'runs Err(misread),
+                        // A pair this one found on another run: its last character is one of a
+                        // class.
+                        Ok(Some(Met { q, found: true }))
+                            if q as usize >= first_new && g.hist[q as usize] & 0x7F != 0 =>
+                        {
+                            g.hist[q as usize] |= 0x80;
                         }
-                        // A pair that reaches a refuting pair refutes the cover too.
-                        Some(Err(())) => {
-                            let misread = ex.misreads.get(&(nid, nb)).copied();
-                            break 'runs Err(ex.refute(pid, pb, misread));
-                        }
-                        None => {
-                            let seen =
-                                if boundary(nb) && x < 0x80 { (hist << 8 | class(x)) & HISTORY_CHARS } else { 0 };
-                            let known = g.pairs.len();
-                            let Some(q) = g.pair(nid, nb, seen) else { break 'runs Err(None) };
-                            // A pair this one found on another run: its last character is one
-                            // of a class.
-                            if g.pairs.len() == known && q as usize >= first_new && g.hist[q as usize] & 0x7F != 0 {
-                                g.hist[q as usize] |= 0x80;
-                            }
-                            // Runs of one pair often lead to the same pair: one edge is enough.
-                            if g.edges.last() != Some(&(p, q)) {
-                                g.edges.push((p, q));
-                            }
-                        }
+                        Ok(_) => {}
                     }
                 }
                 Body::Dead if !next.is_empty() => {
@@ -952,6 +926,39 @@ fn expand(
     };
     g.spare.extend([next, last_raw, chars]);
     Ok(explored)
+}
+
+/// An undecided successor pair met by [`meet`]: its index, and whether it was there before.
+struct Met {
+    q: u32,
+    found: bool,
+}
+
+/// Meets `(nid, nb)`, a successor of pair `p`: a decided one adds its ends to `p`'s, a refuting
+/// one refutes `p` too (the `Err`, the break value of [`expand`]'s runs), an undecided one is
+/// found or added (with `seen` as its history) and gets an edge from `p`.
+fn meet(ex: &mut Explored, g: &mut Graph, p: u32, nid: u32, nb: u8, seen: u64) -> Result<Option<Met>, Option<Misread>> {
+    match ex.decided(nid, nb) {
+        Some(Ok(e)) => {
+            g.ends[p as usize] |= e.may_end;
+            g.inside[p as usize] |= e.inside;
+            Ok(None)
+        }
+        Some(Err(())) => {
+            let (pid, pb) = g.pairs[p as usize];
+            let misread = ex.misreads.get(&(nid, nb)).copied();
+            Err(ex.refute(pid, pb, misread))
+        }
+        None => {
+            let known = g.pairs.len();
+            let q = g.pair(nid, nb, seen).ok_or(None)?;
+            // Runs of one pair often lead to the same pair: one edge is enough.
+            if g.edges.last() != Some(&(p, q)) {
+                g.edges.push((p, q));
+            }
+            Ok(Some(Met { q, found: g.pairs.len() == known }))
+        }
+    }
 }
 
 /// The sources of `edges` (among `n` pairs) grouped by target: those of target `q` are
