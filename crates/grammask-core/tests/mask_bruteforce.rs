@@ -1740,8 +1740,8 @@ fn sibling_grammar() -> (grammask_core::grammar::Grammar, [&'static [u8]; 4]) {
 /// holding `gamma"` is `"gamma":` (or, last, `"gamma"`), placed after a token of `k` bytes so
 /// its quotes fall at every offset of an 8-byte chunk and in the bytes after the last chunk.
 /// A quote missed there drops the `gamma` edge, and the `gamma` position then shares another
-/// key's classification (wrong masks at `{"alpha": 1,"`, as in
-/// [`sibling_kernel_masks_match_brute_force`]).
+/// key's classification: with the bytes after the last chunk left unscanned, `"gamma"` (last)
+/// is allowed again after `{"alpha": 1,"beta": 2,"gamma":3,` (checked).
 #[test]
 fn sibling_edges_see_quotes_at_every_offset_match_brute_force() {
     let (g, docs) = sibling_grammar();
