@@ -246,6 +246,13 @@ impl Vocabulary {
         self.encoded.get(id as usize).map_or(&[], Vec::as_slice)
     }
 
+    /// The decoded bytes of every id below `vocab_size`, back to back, and their offsets: id `i`'s
+    /// bytes are `bytes[offsets[i]..offsets[i + 1]]` (`offsets.len() == vocab_size + 1`).
+    #[must_use]
+    pub(crate) fn decoded_buffer(&self) -> (&[u8], &[usize]) {
+        (&self.bytes[..self.offsets[self.vocab_size]], &self.offsets)
+    }
+
     /// Decoded bytes of a token (what the model means); empty for padding ids and ids out of range.
     #[must_use]
     pub fn token_bytes(&self, id: u32) -> &[u8] {

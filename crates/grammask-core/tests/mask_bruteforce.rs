@@ -1692,7 +1692,24 @@ fn lead_run_masks_match_brute_force_on_llama3() {
 /// to another. Fails as well if nothing is shared (the `siblings` count).
 #[test]
 fn sibling_kernel_masks_match_brute_force() {
-    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let (g, docs) = sibling_grammar();
+    let small = ascii_vocab(
+        &["\"gamma\":", "\"gamma", "ma\"", "\"o", "\"t", "\"s", "\"x", "\"p", "\"a", "\"g", ", \"", "\":", "id\""],
+        &[],
+    );
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
+    assert_eq!(checked, docs[0].len() + docs[1].len() + 2);
+    assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
+}
+
+/// The open object of [`sibling_kernel_masks_match_brute_force`] and its documents.
+fn sibling_grammar() -> (grammask_core::grammar::Grammar, [&'static [u8]; 4]) {
     let integers = |keys: &[String]| -> String {
         keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect::<Vec<_>>().join(", ")
     };
@@ -1709,26 +1726,46 @@ fn sibling_kernel_masks_match_brute_force() {
     // Many keys: the excluded-key trie's deeper nodes keep rules of their own.
     outer.extend((0..20).map(|i| format!("filler_key_number_{i:02}")));
     let schema = format!("{{\"type\": \"object\", \"properties\": {{{}, \"inner\": {inner}}}}}", integers(&outer));
-    let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
     let docs: [&[u8]; 4] = [
         br#"{"alpha": 1,"beta": 2,"gamma":3,"xx": 4,"delta": 5, "inner": {"one": 1,"x1a2bgh": 2,"six": 2}}"#,
         br#"{"alpha": 1,"gamma": 3,"epsilon": 5,"zeta":6,"bet": 7}"#,
         br#"{"beta": 1, "bet": 2,"id": 3,"idx":4,"name": 5,"inner": {"two": 2,"p5": 1}}"#,
         br#"{"type": 1,"ty": 2,"inner":{"one":1,"two":2,"x12abqrs":5,"six":3,"p12":4}}"#,
     ];
-    let small = ascii_vocab(
-        &["\"gamma\":", "\"gamma", "ma\"", "\"o", "\"t", "\"s", "\"x", "\"p", "\"a", "\"g", ", \"", "\":", "id\""],
-        &[],
-    );
-    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
-    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
-    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
-    assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
-    let Some(vocab) = llama3_vocab() else { return };
-    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs[..2]);
-    assert_eq!(checked, docs[0].len() + docs[1].len() + 2);
-    assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
+    (lax_schema_grammar(&schema), docs)
+}
+
+/// The vocabulary's `"` occurrences (`QuoteEnds`, found eight bytes at a time in the
+/// vocabulary's bytes back to back) decide which sibling edges are dropped: the only token
+/// holding `gamma"` is `"gamma":` (or, last, `"gamma"`), placed after a token of `k` bytes so
+/// its quotes fall at every offset of an 8-byte chunk and in the bytes after the last chunk.
+/// A quote missed there drops the `gamma` edge, and the `gamma` position then shares another
+/// key's classification: with the bytes after the last chunk left unscanned, `"gamma"` (last)
+/// is allowed again after `{"alpha": 1,"beta": 2,"gamma":3,` (checked).
+#[test]
+fn sibling_edges_see_quotes_at_every_offset_match_brute_force() {
+    let (g, docs) = sibling_grammar();
+    for k in 0..8 {
+        let pad = "q".repeat(k);
+        for key_last in [false, true] {
+            let mut toks: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+            toks.push(b"</s>".to_vec());
+            toks.extend(["ma\"", "\"a", "\"g", "\":", ", \""].map(|t| t.as_bytes().to_vec()));
+            if !pad.is_empty() {
+                toks.push(pad.as_bytes().to_vec());
+            }
+            toks.push(if key_last { b"\"gamma\"".to_vec() } else { b"\"gamma\":".to_vec() });
+            if !key_last {
+                toks.push(b"\"o".to_vec());
+            }
+            let opts = VocabularyOptions { stop_token_ids: Some(vec![95]), ..Default::default() };
+            let small = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+            let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+            let checked = masks_along_docs_match_brute_force(&cg, &small, &docs[..2]);
+            assert_eq!(checked, docs[0].len() + docs[1].len() + 2);
+            assert!(cg.kernel_stats().siblings >= 10, "{:?}", cg.kernel_stats());
+        }
+    }
 }
 
 /// Sibling kernels whose dropped keys share a prefix (`mask/sibling.rs`, `literal_tree`): an open
