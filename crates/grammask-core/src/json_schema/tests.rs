@@ -654,7 +654,7 @@ const FIXED_RULE_SCHEMAS: [&str; 6] = [
     r#"{"type":"array","items":{"type":"integer"},"minItems":1}"#,
     r#"{"type":"object","properties":{"s":{"type":"string","maxLength":8},"n":{"type":"number","minimum":0},"i":{"type":"integer","maximum":99}},"required":["s"]}"#,
     r#"{"type":"string"}"#,
-    r#"{}"#,
+    "{}",
 ];
 
 /// Asserts that `json_schema_to_grammar` makes, rule by rule (by name), the expression trees
@@ -704,7 +704,7 @@ fn fixed_rules_as_ir_equal_the_parsed_text() {
         for (k, f) in KEY_SET_LAYOUTS.iter().enumerate() {
             for spelling in [Spelling::Canonical, Spelling::Any] {
                 for strict_mode in [true, false] {
-                    let mut o = JsonSchemaOptions { spelling, strict_mode, ..JsonSchemaOptions::default() };
+                    let mut o = JsonSchemaOptions { strict_mode, spelling, ..JsonSchemaOptions::default() };
                     f(&mut o);
                     assert_ir_equals_parsed_text(
                         s,
