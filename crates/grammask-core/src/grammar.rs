@@ -187,6 +187,11 @@ impl GrammarBuilder {
         id
     }
 
+    /// Names of the declared rules without a body, in no particular order.
+    pub(crate) fn undefined_names(&self) -> Vec<String> {
+        self.names.iter().filter(|&(_, id)| self.rules[id.index()].is_none()).map(|(n, _)| n.clone()).collect()
+    }
+
     pub fn has_rule(&self, name: &str) -> bool {
         self.names.contains_key(name)
     }

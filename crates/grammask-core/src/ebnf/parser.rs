@@ -142,14 +142,16 @@ impl<'a> Parser<'a> {
     }
 
     pub fn parse(self, root: &str) -> Result<Grammar> {
-        self.parse_with(root, |_| Ok(Vec::new()))
+        self.parse_with(root, 0, |_| Ok(Vec::new()))
     }
 
     /// [`Self::parse`], with `extra` defining rules in the builder after the text's (they may
-    /// be referenced by the text): it returns the ids of the rules it defined.
+    /// be referenced by the text): it returns the ids of the rules it defined. `extra_bytes`: about
+    /// the text those rules would take (reserved for like the text's).
     pub fn parse_with(
         mut self,
         root: &str,
+        extra_bytes: usize,
         extra: impl FnOnce(&mut GrammarBuilder) -> Result<Vec<RuleId>>,
     ) -> Result<Grammar> {
         if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
@@ -159,7 +161,7 @@ impl<'a> Parser<'a> {
         // reserving the arena and the name tables up front saves copying and rehashing them as
         // they grow (capped, so that a long text of comments cannot reserve much). `finish` gives
         // the arena's spare room back.
-        let exprs = (self.cur.text.len() / 4).min(EXPR_RESERVE_CAP);
+        let exprs = (self.cur.text.len().saturating_add(extra_bytes) / 4).min(EXPR_RESERVE_CAP);
         let rules = exprs / 16;
         self.b.reserve(exprs, rules);
         self.depth.reserve(exprs);

@@ -396,10 +396,10 @@ impl<'a> Conv<'a> {
         } else {
             self.e.define("root", &root)?;
         }
-        self.e.define("json_char", jstr::char_body(self.opts.spelling))?;
+        self.e.define_fixed("json_char", jstr::char_body(self.opts.spelling))?;
         if self.opts.spelling == Spelling::Canonical {
-            self.e.define(numeric::INTEGER_RULE, crate::spelling::INT_CANONICAL)?;
-            self.e.define(numeric::NUMBER_RULE, crate::spelling::NUMBER_CANONICAL)?;
+            self.e.define_fixed(numeric::INTEGER_RULE, crate::spelling::INT_CANONICAL)?;
+            self.e.define_fixed(numeric::NUMBER_RULE, crate::spelling::NUMBER_CANONICAL)?;
         }
         Ok(self.e.into_parts())
     }

@@ -48,6 +48,9 @@ pub struct Ebnf {
     pub direct_tries: bool,
     /// Key tries kept out of the text (`super::jstr::build_tries`) when `direct_tries`.
     pub key_tries: Vec<super::jstr::KeyTrie>,
+    /// Rules of fixed text kept out of the text (`super::fixed_rules`) when `direct_tries`:
+    /// (name, body).
+    pub fixed: Vec<(&'static str, &'static str)>,
     /// Bytes their text would have taken: counted against [`MAX_OUTPUT_BYTES`] as if written,
     /// so that both outputs fail alike.
     deferred: usize,
@@ -65,6 +68,9 @@ pub struct ExcludedNames {
 pub struct Apart {
     pub key_sets: Vec<super::key_sets::KeySetObject>,
     pub key_tries: Vec<super::jstr::KeyTrie>,
+    pub fixed: Vec<(&'static str, &'static str)>,
+    /// Bytes the text of these rules would have taken.
+    pub bytes: usize,
 }
 
 /// Where a rule's body and its name lie in [`Ebnf`]'s text.
@@ -110,6 +116,26 @@ impl Ebnf {
         if self.reserved.insert(name.to_string()) {
             self.write(name, body)?;
         }
+        Ok(())
+    }
+
+    /// [`Self::define_once`] with a body of fixed text ([`Self::define_fixed`]).
+    pub fn define_once_fixed(&mut self, name: &'static str, body: &'static str) -> Result<()> {
+        if self.reserved.insert(name.to_string()) {
+            self.define_fixed(name, body)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `name ::= body` for a reserved `name` and a body of fixed text (the shared
+    /// character, number and key-deviation rules); with `direct_tries`, counts it and keeps it
+    /// apart ([`Self::fixed`]), to be defined from a parse of that text kept for the process.
+    pub fn define_fixed(&mut self, name: &'static str, body: &'static str) -> Result<()> {
+        if !self.direct_tries {
+            return self.write(name, body);
+        }
+        self.defer(name.len(), body.len())?;
+        self.fixed.push((name, body));
         Ok(())
     }
 
@@ -198,7 +224,8 @@ impl Ebnf {
     /// The text, the rules that match every string body but some words, and the rule of every
     /// string body (see the fields).
     pub fn into_parts(self) -> (String, ExcludedNames, Apart) {
-        let apart = Apart { key_sets: self.key_sets, key_tries: self.key_tries };
+        let apart =
+            Apart { key_sets: self.key_sets, key_tries: self.key_tries, fixed: self.fixed, bytes: self.deferred };
         (self.text, ExcludedNames { any: self.any_body, rules: self.excluded }, apart)
     }
 }

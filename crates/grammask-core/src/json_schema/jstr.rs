@@ -212,9 +212,9 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
         nodes[n].1 = true;
     }
     let base = e.fresh("key_not_in");
-    e.define_once(KEY_OTHER_RULE, "json_char*")?;
-    e.define_once(KEY_ESCAPE_RULE, &format!("({CANONICAL_ESCAPE_TAIL}) json_char*"))?;
-    e.define_once(KEY_NON_ASCII_RULE, "[\\u0080-\\U0010FFFF] json_char*")?;
+    e.define_once_fixed(KEY_OTHER_RULE, "json_char*")?;
+    e.define_once_fixed(KEY_ESCAPE_RULE, KEY_ESCAPE_BODY)?;
+    e.define_once_fixed(KEY_NON_ASCII_RULE, "[\\u0080-\\U0010FFFF] json_char*")?;
     let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
     // Each node's rule matches every string body but the rests of the keys through it.
     let mut words: Vec<Vec<Box<[u8]>>> = vec![Vec::new(); nodes.len()];
@@ -397,11 +397,17 @@ pub(crate) fn build_tries(tries: &[KeyTrie], b: &mut GrammarBuilder) -> Result<V
 /// What follows the backslash of a canonical escape: the escape alternatives of
 /// [`spelling::CHAR_CANONICAL_BODY`] without their backslash, factored by prefix (same language,
 /// checked by a test).
-const CANONICAL_ESCAPE_TAIL: &str = concat!(
-    "[\"\\\\bfnrt] | \"u\" (\"0\" (\"0\" (\"0\" [0-7bBeEfF] | \"1\" [0-9a-fA-F] | \"7\" [fF]",
-    " | [89a-fA-F] [0-9a-fA-F]) | [1-9a-fA-F] [0-9a-fA-F]{2}) | [1-9a-cA-CeEfF] [0-9a-fA-F]{3}",
-    " | [dD] ([0-7] [0-9a-fA-F]{2} | [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}))"
-);
+macro_rules! canonical_escape_tail {
+    () => {
+        concat!(
+            "[\"\\\\bfnrt] | \"u\" (\"0\" (\"0\" (\"0\" [0-7bBeEfF] | \"1\" [0-9a-fA-F] | \"7\" [fF]",
+            " | [89a-fA-F] [0-9a-fA-F]) | [1-9a-fA-F] [0-9a-fA-F]{2}) | [1-9a-cA-CeEfF] [0-9a-fA-F]{3}",
+            " | [dD] ([0-7] [0-9a-fA-F]{2} | [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}))"
+        )
+    };
+}
+/// Body of [`KEY_ESCAPE_RULE`].
+const KEY_ESCAPE_BODY: &str = concat!("(", canonical_escape_tail!(), ") json_char*");
 
 /// Shared continuation of a key-trie deviation by a raw character: the rest of the string.
 const KEY_OTHER_RULE: &str = "json_char.key_other";
@@ -899,7 +905,7 @@ mod tests {
     fn canonical_escape_tail_matches_char_rule() {
         // `"\\" CANONICAL_ESCAPE_TAIL` is exactly the escape part of the canonical character rule.
         let escapes = spelling::CHAR_CANONICAL_BODY.split_once(" | ").unwrap().1;
-        let factored = format!("\"\\\\\" ({CANONICAL_ESCAPE_TAIL})");
+        let factored = format!("\"\\\\\" ({})", canonical_escape_tail!());
         assert!(same_language(&expr_automaton(&format!("({escapes})")), &expr_automaton(&factored)));
         // The test can fail: dropping one escape letter changes the language.
         let short = factored.replacen("bfnrt", "bfnr", 1);

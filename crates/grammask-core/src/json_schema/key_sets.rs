@@ -11,8 +11,6 @@
 //! Invariant: [`build`] makes, for each state, the expression the parser makes of the text
 //! `object_any_order` writes for it (same node kinds, children and order), so the grammar is the
 //! text's but for rule numbering (these rules come after the text's).
-use std::fmt::Write as _;
-
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::grammar::{Expr, ExprId, GrammarBuilder, RuleId};
@@ -49,9 +47,31 @@ pub struct KeySetObject {
     pub states: Vec<KeyState>,
 }
 
-/// Appends the name of the rule of state (mask, c, s) of the object `base` to `out`.
+/// Appends the name of the rule of state (mask, c, s) of the object `base` to `out`:
+/// `{base}.{mask:x}_{c}_{s as u8}`. PERF: digit by digit, without the formatting machinery
+/// (two names per state in IR mode).
 pub(super) fn push_state_name(out: &mut String, base: &str, (mask, c, s): (u64, u64, bool)) {
-    let _ = write!(out, "{base}.{mask:x}_{c}_{}", u8::from(s));
+    out.push_str(base);
+    out.push('.');
+    push_digits(out, mask, 16);
+    out.push('_');
+    push_digits(out, c, 10);
+    out.push_str(if s { "_1" } else { "_0" });
+}
+
+/// Appends `v` in `radix` (10 or 16, lowercase).
+fn push_digits(out: &mut String, mut v: u64, radix: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[(v % radix) as usize];
+        v /= radix;
+        if v == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
 /// The length of the name [`push_state_name`] appends for a base name of length `base`.

@@ -47,6 +47,7 @@ pub use crate::spelling::Spelling;
 
 mod compile;
 mod emit;
+mod fixed_rules;
 mod formats;
 mod jstr;
 mod key_sets;
@@ -138,10 +139,11 @@ fn json_schema_to_ebnf_parts(
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
     let (text, excluded, apart) = json_schema_to_ebnf_parts(schema, options, true)?;
     // The same grammar as parsing `json_schema_to_ebnf`'s text (`key_sets.rs`,
-    // `jstr::build_tries`).
-    let g = crate::ebnf::parse_ebnf_with(&text, "root", |b| {
+    // `jstr::build_tries`, `fixed_rules.rs`); the arena is reserved for the rules kept apart too.
+    let g = crate::ebnf::parse_ebnf_with(&text, "root", apart.bytes, |b| {
         let mut ids = key_sets::build(&apart.key_sets, b)?;
         ids.extend(jstr::build_tries(&apart.key_tries, b)?);
+        ids.extend(fixed_rules::build(&apart.fixed, b)?);
         Ok(ids)
     })?;
     if excluded.rules.is_empty() {

@@ -645,3 +645,113 @@ fn key_set_rules_of_a_12_key_object_skip_the_text() {
     assert!(g.rules().len() > 4096);
     assert!(key_sets::BUILT.with(std::cell::Cell::get) >= 4096);
 }
+
+/// Schemas of the MaskBench compile band's shapes (two band schemas verbatim) and of the
+/// converter's scalar rules: every fixed rule (`fixed_rules.rs`) is used by some.
+const FIXED_RULE_SCHEMAS: [&str; 6] = [
+    r#"{"properties":{"measurements":{"properties":{"base":{"description":"The base of the triangle","type":"number"},"height":{"description":"The height of the triangle","type":"number"},"length":{"description":"The length of the rectangle","type":"number"},"radius":{"description":"The radius of the circle","type":"number"},"width":{"description":"The width of the rectangle","type":"number"}},"type":"object"},"shape":{"description":"The shape for which the area will be calculated","enum":["circle","rectangle","triangle"],"type":"string"}},"type":"object"}"#,
+    r#"{"additionalProperties":true,"description":"Schema for an Optimizely experiment context (http://developers.optimizely.com/javascript/reference/#experiments)","properties":{"code":{"type":["string","null"]},"conditional":{"type":["boolean","null"]},"id":{"type":["string","null"]},"manual":{"type":["boolean","null"]},"name":{"type":["string","null"]},"variationIds":{"items":{"type":["string","null"]},"type":"array"}},"self":{"format":"jsonschema","name":"experiment","vendor":"com.optimizely","version":"1-0-0"},"type":"object"}"#,
+    r#"{"type":"array","items":{"type":"integer"},"minItems":1}"#,
+    r#"{"type":"object","properties":{"s":{"type":"string","maxLength":8},"n":{"type":"number","minimum":0},"i":{"type":"integer","maximum":99}},"required":["s"]}"#,
+    r#"{"type":"string"}"#,
+    "{}",
+];
+
+/// Asserts that `json_schema_to_grammar` makes, rule by rule (by name), the expression trees
+/// and lookaheads of the parsed `json_schema_to_ebnf` text, the same root and excluded words.
+fn assert_ir_equals_parsed_text(s: &str, o: &JsonSchemaOptions, what: &str) {
+    let text = json_schema_to_ebnf(s, o);
+    let direct = json_schema_to_grammar(s, o);
+    let (text, direct) = match (text, direct) {
+        (Ok(t), Ok(d)) => (t, d),
+        (Err(a), Err(b)) => return assert_eq!(a.kind(), b.kind(), "{what}"),
+        (a, b) => panic!("{what}: text {:?}, grammar {:?}", a.err(), b.err()),
+    };
+    let parsed = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+    assert_eq!(parsed.rules().len(), direct.rules().len(), "{what}");
+    for r in parsed.rules() {
+        let d = direct.rule_by_name(&r.name).unwrap_or_else(|| panic!("{what}: {} missing", r.name));
+        let shape = |g: &crate::grammar::Grammar, rule: &crate::grammar::Rule| {
+            let mut out = String::new();
+            expr_shape(g, rule.body, &mut out);
+            if let Some(l) = rule.lookahead {
+                out.push_str(" (= ");
+                expr_shape(g, l, &mut out);
+            }
+            out
+        };
+        assert_eq!(shape(&parsed, r), shape(&direct, direct.rule(d)), "rule {} of {what}", r.name);
+    }
+    assert_eq!(direct.rule(direct.root()).name, "root", "{what}");
+    let words = |g: &crate::grammar::Grammar| {
+        g.excluded_words().map(|w| {
+            let mut v: Vec<(String, Vec<Box<[u8]>>)> =
+                w.rules.iter().map(|(r, ws)| (g.rule(*r).name.clone(), ws.clone())).collect();
+            v.sort();
+            (g.rule(w.any).name.clone(), v)
+        })
+    };
+    if direct.excluded_words().is_some() {
+        assert_eq!(words(&parsed_with_words(s, o)), words(&direct), "{what}");
+    }
+}
+
+#[test]
+fn fixed_rules_as_ir_equal_the_parsed_text() {
+    fixed_rules::BUILT.with(|n| n.set(0));
+    let schemas = FIXED_RULE_SCHEMAS.iter().chain(&KEY_TRIE_SCHEMAS).chain(&KEY_SET_SCHEMAS);
+    for (i, s) in schemas.enumerate() {
+        for (k, f) in KEY_SET_LAYOUTS.iter().enumerate() {
+            for spelling in [Spelling::Canonical, Spelling::Any] {
+                for strict_mode in [true, false] {
+                    let mut o = JsonSchemaOptions { strict_mode, spelling, ..JsonSchemaOptions::default() };
+                    f(&mut o);
+                    assert_ir_equals_parsed_text(
+                        s,
+                        &o,
+                        &format!("schema {i}, layout {k}, {spelling:?}, {strict_mode}"),
+                    );
+                }
+            }
+        }
+    }
+    // Every schema defines `json_char` (and, canonical, the number rules) from the kept parse.
+    assert!(fixed_rules::BUILT.with(std::cell::Cell::get) > 15 * 4 * 3, "fixed rules not built as IR");
+}
+
+/// The same on MaskBench's schemas (the first 400 by file name) when `GRAMMASK_SHARED` names
+/// the shared data, with MaskBench's options (`strict_mode=false`).
+#[test]
+fn maskbench_schemas_as_ir_equal_the_parsed_text() {
+    let Some(root) = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from) else {
+        eprintln!("skipping: GRAMMASK_SHARED not set");
+        return;
+    };
+    let Ok(dir) = std::fs::read_dir(root.join("maskbench/data")) else {
+        eprintln!("skipping: no maskbench/data");
+        return;
+    };
+    let mut files: Vec<_> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
+    files.sort();
+    let o = JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() };
+    for f in files.iter().take(400) {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let s = match &v["schema"] {
+            serde_json::Value::String(t) => t.clone(),
+            other => other.to_string(),
+        };
+        assert_ir_equals_parsed_text(&s, &o, &f.display().to_string());
+    }
+}
+
+#[test]
+fn key_set_state_names_are_formatted() {
+    for (mask, c, s) in
+        [(0, 0, false), (1, 9, true), (0xabc, 10, false), (u64::MAX, u64::MAX, true), (0x10, 12345, true)]
+    {
+        let mut out = String::from("x");
+        key_sets::push_state_name(&mut out, "obj.1", (mask, c, s));
+        assert_eq!(out, format!("xobj.1.{mask:x}_{c}_{}", u8::from(s)));
+        assert_eq!(out.len() - 1, key_sets::state_name_len("obj.1".len(), (mask, c, s)));
+    }
+}
