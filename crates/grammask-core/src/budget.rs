@@ -2136,7 +2136,8 @@ struct Walk<'a> {
     /// stay put, and every row the walk pushes rows on goes through it; `follow`'s completion
     /// rows are popped at once).
     /// PERF: o41193's key-start walks closed ~127k rows (`Chart::finish_row`, ~2,000
-    /// instructions each, 312 M of 2,161 M budgeted), 60% of them rows the walk had met.
+    /// instructions each, 312 M of 2,168 M budgeted); now 109k of 153k rows are copied
+    /// (2,039 M in all).
     closed: CloseMemo,
     /// Scratch for [`Walk::children_skip`]: the deferrals it would make.
     pending: Vec<Deferred>,

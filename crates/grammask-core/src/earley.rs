@@ -772,16 +772,18 @@ impl Chart {
         if !pushed {
             return Ok(false);
         }
-        // A fresh identity, above every index below `base`.
-        let id = (memo.base + memo.rows.len()) as u32;
-        memo.set_id(r, id);
-        if memo.items.len() + (self.items.len() - start) <= MAX_CLOSE_MEMO_ITEMS && work <= u32::MAX as usize {
-            let lo = memo.items.len() as u32;
-            memo.items.extend_from_slice(&self.items[start..]);
-            memo.rows.insert(key, (lo, memo.items.len() as u32, self.row_sig[r], work as u32, id));
-        } else {
+        let fits = memo.items.len() + (self.items.len() - start) <= MAX_CLOSE_MEMO_ITEMS;
+        match u32::try_from(work) {
+            Ok(work) if fits => {
+                // A fresh identity, above every index below `base`.
+                let id = (memo.base + memo.rows.len()) as u32;
+                memo.set_id(r, id);
+                let lo = memo.items.len() as u32;
+                memo.items.extend_from_slice(&self.items[start..]);
+                memo.rows.insert(key, (lo, memo.items.len() as u32, self.row_sig[r], work, id));
+            }
             // Not kept: no key names it, nor the rows pushed on it.
-            memo.set_id(r, u32::MAX);
+            _ => memo.set_id(r, u32::MAX),
         }
         Ok(pushed)
     }
