@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
-use crate::earley::{Chart, Item};
+use crate::earley::{Chart, CloseMemo, Item};
 use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::trie::TokenTrie;
@@ -219,6 +219,8 @@ pub struct WalkStats<T = usize> {
     pub row_level_hits: T,
     /// Earley rows limit walks pushed for the bytes of trie nodes (their main cost).
     pub walk_rows: T,
+    /// Rows limit walks copied from their [`Walk::closed`] memo instead of closing them.
+    pub closed_row_hits: T,
 }
 
 impl WalkStats<AtomicUsize> {
@@ -239,6 +241,7 @@ impl WalkStats<AtomicUsize> {
             exit_level_skips: n(&self.exit_level_skips),
             row_level_hits: n(&self.row_level_hits),
             walk_rows: n(&self.walk_rows),
+            closed_row_hits: n(&self.closed_row_hits),
         }
     }
 }
@@ -1842,6 +1845,7 @@ struct WalkMaps {
     exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
     row_levels: FastMap<RowLevelKey, RowLevel>,
     row_level_items: Vec<PlainItem>,
+    closed: CloseMemo,
     /// The walk's stacks and per-level tables, kept likewise.
     /// PERF: grown from empty at every walk (`follows` by a row per level), their reallocations
     /// were ~2% of o41193's budgeted instructions.
@@ -1894,6 +1898,7 @@ impl WalkMaps {
             + self.exit_levels.capacity()
             + self.row_levels.capacity()
             + self.row_level_items.capacity()
+            + self.closed.entries()
             + self.items.capacity()
             + self.follows.capacity()
             + self.follow_classes.capacity()
@@ -2126,6 +2131,14 @@ struct Walk<'a> {
     /// levels), each time searching the items' regions and completions again.
     row_levels: FastMap<RowLevelKey, RowLevel>,
     row_level_items: Vec<PlainItem>,
+    /// Limit walks: the rows pushed for trie nodes and plain items, closed once per kernel on
+    /// top of one row and copied when met again ([`CloseMemo`]: the rows below the walk's first
+    /// stay put, and every row the walk pushes rows on goes through it; `follow`'s completion
+    /// rows are popped at once).
+    /// PERF: o41193's key-start walks closed ~127k rows (`Chart::finish_row`, ~2,000
+    /// instructions each, 312 M of 2,168 M budgeted); now 109k of 153k rows are copied
+    /// (2,039 M in all).
+    closed: CloseMemo,
     /// Scratch for [`Walk::children_skip`]: the deferrals it would make.
     pending: Vec<Deferred>,
     /// Rows this walk pushed for trie nodes read on the chart; [`Walk::exit_levels`] is keyed and
@@ -2136,6 +2149,17 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Pushes the row reached by `byte` from the chart's last row; limit walks through their
+    /// [`Walk::closed`] memo (exact walks, the tests' reference, close every row).
+    #[inline]
+    fn push_byte(&mut self, chart: &mut Chart, byte: u8) -> Result<bool> {
+        if self.mode == Mode::Exact {
+            chart.push_byte(self.a, byte)
+        } else {
+            chart.push_byte_memo(self.a, byte, &mut self.closed)
+        }
+    }
+
     fn pop_to(rows: &mut RowCosts, chart: &mut Chart, n: usize) {
         while chart.num_rows() > n {
             chart.pop_row();
@@ -3116,7 +3140,7 @@ impl Walk<'_> {
                             continue;
                         }
                     }
-                    if !chart.push_byte(a, n.byte)? {
+                    if !self.push_byte(chart, n.byte)? {
                         if let Some(k) = lkey {
                             self.exit_levels.insert(k, None);
                         }
@@ -3246,7 +3270,11 @@ impl Walk<'_> {
                             let mut row = std::mem::take(&mut self.seeds);
                             row.clear();
                             row.extend(self.items[lo..hi].iter().map(|e| e.item));
-                            let pushed = chart.push_items(a, &row);
+                            let pushed = if self.mode == Mode::Exact {
+                                chart.push_items(a, &row)
+                            } else {
+                                chart.push_items_memo(a, &row, &mut self.closed)
+                            };
                             self.seeds = row;
                             if !pushed? {
                                 i = skip;
@@ -3266,7 +3294,7 @@ impl Walk<'_> {
                             i = skip;
                             continue;
                         }
-                        if !chart.push_byte(a, n.byte)? {
+                        if !self.push_byte(chart, n.byte)? {
                             if let Some(k) = lkey {
                                 self.exit_levels.insert(k, None);
                             }
@@ -3403,6 +3431,8 @@ impl Budget {
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut maps = WALK_MAPS.with(std::cell::Cell::take).unwrap_or_default();
         maps.clear(matches!(mode, Mode::Limit { .. }));
+        maps.closed.clear(chart);
+        maps.closed.hits = 0;
         let mut w = Walk {
             a,
             comp,
@@ -3438,11 +3468,13 @@ impl Budget {
             exit_levels: maps.exit_levels,
             row_levels: maps.row_levels,
             row_level_items: maps.row_level_items,
+            closed: maps.closed,
             pending: Vec::new(),
             rows_read: 0,
             levels_after: EXIT_LEVELS_AFTER.get(),
         };
         let res = w.run(&mut self.rows, chart);
+        comp.stats.closed_row_hits.fetch_add(w.closed.hits, Ordering::Relaxed);
         let maps = WalkMaps {
             regions: w.regions,
             region_slots: w.region_slots,
@@ -3455,6 +3487,7 @@ impl Budget {
             exit_levels: w.exit_levels,
             row_levels: w.row_levels,
             row_level_items: w.row_level_items,
+            closed: w.closed,
             items: w.items,
             follows: w.follows,
             follow_classes: w.follow_classes,

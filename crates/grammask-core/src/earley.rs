@@ -177,6 +177,74 @@ pub struct Chart {
     spare_row: SavedRow,
 }
 
+/// A [`CloseMemo`] key: the identity of the row below the new one ([`CloseMemo::id_of`]) and an
+/// order-dependent hash of the new row's kernel items (state, origin, lookahead fields).
+type CloseKey = (u32, u128);
+
+/// Seed of [`CloseKey`]'s kernel hash.
+const CLOSE_SEED: u128 = 0x4528_21E6_38D0_1377_BE54_66CF_34E9_0C6C;
+
+/// Most items a [`CloseMemo`] keeps (further rows are closed and not kept).
+pub const MAX_CLOSE_MEMO_ITEMS: usize = 1 << 15;
+
+/// Rows closed by [`Chart::push_byte_memo`] and [`Chart::push_items_memo`] on top of the rows
+/// from `base` on, kept by [`CloseKey`] with an identity of their own.
+///
+/// Identities: a row below `base` is its index (those rows stay put while the memo is used);
+/// a row from `base` on pushed through the memo takes the identity of its key's entry. Invariant:
+/// rows of equal identity are equal, item for item (origins included), with the same rows below
+/// them. By induction: a row's closure is a function of its kernel and of the rows below it
+/// (read at its items' origins), so equal keys close to equal rows. Unlike signatures (equal
+/// futures), identities keep origin indices exact: a row copied under a signature could name
+/// as origin an index that holds another row on the new path.
+/// Only for charts without budgets or contexts (whose closing reads the clock and occurrence
+/// counts). The caller keeps the invariant's premise: every row from `base` on that a row is
+/// pushed on through the memo was pushed through the memo (a budget walk's: its rows, per walk).
+#[derive(Debug, Default)]
+pub struct CloseMemo {
+    rows: crate::fasthash::FastMap<CloseKey, (u32, u32, u128, u32, u32)>,
+    items: Vec<Item>,
+    /// The first row pushed through the memo.
+    base: usize,
+    /// The identity of each row from `base` on, by index (`ids[r - base]`).
+    ids: Vec<u32>,
+    /// Rows copied from the memo.
+    pub hits: usize,
+}
+
+impl CloseMemo {
+    /// Forgets every row (their capacity kept); rows will be pushed on top of `chart`'s.
+    pub fn clear(&mut self, chart: &Chart) {
+        self.rows.clear();
+        self.items.clear();
+        self.ids.clear();
+        self.base = chart.num_rows();
+    }
+
+    /// The identity of row `r` (see [`CloseMemo`]).
+    fn id_of(&self, r: usize) -> u32 {
+        if r < self.base {
+            r as u32
+        } else {
+            self.ids[r - self.base]
+        }
+    }
+
+    /// Sets the identity of row `r` (from `base` on).
+    fn set_id(&mut self, r: usize, id: u32) {
+        let k = r - self.base;
+        if self.ids.len() <= k {
+            self.ids.resize(k + 1, u32::MAX);
+        }
+        self.ids[k] = id;
+    }
+
+    /// The memo's capacities summed (entries and items).
+    pub fn entries(&self) -> usize {
+        self.rows.capacity() + self.items.capacity() + self.ids.capacity()
+    }
+}
+
 /// A chart's last row with the clock and mode it was built at ([`Chart::save_last_row`]), to
 /// put back after a step that rebuilt it failed.
 #[derive(Clone, Debug, Default)]
@@ -637,6 +705,87 @@ impl Chart {
         }
         self.row_sig[r] = self.signature(r);
         Ok(true)
+    }
+
+    /// [`Chart::push_byte`] through `memo`: a row whose kernel (its items before closing) was
+    /// closed before on top of a row of the same identity is copied from the memo instead of
+    /// closed again. See [`CloseMemo`].
+    pub fn push_byte_memo(&mut self, a: &Automata, byte: u8, memo: &mut CloseMemo) -> Result<bool> {
+        let from = self.last_row_index();
+        let new_row = self.begin_row(from, Some(byte));
+        self.step_into_new_row(a, from, byte);
+        self.finish_row_memo(a, new_row, memo)
+    }
+
+    /// [`Chart::push_items`] through `memo` (see [`Chart::push_byte_memo`]).
+    pub fn push_items_memo(&mut self, a: &Automata, items: &[Item], memo: &mut CloseMemo) -> Result<bool> {
+        if items.is_empty() {
+            return Ok(false);
+        }
+        let new_row = self.begin_row(self.last_row_index(), None);
+        for &it in items {
+            self.add(it);
+        }
+        self.finish_row_memo(a, new_row, memo)
+    }
+
+    /// [`Chart::finish_row`] through `memo`: the closed row of an equal [`CloseKey`] is copied
+    /// (and the work its closing took charged again), else the row is closed and kept there.
+    fn finish_row_memo(&mut self, a: &Automata, r: usize, memo: &mut CloseMemo) -> Result<bool> {
+        let start = self.row_start[r] as usize;
+        // Budgeted charts read more than the kernel and the rows below (clock, contexts).
+        let plain =
+            self.contexts.is_none() && self.char_rules == 0 && a.rec_budgets().is_none() && a.char_budgets().is_none();
+        if !plain || r < memo.base || self.items.len() == start {
+            return self.finish_row(a, r);
+        }
+        let kernel = self.items[start..].iter().fold(CLOSE_SEED, |acc, it| {
+            let w = u128::from(it.state.0)
+                | u128::from(it.origin) << 32
+                | u128::from(it.la_origin) << 64
+                | u128::from(it.la) << 96;
+            mix128(acc.rotate_left(7) ^ w)
+        });
+        let below = memo.id_of(r - 1);
+        if below == u32::MAX {
+            // Below is a row the memo did not keep: neither is this one.
+            memo.set_id(r, u32::MAX);
+            return self.finish_row(a, r);
+        }
+        let key: CloseKey = (below, kernel);
+        if let Some(&(lo, hi, sig, work, id)) = memo.rows.get(&key) {
+            if let Err(e) = charge_work(work as usize) {
+                self.pop_row();
+                return Err(e);
+            }
+            self.items.truncate(start);
+            self.items.extend_from_slice(&memo.items[lo as usize..hi as usize]);
+            self.scratch.clear();
+            self.row_sig[r] = sig;
+            memo.set_id(r, id);
+            memo.hits += 1;
+            return Ok(true);
+        }
+        let before = WORK_LEFT.get();
+        let pushed = self.finish_row(a, r)?;
+        let work = before.saturating_sub(WORK_LEFT.get());
+        if !pushed {
+            return Ok(false);
+        }
+        let fits = memo.items.len() + (self.items.len() - start) <= MAX_CLOSE_MEMO_ITEMS;
+        match u32::try_from(work) {
+            Ok(work) if fits => {
+                // A fresh identity, above every index below `base`.
+                let id = (memo.base + memo.rows.len()) as u32;
+                memo.set_id(r, id);
+                let lo = memo.items.len() as u32;
+                memo.items.extend_from_slice(&self.items[start..]);
+                memo.rows.insert(key, (lo, memo.items.len() as u32, self.row_sig[r], work, id));
+            }
+            // Not kept: no key names it, nor the rows pushed on it.
+            _ => memo.set_id(r, u32::MAX),
+        }
+        Ok(pushed)
     }
 
     /// Appends the row reached by reading `byte` from the last row, with `extra` items added

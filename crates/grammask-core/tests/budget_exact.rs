@@ -1157,3 +1157,45 @@ fn row_levels_met_again_mask_equal_exact_walks() {
     }
     assert!(hits > 0, "no level was taken from a row met before");
 }
+
+/// Limit walks close a row once per kernel on top of one row and copy it when the kernel comes
+/// again on top of that row (`CloseMemo`, per walk; a copied row takes the identity of the row
+/// it copies): an open object's key bytes and values (rows of nested rules completed inside a
+/// token: `1},"`, `:[0`), generic JSON arrays of objects, a counted string's blocks, and a
+/// pattern's chain of rules (`str.re_2 ::= (str.re_1 str.re_k)?`: each character completes a
+/// rule begun a row before, so rows at one index on two trie paths have equal signatures but
+/// items of other origins). Byte by byte along the texts, at every remaining budget, with the
+/// default fit-walk cap and a cap of 3, the masks equal those of walks that cost every token
+/// (which close every row), and rows were copied so. With the rows keyed by the row below's
+/// signature instead of its identity it fails (`chain`).
+#[test]
+fn closed_rows_met_again_mask_equal_exact_walks() {
+    let (vocab, _) = large_vocab();
+    let open = json_schema_to_ebnf(
+        r#"{"type":"object","additionalProperties":{"type":"object","properties":{"x":{"type":"array","items":{"type":"integer"}}}}}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let chain = json_schema_to_ebnf(
+        r#"{"type":"object","properties":{"v":{"type":"string","pattern":"^(\\d+\\.\\d+.*)$","maxLength":14}},"required":["v"]}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let json = grammask_core::builtin::builtin_json_grammar();
+    let counted = "root ::= \"\\\"\" (b{0,3} s | b{4}) \"\\\"\" \",\" [a-z]{0,30} \"}\"\nb ::= [a-z]{6} | \"(\" b \")\"\ns ::= [a-z]{0,5} | \"(\" s \")\"";
+    let cases: [(&str, Grammar, &[u8]); 4] = [
+        ("chain", parse_ebnf(&chain, "root").unwrap(), br#"{"v":"1.2abZ q-"}"#),
+        ("open keys", parse_ebnf(&open, "root").unwrap(), br#"{"ab":{"x":[1,2]},"cd":{},"e":{"x":[]}}"#),
+        ("json", json, br#"[{"a":[0,{"b":"q"}]},[7,-0.5],{"z":{}}]"#),
+        ("counted", parse_ebnf(counted, "root").unwrap(), br#""abqzbaqbbaqzbaqbq",abqzbaqbbaqz}"#),
+    ];
+    let mut hits = 0;
+    for (name, g, doc) in cases {
+        for cap in [None, Some(3)] {
+            let (fast, compared) = masks_equal_exact_walks(&g, &vocab, doc, cap, 24);
+            assert!(compared > 100, "{name}: {compared} masks compared");
+            hits += fast.completion().walk_stats().closed_row_hits;
+        }
+    }
+    assert!(hits > 0, "no row was copied from a walk's memo");
+}
