@@ -33,8 +33,9 @@ pub struct TokenIndex {
     /// ([`crate::mask::BodyEnds`]), by the kernels' cross-grammar key (at most
     /// [`MAX_BODY_ENDS`]): every grammar with an open object derives its key positions from one.
     body_ends: RwLock<HashMap<u128, Arc<BodyEnds>>>,
-    /// What a lead kernel reads of the trie per run class and bound ([`LeadNodes`]), built on
-    /// first use (at most [`MAX_LEAD_NODES`]; JSON has one, its whitespace).
+    /// What a lead kernel reads of the trie per prefix byte, run class and bound ([`LeadNodes`]),
+    /// built on first use (at most [`MAX_LEAD_NODES`]; JSON has a few: its whitespace, alone and
+    /// after `,` and `:`).
     lead_nodes: RwLock<Vec<Arc<LeadNodes>>>,
     /// String-body slice, built with the index.
     body: OnceLock<BodySlice>,
@@ -390,14 +391,17 @@ impl TokenIndex {
         Ok(w.entry(key).or_insert(built).clone())
     }
 
-    /// The [`LeadNodes`] of the run `class{0,bound}`, built on first use.
-    pub(crate) fn lead_nodes(&self, class: &ByteSet, bound: u32) -> Arc<LeadNodes> {
+    /// The [`LeadNodes`] of the run `class{0,bound}` (after byte `prefix`, if any), built on
+    /// first use.
+    pub(crate) fn lead_nodes(&self, prefix: Option<u8>, class: &ByteSet, bound: u32) -> Arc<LeadNodes> {
         let bound = bound.min(self.trie.max_depth);
-        let find = |l: &[Arc<LeadNodes>]| l.iter().find(|n| n.class == *class && n.bound == bound).cloned();
+        let find = |l: &[Arc<LeadNodes>]| {
+            l.iter().find(|n| n.prefix == prefix && n.class == *class && n.bound == bound).cloned()
+        };
         if let Some(n) = find(&read(&self.lead_nodes)) {
             return n;
         }
-        let built = Arc::new(LeadNodes::new(&self.trie, *class, bound));
+        let built = Arc::new(LeadNodes::new(&self.trie, prefix, *class, bound));
         let mut w = write(&self.lead_nodes);
         if let Some(n) = find(&w) {
             return n;

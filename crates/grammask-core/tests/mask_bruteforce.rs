@@ -1608,6 +1608,53 @@ fn lead_run_kernels_equal_plain_walks() {
     assert!(lead >= 30, "only {lead} lead kernels");
 }
 
+/// Literal positions before a whitespace run (`","` then `ws` then a key or an object, `":"` then
+/// `ws` then a value) are classified from the run nodes below their byte
+/// (`CompiledGrammar::literal_lead_kernel`: `LeadNodes` with a prefix): every such kernel equals the
+/// plain walk and masks along documents equal brute force, on vocabularies with `,` and `:` before
+/// runs at the bound, one past it, and before a quote or a digit. Fails if the prefix's own tokens
+/// or its children outside the class are dropped, or if the run after the prefix is counted from
+/// the root (`,` + 64 spaces refused, or `,` + 65 accepted).
+#[test]
+fn literal_lead_kernels_equal_plain_walks() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let pieces: &[&[u8]] = &[
+        b" ", b"  ", b"\n", b"\t", b"\"", b"a", b"b", b"ab", b":", b",", b"{", b"}", b"1", b"2", b"\":", b"\",", b"[",
+        b"]", b", ", b",\"", b": ", b":1", b", \"", b",\n",
+    ];
+    let mut runs = Vec::new();
+    for p in [",", ":"] {
+        for (n, tail) in [(63, ""), (64, ""), (65, ""), (64, "\""), (65, "\""), (64, "1"), (65, "{"), (0, "\"a")] {
+            runs.push(format!("{p}{}{tail}", " ".repeat(n)).into_bytes());
+        }
+    }
+    let docs: &[&[u8]] = &[b"{\"a\": 1, \"ab\":2}", b"[ {\"b\" :\"ab\"}, { } ]", b"{ \"a\": {\"b\": \"\"} }"];
+    let wide = format!("{{\"a\":{}1,{}\"b\":2}}", " ".repeat(64), " ".repeat(64));
+    let wide: &[&[u8]] = &[wide.as_bytes()];
+    let newlines: &[&[u8]] = &[b"[\n{\"a\":\n1},\n\n{}]"];
+    let mut lead = 0;
+    for ws in ["[ \\n\\t]{0,64}", "[ ]{0,64}", "[ \\n\\t]{0,100}"] {
+        let (text, g) = lead_grammar(ws);
+        for _ in 0..5 {
+            let vocab = pieces_vocab(&mut rng, pieces, 150, runs.clone());
+            let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+            for s in 0..cg.automata().states().len() {
+                let s = grammask_core::compiler::StateId(s as u32);
+                if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
+                    assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                    lead += 1;
+                }
+            }
+            masks_along_docs_match_brute_force(&cg, &vocab, docs);
+            masks_along_docs_match_brute_force(&cg, &vocab, wide);
+            if ws.contains('n') {
+                masks_along_docs_match_brute_force(&cg, &vocab, newlines);
+            }
+        }
+    }
+    assert!(lead >= 10, "only {lead} literal lead kernels");
+}
+
 /// Grammars of several whitespace runs compiled one after another against one vocabulary take
 /// the run nodes their lead kernels read from the vocabulary's index (`LeadNodes`, by class and
 /// bound), built by the first grammar with that run: every lead kernel equals the plain walk and

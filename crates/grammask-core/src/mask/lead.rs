@@ -123,8 +123,13 @@ pub fn classify_after_lead(
 /// trie and every child of one (~75 K instructions on Llama 3, ~270 M of the band driver's
 /// 3.9 G), to walk the few children whose byte `t` reads (`"` after `,`); now built once per
 /// vocabulary and class ([`crate::token_index::TokenIndex::lead_nodes`]).
+///
+/// With a `prefix` byte `p`, the same for the tokens that begin with `p` then the run (a literal
+/// `,` before `ws`): `p`'s node stands for the root (its tokens are run tokens, its children outside
+/// `C` exits with an empty run) and the run's bytes after `p` count against `B`.
 #[derive(Debug)]
 pub struct LeadNodes {
+    pub prefix: Option<u8>,
     pub class: ByteSet,
     /// The bound, at most the longest token (a longer one reads the same).
     pub bound: u32,
@@ -139,19 +144,26 @@ pub struct LeadNodes {
 }
 
 impl LeadNodes {
-    pub fn new(trie: &TokenTrie, class: ByteSet, bound: u32) -> LeadNodes {
+    pub fn new(trie: &TokenTrie, prefix: Option<u8>, class: ByteSet, bound: u32) -> LeadNodes {
         let bound = bound.min(trie.max_depth);
         let (mut run_tokens, mut exits, mut paths) = (Vec::new(), Vec::<(u8, u32, u32)>::new(), Vec::new());
         let mut run: Vec<u8> = Vec::new();
         // The run whose bytes were last copied to `paths` (its exits share them), by its node.
         let mut copied = None;
-        let roots = trie.root_children.iter().filter(|&&c| class.contains(trie.nodes[c as usize].byte));
-        for &r in roots {
+        let top = |c: &&u32| match prefix {
+            Some(p) => trie.nodes[**c as usize].byte == p,
+            None => class.contains(trie.nodes[**c as usize].byte),
+        };
+        // The prefix's node (`None` when the trie's root stands first), and the run's depth offset.
+        let head = prefix.and_then(|_| trie.root_children.iter().find(top)).map(|&c| c as usize);
+        let offset = u32::from(prefix.is_some());
+        for &r in trie.root_children.iter().filter(top) {
             let (mut i, end) = (r as usize, trie.nodes[r as usize].subtree_end as usize);
             while i < end {
                 let n = trie.nodes[i];
                 run.truncate(n.depth as usize - 1);
-                if class.contains(n.byte) && n.depth <= bound {
+                let in_run = class.contains(n.byte) && n.depth - offset <= bound;
+                if Some(i) == head || in_run {
                     run.push(n.byte);
                     run_tokens.extend_from_slice(trie.node_tokens(&n));
                     i += 1;
@@ -177,7 +189,7 @@ impl LeadNodes {
             by_byte[b + 1] += by_byte[b];
         }
         let exits = exits.into_iter().map(|(_, n, at)| (n, at)).collect();
-        LeadNodes { class, bound, run_tokens, exits, by_byte, paths }
+        LeadNodes { prefix, class, bound, run_tokens, exits, by_byte, paths }
     }
 
     /// The exits of byte `b`.
