@@ -63,8 +63,8 @@ pub use row_memo::spent_row_merges;
 use row_memo::*;
 use runs::*;
 pub use runs::{
-    ascii_loop, call_loop, call_loop_runs_taken, class_covers, refute_states_read, run_class_candidates,
-    state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
+    ascii_loop, call_loop, call_loop_entries_taken, call_loop_runs_taken, class_covers, refute_states_read,
+    run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
 pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
@@ -521,7 +521,8 @@ struct KernelWalk<'a> {
     cover: Option<&'a CoverMemo>,
     /// The run index that applies at a virtual item's state or an interned row, once looked up.
     state_runs: FastMap<StateId, Option<Arc<RunIndex>>>,
-    row_runs: FastMap<usize, Option<Arc<RunIndex>>>,
+    /// By row: its run index, and the row each class byte leads to (see `KernelWalk::runs_at`).
+    row_runs: FastMap<usize, Option<(Arc<RunIndex>, usize)>>,
     /// The bytes a state, or an interned row (by frame), has edges on, once looked up.
     readable_states: FastMap<StateId, ByteSet>,
     readable_rows: FastMap<usize, ByteSet>,

@@ -1108,6 +1108,28 @@ fn call_loop_run_index_masks_match_brute_force() {
     assert!(checked >= 2 * 150, "{checked} masks checked");
 }
 
+/// Masks equal the brute force where a row enters a call loop: after a key's first character
+/// (a row of its own, whose class bytes all lead to the loop's row) the walk takes the loop's run
+/// index and reads each run as staying in the loop's row (`KernelWalk::runs_at`). o68280's
+/// patterns with keys of one and two characters, keys started by a space, by an escape or by a
+/// non-ASCII character, keys broken right after their first character (`:`, a space, U+00A0,
+/// `"`, Cyrillic) and later pairs after `,`. Some row must take such an index
+/// (`call_loop_entries_taken`).
+#[test]
+fn call_loop_entry_masks_match_brute_force() {
+    let docs = [
+        r#"{"mid": 1, "mkv": "a:b,cd:e, f :g,h\"i:j", "mkw": "x"}"#,
+        "{\"mid\": 2, \"mkv\": \"\\u00e9x:1,ж:2,k\u{a0}:3,é: b,kй:4, ab:\", \"mkw\": \"y\"}",
+    ];
+    let Some((checked, taken)) =
+        call_loop_masks_match_brute_force(&docs, true, grammask_core::mask::call_loop_entries_taken)
+    else {
+        return;
+    };
+    assert!(taken > 0, "no walk took the run index of the call loop it enters");
+    assert!(checked >= 2 * 100, "{checked} masks checked");
+}
+
 /// Walks `docs` against the brute force on o68280's `mkv`/`mkw` patterns, on Llama 3 and Qwen 2.5
 /// (after the class-body thread when `wait`), and checks that `&`, and a key without its `:`, are
 /// refused; returns the masks checked and how far `counter` (a per-thread test counter) rose

@@ -8,6 +8,15 @@ use super::*;
 thread_local! {
     /// Interned rows this thread's walks gave a call loop's run index ([`call_loop`]).
     static CALL_LOOP_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Of those, rows that enter the loop rather than loop themselves ([`KernelWalk::runs_at`]).
+    static LOOP_ENTRIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many interned rows the walks on this thread gave the run index of the call loop they
+/// enter (their class bytes lead to another row, which loops on them), for tests.
+#[doc(hidden)]
+pub fn call_loop_entries_taken() -> usize {
+    LOOP_ENTRIES.get()
 }
 
 /// How many interned rows the walks on this thread gave the run index of a call loop's class
@@ -18,10 +27,13 @@ pub fn call_loop_runs_taken() -> usize {
 }
 
 impl KernelWalk<'_> {
-    /// The run index that applies at `frame`: a virtual item whose state reads every run of its
-    /// loop class ([`ClassSlice::covers`]), or an interned row that every byte of an ASCII class
-    /// leads back to.
-    pub(super) fn runs_at(&mut self, frame: Frame) -> Result<Option<Arc<RunIndex>>> {
+    /// The run index that applies at `frame`, with the frame every class byte leads to from
+    /// there (`frame` itself but for a row that enters a loop): a virtual item whose state reads
+    /// every run of its loop class ([`ClassSlice::covers`]), an interned row that every byte of
+    /// an ASCII class leads back to, or one whose class bytes all lead to another row that
+    /// every one of them leads back to (the first character of a call loop, built off the fill
+    /// path only).
+    pub(super) fn runs_at(&mut self, frame: Frame) -> Result<Option<(Arc<RunIndex>, Frame)>> {
         let Some(runs) = self.runs else { return Ok(None) };
         let a = self.a;
         let single = match frame {
@@ -39,11 +51,11 @@ impl KernelWalk<'_> {
                     Some(f) => f(s),
                     None => state_run_index(a, s, runs, cover.unwrap_or(&CoverMemo::default())),
                 });
-                Ok(ri.clone())
+                Ok(ri.clone().map(|ri| (ri, frame)))
             }
             Frame::Rows(n) if self.memo.is_some() => {
                 if let Some(ri) = self.row_runs.get(&n) {
-                    return Ok(ri.clone());
+                    return Ok(ri.clone().map(|(ri, m)| (ri, Frame::Rows(m))));
                 }
                 // Only bytes some item loops on are tried (a row loops on a byte through an item
                 // that does, in practice; missing a rarer loop only forgoes the shortcut): on
@@ -76,11 +88,26 @@ impl KernelWalk<'_> {
                     }
                 }
                 let mut class = 0u128;
+                // The candidate bytes that lead to one other row, by row.
+                let mut onward: Vec<(usize, u128)> = Vec::new();
                 for (r, bytes) in groups {
                     match self.step(frame, r)? {
                         Some(Frame::Rows(m)) if m == n => class |= bytes,
+                        Some(Frame::Rows(m)) => match onward.iter_mut().find(|o| o.0 == m) {
+                            Some(o) => o.1 |= bytes,
+                            None => onward.push((m, bytes)),
+                        },
                         None if self.memo_full() => return Ok(None),
                         _ => {}
+                    }
+                }
+                if class.count_ones() < MIN_ROW_RUN_BYTES {
+                    if let Some(entry) = self.loop_entry(&onward)? {
+                        self.row_runs.insert(n, Some(entry.clone()));
+                        return Ok(Some((entry.0, Frame::Rows(entry.1))));
+                    }
+                    if self.memo_full() {
+                        return Ok(None);
                     }
                 }
                 // A class with call-loop bytes takes only an index built already; the others are
@@ -93,48 +120,82 @@ impl KernelWalk<'_> {
                     }
                     _ => (class.count_ones() >= MIN_ROW_RUN_BYTES).then(|| runs(class, false)).flatten(),
                 };
-                self.row_runs.insert(n, ri.clone());
-                Ok(ri)
+                self.row_runs.insert(n, ri.clone().map(|ri| (ri, n)));
+                Ok(ri.map(|ri| (ri, frame)))
             }
             _ => Ok(None),
         }
     }
 
+    /// The call loop a row enters (see [`Self::runs_at`]): of the rows `onward` (each with the
+    /// candidate bytes that lead there), one that all of its bytes lead back to, with the run
+    /// index of those bytes where it was built off the fill path (`built_runs`; never built
+    /// here). `None` when there is none, or the row memo filled up.
+    /// PERF: the first character of a call loop (a regex key `[^,:&\s]+` read as calls) led to
+    /// a row of its own, from which every trie node was stepped down to the loop's row (o68280's
+    /// `mkv` start: 125 K steps, ~4 ms).
+    fn loop_entry(&mut self, onward: &[(usize, u128)]) -> Result<Option<(Arc<RunIndex>, usize)>> {
+        let Some(built) = self.built_runs else { return Ok(None) };
+        for &(m, bytes) in onward.iter().filter(|o| o.1.count_ones() >= MIN_ROW_RUN_BYTES) {
+            let mut back = 0u128;
+            for b in (0..0x80u8).filter(|&b| bytes >> b & 1 == 1) {
+                match self.step(Frame::Rows(m), b)? {
+                    Some(Frame::Rows(k)) if k == m => back |= 1 << b,
+                    None if self.memo_full() => return Ok(None),
+                    _ => {}
+                }
+            }
+            if back.count_ones() < MIN_ROW_RUN_BYTES {
+                continue;
+            }
+            if let Some(ri) = built(back) {
+                CALL_LOOP_RUNS.set(CALL_LOOP_RUNS.get() + 1);
+                LOOP_ENTRIES.set(LOOP_ENTRIES.get() + 1);
+                return Ok(Some((ri, m)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Walks the subtree below node `i` (its frame on top of `frames`), whose place reads every
-    /// run of `ri`'s class: tokens that continue with a run are accepted from the index, and only
-    /// the nodes where such a run stops are walked, each after replaying its run. Returns false if
-    /// abandoned.
-    pub(super) fn walk_runs(&mut self, i: usize, ri: &RunIndex, base: Frame) -> Result<bool> {
+    /// run of `ri`'s class, each class byte leading to `run` (see [`Self::runs_at`]): tokens that
+    /// continue with a run are accepted from the index, and only the nodes where such a run stops
+    /// are walked, each after replaying its run. Returns false if abandoned.
+    pub(super) fn walk_runs(&mut self, i: usize, ri: &RunIndex, run: Frame, base: Frame) -> Result<bool> {
         let n = self.trie.nodes[i];
-        self.walk_run_children(i + 1, n.subtree_end as usize, n.depth as usize, ri, base, Some(i))
+        self.walk_run_children(i + 1, n.subtree_end as usize, n.depth as usize, ri, run, base, Some(i))
     }
 
     /// [`Self::walk_runs`] over the children `first..end` of a node at depth `d` (the root
     /// when `d` is 0).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn walk_run_children(
         &mut self,
         first: usize,
         end: usize,
         d: usize,
         ri: &RunIndex,
+        run: Frame,
         base: Frame,
         node: Option<usize>,
     ) -> Result<bool> {
         let trie = self.trie;
-        // An ASCII run leads back to the frame at depth `d`. A break byte that frame refuses fails
-        // its whole subtree, and records nothing when no rule end on the path leaves a suffix that
-        // starts in FOLLOW (see `record_uncertain`): none before the run, none inside it (its
-        // bytes are class bytes), and none right before the break byte.
+        // An ASCII run leads from the frame at depth `d` to `run` (that frame, or the loop it
+        // enters) and stays there. A break byte the frame it is read from refuses fails its whole
+        // subtree, and records nothing when no rule end on the path leaves a suffix that starts
+        // in FOLLOW (see `record_uncertain`): none before the run, none inside it (its bytes are
+        // class bytes), and none right before the break byte.
         let here = if d == 0 { base } else { self.frames[d - 1] };
-        let ended = frame_ended(self.a, &self.chart, here);
+        let ended = frame_ended(self.a, &self.chart, here) || frame_ended(self.a, &self.chart, run);
         let follow = self.follow;
         let follows = move |x: u8| follow.as_ref().is_none_or(|f| f.contains(x));
         let prefix_quiet = (0..d.saturating_sub(1)).all(|k| !(self.ends[k] && follows(self.path[k + 1])));
         let run_quiet = !ended || ri.ascii & follow.map_or(u128::MAX, |f| f.ascii()) == 0;
         let quiet = !ri.utf8 && prefix_quiet && run_quiet;
         let quiet_byte = |x: u8| !ended || !follows(x);
-        // Per byte: 0 not known yet, 1 refused at `here`, 2 read.
-        let mut refused = [0u8; 256];
+        // Per byte: 0 not known yet, 1 refused, 2 read; at `here` (a break right below the node)
+        // and at `run` (a deeper one).
+        let mut refused = Refused { here, run, d, known: [[0u8; 256]; 2] };
         // The run tokens below the node, from a precomputed set when there is one (the root's,
         // or a large subtree's); else child by child below.
         let whole = match node {
@@ -146,14 +207,14 @@ impl KernelWalk<'_> {
         }
         if d < LEAD_LISTS {
             let skip = |x: u8| quiet && quiet_byte(x);
-            return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), here, &skip, &mut refused);
+            return self.walk_listed_breaks(first, end, d, ri, base, whole.is_none(), &skip, &mut refused);
         }
         let mut c = first;
         while c < end {
             let c_end = trie.nodes[c].subtree_end as usize;
             let byte = trie.nodes[c].byte;
             if quiet && !ri.reads_ascii(byte) && quiet_byte(byte) {
-                match self.refuses(here, byte, &mut refused)? {
+                match self.refuses(c, byte, &mut refused)? {
                     None => return Ok(false),
                     Some(true) => {
                         c = c_end;
@@ -183,7 +244,7 @@ impl KernelWalk<'_> {
                     continue;
                 }
                 if quiet && quiet_byte(byte) {
-                    match self.refuses(here, byte, &mut refused)? {
+                    match self.refuses(m, byte, &mut refused)? {
                         None => return Ok(false),
                         // The breaks below it start their runs deeper: skipped one by one.
                         Some(true) => {
@@ -193,7 +254,7 @@ impl KernelWalk<'_> {
                         Some(false) => {}
                     }
                 }
-                if !self.walk_break(m, d, base, !ri.utf8)? {
+                if !self.walk_break(m, d, base, (!ri.utf8).then_some(run))? {
                     return Ok(false);
                 }
                 k = trie.nodes[m].subtree_end as usize;
@@ -223,25 +284,25 @@ impl KernelWalk<'_> {
         ri: &RunIndex,
         base: Frame,
         add: bool,
-        here: Frame,
         skip: &dyn Fn(u8) -> bool,
-        refused: &mut [u8; 256],
+        refused: &mut Refused,
     ) -> Result<bool> {
         if add {
             ri.add_runs_range(self.trie, first, end, d, &mut self.accepted);
         }
-        // An ASCII run leads back to `here`; a UTF-8 one is replayed.
-        let looping = !ri.utf8;
+        // An ASCII run leads to `refused.run` and stays there; a UTF-8 one is replayed.
+        let looping = (!ri.utf8).then_some(refused.run);
         if d == 0 && first == 0 && end == self.trie.nodes.len() {
             for (byte, nodes) in ri.root_breaks_by_byte() {
-                if skip(*byte) {
-                    match self.refuses(here, *byte, refused)? {
-                        None => return Ok(false),
-                        Some(true) => continue,
-                        Some(false) => {}
-                    }
-                }
                 for &m in nodes {
+                    // The byte is read at the root's frame (a root child) or at the run's.
+                    if skip(*byte) {
+                        match self.refuses(m as usize, *byte, refused)? {
+                            None => return Ok(false),
+                            Some(true) => continue,
+                            Some(false) => {}
+                        }
+                    }
                     if !self.walk_break(m as usize, d, base, looping)? {
                         return Ok(false);
                     }
@@ -252,7 +313,7 @@ impl KernelWalk<'_> {
                 let (nodes, bytes) = ri.breaks_of_lead(l, first, end);
                 for (&m, &byte) in nodes.iter().zip(bytes) {
                     if skip(byte) {
-                        match self.refuses(here, byte, refused)? {
+                        match self.refuses(m as usize, byte, refused)? {
                             None => return Ok(false),
                             Some(true) => continue,
                             Some(false) => {}
@@ -268,9 +329,13 @@ impl KernelWalk<'_> {
         Ok(true)
     }
 
-    /// Whether `frame` refuses `byte`, cached in `known` (see `walk_run_children`); `None` if
-    /// the row memo filled up (the walk is abandoned and redone).
-    fn refuses(&mut self, frame: Frame, byte: u8, known: &mut [u8; 256]) -> Result<Option<bool>> {
+    /// Whether the frame that reads break node `m`'s `byte` refuses it (`at.here` right below
+    /// the run's node, else `at.run`), cached per frame and byte (see `walk_run_children`); `None`
+    /// if the row memo filled up (the walk is abandoned and redone).
+    fn refuses(&mut self, m: usize, byte: u8, at: &mut Refused) -> Result<Option<bool>> {
+        let deep = self.trie.nodes[m].depth as usize > at.d + 1;
+        let frame = if deep { at.run } else { at.here };
+        let known = &mut at.known[usize::from(deep)];
         if known[byte as usize] == 0 {
             let read = self.step(frame, byte)?.is_some();
             if !read && self.memo_full() {
@@ -282,8 +347,9 @@ impl KernelWalk<'_> {
     }
 
     /// Walks break node `m`'s subtree after replaying its run from depth `d` (frames, rule ends
-    /// and path bytes, as the full walk would have them).
-    fn walk_break(&mut self, m: usize, d: usize, base: Frame, looping: bool) -> Result<bool> {
+    /// and path bytes, as the full walk would have them): `looping`, an ASCII run, each of whose
+    /// bytes leads to that frame; else the run's bytes are stepped.
+    fn walk_break(&mut self, m: usize, d: usize, base: Frame, looping: Option<Frame>) -> Result<bool> {
         let (a, trie) = (self.a, self.trie);
         let node = trie.nodes[m];
         let below = node.depth as usize - 1;
@@ -301,16 +367,16 @@ impl KernelWalk<'_> {
             self.path[k] = b;
             p = trie.nodes[p as usize].parent;
         }
-        let keep = if looping { d } else { keep };
+        let keep = if looping.is_some() { d } else { keep };
         self.frames.truncate(keep);
         self.ends.truncate(keep);
         self.path.truncate(below);
         let first = if d == 0 { base } else { self.frames[d - 1] };
-        if looping {
-            // Every byte of an ASCII run leads back to the same frame (a refused break byte was
+        if let Some(run) = looping {
+            // Every byte of an ASCII run leads to the same frame (a refused break byte was
             // skipped by the caller when nothing could be recorded below it).
-            let ended = frame_ended(a, &self.chart, first);
-            self.frames.resize(below, first);
+            let ended = frame_ended(a, &self.chart, run);
+            self.frames.resize(below, run);
             self.ends.resize(below, ended);
         } else {
             let mut frame = keep.checked_sub(1).filter(|&k| k >= d).map_or(first, |k| self.frames[k]);
@@ -340,6 +406,16 @@ impl KernelWalk<'_> {
         self.ends.truncate(d);
         self.path.truncate(d);
     }
+}
+
+/// The frames a break's byte is read from below a run's node at depth `d`, for
+/// [`KernelWalk::refuses`]: `here` (the node's) for a break right below it, `run` (where the run's
+/// bytes lead) for a deeper one, and per frame and byte whether it was read.
+struct Refused {
+    here: Frame,
+    run: Frame,
+    d: usize,
+    known: [[u8; 256]; 2],
 }
 
 /// The run index that applies at plain state `s` ([`state_run_class`]).

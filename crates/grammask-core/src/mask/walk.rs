@@ -132,9 +132,9 @@ impl KernelWalk<'_> {
                     }
                 }
             }
-            _ if let Some(ri) = w.runs_at(base)? => {
+            _ if let Some((ri, run)) = w.runs_at(base)? => {
                 // The kernel state itself reads every run of a class.
-                if !w.walk_run_children(0, trie.nodes.len(), 0, &ri, base, None)? {
+                if !w.walk_run_children(0, trie.nodes.len(), 0, &ri, run, base, None)? {
                     return Ok(false);
                 }
             }
@@ -306,8 +306,8 @@ impl KernelWalk<'_> {
             }
             let sub = n.subtree_end as usize;
             if sub - i > RUN_MIN_SUBTREE && d < MAX_RUN_DEPTH {
-                if let Some(ri) = self.runs_at(frame)? {
-                    if !self.walk_runs(i, &ri, base)? {
+                if let Some((ri, run)) = self.runs_at(frame)? {
+                    if !self.walk_runs(i, &ri, run, base)? {
                         return Ok(false);
                     }
                     i = sub;
