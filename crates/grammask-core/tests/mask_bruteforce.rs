@@ -2494,3 +2494,47 @@ fn open_objects_with_many_optional_keys_match_brute_force() {
         assert_eq!(got, ok, "{doc}");
     }
 }
+
+/// A string schema whose patterns every string matches (an unanchored `([A-Z0-9]+)?`, as in
+/// MaskBench o12409) is the plain counted string: its grammar is the one without the pattern (a
+/// `maxLength` past the long-run bound: blocks, not a state per character), its lengths are
+/// exact, masks equal the brute force along the string, and a pattern that refuses one character
+/// (`^[^é]*$`) still refuses it.
+#[test]
+fn universal_pattern_strings_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let string = |extra: &str| format!(r#"{{"type": "string", "minLength": 3, "maxLength": 1100{extra}}}"#);
+    let with = string(r#", "pattern": "([A-Z0-9]+)?""#);
+    assert_eq!(json_schema_to_ebnf(&with, &opts).unwrap(), json_schema_to_ebnf(&string(""), &opts).unwrap());
+    let schema = format!(
+        r#"{{"type": "object", "properties": {{"u": {with}, "n": {}}}, "required": ["u"]}}"#,
+        string(r#", "pattern": "^[^é]*$""#)
+    );
+    let vocab = ascii_vocab(&["é", "ab", "\\u00e9", "AB1", "\"}", "\\n"], &[0xC3, 0xA9]);
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(&schema), &vocab).unwrap());
+    let accepts = |doc: &str| {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        m.accept_bytes(doc.as_bytes()).unwrap() && m.is_completed()
+    };
+    let text = |n: usize, c: &str| c.repeat(n);
+    for (doc, want) in [
+        (format!(r#"{{"u": "{}"}}"#, text(1100, "x")), true),
+        (format!(r#"{{"u": "{}"}}"#, text(1101, "x")), false),
+        (format!(r#"{{"u": "{}"}}"#, text(2, "é")), false),
+        (format!(r#"{{"u": "{}"}}"#, text(3, "é")), true),
+        (format!(r#"{{"u": "a\nb{}"}}"#, text(1096, "\\u00e9")), true),
+        (format!(r#"{{"u": "abc", "n": "{}"}}"#, text(1100, "e")), true),
+        (r#"{"u": "abc", "n": "abé"}"#.to_string(), false),
+        (r#"{"u": "abc", "n": "ab\u00e9"}"#.to_string(), false),
+    ] {
+        assert_eq!(accepts(&doc), want, "{}", &doc[..doc.len().min(40)]);
+    }
+    let docs = [
+        format!(r#"{{"u": "{}é", "n": "{}"}}"#, text(549, "aB"), text(1100, "z")),
+        format!(r#"{{"u": "ab\"{}"}}"#, text(1097, "\\n")),
+    ];
+    let docs: Vec<&[u8]> = docs.iter().map(String::as_bytes).collect();
+    // Every position of both strings, past the 256-character blocks' ends included.
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 4400);
+}

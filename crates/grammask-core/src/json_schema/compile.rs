@@ -302,8 +302,9 @@ pub struct Conv<'a> {
     /// The canonical texts of each long `enum` array of the schema, by the array's address (the
     /// schema is borrowed for `'a`, so an address names one array): membership in O(1).
     enum_sets: FastMap<usize, HashSet<String, FastState>>,
-    /// The string automata built so far, by their constraints (see `emit_string`).
-    string_dfas: FastMap<StringKey, CharDfa>,
+    /// The string automata built so far, by their constraints (see `emit_string`); `None`:
+    /// the constraints other than the length accept every string.
+    string_dfas: FastMap<StringKey, Option<CharDfa>>,
     /// patternProperties automata (search anchoring) built so far, by pattern.
     pattern_dfas: FastMap<String, Rc<CharDfa>>,
     /// Additional-key languages built so far (see `additional_entry`).

@@ -214,6 +214,16 @@ impl CharDfa {
         Ok(self.difference(other)?.is_empty())
     }
 
+    /// Whether every string is in the language: every state (all are reachable) accepts and
+    /// reads every codepoint (its disjoint, surrogate-free ranges add up to all scalar values).
+    #[must_use]
+    pub fn accepts_every_string(&self) -> bool {
+        let all: u64 = CharSet::full().ranges().iter().map(|&(lo, hi)| u64::from(hi - lo) + 1).sum();
+        self.states
+            .iter()
+            .all(|st| st.accept && st.trans.iter().map(|t| u64::from(t.hi - t.lo) + 1).sum::<u64>() == all)
+    }
+
     /// Whether the language is infinite (the trimmed automaton has a cycle).
     #[must_use]
     pub fn is_infinite(&self) -> bool {
@@ -793,6 +803,34 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::regex::{Anchoring, Regex, RegexFlags};
+
+    /// `accepts_every_string` answers as the inclusion test does.
+    #[test]
+    fn accepts_every_string_is_inclusion_of_all_strings() {
+        let cases = [
+            ("([A-Z0-9]+)?", Anchoring::Search, true),
+            ("x*", Anchoring::Search, true),
+            ("[A-Z]+", Anchoring::Search, false),
+            ("^.*$", Anchoring::Search, false),
+            ("[\\s\\S]*", Anchoring::FullMatch, true),
+            ("[^\\uFFFF]*", Anchoring::FullMatch, false),
+            // ECMA-262 `.` refuses \r, U+2028 and U+2029 as well.
+            ("(.|\\n)*", Anchoring::FullMatch, false),
+            ("(.|\\n|\\r|\\u2028|\\u2029)*", Anchoring::FullMatch, true),
+            ("[\\s\\S][\\s\\S]*|", Anchoring::FullMatch, true),
+            ("[\\s\\S][\\s\\S]*", Anchoring::FullMatch, false),
+        ];
+        for (p, anchoring, want) in cases {
+            let d = CharDfa::from_regex(&Regex::parse(p, RegexFlags::default()).unwrap(), anchoring).unwrap();
+            assert_eq!(d.accepts_every_string(), want, "{p}");
+            assert_eq!(CharDfa::any_string().is_subset_of(&d).unwrap(), want, "{p}");
+        }
+        assert!(CharDfa::any_string().accepts_every_string());
+        assert!(!CharDfa::empty().accepts_every_string());
+        assert!(!CharDfa::length_between(0, Some(3)).unwrap().accepts_every_string());
+        assert!(CharDfa::length_between(0, None).unwrap().accepts_every_string());
+    }
 
     /// Moore's algorithm as first written: every state signed again each round.
     fn moore_reference(d: CharDfa) -> CharDfa {

@@ -202,14 +202,7 @@ impl Conv<'_> {
         let plain =
             m.patterns.is_empty() && m.formats.is_empty() && m.neg_patterns.is_empty() && m.neg_formats.is_empty();
         if plain && excluded.is_empty() {
-            if m.min_len > u64::from(MAX_REPEAT_BOUND) || m.max_len.is_some_and(|x| x > u64::from(MAX_REPEAT_BOUND)) {
-                if m.max_len.is_some() {
-                    return Err(Error::limit("maxLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
-                }
-                return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
-            }
-            let body = self.counted_chars(m.min_len, m.max_len)?;
-            return Ok(Some(format!("\"\\\"\" {body}")));
+            return self.counted_string(m, ptr).map(Some);
         }
         if plain && m.min_len == 0 && m.max_len.is_none() {
             let body = jstr::not_in_for(self.opts.spelling, &mut self.e, &excluded)?;
@@ -233,6 +226,10 @@ impl Conv<'_> {
                 d
             }
         };
+        // Patterns and formats that every string matches (an unanchored `([A-Z]+)?`) leave the
+        // length alone: the plain string's counted run, whose long bounds are blocks, where the
+        // automaton below would be a state per character (`str_16.re`: 98k states, o12409).
+        let Some(dfa) = dfa else { return self.counted_string(m, ptr).map(Some) };
         if dfa.is_empty() {
             return Ok(None);
         }
@@ -243,8 +240,21 @@ impl Conv<'_> {
         Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
     }
 
-    /// The automaton of the strings (decoded) that satisfy `m`'s string constraints.
-    fn string_dfa(m: &Merged, excluded: &[&str], ptr: &str) -> Result<CharDfa> {
+    /// A string of `m.min_len..=m.max_len` characters, any of them.
+    fn counted_string(&mut self, m: &Merged, ptr: &str) -> Result<String> {
+        if m.min_len > u64::from(MAX_REPEAT_BOUND) || m.max_len.is_some_and(|x| x > u64::from(MAX_REPEAT_BOUND)) {
+            if m.max_len.is_some() {
+                return Err(Error::limit("maxLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
+            }
+            return Err(Error::limit("minLength", MAX_REPEAT_BOUND as usize).at_pointer(ptr));
+        }
+        let body = self.counted_chars(m.min_len, m.max_len)?;
+        Ok(format!("\"\\\"\" {body}"))
+    }
+
+    /// The automaton of the strings (decoded) that satisfy `m`'s string constraints; `None`
+    /// when nothing is excluded and the constraints other than the length accept every string.
+    fn string_dfa(m: &Merged, excluded: &[&str], ptr: &str) -> Result<Option<CharDfa>> {
         let mut dfa = CharDfa::any_string();
         for (p, pp) in &m.patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
@@ -271,6 +281,9 @@ impl Conv<'_> {
             let d = format_dfa(f).map_err(|e| ptr_if_none(e, ptr))?;
             dfa = dfa.difference(&d).map_err(|e| ptr_if_none(e, ptr))?;
         }
+        if excluded.is_empty() && dfa.accepts_every_string() {
+            return Ok(None);
+        }
         if m.min_len > 0 || m.max_len.is_some() {
             let len = CharDfa::length_between(m.min_len, m.max_len).map_err(|e| ptr_if_none(e, ptr))?;
             // A length counter times a cyclic automaton reaches about the product of their
@@ -285,7 +298,7 @@ impl Conv<'_> {
             }
             dfa = dfa.intersect(&len).map_err(|e| ptr_if_none(e, ptr))?;
         }
-        Ok(dfa)
+        Ok(Some(dfa))
     }
 
     /// A string body of `lo..=hi` characters (`hi` `None`: unbounded) and its closing quote.
