@@ -51,6 +51,57 @@ def test_import_works_under_a_virtual_memory_limit():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
+def _dynamic_flags(path: str) -> int:
+    """DT_FLAGS of a 64-bit little-endian ELF shared object (0 when absent)."""
+    import struct
+
+    data = open(path, "rb").read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, "a 64-bit little-endian ELF"
+    phoff, phentsize, phnum = struct.unpack_from("<Q", data, 0x20)[0], *struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 2:  # PT_DYNAMIC: (tag, value) pairs up to DT_NULL
+            for off in range(p_offset, p_offset + p_filesz, 16):
+                tag, value = struct.unpack_from("<qQ", data, off)
+                if tag == 0:
+                    break
+                if tag == 30:  # DT_FLAGS
+                    return value
+    return 0
+
+
+@linux_only
+def test_extension_needs_no_static_tls():
+    # A module flagged DF_STATIC_TLS (initial-exec TLS, mimalloc's default) takes its whole TLS
+    # block from glibc's small static surplus when loaded with dlopen; once our thread-locals grew
+    # past ~1.5 KB, `import grammask` then `import torch` failed in libgomp ("cannot allocate
+    # memory in static TLS block"). mimalloc is built with `local_dynamic_tls`.
+    import platform
+
+    import grammask._core as core
+
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("reads a 64-bit little-endian ELF")
+    df_static_tls = 0x10
+    assert _dynamic_flags(core.__file__) & df_static_tls == 0, f"{core.__file__} is flagged DF_STATIC_TLS"
+
+
+@linux_only
+def test_torch_imports_after_grammask():
+    # The order users write (`import grammask as xgr` at the top, a model library after it).
+    r = run_python(
+        """
+        import grammask as xgr
+        import torch
+        bitmask = xgr.allocate_token_bitmask(1, 64)
+        print(bitmask.dtype)
+        """,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "torch.int32"
+
+
 @linux_only
 def test_allocator_does_not_ask_for_huge_pages():
     # mimalloc madvises its arenas MADV_HUGEPAGE unless built with `no_thp`; under THP "madvise"
