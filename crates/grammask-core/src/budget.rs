@@ -1859,7 +1859,6 @@ pub fn with_exit_levels_after<R>(rows: u32, f: impl FnOnce() -> R) -> R {
 struct WalkMaps {
     regions: FastMap<(u32, i64, u32, bool), Region>,
     region_slots: Vec<RegionSlot>,
-    slot_epoch: u32,
     follow_of: FastMap<(u32, u128), u32>,
     over_memo: FastMap<(usize, u128, u32), u32>,
     body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
@@ -1891,12 +1890,13 @@ impl WalkMaps {
         self.regions.clear();
         if slots {
             // A slot holds for the walk whose epoch it carries: a new epoch empties them all.
-            self.slot_epoch = self.slot_epoch.wrapping_add(1);
-            if self.slot_epoch == 0 || self.region_slots.len() != REGION_SLOTS {
+            // The epoch is kept in a last, never indexed slot (the thread-local's size stays).
+            let epoch = self.slot_epoch().wrapping_add(1);
+            if epoch <= 1 || self.region_slots.len() != REGION_SLOTS + 1 {
                 self.region_slots.clear();
-                self.region_slots.resize(REGION_SLOTS, RegionSlot::EMPTY);
-                self.slot_epoch = 1;
+                self.region_slots.resize(REGION_SLOTS + 1, RegionSlot::EMPTY);
             }
+            self.region_slots[REGION_SLOTS].epoch = epoch.max(1);
         } else {
             self.region_slots.clear();
         }
@@ -1915,6 +1915,11 @@ impl WalkMaps {
         self.levels.clear();
         self.level_costs.clear();
         self.level_over.clear();
+    }
+
+    /// The epoch of the region slots' last walk (0: none).
+    fn slot_epoch(&self) -> u32 {
+        self.region_slots.get(REGION_SLOTS).map_or(0, |s| s.epoch)
     }
 
     /// The maps' capacities summed.
@@ -3482,6 +3487,7 @@ impl Budget {
         maps.clear(matches!(mode, Mode::Limit { .. }));
         maps.closed.clear(chart);
         maps.closed.hits = 0;
+        let slot_epoch = maps.slot_epoch();
         let mut w = Walk {
             a,
             comp,
@@ -3495,7 +3501,7 @@ impl Budget {
             follow_classes: maps.follow_classes,
             regions: maps.regions,
             region_slots: maps.region_slots,
-            slot_epoch: maps.slot_epoch,
+            slot_epoch,
             follow_of: maps.follow_of,
             levels: maps.levels,
             level_costs: maps.level_costs,
@@ -3528,7 +3534,6 @@ impl Budget {
         let maps = WalkMaps {
             regions: w.regions,
             region_slots: w.region_slots,
-            slot_epoch: w.slot_epoch,
             follow_of: w.follow_of,
             over_memo: w.over_memo,
             body_memo: w.body_memo,
