@@ -452,7 +452,30 @@ const MAX_COVERS: usize = 4;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
 /// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
-const REGION_SLOTS: usize = 256;
+const REGION_SLOTS: usize = 1024;
+/// A [`Walk::region_slots`] entry: the region of `(state, t, depth, full)`, set in walk `epoch`.
+#[derive(Clone, Copy, Debug)]
+struct RegionSlot {
+    epoch: u32,
+    state: u32,
+    t: i64,
+    depth: u32,
+    full: bool,
+    region: Region,
+}
+
+impl RegionSlot {
+    const EMPTY: RegionSlot =
+        RegionSlot { epoch: 0, state: u32::MAX, t: 0, depth: 0, full: false, region: Region::EMPTY };
+}
+
+/// The [`Walk::region_slots`] slot of `(s, t)`: items of one state at other thresholds (their
+/// `U`s differ) take other slots.
+#[inline]
+fn region_slot(s: StateId, t: i64) -> usize {
+    (s.0 ^ (t as u32).wrapping_mul(0x9E37_79B9)) as usize % REGION_SLOTS
+}
+
 /// Most states of a stay home ([`Stay`]) searched; beyond it the item keeps to no class.
 const MAX_STAY_HOME: usize = 1024;
 
@@ -1835,7 +1858,7 @@ pub fn with_exit_levels_after<R>(rows: u32, f: impl FnOnce() -> R) -> R {
 #[derive(Default)]
 struct WalkMaps {
     regions: FastMap<(u32, i64, u32, bool), Region>,
-    region_slots: Vec<(u32, i64, u32, bool, Region)>,
+    region_slots: Vec<RegionSlot>,
     follow_of: FastMap<(u32, u128), u32>,
     over_memo: FastMap<(usize, u128, u32), u32>,
     body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
@@ -1865,9 +1888,17 @@ impl WalkMaps {
     /// slots of a limit walk, all empty, else none.
     fn clear(&mut self, slots: bool) {
         self.regions.clear();
-        self.region_slots.clear();
         if slots {
-            self.region_slots.resize(REGION_SLOTS, (u32::MAX, 0, 0, false, Region::EMPTY));
+            // A slot holds for the walk whose epoch it carries: a new epoch empties them all.
+            // The epoch is kept in a last, never indexed slot (the thread-local's size stays).
+            let epoch = self.slot_epoch().wrapping_add(1);
+            if epoch <= 1 || self.region_slots.len() != REGION_SLOTS + 1 {
+                self.region_slots.clear();
+                self.region_slots.resize(REGION_SLOTS + 1, RegionSlot::EMPTY);
+            }
+            self.region_slots[REGION_SLOTS].epoch = epoch.max(1);
+        } else {
+            self.region_slots.clear();
         }
         self.follow_of.clear();
         self.over_memo.clear();
@@ -1884,6 +1915,11 @@ impl WalkMaps {
         self.levels.clear();
         self.level_costs.clear();
         self.level_over.clear();
+    }
+
+    /// The epoch of the region slots' last walk (0: none).
+    fn slot_epoch(&self) -> u32 {
+        self.region_slots.get(REGION_SLOTS).map_or(0, |s| s.epoch)
     }
 
     /// The maps' capacities summed.
@@ -1958,6 +1994,26 @@ fn seq_hash(words: impl Iterator<Item = u128>) -> u128 {
     words.fold(0x243F_6A88_85A3_08D3_1319_8A2E_0370_7344, |acc, w| crate::earley::mix128(acc.rotate_left(7) ^ w))
 }
 
+/// Per body state, the bytes the body automaton reads from it (a constant of
+/// [`crate::slice::body_table`], built once).
+/// PERF: rebuilt per [`body_shape`] call it was ~14 M of o41193's 2,039 M budgeted instructions.
+fn body_reads_table() -> &'static [Follow; 9] {
+    use crate::slice::Body;
+    static READS: std::sync::OnceLock<[Follow; 9]> = std::sync::OnceLock::new();
+    READS.get_or_init(|| {
+        let (table, _) = crate::slice::body_table();
+        let mut reads: [Follow; 9] = [[0; 4]; 9];
+        for (r, row) in reads.iter_mut().zip(table.iter()) {
+            for x in 0..=255u8 {
+                if let Body::To(_) = row[usize::from(x)] {
+                    r[usize::from(x >> 6)] |= 1 << (x & 63);
+                }
+            }
+        }
+        reads
+    })
+}
+
 /// The [`BodyShape`] of root items `roots` (`(state, group)`, see there), or `None` when some
 /// body text takes them to no item or to a state with rule edges, or two texts reaching the
 /// same body state to different items. From the root (body state 0's bytes, the root items)
@@ -1965,14 +2021,7 @@ fn seq_hash(words: impl Iterator<Item = u128>) -> u128 {
 fn body_shape(a: &Automata, comp: &Completion, roots: &[(StateId, u32)]) -> Option<BodyShape> {
     use crate::slice::Body;
     let (table, _) = crate::slice::body_table();
-    let mut reads: [Follow; 9] = [[0; 4]; 9];
-    for (r, row) in reads.iter_mut().zip(table.iter()) {
-        for x in 0..=255u8 {
-            if let Body::To(_) = row[usize::from(x)] {
-                r[usize::from(x >> 6)] |= 1 << (x & 63);
-            }
-        }
-    }
+    let reads = *body_reads_table();
     let mut items: Vec<Vec<(StateId, u32)>> = vec![Vec::new(); 9];
     let mut known = [false; 9];
     // `None`: the root level (its first byte), then the body states met.
@@ -2049,11 +2098,12 @@ struct Walk<'a> {
     follow_classes: Vec<u64>,
     /// This walk's [`Region`]s by `(state, threshold, depth, full)`.
     regions: FastMap<(u32, i64, u32, bool), Region>,
-    /// A direct-mapped front of `regions`, slot `state % REGION_SLOTS`: `(state, threshold,
-    /// depth, full, region)`, state `u32::MAX` when empty.
+    /// A direct-mapped front of `regions`, slot [`region_slot`] of the state and threshold; a
+    /// slot holds only when its epoch is `slot_epoch`.
     /// PERF: plain levels look a region up per new item of a byte that may leave its home
     /// (string contents: most bytes); the hash lookup was most of `item_exits`.
-    region_slots: Vec<(u32, i64, u32, bool, Region)>,
+    region_slots: Vec<RegionSlot>,
+    slot_epoch: u32,
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
@@ -2185,9 +2235,13 @@ impl Walk<'_> {
     /// PERF: the cache slot answers for every smaller depth (a region within more bytes stands
     /// for one within fewer): string contents look up the same states below nodes of many depths.
     fn region_of(&mut self, s: StateId, t: i64, side: Side, depth: u32, full: bool) -> Region {
-        let slot = s.0 as usize % REGION_SLOTS;
+        let slot = region_slot(s, t);
         match self.region_slots[slot] {
-            (q, qt, qd, qf, g) if q == s.0 && qt == t && qd >= depth && qf == full => g,
+            RegionSlot { epoch, state, t: qt, depth: qd, full: qf, region: g }
+                if epoch == self.slot_epoch && state == s.0 && qt == t && qd >= depth && qf == full =>
+            {
+                g
+            }
             _ => {
                 let key = (s.0, t, depth, full);
                 let g = match self.regions.get(&key) {
@@ -2198,7 +2252,7 @@ impl Walk<'_> {
                         g
                     }
                 };
-                self.region_slots[slot] = (s.0, t, depth, full, g);
+                self.region_slots[slot] = RegionSlot { epoch: self.slot_epoch, state: s.0, t, depth, full, region: g };
                 g
             }
         }
@@ -3433,6 +3487,7 @@ impl Budget {
         maps.clear(matches!(mode, Mode::Limit { .. }));
         maps.closed.clear(chart);
         maps.closed.hits = 0;
+        let slot_epoch = maps.slot_epoch();
         let mut w = Walk {
             a,
             comp,
@@ -3446,6 +3501,7 @@ impl Budget {
             follow_classes: maps.follow_classes,
             regions: maps.regions,
             region_slots: maps.region_slots,
+            slot_epoch,
             follow_of: maps.follow_of,
             levels: maps.levels,
             level_costs: maps.level_costs,
