@@ -227,6 +227,8 @@ pub struct CompiledGrammar {
     /// [`KEY_COLLISIONS`] cached with that key), whose `Arc` the kernels equal to one share
     /// ([`Self::cache_kernel`]).
     distinct_kernels: RwLock<FastMap<u64, Vec<Arc<KernelMask>>>>,
+    /// [`lead_run`] of each rule start asked for so far ([`Self::lead_run_at`]).
+    lead_runs: RwLock<FastMap<StateId, Option<(ByteSet, u32)>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
     nullable: OnceLock<Vec<bool>>,
@@ -425,6 +427,7 @@ impl CompiledGrammar {
             index,
             kernels: RwLock::new(FastMap::default()),
             distinct_kernels: RwLock::new(FastMap::default()),
+            lead_runs: RwLock::new(FastMap::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
@@ -873,12 +876,26 @@ impl CompiledGrammar {
         if !a.byte_edges(u).is_empty() || a.state(u).is_final || v == u {
             return Ok(None);
         }
-        let Some((class, bound)) = lead_run(a, a.callee_start(u, r)) else { return Ok(None) };
+        let Some((class, bound)) = self.lead_run_at(a.callee_start(u, r)) else { return Ok(None) };
         let vocab_size = self.index.vocab.vocab_size();
         let nodes = self.index.lead_nodes(Some(p), &class, bound);
         // `v` is in `state`'s rule (a byte edge, then a call's return): the same FOLLOW set.
         let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, v, sc, &nodes);
         Ok(self.with_walk_shortcuts(v, walk)?.map(|(km, _)| km))
+    }
+
+    /// [`lead_run`] of the rule start `s0`, cached per grammar: every lead and literal lead asks
+    /// for the one whitespace rule's start.
+    ///
+    /// PERF: each ask followed the rule's chain again (65 states for the JSON Schema whitespace,
+    /// ~10 k instructions), ~65 M of the session-40 band driver's 3.57 G.
+    fn lead_run_at(&self, s0: StateId) -> Option<(ByteSet, u32)> {
+        if let Some(&run) = read(&self.lead_runs).get(&s0) {
+            return run;
+        }
+        let run = lead_run(&self.automata, s0);
+        write(&self.lead_runs).insert(s0, run);
+        run
     }
 
     /// The classification of a kernel state whose only move is a call of a run rule such as a JSON
@@ -898,7 +915,7 @@ impl CompiledGrammar {
         if !a.byte_edges(state).is_empty() || a.has_lookahead() || t == state || nested {
             return Ok(None);
         }
-        let Some((class, bound)) = lead_run(a, a.callee_start(state, r)) else { return Ok(None) };
+        let Some((class, bound)) = self.lead_run_at(a.callee_start(state, r)) else { return Ok(None) };
         let vocab_size = self.index.vocab.vocab_size();
         let nodes = self.index.lead_nodes(None, &class, bound);
         let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &nodes);
@@ -971,7 +988,7 @@ impl CompiledGrammar {
         // PERF: after each value of an object with many optional properties (MaskBench
         // `Github_hard---o30633`, ~90), the start of the rest of the chain (`ws "," ... | rest`)
         // was walked with every later property predicted in each row, 0.3-0.9 ms on Llama 3.
-        let lead = |r: RuleId| if edges.len() > 1 { lead_run(a, start(r)) } else { None };
+        let lead = |r: RuleId| if edges.len() > 1 { self.lead_run_at(start(r)) } else { None };
         // So is a callee that only reads bytes (a number) before a state `t` whose kernel row is
         // wide (it predicts the rest of such a chain): the walk closes that row again after each
         // token prefix the callee may end on, the composition once per distinct suffix.
@@ -1618,6 +1635,7 @@ impl CompiledGrammar {
             + self.sibling_edges.get().and_then(Option::as_ref).map_or(0, SiblingEdges::memory_size)
             + read(&self.siblings).keys().map(|k| k.len() * 8 + 24).sum::<usize>()
             + read(&self.capacities).len() * 24
+            + read(&self.lead_runs).len() * 48
     }
 }
 

@@ -49,6 +49,25 @@ impl ByteSet {
         }
     }
 
+    /// Whether some byte is in both sets.
+    pub fn intersects(&self, other: &ByteSet) -> bool {
+        self.0.iter().zip(other.0).any(|(w, o)| w & o != 0)
+    }
+
+    /// The bytes of the set, ascending.
+    pub fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = w.trailing_zeros();
+                    w &= w - 1;
+                    (i as u32 * 64 + b) as u8
+                })
+            })
+        })
+    }
+
     /// Keeps only the bytes also in `other`.
     pub fn intersect(&mut self, other: &ByteSet) {
         for (w, o) in self.0.iter_mut().zip(other.0) {
@@ -162,6 +181,28 @@ pub fn follow_sets(a: &Automata, nullable: &[bool]) -> Vec<ByteSet> {
 mod tests {
     use super::*;
     use crate::ebnf::parse_ebnf;
+
+    #[test]
+    fn bytes_and_intersects_agree_with_contains() {
+        let ranges = [(0u8, 0u8), (0, 255), (3, 63), (63, 64), (60, 200), (128, 191), (255, 255), (64, 127), (9, 10)];
+        let sets: Vec<ByteSet> = ranges
+            .iter()
+            .map(|&(lo, hi)| {
+                let mut s = ByteSet::default();
+                s.insert_range(lo, hi);
+                s.insert_range(hi / 2, hi / 2);
+                s
+            })
+            .chain([ByteSet::default()])
+            .collect();
+        for s in &sets {
+            let listed: Vec<u8> = s.bytes().collect();
+            assert_eq!(listed, (0..=255u8).filter(|&b| s.contains(b)).collect::<Vec<_>>());
+            for o in &sets {
+                assert_eq!(s.intersects(o), (0..=255u8).any(|b| s.contains(b) && o.contains(b)));
+            }
+        }
+    }
 
     #[test]
     fn insert_range_sets_exactly_the_range() {

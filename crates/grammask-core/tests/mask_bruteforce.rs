@@ -2538,3 +2538,74 @@ fn universal_pattern_strings_match_brute_force() {
     // Every position of both strings, past the 256-character blocks' ends included.
     assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 4400);
 }
+
+/// A grammar whose leads and literal leads call two run rules of different classes and bounds
+/// (`[ \t]{0,64}` in objects and before `:`, `[\n\r ]*` after `:`, in the array and after the
+/// `1` of `[ 1 ]`) takes each rule's own run from the grammar's `lead_run` cache
+/// (`CompiledGrammar::lead_run_at`, by rule start): every lead and literal lead kernel equals
+/// the plain walk and masks along documents equal brute force, with tokens at the bound and one
+/// past it. Fails if the cache answers one rule's run for another's start (checked: a cache that
+/// returned its first entry for every start).
+#[test]
+fn lead_runs_of_several_rules_equal_plain_walks() {
+    let mut rng = Rng(0xA409_3822_299F_31D0);
+    let text = "root ::= obj | \"[\" nl (obj (nl \",\" nl obj)*)? nl \"]\"\n\
+                obj ::= \"{\" ws (kv (ws \",\" ws kv)*)? ws \"}\"\n\
+                kv ::= \"\\\"\" [ab]+ \"\\\"\" ws \":\" nl val\n\
+                val ::= \"1\" | \"2\" | \"\\\"\" [ab]* \"\\\"\" | obj | \"[\" ws \"1\" nl \"]\"\n\
+                ws ::= [ \\t]{0,64}\n\
+                nl ::= [\\n\\r ]{0,100}";
+    let g = grammask_core::ebnf::parse_ebnf(text, "root").unwrap();
+    let pieces: &[&[u8]] = &[
+        b" ", b"  ", b"\n", b"\t", b"\r\n", b"\"", b"a", b"b", b"ab", b":", b",", b"{", b"}", b"1", b"2", b"[", b"]",
+        b": ", b":\n", b":\t", b", ", b",\n", b"\":", b"\n{", b"[\n", b"[\t", b"1\n", b"1 ", b"1\t",
+    ];
+    let mut runs = Vec::new();
+    for (head, byte, n, tail) in [
+        (":", "\n", 3, "1"),
+        (":", "\t", 1, "1"),
+        (":", " ", 70, "2"),
+        ("\"", " ", 64, ":"),
+        ("\"", " ", 65, ":"),
+        ("\"", "\t", 3, ":"),
+        ("1", "\n", 2, "]"),
+        ("1", "\t", 2, "]"),
+        ("1", " ", 70, "]"),
+        ("", " ", 64, "\""),
+        ("", " ", 65, "\""),
+        ("{", "\t", 64, "}"),
+        ("{", "\t", 65, "}"),
+        ("{", "\n", 1, "}"),
+        ("[", "\n", 100, "{"),
+        ("[", "\t", 2, "1"),
+        (",", "\n", 100, "{"),
+        (",", "\t", 1, "\""),
+        ("", "\n", 64, "\""),
+    ] {
+        runs.push(format!("{head}{}{tail}", byte.repeat(n)).into_bytes());
+    }
+    let ws64 = format!("{{{}\"b\":2{}}}", " ".repeat(64), "\t".repeat(64));
+    let nl = format!("[{}{{\"a\":{}[\t1{}]}}\n]", "\n".repeat(100), " ".repeat(70), "\r\n".repeat(20));
+    let docs: &[&[u8]] = &[
+        b"{\"a\": 1, \"ab\":2}",
+        b"[\n{\"b\" :\r\n\"ab\"},\n\n{ }\n]",
+        b"{\t\"a\":[ 1\n]}",
+        ws64.as_bytes(),
+        nl.as_bytes(),
+    ];
+    let (mut lead, mut literal) = (0, 0);
+    for _ in 0..4 {
+        let vocab = pieces_vocab(&mut rng, pieces, 150, runs.clone());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        lead += lead_kernels_equal_plain_walks(&cg, text);
+        for s in 0..cg.automata().states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
+                literal += 1;
+            }
+        }
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert!(lead >= 24 && literal >= 8, "only {lead} lead and {literal} literal lead kernels");
+}

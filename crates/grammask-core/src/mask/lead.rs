@@ -79,7 +79,7 @@ pub fn classify_after_lead(
         let mut w = KernelWalk::new(a, trie, vocab_size, t, &sc, interned, usize::MAX, &mut never);
         let base = Frame::Rows(w.chart.num_rows());
         let readable = row_bytes(a, w.chart.last_row());
-        if frame_ended(a, &w.chart, base) || (0..=255u8).any(|b| class.contains(b) && readable.contains(b)) {
+        if frame_ended(a, &w.chart, base) || class.intersects(&readable) {
             return Ok(None);
         }
         for &tok in &nodes.run_tokens {
@@ -87,7 +87,7 @@ pub fn classify_after_lead(
         }
         let mut done = true;
         // Below the runs, only the nodes whose byte `t` reads are walked (none is a class byte).
-        'bytes: for b in (0..=255u8).filter(|&b| readable.contains(b)) {
+        'bytes: for b in readable.bytes() {
             for &(i, at) in nodes.exits(b) {
                 let n = trie.nodes[i as usize];
                 let d = n.depth as usize;
