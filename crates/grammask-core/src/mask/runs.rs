@@ -638,21 +638,19 @@ const MAX_REFUSED_CHARS: usize = 32;
 /// that does is taken.
 pub fn call_loop_refused(a: &Automata, s: StateId) -> Option<Vec<Box<[u8]>>> {
     a.rule_edges(s).iter().filter(|&&(_, t)| t == s).find_map(|&(r, _)| {
-        let mut memo: FastMap<(StateId, u8), Option<Arc<[Box<[u8]>]>>> = FastMap::default();
+        let mut memo = RefusedMemo::default();
         refused_suffixes(a, a.callee_start(s, r), 0, &mut memo).map(|r| r.to_vec())
     })
 }
+
+/// [`refused_suffixes`] by (state, `U` state).
+type RefusedMemo = FastMap<(StateId, u8), Option<Arc<[Box<[u8]>]>>>;
 
 /// The byte strings that complete a character from `U`'s state `u` (0: at a boundary, only
 /// multi-byte characters) and that `q` does not read to a final state without edges; `None`
 /// past [`MAX_REFUSED_CHARS`], where a state on the way has rule edges, or where a whole
 /// prefix is refused.
-fn refused_suffixes(
-    a: &Automata,
-    q: StateId,
-    u: u8,
-    memo: &mut FastMap<(StateId, u8), Option<Arc<[Box<[u8]>]>>>,
-) -> Option<Arc<[Box<[u8]>]>> {
+fn refused_suffixes(a: &Automata, q: StateId, u: u8, memo: &mut RefusedMemo) -> Option<Arc<[Box<[u8]>]>> {
     if let Some(r) = memo.get(&(q, u)) {
         return r.clone();
     }
