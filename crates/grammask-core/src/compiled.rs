@@ -13,11 +13,11 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, call_loop, class_covers, classify_after_lead, classify_byte_region, classify_kernel_budget,
-    classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal,
-    classify_literal_chain, compose_kernel, lead_run, literal_byte, offering_rows, run_class_candidates, shift_kernel,
-    sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts,
-    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    ascii_loop, call_loop, call_loop_refused, class_covers, classify_after_lead, classify_byte_region,
+    classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned,
+    classify_literal, classify_literal_chain, compose_kernel, lead_run, literal_byte, offering_rows,
+    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
+    DropRules, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -85,41 +85,87 @@ const MAX_CALL_LOOP_RUNS: usize = 8;
 /// done, or in a forked child (no such thread), walks those rows node by node as before.
 /// PERF: building one in a fill (~9 M instructions on Llama 3) or at compile regressed the
 /// seed-2929 sample's band or the time to first mask (session 38).
+///
+/// Each loop state whose callee reads every multi-byte character but a few
+/// ([`call_loop_refused`]) also takes a UTF-8 index of its class less those characters
+/// (`wide`, built on the same thread, never cached per vocabulary): a row holding that state's
+/// item reads every run of it.
+/// PERF: with the ASCII index alone, every non-ASCII trie node was a break below o68280's key
+/// `[^,:&\s]+` (which refuses 19 Unicode spaces), and stepped node by node (~100 K steps, 3.5-8 ms).
 #[derive(Debug, Default)]
-struct CallLoopRuns(Vec<(u128, OnceLock<Arc<RunIndex>>)>);
+struct CallLoopRuns {
+    classes: Vec<(u128, OnceLock<Arc<RunIndex>>)>,
+    /// Each (class, refused characters), at most [`MAX_CALL_LOOP_RUNS`].
+    wide: Vec<WideLoopRun>,
+    /// The loop states that take an entry of `wide`, by index.
+    wide_of: FastMap<StateId, usize>,
+}
+
+/// A call loop's UTF-8 run index less the characters its callee refuses ([`CallLoopRuns`]).
+#[derive(Debug)]
+struct WideLoopRun {
+    class: u128,
+    refused: Vec<Box<[u8]>>,
+    index: OnceLock<Arc<RunIndex>>,
+}
 
 impl CallLoopRuns {
     /// The classes of `a`'s call loops: each loop state's [`call_loop`] bytes with its own
     /// [`ascii_loop`] ones, of at least [`MIN_ROW_RUN_BYTES`] bytes, at most
-    /// [`MAX_CALL_LOOP_RUNS`].
+    /// [`MAX_CALL_LOOP_RUNS`]; and those states' wide indexes.
     fn of(a: &Automata) -> CallLoopRuns {
-        let mut classes: Vec<(u128, OnceLock<Arc<RunIndex>>)> = Vec::new();
+        let mut runs = CallLoopRuns::default();
         for s in (0..a.states().len() as u32).map(StateId) {
             if !a.rule_edges(s).iter().any(|&(_, t)| t == s) {
                 continue;
             }
             let calls = call_loop(a, s);
             let class = calls | ascii_loop(a, s);
-            if calls == 0 || class.count_ones() < MIN_ROW_RUN_BYTES || classes.iter().any(|c| c.0 == class) {
+            if calls == 0 || class.count_ones() < MIN_ROW_RUN_BYTES {
                 continue;
             }
-            classes.push((class, OnceLock::new()));
-            if classes.len() == MAX_CALL_LOOP_RUNS {
+            if let Some(refused) = call_loop_refused(a, s) {
+                let i = runs.wide.iter().position(|w| w.class == class && w.refused == refused);
+                let i = match i {
+                    Some(i) => Some(i),
+                    None if runs.wide.len() < MAX_CALL_LOOP_RUNS => {
+                        runs.wide.push(WideLoopRun { class, refused, index: OnceLock::new() });
+                        Some(runs.wide.len() - 1)
+                    }
+                    None => None,
+                };
+                if let Some(i) = i {
+                    runs.wide_of.insert(s, i);
+                }
+            }
+            if runs.classes.len() < MAX_CALL_LOOP_RUNS && !runs.classes.iter().any(|c| c.0 == class) {
+                runs.classes.push((class, OnceLock::new()));
+            }
+            if runs.classes.len() == MAX_CALL_LOOP_RUNS && runs.wide.len() == MAX_CALL_LOOP_RUNS {
                 break;
             }
         }
-        CallLoopRuns(classes)
+        runs
+    }
+
+    fn is_empty(&self) -> bool {
+        self.classes.is_empty()
     }
 
     /// The run index of `class` if it is set.
     fn get(&self, class: u128) -> Option<Arc<RunIndex>> {
-        self.0.iter().find(|c| c.0 == class).and_then(|c| c.1.get().cloned())
+        self.classes.iter().find(|c| c.0 == class).and_then(|c| c.1.get().cloned())
+    }
+
+    /// The wide run index of loop state `s` if it is set.
+    fn wide(&self, s: StateId) -> Option<Arc<RunIndex>> {
+        self.wide_of.get(&s).and_then(|&i| self.wide[i].index.get().cloned())
     }
 
     /// Sets the indexes the vocabulary has cached; whether some are left to [`Self::build`].
     fn take_cached(&self, index: &TokenIndex) -> bool {
-        let mut left = false;
-        for (class, ri) in &self.0 {
+        let mut left = !self.wide.is_empty();
+        for (class, ri) in &self.classes {
             match index.cached_run_index(*class, false) {
                 Some(cached) => {
                     let _ = ri.set(cached);
@@ -130,18 +176,29 @@ impl CallLoopRuns {
         left
     }
 
-    /// Heap bytes of the indexes set (shared with the vocabulary's cache where it kept them, as
-    /// the class-body slices are).
     fn memory_size(&self) -> usize {
-        self.0.iter().filter_map(|c| c.1.get()).map(|ri| ri.memory_size()).sum::<usize>() + self.0.len() * 32
+        let wide = self.wide.iter().filter_map(|w| w.index.get()).map(|ri| ri.memory_size()).sum::<usize>();
+        self.classes.iter().filter_map(|c| c.1.get()).map(|ri| ri.memory_size()).sum::<usize>()
+            + wide
+            + self.classes.len() * 32
+            + self.wide.len() * 64
+            + self.wide_of.len() * 16
     }
 
-    /// Builds (or takes from the vocabulary's cache) the indexes not set yet ([`TokenIndex::run_index_off_fill`]).
+    /// Builds (or takes from the vocabulary's cache) the indexes not set yet
+    /// ([`TokenIndex::run_index_off_fill`], [`TokenIndex::run_index_less_off_fill`]).
     fn build(&self, index: &TokenIndex) {
-        for (class, ri) in &self.0 {
+        for (class, ri) in &self.classes {
             if ri.get().is_none() {
                 if let Some(built) = index.run_index_off_fill(*class, false) {
                     let _ = ri.set(built);
+                }
+            }
+        }
+        for w in &self.wide {
+            if w.index.get().is_none() {
+                if let Some(built) = index.run_index_less_off_fill(w.class, &w.refused) {
+                    let _ = w.index.set(built);
                 }
             }
         }
@@ -252,6 +309,13 @@ pub struct CompiledGrammar {
     pending_class_bodies_passed: AtomicUsize,
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<FastMap<StateId, Option<Arc<RunIndex>>>>,
+    /// The states the compile found to read every run of a UTF-8 class, with its ASCII bytes
+    /// ([`state_run_class_in`]): an interned row holding one of their items takes that class's
+    /// index where the vocabulary has it built ([`Shortcuts::built_wide`]).
+    /// PERF: a row of several items (o68280's string value `[^\x00-\x1f"&,:\\]` beside its
+    /// rule's end) built the class's ASCII-only index in a fill (4.1 M instructions), though the
+    /// compile had built the UTF-8 one.
+    utf8_states: FastMap<StateId, u128>,
     /// Full masks by chart signature ([`Chart::last_signature`]), without stop tokens.
     /// Keyed by a 128-bit signature, hashed by the seeded [`FastMap`] (a memo hit is a few
     /// hundred nanoseconds; SipHash took a tenth of it).
@@ -358,6 +422,8 @@ impl CompiledGrammar {
         // differ from a fresh process's (o79409 `trace_id`: 2 M -> 67 M instructions).
         // (class, UTF-8 too, some state of the class is not a string body)
         let mut fresh: Vec<(u128, bool, bool)> = Vec::new();
+        // The states found to read every run of a UTF-8 class ([`CompiledGrammar::utf8_states`]).
+        let mut utf8_states: FastMap<StateId, u128> = FastMap::default();
         let cover = CoverMemo::with_substitutes(excluded_substitutes(&grammar, &automata));
         // Whether some state takes the string-body slice.
         let bodies = std::cell::Cell::new(false);
@@ -392,6 +458,9 @@ impl CompiledGrammar {
                 let run_class = state_run_class_in(&automata, s, &cover, &loops);
                 if let Some((c, utf8)) = run_class {
                     note(&mut fresh, c, utf8, s);
+                    if utf8 {
+                        utf8_states.insert(s, c);
+                    }
                 }
                 // A state that reads every run of its loop class, UTF-8 too, takes that index; the
                 // ASCII-only index of the same bytes would serve only rows of several items.
@@ -439,6 +508,7 @@ impl CompiledGrammar {
             call_runs: Arc::new(CallLoopRuns::of(&automata)),
             pending_class_bodies_passed: AtomicUsize::new(0),
             state_runs: RwLock::new(FastMap::default()),
+            utf8_states,
             masks: RwLock::new(FastMap::default()),
             mask_bytes: AtomicUsize::new(0),
             suffix_memo: SuffixMemo::default(),
@@ -1514,6 +1584,9 @@ impl CompiledGrammar {
         let runs = |ascii: u128, utf8: bool| self.index.run_index(ascii, utf8);
         let state_runs = |s: StateId| self.state_run(s);
         let built_runs = |class: u128| self.call_runs.get(class);
+        let built_wide = |s: StateId| {
+            self.call_runs.wide(s).or_else(|| self.index.cached_run_index(*self.utf8_states.get(&s)?, true))
+        };
         f(Shortcuts {
             body: Some(self.index.body_slice()),
             follow: Some(&follow),
@@ -1523,7 +1596,8 @@ impl CompiledGrammar {
             class_body: None,
             runs: Some(&runs),
             state_runs: Some(&state_runs),
-            built_runs: (!self.call_runs.0.is_empty()).then_some(&built_runs),
+            built_runs: (!self.call_runs.is_empty()).then_some(&built_runs),
+            built_wide: (!self.call_runs.wide.is_empty() || !self.utf8_states.is_empty()).then_some(&built_wide),
             cover: Some(&self.cover),
             walked: Some((&|x: u8| self.index.first_chars().walkable(x), &|w: crate::slice::Walked| {
                 self.index.walked_body(w)

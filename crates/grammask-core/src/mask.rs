@@ -63,8 +63,9 @@ pub use row_memo::spent_row_merges;
 use row_memo::*;
 use runs::*;
 pub use runs::{
-    ascii_loop, call_loop, call_loop_entries_taken, call_loop_runs_taken, class_covers, refute_states_read,
-    run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
+    ascii_loop, call_loop, call_loop_entries_taken, call_loop_refused, call_loop_runs_taken, call_loop_wide_taken,
+    class_covers, refute_states_read, run_class_candidates, state_run_class, state_run_class_in, state_run_index,
+    Loops, MIN_ROW_RUN_BYTES,
 };
 pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
@@ -100,6 +101,11 @@ pub struct Shortcuts<'a> {
     /// Run indexes of call-loop classes ([`call_loop`]) by ASCII class, only where already built
     /// off the fill path: never built or waited for here.
     pub built_runs: Option<&'a dyn Fn(u128) -> Option<Arc<RunIndex>>>,
+    /// By state: a UTF-8 run index every run of whose class an item at the state reads, only
+    /// where already built off the fill path (never built or waited for here): a call loop's
+    /// class less the multi-byte characters its callee refuses ([`call_loop_refused`]), or the
+    /// class the compile found the state to read every run of ([`state_run_class`]).
+    pub built_wide: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
     /// The compiled grammar's cover-search verdicts (`None`: each search starts from scratch).
     pub cover: Option<&'a CoverMemo>,
     /// Where body text first reads each ASCII character, and the body slices with some walked
@@ -263,7 +269,7 @@ pub fn classify_kernel_uninterned(
     state: StateId,
     sc: Shortcuts<'_>,
 ) -> Result<KernelMask> {
-    let sc = Shortcuts { runs: None, state_runs: None, built_runs: None, ..sc };
+    let sc = Shortcuts { runs: None, state_runs: None, built_runs: None, built_wide: None, ..sc };
     let km = classify_walk(a, trie, vocab_size, state, sc, usize::MAX, &mut || false, &[false])?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
@@ -416,6 +422,7 @@ impl<'a> KernelWalk<'a> {
             runs: sc.runs,
             shared_state_runs: sc.state_runs,
             built_runs: sc.built_runs,
+            built_wide: sc.built_wide,
             cover: sc.cover,
             state_runs: FastMap::default(),
             row_runs: FastMap::default(),
@@ -517,6 +524,7 @@ struct KernelWalk<'a> {
     runs: Option<&'a dyn Fn(u128, bool) -> Option<Arc<RunIndex>>>,
     shared_state_runs: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
     built_runs: Option<&'a dyn Fn(u128) -> Option<Arc<RunIndex>>>,
+    built_wide: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
     /// Cover-search verdicts (see [`Shortcuts::cover`]).
     cover: Option<&'a CoverMemo>,
     /// The run index that applies at a virtual item's state or an interned row, once looked up.

@@ -274,6 +274,15 @@ impl TokenIndex {
         Some(Arc::new(RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8)))
     }
 
+    /// The UTF-8 run index of an ASCII class less the multi-byte characters `refused`
+    /// ([`RunIndex::from_bases_less`]), for a compile's background thread: built from the run
+    /// bases for the caller alone, never cached; `None` where the run bases are not built.
+    pub fn run_index_less_off_fill(&self, ascii: u128, refused: &[Box<[u8]>]) -> Option<Arc<RunIndex>> {
+        let bases = self.run_bases.get()?;
+        let vocab_size = self.vocab.vocab_size();
+        Some(Arc::new(RunIndex::from_bases_less(&self.trie, vocab_size, bases, ascii, true, refused)))
+    }
+
     /// Whether the run index of a class was built (for tests).
     #[cfg(test)]
     pub(crate) fn has_run_index(&self, ascii: u128, utf8: bool) -> bool {

@@ -1130,6 +1130,30 @@ fn call_loop_entry_masks_match_brute_force() {
     assert!(checked >= 2 * 100, "{checked} masks checked");
 }
 
+/// Masks equal the brute force where a row holds a call loop's item and takes the UTF-8 run
+/// index of its class less the multi-byte characters its callee refuses (o68280's key
+/// `[^,:&\s]+` refuses 19 Unicode spaces), or a plain state's UTF-8 index (the value
+/// `[^,:&]*` beside its rule's end): keys of multi-byte characters (2, 3 and 4 bytes), keys
+/// ended by each refused space (U+00A0, U+1680, U+2000, U+200A, U+2028, U+2029, U+202F,
+/// U+205F, U+3000, U+FEFF) before their `:`, characters next to them that keys read (U+00A1,
+/// U+200B, U+2030, U+3001, U+FEFE), and values holding the spaces, on Llama 3 and Qwen 2.5
+/// after the class-body thread. Some row must take such an index (`call_loop_wide_taken`).
+#[test]
+fn call_loop_wide_index_masks_match_brute_force() {
+    let docs = [
+        "{\"mid\": 1, \"mkv\": \"\u{e9}t\u{e9}:\u{a0}x\u{a0},\u{4e2d}\u{6587}\u{a0}:\u{3000}v\u{3000},\u{1f600}k\u{2000}:\u{2028}\"}",
+        "{\"mid\": 2, \"mkv\": \"a\u{200a}:b, c\u{1680}:d,e\u{2029}:\u{feff}f,g\u{202f}:h,i\u{205f}:j\u{205f}\", \"mkw\": \"\u{a0}\"}",
+        "{\"mid\": 3, \"mkv\": \"\u{a1}\u{200b}\u{2030}:x,\u{3001}\u{fefe}\u{feff}:y,\u{a1}x\u{200b}\u{3000}:\u{10ffff}\"}",
+    ];
+    let Some((checked, taken)) =
+        call_loop_masks_match_brute_force(&docs, true, grammask_core::mask::call_loop_wide_taken)
+    else {
+        return;
+    };
+    assert!(taken > 0, "no walk took a UTF-8 run index of a row's item");
+    assert!(checked >= 2 * 150, "{checked} masks checked");
+}
+
 /// Walks `docs` against the brute force on o68280's `mkv`/`mkw` patterns, on Llama 3 and Qwen 2.5
 /// (after the class-body thread when `wait`), and checks that `&`, and a key without its `:`, are
 /// refused; returns the masks checked and how far `counter` (a per-thread test counter) rose

@@ -10,6 +10,16 @@ thread_local! {
     static CALL_LOOP_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Of those, rows that enter the loop rather than loop themselves ([`KernelWalk::runs_at`]).
     static LOOP_ENTRIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Interned rows this thread's walks gave a UTF-8 index of an item's state ([`KernelWalk::runs_at`]).
+    static WIDE_LOOPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many interned rows the walks on this thread gave the UTF-8 run index of one of their
+/// items' states ([`Shortcuts::built_wide`]: a call loop's class less its refused characters, or
+/// a plain state's class), for tests.
+#[doc(hidden)]
+pub fn call_loop_wide_taken() -> usize {
+    WIDE_LOOPS.get()
 }
 
 /// How many interned rows the walks on this thread gave the run index of the call loop they
@@ -56,6 +66,17 @@ impl KernelWalk<'_> {
             Frame::Rows(n) if self.memo.is_some() => {
                 if let Some(ri) = self.row_runs.get(&n) {
                     return Ok(ri.clone().map(|(ri, m)| (ri, Frame::Rows(m))));
+                }
+                // A row holding an item that reads every run of a UTF-8 class (a call loop's,
+                // less the characters its callee refuses, or a plain state's, `built_wide`) reads
+                // them all too; that index is taken where built off the fill path only. Its runs
+                // are replayed at breaks (UTF-8), so no row they lead to is assumed.
+                if let Some(wide) = self.built_wide {
+                    if let Some(ri) = self.chart.row(n - 1).iter().find_map(|it| wide(it.state)) {
+                        WIDE_LOOPS.set(WIDE_LOOPS.get() + 1);
+                        self.row_runs.insert(n, Some((ri.clone(), n)));
+                        return Ok(Some((ri, frame)));
+                    }
                 }
                 // Only bytes some item loops on are tried (a row loops on a byte through an item
                 // that does, in practice; missing a rarer loop only forgoes the shortcut): on
@@ -603,6 +624,69 @@ pub fn call_loop(a: &Automata, s: StateId) -> u128 {
         }
     }
     class
+}
+
+/// Most multi-byte characters [`call_loop_refused`] lists.
+const MAX_REFUSED_CHARS: usize = 32;
+
+/// The multi-byte characters that the callee of a call loop at `s` (a rule edge from `s` back
+/// to `s`) does not read alone, when they are few: the callee's start steps every other
+/// well-formed character ([`utf8_step`]) through states without rule edges to a final state
+/// without edges, as [`call_loop`] requires of its ASCII bytes. Each refused character's
+/// proper prefixes are read (at most [`MAX_REFUSED_CHARS`] are refused, fewer than any
+/// continuation byte's 64 choices). `None` when no loop's callee qualifies. The first loop edge
+/// that does is taken.
+pub fn call_loop_refused(a: &Automata, s: StateId) -> Option<Vec<Box<[u8]>>> {
+    a.rule_edges(s).iter().filter(|&&(_, t)| t == s).find_map(|&(r, _)| {
+        let mut memo = RefusedMemo::default();
+        refused_suffixes(a, a.callee_start(s, r), 0, &mut memo).map(|r| r.to_vec())
+    })
+}
+
+/// [`refused_suffixes`] by (state, `U` state).
+type RefusedMemo = FastMap<(StateId, u8), Option<Arc<[Box<[u8]>]>>>;
+
+/// The byte strings that complete a character from `U`'s state `u` (0: at a boundary, only
+/// multi-byte characters) and that `q` does not read to a final state without edges; `None`
+/// past [`MAX_REFUSED_CHARS`], where a state on the way has rule edges, or where a whole
+/// prefix is refused.
+fn refused_suffixes(a: &Automata, q: StateId, u: u8, memo: &mut RefusedMemo) -> Option<Arc<[Box<[u8]>]>> {
+    if let Some(r) = memo.get(&(q, u)) {
+        return r.clone();
+    }
+    let found = (|| {
+        if !a.rule_edges(q).is_empty() {
+            return None;
+        }
+        let edges = a.byte_edges(q);
+        let mut out: Vec<Box<[u8]>> = Vec::new();
+        for x in 0x80..=0xFFu8 {
+            let Some(v) = crate::slice::utf8_step(u, x) else { continue };
+            let target = edges.iter().find(|e| e.lo <= x && x <= e.hi).map(|e| e.target);
+            match target {
+                Some(t) if v == 0 => {
+                    let end = a.state(t);
+                    if !(end.is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty()) {
+                        out.push([x].into());
+                    }
+                }
+                Some(t) => {
+                    for suffix in refused_suffixes(a, t, v, memo)?.iter() {
+                        out.push([&[x][..], suffix].concat().into());
+                    }
+                }
+                // A refused byte before a character's last one refuses 64 characters or more.
+                None if v == 0 => out.push([x].into()),
+                None => return None,
+            }
+            if out.len() > MAX_REFUSED_CHARS {
+                return None;
+            }
+        }
+        Some(Arc::from(out))
+    })();
+    memo.insert((q, u), found.clone());
+    found
 }
 
 /// The ASCII bytes on which `s` loops back to itself.

@@ -37,7 +37,7 @@ pub use cover::{
     characters_met_at_once, take_cover_pair, with_cover_budget, CoverMemo, Misread, MAX_STATE_COVER_PAIRS,
 };
 pub use run_bases::RunBases;
-pub use run_index::{RunIndex, LEAD_LISTS};
+pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
 pub use walked::{start_run_cover, walked_cover, FirstChars, StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS};
 
 /// Where a byte leads from a body state.

@@ -269,15 +269,36 @@ impl RunIndex {
     /// PERF: no walk of the trie per class: the work is per node of those bytes (and vectorized
     /// over its subtree), rather than per node.
     pub fn from_bases(trie: &TokenTrie, vocab_size: usize, bases: &RunBases, ascii: u128, utf8: bool) -> RunIndex {
+        Self::from_bases_less(trie, vocab_size, bases, ascii, utf8, &[])
+    }
+
+    /// [`Self::from_bases`] for a UTF-8 class that also refuses the multi-byte characters
+    /// `refused` (each a well-formed character's bytes): the node that ends such a character is
+    /// raised like a node of an ASCII byte outside the class. Such a character's first byte is a
+    /// lead byte, so it starts a character wherever it is read, and the run after it starts at a
+    /// boundary: `lead_C(p) = max(lead_U(p), e_C(p))` still holds with `e_C` also counting the
+    /// depth of each refused character's last byte. Every proper prefix of a refused character
+    /// must be read (some continuation is), as for any class run ending inside a character.
+    pub fn from_bases_less(
+        trie: &TokenTrie,
+        vocab_size: usize,
+        bases: &RunBases,
+        ascii: u128,
+        utf8: bool,
+        refused: &[Box<[u8]>],
+    ) -> RunIndex {
+        debug_assert!(utf8 || refused.is_empty());
         let base = if utf8 { &bases.utf8 } else { &bases.ascii };
         let cap = |k: u32| k.min(255) as u8;
-        // Bit m: node m's byte is ASCII and not read by the class (the nodes of `O`).
+        // Bit m: node m's byte is ASCII and not read by the class, or ends a refused character
+        // (the nodes of `O`).
         let mut outside = vec![0u64; base.breaks.len()];
         for x in (0..0x80u8).filter(|&x| ascii >> x & 1 == 0) {
             for &m in bases.nodes_of(x) {
                 outside[m as usize / 64] |= 1 << (m % 64);
             }
         }
+        for_each_ending(trie, refused, |m| outside[m / 64] |= 1 << (m % 64));
         let mut lead = base.lead.clone();
         let mut parent_lead = base.parent_lead.clone();
         let mut whole = base.whole.clone();
@@ -601,6 +622,51 @@ fn for_each_bit(words: &[u64], mut f: impl FnMut(usize)) {
         while bits != 0 {
             f(w * 64 + bits.trailing_zeros() as usize);
             bits &= bits - 1;
+        }
+    }
+}
+
+/// The step of `U` (every well-formed UTF-8 character, [`RunIndex::new`]) from its state `u`
+/// (0: a character boundary) on byte `x`: the next state (0 once a character is complete), or
+/// `None` where `U` refuses `x`.
+pub fn utf8_step(u: u8, x: u8) -> Option<u8> {
+    match class_step(u128::MAX, u, x) {
+        Body::To(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// Calls `f` with each node whose path ends with one of the byte strings `ends` (none empty).
+fn for_each_ending(trie: &TokenTrie, ends: &[Box<[u8]>], mut f: impl FnMut(usize)) {
+    if ends.is_empty() {
+        return;
+    }
+    let mut last = [false; 256];
+    for e in ends {
+        last[usize::from(e[e.len() - 1])] = true;
+    }
+    for (m, n) in trie.nodes.iter().enumerate() {
+        if !last[usize::from(n.byte)] {
+            continue;
+        }
+        let ends_here = |e: &[u8]| {
+            let mut i = m;
+            for (k, &b) in e.iter().enumerate().rev() {
+                let node = trie.nodes[i];
+                if node.byte != b {
+                    return false;
+                }
+                if k > 0 {
+                    if node.parent == u32::MAX {
+                        return false;
+                    }
+                    i = node.parent as usize;
+                }
+            }
+            true
+        };
+        if ends.iter().any(|e| ends_here(e)) {
+            f(m);
         }
     }
 }
