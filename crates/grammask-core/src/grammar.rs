@@ -88,6 +88,9 @@ pub struct Grammar {
     /// Rules known to match a string body minus finitely many words (set by the JSON Schema
     /// converter; dropped by every builder, so never stale after a pass).
     excluded_words: Option<Arc<ExcludedWords>>,
+    /// Rules the automaton builder never inlines, sorted (set by the JSON Schema converter: the
+    /// shared `\u`-escape rule a counted string's positions call; dropped by every builder).
+    kept: Arc<[RuleId]>,
 }
 
 /// Rules that match every JSON string body (the language of `any`, `json_char*`) except
@@ -110,6 +113,22 @@ impl Grammar {
     pub(crate) fn with_excluded_words(mut self, mut words: ExcludedWords) -> Grammar {
         words.rules.sort_by_key(|e| e.0);
         self.excluded_words = Some(Arc::new(words));
+        self
+    }
+
+    /// The rules never inlined ([`Self::with_kept`]).
+    pub fn kept(&self) -> &[RuleId] {
+        &self.kept
+    }
+
+    /// This grammar with `rules` kept as rules by the automaton builder (a performance hint: the
+    /// language is the same either way).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_kept(mut self, mut rules: Vec<RuleId>) -> Grammar {
+        rules.sort_unstable();
+        rules.dedup();
+        self.kept = rules.into();
         self
     }
 
@@ -367,7 +386,7 @@ impl GrammarBuilder {
         }
         let mut options = self.options;
         options.sort_by_key(|o| o.0);
-        let g = Grammar { rules, exprs: self.exprs, root: root_id, options, excluded_words: None };
+        let g = Grammar { rules, exprs: self.exprs, root: root_id, options, excluded_words: None, kept: Arc::new([]) };
         g.check()?;
         Ok(g)
     }

@@ -2633,3 +2633,86 @@ fn lead_runs_of_several_rules_equal_plain_walks() {
     }
     assert!(lead >= 24 && literal >= 8, "only {lead} lead and {literal} literal lead kernels");
 }
+
+/// Counted strings read a position's ASCII, short escapes and multi-byte characters in place and
+/// call the grammar's kept rule after `\u`: fewer states, the counted-body shortcut at every
+/// position, and masks equal to brute force at every byte, under both spellings.
+#[test]
+fn counted_strings_calling_shared_chars_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    use grammask_core::spelling::Spelling;
+    let schema = r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 6},
+        "b": {"type": "string", "minLength": 2, "maxLength": 1000},
+        "c": {"type": "string", "minLength": 3, "maxLength": 1100}, "d": {"type": "string", "minLength": 2}},
+        "required": ["a"]}"#;
+    let vocab = ascii_vocab(
+        &[
+            "é",
+            "日本",
+            "😀",
+            "aé",
+            "é\"",
+            "\\u00e9",
+            "\\u00E9x",
+            "\\u0041",
+            "\\ud83d\\ude00",
+            "\\ud83d",
+            "\\/",
+            "\\n",
+            "\\",
+            "\"}",
+        ],
+        &[0xC3, 0xA9, 0xE6, 0x97, 0xA5, 0xF0, 0x9F, 0x98, 0x80],
+    );
+    let text = |n: usize, c: &str| c.repeat(n);
+    for spelling in [Spelling::Canonical, Spelling::Any] {
+        let opts = JsonSchemaOptions { strict_mode: false, spelling, ..Default::default() };
+        let g = json_schema_to_grammar(schema, &opts).unwrap();
+        let u = g.rule_by_name("json_char.u").expect("counted strings call the `\\u` rule");
+        assert!(g.kept().contains(&u));
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        // About 10 states a position (`json_char` inlined was ~24: 18 of UTF-8 lead bytes unshared).
+        assert!(a.states().len() < 25_000, "{} states", a.states().len());
+        // A position reads `\u` into a state that calls the rule.
+        let calls_u = |s| a.rule_edges(s).iter().any(|&(r, _)| r == u);
+        let positions: Vec<_> = (0..a.states().len() as u32)
+            .map(grammask_core::compiler::StateId)
+            .filter(|&s| a.step(s, b'\\').and_then(|t| a.step(t, b'u')).is_some_and(calls_u))
+            .collect();
+        assert!(positions.len() > 1_500, "{} positions", positions.len());
+        for &s in &positions {
+            assert!(cg.counted_body(s).is_some() || cg.closing_body(s).is_some(), "{s:?} is no counted body");
+        }
+        let accepts = |doc: &str| {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            m.accept_bytes(doc.as_bytes()).unwrap() && m.is_completed()
+        };
+        let any = spelling == Spelling::Any;
+        for (doc, want) in [
+            (r#"{"a": "ab\u00e9\ud83d\ude00é日"}"#.to_string(), true),
+            (r#"{"a": "ab\u00e9\ud83d\ude00é日x"}"#.to_string(), false),
+            (r#"{"a": "\u0041"}"#.to_string(), any),
+            (r#"{"a": "\/"}"#.to_string(), any),
+            (r#"{"a": "\ud83d"}"#.to_string(), false),
+            (r#"{"a": "\u00"}"#.to_string(), false),
+            (format!(r#"{{"a": "", "b": "{}"}}"#, text(1000, "é")), true),
+            (format!(r#"{{"a": "", "b": "{}"}}"#, text(1001, "\\u00e9")), false),
+            (format!(r#"{{"a": "", "c": "{}😀"}}"#, text(1099, "\\n")), true),
+            (format!(r#"{{"a": "", "c": "{}😀"}}"#, text(1100, "x")), false),
+            (r#"{"a": "", "d": "é"}"#.to_string(), false),
+        ] {
+            assert_eq!(accepts(&doc), want, "{spelling:?} {}", &doc[..doc.len().min(40)]);
+        }
+        let docs = [
+            format!(
+                r#"{{"a": "\u00E9é😀\\", "b": "{}é\ud83d\ude00", "d": "日本{}"}}"#,
+                text(330, "aé\\u00e9"),
+                text(5, "é")
+            ),
+            format!(r#"{{"a": "", "c": "é{}日本"}}"#, text(520, "\\\"é")),
+        ];
+        let docs: Vec<&[u8]> = docs.iter().map(String::as_bytes).collect();
+        assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 5_000);
+    }
+}

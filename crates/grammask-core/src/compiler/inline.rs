@@ -75,7 +75,7 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
             users[d].push(r);
         }
     }
-    let kept = excluded_entries(g, &users);
+    let kept = kept_rules(g, &users);
     let mut inline = vec![false; n];
     let mut size = vec![usize::MAX; n];
     let mut depth = vec![0u32; n];
@@ -122,15 +122,19 @@ pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
     (inline, size, deps)
 }
 
-/// Per rule: it is the first node of an open object's excluded-key trie (a rule of
+/// Per rule: the grammar keeps it ([`Grammar::kept`]: the shared `\u`-escape rule a counted
+/// string's positions call), or it is the first node of an open object's excluded-key trie (a rule of
 /// [`crate::grammar::ExcludedWords`] with some words, used by a rule that is none): kept a rule,
 /// so that the extra-key entry's state after its `"` calls it, and its kernel is composed from the
 /// string body's (`CompiledGrammar::excluded_kernel_in`) instead of a walk of the inlined trie.
 /// PERF: inlined (a trie under `INLINE_MAX_DEPTH` levels: short keys), each object's first key
 /// start walked the trie's cover search and the `"` subtrees (~0.85 M instructions on Llama 3,
 /// MaskBench `Github_easy---o85180`), the largest group of the mask p99 band.
-fn excluded_entries(g: &Grammar, users: &[Vec<usize>]) -> Vec<bool> {
+fn kept_rules(g: &Grammar, users: &[Vec<usize>]) -> Vec<bool> {
     let mut kept = vec![false; g.rules().len()];
+    for r in g.kept() {
+        kept[r.index()] = true;
+    }
     let Some(excluded) = g.excluded_words() else { return kept };
     let listed = |r: usize| excluded.rules.binary_search_by_key(&r, |e| e.0.index()).is_ok();
     for (r, words) in &excluded.rules {

@@ -206,13 +206,29 @@ impl Nfa<'_> {
             self.classes.insert(e, seqs.clone());
             seqs
         };
+        // The state reading each suffix of a sequence to `end`, shared by every sequence with
+        // that suffix (each reads exactly its suffix: the language is the same).
+        // PERF: unshared, the UTF-8 lead bytes of a class of all non-ASCII characters reached 18
+        // states where 7 suffixes exist; an automaton too large to minimize (a counted string's
+        // positions, MaskBench sp_334) kept them all.
+        let mut tails: Vec<(&[(u8, u8)], u32)> = Vec::new();
         for seq in seqs.iter() {
             let seq = seq.as_slice();
             let mut cur = start;
             for (i, &(lo, hi)) in seq.iter().enumerate() {
-                let next = if i + 1 == seq.len() { end } else { self.new_state(budget)? };
-                self.byte_edges.push((cur, (lo, hi, next)));
-                cur = next;
+                if i + 1 == seq.len() {
+                    self.byte_edges.push((cur, (lo, hi, end)));
+                    break;
+                }
+                let rest = &seq[i + 1..];
+                if let Some(&(_, q)) = tails.iter().find(|t| t.0 == rest) {
+                    self.byte_edges.push((cur, (lo, hi, q)));
+                    break;
+                }
+                let q = self.new_state(budget)?;
+                tails.push((rest, q));
+                self.byte_edges.push((cur, (lo, hi, q)));
+                cur = q;
             }
         }
         Ok((start, end))

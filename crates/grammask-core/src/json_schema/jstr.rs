@@ -113,6 +113,52 @@ pub fn text_mode(spelling: Spelling) -> crate::regex::TextMode {
     }
 }
 
+/// The shared rule of what follows `\u` in a string character under the spelling, that counted
+/// string positions call ([`counted_char`]).
+pub const U_ESCAPE_RULE: &str = "json_char.u";
+/// Body of [`U_ESCAPE_RULE`] under `spelling="any"`: the `\u` alternatives of [`CHAR_ANY_BODY`]
+/// without their `\u`.
+const U_ESCAPE_ANY_BODY: &str = "[0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}";
+/// Body of [`U_ESCAPE_RULE`] under canonical spelling: the `\u` alternatives of
+/// [`spelling::CHAR_CANONICAL_BODY`] without their `\u`.
+const U_ESCAPE_CANONICAL_BODY: &str = concat!(
+    "\"00\" (\"0\" [0-7bBeEfF] | \"1\" [0-9a-fA-F]) | \"007\" [fF] | \"00\" [89a-fA-F] [0-9a-fA-F]",
+    " | \"0\" [1-9a-fA-F] [0-9a-fA-F]{2} | [1-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}",
+    " | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}"
+);
+
+/// Body of [`U_ESCAPE_RULE`] under `spelling`.
+pub fn u_escape_body(spelling: Spelling) -> &'static str {
+    match spelling {
+        Spelling::Any => U_ESCAPE_ANY_BODY,
+        Spelling::Canonical => U_ESCAPE_CANONICAL_BODY,
+    }
+}
+
+/// One character of a counted string (`json_char`'s language under `spelling`): printable ASCII,
+/// the short escapes and raw multi-byte characters read in place, what follows `\u` through a
+/// call of [`U_ESCAPE_RULE`], which the grammar keeps as a rule
+/// ([`crate::grammar::Grammar::kept`]). A parenthesized expression.
+/// PERF: `json_char` inlined is ~24 automaton states (7 of multi-byte UTF-8, the rest `\u`
+/// escapes), and a counted string unrolls one copy per position: MaskBench sp_334's
+/// `{0,1000}` strings were 24k states each. This form is ~10 states a position (the position,
+/// after `\`, after `\u`, 7 inside UTF-8 sequences). Every state a body-text path reaches
+/// stays plain (no rule edges): `\u` is walked by the string-body slice anyway
+/// ([`crate::slice::body_level`]), and a position calling a rule for multi-byte characters too
+/// (3 states) made the kernel walks replay their frontier paths through chart rows (session 42).
+pub fn counted_char(spelling: Spelling) -> &'static str {
+    match spelling {
+        Spelling::Any => concat!(
+            "([\\u0020\\u0021\\u0023-\\u005b\\u005d-\\u007f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" json_char.u)",
+            " | [^\\u0000-\\u007f])"
+        ),
+        Spelling::Canonical => concat!(
+            "([\\u0020\\u0021\\u0023-\\u005b\\u005d-\\u007f] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" json_char.u)",
+            " | [^\\u0000-\\u007f])"
+        ),
+    }
+}
+
 /// Body of the shared one-character rule (`json_char`) under `spelling`.
 pub fn char_body(spelling: Spelling) -> &'static str {
     match spelling {
@@ -899,6 +945,40 @@ mod tests {
             let reference = if parts.is_empty() { "\"\"".to_owned() } else { parts.join(" ") };
             assert!(same_language(&expr_automaton(&spell_str(s)), &expr_automaton(&reference)), "{s:?}");
         }
+    }
+
+    #[test]
+    fn counted_char_matches_char_rule() {
+        // Under either spelling, a counted position (with its shared rule kept as calls) reads
+        // `json_char`'s language.
+        let automaton = |spelling: Spelling, body: &str, broken: Option<(&str, &str)>| {
+            let mut u = u_escape_body(spelling).to_string();
+            if let Some((from, to)) = broken {
+                u = u.replacen(from, to, 1);
+            }
+            let text = format!(
+                "root ::= \"\\\"\" {body} \"\\\"\"\njson_char ::= {}\n{U_ESCAPE_RULE} ::= {u}\n",
+                char_body(spelling)
+            );
+            let g = crate::ebnf::parse_ebnf(&text, "root").unwrap();
+            let kept = g.rule_by_name(U_ESCAPE_RULE).into_iter().collect();
+            crate::compiler::Automata::build(&g.with_kept(kept)).unwrap()
+        };
+        for spelling in [Spelling::Canonical, Spelling::Any] {
+            let c = counted_char(spelling);
+            let new = automaton(spelling, &format!("{c}{{0,2}}"), None);
+            let old = automaton(spelling, "json_char{0,2}", None);
+            let calls =
+                (0..new.states().len() as u32).filter(|&s| !new.rule_edges(crate::compiler::StateId(s)).is_empty());
+            assert_eq!(calls.count(), 2, "one call of the kept rule a position");
+            assert!(same_language(&new, &old), "{spelling:?}");
+            // The test can fail: one escape less, or a long one spelled twice.
+            let broken = automaton(spelling, &format!("{c}{{0,2}}"), Some(("[dD] [0-7]", "[dD] [0-6]")));
+            assert!(!same_language(&broken, &old), "{spelling:?}");
+        }
+        // The spellings differ (`\\/`, `\\u0041`).
+        let any = automaton(Spelling::Any, counted_char(Spelling::Any), None);
+        assert!(!same_language(&any, &automaton(Spelling::Canonical, counted_char(Spelling::Canonical), None)));
     }
 
     #[test]

@@ -146,6 +146,9 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
         ids.extend(fixed_rules::build(&apart.fixed, b)?);
         Ok(ids)
     })?;
+    // The shared `\u`-escape rule of counted strings stays a rule: each position calls it.
+    let kept = g.rule_by_name(jstr::U_ESCAPE_RULE).into_iter().collect();
+    let g = g.with_kept(kept);
     if excluded.rules.is_empty() {
         return Ok(g);
     }

@@ -226,7 +226,7 @@ fn equal_string_rules_share_one_automaton() {
     // Ten properties of one counted string type: one rule, nine aliases.
     let props: Vec<String> = (0..10).map(|i| format!(r#""p{i}":{{"type":"string","maxLength":300}}"#)).collect();
     let g = conv_with(&format!(r#"{{"properties":{{{}}}}}"#, props.join(",")), |o| o.strict_mode = false).unwrap();
-    assert_eq!(g.matches("json_char{0,300}").count(), 1, "{g}");
+    assert_eq!(g.matches("{0,300}").count(), 1, "{g}");
 }
 
 /// String automata are built once per set of constraints: properties that differ in one
