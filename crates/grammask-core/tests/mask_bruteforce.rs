@@ -2716,3 +2716,65 @@ fn counted_strings_calling_shared_chars_match_brute_force() {
         assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 5_000);
     }
 }
+
+/// A key start that reads a few bytes itself beside a call of a string-body rule returning to
+/// its closing quote (MaskBench `Github_ultra---o65323`'s `"tender": {"`: six pattern keys'
+/// first letters beside `key.re`) covers the body slice through the call
+/// (`slice::branches_beside_calls`), and its masks equal brute force: where a branch ends the
+/// rule inside body text (`k1` after `ab`, `k3` after a recursive callee returns), the tokens
+/// that go on with a byte no string body reads (`\x01`) are walked; where a branch reads such a
+/// byte itself (`k2`'s `c\x05`), so are they.
+#[test]
+fn branches_beside_a_quoted_call_match_brute_force() {
+    let ebnf = r#"
+root ::= "{" (k1 "\x01"? | "!" k2 "\x06"? | "?" k3 "\x01"?) "}"
+k1 ::= "ab" | body "\""
+k2 ::= "c\x05" | body "\""
+k3 ::= "x" sub | body "\""
+sub ::= "-" [a-z] sub "." | "0"
+body ::= ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4})*
+"#;
+    let g = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let vocab = ascii_vocab(
+        &[
+            "ab\x01", "b\x01", "ab", "\x01", "\x01}", "c\x05", "\x05", "\x05}", "\x06", "\"\x06", "x-", "-a", "0.",
+            ".\x01", "0.\x01", "..\x01", "\"}", "\"\x01", "\u{e9}", "\u{e9}\"", "\\n", "\\\"", "\\u00", "a\x02",
+        ],
+        &[0xC3, 0xA9, 0xFF],
+    );
+    let docs: [&[u8]; 7] = [
+        b"{ab\x01}",
+        b"{ab}",
+        "{h\u{e9}\\n\\\"ab\"\x01}".as_bytes(),
+        b"{!c\x05\x06}",
+        b"{!zz\"\x06}",
+        b"{?x-a-b0..\x01}",
+        b"{?x-q\"}",
+    ];
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    // o65323's shape: an open object whose pattern keys (a recursive language tag) begin
+    // beside the key pattern's call.
+    let schema = r#"{"type": "object", "properties": {"id": {"type": "string"}, "tag": {"type": "integer"}},
+        "patternProperties": {"^(title_([a-z]{2}(-[A-Za-z0-9]{2,8})*))$": {"type": "string"},
+            "^(desc_x)$": {"type": "integer"}}}"#;
+    let g = lax_schema_grammar(schema);
+    let vocab = ascii_vocab(
+        &[
+            "\":", "\": ", "\"}", "\",", "\", \"", "title_", "_en", "-GB", "desc", "\\n", "\u{e9}", "id\":", "\"t",
+            "\x01",
+        ],
+        &[0xC3, 0xA9],
+    );
+    let docs: [&[u8]; 3] = [
+        br#"{"title_en-GB": "a", "id": "x", "desc_x": 1}"#,
+        "{\"ti\u{e9}\\n\": 2, \"tag\": 3, \"title_fr\": \"\", \"x\": {}}".as_bytes(),
+        br#"{"desc_": [1], "title_e": null, "": 0}"#,
+    ];
+    let before = grammask_core::slice::branches_beside_calls();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(grammask_core::slice::branches_beside_calls() > before, "no key start covered through its call");
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+}

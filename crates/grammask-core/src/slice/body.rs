@@ -276,26 +276,35 @@ impl BodySlice {
     /// PERF: the callees' sets are those of the body's later positions (kernel items of the
     /// callee itself), so one search serves both: `Github_hard---o79409`'s `trace_id` (a regex
     /// string with `minLength`, ~9k sets) was searched twice, after `"` and after `"1`, ~6 ms each.
+    ///
+    /// A state that also reads bytes itself (a key start: the first letters of pattern keys
+    /// beside a call of the key pattern, `key.re`) qualifies the same way when the text its byte
+    /// edges begin reads no dead byte and calls no rule ([`byte_branches_end`]): the callees keep
+    /// every body text alive, the branches add no token outside the slice but the frontier, and
+    /// the rule may end inside body text only where a branch reaches a final state.
+    /// PERF: o65323's `"tender": {"` (six pattern keys' letters beside `key.re`): the search from
+    /// the state itself explored the branches' sets beside the callee's until its budget ran out
+    /// (22 M instructions), then the whole trie was walked.
     fn covers_through_quoted_calls(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<Cover> {
         let inert = |t: StateId| {
             let quote_only = |e: &crate::compiler::ByteEdge| (e.lo..=e.hi).all(|x| body_step(0, x) == Body::Walk);
             !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(quote_only)
         };
         let edges = a.rule_edges(s);
-        if a.state(s).is_final
-            || !a.byte_edges(s).is_empty()
-            || edges.is_empty()
-            || !edges.iter().all(|&(_, t)| inert(t))
-        {
+        if a.state(s).is_final || edges.is_empty() || !edges.iter().all(|&(_, t)| inert(t)) {
             return None;
         }
+        let may_end = byte_branches_end(a, s)?;
         for &(r, _) in edges {
             let ends = cover_search(a, a.callee_start(s, r), SliceKey::Body, body_step, memo).ok()?;
             if ends.inside {
                 return None;
             }
         }
-        Some(Cover { may_end: false, walk_dead: false })
+        if !a.byte_edges(s).is_empty() {
+            BRANCHES_BESIDE_CALLS.set(BRANCHES_BESIDE_CALLS.get() + 1);
+        }
+        Some(Cover { may_end, walk_dead: false })
     }
 
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
@@ -303,6 +312,110 @@ impl BodySlice {
     fn covers_plain(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<bool> {
         cover_search(a, s, SliceKey::Body, body_step, memo).ok().map(|e| e.may_end)
     }
+}
+
+/// Most configurations [`byte_branches_end`] explores.
+const MAX_BRANCH_CONFIGS: usize = 4096;
+
+/// For [`BodySlice::covers_through_quoted_calls`]: the configurations that `s`'s own byte edges
+/// reach on body text, callees followed, as (state, body state, whether no call is pending):
+/// a callee's end returns to every state some explored call of its rule returns to (a superset
+/// of the real configurations, whatever their stacks). `None` if one of them reads a byte the
+/// body automaton refuses there (a dead byte), `s` is met again with no call pending (its
+/// callees would begin inside the text), or there are too many; otherwise whether the rule
+/// may end on the way (a final state with no call pending). `Some(false)` for a state without
+/// byte edges.
+fn byte_branches_end(a: &Automata, s: StateId) -> Option<bool> {
+    use crate::fasthash::FastMap;
+    type Branch = (StateId, u8, bool);
+    struct Search {
+        seen: std::collections::HashSet<Branch, crate::fasthash::FastState>,
+        todo: Vec<Branch>,
+        /// Per callee rule, the states its explored calls return to.
+        returns: FastMap<crate::grammar::RuleId, Vec<(StateId, bool)>>,
+        /// Per callee rule, the body states in which it ended.
+        ends: FastMap<crate::grammar::RuleId, Vec<u8>>,
+    }
+    impl Search {
+        fn meet(&mut self, c: Branch, s: StateId) -> Option<()> {
+            if c.0 == s && c.2 {
+                return None;
+            }
+            if self.seen.insert(c) {
+                if self.seen.len() > MAX_BRANCH_CONFIGS {
+                    return None;
+                }
+                self.todo.push(c);
+            }
+            Some(())
+        }
+    }
+    let mut w = Search {
+        seen: std::collections::HashSet::default(),
+        todo: Vec::new(),
+        returns: FastMap::default(),
+        ends: FastMap::default(),
+    };
+    let mut may_end = false;
+    let (mut q, mut b, mut top) = (s, 0u8, true);
+    loop {
+        for e in a.byte_edges(q) {
+            // The body states the edge's bytes lead to, one bit each (one meeting per state).
+            let mut nexts = 0u16;
+            for x in e.lo..=e.hi {
+                match body_step(b, x) {
+                    Body::To(next) => nexts |= 1 << next,
+                    Body::Walk => {}
+                    Body::Dead => return None,
+                }
+            }
+            while nexts != 0 {
+                w.meet((e.target, nexts.trailing_zeros() as u8, top), s)?;
+                nexts &= nexts - 1;
+            }
+        }
+        if q != s || !top {
+            for &(r, t) in a.rule_edges(q) {
+                let start = a.callee_start(q, r);
+                let rule = a.state(start).rule;
+                let returns = w.returns.entry(rule).or_default();
+                if !returns.contains(&(t, top)) {
+                    returns.push((t, top));
+                    for end in w.ends.get(&rule).cloned().unwrap_or_default() {
+                        w.meet((t, end, top), s)?;
+                    }
+                }
+                w.meet((start, b, false), s)?;
+            }
+            if a.state(q).is_final {
+                if top {
+                    may_end = true;
+                } else {
+                    let rule = a.state(q).rule;
+                    let ends = w.ends.entry(rule).or_default();
+                    if !ends.contains(&b) {
+                        ends.push(b);
+                        for (t, up) in w.returns.get(&rule).cloned().unwrap_or_default() {
+                            w.meet((t, b, up), s)?;
+                        }
+                    }
+                }
+            }
+        }
+        let Some(next) = w.todo.pop() else { return Some(may_end) };
+        (q, b, top) = next;
+    }
+}
+
+thread_local! {
+    static BRANCHES_BESIDE_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times a state with byte edges beside its quoted calls covered the body slice on this
+/// thread ([`BodySlice::covers_through_quoted_calls`]), for tests.
+#[doc(hidden)]
+pub fn branches_beside_calls() -> usize {
+    BRANCHES_BESIDE_CALLS.get()
 }
 
 /// Every slice token with the number of characters it begins (the reference [`BodySlice::new`]'s

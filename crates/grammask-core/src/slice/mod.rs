@@ -30,7 +30,10 @@ mod tests;
 pub(crate) mod walked;
 
 pub(crate) use body::body_table;
-pub use body::{body_capacity, body_level, body_level_into_calls, counted_calls, BodySlice, Counted, Cover, Level};
+pub use body::{
+    body_capacity, body_level, body_level_into_calls, branches_beside_calls, counted_calls, BodySlice, Counted, Cover,
+    Level,
+};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{
