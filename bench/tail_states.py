@@ -18,6 +18,16 @@ the platform counts them per thread): a fill that spends milliseconds outside th
 is typically one fault on a fresh transparent huge page of the allocator's arena (~4-5 ms on a
 VM that backs guest memory lazily; ``MIMALLOC_ALLOW_THP=0`` in the environment turns THP off
 for the process, for comparison). The summary line counts the slow fills with a fault.
+
+``--builds`` also shows, per slow fill, the per-vocabulary tables it built and the shared caches
+it started over (``grammask._core.thread_build_counts``, read around every fill: kind x count
+(wall ms: a build preempted counts its time off the CPU too)), sums them over every fill, and
+prints the vocabulary's memory by part at the end. The preemptions column is the thread's
+involuntary context switches during the fill: on this 2-core VM a preempted fill can read
+milliseconds more thread CPU time than the same work unpreempted (cold caches, host steal), so
+the summary also names the slowest fill not preempted. ``--probe ID:INSTANCE:TOKEN`` re-times one
+fill from the same process state in forked children (their copy-on-write faults included): a
+slow fill that is fast in every child was not slow work.
 """
 
 from __future__ import annotations
@@ -81,6 +91,17 @@ def main() -> int:
         "stem a line, in sample order) and per schema STEM.schema.json, STEM.N.txt, STEM.N.at (the "
         "instance's bytes and its token start offsets); see examples/tail_classes.rs",
     )
+    ap.add_argument(
+        "--probe", action="append", default=[], metavar="ID:INSTANCE:TOKEN",
+        help="before that fill (file name containing ID), fork --probe-runs children that each time "
+        "the same fill from the same state (thread CPU, faults): what the fill costs in this "
+        "process's state, apart from one measurement's luck (repeatable)",
+    )
+    ap.add_argument("--probe-runs", type=int, default=5)
+    ap.add_argument(
+        "--builds", action="store_true",
+        help="show the per-vocabulary tables each slow fill built (thread_build_counts)",
+    )
     args = ap.parse_args()
     if args.dump:
         return dump(args)
@@ -93,12 +114,27 @@ def main() -> int:
     ttfm: list[tuple[float, str]] = []
     slow: list[tuple[float, str, int, int]] = []
     faults: dict[tuple[str, int, int], int] = {}
+    preempted: dict[tuple[str, int, int], int] = {}
     thread = getattr(resource, "RUSAGE_THREAD", None)
+    builds_of: dict[tuple[str, int, int], str] = {}
+    build_totals: Counter = Counter()
+    build_ns: Counter = Counter()
+    if args.builds:
+        from grammask import _core
+
+        def build_counts() -> dict[str, tuple[int, int]]:
+            return {k: (n, ns) for k, n, ns in _core.thread_build_counts()}
 
     def minflt() -> int:
         return resource.getrusage(thread).ru_minflt if thread is not None else 0
 
+    def switches() -> int:
+        """The thread's involuntary context switches (preemptions) so far."""
+        return resource.getrusage(thread).ru_nivcsw if thread is not None else 0
+
     texts: dict[tuple[str, int, int], str] = {}
+    probes = [(p.split(":")[0], int(p.split(":")[1]), int(p.split(":")[2])) for p in args.probe]
+    probed: dict[tuple[str, int, int], list[tuple[float, int]]] = {}
     hashes: dict[str, str] = {}
     gc.disable()
     for f in schema_files(args):
@@ -116,17 +152,32 @@ def main() -> int:
             m = adapter.matcher(compiled)
             ok = True
             for pos, t in enumerate(inst.tokens):
-                f0 = minflt()
+                if any(p[0] in f.name and p[1] == i and p[2] == pos for p in probes):
+                    probed[(f.name, i, pos)] = probe_fill(m, args.probe_runs, clock, minflt)
+                f0, s0 = minflt(), switches()
+                b0 = build_counts() if args.builds else None
                 a = clock()
                 m.fill()
                 us = (clock() - a) / 1000.0
+                built = ""
+                if b0 is not None:
+                    parts = []
+                    for k, (n, ns) in build_counts().items():
+                        dn, dns = n - b0[k][0], ns - b0[k][1]
+                        if dn:
+                            build_totals[k] += dn
+                            build_ns[k] += dns
+                            parts.append(f"{k} x{dn} ({dns / 1e6:.2f} ms wall)")
+                    built = ", ".join(parts)
                 masks.append(us)
                 if digest is not None:
                     digest.update(m.mask.tobytes())
                 if us > args.slow_us:
                     slow.append((us, f.name, i, pos))
                     faults[(f.name, i, pos)] = minflt() - f0
+                    preempted[(f.name, i, pos)] = switches() - s0
                     texts[(f.name, i, pos)] = tok.decode(inst.tokens[:pos])[-60:]
+                    builds_of[(f.name, i, pos)] = built
                 if not m.accept(t):
                     ok = False
                     break
@@ -156,10 +207,30 @@ def main() -> int:
             f"fills over {args.slow_us:g} µs with page faults: {len(faulted)} of {len(slow)} "
             f"({sum(faulted) / 1000.0:.1f} of {sum(s[0] for s in slow) / 1000.0:.1f} ms)"
         )
-    print("slowest fills (µs, page faults):")
+        cut = max(2000.0, args.slow_us)
+        over = [(name, i, pos) for us, name, i, pos in slow if us > cut]
+        print(
+            f"fills over {cut:g} µs preempted during the fill: {sum(preempted[k] > 0 for k in over)} of {len(over)}"
+        )
+        calm = [(us, name, i, pos) for us, name, i, pos in slow if preempted[(name, i, pos)] == 0]
+        if calm:
+            us, name, i, pos = max(calm)
+            print(f"slowest fill not preempted: {us:.0f} µs, {name} instance {i} token {pos}")
+    print("slowest fills (µs, page faults, preemptions):")
     for us, name, i, pos in sorted(slow, reverse=True)[: args.top]:
         k = (name, i, pos)
-        print(f"  {us:10.0f} {faults[k]:4d}  {name} instance {i} token {pos}  ...{texts[k]!r}")
+        print(f"  {us:10.0f} {faults[k]:4d} {preempted[k]:3d}  {name} instance {i} token {pos}  ...{texts[k]!r}")
+        if builds_of.get(k):
+            print(f"             built: {builds_of[k]}")
+    if args.builds:
+        print("built in fills (kind: count, wall ms): " + (", ".join(
+            f"{k}: {n}, {build_ns[k] / 1e6:.1f}" for k, n in sorted(build_totals.items())) or "nothing"))
+        parts = getattr(adapter.compiler, "get_vocabulary_memory_bytes", None)
+        if parts is not None:
+            print("vocabulary memory, MiB: " + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in parts().items() if v))
+    for (name, i, pos), runs in probed.items():
+        us = [f"{t:.0f} ({fl})" for t, fl in runs]
+        print(f"probe {name} instance {i} token {pos}: forked fills µs (faults): {', '.join(us)}")
     if args.hash:
         print(f"mask hashes ({len(hashes)} schemas, all: "
               f"{hashlib.sha256(repr(sorted(hashes.items())).encode()).hexdigest()[:16]}):")
@@ -169,6 +240,30 @@ def main() -> int:
     for t, name in sorted(ttfm, reverse=True)[: args.top]:
         print(f"  {t / 1000.0:10.1f}  {name}")
     return 0
+
+
+def probe_fill(m, runs: int, clock, minflt) -> list[tuple[float, int]]:
+    """Times `m.fill()` from the same state in `runs` forked children, one after another."""
+    import os
+
+    out = []
+    for _ in range(runs):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            f0 = minflt()
+            a = clock()
+            m.fill()
+            us = (clock() - a) / 1000.0
+            os.write(w, f"{us} {minflt() - f0}".encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as pipe:
+            us, faults = pipe.read().split()
+        os.waitpid(pid, 0)
+        out.append((float(us), int(faults)))
+    return out
 
 
 def dump(args: argparse.Namespace) -> int:

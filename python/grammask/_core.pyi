@@ -153,3 +153,8 @@ class GrammarMatcher:
 def batch_fill_next_token_bitmask(
     matchers: List[GrammarMatcher], bitmask: Any, indices: Optional[List[int]] = None, max_threads: int = 1
 ) -> None: ...
+
+def thread_build_counts() -> list[tuple[str, int, int]]:
+    """(kind, count, wall ns) of the per-vocabulary tables this thread built and the shared caches
+    it started over so far (benches: ``bench/tail_states.py --builds``)."""
+    ...

@@ -24,6 +24,7 @@ pub mod apply;
 pub mod batch;
 pub mod bitset;
 pub mod budget;
+pub mod build_counts;
 pub mod builtin;
 pub mod cache;
 pub mod captures;

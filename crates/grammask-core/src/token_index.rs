@@ -7,6 +7,7 @@
 //! ([`BodySlice`]), the free-text class slices ([`ClassSlice`]) and run indexes ([`RunIndex`]) built
 //! on first use, and the cross-grammar cache of kernel classifications keyed by
 //! [`Automata::structure_hash`](crate::compiler::Automata::structure_hash).
+use crate::build_counts::{timed, Build};
 use crate::compiler::RuleMemo;
 use crate::follow::ByteSet;
 use crate::limits;
@@ -110,7 +111,7 @@ const MAX_CLASS_SLICES: usize = 32;
 impl TokenIndex {
     /// The `"` occurrences of the tokens ([`QuoteEnds`]), built on first use (~1 ms on Llama 3).
     pub fn quote_ends(&self) -> &QuoteEnds {
-        self.quote_ends.get_or_init(|| QuoteEnds::new(&self.vocab))
+        self.quote_ends.get_or_init(|| timed(Build::QuoteEnds, || QuoteEnds::new(&self.vocab)))
     }
 
     /// What every run index of the vocabulary shares ([`RunBases`]).
@@ -127,7 +128,7 @@ impl TokenIndex {
     pub fn first_chars(&self) -> &FirstChars {
         self.first_chars.get_or_init(|| {
             self.walked_built_on_use.fetch_add(1, Ordering::Relaxed);
-            FirstChars::new(&self.trie)
+            timed(Build::WalkedIndex, || FirstChars::new(&self.trie))
         })
     }
 
@@ -136,7 +137,7 @@ impl TokenIndex {
     pub fn string_index(&self) -> &StringIndex {
         self.string_index.get_or_init(|| {
             self.walked_built_on_use.fetch_add(1, Ordering::Relaxed);
-            StringIndex::new(&self.trie)
+            timed(Build::WalkedIndex, || StringIndex::new(&self.trie))
         })
     }
 
@@ -194,7 +195,7 @@ impl TokenIndex {
         if read(&self.walked_bodies).len() >= MAX_WALKED_BODIES {
             return None;
         }
-        let built = match walked {
+        let built = timed(Build::WalkedBody, || match walked {
             Walked::Chars(chars) => WalkedBody::new(&self.trie, self.body_slice(), self.first_chars(), chars),
             Walked::Strings(strings) => WalkedBody::with_strings(
                 &self.trie,
@@ -213,7 +214,7 @@ impl TokenIndex {
                 stop,
                 inside,
             ),
-        }
+        })
         .map(Arc::new);
         write(&self.walked_bodies).entry(walked).or_insert(built).clone()
     }
@@ -229,10 +230,10 @@ impl TokenIndex {
         }
         // PERF: taken from the class's run index (built anyway for the same grammar states), not
         // from a trie walk of its own: 5-6 ms less per class on Llama 3.
-        let built = match self.run_index(ascii, true) {
+        let built = timed(Build::ClassSlice, || match self.run_index(ascii, true) {
             Some(ri) => ri.class_slice(&self.trie),
             None => ClassSlice::new(&self.trie, self.vocab.vocab_size(), ascii),
-        };
+        });
         let mut w = write(&self.class_slices);
         if w.len() >= MAX_CLASS_SLICES {
             return w.get(&ascii).cloned();
@@ -332,7 +333,8 @@ impl TokenIndex {
         // or per eight in byte lanes): llama.cpp's grammars on Llama 3, 9 classes, cold.
         let bases = self.run_bases();
         for &(ascii, utf8) in &todo {
-            let ri = RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8);
+            let ri =
+                timed(Build::RunIndex, || RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8));
             w.insert((ascii, utf8), (Arc::new(ri), AtomicU64::new(tick)));
         }
     }
@@ -347,7 +349,8 @@ impl TokenIndex {
         if let Some(s) = read(&self.class_body_slices).get(form) {
             return s.clone();
         }
-        let built = Arc::new(ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form));
+        let built =
+            timed(Build::ClassBodySlice, || Arc::new(ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form)));
         let mut w = write(&self.class_body_slices);
         if w.len() >= MAX_CLASS_BODY_SLICES && !w.contains_key(form) {
             return built;
@@ -392,10 +395,10 @@ impl TokenIndex {
         if let Some(e) = read(&self.body_ends).get(&key) {
             return Ok(e.clone());
         }
-        let built = Arc::new(make()?);
+        let built = Arc::new(timed(Build::BodyEnds, make)?);
         let mut w = write(&self.body_ends);
         if w.len() >= MAX_BODY_ENDS {
-            w.clear();
+            timed(Build::BodyEndsRestart, || w.clear());
         }
         Ok(w.entry(key).or_insert(built).clone())
     }
@@ -410,13 +413,13 @@ impl TokenIndex {
         if let Some(n) = find(&read(&self.lead_nodes)) {
             return n;
         }
-        let built = Arc::new(LeadNodes::new(&self.trie, prefix, *class, bound));
+        let built = Arc::new(timed(Build::LeadNodes, || LeadNodes::new(&self.trie, prefix, *class, bound)));
         let mut w = write(&self.lead_nodes);
         if let Some(n) = find(&w) {
             return n;
         }
         if w.len() >= MAX_LEAD_NODES {
-            w.clear();
+            timed(Build::LeadNodesRestart, || w.clear());
         }
         w.push(built.clone());
         built
@@ -427,10 +430,10 @@ impl TokenIndex {
         let mut w = write(&self.kernels);
         // Bounded: when full, start over (the common kernels are recomputed on next use).
         if self.kernel_bytes.load(Ordering::Relaxed) + size > limits::SHARED_KERNEL_CACHE_BYTES {
-            w.clear();
+            timed(Build::KernelCacheRestart, || w.clear());
             self.kernel_bytes.store(0, Ordering::Relaxed);
         }
-        if w.insert(key, km.clone()).is_none() {
+        if timed(Build::KernelShared, || w.insert(key, km.clone())).is_none() {
             self.kernel_bytes.fetch_add(size, Ordering::Relaxed);
         }
     }
@@ -591,6 +594,31 @@ mod tests {
         assert!(!kept(1), "the least recently needed class is kept");
         // A walk builds a missing class the same way.
         assert!(index.run_index(class_of(1), false).is_some() && !kept(2));
+    }
+
+    /// The lead-node list counts its builds and its restart on the building thread
+    /// ([`crate::build_counts`], read by `bench/tail_states.py --builds`), and a lookup counts
+    /// nothing. Fails when a build or the restart past [`MAX_LEAD_NODES`] goes uncounted, or a
+    /// cached list is built again.
+    #[test]
+    fn lead_node_builds_are_counted() {
+        use crate::build_counts::{thread_count, Build};
+        let index = TokenIndex::for_vocab(&small_vocab());
+        let (built, restarts) = (thread_count(Build::LeadNodes), thread_count(Build::LeadNodesRestart));
+        let class_of = |i: u8| {
+            let mut c = ByteSet::default();
+            c.insert_range(b'a', b'a' + i);
+            c
+        };
+        for i in 0..MAX_LEAD_NODES as u8 {
+            index.lead_nodes(None, &class_of(i), 4);
+            index.lead_nodes(None, &class_of(i), 4);
+        }
+        assert_eq!(thread_count(Build::LeadNodes) - built, MAX_LEAD_NODES as u64);
+        assert_eq!(thread_count(Build::LeadNodesRestart), restarts, "a restart before the list is full");
+        index.lead_nodes(None, &class_of(MAX_LEAD_NODES as u8), 4);
+        assert_eq!(thread_count(Build::LeadNodes) - built, MAX_LEAD_NODES as u64 + 1);
+        assert_eq!(thread_count(Build::LeadNodesRestart) - restarts, 1, "the restart is not counted");
     }
 
     /// A position whose callees are counted string bodies (MaskBench o82667's `caption`,

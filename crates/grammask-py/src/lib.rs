@@ -20,6 +20,13 @@ mod matcher;
 mod pool;
 mod tokenizer_info;
 
+/// (kind, count, wall nanoseconds) of the shared tables this thread built and the shared caches it
+/// started over so far (`grammask_core::build_counts`; benches diff it around a fill).
+#[pyfunction]
+fn thread_build_counts() -> Vec<(&'static str, u64, u64)> {
+    grammask_core::build_counts::thread_counts()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -32,5 +39,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<matcher::PyGrammarMatcher>()?;
     m.add_function(wrap_pyfunction!(matcher::batch_fill_next_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(apply::apply_token_bitmask_inplace_cpu, m)?)?;
+    m.add_function(wrap_pyfunction!(thread_build_counts, m)?)?;
     Ok(())
 }
