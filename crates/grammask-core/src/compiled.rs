@@ -1313,7 +1313,7 @@ impl CompiledGrammar {
     /// 2 ms ([`ClassBodies::slice`]), and composition takes a slice only once it is built
     /// ([`Self::class_body_built`]). Where no thread can be spawned, they are built on first use.
     /// After them the thread builds the call-loop run indexes ([`CallLoopRuns`]) the vocabulary
-    /// has not cached; no fill builds or waits for those.
+    /// has not cached and the compile did not set; no fill builds or waits for those.
     /// A state is tried when it is a class level that reads, itself or through its one callee,
     /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
     /// ([`class_signature`], the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
