@@ -25,6 +25,9 @@ pub enum Build {
     KernelShared,
     /// A run index ([`crate::slice::RunIndex`]) of the token index.
     RunIndex,
+    /// A UTF-8 run index less a call loop's refused characters
+    /// (`TokenIndex::run_index_less_off_fill`), kept per vocabulary or past its bound not.
+    WideRunIndex,
     /// A free-text class slice of the token index.
     ClassSlice,
     /// A walked body slice of the token index.
@@ -37,7 +40,7 @@ pub enum Build {
     WalkedIndex,
 }
 
-const KINDS: usize = 12;
+const KINDS: usize = 13;
 
 /// The names of [`Build`]'s kinds, in order.
 pub const NAMES: [&str; KINDS] = [
@@ -48,6 +51,7 @@ pub const NAMES: [&str; KINDS] = [
     "kernel_cache_restart",
     "kernel_shared",
     "run_index",
+    "wide_run_index",
     "class_slice",
     "walked_body",
     "class_body_slice",
