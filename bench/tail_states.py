@@ -72,11 +72,14 @@ def schema_files(args: argparse.Namespace) -> list[Path]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--limit", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=1818)
+    ap.add_argument("--limit", type=int, default=300, help="schemas sampled (default 300)")
+    ap.add_argument("--seed", type=int, default=1818, help="sampling seed (default 1818)")
     ap.add_argument("--wall", action="store_true", help="wall-clock time instead of thread CPU time")
-    ap.add_argument("--top", type=int, default=20)
-    ap.add_argument("--slow-us", type=float, default=300.0)
+    ap.add_argument("--top", type=int, default=20, help="schemas, slowest fills and compiles listed (default 20)")
+    ap.add_argument(
+        "--slow-us", type=float, default=300.0,
+        help="a fill slower than this (µs) counts as slow in the per-schema counts (default 300)",
+    )
     ap.add_argument(
         "--hash", action="store_true",
         help="print a sha256 of every mask of each schema (to check two builds give identical masks)",
@@ -97,7 +100,7 @@ def main() -> int:
         "the same fill from the same state (thread CPU, faults): what the fill costs in this "
         "process's state, apart from one measurement's luck (repeatable)",
     )
-    ap.add_argument("--probe-runs", type=int, default=5)
+    ap.add_argument("--probe-runs", type=int, default=5, help="children forked per --probe (default 5)")
     ap.add_argument(
         "--builds", action="store_true",
         help="show the per-vocabulary tables each slow fill built (thread_build_counts)",
