@@ -13,9 +13,9 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, call_loop, call_loop_refused, class_covers, classify_after_lead, classify_byte_region,
+    ascii_loop, ascii_steps_to, call_loop, call_loop_refused, class_covers, classify_after_lead, classify_byte_region,
     classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned,
-    classify_literal, classify_literal_chain, compose_kernel, lead_run, literal_byte, offering_rows,
+    classify_literal, classify_literal_chain, compose_kernel, lead_run, literal_byte, loop_refused, offering_rows,
     run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
     DropRules, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
@@ -76,6 +76,10 @@ const MIN_WIDE_CLASS_BYTES: u32 = 16;
 const CLASS_BODY_TRIES: usize = 4;
 /// Call-loop classes ([`CallLoopRuns`]) whose run indexes a grammar builds at most.
 const MAX_CALL_LOOP_RUNS: usize = 8;
+/// Plain loops' wide indexes ([`CallLoopRuns`]) a grammar builds at most, and the loop states
+/// whose refused characters it looks for at most ([`loop_refused`]).
+const MAX_PLAIN_LOOP_RUNS: usize = 4;
+const PLAIN_LOOP_TRIES: usize = 64;
 
 /// The run indexes of a grammar's call-per-character loops (a state that loops back to itself
 /// through a regex class rule, [`call_loop`]): a kernel walk's interned row returns to itself on
@@ -92,6 +96,12 @@ const MAX_CALL_LOOP_RUNS: usize = 8;
 /// item reads every run of it.
 /// PERF: with the ASCII index alone, every non-ASCII trie node was a break below o68280's key
 /// `[^,:&\s]+` (which refuses 19 Unicode spaces), and stepped node by node (~100 K steps, 3.5-8 ms).
+///
+/// So does each plain state (no rule edges) that loops on its bytes through every multi-byte
+/// character but a few ([`loop_refused`]): a regex body's `.` (less U+2028 and U+2029) or
+/// `[^:\s]`. Those follow the call loops' in `wide`, so the thread builds them last.
+/// PERF: o64996's `mediatype` `^(.+)/(.+)$` (22 M instructions, ~2.5 ms) and o22050's
+/// `^[^:\s]+:[^:\s]+(:[^\s]+)?$` walked every multi-byte trie node as a break.
 #[derive(Debug, Default)]
 struct CallLoopRuns {
     classes: Vec<(u128, OnceLock<Arc<RunIndex>>)>,
@@ -145,7 +155,62 @@ impl CallLoopRuns {
                 break;
             }
         }
+        runs.add_plain_loops(a);
         runs
+    }
+
+    /// Adds to `wide` the plain loop states of at least [`MIN_ROW_RUN_BYTES`] ASCII bytes that
+    /// refuse a few multi-byte characters ([`loop_refused`], some refused: a state reading them
+    /// all takes its class's UTF-8 index already), at most [`MAX_PLAIN_LOOP_RUNS`] indexes; and
+    /// the states that enter such a loop on every class byte and every character it reads (a
+    /// pattern's first character), which read every run of its class too. At most
+    /// [`PLAIN_LOOP_TRIES`] states searched for refused characters.
+    fn add_plain_loops(&mut self, a: &Automata) {
+        let (first, mut tries) = (self.wide.len(), 0);
+        let reads_utf8 =
+            |s: StateId| a.rule_edges(s).is_empty() && a.byte_edges(s).last().is_some_and(|e| e.hi >= 0x80);
+        let mut loops: Vec<StateId> = Vec::new();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            if tries == PLAIN_LOOP_TRIES {
+                break;
+            }
+            let class = ascii_loop(a, s);
+            if class.count_ones() < MIN_ROW_RUN_BYTES || !reads_utf8(s) {
+                continue;
+            }
+            tries += 1;
+            let Some(refused) = loop_refused(a, s, s).filter(|r| !r.is_empty()) else { continue };
+            let i = match self.wide[first..].iter().position(|w| w.class == class && w.refused == refused) {
+                Some(i) => first + i,
+                None if self.wide.len() - first < MAX_PLAIN_LOOP_RUNS => {
+                    self.wide.push(WideLoopRun { class, refused, index: OnceLock::new() });
+                    self.wide.len() - 1
+                }
+                None => continue,
+            };
+            self.wide_of.insert(s, i);
+            loops.push(s);
+        }
+        if loops.is_empty() {
+            return;
+        }
+        for q in (0..a.states().len() as u32).map(StateId) {
+            if tries == PLAIN_LOOP_TRIES {
+                break;
+            }
+            if self.wide_of.contains_key(&q) || !reads_utf8(q) {
+                continue;
+            }
+            let Some(s) = a.byte_edges(q).iter().map(|e| e.target).find(|t| loops.contains(t)) else { continue };
+            let w = &self.wide[self.wide_of[&s]];
+            if w.class & !ascii_steps_to(a, q, s) != 0 {
+                continue;
+            }
+            tries += 1;
+            if loop_refused(a, q, s).is_some_and(|r| r.iter().all(|c| w.refused.contains(c))) {
+                self.wide_of.insert(q, self.wide_of[&s]);
+            }
+        }
     }
 
     fn is_empty(&self) -> bool {
