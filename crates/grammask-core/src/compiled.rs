@@ -13,11 +13,12 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, ascii_steps_to, call_loop, call_loop_refused, class_covers, classify_after_lead, classify_byte_region,
-    classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned,
-    classify_literal, classify_literal_chain, compose_kernel, lead_run, literal_byte, loop_refused, offering_rows,
-    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
-    DropRules, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    ascii_loop, ascii_steps_to, call_loop, call_loop_refused, callee_ascii, callee_refused, class_covers,
+    classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
+    classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
+    compose_kernel, lead_run, literal_byte, loop_refused, offering_rows, run_class_candidates, shift_kernel,
+    sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts,
+    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -163,7 +164,8 @@ impl CallLoopRuns {
     /// refuse a few multi-byte characters ([`loop_refused`], some refused: a state reading them
     /// all takes its class's UTF-8 index already), at most [`MAX_PLAIN_LOOP_RUNS`] indexes; and
     /// the states that enter such a loop on every class byte and every character it reads (a
-    /// pattern's first character), which read every run of its class too. At most
+    /// pattern's first character, read by the state or by its one callee, which then returns to
+    /// the loop), which read every run of its class too. At most
     /// [`PLAIN_LOOP_TRIES`] states searched for refused characters.
     fn add_plain_loops(&mut self, a: &Automata) {
         let (first, mut tries) = (self.wide.len(), 0);
@@ -194,20 +196,33 @@ impl CallLoopRuns {
         if loops.is_empty() {
             return;
         }
+        // An entry reads the first character itself, or through its one rule edge's callee
+        // (a regex's first `.` read as a call) that returns to the loop.
         for q in (0..a.states().len() as u32).map(StateId) {
             if tries == PLAIN_LOOP_TRIES {
                 break;
             }
-            if self.wide_of.contains_key(&q) || !reads_utf8(q) {
+            if self.wide_of.contains_key(&q) {
                 continue;
             }
-            let Some(s) = a.byte_edges(q).iter().map(|e| e.target).find(|t| loops.contains(t)) else { continue };
+            let call = match *a.rule_edges(q) {
+                [] if reads_utf8(q) => None,
+                [(r, s)] if loops.contains(&s) && a.byte_edges(q).is_empty() => Some((r, s)),
+                _ => continue,
+            };
+            let entered = match call {
+                Some((_, s)) => Some(s),
+                None => a.byte_edges(q).iter().map(|e| e.target).find(|t| loops.contains(t)),
+            };
+            let Some(s) = entered else { continue };
             let w = &self.wide[self.wide_of[&s]];
-            if w.class & !ascii_steps_to(a, q, s) != 0 {
+            let read = call.map_or_else(|| ascii_steps_to(a, q, s), |(r, _)| callee_ascii(a, q, r));
+            if w.class & !read != 0 {
                 continue;
             }
             tries += 1;
-            if loop_refused(a, q, s).is_some_and(|r| r.iter().all(|c| w.refused.contains(c))) {
+            let refused = call.map_or_else(|| loop_refused(a, q, s), |(r, _)| callee_refused(a, q, r));
+            if refused.is_some_and(|r| r.iter().all(|c| w.refused.contains(c))) {
                 self.wide_of.insert(q, self.wide_of[&s]);
             }
         }

@@ -64,8 +64,8 @@ use row_memo::*;
 use runs::*;
 pub use runs::{
     ascii_loop, ascii_steps_to, call_loop, call_loop_entries_taken, call_loop_refused, call_loop_runs_taken,
-    call_loop_wide_taken, class_covers, loop_refused, refute_states_read, run_class_candidates, state_run_class,
-    state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
+    call_loop_wide_taken, callee_ascii, callee_refused, class_covers, loop_refused, refute_states_read,
+    run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
 pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;

@@ -4,6 +4,7 @@
 //! Pipeline place: part of the kernel walk (`walk.rs`); the indexes themselves are built per
 //! vocabulary ([`crate::slice::RunIndex`]).
 use super::*;
+use crate::grammar::RuleId;
 
 thread_local! {
     /// Interned rows this thread's walks gave a call loop's run index ([`call_loop`]).
@@ -620,20 +621,25 @@ fn ascii_cover_refuted(a: &Automata, s: StateId, class: u128) -> bool {
 /// complete, alone, the callee of a rule edge from `s` back to `s` (its start steps on them to a
 /// final state without edges), as a regex class rule in `[^,:]*` does.
 pub fn call_loop(a: &Automata, s: StateId) -> u128 {
+    let looping = a.rule_edges(s).iter().filter(|&&(_, t)| t == s);
+    looping.fold(0u128, |c, &(r, _)| c | callee_ascii(a, s, r))
+}
+
+/// The ASCII bytes that the callee of rule edge `r` from `s` reads alone: its start steps on
+/// them to a final state without edges.
+pub fn callee_ascii(a: &Automata, s: StateId, r: RuleId) -> u128 {
     let mut class = 0u128;
-    for &(r, t) in a.rule_edges(s) {
-        if t != s {
-            continue;
-        }
-        let q = a.callee_start(s, r);
-        for e in a.byte_edges(q).iter().filter(|e| e.lo < 0x80) {
-            let end = e.target;
-            if a.state(end).is_final && a.byte_edges(end).is_empty() && a.rule_edges(end).is_empty() {
-                class |= crate::bitset::ascii_range(e.lo, e.hi.min(0x7F));
-            }
+    for e in a.byte_edges(a.callee_start(s, r)).iter().filter(|e| e.lo < 0x80) {
+        if callee_ends(a, e.target) {
+            class |= crate::bitset::ascii_range(e.lo, e.hi.min(0x7F));
         }
     }
     class
+}
+
+/// Whether a callee's state `t` ends it: final, without edges.
+fn callee_ends(a: &Automata, t: StateId) -> bool {
+    a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty()
 }
 
 /// Most multi-byte characters [`call_loop_refused`] lists.
@@ -647,11 +653,14 @@ const MAX_REFUSED_CHARS: usize = 32;
 /// continuation byte's 64 choices). `None` when no loop's callee qualifies. The first loop edge
 /// that does is taken.
 pub fn call_loop_refused(a: &Automata, s: StateId) -> Option<Vec<Box<[u8]>>> {
-    let ends = |t: StateId| a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
-    a.rule_edges(s).iter().filter(|&&(_, t)| t == s).find_map(|&(r, _)| {
-        let mut memo = RefusedMemo::default();
-        refused_suffixes(a, a.callee_start(s, r), 0, &ends, &mut memo).map(|r| r.to_vec())
-    })
+    a.rule_edges(s).iter().filter(|&&(_, t)| t == s).find_map(|&(r, _)| callee_refused(a, s, r))
+}
+
+/// The multi-byte characters that the callee of rule edge `r` from `s` does not read alone, when
+/// they are few (see [`call_loop_refused`]).
+pub fn callee_refused(a: &Automata, s: StateId, r: RuleId) -> Option<Vec<Box<[u8]>>> {
+    let mut memo = RefusedMemo::default();
+    refused_suffixes(a, a.callee_start(s, r), 0, &|t| callee_ends(a, t), &mut memo).map(|r| r.to_vec())
 }
 
 /// The multi-byte characters that plain state `q` (no rule edges) does not read to state `s`
