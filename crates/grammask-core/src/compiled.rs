@@ -100,9 +100,10 @@ const PLAIN_LOOP_TRIES: usize = 64;
 ///
 /// So does each plain state (no rule edges) that loops on its bytes through every multi-byte
 /// character but a few ([`loop_refused`]): a regex body's `.` (less U+2028 and U+2029) or
-/// `[^:\s]`. Those follow the call loops' in `wide`, so the thread builds them last.
-/// PERF: o64996's `mediatype` `^(.+)/(.+)$` (22 M instructions, ~2.5 ms) and o22050's
-/// `^[^:\s]+:[^:\s]+(:[^\s]+)?$` walked every multi-byte trie node as a break.
+/// `[^:\s]`. Those follow the call loops' in `wide`, so the thread builds them last. A state
+/// that enters such a loop or a call loop on each of its characters (`wide_of`) takes it too.
+/// PERF: o64996's `mediatype` `^(.+)/(.+)$` (22 M instructions, ~2.5 ms at the string's first
+/// position and after its first token) walked every multi-byte trie node as a break.
 #[derive(Debug, Default)]
 struct CallLoopRuns {
     classes: Vec<(u128, OnceLock<Arc<RunIndex>>)>,
@@ -163,15 +164,14 @@ impl CallLoopRuns {
     /// Adds to `wide` the plain loop states of at least [`MIN_ROW_RUN_BYTES`] ASCII bytes that
     /// refuse a few multi-byte characters ([`loop_refused`], some refused: a state reading them
     /// all takes its class's UTF-8 index already), at most [`MAX_PLAIN_LOOP_RUNS`] indexes; and
-    /// the states that enter such a loop on every class byte and every character it reads (a
-    /// pattern's first character, read by the state or by its one callee, which then returns to
-    /// the loop), which read every run of its class too. At most
+    /// the states that enter such a loop, or a call loop of `wide`, on every class byte and every
+    /// character it reads (a pattern's first character, read by the state or by its one callee,
+    /// which then returns to the loop), which read every run of its class too. At most
     /// [`PLAIN_LOOP_TRIES`] states searched for refused characters.
     fn add_plain_loops(&mut self, a: &Automata) {
         let (first, mut tries) = (self.wide.len(), 0);
         let reads_utf8 =
             |s: StateId| a.rule_edges(s).is_empty() && a.byte_edges(s).last().is_some_and(|e| e.hi >= 0x80);
-        let mut loops: Vec<StateId> = Vec::new();
         for s in (0..a.states().len() as u32).map(StateId) {
             if tries == PLAIN_LOOP_TRIES {
                 break;
@@ -191,11 +191,9 @@ impl CallLoopRuns {
                 None => continue,
             };
             self.wide_of.insert(s, i);
-            loops.push(s);
         }
-        if loops.is_empty() {
-            return;
-        }
+        // The loops, call loops too, that entries may lead to.
+        let loops: Vec<StateId> = self.wide_of.keys().copied().collect();
         // An entry reads the first character itself, or through its one rule edge's callee
         // (a regex's first `.` read as a call) that returns to the loop.
         for q in (0..a.states().len() as u32).map(StateId) {
