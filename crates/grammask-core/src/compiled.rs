@@ -81,6 +81,9 @@ const MAX_CALL_LOOP_RUNS: usize = 8;
 /// whose refused characters it looks for at most ([`loop_refused`]).
 const MAX_PLAIN_LOOP_RUNS: usize = 4;
 const PLAIN_LOOP_TRIES: usize = 64;
+/// Wide call-loop indexes ([`CallLoopRuns`]) a compile builds at most on its own thread (~7 M
+/// instructions each on Llama 3); the others are built on the class-body thread.
+const WIDE_RUNS_AT_COMPILE: usize = 2;
 
 /// The run indexes of a grammar's call-per-character loops (a state that loops back to itself
 /// through a regex class rule, [`call_loop`]): a kernel walk's interned row returns to itself on
@@ -93,27 +96,40 @@ const PLAIN_LOOP_TRIES: usize = 64;
 ///
 /// Each loop state whose callee reads every multi-byte character but a few
 /// ([`call_loop_refused`]) also takes a UTF-8 index of its class less those characters
-/// (`wide`, built on the same thread, never cached per vocabulary): a row holding that state's
-/// item reads every run of it.
+/// (`wide`): a row holding that state's item reads every run of it. Those are set with the
+/// compile (the vocabulary's, else built on the compiling thread and cached per vocabulary,
+/// [`TokenIndex::run_index_less_off_fill`]; at most [`WIDE_RUNS_AT_COMPILE`] built), so that the
+/// first fills take them; the rest are built on the class-body thread.
 /// PERF: with the ASCII index alone, every non-ASCII trie node was a break below o68280's key
 /// `[^,:&\s]+` (which refuses 19 Unicode spaces), and stepped node by node (~100 K steps, 3.5-8 ms).
+/// Built on the thread only, the first fill into the loop (o68280 token 19) came before it in
+/// every sample run (5.2-5.7 ms, against 1.3 ms with the index); its build is ~7.3 M
+/// instructions on Llama 3 (session 43).
 ///
 /// So does each plain state (no rule edges) that loops on its bytes through every multi-byte
 /// character but a few ([`loop_refused`]): a regex body's `.` (less U+2028 and U+2029) or
-/// `[^:\s]`. Those follow the call loops' in `wide`, so the thread builds them last. A state
-/// that enters such a loop or a call loop on each of its characters (`wide_of`) takes it too.
+/// `[^:\s]`. Those follow the call loops' in `wide` (from `plain_from`): the compile takes them
+/// only from the vocabulary's cache, and the thread builds them last, once the walked-body
+/// indexes' thread is done ([`TokenIndex::wait_walked`]: a fill that needs those before they
+/// are set builds its own, ~3 ms). A state that enters such a loop or a call loop on each of its
+/// characters (`wide_of`) takes it too.
 /// PERF: o64996's `mediatype` `^(.+)/(.+)$` (22 M instructions, ~2.5 ms at the string's first
 /// position and after its first token) walked every multi-byte trie node as a break.
 #[derive(Debug, Default)]
 struct CallLoopRuns {
     classes: Vec<(u128, OnceLock<Arc<RunIndex>>)>,
-    /// Each (class, refused characters), at most [`MAX_CALL_LOOP_RUNS`].
+    /// Each (class, refused characters): call loops' first, at most [`MAX_CALL_LOOP_RUNS`], then plain
+    /// loops', at most [`MAX_PLAIN_LOOP_RUNS`].
     wide: Vec<WideLoopRun>,
     /// The loop states that take an entry of `wide`, by index.
     wide_of: FastMap<StateId, usize>,
+    /// The first entry of `wide` that is a plain loop's ([`Self::add_plain_loops`]).
+    plain_from: usize,
+    /// Entries of `wide` set with the compile ([`Self::take_cached`]), for tests.
+    wide_with_compile: AtomicUsize,
 }
 
-/// A call loop's UTF-8 run index less the characters its callee refuses ([`CallLoopRuns`]).
+/// A loop's UTF-8 run index less the characters it (or its callee) refuses ([`CallLoopRuns`]).
 #[derive(Debug)]
 struct WideLoopRun {
     class: u128,
@@ -170,6 +186,7 @@ impl CallLoopRuns {
     /// [`PLAIN_LOOP_TRIES`] states searched for refused characters.
     fn add_plain_loops(&mut self, a: &Automata) {
         let (first, mut tries) = (self.wide.len(), 0);
+        self.plain_from = first;
         let reads_utf8 =
             |s: StateId| a.rule_edges(s).is_empty() && a.byte_edges(s).last().is_some_and(|e| e.hi >= 0x80);
         for s in (0..a.states().len() as u32).map(StateId) {
@@ -240,15 +257,35 @@ impl CallLoopRuns {
         self.wide_of.get(&s).and_then(|&i| self.wide[i].index.get().cloned())
     }
 
-    /// Sets the indexes the vocabulary has cached; whether some are left to [`Self::build`].
+    /// Sets the indexes the vocabulary has cached, and the call loops' wide ones (the
+    /// vocabulary's, else built here, at most [`WIDE_RUNS_AT_COMPILE`]; plain loops' only the
+    /// vocabulary's); whether some are left to [`Self::build`].
     fn take_cached(&self, index: &TokenIndex) -> bool {
-        let mut left = !self.wide.is_empty();
+        let mut left = false;
         for (class, ri) in &self.classes {
             match index.cached_run_index(*class, false) {
                 Some(cached) => {
                     let _ = ri.set(cached);
                 }
                 None => left |= ri.get().is_none(),
+            }
+        }
+        let mut built = 0;
+        for (i, w) in self.wide.iter().enumerate() {
+            let ri = match index.cached_run_index_less(w.class, &w.refused) {
+                Some(cached) => Some(cached),
+                None if built < WIDE_RUNS_AT_COMPILE && i < self.plain_from => {
+                    built += 1;
+                    index.run_index_less_off_fill(w.class, &w.refused)
+                }
+                None => None,
+            };
+            match ri {
+                Some(ri) => {
+                    let _ = w.index.set(ri);
+                    self.wide_with_compile.fetch_add(1, Ordering::Relaxed);
+                }
+                None => left |= w.index.get().is_none(),
             }
         }
         left
@@ -273,11 +310,21 @@ impl CallLoopRuns {
                 }
             }
         }
-        for w in &self.wide {
-            if w.index.get().is_none() {
-                if let Some(built) = index.run_index_less_off_fill(w.class, &w.refused) {
-                    let _ = w.index.set(built);
-                }
+        let (calls, plain) = self.wide.split_at(self.plain_from);
+        calls.iter().for_each(|w| w.build(index));
+        if plain.iter().any(|w| w.index.get().is_none()) {
+            index.wait_walked();
+        }
+        plain.iter().for_each(|w| w.build(index));
+    }
+}
+
+impl WideLoopRun {
+    /// Builds (or takes from the vocabulary's cache) the index if it is not set.
+    fn build(&self, index: &TokenIndex) {
+        if self.index.get().is_none() {
+            if let Some(built) = index.run_index_less_off_fill(self.class, &self.refused) {
+                let _ = self.index.set(built);
             }
         }
     }
@@ -1362,7 +1409,7 @@ impl CompiledGrammar {
     /// 2 ms ([`ClassBodies::slice`]), and composition takes a slice only once it is built
     /// ([`Self::class_body_built`]). Where no thread can be spawned, they are built on first use.
     /// After them the thread builds the call-loop run indexes ([`CallLoopRuns`]) the vocabulary
-    /// has not cached; no fill builds or waits for those.
+    /// has not cached and the compile did not set; no fill builds or waits for those.
     /// A state is tried when it is a class level that reads, itself or through its one callee,
     /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
     /// ([`class_signature`], the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
@@ -1422,11 +1469,11 @@ impl CompiledGrammar {
             }
             None => true,
         });
+        let call_runs_left = self.call_runs.take_cached(&self.index);
         #[cfg(test)]
         if tests::HOLD_CLASS_BODIES.get() {
             return;
         }
-        let call_runs_left = self.call_runs.take_cached(&self.index);
         if todo.is_empty() && !call_runs_left {
             return;
         }
@@ -1459,6 +1506,13 @@ impl CompiledGrammar {
         if let Some(thread) = thread {
             let _ = thread.join();
         }
+    }
+
+    /// Wide call-loop run indexes ([`CallLoopRuns`]) set with the compile, before any fill: the
+    /// vocabulary's, or built on the compiling thread (for tests).
+    #[doc(hidden)]
+    pub fn call_loop_wide_with_compile(&self) -> usize {
+        self.call_runs.wide_with_compile.load(Ordering::Relaxed)
     }
 
     /// Class-body slices a fill built: not reserved at compile, or not set by the compile's
