@@ -311,11 +311,15 @@ impl CallLoopRuns {
             }
         }
         let (calls, plain) = self.wide.split_at(self.plain_from);
-        calls.iter().for_each(|w| w.build(index));
+        for w in calls {
+            w.build(index);
+        }
         if plain.iter().any(|w| w.index.get().is_none()) {
             index.wait_walked();
         }
-        plain.iter().for_each(|w| w.build(index));
+        for w in plain {
+            w.build(index);
+        }
     }
 }
 
