@@ -13,11 +13,12 @@ use crate::follow::{follow_sets, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
-    ascii_loop, call_loop, call_loop_refused, class_covers, classify_after_lead, classify_byte_region,
-    classify_kernel_budget, classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned,
-    classify_literal, classify_literal_chain, compose_kernel, lead_run, literal_byte, offering_rows,
-    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
-    DropRules, KernelMask, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    ascii_loop, ascii_steps_to, call_loop, call_loop_refused, callee_ascii, callee_refused, class_covers,
+    classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
+    classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
+    compose_kernel, lead_run, literal_byte, loop_refused, offering_rows, run_class_candidates, shift_kernel,
+    sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts,
+    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -76,6 +77,10 @@ const MIN_WIDE_CLASS_BYTES: u32 = 16;
 const CLASS_BODY_TRIES: usize = 4;
 /// Call-loop classes ([`CallLoopRuns`]) whose run indexes a grammar builds at most.
 const MAX_CALL_LOOP_RUNS: usize = 8;
+/// Plain loops' wide indexes ([`CallLoopRuns`]) a grammar builds at most, and the loop states
+/// whose refused characters it looks for at most ([`loop_refused`]).
+const MAX_PLAIN_LOOP_RUNS: usize = 4;
+const PLAIN_LOOP_TRIES: usize = 64;
 /// Wide call-loop indexes ([`CallLoopRuns`]) a compile builds at most on its own thread (~7 M
 /// instructions each on Llama 3); the others are built on the class-body thread.
 const WIDE_RUNS_AT_COMPILE: usize = 2;
@@ -100,18 +105,31 @@ const WIDE_RUNS_AT_COMPILE: usize = 2;
 /// Built on the thread only, the first fill into the loop (o68280 token 19) came before it in
 /// every sample run (5.2-5.7 ms, against 1.3 ms with the index); its build is ~7.3 M
 /// instructions on Llama 3 (session 43).
+///
+/// So does each plain state (no rule edges) that loops on its bytes through every multi-byte
+/// character but a few ([`loop_refused`]): a regex body's `.` (less U+2028 and U+2029) or
+/// `[^:\s]`. Those follow the call loops' in `wide` (from `plain_from`): the compile takes them
+/// only from the vocabulary's cache, and the thread builds them last, once the walked-body
+/// indexes' thread is done ([`TokenIndex::wait_walked`]: a fill that needs those before they
+/// are set builds its own, ~3 ms). A state that enters such a loop or a call loop on each of its
+/// characters (`wide_of`) takes it too.
+/// PERF: o64996's `mediatype` `^(.+)/(.+)$` (22 M instructions, ~2.5 ms at the string's first
+/// position and after its first token) walked every multi-byte trie node as a break.
 #[derive(Debug, Default)]
 struct CallLoopRuns {
     classes: Vec<(u128, OnceLock<Arc<RunIndex>>)>,
-    /// Each (class, refused characters), at most [`MAX_CALL_LOOP_RUNS`].
+    /// Each (class, refused characters): call loops' first, at most [`MAX_CALL_LOOP_RUNS`], then plain
+    /// loops', at most [`MAX_PLAIN_LOOP_RUNS`].
     wide: Vec<WideLoopRun>,
     /// The loop states that take an entry of `wide`, by index.
     wide_of: FastMap<StateId, usize>,
+    /// The first entry of `wide` that is a plain loop's ([`Self::add_plain_loops`]).
+    plain_from: usize,
     /// Entries of `wide` set with the compile ([`Self::take_cached`]), for tests.
     wide_with_compile: AtomicUsize,
 }
 
-/// A call loop's UTF-8 run index less the characters its callee refuses ([`CallLoopRuns`]).
+/// A loop's UTF-8 run index less the characters it (or its callee) refuses ([`CallLoopRuns`]).
 #[derive(Debug)]
 struct WideLoopRun {
     class: u128,
@@ -155,7 +173,74 @@ impl CallLoopRuns {
                 break;
             }
         }
+        runs.add_plain_loops(a);
         runs
+    }
+
+    /// Adds to `wide` the plain loop states of at least [`MIN_ROW_RUN_BYTES`] ASCII bytes that
+    /// refuse a few multi-byte characters ([`loop_refused`], some refused: a state reading them
+    /// all takes its class's UTF-8 index already), at most [`MAX_PLAIN_LOOP_RUNS`] indexes; and
+    /// the states that enter such a loop, or a call loop of `wide`, on every class byte and every
+    /// character it reads (a pattern's first character, read by the state or by its one callee,
+    /// which then returns to the loop), which read every run of its class too. At most
+    /// [`PLAIN_LOOP_TRIES`] states searched for refused characters.
+    fn add_plain_loops(&mut self, a: &Automata) {
+        let (first, mut tries) = (self.wide.len(), 0);
+        self.plain_from = first;
+        let reads_utf8 =
+            |s: StateId| a.rule_edges(s).is_empty() && a.byte_edges(s).last().is_some_and(|e| e.hi >= 0x80);
+        for s in (0..a.states().len() as u32).map(StateId) {
+            if tries == PLAIN_LOOP_TRIES {
+                break;
+            }
+            let class = ascii_loop(a, s);
+            if class.count_ones() < MIN_ROW_RUN_BYTES || !reads_utf8(s) {
+                continue;
+            }
+            tries += 1;
+            let Some(refused) = loop_refused(a, s, s).filter(|r| !r.is_empty()) else { continue };
+            let i = match self.wide[first..].iter().position(|w| w.class == class && w.refused == refused) {
+                Some(i) => first + i,
+                None if self.wide.len() - first < MAX_PLAIN_LOOP_RUNS => {
+                    self.wide.push(WideLoopRun { class, refused, index: OnceLock::new() });
+                    self.wide.len() - 1
+                }
+                None => continue,
+            };
+            self.wide_of.insert(s, i);
+        }
+        // The loops, call loops too, that entries may lead to.
+        let loops: Vec<StateId> = self.wide_of.keys().copied().collect();
+        // An entry reads the first character itself, or through its one rule edge's callee
+        // (a regex's first `.` read as a call) that returns to the loop.
+        for q in (0..a.states().len() as u32).map(StateId) {
+            if tries == PLAIN_LOOP_TRIES {
+                break;
+            }
+            if self.wide_of.contains_key(&q) {
+                continue;
+            }
+            let call = match *a.rule_edges(q) {
+                [] if reads_utf8(q) => None,
+                [(r, s)] if loops.contains(&s) && a.byte_edges(q).is_empty() => Some((r, s)),
+                _ => continue,
+            };
+            let entered = match call {
+                Some((_, s)) => Some(s),
+                None => a.byte_edges(q).iter().map(|e| e.target).find(|t| loops.contains(t)),
+            };
+            let Some(s) = entered else { continue };
+            let w = &self.wide[self.wide_of[&s]];
+            let read = call.map_or_else(|| ascii_steps_to(a, q, s), |(r, _)| callee_ascii(a, q, r));
+            if w.class & !read != 0 {
+                continue;
+            }
+            tries += 1;
+            let refused = call.map_or_else(|| loop_refused(a, q, s), |(r, _)| callee_refused(a, q, r));
+            if refused.is_some_and(|r| r.iter().all(|c| w.refused.contains(c))) {
+                self.wide_of.insert(q, self.wide_of[&s]);
+            }
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -172,8 +257,9 @@ impl CallLoopRuns {
         self.wide_of.get(&s).and_then(|&i| self.wide[i].index.get().cloned())
     }
 
-    /// Sets the indexes the vocabulary has cached, and the wide ones (the vocabulary's, else
-    /// built here, at most [`WIDE_RUNS_AT_COMPILE`]); whether some are left to [`Self::build`].
+    /// Sets the indexes the vocabulary has cached, and the call loops' wide ones (the
+    /// vocabulary's, else built here, at most [`WIDE_RUNS_AT_COMPILE`]; plain loops' only the
+    /// vocabulary's); whether some are left to [`Self::build`].
     fn take_cached(&self, index: &TokenIndex) -> bool {
         let mut left = false;
         for (class, ri) in &self.classes {
@@ -185,10 +271,10 @@ impl CallLoopRuns {
             }
         }
         let mut built = 0;
-        for w in &self.wide {
+        for (i, w) in self.wide.iter().enumerate() {
             let ri = match index.cached_run_index_less(w.class, &w.refused) {
                 Some(cached) => Some(cached),
-                None if built < WIDE_RUNS_AT_COMPILE => {
+                None if built < WIDE_RUNS_AT_COMPILE && i < self.plain_from => {
                     built += 1;
                     index.run_index_less_off_fill(w.class, &w.refused)
                 }
@@ -224,11 +310,25 @@ impl CallLoopRuns {
                 }
             }
         }
-        for w in &self.wide {
-            if w.index.get().is_none() {
-                if let Some(built) = index.run_index_less_off_fill(w.class, &w.refused) {
-                    let _ = w.index.set(built);
-                }
+        let (calls, plain) = self.wide.split_at(self.plain_from);
+        for w in calls {
+            w.build(index);
+        }
+        if plain.iter().any(|w| w.index.get().is_none()) {
+            index.wait_walked();
+        }
+        for w in plain {
+            w.build(index);
+        }
+    }
+}
+
+impl WideLoopRun {
+    /// Builds (or takes from the vocabulary's cache) the index if it is not set.
+    fn build(&self, index: &TokenIndex) {
+        if self.index.get().is_none() {
+            if let Some(built) = index.run_index_less_off_fill(self.class, &self.refused) {
+                let _ = self.index.set(built);
             }
         }
     }

@@ -63,9 +63,9 @@ pub use row_memo::spent_row_merges;
 use row_memo::*;
 use runs::*;
 pub use runs::{
-    ascii_loop, call_loop, call_loop_entries_taken, call_loop_refused, call_loop_runs_taken, call_loop_wide_taken,
-    class_covers, refute_states_read, run_class_candidates, state_run_class, state_run_class_in, state_run_index,
-    Loops, MIN_ROW_RUN_BYTES,
+    ascii_loop, ascii_steps_to, call_loop, call_loop_entries_taken, call_loop_refused, call_loop_runs_taken,
+    call_loop_wide_taken, callee_ascii, callee_refused, class_covers, loop_refused, refute_states_read,
+    run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
 pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 pub use walk::state_bytes;
@@ -103,8 +103,9 @@ pub struct Shortcuts<'a> {
     pub built_runs: Option<&'a dyn Fn(u128) -> Option<Arc<RunIndex>>>,
     /// By state: a UTF-8 run index every run of whose class an item at the state reads, only
     /// where already built off the fill path (never built or waited for here): a call loop's
-    /// class less the multi-byte characters its callee refuses ([`call_loop_refused`]), or the
-    /// class the compile found the state to read every run of ([`state_run_class`]).
+    /// class less the multi-byte characters its callee refuses ([`call_loop_refused`]), a plain
+    /// loop's class less those it refuses ([`loop_refused`]), or the class the compile found the
+    /// state to read every run of ([`state_run_class`]).
     pub built_wide: Option<&'a dyn Fn(StateId) -> Option<Arc<RunIndex>>>,
     /// The compiled grammar's cover-search verdicts (`None`: each search starts from scratch).
     pub cover: Option<&'a CoverMemo>,

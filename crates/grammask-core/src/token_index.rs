@@ -66,8 +66,9 @@ pub struct TokenIndex {
     string_index: OnceLock<StringIndex>,
     /// Whether [`Self::prepare_walked`] ran.
     walked_prepared: AtomicBool,
-    /// The thread [`Self::prepare_walked`] started, until a test waits for it.
-    walked_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The thread [`Self::prepare_walked`] started, with the id of the process that started it,
+    /// until [`Self::wait_walked`] takes it.
+    walked_thread: Mutex<Option<(u32, std::thread::JoinHandle<()>)>>,
     /// Builds of `first_chars` or `string_index` by their first use rather than by
     /// [`Self::prepare_walked`]'s thread (for tests: a fill that builds one pays for it).
     walked_built_on_use: AtomicUsize,
@@ -173,7 +174,8 @@ impl TokenIndex {
             }
         });
         if let Ok(thread) = spawned {
-            *self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);
+            *self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((std::process::id(), thread));
         }
     }
 
@@ -182,12 +184,16 @@ impl TokenIndex {
         self.walked_prepared.load(Ordering::Acquire)
     }
 
-    /// Waits for [`Self::prepare_walked`]'s thread to end (tests: then no fill builds them).
-    #[doc(hidden)]
+    /// Waits for [`Self::prepare_walked`]'s thread to end (tests: then no fill builds them; a
+    /// compile's class-body thread, before work that would slow it down). Only the first caller
+    /// waits (it takes the thread), and none in a process forked from the one that started it
+    /// (the thread is not there: joining it would never return).
     pub fn wait_walked(&self) {
         let thread = self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
+        if let Some((pid, thread)) = thread {
+            if pid == std::process::id() {
+                let _ = thread.join();
+            }
         }
     }
 

@@ -1226,6 +1226,47 @@ fn call_loop_masks_match_brute_force(
     Some((checked, rose))
 }
 
+/// Masks equal the brute force inside regex-bodied strings whose loops refuse a few multi-byte
+/// characters, which take their class's UTF-8 run index less those characters
+/// (`loop_refused`): o64996's `^(.+)/(.+)$` (`.` refuses U+2028 and U+2029) and o22050's
+/// `^[^:\s]+:[^:\s]+(:[^\s]+)?$` (`\s` refuses the Unicode spaces), with the characters next
+/// to the refused ones (U+2027, U+202A, U+00A1, U+200B, U+2030, U+3001, U+FEFE), 2-, 3- and
+/// 4-byte ones, on Llama 3, Qwen 2.5 and Phi 3.5 after the class-body thread (every token
+/// holding a refused character is refused by the masks). Some walk must take such an index
+/// (`call_loop_wide_taken`).
+#[test]
+fn plain_loop_wide_index_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {"n": {"type": "integer"},
+        "mediatype": {"type": "string", "pattern": "^(.+)/(.+)$"},
+        "id": {"type": "string", "pattern": "^[^:\\s]+:[^:\\s]+(:[^\\s]+)?$"}}, "required": ["n"]}"#;
+    let docs = [
+        "{\"n\": 1, \"mediatype\": \"\u{e9}t\u{2027}/\u{202a}x\u{2030}/\u{4e2d}\u{6587}\u{1f600}\"}",
+        "{\"n\": 2, \"mediatype\": \"\u{202a}\u{2027}/\u{e9}\", \"id\": \"\u{a1}\u{200b}:\u{3001}\u{fefe}x:\u{2030}:\u{10ffff}\"}",
+        "{\"n\": 3, \"id\": \"\u{1f600}a\u{2027}:\u{202a}b\"}",
+    ];
+    let g = lax_schema_grammar(schema);
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        let before = call_loop_wide_taken();
+        let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+        assert!(call_loop_wide_taken() > before, "{name}: no walk took a loop's UTF-8 index");
+        assert!(checked >= 150, "{checked} masks checked");
+        for bad in ["\u{2028}", "\u{2029}", "a\u{2028}/b"] {
+            let doc = format!("{{\"n\": 1, \"mediatype\": \"a/{bad}");
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(!m.accept_bytes(doc.as_bytes()).unwrap_or(false), "{name} {doc:?}");
+        }
+        for bad in ["\u{a0}", "\u{3000}", "\u{2028}", "\u{1680}"] {
+            let doc = format!("{{\"n\": 1, \"id\": \"a{bad}");
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(!m.accept_bytes(doc.as_bytes()).unwrap_or(false), "{name} {doc:?}");
+        }
+    }
+}
+
 /// Masks equal the brute force inside the keys of an open object, where the kernels of the
 /// excluded-key trie's positions are derived from the string body's kernel less the rests of
 /// the known keys (`CompiledGrammar::excluded_kernel`, checked to be taken): known keys that

@@ -4,13 +4,15 @@
 //! Pipeline place: part of the kernel walk (`walk.rs`); the indexes themselves are built per
 //! vocabulary ([`crate::slice::RunIndex`]).
 use super::*;
+use crate::grammar::RuleId;
 
 thread_local! {
     /// Interned rows this thread's walks gave a call loop's run index ([`call_loop`]).
     static CALL_LOOP_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Of those, rows that enter the loop rather than loop themselves ([`KernelWalk::runs_at`]).
     static LOOP_ENTRIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Interned rows this thread's walks gave a UTF-8 index of an item's state ([`KernelWalk::runs_at`]).
+    /// Interned rows (and single-item frames) this thread's walks gave a UTF-8 index of an
+    /// item's state ([`KernelWalk::runs_at`]).
     static WIDE_LOOPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
@@ -57,9 +59,18 @@ impl KernelWalk<'_> {
             _ if let Some(s) = single => {
                 let shared = self.shared_state_runs;
                 let cover = self.cover;
-                let ri = self.state_runs.entry(s).or_insert_with(|| match shared {
-                    Some(f) => f(s),
-                    None => state_run_index(a, s, runs, cover.unwrap_or(&CoverMemo::default())),
+                // A loop's UTF-8 index less its refused characters (`built_wide`) first: the
+                // state's own index is then ASCII only.
+                let wide = self.built_wide;
+                let ri = self.state_runs.entry(s).or_insert_with(|| {
+                    if let Some(ri) = wide.and_then(|w| w(s)) {
+                        WIDE_LOOPS.set(WIDE_LOOPS.get() + 1);
+                        return Some(ri);
+                    }
+                    match shared {
+                        Some(f) => f(s),
+                        None => state_run_index(a, s, runs, cover.unwrap_or(&CoverMemo::default())),
+                    }
                 });
                 Ok(ri.clone().map(|ri| (ri, frame)))
             }
@@ -610,20 +621,25 @@ fn ascii_cover_refuted(a: &Automata, s: StateId, class: u128) -> bool {
 /// complete, alone, the callee of a rule edge from `s` back to `s` (its start steps on them to a
 /// final state without edges), as a regex class rule in `[^,:]*` does.
 pub fn call_loop(a: &Automata, s: StateId) -> u128 {
+    let looping = a.rule_edges(s).iter().filter(|&&(_, t)| t == s);
+    looping.fold(0u128, |c, &(r, _)| c | callee_ascii(a, s, r))
+}
+
+/// The ASCII bytes that the callee of rule edge `r` from `s` reads alone: its start steps on
+/// them to a final state without edges.
+pub fn callee_ascii(a: &Automata, s: StateId, r: RuleId) -> u128 {
     let mut class = 0u128;
-    for &(r, t) in a.rule_edges(s) {
-        if t != s {
-            continue;
-        }
-        let q = a.callee_start(s, r);
-        for e in a.byte_edges(q).iter().filter(|e| e.lo < 0x80) {
-            let end = e.target;
-            if a.state(end).is_final && a.byte_edges(end).is_empty() && a.rule_edges(end).is_empty() {
-                class |= crate::bitset::ascii_range(e.lo, e.hi.min(0x7F));
-            }
+    for e in a.byte_edges(a.callee_start(s, r)).iter().filter(|e| e.lo < 0x80) {
+        if callee_ends(a, e.target) {
+            class |= crate::bitset::ascii_range(e.lo, e.hi.min(0x7F));
         }
     }
     class
+}
+
+/// Whether a callee's state `t` ends it: final, without edges.
+fn callee_ends(a: &Automata, t: StateId) -> bool {
+    a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty()
 }
 
 /// Most multi-byte characters [`call_loop_refused`] lists.
@@ -637,20 +653,51 @@ const MAX_REFUSED_CHARS: usize = 32;
 /// continuation byte's 64 choices). `None` when no loop's callee qualifies. The first loop edge
 /// that does is taken.
 pub fn call_loop_refused(a: &Automata, s: StateId) -> Option<Vec<Box<[u8]>>> {
-    a.rule_edges(s).iter().filter(|&&(_, t)| t == s).find_map(|&(r, _)| {
-        let mut memo = RefusedMemo::default();
-        refused_suffixes(a, a.callee_start(s, r), 0, &mut memo).map(|r| r.to_vec())
-    })
+    a.rule_edges(s).iter().filter(|&&(_, t)| t == s).find_map(|&(r, _)| callee_refused(a, s, r))
+}
+
+/// The multi-byte characters that the callee of rule edge `r` from `s` does not read alone, when
+/// they are few (see [`call_loop_refused`]).
+pub fn callee_refused(a: &Automata, s: StateId, r: RuleId) -> Option<Vec<Box<[u8]>>> {
+    let mut memo = RefusedMemo::default();
+    refused_suffixes(a, a.callee_start(s, r), 0, &|t| callee_ends(a, t), &mut memo).map(|r| r.to_vec())
+}
+
+/// The multi-byte characters that plain state `q` (no rule edges) does not read to state `s`
+/// through its byte edges, when they are few, as [`call_loop_refused`] lists a callee's: every
+/// other well-formed character is read through states without rule edges to `s` (`q == s`: a
+/// loop's refused characters). `None` past [`MAX_REFUSED_CHARS`], or where a whole prefix is
+/// refused.
+pub fn loop_refused(a: &Automata, q: StateId, s: StateId) -> Option<Vec<Box<[u8]>>> {
+    let mut memo = RefusedMemo::default();
+    refused_suffixes(a, q, 0, &|t| t == s, &mut memo).map(|r| r.to_vec())
+}
+
+/// The ASCII bytes that `q` steps to `s`.
+pub fn ascii_steps_to(a: &Automata, q: StateId, s: StateId) -> u128 {
+    let to = a.byte_edges(q).iter().filter(|e| e.target == s && e.lo < 0x80);
+    to.fold(0u128, |c, e| c | crate::bitset::ascii_range(e.lo, e.hi.min(0x7F)))
+}
+
+/// The ASCII bytes on which `s` loops back to itself.
+pub fn ascii_loop(a: &Automata, s: StateId) -> u128 {
+    ascii_steps_to(a, s, s)
 }
 
 /// [`refused_suffixes`] by (state, `U` state).
 type RefusedMemo = FastMap<(StateId, u8), Option<Arc<[Box<[u8]>]>>>;
 
 /// The byte strings that complete a character from `U`'s state `u` (0: at a boundary, only
-/// multi-byte characters) and that `q` does not read to a final state without edges; `None`
-/// past [`MAX_REFUSED_CHARS`], where a state on the way has rule edges, or where a whole
-/// prefix is refused.
-fn refused_suffixes(a: &Automata, q: StateId, u: u8, memo: &mut RefusedMemo) -> Option<Arc<[Box<[u8]>]>> {
+/// multi-byte characters) and that `q` does not read to a state `ends` accepts (the same for
+/// every call sharing `memo`); `None` past [`MAX_REFUSED_CHARS`], where a state on the way has
+/// rule edges, or where a whole prefix is refused.
+fn refused_suffixes(
+    a: &Automata,
+    q: StateId,
+    u: u8,
+    ends: &dyn Fn(StateId) -> bool,
+    memo: &mut RefusedMemo,
+) -> Option<Arc<[Box<[u8]>]>> {
     if let Some(r) = memo.get(&(q, u)) {
         return r.clone();
     }
@@ -665,13 +712,12 @@ fn refused_suffixes(a: &Automata, q: StateId, u: u8, memo: &mut RefusedMemo) -> 
             let target = edges.iter().find(|e| e.lo <= x && x <= e.hi).map(|e| e.target);
             match target {
                 Some(t) if v == 0 => {
-                    let end = a.state(t);
-                    if !(end.is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty()) {
+                    if !ends(t) {
                         out.push([x].into());
                     }
                 }
                 Some(t) => {
-                    for suffix in refused_suffixes(a, t, v, memo)?.iter() {
+                    for suffix in refused_suffixes(a, t, v, ends, memo)?.iter() {
                         out.push([&[x][..], suffix].concat().into());
                     }
                 }
@@ -687,12 +733,6 @@ fn refused_suffixes(a: &Automata, q: StateId, u: u8, memo: &mut RefusedMemo) -> 
     })();
     memo.insert((q, u), found.clone());
     found
-}
-
-/// The ASCII bytes on which `s` loops back to itself.
-pub fn ascii_loop(a: &Automata, s: StateId) -> u128 {
-    let looping = a.byte_edges(s).iter().filter(|e| e.target == s && e.lo < 0x80);
-    looping.fold(0u128, |c, e| c | crate::bitset::ascii_range(e.lo, e.hi.min(0x7F)))
 }
 
 /// Subtrees at least this large are worth a run-index lookup (a row's costs up to 128 steps).
