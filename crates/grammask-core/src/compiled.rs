@@ -470,6 +470,9 @@ impl CompiledGrammar {
                 }
             }
         });
+        // Key starts that read letters beside their key pattern's call: the callees' searches
+        // are done here, on a budget of their own, rather than in the first fill of a key start.
+        with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || BodySlice::search_quoted_callees(&automata, &cover));
         // A grammar with string bodies may walk some of their characters: the indexes that needs
         // are built on a thread of their own from here (the first fill that misreads a body also
         // asks), so that a fill rarely finds them unbuilt.

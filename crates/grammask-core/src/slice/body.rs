@@ -286,12 +286,8 @@ impl BodySlice {
     /// the state itself explored the branches' sets beside the callee's until its budget ran out
     /// (22 M instructions), then the whole trie was walked.
     fn covers_through_quoted_calls(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<Cover> {
-        let inert = |t: StateId| {
-            let quote_only = |e: &crate::compiler::ByteEdge| (e.lo..=e.hi).all(|x| body_step(0, x) == Body::Walk);
-            !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(quote_only)
-        };
         let edges = a.rule_edges(s);
-        if a.state(s).is_final || edges.is_empty() || !edges.iter().all(|&(_, t)| inert(t)) {
+        if !Self::calls_quoted(a, s) {
             return None;
         }
         let may_end = byte_branches_end(a, s)?;
@@ -305,6 +301,40 @@ impl BodySlice {
             BRANCHES_BESIDE_CALLS.set(BRANCHES_BESIDE_CALLS.get() + 1);
         }
         Some(Cover { may_end, walk_dead: false })
+    }
+
+    /// Whether `s` is not final and only calls rules, at least one, that return to *inert*
+    /// states (see [`Self::covers_through_quoted_calls`]).
+    fn calls_quoted(a: &Automata, s: StateId) -> bool {
+        let inert = |t: StateId| {
+            let quote_only = |e: &crate::compiler::ByteEdge| (e.lo..=e.hi).all(|x| body_step(0, x) == Body::Walk);
+            !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(quote_only)
+        };
+        let edges = a.rule_edges(s);
+        !a.state(s).is_final && !edges.is_empty() && edges.iter().all(|&(_, t)| inert(t))
+    }
+
+    /// Runs, for the grammar's compile, the cover search of each callee start (once each) of the
+    /// states that read bytes themselves beside quoted calls (key starts: pattern keys' first
+    /// letters beside the key pattern's call, [`Self::covers_through_quoted_calls`]), so that
+    /// they are in `memo` before a fill classifies such a state; the states' own branches are
+    /// left to that fill. A search past the caller's budget leaves its pairs undecided, for the
+    /// fill to search again.
+    /// PERF: o65323's `"tender": {"`: `key.re`'s search was 5.55 M of the first such fill's
+    /// 8.9 M instructions. Searched once per key start, 124 of them, the compile took 61 M more.
+    pub fn search_quoted_callees(a: &Automata, memo: &CoverMemo) {
+        let mut searched: std::collections::HashSet<StateId, crate::fasthash::FastState> = Default::default();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            if a.byte_edges(s).is_empty() || !Self::calls_quoted(a, s) {
+                continue;
+            }
+            for &(r, _) in a.rule_edges(s) {
+                let start = a.callee_start(s, r);
+                if searched.insert(start) {
+                    let _ = cover_search(a, start, SliceKey::Body, body_step, memo);
+                }
+            }
+        }
     }
 
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
