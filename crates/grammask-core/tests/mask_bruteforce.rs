@@ -2814,6 +2814,8 @@ body ::= ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4}) body | ""
     let docs: [&[u8]; 5] = [b"{\"ab\x01}", b"{\"ab}", b"{\"abc\"\x01}", b"{!\"bc-\x02}", b"{!\"b-\"}"];
     let before = grammask_core::slice::branches_beside_calls();
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // The callees' searches are the class-body thread's (`BodySlice::search_callees`).
+    cg.wait_class_bodies();
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(grammask_core::slice::branches_beside_calls() > before, "no key start covered through its call");
     assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());

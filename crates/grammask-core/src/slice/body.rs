@@ -314,26 +314,32 @@ impl BodySlice {
         !a.state(s).is_final && !edges.is_empty() && edges.iter().all(|&(_, t)| inert(t))
     }
 
-    /// Runs, for the grammar's compile, the cover search of each callee start (once each) of the
-    /// states that read bytes themselves beside quoted calls (key starts: pattern keys' first
-    /// letters beside the key pattern's call, [`Self::covers_through_quoted_calls`]), so that
-    /// they are in `memo` before a fill classifies such a state; the states' own branches are
-    /// left to that fill. A search past the caller's budget leaves its pairs undecided, for the
-    /// fill to search again.
-    /// PERF: o65323's `"tender": {"`: `key.re`'s search was 5.55 M of the first such fill's
-    /// 8.9 M instructions. Searched once per key start, 124 of them, the compile took 61 M more.
-    pub fn search_quoted_callees(a: &Automata, memo: &CoverMemo) {
-        let mut searched: std::collections::HashSet<StateId, crate::fasthash::FastState> = Default::default();
+    /// The callee starts, each once, of the states that read bytes themselves beside quoted
+    /// calls (key starts: pattern keys' first letters beside the key pattern's call,
+    /// [`Self::covers_through_quoted_calls`]), for [`Self::search_callees`].
+    pub fn quoted_callees(a: &Automata) -> Vec<StateId> {
+        let mut starts: Vec<StateId> = Vec::new();
         for s in (0..a.states().len() as u32).map(StateId) {
             if a.byte_edges(s).is_empty() || !Self::calls_quoted(a, s) {
                 continue;
             }
-            for &(r, _) in a.rule_edges(s) {
-                let start = a.callee_start(s, r);
-                if searched.insert(start) {
-                    let _ = cover_search(a, start, SliceKey::Body, body_step, memo);
-                }
-            }
+            starts.extend(a.rule_edges(s).iter().map(|&(r, _)| a.callee_start(s, r)));
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+    }
+
+    /// Runs the body cover search from each of `starts` ([`Self::quoted_callees`]) into `memo`,
+    /// off the fill path (the class-body thread), so that a fill classifying a key start finds
+    /// its callees decided. One search at a time holds the memo; a search past the caller's
+    /// budget leaves its pairs undecided, for the fill to search again.
+    /// PERF: o65323's `"tender": {"`: `key.re`'s search was 5.55 M of the first such fill's
+    /// 8.9 M instructions. In the compile, the 89 callee starts of its 124 key starts took 60 M
+    /// (7% of the compile's instructions).
+    pub fn search_callees(a: &Automata, starts: &[StateId], memo: &CoverMemo) {
+        for &start in starts {
+            let _ = cover_search(a, start, SliceKey::Body, body_step, memo);
         }
     }
 
