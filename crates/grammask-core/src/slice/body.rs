@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::{cover_search, CoverMemo, SliceKey};
+use super::cover::{cover_search, cover_search_after_fills, CoverMemo, SliceKey};
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -332,14 +332,15 @@ impl BodySlice {
 
     /// Runs the body cover search from each of `starts` ([`Self::quoted_callees`]) into `memo`,
     /// off the fill path (the class-body thread), so that a fill classifying a key start finds
-    /// its callees decided. One search at a time holds the memo; a search past the caller's
-    /// budget leaves its pairs undecided, for the fill to search again.
+    /// its callees decided. One search at a time holds the memo, and none begins while a fill
+    /// waits for it ([`cover_search_after_fills`]); a search past the caller's budget leaves its
+    /// pairs undecided, for the fill to search again.
     /// PERF: o65323's `"tender": {"`: `key.re`'s search was 5.55 M of the first such fill's
     /// 8.9 M instructions. In the compile, the 89 callee starts of its 124 key starts took 60 M
     /// (7% of the compile's instructions).
     pub fn search_callees(a: &Automata, starts: &[StateId], memo: &CoverMemo) {
         for &start in starts {
-            let _ = cover_search(a, start, SliceKey::Body, body_step, memo);
+            let _ = cover_search_after_fills(a, start, SliceKey::Body, body_step, memo);
         }
     }
 
