@@ -406,7 +406,8 @@ pub struct KernelStats {
 #[derive(Debug)]
 pub struct CompiledGrammar {
     grammar: Grammar,
-    automata: Automata,
+    /// Shared with the class-body thread ([`Self::build_class_bodies`]).
+    automata: Arc<Automata>,
     index: Arc<TokenIndex>,
     kernels: RwLock<FastMap<StateId, Arc<KernelMask>>>,
     /// The distinct cached kernels by [`KernelMask::content_key`] (the first
@@ -453,7 +454,8 @@ pub struct CompiledGrammar {
     /// Uncertain-suffix verdicts by (completion row signature, suffix list).
     suffix_memo: SuffixMemo,
     /// Cover-search verdicts (which states read a slice), shared by the searches of all kernels.
-    cover: CoverMemo,
+    /// Shared with the class-body thread, which searches key starts' callees into it.
+    cover: Arc<CoverMemo>,
     /// Shortest completions per state, for token budgets (computed on first use).
     completion: OnceLock<Arc<crate::budget::Completion>>,
     /// The allowed tokens of each token edge set (empty without token expressions).
@@ -641,12 +643,12 @@ impl CompiledGrammar {
             masks: RwLock::new(FastMap::default()),
             mask_bytes: AtomicUsize::new(0),
             suffix_memo: SuffixMemo::default(),
-            cover,
+            cover: Arc::new(cover),
             completion: OnceLock::new(),
             sibling_edges: OnceLock::new(),
             siblings: RwLock::new(HashMap::new()),
             stats: Default::default(),
-            automata,
+            automata: Arc::new(automata),
             token_masks,
         };
         // Every kernel classification reads the FOLLOW sets: built with the grammar (linear in
@@ -1413,7 +1415,10 @@ impl CompiledGrammar {
     /// 2 ms ([`ClassBodies::slice`]), and composition takes a slice only once it is built
     /// ([`Self::class_body_built`]). Where no thread can be spawned, they are built on first use.
     /// After them the thread builds the call-loop run indexes ([`CallLoopRuns`]) the vocabulary
-    /// has not cached and the compile did not set; no fill builds or waits for those.
+    /// has not cached and the compile did not set; no fill builds or waits for those. Then it
+    /// runs the cover searches of the callees of key starts ([`BodySlice::quoted_callees`]) into
+    /// the grammar's memo; a fill that needs one meanwhile waits for the search in progress or
+    /// runs its own.
     /// A state is tried when it is a class level that reads, itself or through its one callee,
     /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
     /// ([`class_signature`], the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
@@ -1478,7 +1483,8 @@ impl CompiledGrammar {
         if tests::HOLD_CLASS_BODIES.get() {
             return;
         }
-        if todo.is_empty() && !call_runs_left {
+        let quoted = BodySlice::quoted_callees(a);
+        if todo.is_empty() && !call_runs_left && quoted.is_empty() {
             return;
         }
         // The smaller classes first: their slices are built sooner, so fewer first fills find
@@ -1487,6 +1493,7 @@ impl CompiledGrammar {
         todo.sort_by_key(|(class, _)| self.class_bodies.class_chars(*class));
         let (bodies, index) = (Arc::clone(&self.class_bodies), Arc::clone(&self.index));
         let call_runs = Arc::clone(&self.call_runs);
+        let (automata, cover) = (Arc::clone(&self.automata), Arc::clone(&self.cover));
         let spawned = std::thread::Builder::new().name("grammask-class-bodies".into()).spawn(move || {
             for (class, form) in todo {
                 if bodies.begin_build(class) {
@@ -1495,6 +1502,10 @@ impl CompiledGrammar {
             }
             // After the slices (a fill may wait for those, never for these).
             call_runs.build(&index);
+            // PERF: in the compile, o65323's took 7% of its instructions.
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_callees(&automata, &quoted, &cover);
+            });
         });
         if let Ok(thread) = spawned {
             *self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);

@@ -1553,6 +1553,9 @@ fn warm_index_regex_string_masks_match_brute_force() {
     let g = json_schema_to_grammar(schema, &opts).unwrap();
     let first = CompiledGrammar::new(&g, &vocab).unwrap();
     let second = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // The class-body threads add the key start's callee searches to the memos.
+    first.wait_class_bodies();
+    second.wait_class_bodies();
     assert_eq!(first.memory_size(), second.memory_size(), "the cover memos differ");
     let docs: [&[u8]; 1] = [br#"{"t": "1-60f6f7e7-0123456789abcdef0123456789abcdef"}"#];
     let checked = masks_along_docs_match_brute_force(&second, &vocab, &docs);
@@ -2856,6 +2859,36 @@ body ::= ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4})*
     ];
     let before = grammask_core::slice::branches_beside_calls();
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(grammask_core::slice::branches_beside_calls() > before, "no key start covered through its call");
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+}
+
+/// A kernel state that reads a literal key's letters itself beside its call of the string-body
+/// rule (the state after a key's opening quote, as in o65323) ends its rule inside body text
+/// when the literal key (`ab`, `b-`) is a prefix of text the callee also reads: the tokens that
+/// go on past that end with a byte no string body reads (`ab\x01`, `b-\x02}`) are dead in the
+/// body slice and must still be walked (`byte_branches_end`'s `may_end`). The states must take
+/// the path (`slice::branches_beside_calls`), or the test proves nothing: `body` and the keys
+/// are recursive (`~`) so that they are called, not inlined.
+#[test]
+fn key_branch_ending_inside_body_text_matches_brute_force() {
+    let ebnf = r#"
+root ::= "{" (key "\x01"? | "!" key2 "\x02"?) "}"
+key ::= "\"" ("ab" | body "\"") | "~" key
+key2 ::= "\"" ("b" [a-c]? "-" | body "\"") | "~" key2
+body ::= ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4}) body | ""
+"#;
+    let g = grammask_core::ebnf::parse_ebnf(ebnf, "root").unwrap();
+    let vocab = ascii_vocab(
+        &["ab\x01", "ab\x01}", "abc\x01", "b\x01", "\"ab", "b-\x02}", "bc-\x02", "b-\x01", "\"}", "\u{e9}", "\\n"],
+        &[0xC3, 0xA9, 0x01, 0x02],
+    );
+    let docs: [&[u8]; 5] = [b"{\"ab\x01}", b"{\"ab}", b"{\"abc\"\x01}", b"{!\"bc-\x02}", b"{!\"b-\"}"];
+    let before = grammask_core::slice::branches_beside_calls();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    // The callees' searches are the class-body thread's (`BodySlice::search_callees`).
+    cg.wait_class_bodies();
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(grammask_core::slice::branches_beside_calls() > before, "no key start covered through its call");
     assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());

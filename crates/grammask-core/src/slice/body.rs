@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::{cover_search, CoverMemo, SliceKey};
+use super::cover::{cover_search, cover_search_after_fills, CoverMemo, SliceKey};
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -286,12 +286,8 @@ impl BodySlice {
     /// the state itself explored the branches' sets beside the callee's until its budget ran out
     /// (22 M instructions), then the whole trie was walked.
     fn covers_through_quoted_calls(a: &Automata, s: StateId, memo: &CoverMemo) -> Option<Cover> {
-        let inert = |t: StateId| {
-            let quote_only = |e: &crate::compiler::ByteEdge| (e.lo..=e.hi).all(|x| body_step(0, x) == Body::Walk);
-            !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(quote_only)
-        };
         let edges = a.rule_edges(s);
-        if a.state(s).is_final || edges.is_empty() || !edges.iter().all(|&(_, t)| inert(t)) {
+        if !Self::calls_quoted(a, s) {
             return None;
         }
         let may_end = byte_branches_end(a, s)?;
@@ -305,6 +301,47 @@ impl BodySlice {
             BRANCHES_BESIDE_CALLS.set(BRANCHES_BESIDE_CALLS.get() + 1);
         }
         Some(Cover { may_end, walk_dead: false })
+    }
+
+    /// Whether `s` is not final and only calls rules, at least one, that return to *inert*
+    /// states (see [`Self::covers_through_quoted_calls`]).
+    fn calls_quoted(a: &Automata, s: StateId) -> bool {
+        let inert = |t: StateId| {
+            let quote_only = |e: &crate::compiler::ByteEdge| (e.lo..=e.hi).all(|x| body_step(0, x) == Body::Walk);
+            !a.state(t).is_final && a.rule_edges(t).is_empty() && a.byte_edges(t).iter().all(quote_only)
+        };
+        let edges = a.rule_edges(s);
+        !a.state(s).is_final && !edges.is_empty() && edges.iter().all(|&(_, t)| inert(t))
+    }
+
+    /// The callee starts, each once, of the states that read bytes themselves beside quoted
+    /// calls (key starts: pattern keys' first letters beside the key pattern's call,
+    /// [`Self::covers_through_quoted_calls`]), for [`Self::search_callees`].
+    pub fn quoted_callees(a: &Automata) -> Vec<StateId> {
+        let mut starts: Vec<StateId> = Vec::new();
+        for s in (0..a.states().len() as u32).map(StateId) {
+            if a.byte_edges(s).is_empty() || !Self::calls_quoted(a, s) {
+                continue;
+            }
+            starts.extend(a.rule_edges(s).iter().map(|&(r, _)| a.callee_start(s, r)));
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+    }
+
+    /// Runs the body cover search from each of `starts` ([`Self::quoted_callees`]) into `memo`,
+    /// off the fill path (the class-body thread), so that a fill classifying a key start finds
+    /// its callees decided. One search at a time holds the memo, and none begins while a fill
+    /// waits for it ([`cover_search_after_fills`]); a search past the caller's budget leaves its
+    /// pairs undecided, for the fill to search again.
+    /// PERF: o65323's `"tender": {"`: `key.re`'s search was 5.55 M of the first such fill's
+    /// 8.9 M instructions. In the compile, the 89 callee starts of its 124 key starts took 60 M
+    /// (7% of the compile's instructions).
+    pub fn search_callees(a: &Automata, starts: &[StateId], memo: &CoverMemo) {
+        for &start in starts {
+            let _ = cover_search_after_fills(a, start, SliceKey::Body, body_step, memo);
+        }
     }
 
     /// [`Self::covers`] without the nested case: whether a final state is reachable on body text
