@@ -2252,6 +2252,123 @@ fn key_set_entries_stay_rules_and_masks_match_brute_force() {
     }
 }
 
+/// Any-order objects of one key-set language share one set of key-set rules (the converter's
+/// `object_any_order` names an earlier equal object's rules): `x` and `y` reach the same object
+/// through different goals and share; `z` (a required key), `w` (closed), `v` and `k.t` (other
+/// `maxProperties`), `u` (other key values), `k.s` (`dependentRequired`), `k.r` (other additional
+/// values) and `k.p` (`propertyNames`) differ from it, or from each other, in one thing each and
+/// keep their own. Checked first by documents accepted exactly by the grammars of both the text
+/// and the direct (`key_sets`) rules and by masks at every byte against brute force (a key that
+/// misses one of these differences fails here), then by the objects with key-set rules in the EBNF
+/// text (12 with the root, `k` and a schema-order one; 13 unshared).
+#[test]
+fn equal_any_order_objects_share_key_set_rules_and_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let o = r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+        "c": {"type": "integer"}, "d": {"type": "integer"}}}"#;
+    let schema = format!(
+        r##"{{"type": "object", "$defs": {{"O": {o}}}, "properties": {{
+        "x": {{"$ref": "#/$defs/O"}},
+        "y": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"minProperties": 0}}]}},
+        "z": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"required": ["a"]}}]}},
+        "w": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"properties": {{"a": {{}}, "b": {{}}, "c": {{}}, "d": {{}}}},
+            "additionalProperties": false}}]}},
+        "v": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"maxProperties": 2}}]}},
+        "u": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"properties": {{"a": {{"minimum": 5}}}}}}]}},
+        "k": {{"type": "object", "properties": {{
+            "t": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"maxProperties": 3}}]}},
+            "s": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"dependentRequired": {{"a": ["b"]}}}}]}},
+            "r": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"additionalProperties": {{"type": "integer"}}}}]}},
+            "p": {{"allOf": [{{"$ref": "#/$defs/O"}}, {{"propertyNames": {{"maxLength": 1}}}}]}}}}}}}}}}"##
+    );
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let text = json_schema_to_ebnf(&schema, &opts).unwrap();
+    let vocab = ascii_vocab(&["\":", "\": {\"", ", \"", "true"], &[]);
+    let docs = [
+        (r#"{"x": {"d": 1, "q": 2, "a": 3}, "y": {"c": 1, "b": 2, "zz": [], "a": 3, "d": 4}}"#, true),
+        (r#"{"x": {"b": 1}, "y": {}}"#, true),
+        (r#"{"x": {"a": 1, "a": 2}}"#, false),
+        (r#"{"y": {"b": 1, "c": 2, "b": 3}}"#, false),
+        (r#"{"z": {"b": 1, "a": 2}, "w": {"d": 1, "c": 2}, "v": {"q": 1, "a": 2}, "u": {"a": 7}}"#, true),
+        (r#"{"z": {"b": 1}}"#, false),
+        (r#"{"w": {"a": 1, "q": 2}}"#, false),
+        (r#"{"v": {"a": 1, "b": 2, "c": 3}}"#, false),
+        (
+            r#"{"k": {"t": {"a": 1, "b": 2, "c": 3}, "s": {"b": 1, "a": 2}, "r": {"q": 1}, "p": {"a": 1, "q": 2}}}"#,
+            true,
+        ),
+        (r#"{"k": {"t": {"a": 1, "b": 2, "c": 3, "d": 4}}}"#, false),
+        (r#"{"k": {"s": {"a": 1, "c": 2}}}"#, false),
+        (r#"{"k": {"r": {"q": true}}}"#, false),
+        (r#"{"k": {"p": {"qq": 1}}}"#, false),
+        (r#"{"u": {"a": 1}}"#, false),
+        (r#"{"x": {"a": true}}"#, false),
+        (r#"{"w": {}, "u": {"b": 1, "zz": 2}}"#, true),
+    ];
+    let from_text = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+    for g in [from_text, lax_schema_grammar(&schema)] {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        assert_accepts_exactly(&cg, &docs);
+        let accepted: Vec<&[u8]> = docs.iter().filter(|d| d.1).map(|d| d.0.as_bytes()).collect();
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &accepted);
+        assert_eq!(checked, accepted.iter().map(|d| d.len() + 1).sum::<usize>());
+    }
+    assert_eq!(key_set_bases(&text).len(), 12, "{:?}", key_set_bases(&text));
+}
+
+/// With `indent` (and no `any_whitespace`), the separator between entries depends on the depth:
+/// the same object at two depths keeps two sets of key-set rules (its entries name the value
+/// rules of each depth, and `AnyOrderKey::sep` tells the separators apart), each with its own
+/// separator; `x` and `y` (one goal) keep one.
+#[test]
+fn any_order_objects_at_two_indent_depths_keep_their_separators() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, json_schema_to_grammar, JsonSchemaOptions};
+    let schema = r##"{"type": "object", "$defs": {"O": {"type": "object", "properties": {"a": {"type": "integer"},
+        "b": {"type": "integer"}}, "additionalProperties": false}}, "properties": {"x": {"$ref": "#/$defs/O"},
+        "y": {"$ref": "#/$defs/O"}, "n": {"type": "object", "properties": {"x": {"$ref": "#/$defs/O"}},
+        "additionalProperties": false}}, "additionalProperties": false}"##;
+    let opts = JsonSchemaOptions { strict_mode: false, indent: Some(2), any_whitespace: false, ..Default::default() };
+    let text = json_schema_to_ebnf(schema, &opts).unwrap();
+    let doc = "{\n  \"y\": {\n    \"b\": 2,\n    \"a\": 1\n  },\n  \"n\": {\n    \"x\": {\n      \"b\": 2,\n      \"a\": 1\n    }\n  }\n}";
+    // `n.x`'s separator at `y`'s depth, and `y`'s at `n.x`'s.
+    let shallow = doc.replacen(",\n      \"a\"", ",\n    \"a\"", 1);
+    let deep = doc.replacen(",\n    \"a\"", ",\n      \"a\"", 1);
+    let docs = [(doc, true), (shallow.as_str(), false), (deep.as_str(), false)];
+    let vocab = ascii_vocab(&[], &[]);
+    let from_text = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+    for g in [from_text, json_schema_to_grammar(schema, &opts).unwrap()] {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        assert_accepts_exactly(&cg, &docs);
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]);
+        assert_eq!(checked, doc.len() + 1);
+    }
+    // The root, `x` and `y` (one goal), `n` (schema order) and `n.x`.
+    assert_eq!(key_set_bases(&text).len(), 4, "{:?}", key_set_bases(&text));
+}
+
+/// The objects with key-set rules in an EBNF text: the base of each `obj_N.MASK_COUNT_STARTED`
+/// rule defined.
+fn key_set_bases(text: &str) -> std::collections::HashSet<&str> {
+    text.lines()
+        .filter_map(|l| l.split_once(" ::= ").map(|(n, _)| n))
+        .filter_map(|n| n.split_once('.'))
+        .filter(|(_, st)| {
+            st.split('_').count() == 3
+                && st.split('_').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit()))
+        })
+        .map(|(b, _)| b)
+        .collect()
+}
+
+/// Asserts that `cg` accepts (whole) exactly the documents marked `true`.
+fn assert_accepts_exactly(cg: &Arc<CompiledGrammar>, docs: &[(&str, bool)]) {
+    for &(doc, ok) in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let accepted = m.accept_bytes(doc.as_bytes()).unwrap_or(false) && m.is_completed();
+        assert_eq!(accepted, ok, "{doc}");
+    }
+}
+
 /// Open objects' key starts with few known keys (a state calling the excluded-key rule, then
 /// the closing quote), whose cover search reads the excluded-key rule as the string-body rule
 /// (`CoverMemo::with_substitutes`): keys that are prefixes of others, an empty key, a non-ASCII

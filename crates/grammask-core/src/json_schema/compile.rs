@@ -309,6 +309,23 @@ pub struct Conv<'a> {
     pattern_dfas: FastMap<String, Rc<CharDfa>>,
     /// Additional-key languages built so far (see `additional_entry`).
     key_langs: FastMap<KeyLangsKey, Rc<Vec<Option<CharDfa>>>>,
+    /// The base name of the first any-order object written with each key-set language (see
+    /// `object_any_order`): a later equal object names its rules instead of writing its own.
+    any_order_objects: FastMap<AnyOrderKey, String>,
+}
+
+/// What determines the language of an any-order object's key-set rules: its entries' texts
+/// (with whether required) and key names, the additional entry's rule (alias-resolved), the
+/// separator's text, and the property counts and dependencies.
+#[derive(PartialEq, Eq, Hash)]
+struct AnyOrderKey {
+    entries: Vec<(String, bool)>,
+    names: Vec<String>,
+    addl: Option<String>,
+    sep: String,
+    need_count: bool,
+    props: (u64, Option<u64>),
+    deps: Vec<(String, Vec<String>)>,
 }
 
 /// What determines the additional-key languages of an object: the keys left out, the
@@ -362,6 +379,7 @@ impl<'a> Conv<'a> {
             string_dfas: FastMap::default(),
             pattern_dfas: FastMap::default(),
             key_langs: FastMap::default(),
+            any_order_objects: FastMap::default(),
         }
     }
 

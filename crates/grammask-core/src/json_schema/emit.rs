@@ -31,6 +31,8 @@ pub struct Ebnf {
     bodies: FastMap<u64, Spans>,
     /// Bodies whose hash an earlier, different body of `bodies` took (hash, spans).
     collided: Vec<(u64, Spans)>,
+    /// The rule each alias written by [`Ebnf::define`] names (never itself an alias).
+    aliases: FastMap<String, String>,
     /// Names reserved with [`Ebnf::named`] (never written as aliases) and helper rules written
     /// with [`Ebnf::define_once`].
     reserved: HashSet<String, FastState>,
@@ -160,7 +162,9 @@ impl Ebnf {
             .or_else(|| taken.and_then(|_| self.collided.iter().filter(|c| c.0 == h).map(|c| &c.1).find(same)));
         if let Some((_, first)) = first {
             let first = text[first.clone()].to_string();
-            return self.write(name, &first);
+            self.write(name, &first)?;
+            self.aliases.insert(name.to_string(), first);
+            return Ok(());
         }
         let at = self.text.len();
         self.write(name, body)?;
@@ -174,6 +178,12 @@ impl Ebnf {
             }
         }
         Ok(())
+    }
+
+    /// The rule `name` is an alias of ([`Self::define`]), else `name`: equal results name rules
+    /// of one language.
+    pub fn canonical<'n>(&'n self, name: &'n str) -> &'n str {
+        self.aliases.get(name).map_or(name, String::as_str)
     }
 
     /// Counts the text of a rule `name ::= body` written apart ([`Self::key_sets`]) as
