@@ -47,6 +47,10 @@ pub struct TokenIndex {
     run_indexes: RwLock<RunIndexes>,
     /// Compiles that asked for run indexes so far.
     run_clock: AtomicU64,
+    /// UTF-8 run indexes of call-loop classes less their refused characters
+    /// ([`Self::run_index_less_off_fill`]), by (ASCII class, refused characters), at most
+    /// [`MAX_WIDE_RUN_INDEXES`] (past them each grammar builds its own).
+    wide_run_indexes: RwLock<Vec<WideRunIndex>>,
     /// What every run index shares ([`RunBases`]; 1.8 MB on Llama 3), built with the index.
     run_bases: OnceLock<RunBases>,
     /// Loop classes of the grammars compiled so far (see `CompiledGrammar::new`).
@@ -81,6 +85,9 @@ pub struct TokenIndex {
 /// Run indexes by (ASCII class, UTF-8 too), each with the tick at which it was last needed.
 type RunIndexes = HashMap<(u128, bool), (Arc<RunIndex>, AtomicU64)>;
 
+/// A UTF-8 run index of an ASCII class less some multi-byte characters, with its key.
+type WideRunIndex = ((u128, Vec<Box<[u8]>>), Arc<RunIndex>);
+
 /// Most body slices with walked characters kept per vocabulary (each is a token bitset plus its
 /// frontier).
 const MAX_WALKED_BODIES: usize = 32;
@@ -100,6 +107,10 @@ const MAX_CLASS_BODY_SLICES: usize = 16;
 /// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary; ~1.1 MB on
 /// Llama 3 on average).
 pub const MAX_RUN_INDEXES: usize = 16;
+
+/// Most UTF-8 run indexes less refused characters kept per vocabulary (~1 MB each on Llama 3;
+/// MaskBench has a few such call loops: o68280's and o22050's `\s`-refusing keys).
+const MAX_WIDE_RUN_INDEXES: usize = 8;
 
 /// Most loop classes remembered per vocabulary as seen.
 const MAX_CLASSES_SEEN: usize = 4096;
@@ -275,12 +286,30 @@ impl TokenIndex {
     }
 
     /// The UTF-8 run index of an ASCII class less the multi-byte characters `refused`
-    /// ([`RunIndex::from_bases_less`]), for a compile's background thread: built from the run
-    /// bases for the caller alone, never cached; `None` where the run bases are not built.
+    /// ([`RunIndex::from_bases_less`]): the vocabulary's, else one built from the run bases
+    /// outside the cache's lock and kept for later grammars while the cache has room (past
+    /// [`MAX_WIDE_RUN_INDEXES`], for the caller alone); `None` where the run bases are not built.
     pub fn run_index_less_off_fill(&self, ascii: u128, refused: &[Box<[u8]>]) -> Option<Arc<RunIndex>> {
+        if let Some(r) = self.cached_run_index_less(ascii, refused) {
+            return Some(r);
+        }
         let bases = self.run_bases.get()?;
         let vocab_size = self.vocab.vocab_size();
-        Some(Arc::new(RunIndex::from_bases_less(&self.trie, vocab_size, bases, ascii, true, refused)))
+        let built = Arc::new(RunIndex::from_bases_less(&self.trie, vocab_size, bases, ascii, true, refused));
+        let mut w = write(&self.wide_run_indexes);
+        if let Some(r) = w.iter().find(|((c, x), _)| *c == ascii && x.as_slice() == refused) {
+            return Some(r.1.clone());
+        }
+        if w.len() < MAX_WIDE_RUN_INDEXES {
+            w.push(((ascii, refused.to_vec()), built.clone()));
+        }
+        Some(built)
+    }
+
+    /// The vocabulary's [`Self::run_index_less_off_fill`] index if it is built, never built here.
+    pub fn cached_run_index_less(&self, ascii: u128, refused: &[Box<[u8]>]) -> Option<Arc<RunIndex>> {
+        let r = read(&self.wide_run_indexes);
+        r.iter().find(|((c, x), _)| *c == ascii && x.as_slice() == refused).map(|r| r.1.clone())
     }
 
     /// Whether the run index of a class was built (for tests).
@@ -455,6 +484,7 @@ impl TokenIndex {
             class_slices,
             run_indexes,
             run_clock: _, // a counter
+            wide_run_indexes,
             run_bases,
             classes_seen,
             quote_ends,
@@ -472,6 +502,10 @@ impl TokenIndex {
         let kernels: usize = read(kernels).values().map(|k| k.memory_size() + entry).sum();
         let classes: usize = read(class_slices).values().map(|c| c.memory_size() + entry).sum();
         let runs: usize = read(run_indexes).values().map(|r| r.0.memory_size() + entry).sum();
+        let wide: usize = read(wide_run_indexes)
+            .iter()
+            .map(|((_, refused), r)| r.memory_size() + refused.iter().map(|c| c.len() + 16).sum::<usize>() + entry)
+            .sum();
         let walked: usize =
             read(walked_bodies).values().map(|w| w.as_ref().map_or(0, |w| w.memory_size()) + entry).sum();
         let class_bodies: usize =
@@ -482,6 +516,7 @@ impl TokenIndex {
             ("body_slice", body.get().map_or(0, BodySlice::memory_size)),
             ("run_bases", run_bases.get().map_or(0, RunBases::memory_size)),
             ("run_indexes", runs),
+            ("wide_run_indexes", wide),
             ("class_slices", classes),
             ("walked_bodies", walked),
             ("class_body_slices", class_bodies),
@@ -536,6 +571,7 @@ impl TokenIndex {
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
             run_clock: AtomicU64::new(0),
+            wide_run_indexes: RwLock::new(Vec::new()),
             run_bases: OnceLock::new(),
             classes_seen: RwLock::new(HashSet::new()),
             quote_ends: OnceLock::new(),
@@ -568,6 +604,25 @@ mod tests {
         toks.extend(["ab", "ABC", "a1", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
         let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
         Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap())
+    }
+
+    /// A UTF-8 run index less refused characters is built once per vocabulary and key while the
+    /// cache has room ([`TokenIndex::run_index_less_off_fill`]): a second request takes the same
+    /// index, a key past [`MAX_WIDE_RUN_INDEXES`] is built for its caller alone.
+    #[test]
+    fn wide_run_indexes_are_kept_per_vocabulary() {
+        let index = TokenIndex::for_vocab(&small_vocab());
+        let class = (b'a'..=b'z').fold(0u128, |c, b| c | 1 << b);
+        let refused = |i: usize| vec![[0xC2, 0xA0 + i as u8].to_vec().into_boxed_slice()];
+        let first = index.run_index_less_off_fill(class, &refused(0)).unwrap();
+        assert!(Arc::ptr_eq(&first, &index.run_index_less_off_fill(class, &refused(0)).unwrap()));
+        assert!(Arc::ptr_eq(&first, &index.cached_run_index_less(class, &refused(0)).unwrap()));
+        assert!(index.cached_run_index_less(class, &refused(1)).is_none());
+        for i in 1..=MAX_WIDE_RUN_INDEXES {
+            assert!(index.run_index_less_off_fill(class, &refused(i)).is_some());
+        }
+        assert!(index.cached_run_index_less(class, &refused(MAX_WIDE_RUN_INDEXES - 1)).is_some());
+        assert!(index.cached_run_index_less(class, &refused(MAX_WIDE_RUN_INDEXES)).is_none());
     }
 
     /// A class a walk looked up since the last compile is kept when a new compile makes room: the

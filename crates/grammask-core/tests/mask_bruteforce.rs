@@ -1152,6 +1152,35 @@ fn call_loop_wide_index_masks_match_brute_force() {
     assert!(checked >= 2 * 150, "{checked} masks checked");
 }
 
+/// A call loop's wide index (`[^,:&\s]+` less its refused Unicode spaces) is set with the
+/// compile, built on the compiling thread or taken from the vocabulary by a later compile
+/// (`call_loop_wide_with_compile`), so that the very first fills take it without waiting for the
+/// class-body thread (o68280 token 19 came before that thread in every sample run): o68280's
+/// patterns compiled twice on Llama 3 and Qwen 2.5, masks against the brute force from the
+/// first fill on, some row taking a wide index (`call_loop_wide_taken`).
+#[test]
+fn call_loop_wide_index_is_set_with_the_compile() {
+    let schema = r#"{"type": "object", "properties": {"mid": {"type": "integer"},
+        "mkv": {"type": "string", "pattern": "^(\\s*|((\\s*[^,:&\\s]+\\s*:[^,:&]*)(,\\s*[^,:&\\s]+\\s*:[^,:&]*)*))$"}},
+        "required": ["mid"]}"#;
+    let g = lax_schema_grammar(schema);
+    let doc = "{\"mid\": 1, \"mkv\": \"col\u{e9}r:blue,\u{4e2d}\u{6587}\u{3000}: x,len:3\"}";
+    let mut checked = 0;
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        for compile in 0..2 {
+            let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+            assert!(cg.call_loop_wide_with_compile() > 0, "{name} compile {compile}: no wide index set with it");
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let before = call_loop_wide_taken();
+            checked += walk_masks_match_brute_force(&mut m, &vocab, doc.as_bytes(), |_| {});
+            assert!(call_loop_wide_taken() > before, "{name} compile {compile}: no row took a wide index");
+            assert!(m.is_completed(), "{name}");
+        }
+    }
+    assert!(checked >= 4 * 40, "{checked} masks checked");
+}
+
 use grammask_core::mask::{call_loop_entries_taken, call_loop_runs_taken, call_loop_wide_taken};
 
 /// Walks `docs` against the brute force on o68280's `mkv`/`mkw` patterns, on Llama 3 and Qwen 2.5
