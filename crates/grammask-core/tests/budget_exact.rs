@@ -739,6 +739,56 @@ fn memoized_fills_keep_the_budget_bound_exactly() {
     assert!(served > 100 && walked > 100, "{served} fills from the memo, {walked} not");
 }
 
+/// Over walks list the tokens that fit at their limit, and fills of the same state at lower
+/// limits take that list (`under`, kept in the walk's order), filtered by cost. With a fit-walk
+/// cap of 0 a fit walk that lists a token gives way to an over walk; along random paths each
+/// state is filled from the highest budget down, and the masks equal brute force, some of them
+/// restricted so. With the filter by cost dropped it fails.
+#[test]
+fn over_walk_lists_serve_lower_limits_equal_brute_force() {
+    let (vocab, stop) = vocab();
+    let mut rng = Rng(0x0DE5_CE4D_1157_5EED);
+    let words = vocab.vocab_size().div_ceil(32);
+    let mut listed = 0;
+    for (name, g) in grammars() {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut memo = HashMap::new();
+        for path in 0..2 {
+            let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut taken: Vec<u32> = Vec::new();
+            for step in 0..8 {
+                let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                let now = shortest(&free, &mut memo, 64).expect("a completion");
+                let costs = costs_after(&free, &allowed, stop, &mut memo);
+                let most = costs.iter().filter_map(|c| c.1).max().unwrap_or(0) as usize + 3;
+                for remaining in ((now as usize + 1)..=most).rev() {
+                    let opts = MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() };
+                    let Ok(mut m) = Matcher::new(cg.clone(), opts) else { continue };
+                    m.set_budget_fit_list_cap(0);
+                    for &t in &taken {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                    let mut want: Vec<usize> = fitting(&costs, remaining).map(|t| t as usize).collect();
+                    if free.is_completed() {
+                        want.push(stop as usize);
+                    }
+                    want.sort_unstable();
+                    let mut row = vec![0u32; words];
+                    m.fill_next_token_bitmask(&mut row).unwrap();
+                    let got: Vec<usize> =
+                        (0..vocab.vocab_size()).filter(|&t| row[t / 32] >> (t % 32) & 1 == 1).collect();
+                    assert_eq!(got, want, "{name} path {path} step {step} remaining {remaining} (now {now})");
+                }
+                let Some(&(t, _)) = costs.get(rng.below(costs.len().max(1) as u64) as usize) else { break };
+                assert!(free.accept_token(t).unwrap());
+                taken.push(t);
+            }
+        }
+        listed += cg.completion().walk_stats().under_listings;
+    }
+    assert!(listed > 0, "no mask was restricted to an over walk's list at a lower limit");
+}
+
 /// Inside strings near the end of the budget on Llama 3 (string values, and the keys of an open
 /// object, whose first byte leaves for the chart), limit walks that list the string-body
 /// slice's tokens by their body state and walk only its frontier give the masks of walks that
