@@ -150,6 +150,10 @@ fn every_part_of_the_token_index_is_counted() {
             (1 << b' ', false),
         ]);
     });
+    grows("wide_run_indexes", &|| {
+        // A loop on letters that refuses U+00A0 (a call loop's or plain loop's wide index).
+        index.run_index_less_off_fill(letters, &[vec![0xC2, 0xA0].into_boxed_slice()]).unwrap();
+    });
     grows("class_slices", &|| {
         index.class_slice(printable).unwrap();
         index.class_slice(letters | 1 << b' ').unwrap();
