@@ -91,6 +91,9 @@ pub struct Grammar {
     /// Rules the automaton builder never inlines, sorted (set by the JSON Schema converter: the
     /// shared `\u`-escape rule a counted string's positions call; dropped by every builder).
     kept: Arc<[RuleId]>,
+    /// Rules the automaton builder never merges with equal rules, sorted (set by the JSON Schema
+    /// converter: an any-order object's key-set rules; dropped by every builder).
+    own_class: Arc<[RuleId]>,
 }
 
 /// Rules that match every JSON string body (the language of `any`, `json_char*`) except
@@ -129,6 +132,26 @@ impl Grammar {
         rules.sort_unstable();
         rules.dedup();
         self.kept = rules.into();
+        self
+    }
+
+    /// The rules never merged with equal rules ([`Self::with_own_class`]).
+    pub fn own_class(&self) -> &[RuleId] {
+        &self.own_class
+    }
+
+    /// This grammar with `rules` each a class of its own for the automaton builder's equal-rule
+    /// merging (`compiler/equal_rules.rs`; a performance hint: merging only shares automata, so
+    /// the language and every mask are the same either way).
+    /// PERF: a closed any-order object's key-set rules form a DAG (no tail group), so they were
+    /// merge candidates, and the refinement keyed every expression of their bodies (cluster.yml:
+    /// 146k expressions, ~20% of the automata build) to merge almost none of them.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_own_class(mut self, mut rules: Vec<RuleId>) -> Grammar {
+        rules.sort_unstable();
+        rules.dedup();
+        self.own_class = rules.into();
         self
     }
 
@@ -386,7 +409,15 @@ impl GrammarBuilder {
         }
         let mut options = self.options;
         options.sort_by_key(|o| o.0);
-        let g = Grammar { rules, exprs: self.exprs, root: root_id, options, excluded_words: None, kept: Arc::new([]) };
+        let g = Grammar {
+            rules,
+            exprs: self.exprs,
+            root: root_id,
+            options,
+            excluded_words: None,
+            kept: Arc::new([]),
+            own_class: Arc::new([]),
+        };
         g.check()?;
         Ok(g)
     }

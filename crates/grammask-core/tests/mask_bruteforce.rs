@@ -2316,6 +2316,53 @@ fn equal_any_order_objects_share_key_set_rules_and_match_brute_force() {
     assert_eq!(key_set_bases(&text).len(), 12, "{:?}", key_set_bases(&text));
 }
 
+/// Key-set rules are each a class of their own for the equal-rule merging (the converter's
+/// `Grammar::with_own_class` hint): `x` and `y` are closed any-order objects whose entries name
+/// different value rules of one language (`I1`, `I2`), so their key-set texts differ (not shared
+/// by `AnyOrderKey`) and their rules are equal; without the hint the refinement merges them
+/// (fewer states), with it each keeps its own. Same language and masks either way.
+#[test]
+fn key_set_rules_own_class_hint_keeps_masks() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r##"{"type": "object", "$defs": {"I1": {"type": "integer", "title": "one"},
+        "I2": {"type": "integer", "title": "two"}}, "properties": {
+        "x": {"type": "object", "properties": {"a": {"$ref": "#/$defs/I1"}, "b": {"type": "boolean"},
+            "c": {"type": "string"}, "d": {"type": "integer"}}, "required": ["b"], "additionalProperties": false},
+        "y": {"type": "object", "properties": {"a": {"$ref": "#/$defs/I2"}, "b": {"type": "boolean"},
+            "c": {"type": "string"}, "d": {"type": "integer"}}, "required": ["b"], "additionalProperties": false}},
+        "additionalProperties": false}"##;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let text = json_schema_to_ebnf(schema, &opts).unwrap();
+    let vocab = ascii_vocab(&["\": ", ", \"", "true", "\": {\""], &[]);
+    let docs = [
+        (r#"{"x": {"c": "q", "b": true, "a": 1}, "y": {"b": false}}"#, true),
+        (r#"{"y": {"d": 3, "a": 2, "b": true}, "x": {"b": false, "d": 1}}"#, true),
+        (r#"{}"#, true),
+        (r#"{"x": {"a": 1}}"#, false),
+        (r#"{"y": {"b": true, "b": false}}"#, false),
+        (r#"{"x": {"b": true, "e": 1}}"#, false),
+        (r#"{"y": {"a": 1.5, "b": true}}"#, false),
+    ];
+    let hinted = lax_schema_grammar(schema);
+    let plain = hinted.clone().with_own_class(Vec::new());
+    let from_text = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+    let mut states = Vec::new();
+    for g in [&hinted, &plain, &from_text] {
+        let cg = Arc::new(CompiledGrammar::new(g, &vocab).unwrap());
+        assert_accepts_exactly(&cg, &docs);
+        let accepted: Vec<&[u8]> = docs.iter().filter(|d| d.1).map(|d| d.0.as_bytes()).collect();
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &accepted);
+        assert_eq!(checked, accepted.iter().map(|d| d.len() + 1).sum::<usize>());
+        states.push(cg.automata().states().len());
+    }
+    assert!(!hinted.own_class().is_empty());
+    assert!(plain.own_class().is_empty());
+    assert!(key_set_bases(&text).len() >= 2, "{:?}", key_set_bases(&text));
+    // Taken: the hinted grammar keeps `x`'s and `y`'s key-set automata apart.
+    assert!(states[0] > states[1], "states hinted / plain / text: {states:?}");
+    assert_eq!(states[1], states[2], "states hinted / plain / text: {states:?}");
+}
+
 /// With `indent` (and no `any_whitespace`), the separator between entries depends on the depth:
 /// the same object at two depths keeps two sets of key-set rules (its entries name the value
 /// rules of each depth, and `AnyOrderKey::sep` tells the separators apart), each with its own

@@ -42,9 +42,14 @@ fn equal_rules_within(
     let n = g.rules().len();
     let identity: Vec<RuleId> = (0..n as u32).map(RuleId).collect();
     let exprs = g.exprs();
+    let mut hinted = vec![false; n];
+    for r in g.own_class() {
+        hinted[r.index()] = true;
+    }
     let own_class = |r: usize| {
         let rule = &g.rules()[r];
-        r == g.root().index()
+        hinted[r]
+            || r == g.root().index()
             || rule.lookahead.is_some()
             || g.rule_options(RuleId(r as u32)).is_some()
             || tail.group[r] != NO_GROUP
