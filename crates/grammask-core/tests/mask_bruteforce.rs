@@ -2337,7 +2337,7 @@ fn key_set_rules_own_class_hint_keeps_masks() {
     let docs = [
         (r#"{"x": {"c": "q", "b": true, "a": 1}, "y": {"b": false}}"#, true),
         (r#"{"y": {"d": 3, "a": 2, "b": true}, "x": {"b": false, "d": 1}}"#, true),
-        (r#"{}"#, true),
+        ("{}", true),
         (r#"{"x": {"a": 1}}"#, false),
         (r#"{"y": {"b": true, "b": false}}"#, false),
         (r#"{"x": {"b": true, "e": 1}}"#, false),
