@@ -145,6 +145,25 @@ impl DfaMemo {
         out
     }
 
+    /// The last NFA's referenced rules in first-use order.
+    pub(super) fn mine(&self) -> &[RuleId] {
+        &self.mine
+    }
+
+    /// Makes `rules` the last NFA's referenced rules in first-use order (a [`BodyMemo`] hit,
+    /// whose NFA was not built), for [`Self::renamed`].
+    pub(super) fn set_mine(&mut self, rules: &[RuleId]) {
+        self.mine.clear();
+        self.mine.extend_from_slice(rules);
+    }
+
+    /// Where key `id`'s rule lies in the worker's output and its subset construction's states;
+    /// `None` when not stored or too large to reuse.
+    pub(super) fn stored(&self, id: u32) -> Option<(usize, usize)> {
+        let &(at, states, _, _) = self.built.get(id as usize)?;
+        (at != usize::MAX).then_some((at, states))
+    }
+
     /// Records that key `id` (from [`Self::find`], the last call) was built into the worker's
     /// output at `at`, its subset construction making `states` states (past
     /// [`MEMO_MAX_DFA_STATES`], later finds of the key build their own).
@@ -369,5 +388,133 @@ mod tests {
         // An entry of more than an eighth of the budget is not kept.
         memo.insert(&[1000], &chain(40), 40, Dfa::clone);
         assert!(memo.get(&[1000]).is_none());
+    }
+}
+
+/// Rules whose bodies are equal up to the rules they reference, found before their NFA is
+/// built: a [`DfaMemo`] key by the body expression.
+///
+/// Pipeline place: in `build.rs`, before a plain rule's NFA (`nfa.rs`). [`DfaMemo`] keys the
+/// NFA, so every repeat of an object's key-set rule (`"" | sep (e_1 R_1 | ...)`) first paid its
+/// whole NFA: splicing its inlined rules (`ws`), the edge lists, `Nfa::freeze`.
+/// PERF: cluster.yml: 9,698 of 11,267 memo keys were repeats; their NFAs were ~170 M of its
+/// 680 M compile instructions.
+///
+/// Soundness: for a rule outside any tail group, the NFA (`Nfa::build_rule`) is a function of its
+/// body's expression tree in which each reference to an inlined rule `x` is `x`'s body (spliced
+/// or expanded, by `x`'s identity) and each other reference to `x` a rule edge to `rep[x]`. The key
+/// writes that tree in preorder: leaves by value, composites by kind, bounds and child
+/// count, an inlined reference by its rule id followed by its body, another reference by the
+/// first-use rank of `rep[x]` in this walk. Two bodies with one key therefore build the same NFA
+/// up to the renaming that maps the walk's rules rank for rank (one-to-one), so their NFAs have
+/// one [`DfaMemo`] key, and the second's NFA first-use order is the first's mapped: the first
+/// build records, per NFA rank, the walk rank of that rule.
+#[derive(Default)]
+pub(super) struct BodyMemo {
+    keys: SeqTable,
+    /// Per key: (the [`DfaMemo`] key id, the NFA's states, where its ranks lie in `perm`), once
+    /// recorded.
+    found: Vec<Option<(u32, u32, u32, u32)>>,
+    /// Per NFA rank, the walk rank of its rule, back to back.
+    perm: Vec<u32>,
+    key: Vec<u32>,
+    /// The last walk's referenced rules (representatives) in first-use order.
+    walk: Vec<RuleId>,
+    ranks: RankTable,
+    stack: Vec<crate::grammar::ExprId>,
+    /// The leaves seen, each an id.
+    leaves: FastMap<crate::grammar::Expr, u32>,
+    /// The last key's id.
+    last: u32,
+    /// The NFA's rules of the last hit, in NFA first-use order.
+    mine: Vec<RuleId>,
+}
+
+impl BodyMemo {
+    /// Keys rule `r`'s body (see the type's docs); on a recorded key, the [`DfaMemo`] key id and
+    /// the NFA's states, with [`Self::mine`] set to the NFA's rules in first-use order.
+    pub(super) fn find(
+        &mut self,
+        g: &crate::grammar::Grammar,
+        r: RuleId,
+        inline: &[bool],
+        rep: &[RuleId],
+    ) -> Option<(u32, usize)> {
+        use crate::grammar::Expr;
+        self.key.clear();
+        self.walk.clear();
+        self.ranks.start();
+        self.stack.clear();
+        self.stack.push(g.rule(r).body);
+        while let Some(e) = self.stack.pop() {
+            let kids = g.children(e);
+            match g.expr(e) {
+                Expr::Seq(_) => self.key.extend_from_slice(&[1, kids.len() as u32]),
+                Expr::Choice(_) => self.key.extend_from_slice(&[2, kids.len() as u32]),
+                &Expr::Repeat { min, max, .. } => {
+                    self.key.extend_from_slice(&[3, min, max.map_or(0, |m| m.saturating_add(1))])
+                }
+                &Expr::RuleRef(x) if inline[x.index()] => {
+                    self.key.extend_from_slice(&[4, x.0]);
+                    self.stack.push(g.rule(x).body);
+                    continue;
+                }
+                &Expr::RuleRef(x) => {
+                    let x = rep.get(x.index()).copied().unwrap_or(x);
+                    if self.ranks.rank_new(x, self.walk.len() as u32) {
+                        self.walk.push(x);
+                    }
+                    self.key.extend_from_slice(&[5, self.ranks.rank(x)]);
+                    continue;
+                }
+                leaf => {
+                    // By value: equal leaves are not always one expression.
+                    let next = self.leaves.len() as u32;
+                    let id = match self.leaves.get(leaf) {
+                        Some(&id) => id,
+                        None => *self.leaves.entry(leaf.clone()).or_insert(next),
+                    };
+                    self.key.extend_from_slice(&[6, id]);
+                    continue;
+                }
+            }
+            // Children in order: pushed last first.
+            self.stack.extend(kids.iter().rev());
+        }
+        let (id, new) = self.keys.intern(&self.key);
+        self.last = id;
+        if new {
+            self.found.push(None);
+        }
+        let (memo_id, states, first, past) = self.found[id as usize]?;
+        self.mine.clear();
+        self.mine.extend(self.perm[first as usize..past as usize].iter().map(|&j| self.walk[j as usize]));
+        Some((memo_id, states as usize))
+    }
+
+    /// Records, for the last key found, the [`DfaMemo`] key id of its NFA, the NFA's states and
+    /// its rules in first-use order (`nfa_rules`); nothing when one of them is not in the walk.
+    pub(super) fn record(&mut self, memo_id: u32, states: usize, nfa_rules: &[RuleId]) {
+        let at = self.last as usize;
+        if self.found.get(at).is_none_or(|f| f.is_some()) || nfa_rules.len() != self.walk.len() {
+            return;
+        }
+        let first = self.perm.len();
+        for &x in nfa_rules {
+            // Ranked by this walk (`rank_new` gave every walked rule one).
+            match self.walk.iter().position(|&w| w == x) {
+                Some(j) => self.perm.push(j as u32),
+                None => {
+                    self.perm.truncate(first);
+                    return;
+                }
+            }
+        }
+        self.found[at] = Some((memo_id, states as u32, first as u32, self.perm.len() as u32));
+    }
+
+    /// The NFA's rules of the last hit, in first-use order.
+    pub(super) fn mine(&self) -> &[RuleId] {
+        &self.mine
     }
 }
