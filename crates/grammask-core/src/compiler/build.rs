@@ -9,7 +9,7 @@ use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
 use super::lookahead::LaTable;
-use super::memo::{BodyMemo, DfaMemo, Found, RuleMemo};
+use super::memo::{DfaMemo, Found, RuleMemo};
 use super::minimize::minimize;
 use super::nfa::Nfa;
 use super::scc::SccScratch;
@@ -87,7 +87,6 @@ impl Automata {
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out: Vec<Built> = Vec::new();
             let mut memo = DfaMemo::default();
-            let mut bodies = BodyMemo::default();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
                 if let Some(d) = super::token_edges::token_rule_dfa(grammar, body) {
@@ -109,23 +108,7 @@ impl Automata {
                 // its own.) Its spliced inlined rules too.
                 let asking = shared.is_some() && shared_misses.load(Ordering::Relaxed) < SHARED_MISSES_PER_BUILD;
                 nfa.shared = shared.filter(|_| asking && memo_on());
-                // Keyed by its body first (outside tail groups: a member's NFA holds its group).
-                let by_body = plain && tail.group[r] == super::tail::NO_GROUP && body_memo_on();
                 let dfa = with_budget(&budget, |b| {
-                    if by_body {
-                        if let Some((id, nfa_states)) = bodies.find(grammar, RuleId(r as u32), &inline, &rep) {
-                            if let Some((at, states)) = memo.stored(id) {
-                                // As the NFA and its subset construction would: their states
-                                // counted against the budget.
-                                take_states(b, nfa_states)?;
-                                take_states(b, states)?;
-                                #[cfg(test)]
-                                BODY_MEMO_HITS.with(|n| n.set(n.get() + 1));
-                                memo.set_mine(bodies.mine());
-                                return Ok((memo.renamed(id, &out[at].1), None));
-                            }
-                        }
-                    }
                     nfa.clear();
                     if let Some((_, kind, what)) = &limit {
                         nfa.inline_all = true;
@@ -146,9 +129,6 @@ impl Automata {
                     nfa.inlining.clear();
                     let (start, end) = built?;
                     let found = if plain { memo.find(&nfa, start, end, asking) } else { Found::Skip };
-                    if let (true, Found::Built(id, ..) | Found::New(id)) = (by_body, &found) {
-                        bodies.record(*id, nfa.len(), memo.mine());
-                    }
                     if let Found::Built(id, at, states) = found {
                         // As subset construction would: its states counted against the budget.
                         take_states(b, states)?;
@@ -527,24 +507,12 @@ thread_local! {
     pub(super) static SPLICE_BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Set by tests: this thread builds every rule by subset construction (no `DfaMemo`).
     static NO_MEMO: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Rule automata this thread found in a `BodyMemo` (no NFA built).
-    static BODY_MEMO_HITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Set by tests: this thread keys no rule by its body (`BodyMemo` off).
-    static NO_BODY_MEMO: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Whether rule automata are looked up in a `DfaMemo` (always, but in tests that turn it off).
 fn memo_on() -> bool {
     #[cfg(test)]
     return !NO_MEMO.with(std::cell::Cell::get);
-    #[cfg(not(test))]
-    true
-}
-
-/// Whether rules are keyed by their bodies before their NFA (`BodyMemo`; tests turn it off).
-fn body_memo_on() -> bool {
-    #[cfg(test)]
-    return !NO_BODY_MEMO.with(std::cell::Cell::get);
     #[cfg(not(test))]
     true
 }
@@ -809,56 +777,6 @@ mod thread_tests {
         let a = Automata::build_on(g, 1).unwrap();
         NO_MEMO.with(|m| m.set(false));
         (format!("{a:?}"), SUBSET_BUILDS.with(std::cell::Cell::get) - before)
-    }
-
-    /// Key-set rules found by their bodies (`BodyMemo`) give the automata built without it,
-    /// state for state: closed and open any-order objects, counts, entries naming equal and
-    /// different value rules, a `dependentRequired`, and a hand-written grammar whose bodies
-    /// name rules in different orders and inline rules that reference others.
-    #[test]
-    fn rules_found_by_their_bodies_build_the_same_automata() {
-        let schema = r##"{"type": "object", "$defs": {"I1": {"type": "integer", "title": "one"},
-            "I2": {"type": "integer", "title": "two"}}, "properties": {
-            "x": {"type": "object", "properties": {"a": {"$ref": "#/$defs/I1"}, "b": {"type": "boolean"},
-                "c": {"type": "string"}, "d": {"type": "integer"}, "e": {"type": "array"}, "f": {"type": "integer"},
-                "g": {"type": "integer"}, "h": {"type": "string"}, "i": {"type": "null"}, "j": {"type": "number"}},
-                "required": ["b"],
-                "additionalProperties": false},
-            "y": {"type": "object", "properties": {"a": {"$ref": "#/$defs/I2"}, "b": {"type": "boolean"},
-                "c": {"type": "string"}, "d": {"type": "integer"}}, "maxProperties": 3,
-                "dependentRequired": {"a": ["c"]}, "additionalProperties": false},
-            "z": {"type": "object", "properties": {"p": {"type": "number"}, "q": {"type": "null"},
-                "r": {"type": "string", "maxLength": 3}}, "additionalProperties": {"type": "integer"}}},
-            "additionalProperties": false}"##;
-        let opts = crate::json_schema::JsonSchemaOptions { strict_mode: false, ..Default::default() };
-        let mut src = String::from("root ::= s0");
-        for i in 1..6 {
-            write!(src, " | s{i}").unwrap();
-        }
-        src.push_str(" | \"(\" s0 s1 s2 s3 s4 s5 p0 p1 \")\" | p0 | p1\nw ::= [ ]{0,40}\nv ::= w \"v\" t0\n");
-        // One shape, two reference patterns: a key without the ranks would rename one into the other.
-        src.push_str("p0 ::= w t0 t1 | w t1 t0\np1 ::= w t2 t2 | w t3 t3\n");
-        for i in 0..12 {
-            writeln!(src, "t{i} ::= \"a{i}\" t{i} \"b\" | \"c{i}\"").unwrap();
-        }
-        for i in 0..6 {
-            let (a, b) = if i % 2 == 0 { (2 * i, 2 * i + 1) } else { (2 * i + 1, 2 * i) };
-            writeln!(src, "s{i} ::= \"\" | w \",\" v (t{a} w t{b} | t{b} \"x\" t{a})").unwrap();
-        }
-        let grammars = [
-            crate::json_schema::json_schema_to_grammar(schema, &opts).unwrap(),
-            crate::ebnf::parse_ebnf(&src, "root").unwrap(),
-        ];
-        for g in &grammars {
-            NO_BODY_MEMO.with(|m| m.set(true));
-            let (plain, _) = built(g, true);
-            NO_BODY_MEMO.with(|m| m.set(false));
-            let before = BODY_MEMO_HITS.with(std::cell::Cell::get);
-            let (by_body, _) = built(g, true);
-            let hits = BODY_MEMO_HITS.with(std::cell::Cell::get) - before;
-            assert_eq!(by_body, plain);
-            assert!(hits >= 4, "{hits} rules found by their bodies");
-        }
     }
 
     #[test]
