@@ -224,6 +224,9 @@ pub struct WalkStats<T = usize> {
     /// Masks restricted to an entry's unordered `under` list at a limit below the one its
     /// over walk was made at.
     pub under_listings: T,
+    /// Trie nodes of plain levels whose items' stay classes together ([`Exits::stay`]) left one
+    /// of the subtree's classes out, so that no item's [`Stay`] was tried.
+    pub stay_union_misses: T,
 }
 
 impl WalkStats<AtomicUsize> {
@@ -246,6 +249,7 @@ impl WalkStats<AtomicUsize> {
             walk_rows: n(&self.walk_rows),
             closed_row_hits: n(&self.closed_row_hits),
             under_listings: n(&self.under_listings),
+            stay_union_misses: n(&self.stay_union_misses),
         }
     }
 }
@@ -357,20 +361,33 @@ struct Exits {
     hard: u64,
     soft: u64,
     home: u64,
+    /// The classes of the items' [`Stay`]s (`far | near`): a token with a byte of another class
+    /// keeps no item in its stay home (regions leave it 0; items set it, levels take the union).
+    stay: u64,
 }
 
 impl Exits {
-    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX };
+    const ALL: Exits = Exits { hard: u64::MAX, soft: u64::MAX, home: u64::MAX, stay: u64::MAX };
 
     fn hard(hard: u64) -> Exits {
-        Exits { hard, soft: 0, home: hard }
+        Exits { hard, soft: 0, home: hard, stay: 0 }
+    }
+
+    /// Whether every byte class is a hard, soft and home exit (`stay` aside).
+    fn all(&self) -> bool {
+        self.hard & self.soft & self.home == u64::MAX
+    }
+
+    /// These exits with `stay` set to `st`'s classes.
+    fn with_stay(self, st: Stay) -> Exits {
+        Exits { stay: st.far | st.near, ..self }
     }
 }
 
 impl std::ops::BitOr for Exits {
     type Output = Exits;
     fn bitor(self, o: Exits) -> Exits {
-        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home }
+        Exits { hard: self.hard | o.hard, soft: self.soft | o.soft, home: self.home | o.home, stay: self.stay | o.stay }
     }
 }
 
@@ -2200,6 +2217,8 @@ struct Walk<'a> {
     /// Rows this walk pushed for trie nodes read on the chart; [`Walk::exit_levels`] is keyed and
     /// kept only past [`EXIT_LEVELS_AFTER_ROWS`].
     rows_read: u32,
+    /// [`WalkStats::stay_union_misses`] of this walk.
+    stay_misses: usize,
     /// [`EXIT_LEVELS_AFTER_ROWS`], or a test's ([`with_exit_levels_after`]).
     levels_after: u32,
 }
@@ -2369,6 +2388,7 @@ impl Walk<'_> {
         for &it in &seeds {
             let u = rows.item_u(self.a, r, &it);
             let (follow, e, stay) = self.item_exits(chart, it, u, NO_FOLLOW, depth);
+            let e = e.with_stay(stay);
             exits |= e;
             self.items.push(PlainItem { item: it, u, follow, exits: e, stay });
         }
@@ -2502,7 +2522,7 @@ impl Walk<'_> {
     fn item_exits(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32, depth: u32) -> (u32, Exits, Stay) {
         let Mode::Limit { limit, side } = self.mode else { return (follow, Exits::default(), Stay::default()) };
         let g = self.region_of(it.state, i64::from(limit) - i64::from(u), side, depth, true);
-        if !g.has_final || g.exits == Exits::ALL {
+        if !g.has_final || g.exits.all() {
             return (follow, g.exits, g.stay);
         }
         let f = match follow {
@@ -2511,7 +2531,7 @@ impl Walk<'_> {
         };
         // The completion's bytes leave the home only from `it.state` itself (see `Region`).
         let fc = self.follow_classes[f as usize];
-        (f, g.exits | Exits { hard: fc, soft: 0, home: if g.home_final { fc } else { 0 } }, g.stay)
+        (f, g.exits | Exits { hard: fc, soft: 0, home: if g.home_final { fc } else { 0 }, stay: 0 }, g.stay)
     }
 
     /// The follow index and the home exits and [`Stay`] of plain item `it` (`u` its `U`, `follow`
@@ -2862,9 +2882,26 @@ impl Walk<'_> {
         (rows, chart.row_signature(rows - 1), items, self.trie.nodes[i].byte, self.depth_below(i))
     }
 
+    /// Whether a token of at most `len` more bytes, in the classes `below`, keeps one of the
+    /// plain items `lo..hi` (whose stays' classes are `stay` together) in its stay home.
+    /// PERF: most levels' items keep to no stay home (over walks' never do), or not for the
+    /// classes below most nodes: trying each item's [`Stay`] at every node the exits did not
+    /// skip was ~1.7% of the budgeted instructions of the replay's 0.3-0.6 ms band.
+    #[inline]
+    fn stays_keep(&mut self, lo: usize, hi: usize, stay: u64, below: u64, len: u32) -> bool {
+        if below & !stay != 0 {
+            self.stay_misses += 1;
+            return false;
+        }
+        self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len))
+    }
+
     /// The [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost `cost`.
     fn exit_level(&self, l: Level, cost: u32, over: OverLevel) -> ExitLevel {
         let plain = match l {
+            // No item keeps a token in its stay home when `exits.stay` is empty (a node's
+            // `below` holds its own byte's class): no stays kept, no allocation.
+            Level::Plain { exits, .. } if exits.stay == 0 => Some((exits, Vec::new())),
             Level::Plain { lo, hi, exits, .. } => Some((exits, self.items[lo..hi].iter().map(|e| e.stay).collect())),
             Level::Chart { .. } => None,
         };
@@ -2911,7 +2948,7 @@ impl Walk<'_> {
                 let (below, len) = (h.below, h.reach.saturating_sub(dc - 1));
                 below & ex.hard == 0 && h.ends & ex.soft == 0
                     || below & ex.home == 0
-                    || stays.iter().any(|st| st.keeps(below, len))
+                    || below & !ex.stay == 0 && stays.iter().any(|st| st.keeps(below, len))
             });
             if !skips {
                 all = false;
@@ -3243,7 +3280,7 @@ impl Walk<'_> {
                     if self.mode != Mode::Exact
                         && (below & exits.hard == 0 && h.ends & exits.soft == 0
                             || below & exits.home == 0
-                            || self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len)))
+                            || self.stays_keep(lo, hi, exits.stay, below, len))
                     {
                         // Every token below stays in its items' regions (or homes), or keeps
                         // one fit-side item in its stay home: on the far side.
@@ -3286,6 +3323,7 @@ impl Walk<'_> {
                                     let (f, home, st) = self.item_home(chart, next, u, follow, depth);
                                     follow = f;
                                     ex.home = home;
+                                    ex = ex.with_stay(st);
                                     stay = st;
                                 }
                                 self.items.push(PlainItem { item: next, u, follow, exits: ex, stay });
@@ -3533,10 +3571,12 @@ impl Budget {
             closed: maps.closed,
             pending: Vec::new(),
             rows_read: 0,
+            stay_misses: 0,
             levels_after: EXIT_LEVELS_AFTER.get(),
         };
         let res = w.run(&mut self.rows, chart);
         comp.stats.closed_row_hits.fetch_add(w.closed.hits, Ordering::Relaxed);
+        comp.stats.stay_union_misses.fetch_add(w.stay_misses, Ordering::Relaxed);
         let maps = WalkMaps {
             regions: w.regions,
             region_slots: w.region_slots,

@@ -670,6 +670,40 @@ fn one_item_must_stay_home_for_every_byte() {
     assert!(compared > 40, "compared {compared}");
 }
 
+/// Fit walks skip a plain level's subtree when one item keeps every token below it in its stay
+/// home; a level's items' stay classes together (`Exits::stay`) first rule that out for the
+/// subtrees with a class no item's stay holds, without trying each item. On strings of letters,
+/// digits, escapes and UTF-8 (large vocabulary), and on `l`/`d`/`x` (where each byte of `a7`
+/// keeps some cheap item home, but no one item takes both: the union of the stays holds its
+/// classes, yet the token costs more), at every state along the paths and every remaining
+/// budget, limit walks mask as walks that cost every token, and the union ruled nodes out.
+#[test]
+fn stay_classes_of_a_level_rule_out_items_exactly() {
+    let (vocab, _) = large_vocab();
+    let object = json_schema_to_ebnf(
+        r#"{"type":"object","properties":{"s":{"type":"string","maxLength":9},"n":{"type":"integer"},"t":{"type":"string"}},"required":["s","n","t"]}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let letters = "root ::= \"\\\"\" (l | d | x \"0123456789\")\n\
+                   l ::= [a-z]* \"\\\"\" | \"(\" l \")\"\n\
+                   d ::= [0-9]* \"\\\"\" | \"(\" d \")\"\n\
+                   x ::= [a-z0-9]* \"\\\"\" | \"(\" x \")\"";
+    let cases: [(&str, &[u8]); 3] = [
+        (&object, "{\"s\":\"ab\\u00e9q\u{e9}Z\",\"n\":-70,\"t\":\"q b\"}".as_bytes()),
+        (letters, b"\"ab7"),
+        (letters, b"\"(70a"),
+    ];
+    let mut misses = 0;
+    for (text, path) in cases {
+        let g = parse_ebnf(text, "root").unwrap();
+        let (fast, compared) = masks_equal_exact_walks(&g, &vocab, path, None, 18);
+        assert!(compared > 40, "{compared} masks compared");
+        misses += fast.completion().walk_stats().stay_union_misses;
+    }
+    assert!(misses > 0, "no level's stay classes ruled a node out");
+}
+
 /// A memoized mask is served as without a budget when the state's memoized bound (the most any
 /// allowed token costs) fits the limit, with no walk and no row tables (`Budget::leaves_mask`,
 /// and the same test first in `Budget::restrict`). Along random paths, once a matcher at the
