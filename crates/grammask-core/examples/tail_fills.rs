@@ -16,6 +16,8 @@
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*profiled_fill*' ...`.
 //! `WAIT_THREAD=1`: the fills start once the compile's class-body thread is done (its slices
 //! and call-loop run indexes built).
+//! `HOLD_THREAD=1`: the compile starts no class-body thread (`hold_class_bodies`): every reserved
+//! slice stays pending, as when the fills come before that thread (the racing fills, exactly).
 //! `WARM=LIST`: first compiles the schemas `LIST` names (one path stem a line: `STEM.schema.json`
 //! and its documents `STEM.N.txt` / `STEM.N.at`) and fills along their documents, in that order,
 //! as `bench/tail_states.py` does before the target schema: the per-vocabulary parts (run indexes,
@@ -58,8 +60,11 @@ fn main() {
     if let Ok(list) = std::env::var("WARM") {
         warm_up(&vocab, &std::fs::read_to_string(list).unwrap());
     }
+    let hold = std::env::var("HOLD_THREAD").is_ok();
+    grammask_core::compiled::hold_class_bodies(hold);
     let t = micros();
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    grammask_core::compiled::hold_class_bodies(false);
     let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
     println!("compile {:.0} µs", micros() - t);
     if std::env::var("WAIT_THREAD").is_ok() {

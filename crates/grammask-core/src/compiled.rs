@@ -334,6 +334,20 @@ impl WideLoopRun {
     }
 }
 
+thread_local! {
+    /// Compiles on this thread leave their class-body slices reserved, with no thread to build
+    /// them (as when the first fills come before the compile's thread): [`hold_class_bodies`].
+    static HOLD_CLASS_BODIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// For tests: while `hold`, grammars compiled on this thread start no class-body thread
+/// ([`CompiledGrammar::build_class_bodies`]): their reserved slices stay pending, as when the
+/// first fills come before that thread (a fill that needs one builds it).
+#[doc(hidden)]
+pub fn hold_class_bodies(hold: bool) {
+    HOLD_CLASS_BODIES.set(hold);
+}
+
 /// Trie nodes and cover-search pairs a kernel whose class-body slice the compile's thread has not
 /// set yet may spend on the other shortcuts before the slice is built or waited for
 /// ([`CompiledGrammar::classify`]; ~0.4 ms together, against 0.7-2 ms for a slice on Llama 3).
@@ -437,6 +451,9 @@ pub struct CompiledGrammar {
     call_runs: Arc<CallLoopRuns>,
     /// Kernels classified without a class-body slice the thread had not set ([`Self::classify`]).
     pending_class_bodies_passed: AtomicUsize,
+    /// Shifted kernels whose own walk went without a class-body slice the thread had not set
+    /// ([`Self::shifted_kernel_in`]).
+    pending_class_bodies_shifted: AtomicUsize,
     /// Run indexes that apply at plain states ([`state_run_index`]).
     state_runs: RwLock<FastMap<StateId, Option<Arc<RunIndex>>>>,
     /// The states the compile found to read every run of a UTF-8 class, with its ASCII bytes
@@ -638,6 +655,7 @@ impl CompiledGrammar {
             class_body_thread: Mutex::new(None),
             call_runs: Arc::new(CallLoopRuns::of(&automata)),
             pending_class_bodies_passed: AtomicUsize::new(0),
+            pending_class_bodies_shifted: AtomicUsize::new(0),
             state_runs: RwLock::new(FastMap::default()),
             utf8_states,
             masks: RwLock::new(FastMap::default()),
@@ -1345,14 +1363,22 @@ impl CompiledGrammar {
         let run = (0..0x80u8).filter(|&x| first.contains(x)).fold(0u128, |m, x| m | 1 << x);
         let start_run = crate::slice::start_run_cover(a, state, run, &self.cover)
             .and_then(|(walked, cover)| Some((self.index.walked_body(walked)?, cover)));
+        // A class-body slice the compile's thread has not set yet is not built (nor waited for)
+        // for the few differing subtrees walked here: they are walked without it (exact either way).
+        // PERF: o82696 / o82667 `css_class` (`^[\w\s-]+$`) string start, the differing bytes `\`
+        // and five UTF-8 leads: the fill built the 1.5 ms slice when it came before the thread.
+        let pending = self.class_body_pending(state);
+        if pending {
+            self.pending_class_bodies_shifted.fetch_add(1, Ordering::Relaxed);
+        }
         let own = match start_run {
-            Some((ws, cover)) => self.with_shortcuts(state, |sc| {
+            Some((ws, cover)) => self.with_shortcuts_as(state, !pending, |sc| {
                 self.count(7);
                 classify_kernel_from_bytes_walked(a, trie, vocab_size, state, sc, &first, &ws, cover)
             })?,
-            None => {
-                self.with_shortcuts(state, |sc| classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first))?
-            }
+            None => self.with_shortcuts_as(state, !pending, |sc| {
+                classify_kernel_from_bytes(a, trie, vocab_size, state, sc, &first)
+            })?,
         };
         // Shifting reads the per-token uncertain lists only.
         if reference.beyond.is_some() || own.beyond.is_some() {
@@ -1479,8 +1505,7 @@ impl CompiledGrammar {
             None => true,
         });
         let call_runs_left = self.call_runs.take_cached(&self.index);
-        #[cfg(test)]
-        if tests::HOLD_CLASS_BODIES.get() {
+        if HOLD_CLASS_BODIES.get() {
             return;
         }
         let quoted = BodySlice::quoted_callees(a);
@@ -1621,6 +1646,13 @@ impl CompiledGrammar {
     #[doc(hidden)]
     pub fn pending_class_bodies_passed(&self) -> usize {
         self.pending_class_bodies_passed.load(Ordering::Relaxed)
+    }
+
+    /// Shifted kernels walked without a class-body slice the compile's thread had not set
+    /// ([`Self::shifted_kernel_in`]), for tests.
+    #[doc(hidden)]
+    pub fn pending_class_bodies_shifted(&self) -> usize {
+        self.pending_class_bodies_shifted.load(Ordering::Relaxed)
     }
 
     /// `km`, a classification of `state`, with its [`crate::mask::Beyond`] group listed token by
@@ -1877,12 +1909,6 @@ fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
 mod tests {
     use super::*;
 
-    thread_local! {
-        /// Compiles on this thread leave their class-body slices reserved, with no thread to
-        /// build them (as when the first fills come before the compile's thread).
-        pub(super) static HOLD_CLASS_BODIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-
     /// Kernels whose class-body slice is reserved and not built yet are classified by the other
     /// shortcuts within a budget (`CompiledGrammar::classify`), building no slice: an exact count
     /// of a class (`[a-zA-Z0-9_ ]{40}`) along a document, and masks equal those of the same
@@ -1903,9 +1929,9 @@ mod tests {
         let g = crate::ebnf::parse_ebnf(r#"root ::= "<" [a-zA-Z0-9_ ]{40} ">""#, "root").unwrap();
         let built = Arc::new(CompiledGrammar::new(&g, &vocab()).unwrap());
         built.wait_class_bodies();
-        HOLD_CLASS_BODIES.set(true);
+        hold_class_bodies(true);
         let held = Arc::new(CompiledGrammar::new(&g, &vocab()).unwrap());
-        HOLD_CLASS_BODIES.set(false);
+        hold_class_bodies(false);
         let doc = format!("<{}>", "Hello world_9 ".repeat(3).get(..40).unwrap());
         let opts = crate::matcher::MatcherOptions::default();
         let mut a = crate::matcher::Matcher::new(built.clone(), opts.clone()).unwrap();
