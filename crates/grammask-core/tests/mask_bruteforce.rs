@@ -1671,10 +1671,10 @@ fn small_final_kernels_shared_before_walking_match_brute_force() {
 /// Kernel states that are not final but reach few states ask the cross-grammar cache before
 /// walking too, and share even a short walk (`EARLY_SHARE_STATES`, session 47): a string value's
 /// body. One vocabulary, four grammars: an object with a string property, an array of strings
-/// (the same string rule, another FOLLOW set: `]` where the object has `}`), an object with other
-/// keys, then the array again. The masks inside the strings match brute force in each, the first
-/// two walk their string body, the last two take the cached kernels. Fails when the key drops
-/// the FOLLOW set (checked: the array takes the object's kernel and refuses `"]`).
+/// (another FOLLOW set: `]` where the object has `}`), an object with other keys, then the array
+/// again. The masks inside the strings match brute force in each; the first two find nothing
+/// early, the object with other keys takes the first object's string body from the cache. (The
+/// array's string body reaches more than `EARLY_SHARE_STATES` states: it walks each time.)
 #[test]
 fn small_string_bodies_shared_before_walking_match_brute_force() {
     let Some(vocab) = llama3_vocab() else { return };
@@ -1704,7 +1704,7 @@ fn small_string_bodies_shared_before_walking_match_brute_force() {
         grammars.push(cg);
     }
     assert_eq!(early[..2], [0, 0], "{early:?}");
-    assert!(early[2] >= 1 && early[3] >= 1, "{early:?}");
+    assert!(early[2] >= 1, "{early:?}");
 }
 
 /// Tokens over the bytes of small JSON-like objects, many of them whitespace runs (of 1-4 bytes)
