@@ -45,9 +45,10 @@ const SHARE_AFTER_VISITS: usize = 4096;
 /// cache answers after 4,096 visits, ~100 us, in each new compile of the grammar).
 const SHARE_AFTER_VISITS_SMALL: usize = 256;
 const SMALL_AUTOMATON_STATES: usize = 64;
-/// A final kernel state (its rule may end before any byte, so every token whose first byte is
-/// in FOLLOW is recorded uncertain) that reaches at most this many states asks the cross-grammar
-/// cache before walking: its structural hash costs a few microseconds.
+/// A kernel state that reaches at most this many states asks the cross-grammar cache before
+/// walking, and shares its walk however short: its structural hash costs a few microseconds
+/// (a final state's rule may end before any byte, so every token whose first byte is in FOLLOW
+/// is recorded uncertain; a string value's body records the tokens that read past its quote).
 /// PERF: a value's trailing whitespace (`[ \n\t\r]{0,64}`, 65 states) walked up to the budget,
 /// ~100 us, in every grammar before the cache answered.
 const EARLY_SHARE_STATES: usize = 72;
@@ -409,8 +410,9 @@ pub struct KernelStats {
     pub excluded: usize,
     /// Found under the key of a sibling state classified before ([`sibling_key`]).
     pub siblings: usize,
-    /// Of `shared`, those found before any walk: a small final state, or a counted string body
-    /// that may end and that no token outruns.
+    /// Of `shared`, those found before any walk: a state that reaches few states (a value's
+    /// whitespace, a string value's body), or a counted string body that may end and that no
+    /// token outruns.
     pub shared_early: usize,
     /// Of `shifted`, those whose differing subtrees took a walked body's frontier
     /// ([`crate::slice::start_run_cover`]) rather than a walk.
@@ -858,13 +860,18 @@ impl CompiledGrammar {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
         // key is computed only once the walk proves long (see `classify_kernel_budget`), or
-        // before the walk for a final state that reaches few states (see `EARLY_SHARE_STATES`).
+        // before the walk for a state that reaches few states (see `EARLY_SHARE_STATES`).
         let depth = self.index.trie.max_depth;
         let key_within = |limit| self.automata.structure_hash(state, limit, depth).map(|h| h ^ follow.hash128());
-        let mut key = None;
-        if self.automata.state(state).is_final {
-            key = key_within(EARLY_SHARE_STATES);
-        }
+        // Any state that reaches at most `EARLY_SHARE_STATES` states asks before walking too, and
+        // shares its walk however short (`keyed_small`): a string value's body (`json_char* "\""`, its
+        // rule ending after the quote) is one walk for every grammar and FOLLOW set alike.
+        // PERF: the first position inside each grammar's first string value walked the body's
+        // slice and recorded the ~173 tokens that read past the quote, ~0.1 ms on Llama 3 (the
+        // largest `walked` group of the session-47 band driver, ~600 of its 1,100 walked fills).
+        let key = key_within(EARLY_SHARE_STATES);
+        let keyed_small = key.is_some();
+        let mut key = key;
         // A counted body that may end inside a token and that no token outruns records every
         // body-text token that reads a quote uncertain, past the budget: its key is needed anyway.
         // PERF: the positions of a long `json_char{0,1023}` (MaskBench o82710's `maxLength: 5000`
@@ -879,7 +886,7 @@ impl CompiledGrammar {
             return Ok(self.cache_kernel(state, km));
         }
         // Only walks that reach the budget are shared (the cache holds the costly kernels), and
-        // the counted bodies keyed before the walk (their next positions ask first).
+        // the states keyed before the walk (small ones, counted bodies: later grammars ask first).
         let (mut escalated, mut shared) = (false, None);
         let mut escalate = || {
             escalated = true;
@@ -896,7 +903,7 @@ impl CompiledGrammar {
             (Some(km), _) => {
                 self.count(0);
                 let km = Arc::new(km);
-                if let Some(k) = key.filter(|_| escalated || early) {
+                if let Some(k) = key.filter(|_| escalated || early || keyed_small) {
                     self.index.share_kernel(k, &km);
                 }
                 km

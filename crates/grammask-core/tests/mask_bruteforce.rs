@@ -1705,6 +1705,45 @@ fn small_final_kernels_shared_before_walking_match_brute_force() {
     assert!(shared[3] >= 1, "{shared:?}");
 }
 
+/// Kernel states that are not final but reach few states ask the cross-grammar cache before
+/// walking too, and share even a short walk (`EARLY_SHARE_STATES`, session 47): a string value's
+/// body. One vocabulary, four grammars: an object with a string property, an array of strings
+/// (another FOLLOW set: `]` where the object has `}`), an object with other keys, then the array
+/// again. The masks inside the strings match brute force in each; the first two find nothing
+/// early, the object with other keys takes the first object's string body from the cache. (The
+/// array's string body reaches more than `EARLY_SHARE_STATES` states: it walks each time.)
+#[test]
+fn small_string_bodies_shared_before_walking_match_brute_force() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let object = r#"{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}"#;
+    let array = r#"{"type": "array", "items": {"type": "string"}}"#;
+    let other = r#"{"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string"}}}"#;
+    let (mut early, mut grammars) = (Vec::new(), Vec::new());
+    for (schema, prefixes) in [
+        (object, [r#"{"name": ""#, r#"{"name": "Bo"#]),
+        (array, [r#"[""#, r#"["a", "b"#]),
+        (other, [r#"{"city": ""#, r#"{"city": "x", "zip": "1"#]),
+        (array, [r#"["x"#, r#"["x", ""#]),
+    ] {
+        let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+        let before = cg.kernel_stats().shared_early;
+        for prefix in prefixes {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{prefix:?}");
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                assert_eq!(mask.get(t), w, "{schema} after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+        }
+        early.push(cg.kernel_stats().shared_early - before);
+        // Kept: the vocabulary's index (and its cache) lives while a grammar uses it.
+        grammars.push(cg);
+    }
+    assert_eq!(early[..2], [0, 0], "{early:?}");
+    assert!(early[2] >= 1, "{early:?}");
+}
+
 /// Tokens over the bytes of small JSON-like objects, many of them whitespace runs (of 1-4 bytes)
 /// followed by a quote, a digit or a brace (` "a`, `\n 1`, `  }`).
 fn lead_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
