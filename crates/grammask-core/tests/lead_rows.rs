@@ -72,18 +72,23 @@ fn lead_kernel_walks_share_rows() {
                 ws ::= [ \\n]{0,64}";
     let g = parse_ebnf(text, "root").unwrap();
     let vocab = key_vocab();
-    let cg = CompiledGrammar::new(&g, &vocab).unwrap();
-    let a = cg.automata();
-    let calls = |s: StateId, name: &str| a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == name);
-    // The state after `{`: its only move calls `ws`, then `t` reads the key's quote.
-    let x = (0..a.states().len() as u32)
-        .map(StateId)
-        .find(|&s| a.rule_edges(s).len() == 1 && a.byte_edges(s).is_empty() && calls(s, "ws"))
-        .expect("a state calling ws");
-    let t = a.rule_edges(x)[0].1;
-    let walked = cg.kernel_stats().walked;
-    assert!(cg.lead_kernel(x).unwrap().is_some(), "the lead kernel applies");
-    assert_eq!(cg.kernel_stats().walked, walked + 1, "t's kernel is walked");
+    let (x, t) = {
+        let cg = CompiledGrammar::new(&g, &vocab).unwrap();
+        let a = cg.automata();
+        let calls = |s: StateId, name: &str| a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == name);
+        // The state after `{`: its only move calls `ws`, then `t` reads the key's quote.
+        let x = (0..a.states().len() as u32)
+            .map(StateId)
+            .find(|&s| a.rule_edges(s).len() == 1 && a.byte_edges(s).is_empty() && calls(s, "ws"))
+            .expect("a state calling ws");
+        let t = a.rule_edges(x)[0].1;
+        let walked = cg.kernel_stats().walked;
+        assert!(cg.lead_kernel(x).unwrap().is_some(), "the lead kernel applies");
+        assert_eq!(cg.kernel_stats().walked, walked + 1, "t's kernel is walked");
+        (x, t)
+    };
+    // Dropped above: the vocabulary's index (and its cross-grammar kernel cache, where `t`'s small
+    // kernel is shared) lives only while a grammar uses it, so each `kernel_work` compile walks anew.
     let (lead, own) = (kernel_work(&g, &vocab, x), kernel_work(&g, &vocab, t));
     assert!(own > 0, "t's walk closes rows");
     assert!(2 * lead < 3 * own, "lead kernel {lead} units, t's own {own}");
