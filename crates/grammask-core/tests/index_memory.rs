@@ -183,11 +183,16 @@ fn every_part_of_the_token_index_is_counted() {
     let total = index.memory_size();
     let ((), bytes) = held(|| {
         let json = builtin_json_grammar_with(Spelling::Any, None).unwrap();
-        drop(CompiledGrammar::new(&json, &v).unwrap());
+        // Each compile's class-body thread writes into the index: waited for, so that none is
+        // still building (its temporaries live, its part not yet counted) when `held` measures.
+        let cg = CompiledGrammar::new(&json, &v).unwrap();
+        cg.wait_class_bodies();
+        drop(cg);
         // An open object's first key start leaves the sorted string-body kernel (`body_ends`).
         let schema = r#"{"type": "object", "properties": {"ab": {"type": "integer"}}}"#;
         let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
         let cg = Arc::new(CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &v).unwrap());
+        cg.wait_class_bodies();
         let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
         assert!(m.accept_bytes(b"{\"").unwrap());
         m.compute_mask().unwrap();
