@@ -869,9 +869,8 @@ impl CompiledGrammar {
         // PERF: the first position inside each grammar's first string value walked the body's
         // slice and recorded the ~173 tokens that read past the quote, ~0.1 ms on Llama 3 (the
         // largest `walked` group of the session-47 band driver, ~600 of its 1,100 walked fills).
-        let key = key_within(EARLY_SHARE_STATES);
+        let mut key = key_within(EARLY_SHARE_STATES);
         let keyed_small = key.is_some();
-        let mut key = key;
         // A counted body that may end inside a token and that no token outruns records every
         // body-text token that reads a quote uncertain, past the budget: its key is needed anyway.
         // PERF: the positions of a long `json_char{0,1023}` (MaskBench o82710's `maxLength: 5000`
