@@ -433,10 +433,40 @@ impl Exact {
     /// PERF: over walks list the tokens that fit (up to the vocabulary); sorting them was ~2%
     /// of the budgeted instructions of the replay's 0.2-0.4 ms band.
     fn new(out: Vec<(u32, u32)>, split: u32) -> Exact {
-        let (mut over, under): (Vec<_>, Vec<_>) = out.into_iter().partition(|e| e.0 > split);
-        over.sort_unstable_by(|x, y| y.cmp(x));
-        Exact { over, under }
+        let (over, under): (Vec<_>, Vec<_>) = out.into_iter().partition(|e| e.0 > split);
+        Exact { over: by_decreasing_cost(over), under }
     }
+}
+
+/// `costs` ordered by decreasing cost (equal costs in their given order): a counting sort, the
+/// costs being small integers above a split (and [`INF`]); a comparison sort when the finite
+/// costs span more than a few times the list's length.
+/// PERF: the comparison sort of fit walks' lists was ~1% of the band's budgeted instructions.
+fn by_decreasing_cost(costs: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    let finite = || costs.iter().map(|e| e.0).filter(|&c| c < INF);
+    let (Some(lo), Some(hi)) = (finite().min(), finite().max()) else { return costs };
+    let span = (hi - lo) as usize + 1;
+    if costs.len() < 2 || span > 4 * costs.len() + 64 {
+        let mut costs = costs;
+        costs.sort_by_key(|e| std::cmp::Reverse(e.0));
+        return costs;
+    }
+    // Bucket 0: `INF`; bucket `1 + hi - c`: finite cost `c`.
+    let bucket = |c: u32| if c >= INF { 0 } else { 1 + (hi - c) as usize };
+    let mut start = vec![0u32; span + 2];
+    for e in &costs {
+        start[bucket(e.0) + 1] += 1;
+    }
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
+    }
+    let mut sorted = vec![(0, 0); costs.len()];
+    for &e in &costs {
+        let k = &mut start[bucket(e.0)];
+        sorted[*k as usize] = e;
+        *k += 1;
+    }
+    sorted
 }
 
 /// Most memoized token-cost list entries per grammar; when exceeded the memo starts over.
@@ -1825,14 +1855,15 @@ struct ActiveBody {
 }
 
 /// A body-frontier subtree a walk reads for [`Walk::front_memo`]: its memo key, the end of the
-/// subtree, the index of its first token in the trie's token order, the `(token index - base,
-/// cost)` of its tokens that [`Walk::record`] keeps (allowed by the mask or not), and how many
-/// subtrees the walk had deferred when it began.
+/// subtree, the index of its first token in the trie's token order, where its list starts in
+/// [`Walk::front_lists`] (the `(token index - base, cost)` of its tokens that [`Walk::record`]
+/// keeps, allowed by the mask or not, are appended from there), and how many subtrees the walk
+/// had deferred when it began.
 struct FrontBuild {
     key: FrontKey,
     end: usize,
     base: u32,
-    list: Vec<(u32, u32)>,
+    start: u32,
     deferred: usize,
 }
 
@@ -1841,8 +1872,9 @@ struct FrontBuild {
 /// the node is read from) and the subtree's shape ([`SubtreeClasses::frontier_shape`]).
 type FrontKey = (usize, u8, u32);
 
-/// A [`Walk::front_memo`] list: `(token index - the subtree's first, cost)` of its kept tokens.
-type FrontList = std::rc::Rc<Vec<(u32, u32)>>;
+/// A [`Walk::front_memo`] list: the range of [`Walk::front_lists`] holding `(token index - the
+/// subtree's first, cost)` of its kept tokens.
+type FrontList = (u32, u32);
 
 /// A [`Walk::exit_memo`] key (see [`Walk::exit_key`]).
 type ExitKey = (usize, u128, u128);
@@ -1886,9 +1918,11 @@ struct WalkMaps {
     over_memo: FastMap<(usize, u128, u32), u32>,
     body_memo: FastMap<BodyKey, Option<std::rc::Rc<BodyCfg>>>,
     front_memo: FastMap<FrontKey, FrontList>,
+    front_lists: Vec<(u32, u32)>,
     exit_memo: FastMap<ExitKey, (u32, Option<std::rc::Rc<BodyCfg>>)>,
     plain_exits: FastMap<PlainExitKey, ExitKey>,
-    exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    exit_levels: FastMap<ExitLevelKey, Option<ExitLevel>>,
+    exit_stays: Vec<Stay>,
     row_levels: FastMap<RowLevelKey, RowLevel>,
     row_level_items: Vec<PlainItem>,
     closed: CloseMemo,
@@ -1927,9 +1961,11 @@ impl WalkMaps {
         self.over_memo.clear();
         self.body_memo.clear();
         self.front_memo.clear();
+        self.front_lists.clear();
         self.exit_memo.clear();
         self.plain_exits.clear();
         self.exit_levels.clear();
+        self.exit_stays.clear();
         self.row_levels.clear();
         self.row_level_items.clear();
         self.items.clear();
@@ -1952,9 +1988,11 @@ impl WalkMaps {
             + self.over_memo.capacity()
             + self.body_memo.capacity()
             + self.front_memo.capacity()
+            + self.front_lists.capacity()
             + self.exit_memo.capacity()
             + self.plain_exits.capacity()
             + self.exit_levels.capacity()
+            + self.exit_stays.capacity()
             + self.row_levels.capacity()
             + self.row_level_items.capacity()
             + self.closed.entries()
@@ -1995,10 +2033,12 @@ struct RowLevel {
 const MAX_ROW_LEVEL_ITEMS: usize = 1 << 15;
 
 /// What [`Walk::children_skip`] needs of the level a byte read on the chart reaches: its `C`,
-/// and when it is plain, its exits and its items' [`Stay`]s.
+/// and when it is plain, its exits and the range of [`Walk::exit_stays`] holding its items'
+/// [`Stay`]s (empty when the exits keep no stay).
+#[derive(Clone, Copy)]
 struct ExitLevel {
     cost: u32,
-    plain: Option<(Exits, Vec<Stay>)>,
+    plain: Option<(Exits, u32, u32)>,
     over: OverLevel,
 }
 
@@ -2168,6 +2208,11 @@ struct Walk<'a> {
     /// PERF: in an unknown key, each first byte's subtree held its own frontier subtrees (`a"`,
     /// `b",`...), each read with a chart row of its own for the closing quote.
     front_memo: FastMap<FrontKey, FrontList>,
+    /// The lists of `front_memo` (and the one `front_build` is making, at the end), one arena
+    /// per walk (emptied at the next, its capacity kept).
+    /// PERF: a `Vec` per list, grown from empty, and an `Rc` for each were ~2% of the band's
+    /// budgeted instructions (session 48).
+    front_lists: Vec<(u32, u32)>,
     /// The frontier subtree being read for `front_memo`.
     front_build: Option<FrontBuild>,
     /// By [`Walk::exit_key`] of a byte read from a chart row where a [`BodyCfg`] shortcut may
@@ -2193,7 +2238,9 @@ struct Walk<'a> {
     /// PERF: in a string of a counted repetition (`json_char.block{0,8}`), every trie node at the
     /// byte that crosses a block's bound pushed two rows (~30k per walk), to reach the same few
     /// levels, whose stay homes skip everything below.
-    exit_levels: FastMap<ExitLevelKey, Option<std::rc::Rc<ExitLevel>>>,
+    exit_levels: FastMap<ExitLevelKey, Option<ExitLevel>>,
+    /// The stays of `exit_levels`' plain levels, one arena per walk (as `front_lists`).
+    exit_stays: Vec<Stay>,
     /// By [`RowLevelKey`], the plain levels [`Walk::level_of_row`] made (items in
     /// `row_level_items`). Invariant: an entry stands for a row only when the row's items
     /// without rule edges are, in order, the entry's items: each item's `U` (its origin row's
@@ -2579,9 +2626,9 @@ impl Walk<'_> {
     fn record(&mut self, node: usize, cost: u32) {
         if self.keeps(cost) {
             let n = self.trie.nodes[node];
-            if let Some(fb) = &mut self.front_build {
+            if let Some(fb) = &self.front_build {
                 if node < fb.end {
-                    fb.list.extend((n.tok_start..n.tok_end).map(|t| (t - fb.base, cost)));
+                    self.front_lists.extend((n.tok_start..n.tok_end).map(|t| (t - fb.base, cost)));
                 }
             }
             for &t in self.trie.node_tokens(&n) {
@@ -2598,16 +2645,18 @@ impl Walk<'_> {
     fn finish_front(&mut self) {
         if let Some(fb) = self.front_build.take() {
             if self.deferred.len() == fb.deferred {
-                self.front_memo.insert(fb.key, std::rc::Rc::new(fb.list));
+                self.front_memo.insert(fb.key, (fb.start, self.front_lists.len() as u32));
+            } else {
+                self.front_lists.truncate(fb.start as usize);
             }
         }
     }
 
     /// Lists the allowed tokens of the frontier subtree at `f` from a `front_memo` list.
-    fn list_front(&mut self, f: usize, list: &[(u32, u32)]) {
+    fn list_front(&mut self, f: usize, (lo, hi): FrontList) {
         bump(&self.comp.stats.front_listings);
         let base = self.trie.first_token[f] as usize;
-        for &(k, c) in list {
+        for &(k, c) in &self.front_lists[lo as usize..hi as usize] {
             let t = self.trie.tokens[base + k as usize];
             if self.mask.get(t as usize) {
                 self.out.push((c, t));
@@ -2685,7 +2734,7 @@ impl Walk<'_> {
             if !dead || d == k + 1 || Self::body_reads(cfg, b, x) {
                 let key = (ptr, if d > k + 1 { b } else { START_LEVEL }, classes.frontier_shape[from + j]);
                 match self.front_memo.get(&key) {
-                    Some(l) => lists.push((f, l.clone())),
+                    Some(&l) => lists.push((f, l)),
                     None => {
                         self.exit_lists = lists;
                         return false;
@@ -2699,8 +2748,8 @@ impl Walk<'_> {
         bump(&self.comp.stats.body_shortcuts);
         bump(&self.comp.stats.exit_listings);
         self.list_slice(cfg, first, end);
-        for (f, l) in &lists {
-            self.list_front(*f, l);
+        for &(f, l) in &lists {
+            self.list_front(f, l);
         }
         self.exit_lists = lists;
         true
@@ -2896,16 +2945,26 @@ impl Walk<'_> {
         self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len))
     }
 
-    /// The [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost `cost`.
-    fn exit_level(&self, l: Level, cost: u32, over: OverLevel) -> ExitLevel {
+    /// Keeps the [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost
+    /// `cost` under `key`, unless one is kept there.
+    fn put_exit_level(&mut self, key: ExitLevelKey, l: Level, cost: u32, over: OverLevel) {
+        let start = self.exit_stays.len();
         let plain = match l {
             // No item keeps a token in its stay home when `exits.stay` is empty (a node's
-            // `below` holds its own byte's class): no stays kept, no allocation.
-            Level::Plain { exits, .. } if exits.stay == 0 => Some((exits, Vec::new())),
-            Level::Plain { lo, hi, exits, .. } => Some((exits, self.items[lo..hi].iter().map(|e| e.stay).collect())),
+            // `below` holds its own byte's class): no stays kept.
+            Level::Plain { exits, .. } if exits.stay == 0 => Some((exits, start as u32, start as u32)),
+            Level::Plain { lo, hi, exits, .. } => {
+                self.exit_stays.extend(self.items[lo..hi].iter().map(|e| e.stay));
+                Some((exits, start as u32, self.exit_stays.len() as u32))
+            }
             Level::Chart { .. } => None,
         };
-        ExitLevel { cost, plain, over }
+        match self.exit_levels.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Some(ExitLevel { cost, plain, over }));
+            }
+            std::collections::hash_map::Entry::Occupied(_) => self.exit_stays.truncate(start),
+        }
     }
 
     /// Whether the walk, at level `lv` after trie node `i`, would skip (or defer) every child
@@ -2944,11 +3003,12 @@ impl Walk<'_> {
                     continue;
                 }
             }
-            let skips = lv.plain.as_ref().is_some_and(|(ex, stays)| {
+            let skips = lv.plain.is_some_and(|(ex, lo, hi)| {
                 let (below, len) = (h.below, h.reach.saturating_sub(dc - 1));
                 below & ex.hard == 0 && h.ends & ex.soft == 0
                     || below & ex.home == 0
-                    || below & !ex.stay == 0 && stays.iter().any(|st| st.keeps(below, len))
+                    || below & !ex.stay == 0
+                        && self.exit_stays[lo as usize..hi as usize].iter().any(|st| st.keeps(below, len))
             });
             if !skips {
                 all = false;
@@ -2981,7 +3041,7 @@ impl Walk<'_> {
     /// the [`Walk::exit_levels`] entry of `key` when there is one and it skips every child of
     /// `i`. Returns whether it did (the caller skips the subtree).
     fn take_exit_level(&mut self, key: ExitLevelKey, i: usize, has_token: bool, descent_limit: Option<u32>) -> bool {
-        let Some(hit) = self.exit_levels.get(&key).cloned() else { return false };
+        let Some(&hit) = self.exit_levels.get(&key) else { return false };
         let Some(lv) = hit else { return true };
         if !self.children_skip(i, &lv, descent_limit) {
             return false;
@@ -3096,8 +3156,8 @@ impl Walk<'_> {
                     let d = nodes[f].depth as usize;
                     let from = if d > ab.k + 1 { b as u8 } else { START_LEVEL };
                     let key = (std::rc::Rc::as_ptr(&cfg) as usize, from, shape);
-                    if let Some(list) = self.front_memo.get(&key).cloned() {
-                        self.list_front(f, &list);
+                    if let Some(&list) = self.front_memo.get(&key) {
+                        self.list_front(f, list);
                         if self.capped {
                             return Ok(());
                         }
@@ -3108,7 +3168,7 @@ impl Walk<'_> {
                         key,
                         end: ab.frontier_end,
                         base: trie.first_token[f],
-                        list: Vec::new(),
+                        start: self.front_lists.len() as u32,
                         deferred: self.deferred.len(),
                     });
                     if d > ab.k + 1 {
@@ -3260,8 +3320,7 @@ impl Walk<'_> {
                     let o = self.level_over[d - 1];
                     self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
                     if let Some(k) = lkey {
-                        let lv = self.exit_level(l, rows.cost(chart), OverLevel::NONE);
-                        self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
+                        self.put_exit_level(k, l, rows.cost(chart), OverLevel::NONE);
                     }
                     if !second && active.is_none() && classes.body_state[i] == 0 {
                         active = self.body_start(chart, l, Some(i));
@@ -3415,8 +3474,7 @@ impl Walk<'_> {
                         let o = self.level_over[d - 1];
                         self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
                         if let Some(k) = lkey {
-                            let lv = self.exit_level(l, rows.cost(chart), OverLevel::NONE);
-                            self.exit_levels.entry(k).or_insert_with(|| Some(std::rc::Rc::new(lv)));
+                            self.put_exit_level(k, l, rows.cost(chart), OverLevel::NONE);
                         }
                         if !second && active.is_none() && classes.body_state[i] == 0 {
                             active = self.body_start(chart, l, Some(i));
@@ -3561,11 +3619,13 @@ impl Budget {
             root_chars: Vec::new(),
             body_memo: maps.body_memo,
             front_memo: maps.front_memo,
+            front_lists: maps.front_lists,
             front_build: None,
             exit_memo: maps.exit_memo,
             exit_lists: Vec::new(),
             plain_exits: maps.plain_exits,
             exit_levels: maps.exit_levels,
+            exit_stays: maps.exit_stays,
             row_levels: maps.row_levels,
             row_level_items: maps.row_level_items,
             closed: maps.closed,
@@ -3584,9 +3644,11 @@ impl Budget {
             over_memo: w.over_memo,
             body_memo: w.body_memo,
             front_memo: w.front_memo,
+            front_lists: w.front_lists,
             exit_memo: w.exit_memo,
             plain_exits: w.plain_exits,
             exit_levels: w.exit_levels,
+            exit_stays: w.exit_stays,
             row_levels: w.row_levels,
             row_level_items: w.row_level_items,
             closed: w.closed,
@@ -3985,6 +4047,35 @@ mod tests {
             for hi in lo..=255u8 {
                 let want = (lo..=hi).fold(0u64, |m, b| m | (1u64 << byte_class(b)));
                 assert_eq!(class_bits(lo, hi), want, "{lo:#x}..={hi:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn costs_sorted_by_counting_keep_every_token_in_decreasing_cost() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // Narrow spans (counted), with and without `INF`, and wide ones (compared).
+        for (len, span, inf) in [(0, 1, 0), (1, 1, 0), (2, 3, 0), (50, 5, 0), (300, 40, 3), (64, 1_000, 0), (20, 8, 20)]
+        {
+            for _ in 0..20 {
+                let costs: Vec<(u32, u32)> = (0..len)
+                    .map(|t| {
+                        let c = if inf > 0 && next(inf) == 0 { INF } else { 7 + next(span) as u32 };
+                        (c, t)
+                    })
+                    .collect();
+                let got = by_decreasing_cost(costs.clone());
+                assert!(got.windows(2).all(|w| w[0].0 >= w[1].0), "not by decreasing cost: {got:?}");
+                let (mut got, mut want) = (got, costs);
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(got, want, "len {len} span {span}");
             }
         }
     }

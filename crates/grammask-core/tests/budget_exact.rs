@@ -1283,3 +1283,37 @@ fn closed_rows_met_again_mask_equal_exact_walks() {
     }
     assert!(hits > 0, "no row was copied from a walk's memo");
 }
+
+/// A walk keeps its body-frontier lists (`Walk::front_memo`) and its exit levels' stays
+/// (`Walk::exit_levels`) in arenas of its own, emptied at the next walk and kept on the thread:
+/// an entry is a range of its arena. Many walks on one thread (an open object's keys, a counted
+/// string's block ends, with levels keyed from each walk's first row and the default fit-walk
+/// cap and one of 3), byte by byte along the texts, at every remaining budget: the masks equal
+/// those of walks that cost every token, and frontier subtrees and nodes were taken from the
+/// arenas so.
+#[test]
+fn front_lists_and_exit_levels_from_walk_arenas_equal_exact_walks() {
+    let (vocab, _) = large_vocab();
+    let open = json_schema_to_ebnf(
+        r#"{"type":"object","properties":{"check-in":{"type":"string"},"check-out":{"type":"string"}},"additionalProperties":{"type":"string"}}"#,
+        &JsonSchemaOptions { strict_mode: false, ..Default::default() },
+    )
+    .unwrap();
+    let counted = "root ::= \"\\\"\" (b{0,3} s | b{4}) \"\\\"\"\nb ::= [a-z]{12} | \"(\" b \")\"\ns ::= [a-z]{0,11} | \"(\" s \")\"";
+    let cases: [(&str, &str, &[u8]); 2] = [
+        ("open keys", &open, br#"{"check-in":"ab","chx":"c","check-out":"d","q":""}"#),
+        ("counted", counted, br#""abqzbaqbbaqzbaqbqazbbqbabqa"#),
+    ];
+    let (mut fronts, mut skips) = (0, 0);
+    for (name, text, doc) in cases {
+        let g = parse_ebnf(text, "root").unwrap();
+        for cap in [None, Some(3)] {
+            let (fast, compared) = with_exit_levels_after(0, || masks_equal_exact_walks(&g, &vocab, doc, cap, 24));
+            assert!(compared > 100, "{name}: {compared} masks compared");
+            let st = fast.completion().walk_stats();
+            fronts += st.front_listings;
+            skips += st.exit_level_skips;
+        }
+    }
+    assert!(fronts > 0 && skips > 0, "{fronts} frontier subtrees listed, {skips} nodes took known exit levels");
+}
