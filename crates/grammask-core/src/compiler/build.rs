@@ -906,4 +906,40 @@ mod thread_tests {
         }
         assert!(charge(0, Some(&memo)).is_err() && charge(7, Some(&memo)).is_ok());
     }
+
+    #[test]
+    fn spliced_rules_built_one_after_another_equal_fresh_builds() {
+        // One NFA splices a large rule, then smaller ones: each later one is built in the first
+        // one's reused buffers (`Nfa::spare`), and must come out as a fresh NFA builds it.
+        let src = "root ::= a b c\n\
+                   a ::= \"x\" big a | \"1\"\n\
+                   b ::= \"y\" small b | \"2\"\n\
+                   c ::= \"z\" tiny c | \"3\"\n\
+                   big ::= [a-z]+ \".\" [0-9]* (\"-\" [A-F]{2,5})? \"!\"\n\
+                   small ::= \"q\" [0-9]\n\
+                   tiny ::= \"t\"\n";
+        let g = crate::ebnf::parse_ebnf(src, "root").unwrap();
+        let id = |n: &str| RuleId(g.rules().iter().position(|r| r.name == n).unwrap() as u32);
+        let spliced = [id("big"), id("small"), id("tiny")];
+        let mut inline = vec![false; g.rules().len()];
+        for r in spliced {
+            inline[r.index()] = true;
+        }
+        let splice = inline.clone();
+        let mut nfa = Nfa { inline: &inline, splice: &splice, ..Nfa::default() };
+        for r in ["a", "b", "c"] {
+            nfa.clear();
+            nfa.build(&g, g.rule(id(r)).body, &mut usize::MAX.clone()).unwrap();
+        }
+        let mut last = 0;
+        for r in spliced {
+            let mut child = Nfa { inline: &inline, ..Nfa::default() };
+            let (s, e) = child.build(&g, g.rule(r).body, &mut usize::MAX.clone()).unwrap();
+            last = child.len();
+            let fresh = Nfa::splice_dfa(&mut child, s, e, None, &mut usize::MAX.clone(), &mut Box::default()).unwrap();
+            assert_eq!(format!("{:?}", nfa.spliced[&r]), format!("{fresh:?}"), "{}", g.rule(r).name);
+        }
+        // The kept NFA holds the last spliced rule only (cleared, not grown from splice to splice).
+        assert_eq!(nfa.spare.as_ref().map(|c| c.len()), Some(last), "the buffers are kept, the states cleared");
+    }
 }
