@@ -411,12 +411,15 @@ pub struct KernelStats {
     /// Found under the key of a sibling state classified before ([`sibling_key`]).
     pub siblings: usize,
     /// Of `shared`, those found before any walk: a state that reaches few states (a value's
-    /// whitespace, a string value's body), or a counted string body that may end and that no
-    /// token outruns.
+    /// whitespace, a string value's body), a counted string body that may end and that no
+    /// token outruns, or a state whose prefix key a shared kernel had.
     pub shared_early: usize,
     /// Of `shifted`, those whose differing subtrees took a walked body's frontier
     /// ([`crate::slice::start_run_cover`]) rather than a walk.
     pub shifted_walked: usize,
+    /// Of `shared_early`, states past `EARLY_SHARE_STATES` whose prefix key a shared kernel had
+    /// (see `TokenIndex::shared_prefix`).
+    pub shared_by_prefix: usize,
 }
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -485,7 +488,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 8],
+    stats: [AtomicUsize; 9],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -869,19 +872,31 @@ impl CompiledGrammar {
         // PERF: the first position inside each grammar's first string value walked the body's
         // slice and recorded the ~173 tokens that read past the quote, ~0.1 ms on Llama 3 (the
         // largest `walked` group of the session-47 band driver, ~600 of its 1,100 walked fills).
-        let mut key = key_within(EARLY_SHARE_STATES);
+        // A state past the early limit keeps the early search's prefix key (`structure_key`).
+        let (mut key, prefix) = match self.automata.structure_key(state, EARLY_SHARE_STATES, depth) {
+            Ok(h) => (Some(h ^ follow.hash128()), None),
+            Err(p) => (None, Some(p ^ follow.hash128())),
+        };
         let keyed_small = key.is_some();
         // A counted body that may end inside a token and that no token outruns records every
         // body-text token that reads a quote uncertain, past the budget: its key is needed anyway.
         // PERF: the positions of a long `json_char{0,1023}` (MaskBench o82710's `maxLength: 5000`
         // description) walked ~4,096 units (~0.7 M instructions) before the cache answered.
         let early = key.is_none() && self.counted_body(state).is_some_and(|c| c.ends && c.chars >= depth);
-        if early {
+        // A state whose prefix key a shared kernel has asks with its whole key before walking.
+        // PERF: a `format: uri` string's state after `https://` (~47 k tokens read, 7.8 M
+        // instructions walked on Llama 3) is the same in most grammars that have one, but each
+        // walked 4,096 trie nodes (~2.3 M instructions, ~0.5 ms) before asking the cache.
+        let prefixed = key.is_none() && prefix.is_some_and(|p| self.index.shared_prefix(p));
+        if early || prefixed {
             key = key_within(STRUCTURE_HASH_LIMIT);
         }
         if let Some(km) = key.and_then(|k| self.index.shared_kernel(k)) {
             self.count(3);
             self.count(6);
+            if prefixed {
+                self.count(8);
+            }
             return Ok(self.cache_kernel(state, km));
         }
         // Only walks that reach the budget are shared (the cache holds the costly kernels), and
@@ -889,7 +904,7 @@ impl CompiledGrammar {
         let (mut escalated, mut shared) = (false, None);
         let mut escalate = || {
             escalated = true;
-            if key.is_none() && !early {
+            if key.is_none() && !early && !prefixed {
                 key = key_within(STRUCTURE_HASH_LIMIT);
             }
             shared = key.and_then(|k| self.index.shared_kernel(k));
@@ -903,7 +918,7 @@ impl CompiledGrammar {
                 self.count(0);
                 let km = Arc::new(km);
                 if let Some(k) = key.filter(|_| escalated || early || keyed_small) {
-                    self.index.share_kernel(k, &km);
+                    self.index.share_kernel(k, prefix, &km);
                 }
                 km
             }
@@ -1605,6 +1620,7 @@ impl CompiledGrammar {
             siblings: n(5),
             shared_early: n(6),
             shifted_walked: n(7),
+            shared_by_prefix: n(8),
         }
     }
 

@@ -30,6 +30,10 @@ pub struct TokenIndex {
     pub trie: TokenTrie,
     kernels: RwLock<HashMap<u128, Arc<KernelMask>>>,
     kernel_bytes: AtomicUsize,
+    /// The prefix keys ([`Automata::structure_key`](crate::compiler::Automata::structure_key))
+    /// of the states whose kernels `kernels` holds, where known: a state with such a prefix key
+    /// asks the cache before walking. Cleared with `kernels`.
+    kernel_prefixes: RwLock<HashSet<u128>>,
     /// Open objects' string-body kernels with their uncertain tokens sorted
     /// ([`crate::mask::BodyEnds`]), by the kernels' cross-grammar key (at most
     /// [`MAX_BODY_ENDS`]): every grammar with an open object derives its key positions from one.
@@ -464,16 +468,27 @@ impl TokenIndex {
         built
     }
 
-    pub(crate) fn share_kernel(&self, key: u128, km: &Arc<KernelMask>) {
+    /// Whether a kernel was shared under prefix key `prefix` (see `kernel_prefixes`).
+    pub(crate) fn shared_prefix(&self, prefix: u128) -> bool {
+        read(&self.kernel_prefixes).contains(&prefix)
+    }
+
+    /// Shares `km` under `key`; `prefix`, the state's prefix key when it reaches more states
+    /// than the early key takes.
+    pub(crate) fn share_kernel(&self, key: u128, prefix: Option<u128>, km: &Arc<KernelMask>) {
         let size = km.memory_size();
         let mut w = write(&self.kernels);
         // Bounded: when full, start over (the common kernels are recomputed on next use).
         if self.kernel_bytes.load(Ordering::Relaxed) + size > limits::SHARED_KERNEL_CACHE_BYTES {
             timed(Build::KernelCacheRestart, || w.clear());
+            write(&self.kernel_prefixes).clear();
             self.kernel_bytes.store(0, Ordering::Relaxed);
         }
         if timed(Build::KernelShared, || w.insert(key, km.clone())).is_none() {
             self.kernel_bytes.fetch_add(size, Ordering::Relaxed);
+        }
+        if let Some(p) = prefix {
+            write(&self.kernel_prefixes).insert(p);
         }
     }
 }
@@ -491,6 +506,7 @@ impl TokenIndex {
             trie,
             kernels,
             kernel_bytes: _, // counted through `kernels`
+            kernel_prefixes,
             body_ends,
             lead_nodes,
             body,
@@ -512,7 +528,8 @@ impl TokenIndex {
         } = self;
         // Per hash-map entry: its key and `Arc` plus the table's own slot (an estimate).
         let entry = 32;
-        let kernels: usize = read(kernels).values().map(|k| k.memory_size() + entry).sum();
+        let kernels: usize = read(kernels).values().map(|k| k.memory_size() + entry).sum::<usize>()
+            + read(kernel_prefixes).len() * entry;
         let classes: usize = read(class_slices).values().map(|c| c.memory_size() + entry).sum();
         let runs: usize = read(run_indexes).values().map(|r| r.0.memory_size() + entry).sum();
         let wide: usize = read(wide_run_indexes)
@@ -578,6 +595,7 @@ impl TokenIndex {
             trie: TokenTrie::new(vocab),
             kernels: RwLock::new(HashMap::new()),
             kernel_bytes: AtomicUsize::new(0),
+            kernel_prefixes: RwLock::new(HashSet::new()),
             body_ends: RwLock::new(HashMap::new()),
             lead_nodes: RwLock::new(Vec::new()),
             body: OnceLock::new(),

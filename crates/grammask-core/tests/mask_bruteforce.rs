@@ -1744,6 +1744,40 @@ fn small_string_bodies_shared_before_walking_match_brute_force() {
     assert!(early[2] >= 1, "{early:?}");
 }
 
+/// A `format: uri` string's state after `https://` reaches more than `EARLY_SHARE_STATES` states
+/// and its walk is long (~47 k tokens on Llama 3): the first grammar walks it and shares it with
+/// its prefix key; a second grammar with the same string under another key finds it before
+/// walking (`KernelStats::shared_by_prefix`). Masks against brute force in both.
+#[test]
+fn long_walks_shared_by_prefix_key_match_brute_force() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = |key: &str| {
+        format!(
+            r#"{{"type": "object", "properties": {{"{key}": {{"type": "string", "format": "uri"}}}}, "required": ["{key}"]}}"#
+        )
+    };
+    let mut grammars = Vec::new();
+    let mut by_prefix = Vec::new();
+    for key in ["url", "homepage"] {
+        let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(&schema(key)), &vocab).unwrap());
+        for rest in ["https://", "https://example.com/a?b=1#"] {
+            let prefix = format!(r#"{{"{key}": "{rest}"#);
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{prefix:?}");
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                assert_eq!(mask.get(t), w, "after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+        }
+        by_prefix.push(cg.kernel_stats().shared_by_prefix);
+        // Kept: the vocabulary's index (and its cache) lives while a grammar uses it.
+        grammars.push(cg);
+    }
+    assert_eq!(by_prefix[0], 0, "{by_prefix:?}");
+    assert!(by_prefix[1] >= 1, "{by_prefix:?}");
+}
+
 /// Tokens over the bytes of small JSON-like objects, many of them whitespace runs (of 1-4 bytes)
 /// followed by a quote, a digit or a brace (` "a`, `\n 1`, `  }`).
 fn lead_vocab(rng: &mut Rng) -> Arc<Vocabulary> {
