@@ -19,6 +19,11 @@ use crate::bitset::Bitset;
 /// Sets of at most this many tokens are kept as ids.
 pub const IDS_MAX: usize = 256;
 
+/// Id lists up to this long (repeats counted) are sorted by [`TokenSet::from_ids`]; longer ones
+/// are set as bits first. It covers a fill's merged lists (at most `4 * IDS_MAX`), where a
+/// vocabulary-sized bitset would cost more than the sort.
+const SORTED_IDS_MAX: usize = 4 * IDS_MAX;
+
 #[derive(Clone, Debug)]
 pub enum TokenSet {
     /// At most [`IDS_MAX`] ids, strictly ascending, each below `len`.
@@ -73,6 +78,17 @@ impl TokenSet {
 
     /// The set of `ids` (any order, repeats allowed, each below `len`).
     pub fn from_ids(mut ids: Vec<u32>, len: usize) -> TokenSet {
+        // Past `SORTED_IDS_MAX` ids (repeats counted) they are set as bits unsorted, then stored
+        // as ids only if few remain ([`TokenSet::from_bitset`]): the same set in the same form.
+        // PERF: a byte-region kernel's accepted list (a string body's, thousands of ids in trie
+        // order) was sorted before its bits were set: ~2.3% of the session-49 band driver.
+        if ids.len() > SORTED_IDS_MAX {
+            let mut bits = Bitset::new(len);
+            for &t in &ids {
+                bits.set(t as usize);
+            }
+            return TokenSet::from_bitset(bits);
+        }
         ids.sort_unstable();
         ids.dedup();
         debug_assert!(ids.iter().all(|&t| (t as usize) < len));
@@ -257,6 +273,24 @@ fn sparse_ids(words: &[u32]) -> Option<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lists longer than `SORTED_IDS_MAX` (set as bits first) give the sorted ids when their
+    /// repeats leave at most `IDS_MAX` tokens, the bits otherwise: as the sorted path would.
+    #[test]
+    fn long_id_lists_keep_the_canonical_form() {
+        let len = 9000;
+        for (distinct, repeats) in [(IDS_MAX, 5), (IDS_MAX + 1, 5), (2 * SORTED_IDS_MAX, 1)] {
+            let want: Vec<u32> = (0..distinct).map(|i| (i * 31 % len) as u32).collect();
+            let mut ids: Vec<u32> = (0..repeats).flat_map(|_| want.iter().rev().copied()).collect();
+            assert!(ids.len() > SORTED_IDS_MAX);
+            ids.rotate_left(7);
+            let s = TokenSet::from_ids(ids, len);
+            let mut sorted = want.clone();
+            sorted.sort_unstable();
+            assert_eq!(s.ids().map(<[u32]>::to_vec), (distinct <= IDS_MAX).then(|| sorted.clone()), "{distinct}");
+            assert!(s.iter_ones().map(|t| t as u32).eq(sorted), "{distinct}");
+        }
+    }
 
     /// Around `IDS_MAX`, however it is built, a set gives back its tokens: as a bitset, written over a row holding other bits, by
     /// `get`, `or_into` and `iter_ones`; its hash and sampled hash are those of the bitset.
