@@ -158,8 +158,11 @@ pub struct Completion {
     /// Rows may be costed by [`Completion::merged_signature`] (no lookahead, token edges,
     /// `max_tokens` or `max_chars` rules: a row's future is then its items' byte paths).
     mergeable: bool,
-    /// [`Completion::char_stay`]s by `(state, home threshold, threshold)`.
+    /// [`Completion::char_stay`]s by `(state, home threshold, threshold)`, both clamped.
     char_stays: Mutex<FastMap<(u32, i64, i64), Stay>>,
+    /// [`Completion::stay`]s by `(state, depth)`: regions of one state at other thresholds (and
+    /// sides, `full`) share it.
+    stays: Mutex<FastMap<(u32, u32), Stay>>,
     /// [`Completion::ball`] hashes by `(state, depth, cap)`.
     balls: Mutex<FastMap<(u32, u32, u32), u128>>,
     /// [`Completion::rise`]s by `(y, x, depth)`.
@@ -937,6 +940,7 @@ impl Completion {
             row_infos: Mutex::default(),
             mergeable,
             char_stays: Mutex::default(),
+            stays: Mutex::default(),
             balls: Mutex::default(),
             rises: Mutex::default(),
             covered: Mutex::default(),
@@ -1348,6 +1352,21 @@ impl Completion {
     /// breadth-first search of its stay home, each state's leaving classes taken at its least
     /// depth.
     fn stay(&self, a: &Automata, s: StateId, depth: u32) -> Stay {
+        let key = (s.0, depth);
+        if let Some(&st) = self.stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return st;
+        }
+        let st = self.stay_fresh(a, s, depth);
+        let mut m = self.stays.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, st);
+        st
+    }
+
+    /// [`Completion::stay`] searched afresh.
+    fn stay_fresh(&self, a: &Automata, s: StateId, depth: u32) -> Stay {
         let top = self.dist(s);
         let finals = a.state(s).is_final;
         let inside = |q: StateId| self.leaf[q.0 as usize] && self.dist(q) <= top && (finals || !a.state(q).is_final);
@@ -1416,10 +1435,23 @@ impl Completion {
     /// `t = limit - U`, and `home` either `t` or `dist[s]`: a home of the states costing no more
     /// than `s` leaves out those of escapes, from which letters leave one byte away.)
     fn char_stay(&self, a: &Automata, s: StateId, home: i64, t: i64, depth: u32) -> Stay {
+        let (home, t) = (self.threshold(home), self.threshold(t));
         let key = (s.0, home, t);
         if let Some(&st) = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return st;
         }
+        let stay = self.char_stay_fresh(a, s, home, t, depth);
+        let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, stay);
+        stay
+    }
+
+    /// [`Completion::char_stay`] searched afresh, at thresholds `home` and `t` as given (both
+    /// read only through leaf states' `dist`: [`Completion::multibyte_steps`] gives leaf states).
+    fn char_stay_fresh(&self, a: &Automata, s: StateId, home: i64, t: i64, depth: u32) -> Stay {
         let finals = a.state(s).is_final;
         let inside =
             |q: StateId| self.leaf[q.0 as usize] && i64::from(self.dist(q)) <= home && (finals || !a.state(q).is_final);
@@ -1428,7 +1460,7 @@ impl Completion {
         for l in &mut leave[PARTIAL as usize + 1..] {
             *l = 0;
         }
-        let stay = with_state_set(a, |seen| {
+        with_state_set(a, |seen| {
             seen.insert(s.0);
             let mut queue = VecDeque::from([(s, 0u32)]);
             let mut stay = Stay::default();
@@ -1481,13 +1513,7 @@ impl Completion {
                 stay = Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth };
             }
             stay
-        });
-        let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, stay);
-        stay
+        })
     }
 
     /// The states every valid multi-byte UTF-8 character read from state `p` ends in, and those
@@ -4041,6 +4067,13 @@ mod tests {
                     let want = comp.region_fresh(a, s, side, t, depth, full);
                     assert_eq!(comp.region_fresh(a, s, side, comp.threshold(t), depth, full), want, "{s:?} {t}");
                     clamped += usize::from(comp.threshold(t) != t);
+                }
+            }
+            for t in -3..=comp.top + 3 {
+                for home in [t, i64::from(comp.dist(s))] {
+                    let want = comp.char_stay_fresh(a, s, home, t, 8);
+                    let (h, c) = (comp.threshold(home), comp.threshold(t));
+                    assert_eq!(comp.char_stay_fresh(a, s, h, c, 8), want, "{s:?} {home} {t}");
                 }
             }
         }
