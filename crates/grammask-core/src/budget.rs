@@ -4081,6 +4081,25 @@ mod tests {
     }
 
     #[test]
+    fn memoized_stays_equal_fresh_stays_at_every_depth() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let (a, comp) = (g.automata(), g.completion());
+        let mut differ = 0;
+        for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
+            for depth in [1, 2, 8, 4, 16] {
+                let want = comp.stay_fresh(a, s, depth);
+                assert_eq!(comp.stay(a, s, depth), want, "{s:?} depth {depth}");
+                differ += usize::from(want != comp.stay_fresh(a, s, 1));
+            }
+        }
+        assert!(differ > 0);
+    }
+
+    #[test]
     fn state_sets_hold_what_a_hash_set_holds_across_resets_and_epoch_wraps() {
         let mut set = StateSet::default();
         let mut x: u32 = 12345;
