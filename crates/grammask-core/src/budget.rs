@@ -126,6 +126,13 @@ pub const INF: u32 = u32::MAX / 4;
 #[derive(Debug)]
 pub struct Completion {
     dist: Vec<u32>,
+    /// The largest finite `dist` of a leaf state (-1: none). A [`Region`] reads its threshold
+    /// `t` only through which leaf states have `dist <= t`, so `t` clamped to `[-1, top]` is an
+    /// exact key ([`Completion::threshold`]).
+    top: i64,
+    /// This `Completion`'s number, unique in the process (never 0): [`RegionSlot`]s of one
+    /// thread hold regions of every grammar it walks.
+    id: u64,
     /// `leaf[s]`: `s` has no rule edges (it may be final). Walks read rows of such items on the
     /// automaton alone, leaving for the chart on the bytes their completions read ([`Follow`]).
     leaf: Vec<bool>,
@@ -151,8 +158,11 @@ pub struct Completion {
     /// Rows may be costed by [`Completion::merged_signature`] (no lookahead, token edges,
     /// `max_tokens` or `max_chars` rules: a row's future is then its items' byte paths).
     mergeable: bool,
-    /// [`Completion::char_stay`]s by `(state, home threshold, threshold)`.
+    /// [`Completion::char_stay`]s by `(state, home threshold, threshold)`, both clamped.
     char_stays: Mutex<FastMap<(u32, i64, i64), Stay>>,
+    /// [`Completion::stay`]s by `(state, depth)`: regions of one state at other thresholds (and
+    /// sides, `full`) share it.
+    stays: Mutex<FastMap<(u32, u32), Stay>>,
     /// [`Completion::ball`] hashes by `(state, depth, cap)`.
     balls: Mutex<FastMap<(u32, u32, u32), u128>>,
     /// [`Completion::rise`]s by `(y, x, depth)`.
@@ -288,7 +298,7 @@ enum Side {
 /// only when `s` is final (`home_final`).
 ///
 /// `stay` (fit walks, `s` on the fit side): see [`Stay`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Region {
     exits: Exits,
     has_final: bool,
@@ -443,8 +453,10 @@ impl Exact {
 /// costs span more than a few times the list's length.
 /// PERF: the comparison sort of fit walks' lists was ~1% of the band's budgeted instructions.
 fn by_decreasing_cost(costs: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
-    let finite = || costs.iter().map(|e| e.0).filter(|&c| c < INF);
-    let (Some(lo), Some(hi)) = (finite().min(), finite().max()) else { return costs };
+    let (lo, hi) = costs.iter().filter(|e| e.0 < INF).fold((INF, 0), |(lo, hi), e| (lo.min(e.0), hi.max(e.0)));
+    if lo > hi {
+        return costs;
+    }
     let span = (hi - lo) as usize + 1;
     if costs.len() < 2 || span > 4 * costs.len() + 64 {
         let mut costs = costs;
@@ -506,10 +518,13 @@ const MAX_COVERS: usize = 4;
 const MAX_REGIONS: usize = 1 << 16;
 /// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
 const REGION_SLOTS: usize = 1024;
-/// A [`Walk::region_slots`] entry: the region of `(state, t, depth, full)`, set in walk `epoch`.
+/// A [`Walk::region_slots`] entry: the region of `(state, side, t, depth, full)` of
+/// [`Completion`] `grammar` (its `id`; 0: empty), `t` clamped ([`Completion::threshold`]).
+/// Invariant: a region is a function of these alone, so a slot holds across walks.
 #[derive(Clone, Copy, Debug)]
 struct RegionSlot {
-    epoch: u32,
+    grammar: u64,
+    side: Side,
     state: u32,
     t: i64,
     depth: u32,
@@ -519,7 +534,7 @@ struct RegionSlot {
 
 impl RegionSlot {
     const EMPTY: RegionSlot =
-        RegionSlot { epoch: 0, state: u32::MAX, t: 0, depth: 0, full: false, region: Region::EMPTY };
+        RegionSlot { grammar: 0, side: Side::Fit, state: u32::MAX, t: 0, depth: 0, full: false, region: Region::EMPTY };
 }
 
 /// The [`Walk::region_slots`] slot of `(s, t)`: items of one state at other thresholds (their
@@ -902,6 +917,8 @@ impl Completion {
             }
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
+        let top = (0..n).filter(|&s| leaf[s] && dist[s] < INF).map(|s| i64::from(dist[s])).max().unwrap_or(-1);
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let edge_classes: Vec<u64> =
             (0..n).map(|s| a.byte_edges(StateId(s as u32)).iter().fold(0, |m, e| m | class_bits(e.lo, e.hi))).collect();
         let descent = byte_ok.iter().all(|&ok| ok) && a.budgets().is_empty() && !a.has_lookahead();
@@ -911,6 +928,8 @@ impl Completion {
             && a.char_budgets().is_none_or(crate::compiler::CharBudgets::is_empty);
         Completion {
             dist,
+            top,
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             leaf,
             edge_classes,
             lookahead: a.has_lookahead(),
@@ -921,6 +940,7 @@ impl Completion {
             row_infos: Mutex::default(),
             mergeable,
             char_stays: Mutex::default(),
+            stays: Mutex::default(),
             balls: Mutex::default(),
             rises: Mutex::default(),
             covered: Mutex::default(),
@@ -1206,10 +1226,23 @@ impl Completion {
     /// (`json_char{0,128}`) the region search also met every escape and UTF-8 state of the
     /// later positions.
     fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32, full: bool) -> Region {
+        debug_assert!(self.leaf[s.0 as usize], "regions are of leaf states (`threshold`)");
+        let t = self.threshold(t);
         let key = (s.0, side, t, depth, full);
         if let Some(r) = self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return *r;
         }
+        let r = self.region_fresh(a, s, side, t, depth, full);
+        let mut m = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, r);
+        r
+    }
+
+    /// [`Completion::region`] searched afresh, at threshold `t` as given.
+    fn region_fresh(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32, full: bool) -> Region {
         let on_side = |q: StateId| {
             let d = i64::from(self.dist(q));
             if side == Side::Fit {
@@ -1218,21 +1251,22 @@ impl Completion {
                 d > t
             }
         };
-        let mut r = Region {
+        let r = Region {
             exits: Exits::default(),
             has_final: a.state(s).is_final,
             home_final: a.state(s).is_final,
             stay: Stay::default(),
         };
-        r = with_state_set(a, |seen| {
+        with_state_set(a, |seen| {
             with_state_set(a, |home| self.region_search(a, s, (side, depth, full), on_side, r, seen, home))
-        });
-        let mut m = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, r);
-        r
+        })
+    }
+
+    /// Threshold `t` clamped to `[-1, top]`: every leaf state is on the same side of it as of
+    /// `t` (`dist` is at least 0, or above `top` only when `INF`).
+    #[inline]
+    fn threshold(&self, t: i64) -> i64 {
+        t.clamp(-1, self.top)
     }
 
     /// [`Completion::region`]'s searches from `r` (the region's flags at `s`), with the empty
@@ -1318,6 +1352,21 @@ impl Completion {
     /// breadth-first search of its stay home, each state's leaving classes taken at its least
     /// depth.
     fn stay(&self, a: &Automata, s: StateId, depth: u32) -> Stay {
+        let key = (s.0, depth);
+        if let Some(&st) = self.stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return st;
+        }
+        let st = self.stay_fresh(a, s, depth);
+        let mut m = self.stays.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, st);
+        st
+    }
+
+    /// [`Completion::stay`] searched afresh.
+    fn stay_fresh(&self, a: &Automata, s: StateId, depth: u32) -> Stay {
         let top = self.dist(s);
         let finals = a.state(s).is_final;
         let inside = |q: StateId| self.leaf[q.0 as usize] && self.dist(q) <= top && (finals || !a.state(q).is_final);
@@ -1386,10 +1435,23 @@ impl Completion {
     /// `t = limit - U`, and `home` either `t` or `dist[s]`: a home of the states costing no more
     /// than `s` leaves out those of escapes, from which letters leave one byte away.)
     fn char_stay(&self, a: &Automata, s: StateId, home: i64, t: i64, depth: u32) -> Stay {
+        let (home, t) = (self.threshold(home), self.threshold(t));
         let key = (s.0, home, t);
         if let Some(&st) = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return st;
         }
+        let stay = self.char_stay_fresh(a, s, home, t, depth);
+        let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() >= MAX_REGIONS {
+            m.clear();
+        }
+        m.insert(key, stay);
+        stay
+    }
+
+    /// [`Completion::char_stay`] searched afresh, at thresholds `home` and `t` as given (both
+    /// read only through leaf states' `dist`: [`Completion::multibyte_steps`] gives leaf states).
+    fn char_stay_fresh(&self, a: &Automata, s: StateId, home: i64, t: i64, depth: u32) -> Stay {
         let finals = a.state(s).is_final;
         let inside =
             |q: StateId| self.leaf[q.0 as usize] && i64::from(self.dist(q)) <= home && (finals || !a.state(q).is_final);
@@ -1398,7 +1460,7 @@ impl Completion {
         for l in &mut leave[PARTIAL as usize + 1..] {
             *l = 0;
         }
-        let stay = with_state_set(a, |seen| {
+        with_state_set(a, |seen| {
             seen.insert(s.0);
             let mut queue = VecDeque::from([(s, 0u32)]);
             let mut stay = Stay::default();
@@ -1451,13 +1513,7 @@ impl Completion {
                 stay = Stay { far: classes(depth), near: classes(near_depth.max(1)), depth: near_depth };
             }
             stay
-        });
-        let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, stay);
-        stay
+        })
     }
 
     /// The states every valid multi-byte UTF-8 character read from state `p` ends in, and those
@@ -1943,19 +1999,12 @@ const MAX_KEPT_WALK_ENTRIES: usize = 1 << 16;
 impl WalkMaps {
     /// Empties every map (a walk's keys hold its own `BodyCfg` addresses); `slots`: the region
     /// slots of a limit walk, all empty, else none.
-    fn clear(&mut self, slots: bool) {
+    /// The region slots are kept (each names its grammar and side).
+    fn clear(&mut self) {
         self.regions.clear();
-        if slots {
-            // A slot holds for the walk whose epoch it carries: a new epoch empties them all.
-            // The epoch is kept in a last, never indexed slot (the thread-local's size stays).
-            let epoch = self.slot_epoch().wrapping_add(1);
-            if epoch <= 1 || self.region_slots.len() != REGION_SLOTS + 1 {
-                self.region_slots.clear();
-                self.region_slots.resize(REGION_SLOTS + 1, RegionSlot::EMPTY);
-            }
-            self.region_slots[REGION_SLOTS].epoch = epoch.max(1);
-        } else {
+        if self.region_slots.len() != REGION_SLOTS {
             self.region_slots.clear();
+            self.region_slots.resize(REGION_SLOTS, RegionSlot::EMPTY);
         }
         self.follow_of.clear();
         self.over_memo.clear();
@@ -1974,11 +2023,6 @@ impl WalkMaps {
         self.levels.clear();
         self.level_costs.clear();
         self.level_over.clear();
-    }
-
-    /// The epoch of the region slots' last walk (0: none).
-    fn slot_epoch(&self) -> u32 {
-        self.region_slots.get(REGION_SLOTS).map_or(0, |s| s.epoch)
     }
 
     /// The maps' capacities summed.
@@ -2161,12 +2205,11 @@ struct Walk<'a> {
     follow_classes: Vec<u64>,
     /// This walk's [`Region`]s by `(state, threshold, depth, full)`.
     regions: FastMap<(u32, i64, u32, bool), Region>,
-    /// A direct-mapped front of `regions`, slot [`region_slot`] of the state and threshold; a
-    /// slot holds only when its epoch is `slot_epoch`.
+    /// A direct-mapped front of `regions`, slot [`region_slot`] of the state and clamped
+    /// threshold, kept across walks (a slot names its grammar and side).
     /// PERF: plain levels look a region up per new item of a byte that may leave its home
     /// (string contents: most bytes); the hash lookup was most of `item_exits`.
     region_slots: Vec<RegionSlot>,
-    slot_epoch: u32,
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
     levels: Vec<Level>,
@@ -2307,10 +2350,11 @@ impl Walk<'_> {
     /// PERF: the cache slot answers for every smaller depth (a region within more bytes stands
     /// for one within fewer): string contents look up the same states below nodes of many depths.
     fn region_of(&mut self, s: StateId, t: i64, side: Side, depth: u32, full: bool) -> Region {
+        let t = self.comp.threshold(t);
         let slot = region_slot(s, t);
         match self.region_slots[slot] {
-            RegionSlot { epoch, state, t: qt, depth: qd, full: qf, region: g }
-                if epoch == self.slot_epoch && state == s.0 && qt == t && qd >= depth && qf == full =>
+            RegionSlot { grammar, side: qs, state, t: qt, depth: qd, full: qf, region: g }
+                if grammar == self.comp.id && qs == side && state == s.0 && qt == t && qd >= depth && qf == full =>
             {
                 g
             }
@@ -2324,7 +2368,8 @@ impl Walk<'_> {
                         g
                     }
                 };
-                self.region_slots[slot] = RegionSlot { epoch: self.slot_epoch, state: s.0, t, depth, full, region: g };
+                self.region_slots[slot] =
+                    RegionSlot { grammar: self.comp.id, side, state: s.0, t, depth, full, region: g };
                 g
             }
         }
@@ -2948,6 +2993,7 @@ impl Walk<'_> {
     /// Keeps the [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost
     /// `cost` under `key`, unless one is kept there.
     fn put_exit_level(&mut self, key: ExitLevelKey, l: Level, cost: u32, over: OverLevel) {
+        let std::collections::hash_map::Entry::Vacant(v) = self.exit_levels.entry(key) else { return };
         let start = self.exit_stays.len();
         let plain = match l {
             // No item keeps a token in its stay home when `exits.stay` is empty (a node's
@@ -2959,12 +3005,7 @@ impl Walk<'_> {
             }
             Level::Chart { .. } => None,
         };
-        match self.exit_levels.entry(key) {
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(Some(ExitLevel { cost, plain, over }));
-            }
-            std::collections::hash_map::Entry::Occupied(_) => self.exit_stays.truncate(start),
-        }
+        v.insert(Some(ExitLevel { cost, plain, over }));
     }
 
     /// Whether the walk, at level `lv` after trie node `i`, would skip (or defer) every child
@@ -3586,10 +3627,9 @@ impl Budget {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut maps = WALK_MAPS.with(std::cell::Cell::take).unwrap_or_default();
-        maps.clear(matches!(mode, Mode::Limit { .. }));
+        maps.clear();
         maps.closed.clear(chart);
         maps.closed.hits = 0;
-        let slot_epoch = maps.slot_epoch();
         let mut w = Walk {
             a,
             comp,
@@ -3603,7 +3643,6 @@ impl Budget {
             follow_classes: maps.follow_classes,
             regions: maps.regions,
             region_slots: maps.region_slots,
-            slot_epoch,
             follow_of: maps.follow_of,
             levels: maps.levels,
             level_costs: maps.level_costs,
@@ -4010,6 +4049,54 @@ mod tests {
                 .fold(0u64, |m, b| m | 1 << byte_class(b));
             assert_eq!(comp.edge_classes[s], want, "state {s}");
         }
+    }
+
+    #[test]
+    fn regions_at_clamped_thresholds_equal_regions_at_every_threshold() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let (a, comp) = (g.automata(), g.completion());
+        assert!(comp.top > 0);
+        let mut clamped = 0;
+        for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
+            for (side, depth, full) in [(Side::Fit, 4, true), (Side::Over, 4, true), (Side::Fit, 16, false)] {
+                for t in -3..=comp.top + 3 {
+                    let want = comp.region_fresh(a, s, side, t, depth, full);
+                    assert_eq!(comp.region_fresh(a, s, side, comp.threshold(t), depth, full), want, "{s:?} {t}");
+                    clamped += usize::from(comp.threshold(t) != t);
+                }
+            }
+            for t in -3..=comp.top + 3 {
+                for home in [t, i64::from(comp.dist(s))] {
+                    let want = comp.char_stay_fresh(a, s, home, t, 8);
+                    let (h, c) = (comp.threshold(home), comp.threshold(t));
+                    assert_eq!(comp.char_stay_fresh(a, s, h, c, 8), want, "{s:?} {home} {t}");
+                }
+            }
+        }
+        assert!(clamped > 0);
+    }
+
+    #[test]
+    fn memoized_stays_equal_fresh_stays_at_every_depth() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let (a, comp) = (g.automata(), g.completion());
+        let mut differ = 0;
+        for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
+            for depth in [1, 2, 8, 4, 16] {
+                let want = comp.stay_fresh(a, s, depth);
+                assert_eq!(comp.stay(a, s, depth), want, "{s:?} depth {depth}");
+                differ += usize::from(want != comp.stay_fresh(a, s, 1));
+            }
+        }
+        assert!(differ > 0);
     }
 
     #[test]
