@@ -1463,9 +1463,9 @@ impl CompiledGrammar {
     /// ([`Self::class_body_built`]). Where no thread can be spawned, they are built on first use.
     /// After them the thread builds the call-loop run indexes ([`CallLoopRuns`]) the vocabulary
     /// has not cached and the compile did not set; no fill builds or waits for those. Then it
-    /// runs the cover searches of the callees of key starts ([`BodySlice::quoted_callees`]) into
-    /// the grammar's memo; a fill that needs one meanwhile waits for the search in progress or
-    /// runs its own.
+    /// runs the cover searches of the callees of key starts and then of string value starts
+    /// ([`BodySlice::quoted_callees`]) into the grammar's memo; a fill that needs one meanwhile
+    /// waits for the search in progress or runs its own.
     /// A state is tried when it is a class level that reads, itself or through its one callee,
     /// at least [`MIN_WIDE_CLASS_BYTES`] distinct bytes, and the states that read the same bytes
     /// ([`class_signature`], the same way: inline or through a call) were tried fewer than [`CLASS_BODY_TRIES`] times
@@ -1529,8 +1529,8 @@ impl CompiledGrammar {
         if HOLD_CLASS_BODIES.get() {
             return;
         }
-        let quoted = BodySlice::quoted_callees(a);
-        if todo.is_empty() && !call_runs_left && quoted.is_empty() {
+        let (keys, values) = BodySlice::quoted_callees(a);
+        if todo.is_empty() && !call_runs_left && keys.is_empty() && values.is_empty() {
             return;
         }
         // The smaller classes first: their slices are built sooner, so fewer first fills find
@@ -1549,9 +1549,12 @@ impl CompiledGrammar {
             // After the slices (a fill may wait for those, never for these).
             call_runs.build(&index);
             // PERF: in the compile, o65323's took 7% of its instructions.
-            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
-                BodySlice::search_callees(&automata, &quoted, &cover);
-            });
+            // Key starts first, each group on its own budget.
+            for starts in [keys, values] {
+                with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                    BodySlice::search_callees(&automata, &starts, &cover);
+                });
+            }
         });
         if let Ok(thread) = spawned {
             *self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);

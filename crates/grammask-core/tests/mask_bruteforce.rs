@@ -1600,6 +1600,30 @@ fn warm_index_regex_string_masks_match_brute_force() {
     drop(first);
 }
 
+/// A string value whose start only calls its body rule (o79409's `trace_id`, a regex body with
+/// `minLength`: the state after the value's `"` reads no byte itself) has that rule's cover search
+/// run on the class-body thread (`BodySlice::quoted_callees`' value starts), so the fills along
+/// the string explore few cover pairs of their own; the masks match brute force on Llama 3.
+/// Fails if the thread searches only key starts' callees (2,233 pairs in the fills).
+#[test]
+fn value_string_callee_searched_on_class_body_thread() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    use grammask_core::slice::cover_pairs_taken;
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "required": ["t"], "properties": {"t": {"type": "string",
+        "minLength": 35, "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}}}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let g = json_schema_to_grammar(schema, &opts).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    let docs: [&[u8]; 1] = [br#"{"t": "1-60f6f7e7-0123456789abcdef0123456789abcdef"}"#];
+    let before = cover_pairs_taken();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    let taken = cover_pairs_taken() - before;
+    assert!(taken < 1000, "the fills explored {taken} cover pairs");
+    assert_eq!(checked, docs[0].len() + 1);
+}
+
 /// An object of 13 optional properties (ordered, as the converter lays out more than 12) with
 /// extra properties allowed (MaskBench `Github_hard---o30633` has ~94): after each `,` the row
 /// holds two kernel items per property still to come, whose classifications are equal and share

@@ -98,6 +98,14 @@ thread_local! {
     /// for one kernel state, unbounded outside one (each search still stops at
     /// [`MAX_COVER_PAIRS`]).
     static PAIRS_LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// Pairs taken on this thread so far ([`cover_pairs_taken`]).
+    static PAIRS_TAKEN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many cover-search pairs the searches on this thread explored so far, for tests.
+#[doc(hidden)]
+pub fn cover_pairs_taken() -> usize {
+    PAIRS_TAKEN.get()
 }
 
 /// Runs `f` (the classification of one kernel state) with at most `pairs` new cover-search
@@ -133,6 +141,7 @@ pub fn characters_met_at_once() -> usize {
 pub fn take_cover_pair() -> bool {
     let left = PAIRS_LEFT.get();
     PAIRS_LEFT.set(left.saturating_sub(1));
+    PAIRS_TAKEN.set(PAIRS_TAKEN.get() + usize::from(left > 0));
     left > 0
 }
 

@@ -37,7 +37,8 @@ pub use body::{
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{
-    characters_met_at_once, take_cover_pair, with_cover_budget, CoverMemo, Misread, MAX_STATE_COVER_PAIRS,
+    characters_met_at_once, cover_pairs_taken, take_cover_pair, with_cover_budget, CoverMemo, Misread,
+    MAX_STATE_COVER_PAIRS,
 };
 pub use run_bases::RunBases;
 pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
