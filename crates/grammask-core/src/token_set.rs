@@ -351,7 +351,9 @@ mod tests {
             assert!(set.ids().is_some());
             let bits = |ids: &[u32]| {
                 let mut b = Bitset::new(len);
-                ids.iter().for_each(|&t| b.set(t as usize));
+                for &t in ids {
+                    b.set(t as usize);
+                }
                 TokenSet::Bits(b)
             };
             assert_eq!(set, bits(&ids), "{ids:?}");
