@@ -40,7 +40,7 @@ impl PartialEq for TokenSet {
             (TokenSet::Ids { ids: a, len: la }, TokenSet::Ids { ids: b, len: lb }) => la == lb && a == b,
             (TokenSet::Bits(a), TokenSet::Bits(b)) => a == b,
             (TokenSet::Ids { ids, len }, TokenSet::Bits(b)) | (TokenSet::Bits(b), TokenSet::Ids { ids, len }) => {
-                *len == b.len() && ids.len() == b.count_ones() && ids.iter().all(|&t| b.get(t as usize))
+                *len == b.len() && ids_equal_words(ids, b.words())
             }
         }
     }
@@ -196,37 +196,39 @@ impl TokenSet {
         self.fold_words(1, h);
     }
 
-    /// Feeds every [`SAMPLED_WORD_STRIDE`]th word of the set to `h` (words `i` with
-    /// `i % SAMPLED_WORD_STRIDE == 0`, folded as [`Self::hash_into`] folds all): equal sets feed
-    /// equal words, however each is stored; unequal sets may too (a key that equality checks).
+    /// Feeds one block of [`SAMPLED_BLOCK`] words in [`SAMPLED_WORD_STRIDE`] to `h` (words `i`
+    /// with `(i / SAMPLED_BLOCK) % SAMPLED_WORD_STRIDE == 0`, folded as [`Self::hash_into`]
+    /// folds all): equal sets feed equal words, however each is stored; unequal sets may too (a
+    /// key that equality checks).
     ///
     /// PERF: [`crate::mask::KernelMask::content_key`] folded all of a bitset's words (~10 K
-    /// instructions on Llama 3, ~190 M of the band driver's 3.9 G over 17.9 K new kernels).
+    /// instructions on Llama 3, ~190 M of the band driver's 3.9 G over 17.9 K new kernels); then
+    /// every 8th word (~3.7 K, ~115 M of session 49's 5.0 G); blocks fold in lanes (~2.2 K).
     pub fn sample_into(&self, h: &mut impl std::hash::Hasher) {
         self.fold_words(SAMPLED_WORD_STRIDE, h);
     }
 
-    /// Feeds the words `i` with `i % stride == 0` to `h`, as one fold of both forms alike.
+    /// Feeds the words `i` with `(i / SAMPLED_BLOCK) % stride == 0` to `h`, as one fold of both
+    /// forms alike: the sum of `w * (i | 1)` and the XOR of the words `w`.
     ///
-    /// PERF: the words are folded by a position-weighted sum and an XOR (one vectorized pass
-    /// over a bitset, ~a tenth of hashing each word); ids fold only their non-zero words.
+    /// PERF: one pass over a bitset, ~a tenth of hashing each word; ids fold only their non-zero
+    /// words.
     fn fold_words(&self, stride: usize, h: &mut impl std::hash::Hasher) {
-        let (mut sum, mut xor) = (0u32, 0u32);
-        let mut fold = |i: usize, w: u32| {
-            sum = sum.wrapping_add(w.wrapping_mul(i as u32 | 1));
-            xor ^= w;
-        };
-        match self {
+        let (sum, xor) = match self {
             TokenSet::Ids { ids, .. } => {
+                let (mut sum, mut xor) = (0u32, 0u32);
                 for word in ids.chunk_by(|a, b| a / 32 == b / 32) {
                     let i = word[0] as usize / 32;
-                    if i.is_multiple_of(stride) {
-                        fold(i, word.iter().fold(0, |w, &t| w | 1 << (t % 32)));
+                    if (i / SAMPLED_BLOCK).is_multiple_of(stride) {
+                        let w = word.iter().fold(0u32, |w, &t| w | 1 << (t % 32));
+                        sum = sum.wrapping_add(w.wrapping_mul(i as u32 | 1));
+                        xor ^= w;
                     }
                 }
+                (sum, xor)
             }
-            TokenSet::Bits(b) => b.words().iter().enumerate().step_by(stride).for_each(|(i, &w)| fold(i, w)),
-        }
+            TokenSet::Bits(b) => fold_blocks(b.words(), stride),
+        };
         h.write_u64(u64::from(sum) << 32 | u64::from(xor));
     }
 
@@ -238,8 +240,53 @@ impl TokenSet {
     }
 }
 
-/// [`TokenSet::sample_into`] feeds one word in this many.
+/// `ids` (strictly ascending) are exactly the set bits of `words`: word by word, up to the
+/// first that differs.
+///
+/// PERF: the check counted every bit of the bitset first (~50 K instructions on Llama 3 without
+/// `popcnt`), ~54 M of session 49's 5.0 G band driver: kernels of a few tokens, one stored as
+/// ids and one as bits, met under one sampled key in [`crate::compiled`]'s `cache_kernel`.
+fn ids_equal_words(ids: &[u32], words: &[u32]) -> bool {
+    let mut at = 0;
+    for word in ids.chunk_by(|a, b| a / 32 == b / 32) {
+        let i = word[0] as usize / 32;
+        let bits = word.iter().fold(0u32, |w, &t| w | 1 << (t % 32));
+        if i >= words.len() || words[at..i].iter().any(|&w| w != 0) || words[i] != bits {
+            return false;
+        }
+        at = i + 1;
+    }
+    words[at..].iter().all(|&w| w == 0)
+}
+
+/// [`TokenSet::sample_into`] feeds one block of words in this many.
 pub const SAMPLED_WORD_STRIDE: usize = 8;
+
+/// Words sampled together by [`TokenSet::sample_into`], one fold lane each.
+const SAMPLED_BLOCK: usize = 8;
+
+/// [`TokenSet::fold_words`] of the words of a bitset: the first [`SAMPLED_BLOCK`] of every
+/// `SAMPLED_BLOCK * stride`, each block's words summed and XOR-ed in their own lanes (the order
+/// of a wrapping sum or an XOR does not change it).
+fn fold_blocks(words: &[u32], stride: usize) -> (u32, u32) {
+    let (mut sum, mut xor) = ([0u32; SAMPLED_BLOCK], [0u32; SAMPLED_BLOCK]);
+    let mut blocks = words.chunks_exact(SAMPLED_BLOCK * stride);
+    let mut base = 0u32;
+    for block in &mut blocks {
+        for j in 0..SAMPLED_BLOCK {
+            sum[j] = sum[j].wrapping_add(block[j].wrapping_mul((base + j as u32) | 1));
+            xor[j] ^= block[j];
+        }
+        base += (SAMPLED_BLOCK * stride) as u32;
+    }
+    let mut sum = sum.iter().fold(0u32, |a, &b| a.wrapping_add(b));
+    let mut xor = xor.iter().fold(0u32, |a, &b| a ^ b);
+    for (j, &w) in blocks.remainder().iter().take(SAMPLED_BLOCK).enumerate() {
+        sum = sum.wrapping_add(w.wrapping_mul((base + j as u32) | 1));
+        xor ^= w;
+    }
+    (sum, xor)
+}
 
 /// Words of a bitset scanned at once by [`sparse_ids`].
 const SCAN_WORDS: usize = 16;
@@ -289,6 +336,41 @@ mod tests {
             sorted.sort_unstable();
             assert_eq!(s.ids().map(<[u32]>::to_vec), (distinct <= IDS_MAX).then(|| sorted.clone()), "{distinct}");
             assert!(s.iter_ones().map(|t| t as u32).eq(sorted), "{distinct}");
+        }
+    }
+
+    /// A set of ids and a bitset compare as sets: equal with the same tokens, unequal with one
+    /// token more in the bitset (before, between, beside or after the ids, in the last word) or
+    /// one less, either way round.
+    #[test]
+    fn ids_and_bits_compare_as_sets() {
+        let len = 9000;
+        let lists: [Vec<u32>; 4] = [vec![], vec![5], vec![5, 40, 8999], (0..IDS_MAX as u32).map(|i| i * 31).collect()];
+        for ids in lists {
+            let set = TokenSet::from_ids(ids.clone(), len);
+            assert!(set.ids().is_some());
+            let bits = |ids: &[u32]| {
+                let mut b = Bitset::new(len);
+                for &t in ids {
+                    b.set(t as usize);
+                }
+                TokenSet::Bits(b)
+            };
+            assert_eq!(set, bits(&ids), "{ids:?}");
+            assert_eq!(bits(&ids), set, "{ids:?}");
+            for extra in [0, 4, 6, 39, 41, 100, 8_000, 8_998, 8_999] {
+                if ids.contains(&extra) {
+                    continue;
+                }
+                let more = bits(&[ids.as_slice(), &[extra]].concat());
+                assert_ne!(set, more, "{ids:?} + {extra}");
+                assert_ne!(more, set, "{ids:?} + {extra}");
+            }
+            for i in 0..ids.len() {
+                let less = bits(&[&ids[..i], &ids[i + 1..]].concat());
+                assert_ne!(set, less, "{ids:?} - {}", ids[i]);
+                assert_ne!(less, set, "{ids:?} - {}", ids[i]);
+            }
         }
     }
 
