@@ -516,6 +516,21 @@ const MAX_BALLS: usize = 1 << 16;
 const MAX_COVERS: usize = 4;
 /// Most memoized [`Region`]s per grammar; when exceeded the table starts over.
 const MAX_REGIONS: usize = 1 << 16;
+/// The value of `key` in `memo`, computed by `fresh` (outside the lock) on a miss; the map is
+/// emptied when it holds [`MAX_REGIONS`] entries.
+fn bounded_memo<K: std::hash::Hash + Eq, V: Copy>(memo: &Mutex<FastMap<K, V>>, key: K, fresh: impl FnOnce() -> V) -> V {
+    if let Some(&v) = memo.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+        return v;
+    }
+    let v = fresh();
+    let mut m = memo.lock().unwrap_or_else(PoisonError::into_inner);
+    if m.len() >= MAX_REGIONS {
+        m.clear();
+    }
+    m.insert(key, v);
+    v
+}
+
 /// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
 const REGION_SLOTS: usize = 1024;
 /// A [`Walk::region_slots`] entry: the region of `(state, side, t, depth, full)` of
@@ -1228,17 +1243,7 @@ impl Completion {
     fn region(&self, a: &Automata, s: StateId, side: Side, t: i64, depth: u32, full: bool) -> Region {
         debug_assert!(self.leaf[s.0 as usize], "regions are of leaf states (`threshold`)");
         let t = self.threshold(t);
-        let key = (s.0, side, t, depth, full);
-        if let Some(r) = self.regions.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return *r;
-        }
-        let r = self.region_fresh(a, s, side, t, depth, full);
-        let mut m = self.regions.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, r);
-        r
+        bounded_memo(&self.regions, (s.0, side, t, depth, full), || self.region_fresh(a, s, side, t, depth, full))
     }
 
     /// [`Completion::region`] searched afresh, at threshold `t` as given.
@@ -1352,17 +1357,7 @@ impl Completion {
     /// breadth-first search of its stay home, each state's leaving classes taken at its least
     /// depth.
     fn stay(&self, a: &Automata, s: StateId, depth: u32) -> Stay {
-        let key = (s.0, depth);
-        if let Some(&st) = self.stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return st;
-        }
-        let st = self.stay_fresh(a, s, depth);
-        let mut m = self.stays.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, st);
-        st
+        bounded_memo(&self.stays, (s.0, depth), || self.stay_fresh(a, s, depth))
     }
 
     /// [`Completion::stay`] searched afresh.
@@ -1436,17 +1431,7 @@ impl Completion {
     /// than `s` leaves out those of escapes, from which letters leave one byte away.)
     fn char_stay(&self, a: &Automata, s: StateId, home: i64, t: i64, depth: u32) -> Stay {
         let (home, t) = (self.threshold(home), self.threshold(t));
-        let key = (s.0, home, t);
-        if let Some(&st) = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return st;
-        }
-        let stay = self.char_stay_fresh(a, s, home, t, depth);
-        let mut m = self.char_stays.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_REGIONS {
-            m.clear();
-        }
-        m.insert(key, stay);
-        stay
+        bounded_memo(&self.char_stays, (s.0, home, t), || self.char_stay_fresh(a, s, home, t, depth))
     }
 
     /// [`Completion::char_stay`] searched afresh, at thresholds `home` and `t` as given (both
@@ -1997,9 +1982,8 @@ struct WalkMaps {
 const MAX_KEPT_WALK_ENTRIES: usize = 1 << 16;
 
 impl WalkMaps {
-    /// Empties every map (a walk's keys hold its own `BodyCfg` addresses); `slots`: the region
-    /// slots of a limit walk, all empty, else none.
-    /// The region slots are kept (each names its grammar and side).
+    /// Empties every map (a walk's keys hold its own `BodyCfg` addresses) but the region slots,
+    /// which are kept (each names its grammar and side).
     fn clear(&mut self) {
         self.regions.clear();
         if self.region_slots.len() != REGION_SLOTS {
@@ -4028,6 +4012,15 @@ impl Budget {
 mod tests {
     use super::*;
 
+    /// The builtin JSON grammar compiled for a vocabulary of the 256 bytes and a stop token.
+    fn byte_json() -> crate::matcher::CompiledGrammar {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap()
+    }
+
     #[test]
     fn the_class_table_holds_every_byte_class() {
         for b in 0..=255u8 {
@@ -4037,11 +4030,7 @@ mod tests {
 
     #[test]
     fn edge_classes_are_the_classes_of_every_byte_a_state_reads() {
-        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
-        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
-        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
-        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
-        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let g = byte_json();
         let (a, comp) = (g.automata(), g.completion());
         for s in 0..a.states().len() {
             let want = (0..=255u8)
@@ -4053,11 +4042,7 @@ mod tests {
 
     #[test]
     fn regions_at_clamped_thresholds_equal_regions_at_every_threshold() {
-        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
-        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
-        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
-        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
-        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let g = byte_json();
         let (a, comp) = (g.automata(), g.completion());
         assert!(comp.top > 0);
         let mut clamped = 0;
@@ -4082,11 +4067,7 @@ mod tests {
 
     #[test]
     fn memoized_stays_equal_fresh_stays_at_every_depth() {
-        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
-        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([b"<stop>".to_vec()]).collect();
-        let opts = VocabularyOptions { stop_token_ids: Some(vec![256]), ..Default::default() };
-        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
-        let g = crate::matcher::CompiledGrammar::new(&crate::builtin::builtin_json_grammar(), &vocab).unwrap();
+        let g = byte_json();
         let (a, comp) = (g.automata(), g.completion());
         let mut differ = 0;
         for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
