@@ -57,5 +57,7 @@ pub mod token_index;
 pub mod token_set;
 pub mod trie;
 pub mod vocab;
+#[cfg(test)]
+mod test_rng;
 
 pub use error::{Error, ErrorKind};
