@@ -6,8 +6,8 @@ llguidance, in one process and run.
                                [--clock wall|thread]
 
 Grammars: every ``*.gbnf`` of testdata/gbnf (llama.cpp's ``grammars/`` folder) plus those in
-``--extra`` (e.g. llama.cpp's ``c.gbnf`` and ``arithmetic.gbnf``, which the repository does not
-ship). llguidance reads them through its own ``gbnf_to_lark`` converter.
+``--extra`` (more grammars, e.g. from a newer llama.cpp). llguidance reads them through its own
+``gbnf_to_lark`` converter.
 
 Per grammar and engine, after each engine has compiled and masked one trivial grammar (so the
 per-tokenizer set-up is paid before):

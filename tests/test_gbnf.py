@@ -18,6 +18,8 @@ SAMPLES = {
     "list.gbnf": (["- milk\n- eggs\n"], ["- \n", "milk\n"]),
     "english.gbnf": (["Hello, world! 42\tok"], ["Hello  world", ""]),
     "japanese.gbnf": (["こんにちは 世界"], ["hello"]),
+    "c.gbnf": (["int main(){return 0;}", "float f(int x){x = x+1;while(x<3){x = x*2;}}", ""], ["int main() {}", "intmain(){}"]),
+    "arithmetic.gbnf": (["a+1=b\n", "(x *2) = 10\n"], ["a+1=b", "", "A=1\n"]),
 }
 
 CURRENT_JSON = r'''

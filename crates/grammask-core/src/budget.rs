@@ -4121,13 +4121,8 @@ mod tests {
 
     #[test]
     fn costs_sorted_by_counting_keep_every_token_in_decreasing_cost() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::test_rng::XorShift(0x9E37_79B9_7F4A_7C15);
+        let mut next = |n: u64| rng.below(n);
         // Narrow spans (counted), with and without `INF`, and wide ones (compared).
         for (len, span, inf) in [(0, 1, 0), (1, 1, 0), (2, 3, 0), (50, 5, 0), (300, 40, 3), (64, 1_000, 0), (20, 8, 20)]
         {

@@ -52,6 +52,8 @@ pub mod rule_options;
 pub mod serialize;
 pub mod slice;
 pub mod spelling;
+#[cfg(test)]
+mod test_rng;
 pub mod token_edges;
 pub mod token_index;
 pub mod token_set;

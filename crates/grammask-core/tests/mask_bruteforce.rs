@@ -1575,6 +1575,15 @@ fn byte_region_kernel_masks_match_brute_force() {
     }
 }
 
+/// o79409's `trace_id` as a one-property object (a regex-bodied string with `minLength`) and a
+/// document along it.
+fn trace_id_object() -> (grammask_core::grammar::Grammar, &'static [u8]) {
+    let schema = r#"{"type": "object", "required": ["t"], "properties": {"t": {"type": "string",
+        "minLength": 35, "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}}}"#;
+    let doc: &[u8] = br#"{"t": "1-60f6f7e7-0123456789abcdef0123456789abcdef"}"#;
+    (lax_schema_grammar(schema), doc)
+}
+
 /// A regex-bodied string with `minLength` (o79409's `trace_id`) compiled while the vocabulary's
 /// index already saw its classes (an earlier grammar keeps the index alive): the compile-time
 /// cover searches still fill the grammar's memo, so the second grammar holds the same verdicts
@@ -1582,20 +1591,15 @@ fn byte_region_kernel_masks_match_brute_force() {
 /// match brute force. Fails if compiling skips the searches for classes the index has seen.
 #[test]
 fn warm_index_regex_string_masks_match_brute_force() {
-    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
     let Some(vocab) = llama3_vocab() else { return };
-    let schema = r#"{"type": "object", "required": ["t"], "properties": {"t": {"type": "string",
-        "minLength": 35, "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}}}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = json_schema_to_grammar(schema, &opts).unwrap();
+    let (g, doc) = trace_id_object();
     let first = CompiledGrammar::new(&g, &vocab).unwrap();
     let second = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     // The class-body threads add the key start's callee searches to the memos.
     first.wait_class_bodies();
     second.wait_class_bodies();
     assert_eq!(first.memory_size(), second.memory_size(), "the cover memos differ");
-    let docs: [&[u8]; 1] = [br#"{"t": "1-60f6f7e7-0123456789abcdef0123456789abcdef"}"#];
-    let checked = masks_along_docs_match_brute_force(&second, &vocab, &docs);
+    let checked = masks_along_docs_match_brute_force(&second, &vocab, &[doc]);
     assert!(checked > 40, "{checked}");
     drop(first);
 }
@@ -1607,21 +1611,16 @@ fn warm_index_regex_string_masks_match_brute_force() {
 /// Fails if the thread searches only key starts' callees (2,233 pairs in the fills).
 #[test]
 fn value_string_callee_searched_on_class_body_thread() {
-    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
     use grammask_core::slice::cover_pairs_taken;
     let Some(vocab) = llama3_vocab() else { return };
-    let schema = r#"{"type": "object", "required": ["t"], "properties": {"t": {"type": "string",
-        "minLength": 35, "pattern": "\\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"}}}"#;
-    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
-    let g = json_schema_to_grammar(schema, &opts).unwrap();
+    let (g, doc) = trace_id_object();
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     cg.wait_class_bodies();
-    let docs: [&[u8]; 1] = [br#"{"t": "1-60f6f7e7-0123456789abcdef0123456789abcdef"}"#];
     let before = cover_pairs_taken();
-    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[doc]);
     let taken = cover_pairs_taken() - before;
     assert!(taken < 1000, "the fills explored {taken} cover pairs");
-    assert_eq!(checked, docs[0].len() + 1);
+    assert_eq!(checked, doc.len() + 1);
 }
 
 /// An object of 13 optional properties (ordered, as the converter lays out more than 12) with

@@ -765,13 +765,8 @@ o1[capture] ::= "[" (x1 ("," x1)*)? "]"
     /// equal and many same-shaped rules) get the same representatives with and without it.
     #[test]
     fn shape_screen_keeps_every_class() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rng = crate::test_rng::XorShift(0x2545_F491_4F6C_DD1D);
+        let mut next = |n: u64| rng.below(n);
         let (mut screened_out, mut merging, mut merging_own_refs) = (0, 0, 0);
         for _ in 0..400 {
             let rules = 2 + next(7) as usize;

@@ -143,13 +143,8 @@ fn random_dfa(next: &mut impl FnMut(usize) -> usize, twin: bool) -> Dfa {
 
 #[test]
 fn minimize_matches_moore() {
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rng = crate::test_rng::XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut next = |n: usize| rng.index(n);
     for i in 0..3000 {
         let dfa = random_dfa(&mut next, i % 2 == 0);
         let classes = moore_classes(&dfa);
@@ -216,13 +211,8 @@ fn same_words(a: &Dfa, b: &Dfa, len: usize) -> bool {
 /// quotient accepts the same words as the automaton.
 #[test]
 fn components_kept_apart_keep_the_language() {
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rng = crate::test_rng::XorShift(0x2545_F491_4F6C_DD1D);
+    let mut next = |n: usize| rng.index(n);
     let (mut merged, mut wrong_caught) = (0, 0);
     for i in 0..600 {
         let dfa = random_dfa(&mut next, i % 2 == 0);

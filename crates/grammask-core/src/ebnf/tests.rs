@@ -528,20 +528,7 @@ x ::= "x" (= "y" "z")"#,
     assert_eq!(body_text(r#"root ::= "a"{0,-1} "b"{0,1} "c"{1,}"#), r#""a"* "b"? "c"+"#);
 }
 
-/// A deterministic pseudo-random source (no external crates).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::test_rng::XorShift as Rng;
 
 fn random_grammar(rng: &mut Rng) -> Grammar {
     use crate::grammar::GrammarBuilder;

@@ -848,13 +848,8 @@ mod tests {
         let alphabet = [
             'a', 'b', 'u', '"', '\\', '/', '\n', '\u{0}', '\u{7f}', 'é', '\u{d7ff}', '\u{e000}', '\u{ffff}', '😀', '0',
         ];
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rng = crate::test_rng::XorShift(0x2545_F491_4F6C_DD1D);
+        let mut next = |n: usize| rng.index(n);
         let mut cases: Vec<Vec<String>> = vec![
             vec![String::new()],
             vec!["a".into()],

@@ -104,13 +104,8 @@ fn mutated_grammars_never_panic() {
         "start: a %lark {\nstart: B+\nB: /b/\n}\na[lazy]: /.*/ <|eot|> @g\n%grammar_options {\"allow_initial_skip\": true}",
     ];
     let alphabet: Vec<char> = "\"/\\()[]{}|*+?~.:,=-<>%@#\n abAZ_19".chars().collect();
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = move |n: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n as u64) as usize
-    };
+    let mut rng = crate::test_rng::XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut next = move |n: usize| rng.index(n);
     for round in 0..6000 {
         let mut text: Vec<char> = seeds[round % seeds.len()].chars().collect();
         for _ in 0..=next(4) {

@@ -15,21 +15,11 @@ fn raw_vocab(toks: Vec<Vec<u8>>) -> Vocabulary {
     Vocabulary::new(toks, VocabType::Raw, options).unwrap()
 }
 
-/// `count` pseudo-random tokens over `alphabet` (xorshift64 from the seed `x`), each of
+/// `count` pseudo-random tokens over `alphabet` (xorshift64 from `seed`), each of
 /// 1..=`max_len` bytes.
-fn xorshift_tokens(alphabet: &[u8], count: usize, max_len: u64, mut x: u64) -> Vec<Vec<u8>> {
-    (0..count)
-        .map(|_| {
-            (0..=(x % max_len))
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    alphabet[(x % alphabet.len() as u64) as usize]
-                })
-                .collect()
-        })
-        .collect()
+fn xorshift_tokens(alphabet: &[u8], count: usize, max_len: u64, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = crate::test_rng::XorShift(seed);
+    (0..count).map(|_| (0..=(rng.0 % max_len)).map(|_| alphabet[rng.index(alphabet.len())]).collect()).collect()
 }
 
 /// The shortcut classifies every kernel state exactly like the full walk, on tokens that
