@@ -1239,10 +1239,17 @@ impl CompiledGrammar {
             edges.iter().map(|_| std::cell::OnceCell::new()).collect();
         let chart = |i: usize| charts[i].get_or_init(|| crate::earley::Chart::with_kernel(a, edges[i].1));
         let wide = |i: usize| chart(i).num_items() >= COMPOSE_WIDE_ROW;
+        // So is every entry of an any-order object's key-set state that reads no byte itself (its
+        // `e0 n0 | e1 n1 | ...` after the separator): each entry's kernel (its key's quote, the key,
+        // `:` and the value) is shared by every key-set state that offers it, and leaves uncertain
+        // only the tokens that read past a whole entry.
+        // PERF: each such state walked the trie below `"` with one item per entry in each row.
+        let key_set =
+            a.byte_edges(state).is_empty() && self.grammar.own_class().binary_search(&a.state(state).rule).is_ok();
         let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
-            let bytes_only = a.rule_edges(s0).is_empty() && !sliced(s0) && lead(r).is_none() && !wide(i);
+            let bytes_only = a.rule_edges(s0).is_empty() && !sliced(s0) && lead(r).is_none() && !key_set && !wide(i);
             s0 == state || stack.contains(&s0) || bytes_only
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
