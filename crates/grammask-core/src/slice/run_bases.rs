@@ -43,6 +43,9 @@ pub struct RunBases {
     pub(super) ascii: RunBase,
     /// The depth of each token's node (capped), in trie token order.
     pub(super) token_depth: Vec<u8>,
+    /// The depth of each node's parent (capped; 0 under the root), per node: the parent lead of
+    /// every node whose parent is a break of an ASCII-only class.
+    pub(super) parent_depth: Vec<u8>,
     /// Bit `m` is set iff node `m` is at depth at most [`LEAD_LISTS`](super::LEAD_LISTS).
     pub(super) shallow: Vec<u64>,
     /// The nodes of ASCII byte `x` are `ascii_nodes[starts[x]..starts[x + 1]]`, in trie order.
@@ -77,6 +80,7 @@ impl RunBases {
         let (mut utf8, mut ascii) = (empty(), empty());
         let mut starts = [0u32; 129];
         let mut token_depth = vec![0u8; trie.tokens.len()];
+        let mut parent_depth = vec![0u8; nodes];
         let mut shallow = vec![0u64; words];
         // Along the current path, per depth (0: the root): `U`'s lead and state after the node
         // there, and the depth of the path's last non-ASCII byte (capped).
@@ -86,6 +90,7 @@ impl RunBases {
             let bit = 1u64 << (i % 64);
             let (ulead, state, above) = at[d - 1];
             utf8.parent_lead[i] = ulead;
+            parent_depth[i] = cap(d - 1);
             ascii.parent_lead[i] = above;
             let (ulead_here, state_here) = match table[usize::from(state)][x] {
                 u8::MAX => {
@@ -145,7 +150,7 @@ impl RunBases {
                 *slot += 1;
             }
         }
-        RunBases { utf8, ascii, token_depth, shallow, ascii_nodes, starts }
+        RunBases { utf8, ascii, token_depth, parent_depth, shallow, ascii_nodes, starts }
     }
 
     /// The nodes whose byte is ASCII byte `x`, in trie order.
@@ -178,6 +183,7 @@ impl RunBases {
         base(&self.utf8)
             + base(&self.ascii)
             + self.token_depth.len()
+            + self.parent_depth.len()
             + 8 * self.shallow.len()
             + 4 * self.ascii_nodes.len()
             + std::mem::size_of::<Self>()

@@ -219,7 +219,9 @@ impl RunIndex {
     pub fn from_inside(trie: &TokenTrie, vocab_size: usize, bases: &RunBases, ascii: u128) -> RunIndex {
         let words = trie.nodes.len().div_ceil(64);
         let inside = bases.node_bits(ascii, words);
-        let mut parent_lead: Vec<u8> = trie.nodes.iter().map(|n| (n.depth - 1).min(255) as u8).collect();
+        // PERF: a copy of the bases' parent depths, not a pass over the nodes (arithmetic.gbnf
+        // cold: 14.9 M -> 13.7 M instructions).
+        let mut parent_lead = bases.parent_depth.clone();
         let mut lead = bases.token_depth.clone();
         let mut whole = Bitset::new(vocab_size);
         // Nodes whose parent is in `I` (their parent lead may be below `depth - 1`).

@@ -557,6 +557,45 @@ fn run_indexes_of_nested_large_subtrees() {
     check_run_indexes(&trie, n, &classes);
 }
 
+/// Run indexes of random classes over a random vocabulary with long tokens (leads and parent
+/// leads past [`LEAD_LISTS`] and at many depths): every build ([`RunIndex::new`],
+/// [`RunIndex::from_bases`], [`RunIndex::from_inside`], and [`RunIndex::of_class`]'s choice)
+/// matches the definitions read off each path (`check_run_indexes`).
+#[test]
+fn run_indexes_of_random_classes() {
+    let alphabet = [b'a', b'b', b'c', b'0', b'1', b' ', b'_', b'\n', b'.', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xBF];
+    let mut toks = xorshift_tokens(&alphabet[..], 1500, 14, 0xD1B5_4A32_D192_ED03u64);
+    toks.sort();
+    toks.dedup();
+    let n = toks.len();
+    let trie = TokenTrie::new(&raw_vocab(toks));
+    assert!(trie.max_depth >= 12, "max depth {}", trie.max_depth);
+    let mut rng = crate::test_rng::XorShift(0x2545_F491_4F6C_DD1D);
+    let ascii_bytes: Vec<u8> = alphabet.iter().copied().filter(|&x| x < 0x80).collect();
+    let classes: Vec<(u128, bool)> = (0..12)
+        .map(|k| {
+            let picked = ascii_bytes.iter().filter(|_| rng.below(3) > 0).fold(0u128, |c, &x| c | 1 << x);
+            // Some classes with bytes outside the alphabet too (nodes of none of them).
+            let extra = if k % 3 == 0 { 1u128 << b'z' | 1 << b'9' } else { 0 };
+            (picked | extra, k % 2 == 0)
+        })
+        .collect();
+    check_run_indexes(&trie, n, &classes);
+    let bases = RunBases::new(&trie, n);
+    let chosen: Vec<RunIndex> =
+        classes.iter().map(|&(ascii, utf8)| RunIndex::of_class(&trie, n, &bases, ascii, utf8)).collect();
+    for (ri, want) in chosen.iter().zip(classes.iter().map(|&(ascii, utf8)| RunIndex::new(&trie, n, ascii, utf8))) {
+        assert_eq!(ri.leads(), want.leads(), "leads of class {:x} utf8 {}", want.ascii, want.utf8);
+        assert_eq!(*ri.whole, *want.whole);
+        for m in 0..trie.nodes.len() {
+            assert_eq!(ri.next_break(&trie, m, m + 1), want.next_break(&trie, m, m + 1), "break {m}");
+        }
+        for l in 0..LEAD_LISTS {
+            assert_eq!(ri.breaks_of_lead(l, 0, trie.nodes.len()), want.breaks_of_lead(l, 0, trie.nodes.len()));
+        }
+    }
+}
+
 /// Checks [`RunIndex::new`] for each of `classes` (a walk per class), and
 /// [`RunIndex::from_bases`] for each of them (from one [`RunBases`]), against their definitions,
 /// read off each path directly: a token's lead is the smallest `k` such that its bytes from `k`
