@@ -40,6 +40,10 @@ pub struct Doc<'a> {
     pub format_assertion: bool,
     pub nodes: Vec<Node<'a>>,
     by_ptr: FastMap<String, SchemaId>,
+    /// Children by (parent, address of the child's value): every subschema the walk pushes below
+    /// a node, which is what [`Doc::child`] asks for. Invariant: `children[(p, addr of v)]` is
+    /// `by_ptr[ptr of p + path to v]` (PERF: spares formatting and hashing the child's pointer).
+    children: FastMap<(SchemaId, usize), SchemaId>,
     /// Resolved `$ref`/`$dynamicRef` texts by the schema they are found in (a resolution depends
     /// only on the schema's base URI and the text; the converter asks again for every goal).
     resolved: FastMap<SchemaId, Vec<(String, SchemaId)>>,
@@ -174,6 +178,7 @@ impl<'a> Doc<'a> {
             format_assertion: !explicit_new,
             nodes: Vec::new(),
             by_ptr: FastMap::default(),
+            children: FastMap::default(),
             resolved: FastMap::default(),
             resources: HashMap::new(),
             anchors: HashMap::new(),
@@ -191,14 +196,20 @@ impl<'a> Doc<'a> {
     fn walk(&mut self, v: &'a Value, ptr: String, base: String) -> Result<()> {
         let draft = self.draft;
         let doc = self;
-        // Explicit stack: (value, pointer, parent base, depth).
-        let mut stack: Vec<(&'a Value, String, String, usize)> = vec![(v, ptr, base, 0)];
-        while let Some((v, ptr, parent_base, depth)) = stack.pop() {
+        // Explicit stack: (value, pointer, parent base, depth, parent's slot in `parents`).
+        let mut stack: Vec<(&'a Value, String, String, usize, Option<usize>)> = vec![(v, ptr, base, 0, None)];
+        // The ids of the nodes whose children are on the stack: a node is interned right after
+        // its children are pushed, so before any of them is popped.
+        let mut parents: Vec<SchemaId> = Vec::new();
+        while let Some((v, ptr, parent_base, depth, parent)) = stack.pop() {
             if depth > MAX_NESTING {
                 return Err(Error::limit("schema nesting depth", MAX_NESTING).at_pointer(ptr));
             }
             let mut base = parent_base.clone();
+            let slot = parents.len();
             if let Value::Object(m) = v {
+                parents.push(SchemaId(u32::MAX));
+                let me = Some(slot);
                 let id_key = if draft == Draft::D4 { "id" } else { "$id" };
                 // Up to draft 7 `$ref` overrides its siblings, `$id` included.
                 let ref_hides_id = draft <= Draft::D7 && m.contains_key("$ref");
@@ -240,10 +251,10 @@ impl<'a> Doc<'a> {
                         | "contentSchema" => {
                             if let Value::Array(a) = sub {
                                 for (i, s) in a.iter().enumerate() {
-                                    stack.push((s, format!("{}/{i}", child(k)), base.clone(), depth + 1));
+                                    stack.push((s, format!("{}/{i}", child(k)), base.clone(), depth + 1, me));
                                 }
                             } else {
-                                stack.push((sub, child(k), base.clone(), depth + 1));
+                                stack.push((sub, child(k), base.clone(), depth + 1, me));
                             }
                         }
                         "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas"
@@ -268,6 +279,7 @@ impl<'a> Doc<'a> {
                                             format!("{}/{}", child(k), escape_token(kk)),
                                             base.clone(),
                                             depth + 1,
+                                            me,
                                         ));
                                     }
                                 }
@@ -276,7 +288,7 @@ impl<'a> Doc<'a> {
                         "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
                             if let Value::Array(a) = sub {
                                 for (i, s) in a.iter().enumerate() {
-                                    stack.push((s, format!("{}/{i}", child(k)), base.clone(), depth + 1));
+                                    stack.push((s, format!("{}/{i}", child(k)), base.clone(), depth + 1, me));
                                 }
                             }
                         }
@@ -284,7 +296,13 @@ impl<'a> Doc<'a> {
                     }
                 }
             }
-            doc.intern(v, ptr, base);
+            let id = doc.intern(v, ptr, base);
+            if v.is_object() {
+                parents[slot] = id;
+            }
+            if let Some(p) = parent {
+                doc.children.insert((parents[p], std::ptr::from_ref(v) as usize), id);
+            }
         }
         Ok(())
     }
@@ -336,6 +354,31 @@ impl<'a> Doc<'a> {
     /// The subschema at `key` (and optional index/name) below `id`.
     /// Every child the converter asks for was indexed by [`Doc::walk`] (same keyword list).
     pub fn child(&self, id: SchemaId, path: &[&str]) -> SchemaId {
+        // Through the children map: each step to a registered child moves to it; steps through
+        // a keyword's map or array (`properties`, `allOf`) stay on the same node.
+        let (mut cur, mut v, mut found) = (id, self.node(id).value, false);
+        for seg in path {
+            let next = match v {
+                Value::Object(m) => m.get(*seg),
+                Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            };
+            let Some(next) = next else {
+                found = false;
+                break;
+            };
+            v = next;
+            found = match self.children.get(&(cur, std::ptr::from_ref(v) as usize)) {
+                Some(&c) => {
+                    cur = c;
+                    true
+                }
+                None => false,
+            };
+        }
+        if found {
+            return cur;
+        }
         let base = &self.node(id).ptr;
         let mut p = String::with_capacity(base.len() + path.iter().map(|s| s.len() + 1).sum::<usize>());
         p.push_str(base);
@@ -346,6 +389,16 @@ impl<'a> Doc<'a> {
         match self.by_ptr.get(&p) {
             Some(&c) => c,
             None => unreachable_child(&p),
+        }
+    }
+
+    /// The subschema whose value is `v`, a value found below node `id` at `path` (the keyword and
+    /// optional index/name, as for [`Doc::child`]); `v` names it without looking `path` up
+    /// (PERF: merging looked every property's name up in the node's keyword maps).
+    pub fn child_at(&self, id: SchemaId, v: &'a Value, path: &[&str]) -> SchemaId {
+        match self.children.get(&(id, std::ptr::from_ref(v) as usize)) {
+            Some(&c) => c,
+            None => self.child(id, path),
         }
     }
 

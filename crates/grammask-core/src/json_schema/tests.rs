@@ -755,3 +755,58 @@ fn key_set_state_names_are_formatted() {
         assert_eq!(out.len() - 1, key_sets::state_name_len("obj.1".len(), (mask, c, s)));
     }
 }
+
+/// `if`/`then`/`else`: `then` holds where `if` does and `else` where it fails; a missing branch
+/// always holds; nested, referenced and negated `if`s too. Instances labelled by the JSON
+/// Schema specification (checked with Python's `jsonschema` 4.26, draft 2020-12).
+#[test]
+fn if_branches_follow_their_keywords() {
+    let cases: [(&str, &[&str], &[&str]); 8] = [
+        (
+            r#"{"if":{"type":"integer"},"then":{"minimum":10},"else":{"type":"string"}}"#,
+            &["10", "11", r#""a""#],
+            &["3", "null", "true", "1.5"],
+        ),
+        // `then` only: whatever fails `if` is valid.
+        (r#"{"if":{"type":"string"},"then":{"maxLength":2}}"#, &[r#""ab""#, r#""""#, "1", "null", "[]"], &[r#""abc""#]),
+        // `else` only: whatever passes `if` is valid.
+        (r#"{"if":{"type":"string"},"else":{"type":"boolean"}}"#, &[r#""abc""#, "true"], &["1", "null", "{}"]),
+        // An `if` in `then` and one in `else`.
+        (
+            r#"{"if":{"type":"integer"},"then":{"if":{"minimum":0},"then":{"multipleOf":2},"else":{"maximum":-10}},
+               "else":{"if":{"type":"string"},"then":{"minLength":2},"else":{"type":"null"}}}"#,
+            &["0", "4", "-10", "-11", r#""ab""#, "null"],
+            &["3", "-1", "-9", r#""a""#, "true", "1.5"],
+        ),
+        // `if`, `then` and `else` through `$ref`.
+        (
+            r##"{"$defs":{"int":{"type":"integer"},"big":{"minimum":100},"s":{"type":"string"}},
+                "if":{"$ref":"#/$defs/int"},"then":{"$ref":"#/$defs/big"},"else":{"$ref":"#/$defs/s"}}"##,
+            &["100", r#""x""#],
+            &["5", "null", "2.5"],
+        ),
+        // Negated: (if ∧ ¬then) ∨ (¬if ∧ ¬else).
+        (
+            r#"{"not":{"if":{"type":"integer"},"then":{"minimum":10},"else":{"type":"string"}}}"#,
+            &["3", "null", "true"],
+            &["10", r#""a""#],
+        ),
+        // Negated with `then` only: ¬if never fails the missing `else`.
+        (r#"{"not":{"if":{"type":"string"},"then":{"maxLength":2}}}"#, &[r#""abc""#], &[r#""ab""#, "1", "null"]),
+        // On an object's property.
+        (
+            r#"{"type":"object","properties":{"k":{"enum":["a","b"]},"v":{}},"required":["k","v"],
+               "if":{"properties":{"k":{"const":"a"}}},"then":{"properties":{"v":{"type":"integer"}}},
+               "else":{"properties":{"v":{"type":"string"}}}}"#,
+            &[r#"{"k":"a","v":1}"#, r#"{"k":"b","v":"x"}"#],
+            &[r#"{"k":"a","v":"x"}"#, r#"{"k":"b","v":1}"#],
+        ),
+    ];
+    for (schema, valid, invalid) in cases {
+        for (texts, want) in [(valid, true), (invalid, false)] {
+            for t in texts {
+                assert_eq!(schema_accepts(schema, Spelling::Canonical, t), want, "{schema} {t}");
+            }
+        }
+    }
+}

@@ -162,11 +162,13 @@ impl Conv<'_> {
                         let part = arr_part.get_or_insert(ArrPart { prefix: Vec::new(), rest: Rest::Any });
                         match (k.as_str(), v) {
                             ("items", Value::Array(a)) if draft <= Draft::D2019 => {
-                                part.prefix =
-                                    (0..a.len()).map(|i| self.doc.child(id, &["items", &i.to_string()])).collect();
+                                part.prefix = a
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, x)| self.doc.child_at(id, x, &["items", &i.to_string()]))
+                                    .collect();
                                 if let Some(ai) = map.get("additionalItems") {
-                                    let _ = ai;
-                                    part.rest = Rest::Schema(self.doc.child(id, &["additionalItems"]));
+                                    part.rest = Rest::Schema(self.doc.child_at(id, ai, &["additionalItems"]));
                                 } else if self.opts.strict_mode {
                                     part.rest = Rest::Closed;
                                 }
@@ -174,10 +176,12 @@ impl Conv<'_> {
                             ("items", Value::Array(_)) => {
                                 return Err(invalid(&kp(), "items must be a schema in this draft"))
                             }
-                            ("items", _) => part.rest = Rest::Schema(self.doc.child(id, &["items"])),
+                            ("items", _) => part.rest = Rest::Schema(self.doc.child_at(id, v, &["items"])),
                             ("prefixItems", Value::Array(a)) if draft >= Draft::D2020 => {
-                                part.prefix = (0..a.len())
-                                    .map(|i| self.doc.child(id, &["prefixItems", &i.to_string()]))
+                                part.prefix = a
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, x)| self.doc.child_at(id, x, &["prefixItems", &i.to_string()]))
                                     .collect();
                                 if !map.contains_key("items")
                                     && self.opts.strict_mode
@@ -207,7 +211,7 @@ impl Conv<'_> {
                             Some(x) if draft >= Draft::D2019 => Some(as_count(x, &|| at("maxContains"))?),
                             _ => None,
                         };
-                        m.contains.push((self.doc.child(id, &["contains"]), lo, hi, kp()));
+                        m.contains.push((self.doc.child_at(id, v, &["contains"]), lo, hi, kp()));
                     }
                     "properties" | "patternProperties" | "additionalProperties" | "unevaluatedProperties" => {
                         let part = obj_part.get_or_insert(ObjPart {
@@ -219,23 +223,23 @@ impl Conv<'_> {
                         let mm = || v.as_object().ok_or_else(|| invalid(&kp(), "expected an object"));
                         match k.as_str() {
                             "properties" => {
-                                for name in mm()?.keys() {
-                                    part.props.push((name.clone(), self.doc.child(id, &["properties", name])));
+                                for (name, x) in mm()? {
+                                    part.props.push((name.clone(), self.doc.child_at(id, x, &["properties", name])));
                                 }
                             }
                             "patternProperties" => {
-                                for name in mm()?.keys() {
+                                for (name, x) in mm()? {
                                     let pp = format!("{}/{}", kp(), name.replace('~', "~0").replace('/', "~1"));
                                     part.patterns.push((
                                         name.clone(),
-                                        self.doc.child(id, &["patternProperties", name]),
+                                        self.doc.child_at(id, x, &["patternProperties", name]),
                                         pp,
                                     ));
                                 }
                                 part.says_additional = true;
                             }
                             "additionalProperties" => {
-                                part.additional = Rest::Schema(self.doc.child(id, &["additionalProperties"]));
+                                part.additional = Rest::Schema(self.doc.child_at(id, v, &["additionalProperties"]));
                                 part.says_additional = true;
                             }
                             _ => uneval.push((id, true, kp())),
@@ -254,7 +258,7 @@ impl Conv<'_> {
                         let n = as_count(v, &kp)?;
                         m.max_props = Some(m.max_props.map_or(n, |o| o.min(n)));
                     }
-                    "propertyNames" => m.prop_names.push((self.doc.child(id, &["propertyNames"]), kp())),
+                    "propertyNames" => m.prop_names.push((self.doc.child_at(id, v, &["propertyNames"]), kp())),
                     "dependentRequired" | "dependentSchemas" | "dependencies" => {
                         let o = v.as_object().ok_or_else(|| invalid(&kp(), format!("{k} must be an object")))?;
                         for (name, dep) in o {
@@ -292,8 +296,8 @@ impl Conv<'_> {
                         let a = v.as_array().ok_or_else(|| invalid(&kp(), "allOf must be an array"))?;
                         // Pushed last to first so the stack merges them in schema order (the
                         // order of their properties when keys follow schema order).
-                        for i in (0..a.len()).rev() {
-                            let c = self.doc.child(id, &["allOf", &i.to_string()]);
+                        for (i, x) in a.iter().enumerate().rev() {
+                            let c = self.doc.child_at(id, x, &["allOf", &i.to_string()]);
                             stack.push(c);
                             edges.push((id, c));
                         }
