@@ -312,6 +312,7 @@ impl<'a> Passes<'a> {
 mod tests {
     use super::*;
     use crate::ebnf::parse_ebnf;
+    use std::fmt::Write;
 
     #[test]
     fn bytes_and_intersects_agree_with_contains() {
@@ -443,7 +444,7 @@ mod tests {
         let mut src = String::from("root ::= r0 \"z\" r0 \"w\"\n");
         for k in 0..links {
             let next = if k + 1 < links { format!("r{}", k + 1) } else { "\"y\"?".to_string() };
-            src += &format!("r{k} ::= {next} {next} \"{k}\"? | \"{k}0123456789012345678901234567890123456789\"\n");
+            writeln!(src, "r{k} ::= {next} {next} \"{k}\"? | \"{k}0123456789012345678901234567890123456789\"").unwrap();
         }
         let mut grammars = vec![src];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/gbnf");
