@@ -9,7 +9,7 @@ use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
 use crate::error::Result;
 use crate::fasthash::FastMap;
-use crate::follow::{follow_sets, nullable_states, ByteSet};
+use crate::follow::{follow_sets, nullable_and_follow, nullable_states, ByteSet};
 use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
@@ -678,7 +678,8 @@ impl CompiledGrammar {
         // its states) rather than in the first mask.
         // PERF: ~0.4 ms of a 50-tool structural tag's first mask (14k states), against a ~25 ms
         // compile.
-        cg.follow();
+        let (nullable, follow) = nullable_and_follow(&cg.automata);
+        let _ = (cg.nullable.set(nullable), cg.follow.set(follow));
         cg.build_class_bodies();
         // Every matcher starts at the same row: its mask (the start state's kernels) is filled
         // with the grammar, so that a new matcher's first mask is a memoized copy. An error is
