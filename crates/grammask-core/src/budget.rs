@@ -3236,6 +3236,22 @@ impl Walk<'_> {
             // The tokens of nodes above the deferred subtrees were listed in the first pass.
             let lists = !second || i < inside_end;
             let h = self.classes.hot[i];
+            if let Level::Plain { lo, hi, exits, .. } = self.frames[d - 1].level {
+                // The most bytes a token below reads after the level's.
+                let (below, len) = (h.below, h.reach.saturating_sub(n.depth - 1));
+                if self.mode != Mode::Exact
+                    && (below & exits.hard == 0 && h.ends & exits.soft == 0
+                        || below & exits.home == 0
+                        || self.stays_keep(lo, hi, exits.stay, below, len))
+                {
+                    // Every token below stays in its items' regions (or homes), or keeps
+                    // one fit-side item in its stay home: on the far side. (Tested first: most
+                    // visits below plain levels end here. Descent never defers such a subtree:
+                    // its allowed tokens cannot cost more than a fit walk's limit.)
+                    i = skip;
+                    continue;
+                }
+            }
             if h.utf8 && {
                 let (char_classes, len) = (h.chars, h.reach);
                 self.root_chars.iter().any(|st| st.keeps(char_classes, len))
@@ -3348,20 +3364,7 @@ impl Walk<'_> {
                         self.exit_memo.insert(ek, (rows.cost(chart), active.as_ref().map(|ab| ab.cfg.clone())));
                     }
                 }
-                Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
-                    let below = h.below;
-                    // The most bytes a token below reads after the level's.
-                    let len = h.reach.saturating_sub(n.depth - 1);
-                    if self.mode != Mode::Exact
-                        && (below & exits.hard == 0 && h.ends & exits.soft == 0
-                            || below & exits.home == 0
-                            || self.stays_keep(lo, hi, exits.stay, below, len))
-                    {
-                        // Every token below stays in its items' regions (or homes), or keeps
-                        // one fit-side item in its stay home: on the far side.
-                        i = skip;
-                        continue;
-                    }
+                Level::Plain { lo, hi, rows: nr, exits: _, at_row, others } => {
                     let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(hi);
