@@ -3245,9 +3245,9 @@ impl Walk<'_> {
                         || self.stays_keep(lo, hi, exits.stay, below, len))
                 {
                     // Every token below stays in its items' regions (or homes), or keeps
-                    // one fit-side item in its stay home: on the far side. (Tested first: most
-                    // visits below plain levels end here. Descent never defers such a subtree:
-                    // its allowed tokens cannot cost more than a fit walk's limit.)
+                    // one fit-side item in its stay home: on the far side. (Tested first, as the
+                    // cheapest skip; descent never defers such a subtree: its allowed tokens
+                    // cannot cost more than a fit walk's limit.)
                     i = skip;
                     continue;
                 }
