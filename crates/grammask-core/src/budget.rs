@@ -1764,6 +1764,18 @@ enum Level {
     Plain { lo: usize, hi: usize, rows: usize, exits: Exits, at_row: bool, others: u32 },
 }
 
+/// One level of a walk's trie path (index `depth - 1`): where the walk stands after the path's
+/// bytes, its `C` (the row's, or the least `dist + U` of its plain items) and, in over walks, its
+/// [`OverLevel`].
+/// PERF: kept as three stacks, each truncated at every trie node visited (~11 M visits on the
+/// nine band schemas), their truncations and bounds checks were ~4% of the walks' instructions.
+#[derive(Clone, Copy)]
+struct Frame {
+    level: Level,
+    cost: u32,
+    over: OverLevel,
+}
+
 /// What a walk computes: every cost, or the costs of the tokens that may be on `side` of `limit`
 /// (a plain subtree that cannot leave its items' [`Region`]s on the other side is skipped).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -1973,9 +1985,7 @@ struct WalkMaps {
     items: Vec<PlainItem>,
     follows: Vec<Follow>,
     follow_classes: Vec<u64>,
-    levels: Vec<Level>,
-    level_costs: Vec<u32>,
-    level_over: Vec<OverLevel>,
+    frames: Vec<Frame>,
 }
 
 /// Most entries (capacities) of the [`WalkMaps`] kept after a walk: a larger set is dropped.
@@ -2004,9 +2014,7 @@ impl WalkMaps {
         self.items.clear();
         self.follows.clear();
         self.follow_classes.clear();
-        self.levels.clear();
-        self.level_costs.clear();
-        self.level_over.clear();
+        self.frames.clear();
     }
 
     /// The maps' capacities summed.
@@ -2027,9 +2035,7 @@ impl WalkMaps {
             + self.items.capacity()
             + self.follows.capacity()
             + self.follow_classes.capacity()
-            + self.levels.capacity()
-            + self.level_costs.capacity()
-            + self.level_over.capacity()
+            + self.frames.capacity()
     }
 }
 
@@ -2196,12 +2202,8 @@ struct Walk<'a> {
     region_slots: Vec<RegionSlot>,
     /// `follows` indices by `(rule, origin row signature)`.
     follow_of: FastMap<(u32, u128), u32>,
-    levels: Vec<Level>,
-    /// `C` after the bytes of each of `levels` (the row's, or the least `dist + U` of its plain
-    /// items).
-    level_costs: Vec<u32>,
-    /// Over walks: per level, its [`OverLevel`].
-    level_over: Vec<OverLevel>,
+    /// The levels of the trie path being read, one per byte.
+    frames: Vec<Frame>,
     /// [`Walk::over_exits`]' searches: `over_sets[k][n]`, the byte classes outside which every
     /// token of at most `n` bytes after the search's row costs more than the limit.
     over_sets: Vec<Vec<u64>>,
@@ -2366,7 +2368,7 @@ impl Walk<'_> {
     #[inline]
     fn descent_least(&self, i: usize, d: usize) -> Option<u32> {
         let reach = self.classes.hot[i].reach;
-        (reach != 0).then(|| self.level_costs[d - 1].saturating_sub(reach + 1 - d as u32))
+        (reach != 0).then(|| self.frames[d - 1].cost.saturating_sub(reach + 1 - d as u32))
     }
 
     /// Whether state `s` may be in a plain level.
@@ -3092,9 +3094,7 @@ impl Walk<'_> {
         let mut res = self.walk(rows, chart, false);
         if res.is_ok() && !self.capped && !self.deferred.is_empty() {
             Self::pop_to(rows, chart, base);
-            self.levels.clear();
-            self.level_costs.clear();
-            self.level_over.clear();
+            self.frames.clear();
             self.items.clear();
             res = self.walk(rows, chart, true);
         }
@@ -3122,8 +3122,6 @@ impl Walk<'_> {
                 }
             }
         }
-        self.levels.push(root);
-        self.level_costs.push(rows.cost(chart));
         // PERF: where the root's plain exits leave most classes out, its regions and homes
         // already skip most subtrees: the search would cost more than it saves.
         let wide = match root {
@@ -3131,7 +3129,7 @@ impl Walk<'_> {
             Level::Chart { .. } => true,
         };
         let over = if wide { self.over_exits(rows, chart, trie.max_depth) } else { OverLevel::NONE };
-        self.level_over.push(over);
+        self.frames.push(Frame { level: root, cost: rows.cost(chart), over });
         // Limit walks, when a byte lowers `C` by at most 1 (see `Completion::descent`): a subtree
         // whose tokens all cost more than the limit by [`Walk::descent_least`] is skipped by over
         // walks (their entries leave it out) and deferred by fit walks' first pass (their
@@ -3198,9 +3196,7 @@ impl Walk<'_> {
                     });
                     if d > ab.k + 1 {
                         // The levels above it: the items after its parent's body text.
-                        self.levels.truncate(ab.k + 1);
-                        self.level_costs.truncate(ab.k + 1);
-                        self.level_over.truncate(ab.k + 1);
+                        self.frames.truncate(ab.k + 1);
                         self.items.truncate(ab.hi);
                         let lo = self.items.len();
                         for &(item, u, follow) in &cfg.items[b] {
@@ -3215,19 +3211,15 @@ impl Walk<'_> {
                             at_row: false,
                             others: NO_FOLLOW,
                         };
-                        while self.levels.len() < d {
-                            self.levels.push(l);
-                            self.level_costs.push(cfg.cost[b]);
-                            self.level_over.push(OverLevel::NONE);
+                        while self.frames.len() < d {
+                            self.frames.push(Frame { level: l, cost: cfg.cost[b], over: OverLevel::NONE });
                         }
                     }
                 }
             }
             let n = nodes[i];
             let d = n.depth as usize;
-            self.levels.truncate(d);
-            self.level_costs.truncate(d);
-            self.level_over.truncate(d);
+            self.frames.truncate(d);
             let skip = n.subtree_end as usize;
             if second && i >= inside_end {
                 let Some(f) = self.deferred.get(next) else { break };
@@ -3244,6 +3236,22 @@ impl Walk<'_> {
             // The tokens of nodes above the deferred subtrees were listed in the first pass.
             let lists = !second || i < inside_end;
             let h = self.classes.hot[i];
+            if let Level::Plain { lo, hi, exits, .. } = self.frames[d - 1].level {
+                // The most bytes a token below reads after the level's.
+                let (below, len) = (h.below, h.reach.saturating_sub(n.depth - 1));
+                if self.mode != Mode::Exact
+                    && (below & exits.hard == 0 && h.ends & exits.soft == 0
+                        || below & exits.home == 0
+                        || self.stays_keep(lo, hi, exits.stay, below, len))
+                {
+                    // Every token below stays in its items' regions (or homes), or keeps
+                    // one fit-side item in its stay home: on the far side. (Tested first, as the
+                    // cheapest skip; descent never defers such a subtree: its allowed tokens
+                    // cannot cost more than a fit walk's limit.)
+                    i = skip;
+                    continue;
+                }
+            }
             if h.utf8 && {
                 let (char_classes, len) = (h.chars, h.reach);
                 self.root_chars.iter().any(|st| st.keeps(char_classes, len))
@@ -3253,7 +3261,7 @@ impl Walk<'_> {
                 i = skip;
                 continue;
             }
-            let o = self.level_over[d - 1];
+            let o = self.frames[d - 1].over;
             if self.over_skips(o, h.below, o.m + (h.reach + 1).saturating_sub(d as u32)) {
                 // Over walks: every token below costs more than the limit.
                 i = skip;
@@ -3289,7 +3297,7 @@ impl Walk<'_> {
                     && n.tok_end > n.tok_start
                     && (w.front_build.is_some() || w.trie.node_tokens(&n).iter().any(|&t| w.mask.get(t as usize)))
             };
-            match self.levels[d - 1] {
+            match self.frames[d - 1].level {
                 Level::Chart { rows: nr } => {
                     let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
@@ -3302,11 +3310,11 @@ impl Walk<'_> {
                         continue;
                     }
                     self.items.truncate(
-                        self.levels
+                        self.frames
                             .iter()
                             .rev()
-                            .find_map(|l| match l {
-                                Level::Plain { hi, .. } => Some(*hi),
+                            .find_map(|f| match f.level {
+                                Level::Plain { hi, .. } => Some(hi),
                                 Level::Chart { .. } => None,
                             })
                             .unwrap_or(0),
@@ -3340,10 +3348,9 @@ impl Walk<'_> {
                         }
                     }
                     let l = self.level_of_row(rows, chart, self.depth_below(i));
-                    self.levels.push(l);
-                    self.level_costs.push(rows.cost(chart));
-                    let o = self.level_over[d - 1];
-                    self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
+                    let o = self.frames[d - 1].over;
+                    let over = OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o };
+                    self.frames.push(Frame { level: l, cost: rows.cost(chart), over });
                     if let Some(k) = lkey {
                         self.put_exit_level(k, l, rows.cost(chart), OverLevel::NONE);
                     }
@@ -3357,20 +3364,7 @@ impl Walk<'_> {
                         self.exit_memo.insert(ek, (rows.cost(chart), active.as_ref().map(|ab| ab.cfg.clone())));
                     }
                 }
-                Level::Plain { lo, hi, rows: nr, exits, at_row, others } => {
-                    let below = h.below;
-                    // The most bytes a token below reads after the level's.
-                    let len = h.reach.saturating_sub(n.depth - 1);
-                    if self.mode != Mode::Exact
-                        && (below & exits.hard == 0 && h.ends & exits.soft == 0
-                            || below & exits.home == 0
-                            || self.stays_keep(lo, hi, exits.stay, below, len))
-                    {
-                        // Every token below stays in its items' regions (or homes), or keeps
-                        // one fit-side item in its stay home: on the far side.
-                        i = skip;
-                        continue;
-                    }
+                Level::Plain { lo, hi, rows: nr, exits: _, at_row, others } => {
                     let has_token = has_token(self);
                     Self::pop_to(rows, chart, nr);
                     self.items.truncate(hi);
@@ -3379,7 +3373,9 @@ impl Walk<'_> {
                         if exit {
                             break;
                         }
-                        let PlainItem { item: it, u, mut follow, exits: ex, stay } = self.items[j];
+                        // PERF: the item's exits and stay are read only for a new item (the whole
+                        // copy was ~1.6% of the walks' instructions).
+                        let PlainItem { item: it, u, mut follow, .. } = self.items[j];
                         // At the row, its items with rule edges hold the completions.
                         if !at_row && a.state(it.state).is_final && follow == NO_FOLLOW {
                             follow = self.follow(chart, a.state(it.state).rule.index() as u32, it.origin);
@@ -3401,7 +3397,7 @@ impl Walk<'_> {
                                 // the home of a home state (inside the stay home, one byte
                                 // nearer its way out); a byte of `ex.home` may leave the home:
                                 // `q` takes its own.
-                                let (mut ex, mut stay) = (ex, stay.stepped());
+                                let (mut ex, mut stay) = (self.items[j].exits, self.items[j].stay.stepped());
                                 if self.mode != Mode::Exact && 1u64 << byte_class(n.byte) & ex.home != 0 {
                                     let depth = self.depth_below(i);
                                     let (f, home, st) = self.item_home(chart, next, u, follow, depth);
@@ -3494,10 +3490,9 @@ impl Walk<'_> {
                             }
                         }
                         let l = self.level_of_row(rows, chart, self.depth_below(i));
-                        self.levels.push(l);
-                        self.level_costs.push(rows.cost(chart));
-                        let o = self.level_over[d - 1];
-                        self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
+                        let o = self.frames[d - 1].over;
+                        let over = OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o };
+                        self.frames.push(Frame { level: l, cost: rows.cost(chart), over });
                         if let Some(k) = lkey {
                             self.put_exit_level(k, l, rows.cost(chart), OverLevel::NONE);
                         }
@@ -3525,20 +3520,20 @@ impl Walk<'_> {
                             return Ok(());
                         }
                     }
-                    self.level_costs.push(c);
                     // The parent level's search holds, one byte (of the path) further.
-                    let o = self.level_over[d - 1];
-                    self.level_over.push(OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o });
+                    let o = self.frames[d - 1].over;
+                    let over = OverLevel { m: o.m + 1, path: o.path | 1u64 << byte_class(n.byte), ..o };
                     // The surviving items' exits.
                     let exits = self.items[hi..].iter().fold(Exits::default(), |m, e| m | e.exits);
-                    self.levels.push(Level::Plain {
+                    let level = Level::Plain {
                         lo: hi,
                         hi: self.items.len(),
                         rows: nr,
                         exits,
                         at_row: false,
                         others: NO_FOLLOW,
-                    });
+                    };
+                    self.frames.push(Frame { level, cost: c, over });
                 }
             }
             i += 1;
@@ -3628,9 +3623,7 @@ impl Budget {
             regions: maps.regions,
             region_slots: maps.region_slots,
             follow_of: maps.follow_of,
-            levels: maps.levels,
-            level_costs: maps.level_costs,
-            level_over: maps.level_over,
+            frames: maps.frames,
             over_sets: Vec::new(),
             over_memo: maps.over_memo,
             seeds: Vec::new(),
@@ -3678,9 +3671,7 @@ impl Budget {
             items: w.items,
             follows: w.follows,
             follow_classes: w.follow_classes,
-            levels: w.levels,
-            level_costs: w.level_costs,
-            level_over: w.level_over,
+            frames: w.frames,
         };
         if maps.entries() <= MAX_KEPT_WALK_ENTRIES {
             WALK_MAPS.with(|m| m.set(Some(maps)));
