@@ -36,17 +36,17 @@ impl Conv<'_> {
             dep_req: Vec::new(),
             pending: Vec::new(),
         };
-        let mut seen: HashSet<SchemaId> = HashSet::new();
+        self.merge_seen.clear();
         let mut stack: Vec<SchemaId> = g.ids.iter().rev().copied().collect();
         let draft = self.doc.draft;
         // In-place applicator edges (parent, child) and unevaluated* keywords, for annotations.
         let mut edges: Vec<(SchemaId, SchemaId)> = Vec::new();
         let mut uneval: Vec<(SchemaId, bool, String)> = Vec::new();
         while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
+            if !self.merge_seen.insert(id) {
                 continue;
             }
-            if seen.len() > MAX_NESTING * 4 {
+            if self.merge_seen.len > MAX_NESTING * 4 {
                 return Err(Error::limit("subschemas merged into one", MAX_NESTING * 4));
             }
             let node = self.doc.node(id);
@@ -332,7 +332,7 @@ impl Conv<'_> {
             }
         }
         if !uneval.is_empty() {
-            self.apply_unevaluated(g, &mut m, &seen, &mut edges, &uneval)?;
+            self.apply_unevaluated(g, &mut m, &mut edges, &uneval)?;
         }
         for n in &g.neg {
             match n {
@@ -422,11 +422,11 @@ impl Conv<'_> {
     /// the branches this goal chose for `oneOf`, `if`, `dependentSchemas`) did not evaluate must
     /// satisfy the keyword's schema. Exact because every schema of the goal holds; an `anyOf`
     /// with several branches (others may hold and evaluate more) or `contains` is refused.
+    /// Reads `merge_seen`, the schemas this merge visited.
     fn apply_unevaluated(
         &mut self,
         g: &Goal,
         m: &mut Merged,
-        seen: &HashSet<SchemaId>,
         edges: &mut Vec<(SchemaId, SchemaId)>,
         uneval: &[(SchemaId, bool, String)],
     ) -> Result<()> {
@@ -444,7 +444,7 @@ impl Conv<'_> {
                 _ => None,
             };
             if let Some(pid) = parent.and_then(|p| self.doc.id_of(&p)) {
-                if seen.contains(&pid) && pid != id {
+                if self.merge_seen.contains(pid) && pid != id {
                     edges.push((pid, id));
                 }
             }
