@@ -36,7 +36,7 @@ impl Conv<'_> {
                 }
             }
         }
-        let first_ptr = g.ids.first().map_or(String::new(), |i| self.doc.node(*i).ptr.clone());
+        let first_ptr: Rc<str> = g.ids.first().map_or_else(|| Rc::from(""), |i| self.doc.node(*i).ptr.clone());
         if m.types & (INT | FRAC) != 0 {
             let excluded: Vec<Dec> =
                 m.not_values.iter().filter_map(|v| v.as_number().and_then(Dec::from_number)).collect();
