@@ -330,7 +330,7 @@ pub struct Conv<'a> {
     /// Looked up for every subschema conjunction met (fast hash: see `Ebnf::bodies`).
     memo: FastMap<Goal, String>,
     /// Goals to emit, with their rule name and merged keywords (computed once, by `rule_for`).
-    queue: Vec<(Goal, String, Merged)>,
+    queue: Vec<(Goal, String, Rc<Merged>)>,
     char_rule: String,
     nothing: Option<String>,
     ws: String,
@@ -353,8 +353,13 @@ pub struct Conv<'a> {
     /// The base name of the first any-order object written with each key-set language (see
     /// `object_any_order`): a later equal object names its rules instead of writing its own.
     any_order_objects: FastMap<AnyOrderKey, String>,
-    /// The schemas of the merge in progress (merges do not nest: `merge` calls no `merge`).
+    /// The schemas of the merge in progress (merges do not nest: `merge_uncached` calls no
+    /// merge).
     merge_seen: SeenSet,
+    /// The merges of single schemas done so far (see [`Conv::merge`]); valid while
+    /// `doc.version` is `merges_version`.
+    single_merges: FastMap<SchemaId, Rc<Merged>>,
+    merges_version: u32,
 }
 
 /// What determines the language of an any-order object's key-set rules: its entries' texts
@@ -424,6 +429,8 @@ impl<'a> Conv<'a> {
             key_langs: FastMap::default(),
             any_order_objects: FastMap::default(),
             merge_seen: SeenSet::default(),
+            single_merges: FastMap::default(),
+            merges_version: 0,
         }
     }
 

@@ -42,6 +42,11 @@ pub struct Doc<'a> {
     /// specification makes it an annotation by default.
     pub format_assertion: bool,
     pub nodes: Vec<Node<'a>>,
+    /// Bumped by every [`Doc::walk`]: the index (nodes, pointers, anchors, resources) changes
+    /// only within a walk or just before one (`load_remote`), so an unchanged `version` means
+    /// an unchanged index. The resolved-reference cache may grow meanwhile; it only repeats
+    /// what the index answers.
+    pub version: u32,
     by_ptr: FastMap<String, SchemaId>,
     /// Children by (parent, address of the child's value): every subschema the walk pushes below
     /// a node, which is what [`Doc::child`] asks for. Invariant: `children[(p, addr of v)]` is
@@ -180,6 +185,7 @@ impl<'a> Doc<'a> {
             draft,
             format_assertion: !explicit_new,
             nodes: Vec::new(),
+            version: 0,
             by_ptr: FastMap::default(),
             children: FastMap::default(),
             resolved: FastMap::default(),
@@ -198,6 +204,7 @@ impl<'a> Doc<'a> {
     /// Indexes the subschema tree at `v` (explicit stack; depth bounded by `MAX_NESTING`).
     fn walk(&mut self, v: &'a Value, ptr: String, base: String) -> Result<()> {
         let draft = self.draft;
+        self.version = self.version.wrapping_add(1);
         let doc = self;
         // Explicit stack: (value, pointer, parent base, depth, parent's slot in `parents`).
         let mut stack: Vec<(&'a Value, String, String, usize, Option<usize>)> = vec![(v, ptr, base, 0, None)];

@@ -26,7 +26,7 @@ impl Conv<'_> {
         if let Some(&x) = g.nots.first() {
             let mut rest = g.clone();
             rest.nots.remove(0);
-            return self.emit_negation(&rest, x, &self.doc.node(x).ptr.clone());
+            return self.emit_negation(&rest, m.types, x, &self.doc.node(x).ptr.clone());
         }
         if let Some((sid, kind, ptr)) = m.pending.first().cloned() {
             let mut base = g.clone();
@@ -70,7 +70,7 @@ impl Conv<'_> {
                 }
                 Kind::Not => {
                     let x = self.doc.child(sid, &["not"]);
-                    return self.emit_negation(&base, x, &ptr);
+                    return self.emit_negation(&base, m.types, x, &ptr);
                 }
                 Kind::Dep(i) => {
                     // Not an object, an object without the key, or one with it that satisfies
@@ -139,8 +139,11 @@ impl Conv<'_> {
         out
     }
 
-    /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations.
-    fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
+    /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations. `gt` is the
+    /// types of `g`'s merge: the caller's `m.types`, as `g` differs from the caller's goal only
+    /// in `nots` (which a merge does not read) or in one more `Kind::Not` done (which changes
+    /// only the merge's pending applicators).
+    fn emit_negation(&mut self, g: &Goal, gt: u8, x: SchemaId, ptr: &str) -> Result<Option<String>> {
         let gx = Goal { ids: vec![x], nots: vec![], done: vec![], neg: vec![], depth: g.depth };
         let mx = self.merge(&gx)?;
         let mut alts_of_applicators = Vec::new();
@@ -153,8 +156,8 @@ impl Conv<'_> {
             return self.rule_for(g.clone());
         }
         let refuse = |what: &str| Err(unsupported(ptr, format!("not: cannot negate {what} exactly")));
-        // Constraints of a type the goal excludes cannot be what fails: they need no negation.
-        let gt = self.merge(g)?.types;
+        // Constraints of a type the goal excludes (`gt`) cannot be what fails: they need no
+        // negation.
         if mx.types != ALL {
             negs.push(Neg::Types(mx.types));
         }

@@ -5,7 +5,36 @@
 use super::*;
 
 impl Conv<'_> {
-    pub(super) fn merge(&mut self, g: &Goal) -> Result<Merged> {
+    /// [`Conv::merge_uncached`] of `g`, memoized when `g` is one schema with no applicator done
+    /// and no atomic negation (PERF: `emit_negation` and the property goals of `emit_base`
+    /// merged the same schemas again; goals of several schemas rarely repeat, and keeping their
+    /// merges cost more than it saved). Exact: a merge is a function of `g.ids` (in order),
+    /// `g.done` and `g.neg` (it never reads `g.nots` or `g.depth`), of the options and
+    /// `has_uneval` (fixed for the conversion), and of the document's index, which is unchanged
+    /// while `doc.version` is (references resolved before are cached and resolve alike). An
+    /// entry is kept only when its merge left the index unchanged, and all are dropped when the
+    /// index changes; errors are not kept (they end the conversion).
+    pub(super) fn merge(&mut self, g: &Goal) -> Result<Rc<Merged>> {
+        let single = match g.ids.as_slice() {
+            [x] if g.done.is_empty() && g.neg.is_empty() => *x,
+            _ => return Ok(Rc::new(self.merge_uncached(g)?)),
+        };
+        if self.merges_version != self.doc.version {
+            self.single_merges.clear();
+            self.merges_version = self.doc.version;
+        }
+        if let Some(m) = self.single_merges.get(&single) {
+            return Ok(Rc::clone(m));
+        }
+        let m = Rc::new(self.merge_uncached(g)?);
+        if self.merges_version == self.doc.version {
+            self.single_merges.insert(single, Rc::clone(&m));
+        }
+        Ok(m)
+    }
+
+    /// The keywords of `g`'s schemas merged (the new value each time: see [`Conv::merge`]).
+    pub(super) fn merge_uncached(&mut self, g: &Goal) -> Result<Merged> {
         let mut m = Merged {
             types: ALL,
             enums: None,
