@@ -164,18 +164,20 @@ impl Goal {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rest {
     Any,
     Closed,
     Schema(SchemaId),
 }
 
+#[derive(Debug)]
 struct ArrPart {
     prefix: Vec<SchemaId>,
     rest: Rest,
 }
 
+#[derive(Debug)]
 struct ObjPart {
     props: Vec<(String, SchemaId)>,
     patterns: Vec<(String, SchemaId, String)>,
@@ -184,6 +186,7 @@ struct ObjPart {
 }
 
 /// The keywords of a goal's schemas, merged. Type-specific constraints restrict only their type.
+#[derive(Debug)]
 struct Merged {
     types: u8,
     enums: Option<Vec<Value>>,

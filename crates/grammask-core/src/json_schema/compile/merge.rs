@@ -560,3 +560,90 @@ impl Conv<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_set_generations() {
+        let mut s = SeenSet::default();
+        s.clear();
+        assert!(s.insert(SchemaId(5)) && !s.insert(SchemaId(5)));
+        assert!(s.contains(SchemaId(5)) && !s.contains(SchemaId(4)) && !s.contains(SchemaId(99)));
+        assert_eq!(s.len, 1);
+        s.clear();
+        assert!(!s.contains(SchemaId(5)) && s.len == 0);
+        assert!(s.insert(SchemaId(2)));
+        // The generation wraps: stamps of earlier generations must not read as present.
+        s.generation = u32::MAX;
+        s.clear();
+        assert!((0..8).all(|i| !s.contains(SchemaId(i))));
+        assert!(s.insert(SchemaId(0)) && s.contains(SchemaId(0)) && !s.contains(SchemaId(1)));
+    }
+
+    const SCHEMA: &str = r##"{
+        "$defs": {
+            "a": {"type": "object", "properties": {"x": {"not": {"type": "string"}}}, "required": ["x"]},
+            "b": {"oneOf": [{"$ref": "#/$defs/a"}, {"type": "integer", "minimum": 3}]}
+        },
+        "allOf": [{"$ref": "#/$defs/b"}],
+        "not": {"$ref": "#/$defs/a"},
+        "if": {"required": ["y"]}, "then": {"minProperties": 2},
+        "dependentSchemas": {"k": {"required": ["z"]}},
+        "properties": {"r": {"$ref": "http://e.com/r.json"}}
+    }"##;
+
+    fn goal(ids: Vec<SchemaId>) -> Goal {
+        Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }
+    }
+
+    /// A memoized merge reads as a fresh one, for goals that hit the memo (one schema, any
+    /// `nots` and `depth`) and goals that must not (applicators done, atomic negations).
+    #[test]
+    fn memoized_merges_equal_fresh_merges() {
+        let value: Value = serde_json::from_str(SCHEMA).unwrap();
+        let remote: Value = serde_json::from_str(r#"{"type": "string"}"#).unwrap();
+        let doc = Doc::with_registry(&value, [("http://e.com/r.json".to_string(), &remote)].into()).unwrap();
+        let opts = JsonSchemaOptions::default();
+        let mut c = Conv::new(doc, &opts);
+        let root = c.doc.root_id();
+        for round in 0..2 {
+            for i in 0..c.doc.nodes.len() as u32 {
+                let id = SchemaId(i);
+                let mut with_nots = goal(vec![id]);
+                with_nots.nots.push(root);
+                with_nots.depth = 3;
+                let mut done = goal(vec![id]);
+                done.done.push((id, Kind::Not));
+                let mut neg = goal(vec![id]);
+                neg.neg.push(Neg::Types(STR));
+                for g in [goal(vec![id]), with_nots, done, neg, goal(vec![root, id])] {
+                    let memo = c.merge(&g).map(|m| format!("{m:?}"));
+                    let fresh = c.merge_uncached(&g).map(|m| format!("{m:?}"));
+                    assert_eq!(memo.ok(), fresh.ok(), "round {round}, goal {g:?}");
+                }
+            }
+        }
+    }
+
+    /// The memo is dropped when the document's index grows (a remote document walked).
+    #[test]
+    fn single_merges_dropped_when_the_index_changes() {
+        let value: Value = serde_json::from_str(SCHEMA).unwrap();
+        let remote: Value = serde_json::from_str(r#"{"type": "string"}"#).unwrap();
+        let doc = Doc::with_registry(&value, [("http://e.com/r.json".to_string(), &remote)].into()).unwrap();
+        let opts = JsonSchemaOptions::default();
+        let mut c = Conv::new(doc, &opts);
+        let root = c.doc.root_id();
+        let _ = c.merge(&goal(vec![root])).unwrap();
+        assert_eq!(c.single_merges.len(), 1);
+        let before = c.doc.nodes.len();
+        let r = c.doc.child(root, &["properties", "r"]);
+        let _ = c.doc.resolve_ref(r, "http://e.com/r.json", "$ref").unwrap();
+        assert!(c.doc.nodes.len() > before, "the remote document is indexed on its first reference");
+        let a = c.doc.id_of("/$defs/a").unwrap();
+        let _ = c.merge(&goal(vec![a])).unwrap();
+        assert_eq!(c.single_merges.len(), 1, "entries from before the walk are dropped");
+    }
+}
