@@ -178,8 +178,10 @@ struct ArrPart {
 }
 
 #[derive(Debug)]
-struct ObjPart {
-    props: Vec<(String, SchemaId)>,
+struct ObjPart<'a> {
+    /// Listed property names, borrowed from the schema (PERF: a copy per name and merge was
+    /// most of saucectl's allocations).
+    props: Vec<(&'a str, SchemaId)>,
     patterns: Vec<(String, SchemaId, String)>,
     additional: Rest,
     says_additional: bool,
@@ -187,7 +189,7 @@ struct ObjPart {
 
 /// The keywords of a goal's schemas, merged. Type-specific constraints restrict only their type.
 #[derive(Debug)]
-struct Merged {
+struct Merged<'a> {
     types: u8,
     enums: Option<Vec<Value>>,
     not_values: Vec<Value>,
@@ -212,7 +214,7 @@ struct Merged {
     /// Subschemas every item must fail (from negated `contains`).
     all_item_nots: Vec<SchemaId>,
     unique: Option<String>,
-    obj: Vec<ObjPart>,
+    obj: Vec<ObjPart<'a>>,
     required: Vec<String>,
     absent: Vec<String>,
     min_props: u64,
@@ -333,7 +335,7 @@ pub struct Conv<'a> {
     /// Looked up for every subschema conjunction met (fast hash: see `Ebnf::bodies`).
     memo: FastMap<Goal, String>,
     /// Goals to emit, with their rule name and merged keywords (computed once, by `rule_for`).
-    queue: Vec<(Goal, String, Rc<Merged>)>,
+    queue: Vec<(Goal, String, Rc<Merged<'a>>)>,
     char_rule: String,
     nothing: Option<String>,
     ws: String,
@@ -361,7 +363,7 @@ pub struct Conv<'a> {
     merge_seen: SeenSet,
     /// The merges of single schemas done so far (see [`Conv::merge`]); valid while
     /// `doc.version` is `merges_version`.
-    single_merges: FastMap<SchemaId, Rc<Merged>>,
+    single_merges: FastMap<SchemaId, Rc<Merged<'a>>>,
     merges_version: u32,
 }
 

@@ -223,7 +223,7 @@ impl Conv<'_> {
             // `properties` fail when a listed key is present with a value that fails its schema.
             for p in &mx.obj {
                 for (name, id) in &p.props {
-                    negs.push(Neg::PropFails(name.clone(), *id));
+                    negs.push(Neg::PropFails((*name).to_string(), *id));
                 }
             }
             // Key patterns, additional properties and `propertyNames` fail on some key: exact
@@ -374,7 +374,7 @@ impl Conv<'_> {
                 Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
                 Rest::Any => false,
             })
-            .map(|p| p.props.iter().map(|(n, _)| n.clone()).collect()))
+            .map(|p| p.props.iter().map(|(n, _)| (*n).to_string()).collect()))
     }
 
     /// Whether key pattern `pat` matches `k` (search semantics); `None` when it cannot be decided.
@@ -486,8 +486,8 @@ impl Conv<'_> {
         if closed.iter().all(|p| p.patterns.is_empty()) {
             let (first, rest) = closed.split_first().expect("non-empty");
             let rest: Vec<std::collections::HashSet<&str>> =
-                rest.iter().map(|p| p.props.iter().map(|(n, _)| n.as_str()).collect()).collect();
-            return !first.props.iter().any(|(k, _)| rest.iter().all(|names| names.contains(k.as_str())));
+                rest.iter().map(|p| p.props.iter().map(|(n, _)| *n).collect()).collect();
+            return !first.props.iter().any(|(k, _)| rest.iter().all(|names| names.contains(k)));
         }
         Self::allowed_keys(&closed).is_some_and(|keys| keys.is_empty())
     }
@@ -497,7 +497,7 @@ impl Conv<'_> {
     fn allowed_keys(closed: &[&ObjPart]) -> Option<CharDfa> {
         let mut out: Option<CharDfa> = None;
         for p in closed {
-            let mut lang = CharDfa::literals(p.props.iter().map(|(name, _)| name.as_str())).ok()?;
+            let mut lang = CharDfa::literals(p.props.iter().map(|(name, _)| *name)).ok()?;
             for (pat, _, _) in &p.patterns {
                 let re = Regex::parse(pat, RegexFlags::default()).ok()?;
                 lang = lang.union(&CharDfa::from_regex(&re, Anchoring::Search).ok()?).ok()?;
@@ -517,7 +517,7 @@ impl Conv<'_> {
         let mut ids = Vec::new();
         for p in &m.obj {
             let mut covered = false;
-            if let Some((_, id)) = p.props.iter().find(|(n, _)| n == k) {
+            if let Some((_, id)) = p.props.iter().find(|(n, _)| *n == k) {
                 ids.push(*id);
                 covered = true;
             }

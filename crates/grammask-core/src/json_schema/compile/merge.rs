@@ -4,7 +4,7 @@
 //! Pipeline place: the first step of emitting every goal ([`Conv::rule_for`], `goals.rs`).
 use super::*;
 
-impl Conv<'_> {
+impl<'a> Conv<'a> {
     /// [`Conv::merge_uncached`] of `g`, memoized when `g` is one schema with no applicator done
     /// and no atomic negation (PERF: `emit_negation` and the property goals of `emit_base`
     /// merged the same schemas again; goals of several schemas rarely repeat, and keeping their
@@ -14,7 +14,7 @@ impl Conv<'_> {
     /// while `doc.version` is (references resolved before are cached and resolve alike). An
     /// entry is kept only when its merge left the index unchanged, and all are dropped when the
     /// index changes; errors are not kept (they end the conversion).
-    pub(super) fn merge(&mut self, g: &Goal) -> Result<Rc<Merged>> {
+    pub(super) fn merge(&mut self, g: &Goal) -> Result<Rc<Merged<'a>>> {
         let single = match g.ids.as_slice() {
             [x] if g.done.is_empty() && g.neg.is_empty() => *x,
             _ => return Ok(Rc::new(self.merge_uncached(g)?)),
@@ -34,7 +34,7 @@ impl Conv<'_> {
     }
 
     /// The keywords of `g`'s schemas merged (the new value each time: see [`Conv::merge`]).
-    pub(super) fn merge_uncached(&mut self, g: &Goal) -> Result<Merged> {
+    pub(super) fn merge_uncached(&mut self, g: &Goal) -> Result<Merged<'a>> {
         let mut m = Merged {
             types: ALL,
             enums: None,
@@ -100,7 +100,7 @@ impl Conv<'_> {
                 }
             }
             let mut arr_part: Option<ArrPart> = None;
-            let mut obj_part: Option<ObjPart> = None;
+            let mut obj_part: Option<ObjPart<'a>> = None;
             for (k, v) in map {
                 // The keyword's pointer, formatted only for an error or a kept location.
                 let kp = || at(k);
@@ -253,7 +253,7 @@ impl Conv<'_> {
                         match k.as_str() {
                             "properties" => {
                                 for (name, x) in mm()? {
-                                    part.props.push((name.clone(), self.doc.child_at(id, x, &["properties", name])));
+                                    part.props.push((name.as_str(), self.doc.child_at(id, x, &["properties", name])));
                                 }
                             }
                             "patternProperties" => {
@@ -455,7 +455,7 @@ impl Conv<'_> {
     fn apply_unevaluated(
         &mut self,
         g: &Goal,
-        m: &mut Merged,
+        m: &mut Merged<'a>,
         edges: &mut Vec<(SchemaId, SchemaId)>,
         uneval: &[(SchemaId, bool, String)],
     ) -> Result<()> {
@@ -517,7 +517,7 @@ impl Conv<'_> {
                         || (n != *x && map.contains_key("unevaluatedProperties"));
                     if let Some(Value::Object(o)) = map.get("properties") {
                         for name in o.keys() {
-                            part.props.push((name.clone(), self.doc.child(n, &["properties", name])));
+                            part.props.push((name.as_str(), self.doc.child(n, &["properties", name])));
                         }
                     }
                     if let Some(Value::Object(o)) = map.get("patternProperties") {
