@@ -164,27 +164,32 @@ impl Goal {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rest {
     Any,
     Closed,
     Schema(SchemaId),
 }
 
+#[derive(Debug)]
 struct ArrPart {
     prefix: Vec<SchemaId>,
     rest: Rest,
 }
 
-struct ObjPart {
-    props: Vec<(String, SchemaId)>,
+#[derive(Debug)]
+struct ObjPart<'a> {
+    /// Listed property names, borrowed from the schema (PERF: a copy per name and merge was
+    /// most of saucectl's allocations).
+    props: Vec<(&'a str, SchemaId)>,
     patterns: Vec<(String, SchemaId, String)>,
     additional: Rest,
     says_additional: bool,
 }
 
 /// The keywords of a goal's schemas, merged. Type-specific constraints restrict only their type.
-struct Merged {
+#[derive(Debug)]
+struct Merged<'a> {
     types: u8,
     enums: Option<Vec<Value>>,
     not_values: Vec<Value>,
@@ -209,7 +214,7 @@ struct Merged {
     /// Subschemas every item must fail (from negated `contains`).
     all_item_nots: Vec<SchemaId>,
     unique: Option<String>,
-    obj: Vec<ObjPart>,
+    obj: Vec<ObjPart<'a>>,
     required: Vec<String>,
     absent: Vec<String>,
     min_props: u64,
@@ -218,6 +223,47 @@ struct Merged {
     /// `dependentRequired` (and array-valued `dependencies`): if the key is present, so are these.
     dep_req: Vec<(String, Vec<String>, String)>,
     pending: Vec<(SchemaId, Kind, String)>,
+}
+
+/// The schemas one merge has visited, kept in [`Conv`] and reused across merges (PERF: a
+/// `HashSet<SchemaId>` per merge was 159 M instructions of saucectl's 1,034.6 M conversion).
+/// Invariant: `id` is in the set iff `stamp[id] == generation`; `clear` bumps the generation,
+/// and `len` counts the ids inserted since.
+#[derive(Default)]
+struct SeenSet {
+    stamp: Vec<u32>,
+    generation: u32,
+    len: usize,
+}
+
+impl SeenSet {
+    fn clear(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: stale stamps could equal the new generation.
+            self.stamp.fill(0);
+            self.generation = 1;
+        }
+        self.len = 0;
+    }
+
+    /// Adds `id`; whether it was absent.
+    fn insert(&mut self, id: SchemaId) -> bool {
+        let i = id.0 as usize;
+        if i >= self.stamp.len() {
+            self.stamp.resize(i + 1, 0);
+        }
+        if self.stamp[i] == self.generation {
+            return false;
+        }
+        self.stamp[i] = self.generation;
+        self.len += 1;
+        true
+    }
+
+    fn contains(&self, id: SchemaId) -> bool {
+        self.stamp.get(id.0 as usize) == Some(&self.generation)
+    }
 }
 
 /// Adds `ptr` to an error that has no location yet.
@@ -289,7 +335,7 @@ pub struct Conv<'a> {
     /// Looked up for every subschema conjunction met (fast hash: see `Ebnf::bodies`).
     memo: FastMap<Goal, String>,
     /// Goals to emit, with their rule name and merged keywords (computed once, by `rule_for`).
-    queue: Vec<(Goal, String, Merged)>,
+    queue: Vec<(Goal, String, Rc<Merged<'a>>)>,
     char_rule: String,
     nothing: Option<String>,
     ws: String,
@@ -312,6 +358,13 @@ pub struct Conv<'a> {
     /// The base name of the first any-order object written with each key-set language (see
     /// `object_any_order`): a later equal object names its rules instead of writing its own.
     any_order_objects: FastMap<AnyOrderKey, String>,
+    /// The schemas of the merge in progress (merges do not nest: `merge_uncached` calls no
+    /// merge).
+    merge_seen: SeenSet,
+    /// The merges of single schemas done so far (see [`Conv::merge`]); valid while
+    /// `doc.version` is `merges_version`.
+    single_merges: FastMap<SchemaId, Rc<Merged<'a>>>,
+    merges_version: u32,
 }
 
 /// What determines the language of an any-order object's key-set rules: its entries' texts
@@ -380,6 +433,9 @@ impl<'a> Conv<'a> {
             pattern_dfas: FastMap::default(),
             key_langs: FastMap::default(),
             any_order_objects: FastMap::default(),
+            merge_seen: SeenSet::default(),
+            single_merges: FastMap::default(),
+            merges_version: 0,
         }
     }
 

@@ -6,6 +6,7 @@
 //! Subschemas are interned as [`SchemaId`]s; the converter never walks the raw document again.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -29,7 +30,9 @@ pub struct SchemaId(pub u32);
 
 pub struct Node<'a> {
     pub value: &'a Value,
-    pub ptr: String,
+    /// The JSON pointer, shared: the converter keeps it for every merge and validation
+    /// (PERF: cloning a `String` there cost an allocation per visit).
+    pub ptr: Rc<str>,
     pub base: String,
 }
 
@@ -39,6 +42,11 @@ pub struct Doc<'a> {
     /// specification makes it an annotation by default.
     pub format_assertion: bool,
     pub nodes: Vec<Node<'a>>,
+    /// Bumped by every [`Doc::walk`]: the index (nodes, pointers, anchors, resources) changes
+    /// only within a walk or just before one (`load_remote`), so an unchanged `version` means
+    /// an unchanged index. The resolved-reference cache may grow meanwhile; it only repeats
+    /// what the index answers.
+    pub version: u32,
     by_ptr: FastMap<String, SchemaId>,
     /// Children by (parent, address of the child's value): every subschema the walk pushes below
     /// a node, which is what [`Doc::child`] asks for. Invariant: `children[(p, addr of v)]` is
@@ -177,6 +185,7 @@ impl<'a> Doc<'a> {
             draft,
             format_assertion: !explicit_new,
             nodes: Vec::new(),
+            version: 0,
             by_ptr: FastMap::default(),
             children: FastMap::default(),
             resolved: FastMap::default(),
@@ -195,6 +204,7 @@ impl<'a> Doc<'a> {
     /// Indexes the subschema tree at `v` (explicit stack; depth bounded by `MAX_NESTING`).
     fn walk(&mut self, v: &'a Value, ptr: String, base: String) -> Result<()> {
         let draft = self.draft;
+        self.version = self.version.wrapping_add(1);
         let doc = self;
         // Explicit stack: (value, pointer, parent base, depth, parent's slot in `parents`).
         let mut stack: Vec<(&'a Value, String, String, usize, Option<usize>)> = vec![(v, ptr, base, 0, None)];
@@ -312,8 +322,9 @@ impl<'a> Doc<'a> {
             return id;
         }
         let id = SchemaId(self.nodes.len() as u32);
-        self.by_ptr.insert(ptr.clone(), id);
-        self.nodes.push(Node { value: v, ptr, base });
+        let shared: Rc<str> = Rc::from(ptr.as_str());
+        self.by_ptr.insert(ptr, id);
+        self.nodes.push(Node { value: v, ptr: shared, base });
         id
     }
 
@@ -556,10 +567,10 @@ mod tests {
         let mut d = Doc::new(&v).unwrap();
         let root = d.root_id();
         let a = d.resolve_ref(root, "#/$defs/a", "$ref").unwrap();
-        assert_eq!(d.node(a).ptr, "/$defs/a");
+        assert_eq!(&*d.node(a).ptr, "/$defs/a");
         assert_eq!(d.resolve_ref(root, "#A", "$ref").unwrap(), a);
         let c = d.resolve_ref(root, "http://e.com/b#/$defs/c", "$ref").unwrap();
-        assert_eq!(d.node(c).ptr, "/$defs/b/$defs/c");
+        assert_eq!(&*d.node(c).ptr, "/$defs/b/$defs/c");
         assert_eq!(d.resolve_ref(root, "http://other/x", "$ref").unwrap_err().kind(), ErrorKind::Unsupported);
     }
 
@@ -578,14 +589,14 @@ mod tests {
         let mut d = Doc::new(&plain).unwrap();
         let items = d.child(d.root_id(), &["$defs", "list", "items"]);
         let t = d.resolve_dynamic(items, "#items").unwrap();
-        assert_eq!(d.node(t).ptr, "/$defs/list/$defs/items");
+        assert_eq!(&*d.node(t).ptr, "/$defs/list/$defs/items");
         // With the bookend the reference is dynamic; the root resource declares the anchor, and
         // the root resource is the outermost dynamic scope of every path: `foo` wins.
         let bookend = schema(r#"{"$dynamicAnchor":"items"}"#);
         let mut d = Doc::new(&bookend).unwrap();
         let items = d.child(d.root_id(), &["$defs", "list", "items"]);
         let t = d.resolve_dynamic(items, "#items").unwrap();
-        assert_eq!(d.node(t).ptr, "/$defs/foo");
+        assert_eq!(&*d.node(t).ptr, "/$defs/foo");
     }
 
     #[test]
@@ -613,7 +624,7 @@ mod tests {
         let mut d = Doc::with_registry(&root, registry).unwrap();
         let a = d.child(d.root_id(), &["properties", "a"]);
         let n = d.resolve_ref(a, "other.json#/$defs/n", "$ref").unwrap();
-        assert_eq!(d.node(n).ptr, "http://e.com/dir/other.json#/$defs/n");
+        assert_eq!(&*d.node(n).ptr, "http://e.com/dir/other.json#/$defs/n");
         // References inside the registry document resolve against its own URI.
         let m = d.resolve_ref(n, "#/$defs/m", "$ref").unwrap();
         assert_eq!(d.node(m).value["type"], "integer");

@@ -26,7 +26,7 @@ impl Conv<'_> {
         if let Some(&x) = g.nots.first() {
             let mut rest = g.clone();
             rest.nots.remove(0);
-            return self.emit_negation(&rest, x, &self.doc.node(x).ptr.clone());
+            return self.emit_negation(&rest, m.types, x, &self.doc.node(x).ptr.clone());
         }
         if let Some((sid, kind, ptr)) = m.pending.first().cloned() {
             let mut base = g.clone();
@@ -70,7 +70,7 @@ impl Conv<'_> {
                 }
                 Kind::Not => {
                     let x = self.doc.child(sid, &["not"]);
-                    return self.emit_negation(&base, x, &ptr);
+                    return self.emit_negation(&base, m.types, x, &ptr);
                 }
                 Kind::Dep(i) => {
                     // Not an object, an object without the key, or one with it that satisfies
@@ -139,8 +139,11 @@ impl Conv<'_> {
         out
     }
 
-    /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations.
-    fn emit_negation(&mut self, g: &Goal, x: SchemaId, ptr: &str) -> Result<Option<String>> {
+    /// Alternatives for `g ∧ ¬x`, when `x`'s negation splits into atomic negations. `gt` is the
+    /// types of `g`'s merge: the caller's `m.types`, as `g` differs from the caller's goal only
+    /// in `nots` (which a merge does not read) or in one more `Kind::Not` done (which changes
+    /// only the merge's pending applicators).
+    fn emit_negation(&mut self, g: &Goal, gt: u8, x: SchemaId, ptr: &str) -> Result<Option<String>> {
         let gx = Goal { ids: vec![x], nots: vec![], done: vec![], neg: vec![], depth: g.depth };
         let mx = self.merge(&gx)?;
         let mut alts_of_applicators = Vec::new();
@@ -153,8 +156,8 @@ impl Conv<'_> {
             return self.rule_for(g.clone());
         }
         let refuse = |what: &str| Err(unsupported(ptr, format!("not: cannot negate {what} exactly")));
-        // Constraints of a type the goal excludes cannot be what fails: they need no negation.
-        let gt = self.merge(g)?.types;
+        // Constraints of a type the goal excludes (`gt`) cannot be what fails: they need no
+        // negation.
         if mx.types != ALL {
             negs.push(Neg::Types(mx.types));
         }
@@ -220,7 +223,7 @@ impl Conv<'_> {
             // `properties` fail when a listed key is present with a value that fails its schema.
             for p in &mx.obj {
                 for (name, id) in &p.props {
-                    negs.push(Neg::PropFails(name.clone(), *id));
+                    negs.push(Neg::PropFails((*name).to_string(), *id));
                 }
             }
             // Key patterns, additional properties and `propertyNames` fail on some key: exact
@@ -371,7 +374,7 @@ impl Conv<'_> {
                 Rest::Schema(x) => *self.doc.node(x).value == Value::Bool(false),
                 Rest::Any => false,
             })
-            .map(|p| p.props.iter().map(|(n, _)| n.clone()).collect()))
+            .map(|p| p.props.iter().map(|(n, _)| (*n).to_string()).collect()))
     }
 
     /// Whether key pattern `pat` matches `k` (search semantics); `None` when it cannot be decided.
@@ -483,8 +486,8 @@ impl Conv<'_> {
         if closed.iter().all(|p| p.patterns.is_empty()) {
             let (first, rest) = closed.split_first().expect("non-empty");
             let rest: Vec<std::collections::HashSet<&str>> =
-                rest.iter().map(|p| p.props.iter().map(|(n, _)| n.as_str()).collect()).collect();
-            return !first.props.iter().any(|(k, _)| rest.iter().all(|names| names.contains(k.as_str())));
+                rest.iter().map(|p| p.props.iter().map(|(n, _)| *n).collect()).collect();
+            return !first.props.iter().any(|(k, _)| rest.iter().all(|names| names.contains(k)));
         }
         Self::allowed_keys(&closed).is_some_and(|keys| keys.is_empty())
     }
@@ -494,7 +497,7 @@ impl Conv<'_> {
     fn allowed_keys(closed: &[&ObjPart]) -> Option<CharDfa> {
         let mut out: Option<CharDfa> = None;
         for p in closed {
-            let mut lang = CharDfa::literals(p.props.iter().map(|(name, _)| name.as_str())).ok()?;
+            let mut lang = CharDfa::literals(p.props.iter().map(|(name, _)| *name)).ok()?;
             for (pat, _, _) in &p.patterns {
                 let re = Regex::parse(pat, RegexFlags::default()).ok()?;
                 lang = lang.union(&CharDfa::from_regex(&re, Anchoring::Search).ok()?).ok()?;
@@ -514,7 +517,7 @@ impl Conv<'_> {
         let mut ids = Vec::new();
         for p in &m.obj {
             let mut covered = false;
-            if let Some((_, id)) = p.props.iter().find(|(n, _)| n == k) {
+            if let Some((_, id)) = p.props.iter().find(|(n, _)| *n == k) {
                 ids.push(*id);
                 covered = true;
             }

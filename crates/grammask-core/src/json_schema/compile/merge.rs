@@ -4,8 +4,37 @@
 //! Pipeline place: the first step of emitting every goal ([`Conv::rule_for`], `goals.rs`).
 use super::*;
 
-impl Conv<'_> {
-    pub(super) fn merge(&mut self, g: &Goal) -> Result<Merged> {
+impl<'a> Conv<'a> {
+    /// [`Conv::merge_uncached`] of `g`, memoized when `g` is one schema with no applicator done
+    /// and no atomic negation (PERF: `emit_negation` and the property goals of `emit_base`
+    /// merged the same schemas again; goals of several schemas rarely repeat, and keeping their
+    /// merges cost more than it saved). Exact: a merge is a function of `g.ids` (in order),
+    /// `g.done` and `g.neg` (it never reads `g.nots` or `g.depth`), of the options and
+    /// `has_uneval` (fixed for the conversion), and of the document's index, which is unchanged
+    /// while `doc.version` is (references resolved before are cached and resolve alike). An
+    /// entry is kept only when its merge left the index unchanged, and all are dropped when the
+    /// index changes; errors are not kept (they end the conversion).
+    pub(super) fn merge(&mut self, g: &Goal) -> Result<Rc<Merged<'a>>> {
+        let single = match g.ids.as_slice() {
+            [x] if g.done.is_empty() && g.neg.is_empty() => *x,
+            _ => return Ok(Rc::new(self.merge_uncached(g)?)),
+        };
+        if self.merges_version != self.doc.version {
+            self.single_merges.clear();
+            self.merges_version = self.doc.version;
+        }
+        if let Some(m) = self.single_merges.get(&single) {
+            return Ok(Rc::clone(m));
+        }
+        let m = Rc::new(self.merge_uncached(g)?);
+        if self.merges_version == self.doc.version {
+            self.single_merges.insert(single, Rc::clone(&m));
+        }
+        Ok(m)
+    }
+
+    /// The keywords of `g`'s schemas merged (the new value each time: see [`Conv::merge`]).
+    pub(super) fn merge_uncached(&mut self, g: &Goal) -> Result<Merged<'a>> {
         let mut m = Merged {
             types: ALL,
             enums: None,
@@ -36,17 +65,17 @@ impl Conv<'_> {
             dep_req: Vec::new(),
             pending: Vec::new(),
         };
-        let mut seen: HashSet<SchemaId> = HashSet::new();
+        self.merge_seen.clear();
         let mut stack: Vec<SchemaId> = g.ids.iter().rev().copied().collect();
         let draft = self.doc.draft;
         // In-place applicator edges (parent, child) and unevaluated* keywords, for annotations.
         let mut edges: Vec<(SchemaId, SchemaId)> = Vec::new();
         let mut uneval: Vec<(SchemaId, bool, String)> = Vec::new();
         while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
+            if !self.merge_seen.insert(id) {
                 continue;
             }
-            if seen.len() > MAX_NESTING * 4 {
+            if self.merge_seen.len > MAX_NESTING * 4 {
                 return Err(Error::limit("subschemas merged into one", MAX_NESTING * 4));
             }
             let node = self.doc.node(id);
@@ -71,7 +100,7 @@ impl Conv<'_> {
                 }
             }
             let mut arr_part: Option<ArrPart> = None;
-            let mut obj_part: Option<ObjPart> = None;
+            let mut obj_part: Option<ObjPart<'a>> = None;
             for (k, v) in map {
                 // The keyword's pointer, formatted only for an error or a kept location.
                 let kp = || at(k);
@@ -224,7 +253,7 @@ impl Conv<'_> {
                         match k.as_str() {
                             "properties" => {
                                 for (name, x) in mm()? {
-                                    part.props.push((name.clone(), self.doc.child_at(id, x, &["properties", name])));
+                                    part.props.push((name.as_str(), self.doc.child_at(id, x, &["properties", name])));
                                 }
                             }
                             "patternProperties" => {
@@ -332,7 +361,7 @@ impl Conv<'_> {
             }
         }
         if !uneval.is_empty() {
-            self.apply_unevaluated(g, &mut m, &seen, &mut edges, &uneval)?;
+            self.apply_unevaluated(g, &mut m, &mut edges, &uneval)?;
         }
         for n in &g.neg {
             match n {
@@ -422,11 +451,11 @@ impl Conv<'_> {
     /// the branches this goal chose for `oneOf`, `if`, `dependentSchemas`) did not evaluate must
     /// satisfy the keyword's schema. Exact because every schema of the goal holds; an `anyOf`
     /// with several branches (others may hold and evaluate more) or `contains` is refused.
+    /// Reads `merge_seen`, the schemas this merge visited.
     fn apply_unevaluated(
         &mut self,
         g: &Goal,
-        m: &mut Merged,
-        seen: &HashSet<SchemaId>,
+        m: &mut Merged<'a>,
         edges: &mut Vec<(SchemaId, SchemaId)>,
         uneval: &[(SchemaId, bool, String)],
     ) -> Result<()> {
@@ -444,7 +473,7 @@ impl Conv<'_> {
                 _ => None,
             };
             if let Some(pid) = parent.and_then(|p| self.doc.id_of(&p)) {
-                if seen.contains(&pid) && pid != id {
+                if self.merge_seen.contains(pid) && pid != id {
                     edges.push((pid, id));
                 }
             }
@@ -488,7 +517,7 @@ impl Conv<'_> {
                         || (n != *x && map.contains_key("unevaluatedProperties"));
                     if let Some(Value::Object(o)) = map.get("properties") {
                         for name in o.keys() {
-                            part.props.push((name.clone(), self.doc.child(n, &["properties", name])));
+                            part.props.push((name.as_str(), self.doc.child(n, &["properties", name])));
                         }
                     }
                     if let Some(Value::Object(o)) = map.get("patternProperties") {
@@ -529,5 +558,92 @@ impl Conv<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_set_generations() {
+        let mut s = SeenSet::default();
+        s.clear();
+        assert!(s.insert(SchemaId(5)) && !s.insert(SchemaId(5)));
+        assert!(s.contains(SchemaId(5)) && !s.contains(SchemaId(4)) && !s.contains(SchemaId(99)));
+        assert_eq!(s.len, 1);
+        s.clear();
+        assert!(!s.contains(SchemaId(5)) && s.len == 0);
+        assert!(s.insert(SchemaId(2)));
+        // The generation wraps: stamps of earlier generations must not read as present.
+        s.generation = u32::MAX;
+        s.clear();
+        assert!((0..8).all(|i| !s.contains(SchemaId(i))));
+        assert!(s.insert(SchemaId(0)) && s.contains(SchemaId(0)) && !s.contains(SchemaId(1)));
+    }
+
+    const SCHEMA: &str = r##"{
+        "$defs": {
+            "a": {"type": "object", "properties": {"x": {"not": {"type": "string"}}}, "required": ["x"]},
+            "b": {"oneOf": [{"$ref": "#/$defs/a"}, {"type": "integer", "minimum": 3}]}
+        },
+        "allOf": [{"$ref": "#/$defs/b"}],
+        "not": {"$ref": "#/$defs/a"},
+        "if": {"required": ["y"]}, "then": {"minProperties": 2},
+        "dependentSchemas": {"k": {"required": ["z"]}},
+        "properties": {"r": {"$ref": "http://e.com/r.json"}}
+    }"##;
+
+    fn goal(ids: Vec<SchemaId>) -> Goal {
+        Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }
+    }
+
+    /// A memoized merge reads as a fresh one, for goals that hit the memo (one schema, any
+    /// `nots` and `depth`) and goals that must not (applicators done, atomic negations).
+    #[test]
+    fn memoized_merges_equal_fresh_merges() {
+        let value: Value = serde_json::from_str(SCHEMA).unwrap();
+        let remote: Value = serde_json::from_str(r#"{"type": "string"}"#).unwrap();
+        let doc = Doc::with_registry(&value, [("http://e.com/r.json".to_string(), &remote)].into()).unwrap();
+        let opts = JsonSchemaOptions::default();
+        let mut c = Conv::new(doc, &opts);
+        let root = c.doc.root_id();
+        for round in 0..2 {
+            for i in 0..c.doc.nodes.len() as u32 {
+                let id = SchemaId(i);
+                let mut with_nots = goal(vec![id]);
+                with_nots.nots.push(root);
+                with_nots.depth = 3;
+                let mut done = goal(vec![id]);
+                done.done.push((id, Kind::Not));
+                let mut neg = goal(vec![id]);
+                neg.neg.push(Neg::Types(STR));
+                for g in [goal(vec![id]), with_nots, done, neg, goal(vec![root, id])] {
+                    let memo = c.merge(&g).map(|m| format!("{m:?}"));
+                    let fresh = c.merge_uncached(&g).map(|m| format!("{m:?}"));
+                    assert_eq!(memo.ok(), fresh.ok(), "round {round}, goal {g:?}");
+                }
+            }
+        }
+    }
+
+    /// The memo is dropped when the document's index grows (a remote document walked).
+    #[test]
+    fn single_merges_dropped_when_the_index_changes() {
+        let value: Value = serde_json::from_str(SCHEMA).unwrap();
+        let remote: Value = serde_json::from_str(r#"{"type": "string"}"#).unwrap();
+        let doc = Doc::with_registry(&value, [("http://e.com/r.json".to_string(), &remote)].into()).unwrap();
+        let opts = JsonSchemaOptions::default();
+        let mut c = Conv::new(doc, &opts);
+        let root = c.doc.root_id();
+        let _ = c.merge(&goal(vec![root])).unwrap();
+        assert_eq!(c.single_merges.len(), 1);
+        let before = c.doc.nodes.len();
+        let r = c.doc.child(root, &["properties", "r"]);
+        let _ = c.doc.resolve_ref(r, "http://e.com/r.json", "$ref").unwrap();
+        assert!(c.doc.nodes.len() > before, "the remote document is indexed on its first reference");
+        let a = c.doc.id_of("/$defs/a").unwrap();
+        let _ = c.merge(&goal(vec![a])).unwrap();
+        assert_eq!(c.single_merges.len(), 1, "entries from before the walk are dropped");
     }
 }

@@ -15,9 +15,9 @@ impl Conv<'_> {
         // Known keys in schema order, then required keys not listed.
         let mut names: Vec<String> = Vec::new();
         for p in &m.obj {
-            for (n, _) in &p.props {
-                if !names.contains(n) {
-                    names.push(n.clone());
+            for &(n, _) in &p.props {
+                if !names.iter().any(|x| x == n) {
+                    names.push(n.to_string());
                 }
             }
         }
@@ -56,7 +56,7 @@ impl Conv<'_> {
             let mut in_props_any = false;
             for p in &m.obj {
                 let mut matched = false;
-                if let Some((_, id)) = p.props.iter().find(|(n, _)| n == name) {
+                if let Some((_, id)) = p.props.iter().find(|(n, _)| *n == name) {
                     ids.push(*id);
                     in_props_any = true;
                     matched = true;

@@ -36,7 +36,7 @@ impl Conv<'_> {
                 }
             }
         }
-        let first_ptr = g.ids.first().map_or(String::new(), |i| self.doc.node(*i).ptr.clone());
+        let first_ptr: Rc<str> = g.ids.first().map_or_else(|| Rc::from(""), |i| self.doc.node(*i).ptr.clone());
         if m.types & (INT | FRAC) != 0 {
             let excluded: Vec<Dec> =
                 m.not_values.iter().filter_map(|v| v.as_number().and_then(Dec::from_number)).collect();
@@ -378,8 +378,9 @@ impl Conv<'_> {
         }
         let Some((p, scale)) = numeric::lcm_divisor(&divs) else { return Ok(None) };
         let canonical = self.opts.spelling == Spelling::Canonical;
-        let fresh =
-            |this: &mut Self| this.merge(&Goal { ids: vec![], nots: vec![], done: vec![], neg: vec![], depth: 0 });
+        let fresh = |this: &mut Self| {
+            this.merge_uncached(&Goal { ids: vec![], nots: vec![], done: vec![], neg: vec![], depth: 0 })
+        };
         if scale < 10 && u64::from(p) == 10u64.pow(scale as u32) {
             let mut mi = fresh(self)?;
             mi.types = INT;
