@@ -119,8 +119,10 @@ impl Breaks {
 }
 
 /// The nodes with at least [`SUBTREE_RUNS_MIN_TOKENS`] tokens in their subtree, in trie order.
+/// (For tests: the subtree sets are built for the nodes walks ask for.)
 /// PERF: found from the root down (a subtree holds no more tokens than its parent's), not by a
 /// pass over every node (5 M instructions per ASCII class on Llama 3).
+#[cfg(test)]
 pub(super) fn large_subtrees(trie: &TokenTrie) -> Vec<usize> {
     let tokens = |i: usize| (trie.first_token[trie.nodes[i].subtree_end as usize] - trie.first_token[i]) as usize;
     let mut out = Vec::new();
@@ -261,7 +263,7 @@ impl RunIndex {
             }
         });
         let b = Breaks { nodes: breaks, per_node: true, leads: parent_lead, by_lead };
-        Self::assemble(trie, vocab_size, (ascii, false), lead, whole, b)
+        Self::assemble(vocab_size, (ascii, false), lead, whole, b)
     }
 
     /// The run index of one class from the shared [`RunBases`] of its vocabulary, equal to
@@ -337,7 +339,7 @@ impl RunIndex {
             parent_lead
         };
         let b = Breaks { nodes: breaks, per_node: !utf8, leads, by_lead };
-        Self::assemble(trie, vocab_size, (ascii, utf8), lead, whole, b)
+        Self::assemble(vocab_size, (ascii, utf8), lead, whole, b)
     }
 
     /// [`Self::new`]: the class's leads, lead-0 tokens and breaks from one walk.
@@ -399,13 +401,11 @@ impl RunIndex {
                 }
             }
         }
-        Self::assemble(trie, vocab_size, (ascii, UTF8), lead, whole, breaks)
+        Self::assemble(vocab_size, (ascii, UTF8), lead, whole, breaks)
     }
 
-    /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte
-    /// and the subtree run sets.
+    /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte.
     fn assemble(
-        trie: &TokenTrie,
         vocab_size: usize,
         (ascii, utf8): (u128, bool),
         lead: Vec<u8>,
@@ -436,7 +436,12 @@ impl RunIndex {
         }
         let root_by_byte =
             by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
-        let mut ri = RunIndex {
+        // The subtree sets are built by the walks that read them ([`Self::subtree_runs`]).
+        // PERF: built here for the 64 shallowest large subtrees (deepest first, each the union of
+        // its large children's), they were 2.2-2.8 M of the 4-17 M instructions of the cold
+        // compile and first mask of `arithmetic`, `c`, `english` and `list` on Llama 3, most
+        // never read.
+        RunIndex {
             ascii,
             utf8,
             lead,
@@ -447,22 +452,7 @@ impl RunIndex {
             break_leads,
             by_lead,
             root_by_byte,
-        };
-        // The subtree sets are built with the index (in the compile that needs it), for the
-        // shallowest large subtrees, rather than in first masks; deepest first, so that each is
-        // the union of those of its large children.
-        if !utf8 {
-            let mut large = large_subtrees(trie);
-            large.sort_by_key(|&i| trie.nodes[i].depth);
-            large.truncate(MAX_SUBTREE_RUNS);
-            let mut built = HashMap::new();
-            for &i in large.iter().rev() {
-                let runs = Arc::new(ri.runs_below(trie, i, &built));
-                built.insert(i as u32, runs);
-            }
-            ri.subtrees = RwLock::new(built);
         }
-        ri
     }
 
     /// The class slice of this (UTF-8) class, without a trie walk of its own: the slice is the
