@@ -43,7 +43,10 @@ fn main() {
         let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy();
         let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
         let mask = m.compute_mask().unwrap();
-        let hash = mask.words().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &w| (h ^ u64::from(w)).wrapping_mul(0x100_0000_01b3));
+        let hash = mask
+            .words()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, &w| (h ^ u64::from(w)).wrapping_mul(0x100_0000_01b3));
         println!(
             "{name:12} cold compile + first mask {us:9.0} us CPU ({} states; first mask {} allowed, hash {hash:016x})",
             cg.automata().states().len(),

@@ -419,13 +419,7 @@ impl RunIndex {
     }
 
     /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte.
-    fn assemble(
-        vocab_size: usize,
-        (ascii, utf8): (u128, bool),
-        lead: Vec<u8>,
-        whole: Bitset,
-        b: Breaks,
-    ) -> RunIndex {
+    fn assemble(vocab_size: usize, (ascii, utf8): (u128, bool), lead: Vec<u8>, whole: Bitset, b: Breaks) -> RunIndex {
         let Breaks { nodes: breaks, per_node, leads, by_lead } = b;
         let break_leads = if per_node {
             BreakLeads::PerNode(leads)
