@@ -4,7 +4,8 @@
 //! earlier ones built).
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='gbnf_cold_compile::cold_compile' \
 //!   target/release/examples/gbnf_cold_compile VOCAB.json GRAMMAR.gbnf...`
-//! (VOCAB.json from `TokenizerInfo.serialize_json()`); without valgrind it prints thread CPU time.
+//! (VOCAB.json from `TokenizerInfo.serialize_json()`); without valgrind it prints thread CPU time,
+//! and each first mask's allowed count and FNV-1a hash (to compare builds).
 use grammask_core::ebnf::parse_ebnf;
 use grammask_core::grammar::Grammar;
 use grammask_core::matcher::{CompiledGrammar, Matcher, MatcherOptions};
@@ -40,7 +41,17 @@ fn main() {
         let us = thread_us() - t;
         total += us;
         let name = std::path::Path::new(path).file_stem().unwrap().to_string_lossy();
-        println!("{name:12} cold compile + first mask {us:9.0} us CPU ({} states)", cg.automata().states().len());
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        let mask = m.compute_mask().unwrap();
+        let hash = mask
+            .words()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, &w| (h ^ u64::from(w)).wrapping_mul(0x100_0000_01b3));
+        println!(
+            "{name:12} cold compile + first mask {us:9.0} us CPU ({} states; first mask {} allowed, hash {hash:016x})",
+            cg.automata().states().len(),
+            mask.count_ones()
+        );
     }
     println!("total {total:.0} us CPU");
 }

@@ -46,8 +46,10 @@ pub struct RunBases {
     /// The depth of each node's parent (capped; 0 under the root), per node: the parent lead of
     /// every node whose parent is a break of an ASCII-only class.
     pub(super) parent_depth: Vec<u8>,
-    /// Bit `m` is set iff node `m` is at depth at most [`LEAD_LISTS`](super::LEAD_LISTS).
-    pub(super) shallow: Vec<u64>,
+    /// `shallow[k]`: the nodes at depth `k + 1` (`k <` [`LEAD_LISTS`](super::LEAD_LISTS)) in
+    /// trie order, with their bytes; the breaks of parent lead `k` of an ASCII-only class are
+    /// those outside the class whose parent is outside it too, and some below its nodes.
+    pub(super) shallow: [(Vec<u32>, Vec<u8>); super::LEAD_LISTS],
     /// The nodes of ASCII byte `x` are `ascii_nodes[starts[x]..starts[x + 1]]`, in trie order.
     ascii_nodes: Vec<u32>,
     starts: [u32; 129],
@@ -81,7 +83,7 @@ impl RunBases {
         let mut starts = [0u32; 129];
         let mut token_depth = vec![0u8; trie.tokens.len()];
         let mut parent_depth = vec![0u8; nodes];
-        let mut shallow = vec![0u64; words];
+        let mut shallow: [(Vec<u32>, Vec<u8>); super::LEAD_LISTS] = Default::default();
         // Along the current path, per depth (0: the root): `U`'s lead and state after the node
         // there, and the depth of the path's last non-ASCII byte (capped).
         let mut at: Vec<(u8, u8, u8)> = vec![(0, 0, 0); trie.max_depth as usize + 1];
@@ -125,8 +127,9 @@ impl RunBases {
                 ascii.lead[p] = here;
                 token_depth[p] = cap(d);
             }
-            if d <= super::LEAD_LISTS {
-                shallow[i / 64] |= bit;
+            if let Some((nodes, bytes)) = shallow.get_mut(d - 1) {
+                nodes.push(i as u32);
+                bytes.push(n.byte);
             }
         }
         // Lead 0 is the rule for `U` and common for ASCII: both sets taken in one pass.
@@ -184,7 +187,7 @@ impl RunBases {
             + base(&self.ascii)
             + self.token_depth.len()
             + self.parent_depth.len()
-            + 8 * self.shallow.len()
+            + self.shallow.iter().map(|(nodes, bytes)| 4 * nodes.capacity() + bytes.capacity()).sum::<usize>()
             + 4 * self.ascii_nodes.len()
             + std::mem::size_of::<Self>()
     }

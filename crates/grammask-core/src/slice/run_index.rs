@@ -119,8 +119,10 @@ impl Breaks {
 }
 
 /// The nodes with at least [`SUBTREE_RUNS_MIN_TOKENS`] tokens in their subtree, in trie order.
+/// (For tests: the subtree sets are built for the nodes walks ask for.)
 /// PERF: found from the root down (a subtree holds no more tokens than its parent's), not by a
 /// pass over every node (5 M instructions per ASCII class on Llama 3).
+#[cfg(test)]
 pub(super) fn large_subtrees(trie: &TokenTrie) -> Vec<usize> {
     let tokens = |i: usize| (trie.first_token[trie.nodes[i].subtree_end as usize] - trie.first_token[i]) as usize;
     let mut out = Vec::new();
@@ -250,18 +252,32 @@ impl RunIndex {
                 *last &= (1u64 << (trie.nodes.len() % 64)) - 1;
             }
         }
-        // A break of parent lead below `LEAD_LISTS` is shallow or below a node of `I`.
-        let mut by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS] = Default::default();
-        let low: Vec<u64> =
-            bases.shallow.iter().zip(&below_inside).zip(&breaks).map(|((s, b), k)| (s | b) & k).collect();
-        for_each_bit(&low, |m| {
-            if let Some((nodes, bytes)) = by_lead.get_mut(usize::from(parent_lead[m])) {
-                nodes.push(m as u32);
-                bytes.push(trie.nodes[m].byte);
+        // A break of parent lead `L < LEAD_LISTS` is a node at depth `L + 1` whose parent and
+        // itself are outside `I` (from the bases' shallow lists), or a node outside `I` below one
+        // of `I` whose lead is `L`.
+        // PERF: the lists copied around the few nodes of `I` or below it, rather than a push per
+        // shallow break: json.gbnf cold, `from_inside` of `[ \t\n]` 3.30 M -> 1.33 M instructions.
+        let mut below: [(Vec<u32>, Vec<u8>); LEAD_LISTS] = Default::default();
+        for_each_bit(&below_inside, |m| {
+            if inside[m / 64] >> (m % 64) & 1 == 0 {
+                if let Some((nodes, bytes)) = below.get_mut(usize::from(parent_lead[m])) {
+                    nodes.push(m as u32);
+                    bytes.push(trie.nodes[m].byte);
+                }
             }
         });
+        // The shallow nodes of `I` or below it, per depth (few: the list is copied around them).
+        let skip: Vec<u64> = inside.iter().zip(&below_inside).map(|(i, b)| i | b).collect();
+        let mut dropped: [Vec<u32>; LEAD_LISTS] = Default::default();
+        for_each_bit(&skip, |m| {
+            if let Some(drop) = dropped.get_mut(trie.nodes[m].depth as usize - 1) {
+                drop.push(m as u32);
+            }
+        });
+        let by_lead: [(Vec<u32>, Vec<u8>); LEAD_LISTS] =
+            std::array::from_fn(|l| merge_by_node(without_nodes(&bases.shallow[l], &dropped[l]), &below[l]));
         let b = Breaks { nodes: breaks, per_node: true, leads: parent_lead, by_lead };
-        Self::assemble(trie, vocab_size, (ascii, false), lead, whole, b)
+        Self::assemble(vocab_size, (ascii, false), lead, whole, b)
     }
 
     /// The run index of one class from the shared [`RunBases`] of its vocabulary, equal to
@@ -337,7 +353,7 @@ impl RunIndex {
             parent_lead
         };
         let b = Breaks { nodes: breaks, per_node: !utf8, leads, by_lead };
-        Self::assemble(trie, vocab_size, (ascii, utf8), lead, whole, b)
+        Self::assemble(vocab_size, (ascii, utf8), lead, whole, b)
     }
 
     /// [`Self::new`]: the class's leads, lead-0 tokens and breaks from one walk.
@@ -399,19 +415,11 @@ impl RunIndex {
                 }
             }
         }
-        Self::assemble(trie, vocab_size, (ascii, UTF8), lead, whole, breaks)
+        Self::assemble(vocab_size, (ascii, UTF8), lead, whole, breaks)
     }
 
-    /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte
-    /// and the subtree run sets.
-    fn assemble(
-        trie: &TokenTrie,
-        vocab_size: usize,
-        (ascii, utf8): (u128, bool),
-        lead: Vec<u8>,
-        whole: Bitset,
-        b: Breaks,
-    ) -> RunIndex {
+    /// A class's index from its leads, lead-0 tokens and breaks: the breaks of lead 0 by byte.
+    fn assemble(vocab_size: usize, (ascii, utf8): (u128, bool), lead: Vec<u8>, whole: Bitset, b: Breaks) -> RunIndex {
         let Breaks { nodes: breaks, per_node, leads, by_lead } = b;
         let break_leads = if per_node {
             BreakLeads::PerNode(leads)
@@ -436,7 +444,12 @@ impl RunIndex {
         }
         let root_by_byte =
             by_byte.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).map(|(b, v)| (b as u8, v.into())).collect();
-        let mut ri = RunIndex {
+        // The subtree sets are built by the walks that read them ([`Self::subtree_runs`]).
+        // PERF: built here for the 64 shallowest large subtrees (deepest first, each the union of
+        // its large children's), they were 2.2-2.8 M of the 4-17 M instructions of the cold
+        // compile and first mask of `arithmetic`, `c`, `english` and `list` on Llama 3, most
+        // never read.
+        RunIndex {
             ascii,
             utf8,
             lead,
@@ -447,22 +460,7 @@ impl RunIndex {
             break_leads,
             by_lead,
             root_by_byte,
-        };
-        // The subtree sets are built with the index (in the compile that needs it), for the
-        // shallowest large subtrees, rather than in first masks; deepest first, so that each is
-        // the union of those of its large children.
-        if !utf8 {
-            let mut large = large_subtrees(trie);
-            large.sort_by_key(|&i| trie.nodes[i].depth);
-            large.truncate(MAX_SUBTREE_RUNS);
-            let mut built = HashMap::new();
-            for &i in large.iter().rev() {
-                let runs = Arc::new(ri.runs_below(trie, i, &built));
-                built.insert(i as u32, runs);
-            }
-            ri.subtrees = RwLock::new(built);
         }
-        ri
     }
 
     /// The class slice of this (UTF-8) class, without a trie walk of its own: the slice is the
@@ -614,6 +612,45 @@ impl RunIndex {
     pub fn reads_ascii(&self, x: u8) -> bool {
         x < 0x80 && self.ascii >> x & 1 == 1
     }
+}
+
+/// The nodes of `list` (in trie order, with their bytes) but those of `drop` (in trie order, each
+/// in `list`).
+fn without_nodes(list: &(Vec<u32>, Vec<u8>), drop: &[u32]) -> (Vec<u32>, Vec<u8>) {
+    let len = list.0.len() - drop.len();
+    let mut out = (Vec::with_capacity(len), Vec::with_capacity(len));
+    let mut from = 0;
+    for &m in drop {
+        let at = from + list.0[from..].partition_point(|&k| k < m);
+        debug_assert_eq!(list.0[at], m);
+        out.0.extend_from_slice(&list.0[from..at]);
+        out.1.extend_from_slice(&list.1[from..at]);
+        from = at + 1;
+    }
+    out.0.extend_from_slice(&list.0[from..]);
+    out.1.extend_from_slice(&list.1[from..]);
+    out
+}
+
+/// The nodes of `a` and `b` (each in trie order, with their bytes, none in both) in trie order.
+fn merge_by_node(a: (Vec<u32>, Vec<u8>), b: &(Vec<u32>, Vec<u8>)) -> (Vec<u32>, Vec<u8>) {
+    if b.0.is_empty() {
+        return a;
+    }
+    let len = a.0.len() + b.0.len();
+    let mut out = (Vec::with_capacity(len), Vec::with_capacity(len));
+    let mut from = 0;
+    for (&m, &x) in b.0.iter().zip(&b.1) {
+        let to = from + a.0[from..].partition_point(|&k| k < m);
+        out.0.extend_from_slice(&a.0[from..to]);
+        out.1.extend_from_slice(&a.1[from..to]);
+        out.0.push(m);
+        out.1.push(x);
+        from = to;
+    }
+    out.0.extend_from_slice(&a.0[from..]);
+    out.1.extend_from_slice(&a.1[from..]);
+    out
 }
 
 /// Calls `f` with each set bit of `words`, in increasing order.

@@ -613,7 +613,7 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
             RunIndex::from_inside(trie, n, &bases, ascii)
         }
     }));
-    for (&(ascii, utf8), ri) in classes.iter().cycle().zip(&built) {
+    for (k, (&(ascii, utf8), ri)) in classes.iter().cycle().zip(&built).enumerate() {
         assert_eq!((ri.ascii, ri.utf8), (ascii, utf8));
         let reads = |p: &[u8]| -> bool {
             let mut st = 0u8;
@@ -687,8 +687,14 @@ fn check_run_indexes(trie: &TokenTrie, n: usize, classes: &[(u128, bool)]) {
         assert!(!breaks.is_empty());
         assert_eq!(*ri.whole, whole, "lead-0 tokens of class {ascii:x} utf8 {utf8}");
         // The run sets of large subtrees (ASCII classes): the tokens below each node (not on it)
-        // whose lead is at most its depth.
-        for i in super::run_index::large_subtrees(trie) {
+        // whose lead is at most its depth. They are built as walks ask for them: parents first
+        // (each from its tokens), or for every other index children first (each from its large
+        // children's sets).
+        let mut large = super::run_index::large_subtrees(trie);
+        if k % 2 == 1 {
+            large.reverse();
+        }
+        for i in large {
             let got = ri.subtree_runs(trie, i);
             if utf8 {
                 assert!(got.is_none());
