@@ -1633,6 +1633,52 @@ struct RowInfo {
     cost: u32,
 }
 
+/// A row's `U(R, row)` values by rule index while [`RowCosts::row_info`] computes them.
+/// Invariant: `value[rule]` is below [`INF`] if and only if `rule` is in `touched`.
+/// PERF: a hash map per new row (~80k on the nine band schemas) was most of a row info's cost.
+#[derive(Default)]
+struct RuleTable {
+    value: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl RuleTable {
+    /// Empties the table and makes room for `rules` rules.
+    fn reset(&mut self, rules: usize) {
+        for &rule in &self.touched {
+            self.value[rule as usize] = INF;
+        }
+        self.touched.clear();
+        if self.value.len() < rules {
+            self.value.resize(rules, INF);
+        }
+    }
+
+    #[inline]
+    fn get(&self, rule: u32) -> u32 {
+        self.value[rule as usize]
+    }
+
+    /// Lowers `rule`'s value to `c`; whether it changed.
+    #[inline]
+    fn lower(&mut self, rule: u32, c: u32) -> bool {
+        let v = &mut self.value[rule as usize];
+        if c >= *v {
+            return false;
+        }
+        if *v >= INF {
+            self.touched.push(rule);
+        }
+        *v = c;
+        true
+    }
+}
+
+thread_local! {
+    /// This thread's [`RuleTable`] for [`RowCosts::row_info`].
+    static ROW_U: std::cell::RefCell<RuleTable> = std::cell::RefCell::new(RuleTable::default());
+}
+
 /// Most memoized [`RowInfo`]s per grammar; when exceeded the table starts over.
 const MAX_ROW_INFOS: usize = 1 << 16;
 
@@ -1684,9 +1730,18 @@ impl RowCosts {
 
     /// The [`RowInfo`] of row `r`, holding `items` (the tables must reach row `r - 1`).
     fn row_info(&self, a: &Automata, comp: &Completion, items: &[Item], r: usize) -> RowInfo {
-        let mut u: FastMap<u32, u32> = FastMap::default();
+        ROW_U.with_borrow_mut(|u| {
+            u.reset(a.num_rules());
+            let info = self.row_info_in(a, comp, items, r, u);
+            u.reset(0);
+            info
+        })
+    }
+
+    /// [`RowCosts::row_info`] with the row's `U` values in `u` (empty).
+    fn row_info_in(&self, a: &Automata, comp: &Completion, items: &[Item], r: usize, u: &mut RuleTable) -> RowInfo {
         if r == 0 {
-            u.insert(a.root().index() as u32, 0);
+            u.lower(a.root().index() as u32, 0);
         }
         // Items predicted in this row take this row's values: iterate to the fixpoint (values
         // only decrease; a pass without change ends it).
@@ -1694,21 +1749,12 @@ impl RowCosts {
             let mut changed = false;
             for it in items {
                 let rule = a.state(it.state).rule.index() as u32;
-                let up = if it.origin as usize == r {
-                    u.get(&rule).copied().unwrap_or(INF)
-                } else {
-                    self.lookup(it.origin as usize, rule)
-                };
+                let up = if it.origin as usize == r { u.get(rule) } else { self.lookup(it.origin as usize, rule) };
                 if up >= INF {
                     continue;
                 }
                 for &(rr, t) in a.rule_edges(it.state) {
-                    let c = (comp.dist(t) + up).min(INF);
-                    let e = u.entry(rr.index() as u32).or_insert(INF);
-                    if c < *e {
-                        *e = c;
-                        changed = true;
-                    }
+                    changed |= u.lower(rr.index() as u32, (comp.dist(t) + up).min(INF));
                 }
             }
             if !changed {
@@ -1723,14 +1769,10 @@ impl RowCosts {
                 continue;
             }
             let rule = a.state(it.state).rule.index() as u32;
-            let up = if it.origin as usize == r {
-                u.get(&rule).copied().unwrap_or(INF)
-            } else {
-                self.lookup(it.origin as usize, rule)
-            };
+            let up = if it.origin as usize == r { u.get(rule) } else { self.lookup(it.origin as usize, rule) };
             cost = cost.min((d + up).min(INF));
         }
-        let mut t: Vec<(u32, u32)> = u.into_iter().filter(|e| e.1 < INF).collect();
+        let mut t: Vec<(u32, u32)> = u.touched.iter().map(|&rule| (rule, u.value[rule as usize])).collect();
         t.sort_unstable();
         RowInfo { table: t.into_boxed_slice(), cost }
     }
