@@ -532,7 +532,7 @@ fn bounded_memo<K: std::hash::Hash + Eq, V: Copy>(memo: &Mutex<FastMap<K, V>>, k
 }
 
 /// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
-const REGION_SLOTS: usize = 1024;
+const REGION_SLOTS: usize = 4096;
 /// A [`Walk::region_slots`] entry: the region of `(state, side, t, depth, full)` of
 /// [`Completion`] `grammar` (its `id`; 0: empty), `t` clamped ([`Completion::threshold`]).
 /// Invariant: a region is a function of these alone, so a slot holds across walks.
