@@ -4196,4 +4196,27 @@ mod tests {
             }
         }
     }
+
+    /// A [`RuleTable`] holds the values lowered since its last reset, and its `touched` list
+    /// names exactly the rules below [`INF`]: a reset that left a value would give the next
+    /// row's rules the last row's `U`. With `reset` keeping the values it fails.
+    #[test]
+    fn rule_tables_hold_the_values_lowered_since_their_reset() {
+        let mut u = RuleTable::default();
+        u.reset(8);
+        assert!(u.lower(3, 5));
+        assert!(!u.lower(3, 7));
+        assert!(u.lower(3, 2));
+        assert!(!u.lower(5, INF));
+        assert!(u.lower(0, 0));
+        assert_eq!((u.get(0), u.get(3), u.get(5)), (0, 2, INF));
+        let mut touched = u.touched.clone();
+        touched.sort_unstable();
+        assert_eq!(touched, vec![0, 3]);
+        u.reset(16);
+        assert!(u.touched.is_empty());
+        assert!((0..16).all(|r| u.get(r) == INF), "a reset table holds no value");
+        assert!(u.lower(12, 1));
+        assert_eq!(u.touched, vec![12]);
+    }
 }
