@@ -2021,9 +2021,6 @@ struct WalkMaps {
     row_levels: FastMap<RowLevelKey, RowLevel>,
     row_level_items: Vec<PlainItem>,
     closed: CloseMemo,
-    /// The [`Completion::id`] whose follows `follow_of`, `follows` and `follow_classes` hold
-    /// (0: none), kept across its walks (see [`WalkMaps::clear`]).
-    follows_of: u64,
     /// The walk's stacks and per-level tables, kept likewise.
     /// PERF: grown from empty at every walk (`follows` by a row per level), their reallocations
     /// were ~2% of o41193's budgeted instructions.
@@ -2036,33 +2033,16 @@ struct WalkMaps {
 /// Most entries (capacities) of the [`WalkMaps`] kept after a walk: a larger set is dropped.
 const MAX_KEPT_WALK_ENTRIES: usize = 1 << 16;
 
-/// Most [`WalkMaps::follows`] a walk starts with: past it they start over.
-const MAX_KEPT_FOLLOWS: usize = 1 << 12;
-
 impl WalkMaps {
     /// Empties every map (a walk's keys hold its own `BodyCfg` addresses) but the region slots,
-    /// which are kept (each names its grammar and side), and the follows when they are those of
-    /// grammar `id` (0: none), which are kept too.
-    ///
-    /// Follows kept across walks: a [`Walk::follow`] entry is a function of its key, `(rule,
-    /// origin row signature)`, and of the grammar alone (equal signatures have equal
-    /// completions: [`Completion::follow_bytes`] holds them by that key), when the grammar has no
-    /// character or recursive budgets (their completions read the chart's clock): `id` is 0 then.
-    /// Indices into `follows` stay valid while it only grows.
-    /// PERF: a walk's levels met a few hundred completions each, looked up in the grammar's
-    /// locked table and copied into the walk's; most were the walk before's.
-    fn clear(&mut self, id: u64) {
+    /// which are kept (each names its grammar and side).
+    fn clear(&mut self) {
         self.regions.clear();
         if self.region_slots.len() != REGION_SLOTS {
             self.region_slots.clear();
             self.region_slots.resize(REGION_SLOTS, RegionSlot::EMPTY);
         }
-        if id == 0 || self.follows_of != id || self.follows.len() > MAX_KEPT_FOLLOWS {
-            self.follow_of.clear();
-            self.follows.clear();
-            self.follow_classes.clear();
-        }
-        self.follows_of = id;
+        self.follow_of.clear();
         self.over_memo.clear();
         self.body_memo.clear();
         self.front_memo.clear();
@@ -2074,6 +2054,8 @@ impl WalkMaps {
         self.row_levels.clear();
         self.row_level_items.clear();
         self.items.clear();
+        self.follows.clear();
+        self.follow_classes.clear();
         self.frames.clear();
     }
 
@@ -3666,11 +3648,9 @@ impl Budget {
         let comp: &Completion = &self.comp;
         let classes = comp.classes.get_or_init(|| SubtreeClasses::of(&comp.vocab, trie));
         let mut maps = WALK_MAPS.with(std::cell::Cell::take).unwrap_or_default();
-        let shared = a.char_budgets().is_none() && a.rec_budgets().is_none();
-        maps.clear(if shared { comp.id } else { 0 });
+        maps.clear();
         maps.closed.clear(chart);
         maps.closed.hits = 0;
-        let maps_follows_of = maps.follows_of;
         let mut w = Walk {
             a,
             comp,
@@ -3730,7 +3710,6 @@ impl Budget {
             row_levels: w.row_levels,
             row_level_items: w.row_level_items,
             closed: w.closed,
-            follows_of: maps_follows_of,
             items: w.items,
             follows: w.follows,
             follow_classes: w.follow_classes,
