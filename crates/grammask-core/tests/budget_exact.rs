@@ -1317,17 +1317,3 @@ fn front_lists_and_exit_levels_from_walk_arenas_equal_exact_walks() {
     }
     assert!(fronts > 0 && skips > 0, "{fronts} frontier subtrees listed, {skips} nodes took known exit levels");
 }
-
-/// Walks keep the bytes read after a rule's completion from one walk to the next of the same
-/// grammar (`WalkMaps::follows_of`), keyed by the rule and its origin row's signature: two
-/// grammars alike but for the byte after `w` number their rules, states and rows alike, so
-/// that follows kept from the first grammar's walks would place the second's tokens leaving
-/// `w` on the wrong side of the limit. The grammars are walked one after the other on this
-/// thread. With the follows kept whatever the grammar it fails (`follow_y path 0`).
-#[test]
-fn follows_kept_across_walks_are_the_grammars_own() {
-    let (vocab, stop) = vocab_with(&["ax", "ay", "abx", "aby", "xzz", "yzz", "bx", "by"]);
-    let g = |b: &str| parse_ebnf(&format!("root ::= w \"{b}\" \"zzzzzz\"\nw ::= [a-c]+"), "root").unwrap();
-    let grammars = vec![("follow_x", g("x")), ("follow_y", g("y")), ("follow_x_again", g("x"))];
-    check_brute_force(&vocab, stop, grammars, 0xF011_0E5F_0A11_0E55, 2, 6);
-}
