@@ -532,7 +532,7 @@ fn bounded_memo<K: std::hash::Hash + Eq, V: Copy>(memo: &Mutex<FastMap<K, V>>, k
 }
 
 /// Slots of a walk's direct-mapped [`Region`] cache (a power of two).
-const REGION_SLOTS: usize = 1024;
+const REGION_SLOTS: usize = 4096;
 /// A [`Walk::region_slots`] entry: the region of `(state, side, t, depth, full)` of
 /// [`Completion`] `grammar` (its `id`; 0: empty), `t` clamped ([`Completion::threshold`]).
 /// Invariant: a region is a function of these alone, so a slot holds across walks.
@@ -1633,6 +1633,53 @@ struct RowInfo {
     cost: u32,
 }
 
+/// A row's `U(R, row)` values by rule index while [`RowCosts::row_info`] computes them.
+/// Invariant: `value[rule]` is below [`INF`] if and only if `rule` is in `touched`.
+/// PERF: a hash map per new row (~80k on the nine band schemas) was most of a row info's cost.
+/// Its size is the largest rule count of the grammars costed on its thread (4 bytes a rule).
+#[derive(Default)]
+struct RuleTable {
+    value: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl RuleTable {
+    /// Empties the table and makes room for `rules` rules.
+    fn reset(&mut self, rules: usize) {
+        for &rule in &self.touched {
+            self.value[rule as usize] = INF;
+        }
+        self.touched.clear();
+        if self.value.len() < rules {
+            self.value.resize(rules, INF);
+        }
+    }
+
+    #[inline]
+    fn get(&self, rule: u32) -> u32 {
+        self.value[rule as usize]
+    }
+
+    /// Lowers `rule`'s value to `c`; whether it changed.
+    #[inline]
+    fn lower(&mut self, rule: u32, c: u32) -> bool {
+        let v = &mut self.value[rule as usize];
+        if c >= *v {
+            return false;
+        }
+        if *v >= INF {
+            self.touched.push(rule);
+        }
+        *v = c;
+        true
+    }
+}
+
+thread_local! {
+    /// This thread's [`RuleTable`] for [`RowCosts::row_info`].
+    static ROW_U: std::cell::RefCell<RuleTable> = std::cell::RefCell::new(RuleTable::default());
+}
+
 /// Most memoized [`RowInfo`]s per grammar; when exceeded the table starts over.
 const MAX_ROW_INFOS: usize = 1 << 16;
 
@@ -1684,9 +1731,18 @@ impl RowCosts {
 
     /// The [`RowInfo`] of row `r`, holding `items` (the tables must reach row `r - 1`).
     fn row_info(&self, a: &Automata, comp: &Completion, items: &[Item], r: usize) -> RowInfo {
-        let mut u: FastMap<u32, u32> = FastMap::default();
+        ROW_U.with_borrow_mut(|u| {
+            u.reset(a.num_rules());
+            let info = self.row_info_in(a, comp, items, r, u);
+            u.reset(0);
+            info
+        })
+    }
+
+    /// [`RowCosts::row_info`] with the row's `U` values in `u` (empty).
+    fn row_info_in(&self, a: &Automata, comp: &Completion, items: &[Item], r: usize, u: &mut RuleTable) -> RowInfo {
         if r == 0 {
-            u.insert(a.root().index() as u32, 0);
+            u.lower(a.root().index() as u32, 0);
         }
         // Items predicted in this row take this row's values: iterate to the fixpoint (values
         // only decrease; a pass without change ends it).
@@ -1694,21 +1750,12 @@ impl RowCosts {
             let mut changed = false;
             for it in items {
                 let rule = a.state(it.state).rule.index() as u32;
-                let up = if it.origin as usize == r {
-                    u.get(&rule).copied().unwrap_or(INF)
-                } else {
-                    self.lookup(it.origin as usize, rule)
-                };
+                let up = if it.origin as usize == r { u.get(rule) } else { self.lookup(it.origin as usize, rule) };
                 if up >= INF {
                     continue;
                 }
                 for &(rr, t) in a.rule_edges(it.state) {
-                    let c = (comp.dist(t) + up).min(INF);
-                    let e = u.entry(rr.index() as u32).or_insert(INF);
-                    if c < *e {
-                        *e = c;
-                        changed = true;
-                    }
+                    changed |= u.lower(rr.index() as u32, (comp.dist(t) + up).min(INF));
                 }
             }
             if !changed {
@@ -1723,14 +1770,10 @@ impl RowCosts {
                 continue;
             }
             let rule = a.state(it.state).rule.index() as u32;
-            let up = if it.origin as usize == r {
-                u.get(&rule).copied().unwrap_or(INF)
-            } else {
-                self.lookup(it.origin as usize, rule)
-            };
+            let up = if it.origin as usize == r { u.get(rule) } else { self.lookup(it.origin as usize, rule) };
             cost = cost.min((d + up).min(INF));
         }
-        let mut t: Vec<(u32, u32)> = u.into_iter().filter(|e| e.1 < INF).collect();
+        let mut t: Vec<(u32, u32)> = u.touched.iter().map(|&rule| (rule, u.value[rule as usize])).collect();
         t.sort_unstable();
         RowInfo { table: t.into_boxed_slice(), cost }
     }
@@ -4132,5 +4175,28 @@ mod tests {
                 assert_eq!(got, want, "len {len} span {span}");
             }
         }
+    }
+
+    /// A [`RuleTable`] holds the values lowered since its last reset, and its `touched` list
+    /// names exactly the rules below [`INF`]: a reset that left a value would give the next
+    /// row's rules the last row's `U`. With `reset` keeping the values it fails.
+    #[test]
+    fn rule_tables_hold_the_values_lowered_since_their_reset() {
+        let mut u = RuleTable::default();
+        u.reset(8);
+        assert!(u.lower(3, 5));
+        assert!(!u.lower(3, 7));
+        assert!(u.lower(3, 2));
+        assert!(!u.lower(5, INF));
+        assert!(u.lower(0, 0));
+        assert_eq!((u.get(0), u.get(3), u.get(5)), (0, 2, INF));
+        let mut touched = u.touched.clone();
+        touched.sort_unstable();
+        assert_eq!(touched, vec![0, 3]);
+        u.reset(16);
+        assert!(u.touched.is_empty());
+        assert!((0..16).all(|r| u.get(r) == INF), "a reset table holds no value");
+        assert!(u.lower(12, 1));
+        assert_eq!(u.touched, vec![12]);
     }
 }
