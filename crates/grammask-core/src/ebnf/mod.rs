@@ -37,14 +37,15 @@ pub fn parse_ebnf(text: &str, root_rule_name: &str) -> Result<Grammar> {
 }
 
 /// [`parse_ebnf`], with `extra` defining more rules (which the text may reference) in the
-/// builder after the text's rules; it returns their ids. Those rules are numbered after the
-/// text's. `extra_bytes`: about the text those rules would take (a hint to reserve room for them).
+/// builder after the text's rules; it returns their builder ids. Those rules are numbered after
+/// the text's: the grammar comes with their ids in it, in `extra`'s order (not the builder's
+/// ids). `extra_bytes`: about the text those rules would take (a hint to reserve room for them).
 pub(crate) fn parse_ebnf_with(
     text: &str,
     root_rule_name: &str,
     extra_bytes: usize,
     extra: impl FnOnce(&mut crate::grammar::GrammarBuilder) -> Result<Vec<crate::grammar::RuleId>>,
-) -> Result<Grammar> {
+) -> Result<(Grammar, Vec<crate::grammar::RuleId>)> {
     check_size(text)?;
     Parser::new(text, Dialect::XGrammar).parse_with(root_rule_name, extra_bytes, extra)
 }

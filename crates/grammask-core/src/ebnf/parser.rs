@@ -142,18 +142,20 @@ impl<'a> Parser<'a> {
     }
 
     pub fn parse(self, root: &str) -> Result<Grammar> {
-        self.parse_with(root, 0, |_| Ok(Vec::new()))
+        self.parse_with(root, 0, |_| Ok(Vec::new())).map(|(g, _)| g)
     }
 
     /// [`Self::parse`], with `extra` defining rules in the builder after the text's (they may
-    /// be referenced by the text): it returns the ids of the rules it defined. `extra_bytes`: about
-    /// the text those rules would take (reserved for like the text's).
+    /// be referenced by the text): it returns the ids of the rules it defined, and the grammar
+    /// comes with those rules' ids in it (the grammar numbers its rules anew: a builder id is not
+    /// a grammar id). `extra_bytes`: about the text those rules would take (reserved for like the
+    /// text's).
     pub fn parse_with(
         mut self,
         root: &str,
         extra_bytes: usize,
         extra: impl FnOnce(&mut GrammarBuilder) -> Result<Vec<RuleId>>,
-    ) -> Result<Grammar> {
+    ) -> Result<(Grammar, Vec<RuleId>)> {
         if self.cur.text.len() > limits::MAX_GRAMMAR_BYTES {
             return Err(Error::limit("grammar text size in bytes", limits::MAX_GRAMMAR_BYTES));
         }
@@ -230,10 +232,12 @@ impl<'a> Parser<'a> {
         }
         // Defined past the text's end (positions only order errors).
         let end = self.cur.bytes.len();
-        for id in extra(&mut self.b)? {
+        let extra_ids = extra(&mut self.b)?;
+        for &id in &extra_ids {
             *at(&mut self.def_pos, id) = end;
         }
-        self.finish(root)
+        let (g, new_ids) = self.finish(root)?;
+        Ok((g, extra_ids.iter().map(|id| new_ids[id.index()]).collect()))
     }
 
     /// The rule id of a name written in the text, declaring the rule on first sight.
@@ -824,7 +828,8 @@ impl<'a> Parser<'a> {
     }
 
     /// Checks references and the root, then builds the grammar with rules in definition order.
-    fn finish(self, root: &str) -> Result<Grammar> {
+    /// The grammar, and each builder rule id's id in it (rules numbered in definition order).
+    fn finish(self, root: &str) -> Result<(Grammar, Vec<RuleId>)> {
         // The undefined rule referenced first (first positions are distinct).
         let undefined = self
             .ids
@@ -881,7 +886,7 @@ impl<'a> Parser<'a> {
             .collect();
         g.renumber_rules(&new_ids);
         g.shrink_to_fit();
-        Ok(g)
+        Ok((g, new_ids))
     }
 
     /// Parses `JsonStringIn("a", "b", ...)` or `JsonStringExcept(...)` (the cursor is on `name`):

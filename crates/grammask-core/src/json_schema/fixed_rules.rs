@@ -71,6 +71,7 @@ fn template(name: &str, body: &str) -> Result<Grammar> {
         }
         Ok(ids)
     })
+    .map(|(g, _)| g)
 }
 
 /// Adds to `b` the expression `e` of `g` (children first, in order, as the parser adds them);

@@ -140,14 +140,16 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     let (text, excluded, apart) = json_schema_to_ebnf_parts(schema, options, true)?;
     // The same grammar as parsing `json_schema_to_ebnf`'s text (`key_sets.rs`,
     // `jstr::build_tries`, `fixed_rules.rs`); the arena is reserved for the rules kept apart too.
-    let mut key_set_rules = Vec::new();
-    let g = crate::ebnf::parse_ebnf_with(&text, "root", apart.bytes, |b| {
+    let mut key_set_count = 0;
+    let (g, mut key_set_rules) = crate::ebnf::parse_ebnf_with(&text, "root", apart.bytes, |b| {
         let mut ids = key_sets::build(&apart.key_sets, b)?;
-        key_set_rules.clone_from(&ids);
+        key_set_count = ids.len();
         ids.extend(jstr::build_tries(&apart.key_tries, b)?);
         ids.extend(fixed_rules::build(&apart.fixed, b)?);
         Ok(ids)
     })?;
+    // The grammar's ids of the key-set rules (a builder's ids are not the grammar's).
+    key_set_rules.truncate(key_set_count);
     // The shared `\u`-escape rule of counted strings stays a rule: each position calls it.
     let kept = g.rule_by_name(jstr::U_ESCAPE_RULE).into_iter().collect();
     let g = g.with_kept(kept);

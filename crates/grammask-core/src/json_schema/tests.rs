@@ -810,3 +810,34 @@ fn if_branches_follow_their_keywords() {
         }
     }
 }
+
+/// The key-set rules the converter marks (`Grammar::own_class`) are the grammar's key-set rules
+/// (`{object}.{mask}_{count}_{0|1}`), not the builder's ids of them: the parser numbers rules
+/// anew in definition order. With builder ids, other rules took the key-set hints (a pattern
+/// string's rule walked as a key-set choice: MaskBench o76546's `mediatype`, ~20 ms a fill).
+#[test]
+fn key_set_hints_name_the_key_set_rules() {
+    let schema = r#"{"type": "object", "properties": {
+        "name": {"type": "string", "pattern": "^[a-z]+$"},
+        "mediatype": {"type": "string", "pattern": "^(.+)/(.+)$"},
+        "size": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string", "format": "email"}},
+        "meta": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "number"}},
+                 "additionalProperties": false},
+        "hash": {"type": "string", "pattern": "^([^:]+:[a-fA-F0-9]+|[a-fA-F0-9]{32}|)$"}
+    }}"#;
+    let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let is_key_set = |name: &str| {
+        let Some((_, tail)) = name.rsplit_once('.') else { return false };
+        let parts: Vec<&str> = tail.split('_').collect();
+        parts.len() == 3
+            && parts[0].chars().all(|c| c.is_ascii_hexdigit())
+            && parts[1].chars().all(|c| c.is_ascii_digit())
+            && matches!(parts[2], "0" | "1")
+    };
+    assert!(!g.own_class().is_empty());
+    for r in g.own_class() {
+        let name = &g.rules()[r.index()].name;
+        assert!(is_key_set(name), "rule '{name}' is marked as a key-set rule");
+    }
+}
