@@ -182,6 +182,26 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
         assert (out / "tbm_cdf.png").stat().st_size > 0
 
 
+def test_fill_cpu_times_follow_the_mask_times():
+    """`run_task(..., fill_cpu=...)` (bench/fill_cpu_replay.py) records one (instance, position,
+    thread CPU) per timed fill, in the order of `mask_us`, the stop token's fill last."""
+    from grammask.bench.worker import run_task
+
+    class Tok:
+        eos_token_id = 7
+
+        def __len__(self):
+            return 64
+
+    adapter = engines.FakeAdapter(Tok())
+    task = data.Task("t", "{}", [data.Instance(True, [1, 2, 3], "abc"), data.Instance(False, [4], "d")])
+    cpu: list = []
+    res = run_task(adapter, task, lambda _msg: None, fill_cpu=cpu)
+    assert [(i, p) for i, p, _ in cpu] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]
+    assert len(res["mask_us"]) == len(cpu) and all(ns >= 0 for *_, ns in cpu)
+    assert len(run_task(adapter, task, lambda _msg: None)["mask_us"]) == len(cpu)
+
+
 # --- crash isolation with the fake engine -----------------------------------------------------
 
 

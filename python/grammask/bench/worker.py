@@ -46,8 +46,17 @@ from .data import Task
 _ns = time.perf_counter_ns
 
 
-def run_task(adapter, task: Task, send) -> dict[str, Any]:
-    """Run one schema; ``send`` receives the ("compiled", ttfm_us) message. Returns the result."""
+def _no_clock() -> int:
+    return 0
+
+
+def run_task(adapter, task: Task, send, fill_cpu: list | None = None) -> dict[str, Any]:
+    """Run one schema; ``send`` receives the ("compiled", ttfm_us) message. Returns the result.
+
+    With ``fill_cpu``, each timed fill also appends ``(instance, token position, thread CPU ns)``
+    to it, in the order of ``mask_us`` (the stop token's fill at position ``len(tokens)``): a
+    fill that waited for a core shows a wall time well above its CPU time.
+    """
     res: dict[str, Any] = {
         "compile_error": None,
         "ttfm_us": None,
@@ -76,6 +85,20 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
 
     mask_ns: list[int] = []
     accept_ns: list[int] = []
+    cpu = _no_clock if fill_cpu is None else time.thread_time_ns
+
+    def timed_fill(m) -> tuple[int, int]:
+        """(wall ns, thread CPU ns or 0) of one fill."""
+        ta = cpu()
+        a = _ns()
+        m.fill()
+        b = _ns()
+        return b - a, cpu() - ta
+
+    def record_fill(times: tuple[int, int], i: int, pos: int) -> None:
+        mask_ns.append(times[0])
+        if fill_cpu is not None:
+            fill_cpu.append((i, pos, times[1]))
 
     def fail(kind: str, i: int, detail: str) -> None:
         if res["first_failure"] is None:
@@ -87,14 +110,12 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
             m = adapter.matcher(compiled)
             ok = True
             for pos, tok in enumerate(inst.tokens):
-                a = _ns()
-                m.fill()
-                b = _ns()
+                fill = timed_fill(m)
                 allowed = m.allowed(tok)
                 c = _ns()
                 acc = m.accept(tok)
                 d = _ns()
-                mask_ns.append(b - a)
+                record_fill(fill, i, pos)
                 accept_ns.append(d - c)
                 if allowed != acc:
                     res["disagreements"] += 1
@@ -104,9 +125,7 @@ def run_task(adapter, task: Task, send) -> dict[str, Any]:
                     ok = False
                     break
             if ok:
-                a = _ns()
-                m.fill()
-                mask_ns.append(_ns() - a)
+                record_fill(timed_fill(m), i, len(inst.tokens))
                 stops = m.stop_tokens
                 allowed_stops = [s for s in stops if m.allowed(s)]
                 stop = allowed_stops[0] if allowed_stops else stops[0]

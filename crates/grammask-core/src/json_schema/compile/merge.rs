@@ -598,52 +598,55 @@ mod tests {
         Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: 0 }
     }
 
-    /// A memoized merge reads as a fresh one, for goals that hit the memo (one schema, any
-    /// `nots` and `depth`) and goals that must not (applicators done, atomic negations).
-    #[test]
-    fn memoized_merges_equal_fresh_merges() {
+    /// Runs `f` on a converter of `SCHEMA`, with its remote `r.json` registered (not yet walked).
+    fn with_conv(f: impl FnOnce(&mut Conv)) {
         let value: Value = serde_json::from_str(SCHEMA).unwrap();
         let remote: Value = serde_json::from_str(r#"{"type": "string"}"#).unwrap();
         let doc = Doc::with_registry(&value, [("http://e.com/r.json".to_string(), &remote)].into()).unwrap();
         let opts = JsonSchemaOptions::default();
-        let mut c = Conv::new(doc, &opts);
-        let root = c.doc.root_id();
-        for round in 0..2 {
-            for i in 0..c.doc.nodes.len() as u32 {
-                let id = SchemaId(i);
-                let mut with_nots = goal(vec![id]);
-                with_nots.nots.push(root);
-                with_nots.depth = 3;
-                let mut done = goal(vec![id]);
-                done.done.push((id, Kind::Not));
-                let mut neg = goal(vec![id]);
-                neg.neg.push(Neg::Types(STR));
-                for g in [goal(vec![id]), with_nots, done, neg, goal(vec![root, id])] {
-                    let memo = c.merge(&g).map(|m| format!("{m:?}"));
-                    let fresh = c.merge_uncached(&g).map(|m| format!("{m:?}"));
-                    assert_eq!(memo.ok(), fresh.ok(), "round {round}, goal {g:?}");
+        f(&mut Conv::new(doc, &opts));
+    }
+
+    /// A memoized merge reads as a fresh one, for goals that hit the memo (one schema, any
+    /// `nots` and `depth`) and goals that must not (applicators done, atomic negations).
+    #[test]
+    fn memoized_merges_equal_fresh_merges() {
+        with_conv(|c| {
+            let root = c.doc.root_id();
+            for round in 0..2 {
+                for i in 0..c.doc.nodes.len() as u32 {
+                    let id = SchemaId(i);
+                    let mut with_nots = goal(vec![id]);
+                    with_nots.nots.push(root);
+                    with_nots.depth = 3;
+                    let mut done = goal(vec![id]);
+                    done.done.push((id, Kind::Not));
+                    let mut neg = goal(vec![id]);
+                    neg.neg.push(Neg::Types(STR));
+                    for g in [goal(vec![id]), with_nots, done, neg, goal(vec![root, id])] {
+                        let memo = c.merge(&g).map(|m| format!("{m:?}"));
+                        let fresh = c.merge_uncached(&g).map(|m| format!("{m:?}"));
+                        assert_eq!(memo.ok(), fresh.ok(), "round {round}, goal {g:?}");
+                    }
                 }
             }
-        }
+        });
     }
 
     /// The memo is dropped when the document's index grows (a remote document walked).
     #[test]
     fn single_merges_dropped_when_the_index_changes() {
-        let value: Value = serde_json::from_str(SCHEMA).unwrap();
-        let remote: Value = serde_json::from_str(r#"{"type": "string"}"#).unwrap();
-        let doc = Doc::with_registry(&value, [("http://e.com/r.json".to_string(), &remote)].into()).unwrap();
-        let opts = JsonSchemaOptions::default();
-        let mut c = Conv::new(doc, &opts);
-        let root = c.doc.root_id();
-        let _ = c.merge(&goal(vec![root])).unwrap();
-        assert_eq!(c.single_merges.len(), 1);
-        let before = c.doc.nodes.len();
-        let r = c.doc.child(root, &["properties", "r"]);
-        let _ = c.doc.resolve_ref(r, "http://e.com/r.json", "$ref").unwrap();
-        assert!(c.doc.nodes.len() > before, "the remote document is indexed on its first reference");
-        let a = c.doc.id_of("/$defs/a").unwrap();
-        let _ = c.merge(&goal(vec![a])).unwrap();
-        assert_eq!(c.single_merges.len(), 1, "entries from before the walk are dropped");
+        with_conv(|c| {
+            let root = c.doc.root_id();
+            let _ = c.merge(&goal(vec![root])).unwrap();
+            assert_eq!(c.single_merges.len(), 1);
+            let before = c.doc.nodes.len();
+            let r = c.doc.child(root, &["properties", "r"]);
+            let _ = c.doc.resolve_ref(r, "http://e.com/r.json", "$ref").unwrap();
+            assert!(c.doc.nodes.len() > before, "the remote document is indexed on its first reference");
+            let a = c.doc.id_of("/$defs/a").unwrap();
+            let _ = c.merge(&goal(vec![a])).unwrap();
+            assert_eq!(c.single_merges.len(), 1, "entries from before the walk are dropped");
+        });
     }
 }
