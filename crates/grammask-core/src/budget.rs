@@ -189,10 +189,6 @@ pub struct Completion {
     /// limit). A prediction only, as [`Completion::near_caps`]: rows of one object's key starts
     /// differ in state (the keys read so far) but not in rule.
     near_rules: Mutex<FastMap<u64, Option<u32>>>,
-    /// The [`Budget::fit_key`]s of rows whose every allowed token was proved (by a walk) to
-    /// cost at most the key's limit `L`. A row of an equal key allows the same tokens, each
-    /// costing at most `L` after it too: it needs no walk at limits from `L` up.
-    fit_bounds: Mutex<FastMap<u128, ()>>,
     /// What limit walks did, counted for tests ([`Completion::walk_stats`]).
     stats: WalkStats<AtomicUsize>,
 }
@@ -238,9 +234,6 @@ pub struct WalkStats<T = usize> {
     /// Masks restricted to an entry's unordered `under` list at a limit below the one its
     /// over walk was made at.
     pub under_listings: T,
-    /// Masks left as they are, without a walk, by a bound proved for a row of equal
-    /// [`Budget::fit_key`] (see [`Completion::fit_bounds`]).
-    pub fit_key_hits: T,
     /// Trie nodes of plain levels whose items' stay classes together ([`Exits::stay`]) left one
     /// of the subtree's classes out, so that no item's [`Stay`] was tried.
     pub stay_union_misses: T,
@@ -266,7 +259,6 @@ impl WalkStats<AtomicUsize> {
             walk_rows: n(&self.walk_rows),
             closed_row_hits: n(&self.closed_row_hits),
             under_listings: n(&self.under_listings),
-            fit_key_hits: n(&self.fit_key_hits),
             stay_union_misses: n(&self.stay_union_misses),
         }
     }
@@ -973,7 +965,6 @@ impl Completion {
             classes: OnceLock::new(),
             near_caps: Mutex::default(),
             near_rules: Mutex::default(),
-            fit_bounds: Mutex::default(),
             stats: WalkStats::default(),
         }
     }
@@ -1595,18 +1586,6 @@ impl Completion {
         }
         let e = m.entry(key).or_insert(Some(0));
         *e = if capped { e.map(|s| s.max(slack)) } else { None };
-    }
-
-    fn fit_bound_known(&self, key: u128) -> bool {
-        self.fit_bounds.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&key)
-    }
-
-    fn put_fit_bound(&self, key: u128) {
-        let mut m = self.fit_bounds.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_MEMO_STATES {
-            m.clear();
-        }
-        m.insert(key, ());
     }
 
     fn memo_get(&self, sig: u128) -> Option<Arc<Entry>> {
@@ -3821,20 +3800,6 @@ impl Budget {
         crate::fasthash::FastState.hash_one(&v)
     }
 
-    /// A key of the chart's last row that decides whether every token it allows costs at most
-    /// `l`: [`Completion::merged_signature`] with cap `l + 1` (equal keys allow the same tokens,
-    /// each costing the same after both rows or more than `l` after both), tagged apart from
-    /// the merged memo's keys. `u[i]`: the `U` of the row's `i`-th item. `None` where the
-    /// grammar has no merged keys.
-    /// PERF: a fit walk near `now` that lists nothing (65% of them in the replay's band, most
-    /// of the slowest fills' walk time) proves only this; in a long counted string (`sp_97`'s
-    /// `maxLength: 10000`) each position is a row of its own, but the positions far from the
-    /// block ends, their `dist` capped at `l + 1`, key alike.
-    fn fit_key(&self, a: &Automata, chart: &Chart, u: &[u32], l: u32, depth: u32) -> Option<u128> {
-        const FIT_TAG: u128 = 0x6A09_E667_F3BC_C908_BB67_AE85_84CA_A73B;
-        self.comp.merged_signature(a, chart, u, l + 1, depth).map(|k| crate::earley::mix128(k ^ FIT_TAG))
-    }
-
     /// A new memo entry for the chart state `now` that answers `limit` (see [`Entry`]);
     /// `near_capped`: an earlier fit walk of the state near `now` was capped (see
     /// [`FIT_LIST_CAP`]), so the walk starts with the one that follows it.
@@ -3983,13 +3948,13 @@ impl Budget {
                 // A row of equal merged key (another position of a counted repetition) may have
                 // been costed: its entry holds for limits below the cap.
                 let cap = self.max_tokens.min(INF as usize) as u32;
-                let r = chart.last_row_index();
-                let u: Vec<u32> = if self.comp.mergeable {
-                    chart.row(r).iter().map(|it| self.rows.item_u(a, r, it)).collect()
+                let merged = if now < cap {
+                    let r = chart.last_row_index();
+                    let u: Vec<u32> = chart.row(r).iter().map(|it| self.rows.item_u(a, r, it)).collect();
+                    self.comp.merged_signature(a, chart, &u, cap, trie.max_depth)
                 } else {
-                    Vec::new()
+                    None
                 };
-                let merged = if now < cap { self.comp.merged_signature(a, chart, &u, cap, trie.max_depth) } else { None };
                 if merged.is_some() {
                     bump(&self.comp.stats.merged_lookups);
                 }
@@ -4000,30 +3965,8 @@ impl Budget {
                         e
                     }
                     _ => {
-                        // The limit a fit walk near `now` would take (see `walk_entry`).
-                        let l = now + limit.saturating_sub(now).min(FIT_SLACK);
-                        let fit_key = (limit >= now).then(|| self.fit_key(a, chart, &u, l, trie.max_depth)).flatten();
-                        if fit_key.is_some_and(|k| self.comp.fit_bound_known(k)) {
-                            bump(&self.comp.stats.fit_key_hits);
-                            let e = Entry {
-                                now,
-                                bound: l,
-                                costs: Exact::default(),
-                                over_from: l,
-                                under_to: None,
-                                near_capped: false,
-                            };
-                            self.comp.memo_put(sig, e);
-                            return Ok(());
-                        }
                         let near_capped = old.is_some_and(|e| e.near_capped);
                         let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
-                        // Every allowed token costs at most `e.bound`.
-                        if e.bound == l {
-                            if let Some(k) = fit_key {
-                                self.comp.put_fit_bound(k);
-                            }
-                        }
                         if let Some((y, key)) = cover.filter(|_| e.bound < INF) {
                             self.comp.put_covered(key, y.0, e.bound);
                         }
