@@ -2661,21 +2661,14 @@ impl Walk<'_> {
     ///
     /// In fit walks an item with `u > limit` is off the fit side in every state (`dist >= 0`):
     /// every edge of its state leaves its home (the region search's home is the state alone), and
-    /// so do its completion's bytes when it is final; it keeps to no stay home. So is an item
-    /// whose state costs more than one byte above the side (`dist > t + 1`, `t` the clamped
-    /// threshold) where a byte lowers `dist` by at most 1 ([`Completion::descent`]): every
-    /// state one byte on is off the side too, so every edge leaves the home.
+    /// so do its completion's bytes when it is final; it keeps to no stay home.
     /// PERF: such items (an open object's unknown key near the limit) took a region lookup per
     /// byte read in their self-loops (~20 M of the 38 M in the walk over the 8 heaviest schemas of
-    /// the replay trace); so did a long string's block positions far from the block's end
-    /// (`sp_97`'s `json_char.block`, 256 characters) at every byte of the long tokens a fit walk
-    /// reads past the shorter part's room.
+    /// the replay trace).
     fn item_home(&mut self, chart: &mut Chart, it: Item, u: u32, follow: u32, depth: u32) -> (u32, u64, Stay) {
         let Mode::Limit { limit, side } = self.mode else { return (follow, 0, Stay::default()) };
-        let t = i64::from(limit) - i64::from(u);
-        let far_off = || self.comp.descent && i64::from(self.comp.dist(it.state)) > self.comp.threshold(t) + 1;
-        if !(side == Side::Fit && (u > limit || far_off())) {
-            let g = self.region_of(it.state, t, side, depth, false);
+        if !(side == Side::Fit && u > limit) {
+            let g = self.region_of(it.state, i64::from(limit) - i64::from(u), side, depth, false);
             if !g.home_final {
                 return (follow, g.exits.home, g.stay);
             }
