@@ -189,8 +189,6 @@ pub struct Completion {
     /// limit). A prediction only, as [`Completion::near_caps`]: rows of one object's key starts
     /// differ in state (the keys read so far) but not in rule.
     near_rules: Mutex<FastMap<u64, Option<u32>>>,
-    /// [`Completion::period`]s by state, computed on first use.
-    periods: Mutex<FastMap<u32, Option<Period>>>,
     /// What limit walks did, counted for tests ([`Completion::walk_stats`]).
     stats: WalkStats<AtomicUsize>,
 }
@@ -236,8 +234,6 @@ pub struct WalkStats<T = usize> {
     /// Masks restricted to an entry's unordered `under` list at a limit below the one its
     /// over walk was made at.
     pub under_listings: T,
-    /// Trie nodes of fit walks skipped by a counted block's period ([`Walk::period_keeps`]).
-    pub period_skips: T,
     /// Trie nodes of plain levels whose items' stay classes together ([`Exits::stay`]) left one
     /// of the subtree's classes out, so that no item's [`Stay`] was tried.
     pub stay_union_misses: T,
@@ -263,7 +259,6 @@ impl WalkStats<AtomicUsize> {
             walk_rows: n(&self.walk_rows),
             closed_row_hits: n(&self.closed_row_hits),
             under_listings: n(&self.under_listings),
-            period_skips: n(&self.period_skips),
             stay_union_misses: n(&self.stay_union_misses),
         }
     }
@@ -356,21 +351,6 @@ impl Stay {
         Stay { depth: self.depth.saturating_sub(1), ..self }
     }
 }
-
-/// A leaf state's *period* (a counted block's position, `m` characters from the block's end):
-/// every byte string of `classes` read from it reaches, through leaf states that are not final
-/// and have an edge for every byte of `classes`, final state `f` at its `m`-th byte, and no
-/// final state before. An item there lives through every such string of fewer than `m` bytes,
-/// and one of `m` bytes or more leaves it at `f` after its `m`-th.
-#[derive(Clone, Copy, Debug)]
-struct Period {
-    m: u32,
-    classes: u64,
-    f: StateId,
-}
-
-/// The longest [`Period`] searched (a block of 256 characters is the longest JSON Schema's).
-const MAX_PERIOD: u32 = 1024;
 
 /// Byte classes ([`byte_class`]) that may take a plain walk's items off the side of the limit
 /// their regions place them on: `hard`, anywhere in a token (edges leaving leaf states, bytes
@@ -985,7 +965,6 @@ impl Completion {
             classes: OnceLock::new(),
             near_caps: Mutex::default(),
             near_rules: Mutex::default(),
-            periods: Mutex::default(),
             stats: WalkStats::default(),
         }
     }
@@ -1372,70 +1351,6 @@ impl Completion {
             }
         }
         r
-    }
-
-    /// The [`Period`] of leaf state `s`, `None` when it has none (`m` is `dist(s)`).
-    fn period(&self, a: &Automata, s: StateId) -> Option<Period> {
-        bounded_memo(&self.periods, s.0, || self.period_fresh(a, s))
-    }
-
-    /// [`Completion::period`] searched afresh: breadth-first, level by level over the bytes of
-    /// `classes`; a class one of whose bytes a level's state has no edge for, or takes to a
-    /// state with rule edges, or to a final state before the last level or a state not final at
-    /// it, is dropped and the search starts over with the others (each class at most once).
-    fn period_fresh(&self, a: &Automata, s: StateId) -> Option<Period> {
-        let m = self.dist(s);
-        if m == 0 || m > MAX_PERIOD || !self.leaf[s.0 as usize] || a.state(s).is_final {
-            return None;
-        }
-        let mut classes = self.edge_classes[s.0 as usize];
-        let (mut level, mut next) = (Vec::new(), Vec::new());
-        'search: loop {
-            level.clear();
-            level.push(s);
-            for i in 0..m {
-                let last = i + 1 == m;
-                next.clear();
-                for &q in &level {
-                    // The classes with a byte that has no edge (the gaps between the sorted
-                    // edges) or an edge to a state off the way.
-                    let (mut bad, mut from) = (0u64, 0u16);
-                    for e in a.byte_edges(q) {
-                        if u16::from(e.lo) > from {
-                            bad |= class_bits(from as u8, e.lo - 1);
-                        }
-                        from = u16::from(e.hi) + 1;
-                        let t = e.target;
-                        if !self.leaf[t.0 as usize] || a.state(t).is_final != last {
-                            bad |= class_bits(e.lo, e.hi);
-                        }
-                    }
-                    if from <= 255 {
-                        bad |= class_bits(from as u8, 255);
-                    }
-                    if classes & bad != 0 {
-                        classes &= !bad;
-                        if classes == 0 {
-                            return None;
-                        }
-                        continue 'search;
-                    }
-                    for e in a.byte_edges(q) {
-                        if class_bits(e.lo, e.hi) & classes != 0 && !next.contains(&e.target) {
-                            next.push(e.target);
-                        }
-                    }
-                }
-                if next.len() > 4 {
-                    return None;
-                }
-                std::mem::swap(&mut level, &mut next);
-            }
-            return match level[..] {
-                [f] => Some(Period { m, classes, f }),
-                _ => None,
-            };
-        }
     }
 
     /// The [`Stay`] of leaf state `s` (on the fit side), for tokens of up to `depth` bytes: a
@@ -2425,18 +2340,7 @@ struct Walk<'a> {
     stay_misses: usize,
     /// [`EXIT_LEVELS_AFTER_ROWS`], or a test's ([`with_exit_levels_after`]).
     levels_after: u32,
-    /// The chart's rows when the walk began: items begun in them have the same origin rows on
-    /// every path.
-    base: usize,
-    /// [`Walk::period_end`]s of this walk, by the item at its block's end.
-    period_ends: Vec<(Item, Option<(u32, Vec<Stay>)>)>,
-    /// [`Completion::period`]s met by this walk, direct-mapped by state ([`PERIOD_SLOTS`];
-    /// empty until the first).
-    periods: Vec<(u32, Option<Period>)>,
 }
-
-/// Slots of [`Walk::periods`] (a power of two).
-const PERIOD_SLOTS: usize = 256;
 
 impl Walk<'_> {
     /// Pushes the row reached by `byte` from the chart's last row; limit walks through their
@@ -3115,93 +3019,6 @@ impl Walk<'_> {
         self.items[lo..hi].iter().any(|e| e.stay.keeps(below, len))
     }
 
-    /// Fit walks: whether every token below a node of plain level `(lo, hi)` on `nr` rows, whose
-    /// remaining bytes (at most `len`) are in the classes `below`, fits by a counted block's
-    /// period. For an item `y` of the level with a [`Period`] `(m, classes, f)` holding `below`:
-    /// a token of fewer than `m` bytes must keep an item of the level in its stay home; one of
-    /// `m` bytes or more leaves `y` at `f` (the row after its `m`-th byte holds the closure of
-    /// `y` at `f`, and after the rest costs at most what that closure's row does after it), whose
-    /// row must cost at most the limit and hold an item whose stay keeps the rest (`len - m`).
-    /// PERF: in a long string (`sp_97`'s `maxLength: 10000`, blocks of 256 characters) the
-    /// shorter part's room keeps only the tokens shorter than the block's rest; the longer ones
-    /// (Llama 3's space and punctuation runs, up to 256 bytes) were read to the block's end, a
-    /// few thousand trie nodes per position. Out of line: the node loop's code stays as it was
-    /// (inlined, the band's instructions rose 1.8%, none of it this code's).
-    #[inline(never)]
-    fn period_keeps(
-        &mut self,
-        rows: &mut RowCosts,
-        chart: &mut Chart,
-        (lo, hi, nr): (usize, usize, usize),
-        below: u64,
-        len: u32,
-    ) -> bool {
-        let Mode::Limit { limit, side: Side::Fit } = self.mode else { return false };
-        for j in lo..hi {
-            let y = self.items[j].item;
-            if y.origin as usize >= self.base {
-                continue;
-            }
-            let Some(p) = self.period(y.state) else { continue };
-            if len < p.m || below & !p.classes != 0 || !self.items[lo..hi].iter().any(|e| e.stay.keeps(below, p.m - 1))
-            {
-                continue;
-            }
-            // (A row that fails to close, the work budget spent among them, skips nothing.)
-            let Ok(Some((cost, stays))) = self.period_end(rows, chart, nr, Item { state: p.f, ..y }) else { continue };
-            if cost <= limit && stays.iter().any(|st| st.keeps(below, len - p.m)) {
-                bump(&self.comp.stats.period_skips);
-                return true;
-            }
-        }
-        false
-    }
-
-    /// [`Completion::period`] through [`Walk::periods`].
-    fn period(&mut self, s: StateId) -> Option<Period> {
-        if self.periods.is_empty() {
-            self.periods.resize(PERIOD_SLOTS, (u32::MAX, None));
-        }
-        let slot = &mut self.periods[s.0 as usize % PERIOD_SLOTS];
-        if slot.0 != s.0 {
-            *slot = (s.0, self.comp.period(self.a, s));
-        }
-        slot.1
-    }
-
-    /// The cost of the row holding the closure of item `it` (a block's end, begun below the
-    /// walk) on the chart's first `nr` rows, and the stays of its level's items; `None` when no
-    /// such row closes.
-    fn period_end(
-        &mut self,
-        rows: &mut RowCosts,
-        chart: &mut Chart,
-        nr: usize,
-        it: Item,
-    ) -> Result<Option<(u32, Vec<Stay>)>> {
-        if let Some((_, e)) = self.period_ends.iter().find(|e| e.0 == it) {
-            return Ok(e.clone());
-        }
-        // Rows past `nr` are of deeper frames, gone when a node of this level is read.
-        Self::pop_to(rows, chart, nr);
-        let end = if chart.push_items_memo(self.a, &[it], &mut self.closed)? {
-            rows.push(self.a, self.comp, chart);
-            let cost = rows.cost(chart);
-            let mark = self.items.len();
-            let stays = match self.level_of_row(rows, chart, self.trie.max_depth) {
-                Level::Plain { lo, hi, .. } => self.items[lo..hi].iter().map(|e| e.stay).collect(),
-                Level::Chart { .. } => Vec::new(),
-            };
-            self.items.truncate(mark);
-            Some((cost, stays))
-        } else {
-            None
-        };
-        Self::pop_to(rows, chart, nr);
-        self.period_ends.push((it, end.clone()));
-        Ok(end)
-    }
-
     /// Keeps the [`ExitLevel`] of level `l` (the chart's last row's, just pushed) of cost
     /// `cost` under `key`, unless one is kept there.
     fn put_exit_level(&mut self, key: ExitLevelKey, l: Level, cost: u32, over: OverLevel) {
@@ -3462,7 +3279,7 @@ impl Walk<'_> {
             // The tokens of nodes above the deferred subtrees were listed in the first pass.
             let lists = !second || i < inside_end;
             let h = self.classes.hot[i];
-            if let Level::Plain { lo, hi, exits, rows: nr, .. } = self.frames[d - 1].level {
+            if let Level::Plain { lo, hi, exits, .. } = self.frames[d - 1].level {
                 // The most bytes a token below reads after the level's.
                 let (below, len) = (h.below, h.reach.saturating_sub(n.depth - 1));
                 if self.mode != Mode::Exact
@@ -3474,14 +3291,6 @@ impl Walk<'_> {
                     // one fit-side item in its stay home: on the far side. (Tested first, as the
                     // cheapest skip; descent never defers such a subtree: its allowed tokens
                     // cannot cost more than a fit walk's limit.)
-                    i = skip;
-                    continue;
-                }
-                // Stays whose classes hold the subtree's but not its length: a block's period.
-                if below & !exits.stay == 0
-                    && self.mode != Mode::Exact
-                    && self.period_keeps(rows, chart, (lo, hi, nr), below, len)
-                {
                     i = skip;
                     continue;
                 }
@@ -3883,9 +3692,6 @@ impl Budget {
             rows_read: 0,
             stay_misses: 0,
             levels_after: EXIT_LEVELS_AFTER.get(),
-            base: chart.num_rows(),
-            period_ends: Vec::new(),
-            periods: Vec::new(),
         };
         let res = w.run(&mut self.rows, chart);
         comp.stats.closed_row_hits.fetch_add(w.closed.hits, Ordering::Relaxed);
