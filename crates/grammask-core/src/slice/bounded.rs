@@ -46,35 +46,38 @@ type Config = (StateId, Vec<StateId>);
 /// without ending (see the module doc); `Some(Cover)` for the body slice's shortcut, `None` when
 /// it does not or the search passes its bounds.
 pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> {
-    let mut ids: FastMap<Vec<Config>, u32> = FastMap::default();
-    let mut sets: Vec<Vec<Config>> = Vec::new();
-    let mut seen: FastMap<(u32, u8), ()> = FastMap::default();
+    let mut pairs = Pairs::default();
+    let mut exits: FastMap<StateId, Exit> = FastMap::default();
     let mut may_end = false;
     let root = close(a, vec![(s, Vec::new())], &mut may_end)?;
-    if root.is_empty() {
-        return None;
-    }
-    ids.insert(root.clone(), 0);
-    sets.push(root);
-    seen.insert((0, 0), ());
-    let mut layer: Vec<(u32, u8)> = vec![(0, 0)];
+    let mut layer = Vec::new();
+    pairs.add(root, 0, &mut layer)?;
+    // Pairs by depth in steps: a byte, or a whole multi-byte character where every
+    // configuration reads them all alike (`char_exit`); a text of `n` bytes is at most `n` steps.
     let mut depth = 0;
     while depth < max_bytes && !layer.is_empty() {
         let mut next = Vec::new();
         for &(id, b) in &layer {
+            let set = pairs.sets[id as usize].clone();
+            // At a boundary, the multi-byte characters as one step when every configuration
+            // reads them alike (or none of them).
+            let whole = if b == 0 { chars_at_once(a, &set, &mut exits) } else { None };
             let mut x = 0u16;
             while x < 256 {
                 let xb = x as u8;
-                let end = run_end(a, &sets[id as usize], b, xb);
+                if whole.is_some() && xb >= 0x80 {
+                    break;
+                }
+                let end = run_end(a, &set, b, xb);
                 let step = body_step(b, xb);
-                let reads = || sets[id as usize].iter().any(|(q, _)| a.byte_edges(*q).iter().any(|e| e.lo <= xb && xb <= e.hi));
+                let reads = set.iter().any(|(q, _)| a.byte_edges(*q).iter().any(|e| e.lo <= xb && xb <= e.hi));
                 // A dead byte read inside the rule would put a token outside the slice inside it:
                 // dead frontier nodes are walked only where the rule may have ended.
-                if step == Body::Dead && reads() {
+                if step == Body::Dead && reads {
                     return None;
                 }
                 if let Body::To(nb) = step {
-                    let stepped: Vec<Config> = sets[id as usize]
+                    let stepped: Vec<Config> = set
                         .iter()
                         .flat_map(|(q, st)| {
                             a.byte_edges(*q)
@@ -83,23 +86,15 @@ pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> 
                                 .map(move |e| (e.target, st.clone()))
                         })
                         .collect();
-                    let set = close(a, stepped, &mut may_end)?;
-                    if set.is_empty() {
+                    if stepped.is_empty() {
                         return None;
                     }
-                    let n = sets.len() as u32;
-                    let nid = *ids.entry(set.clone()).or_insert(n);
-                    if nid == n {
-                        sets.push(set);
-                    }
-                    if seen.insert((nid, nb), ()).is_none() {
-                        if seen.len() > MAX_PAIRS {
-                            return None;
-                        }
-                        next.push((nid, nb));
-                    }
+                    pairs.add(close(a, stepped, &mut may_end)?, nb, &mut next)?;
                 }
                 x = u16::from(end) + 1;
+            }
+            if let Some(stepped) = whole {
+                pairs.add(close(a, stepped, &mut may_end)?, 0, &mut next)?;
             }
         }
         layer = next;
@@ -107,6 +102,110 @@ pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> 
     }
     SERVED.fetch_add(1, Ordering::Relaxed);
     Some(Cover { may_end, walk_dead: false })
+}
+
+/// The configuration sets met (interned) and the (set, body state) pairs explored.
+#[derive(Default)]
+struct Pairs {
+    ids: FastMap<Vec<Config>, u32>,
+    sets: Vec<Vec<Config>>,
+    seen: FastMap<(u32, u8), ()>,
+}
+
+impl Pairs {
+    /// Pair `(set, b)` to explore in the next layer (`next`) unless met before (an empty set
+    /// refuses any further byte); `None` past [`MAX_PAIRS`].
+    fn add(&mut self, set: Vec<Config>, b: u8, next: &mut Vec<(u32, u8)>) -> Option<()> {
+        let id = match self.ids.get(&set) {
+            Some(&id) => id,
+            None => {
+                let id = self.sets.len() as u32;
+                self.ids.insert(set.clone(), id);
+                self.sets.push(set);
+                id
+            }
+        };
+        if self.seen.insert((id, b), ()).is_none() {
+            if self.seen.len() > MAX_PAIRS {
+                return None;
+            }
+            next.push((id, b));
+        }
+        Some(())
+    }
+}
+
+/// How a state reads the multi-byte characters: none of their bytes, all of them alike into one
+/// state (through plain, non-final states: nothing ends or calls inside a character), or some
+/// other way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    Reads(StateId),
+    None,
+    Other,
+}
+
+/// The configurations of `set` after any multi-byte character, when every configuration reads
+/// them all alike or reads none of their bytes; `None` otherwise (or when none reads them).
+fn chars_at_once(a: &Automata, set: &[Config], exits: &mut FastMap<StateId, Exit>) -> Option<Vec<Config>> {
+    let mut out = Vec::new();
+    for (q, st) in set {
+        match *exits.entry(*q).or_insert_with(|| char_exit(a, *q)) {
+            Exit::Reads(t) => out.push((t, st.clone())),
+            Exit::None => {}
+            Exit::Other => return None,
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The well-formed UTF-8 characters of two to four bytes, as byte ranges (RFC 3629).
+const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
+    &[(0xC2, 0xDF), (0x80, 0xBF)],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+];
+
+/// [`Exit`] of state `q`: along every shape each byte range steps to one state by one edge
+/// covering it, the states inside a character are plain and not final and read no byte outside
+/// the shape's next range, no malformed lead is read, and all characters end in one state.
+fn char_exit(a: &Automata, q: StateId) -> Exit {
+    let reads = |s: StateId, lo: u8, hi: u8| a.byte_edges(s).iter().any(|e| e.lo <= hi && lo <= e.hi);
+    if !reads(q, 0x80, 0xFF) {
+        return Exit::None;
+    }
+    if reads(q, 0x80, 0xC1) || reads(q, 0xF5, 0xFF) {
+        return Exit::Other;
+    }
+    let target = |s: StateId, lo: u8, hi: u8| {
+        let mut hit = a.byte_edges(s).iter().filter(|e| e.lo <= hi && lo <= e.hi);
+        match (hit.next(), hit.next()) {
+            (Some(e), None) if e.lo <= lo && hi <= e.hi => Some(e.target),
+            _ => None,
+        }
+    };
+    let mut exit = None;
+    for shape in UTF8_SHAPES {
+        let mut at = q;
+        for (k, &(lo, hi)) in shape.iter().enumerate() {
+            let inner = a.rule_edges(at).is_empty() && !a.state(at).is_final;
+            if k > 0 && (!inner || reads(at, 0, lo - 1) || (hi < 0xFF && reads(at, hi + 1, 0xFF))) {
+                return Exit::Other;
+            }
+            let Some(t) = target(at, lo, hi) else { return Exit::Other };
+            at = t;
+        }
+        if exit.is_some_and(|e| e != at) {
+            return Exit::Other;
+        }
+        exit = Some(at);
+    }
+    exit.map_or(Exit::Other, Exit::Reads)
 }
 
 /// The last byte from `x` on that every configuration of `set` and the body step in state `b`
