@@ -21,7 +21,8 @@
 use super::body::body_step;
 use super::{Body, Cover};
 use crate::compiler::{Automata, StateId};
-use crate::fasthash::FastMap;
+use crate::fasthash::{FastMap, FastState};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Kernel states the bounded cover served, for tests.
@@ -109,7 +110,7 @@ pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> 
 struct Pairs {
     ids: FastMap<Vec<Config>, u32>,
     sets: Vec<Vec<Config>>,
-    seen: FastMap<(u32, u8), ()>,
+    seen: HashSet<(u32, u8), FastState>,
 }
 
 impl Pairs {
@@ -125,7 +126,7 @@ impl Pairs {
                 id
             }
         };
-        if self.seen.insert((id, b), ()).is_none() {
+        if self.seen.insert((id, b)) {
             if self.seen.len() > MAX_PAIRS {
                 return None;
             }
@@ -235,9 +236,9 @@ fn run_end(a: &Automata, set: &[Config], b: u8, x: u8) -> u8 {
 /// `may_end`. Sorted and deduplicated; `None` past the bounds.
 fn close(a: &Automata, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<Config>> {
     let mut out: Vec<Config> = Vec::new();
-    let mut done: FastMap<Config, ()> = FastMap::default();
+    let mut done: HashSet<Config, FastState> = HashSet::default();
     while let Some((q, st)) = work.pop() {
-        if done.insert((q, st.clone()), ()).is_some() {
+        if !done.insert((q, st.clone())) {
             continue;
         }
         if done.len() > 4 * MAX_CONFIGS {
