@@ -63,6 +63,7 @@ pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> 
             // At a boundary, the multi-byte characters as one step when every configuration
             // reads them alike (or none of them).
             let whole = if b == 0 { chars_at_once(a, &set, &mut exits) } else { None };
+            let mut closed_here: Vec<(Vec<Config>, Vec<Config>)> = Vec::new();
             let mut x = 0u16;
             while x < 256 {
                 let xb = x as u8;
@@ -90,7 +91,16 @@ pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> 
                     if stepped.is_empty() {
                         return None;
                     }
-                    pairs.add(close(a, stepped, &mut may_end)?, nb, &mut next)?;
+                    // Runs that step alike (most of a class) close once per pair.
+                    let closed = match closed_here.iter().find(|(from, _)| *from == stepped) {
+                        Some((_, to)) => to.clone(),
+                        None => {
+                            let to = close(a, stepped.clone(), &mut may_end)?;
+                            closed_here.push((stepped, to.clone()));
+                            to
+                        }
+                    };
+                    pairs.add(closed, nb, &mut next)?;
                 }
                 x = u16::from(end) + 1;
             }
@@ -236,11 +246,13 @@ fn run_end(a: &Automata, set: &[Config], b: u8, x: u8) -> u8 {
 /// `may_end`. Sorted and deduplicated; `None` past the bounds.
 fn close(a: &Automata, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<Config>> {
     let mut out: Vec<Config> = Vec::new();
-    let mut done: HashSet<Config, FastState> = HashSet::default();
+    // Few configurations: a list beats a hash set.
+    let mut done: Vec<Config> = Vec::new();
     while let Some((q, st)) = work.pop() {
-        if !done.insert((q, st.clone())) {
+        if done.iter().any(|(d, ds)| *d == q && *ds == st) {
             continue;
         }
+        done.push((q, st.clone()));
         if done.len() > 4 * MAX_CONFIGS {
             return None;
         }
