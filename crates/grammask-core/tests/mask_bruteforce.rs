@@ -3190,3 +3190,61 @@ body ::= ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4}) body | ""
     assert!(grammask_core::slice::branches_beside_calls() > before, "no key start covered through its call");
     assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
 }
+
+/// Masks equal the brute force on Llama 3 (longest token: 128 spaces) inside strings of an
+/// unanchored `pattern` with `minLength`/`maxLength` (the converter's product of the pattern's
+/// automaton and the length counter), where kernels take the body slice by the bounded cover
+/// (`grammask_core::slice::bounded_cover`: every body text up to the longest token is read):
+/// before the pattern matched (leading characters outside its class) and after, around
+/// `minLength`, where the characters left cross 128 and at the last positions. A search one byte
+/// short accepts the 128-space token where its 128th space leaves an even count (`o`).
+#[test]
+fn bounded_cover_masks_match_brute_force_on_llama3() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {
+        "n": {"type": "string", "minLength": 3, "maxLength": 255, "pattern": "[a-zA-Z0-9_.-]+"},
+        "r": {"type": "string", "minLength": 3, "maxLength": 140, "pattern": "[A-z]+"},
+        "h": {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"},
+        "e": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "[a-z]+"},
+        "f": {"type": "string", "minLength": 1, "maxLength": 129, "pattern": "[a-z]+"},
+        "o": {"type": "string", "maxLength": 128, "pattern": "^[^ ]* ([^ ]* [^ ]* )*[^ ]*$"}}}"#;
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    let served = grammask_core::slice::bounded_covers_served();
+    // (property, string body, positions checked).
+    let body = |lead: &str, len: usize| {
+        let s: String = lead.chars().chain("ab".repeat(len).chars()).take(len).collect();
+        s
+    };
+    let cases = [
+        ("n", body("  !", 255), vec![0, 1, 3, 4, 5, 127, 128, 254, 255]),
+        ("r", body(" ", 140), vec![0, 1, 2, 3, 12, 13, 140]),
+        ("h", body("  ", 12), vec![0, 2, 3, 12]),
+        // The first position after the pattern matched, 127 and 128 characters left.
+        ("e", body("", 128), vec![1]),
+        ("f", body("", 129), vec![1]),
+        // An odd number of spaces: every text of 127 characters goes on, 128 spaces do not.
+        ("o", " ab".to_string(), vec![0, 1]),
+    ];
+    let mut checked = 0;
+    for (key, text, at) in cases {
+        let prefix = format!("{{\"{key}\": \"");
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+        for i in 0..=text.len() {
+            if at.contains(&i) {
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+            }
+            if i < text.len() {
+                assert!(m.accept_bytes(&text.as_bytes()[i..=i]).unwrap(), "{key} at {i}");
+            }
+        }
+        assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
+    }
+    assert_eq!(checked, 24);
+    assert!(grammask_core::slice::bounded_covers_served() - served >= 8, "bounded covers taken");
+}

@@ -95,9 +95,12 @@ impl KernelWalk<'_> {
             // A counted body that may end inside a token reads every slice token (none outruns
             // its chain): it covers the slice, ending on the way.
             Some(sl)
-                if let Some(cover) = capacity.map(|c| Cover { may_end: true, walk_dead: c.calls }).or_else(|| {
-                    BodySlice::covers_or_misread(a, state, memo).map_err(|m| body_misread.set(Some(m))).ok()
-                }) =>
+                if let Some(cover) = capacity
+                    .map(|c| Cover { may_end: true, walk_dead: c.calls })
+                    .or_else(|| {
+                        BodySlice::covers_or_misread(a, state, memo).map_err(|m| body_misread.set(Some(m))).ok()
+                    })
+                    .or_else(|| crate::slice::bounded_cover(a, state, trie.max_depth)) =>
             {
                 // Every body-text token stays inside the rule; walk only the frontier subtrees, each
                 // after replaying its (body-text) parent path exactly as the full walk would.
