@@ -170,53 +170,13 @@ fn chars_at_once(a: &Automata, set: &[Config], exits: &mut FastMap<StateId, Exit
     (!out.is_empty()).then_some(out)
 }
 
-/// The well-formed UTF-8 characters of two to four bytes, as byte ranges (RFC 3629).
-const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
-    &[(0xC2, 0xDF), (0x80, 0xBF)],
-    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
-    &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
-    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
-    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
-    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
-    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
-    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
-];
-
-/// [`Exit`] of state `q`: along every shape each byte range steps to one state by one edge
-/// covering it, the states inside a character are plain and not final and read no byte outside
-/// the shape's next range, no malformed lead is read, and all characters end in one state.
+/// [`Exit`] of state `q`: none of the multi-byte bytes read, or every well-formed character
+/// read alike into one state through plain states ([`super::cover::state_char_exit`]).
 fn char_exit(a: &Automata, q: StateId) -> Exit {
-    let reads = |s: StateId, lo: u8, hi: u8| a.byte_edges(s).iter().any(|e| e.lo <= hi && lo <= e.hi);
-    if !reads(q, 0x80, 0xFF) {
+    if !a.byte_edges(q).iter().any(|e| e.hi >= 0x80) {
         return Exit::None;
     }
-    if reads(q, 0x80, 0xC1) || reads(q, 0xF5, 0xFF) {
-        return Exit::Other;
-    }
-    let target = |s: StateId, lo: u8, hi: u8| {
-        let mut hit = a.byte_edges(s).iter().filter(|e| e.lo <= hi && lo <= e.hi);
-        match (hit.next(), hit.next()) {
-            (Some(e), None) if e.lo <= lo && hi <= e.hi => Some(e.target),
-            _ => None,
-        }
-    };
-    let mut exit = None;
-    for shape in UTF8_SHAPES {
-        let mut at = q;
-        for (k, &(lo, hi)) in shape.iter().enumerate() {
-            let inner = a.rule_edges(at).is_empty() && !a.state(at).is_final;
-            if k > 0 && (!inner || reads(at, 0, lo - 1) || (hi < 0xFF && reads(at, hi + 1, 0xFF))) {
-                return Exit::Other;
-            }
-            let Some(t) = target(at, lo, hi) else { return Exit::Other };
-            at = t;
-        }
-        if exit.is_some_and(|e| e != at) {
-            return Exit::Other;
-        }
-        exit = Some(at);
-    }
-    exit.map_or(Exit::Other, Exit::Reads)
+    super::cover::state_char_exit(a, q).map_or(Exit::Other, Exit::Reads)
 }
 
 /// The last byte from `x` on that every configuration of `set` and the body step in state `b`

@@ -363,6 +363,18 @@ fn char_exit<S: Copy + Eq>(
     exit
 }
 
+/// [`char_exit`] of automaton state `q`: the states inside a character are plain (not final, no
+/// rule edge).
+pub(super) fn state_char_exit(a: &Automata, q: StateId) -> Option<StateId> {
+    let inner = |s: StateId| !a.state(s).is_final && a.rule_edges(s).is_empty();
+    // Edges are sorted and disjoint: one edge holds the whole range, or it is split.
+    let target = |s: StateId, lo: u8, hi: u8| {
+        a.byte_edges(s).iter().find(|e| e.lo <= lo && lo <= e.hi).filter(|e| hi <= e.hi).map(|e| e.target)
+    };
+    let reads = |s: StateId, lo: u8, hi: u8| a.byte_edges(s).iter().any(|e| e.lo <= hi && lo <= e.hi);
+    char_exit(q, target, reads, inner)
+}
+
 /// What [`Explored::new`] derives from the slice step alone: the inert bytes and the slice
 /// states that refuse them (with inert return states abstracted), the transient slice states,
 /// and the run bounds of the slice states ([`run_bounds`]; all of them for a kept key, else
@@ -619,15 +631,7 @@ impl Explored {
             if a.byte_edges(q).last().is_none_or(|e| e.hi < 0x80) {
                 continue;
             }
-            let t = *self.char_exits.entry(q).or_insert_with(|| {
-                let inner = |s: StateId| !a.state(s).is_final && a.rule_edges(s).is_empty();
-                // Edges are sorted and disjoint: one edge holds the whole range, or it is split.
-                let target = |s: StateId, lo: u8, hi: u8| {
-                    a.byte_edges(s).iter().find(|e| e.lo <= lo && lo <= e.hi).filter(|e| hi <= e.hi).map(|e| e.target)
-                };
-                let reads = |s: StateId, lo: u8, hi: u8| a.byte_edges(s).iter().any(|e| e.lo <= hi && lo <= e.hi);
-                char_exit(q, target, reads, inner)
-            });
+            let t = *self.char_exits.entry(q).or_insert_with(|| state_char_exit(a, q));
             next.push((t?, st));
         }
         if next.is_empty() {
