@@ -44,6 +44,10 @@ use std::sync::OnceLock;
 /// Own-rule states a [`sibling_key`] lists at most; past them there is no key.
 pub const SIBLING_KEY_STATES: usize = 64;
 
+/// The word before a self-call's start in a [`sibling_key`] (a rule edge's word holds a rule id
+/// and a state id, both below `u32::MAX`).
+const SELF_CALL: u64 = u64::MAX - 2;
+
 /// Every occurrence of `"` in the vocabulary's tokens, as the token text up to and including it,
 /// sorted by that text read backwards: the tokens that contain a string ending in `"` are one
 /// range.
@@ -134,8 +138,22 @@ pub struct SiblingEdges {
     dropped: Vec<OnceLock<RuleDropped>>,
 }
 
-/// The states of one rule with dropped edges, ascending, each with the bytes of those edges.
-type RuleDropped = Box<[(StateId, ByteSet)]>;
+/// The dropped edges of one state: the bytes of its dropped byte edges and the callees of its
+/// dropped rule edges (see the module doc).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Dropped {
+    pub bytes: ByteSet,
+    pub calls: Box<[RuleId]>,
+}
+
+impl Dropped {
+    fn is_empty(&self) -> bool {
+        self.bytes == ByteSet::default() && self.calls.is_empty()
+    }
+}
+
+/// The states of one rule with dropped edges, ascending, each with those edges.
+type RuleDropped = Box<[(StateId, Dropped)]>;
 
 /// What finding a state's dropped edges reads besides the automata: the grammar's
 /// excluded-words rules, the longest token's length and whether some token contains a text
@@ -172,11 +190,11 @@ impl SiblingEdges {
     }
 
     /// The dropped edges of rule `r`'s states, by state (found on the first ask).
-    pub fn of_rule(&self, a: &Automata, r: RuleId, with: &DropRules) -> &[(StateId, ByteSet)] {
+    pub fn of_rule(&self, a: &Automata, r: RuleId, with: &DropRules) -> &[(StateId, Dropped)] {
         let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
         let states = &self.states[from..self.end[r.index()] as usize];
         self.dropped[r.index()]
-            .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_bytes(a, q, with)?))).collect())
+            .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_edges(a, q, with)?))).collect())
     }
 
     /// Whether kernels of rule `r` take a [`sibling_key`]: one of its states has a dropped edge.
@@ -187,7 +205,7 @@ impl SiblingEdges {
     /// The bytes of `q`'s byte edges but its dropped ones: a kernel chart of `q` reads the
     /// tokens whose first byte is dropped through a callee as well (see the module doc).
     pub fn kept_bytes(&self, a: &Automata, q: StateId, with: &DropRules) -> ByteSet {
-        let dropped = dropped_at(self.of_rule(a, a.state(q).rule, with), q);
+        let dropped = dropped_at(self.of_rule(a, a.state(q).rule, with), q).map_or_else(ByteSet::default, |d| d.bytes);
         let mut kept = ByteSet::default();
         for e in a.byte_edges(q).iter().filter(|e| !(e.lo == e.hi && dropped.contains(e.lo))) {
             kept.insert_range(e.lo, e.hi);
@@ -196,23 +214,108 @@ impl SiblingEdges {
     }
 
     pub fn memory_size(&self) -> usize {
-        let found: usize = self.dropped.iter().filter_map(OnceLock::get).map(|d| d.len() * 36).sum();
+        let found: usize = self
+            .dropped
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|d| d.iter())
+            .map(|(_, d)| 52 + d.calls.len() * 4)
+            .sum();
         (self.end.len() + self.states.len()) * 4 + self.dropped.len() * 24 + found
     }
 }
 
-/// The bytes of `q`'s dropped edges in a rule's list ([`SiblingEdges::of_rule`]); empty when none.
-fn dropped_at(list: &[(StateId, ByteSet)], q: StateId) -> ByteSet {
-    list.binary_search_by_key(&q, |d| d.0).map_or_else(|_| ByteSet::default(), |k| list[k].1)
+/// `q`'s dropped edges in a rule's list ([`SiblingEdges::of_rule`]); `None` when none.
+fn dropped_at(list: &[(StateId, Dropped)], q: StateId) -> Option<&Dropped> {
+    list.binary_search_by_key(&q, |d| d.0).ok().map(|k| &list[k].1)
 }
 
-/// The bytes of state `q`'s dropped edges (see the module doc), `None` when it has none.
-fn dropped_bytes(a: &Automata, q: StateId, with: &DropRules) -> Option<ByteSet> {
+/// State `q`'s dropped edges (see the module doc), `None` when it has none: the byte edges
+/// first, then the rule edges, which only kept byte edges shadow (so no two dropped edges
+/// shadow each other: each drop leaves the classification as it was with the others made).
+fn dropped_edges(a: &Automata, q: StateId, with: &DropRules) -> Option<Dropped> {
     if a.rule_edges(q).is_empty() {
         return None;
     }
+    let bytes = dropped_bytes(a, q, with);
+    let calls = dropped_calls(a, q, &bytes, with);
+    let d = Dropped { bytes, calls };
+    (!d.is_empty()).then_some(d)
+}
+
+/// Whether rule `r` is an excluded-words rule of `with`.
+fn is_excluded_rule(with: &DropRules, r: RuleId) -> bool {
     let excluded = with.excluded;
-    let is_excluded = |r: RuleId| r == excluded.any || excluded.rules.binary_search_by_key(&r, |e| e.0).is_ok();
+    r == excluded.any || excluded.rules.binary_search_by_key(&r, |e| e.0).is_ok()
+}
+
+/// The callees of `q` whose start reads a [`literal_tree`] (a quoted key rule: `"key" ws ":"
+/// ...`) whose every path `l` but its last byte `q` reads itself, through a kept byte edge (not
+/// in `dropped`) and what follows it in `q`'s rule ([`Inside::reads_text`]; for a key, the
+/// inlined extra-key path `"` `key_not_in`), and that no token contains. Removing such a rule
+/// edge changes no kernel classification: a token read into the callee ends inside one of its
+/// paths (it would contain `l`), which `q` reads alive too, so the callee adds no accepted
+/// token; its tree's states are neither final nor call anything, so it completes nothing and
+/// leaves no rule end on the way, and its return state is never reached. `q`'s own rule is never
+/// dropped (its calls are the self-calls [`sibling_key`] lists).
+fn dropped_calls(a: &Automata, q: StateId, dropped: &ByteSet, with: &DropRules) -> Box<[RuleId]> {
+    let own = a.state(q).rule;
+    let is_excluded = |r: RuleId| is_excluded_rule(with, r);
+    let inside = Inside { a, is_excluded: &is_excluded };
+    let read_by_q = |text: &[u8]| {
+        let (&first, rest) = text.split_first().expect("a path reads its first byte and a quote");
+        let mut budget = READS_ALIVE_BUDGET;
+        !dropped.contains(first)
+            && a.step(q, first).is_some_and(|u| inside.reads_text(own, u, rest, CALL_DEPTH, &mut budget))
+    };
+    let mut calls: Vec<RuleId> = Vec::new();
+    for &(r, _) in a.rule_edges(q) {
+        if r == own || calls.contains(&r) {
+            continue;
+        }
+        let Some(s0) = literal_start(a, own, a.callee_start(q, r)) else { continue };
+        let drop = a.byte_edges(s0).iter().all(|e| {
+            literal_tree(a, e.lo, e.target, with.max_depth).is_some_and(|paths| {
+                paths.iter().all(|l| {
+                    let in_token = l.len() <= with.max_depth as usize && (with.contains)(l);
+                    l.len() >= 2 && !in_token && read_by_q(&l[..l.len() - 1])
+                })
+            })
+        });
+        if drop {
+            calls.push(r);
+        }
+    }
+    calls.into()
+}
+
+/// Aliases a callee's start may pass through to a literal start ([`literal_start`]).
+const ALIAS_DEPTH: u32 = 2;
+
+/// The state from which callee start `s0` reads its literal tree: `s0` itself where it reads
+/// single bytes only (no rule edges, not final); else, where `s0` is an alias's start (no byte
+/// edges, not final, one call of a rule other than `own`), that callee's, at most
+/// [`ALIAS_DEPTH`] aliases down. A token read into such a callee is read into the tree first;
+/// the alias ends only after its callee does.
+fn literal_start(a: &Automata, own: RuleId, s0: StateId) -> Option<StateId> {
+    let mut s = s0;
+    for _ in 0..=ALIAS_DEPTH {
+        if a.state(s).is_final {
+            return None;
+        }
+        let (bytes, calls) = (a.byte_edges(s), a.rule_edges(s));
+        match (bytes.is_empty(), calls) {
+            (false, []) if bytes.iter().all(|e| e.lo == e.hi) => return Some(s),
+            (true, &[(r, _)]) if r != own => s = a.callee_start(s, r),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The bytes of state `q`'s dropped byte edges (see the module doc); empty when none.
+fn dropped_bytes(a: &Automata, q: StateId, with: &DropRules) -> ByteSet {
+    let is_excluded = |r: RuleId| is_excluded_rule(with, r);
     let mut bytes = ByteSet::default();
     for e in a.byte_edges(q).iter().filter(|e| e.lo == e.hi) {
         let Some(paths) = literal_tree(a, e.lo, e.target, with.max_depth) else { continue };
@@ -230,7 +333,7 @@ fn dropped_bytes(a: &Automata, q: StateId, with: &DropRules) -> Option<ByteSet> 
             bytes.insert_range(e.lo, e.lo);
         }
     }
-    (bytes != ByteSet::default()).then_some(bytes)
+    bytes
 }
 
 /// Calls nested at most, and states stepped at most, by one [`Inside::reads_text`] search.
@@ -317,7 +420,8 @@ pub fn sibling_key(
     state: StateId,
 ) -> Option<Box<[u64]>> {
     // Own-rule states only: the rule's dropped edges are all the key leaves out.
-    let own = edges.of_rule(a, a.state(state).rule, with);
+    let rule = a.state(state).rule;
+    let own = edges.of_rule(a, rule, with);
     let mut order = vec![state];
     let mut words: Vec<u64> = follow.words().to_vec();
     // A key without dropped edges would only find the state itself.
@@ -336,15 +440,23 @@ pub fn sibling_key(
     let mut k = 0;
     while k < order.len() {
         let s = order[k];
-        let dropped = dropped_at(own, s);
-        met_dropped |= dropped != ByteSet::default();
+        let none = Dropped::default();
+        let dropped = dropped_at(own, s).unwrap_or(&none);
+        met_dropped |= !dropped.is_empty();
         words.push(u64::from(a.state(s).is_final));
-        for e in a.byte_edges(s).iter().filter(|e| !(e.lo == e.hi && dropped.contains(e.lo))) {
+        for e in a.byte_edges(s).iter().filter(|e| !(e.lo == e.hi && dropped.bytes.contains(e.lo))) {
             words.push(u64::from(e.lo) | u64::from(e.hi) << 8 | number(e.target, &mut order)? << 16);
         }
         words.push(u64::MAX);
-        for &(r, t) in a.rule_edges(s) {
-            words.push(u64::from(r.0) | u64::from(a.callee_start(s, r).0) << 32);
+        for &(r, t) in a.rule_edges(s).iter().filter(|(r, _)| !dropped.calls.contains(r)) {
+            if r == rule {
+                // A call of the rule itself: its start is an own-rule state, listed like the
+                // others, so rules that differ only in their names (and dropped edges) share.
+                words.push(SELF_CALL);
+                words.push(number(a.callee_start(s, r), &mut order)?);
+            } else {
+                words.push(u64::from(r.0) | u64::from(a.callee_start(s, r).0) << 32);
+            }
             words.push(number(t, &mut order)?);
         }
         words.push(u64::MAX - 1);
