@@ -306,22 +306,34 @@ impl Waiting {
 }
 
 thread_local! {
-    /// The per-rule table of this thread's last dropped chart, reused by the next chart closed.
-    /// Every `head` is `u32::MAX` once [`Waiting::reset`] ran, which every use starts with.
+    /// The per-rule tables of this thread's last dropped charts (at most [`POOLED_TABLES`]),
+    /// reused by the next charts closed. Every `head` is `u32::MAX` once [`Waiting::reset`] ran,
+    /// which every use starts with.
     /// PERF: a kernel walk's fresh chart filled a table of one entry per rule (26 KB for a
     /// 6,600-rule schema), ~a tenth of a short walk; a fill walking 30 kernels paid it 30 times.
-    static WAITING_POOL: std::cell::RefCell<Waiting> = std::cell::RefCell::new(Waiting::default());
+    /// A composition holds a chart per callee edge at once, nested compositions more: with one
+    /// table kept, MaskBench o3626's value start after `"not":` (~10 K rules) spent a third of
+    /// its fill filling new ones.
+    static WAITING_POOL: std::cell::RefCell<Vec<Waiting>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Largest per-rule table kept for reuse (4 MB).
 const MAX_POOLED_RULES: usize = 1 << 20;
+
+/// Per-rule tables kept for reuse per thread ([`WAITING_POOL`]).
+const POOLED_TABLES: usize = 8;
 
 impl Drop for Chart {
     fn drop(&mut self) {
         let w = std::mem::take(&mut self.waiting);
         if !w.head.is_empty() && w.head.len() <= MAX_POOLED_RULES {
             // `try_with`: a chart dropped while thread-locals are torn down just frees its table.
-            let _ = WAITING_POOL.try_with(|p| *p.borrow_mut() = w);
+            let _ = WAITING_POOL.try_with(|p| {
+                let mut pool = p.borrow_mut();
+                if pool.len() < POOLED_TABLES {
+                    pool.push(w);
+                }
+            });
         }
     }
 }
@@ -1381,7 +1393,7 @@ impl Chart {
         let mut work = 0usize;
         let mut waiting = std::mem::take(&mut self.waiting);
         if waiting.head.is_empty() {
-            waiting = WAITING_POOL.try_with(|p| std::mem::take(&mut *p.borrow_mut())).unwrap_or_default();
+            waiting = WAITING_POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten().unwrap_or_default();
         }
         waiting.reset(a.num_rules());
         let res = match (a.rec_budgets(), a.char_budgets()) {

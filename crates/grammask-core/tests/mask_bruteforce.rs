@@ -2108,6 +2108,77 @@ fn sibling_key_trees_match_brute_force() {
     assert_eq!(checked, 12);
 }
 
+/// Query objects as MaskBench o3626 nests them (`mask/sibling.rs`, dropped calls and callee
+/// classes): `not` and `and` take a `oneOf` of four open query objects that differ in their
+/// required keys, recursively, so the converter compiles one object rule per path, each with its
+/// quoted keys called as rules beside the inlined extra-key path. After each `,` (and inside the
+/// keys and values after it) the row holds one item per alternative still alive, and their kernels
+/// share a classification where the keys are dropped calls. Masks at every byte of documents
+/// through such rows equal brute force on a small vocabulary and, at the positions with most
+/// kernels (182 items), on Llama 3. The small vocabulary's `"locations":[` keeps the `locations`
+/// calls: a share that dropped them anyway gives the position after `"location": "x",` (which
+/// offers `locations`) and the one after `"locations": [],` (which does not) one classification,
+/// and allows that token after `[],` (checked). Fails as well if few kernels are shared (the
+/// `siblings` count).
+#[test]
+fn query_object_siblings_match_brute_force() {
+    let any_query = r##"{"oneOf": [{"$ref": "#/definitions/patternQuery"}, {"$ref": "#/definitions/codeQuery"},
+        {"$ref": "#/definitions/notQuery"}, {"$ref": "#/definitions/andQuery"}]}"##;
+    let schema = format!(
+        r##"{{"definitions": {{
+        "loc": {{"type": "object", "properties": {{"location": {{"type": "string"}},
+            "locations": {{"type": "array", "items": {{"type": "string"}}}}}}}},
+        "patternQuery": {{"type": "object", "allOf": [{{"properties": {{"pattern": {{"type": "object"}}}},
+            "required": ["pattern"]}}, {{"$ref": "#/definitions/loc"}}]}},
+        "codeQuery": {{"type": "object", "allOf": [{{"properties": {{"code": {{"type": "string"}}}},
+            "required": ["code"]}}, {{"$ref": "#/definitions/loc"}}]}},
+        "notQuery": {{"type": "object", "properties": {{"not": {any_query}}}, "required": ["not"]}},
+        "andQuery": {{"type": "object", "properties": {{"and": {{"type": "array", "items": {any_query}}}}},
+            "required": ["and"]}}}},
+        "type": "object", "properties": {{"when": {{"$ref": "#/definitions/patternQuery"}}, "condition": {any_query},
+            "q": {{"$ref": "#/definitions/codeQuery"}}}}}}"##
+    );
+    let g = lax_schema_grammar(&schema);
+    let docs: [&[u8]; 6] = [
+        br#"{"when": {"pattern": {"key": "value"}, "location": "l1"}, "condition": {"not": {"pattern": {"k": 1}, "locations": ["a", "b"]}}}"#,
+        br#"{"condition": {"and": [{"code": "x", "not": 1}, {"not": {"code": "y"}, "zz": 2}]}}"#,
+        br#"{"condition": {"q": 1, "not": {"not": {"pattern": {}, "cod": "c"}, "n": 3}}}"#,
+        br#"{"condition": {"not": {"and": [], "nut": {"code": "d"}, "pattern2": {"not": 4}}}}"#,
+        br#"{"q": {"location": "x", "locations": [], "code": "c"}}"#,
+        br#"{"q": {"code": "c", "location": "y", "z": 1}}"#,
+    ];
+    let small = ascii_vocab(
+        &["\"not\"", "\"not", "\": {\"", ", \"", "\"}", "{\"", "\":", "\"locations\":[", "\"pa", "nd\""],
+        &[],
+    );
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    // 163 without dropped calls, self-calls and callee classes, 1,296 with them.
+    assert!(cg.kernel_stats().siblings >= 1000, "{:?}", cg.kernel_stats());
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let mut many = 0;
+    for prefix in [
+        r#"{"when": {"pattern": {"key": "value"}, "location": "l1"}, "condition": {""#,
+        r#"{"when": {"pattern": {"key": "value"}, "location": "l1"}, "condition": {"not": {"pattern":"#,
+        r#"{"when": {"pattern": {"key": "value"}, "location": "l1"}, "condition": {"not": {"pattern": {"k": 1},"#,
+        r#"{"when": {"pattern": {"key": "value"}, "location": "l1"}, "condition": {"not": {"pattern": {"k": 1}, ""#,
+        r#"{"condition": {"q": 1, "not": {"not": {"pattern": {}, "cod": "c"},"#,
+    ] {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{prefix:?}");
+        many = many.max(kernel_items(cg.automata(), m.chart()).len());
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+            assert_eq!(mask.get(t), w, "after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+        }
+    }
+    assert!(many >= 150, "{many} kernel items at most");
+    // 16 without dropped calls, self-calls and callee classes, 564 with them.
+    assert!(cg.kernel_stats().siblings >= 400, "{:?}", cg.kernel_stats());
+}
+
 /// String bodies that refuse some text of a few ASCII characters (`slice/walked.rs`): a
 /// `patternProperties` key `^(/[^/]+)+$` (MaskBench `Github_hard---o12499`; after `{"/` it
 /// refuses `//` and `/"`), a value pattern refusing `.` twice in a row and `,`, one refusing a

@@ -22,6 +22,15 @@
 //! anything: no rule end on the way); and the callee, predicted in the same row as `q`, reads the
 //! same bytes and stays alive, so it accepts the token as well.
 //!
+//! **Dropped calls.** A rule edge `(X, t)` of `q` is dropped likewise when `X`'s start (through
+//! at most [`ALIAS_DEPTH`] aliases: a start whose only edge is one call) reads a literal tree
+//! whose every path `l` no token contains and `q` reads `l1..l(n-1)` itself, through a kept byte
+//! edge and what follows it in its rule (a quoted key `"key" ws ":" ...` beside the inlined
+//! extra-key path `"` `key_not_in`, as `oneOf` alternatives of open objects are compiled,
+//! MaskBench o3626). A token read into `X` ends inside a path, read alive by `q` as well; `X`
+//! completes nothing, so `t` and what follows it are never reached. Byte edges are dropped for
+//! callees, calls for kept byte edges only, so no two dropped edges rest on each other.
+//!
 //! **The key.** A kernel classification depends only on the automaton below the kernel state:
 //! the states of its own rule (whose items have origin 0 in the kernel chart, the others only
 //! through calls), the rules they call (the same states, within one grammar) and the rule's
@@ -32,6 +41,16 @@
 //! and no token passes the tree's `"`, so none ends the rule there). Equal keys
 //! (compared in full, not by hash) mean automata equal up to dropped edges, hence equal
 //! classifications.
+//!
+//! Two refinements let rules that differ only in their names share. A call of the kernel's own
+//! rule is listed by its start's number, the start then listed as an own-rule state: the calls
+//! of `R` and `R'` from isomorphic listings start isomorphic items (whatever else calls `R`
+//! calls it in both charts, beside them). A callee whose own listing from its start meets a
+//! dropped edge is listed by that listing ([`SiblingEdges::class_of`], its callees by rule):
+//! callees with equal listings read alike up to dropped edges, which change nothing in any chart
+//! within a token (a token entering a dropped call ends inside its tree, which the caller's
+//! state reads alive). MaskBench o3626 (`oneOf`s of five open objects, nested recursively)
+//! compiles one object rule per path; after a key's value they differ in the later keys only.
 //!
 //! PERF: `Github_hard---o30633` (94 optional properties, open) took ~13 ms on Llama 3 after its
 //! first `,`: 188 new kernels (~60-75 us each) that are two classifications.
@@ -47,6 +66,9 @@ pub const SIBLING_KEY_STATES: usize = 64;
 /// The word before a self-call's start in a [`sibling_key`] (a rule edge's word holds a rule id
 /// and a state id, both below `u32::MAX`).
 const SELF_CALL: u64 = u64::MAX - 2;
+
+/// The word before a callee's class (its length, then its words) in a [`sibling_key`].
+const CALLEE_CLASS: u64 = u64::MAX - 3;
 
 /// Every occurrence of `"` in the vocabulary's tokens, as the token text up to and including it,
 /// sorted by that text read backwards: the tokens that contain a string ending in `"` are one
@@ -136,7 +158,15 @@ pub struct SiblingEdges {
     states: Vec<StateId>,
     /// Per rule, its states' dropped edges, set on first ask.
     dropped: Vec<OnceLock<RuleDropped>>,
+    /// Per rule, its listing from its start ([`SiblingEdges::class_of`]), set on first ask.
+    classes: Vec<OnceLock<Option<Box<[u64]>>>>,
+    /// By callee start, the paths of its literal tree ([`literal_start`]) where no token
+    /// contains one, found on first ask ([`SiblingEdges::key_paths`]).
+    key_paths: std::sync::Mutex<std::collections::HashMap<StateId, Option<KeyPaths>>>,
 }
+
+/// The paths of a callee's literal tree, none in a token ([`SiblingEdges::key_paths`]).
+type KeyPaths = std::sync::Arc<[Vec<u8>]>;
 
 /// The dropped edges of one state: the bytes of its dropped byte edges and the callees of its
 /// dropped rule edges (see the module doc).
@@ -186,7 +216,52 @@ impl SiblingEdges {
         end.remove(0);
         let mut dropped = Vec::new();
         dropped.resize_with(rules, OnceLock::new);
-        SiblingEdges { end, states, dropped }
+        let mut classes = Vec::new();
+        classes.resize_with(rules, OnceLock::new);
+        SiblingEdges { end, states, dropped, classes, key_paths: Default::default() }
+    }
+
+    /// The paths that callee start `s0` reads as a literal tree ([`literal_start`],
+    /// [`literal_tree`]), each up to its first `"` after its first byte; `None` where it reads
+    /// none, or some token contains one of them.
+    /// PERF: a key rule is called from every state of every object rule that offers it
+    /// (MaskBench o3626: hundreds); its tree was found again for each (~1.5 K instructions).
+    fn key_paths(&self, a: &Automata, s0: StateId, with: &DropRules) -> Option<KeyPaths> {
+        let lock = || self.key_paths.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = lock().get(&s0) {
+            return p.clone();
+        }
+        let find = || {
+            let s = literal_start(a, s0)?;
+            let mut all = Vec::new();
+            for e in a.byte_edges(s) {
+                all.extend(literal_tree(a, e.lo, e.target, with.max_depth)?);
+            }
+            let in_token = |l: &[u8]| l.len() <= with.max_depth as usize && (with.contains)(l);
+            all.iter().all(|l| l.len() >= 2 && !in_token(l)).then(|| all.into())
+        };
+        let p = find();
+        lock().insert(s0, p.clone());
+        p
+    }
+
+    /// The listing of rule `r` from its start as a callee ([`list_states`], its own callees by
+    /// rule and start): rules with equal listings read alike up to dropped edges, so a caller's
+    /// key lists the callee by it. `None` where the listing meets no dropped edge (the rule is
+    /// then listed by its id) or the rule has too many states.
+    fn class_of(&self, a: &Automata, r: RuleId, with: &DropRules) -> Option<&[u64]> {
+        let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
+        // PERF: finding the dropped edges of every state of a large callee (a string body, a
+        // key trie) cost ~40 K instructions a rule, for listings longer than a key takes anyway.
+        if self.end[r.index()] as usize - from > SIBLING_KEY_STATES {
+            return None;
+        }
+        let build = || {
+            let mut words = Vec::new();
+            let met = list_states(a, self, with, a.rule_start(r), &mut words, &mut |_, _, _| None)?;
+            met.dropped.then(|| words.into())
+        };
+        self.classes[r.index()].get_or_init(build).as_deref()
     }
 
     /// The dropped edges of rule `r`'s states, by state (found on the first ask).
@@ -194,7 +269,7 @@ impl SiblingEdges {
         let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
         let states = &self.states[from..self.end[r.index()] as usize];
         self.dropped[r.index()]
-            .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_edges(a, q, with)?))).collect())
+            .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_edges(a, self, q, with)?))).collect())
     }
 
     /// Whether kernels of rule `r` take a [`sibling_key`]: one of its states has a dropped edge.
@@ -221,7 +296,9 @@ impl SiblingEdges {
             .flat_map(|d| d.iter())
             .map(|(_, d)| 52 + d.calls.len() * 4)
             .sum();
-        (self.end.len() + self.states.len()) * 4 + self.dropped.len() * 24 + found
+        let classes: usize =
+            self.classes.iter().filter_map(|c| c.get().and_then(Option::as_ref)).map(|c| c.len() * 8).sum();
+        (self.end.len() + self.states.len()) * 4 + self.dropped.len() * 48 + found + classes
     }
 }
 
@@ -233,12 +310,12 @@ fn dropped_at(list: &[(StateId, Dropped)], q: StateId) -> Option<&Dropped> {
 /// State `q`'s dropped edges (see the module doc), `None` when it has none: the byte edges
 /// first, then the rule edges, which only kept byte edges shadow (so no two dropped edges
 /// shadow each other: each drop leaves the classification as it was with the others made).
-fn dropped_edges(a: &Automata, q: StateId, with: &DropRules) -> Option<Dropped> {
+fn dropped_edges(a: &Automata, edges: &SiblingEdges, q: StateId, with: &DropRules) -> Option<Dropped> {
     if a.rule_edges(q).is_empty() {
         return None;
     }
     let bytes = dropped_bytes(a, q, with);
-    let calls = dropped_calls(a, q, &bytes, with);
+    let calls = dropped_calls(a, edges, q, &bytes, with);
     let d = Dropped { bytes, calls };
     (!d.is_empty()).then_some(d)
 }
@@ -258,7 +335,7 @@ fn is_excluded_rule(with: &DropRules, r: RuleId) -> bool {
 /// token; its tree's states are neither final nor call anything, so it completes nothing and
 /// leaves no rule end on the way, and its return state is never reached. `q`'s own rule is never
 /// dropped (its calls are the self-calls [`sibling_key`] lists).
-fn dropped_calls(a: &Automata, q: StateId, dropped: &ByteSet, with: &DropRules) -> Box<[RuleId]> {
+fn dropped_calls(a: &Automata, edges: &SiblingEdges, q: StateId, dropped: &ByteSet, with: &DropRules) -> Box<[RuleId]> {
     let own = a.state(q).rule;
     let is_excluded = |r: RuleId| is_excluded_rule(with, r);
     let inside = Inside { a, is_excluded: &is_excluded };
@@ -273,16 +350,8 @@ fn dropped_calls(a: &Automata, q: StateId, dropped: &ByteSet, with: &DropRules) 
         if r == own || calls.contains(&r) {
             continue;
         }
-        let Some(s0) = literal_start(a, own, a.callee_start(q, r)) else { continue };
-        let drop = a.byte_edges(s0).iter().all(|e| {
-            literal_tree(a, e.lo, e.target, with.max_depth).is_some_and(|paths| {
-                paths.iter().all(|l| {
-                    let in_token = l.len() <= with.max_depth as usize && (with.contains)(l);
-                    l.len() >= 2 && !in_token && read_by_q(&l[..l.len() - 1])
-                })
-            })
-        });
-        if drop {
+        let paths = edges.key_paths(a, a.callee_start(q, r), with);
+        if paths.is_some_and(|paths| paths.iter().all(|l| read_by_q(&l[..l.len() - 1]))) {
             calls.push(r);
         }
     }
@@ -294,10 +363,10 @@ const ALIAS_DEPTH: u32 = 2;
 
 /// The state from which callee start `s0` reads its literal tree: `s0` itself where it reads
 /// single bytes only (no rule edges, not final); else, where `s0` is an alias's start (no byte
-/// edges, not final, one call of a rule other than `own`), that callee's, at most
+/// edges, not final, one call), that callee's, at most
 /// [`ALIAS_DEPTH`] aliases down. A token read into such a callee is read into the tree first;
 /// the alias ends only after its callee does.
-fn literal_start(a: &Automata, own: RuleId, s0: StateId) -> Option<StateId> {
+fn literal_start(a: &Automata, s0: StateId) -> Option<StateId> {
     let mut s = s0;
     for _ in 0..=ALIAS_DEPTH {
         if a.state(s).is_final {
@@ -306,7 +375,7 @@ fn literal_start(a: &Automata, own: RuleId, s0: StateId) -> Option<StateId> {
         let (bytes, calls) = (a.byte_edges(s), a.rule_edges(s));
         match (bytes.is_empty(), calls) {
             (false, []) if bytes.iter().all(|e| e.lo == e.hi) => return Some(s),
-            (true, &[(r, _)]) if r != own => s = a.callee_start(s, r),
+            (true, &[(r, _)]) => s = a.callee_start(s, r),
             _ => return None,
         }
     }
@@ -408,24 +477,29 @@ impl Inside<'_> {
     }
 }
 
-/// The key of kernel `state` in `a` (see the module doc): the own-rule states reachable from it
-/// without `edges`' dropped edges, numbered in discovery order, with their finality, byte edges
-/// and rule edges, after the FOLLOW set `follow` of the rule. `None` past [`SIBLING_KEY_STATES`]
-/// states, or when no dropped edge is among them.
-pub fn sibling_key(
+/// What [`list_states`] met: a dropped edge (or a callee listed by its class), a final state.
+struct Met {
+    dropped: bool,
+    final_state: bool,
+}
+
+/// Appends to `words` the states of `state`'s rule reachable from it without the rule's
+/// dropped edges, numbered in discovery order, each with its finality, byte edges and rule
+/// edges: a call of the rule itself by its start's number (an own-rule state, listed like the
+/// others), another by `callee(rule, start, words)` where that lists it (returning whether it
+/// met a dropped edge), else by its rule and start. `None` past [`SIBLING_KEY_STATES`] states.
+fn list_states(
     a: &Automata,
     edges: &SiblingEdges,
     with: &DropRules,
-    follow: &ByteSet,
     state: StateId,
-) -> Option<Box<[u64]>> {
-    // Own-rule states only: the rule's dropped edges are all the key leaves out.
+    words: &mut Vec<u64>,
+    callee: &mut dyn FnMut(RuleId, StateId, &mut Vec<u64>) -> Option<bool>,
+) -> Option<Met> {
     let rule = a.state(state).rule;
     let own = edges.of_rule(a, rule, with);
     let mut order = vec![state];
-    let mut words: Vec<u64> = follow.words().to_vec();
-    // A key without dropped edges would only find the state itself.
-    let mut met_dropped = false;
+    let mut met = Met { dropped: false, final_state: false };
     let number = |t: StateId, order: &mut Vec<StateId>| -> Option<u64> {
         let k = match order.iter().position(|&s| s == t) {
             Some(k) => k,
@@ -437,39 +511,65 @@ pub fn sibling_key(
         };
         Some(k as u64)
     };
+    let none = Dropped::default();
     let mut k = 0;
     while k < order.len() {
         let s = order[k];
-        let none = Dropped::default();
         let dropped = dropped_at(own, s).unwrap_or(&none);
-        met_dropped |= !dropped.is_empty();
+        met.dropped |= !dropped.is_empty();
+        met.final_state |= a.state(s).is_final;
         words.push(u64::from(a.state(s).is_final));
         for e in a.byte_edges(s).iter().filter(|e| !(e.lo == e.hi && dropped.bytes.contains(e.lo))) {
             words.push(u64::from(e.lo) | u64::from(e.hi) << 8 | number(e.target, &mut order)? << 16);
         }
         words.push(u64::MAX);
         for &(r, t) in a.rule_edges(s).iter().filter(|(r, _)| !dropped.calls.contains(r)) {
+            let start = a.callee_start(s, r);
             if r == rule {
-                // A call of the rule itself: its start is an own-rule state, listed like the
-                // others, so rules that differ only in their names (and dropped edges) share.
                 words.push(SELF_CALL);
-                words.push(number(a.callee_start(s, r), &mut order)?);
+                words.push(number(start, &mut order)?);
             } else {
-                words.push(u64::from(r.0) | u64::from(a.callee_start(s, r).0) << 32);
+                match callee(r, start, words) {
+                    Some(d) => met.dropped |= d,
+                    None => words.push(u64::from(r.0) | u64::from(start.0) << 32),
+                }
             }
             words.push(number(t, &mut order)?);
         }
         words.push(u64::MAX - 1);
         k += 1;
     }
+    Some(met)
+}
+
+/// The key of kernel `state` in `a` (see the module doc): its rule's states as [`list_states`]
+/// lists them, each callee that has a class ([`SiblingEdges::class_of`]) by that class, after
+/// the FOLLOW set `follow` of the rule. `None` past [`SIBLING_KEY_STATES`] states, or when no
+/// dropped edge is among them (nor in a class listed).
+pub fn sibling_key(
+    a: &Automata,
+    edges: &SiblingEdges,
+    with: &DropRules,
+    follow: &ByteSet,
+    state: StateId,
+) -> Option<Box<[u64]>> {
+    let mut words: Vec<u64> = follow.words().to_vec();
+    // A callee started elsewhere than its rule's start (a bounded recursion) is no class.
+    let mut by_class = |r: RuleId, start: StateId, words: &mut Vec<u64>| {
+        let class = edges.class_of(a, r, with).filter(|_| start == a.rule_start(r))?;
+        words.extend([CALLEE_CLASS, class.len() as u64]);
+        words.extend_from_slice(class);
+        Some(true)
+    };
+    let met = list_states(a, edges, with, state, &mut words, &mut by_class)?;
     // FOLLOW is read only where the kernel's rule ends (an own-rule item of origin 0 completes):
     // with no final state listed, no token ends it, so kernels of rules that differ in FOLLOW
     // alone are equal (an object's first key start in `root` and in `obj.N_0_0`).
-    let nwords = follow.words().len();
-    if !order.iter().any(|&s| a.state(s).is_final) {
-        words[..nwords].fill(0);
+    if !met.final_state {
+        words[..follow.words().len()].fill(0);
     }
-    met_dropped.then(|| words.into())
+    // A key without dropped edges would only find the state itself.
+    met.dropped.then(|| words.into())
 }
 
 #[cfg(test)]
