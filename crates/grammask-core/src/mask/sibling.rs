@@ -218,7 +218,7 @@ impl SiblingEdges {
         dropped.resize_with(rules, OnceLock::new);
         let mut classes = Vec::new();
         classes.resize_with(rules, OnceLock::new);
-        SiblingEdges { end, states, dropped, classes, key_paths: Default::default() }
+        SiblingEdges { end, states, dropped, classes, key_paths: std::sync::Mutex::default() }
     }
 
     /// The paths that callee start `s0` reads as a literal tree ([`literal_start`],
@@ -227,7 +227,7 @@ impl SiblingEdges {
     /// PERF: a key rule is called from every state of every object rule that offers it
     /// (MaskBench o3626: hundreds); its tree was found again for each (~1.5 K instructions).
     fn key_paths(&self, a: &Automata, s0: StateId, with: &DropRules) -> Option<KeyPaths> {
-        let lock = || self.key_paths.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || self.key_paths.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(p) = lock().get(&s0) {
             return p.clone();
         }
@@ -477,6 +477,10 @@ impl Inside<'_> {
     }
 }
 
+/// How [`list_states`] lists a callee `(rule, start)` into its words: `Some(met a dropped edge)`
+/// where it did, `None` to list it by rule and start.
+type ListCallee<'a> = dyn FnMut(RuleId, StateId, &mut Vec<u64>) -> Option<bool> + 'a;
+
 /// What [`list_states`] met: a dropped edge (or a callee listed by its class), a final state.
 struct Met {
     dropped: bool,
@@ -494,7 +498,7 @@ fn list_states(
     with: &DropRules,
     state: StateId,
     words: &mut Vec<u64>,
-    callee: &mut dyn FnMut(RuleId, StateId, &mut Vec<u64>) -> Option<bool>,
+    callee: &mut ListCallee<'_>,
 ) -> Option<Met> {
     let rule = a.state(state).rule;
     let own = edges.of_rule(a, rule, with);
