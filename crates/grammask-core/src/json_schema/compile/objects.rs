@@ -590,11 +590,15 @@ impl Conv<'_> {
                 parts.push((lang, val));
             }
         }
-        alts.extend(self.split_keys(&parts, &kv)?);
+        let joined = self.split_keys(&parts, &kv, &mut alts)?;
         if alts.is_empty() {
             return Ok(None);
         }
-        let name = self.e.fresh("obj_extra");
+        let mut name = self.e.fresh("obj_extra");
+        if joined {
+            // Kept as a rule (`json_schema_to_grammar`): one key automaton for every caller.
+            name.push_str(super::super::SPLIT_KEYS_SUFFIX);
+        }
         self.e.define(&name, &alts.join(" | "))?;
         Ok(Some(name))
     }
@@ -604,8 +608,9 @@ impl Conv<'_> {
     /// closing quote into their part's value: a key's text reads alike in every part until it
     /// ends, so no position holds one item per part (a counted key pattern's start would be
     /// two partial languages, each refusing texts the other reads, walked token by token).
-    /// Separate alternatives when that automaton is over the state limit.
-    fn split_keys(&mut self, parts: &[(&CharDfa, String)], kv: &str) -> Result<Vec<String>> {
+    /// Separate alternatives when that automaton is over the state limit. Pushes onto `alts`;
+    /// whether the parts were joined.
+    fn split_keys(&mut self, parts: &[(&CharDfa, String)], kv: &str, alts: &mut Vec<String>) -> Result<bool> {
         let mode = jstr::text_mode(self.opts.spelling);
         let entry = |key: &str, val: &str| format!("\"\\\"\" {key} \"\\\"\" {kv} {val}");
         let mut joined = (parts.len() > 1).then(CharDfa::empty);
@@ -616,15 +621,15 @@ impl Conv<'_> {
             let exits: Vec<String> = parts.iter().map(|(_, val)| format!("\"\\\"\" {kv} {val}")).collect();
             let prefix = format!("{}.re", self.e.fresh("key"));
             self.e.raw(&keys.to_ebnf_with_exits(&prefix, mode, &exits))?;
-            return Ok(vec![format!("\"\\\"\" {prefix}")]);
+            alts.push(format!("\"\\\"\" {prefix}"));
+            return Ok(true);
         }
-        let mut alts = Vec::with_capacity(parts.len());
         for (lang, val) in parts {
             let prefix = format!("{}.re", self.e.fresh("key"));
             self.e.raw(&lang.to_ebnf(&prefix, mode))?;
             alts.push(entry(&prefix, val));
         }
-        Ok(alts)
+        Ok(false)
     }
 
     /// The language of keys inside `propertyNames` that match exactly the patterns of each subset
