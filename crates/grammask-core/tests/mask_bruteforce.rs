@@ -3269,7 +3269,7 @@ fn split_key_masks_match_brute_force_on_llama3() {
         format!(r#"{{"sums": {{"{hex}": null, "x{}": [1]}}}}"#, &hex[..31]),
         r#"{"tags": {"ab": 1, "qb": true, "q": {}}}"#.to_string(),
     ];
-    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let docs: Vec<&[u8]> = docs.iter().map(String::as_bytes).collect();
     assert_eq!(masks_along_docs_match_brute_force(&cg, &vocab, &docs), docs.iter().map(|d| d.len() + 1).sum::<usize>());
     // Each position of the keys above, and of one outside the ASCII range, from the key start.
     let keys = [format!("\"sums\": {{\"{hex}"), format!("\"sums\": {{\"q\\u00e9{hex}"), "\"tags\": {\"qab".into()];

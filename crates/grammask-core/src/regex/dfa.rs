@@ -112,6 +112,7 @@ impl CharDfa {
     /// scalar value), ending in one final state. A union of such automata keeps each string's
     /// label as the marker its accepting state reads: [`super::emit::dfa_to_ebnf_with_exits`]
     /// prints marker `j` as the `j`-th exit text. Only that printer may read the result.
+    #[must_use]
     pub fn then_exit(&self, label: u32) -> CharDfa {
         let sink = self.states.len() as u32;
         let mark = EXIT_MARK + label;
