@@ -2661,7 +2661,9 @@ fn open_object_key_starts_match_brute_force() {
 /// body from the token start) equal brute force, and that path is taken.
 #[test]
 fn start_run_shifted_masks_match_brute_force() {
+    // `zz` listed: the keys stay one alternative per part (joined, they take no shifted kernel).
     let schema = r#"{"type": "object", "properties": {"devices": {"type": "object",
+        "properties": {"zz": {"type": "integer"}},
         "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
         "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
         "additionalProperties": false}"#;
@@ -3318,4 +3320,40 @@ fn bounded_cover_masks_match_brute_force_on_llama3() {
     }
     assert_eq!(checked, 24);
     assert!(grammask_core::slice::bounded_covers_served() - served >= 8, "bounded covers taken");
+}
+
+/// Keys of an open object split by `patternProperties` (MaskBench `Github_trivial---o78129`:
+/// keys with a run of 32 hex digits take `null`, the others anything) print as one automaton
+/// whose final states pick the value: masks along such keys equal brute force on Llama 3, and
+/// every position inside a key holds one kernel item (the parts as separate alternatives put one
+/// item per part in each key position: at the key start two partial languages, each refusing
+/// texts the other reads, were walked token by token, ~5 ms).
+#[test]
+fn split_key_masks_match_brute_force_on_llama3() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {
+        "sums": {"patternProperties": {"[0-9a-f]{32}": {"type": "null"}}},
+        "tags": {"patternProperties": {"^a": {"type": "integer"}, "b$": {"type": ["integer", "boolean"]}}}}}"#;
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    let hex = "0123456789abcdef0123456789abcdef";
+    let docs = [
+        format!(r#"{{"sums": {{"{hex}": null, "x{}": [1]}}}}"#, &hex[..31]),
+        r#"{"tags": {"ab": 1, "qb": true, "q": {}}}"#.to_string(),
+    ];
+    let docs: Vec<&[u8]> = docs.iter().map(String::as_bytes).collect();
+    assert_eq!(masks_along_docs_match_brute_force(&cg, &vocab, &docs), docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    // Each position of the keys above, and of one outside the ASCII range, from the key start.
+    let keys = [format!("\"sums\": {{\"{hex}"), format!("\"sums\": {{\"q\\u00e9{hex}"), "\"tags\": {\"qab".into()];
+    for key in keys {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(b"{").unwrap());
+        let start = key.find('{').unwrap() + 2;
+        for (i, b) in key.bytes().enumerate() {
+            assert!(m.accept_bytes(&[b]).unwrap(), "{key} at {i}");
+            if i + 1 >= start {
+                let items = kernel_items(cg.automata(), m.chart()).len();
+                assert_eq!(items, 1, "kernel items after {:?}", &key[..=i]);
+            }
+        }
+    }
 }

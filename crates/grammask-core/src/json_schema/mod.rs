@@ -134,6 +134,10 @@ fn json_schema_to_ebnf_parts(
     conv.run()
 }
 
+/// The name ending of an open object's entry rule whose keys are one automaton for all parts
+/// (`compile/objects.rs`); no other rule name ends so (the converter's fresh names hold no `.`).
+const SPLIT_KEYS_SUFFIX: &str = ".keys";
+
 /// Converts a JSON Schema document (text) into a [`Grammar`](crate::grammar::Grammar) whose root
 /// rule is `root` (through [`json_schema_to_ebnf`]).
 pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Result<crate::grammar::Grammar> {
@@ -150,8 +154,12 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     })?;
     // The grammar's ids of the key-set rules (a builder's ids are not the grammar's).
     key_set_rules.truncate(key_set_count);
-    // The shared `\u`-escape rule of counted strings stays a rule: each position calls it.
-    let kept = g.rule_by_name(jstr::U_ESCAPE_RULE).into_iter().collect();
+    // The shared `\u`-escape rule of counted strings stays a rule: each position calls it; so
+    // do an open object's joined keys (one automaton for all the object's key positions).
+    let kept = (g.rules().iter().enumerate())
+        .filter(|(_, r)| r.name == jstr::U_ESCAPE_RULE || r.name.ends_with(SPLIT_KEYS_SUFFIX))
+        .map(|(i, _)| crate::grammar::RuleId(i as u32))
+        .collect();
     let g = g.with_kept(kept);
     // Key-set rules are each a class of their own for the equal-rule merging (a hint, see
     // `Grammar::with_own_class`).

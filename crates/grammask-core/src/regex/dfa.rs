@@ -38,6 +38,10 @@ pub struct CharDfa {
     pub(crate) start: u32,
 }
 
+/// The first exit marker of [`CharDfa::then_exit`]: above every Unicode scalar value, so no
+/// text reads it; markers sort after every character in a state's transitions.
+pub(crate) const EXIT_MARK: u32 = 0x11_0000;
+
 /// Sentinel for "no state" in products (the implicit dead state).
 const DEAD: u32 = u32::MAX;
 
@@ -102,6 +106,29 @@ impl CharDfa {
             return Err(Error::limit("automaton states", MAX_DFA_STATES));
         }
         Ok(dfa)
+    }
+
+    /// The language followed by the exit marker `EXIT_MARK + label` (a codepoint above every
+    /// scalar value), ending in one final state. A union of such automata keeps each string's
+    /// label as the marker its accepting state reads: [`super::emit::dfa_to_ebnf_with_exits`]
+    /// prints marker `j` as the `j`-th exit text. Only that printer may read the result.
+    #[must_use]
+    pub fn then_exit(&self, label: u32) -> CharDfa {
+        let sink = self.states.len() as u32;
+        let mark = EXIT_MARK + label;
+        let mut states: Vec<DState> = self
+            .states
+            .iter()
+            .map(|st| {
+                let mut trans = st.trans.clone();
+                if st.accept {
+                    trans.push(Trans { lo: mark, hi: mark, to: sink });
+                }
+                DState { accept: false, trans }
+            })
+            .collect();
+        states.push(DState { accept: true, trans: Vec::new() });
+        CharDfa::from_states(states, self.start)
     }
 
     /// Strings of the characters in `set` only (any length).

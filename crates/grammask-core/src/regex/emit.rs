@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::ast::{Assertion, Node};
 use super::charset::CharSet;
-use super::dfa::{CharDfa, Trans};
+use super::dfa::{CharDfa, Trans, EXIT_MARK};
 use super::TextMode;
 use crate::fasthash::FastMap;
 
@@ -495,6 +495,8 @@ struct Printer<'a> {
     dfa: &'a CharDfa,
     prefix: &'a str,
     mode: TextMode,
+    /// The texts of the exit markers ([`CharDfa::then_exit`]): marker `j` prints as `exits[j]`.
+    exits: &'a [String],
     /// Number of distinct predecessors of each state, not counting itself.
     indeg: Vec<usize>,
     names: Vec<Option<String>>,
@@ -645,6 +647,19 @@ impl Printer<'_> {
         let mut alts: Vec<Vec<Item>> = Vec::new();
         for to in exits {
             let trans = &self.dfa.states[s as usize].trans;
+            if trans.iter().any(|t| t.to == to && t.lo >= EXIT_MARK) {
+                // The final state after the exit markers, reached by nothing else: the exits'
+                // texts end the language.
+                debug_assert!(trans.iter().all(|t| t.to != to || t.lo >= EXIT_MARK));
+                let texts: Vec<String> = trans
+                    .iter()
+                    .filter(|t| t.to == to)
+                    .flat_map(|t| t.lo..=t.hi)
+                    .map(|m| self.exits[(m - EXIT_MARK) as usize].clone())
+                    .collect();
+                alts.push(vec![Item::Atom(alt_group(&texts))]);
+                continue;
+            }
             let set = CharSet::from_ranges(trans.iter().filter(|t| t.to == to).map(|t| (t.lo, t.hi)));
             let mut seq = vec![self.spell(&set)];
             let inline = self.names[to as usize].is_none() && self.indeg[to as usize] == 1 && depth < MAX_INLINE_DEPTH;
@@ -673,6 +688,12 @@ impl Printer<'_> {
 
 /// Prints `dfa` as EBNF rules; the entry rule is `prefix`.
 pub fn dfa_to_ebnf(dfa: &CharDfa, prefix: &str, mode: TextMode) -> String {
+    dfa_to_ebnf_with_exits(dfa, prefix, mode, &[])
+}
+
+/// [`dfa_to_ebnf`] for an automaton of [`CharDfa::then_exit`] languages: exit marker `j` prints
+/// as the text `exits[j]` (an EBNF sequence), which then ends the string.
+pub fn dfa_to_ebnf_with_exits(dfa: &CharDfa, prefix: &str, mode: TextMode, exits: &[String]) -> String {
     if dfa.is_empty() {
         return format!("{prefix} ::= {NOTHING}\n");
     }
@@ -693,6 +714,7 @@ pub fn dfa_to_ebnf(dfa: &CharDfa, prefix: &str, mode: TextMode) -> String {
         dfa,
         prefix,
         mode,
+        exits,
         indeg,
         names,
         pending: vec![dfa.start],

@@ -133,6 +133,13 @@ impl CharDfa {
     pub fn to_ebnf(&self, rule_prefix: &str, mode: TextMode) -> String {
         emit::dfa_to_ebnf(self, rule_prefix, mode)
     }
+
+    /// [`CharDfa::to_ebnf`] for a union of [`CharDfa::then_exit`] languages: the exit marker
+    /// `j` prints as the EBNF sequence `exits[j]`.
+    #[must_use]
+    pub fn to_ebnf_with_exits(&self, rule_prefix: &str, mode: TextMode, exits: &[String]) -> String {
+        emit::dfa_to_ebnf_with_exits(self, rule_prefix, mode, exits)
+    }
 }
 
 /// `Grammar.from_regex`: full match, raw UTF-8, `.` matches every codepoint (`XGrammar`'s

@@ -577,28 +577,68 @@ impl Conv<'_> {
             }
         };
         let mut alts = Vec::new();
+        let mut parts: Vec<(&CharDfa, String)> = Vec::new();
         for (ids, lang) in values.into_iter().zip(langs.iter()) {
             let (Some(ids), Some(lang)) = (ids, lang) else { continue };
             let Some(val) = self.rule_for(Goal { ids, nots: vec![], done: vec![], neg: vec![], depth: d })? else {
                 continue;
             };
-            let key = if plain {
-                jstr::not_in_for(self.opts.spelling, &mut self.e, excluded)?
+            if plain {
+                let key = jstr::not_in_for(self.opts.spelling, &mut self.e, excluded)?;
+                alts.push(format!("\"\\\"\" {key} \"\\\"\" {kv} {val}"));
             } else {
-                let stem = self.e.fresh("key");
-                let prefix = format!("{stem}.re");
-                let text = lang.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
-                self.e.raw(&text)?;
-                prefix
-            };
-            alts.push(format!("\"\\\"\" {key} \"\\\"\" {kv} {val}"));
+                parts.push((lang, val));
+            }
         }
+        let joined = self.split_keys(&parts, excluded.is_empty(), &kv, &mut alts)?;
         if alts.is_empty() {
             return Ok(None);
         }
-        let name = self.e.fresh("obj_extra");
+        let mut name = self.e.fresh("obj_extra");
+        if joined {
+            // Kept as a rule (`json_schema_to_grammar`): one key automaton for every caller.
+            name.push_str(super::super::SPLIT_KEYS_SUFFIX);
+        }
         self.e.define(&name, &alts.join(" | "))?;
         Ok(Some(name))
+    }
+
+    /// `key kv value` entries for keys split into languages by their values, `(keys, value rule)`
+    /// (disjoint languages). Several parts print as one automaton whose final states read the
+    /// closing quote into their part's value: a key's text reads alike in every part until it
+    /// ends, so no position holds one item per part (a counted key pattern's start would be
+    /// two partial languages, each refusing texts the other reads, walked token by token).
+    /// Separate alternatives when that automaton is over the state limit, or when the parts
+    /// exclude listed keys (`join` false): their tries made the joined automaton and its build
+    /// 10-20% slower to compile (MaskBench o65325, clang-format), and a part that is every text
+    /// but some words or a pattern reads every text on its own. Pushes onto `alts`; whether the
+    /// parts were joined.
+    fn split_keys(
+        &mut self,
+        parts: &[(&CharDfa, String)],
+        join: bool,
+        kv: &str,
+        alts: &mut Vec<String>,
+    ) -> Result<bool> {
+        let mode = jstr::text_mode(self.opts.spelling);
+        let entry_end = |val: &str| format!("\"\\\"\" {kv} {val}");
+        let mut joined = (join && parts.len() > 1).then(CharDfa::empty);
+        for (j, (lang, _)) in parts.iter().enumerate() {
+            joined = joined.and_then(|u| u.union(&lang.then_exit(j as u32)).ok());
+        }
+        if let Some(keys) = joined {
+            let exits: Vec<String> = parts.iter().map(|(_, val)| entry_end(val)).collect();
+            let prefix = format!("{}.re", self.e.fresh("key"));
+            self.e.raw(&keys.to_ebnf_with_exits(&prefix, mode, &exits))?;
+            alts.push(format!("\"\\\"\" {prefix}"));
+            return Ok(true);
+        }
+        for (lang, val) in parts {
+            let prefix = format!("{}.re", self.e.fresh("key"));
+            self.e.raw(&lang.to_ebnf(&prefix, mode))?;
+            alts.push(format!("\"\\\"\" {prefix} {}", entry_end(val)));
+        }
+        Ok(false)
     }
 
     /// The language of keys inside `propertyNames` that match exactly the patterns of each subset
