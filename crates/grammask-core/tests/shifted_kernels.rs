@@ -134,8 +134,10 @@ fn refuted_class_covers_equal_cover_searches() {
 /// Key patterns as MaskBench `Github_medium---o83286` has them: after `net_` (and after
 /// `net_abc`), a key that must not match `net_[a-z]+[0-9]+` refuses a digit after the token's
 /// leading letters.
+/// `zz` listed: the keys stay one alternative per part (joined into one automaton, no position
+/// shifts a kernel).
 const KEY_PATTERNS: &str = r#"{"type": "object", "properties": {"devices": {"type": "object",
-    "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
+    "properties": {"zz": {"type": "integer"}}, "patternProperties": {"netdir_(projects|work|scratch|share)": {"type": "integer"},
     "netdrv_([a-z]+)": {"type": "integer"}, "net_[a-z]+[0-9]+": {"type": "integer"}}}},
     "additionalProperties": false}"#;
 
