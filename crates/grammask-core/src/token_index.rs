@@ -157,7 +157,8 @@ impl TokenIndex {
         })
     }
 
-    /// Starts building [`FirstChars`] and [`StringIndex`] on a thread of their own, once per
+    /// Starts building [`FirstChars`], [`StringIndex`] and the body slice's boundary nodes
+    /// ([`BodySlice::boundary_nodes`]) on a thread of their own, once per
     /// vocabulary: called when a kernel's body cover first misreads (the first sign a walked
     /// body may be needed, usually many fills before one is), so that no fill pays for them
     /// (3.1 ms together on Llama 3). The thread builds each apart and then sets it: a fill that
@@ -176,6 +177,8 @@ impl TokenIndex {
             if index.string_index.get().is_none() {
                 let _ = index.string_index.set(StringIndex::new(&index.trie));
             }
+            // For string bodies read up to a few characters ([`crate::slice::Bounded::Within`]).
+            index.body_slice().prepare_boundaries(&index.trie);
         });
         if let Ok(thread) = spawned {
             *self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =

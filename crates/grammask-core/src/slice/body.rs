@@ -153,46 +153,58 @@ impl BodySlice {
         BodySlice { slice, frontier, counts, boundaries: std::sync::OnceLock::new() }
     }
 
-    /// The trie nodes whose path is body text (read by the slice automaton from state 0) that
-    /// ends at a character boundary after exactly `chars` characters (`chars >= 1`).
+    /// The trie nodes with children whose path is body text (read by the slice automaton from
+    /// state 0) that ends at a character boundary after exactly `chars` characters
+    /// (`chars >= 1`): the tokens below them are those that go on past `chars` characters.
     /// PERF: a `json_char{1024}` block's last positions took a walk of the whole vocabulary each
     /// (~7 ms on Llama 3, MaskBench o82710); their tokens past the block's end are found here.
+    /// Built on first use, in one pass with a slot per depth and leaves left out (with a stack
+    /// and every boundary node, ~17 M instructions on Llama 3).
     pub fn boundary_nodes(&self, trie: &TokenTrie, chars: u32) -> &[u32] {
-        let by_chars = self.boundaries.get_or_init(|| {
-            let (table, _) = body_table();
-            let mut by_chars: Vec<Vec<u32>> = Vec::new();
-            // stack[d - 1]: (slice state, characters begun) after the path's first d bytes.
-            let mut stack: Vec<(u8, u32)> = Vec::new();
-            let nodes = &trie.nodes;
-            let mut i = 0;
-            while i < nodes.len() {
-                let n = nodes[i];
-                stack.truncate(n.depth as usize - 1);
-                let (b, k) = stack.last().copied().unwrap_or((0, 0));
-                match table[usize::from(b)][usize::from(n.byte)] {
-                    Body::To(next) => {
-                        let k = k + u32::from(b == 0);
-                        if next == 0 {
-                            if by_chars.len() <= k as usize {
-                                by_chars.resize(k as usize + 1, Vec::new());
-                            }
-                            by_chars[k as usize].push(i as u32);
-                        }
-                        stack.push((next, k));
-                        i += 1;
-                    }
-                    _ => i = n.subtree_end as usize,
-                }
-            }
-            by_chars.into_iter().map(Into::into).collect()
-        });
+        self.prepare_boundaries(trie);
+        let by_chars = self.boundaries.get().expect("set by prepare_boundaries");
         by_chars.get(chars as usize).map_or(&[], |v| &**v)
+    }
+
+    /// Builds [`Self::boundary_nodes`] unless set: apart, then set (the first set wins; both are
+    /// equal), so that no lock is held across a build (the walked indexes' thread builds them,
+    /// see [`crate::token_index::TokenIndex::prepare_walked`]).
+    pub fn prepare_boundaries(&self, trie: &TokenTrie) {
+        if self.boundaries.get().is_some() {
+            return;
+        }
+        let (table, _) = body_table();
+        let mut by_chars: Vec<Vec<u32>> = Vec::new();
+        // at[d]: (slice state, characters begun) after the path's first d bytes.
+        let mut at: Vec<(u8, u32)> = vec![(0, 0); trie.max_depth as usize + 1];
+        let nodes = &trie.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            let (b, k) = at[d - 1];
+            match table[usize::from(b)][usize::from(n.byte)] {
+                Body::To(next) => {
+                    let k = k + u32::from(b == 0);
+                    if next == 0 && n.subtree_end as usize > i + 1 {
+                        if by_chars.len() <= k as usize {
+                            by_chars.resize(k as usize + 1, Vec::new());
+                        }
+                        by_chars[k as usize].push(i as u32);
+                    }
+                    at[d] = (next, k);
+                    i += 1;
+                }
+                _ => i = n.subtree_end as usize,
+            }
+        }
+        let _ = self.boundaries.set(by_chars.into_iter().map(Into::into).collect());
     }
 
     /// [`Self::boundary_nodes`], shared (a kernel keeps them, see [`crate::mask::Beyond`]).
     pub fn boundary_nodes_shared(&self, trie: &TokenTrie, chars: u32) -> std::sync::Arc<[u32]> {
         self.boundary_nodes(trie, chars);
-        let by_chars = self.boundaries.get().expect("built by boundary_nodes");
+        let by_chars = self.boundaries.get().expect("set by prepare_boundaries");
         by_chars.get(chars as usize).cloned().unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
     }
 
