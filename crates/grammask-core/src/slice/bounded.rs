@@ -41,8 +41,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Kernel states the bounded cover served, for tests.
 static SERVED: AtomicUsize = AtomicUsize::new(0);
 /// Kernel states the bounded search found to read every body text of fewer characters than the
-/// longest token ([`Bounded::Within`]), for tests.
+/// longest token ([`Bounded::Within`] or [`Bounded::Closing`]), and those closing, for tests.
 static WITHIN: AtomicUsize = AtomicUsize::new(0);
+static CLOSING: AtomicUsize = AtomicUsize::new(0);
 
 /// How many kernel states [`bounded_cover`] served so far (all grammars), for tests.
 #[doc(hidden)]
@@ -50,11 +51,11 @@ pub fn bounded_covers_served() -> usize {
     SERVED.load(Ordering::Relaxed)
 }
 
-/// How many kernel states [`bounded_search`] found [`Bounded::Within`] so far (all grammars),
-/// for tests.
+/// How many kernel states [`bounded_search`] found [`Bounded::Within`] or [`Bounded::Closing`]
+/// so far (all grammars), and how many of them [`Bounded::Closing`], for tests.
 #[doc(hidden)]
-pub fn bounded_within_found() -> usize {
-    WITHIN.load(Ordering::Relaxed)
+pub fn bounded_within_found() -> (usize, usize) {
+    (WITHIN.load(Ordering::Relaxed), CLOSING.load(Ordering::Relaxed))
 }
 
 /// Most (set, body state) pairs one search explores; past it the state is walked.
@@ -119,6 +120,7 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
                 WITHIN.fetch_add(1, Ordering::Relaxed);
                 let closed = layer.iter().all(|&(id, _)| pairs.sets[id as usize].is_empty());
                 if closed && ends.any && !ended_before && !ends.inside_char {
+                    CLOSING.fetch_add(1, Ordering::Relaxed);
                     return Some(Bounded::Closing { chars });
                 }
                 return Some(Bounded::Within { chars, cover: Cover { may_end: ends.any, walk_dead: false } });
@@ -134,7 +136,7 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
 struct Ends {
     /// Somewhere.
     any: bool,
-    /// Inside a character (after `\\` or a UTF-8 lead byte).
+    /// Inside a character (after `\` or a UTF-8 lead byte).
     inside_char: bool,
 }
 
