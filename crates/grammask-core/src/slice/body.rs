@@ -99,7 +99,14 @@ pub struct BodySlice {
     /// The slice tokens by the characters they begin (see [`chars_begun`]).
     counts: CharCounts,
     /// Boundary nodes by characters read ([`Self::boundary_nodes`]), built on first use.
-    boundaries: std::sync::OnceLock<Vec<std::sync::Arc<[u32]>>>,
+    boundaries: std::sync::OnceLock<Boundaries>,
+}
+
+/// [`BodySlice::boundary_nodes`] by characters, and how many nodes lie below them.
+#[derive(Debug)]
+struct Boundaries {
+    nodes: Vec<std::sync::Arc<[u32]>>,
+    below: Vec<u32>,
 }
 
 /// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
@@ -123,7 +130,7 @@ pub struct Cover {
 impl BodySlice {
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
-        let boundaries = self.boundaries.get().map_or(0, |b| b.iter().map(|v| 4 * v.len() + 24).sum());
+        let boundaries = self.boundaries.get().map_or(0, |b| b.nodes.iter().map(|v| 4 * v.len() + 28).sum());
         self.slice.memory_size() + super::frontier_memory(&self.frontier) + self.counts.memory_size() + boundaries
     }
 
@@ -162,8 +169,16 @@ impl BodySlice {
     /// and every boundary node, ~17 M instructions on Llama 3).
     pub fn boundary_nodes(&self, trie: &TokenTrie, chars: u32) -> &[u32] {
         self.prepare_boundaries(trie);
-        let by_chars = self.boundaries.get().expect("set by prepare_boundaries");
-        by_chars.get(chars as usize).map_or(&[], |v| &**v)
+        let b = self.boundaries.get().expect("set by prepare_boundaries");
+        b.nodes.get(chars as usize).map_or(&[], |v| &**v)
+    }
+
+    /// The trie nodes below [`Self::boundary_nodes`] of `chars` (the nodes a walk of their
+    /// subtrees visits at most).
+    pub fn nodes_past(&self, trie: &TokenTrie, chars: u32) -> usize {
+        self.prepare_boundaries(trie);
+        let b = self.boundaries.get().expect("set by prepare_boundaries");
+        b.below.get(chars as usize).map_or(0, |&n| n as usize)
     }
 
     /// Builds [`Self::boundary_nodes`] unless set: apart, then set (the first set wins; both are
@@ -198,14 +213,16 @@ impl BodySlice {
                 _ => i = n.subtree_end as usize,
             }
         }
-        let _ = self.boundaries.set(by_chars.into_iter().map(Into::into).collect());
+        let below =
+            by_chars.iter().map(|v| v.iter().map(|&n| nodes[n as usize].subtree_end - n - 1).sum::<u32>()).collect();
+        let _ = self.boundaries.set(Boundaries { nodes: by_chars.into_iter().map(Into::into).collect(), below });
     }
 
     /// [`Self::boundary_nodes`], shared (a kernel keeps them, see [`crate::mask::Beyond`]).
     pub fn boundary_nodes_shared(&self, trie: &TokenTrie, chars: u32) -> std::sync::Arc<[u32]> {
         self.boundary_nodes(trie, chars);
-        let by_chars = self.boundaries.get().expect("set by prepare_boundaries");
-        by_chars.get(chars as usize).cloned().unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
+        let b = self.boundaries.get().expect("set by prepare_boundaries");
+        b.nodes.get(chars as usize).cloned().unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
     }
 
     /// The characters begun by body text `path` read from slice state 0, and the slice state
