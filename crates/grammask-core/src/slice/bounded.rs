@@ -34,8 +34,7 @@
 use super::body::body_step;
 use super::{Body, Cover};
 use crate::compiler::{Automata, StateId};
-use crate::fasthash::{FastMap, FastState};
-use std::collections::HashSet;
+use crate::fasthash::FastMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Kernel states the bounded cover served, for tests.
@@ -102,14 +101,14 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     let mut ends = Ends::default();
     let root = close(a, vec![(s, Vec::new())], &mut ends.any)?;
     let mut layer = Vec::new();
-    pairs.add(root, 0, &mut layer)?;
+    pairs.add(root, 0, 0, &mut layer)?;
     let mut chars = 0;
     // Whether the rule ended before the last layer (a closing body ends only at its end).
     let mut ended_before = ends.any;
     while chars < max_chars && !layer.is_empty() {
         // Rule ends while stepping a layer that fails are past `chars` characters: not counted.
         let mut step_ends = ends;
-        match next_layer(a, &layer, &mut pairs, &mut exits, &mut step_ends) {
+        match next_layer(a, &layer, chars, &mut pairs, &mut exits, &mut step_ends) {
             Some(next) => {
                 ended_before = ends.any;
                 (layer, ends) = (next, step_ends);
@@ -119,7 +118,9 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
             None => {
                 WITHIN.fetch_add(1, Ordering::Relaxed);
                 let closed = layer.iter().all(|&(id, _)| pairs.sets[id as usize].is_empty());
-                if closed && ends.any && !ended_before && !ends.inside_char {
+                // Every text of `chars` characters leads to a pair of the layer only where no
+                // pair was met again later (a loop back to an earlier set).
+                if closed && ends.any && !ended_before && !ends.inside_char && !pairs.met_later {
                     CLOSING.fetch_add(1, Ordering::Relaxed);
                     return Some(Bounded::Closing { chars });
                 }
@@ -155,6 +156,7 @@ pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> 
 fn next_layer(
     a: &Automata,
     layer: &[(u32, u8)],
+    chars: u32,
     pairs: &mut Pairs,
     exits: &mut FastMap<StateId, Exit>,
     ends: &mut Ends,
@@ -211,31 +213,36 @@ fn next_layer(
                     }
                 };
                 note(ended, nb);
-                pairs.add(closed, nb, if nb == 0 { &mut next } else { &mut work })?;
+                // Inside a character, `chars + 1` characters are begun too.
+                pairs.add(closed, nb, chars + 1, if nb == 0 { &mut next } else { &mut work })?;
             }
             x = u16::from(end) + 1;
         }
         if let Some(stepped) = whole {
             let mut ended = false;
-            pairs.add(close(a, stepped, &mut ended)?, 0, &mut next)?;
+            pairs.add(close(a, stepped, &mut ended)?, 0, chars + 1, &mut next)?;
             note(ended, 0);
         }
     }
     Some(next)
 }
 
-/// The configuration sets met (interned) and the (set, body state) pairs explored.
+/// The configuration sets met (interned) and the (set, body state) pairs explored, each with the
+/// characters begun where it was first met.
 #[derive(Default)]
 struct Pairs {
     ids: FastMap<Vec<Config>, u32>,
     sets: Vec<Vec<Config>>,
-    seen: HashSet<(u32, u8), FastState>,
+    seen: FastMap<(u32, u8), u32>,
+    /// Some pair was met again after more characters than where it was first met: a layer then
+    /// lists only the pairs first met there, not every pair its texts lead to.
+    met_later: bool,
 }
 
 impl Pairs {
-    /// Pair `(set, b)` to explore in the next layer (`next`) unless met before (an empty set
-    /// refuses any further byte); `None` past [`MAX_PAIRS`].
-    fn add(&mut self, set: Vec<Config>, b: u8, next: &mut Vec<(u32, u8)>) -> Option<()> {
+    /// Pair `(set, b)`, met after `chars` characters begun, to explore (`next`) unless met
+    /// before (an empty set refuses any further byte); `None` past [`MAX_PAIRS`].
+    fn add(&mut self, set: Vec<Config>, b: u8, chars: u32, next: &mut Vec<(u32, u8)>) -> Option<()> {
         let id = match self.ids.get(&set) {
             Some(&id) => id,
             None => {
@@ -245,11 +252,15 @@ impl Pairs {
                 id
             }
         };
-        if self.seen.insert((id, b)) {
-            if self.seen.len() > MAX_PAIRS {
-                return None;
+        match self.seen.entry((id, b)) {
+            std::collections::hash_map::Entry::Occupied(e) => self.met_later |= *e.get() < chars,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(chars);
+                if self.seen.len() > MAX_PAIRS {
+                    return None;
+                }
+                next.push((id, b));
             }
-            next.push((id, b));
         }
         Some(())
     }
