@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Kernel states the bounded cover served, for tests.
 static SERVED: AtomicUsize = AtomicUsize::new(0);
-/// Kernel states the bounded search found to read every body text of fewer characters than the
-/// longest token ([`Bounded::Within`] or [`Bounded::Closing`]), and those closing, for tests.
+/// Kernel states served by a short bound ([`Bounded::Within`] or [`Bounded::Closing`]), and
+/// those closing, for tests ([`note_short_bound`]).
 static WITHIN: AtomicUsize = AtomicUsize::new(0);
 static CLOSING: AtomicUsize = AtomicUsize::new(0);
 
@@ -50,11 +50,19 @@ pub fn bounded_covers_served() -> usize {
     SERVED.load(Ordering::Relaxed)
 }
 
-/// How many kernel states [`bounded_search`] found [`Bounded::Within`] or [`Bounded::Closing`]
-/// so far (all grammars), and how many of them [`Bounded::Closing`], for tests.
+/// How many kernel states a short bound ([`Bounded::Within`] or [`Bounded::Closing`]) served so
+/// far (all grammars), and how many of them closing, for tests.
 #[doc(hidden)]
 pub fn bounded_within_found() -> (usize, usize) {
     (WITHIN.load(Ordering::Relaxed), CLOSING.load(Ordering::Relaxed))
+}
+
+/// Notes a kernel state served by a short bound (closing or not), for [`bounded_within_found`].
+pub(crate) fn note_short_bound(closing: bool) {
+    WITHIN.fetch_add(1, Ordering::Relaxed);
+    if closing {
+        CLOSING.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Most (set, body state) pairs one search explores; past it the state is walked.
@@ -116,12 +124,10 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
             }
             None if chars == 0 => return None,
             None => {
-                WITHIN.fetch_add(1, Ordering::Relaxed);
                 let closed = layer.iter().all(|&(id, _)| pairs.sets[id as usize].is_empty());
                 // Every text of `chars` characters leads to a pair of the layer only where no
                 // pair was met again later (a loop back to an earlier set).
                 if closed && ends.any && !ended_before && !ends.inside_char && !pairs.met_later {
-                    CLOSING.fetch_add(1, Ordering::Relaxed);
                     return Some(Bounded::Closing { chars });
                 }
                 return Some(Bounded::Within { chars, cover: Cover { may_end: ends.any, walk_dead: false } });
