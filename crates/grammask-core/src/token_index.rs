@@ -157,8 +157,7 @@ impl TokenIndex {
         })
     }
 
-    /// Starts building [`FirstChars`], [`StringIndex`] and the body slice's boundary nodes
-    /// ([`BodySlice::boundary_nodes`]) on a thread of their own, once per
+    /// Starts building [`FirstChars`] and [`StringIndex`] on a thread of their own, once per
     /// vocabulary: called when a kernel's body cover first misreads (the first sign a walked
     /// body may be needed, usually many fills before one is), so that no fill pays for them
     /// (3.1 ms together on Llama 3). The thread builds each apart and then sets it: a fill that
@@ -177,8 +176,6 @@ impl TokenIndex {
             if index.string_index.get().is_none() {
                 let _ = index.string_index.set(StringIndex::new(&index.trie));
             }
-            // For string bodies read up to a few characters ([`crate::slice::Bounded::Within`]).
-            index.body_slice().prepare_boundaries(&index.trie);
         });
         if let Ok(thread) = spawned {
             *self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -621,6 +618,10 @@ impl TokenIndex {
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask or
         // compile: nearly every grammar has a loop class or a string body that takes a run index.
         let _ = idx.body_slice();
+        // Its boundary nodes too (string bodies read up to a few characters,
+        // [`crate::slice::Bounded::Within`]). PERF: 14.5 M instructions on Llama 3; built by a
+        // fill (or a thread the fill raced), the first such fill of a process took ~1 ms more.
+        idx.body_slice().prepare_boundaries(&idx.trie);
         let _ = idx.run_bases();
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx

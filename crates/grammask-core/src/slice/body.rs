@@ -182,8 +182,8 @@ impl BodySlice {
     }
 
     /// Builds [`Self::boundary_nodes`] unless set: apart, then set (the first set wins; both are
-    /// equal), so that no lock is held across a build (the walked indexes' thread builds them,
-    /// see [`crate::token_index::TokenIndex::prepare_walked`]).
+    /// equal), so that no lock is held across a build (the token index builds them with the
+    /// slice, [`crate::token_index::TokenIndex`]).
     pub fn prepare_boundaries(&self, trie: &TokenTrie) {
         if self.boundaries.get().is_some() {
             return;
