@@ -15,7 +15,7 @@
 //! `PROFILE_AT=N` runs the fill at token `N` through `profiled_fill`, for callgrind:
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*profiled_fill*' ...`.
 //! `WAIT_THREAD=1`: the fills start once the compile's class-body thread is done (its slices
-//! and call-loop run indexes built).
+//! and call-loop run indexes built), and so is the walked-body indexes' thread (`wait_walked`).
 //! `HOLD_THREAD=1`: the compile starts no class-body thread (`hold_class_bodies`): every reserved
 //! slice stays pending, as when the fills come before that thread (the racing fills, exactly).
 //! `WARM=LIST`: first compiles the schemas `LIST` names (one path stem a line: `STEM.schema.json`
@@ -69,6 +69,7 @@ fn main() {
     println!("compile {:.0} µs", micros() - t);
     if std::env::var("WAIT_THREAD").is_ok() {
         cg.wait_class_bodies();
+        cg.index().wait_walked();
     }
     let mut times = Vec::new();
     for (k, w) in at.windows(2).enumerate() {

@@ -32,7 +32,8 @@ use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::slice::{
-    BodySlice, ClassBodySlice, ClassChain, ClassSlice, Counted, Cover, CoverMemo, RunIndex, WalkedBody, LEAD_LISTS,
+    BodySlice, Bounded, ClassBodySlice, ClassChain, ClassSlice, Counted, Cover, CoverMemo, RunIndex, WalkedBody,
+    LEAD_LISTS,
 };
 use crate::token_set::TokenSet;
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};

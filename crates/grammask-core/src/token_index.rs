@@ -618,6 +618,10 @@ impl TokenIndex {
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask or
         // compile: nearly every grammar has a loop class or a string body that takes a run index.
         let _ = idx.body_slice();
+        // Its boundary nodes too (string bodies read up to a few characters,
+        // [`crate::slice::Bounded::Within`]). PERF: 14.5 M instructions on Llama 3; built by a
+        // fill (or a thread the fill raced), the first such fill of a process took ~1 ms more.
+        idx.body_slice().prepare_boundaries(&idx.trie);
         let _ = idx.run_bases();
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx

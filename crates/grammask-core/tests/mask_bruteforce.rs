@@ -3264,6 +3264,64 @@ body ::= ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4}) body | ""
     assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
 }
 
+/// Masks equal the brute force on Llama 3 inside strings of a `pattern` with a short
+/// `maxLength` (fewer characters left than the longest token), where the bounded search finds
+/// the characters every body text of which the state reads (`slice::Bounded::Within`: the
+/// tokens past them walked below the boundary nodes) or a body closing after them through the
+/// pattern automaton's nested rules (`Bounded::Closing`): before the pattern matched (leading
+/// characters outside its class, so the last character left must match), after it, at every
+/// position of a 12-character string, near `minLength` and `maxLength`, with escapes and
+/// multi-byte characters inside the bound, a loop with an exit (`^[\w /-]+\.[0-9a-z]+$`) and
+/// a parity pattern. Both kinds must serve kernels (else the test proves nothing).
+#[test]
+fn bounded_within_masks_match_brute_force_on_llama3() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {
+        "h": {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"},
+        "r": {"type": "string", "minLength": 3, "maxLength": 64, "pattern": "[A-z]+"},
+        "u": {"type": "string", "maxLength": 9, "pattern": "[^x]+"},
+        "f": {"type": "string", "maxLength": 24, "pattern": "^[\\w /-]+\\.[0-9a-z]+$"},
+        "o": {"type": "string", "maxLength": 20, "pattern": "^[^ ]* ([^ ]* [^ ]* )*[^ ]*$"}}}"#;
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    let (within, closing) = grammask_core::slice::bounded_within_found();
+    // (property, string body, positions checked).
+    let cases: [(&str, String, Vec<usize>); 7] = [
+        ("h", "  01234abcd".to_string() + "e", (0..=12).collect()),
+        ("h", "0123456789ab".to_string(), vec![0, 1, 2, 3, 6, 11, 12]),
+        ("r", " ".repeat(2) + &"Asia".repeat(15) + "As", vec![0, 1, 2, 3, 4, 40, 60, 62, 63, 64]),
+        ("r", "Asia".to_string(), vec![1, 4]),
+        ("u", "\\n\u{e9}ab\\\"".to_string(), vec![0, 1, 2, 3, 4, 5, 8]),
+        ("f", "a b/c-d_e.tgz".to_string(), vec![0, 1, 5, 9, 10, 11, 13]),
+        ("o", " ab".to_string(), vec![0, 1, 2]),
+    ];
+    let mut checked = 0;
+    for (key, text, at) in &cases {
+        let prefix = format!("{{\"{key}\": \"");
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+        let bytes = text.as_bytes();
+        for i in 0..=bytes.len() {
+            if at.contains(&i) {
+                let mask = m.compute_mask().unwrap().clone();
+                let want = brute_force(&m, &vocab);
+                for (t, &w) in want.iter().enumerate() {
+                    assert_eq!(mask.get(t), w, "{key} after {i} bytes: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+            }
+            if i < bytes.len() {
+                assert!(m.accept_bytes(&bytes[i..=i]).unwrap(), "{key} at {i}");
+            }
+        }
+        assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
+    }
+    assert_eq!(checked, cases.iter().map(|c| c.2.len()).sum::<usize>());
+    let (within_now, closing_now) = grammask_core::slice::bounded_within_found();
+    let closings = closing_now - closing;
+    assert!(within_now - within - closings >= 4, "short bounds walked: {}", within_now - within - closings);
+    assert!(closings >= 4, "closing bodies: {closings}");
+}
+
 /// Masks equal the brute force on Llama 3 (longest token: 128 spaces) inside strings of an
 /// unanchored `pattern` with `minLength`/`maxLength` (the converter's product of the pattern's
 /// automaton and the length counter), where kernels take the body slice by the bounded cover

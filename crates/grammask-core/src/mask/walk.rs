@@ -41,7 +41,7 @@ impl KernelWalk<'_> {
             leaves.dedup();
             let exits = leaves.iter().flat_map(|&(k, x)| cb.exits_at(k, x));
             for f in cb.walked.iter().chain(exits) {
-                if !w.walk_frontier(f, base)? {
+                if !w.walk_frontier(f.node, &f.path, base)? {
                     return Ok(false);
                 }
             }
@@ -49,29 +49,24 @@ impl KernelWalk<'_> {
         }
         // What the body slice's cover search misread, once it failed (for the walked cover).
         let body_misread = std::cell::Cell::new(None);
+        // The bounded search from the state, once asked (after the unbounded cover failed).
+        let bounded_memo = std::cell::Cell::new(None);
+        let bounded = || {
+            let b = bounded_memo.get().unwrap_or_else(|| crate::slice::bounded_search(a, state, trie.max_depth));
+            bounded_memo.set(Some(b));
+            b
+        };
+        // A short bound (`Bounded::Within`) with at most `1 / share` of the trie's nodes past it.
+        let within = |sl: &BodySlice, share: usize| match bounded() {
+            Some(Bounded::Within { chars, cover }) if sl.nodes_past(trie, chars) <= trie.nodes.len() / share => {
+                Some((chars, cover))
+            }
+            _ => None,
+        };
         match body {
             Some(sl) if let Some(c) = sc.closing => {
-                // A counted body closing after exactly `c` characters (see `closing_body`): its
-                // slice tokens of at most `c` characters are read inside the rule; every token
-                // whose path reads `c` characters of body text and goes on ends the rule there
-                // and leaves the rest (the closing state reads nothing), recorded below each
-                // boundary node after `c` characters as the walk records a failed step; the
-                // other frontier nodes are walked, except those that fail with no rule end on
-                // the way (a dead byte inside the chain).
-                sl.add_within(c, &mut w.accepted);
-                // The slice tokens past the block's end, as one group (see `Beyond`); the other
-                // tokens below the boundary nodes lie below frontier nodes, recorded one by one.
-                let mut tokens = sl.slice.clone();
-                tokens.and_not_assign(&w.accepted);
-                w.beyond = Some(Beyond { tokens, chars: c, nodes: sl.boundary_nodes_shared(trie, c) });
-                if !w.record_frontier_past(&sl.frontier, c) {
+                if !w.walk_closing(sl, c, base)? {
                     return Ok(false);
-                }
-                for f in sl.frontier.iter().filter(|f| !f.dead) {
-                    let inside = BodySlice::chars_and_state(&f.path).is_some_and(|(k, b)| k < c || (k == c && b != 0));
-                    if inside && !w.walk_frontier(f, base)? {
-                        return Ok(false);
-                    }
                 }
             }
             Some(sl) if let Some(c) = capacity.filter(|c| !c.ends).map(|c| c.chars) => {
@@ -87,7 +82,7 @@ impl KernelWalk<'_> {
                 let first =
                     |f: &crate::slice::FrontierNode| *f.path.first().unwrap_or(&trie.nodes[f.node as usize].byte);
                 for f in sl.frontier.iter().filter(|f| !f.dead && readable.contains(first(f))) {
-                    if !w.walk_frontier(f, base)? {
+                    if !w.walk_frontier(f.node, &f.path, base)? {
                         return Ok(false);
                     }
                 }
@@ -100,12 +95,35 @@ impl KernelWalk<'_> {
                     .or_else(|| {
                         BodySlice::covers_or_misread(a, state, memo).map_err(|m| body_misread.set(Some(m))).ok()
                     })
-                    .or_else(|| crate::slice::bounded_cover(a, state, trie.max_depth)) =>
+                    .or_else(|| match bounded() {
+                        Some(Bounded::Cover(cover)) => Some(cover),
+                        _ => None,
+                    }) =>
             {
                 // Every body-text token stays inside the rule; walk only the frontier subtrees, each
                 // after replaying its (body-text) parent path exactly as the full walk would.
                 w.accepted.or_assign(&sl.slice);
                 if !w.walk_body_frontier(&sl.frontier, cover, follow, base)? {
+                    return Ok(false);
+                }
+            }
+            // Body text of a few characters, read through nested rules (a counted `pattern`
+            // string's last characters after it matched): a closing body.
+            Some(sl) if let Some(Bounded::Closing { chars }) = bounded() => {
+                crate::slice::note_short_bound(true);
+                if !w.walk_closing(sl, chars, base)? {
+                    return Ok(false);
+                }
+            }
+            // Every body text of at most `chars` characters stays inside the rule (or ends it at
+            // its last byte): those slice tokens are read. Every longer token lies below a
+            // boundary node after `chars` characters, walked for real, and every other one below
+            // a frontier node before them, walked as for a cover. Before the walked body where
+            // few nodes lie past them (its search, when it fails, costs more than their walk).
+            Some(sl) if let Some((chars, cover)) = within(sl, WITHIN_FIRST_SHARE) => {
+                crate::slice::note_short_bound(false);
+                sl.add_within(chars, &mut w.accepted);
+                if !w.walk_past_chars(sl, chars, cover, follow, base)? {
                     return Ok(false);
                 }
             }
@@ -126,11 +144,18 @@ impl KernelWalk<'_> {
                     return Ok(false);
                 }
             }
+            Some(sl) if let Some((chars, cover)) = within(sl, WITHIN_MAX_SHARE) => {
+                crate::slice::note_short_bound(false);
+                sl.add_within(chars, &mut w.accepted);
+                if !w.walk_past_chars(sl, chars, cover, follow, base)? {
+                    return Ok(false);
+                }
+            }
             _ if let Some(cs) = class.filter(|cs| class_covers(a, state, cs.ascii, memo)) => {
                 // Free text of one class: its runs stay inside the rule; everything else is walked.
                 w.accepted.or_assign(&cs.slice);
                 for f in &cs.frontier {
-                    if !w.walk_frontier(f, base)? {
+                    if !w.walk_frontier(f.node, &f.path, base)? {
                         return Ok(false);
                     }
                 }
@@ -199,6 +224,70 @@ impl KernelWalk<'_> {
         true
     }
 
+    /// Classifies a counted body closing after exactly `c` characters (see `closing_body` and
+    /// [`crate::slice::Bounded::Closing`]): its slice tokens of at most `c` characters are read
+    /// inside the rule; every token whose path reads `c` characters of body text and goes on
+    /// ends the rule there and leaves the rest (nothing inside the rule reads on), recorded below
+    /// each boundary node after `c` characters as the walk records a failed step; the other
+    /// frontier nodes are walked, except those that fail with no rule end on the way (a dead
+    /// byte inside the chain). Returns false if abandoned.
+    fn walk_closing(&mut self, sl: &BodySlice, c: u32, base: Frame) -> Result<bool> {
+        let trie = self.trie;
+        sl.add_within(c, &mut self.accepted);
+        // The slice tokens past the block's end, as one group (see `Beyond`); the other
+        // tokens below the boundary nodes lie below frontier nodes, recorded one by one.
+        let mut tokens = sl.slice.clone();
+        tokens.and_not_assign(&self.accepted);
+        self.beyond = Some(Beyond { tokens, chars: c, nodes: sl.boundary_nodes_shared(trie, c) });
+        if !self.record_frontier_past(&sl.frontier, c) {
+            return Ok(false);
+        }
+        for f in sl.frontier.iter().filter(|f| !f.dead) {
+            let inside = BodySlice::chars_and_state(&f.path).is_some_and(|(k, b)| k < c || (k == c && b != 0));
+            if inside && !self.walk_frontier(f.node, &f.path, base)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Walks, in trie order, the nodes of body slice `sl` that a kernel state reading every body
+    /// text of at most `chars` characters leaves undecided ([`crate::slice::Bounded::Within`]):
+    /// each boundary node after `chars` characters (its subtree: the tokens past them), and the
+    /// frontier nodes before it as [`Self::walk_body_frontier`] walks them (those after lie
+    /// below a boundary node). Returns false if abandoned.
+    fn walk_past_chars(
+        &mut self,
+        sl: &BodySlice,
+        chars: u32,
+        cover: Cover,
+        follow: Option<&ByteSet>,
+        base: Frame,
+    ) -> Result<bool> {
+        let trie = self.trie;
+        let walk = frontier_filter(trie, cover, follow);
+        let inside = |f: &crate::slice::FrontierNode| {
+            BodySlice::chars_and_state(&f.path).is_some_and(|(k, b)| k < chars || (k == chars && b != 0))
+        };
+        let mut front = sl.frontier.iter().filter(|f| inside(f) && walk(f)).peekable();
+        for &n in sl.boundary_nodes(trie, chars) {
+            while let Some(f) = front.next_if(|f| f.node < n) {
+                if !self.walk_frontier(f.node, &f.path, base)? {
+                    return Ok(false);
+                }
+            }
+            if !self.walk_frontier(n, &trie.bytes_above(n), base)? {
+                return Ok(false);
+            }
+        }
+        for f in front {
+            if !self.walk_frontier(f.node, &f.path, base)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Walks the frontier of a body slice that the kernel state covers (`cover`): every node but
     /// the dead ones no rule end can reach (see [`Cover`]). Returns false if abandoned.
     pub(super) fn walk_body_frontier(
@@ -208,37 +297,27 @@ impl KernelWalk<'_> {
         follow: Option<&ByteSet>,
         base: Frame,
     ) -> Result<bool> {
-        let trie = self.trie;
-        // A dead subtree matters only through a rule end whose suffix some context can
-        // continue: its first byte (a later path byte, or the dead byte) must be in FOLLOW.
-        let may_continue = |f: &crate::slice::FrontierNode| {
-            let dead_byte = trie.nodes[f.node as usize].byte;
-            follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
-        };
-        // A dead byte right at the root follows no rule end of a plain kernel state.
-        let walk = |f: &&crate::slice::FrontierNode| {
-            !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
-        };
-        for f in frontier.iter().filter(walk) {
-            if !self.walk_frontier(f, base)? {
+        let walk = frontier_filter(self.trie, cover, follow);
+        for f in frontier.iter().filter(|f| walk(f)) {
+            if !self.walk_frontier(f.node, &f.path, base)? {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    /// Walks the subtree of frontier node `f` after replaying its parent path exactly as the full
-    /// walk would (frames and rule ends included). The path is slice text, which the kernel's
-    /// rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
-    fn walk_frontier(&mut self, f: &crate::slice::FrontierNode, base: Frame) -> Result<bool> {
+    /// Walks the subtree of trie node `node` after replaying its parent path `path` exactly as
+    /// the full walk would (frames and rule ends included). The path is slice text, which the
+    /// kernel's rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
+    fn walk_frontier(&mut self, node: u32, path: &[u8], base: Frame) -> Result<bool> {
         let a = self.a;
         // Interned frames stay valid for the whole walk: the previous frontier node's path (in
         // trie order) is replayed only past the prefix it shares with this one.
         // PERF: free text of a Chinese-heavy vocabulary has thousands of frontier nodes.
-        let keep = self.shared_prefix(&f.path);
+        let keep = self.shared_prefix(path);
         self.truncate_path(keep);
         let mut parent = keep.checked_sub(1).map_or(base, |k| self.frames[k]);
-        for &b in &f.path[keep..] {
+        for &b in &path[keep..] {
             let Some(frame) = self.step(parent, b)? else {
                 return Ok(!self.memo_full());
             };
@@ -247,7 +326,7 @@ impl KernelWalk<'_> {
             self.path.push(b);
             parent = frame;
         }
-        let i = f.node as usize;
+        let i = node as usize;
         self.walk(i, self.trie.nodes[i].subtree_end as usize, base)
     }
 
@@ -368,6 +447,39 @@ impl KernelWalk<'_> {
         Some(visit)
     }
 }
+
+/// Which frontier nodes of a body slice a kernel state that covers it (`cover`) walks: every
+/// node but the dead ones no rule end can reach.
+fn frontier_filter<'t>(
+    trie: &'t TokenTrie,
+    cover: Cover,
+    follow: Option<&'t ByteSet>,
+) -> impl Fn(&crate::slice::FrontierNode) -> bool + 't {
+    // A dead subtree matters only through a rule end whose suffix some context can
+    // continue: its first byte (a later path byte, or the dead byte) must be in FOLLOW.
+    let may_continue = move |f: &crate::slice::FrontierNode| {
+        let dead_byte = trie.nodes[f.node as usize].byte;
+        follow.is_none_or(|fo| fo.contains(dead_byte) || f.path.iter().skip(1).any(|&b| fo.contains(b)))
+    };
+    // A dead byte right at the root follows no rule end of a plain kernel state.
+    move |f| !f.dead || cover.walk_dead || (cover.may_end && !f.path.is_empty() && may_continue(f))
+}
+
+/// A kernel state that reads every body text of a few characters ([`Bounded::Within`]) takes
+/// that shortcut when at most this share of the trie's nodes lies past them (`1 / N`); else the
+/// other shortcuts (a walked body, a class) or the whole walk serve it.
+/// PERF: a `^[^/]+/[^/]+$` value after its first character reads every text of one character
+/// but not `//`: the walk below the nodes after one character visited nearly the whole trie
+/// (7.7 M instructions, MaskBench o65430 token 16), where the walked body took 1.4 M. At
+/// `[0-9a-fA-F]+` with 12 characters left (o10013), 19 K of Llama 3's 275 K nodes lie past 11
+/// characters (14.8 M).
+const WITHIN_MAX_SHARE: usize = 8;
+
+/// [`WITHIN_MAX_SHARE`] for taking the shortcut before the walked body (whose search runs
+/// first otherwise, and may fail).
+/// PERF: `[A-z]+` within 3..64 at its start (o23174): the walked body's failed search was 10.9 M
+/// of 19 M instructions, the walk past 63 characters (576 nodes) 3.5 M.
+const WITHIN_FIRST_SHARE: usize = 32;
 
 /// Work units of one uncertain token recorded ([`record_uncertain`]), against one per trie node
 /// stepped, in the count a walk's budget is checked against ([`KernelWalk::spend`]).

@@ -99,7 +99,14 @@ pub struct BodySlice {
     /// The slice tokens by the characters they begin (see [`chars_begun`]).
     counts: CharCounts,
     /// Boundary nodes by characters read ([`Self::boundary_nodes`]), built on first use.
-    boundaries: std::sync::OnceLock<Vec<std::sync::Arc<[u32]>>>,
+    boundaries: std::sync::OnceLock<Boundaries>,
+}
+
+/// [`BodySlice::boundary_nodes`] by characters, and how many nodes lie below them.
+#[derive(Debug)]
+struct Boundaries {
+    nodes: Vec<std::sync::Arc<[u32]>>,
+    below: Vec<u32>,
 }
 
 /// One character level of a counted string body (`json_char{0,n}`), see [`body_level`].
@@ -123,7 +130,7 @@ pub struct Cover {
 impl BodySlice {
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
-        let boundaries = self.boundaries.get().map_or(0, |b| b.iter().map(|v| 4 * v.len() + 24).sum());
+        let boundaries = self.boundaries.get().map_or(0, |b| b.nodes.iter().map(|v| 4 * v.len() + 28).sum());
         self.slice.memory_size() + super::frontier_memory(&self.frontier) + self.counts.memory_size() + boundaries
     }
 
@@ -153,47 +160,69 @@ impl BodySlice {
         BodySlice { slice, frontier, counts, boundaries: std::sync::OnceLock::new() }
     }
 
-    /// The trie nodes whose path is body text (read by the slice automaton from state 0) that
-    /// ends at a character boundary after exactly `chars` characters (`chars >= 1`).
+    /// The trie nodes with children whose path is body text (read by the slice automaton from
+    /// state 0) that ends at a character boundary after exactly `chars` characters
+    /// (`chars >= 1`): the tokens below them are those that go on past `chars` characters.
     /// PERF: a `json_char{1024}` block's last positions took a walk of the whole vocabulary each
     /// (~7 ms on Llama 3, MaskBench o82710); their tokens past the block's end are found here.
+    /// Built on first use, in one pass with a slot per depth and leaves left out (with a stack
+    /// and every boundary node, ~17 M instructions on Llama 3).
     pub fn boundary_nodes(&self, trie: &TokenTrie, chars: u32) -> &[u32] {
-        let by_chars = self.boundaries.get_or_init(|| {
-            let (table, _) = body_table();
-            let mut by_chars: Vec<Vec<u32>> = Vec::new();
-            // stack[d - 1]: (slice state, characters begun) after the path's first d bytes.
-            let mut stack: Vec<(u8, u32)> = Vec::new();
-            let nodes = &trie.nodes;
-            let mut i = 0;
-            while i < nodes.len() {
-                let n = nodes[i];
-                stack.truncate(n.depth as usize - 1);
-                let (b, k) = stack.last().copied().unwrap_or((0, 0));
-                match table[usize::from(b)][usize::from(n.byte)] {
-                    Body::To(next) => {
-                        let k = k + u32::from(b == 0);
-                        if next == 0 {
-                            if by_chars.len() <= k as usize {
-                                by_chars.resize(k as usize + 1, Vec::new());
-                            }
-                            by_chars[k as usize].push(i as u32);
+        self.prepare_boundaries(trie);
+        let b = self.boundaries.get().expect("set by prepare_boundaries");
+        b.nodes.get(chars as usize).map_or(&[], |v| &**v)
+    }
+
+    /// The trie nodes below [`Self::boundary_nodes`] of `chars` (the nodes a walk of their
+    /// subtrees visits at most).
+    pub fn nodes_past(&self, trie: &TokenTrie, chars: u32) -> usize {
+        self.prepare_boundaries(trie);
+        let b = self.boundaries.get().expect("set by prepare_boundaries");
+        b.below.get(chars as usize).map_or(0, |&n| n as usize)
+    }
+
+    /// Builds [`Self::boundary_nodes`] unless set: apart, then set (the first set wins; both are
+    /// equal), so that no lock is held across a build (the token index builds them with the
+    /// slice, [`crate::token_index::TokenIndex`]).
+    pub fn prepare_boundaries(&self, trie: &TokenTrie) {
+        if self.boundaries.get().is_some() {
+            return;
+        }
+        let (table, _) = body_table();
+        let mut by_chars: Vec<Vec<u32>> = Vec::new();
+        // at[d]: (slice state, characters begun) after the path's first d bytes.
+        let mut at: Vec<(u8, u32)> = vec![(0, 0); trie.max_depth as usize + 1];
+        let nodes = &trie.nodes;
+        let mut i = 0;
+        while i < nodes.len() {
+            let n = nodes[i];
+            let d = n.depth as usize;
+            let (b, k) = at[d - 1];
+            match table[usize::from(b)][usize::from(n.byte)] {
+                Body::To(next) => {
+                    let k = k + u32::from(b == 0);
+                    if next == 0 && n.subtree_end as usize > i + 1 {
+                        if by_chars.len() <= k as usize {
+                            by_chars.resize(k as usize + 1, Vec::new());
                         }
-                        stack.push((next, k));
-                        i += 1;
+                        by_chars[k as usize].push(i as u32);
                     }
-                    _ => i = n.subtree_end as usize,
+                    at[d] = (next, k);
+                    i += 1;
                 }
+                _ => i = n.subtree_end as usize,
             }
-            by_chars.into_iter().map(Into::into).collect()
-        });
-        by_chars.get(chars as usize).map_or(&[], |v| &**v)
+        }
+        let below =
+            by_chars.iter().map(|v| v.iter().map(|&n| nodes[n as usize].subtree_end - n - 1).sum::<u32>()).collect();
+        let _ = self.boundaries.set(Boundaries { nodes: by_chars.into_iter().map(Into::into).collect(), below });
     }
 
     /// [`Self::boundary_nodes`], shared (a kernel keeps them, see [`crate::mask::Beyond`]).
     pub fn boundary_nodes_shared(&self, trie: &TokenTrie, chars: u32) -> std::sync::Arc<[u32]> {
         self.boundary_nodes(trie, chars);
-        let by_chars = self.boundaries.get().expect("built by boundary_nodes");
-        by_chars.get(chars as usize).cloned().unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
+        let b = self.boundaries.get().expect("set by prepare_boundaries");
+        b.nodes.get(chars as usize).cloned().unwrap_or_else(|| std::sync::Arc::from(Vec::new()))
     }
 
     /// The characters begun by body text `path` read from slice state 0, and the slice state

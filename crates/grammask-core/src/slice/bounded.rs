@@ -8,30 +8,61 @@
 //! converter's product of the pattern's automaton and the length counter) walked the whole trie,
 //! 5-10 ms each on Llama 3, though no token is longer than the bound left. Here the product is
 //! searched only as deep as the longest token: a breadth-first search over (configuration set,
-//! body state) pairs by byte depth, each pair explored once, at the depth it is first met (the
-//! most bytes left: reading every body text of `r` more bytes implies it for fewer).
+//! body state) pairs by characters, each pair explored once, at the depth it is first met (the
+//! most characters left: reading every body text of `r` more characters implies it for fewer).
 //!
-//! Exactness: when every body text of at most `max_bytes` bytes is read from `s` by a
-//! configuration that stays inside the kernel's rule (its stack above the rule's, a pushdown
-//! simulation without origins, as the walk reads it), every slice token (body text, at most the
-//! trie's depth) is accepted; every other token lies below a frontier node. No configuration
+//! Exactness: when every body text of at most `max_chars` characters (the trie's depth: no
+//! token has more) is read from `s` by a configuration that stays inside the kernel's rule (its
+//! stack above the rule's, a pushdown simulation without origins, as the walk reads it), every
+//! slice token is accepted; every other token lies below a frontier node. No configuration
 //! inside the rule reads a dead byte (checked on the way), so a dead node's tokens are read only
 //! after the rule ends, as with the unbounded cover ([`Cover::may_end`]: the walk replays those
 //! whose bytes FOLLOW may continue); the others (`"`, `\u`, `\/`) are walked for real.
+//!
+//! Short bounds: where the rule reads every body text of `L` characters but not every one of
+//! `L + 1` (fewer than the longest token: a string that must still match its pattern within
+//! its last `L + 1` characters, or that ends after them), the search says so
+//! ([`Bounded::Within`]): the slice tokens of at most `L` characters are accepted, the tokens
+//! past them lie below the boundary nodes after `L` characters
+//! ([`super::BodySlice::boundary_nodes`], walked for real), and the others below frontier nodes
+//! before them. Where every text of `L` characters ends the rule, nothing inside it reads on,
+//! and no rule end comes before, the body closes there ([`Bounded::Closing`]): its tokens past
+//! `L` characters are one group decided in the fill, as a `json_char{n}` block's last positions.
+//! PERF (MaskBench, Llama 3): `[0-9a-fA-F]+` with exactly 12 characters walked the whole trie
+//! at each of its first positions (`o10013`, 68-86 M instructions each); `[A-z]+` within 3..64
+//! at its start and after `Asia` (`o23174`, ~134 M).
 use super::body::body_step;
 use super::{Body, Cover};
 use crate::compiler::{Automata, StateId};
-use crate::fasthash::{FastMap, FastState};
-use std::collections::HashSet;
+use crate::fasthash::FastMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Kernel states the bounded cover served, for tests.
 static SERVED: AtomicUsize = AtomicUsize::new(0);
+/// Kernel states served by a short bound ([`Bounded::Within`] or [`Bounded::Closing`]), and
+/// those closing, for tests ([`note_short_bound`]).
+static WITHIN: AtomicUsize = AtomicUsize::new(0);
+static CLOSING: AtomicUsize = AtomicUsize::new(0);
 
 /// How many kernel states [`bounded_cover`] served so far (all grammars), for tests.
 #[doc(hidden)]
 pub fn bounded_covers_served() -> usize {
     SERVED.load(Ordering::Relaxed)
+}
+
+/// How many kernel states a short bound ([`Bounded::Within`] or [`Bounded::Closing`]) served so
+/// far (all grammars), and how many of them closing, for tests.
+#[doc(hidden)]
+pub fn bounded_within_found() -> (usize, usize) {
+    (WITHIN.load(Ordering::Relaxed), CLOSING.load(Ordering::Relaxed))
+}
+
+/// Notes a kernel state served by a short bound (closing or not), for [`bounded_within_found`].
+pub(crate) fn note_short_bound(closing: bool) {
+    WITHIN.fetch_add(1, Ordering::Relaxed);
+    if closing {
+        CLOSING.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Most (set, body state) pairs one search explores; past it the state is walked.
@@ -43,90 +74,181 @@ const MAX_STACK: usize = 16;
 /// A configuration: a state and its pending return states (innermost last).
 type Config = (StateId, Vec<StateId>);
 
-/// Whether the rule of `s` reads, from `s`, every string-body text of at most `max_bytes` bytes
-/// without ending (see the module doc); `Some(Cover)` for the body slice's shortcut, `None` when
-/// it does not or the search passes its bounds.
-pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> {
-    let mut pairs = Pairs::default();
-    let mut exits: FastMap<StateId, Exit> = FastMap::default();
-    let mut may_end = false;
-    let root = close(a, vec![(s, Vec::new())], &mut may_end)?;
-    let mut layer = Vec::new();
-    pairs.add(root, 0, &mut layer)?;
-    // Pairs by depth in steps: a byte, or a whole multi-byte character where every
-    // configuration reads them all alike (`char_exit`); a text of `n` bytes is at most `n` steps.
-    let mut depth = 0;
-    while depth < max_bytes && !layer.is_empty() {
-        let mut next = Vec::new();
-        for &(id, b) in &layer {
-            let set = pairs.sets[id as usize].clone();
-            // At a boundary, the multi-byte characters as one step when every configuration
-            // reads them alike (or none of them).
-            let whole = if b == 0 { chars_at_once(a, &set, &mut exits) } else { None };
-            let mut closed_here: Vec<(Vec<Config>, Vec<Config>)> = Vec::new();
-            let mut x = 0u16;
-            while x < 256 {
-                let xb = x as u8;
-                if whole.is_some() && xb >= 0x80 {
-                    break;
-                }
-                let end = run_end(a, &set, b, xb);
-                let step = body_step(b, xb);
-                let reads = set.iter().any(|(q, _)| a.byte_edges(*q).iter().any(|e| e.lo <= xb && xb <= e.hi));
-                // A dead byte read inside the rule would put a token outside the slice inside it:
-                // dead frontier nodes are walked only where the rule may have ended.
-                if step == Body::Dead && reads {
-                    return None;
-                }
-                if let Body::To(nb) = step {
-                    let stepped: Vec<Config> = set
-                        .iter()
-                        .flat_map(|(q, st)| {
-                            a.byte_edges(*q)
-                                .iter()
-                                .filter(move |e| e.lo <= xb && xb <= e.hi)
-                                .map(move |e| (e.target, st.clone()))
-                        })
-                        .collect();
-                    if stepped.is_empty() {
-                        return None;
-                    }
-                    // Runs that step alike (most of a class) close once per pair.
-                    let closed = match closed_here.iter().find(|(from, _)| *from == stepped) {
-                        Some((_, to)) => to.clone(),
-                        None => {
-                            let to = close(a, stepped.clone(), &mut may_end)?;
-                            closed_here.push((stepped, to.clone()));
-                            to
-                        }
-                    };
-                    pairs.add(closed, nb, &mut next)?;
-                }
-                x = u16::from(end) + 1;
-            }
-            if let Some(stepped) = whole {
-                pairs.add(close(a, stepped, &mut may_end)?, 0, &mut next)?;
-            }
-        }
-        layer = next;
-        depth += 1;
-    }
-    SERVED.fetch_add(1, Ordering::Relaxed);
-    Some(Cover { may_end, walk_dead: false })
+/// What [`bounded_search`] found from a kernel state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bounded {
+    /// Every body text of at most the longest token's length is read: the body slice's
+    /// shortcut, as with the unbounded cover.
+    Cover(Cover),
+    /// Every body text of at most `chars` characters (`1 <= chars`, fewer than the longest
+    /// token) is read, not every one of `chars + 1` (or the search stopped there): the slice
+    /// tokens of at most `chars` characters are read, the nodes after `chars` characters of
+    /// body text are walked for real, and so is the frontier before them (`cover` as for the
+    /// unbounded cover, for the rule's ends inside those `chars` characters).
+    Within { chars: u32, cover: Cover },
+    /// [`Bounded::Within`] where the rule ends after every body text of exactly `chars`
+    /// characters, inside none of them (no configuration left inside the rule) and nowhere
+    /// before: a closing body, as [`crate::compiled::CompiledGrammar::closing_body`]'s (a
+    /// counted string's last characters after its `pattern` matched, read through the nested
+    /// rules of the pattern's automaton).
+    Closing { chars: u32 },
 }
 
-/// The configuration sets met (interned) and the (set, body state) pairs explored.
+/// Whether the rule of `s` reads, from `s`, every string-body text of at most `max_chars`
+/// characters without ending (see the module doc): [`Bounded::Cover`] when it does, else
+/// [`Bounded::Within`] with the most characters it reads every text of, `None` when that is 0.
+///
+/// Exactness of the characters: the search goes by layers, layer `k` the (set, body state 0)
+/// pairs first met after `k` characters, each pair explored once; a set that refuses a body
+/// character, reads a dead byte or passes the bounds while layer `k` is stepped makes `k` the
+/// answer (every text of fewer characters was read by the layers before; a pair met again later
+/// has fewer characters left, so its refusals showed at its first layer).
+pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounded> {
+    let mut pairs = Pairs::default();
+    let mut exits: FastMap<StateId, Exit> = FastMap::default();
+    let mut ends = Ends::default();
+    let root = close(a, vec![(s, Vec::new())], &mut ends.any)?;
+    let mut layer = Vec::new();
+    pairs.add(root, 0, 0, &mut layer)?;
+    let mut chars = 0;
+    // Whether the rule ended before the last layer (a closing body ends only at its end).
+    let mut ended_before = ends.any;
+    while chars < max_chars && !layer.is_empty() {
+        // Rule ends while stepping a layer that fails are past `chars` characters: not counted.
+        let mut step_ends = ends;
+        match next_layer(a, &layer, chars, &mut pairs, &mut exits, &mut step_ends) {
+            Some(next) => {
+                ended_before = ends.any;
+                (layer, ends) = (next, step_ends);
+                chars += 1;
+            }
+            None if chars == 0 => return None,
+            None => {
+                let closed = layer.iter().all(|&(id, _)| pairs.sets[id as usize].is_empty());
+                // Every text of `chars` characters leads to a pair of the layer only where no
+                // pair was met again later (a loop back to an earlier set).
+                if closed && ends.any && !ended_before && !ends.inside_char && !pairs.met_later {
+                    return Some(Bounded::Closing { chars });
+                }
+                return Some(Bounded::Within { chars, cover: Cover { may_end: ends.any, walk_dead: false } });
+            }
+        }
+    }
+    SERVED.fetch_add(1, Ordering::Relaxed);
+    Some(Bounded::Cover(Cover { may_end: ends.any, walk_dead: false }))
+}
+
+/// Where the kernel's rule ended in a bounded search.
+#[derive(Clone, Copy, Default)]
+struct Ends {
+    /// Somewhere.
+    any: bool,
+    /// Inside a character (after `\` or a UTF-8 lead byte).
+    inside_char: bool,
+}
+
+/// [`bounded_search`]'s cover where it reads every body text up to `max_bytes` (the longest
+/// token, in bytes: as many characters at most).
+pub fn bounded_cover(a: &Automata, s: StateId, max_bytes: u32) -> Option<Cover> {
+    match bounded_search(a, s, max_bytes)? {
+        Bounded::Cover(cover) => Some(cover),
+        Bounded::Within { .. } | Bounded::Closing { .. } => None,
+    }
+}
+
+/// The boundary pairs one more character leads to from `layer` (sets after a character, body
+/// state 0), each not met before; `None` where some set refuses a body character or reads a
+/// dead byte on the way, or past the bounds. `ends` notes where the rule ends on the way.
+fn next_layer(
+    a: &Automata,
+    layer: &[(u32, u8)],
+    chars: u32,
+    pairs: &mut Pairs,
+    exits: &mut FastMap<StateId, Exit>,
+    ends: &mut Ends,
+) -> Option<Vec<(u32, u8)>> {
+    // A rule end noted where the closed set is used (after a character, or inside one).
+    let mut note = |ended: bool, nb: u8| {
+        ends.any |= ended;
+        ends.inside_char |= ended && nb != 0;
+    };
+    let mut next = Vec::new();
+    // The pairs inside a character (after `\` or a UTF-8 lead byte) are stepped on the way.
+    let mut work: Vec<(u32, u8)> = layer.to_vec();
+    while let Some((id, b)) = work.pop() {
+        let set = pairs.sets[id as usize].clone();
+        // At a boundary, the multi-byte characters as one step when every configuration
+        // reads them alike (or none of them).
+        let whole = if b == 0 { chars_at_once(a, &set, exits) } else { None };
+        let mut closed_here: Vec<(Vec<Config>, Vec<Config>, bool)> = Vec::new();
+        let mut x = 0u16;
+        while x < 256 {
+            let xb = x as u8;
+            if whole.is_some() && xb >= 0x80 {
+                break;
+            }
+            let end = run_end(a, &set, b, xb);
+            let step = body_step(b, xb);
+            let reads = set.iter().any(|(q, _)| a.byte_edges(*q).iter().any(|e| e.lo <= xb && xb <= e.hi));
+            // A dead byte read inside the rule would put a token outside the slice inside it:
+            // dead frontier nodes are walked only where the rule may have ended.
+            if step == Body::Dead && reads {
+                return None;
+            }
+            if let Body::To(nb) = step {
+                let stepped: Vec<Config> = set
+                    .iter()
+                    .flat_map(|(q, st)| {
+                        a.byte_edges(*q)
+                            .iter()
+                            .filter(move |e| e.lo <= xb && xb <= e.hi)
+                            .map(move |e| (e.target, st.clone()))
+                    })
+                    .collect();
+                if stepped.is_empty() {
+                    return None;
+                }
+                // Runs that step alike (most of a class) close once per pair.
+                let (closed, ended) = match closed_here.iter().find(|(from, ..)| *from == stepped) {
+                    Some((_, to, ended)) => (to.clone(), *ended),
+                    None => {
+                        let mut ended = false;
+                        let to = close(a, stepped.clone(), &mut ended)?;
+                        closed_here.push((stepped, to.clone(), ended));
+                        (to, ended)
+                    }
+                };
+                note(ended, nb);
+                // Inside a character, `chars + 1` characters are begun too.
+                pairs.add(closed, nb, chars + 1, if nb == 0 { &mut next } else { &mut work })?;
+            }
+            x = u16::from(end) + 1;
+        }
+        if let Some(stepped) = whole {
+            let mut ended = false;
+            pairs.add(close(a, stepped, &mut ended)?, 0, chars + 1, &mut next)?;
+            note(ended, 0);
+        }
+    }
+    Some(next)
+}
+
+/// The configuration sets met (interned) and the (set, body state) pairs explored, each with the
+/// characters begun where it was first met.
 #[derive(Default)]
 struct Pairs {
     ids: FastMap<Vec<Config>, u32>,
     sets: Vec<Vec<Config>>,
-    seen: HashSet<(u32, u8), FastState>,
+    seen: FastMap<(u32, u8), u32>,
+    /// Some pair was met again after more characters than where it was first met: a layer then
+    /// lists only the pairs first met there, not every pair its texts lead to.
+    met_later: bool,
 }
 
 impl Pairs {
-    /// Pair `(set, b)` to explore in the next layer (`next`) unless met before (an empty set
-    /// refuses any further byte); `None` past [`MAX_PAIRS`].
-    fn add(&mut self, set: Vec<Config>, b: u8, next: &mut Vec<(u32, u8)>) -> Option<()> {
+    /// Pair `(set, b)`, met after `chars` characters begun, to explore (`next`) unless met
+    /// before (an empty set refuses any further byte); `None` past [`MAX_PAIRS`].
+    fn add(&mut self, set: Vec<Config>, b: u8, chars: u32, next: &mut Vec<(u32, u8)>) -> Option<()> {
         let id = match self.ids.get(&set) {
             Some(&id) => id,
             None => {
@@ -136,11 +258,15 @@ impl Pairs {
                 id
             }
         };
-        if self.seen.insert((id, b)) {
-            if self.seen.len() > MAX_PAIRS {
-                return None;
+        match self.seen.entry((id, b)) {
+            std::collections::hash_map::Entry::Occupied(e) => self.met_later |= *e.get() < chars,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(chars);
+                if self.seen.len() > MAX_PAIRS {
+                    return None;
+                }
+                next.push((id, b));
             }
-            next.push((id, b));
         }
         Some(())
     }

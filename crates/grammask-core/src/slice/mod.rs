@@ -35,7 +35,8 @@ pub use body::{
     body_capacity, body_level, body_level_into_calls, branches_beside_calls, counted_calls, BodySlice, Counted, Cover,
     Level,
 };
-pub use bounded::{bounded_cover, bounded_covers_served};
+pub(crate) use bounded::note_short_bound;
+pub use bounded::{bounded_cover, bounded_covers_served, bounded_search, bounded_within_found, Bounded};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{
