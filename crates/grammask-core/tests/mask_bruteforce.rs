@@ -3294,17 +3294,31 @@ fn bounded_within_masks_match_brute_force_on_llama3() {
         ("f", "a b/c-d_e.tgz".to_string(), vec![0, 1, 5, 9, 10, 11, 13]),
         ("o", " ab".to_string(), vec![0, 1, 2]),
     ];
+    let checked = string_masks_match_brute_force(&cg, &vocab, &cases);
+    assert_eq!(checked, cases.iter().map(|c| c.2.len()).sum::<usize>());
+    let (within_now, closing_now) = grammask_core::slice::bounded_within_found();
+    let closings = closing_now - closing;
+    assert!(within_now - within - closings >= 4, "short bounds walked: {}", within_now - within - closings);
+    assert!(closings >= 4, "closing bodies: {closings}");
+}
+
+/// For each `(property, string body, byte positions)` case: from `{"property": "`, the mask at
+/// each listed position of the body equals [`brute_force`]; the body then closes the object.
+/// Returns the masks checked.
+fn string_masks_match_brute_force(
+    cg: &Arc<CompiledGrammar>,
+    vocab: &Vocabulary,
+    cases: &[(&str, String, Vec<usize>)],
+) -> usize {
     let mut checked = 0;
-    for (key, text, at) in &cases {
-        let prefix = format!("{{\"{key}\": \"");
+    for (key, text, at) in cases {
         let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-        assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+        assert!(m.accept_bytes(format!("{{\"{key}\": \"").as_bytes()).unwrap());
         let bytes = text.as_bytes();
         for i in 0..=bytes.len() {
             if at.contains(&i) {
                 let mask = m.compute_mask().unwrap().clone();
-                let want = brute_force(&m, &vocab);
-                for (t, &w) in want.iter().enumerate() {
+                for (t, &w) in brute_force(&m, vocab).iter().enumerate() {
                     assert_eq!(mask.get(t), w, "{key} after {i} bytes: token {:?}", vocab.token_bytes(t as u32));
                 }
                 checked += 1;
@@ -3315,11 +3329,7 @@ fn bounded_within_masks_match_brute_force_on_llama3() {
         }
         assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
     }
-    assert_eq!(checked, cases.iter().map(|c| c.2.len()).sum::<usize>());
-    let (within_now, closing_now) = grammask_core::slice::bounded_within_found();
-    let closings = closing_now - closing;
-    assert!(within_now - within - closings >= 4, "short bounds walked: {}", within_now - within - closings);
-    assert!(closings >= 4, "closing bodies: {closings}");
+    checked
 }
 
 /// Masks equal the brute force on Llama 3 (longest token: 128 spaces) inside strings of an
@@ -3356,27 +3366,7 @@ fn bounded_cover_masks_match_brute_force_on_llama3() {
         // An odd number of spaces: every text of 127 characters goes on, 128 spaces do not.
         ("o", " ab".to_string(), vec![0, 1]),
     ];
-    let mut checked = 0;
-    for (key, text, at) in cases {
-        let prefix = format!("{{\"{key}\": \"");
-        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-        assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
-        for i in 0..=text.len() {
-            if at.contains(&i) {
-                let mask = m.compute_mask().unwrap().clone();
-                let want = brute_force(&m, &vocab);
-                for (t, &w) in want.iter().enumerate() {
-                    assert_eq!(mask.get(t), w, "{key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
-                }
-                checked += 1;
-            }
-            if i < text.len() {
-                assert!(m.accept_bytes(&text.as_bytes()[i..=i]).unwrap(), "{key} at {i}");
-            }
-        }
-        assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{key}");
-    }
-    assert_eq!(checked, 24);
+    assert_eq!(string_masks_match_brute_force(&cg, &vocab, &cases), 24);
     assert!(grammask_core::slice::bounded_covers_served() - served >= 8, "bounded covers taken");
 }
 

@@ -121,9 +121,7 @@ impl KernelWalk<'_> {
             // a frontier node before them, walked as for a cover. Before the walked body where
             // few nodes lie past them (its search, when it fails, costs more than their walk).
             Some(sl) if let Some((chars, cover)) = within(sl, WITHIN_FIRST_SHARE) => {
-                crate::slice::note_short_bound(false);
-                sl.add_within(chars, &mut w.accepted);
-                if !w.walk_past_chars(sl, chars, cover, follow, base)? {
+                if !w.walk_within(sl, chars, cover, follow, base)? {
                     return Ok(false);
                 }
             }
@@ -145,9 +143,7 @@ impl KernelWalk<'_> {
                 }
             }
             Some(sl) if let Some((chars, cover)) = within(sl, WITHIN_MAX_SHARE) => {
-                crate::slice::note_short_bound(false);
-                sl.add_within(chars, &mut w.accepted);
-                if !w.walk_past_chars(sl, chars, cover, follow, base)? {
+                if !w.walk_within(sl, chars, cover, follow, base)? {
                     return Ok(false);
                 }
             }
@@ -251,12 +247,13 @@ impl KernelWalk<'_> {
         Ok(true)
     }
 
-    /// Walks, in trie order, the nodes of body slice `sl` that a kernel state reading every body
-    /// text of at most `chars` characters leaves undecided ([`crate::slice::Bounded::Within`]):
-    /// each boundary node after `chars` characters (its subtree: the tokens past them), and the
-    /// frontier nodes before it as [`Self::walk_body_frontier`] walks them (those after lie
-    /// below a boundary node). Returns false if abandoned.
-    fn walk_past_chars(
+    /// For a kernel state reading every body text of at most `chars` characters
+    /// ([`crate::slice::Bounded::Within`]): accepts body slice `sl`'s tokens of at most `chars`
+    /// characters, then walks, in trie order, the nodes it leaves undecided: each boundary node
+    /// after `chars` characters (its subtree: the tokens past them), and the frontier nodes
+    /// before it as [`Self::walk_body_frontier`] walks them (those after lie below a boundary
+    /// node). Returns false if abandoned.
+    fn walk_within(
         &mut self,
         sl: &BodySlice,
         chars: u32,
@@ -264,6 +261,8 @@ impl KernelWalk<'_> {
         follow: Option<&ByteSet>,
         base: Frame,
     ) -> Result<bool> {
+        crate::slice::note_short_bound(false);
+        sl.add_within(chars, &mut self.accepted);
         let trie = self.trie;
         let walk = frontier_filter(trie, cover, follow);
         let inside = |f: &crate::slice::FrontierNode| {
