@@ -162,7 +162,7 @@ pub struct SiblingEdges {
     classes: Vec<OnceLock<Option<Box<[u64]>>>>,
     /// By callee start, the paths of its literal tree ([`literal_start`]) where no token
     /// contains one, found on first ask ([`SiblingEdges::key_paths`]).
-    key_paths: std::sync::Mutex<std::collections::HashMap<StateId, Option<KeyPaths>>>,
+    key_paths: std::sync::Mutex<crate::fasthash::FastMap<StateId, Option<KeyPaths>>>,
 }
 
 /// The paths of a callee's literal tree, none in a token ([`SiblingEdges::key_paths`]).
@@ -221,6 +221,12 @@ impl SiblingEdges {
         SiblingEdges { end, states, dropped, classes, key_paths: std::sync::Mutex::default() }
     }
 
+    /// The states of rule `r`, ascending.
+    fn rule_states(&self, r: RuleId) -> &[StateId] {
+        let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
+        &self.states[from..self.end[r.index()] as usize]
+    }
+
     /// The paths that callee start `s0` reads as a literal tree ([`literal_start`],
     /// [`literal_tree`]), each up to its first `"` after its first byte; `None` where it reads
     /// none, or some token contains one of them.
@@ -250,10 +256,9 @@ impl SiblingEdges {
     /// key lists the callee by it. `None` where the listing meets no dropped edge (the rule is
     /// then listed by its id) or the rule has too many states.
     fn class_of(&self, a: &Automata, r: RuleId, with: &DropRules) -> Option<&[u64]> {
-        let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
         // PERF: finding the dropped edges of every state of a large callee (a string body, a
         // key trie) cost ~40 K instructions a rule, for listings longer than a key takes anyway.
-        if self.end[r.index()] as usize - from > SIBLING_KEY_STATES {
+        if self.rule_states(r).len() > SIBLING_KEY_STATES {
             return None;
         }
         let build = || {
@@ -266,8 +271,7 @@ impl SiblingEdges {
 
     /// The dropped edges of rule `r`'s states, by state (found on the first ask).
     pub fn of_rule(&self, a: &Automata, r: RuleId, with: &DropRules) -> &[(StateId, Dropped)] {
-        let from = if r.index() == 0 { 0 } else { self.end[r.index() - 1] as usize };
-        let states = &self.states[from..self.end[r.index()] as usize];
+        let states = self.rule_states(r);
         self.dropped[r.index()]
             .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_edges(a, self, q, with)?))).collect())
     }
@@ -298,7 +302,16 @@ impl SiblingEdges {
             .sum();
         let classes: usize =
             self.classes.iter().filter_map(|c| c.get().and_then(Option::as_ref)).map(|c| c.len() * 8).sum();
-        (self.end.len() + self.states.len()) * 4 + self.dropped.len() * 48 + found + classes
+        // A key-paths entry: its key, its `Option<Arc<[Vec<u8>]>>` and a table control byte;
+        // each list: the `Arc`'s two counts, its `Vec`s and their bytes.
+        let key_paths: usize = self
+            .key_paths
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .map(|p| 4 + 16 + 1 + p.as_ref().map_or(0, |l| 16 + l.iter().map(|v| 24 + v.capacity()).sum::<usize>()))
+            .sum();
+        (self.end.len() + self.states.len()) * 4 + self.dropped.len() * 48 + found + classes + key_paths
     }
 }
 

@@ -155,7 +155,7 @@ impl BodySlice {
             let dead = table[usize::from(b)][usize::from(x)] == Body::Dead;
             frontier.push(FrontierNode { node, path: path.into(), dead });
         };
-        walk_chars(trie, 0u8, step, |b| b == 0, token, leave);
+        walk_chars(trie, 0u8, step, |b| b == 0, |_, _| {}, token, leave);
         counts.finish();
         BodySlice { slice, frontier, counts, boundaries: std::sync::OnceLock::new() }
     }
@@ -190,29 +190,21 @@ impl BodySlice {
         }
         let (table, _) = body_table();
         let mut by_chars: Vec<Vec<u32>> = Vec::new();
-        // at[d]: (slice state, characters begun) after the path's first d bytes.
-        let mut at: Vec<(u8, u32)> = vec![(0, 0); trie.max_depth as usize + 1];
         let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
-            let n = nodes[i];
-            let d = n.depth as usize;
-            let (b, k) = at[d - 1];
-            match table[usize::from(b)][usize::from(n.byte)] {
-                Body::To(next) => {
-                    let k = k + u32::from(b == 0);
-                    if next == 0 && n.subtree_end as usize > i + 1 {
-                        if by_chars.len() <= k as usize {
-                            by_chars.resize(k as usize + 1, Vec::new());
-                        }
-                        by_chars[k as usize].push(i as u32);
-                    }
-                    at[d] = (next, k);
-                    i += 1;
+        let step = |b: u8, x: u8| match table[usize::from(b)][usize::from(x)] {
+            Body::To(next) => Some(next),
+            _ => None,
+        };
+        // A node with children whose path ends a character (slice state 0) after `k` of them.
+        let read = |i: u32, (next, k): (u8, u32)| {
+            if next == 0 && nodes[i as usize].subtree_end > i + 1 {
+                if by_chars.len() <= k as usize {
+                    by_chars.resize(k as usize + 1, Vec::new());
                 }
-                _ => i = n.subtree_end as usize,
+                by_chars[k as usize].push(i);
             }
-        }
+        };
+        walk_chars(trie, 0u8, step, |b| b == 0, read, |_, _| {}, |_, _, _, _| {});
         let below =
             by_chars.iter().map(|v| v.iter().map(|&n| nodes[n as usize].subtree_end - n - 1).sum::<u32>()).collect();
         let _ = self.boundaries.set(Boundaries { nodes: by_chars.into_iter().map(Into::into).collect(), below });

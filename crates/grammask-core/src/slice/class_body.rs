@@ -475,7 +475,7 @@ impl ClassBodySlice {
                 exits.push((k, x, FrontierNode { node, path: path.into(), dead: false }));
             }
         };
-        walk_chars(trie, 0u16, step, |p| p == 0, token, leave);
+        walk_chars(trie, 0u16, step, |p| p == 0, |_, _| {}, token, leave);
         counts.finish();
         exits.sort_unstable_by_key(|&(k, x, ref f)| (k, x, f.node));
         ClassBodySlice { counts, walked, exits }

@@ -114,13 +114,15 @@ pub(super) fn build_slice(
 /// character begins at each byte read from a state where `boundary` holds, so a token ending
 /// inside a character counts it), and `leave(node, path, (state, k), byte)` at each node where a
 /// path first leaves, `path` the bytes above that node, `state` the automaton's state and `k` the
-/// characters begun there.
+/// characters begun there. `read(node, (state, k))` is called first at each node the automaton
+/// reads, with the state after it and the characters begun up to it.
 /// PERF: per node one `step` and a stack slot per depth, no allocation but the two stacks.
 pub(super) fn walk_chars<S: Copy>(
     trie: &TokenTrie,
     start: S,
     step: impl Fn(S, u8) -> Option<S>,
     boundary: impl Fn(S) -> bool,
+    mut read: impl FnMut(u32, (S, u32)),
     mut token: impl FnMut(u32, u32),
     mut leave: impl FnMut(u32, &[u8], (S, u32), u8),
 ) {
@@ -138,6 +140,7 @@ pub(super) fn walk_chars<S: Copy>(
         match step(q, n.byte) {
             Some(next) => {
                 let k = k + u32::from(boundary(q));
+                read(i as u32, (next, k));
                 at[d] = (next, k);
                 path[d - 1] = n.byte;
                 for &t in trie.node_tokens(&n) {
