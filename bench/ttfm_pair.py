@@ -7,6 +7,7 @@ phase (other schemas compiled first, as a benchmark runner has).
 WARM and BAND list MaskBench files (paths), one a line. Prints each engine's p50 and sum of wall
 and thread CPU time over BAND, and the median per-schema CPU ratio of the first engine to the
 second.
+With `--each`, also one line per BAND file: each engine's thread CPU time (ms).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main() -> None:
     ap.add_argument("warm")
     ap.add_argument("band")
     ap.add_argument("--engines", default="grammask,llguidance")
+    ap.add_argument("--each", action="store_true", help="also print each BAND file's thread CPU time per engine")
     args = ap.parse_args()
     tok = load_hf_tokenizer(default_tokenizer_dir())
     adapters = {e: ENGINES[e](tok) for e in args.engines.split(",")}
@@ -50,6 +52,9 @@ def main() -> None:
             tb, b = time.thread_time(), time.perf_counter()
             wall[e].append((b - a) * 1e3)
             cpu[e].append((tb - ta) * 1e3)
+    if args.each:
+        for i, path in enumerate(Path(args.band).read_text().split()):
+            print(Path(path).stem, " ".join(f"{e} {cpu[e][i]:.2f}" for e in adapters))
     for e in adapters:
         print(f"{e:<12} wall p50 {statistics.median(wall[e]):.3f} ms sum {sum(wall[e]):.1f}; "
               f"thread cpu p50 {statistics.median(cpu[e]):.3f} ms sum {sum(cpu[e]):.1f}")
