@@ -7,6 +7,8 @@ phase (other schemas compiled first, as a benchmark runner has).
 WARM and BAND list MaskBench files (paths), one a line. Prints each engine's p50 and sum of wall
 and thread CPU time over BAND, and the median per-schema CPU ratio of the first engine to the
 second.
+A BAND file that an engine refuses is left out of every engine's figures (and named). With
+`--each`, also one line per BAND file: each engine's thread CPU time (ms).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("warm")
     ap.add_argument("band")
     ap.add_argument("--engines", default="grammask,llguidance")
+    ap.add_argument("--each", action="store_true", help="also print each BAND file's thread CPU time per engine")
     args = ap.parse_args()
     tok = load_hf_tokenizer(default_tokenizer_dir())
     adapters = {e: ENGINES[e](tok) for e in args.engines.split(",")}
@@ -43,19 +46,34 @@ def main() -> None:
                 pass
     wall: dict[str, list[float]] = {e: [] for e in adapters}
     cpu: dict[str, list[float]] = {e: [] for e in adapters}
-    for s in schemas(args.band):
+    paths = Path(args.band).read_text().split()
+    kept: list[str] = []
+    for path, s in zip(paths, schemas(args.band)):
+        times: dict[str, tuple[float, float]] = {}
         for e, ad in adapters.items():
             a, ta = time.perf_counter(), time.thread_time()
-            ad.matcher(ad.compile(s)).fill()
+            try:
+                ad.matcher(ad.compile(s)).fill()
+            except Exception as exc:  # noqa: BLE001 (a schema an engine refuses leaves every engine's figures)
+                print(f"{Path(path).stem}: {e} refused it ({str(exc)[:80]})")
+                break
             tb, b = time.thread_time(), time.perf_counter()
-            wall[e].append((b - a) * 1e3)
-            cpu[e].append((tb - ta) * 1e3)
+            times[e] = ((b - a) * 1e3, (tb - ta) * 1e3)
+        else:
+            kept.append(path)
+            for e, (w, c) in times.items():
+                wall[e].append(w)
+                cpu[e].append(c)
+    if args.each:
+        for i, path in enumerate(kept):
+            print(Path(path).stem, " ".join(f"{e} {cpu[e][i]:.2f}" for e in adapters))
     for e in adapters:
         print(f"{e:<12} wall p50 {statistics.median(wall[e]):.3f} ms sum {sum(wall[e]):.1f}; "
               f"thread cpu p50 {statistics.median(cpu[e]):.3f} ms sum {sum(cpu[e]):.1f}")
-    first, second = list(adapters)[:2]
-    ratios = [x / y for x, y in zip(cpu[first], cpu[second])]
-    print(f"per-schema cpu ratio {first}/{second}: median {statistics.median(ratios):.2f}")
+    if len(adapters) >= 2:
+        first, second = list(adapters)[:2]
+        ratios = [x / y for x, y in zip(cpu[first], cpu[second])]
+        print(f"per-schema cpu ratio {first}/{second}: median {statistics.median(ratios):.2f}")
 
 
 if __name__ == "__main__":
