@@ -433,6 +433,8 @@ pub struct CompiledGrammar {
     /// [`KEY_COLLISIONS`] cached with that key), whose `Arc` the kernels equal to one share
     /// ([`Self::cache_kernel`]).
     distinct_kernels: RwLock<FastMap<u64, Vec<Arc<KernelMask>>>>,
+    /// The lazy DFA of the kernels classified as regular regions ([`crate::mask::RegionDfa`]).
+    region: Mutex<crate::mask::RegionDfa>,
     /// [`lead_run`] of each rule start asked for so far ([`Self::lead_run_at`]).
     lead_runs: RwLock<FastMap<StateId, Option<(ByteSet, u32)>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
@@ -649,6 +651,7 @@ impl CompiledGrammar {
             index,
             kernels: RwLock::new(FastMap::default()),
             distinct_kernels: RwLock::new(FastMap::default()),
+            region: Mutex::default(),
             lead_runs: RwLock::new(FastMap::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
@@ -849,6 +852,10 @@ impl CompiledGrammar {
             self.count(1);
             return Ok(self.cache_kernel(state, Arc::new(km)));
         }
+        if let Some(km) = self.region_kernel_before_composing(state) {
+            self.count(0);
+            return Ok(self.cache_kernel(state, Arc::new(km)));
+        }
         if let Some(km) = self.composed_kernel_in(state, stack)? {
             self.count(1);
             return Ok(self.cache_kernel(state, Arc::new(km)));
@@ -996,6 +1003,37 @@ impl CompiledGrammar {
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
         classify_literal(&self.automata, &self.index.trie, vocab_size, state, Some(&follow))
+    }
+
+    /// The classification of `state` by the region DFA ([`crate::mask::classify_region_kernel`]).
+    #[doc(hidden)]
+    pub fn region_kernel(&self, state: StateId) -> Option<KernelMask> {
+        if !crate::mask::RegionDfa::applies(&self.automata) {
+            return None;
+        }
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let vocab_size = self.index.vocab.vocab_size();
+        let mut dfa = self.region.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        crate::mask::classify_region_kernel(&self.automata, &self.index.trie, vocab_size, state, Some(&follow), &mut dfa)
+    }
+
+    /// [`Self::region_kernel`] for a call site whose body-slice cover fails (a regex-bodied
+    /// string's alternatives): one DFA walk instead of a composition of walked callees.
+    fn region_kernel_before_composing(&self, state: StateId) -> Option<KernelMask> {
+        let a = &self.automata;
+        if a.rule_edges(state).is_empty() || !crate::mask::RegionDfa::applies(a) {
+            return None;
+        }
+        let misread = crate::slice::with_cover_budget(crate::slice::MAX_STATE_COVER_PAIRS, || {
+            BodySlice::covers_or_misread(a, state, &self.cover)
+        });
+        matches!(misread, Err(Some(_))).then(|| self.region_kernel(state)).flatten()
+    }
+
+    /// The kernels the region DFA classified so far (for tests: see `mask/region.rs`).
+    #[doc(hidden)]
+    pub fn region_kernels_served(&self) -> usize {
+        self.region.lock().map_or(0, |r| r.served)
     }
 
     /// The classification of a kernel state from which only byte edges are reachable, by a plain
@@ -1815,6 +1853,7 @@ impl CompiledGrammar {
                 self.index.walked_body(w)
             })),
             prepare_walked: Some(&|| self.index.prepare_walked()),
+            region: Some(&self.region),
         })
     }
 

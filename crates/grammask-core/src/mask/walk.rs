@@ -125,6 +125,9 @@ impl KernelWalk<'_> {
                     return Ok(false);
                 }
             }
+            // A body the covers above miss, read through short return stacks: a DFA walk of the
+            // trie, cheaper per node than the walked body's frontier or the whole walk below.
+            Some(_) if w.walk_region(state, sc.region) => {}
             // A string body that refuses some text of a few ASCII characters: the body text
             // without them stays inside the rule, and the nodes where they begin are walked.
             Some(_)
@@ -162,6 +165,7 @@ impl KernelWalk<'_> {
                     return Ok(false);
                 }
             }
+            _ if w.walk_region(state, sc.region) => {}
             _ => {
                 // Only the root children some item of the kernel row reads: the others fail at
                 // once, with no rule end on their path to record.
@@ -183,6 +187,30 @@ impl KernelWalk<'_> {
 }
 
 impl KernelWalk<'_> {
+    /// Classifies the kernel by the region DFA `region` (see `region.rs`) where it applies;
+    /// false (and nothing recorded) otherwise. A cache busy on another thread gives way to a
+    /// fresh one.
+    fn walk_region(&mut self, state: StateId, region: Option<&std::sync::Mutex<RegionDfa>>) -> bool {
+        let Some(cache) = region.filter(|_| RegionDfa::applies(self.a)) else { return false };
+        let (a, trie, n) = (self.a, self.trie, self.accepted.len());
+        let follow = self.follow.as_ref();
+        let found = match cache.try_lock() {
+            Ok(mut dfa) => region::classify_region(a, trie, n, state, follow, &mut dfa),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                region::classify_region(a, trie, n, state, follow, &mut p.into_inner())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                region::classify_region(a, trie, n, state, follow, &mut RegionDfa::default())
+            }
+        };
+        let Some(m) = found else { return false };
+        self.accepted = m.accepted;
+        self.uncertain = m.uncertain;
+        self.suffix_ids = m.suffix_ids;
+        self.suffixes = m.suffixes;
+        true
+    }
+
     /// Records as uncertain the tokens below the boundary nodes after `chars` characters (where a
     /// closing body's rule ends) that are not slice tokens: those below the frontier nodes whose
     /// body-text path completes `chars` characters, each with its bytes past that point, as the
