@@ -1014,7 +1014,14 @@ impl CompiledGrammar {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         let vocab_size = self.index.vocab.vocab_size();
         let mut dfa = self.region.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        crate::mask::classify_region_kernel(&self.automata, &self.index.trie, vocab_size, state, Some(&follow), &mut dfa)
+        crate::mask::classify_region_kernel(
+            &self.automata,
+            &self.index.trie,
+            vocab_size,
+            state,
+            Some(&follow),
+            &mut dfa,
+        )
     }
 
     /// [`Self::region_kernel`] for a call site whose body-slice cover fails (a regex-bodied

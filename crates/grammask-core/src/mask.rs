@@ -60,8 +60,8 @@ pub use fill::{
     ReadsBody, SuffixMemo,
 };
 pub use lead::{classify_after_lead, lead_run, LeadNodes};
-pub use region::{classify_region_kernel, RegionDfa, REGION_MAX_DFA_STATES};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
+pub use region::{classify_region_kernel, RegionDfa, REGION_MAX_DFA_STATES};
 pub use row_memo::spent_row_merges;
 use row_memo::*;
 use runs::*;

@@ -3435,9 +3435,34 @@ fn region_kernels_equal_plain_walks() {
     let mut rng = Rng(0x5851_F42D_4C95_7F2D);
     let schema = lax_schema_grammar(REGION_SCHEMA);
     let pieces: &[&[u8]] = &[
-        b"NEW", b"SIGN", b"ER", b"ON_", b"APPROVAL", b"\\u20", b"28", b"\\n", b"\\t", b"\xC3\xA9", b"\xE2\x80\xA8",
-        b"\xE2\x80", b"\xA8", b"@", b".", b"://", b"http", b"s", b" ", b"\"", b"\", \"", b"\"}", b"AB", b"-12", b"_ab",
-        b"x", b"\\\"", b"\xE4\xB8\xAD",
+        b"NEW",
+        b"SIGN",
+        b"ER",
+        b"ON_",
+        b"APPROVAL",
+        b"\\u20",
+        b"28",
+        b"\\n",
+        b"\\t",
+        b"\xC3\xA9",
+        b"\xE2\x80\xA8",
+        b"\xE2\x80",
+        b"\xA8",
+        b"@",
+        b".",
+        b"://",
+        b"http",
+        b"s",
+        b" ",
+        b"\"",
+        b"\", \"",
+        b"\"}",
+        b"AB",
+        b"-12",
+        b"_ab",
+        b"x",
+        b"\\\"",
+        b"\xE4\xB8\xAD",
     ];
     let mut compared = 0;
     for case in 0..200 {
@@ -3475,7 +3500,8 @@ fn region_vocab() -> Arc<Vocabulary> {
     ascii_vocab(
         &[
             "NEW", "SIGN", "ER", "ON_", "APPROVAL", "\\u20", "28", "\\n", "\\t", "\u{e9}", "\u{2028}", "\u{2003}", "@",
-            "://", "http", "https", "\": \"", "\", \"", "\"}", "AB", "-12", "_ab", "\\\"", "\u{4e2d}", "x.", ".d", "e\"",
+            "://", "http", "https", "\": \"", "\", \"", "\"}", "AB", "-12", "_ab", "\\\"", "\u{4e2d}", "x.", ".d",
+            "e\"",
         ],
         &[0xC3, 0xA9, 0xE2, 0x80, 0xA8, 0xE4],
     )

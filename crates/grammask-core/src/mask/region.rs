@@ -35,14 +35,18 @@ const REGION_MAX_CONFIGS: usize = 512;
 /// calls itself other than as a tail call).
 const REGION_MAX_STACK: u32 = 24;
 
+/// Frames of a walk: tokens longer than `MAX_FRAMES - 1` bytes leave the kernel to the walk.
+const MAX_FRAMES: usize = 256;
+
 /// A transition not computed yet.
 const UNKNOWN: u32 = u32::MAX;
 /// A transition to the empty set.
 const DEAD: u32 = u32::MAX - 1;
-/// In a transition target (`2 * id + ENDED`): the kernel's rule ended in DFA state `id`.
+/// In a transition target (`2 * id * classes + ENDED`, the DFA state's row of the table, doubled):
+/// the kernel's rule ended in DFA state `id`.
 const ENDED: u32 = 1;
-/// In a walk's frame: the kernel's rule ended somewhere on the path (targets stay below it,
-/// as `2 * REGION_MAX_DFA_STATES + 1` does).
+/// In a walk's frame: the kernel's rule ended somewhere on the path (targets stay below it, as
+/// `2 * REGION_MAX_DFA_STATES * 256 + 1` does).
 const ABOVE: u32 = 1 << 31;
 
 /// An automaton state with its interned return stack (0: empty, the kernel's own level).
@@ -52,7 +56,7 @@ type Config = (StateId, u32);
 /// of the same string reach the states and transitions earlier ones computed.
 ///
 /// Invariants: `next.len() == sets.len() * classes`; `next[d * classes + c]` is `UNKNOWN`, `DEAD`
-/// or the target `2 * e + ENDED?` where `e` is the DFA state of `sets[d]` stepped on any byte of
+/// or the target `2 * e * classes + ENDED?` where `e` is the DFA state of `sets[d]` stepped on any byte of
 /// class `c` and closed, with `ENDED` iff `ended[e]`; `ended[d]` iff some configuration of
 /// `sets[d]` is final with an empty stack.
 #[derive(Debug, Default)]
@@ -187,7 +191,7 @@ impl RegionDfa {
         }
         set.sort_unstable();
         if let Some(&id) = self.set_ids.get(&*set) {
-            return Ok(2 * id + u32::from(self.ended[id as usize]) * ENDED);
+            return Ok(self.target(id));
         }
         if self.sets.len() >= REGION_MAX_DFA_STATES {
             return Err(Limit::Full);
@@ -199,7 +203,17 @@ impl RegionDfa {
         self.set_ids.insert(set.clone(), id);
         self.sets.push(set);
         self.next.extend(std::iter::repeat_n(UNKNOWN, self.classes));
-        Ok(2 * id + u32::from(ended) * ENDED)
+        Ok(self.target(id))
+    }
+
+    /// The transition target of DFA state `id` (see [`ENDED`]).
+    fn target(&self, id: u32) -> u32 {
+        2 * id * self.classes as u32 + u32::from(self.ended[id as usize]) * ENDED
+    }
+
+    /// The DFA state a (non-`DEAD`) target or frame leads to.
+    fn id_of(&self, target: u32) -> u32 {
+        ((target & !ABOVE) / 2) / self.classes as u32
     }
 
     /// The target of DFA state `d` on class `c`, computed (it was `UNKNOWN`).
@@ -243,7 +257,7 @@ pub(super) fn classify_region(
     follow: Option<&ByteSet>,
     dfa: &mut RegionDfa,
 ) -> Option<RegionMask> {
-    if dfa.not_regions.contains(&state) {
+    if dfa.not_regions.contains(&state) || trie.max_depth as usize >= MAX_FRAMES {
         return None;
     }
     dfa.init(a);
@@ -281,38 +295,32 @@ fn walk_region(
     if start == DEAD {
         return Ok(out);
     }
-    let (nodes, tokens) = (&trie.nodes[..], &trie.tokens[..]);
-    let classes = dfa.classes;
     // `frames[d]`: the target after the current path's first d bytes (`frames[0]`: the start,
     // no rule end after no byte), with `ABOVE` iff the kernel's rule ended after 1 to d of them.
-    let mut frames = vec![start & !ENDED; trie.max_depth as usize + 2];
+    let mut frames = [start & !ENDED; MAX_FRAMES];
     let mut i = 0;
-    while i < nodes.len() {
-        let n = &nodes[i];
+    loop {
+        let at = {
+            let table = Table { next: &dfa.next, class_of: &dfa.class_of.0 };
+            walk_stretch(trie, &table, &mut frames, out.accepted.words_mut(), i)
+        };
+        let Some(at) = at else { break };
+        let n = &trie.nodes[at];
         let d = n.depth as usize;
-        let up = frames[d - 1];
-        let (parent, class) = ((up & !ABOVE) / 2, dfa.class_of.0[n.byte as usize] as usize);
-        let mut next = dfa.next[parent as usize * classes + class];
-        if next == UNKNOWN {
-            next = dfa.step(a, parent, class)?;
-        }
-        if next == DEAD {
-            // Every token below fails inside the rule; those whose path ended it are uncertain.
-            if up & ABOVE != 0 {
-                let mut path = trie.bytes_above(i as u32).into_vec();
-                path.push(n.byte);
-                let ends: Vec<bool> = frames[1..d].iter().map(|&f| f & ENDED != 0).collect();
-                let sink = (&mut out.suffix_ids, &mut out.suffixes, &mut out.uncertain);
-                record_uncertain(trie, i, &path, &ends, follow, sink);
-            }
-            i = n.subtree_end as usize;
+        let (up, class) = (frames[d - 1], dfa.class_of.0[n.byte as usize] as usize);
+        if dfa.next[((up & !ABOVE) / 2) as usize + class] == UNKNOWN {
+            // Computed, the node is stepped again.
+            dfa.step(a, dfa.id_of(up), class)?;
+            i = at;
             continue;
         }
-        frames[d] = next | (up & ABOVE) | (next & ENDED) << 31;
-        for &t in &tokens[n.tok_start as usize..n.tok_end as usize] {
-            out.accepted.set(t as usize);
-        }
-        i += 1;
+        // A dead node below a rule end: its tokens are uncertain.
+        let mut path = trie.bytes_above(at as u32).into_vec();
+        path.push(n.byte);
+        let ends: Vec<bool> = frames[1..d].iter().map(|&f| f & ENDED != 0).collect();
+        let sink = (&mut out.suffix_ids, &mut out.suffixes, &mut out.uncertain);
+        record_uncertain(trie, at, &path, &ends, follow, sink);
+        i = n.subtree_end as usize;
     }
     Ok(out)
 }
@@ -328,4 +336,46 @@ pub fn classify_region_kernel(
 ) -> Option<KernelMask> {
     let m = classify_region(a, trie, vocab_size, state, follow, dfa)?;
     Some(kernel_mask(TokenSet::Bits(m.accepted), m.uncertain, m.suffixes))
+}
+
+/// The transitions a stretch of the walk reads.
+struct Table<'t> {
+    next: &'t [u32],
+    class_of: &'t [u8; 256],
+}
+
+/// Walks the trie from node `i` on (in trie order, `frames` holding the path above it, see
+/// `walk_region`), setting the bits of accepted tokens in `words` and skipping dead subtrees
+/// with no rule end above, until the end (`None`) or a node it cannot decide alone: an unknown
+/// transition, or a dead step below a rule end (which records uncertain tokens).
+/// PERF: kept apart from the DFA's growth and the recording so that the table, the classes and
+/// the bitset stay in registers: ~20 instructions per trie node.
+fn walk_stretch(
+    trie: &TokenTrie,
+    table: &Table<'_>,
+    frames: &mut [u32; MAX_FRAMES],
+    words: &mut [u32],
+    mut i: usize,
+) -> Option<usize> {
+    let (nodes, tokens) = (&trie.nodes[..], &trie.tokens[..]);
+    while i < nodes.len() {
+        let n = &nodes[i];
+        // `MAX_FRAMES` is a power of two above every depth (`classify_region`): no bound check.
+        let d = n.depth as usize & (MAX_FRAMES - 1);
+        let up = frames[(d - 1) & (MAX_FRAMES - 1)];
+        let next = table.next[((up & !ABOVE) / 2) as usize + table.class_of[n.byte as usize] as usize];
+        if next >= DEAD {
+            if next == UNKNOWN || up & ABOVE != 0 {
+                return Some(i);
+            }
+            i = n.subtree_end as usize;
+            continue;
+        }
+        frames[d] = next | (up & ABOVE) | (next & ENDED) << 31;
+        for &t in &tokens[n.tok_start as usize..n.tok_end as usize] {
+            words[t as usize >> 5] |= 1 << (t & 31);
+        }
+        i += 1;
+    }
+    None
 }

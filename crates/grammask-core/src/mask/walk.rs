@@ -125,9 +125,6 @@ impl KernelWalk<'_> {
                     return Ok(false);
                 }
             }
-            // A body the covers above miss, read through short return stacks: a DFA walk of the
-            // trie, cheaper per node than the walked body's frontier or the whole walk below.
-            Some(_) if w.walk_region(state, sc.region) => {}
             // A string body that refuses some text of a few ASCII characters: the body text
             // without them stays inside the rule, and the nodes where they begin are walked.
             Some(_)
@@ -165,6 +162,8 @@ impl KernelWalk<'_> {
                     return Ok(false);
                 }
             }
+            // A rule that reads on through short return stacks: a DFA walk of the trie, cheaper
+            // per node than chart frames.
             _ if w.walk_region(state, sc.region) => {}
             _ => {
                 // Only the root children some item of the kernel row reads: the others fail at
