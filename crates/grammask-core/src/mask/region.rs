@@ -123,11 +123,11 @@ impl RegionDfa {
             }
         }
         let mut c = 0usize;
-        for b in 0..256usize {
-            if b > 0 && cut[b] {
+        for (b, (class, &cut_here)) in self.class_of.0.iter_mut().zip(&cut).enumerate() {
+            if b > 0 && cut_here {
                 c += 1;
             }
-            self.class_of.0[b] = c as u8;
+            *class = c as u8;
             if self.reps.len() == c {
                 self.reps.push(b as u8);
             }
@@ -166,7 +166,8 @@ impl RegionDfa {
     /// The target ([`ENDED`]-tagged DFA state) of the closure of `seeds` (`DEAD` when empty).
     fn close(&mut self, a: &Automata, mut todo: Vec<Config>) -> Result<u32, Limit> {
         let mut set: Vec<Config> = Vec::new();
-        let mut seen: std::collections::HashSet<Config, crate::fasthash::FastState> = Default::default();
+        let mut seen: std::collections::HashSet<Config, crate::fasthash::FastState> =
+            std::collections::HashSet::default();
         while let Some((s, k)) = todo.pop() {
             if !seen.insert((s, k)) {
                 continue;
