@@ -852,10 +852,6 @@ impl CompiledGrammar {
             self.count(1);
             return Ok(self.cache_kernel(state, Arc::new(km)));
         }
-        if let Some(km) = self.region_kernel_before_composing(state) {
-            self.count(0);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
-        }
         if let Some(km) = self.composed_kernel_in(state, stack)? {
             self.count(1);
             return Ok(self.cache_kernel(state, Arc::new(km)));
@@ -1022,33 +1018,6 @@ impl CompiledGrammar {
             Some(&follow),
             &mut dfa,
         )
-    }
-
-    /// [`Self::region_kernel`] for a call site whose body-slice covers fail (a regex-bodied
-    /// string's alternatives): one DFA walk instead of a composition of walked callees. A
-    /// counted body, or one the bounded search covers within a few characters, keeps its slice
-    /// (cheaper than any walk of the trie).
-    fn region_kernel_before_composing(&self, state: StateId) -> Option<KernelMask> {
-        let a = &self.automata;
-        if a.rule_edges(state).is_empty() || !crate::mask::RegionDfa::applies(a) || self.counted_body(state).is_some() {
-            return None;
-        }
-        let misread = crate::slice::with_cover_budget(crate::slice::MAX_STATE_COVER_PAIRS, || {
-            BodySlice::covers_or_misread(a, state, &self.cover)
-        });
-        if !matches!(misread, Err(Some(_))) {
-            return None;
-        }
-        // A short bound `KernelWalk::classify` takes before the walked body (at most 1/32 of the
-        // trie past it) stays; a longer one would walk most of the trie too.
-        let trie = &self.index.trie;
-        match crate::slice::bounded_search(a, state, trie.max_depth) {
-            Some(crate::slice::Bounded::Within { chars, .. })
-                if self.index.body_slice().nodes_past(trie, chars) > trie.nodes.len() / 32 => {}
-            Some(_) => return None,
-            None => {}
-        }
-        self.region_kernel(state)
     }
 
     /// The kernels the region DFA classified so far (for tests: see `mask/region.rs`).

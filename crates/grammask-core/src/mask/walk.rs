@@ -164,7 +164,11 @@ impl KernelWalk<'_> {
             }
             // A rule that reads on through short return stacks: a DFA walk of the trie, cheaper
             // per node than chart frames.
-            _ if w.walk_region(state, sc.region) => {}
+            _ if let Some(served) = w.walk_region(state, sc.region) => {
+                if !served {
+                    return Ok(false);
+                }
+            }
             _ => {
                 // Only the root children some item of the kernel row reads: the others fail at
                 // once, with no rule end on their path to record.
@@ -186,11 +190,12 @@ impl KernelWalk<'_> {
 }
 
 impl KernelWalk<'_> {
-    /// Classifies the kernel by the region DFA `region` (see `region.rs`) where it applies;
-    /// false (and nothing recorded) otherwise. A cache busy on another thread gives way to a
-    /// fresh one.
-    fn walk_region(&mut self, state: StateId, region: Option<&std::sync::Mutex<RegionDfa>>) -> bool {
-        let Some(cache) = region.filter(|_| RegionDfa::applies(self.a)) else { return false };
+    /// Classifies the kernel by the region DFA `region` (see `region.rs`) where it applies:
+    /// `Some(true)` when served, `Some(false)` when abandoned (its walk's visits reached the
+    /// budget and a shared classification stands in, as for the chart walk), `None` (nothing
+    /// recorded) where it does not apply. A cache busy on another thread gives way to a fresh one.
+    fn walk_region(&mut self, state: StateId, region: Option<&std::sync::Mutex<RegionDfa>>) -> Option<bool> {
+        let cache = region.filter(|_| RegionDfa::applies(self.a))?;
         let (a, trie, n) = (self.a, self.trie, self.accepted.len());
         let follow = self.follow.as_ref();
         let found = match cache.try_lock() {
@@ -202,12 +207,23 @@ impl KernelWalk<'_> {
                 region::classify_region(a, trie, n, state, follow, &mut RegionDfa::default())
             }
         };
-        let Some(m) = found else { return false };
+        let m = found?;
         self.accepted = m.accepted;
         self.uncertain = m.uncertain;
         self.suffix_ids = m.suffix_ids;
         self.suffixes = m.suffixes;
-        true
+        // The nodes under the root children the state reads count as the chart walk's visits
+        // would, so a long region walk is shared across grammars as a long walk is
+        // (`CompiledGrammar::new_kernel_in` keys it once the budget is reached).
+        let readable = state_bytes(a, state);
+        let nodes: usize = trie
+            .root_children
+            .iter()
+            .map(|&c| c as usize)
+            .filter(|&c| readable.contains(trie.nodes[c].byte))
+            .map(|c| trie.nodes[c].subtree_end as usize - c)
+            .sum();
+        Some(!self.spend(nodes))
     }
 
     /// Records as uncertain the tokens below the boundary nodes after `chars` characters (where a
