@@ -3493,7 +3493,8 @@ fn region_masks_match_brute_force() {
     let docs: Vec<&[u8]> = REGION_DOCS.iter().map(|d| d.as_bytes()).collect();
     let checked = masks_along_docs_match_brute_force(&cg, &region_vocab(), &docs);
     assert!(checked > 150);
-    assert!(cg.region_kernels_served() > 5, "{} region kernels", cg.region_kernels_served());
+    // Only kernels whose row reads at least 1/8 of the trie take the region walk.
+    assert!(cg.region_kernels_served() >= 3, "{} region kernels", cg.region_kernels_served());
 }
 
 fn region_vocab() -> Arc<Vocabulary> {
