@@ -430,6 +430,8 @@ pub struct CompiledGrammar {
     /// [`KEY_COLLISIONS`] cached with that key), whose `Arc` the kernels equal to one share
     /// ([`Self::cache_kernel`]).
     distinct_kernels: RwLock<FastMap<u64, Vec<Arc<KernelMask>>>>,
+    /// The lazy DFA of the kernels classified as regular regions ([`crate::mask::RegionDfa`]).
+    region: Mutex<crate::mask::RegionDfa>,
     /// [`lead_run`] of each rule start asked for so far ([`Self::lead_run_at`]).
     lead_runs: RwLock<FastMap<StateId, Option<(ByteSet, u32)>>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
@@ -646,6 +648,7 @@ impl CompiledGrammar {
             index,
             kernels: RwLock::new(FastMap::default()),
             distinct_kernels: RwLock::new(FastMap::default()),
+            region: Mutex::default(),
             lead_runs: RwLock::new(FastMap::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
@@ -993,6 +996,31 @@ impl CompiledGrammar {
         }
         let follow = self.follow()[self.automata.state(state).rule.index()];
         classify_literal(&self.automata, &self.index.trie, vocab_size, state, Some(&follow))
+    }
+
+    /// The classification of `state` by the region DFA ([`crate::mask::classify_region_kernel`]).
+    #[doc(hidden)]
+    pub fn region_kernel(&self, state: StateId) -> Option<KernelMask> {
+        if !crate::mask::RegionDfa::applies(&self.automata) {
+            return None;
+        }
+        let follow = self.follow()[self.automata.state(state).rule.index()];
+        let vocab_size = self.index.vocab.vocab_size();
+        let mut dfa = self.region.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        crate::mask::classify_region_kernel(
+            &self.automata,
+            &self.index.trie,
+            vocab_size,
+            state,
+            Some(&follow),
+            &mut dfa,
+        )
+    }
+
+    /// The kernels the region DFA classified so far (for tests: see `mask/region.rs`).
+    #[doc(hidden)]
+    pub fn region_kernels_served(&self) -> usize {
+        self.region.lock().map_or(0, |r| r.served)
     }
 
     /// The classification of a kernel state from which only byte edges are reachable, by a plain
@@ -1812,6 +1840,7 @@ impl CompiledGrammar {
                 self.index.walked_body(w)
             })),
             prepare_walked: Some(&|| self.index.prepare_walked()),
+            region: Some(&self.region),
         })
     }
 

@@ -46,6 +46,7 @@ mod excluded;
 mod fill;
 mod lead;
 mod literal;
+mod region;
 mod row_memo;
 mod runs;
 mod sibling;
@@ -60,6 +61,7 @@ pub use fill::{
 };
 pub use lead::{classify_after_lead, lead_run, LeadNodes};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
+pub use region::{classify_region_kernel, RegionDfa, REGION_MAX_DFA_STATES};
 pub use row_memo::spent_row_merges;
 use row_memo::*;
 use runs::*;
@@ -118,6 +120,9 @@ pub struct Shortcuts<'a> {
     /// Called before a walked cover search (a body cover misread): starts building what `walked`
     /// reads ([`crate::token_index::TokenIndex::prepare_walked`]).
     pub prepare_walked: Option<&'a dyn Fn()>,
+    /// The compiled grammar's region DFA (`region.rs`): where the body covers fail, a kernel
+    /// whose rule reads on through short return stacks is classified by it (`None`: never).
+    pub region: Option<&'a std::sync::Mutex<RegionDfa>>,
 }
 
 /// The body slice with some ASCII characters or strings walked, by those (built on first use).
@@ -271,7 +276,7 @@ pub fn classify_kernel_uninterned(
     state: StateId,
     sc: Shortcuts<'_>,
 ) -> Result<KernelMask> {
-    let sc = Shortcuts { runs: None, state_runs: None, built_runs: None, built_wide: None, ..sc };
+    let sc = Shortcuts { runs: None, state_runs: None, built_runs: None, built_wide: None, region: None, ..sc };
     let km = classify_walk(a, trie, vocab_size, state, sc, usize::MAX, &mut || false, &[false])?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }

@@ -3405,3 +3405,137 @@ fn split_key_masks_match_brute_force_on_llama3() {
         }
     }
 }
+
+/// Regex-bodied strings whose body covers fail, the shapes the region DFA serves
+/// (`grammask_core::mask::RegionDfa`): a `oneOf` of unanchored keywords (dies only on text
+/// holding two of them), `.` (refuses `\n`, `\r`, U+2028 and U+2029, multi-byte), `\s`/`\S`,
+/// a URL-like pattern and nested optional groups.
+const REGION_SCHEMA: &str = r#"{"type": "object", "properties": {
+    "k": {"oneOf": [{"type": "string", "pattern": "NEW"}, {"type": "string", "pattern": "SIGNER"},
+                    {"type": "string", "pattern": "ON_APPROVAL"}]},
+    "e": {"type": "string", "pattern": "^.*@.*\\..*$"},
+    "s": {"type": "string", "pattern": "^\\S+\\s\\S+$"},
+    "u": {"type": "string", "pattern": "^https?://[^\\s/$.?#][^\\s]*\\.[a-z]{2,}(/[^\\s]*)?$"},
+    "g": {"type": "string", "pattern": "^([A-Z]{2}(-[0-9]{1,3})?)?(_[a-z]+(\\.[a-z]+)?)?$"}}}"#;
+
+/// Documents of [`REGION_SCHEMA`], with escapes and multi-byte characters inside the values.
+const REGION_DOCS: [&str; 3] = [
+    "{\"k\": \"xNEW\\u2028é SIGNE\", \"e\": \"a b@c\\u00e9.d\", \"s\": \"ab\\tc\u{e9}\"}",
+    r#"{"u": "https://a.bc/d?e=1", "g": "AB-12_ab.cd", "k": "ON_APPROVAL then"}"#,
+    "{\"g\": \"_x\", \"e\": \"中@x.\", \"k\": \"SIGNER\\\"NE_\", \"s\": \"x\u{2003}y\"}",
+];
+
+/// Region kernels equal the plain walk's classification (`classify_kernel_uninterned`): every
+/// state of random grammars (recursive, left-recursive, nullable) that the region DFA takes, and
+/// of [`REGION_SCHEMA`] on a vocabulary of its pieces; counted, so the test fails if the DFA
+/// never serves. Checked to fail with a rule end left out of the walk (`ENDED` never set) and
+/// with two byte classes merged (`cut[e.hi + 1]` not set).
+#[test]
+fn region_kernels_equal_plain_walks() {
+    let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+    let schema = lax_schema_grammar(REGION_SCHEMA);
+    let pieces: &[&[u8]] = &[
+        b"NEW",
+        b"SIGN",
+        b"ER",
+        b"ON_",
+        b"APPROVAL",
+        b"\\u20",
+        b"28",
+        b"\\n",
+        b"\\t",
+        b"\xC3\xA9",
+        b"\xE2\x80\xA8",
+        b"\xE2\x80",
+        b"\xA8",
+        b"@",
+        b".",
+        b"://",
+        b"http",
+        b"s",
+        b" ",
+        b"\"",
+        b"\", \"",
+        b"\"}",
+        b"AB",
+        b"-12",
+        b"_ab",
+        b"x",
+        b"\\\"",
+        b"\xE4\xB8\xAD",
+    ];
+    let mut compared = 0;
+    for case in 0..200 {
+        let (g, vocab) = if case % 4 == 0 {
+            (schema.clone(), pieces_vocab(&mut rng, pieces, 60, Vec::new()))
+        } else {
+            (random_grammar(&mut rng), random_vocab(&mut rng))
+        };
+        let Ok(cg) = CompiledGrammar::new(&g, &vocab) else {
+            continue;
+        };
+        for s in 0..cg.automata().states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            if let Some(km) = cg.region_kernel(s) {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {g:?}", s.0);
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 2000, "only {compared} region kernels compared");
+}
+
+/// Masks equal the brute force along [`REGION_DOCS`] on a vocabulary of their pieces, and where
+/// the region DFA serves kernels in a mask (counted).
+#[test]
+fn region_masks_match_brute_force() {
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(REGION_SCHEMA), &region_vocab()).unwrap());
+    let docs: Vec<&[u8]> = REGION_DOCS.iter().map(|d| d.as_bytes()).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &region_vocab(), &docs);
+    assert!(checked > 150);
+    // Only kernels whose row reads at least 1/8 of the trie take the region walk.
+    assert!(cg.region_kernels_served() >= 3, "{} region kernels", cg.region_kernels_served());
+}
+
+fn region_vocab() -> Arc<Vocabulary> {
+    ascii_vocab(
+        &[
+            "NEW", "SIGN", "ER", "ON_", "APPROVAL", "\\u20", "28", "\\n", "\\t", "\u{e9}", "\u{2028}", "\u{2003}", "@",
+            "://", "http", "https", "\": \"", "\", \"", "\"}", "AB", "-12", "_ab", "\\\"", "\u{4e2d}", "x.", ".d",
+            "e\"",
+        ],
+        &[0xC3, 0xA9, 0xE2, 0x80, 0xA8, 0xE4],
+    )
+}
+
+/// Masks equal the brute force on Llama 3 at the first positions of each [`REGION_SCHEMA`]
+/// value (where the region DFA walks most of the trie) and a few inside it.
+#[test]
+fn region_masks_match_brute_force_on_llama3() {
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(REGION_SCHEMA), &vocab).unwrap());
+    let docs = [
+        r#"{"k": "a NEW b", "e": "x@y.z", "s": "ab cd", "u": "https://q.io/a_b", "g": "AB-1_x.y"}"#,
+        r#"{"k": "SIGNER", "g": "_b", "u": "http://xx.de"}"#,
+    ];
+    let mut checked = 0;
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        // Positions right after an opening quote of a value, and two bytes on.
+        let opens: Vec<usize> = doc.match_indices(": \"").map(|(i, _)| i + 3).collect();
+        for (i, &b) in doc.as_bytes().iter().enumerate() {
+            if opens.iter().any(|&o| i == o || i == o + 2) {
+                let mask = m.compute_mask().unwrap().clone();
+                for (t, &w) in brute_force(&m, &vocab).iter().enumerate() {
+                    let at = String::from_utf8_lossy(&doc.as_bytes()[..i]);
+                    assert_eq!(mask.get(t), w, "after {at:?}: token {:?}", vocab.token_bytes(t as u32));
+                }
+                checked += 1;
+            }
+            assert!(m.accept_bytes(&[b]).unwrap());
+        }
+        assert!(m.is_completed());
+    }
+    assert_eq!(checked, 16);
+    assert!(cg.region_kernels_served() > 0);
+}

@@ -162,6 +162,13 @@ impl KernelWalk<'_> {
                     return Ok(false);
                 }
             }
+            // A rule that reads on through short return stacks: a DFA walk of the trie, cheaper
+            // per node than chart frames.
+            _ if let Some(served) = w.walk_region(state, sc.region) => {
+                if !served {
+                    return Ok(false);
+                }
+            }
             _ => {
                 // Only the root children some item of the kernel row reads: the others fail at
                 // once, with no rule end on their path to record.
@@ -182,7 +189,51 @@ impl KernelWalk<'_> {
     }
 }
 
+/// A region walk is taken where the state reads at least `1 / REGION_MIN_SHARE` of the trie's
+/// nodes (see [`KernelWalk::walk_region`]).
+const REGION_MIN_SHARE: usize = 8;
+
 impl KernelWalk<'_> {
+    /// Classifies the kernel by the region DFA `region` (see `region.rs`) where it applies:
+    /// `Some(true)` when served, `Some(false)` when abandoned (its walk's visits reached the
+    /// budget and a shared classification stands in, as for the chart walk), `None` (nothing
+    /// recorded) where it does not apply. A cache busy on another thread gives way to a fresh one.
+    fn walk_region(&mut self, state: StateId, region: Option<&std::sync::Mutex<RegionDfa>>) -> Option<bool> {
+        let cache = region.filter(|_| RegionDfa::applies(self.a))?;
+        let (a, trie, n) = (self.a, self.trie, self.accepted.len());
+        // The nodes under the root children the state reads: where they are a small share of the
+        // trie, the chart walk is cheaper than the DFA's new transitions (a key's start after
+        // `{"`: 66 -> 280 us on Llama 3). They count as the chart walk's visits would, so a long
+        // region walk is shared across grammars as a long walk is (`new_kernel_in` keys it).
+        let readable = row_bytes(a, self.chart.row(KERNEL_ROW));
+        let nodes: usize = trie
+            .root_children
+            .iter()
+            .map(|&c| c as usize)
+            .filter(|&c| readable.contains(trie.nodes[c].byte))
+            .map(|c| trie.nodes[c].subtree_end as usize - c)
+            .sum();
+        if nodes < trie.nodes.len() / REGION_MIN_SHARE {
+            return None;
+        }
+        let follow = self.follow.as_ref();
+        let found = match cache.try_lock() {
+            Ok(mut dfa) => region::classify_region(a, trie, n, state, follow, &mut dfa),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                region::classify_region(a, trie, n, state, follow, &mut p.into_inner())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                region::classify_region(a, trie, n, state, follow, &mut RegionDfa::default())
+            }
+        };
+        let m = found?;
+        self.accepted = m.accepted;
+        self.uncertain = m.uncertain;
+        self.suffix_ids = m.suffix_ids;
+        self.suffixes = m.suffixes;
+        Some(!self.spend(nodes))
+    }
+
     /// Records as uncertain the tokens below the boundary nodes after `chars` characters (where a
     /// closing body's rule ends) that are not slice tokens: those below the frontier nodes whose
     /// body-text path completes `chars` characters, each with its bytes past that point, as the

@@ -1,0 +1,382 @@
+//! Regular-region kernels: a kernel state classified by stepping a lazy DFA down the token trie
+//! instead of Earley chart frames, where the rest of the kernel's rule is read through rule
+//! calls whose return stacks stay short (a regex-bodied string's right-linear rules).
+//!
+//! Pipeline place: tried inside the kernel walk ([`KernelWalk::classify`]) once the cheap covers
+//! of a string body failed, and before the whole-trie walk; [`byte_region`](super::byte_region)
+//! is its special case without rule edges.
+//!
+//! Exactness: a configuration is an automaton state with a return stack (interned), the stack
+//! empty for the kernel's own level (origin 0 in a kernel chart). Closing a set of
+//! configurations enters callees (pushing the state after the call, unless that state is final
+//! with no edges: a tail call, whose return would pop again at once) and returns from final
+//! states; it is Earley's prediction and completion for one input, so after any bytes the set is
+//! empty if and only if the kernel chart's row is, and holds a final state with an empty stack if
+//! and only if the kernel's rule ended there ([`kernel_ended`]). The walk then accepts, refuses
+//! and records uncertain suffixes ([`record_uncertain`]) exactly as [`KernelWalk::walk`] does.
+//! Grammars with lookaheads, budgets or token edges (whose charts carry more than states and
+//! origins) are left to the walk.
+//!
+//! PERF: a `oneOf` of 9 unanchored keyword patterns (MaskBench o12278, token 392) walked the
+//! body's frontier through chart frames, ~170 instructions per trie node and 69 M for the fill;
+//! a DFA step is a class lookup and a table load.
+use super::*;
+
+/// DFA states one grammar's region cache holds; past it the cache is cleared and the walk that
+/// filled it is left to the chart walk. Each costs its configurations and one `u32` per byte
+/// class (at most 256), so the cache stays under ~8 MB.
+pub const REGION_MAX_DFA_STATES: usize = 4096;
+
+/// Configurations one DFA state may hold; a larger set (an ambiguous or deeply nested region)
+/// leaves the kernel to the chart walk.
+const REGION_MAX_CONFIGS: usize = 512;
+
+/// Return-stack depth past which a kernel state is not taken as a region (a recursive rule that
+/// calls itself other than as a tail call).
+const REGION_MAX_STACK: u32 = 24;
+
+/// Frames of a walk: tokens longer than `MAX_FRAMES - 1` bytes leave the kernel to the walk.
+const MAX_FRAMES: usize = 256;
+
+/// A transition not computed yet.
+const UNKNOWN: u32 = u32::MAX;
+/// A transition to the empty set.
+const DEAD: u32 = u32::MAX - 1;
+/// In a transition target (`2 * id * classes + ENDED`, the DFA state's row of the table, doubled):
+/// the kernel's rule ended in DFA state `id`.
+const ENDED: u32 = 1;
+/// In a walk's frame: the kernel's rule ended somewhere on the path (targets stay below it, as
+/// `2 * REGION_MAX_DFA_STATES * 256 + 1` does).
+const ABOVE: u32 = 1 << 31;
+
+/// An automaton state with its interned return stack (0: empty, the kernel's own level).
+type Config = (StateId, u32);
+
+/// A lazy DFA over configurations, shared by the kernels of one compiled grammar: later kernels
+/// of the same string reach the states and transitions earlier ones computed.
+///
+/// Invariants: `next.len() == sets.len() * classes`; `next[d * classes + c]` is `UNKNOWN`, `DEAD`
+/// or the target `2 * e * classes + ENDED?` where `e` is the DFA state of `sets[d]` stepped on any byte of
+/// class `c` and closed, with `ENDED` iff `ended[e]`; `ended[d]` iff some configuration of
+/// `sets[d]` is final with an empty stack.
+#[derive(Debug, Default)]
+pub struct RegionDfa {
+    /// Byte classes: two bytes share a class iff every byte edge of the automata holds both or
+    /// neither (so they step every configuration alike). `classes == 0` until first use.
+    class_of: ByteClasses,
+    classes: usize,
+    /// A byte of each class.
+    reps: Vec<u8>,
+    /// `stacks[k]`: (parent stack, return state) of stack `k`; entry 0 is the empty stack.
+    stacks: Vec<(u32, StateId)>,
+    stack_depth: Vec<u32>,
+    stack_ids: FastMap<(u32, StateId), u32>,
+    sets: Vec<Box<[Config]>>,
+    set_ids: FastMap<Box<[Config]>, u32>,
+    ended: Vec<bool>,
+    next: Vec<u32>,
+    /// The DFA state of each kernel state closed so far.
+    starts: FastMap<StateId, u32>,
+    /// Kernel states found not to be regions (kept across clears).
+    not_regions: std::collections::HashSet<StateId, crate::fasthash::FastState>,
+    /// Kernels this cache classified (for tests).
+    pub served: usize,
+}
+
+/// A byte's class ([`RegionDfa::class_of`]).
+#[derive(Debug)]
+struct ByteClasses([u8; 256]);
+
+impl Default for ByteClasses {
+    fn default() -> ByteClasses {
+        ByteClasses([0; 256])
+    }
+}
+
+/// Why a closure gave up.
+enum Limit {
+    /// The state is not a region (stack too deep, too many configurations).
+    NotRegion,
+    /// The cache is full.
+    Full,
+}
+
+impl RegionDfa {
+    /// Whether the grammar's charts carry only states and origins (see the module doc).
+    pub fn applies(a: &Automata) -> bool {
+        !a.has_lookahead()
+            && a.budgets().is_empty()
+            && a.rec_budgets().is_none()
+            && a.char_budgets().is_none()
+            && !a.has_token_edges()
+    }
+
+    fn init(&mut self, a: &Automata) {
+        if self.classes != 0 {
+            return;
+        }
+        let mut cut = [false; 257];
+        for s in 0..a.states().len() as u32 {
+            for e in a.byte_edges(StateId(s)) {
+                cut[e.lo as usize] = true;
+                cut[e.hi as usize + 1] = true;
+            }
+        }
+        let mut c = 0usize;
+        for (b, (class, &cut_here)) in self.class_of.0.iter_mut().zip(&cut).enumerate() {
+            if b > 0 && cut_here {
+                c += 1;
+            }
+            *class = c as u8;
+            if self.reps.len() == c {
+                self.reps.push(b as u8);
+            }
+        }
+        self.classes = c + 1;
+        self.clear();
+    }
+
+    /// Drops every DFA state and stack (the classes stay).
+    fn clear(&mut self) {
+        self.stacks = vec![(0, StateId(u32::MAX))];
+        self.stack_depth = vec![0];
+        self.stack_ids.clear();
+        self.sets.clear();
+        self.set_ids.clear();
+        self.ended.clear();
+        self.next.clear();
+        self.starts.clear();
+    }
+
+    fn push(&mut self, k: u32, ret: StateId) -> Result<u32, Limit> {
+        if let Some(&id) = self.stack_ids.get(&(k, ret)) {
+            return Ok(id);
+        }
+        let depth = self.stack_depth[k as usize] + 1;
+        if depth > REGION_MAX_STACK {
+            return Err(Limit::NotRegion);
+        }
+        let id = self.stacks.len() as u32;
+        self.stacks.push((k, ret));
+        self.stack_depth.push(depth);
+        self.stack_ids.insert((k, ret), id);
+        Ok(id)
+    }
+
+    /// The target ([`ENDED`]-tagged DFA state) of the closure of `seeds` (`DEAD` when empty).
+    fn close(&mut self, a: &Automata, mut todo: Vec<Config>) -> Result<u32, Limit> {
+        let mut set: Vec<Config> = Vec::new();
+        let mut seen: std::collections::HashSet<Config, crate::fasthash::FastState> =
+            std::collections::HashSet::default();
+        while let Some((s, k)) = todo.pop() {
+            if !seen.insert((s, k)) {
+                continue;
+            }
+            set.push((s, k));
+            if set.len() > REGION_MAX_CONFIGS {
+                return Err(Limit::NotRegion);
+            }
+            for &(r, ret) in a.rule_edges(s) {
+                // A return state that is final with no edges returns again at once: no push.
+                let tail = a.state(ret).is_final && a.byte_edges(ret).is_empty() && a.rule_edges(ret).is_empty();
+                let callee = if tail { k } else { self.push(k, ret)? };
+                todo.push((a.rule_start(r), callee));
+            }
+            if k != 0 && a.state(s).is_final {
+                let (parent, ret) = self.stacks[k as usize];
+                todo.push((ret, parent));
+            }
+        }
+        if set.is_empty() {
+            return Ok(DEAD);
+        }
+        set.sort_unstable();
+        if let Some(&id) = self.set_ids.get(&*set) {
+            return Ok(self.target(id));
+        }
+        if self.sets.len() >= REGION_MAX_DFA_STATES {
+            return Err(Limit::Full);
+        }
+        let id = self.sets.len() as u32;
+        let ended = set.iter().any(|&(s, k)| k == 0 && a.state(s).is_final);
+        self.ended.push(ended);
+        let set: Box<[Config]> = set.into();
+        self.set_ids.insert(set.clone(), id);
+        self.sets.push(set);
+        self.next.extend(std::iter::repeat_n(UNKNOWN, self.classes));
+        Ok(self.target(id))
+    }
+
+    /// The transition target of DFA state `id` (see [`ENDED`]).
+    fn target(&self, id: u32) -> u32 {
+        2 * id * self.classes as u32 + u32::from(self.ended[id as usize]) * ENDED
+    }
+
+    /// The DFA state a (non-`DEAD`) target or frame leads to.
+    fn id_of(&self, target: u32) -> u32 {
+        ((target & !ABOVE) / 2) / self.classes as u32
+    }
+
+    /// The target of DFA state `d` on class `c`, computed (it was `UNKNOWN`).
+    #[cold]
+    fn step(&mut self, a: &Automata, d: u32, c: usize) -> Result<u32, Limit> {
+        let at = d as usize * self.classes + c;
+        let byte = self.reps[c];
+        let seeds: Vec<Config> =
+            self.sets[d as usize].iter().filter_map(|&(s, k)| a.step(s, byte).map(|t| (t, k))).collect();
+        let t = self.close(a, seeds)?;
+        self.next[at] = t;
+        Ok(t)
+    }
+
+    fn start(&mut self, a: &Automata, state: StateId) -> Result<u32, Limit> {
+        if let Some(&d) = self.starts.get(&state) {
+            return Ok(d);
+        }
+        let d = self.close(a, vec![(state, 0)])?;
+        self.starts.insert(state, d);
+        Ok(d)
+    }
+}
+
+/// What a region walk found, as [`KernelWalk`] holds it.
+pub(super) struct RegionMask {
+    pub accepted: Bitset,
+    pub uncertain: Vec<(u32, u32)>,
+    pub suffix_ids: SuffixIds,
+    pub suffixes: Vec<Box<[u8]>>,
+}
+
+/// The classification of kernel `state` by the region DFA `dfa` (see the module doc), or `None`
+/// when the state is not a region or the cache filled up (then cleared). `follow` is FOLLOW of
+/// the state's rule. The caller checks [`RegionDfa::applies`].
+pub(super) fn classify_region(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    follow: Option<&ByteSet>,
+    dfa: &mut RegionDfa,
+) -> Option<RegionMask> {
+    if dfa.not_regions.contains(&state) || trie.max_depth as usize >= MAX_FRAMES {
+        return None;
+    }
+    dfa.init(a);
+    match walk_region(a, trie, vocab_size, state, follow, dfa) {
+        Ok(m) => {
+            dfa.served += 1;
+            Some(m)
+        }
+        Err(Limit::NotRegion) => {
+            dfa.not_regions.insert(state);
+            None
+        }
+        Err(Limit::Full) => {
+            dfa.clear();
+            None
+        }
+    }
+}
+
+fn walk_region(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    follow: Option<&ByteSet>,
+    dfa: &mut RegionDfa,
+) -> Result<RegionMask, Limit> {
+    let start = dfa.start(a, state)?;
+    let mut out = RegionMask {
+        accepted: Bitset::new(vocab_size),
+        uncertain: Vec::new(),
+        suffix_ids: SuffixIds::default(),
+        suffixes: Vec::new(),
+    };
+    if start == DEAD {
+        return Ok(out);
+    }
+    // `frames[d]`: the target after the current path's first d bytes (`frames[0]`: the start,
+    // no rule end after no byte), with `ABOVE` iff the kernel's rule ended after 1 to d of them.
+    let mut frames = [start & !ENDED; MAX_FRAMES];
+    let mut i = 0;
+    loop {
+        let at = {
+            let table = Table { next: &dfa.next, class_of: &dfa.class_of.0 };
+            walk_stretch(trie, &table, &mut frames, out.accepted.words_mut(), i)
+        };
+        let Some(at) = at else { break };
+        let n = &trie.nodes[at];
+        let d = n.depth as usize;
+        let (up, class) = (frames[d - 1], dfa.class_of.0[n.byte as usize] as usize);
+        if dfa.next[((up & !ABOVE) / 2) as usize + class] == UNKNOWN {
+            // Computed, the node is stepped again.
+            dfa.step(a, dfa.id_of(up), class)?;
+            i = at;
+            continue;
+        }
+        // A dead node below a rule end: its tokens are uncertain.
+        let mut path = trie.bytes_above(at as u32).into_vec();
+        path.push(n.byte);
+        let ends: Vec<bool> = frames[1..d].iter().map(|&f| f & ENDED != 0).collect();
+        let sink = (&mut out.suffix_ids, &mut out.suffixes, &mut out.uncertain);
+        record_uncertain(trie, at, &path, &ends, follow, sink);
+        i = n.subtree_end as usize;
+    }
+    Ok(out)
+}
+
+/// [`classify_region`] as a kernel mask.
+pub fn classify_region_kernel(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    follow: Option<&ByteSet>,
+    dfa: &mut RegionDfa,
+) -> Option<KernelMask> {
+    let m = classify_region(a, trie, vocab_size, state, follow, dfa)?;
+    Some(kernel_mask(TokenSet::Bits(m.accepted), m.uncertain, m.suffixes))
+}
+
+/// The transitions a stretch of the walk reads.
+struct Table<'t> {
+    next: &'t [u32],
+    class_of: &'t [u8; 256],
+}
+
+/// Walks the trie from node `i` on (in trie order, `frames` holding the path above it, see
+/// `walk_region`), setting the bits of accepted tokens in `words` and skipping dead subtrees
+/// with no rule end above, until the end (`None`) or a node it cannot decide alone: an unknown
+/// transition, or a dead step below a rule end (which records uncertain tokens).
+/// PERF: kept apart from the DFA's growth and the recording so that the table, the classes and
+/// the bitset stay in registers: ~20 instructions per trie node.
+fn walk_stretch(
+    trie: &TokenTrie,
+    table: &Table<'_>,
+    frames: &mut [u32; MAX_FRAMES],
+    words: &mut [u32],
+    mut i: usize,
+) -> Option<usize> {
+    let (nodes, tokens) = (&trie.nodes[..], &trie.tokens[..]);
+    while i < nodes.len() {
+        let n = &nodes[i];
+        // `MAX_FRAMES` is a power of two above every depth (`classify_region`): no bound check.
+        let d = n.depth as usize & (MAX_FRAMES - 1);
+        let up = frames[(d - 1) & (MAX_FRAMES - 1)];
+        let next = table.next[((up & !ABOVE) / 2) as usize + table.class_of[n.byte as usize] as usize];
+        if next >= DEAD {
+            if next == UNKNOWN || up & ABOVE != 0 {
+                return Some(i);
+            }
+            i = n.subtree_end as usize;
+            continue;
+        }
+        frames[d] = next | (up & ABOVE) | (next & ENDED) << 31;
+        for &t in &tokens[n.tok_start as usize..n.tok_end as usize] {
+            words[t as usize >> 5] |= 1 << (t & 31);
+        }
+        i += 1;
+    }
+    None
+}
