@@ -1264,8 +1264,8 @@ impl CompiledGrammar {
         // A wide choice stays one walk: its rows step all its objects at once, where each literal
         // lead's own walk costs several times that per object (o3626's `condition`, 268 objects:
         // 0.33 ms walked, 5.5 ms composed).
-        let literal_leads = edges.len() <= LITERAL_LEAD_CHOICE_MAX
-            && edges.iter().all(|&(r, _)| self.literal_lead(start(r)).is_some());
+        let literal_leads =
+            edges.len() <= LITERAL_LEAD_CHOICE_MAX && edges.iter().all(|&(r, _)| self.literal_lead(start(r)).is_some());
         let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
