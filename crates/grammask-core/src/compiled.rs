@@ -53,6 +53,10 @@ const SMALL_AUTOMATON_STATES: usize = 64;
 /// ~100 us, in every grammar before the cache answered.
 const EARLY_SHARE_STATES: usize = 72;
 
+/// A choice of at most this many literal leads (`"{" ws obj_N ws "}" | ...`) is composed from
+/// their kernels ([`CompiledGrammar::literal_lead_kernel`]); a wider one is walked.
+const LITERAL_LEAD_CHOICE_MAX: usize = 8;
+
 /// Unequal kernels kept per [`KernelMask::content_key`] (a key samples the accepted set, so
 /// kernels that differ only in its other words share one).
 const KEY_COLLISIONS: usize = 4;
@@ -1136,18 +1140,26 @@ impl CompiledGrammar {
     #[doc(hidden)]
     pub fn literal_lead_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
         let a = &self.automata;
-        let Some(p) = literal_byte(a, state).filter(|_| !a.has_lookahead()) else { return Ok(None) };
-        let u = a.byte_edges(state)[0].target;
-        let &[(r, v)] = a.rule_edges(u) else { return Ok(None) };
-        if !a.byte_edges(u).is_empty() || a.state(u).is_final || v == u {
-            return Ok(None);
-        }
-        let Some((class, bound)) = self.lead_run_at(a.callee_start(u, r)) else { return Ok(None) };
+        let Some((p, v, class, bound)) = self.literal_lead(state) else { return Ok(None) };
         let vocab_size = self.index.vocab.vocab_size();
         let nodes = self.index.lead_nodes(Some(p), &class, bound);
         // `v` is in `state`'s rule (a byte edge, then a call's return): the same FOLLOW set.
         let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, v, sc, &nodes);
         Ok(self.with_walk_shortcuts(v, walk)?.map(|(km, _)| km))
+    }
+
+    /// Where [`Self::literal_lead_kernel`] applies to `state`: its literal byte `p`, the state `v`
+    /// after the run, and the run's class and bound.
+    fn literal_lead(&self, state: StateId) -> Option<(u8, StateId, ByteSet, u32)> {
+        let a = &self.automata;
+        let p = literal_byte(a, state).filter(|_| !a.has_lookahead())?;
+        let u = a.byte_edges(state)[0].target;
+        let &[(r, v)] = a.rule_edges(u) else { return None };
+        if !a.byte_edges(u).is_empty() || a.state(u).is_final || v == u {
+            return None;
+        }
+        let (class, bound) = self.lead_run_at(a.callee_start(u, r))?;
+        Some((p, v, class, bound))
     }
 
     /// [`lead_run`] of the rule start `s0`, cached per grammar: every lead and literal lead asks
@@ -1272,10 +1284,25 @@ impl CompiledGrammar {
         // PERF: each such state walked the trie below `"` with one item per entry in each row.
         let key_set =
             a.byte_edges(state).is_empty() && self.grammar.own_class().binary_search(&a.state(state).rule).is_ok();
+        // So is every callee of a choice of literal leads (`"{" ws obj_N ws "}" | ...`, or one such
+        // callee): each literal lead's kernel is a walk of the few nodes below its byte
+        // ([`Self::literal_lead_kernel`]), where the choice's walk steps every object's rows.
+        // PERF: MaskBench o3626's `not` value (~270 objects under a tree of choices and aliases,
+        // one kernel) walked ~180 such choices, ~10 us each on Llama 3.
+        // A wide choice stays one walk: its rows step all its objects at once, where each literal
+        // lead's own walk costs several times that per object (o3626's `condition`, 268 objects:
+        // 0.33 ms walked, 5.5 ms composed).
+        let literal_leads =
+            edges.len() <= LITERAL_LEAD_CHOICE_MAX && edges.iter().all(|&(r, _)| self.literal_lead(start(r)).is_some());
         let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
-            let bytes_only = a.rule_edges(s0).is_empty() && !sliced(s0) && lead(r).is_none() && !key_set && !wide(i);
+            let bytes_only = a.rule_edges(s0).is_empty()
+                && !sliced(s0)
+                && lead(r).is_none()
+                && !key_set
+                && !literal_leads
+                && !wide(i);
             s0 == state || stack.contains(&s0) || bytes_only
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):

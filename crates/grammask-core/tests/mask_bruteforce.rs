@@ -3539,3 +3539,35 @@ fn region_masks_match_brute_force_on_llama3() {
     assert_eq!(checked, 16);
     assert!(cg.region_kernels_served() > 0);
 }
+
+/// A small choice of literal leads (`"{" ws obj ws "}" | ...`, MaskBench o3626's `not` value)
+/// composes from their literal-lead kernels, equal to the plain walk's; masks along documents
+/// (through the choice and an alias of one lead) equal the brute force.
+#[test]
+fn literal_lead_choices_compose() {
+    let g = grammask_core::ebnf::parse_ebnf(
+        "root ::= \"[\" ws v ws \"]\" | a | b | d\nv ::= a | b | d\nc ::= d\n\
+         a ::= \"{\" ws \"\\\"a\\\"\" ws \":\" ws \"1\" ws \"}\"\n\
+         b ::= \"{\" ws \"\\\"b\\\"\" ws \":\" ws (v | c) ws \"}\"\n\
+         d ::= \"{\" ws \"\\\"c\\\"\" ws \":\" ws \"2\" ws \"}\"\nws ::= [ \\n]{0,64}",
+        "root",
+    )
+    .unwrap();
+    let pieces: &[&[u8]] =
+        &[b"[", b"]", b"{", b"}", b"{\"", b"{ ", b"{\n", b"\"a\"", b"\"b", b"\"c\":", b":", b" ", b"\n", b"1", b"2"];
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    for _ in 0..8 {
+        let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        let v = (0..a.states().len() as u32).map(grammask_core::compiler::StateId).find(|&s| {
+            let r = a.state(s).rule;
+            a.rule_start(r) == s && a.rule_name(r) == "v"
+        });
+        let v = v.expect("rule v kept");
+        let km = cg.composed_kernel(v).unwrap().expect("v composed");
+        assert_eq!(km, cg.classify_uninterned(v).unwrap());
+        let docs: &[&[u8]] = &[b"[{\"a\":1}]", b"[ {\n\"b\" : {\"c\":2} } ]", b"[{ \"b\":{\"b\":{\"a\" :1}}}]"];
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+}
