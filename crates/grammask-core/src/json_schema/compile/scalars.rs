@@ -237,7 +237,9 @@ impl Conv<'_> {
         let prefix = format!("{stem}.re");
         let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
         self.e.raw(&text)?;
-        Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
+        let body = format!("\"\\\"\" {prefix} \"\\\"\"");
+        self.last_string = Some((body.clone(), dfa));
+        Ok(Some(body))
     }
 
     /// A string of `m.min_len..=m.max_len` characters, any of them.
