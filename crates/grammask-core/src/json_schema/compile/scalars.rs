@@ -235,10 +235,10 @@ impl Conv<'_> {
         }
         let stem = self.e.fresh("str");
         let prefix = format!("{stem}.re");
-        let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
-        self.e.raw(&text)?;
+        // Printed at the end of the conversion (`Conv::run`), unless a union took it in.
         let body = format!("\"\\\"\" {prefix} \"\\\"\"");
-        self.last_string = Some((body.clone(), dfa));
+        self.last_string = Some((body.clone(), self.string_texts.len()));
+        self.string_texts.push((prefix, dfa));
         Ok(Some(body))
     }
 
