@@ -3571,3 +3571,37 @@ fn literal_lead_choices_compose() {
         masks_along_docs_match_brute_force(&cg, &vocab, docs);
     }
 }
+
+/// A `oneOf` of unanchored words (MaskBench o12278 / o65510's shape), an `anyOf` of pattern
+/// strings nested in another with `null`: each choice of pattern strings is written as one string
+/// of the union automaton (`items ::= "\"" str_K.re "\""`, `a`'s string alternatives in one),
+/// the branches' own automata are left out, and masks along documents equal the brute force.
+/// Checked to fail with the choices left as they were (the rule lines), with only the first
+/// alternative's automaton kept (the masks) and with every branch kept (the automata count).
+#[test]
+fn pattern_choices_are_one_string_masks_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_ebnf, JsonSchemaOptions};
+    let schema = r#"{"type": "object", "properties": {
+        "k": {"type": "array", "items": {"type": "string",
+              "oneOf": [{"pattern": "NEW"}, {"pattern": "SIGN"}, {"pattern": "^ER"}]}},
+        "a": {"anyOf": [{"type": "string", "pattern": "^[A-Z]+$"},
+                        {"anyOf": [{"type": "string", "pattern": "_ab$"}, {"type": "string", "format": "date"}]},
+                        {"type": "null"}]}}}"#;
+    let ebnf = json_schema_to_ebnf(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
+    let one_string = |l: &str| l.contains(" ::= \"\\\"\" str_") && l.ends_with(".re \"\\\"\"");
+    assert!(ebnf.lines().any(|l| l.starts_with("items ::= ") && one_string(l)), "{ebnf}");
+    let a = ebnf.lines().find(|l| l.starts_with("a ::= ")).unwrap();
+    assert_eq!(a.matches(" | ").count(), 1, "{a}");
+    // The unions of `items`, `a` and `a`'s nested choice; the branches only they referred to are
+    // left out with their automata (9 with them kept, 6 on main).
+    let automata = ebnf.lines().filter(|l| l.starts_with("str") && l.contains(".re ::= "));
+    assert_eq!(automata.count(), 3, "{ebnf}");
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &region_vocab()).unwrap());
+    let docs: [&[u8]; 4] = [
+        br#"{"k": ["xNEW", "SIGN\"x", "ER", "NEW NEW"], "a": "AB"}"#,
+        br#"{"a": "x_ab", "k": []}"#,
+        "{\"a\": \"2024-01-31\", \"k\": [\"\\u00e9 SIGN\u{e9}\"]}".as_bytes(),
+        br#"{"a": null, "k": ["ERR"]}"#,
+    ];
+    assert!(masks_along_docs_match_brute_force(&cg, &region_vocab(), &docs) > 60);
+}

@@ -83,7 +83,9 @@ fn unanchored_pattern_positions_take_the_shifted_kernel() {
     let (first, mut plain, mut shifted, mut states) = (items(&m), 0, 0, 0);
     for &b in &doc.as_bytes()[start..doc.len() - 3] {
         assert!(m.accept_bytes(&[b]).unwrap());
-        assert!(items(&m) <= first, "chart rows grow along the string: {} > {first}", items(&m));
+        // The branches' choice is one union automaton (`json_schema::compile`, `define_choices`):
+        // one item until a word is read, then at most 4 (the states after it nest), never more.
+        assert!(items(&m) <= first.max(4), "chart rows grow along the string: {} > {first}", items(&m));
         for it in kernel_items(cg.automata(), m.chart()) {
             states += 1;
             plain += usize::from(cg.automata().rule_edges(it.state).is_empty());
@@ -94,7 +96,9 @@ fn unanchored_pattern_positions_take_the_shifted_kernel() {
     // Each branch's kernel is plain but where a word ends (a call into the branch's second
     // group); most positions of a branch shift the kernel of its loop state.
     assert!(states > 0 && plain * 10 >= states * 9, "{plain} of {states} kernel states are plain");
-    assert!(shifted * 5 >= states, "{shifted} of {states} kernel states take the shifted kernel");
+    // After the word, the union's states take fewer shifts (26 of 197 with the union, against at
+    // least a fifth with one automaton per branch): those rows are 3 plain kernels, cached.
+    assert!(shifted * 10 >= states, "{shifted} of {states} kernel states take the shifted kernel");
 }
 
 /// Masks at every byte of the documents equal the brute force (every token accepted by a copy of

@@ -365,6 +365,38 @@ pub struct Conv<'a> {
     /// `doc.version` is `merges_version`.
     single_merges: FastMap<SchemaId, Rc<Merged<'a>>>,
     merges_version: u32,
+    /// The body `emit_string` last returned for a string automaton, with that automaton: a goal
+    /// whose whole body it is reads exactly the strings of the automaton (see `StringChoices`).
+    last_string: Option<(String, usize)>,
+    /// The alternatives of the `anyOf` / `oneOf` body `emit_goal` last returned.
+    last_choice: Option<Vec<String>>,
+    /// The string automata `emit_string` wrote, with their rule prefix: printed at the end of
+    /// the conversion, but those of the branches a union took in alone (see `StringChoices`).
+    string_texts: Vec<(String, CharDfa)>,
+    /// How many times `rule_for` handed out each goal name: a name handed out once is referred
+    /// to from one rule only.
+    refs: FastMap<String, u32>,
+}
+
+/// The goals of one conversion that read exactly the strings of an automaton, and the choices
+/// among goals, so that a choice of several such strings is written as one string of the union
+/// automaton (`Conv::define_choices`). The string and alias goals are defined at the end too:
+/// a branch that only its choice refers to is left out once the union took it in.
+///
+/// PERF: a `oneOf` of unanchored words (`{"pattern": "maker"}`, ...) was one automaton per
+/// branch, each tracking every word; a string's first position composed every branch's loop-state
+/// kernel from its own trie walk (MaskBench o12278: 9 branches, 70 M instructions, ~5.5 ms).
+#[derive(Default)]
+struct StringChoices {
+    /// Goal name -> the automaton (in `Conv::string_texts`) of the strings its rule reads (its
+    /// body is one such string).
+    strings: HashMap<String, usize>,
+    /// Goal name -> the goal name that is its whole body.
+    aliases: HashMap<String, String>,
+    /// Choice goals in emit order, with their alternatives (goal names); defined at the end.
+    choices: Vec<(String, Vec<String>)>,
+    /// The string and alias goals' rules (name, body), defined at the end.
+    defs: Vec<(String, String)>,
 }
 
 /// What determines the language of an any-order object's key-set rules: its entries' texts
@@ -436,6 +468,10 @@ impl<'a> Conv<'a> {
             merge_seen: SeenSet::default(),
             single_merges: FastMap::default(),
             merges_version: 0,
+            last_string: None,
+            last_choice: None,
+            string_texts: Vec::new(),
+            refs: FastMap::default(),
         }
     }
 
@@ -452,13 +488,37 @@ impl<'a> Conv<'a> {
         let Some(root) = root else {
             return Err(invalid("", "the schema accepts no value"));
         };
+        let mut sc = StringChoices::default();
         while let Some((g, name, m)) = self.queue.pop() {
+            (self.last_string, self.last_choice) = (None, None);
             let body = self.emit_goal(&g, &m)?;
             let body = match body {
                 Some(b) => b,
                 None => self.nothing(),
             };
-            self.e.define(&name, &body)?;
+            if let Some((_, i)) = self.last_string.take().filter(|(s, _)| *s == body) {
+                sc.strings.insert(name.clone(), i);
+            } else if let Some(alts) = self.last_choice.take().filter(|a| a.len() > 1 && a.join(" | ") == body) {
+                sc.choices.push((name, alts));
+                continue;
+            } else if is_rule_name(&body) {
+                sc.aliases.insert(name.clone(), body.clone());
+            } else {
+                self.e.define(&name, &body)?;
+                continue;
+            }
+            sc.defs.push((name, body));
+        }
+        let (dead, dead_texts) = self.define_choices(&mut sc)?;
+        for (name, body) in std::mem::take(&mut sc.defs) {
+            if !dead.contains(&name) {
+                self.e.define(&name, &body)?;
+            }
+        }
+        for (i, (prefix, dfa)) in std::mem::take(&mut self.string_texts).into_iter().enumerate() {
+            if !dead_texts.contains(&i) {
+                self.e.raw(&dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling)))?;
+            }
         }
         if self.opts.any_whitespace {
             // Canonical spelling bounds whitespace runs by default (`crate::spelling`).
@@ -479,6 +539,64 @@ impl<'a> Conv<'a> {
         Ok(self.e.into_parts())
     }
 
+    /// Defines the choice goals of `sc`: the alternatives that read exactly the strings of an
+    /// automaton (through aliases and nested choices), when there are several, become one string
+    /// of their union automaton, the others stay alternatives. A choice whose union would have
+    /// more states than its parts together stays as it is. Returns the string and alias goals
+    /// that only a unioned choice referred to (through their alias chain), and their automata
+    /// (indexes in `string_texts`): left out of the text.
+    fn define_choices(&mut self, sc: &mut StringChoices) -> Result<(HashSet<String>, HashSet<usize>)> {
+        let choices = std::mem::take(&mut sc.choices);
+        let choice_alts: HashMap<String, Vec<String>> = choices.iter().cloned().collect();
+        let (mut dead, mut dead_texts) = (HashSet::new(), HashSet::new());
+        for (name, alts) in &choices {
+            let (mut union, mut parts, mut rest) = (None::<CharDfa>, 0usize, Vec::new());
+            let mut strings = 0;
+            for alt in alts {
+                match string_of(sc, &self.string_texts, &choice_alts, alt, 0) {
+                    Some(d) => {
+                        strings += 1;
+                        parts += d.num_states();
+                        union = match union {
+                            None => Some(d),
+                            Some(u) => u.union(&d).ok(),
+                        };
+                        if union.is_none() {
+                            break;
+                        }
+                    }
+                    None => rest.push(alt.clone()),
+                }
+            }
+            let union = union.filter(|u| strings > 1 && u.num_states() <= parts && !u.accepts_every_string());
+            let Some(u) = union else {
+                self.e.define(name, &alts.join(" | "))?;
+                continue;
+            };
+            let prefix = format!("{}.re", self.e.fresh("str"));
+            let string = format!("\"\\\"\" {prefix} \"\\\"\"");
+            self.string_texts.push((prefix, u));
+            rest.insert(0, string);
+            self.e.define(name, &rest.join(" | "))?;
+            // The unioned alternatives' alias chains, down to their string, while each link is
+            // referred to from the one before only (a nested choice stays).
+            for alt in alts.iter().filter(|a| !rest.contains(a)) {
+                let mut x = alt.as_str();
+                while self.refs.get(x) == Some(&1) {
+                    if let Some(&i) = sc.strings.get(x) {
+                        dead.insert(x.to_string());
+                        dead_texts.insert(i);
+                        break;
+                    }
+                    let Some(to) = sc.aliases.get(x) else { break };
+                    dead.insert(x.to_string());
+                    x = to;
+                }
+            }
+        }
+        Ok((dead, dead_texts))
+    }
+
     fn nothing(&mut self) -> String {
         if let Some(n) = &self.nothing {
             return n.clone();
@@ -494,6 +612,7 @@ impl<'a> Conv<'a> {
         let g = g.norm();
         let key = self.through_refs(&g);
         if let Some(n) = self.memo.get(key.as_ref().unwrap_or(&g)) {
+            *self.refs.entry(n.clone()).or_default() += 1;
             return Ok(Some(n.clone()));
         }
         let m = self.merge(&g)?;
@@ -514,9 +633,46 @@ impl<'a> Conv<'a> {
         });
         let name = self.e.fresh(&base);
         self.memo.insert(key.unwrap_or_else(|| g.clone()), name.clone());
+        self.refs.insert(name.clone(), 1);
         self.queue.push((g, name.clone(), m));
         Ok(Some(name))
     }
+}
+
+/// Whether `body` is one rule name (a goal's alias of another goal).
+fn is_rule_name(body: &str) -> bool {
+    !body.is_empty() && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The automaton of the strings goal `name` reads, where its rule is one string of an automaton,
+/// an alias of such a goal, or a choice whose alternatives all are (`choices`, not yet defined).
+fn string_of(
+    sc: &StringChoices,
+    texts: &[(String, CharDfa)],
+    choices: &HashMap<String, Vec<String>>,
+    name: &str,
+    depth: u32,
+) -> Option<CharDfa> {
+    // Aliases and choices may cycle through recursive goals: a short chain only.
+    if depth > 16 {
+        return None;
+    }
+    if let Some(&i) = sc.strings.get(name) {
+        return Some(texts[i].1.clone());
+    }
+    if let Some(to) = sc.aliases.get(name) {
+        return string_of(sc, texts, choices, to, depth + 1);
+    }
+    let alts = choices.get(name)?;
+    let mut union: Option<CharDfa> = None;
+    for alt in alts {
+        let d = string_of(sc, texts, choices, alt, depth + 1)?;
+        union = Some(match union {
+            None => d,
+            Some(u) => u.union(&d).ok()?,
+        });
+    }
+    union
 }
 
 impl<'a> Conv<'a> {

@@ -42,7 +42,9 @@ impl Conv<'_> {
                             alts.push(r);
                         }
                     }
-                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                    let body = alts.join(" | ");
+                    self.last_choice = Some(alts);
+                    return Ok(if body.is_empty() { None } else { Some(body) });
                 }
                 Kind::OneOf => {
                     let n = n_branches(self, "oneOf");
@@ -66,7 +68,9 @@ impl Conv<'_> {
                         }
                     }
                     let _ = ptr;
-                    return Ok(if alts.is_empty() { None } else { Some(alts.join(" | ")) });
+                    let body = alts.join(" | ");
+                    self.last_choice = Some(alts);
+                    return Ok(if body.is_empty() { None } else { Some(body) });
                 }
                 Kind::Not => {
                     let x = self.doc.child(sid, &["not"]);

@@ -235,9 +235,11 @@ impl Conv<'_> {
         }
         let stem = self.e.fresh("str");
         let prefix = format!("{stem}.re");
-        let text = dfa.to_ebnf(&prefix, jstr::text_mode(self.opts.spelling));
-        self.e.raw(&text)?;
-        Ok(Some(format!("\"\\\"\" {prefix} \"\\\"\"")))
+        // Printed at the end of the conversion (`Conv::run`), unless a union took it in.
+        let body = format!("\"\\\"\" {prefix} \"\\\"\"");
+        self.last_string = Some((body.clone(), self.string_texts.len()));
+        self.string_texts.push((prefix, dfa));
+        Ok(Some(body))
     }
 
     /// A string of `m.min_len..=m.max_len` characters, any of them.
