@@ -405,27 +405,39 @@ fn fold_blocks(words: &[u32], stride: usize) -> (u32, u32) {
 /// Words of a bitset scanned at once by [`sparse_ids`].
 const SCAN_WORDS: usize = 16;
 
+/// Words of a bitset skipped at once by [`sparse_ids`] when all are zero (a multiple of
+/// [`SCAN_WORDS`]).
+/// PERF: one block of 16 words at a time, a sparse 16 KB set took ~5 K instructions to scan on
+/// Llama 3 (~20% of a literal-lead kernel of 7 tokens).
+const SKIP_WORDS: usize = 128;
+
 /// The ids of the bitset `words` in ascending order when there are at most [`IDS_MAX`]; `None` otherwise.
 ///
-/// PERF: empty blocks of [`SCAN_WORDS`] words are skipped by one (vectorized) OR each, and the
+/// PERF: empty spans of [`SKIP_WORDS`] words, then blocks of [`SCAN_WORDS`], are skipped by one (vectorized) OR each, and the
 /// scan stops after the block that passes [`IDS_MAX`]: a word at a time cost ~28 K instructions
 /// per 16 KB bitset (Llama 3).
 fn sparse_ids(words: &[u32]) -> Option<Vec<u32>> {
     // Room for every id up to the cap: a dense set pushed ~8 growths (~4 K instructions).
     let mut ids = Vec::with_capacity(IDS_MAX + SCAN_WORDS * 32);
-    for (bi, block) in words.chunks(SCAN_WORDS).enumerate() {
-        if block.iter().fold(0, |acc, &w| acc | w) == 0 {
+    for (si, span) in words.chunks(SKIP_WORDS).enumerate() {
+        if span.iter().fold(0, |acc, &w| acc | w) == 0 {
             continue;
         }
-        for (i, &w) in block.iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                ids.push(((bi * SCAN_WORDS + i) * 32) as u32 + w.trailing_zeros());
-                w &= w - 1;
+        for (bi, block) in span.chunks(SCAN_WORDS).enumerate() {
+            if block.iter().fold(0, |acc, &w| acc | w) == 0 {
+                continue;
             }
-        }
-        if ids.len() > IDS_MAX {
-            return None;
+            let base = si * SKIP_WORDS + bi * SCAN_WORDS;
+            for (i, &w) in block.iter().enumerate() {
+                let mut w = w;
+                while w != 0 {
+                    ids.push(((base + i) * 32) as u32 + w.trailing_zeros());
+                    w &= w - 1;
+                }
+            }
+            if ids.len() > IDS_MAX {
+                return None;
+            }
         }
     }
     Some(ids)
