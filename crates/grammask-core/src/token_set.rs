@@ -69,7 +69,9 @@ impl TokenSet {
         let Some(ids) = sparse_ids(bits.words()) else { return TokenSet::Bits(bits) };
         let len = bits.len();
         let words = bits.words_mut();
-        ids.iter().for_each(|&t| words[t as usize / 32] = 0);
+        for &t in &ids {
+            words[t as usize / 32] = 0;
+        }
         give_back(bits);
         TokenSet::Ids { ids: ids.into(), len }
     }
@@ -336,7 +338,9 @@ impl TokenUnion {
     fn bits(&mut self) -> &mut Bitset {
         if let TokenUnion::Ids { ids, len } = self {
             let mut bits = Bitset::new(*len);
-            ids.iter().for_each(|&t| bits.set(t as usize));
+            for &t in &*ids {
+                bits.set(t as usize);
+            }
             *self = TokenUnion::Bits(bits);
         }
         match self {
