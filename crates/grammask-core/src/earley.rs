@@ -306,7 +306,8 @@ impl Waiting {
 }
 
 thread_local! {
-    /// The per-rule tables of this thread's last dropped charts (at most [`POOLED_TABLES`]),
+    /// The per-rule tables of this thread's last dropped charts (at most [`POOLED_TABLES`], of
+    /// [`MAX_POOLED_RULES`] entries in all),
     /// reused by the next charts closed. Every `head` is `u32::MAX` once [`Waiting::reset`] ran,
     /// which every use starts with.
     /// PERF: a kernel walk's fresh chart filled a table of one entry per rule (26 KB for a
@@ -317,11 +318,14 @@ thread_local! {
     static WAITING_POOL: std::cell::RefCell<Vec<Waiting>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Largest per-rule table kept for reuse (4 MB).
+/// Entries of all the per-rule tables kept for reuse per thread, together (4 MB).
 const MAX_POOLED_RULES: usize = 1 << 20;
 
 /// Per-rule tables kept for reuse per thread ([`WAITING_POOL`]).
-const POOLED_TABLES: usize = 8;
+/// PERF: o3626's `not` composes a tree of choices five deep, each level holding a chart per
+/// callee edge: with 8 tables kept, ~450 charts a fill still filled a new 40 KB table (~8% of its
+/// instructions on Llama 3).
+const POOLED_TABLES: usize = 64;
 
 impl Drop for Chart {
     fn drop(&mut self) {
@@ -330,7 +334,8 @@ impl Drop for Chart {
             // `try_with`: a chart dropped while thread-locals are torn down just frees its table.
             let _ = WAITING_POOL.try_with(|p| {
                 let mut pool = p.borrow_mut();
-                if pool.len() < POOLED_TABLES {
+                let held: usize = pool.iter().map(|t| t.head.len()).sum();
+                if pool.len() < POOLED_TABLES && held + w.head.len() <= MAX_POOLED_RULES {
                     pool.push(w);
                 }
             });

@@ -418,7 +418,7 @@ impl<'a> KernelWalk<'a> {
             follow: sc.follow.copied(),
             chart,
             memo,
-            accepted: Bitset::new(vocab_size),
+            accepted: crate::token_set::zeroed_bitset(vocab_size),
             uncertain: Vec::new(),
             suffix_ids: SuffixIds::default(),
             suffixes: Vec::new(),

@@ -63,6 +63,19 @@ impl TokenSet {
         }
     }
 
+    /// [`TokenSet::from_bitset`] of a bitset from [`zeroed_bitset`]: stored as ids, the bitset
+    /// is cleared (only the ids' words) and kept for the next [`zeroed_bitset`] of its size.
+    pub fn from_spare_bitset(mut bits: Bitset) -> TokenSet {
+        let Some(ids) = sparse_ids(bits.words()) else { return TokenSet::Bits(bits) };
+        let len = bits.len();
+        let words = bits.words_mut();
+        for &t in &ids {
+            words[t as usize / 32] = 0;
+        }
+        give_back(bits);
+        TokenSet::Ids { ids: ids.into(), len }
+    }
+
     /// [`TokenSet::from_bitset`], copying `bits`.
     pub fn of_bitset(bits: &Bitset) -> TokenSet {
         TokenSet::of_words(bits.words(), bits.len())
@@ -240,6 +253,111 @@ impl TokenSet {
     }
 }
 
+/// Zeroed bitsets kept for reuse, at most [`SPARE_BITSETS`] per thread.
+///
+/// Invariant: every bitset held has no bit set.
+///
+/// PERF: each kernel walk allocates a vocabulary-sized accepted set (16 KB on Llama 3, zeroed by
+/// `calloc`); MaskBench o3626's `not` fill walked ~440 literal leads of 7 tokens each, and zeroing
+/// was ~15% of its instructions.
+const SPARE_BITSETS: usize = 4;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Bitset>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A bitset of `len` bits, none set: one given back by [`TokenSet::from_spare_bitset`] where
+/// this thread holds one of that size, else a new one.
+pub fn zeroed_bitset(len: usize) -> Bitset {
+    let spare = SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        let i = s.iter().position(|b| b.len() == len)?;
+        Some(s.swap_remove(i))
+    });
+    match spare {
+        Some(b) => {
+            debug_assert!(b.words().iter().all(|&w| w == 0));
+            b
+        }
+        None => Bitset::new(len),
+    }
+}
+
+/// Keeps `bits` (no bit set) for [`zeroed_bitset`], unless this thread holds enough.
+fn give_back(bits: Bitset) {
+    debug_assert!(bits.words().iter().all(|&w| w == 0));
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_BITSETS {
+            s.push(bits);
+        }
+    });
+}
+
+/// A union of token sets under construction: a list of ids while every part added is stored as
+/// ids and the list (repeats counted) stays within [`SORTED_IDS_MAX`], a bitset from then on.
+///
+/// Invariant: the union is the set of `Ids`' entries (any order, repeats allowed) or `Bits`'s
+/// bits; [`TokenUnion::into_set`] gives it as [`TokenSet::from_ids`] does from a list, as it is
+/// from bits.
+///
+/// PERF: a composed kernel of a few literal leads (MaskBench o3626's `not`, ~600 compositions of
+/// 7-token kernels in one fill) zeroed and OR-ed a 16 KB bitset per composition on Llama 3, then
+/// hashed and compared it whole when cached.
+pub(crate) enum TokenUnion {
+    Ids { ids: Vec<u32>, len: usize },
+    Bits(Bitset),
+}
+
+impl TokenUnion {
+    /// The empty union of a vocabulary of `len` tokens.
+    pub(crate) fn new(len: usize) -> TokenUnion {
+        TokenUnion::Ids { ids: Vec::new(), len }
+    }
+
+    /// Adds the tokens of `set` (of the same vocabulary size).
+    pub(crate) fn add_set(&mut self, set: &TokenSet) {
+        if let (TokenUnion::Ids { ids, .. }, Some(more)) = (&mut *self, set.ids()) {
+            if ids.len() + more.len() <= SORTED_IDS_MAX {
+                ids.extend_from_slice(more);
+                return;
+            }
+        }
+        set.or_into(self.bits());
+    }
+
+    /// Adds token `t`.
+    pub(crate) fn add(&mut self, t: u32) {
+        match self {
+            TokenUnion::Ids { ids, .. } if ids.len() < SORTED_IDS_MAX => ids.push(t),
+            _ => self.bits().set(t as usize),
+        }
+    }
+
+    /// The union as bits, converting a list of ids first.
+    fn bits(&mut self) -> &mut Bitset {
+        if let TokenUnion::Ids { ids, len } = self {
+            let mut bits = Bitset::new(*len);
+            for &t in &*ids {
+                bits.set(t as usize);
+            }
+            *self = TokenUnion::Bits(bits);
+        }
+        match self {
+            TokenUnion::Bits(b) => b,
+            TokenUnion::Ids { .. } => unreachable!("converted above"),
+        }
+    }
+
+    /// The union as a set.
+    pub(crate) fn into_set(self) -> TokenSet {
+        match self {
+            TokenUnion::Ids { ids, len } => TokenSet::from_ids(ids, len),
+            TokenUnion::Bits(b) => TokenSet::Bits(b),
+        }
+    }
+}
+
 /// `ids` (strictly ascending) are exactly the set bits of `words`: word by word, up to the
 /// first that differs.
 ///
@@ -291,27 +409,39 @@ fn fold_blocks(words: &[u32], stride: usize) -> (u32, u32) {
 /// Words of a bitset scanned at once by [`sparse_ids`].
 const SCAN_WORDS: usize = 16;
 
+/// Words of a bitset skipped at once by [`sparse_ids`] when all are zero (a multiple of
+/// [`SCAN_WORDS`]).
+/// PERF: one block of 16 words at a time, a sparse 16 KB set took ~5 K instructions to scan on
+/// Llama 3 (~20% of a literal-lead kernel of 7 tokens).
+const SKIP_WORDS: usize = 128;
+
 /// The ids of the bitset `words` in ascending order when there are at most [`IDS_MAX`]; `None` otherwise.
 ///
-/// PERF: empty blocks of [`SCAN_WORDS`] words are skipped by one (vectorized) OR each, and the
+/// PERF: empty spans of [`SKIP_WORDS`] words, then blocks of [`SCAN_WORDS`], are skipped by one (vectorized) OR each, and the
 /// scan stops after the block that passes [`IDS_MAX`]: a word at a time cost ~28 K instructions
 /// per 16 KB bitset (Llama 3).
 fn sparse_ids(words: &[u32]) -> Option<Vec<u32>> {
     // Room for every id up to the cap: a dense set pushed ~8 growths (~4 K instructions).
     let mut ids = Vec::with_capacity(IDS_MAX + SCAN_WORDS * 32);
-    for (bi, block) in words.chunks(SCAN_WORDS).enumerate() {
-        if block.iter().fold(0, |acc, &w| acc | w) == 0 {
+    for (si, span) in words.chunks(SKIP_WORDS).enumerate() {
+        if span.iter().fold(0, |acc, &w| acc | w) == 0 {
             continue;
         }
-        for (i, &w) in block.iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                ids.push(((bi * SCAN_WORDS + i) * 32) as u32 + w.trailing_zeros());
-                w &= w - 1;
+        for (bi, block) in span.chunks(SCAN_WORDS).enumerate() {
+            if block.iter().fold(0, |acc, &w| acc | w) == 0 {
+                continue;
             }
-        }
-        if ids.len() > IDS_MAX {
-            return None;
+            let base = si * SKIP_WORDS + bi * SCAN_WORDS;
+            for (i, &w) in block.iter().enumerate() {
+                let mut w = w;
+                while w != 0 {
+                    ids.push(((base + i) * 32) as u32 + w.trailing_zeros());
+                    w &= w - 1;
+                }
+            }
+            if ids.len() > IDS_MAX {
+                return None;
+            }
         }
     }
     Some(ids)

@@ -3605,3 +3605,52 @@ fn pattern_choices_are_one_string_masks_match_brute_force() {
     ];
     assert!(masks_along_docs_match_brute_force(&cg, &region_vocab(), &docs) > 60);
 }
+
+/// A tree of small choices and aliases over literal leads (MaskBench o3626's `not`, five levels
+/// deep there; the compiler inlines some levels of this small one) composes into kernels of a few
+/// tokens stored as ids, each equal to the plain walk's; masks along documents equal the brute
+/// force, so the walks' reused accepted sets (given back cleared when stored as ids) carry no
+/// token of an earlier walk.
+#[test]
+fn composed_literal_lead_trees_keep_few_ids() {
+    let g = grammask_core::ebnf::parse_ebnf(
+        "root ::= \"[\" ws not ws \"]\" | \"(\" ws c ws \")\" | \"<\" ws f ws \">\"\nnot ::= t1 | t2\nt1 ::= a | b\nt2 ::= c | f\n\
+         c ::= d\nf ::= e\ne ::= \"{\" ws \"\\\"e\\\"\" ws \":\" ws \"3\" ws \"}\"\n\
+         a ::= \"{\" ws \"\\\"a\\\"\" ws \":\" ws \"1\" ws \"}\"\n\
+         b ::= \"{\" ws \"\\\"b\\\"\" ws \":\" ws not ws \"}\"\n\
+         d ::= \"{\" ws \"\\\"c\\\"\" ws \":\" ws \"2\" ws \"}\"\nws ::= [ \\n]{0,64}",
+        "root",
+    )
+    .unwrap();
+    let pieces: &[&[u8]] = &[
+        b"[", b"]", b"(", b")", b"{", b"}", b"{\"", b"{ ", b"{\n", b"\"a\"", b"\"b", b"\"c\":", b"\"e", b":", b" ",
+        b"\n", b"1", b"2", b"3", b" {", b"\n{\"",
+    ];
+    let mut rng = Rng(0x0DDB_1A5E_5C0F_FEE1);
+    let mut ids = 0;
+    for _ in 0..8 {
+        let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let a = cg.automata();
+        for name in ["not", "t1"] {
+            let start = (0..a.states().len() as u32).map(grammask_core::compiler::StateId).find(|&s| {
+                let r = a.state(s).rule;
+                a.rule_start(r) == s && a.rule_name(r) == name
+            });
+            let start = start.expect("rule kept");
+            let km = cg.composed_kernel(start).unwrap().unwrap_or_else(|| panic!("{name} composed"));
+            assert_eq!(km, cg.classify_uninterned(start).unwrap(), "{name}");
+            ids += usize::from(km.accepted.ids().is_some());
+        }
+        let docs: &[&[u8]] = &[
+            b"[{\"a\":1}]",
+            b"[ {\n\"b\" : {\"e\":3} } ]",
+            b"({\"c\":2})",
+            b"< {\"e\" : 3}>",
+            b"[{ \"b\":{\"b\":{\"a\" :1}}}]",
+            b"[{\"c\" :2}]",
+        ];
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert_eq!(ids, 16);
+}

@@ -4,6 +4,7 @@
 //! Pipeline place: called by [`crate::compiled::CompiledGrammar`] when a kernel is first needed,
 //! before falling back to the walk (`walk.rs`).
 use super::*;
+use crate::token_set::TokenUnion;
 
 /// Composes the classification of kernel state `s` (of rule `R`) from its callees': for each rule
 /// edge `(X, t)` of `s`, a non-nullable `X` whose rule-start classification is `callees[i].0`,
@@ -33,20 +34,20 @@ pub fn compose_kernel(
 ) -> Result<KernelMask> {
     let mut suffix_ids = SuffixIds::default();
     let mut suffixes = Vec::new();
-    let (mut accepted, mut uncertain) = match own {
-        Some(km) => {
-            let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
-            (km.accepted.into_bitset(), km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])).collect())
-        }
-        None => (Bitset::new(vocab_size), Vec::new()),
-    };
+    let mut accepted = TokenUnion::new(vocab_size);
+    let mut uncertain = Vec::new();
+    if let Some(km) = own {
+        let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
+        accepted.add_set(&km.accepted);
+        uncertain.extend(km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
+    }
     for km in continuations {
-        km.accepted.or_into(&mut accepted);
+        accepted.add_set(&km.accepted);
         let ids: Vec<u32> = km.suffixes.iter().map(|s| intern_suffix(&mut suffix_ids, &mut suffixes, s)).collect();
         uncertain.extend(km.uncertain.iter().map(|&(t, i)| (t, ids[i as usize])));
     }
     for (km, chart) in callees {
-        km.accepted.or_into(&mut accepted);
+        accepted.add_set(&km.accepted);
         let mut resumed: Vec<Option<Vec<u32>>> = vec![None; km.suffixes.len()];
         let mut reader = SuffixReader::new(chart);
         // In byte order, each suffix goes on from the rows its common prefix with the one before
@@ -61,12 +62,12 @@ pub fn compose_kernel(
         }
         for &(tok, sid) in &km.uncertain {
             match &resumed[sid as usize] {
-                None => accepted.set(tok as usize),
+                None => accepted.add(tok),
                 Some(ids) => uncertain.extend(ids.iter().map(|&id| (tok, id))),
             }
         }
     }
-    Ok(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes))
+    Ok(kernel_mask(accepted.into_set(), uncertain, suffixes))
 }
 
 /// [`classify_kernel`] restricted to the tokens whose first byte is in `first` (with every
@@ -143,7 +144,7 @@ fn classify_first_bytes(
         }
         if done {
             let KernelWalk { uncertain, suffixes, accepted, .. } = w;
-            return Ok(kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes));
+            return Ok(kernel_mask(TokenSet::from_spare_bitset(accepted), uncertain, suffixes));
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")

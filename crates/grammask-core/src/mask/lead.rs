@@ -107,7 +107,7 @@ pub fn classify_after_lead(
         if done {
             let KernelWalk { uncertain, suffixes, accepted, chart, memo, .. } = w;
             let rows = memo.map(|memo| WalkRows { chart, memo });
-            return Ok(Some((kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes), rows)));
+            return Ok(Some((kernel_mask(TokenSet::from_spare_bitset(accepted), uncertain, suffixes), rows)));
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")

@@ -63,7 +63,7 @@ pub fn classify_literal(
     }
     let KernelWalk { uncertain, suffixes, accepted, .. } = w;
     // At most `LITERAL_WALK_VISITS` nodes' tokens: few, worth listing.
-    Ok(Some(kernel_mask(TokenSet::from_bitset(accepted), uncertain, suffixes)))
+    Ok(Some(kernel_mask(TokenSet::from_spare_bitset(accepted), uncertain, suffixes)))
 }
 
 /// The classification of literal kernel `state` ([`literal_byte`]) when every token it can read
