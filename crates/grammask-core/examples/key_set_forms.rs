@@ -89,13 +89,10 @@ fn main() {
             // FOLLOW is one set per object: that of its first rule with an automaton.
             let one = *first_follow.entry(base.to_string()).or_insert(follow[r.index()]);
             n[2] += usize::from(follow[r.index()] != one);
-            // `""`: one final state; a rule reference: start and end; else the separator's chain,
-            // the choice, one state per pair not looping back, and the end if one does not.
-            let plain = if pairs == 0 {
-                1 + usize::from(!empty)
-            } else {
-                sep + 1 + (pairs - loops) + usize::from(pairs > loops)
-            };
+            // `""`: one final state; the rule matching nothing: inlined, one dead state; else the
+            // separator's chain, the choice, one state per pair not looping back, and the end if
+            // one does not.
+            let plain = if pairs == 0 { 1 } else { sep + 1 + (pairs - loops) + usize::from(pairs > loops) };
             let built = count[r.index()];
             if shown < show && built != plain {
                 shown += 1;
