@@ -234,11 +234,7 @@ impl<'a> Parser<'a> {
         let end = self.cur.bytes.len();
         let extra_ids = extra(&mut self.b)?;
         for &id in &extra_ids {
-            // A rule the text defined keeps its place (`extra` may return rules it only names).
-            let pos = at(&mut self.def_pos, id);
-            if *pos == NONE {
-                *pos = end;
-            }
+            *at(&mut self.def_pos, id) = end;
         }
         let (g, new_ids) = self.finish(root)?;
         Ok((g, extra_ids.iter().map(|id| new_ids[id.index()]).collect()))

@@ -47,37 +47,6 @@ pub struct KeySetObject {
     pub states: Vec<KeyState>,
 }
 
-impl KeySetObject {
-    /// The states of the automaton the compiler builds for `st`'s rule, its entries and
-    /// successors being rule edges (`json_schema_to_grammar` keeps them): the separator's chain
-    /// (one state per symbol, when `s`), the choice of entries, one state per entry whose
-    /// successor is another rule, and the end state unless every entry loops back to the rule
-    /// itself (`extra` at an unchanged count: a tail-group loop to the start, `compiler/tail.rs`).
-    /// A state offering nothing is one state: `""`, or the rule matching nothing inlined (a
-    /// dead start). A closed form for a build on first prediction (docs/architecture.md, "Key-set rules
-    /// built on first prediction: design"), tested now, read by that build when it comes.
-    #[cfg(test)]
-    pub(crate) fn automaton_states(&self, st: &KeyState) -> usize {
-        let offered = match st.next {
-            Some(_) => {
-                (0..self.entries.len()).filter(|&i| st.mask & (1u64 << i) == 0).count()
-                    + usize::from(self.addl.is_some())
-            }
-            None => 0,
-        };
-        if offered == 0 {
-            return 1;
-        }
-        let sep = match (&self.sep, st.s) {
-            (_, false) => 0,
-            (Sep::Ws(_), true) => 3,
-            (Sep::Lit(l), true) => l.len(),
-        };
-        let loops = usize::from(self.addl.is_some() && st.s && st.next == Some(st.c));
-        sep + 1 + (offered - loops) + usize::from(offered > loops)
-    }
-}
-
 /// Appends the name of the rule of state (mask, c, s) of the object `base` to `out`:
 /// `{base}.{mask:x}_{c}_{s as u8}`. PERF: digit by digit, without the formatting machinery
 /// (two names per state in IR mode).
@@ -201,13 +170,4 @@ pub(crate) fn build(objects: &[KeySetObject], b: &mut GrammarBuilder) -> Result<
         }
     }
     Ok(defined)
-}
-
-/// The entry and additional-entry rules the key-set rules of `objects` reference, each once.
-pub(crate) fn parts(objects: &[KeySetObject], b: &mut GrammarBuilder) -> Vec<RuleId> {
-    let mut ids: Vec<RuleId> =
-        objects.iter().flat_map(|o| o.entries.iter().chain(&o.addl)).map(|name| b.rule_id(name)).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
 }

@@ -144,29 +144,21 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     let (text, excluded, apart) = json_schema_to_ebnf_parts(schema, options, true)?;
     // The same grammar as parsing `json_schema_to_ebnf`'s text (`key_sets.rs`,
     // `jstr::build_tries`, `fixed_rules.rs`); the arena is reserved for the rules kept apart too.
-    let (mut key_set_count, mut part_count) = (0, 0);
+    let mut key_set_count = 0;
     let (g, mut key_set_rules) = crate::ebnf::parse_ebnf_with(&text, "root", apart.bytes, |b| {
         let mut ids = key_sets::build(&apart.key_sets, b)?;
         key_set_count = ids.len();
-        let parts = key_sets::parts(&apart.key_sets, b);
-        part_count = parts.len();
-        ids.extend(parts);
         ids.extend(jstr::build_tries(&apart.key_tries, b)?);
         ids.extend(fixed_rules::build(&apart.fixed, b)?);
         Ok(ids)
     })?;
     // The grammar's ids of the key-set rules (a builder's ids are not the grammar's).
-    key_set_rules.truncate(key_set_count + part_count);
-    let parts = key_set_rules.split_off(key_set_count);
+    key_set_rules.truncate(key_set_count);
     // The shared `\u`-escape rule of counted strings stays a rule: each position calls it; so
     // do an open object's joined keys (one automaton for all the object's key positions).
-    // So do the key-set rules and their entries: each key-set rule's automaton is then the
-    // plain shape whose states a closed form counts (docs/architecture.md, "Key-set rules built
-    // on first prediction: design").
     let kept = (g.rules().iter().enumerate())
         .filter(|(_, r)| r.name == jstr::U_ESCAPE_RULE || r.name.ends_with(SPLIT_KEYS_SUFFIX))
         .map(|(i, _)| crate::grammar::RuleId(i as u32))
-        .chain(key_set_rules.iter().chain(&parts).copied())
         .collect();
     let g = g.with_kept(kept);
     // Key-set rules are each a class of their own for the equal-rule merging (a hint, see
