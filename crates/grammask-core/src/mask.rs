@@ -71,8 +71,8 @@ pub use runs::{
     run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
 pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
-pub use walk::{region_before_runs_taken, state_bytes};
 use walk::*;
+pub use walk::{region_before_runs_taken, state_bytes};
 
 /// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
 /// the walk visits the whole trie).

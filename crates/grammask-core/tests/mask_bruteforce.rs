@@ -3540,6 +3540,31 @@ fn region_masks_match_brute_force_on_llama3() {
     assert!(cg.region_kernels_served() > 0);
 }
 
+/// Masks equal the brute force on Llama 3 along URL patterns of MaskBench o71827, whose lazy
+/// `.*?` states read every run of `.` but break at each byte that may start the text after it
+/// (`a` of `app/`, `.`): the breaks the kernel row reads hold most of the trie, and the region
+/// walk is taken before the run index's (`region_before_runs_taken`, checked to rise), with
+/// a multi-byte character and an escaped quote inside the runs.
+#[test]
+fn url_pattern_region_before_runs_matches_brute_force() {
+    use grammask_core::mask::region_before_runs_taken;
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {"n": {"type": "integer"},
+        "itunes": {"type": "string", "pattern": "^https:\\/\\/apps\\.apple\\.com\\/.*?app\\/([^\\/]+\\/)?id[0-9]+$"},
+        "source": {"type": "string", "pattern": "^https?:\\/\\/.*?\\..*$"}}, "required": ["n"]}"#;
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    let docs = [
+        r#"{"n": 1, "itunes": "https://apps.apple.com/us/app/p1/id12"}"#,
+        "{\"n\": 2, \"source\": \"http://\u{e9}x.io\", \"itunes\": \"https://apps.apple.com/b\\\"a/app/id3\"}",
+    ];
+    let before = region_before_runs_taken();
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    let taken = region_before_runs_taken() - before;
+    assert!(taken >= 3, "{taken} kernels took the region walk before their run index's");
+}
+
 /// A small choice of literal leads (`"{" ws obj ws "}" | ...`, MaskBench o3626's `not` value)
 /// composes from their literal-lead kernels, equal to the plain walk's; masks along documents
 /// (through the choice and an alias of one lead) equal the brute force.
