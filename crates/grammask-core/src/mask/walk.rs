@@ -158,7 +158,7 @@ impl KernelWalk<'_> {
             }
             _ if let Some((ri, run)) = w.runs_at(base)? => {
                 // The kernel state itself reads every run of a class; where the breaks it reads
-                // are a large share of the trie, the region DFA walks it for less.
+                // hold a large share of the nodes it reads, the region DFA walks them for less.
                 let region = sc.region.filter(|_| w.breaks_outweigh_region(&ri));
                 match region.and_then(|r| w.walk_region(state, Some(r))) {
                     Some(served) => {
