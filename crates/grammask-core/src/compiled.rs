@@ -428,6 +428,8 @@ pub struct KernelStats {
 /// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
 /// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
 type LeadLeafKey = (usize, u8, u128, u32, u128, (u128, u32));
+/// A literal lead's kernel (kept for its address) and its part.
+type LeadLeafEntry = (Arc<KernelMask>, Arc<KernelMask>);
 
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -449,7 +451,7 @@ pub struct CompiledGrammar {
     lead_trees: RwLock<FastMap<(StateId, u128, u32), Arc<KernelMask>>>,
     /// The parts of literal leads alike in [`Self::lead_tree_kernel`], each with the kernel whose
     /// address keys it.
-    lead_leaves: RwLock<FastMap<LeadLeafKey, (Arc<KernelMask>, Arc<KernelMask>)>>,
+    lead_leaves: RwLock<FastMap<LeadLeafKey, LeadLeafEntry>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
     nullable: OnceLock<Vec<bool>>,
@@ -1293,7 +1295,6 @@ impl CompiledGrammar {
                 None => return Ok(None),
                 Some(LeadLeaf::Known(km)) => km,
                 Some(LeadLeaf::New { km, readable, read_v }) => {
-                    let km = Arc::new(km);
                     if !read_v {
                         // `ks0` is kept with it: its address stays its own.
                         write(&self.lead_leaves).insert(key(&readable), (ks0.clone(), km.clone()));

@@ -214,7 +214,7 @@ pub fn lead_into_literal_lead(
         }
     }
     let km = kernel_mask(TokenSet::from_ids(accepted, vocab_size), uncertain, suffixes);
-    Ok(Some(LeadLeaf::New { km, readable, read_v }))
+    Ok(Some(LeadLeaf::New { km: Arc::new(km), readable, read_v }))
 }
 
 /// What [`lead_into_literal_lead`] found: the classification `known` gave for `v`'s first bytes,
@@ -222,7 +222,7 @@ pub fn lead_into_literal_lead(
 /// of `ks0`, `p`, the runs and `readable` alone, so literal leads alike in these share it).
 pub enum LeadLeaf {
     Known(Arc<KernelMask>),
-    New { km: KernelMask, readable: ByteSet, read_v: bool },
+    New { km: Arc<KernelMask>, readable: ByteSet, read_v: bool },
 }
 
 /// What [`classify_after_lead`] reads of the trie for a run class `C{0,B}` whatever `t` is: the
