@@ -16,9 +16,9 @@ use crate::mask::{
     ascii_loop, ascii_steps_to, call_loop, call_loop_refused, callee_ascii, callee_refused, class_covers,
     classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
     classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
-    compose_kernel, lead_run, literal_byte, loop_refused, offering_rows, run_class_candidates, shift_kernel,
-    sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds, DropRules, KernelMask, Loops, Shortcuts,
-    SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    compose_kernel, kernel_mask, lead_into_literal_lead, lead_run, literal_byte, loop_refused, offering_rows,
+    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
+    DropRules, KernelMask, LeadLeaf, LeadNodes, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -421,7 +421,16 @@ pub struct KernelStats {
     /// Of `shared_early`, states past `EARLY_SHARE_STATES` whose prefix key a shared kernel had
     /// (see `TokenIndex::shared_prefix`).
     pub shared_by_prefix: usize,
+    /// Of `composed`, leads before a tree of small choices over literal leads whose run tokens
+    /// were composed from the literal leads' ([`lead_into_literal_lead`]) rather than walked.
+    pub lead_trees: usize,
 }
+/// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
+/// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
+type LeadLeafKey = (usize, u8, u128, u32, u128, (u128, u32));
+/// A literal lead's kernel (kept for its address) and its part.
+type LeadLeafEntry = (Arc<KernelMask>, Arc<KernelMask>);
+
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -438,6 +447,11 @@ pub struct CompiledGrammar {
     region: Mutex<crate::mask::RegionDfa>,
     /// [`lead_run`] of each rule start asked for so far ([`Self::lead_run_at`]).
     lead_runs: RwLock<FastMap<StateId, Option<(ByteSet, u32)>>>,
+    /// [`Self::lead_tree_kernel`] of each state asked for so far, by state, run class and bound.
+    lead_trees: RwLock<FastMap<(StateId, u128, u32), Arc<KernelMask>>>,
+    /// The parts of literal leads alike in [`Self::lead_tree_kernel`], each with the kernel whose
+    /// address keys it.
+    lead_leaves: RwLock<FastMap<LeadLeafKey, LeadLeafEntry>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
     nullable: OnceLock<Vec<bool>>,
@@ -491,7 +505,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 9],
+    stats: [AtomicUsize; 10],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -654,6 +668,8 @@ impl CompiledGrammar {
             distinct_kernels: RwLock::new(FastMap::default()),
             region: Mutex::default(),
             lead_runs: RwLock::new(FastMap::default()),
+            lead_trees: RwLock::new(FastMap::default()),
+            lead_leaves: RwLock::new(FastMap::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
@@ -833,38 +849,52 @@ impl CompiledGrammar {
 
     /// A kernel not cached yet, classified and cached.
     fn new_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Arc<KernelMask>> {
+        if let Some(km) = self.derived_kernel_in(state, stack)? {
+            return Ok(km);
+        }
+        self.walked_kernel(state)
+    }
+
+    /// A kernel not cached yet, classified without a walk of its own (from other kernels, or
+    /// by a walk of a few nodes) and cached; `None` where only [`Self::walked_kernel`] applies.
+    fn derived_kernel_in(&self, state: StateId, stack: &mut Vec<StateId>) -> Result<Option<Arc<KernelMask>>> {
         if let Some(km) = self.excluded_kernel_in(state, stack)? {
             self.count(4);
             // The body's own kernel is cached already (and shared as it is).
             if Arc::ptr_eq(&km, &self.body_ends.get().expect("set by excluded_kernel_in").base) {
-                return Ok(write(&self.kernels).entry(state).or_insert(km).clone());
+                return Ok(Some(write(&self.kernels).entry(state).or_insert(km).clone()));
             }
-            return Ok(self.cache_kernel(state, km));
+            return Ok(Some(self.cache_kernel(state, km)));
         }
         if let Some(km) = self.literal_lead_kernel(state)? {
             self.count(1);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         if let Some(km) = self.literal_kernel(state)? {
             self.count(0);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         if let Some(km) = self.lead_kernel_in(state, stack)? {
             self.count(1);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         if let Some(km) = self.composed_kernel_in(state, stack)? {
             self.count(1);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         if let Some(km) = self.shifted_kernel_in(state, stack)? {
             self.count(2);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         if let Some(km) = self.byte_region_kernel(state) {
             self.count(0);
-            return Ok(self.cache_kernel(state, Arc::new(km)));
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
+        Ok(None)
+    }
+
+    /// A kernel not cached yet, walked (through the cross-grammar cache) and cached.
+    fn walked_kernel(&self, state: StateId) -> Result<Arc<KernelMask>> {
         let follow = self.follow()[self.automata.state(state).rule.index()];
         // The classification depends on the rule's FOLLOW set too (it filters rule ends). The
         // key is computed only once the walk proves long (see `classify_kernel_budget`), or
@@ -1196,6 +1226,20 @@ impl CompiledGrammar {
         let Some((class, bound)) = self.lead_run_at(a.callee_start(state, r)) else { return Ok(None) };
         let vocab_size = self.index.vocab.vocab_size();
         let nodes = self.index.lead_nodes(None, &class, bound);
+        let follow = self.follow()[a.state(state).rule.index()];
+        // A `t` that is a tree of small choices over literal leads (`oneOf` objects) reads the
+        // run's tokens as its literal leads do, composed ([`Self::lead_tree_kernel`]).
+        if let Some(lt) = self.lead_tree_kernel(t, &nodes, &mut Vec::new())? {
+            stack.push(state);
+            let after = self.kernel_in(t, stack);
+            stack.pop();
+            let after = after?;
+            if after.beyond.is_none() {
+                self.count(9);
+                let run = kernel_mask(TokenSet::from_ids(nodes.run_tokens.clone(), vocab_size), Vec::new(), Vec::new());
+                return compose_kernel(a, vocab_size, &follow, Some(run), &[lt, after], Vec::new()).map(Some);
+            }
+        }
         let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &nodes);
         let Some((own, rows)) = self.with_walk_shortcuts(t, walk)? else { return Ok(None) };
         // Where `t`'s own kernel is walked, it goes on from the rows the run's subtrees interned.
@@ -1210,8 +1254,87 @@ impl CompiledGrammar {
         if own.beyond.is_some() || after.beyond.is_some() {
             return Ok(None);
         }
-        let follow = self.follow()[a.state(state).rule.index()];
         compose_kernel(a, vocab_size, &follow, Some(own), &[after], Vec::new()).map(Some)
+    }
+
+    /// The classification, for a lead before `s` ([`Self::lead_kernel`] over `nodes`), of the
+    /// tokens `w σ` whose rest `σ` is read from `s` (not the run's own tokens), where `s` is a
+    /// literal lead ([`lead_into_literal_lead`]) or a small choice (at most
+    /// [`LITERAL_LEAD_CHOICE_MAX`] non-nullable callees, no byte edges) of such trees, composed
+    /// from its callees' ([`compose_kernel`]: `w` is read before them, `σ` from them as a token
+    /// is); `None` for any other `s`, or a tree that reaches itself (`path`). Cached per state
+    /// and run.
+    ///
+    /// PERF: see [`lead_into_literal_lead`] (MaskBench o3626's `ws not`).
+    fn lead_tree_kernel(
+        &self,
+        s: StateId,
+        nodes: &LeadNodes,
+        path: &mut Vec<StateId>,
+    ) -> Result<Option<Arc<KernelMask>>> {
+        let key = (s, nodes.class.hash128(), nodes.bound);
+        if let Some(k) = read(&self.lead_trees).get(&key) {
+            return Ok(Some(k.clone()));
+        }
+        let a = &self.automata;
+        if a.has_lookahead() || path.len() >= MAX_COMPOSE_DEPTH || path.contains(&s) {
+            return Ok(None);
+        }
+        let vocab_size = self.index.vocab.vocab_size();
+        let follow = self.follow()[a.state(s).rule.index()];
+        let km = if let Some(lead) = self.literal_lead(s) {
+            let ks0 = self.kernel(s)?;
+            // Literal leads alike (the same kernel, byte, runs and first bytes after the inner run)
+            // share their part where it read nothing from `v`.
+            // PERF: o3626's ~290 literal leads are all alike, each ~22 K instructions on Llama 3.
+            let (p, _, class2, bound2) = lead;
+            let outer = (nodes.class.hash128(), nodes.bound);
+            let key = |r: &ByteSet| (Arc::as_ptr(&ks0) as usize, p, class2.hash128(), bound2, r.hash128(), outer);
+            let known = |r: &ByteSet| read(&self.lead_leaves).get(&key(r)).map(|(_, k)| k.clone());
+            match lead_into_literal_lead(a, &self.index.trie, vocab_size, lead, &ks0, &follow, nodes, known)? {
+                None => return Ok(None),
+                Some(LeadLeaf::Known(km)) => km,
+                Some(LeadLeaf::New { km, readable, read_v }) => {
+                    if !read_v {
+                        // `ks0` is kept with it: its address stays its own.
+                        write(&self.lead_leaves).insert(key(&readable), (ks0.clone(), km.clone()));
+                    }
+                    km
+                }
+            }
+        } else {
+            let edges = a.rule_edges(s);
+            if !a.byte_edges(s).is_empty() || edges.is_empty() || edges.len() > LITERAL_LEAD_CHOICE_MAX {
+                return Ok(None);
+            }
+            path.push(s);
+            let mut parts = Vec::with_capacity(edges.len());
+            for &(r, _) in edges {
+                let s0 = a.callee_start(s, r);
+                let callee =
+                    if self.nullable()[s0.0 as usize] { Ok(None) } else { self.lead_tree_kernel(s0, nodes, path) };
+                match callee {
+                    Ok(Some(k)) if k.beyond.is_none() => parts.push(k),
+                    other => {
+                        path.pop();
+                        return other.map(|_| None);
+                    }
+                }
+            }
+            path.pop();
+            // Parts without uncertain tokens leave nothing to read after their callee: the choice's
+            // part is their union, the one part itself where all are the same.
+            // PERF: o3626's ~260 choices over alike literal leads composed ~3.6 K instructions each.
+            if parts.iter().all(|k| Arc::ptr_eq(k, &parts[0]) && k.uncertain.is_empty()) {
+                parts[0].clone()
+            } else {
+                let callees =
+                    parts.into_iter().zip(edges).map(|(k, &(_, t))| (k, crate::earley::Chart::with_kernel(a, t)));
+                Arc::new(compose_kernel(a, vocab_size, &follow, None, &[], callees.collect())?)
+            }
+        };
+        write(&self.lead_trees).insert(key, km.clone());
+        Ok(Some(km))
     }
 
     /// The classification of a kernel state that predicts, composed from its callees' rule-start
@@ -1684,6 +1807,7 @@ impl CompiledGrammar {
             shared_early: n(6),
             shifted_walked: n(7),
             shared_by_prefix: n(8),
+            lead_trees: n(9),
         }
     }
 

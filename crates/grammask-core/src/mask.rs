@@ -59,7 +59,7 @@ pub use fill::{
     fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, interned_suffix_walks, kernel_items, kernels_apply,
     ReadsBody, SuffixMemo,
 };
-pub use lead::{classify_after_lead, lead_run, LeadNodes};
+pub use lead::{classify_after_lead, lead_into_literal_lead, lead_run, LeadLeaf, LeadNodes};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 pub use region::{classify_region_kernel, RegionDfa, REGION_MAX_DFA_STATES};
 pub use row_memo::spent_row_merges;
@@ -442,7 +442,7 @@ impl<'a> KernelWalk<'a> {
 /// The kernel mask of a classification, in canonical form: suffixes in byte order, `uncertain`
 /// sorted and free of accepted tokens and duplicates (equal classifications compare equal however
 /// they were found).
-fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<Box<[u8]>>) -> KernelMask {
+pub(crate) fn kernel_mask(accepted: TokenSet, mut uncertain: Vec<(u32, u32)>, suffixes: Vec<Box<[u8]>>) -> KernelMask {
     // Sorted by their first 8 bytes (zero-padded: where two such keys differ they order as the
     // suffixes do), then by the whole suffix.
     // PERF: a block end of a long string (MaskBench o82710) sorts ~44 K suffixes; comparing them

@@ -187,6 +187,24 @@ impl TokenTrie {
         self.wide.get(&(i as u32)).map(|c| &c[..])
     }
 
+    /// The child of node `i` whose byte is `byte`, if any.
+    pub fn child(&self, i: usize, byte: u8) -> Option<usize> {
+        if let Some(cs) = self.wide_children(i) {
+            return cs.binary_search_by_key(&byte, |&x| self.nodes[x as usize].byte).ok().map(|k| cs[k] as usize);
+        }
+        let (mut x, end) = (i + 1, self.nodes[i].subtree_end as usize);
+        while x < end && self.nodes[x].byte != byte {
+            x = self.nodes[x].subtree_end as usize;
+        }
+        (x < end).then_some(x)
+    }
+
+    /// The root child whose byte is `byte`, if any.
+    pub fn root_child(&self, byte: u8) -> Option<usize> {
+        let k = self.root_children.binary_search_by_key(&byte, |&c| self.nodes[c as usize].byte).ok()?;
+        Some(self.root_children[k] as usize)
+    }
+
     #[inline]
     pub fn node_tokens(&self, n: &Node) -> &[u32] {
         &self.tokens[n.tok_start as usize..n.tok_end as usize]

@@ -3679,3 +3679,77 @@ fn composed_literal_lead_trees_keep_few_ids() {
     }
     assert_eq!(ids, 16);
 }
+
+/// A lead (`ws`) before a tree of small choices over literal leads (MaskBench o3626's `ws not`,
+/// a nested `oneOf` of objects; here one alternative allows `{}`, so some rests are read from the
+/// object's own rows) is composed from the literal leads' parts (`lead_trees`), each lead kernel
+/// equal to the plain walk's; masks along documents equal the brute force. Fails with
+/// `lead_tree_kernel` answering `None` (no lead composed so).
+#[test]
+fn leads_before_literal_lead_trees_compose_match_brute_force() {
+    let g = grammask_core::ebnf::parse_ebnf(
+        "root ::= \"[\" ws not ws \"]\" | \"(\" ws t2 ws \")\"\nnot ::= t1 | t2\nt1 ::= a | b\nt2 ::= c | e\n\
+         a ::= \"{\" ws \"\\\"a\\\"\" ws \":\" ws \"1\" ws \"}\"\n\
+         b ::= \"{\" ws \"\\\"b\\\"\" ws \":\" ws not ws \"}\"\n\
+         c ::= \"{\" ws \"\\\"c\\\"\" ws \":\" ws \"2\" ws \"}\"\n\
+         e ::= \"{\" ws (\"\\\"e\\\"\" ws \":\" ws \"3\" ws)? \"}\"\nws ::= [ \\n]{0,64}",
+        "root",
+    )
+    .unwrap();
+    let pieces: &[&[u8]] = &[
+        b"[",
+        b"]",
+        b"(",
+        b")",
+        b"{",
+        b"}",
+        b"{\"",
+        b"{ ",
+        b"{\n",
+        b"\"a\"",
+        b"\"b",
+        b"\"c\":",
+        b"\"e",
+        b":",
+        b" ",
+        b"\n",
+        b"1",
+        b"2",
+        b"3",
+        b" {",
+        b"\n{\"",
+        b" {}",
+        b"  {",
+        b" {\"a",
+        b"\n{ \"",
+        b" {x",
+        b"{}]",
+        b" {\n\n",
+        b"{\"e\":3}",
+        b"x",
+    ];
+    let mut rng = Rng(0x7E57_1EAD_C0DE_0060);
+    let (mut leads, mut trees) = (0, 0);
+    for _ in 0..8 {
+        let vocab = pieces_vocab(&mut rng, pieces, 100, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
+            if let Some(km) = cg.lead_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {s:?}");
+                leads += 1;
+            }
+        }
+        trees += cg.kernel_stats().lead_trees;
+        let docs: &[&[u8]] = &[
+            b"[{\"a\":1}]",
+            b"[ {\n\"b\" : {} } ]",
+            b"( {}  )",
+            b"[\n{ \"b\":{\"b\":  {\"e\" :3}}}]",
+            b"[ {\"c\" :2}\n]",
+            b"( {\"e\":3})",
+        ];
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert!(leads >= 16, "{leads} lead kernels");
+    assert!(trees >= 16, "{trees} leads composed over literal-lead trees");
+}

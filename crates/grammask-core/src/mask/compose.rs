@@ -161,7 +161,7 @@ fn classify_first_bytes(
 /// property in its first row (MaskBench `Github_hard---o30633`: ~90); building that row again for
 /// each of a number's ~80 suffixes took most of the composition. The suffixes after a key's end
 /// (`":`, `": "`, `":{"`, ...) share their first rows, built once each in byte order.
-struct SuffixReader {
+pub(super) struct SuffixReader {
     chart: Chart,
     base: usize,
     read: Vec<u8>,
@@ -169,7 +169,7 @@ struct SuffixReader {
 }
 
 impl SuffixReader {
-    fn new(chart: Chart) -> SuffixReader {
+    pub(super) fn new(chart: Chart) -> SuffixReader {
         let base = chart.num_rows();
         SuffixReader { chart, base, read: Vec::new(), ends: Vec::new() }
     }
@@ -177,7 +177,7 @@ impl SuffixReader {
     /// `None` if all of `suffix` is read (the rule may end right at its end), else the byte
     /// counts `c` after which the rule had ended before the chart died, where `suffix[c]` is in
     /// `follow` (the suffixes `record_uncertain` would keep).
-    fn read(&mut self, a: &Automata, suffix: &[u8], follow: &ByteSet) -> Result<Option<&[usize]>> {
+    pub(super) fn read(&mut self, a: &Automata, suffix: &[u8], follow: &ByteSet) -> Result<Option<&[usize]>> {
         let keep = self.read.iter().zip(suffix).take_while(|(x, y)| x == y).count();
         self.chart.truncate_rows(self.base + keep);
         self.read.truncate(keep);
@@ -193,6 +193,11 @@ impl SuffixReader {
             self.read.push(b);
         }
         Ok(None)
+    }
+
+    /// The last row of the chart before any byte is read.
+    pub(super) fn base_row(&self) -> &[Item] {
+        self.chart.row(self.base - 1)
     }
 }
 

@@ -4,6 +4,7 @@
 //! Pipeline place: called by [`crate::compiled::CompiledGrammar`] when a kernel is first needed,
 //! before composition and the walk (`walk.rs`); the part of the classification that `t` reads
 //! from the first byte on is `t`'s own kernel, joined by the caller.
+use super::compose::SuffixReader;
 use super::*;
 
 /// The byte class `C` and bound `B` of a rule whose start `s0` reads exactly the runs `C{0,B}`
@@ -113,6 +114,117 @@ pub fn classify_after_lead(
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
+/// The classification of the tokens `w ρ` (`w` a run of `nodes`, `ρ` its exit's rest) read from a
+/// literal lead `s0` (`p` then a call of a run rule `class2{0,bound2}`, then `v`,
+/// [`crate::compiled::CompiledGrammar::literal_lead_kernel`]), given `s0`'s own classification
+/// `ks0` and `follow`, FOLLOW of `s0`'s rule: the part of a lead that a literal lead below it
+/// reads, for the lead's composition. `None` where `v` reads a byte of `class2` or has ended the
+/// rule, or `p` is in `nodes`' class. `known` answers, from the bytes `v` reads first, with the
+/// classification of a literal lead alike ([`LeadLeaf`]) where it has one.
+///
+/// Why it is exact: `w ρ` is read from `s0`, after `w` outside it, exactly as `ρ` is (nothing of
+/// `s0`'s rule is read before `ρ`), so where `ρ` is a token its class is `ks0`'s. Else `ρ` is `p`,
+/// a longest run `w2` of `class2`, and a rest `σ2`: as in [`classify_after_lead`], `w2` past the
+/// bound is refused, `σ2` empty is read within the call, and `σ2` is otherwise read from a kernel
+/// chart of `v` (refused at once where `v` does not read its first byte), with no rule end before
+/// it (`v`'s row has not ended the rule).
+///
+/// PERF: MaskBench o3626's `ws not` (~270 literal leads `"{" ws obj_N ws "}"` under a tree of
+/// small choices) walked the 67 Llama 3 tokens `ws+ "{" ...` through `t`'s rows of ~1,500 items
+/// (~3.6 M instructions); composed from the literal leads' parts, only the rests that neither are
+/// tokens nor die at their first byte after the inner run are read, from one object's rows.
+#[allow(clippy::too_many_arguments)]
+pub fn lead_into_literal_lead(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    (p, v, class2, bound2): (u8, StateId, ByteSet, u32),
+    ks0: &KernelMask,
+    follow: &ByteSet,
+    nodes: &LeadNodes,
+    known: impl FnOnce(&ByteSet) -> Option<Arc<KernelMask>>,
+) -> Result<Option<LeadLeaf>> {
+    let mut reader = SuffixReader::new(Chart::with_kernel(a, v));
+    let readable = row_bytes(a, reader.base_row());
+    if ks0.beyond.is_some()
+        || nodes.class.contains(p)
+        || kernel_ended(a, reader.base_row())
+        || class2.intersects(&readable)
+    {
+        return Ok(None);
+    }
+    if let Some(km) = known(&readable) {
+        return Ok(Some(LeadLeaf::Known(km)));
+    }
+    let mut read_v = false;
+    let (mut accepted, mut uncertain, mut suffixes, mut suffix_ids) =
+        (Vec::new(), Vec::new(), Vec::new(), SuffixIds::default());
+    // `ks0`'s suffix ids in the new list, interned on first use.
+    let mut ks0_ids: Vec<Option<u32>> = vec![None; ks0.suffixes.len()];
+    // The rest `ρ` of the node visited, and per length the root trie's node of its prefix.
+    let (mut rest, mut matched) = (Vec::<u8>::new(), Vec::<Option<usize>>::new());
+    for &(e, _) in nodes.exits(p) {
+        let top = trie.nodes[e as usize].depth;
+        for i in e as usize..trie.nodes[e as usize].subtree_end as usize {
+            let n = trie.nodes[i];
+            let k = (n.depth - top) as usize;
+            rest.truncate(k);
+            matched.truncate(k);
+            rest.push(n.byte);
+            let m = if k == 0 { trie.root_child(p) } else { matched[k - 1].and_then(|q| trie.child(q, n.byte)) };
+            matched.push(m);
+            let toks = trie.node_tokens(&n);
+            if toks.is_empty() {
+                continue;
+            }
+            // `ρ` is a token: classified as `ks0` classifies it.
+            if let Some(&r) = m.and_then(|m| trie.node_tokens(&trie.nodes[m]).first()) {
+                if ks0.accepted.get(r as usize) {
+                    accepted.extend_from_slice(toks);
+                    continue;
+                }
+                let lo = ks0.uncertain.partition_point(|&(x, _)| x < r);
+                for &(_, sid) in ks0.uncertain[lo..].iter().take_while(|&&(x, _)| x == r) {
+                    let id = *ks0_ids[sid as usize].get_or_insert_with(|| {
+                        intern_suffix(&mut suffix_ids, &mut suffixes, &ks0.suffixes[sid as usize])
+                    });
+                    uncertain.extend(toks.iter().map(|&tok| (tok, id)));
+                }
+                continue;
+            }
+            // `ρ` is `p w2 σ2`.
+            let j = 1 + rest[1..].iter().take_while(|&&b| class2.contains(b)).count();
+            if j - 1 > bound2 as usize || (j < rest.len() && !readable.contains(rest[j])) {
+                continue;
+            }
+            if j == rest.len() {
+                accepted.extend_from_slice(toks);
+                continue;
+            }
+            read_v = true;
+            match reader.read(a, &rest[j..], follow)? {
+                None => accepted.extend_from_slice(toks),
+                Some(ends) => {
+                    for &c in ends {
+                        let id = intern_suffix(&mut suffix_ids, &mut suffixes, &rest[j + c..]);
+                        uncertain.extend(toks.iter().map(|&tok| (tok, id)));
+                    }
+                }
+            }
+        }
+    }
+    let km = kernel_mask(TokenSet::from_ids(accepted, vocab_size), uncertain, suffixes);
+    Ok(Some(LeadLeaf::New { km: Arc::new(km), readable, read_v }))
+}
+
+/// What [`lead_into_literal_lead`] found: the classification `known` gave for `v`'s first bytes,
+/// or a new one, with those bytes and whether it read any rest from `v` (if not, it is a function
+/// of `ks0`, `p`, the runs and `readable` alone, so literal leads alike in these share it).
+pub enum LeadLeaf {
+    Known(Arc<KernelMask>),
+    New { km: Arc<KernelMask>, readable: ByteSet, read_v: bool },
+}
+
 /// What [`classify_after_lead`] reads of the trie for a run class `C{0,B}` whatever `t` is: the
 /// *run nodes* (every byte on their path in `C`, depth at most `B`) and their tokens, and the
 /// *exits*, the children of a run node whose byte is not in `C`, by that byte (the root's are
@@ -193,7 +305,7 @@ impl LeadNodes {
     }
 
     /// The exits of byte `b`.
-    fn exits(&self, b: u8) -> &[(u32, u32)] {
+    pub(super) fn exits(&self, b: u8) -> &[(u32, u32)] {
         &self.exits[self.by_byte[b as usize] as usize..self.by_byte[b as usize + 1] as usize]
     }
 
