@@ -127,13 +127,9 @@ impl KernelWalk<'_> {
             }
             // A string body that refuses some text of a few ASCII characters: the body text
             // without them stays inside the rule, and the nodes where they begin are walked.
-            // Not searched where the body reads only text of bounded length (none then covers).
             Some(_)
-                if let Some((ws, cover)) = sc
-                    .walked
-                    .zip(body_misread.get())
-                    .filter(|_| !crate::slice::no_walked_cover(a, state))
-                    .and_then(|((walkable, get), misread)| {
+                if let Some((ws, cover)) =
+                    sc.walked.zip(body_misread.get()).and_then(|((walkable, get), misread)| {
                         if let Some(prepare) = sc.prepare_walked.filter(|_| misread.is_some()) {
                             prepare();
                         }

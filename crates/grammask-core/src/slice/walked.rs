@@ -504,10 +504,15 @@ pub fn walked_cover(
     if let Some(found) = known(memo) {
         return found;
     }
-    let found = walked_search(a, s, misread, memo)
-        .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable))
-        .map(|(walked, cover)| (Walked::Chars(walked), cover))
-        .or_else(|| strings_search(a, s, misread, memo));
+    // None where the body reads only text of bounded length (see [`no_walked_cover`]).
+    let found = if no_walked_cover(a, s) {
+        None
+    } else {
+        walked_search(a, s, misread, memo)
+            .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable))
+            .map(|(walked, cover)| (Walked::Chars(walked), cover))
+            .or_else(|| strings_search(a, s, misread, memo))
+    };
     memo.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(s, found);
     found
 }
@@ -736,7 +741,7 @@ fn refused_at_root(a: &Automata, s: StateId) -> Option<u128> {
 }
 
 /// Most states [`no_walked_cover`] visits before it answers `false` (unsure).
-const MAX_BOUNDED_TEXT_STATES: usize = 1024;
+const MAX_BOUNDED_TEXT_STATES: usize = 2048;
 
 /// Kernel states whose walked searches [`no_walked_cover`] ruled out, for tests.
 static NO_WALKED_COVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -770,27 +775,26 @@ pub fn no_walked_cover(a: &Automata, s: StateId) -> bool {
         let &(r, ret) = a.rule_edges(q).get((k - edges.len()) / 2)?;
         Some(Some(if (k - edges.len()) % 2 == 0 { a.callee_start(q, r) } else { ret }))
     };
-    // Depth-first: 1 while a state is on the path (a cycle when met again), 2 once done.
-    let mut mark = vec![0u8; a.states().len()];
+    // Depth-first: `true` while a state is on the path (a cycle when met again), `false` once
+    // done.
+    let mut on_path: crate::fasthash::FastMap<StateId, bool> = crate::fasthash::FastMap::default();
     let mut stack = vec![(s, 0usize)];
-    mark[s.0 as usize] = 1;
-    let mut visited = 1;
+    on_path.insert(s, true);
     while let Some(top) = stack.last_mut() {
         let (q, k) = *top;
         top.1 += 1;
         let Some(t) = succ(q, k) else {
-            mark[q.0 as usize] = 2;
+            on_path.insert(q, false);
             stack.pop();
             continue;
         };
-        match t.map(|t| (t, mark[t.0 as usize])) {
-            Some((_, 1)) => return false,
-            Some((t, 0)) if visited < MAX_BOUNDED_TEXT_STATES => {
-                mark[t.0 as usize] = 1;
-                visited += 1;
+        match t.map(|t| (t, on_path.get(&t).copied())) {
+            Some((_, Some(true))) => return false,
+            Some((t, None)) if on_path.len() < MAX_BOUNDED_TEXT_STATES => {
+                on_path.insert(t, true);
                 stack.push((t, 0));
             }
-            Some((_, 0)) => return false,
+            Some((_, None)) => return false,
             _ => {}
         }
     }
