@@ -773,7 +773,7 @@ pub fn no_walked_cover(a: &Automata, s: StateId) -> bool {
             return Some((!(e.lo..=e.hi).all(|x| x < 0x20 || x == b'"')).then_some(e.target));
         }
         let &(r, ret) = a.rule_edges(q).get((k - edges.len()) / 2)?;
-        Some(Some(if (k - edges.len()) % 2 == 0 { a.callee_start(q, r) } else { ret }))
+        Some(Some(if (k - edges.len()).is_multiple_of(2) { a.callee_start(q, r) } else { ret }))
     };
     // Depth-first: `true` while a state is on the path (a cycle when met again), `false` once
     // done.
@@ -788,14 +788,15 @@ pub fn no_walked_cover(a: &Automata, s: StateId) -> bool {
             stack.pop();
             continue;
         };
-        match t.map(|t| (t, on_path.get(&t).copied())) {
-            Some((_, Some(true))) => return false,
-            Some((t, None)) if on_path.len() < MAX_BOUNDED_TEXT_STATES => {
+        let Some(t) = t else { continue };
+        match on_path.get(&t) {
+            Some(false) => {}
+            None if on_path.len() < MAX_BOUNDED_TEXT_STATES => {
                 on_path.insert(t, true);
                 stack.push((t, 0));
             }
-            Some((_, None)) => return false,
-            _ => {}
+            // On the path (a cycle), or past the cap.
+            _ => return false,
         }
     }
     NO_WALKED_COVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
