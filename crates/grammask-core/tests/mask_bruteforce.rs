@@ -3302,6 +3302,41 @@ fn bounded_within_masks_match_brute_force_on_llama3() {
     assert!(closings >= 4, "closing bodies: {closings}");
 }
 
+/// Counted strings of unanchored class patterns (exactly 12 characters, one of them hex:
+/// MaskBench o10009 / o10013; 4 to 6 of `[xyz]+`) read only text of bounded length: their
+/// kernels take no walked-body search (`grammask_core::slice::no_walked_cover`, none can cover),
+/// and their short-bound walks step the rows by runs of bytes that step them alike
+/// (`grammask_core::mask::row_run_steps`). Masks along the strings equal the brute force on
+/// Llama 3, Phi-3.5 and a small pieces vocabulary.
+#[test]
+fn bounded_text_strings_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {
+        "h": {"type": "string", "minLength": 12, "maxLength": 12, "pattern": "[0-9a-fA-F]+"},
+        "k": {"type": "string", "minLength": 4, "maxLength": 6, "pattern": "[xyz]+"}}}"#;
+    let cases: [(&str, String, Vec<usize>); 4] = [
+        ("h", "ghijklmnopq0".to_string(), (0..=12).collect()),
+        ("h", "0\\u00e9zzzzzzzzzz".to_string(), vec![0, 1, 2, 7, 8, 12, 17]),
+        ("h", "  \u{e9}\\\"zzzzzzzA".to_string(), vec![0, 2, 3, 4, 5, 6, 14]),
+        ("k", "ab#xy".to_string(), (0..=5).collect()),
+    ];
+    let positions: usize = cases.iter().map(|c| c.2.len()).sum();
+    let mut rng = Rng(0x6865_7836);
+    let pieces: Vec<&[u8]> =
+        vec![b"0", b"a", b"F", b"g", b"z", b"x", b"y", b" ", b"\\\\", b"\\\"", "\u{e9}".as_bytes(), b"\"", b"#", b"}"];
+    let mut vocabs = vec![pieces_vocab(&mut rng, &pieces, 400, vec![b"\"}".to_vec()])];
+    vocabs.extend(llama3_vocab());
+    vocabs.extend(shared_vocab("phi3.5"));
+    for vocab in &vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), vocab).unwrap());
+        let (ruled_out, runs) = (grammask_core::slice::walked_covers_ruled_out(), grammask_core::mask::row_run_steps());
+        assert_eq!(string_masks_match_brute_force(&cg, vocab, &cases), positions);
+        if vocab.vocab_size() > 1000 {
+            assert!(grammask_core::slice::walked_covers_ruled_out() > ruled_out, "walked searches ruled out");
+            assert!(grammask_core::mask::row_run_steps() > runs, "row steps kept for runs");
+        }
+    }
+}
+
 /// For each `(property, string body, byte positions)` case: from `{"property": "`, the mask at
 /// each listed position of the body equals [`brute_force`]; the body then closes the object.
 /// Returns the masks checked.

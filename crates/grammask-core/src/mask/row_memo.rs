@@ -4,6 +4,7 @@
 //! Pipeline place: used by the kernel walk (`walk.rs`) when its rows repeat (identifier and
 //! number runs inside expressions).
 use super::*;
+use crate::compiler::LA_NONE;
 
 /// The rows of a kernel walk interned by signature, with their byte transitions: the chart is
 /// an arena of distinct rows (rows never pop; [`Chart::push_byte_from`] steps any of them), and a
@@ -36,6 +37,9 @@ pub(super) struct RowMemo {
     /// the row after the value anew before interning found it equal: ~88% of such a kernel
     /// (MaskBench o36011, ~6.8 M instructions, a new one at every value of the object).
     by_item: FastMap<Item, u32>,
+    /// Per row from `first` on, whether the kernel's rule ended there ([`kernel_ended`]): 0 not
+    /// known yet, 1 no, 2 yes.
+    ended: Vec<u8>,
 }
 
 impl Drop for RowMemo {
@@ -50,6 +54,18 @@ impl Drop for RowMemo {
 thread_local! {
     /// Rows this thread's walks interned onto an earlier row only by leaving spent items out.
     static SPENT_MERGES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+thread_local! {
+    /// Earley steps of this thread's walks whose result was kept for a run of more than one byte.
+    static RUN_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many Earley steps of the walks on this thread were kept for a run of bytes that step the
+/// row alike ([`same_step_run`]), for tests.
+#[doc(hidden)]
+pub fn row_run_steps() -> usize {
+    RUN_STEPS.get()
 }
 
 /// How many rows the walks on this thread interned onto an earlier row that differed from them
@@ -83,7 +99,20 @@ impl RowMemo {
         let mut next = NEXT_POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
         next.clear();
         next.resize(256, UNKNOWN);
-        RowMemo { first, by_sig, next, full: false, by_item: FastMap::default() }
+        RowMemo { first, by_sig, next, full: false, by_item: FastMap::default(), ended: vec![0] }
+    }
+
+    /// Whether the kernel's rule ended at row `r` ([`kernel_ended`]), found once per interned
+    /// row. PERF: a string start of 12 characters (MaskBench o10009) checked its rows ~36,000
+    /// times, ~1.4 M instructions.
+    pub(super) fn ended(&mut self, a: &Automata, chart: &Chart, r: usize) -> bool {
+        let Some(known) = r.checked_sub(self.first).and_then(|k| self.ended.get_mut(k)) else {
+            return kernel_ended(a, chart.row(r));
+        };
+        if *known == 0 {
+            *known = 1 + u8::from(kernel_ended(a, chart.row(r)));
+        }
+        *known == 2
     }
 
     pub(super) fn step(&mut self, a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result<Option<Frame>> {
@@ -102,14 +131,18 @@ impl RowMemo {
             UNKNOWN => {}
             row => return Ok(Some(Frame::Rows(row as usize + 1))),
         }
+        // Every byte of the run steps the row as `byte` does: one Earley step for all of them.
+        let run = same_step_run(a, chart.row(r), byte);
+        let slots = slot - usize::from(byte - run.start())..=slot + usize::from(run.end() - byte);
+        RUN_STEPS.set(RUN_STEPS.get() + usize::from(run.start() != run.end()));
         if !chart.push_byte_from(a, r, byte)? {
-            self.next[slot] = DEAD;
+            self.next[slots].fill(DEAD);
             return Ok(None);
         }
         let Some(row) = self.intern(a, chart) else {
             return Ok(None);
         };
-        self.next[slot] = row as u32;
+        self.next[slots].fill(row as u32);
         Ok(Some(Frame::Rows(row + 1)))
     }
 
@@ -163,6 +196,34 @@ impl RowMemo {
         }
         self.by_sig.insert(sig, row as u32);
         self.next.resize(self.next.len() + 256, UNKNOWN);
+        self.ended.push(0);
         Some(row)
     }
+}
+
+/// The bytes around `byte` that step every item of `row` as `byte` does (each item's state by the
+/// same edge, or by none), where that alone makes the next row: no item under a lookahead, no
+/// budgets (see [`Chart::push_byte_from`]); else `byte` alone.
+/// PERF: a counted `pattern` string's rows (one per position of its first class character, by
+/// their origins) were each stepped byte by byte: ~1,700 Earley steps at MaskBench o10009's
+/// string start, where its classes make ~12 runs per row.
+fn same_step_run(a: &Automata, row: &[Item], byte: u8) -> std::ops::RangeInclusive<u8> {
+    if a.char_budgets().is_some() || a.rec_budgets().is_some() || row.iter().any(|it| it.la != LA_NONE) {
+        return byte..=byte;
+    }
+    let (mut lo, mut hi) = (0u8, 255u8);
+    for it in row {
+        for e in a.byte_edges(it.state) {
+            if e.hi < byte {
+                lo = lo.max(e.hi + 1);
+            } else if e.lo > byte {
+                hi = hi.min(e.lo - 1);
+                break;
+            } else {
+                (lo, hi) = (lo.max(e.lo), hi.min(e.hi));
+                break;
+            }
+        }
+    }
+    lo..=hi
 }

@@ -376,13 +376,15 @@ impl KernelWalk<'_> {
             BodySlice::chars_and_state(&f.path).is_some_and(|(k, b)| k < chars || (k == chars && b != 0))
         };
         let mut front = sl.frontier.iter().filter(|f| inside(f) && walk(f)).peekable();
+        let mut above = PathAbove::default();
         for &n in sl.boundary_nodes(trie, chars) {
             while let Some(f) = front.next_if(|f| f.node < n) {
                 if !self.walk_frontier(f.node, &f.path, base)? {
                     return Ok(false);
                 }
             }
-            if !self.walk_frontier(n, &trie.bytes_above(n), base)? {
+            above.move_to(trie, n);
+            if !self.walk_frontier(n, &above.bytes, base)? {
                 return Ok(false);
             }
         }
@@ -416,7 +418,6 @@ impl KernelWalk<'_> {
     /// the full walk would (frames and rule ends included). The path is slice text, which the
     /// kernel's rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.
     fn walk_frontier(&mut self, node: u32, path: &[u8], base: Frame) -> Result<bool> {
-        let a = self.a;
         // Interned frames stay valid for the whole walk: the previous frontier node's path (in
         // trie order) is replayed only past the prefix it shares with this one.
         // PERF: free text of a Chinese-heavy vocabulary has thousands of frontier nodes.
@@ -428,7 +429,8 @@ impl KernelWalk<'_> {
                 return Ok(!self.memo_full());
             };
             self.frames.push(frame);
-            self.ends.push(frame_ended(a, &self.chart, frame));
+            let ended = self.frame_ended(frame);
+            self.ends.push(ended);
             self.path.push(b);
             parent = frame;
         }
@@ -488,7 +490,8 @@ impl KernelWalk<'_> {
                 continue;
             };
             self.frames.push(frame);
-            self.ends.push(frame_ended(a, &self.chart, frame));
+            let ended = self.frame_ended(frame);
+            self.ends.push(ended);
             for &t in trie.node_tokens(&n) {
                 self.accepted.set(t as usize);
             }
@@ -554,6 +557,37 @@ impl KernelWalk<'_> {
     }
 }
 
+/// The path from the root to a node's parent ([`TokenTrie::bytes_above`]), kept from one node to
+/// the next in trie order: each climbs only to the ancestor it shares with the one before.
+/// PERF: a short bound's 4,238 boundary nodes (MaskBench o10009's string start) each built their
+/// path from the root, ~1.3 M instructions.
+#[derive(Default)]
+struct PathAbove {
+    bytes: Vec<u8>,
+    /// `nodes[d - 1]`: the path's node at depth `d`.
+    nodes: Vec<u32>,
+    climbed: Vec<u32>,
+}
+
+impl PathAbove {
+    fn move_to(&mut self, trie: &TokenTrie, n: u32) {
+        self.climbed.clear();
+        let mut p = trie.nodes[n as usize].parent;
+        while p != u32::MAX && self.nodes.get(trie.nodes[p as usize].depth as usize - 1) != Some(&p) {
+            self.climbed.push(p);
+            p = trie.nodes[p as usize].parent;
+        }
+        let keep = if p == u32::MAX { 0 } else { trie.nodes[p as usize].depth as usize };
+        self.bytes.truncate(keep);
+        self.nodes.truncate(keep);
+        for &q in self.climbed.iter().rev() {
+            self.bytes.push(trie.nodes[q as usize].byte);
+            self.nodes.push(q);
+        }
+        debug_assert_eq!(self.bytes[..], *trie.bytes_above(n));
+    }
+}
+
 /// Which frontier nodes of a body slice a kernel state that covers it (`cover`) walks: every
 /// node but the dead ones no rule end can reach.
 fn frontier_filter<'t>(
@@ -609,6 +643,14 @@ impl KernelWalk<'_> {
         match &mut self.memo {
             Some(m) => m.step(self.a, &mut self.chart, frame, byte),
             None => step_frame(self.a, &mut self.chart, frame, byte),
+        }
+    }
+
+    /// The kernel's rule ended at `frame` ([`frame_ended`]), through the row memo when there is one.
+    fn frame_ended(&mut self, frame: Frame) -> bool {
+        match (frame, &mut self.memo) {
+            (Frame::Rows(n), Some(m)) => m.ended(self.a, &self.chart, n - 1),
+            _ => frame_ended(self.a, &self.chart, frame),
         }
     }
 

@@ -45,7 +45,10 @@ pub use cover::{
 };
 pub use run_bases::RunBases;
 pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
-pub use walked::{start_run_cover, walked_cover, FirstChars, StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS};
+pub use walked::{
+    no_walked_cover, start_run_cover, walked_cover, walked_covers_ruled_out, FirstChars, StringIndex, Walked,
+    WalkedBody, MAX_WALKED_CHARS,
+};
 
 /// Where a byte leads from a body state.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -504,10 +504,15 @@ pub fn walked_cover(
     if let Some(found) = known(memo) {
         return found;
     }
-    let found = walked_search(a, s, misread, memo)
-        .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable))
-        .map(|(walked, cover)| (Walked::Chars(walked), cover))
-        .or_else(|| strings_search(a, s, misread, memo));
+    // None where the body reads only text of bounded length (see [`no_walked_cover`]).
+    let found = if no_walked_cover(a, s) {
+        None
+    } else {
+        walked_search(a, s, misread, memo)
+            .filter(|&(walked, _)| (0..128u8).filter(|&x| walked >> x & 1 == 1).all(&walkable))
+            .map(|(walked, cover)| (Walked::Chars(walked), cover))
+            .or_else(|| strings_search(a, s, misread, memo))
+    };
     memo.walked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(s, found);
     found
 }
@@ -733,4 +738,67 @@ fn refused_at_root(a: &Automata, s: StateId) -> Option<u128> {
     }
     let body = (0..0x80u8).filter(|&x| matches!(body_step(0, x), Body::To(0))).fold(0u128, |m, x| m | 1 << x);
     Some(body & !read)
+}
+
+/// Most states [`no_walked_cover`] visits before it answers `false` (unsure).
+const MAX_BOUNDED_TEXT_STATES: usize = 2048;
+
+/// Kernel states whose walked searches [`no_walked_cover`] ruled out, for tests.
+static NO_WALKED_COVER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many kernel states [`no_walked_cover`] ruled out so far (all grammars), for tests.
+#[doc(hidden)]
+pub fn walked_covers_ruled_out() -> usize {
+    NO_WALKED_COVER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether kernel state `s` reads only body text of bounded length inside its rule, so that it
+/// has no walked cover ([`walked_cover`]): some plain ASCII character `c` is in none of the at
+/// most [`MAX_WALKED_CHARS`] walked characters and [`MAX_WALKED_STRINGS`] strings of
+/// [`MAX_STRING_LEN`], and `c` repeated past the bound is slice text the rule does not read.
+/// Decided as: no cycle among the states reachable from `s` over byte edges that read a body
+/// byte, callee starts and return states (a superset of the runs inside the rule, as in
+/// [`refused_at_root`]). An edge reading only `"` or control bytes is left out: no body text
+/// reads them but inside a `\"` escape, so a loop of escaped quotes can only make the answer a
+/// wrong `true`, which costs a walked body, never a mask. `false` past
+/// [`MAX_BOUNDED_TEXT_STATES`].
+/// PERF: a string of exactly 12 characters, one of them hex (`[0-9a-fA-F]+`, unanchored,
+/// MaskBench o10009 / o10013), failed its walked searches at its start: 4.0 M instructions.
+pub fn no_walked_cover(a: &Automata, s: StateId) -> bool {
+    // The `k`-th successor of `q`: its byte edges' targets, then each rule edge's callee start
+    // and return state (`None` for an edge left out, or past the last).
+    let succ = |q: StateId, k: usize| -> Option<Option<StateId>> {
+        let edges = a.byte_edges(q);
+        if let Some(e) = edges.get(k) {
+            return Some((!(e.lo..=e.hi).all(|x| x < 0x20 || x == b'"')).then_some(e.target));
+        }
+        let &(r, ret) = a.rule_edges(q).get((k - edges.len()) / 2)?;
+        Some(Some(if (k - edges.len()).is_multiple_of(2) { a.callee_start(q, r) } else { ret }))
+    };
+    // Depth-first: `true` while a state is on the path (a cycle when met again), `false` once
+    // done.
+    let mut on_path: crate::fasthash::FastMap<StateId, bool> = crate::fasthash::FastMap::default();
+    let mut stack = vec![(s, 0usize)];
+    on_path.insert(s, true);
+    while let Some(top) = stack.last_mut() {
+        let (q, k) = *top;
+        top.1 += 1;
+        let Some(t) = succ(q, k) else {
+            on_path.insert(q, false);
+            stack.pop();
+            continue;
+        };
+        let Some(t) = t else { continue };
+        match on_path.get(&t) {
+            Some(false) => {}
+            None if on_path.len() < MAX_BOUNDED_TEXT_STATES => {
+                on_path.insert(t, true);
+                stack.push((t, 0));
+            }
+            // On the path (a cycle), or past the cap.
+            _ => return false,
+        }
+    }
+    NO_WALKED_COVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    true
 }
