@@ -42,8 +42,7 @@ pub fn classify_literal(
     let Some(byte) = literal_byte(a, state) else { return Ok(None) };
     let nodes = &trie.nodes;
     // Root children are in byte order; no token starting with `byte`: nothing is read.
-    let root = trie.root_children.binary_search_by_key(&byte, |&c| nodes[c as usize].byte).ok();
-    let root = root.map(|k| trie.root_children[k] as usize);
+    let root = trie.root_child(byte);
     // A one-byte literal (the next state branches) whose subtree has more nodes than the walk may
     // visit: the walk could only be abandoned after paying for them.
     // PERF: a key position's `"` (then the object's keys) walked 512 of the 669 nodes under `"`
@@ -82,30 +81,16 @@ pub fn classify_literal_chain(a: &Automata, trie: &TokenTrie, vocab_size: usize,
     let mut s = state;
     let mut accepted = Vec::new();
     // The children of the current trie node: the root's first.
-    let mut child = trie
-        .root_children
-        .binary_search_by_key(&byte, |&c| nodes[c as usize].byte)
-        .ok()
-        .map(|k| trie.root_children[k] as usize);
+    let mut child = trie.root_child(byte);
     while let Some(c) = child {
         let n = nodes[c];
         accepted.extend_from_slice(trie.node_tokens(&n));
         s = a.byte_edges(s)[0].target;
-        let (lo, hi) = (c + 1, n.subtree_end as usize);
-        if lo == hi {
+        if c + 1 == n.subtree_end as usize {
             break; // no token goes deeper
         }
         byte = literal_byte(a, s)?;
-        child = match trie.wide_children(c) {
-            Some(cs) => cs.binary_search_by_key(&byte, |&x| nodes[x as usize].byte).ok().map(|k| cs[k] as usize),
-            None => {
-                let mut x = lo;
-                while x < hi && nodes[x].byte != byte {
-                    x = nodes[x].subtree_end as usize;
-                }
-                (x < hi).then_some(x)
-            }
-        };
+        child = trie.child(c, byte);
     }
     Some(kernel_mask(TokenSet::from_ids(accepted, vocab_size), Vec::new(), Vec::new()))
 }
