@@ -875,9 +875,10 @@ const TTFM_BAND: [&str; 25] = [
 /// required, some nested, with or without counts, `additionalProperties` and
 /// `dependentRequired`.
 fn random_key_set_schema(rng: &mut crate::test_rng::XorShift) -> String {
+    use std::fmt::Write as _;
     const NAMES: [&str; 12] = ["a", "ab", "abc", "b", "id", "name", "names", "kind", "x y", "z", "meta", "spec"];
     const VALUES: [&str; 5] = [
-        r#"{}"#,
+        "{}",
         r#"{"type":"integer"}"#,
         r#"{"type":"string"}"#,
         r#"{"type":"boolean"}"#,
@@ -895,7 +896,7 @@ fn random_key_set_schema(rng: &mut crate::test_rng::XorShift) -> String {
     let mut s = format!(r#"{{"type":"object","properties":{{{}}}"#, props.join(","));
     let required: Vec<String> = names.iter().filter(|_| rng.index(4) == 0).map(|k| format!("\"{k}\"")).collect();
     if !required.is_empty() {
-        s += &format!(r#","required":[{}]"#, required.join(","));
+        let _ = write!(s, r#","required":[{}]"#, required.join(","));
     }
     match rng.index(3) {
         0 => s += r#","additionalProperties":false"#,
@@ -904,10 +905,10 @@ fn random_key_set_schema(rng: &mut crate::test_rng::XorShift) -> String {
     }
     if rng.index(3) == 0 {
         let min = rng.index(3);
-        s += &format!(r#","minProperties":{min},"maxProperties":{}"#, min + 1 + rng.index(n));
+        let _ = write!(s, r#","minProperties":{min},"maxProperties":{}"#, min + 1 + rng.index(n));
     }
     if rng.index(4) == 0 {
-        s += &format!(r#","dependentRequired":{{"{}":["{}"]}}"#, names[0], names[1]);
+        let _ = write!(s, r#","dependentRequired":{{"{}":["{}"]}}"#, names[0], names[1]);
     }
     s + "}"
 }
