@@ -3535,6 +3535,81 @@ fn region_masks_match_brute_force() {
     assert!(cg.region_kernels_served() >= 3, "{} region kernels", cg.region_kernels_served());
 }
 
+/// Region kernels equal the plain walk's classification where a closure holds more than the
+/// configurations the region DFA searches linearly (`region::SMALL_CLOSURE`, then hashed): the
+/// start of a `oneOf` of 40 unanchored keywords (every alternative's configurations in one
+/// closure), on random vocabularies of its pieces; the hashed closures are counted, so the test
+/// fails if none is.
+#[test]
+fn region_kernels_past_small_closures_equal_plain_walks() {
+    let words: Vec<String> = (0..40).map(|i| format!("K{i:02}")).collect();
+    let alternatives: Vec<String> =
+        words.iter().map(|w| format!(r#"{{"type": "string", "pattern": "{w}"}}"#)).collect();
+    let schema = format!(r#"{{"type": "object", "properties": {{"k": {{"oneOf": [{}]}}}}}}"#, alternatives.join(", "));
+    let g = lax_schema_grammar(&schema);
+    let mut rng = Rng(0x636C_6F73_7572_6573);
+    let pieces: &[&[u8]] = &[b"K", b"0", b"1", b"3", b"9", b"K1", b"K39", b"x", b"\"", b"\\", b"\"}", b" "];
+    let hashed = grammask_core::mask::region_hashed_closures();
+    let mut compared = 0;
+    for _ in 0..6 {
+        let vocab = pieces_vocab(&mut rng, pieces, 60, Vec::new());
+        let cg = CompiledGrammar::new(&g, &vocab).unwrap();
+        for s in 0..cg.automata().states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            if let Some(km) = cg.region_kernel(s) {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 100, "only {compared} region kernels compared");
+    assert!(grammask_core::mask::region_hashed_closures() > hashed, "no closure hashed");
+}
+
+/// Masks equal the brute force along MaskBench o21456's e-mail string (an unanchored pattern
+/// `^[^@^\s]+@[^@^\.^\s]+(\.[^@^\.^\s]*)*.gov.uk` with `maxLength` 254: every position a
+/// region walk of the counted pattern's rules) on Llama 3 and a pieces vocabulary; the region
+/// DFA serves kernels (counted).
+#[test]
+fn counted_email_pattern_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {"from": {"type": "string", "minLength": 5,
+        "maxLength": 254, "pattern": "^[^@^\\s]+@[^@^\\.^\\s]+(\\.[^@^\\.^\\s]*)*.gov.uk"}}}"#;
+    let cases: [(&str, String, Vec<usize>); 2] = [
+        ("from", "test@example.gov.uk".to_string(), vec![0, 2, 4, 5, 7, 12, 13, 16, 19]),
+        ("from", "a.b\\u00e9c@d\\u00e9.e.gov.uk\\t^x@".to_string(), vec![0, 2, 3, 9, 10, 11, 13, 19, 21, 27, 29, 32]),
+    ];
+    let positions: usize = cases.iter().map(|c| c.2.len()).sum();
+    let mut rng = Rng(0x0002_1456);
+    let pieces: Vec<&[u8]> = vec![
+        b"test",
+        b"@",
+        b"ex",
+        b"ample",
+        b".",
+        b"gov",
+        b".uk",
+        b"uk",
+        b"a",
+        b"^",
+        b" ",
+        b"\\t",
+        b"\\u00e9",
+        "\u{e9}".as_bytes(),
+        b"\"",
+        b"\"}",
+        b"x@",
+    ];
+    let mut vocabs = vec![pieces_vocab(&mut rng, &pieces, 300, Vec::new())];
+    vocabs.extend(llama3_vocab());
+    for vocab in &vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), vocab).unwrap());
+        assert_eq!(string_masks_match_brute_force(&cg, vocab, &cases), positions);
+        if vocab.vocab_size() > 1000 {
+            assert!(cg.region_kernels_served() > 0, "no region kernel");
+        }
+    }
+}
+
 fn region_vocab() -> Arc<Vocabulary> {
     ascii_vocab(
         &[

@@ -200,7 +200,7 @@ impl Automata {
     /// repetition (`json_char{0,4096}`: every position is a distinct state) share one
     /// classification, except the last `depth` positions; each used to cost a full trie walk.
     pub fn structure_hash(&self, state: StateId, limit: usize, depth: u32) -> Option<u128> {
-        self.structure_key(state, limit, depth).ok()
+        with_search(self, |b| self.structure_hash_in(state, limit, depth, b).ok())
     }
 
     /// [`Self::structure_hash`], or when more than `limit` states are reachable, `Err` with a
@@ -208,44 +208,24 @@ impl Automata {
     /// structure hashes (under any larger limit) have equal prefix hashes, so a prefix hash no
     /// shared kernel has rules a cache hit out without the whole hash.
     pub fn structure_key(&self, state: StateId, limit: usize, depth: u32) -> Result<u128, u128> {
-        // Canonical ids by state in a per-thread array (`u32::MAX`: not reached), reset after
-        // each call through the states reached.
-        // PERF: a hash map here was ~60% of the hash of a long counted body position (MaskBench
-        // o82710's `json_char{0,1023}`: ~2.7 M of a ~4 M instruction fill, at every position).
-        thread_local! {
-            static CANON: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        CANON.with(|c| {
-            let mut canon = c.borrow_mut();
-            if canon.len() < self.states.len() {
-                canon.resize(self.states.len(), u32::MAX);
-            }
-            let mut order: Vec<StateId> = Vec::with_capacity(256);
-            let hash = self.structure_hash_in(state, limit, depth, &mut canon, &mut order);
-            for s in &order {
-                canon[s.0 as usize] = u32::MAX;
-            }
-            hash
+        with_search(self, |b| {
+            self.structure_hash_in(state, limit, depth, b)
+                .map_err(|()| self.prefix_hash(&b.order[..limit], &b.depths[..limit], depth))
         })
     }
 
-    /// [`Self::structure_hash`] with `canon` all `u32::MAX` on entry; `order` receives the states
-    /// reached (whose `canon` entries the caller resets).
-    fn structure_hash_in(
-        &self,
-        state: StateId,
-        limit: usize,
-        depth: u32,
-        canon: &mut [u32],
-        order: &mut Vec<StateId>,
-    ) -> Result<u128, u128> {
+    /// [`Self::structure_hash`] with `b.canon` all `u32::MAX` and the other buffers empty on
+    /// entry; `b.order` receives the states reached (whose `canon` entries the caller resets),
+    /// and past the limit (`Err`) holds its first `limit` states with their depths in `b.depths`.
+    fn structure_hash_in(&self, state: StateId, limit: usize, depth: u32, b: &mut SearchBuffers) -> Result<u128, ()> {
         // Canonical ids in discovery order; depths relaxed to their minimum (rule edges cost no
         // byte), re-expanding a state whenever its depth drops, so every state within `depth`
         // bytes is expanded exactly as the walk could see it.
         let id = |s: StateId| s.0 as usize;
+        let SearchBuffers { canon, order, depths, queue } = b;
         order.push(state);
-        let mut depths: Vec<u32> = vec![0];
-        let mut queue: std::collections::VecDeque<u32> = std::collections::VecDeque::from([0]);
+        depths.push(0);
+        queue.push_back(0);
         canon[id(state)] = 0;
         while let Some(ci) = queue.pop_front() {
             let (s, d) = (order[ci as usize], depths[ci as usize]);
@@ -261,7 +241,7 @@ impl Automata {
                 match canon[id(t)] {
                     u32::MAX => {
                         if order.len() >= limit {
-                            return Err(self.prefix_hash(order, &depths, depth));
+                            return Err(());
                         }
                         let c = order.len() as u32;
                         canon[id(t)] = c;
@@ -280,7 +260,7 @@ impl Automata {
         }
         let rule_canon = |r: RuleId| canon[id(self.rule_start(r))];
         let mut h = WordHash::default();
-        for (&s, &d) in order.iter().zip(&depths) {
+        for (&s, &d) in order.iter().zip(depths.iter()) {
             let st = self.state(s);
             if d >= depth {
                 h.push(u64::MAX - 2); // frontier
@@ -324,6 +304,41 @@ impl Automata {
         }
         h.finish()
     }
+}
+
+/// The buffers of a structure search, kept per thread between searches.
+#[derive(Default)]
+struct SearchBuffers {
+    /// Canonical id by state (`u32::MAX`: not reached), reset after each search through `order`.
+    canon: Vec<u32>,
+    order: Vec<StateId>,
+    depths: Vec<u32>,
+    queue: std::collections::VecDeque<u32>,
+}
+
+/// Runs `f` with this thread's search buffers ready for a search of `a`, and resets them after.
+/// PERF: a hash map for `canon` was ~60% of the hash of a long counted body position (MaskBench
+/// o82710's `json_char{0,1023}`: ~2.7 M of a ~4 M instruction fill, at every position); fresh
+/// vectors and queue per search grew by doubling, ~15% of a search past 8,192 states.
+fn with_search<R>(a: &Automata, f: impl FnOnce(&mut SearchBuffers) -> R) -> R {
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<SearchBuffers> = std::cell::RefCell::new(SearchBuffers::default());
+    }
+    BUFFERS.with(|c| {
+        let mut b = c.borrow_mut();
+        if b.canon.len() < a.states.len() {
+            b.canon.resize(a.states.len(), u32::MAX);
+        }
+        let r = f(&mut b);
+        let SearchBuffers { canon, order, depths, queue } = &mut *b;
+        for s in order.iter() {
+            canon[s.0 as usize] = u32::MAX;
+        }
+        order.clear();
+        depths.clear();
+        queue.clear();
+        r
+    })
 }
 
 /// Two independent 64-bit FNV-style streams over a sequence of words, with a final avalanche: a

@@ -775,30 +775,64 @@ pub fn no_walked_cover(a: &Automata, s: StateId) -> bool {
         let &(r, ret) = a.rule_edges(q).get((k - edges.len()) / 2)?;
         Some(Some(if (k - edges.len()).is_multiple_of(2) { a.callee_start(q, r) } else { ret }))
     };
-    // Depth-first: `true` while a state is on the path (a cycle when met again), `false` once
-    // done.
-    let mut on_path: crate::fasthash::FastMap<StateId, bool> = crate::fasthash::FastMap::default();
+    // Depth-first, marks in a per-thread array by state (reset after through `visited`):
+    // `ON_PATH` while a state is on the path (a cycle when met again), `DONE` once done.
+    // PERF: a hash map of the marks was ~60% of a search that reaches the cap (MaskBench
+    // o21456's counted e-mail pattern: ~61 k instructions at each of ~18 kernel states a fill).
+    thread_local! {
+        static MARKS: std::cell::RefCell<(Vec<u8>, Vec<StateId>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    MARKS.with(|m| {
+        let (marks, visited) = &mut *m.borrow_mut();
+        if marks.len() < a.states().len() {
+            marks.resize(a.states().len(), UNSEEN);
+        }
+        let bounded = bounded_text(s, &succ, marks, visited);
+        for q in visited.drain(..) {
+            marks[q.0 as usize] = UNSEEN;
+        }
+        if bounded {
+            NO_WALKED_COVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        bounded
+    })
+}
+
+/// The marks of [`no_walked_cover`]'s search: not reached, on the path, done.
+const UNSEEN: u8 = 0;
+const ON_PATH: u8 = 1;
+const DONE: u8 = 2;
+
+/// [`no_walked_cover`]'s search from `s` over `succ`, with `marks` all [`UNSEEN`] on entry (the
+/// states marked are pushed to `visited`).
+fn bounded_text(
+    s: StateId,
+    succ: &impl Fn(StateId, usize) -> Option<Option<StateId>>,
+    marks: &mut [u8],
+    visited: &mut Vec<StateId>,
+) -> bool {
     let mut stack = vec![(s, 0usize)];
-    on_path.insert(s, true);
+    marks[s.0 as usize] = ON_PATH;
+    visited.push(s);
     while let Some(top) = stack.last_mut() {
         let (q, k) = *top;
         top.1 += 1;
         let Some(t) = succ(q, k) else {
-            on_path.insert(q, false);
+            marks[q.0 as usize] = DONE;
             stack.pop();
             continue;
         };
         let Some(t) = t else { continue };
-        match on_path.get(&t) {
-            Some(false) => {}
-            None if on_path.len() < MAX_BOUNDED_TEXT_STATES => {
-                on_path.insert(t, true);
+        match marks[t.0 as usize] {
+            DONE => {}
+            UNSEEN if visited.len() < MAX_BOUNDED_TEXT_STATES => {
+                marks[t.0 as usize] = ON_PATH;
+                visited.push(t);
                 stack.push((t, 0));
             }
             // On the path (a cycle), or past the cap.
             _ => return false,
         }
     }
-    NO_WALKED_COVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     true
 }
