@@ -576,6 +576,7 @@ fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     Rows(usize),
-    /// The item, and the number of chart rows below it.
+    /// The item, and the number of chart rows below it (with the row memo: the item's id in it
+    /// plus one, or 0, see `RowMemo::virtuals`; rows never pop there).
     Virtual(Item, usize),
 }

@@ -706,19 +706,21 @@ impl KernelWalk<'_> {
     }
 
     /// Reads `byte` from `frame`, through the row memo when there is one.
+    #[inline(always)]
     pub(super) fn step(&mut self, frame: Frame, byte: u8) -> Result<Option<Frame>> {
+        // A transition the memo knows is a table load, inline.
+        // PERF: MaskBench o10013's string start steps ~48 K known transitions; through
+        // `RowMemo::step` each cost ~100 instructions.
+        if let Some(to) = self.memo.as_ref().and_then(|m| m.known(frame, byte)) {
+            return Ok(to);
+        }
+        self.step_unknown(frame, byte)
+    }
+
+    /// [`Self::step`] where the memo's tables do not know the transition.
+    fn step_unknown(&mut self, frame: Frame, byte: u8) -> Result<Option<Frame>> {
         match &mut self.memo {
-            Some(m) => {
-                // A transition the memo knows is one table load, inline.
-                // PERF: MaskBench o10013's string start steps ~37 K known transitions; through
-                // `RowMemo::step` each cost ~100 instructions.
-                if let Frame::Rows(n) = frame {
-                    if let Some(to) = m.known(n - 1, byte) {
-                        return Ok(to.map(|r| Frame::Rows(r + 1)));
-                    }
-                }
-                m.step(self.a, &mut self.chart, frame, byte)
-            }
+            Some(m) => m.step(self.a, &mut self.chart, frame, byte),
             None => step_frame(self.a, &mut self.chart, frame, byte),
         }
     }
