@@ -63,7 +63,7 @@ pub use lead::{classify_after_lead, lead_into_literal_lead, lead_run, LeadLeaf, 
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 pub use region::{classify_region_kernel, RegionDfa, REGION_MAX_DFA_STATES};
 use row_memo::*;
-pub use row_memo::{row_run_steps, spent_row_merges};
+pub use row_memo::{memo_virtual_items, row_run_steps, spent_row_merges};
 use runs::*;
 pub use runs::{
     ascii_loop, ascii_steps_to, call_loop, call_loop_entries_taken, call_loop_refused, call_loop_runs_taken,

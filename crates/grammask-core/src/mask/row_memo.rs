@@ -66,6 +66,18 @@ thread_local! {
 }
 
 thread_local! {
+    /// Plain virtual items this thread's walks interned with their transitions.
+    static VIRTUALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many plain virtual items the walks on this thread interned with a transition table
+/// (`RowMemo::virtuals`), for tests.
+#[doc(hidden)]
+pub fn memo_virtual_items() -> usize {
+    VIRTUALS.get()
+}
+
+thread_local! {
     /// Earley steps of this thread's walks whose result was kept for a run of more than one byte.
     static RUN_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -242,6 +254,7 @@ impl RowMemo {
         }
         self.virtual_ids.insert(it, self.virtuals.len() as u32);
         self.virtuals.push(it);
+        VIRTUALS.set(VIRTUALS.get() + 1);
         self.virtual_next.resize(self.virtual_next.len() + 256, UNKNOWN);
         self.virtuals.len()
     }
