@@ -63,7 +63,7 @@ pub use lead::{classify_after_lead, lead_into_literal_lead, lead_run, LeadLeaf, 
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 pub use region::{classify_region_kernel, region_hashed_closures, RegionDfa, REGION_MAX_DFA_STATES};
 use row_memo::*;
-pub use row_memo::{row_run_steps, spent_row_merges};
+pub use row_memo::{memo_virtual_items, row_run_steps, spent_row_merges};
 use runs::*;
 pub use runs::{
     ascii_loop, ascii_steps_to, call_loop, call_loop_entries_taken, call_loop_refused, call_loop_runs_taken,
@@ -72,7 +72,7 @@ pub use runs::{
 };
 pub use sibling::{sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 use walk::*;
-pub use walk::{region_before_runs_taken, state_bytes};
+pub use walk::{region_before_runs_taken, state_bytes, within_paths_kept};
 
 /// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
 /// the walk visits the whole trie).
@@ -576,6 +576,7 @@ fn suffix_walk_order(suffixes: &[Box<[u8]>]) -> Vec<(u32, u32)> {
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     Rows(usize),
-    /// The item, and the number of chart rows below it.
+    /// The item, and the number of chart rows below it (with the row memo: the item's id in it
+    /// plus one, or 0, see `RowMemo::virtuals`; rows never pop there).
     Virtual(Item, usize),
 }

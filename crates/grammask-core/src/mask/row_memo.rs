@@ -23,8 +23,17 @@ pub(super) struct RowMemo {
     /// The walk's start row; rows from it on are memoized.
     pub(super) first: usize,
     by_sig: FastMap<u128, u32>,
-    /// `(row - first) * 256 + byte`: the row reached, [`DEAD`], or [`UNKNOWN`].
+    /// `(row - first) * 256 + byte`: the row reached, a plain virtual item ([`VIRTUAL`] `| id`),
+    /// [`DEAD`], or [`UNKNOWN`].
     pub(super) next: Vec<u32>,
+    /// Plain virtual items met (their frames are `Frame::Virtual(item, id + 1)`; `0` for one not
+    /// interned), by id, and their transitions as `next`'s (`id * 256 + byte`): a virtual item
+    /// steps on its automaton alone, so the same item steps alike.
+    /// PERF: a counted `pattern` string's rows of one plain item (MaskBench o10013's string
+    /// start) stepped ~14 K of ~48 K bytes through `RowMemo::step`, ~150 instructions each.
+    virtuals: Vec<Item>,
+    virtual_ids: FastMap<Item, u32>,
+    virtual_next: Vec<u32>,
     /// Set when the arena reached [`MEMO_MAX_ROWS`] or [`MEMO_MAX_ITEMS`]: the walk must be
     /// redone without the memo.
     pub(super) full: bool,
@@ -57,6 +66,18 @@ thread_local! {
 }
 
 thread_local! {
+    /// Plain virtual items this thread's walks interned with their transitions.
+    static VIRTUALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many plain virtual items the walks on this thread interned with a transition table
+/// (`RowMemo::virtuals`), for tests.
+#[doc(hidden)]
+pub fn memo_virtual_items() -> usize {
+    VIRTUALS.get()
+}
+
+thread_local! {
     /// Earley steps of this thread's walks whose result was kept for a run of more than one byte.
     static RUN_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -77,6 +98,11 @@ pub fn spent_row_merges() -> usize {
 
 const UNKNOWN: u32 = u32::MAX;
 const DEAD: u32 = u32::MAX - 1;
+/// In a transition: the plain virtual item `id` (`VIRTUAL | id`, below [`DEAD`]).
+const VIRTUAL: u32 = 1 << 31;
+/// Most plain virtual items one memo interns (1 KB of transitions each); past it, their frames
+/// are stepped without a table.
+const MEMO_MAX_VIRTUALS: usize = 1024;
 /// Bounds on a walk's interned rows (4 MB of transitions) and their items (8 MB).
 const MEMO_MAX_ROWS: usize = 4096;
 const MEMO_MAX_ITEMS: usize = 1 << 19;
@@ -99,12 +125,23 @@ impl RowMemo {
         let mut next = NEXT_POOL.with(|p| std::mem::take(&mut *p.borrow_mut()));
         next.clear();
         next.resize(256, UNKNOWN);
-        RowMemo { first, by_sig, next, full: false, by_item: FastMap::default(), ended: vec![0] }
+        RowMemo {
+            first,
+            by_sig,
+            next,
+            full: false,
+            by_item: FastMap::default(),
+            ended: vec![0],
+            virtuals: Vec::new(),
+            virtual_ids: FastMap::default(),
+            virtual_next: Vec::new(),
+        }
     }
 
     /// Whether the kernel's rule ended at row `r` ([`kernel_ended`]), found once per interned
     /// row. PERF: a string start of 12 characters (MaskBench o10009) checked its rows ~36,000
     /// times, ~1.4 M instructions.
+    #[inline]
     pub(super) fn ended(&mut self, a: &Automata, chart: &Chart, r: usize) -> bool {
         let Some(known) = r.checked_sub(self.first).and_then(|k| self.ended.get_mut(k)) else {
             return kernel_ended(a, chart.row(r));
@@ -115,22 +152,61 @@ impl RowMemo {
         *known == 2
     }
 
+    /// Where `frame` leads by `byte` when the tables know it (`Some(None)`: dead), as
+    /// [`Self::step`] answers; `None` where a step is needed.
+    #[inline]
+    pub(super) fn known(&self, frame: Frame, byte: u8) -> Option<Option<Frame>> {
+        let to = match frame {
+            Frame::Rows(n) => *self.next.get((n - 1).checked_sub(self.first)? * 256 + usize::from(byte))?,
+            Frame::Virtual(_, v) => *self.virtual_next.get(v.checked_sub(1)? * 256 + usize::from(byte))?,
+        };
+        match to {
+            UNKNOWN => None,
+            DEAD => Some(None),
+            v if v & VIRTUAL != 0 => {
+                let id = (v & !VIRTUAL) as usize;
+                Some(Some(Frame::Virtual(self.virtuals[id], id + 1)))
+            }
+            row => Some(Some(Frame::Rows(row as usize + 1))),
+        }
+    }
+
+    /// A step's answer as a transition (`UNKNOWN` for a virtual item not interned, or once the
+    /// memo is full: its dead ends are not the grammar's).
+    fn encode(&self, to: Option<Frame>) -> u32 {
+        match to {
+            _ if self.full => UNKNOWN,
+            None => DEAD,
+            Some(Frame::Rows(n)) => (n - 1) as u32,
+            Some(Frame::Virtual(_, 0)) => UNKNOWN,
+            Some(Frame::Virtual(_, v)) => VIRTUAL | (v - 1) as u32,
+        }
+    }
+
     pub(super) fn step(&mut self, a: &Automata, chart: &mut Chart, frame: Frame, byte: u8) -> Result<Option<Frame>> {
+        if let Some(to) = self.known(frame, byte) {
+            return Ok(to);
+        }
         let r = match frame {
-            Frame::Virtual(it, _) => return self.step_virtual(a, chart, it, byte),
+            Frame::Virtual(it, v) => {
+                let to = self.step_virtual(a, chart, it, byte)?;
+                if v > 0 {
+                    self.virtual_next[(v - 1) * 256 + usize::from(byte)] = self.encode(to);
+                }
+                return Ok(to);
+            }
             Frame::Rows(n) => n - 1,
         };
         if let [it] = chart.row(r) {
             if a.rule_edges(it.state).is_empty() {
-                return self.step_virtual(a, chart, *it, byte);
+                let to = self.step_virtual(a, chart, *it, byte)?;
+                if let Some(k) = r.checked_sub(self.first) {
+                    self.next[k * 256 + usize::from(byte)] = self.encode(to);
+                }
+                return Ok(to);
             }
         }
         let slot = (r - self.first) * 256 + byte as usize;
-        match self.next[slot] {
-            DEAD => return Ok(None),
-            UNKNOWN => {}
-            row => return Ok(Some(Frame::Rows(row as usize + 1))),
-        }
         // Every byte of the run steps the row as `byte` does: one Earley step for all of them.
         let run = same_step_run(a, chart.row(r), byte);
         let slots = slot - usize::from(byte - run.start())..=slot + usize::from(run.end() - byte);
@@ -154,7 +230,7 @@ impl RowMemo {
         };
         let next = Item { state: t, ..it };
         if is_plain(a, &next) {
-            return Ok(Some(Frame::Virtual(next, 0)));
+            return Ok(Some(Frame::Virtual(next, self.virtual_id(next))));
         }
         if let Some(&row) = self.by_item.get(&next) {
             return Ok(Some(Frame::Rows(row as usize + 1)));
@@ -165,6 +241,22 @@ impl RowMemo {
             self.by_item.insert(next, row as u32);
         }
         Ok(row.map(|row| Frame::Rows(row + 1)))
+    }
+
+    /// Plain virtual item `it`'s id plus one (see `virtuals`), interned now if new; 0 past
+    /// [`MEMO_MAX_VIRTUALS`].
+    fn virtual_id(&mut self, it: Item) -> usize {
+        if let Some(&id) = self.virtual_ids.get(&it) {
+            return id as usize + 1;
+        }
+        if self.virtuals.len() >= MEMO_MAX_VIRTUALS {
+            return 0;
+        }
+        self.virtual_ids.insert(it, self.virtuals.len() as u32);
+        self.virtuals.push(it);
+        VIRTUALS.set(VIRTUALS.get() + 1);
+        self.virtual_next.resize(self.virtual_next.len() + 256, UNKNOWN);
+        self.virtuals.len()
     }
 
     /// Interns the chart's newest row: an equal row found before replaces it. `None` (with

@@ -217,6 +217,19 @@ const REGION_MIN_SHARE: usize = 8;
 const REGION_BEFORE_RUNS_SHARE: usize = 8;
 
 thread_local! {
+    /// Boundary nodes of a short bound this thread's walks stepped to from a kept path.
+    static PATHS_KEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many boundary nodes of a short bound ([`crate::slice::Bounded::Within`]) this thread's
+/// walks reached by stepping below the nodes they share with the one before (see
+/// `KernelWalk::walk_below_path`), for tests.
+#[doc(hidden)]
+pub fn within_paths_kept() -> usize {
+    PATHS_KEPT.get()
+}
+
+thread_local! {
     /// Kernels this thread's walks gave the region walk before their run index's.
     static REGION_BEFORE_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -377,11 +390,24 @@ impl KernelWalk<'_> {
         };
         let mut front = sl.frontier.iter().filter(|f| inside(f) && walk(f)).peekable();
         let mut above = PathAbove::default();
+        // With the row memo: the nodes of the path whose frames `frames` holds (depth `k + 1` at
+        // `k`), kept from one boundary node to the next.
+        let (mut nodes, mut climbed) = (Vec::new(), Vec::new());
         for &n in sl.boundary_nodes(trie, chars) {
             while let Some(f) = front.next_if(|f| f.node < n) {
                 if !self.walk_frontier(f.node, &f.path, base)? {
                     return Ok(false);
                 }
+                // Its path replaced ours past the bytes they share.
+                let same = |k: usize| self.path.get(k) == Some(&trie.nodes[nodes[k] as usize].byte);
+                let kept = (0..nodes.len().min(self.frames.len())).take_while(|&k| same(k)).count();
+                nodes.truncate(kept);
+            }
+            if self.memo.is_some() {
+                if !self.walk_below_path(&mut nodes, &mut climbed, n, base)? {
+                    return Ok(false);
+                }
+                continue;
             }
             above.move_to(trie, n);
             if !self.walk_frontier(n, &above.bytes, base)? {
@@ -394,6 +420,47 @@ impl KernelWalk<'_> {
             }
         }
         Ok(true)
+    }
+
+    /// [`Self::walk_frontier`] of trie node `n` below its parent path, with the row memo (whose
+    /// rows outlive a path): `nodes` holds the nodes of the path `frames` was stepped along;
+    /// only the nodes below the deepest of them above `n` are stepped, found by climbing from
+    /// `n` (`climbed`: scratch). Returns false if abandoned.
+    /// PERF: a short bound's 4,238 boundary nodes (MaskBench o10013's string start) each built
+    /// their path from the root and replayed it past the bytes it shared with the one before,
+    /// ~1.5 K instructions per node.
+    fn walk_below_path(&mut self, nodes: &mut Vec<u32>, climbed: &mut Vec<u32>, n: u32, base: Frame) -> Result<bool> {
+        let trie = self.trie;
+        // Nodes come in trie order: an ancestor of an earlier one is one of `n` iff its subtree
+        // reaches past `n`.
+        while nodes.last().is_some_and(|&p| trie.nodes[p as usize].subtree_end <= n) {
+            nodes.pop();
+        }
+        if !nodes.is_empty() {
+            PATHS_KEPT.set(PATHS_KEPT.get() + 1);
+        }
+        self.truncate_path(nodes.len());
+        climbed.clear();
+        let mut p = trie.nodes[n as usize].parent;
+        while p != u32::MAX && trie.nodes[p as usize].depth as usize > nodes.len() {
+            climbed.push(p);
+            p = trie.nodes[p as usize].parent;
+        }
+        for &q in climbed.iter().rev() {
+            let byte = trie.nodes[q as usize].byte;
+            let parent = self.frames.last().copied().unwrap_or(base);
+            // Slice text the rule reads: a replay that fails ends no path of its own.
+            let Some(frame) = self.step(parent, byte)? else {
+                return Ok(!self.memo_full());
+            };
+            self.frames.push(frame);
+            let ended = self.frame_ended(frame);
+            self.ends.push(ended);
+            self.path.push(byte);
+            nodes.push(q);
+        }
+        let i = n as usize;
+        self.walk(i, trie.nodes[i].subtree_end as usize, base)
     }
 
     /// Walks the frontier of a body slice that the kernel state covers (`cover`): every node but
@@ -639,7 +706,19 @@ impl KernelWalk<'_> {
     }
 
     /// Reads `byte` from `frame`, through the row memo when there is one.
+    #[inline(always)]
     pub(super) fn step(&mut self, frame: Frame, byte: u8) -> Result<Option<Frame>> {
+        // A transition the memo knows is a table load, inline.
+        // PERF: MaskBench o10013's string start steps ~48 K known transitions; through
+        // `RowMemo::step` each cost ~100 instructions.
+        if let Some(to) = self.memo.as_ref().and_then(|m| m.known(frame, byte)) {
+            return Ok(to);
+        }
+        self.step_unknown(frame, byte)
+    }
+
+    /// [`Self::step`] where the memo's tables do not know the transition.
+    fn step_unknown(&mut self, frame: Frame, byte: u8) -> Result<Option<Frame>> {
         match &mut self.memo {
             Some(m) => m.step(self.a, &mut self.chart, frame, byte),
             None => step_frame(self.a, &mut self.chart, frame, byte),
@@ -647,6 +726,7 @@ impl KernelWalk<'_> {
     }
 
     /// The kernel's rule ended at `frame` ([`frame_ended`]), through the row memo when there is one.
+    #[inline(always)]
     fn frame_ended(&mut self, frame: Frame) -> bool {
         match (frame, &mut self.memo) {
             (Frame::Rows(n), Some(m)) => m.ended(self.a, &self.chart, n - 1),
@@ -763,11 +843,14 @@ pub(super) fn record_uncertain(
     // context continues with a byte outside FOLLOW, so such suffixes are not recorded.
     // PERF: deciding this before visiting the subtree skips whole subtrees (a value's trailing
     // whitespace used to visit every whitespace-led token, ~1 ms).
-    let live: Vec<usize> =
-        (0..ends.len()).filter(|&k| ends[k] && follow.is_none_or(|f| f.contains(path[k + 1]))).collect();
-    if live.is_empty() {
+    let live_at = |k: usize| ends[k] && follow.is_none_or(|f| f.contains(path[k + 1]));
+    // PERF: most failed steps below a short bound's boundary nodes (MaskBench o10013) have an
+    // end whose next byte is outside FOLLOW only: collecting the empty list cost ~150
+    // instructions each.
+    if !(0..ends.len()).any(live_at) {
         return 0;
     }
+    let live: Vec<usize> = (0..ends.len()).filter(|&k| live_at(k)).collect();
     let before = uncertain.len();
     let end = trie.nodes[i].subtree_end as usize;
     let base_depth = trie.nodes[i].depth as usize;
