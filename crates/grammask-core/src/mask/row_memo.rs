@@ -154,6 +154,7 @@ impl RowMemo {
 
     /// Where `frame` leads by `byte` when the tables know it (`Some(None)`: dead), as
     /// [`Self::step`] answers; `None` where a step is needed.
+    #[allow(clippy::option_option)] // `step`'s answer, if the tables know it
     #[inline]
     pub(super) fn known(&self, frame: Frame, byte: u8) -> Option<Option<Frame>> {
         let to = match frame {
