@@ -57,6 +57,10 @@ impl Drop for RowMemo {
         if next.capacity() <= MAX_POOLED_NEXT {
             NEXT_POOL.with(|p| *p.borrow_mut() = next);
         }
+        let virtual_next = std::mem::take(&mut self.virtual_next);
+        if virtual_next.capacity() <= MAX_POOLED_NEXT {
+            VIRTUAL_POOL.with(|p| *p.borrow_mut() = virtual_next);
+        }
     }
 }
 
@@ -112,6 +116,8 @@ thread_local! {
     /// PERF: a fresh table of a few hundred rows came from fresh pages (page faults and growth
     /// copies were ~8% of an expression-start kernel).
     static NEXT_POOL: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The same for the table of plain virtual items (`RowMemo::virtual_next`).
+    static VIRTUAL_POOL: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Largest transition table kept for reuse (1,024 rows).
@@ -134,7 +140,11 @@ impl RowMemo {
             ended: vec![0],
             virtuals: Vec::new(),
             virtual_ids: FastMap::default(),
-            virtual_next: Vec::new(),
+            virtual_next: VIRTUAL_POOL.with(|p| {
+                let mut v = std::mem::take(&mut *p.borrow_mut());
+                v.clear();
+                v
+            }),
         }
     }
 
@@ -154,6 +164,7 @@ impl RowMemo {
 
     /// Where `frame` leads by `byte` when the tables know it (`Some(None)`: dead), as
     /// [`Self::step`] answers; `None` where a step is needed.
+    #[allow(clippy::option_option)] // `step`'s answer, if the tables know it
     #[inline]
     pub(super) fn known(&self, frame: Frame, byte: u8) -> Option<Option<Frame>> {
         let to = match frame {

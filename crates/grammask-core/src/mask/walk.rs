@@ -706,6 +706,8 @@ impl KernelWalk<'_> {
     }
 
     /// Reads `byte` from `frame`, through the row memo when there is one.
+    // Measured: as a plain `#[inline]` it stayed a call (o10013 t63: 10.55 M against 10.04 M).
+    #[allow(clippy::inline_always)]
     #[inline(always)]
     pub(super) fn step(&mut self, frame: Frame, byte: u8) -> Result<Option<Frame>> {
         // A transition the memo knows is a table load, inline.
@@ -726,6 +728,8 @@ impl KernelWalk<'_> {
     }
 
     /// The kernel's rule ended at `frame` ([`frame_ended`]), through the row memo when there is one.
+    // Called at every step of a walk; a plain `#[inline]` left it a call.
+    #[allow(clippy::inline_always)]
     #[inline(always)]
     fn frame_ended(&mut self, frame: Frame) -> bool {
         match (frame, &mut self.memo) {
