@@ -97,6 +97,7 @@ fn main() {
     times.sort_by(f64::total_cmp);
     let total: f64 = times.iter().sum();
     println!("{} fills, total {total:.0} µs, max {:.0} µs", times.len(), times.last().unwrap_or(&0.0));
+    println!("class-body slices built in fills: {}", cg.class_bodies_built_in_fills());
 }
 
 /// Classifies the kernels of `m`'s row through `cg`'s cache, printing each new one.

@@ -368,8 +368,13 @@ const LITERAL_CHAINS_AT_COMPILE: usize = 16_384;
 /// UTF-8 lead bytes. Two states of different classes can read the same bytes (`[a-zA-Z-]` and
 /// `[a-zA-Z]` with `-` a side byte; `[À-ß]` and `[à-ÿ]`, both led by `0xC3`): the second one
 /// tried after the first took its slice was skipped, and its slice built by a fill.
-/// Classes told apart only by a third or fourth byte still share a group.
-type ClassSignature = ([u64; 4], u128, [u64; 4]);
+/// Classes told apart only by a third or fourth byte still share a group. So are the bytes read
+/// after its side bytes (the ASCII bytes out of the widest ones): a string of any character but a
+/// newline (`^.*$`, its `\` escape reads no `n`) reads the bytes of a JSON string body, whose
+/// states never take a class-body slice (they take the body slice); grouped with them, it was
+/// skipped after four string bodies and its slice built by a fill (MaskBench o69161's
+/// `patternProperties` key, 2.7 ms on Llama 3).
+type ClassSignature = ([u64; 4], u128, [u64; 4], [u64; 4]);
 
 /// PERF: ranges are set a word at a time; byte by byte they were ~2% of the instructions of a
 /// sample of the 20-100 ms TTFM band (string positions' edges span up to 128 bytes each).
@@ -391,8 +396,14 @@ fn class_signature(a: &Automata, q: StateId) -> ClassSignature {
             }
         }
     }
-    let widest = ascii_by_target.iter().map(|&(_, m)| m).max_by_key(|m| m.count_ones()).unwrap_or(0);
-    (bytes.words(), widest, after_leads.words())
+    let widest = ascii_by_target.iter().max_by_key(|(_, m)| m.count_ones()).copied();
+    let mut after_sides = ByteSet::default();
+    for &(t, _) in ascii_by_target.iter().filter(|&&(t, _)| Some(t) != widest.map(|w| w.0)) {
+        for f in a.byte_edges(t) {
+            after_sides.insert_range(f.lo, f.hi);
+        }
+    }
+    (bytes.words(), widest.map_or(0, |w| w.1), after_leads.words(), after_sides.words())
 }
 
 /// How the kernels of a compiled grammar were classified so far (for tests and profiling).
@@ -2143,8 +2154,14 @@ mod tests {
                 }
             }
         }
-        let widest = ascii_by_target.iter().map(|&(_, m)| m).max_by_key(|m| m.count_ones()).unwrap_or(0);
-        (bytes, widest, after_leads)
+        let widest = ascii_by_target.iter().max_by_key(|(_, m)| m.count_ones()).copied();
+        let mut after_sides = [0u64; 4];
+        for &(t, _) in ascii_by_target.iter().filter(|&&(t, _)| Some(t) != widest.map(|w| w.0)) {
+            for f in a.byte_edges(t) {
+                add(&mut after_sides, f.lo, f.hi);
+            }
+        }
+        (bytes, widest.map_or(0, |w| w.1), after_leads, after_sides)
     }
 
     /// Class signatures of every state equal their byte-by-byte definition, on states whose

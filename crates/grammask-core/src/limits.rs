@@ -35,6 +35,11 @@ pub const SHARED_KERNEL_CACHE_BYTES: usize = 512 << 20;
 /// Memory for rule automata shared across the grammars of one vocabulary (keys and DFAs); past
 /// it, the least recently used are dropped.
 pub const RULE_MEMO_BYTES: usize = 8 << 20;
+/// Memory for counted class-body slices shared across the grammars of one vocabulary
+/// (`TokenIndex::class_body_slice`; one per character class form, ~0.5-0.6 MB each on Llama 3
+/// and Qwen 2.5, see docs/benchmarks.md, session 62); past it, the least recently used are
+/// dropped (a grammar holding one keeps it).
+pub const CLASS_BODY_SLICE_BYTES: usize = 32 << 20;
 /// Cover-search pairs (and refutation states) that one compile spends finding the run classes of
 /// its states (`CompiledGrammar::new`: which per-vocabulary run indexes and class slices to build);
 /// past it the remaining states' searches give up (undecided), and a fill that reaches such a

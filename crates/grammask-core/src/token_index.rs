@@ -79,9 +79,12 @@ pub struct TokenIndex {
     /// Body slices by walked characters, built on first use (at most [`MAX_WALKED_BODIES`];
     /// `None`: a character is not walkable).
     walked_bodies: RwLock<HashMap<Walked, Option<Arc<WalkedBody>>>>,
-    /// Counted class-body slices by character automaton form, built on first use (at most
-    /// [`MAX_CLASS_BODY_SLICES`]; past them each compiled grammar builds its own).
-    class_body_slices: RwLock<HashMap<Vec<u32>, Arc<ClassBodySlice>>>,
+    /// Counted class-body slices by character automaton form, each with the tick of
+    /// `class_body_clock` at which it was last used, built on first use (at most
+    /// [`limits::CLASS_BODY_SLICE_BYTES`] together; past them the least recently used make room).
+    class_body_slices: RwLock<ClassBodySlices>,
+    /// Uses of `class_body_slices` so far.
+    class_body_clock: AtomicU64,
     /// Rule DFAs of the grammars compiled so far, shared by later compiles (at most
     /// [`limits::RULE_MEMO_BYTES`]; the automata do not depend on the vocabulary, but their
     /// memory is counted here, with the other caches grammars share).
@@ -105,9 +108,15 @@ const MAX_BODY_ENDS: usize = 8;
 /// Run classes with [`LeadNodes`] kept per vocabulary (past them the list starts over).
 const MAX_LEAD_NODES: usize = 8;
 
-/// Most counted class-body slices kept per vocabulary (each: 33 token bitsets, 16 KB each on a
-/// 128k vocabulary, and the frontier nodes where class text leaves the class).
-const MAX_CLASS_BODY_SLICES: usize = 16;
+/// Counted class-body slices by character automaton form, each with the tick at which it was last
+/// used.
+type ClassBodySlices = HashMap<Vec<u32>, (Arc<ClassBodySlice>, AtomicU64)>;
+
+/// Bytes a kept class-body slice counts against [`limits::CLASS_BODY_SLICE_BYTES`]: the slice, its
+/// form and the map entry (an estimate, as in [`TokenIndex::memory_parts`]).
+fn class_body_bytes(form: &[u32], slice: &ClassBodySlice) -> usize {
+    slice.memory_size() + 4 * form.len() + 32
+}
 
 /// Most run indexes kept per vocabulary (each: one byte per token and per trie node, a node
 /// bitset, lead lists and up to 65 token bitsets, 16 KB each on a 128k vocabulary; ~1.1 MB on
@@ -388,22 +397,51 @@ impl TokenIndex {
     /// PERF: each was built per compiled grammar, in the mask at its first position: a walk of the
     /// class-text part of the trie, 10-17 M instructions on Llama 3 for a pattern class such as
     /// `[\w\s-]` (MaskBench o82696 and o82667 `css_class`) or `[^/]` (o65430 `identifier`).
+    /// Kept within [`limits::CLASS_BODY_SLICE_BYTES`]: a new slice evicts the least recently used
+    /// ones (a slice over the whole budget is not kept).
+    /// PERF: at most 16 were kept (a count): in a long-lived process (MaskBench's 11,305 schemas
+    /// in one worker) every grammar past them with another form built its own slice, in its
+    /// first fill where the compile's thread was not done (2.3-3.3 ms on Llama 3).
     pub fn class_body_slice(&self, form: &[u32]) -> Arc<ClassBodySlice> {
-        if let Some(s) = read(&self.class_body_slices).get(form) {
-            return s.clone();
+        self.class_body_slice_within(form, limits::CLASS_BODY_SLICE_BYTES)
+    }
+
+    /// [`Self::class_body_slice`], keeping at most `budget` bytes of slices.
+    fn class_body_slice_within(&self, form: &[u32], budget: usize) -> Arc<ClassBodySlice> {
+        if let Some(s) = self.cached_class_body_slice(form) {
+            return s;
         }
         let built =
             timed(Build::ClassBodySlice, || Arc::new(ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form)));
+        let bytes = class_body_bytes(form, &built);
         let mut w = write(&self.class_body_slices);
-        if w.len() >= MAX_CLASS_BODY_SLICES && !w.contains_key(form) {
+        if let Some((s, _)) = w.get(form) {
+            return s.clone();
+        }
+        if bytes > budget {
             return built;
         }
-        w.entry(form.to_vec()).or_insert(built).clone()
+        let mut kept: usize = w.iter().map(|(f, (s, _))| class_body_bytes(f, s)).sum();
+        while kept + bytes > budget {
+            let Some(oldest) = w.iter().min_by_key(|(_, (_, t))| t.load(Ordering::Relaxed)).map(|(f, _)| f.clone())
+            else {
+                break;
+            };
+            let (s, _) = w.remove(&oldest).expect("a kept form");
+            kept -= class_body_bytes(&oldest, &s);
+        }
+        let now = self.class_body_clock.fetch_add(1, Ordering::Relaxed) + 1;
+        w.insert(form.to_vec(), (built.clone(), AtomicU64::new(now)));
+        built
     }
 
-    /// The counted class-body slice of a form if it was built ([`Self::class_body_slice`]).
+    /// The counted class-body slice of a form if it is kept ([`Self::class_body_slice`]), marked
+    /// as used now.
     pub fn cached_class_body_slice(&self, form: &[u32]) -> Option<Arc<ClassBodySlice>> {
-        read(&self.class_body_slices).get(form).cloned()
+        let r = read(&self.class_body_slices);
+        let (s, t) = r.get(form)?;
+        t.store(self.class_body_clock.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Some(s.clone())
     }
 
     /// The free-text slice of ASCII class `ascii` if it was built.
@@ -524,6 +562,7 @@ impl TokenIndex {
             walked_built_on_use: _, // a counter
             walked_bodies,
             class_body_slices,
+            class_body_clock: _, // a counter
             rule_dfas,
         } = self;
         // Per hash-map entry: its key and `Arc` plus the table's own slot (an estimate).
@@ -538,8 +577,7 @@ impl TokenIndex {
             .sum();
         let walked: usize =
             read(walked_bodies).values().map(|w| w.as_ref().map_or(0, |w| w.memory_size()) + entry).sum();
-        let class_bodies: usize =
-            read(class_body_slices).iter().map(|(f, s)| s.memory_size() + 4 * f.len() + entry).sum();
+        let class_bodies: usize = read(class_body_slices).iter().map(|(f, (s, _))| class_body_bytes(f, s)).sum();
         vec![
             ("vocabulary", vocab.memory_size()),
             ("trie", trie.memory_size()),
@@ -613,6 +651,7 @@ impl TokenIndex {
             walked_built_on_use: AtomicUsize::new(0),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),
+            class_body_clock: AtomicU64::new(0),
             rule_dfas: RuleMemo::new(limits::RULE_MEMO_BYTES),
         });
         // Built with the trie (a few ms on a 128k vocabulary) rather than in some first mask or
@@ -771,9 +810,35 @@ mod tests {
         }
         let slices = read(&index.class_body_slices);
         assert_eq!(slices.len(), 1);
-        let shared = slices.values().next().unwrap();
+        let shared = &slices.values().next().unwrap().0;
         // The index's and each grammar's.
         assert_eq!(Arc::strong_count(shared), 1 + grammars.len());
+    }
+
+    /// Class-body slices of many forms (past the 16 once kept) are all kept while within the
+    /// byte budget, and a new one past it evicts the least recently used: a form used since
+    /// stays. Fails with a count bound (the 17th form on was built for its caller alone) or with
+    /// an eviction of the oldest built rather than the least recently used.
+    #[test]
+    fn class_body_slices_are_kept_by_bytes_least_recently_used_out() {
+        let index = TokenIndex::for_vocab(&small_vocab());
+        // Form `i`: the class of one ASCII letter range `a..=a+i`, a character automaton of one
+        // boundary pair.
+        let form = |i: u8| vec![0, 1, u32::from(b'a'), u32::from(b'a' + i), 0];
+        let kept = |i: u8| read(&index.class_body_slices).contains_key(&form(i));
+        for i in 0..24 {
+            index.class_body_slice(&form(i));
+        }
+        assert!((0..24).all(kept), "a form within the byte budget was not kept");
+        let bytes = |i: u8| class_body_bytes(&form(i), &index.class_body_slice(&form(i)));
+        let budget: usize = (0..24).map(bytes).sum();
+        // Form 0 used again: form 1 is the least recently used.
+        index.cached_class_body_slice(&form(0));
+        index.class_body_slice_within(&form(24), budget);
+        assert!(kept(0) && kept(24), "the form used last or the new one was evicted");
+        assert!(!kept(1), "the least recently used form was kept past the budget");
+        let total: usize = read(&index.class_body_slices).iter().map(|(f, (s, _))| class_body_bytes(f, s)).sum();
+        assert!(total <= budget, "{total} bytes kept past a budget of {budget}");
     }
 
     /// Grammars compiled one after another, each looping on a class of its own, past the

@@ -901,6 +901,34 @@ fn classes_reading_the_same_bytes_each_take_a_slice_at_compile() {
     assert_eq!(cg.class_bodies_built_in_fills(), 0);
 }
 
+/// A `^.*$` key (MaskBench o69161's `patternProperties`) reads the bytes of a JSON string body,
+/// but its `\` escape reads no `n`: its states are no string body and take a class-body slice.
+/// After four string properties (string bodies, which take none, read the same bytes) its slice
+/// is still reserved at compile: once the compile's thread is done, no fill builds one, and masks
+/// equal the brute force at every position. Grouped by the bytes read alone (not those after the
+/// side bytes `"` and `\`), the key's states were never tried and its first fill built the slice
+/// (2.7 ms on Llama 3).
+#[test]
+fn any_char_key_after_string_bodies_takes_its_slice_at_compile() {
+    let schema = r#"{"type": "object", "properties": {"model": {"type": "string"}, "vendor": {"type": "string"},
+        "serial": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+        "interfaces": {"type": "object", "additionalProperties": false,
+            "patternProperties": {"^.*$": {"type": "integer"}}}}}"#;
+    let extra = ["ab", "eth0", "\\n", "\\t", "\\", "\": ", "\"a", "a\"", "\", \"", "\"}", "0}", "\\u00e9", "{\""];
+    let doc =
+        r#"{"model": "x", "vendor": "y", "serial": "z", "tags": ["t"], "interfaces": {"eth0\t": 1, "a\u00e9b": 2}}"#;
+    let vocab = ascii_vocab(&extra, &[0xC3, 0xA9]);
+    let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &vocab).unwrap());
+    cg.wait_class_bodies();
+    assert_eq!(masks_along_docs_match_brute_force(&cg, &vocab, &[doc.as_bytes()]), doc.len() + 1);
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(br#"{"interfaces": {"eth"#).unwrap());
+    let sliced =
+        kernel_items(cg.automata(), m.chart()).iter().filter(|it| cg.class_body_tokens(it.state).is_some()).count();
+    assert!(sliced >= 1, "the key position took no class-body slice");
+    assert_eq!(cg.class_bodies_built_in_fills(), 0, "a fill built the key's slice");
+}
+
 /// Masks equal the brute force inside counted class bodies whose chain ends in a state reading
 /// other bytes (an *exit*): o61649's `PayloadUUID` pattern
 /// (`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-...-[0-9A-Za-z]{12}$`: the first four groups' chains exit
