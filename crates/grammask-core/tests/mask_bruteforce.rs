@@ -3339,9 +3339,9 @@ fn bounded_text_strings_match_brute_force() {
         if vocab.vocab_size() > 1000 {
             assert!(grammask_core::slice::walked_covers_ruled_out() > ruled_out, "walked searches ruled out");
             assert!(grammask_core::mask::row_run_steps() > runs, "row steps kept for runs");
+            assert!(grammask_core::mask::within_lean_walks() > lean, "boundary subtrees walked lean");
             assert!(grammask_core::mask::within_paths_kept() > kept, "boundary paths kept");
             assert!(grammask_core::mask::memo_virtual_items() > virtuals, "virtual items interned");
-            assert!(grammask_core::mask::within_lean_walks() > lean, "boundary subtrees walked lean");
         }
     }
 }
