@@ -505,17 +505,14 @@ impl KernelWalk<'_> {
         while i < end {
             let n = nodes[i];
             let (d, sub) = (n.depth as usize, n.subtree_end as usize);
-            let c = match self.lean_step(lp.levels[d - 1].code, n.byte)? {
-                Ok(c) => c,
-                Err(_) => {
-                    // `walk` steps `n` again (the memo knows it now, or steps it alike).
-                    self.materialize(lp, d - 1);
-                    if !self.walk(i, sub, base)? {
-                        return Ok(false);
-                    }
-                    i = sub;
-                    continue;
+            let Ok(c) = self.lean_step(lp.levels[d - 1].code, n.byte)? else {
+                // `walk` steps `n` again (the memo knows it now, or steps it alike).
+                self.materialize(lp, d - 1);
+                if !self.walk(i, sub, base)? {
+                    return Ok(false);
                 }
+                i = sub;
+                continue;
             };
             if self.spend(1) {
                 return Ok(false);
