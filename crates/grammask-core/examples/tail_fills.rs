@@ -14,6 +14,8 @@
 //! (`fill_mask_direct`), for comparison.
 //! `PROFILE_AT=N` runs the fill at token `N` through `profiled_fill`, for callgrind:
 //! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*profiled_fill*' ...`.
+//! `FAULTS=1`: each printed fill also shows its thread's user and system time (`getrusage`, whose
+//! clock ticks coarser than the thread CPU clock) and minor page faults.
 //! `WAIT_THREAD=1`: the fills start once the compile's class-body thread is done (its slices
 //! and call-loop run indexes built), and so is the walked-body indexes' thread (`wait_walked`).
 //! `HOLD_THREAD=1`: the compile starts no class-body thread (`hold_class_bodies`): every reserved
@@ -71,6 +73,7 @@ fn main() {
         cg.wait_class_bodies();
         cg.index().wait_walked();
     }
+    let faults = std::env::var("FAULTS").is_ok();
     let mut times = Vec::new();
     for (k, w) in at.windows(2).enumerate() {
         if kernels_at == Some(k) {
@@ -83,6 +86,7 @@ fn main() {
             grammask_core::mask::fill_mask_direct(cg.automata(), &mut chart, cg.trie(), &mut out).unwrap();
             println!("direct fill at token {k}: {:.0} µs, allowed {}", micros() - t, out.count_ones());
         }
+        let usage = faults.then(cpu_clock::thread_usage);
         let t = micros();
         let n = if profile_at == Some(k) { profiled_fill(&mut m) } else { m.compute_mask().unwrap().count_ones() };
         let us = micros() - t;
@@ -91,6 +95,11 @@ fn main() {
             let kernels = kernel_items(cg.automata(), m.chart()).len();
             let before = String::from_utf8_lossy(&input[w[0].saturating_sub(40)..w[0]]);
             println!("token {k} byte {}: {us:.0} µs, allowed {n}, kernels {kernels}, after {before:?}", w[0]);
+            if let Some((user, sys, flt)) = usage {
+                let (user2, sys2, flt2) = cpu_clock::thread_usage();
+                let (u, s) = ((user2 - user) * 1e6, (sys2 - sys) * 1e6);
+                println!("    user {u:.0} µs, sys {s:.0} µs, minor faults {}", flt2 - flt);
+            }
         }
         assert!(m.accept_bytes(&input[w[0]..w[1]]).unwrap(), "token {k} rejected");
     }

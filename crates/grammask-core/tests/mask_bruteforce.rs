@@ -3337,7 +3337,8 @@ fn bounded_within_masks_match_brute_force_on_llama3() {
 /// (`grammask_core::mask::row_run_steps`), stepping each boundary node's path only below the
 /// nodes it shares with the one before (`grammask_core::mask::within_paths_kept`), between
 /// frontier walks (escapes, `é`), and step plain virtual items by their interned transitions
-/// (`grammask_core::mask::memo_virtual_items`). Masks along the strings equal the brute force
+/// (`grammask_core::mask::memo_virtual_items`), on the memo's codes rather than chart frames
+/// (`grammask_core::mask::within_lean_walks`). Masks along the strings equal the brute force
 /// on Llama 3, Phi-3.5 and a small pieces vocabulary.
 #[test]
 fn bounded_text_strings_match_brute_force() {
@@ -3361,10 +3362,12 @@ fn bounded_text_strings_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), vocab).unwrap());
         let (ruled_out, runs) = (grammask_core::slice::walked_covers_ruled_out(), grammask_core::mask::row_run_steps());
         let (kept, virtuals) = (grammask_core::mask::within_paths_kept(), grammask_core::mask::memo_virtual_items());
+        let lean = grammask_core::mask::within_lean_walks();
         assert_eq!(string_masks_match_brute_force(&cg, vocab, &cases), positions);
         if vocab.vocab_size() > 1000 {
             assert!(grammask_core::slice::walked_covers_ruled_out() > ruled_out, "walked searches ruled out");
             assert!(grammask_core::mask::row_run_steps() > runs, "row steps kept for runs");
+            assert!(grammask_core::mask::within_lean_walks() > lean, "boundary subtrees walked lean");
             assert!(grammask_core::mask::within_paths_kept() > kept, "boundary paths kept");
             assert!(grammask_core::mask::memo_virtual_items() > virtuals, "virtual items interned");
         }

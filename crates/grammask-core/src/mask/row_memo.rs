@@ -100,8 +100,12 @@ pub fn spent_row_merges() -> usize {
     SPENT_MERGES.get()
 }
 
-const UNKNOWN: u32 = u32::MAX;
-const DEAD: u32 = u32::MAX - 1;
+/// A frame of a walk with the row memo as its tables name it ([`RowMemo::code`]): an interned
+/// row's chart index, or [`VIRTUAL`] `| id` for an interned plain virtual item.
+pub(super) type Code = u32;
+
+pub(super) const UNKNOWN: u32 = u32::MAX;
+pub(super) const DEAD: u32 = u32::MAX - 1;
 /// In a transition: the plain virtual item `id` (`VIRTUAL | id`, below [`DEAD`]).
 const VIRTUAL: u32 = 1 << 31;
 /// Most plain virtual items one memo interns (1 KB of transitions each); past it, their frames
@@ -180,6 +184,53 @@ impl RowMemo {
             }
             row => Some(Some(Frame::Rows(row as usize + 1))),
         }
+    }
+
+    /// `frame` as its transition tables name it ([`Code`]): an interned row from `first` on,
+    /// or an interned plain virtual item; `None` for any other frame.
+    #[inline]
+    pub(super) fn code(&self, frame: Frame) -> Option<Code> {
+        match frame {
+            Frame::Rows(n) => (n - 1).checked_sub(self.first).map(|_| (n - 1) as Code),
+            Frame::Virtual(_, 0) => None,
+            Frame::Virtual(_, v) => Some(VIRTUAL | (v - 1) as Code),
+        }
+    }
+
+    /// The frame code `c` names (see [`Self::code`]).
+    pub(super) fn frame(&self, c: Code) -> Frame {
+        if c & VIRTUAL == 0 {
+            return Frame::Rows(c as usize + 1);
+        }
+        let id = (c & !VIRTUAL) as usize;
+        Frame::Virtual(self.virtuals[id], id + 1)
+    }
+
+    /// Where code `c` leads by `byte` as the tables know it: a code, [`DEAD`] or [`UNKNOWN`]
+    /// (as [`Self::known`], with no frame built).
+    #[inline]
+    pub(super) fn next_code(&self, c: Code, byte: u8) -> Code {
+        let slot = if c & VIRTUAL == 0 {
+            self.next.get((c as usize - self.first) * 256 + usize::from(byte))
+        } else {
+            self.virtual_next.get((c & !VIRTUAL) as usize * 256 + usize::from(byte))
+        };
+        slot.copied().unwrap_or(UNKNOWN)
+    }
+
+    /// Whether the kernel's rule ended at code `c`'s frame ([`frame_ended`]): a row's answer
+    /// once known is a load here, the first one is found out of line.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    pub(super) fn code_ended(&mut self, a: &Automata, chart: &Chart, c: Code) -> bool {
+        if c & VIRTUAL == 0 {
+            return match self.ended.get(c as usize - self.first) {
+                Some(&known) if known != 0 => known == 2,
+                _ => self.ended(a, chart, c as usize),
+            };
+        }
+        let it = self.virtuals[(c & !VIRTUAL) as usize];
+        it.origin == 0 && a.state(it.state).is_final
     }
 
     /// A step's answer as a transition (`UNKNOWN` for a virtual item not interned, or once the

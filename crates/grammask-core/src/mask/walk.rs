@@ -230,6 +230,18 @@ pub fn within_paths_kept() -> usize {
 }
 
 thread_local! {
+    /// Boundary nodes of a short bound whose subtrees this thread's walks walked lean.
+    static LEAN_WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many boundary nodes of a short bound this thread's walks walked on memo codes
+/// (`KernelWalk::walk_lean`) rather than chart frames, for tests.
+#[doc(hidden)]
+pub fn within_lean_walks() -> usize {
+    LEAN_WALKS.get()
+}
+
+thread_local! {
     /// Kernels this thread's walks gave the region walk before their run index's.
     static REGION_BEFORE_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -390,21 +402,17 @@ impl KernelWalk<'_> {
         };
         let mut front = sl.frontier.iter().filter(|f| inside(f) && walk(f)).peekable();
         let mut above = PathAbove::default();
-        // With the row memo: the nodes of the path whose frames `frames` holds (depth `k + 1` at
-        // `k`), kept from one boundary node to the next.
-        let (mut nodes, mut climbed) = (Vec::new(), Vec::new());
+        // With the row memo: the lean path (its own, which the frontier walks leave alone), kept
+        // from one boundary node to the next.
+        let mut lean = self.memo.as_ref().and_then(|m| m.code(base)).map(|c| LeanPath::new(c, trie.max_depth));
         for &n in sl.boundary_nodes(trie, chars) {
             while let Some(f) = front.next_if(|f| f.node < n) {
                 if !self.walk_frontier(f.node, &f.path, base)? {
                     return Ok(false);
                 }
-                // Its path replaced ours past the bytes they share.
-                let same = |k: usize| self.path.get(k) == Some(&trie.nodes[nodes[k] as usize].byte);
-                let kept = (0..nodes.len().min(self.frames.len())).take_while(|&k| same(k)).count();
-                nodes.truncate(kept);
             }
-            if self.memo.is_some() {
-                if !self.walk_below_path(&mut nodes, &mut climbed, n, base)? {
+            if let Some(lp) = &mut lean {
+                if !self.walk_below_path(lp, n, base)? {
                     return Ok(false);
                 }
                 continue;
@@ -423,44 +431,196 @@ impl KernelWalk<'_> {
     }
 
     /// [`Self::walk_frontier`] of trie node `n` below its parent path, with the row memo (whose
-    /// rows outlive a path): `nodes` holds the nodes of the path `frames` was stepped along;
-    /// only the nodes below the deepest of them above `n` are stepped, found by climbing from
-    /// `n` (`climbed`: scratch). Returns false if abandoned.
+    /// rows outlive a path), on lean path `lp`: only the nodes below the deepest node of `n`'s
+    /// path that `lp` holds ([`LeanPath::kept`]) are stepped, found by climbing from `n`, then
+    /// `n`'s subtree is walked lean ([`Self::walk_lean`]). A frame the memo's tables cannot name
+    /// hands the rest to the chart frames. Returns false if abandoned.
     /// PERF: a short bound's 4,238 boundary nodes (MaskBench o10013's string start) each built
     /// their path from the root and replayed it past the bytes it shared with the one before,
     /// ~1.5 K instructions per node.
-    fn walk_below_path(&mut self, nodes: &mut Vec<u32>, climbed: &mut Vec<u32>, n: u32, base: Frame) -> Result<bool> {
+    fn walk_below_path(&mut self, lp: &mut LeanPath, n: u32, base: Frame) -> Result<bool> {
         let trie = self.trie;
-        // Nodes come in trie order: an ancestor of an earlier one is one of `n` iff its subtree
-        // reaches past `n`.
-        while nodes.last().is_some_and(|&p| trie.nodes[p as usize].subtree_end <= n) {
-            nodes.pop();
+        // Nodes come in trie order: a node of the path before is an ancestor of `n` iff its
+        // subtree reaches past `n`.
+        let mut kept = lp.kept;
+        while kept > 0 && lp.levels[kept].subtree_end <= n {
+            kept -= 1;
         }
-        if !nodes.is_empty() {
+        if kept > 0 {
             PATHS_KEPT.set(PATHS_KEPT.get() + 1);
         }
-        self.truncate_path(nodes.len());
-        climbed.clear();
+        let top = trie.nodes[n as usize].depth as usize - 1;
         let mut p = trie.nodes[n as usize].parent;
-        while p != u32::MAX && trie.nodes[p as usize].depth as usize > nodes.len() {
-            climbed.push(p);
-            p = trie.nodes[p as usize].parent;
+        for l in lp.levels[kept + 1..=top].iter_mut().rev() {
+            let node = &trie.nodes[p as usize];
+            (l.subtree_end, l.byte) = (node.subtree_end, node.byte);
+            p = node.parent;
         }
-        for &q in climbed.iter().rev() {
-            let byte = trie.nodes[q as usize].byte;
-            let parent = self.frames.last().copied().unwrap_or(base);
-            // Slice text the rule reads: a replay that fails ends no path of its own.
-            let Some(frame) = self.step(parent, byte)? else {
-                return Ok(!self.memo_full());
-            };
-            self.frames.push(frame);
-            let ended = self.frame_ended(frame);
-            self.ends.push(ended);
-            self.path.push(byte);
-            nodes.push(q);
+        for d in kept + 1..=top {
+            let byte = lp.levels[d].byte;
+            match self.lean_step(lp.levels[d - 1].code, byte)? {
+                // Slice text the rule reads: a replay that fails ends no path of its own.
+                Ok(DEAD) => {
+                    lp.kept = d - 1;
+                    return Ok(!self.memo_full());
+                }
+                Ok(c) => {
+                    let ended = self.code_ended(c);
+                    lp.set(d, byte, c, ended, self.follow.as_ref());
+                }
+                Err(frame) => {
+                    // The chart frames take over from depth `d`.
+                    lp.kept = d - 1;
+                    self.materialize(lp, d - 1);
+                    self.push_frame(frame, byte);
+                    for k in d + 1..=top {
+                        let (parent, byte) = (*self.frames.last().unwrap_or(&base), lp.levels[k].byte);
+                        if self.replay_byte(parent, byte)?.is_none() {
+                            return Ok(!self.memo_full());
+                        }
+                    }
+                    let i = n as usize;
+                    return self.walk(i, trie.nodes[i].subtree_end as usize, base);
+                }
+            }
         }
+        lp.kept = top;
+        LEAN_WALKS.set(LEAN_WALKS.get() + 1);
         let i = n as usize;
-        self.walk(i, trie.nodes[i].subtree_end as usize, base)
+        self.walk_lean(lp, i, trie.nodes[i].subtree_end as usize, base)
+    }
+
+    /// [`Self::walk`] of nodes `start..end` with the row memo, on lean path `lp` (holding the
+    /// codes above `start`): a frame is a [`Code`], read and written in place by depth, where
+    /// `walk` keeps chart frames on stacks. A frame the tables cannot name, and a subtree where
+    /// a run index applies, are walked by `walk` from the chart frames of `lp`'s path; the wide
+    /// nodes' child filter (`children_to_visit`) is left out (a child it skips fails at once).
+    /// Returns false if abandoned.
+    /// PERF: MaskBench o10013's string start walks ~48 K nodes with the memo's tables knowing
+    /// every step; `walk`'s frames, stacks and checks cost ~170 instructions a node.
+    fn walk_lean(&mut self, lp: &mut LeanPath, start: usize, end: usize, base: Frame) -> Result<bool> {
+        let trie = self.trie;
+        let nodes = &trie.nodes;
+        let mut i = start;
+        while i < end {
+            let n = nodes[i];
+            let (d, sub) = (n.depth as usize, n.subtree_end as usize);
+            let Ok(c) = self.lean_step(lp.levels[d - 1].code, n.byte)? else {
+                // `walk` steps `n` again (the memo knows it now, or steps it alike).
+                self.materialize(lp, d - 1);
+                if !self.walk(i, sub, base)? {
+                    return Ok(false);
+                }
+                i = sub;
+                continue;
+            };
+            if self.spend(1) {
+                return Ok(false);
+            }
+            if c == DEAD {
+                if self.memo_full() {
+                    return Ok(false);
+                }
+                // As `walk`: the tokens below are uncertain where the path ended the rule earlier
+                // (and a context may go on with the byte after).
+                if lp.live_end(d - 1, n.byte, self.follow.as_ref()) {
+                    lp.spell(d - 1, n.byte);
+                    let out = (&mut self.suffix_ids, &mut self.suffixes, &mut self.uncertain);
+                    let recorded = record_uncertain(trie, i, &lp.path, &lp.ends, self.follow.as_ref(), out);
+                    if self.spend(recorded * RECORD_COST) {
+                        return Ok(false);
+                    }
+                }
+                i = sub;
+                continue;
+            }
+            let ended = self.code_ended(c);
+            lp.set(d, n.byte, c, ended, self.follow.as_ref());
+            for &t in trie.node_tokens(&n) {
+                self.accepted.set(t as usize);
+            }
+            if sub - i > RUN_MIN_SUBTREE && d < MAX_RUN_DEPTH {
+                let frame = self.memo.as_ref().map_or(base, |m| m.frame(c));
+                if let Some((ri, run)) = self.runs_at(frame)? {
+                    self.materialize(lp, d);
+                    if !self.walk_runs(i, &ri, run, base)? {
+                        return Ok(false);
+                    }
+                    i = sub;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        Ok(true)
+    }
+
+    /// Where code `c` leads by `byte`: `Ok` with a code, or [`DEAD`] (nothing reads it, or the
+    /// memo is full: see [`Self::memo_full`]); `Err` with a frame the tables cannot name.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn lean_step(&mut self, c: Code, byte: u8) -> Result<std::result::Result<Code, Frame>> {
+        let to = self.memo.as_ref().map_or(UNKNOWN, |m| m.next_code(c, byte));
+        if to != UNKNOWN {
+            return Ok(Ok(to));
+        }
+        self.lean_step_unknown(c, byte)
+    }
+
+    /// [`Self::lean_step`] where the tables do not know the transition.
+    fn lean_step_unknown(&mut self, c: Code, byte: u8) -> Result<std::result::Result<Code, Frame>> {
+        let Some(m) = &self.memo else { unreachable!("a lean walk has the row memo") };
+        let to = self.step_unknown(m.frame(c), byte)?;
+        let m = self.memo.as_ref().expect("a lean walk has the row memo");
+        Ok(match to {
+            None => Ok(DEAD),
+            Some(frame) => m.code(frame).ok_or(frame),
+        })
+    }
+
+    /// Whether the kernel's rule ended at code `c`'s frame.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn code_ended(&mut self, c: Code) -> bool {
+        match &mut self.memo {
+            Some(m) => m.code_ended(self.a, &self.chart, c),
+            None => unreachable!("a lean walk has the row memo"),
+        }
+    }
+
+    /// Sets the chart frames (`frames`, `ends`, `path`) to lean path `lp`'s first `d` depths.
+    fn materialize(&mut self, lp: &LeanPath, d: usize) {
+        let Some(m) = &self.memo else { unreachable!("a lean walk has the row memo") };
+        let levels = &lp.levels[1..=d];
+        self.frames.clear();
+        self.frames.extend(levels.iter().map(|l| m.frame(l.code)));
+        self.ends.clear();
+        self.ends.extend(levels.iter().map(|l| l.ended));
+        self.path.clear();
+        self.path.extend(levels.iter().map(|l| l.byte));
+    }
+
+    /// Pushes `frame`, reached by `byte`, on the chart frames, with whether the rule ended there.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn push_frame(&mut self, frame: Frame, byte: u8) {
+        self.frames.push(frame);
+        let ended = self.frame_ended(frame);
+        self.ends.push(ended);
+        self.path.push(byte);
+    }
+
+    /// One byte of a replay along slice text from `parent` (see [`Self::walk_frontier`]): the
+    /// frame reached, pushed on the chart frames ([`Self::push_frame`]), or `None` where nothing
+    /// reads the byte (the caller stops: with the memo full, the walk is abandoned).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn replay_byte(&mut self, parent: Frame, byte: u8) -> Result<Option<Frame>> {
+        let Some(frame) = self.step(parent, byte)? else {
+            return Ok(None);
+        };
+        self.push_frame(frame, byte);
+        Ok(Some(frame))
     }
 
     /// Walks the frontier of a body slice that the kernel state covers (`cover`): every node but
@@ -492,13 +652,9 @@ impl KernelWalk<'_> {
         self.truncate_path(keep);
         let mut parent = keep.checked_sub(1).map_or(base, |k| self.frames[k]);
         for &b in &path[keep..] {
-            let Some(frame) = self.step(parent, b)? else {
+            let Some(frame) = self.replay_byte(parent, b)? else {
                 return Ok(!self.memo_full());
             };
-            self.frames.push(frame);
-            let ended = self.frame_ended(frame);
-            self.ends.push(ended);
-            self.path.push(b);
             parent = frame;
         }
         let i = node as usize;
@@ -652,6 +808,71 @@ impl PathAbove {
             self.nodes.push(q);
         }
         debug_assert_eq!(self.bytes[..], *trie.bytes_above(n));
+    }
+}
+
+/// The current path of a lean walk ([`KernelWalk::walk_lean`]), by depth `d` (after `d` bytes;
+/// depth 0 is the walk's base frame), written in place as the walk goes down: levels past the
+/// current depth are stale.
+struct LeanPath {
+    levels: Vec<Level>,
+    /// The depth down to which `levels` holds the path to a boundary node's parent, with
+    /// each level's node's subtree end (see [`KernelWalk::walk_below_path`]).
+    kept: usize,
+    /// Scratch for [`record_uncertain`]'s path and rule ends.
+    path: Vec<u8>,
+    ends: Vec<bool>,
+}
+
+/// One depth of a [`LeanPath`].
+#[derive(Clone, Copy)]
+struct Level {
+    /// The frame reached.
+    code: Code,
+    /// The trie node's `subtree_end` (set by `walk_below_path` only, for the levels it keeps).
+    subtree_end: u32,
+    /// The byte read to it.
+    byte: u8,
+    /// The kernel's rule ended here.
+    ended: bool,
+    /// The rule ended at some depth above this one where this path's byte after it may
+    /// follow the rule: a failed step below records uncertain tokens ([`record_uncertain`]).
+    live_above: bool,
+}
+
+impl LeanPath {
+    fn new(base: Code, max_depth: u32) -> LeanPath {
+        let level = Level { code: DEAD, subtree_end: 0, byte: 0, ended: false, live_above: false };
+        let mut levels = vec![level; max_depth as usize + 1];
+        levels[0].code = base;
+        LeanPath { levels, kept: 0, path: Vec::new(), ends: Vec::new() }
+    }
+
+    /// Sets depth `d` (at least 1) to code `c`, reached by `byte` (its subtree end left as it
+    /// was), FOLLOW being `follow`.
+    #[inline]
+    fn set(&mut self, d: usize, byte: u8, c: Code, ended: bool, follow: Option<&ByteSet>) {
+        let live_above = self.live_end(d - 1, byte, follow);
+        let l = &mut self.levels[d];
+        (l.code, l.byte, l.ended, l.live_above) = (c, byte, ended, live_above);
+    }
+
+    /// Whether a step by `byte` below depth `d` leaves a live rule end above it: one above `d`,
+    /// or at `d` with `byte` in FOLLOW (`follow`).
+    #[inline]
+    fn live_end(&self, d: usize, byte: u8, follow: Option<&ByteSet>) -> bool {
+        let l = &self.levels[d];
+        l.live_above || (l.ended && follow.is_none_or(|f| f.contains(byte)))
+    }
+
+    /// Fills `path` and `ends` as `KernelWalk::path` and `ends` after depth `d`, with `byte` read
+    /// at depth `d + 1`.
+    fn spell(&mut self, d: usize, byte: u8) {
+        self.path.clear();
+        self.path.extend(self.levels[1..=d].iter().map(|l| l.byte));
+        self.path.push(byte);
+        self.ends.clear();
+        self.ends.extend(self.levels[1..=d].iter().map(|l| l.ended));
     }
 }
 
