@@ -87,9 +87,18 @@ pub fn classify_after_lead(
             w.accepted.set(tok as usize);
         }
         let mut done = true;
+        // Every token accepted is a run token or below an exit walked: where they are few, only
+        // their bits are read back ([`TokenSet::from_spare_bitset_among`]).
+        let mut candidates: Vec<&[u32]> = vec![&nodes.run_tokens];
+        let mut count = nodes.run_tokens.len();
         // Below the runs, only the nodes whose byte `t` reads are walked (none is a class byte).
         'bytes: for b in readable.bytes() {
             for &(i, at) in nodes.exits(b) {
+                if count <= vocab_size / AMONG_PER_WORD {
+                    let below = trie.subtree_tokens(i);
+                    count += below.len();
+                    candidates.push(below);
+                }
                 let n = trie.nodes[i as usize];
                 let d = n.depth as usize;
                 // The run's frames are `t`'s row, with no rule end on them.
@@ -108,11 +117,21 @@ pub fn classify_after_lead(
         if done {
             let KernelWalk { uncertain, suffixes, accepted, chart, memo, .. } = w;
             let rows = memo.map(|memo| WalkRows { chart, memo });
-            return Ok(Some((kernel_mask(TokenSet::from_spare_bitset(accepted), uncertain, suffixes), rows)));
+            let accepted = if count <= vocab_size / AMONG_PER_WORD {
+                TokenSet::from_spare_bitset_among(accepted, &candidates)
+            } else {
+                TokenSet::from_spare_bitset(accepted)
+            };
+            return Ok(Some((kernel_mask(accepted, uncertain, suffixes), rows)));
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
+
+/// Candidate tokens per bitset word within which reading their bits back beats scanning the
+/// bitset's words ([`TokenSet::from_spare_bitset_among`]: a few instructions a candidate, about
+/// one a word).
+const AMONG_PER_WORD: usize = 32 * 4;
 
 /// The classification of the tokens `w ρ` (`w` a run of `nodes`, `ρ` its exit's rest) read from a
 /// literal lead `s0` (`p` then a call of a run rule `class2{0,bound2}`, then `v`,
