@@ -85,6 +85,10 @@ impl TokenSet {
     pub fn from_spare_bitset_among(mut bits: Bitset, candidates: &[&[u32]]) -> TokenSet {
         let mut ids: Vec<u32> =
             candidates.iter().flat_map(|c| c.iter()).copied().filter(|&t| bits.get(t as usize)).collect();
+        // Past `IDS_MAX` before the repeats go, the scan (rather than a long sort first).
+        if ids.len() > IDS_MAX {
+            return TokenSet::from_spare_bitset(bits);
+        }
         ids.sort_unstable();
         ids.dedup();
         if ids.len() > IDS_MAX {

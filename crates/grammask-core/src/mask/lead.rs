@@ -130,10 +130,13 @@ pub fn classify_after_lead(
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
 
-/// Bitset bits per candidate token within which reading the candidates' bits back beats scanning
-/// the bitset's words ([`TokenSet::from_spare_bitset_among`]: a few instructions a candidate,
-/// about one a word of 32 bits), and the candidates read back whatever the vocabulary's size.
-const AMONG_PER_WORD: usize = 32 * 4;
+/// Bitset bits per candidate token within which reading the candidates' bits back and sorting
+/// the ids set beats scanning the bitset's words ([`TokenSet::from_spare_bitset_among`]: ~4
+/// instructions a candidate, ~30 an id set, about one a word of 32 bits), and the candidates
+/// read back whatever the vocabulary's size.
+/// PERF: at 128 bits a candidate (~1,000 on Llama 3), the leads' walks of MaskBench o3626's
+/// `{"pattern": ...},` sorted hundreds of ids set (3.0 M instructions of a 15.9 M fill).
+const AMONG_PER_WORD: usize = 512;
 const AMONG_MIN: usize = 64;
 
 /// The classification of the tokens `w ρ` (`w` a run of `nodes`, `ρ` its exit's rest) read from a
