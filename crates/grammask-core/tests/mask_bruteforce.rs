@@ -3936,7 +3936,7 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
         b"[{\"o\":3}]",
         b"[\t{\"n\":{\"n\":{\"c\":1}}}]",
     ];
-    let mut rng = Rng(0x11762_0062);
+    let mut rng = Rng(0x0001_1762_0062);
     let (mut literal, mut known) = (0, 0);
     for _ in 0..8 {
         let vocab = pieces_vocab(&mut rng, pieces, 100, Vec::new());
