@@ -435,6 +435,10 @@ pub struct KernelStats {
     /// Of `composed`, leads before a tree of small choices over literal leads whose run tokens
     /// were composed from the literal leads' ([`lead_into_literal_lead`]) rather than walked.
     pub lead_trees: usize,
+    /// Of the literal leads composed so, those whose first bytes after the inner run were known
+    /// from their own classification, without a kernel chart of their own for them
+    /// ([`lead_into_literal_lead`]'s `v_reads`).
+    pub lead_leaves_read_known: usize,
 }
 /// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
 /// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
@@ -463,6 +467,10 @@ pub struct CompiledGrammar {
     /// The parts of literal leads alike in [`Self::lead_tree_kernel`], each with the kernel whose
     /// address keys it.
     lead_leaves: RwLock<FastMap<LeadLeafKey, LeadLeafEntry>>,
+    /// By the state `v` after a literal lead's run, that run's class and the bytes `v`'s kernel
+    /// row reads, where [`Self::literal_lead_kernel`] classified it (`v` reads no byte of the
+    /// class and has not ended the rule).
+    literal_lead_reads: RwLock<FastMap<StateId, (ByteSet, ByteSet)>>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
     nullable: OnceLock<Vec<bool>>,
@@ -516,7 +524,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 10],
+    stats: [AtomicUsize; 11],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -681,6 +689,7 @@ impl CompiledGrammar {
             lead_runs: RwLock::new(FastMap::default()),
             lead_trees: RwLock::new(FastMap::default()),
             lead_leaves: RwLock::new(FastMap::default()),
+            literal_lead_reads: RwLock::new(FastMap::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
@@ -1186,7 +1195,9 @@ impl CompiledGrammar {
         let nodes = self.index.lead_nodes(Some(p), &class, bound);
         // `v` is in `state`'s rule (a byte edge, then a call's return): the same FOLLOW set.
         let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, v, sc, &nodes);
-        Ok(self.with_walk_shortcuts(v, walk)?.map(|(km, _)| km))
+        let Some((km, _, readable)) = self.with_walk_shortcuts(v, walk)? else { return Ok(None) };
+        write(&self.literal_lead_reads).insert(v, (class, readable));
+        Ok(Some(km))
     }
 
     /// Where [`Self::literal_lead_kernel`] applies to `state`: its literal byte `p`, the state `v`
@@ -1252,7 +1263,7 @@ impl CompiledGrammar {
             }
         }
         let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &nodes);
-        let Some((own, rows)) = self.with_walk_shortcuts(t, walk)? else { return Ok(None) };
+        let Some((own, rows, _)) = self.with_walk_shortcuts(t, walk)? else { return Ok(None) };
         // Where `t`'s own kernel is walked, it goes on from the rows the run's subtrees interned.
         // PERF: the two walks from `t` stepped the same rows apart (the second ~55% of a new
         // "whitespace then t" kernel, ~1,300 of them over 50 us in the 300-schema MaskBench
@@ -1302,7 +1313,12 @@ impl CompiledGrammar {
             let outer = (nodes.class.hash128(), nodes.bound);
             let key = |r: &ByteSet| (Arc::as_ptr(&ks0) as usize, p, class2.hash128(), bound2, r.hash128(), outer);
             let known = |r: &ByteSet| read(&self.lead_leaves).get(&key(r)).map(|(_, k)| k.clone());
-            match lead_into_literal_lead(a, &self.index.trie, vocab_size, lead, &ks0, &follow, nodes, known)? {
+            // The bytes `v` reads, as `ks0`'s classification found them with this run.
+            let v_reads = read(&self.literal_lead_reads).get(&lead.1).filter(|(c, _)| *c == class2).map(|&(_, r)| r);
+            if v_reads.is_some() {
+                self.count(10);
+            }
+            match lead_into_literal_lead(a, &self.index.trie, vocab_size, lead, &ks0, &follow, nodes, v_reads, known)? {
                 None => return Ok(None),
                 Some(LeadLeaf::Known(km)) => km,
                 Some(LeadLeaf::New { km, readable, read_v }) => {
@@ -1339,8 +1355,12 @@ impl CompiledGrammar {
             if parts.iter().all(|k| Arc::ptr_eq(k, &parts[0]) && k.uncertain.is_empty()) {
                 parts[0].clone()
             } else {
-                let callees =
-                    parts.into_iter().zip(edges).map(|(k, &(_, t))| (k, crate::earley::Chart::with_kernel(a, t)));
+                let chart =
+                    |k: &KernelMask, t| (!k.suffixes.is_empty()).then(|| crate::earley::Chart::with_kernel(a, t));
+                let callees = parts.into_iter().zip(edges).map(|(k, &(_, t))| {
+                    let c = chart(&k, t);
+                    (k, c)
+                });
                 Arc::new(compose_kernel(a, vocab_size, &follow, None, &[], callees.collect())?)
             }
         };
@@ -1431,11 +1451,14 @@ impl CompiledGrammar {
         let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
+            // The flags first: the slice tests read the callee's body levels and chains.
+            // PERF: o3626's ~260 choices of literal leads tested each callee's slices (~1 M
+            // instructions of its slowest fill) before finding it a literal lead.
             let bytes_only = a.rule_edges(s0).is_empty()
-                && !sliced(s0)
-                && lead(r).is_none()
                 && !key_set
                 && !literal_leads
+                && lead(r).is_none()
+                && !sliced(s0)
                 && !wide(i);
             s0 == state || stack.contains(&s0) || bytes_only
         };
@@ -1460,7 +1483,7 @@ impl CompiledGrammar {
                     let nodes = self.index.lead_nodes(None, &class, bound);
                     let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, t, sc, &nodes);
                     match self.with_walk_shortcuts(t, walk) {
-                        Ok(Some((own, _))) => {
+                        Ok(Some((own, _, _))) => {
                             continuations.push(Arc::new(own));
                             Ok(())
                         }
@@ -1471,8 +1494,13 @@ impl CompiledGrammar {
                         Err(e) => Err(e),
                     }
                 }
+                // `t`'s chart only where something is read after the callee.
+                // PERF: o3626's ~260 choices of literal leads built ~520 charts of their ends
+                // (~2.5 K instructions each on Llama 3) that no suffix was read from.
                 None => self.kernel_in(start(r), stack).map(|km| {
-                    let chart = charts[i].take().unwrap_or_else(|| crate::earley::Chart::with_kernel(a, t));
+                    let chart = charts[i]
+                        .take()
+                        .or_else(|| (!km.suffixes.is_empty()).then(|| crate::earley::Chart::with_kernel(a, t)));
                     callees.push((km, chart));
                 }),
             };
@@ -1819,6 +1847,7 @@ impl CompiledGrammar {
             shifted_walked: n(7),
             shared_by_prefix: n(8),
             lead_trees: n(9),
+            lead_leaves_read_known: n(10),
         }
     }
 

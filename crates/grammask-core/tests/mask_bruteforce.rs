@@ -3900,3 +3900,113 @@ fn leads_before_literal_lead_trees_compose_match_brute_force() {
     assert!(leads >= 16, "{leads} lead kernels");
     assert!(trees >= 16, "{trees} leads composed over literal-lead trees");
 }
+
+/// A lead before a tree of literal-lead objects (`ws` then a nested choice of `"{" ws obj ws "}"`,
+/// MaskBench o3626's `"not":` value): each literal lead's part takes the bytes its object reads
+/// first from the literal lead's own classification (`lead_leaves_read_known`, no chart of its
+/// own), and its walk reads back only the candidate tokens' bits
+/// (`TokenSet::from_spare_bitset_among`). Every lead and literal-lead kernel equals the plain
+/// walk's and masks along documents equal brute force, on 8 pieces vocabularies and, after a few
+/// prefixes, on Llama 3. Fails with `v_reads` always `None` (the count).
+#[test]
+fn literal_lead_parts_read_known_bytes_match_brute_force() {
+    let g = grammask_core::ebnf::parse_ebnf(
+        "root ::= \"[\" ws q ws \"]\"\nq ::= q1 | q2\nq1 ::= a | n\nq2 ::= c | e | o\n\
+         a ::= \"{\" ws \"\\\"a\\\"\" ws \":\" ws \"[\" ws (q ws (\",\" ws q ws)*)? \"]\" ws \"}\"\n\
+         n ::= \"{\" ws \"\\\"n\\\"\" ws \":\" ws q ws \"}\"\n\
+         c ::= \"{\" ws \"\\\"c\\\"\" ws \":\" ws \"1\" ws \"}\"\n\
+         e ::= \"{\" ws (\"\\\"e\\\"\" ws \":\" ws \"2\" ws)? \"}\"\n\
+         o ::= \"{\" ws \"\\\"o\\\"\" ws \":\" ws (\"{\" ws \"}\" | \"3\") ws \"}\"\nws ::= [ \\n\\t]{0,64}",
+        "root",
+    )
+    .unwrap();
+    let pieces: &[&[u8]] = &[
+        b"[",
+        b"]",
+        b"{",
+        b"}",
+        b"{\"",
+        b"{ ",
+        b"{\n",
+        b"{\t\"",
+        b"\"a\"",
+        b"\"n",
+        b"\"c\":",
+        b"\"e",
+        b"\"o\": {",
+        b":",
+        b",",
+        b" ",
+        b"\n",
+        b"\t",
+        b"1",
+        b"2",
+        b"3",
+        b" {",
+        b"\n{\"",
+        b" {}",
+        b"  {",
+        b" {\"n",
+        b"\n{ \"",
+        b" {x",
+        b"{}]",
+        b" {\n\n",
+        b"{\"e\":2}",
+        b"{\"c\"",
+        b"[{",
+        b"[ {\"",
+        b"}]",
+        b"}}",
+        b"x",
+    ];
+    let docs: &[&[u8]] = &[
+        b"[{\"a\":[]}]",
+        b"[ {\n\"n\" : {} } ]",
+        b"[\n{ \"n\":{\"a\":  [{\"e\" :2}, {\"o\": {}}]}}]",
+        b"[ {\"c\" :1}\n]",
+        b"[{\"o\":3}]",
+        b"[\t{\"n\":{\"n\":{\"c\":1}}}]",
+    ];
+    let mut rng = Rng(0x0001_1762_0062);
+    let (mut literal, mut known) = (0, 0);
+    for _ in 0..8 {
+        let vocab = pieces_vocab(&mut rng, pieces, 100, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
+            if let Some(km) = cg.lead_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "lead state {s:?}");
+            }
+            if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "literal-lead state {s:?}");
+                literal += 1;
+            }
+        }
+        known += cg.kernel_stats().lead_leaves_read_known;
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+        // Again from a fresh grammar, the fills classifying the kernels in their own order.
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+        known += cg.kernel_stats().lead_leaves_read_known;
+    }
+    assert!(literal >= 40, "{literal} literal-lead kernels");
+    assert!(known >= 16, "{known} literal-lead parts read with known first bytes");
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    for prefix in ["[", "[ {\"n\":", "[{\"a\": [{\"n\": {\"c\": 1}},", "[{\"o\":"] {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{prefix:?}");
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+            assert_eq!(mask.get(t), w, "after {prefix:?}: token {:?}", vocab.token_bytes(t as u32));
+        }
+    }
+    // Llama 3's ~60 tokens below `{` are read back as candidates.
+    let mut literal = 0;
+    for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
+        if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
+            assert_eq!(km, cg.classify_uninterned(s).unwrap(), "Llama 3, literal-lead state {s:?}");
+            literal += 1;
+        }
+    }
+    assert!(literal >= 5, "{literal} literal-lead kernels on Llama 3");
+}

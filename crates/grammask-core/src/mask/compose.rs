@@ -8,7 +8,8 @@ use crate::token_set::TokenUnion;
 
 /// Composes the classification of kernel state `s` (of rule `R`) from its callees': for each rule
 /// edge `(X, t)` of `s`, a non-nullable `X` whose rule-start classification is `callees[i].0`,
-/// with `callees[i].1` a kernel chart of `t` (its first row only); `own` classifies the tokens whose first byte `s` reads itself
+/// with `callees[i].1` a kernel chart of `t` (its first row only; `None` allowed where
+/// `callees[i].0` has no uncertain suffix, nothing being read after `X` then); `own` classifies the tokens whose first byte `s` reads itself
 /// ([`classify_kernel_from_bytes`]; `None` when it reads none). `follow` is FOLLOW(R).
 /// `continuations` are the classifications of the `t` after each nullable callee: with `X`
 /// empty, the token is read from `t` (in `R`, so their uncertain tokens mean what `own`'s do).
@@ -30,7 +31,7 @@ pub fn compose_kernel(
     follow: &ByteSet,
     own: Option<KernelMask>,
     continuations: &[Arc<KernelMask>],
-    callees: Vec<(Arc<KernelMask>, Chart)>,
+    callees: Vec<(Arc<KernelMask>, Option<Chart>)>,
 ) -> Result<KernelMask> {
     let mut suffix_ids = SuffixIds::default();
     let mut suffixes = Vec::new();
@@ -48,6 +49,10 @@ pub fn compose_kernel(
     }
     for (km, chart) in callees {
         accepted.add_set(&km.accepted);
+        if km.suffixes.is_empty() {
+            continue;
+        }
+        let chart = chart.expect("a chart of `t` for a callee with uncertain suffixes");
         let mut resumed: Vec<Option<Vec<u32>>> = vec![None; km.suffixes.len()];
         let mut reader = SuffixReader::new(chart);
         // In byte order, each suffix goes on from the rows its common prefix with the one before

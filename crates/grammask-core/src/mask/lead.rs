@@ -64,7 +64,8 @@ const LEAD_MAX_CHAIN: u32 = 1024;
 /// ones in most MaskBench fills between p98 and p99.9.
 ///
 /// With the classification come the walk's interned rows (none if it ran on a plain stack),
-/// for `t`'s own kernel walk to go on from ([`super::offering_rows`]). What the walk reads of the
+/// for `t`'s own kernel walk to go on from ([`super::offering_rows`]), and the bytes `t`'s
+/// kernel row reads. What the walk reads of the
 /// trie apart from `t` (the run nodes and the nodes one byte past them) is `nodes`, per vocabulary.
 pub fn classify_after_lead(
     a: &Automata,
@@ -73,7 +74,7 @@ pub fn classify_after_lead(
     t: StateId,
     sc: Shortcuts<'_>,
     nodes: &LeadNodes,
-) -> Result<Option<(KernelMask, Option<WalkRows>)>> {
+) -> Result<Option<(KernelMask, Option<WalkRows>, ByteSet)>> {
     let mut never = || false;
     let class = &nodes.class;
     for interned in [true, false] {
@@ -87,9 +88,19 @@ pub fn classify_after_lead(
             w.accepted.set(tok as usize);
         }
         let mut done = true;
+        // Every token accepted is a run token or below an exit walked: where they are few, only
+        // their bits are read back ([`TokenSet::from_spare_bitset_among`]).
+        let among = (vocab_size / AMONG_PER_WORD).max(AMONG_MIN);
+        let mut candidates: Vec<&[u32]> = vec![&nodes.run_tokens];
+        let mut count = nodes.run_tokens.len();
         // Below the runs, only the nodes whose byte `t` reads are walked (none is a class byte).
         'bytes: for b in readable.bytes() {
             for &(i, at) in nodes.exits(b) {
+                if count <= among {
+                    let below = trie.subtree_tokens(i);
+                    count += below.len();
+                    candidates.push(below);
+                }
                 let n = trie.nodes[i as usize];
                 let d = n.depth as usize;
                 // The run's frames are `t`'s row, with no rule end on them.
@@ -108,11 +119,25 @@ pub fn classify_after_lead(
         if done {
             let KernelWalk { uncertain, suffixes, accepted, chart, memo, .. } = w;
             let rows = memo.map(|memo| WalkRows { chart, memo });
-            return Ok(Some((kernel_mask(TokenSet::from_spare_bitset(accepted), uncertain, suffixes), rows)));
+            let accepted = if count <= among {
+                TokenSet::from_spare_bitset_among(accepted, &candidates)
+            } else {
+                TokenSet::from_spare_bitset(accepted)
+            };
+            return Ok(Some((kernel_mask(accepted, uncertain, suffixes), rows, readable)));
         }
     }
     unreachable!("the stack walk has no memo to fill and is never abandoned")
 }
+
+/// Bitset bits per candidate token within which reading the candidates' bits back and sorting
+/// the ids set beats scanning the bitset's words ([`TokenSet::from_spare_bitset_among`]: ~4
+/// instructions a candidate, ~30 an id set, about one a word of 32 bits), and the candidates
+/// read back whatever the vocabulary's size.
+/// PERF: at 128 bits a candidate (~1,000 on Llama 3), the leads' walks of MaskBench o3626's
+/// `{"pattern": ...},` sorted hundreds of ids set (3.0 M instructions of a 15.9 M fill).
+const AMONG_PER_WORD: usize = 512;
+const AMONG_MIN: usize = 64;
 
 /// The classification of the tokens `w ρ` (`w` a run of `nodes`, `ρ` its exit's rest) read from a
 /// literal lead `s0` (`p` then a call of a run rule `class2{0,bound2}`, then `v`,
@@ -120,7 +145,10 @@ pub fn classify_after_lead(
 /// `ks0` and `follow`, FOLLOW of `s0`'s rule: the part of a lead that a literal lead below it
 /// reads, for the lead's composition. `None` where `v` reads a byte of `class2` or has ended the
 /// rule, or `p` is in `nodes`' class. `known` answers, from the bytes `v` reads first, with the
-/// classification of a literal lead alike ([`LeadLeaf`]) where it has one.
+/// classification of a literal lead alike ([`LeadLeaf`]) where it has one. `v_reads`: those
+/// bytes where already known from `s0`'s own classification (then `v`'s row has not ended the
+/// rule nor reads a byte of `class2`, or [`classify_after_lead`] would have refused it), so that
+/// `v`'s kernel chart is built only for the rests read from it.
 ///
 /// Why it is exact: `w ρ` is read from `s0`, after `w` outside it, exactly as `ρ` is (nothing of
 /// `s0`'s rule is read before `ρ`), so where `ρ` is a token its class is `ks0`'s. Else `ρ` is `p`,
@@ -133,6 +161,8 @@ pub fn classify_after_lead(
 /// small choices) walked the 67 Llama 3 tokens `ws+ "{" ...` through `t`'s rows of ~1,500 items
 /// (~3.6 M instructions); composed from the literal leads' parts, only the rests that neither are
 /// tokens nor die at their first byte after the inner run are read, from one object's rows.
+/// Each of those ~270 built `v`'s kernel chart for its first bytes (~2.4 K instructions) that
+/// its own classification had found just before (`v_reads`).
 #[allow(clippy::too_many_arguments)]
 pub fn lead_into_literal_lead(
     a: &Automata,
@@ -142,17 +172,23 @@ pub fn lead_into_literal_lead(
     ks0: &KernelMask,
     follow: &ByteSet,
     nodes: &LeadNodes,
+    v_reads: Option<ByteSet>,
     known: impl FnOnce(&ByteSet) -> Option<Arc<KernelMask>>,
 ) -> Result<Option<LeadLeaf>> {
-    let mut reader = SuffixReader::new(Chart::with_kernel(a, v));
-    let readable = row_bytes(a, reader.base_row());
-    if ks0.beyond.is_some()
-        || nodes.class.contains(p)
-        || kernel_ended(a, reader.base_row())
-        || class2.intersects(&readable)
-    {
+    if ks0.beyond.is_some() || nodes.class.contains(p) {
         return Ok(None);
     }
+    let (mut reader, readable) = match v_reads {
+        Some(r) => (None, r),
+        None => {
+            let reader = SuffixReader::new(Chart::with_kernel(a, v));
+            let readable = row_bytes(a, reader.base_row());
+            if kernel_ended(a, reader.base_row()) || class2.intersects(&readable) {
+                return Ok(None);
+            }
+            (Some(reader), readable)
+        }
+    };
     if let Some(km) = known(&readable) {
         return Ok(Some(LeadLeaf::Known(km)));
     }
@@ -202,6 +238,7 @@ pub fn lead_into_literal_lead(
                 continue;
             }
             read_v = true;
+            let reader = reader.get_or_insert_with(|| SuffixReader::new(Chart::with_kernel(a, v)));
             match reader.read(a, &rest[j..], follow)? {
                 None => accepted.extend_from_slice(toks),
                 Some(ends) => {
