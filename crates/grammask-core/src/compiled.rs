@@ -820,6 +820,14 @@ impl CompiledGrammar {
         if let Some(k) = read(&self.kernels).get(&state) {
             return Ok(k.clone());
         }
+        // `state` on the stack: its chain's end is being classified, and reaches it again.
+        if let Some(end) = self.chain_end_start(state).filter(|_| !stack.contains(&state)) {
+            stack.push(state);
+            let km = self.kernel_in(end, stack);
+            stack.pop();
+            crate::mask::count_chain_kernel();
+            return Ok(self.cache_kernel(state, km?));
+        }
         let key = self.sibling_key(state);
         if let Some(km) = key.as_ref().and_then(|k| read(&self.siblings).get(k).cloned()) {
             self.count(5);
@@ -830,6 +838,20 @@ impl CompiledGrammar {
             write(&self.siblings).entry(k).or_insert_with(|| km.clone());
         }
         Ok(km)
+    }
+
+    /// The start of the last rule of the chain that `state` starts ([`SiblingEdges::chain_end`]),
+    /// whose kernel is `state`'s; `None` where `state` is no rule's start, its rule ends its
+    /// chain, or the end's FOLLOW differs (a kernel lists the rule ends FOLLOW lets on).
+    fn chain_end_start(&self, state: StateId) -> Option<StateId> {
+        let a = &self.automata;
+        let rule = a.state(state).rule;
+        if a.rule_start(rule) != state {
+            return None;
+        }
+        let end = self.with_sibling_edges(|edges, with| edges.chain_end(a, rule, with))?;
+        let follow = self.follow();
+        (end != rule && follow[end.index()] == follow[rule.index()]).then(|| a.rule_start(end))
     }
 
     /// The key under which `state` finds the kernel of a sibling ([`sibling_key`]), if any.

@@ -4010,3 +4010,60 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
     }
     assert!(literal >= 5, "{literal} literal-lead kernels on Llama 3");
 }
+
+/// An open object of more optional properties than the any-order bound, so in schema order
+/// (`obj.K_0_1 ::= ws "," ws (obj_extra ws "," ws)* "\"" "key_K" "\"" ... | obj.(K+1)_0_1`): a
+/// chain of rules that differ only in their literal keys, which no token reads to the closing
+/// quote (dropped edges), so each reads the tokens of the chain's last rule
+/// (`SiblingEdges::chain_end`, MaskBench markdownlint-config-schema). The small vocabulary's
+/// `"p05"` keeps that key, which breaks the chain there; the required `p09` gives its rules
+/// another shape; `child` recurses into the object (the chain's end then reaches its own
+/// members again). Masks at every byte of the documents equal brute force on the small
+/// vocabulary, and after each value on Llama 3; fails as well if no kernel was taken from a
+/// chain's end (`chain_kernels`).
+#[test]
+fn schema_order_chains_match_brute_force() {
+    let mut props: Vec<String> = (0..8).map(|k| format!(r#""p{k:02}": {{"type": "integer"}}"#)).collect();
+    props.push(r##""child": {"$ref": "#"}"##.into());
+    props.extend((8..18).map(|k| match k % 3 {
+        0 => format!(r#""p{k:02}": {{"type": "string"}}"#),
+        1 => format!(r#""p{k:02}": {{"type": "boolean"}}"#),
+        _ => format!(r#""p{k:02}": {{"type": "integer"}}"#),
+    }));
+    let schema = format!(r#"{{"type": "object", "properties": {{{}}}, "required": ["p09"]}}"#, props.join(", "));
+    let g = lax_schema_grammar(&schema);
+    let docs: [&[u8]; 5] = [
+        br#"{"p00": 1, "p03": 2, "zz": 2, "p05": 3, "p09": "s", "p16": true}"#,
+        br#"{"x": 1, "p01": 2, "child": {"p02": 1, "p09": "a", "q": "p10"}, "p09": "b", "p10": true, "y": []}"#,
+        br#"{"p05": 0, "p06": 1, "p09": "c","p12": "s","p13": true, "p17": 1}"#,
+        br#"{"p09": "d"}"#,
+        br#"{"p0": 1, "p000": 2, "p07": 7, "p09": "e", "p11": 1, "p14": 4, "p15": "p16"}"#,
+    ];
+    let small =
+        ascii_vocab(&["\"p05\"", ", \"p05\"", ", \"", "\": ", "\"p1", "p0", "true", ", \"p", "1,", "\"}", "{\""], &[]);
+    let before = grammask_core::mask::chain_kernels();
+    let cg = Arc::new(CompiledGrammar::new(&g, &small).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &small, &docs);
+    assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    assert!(grammask_core::mask::chain_kernels() > before, "no kernel taken from a chain's end");
+    let Some(vocab) = llama3_vocab() else { return };
+    let before = grammask_core::mask::chain_kernels();
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.iter().enumerate() {
+            assert!(m.accept_bytes(&[b]).unwrap(), "{:?}", String::from_utf8_lossy(&doc[..=i]));
+            // After each value: the positions whose kernels start the rest of the chain.
+            if !matches!(doc.get(i + 1), Some(b',' | b'}')) {
+                continue;
+            }
+            let mask = m.compute_mask().unwrap().clone();
+            for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+                let at = String::from_utf8_lossy(&doc[..=i]);
+                assert_eq!(mask.get(t), w, "after {at:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+        }
+        assert!(m.is_completed());
+    }
+    assert!(grammask_core::mask::chain_kernels() > before, "no kernel taken from a chain's end on Llama 3");
+}

@@ -70,6 +70,26 @@ const SELF_CALL: u64 = u64::MAX - 2;
 /// The word before a callee's class (its length, then its words) in a [`sibling_key`].
 const CALLEE_CLASS: u64 = u64::MAX - 3;
 
+/// The word a rule's next rule in a chain is listed by ([`SiblingEdges::chain_end`]).
+const CHAIN_NEXT: u64 = u64::MAX - 4;
+
+thread_local! {
+    /// Kernels this thread took from their chain's last rule ([`SiblingEdges::chain_end`]).
+    static CHAIN_KERNELS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many kernels this thread took from their chain's last rule (for tests).
+#[doc(hidden)]
+pub fn chain_kernels() -> usize {
+    CHAIN_KERNELS.get()
+}
+
+#[doc(hidden)]
+/// Counts a kernel taken from its chain's last rule ([`chain_kernels`]).
+pub fn count_chain_kernel() {
+    CHAIN_KERNELS.set(CHAIN_KERNELS.get() + 1);
+}
+
 /// Every occurrence of `"` in the vocabulary's tokens, as the token text up to and including it,
 /// sorted by that text read backwards: the tokens that contain a string ending in `"` are one
 /// range.
@@ -160,6 +180,9 @@ pub struct SiblingEdges {
     dropped: Vec<OnceLock<RuleDropped>>,
     /// Per rule, its listing from its start ([`SiblingEdges::class_of`]), set on first ask.
     classes: Vec<OnceLock<Option<Box<[u64]>>>>,
+    /// Per rule, the last rule of the chain it begins ([`SiblingEdges::chain_end`]), set on
+    /// first ask.
+    chain_ends: Vec<OnceLock<RuleId>>,
     /// By callee start, the paths of its literal tree ([`literal_start`]) where no token
     /// contains one, found on first ask ([`SiblingEdges::key_paths`]).
     key_paths: std::sync::Mutex<crate::fasthash::FastMap<StateId, Option<KeyPaths>>>,
@@ -218,7 +241,9 @@ impl SiblingEdges {
         dropped.resize_with(rules, OnceLock::new);
         let mut classes = Vec::new();
         classes.resize_with(rules, OnceLock::new);
-        SiblingEdges { end, states, dropped, classes, key_paths: std::sync::Mutex::default() }
+        let mut chain_ends = Vec::new();
+        chain_ends.resize_with(rules, OnceLock::new);
+        SiblingEdges { end, states, dropped, classes, chain_ends, key_paths: std::sync::Mutex::default() }
     }
 
     /// The states of rule `r`, ascending.
@@ -269,6 +294,76 @@ impl SiblingEdges {
         self.classes[r.index()].get_or_init(build).as_deref()
     }
 
+    /// The last rule of the chain that rule `r` begins (`r` itself where it begins none): rules
+    /// `R_1 ::= A_1 | R_2`, `R_2 ::= A_2 | R_3`, ..., each start calling the next rule as a
+    /// tail call (the return state final, without edges) and nowhere else in its listing, and
+    /// each `A_j` equal to `A_(j+1)` up to dropped edges (listed with callees by rule and
+    /// start, the next rule by a placeholder). Then every `R_j` reads the same tokens as the
+    /// last, `R_m`: the tokens of `R_j` are those of `A_j` and of `R_(j+1)`, and `R_(j+1)` reads
+    /// those of `A_(j+1)`, equal to `A_j`'s up to dropped edges (which change no
+    /// classification); by induction from `R_m` down, each `R_j` reads `R_m`'s. This is an open
+    /// object's properties in schema order (`obj.K_0_1 ::= ws "," ws (obj_extra ws "," ws)*
+    /// "\"" "key_K" "\"" ... | obj.(K+1)_0_1`, MaskBench markdownlint-config-schema), where
+    /// the literal keys are dropped edges.
+    /// PERF: a kernel at the start of such a chain composed 8 rules deep and walked the rest:
+    /// every rule of the rest predicted in each row, ~2 ms on Llama 3 for a 135-property
+    /// object, at every property's value end.
+    pub fn chain_end(&self, a: &Automata, r: RuleId, with: &DropRules) -> RuleId {
+        if let Some(&end) = self.chain_ends[r.index()].get() {
+            return end;
+        }
+        // Down the links `R_j -> R_(j+1)` (equal shapes), to the first rule without one or
+        // whose end is known; a cycle of links ends where it closes.
+        let mut members = vec![r];
+        let mut shape = self.chain_shape(a, r, with);
+        let end = loop {
+            let last = *members.last().expect("r is a member");
+            let Some((next, words)) = shape.take() else { break last };
+            let after = self.chain_shape(a, next, with);
+            if after.as_ref().map(|x| &x.1) != Some(&words) || members.contains(&next) {
+                break last;
+            }
+            if let Some(&end) = self.chain_ends[next.index()].get() {
+                break end;
+            }
+            members.push(next);
+            shape = after;
+        };
+        for m in members {
+            self.chain_ends[m.index()].get_or_init(|| end);
+        }
+        *self.chain_ends[r.index()].get().expect("set above")
+    }
+
+    /// Rule `r`'s next rule in a chain ([`Self::chain_end`]) with `r`'s listing from its start,
+    /// the next rule's calls listed as a placeholder; `None` where its start calls no other rule
+    /// as a tail call, or calls the tail elsewhere too, or the listing meets no dropped edge.
+    fn chain_shape(&self, a: &Automata, r: RuleId, with: &DropRules) -> Option<(RuleId, Vec<u64>)> {
+        if self.rule_states(r).len() > SIBLING_KEY_STATES {
+            return None;
+        }
+        let s0 = a.rule_start(r);
+        let tail = |&&(c, t): &&(RuleId, StateId)| {
+            c != r && a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty()
+        };
+        let mut tails = a.rule_edges(s0).iter().filter(tail);
+        let (&(next, _), None) = (tails.next()?, tails.next()) else { return None };
+        if a.callee_start(s0, next) != a.rule_start(next) {
+            return None;
+        }
+        let mut words = Vec::new();
+        let mut calls = 0;
+        let mut placeholder = |c: RuleId, _: StateId, w: &mut Vec<u64>| {
+            (c == next).then(|| {
+                calls += 1;
+                w.push(CHAIN_NEXT);
+                false
+            })
+        };
+        let met = list_states(a, self, with, s0, &mut words, &mut placeholder)?;
+        (met.dropped && calls == 1).then_some((next, words))
+    }
+
     /// The dropped edges of rule `r`'s states, by state (found on the first ask).
     pub fn of_rule(&self, a: &Automata, r: RuleId, with: &DropRules) -> &[(StateId, Dropped)] {
         let states = self.rule_states(r);
@@ -300,8 +395,8 @@ impl SiblingEdges {
             .flat_map(|d| d.iter())
             .map(|(_, d)| 52 + d.calls.len() * 4)
             .sum();
-        let classes: usize =
-            self.classes.iter().filter_map(|c| c.get().and_then(Option::as_ref)).map(|c| c.len() * 8).sum();
+        let classes: usize = self.chain_ends.len() * 8
+            + self.classes.iter().filter_map(|c| c.get().and_then(Option::as_ref)).map(|c| c.len() * 8).sum::<usize>();
         // A key-paths entry: its key, its `Option<Arc<[Vec<u8>]>>` and a table control byte;
         // each list: the `Arc`'s two counts, its `Vec`s and their bytes.
         let key_paths: usize = self
