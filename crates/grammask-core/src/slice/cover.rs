@@ -703,6 +703,25 @@ impl CoverMemo {
 /// The abstract search met an inert configuration in a slice state where its bytes matter.
 struct Refused;
 
+/// Where a cover search met the misread that refuted it, when it found it itself (not through a
+/// pair decided before): `steps` pair steps from its root (one character each in the body
+/// slice, whose pairs are all at a character boundary), at a pair some of whose configurations,
+/// inert ones aside, read on (have a byte edge), so that the rule reads the path's text and is
+/// still inside after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MisreadAt {
+    pub steps: u32,
+    pub reads_on: bool,
+}
+
+/// A failed cover search: the misread kept ([`Explored::refute`]; `None` also when the search
+/// gave up), and where the search met it, if it did itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Refutation {
+    pub misread: Option<Misread>,
+    pub at: Option<MisreadAt>,
+}
+
 /// Where a covering kernel state's rule may end inside slice text.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ends {
@@ -754,7 +773,18 @@ pub(super) fn cover_search_from(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Option<Misread>> {
-    search_locked(a, s, key, start, step, memo, &mut memo.slices.lock())
+    search_locked(a, s, key, start, step, memo, &mut memo.slices.lock()).map_err(|r| r.misread)
+}
+
+/// [`cover_search`] with where it met its misread ([`Refutation`]).
+pub(super) fn cover_search_refuted(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Result<Ends, Refutation> {
+    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock())
 }
 
 /// [`cover_search`] off the fill path (the class-body thread, [`super::BodySlice::search_callees`]):
@@ -766,7 +796,7 @@ pub(super) fn cover_search_after_fills(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Option<Misread>> {
-    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock_after_fills())
+    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock_after_fills()).map_err(|r| r.misread)
 }
 
 /// [`cover_search_from`] with the memo's verdicts held.
@@ -778,7 +808,8 @@ fn search_locked(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
     slices: &mut FastMap<(SliceKey, bool), Explored>,
-) -> Result<Ends, Option<Misread>> {
+) -> Result<Ends, Refutation> {
+    let gave_up = Refutation { misread: None, at: None };
     let s = memo.substitutes.get(&s).copied().unwrap_or(s);
     for abstract_returns in [true, false] {
         let k = (key, abstract_returns);
@@ -788,7 +819,7 @@ fn search_locked(
         let ex =
             slices.entry(k).or_insert_with(|| Explored::new(key, abstract_returns, &step, memo.substitutes.clone()));
         let mut first = vec![(s, 0)];
-        ex.close(a, &mut first).ok_or(None)?;
+        ex.close(a, &mut first).ok_or(gave_up)?;
         let root = ex.intern(&first);
         if ex.refused_roots.contains(&root) {
             continue;
@@ -808,19 +839,19 @@ fn search(
     root: u32,
     start: u8,
     step: &impl Fn(u8, u8) -> Body,
-) -> Result<Result<Ends, Option<Misread>>, Refused> {
+) -> Result<Result<Ends, Refutation>, Refused> {
     if let Some(v) = ex.decided(root, start) {
-        return Ok(v.map_err(|()| ex.misreads.get(&(root, start)).copied()));
+        return Ok(v.map_err(|()| Refutation { misread: ex.misreads.get(&(root, start)).copied(), at: None }));
     }
     let mut g = Graph::default();
-    g.pair(root, start, 0);
+    g.pair(root, start, 0, 0);
     while let Some(p) = g.stack.pop() {
         let (id, b) = g.pairs[p as usize];
         let set = ex.sets[id as usize].clone();
         g.seen.clear();
         g.seen_configs.clear();
         if let Err(misread) = expand(a, ex, step, &mut g, p, &set, b)? {
-            return Ok(Err(misread));
+            return Ok(Err(Refutation { misread, at: g.misread_at }));
         }
     }
     // Every pair explored is good; a pair ends the rule if a pair it reaches does (back along
@@ -857,6 +888,10 @@ struct Graph {
     inside: Vec<bool>,
     /// Per pair, the characters read at a boundary on the path that found it ([`History`]).
     hist: Vec<History>,
+    /// Per pair, the pair steps from the root on the path that found it.
+    steps: Vec<u32>,
+    /// Where this search met a misread itself ([`MisreadAt`]; the search ends there).
+    misread_at: Option<MisreadAt>,
     edges: Vec<(u32, u32)>,
     /// The pairs still to explore.
     stack: Vec<u32>,
@@ -883,7 +918,7 @@ impl Graph {
 
     /// The local index of pair `(id, b)`, a new pair to explore if it is not one yet; `None` past
     /// the bounds.
-    fn pair(&mut self, id: u32, b: u8, hist: History) -> Option<u32> {
+    fn pair(&mut self, id: u32, b: u8, hist: History, steps: u32) -> Option<u32> {
         if let Some(&q) = self.local.get(&(id, b)) {
             return Some(q);
         }
@@ -896,6 +931,7 @@ impl Graph {
         self.ends.push(false);
         self.inside.push(false);
         self.hist.push(hist);
+        self.steps.push(steps);
         self.stack.push(q);
         Some(q)
     }
@@ -976,6 +1012,9 @@ fn expand(
                 Body::To(nb) => {
                     debug_assert!(usize::from(nb) < SLICE_STATES, "slice automaton state {nb}");
                     if next.is_empty() {
+                        // Inside a character (`b` transient, not `p`'s own state) `p` read its lead.
+                        let reads_on = b != pb || real.iter().any(|&(q, _)| !a.byte_edges(q).is_empty());
+                        g.misread_at = Some(MisreadAt { steps: g.steps[p as usize], reads_on });
                         break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                     }
                     next.sort_unstable();
@@ -1025,6 +1064,7 @@ fn expand(
                     }
                 }
                 Body::Dead if !next.is_empty() => {
+                    g.misread_at = Some(MisreadAt { steps: g.steps[p as usize], reads_on: true });
                     break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                 }
                 Body::Dead | Body::Walk => {}
@@ -1059,7 +1099,7 @@ fn meet(ex: &mut Explored, g: &mut Graph, p: u32, nid: u32, nb: u8, seen: u64) -
         }
         None => {
             let known = g.pairs.len();
-            let q = g.pair(nid, nb, seen).ok_or(None)?;
+            let q = g.pair(nid, nb, seen, g.steps[p as usize] + 1).ok_or(None)?;
             // Runs of one pair often lead to the same pair: one edge is enough.
             if g.edges.last() != Some(&(p, q)) {
                 g.edges.push((p, q));
