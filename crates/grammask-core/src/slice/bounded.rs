@@ -138,13 +138,15 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     Some(Bounded::Cover(Cover { may_end: ends.any, walk_dead: false }))
 }
 
-/// Kernel states whose bounded search [`bounded_short`] spared, for tests.
-static SHORT: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Bounded searches [`bounded_short`] spared on this thread, for tests.
+    static SHORT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
-/// How many bounded searches [`bounded_short`] spared so far (all grammars), for tests.
+/// How many bounded searches [`bounded_short`] spared on this thread so far, for tests.
 #[doc(hidden)]
 pub fn bounded_searches_spared() -> usize {
-    SHORT.load(Ordering::Relaxed)
+    SHORT.get()
 }
 
 /// Whether [`bounded_search`] from a state, with `max_chars`, can only answer `None` or a
@@ -169,9 +171,7 @@ pub fn bounded_short(
     most_nodes: usize,
 ) -> bool {
     let short = at.reads_on && at.steps < max_chars && nodes_past(at.steps) > most_nodes;
-    if short {
-        SHORT.fetch_add(1, Ordering::Relaxed);
-    }
+    SHORT.set(SHORT.get() + usize::from(short));
     short
 }
 

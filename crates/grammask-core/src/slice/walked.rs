@@ -541,7 +541,7 @@ fn walked_search(
             // that must not hold `swagger`, `signup`, `console`, ... (MaskBench o23177 t110) ran
             // three rounds (~700 pairs, 5.9 M instructions) to a set of `e`, `p` and `r`.
             Some((0, x)) if unwalkable(x) => {
-                WALKED_ROUNDS_CUT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                WALKED_ROUNDS_CUT.set(WALKED_ROUNDS_CUT.get() + 1);
                 return None;
             }
             Some((0, x)) if matches!(body_step(0, x), Body::To(0)) && walked.count_ones() < MAX_WALKED_CHARS => {
@@ -556,14 +556,17 @@ fn walked_search(
     }
 }
 
-/// Walked characters' rounds ended at a misread character known not to be walkable (all
-/// grammars), for tests.
-static WALKED_ROUNDS_CUT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+thread_local! {
+    /// Walked characters' searches on this thread ended at a misread character known not to be
+    /// walkable, for tests.
+    static WALKED_ROUNDS_CUT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
-/// How many walked characters' searches ended at an unwalkable misread (see [`walked_cover`]).
+/// How many walked characters' searches on this thread ended at an unwalkable misread (see
+/// [`walked_cover`]), for tests.
 #[doc(hidden)]
 pub fn walked_rounds_cut() -> usize {
-    WALKED_ROUNDS_CUT.load(std::sync::atomic::Ordering::Relaxed)
+    WALKED_ROUNDS_CUT.get()
 }
 
 /// A set of walked strings with which kernel state `s` covers the body slice, found one misread
