@@ -1077,7 +1077,7 @@ fn walked_strings_equal_full_walks(fx: &WalkedFixture) -> (std::collections::BTr
             body: Some(body),
             follow: Some(&f),
             walked: Some((&walkable, &bodies)),
-            unwalkable: Some(&|x: u8| !walkable(x)),
+            unwalkable: Some(&unwalkable),
             cover: Some(&memo),
             ..Default::default()
         };
