@@ -2052,6 +2052,7 @@ impl CompiledGrammar {
             walked: Some((&|x: u8| self.index.first_chars().walkable(x), &|w: crate::slice::Walked| {
                 self.index.walked_body(w)
             })),
+            unwalkable: Some(&|x: u8| self.index.first_chars_built().is_some_and(|f| !f.walkable(x))),
             prepare_walked: Some(&|| self.index.prepare_walked()),
             region: Some(&self.region),
         })

@@ -119,6 +119,10 @@ pub struct Shortcuts<'a> {
     /// on first use.
     /// The first is [`crate::slice::FirstChars::walkable`].
     pub walked: Option<(&'a dyn Fn(u8) -> bool, &'a WalkedBodies<'a>)>,
+    /// ASCII characters known not to be walkable without building anything (`walked`'s first
+    /// closure builds [`crate::slice::FirstChars`] when asked): a walked cover search stops at
+    /// the first misread of one ([`crate::slice::walked_cover`]).
+    pub unwalkable: Option<&'a dyn Fn(u8) -> bool>,
     /// Called before a walked cover search (a body cover misread): starts building what `walked`
     /// reads ([`crate::token_index::TokenIndex::prepare_walked`]).
     pub prepare_walked: Option<&'a dyn Fn()>,

@@ -157,6 +157,11 @@ impl TokenIndex {
         })
     }
 
+    /// [`Self::first_chars`] if it is built (never builds it).
+    pub fn first_chars_built(&self) -> Option<&FirstChars> {
+        self.first_chars.get()
+    }
+
     /// Where body text reads each string of two or three ASCII characters ([`StringIndex`]);
     /// built here when [`Self::prepare_walked`]'s thread has not set it yet.
     pub fn string_index(&self) -> &StringIndex {

@@ -2392,6 +2392,96 @@ fn walked_string_masks_match_brute_force() {
     assert!(checked > 50);
 }
 
+/// MaskBench `Github_medium---o23177`'s shape: a `oneOf` of two open objects (draft-04, no
+/// `additionalProperties`) whose `urls` items have a `type` string that must match (or, in the
+/// other alternative's reading, may hold anything but) an unanchored pattern of words. Masks
+/// along documents equal the brute force on a vocabulary where the words' letters begin too many
+/// trie nodes to be walked one by one, and on Llama 3 and Qwen 2.5 around the `type` values;
+/// there the string start's body cover misreads after a few characters of a word: its bounded
+/// search is spared (`slice::bounded_short`: it could answer no shortcut) and its walked
+/// characters' rounds end at the first unwalkable misread (`slice::walked_rounds_cut`). Fails
+/// when either path is not taken (the counters) or a mask differs.
+#[test]
+fn short_misread_string_masks_match_brute_force() {
+    let schema = r#"{"$schema": "http://json-schema.org/draft-04/schema#", "type": "array",
+        "items": {"oneOf": [
+            {"required": ["$ref"], "properties": {"$ref": {"type": "string"}}},
+            {"required": ["name"], "properties": {"name": {"type": "string"},
+                "urls": {"type": "array", "items": {"required": ["type"], "properties": {
+                    "type": {"type": "string",
+                        "pattern": "^(portal)|(console)|(signup)|(swagger)|(X-[a-z0-9\\-]*)$"}}}}}}]}}"#;
+    let g = lax_schema_grammar(schema);
+    let docs: [&str; 2] = [
+        r#"[{"name": "n", "urls": [{"type": "portal"}, {"type": "a signup"}]}]"#,
+        r#"[{"$ref": "r"}, {"name": "m", "urls": [{"type": "X-a1"}, {"type": "\u00e9console"}]}]"#,
+    ];
+    let spared = grammask_core::slice::bounded_searches_spared;
+    let cut = grammask_core::slice::walked_rounds_cut;
+    let (spared0, cut0) = (spared(), cut());
+    let pieces: &[&[u8]] = &[
+        b"por",
+        b"tal",
+        b"con",
+        b"sole",
+        b"sign",
+        b"up",
+        b"swag",
+        b"ger",
+        b"X-",
+        b"a1",
+        b"a",
+        b"\"",
+        b"\", \"",
+        b"\"}",
+        b"\"}]",
+        b"{\"",
+        b"[{\"",
+        b"\": \"",
+        b"\": [{\"",
+        b" ",
+        b"\\n",
+        b"\xc3\xa9",
+    ];
+    let mut rng = Rng(0x2317_7063);
+    let letters = b"portalcnsigupwgeX- ";
+    let extra: Vec<Vec<u8>> = (0..120_000)
+        .map(|_| (0..=rng.below(9)).map(|_| letters[rng.below(letters.len() as u64) as usize]).collect())
+        .collect();
+    let vocab = pieces_vocab(&mut rng, pieces, 0, extra);
+    let index = grammask_core::token_index::TokenIndex::for_vocab(&vocab);
+    assert!(!index.first_chars().walkable(b'r') && !index.first_chars().walkable(b'e'), "`r` or `e` walkable");
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    index.wait_walked();
+    let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 100);
+    assert!(spared() > spared0, "no bounded search spared");
+    assert!(cut() > cut0, "no walked characters' rounds cut");
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = common::shared_vocab(name) else { return };
+        let (spared0, cut0) = (spared(), cut());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        cg.index().wait_walked();
+        let doc = docs[0];
+        let mut checked = 0;
+        // From the first `type` value's opening quote to the end of the second one.
+        let from = doc.windows(9).position(|w| w == b"\"type\": \"").unwrap() + 9;
+        for i in (from..doc.len() - 4).filter(|&i| !matches!(doc[i - 1], b' ' | b':' | b',')) {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(&doc[..i]).unwrap());
+            let mask = m.compute_mask().unwrap().clone();
+            for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+                assert_eq!(mask.get(t), w, "{name} after {:?}: token {:?}", &doc[..i], vocab.token_bytes(t as u32));
+            }
+            checked += 1;
+        }
+        assert!(checked > 20, "{checked}");
+        assert!(spared() > spared0, "{name}: no bounded search spared");
+        assert!(cut() > cut0, "{name}: no walked characters' rounds cut");
+    }
+}
+
 /// The walked-body indexes (`FirstChars`, `StringIndex`) are built off the fill path: the compile
 /// of a grammar with string bodies starts their thread (`TokenIndex::prepare_walked`), and once
 /// it has set them no fill builds them, with the masks exact. Fails when the compile does not

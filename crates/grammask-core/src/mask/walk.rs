@@ -47,12 +47,25 @@ impl KernelWalk<'_> {
             }
             return Ok(true);
         }
-        // What the body slice's cover search misread, once it failed (for the walked cover).
+        // What the body slice's cover search misread, once it failed (for the walked cover), and
+        // where it met it.
         let body_misread = std::cell::Cell::new(None);
-        // The bounded search from the state, once asked (after the unbounded cover failed).
+        let misread_at = std::cell::Cell::new(None);
+        // The bounded search from the state, once asked (after the unbounded cover failed); not
+        // run where it can answer no shortcut ([`crate::slice::bounded_short`]).
         let bounded_memo = std::cell::Cell::new(None);
         let bounded = || {
-            let b = bounded_memo.get().unwrap_or_else(|| crate::slice::bounded_search(a, state, trie.max_depth));
+            let b = bounded_memo.get().unwrap_or_else(|| {
+                let most_nodes = trie.nodes.len() / WITHIN_MAX_SHARE.min(WITHIN_FIRST_SHARE);
+                let short = |at| {
+                    let past = |k| body.map_or(0, |sl| sl.nodes_past(trie, k));
+                    crate::slice::bounded_short(at, trie.max_depth, past, most_nodes)
+                };
+                match misread_at.get() {
+                    Some(at) if body.is_some() && short(at) => None,
+                    _ => crate::slice::bounded_search(a, state, trie.max_depth),
+                }
+            });
             bounded_memo.set(Some(b));
             b
         };
@@ -93,7 +106,8 @@ impl KernelWalk<'_> {
                 if let Some(cover) = capacity
                     .map(|c| Cover { may_end: true, walk_dead: c.calls })
                     .or_else(|| {
-                        BodySlice::covers_or_misread(a, state, memo).map_err(|m| body_misread.set(Some(m))).ok()
+                        let refuted = BodySlice::covers_or_refuted(a, state, memo);
+                        refuted.map_err(|r| (body_misread.set(Some(r.misread)), misread_at.set(r.at))).ok()
                     })
                     .or_else(|| match bounded() {
                         Some(Bounded::Cover(cover)) => Some(cover),
@@ -133,7 +147,8 @@ impl KernelWalk<'_> {
                         if let Some(prepare) = sc.prepare_walked.filter(|_| misread.is_some()) {
                             prepare();
                         }
-                        let (chars, cover) = crate::slice::walked_cover(a, state, misread, walkable, memo)?;
+                        let unwalkable = |x: u8| sc.unwalkable.is_some_and(|u| u(x));
+                        let (chars, cover) = crate::slice::walked_cover(a, state, misread, walkable, unwalkable, memo)?;
                         Some((get(chars)?, cover))
                     }) =>
             {

@@ -18,7 +18,7 @@
 //! `\/` is walked rather than read because the canonical spelling (`spelling="canonical"`, the
 //! JSON Schema default) refuses it: with it in the slice no canonical string body was covered,
 //! and every new string position took a full trie walk (~10 ms on Llama 3).
-use super::cover::{cover_search, cover_search_after_fills, CoverMemo, SliceKey};
+use super::cover::{cover_search, cover_search_after_fills, cover_search_refuted, CoverMemo, Refutation, SliceKey};
 use super::{walk_chars, Body, CharCounts, FrontierNode};
 use crate::bitset::Bitset;
 use crate::compiler::{Automata, StateId};
@@ -270,19 +270,25 @@ impl BodySlice {
     /// [`Self::covers`], or else what the search from `s` itself misread (see
     /// [`super::cover::cover_search`]), for [`super::walked_cover`].
     pub fn covers_or_misread(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Option<super::Misread>> {
+        Self::covers_or_refuted(a, s, memo).map_err(|r| r.misread)
+    }
+
+    /// [`Self::covers_or_misread`], with where the search from `s` itself met its misread
+    /// ([`super::cover::MisreadAt`], for [`super::bounded_short`]).
+    pub fn covers_or_refuted(a: &Automata, s: StateId, memo: &CoverMemo) -> Result<Cover, Refutation> {
         if let Some(cover) = Self::covers_through_quoted_calls(a, s, memo) {
             return Ok(cover);
         }
-        let misread = match cover_search(a, s, SliceKey::Body, body_step, memo) {
+        let refuted = match cover_search_refuted(a, s, SliceKey::Body, body_step, memo) {
             Ok(ends) => return Ok(Cover { may_end: ends.may_end, walk_dead: false }),
-            Err(m) => m,
+            Err(r) => r,
         };
         let edges = a.rule_edges(s);
         if edges.is_empty() || !a.byte_edges(s).is_empty() {
-            return Err(misread);
+            return Err(refuted);
         }
         for &(r, _) in edges {
-            Self::covers_plain(a, a.callee_start(s, r), memo).ok_or(misread)?;
+            Self::covers_plain(a, a.callee_start(s, r), memo).ok_or(refuted)?;
         }
         Ok(Cover { may_end: true, walk_dead: true })
     }

@@ -138,6 +138,43 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     Some(Bounded::Cover(Cover { may_end: ends.any, walk_dead: false }))
 }
 
+thread_local! {
+    /// Bounded searches [`bounded_short`] spared on this thread, for tests.
+    static SHORT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many bounded searches [`bounded_short`] spared on this thread so far, for tests.
+#[doc(hidden)]
+pub fn bounded_searches_spared() -> usize {
+    SHORT.get()
+}
+
+/// Whether [`bounded_search`] from a state, with `max_chars`, can only answer `None` or a
+/// [`Bounded::Within`] with more than `most_nodes` nodes past its characters, given where the
+/// state's own body cover search met its misread (`at`: a path of `at.steps` characters, each
+/// pair of the body slice being at a character boundary, that the rule reads and is still inside
+/// after, its next character misread). `nodes_past(k)`: the nodes past `k` characters, which
+/// does not grow with `k`. Counts the searches it spares.
+/// Why: both searches read the same configurations (the cover search's inert states read no body
+/// byte, and a misread is the same refusal or dead byte for both), so the layer at which the
+/// bounded search fails is at most `at.steps` (the path's pairs are met by then): it reads no
+/// more characters than that (no [`Bounded::Cover`] below `max_chars`), and it is no closing body:
+/// with no pair met at two depths, the path's pair after `c < at.steps` characters is in layer
+/// `c` and reads on, and so does its pair after `at.steps` ([`MisreadAt::reads_on`]).
+/// PERF: a string that must not hold `swagger` or start with `portal` (MaskBench o23177 t110)
+/// failed its bounded search after 5 characters, 7.1 M instructions, for a short bound with most
+/// of the trie past it.
+pub fn bounded_short(
+    at: super::cover::MisreadAt,
+    max_chars: u32,
+    nodes_past: impl Fn(u32) -> usize,
+    most_nodes: usize,
+) -> bool {
+    let short = at.reads_on && at.steps < max_chars && nodes_past(at.steps) > most_nodes;
+    SHORT.set(SHORT.get() + usize::from(short));
+    short
+}
+
 /// Where the kernel's rule ended in a bounded search.
 #[derive(Clone, Copy, Default)]
 struct Ends {

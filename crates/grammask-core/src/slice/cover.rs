@@ -255,7 +255,7 @@ fn boundary(b: u8) -> bool {
 #[derive(Debug, Default)]
 pub struct CoverMemo {
     /// Per slice and whether inert return states are abstracted ([`INERT`]).
-    slices: FillFirst<FastMap<(SliceKey, bool), Explored>>,
+    slices: FillFirst<Slices>,
     /// Per kernel state, what [`super::walked_cover`] found (a state whose walked searches failed
     /// is not searched again).
     pub(super) walked: Mutex<FastMap<StateId, Option<(super::Walked, super::Cover)>>>,
@@ -264,6 +264,18 @@ pub struct CoverMemo {
     pub(super) strings_seed: Mutex<Option<[u32; super::walked::MAX_WALKED_STRINGS]>>,
     /// Callee starts searched as other states' ([`CoverMemo::with_substitutes`]).
     substitutes: Arc<FastMap<StateId, StateId>>,
+}
+
+/// The verdicts of a [`CoverMemo`] by slice, and the automaton's facts their searches share.
+#[derive(Debug, Default)]
+struct Slices {
+    /// Per slice and whether inert return states are abstracted ([`INERT`]).
+    by_key: FastMap<(SliceKey, bool), Explored>,
+    /// Per automaton state that reads a byte >= 0x80, the state every well-formed multi-byte
+    /// character leads it to, if it reads exactly those characters alike ([`char_exit`]).
+    /// PERF: kept per slice, each round of a walked search (a slice of its own) found them
+    /// again (MaskBench o23177 t110: 1.5 M instructions).
+    char_exits: FastMap<StateId, Option<StateId>>,
 }
 
 /// Most slice automaton states a cover search tracks (one bit each per explored set).
@@ -310,9 +322,6 @@ struct Explored {
     /// found on first use: [`NOT_FOUND`] before, [`NO_EXIT`] where some character does not lead
     /// to one non-transient state alike.
     slice_char_exit: [u8; SLICE_STATES],
-    /// Per automaton state that reads a byte >= 0x80, the state every well-formed multi-byte
-    /// character leads it to, if it reads exactly those characters alike ([`char_exit`]).
-    char_exits: FastMap<StateId, Option<StateId>>,
 }
 
 /// [`Explored::slice_char_exit`] not found yet, and found to be none (slice states are < 32).
@@ -501,7 +510,6 @@ impl Explored {
             bad: Vec::new(),
             slice_bounds: bounds,
             slice_char_exit: [NOT_FOUND; SLICE_STATES],
-            char_exits: HashMap::with_hasher(FastState),
         }
     }
 
@@ -609,6 +617,7 @@ impl Explored {
         real: &[Config],
         b: u8,
         next: &mut Vec<Config>,
+        char_exits: &mut FastMap<StateId, Option<StateId>>,
     ) -> Option<Result<u8, ()>> {
         if self.slice_char_exit[usize::from(b)] == NOT_FOUND {
             let to = |sb: u8, x: u8| match step(sb, x) {
@@ -631,7 +640,7 @@ impl Explored {
             if a.byte_edges(q).last().is_none_or(|e| e.hi < 0x80) {
                 continue;
             }
-            let t = *self.char_exits.entry(q).or_insert_with(|| state_char_exit(a, q));
+            let t = *char_exits.entry(q).or_insert_with(|| state_char_exit(a, q));
             next.push((t?, st));
         }
         if next.is_empty() {
@@ -668,9 +677,8 @@ impl CoverMemo {
                 + e.sets.len() * 74
                 + e.stacks.cells.len() * 24
                 + e.misreads.len() * 16
-                + e.char_exits.len() * 16
         };
-        slices.values().map(size).sum::<usize>() + walked
+        slices.by_key.values().map(size).sum::<usize>() + slices.char_exits.len() * 16 + walked
     }
 
     /// Per slice state, how many pairs are decided; and how many configurations of the kept sets
@@ -679,7 +687,7 @@ impl CoverMemo {
     pub(super) fn pairs_by_slice_state(&self, a: &Automata) -> ([usize; SLICE_STATES], usize) {
         let slices = self.slices.lock();
         let (mut by, mut idle) = ([0; SLICE_STATES], 0);
-        for e in slices.values() {
+        for e in slices.by_key.values() {
             for (i, set) in e.sets.iter().enumerate() {
                 for (b, n) in by.iter_mut().enumerate() {
                     *n += usize::from((e.good[i] | e.bad[i]) >> b & 1 == 1);
@@ -696,12 +704,31 @@ impl CoverMemo {
     pub(super) fn decided_pairs(&self) -> usize {
         let slices = self.slices.lock();
         let ones = |v: &[StateBits]| v.iter().map(|w| w.count_ones() as usize).sum::<usize>();
-        slices.values().map(|e| ones(&e.good) + ones(&e.bad)).sum()
+        slices.by_key.values().map(|e| ones(&e.good) + ones(&e.bad)).sum()
     }
 }
 
 /// The abstract search met an inert configuration in a slice state where its bytes matter.
 struct Refused;
+
+/// Where a cover search met the misread that refuted it, when it found it itself (not through a
+/// pair decided before): `steps` pair steps from its root (one character each in the body
+/// slice, whose pairs are all at a character boundary), at a pair some of whose configurations,
+/// inert ones aside, read on (have a byte edge), so that the rule reads the path's text and is
+/// still inside after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MisreadAt {
+    pub steps: u32,
+    pub reads_on: bool,
+}
+
+/// A failed cover search: the misread kept ([`Explored::refute`]; `None` also when the search
+/// gave up), and where the search met it, if it did itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Refutation {
+    pub misread: Option<Misread>,
+    pub at: Option<MisreadAt>,
+}
 
 /// Where a covering kernel state's rule may end inside slice text.
 #[derive(Clone, Copy, Debug)]
@@ -754,7 +781,18 @@ pub(super) fn cover_search_from(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Option<Misread>> {
-    search_locked(a, s, key, start, step, memo, &mut memo.slices.lock())
+    search_locked(a, s, key, start, step, memo, &mut memo.slices.lock()).map_err(|r| r.misread)
+}
+
+/// [`cover_search`] with where it met its misread ([`Refutation`]).
+pub(super) fn cover_search_refuted(
+    a: &Automata,
+    s: StateId,
+    key: SliceKey,
+    step: impl Fn(u8, u8) -> Body,
+    memo: &CoverMemo,
+) -> Result<Ends, Refutation> {
+    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock())
 }
 
 /// [`cover_search`] off the fill path (the class-body thread, [`super::BodySlice::search_callees`]):
@@ -766,7 +804,7 @@ pub(super) fn cover_search_after_fills(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Option<Misread>> {
-    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock_after_fills())
+    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock_after_fills()).map_err(|r| r.misread)
 }
 
 /// [`cover_search_from`] with the memo's verdicts held.
@@ -777,23 +815,25 @@ fn search_locked(
     start: u8,
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
-    slices: &mut FastMap<(SliceKey, bool), Explored>,
-) -> Result<Ends, Option<Misread>> {
+    slices: &mut Slices,
+) -> Result<Ends, Refutation> {
+    let gave_up = Refutation { misread: None, at: None };
     let s = memo.substitutes.get(&s).copied().unwrap_or(s);
     for abstract_returns in [true, false] {
         let k = (key, abstract_returns);
-        if slices.get(&k).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
-            slices.remove(&k);
+        let Slices { by_key, char_exits } = &mut *slices;
+        if by_key.get(&k).is_some_and(|e| e.sets.len() >= MAX_MEMO_SETS) {
+            by_key.remove(&k);
         }
         let ex =
-            slices.entry(k).or_insert_with(|| Explored::new(key, abstract_returns, &step, memo.substitutes.clone()));
+            by_key.entry(k).or_insert_with(|| Explored::new(key, abstract_returns, &step, memo.substitutes.clone()));
         let mut first = vec![(s, 0)];
-        ex.close(a, &mut first).ok_or(None)?;
+        ex.close(a, &mut first).ok_or(gave_up)?;
         let root = ex.intern(&first);
         if ex.refused_roots.contains(&root) {
             continue;
         }
-        match search(a, ex, root, start, &step) {
+        match search(a, ex, root, start, &step, char_exits) {
             Ok(v) => return v,
             Err(Refused) => ex.refused_roots.push(root),
         }
@@ -808,20 +848,28 @@ fn search(
     root: u32,
     start: u8,
     step: &impl Fn(u8, u8) -> Body,
-) -> Result<Result<Ends, Option<Misread>>, Refused> {
+    char_exits: &mut FastMap<StateId, Option<StateId>>,
+) -> Result<Result<Ends, Refutation>, Refused> {
     if let Some(v) = ex.decided(root, start) {
-        return Ok(v.map_err(|()| ex.misreads.get(&(root, start)).copied()));
+        return Ok(v.map_err(|()| Refutation { misread: ex.misreads.get(&(root, start)).copied(), at: None }));
     }
-    let mut g = Graph::default();
-    g.pair(root, start, 0);
-    while let Some(p) = g.stack.pop() {
+    let mut g = Graph { char_exits: std::mem::take(char_exits), ..Graph::default() };
+    g.pair(root, start, 0, 0);
+    let explored: Result<Result<(), Refutation>, Refused> = loop {
+        let Some(p) = g.stack.pop() else { break Ok(Ok(())) };
         let (id, b) = g.pairs[p as usize];
         let set = ex.sets[id as usize].clone();
         g.seen.clear();
         g.seen_configs.clear();
-        if let Err(misread) = expand(a, ex, step, &mut g, p, &set, b)? {
-            return Ok(Err(misread));
+        match expand(a, ex, step, &mut g, p, &set, b) {
+            Ok(Ok(())) => {}
+            Ok(Err(misread)) => break Ok(Err(Refutation { misread, at: g.misread_at })),
+            Err(Refused) => break Err(Refused),
         }
+    };
+    *char_exits = std::mem::take(&mut g.char_exits);
+    if let Err(refuted) = explored? {
+        return Ok(Err(refuted));
     }
     // Every pair explored is good; a pair ends the rule if a pair it reaches does (back along
     // the edges, grouped by target in linear time).
@@ -857,6 +905,10 @@ struct Graph {
     inside: Vec<bool>,
     /// Per pair, the characters read at a boundary on the path that found it ([`History`]).
     hist: Vec<History>,
+    /// Per pair, the pair steps from the root on the path that found it.
+    steps: Vec<u32>,
+    /// Where this search met a misread itself ([`MisreadAt`]; the search ends there).
+    misread_at: Option<MisreadAt>,
     edges: Vec<(u32, u32)>,
     /// The pairs still to explore.
     stack: Vec<u32>,
@@ -868,6 +920,9 @@ struct Graph {
     seen_configs: Vec<Config>,
     /// Buffers of [`expand`]'s calls, kept for the next ones.
     spare: Vec<Vec<Config>>,
+    /// [`Slices::char_exits`], held by the search.
+    char_exits: FastMap<StateId, Option<StateId>>,
+    spare_edges: Vec<Vec<u32>>,
 }
 
 impl Graph {
@@ -883,7 +938,7 @@ impl Graph {
 
     /// The local index of pair `(id, b)`, a new pair to explore if it is not one yet; `None` past
     /// the bounds.
-    fn pair(&mut self, id: u32, b: u8, hist: History) -> Option<u32> {
+    fn pair(&mut self, id: u32, b: u8, hist: History, steps: u32) -> Option<u32> {
         if let Some(&q) = self.local.get(&(id, b)) {
             return Some(q);
         }
@@ -896,6 +951,7 @@ impl Graph {
         self.ends.push(false);
         self.inside.push(false);
         self.hist.push(hist);
+        self.steps.push(steps);
         self.stack.push(q);
         Some(q)
     }
@@ -943,12 +999,17 @@ fn expand(
     // 0x80, a run bound, and that pair is met once, as a fresh exploration of them would meet
     // only it, after the ASCII runs).
     let mut chars = g.spare.pop().unwrap_or_default();
-    let chars_to = ex.characters_to(a, step, real, b, &mut chars);
+    let chars_to = ex.characters_to(a, step, real, b, &mut chars, &mut g.char_exits);
     if chars_to.is_some() {
         bounds[2] |= 1;
     }
     let mut next = g.spare.pop().unwrap_or_default();
-    // The last stepped (unclosed) configurations and the set they closed to.
+    // Per configuration of `real`, its first byte edge not below the run (the runs go up).
+    // PERF: `Automata::step` scanned every edge below each run: a pattern's DFA state reads
+    // ~25 edges in ~50 runs (MaskBench o23177 t110: ~14% of its cover searches).
+    let mut edge_at = g.spare_edges.pop().unwrap_or_default();
+    edge_at.clear();
+    edge_at.resize(real.len(), 0);
     let mut last_raw = g.spare.pop().unwrap_or_default();
     last_raw.clear();
     let mut last: Option<u32> = None;
@@ -971,11 +1032,22 @@ fn expand(
             let wide = runs.peek().map_or(x < 255, |&y| y > x + 1);
             let class = |c: u8| u64::from(c) | if wide { 0x80 } else { 0 };
             next.clear();
-            next.extend(real.iter().filter_map(|&(q, st)| a.step(q, x).map(|t| (t, st))));
+            for (&(q, st), i) in real.iter().zip(edge_at.iter_mut()) {
+                let edges = a.byte_edges(q);
+                while edges.get(*i as usize).is_some_and(|e| e.hi < x) {
+                    *i += 1;
+                }
+                if let Some(e) = edges.get(*i as usize).filter(|e| e.lo <= x) {
+                    next.push((e.target, st));
+                }
+            }
             match step(b, x) {
                 Body::To(nb) => {
                     debug_assert!(usize::from(nb) < SLICE_STATES, "slice automaton state {nb}");
                     if next.is_empty() {
+                        // Inside a character (`b` transient, not `p`'s own state) `p` read its lead.
+                        let reads_on = b != pb || real.iter().any(|&(q, _)| !a.byte_edges(q).is_empty());
+                        g.misread_at = Some(MisreadAt { steps: g.steps[p as usize], reads_on });
                         break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                     }
                     next.sort_unstable();
@@ -1025,6 +1097,7 @@ fn expand(
                     }
                 }
                 Body::Dead if !next.is_empty() => {
+                    g.misread_at = Some(MisreadAt { steps: g.steps[p as usize], reads_on: true });
                     break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                 }
                 Body::Dead | Body::Walk => {}
@@ -1033,6 +1106,7 @@ fn expand(
         Ok(())
     };
     g.spare.extend([next, last_raw, chars]);
+    g.spare_edges.push(edge_at);
     Ok(explored)
 }
 
@@ -1059,7 +1133,7 @@ fn meet(ex: &mut Explored, g: &mut Graph, p: u32, nid: u32, nb: u8, seen: u64) -
         }
         None => {
             let known = g.pairs.len();
-            let q = g.pair(nid, nb, seen).ok_or(None)?;
+            let q = g.pair(nid, nb, seen, g.steps[p as usize] + 1).ok_or(None)?;
             // Runs of one pair often lead to the same pair: one edge is enough.
             if g.edges.last() != Some(&(p, q)) {
                 g.edges.push((p, q));

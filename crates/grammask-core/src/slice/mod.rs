@@ -36,18 +36,21 @@ pub use body::{
     Level,
 };
 pub(crate) use bounded::note_short_bound;
-pub use bounded::{bounded_cover, bounded_covers_served, bounded_search, bounded_within_found, Bounded};
+pub use bounded::{
+    bounded_cover, bounded_covers_served, bounded_search, bounded_searches_spared, bounded_short, bounded_within_found,
+    Bounded,
+};
 pub use class::ClassSlice;
 pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
 pub use cover::{
-    characters_met_at_once, cover_pairs_taken, take_cover_pair, with_cover_budget, CoverMemo, Misread,
-    MAX_STATE_COVER_PAIRS,
+    characters_met_at_once, cover_pairs_taken, take_cover_pair, with_cover_budget, CoverMemo, Misread, MisreadAt,
+    Refutation, MAX_STATE_COVER_PAIRS,
 };
 pub use run_bases::RunBases;
 pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
 pub use walked::{
-    no_walked_cover, start_run_cover, walked_cover, walked_covers_ruled_out, FirstChars, StringIndex, Walked,
-    WalkedBody, MAX_WALKED_CHARS,
+    no_walked_cover, start_run_cover, walked_cover, walked_covers_ruled_out, walked_rounds_cut, FirstChars,
+    StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS,
 };
 
 /// Where a byte leads from a body state.

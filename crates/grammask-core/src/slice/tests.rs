@@ -993,7 +993,8 @@ fn walked_body_kernels_equal_full_walks() {
     let memo = CoverMemo::default();
     let mut walked = std::collections::BTreeSet::new();
     let walked_from = |s: StateId, memo: &CoverMemo| {
-        BodySlice::covers_or_misread(&a, s, memo).err().and_then(|m| walked_cover(&a, s, m, walkable, memo))
+        let unwalkable = |x: u8| !firsts.walkable(x);
+        BodySlice::covers_or_misread(&a, s, memo).err().and_then(|m| walked_cover(&a, s, m, walkable, unwalkable, memo))
     };
     let mut fresh_all = Vec::new();
     for s in (0..a.states().len() as u32).map(StateId) {
@@ -1006,8 +1007,13 @@ fn walked_body_kernels_equal_full_walks() {
         let mut never = || false;
         let full = Shortcuts { follow: Some(&f), ..Default::default() };
         let full = classify_kernel_budget(&a, &trie, n, s, full, usize::MAX, &mut never).unwrap().unwrap();
-        let fast =
-            Shortcuts { body: Some(&body), follow: Some(&f), walked: Some((&walkable, &bodies)), ..Default::default() };
+        let fast = Shortcuts {
+            body: Some(&body),
+            follow: Some(&f),
+            walked: Some((&walkable, &bodies)),
+            unwalkable: Some(&|x: u8| !walkable(x)),
+            ..Default::default()
+        };
         let fast = classify_kernel_budget(&a, &trie, n, s, fast, usize::MAX, &mut never).unwrap().unwrap();
         assert_eq!(full.accepted, fast.accepted, "state {} walking {chars:#x}", s.0);
         let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
@@ -1057,8 +1063,10 @@ fn walked_strings_equal_full_walks(fx: &WalkedFixture) -> (std::collections::BTr
     let memo = CoverMemo::default();
     let (mut strings, mut strings_only) = (std::collections::BTreeSet::new(), 0);
     for s in (0..a.states().len() as u32).map(StateId) {
-        let found =
-            BodySlice::covers_or_misread(a, s, &memo).err().and_then(|m| walked_cover(a, s, m, walkable, &memo));
+        let unwalkable = |x: u8| !firsts.walkable(x);
+        let found = BodySlice::covers_or_misread(a, s, &memo)
+            .err()
+            .and_then(|m| walked_cover(a, s, m, walkable, unwalkable, &memo));
         let Some((Walked::Strings(w), _)) = found else { continue };
         strings.extend(w.into_iter().filter(|&w| w != 0));
         let f = follow[a.state(s).rule.index()];
@@ -1069,6 +1077,7 @@ fn walked_strings_equal_full_walks(fx: &WalkedFixture) -> (std::collections::BTr
             body: Some(body),
             follow: Some(&f),
             walked: Some((&walkable, &bodies)),
+            unwalkable: Some(&unwalkable),
             cover: Some(&memo),
             ..Default::default()
         };
@@ -1156,7 +1165,7 @@ fn five_word_string_sets_fit() {
     let wide = (0..fx.a.states().len() as u32).map(StateId).any(|s| {
         let found = BodySlice::covers_or_misread(&fx.a, s, &memo)
             .err()
-            .and_then(|m| walked_cover(&fx.a, s, m, |x| fx.firsts.walkable(x), &memo));
+            .and_then(|m| walked_cover(&fx.a, s, m, |x| fx.firsts.walkable(x), |x| !fx.firsts.walkable(x), &memo));
         let Some((Walked::Strings(w), _)) = found else { return false };
         let three: Vec<u32> = w.into_iter().filter(|&v| v > 0xFFFF).collect();
         let mut prefixes: Vec<u32> = three.iter().flat_map(|&v| [v & 0xFF, v & 0xFFFF]).collect();
@@ -1208,6 +1217,7 @@ fn tiny_cover_budgets_classify_like_full_walks() {
                 body: Some(&body),
                 follow: Some(&f),
                 walked: Some((&walkable, &bodies)),
+                unwalkable: Some(&|x: u8| !walkable(x)),
                 cover: Some(&memo),
                 ..Default::default()
             };
