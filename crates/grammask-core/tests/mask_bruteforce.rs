@@ -4033,8 +4033,30 @@ fn pattern_key_starts_shifted_from_call_loops_match_brute_force() {
         "{\"\": 1, \"v\\t\": 2, \"\u{e9}\u{e9}\": 3, \"x\u{2027}\": 4}",
     ];
     let pieces: &[&[u8]] = &[
-        b"v", b"ver", b"sion", b"version", b"x", b"y", b"a", b"b", b"\"", b"\\", b"n", b"u", b"2028", b"2029", b"t",
-        "\u{e9}".as_bytes(), "\u{2028}".as_bytes(), "\u{1F600}".as_bytes(), b": ", b", ", b"{", b"}", b"1", b" ",
+        b"v",
+        b"ver",
+        b"sion",
+        b"version",
+        b"x",
+        b"y",
+        b"a",
+        b"b",
+        b"\"",
+        b"\\",
+        b"n",
+        b"u",
+        b"2028",
+        b"2029",
+        b"t",
+        "\u{e9}".as_bytes(),
+        "\u{2028}".as_bytes(),
+        "\u{1F600}".as_bytes(),
+        b": ",
+        b", ",
+        b"{",
+        b"}",
+        b"1",
+        b" ",
     ];
     let mut rng = Rng(0x5A3C_0063_E7A0);
     let mut extra: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
