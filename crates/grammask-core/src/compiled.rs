@@ -439,6 +439,9 @@ pub struct KernelStats {
     /// from their own classification, without a kernel chart of their own for them
     /// ([`lead_into_literal_lead`]'s `v_reads`).
     pub lead_leaves_read_known: usize,
+    /// Of `shifted`, those whose reference state reads a character per call of a rule
+    /// ([`call_loop_start`]; a pattern key's loop after its excluded words' trie).
+    pub shifted_call_loop: usize,
 }
 /// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
 /// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
@@ -524,7 +527,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 11],
+    stats: [AtomicUsize; 12],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -1582,13 +1585,21 @@ impl CompiledGrammar {
             return Ok(None);
         }
         let Some(r) = majority_target(a, state) else { return Ok(None) };
-        if !a.rule_edges(r).is_empty() || ClassSlice::loop_class(a, r).is_none() || stack.contains(&r) {
+        // The reference reads free text by byte edges, or a character per call of a rule.
+        let call_loop = call_loop_start(a, r);
+        let plain = a.rule_edges(r).is_empty() && ClassSlice::loop_class(a, r).is_some();
+        if !(plain || call_loop.is_some()) || stack.contains(&r) {
             return Ok(None);
         }
         let (mut differ, mut alike) = (ByteSet::default(), 0);
         for b in 0..=255u8 {
-            match a.step(state, b) {
-                t if t != a.step(r, b) => differ.insert_range(b, b),
+            let t = a.step(state, b);
+            let same = match call_loop {
+                Some(c0) => reads_as_call_loop(a, r, c0, b, t),
+                None => t == a.step(r, b),
+            };
+            match t {
+                _ if !same => differ.insert_range(b, b),
                 Some(_) => alike += 1,
                 None => {}
             }
@@ -1648,6 +1659,9 @@ impl CompiledGrammar {
         // Shifting reads the per-token uncertain lists only.
         if reference.beyond.is_some() || own.beyond.is_some() {
             return Ok(None);
+        }
+        if call_loop.is_some() {
+            self.count(11);
         }
         Ok(Some(shift_kernel(trie, &reference, &differ, &own)))
     }
@@ -1870,6 +1884,7 @@ impl CompiledGrammar {
             shared_by_prefix: n(8),
             lead_trees: n(9),
             lead_leaves_read_known: n(10),
+            shifted_call_loop: n(11),
         }
     }
 
@@ -2166,6 +2181,78 @@ impl CompiledGrammar {
 }
 
 /// The state other than `s` that most of `s`'s bytes step to (ties: the lowest id).
+/// The start of the one rule that `r` calls, returning to `r` itself, where `r` is a call loop
+/// a shift may take as its reference ([`CompiledGrammar::shifted_kernel`]): the callee's start
+/// is not final (a call reads a byte) and has no rule edges, and `r`'s own bytes are not the
+/// callee's (each byte is read one way from `r`).
+fn call_loop_start(a: &Automata, r: StateId) -> Option<StateId> {
+    let &[(c, back)] = a.rule_edges(r) else { return None };
+    let c0 = a.callee_start(r, c);
+    let disjoint = a.byte_edges(r).iter().all(|e| (e.lo..=e.hi).all(|b| a.step(c0, b).is_none()));
+    (back == r && !a.state(c0).is_final && a.rule_edges(c0).is_empty() && disjoint).then_some(c0)
+}
+
+/// Calls-and-returns pairs [`reads_as_call_loop`] compares at most for one byte.
+const CALL_LOOP_PAIRS: usize = 64;
+
+/// Whether every token whose first byte is `b` reads alike from a state stepping `b` to `t`
+/// (without rule edges) and from the call loop `r` (its callee's start `c0`,
+/// [`call_loop_start`]), so that a shift may take `r`'s classification of them: `r` reads `b`
+/// by its own edge to `t`, or its callee reads `b` and every byte string after it
+/// steps `t` and the callee alike ([`returns_alike`]).
+fn reads_as_call_loop(a: &Automata, r: StateId, c0: StateId, b: u8, t: Option<StateId>) -> bool {
+    match (a.step(r, b), a.step(c0, b), t) {
+        (Some(own), None, t) => t == Some(own),
+        (None, Some(q), Some(t)) => returns_alike(a, r, t, q),
+        (None, None, t) => t.is_none(),
+        _ => false,
+    }
+}
+
+/// Whether `u` (in the kernel's rule, without rule edges) reads every byte string as the
+/// callee's state `q` followed by the return to `r` does: a bisimulation where a final `q`
+/// without edges (the call returns to `r`) pairs with `u == r` only, and otherwise both are
+/// non-final byte-only states stepping the same bytes to alike pairs. Pairs met again are
+/// taken as alike (a cycle of alike steps); past [`CALL_LOOP_PAIRS`] pairs, not alike.
+/// Exact: along every byte string both charts hold the one item pair, so both refuse, and
+/// neither ends the kernel's rule, at the same bytes until both stand at `r`.
+fn returns_alike(a: &Automata, r: StateId, u: StateId, q: StateId) -> bool {
+    let mut seen: Vec<(StateId, StateId)> = Vec::new();
+    let mut todo = vec![(u, q)];
+    while let Some((u, q)) = todo.pop() {
+        if seen.contains(&(u, q)) {
+            continue;
+        }
+        if seen.len() >= CALL_LOOP_PAIRS {
+            return false;
+        }
+        seen.push((u, q));
+        let returned = a.state(q).is_final;
+        if returned {
+            if u != r || !a.byte_edges(q).is_empty() || !a.rule_edges(q).is_empty() {
+                return false;
+            }
+            continue;
+        }
+        if u == r || a.state(u).is_final || !a.rule_edges(u).is_empty() || !a.rule_edges(q).is_empty() {
+            return false;
+        }
+        // Each range between two edge bounds of either state steps both alike throughout.
+        let mut bounds: Vec<u8> = a.byte_edges(u).iter().chain(a.byte_edges(q)).flat_map(|e| [e.lo, e.hi]).collect();
+        bounds.extend([0, 255]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        for x in bounds.windows(2).flat_map(|w| [w[0], w[0].saturating_add(1).min(w[1])]).chain([255]) {
+            match (a.step(u, x), a.step(q, x)) {
+                (None, None) => {}
+                (Some(u2), Some(q2)) => todo.push((u2, q2)),
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
 fn majority_target(a: &Automata, s: StateId) -> Option<StateId> {
     let mut counts: Vec<(StateId, u32)> = Vec::new();
     for e in a.byte_edges(s).iter().filter(|e| e.target != s) {

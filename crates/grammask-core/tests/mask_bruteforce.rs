@@ -4156,4 +4156,78 @@ fn schema_order_chains_match_brute_force() {
         assert!(m.is_completed());
     }
     assert!(grammask_core::mask::chain_kernels() > before, "no kernel taken from a chain's end on Llama 3");
+
+/// Masks along the keys of open objects whose other keys match a pattern (`patternProperties`
+/// `^.+$` beside listed properties: MaskBench JsonSchemaStore samcli's root) equal brute force,
+/// on a random pieces vocabulary (escapes, UTF-8 characters and U+2028, which `.` refuses, keys'
+/// prefixes and quotes) and on Llama 3: the key start after `"` reads its first character
+/// inline (the listed names' trie) and then loops through a call per character, and is shifted
+/// from that loop's kernel (`shifted_call_loop`). Fails if the call loop is no shift reference.
+#[test]
+fn pattern_key_starts_shifted_from_call_loops_match_brute_force() {
+    let schemas = [
+        r#"{"type": "object", "properties": {"version": {"type": "number"}},
+            "patternProperties": {"^.+$": {"type": "integer"}}, "additionalProperties": false}"#,
+        r#"{"type": "object", "properties": {"vx": {"type": "integer"}, "vy": {"minimum": 0},
+            "ab": {"type": "integer"}}, "patternProperties": {"^.*$": {"type": "integer"}},
+            "additionalProperties": false}"#,
+    ];
+    let docs: [&str; 4] = [
+        r#"{"version": 1, "ver": 2, "versions": 3, "v": 4}"#,
+        "{\"a\\t\u{e9}\\u00e9\": 5, \"\u{1F600}b\\\"\": 6, \"version\": 2}",
+        r#"{"vx": 1, "vxy": 2, "vy": 7, "ab": 8, "abc": 3}"#,
+        "{\"\": 1, \"v\\t\": 2, \"\u{e9}\u{e9}\": 3, \"x\u{2027}\": 4}",
+    ];
+    let pieces: &[&[u8]] = &[
+        b"v",
+        b"ver",
+        b"sion",
+        b"version",
+        b"x",
+        b"y",
+        b"a",
+        b"b",
+        b"\"",
+        b"\\",
+        b"n",
+        b"u",
+        b"2028",
+        b"2029",
+        b"t",
+        "\u{e9}".as_bytes(),
+        "\u{2028}".as_bytes(),
+        "\u{1F600}".as_bytes(),
+        b": ",
+        b", ",
+        b"{",
+        b"}",
+        b"1",
+        b" ",
+    ];
+    let mut rng = Rng(0x5A3C_0063_E7A0);
+    let mut extra: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    extra.extend([&[0xE2u8][..], &[0x80], &[0xA8], &[0xC3], &[0xF0, 0x9F]].map(<[u8]>::to_vec));
+    let others = b" 0123456789\":,{}abcxyz";
+    for _ in 0..2000 {
+        let mut t = vec![others[rng.below(others.len() as u64) as usize]];
+        t.extend((0..rng.below(5)).map(|_| b"abcvxy_19 \"\\n"[rng.below(13) as usize]));
+        extra.push(t);
+    }
+    let vocab = pieces_vocab(&mut rng, pieces, 600, extra);
+    let mut shifted = 0;
+    for (schema, docs) in schemas.iter().zip([&docs[..2], &docs[2..]]) {
+        let g = lax_schema_grammar(schema);
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+        assert!(checked > 80);
+        shifted += cg.kernel_stats().shifted_call_loop;
+    }
+    assert!(shifted >= 2, "no pattern key start shifted from its call loop");
+    let Some(vocab) = llama3_vocab() else { return };
+    let g = lax_schema_grammar(schemas[0]);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[br#"{"ve": 1, "a\u00e9": 2}"#]);
+    assert!(checked > 20);
+    assert!(cg.kernel_stats().shifted_call_loop > 0, "{:?}", cg.kernel_stats());
 }
