@@ -65,8 +65,14 @@ impl TokenSet {
 
     /// [`TokenSet::from_bitset`] of a bitset from [`zeroed_bitset`]: stored as ids, the bitset
     /// is cleared (only the ids' words) and kept for the next [`zeroed_bitset`] of its size.
-    pub fn from_spare_bitset(mut bits: Bitset) -> TokenSet {
+    pub fn from_spare_bitset(bits: Bitset) -> TokenSet {
         let Some(ids) = sparse_ids(bits.words()) else { return TokenSet::Bits(bits) };
+        TokenSet::ids_of_spare(bits, ids)
+    }
+
+    /// The set `ids` (sorted, distinct: every set bit of `bits`) as ids; `bits` is cleared (only
+    /// the ids' words) and given back for the next [`zeroed_bitset`] of its size.
+    fn ids_of_spare(mut bits: Bitset, ids: Vec<u32>) -> TokenSet {
         let len = bits.len();
         let words = bits.words_mut();
         for &t in &ids {
@@ -82,7 +88,7 @@ impl TokenSet {
     ///
     /// PERF: a literal lead's walk (the ~60 Llama 3 tokens below `{`) scanned its 16 KB accepted
     /// bitset for ~7 ids, ~5 K instructions, more than a third of each of MaskBench o3626's ~270.
-    pub fn from_spare_bitset_among(mut bits: Bitset, candidates: &[&[u32]]) -> TokenSet {
+    pub fn from_spare_bitset_among(bits: Bitset, candidates: &[&[u32]]) -> TokenSet {
         let mut ids: Vec<u32> =
             candidates.iter().flat_map(|c| c.iter()).copied().filter(|&t| bits.get(t as usize)).collect();
         // Past `IDS_MAX` before the repeats go, the scan (rather than a long sort first).
@@ -94,13 +100,7 @@ impl TokenSet {
         if ids.len() > IDS_MAX {
             return TokenSet::from_spare_bitset(bits);
         }
-        let len = bits.len();
-        let words = bits.words_mut();
-        for &t in &ids {
-            words[t as usize / 32] = 0;
-        }
-        give_back(bits);
-        TokenSet::Ids { ids: ids.into(), len }
+        TokenSet::ids_of_spare(bits, ids)
     }
 
     /// [`TokenSet::from_bitset`], copying `bits`.
