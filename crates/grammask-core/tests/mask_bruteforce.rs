@@ -4156,6 +4156,7 @@ fn schema_order_chains_match_brute_force() {
         assert!(m.is_completed());
     }
     assert!(grammask_core::mask::chain_kernels() > before, "no kernel taken from a chain's end on Llama 3");
+}
 
 /// Masks along the keys of open objects whose other keys match a pattern (`patternProperties`
 /// `^.+$` beside listed properties: MaskBench JsonSchemaStore samcli's root) equal brute force,
