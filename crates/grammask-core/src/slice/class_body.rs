@@ -477,29 +477,31 @@ impl PastByByte {
     /// The children of `parents` (trie nodes) whose byte is in `bytes` (ASCII), by byte: a
     /// counting sort, in trie order within a byte.
     fn new(trie: &TokenTrie, parents: &[u32], bytes: u128) -> PastByByte {
-        let children = || {
-            parents.iter().flat_map(|&n| {
-                let end = trie.nodes[n as usize].subtree_end;
-                std::iter::successors(Some(n + 1), move |&c| Some(trie.nodes[c as usize].subtree_end))
-                    .take_while(move |&c| c < end)
-                    .filter(|&c| trie.nodes[c as usize].byte < 0x80 && bytes >> trie.nodes[c as usize].byte & 1 == 1)
-            })
+        let nodes = &trie.nodes;
+        let children = |f: &mut dyn FnMut(u32, usize)| {
+            for &n in parents {
+                let (end, mut c) = (nodes[n as usize].subtree_end, n + 1);
+                while c < end {
+                    let x = nodes[c as usize].byte;
+                    if x < 0x80 && bytes >> x & 1 == 1 {
+                        f(c, usize::from(x));
+                    }
+                    c = nodes[c as usize].subtree_end;
+                }
+            }
         };
         let mut starts = Box::new([0u32; 129]);
-        for c in children() {
-            starts[usize::from(trie.nodes[c as usize].byte) + 1] += 1;
-        }
+        children(&mut |_, x| starts[x + 1] += 1);
         for x in 0..128 {
             starts[x + 1] += starts[x];
         }
         let mut at = *starts;
-        let mut nodes = vec![0u32; starts[128] as usize].into_boxed_slice();
-        for c in children() {
-            let x = usize::from(trie.nodes[c as usize].byte);
-            nodes[at[x] as usize] = c;
+        let mut past = vec![0u32; starts[128] as usize].into_boxed_slice();
+        children(&mut |c, x| {
+            past[at[x] as usize] = c;
             at[x] += 1;
-        }
-        PastByByte { starts, nodes }
+        });
+        PastByByte { starts, nodes: past }
     }
 }
 
