@@ -333,7 +333,7 @@ impl KernelWalk<'_> {
         let trie = self.trie;
         let mut above = PathAbove::default();
         for x in (0..0x80u8).filter(|&x| inner >> x & 1 == 1) {
-            for &n in cb.past_reading(c, x) {
+            for &n in cb.past_reading(trie, c, x) {
                 above.move_to(trie, n);
                 if !self.walk_frontier(n, &above.bytes, base)? {
                     return Ok(false);
