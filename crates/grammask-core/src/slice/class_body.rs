@@ -481,29 +481,28 @@ impl PastByByte {
     /// counting sort, in trie order within a byte.
     fn new(trie: &TokenTrie, parents: &[u32], bytes: u128) -> PastByByte {
         let nodes = &trie.nodes;
-        let children = |f: &mut dyn FnMut(u32, usize)| {
-            for &n in parents {
-                let (end, mut c) = (nodes[n as usize].subtree_end, n + 1);
-                while c < end {
-                    let x = nodes[c as usize].byte;
-                    if x < 0x80 && bytes >> x & 1 == 1 {
-                        f(c, usize::from(x));
-                    }
-                    c = nodes[c as usize].subtree_end;
+        let (mut kids, mut starts) = (Vec::new(), Box::new([0u32; 129]));
+        for &n in parents {
+            let (end, mut c) = (nodes[n as usize].subtree_end, n + 1);
+            while c < end {
+                let x = nodes[c as usize].byte;
+                if x < 0x80 && bytes >> x & 1 == 1 {
+                    kids.push(c);
+                    starts[usize::from(x) + 1] += 1;
                 }
+                c = nodes[c as usize].subtree_end;
             }
-        };
-        let mut starts = Box::new([0u32; 129]);
-        children(&mut |_, x| starts[x + 1] += 1);
+        }
         for x in 0..128 {
             starts[x + 1] += starts[x];
         }
         let mut at = *starts;
-        let mut past = vec![0u32; starts[128] as usize].into_boxed_slice();
-        children(&mut |c, x| {
+        let mut past = vec![0u32; kids.len()].into_boxed_slice();
+        for c in kids {
+            let x = usize::from(nodes[c as usize].byte);
             past[at[x] as usize] = c;
             at[x] += 1;
-        });
+        }
         PastByByte { starts, nodes: past }
     }
 }
