@@ -568,6 +568,14 @@ impl ClassBodySlice {
         self.counts.add_within(capacity, out);
     }
 
+    /// Builds [`Self::past_reading`]'s lists for every character count (the compile's thread,
+    /// for a grammar with inner exits: the slice is cached by the vocabulary, so are they).
+    pub fn prepare_past(&self, trie: &TokenTrie) {
+        for (past, parents) in self.past.iter().zip(&self.boundaries) {
+            past.get_or_init(|| PastByByte::new(trie, parents, self.one_byte));
+        }
+    }
+
     /// The nodes right past class text of `k` characters (at a boundary) whose byte is `x`, a
     /// one-byte class character (see [`exit_reads`]), in trie order.
     /// PERF: by byte for each `k` on first use (a pass over the children of the boundary nodes
