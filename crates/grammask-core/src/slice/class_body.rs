@@ -307,6 +307,9 @@ pub struct ClassChain {
     /// The levels that read side bytes: (characters read before the level, its side bytes),
     /// ascending.
     pub sides: Vec<(u32, u128)>,
+    /// The bytes the exit reads that are one-byte class characters (`-` after `....` of any
+    /// character), as an ASCII mask (see [`exit_reads`]).
+    pub inner: u128,
 }
 
 /// The class and capacity of the counted class body at `s`: the `c` of a chain of `c` levels of
@@ -348,7 +351,7 @@ pub fn class_capacity(
     // Callees the chain went into, and whether their ends are the rule's (every `t` final).
     let (mut depth, mut open) = (0usize, true);
     let chain = |class: Option<u32>, chars, exit, ends, sides| {
-        class.map(|class| ClassChain { class, chars, exit, ends, sides })
+        class.map(|class| ClassChain { class, chars, exit, ends, sides, inner: 0 })
     };
     let mut r = s;
     let mut c = 0;
@@ -418,14 +421,30 @@ pub fn ends_served(form: &[u32], follow: &ByteSet) -> bool {
 }
 
 /// Whether exit state `r` of a chain of class `form` ([`class_capacity`]) is one a class-body
-/// slice serves: plain, and no byte it reads begins a class character (so a token of more class
-/// characters than the chain is refused at `r`, and one leaving the class at `r` leaves it at a
-/// byte `r` reads: [`ClassBodySlice::exits_at`]). A final exit is a boundary in the chain's
-/// `ends` (the level before leads to it), which [`ends_served`] checks.
-pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> bool {
+/// slice serves, with the bytes it reads that are one-byte class characters (an ASCII mask):
+/// plain, and every byte it reads either begins no class character (a token leaving the class
+/// at `r` leaves it at a byte `r` reads: [`ClassBodySlice::exits_at`]) or is a whole class
+/// character of one ASCII byte (a token of more class characters than the chain goes on at `r`
+/// only where its next character is such a byte: [`ClassBodySlice::past_reading`]); any other
+/// class character is refused at `r`. A final exit is a boundary in the chain's `ends` (the
+/// level before leads to it), which [`ends_served`] checks.
+pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> Option<u128> {
     let runs = &form[2..2 + 3 * form[1] as usize];
-    let begins = |x: u8| runs.chunks(3).any(|run| (run[0]..=run[1]).contains(&u32::from(x)));
-    a.rule_edges(r).is_empty() && a.byte_edges(r).iter().all(|e| !(e.lo..=e.hi).any(begins))
+    let run_of = |x: u8| runs.chunks(3).find(|run| (run[0]..=run[1]).contains(&u32::from(x)));
+    let (table, _) = body_table();
+    let mut inner = 0u128;
+    if !a.rule_edges(r).is_empty() {
+        return None;
+    }
+    for x in a.byte_edges(r).iter().flat_map(|e| e.lo..=e.hi) {
+        match run_of(x) {
+            None => {}
+            // Back to the boundary pair 0 in one byte: the whole character.
+            Some(run) if x < 0x80 && run[2] == 0 && table[0][usize::from(x)] == Body::To(0) => inner |= 1 << x,
+            Some(_) => return None,
+        }
+    }
+    Some(inner)
 }
 
 /// The tokens that are text of one class (a character automaton's form, see [`char_form`]), by
@@ -436,9 +455,56 @@ pub struct ClassBodySlice {
     /// The nodes where a path of class text first reads `"` at a boundary, `\u` or `\/` (in trie
     /// order); every other node where it leaves the class reads a byte no level reads.
     pub walked: Vec<FrontierNode>,
+    /// `walked_chars[i]`: the characters the path above `walked[i]` begins.
+    pub walked_chars: Vec<u32>,
+    /// `boundaries[k]`: the nodes with children whose path is class text ending at a character
+    /// boundary after `k` characters, in trie order.
+    boundaries: Vec<Box<[u32]>>,
+    /// `past[k]`: the children of `boundaries[k]` whose byte is a one-byte class character
+    /// (`one_byte`), by byte, built on first use (see [`Self::past_reading`]).
+    past: Vec<std::sync::OnceLock<PastByByte>>,
+    one_byte: u128,
     /// The other nodes where a path of class text leaves the class at a character boundary, by
     /// (characters begun above them, byte), sorted: the ones a chain's exit state may read.
     exits: Vec<(u32, u8, FrontierNode)>,
+}
+
+/// Nodes by their (ASCII) byte ([`ClassBodySlice::past_reading`]).
+#[derive(Debug)]
+struct PastByByte {
+    starts: Box<[u32; 129]>,
+    nodes: Box<[u32]>,
+}
+
+impl PastByByte {
+    /// The children of `parents` (trie nodes) whose byte is in `bytes` (ASCII), by byte: a
+    /// counting sort, in trie order within a byte.
+    fn new(trie: &TokenTrie, parents: &[u32], bytes: u128) -> PastByByte {
+        let nodes = &trie.nodes;
+        let (mut kids, mut starts) = (Vec::new(), Box::new([0u32; 129]));
+        for &n in parents {
+            let (end, mut c) = (nodes[n as usize].subtree_end, n + 1);
+            while c < end {
+                let x = nodes[c as usize].byte;
+                if x < 0x80 && bytes >> x & 1 == 1 {
+                    kids.push(c);
+                    starts[usize::from(x) + 1] += 1;
+                }
+                c = nodes[c as usize].subtree_end;
+            }
+        }
+        for x in 0..128 {
+            starts[x + 1] += starts[x];
+        }
+        let mut at = *starts;
+        let mut past = vec![0u32; kids.len()].into_boxed_slice();
+        for c in kids {
+            let x = usize::from(nodes[c as usize].byte);
+            past[at[x] as usize] = c;
+            at[x] += 1;
+        }
+        PastByByte { starts, nodes: past }
+    }
 }
 
 /// No transition in a [`ClassBodySlice::new`] table.
@@ -465,25 +531,60 @@ impl ClassBodySlice {
         }
         let mut counts = CharCounts::new(vocab_size);
         let mut walked = Vec::new();
+        let mut walked_chars = Vec::new();
         let mut exits = Vec::new();
+        // The nodes with children whose path is class text ending at a boundary, by characters.
+        let mut boundaries: Vec<Vec<u32>> = Vec::new();
         let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
         let token = |k: u32, t: u32| counts.insert(k, t);
         let leave = |node: u32, path: &[u8], (p, k): (u16, u32), x: u8| {
             if body_table().0[usize::from(body[usize::from(p)])][usize::from(x)] == Body::Walk {
                 walked.push(FrontierNode { node, path: path.into(), dead: false });
+                walked_chars.push(k);
             } else if p == 0 {
                 exits.push((k, x, FrontierNode { node, path: path.into(), dead: false }));
             }
         };
-        walk_chars(trie, 0u16, step, |p| p == 0, |_, _| {}, token, leave);
+        let read = |i: u32, (p, k): (u16, u32)| {
+            if p == 0 && trie.nodes[i as usize].subtree_end > i + 1 {
+                if boundaries.len() <= k as usize {
+                    boundaries.resize(k as usize + 1, Vec::new());
+                }
+                boundaries[k as usize].push(i);
+            }
+        };
+        walk_chars(trie, 0u16, step, |p| p == 0, read, token, leave);
         counts.finish();
         exits.sort_unstable_by_key(|&(k, x, ref f)| (k, x, f.node));
-        ClassBodySlice { counts, walked, exits }
+        // The one-byte class characters: ASCII bytes from the boundary back to it.
+        let one_byte = (0..0x80u8).filter(|&x| table[0][usize::from(x)] == 0).fold(0u128, |m, x| m | 1 << x);
+        let past = boundaries.iter().map(|_| std::sync::OnceLock::new()).collect();
+        let boundaries = boundaries.into_iter().map(Into::into).collect();
+        ClassBodySlice { counts, walked, walked_chars, boundaries, past, one_byte, exits }
     }
 
     /// Adds to `out` the class-text tokens that begin at most `capacity` characters.
     pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
         self.counts.add_within(capacity, out);
+    }
+
+    /// Builds [`Self::past_reading`]'s lists for every character count (the compile's thread,
+    /// for a grammar with inner exits: the slice is cached by the vocabulary, so are they).
+    pub fn prepare_past(&self, trie: &TokenTrie) {
+        for (past, parents) in self.past.iter().zip(&self.boundaries) {
+            past.get_or_init(|| PastByByte::new(trie, parents, self.one_byte));
+        }
+    }
+
+    /// The nodes right past class text of `k` characters (at a boundary) whose byte is `x`, a
+    /// one-byte class character (see [`exit_reads`]), in trie order.
+    /// PERF: by byte for each `k` on first use (a pass over the children of the boundary nodes
+    /// after `k` characters): built with the slice for every `k`, they tripled the build of a
+    /// `.` class's slice (25 -> 77 M instructions on Llama 3, MaskBench sp_340).
+    pub fn past_reading(&self, trie: &TokenTrie, k: u32, x: u8) -> &[u32] {
+        let Some(past) = self.past.get(k as usize).filter(|_| x < 0x80) else { return &[] };
+        let p = past.get_or_init(|| PastByByte::new(trie, &self.boundaries[k as usize], self.one_byte));
+        &p.nodes[p.starts[usize::from(x)] as usize..p.starts[usize::from(x) + 1] as usize]
     }
 
     /// The nodes where class text of `k` characters leaves the class at byte `x` (see
@@ -496,6 +597,9 @@ impl ClassBodySlice {
     /// Heap bytes held: the counts, the frontier lists as allocated, and the nodes' paths.
     pub fn memory_size(&self) -> usize {
         let lists = self.walked.capacity() * std::mem::size_of::<FrontierNode>()
+            + self.walked_chars.capacity() * 4
+            + self.boundaries.iter().map(|b| b.len() * 4).sum::<usize>()
+            + self.past.iter().filter_map(std::sync::OnceLock::get).map(|p| p.nodes.len() * 4 + 129 * 4).sum::<usize>()
             + self.exits.capacity() * std::mem::size_of::<(u32, u8, FrontierNode)>();
         let paths: usize = self.walked.iter().chain(self.exits.iter().map(|e| &e.2)).map(|f| f.path.len()).sum();
         self.counts.memory_size() + lists + paths
@@ -601,10 +705,14 @@ impl ClassBodies {
         let chain = class_capacity(s, max_chars, level, |r| a.state(r).is_final, nested)?;
         let form = &inner.forms[chain.class as usize].0;
         let ends = chain.ends.is_empty() || ends_served(form, follow);
-        if chain.exit.is_some_and(|r| !exit_reads(a, r, form)) || !ends {
+        let inner = match chain.exit {
+            Some(r) => exit_reads(a, r, form)?,
+            None => 0,
+        };
+        if !ends {
             return None;
         }
-        Some(chain)
+        Some(ClassChain { inner, ..chain })
     }
 
     /// The class (form id) every character of which leads from `s` to its next level, if `s` is a
