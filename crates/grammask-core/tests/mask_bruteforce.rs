@@ -988,6 +988,43 @@ fn class_chain_exit_masks_match_brute_force() {
     assert!(checked >= 100, "{checked} masks checked");
 }
 
+/// Checks the masks against the brute force at every position of string value `doc` (JSON text,
+/// an escape one character) of property `key` of `cg`'s object, from its opening quote to the
+/// object's end; returns the masks checked.
+fn string_masks_match_brute_force(
+    cg: &Arc<CompiledGrammar>,
+    vocab: &Vocabulary,
+    name: &str,
+    key: &str,
+    doc: &str,
+) -> usize {
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(format!("{{\"{key}\": \"").as_bytes()).unwrap());
+    // By JSON characters: an escape is one.
+    let mut chars: Vec<String> = Vec::new();
+    let mut rest = doc;
+    while let Some(c) = rest.chars().next() {
+        let n = match c {
+            '\\' if rest[1..].starts_with('u') => 6,
+            '\\' => 2,
+            _ => c.len_utf8(),
+        };
+        chars.push(rest[..n].to_string());
+        rest = &rest[n..];
+    }
+    for i in 0..=chars.len() {
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, &w) in brute_force(&m, vocab).iter().enumerate() {
+            assert_eq!(mask.get(t), w, "{name} {key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
+        }
+        if let Some(c) = chars.get(i) {
+            assert!(m.accept_bytes(c.as_bytes()).unwrap(), "{name} {key} char {i} {c:?}");
+        }
+    }
+    assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{name} {key} {doc}");
+    chars.len() + 1
+}
+
 /// Masks equal the brute force inside fixed-shape pattern strings whose chains exit into a byte
 /// that is itself a class character (`-` after `....`: an *inner* exit,
 /// `grammask_core::slice::ClassChain::inner`): o89194's `clock_time`
@@ -1022,31 +1059,7 @@ fn class_chain_inner_exit_masks_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         cg.wait_class_bodies();
         for (key, doc) in cases {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            assert!(m.accept_bytes(format!("{{\"{key}\": \"").as_bytes()).unwrap());
-            // By JSON characters: an escape is one.
-            let mut chars: Vec<String> = Vec::new();
-            let mut rest = doc;
-            while let Some(c) = rest.chars().next() {
-                let n = match c {
-                    '\\' if rest[1..].starts_with('u') => 6,
-                    '\\' => 2,
-                    _ => c.len_utf8(),
-                };
-                chars.push(rest[..n].to_string());
-                rest = &rest[n..];
-            }
-            for i in 0..=chars.len() {
-                let mask = m.compute_mask().unwrap().clone();
-                for (t, &w) in brute_force(&m, &vocab).iter().enumerate() {
-                    assert_eq!(mask.get(t), w, "{name} {key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
-                }
-                checked += 1;
-                if let Some(c) = chars.get(i) {
-                    assert!(m.accept_bytes(c.as_bytes()).unwrap(), "{name} {key} char {i} {c:?}");
-                }
-            }
-            assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{name} {key} {doc}");
+            checked += string_masks_match_brute_force(&cg, &vocab, name, key, doc);
         }
     }
     // Per vocabulary, the states inside a chain with an inner exit (each classified once, then
@@ -1055,6 +1068,43 @@ fn class_chain_inner_exit_masks_match_brute_force() {
     let inner = grammask_core::mask::class_inner_exits() - before;
     assert!(inner >= 3 * 36, "{inner} kernels took a class body with an inner exit");
     assert!(checked >= 3 * 150, "{checked} masks checked");
+}
+
+/// Masks equal the brute force in pattern strings whose class chains exit into a level of an
+/// overlapping class, an exit that reads most of the chain's class characters: MaskBench
+/// o63939's `file` (`^[\w\-\./]+\.php+$` within 16 to 1,024 characters: after a `.`, a level of
+/// `[\w\-/]` less `p`, then one of `[\w\-/]`) and o82725's `theme`
+/// (`^([\w\/-]|[\w-][\w\/-]*[\w-])$` within 255), on Llama 3, Qwen 2.5 and Phi 3.5 at every
+/// position. No kernel may take the inner-exit walk there: its frontier would be all class text
+/// past the chain (~30% of Llama 3's trie on chart frames; o63939's fills went 1.2 -> 4.4-8.6 ms
+/// with it, session 62's `date62`); such an exit refuses the chain, as before inner exits.
+#[test]
+fn class_chain_wide_exit_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {
+        "f": {"type": "string", "minLength": 16, "maxLength": 1024, "pattern": "^[\\w\\-\\./]+\\.php+$"},
+        "t": {"type": "string", "minLength": 0, "maxLength": 255, "pattern": "^([\\w\\/-]|[\\w-][\\w\\/-]*[\\w-])$"}}}"#;
+    let g = lax_schema_grammar(schema);
+    let cases: [(&str, &str); 7] = [
+        ("f", "path/to/activity/MyActivityClass.php"),
+        ("f", "a.b.c/d-e_f.g.phpp"),
+        ("f", "..php/x.ph.php.php"),
+        ("t", "christmas-taco"),
+        ("t", "a//b/-c_d"),
+        ("t", "/"),
+        ("t", "-"),
+    ];
+    let (before, mut checked) = (grammask_core::mask::class_inner_exits(), 0);
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        for (key, doc) in cases {
+            checked += string_masks_match_brute_force(&cg, &vocab, name, key, doc);
+        }
+    }
+    let inner = grammask_core::mask::class_inner_exits() - before;
+    assert_eq!(inner, 0, "kernels took the inner-exit walk");
+    assert!(checked >= 3 * 90, "{checked} masks checked");
 }
 
 /// Masks equal the brute force inside counted class bodies whose levels read a few other ASCII

@@ -308,7 +308,7 @@ pub struct ClassChain {
     /// ascending.
     pub sides: Vec<(u32, u128)>,
     /// The bytes the exit reads that are one-byte class characters (`-` after `....` of any
-    /// character), as an ASCII mask (see [`exit_reads`]).
+    /// character), as an ASCII mask, at most [`MAX_INNER_BYTES`] (see [`exit_reads`]).
     pub inner: u128,
 }
 
@@ -426,8 +426,9 @@ pub fn ends_served(form: &[u32], follow: &ByteSet) -> bool {
 /// at `r` leaves it at a byte `r` reads: [`ClassBodySlice::exits_at`]) or is a whole class
 /// character of one ASCII byte (a token of more class characters than the chain goes on at `r`
 /// only where its next character is such a byte: [`ClassBodySlice::past_reading`]); any other
-/// class character is refused at `r`. A final exit is a boundary in the chain's `ends` (the
-/// level before leads to it), which [`ends_served`] checks.
+/// class character is refused at `r`, and so is an exit reading more than [`MAX_INNER_BYTES`]
+/// of the one-byte ones. A final exit is a boundary in the chain's `ends` (the level before
+/// leads to it), which [`ends_served`] checks.
 pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> Option<u128> {
     let runs = &form[2..2 + 3 * form[1] as usize];
     let run_of = |x: u8| runs.chunks(3).find(|run| (run[0]..=run[1]).contains(&u32::from(x)));
@@ -444,8 +445,21 @@ pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> Option<u128> {
             Some(_) => return None,
         }
     }
-    Some(inner)
+    (inner.count_ones() <= MAX_INNER_BYTES).then_some(inner)
 }
+
+/// Most one-byte class characters a chain's exit may read ([`exit_reads`]). Invariant: the
+/// inner-exit walk (`KernelWalk::walk_inner_exits`) visits the subtrees of the trie nodes right
+/// past `c` characters of class text whose byte is one the exit reads: the tokens with such a
+/// byte at that place, whatever follows it, so the frontier's size is set by which class
+/// characters the exit reads. A few separators (`-` and `:` of a date, `+`, `-`, `Z` of its
+/// zone) make a small one (at most ~1 K of Llama 3's 275 K trie nodes with their subtrees,
+/// MaskBench o89194). An exit that goes on in class text (a level of an overlapping class, of
+/// at least [`MIN_CLASS_CHARS`] characters: `[\w\-/]` after the `.` of `^[\w\-\./]+\.php+$`)
+/// makes it all class text past `c` characters (~80-100 K nodes, walked on chart frames: 4x
+/// main's instructions on MaskBench o63939): such an exit refuses the chain, as before inner
+/// exits, whatever `c` is.
+const MAX_INNER_BYTES: u32 = 8;
 
 /// The tokens that are text of one class (a character automaton's form, see [`char_form`]), by
 /// the characters they begin, and the frontier nodes the body automaton walks.
