@@ -991,7 +991,7 @@ fn class_chain_exit_masks_match_brute_force() {
 /// Checks the masks against the brute force at every position of string value `doc` (JSON text,
 /// an escape one character) of property `key` of `cg`'s object, from its opening quote to the
 /// object's end; returns the masks checked.
-fn string_masks_match_brute_force(
+fn masks_by_char_match_brute_force(
     cg: &Arc<CompiledGrammar>,
     vocab: &Vocabulary,
     name: &str,
@@ -1059,7 +1059,7 @@ fn class_chain_inner_exit_masks_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         cg.wait_class_bodies();
         for (key, doc) in cases {
-            checked += string_masks_match_brute_force(&cg, &vocab, name, key, doc);
+            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
         }
     }
     // Per vocabulary, the states inside a chain with an inner exit (each classified once, then
@@ -1099,7 +1099,7 @@ fn class_chain_wide_exit_masks_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         cg.wait_class_bodies();
         for (key, doc) in cases {
-            checked += string_masks_match_brute_force(&cg, &vocab, name, key, doc);
+            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
         }
     }
     let inner = grammask_core::mask::class_inner_exits() - before;
