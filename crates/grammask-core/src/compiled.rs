@@ -1783,7 +1783,7 @@ impl CompiledGrammar {
                 });
             }
             // Last, the by-byte lists of the nodes past the chains with inner exits (a fill that
-            // comes first builds the one it needs).
+            // comes first walks such a chain's kernel, as without inner exits).
             for class in inner_classes {
                 if let Some(slice) = bodies.slice(class, |form| index.class_body_slice(form)) {
                     slice.prepare_past(&index.trie);

@@ -16,7 +16,9 @@ impl KernelWalk<'_> {
         let w = self;
         // The kernel row, whatever rows an earlier walk of the state interned (`offering_rows`).
         let base = Frame::Rows(KERNEL_ROW + 1);
-        if let Some((cb, chain)) = sc.class_body {
+        // A chain with inner exits takes its slice once the compile's thread set its lists past
+        // the chain (`ClassBodySlice::prepare_past`); until then, the walk below, as without one.
+        if let Some((cb, chain)) = sc.class_body.filter(|(cb, chain)| chain.inner == 0 || cb.past_ready()) {
             // A counted class body: its class-text tokens that fit are read inside the rule, every
             // other token is refused without a rule end a context continues on the way, except
             // below the walked frontier nodes (see `crate::slice::ClassBodySlice`), after a chain
@@ -345,7 +347,7 @@ impl KernelWalk<'_> {
         let trie = self.trie;
         let mut above = PathAbove::default();
         for x in (0..0x80u8).filter(|&x| inner >> x & 1 == 1) {
-            for &n in cb.past_reading(trie, c, x) {
+            for &n in cb.past_reading(c, x) {
                 above.move_to(trie, n);
                 if !self.walk_frontier(n, &above.bytes, base)? {
                     return Ok(false);

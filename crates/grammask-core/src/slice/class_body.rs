@@ -471,12 +471,13 @@ pub struct ClassBodySlice {
     pub walked: Vec<FrontierNode>,
     /// `walked_chars[i]`: the characters the path above `walked[i]` begins.
     pub walked_chars: Vec<u32>,
-    /// `boundaries[k]`: the nodes with children whose path is class text ending at a character
-    /// boundary after `k` characters, in trie order.
-    boundaries: Vec<Box<[u32]>>,
-    /// `past[k]`: the children of `boundaries[k]` whose byte is a one-byte class character
-    /// (`one_byte`), by byte, built on first use (see [`Self::past_reading`]).
-    past: Vec<std::sync::OnceLock<PastByByte>>,
+    /// The class automaton's table (`table[pair][byte]`: the next pair, or [`NONE`]), for
+    /// [`Self::prepare_past`]'s walk.
+    table: Box<[[u16; 256]]>,
+    /// `past[k]`: the children of the nodes with children whose path is class text ending at a
+    /// character boundary after `k` characters, whose byte is a one-byte class character
+    /// (`one_byte`), by byte; set by [`Self::prepare_past`] (see [`Self::past_reading`]).
+    past: std::sync::OnceLock<Box<[PastByByte]>>,
     one_byte: u128,
     /// The other nodes where a path of class text leaves the class at a character boundary, by
     /// (characters begun above them, byte), sorted: the ones a chain's exit state may read.
@@ -547,8 +548,6 @@ impl ClassBodySlice {
         let mut walked = Vec::new();
         let mut walked_chars = Vec::new();
         let mut exits = Vec::new();
-        // The nodes with children whose path is class text ending at a boundary, by characters.
-        let mut boundaries: Vec<Vec<u32>> = Vec::new();
         let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
         let token = |k: u32, t: u32| counts.insert(k, t);
         let leave = |node: u32, path: &[u8], (p, k): (u16, u32), x: u8| {
@@ -559,22 +558,13 @@ impl ClassBodySlice {
                 exits.push((k, x, FrontierNode { node, path: path.into(), dead: false }));
             }
         };
-        let read = |i: u32, (p, k): (u16, u32)| {
-            if p == 0 && trie.nodes[i as usize].subtree_end > i + 1 {
-                if boundaries.len() <= k as usize {
-                    boundaries.resize(k as usize + 1, Vec::new());
-                }
-                boundaries[k as usize].push(i);
-            }
-        };
-        walk_chars(trie, 0u16, step, |p| p == 0, read, token, leave);
+        walk_chars(trie, 0u16, step, |p| p == 0, |_, _| {}, token, leave);
         counts.finish();
         exits.sort_unstable_by_key(|&(k, x, ref f)| (k, x, f.node));
         // The one-byte class characters: ASCII bytes from the boundary back to it.
         let one_byte = (0..0x80u8).filter(|&x| table[0][usize::from(x)] == 0).fold(0u128, |m, x| m | 1 << x);
-        let past = boundaries.iter().map(|_| std::sync::OnceLock::new()).collect();
-        let boundaries = boundaries.into_iter().map(Into::into).collect();
-        ClassBodySlice { counts, walked, walked_chars, boundaries, past, one_byte, exits }
+        let past = std::sync::OnceLock::new();
+        ClassBodySlice { counts, walked, walked_chars, table: table.into(), past, one_byte, exits }
     }
 
     /// Adds to `out` the class-text tokens that begin at most `capacity` characters.
@@ -582,22 +572,43 @@ impl ClassBodySlice {
         self.counts.add_within(capacity, out);
     }
 
-    /// Builds [`Self::past_reading`]'s lists for every character count (the compile's thread,
-    /// for a grammar with inner exits: the slice is cached by the vocabulary, so are they).
+    /// Builds [`Self::past_reading`]'s lists, for every character count: a walk of the class
+    /// text of its own (the compile's thread, for a grammar with inner exits, after its slices:
+    /// the slice is cached by the vocabulary, so are they).
+    /// PERF: collected in [`Self::new`]'s walk, the boundary nodes made every slice build ~60%
+    /// slower (o56021's `[A-Za-z0-9_]` class 15.8 -> 25.8 M instructions on Llama 3), the ones
+    /// in fills (a slice missed at compile, or raced) and the compile's thread's alike; by byte
+    /// for every `k` with the slice, they tripled a `.` class's (25 -> 77 M, sp_340).
     pub fn prepare_past(&self, trie: &TokenTrie) {
-        for (past, parents) in self.past.iter().zip(&self.boundaries) {
-            past.get_or_init(|| PastByByte::new(trie, parents, self.one_byte));
-        }
+        self.past.get_or_init(|| {
+            let table = &self.table;
+            let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
+            // The nodes with children whose path is class text ending at a boundary, by characters.
+            let mut boundaries: Vec<Vec<u32>> = Vec::new();
+            let read = |i: u32, (p, k): (u16, u32)| {
+                if p == 0 && trie.nodes[i as usize].subtree_end > i + 1 {
+                    if boundaries.len() <= k as usize {
+                        boundaries.resize(k as usize + 1, Vec::new());
+                    }
+                    boundaries[k as usize].push(i);
+                }
+            };
+            walk_chars(trie, 0u16, step, |p| p == 0, read, |_, _| {}, |_, _: &[u8], _, _| {});
+            boundaries.iter().map(|parents| PastByByte::new(trie, parents, self.one_byte)).collect()
+        });
+    }
+
+    /// Whether [`Self::prepare_past`] has set the lists: a chain with inner exits takes the
+    /// slice only then (else a walk: a fill never builds them).
+    pub fn past_ready(&self) -> bool {
+        self.past.get().is_some()
     }
 
     /// The nodes right past class text of `k` characters (at a boundary) whose byte is `x`, a
-    /// one-byte class character (see [`exit_reads`]), in trie order.
-    /// PERF: by byte for each `k` on first use (a pass over the children of the boundary nodes
-    /// after `k` characters): built with the slice for every `k`, they tripled the build of a
-    /// `.` class's slice (25 -> 77 M instructions on Llama 3, MaskBench sp_340).
-    pub fn past_reading(&self, trie: &TokenTrie, k: u32, x: u8) -> &[u32] {
-        let Some(past) = self.past.get(k as usize).filter(|_| x < 0x80) else { return &[] };
-        let p = past.get_or_init(|| PastByByte::new(trie, &self.boundaries[k as usize], self.one_byte));
+    /// one-byte class character (see [`exit_reads`]), in trie order; none before
+    /// [`Self::prepare_past`].
+    pub fn past_reading(&self, k: u32, x: u8) -> &[u32] {
+        let Some(p) = self.past.get().and_then(|past| past.get(k as usize)).filter(|_| x < 0x80) else { return &[] };
         &p.nodes[p.starts[usize::from(x)] as usize..p.starts[usize::from(x) + 1] as usize]
     }
 
@@ -612,8 +623,8 @@ impl ClassBodySlice {
     pub fn memory_size(&self) -> usize {
         let lists = self.walked.capacity() * std::mem::size_of::<FrontierNode>()
             + self.walked_chars.capacity() * 4
-            + self.boundaries.iter().map(|b| b.len() * 4).sum::<usize>()
-            + self.past.iter().filter_map(std::sync::OnceLock::get).map(|p| p.nodes.len() * 4 + 129 * 4).sum::<usize>()
+            + self.table.len() * std::mem::size_of::<[u16; 256]>()
+            + self.past.get().map_or(0, |past| past.iter().map(|p| p.nodes.len() * 4 + 129 * 4).sum::<usize>())
             + self.exits.capacity() * std::mem::size_of::<(u32, u8, FrontierNode)>();
         let paths: usize = self.walked.iter().chain(self.exits.iter().map(|e| &e.2)).map(|f| f.path.len()).sum();
         self.counts.memory_size() + lists + paths
