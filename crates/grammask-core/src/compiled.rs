@@ -1742,6 +1742,8 @@ impl CompiledGrammar {
         // tried, or `usize::MAX` once one took its slice.
         let mut tried: FastMap<(ClassSignature, bool), usize> = FastMap::default();
         let mut todo: Vec<(u32, Vec<u32>)> = Vec::new();
+        // The classes of chains whose exit reads class characters (`ClassChain::inner`).
+        let mut inner_classes: Vec<u32> = Vec::new();
         for s in (0..a.states().len() as u32).map(StateId) {
             let (q, call) = match *a.rule_edges(s) {
                 [] => (s, false),
@@ -1766,6 +1768,9 @@ impl CompiledGrammar {
                 *n += 1;
                 continue;
             }
+            if chain.inner != 0 && !inner_classes.contains(&chain.class) {
+                inner_classes.push(chain.class);
+            }
             if let Some(form) = self.class_bodies.reserve(chain.class) {
                 todo.push((chain.class, form));
                 *n = usize::MAX;
@@ -1788,7 +1793,7 @@ impl CompiledGrammar {
             return;
         }
         let (keys, values) = BodySlice::quoted_callees(a);
-        if todo.is_empty() && !call_runs_left && keys.is_empty() && values.is_empty() {
+        if todo.is_empty() && !call_runs_left && keys.is_empty() && values.is_empty() && inner_classes.is_empty() {
             return;
         }
         // The smaller classes first: their slices are built sooner, so fewer first fills find
@@ -1812,6 +1817,13 @@ impl CompiledGrammar {
                 with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
                     BodySlice::search_callees(&automata, &starts, &cover);
                 });
+            }
+            // Last, the by-byte lists of the nodes past the chains with inner exits (a fill that
+            // comes first walks such a chain's kernel, as without inner exits).
+            for class in inner_classes {
+                if let Some(slice) = bodies.slice(class, |form| index.class_body_slice(form)) {
+                    slice.prepare_past(&index.trie);
+                }
             }
         });
         if let Ok(thread) = spawned {

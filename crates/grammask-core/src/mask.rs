@@ -74,7 +74,7 @@ pub use sibling::{
     chain_kernels, count_chain_kernel, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES,
 };
 use walk::*;
-pub use walk::{region_before_runs_taken, state_bytes, within_lean_walks, within_paths_kept};
+pub use walk::{class_inner_exits, region_before_runs_taken, state_bytes, within_lean_walks, within_paths_kept};
 
 /// The per-vocabulary shortcuts a kernel classification may take (all optional: without them
 /// the walk visits the whole trie).

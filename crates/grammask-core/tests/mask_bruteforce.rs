@@ -988,6 +988,125 @@ fn class_chain_exit_masks_match_brute_force() {
     assert!(checked >= 100, "{checked} masks checked");
 }
 
+/// Checks the masks against the brute force at every position of string value `doc` (JSON text,
+/// an escape one character) of property `key` of `cg`'s object, from its opening quote to the
+/// object's end; returns the masks checked.
+fn masks_by_char_match_brute_force(
+    cg: &Arc<CompiledGrammar>,
+    vocab: &Vocabulary,
+    name: &str,
+    key: &str,
+    doc: &str,
+) -> usize {
+    let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+    assert!(m.accept_bytes(format!("{{\"{key}\": \"").as_bytes()).unwrap());
+    // By JSON characters: an escape is one.
+    let mut chars: Vec<String> = Vec::new();
+    let mut rest = doc;
+    while let Some(c) = rest.chars().next() {
+        let n = match c {
+            '\\' if rest[1..].starts_with('u') => 6,
+            '\\' => 2,
+            _ => c.len_utf8(),
+        };
+        chars.push(rest[..n].to_string());
+        rest = &rest[n..];
+    }
+    for i in 0..=chars.len() {
+        let mask = m.compute_mask().unwrap().clone();
+        for (t, &w) in brute_force(&m, vocab).iter().enumerate() {
+            assert_eq!(mask.get(t), w, "{name} {key} after {i} chars: token {:?}", vocab.token_bytes(t as u32));
+        }
+        if let Some(c) = chars.get(i) {
+            assert!(m.accept_bytes(c.as_bytes()).unwrap(), "{name} {key} char {i} {c:?}");
+        }
+    }
+    assert!(m.accept_bytes(b"\"}").unwrap() && m.is_completed(), "{name} {key} {doc}");
+    chars.len() + 1
+}
+
+/// Masks equal the brute force inside fixed-shape pattern strings whose chains exit into a byte
+/// that is itself a class character (`-` after `....`: an *inner* exit,
+/// `grammask_core::slice::ClassChain::inner`): o89194's `clock_time`
+/// (`^....-..-..T..:..:..((\+|-)..:..|Z)$`), a UUID of `.` groups, `\S\S:\S\S` and
+/// `[a-z0-9]{3}x[a-z0-9]{2}` (a letter exit), through escapes, non-ASCII characters and the
+/// exit characters inside the groups; on Llama 3, Qwen 2.5 and Phi 3.5 at every position. The
+/// kernels at the group positions must take the class-body slice with its inner exit (they took
+/// the region walk before: ~2-2.5 ms at o89194's first position on Llama 3). Nodes past the
+/// chain left unwalked refuse `2022-` at the string start; walked at the wrong count, `202-`
+/// is accepted.
+#[test]
+fn class_chain_inner_exit_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "^....-..-..T..:..:..((\\+|-)..:..|Z)$"},
+        "u": {"type": "string", "pattern": "^.{8}-.{4}-.{4}-.{4}-.{12}$"},
+        "s": {"type": "string", "pattern": "^\\S\\S:\\S\\S$"},
+        "w": {"type": "string", "pattern": "^[a-z0-9]{3}x[a-z0-9]{2}$"}}}"#;
+    let g = lax_schema_grammar(schema);
+    let cases: [(&str, &str); 8] = [
+        ("t", "2022-01-01T12:00:00Z"),
+        ("t", "1999-12-31T23:59:59+05:30"),
+        ("t", r#"a-b\"-\u00e9\\-x-T-::\t::é-+:-:é:"#),
+        ("t", "T:-Z----TTT:::-::---:-:-:"),
+        ("u", "12345678-abcd-EFGH-1a2B-123456789012"),
+        ("u", r#"-------\"-é-a\u00e9-b----x-y--z----------\\"#),
+        ("s", "ab:c:"),
+        ("w", "xx0xab"),
+    ];
+    let (before, mut checked) = (grammask_core::mask::class_inner_exits(), 0);
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        for (key, doc) in cases {
+            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
+        }
+    }
+    // Per vocabulary, the states inside a chain with an inner exit (each classified once, then
+    // cached): 16 of `t` (its groups before `-`, `-`, `T`, `:`, `:`, `+-Z` and `:`), 20 of `u`, 2
+    // of `s`, 3 of `w` (40 of them on each vocabulary, checked).
+    let inner = grammask_core::mask::class_inner_exits() - before;
+    assert!(inner >= 3 * 36, "{inner} kernels took a class body with an inner exit");
+    assert!(checked >= 3 * 150, "{checked} masks checked");
+}
+
+/// Masks equal the brute force in pattern strings whose class chains exit into a level of an
+/// overlapping class, an exit that reads most of the chain's class characters: MaskBench
+/// o63939's `file` (`^[\w\-\./]+\.php+$` within 16 to 1,024 characters: after a `.`, a level of
+/// `[\w\-/]` less `p`, then one of `[\w\-/]`) and o82725's `theme`
+/// (`^([\w\/-]|[\w-][\w\/-]*[\w-])$` within 255), on Llama 3, Qwen 2.5 and Phi 3.5 at every
+/// position. No kernel may take the inner-exit walk there: its frontier would be all class text
+/// past the chain (~30% of Llama 3's trie on chart frames; o63939's fills went 1.2 -> 4.4-8.6 ms
+/// with it, session 62's `date62`); such an exit refuses the chain, as before inner exits.
+#[test]
+fn class_chain_wide_exit_masks_match_brute_force() {
+    let schema = r#"{"type": "object", "properties": {
+        "f": {"type": "string", "minLength": 16, "maxLength": 1024, "pattern": "^[\\w\\-\\./]+\\.php+$"},
+        "t": {"type": "string", "minLength": 0, "maxLength": 255, "pattern": "^([\\w\\/-]|[\\w-][\\w\\/-]*[\\w-])$"}}}"#;
+    let g = lax_schema_grammar(schema);
+    let cases: [(&str, &str); 7] = [
+        ("f", "path/to/activity/MyActivityClass.php"),
+        ("f", "a.b.c/d-e_f.g.phpp"),
+        ("f", "..php/x.ph.php.php"),
+        ("t", "christmas-taco"),
+        ("t", "a//b/-c_d"),
+        ("t", "/"),
+        ("t", "-"),
+    ];
+    let (before, mut checked) = (grammask_core::mask::class_inner_exits(), 0);
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        for (key, doc) in cases {
+            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
+        }
+    }
+    let inner = grammask_core::mask::class_inner_exits() - before;
+    assert_eq!(inner, 0, "kernels took the inner-exit walk");
+    assert!(checked >= 3 * 90, "{checked} masks checked");
+}
+
 /// Masks equal the brute force inside counted class bodies whose levels read a few other ASCII
 /// bytes into other states (*side bytes*, `grammask_core::slice::ClassLevel::Next`): the e-mail
 /// `format`'s domain labels (`[0-9A-Za-z]`, up to 63 characters, `-` and `.` beside; the

@@ -16,7 +16,9 @@ impl KernelWalk<'_> {
         let w = self;
         // The kernel row, whatever rows an earlier walk of the state interned (`offering_rows`).
         let base = Frame::Rows(KERNEL_ROW + 1);
-        if let Some((cb, chain)) = sc.class_body {
+        // A chain with inner exits takes its slice once the compile's thread set its lists past
+        // the chain (`ClassBodySlice::prepare_past`); until then, the walk below, as without one.
+        if let Some((cb, chain)) = sc.class_body.filter(|(cb, chain)| chain.inner == 0 || cb.past_ready()) {
             // A counted class body: its class-text tokens that fit are read inside the rule, every
             // other token is refused without a rule end a context continues on the way, except
             // below the walked frontier nodes (see `crate::slice::ClassBodySlice`), after a chain
@@ -40,10 +42,16 @@ impl KernelWalk<'_> {
             leaves.sort_unstable();
             leaves.dedup();
             let exits = leaves.iter().flat_map(|&(k, x)| cb.exits_at(k, x));
-            for f in cb.walked.iter().chain(exits) {
+            // With inner exit bytes, the walked nodes past `c` characters lie below a node walked
+            // next or are refused at the exit (no rule end on the way a context continues).
+            let walked = cb.walked.iter().zip(&cb.walked_chars).filter(|&(_, &k)| chain.inner == 0 || k <= c);
+            for f in walked.map(|(f, _)| f).chain(exits) {
                 if !w.walk_frontier(f.node, &f.path, base)? {
                     return Ok(false);
                 }
+            }
+            if chain.inner != 0 && !w.walk_inner_exits(cb, c, chain.inner, base)? {
+                return Ok(false);
             }
             return Ok(true);
         }
@@ -257,6 +265,18 @@ pub fn within_lean_walks() -> usize {
 }
 
 thread_local! {
+    /// Counted class bodies this thread's walks served with inner exit bytes.
+    static INNER_EXITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many counted class bodies this thread's walks served whose exit reads one-byte class
+/// characters (`KernelWalk::walk_inner_exits`), for tests.
+#[doc(hidden)]
+pub fn class_inner_exits() -> usize {
+    INNER_EXITS.get()
+}
+
+thread_local! {
     /// Kernels this thread's walks gave the region walk before their run index's.
     static REGION_BEFORE_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -328,6 +348,28 @@ impl KernelWalk<'_> {
         self.suffix_ids = m.suffix_ids;
         self.suffixes = m.suffixes;
         Some(!self.spend(nodes))
+    }
+
+    /// Walks the tokens of class text past a chain's `c` characters whose next character is a
+    /// byte of `inner` (the one-byte class characters its exit reads,
+    /// [`crate::slice::ClassChain::inner`]): the nodes right past `c` characters of class text
+    /// with such a byte, each below its path replayed. Returns false if abandoned.
+    /// PERF: a fixed-shape pattern string (`^....-..-..T..:..:..`, MaskBench o89194 token 471)
+    /// took the region walk of every trie node its first four characters read (~200 K nodes,
+    /// 5 M instructions on Llama 3); it reads `-` only after them.
+    fn walk_inner_exits(&mut self, cb: &ClassBodySlice, c: u32, inner: u128, base: Frame) -> Result<bool> {
+        INNER_EXITS.set(INNER_EXITS.get() + 1);
+        let trie = self.trie;
+        let mut above = PathAbove::default();
+        for x in (0..0x80u8).filter(|&x| inner >> x & 1 == 1) {
+            for &n in cb.past_reading(c, x) {
+                above.move_to(trie, n);
+                if !self.walk_frontier(n, &above.bytes, base)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Records as uncertain the tokens below the boundary nodes after `chars` characters (where a

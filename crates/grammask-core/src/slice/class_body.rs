@@ -307,6 +307,9 @@ pub struct ClassChain {
     /// The levels that read side bytes: (characters read before the level, its side bytes),
     /// ascending.
     pub sides: Vec<(u32, u128)>,
+    /// The bytes the exit reads that are one-byte class characters (`-` after `....` of any
+    /// character), as an ASCII mask, at most [`MAX_INNER_BYTES`] (see [`exit_reads`]).
+    pub inner: u128,
 }
 
 /// The class and capacity of the counted class body at `s`: the `c` of a chain of `c` levels of
@@ -348,7 +351,7 @@ pub fn class_capacity(
     // Callees the chain went into, and whether their ends are the rule's (every `t` final).
     let (mut depth, mut open) = (0usize, true);
     let chain = |class: Option<u32>, chars, exit, ends, sides| {
-        class.map(|class| ClassChain { class, chars, exit, ends, sides })
+        class.map(|class| ClassChain { class, chars, exit, ends, sides, inner: 0 })
     };
     let mut r = s;
     let mut c = 0;
@@ -418,15 +421,45 @@ pub fn ends_served(form: &[u32], follow: &ByteSet) -> bool {
 }
 
 /// Whether exit state `r` of a chain of class `form` ([`class_capacity`]) is one a class-body
-/// slice serves: plain, and no byte it reads begins a class character (so a token of more class
-/// characters than the chain is refused at `r`, and one leaving the class at `r` leaves it at a
-/// byte `r` reads: [`ClassBodySlice::exits_at`]). A final exit is a boundary in the chain's
-/// `ends` (the level before leads to it), which [`ends_served`] checks.
-pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> bool {
+/// slice serves, with the bytes it reads that are one-byte class characters (an ASCII mask):
+/// plain, and every byte it reads either begins no class character (a token leaving the class
+/// at `r` leaves it at a byte `r` reads: [`ClassBodySlice::exits_at`]) or is a whole class
+/// character of one ASCII byte (a token of more class characters than the chain goes on at `r`
+/// only where its next character is such a byte: [`ClassBodySlice::past_reading`]); any other
+/// class character is refused at `r`, and so is an exit reading more than [`MAX_INNER_BYTES`]
+/// of the one-byte ones. A final exit is a boundary in the chain's `ends` (the level before
+/// leads to it), which [`ends_served`] checks.
+pub fn exit_reads(a: &Automata, r: StateId, form: &[u32]) -> Option<u128> {
     let runs = &form[2..2 + 3 * form[1] as usize];
-    let begins = |x: u8| runs.chunks(3).any(|run| (run[0]..=run[1]).contains(&u32::from(x)));
-    a.rule_edges(r).is_empty() && a.byte_edges(r).iter().all(|e| !(e.lo..=e.hi).any(begins))
+    let run_of = |x: u8| runs.chunks(3).find(|run| (run[0]..=run[1]).contains(&u32::from(x)));
+    let (table, _) = body_table();
+    let mut inner = 0u128;
+    if !a.rule_edges(r).is_empty() {
+        return None;
+    }
+    for x in a.byte_edges(r).iter().flat_map(|e| e.lo..=e.hi) {
+        match run_of(x) {
+            None => {}
+            // Back to the boundary pair 0 in one byte: the whole character.
+            Some(run) if x < 0x80 && run[2] == 0 && table[0][usize::from(x)] == Body::To(0) => inner |= 1 << x,
+            Some(_) => return None,
+        }
+    }
+    (inner.count_ones() <= MAX_INNER_BYTES).then_some(inner)
 }
+
+/// Most one-byte class characters a chain's exit may read ([`exit_reads`]). Invariant: the
+/// inner-exit walk (`KernelWalk::walk_inner_exits`) visits the subtrees of the trie nodes right
+/// past `c` characters of class text whose byte is one the exit reads: the tokens with such a
+/// byte at that place, whatever follows it, so the frontier's size is set by which class
+/// characters the exit reads. A few separators (`-` and `:` of a date, `+`, `-`, `Z` of its
+/// zone) make a small one (at most ~1 K of Llama 3's 275 K trie nodes with their subtrees,
+/// MaskBench o89194). An exit that goes on in class text (a level of an overlapping class, of
+/// at least [`MIN_CLASS_CHARS`] characters: `[\w\-/]` after the `.` of `^[\w\-\./]+\.php+$`)
+/// makes it all class text past `c` characters (~80-100 K nodes, walked on chart frames: 4x
+/// main's instructions on MaskBench o63939): such an exit refuses the chain, as before inner
+/// exits, whatever `c` is.
+const MAX_INNER_BYTES: u32 = 8;
 
 /// The tokens that are text of one class (a character automaton's form, see [`char_form`]), by
 /// the characters they begin, and the frontier nodes the body automaton walks.
@@ -436,9 +469,57 @@ pub struct ClassBodySlice {
     /// The nodes where a path of class text first reads `"` at a boundary, `\u` or `\/` (in trie
     /// order); every other node where it leaves the class reads a byte no level reads.
     pub walked: Vec<FrontierNode>,
+    /// `walked_chars[i]`: the characters the path above `walked[i]` begins.
+    pub walked_chars: Vec<u32>,
+    /// The class automaton's table (`table[pair][byte]`: the next pair, or [`NONE`]), for
+    /// [`Self::prepare_past`]'s walk.
+    table: Box<[[u16; 256]]>,
+    /// `past[k]`: the children of the nodes with children whose path is class text ending at a
+    /// character boundary after `k` characters, whose byte is a one-byte class character
+    /// (`one_byte`), by byte; set by [`Self::prepare_past`] (see [`Self::past_reading`]).
+    past: std::sync::OnceLock<Box<[PastByByte]>>,
+    one_byte: u128,
     /// The other nodes where a path of class text leaves the class at a character boundary, by
     /// (characters begun above them, byte), sorted: the ones a chain's exit state may read.
     exits: Vec<(u32, u8, FrontierNode)>,
+}
+
+/// Nodes by their (ASCII) byte ([`ClassBodySlice::past_reading`]).
+#[derive(Debug)]
+struct PastByByte {
+    starts: Box<[u32; 129]>,
+    nodes: Box<[u32]>,
+}
+
+impl PastByByte {
+    /// The children of `parents` (trie nodes) whose byte is in `bytes` (ASCII), by byte: a
+    /// counting sort, in trie order within a byte.
+    fn new(trie: &TokenTrie, parents: &[u32], bytes: u128) -> PastByByte {
+        let nodes = &trie.nodes;
+        let (mut kids, mut starts) = (Vec::new(), Box::new([0u32; 129]));
+        for &n in parents {
+            let (end, mut c) = (nodes[n as usize].subtree_end, n + 1);
+            while c < end {
+                let x = nodes[c as usize].byte;
+                if x < 0x80 && bytes >> x & 1 == 1 {
+                    kids.push(c);
+                    starts[usize::from(x) + 1] += 1;
+                }
+                c = nodes[c as usize].subtree_end;
+            }
+        }
+        for x in 0..128 {
+            starts[x + 1] += starts[x];
+        }
+        let mut at = *starts;
+        let mut past = vec![0u32; kids.len()].into_boxed_slice();
+        for c in kids {
+            let x = usize::from(nodes[c as usize].byte);
+            past[at[x] as usize] = c;
+            at[x] += 1;
+        }
+        PastByByte { starts, nodes: past }
+    }
 }
 
 /// No transition in a [`ClassBodySlice::new`] table.
@@ -465,12 +546,14 @@ impl ClassBodySlice {
         }
         let mut counts = CharCounts::new(vocab_size);
         let mut walked = Vec::new();
+        let mut walked_chars = Vec::new();
         let mut exits = Vec::new();
         let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
         let token = |k: u32, t: u32| counts.insert(k, t);
         let leave = |node: u32, path: &[u8], (p, k): (u16, u32), x: u8| {
             if body_table().0[usize::from(body[usize::from(p)])][usize::from(x)] == Body::Walk {
                 walked.push(FrontierNode { node, path: path.into(), dead: false });
+                walked_chars.push(k);
             } else if p == 0 {
                 exits.push((k, x, FrontierNode { node, path: path.into(), dead: false }));
             }
@@ -478,12 +561,55 @@ impl ClassBodySlice {
         walk_chars(trie, 0u16, step, |p| p == 0, |_, _| {}, token, leave);
         counts.finish();
         exits.sort_unstable_by_key(|&(k, x, ref f)| (k, x, f.node));
-        ClassBodySlice { counts, walked, exits }
+        // The one-byte class characters: ASCII bytes from the boundary back to it.
+        let one_byte = (0..0x80u8).filter(|&x| table[0][usize::from(x)] == 0).fold(0u128, |m, x| m | 1 << x);
+        let past = std::sync::OnceLock::new();
+        ClassBodySlice { counts, walked, walked_chars, table: table.into(), past, one_byte, exits }
     }
 
     /// Adds to `out` the class-text tokens that begin at most `capacity` characters.
     pub fn add_within(&self, capacity: u32, out: &mut Bitset) {
         self.counts.add_within(capacity, out);
+    }
+
+    /// Builds [`Self::past_reading`]'s lists, for every character count: a walk of the class
+    /// text of its own (the compile's thread, for a grammar with inner exits, after its slices:
+    /// the slice is cached by the vocabulary, so are they).
+    /// PERF: collected in [`Self::new`]'s walk, the boundary nodes made every slice build ~60%
+    /// slower (o56021's `[A-Za-z0-9_]` class 15.8 -> 25.8 M instructions on Llama 3), the ones
+    /// in fills (a slice missed at compile, or raced) and the compile's thread's alike; by byte
+    /// for every `k` with the slice, they tripled a `.` class's (25 -> 77 M, sp_340).
+    pub fn prepare_past(&self, trie: &TokenTrie) {
+        self.past.get_or_init(|| {
+            let table = &self.table;
+            let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
+            // The nodes with children whose path is class text ending at a boundary, by characters.
+            let mut boundaries: Vec<Vec<u32>> = Vec::new();
+            let read = |i: u32, (p, k): (u16, u32)| {
+                if p == 0 && trie.nodes[i as usize].subtree_end > i + 1 {
+                    if boundaries.len() <= k as usize {
+                        boundaries.resize(k as usize + 1, Vec::new());
+                    }
+                    boundaries[k as usize].push(i);
+                }
+            };
+            walk_chars(trie, 0u16, step, |p| p == 0, read, |_, _| {}, |_, _: &[u8], _, _| {});
+            boundaries.iter().map(|parents| PastByByte::new(trie, parents, self.one_byte)).collect()
+        });
+    }
+
+    /// Whether [`Self::prepare_past`] has set the lists: a chain with inner exits takes the
+    /// slice only then (else a walk: a fill never builds them).
+    pub fn past_ready(&self) -> bool {
+        self.past.get().is_some()
+    }
+
+    /// The nodes right past class text of `k` characters (at a boundary) whose byte is `x`, a
+    /// one-byte class character (see [`exit_reads`]), in trie order; none before
+    /// [`Self::prepare_past`].
+    pub fn past_reading(&self, k: u32, x: u8) -> &[u32] {
+        let Some(p) = self.past.get().and_then(|past| past.get(k as usize)).filter(|_| x < 0x80) else { return &[] };
+        &p.nodes[p.starts[usize::from(x)] as usize..p.starts[usize::from(x) + 1] as usize]
     }
 
     /// The nodes where class text of `k` characters leaves the class at byte `x` (see
@@ -496,6 +622,9 @@ impl ClassBodySlice {
     /// Heap bytes held: the counts, the frontier lists as allocated, and the nodes' paths.
     pub fn memory_size(&self) -> usize {
         let lists = self.walked.capacity() * std::mem::size_of::<FrontierNode>()
+            + self.walked_chars.capacity() * 4
+            + self.table.len() * std::mem::size_of::<[u16; 256]>()
+            + self.past.get().map_or(0, |past| past.iter().map(|p| p.nodes.len() * 4 + 129 * 4).sum::<usize>())
             + self.exits.capacity() * std::mem::size_of::<(u32, u8, FrontierNode)>();
         let paths: usize = self.walked.iter().chain(self.exits.iter().map(|e| &e.2)).map(|f| f.path.len()).sum();
         self.counts.memory_size() + lists + paths
@@ -601,10 +730,14 @@ impl ClassBodies {
         let chain = class_capacity(s, max_chars, level, |r| a.state(r).is_final, nested)?;
         let form = &inner.forms[chain.class as usize].0;
         let ends = chain.ends.is_empty() || ends_served(form, follow);
-        if chain.exit.is_some_and(|r| !exit_reads(a, r, form)) || !ends {
+        let inner = match chain.exit {
+            Some(r) => exit_reads(a, r, form)?,
+            None => 0,
+        };
+        if !ends {
             return None;
         }
-        Some(chain)
+        Some(ClassChain { inner, ..chain })
     }
 
     /// The class (form id) every character of which leads from `s` to its next level, if `s` is a
