@@ -439,6 +439,9 @@ pub struct KernelStats {
     /// from their own classification, without a kernel chart of their own for them
     /// ([`lead_into_literal_lead`]'s `v_reads`).
     pub lead_leaves_read_known: usize,
+    /// Inside a plain inlined string body: its quote cut's tokens, with a walk of only the
+    /// tokens that read past a `"` ([`CompiledGrammar::quote_cut_kernel`]).
+    pub quote_cuts: usize,
 }
 /// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
 /// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
@@ -524,7 +527,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 11],
+    stats: [AtomicUsize; 12],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -910,7 +913,45 @@ impl CompiledGrammar {
             self.count(0);
             return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
+        if let Some(km) = self.quote_cut_kernel(state)? {
+            self.count(11);
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
+        }
         Ok(None)
+    }
+
+    /// The classification of a kernel state inside a plain inlined string body (a `pattern`
+    /// string's, [`crate::slice::quote_form`]) from the vocabulary's [`crate::slice::QuoteCut`] of the body's
+    /// form: its inside tokens, plus a walk of the tokens that read past a `"` (this state's own
+    /// rest of rule). `None` where that does not apply: lookaheads, no form, or a state that a
+    /// counted, closing or class body's slice or a free-text class slice classifies.
+    ///
+    /// PERF: MaskBench `JsonSchemaStore---meta` (`^[a-z][a-z0-9_]+$` in nine object variants)
+    /// walked nine kernels per position, equal but for the tokens past the quote (~2.9 M
+    /// instructions each, with a cross-grammar key that never matched: what follows the quote
+    /// differs).
+    #[doc(hidden)]
+    pub fn quote_cut_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        let a = &self.automata;
+        if a.has_lookahead() {
+            return Ok(None);
+        }
+        let Some(form) = crate::slice::quote_form(a, state) else {
+            return Ok(None);
+        };
+        // The states' own slices first (each cheaper than a walk of the exits, or built for them).
+        let sliced = self.counted_body(state).is_some()
+            || self.closing_body(state).is_some()
+            || self.class_body_chain(state).is_some()
+            || ClassSlice::loop_class(a, state).is_some_and(|c| self.index.cached_class_slice(c).is_some());
+        if sliced {
+            return Ok(None);
+        }
+        let cut = self.index.quote_cut(form);
+        let vocab_size = self.index.vocab.vocab_size();
+        let trie = &self.index.trie;
+        self.with_walk_shortcuts(state, |sc| crate::mask::classify_quote_cut(a, trie, vocab_size, state, sc, &cut))
+            .map(Some)
     }
 
     /// A kernel not cached yet, walked (through the cross-grammar cache) and cached.
@@ -1848,6 +1889,7 @@ impl CompiledGrammar {
             shared_by_prefix: n(8),
             lead_trees: n(9),
             lead_leaves_read_known: n(10),
+            quote_cuts: n(11),
         }
     }
 

@@ -4010,3 +4010,71 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
     }
     assert!(literal >= 5, "{literal} literal-lead kernels on Llama 3");
 }
+
+/// Object variants that share a `pattern` string property followed by different keys
+/// (MaskBench `JsonSchemaStore---meta`'s `namespace` and `role_name` in nine `if`/`then`/`else`
+/// variants), as `anyOf` alternatives and as `if`/`then`/`else` branches.
+const QUOTE_CUT_SCHEMAS: [&str; 2] = [
+    r#"{"anyOf": [
+        {"type": "object", "additionalProperties": false, "required": ["name", "a"],
+         "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_]+$"}, "a": {"type": "integer"}}},
+        {"type": "object", "additionalProperties": false, "required": ["name"],
+         "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_]+$"}, "b": {"type": "string"}}},
+        {"type": "object", "additionalProperties": false, "required": ["name"],
+         "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_]+$"}}},
+        {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$"}}]}"#,
+    r#"{"type": "object", "additionalProperties": false,
+        "properties": {"on": {"type": "boolean"}, "ns": {"type": "string", "minLength": 2,
+            "pattern": "^[a-z][a-z0-9_]+$"}, "tag": {"type": "string"}, "n": {"type": "integer"}},
+        "allOf": [{"if": {"properties": {"on": {"const": true}}}, "then": {"required": ["tag"]}},
+                  {"if": {"properties": {"on": {"const": false}}}, "then": {"required": ["n"]}}],
+        "else": {"required": ["ns"]}}"#,
+];
+
+/// Inside a `pattern` string inlined into several object variants, each kernel takes the
+/// vocabulary's quote cut of the body's form (the tokens without a `"` that the body reads) and
+/// walks only the tokens that read past the quote into its own variant ([`QuoteCut`]); each such
+/// kernel equals the reference walk, and the masks along documents match brute force, on a small
+/// vocabulary whose tokens cross the quote into every continuation (`ab",`, `_1"}`, `x", "`) and
+/// on Llama 3 and Qwen 2.5. Fails without the quote cuts on the counts (every such kernel walked).
+///
+/// [`QuoteCut`]: grammask_core::slice::QuoteCut
+#[test]
+fn quote_cut_kernels_match_brute_force() {
+    let docs: [&[&[u8]]; 2] = [
+        &[
+            br#"{"name": "ab_1", "a": 3}"#,
+            br#"{"name":"x9", "b": "q\"r"}"#,
+            br#"{ "name" : "zz_top" }"#,
+            br#"["ab-c1-x", "q"]"#,
+        ],
+        &[br#"{"on": true, "ns": "ab_1", "tag": "t"}"#, br#"{"ns":"x_", "on": false, "n": 7}"#],
+    ];
+    let extra = [
+        "ab", "_1", "ab\"", "ab\",", "_1\"}", "x\", \"", "1\"", "\"}", "\", \"", "top\" }", "b\":", "c1-", "-x\"]",
+        "1\",", "_\"", "9\", \"b", "ab_", "\"ab", "zz\"", "\":\"", "x_\",",
+    ];
+    let small = ascii_vocab(&extra, &[]);
+    let vocabs: Vec<Arc<Vocabulary>> =
+        [Some(small), llama3_vocab(), shared_vocab("qwen2.5")].into_iter().flatten().collect();
+    for vocab in &vocabs {
+        for (schema, docs) in QUOTE_CUT_SCHEMAS.iter().zip(docs) {
+            let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), vocab).unwrap());
+            let a = cg.automata();
+            let mut cut = 0;
+            for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
+                if grammask_core::slice::quote_form(a, s).is_none() {
+                    continue;
+                }
+                if let Some(km) = cg.quote_cut_kernel(s).unwrap() {
+                    assert!(km == cg.classify_uninterned(s).unwrap(), "state {s:?} differs from the reference");
+                    cut += 1;
+                }
+            }
+            assert!(cut >= 6, "{cut} quote-cut kernels");
+            let checked = masks_along_docs_match_brute_force(&cg, vocab, docs);
+            assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+            assert!(cg.kernel_stats().quote_cuts >= 6, "{:?}", cg.kernel_stats());
+        }
+    }
+}
