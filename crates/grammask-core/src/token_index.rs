@@ -13,8 +13,7 @@ use crate::follow::ByteSet;
 use crate::limits;
 use crate::mask::{BodyEnds, KernelMask, LeadNodes, QuoteEnds};
 use crate::slice::{
-    BodySlice, ClassBodySlice, ClassSlice, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex, Walked,
-    WalkedBody,
+    BodySlice, ClassBodySlice, ClassSlice, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
 };
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -610,10 +609,7 @@ impl TokenIndex {
             ("wide_run_indexes", wide),
             ("class_slices", classes),
             ("walked_bodies", walked),
-            (
-                "quote_cuts",
-                read(quote_cuts).iter().map(|(f, c)| c.memory_size() + 4 * f.len() + entry).sum(),
-            ),
+            ("quote_cuts", read(quote_cuts).iter().map(|(f, c)| c.memory_size() + 4 * f.len() + entry).sum()),
             ("class_body_slices", class_bodies),
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
