@@ -513,8 +513,8 @@ impl TokenIndex {
         built
     }
 
-    /// The [`QuoteCut`] of quote form `form`, built on first use.
-    pub(crate) fn quote_cut(&self, form: Vec<u32>) -> Arc<QuoteCut> {
+    /// The [`QuoteCut`] of quote form `form` ([`crate::slice::quote_form`]), built on first use.
+    pub fn quote_cut(&self, form: Vec<u32>) -> Arc<QuoteCut> {
         if let Some(c) = read(&self.quote_cuts).get(&form) {
             return c.clone();
         }
