@@ -72,6 +72,9 @@ const COMPOSE_WIDE_ROW: usize = 64;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
+/// A quote cut ([`CompiledGrammar::quote_cut_kernel`]) is taken only where the trie subtrees of
+/// the kernel state's first bytes hold at most this share (1/n) of the trie's nodes.
+const QUOTE_CUT_MAX_SHARE: usize = 4;
 /// ... and only when the two states step at least this many bytes to the same state.
 const SHIFT_MIN_ALIKE: u32 = 32;
 /// Fewest distinct bytes a state (or its one callee's start) reads for [`CompiledGrammar::new`] to
@@ -947,9 +950,27 @@ impl CompiledGrammar {
         if sliced {
             return Ok(None);
         }
-        let cut = self.index.quote_cut(form);
-        let vocab_size = self.index.vocab.vocab_size();
+        // A region that reads much of the trie (`.+`, `[\w ]+`) is left to the body and class
+        // shortcuts, and a form is cut only once a second kernel state has it: a single walk
+        // with run indexes beats building the cut.
+        // PERF: cutting every form regressed MaskBench o82300 (`.+`), o26111 (`[\w ]+`) and
+        // o29393 (`^[a-zA-Z_][a-zA-Z0-9_]*$`, one kernel) from ~0.2 to ~2.1-2.4 ms.
         let trie = &self.index.trie;
+        let first = crate::mask::state_bytes(a, state);
+        let reads: usize = trie
+            .root_children
+            .iter()
+            .map(|&c| c as usize)
+            .filter(|&c| first.contains(trie.nodes[c].byte))
+            .map(|c| trie.nodes[c].subtree_end as usize - c)
+            .sum();
+        if reads * QUOTE_CUT_MAX_SHARE > trie.nodes.len() {
+            return Ok(None);
+        }
+        let Some(cut) = self.index.quote_cut_if_seen(form) else {
+            return Ok(None);
+        };
+        let vocab_size = self.index.vocab.vocab_size();
         self.with_walk_shortcuts(state, |sc| crate::mask::classify_quote_cut(a, trie, vocab_size, state, sc, &cut))
             .map(Some)
     }

@@ -47,6 +47,8 @@ pub struct TokenIndex {
     /// Quote cuts by quote form ([`crate::slice::quote_form`]), built on first use (at most
     /// [`MAX_QUOTE_CUTS`]; past them the table starts over).
     quote_cuts: RwLock<HashMap<Vec<u32>, Arc<QuoteCut>>>,
+    /// Quote forms asked for once ([`Self::quote_cut_if_seen`]), at most [`MAX_QUOTE_CUTS`].
+    quote_forms_seen: RwLock<HashSet<Vec<u32>>>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
     /// Run indexes by (ASCII class, UTF-8 too), each with the tick of `run_clock` at which a
@@ -513,6 +515,25 @@ impl TokenIndex {
         built
     }
 
+    /// [`Self::quote_cut`] where `form` was asked for before (by this call; else it is only
+    /// noted, at most [`MAX_QUOTE_CUTS`] forms, and `None`).
+    #[doc(hidden)]
+    pub fn quote_cut_if_seen(&self, form: Vec<u32>) -> Option<Arc<QuoteCut>> {
+        if let Some(c) = read(&self.quote_cuts).get(&form) {
+            return Some(c.clone());
+        }
+        {
+            let mut seen = write(&self.quote_forms_seen);
+            if seen.len() >= MAX_QUOTE_CUTS {
+                seen.clear();
+            }
+            if seen.insert(form.clone()) {
+                return None;
+            }
+        }
+        Some(self.quote_cut(form))
+    }
+
     /// The [`QuoteCut`] of quote form `form` ([`crate::slice::quote_form`]), built on first use.
     pub fn quote_cut(&self, form: Vec<u32>) -> Arc<QuoteCut> {
         if let Some(c) = read(&self.quote_cuts).get(&form) {
@@ -570,6 +591,7 @@ impl TokenIndex {
             lead_nodes,
             body,
             quote_cuts,
+            quote_forms_seen,
             class_slices,
             run_indexes,
             run_clock: _, // a counter
@@ -610,6 +632,7 @@ impl TokenIndex {
             ("class_slices", classes),
             ("walked_bodies", walked),
             ("quote_cuts", read(quote_cuts).iter().map(|(f, c)| c.memory_size() + 4 * f.len() + entry).sum()),
+            ("quote_forms_seen", read(quote_forms_seen).iter().map(|f| 4 * f.len() + entry).sum()),
             ("class_body_slices", class_bodies),
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
@@ -661,6 +684,7 @@ impl TokenIndex {
             lead_nodes: RwLock::new(Vec::new()),
             body: OnceLock::new(),
             quote_cuts: RwLock::new(HashMap::new()),
+            quote_forms_seen: RwLock::new(HashSet::new()),
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
             run_clock: AtomicU64::new(0),

@@ -187,6 +187,10 @@ fn every_part_of_the_token_index_is_counted() {
     grows("quote_cuts", &|| {
         index.quote_cut(form.clone());
     });
+    grows("quote_forms_seen", &|| {
+        // Another form, asked for once: noted, not cut.
+        assert!(index.quote_cut_if_seen([&form[..], &form[..]].concat()).is_none());
+    });
     cg.wait_class_bodies();
     drop(cg);
     grows("quote_ends", &|| {
