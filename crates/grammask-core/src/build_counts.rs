@@ -38,9 +38,13 @@ pub enum Build {
     QuoteEnds,
     /// `FirstChars` or `StringIndex` built on use.
     WalkedIndex,
+    /// A quote cut ([`crate::slice::QuoteCut`]) of the token index.
+    QuoteCut,
+    /// The token index's quote-cut table cleared when full.
+    QuoteCutsRestart,
 }
 
-const KINDS: usize = 13;
+const KINDS: usize = 15;
 
 /// The names of [`Build`]'s kinds, in order.
 pub const NAMES: [&str; KINDS] = [
@@ -57,6 +61,8 @@ pub const NAMES: [&str; KINDS] = [
     "class_body_slice",
     "quote_ends",
     "walked_index",
+    "quote_cut",
+    "quote_cuts_restart",
 ];
 
 thread_local! {

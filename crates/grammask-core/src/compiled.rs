@@ -72,6 +72,9 @@ const COMPOSE_WIDE_ROW: usize = 64;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
+/// A quote cut ([`CompiledGrammar::quote_cut_kernel`]) is taken only where the trie subtrees of
+/// the kernel state's first bytes hold at most this share (1/n) of the trie's nodes.
+const QUOTE_CUT_MAX_SHARE: usize = 4;
 /// ... and only when the two states step at least this many bytes to the same state.
 const SHIFT_MIN_ALIKE: u32 = 32;
 /// Fewest distinct bytes a state (or its one callee's start) reads for [`CompiledGrammar::new`] to
@@ -442,6 +445,10 @@ pub struct KernelStats {
     /// Of `shifted`, those whose reference state reads a character per call of a rule
     /// ([`call_loop_start`]; a pattern key's loop after its excluded words' trie).
     pub shifted_call_loop: usize,
+
+    /// Inside a plain inlined string body: its quote cut's tokens, with a walk of only the
+    /// tokens that read past a `"` ([`CompiledGrammar::quote_cut_kernel`]).
+    pub quote_cuts: usize,
 }
 /// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
 /// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
@@ -935,7 +942,63 @@ impl CompiledGrammar {
             self.count(0);
             return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
+        if let Some(km) = self.quote_cut_kernel(state)? {
+            self.count(11);
+            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
+        }
         Ok(None)
+    }
+
+    /// The classification of a kernel state inside a plain inlined string body (a `pattern`
+    /// string's, [`crate::slice::quote_form`]) from the vocabulary's [`crate::slice::QuoteCut`] of the body's
+    /// form: its inside tokens, plus a walk of the tokens that read past a `"` (this state's own
+    /// rest of rule). `None` where that does not apply: lookaheads, no form, or a state that a
+    /// counted, closing or class body's slice or a free-text class slice classifies.
+    ///
+    /// PERF: MaskBench `JsonSchemaStore---meta` (`^[a-z][a-z0-9_]+$` in nine object variants)
+    /// walked nine kernels per position, equal but for the tokens past the quote (~2.9 M
+    /// instructions each, with a cross-grammar key that never matched: what follows the quote
+    /// differs).
+    #[doc(hidden)]
+    pub fn quote_cut_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
+        let a = &self.automata;
+        if a.has_lookahead() {
+            return Ok(None);
+        }
+        let Some(form) = crate::slice::quote_form(a, state) else {
+            return Ok(None);
+        };
+        // The states' own slices first (each cheaper than a walk of the exits, or built for them).
+        let sliced = self.counted_body(state).is_some()
+            || self.closing_body(state).is_some()
+            || self.class_body_chain(state).is_some()
+            || ClassSlice::loop_class(a, state).is_some_and(|c| self.index.cached_class_slice(c).is_some());
+        if sliced {
+            return Ok(None);
+        }
+        // A region that reads much of the trie (`.+`, `[\w ]+`) is left to the body and class
+        // shortcuts, and a form is cut only once a second kernel state has it: a single walk
+        // with run indexes beats building the cut.
+        // PERF: cutting every form regressed MaskBench o82300 (`.+`), o26111 (`[\w ]+`) and
+        // o29393 (`^[a-zA-Z_][a-zA-Z0-9_]*$`, one kernel) from ~0.2 to ~2.1-2.4 ms.
+        let trie = &self.index.trie;
+        let first = crate::mask::state_bytes(a, state);
+        let reads: usize = trie
+            .root_children
+            .iter()
+            .map(|&c| c as usize)
+            .filter(|&c| first.contains(trie.nodes[c].byte))
+            .map(|c| trie.nodes[c].subtree_end as usize - c)
+            .sum();
+        if reads * QUOTE_CUT_MAX_SHARE > trie.nodes.len() {
+            return Ok(None);
+        }
+        let Some(cut) = self.index.quote_cut_if_seen(form) else {
+            return Ok(None);
+        };
+        let vocab_size = self.index.vocab.vocab_size();
+        self.with_walk_shortcuts(state, |sc| crate::mask::classify_quote_cut(a, trie, vocab_size, state, sc, &cut))
+            .map(Some)
     }
 
     /// A kernel not cached yet, walked (through the cross-grammar cache) and cached.
@@ -1897,6 +1960,8 @@ impl CompiledGrammar {
             lead_trees: n(9),
             lead_leaves_read_known: n(10),
             shifted_call_loop: n(11),
+
+            quote_cuts: n(11),
         }
     }
 

@@ -287,6 +287,35 @@ pub fn classify_kernel_uninterned(
     Ok(km.expect("a walk that is never abandoned completes"))
 }
 
+/// [`classify_kernel`] of a state with a quote cut ([`crate::slice::quote_form`]): the cut's
+/// inside tokens, plus a walk of its exits only (the tokens that read past a `"`).
+pub fn classify_quote_cut(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    sc: Shortcuts<'_>,
+    cut: &crate::slice::QuoteCut,
+) -> Result<KernelMask> {
+    let fresh = CoverMemo::default();
+    let sc = Shortcuts { cover: Some(sc.cover.unwrap_or(&fresh)), ..sc };
+    let mut never = || false;
+    // Interned rows first, as `classify_walk` does; a walk whose rows overflow the memo is redone
+    // on a plain stack of rows.
+    for interned in [true, false] {
+        let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, usize::MAX, &mut never);
+        w.accepted.or_assign(&cut.inside);
+        if !w.walk_quote_exits(&cut.exits)? {
+            debug_assert!(w.memo_full(), "a walk without a budget is abandoned only for a full memo");
+            continue;
+        }
+        let KernelWalk { uncertain, suffixes, accepted, beyond, .. } = w;
+        let km = kernel_mask(TokenSet::Bits(accepted), uncertain, suffixes);
+        return Ok(KernelMask { beyond, ..km });
+    }
+    unreachable!("the stack walk has no memo to fill")
+}
+
 #[allow(clippy::too_many_arguments)]
 fn classify_walk(
     a: &Automata,

@@ -13,7 +13,7 @@ use crate::follow::ByteSet;
 use crate::limits;
 use crate::mask::{BodyEnds, KernelMask, LeadNodes, QuoteEnds};
 use crate::slice::{
-    BodySlice, ClassBodySlice, ClassSlice, FirstChars, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
+    BodySlice, ClassBodySlice, ClassSlice, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
 };
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -44,6 +44,11 @@ pub struct TokenIndex {
     lead_nodes: RwLock<Vec<Arc<LeadNodes>>>,
     /// String-body slice, built with the index.
     body: OnceLock<BodySlice>,
+    /// Quote cuts by quote form ([`crate::slice::quote_form`]), built on first use (at most
+    /// [`MAX_QUOTE_CUTS`]; past them the table starts over).
+    quote_cuts: RwLock<HashMap<Vec<u32>, Arc<QuoteCut>>>,
+    /// Quote forms asked for once ([`Self::quote_cut_if_seen`]), at most [`MAX_QUOTE_CUTS`].
+    quote_forms_seen: RwLock<HashSet<Vec<u32>>>,
     /// Free-text slices by ASCII class, built on first use (at most [`MAX_CLASS_SLICES`]).
     class_slices: RwLock<HashMap<u128, Arc<ClassSlice>>>,
     /// Run indexes by (ASCII class, UTF-8 too), each with the tick of `run_clock` at which a
@@ -104,6 +109,10 @@ const MAX_WALKED_BODIES: usize = 32;
 /// Most [`BodyEnds`] per vocabulary (one per string-body automaton and FOLLOW set: MaskBench's
 /// schemas all have the one of `json_char.key_other`).
 const MAX_BODY_ENDS: usize = 8;
+
+/// Most [`QuoteCut`]s kept per vocabulary (each a token bitset, 16 KB on Llama 3, plus its
+/// exits: MaskBench's schemas have a few hundred `pattern` strings).
+const MAX_QUOTE_CUTS: usize = 256;
 
 /// Run classes with [`LeadNodes`] kept per vocabulary (past them the list starts over).
 const MAX_LEAD_NODES: usize = 8;
@@ -511,6 +520,39 @@ impl TokenIndex {
         built
     }
 
+    /// [`Self::quote_cut`] where `form` was asked for before (by this call; else it is only
+    /// noted, at most [`MAX_QUOTE_CUTS`] forms, and `None`).
+    #[doc(hidden)]
+    pub fn quote_cut_if_seen(&self, form: Vec<u32>) -> Option<Arc<QuoteCut>> {
+        if let Some(c) = read(&self.quote_cuts).get(&form) {
+            return Some(c.clone());
+        }
+        {
+            let mut seen = write(&self.quote_forms_seen);
+            if seen.len() >= MAX_QUOTE_CUTS {
+                seen.clear();
+            }
+            if seen.insert(form.clone()) {
+                return None;
+            }
+        }
+        Some(self.quote_cut(form))
+    }
+
+    /// The [`QuoteCut`] of quote form `form` ([`crate::slice::quote_form`]), built on first use.
+    pub fn quote_cut(&self, form: Vec<u32>) -> Arc<QuoteCut> {
+        if let Some(c) = read(&self.quote_cuts).get(&form) {
+            return c.clone();
+        }
+        let vocab_size = self.vocab.vocab_size();
+        let built = Arc::new(timed(Build::QuoteCut, || QuoteCut::new(&self.trie, &form, vocab_size)));
+        let mut w = write(&self.quote_cuts);
+        if w.len() >= MAX_QUOTE_CUTS {
+            timed(Build::QuoteCutsRestart, || w.clear());
+        }
+        w.entry(form).or_insert(built).clone()
+    }
+
     /// Whether a kernel was shared under prefix key `prefix` (see `kernel_prefixes`).
     pub(crate) fn shared_prefix(&self, prefix: u128) -> bool {
         read(&self.kernel_prefixes).contains(&prefix)
@@ -553,6 +595,8 @@ impl TokenIndex {
             body_ends,
             lead_nodes,
             body,
+            quote_cuts,
+            quote_forms_seen,
             class_slices,
             run_indexes,
             run_clock: _, // a counter
@@ -592,6 +636,8 @@ impl TokenIndex {
             ("wide_run_indexes", wide),
             ("class_slices", classes),
             ("walked_bodies", walked),
+            ("quote_cuts", read(quote_cuts).iter().map(|(f, c)| c.memory_size() + 4 * f.len() + entry).sum()),
+            ("quote_forms_seen", read(quote_forms_seen).iter().map(|f| 4 * f.len() + entry).sum()),
             ("class_body_slices", class_bodies),
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
@@ -642,6 +688,8 @@ impl TokenIndex {
             body_ends: RwLock::new(HashMap::new()),
             lead_nodes: RwLock::new(Vec::new()),
             body: OnceLock::new(),
+            quote_cuts: RwLock::new(HashMap::new()),
+            quote_forms_seen: RwLock::new(HashSet::new()),
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
             run_clock: AtomicU64::new(0),

@@ -176,6 +176,23 @@ fn every_part_of_the_token_index_is_counted() {
         // `e_` (packed, first character low).
         index.walked_body(Walked::Strings([u32::from(b'e') | u32::from(b'_') << 8, 0, 0, 0, 0, 0])).unwrap();
     });
+    // The form of a `pattern` string's first position, `[a-z][a-z0-9_]*` up to its quote.
+    let schema = r#"{"type": "object", "properties": {"p": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}}}"#;
+    let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
+    let cg = CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &v).unwrap();
+    let a = cg.automata();
+    let form = (0..a.states().len() as u32)
+        .find_map(|s| grammask_core::slice::quote_form(a, grammask_core::compiler::StateId(s)))
+        .expect("the pattern's body has a quote form");
+    grows("quote_cuts", &|| {
+        index.quote_cut(form.clone());
+    });
+    grows("quote_forms_seen", &|| {
+        // Another form, asked for once: noted, not cut.
+        assert!(index.quote_cut_if_seen([&form[..], &form[..]].concat()).is_none());
+    });
+    cg.wait_class_bodies();
+    drop(cg);
     grows("quote_ends", &|| {
         index.quote_ends();
     });

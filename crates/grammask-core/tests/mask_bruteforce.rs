@@ -4350,4 +4350,107 @@ fn pattern_key_starts_shifted_from_call_loops_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[br#"{"ve": 1, "a\u00e9": 2}"#]);
     assert!(checked > 20);
     assert!(cg.kernel_stats().shifted_call_loop > 0, "{:?}", cg.kernel_stats());
+
+/// Object variants that share a `pattern` string property followed by different keys
+/// (MaskBench `JsonSchemaStore---meta`'s `namespace` and `role_name` in nine `if`/`then`/`else`
+/// variants), as `anyOf` alternatives and as `if`/`then`/`else` branches.
+const QUOTE_CUT_SCHEMAS: [&str; 2] = [
+    r#"{"anyOf": [
+        {"type": "object", "additionalProperties": false, "required": ["name", "a"],
+         "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_]+$"}, "a": {"type": "integer"}}},
+        {"type": "object", "additionalProperties": false, "required": ["name"],
+         "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_]+$"}, "b": {"type": "string"}}},
+        {"type": "object", "additionalProperties": false, "required": ["name"],
+         "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_]+$"}}},
+        {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$"}}]}"#,
+    r#"{"type": "object", "additionalProperties": false,
+        "properties": {"on": {"type": "boolean"}, "ns": {"type": "string", "minLength": 2,
+            "pattern": "^[a-z][a-z0-9_]+$"}, "tag": {"type": "string"}, "n": {"type": "integer"}},
+        "allOf": [{"if": {"properties": {"on": {"const": true}}}, "then": {"required": ["tag"]}},
+                  {"if": {"properties": {"on": {"const": false}}}, "then": {"required": ["n"]}}],
+        "else": {"required": ["ns"]}}"#,
+];
+
+/// The kernel states of `cg` that have a quote form ([`grammask_core::slice::quote_form`]) and
+/// a quote-cut kernel, each checked equal to the reference walk; returns how many.
+fn quote_cut_kernels_equal_reference(cg: &CompiledGrammar) -> usize {
+    let a = cg.automata();
+    let mut cut = 0;
+    for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
+        if grammask_core::slice::quote_form(a, s).is_none() {
+            continue;
+        }
+        // A form is cut once a second kernel state asks for it: the first ask only notes it.
+        let first = cg.quote_cut_kernel(s).unwrap();
+        if let Some(km) = first.or_else(|| cg.quote_cut_kernel(s).unwrap()) {
+            assert!(km == cg.classify_uninterned(s).unwrap(), "state {s:?} differs from the reference");
+            cut += 1;
+        }
+    }
+    cut
+}
+
+/// Inside a `pattern` string inlined into several object variants (MaskBench
+/// `JsonSchemaStore---meta`: `namespace` and `role_name`, `^[a-z][a-z0-9_]+$`, in nine
+/// `if`/`then`/`else` variants of `GalaxyInfoModel`), each kernel takes the vocabulary's quote cut
+/// of the body's form (the tokens without a `"` that the body reads) and walks only the tokens
+/// that read past the quote into its own variant ([`QuoteCut`]). Each such kernel equals the
+/// reference walk: on a small vocabulary whose tokens cross the quote into every continuation
+/// (`ab",`, `_1"}`, `x", "`) for hand schemas (`anyOf`, `if`/`then`/`else`), whose masks along
+/// documents match brute force too (each form cut from its second state on); and on meta's own schema with Llama 3 and Qwen 2.5 at
+/// `"namespace": "`, where the row holds nine such kernels, eight from one cut (the masks along both
+/// strings match brute force on Llama 3). Fails without the quote cuts on the counts (the nine
+/// kernels walked).
+///
+/// [`QuoteCut`]: grammask_core::slice::QuoteCut
+#[test]
+fn quote_cut_kernels_match_brute_force() {
+    let docs: [&[&[u8]]; 2] = [
+        &[
+            br#"{"name": "ab_1", "a": 3}"#,
+            br#"{"name":"x9", "b": "q\"r"}"#,
+            br#"{ "name" : "zz_top" }"#,
+            br#"["ab-c1-x", "q"]"#,
+        ],
+        &[br#"{"on": true, "ns": "ab_1", "tag": "t"}"#, br#"{"ns":"x_", "on": false, "n": 7}"#],
+    ];
+    let extra = [
+        "ab", "_1", "ab\"", "ab\",", "_1\"}", "x\", \"", "1\"", "\"}", "\", \"", "top\" }", "b\":", "c1-", "-x\"]",
+        "1\",", "_\"", "9\", \"b", "ab_", "\"ab", "zz\"", "\":\"", "x_\",",
+    ];
+    // With tokens of other first bytes, so that the letters' subtrees stay under a quarter of
+    // the trie (`QUOTE_CUT_MAX_SHARE`).
+    let padding: Vec<String> = (0..400).flat_map(|i| [format!(" {i}w"), format!("{i}.,"), format!("[{i}")]).collect();
+    let extra: Vec<&str> = extra.iter().copied().chain(padding.iter().map(String::as_str)).collect();
+    let small = ascii_vocab(&extra, &[]);
+    for (schema, docs) in QUOTE_CUT_SCHEMAS.iter().zip(docs) {
+        let cg = Arc::new(CompiledGrammar::new(&lax_schema_grammar(schema), &small).unwrap());
+        let cut = quote_cut_kernels_equal_reference(&cg);
+        assert!(cut >= 6, "{cut} quote-cut kernels");
+        let checked = masks_along_docs_match_brute_force(&cg, &small, docs);
+        assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    }
+    let Some(text) = maskbench_file("JsonSchemaStore---meta") else { return };
+    let task: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let g = lax_schema_grammar(&task["schema"].to_string());
+    let before: &[u8] = br#"{"galaxy_info": {"author": "John Doe", "description": "A brief description of the role", "license": "MIT", "min_ansible_version": "2.9", "namespace": ""#;
+    let strings: &[u8] = br#"john_doe", "role_name": "example_role", "standalone": true}"#;
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(before).unwrap());
+        let a = cg.automata();
+        let items = kernel_items(a, m.chart());
+        let cut: Vec<_> = items.iter().filter(|it| grammask_core::slice::quote_form(a, it.state).is_some()).collect();
+        assert!(cut.len() >= 9, "{name}: {} of {} kernel items with a quote form", cut.len(), items.len());
+        for it in &cut {
+            assert!(*cg.kernel(it.state).unwrap() == cg.classify_uninterned(it.state).unwrap(), "{name}: {it:?}");
+        }
+        let stats = cg.kernel_stats();
+        assert!(stats.quote_cuts + 1 >= cut.len(), "{name}: {stats:?}");
+        if name == "llama3" {
+            assert_eq!(walk_masks_match_brute_force(&mut m, &vocab, strings, |_| {}), strings.len() + 1);
+        }
+    }
 }

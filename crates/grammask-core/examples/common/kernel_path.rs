@@ -11,6 +11,7 @@ pub fn path(before: &KernelStats, after: &KernelStats) -> &'static str {
         (a.composed > b.composed, "composed"),
         (a.shifted > b.shifted, "shifted"),
         (a.shared > b.shared, "shared"),
+        (a.quote_cuts > b.quote_cuts, "quote cut"),
         (a.walked > b.walked, "walked"),
     ];
     grew.iter().find(|g| g.0).map_or("cached", |g| g.1)

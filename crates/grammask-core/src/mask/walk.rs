@@ -698,6 +698,19 @@ impl KernelWalk<'_> {
         Ok(true)
     }
 
+    /// Walks the exits of a quote cut (see [`crate::slice::QuoteCut`]): each subtree after
+    /// replaying its parent path, region text the kernel state reads through plain states, so
+    /// the replay cannot fail or end the rule. Returns false if abandoned.
+    pub(super) fn walk_quote_exits(&mut self, exits: &[crate::slice::FrontierNode]) -> Result<bool> {
+        let base = Frame::Rows(KERNEL_ROW + 1);
+        for f in exits {
+            if !self.walk_frontier(f.node, &f.path, base)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Walks the subtree of trie node `node` after replaying its parent path `path` exactly as
     /// the full walk would (frames and rule ends included). The path is slice text, which the
     /// kernel's rule reads (see `covers`), so the replay cannot fail. Returns false if abandoned.

@@ -11,7 +11,9 @@
 //! - `run_index.rs`: [`RunIndex`], runs of a character class from any trie node (leads and
 //!   breaks, lead lists), derived from `run_bases.rs`'s [`RunBases`], built once per vocabulary;
 //! - `walked.rs`: [`WalkedBody`], the body slice with a few ASCII characters walked (string
-//!   bodies that refuse some body text).
+//!   bodies that refuse some body text);
+//! - `quote_cut.rs`: [`QuoteCut`], the text a plain inlined string body (a `pattern`'s) reads
+//!   before its closing quote, by the body's form, whatever follows the quote.
 //!
 //! `cover.rs` decides whether a kernel state reads a slice ([`BodySlice::covers`],
 //! [`ClassSlice::covers`]) by a product search of its automaton with the slice automaton.
@@ -24,6 +26,7 @@ mod bounded;
 mod class;
 mod class_body;
 mod cover;
+mod quote_cut;
 mod run_bases;
 mod run_index;
 #[cfg(test)]
@@ -46,6 +49,7 @@ pub use cover::{
     characters_met_at_once, cover_pairs_taken, take_cover_pair, with_cover_budget, CoverMemo, Misread, MisreadAt,
     Refutation, MAX_STATE_COVER_PAIRS,
 };
+pub use quote_cut::{quote_form, QuoteCut, QUOTE_CUT_MAX_STATES};
 pub use run_bases::RunBases;
 pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
 pub use walked::{
