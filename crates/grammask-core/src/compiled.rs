@@ -72,11 +72,11 @@ const COMPOSE_WIDE_ROW: usize = 64;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
+/// ... and only when the two states step at least this many bytes to the same state.
+const SHIFT_MIN_ALIKE: u32 = 32;
 /// A quote cut ([`CompiledGrammar::quote_cut_kernel`]) is taken only where the trie subtrees of
 /// the kernel state's first bytes hold at most this share (1/n) of the trie's nodes.
 const QUOTE_CUT_MAX_SHARE: usize = 4;
-/// ... and only when the two states step at least this many bytes to the same state.
-const SHIFT_MIN_ALIKE: u32 = 32;
 /// Fewest distinct bytes a state (or its one callee's start) reads for [`CompiledGrammar::new`] to
 /// take its class-body slice ([`CompiledGrammar::build_class_bodies`]; a slice needs a class of
 /// at least 32 characters).
@@ -445,7 +445,6 @@ pub struct KernelStats {
     /// Of `shifted`, those whose reference state reads a character per call of a rule
     /// ([`call_loop_start`]; a pattern key's loop after its excluded words' trie).
     pub shifted_call_loop: usize,
-
     /// Inside a plain inlined string body: its quote cut's tokens, with a walk of only the
     /// tokens that read past a `"` ([`CompiledGrammar::quote_cut_kernel`]).
     pub quote_cuts: usize,
@@ -534,7 +533,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 12],
+    stats: [AtomicUsize; 13],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -943,7 +942,7 @@ impl CompiledGrammar {
             return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         if let Some(km) = self.quote_cut_kernel(state)? {
-            self.count(11);
+            self.count(12);
             return Ok(Some(self.cache_kernel(state, Arc::new(km))));
         }
         Ok(None)
@@ -1960,8 +1959,7 @@ impl CompiledGrammar {
             lead_trees: n(9),
             lead_leaves_read_known: n(10),
             shifted_call_loop: n(11),
-
-            quote_cuts: n(11),
+            quote_cuts: n(12),
         }
     }
 

@@ -4350,6 +4350,7 @@ fn pattern_key_starts_shifted_from_call_loops_match_brute_force() {
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[br#"{"ve": 1, "a\u00e9": 2}"#]);
     assert!(checked > 20);
     assert!(cg.kernel_stats().shifted_call_loop > 0, "{:?}", cg.kernel_stats());
+}
 
 /// Object variants that share a `pattern` string property followed by different keys
 /// (MaskBench `JsonSchemaStore---meta`'s `namespace` and `role_name` in nine `if`/`then`/`else`
