@@ -835,7 +835,8 @@ impl CompiledGrammar {
             let km = self.kernel_in(end, stack);
             stack.pop();
             crate::mask::count_chain_kernel();
-            return Ok(self.cache_kernel(state, km?));
+            // The end's kernel is cached (and deduplicated by content) already.
+            return Ok(write(&self.kernels).entry(state).or_insert(km?).clone());
         }
         let key = self.sibling_key(state);
         if let Some(km) = key.as_ref().and_then(|k| read(&self.siblings).get(k).cloned()) {

@@ -70,9 +70,8 @@ pub use runs::{
     call_loop_wide_taken, callee_ascii, callee_refused, class_covers, loop_refused, refute_states_read,
     run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
-pub use sibling::{
-    chain_kernels, count_chain_kernel, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES,
-};
+pub(crate) use sibling::count_chain_kernel;
+pub use sibling::{chain_kernels, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 use walk::*;
 pub use walk::{class_inner_exits, region_before_runs_taken, state_bytes, within_lean_walks, within_paths_kept};
 

@@ -1053,21 +1053,32 @@ fn class_chain_inner_exit_masks_match_brute_force() {
         ("s", "ab:c:"),
         ("w", "xx0xab"),
     ];
-    let (before, mut checked) = (grammask_core::mask::class_inner_exits(), 0);
-    for name in ["llama3", "qwen2.5", "phi3.5"] {
-        let Some(vocab) = shared_vocab(name) else { return };
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        cg.wait_class_bodies();
-        for (key, doc) in cases {
-            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
-        }
-    }
+    let Some((inner, checked)) = class_cases_match_brute_force(&g, &cases) else { return };
     // Per vocabulary, the states inside a chain with an inner exit (each classified once, then
     // cached): 16 of `t` (its groups before `-`, `-`, `T`, `:`, `:`, `+-Z` and `:`), 20 of `u`, 2
     // of `s`, 3 of `w` (40 of them on each vocabulary, checked).
-    let inner = grammask_core::mask::class_inner_exits() - before;
     assert!(inner >= 3 * 36, "{inner} kernels took a class body with an inner exit");
     assert!(checked >= 3 * 150, "{checked} masks checked");
+}
+
+/// Masks by character ([`masks_by_char_match_brute_force`]) along each `(key, text)` of `cases`
+/// on Llama 3, Qwen 2.5 and Phi 3.5, once the compile's class-body thread is done: the kernels
+/// that took a class body with an inner exit meanwhile, and the masks checked; `None` without
+/// the shared vocabularies.
+fn class_cases_match_brute_force(
+    g: &grammask_core::grammar::Grammar,
+    cases: &[(&str, &str)],
+) -> Option<(usize, usize)> {
+    let (before, mut checked) = (grammask_core::mask::class_inner_exits(), 0);
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        let vocab = shared_vocab(name)?;
+        let cg = Arc::new(CompiledGrammar::new(g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        for &(key, doc) in cases {
+            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
+        }
+    }
+    Some((grammask_core::mask::class_inner_exits() - before, checked))
 }
 
 /// Masks equal the brute force in pattern strings whose class chains exit into a level of an
@@ -1093,16 +1104,7 @@ fn class_chain_wide_exit_masks_match_brute_force() {
         ("t", "/"),
         ("t", "-"),
     ];
-    let (before, mut checked) = (grammask_core::mask::class_inner_exits(), 0);
-    for name in ["llama3", "qwen2.5", "phi3.5"] {
-        let Some(vocab) = shared_vocab(name) else { return };
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        cg.wait_class_bodies();
-        for (key, doc) in cases {
-            checked += masks_by_char_match_brute_force(&cg, &vocab, name, key, doc);
-        }
-    }
-    let inner = grammask_core::mask::class_inner_exits() - before;
+    let Some((inner, checked)) = class_cases_match_brute_force(&g, &cases) else { return };
     assert_eq!(inner, 0, "kernels took the inner-exit walk");
     assert!(checked >= 3 * 90, "{checked} masks checked");
 }

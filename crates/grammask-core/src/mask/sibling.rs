@@ -84,9 +84,8 @@ pub fn chain_kernels() -> usize {
     CHAIN_KERNELS.get()
 }
 
-#[doc(hidden)]
 /// Counts a kernel taken from its chain's last rule ([`chain_kernels`]).
-pub fn count_chain_kernel() {
+pub(crate) fn count_chain_kernel() {
     CHAIN_KERNELS.set(CHAIN_KERNELS.get() + 1);
 }
 
