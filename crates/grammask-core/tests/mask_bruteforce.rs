@@ -3923,6 +3923,48 @@ fn url_pattern_region_before_runs_matches_brute_force() {
     assert!(taken >= 3, "{taken} kernels took the region walk before their run index's");
 }
 
+/// Runs separated by bytes that lead back into the run (llama.cpp's english.gbnf, a pattern of
+/// words and single spaces): the separators' subtrees hold most of the trie, yet the run index
+/// serves them again below each separator, so the run index is kept rather than the region walk
+/// (`runs_reentered_taken`, checked to rise; it fails with `reenters_run` always false), with
+/// masks along documents equal to the brute force on three real vocabularies (the counter on
+/// Llama 3 and Qwen 2.5).
+#[test]
+fn separated_runs_keep_the_run_index_match_brute_force() {
+    use grammask_core::mask::runs_reentered_taken;
+    let english = grammask_core::ebnf::parse_ebnf(
+        "root ::= en-char+ ([ \\t\\n] en-char+)*\nen-char ::= letter | digit | punctuation\n\
+         letter ::= [a-zA-Z]\ndigit ::= [0-9]\npunctuation ::= [!\"#$%&'()*+,-./:;<=>?@[\\\\\\]^_`{|}~]",
+        "root",
+    )
+    .unwrap();
+    let words = lax_schema_grammar(
+        r#"{"type": "object", "properties": {"n": {"type": "integer"},
+        "title": {"type": "string", "pattern": "^[A-Za-z0-9]+( [A-Za-z0-9]+)*$"}}, "required": ["n"]}"#,
+    );
+    let english_docs: &[&[u8]] = &[b"Hello, world! It's 3 o'clock.\nBye\tnow", b"a", b"x(y)\n{z}"];
+    let words_docs: &[&[u8]] = &[br#"{"n": 1, "title": "The Quick 2 brown fox"}"#, br#"{"n": 2, "title": "a"}"#];
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        for (g, docs) in [(&english, english_docs), (&words, words_docs)] {
+            let before = runs_reentered_taken();
+            let cg = Arc::new(CompiledGrammar::new(g, &vocab).unwrap());
+            cg.wait_class_bodies();
+            let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
+            assert!(checked >= docs.len() * 2, "{name}: {checked} masks checked");
+            // Phi 3.5's separators hold too little of its trie for the region walk in any case.
+            if name != "phi3.5" {
+                assert!(runs_reentered_taken() > before, "{name}: no kernel kept its run index for re-entering breaks");
+            }
+            for bad in ["a  b", " a", "a\n\tb"] {
+                let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+                let text = if docs == words_docs { format!("{{\"n\": 1, \"title\": \"{bad}") } else { bad.to_string() };
+                assert!(!m.accept_bytes(text.as_bytes()).unwrap_or(false), "{name} {text:?}");
+            }
+        }
+    }
+}
+
 /// A small choice of literal leads (`"{" ws obj ws "}" | ...`, MaskBench o3626's `not` value)
 /// composes from their literal-lead kernels, equal to the plain walk's; masks along documents
 /// (through the choice and an alias of one lead) equal the brute force.

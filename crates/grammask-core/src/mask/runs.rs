@@ -45,16 +45,22 @@ impl KernelWalk<'_> {
     /// an ASCII class leads back to, or one whose class bytes all lead to another row that
     /// every one of them leads back to (the first character of a call loop, built off the fill
     /// path only).
+    /// The one automaton state `frame` holds: a virtual item's, or a row's only item without
+    /// rule edges.
+    pub(super) fn single_state(&self, frame: Frame) -> Option<StateId> {
+        match frame {
+            Frame::Virtual(it, _) => Some(it.state),
+            Frame::Rows(n) => match self.chart.row(n - 1) {
+                [it] if self.a.rule_edges(it.state).is_empty() => Some(it.state),
+                _ => None,
+            },
+        }
+    }
+
     pub(super) fn runs_at(&mut self, frame: Frame) -> Result<Option<(Arc<RunIndex>, Frame)>> {
         let Some(runs) = self.runs else { return Ok(None) };
         let a = self.a;
-        let single = match frame {
-            Frame::Virtual(it, _) => Some(it.state),
-            Frame::Rows(n) => match self.chart.row(n - 1) {
-                [it] if a.rule_edges(it.state).is_empty() => Some(it.state),
-                _ => None,
-            },
-        };
+        let single = self.single_state(frame);
         match frame {
             _ if let Some(s) = single => {
                 let shared = self.shared_state_runs;
