@@ -22,7 +22,7 @@ use crate::mask::{
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
-    ClassBodySlice, ClassChain, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+    ClassBodySlice, ClassChain, ClassSlice, Counted, CoverMemo, Level, QuotedCallees, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -1855,7 +1855,7 @@ impl CompiledGrammar {
         if HOLD_CLASS_BODIES.get() {
             return;
         }
-        let (keys, values) = BodySlice::quoted_callees(a);
+        let QuotedCallees { keys, values, key_states } = BodySlice::quoted_callees(a);
         if todo.is_empty() && !call_runs_left && keys.is_empty() && values.is_empty() && inner_classes.is_empty() {
             return;
         }
@@ -1875,12 +1875,17 @@ impl CompiledGrammar {
             // After the slices (a fill may wait for those, never for these).
             call_runs.build(&index);
             // PERF: in the compile, o65323's took 7% of its instructions.
-            // Key starts first, each group on its own budget.
-            for starts in [keys, values] {
-                with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
-                    BodySlice::search_callees(&automata, &starts, &cover);
-                });
-            }
+            // Key starts first, each group on its own budget: their callees, then the key
+            // starts their callees leave undecided, then the string value starts' callees.
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_callees(&automata, &keys, &cover);
+            });
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_key_starts(&automata, &key_states, &cover);
+            });
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_callees(&automata, &values, &cover);
+            });
             // Last, the by-byte lists of the nodes past the chains with inner exits (a fill that
             // comes first walks such a chain's kernel, as without inner exits).
             for class in inner_classes {
