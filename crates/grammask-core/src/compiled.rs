@@ -22,7 +22,7 @@ use crate::mask::{
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
-    ClassBodySlice, ClassChain, ClassSlice, Counted, CoverMemo, Level, RunIndex,
+    ClassBodySlice, ClassChain, ClassSlice, Counted, CoverMemo, Level, QuotedCallees, RunIndex,
 };
 use crate::token_index::{read, write, TokenIndex};
 use crate::token_set::TokenSet;
@@ -528,8 +528,9 @@ pub struct CompiledGrammar {
     /// The allowed tokens of each token edge set (empty without token expressions).
     token_masks: crate::token_edges::TokenMasks,
     /// The edges sibling keys leave out: states indexed by rule on the first kernel
-    /// classification, each rule's found when a kernel of it is (`None`: no sibling keys here).
-    sibling_edges: OnceLock<Option<SiblingEdges>>,
+    /// classification, each rule's found when a kernel of it is, or before by the class-body
+    /// thread ([`Self::build_class_bodies`]) (`None`: no sibling keys here).
+    sibling_edges: Arc<OnceLock<Option<SiblingEdges>>>,
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
@@ -541,6 +542,24 @@ pub struct CompiledGrammar {
 /// PERF: ESLint's `rules` (hundreds of keys) took ~4.6 ms per kernel walked; composing beside a
 /// few keys made the mask p99 of MaskBench's open objects ~5% slower.
 const COMPOSE_EXCLUDED_WORDS: usize = 64;
+
+/// [`CompiledGrammar::sibling_edges`], kept in `cell`: `a`'s edges where the grammar records
+/// `excluded` words and `a` has no lookaheads or budgets (which a sibling key does not describe).
+fn sibling_edges_in<'c>(
+    cell: &'c OnceLock<Option<SiblingEdges>>,
+    a: &Automata,
+    excluded: Option<&crate::grammar::ExcludedWords>,
+) -> Option<&'c SiblingEdges> {
+    let build = || {
+        excluded?;
+        let budgets = !a.budgets().is_empty() || a.rec_budgets().is_some() || a.char_budgets().is_some();
+        if a.has_lookahead() || budgets {
+            return None;
+        }
+        Some(SiblingEdges::new(a))
+    };
+    cell.get_or_init(build).as_ref()
+}
 
 /// The cover-search substitutes of `a` ([`CoverMemo::with_substitutes`]): the start of each
 /// excluded-words rule with an automaton of its own (an open object's other keys: every string
@@ -717,7 +736,7 @@ impl CompiledGrammar {
             suffix_memo: SuffixMemo::default(),
             cover: Arc::new(cover),
             completion: OnceLock::new(),
-            sibling_edges: OnceLock::new(),
+            sibling_edges: Arc::new(OnceLock::new()),
             siblings: RwLock::new(HashMap::new()),
             stats: Default::default(),
             automata: Arc::new(automata),
@@ -887,16 +906,7 @@ impl CompiledGrammar {
     /// have some: it records excluded-words rules (open objects) and has no lookaheads or
     /// budgets (which the key does not describe).
     fn sibling_edges(&self) -> Option<&SiblingEdges> {
-        let a = &self.automata;
-        let build = || {
-            self.grammar.excluded_words()?;
-            let budgets = !a.budgets().is_empty() || a.rec_budgets().is_some() || a.char_budgets().is_some();
-            if a.has_lookahead() || budgets {
-                return None;
-            }
-            Some(SiblingEdges::new(a))
-        };
-        self.sibling_edges.get_or_init(build).as_ref()
+        sibling_edges_in(&self.sibling_edges, &self.automata, self.grammar.excluded_words())
     }
 
     /// A kernel not cached yet, classified and cached.
@@ -1855,8 +1865,15 @@ impl CompiledGrammar {
         if HOLD_CLASS_BODIES.get() {
             return;
         }
-        let (keys, values) = BodySlice::quoted_callees(a);
-        if todo.is_empty() && !call_runs_left && keys.is_empty() && values.is_empty() && inner_classes.is_empty() {
+        let QuotedCallees { keys, values, key_states } = BodySlice::quoted_callees(a);
+        let excluded = self.grammar.excluded_words_shared();
+        if todo.is_empty()
+            && !call_runs_left
+            && keys.is_empty()
+            && values.is_empty()
+            && inner_classes.is_empty()
+            && excluded.is_none()
+        {
             return;
         }
         // The smaller classes first: their slices are built sooner, so fewer first fills find
@@ -1866,6 +1883,7 @@ impl CompiledGrammar {
         let (bodies, index) = (Arc::clone(&self.class_bodies), Arc::clone(&self.index));
         let call_runs = Arc::clone(&self.call_runs);
         let (automata, cover) = (Arc::clone(&self.automata), Arc::clone(&self.cover));
+        let sibling_edges = Arc::clone(&self.sibling_edges);
         let spawned = std::thread::Builder::new().name("grammask-class-bodies".into()).spawn(move || {
             for (class, form) in todo {
                 if bodies.begin_build(class) {
@@ -1875,17 +1893,35 @@ impl CompiledGrammar {
             // After the slices (a fill may wait for those, never for these).
             call_runs.build(&index);
             // PERF: in the compile, o65323's took 7% of its instructions.
-            // Key starts first, each group on its own budget.
-            for starts in [keys, values] {
-                with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
-                    BodySlice::search_callees(&automata, &starts, &cover);
-                });
-            }
-            // Last, the by-byte lists of the nodes past the chains with inner exits (a fill that
+            // Key starts first, each group on its own budget: their callees, then the key
+            // starts their callees leave undecided, then the string value starts' callees.
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_callees(&automata, &keys, &cover);
+            });
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_key_starts(&automata, &key_states, &cover);
+            });
+            with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
+                BodySlice::search_callees(&automata, &values, &cover);
+            });
+            // Then the by-byte lists of the nodes past the chains with inner exits (a fill that
             // comes first walks such a chain's kernel, as without inner exits).
             for class in inner_classes {
                 if let Some(slice) = bodies.slice(class, |form| index.class_body_slice(form)) {
                     slice.prepare_past(&index.trie);
+                }
+            }
+            // Last, every rule's dropped sibling edges (a fill that asks for a rule's first waits
+            // for the one in progress or finds its own).
+            // PERF: MaskBench clang-format's first fills found those of the object's rules, 4.6 M
+            // of t1's 8 M instructions and 3.3 M of t8's 26.5 M.
+            let edges =
+                excluded.as_deref().and_then(|x| Some((x, sibling_edges_in(&sibling_edges, &automata, Some(x))?)));
+            if let Some((excluded, edges)) = edges {
+                let contains = |l: &[u8]| index.quote_ends().some_token_contains(l);
+                let with = DropRules { excluded, max_depth: index.trie.max_depth, contains: &contains };
+                for r in (0..automata.num_rules() as u32).map(RuleId) {
+                    edges.of_rule(&automata, r, &with);
                 }
             }
         });

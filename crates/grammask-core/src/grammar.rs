@@ -112,6 +112,11 @@ impl Grammar {
         self.excluded_words.as_deref()
     }
 
+    /// [`Self::excluded_words`], shared (the class-body thread reads them after the compile).
+    pub(crate) fn excluded_words_shared(&self) -> Option<Arc<ExcludedWords>> {
+        self.excluded_words.clone()
+    }
+
     /// This grammar with `words` recorded. The caller vouches for each rule's language.
     pub(crate) fn with_excluded_words(mut self, mut words: ExcludedWords) -> Grammar {
         words.rules.sort_by_key(|e| e.0);

@@ -4499,3 +4499,85 @@ fn quote_cut_kernels_match_brute_force() {
         }
     }
 }
+
+/// An open object of many listed properties with a pattern key `^x-` beside any other key
+/// (MaskBench `JsonSchemaStore---clang-format`: the key start reads `x` beside a call of the key
+/// regex, which excludes the names and `x-...`, so its callee alone misreads `x-` and the cover
+/// search runs from the key start itself). That search is the class-body thread's
+/// (`BodySlice::search_key_starts`): after the thread, the fill after `{"` explores no cover pair
+/// of its own; the masks along documents with names, their prefixes and extensions, `x-` keys,
+/// `x` keys that are not pattern keys, escapes and multi-byte characters match brute force on a
+/// random pieces vocabulary and on Llama 3. Fails if the thread leaves the key start to the fill.
+#[test]
+fn pattern_key_beside_excluded_names_searched_on_class_body_thread() {
+    use grammask_core::slice::cover_pairs_taken;
+    let names = [
+        "AlignAfterOpenBracket",
+        "AlignArrayOfStructures",
+        "AlignConsecutiveMacros",
+        "AllowShortBlocks",
+        "BasedOnStyle",
+        "BinPackArguments",
+        "BraceWrapping",
+        "BreakBeforeBraces",
+        "ColumnLimit",
+        "CommentPragmas",
+        "IndentWidth",
+        "Language",
+        "MaxEmptyLines",
+        "SpaceAfterCast",
+        "SpacesInParens",
+        "UseTab",
+        "xAlign",
+    ];
+    let props: Vec<String> = names.iter().map(|n| format!("\"{n}\": {{\"type\": \"integer\"}}")).collect();
+    let schema = format!(
+        r#"{{"type": "object", "properties": {{{}}}, "patternProperties": {{"^x-": {{}}}},
+            "additionalProperties": {{}}}}"#,
+        props.join(", ")
+    );
+    let docs: [&[u8]; 3] = [
+        br#"{"AlignAfterOpenBracket": 1, "x-a": "b", "Align": 2, "xAlign": 3, "xA": [4]}"#,
+        "{\"x-\": 1, \"x\": 2, \"BraceWrappings\": 3, \"\\u00e9\u{e9}\\n\": 4, \"UseTab\": 5}".as_bytes(),
+        "{\"\u{1F600}x-\": 1, \"x-\u{2028}\": null, \"Col\\\"umn\": 0}".as_bytes(),
+    ];
+    let g = lax_schema_grammar(&schema);
+    let fill_pairs_after_brace_quote = |cg: &Arc<CompiledGrammar>, vocab: &Vocabulary| {
+        let mut checked = 0;
+        let mut key_start_pairs = 0;
+        for doc in docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut at = 0;
+            let mut before = 0;
+            checked += walk_masks_match_brute_force(&mut m, vocab, doc, |_| {
+                if at == 3 {
+                    key_start_pairs += cover_pairs_taken() - before;
+                }
+                before = cover_pairs_taken();
+                at += 1;
+            });
+            assert!(m.is_completed(), "{:?}", String::from_utf8_lossy(doc));
+        }
+        (checked, key_start_pairs)
+    };
+    let mut pieces: Vec<&[u8]> = vec![b"x", b"x-", b"-", b"\"", b"\\", b"n", b"u00", b"e9", b": ", b", ", b"{", b"}"];
+    pieces.extend([&b"Align"[..], b"After", b"Brace", b"Wrapping", b"Tab", b"Use", b"Col", b"umn", b"s"]);
+    pieces.extend(["\u{e9}".as_bytes(), "\u{2028}".as_bytes(), "\u{1F600}".as_bytes(), b"1", b" ", b"null"]);
+    let mut rng = Rng(0x5A3C_0064_C1A6);
+    let mut extra: Vec<Vec<u8>> = (0x20u8..0x7F).map(|b| vec![b]).collect();
+    extra.extend([&[0xE2u8][..], &[0x80], &[0xA8], &[0xC3], &[0xF0, 0x9F]].map(<[u8]>::to_vec));
+    extra.extend(names.iter().map(|n| n.as_bytes().to_vec()));
+    extra.extend(names.iter().map(|n| n.as_bytes()[..n.len() / 2].to_vec()));
+    let vocab = pieces_vocab(&mut rng, &pieces, 800, extra);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    let (checked, pairs) = fill_pairs_after_brace_quote(&cg, &vocab);
+    assert!(checked > 150, "{checked}");
+    assert_eq!(pairs, 0, "the fills after {{\" explored {pairs} cover pairs (pieces vocabulary)");
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    let (checked, pairs) = fill_pairs_after_brace_quote(&cg, &vocab);
+    assert!(checked > 150, "{checked}");
+    assert_eq!(pairs, 0, "the fills after {{\" explored {pairs} cover pairs (Llama 3)");
+}

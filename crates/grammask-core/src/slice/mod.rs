@@ -36,7 +36,7 @@ pub(crate) mod walked;
 pub(crate) use body::body_table;
 pub use body::{
     body_capacity, body_level, body_level_into_calls, branches_beside_calls, counted_calls, BodySlice, Counted, Cover,
-    Level,
+    Level, QuotedCallees,
 };
 pub(crate) use bounded::note_short_bound;
 pub use bounded::{
