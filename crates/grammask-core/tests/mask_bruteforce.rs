@@ -4475,7 +4475,10 @@ const TEXT_CUT_SCHEMA: &str = r#"{"type": "object", "properties": {
 /// with escapes, quotes, non-ASCII characters and (for `.+`) non-ASCII spaces.
 const TEXT_CUT_DOCS: [(&str, &str); 4] = [
     (r#"{"requires": {""#, r#"@qooxdoo/framework": "^1.0.0", "@qooxdoo/compiler": "1"}}"#),
-    ("{\"requires\": {\"@qooxdoo/compiler\": \"\", \"", "@qoo\u{e9}\\\"x d\": \"1\", \"@qooxdoo/frameworks\": \"3\", \"@qooxdoo/framework\": \"\"}}"),
+    (
+        "{\"requires\": {\"@qooxdoo/compiler\": \"\", \"",
+        "@qoo\u{e9}\\\"x d\": \"1\", \"@qooxdoo/frameworks\": \"3\", \"@qooxdoo/framework\": \"\"}}",
+    ),
     (r#"{"src": "deb "#, r#"http://mirror.example.com/debian/ wheezy main contrib"}"#),
     ("{\"src\": \"deb-src ", "a\\tb \u{e9}x\u{a0}y  \\\"q\\\\ \u{4e2d} \"}"),
 ];

@@ -20,6 +20,12 @@
 //! PERF: a `oneOf` of 9 unanchored keyword patterns (MaskBench o12278, token 392) walked the
 //! body's frontier through chart frames, ~170 instructions per trie node and 69 M for the fill;
 //! a DFA step is a class lookup and a table load.
+//!
+//! Where the kernel's start reads every plain text alive ([`RegionDfa::text_covers`]), the walk
+//! takes the vocabulary's [`TextSlice`] and walks only its frontier (see [`walk_region`]).
+//! PERF: MaskBench o51168's `^.*$` key less its names (`key.re`, token 253) and o27348's
+//! `\S+(\s+(.+\S))?\s*$` tail (token 94) walked the whole trie: 14.4 M instructions each on
+//! Llama 3, 3.8 M with the cut.
 use super::*;
 
 /// DFA states one grammar's region cache holds; past it the cache is cleared and the walk that
@@ -27,7 +33,7 @@ use super::*;
 /// class (at most 256), so the cache stays under ~8 MB.
 pub const REGION_MAX_DFA_STATES: usize = 4096;
 
-/// Seed sets whose targets one grammar's region cache keeps ([`RegionDfa::step`]).
+/// Seed sets whose targets one grammar's region cache keeps ([`RegionDfa::step_seeded`]).
 const MAX_SEED_TARGETS: usize = 1 << 16;
 
 /// Configurations one DFA state may hold; a larger set (an ambiguous or deeply nested region)
@@ -62,8 +68,13 @@ pub fn region_text_cuts() -> usize {
 }
 
 /// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond
-/// those known to read plain text alive; past it the kernel walks the whole trie.
+/// those known to read plain text alive, and of them at a character boundary (each steps every
+/// byte class); past either the kernel walks the whole trie.
+/// PERF: a counted pattern (MaskBench o21456's e-mail within 254 characters) meets a new DFA
+/// state at every character: with 1,024 pairs of any kind its token 16 searched 16.1 -> 26.1 M
+/// instructions before giving up. A names trie (o51168's key) meets a few dozen boundaries.
 const TEXT_COVER_MAX_PAIRS: usize = 1024;
+const TEXT_COVER_MAX_BOUNDARIES: usize = 48;
 
 /// Return-stack depth past which a kernel state is not taken as a region (a recursive rule that
 /// calls itself other than as a tail call).
@@ -111,10 +122,10 @@ pub struct RegionDfa {
     next: Vec<u32>,
     /// The DFA state of each kernel state closed so far.
     starts: FastMap<StateId, u32>,
-    /// The target of each seed set closed so far (the sorted configurations a step reaches
-    /// before its closure), at most [`MAX_SEED_TARGETS`]: steps of several DFA states, or classes,
-    /// that reach the same seeds (a names trie's states on every byte but their next letter)
-    /// close them once.
+    /// The target of each seed set the text-cover search closed so far (the sorted
+    /// configurations a step reaches before its closure, [`RegionDfa::step_seeded`]), at most
+    /// [`MAX_SEED_TARGETS`]: steps of several DFA states, or classes, that reach the same seeds
+    /// (a names trie's states on every byte but their next letter) close them once.
     seed_targets: FastMap<Box<[Config]>, u32>,
     /// Kernel states found not to be regions (kept across clears).
     not_regions: std::collections::HashSet<StateId, crate::fasthash::FastState>,
@@ -306,6 +317,21 @@ impl RegionDfa {
     fn step(&mut self, a: &Automata, d: u32, c: usize) -> Result<u32, Limit> {
         let at = d as usize * self.classes + c;
         let byte = self.reps[c];
+        let t = self.close(a, |dfa, todo| {
+            todo.extend(dfa.sets[d as usize].iter().filter_map(|&(s, k)| a.step(s, byte).map(|t| (t, k))));
+        })?;
+        self.next[at] = t;
+        Ok(t)
+    }
+
+    /// [`Self::step`] through the seed memo (`seed_targets`), for the text-cover search: it steps
+    /// every class of each state it meets, where most lead to the same seeds.
+    /// PERF: for every step (a counted pattern's walk, MaskBench o21456 token 16, meets new
+    /// seeds at nearly each one) the memo's sorting and hashing cost 16.1 -> 25.1 M instructions.
+    #[cold]
+    fn step_seeded(&mut self, a: &Automata, d: u32, c: usize) -> Result<u32, Limit> {
+        let at = d as usize * self.classes + c;
+        let byte = self.reps[c];
         let mut seeds = std::mem::take(&mut self.scratch.seeds);
         seeds.clear();
         seeds.extend(self.sets[d as usize].iter().filter_map(|&(s, k)| a.step(s, byte).map(|t| (t, k))));
@@ -327,10 +353,12 @@ impl RegionDfa {
         Ok(t)
     }
 
-    /// The target of DFA state `d` on `byte`, computed if unknown.
-    fn next_on(&mut self, a: &Automata, d: u32, byte: u8) -> Result<u32, Limit> {
+    /// The target of DFA state `d` on `byte`, computed if unknown (through the seed memo where
+    /// `seeded`).
+    fn next_on(&mut self, a: &Automata, d: u32, byte: u8, seeded: bool) -> Result<u32, Limit> {
         let c = usize::from(self.class_of.0[usize::from(byte)]);
         match self.next[d as usize * self.classes + c] {
+            UNKNOWN if seeded => self.step_seeded(a, d, c),
             UNKNOWN => self.step(a, d, c),
             t => Ok(t),
         }
@@ -349,6 +377,7 @@ impl RegionDfa {
         let mut seen: std::collections::HashSet<(u32, u8), crate::fasthash::FastState> = Default::default();
         seen.insert((d, 0));
         let mut todo = vec![(d, 0u8)];
+        let mut boundaries = 1;
         let covers = 'search: loop {
             let Some((e, u)) = todo.pop() else { break true };
             if self.text_alive.contains(&(e, u)) {
@@ -363,13 +392,14 @@ impl RegionDfa {
                     continue;
                 }
                 done[c] |= 1 << v;
-                let t = self.next_on(a, e, x)?;
+                let t = self.next_on(a, e, x, true)?;
                 if t == DEAD {
                     break 'search false;
                 }
                 let pair = (self.id_of(t), v);
                 if !self.text_alive.contains(&pair) && seen.insert(pair) {
-                    if seen.len() > TEXT_COVER_MAX_PAIRS {
+                    boundaries += usize::from(v == 0);
+                    if seen.len() > TEXT_COVER_MAX_PAIRS || boundaries > TEXT_COVER_MAX_BOUNDARIES {
                         break 'search false;
                     }
                     todo.push(pair);
@@ -483,7 +513,7 @@ fn walk_region(
         let keep = replayed.iter().zip(&f.path[..]).take_while(|(x, y)| x == y).count();
         for (j, &x) in f.path.iter().enumerate().skip(keep) {
             let up = frames[j];
-            let next = dfa.next_on(a, dfa.id_of(up), x)?;
+            let next = dfa.next_on(a, dfa.id_of(up), x, false)?;
             debug_assert!(next < DEAD, "a plain-text path from a covering state stays alive");
             frames[j + 1] = next | (up & ABOVE) | (next & ENDED) << 31;
         }
