@@ -374,7 +374,7 @@ impl RegionDfa {
         if let Some(&v) = self.text_verdicts.get(&d) {
             return Ok(v);
         }
-        let mut seen: std::collections::HashSet<(u32, u8), crate::fasthash::FastState> = Default::default();
+        let mut seen = std::collections::HashSet::<(u32, u8), crate::fasthash::FastState>::default();
         seen.insert((d, 0));
         let mut todo = vec![(d, 0u8)];
         let mut boundaries = 1;
