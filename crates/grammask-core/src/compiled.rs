@@ -1166,6 +1166,7 @@ impl CompiledGrammar {
             state,
             Some(&follow),
             &mut dfa,
+            self.index.text_slice(),
         )
     }
 
@@ -2182,6 +2183,7 @@ impl CompiledGrammar {
             unwalkable: Some(&|x: u8| self.index.first_chars_built().is_some_and(|f| !f.walkable(x))),
             prepare_walked: Some(&|| self.index.prepare_walked()),
             region: Some(&self.region),
+            text: self.index.text_slice(),
         })
     }
 

@@ -32,8 +32,8 @@ use crate::error::Result;
 use crate::fasthash::FastMap;
 use crate::follow::ByteSet;
 use crate::slice::{
-    BodySlice, Bounded, ClassBodySlice, ClassChain, ClassSlice, Counted, Cover, CoverMemo, RunIndex, WalkedBody,
-    LEAD_LISTS,
+    BodySlice, Bounded, ClassBodySlice, ClassChain, ClassSlice, Counted, Cover, CoverMemo, RunIndex, TextSlice,
+    WalkedBody, LEAD_LISTS,
 };
 use crate::token_set::TokenSet;
 use crate::trie::{TokenTrie, WIDE_MIN_CHILDREN};
@@ -61,7 +61,7 @@ pub use fill::{
 };
 pub use lead::{classify_after_lead, lead_into_literal_lead, lead_run, LeadLeaf, LeadNodes};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
-pub use region::{classify_region_kernel, region_hashed_closures, RegionDfa, REGION_MAX_DFA_STATES};
+pub use region::{classify_region_kernel, region_hashed_closures, region_text_cuts, RegionDfa, REGION_MAX_DFA_STATES};
 use row_memo::*;
 pub use row_memo::{memo_virtual_items, row_run_steps, spent_row_merges};
 use runs::*;
@@ -131,6 +131,9 @@ pub struct Shortcuts<'a> {
     /// The compiled grammar's region DFA (`region.rs`): where the body covers fail, a kernel
     /// whose rule reads on through short return stacks is classified by it (`None`: never).
     pub region: Option<&'a std::sync::Mutex<RegionDfa>>,
+    /// The vocabulary's plain-text slice, where built: a region walk whose start reads every
+    /// plain text takes it and walks its frontier only (`region.rs`).
+    pub text: Option<&'a TextSlice>,
 }
 
 /// The body slice with some ASCII characters or strings walked, by those (built on first use).

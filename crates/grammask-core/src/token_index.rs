@@ -13,7 +13,8 @@ use crate::follow::ByteSet;
 use crate::limits;
 use crate::mask::{BodyEnds, KernelMask, LeadNodes, QuoteEnds};
 use crate::slice::{
-    BodySlice, ClassBodySlice, ClassSlice, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex, Walked, WalkedBody,
+    BodySlice, ClassBodySlice, ClassSlice, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex, TextSlice, Walked,
+    WalkedBody,
 };
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -73,6 +74,9 @@ pub struct TokenIndex {
     /// Where body text reads each string of two or three ASCII characters (`slice/walked.rs`;
     /// 1.3 ms, 1.1 MB on Llama 3), built by [`Self::prepare_walked`] or on first use.
     string_index: OnceLock<StringIndex>,
+    /// Plain string text (`slice/text.rs`), for region walks: built by
+    /// [`Self::prepare_walked`]'s thread only (a fill never builds it, [`Self::text_slice`]).
+    text: OnceLock<TextSlice>,
     /// Whether [`Self::prepare_walked`] ran.
     walked_prepared: AtomicBool,
     /// The thread [`Self::prepare_walked`] started, with the id of the process that started it,
@@ -180,8 +184,20 @@ impl TokenIndex {
         })
     }
 
-    /// Starts building [`FirstChars`] and [`StringIndex`] on a thread of their own, once per
-    /// vocabulary: called when a kernel's body cover first misreads (the first sign a walked
+    /// The plain-text slice ([`TextSlice`]) once [`Self::prepare_walked`]'s thread has built it;
+    /// never built here (a region walk without it walks the whole trie, as before).
+    pub fn text_slice(&self) -> Option<&TextSlice> {
+        self.text.get()
+    }
+
+    /// The plain-text slice, built here unless set (the walked-index thread; tests).
+    #[doc(hidden)]
+    pub fn build_text_slice(&self) -> &TextSlice {
+        self.text.get_or_init(|| TextSlice::new(&self.trie, self.vocab.vocab_size()))
+    }
+
+    /// Starts building [`FirstChars`] and [`StringIndex`] (and then the [`TextSlice`] region
+    /// walks take) on a thread of their own, once per vocabulary: called when a kernel's body cover first misreads (the first sign a walked
     /// body may be needed, usually many fills before one is), so that no fill pays for them
     /// (3.1 ms together on Llama 3). The thread builds each apart and then sets it: a fill that
     /// needs one before it is set builds its own (the first set wins; both are equal), and no
@@ -199,6 +215,7 @@ impl TokenIndex {
             if index.string_index.get().is_none() {
                 let _ = index.string_index.set(StringIndex::new(&index.trie));
             }
+            index.build_text_slice();
         });
         if let Ok(thread) = spawned {
             *self.walked_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -606,6 +623,7 @@ impl TokenIndex {
             quote_ends,
             first_chars,
             string_index,
+            text,
             walked_prepared: _,     // a flag
             walked_thread: _,       // a thread handle
             walked_built_on_use: _, // a counter
@@ -642,6 +660,7 @@ impl TokenIndex {
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
             ("string_index", string_index.get().map_or(0, StringIndex::memory_size)),
+            ("text_slice", text.get().map_or(0, TextSlice::memory_size)),
             ("quote_ends", quote_ends.get().map_or(0, QuoteEnds::memory_size)),
             ("shared_kernels", kernels),
             ("body_ends", read(body_ends).values().map(|e| e.memory_size() + entry).sum()),
@@ -699,6 +718,7 @@ impl TokenIndex {
             quote_ends: OnceLock::new(),
             first_chars: OnceLock::new(),
             string_index: OnceLock::new(),
+            text: OnceLock::new(),
             walked_prepared: AtomicBool::new(false),
             walked_thread: Mutex::new(None),
             walked_built_on_use: AtomicUsize::new(0),

@@ -169,6 +169,9 @@ fn every_part_of_the_token_index_is_counted() {
     grows("string_index", &|| {
         index.string_index();
     });
+    grows("text_slice", &|| {
+        index.build_text_slice();
+    });
     grows("walked_bodies", &|| {
         use grammask_core::slice::Walked;
         index.walked_body(Walked::Chars(1 << b':')).unwrap();

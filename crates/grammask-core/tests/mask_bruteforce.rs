@@ -3712,9 +3712,11 @@ const REGION_DOCS: [&str; 3] = [
 /// state of random grammars (recursive, left-recursive, nullable) that the region DFA takes, and
 /// of [`REGION_SCHEMA`] on a vocabulary of its pieces; counted, so the test fails if the DFA
 /// never serves. Checked to fail with a rule end left out of the walk (`ENDED` never set) and
-/// with two byte classes merged (`cut[e.hi + 1]` not set).
+/// with two byte classes merged (`cut[e.hi + 1]` not set). With the plain-text slice built, the
+/// schema's `.*` states take it (counted too).
 #[test]
 fn region_kernels_equal_plain_walks() {
+    let cuts = grammask_core::mask::region_text_cuts();
     let mut rng = Rng(0x5851_F42D_4C95_7F2D);
     let schema = lax_schema_grammar(REGION_SCHEMA);
     let pieces: &[&[u8]] = &[
@@ -3757,6 +3759,7 @@ fn region_kernels_equal_plain_walks() {
         let Ok(cg) = CompiledGrammar::new(&g, &vocab) else {
             continue;
         };
+        cg.index().build_text_slice();
         for s in 0..cg.automata().states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             if let Some(km) = cg.region_kernel(s) {
@@ -3766,6 +3769,8 @@ fn region_kernels_equal_plain_walks() {
         }
     }
     assert!(compared > 2000, "only {compared} region kernels compared");
+    let cuts = grammask_core::mask::region_text_cuts() - cuts;
+    assert!(cuts > 20, "only {cuts} region kernels took the plain-text slice");
 }
 
 /// Masks equal the brute force along [`REGION_DOCS`] on a vocabulary of their pieces, and where
@@ -4580,4 +4585,99 @@ fn pattern_key_beside_excluded_names_searched_on_class_body_thread() {
     let (checked, pairs) = fill_pairs_after_brace_quote(&cg, &vocab);
     assert!(checked > 150, "{checked}");
     assert_eq!(pairs, 0, "the fills after {{\" explored {pairs} cover pairs (Llama 3)");
+
+/// MaskBench o51168's `requires` (two required names, every other key `^.*$`: the key regex reads
+/// any key but the names, through a trie of states until a key leaves them) and o27348's
+/// `sources` line (`\S+(\s+(.+\S))?\s*$` after its first words).
+const TEXT_CUT_SCHEMA: &str = r#"{"type": "object", "properties": {
+    "requires": {"type": "object", "required": ["@qooxdoo/framework", "@qooxdoo/compiler"],
+        "patternProperties": {"^.*$": {"type": "string"}}, "additionalProperties": false},
+    "src": {"type": "string", "pattern": "^(deb|deb-src)\\s+\\S+\\s+\\S+(\\s+(.+\\S))?\\s*$"}}}"#;
+
+/// Documents of [`TEXT_CUT_SCHEMA`] as (prefix, checked text): keys along and past the names,
+/// with escapes, quotes, non-ASCII characters and (for `.+`) non-ASCII spaces.
+const TEXT_CUT_DOCS: [(&str, &str); 4] = [
+    (r#"{"requires": {""#, r#"@qooxdoo/framework": "^1.0.0", "@qooxdoo/compiler": "1"}}"#),
+    (
+        "{\"requires\": {\"@qooxdoo/compiler\": \"\", \"",
+        "@qoo\u{e9}\\\"x d\": \"1\", \"@qooxdoo/frameworks\": \"3\", \"@qooxdoo/framework\": \"\"}}",
+    ),
+    (r#"{"src": "deb "#, r#"http://mirror.example.com/debian/ wheezy main contrib"}"#),
+    ("{\"src\": \"deb-src ", "a\\tb \u{e9}x\u{a0}y  \\\"q\\\\ \u{4e2d} \"}"),
+];
+
+/// Masks equal the brute force inside regex string bodies whose state reads every plain text
+/// alive ([`TEXT_CUT_SCHEMA`]), where the region walk takes the vocabulary's plain-text slice and
+/// walks its frontier only (`grammask_core::slice::TextSlice`): on a vocabulary of the
+/// documents' pieces (with `\n`, U+2028 and a raw newline, which `.` refuses), Llama 3, Qwen 2.5
+/// and Phi 3.5, at every byte of [`TEXT_CUT_DOCS`] past their prefixes; each kernel there equals
+/// the plain walk's classification. The cut is counted (`region_text_cuts`) on every vocabulary:
+/// without it (the whole trie walked, as before) the test fails.
+#[test]
+fn region_text_cut_masks_match_brute_force() {
+    let g = lax_schema_grammar(TEXT_CUT_SCHEMA);
+    let mut rng = Rng(0x5108_2734_8000_0001);
+    let pieces: &[&[u8]] = &[
+        b"@qooxdoo",
+        b"/",
+        b"framework",
+        b"compiler",
+        b"@q",
+        b"oo",
+        b"x",
+        b"d",
+        b"\\n",
+        b"\\t",
+        b"\\\"",
+        b"\\\\",
+        b"\n",
+        b"\xE2\x80\xA8",
+        b"\xE2\x80",
+        b"\xA8",
+        b"\xC2\xA0",
+        b"\xC3\xA9",
+        b"\xE4\xB8\xAD",
+        b" ",
+        b"\"",
+        b"\": \"",
+        b"\", \"",
+        b"\"}",
+        b"deb",
+        b"-src",
+        b"http",
+        b"://",
+        b"main",
+        b"s",
+        b"1",
+    ];
+    let small = pieces_vocab(&mut rng, pieces, 400, Vec::new());
+    let mut vocabs = vec![("pieces", small)];
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        if let Some(v) = shared_vocab(name) {
+            vocabs.push((name, v));
+        }
+    }
+    for (name, vocab) in vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        // The slice is built by the walked-index thread the compile started: no fill builds it.
+        cg.wait_class_bodies();
+        cg.index().wait_walked();
+        assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+        let before = grammask_core::mask::region_text_cuts();
+        let mut checked = 0;
+        for (prefix, text) in TEXT_CUT_DOCS {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
+            checked += walk_masks_match_brute_force(&mut m, &vocab, text.as_bytes(), |m| {
+                for it in kernel_items(cg.automata(), m.chart()) {
+                    let km = cg.kernel(it.state).unwrap();
+                    assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
+                }
+            });
+            assert!(m.is_completed(), "{name}: {prefix}{text}");
+        }
+        let cuts = grammask_core::mask::region_text_cuts() - before;
+        assert!(cuts >= 8, "{name}: {cuts} region kernels took the plain-text slice");
+        assert_eq!(checked, TEXT_CUT_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
+    }
 }

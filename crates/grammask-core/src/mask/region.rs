@@ -20,12 +20,21 @@
 //! PERF: a `oneOf` of 9 unanchored keyword patterns (MaskBench o12278, token 392) walked the
 //! body's frontier through chart frames, ~170 instructions per trie node and 69 M for the fill;
 //! a DFA step is a class lookup and a table load.
+//!
+//! Where the kernel's start reads every plain text alive ([`RegionDfa::text_covers`]), the walk
+//! takes the vocabulary's [`TextSlice`] and walks only its frontier (see [`walk_region`]).
+//! PERF: MaskBench o51168's `^.*$` key less its names (`key.re`, token 253) and o27348's
+//! `\S+(\s+(.+\S))?\s*$` tail (token 94) walked the whole trie: 14.4 M instructions each on
+//! Llama 3, 3.8 M with the cut.
 use super::*;
 
 /// DFA states one grammar's region cache holds; past it the cache is cleared and the walk that
 /// filled it is left to the chart walk. Each costs its configurations and one `u32` per byte
 /// class (at most 256), so the cache stays under ~8 MB.
 pub const REGION_MAX_DFA_STATES: usize = 4096;
+
+/// Seed sets whose targets one grammar's region cache keeps ([`RegionDfa::step_seeded`]).
+const MAX_SEED_TARGETS: usize = 1 << 16;
 
 /// Configurations one DFA state may hold; a larger set (an ambiguous or deeply nested region)
 /// leaves the kernel to the chart walk.
@@ -45,6 +54,27 @@ thread_local! {
 pub fn region_hashed_closures() -> usize {
     HASHED_CLOSURES.get()
 }
+
+thread_local! {
+    /// Kernels this thread's region walks classified from the plain-text slice.
+    static TEXT_CUTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many kernels this thread's region walks took from the plain-text slice, walking only its
+/// frontier ([`crate::slice::TextSlice`]; for tests).
+#[doc(hidden)]
+pub fn region_text_cuts() -> usize {
+    TEXT_CUTS.get()
+}
+
+/// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond
+/// those known to read plain text alive, and of them at a character boundary (each steps every
+/// byte class); past either the kernel walks the whole trie.
+/// PERF: a counted pattern (MaskBench o21456's e-mail within 254 characters) meets a new DFA
+/// state at every character: with 1,024 pairs of any kind its token 16 searched 16.1 -> 26.1 M
+/// instructions before giving up. A names trie (o51168's key) meets a few dozen boundaries.
+const TEXT_COVER_MAX_PAIRS: usize = 1024;
+const TEXT_COVER_MAX_BOUNDARIES: usize = 48;
 
 /// Return-stack depth past which a kernel state is not taken as a region (a recursive rule that
 /// calls itself other than as a tail call).
@@ -92,17 +122,28 @@ pub struct RegionDfa {
     next: Vec<u32>,
     /// The DFA state of each kernel state closed so far.
     starts: FastMap<StateId, u32>,
+    /// The target of each seed set the text-cover search closed so far (the sorted
+    /// configurations a step reaches before its closure, [`RegionDfa::step_seeded`]), at most
+    /// [`MAX_SEED_TARGETS`]: steps of several DFA states, or classes, that reach the same seeds
+    /// (a names trie's states on every byte but their next letter) close them once.
+    seed_targets: FastMap<Box<[Config]>, u32>,
     /// Kernel states found not to be regions (kept across clears).
     not_regions: std::collections::HashSet<StateId, crate::fasthash::FastState>,
+    /// Whether each DFA state asked reads every plain text alive ([`RegionDfa::text_covers`]).
+    text_verdicts: FastMap<u32, bool>,
+    /// (DFA state, text-automaton state) pairs from which every plain text is read alive (the
+    /// pairs of the searches that succeeded).
+    text_alive: std::collections::HashSet<(u32, u8), crate::fasthash::FastState>,
     /// Kernels this cache classified (for tests).
     pub served: usize,
     /// The buffers of [`RegionDfa::close`], kept between closures.
     scratch: Scratch,
 }
 
-/// The buffers of a closure ([`RegionDfa::close`]).
+/// The buffers of a closure ([`RegionDfa::close`]) and of a step's seeds ([`RegionDfa::step`]).
 #[derive(Debug, Default)]
 struct Scratch {
+    seeds: Vec<Config>,
     todo: Vec<Config>,
     set: Vec<Config>,
     seen: std::collections::HashSet<Config, crate::fasthash::FastState>,
@@ -171,6 +212,9 @@ impl RegionDfa {
         self.ended.clear();
         self.next.clear();
         self.starts.clear();
+        self.seed_targets.clear();
+        self.text_verdicts.clear();
+        self.text_alive.clear();
     }
 
     fn push(&mut self, k: u32, ret: StateId) -> Result<u32, Limit> {
@@ -203,7 +247,7 @@ impl RegionDfa {
 
     /// [`Self::close`] of `scratch.todo`, with `scratch`'s set and vector.
     fn close_in(&mut self, a: &Automata, scratch: &mut Scratch) -> Result<u32, Limit> {
-        let Scratch { todo, set, seen } = scratch;
+        let Scratch { todo, set, seen, .. } = scratch;
         set.clear();
         seen.clear();
         while let Some((s, k)) = todo.pop() {
@@ -280,6 +324,95 @@ impl RegionDfa {
         Ok(t)
     }
 
+    /// [`Self::step`] through the seed memo (`seed_targets`), for the text-cover search: it steps
+    /// every class of each state it meets, where most lead to the same seeds.
+    /// PERF: for every step (a counted pattern's walk, MaskBench o21456 token 16, meets new
+    /// seeds at nearly each one) the memo's sorting and hashing cost 16.1 -> 25.1 M instructions.
+    #[cold]
+    fn step_seeded(&mut self, a: &Automata, d: u32, c: usize) -> Result<u32, Limit> {
+        let at = d as usize * self.classes + c;
+        let byte = self.reps[c];
+        let mut seeds = std::mem::take(&mut self.scratch.seeds);
+        seeds.clear();
+        seeds.extend(self.sets[d as usize].iter().filter_map(|&(s, k)| a.step(s, byte).map(|t| (t, k))));
+        seeds.sort_unstable();
+        seeds.dedup();
+        let known = self.seed_targets.get(&seeds[..]).copied();
+        let t = match known {
+            Some(t) => Ok(t),
+            None => self.close(a, |_, todo| todo.extend_from_slice(&seeds)),
+        };
+        if let (Ok(t), None) = (&t, known) {
+            if self.seed_targets.len() < MAX_SEED_TARGETS {
+                self.seed_targets.insert(seeds[..].into(), *t);
+            }
+        }
+        self.scratch.seeds = seeds;
+        let t = t?;
+        self.next[at] = t;
+        Ok(t)
+    }
+
+    /// The target of DFA state `d` on `byte`, computed if unknown (through the seed memo where
+    /// `seeded`).
+    fn next_on(&mut self, a: &Automata, d: u32, byte: u8, seeded: bool) -> Result<u32, Limit> {
+        let c = usize::from(self.class_of.0[usize::from(byte)]);
+        match self.next[d as usize * self.classes + c] {
+            UNKNOWN if seeded => self.step_seeded(a, d, c),
+            UNKNOWN => self.step(a, d, c),
+            t => Ok(t),
+        }
+    }
+
+    /// Whether DFA state `d` reads every plain text (the text automaton's paths,
+    /// [`crate::slice::text_step`]) without dying, ending inside a character included: a
+    /// product search of the DFA with the text automaton, at most [`TEXT_COVER_MAX_PAIRS`] new
+    /// pairs. Then every token of the [`crate::slice::TextSlice`] is accepted from `d` (a token
+    /// is accepted iff the DFA is alive after it), and no node on a plain-text path records an
+    /// uncertain token (only dead nodes do).
+    fn text_covers(&mut self, a: &Automata, d: u32) -> Result<bool, Limit> {
+        if let Some(&v) = self.text_verdicts.get(&d) {
+            return Ok(v);
+        }
+        let mut seen = std::collections::HashSet::<(u32, u8), crate::fasthash::FastState>::default();
+        seen.insert((d, 0));
+        let mut todo = vec![(d, 0u8)];
+        let mut boundaries = 1;
+        let covers = 'search: loop {
+            let Some((e, u)) = todo.pop() else { break true };
+            if self.text_alive.contains(&(e, u)) {
+                continue;
+            }
+            // Bytes of one DFA class and one text step lead alike: each (class, step) once.
+            let mut done = [0u16; 256];
+            for x in 0..=255u8 {
+                let crate::slice::Body::To(v) = crate::slice::text_step(u, x) else { continue };
+                let c = usize::from(self.class_of.0[usize::from(x)]);
+                if done[c] >> v & 1 == 1 {
+                    continue;
+                }
+                done[c] |= 1 << v;
+                let t = self.next_on(a, e, x, true)?;
+                if t == DEAD {
+                    break 'search false;
+                }
+                let pair = (self.id_of(t), v);
+                if !self.text_alive.contains(&pair) && seen.insert(pair) {
+                    boundaries += usize::from(v == 0);
+                    if seen.len() > TEXT_COVER_MAX_PAIRS || boundaries > TEXT_COVER_MAX_BOUNDARIES {
+                        break 'search false;
+                    }
+                    todo.push(pair);
+                }
+            }
+        };
+        if covers {
+            self.text_alive.extend(seen);
+        }
+        self.text_verdicts.insert(d, covers);
+        Ok(covers)
+    }
+
     fn start(&mut self, a: &Automata, state: StateId) -> Result<u32, Limit> {
         if let Some(&d) = self.starts.get(&state) {
             return Ok(d);
@@ -296,11 +429,15 @@ pub(super) struct RegionMask {
     pub uncertain: Vec<(u32, u32)>,
     pub suffix_ids: SuffixIds,
     pub suffixes: Vec<Box<[u8]>>,
+    /// The walk's buffers for a dead node's path and the rule ends on it.
+    path: Vec<u8>,
+    ends: Vec<bool>,
 }
 
 /// The classification of kernel `state` by the region DFA `dfa` (see the module doc), or `None`
 /// when the state is not a region or the cache filled up (then cleared). `follow` is FOLLOW of
-/// the state's rule. The caller checks [`RegionDfa::applies`].
+/// the state's rule; `text` the vocabulary's plain-text slice, where built (see [`walk_region`]).
+/// The caller checks [`RegionDfa::applies`].
 pub(super) fn classify_region(
     a: &Automata,
     trie: &TokenTrie,
@@ -308,12 +445,13 @@ pub(super) fn classify_region(
     state: StateId,
     follow: Option<&ByteSet>,
     dfa: &mut RegionDfa,
+    text: Option<&TextSlice>,
 ) -> Option<RegionMask> {
     if dfa.not_regions.contains(&state) || trie.max_depth as usize >= MAX_FRAMES {
         return None;
     }
     dfa.init(a);
-    match walk_region(a, trie, vocab_size, state, follow, dfa) {
+    match walk_region(a, trie, vocab_size, state, follow, dfa, text) {
         Ok(m) => {
             dfa.served += 1;
             Some(m)
@@ -329,6 +467,11 @@ pub(super) fn classify_region(
     }
 }
 
+/// Walks the trie from kernel `state` by the region DFA. Where `text` is given and the start
+/// reads every plain text alive ([`RegionDfa::text_covers`]), the slice's tokens are accepted
+/// and only its frontier subtrees are walked, each below its path replayed: the same
+/// classification as the walk of the whole trie (the nodes left out are plain-text nodes, each
+/// accepted and none dead), with the uncertain tokens in the same (trie) order.
 fn walk_region(
     a: &Automata,
     trie: &TokenTrie,
@@ -336,6 +479,7 @@ fn walk_region(
     state: StateId,
     follow: Option<&ByteSet>,
     dfa: &mut RegionDfa,
+    text: Option<&TextSlice>,
 ) -> Result<RegionMask, Limit> {
     let start = dfa.start(a, state)?;
     let mut out = RegionMask {
@@ -343,6 +487,8 @@ fn walk_region(
         uncertain: Vec::new(),
         suffix_ids: SuffixIds::default(),
         suffixes: Vec::new(),
+        path: Vec::new(),
+        ends: Vec::new(),
     };
     if start == DEAD {
         return Ok(out);
@@ -350,11 +496,52 @@ fn walk_region(
     // `frames[d]`: the target after the current path's first d bytes (`frames[0]`: the start,
     // no rule end after no byte), with `ABOVE` iff the kernel's rule ended after 1 to d of them.
     let mut frames = [start & !ENDED; MAX_FRAMES];
-    let mut i = 0;
+    let Some(text) = text else {
+        walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, 0, trie.nodes.len())?;
+        return Ok(out);
+    };
+    if !dfa.text_covers(a, dfa.id_of(start))? {
+        walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, 0, trie.nodes.len())?;
+        return Ok(out);
+    }
+    TEXT_CUTS.set(TEXT_CUTS.get() + 1);
+    out.accepted.or_assign(&text.slice);
+    // `frames[1..=replayed.len()]` hold the path `replayed`: a frontier node's path keeps the
+    // prefix it shares with the one before (frontier nodes are in trie order).
+    let mut replayed: &[u8] = &[];
+    for f in &text.frontier {
+        let keep = replayed.iter().zip(&f.path[..]).take_while(|(x, y)| x == y).count();
+        for (j, &x) in f.path.iter().enumerate().skip(keep) {
+            let up = frames[j];
+            let next = dfa.next_on(a, dfa.id_of(up), x, false)?;
+            debug_assert!(next < DEAD, "a plain-text path from a covering state stays alive");
+            frames[j + 1] = next | (up & ABOVE) | (next & ENDED) << 31;
+        }
+        replayed = &f.path;
+        let node = f.node as usize;
+        walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, node, trie.nodes[node].subtree_end as usize)?;
+    }
+    Ok(out)
+}
+
+/// Walks trie nodes `from..end` (whole subtrees, in trie order; `frames` holding the path above
+/// `from`) by the region DFA, into `out` (see [`walk_region`]).
+#[allow(clippy::too_many_arguments)]
+fn walk_nodes(
+    a: &Automata,
+    trie: &TokenTrie,
+    follow: Option<&ByteSet>,
+    dfa: &mut RegionDfa,
+    frames: &mut [u32; MAX_FRAMES],
+    out: &mut RegionMask,
+    from: usize,
+    end: usize,
+) -> Result<(), Limit> {
+    let mut i = from;
     loop {
         let at = {
             let table = Table { next: &dfa.next, class_of: &dfa.class_of.0 };
-            walk_stretch(trie, &table, &mut frames, out.accepted.words_mut(), i)
+            walk_stretch(trie, &table, frames, out.accepted.words_mut(), i, end)
         };
         let Some(at) = at else { break };
         let n = &trie.nodes[at];
@@ -367,14 +554,22 @@ fn walk_region(
             continue;
         }
         // A dead node below a rule end: its tokens are uncertain.
-        let mut path = trie.bytes_above(at as u32).into_vec();
+        let (path, ends) = (&mut out.path, &mut out.ends);
+        path.clear();
+        let mut p = n.parent;
+        while p != u32::MAX {
+            path.push(trie.nodes[p as usize].byte);
+            p = trie.nodes[p as usize].parent;
+        }
+        path.reverse();
         path.push(n.byte);
-        let ends: Vec<bool> = frames[1..d].iter().map(|&f| f & ENDED != 0).collect();
+        ends.clear();
+        ends.extend(frames[1..d].iter().map(|&f| f & ENDED != 0));
         let sink = (&mut out.suffix_ids, &mut out.suffixes, &mut out.uncertain);
-        record_uncertain(trie, at, &path, &ends, follow, sink);
+        record_uncertain(trie, at, path, ends, follow, sink);
         i = n.subtree_end as usize;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// [`classify_region`] as a kernel mask.
@@ -385,8 +580,9 @@ pub fn classify_region_kernel(
     state: StateId,
     follow: Option<&ByteSet>,
     dfa: &mut RegionDfa,
+    text: Option<&TextSlice>,
 ) -> Option<KernelMask> {
-    let m = classify_region(a, trie, vocab_size, state, follow, dfa)?;
+    let m = classify_region(a, trie, vocab_size, state, follow, dfa, text)?;
     Some(kernel_mask(TokenSet::Bits(m.accepted), m.uncertain, m.suffixes))
 }
 
@@ -396,7 +592,7 @@ struct Table<'t> {
     class_of: &'t [u8; 256],
 }
 
-/// Walks the trie from node `i` on (in trie order, `frames` holding the path above it, see
+/// Walks the trie from node `i` to `end` (in trie order, `frames` holding the path above it, see
 /// `walk_region`), setting the bits of accepted tokens in `words` and skipping dead subtrees
 /// with no rule end above, until the end (`None`) or a node it cannot decide alone: an unknown
 /// transition, or a dead step below a rule end (which records uncertain tokens).
@@ -408,8 +604,9 @@ fn walk_stretch(
     frames: &mut [u32; MAX_FRAMES],
     words: &mut [u32],
     mut i: usize,
+    end: usize,
 ) -> Option<usize> {
-    let (nodes, tokens) = (&trie.nodes[..], &trie.tokens[..]);
+    let (nodes, tokens) = (&trie.nodes[..end], &trie.tokens[..]);
     while i < nodes.len() {
         let n = &nodes[i];
         // `MAX_FRAMES` is a power of two above every depth (`classify_region`): no bound check.

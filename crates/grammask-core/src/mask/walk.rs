@@ -183,7 +183,7 @@ impl KernelWalk<'_> {
                 // The kernel state itself reads every run of a class; where the breaks it reads
                 // hold a large share of the nodes it reads, the region DFA walks them for less.
                 let region = sc.region.filter(|_| w.breaks_outweigh_region(&ri, run));
-                match region.and_then(|r| w.walk_region(state, Some(r))) {
+                match region.and_then(|r| w.walk_region(state, Some(r), sc.text)) {
                     Some(served) => {
                         REGION_BEFORE_RUNS.set(REGION_BEFORE_RUNS.get() + 1);
                         if !served {
@@ -199,7 +199,7 @@ impl KernelWalk<'_> {
             }
             // A rule that reads on through short return stacks: a DFA walk of the trie, cheaper
             // per node than chart frames.
-            _ if let Some(served) = w.walk_region(state, sc.region) => {
+            _ if let Some(served) = w.walk_region(state, sc.region, sc.text) => {
                 if !served {
                     return Ok(false);
                 }
@@ -362,7 +362,12 @@ impl KernelWalk<'_> {
     /// `Some(true)` when served, `Some(false)` when abandoned (its walk's visits reached the
     /// budget and a shared classification stands in, as for the chart walk), `None` (nothing
     /// recorded) where it does not apply. A cache busy on another thread gives way to a fresh one.
-    fn walk_region(&mut self, state: StateId, region: Option<&std::sync::Mutex<RegionDfa>>) -> Option<bool> {
+    fn walk_region(
+        &mut self,
+        state: StateId,
+        region: Option<&std::sync::Mutex<RegionDfa>>,
+        text: Option<&TextSlice>,
+    ) -> Option<bool> {
         let cache = region.filter(|_| RegionDfa::applies(self.a))?;
         let (a, trie, n) = (self.a, self.trie, self.accepted.len());
         // The nodes under the root children the state reads: where they are a small share of the
@@ -375,12 +380,12 @@ impl KernelWalk<'_> {
         }
         let follow = self.follow.as_ref();
         let found = match cache.try_lock() {
-            Ok(mut dfa) => region::classify_region(a, trie, n, state, follow, &mut dfa),
+            Ok(mut dfa) => region::classify_region(a, trie, n, state, follow, &mut dfa, text),
             Err(std::sync::TryLockError::Poisoned(p)) => {
-                region::classify_region(a, trie, n, state, follow, &mut p.into_inner())
+                region::classify_region(a, trie, n, state, follow, &mut p.into_inner(), text)
             }
             Err(std::sync::TryLockError::WouldBlock) => {
-                region::classify_region(a, trie, n, state, follow, &mut RegionDfa::default())
+                region::classify_region(a, trie, n, state, follow, &mut RegionDfa::default(), text)
             }
         };
         let m = found?;

@@ -13,7 +13,9 @@
 //! - `walked.rs`: [`WalkedBody`], the body slice with a few ASCII characters walked (string
 //!   bodies that refuse some body text);
 //! - `quote_cut.rs`: [`QuoteCut`], the text a plain inlined string body (a `pattern`'s) reads
-//!   before its closing quote, by the body's form, whatever follows the quote.
+//!   before its closing quote, by the body's form, whatever follows the quote;
+//! - `text.rs`: [`TextSlice`], unescaped string text but the line separators, for regex bodies
+//!   the region DFA reads.
 //!
 //! `cover.rs` decides whether a kernel state reads a slice ([`BodySlice::covers`],
 //! [`ClassSlice::covers`]) by a product search of its automaton with the slice automaton.
@@ -31,6 +33,7 @@ mod run_bases;
 mod run_index;
 #[cfg(test)]
 mod tests;
+mod text;
 pub(crate) mod walked;
 
 pub(crate) use body::body_table;
@@ -52,6 +55,8 @@ pub use cover::{
 pub use quote_cut::{quote_form, QuoteCut, QUOTE_CUT_MAX_STATES};
 pub use run_bases::RunBases;
 pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
+pub(crate) use text::text_step;
+pub use text::{TextSlice, TEXT_STATES};
 pub use walked::{
     no_walked_cover, start_run_cover, walked_cover, walked_covers_ruled_out, walked_rounds_cut, FirstChars,
     StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS,
