@@ -4585,6 +4585,7 @@ fn pattern_key_beside_excluded_names_searched_on_class_body_thread() {
     let (checked, pairs) = fill_pairs_after_brace_quote(&cg, &vocab);
     assert!(checked > 150, "{checked}");
     assert_eq!(pairs, 0, "the fills after {{\" explored {pairs} cover pairs (Llama 3)");
+}
 
 /// MaskBench o51168's `requires` (two required names, every other key `^.*$`: the key regex reads
 /// any key but the names, through a trie of states until a key leaves them) and o27348's
