@@ -961,8 +961,8 @@ fn string_character_chain_takes_its_slice_off_the_body_slice() {
         for prefix in [r#"{"name": "T"#, r#"{"name": "Te"#] {
             let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
             assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
-            sliced += kernel_items(cg.automata(), m.chart()).iter().any(|it| cg.class_body_tokens(it.state).is_some())
-                as usize;
+            let items = kernel_items(cg.automata(), m.chart());
+            sliced += usize::from(items.iter().any(|it| cg.class_body_tokens(it.state).is_some()));
         }
     }
     assert_eq!(sliced, 2 * vocabs.len(), "tail positions that took no class-body slice");

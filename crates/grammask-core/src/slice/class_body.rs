@@ -616,7 +616,7 @@ impl ClassBodySlice {
         for f in &body.frontier {
             // The body state and characters begun where the path leaves (as `walk_chars` counts).
             let (mut b, mut k) = (0u8, 0u32);
-            for &x in f.path.iter() {
+            for &x in &f.path {
                 k += u32::from(b == 0);
                 let Body::To(c) = steps[usize::from(b)][usize::from(x)] else {
                     unreachable!("a frontier path is body text")
