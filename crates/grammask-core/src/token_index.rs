@@ -442,8 +442,13 @@ impl TokenIndex {
         if let Some(s) = self.cached_class_body_slice(form) {
             return s;
         }
-        let built =
-            timed(Build::ClassBodySlice, || Arc::new(ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form)));
+        // The JSON string character's form is read off the body slice (built once per vocabulary).
+        let built = timed(Build::ClassBodySlice, || {
+            Arc::new(
+                ClassBodySlice::from_body(&self.trie, || self.body_slice(), form)
+                    .unwrap_or_else(|| ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form)),
+            )
+        });
         let bytes = class_body_bytes(form, &built);
         let mut w = write(&self.class_body_slices);
         if let Some((s, _)) = w.get(form) {

@@ -929,6 +929,47 @@ fn any_char_key_after_string_bodies_takes_its_slice_at_compile() {
     assert_eq!(cg.class_bodies_built_in_fills(), 0, "a fill built the key's slice");
 }
 
+/// A counted body of the JSON string character that is no string body (MaskBench o56021's `name`:
+/// `^[A-Za-z][A-Za-z0-9_]*` within 18 characters, an unanchored pattern whose tail reads any
+/// character, and the rule may end after each) takes the class-body slice of the string
+/// character, read off the vocabulary's body slice (`ClassBodySlice::from_body`) rather than
+/// walked (2.5 ms in o56021's fill at token 5 on Llama 3: its compile's tries went to the string
+/// bodies of `value`, which read the same bytes). Masks equal the brute force at every position,
+/// through escapes (`\/` refused, walked), `\u` and non-ASCII characters, on a vocabulary of this test's own and
+/// on Llama 3 and Qwen 2.5; the tail's positions take a class-body slice. Fails without the
+/// read-off (no slice counted by `class_body_slices_from_body`).
+#[test]
+fn string_character_chain_takes_its_slice_off_the_body_slice() {
+    let schema = r#"{"type": "object", "properties": {
+        "value": {"type": "string", "maxLength": 8177},
+        "name": {"type": "string", "maxLength": 18, "minLength": 1, "pattern": "^[A-Za-z][A-Za-z0-9_]*"},
+        "tags": {"type": "array", "items": {"type": "string"}}}, "additionalProperties": false}"#;
+    let g = lax_schema_grammar(schema);
+    let cases = ["TemperatureSensor", r#"a/ \u00e9\"x\n\\é中"#, "Ab-cd.ef gh ij klm", "Zz9_ "];
+    let before = grammask_core::slice::class_body_slices_from_body();
+    let extra = ["Temperature", "Sensor", "\\/", "\\u00", "e9", "\\\"", "\"}", "\", \"", "ab cd", "_9", "\\n"];
+    let mut vocabs = vec![ascii_vocab(&extra, &[0xC3, 0xA9, 0xE4, 0xB8, 0xAD])];
+    vocabs.extend(["llama3", "qwen2.5"].iter().filter_map(|name| shared_vocab(name)));
+    let (mut checked, mut sliced) = (0, 0);
+    for vocab in &vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&g, vocab).unwrap());
+        cg.wait_class_bodies();
+        for doc in cases {
+            checked += masks_by_char_match_brute_force(&cg, vocab, "o56021 name", "name", doc);
+        }
+        // After `T` and `Te`: the tail of any character.
+        for prefix in [r#"{"name": "T"#, r#"{"name": "Te"#] {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap());
+            let items = kernel_items(cg.automata(), m.chart());
+            sliced += usize::from(items.iter().any(|it| cg.class_body_tokens(it.state).is_some()));
+        }
+    }
+    assert_eq!(sliced, 2 * vocabs.len(), "tail positions that took no class-body slice");
+    assert!(checked >= 50 * vocabs.len(), "{checked} masks checked");
+    assert!(grammask_core::slice::class_body_slices_from_body() > before, "no slice read off the body slice");
+}
+
 /// Masks equal the brute force inside counted class bodies whose chain ends in a state reading
 /// other bytes (an *exit*): o61649's `PayloadUUID` pattern
 /// (`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-...-[0-9A-Za-z]{12}$`: the first four groups' chains exit

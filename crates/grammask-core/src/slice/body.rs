@@ -128,6 +128,11 @@ pub struct Cover {
 }
 
 impl BodySlice {
+    /// The slice tokens by the characters they begin.
+    pub(super) fn counts(&self) -> &CharCounts {
+        &self.counts
+    }
+
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
         let boundaries = self.boundaries.get().map_or(0, |b| b.nodes.iter().map(|v| 4 * v.len() + 28).sum());

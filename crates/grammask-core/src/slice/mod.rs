@@ -47,7 +47,10 @@ pub use bounded::{
     Bounded,
 };
 pub use class::ClassSlice;
-pub use class_body::{class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain, ClassLevel};
+pub use class_body::{
+    class_body_slices_from_body, class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain,
+    ClassLevel,
+};
 pub use cover::{
     characters_met_at_once, cover_pairs_taken, take_cover_pair, with_cover_budget, CoverMemo, Misread, MisreadAt,
     Refutation, MAX_STATE_COVER_PAIRS,
@@ -173,7 +176,7 @@ pub(super) fn walk_chars<S: Copy>(
 
 /// Slice tokens by the number of characters each begins (a character begins at each byte read
 /// from a slice automaton's boundary state 0), for counted bodies: [`CharCounts::add_within`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct CharCounts {
     /// `within[k]`: the tokens that begin at most `k` characters, for `k <= MAX_CUMULATIVE`.
     within: Vec<Bitset>,
