@@ -45,8 +45,8 @@ impl KernelWalk<'_> {
             // With inner exit bytes, the walked nodes past `c` characters lie below a node walked
             // next or are refused at the exit (no rule end on the way a context continues).
             let walked = cb.walked.iter().zip(&cb.walked_chars).filter(|&(_, &k)| chain.inner == 0 || k <= c);
-            for f in walked.map(|(f, _)| f).chain(exits) {
-                if !w.walk_frontier(f.node, &f.path, base)? {
+            for (node, path) in walked.map(|(f, _)| (f.node, &*f.path)).chain(exits) {
+                if !w.walk_frontier(node, path, base)? {
                     return Ok(false);
                 }
             }

@@ -480,8 +480,72 @@ pub struct ClassBodySlice {
     past: std::sync::OnceLock<Box<[PastByByte]>>,
     one_byte: u128,
     /// The other nodes where a path of class text leaves the class at a character boundary, by
-    /// (characters begun above them, byte), sorted: the ones a chain's exit state may read.
-    exits: Vec<(u32, u8, FrontierNode)>,
+    /// (characters begun above them, byte): the ones a chain's exit state may read.
+    exits: Exits,
+}
+
+/// Frontier nodes keyed by (characters begun above them, byte), their paths in one byte arena.
+/// PERF: a `Box` per path and a comparison sort were ~40% of [`ClassBodySlice::new`] (~7 K exits a
+/// slice on Llama 3: MaskBench o63939's five slices, 33.8 M instructions, built on the compile's
+/// thread or in the first fill that finds one unbuilt).
+#[derive(Debug, Default)]
+struct Exits {
+    /// Sorted by (characters, byte), in trie order within a key (after [`Self::sort`]).
+    nodes: Vec<Exit>,
+    paths: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Exit {
+    chars: u32,
+    byte: u8,
+    node: u32,
+    /// `paths[path.0..path.1]`: the bytes above the node.
+    path: (u32, u32),
+}
+
+impl Exits {
+    fn push(&mut self, chars: u32, byte: u8, node: u32, path: &[u8]) {
+        let from = self.paths.len() as u32;
+        self.paths.extend_from_slice(path);
+        self.nodes.push(Exit { chars, byte, node, path: (from, self.paths.len() as u32) });
+    }
+
+    /// Sorts by (characters, byte), then node. Nodes pushed in trie order (both builders push
+    /// them so) take a counting sort by key, which keeps that order within a key.
+    fn sort(&mut self) {
+        let key = |e: &Exit| e.chars as usize * 256 + usize::from(e.byte);
+        if !self.nodes.windows(2).all(|w| w[0].node < w[1].node) {
+            self.nodes.sort_unstable_by_key(|e| (key(e), e.node));
+            return;
+        }
+        let Some(top) = self.nodes.iter().map(key).max() else { return };
+        let mut starts = vec![0u32; top + 2];
+        for e in &self.nodes {
+            starts[key(e) + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut sorted = vec![self.nodes[0]; self.nodes.len()];
+        for e in &self.nodes {
+            let at = &mut starts[key(e)];
+            sorted[*at as usize] = *e;
+            *at += 1;
+        }
+        self.nodes = sorted;
+    }
+
+    /// The nodes keyed (`chars`, `byte`), with their paths, in trie order.
+    fn at(&self, chars: u32, byte: u8) -> impl Iterator<Item = (u32, &[u8])> {
+        let from = self.nodes.partition_point(|e| (e.chars, e.byte) < (chars, byte));
+        let same = self.nodes[from..].iter().take_while(move |e| (e.chars, e.byte) == (chars, byte));
+        same.map(|e| (e.node, &self.paths[e.path.0 as usize..e.path.1 as usize]))
+    }
+
+    fn memory_size(&self) -> usize {
+        self.nodes.capacity() * std::mem::size_of::<Exit>() + self.paths.capacity()
+    }
 }
 
 /// Nodes by their (ASCII) byte ([`ClassBodySlice::past_reading`]).
@@ -561,7 +625,7 @@ impl ClassBodySlice {
         let mut counts = CharCounts::new(vocab_size);
         let mut walked = Vec::new();
         let mut walked_chars = Vec::new();
-        let mut exits = Vec::new();
+        let mut exits = Exits::default();
         let step = |p: u16, x: u8| Some(table[usize::from(p)][usize::from(x)]).filter(|&next| next != NONE);
         let token = |k: u32, t: u32| counts.insert(k, t);
         let leave = |node: u32, path: &[u8], (p, k): (u16, u32), x: u8| {
@@ -569,7 +633,7 @@ impl ClassBodySlice {
                 walked.push(FrontierNode { node, path: path.into(), dead: false });
                 walked_chars.push(k);
             } else if p == 0 {
-                exits.push((k, x, FrontierNode { node, path: path.into(), dead: false }));
+                exits.push(k, x, node, path);
             }
         };
         walk_chars(trie, 0u16, step, |p| p == 0, |_, _| {}, token, leave);
@@ -612,7 +676,7 @@ impl ClassBodySlice {
             }
         }
         let body = body();
-        let (mut walked, mut walked_chars, mut exits) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut walked, mut walked_chars, mut exits) = (Vec::new(), Vec::new(), Exits::default());
         for f in &body.frontier {
             // The body state and characters begun where the path leaves (as `walk_chars` counts).
             let (mut b, mut k) = (0u8, 0u32);
@@ -623,12 +687,11 @@ impl ClassBodySlice {
                 };
                 b = c;
             }
-            let node = FrontierNode { node: f.node, path: f.path.clone(), dead: false };
             if !f.dead {
-                walked.push(node);
+                walked.push(FrontierNode { node: f.node, path: f.path.clone(), dead: false });
                 walked_chars.push(k);
             } else if b == 0 {
-                exits.push((k, trie.nodes[f.node as usize].byte, node));
+                exits.push(k, trie.nodes[f.node as usize].byte, f.node, &f.path);
             }
         }
         FROM_BODY.fetch_add(1, Ordering::Relaxed);
@@ -640,9 +703,9 @@ impl ClassBodySlice {
         walked: Vec<FrontierNode>,
         walked_chars: Vec<u32>,
         table: Vec<[u16; 256]>,
-        mut exits: Vec<(u32, u8, FrontierNode)>,
+        mut exits: Exits,
     ) -> ClassBodySlice {
-        exits.sort_unstable_by_key(|&(k, x, ref f)| (k, x, f.node));
+        exits.sort();
         // The one-byte class characters: ASCII bytes from the boundary back to it.
         let one_byte = (0..0x80u8).filter(|&x| table[0][usize::from(x)] == 0).fold(0u128, |m, x| m | 1 << x);
         let past = std::sync::OnceLock::new();
@@ -696,9 +759,9 @@ impl ClassBodySlice {
 
     /// The nodes where class text of `k` characters leaves the class at byte `x` (see
     /// [`exit_reads`]).
-    pub fn exits_at(&self, k: u32, x: u8) -> impl Iterator<Item = &FrontierNode> {
-        let from = self.exits.partition_point(|e| (e.0, e.1) < (k, x));
-        self.exits[from..].iter().take_while(move |e| (e.0, e.1) == (k, x)).map(|e| &e.2)
+    /// (node, the bytes above it), in trie order.
+    pub fn exits_at(&self, k: u32, x: u8) -> impl Iterator<Item = (u32, &[u8])> {
+        self.exits.at(k, x)
     }
 
     /// Heap bytes held: the counts, the frontier lists as allocated, and the nodes' paths.
@@ -707,8 +770,8 @@ impl ClassBodySlice {
             + self.walked_chars.capacity() * 4
             + self.table.len() * std::mem::size_of::<[u16; 256]>()
             + self.past.get().map_or(0, |past| past.iter().map(|p| p.nodes.len() * 4 + 129 * 4).sum::<usize>())
-            + self.exits.capacity() * std::mem::size_of::<(u32, u8, FrontierNode)>();
-        let paths: usize = self.walked.iter().chain(self.exits.iter().map(|e| &e.2)).map(|f| f.path.len()).sum();
+            + self.exits.memory_size();
+        let paths: usize = self.walked.iter().map(|f| f.path.len()).sum();
         self.counts.memory_size() + lists + paths
     }
 }
@@ -1098,6 +1161,32 @@ mod tests {
     /// and builds none; with no thread to set it (it died, or a fork left it behind) the wait
     /// ends at its bound and the fill builds it; a slice reserved and not begun, or marked by
     /// another process's thread, is built by the fill at once; the thread then keeps the fill's.
+    /// Exits pushed in trie order take the counting sort, others the comparison sort: both give
+    /// the nodes by (characters, byte), then node, each with its own path.
+    #[test]
+    fn exits_sort_by_key_then_node() {
+        let pushes = [(2, b'a', 5, "ab"), (0, b'z', 1, ""), (2, b'a', 3, "x"), (1, b'-', 9, "q"), (0, b'z', 0, "")];
+        let want = vec![(0, b'z', 0, ""), (0, b'z', 1, ""), (1, b'-', 9, "q"), (2, b'a', 3, "x"), (2, b'a', 5, "ab")];
+        for in_trie_order in [false, true] {
+            let mut order = pushes.to_vec();
+            if in_trie_order {
+                order.sort_by_key(|p| p.2);
+            }
+            let mut e = Exits::default();
+            for (k, x, node, path) in order {
+                e.push(k, x, node, path.as_bytes());
+            }
+            e.sort();
+            let got: Vec<_> = e
+                .nodes
+                .iter()
+                .flat_map(|n| e.at(n.chars, n.byte).filter(move |&(m, _)| m == n.node).map(move |(m, p)| (n, m, p)))
+                .map(|(n, m, p)| (n.chars, n.byte, m, std::str::from_utf8(p).unwrap()))
+                .collect();
+            assert_eq!(got, want, "pushed in trie order: {in_trie_order}");
+        }
+    }
+
     #[test]
     fn fills_wait_for_the_slice_the_thread_is_building() {
         let (bodies, class, thread_slice) = reserved_class();
@@ -1242,10 +1331,12 @@ c ::= [^"\\\x00-\x1f] | "\\u" [0-9a-f]{4}"#,
             assert_eq!(nodes(&got), nodes(&walked));
             assert_eq!(got.walked_chars, walked.walked_chars);
             let exits = |s: &ClassBodySlice| {
-                s.exits.iter().map(|(k, x, f)| (*k, *x, f.node, f.path.to_vec())).collect::<Vec<_>>()
+                let e = &s.exits;
+                let path = |x: &Exit| e.paths[x.path.0 as usize..x.path.1 as usize].to_vec();
+                e.nodes.iter().map(|x| (x.chars, x.byte, x.node, path(x))).collect::<Vec<_>>()
             };
             assert_eq!(exits(&got), exits(&walked));
-            assert!(!walked.exits.is_empty() && walked.walked.len() >= 4, "the vocabulary leaves the class");
+            assert!(!walked.exits.nodes.is_empty() && walked.walked.len() >= 4, "the vocabulary leaves the class");
             assert_eq!((got.one_byte, &got.table), (walked.one_byte, &walked.table));
         }
         // The string character; `.` (its `\\` escape reads no `n`) and `[a-zA-Z_]` are not it.

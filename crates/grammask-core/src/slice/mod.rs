@@ -190,7 +190,9 @@ const MAX_CUMULATIVE: usize = 32;
 
 impl CharCounts {
     pub(super) fn new(vocab_size: usize) -> CharCounts {
-        CharCounts { within: vec![Bitset::new(vocab_size); MAX_CUMULATIVE + 1], long: Vec::new() }
+        // Each set allocated zeroed, not cloned (a clone copies 16 KB per set on Llama 3).
+        let within = (0..=MAX_CUMULATIVE).map(|_| Bitset::new(vocab_size)).collect();
+        CharCounts { within, long: Vec::new() }
     }
 
     /// Notes token `t`, which begins `k` characters (before [`Self::finish`]).
