@@ -20,6 +20,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod test_counter;
+
 pub mod apply;
 pub mod batch;
 pub mod bitset;

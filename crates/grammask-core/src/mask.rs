@@ -74,8 +74,8 @@ pub(crate) use sibling::count_chain_kernel;
 pub use sibling::{chain_kernels, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
 use walk::*;
 pub use walk::{
-    class_inner_exits, region_before_runs_taken, runs_reentered_taken, state_bytes, within_lean_walks,
-    within_paths_kept,
+    class_inner_exits, region_before_runs_taken, region_budget_asked_first, runs_reentered_taken, state_bytes,
+    within_lean_walks, within_paths_kept,
 };
 
 /// The per-vocabulary shortcuts a kernel classification may take (all optional: without them

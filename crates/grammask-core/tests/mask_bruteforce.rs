@@ -1684,6 +1684,41 @@ fn shifted_string_starts_pass_a_pending_class_body_match_brute_force() {
     assert_eq!(masks_along_docs_match_brute_force(&built, &vocab, &docs), n);
 }
 
+/// A pending class body's bounded try (`CompiledGrammar::classify`, 8,192 nodes) whose region
+/// walk would cross that budget asks it first and skips the walk it would drop: MaskBench
+/// o63939's `activityTaskList` (`^[\w\.\- ]+$` within 64), its fill before the compile's thread
+/// (`hold_class_bodies`), walked ~10 M instructions of region before building its slice. Taken
+/// there (`region_budget_asked_first`); masks equal the brute force along documents on Llama 3,
+/// held and with the thread's slices built.
+#[test]
+fn pending_class_body_skips_a_region_walk_past_its_budget_match_brute_force() {
+    use grammask_core::compiled::hold_class_bodies;
+    use grammask_core::mask::region_budget_asked_first;
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {
+        "activityTaskList": {"type": "string", "pattern": "^[\\w\\.\\- ]+$", "minLength": 3, "maxLength": 64},
+        "class": {"type": "string", "pattern": "^[\\w\\-]+$", "maxLength": 256}}}"#;
+    let g = lax_schema_grammar(schema);
+    hold_class_bodies(true);
+    let held = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    hold_class_bodies(false);
+    let mut m = Matcher::new(held.clone(), MatcherOptions::default()).unwrap();
+    let start = br#"{"activityTaskList": ""#;
+    assert!(m.accept_bytes(start).unwrap());
+    let before = region_budget_asked_first();
+    let mask = m.compute_mask().unwrap().clone();
+    assert!(region_budget_asked_first() > before, "the pending try walked its region past its budget");
+    for (t, &w) in brute_force(&m, &vocab).iter().enumerate() {
+        assert_eq!(mask.get(t), w, "after {start:?}: token {:?}", vocab.token_bytes(t as u32));
+    }
+    let docs: [&[u8]; 2] = [br#"{"activityTaskList": "my-task list.v2", "class": "My_Class-1"}"#, br#"{"class": "x"}"#];
+    let n: usize = docs.iter().map(|d| d.len() + 1).sum();
+    assert_eq!(masks_along_docs_match_brute_force(&held, &vocab, &docs), n);
+    let built = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    built.wait_class_bodies();
+    assert_eq!(masks_along_docs_match_brute_force(&built, &vocab, &docs), n);
+}
+
 #[test]
 fn few_token_rows_match_brute_force() {
     let g = grammask_core::ebnf::parse_ebnf(TOOL_CALL_EBNF, "root").unwrap();

@@ -298,14 +298,9 @@ fn walk_suffixes(a: &Automata, chart: &mut Chart, km: &KernelMask) -> Result<Vec
 /// shorter ones cost less than the memo's setup.
 const INTERNED_SUFFIXES_MIN: usize = 64;
 
-thread_local! {
-    static INTERNED_WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Suffix walks this thread completed on interned rows ([`walk_suffixes_interned`]), for tests.
-#[doc(hidden)]
-pub fn interned_suffix_walks() -> usize {
-    INTERNED_WALKS.with(std::cell::Cell::get)
+test_counter! {
+    /// Suffix walks this thread completed on interned rows ([`walk_suffixes_interned`]), for tests.
+    pub fn interned_suffix_walks => INTERNED_WALKS
 }
 
 /// [`walk_suffixes`] with the rows above the completion row interned ([`RowMemo`]): a byte read

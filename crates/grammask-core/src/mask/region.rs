@@ -43,28 +43,16 @@ const REGION_MAX_CONFIGS: usize = 512;
 /// Configurations a closure searches linearly before it hashes them ([`RegionDfa::close`]).
 const SMALL_CLOSURE: usize = 32;
 
-thread_local! {
-    /// Closures this thread's region walks hashed (past [`SMALL_CLOSURE`] configurations).
-    static HASHED_CLOSURES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many closures this thread's region walks hashed, past [`SMALL_CLOSURE`] configurations
+    /// (for tests).
+    pub fn region_hashed_closures => HASHED_CLOSURES
 }
 
-/// How many closures this thread's region walks hashed, past [`SMALL_CLOSURE`] configurations
-/// (for tests).
-#[doc(hidden)]
-pub fn region_hashed_closures() -> usize {
-    HASHED_CLOSURES.get()
-}
-
-thread_local! {
-    /// Kernels this thread's region walks classified from the plain-text slice.
-    static TEXT_CUTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many kernels this thread's region walks took from the plain-text slice, walking only its
-/// frontier ([`crate::slice::TextSlice`]; for tests).
-#[doc(hidden)]
-pub fn region_text_cuts() -> usize {
-    TEXT_CUTS.get()
+test_counter! {
+    /// How many kernels this thread's region walks took from the plain-text slice, walking only its
+    /// frontier ([`crate::slice::TextSlice`]; for tests).
+    pub fn region_text_cuts => TEXT_CUTS
 }
 
 /// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond

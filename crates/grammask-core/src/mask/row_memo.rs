@@ -64,40 +64,22 @@ impl Drop for RowMemo {
     }
 }
 
-thread_local! {
-    /// Rows this thread's walks interned onto an earlier row only by leaving spent items out.
-    static SPENT_MERGES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many plain virtual items the walks on this thread interned with a transition table
+    /// (`RowMemo::virtuals`), for tests.
+    pub fn memo_virtual_items => VIRTUALS
 }
 
-thread_local! {
-    /// Plain virtual items this thread's walks interned with their transitions.
-    static VIRTUALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many Earley steps of the walks on this thread were kept for a run of bytes that step the
+    /// row alike ([`same_step_run`]), for tests.
+    pub fn row_run_steps => RUN_STEPS
 }
 
-/// How many plain virtual items the walks on this thread interned with a transition table
-/// (`RowMemo::virtuals`), for tests.
-#[doc(hidden)]
-pub fn memo_virtual_items() -> usize {
-    VIRTUALS.get()
-}
-
-thread_local! {
-    /// Earley steps of this thread's walks whose result was kept for a run of more than one byte.
-    static RUN_STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many Earley steps of the walks on this thread were kept for a run of bytes that step the
-/// row alike ([`same_step_run`]), for tests.
-#[doc(hidden)]
-pub fn row_run_steps() -> usize {
-    RUN_STEPS.get()
-}
-
-/// How many rows the walks on this thread interned onto an earlier row that differed from them
-/// by spent callee ends only ([`Chart::last_future_signature`]), for tests.
-#[doc(hidden)]
-pub fn spent_row_merges() -> usize {
-    SPENT_MERGES.get()
+test_counter! {
+    /// How many rows the walks on this thread interned onto an earlier row that differed from them
+    /// by spent callee ends only ([`Chart::last_future_signature`]), for tests.
+    pub fn spent_row_merges => SPENT_MERGES
 }
 
 /// A frame of a walk with the row memo as its tables name it ([`RowMemo::code`]): an interned

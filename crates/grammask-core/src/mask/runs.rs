@@ -6,36 +6,23 @@
 use super::*;
 use crate::grammar::RuleId;
 
-thread_local! {
-    /// Interned rows this thread's walks gave a call loop's run index ([`call_loop`]).
-    static CALL_LOOP_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Of those, rows that enter the loop rather than loop themselves ([`KernelWalk::runs_at`]).
-    static LOOP_ENTRIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Interned rows (and single-item frames) this thread's walks gave a UTF-8 index of an
-    /// item's state ([`KernelWalk::runs_at`]).
-    static WIDE_LOOPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many interned rows the walks on this thread gave the UTF-8 run index of one of their
+    /// items' states ([`Shortcuts::built_wide`]: a call loop's class less its refused characters, or
+    /// a plain state's class), for tests.
+    pub fn call_loop_wide_taken => WIDE_LOOPS
 }
 
-/// How many interned rows the walks on this thread gave the UTF-8 run index of one of their
-/// items' states ([`Shortcuts::built_wide`]: a call loop's class less its refused characters, or
-/// a plain state's class), for tests.
-#[doc(hidden)]
-pub fn call_loop_wide_taken() -> usize {
-    WIDE_LOOPS.get()
+test_counter! {
+    /// How many interned rows the walks on this thread gave the run index of the call loop they
+    /// enter (their class bytes lead to another row, which loops on them), for tests.
+    pub fn call_loop_entries_taken => LOOP_ENTRIES
 }
 
-/// How many interned rows the walks on this thread gave the run index of the call loop they
-/// enter (their class bytes lead to another row, which loops on them), for tests.
-#[doc(hidden)]
-pub fn call_loop_entries_taken() -> usize {
-    LOOP_ENTRIES.get()
-}
-
-/// How many interned rows the walks on this thread gave the run index of a call loop's class
-/// (built off the fill path, [`call_loop`]), for tests.
-#[doc(hidden)]
-pub fn call_loop_runs_taken() -> usize {
-    CALL_LOOP_RUNS.get()
+test_counter! {
+    /// How many interned rows the walks on this thread gave the run index of a call loop's class
+    /// (built off the fill path, [`call_loop`]), for tests.
+    pub fn call_loop_runs_taken => CALL_LOOP_RUNS
 }
 
 impl KernelWalk<'_> {
@@ -566,16 +553,10 @@ pub fn class_covers(a: &Automata, s: StateId, class: u128, memo: &CoverMemo) -> 
     !ascii_cover_refuted(a, s, class) && ClassSlice::covers(a, s, class, memo)
 }
 
-thread_local! {
-    /// States [`ascii_cover_refuted`] has read on this thread ([`refute_states_read`]).
-    static REFUTE_STATES_READ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many states the class-cover refutations on this thread have read so far (for tests that
-/// bound a compile's searches).
-#[doc(hidden)]
-pub fn refute_states_read() -> usize {
-    REFUTE_STATES_READ.get()
+test_counter! {
+    /// How many states the class-cover refutations on this thread have read so far (for tests that
+    /// bound a compile's searches).
+    pub fn refute_states_read => REFUTE_STATES_READ
 }
 
 /// States [`ascii_cover_refuted`] looks at before giving up (undecided).

@@ -73,15 +73,9 @@ const CALLEE_CLASS: u64 = u64::MAX - 3;
 /// The word a rule's next rule in a chain is listed by ([`SiblingEdges::chain_end`]).
 const CHAIN_NEXT: u64 = u64::MAX - 4;
 
-thread_local! {
-    /// Kernels this thread took from their chain's last rule ([`SiblingEdges::chain_end`]).
-    static CHAIN_KERNELS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many kernels this thread took from their chain's last rule (for tests).
-#[doc(hidden)]
-pub fn chain_kernels() -> usize {
-    CHAIN_KERNELS.get()
+test_counter! {
+    /// How many kernels this thread took from their chain's last rule (for tests).
+    pub fn chain_kernels => CHAIN_KERNELS
 }
 
 /// Counts a kernel taken from its chain's last rule ([`chain_kernels`]).

@@ -243,77 +243,41 @@ const REGION_BEFORE_RUNS_SHARE: usize = 8;
 /// walk's nodes (o71827: ~0.2 us a walked break, ~6 ns a region node, over 8).
 const BREAK_NODES: usize = 5;
 
-thread_local! {
-    /// Boundary nodes of a short bound this thread's walks stepped to from a kept path.
-    static PATHS_KEPT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many boundary nodes of a short bound ([`crate::slice::Bounded::Within`]) this thread's
+    /// walks reached by stepping below the nodes they share with the one before (see
+    /// `KernelWalk::walk_below_path`), for tests.
+    pub fn within_paths_kept => PATHS_KEPT
 }
 
-/// How many boundary nodes of a short bound ([`crate::slice::Bounded::Within`]) this thread's
-/// walks reached by stepping below the nodes they share with the one before (see
-/// `KernelWalk::walk_below_path`), for tests.
-#[doc(hidden)]
-pub fn within_paths_kept() -> usize {
-    PATHS_KEPT.get()
+test_counter! {
+    /// How many boundary nodes of a short bound this thread's walks walked on memo codes
+    /// (`KernelWalk::walk_lean`) rather than chart frames, for tests.
+    pub fn within_lean_walks => LEAN_WALKS
 }
 
-thread_local! {
-    /// Boundary nodes of a short bound whose subtrees this thread's walks walked lean.
-    static LEAN_WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many counted class bodies this thread's walks served whose exit reads one-byte class
+    /// characters (`KernelWalk::walk_inner_exits`), for tests.
+    pub fn class_inner_exits => INNER_EXITS
 }
 
-/// How many boundary nodes of a short bound this thread's walks walked on memo codes
-/// (`KernelWalk::walk_lean`) rather than chart frames, for tests.
-#[doc(hidden)]
-pub fn within_lean_walks() -> usize {
-    LEAN_WALKS.get()
+test_counter! {
+    /// How many kernels this thread's walks kept on the run index only because the subtrees of
+    /// breaks that re-enter the run were not counted ([`KernelWalk::breaks_outweigh_region`]), for tests.
+    pub fn runs_reentered_taken => RUNS_REENTERED
 }
 
-thread_local! {
-    /// Counted class bodies this thread's walks served with inner exit bytes.
-    static INNER_EXITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+test_counter! {
+    /// How many region walks would cross their kernel walk's budget and asked `on_budget` before
+    /// walking (an abandoned walk then skips the region walk), for tests.
+    pub fn region_budget_asked_first => REGION_BUDGET_FIRST
 }
 
-/// How many counted class bodies this thread's walks served whose exit reads one-byte class
-/// characters (`KernelWalk::walk_inner_exits`), for tests.
-#[doc(hidden)]
-pub fn class_inner_exits() -> usize {
-    INNER_EXITS.get()
-}
-
-thread_local! {
-    /// Kernels this thread's walks gave the region walk before their run index's.
-    static REGION_BEFORE_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-thread_local! {
-    /// Kernels this thread's walks kept on their run index because their breaks re-enter the run.
-    static RUNS_REENTERED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many kernels this thread's walks kept on the run index only because the subtrees of
-/// breaks that re-enter the run were not counted ([`KernelWalk::breaks_outweigh_region`]), for tests.
-#[doc(hidden)]
-pub fn runs_reentered_taken() -> usize {
-    RUNS_REENTERED.get()
-}
-
-thread_local! {
-    /// Region walks that asked their walk's budget before walking ([`KernelWalk::walk_region`]).
-    static REGION_BUDGET_FIRST: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many region walks would cross their kernel walk's budget and asked `on_budget` before
-/// walking (an abandoned walk then skips the region walk), for tests.
-#[doc(hidden)]
-pub fn region_budget_asked_first() -> usize {
-    REGION_BUDGET_FIRST.get()
-}
-
-/// How many kernels this thread's walks gave the region walk rather than the run index that
-/// applied ([`REGION_BEFORE_RUNS_SHARE`]), for tests.
-#[doc(hidden)]
-pub fn region_before_runs_taken() -> usize {
-    REGION_BEFORE_RUNS.get()
+test_counter! {
+    /// How many kernels this thread's walks gave the region walk rather than the run index that
+    /// applied ([`REGION_BEFORE_RUNS_SHARE`]), for tests.
+    pub fn region_before_runs_taken => REGION_BEFORE_RUNS
 }
 
 /// The nodes below the root children whose byte is in `readable`.

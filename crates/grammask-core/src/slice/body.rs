@@ -521,15 +521,10 @@ fn byte_branches_end(a: &Automata, s: StateId) -> Option<bool> {
     }
 }
 
-thread_local! {
-    static BRANCHES_BESIDE_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many times a state with byte edges beside its quoted calls covered the body slice on this
-/// thread ([`BodySlice::covers_through_quoted_calls`]), for tests.
-#[doc(hidden)]
-pub fn branches_beside_calls() -> usize {
-    BRANCHES_BESIDE_CALLS.get()
+test_counter! {
+    /// How many times a state with byte edges beside its quoted calls covered the body slice on this
+    /// thread ([`BodySlice::covers_through_quoted_calls`]), for tests.
+    pub fn branches_beside_calls => BRANCHES_BESIDE_CALLS
 }
 
 /// Every slice token with the number of characters it begins (the reference [`BodySlice::new`]'s

@@ -138,15 +138,9 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     Some(Bounded::Cover(Cover { may_end: ends.any, walk_dead: false }))
 }
 
-thread_local! {
-    /// Bounded searches [`bounded_short`] spared on this thread, for tests.
-    static SHORT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many bounded searches [`bounded_short`] spared on this thread so far, for tests.
-#[doc(hidden)]
-pub fn bounded_searches_spared() -> usize {
-    SHORT.get()
+test_counter! {
+    /// How many bounded searches [`bounded_short`] spared on this thread so far, for tests.
+    pub fn bounded_searches_spared => SHORT
 }
 
 /// Whether [`bounded_search`] from a state, with `max_chars`, can only answer `None` or a

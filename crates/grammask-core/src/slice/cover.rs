@@ -126,15 +126,10 @@ pub fn with_cover_budget<R>(pairs: usize, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-thread_local! {
-    static CHARACTERS_AT_ONCE: Cell<usize> = const { Cell::new(0) };
-}
-
-/// How many times the cover searches on this thread met every multi-byte character of a pair at
-/// once ([`Explored::characters_to`]), for tests.
-#[doc(hidden)]
-pub fn characters_met_at_once() -> usize {
-    CHARACTERS_AT_ONCE.get()
+test_counter! {
+    /// How many times the cover searches on this thread met every multi-byte character of a pair at
+    /// once ([`Explored::characters_to`]), for tests.
+    pub fn characters_met_at_once => CHARACTERS_AT_ONCE
 }
 
 /// Takes one pair from the thread's budget ([`with_cover_budget`]); false when none is left.

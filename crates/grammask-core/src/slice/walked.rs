@@ -556,17 +556,10 @@ fn walked_search(
     }
 }
 
-thread_local! {
-    /// Walked characters' searches on this thread ended at a misread character known not to be
-    /// walkable, for tests.
-    static WALKED_ROUNDS_CUT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many walked characters' searches on this thread ended at an unwalkable misread (see
-/// [`walked_cover`]), for tests.
-#[doc(hidden)]
-pub fn walked_rounds_cut() -> usize {
-    WALKED_ROUNDS_CUT.get()
+test_counter! {
+    /// How many walked characters' searches on this thread ended at an unwalkable misread (see
+    /// [`walked_cover`]), for tests.
+    pub fn walked_rounds_cut => WALKED_ROUNDS_CUT
 }
 
 /// A set of walked strings with which kernel state `s` covers the body slice, found one misread
