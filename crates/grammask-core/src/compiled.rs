@@ -703,12 +703,15 @@ impl CompiledGrammar {
         // since, or never built once the per-vocabulary budget was spent, is built again here
         // rather than walked in the masks ([`TokenIndex::build_run_indexes`]).
         let runs: Vec<(u128, bool)> = fresh.iter().filter(|f| f.2 || f.1).map(|f| (f.0, f.1)).collect();
-        // The ASCII-only classes other than call loops' are built after the first mask, on a
-        // thread of their own (that mask builds those it reads): no fill or compile looks for
-        // them in the vocabulary's cache alone (call loops' take theirs from it with the compile,
-        // [`CallLoopRuns::take_cached`]; UTF-8 classes' serve `utf8_states` and class slices).
+        // In a grammar without string bodies (no JSON value), the ASCII-only classes other than
+        // call loops' are built after the first mask, on a thread of their own (that mask builds
+        // those it reads): no fill or compile looks for them in the vocabulary's cache alone (call
+        // loops' take theirs from it with the compile, [`CallLoopRuns::take_cached`]; UTF-8
+        // classes' serve `utf8_states` and class slices).
+        // PERF: with string bodies too, MaskBench o10532's fills a few tokens in (tokens 59 and
+        // 63, the thread's builds not done) built them: 2.5 and 5.0 ms, under 0.4 ms before.
         let call_runs = Arc::new(CallLoopRuns::of(&automata));
-        let later = |(c, utf8): (u128, bool)| !utf8 && !call_runs.classes.iter().any(|x| x.0 == c);
+        let later = |(c, utf8): (u128, bool)| !bodies.get() && !utf8 && !call_runs.classes.iter().any(|x| x.0 == c);
         let (tick, left) = index.build_run_indexes_but(&runs, later);
         fresh.retain(|&(c, utf8, _)| !index.class_seen(c, utf8));
         for (c, utf8, free_text) in fresh {
