@@ -58,6 +58,10 @@ pub struct TokenIndex {
     run_indexes: RwLock<RunIndexes>,
     /// Compiles that asked for run indexes so far.
     run_clock: AtomicU64,
+    /// Run indexes built by [`Self::build_later`]'s threads.
+    run_indexes_built_later: AtomicUsize,
+    /// The classes a [`Self::build_later`] thread is to build (a later compile leaves them to it).
+    run_indexes_in_flight: Mutex<Vec<(u128, bool)>>,
     /// UTF-8 run indexes of call-loop classes less their refused characters
     /// ([`Self::run_index_less_off_fill`]), by (ASCII class, refused characters), at most
     /// [`MAX_WIDE_RUN_INDEXES`] (past them each grammar builds its own).
@@ -384,13 +388,107 @@ impl TokenIndex {
     /// walked the trie in its masks: MaskBench o60252's `email` positions took ~2 ms there
     /// against ~0.1 ms in a fresh process.
     pub fn build_run_indexes(&self, classes: &[(u128, bool)]) {
+        self.build_run_indexes_but(classes, |_| false);
+    }
+
+    /// [`Self::build_run_indexes`], except that the classes not built yet for which `later`
+    /// holds are left unbuilt (room is made for them) and returned with the tick they are needed
+    /// at, for [`Self::build_later`] once the compile's first mask is filled: a fill that needs
+    /// one before builds it, as any missing class ([`Self::run_index`]).
+    pub fn build_run_indexes_but(
+        &self,
+        classes: &[(u128, bool)],
+        later: impl Fn((u128, bool)) -> bool,
+    ) -> (u64, Vec<(u128, bool)>) {
         let tick = self.run_clock.fetch_add(1, Ordering::Relaxed) + 1;
-        self.build_within(classes, tick);
+        (tick, self.build_within_but(classes, tick, later))
+    }
+
+    /// Builds those of `left` (from [`Self::build_run_indexes_but`], needed at `tick`) that no fill
+    /// has built since and no other such thread is to build, on a thread of their own, each outside the index lock (a fill's lookup
+    /// never waits on the thread; one that needs a class first builds it too, and the first
+    /// kept wins: both are equal). Where no thread can be spawned, they are built here. Returns
+    /// the thread.
+    /// PERF: llama.cpp's `arithmetic.gbnf` on Llama 3 built `[a-z0-9_]` and `[0-9]` in its
+    /// compile (7.6 M of its 10.9 M instructions, compile and first mask), which its first mask
+    /// does not read.
+    pub fn build_later(self: &Arc<Self>, left: Vec<(u128, bool)>, tick: u64) -> Option<std::thread::JoinHandle<()>> {
+        let left: Vec<(u128, bool)> = {
+            let mut in_flight = self.run_indexes_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let left: Vec<(u128, bool)> = left
+                .into_iter()
+                .filter(|c| !in_flight.contains(c) && !read(&self.run_indexes).contains_key(c))
+                .collect();
+            in_flight.extend_from_slice(&left);
+            left
+        };
+        if left.is_empty() {
+            return None;
+        }
+        let index = Arc::clone(self);
+        let spawned = std::thread::Builder::new().name("grammask-run-indexes".into()).spawn({
+            let left = left.clone();
+            move || index.build_left(&left, tick)
+        });
+        match spawned {
+            Ok(thread) => Some(thread),
+            Err(_) => {
+                self.build_left(&left, tick);
+                None
+            }
+        }
+    }
+
+    /// [`Self::build_later`]'s builds, in order.
+    fn build_left(&self, left: &[(u128, bool)], tick: u64) {
+        for &(ascii, utf8) in left {
+            if !read(&self.run_indexes).contains_key(&(ascii, utf8)) {
+                if let Some(built) = self.run_index_off_fill(ascii, utf8) {
+                    self.keep_built(ascii, utf8, built, tick);
+                    self.run_indexes_built_later.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let mut in_flight = self.run_indexes_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            in_flight.retain(|&c| c != (ascii, utf8));
+        }
+    }
+
+    /// Keeps `built` as the run index of `(ascii, utf8)` needed at `tick` unless one is kept
+    /// already, making room as [`Self::build_within_but`] does (none where every kept one is
+    /// needed at `tick` or later).
+    fn keep_built(&self, ascii: u128, utf8: bool, built: Arc<RunIndex>, tick: u64) {
+        let mut w = write(&self.run_indexes);
+        if w.contains_key(&(ascii, utf8)) {
+            return;
+        }
+        if w.len() >= MAX_RUN_INDEXES {
+            let last_needed = |e: &(Arc<RunIndex>, AtomicU64)| e.1.load(Ordering::Relaxed);
+            let old = w.iter().filter(|(_, e)| last_needed(e) < tick).min_by_key(|(_, e)| last_needed(e));
+            let Some(oldest) = old.map(|(&k, _)| k) else { return };
+            w.remove(&oldest);
+        }
+        w.insert((ascii, utf8), (built, AtomicU64::new(tick)));
+    }
+
+    /// Run indexes built by [`Self::build_later`]'s threads (for tests).
+    pub fn run_indexes_built_later(&self) -> usize {
+        self.run_indexes_built_later.load(Ordering::Relaxed)
     }
 
     /// Builds those of `classes` not built yet as needed at `tick`, dropping the least recently
     /// needed others (needed before `tick`) to make room.
     fn build_within(&self, classes: &[(u128, bool)], tick: u64) {
+        self.build_within_but(classes, tick, |_| false);
+    }
+
+    /// [`Self::build_within`] but for the classes not built yet for which `later` holds, which
+    /// are returned unbuilt (room is made for them as for the others).
+    fn build_within_but(
+        &self,
+        classes: &[(u128, bool)],
+        tick: u64,
+        later: impl Fn((u128, bool)) -> bool,
+    ) -> Vec<(u128, bool)> {
         let mut w = write(&self.run_indexes);
         let mut todo: Vec<(u128, bool)> = Vec::new();
         for &c in classes {
@@ -409,8 +507,9 @@ impl TokenIndex {
             w.remove(&oldest);
         }
         todo.truncate(MAX_RUN_INDEXES.saturating_sub(w.len()));
+        let (left, todo): (Vec<_>, Vec<_>) = todo.into_iter().partition(|&c| later(c));
         if todo.is_empty() {
-            return;
+            return left;
         }
         // PERF: each class from the shared bases rather than from a walk of the trie (per class,
         // or per eight in byte lanes): llama.cpp's grammars on Llama 3, 9 classes, cold.
@@ -420,6 +519,7 @@ impl TokenIndex {
                 timed(Build::RunIndex, || RunIndex::of_class(&self.trie, self.vocab.vocab_size(), bases, ascii, utf8));
             w.insert((ascii, utf8), (Arc::new(ri), AtomicU64::new(tick)));
         }
+        left
     }
 
     /// The counted class-body slice of a character automaton's form ([`ClassBodySlice::new`]), built
@@ -621,7 +721,9 @@ impl TokenIndex {
             quote_forms_seen,
             class_slices,
             run_indexes,
-            run_clock: _, // a counter
+            run_clock: _,               // a counter
+            run_indexes_built_later: _, // a counter
+            run_indexes_in_flight: _,   // a few classes
             wide_run_indexes,
             run_bases,
             classes_seen,
@@ -717,6 +819,8 @@ impl TokenIndex {
             class_slices: RwLock::new(HashMap::new()),
             run_indexes: RwLock::new(HashMap::new()),
             run_clock: AtomicU64::new(0),
+            run_indexes_built_later: AtomicUsize::new(0),
+            run_indexes_in_flight: Mutex::new(Vec::new()),
             wide_run_indexes: RwLock::new(Vec::new()),
             run_bases: OnceLock::new(),
             classes_seen: RwLock::new(HashSet::new()),

@@ -4758,3 +4758,46 @@ fn region_text_cut_masks_match_brute_force() {
         assert_eq!(checked, TEXT_CUT_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
     }
 }
+
+/// llama.cpp's `arithmetic.gbnf`: its first mask reads no run index, so its compile leaves the
+/// ASCII-only loop classes `[a-z0-9_]` and `[0-9]` to a thread of their own
+/// (`TokenIndex::build_later`): on Llama 3 the compiling thread builds no run index, the thread
+/// builds both (elsewhere the compile builds those its first mask reads, the thread the rest), and
+/// masks along documents equal the brute force, with the indexes built and (a fresh
+/// vocabulary) while the thread may still be building them.
+#[test]
+fn run_indexes_left_by_the_compile_match_brute_force() {
+    use grammask_core::build_counts::{thread_count, Build};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/gbnf/arithmetic.gbnf");
+    let g = grammask_core::ebnf::parse_ebnf(&std::fs::read_to_string(path).unwrap(), "root").unwrap();
+    let class = |bytes: &[u8]| bytes.iter().fold(0u128, |c, &x| c | 1 << x);
+    let ident = class(b"abcdefghijklmnopqrstuvwxyz0123456789_");
+    let digits = class(b"0123456789");
+    let docs: &[&[u8]] = &[b"x = 1\n", b"a_1 +20*b = (b2 +30)\n(x)=y\n"];
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let before = thread_count(Build::RunIndex);
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let in_compile = thread_count(Build::RunIndex) - before;
+        // Qwen 2.5's first mask reads one of them (built by that fill, in the compile).
+        if name == "llama3" {
+            assert_eq!(in_compile, 0, "{name}: the compile built a run index");
+        }
+        cg.wait_run_indexes();
+        assert_eq!(in_compile as usize + cg.index().run_indexes_built_later(), 2, "{name}");
+        for c in [ident, digits] {
+            assert!(cg.index().cached_run_index(c, false).is_some(), "{name}: {c:x} not built");
+        }
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
+        assert!(checked > 30, "{name}: {checked} masks checked");
+        // A fresh vocabulary's fills right after the compile (the thread's builds race them).
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+        cg.wait_run_indexes();
+        for bad in ["1a = 2\n", "x = +1\n", "a_B = 1\n"] {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(!m.accept_bytes(bad.as_bytes()).unwrap_or(false), "{name} {bad:?}");
+        }
+    }
+}
