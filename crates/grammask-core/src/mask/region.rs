@@ -67,6 +67,19 @@ pub fn region_text_cuts() -> usize {
     TEXT_CUTS.get()
 }
 
+thread_local! {
+    /// Text-cover searches this thread's region walks refused because the start reads a
+    /// bounded text ([`RegionDfa::reads_bounded`]).
+    static BOUNDED_REFUSALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many text-cover searches this thread's region walks refused without searching, their
+/// start reading texts of bounded length only (a counted pattern; for tests).
+#[doc(hidden)]
+pub fn region_bounded_refusals() -> usize {
+    BOUNDED_REFUSALS.get()
+}
+
 /// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond
 /// those known to read plain text alive, and of them at a character boundary (each steps every
 /// byte class); past either the kernel walks the whole trie.
@@ -96,6 +109,14 @@ const ABOVE: u32 = 1 << 31;
 
 /// An automaton state with its interned return stack (0: empty, the kernel's own level).
 type Config = (StateId, u32);
+
+/// [`RegionDfa::bounded`]: the states reachable from the state (by byte edges, rule calls and
+/// the states after them) hold no cycle.
+const BOUNDED: u8 = 1;
+/// [`RegionDfa::bounded`]: a cycle is reachable from the state (it may read unbounded texts).
+const UNBOUNDED: u8 = 2;
+/// [`RegionDfa::bounded`]: on the current search path.
+const ON_PATH: u8 = 3;
 
 /// A lazy DFA over configurations, shared by the kernels of one compiled grammar: later kernels
 /// of the same string reach the states and transitions earlier ones computed.
@@ -129,6 +150,9 @@ pub struct RegionDfa {
     seed_targets: FastMap<Box<[Config]>, u32>,
     /// Kernel states found not to be regions (kept across clears).
     not_regions: std::collections::HashSet<StateId, crate::fasthash::FastState>,
+    /// By automaton state, what [`RegionDfa::reads_bounded`] found (kept across clears: a fact
+    /// of the automata): 0 not asked, [`BOUNDED`], [`UNBOUNDED`], or [`ON_PATH`] while searched.
+    bounded: Vec<u8>,
     /// Whether each DFA state asked reads every plain text alive ([`RegionDfa::text_covers`]).
     text_verdicts: FastMap<u32, bool>,
     /// (DFA state, text-automaton state) pairs from which every plain text is read alive (the
@@ -374,6 +398,14 @@ impl RegionDfa {
         if let Some(&v) = self.text_verdicts.get(&d) {
             return Ok(v);
         }
+        // A start that reads texts of bounded length only dies on a longer plain text.
+        // PERF: a counted pattern (MaskBench o21456's e-mail within 254 characters) meets a new
+        // DFA state at every character: its searches gave up at their caps, ~2-3 M instructions.
+        if self.reads_bounded(a, d) {
+            BOUNDED_REFUSALS.set(BOUNDED_REFUSALS.get() + 1);
+            self.text_verdicts.insert(d, false);
+            return Ok(false);
+        }
         let mut seen = std::collections::HashSet::<(u32, u8), crate::fasthash::FastState>::default();
         seen.insert((d, 0));
         let mut todo = vec![(d, 0u8)];
@@ -411,6 +443,75 @@ impl RegionDfa {
         }
         self.text_verdicts.insert(d, covers);
         Ok(covers)
+    }
+
+    /// Whether DFA state `d` reads texts of bounded length only: no cycle is reachable from its
+    /// configurations' states nor from the states their stacks return to, in the graph of byte
+    /// edges, rule calls (to the callee's start) and rule edges' targets. Every parse from such a
+    /// state is a finite tree of those steps, so the bytes it reads are bounded; a cycle anywhere
+    /// reachable answers false (perhaps unbounded), which is always safe.
+    fn reads_bounded(&mut self, a: &Automata, d: u32) -> bool {
+        if self.bounded.len() < a.states().len() {
+            self.bounded.resize(a.states().len(), 0);
+        }
+        let mut roots: Vec<StateId> = Vec::new();
+        for &(s, mut k) in self.sets[d as usize].iter() {
+            roots.push(s);
+            while k != 0 {
+                let (parent, ret) = self.stacks[k as usize];
+                roots.push(ret);
+                k = parent;
+            }
+        }
+        roots.into_iter().all(|s| self.bounded_from(a, s))
+    }
+
+    /// [`Self::reads_bounded`] of one state: a depth-first search that marks every state it
+    /// finishes [`BOUNDED`] (its whole reach seen, no cycle) and, on meeting a cycle or an
+    /// [`UNBOUNDED`] state, every state on its path [`UNBOUNDED`] (each reaches it).
+    fn bounded_from(&mut self, a: &Automata, root: StateId) -> bool {
+        let marks = &mut self.bounded;
+        match marks[root.0 as usize] {
+            BOUNDED => return true,
+            UNBOUNDED => return false,
+            _ => {}
+        }
+        // The successors of a state: byte-edge targets, then per rule edge its callee's start
+        // and the state after it.
+        let next = |s: StateId, i: usize| -> Option<StateId> {
+            let bytes = a.byte_edges(s);
+            if i < bytes.len() {
+                return Some(bytes[i].target);
+            }
+            let j = i - bytes.len();
+            let &(r, t) = a.rule_edges(s).get(j / 2)?;
+            Some(if j % 2 == 0 { a.callee_start(s, r) } else { t })
+        };
+        let mut path: Vec<(StateId, usize)> = vec![(root, 0)];
+        marks[root.0 as usize] = ON_PATH;
+        while let Some(top) = path.last_mut() {
+            let (s, i) = *top;
+            top.1 += 1;
+            let Some(t) = next(s, i) else {
+                marks[s.0 as usize] = BOUNDED;
+                path.pop();
+                continue;
+            };
+            match marks[t.0 as usize] {
+                BOUNDED => {}
+                0 => {
+                    marks[t.0 as usize] = ON_PATH;
+                    path.push((t, 0));
+                }
+                _ => {
+                    for &(p, _) in &path {
+                        marks[p.0 as usize] = UNBOUNDED;
+                    }
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     fn start(&mut self, a: &Automata, state: StateId) -> Result<u32, Limit> {
