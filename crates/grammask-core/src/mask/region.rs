@@ -110,14 +110,6 @@ const ABOVE: u32 = 1 << 31;
 /// An automaton state with its interned return stack (0: empty, the kernel's own level).
 type Config = (StateId, u32);
 
-/// [`RegionDfa::bounded`]: the states reachable from the state (by byte edges, rule calls and
-/// the states after them) hold no cycle.
-const BOUNDED: u8 = 1;
-/// [`RegionDfa::bounded`]: a cycle is reachable from the state (it may read unbounded texts).
-const UNBOUNDED: u8 = 2;
-/// [`RegionDfa::bounded`]: on the current search path.
-const ON_PATH: u8 = 3;
-
 /// A lazy DFA over configurations, shared by the kernels of one compiled grammar: later kernels
 /// of the same string reach the states and transitions earlier ones computed.
 ///
@@ -150,9 +142,9 @@ pub struct RegionDfa {
     seed_targets: FastMap<Box<[Config]>, u32>,
     /// Kernel states found not to be regions (kept across clears).
     not_regions: std::collections::HashSet<StateId, crate::fasthash::FastState>,
-    /// By automaton state, what [`RegionDfa::reads_bounded`] found (kept across clears: a fact
-    /// of the automata): 0 not asked, [`BOUNDED`], [`UNBOUNDED`], or [`ON_PATH`] while searched.
-    bounded: Vec<u8>,
+    /// Per grammar rule, whether it reads strings of bounded length only ([`bounded_rules`];
+    /// empty: none known; kept across clears).
+    bounded_rules: Vec<bool>,
     /// Whether each DFA state asked reads every plain text alive ([`RegionDfa::text_covers`]).
     text_verdicts: FastMap<u32, bool>,
     /// (DFA state, text-automaton state) pairs from which every plain text is read alive (the
@@ -445,73 +437,30 @@ impl RegionDfa {
         Ok(covers)
     }
 
-    /// Whether DFA state `d` reads texts of bounded length only: no cycle is reachable from its
-    /// configurations' states nor from the states their stacks return to, in the graph of byte
-    /// edges, rule calls (to the callee's start) and rule edges' targets. Every parse from such a
-    /// state is a finite tree of those steps, so the bytes it reads are bounded; a cycle anywhere
-    /// reachable answers false (perhaps unbounded), which is always safe.
-    fn reads_bounded(&mut self, a: &Automata, d: u32) -> bool {
-        if self.bounded.len() < a.states().len() {
-            self.bounded.resize(a.states().len(), 0);
-        }
-        let mut roots: Vec<StateId> = Vec::new();
-        for &(s, mut k) in self.sets[d as usize].iter() {
-            roots.push(s);
+    /// Whether DFA state `d` reads texts of bounded length only: the rules of its
+    /// configurations' states, and of the states their stacks return to, are bounded
+    /// ([`Self::for_grammar`]). Every state of a grammar's automata can complete its rule
+    /// (dead states and unproductive rules are pruned), so the bytes read from a configuration
+    /// are at most its rules' longest strings; a rule not known bounded answers false, which is
+    /// always safe.
+    fn reads_bounded(&self, a: &Automata, d: u32) -> bool {
+        let bounded = |s: StateId| self.bounded_rules.get(a.state(s).rule.index()).is_some_and(|&b| b);
+        self.sets[d as usize].iter().all(|&(s, mut k)| {
             while k != 0 {
                 let (parent, ret) = self.stacks[k as usize];
-                roots.push(ret);
-                k = parent;
-            }
-        }
-        roots.into_iter().all(|s| self.bounded_from(a, s))
-    }
-
-    /// [`Self::reads_bounded`] of one state: a depth-first search that marks every state it
-    /// finishes [`BOUNDED`] (its whole reach seen, no cycle) and, on meeting a cycle or an
-    /// [`UNBOUNDED`] state, every state on its path [`UNBOUNDED`] (each reaches it).
-    fn bounded_from(&mut self, a: &Automata, root: StateId) -> bool {
-        let marks = &mut self.bounded;
-        match marks[root.0 as usize] {
-            BOUNDED => return true,
-            UNBOUNDED => return false,
-            _ => {}
-        }
-        // The successors of a state: byte-edge targets, then per rule edge its callee's start
-        // and the state after it.
-        let next = |s: StateId, i: usize| -> Option<StateId> {
-            let bytes = a.byte_edges(s);
-            if i < bytes.len() {
-                return Some(bytes[i].target);
-            }
-            let j = i - bytes.len();
-            let &(r, t) = a.rule_edges(s).get(j / 2)?;
-            Some(if j % 2 == 0 { a.callee_start(s, r) } else { t })
-        };
-        let mut path: Vec<(StateId, usize)> = vec![(root, 0)];
-        marks[root.0 as usize] = ON_PATH;
-        while let Some(top) = path.last_mut() {
-            let (s, i) = *top;
-            top.1 += 1;
-            let Some(t) = next(s, i) else {
-                marks[s.0 as usize] = BOUNDED;
-                path.pop();
-                continue;
-            };
-            match marks[t.0 as usize] {
-                BOUNDED => {}
-                0 => {
-                    marks[t.0 as usize] = ON_PATH;
-                    path.push((t, 0));
-                }
-                _ => {
-                    for &(p, _) in &path {
-                        marks[p.0 as usize] = UNBOUNDED;
-                    }
+                if !bounded(ret) {
                     return false;
                 }
+                k = parent;
             }
-        }
-        true
+            bounded(s)
+        })
+    }
+
+    /// A region DFA for the automata built from `g`, with which of its rules read strings of
+    /// bounded length only ([`bounded_rules`]).
+    pub fn for_grammar(g: &crate::grammar::Grammar) -> RegionDfa {
+        RegionDfa { bounded_rules: bounded_rules(g), ..RegionDfa::default() }
     }
 
     fn start(&mut self, a: &Automata, state: StateId) -> Result<u32, Limit> {
@@ -522,6 +471,84 @@ impl RegionDfa {
         self.starts.insert(state, d);
         Ok(d)
     }
+}
+
+/// Per rule of `g`, whether every string of the rule is of bounded length: its body has no
+/// unbounded repetition, no token or excluded-string expression, and references bounded rules
+/// only, none on a cycle of references. A grammar-level fact, linear in the grammar.
+pub fn bounded_rules(g: &crate::grammar::Grammar) -> Vec<bool> {
+    use crate::grammar::Expr;
+    const UNKNOWN_RULE: u8 = 0;
+    const ON_STACK: u8 = 1;
+    const YES: u8 = 2;
+    const NO: u8 = 3;
+    let n = g.rules().len();
+    let mut rule = vec![UNKNOWN_RULE; n];
+    // Whether each expression's own parts (not its rule references) are bounded, and its
+    // referenced rules, found per rule body.
+    let mut refs: Vec<usize> = Vec::new();
+    let mut stack: Vec<crate::grammar::ExprId> = Vec::new();
+    let mut local = |r: usize, refs: &mut Vec<usize>| -> bool {
+        refs.clear();
+        stack.clear();
+        stack.push(g.rules()[r].body);
+        let mut ok = g.rules()[r].lookahead.is_none();
+        while let Some(e) = stack.pop() {
+            match g.expr(e) {
+                Expr::Repeat { max: None, .. } | Expr::Token(_) | Expr::ExcludeToken(_) | Expr::JsonStringExcept(_) => {
+                    ok = false;
+                }
+                Expr::RuleRef(t) => refs.push(t.index()),
+                _ => {}
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+        ok
+    };
+    // Depth-first over references: (rule, its references, the next one to visit).
+    let mut walk: Vec<(usize, Vec<usize>, usize)> = Vec::new();
+    for start in 0..n {
+        if rule[start] != UNKNOWN_RULE {
+            continue;
+        }
+        let ok = local(start, &mut refs);
+        rule[start] = if ok { ON_STACK } else { NO };
+        if !ok {
+            continue;
+        }
+        walk.push((start, refs.clone(), 0));
+        while let Some((r, rs, next)) = walk.last_mut() {
+            let r = *r;
+            if let Some(&t) = rs.get(*next) {
+                *next += 1;
+                match rule[t] {
+                    UNKNOWN_RULE => {
+                        let ok = local(t, &mut refs);
+                        rule[t] = if ok { ON_STACK } else { NO };
+                        if ok {
+                            walk.push((t, refs.clone(), 0));
+                        } else {
+                            rule[r] = NO;
+                        }
+                    }
+                    YES => {}
+                    // On the stack (a cycle of references) or unbounded.
+                    _ => rule[r] = NO,
+                }
+                continue;
+            }
+            walk.pop();
+            if rule[r] == ON_STACK {
+                rule[r] = YES;
+            }
+            if rule[r] == NO {
+                if let Some((p, ..)) = walk.last() {
+                    rule[*p] = NO;
+                }
+            }
+        }
+    }
+    rule.into_iter().map(|v| v == YES).collect()
 }
 
 /// What a region walk found, as [`KernelWalk`] holds it.
