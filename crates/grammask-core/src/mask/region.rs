@@ -756,3 +756,30 @@ fn walk_stretch(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_rules;
+    use crate::ebnf::parse_ebnf;
+
+    /// Bounded rules: a counted chain of rules is bounded; an unbounded repetition, a rule using
+    /// one, and rules on a cycle of references are not.
+    #[test]
+    fn bounded_rules_are_the_finite_languages_without_cycles() {
+        let src = r#"
+            root ::= "\"" c2 "\"" | loop | uses | rec
+            c2 ::= ch c1 | ch
+            c1 ::= ch ch? | "\\u" [0-9a-f]{4}
+            ch ::= [a-z@.]
+            loop ::= ch* "x"
+            uses ::= loop "y"
+            rec ::= "(" rec2 ")" | "z"
+            rec2 ::= rec | "w"
+        "#;
+        let g = parse_ebnf(src, "root").unwrap();
+        let b = bounded_rules(&g);
+        let of = |name: &str| b[g.rules().iter().position(|r| r.name == name).unwrap()];
+        assert!(of("c2") && of("c1") && of("ch"));
+        assert!(!of("loop") && !of("uses") && !of("rec") && !of("rec2") && !of("root"));
+    }
+}
