@@ -720,12 +720,14 @@ impl CompiledGrammar {
                 index.class_slice(c);
             }
         }
+        // Which rules read bounded strings only, for the region walks' plain-text search.
+        let region = Mutex::new(crate::mask::RegionDfa::for_grammar(&grammar));
         let cg = CompiledGrammar {
             grammar: grammar.into_owned(),
             index,
             kernels: RwLock::new(FastMap::default()),
             distinct_kernels: RwLock::new(FastMap::default()),
-            region: Mutex::default(),
+            region,
             lead_runs: RwLock::new(FastMap::default()),
             lead_trees: RwLock::new(FastMap::default()),
             lead_leaves: RwLock::new(FastMap::default()),

@@ -4800,4 +4800,85 @@ fn run_indexes_left_by_the_compile_match_brute_force() {
             assert!(!m.accept_bytes(bad.as_bytes()).unwrap_or(false), "{name} {bad:?}");
         }
     }
+
+/// Counted `pattern` strings (MaskBench o21456's e-mail within 254 characters, unanchored after
+/// `.gov.uk`, and an anchored one): documents as (key, text), with escapes, non-ASCII characters
+/// and a long tail past the match that stays inside the string.
+const BOUNDED_TEXT_SCHEMA: &str = r#"{"type": "object", "properties": {
+    "from": {"type": "string", "minLength": 5, "maxLength": 254,
+        "pattern": "^[^@^\\s]+@[^@^\\.^\\s]+(\\.[^@^\\.^\\s]*)*.gov.uk"},
+    "to": {"type": "string", "minLength": 5, "maxLength": 40, "pattern": "^[a-zA-Z0-9_.+-]+@[a-zA-Z0-9-]+\\.[a-zA-Z0-9-.]+$"}}}"#;
+const BOUNDED_TEXT_DOCS: [(&str, &str); 3] = [
+    (r#"{"from": ""#, r#"test@example.gov.uk", "to": "test@example.com"}"#),
+    (r#"{"from": ""#, "a.b\\u00e9c@d\u{e9}.e.gov.uk and \\\"more\\\" text \u{4e2d} \u{2028}x\"}"),
+    (r#"{"to": ""#, r#"a+b@c-d.e.f"}"#),
+];
+
+/// Masks equal the brute force inside counted pattern strings ([`BOUNDED_TEXT_SCHEMA`]), whose
+/// region walks refuse the plain-text search at once: their starts read texts of bounded length
+/// only (no cycle reachable, `RegionDfa::reads_bounded`), so no search can succeed. On a
+/// vocabulary of the documents' pieces, Llama 3 and Qwen 2.5, at every byte past each prefix;
+/// each kernel there equals the plain walk's classification. The refusals are counted
+/// (`region_bounded_refusals`): without the check (the search giving up at its caps) it fails.
+#[test]
+fn counted_pattern_region_walks_refuse_the_text_search() {
+    let g = lax_schema_grammar(BOUNDED_TEXT_SCHEMA);
+    let mut rng = Rng(0x0002_1456_0000_0065);
+    let pieces: &[&[u8]] = &[
+        b"test",
+        b"@",
+        b"ex",
+        b"ample",
+        b".",
+        b"gov",
+        b".uk",
+        b"uk",
+        b"a",
+        b"^",
+        b" ",
+        b"\\t",
+        b"\\u00e9",
+        b"\xC3\xA9",
+        b"\xE4\xB8\xAD",
+        b"\xE2\x80\xA8",
+        b"\\\"",
+        b"\"",
+        b"\", \"",
+        b"\"}",
+        b"x@",
+        b"more",
+        b"+b",
+        b"-d",
+        b".com",
+    ];
+    let small = pieces_vocab(&mut rng, pieces, 300, Vec::new());
+    let mut vocabs = vec![("pieces", small)];
+    for name in ["llama3", "qwen2.5"] {
+        if let Some(v) = shared_vocab(name) {
+            vocabs.push((name, v));
+        }
+    }
+    for (name, vocab) in vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        cg.index().wait_walked();
+        assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+        let before = grammask_core::mask::region_bounded_refusals();
+        let mut checked = 0;
+        for (prefix, text) in BOUNDED_TEXT_DOCS {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
+            checked += walk_masks_match_brute_force(&mut m, &vocab, text.as_bytes(), |m| {
+                for it in kernel_items(cg.automata(), m.chart()) {
+                    let km = cg.kernel(it.state).unwrap();
+                    assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
+                }
+            });
+            assert!(m.is_completed(), "{name}: {prefix}{text}");
+        }
+        let refused = grammask_core::mask::region_bounded_refusals() - before;
+        assert!(refused >= 4, "{name}: {refused} text searches refused as bounded");
+        assert!(cg.region_kernels_served() > 0, "{name}: no region kernel");
+        assert_eq!(checked, BOUNDED_TEXT_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
+    }
 }

@@ -55,6 +55,19 @@ test_counter! {
     pub fn region_text_cuts => TEXT_CUTS
 }
 
+thread_local! {
+    /// Text-cover searches this thread's region walks refused because the start reads a
+    /// bounded text ([`RegionDfa::reads_bounded`]).
+    static BOUNDED_REFUSALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many text-cover searches this thread's region walks refused without searching, their
+/// start reading texts of bounded length only (a counted pattern; for tests).
+#[doc(hidden)]
+pub fn region_bounded_refusals() -> usize {
+    BOUNDED_REFUSALS.get()
+}
+
 /// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond
 /// those known to read plain text alive, and of them at a character boundary (each steps every
 /// byte class); past either the kernel walks the whole trie.
@@ -117,6 +130,9 @@ pub struct RegionDfa {
     seed_targets: FastMap<Box<[Config]>, u32>,
     /// Kernel states found not to be regions (kept across clears).
     not_regions: std::collections::HashSet<StateId, crate::fasthash::FastState>,
+    /// Per grammar rule, whether it reads strings of bounded length only ([`bounded_rules`];
+    /// empty: none known; kept across clears).
+    bounded_rules: Vec<bool>,
     /// Whether each DFA state asked reads every plain text alive ([`RegionDfa::text_covers`]).
     text_verdicts: FastMap<u32, bool>,
     /// (DFA state, text-automaton state) pairs from which every plain text is read alive (the
@@ -362,6 +378,14 @@ impl RegionDfa {
         if let Some(&v) = self.text_verdicts.get(&d) {
             return Ok(v);
         }
+        // A start that reads texts of bounded length only dies on a longer plain text.
+        // PERF: a counted pattern (MaskBench o21456's e-mail within 254 characters) meets a new
+        // DFA state at every character: its searches gave up at their caps, ~2-3 M instructions.
+        if self.reads_bounded(a, d) {
+            BOUNDED_REFUSALS.set(BOUNDED_REFUSALS.get() + 1);
+            self.text_verdicts.insert(d, false);
+            return Ok(false);
+        }
         let mut seen = std::collections::HashSet::<(u32, u8), crate::fasthash::FastState>::default();
         seen.insert((d, 0));
         let mut todo = vec![(d, 0u8)];
@@ -401,6 +425,32 @@ impl RegionDfa {
         Ok(covers)
     }
 
+    /// Whether DFA state `d` reads texts of bounded length only: the rules of its
+    /// configurations' states, and of the states their stacks return to, are bounded
+    /// ([`Self::for_grammar`]). Every state of a grammar's automata can complete its rule
+    /// (dead states and unproductive rules are pruned), so the bytes read from a configuration
+    /// are at most its rules' longest strings; a rule not known bounded answers false, which is
+    /// always safe.
+    fn reads_bounded(&self, a: &Automata, d: u32) -> bool {
+        let bounded = |s: StateId| self.bounded_rules.get(a.state(s).rule.index()).is_some_and(|&b| b);
+        self.sets[d as usize].iter().all(|&(s, mut k)| {
+            while k != 0 {
+                let (parent, ret) = self.stacks[k as usize];
+                if !bounded(ret) {
+                    return false;
+                }
+                k = parent;
+            }
+            bounded(s)
+        })
+    }
+
+    /// A region DFA for the automata built from `g`, with which of its rules read strings of
+    /// bounded length only ([`bounded_rules`]).
+    pub fn for_grammar(g: &crate::grammar::Grammar) -> RegionDfa {
+        RegionDfa { bounded_rules: bounded_rules(g), ..RegionDfa::default() }
+    }
+
     fn start(&mut self, a: &Automata, state: StateId) -> Result<u32, Limit> {
         if let Some(&d) = self.starts.get(&state) {
             return Ok(d);
@@ -409,6 +459,84 @@ impl RegionDfa {
         self.starts.insert(state, d);
         Ok(d)
     }
+}
+
+/// Per rule of `g`, whether every string of the rule is of bounded length: its body has no
+/// unbounded repetition, no token or excluded-string expression, and references bounded rules
+/// only, none on a cycle of references. A grammar-level fact, linear in the grammar.
+pub fn bounded_rules(g: &crate::grammar::Grammar) -> Vec<bool> {
+    use crate::grammar::Expr;
+    const UNKNOWN_RULE: u8 = 0;
+    const ON_STACK: u8 = 1;
+    const YES: u8 = 2;
+    const NO: u8 = 3;
+    let n = g.rules().len();
+    let mut rule = vec![UNKNOWN_RULE; n];
+    // Whether each expression's own parts (not its rule references) are bounded, and its
+    // referenced rules, found per rule body.
+    let mut refs: Vec<usize> = Vec::new();
+    let mut stack: Vec<crate::grammar::ExprId> = Vec::new();
+    let mut local = |r: usize, refs: &mut Vec<usize>| -> bool {
+        refs.clear();
+        stack.clear();
+        stack.push(g.rules()[r].body);
+        let mut ok = g.rules()[r].lookahead.is_none();
+        while let Some(e) = stack.pop() {
+            match g.expr(e) {
+                Expr::Repeat { max: None, .. } | Expr::Token(_) | Expr::ExcludeToken(_) | Expr::JsonStringExcept(_) => {
+                    ok = false;
+                }
+                Expr::RuleRef(t) => refs.push(t.index()),
+                _ => {}
+            }
+            stack.extend_from_slice(g.children(e));
+        }
+        ok
+    };
+    // Depth-first over references: (rule, its references, the next one to visit).
+    let mut walk: Vec<(usize, Vec<usize>, usize)> = Vec::new();
+    for start in 0..n {
+        if rule[start] != UNKNOWN_RULE {
+            continue;
+        }
+        let ok = local(start, &mut refs);
+        rule[start] = if ok { ON_STACK } else { NO };
+        if !ok {
+            continue;
+        }
+        walk.push((start, refs.clone(), 0));
+        while let Some((r, rs, next)) = walk.last_mut() {
+            let r = *r;
+            if let Some(&t) = rs.get(*next) {
+                *next += 1;
+                match rule[t] {
+                    UNKNOWN_RULE => {
+                        let ok = local(t, &mut refs);
+                        rule[t] = if ok { ON_STACK } else { NO };
+                        if ok {
+                            walk.push((t, refs.clone(), 0));
+                        } else {
+                            rule[r] = NO;
+                        }
+                    }
+                    YES => {}
+                    // On the stack (a cycle of references) or unbounded.
+                    _ => rule[r] = NO,
+                }
+                continue;
+            }
+            walk.pop();
+            if rule[r] == ON_STACK {
+                rule[r] = YES;
+            }
+            if rule[r] == NO {
+                if let Some((p, ..)) = walk.last() {
+                    rule[*p] = NO;
+                }
+            }
+        }
+    }
+    rule.into_iter().map(|v| v == YES).collect()
 }
 
 /// What a region walk found, as [`KernelWalk`] holds it.
@@ -615,4 +743,31 @@ fn walk_stretch(
         i += 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_rules;
+    use crate::ebnf::parse_ebnf;
+
+    /// Bounded rules: a counted chain of rules is bounded; an unbounded repetition, a rule using
+    /// one, and rules on a cycle of references are not.
+    #[test]
+    fn bounded_rules_are_the_finite_languages_without_cycles() {
+        let src = r#"
+            root ::= "\"" c2 "\"" | loop | uses | rec
+            c2 ::= ch c1 | ch
+            c1 ::= ch ch? | "\\u" [0-9a-f]{4}
+            ch ::= [a-z@.]
+            loop ::= ch* "x"
+            uses ::= loop "y"
+            rec ::= "(" rec2 ")" | "z"
+            rec2 ::= rec | "w"
+        "#;
+        let g = parse_ebnf(src, "root").unwrap();
+        let b = bounded_rules(&g);
+        let of = |name: &str| b[g.rules().iter().position(|r| r.name == name).unwrap()];
+        assert!(of("c2") && of("c1") && of("ch"));
+        assert!(!of("loop") && !of("uses") && !of("rec") && !of("rec2") && !of("root"));
+    }
 }
