@@ -3887,8 +3887,10 @@ fn region_closures_of_optional_property_unions_match_brute_force() {
         br#"{ "o2k01": 1 , "o2k02" : true, "o2k09":"y" }"#,
         br#"{"o2k01": 1, "zz": 1, "o2k02": false, "o2k15": "w"}"#,
     ];
-    let pieces: &[&[u8]] =
-        &[b"\"", b", \"", b"\": ", b"o", b"0", b"1", b"3", b"k0", b"k1", b"1,", b"true", b" ", b"  ", b"\"}", b"}", b"{\""];
+    let pieces: &[&[u8]] = &[
+        b"\"", b", \"", b"\": ", b"o", b"0", b"1", b"3", b"k0", b"k1", b"1,", b"true", b" ", b"  ", b"\"}", b"}",
+        b"{\"",
+    ];
     let (marks, mut compared) = (grammask_core::mask::region_stack_marks(), 0);
     let mut rng = Rng(0x6F70_7469_6F6E_616C);
     for _ in 0..3 {

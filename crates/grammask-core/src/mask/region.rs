@@ -389,8 +389,7 @@ impl RegionDfa {
         let known = self.set_ids.get(&key).copied();
         let equal = |id: u32| {
             let other = &self.sets[id as usize];
-            other.len() == set.len()
-                && other.iter().all(|c| if marked { seen.contains(c) } else { set.contains(c) })
+            other.len() == set.len() && other.iter().all(|c| if marked { seen.contains(c) } else { set.contains(c) })
         };
         if let Some(id) = known.filter(|&id| equal(id)) {
             return Ok(self.target(id));
