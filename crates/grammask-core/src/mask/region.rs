@@ -109,7 +109,7 @@ type Config = (StateId, u32);
 
 /// A configuration's term in the digest of a set ([`RegionDfa::set_ids`]): the digest is the
 /// wrapping sum of its members' terms, so it does not depend on their order.
-fn digest_term(&(s, k): &Config) -> u64 {
+fn digest_term((s, k): Config) -> u64 {
     use std::hash::BuildHasher;
     crate::fasthash::FastState.hash_one(u64::from(s.0) << 32 | u64::from(k))
 }
@@ -206,7 +206,7 @@ impl Marks {
     /// Whether `(s, k)` is marked. A configuration takes its state's entry if free, else its
     /// stack's if free, and entries stay for the epoch: a free entry on the way means unmarked.
     #[inline]
-    fn contains(&self, &(s, k): &Config) -> bool {
+    fn contains(&self, (s, k): Config) -> bool {
         let (e, stack) = self.by_state[s.0 as usize];
         if e != self.epoch || stack == k {
             return e == self.epoch;
@@ -366,7 +366,7 @@ impl RegionDfa {
                 continue;
             }
             set.push((s, k));
-            key = key.wrapping_add(digest_term(&(s, k)));
+            key = key.wrapping_add(digest_term((s, k)));
             if set.len() > REGION_MAX_CONFIGS {
                 return Err(Limit::NotRegion);
             }
@@ -389,7 +389,7 @@ impl RegionDfa {
         let known = self.set_ids.get(&key).copied();
         let equal = |id: u32| {
             let other = &self.sets[id as usize];
-            other.len() == set.len() && other.iter().all(|c| if marked { seen.contains(c) } else { set.contains(c) })
+            other.len() == set.len() && other.iter().all(|c| if marked { seen.contains(*c) } else { set.contains(c) })
         };
         if let Some(id) = known.filter(|&id| equal(id)) {
             return Ok(self.target(id));
@@ -427,7 +427,7 @@ impl RegionDfa {
             // A state met under many stacks (a callee called from many places) is stepped once
             // while it stays in its slot of `stepped`.
             let mut stepped = [(StateId(u32::MAX), None); 4];
-            for &(s, k) in dfa.sets[d as usize].iter() {
+            for &(s, k) in &dfa.sets[d as usize] {
                 let slot = &mut stepped[s.0 as usize % 4];
                 if slot.0 != s {
                     *slot = (s, a.step(s, byte));
