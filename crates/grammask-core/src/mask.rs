@@ -63,6 +63,8 @@ pub use lead::{classify_after_lead, lead_into_literal_lead, lead_run, LeadLeaf, 
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 pub use region::{
     classify_region_kernel, region_bounded_refusals, region_hashed_closures, region_text_cuts, RegionDfa,
+
+    classify_region_kernel, region_hashed_closures, region_stack_marks, region_text_cuts, RegionDfa,
     REGION_MAX_DFA_STATES,
 };
 use row_memo::*;

@@ -3892,6 +3892,78 @@ fn region_kernels_past_small_closures_equal_plain_walks() {
     assert!(grammask_core::mask::region_hashed_closures() > hashed, "no closure hashed");
 }
 
+/// Region kernels of a union of objects with many optional properties in schema order (the
+/// shape of MaskBench clang-format's root and the Snowplow unions) equal the plain walk's
+/// classification, and masks along documents equal brute force, on random vocabularies of the
+/// keys' pieces and on Llama 3: a closure after a value holds the `ws` call of every property
+/// still to come, one state under many return stacks, which the region DFA marks at their stacks
+/// (`region::Marks`, counted: fails if no configuration is marked there).
+#[test]
+fn region_closures_of_optional_property_unions_match_brute_force() {
+    // 16 optional properties each: past the any-order bound, keys come in schema order. The
+    // last object stays open.
+    let objects: Vec<String> = (0..3)
+        .map(|o| {
+            let props: Vec<String> = (0..16)
+                .map(|k| {
+                    let ty = ["integer", "boolean", "string"][(o + k) % 3];
+                    format!(r#""o{o}k{k:02}": {{"type": "{ty}"}}"#)
+                })
+                .collect();
+            let closed = if o < 2 { r#", "additionalProperties": false"# } else { "" };
+            format!(r#"{{"type": "object", "properties": {{{}}}{closed}}}"#, props.join(", "))
+        })
+        .collect();
+    let schema = format!(r#"{{"anyOf": [{}]}}"#, objects.join(", "));
+    let g = lax_schema_grammar(&schema);
+    let docs: [&[u8]; 4] = [
+        br#"{"o0k00": 1, "o0k04": true, "o0k05": "s",  "o0k15": 2}"#,
+        br#"{"o1k02": 3,"o1k04": "x", "o1k09": false}"#,
+        br#"{ "o2k01": 1 , "o2k02" : true, "o2k09":"y" }"#,
+        br#"{"o2k01": 1, "zz": 1, "o2k02": false, "o2k15": "w"}"#,
+    ];
+    let pieces: &[&[u8]] = &[
+        b"\"", b", \"", b"\": ", b"o", b"0", b"1", b"3", b"k0", b"k1", b"1,", b"true", b" ", b"  ", b"\"}", b"}",
+        b"{\"",
+    ];
+    let (marks, mut compared) = (grammask_core::mask::region_stack_marks(), 0);
+    let mut rng = Rng(0x6F70_7469_6F6E_616C);
+    for _ in 0..3 {
+        let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for s in 0..cg.automata().states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            if let Some(km) = cg.region_kernel(s) {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
+                compared += 1;
+            }
+        }
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+        assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    }
+    assert!(compared > 100, "only {compared} region kernels compared");
+    let marks = grammask_core::mask::region_stack_marks() - marks;
+    assert!(marks > 0, "no closure marked a configuration at its stack");
+    let Some(vocab) = llama3_vocab() else { return };
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        for (i, &b) in doc.iter().enumerate() {
+            assert!(m.accept_bytes(&[b]).unwrap(), "{:?}", String::from_utf8_lossy(&doc[..=i]));
+            // After each value (the kernels that start the rest of the chain) and after `,`.
+            if !matches!(doc.get(i + 1), Some(b',' | b'}')) && b != b',' {
+                continue;
+            }
+            let mask = m.compute_mask().unwrap().clone();
+            for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+                let at = String::from_utf8_lossy(&doc[..=i]);
+                assert_eq!(mask.get(t), w, "after {at:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+        }
+        assert!(m.is_completed());
+    }
+}
+
 /// Masks equal the brute force along MaskBench o21456's e-mail string (an unanchored pattern
 /// `^[^@^\s]+@[^@^\.^\s]+(\.[^@^\.^\s]*)*.gov.uk` with `maxLength` 254: every position a
 /// region walk of the counted pattern's rules) on Llama 3 and a pieces vocabulary; the region

@@ -53,6 +53,27 @@ test_counter! {
     /// How many kernels this thread's region walks took from the plain-text slice, walking only its
     /// frontier ([`crate::slice::TextSlice`]; for tests).
     pub fn region_text_cuts => TEXT_CUTS
+
+thread_local! {
+    /// Closures this thread's region walks marked or hashed (past [`SMALL_CLOSURE`]
+    /// configurations, [`Marks`]).
+    static HASHED_CLOSURES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Configurations this thread's closures marked at their stack ([`Marks::by_stack`]).
+    static STACK_MARKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many configurations this thread's region closures marked at their stack, their state
+/// marked under another stack (for tests).
+#[doc(hidden)]
+pub fn region_stack_marks() -> usize {
+    STACK_MARKS.get()
+}
+
+/// How many closures this thread's region walks marked or hashed, past [`SMALL_CLOSURE`]
+/// configurations (for tests).
+#[doc(hidden)]
+pub fn region_hashed_closures() -> usize {
+    HASHED_CLOSURES.get()
 }
 
 thread_local! {
@@ -98,6 +119,13 @@ const ABOVE: u32 = 1 << 31;
 /// An automaton state with its interned return stack (0: empty, the kernel's own level).
 type Config = (StateId, u32);
 
+/// A configuration's term in the digest of a set ([`RegionDfa::set_ids`]): the digest is the
+/// wrapping sum of its members' terms, so it does not depend on their order.
+fn digest_term((s, k): Config) -> u64 {
+    use std::hash::BuildHasher;
+    crate::fasthash::FastState.hash_one(u64::from(s.0) << 32 | u64::from(k))
+}
+
 /// A lazy DFA over configurations, shared by the kernels of one compiled grammar: later kernels
 /// of the same string reach the states and transitions earlier ones computed.
 ///
@@ -117,8 +145,14 @@ pub struct RegionDfa {
     stacks: Vec<(u32, StateId)>,
     stack_depth: Vec<u32>,
     stack_ids: FastMap<(u32, StateId), u32>,
+    /// Each DFA state's configurations (distinct, in the order its closure met them).
     sets: Vec<Box<[Config]>>,
-    set_ids: FastMap<Box<[Config]>, u32>,
+    /// The DFA state of each set's digest ([`digest_term`]): the first set of a digest; a later
+    /// set with the same digest (never met in practice) stays out of the map, a DFA state of its
+    /// own, as is each later closure equal to it (duplicate DFA states, same masks).
+    /// PERF: the sets were sorted and hashed as keys; sorting the closures of 280
+    /// configurations was 5.0 M of MaskBench clang-format t7's 27.9 M instructions.
+    set_ids: FastMap<u64, u32>,
     ended: Vec<bool>,
     next: Vec<u32>,
     /// The DFA state of each kernel state closed so far.
@@ -150,7 +184,77 @@ struct Scratch {
     seeds: Vec<Config>,
     todo: Vec<Config>,
     set: Vec<Config>,
-    seen: std::collections::HashSet<Config, crate::fasthash::FastState>,
+    seen: Marks,
+}
+
+/// The configurations of a closure past [`SMALL_CLOSURE`]: each is marked at its state
+/// (`by_state[s]`: the closure's epoch and the stack), else at its stack (`by_stack[k]`: the
+/// epoch and the state), else hashed into `rest`; an entry of an older epoch is free.
+/// PERF: a callee called from many places (`ws` between 140 optional properties, MaskBench
+/// clang-format t7) meets one state under many stacks, and their return states each under the
+/// same stack: marking either, a closure of 280 configurations hashes none (hashing them all
+/// was 2.8 M of t7's instructions).
+#[derive(Debug, Default)]
+struct Marks {
+    epoch: u32,
+    by_state: Vec<(u32, u32)>,
+    by_stack: Vec<(u32, u32)>,
+    rest: std::collections::HashSet<Config, crate::fasthash::FastState>,
+}
+
+impl Marks {
+    /// Frees every entry, for a closure over `states` automaton states.
+    fn clear(&mut self, states: usize) {
+        if self.epoch == u32::MAX {
+            self.epoch = 0;
+            self.by_state.fill((0, 0));
+            self.by_stack.fill((0, 0));
+        }
+        self.epoch += 1;
+        self.rest.clear();
+        if self.by_state.len() < states {
+            // Zeroed pages, touched where marked.
+            self.by_state = vec![(0, 0); states];
+        }
+    }
+
+    /// Whether `(s, k)` is marked. A configuration takes its state's entry if free, else its
+    /// stack's if free, and entries stay for the epoch: a free entry on the way means unmarked.
+    #[inline]
+    fn contains(&self, (s, k): Config) -> bool {
+        let (e, stack) = self.by_state[s.0 as usize];
+        if e != self.epoch || stack == k {
+            return e == self.epoch;
+        }
+        match self.by_stack.get(k as usize) {
+            Some(&(e, state)) if e == self.epoch => state == s.0 || self.rest.contains(&(s, k)),
+            _ => false,
+        }
+    }
+
+    /// Marks `(s, k)`; whether it was not marked.
+    #[inline]
+    fn insert(&mut self, (s, k): Config) -> bool {
+        let epoch = self.epoch;
+        let at_state = &mut self.by_state[s.0 as usize];
+        if at_state.0 != epoch {
+            *at_state = (epoch, k);
+            return true;
+        }
+        if at_state.1 == k {
+            return false;
+        }
+        if self.by_stack.len() <= k as usize {
+            self.by_stack.resize(k as usize + 1, (0, 0));
+        }
+        let at_stack = &mut self.by_stack[k as usize];
+        if at_stack.0 != epoch {
+            *at_stack = (epoch, s.0);
+            STACK_MARKS.set(STACK_MARKS.get() + 1);
+            return true;
+        }
+        at_stack.1 != s.0 && self.rest.insert((s, k))
+    }
 }
 
 /// A byte's class ([`RegionDfa::class_of`]).
@@ -253,17 +357,22 @@ impl RegionDfa {
     fn close_in(&mut self, a: &Automata, scratch: &mut Scratch) -> Result<u32, Limit> {
         let Scratch { todo, set, seen, .. } = scratch;
         set.clear();
-        seen.clear();
+        seen.clear(a.states().len());
+        let mut marked = false;
+        let mut key = 0u64;
         while let Some((s, k)) = todo.pop() {
-            // A small set is searched, a larger one hashed (`seen` holds `set` past the first
+            // A small set is searched, a larger one marked (`seen` holds `set` past the first
             // `SMALL_CLOSURE` configurations).
             // PERF: hashing every configuration was half of the closures' cost in MaskBench
             // o21456 (~12 configurations each, ~1.4 M instructions a fill).
-            let met = if set.len() < SMALL_CLOSURE {
+            let met = if !marked && set.len() < SMALL_CLOSURE {
                 set.contains(&(s, k))
             } else {
-                if seen.is_empty() {
-                    seen.extend(set.iter().copied());
+                if !marked {
+                    marked = true;
+                    for &c in set.iter() {
+                        seen.insert(c);
+                    }
                     HASHED_CLOSURES.set(HASHED_CLOSURES.get() + 1);
                 }
                 !seen.insert((s, k))
@@ -272,6 +381,7 @@ impl RegionDfa {
                 continue;
             }
             set.push((s, k));
+            key = key.wrapping_add(digest_term((s, k)));
             if set.len() > REGION_MAX_CONFIGS {
                 return Err(Limit::NotRegion);
             }
@@ -289,8 +399,14 @@ impl RegionDfa {
         if set.is_empty() {
             return Ok(DEAD);
         }
-        set.sort_unstable();
-        if let Some(&id) = self.set_ids.get(&set[..]) {
+        // Sets of distinct configurations are equal iff of one size and one holds the other's
+        // members (`seen` holds `set` where `marked`).
+        let known = self.set_ids.get(&key).copied();
+        let equal = |id: u32| {
+            let other = &self.sets[id as usize];
+            other.len() == set.len() && other.iter().all(|c| if marked { seen.contains(*c) } else { set.contains(c) })
+        };
+        if let Some(id) = known.filter(|&id| equal(id)) {
             return Ok(self.target(id));
         }
         if self.sets.len() >= REGION_MAX_DFA_STATES {
@@ -299,9 +415,10 @@ impl RegionDfa {
         let id = self.sets.len() as u32;
         let ended = set.iter().any(|&(s, k)| k == 0 && a.state(s).is_final);
         self.ended.push(ended);
-        let set: Box<[Config]> = set[..].into();
-        self.set_ids.insert(set.clone(), id);
-        self.sets.push(set);
+        if known.is_none() {
+            self.set_ids.insert(key, id);
+        }
+        self.sets.push(set[..].into());
         self.next.extend(std::iter::repeat_n(UNKNOWN, self.classes));
         Ok(self.target(id))
     }
@@ -322,7 +439,18 @@ impl RegionDfa {
         let at = d as usize * self.classes + c;
         let byte = self.reps[c];
         let t = self.close(a, |dfa, todo| {
-            todo.extend(dfa.sets[d as usize].iter().filter_map(|&(s, k)| a.step(s, byte).map(|t| (t, k))));
+            // A state met under many stacks (a callee called from many places) is stepped once
+            // while it stays in its slot of `stepped`.
+            let mut stepped = [(StateId(u32::MAX), None); 4];
+            for &(s, k) in &dfa.sets[d as usize] {
+                let slot = &mut stepped[s.0 as usize % 4];
+                if slot.0 != s {
+                    *slot = (s, a.step(s, byte));
+                }
+                if let Some(t) = slot.1 {
+                    todo.push((t, k));
+                }
+            }
         })?;
         self.next[at] = t;
         Ok(t)
