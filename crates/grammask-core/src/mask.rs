@@ -65,6 +65,8 @@ pub use region::{
     classify_region_kernel, region_bounded_refusals, region_hashed_closures, region_text_cuts, RegionDfa,
 
     classify_region_kernel, region_hashed_closures, region_stack_marks, region_text_cuts, RegionDfa,
+
+    classify_region_kernel, region_hashed_closures, region_refusal_cuts, region_text_cuts, RegionDfa,
     REGION_MAX_DFA_STATES,
 };
 use row_memo::*;

@@ -4735,6 +4735,113 @@ fn pattern_key_beside_excluded_names_searched_on_class_body_thread() {
     assert_eq!(pairs, 0, "the fills after {{\" explored {pairs} cover pairs (Llama 3)");
 }
 
+/// MaskBench o68280's `mkv` (comma-separated `key:value` pairs refusing `&`; keys refuse `,`,
+/// `:` and whitespace), o3385's two words (`^[\S]+(\s[\S]+)?$`) and o82144's `hostname` (ASCII
+/// letters, digits, `-.,` and whitespace): string states that read every plain text alive but
+/// the characters beginning with a few first bytes (space, `&`, `,`, `:`, the leads of
+/// non-ASCII whitespace).
+const REFUSAL_SCHEMA: &str = r#"{"type": "object", "properties": {
+    "mkv": {"type": "string", "pattern": "^(\\s*|((\\s*[^,:&\\s]+\\s*:[^,:&]*)(,\\s*[^,:&\\s]+\\s*:[^,:&]*)*))$"},
+    "ext": {"type": "string", "pattern": "^[\\S]+(\\s[\\S]+)?$"},
+    "host": {"type": "string", "pattern": "^[a-zA-Z0-9\\-.\\s,]*[a-zA-Z0-9\\s\\-,]$"}}}"#;
+
+/// Documents of [`REFUSAL_SCHEMA`] as (prefix, checked text): refused bytes in and out of place,
+/// escapes, quotes, non-ASCII letters and whitespace (U+00A0, U+3000).
+const REFUSAL_DOCS: [(&str, &str); 5] = [
+    (r#"{"mkv": ""#, r#"color:blue,length:350, w\u00e9 : a b\tc,d:"}"#),
+    ("{\"mkv\": \" ", "k\u{e9}y\u{a0}:v\u{3000}x \"}"),
+    (r#"{"ext": ""#, "ms-python.python \u{e9}\u{4e2d}\\\"q\"}"),
+    ("{\"ext\": \"a", "\u{a0}b&c:d\"}"),
+    (r#"{"host": ""#, r#"example.com, a-b.c d\t\n e,1"}"#),
+];
+
+/// Masks equal the brute force inside regex string bodies whose state reads every plain text
+/// alive but the characters beginning with a few refused first bytes ([`REFUSAL_SCHEMA`]): the
+/// region walk accepts the other plain-text tokens and walks the text frontier and each path's
+/// first refused byte, cutting again below it where its state refuses a few bytes too
+/// (`RegionDfa::text_refusals`, `Cut::below`). On a vocabulary of the documents' pieces, Llama 3,
+/// Qwen 2.5 and Phi 3.5, at every byte of [`REFUSAL_DOCS`] past their prefixes; each kernel there
+/// equals the plain walk's classification. Counted (`region_refusal_cuts`): root cuts on every
+/// vocabulary, cuts again below a refused byte on the real ones; without the cut (the whole
+/// trie walked, as before) the test fails.
+#[test]
+fn region_refusal_cut_masks_match_brute_force() {
+    let g = lax_schema_grammar(REFUSAL_SCHEMA);
+    let mut rng = Rng(0x6828_0338_5821_4465);
+    let pieces: &[&[u8]] = &[
+        b"color",
+        b":",
+        b"blue",
+        b",",
+        b"length",
+        b"350",
+        b" ",
+        b" w",
+        b"&",
+        b"a",
+        b"b",
+        b"c",
+        b"d",
+        b"e",
+        b"-",
+        b".",
+        b"ms",
+        b"python",
+        b"example",
+        b"com",
+        b"\\n",
+        b"\\t",
+        b"\\\"",
+        b"\\u00e9",
+        b"\xC2\xA0",
+        b"\xC3\xA9",
+        b"\xE3\x80\x80",
+        b"\xE3\x80",
+        b"\x80",
+        b"\xE4\xB8\xAD",
+        b"\"",
+        b"\"}",
+        b"y",
+        b"k",
+        b"x",
+        b"1",
+    ];
+    let small = pieces_vocab(&mut rng, pieces, 400, Vec::new());
+    let mut vocabs = vec![("pieces", small)];
+    for name in ["llama3", "qwen2.5", "phi3.5"] {
+        if let Some(v) = shared_vocab(name) {
+            vocabs.push((name, v));
+        }
+    }
+    for (name, vocab) in vocabs {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        cg.wait_class_bodies();
+        cg.index().wait_walked();
+        assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+        let before = grammask_core::mask::region_refusal_cuts();
+        let mut checked = 0;
+        for (prefix, text) in REFUSAL_DOCS {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
+            checked += walk_masks_match_brute_force(&mut m, &vocab, text.as_bytes(), |m| {
+                for it in kernel_items(cg.automata(), m.chart()) {
+                    let km = cg.kernel(it.state).unwrap();
+                    assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
+                }
+            });
+            assert!(m.is_completed(), "{name}: {prefix}{text}");
+        }
+        let after = grammask_core::mask::region_refusal_cuts();
+        let (cuts, again) = (after.0 - before.0, after.1 - before.1);
+        eprintln!("{name}: {cuts} refusal cuts, {again} cut again");
+        assert!(cuts >= 3, "{name}: {cuts} region kernels took the cut less refused bytes");
+        if name != "pieces" {
+            assert!(again >= 1, "{name}: no refused byte's subtree cut again");
+        }
+        assert_eq!(checked, REFUSAL_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
+    }
+}
+
 /// MaskBench o51168's `requires` (two required names, every other key `^.*$`: the key regex reads
 /// any key but the names, through a trie of states until a key leaves them) and o27348's
 /// `sources` line (`\S+(\s+(.+\S))?\s*$` after its first words).

@@ -89,6 +89,93 @@ pub fn region_bounded_refusals() -> usize {
     BOUNDED_REFUSALS.get()
 }
 
+thread_local! {
+    /// Kernels this thread's region walks classified by the plain-text cut less refused bytes,
+    /// and subtrees of a refused byte cut again ([`Cut::below`]).
+    static REFUSAL_CUTS: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// How many kernels this thread's region walks classified by the plain-text cut less the
+/// characters of a few refused first bytes ([`RegionDfa::text_refusals`]), and how many subtrees
+/// of a refused byte they cut again (for tests).
+#[doc(hidden)]
+pub fn region_refusal_cuts() -> (usize, usize) {
+    REFUSAL_CUTS.get()
+}
+
+/// Rounds of a [`RegionDfa::text_refusals`] search, each skipping the refusals found before.
+const REFUSAL_ROUNDS: usize = 8;
+
+/// Trie nodes the refused bytes of one DFA state may label together ([`TextSlice::nodes_of`]),
+/// each walked below its path replayed: past it the state is not cut.
+const REFUSED_MAX_NODES: usize = 24576;
+
+/// The bytes that step one text-automaton state to `next` and the region DFA alike (one DFA
+/// class), `byte` one of them ([`RegionDfa::refusal_round`]).
+#[derive(Debug)]
+struct TextGroup {
+    byte: u8,
+    next: u8,
+    bytes: Bytes,
+}
+
+/// The [`TextGroup`]s of each text-automaton state, for DFA classes `class_of`.
+fn text_groups(class_of: &[u8; 256]) -> Vec<Vec<TextGroup>> {
+    (0..crate::slice::TEXT_STATES as u8)
+        .map(|u| {
+            let mut groups: Vec<TextGroup> = Vec::new();
+            for x in 0..=255u8 {
+                let crate::slice::Body::To(v) = crate::slice::text_step(u, x) else { continue };
+                let c = class_of[usize::from(x)];
+                match groups.iter_mut().find(|g| g.next == v && class_of[usize::from(g.byte)] == c) {
+                    Some(g) => add(&mut g.bytes, x),
+                    None => {
+                        let mut bytes = [0; 2];
+                        add(&mut bytes, x);
+                        groups.push(TextGroup { byte: x, next: v, bytes });
+                    }
+                }
+            }
+            groups
+        })
+        .collect()
+}
+
+/// Nodes a refused byte's subtree holds at least for [`Cut::below`] to cut it again.
+const CUT_MIN_NODES: usize = 512;
+
+/// A set of bytes, bit `x % 128` of word `x / 128` (a state's refused first bytes).
+type Bytes = [u128; 2];
+
+/// The bytes of `r`, in order.
+fn bytes_of(r: Bytes) -> impl Iterator<Item = u8> {
+    (0..2u8).flat_map(move |w| {
+        let mut bits = r[usize::from(w)];
+        std::iter::from_fn(move || {
+            let b = bits.trailing_zeros();
+            (b < 128).then(|| {
+                bits &= bits - 1;
+                w * 128 + b as u8
+            })
+        })
+    })
+}
+
+fn add(r: &mut Bytes, x: u8) {
+    r[usize::from(x >> 7)] |= 1 << (x & 127);
+}
+
+/// How a [`RegionDfa::text_covers`] search ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TextCover {
+    /// Every plain text is read alive.
+    Covers,
+    /// Some plain text kills the DFA.
+    Dies,
+    /// Past the search's budget.
+    GivesUp,
+}
+
 /// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond
 /// those known to read plain text alive, and of them at a character boundary (each steps every
 /// byte class); past either the kernel walks the whole trie.
@@ -168,7 +255,13 @@ pub struct RegionDfa {
     /// empty: none known; kept across clears).
     bounded_rules: Vec<bool>,
     /// Whether each DFA state asked reads every plain text alive ([`RegionDfa::text_covers`]).
-    text_verdicts: FastMap<u32, bool>,
+    text_verdicts: FastMap<u32, TextCover>,
+    /// The first bytes each DFA state asked refuses, every other plain text being read alive,
+    /// or `None` ([`RegionDfa::text_refusals`]).
+    /// Keyed by (DFA state, text-automaton state it starts in).
+    refusals: FastMap<(u32, u8), Option<Bytes>>,
+    /// [`text_groups`] of `class_of`, built on the first refusal search.
+    text_groups: Vec<Vec<TextGroup>>,
     /// (DFA state, text-automaton state) pairs from which every plain text is read alive (the
     /// pairs of the searches that succeeded).
     text_alive: std::collections::HashSet<(u32, u8), crate::fasthash::FastState>,
@@ -322,6 +415,7 @@ impl RegionDfa {
         self.starts.clear();
         self.seed_targets.clear();
         self.text_verdicts.clear();
+        self.refusals.clear();
         self.text_alive.clear();
     }
 
@@ -502,7 +596,7 @@ impl RegionDfa {
     /// pairs. Then every token of the [`crate::slice::TextSlice`] is accepted from `d` (a token
     /// is accepted iff the DFA is alive after it), and no node on a plain-text path records an
     /// uncertain token (only dead nodes do).
-    fn text_covers(&mut self, a: &Automata, d: u32) -> Result<bool, Limit> {
+    fn text_covers(&mut self, a: &Automata, d: u32) -> Result<TextCover, Limit> {
         if let Some(&v) = self.text_verdicts.get(&d) {
             return Ok(v);
         }
@@ -519,7 +613,7 @@ impl RegionDfa {
         let mut todo = vec![(d, 0u8)];
         let mut boundaries = 1;
         let covers = 'search: loop {
-            let Some((e, u)) = todo.pop() else { break true };
+            let Some((e, u)) = todo.pop() else { break TextCover::Covers };
             if self.text_alive.contains(&(e, u)) {
                 continue;
             }
@@ -534,19 +628,19 @@ impl RegionDfa {
                 done[c] |= 1 << v;
                 let t = self.next_on(a, e, x, true)?;
                 if t == DEAD {
-                    break 'search false;
+                    break 'search TextCover::Dies;
                 }
                 let pair = (self.id_of(t), v);
                 if !self.text_alive.contains(&pair) && seen.insert(pair) {
                     boundaries += usize::from(v == 0);
                     if seen.len() > TEXT_COVER_MAX_PAIRS || boundaries > TEXT_COVER_MAX_BOUNDARIES {
-                        break 'search false;
+                        break 'search TextCover::GivesUp;
                     }
                     todo.push(pair);
                 }
             }
         };
-        if covers {
+        if covers == TextCover::Covers {
             self.text_alive.extend(seen);
         }
         self.text_verdicts.insert(d, covers);
@@ -577,6 +671,138 @@ impl RegionDfa {
     /// bounded length only ([`bounded_rules`]).
     pub fn for_grammar(g: &crate::grammar::Grammar) -> RegionDfa {
         RegionDfa { bounded_rules: bounded_rules(g), ..RegionDfa::default() }
+
+    /// The first bytes `R` (ASCII characters, UTF-8 leads) such that DFA state `d`, in text
+    /// state `u` (a character begun), reads alive every plain text in which no character begins
+    /// with a byte of `R` (ending inside a character included), each byte of `R` one [`TextSlice::nodes_of`] lists, at most
+    /// [`REFUSED_MAX_NODES`] nodes together; `None` if none found. Then every such token is
+    /// accepted from `d`, and only the text frontier and each path's first node of a byte of
+    /// `R` need a walk ([`Cut::below`]). `Some` of the empty set: `d` reads every plain text.
+    /// Searched in rounds ([`Self::refusal_round`]), each skipping the bytes refused before.
+    fn text_refusals(&mut self, a: &Automata, d: u32, u: u8, text: &TextSlice) -> Result<Option<Bytes>, Limit> {
+        if let Some(&r) = self.refusals.get(&(d, u)) {
+            return Ok(r);
+        }
+        let mut refused = [0u128; 2];
+        let mut found = None;
+        for _ in 0..REFUSAL_ROUNDS {
+            let Some(new) = self.refusal_round(a, (d, u), text, refused)? else { break };
+            if new == [0, 0] {
+                found = Some(refused);
+                break;
+            }
+            refused = [refused[0] | new[0], refused[1] | new[1]];
+            let nodes: usize = bytes_of(refused).map(|x| text.nodes_of(x).map_or(0, <[u32]>::len)).sum();
+            if nodes > REFUSED_MAX_NODES {
+                break;
+            }
+        }
+        self.refusals.insert((d, u), found);
+        Ok(found)
+    }
+
+    /// One round of [`Self::text_refusals`]: [`Self::text_covers`]' product search from `start`
+    /// skipping the bytes of `refused` at a boundary. A listed byte that kills the DFA at a
+    /// boundary is a new refusal; any other death at a pair whose last character began with a
+    /// listed byte refuses that byte instead (inside a character, or a key's `\s*` before `:`
+    /// that refuses letters after a space); any other death, or the search's budget, gives
+    /// `None`. `Some` of the empty set: every plain text in which no character begins with a
+    /// byte of `refused` is read alive.
+    fn refusal_round(
+        &mut self,
+        a: &Automata,
+        start: (u32, u8),
+        text: &TextSlice,
+        refused: Bytes,
+    ) -> Result<Option<Bytes>, Limit> {
+        if self.text_groups.is_empty() {
+            self.text_groups = text_groups(&self.class_of.0);
+        }
+        let groups = std::mem::take(&mut self.text_groups);
+        let found = self.refusal_search(a, start, text, refused, &groups);
+        self.text_groups = groups;
+        found
+    }
+
+    /// [`Self::refusal_round`] with the text groups at hand.
+    fn refusal_search(
+        &mut self,
+        a: &Automata,
+        start: (u32, u8),
+        text: &TextSlice,
+        refused: Bytes,
+        groups: &[Vec<TextGroup>],
+    ) -> Result<Option<Bytes>, Limit> {
+        let mut listed = [0u128; 2];
+        for x in (0..=255u8).filter(|&x| text.nodes_of(x).is_some()) {
+            add(&mut listed, x);
+        }
+        // Each pair met: the listed first bytes of the character read last (or inside) on the
+        // paths that met it, `None` if one was not listed (a death there is blamed on them).
+        let mut seen = FastMap::<(u32, u8), Option<Bytes>>::default();
+        let mut blamed = std::collections::HashSet::<(u32, u8), crate::fasthash::FastState>::default();
+        seen.insert(start, None);
+        let mut todo = vec![start];
+        let mut boundaries = 1;
+        let mut new = [0u128; 2];
+        while let Some((e, u)) = todo.pop() {
+            let mut mine = [0u128; 2];
+            let mut died = false;
+            for g in &groups[usize::from(u)] {
+                let live = if u == 0 { [g.bytes[0] & !refused[0], g.bytes[1] & !refused[1]] } else { g.bytes };
+                if live == [0, 0] {
+                    continue;
+                }
+                let t = self.next_on(a, e, g.byte, true)?;
+                if t == DEAD {
+                    if u == 0 && live[0] & !listed[0] == 0 && live[1] & !listed[1] == 0 {
+                        mine = [mine[0] | live[0], mine[1] | live[1]];
+                        continue;
+                    }
+                    died = true;
+                    break;
+                }
+                // The first bytes a path into the next pair reads its last character by.
+                let first = if u != 0 {
+                    seen[&(e, u)]
+                } else if live[0] & !listed[0] == 0 && live[1] & !listed[1] == 0 {
+                    Some(live)
+                } else {
+                    None
+                };
+                let pair = (self.id_of(t), g.next);
+                if self.text_alive.contains(&pair) {
+                    continue;
+                }
+                match seen.get_mut(&pair) {
+                    Some(met) => {
+                        *met = met.zip(first).map(|(m, f)| [m[0] | f[0], m[1] | f[1]]);
+                        if blamed.contains(&pair) {
+                            let Some(f) = first else { return Ok(None) };
+                            new = [new[0] | f[0], new[1] | f[1]];
+                        }
+                    }
+                    None => {
+                        seen.insert(pair, first);
+                        boundaries += usize::from(g.next == 0);
+                        if seen.len() > TEXT_COVER_MAX_PAIRS || boundaries > TEXT_COVER_MAX_BOUNDARIES {
+                            return Ok(None);
+                        }
+                        todo.push(pair);
+                    }
+                }
+            }
+            if died {
+                let Some(f) = seen[&(e, u)] else {
+                    return Ok(None);
+                };
+                new = [new[0] | f[0], new[1] | f[1]];
+                blamed.insert((e, u));
+            } else {
+                new = [new[0] | mine[0], new[1] | mine[1]];
+            }
+        }
+        Ok(Some(new))
     }
 
     fn start(&mut self, a: &Automata, state: StateId) -> Result<u32, Limit> {
@@ -744,9 +970,24 @@ fn walk_region(
         walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, 0, trie.nodes.len())?;
         return Ok(out);
     };
-    if !dfa.text_covers(a, dfa.id_of(start))? {
-        walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, 0, trie.nodes.len())?;
-        return Ok(out);
+    let verdict = dfa.text_covers(a, dfa.id_of(start))?;
+    match verdict {
+        TextCover::Covers => {}
+        TextCover::Dies => {
+            if let Some(refused) = dfa.text_refusals(a, dfa.id_of(start), 0, text)? {
+                let (cuts, again) = REFUSAL_CUTS.get();
+                REFUSAL_CUTS.set((cuts + 1, again));
+                let mut cut = Cut { a, trie, follow, text, dfa, frames: &mut frames, out: &mut out };
+                cut.below(None, refused)?;
+                return Ok(out);
+            }
+            walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, 0, trie.nodes.len())?;
+            return Ok(out);
+        }
+        TextCover::GivesUp => {
+            walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, 0, trie.nodes.len())?;
+            return Ok(out);
+        }
     }
     TEXT_CUTS.set(TEXT_CUTS.get() + 1);
     out.accepted.or_assign(&text.slice);
@@ -766,6 +1007,131 @@ fn walk_region(
         walk_nodes(a, trie, follow, dfa, &mut frames, &mut out, node, trie.nodes[node].subtree_end as usize)?;
     }
     Ok(out)
+}
+
+/// A region walk cut by refused bytes ([`RegionDfa::text_refusals`]): the walk's context.
+struct Cut<'c, 'a> {
+    a: &'a Automata,
+    trie: &'a TokenTrie,
+    follow: Option<&'a ByteSet>,
+    text: &'a TextSlice,
+    dfa: &'c mut RegionDfa,
+    frames: &'c mut [u32; MAX_FRAMES],
+    out: &'c mut RegionMask,
+}
+
+impl Cut<'_, '_> {
+    /// Classifies the nodes below `root` (the whole trie for `None`) as [`walk_nodes`] would,
+    /// in the same order. Requires: `root`'s path is plain text, `frames` holds it, and its DFA
+    /// state, in the text state after that path, refuses `refused` ([`RegionDfa::text_refusals`]).
+    /// The frontier below `root` is the text frontier's nodes there and each path's first node
+    /// of a refused byte (no two nested); the tokens of the other nodes are accepted (plain text
+    /// without a refused byte at a boundary: alive). A text frontier node is walked; a refused
+    /// byte's node is stepped and, alive, cut again by its own state's refusals (or walked).
+    fn below(&mut self, root: Option<usize>, refused: Bytes) -> Result<(), Limit> {
+        let trie = self.trie;
+        let (from, end) = match root {
+            Some(n) => (n + 1, trie.nodes[n].subtree_end as usize),
+            None => (0, trie.nodes.len()),
+        };
+        let frontier = &self.text.frontier;
+        let (lo, hi) = (
+            frontier.partition_point(|f| (f.node as usize) < from),
+            frontier.partition_point(|f| (f.node as usize) < end),
+        );
+        let mut refused_nodes: Vec<u32> = Vec::new();
+        for x in bytes_of(refused) {
+            let nodes = self.text.nodes_of(x).expect("refused bytes are listed");
+            let (lo, hi) =
+                (nodes.partition_point(|&n| (n as usize) < from), nodes.partition_point(|&n| (n as usize) < end));
+            refused_nodes.extend_from_slice(&nodes[lo..hi]);
+        }
+        refused_nodes.sort_unstable();
+        // `replayed`: the path `frames[..=replayed.len()]` holds (at least `root`'s).
+        let mut replayed = Vec::new();
+        node_path(trie, root, &mut replayed);
+        let mut path = Vec::new();
+        let mut covered = from;
+        // Both lists in trie order, merged (a text frontier node first where both hold it).
+        let (mut i, mut j) = (lo, 0);
+        loop {
+            let is_refused = match (frontier[i..hi].first(), refused_nodes.get(j)) {
+                (Some(f), Some(&r)) => r < f.node,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (None, None) => break,
+            };
+            let node = if is_refused { refused_nodes[j] } else { frontier[i].node } as usize;
+            if node < covered {
+                (i, j) = if is_refused { (i, j + 1) } else { (i + 1, j) };
+                continue;
+            }
+            self.accept(covered, node);
+            covered = trie.nodes[node].subtree_end as usize;
+            if is_refused {
+                node_path(trie, Some(node), &mut path);
+                path.pop();
+                j += 1;
+            } else {
+                path.clear();
+                path.extend_from_slice(&frontier[i].path);
+                i += 1;
+            }
+            let keep = replayed.iter().zip(&path).take_while(|(x, y)| x == y).count();
+            for (j, &x) in path.iter().enumerate().skip(keep) {
+                let up = self.frames[j];
+                let next = self.dfa.next_on(self.a, self.dfa.id_of(up), x, false)?;
+                debug_assert!(next < DEAD, "a plain-text path without refused bytes stays alive");
+                self.frames[j + 1] = next | (up & ABOVE) | (next & ENDED) << 31;
+            }
+            std::mem::swap(&mut replayed, &mut path);
+            let n = &trie.nodes[node];
+            if is_refused {
+                let up = self.frames[replayed.len()];
+                let next = self.dfa.next_on(self.a, self.dfa.id_of(up), n.byte, false)?;
+                // PERF: a small subtree is walked: its cut's search and merge cost more.
+                if next != DEAD && n.subtree_end as usize - node > CUT_MIN_NODES {
+                    // The text state after the byte: a character boundary or inside one.
+                    let crate::slice::Body::To(u) = crate::slice::text_step(0, n.byte) else {
+                        unreachable!("a refused byte begins plain text")
+                    };
+                    let inner = self.dfa.text_refusals(self.a, self.dfa.id_of(next), u, self.text)?;
+                    if let Some(r) = inner {
+                        self.frames[replayed.len() + 1] = next | (up & ABOVE) | (next & ENDED) << 31;
+                        self.accept(node, node + 1);
+                        let (cuts, again) = REFUSAL_CUTS.get();
+                        REFUSAL_CUTS.set((cuts, again + 1));
+                        self.below(Some(node), r)?;
+                        continue;
+                    }
+                }
+            }
+            let (a, follow) = (self.a, self.follow);
+            walk_nodes(a, trie, follow, self.dfa, self.frames, self.out, node, n.subtree_end as usize)?;
+        }
+        self.accept(covered, end);
+        Ok(())
+    }
+
+    /// Accepts the tokens of nodes `from..to`.
+    fn accept(&mut self, from: usize, to: usize) {
+        let t = &self.trie;
+        let words = self.out.accepted.words_mut();
+        for &k in &t.tokens[t.first_token[from] as usize..t.first_token[to] as usize] {
+            words[k as usize >> 5] |= 1 << (k & 31);
+        }
+    }
+}
+
+/// The byte path of `node` (empty for the root, `None`) into `path`.
+fn node_path(trie: &TokenTrie, node: Option<usize>, path: &mut Vec<u8>) {
+    path.clear();
+    let mut p = node.map_or(u32::MAX, |n| n as u32);
+    while p != u32::MAX {
+        path.push(trie.nodes[p as usize].byte);
+        p = trie.nodes[p as usize].parent;
+    }
+    path.reverse();
 }
 
 /// Walks trie nodes `from..end` (whole subtrees, in trie order; `frames` holding the path above

@@ -83,22 +83,60 @@ const fn text_step_of(u: u8, x: u8) -> Body {
     }
 }
 
+/// Trie nodes one byte may label for [`TextSlice::byte_nodes`] to list them: punctuation,
+/// digits, most capitals, the space (Llama 3: 464 nodes) and UTF-8 leads (`D0`: 4,094), not the
+/// common lowercase letters (`e`: 24,358 of 275,392 nodes).
+pub const REFUSABLE_MAX_NODES: usize = 4096;
+
 /// Plain-text tokens and the frontier where a path first leaves plain text (see the module doc).
 #[derive(Debug)]
 pub struct TextSlice {
     pub slice: Bitset,
     /// In trie order, each with its parent's path (`dead` unused: false).
     pub frontier: Vec<FrontierNode>,
+    /// `byte_nodes[x]` for a byte `x` that begins plain text at a boundary (an ASCII character
+    /// or a UTF-8 lead) labelling at most [`REFUSABLE_MAX_NODES`] trie nodes: those nodes (any
+    /// path), in trie order; else `None`. A region walk whose state reads every plain text alive
+    /// but the characters that begin with a few such bytes walks the first of them on each path
+    /// ([`crate::mask`]'s `region.rs`, "refused bytes").
+    pub byte_nodes: Vec<Option<Box<[u32]>>>,
 }
 
 impl TextSlice {
     pub fn new(trie: &TokenTrie, vocab_size: usize) -> TextSlice {
         let (slice, frontier) = build_slice(trie, vocab_size, text_step);
-        TextSlice { slice, frontier }
+        TextSlice { slice, frontier, byte_nodes: byte_nodes(trie) }
+    }
+
+    /// The nodes [`Self::byte_nodes`] lists for byte `x`, if any.
+    pub fn nodes_of(&self, x: u8) -> Option<&[u32]> {
+        self.byte_nodes.get(usize::from(x)).and_then(|n| n.as_deref())
     }
 
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
-        self.slice.memory_size() + super::frontier_memory(&self.frontier)
+        let lists: usize = self.byte_nodes.iter().flatten().map(|n| 4 * n.len()).sum();
+        self.slice.memory_size() + super::frontier_memory(&self.frontier) + lists
     }
+}
+
+/// [`TextSlice::byte_nodes`]: one pass counting the nodes of each byte, one listing those of
+/// the bytes under the cap.
+fn byte_nodes(trie: &TokenTrie) -> Vec<Option<Box<[u32]>>> {
+    let mut count = [0usize; 256];
+    for n in &trie.nodes {
+        count[usize::from(n.byte)] += 1;
+    }
+    let mut lists: Vec<Option<Vec<u32>>> = (0..=255u8)
+        .map(|x| {
+            let plain = matches!(text_step(0, x), Body::To(_));
+            (plain && count[usize::from(x)] <= REFUSABLE_MAX_NODES).then(|| Vec::with_capacity(count[usize::from(x)]))
+        })
+        .collect();
+    for (i, n) in trie.nodes.iter().enumerate() {
+        if let Some(Some(list)) = lists.get_mut(usize::from(n.byte)) {
+            list.push(i as u32);
+        }
+    }
+    lists.into_iter().map(|l| l.map(Vec::into_boxed_slice)).collect()
 }
