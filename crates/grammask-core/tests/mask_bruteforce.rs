@@ -4979,6 +4979,7 @@ fn run_indexes_left_by_the_compile_match_brute_force() {
             assert!(!m.accept_bytes(bad.as_bytes()).unwrap_or(false), "{name} {bad:?}");
         }
     }
+}
 
 /// Counted `pattern` strings (MaskBench o21456's e-mail within 254 characters, unanchored after
 /// `.gov.uk`, and an anchored one): documents as (key, text), with escapes, non-ASCII characters

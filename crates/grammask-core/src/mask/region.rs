@@ -44,49 +44,28 @@ const REGION_MAX_CONFIGS: usize = 512;
 const SMALL_CLOSURE: usize = 32;
 
 test_counter! {
-    /// How many closures this thread's region walks hashed, past [`SMALL_CLOSURE`] configurations
-    /// (for tests).
+    /// How many closures this thread's region walks marked or hashed, past [`SMALL_CLOSURE`]
+    /// configurations ([`Marks`]; for tests).
     pub fn region_hashed_closures => HASHED_CLOSURES
+}
+
+test_counter! {
+    /// How many configurations this thread's region closures marked at their stack
+    /// ([`Marks::by_stack`]), their state marked under another stack (for tests).
+    pub fn region_stack_marks => STACK_MARKS
 }
 
 test_counter! {
     /// How many kernels this thread's region walks took from the plain-text slice, walking only its
     /// frontier ([`crate::slice::TextSlice`]; for tests).
     pub fn region_text_cuts => TEXT_CUTS
-
-thread_local! {
-    /// Closures this thread's region walks marked or hashed (past [`SMALL_CLOSURE`]
-    /// configurations, [`Marks`]).
-    static HASHED_CLOSURES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Configurations this thread's closures marked at their stack ([`Marks::by_stack`]).
-    static STACK_MARKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// How many configurations this thread's region closures marked at their stack, their state
-/// marked under another stack (for tests).
-#[doc(hidden)]
-pub fn region_stack_marks() -> usize {
-    STACK_MARKS.get()
-}
-
-/// How many closures this thread's region walks marked or hashed, past [`SMALL_CLOSURE`]
-/// configurations (for tests).
-#[doc(hidden)]
-pub fn region_hashed_closures() -> usize {
-    HASHED_CLOSURES.get()
-}
-
-thread_local! {
-    /// Text-cover searches this thread's region walks refused because the start reads a
-    /// bounded text ([`RegionDfa::reads_bounded`]).
-    static BOUNDED_REFUSALS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// How many text-cover searches this thread's region walks refused without searching, their
-/// start reading texts of bounded length only (a counted pattern; for tests).
-#[doc(hidden)]
-pub fn region_bounded_refusals() -> usize {
-    BOUNDED_REFUSALS.get()
+test_counter! {
+    /// How many text-cover searches this thread's region walks refused without searching, their
+    /// start reading texts of bounded length only (a counted pattern, [`RegionDfa::reads_bounded`];
+    /// for tests).
+    pub fn region_bounded_refusals => BOUNDED_REFUSALS
 }
 
 thread_local! {
@@ -605,8 +584,9 @@ impl RegionDfa {
         // DFA state at every character: its searches gave up at their caps, ~2-3 M instructions.
         if self.reads_bounded(a, d) {
             BOUNDED_REFUSALS.set(BOUNDED_REFUSALS.get() + 1);
-            self.text_verdicts.insert(d, false);
-            return Ok(false);
+            // No refusal search either: a longer text of any characters dies too.
+            self.text_verdicts.insert(d, TextCover::GivesUp);
+            return Ok(TextCover::GivesUp);
         }
         let mut seen = std::collections::HashSet::<(u32, u8), crate::fasthash::FastState>::default();
         seen.insert((d, 0));
@@ -671,6 +651,7 @@ impl RegionDfa {
     /// bounded length only ([`bounded_rules`]).
     pub fn for_grammar(g: &crate::grammar::Grammar) -> RegionDfa {
         RegionDfa { bounded_rules: bounded_rules(g), ..RegionDfa::default() }
+    }
 
     /// The first bytes `R` (ASCII characters, UTF-8 leads) such that DFA state `d`, in text
     /// state `u` (a character begun), reads alive every plain text in which no character begins
