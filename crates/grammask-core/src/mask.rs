@@ -62,8 +62,9 @@ pub use fill::{
 pub use lead::{classify_after_lead, lead_into_literal_lead, lead_run, LeadLeaf, LeadNodes};
 pub use literal::{classify_literal, classify_literal_chain, literal_byte, LITERAL_WALK_VISITS};
 pub use region::{
-    classify_region_kernel, region_bounded_refusals, region_hashed_closures, region_refusal_cuts, region_stack_marks,
-    region_text_cuts, RegionDfa, REGION_MAX_DFA_STATES,
+    classify_region_kernel, force_region_digest_term, region_bounded_refusals, region_digest_collisions,
+    region_hashed_closures, region_refusal_cuts, region_stack_marks, region_text_cuts, RegionDfa,
+    REGION_MAX_DFA_STATES,
 };
 use row_memo::*;
 pub use row_memo::{memo_virtual_items, row_run_steps, spent_row_merges};

@@ -577,6 +577,58 @@ fn lax_schema_grammar(schema: &str) -> grammask_core::grammar::Grammar {
     json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap()
 }
 
+/// A vocabulary of `pieces` (with `draws` random joins of them), then each of the shared
+/// vocabularies `names` that is present.
+fn pieces_and_shared_vocabs(
+    rng: &mut Rng,
+    pieces: &[&[u8]],
+    draws: usize,
+    names: &[&'static str],
+) -> Vec<(&'static str, Arc<Vocabulary>)> {
+    let mut vocabs = vec![("pieces", pieces_vocab(rng, pieces, draws, Vec::new()))];
+    vocabs.extend(names.iter().filter_map(|&name| Some((name, shared_vocab(name)?))));
+    vocabs
+}
+
+/// `g` compiled on `vocab` with its class bodies and walked indexes built (by the compile's
+/// threads: no fill builds them), the plain-text slice among them.
+fn compile_with_text_slice(
+    g: &grammask_core::grammar::Grammar,
+    vocab: &Arc<Vocabulary>,
+    name: &str,
+) -> Arc<CompiledGrammar> {
+    let cg = Arc::new(CompiledGrammar::new(g, vocab).unwrap());
+    cg.wait_class_bodies();
+    cg.index().wait_walked();
+    assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+    cg
+}
+
+/// Masks equal the brute force at every byte of each `(prefix, text)` past its prefix, and each
+/// kernel of the chart there equals the plain walk's classification (`classify_uninterned`);
+/// each document completes. Returns the masks checked (one per text byte, plus the end's).
+fn docs_and_kernels_match_brute_force(
+    name: &str,
+    cg: &Arc<CompiledGrammar>,
+    vocab: &Vocabulary,
+    docs: &[(&str, &str)],
+) -> usize {
+    let mut checked = 0;
+    for (prefix, text) in docs {
+        let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+        assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
+        checked += walk_masks_match_brute_force(&mut m, vocab, text.as_bytes(), |m| {
+            for it in kernel_items(cg.automata(), m.chart()) {
+                let km = cg.kernel(it.state).unwrap();
+                assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
+            }
+        });
+        assert!(m.is_completed(), "{name}: {prefix}{text}");
+    }
+    assert_eq!(checked, docs.iter().map(|d| d.1.len() + 1).sum::<usize>(), "{name}");
+    checked
+}
+
 /// Printable ASCII, one byte a token, then the tokens of `extra`, the lone bytes of `lone` (parts
 /// of UTF-8 characters), and the stop token `</s>` last.
 fn ascii_vocab(extra: &[&str], lone: &[u8]) -> Arc<Vocabulary> {
@@ -3892,14 +3944,9 @@ fn region_kernels_past_small_closures_equal_plain_walks() {
     assert!(grammask_core::mask::region_hashed_closures() > hashed, "no closure hashed");
 }
 
-/// Region kernels of a union of objects with many optional properties in schema order (the
-/// shape of MaskBench clang-format's root and the Snowplow unions) equal the plain walk's
-/// classification, and masks along documents equal brute force, on random vocabularies of the
-/// keys' pieces and on Llama 3: a closure after a value holds the `ws` call of every property
-/// still to come, one state under many return stacks, which the region DFA marks at their stacks
-/// (`region::Marks`, counted: fails if no configuration is marked there).
-#[test]
-fn region_closures_of_optional_property_unions_match_brute_force() {
+/// A union of three objects of 16 optional properties each (the shape of MaskBench
+/// clang-format's root and the Snowplow unions).
+fn optional_property_union_schema() -> String {
     // 16 optional properties each: past the any-order bound, keys come in schema order. The
     // last object stays open.
     let objects: Vec<String> = (0..3)
@@ -3914,18 +3961,33 @@ fn region_closures_of_optional_property_unions_match_brute_force() {
             format!(r#"{{"type": "object", "properties": {{{}}}{closed}}}"#, props.join(", "))
         })
         .collect();
-    let schema = format!(r#"{{"anyOf": [{}]}}"#, objects.join(", "));
+    format!(r#"{{"anyOf": [{}]}}"#, objects.join(", "))
+}
+
+/// Documents of [`optional_property_union_schema`]: keys skipped, whitespace around the
+/// separators, an unknown key in the open object.
+const UNION_DOCS: [&[u8]; 4] = [
+    br#"{"o0k00": 1, "o0k04": true, "o0k05": "s",  "o0k15": 2}"#,
+    br#"{"o1k02": 3,"o1k04": "x", "o1k09": false}"#,
+    br#"{ "o2k01": 1 , "o2k02" : true, "o2k09":"y" }"#,
+    br#"{"o2k01": 1, "zz": 1, "o2k02": false, "o2k15": "w"}"#,
+];
+
+/// Pieces of [`UNION_DOCS`] for random vocabularies.
+const UNION_PIECES: &[&[u8]] =
+    &[b"\"", b", \"", b"\": ", b"o", b"0", b"1", b"3", b"k0", b"k1", b"1,", b"true", b" ", b"  ", b"\"}", b"}", b"{\""];
+
+/// Region kernels of a union of objects with many optional properties in schema order (the
+/// shape of MaskBench clang-format's root and the Snowplow unions) equal the plain walk's
+/// classification, and masks along documents equal brute force, on random vocabularies of the
+/// keys' pieces and on Llama 3: a closure after a value holds the `ws` call of every property
+/// still to come, one state under many return stacks, which the region DFA marks at their stacks
+/// (`region::Marks`, counted: fails if no configuration is marked there).
+#[test]
+fn region_closures_of_optional_property_unions_match_brute_force() {
+    let schema = optional_property_union_schema();
     let g = lax_schema_grammar(&schema);
-    let docs: [&[u8]; 4] = [
-        br#"{"o0k00": 1, "o0k04": true, "o0k05": "s",  "o0k15": 2}"#,
-        br#"{"o1k02": 3,"o1k04": "x", "o1k09": false}"#,
-        br#"{ "o2k01": 1 , "o2k02" : true, "o2k09":"y" }"#,
-        br#"{"o2k01": 1, "zz": 1, "o2k02": false, "o2k15": "w"}"#,
-    ];
-    let pieces: &[&[u8]] = &[
-        b"\"", b", \"", b"\": ", b"o", b"0", b"1", b"3", b"k0", b"k1", b"1,", b"true", b" ", b"  ", b"\"}", b"}",
-        b"{\"",
-    ];
+    let (docs, pieces) = (UNION_DOCS, UNION_PIECES);
     let (marks, mut compared) = (grammask_core::mask::region_stack_marks(), 0);
     let mut rng = Rng(0x6F70_7469_6F6E_616C);
     for _ in 0..3 {
@@ -3962,6 +4024,55 @@ fn region_closures_of_optional_property_unions_match_brute_force() {
         }
         assert!(m.is_completed());
     }
+}
+
+/// Byte strings: a vocabulary's pieces or documents.
+type Pieces = &'static [&'static [u8]];
+
+/// Region closures are told apart by their size and members, not by their digest: with every
+/// configuration's digest term forced (`force_region_digest_term`: 0, every set colliding with the
+/// first of its digest; 1, every set with the first of its size), the region kernels of
+/// [`optional_property_union_schema`] and of a `oneOf` of 40 keywords (closures past
+/// `SMALL_CLOSURE`, their members marked) equal the plain walk's classification, and masks along
+/// [`UNION_DOCS`] equal brute force, on random vocabularies of their pieces. The collisions are
+/// counted (`region_digest_collisions`). Fails with the size check dropped (term 0: a later closure
+/// holding the first set's members matches it) or the member check dropped (term 1).
+#[test]
+fn region_closures_are_told_apart_under_forced_digest_collisions() {
+    let words: Vec<String> = (0..40).map(|i| format!(r#"{{"type": "string", "pattern": "K{i:02}"}}"#)).collect();
+    let keywords = format!(r#"{{"type": "object", "properties": {{"k": {{"oneOf": [{}]}}}}}}"#, words.join(", "));
+    let keyword_pieces: &[&[u8]] = &[b"K", b"0", b"1", b"3", b"9", b"K1", b"K39", b"x", b"\"", b"\\", b"\"}", b" "];
+    // (schema, pieces, documents)
+    let cases: [(String, Pieces, Pieces); 2] = [
+        (optional_property_union_schema(), UNION_PIECES, &UNION_DOCS),
+        (keywords, keyword_pieces, &[br#"{"k": "K07"}"#, br#"{"k": "xK39x K0 K"}"#]),
+    ];
+    let mut rng = Rng(0x636F_6C6C_6964_6521);
+    for term in [0, 1] {
+        grammask_core::mask::force_region_digest_term(Some(term));
+        let (collisions, mut compared) = (grammask_core::mask::region_digest_collisions(), 0);
+        for (schema, pieces, docs) in &cases {
+            let g = lax_schema_grammar(schema);
+            for _ in 0..3 {
+                let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
+                let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+                for s in 0..cg.automata().states().len() {
+                    let s = grammask_core::compiler::StateId(s as u32);
+                    if let Some(km) = cg.region_kernel(s) {
+                        assert_eq!(km, cg.classify_uninterned(s).unwrap(), "term {term}: state {}", s.0);
+                        compared += 1;
+                    }
+                }
+                let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
+                assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+            }
+        }
+        let collisions = grammask_core::mask::region_digest_collisions() - collisions;
+        eprintln!("term {term}: {compared} region kernels compared, {collisions} collisions told apart");
+        assert!(compared > 100, "term {term}: only {compared} region kernels compared");
+        assert!(collisions > 20, "term {term}: only {collisions} collisions told apart");
+    }
+    grammask_core::mask::force_region_digest_term(None);
 }
 
 /// Masks equal the brute force along MaskBench o21456's e-mail string (an unanchored pattern
@@ -4806,31 +4917,11 @@ fn region_refusal_cut_masks_match_brute_force() {
         b"x",
         b"1",
     ];
-    let small = pieces_vocab(&mut rng, pieces, 400, Vec::new());
-    let mut vocabs = vec![("pieces", small)];
-    for name in ["llama3", "qwen2.5", "phi3.5"] {
-        if let Some(v) = shared_vocab(name) {
-            vocabs.push((name, v));
-        }
-    }
+    let vocabs = pieces_and_shared_vocabs(&mut rng, pieces, 400, &["llama3", "qwen2.5", "phi3.5"]);
     for (name, vocab) in vocabs {
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        cg.wait_class_bodies();
-        cg.index().wait_walked();
-        assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+        let cg = compile_with_text_slice(&g, &vocab, name);
         let before = grammask_core::mask::region_refusal_cuts();
-        let mut checked = 0;
-        for (prefix, text) in REFUSAL_DOCS {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
-            checked += walk_masks_match_brute_force(&mut m, &vocab, text.as_bytes(), |m| {
-                for it in kernel_items(cg.automata(), m.chart()) {
-                    let km = cg.kernel(it.state).unwrap();
-                    assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
-                }
-            });
-            assert!(m.is_completed(), "{name}: {prefix}{text}");
-        }
+        docs_and_kernels_match_brute_force(name, &cg, &vocab, &REFUSAL_DOCS);
         let after = grammask_core::mask::region_refusal_cuts();
         let (cuts, again) = (after.0 - before.0, after.1 - before.1);
         eprintln!("{name}: {cuts} refusal cuts, {again} cut again");
@@ -4838,7 +4929,6 @@ fn region_refusal_cut_masks_match_brute_force() {
         if name != "pieces" {
             assert!(again >= 1, "{name}: no refused byte's subtree cut again");
         }
-        assert_eq!(checked, REFUSAL_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
     }
 }
 
@@ -4906,35 +4996,13 @@ fn region_text_cut_masks_match_brute_force() {
         b"s",
         b"1",
     ];
-    let small = pieces_vocab(&mut rng, pieces, 400, Vec::new());
-    let mut vocabs = vec![("pieces", small)];
-    for name in ["llama3", "qwen2.5", "phi3.5"] {
-        if let Some(v) = shared_vocab(name) {
-            vocabs.push((name, v));
-        }
-    }
+    let vocabs = pieces_and_shared_vocabs(&mut rng, pieces, 400, &["llama3", "qwen2.5", "phi3.5"]);
     for (name, vocab) in vocabs {
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        // The slice is built by the walked-index thread the compile started: no fill builds it.
-        cg.wait_class_bodies();
-        cg.index().wait_walked();
-        assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+        let cg = compile_with_text_slice(&g, &vocab, name);
         let before = grammask_core::mask::region_text_cuts();
-        let mut checked = 0;
-        for (prefix, text) in TEXT_CUT_DOCS {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
-            checked += walk_masks_match_brute_force(&mut m, &vocab, text.as_bytes(), |m| {
-                for it in kernel_items(cg.automata(), m.chart()) {
-                    let km = cg.kernel(it.state).unwrap();
-                    assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
-                }
-            });
-            assert!(m.is_completed(), "{name}: {prefix}{text}");
-        }
+        docs_and_kernels_match_brute_force(name, &cg, &vocab, &TEXT_CUT_DOCS);
         let cuts = grammask_core::mask::region_text_cuts() - before;
         assert!(cuts >= 8, "{name}: {cuts} region kernels took the plain-text slice");
-        assert_eq!(checked, TEXT_CUT_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
     }
 }
 
@@ -5031,34 +5099,13 @@ fn counted_pattern_region_walks_refuse_the_text_search() {
         b"-d",
         b".com",
     ];
-    let small = pieces_vocab(&mut rng, pieces, 300, Vec::new());
-    let mut vocabs = vec![("pieces", small)];
-    for name in ["llama3", "qwen2.5"] {
-        if let Some(v) = shared_vocab(name) {
-            vocabs.push((name, v));
-        }
-    }
+    let vocabs = pieces_and_shared_vocabs(&mut rng, pieces, 300, &["llama3", "qwen2.5"]);
     for (name, vocab) in vocabs {
-        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        cg.wait_class_bodies();
-        cg.index().wait_walked();
-        assert!(cg.index().text_slice().is_some(), "{name}: no plain-text slice");
+        let cg = compile_with_text_slice(&g, &vocab, name);
         let before = grammask_core::mask::region_bounded_refusals();
-        let mut checked = 0;
-        for (prefix, text) in BOUNDED_TEXT_DOCS {
-            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
-            assert!(m.accept_bytes(prefix.as_bytes()).unwrap(), "{name}: {prefix}");
-            checked += walk_masks_match_brute_force(&mut m, &vocab, text.as_bytes(), |m| {
-                for it in kernel_items(cg.automata(), m.chart()) {
-                    let km = cg.kernel(it.state).unwrap();
-                    assert!(*km == cg.classify_uninterned(it.state).unwrap(), "{name}: state {}", it.state.0);
-                }
-            });
-            assert!(m.is_completed(), "{name}: {prefix}{text}");
-        }
+        docs_and_kernels_match_brute_force(name, &cg, &vocab, &BOUNDED_TEXT_DOCS);
         let refused = grammask_core::mask::region_bounded_refusals() - before;
         assert!(refused >= 4, "{name}: {refused} text searches refused as bounded");
         assert!(cg.region_kernels_served() > 0, "{name}: no region kernel");
-        assert_eq!(checked, BOUNDED_TEXT_DOCS.iter().map(|d| d.1.len() + 1).sum::<usize>());
     }
 }

@@ -49,6 +49,27 @@ test_counter! {
     pub fn region_hashed_closures => HASHED_CLOSURES
 }
 
+thread_local! {
+    /// For tests: a term every configuration of this thread's closures takes in its set's digest
+    /// instead of its hash ([`force_region_digest_term`]).
+    static FORCED_DIGEST_TERM: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// For tests: this thread's closures digest their sets as if every configuration's term were
+/// `term` (`None`: its hash, [`digest_term`]). With `Some(0)` every set collides with the first
+/// set of the digest; with `Some(1)` every set of one size does: the sets met are then told apart
+/// by their size and members alone, as a true collision would be.
+#[doc(hidden)]
+pub fn force_region_digest_term(term: Option<u64>) {
+    FORCED_DIGEST_TERM.set(term);
+}
+
+test_counter! {
+    /// How many of this thread's closures met a set of their digest with other members, and
+    /// became a DFA state of their own (for tests: true collisions are never met in practice).
+    pub fn region_digest_collisions => DIGEST_COLLISIONS
+}
+
 test_counter! {
     /// How many configurations this thread's region closures marked at their stack
     /// ([`Marks::by_stack`]), their state marked under another stack (for tests).
@@ -158,9 +179,10 @@ enum TextCover {
 /// (DFA state, text state) pairs one [`RegionDfa::text_covers`] search explores at most beyond
 /// those known to read plain text alive, and of them at a character boundary (each steps every
 /// byte class); past either the kernel walks the whole trie.
-/// PERF: a counted pattern (MaskBench o21456's e-mail within 254 characters) meets a new DFA
-/// state at every character: with 1,024 pairs of any kind its token 16 searched 16.1 -> 26.1 M
-/// instructions before giving up. A names trie (o51168's key) meets a few dozen boundaries.
+/// PERF: the boundary cap was set for counted patterns (MaskBench o21456's e-mail within 254
+/// characters: a new DFA state at every character, its token 16 searching 16.1 -> 26.1 M
+/// instructions with 1,024 pairs of any kind before giving up); those starts now never search
+/// ([`bounded_rules`]). A names trie (o51168's key) meets a few dozen boundaries.
 const TEXT_COVER_MAX_PAIRS: usize = 1024;
 const TEXT_COVER_MAX_BOUNDARIES: usize = 48;
 
@@ -472,6 +494,9 @@ impl RegionDfa {
         if set.is_empty() {
             return Ok(DEAD);
         }
+        if let Some(term) = FORCED_DIGEST_TERM.get() {
+            key = term.wrapping_mul(set.len() as u64);
+        }
         // Sets of distinct configurations are equal iff of one size and one holds the other's
         // members (`seen` holds `set` where `marked`).
         let known = self.set_ids.get(&key).copied();
@@ -479,8 +504,11 @@ impl RegionDfa {
             let other = &self.sets[id as usize];
             other.len() == set.len() && other.iter().all(|c| if marked { seen.contains(*c) } else { set.contains(c) })
         };
-        if let Some(id) = known.filter(|&id| equal(id)) {
-            return Ok(self.target(id));
+        if let Some(id) = known {
+            if equal(id) {
+                return Ok(self.target(id));
+            }
+            DIGEST_COLLISIONS.set(DIGEST_COLLISIONS.get() + 1);
         }
         if self.sets.len() >= REGION_MAX_DFA_STATES {
             return Err(Limit::Full);
