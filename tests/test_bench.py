@@ -199,7 +199,9 @@ def test_fill_cpu_times_follow_the_mask_times():
     res = run_task(adapter, task, lambda _msg: None, fill_cpu=cpu)
     assert [(i, p) for i, p, _ in cpu] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]
     assert len(res["mask_us"]) == len(cpu) and all(ns >= 0 for *_, ns in cpu)
-    assert len(run_task(adapter, task, lambda _msg: None)["mask_us"]) == len(cpu)
+    assert list(res["mask_cpu_us"]) == [ns / 1000.0 for *_, ns in cpu]
+    plain = run_task(adapter, task, lambda _msg: None)
+    assert len(plain["mask_us"]) == len(plain["mask_cpu_us"]) == len(cpu)
 
 
 # --- crash isolation with the fake engine -----------------------------------------------------
@@ -303,6 +305,54 @@ def _check_raw_alignment(folder: Path) -> None:
         assert part.sum() == pytest.approx(r["mask_us_sum"], rel=1e-5, abs=1e-3), r["file"]
         at += r["tokens"]
     assert at == got.times["fake"]["mask_us"].size
+
+
+def test_mask_cpu_times_are_stored_and_reported(tmp_path, monkeypatch):
+    """Each mask's thread CPU time is stored beside its wall time and summarised in its own rows;
+    a folder written before CPU times were kept reads back with NaN there (no CPU rows), and a
+    resumed run pads its CPU file so that later schemas' values stay aligned."""
+    d = tmp_path / "data"
+    _fake_data(d, 5)
+    out = tmp_path / "out"
+    res = _fake_run(d, out)
+    s = res["engines"]["fake"]
+    got = store.read_folder(out)
+    cpu = got.times["fake"]["mask_cpu_us"]
+    assert cpu.size == got.times["fake"]["mask_us"].size == s["tokens"] > 0
+    assert not np.isnan(cpu).any() and (cpu >= 0).all()
+    want = stats.percentiles(cpu, stats.TBM_PCTS)
+    assert s["tbm_cpu_us"] == pytest.approx(want)
+    assert "TBM thread CPU max (µs)" in (out / "results.md").read_text()
+
+    # A run cut off after two schemas, its folder then as an older version wrote it: no CPU file.
+    old = tmp_path / "old"
+    real_load, calls = maskbench.load_task, []
+
+    def interrupt_third(path, tok):
+        calls.append(path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_load(path, tok)
+
+    monkeypatch.setattr(maskbench, "load_task", interrupt_third)
+    _fake_run(d, old)
+    monkeypatch.setattr(maskbench, "load_task", real_load)
+    (old / "raw" / "fake.mask_cpu_us.f32").unlink()
+    back = store.read_folder(old)
+    n_old = back.times["fake"]["mask_us"].size
+    assert n_old > 0 and np.isnan(back.times["fake"]["mask_cpu_us"]).all()
+    assert back.times["fake"]["mask_cpu_us"].size == n_old
+    merged = maskbench.finish(tmp_path / "merged", [old], plots=False)
+    assert merged["engines"]["fake"]["tbm_cpu_us"] is None
+    assert "TBM thread CPU" not in (tmp_path / "merged" / "results.md").read_text()
+
+    # Resumed to the end: the old masks' CPU values stay NaN, the new ones are kept, aligned.
+    _fake_run(d, old, resume=True)
+    again = store.read_folder(old)
+    cpu2 = again.times["fake"]["mask_cpu_us"]
+    assert cpu2.size == again.times["fake"]["mask_us"].size == cpu.size
+    assert np.isnan(cpu2[:n_old]).all() and not np.isnan(cpu2[n_old:]).any()
+    _check_raw_alignment(old)
 
 
 def test_resume_runs_each_schema_once(tmp_path, monkeypatch):

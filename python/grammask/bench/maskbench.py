@@ -38,6 +38,7 @@ from .runner import (
 from .stats import summarize, ttfm_values
 from .store import (
     IDENTITY_KEYS,
+    RAW_KINDS,
     RUN_FILE,
     FolderMismatch,
     RunWriter,
@@ -155,7 +156,8 @@ def run(
                     unavailable[name] = f"restart failed: {e}"
                     del workers[name]
                     continue
-                mask_us, accept_us = res.pop("mask_us"), res.pop("accept_us")
+                raw = {k: res.pop(k) for k in RAW_KINDS}
+                mask_us, accept_us = raw["mask_us"], raw["accept_us"]
                 rec = {
                     "index": index[task.name],
                     "file": task.name,
@@ -167,7 +169,7 @@ def run(
                     "mask_us_sum": float(mask_us.sum()),
                     **res,
                 }
-                results.append((rec, mask_us, accept_us))
+                results.append((rec, raw))
                 passing[name] += rec["status"] == "pass"
             if results:
                 writer.append_schema(results)
@@ -207,7 +209,8 @@ def finish(out_dir: str | Path, folders: list[str | Path], command: str | None =
     summaries = {}
     for e in first["versions"]:
         recs = [r for r in records if r["engine"] == e]
-        summaries[e] = summarize(recs, raw[e]["mask_us"], raw[e]["accept_us"], timeout_s)
+        summaries[e] = summarize(recs, raw[e]["mask_us"], raw[e]["accept_us"], timeout_s,
+                                 raw[e]["mask_cpu_us"])
         # Same values as the TTFM statistics: compile timeouts count as the limit.
         times[e] = {**raw[e], "ttfm_us": np.asarray(ttfm_values(recs, timeout_s), dtype=np.float64)}
     sessions = [s for p in parts for s in p.run["sessions"]]

@@ -57,6 +57,11 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
     for p in list(TBM_PCTS) + ["max", "avg"]:
         k = pct_key(p) if p not in ("max", "avg") else p
         rows.append((f"TBM {k} (µs)", [summaries[e]["tbm_us"][k] for e in engines]))
+    if any(summaries[e].get("tbm_cpu_us") for e in engines):
+        for p in list(TBM_PCTS) + ["max", "avg"]:
+            k = pct_key(p) if p not in ("max", "avg") else p
+            rows.append((f"TBM thread CPU {k} (µs)",
+                         [(summaries[e].get("tbm_cpu_us") or {}).get(k) for e in engines]))
     for p in ACCEPT_PCTS:
         k = pct_key(p)
         rows.append((f"accept {k} (µs)", [summaries[e]["accept_us"][k] for e in engines]))

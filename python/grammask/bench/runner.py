@@ -296,6 +296,7 @@ def _abnormal(status: str, start: float, compiled: bool, ttfm, detail: str) -> d
         "first_failure": None,
         "mask_us": np.zeros(0),
         "accept_us": np.zeros(0),
+        "mask_cpu_us": np.zeros(0),
         "wall_s": time.monotonic() - start,
     }
 

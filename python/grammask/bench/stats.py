@@ -8,6 +8,8 @@ produces one summary dict per engine. Definitions (all times in microseconds):
   (MaskBench's convention), one that crashed or ran out of memory there is left out.
 - TBM (time between masks) = one mask computation, over every token of every instance of every
   schema, plus one per instance for the stop token check. Accept time is reported separately.
+- TBM CPU = the same masks' thread CPU time: on a shared machine a wall time also holds the
+  time the fill waited for a core (its thread preempted), which the CPU time leaves out.
 - Percentiles use linear interpolation between order statistics (numpy's default).
 """
 
@@ -100,12 +102,18 @@ def summarize(
     mask_us: np.ndarray,
     accept_us: np.ndarray,
     timeout_s: float,
+    mask_cpu_us: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """One engine's summary: outcome counts, TTFM/TBM/accept percentiles, token count."""
+    """One engine's summary: outcome counts, TTFM/TBM/accept percentiles, token count, and the
+    masks' thread CPU percentiles (``tbm_cpu_us``: None when not given or not known for every
+    mask, as in folders written before CPU times were kept)."""
     s: dict[str, Any] = count_outcomes(records)
     s["ttfm_us"] = percentiles(ttfm_values(records, timeout_s), TTFM_PCTS)
     s["tbm_us"] = percentiles(mask_us, TBM_PCTS)
     s["accept_us"] = percentiles(accept_us, ACCEPT_PCTS)
+    cpu = None if mask_cpu_us is None else np.asarray(mask_cpu_us, dtype=np.float64)
+    known = cpu is not None and cpu.size == np.asarray(mask_us).size and not np.isnan(cpu).any()
+    s["tbm_cpu_us"] = percentiles(cpu, TBM_PCTS) if known else None
     s["tokens"] = int(np.asarray(mask_us).size)
     s.update(memory_summary(records))
     return s

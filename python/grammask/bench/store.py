@@ -10,8 +10,11 @@ be combined into one report (``merge``). Files in a run folder:
 - ``records.jsonl``: one line per (schema, engine). A schema's lines are written together, after
   every engine ran it; each carries ``index`` (the schema's position in the whole sample) and
   ``group`` (how many lines the schema has), so a schema cut off by a hard kill is recognised;
-- ``raw/<engine>.mask_us.f32`` and ``.accept_us.f32``: every mask and accept time (µs, float32),
-  appended in record order; a record's ``tokens`` and ``accepts`` say how many values it owns.
+- ``raw/<engine>.mask_us.f32``, ``.accept_us.f32`` and ``.mask_cpu_us.f32``: every mask and
+  accept time (wall clock) and every mask's thread CPU time (µs, float32), appended in record
+  order; a record's ``tokens`` and ``accepts`` say how many values it owns. A folder written
+  before CPU times were kept has no ``.mask_cpu_us.f32``: its masks read back as NaN there (and
+  a resumed run pads the file with NaN for them), so a report leaves the CPU rows out.
 
 Invariant: the raw files hold at least the values of the records in ``records.jsonl``, in the same
 order; values past them (a schema cut off before its records were written) belong to no record and
@@ -32,9 +35,11 @@ import numpy as np
 RUN_FILE = "run.json"
 RECORDS_FILE = "records.jsonl"
 RAW_DIR = "raw"
-RAW_KINDS = ("mask_us", "accept_us")
+RAW_KINDS = ("mask_us", "accept_us", "mask_cpu_us")
 #: The record field counting each raw kind's values.
-COUNT_FIELD = {"mask_us": "tokens", "accept_us": "accepts"}
+COUNT_FIELD = {"mask_us": "tokens", "accept_us": "accepts", "mask_cpu_us": "tokens"}
+#: Raw kinds added after the first runs: a folder without their file reads them as NaN.
+LATER_KINDS = ("mask_cpu_us",)
 #: Runs that differ in any of these are not comparable: resume and merge refuse them.
 IDENTITY_KEYS = (
     "engines", "versions", "tokenizer_sha", "timeout_s", "memory_mb", "seed", "limit", "sample_sha",
@@ -119,6 +124,9 @@ def read_folder(folder: str | os.PathLike) -> FolderContents:
         for kind in RAW_KINDS:
             need = sum(r[COUNT_FIELD[kind]] for r in mine)
             path = _raw_path(folder, engine, kind)
+            if kind in LATER_KINDS and not path.exists():
+                times[engine][kind] = np.full(need, np.nan)
+                continue
             have = path.stat().st_size // _RAW_DTYPE().itemsize if path.exists() else 0
             if have < need:
                 raise ValueError(f"{path} holds {have} values, its records need {need}: "
@@ -176,7 +184,10 @@ class RunWriter:
             tmp.replace(self.folder / RECORDS_FILE)
         for engine, kinds in old.times.items():
             for kind, arr in kinds.items():
-                with open(_raw_path(self.folder, engine, kind), "ab") as f:
+                path = _raw_path(self.folder, engine, kind)
+                if not path.exists():  # a later kind: NaN for the records before it
+                    path.write_bytes(np.asarray(arr, dtype=_RAW_DTYPE).tobytes())
+                with open(path, "ab") as f:
                     f.truncate(arr.size * _RAW_DTYPE().itemsize)
 
     def save_run(self) -> None:
@@ -184,18 +195,18 @@ class RunWriter:
         tmp.write_text(json.dumps(self.run, indent=1), encoding="utf-8")
         tmp.replace(self.folder / RUN_FILE)
 
-    def append_schema(self, results: list[tuple[dict[str, Any], np.ndarray, np.ndarray]]) -> None:
-        """Store one schema: (record, mask_us, accept_us) per engine that ran it. Raw values go
-        first, so that a record never points past its raw file."""
-        for rec, mask_us, accept_us in results:
-            for kind, arr in (("mask_us", mask_us), ("accept_us", accept_us)):
-                self._raw[rec["engine"], kind].write(np.asarray(arr, dtype=_RAW_DTYPE).tobytes())
+    def append_schema(self, results: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> None:
+        """Store one schema: (record, its raw arrays by kind) per engine that ran it. Raw values
+        go first, so that a record never points past its raw file."""
+        for rec, raw in results:
+            for kind in RAW_KINDS:
+                self._raw[rec["engine"], kind].write(np.asarray(raw[kind], dtype=_RAW_DTYPE).tobytes())
         for f in self._raw.values():
             f.flush()
-        lines = [json.dumps({**rec, "group": len(results)}) + "\n" for rec, _, _ in results]
+        lines = [json.dumps({**rec, "group": len(results)}) + "\n" for rec, _ in results]
         self._records.write("".join(lines))
         self._records.flush()
-        self.done.update(rec["file"] for rec, _, _ in results)
+        self.done.update(rec["file"] for rec, _ in results)
 
     def close(self) -> None:
         self._records.close()

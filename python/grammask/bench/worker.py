@@ -46,16 +46,14 @@ from .data import Task
 _ns = time.perf_counter_ns
 
 
-def _no_clock() -> int:
-    return 0
-
-
 def run_task(adapter, task: Task, send, fill_cpu: list | None = None) -> dict[str, Any]:
     """Run one schema; ``send`` receives the ("compiled", ttfm_us) message. Returns the result.
 
-    With ``fill_cpu``, each timed fill also appends ``(instance, token position, thread CPU ns)``
-    to it, in the order of ``mask_us`` (the stop token's fill at position ``len(tokens)``): a
-    fill that waited for a core shows a wall time well above its CPU time.
+    ``mask_cpu_us`` holds each timed fill's thread CPU time beside its wall time in ``mask_us``
+    (read outside the wall clock's window): a fill that waited for a core shows a wall time well
+    above its CPU time. With ``fill_cpu``, each timed fill also appends ``(instance, token
+    position, thread CPU ns)`` to it, in the order of ``mask_us`` (the stop token's fill at
+    position ``len(tokens)``).
     """
     res: dict[str, Any] = {
         "compile_error": None,
@@ -78,6 +76,7 @@ def run_task(adapter, task: Task, send, fill_cpu: list | None = None) -> dict[st
         send(("compiled", None))
         res["mask_us"] = np.zeros(0)
         res["accept_us"] = np.zeros(0)
+        res["mask_cpu_us"] = np.zeros(0)
         return res
     res["ttfm_us"] = (_ns() - t0) / 1000.0
     send(("compiled", res["ttfm_us"]))
@@ -85,10 +84,11 @@ def run_task(adapter, task: Task, send, fill_cpu: list | None = None) -> dict[st
 
     mask_ns: list[int] = []
     accept_ns: list[int] = []
-    cpu = _no_clock if fill_cpu is None else time.thread_time_ns
+    mask_cpu_ns: list[int] = []
+    cpu = time.thread_time_ns
 
     def timed_fill(m) -> tuple[int, int]:
-        """(wall ns, thread CPU ns or 0) of one fill."""
+        """(wall ns, thread CPU ns) of one fill."""
         ta = cpu()
         a = _ns()
         m.fill()
@@ -97,6 +97,7 @@ def run_task(adapter, task: Task, send, fill_cpu: list | None = None) -> dict[st
 
     def record_fill(times: tuple[int, int], i: int, pos: int) -> None:
         mask_ns.append(times[0])
+        mask_cpu_ns.append(times[1])
         if fill_cpu is not None:
             fill_cpu.append((i, pos, times[1]))
 
@@ -154,6 +155,7 @@ def run_task(adapter, task: Task, send, fill_cpu: list | None = None) -> dict[st
 
     res["mask_us"] = np.asarray(mask_ns, dtype=np.float64) / 1000.0
     res["accept_us"] = np.asarray(accept_ns, dtype=np.float64) / 1000.0
+    res["mask_cpu_us"] = np.asarray(mask_cpu_ns, dtype=np.float64) / 1000.0
     # After every instance: the compiled grammar with the masks it memoized along the way.
     res["grammar_cached_bytes"] = adapter.memory_bytes(compiled)
     # The per-vocabulary tables as grown so far (their lazy parts grow with the schemas run).
