@@ -3888,17 +3888,25 @@ fn region_kernels_equal_plain_walks() {
             continue;
         };
         cg.index().build_text_slice();
-        for s in 0..cg.automata().states().len() {
-            let s = grammask_core::compiler::StateId(s as u32);
-            if let Some(km) = cg.region_kernel(s) {
-                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {g:?}", s.0);
-                compared += 1;
-            }
-        }
+        compared += check_region_kernels(&cg, &format!("{g:?}"));
     }
     assert!(compared > 2000, "only {compared} region kernels compared");
     let cuts = grammask_core::mask::region_text_cuts() - cuts;
     assert!(cuts > 20, "only {cuts} region kernels took the plain-text slice");
+}
+
+/// Every state's region kernel, where the region DFA serves one, equals the plain walk's
+/// classification (`what` names the case in a failure). Returns how many were compared.
+fn check_region_kernels(cg: &CompiledGrammar, what: &str) -> usize {
+    let mut compared = 0;
+    for s in 0..cg.automata().states().len() {
+        let s = grammask_core::compiler::StateId(s as u32);
+        if let Some(km) = cg.region_kernel(s) {
+            assert_eq!(km, cg.classify_uninterned(s).unwrap(), "{what}: state {}", s.0);
+            compared += 1;
+        }
+    }
+    compared
 }
 
 /// Masks equal the brute force along [`REGION_DOCS`] on a vocabulary of their pieces, and where
@@ -3932,13 +3940,7 @@ fn region_kernels_past_small_closures_equal_plain_walks() {
     for _ in 0..6 {
         let vocab = pieces_vocab(&mut rng, pieces, 60, Vec::new());
         let cg = CompiledGrammar::new(&g, &vocab).unwrap();
-        for s in 0..cg.automata().states().len() {
-            let s = grammask_core::compiler::StateId(s as u32);
-            if let Some(km) = cg.region_kernel(s) {
-                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
-                compared += 1;
-            }
-        }
+        compared += check_region_kernels(&cg, "");
     }
     assert!(compared > 100, "only {compared} region kernels compared");
     assert!(grammask_core::mask::region_hashed_closures() > hashed, "no closure hashed");
@@ -3993,13 +3995,7 @@ fn region_closures_of_optional_property_unions_match_brute_force() {
     for _ in 0..3 {
         let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        for s in 0..cg.automata().states().len() {
-            let s = grammask_core::compiler::StateId(s as u32);
-            if let Some(km) = cg.region_kernel(s) {
-                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
-                compared += 1;
-            }
-        }
+        compared += check_region_kernels(&cg, "");
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
         assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
     }
@@ -4056,13 +4052,7 @@ fn region_closures_are_told_apart_under_forced_digest_collisions() {
             for _ in 0..3 {
                 let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
                 let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-                for s in 0..cg.automata().states().len() {
-                    let s = grammask_core::compiler::StateId(s as u32);
-                    if let Some(km) = cg.region_kernel(s) {
-                        assert_eq!(km, cg.classify_uninterned(s).unwrap(), "term {term}: state {}", s.0);
-                        compared += 1;
-                    }
-                }
+                compared += check_region_kernels(&cg, &format!("term {term}"));
                 let checked = masks_along_docs_match_brute_force(&cg, &vocab, docs);
                 assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
             }
