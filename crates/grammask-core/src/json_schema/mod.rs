@@ -155,10 +155,14 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     // The grammar's ids of the key-set rules (a builder's ids are not the grammar's).
     key_set_rules.truncate(key_set_count);
     // The shared `\u`-escape rule of counted strings stays a rule: each position calls it; so
-    // do an open object's joined keys (one automaton for all the object's key positions).
+    // do an open object's joined keys (one automaton for all the object's key positions), and
+    // the key-set rules: none is copied into another or into its object's body, so each has
+    // the automaton `KeySetObject::automaton_states` counts where no entry is inlined into it
+    // (docs/architecture.md, "Key-set rules built on first prediction: design", step 2).
     let kept = (g.rules().iter().enumerate())
         .filter(|(_, r)| r.name == jstr::U_ESCAPE_RULE || r.name.ends_with(SPLIT_KEYS_SUFFIX))
         .map(|(i, _)| crate::grammar::RuleId(i as u32))
+        .chain(key_set_rules.iter().copied())
         .collect();
     let g = g.with_kept(kept);
     // Key-set rules are each a class of their own for the equal-rule merging (a hint, see
