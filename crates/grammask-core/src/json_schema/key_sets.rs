@@ -34,6 +34,13 @@ pub struct KeyState {
     pub next: Option<u64>,
 }
 
+impl KeyState {
+    /// The object's start state `(0, 0, false)`, the one its body (`"{" ws R ws "}"`) calls.
+    pub fn is_start(&self) -> bool {
+        self.mask == 0 && self.c == 0 && !self.s
+    }
+}
+
 /// The key-set rules of one any-order object.
 pub struct KeySetObject {
     pub base: String,
