@@ -2916,7 +2916,10 @@ fn key_set_rules_own_class_hint_keeps_masks() {
     ];
     let hinted = lax_schema_grammar(schema);
     let plain = hinted.clone().with_own_class(Vec::new());
+    // The text's grammar with the rules the converter keeps (the key-set rules), by name.
     let from_text = grammask_core::ebnf::parse_ebnf(&text, "root").unwrap();
+    let kept = hinted.kept().iter().filter_map(|&r| from_text.rule_by_name(&hinted.rule(r).name)).collect();
+    let from_text = from_text.with_kept(kept);
     let mut states = Vec::new();
     for g in [&hinted, &plain, &from_text] {
         let cg = Arc::new(CompiledGrammar::new(g, &vocab).unwrap());

@@ -34,7 +34,7 @@ pub(super) const INLINE_MAX_DEPTH: u32 = 8;
 /// Kahn's order) whose estimated automaton is small. The root is never inlined. Also each rule's
 /// estimated NFA states with inlined rules expanded (for `tail.rs`), and the rules each rule's
 /// body references, sorted, each once (for `equal_rules.rs`).
-pub(super) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>>) {
+pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>>) {
     let n = g.rules().len();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut refs = vec![0usize; n];

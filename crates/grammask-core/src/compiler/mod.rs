@@ -48,6 +48,9 @@ mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
 pub use char_budget::CharBudgets;
+/// Which rules the automaton builder copies into their callers (tests of the converter's hints).
+#[cfg(test)]
+pub(crate) use inline::inline_plan;
 pub use lookahead::LA_NONE;
 pub use memo::RuleMemo;
 pub use token_budget::{RecBudgets, RuleBudget, TokenBudgets};

@@ -34,6 +34,13 @@ pub struct KeyState {
     pub next: Option<u64>,
 }
 
+impl KeyState {
+    /// The object's start state `(0, 0, false)`, the one its body (`"{" ws R ws "}"`) calls.
+    pub fn is_start(&self) -> bool {
+        self.mask == 0 && self.c == 0 && !self.s
+    }
+}
+
 /// The key-set rules of one any-order object.
 pub struct KeySetObject {
     pub base: String,
@@ -45,6 +52,42 @@ pub struct KeySetObject {
     /// The rule matching nothing, for states offering nothing (written in the text).
     pub nothing: Option<String>,
     pub states: Vec<KeyState>,
+}
+
+impl KeySetObject {
+    /// The states of the automaton the compiler builds for `st`'s rule when no entry is inlined
+    /// into it (`json_schema_to_grammar` keeps the key-set rules, so successors are rule edges):
+    /// the separator's chain (one state per symbol, when `s`), the choice of entries, one state
+    /// per entry whose successor is another rule, and the end state unless every entry loops back
+    /// to the rule itself (`extra` at an unchanged count: a tail-group loop to the start,
+    /// `compiler/tail.rs`). A state offering nothing is one state: `""`, or the rule matching
+    /// nothing inlined (a dead start). The closed form a build on first prediction reserves ids
+    /// by (docs/architecture.md, "Key-set rules built on first prediction: design").
+    #[cfg(test)]
+    pub(crate) fn automaton_states(&self, st: &KeyState) -> usize {
+        let offered = match st.next {
+            Some(_) => self.offered(st).count(),
+            None => 0,
+        };
+        if offered == 0 {
+            return 1;
+        }
+        let sep = match (&self.sep, st.s) {
+            (_, false) => 0,
+            (Sep::Ws(_), true) => 3,
+            (Sep::Lit(l), true) => l.len(),
+        };
+        let loops = usize::from(self.addl.is_some() && st.s && st.next == Some(st.c));
+        sep + 1 + (offered - loops) + usize::from(offered > loops)
+    }
+
+    /// The entry rules (by name) `st` offers when it offers entries: the keys not in its mask,
+    /// then the additional entry.
+    #[cfg(test)]
+    pub(crate) fn offered<'a>(&'a self, st: &'a KeyState) -> impl Iterator<Item = &'a str> + 'a {
+        let keys = self.entries.iter().enumerate().filter(|(i, _)| st.mask & (1u64 << i) == 0);
+        keys.map(|(_, e)| e.as_str()).chain(self.addl.as_deref())
+    }
 }
 
 /// Appends the name of the rule of state (mask, c, s) of the object `base` to `out`:

@@ -155,10 +155,21 @@ pub fn json_schema_to_grammar(schema: &str, options: &JsonSchemaOptions) -> Resu
     // The grammar's ids of the key-set rules (a builder's ids are not the grammar's).
     key_set_rules.truncate(key_set_count);
     // The shared `\u`-escape rule of counted strings stays a rule: each position calls it; so
-    // do an open object's joined keys (one automaton for all the object's key positions).
+    // do an open object's joined keys (one automaton for all the object's key positions), and
+    // the key-set rules past each object's start: none is copied into another, so each has
+    // the automaton `KeySetObject::automaton_states` counts where no entry is inlined into it
+    // (docs/architecture.md, "Key-set rules built on first prediction: design", step 2). The
+    // start `R(0,0,false)` is left to the inline plan (copied into its object's body where
+    // small): every entry into the object predicts it, so it is built with the body.
+    // PERF: kept, a lead walking into a tree of literal-lead objects (MaskBench o3626's
+    // `ws any_3` after `"not":`) stepped each object's start as a call in every row past `{`:
+    // its slowest fill 17.0 -> 21.4 M instructions.
+    let starts = apart.key_sets.iter().flat_map(|o| &o.states).map(key_sets::KeyState::is_start);
+    let key_set_kept = key_set_rules.iter().zip(starts).filter(|&(_, start)| !start).map(|(&r, _)| r);
     let kept = (g.rules().iter().enumerate())
         .filter(|(_, r)| r.name == jstr::U_ESCAPE_RULE || r.name.ends_with(SPLIT_KEYS_SUFFIX))
         .map(|(i, _)| crate::grammar::RuleId(i as u32))
+        .chain(key_set_kept)
         .collect();
     let g = g.with_kept(kept);
     // Key-set rules are each a class of their own for the equal-rule merging (a hint, see

@@ -841,3 +841,151 @@ fn key_set_hints_name_the_key_set_rules() {
         assert!(is_key_set(name), "rule '{name}' is marked as a key-set rule");
     }
 }
+
+/// MaskBench files of session 58's 20-100 ms TTFM band (25 schemas, `docs/benchmarks.md`).
+const TTFM_BAND: [&str; 25] = [
+    "Github_hard---o82811",
+    "Kubernetes---kb_743_Normalized",
+    "Github_ultra---o58926",
+    "Github_medium---o65678",
+    "Github_medium---o9875",
+    "Kubernetes---kb_225_Normalized",
+    "Kubernetes---kb_684_Normalized",
+    "Kubernetes---kb_1112_Normalized",
+    "Github_hard---o80324",
+    "Github_hard---o16058",
+    "Kubernetes---kb_709_Normalized",
+    "Github_hard---o48425",
+    "WashingtonPost---wp_94_Normalized",
+    "Github_medium---o39166",
+    "Github_hard---o23230",
+    "Github_medium---o9792",
+    "Github_hard---o8487",
+    "Github_ultra---o61647",
+    "Github_ultra---o53885",
+    "JsonSchemaStore---database.beef-5",
+    "Github_hard---o82746",
+    "Kubernetes---kb_490_Normalized",
+    "Kubernetes---kb_145_Normalized",
+    "Github_hard---o83016",
+    "Github_ultra---o81125",
+];
+
+/// A random object schema with 3-9 properties (names prefixes of each other too), some
+/// required, some nested, with or without counts, `additionalProperties` and
+/// `dependentRequired`.
+fn random_key_set_schema(rng: &mut crate::test_rng::XorShift) -> String {
+    use std::fmt::Write as _;
+    const NAMES: [&str; 12] = ["a", "ab", "abc", "b", "id", "name", "names", "kind", "x y", "z", "meta", "spec"];
+    const VALUES: [&str; 5] = [
+        "{}",
+        r#"{"type":"integer"}"#,
+        r#"{"type":"string"}"#,
+        r#"{"type":"boolean"}"#,
+        r#"{"type":"object","properties":{"p":{},"q":{"type":"string"},"r":{}}}"#,
+    ];
+    let n = 3 + rng.index(7);
+    let mut names: Vec<&str> = Vec::new();
+    while names.len() < n {
+        let name = NAMES[rng.index(NAMES.len())];
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let props: Vec<String> = names.iter().map(|k| format!("\"{k}\":{}", VALUES[rng.index(VALUES.len())])).collect();
+    let mut s = format!(r#"{{"type":"object","properties":{{{}}}"#, props.join(","));
+    let required: Vec<String> = names.iter().filter(|_| rng.index(4) == 0).map(|k| format!("\"{k}\"")).collect();
+    if !required.is_empty() {
+        let _ = write!(s, r#","required":[{}]"#, required.join(","));
+    }
+    match rng.index(3) {
+        0 => s += r#","additionalProperties":false"#,
+        1 => s += r#","additionalProperties":{"type":"integer"}"#,
+        _ => {}
+    }
+    if rng.index(3) == 0 {
+        let min = rng.index(3);
+        let _ = write!(s, r#","minProperties":{min},"maxProperties":{}"#, min + 1 + rng.index(n));
+    }
+    if rng.index(4) == 0 {
+        let _ = write!(s, r#","dependentRequired":{{"{}":["{}"]}}"#, names[0], names[1]);
+    }
+    s + "}"
+}
+
+/// No key-set rule but an object's start is inlined (`json_schema_to_grammar` keeps the
+/// others; the starts are left to the inline plan, and some are copied into their bodies), and
+/// every key-set rule not inlined into which no entry is inlined has [`key_sets::KeySetObject::automaton_states`] states (the
+/// closed form a build on first prediction reserves ids by; one with an inlined entry has at
+/// least as many): the key-set schemas in every layout, 60 random objects, and the TTFM band's 25
+/// MaskBench schemas when `GRAMMASK_SHARED` names the shared data.
+#[test]
+fn key_set_automata_have_the_closed_form_state_count() {
+    let mut cases: Vec<(String, JsonSchemaOptions)> = Vec::new();
+    let layout = |k: usize| {
+        let mut o = JsonSchemaOptions::default();
+        KEY_SET_LAYOUTS[k](&mut o);
+        o
+    };
+    for s in KEY_SET_SCHEMAS {
+        cases.extend((0..KEY_SET_LAYOUTS.len()).map(|k| (s.to_string(), layout(k))));
+    }
+    let mut rng = crate::test_rng::XorShift(0x5959_1818);
+    for _ in 0..60 {
+        let s = random_key_set_schema(&mut rng);
+        cases.push((s, layout(rng.index(KEY_SET_LAYOUTS.len()))));
+    }
+    if let Some(root) = std::env::var_os("GRAMMASK_SHARED").map(std::path::PathBuf::from) {
+        for stem in TTFM_BAND {
+            let f = root.join("maskbench/data").join(format!("{stem}.json"));
+            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            cases.push((
+                v["schema"].to_string(),
+                JsonSchemaOptions { strict_mode: false, ..JsonSchemaOptions::default() },
+            ));
+        }
+    } else {
+        eprintln!("GRAMMASK_SHARED not set: the TTFM band skipped");
+    }
+    // Key-set rules with the closed-form count; with an inlined entry (and more states).
+    let (mut plain, mut with_entry, mut inlined_starts) = (0, 0, 0);
+    for (s, o) in &cases {
+        // A random object past the any-order budget is refused (`any_order_budget`).
+        let Ok((_, _, apart)) = json_schema_to_ebnf_parts(s, o, true) else { continue };
+        let g = json_schema_to_grammar(s, o).unwrap();
+        // So is one whose counts and required keys contradict (no document).
+        let Ok(a) = crate::compiler::Automata::build_on(&g, 1) else { continue };
+        let (inline, _, _) = crate::compiler::inline_plan(&g);
+        let mut states = vec![0usize; g.rules().len()];
+        for st in a.states() {
+            states[st.rule.index()] += 1;
+        }
+        let ids: std::collections::HashMap<&str, usize> =
+            g.rules().iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+        let mut name = String::new();
+        for obj in &apart.key_sets {
+            for st in &obj.states {
+                name.clear();
+                key_sets::push_state_name(&mut name, &obj.base, (st.mask, st.c, st.s));
+                let r = ids[name.as_str()];
+                if st.is_start() && inline[r] {
+                    inlined_starts += 1;
+                    continue;
+                }
+                assert!(!inline[r], "key-set rule {name} of {s} inlined");
+                let closed = obj.automaton_states(st);
+                if st.next.is_some() && obj.offered(st).any(|e| inline[ids[e]]) {
+                    // An inlined entry adds its states (none when it only calls another rule).
+                    assert!(states[r] >= closed, "rule {name} of {s}: {} states, closed form {closed}", states[r]);
+                    with_entry += usize::from(states[r] > closed);
+                } else {
+                    assert_eq!(states[r], closed, "rule {name} of {s}");
+                    plain += 1;
+                }
+            }
+        }
+    }
+    assert!(plain > 1000 && with_entry > 100, "{plain} key-set rules with the closed form, {with_entry} with an entry");
+    // The starts are not kept: small ones are read inlined in their bodies (o3626's leads).
+    assert!(inlined_starts > 100, "{inlined_starts} object starts inlined into their bodies");
+}
