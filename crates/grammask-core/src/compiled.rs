@@ -70,6 +70,9 @@ const COMPOSE_MAX_SUFFIXES: usize = 512;
 /// A callee that only reads bytes is composed when the kernel row of the state after it holds at
 /// least this many items (see `composed_kernel_in`).
 const COMPOSE_WIDE_ROW: usize = 64;
+/// A callee that only reads bytes is composed beside own edges into literal states
+/// ([`literal_own_kernel`]) when its start reads at most this many bytes.
+const LITERAL_OWN_CALLEE_BYTES: u32 = 4;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
@@ -1595,6 +1598,13 @@ impl CompiledGrammar {
                 .get_or_init(|| literal_own_kernel(a, &self.index.trie, self.index.vocab.vocab_size(), state, &first()))
                 .as_ref()
         };
+        // Only a callee that begins with a few bytes (a key's `"`): one that reads any text (a
+        // string body) is left to the walk, whose slices cover the body through the call
+        // ([`crate::slice::branches_beside_calls`], MaskBench o65323's key starts).
+        let few_bytes = |s0: StateId| {
+            let words = state_bytes(a, s0).words();
+            words.iter().map(|w| w.count_ones()).sum::<u32>() <= LITERAL_OWN_CALLEE_BYTES
+        };
         let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
@@ -1607,7 +1617,7 @@ impl CompiledGrammar {
                 && lead(r).is_none()
                 && !sliced(s0)
                 && !wide(i)
-                && literal_own().is_none();
+                && !(few_bytes(s0) && literal_own().is_some());
             s0 == state || stack.contains(&s0) || bytes_only
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
