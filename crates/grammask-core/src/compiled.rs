@@ -16,9 +16,10 @@ use crate::mask::{
     ascii_loop, ascii_steps_to, call_loop, call_loop_refused, callee_ascii, callee_refused, class_covers,
     classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
     classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
-    compose_kernel, kernel_mask, lead_into_literal_lead, lead_run, literal_byte, loop_refused, offering_rows,
-    run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index, BodyEnds,
-    DropRules, KernelMask, LeadLeaf, LeadNodes, Loops, Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
+    compose_kernel, kernel_mask, lead_into_literal_lead, lead_run, literal_byte, literal_own_kernel, loop_refused,
+    offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index,
+    BodyEnds, DropRules, KernelMask, LeadLeaf, LeadNodes, Loops, Shortcuts, SiblingEdges, SuffixMemo,
+    MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -69,6 +70,9 @@ const COMPOSE_MAX_SUFFIXES: usize = 512;
 /// A callee that only reads bytes is composed when the kernel row of the state after it holds at
 /// least this many items (see `composed_kernel_in`).
 const COMPOSE_WIDE_ROW: usize = 64;
+/// A callee that only reads bytes is composed beside own edges into literal states
+/// ([`literal_own_kernel`]) when its start reads at most this many bytes.
+const LITERAL_OWN_CALLEE_BYTES: u32 = 4;
 /// A kernel is shifted from a reference state ([`shift_kernel`]) only when the trie subtrees of
 /// the first bytes on which they differ hold at most this share (1/n) of the trie's nodes.
 const SHIFT_MAX_SHARE: usize = 4;
@@ -1574,6 +1578,33 @@ impl CompiledGrammar {
         // 0.33 ms walked, 5.5 ms composed).
         let literal_leads =
             edges.len() <= LITERAL_LEAD_CHOICE_MAX && edges.iter().all(|&(r, _)| self.literal_lead(start(r)).is_some());
+        // The first bytes of `state`'s own part: a dropped edge ([`SiblingEdges`]) starts only
+        // tokens that a callee reads alive too (accepted in its kernel), so it needs no walk.
+        // PERF: MaskBench o30633's first key start (`{"`) walked the trie below `a`, through the
+        // literal keys and the extra-key call, ~3.7 M instructions on Llama 3.
+        let first_cell = std::cell::OnceCell::new();
+        let first = || {
+            *first_cell.get_or_init(|| {
+                self.with_sibling_edges(|edges, with| edges.kept_bytes(a, state, with))
+                    .unwrap_or_else(|| state_bytes(a, state))
+            })
+        };
+        // So is a callee that only reads bytes beside own byte edges into literal states (a key
+        // `"key_N"` beside the call of pattern keys, [`literal_own_kernel`]): the own part is a
+        // few trie nodes, the callee's kernel is shared.
+        let literal_own_cell = std::cell::OnceCell::new();
+        let literal_own = || {
+            literal_own_cell
+                .get_or_init(|| literal_own_kernel(a, &self.index.trie, self.index.vocab.vocab_size(), state, &first()))
+                .as_ref()
+        };
+        // Only a callee that begins with a few bytes (a key's `"`): one that reads any text (a
+        // string body) is left to the walk, whose slices cover the body through the call
+        // ([`crate::slice::branches_beside_calls`], MaskBench o65323's key starts).
+        let few_bytes = |s0: StateId| {
+            let words = state_bytes(a, s0).words();
+            words.iter().map(|w| w.count_ones()).sum::<u32>() <= LITERAL_OWN_CALLEE_BYTES
+        };
         let skip = |i: usize, r: RuleId| {
             let s0 = start(r);
             let sliced = |s0| free_text(s0) || class_body(s0) || excluded(s0);
@@ -1585,7 +1616,8 @@ impl CompiledGrammar {
                 && !literal_leads
                 && lead(r).is_none()
                 && !sliced(s0)
-                && !wide(i);
+                && !wide(i)
+                && !(few_bytes(s0) && literal_own().is_some());
             s0 == state || stack.contains(&s0) || bytes_only
         };
         // After a nullable callee `(X, t)` the token may also be read from `t` itself (X empty):
@@ -1651,15 +1683,11 @@ impl CompiledGrammar {
         if uncertain > COMPOSE_MAX_UNCERTAIN || suffixes > COMPOSE_MAX_SUFFIXES {
             return Ok(None);
         }
-        // A dropped edge ([`SiblingEdges`]) starts only tokens that a callee reads alive too
-        // (accepted in its kernel), so its first byte needs no walk of its own.
-        // PERF: MaskBench o30633's first key start (`{"`) walked the trie below `a`, through the
-        // literal keys and the extra-key call, ~3.7 M instructions on Llama 3.
-        let first = self
-            .with_sibling_edges(|edges, with| edges.kept_bytes(a, state, with))
-            .unwrap_or_else(|| state_bytes(a, state));
+        let first = first();
         let own = if first == ByteSet::default() {
             None
+        } else if let Some(own) = literal_own_cell.get().and_then(Option::as_ref) {
+            Some(own.clone())
         } else {
             Some(self.with_shortcuts(state, |sc| {
                 classify_kernel_from_bytes(a, &self.index.trie, vocab_size, state, sc, &first)

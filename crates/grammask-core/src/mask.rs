@@ -53,7 +53,10 @@ mod sibling;
 mod walk;
 
 pub use byte_region::{classify_byte_region, is_byte_region, BYTE_REGION_MAX_NODES};
-pub use compose::{classify_kernel_from_bytes, classify_kernel_from_bytes_walked, compose_kernel, shift_kernel};
+pub use compose::{
+    classify_kernel_from_bytes, classify_kernel_from_bytes_walked, compose_kernel, literal_own_kernel,
+    literal_own_parts, shift_kernel,
+};
 pub use excluded::BodyEnds;
 pub use fill::{
     fill_mask, fill_mask_direct, fill_mask_kernels, fill_mask_memo, interned_suffix_walks, kernel_items, kernels_apply,

@@ -5102,3 +5102,77 @@ fn counted_pattern_region_walks_refuse_the_text_search() {
         assert!(cg.region_kernels_served() > 0, "{name}: no region kernel");
     }
 }
+
+/// A closed object of more optional properties than the any-order bound, with
+/// `patternProperties` (MaskBench Snowplow sp_279-281): in schema order, each key's state after
+/// `,` is `(obj_extra ws "," ws)* "\"" "key_K" "\"" ...`, its own `"` edge a literal key beside
+/// the call of the pattern keys, which only reads bytes. Its kernel is composed from the pattern
+/// keys' kernel and the key's tokens read off the trie (`literal_own_kernel`). Every composed
+/// kernel of the grammar equals the plain walk, and masks at every byte of the documents equal
+/// brute force, on three random vocabularies of the keys' pieces (one with a token holding a
+/// whole key and its quote, which the trie part leaves to the walk); then on Llama 3 and Qwen2.5
+/// after each `,` and `{`; fails as well if no own part was read off the trie
+/// (`literal_own_parts`).
+#[test]
+fn literal_keys_beside_pattern_keys_match_brute_force() {
+    let mut props: Vec<String> =
+        (0..9).map(|k| format!(r#""k{k}_{}": {{"type": "integer"}}"#, "ab".repeat(k % 3))).collect();
+    props.extend((9..16).map(|k| format!(r#""q{k}": {{"type": "{}"}}"#, ["string", "boolean"][k % 2])));
+    let schema = format!(
+        r#"{{"type": "object", "additionalProperties": false, "properties": {{{}}},
+            "patternProperties": {{"^x_.*": {{"type": "integer"}}, "^ka.*": {{}}}}}}"#,
+        props.join(", ")
+    );
+    let g = lax_schema_grammar(&schema);
+    let docs: [&[u8]; 4] = [
+        br#"{"k0_": 1, "x_a": 2, "k2_abab": 3, "q9": true, "q10": "s"}"#,
+        br#"{"x_": 0, "k1_ab": 1,"kab": [1], "k4_ab": 2, "q14": "k5_"}"#,
+        br#"{"k8_abab": 8, "q11": false, "x_q12": 5}"#,
+        br#"{"q15": false}"#,
+    ];
+    let pieces: &[&[u8]] =
+        &[b"\"", b"k", b"k1", b"_", b"ab", b"x", b"x_", b"q1", b"\": ", b", ", b",", b" ", b"1", b"2", b"{\"", b"\"}"];
+    let mut rng = Rng(0x5EED_0066_C0DE_0279);
+    let mut composed = 0;
+    for case in 0..3 {
+        let extra = if case == 1 { vec![b"\"k1_ab\"".to_vec(), b"\"q1".to_vec()] } else { Vec::new() };
+        let vocab = pieces_vocab(&mut rng, pieces, 150, extra);
+        let before = grammask_core::mask::literal_own_parts();
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for s in 0..cg.automata().states().len() {
+            let s = grammask_core::compiler::StateId(s as u32);
+            if let Some(km) = cg.composed_kernel(s).unwrap() {
+                assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} (case {case})", s.0);
+                composed += 1;
+            }
+        }
+        assert!(grammask_core::mask::literal_own_parts() > before, "no own part read off the trie (case {case})");
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+        assert_eq!(checked, docs.iter().map(|d| d.len() + 1).sum::<usize>());
+    }
+    assert!(composed > 30, "only {composed} kernels composed");
+    for vocab in [llama3_vocab(), shared_vocab("qwen2.5")].into_iter().flatten() {
+        let before = grammask_core::mask::literal_own_parts();
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        for doc in docs {
+            let mut m = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            for (i, &b) in doc.iter().enumerate() {
+                assert!(m.accept_bytes(&[b]).unwrap(), "{:?}", String::from_utf8_lossy(&doc[..=i]));
+                if !matches!(b, b',' | b'{') {
+                    continue;
+                }
+                let mask = m.compute_mask().unwrap().clone();
+                for (t, w) in brute_force(&m, &vocab).into_iter().enumerate() {
+                    let at = String::from_utf8_lossy(&doc[..=i]);
+                    assert_eq!(mask.get(t), w, "after {at:?}: token {:?}", vocab.token_bytes(t as u32));
+                }
+            }
+            assert!(m.is_completed());
+        }
+        assert!(
+            grammask_core::mask::literal_own_parts() > before,
+            "no own part read off the trie on a real vocabulary"
+        );
+    }
+}

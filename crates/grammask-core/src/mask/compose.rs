@@ -75,6 +75,78 @@ pub fn compose_kernel(
     Ok(kernel_mask(accepted.into_set(), uncertain, suffixes))
 }
 
+test_counter! {
+    /// How many own parts of composed kernels this thread read off the trie along literal
+    /// states ([`literal_own_kernel`]), for tests.
+    pub fn literal_own_parts => LITERAL_OWN_PARTS
+}
+
+/// Trie nodes (and child lookups) [`literal_own_kernel`] visits at most before giving up.
+const LITERAL_OWN_NODES: usize = 256;
+
+/// The part of [`classify_kernel_from_bytes`] that `state`'s own byte edges on the bytes of
+/// `first` read, where they lead into literal states only (non-final, no rule edges, some byte
+/// edge), as far as
+/// any token reaches: the tokens along those edges, all accepted. `None` where some token reaches
+/// a state that is not literal (or past [`LITERAL_OWN_NODES`] lookups). With [`compose_kernel`]'s
+/// callees it classifies the tokens of `state` as the walk of `first` does.
+///
+/// Why it is exact: a token read through an own byte edge stays in one item of `state`'s rule
+/// (literal states call nothing, and none is final, so the rule does not end inside it): it is
+/// alive, hence accepted, exactly where its bytes follow the edges; tokens read into a callee
+/// are the callees' part.
+///
+/// PERF: a closed object with `patternProperties` (MaskBench Snowplow sp_279-281: `(obj_extra
+/// ws "," ws)* "\"" "key_N" ...` for each of ~110 keys, all in the row after the first `,`)
+/// walked every key's state from its kernel chart (the `"` subtree, through the pattern keys'
+/// callee), ~40 K instructions each; the key's own part is a few trie nodes.
+pub fn literal_own_kernel(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    first: &ByteSet,
+) -> Option<KernelMask> {
+    let literal = |q: StateId| a.rule_edges(q).is_empty() && !a.state(q).is_final && !a.byte_edges(q).is_empty();
+    let mut ids = Vec::new();
+    let mut lookups = 0usize;
+    let mut todo: Vec<(usize, StateId)> = Vec::new();
+    let mut step = |node: Option<usize>, q: StateId, todo: &mut Vec<(usize, StateId)>| {
+        for e in a.byte_edges(q) {
+            for b in e.lo..=e.hi {
+                if node.is_none() && !first.contains(b) {
+                    continue;
+                }
+                lookups += 1;
+                let child = match node {
+                    None => trie.root_child(b),
+                    Some(n) => trie.child(n, b),
+                };
+                if let Some(c) = child {
+                    todo.push((c, e.target));
+                }
+            }
+        }
+        lookups <= LITERAL_OWN_NODES
+    };
+    // No own edge on `first` with a token: nothing to read off the trie (left to the walk).
+    if !step(None, state, &mut todo) || todo.is_empty() {
+        return None;
+    }
+    // Each node is a token prefix read alive so far, at state `q`.
+    while let Some((n, q)) = todo.pop() {
+        if !literal(q) {
+            return None;
+        }
+        ids.extend_from_slice(trie.node_tokens(&trie.nodes[n]));
+        if !step(Some(n), q, &mut todo) {
+            return None;
+        }
+    }
+    LITERAL_OWN_PARTS.set(LITERAL_OWN_PARTS.get() + 1);
+    Some(kernel_mask(TokenSet::from_ids(ids, vocab_size), Vec::new(), Vec::new()))
+}
+
 /// [`classify_kernel`] restricted to the tokens whose first byte is in `first` (with every
 /// shortcut below the first byte): the part of a kernel's classification that its own byte edges
 /// start, for [`compose_kernel`].
