@@ -75,6 +75,7 @@ pub use runs::{
 };
 pub(crate) use sibling::count_chain_kernel;
 pub use sibling::{chain_kernels, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
+pub(crate) use walk::asking_before_region;
 use walk::*;
 pub use walk::{
     class_inner_exits, region_before_runs_taken, region_budget_asked_first, runs_reentered_taken, state_bytes,
