@@ -37,6 +37,14 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 /// Kernels whose reachable automaton is larger than this are not shared across grammars (the
 /// structural hash would cost more than it saves).
 const STRUCTURE_HASH_LIMIT: usize = 8192;
+/// ... or this many when a region walk asks before walking (`walk_region`): a search costs
+/// ~0.2 K instructions a state, so this one costs about what the budget's walk would have, and
+/// a search that passes it is given up (the region walk is not shared) rather than paid in full.
+/// The key of a state within both limits is the same, so whatever is shared is found alike.
+/// PERF: MaskBench o47674 t7 (after `{"dpp_version": 1`): five region walks of the object's
+/// rest (~0.4 M instructions each, warm) each asked first and searched 8,192 states before
+/// giving up (1.8 M each, 8.8 M of the fill's 23.3 M).
+const REGION_ASK_STATES: usize = 2048;
 
 /// Trie nodes a new kernel's walk visits before the cross-grammar cache is consulted: shorter
 /// walks cost less than the cache key's structural hash.
@@ -46,6 +54,12 @@ const SHARE_AFTER_VISITS: usize = 4096;
 /// cache answers after 4,096 visits, ~100 us, in each new compile of the grammar).
 const SHARE_AFTER_VISITS_SMALL: usize = 256;
 const SMALL_AUTOMATON_STATES: usize = 64;
+test_counter! {
+    /// How many region walks asked the cross-grammar cache before walking with a state that
+    /// reaches more than [`REGION_ASK_STATES`] states (so went unkeyed and unshared), for tests.
+    pub fn region_asks_unkeyed => REGION_ASKS_UNKEYED
+}
+
 /// A kernel state that reaches at most this many states asks the cross-grammar cache before
 /// walking, and shares its walk however short: its structural hash costs a few microseconds
 /// (a final state's rule may end before any byte, so every token whose first byte is in FOLLOW
@@ -1089,7 +1103,14 @@ impl CompiledGrammar {
         let mut escalate = || {
             escalated = true;
             if key.is_none() && !early && !prefixed {
-                key = key_within(STRUCTURE_HASH_LIMIT);
+                if crate::mask::asking_before_region() {
+                    key = key_within(REGION_ASK_STATES);
+                    if key.is_none() {
+                        REGION_ASKS_UNKEYED.set(REGION_ASKS_UNKEYED.get() + 1);
+                    }
+                } else {
+                    key = key_within(STRUCTURE_HASH_LIMIT);
+                }
             }
             shared = key.and_then(|k| self.index.shared_kernel(k));
             shared.is_some()

@@ -2078,6 +2078,34 @@ fn long_walks_shared_by_prefix_key_match_brute_force() {
     assert!(by_prefix[1] >= 1, "{by_prefix:?}");
 }
 
+/// MaskBench `Github_hard---o47674` after an integer value (`{"dpp_version": 1`): the kernels of
+/// the object's rest (optional properties under `anyOf` variants, uuid patterns) are region walks
+/// that ask the cross-grammar cache before walking, from states reaching more than
+/// `REGION_ASK_STATES` states: each search gives up there and the walk goes on unshared
+/// (`compiled::region_asks_unkeyed`). Masks against brute force on Llama 3 and Qwen 2.5.
+#[test]
+fn region_asks_past_their_key_limit_match_brute_force() {
+    use grammask_core::compiled::region_asks_unkeyed;
+    let Some(text) = maskbench_file("Github_hard---o47674") else { return };
+    let task: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let grammar = lax_schema_grammar(&task["schema"].to_string());
+    let before = region_asks_unkeyed();
+    for name in ["llama3", "qwen2.5"] {
+        let Some(vocab) = shared_vocab(name) else { return };
+        let cg = Arc::new(CompiledGrammar::new(&grammar, &vocab).unwrap());
+        let mut m = Matcher::new(cg, MatcherOptions::default()).unwrap();
+        for part in [r#"{"dpp_version": 1"#, r#", "file_version": 1"#] {
+            assert!(m.accept_bytes(part.as_bytes()).unwrap(), "{name}: {part:?}");
+            let mask = m.compute_mask().unwrap().clone();
+            let want = brute_force(&m, &vocab);
+            for (t, &w) in want.iter().enumerate() {
+                assert_eq!(mask.get(t), w, "{name} after {part:?}: token {:?}", vocab.token_bytes(t as u32));
+            }
+        }
+    }
+    assert!(region_asks_unkeyed() > before, "no region walk asked past its key limit");
+}
+
 /// Tokens over the bytes of small JSON-like objects, many of them whitespace runs (of 1-4 bytes)
 /// followed by a quote, a digit or a brace (` "a`, `\n 1`, `  }`).
 fn lead_vocab(rng: &mut Rng) -> Arc<Vocabulary> {

@@ -274,6 +274,17 @@ test_counter! {
     pub fn region_budget_asked_first => REGION_BUDGET_FIRST
 }
 
+thread_local! {
+    /// True while a region walk asks `on_budget` before walking ([`asking_before_region`]).
+    static ASKING_BEFORE_REGION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread's `on_budget` is being asked by a region walk before it walks (no
+/// walking done yet: the budget was reached by the region's node count, not by work).
+pub(crate) fn asking_before_region() -> bool {
+    ASKING_BEFORE_REGION.get()
+}
+
 test_counter! {
     /// How many kernels this thread's walks gave the region walk rather than the run index that
     /// applied ([`REGION_BEFORE_RUNS_SHARE`]), for tests.
@@ -362,7 +373,10 @@ impl KernelWalk<'_> {
         let crosses = self.visits < self.budget && self.visits + nodes >= self.budget;
         if crosses {
             REGION_BUDGET_FIRST.set(REGION_BUDGET_FIRST.get() + 1);
-            if self.spend(nodes) {
+            ASKING_BEFORE_REGION.set(true);
+            let abandon = self.spend(nodes);
+            ASKING_BEFORE_REGION.set(false);
+            if abandon {
                 return Some(false);
             }
         }
