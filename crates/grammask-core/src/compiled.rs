@@ -14,12 +14,12 @@ use crate::grammar::{Grammar, RuleId};
 use crate::limits;
 use crate::mask::{
     ascii_loop, ascii_steps_to, call_loop, call_loop_refused, callee_ascii, callee_refused, class_covers,
-    classify_after_lead, classify_byte_region, classify_kernel_budget, classify_kernel_from_bytes,
-    classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal, classify_literal_chain,
-    compose_kernel, kernel_mask, lead_into_literal_lead, lead_run, literal_byte, literal_own_kernel, loop_refused,
-    offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes, state_run_class_in, state_run_index,
-    BodyEnds, DropRules, KernelMask, LeadLeaf, LeadNodes, Loops, Shortcuts, SiblingEdges, SuffixMemo,
-    MIN_ROW_RUN_BYTES,
+    classify_after_lead, classify_byte_region, classify_kernel_asking, classify_kernel_budget,
+    classify_kernel_from_bytes, classify_kernel_from_bytes_walked, classify_kernel_uninterned, classify_literal,
+    classify_literal_chain, compose_kernel, kernel_mask, lead_into_literal_lead, lead_run, literal_byte,
+    literal_own_kernel, loop_refused, offering_rows, run_class_candidates, shift_kernel, sibling_key, state_bytes,
+    state_run_class_in, state_run_index, BodyEnds, BudgetAsk, DropRules, KernelMask, LeadLeaf, LeadNodes, Loops,
+    Shortcuts, SiblingEdges, SuffixMemo, MIN_ROW_RUN_BYTES,
 };
 use crate::slice::{
     body_capacity, body_level, body_level_into_calls, counted_calls, with_cover_budget, BodySlice, ClassBodies,
@@ -1100,10 +1100,10 @@ impl CompiledGrammar {
         // Only walks that reach the budget are shared (the cache holds the costly kernels), and
         // the states keyed before the walk (small ones, counted bodies: later grammars ask first).
         let (mut escalated, mut shared) = (false, None);
-        let mut escalate = || {
+        let mut escalate = |ask: BudgetAsk| {
             escalated = true;
             if key.is_none() && !early && !prefixed {
-                if crate::mask::asking_before_region() {
+                if ask == BudgetAsk::BeforeRegion {
                     key = key_within(REGION_ASK_STATES);
                     if key.is_none() {
                         REGION_ASKS_UNKEYED.set(REGION_ASKS_UNKEYED.get() + 1);
@@ -1117,7 +1117,7 @@ impl CompiledGrammar {
         };
         let small = self.automata.states().len() <= SMALL_AUTOMATON_STATES;
         let share_after = if small { SHARE_AFTER_VISITS_SMALL } else { SHARE_AFTER_VISITS };
-        let walked = self.classify(state, share_after, &mut escalate)?;
+        let walked = self.classify_asking(state, share_after, &mut escalate)?;
         let km = match (walked, shared) {
             (Some(km), _) => {
                 self.count(0);
@@ -2089,6 +2089,16 @@ impl CompiledGrammar {
         budget: usize,
         on_budget: &mut dyn FnMut() -> bool,
     ) -> Result<Option<KernelMask>> {
+        self.classify_asking(state, budget, &mut |_| on_budget())
+    }
+
+    /// [`Self::classify`], telling `on_budget` why it is asked ([`BudgetAsk`]).
+    fn classify_asking(
+        &self,
+        state: StateId,
+        budget: usize,
+        on_budget: &mut dyn FnMut(BudgetAsk) -> bool,
+    ) -> Result<Option<KernelMask>> {
         let vocab_size = self.index.vocab.vocab_size();
         let (a, trie) = (&self.automata, &self.index.trie);
         if self.class_body_pending(state) {
@@ -2106,7 +2116,7 @@ impl CompiledGrammar {
                 return Ok(tried);
             }
         }
-        self.with_shortcuts(state, |sc| classify_kernel_budget(a, trie, vocab_size, state, sc, budget, on_budget))
+        self.with_shortcuts(state, |sc| classify_kernel_asking(a, trie, vocab_size, state, sc, budget, on_budget))
     }
 
     /// Whether `state` is a counted class body ([`Self::class_body_chain`]) whose slice is

@@ -79,7 +79,6 @@ pub use runs::{
 };
 pub(crate) use sibling::count_chain_kernel;
 pub use sibling::{chain_kernels, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
-pub(crate) use walk::asking_before_region;
 use walk::*;
 pub use walk::{
     class_inner_exits, region_before_runs_taken, region_budget_asked_first, runs_reentered_taken, state_bytes,
@@ -263,10 +262,20 @@ pub fn classify_kernel(
     Ok(km.expect("a walk that is never abandoned completes"))
 }
 
+/// Why a kernel walk asks its `on_budget` callback (see [`classify_kernel_budget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BudgetAsk {
+    /// The walk's work reached its budget.
+    Spent,
+    /// A region walk about to start would cross the budget: nothing of it is walked yet (the
+    /// budget is reached by the region's node count, not by work done).
+    BeforeRegion,
+}
+
 /// [`classify_kernel`], calling `on_budget` once the walk has done `budget` units of work (trie
-/// nodes visited, uncertain tokens recorded at a few units each): if it
-/// returns true the walk is abandoned and the result is `None` (the caller found the
-/// classification elsewhere, e.g. in the cross-grammar cache).
+/// nodes visited, uncertain tokens recorded at a few units each), or is about to in one region
+/// walk ([`BudgetAsk`]): if it returns true the walk is abandoned and the result is `None` (the
+/// caller found the classification elsewhere, e.g. in the cross-grammar cache).
 ///
 /// PERF: the cross-grammar cache key (a structural hash of the reachable automaton) used to be
 /// computed for every new kernel, and cost more than the whole walk for most of them (states that
@@ -279,6 +288,19 @@ pub fn classify_kernel_budget(
     sc: Shortcuts<'_>,
     budget: usize,
     on_budget: &mut dyn FnMut() -> bool,
+) -> Result<Option<KernelMask>> {
+    classify_kernel_asking(a, trie, vocab_size, state, sc, budget, &mut |_| on_budget())
+}
+
+/// [`classify_kernel_budget`], telling `on_budget` why it is asked ([`BudgetAsk`]).
+pub(crate) fn classify_kernel_asking(
+    a: &Automata,
+    trie: &TokenTrie,
+    vocab_size: usize,
+    state: StateId,
+    sc: Shortcuts<'_>,
+    budget: usize,
+    on_budget: &mut dyn FnMut(BudgetAsk) -> bool,
 ) -> Result<Option<KernelMask>> {
     // Interned rows first; a walk whose rows do not repeat enough to fit the memo is redone on
     // a plain stack of rows (bounded by the token depth).
@@ -296,7 +318,7 @@ pub fn classify_kernel_uninterned(
     sc: Shortcuts<'_>,
 ) -> Result<KernelMask> {
     let sc = Shortcuts { runs: None, state_runs: None, built_runs: None, built_wide: None, region: None, ..sc };
-    let km = classify_walk(a, trie, vocab_size, state, sc, usize::MAX, &mut || false, &[false])?;
+    let km = classify_walk(a, trie, vocab_size, state, sc, usize::MAX, &mut |_| false, &[false])?;
     Ok(km.expect("a walk that is never abandoned completes"))
 }
 
@@ -312,7 +334,7 @@ pub fn classify_quote_cut(
 ) -> Result<KernelMask> {
     let fresh = CoverMemo::default();
     let sc = Shortcuts { cover: Some(sc.cover.unwrap_or(&fresh)), ..sc };
-    let mut never = || false;
+    let mut never = |_| false;
     // Interned rows first, as `classify_walk` does; a walk whose rows overflow the memo is redone
     // on a plain stack of rows.
     for interned in [true, false] {
@@ -337,7 +359,7 @@ fn classify_walk(
     state: StateId,
     sc: Shortcuts<'_>,
     budget: usize,
-    on_budget: &mut dyn FnMut() -> bool,
+    on_budget: &mut dyn FnMut(BudgetAsk) -> bool,
     modes: &[bool],
 ) -> Result<Option<KernelMask>> {
     let fresh = CoverMemo::default();
@@ -429,7 +451,7 @@ impl<'a> KernelWalk<'a> {
         sc: &Shortcuts<'a>,
         interned: bool,
         budget: usize,
-        on_budget: &'a mut dyn FnMut() -> bool,
+        on_budget: &'a mut dyn FnMut(BudgetAsk) -> bool,
     ) -> KernelWalk<'a> {
         let chart = Chart::with_kernel(a, state);
         let memo = interned.then(|| RowMemo::new(a, &chart));
@@ -445,7 +467,7 @@ impl<'a> KernelWalk<'a> {
         rows: WalkRows,
         sc: &Shortcuts<'a>,
         budget: usize,
-        on_budget: &'a mut dyn FnMut() -> bool,
+        on_budget: &'a mut dyn FnMut(BudgetAsk) -> bool,
     ) -> KernelWalk<'a> {
         KernelWalk::on_rows(a, trie, vocab_size, rows.chart, Some(rows.memo), sc, budget, on_budget)
     }
@@ -459,7 +481,7 @@ impl<'a> KernelWalk<'a> {
         memo: Option<RowMemo>,
         sc: &Shortcuts<'a>,
         budget: usize,
-        on_budget: &'a mut dyn FnMut() -> bool,
+        on_budget: &'a mut dyn FnMut(BudgetAsk) -> bool,
     ) -> KernelWalk<'a> {
         KernelWalk {
             visits: 0,
@@ -562,7 +584,7 @@ struct KernelWalk<'a> {
     /// `budget`, `on_budget` decides whether to go on.
     visits: usize,
     budget: usize,
-    on_budget: &'a mut dyn FnMut() -> bool,
+    on_budget: &'a mut dyn FnMut(BudgetAsk) -> bool,
     a: &'a Automata,
     trie: &'a TokenTrie,
     /// Bytes that may follow the kernel's rule in some context (`None`: any).

@@ -4096,6 +4096,11 @@ fn region_closures_are_told_apart_under_forced_digest_collisions() {
     grammask_core::mask::force_region_digest_term(None);
 }
 
+/// The pieces of MaskBench o21456's e-mail strings that the e-mail pattern tests' random
+/// vocabularies are drawn from (each test adds its own after them).
+const EMAIL_PIECES: [&[u8]; 14] =
+    [b"test", b"@", b"ex", b"ample", b".", b"gov", b".uk", b"uk", b"a", b"^", b" ", b"\\t", b"\\u00e9", b"\xC3\xA9"];
+
 /// Masks equal the brute force along MaskBench o21456's e-mail string (an unanchored pattern
 /// `^[^@^\s]+@[^@^\.^\s]+(\.[^@^\.^\s]*)*.gov.uk` with `maxLength` 254: every position a
 /// region walk of the counted pattern's rules) on Llama 3 and a pieces vocabulary; the region
@@ -4110,25 +4115,8 @@ fn counted_email_pattern_masks_match_brute_force() {
     ];
     let positions: usize = cases.iter().map(|c| c.2.len()).sum();
     let mut rng = Rng(0x0002_1456);
-    let pieces: Vec<&[u8]> = vec![
-        b"test",
-        b"@",
-        b"ex",
-        b"ample",
-        b".",
-        b"gov",
-        b".uk",
-        b"uk",
-        b"a",
-        b"^",
-        b" ",
-        b"\\t",
-        b"\\u00e9",
-        "\u{e9}".as_bytes(),
-        b"\"",
-        b"\"}",
-        b"x@",
-    ];
+    let extra: [&[u8]; 3] = [b"\"", b"\"}", b"x@"];
+    let pieces = [&EMAIL_PIECES[..], &extra].concat();
     let mut vocabs = vec![pieces_vocab(&mut rng, &pieces, 300, Vec::new())];
     vocabs.extend(llama3_vocab());
     for vocab in &vocabs {
@@ -5093,34 +5081,10 @@ const BOUNDED_TEXT_DOCS: [(&str, &str); 3] = [
 fn counted_pattern_region_walks_refuse_the_text_search() {
     let g = lax_schema_grammar(BOUNDED_TEXT_SCHEMA);
     let mut rng = Rng(0x0002_1456_0000_0065);
-    let pieces: &[&[u8]] = &[
-        b"test",
-        b"@",
-        b"ex",
-        b"ample",
-        b".",
-        b"gov",
-        b".uk",
-        b"uk",
-        b"a",
-        b"^",
-        b" ",
-        b"\\t",
-        b"\\u00e9",
-        b"\xC3\xA9",
-        b"\xE4\xB8\xAD",
-        b"\xE2\x80\xA8",
-        b"\\\"",
-        b"\"",
-        b"\", \"",
-        b"\"}",
-        b"x@",
-        b"more",
-        b"+b",
-        b"-d",
-        b".com",
-    ];
-    let vocabs = pieces_and_shared_vocabs(&mut rng, pieces, 300, &["llama3", "qwen2.5"]);
+    let extra: &[&[u8]] =
+        &[b"\xE4\xB8\xAD", b"\xE2\x80\xA8", b"\\\"", b"\"", b"\", \"", b"\"}", b"x@", b"more", b"+b", b"-d", b".com"];
+    let pieces = [&EMAIL_PIECES[..], extra].concat();
+    let vocabs = pieces_and_shared_vocabs(&mut rng, &pieces, 300, &["llama3", "qwen2.5"]);
     for (name, vocab) in vocabs {
         let cg = compile_with_text_slice(&g, &vocab, name);
         let before = grammask_core::mask::region_bounded_refusals();

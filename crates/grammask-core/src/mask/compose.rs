@@ -195,7 +195,7 @@ fn classify_first_bytes(
     first: &ByteSet,
     walked: Option<(&WalkedBody, Cover)>,
 ) -> Result<KernelMask> {
-    let mut never = || false;
+    let mut never = |_| false;
     for interned in [true, false] {
         let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, interned, usize::MAX, &mut never);
         let base = Frame::Rows(w.chart.num_rows());

@@ -75,7 +75,7 @@ pub fn classify_after_lead(
     sc: Shortcuts<'_>,
     nodes: &LeadNodes,
 ) -> Result<Option<(KernelMask, Option<WalkRows>, ByteSet)>> {
-    let mut never = || false;
+    let mut never = |_| false;
     let class = &nodes.class;
     for interned in [true, false] {
         let mut w = KernelWalk::new(a, trie, vocab_size, t, &sc, interned, usize::MAX, &mut never);

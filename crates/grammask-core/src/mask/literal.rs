@@ -52,7 +52,7 @@ pub fn classify_literal(
         return Ok(None);
     }
     let sc = Shortcuts { follow, ..Default::default() };
-    let mut abandon = || true;
+    let mut abandon = |_| true;
     let mut w = KernelWalk::new(a, trie, vocab_size, state, &sc, false, LITERAL_WALK_VISITS, &mut abandon);
     let base = Frame::Rows(w.chart.num_rows());
     if let Some(c) = root {

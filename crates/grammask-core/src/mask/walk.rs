@@ -274,17 +274,6 @@ test_counter! {
     pub fn region_budget_asked_first => REGION_BUDGET_FIRST
 }
 
-thread_local! {
-    /// True while a region walk asks `on_budget` before walking ([`asking_before_region`]).
-    static ASKING_BEFORE_REGION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether this thread's `on_budget` is being asked by a region walk before it walks (no
-/// walking done yet: the budget was reached by the region's node count, not by work).
-pub(crate) fn asking_before_region() -> bool {
-    ASKING_BEFORE_REGION.get()
-}
-
 test_counter! {
     /// How many kernels this thread's walks gave the region walk rather than the run index that
     /// applied ([`REGION_BEFORE_RUNS_SHARE`]), for tests.
@@ -373,9 +362,7 @@ impl KernelWalk<'_> {
         let crosses = self.visits < self.budget && self.visits + nodes >= self.budget;
         if crosses {
             REGION_BUDGET_FIRST.set(REGION_BUDGET_FIRST.get() + 1);
-            ASKING_BEFORE_REGION.set(true);
-            let abandon = self.spend(nodes);
-            ASKING_BEFORE_REGION.set(false);
+            let abandon = self.spend_as(nodes, BudgetAsk::BeforeRegion);
             if abandon {
                 return Some(false);
             }
@@ -1045,9 +1032,14 @@ impl KernelWalk<'_> {
     /// Counts `units` of work; true when the walk is to be abandoned: `on_budget` is asked once,
     /// when the count first reaches `budget` (see [`classify_kernel_budget`]).
     fn spend(&mut self, units: usize) -> bool {
+        self.spend_as(units, BudgetAsk::Spent)
+    }
+
+    /// [`Self::spend`], telling `on_budget` why it is asked.
+    fn spend_as(&mut self, units: usize, ask: BudgetAsk) -> bool {
         let before = self.visits;
         self.visits += units;
-        before < self.budget && self.visits >= self.budget && (self.on_budget)()
+        before < self.budget && self.visits >= self.budget && (self.on_budget)(ask)
     }
 
     /// Reads `byte` from `frame`, through the row memo when there is one.
