@@ -2031,10 +2031,15 @@ impl CompiledGrammar {
         self.class_bodies.built_in_fills()
     }
 
-    /// Whether `state` is a counted class body ([`Self::class_body`]) whose slice is built.
+    /// Whether `state` is a counted class body ([`Self::class_body`]) whose slice is built, or
+    /// pending and cheap to build ([`ClassBodies::pending_cheap`]: a class of body text).
+    /// PERF: MaskBench o37613's `familyname` start (a call of `[^,"]{1,255}`, then `"`), composed
+    /// with its slice built, was walked while it was pending: ~14 M instructions (2-2.3 ms on
+    /// Llama 3) in the fill that came before the compile's thread.
     fn class_body_built(&self, state: StateId) -> bool {
         let Some(chain) = self.class_body_chain(state) else { return false };
         self.class_bodies.has_slice(chain.class, |form| self.index.cached_class_body_slice(form))
+            || self.class_bodies.pending_cheap(chain.class)
     }
 
     /// Whether a class-body slice beats the walk at `state`: a chain that may end inside (a final
@@ -2120,10 +2125,16 @@ impl CompiledGrammar {
     }
 
     /// Whether `state` is a counted class body ([`Self::class_body_chain`]) whose slice is
-    /// reserved for the compile's thread and not set yet.
+    /// reserved for the compile's thread, not set yet, and not cheap to build
+    /// ([`ClassBodies::pending_cheap`]: a fill builds such a slice rather than try without it).
+    /// PERF: o37613's `familyname` start tried its callee without the slice first, ~3 M of the
+    /// fill's ~4.9 M instructions, then built the slice (~1 M).
     fn class_body_pending(&self, state: StateId) -> bool {
         let plain = self.counted_body(state).is_none() && self.closing_body(state).is_none();
-        plain && self.class_body_chain(state).is_some_and(|chain| self.class_bodies.pending(chain.class))
+        plain
+            && self.class_body_chain(state).is_some_and(|chain| {
+                self.class_bodies.pending(chain.class) && !self.class_bodies.pending_cheap(chain.class)
+            })
     }
 
     /// Kernels classified without their class-body slice while the compile's thread had not set
@@ -2530,7 +2541,8 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
 
     /// Kernels whose class-body slice is reserved and not built yet are classified by the other
     /// shortcuts within a budget (`CompiledGrammar::classify`), building no slice: an exact count
-    /// of a class (`[a-zA-Z0-9_ ]{40}`) along a document, and masks equal those of the same
+    /// of a class of some multi-byte characters (`[a-zA-Z0-9_ \u00e0-\u00ff]{40}`, no class of body
+    /// text: its slice is walked) along a document, and masks equal those of the same
     /// grammar with its slice built. Fails when the pending slices are built in `classify`, or
     /// never passed.
     #[test]
@@ -2545,7 +2557,7 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
             let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
             Arc::new(Vocabulary::new(toks.clone(), VocabType::Raw, opts).unwrap())
         };
-        let g = crate::ebnf::parse_ebnf(r#"root ::= "<" [a-zA-Z0-9_ ]{40} ">""#, "root").unwrap();
+        let g = crate::ebnf::parse_ebnf(r#"root ::= "<" [a-zA-Z0-9_ \u00e0-\u00ff]{40} ">""#, "root").unwrap();
         let built = Arc::new(CompiledGrammar::new(&g, &vocab()).unwrap());
         built.wait_class_bodies();
         hold_class_bodies(true);

@@ -13,8 +13,8 @@ use crate::follow::ByteSet;
 use crate::limits;
 use crate::mask::{BodyEnds, KernelMask, LeadNodes, QuoteEnds};
 use crate::slice::{
-    BodySlice, ClassBodySlice, ClassSlice, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex, TextSlice, Walked,
-    WalkedBody,
+    BodySlice, ClassBodySlice, ClassSlice, ClassTextIndex, FirstChars, QuoteCut, RunBases, RunIndex, StringIndex,
+    TextSlice, Walked, WalkedBody,
 };
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
@@ -96,6 +96,9 @@ pub struct TokenIndex {
     /// `class_body_clock` at which it was last used, built on first use (at most
     /// [`limits::CLASS_BODY_SLICE_BYTES`] together; past them the least recently used make room).
     class_body_slices: RwLock<ClassBodySlices>,
+    /// The trie's character bits below each node, for class-body slices of classes of body text
+    /// ([`ClassBodySlice::pruned`]), built with the index.
+    class_text: OnceLock<ClassTextIndex>,
     /// Uses of `class_body_slices` so far.
     class_body_clock: AtomicU64,
     /// Rule DFAs of the grammars compiled so far, shared by later compiles (at most
@@ -163,6 +166,11 @@ impl TokenIndex {
 
     pub fn body_slice(&self) -> &BodySlice {
         self.body.get_or_init(|| BodySlice::new(&self.trie, self.vocab.vocab_size()))
+    }
+
+    /// The trie's character bits below each node ([`ClassTextIndex`]).
+    pub fn class_text(&self) -> &ClassTextIndex {
+        self.class_text.get_or_init(|| ClassTextIndex::new(&self.trie))
     }
 
     /// Where body text first reads each ASCII character ([`FirstChars`]); built here when
@@ -546,6 +554,7 @@ impl TokenIndex {
         let built = timed(Build::ClassBodySlice, || {
             Arc::new(
                 ClassBodySlice::from_body(&self.trie, || self.body_slice(), form)
+                    .or_else(|| ClassBodySlice::pruned(&self.trie, self.class_text(), self.body_slice(), form))
                     .unwrap_or_else(|| ClassBodySlice::new(&self.trie, self.vocab.vocab_size(), form)),
             )
         });
@@ -736,6 +745,7 @@ impl TokenIndex {
             walked_built_on_use: _, // a counter
             walked_bodies,
             class_body_slices,
+            class_text,
             class_body_clock: _, // a counter
             rule_dfas,
         } = self;
@@ -764,6 +774,7 @@ impl TokenIndex {
             ("quote_cuts", read(quote_cuts).iter().map(|(f, c)| c.memory_size() + 4 * f.len() + entry).sum()),
             ("quote_forms_seen", read(quote_forms_seen).iter().map(|f| 4 * f.len() + entry).sum()),
             ("class_body_slices", class_bodies),
+            ("class_text", class_text.get().map_or(0, ClassTextIndex::memory_size)),
             ("rule_automata", rule_dfas.memory_size()),
             ("first_chars", first_chars.get().map_or(0, FirstChars::memory_size)),
             ("string_index", string_index.get().map_or(0, StringIndex::memory_size)),
@@ -833,6 +844,7 @@ impl TokenIndex {
             walked_built_on_use: AtomicUsize::new(0),
             walked_bodies: RwLock::new(HashMap::new()),
             class_body_slices: RwLock::new(HashMap::new()),
+            class_text: OnceLock::new(),
             class_body_clock: AtomicU64::new(0),
             rule_dfas: RuleMemo::new(limits::RULE_MEMO_BYTES),
         });
@@ -844,6 +856,9 @@ impl TokenIndex {
         // fill (or a thread the fill raced), the first such fill of a process took ~1 ms more.
         idx.body_slice().prepare_boundaries(&idx.trie);
         let _ = idx.run_bases();
+        // PERF: a class-body slice built without it walks the class-text part of the trie
+        // (~2 ms on Llama 3), in the first fill that finds it unbuilt.
+        let _ = idx.class_text();
         reg.push((Arc::downgrade(vocab), Arc::downgrade(&idx)));
         idx
     }

@@ -1741,14 +1741,15 @@ fn shifted_string_starts_pass_a_pending_class_body_match_brute_force() {
 /// o63939's `activityTaskList` (`^[\w\.\- ]+$` within 64), its fill before the compile's thread
 /// (`hold_class_bodies`), walked ~10 M instructions of region before building its slice. Taken
 /// there (`region_budget_asked_first`); masks equal the brute force along documents on Llama 3,
-/// held and with the thread's slices built.
+/// held and with the thread's slices built. With `é` in the class (a class of body text no more,
+/// so its slice is walked and the fill tries without it first, `ClassBodies::pending_cheap`).
 #[test]
 fn pending_class_body_skips_a_region_walk_past_its_budget_match_brute_force() {
     use grammask_core::compiled::hold_class_bodies;
     use grammask_core::mask::region_budget_asked_first;
     let Some(vocab) = llama3_vocab() else { return };
     let schema = r#"{"type": "object", "properties": {
-        "activityTaskList": {"type": "string", "pattern": "^[\\w\\.\\- ]+$", "minLength": 3, "maxLength": 64},
+        "activityTaskList": {"type": "string", "pattern": "^[\\w\\.\\- é]+$", "minLength": 3, "maxLength": 64},
         "class": {"type": "string", "pattern": "^[\\w\\-]+$", "maxLength": 256}}}"#;
     let g = lax_schema_grammar(schema);
     hold_class_bodies(true);
@@ -1763,12 +1764,68 @@ fn pending_class_body_skips_a_region_walk_past_its_budget_match_brute_force() {
     for (t, &w) in brute_force(&m, &vocab).iter().enumerate() {
         assert_eq!(mask.get(t), w, "after {start:?}: token {:?}", vocab.token_bytes(t as u32));
     }
-    let docs: [&[u8]; 2] = [br#"{"activityTaskList": "my-task list.v2", "class": "My_Class-1"}"#, br#"{"class": "x"}"#];
+    let docs: [&[u8]; 2] = [
+        "{\"activityTaskList\": \"my-task list.v2 \u{e9}t\u{e9}\", \"class\": \"My_Class-1\"}".as_bytes(),
+        br#"{"class": "x"}"#,
+    ];
     let n: usize = docs.iter().map(|d| d.len() + 1).sum();
     assert_eq!(masks_along_docs_match_brute_force(&held, &vocab, &docs), n);
     let built = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     built.wait_class_bodies();
     assert_eq!(masks_along_docs_match_brute_force(&built, &vocab, &docs), n);
+}
+
+/// Class-body slices of classes of body text are found by a scan of the trie that skips every
+/// subtree of class text whole (`ClassBodySlice::pruned`, `ClassTextIndex`), rather than a walk of
+/// the class text (~6.8 M instructions a slice on Llama 3, paid by a fill that finds the slice
+/// unbuilt: MaskBench o63939 t6, o37613 t5, ~2-3.4 ms). o63939's `activityTaskList`, `file` and
+/// `class` (`[\w\.\- ]`, `[\w\-\./]`, `[\w\-]`), o37613's `familyname` (`[^,"]`: the multi-byte
+/// characters and escapes but `\"`), a class of a few multi-byte characters (left to the walk).
+/// On Llama 3 each scanned slice equals the walked one; with the compile's thread held
+/// (`hold_class_bodies`: each first fill builds its slice, the race's worst case) the fills build
+/// them by the scan (`class_body_slices_pruned`) and masks equal the brute force along documents.
+#[test]
+fn class_text_slices_by_a_pruned_scan_match_brute_force() {
+    use grammask_core::compiled::hold_class_bodies;
+    use grammask_core::slice::{class_body_slices_pruned, BodySlice, ClassBodies, ClassBodySlice, ClassTextIndex};
+    let Some(vocab) = llama3_vocab() else { return };
+    let schema = r#"{"type": "object", "properties": {
+        "activityTaskList": {"type": "string", "pattern": "^[\\w\\.\\- ]+$", "minLength": 3, "maxLength": 64},
+        "file": {"type": "string", "pattern": "^[\\w\\-\\./]+\\.php+$", "minLength": 16, "maxLength": 1024},
+        "class": {"type": "string", "pattern": "^[\\w\\-]+$", "minLength": 8, "maxLength": 256},
+        "familyname": {"type": "string", "pattern": "^[^,\"]+$", "maxLength": 255},
+        "accented": {"type": "string", "pattern": "^[a-z\u00e0-\u00ff]{1,40}$"}}}"#;
+    let g = lax_schema_grammar(schema);
+    // Each class form of the grammar, scanned and walked.
+    let a = grammask_core::compiler::Automata::build(&g).unwrap();
+    let (bodies, follow) = (ClassBodies::default(), grammask_core::follow::ByteSet::default());
+    let forms: Vec<Vec<u32>> = (0..a.states().len() as u32)
+        .filter_map(|s| bodies.chain(&a, 16, grammask_core::compiler::StateId(s), &follow))
+        .filter_map(|chain| bodies.reserve(chain.class))
+        .collect();
+    let trie = grammask_core::trie::TokenTrie::new(&vocab);
+    let (body, index) = (BodySlice::new(&trie, vocab.vocab_size()), ClassTextIndex::new(&trie));
+    let mut scanned = 0;
+    for form in &forms {
+        let Some(got) = ClassBodySlice::pruned(&trie, &index, &body, form) else { continue };
+        scanned += 1;
+        assert!(got.same_as(&ClassBodySlice::new(&trie, vocab.vocab_size(), form)), "form {form:?}");
+    }
+    assert!(scanned >= 4 && scanned < forms.len(), "{scanned} of {} forms scanned", forms.len());
+
+    hold_class_bodies(true);
+    let held = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    hold_class_bodies(false);
+    let before = class_body_slices_pruned();
+    let docs: [&[u8]; 3] = [
+        br#"{"activityTaskList": "my-activity task.list", "class": "MyActivity_Class-1"}"#,
+        br#"{"file": "path/to/activity/MyActivityClass.php", "familyname": "Doe \\ O'Brien"}"#,
+        "{\"familyname\": \"M\u{fc}ller-\u{4e2d}\\n\\t x\", \"accented\": \"caf\u{e9}\"}".as_bytes(),
+    ];
+    let n: usize = docs.iter().map(|d| d.len() + 1).sum();
+    assert_eq!(masks_along_docs_match_brute_force(&held, &vocab, &docs), n);
+    assert!(class_body_slices_pruned() >= before + 3, "the held fills' slices were not scanned");
+    assert!(held.class_bodies_built_in_fills() >= 3, "no fill built its class-body slice");
 }
 
 #[test]

@@ -48,8 +48,8 @@ pub use bounded::{
 };
 pub use class::ClassSlice;
 pub use class_body::{
-    class_body_slices_from_body, class_capacity, class_level, ends_served, ClassBodies, ClassBodySlice, ClassChain,
-    ClassLevel,
+    class_body_slices_from_body, class_body_slices_pruned, class_capacity, class_level, ends_served, ClassBodies,
+    ClassBodySlice, ClassChain, ClassLevel, ClassTextIndex,
 };
 pub use cover::{
     characters_met_at_once, cover_pairs_taken, take_cover_pair, with_cover_budget, CoverMemo, Misread, MisreadAt,
@@ -176,7 +176,7 @@ pub(super) fn walk_chars<S: Copy>(
 
 /// Slice tokens by the number of characters each begins (a character begins at each byte read
 /// from a slice automaton's boundary state 0), for counted bodies: [`CharCounts::add_within`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct CharCounts {
     /// `within[k]`: the tokens that begin at most `k` characters, for `k <= MAX_CUMULATIVE`.
     within: Vec<Bitset>,
@@ -219,6 +219,17 @@ impl CharCounts {
             debug_assert!(k as usize > MAX_CUMULATIVE);
             out.set(t as usize);
         }
+    }
+
+    /// The counts less the tokens in `refused`.
+    pub(super) fn without(&self, refused: &Bitset) -> CharCounts {
+        let less = |w: &Bitset| {
+            let words = w.words().iter().zip(refused.words()).map(|(a, r)| a & !r).collect();
+            Bitset::from_words(words, w.len())
+        };
+        let within = self.within.iter().map(less).collect();
+        let long = self.long.iter().copied().filter(|&(_, t)| !refused.get(t as usize)).collect();
+        CharCounts { within, long }
     }
 
     pub(super) fn memory_size(&self) -> usize {
