@@ -197,6 +197,6 @@ fn main() {
     );
     let [direct, inlined, shape] = grammask_core::compiler::key_set_writes();
     println!(
-        "key-set rules: {direct} written directly, generic: {inlined} with an inlined reference, {shape} other shapes"
+        "key-set rules: {direct} written directly, generic: {inlined} with an inlined entry, {shape} other shapes"
     );
 }

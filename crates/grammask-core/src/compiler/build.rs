@@ -529,7 +529,7 @@ impl KeySetWrites {
 }
 
 /// The key-set rules this process's builds wrote directly, and left to the generic path for an
-/// inlined reference or another shape ([`Generic`]).
+/// inlined entry or another shape ([`Generic`]).
 #[doc(hidden)]
 pub fn key_set_writes() -> [usize; 3] {
     KEY_SET_WRITES.each_ref().map(|n| n.load(Ordering::Relaxed))

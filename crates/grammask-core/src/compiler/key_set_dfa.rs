@@ -38,10 +38,11 @@ pub(super) struct Plans<'a> {
 /// Why a key-set rule took the generic path (counted for the figures).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Generic {
-    /// An inlined reference (mostly an entry small enough to be copied in, `inline.rs`).
+    /// An inlined entry (small enough to be copied into the key-set rules, `inline.rs`).
     Inlined,
-    /// Another shape: no pair (`nothing`), a tail-group member other than the rule itself, or
-    /// classes of equal rules shared by two pairs or by a pair and the separator.
+    /// Another shape: no pair (`nothing`), an inlined separator or successor, a tail-group
+    /// member other than the rule itself, or classes of equal rules shared by two pairs or by a
+    /// pair and the separator.
     Shape,
 }
 
@@ -58,8 +59,11 @@ pub(super) struct KeySetWriter {
     sep: Vec<Sym>,
     /// (entry, successor) as written, by pair.
     pairs: Vec<(RuleId, RuleId)>,
-    /// Representatives seen in this rule, to check they are distinct.
-    seen: Vec<RuleId>,
+    /// Per rule: the stamp of the last rule whose body names it (as a class representative),
+    /// to check they are distinct. PERF: a sort of them was ~1.5 k instructions a rule (pairs
+    /// interleave entries and successors).
+    seen: Vec<u32>,
+    stamp: u32,
     edges: Vec<(RuleId, u32)>,
 }
 
@@ -69,7 +73,14 @@ impl KeySetWriter {
     pub(super) fn write(&mut self, g: &Grammar, r: RuleId, p: &Plans) -> Result<(Dfa, usize), Generic> {
         self.sep.clear();
         self.pairs.clear();
-        self.seen.clear();
+        if self.seen.len() < g.rules().len() {
+            self.seen.resize(g.rules().len(), 0);
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.seen.fill(0);
+            self.stamp = 1;
+        }
         let group = p.tail_group.get(r.index()).copied().filter(|&c| c != NO_GROUP);
         let body = g.rule(r).body;
         // The NFA's states: a tail-group member's fragment start and end (`Nfa::build_fragments`).
@@ -118,7 +129,7 @@ impl KeySetWriter {
                     nfa += 1 + b.len();
                     self.sep.extend(b.iter().map(|&c| Sym::Byte(c)));
                 }
-                Expr::RuleRef(w) if p.inline[w.index()] => return Err(Generic::Inlined),
+                Expr::RuleRef(w) if p.inline[w.index()] => return Err(Generic::Shape),
                 Expr::RuleRef(w) => {
                     nfa += 2;
                     self.sep.push(Sym::Rule(p.rep[w.index()]));
@@ -130,7 +141,10 @@ impl KeySetWriter {
         // must be the rule itself (a loop to the start, `Nfa::tail_fragment`).
         let mut loops = 0;
         for &(e, n) in &self.pairs {
-            if p.inline[e.index()] || p.inline[n.index()] {
+            if p.inline[n.index()] {
+                return Err(Generic::Shape);
+            }
+            if p.inline[e.index()] {
                 return Err(Generic::Inlined);
             }
             let in_group = group.is_some() && p.tail_group.get(n.index()).copied() == group;
@@ -143,22 +157,24 @@ impl KeySetWriter {
         }
         // Classes distinct: the separator's rule, the entries and the successors that are not
         // loops (so subset construction ranks the entries in pair order, and no two states merge).
-        self.seen.extend(self.sep.iter().filter_map(|s| match *s {
+        let (seen, stamp) = (&mut self.seen, self.stamp);
+        let mut fresh = |x: RuleId| std::mem::replace(&mut seen[x.index()], stamp) != stamp;
+        // The separator names its rule twice (`ws "," ws`): once is one class.
+        let mut sep_rules = self.sep.iter().filter_map(|s| match *s {
             Sym::Rule(w) => Some(w),
             Sym::Byte(_) => None,
-        }));
-        self.seen.dedup();
-        for &(e, n) in &self.pairs {
-            self.seen.push(p.rep[e.index()]);
-            if !(group.is_some() && n == r) {
-                self.seen.push(p.rep[n.index()]);
+        });
+        if let Some(w) = sep_rules.next() {
+            fresh(w);
+            if sep_rules.any(|x| x != w) {
+                return Err(Generic::Shape);
             }
         }
-        let all = self.seen.len();
-        self.seen.sort_unstable();
-        self.seen.dedup();
-        if self.seen.len() != all {
-            return Err(Generic::Shape);
+        for &(e, n) in &self.pairs {
+            let loops = group.is_some() && n == r;
+            if !fresh(p.rep[e.index()]) || !loops && !fresh(p.rep[n.index()]) {
+                return Err(Generic::Shape);
+            }
         }
         Ok(self.emit(empty, loops, group.map(|_| r), p, nfa))
     }
