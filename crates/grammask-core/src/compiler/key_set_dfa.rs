@@ -111,7 +111,7 @@ impl KeySetWriter {
             Some(c) => {
                 let Expr::Choice(alts) = g.expr(c) else { unreachable!("matched as a choice") };
                 nfa += 2;
-                for &a in alts.iter() {
+                for &a in alts {
                     let Expr::Seq(pair) = g.expr(a) else { return Err(Generic::Shape) };
                     let [e, n] = pair[..] else { return Err(Generic::Shape) };
                     self.pairs.push((rule_ref(g, e)?, rule_ref(g, n)?));
