@@ -195,4 +195,8 @@ fn main() {
         "total ttfm {:.1} conv {:.1} build {:.1} rest {:.1} first {:.1} ms",
         totals[4], totals[0], totals[1], totals[2], totals[3]
     );
+    let [direct, inlined, shape] = grammask_core::compiler::key_set_writes();
+    println!(
+        "key-set rules: {direct} written directly, generic: {inlined} with an inlined entry, {shape} other shapes"
+    );
 }

@@ -8,6 +8,7 @@ use super::bounded::{bound_dfa, exclude_dfa};
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
+use super::key_set_dfa::{Generic, KeySetWriter, Plans};
 use super::lookahead::LaTable;
 use super::memo::{DfaMemo, Found, RuleMemo};
 use super::minimize::minimize;
@@ -75,6 +76,12 @@ impl Automata {
         } else {
             Vec::new()
         };
+        // Key-set rules (the `own_class` hint) without options: tried by the direct writer first.
+        let mut key_set = vec![false; grammar.rules().len()];
+        for r in grammar.own_class() {
+            key_set[r.index()] = grammar.rule_options(*r).is_none();
+        }
+        let plans = Plans { inline: &inline, rep: &rep, tail_group: &tail.group };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(max_threads).min(todo.len() / RULES_PER_THREAD).max(1);
         let next = AtomicUsize::new(0);
@@ -87,11 +94,28 @@ impl Automata {
             let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
             let mut out: Vec<Built> = Vec::new();
             let mut memo = DfaMemo::default();
+            let mut writer = KeySetWriter::default();
+            let mut written = KeySetWrites::default();
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
                 if let Some(d) = super::token_edges::token_rule_dfa(grammar, body) {
                     out.push((r, d, None));
                     continue;
+                }
+                if key_set[r] && direct_on() {
+                    match writer.write(grammar, RuleId(r as u32), &plans) {
+                        Ok((d, charge)) => {
+                            if let Err(e) = with_budget(&budget, |b| take_states(b, charge)) {
+                                next.store(todo.len(), Ordering::Relaxed);
+                                return Err(e);
+                            }
+                            written.direct += 1;
+                            out.push((r, d, None));
+                            continue;
+                        }
+                        Err(Generic::Inlined) => written.inlined += 1,
+                        Err(Generic::Shape) => written.shape += 1,
+                    }
                 }
                 let mut limit = bounded_limit(grammar, r);
                 let max_tokens = grammar.rule_options(RuleId(r as u32)).and_then(|o| o.max_tokens);
@@ -191,6 +215,7 @@ impl Automata {
                     }
                 }
             }
+            written.publish();
             Ok(out)
         };
         let parts: Vec<Result<Vec<Built>>> = if workers == 1 {
@@ -225,6 +250,8 @@ impl Automata {
             })
             .collect();
         let mut budget = budget.into_inner();
+        #[cfg(test)]
+        BUDGET_USED.with(|n| n.set(limits::MAX_AUTOMATON_STATES - budget));
         let mut nfa = Nfa { inline: &inline, rep: &rep, ..Nfa::default() };
         let (mut scratch, mut min_scratch) = (Scratch::default(), SccScratch::default());
         // Lookaheads must be regular: every rule they use is inlined.
@@ -478,6 +505,44 @@ fn shared_inlined(g: &Grammar, inline: &[bool], rep: &[RuleId]) -> Vec<bool> {
 /// A built rule: its index, its automaton and the exhausted twin of a token-budgeted rule.
 type Built = (usize, Dfa, Option<Dfa>);
 
+/// Key-set rules a worker wrote directly (`key_set_dfa.rs`) and left to the generic path, by
+/// [`Generic`] reason.
+#[derive(Default)]
+struct KeySetWrites {
+    direct: usize,
+    inlined: usize,
+    shape: usize,
+}
+
+/// [`KeySetWrites`] of every build of this process, for the figures ([`key_set_writes`]).
+static KEY_SET_WRITES: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+
+impl KeySetWrites {
+    /// Adds these counts to the process's ([`key_set_writes`]) and, in tests, the thread's.
+    fn publish(&self) {
+        for (total, n) in KEY_SET_WRITES.iter().zip([self.direct, self.inlined, self.shape]) {
+            total.fetch_add(n, Ordering::Relaxed);
+        }
+        #[cfg(test)]
+        DIRECT_WRITES.with(|n| n.set(n.get() + self.direct));
+    }
+}
+
+/// The key-set rules this process's builds wrote directly, and left to the generic path for an
+/// inlined entry or another shape ([`Generic`]).
+#[doc(hidden)]
+pub fn key_set_writes() -> [usize; 3] {
+    KEY_SET_WRITES.each_ref().map(|n| n.load(Ordering::Relaxed))
+}
+
+/// Whether key-set rules are tried by the direct writer (always, but in tests that turn it off).
+fn direct_on() -> bool {
+    #[cfg(test)]
+    return !NO_DIRECT.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    true
+}
+
 /// Takes `n` states from a rule's share of the state budget.
 pub(super) fn take_states(budget: &mut usize, n: usize) -> Result<()> {
     *budget =
@@ -507,6 +572,12 @@ thread_local! {
     pub(super) static SPLICE_BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Set by tests: this thread builds every rule by subset construction (no `DfaMemo`).
     static NO_MEMO: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by tests: this thread's builds leave key-set rules to the generic path.
+    pub(crate) static NO_DIRECT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Key-set rules this thread's build workers wrote directly.
+    pub(crate) static DIRECT_WRITES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The state budget the last build on this thread used (its rule automata's).
+    pub(crate) static BUDGET_USED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Whether rule automata are looked up in a `DfaMemo` (always, but in tests that turn it off).
@@ -770,12 +841,14 @@ mod thread_tests {
     }
 
     /// The automata of `g` built on this thread, with `memo` or without, and the rules built by
-    /// subset construction.
+    /// subset construction (key-set rules too: not written directly).
     fn built(g: &Grammar, memo: bool) -> (String, usize) {
         NO_MEMO.with(|m| m.set(!memo));
+        NO_DIRECT.with(|m| m.set(true));
         let before = SUBSET_BUILDS.with(std::cell::Cell::get);
         let a = Automata::build_on(g, 1).unwrap();
         NO_MEMO.with(|m| m.set(false));
+        NO_DIRECT.with(|m| m.set(false));
         (format!("{a:?}"), SUBSET_BUILDS.with(std::cell::Cell::get) - before)
     }
 

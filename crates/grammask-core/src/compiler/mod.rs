@@ -19,7 +19,8 @@
 //!   productive rule.
 //!
 //! Files, in pipeline order: `inline.rs` (which rules are copied into their callers), `tail.rs`
-//! (tail groups), `equal_rules.rs` (equal rules share one automaton), `nfa.rs`
+//! (tail groups), `equal_rules.rs` (equal rules share one automaton), `key_set_dfa.rs` (key-set
+//! rules' automata written directly), `nfa.rs`
 //! (Thompson construction; `utf8.rs` for character classes), `determinize.rs` (subset
 //! construction into a `dfa.rs` DFA), `minimize.rs` (with `scc.rs`, component by component, and
 //! `refine.rs`, worklist refinement), `build.rs` (the driver: threads, assembly, pruning),
@@ -33,6 +34,7 @@ mod determinize;
 mod dfa;
 mod equal_rules;
 mod inline;
+mod key_set_dfa;
 mod lookahead;
 mod memo;
 mod minimize;
@@ -47,6 +49,10 @@ mod token_edges;
 mod utf8;
 
 pub use automata::{Automata, ByteEdge, State, StateId};
+pub use build::key_set_writes;
+/// Test switches and counters of the key-set rules' direct writer (`key_set_dfa.rs`).
+#[cfg(test)]
+pub(crate) use build::{BUDGET_USED, DIRECT_WRITES, NO_DIRECT};
 pub use char_budget::CharBudgets;
 /// Which rules the automaton builder copies into their callers (tests of the converter's hints).
 #[cfg(test)]

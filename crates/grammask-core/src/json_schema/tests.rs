@@ -913,14 +913,9 @@ fn random_key_set_schema(rng: &mut crate::test_rng::XorShift) -> String {
     s + "}"
 }
 
-/// No key-set rule but an object's start is inlined (`json_schema_to_grammar` keeps the
-/// others; the starts are left to the inline plan, and some are copied into their bodies), and
-/// every key-set rule not inlined into which no entry is inlined has [`key_sets::KeySetObject::automaton_states`] states (the
-/// closed form a build on first prediction reserves ids by; one with an inlined entry has at
-/// least as many): the key-set schemas in every layout, 60 random objects, and the TTFM band's 25
-/// MaskBench schemas when `GRAMMASK_SHARED` names the shared data.
-#[test]
-fn key_set_automata_have_the_closed_form_state_count() {
+/// Schemas with any-order objects: the key-set schemas in every layout, 60 random objects in a
+/// random layout, and the TTFM band (with `GRAMMASK_SHARED`).
+fn key_set_cases() -> Vec<(String, JsonSchemaOptions)> {
     let mut cases: Vec<(String, JsonSchemaOptions)> = Vec::new();
     let layout = |k: usize| {
         let mut o = JsonSchemaOptions::default();
@@ -947,6 +942,49 @@ fn key_set_automata_have_the_closed_form_state_count() {
     } else {
         eprintln!("GRAMMASK_SHARED not set: the TTFM band skipped");
     }
+    cases
+}
+
+/// The direct writer (`compiler/key_set_dfa.rs`) gives the automata of the generic path (NFA,
+/// subset construction, minimization) and charges the state budget as it does, on the cases of
+/// the closed-form test; it writes most key-set rules (none written: the test fails).
+#[test]
+fn key_set_direct_automata_equal_generic_ones() {
+    use crate::compiler::{BUDGET_USED, DIRECT_WRITES, NO_DIRECT};
+    use std::cell::Cell;
+    let (mut direct, mut key_set) = (0, 0);
+    for (i, (s, o)) in key_set_cases().iter().enumerate() {
+        let Ok(g) = json_schema_to_grammar(s, o) else { continue };
+        let build = |generic: bool| {
+            NO_DIRECT.with(|n| n.set(generic));
+            let before = DIRECT_WRITES.with(Cell::get);
+            let a = crate::compiler::Automata::build_on(&g, 1);
+            NO_DIRECT.with(|n| n.set(false));
+            let a = a.map(|a| format!("{a:?}")).map_err(|e| e.to_string());
+            (a, BUDGET_USED.with(Cell::get), DIRECT_WRITES.with(Cell::get) - before)
+        };
+        let (generic, generic_used, none) = build(true);
+        let (written, used, n) = build(false);
+        assert_eq!(none, 0, "case {i}: written with the writer off");
+        assert!(written == generic, "case {i}: the automata differ");
+        if generic.is_ok() {
+            assert_eq!(used, generic_used, "case {i}: the state budget charged");
+        }
+        direct += n;
+        key_set += g.own_class().len();
+    }
+    assert!(direct > 1000 && 2 * direct > key_set, "{direct} of {key_set} key-set rules written directly");
+}
+
+/// No key-set rule but an object's start is inlined (`json_schema_to_grammar` keeps the
+/// others; the starts are left to the inline plan, and some are copied into their bodies), and
+/// every key-set rule not inlined into which no entry is inlined has [`key_sets::KeySetObject::automaton_states`] states (the
+/// closed form a build on first prediction reserves ids by; one with an inlined entry has at
+/// least as many): the key-set schemas in every layout, 60 random objects, and the TTFM band's 25
+/// MaskBench schemas when `GRAMMASK_SHARED` names the shared data.
+#[test]
+fn key_set_automata_have_the_closed_form_state_count() {
+    let cases = key_set_cases();
     // Key-set rules with the closed-form count; with an inlined entry (and more states).
     let (mut plain, mut with_entry, mut inlined_starts) = (0, 0, 0);
     for (s, o) in &cases {
