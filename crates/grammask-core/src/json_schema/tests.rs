@@ -301,9 +301,9 @@ fn equal_key_sets_share_one_excluded_key_rule() {
         })
         .unwrap();
         // The trie's step on "a" (canonical) or the exclusion (any spelling) is written once.
-        let first_steps = g.lines().filter(|l| {
-            l.starts_with("key_not_in") && (l.contains("\"a\" key_not_in") || l.contains("(\"a\", \"ab\")"))
-        });
+        let first_steps = g
+            .lines()
+            .filter(|l| l.starts_with("key_not_in") && (l.contains("\"a\" (") || l.contains("(\"a\", \"ab\")")));
         assert_eq!(first_steps.count(), 1, "{sp:?}: {g}");
         let ok = |text: &str| schema_accepts(s, sp, text);
         assert!(ok(r#"{"x":{"a":1,"b":"z"},"y":{"ab":null,"a":"s","abc":2}}"#), "{sp:?}");
