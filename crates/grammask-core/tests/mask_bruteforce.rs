@@ -1674,9 +1674,10 @@ fn one_rule_key_tries_match_brute_force() {
     let g = json_schema_to_grammar(&schema, &opts).unwrap();
     // The root, one rule for the 32-byte prefix of `long` (three keys run past it, one ends
     // there) and one for its 64-byte prefix.
-    let trie_rules = g.rules().iter().filter(|r| r.name.starts_with("key_not_in")).count();
+    // (`key_not_in_1`, no key excluded, is another object's.)
+    let trie_rules = g.rules().iter().filter(|r| r.name == "key_not_in" || r.name.starts_with("key_not_in.")).count();
     assert_eq!(trie_rules, 3, "one rule per node?");
-    assert_eq!(g.excluded_words().unwrap().rules.len(), 3);
+    assert_eq!(g.excluded_words().unwrap().rules.len(), 4);
     let mut docs: Vec<String> = Vec::new();
     for extra in [
         format!("{}Y", &long[..32]),
@@ -1700,7 +1701,8 @@ fn one_rule_key_tries_match_brute_force() {
     ] {
         docs.push(format!("{{\"zz_last\":1,\"{extra}\":2}}"));
     }
-    docs.push(format!("{{\"{}\":1,\"{long}\":2,\"abc\":3,\"zz_last\":4}}", &long[..32]));
+    // Known keys in the schema's order (an object's properties keep it).
+    docs.push(format!("{{\"{long}\":1,\"{}\":2,\"abc\":3,\"zz_last\":4}}", &long[..32]));
     let mut rng = Rng(67);
     let pieces: &[&[u8]] = &[
         b"{",
@@ -1739,13 +1741,14 @@ fn one_rule_key_tries_match_brute_force() {
         b"\xc3",
         b"\xa9",
     ];
-    // The large vocabularies along fewer documents (each brute force is ~150k matcher copies).
-    let few = [&docs[..6], &docs[docs.len() - 1..]].concat();
+    // The large vocabularies along one document, an extra key that runs through both rule
+    // boundaries and leaves the trie after 64 bytes (each brute force is ~150k matcher copies).
+    let few = [docs[1].clone()];
     for (name, vocab) in pieces_and_shared_vocabs(&mut rng, pieces, 300, &["llama3", "qwen2.5"]) {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        let docs: Vec<&[u8]> = (if name == "pieces" { &docs } else { &few }).iter().map(|d| d.as_bytes()).collect();
+        let docs: Vec<&[u8]> = (if name == "pieces" { &docs[..] } else { &few[..] }).iter().map(|d| d.as_bytes()).collect();
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
-        assert!(checked >= 100, "{name}: {checked} masks checked");
+        assert!(checked >= 80, "{name}: {checked} masks checked");
         assert!(cg.kernel_stats().excluded >= 10, "{name}: {:?}", cg.kernel_stats());
     }
 }

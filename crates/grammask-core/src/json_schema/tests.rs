@@ -535,12 +535,13 @@ fn key_set_rules_as_ir_equal_the_parsed_text() {
 
 /// Open objects (`strict_mode=false`) whose excluded-key tries take every node shape: keys that
 /// are prefixes of others, shared prefixes, one-character keys, space and `~`, one key set
-/// twice (one trie), nested objects.
-const KEY_TRIE_SCHEMAS: [&str; 4] = [
+/// twice (one trie), nested objects, keys past one rule's 32 trie levels (one ending there).
+const KEY_TRIE_SCHEMAS: [&str; 5] = [
     r#"{"type":"object","properties":{"a":{},"ab":{},"abc":{},"b":{},"ba":{}}}"#,
     r#"{"type":"object","properties":{"x y":{},"x~":{},"name":{"type":"object","properties":{"name":{},"names":{}}},"other":{"type":"object","properties":{"x y":{},"x~":{},"name":{},"other":{}}}}}"#,
     r#"{"type":"object","properties":{"first_name":{"type":"string"},"last_name":{"type":"string"},"age":{"type":"integer"}},"required":["age"]}"#,
     r#"{"type":"object","properties":{"q":{}},"additionalProperties":{"type":"object","properties":{"qq":{},"r":{}}}}"#,
+    r#"{"type":"object","properties":{"spec_template_metadata_annotations_kubernetes_io_last_applied_configuration":{},"spec_template_metadata_annotatioX":{},"spec_template_metadata_annotatio":{},"spec_template_metadata_annotations":{},"s":{}}}"#,
 ];
 
 #[test]
