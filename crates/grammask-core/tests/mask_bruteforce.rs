@@ -1694,7 +1694,7 @@ fn one_rule_key_tries_match_brute_force() {
         "x".into(),
         "filler_3".into(),
         "filler_030".into(),
-        "".into(),
+        String::new(),
         "x\\u001f".into(),
         "na\\n".into(),
         "é".into(),
@@ -1746,7 +1746,8 @@ fn one_rule_key_tries_match_brute_force() {
     let few = [docs[1].clone()];
     for (name, vocab) in pieces_and_shared_vocabs(&mut rng, pieces, 300, &["llama3", "qwen2.5"]) {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        let docs: Vec<&[u8]> = (if name == "pieces" { &docs[..] } else { &few[..] }).iter().map(|d| d.as_bytes()).collect();
+        let docs: Vec<&[u8]> =
+            (if name == "pieces" { &docs[..] } else { &few[..] }).iter().map(String::as_bytes).collect();
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
         assert!(checked >= 80, "{name}: {checked} masks checked");
         assert!(cg.kernel_stats().excluded >= 10, "{name}: {:?}", cg.kernel_stats());
