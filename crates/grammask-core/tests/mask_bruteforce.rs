@@ -1653,6 +1653,107 @@ fn short_excluded_key_starts_match_brute_force() {
     assert!(cg.kernel_stats().excluded >= 4, "{:?}", cg.kernel_stats());
 }
 
+/// An open object's excluded-key trie is one rule per 32 trie levels (`jstr::not_in_ascii_trie`;
+/// it was one rule per trie node): masks at every byte of extra keys that pass through the trie,
+/// leave it at each depth, stop at or run past a known key, and cross the rule boundaries at
+/// depths 32 and 64 (keys of 33-70 bytes, one exactly 32), equal the brute force under canonical
+/// spelling on a vocabulary of the keys' pieces and on Llama 3 and Qwen 2.5. The rule count
+/// fails with one rule per node.
+#[test]
+fn one_rule_key_tries_match_brute_force() {
+    use grammask_core::json_schema::{json_schema_to_grammar, JsonSchemaOptions};
+    let long = "spec_template_metadata_annotations_kubernetes_io_last_applied_config";
+    let mut keys: Vec<String> = vec![long.into(), long[..40].into(), format!("{}X", &long[..32]), long[..32].into()];
+    keys.extend(["a", "ab", "abc", "b", "name", "names", "x y", "x~"].map(String::from));
+    keys.extend((0..30).map(|i| format!("filler_{i:02}")));
+    keys.push("zz_last".into());
+    let props: Vec<String> = keys.iter().map(|k| format!("\"{k}\": {{\"type\": \"integer\"}}")).collect();
+    let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
+    let separators = Some((",".to_string(), ":".to_string()));
+    let opts = JsonSchemaOptions { strict_mode: false, separators, ..Default::default() };
+    let g = json_schema_to_grammar(&schema, &opts).unwrap();
+    // The root, one rule for the 32-byte prefix of `long` (three keys run past it, one ends
+    // there) and one for its 64-byte prefix.
+    // (`key_not_in_1`, no key excluded, is another object's.)
+    let trie_rules = g.rules().iter().filter(|r| r.name == "key_not_in" || r.name.starts_with("key_not_in.")).count();
+    assert_eq!(trie_rules, 3, "one rule per node?");
+    assert_eq!(g.excluded_words().unwrap().rules.len(), 4);
+    let mut docs: Vec<String> = Vec::new();
+    for extra in [
+        format!("{}Y", &long[..32]),
+        format!("{}_", &long[..64]),
+        format!("{}Z", &long[..65]),
+        format!("{long}x"),
+        long[..33].to_string(),
+        long[..31].to_string(),
+        format!("{}XY", &long[..32]),
+        "abcd".into(),
+        "a~".into(),
+        "namesx".into(),
+        "nam".into(),
+        "x".into(),
+        "filler_3".into(),
+        "filler_030".into(),
+        String::new(),
+        "x\\u001f".into(),
+        "na\\n".into(),
+        "é".into(),
+    ] {
+        docs.push(format!("{{\"zz_last\":1,\"{extra}\":2}}"));
+    }
+    // Known keys in the schema's order (an object's properties keep it).
+    docs.push(format!("{{\"{long}\":1,\"{}\":2,\"abc\":3,\"zz_last\":4}}", &long[..32]));
+    let mut rng = Rng(67);
+    let pieces: &[&[u8]] = &[
+        b"{",
+        b"}",
+        b"\"",
+        b":",
+        b",",
+        b"1",
+        b"_",
+        b"a",
+        b"b",
+        b"x",
+        b"y",
+        b"X",
+        b"Y",
+        b"Z",
+        b"~",
+        b" ",
+        b"\\",
+        b"u001f",
+        b"spec",
+        b"_template",
+        b"metadata",
+        b"_annotations",
+        b"_kubernetes",
+        b"_io",
+        b"_last",
+        b"_applied",
+        b"_config",
+        b"name",
+        b"names",
+        b"filler",
+        b"_0",
+        b"3",
+        b"zz",
+        b"\xc3",
+        b"\xa9",
+    ];
+    // The large vocabularies along one document, an extra key that runs through both rule
+    // boundaries and leaves the trie after 64 bytes (each brute force is ~150k matcher copies).
+    let few = [docs[1].clone()];
+    for (name, vocab) in pieces_and_shared_vocabs(&mut rng, pieces, 300, &["llama3", "qwen2.5"]) {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let docs: Vec<&[u8]> =
+            (if name == "pieces" { &docs[..] } else { &few[..] }).iter().map(String::as_bytes).collect();
+        let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+        assert!(checked >= 80, "{name}: {checked} masks checked");
+        assert!(cg.kernel_stats().excluded >= 10, "{name}: {:?}", cg.kernel_stats());
+    }
+}
+
 /// A tool-calling grammar in the shape of a structural tag (free text, then tags whose fixed
 /// strings start with `{"name": "`, `", "parameters": ` and known keys, JSON-like arguments).
 const TOOL_CALL_EBNF: &str = r#"

@@ -229,9 +229,11 @@ fn u_escape(v: u32, lit: &mut String, parts: &mut Vec<String>) {
 }
 
 /// [`not_in_canonical`] for keys of printable ASCII other than `"` and `\\` (each such character has
-/// one canonical spelling, itself): one rule per trie node, `""` where the prefix is not a key, each
-/// child character to its node, and any other character (a raw class without the children, or an
-/// escape) followed by `json_char*`. Returns the root node's rule.
+/// one canonical spelling, itself): a trie of the keys whose node bodies are `""` where the prefix
+/// is not a key, each child character followed by its child's body, and any other character (a raw
+/// class without the children, or an escape) followed by `json_char*`. Returns the root's rule.
+/// Only the root and the nodes at depths that are multiples of [`TRIE_RULE_DEPTH`] are rules
+/// (`NAME` and `NAME.i`); every other node's body is written in its parent's, in parentheses.
 /// PERF: the automaton printed from the character DFA spells every "other" class with its `\\u`
 /// ranges at every node: open objects of large schemas passed the automaton-size limit.
 /// The continuations after a deviation are two rules shared by the whole grammar
@@ -239,16 +241,22 @@ fn u_escape(v: u32, lit: &mut String, parts: &mut Vec<String>) {
 /// costs its raw class and two references. PERF: the escape alternatives copied into every
 /// node (about 40 automaton states each) made the key tries of open objects under canonical
 /// spelling pass the automaton-size limit where the `spelling="any"` grammar did not.
+/// PERF: one rule per node (3,921 of kb_684's ~11k rules, nearly all inlined into their
+/// parents anyway) cost every pass over the rules (names, inlining plan, equal rules, FOLLOW
+/// sets, one empty automaton each).
 fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     // Trie nodes: (children (char, node), is a key).
     let mut nodes: Vec<(Vec<(u8, usize)>, bool)> = vec![(Vec::new(), false)];
+    // Whether each node is a rule of its own (the root, and every TRIE_RULE_DEPTH-th level).
+    let mut heads = vec![true];
     for k in keys {
         let mut n = 0;
-        for &b in k.as_bytes() {
+        for (d, &b) in k.as_bytes().iter().enumerate() {
             n = match nodes[n].0.iter().find(|c| c.0 == b) {
                 Some(&(_, m)) => m,
                 None => {
                     nodes.push((Vec::new(), false));
+                    heads.push((d + 1) % TRIE_RULE_DEPTH == 0);
                     let m = nodes.len() - 1;
                     nodes[n].0.push((b, m));
                     m
@@ -262,62 +270,71 @@ fn not_in_ascii_trie(e: &mut Ebnf, keys: &[&str]) -> Result<String> {
     e.define_once_fixed(KEY_ESCAPE_RULE, KEY_ESCAPE_BODY)?;
     e.define_once_fixed(KEY_NON_ASCII_RULE, "[\\u0080-\\U0010FFFF] json_char*")?;
     let name = |i: usize| if i == 0 { base.clone() } else { format!("{base}.{i}") };
-    // Each node's rule matches every string body but the rests of the keys through it.
+    // Each rule matches every string body but the rests of the keys through its node.
     let mut words: Vec<Vec<Box<[u8]>>> = vec![Vec::new(); nodes.len()];
     for k in keys {
         let mut n = 0;
         for (i, &b) in k.as_bytes().iter().enumerate() {
-            words[n].push(k.as_bytes()[i..].into());
+            if heads[n] {
+                words[n].push(k.as_bytes()[i..].into());
+            }
             n = nodes[n].0.iter().find(|c| c.0 == b).map_or(0, |c| c.1);
         }
-        words[n].push(Box::default());
+        if heads[n] {
+            words[n].push(Box::default());
+        }
     }
     e.any_body = Some(KEY_OTHER_RULE.to_string());
-    e.excluded.extend(words.into_iter().enumerate().map(|(i, w)| (name(i), w)));
+    e.excluded.extend(words.into_iter().enumerate().filter(|&(i, _)| heads[i]).map(|(i, w)| (name(i), w)));
+    let trie = KeyTrie { base: base.clone(), nodes, heads };
     if e.direct_tries {
         // Kept out of the text (`KeyTrie`); its bytes counted as if written.
         let mut len = ByteCount(0);
-        for (i, (children, is_key)) in nodes.iter().enumerate() {
-            write_trie_node(&mut len, &base, i, children, *is_key);
-        }
+        write_trie(&mut len, &trie);
         #[cfg(test)]
         TRIE_BYTES.with(|v| v.borrow_mut().push(len.0));
         e.defer_raw(len.0)?;
-        e.key_tries.push(KeyTrie { base: base.clone(), nodes });
+        e.key_tries.push(trie);
         return Ok(base);
     }
     let mut text = String::new();
-    for (i, (children, is_key)) in nodes.iter().enumerate() {
-        write_trie_node(&mut text, &base, i, children, *is_key);
-    }
+    write_trie(&mut text, &trie);
     #[cfg(test)]
     TRIE_BYTES.with(|v| v.borrow_mut().push(text.len()));
     e.raw(&text)?;
     Ok(base)
 }
 
+/// Trie levels per key-trie rule ([`not_in_ascii_trie`]): bounds the nesting of the written
+/// bodies (and of the NFA built from them) for long keys.
+const TRIE_RULE_DEPTH: usize = 32;
+
 #[cfg(test)]
 thread_local! {
     /// The text length of each key trie on this thread: as written, or as counted without
     /// writing it (IR mode).
     pub(super) static TRIE_BYTES: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// Key-trie rules [`build_tries`] defined on this thread.
+    /// Key-trie nodes [`build_tries`] built on this thread.
     pub(super) static TRIES_BUILT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Writes the rule of node `i` of the key trie `base` (see [`not_in_ascii_trie`]):
-/// `NAME ::= ["" | ]"c" NAME.m | ... | [^"\\\x00-\x1f\u0080-\U0010FFFF\xCC...] OTHER | "\\" ESCAPE
-/// | NON_ASCII`, one line. The children's characters are `raw_only` (no escape in a literal).
+/// Writes the rules of `t` (see [`not_in_ascii_trie`]), one line each, in node order.
+fn write_trie<W: Write>(out: &mut W, t: &KeyTrie) {
+    for i in (0..t.nodes.len()).filter(|&i| t.heads[i]) {
+        t.push_name(out, i);
+        let _ = out.write_str(" ::= ");
+        write_trie_body(out, t, i);
+        let _ = out.write_char('\n');
+    }
+}
+
+/// Writes the body of node `i` of `t`:
+/// `["" | ]"c" CHILD | ... | [^"\\\x00-\x1f\u0080-\U0010FFFF\xCC...] OTHER | "\\" ESCAPE | NON_ASCII`,
+/// `CHILD` the child's rule name where it is a rule, else its body in parentheses. The
+/// children's characters are `raw_only` (no escape in a literal).
 /// PERF: written in place (it was a `format!` per child): a band compile wrote ~450 children.
-fn write_trie_node<W: Write>(out: &mut W, base: &str, i: usize, children: &[(u8, usize)], is_key: bool) {
-    let push_name = |out: &mut W, i: usize| {
-        let _ = out.write_str(base);
-        if i != 0 {
-            push_node_suffix(out, i);
-        }
-    };
-    push_name(out, i);
-    let _ = out.write_str(" ::= ");
+fn write_trie_body<W: Write>(out: &mut W, t: &KeyTrie, i: usize) {
+    let (children, is_key) = &t.nodes[i];
     if !is_key {
         let _ = out.write_str("\"\" | ");
     }
@@ -326,7 +343,13 @@ fn write_trie_node<W: Write>(out: &mut W, base: &str, i: usize, children: &[(u8,
         let _ = out.write_char('"');
         let _ = out.write_char(char::from(b));
         let _ = out.write_str("\" ");
-        push_name(out, m);
+        if t.heads[m] {
+            t.push_name(out, m);
+        } else {
+            let _ = out.write_char('(');
+            write_trie_body(out, t, m);
+            let _ = out.write_char(')');
+        }
         let _ = out.write_str(" | ");
     }
     let _ = out.write_str("[^\"\\\\\\x00-\\x1f\\u0080-\\U0010FFFF");
@@ -342,7 +365,6 @@ fn write_trie_node<W: Write>(out: &mut W, base: &str, i: usize, children: &[(u8,
     let _ = out.write_str(KEY_ESCAPE_RULE);
     let _ = out.write_str(" | ");
     let _ = out.write_str(KEY_NON_ASCII_RULE);
-    let _ = out.write_char('\n');
 }
 
 /// Writes `.{i}`, a trie node's name suffix. PERF: without the formatting machinery (two
@@ -373,68 +395,88 @@ impl Write for ByteCount {
     }
 }
 
-/// A key trie of [`not_in_ascii_trie`] kept out of the converter's text
-/// ([`super::json_schema_to_grammar`]): its rule name and nodes (children (byte, node), is a key).
+/// A key trie of [`not_in_ascii_trie`]: its root rule's name, its nodes (children (byte, node),
+/// is a key) and which nodes are rules of their own.
 pub struct KeyTrie {
     base: String,
     nodes: Vec<(Vec<(u8, usize)>, bool)>,
+    heads: Vec<bool>,
+}
+
+impl KeyTrie {
+    /// Writes the rule name of node `i` (a head).
+    fn push_name<W: Write>(&self, out: &mut W, i: usize) {
+        let _ = out.write_str(&self.base);
+        if i != 0 {
+            push_node_suffix(out, i);
+        }
+    }
 }
 
 /// Defines the rules of `tries` in `b`, each the expression the parser makes of the text
-/// [`write_trie_node`] writes for it (same node kinds, children and order); returns their ids.
+/// [`write_trie`] writes for it (same node kinds, children and order); returns their ids.
 /// PERF: the key tries were ~70% of the text parsed for a typical MaskBench schema (the band of
 /// docs/benchmarks.md, session 36).
 pub(crate) fn build_tries(tries: &[KeyTrie], b: &mut GrammarBuilder) -> Result<Vec<RuleId>> {
     if tries.is_empty() {
         return Ok(Vec::new()); // declares no rule (a declared rule must be defined)
     }
-    let mut defined = Vec::with_capacity(tries.iter().map(|t| t.nodes.len()).sum());
+    let mut defined = Vec::with_capacity(tries.iter().map(|t| t.heads.iter().filter(|&&h| h).count()).sum());
     #[cfg(test)]
-    TRIES_BUILT.with(|n| n.set(n.get() + defined.capacity()));
-    let other = b.rule_id(KEY_OTHER_RULE);
-    let escape = b.rule_id(KEY_ESCAPE_RULE);
-    let non_ascii = b.rule_id(KEY_NON_ASCII_RULE);
+    TRIES_BUILT.with(|n| n.set(n.get() + tries.iter().map(|t| t.nodes.len()).sum::<usize>()));
+    let conts = [b.rule_id(KEY_OTHER_RULE), b.rule_id(KEY_ESCAPE_RULE), b.rule_id(KEY_NON_ASCII_RULE)];
     let mut name = String::new();
     let mut ranges: Vec<(u32, u32)> = Vec::new();
     for t in tries {
-        let node_name = |name: &mut String, i: usize| {
+        // The rule id of each head node.
+        let mut ids: Vec<Option<RuleId>> = vec![None; t.nodes.len()];
+        for (i, id) in ids.iter_mut().enumerate().filter(|&(i, _)| t.heads[i]) {
             name.clear();
-            name.push_str(&t.base);
-            if i != 0 {
-                push_node_suffix(name, i);
-            }
-        };
-        let ids: Vec<RuleId> = (0..t.nodes.len())
-            .map(|i| {
-                node_name(&mut name, i);
-                b.rule_id(&name)
-            })
-            .collect();
-        for (i, (children, is_key)) in t.nodes.iter().enumerate() {
-            let mut alts: Vec<ExprId> = Vec::with_capacity(children.len() + 4);
-            if !is_key {
-                alts.push(b.empty());
-            }
-            for &(c, m) in children {
-                let lit = b.bytes(&[c]);
-                let next = b.rule_ref(ids[m]);
-                alts.push(b.add(Expr::Seq([lit, next].into())));
-            }
-            deviation_ranges(children, &mut ranges);
-            let class = b.char_class(&ranges, false);
-            let rest = b.rule_ref(other);
-            alts.push(b.add(Expr::Seq([class, rest].into())));
-            let backslash = b.bytes(b"\\");
-            let rest = b.rule_ref(escape);
-            alts.push(b.add(Expr::Seq([backslash, rest].into())));
-            alts.push(b.rule_ref(non_ascii));
-            let body = b.add(Expr::Choice(alts.into()));
-            node_name(&mut name, i);
-            b.define(&name, body, None)?;
-            defined.push(ids[i]);
+            t.push_name(&mut name, i);
+            *id = Some(b.rule_id(&name));
+        }
+        for i in (0..t.nodes.len()).filter(|&i| t.heads[i]) {
+            let body = trie_body(t, i, &ids, conts, &mut ranges, b);
+            name.clear();
+            t.push_name(&mut name, i);
+            defined.push(b.define(&name, body, None)?);
         }
     }
     Ok(defined)
+}
+
+/// The expression of node `i`'s body (see [`write_trie_body`]); `ids` the head nodes' rules,
+/// `conts` the other, escape and non-ASCII continuations.
+fn trie_body(
+    t: &KeyTrie,
+    i: usize,
+    ids: &[Option<RuleId>],
+    conts: [RuleId; 3],
+    ranges: &mut Vec<(u32, u32)>,
+    b: &mut GrammarBuilder,
+) -> ExprId {
+    let (children, is_key) = &t.nodes[i];
+    let mut alts: Vec<ExprId> = Vec::with_capacity(children.len() + 4);
+    if !is_key {
+        alts.push(b.empty());
+    }
+    for &(c, m) in children {
+        let lit = b.bytes(&[c]);
+        let next = match ids[m] {
+            Some(id) => b.rule_ref(id),
+            None => trie_body(t, m, ids, conts, ranges, b),
+        };
+        alts.push(b.add(Expr::Seq([lit, next].into())));
+    }
+    deviation_ranges(children, ranges);
+    let class = b.char_class(ranges, false);
+    let rest = b.rule_ref(conts[0]);
+    alts.push(b.add(Expr::Seq([class, rest].into())));
+    let backslash = b.bytes(b"\\");
+    let rest = b.rule_ref(conts[1]);
+    alts.push(b.add(Expr::Seq([backslash, rest].into())));
+    alts.push(b.rule_ref(conts[2]));
+    b.add(Expr::Choice(alts.into()))
 }
 
 /// The class a key-trie node's raw-character deviation is written with,

@@ -1269,7 +1269,8 @@ fn excluded_key_starts_search_the_body_rule() {
     let schema = r#"{"type": "object", "properties": {
         "date_range": {"type": "object", "properties": {"end_date": {"type": "string"}, "start_date": {"type": "string"}}},
         "keywords": {"type": "array", "items": {"type": "string"}}, "": {"type": "integer"},
-        "source": {"type": "string"}, "sourceX": {"type": "integer"}}}"#;
+        "source": {"type": "string"}, "sourceX": {"type": "integer"},
+        "meta": {"type": "object", "properties": {"a": {}, "ab": {"type": "object", "properties": {"x y": {}}}}}}}"#;
     let g = json_schema_to_grammar(schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
     let a = Automata::build(&g).unwrap();
     let substitutes = crate::compiled::excluded_substitutes(&g, &a);
