@@ -7,7 +7,11 @@
 //! budgeted fill slower than `MS` milliseconds (schema, run, step, tokens left, and the same
 //! step's unbudgeted fill); with `REPLAY_ONLY=NAME[,NAME...]`, replays only the schemas whose
 //! file name contains one of the `NAME`s. Times are this thread's CPU time. Prints a hash of
-//! every budgeted mask (`masks ...`): builds that fill the same masks print the same hash.
+//! every budgeted mask (`masks ...`): builds that fill the same masks print the same hash. With
+//! `REPLAY_CENSUS=1` and both sides, also how many budgeted masks equal the unbudgeted one
+//! (`unbound ...`: the budget removed no token) and their time, and how many schemas' grammars
+//! have a finite cost ceiling (`Completion::ceiling`: limits at or above it take no walk); off
+//! by default, as its copies and compares of each row touch the caches the fills use.
 #[path = "common/cpu_clock.rs"]
 mod cpu_clock;
 
@@ -53,6 +57,10 @@ fn main() {
     };
     let mut masks = std::collections::hash_map::DefaultHasher::new();
     let mut sides = vec![side("budget", Some(budget))];
+    // Budgeted fills whose mask equals the unbudgeted one: count, their budgeted time; schemas
+    // with a finite ceiling, schemas.
+    let (mut unbound, mut ceilings, mut schemas) = (Vec::new(), 0usize, 0usize);
+    let census = std::env::var_os("REPLAY_CENSUS").is_some() && !only_budget;
     if !only_budget {
         sides.push(side("nobudget", None));
     }
@@ -63,6 +71,8 @@ fn main() {
         }
         let schema = case["schema"].to_string();
         let grammars: Vec<_> = sides.iter().map(|s| s.compiler.compile_json_schema(&schema, &opts).unwrap()).collect();
+        schemas += 1;
+        ceilings += usize::from(grammars[0].completion().ceiling() < grammask_core::budget::INF);
         for (r, run) in case["runs"].as_array().unwrap().iter().enumerate() {
             let ids: Vec<u32> = run.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
             let mut matchers: Vec<Matcher> = sides
@@ -73,6 +83,7 @@ fn main() {
                 })
                 .collect();
             let mut row = vec![0u32; vocab.vocab_size().div_ceil(32)];
+            let mut budgeted_row = row.clone();
             for (i, &t) in ids.iter().enumerate() {
                 // Each side's fill in turn (as a binding fills a bitmask row), then each side
                 // accepts the sampled token.
@@ -82,7 +93,13 @@ fn main() {
                     s.times.push(cpu_clock::seconds(cpu_clock::THREAD) - t0);
                     if k == 0 {
                         row.hash(&mut masks);
+                        if census {
+                            budgeted_row.copy_from_slice(&row);
+                        }
                     }
+                }
+                if census && budgeted_row == row {
+                    unbound.push(sides[0].times.last().copied().unwrap_or(0.0));
                 }
                 let dt = sides[0].times.last().copied().unwrap_or(0.0);
                 if slow_ms.is_some_and(|ms| dt * 1e3 > ms) {
@@ -102,6 +119,20 @@ fn main() {
         }
     }
     println!("masks {:016x}", masks.finish());
+    if census {
+        let total: f64 = sides[0].times.iter().sum();
+        let p99 = pct(&mut sides[0].times, 99.0) / 1e6;
+        let tail = sides[0].times.iter().filter(|&&t| t >= p99).count();
+        println!(
+            "unbound {} of {} fills, {:.1} of {:.1} ms budgeted, {} of the {tail} at or above the p99; \
+             ceilings {ceilings} of {schemas} schemas",
+            unbound.len(),
+            sides[0].times.len(),
+            unbound.iter().sum::<f64>() * 1e3,
+            total * 1e3,
+            unbound.iter().filter(|&&t| t >= p99).count()
+        );
+    }
     for s in &mut sides {
         let total: f64 = s.times.iter().sum();
         let n = s.times.len();

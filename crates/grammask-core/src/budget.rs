@@ -120,6 +120,73 @@ fn with_state_set<R>(a: &Automata, f: impl FnOnce(&mut StateSet) -> R) -> R {
 /// "No completion" (larger than any budget; sums of two stay below `u32::MAX`).
 pub const INF: u32 = u32::MAX / 4;
 
+test_counter! {
+    /// How many masks [`Budget::restrict`] left as they are because the limit was at or above
+    /// the grammar's [`Completion::ceiling`], for tests.
+    pub fn ceiling_skips => CEILING_SKIPS
+}
+
+/// The most `C` any chart row of the grammar can cost, or [`INF`] when that is unbounded or not
+/// known. An item of a row costs `dist + U`, and `U(R, o)` is the least `dist(t) + U` over the
+/// items of row `o` with an edge `R -> t`, so it is at most `up[R]`: the most `dist(t) + up[Q]`
+/// over the edges `R -> t` of the states of a rule `Q` that calls `R` (`up[root] = 0`). A row
+/// costs at most any of its items, so at most the most `dist[s] + up[rule(s)]`. Finite only when
+/// no rule the root reaches calls itself (through others) and each of their states has a finite
+/// `dist`; [`INF`] for grammars not [`Completion::mergeable`] (their rows count more than items).
+fn cost_ceiling(a: &Automata, dist: &[u32]) -> u32 {
+    let rules = a.num_rules();
+    let mut states_of: Vec<Vec<u32>> = vec![Vec::new(); rules];
+    for (s, st) in a.states().iter().enumerate() {
+        states_of[st.rule.index()].push(s as u32);
+    }
+    // The rules the root reaches, and how many edges of theirs call each.
+    let root = a.root().index();
+    let mut reached = vec![false; rules];
+    let mut callers = vec![0u32; rules];
+    let mut stack = vec![root];
+    reached[root] = true;
+    while let Some(q) = stack.pop() {
+        for &s in &states_of[q] {
+            for &(r, _) in a.rule_edges(StateId(s)) {
+                callers[r.index()] += 1;
+                if !std::mem::replace(&mut reached[r.index()], true) {
+                    stack.push(r.index());
+                }
+            }
+        }
+    }
+    if callers[root] > 0 {
+        return INF;
+    }
+    // Rules in an order where every caller comes first (none when some rule is recursive).
+    let mut up = vec![0u32; rules];
+    let mut ready = vec![root];
+    let mut done = 0;
+    let mut most = 0u32;
+    while let Some(q) = ready.pop() {
+        done += 1;
+        for &s in &states_of[q] {
+            let d = dist[s as usize];
+            if d >= INF {
+                return INF;
+            }
+            most = most.max((d + up[q]).min(INF));
+            for &(r, t) in a.rule_edges(StateId(s)) {
+                let r = r.index();
+                up[r] = up[r].max((dist[t.0 as usize] + up[q]).min(INF));
+                callers[r] -= 1;
+                if callers[r] == 0 {
+                    ready.push(r);
+                }
+            }
+        }
+    }
+    if done < reached.iter().filter(|&&x| x).count() {
+        return INF;
+    }
+    most
+}
+
 /// Shortest completion lengths of every automaton state. Invariant: `dist[s]` is the least
 /// number of single-byte tokens reading a path from `s` to a final state of its rule, where a
 /// rule edge costs the shortest length of its rule, or [`INF`] when there is none.
@@ -191,6 +258,9 @@ pub struct Completion {
     near_rules: Mutex<FastMap<u64, Option<u32>>>,
     /// What limit walks did, counted for tests ([`Completion::walk_stats`]).
     stats: WalkStats<AtomicUsize>,
+    /// The most any row of the grammar costs ([`cost_ceiling`]): at a limit this high no token
+    /// is over it, and [`Budget::restrict`] leaves the mask as it is without a walk.
+    ceiling: u32,
 }
 
 /// What limit walks did, counted for tests: `WalkStats<AtomicUsize>` counts, and
@@ -941,6 +1011,7 @@ impl Completion {
             && !a.has_lookahead()
             && !a.has_token_edges()
             && a.char_budgets().is_none_or(crate::compiler::CharBudgets::is_empty);
+        let ceiling = if mergeable { cost_ceiling(a, &dist) } else { INF };
         Completion {
             dist,
             top,
@@ -966,7 +1037,13 @@ impl Completion {
             near_caps: Mutex::default(),
             near_rules: Mutex::default(),
             stats: WalkStats::default(),
+            ceiling,
         }
+    }
+
+    /// The most any chart row of the grammar costs, or [`INF`] (see [`cost_ceiling`]).
+    pub fn ceiling(&self) -> u32 {
+        self.ceiling
     }
 
     /// A hash of what leaf state `s` reads within `depth` bytes: the states it reaches by
@@ -3923,6 +4000,12 @@ impl Budget {
             return Ok(());
         }
         let limit = (remaining - 2).min(INF as usize) as u32;
+        // PERF: far from the end of the budget of a grammar without recursion, no row costs
+        // more than the limit, so no token does: the walk (new states, ~0.1-1 ms) lists nothing.
+        if limit >= self.comp.ceiling {
+            CEILING_SKIPS.set(CEILING_SKIPS.get() + 1);
+            return Ok(());
+        }
         let sig = chart.last_signature();
         if self.comp.memo_bound(sig).is_some_and(|b| limit >= b) {
             return Ok(());
@@ -4018,13 +4101,15 @@ impl Budget {
 
 impl Budget {
     /// Whether [`Budget::restrict`] leaves the mask of chart state `sig` as it is, `accepted`
-    /// tokens having been accepted, known from its memoized entry alone: every token the state
-    /// allows costs at most the limit (its entry's `bound`). One memo lookup, no row tables (they
+    /// tokens having been accepted, known from the grammar's [`Completion::ceiling`] or its
+    /// memoized entry alone: every token the state allows costs at most the limit (the ceiling,
+    /// or its entry's `bound`). At most one memo lookup, no row tables (they
     /// catch up at the next [`Budget::shortest`]), so a memoized mask is served as without a
     /// budget.
     pub fn leaves_mask(&self, sig: u128, accepted: usize) -> bool {
         let remaining = self.max_tokens.saturating_sub(accepted);
-        remaining >= 2 && self.comp.memo_bound(sig).is_some_and(|b| (remaining - 2).min(INF as usize) as u32 >= b)
+        let limit = (remaining.max(2) - 2).min(INF as usize) as u32;
+        remaining >= 2 && (limit >= self.comp.ceiling || self.comp.memo_bound(sig).is_some_and(|b| limit >= b))
     }
 
     /// For token edges (`crate::token_edges`): the most a completion may cost after the next

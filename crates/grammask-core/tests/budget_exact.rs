@@ -1317,3 +1317,66 @@ fn front_lists_and_exit_levels_from_walk_arenas_equal_exact_walks() {
     }
     assert!(fronts > 0 && skips > 0, "{fronts} frontier subtrees listed, {skips} nodes took known exit levels");
 }
+
+/// A grammar without recursion has a cost ceiling (`Completion::ceiling`): no row costs more, so
+/// at a limit at or above it `Budget::restrict` leaves the mask as it is without a walk. Along
+/// random paths, every cost after a token is at most the ceiling, and at every remaining budget
+/// up to past the ceiling the masks equal the breadth-first definition; limits above it took
+/// that path (`budget::ceiling_skips`). In `rise` the token `a` costs the ceiling (the callee's
+/// start), so a ceiling one too low fails there. Recursive grammars (`nested`, `expr`) have none.
+#[test]
+fn limits_at_the_cost_ceiling_mask_equal_brute_force() {
+    let (vocab, stop) = vocab();
+    let mut rng = Rng(0xCE11_1A65_0000_5EED);
+    let skips = grammask_core::budget::ceiling_skips();
+    let rise = ("rise", parse_ebnf("root ::= \"a\" x | \"b\"\nx ::= \"cccccccc\" \"d\"?", "root").unwrap());
+    for (name, g) in grammars().into_iter().chain([rise]) {
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let ceiling = cg.completion().ceiling();
+        if matches!(name, "nested" | "expr") {
+            assert_eq!(ceiling, grammask_core::budget::INF, "{name}");
+            continue;
+        }
+        if !matches!(name, "object" | "string" | "rise") {
+            continue;
+        }
+        assert!(ceiling < 64, "{name}: ceiling {ceiling}");
+        let mut memo = HashMap::new();
+        let mut at_ceiling = false;
+        for _ in 0..3 {
+            let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut taken: Vec<u32> = Vec::new();
+            for step in 0..10 {
+                let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                let now = shortest(&free, &mut memo, 64).expect("a completion");
+                let costs = costs_after(&free, &allowed, stop, &mut memo);
+                assert!(costs.iter().all(|c| c.1.is_some_and(|k| k <= ceiling)), "{name} step {step}: {costs:?}");
+                at_ceiling |= costs.iter().any(|c| c.1 == Some(ceiling));
+                for remaining in (now as usize + 1)..=(ceiling as usize + 4) {
+                    let Ok(mut m) = Matcher::new(
+                        cg.clone(),
+                        MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() },
+                    ) else {
+                        continue;
+                    };
+                    for &t in &taken {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                    let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                    let mut want: HashSet<u32> = fitting(&costs, remaining).collect();
+                    if free.is_completed() {
+                        want.insert(stop);
+                    }
+                    assert_eq!(got, want, "{name} step {step} remaining {remaining} (now {now}, ceiling {ceiling})");
+                }
+                let Some(&(t, _)) = costs.get(rng.below(costs.len().max(1) as u64) as usize) else {
+                    break;
+                };
+                assert!(free.accept_token(t).unwrap());
+                taken.push(t);
+            }
+        }
+        assert!(name != "rise" || at_ceiling, "no token of rise cost its ceiling {ceiling}");
+    }
+    assert!(grammask_core::budget::ceiling_skips() > skips, "no mask was left as it is at the ceiling");
+}
