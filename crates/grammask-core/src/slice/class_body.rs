@@ -624,7 +624,7 @@ test_counter! {
     pub fn class_body_slices_pruned => PRUNED
 }
 
-/// *Character bits* ([`CHAR_BITS`]): what one trie node's byte adds to the body text of its path,
+/// *Character bits* ([`char_bit`]): what one trie node's byte adds to the body text of its path,
 /// by the body state before it. A bit of its own per ASCII character at a boundary (`\` for an
 /// escape begun), per escaped character, one for every lead byte of a multi-byte character, one
 /// for every continuation byte, and one for a byte the body automaton does not read (`Walk` or
@@ -655,21 +655,6 @@ const fn char_bit_of(b: u8, x: u8) -> u8 {
     }
 }
 
-/// [`char_bit_of`] for every body state and byte.
-static CHAR_BITS: [[u8; 256]; 9] = {
-    let mut t = [[NOT_BODY; 256]; 9];
-    let mut b = 0;
-    while b < 9 {
-        let mut x = 0;
-        while x < 256 {
-            t[b][x] = char_bit_of(b as u8, x as u8);
-            x += 1;
-        }
-        b += 1;
-    }
-    t
-};
-
 /// Per vocabulary, for [`ClassBodySlice::pruned`]: per trie node, the union of the character bits
 /// ([`NOT_BODY`]) of the node and of every node below it, as the body automaton reads its path.
 /// A class-body scan skips a subtree whose bits the class reads all: every path in it is class text.
@@ -699,6 +684,13 @@ static TEXT_STEPS: [[(u8, u8); 256]; 10] = {
     }
     t
 };
+
+/// The character bit of byte `x` from body state `b` (< 9; [`NOT_BODY`]): [`char_bit_of`], read
+/// off [`TEXT_STEPS`].
+#[inline]
+fn char_bit(b: usize, x: usize) -> u8 {
+    TEXT_STEPS[b][x].1
+}
 
 /// `ONE[k]`: bit `k` alone.
 /// PERF: a shift of a `u128` by a variable is ~10 instructions, a sixth of the index's build.
@@ -752,9 +744,9 @@ fn text_bits(table: &[[u16; 256]], pair_body: &[u8]) -> Option<u128> {
     let steps = &body_table().0;
     let mut bits = 1u128 << CONT;
     let read = |p: usize| (0..256).filter(move |&x| table[p][x] != NONE);
-    bits |= read(0).fold(0u128, |m, x| m | 1 << CHAR_BITS[0][x]);
+    bits |= read(0).fold(0u128, |m, x| m | 1 << char_bit(0, x));
     if let Some(&e) = table[0].get(usize::from(b'\\')).filter(|&&e| e != NONE) {
-        bits |= read(usize::from(e)).fold(0u128, |m, x| m | 1 << CHAR_BITS[1][x]);
+        bits |= read(usize::from(e)).fold(0u128, |m, x| m | 1 << char_bit(1, x));
     }
     for (p, row) in table.iter().enumerate() {
         let b = usize::from(pair_body[p]);
@@ -763,7 +755,7 @@ fn text_bits(table: &[[u16; 256]], pair_body: &[u8]) -> Option<u128> {
         }
         for (x, &next) in row.iter().enumerate() {
             let want = match steps[b][x] {
-                Body::To(c) if bits >> CHAR_BITS[b][x] & 1 == 1 => Some(c),
+                Body::To(c) if bits >> char_bit(b, x) & 1 == 1 => Some(c),
                 _ => None,
             };
             match (next, want) {
@@ -893,7 +885,7 @@ impl ClassBodySlice {
             let d = n.depth as usize;
             let (q, k) = at[d - 1];
             let x = usize::from(n.byte);
-            if bits >> CHAR_BITS[usize::from(q)][x] & 1 == 0 {
+            if bits >> char_bit(usize::from(q), x) & 1 == 0 {
                 // The path leaves the class here (as `Self::new`'s `leave`).
                 match steps[usize::from(q)][x] {
                     Body::Walk => {
