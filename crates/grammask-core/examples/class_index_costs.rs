@@ -46,10 +46,10 @@ fn main() {
     println!("parse      {:7.2} ms", ms(t));
     let t = Instant::now();
     let a = Automata::build(&g).unwrap();
-    println!("automata   {:7.2} ms ({} states)", ms(t), a.id_bound());
+    println!("automata   {:7.2} ms ({} states)", ms(t), a.states().len());
     let mut classes: Vec<(u128, bool, bool)> = Vec::new();
     let t = Instant::now();
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         let mut note = |c: u128, utf8: bool| {
             let free = BodySlice::covers(&a, s, &CoverMemo::default()).is_none();
             match classes.iter_mut().find(|x| (x.0, x.1) == (c, utf8)) {

@@ -12,7 +12,7 @@ fn main() {
     let g = json_schema_to_grammar(&schema, &opts).unwrap();
     let a = Automata::build(&g).unwrap();
     let mut per_rule = std::collections::BTreeMap::<u32, (usize, usize, std::collections::BTreeSet<String>)>::new();
-    for s in 0..a.id_bound() as u32 {
+    for s in 0..a.states().len() as u32 {
         let st = a.state(StateId(s));
         let e = per_rule.entry(st.rule.0).or_default();
         e.0 += 1;

@@ -61,7 +61,7 @@ fn main() {
         let mut first_follow = std::collections::HashMap::new();
         let (nullable, follow) = nullable_and_follow(&a);
         let mut count = vec![0usize; a.num_rules()];
-        for s in a.state_ids().map(|s| a.state(s)) {
+        for s in a.states() {
             count[s.rule.index()] += 1;
         }
         // (rules, nullable mismatches, FOLLOW mismatches, plain-count matches, above plain, below plain,

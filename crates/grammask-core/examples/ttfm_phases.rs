@@ -38,9 +38,8 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 
 /// The `n` rules with the most states in `a`.
 fn print_top_rules(g: &grammask_core::grammar::Grammar, a: &Automata, n: usize) {
-    let mut per_rule =
-        vec![0usize; a.state_ids().map(|s| a.state(s)).map(|s| s.rule.0 as usize + 1).max().unwrap_or(0)];
-    for st in a.state_ids().map(|s| a.state(s)) {
+    let mut per_rule = vec![0usize; a.states().iter().map(|s| s.rule.0 as usize + 1).max().unwrap_or(0)];
+    for st in a.states() {
         per_rule[st.rule.0 as usize] += 1;
     }
     let mut top: Vec<(usize, usize)> = per_rule.into_iter().enumerate().filter(|x| x.1 > 0).collect();
@@ -53,7 +52,7 @@ fn print_top_rules(g: &grammask_core::grammar::Grammar, a: &Automata, n: usize) 
 
 /// (rules, states) of the rules a text of at most `d` bytes from the start reaches (upper bound).
 fn reach(a: &Automata, d: usize) -> (usize, usize) {
-    let n = a.id_bound();
+    let n = a.states().len();
     // dist[s]: fewest bytes from s to a final state of its rule; minlen[r] = dist[start of r].
     // Relaxed in reverse state order until stable (chains are numbered from their start).
     let mut dist = vec![usize::MAX; n];
@@ -120,12 +119,12 @@ fn reach(a: &Automata, d: usize) -> (usize, usize) {
         }
     }
     let mut rules = vec![false; a.num_rules()];
-    for (i, st) in a.state_ids().map(|s| (s.0 as usize, a.state(s))) {
+    for (i, st) in a.states().iter().enumerate() {
         if depth[i] != usize::MAX {
             rules[st.rule.index()] = true;
         }
     }
-    let states = a.state_ids().map(|s| a.state(s)).filter(|st| rules[st.rule.index()]).count();
+    let states = a.states().iter().filter(|st| rules[st.rule.index()]).count();
     (rules.iter().filter(|&&x| x).count(), states)
 }
 
@@ -166,15 +165,10 @@ fn main() {
             }
             if let (Ok(a), Ok(d)) = (&a, std::env::var("REACH").map(|d| d.parse::<usize>().unwrap_or(16))) {
                 let (r, k) = reach(a, d);
-                let all = a
-                    .state_ids()
-                    .map(|s| a.state(s))
-                    .map(|s| s.rule.index())
-                    .collect::<std::collections::HashSet<_>>()
-                    .len();
-                println!("  reach {d} bytes: rules {r} of {all}, states {k} of {}", a.id_bound());
+                let all = a.states().iter().map(|s| s.rule.index()).collect::<std::collections::HashSet<_>>().len();
+                println!("  reach {d} bytes: rules {r} of {all}, states {k} of {}", a.states().len());
             }
-            states = a.map_or(0, |a| a.id_bound());
+            states = a.map_or(0, |a| a.states().len());
             let (cg, compiled) = timed(|| CompiledGrammar::new(&g, &vocab));
             let Ok(cg) = cg else { break };
             let (_, first) = timed(|| {

@@ -111,7 +111,7 @@ thread_local! {
 /// Runs `f` with an empty [`StateSet`] for the states of `a`.
 fn with_state_set<R>(a: &Automata, f: impl FnOnce(&mut StateSet) -> R) -> R {
     let mut set = STATE_SETS.with(|p| p.borrow_mut().pop()).unwrap_or_default();
-    set.reset(a.id_bound());
+    set.reset(a.states().len());
     let r = f(&mut set);
     STATE_SETS.with(|p| p.borrow_mut().push(set));
     r
@@ -136,7 +136,7 @@ test_counter! {
 fn cost_ceiling(a: &Automata, dist: &[u32]) -> u32 {
     let rules = a.num_rules();
     let mut states_of: Vec<Vec<u32>> = vec![Vec::new(); rules];
-    for (s, st) in a.state_ids().map(|s| (s.0 as usize, a.state(s))) {
+    for (s, st) in a.states().iter().enumerate() {
         states_of[st.rule.index()].push(s as u32);
     }
     // The rules the root reaches, and how many edges of theirs call each.
@@ -930,7 +930,7 @@ impl Completion {
                 byte_ok[b[0] as usize] = true;
             }
         }
-        let n = a.id_bound();
+        let n = a.states().len();
         // Reverse edges: (predecessor, rule on the edge or None for a usable byte edge).
         let mut rev: Vec<Vec<(u32, Option<u32>)>> = vec![Vec::new(); n];
         let mut by_rule: Vec<Vec<(u32, u32)>> = vec![Vec::new(); a.num_rules()];
@@ -965,7 +965,7 @@ impl Completion {
         let mut done = vec![false; n];
         let mut rule_min = vec![INF; a.num_rules()];
         let mut heap = BinaryHeap::new();
-        for (s, st) in a.state_ids().map(|s| (s.0 as usize, a.state(s))) {
+        for (s, st) in a.states().iter().enumerate() {
             if st.is_final {
                 dist[s] = 0;
                 heap.push(Reverse((0u32, s as u32)));
@@ -4151,7 +4151,7 @@ mod tests {
     fn edge_classes_are_the_classes_of_every_byte_a_state_reads() {
         let g = byte_json();
         let (a, comp) = (g.automata(), g.completion());
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let want = (0..=255u8)
                 .filter(|&b| a.step(StateId(s as u32), b).is_some())
                 .fold(0u64, |m, b| m | 1 << byte_class(b));
@@ -4165,7 +4165,7 @@ mod tests {
         let (a, comp) = (g.automata(), g.completion());
         assert!(comp.top > 0);
         let mut clamped = 0;
-        for s in (0..a.id_bound() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
+        for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
             for (side, depth, full) in [(Side::Fit, 4, true), (Side::Over, 4, true), (Side::Fit, 16, false)] {
                 for t in -3..=comp.top + 3 {
                     let want = comp.region_fresh(a, s, side, t, depth, full);
@@ -4189,7 +4189,7 @@ mod tests {
         let g = byte_json();
         let (a, comp) = (g.automata(), g.completion());
         let mut differ = 0;
-        for s in (0..a.id_bound() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
+        for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
             for depth in [1, 2, 8, 4, 16] {
                 let want = comp.stay_fresh(a, s, depth);
                 assert_eq!(comp.stay(a, s, depth), want, "{s:?} depth {depth}");

@@ -175,7 +175,7 @@ pub fn live_captures(a: &Automata, chart: &Chart, input: &[u8], captured: &[bool
     }
     // Reverse rule edges: target -> (source, rule).
     let mut rev: HashMap<StateId, Vec<(StateId, RuleId)>, FastState> = HashMap::default();
-    for (s, _) in a.state_ids().map(|s| (s.0 as usize, a.state(s))) {
+    for (s, _) in a.states().iter().enumerate() {
         let sid = StateId(s as u32);
         for &(q, t) in a.rule_edges(sid) {
             rev.entry(t).or_default().push((sid, q));

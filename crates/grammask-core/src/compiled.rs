@@ -169,7 +169,7 @@ impl CallLoopRuns {
     /// [`MAX_CALL_LOOP_RUNS`]; and those states' wide indexes.
     fn of(a: &Automata) -> CallLoopRuns {
         let mut runs = CallLoopRuns::default();
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             if !a.rule_edges(s).iter().any(|&(_, t)| t == s) {
                 continue;
             }
@@ -215,7 +215,7 @@ impl CallLoopRuns {
         self.plain_from = first;
         let reads_utf8 =
             |s: StateId| a.rule_edges(s).is_empty() && a.byte_edges(s).last().is_some_and(|e| e.hi >= 0x80);
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             if tries == PLAIN_LOOP_TRIES {
                 break;
             }
@@ -239,7 +239,7 @@ impl CallLoopRuns {
         let loops: Vec<StateId> = self.wide_of.keys().copied().collect();
         // An entry reads the first character itself, or through its one rule edge's callee
         // (a regex's first `.` read as a call) that returns to the loop.
-        for q in (0..a.id_bound() as u32).map(StateId) {
+        for q in (0..a.states().len() as u32).map(StateId) {
             if tries == PLAIN_LOOP_TRIES {
                 break;
             }
@@ -680,7 +680,7 @@ impl CompiledGrammar {
         };
         let loops = Loops::table(&automata);
         with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
-            for s in (0..automata.id_bound() as u32).map(StateId) {
+            for s in (0..automata.states().len() as u32).map(StateId) {
                 // A state whose every possible class is noted already, as free text, adds nothing:
                 // its cover searches are skipped (they fill the memo, and a fill that reaches the
                 // state searches then; ~2% of the largest key-set compiles). The searches that do
@@ -1115,7 +1115,7 @@ impl CompiledGrammar {
             shared = key.and_then(|k| self.index.shared_kernel(k));
             shared.is_some()
         };
-        let small = self.automata.id_bound() <= SMALL_AUTOMATON_STATES;
+        let small = self.automata.states().len() <= SMALL_AUTOMATON_STATES;
         let share_after = if small { SHARE_AFTER_VISITS_SMALL } else { SHARE_AFTER_VISITS };
         let walked = self.classify_asking(state, share_after, &mut escalate)?;
         let km = match (walked, shared) {
@@ -1178,7 +1178,7 @@ impl CompiledGrammar {
             return;
         }
         let vocab_size = self.index.vocab.vocab_size();
-        let states = (0..self.automata.id_bound() as u32).map(StateId);
+        let states = (0..self.automata.states().len() as u32).map(StateId);
         let chains = states
             .filter_map(|s| classify_literal_chain(&self.automata, &self.index.trie, vocab_size, s).map(|km| (s, km)));
         for (s, km) in chains.take(LITERAL_CHAINS_AT_COMPILE) {
@@ -1894,7 +1894,7 @@ impl CompiledGrammar {
         let mut todo: Vec<(u32, Vec<u32>)> = Vec::new();
         // The classes of chains whose exit reads class characters (`ClassChain::inner`).
         let mut inner_classes: Vec<u32> = Vec::new();
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             let (q, call) = match *a.rule_edges(s) {
                 [] => (s, false),
                 [(r, _)] => (a.callee_start(s, r), true),
@@ -2527,7 +2527,7 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
         .unwrap();
         let a = Automata::build(&g).unwrap();
         let (mut wide, mut leads, mut split) = (0, 0, 0);
-        for q in (0..a.id_bound() as u32).map(StateId) {
+        for q in (0..a.states().len() as u32).map(StateId) {
             let want = class_signature_bytewise(&a, q);
             assert_eq!(class_signature(&a, q), want, "class signature of {q:?}");
             wide += usize::from(want.0.iter().filter(|&&w| w != 0).count() >= 3);
@@ -2620,7 +2620,7 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
         let chains_cached = |root: &str| {
             let cg = CompiledGrammar::new(&crate::ebnf::parse_ebnf(root, "root").unwrap(), &vocab).unwrap();
             let a = cg.automata();
-            let chains: Vec<StateId> = (0..a.id_bound() as u32)
+            let chains: Vec<StateId> = (0..a.states().len() as u32)
                 .map(StateId)
                 .filter(|&s| classify_literal_chain(a, cg.trie(), vocab.vocab_size(), s).is_some())
                 .collect();

@@ -102,7 +102,7 @@ struct Readers {
 impl Readers {
     fn of(a: &Automata, calling: &[StateId]) -> Readers {
         let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
-        let mut offsets = vec![0u32; a.id_bound() + 1];
+        let mut offsets = vec![0u32; a.states().len() + 1];
         for &s in calling {
             for &(r, t) in a.rule_edges(s) {
                 offsets[start(r) + 1] += 1;
@@ -161,7 +161,7 @@ struct Passes<'a> {
 
 impl<'a> Passes<'a> {
     fn new(a: &'a Automata) -> Self {
-        let calling = (0..a.id_bound() as u32).map(StateId).filter(|&s| !a.rule_edges(s).is_empty()).collect();
+        let calling = (0..a.states().len() as u32).map(StateId).filter(|&s| !a.rule_edges(s).is_empty()).collect();
         Passes { a, calling, readers: None }
     }
 
@@ -173,7 +173,7 @@ impl<'a> Passes<'a> {
     fn nullable(&mut self) -> Vec<bool> {
         let a = self.a;
         let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
-        let mut nullable: Vec<bool> = a.state_ids().map(|s| a.state(s).is_final).collect();
+        let mut nullable: Vec<bool> = a.states().iter().map(|st| st.is_final).collect();
         let becomes_nullable = |nullable: &[bool], s: StateId| {
             a.rule_edges(s).iter().any(|&(r, t)| nullable[start(r)] && nullable[t.0 as usize])
         };
@@ -212,8 +212,8 @@ impl<'a> Passes<'a> {
     fn first(&mut self, nullable: &[bool]) -> Vec<ByteSet> {
         let a = self.a;
         let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
-        let mut first = vec![ByteSet::default(); a.id_bound()];
-        let mut needed = vec![false; a.id_bound()];
+        let mut first = vec![ByteSet::default(); a.states().len()];
+        let mut needed = vec![false; a.states().len()];
         for &s in &self.calling {
             needed[s.0 as usize] = true;
             for &(r, t) in a.rule_edges(s) {
@@ -373,8 +373,8 @@ mod tests {
     /// definitions of the module doc), and how many rounds nullability and FIRST took.
     fn plain_fixpoints(a: &Automata) -> (Vec<bool>, Vec<ByteSet>, usize, usize) {
         let start = |r: crate::grammar::RuleId| a.rule_start(r).0 as usize;
-        let states = (0..a.id_bound() as u32).map(StateId);
-        let mut nullable: Vec<bool> = a.state_ids().map(|s| a.state(s).is_final).collect();
+        let states = (0..a.states().len() as u32).map(StateId);
+        let mut nullable: Vec<bool> = a.states().iter().map(|st| st.is_final).collect();
         let mut null_rounds = 0;
         loop {
             null_rounds += 1;
@@ -391,7 +391,7 @@ mod tests {
                 break;
             }
         }
-        let mut first = vec![ByteSet::default(); a.id_bound()];
+        let mut first = vec![ByteSet::default(); a.states().len()];
         for s in states.clone() {
             for e in a.byte_edges(s) {
                 first[s.0 as usize].insert_range(e.lo, e.hi);

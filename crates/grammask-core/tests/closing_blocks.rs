@@ -47,7 +47,7 @@ fn block_ends_classify_like_the_walk() {
     let cg = CompiledGrammar::new(&grammar(), &vocab).unwrap();
     let a = cg.automata();
     let mut closing = 0;
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         if cg.closing_body(s).is_some() {
             closing += 1;
             let km = cg.classify_uninterned(s).unwrap();
@@ -193,7 +193,7 @@ fn block_ends_list_only_tokens_that_leave_body_text() {
     let cg = CompiledGrammar::new(&small_block_grammar(), &vocab).unwrap();
     let a = cg.automata();
     let mut grouped = 0;
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         let Some(c) = cg.closing_body(s) else { continue };
         // Classified with every shortcut (the small vocabulary's kernels are byte regions).
         let km = cg.classify(s, usize::MAX, &mut || false).unwrap().unwrap();

@@ -42,7 +42,7 @@ fn chain_positions_take_the_calling_body_slice() {
     let vocab = small_vocab();
     let cg = CompiledGrammar::new(&grammar(), &vocab).unwrap();
     let a = cg.automata();
-    let chained = (0..a.id_bound() as u32)
+    let chained = (0..a.states().len() as u32)
         .map(StateId)
         .filter(|&s| !a.byte_edges(s).is_empty() && cg.counted_body(s).is_some_and(|c| c.calls))
         .count();

@@ -69,7 +69,7 @@ fn small_vocab() -> Arc<Vocabulary> {
 fn excluded_callers(cg: &CompiledGrammar) -> Vec<StateId> {
     let excluded = cg.grammar().excluded_words().expect("an open object records its excluded keys");
     let a = cg.automata();
-    (0..a.id_bound() as u32)
+    (0..a.states().len() as u32)
         .map(StateId)
         .filter(|&s| a.rule_edges(s).iter().any(|(r, _)| excluded.rules.iter().any(|e| e.0 == *r)))
         .collect()

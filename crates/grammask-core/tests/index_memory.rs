@@ -184,7 +184,7 @@ fn every_part_of_the_token_index_is_counted() {
     let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
     let cg = CompiledGrammar::new(&json_schema_to_grammar(schema, &opts).unwrap(), &v).unwrap();
     let a = cg.automata();
-    let form = (0..a.id_bound() as u32)
+    let form = (0..a.states().len() as u32)
         .find_map(|s| grammask_core::slice::quote_form(a, grammask_core::compiler::StateId(s)))
         .expect("the pattern's body has a quote form");
     grows("quote_cuts", &|| {

@@ -65,7 +65,7 @@ fn small_vocab() -> Arc<Vocabulary> {
 fn key_set_choices(cg: &CompiledGrammar) -> Vec<StateId> {
     let own = cg.grammar().own_class();
     let a = cg.automata();
-    (0..a.id_bound() as u32)
+    (0..a.states().len() as u32)
         .map(StateId)
         .filter(|&s| {
             own.binary_search(&a.state(s).rule).is_ok() && a.byte_edges(s).is_empty() && !a.rule_edges(s).is_empty()

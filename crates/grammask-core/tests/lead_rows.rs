@@ -82,7 +82,7 @@ fn lead_kernel_walks_share_rows() {
         let a = cg.automata();
         let calls = |s: StateId, name: &str| a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == name);
         // The state after `{`: its only move calls `ws`, then `t` reads the key's quote.
-        let x = (0..a.id_bound() as u32)
+        let x = (0..a.states().len() as u32)
             .map(StateId)
             .find(|&s| a.rule_edges(s).len() == 1 && a.byte_edges(s).is_empty() && calls(s, "ws"))
             .expect("a state calling ws");

@@ -183,7 +183,7 @@ fn composed_kernels_equal_plain_walks() {
         let Ok(cg) = CompiledGrammar::new(&g, &vocab) else {
             continue;
         };
-        for s in 0..cg.automata().id_bound() {
+        for s in 0..cg.automata().states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             if let Some(km) = cg.composed_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {g:?}", s.0);
@@ -284,7 +284,7 @@ fn shortcut_walks_equal_plain_walks() {
     for src in grammars {
         let g = grammask_core::ebnf::parse_ebnf(src, "root").unwrap();
         let cg = CompiledGrammar::new(&g, &vocab).unwrap();
-        for s in 0..cg.automata().id_bound() as u32 {
+        for s in 0..cg.automata().states().len() as u32 {
             let state = grammask_core::compiler::StateId(s);
             let fast = cg.classify(state, usize::MAX, &mut || false).unwrap().unwrap();
             let plain = cg.classify_uninterned(state).unwrap();
@@ -1900,7 +1900,7 @@ fn class_text_slices_by_a_pruned_scan_match_brute_force() {
     // Each class form of the grammar, scanned and walked.
     let a = grammask_core::compiler::Automata::build(&g).unwrap();
     let (bodies, follow) = (ClassBodies::default(), grammask_core::follow::ByteSet::default());
-    let forms: Vec<Vec<u32>> = (0..a.id_bound() as u32)
+    let forms: Vec<Vec<u32>> = (0..a.states().len() as u32)
         .filter_map(|s| bodies.chain(&a, 16, grammask_core::compiler::StateId(s), &follow))
         .filter_map(|chain| bodies.reserve(chain.class))
         .collect();
@@ -1936,7 +1936,7 @@ fn few_token_rows_match_brute_force() {
     let Some(vocab) = llama3_vocab() else { return };
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     // Most fixed-string positions were classified with the grammar, as token ids.
-    let kernels: Vec<_> = (0..cg.automata().id_bound() as u32)
+    let kernels: Vec<_> = (0..cg.automata().states().len() as u32)
         .map(grammask_core::compiler::StateId)
         .filter(|&s| grammask_core::mask::literal_byte(cg.automata(), s).is_some())
         .map(|s| cg.kernel(s).unwrap())
@@ -1955,7 +1955,7 @@ fn literal_kernel_masks_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
         let (mut literal, mut walked, mut chains) = (0, 0, 0);
-        for s in (0..a.id_bound() as u32).map(grammask_core::compiler::StateId) {
+        for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
             if grammask_core::mask::literal_byte(a, s).is_none() {
                 continue;
             }
@@ -1996,7 +1996,7 @@ fn byte_region_kernel_masks_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
         let (mut regions, mut uncertain) = (0, 0);
-        for s in (0..a.id_bound() as u32).map(grammask_core::compiler::StateId) {
+        for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
             if let Some(km) = cg.byte_region_kernel(s) {
                 assert!(km == cg.classify_uninterned(s).unwrap(), "state {s:?} differs from the reference");
                 regions += 1;
@@ -2303,7 +2303,7 @@ fn lead_grammar(ws: &str) -> (String, grammask_core::grammar::Grammar) {
 /// Checks every lead kernel of `cg` (grammar `text`) against the plain walk; returns how many.
 fn lead_kernels_equal_plain_walks(cg: &CompiledGrammar, text: &str) -> usize {
     let mut lead = 0;
-    for s in 0..cg.automata().id_bound() {
+    for s in 0..cg.automata().states().len() {
         let s = grammask_core::compiler::StateId(s as u32);
         if let Some(km) = cg.lead_kernel(s).unwrap() {
             assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
@@ -2365,7 +2365,7 @@ fn literal_lead_kernels_equal_plain_walks() {
         for _ in 0..5 {
             let vocab = pieces_vocab(&mut rng, pieces, 150, runs.clone());
             let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-            for s in 0..cg.automata().id_bound() {
+            for s in 0..cg.automata().states().len() {
                 let s = grammask_core::compiler::StateId(s as u32);
                 if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
                     assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
@@ -2732,7 +2732,7 @@ fn virtual_steps_reuse_rows_by_item() {
     let vocab = ascii_vocab(&extra, &[]);
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let mut compared = 0;
-    for s in 0..cg.automata().id_bound() {
+    for s in 0..cg.automata().states().len() {
         let s = grammask_core::compiler::StateId(s as u32);
         let Some(km) = cg.classify(s, usize::MAX, &mut || false).unwrap() else { continue };
         assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
@@ -2984,10 +2984,9 @@ fn key_set_entries_stay_rules_and_masks_match_brute_force() {
     let schema = format!("{{\"type\": \"object\", \"properties\": {{{}}}}}", props.join(", "));
     let g = lax_schema_grammar(&schema);
     let a = grammask_core::compiler::Automata::build(&g).unwrap();
-    let rules =
-        a.state_ids().map(|s| a.state(s)).map(|s| s.rule.index()).collect::<std::collections::HashSet<_>>().len();
+    let rules = a.states().iter().map(|s| s.rule.index()).collect::<std::collections::HashSet<_>>().len();
     assert!(rules > 512, "{rules} rules with states");
-    assert!(a.id_bound() < 12_000, "{} states", a.id_bound());
+    assert!(a.states().len() < 12_000, "{} states", a.states().len());
     let extra: Vec<String> = keys.iter().map(|k| format!("\"{k}\":")).collect();
     let mut extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     extra.extend(["\"line", "Line\":", "Column", "\":1,", "\":2}", "{\"", ", \"", "12"]);
@@ -3114,7 +3113,7 @@ fn key_set_rules_own_class_hint_keeps_masks() {
         let accepted: Vec<&[u8]> = docs.iter().filter(|d| d.1).map(|d| d.0.as_bytes()).collect();
         let checked = masks_along_docs_match_brute_force(&cg, &vocab, &accepted);
         assert_eq!(checked, accepted.iter().map(|d| d.len() + 1).sum::<usize>());
-        states.push(cg.automata().id_bound());
+        states.push(cg.automata().states().len());
     }
     assert!(!hinted.own_class().is_empty());
     assert!(plain.own_class().is_empty());
@@ -3275,7 +3274,7 @@ fn lead_callee_compositions_equal_plain_walks() {
         let vocab = lead_vocab(&mut rng);
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             let edges = a.rule_edges(s);
             let beside_run = edges.len() > 1 && edges.iter().any(|&(r, _)| a.rule_name(r) == "ws");
@@ -3341,7 +3340,7 @@ fn wide_row_compositions_equal_plain_walks() {
         let vocab = pieces_vocab(&mut rng, pieces, 120, Vec::new());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             let before_number = a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == "json_integer");
             if let Some(km) = cg.composed_kernel(s).unwrap() {
@@ -3377,7 +3376,7 @@ fn shared_prefix_suffix_compositions_equal_plain_walks() {
         let vocab = pieces_vocab(&mut rng, pieces, 150, Vec::new());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             if let Some(km) = cg.composed_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
@@ -3434,7 +3433,7 @@ fn final_items_calling_a_rule_are_not_spent() {
     let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let a = cg.automata();
     let calls = |name: &str| {
-        (0..a.id_bound()).any(|s| {
+        (0..a.states().len()).any(|s| {
             let s = grammask_core::compiler::StateId(s as u32);
             a.state(s).is_final && a.rule_edges(s).iter().any(|&(r, _)| a.rule_name(r) == name)
         })
@@ -3442,7 +3441,7 @@ fn final_items_calling_a_rule_are_not_spent() {
     assert!(calls("x"), "no final state calls x: the test needs `p` and `r` to stay rules");
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &[b"zab]", b"zcbw]", b"za]", b"zc]", b"zcbbw]"]);
     assert!(checked >= 20);
-    for s in 0..a.id_bound() {
+    for s in 0..a.states().len() {
         let s = grammask_core::compiler::StateId(s as u32);
         if let Some(km) = cg.classify(s, usize::MAX, &mut || false).unwrap() {
             assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
@@ -3634,7 +3633,7 @@ fn lead_runs_of_several_rules_equal_plain_walks() {
         let vocab = pieces_vocab(&mut rng, pieces, 150, runs.clone());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         lead += lead_kernels_equal_plain_walks(&cg, text);
-        for s in 0..cg.automata().id_bound() {
+        for s in 0..cg.automata().states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} of {text}", s.0);
@@ -3685,10 +3684,10 @@ fn counted_strings_calling_shared_chars_match_brute_force() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
         // About 10 states a position (`json_char` inlined was ~24: 18 of UTF-8 lead bytes unshared).
-        assert!(a.id_bound() < 25_000, "{} states", a.id_bound());
+        assert!(a.states().len() < 25_000, "{} states", a.states().len());
         // A position reads `\u` into a state that calls the rule.
         let calls_u = |s| a.rule_edges(s).iter().any(|&(r, _)| r == u);
-        let positions: Vec<_> = (0..a.id_bound() as u32)
+        let positions: Vec<_> = (0..a.states().len() as u32)
             .map(grammask_core::compiler::StateId)
             .filter(|&s| a.step(s, b'\\').and_then(|t| a.step(t, b'u')).is_some_and(calls_u))
             .collect();
@@ -4089,7 +4088,7 @@ fn region_kernels_equal_plain_walks() {
 /// classification (`what` names the case in a failure). Returns how many were compared.
 fn check_region_kernels(cg: &CompiledGrammar, what: &str) -> usize {
     let mut compared = 0;
-    for s in 0..cg.automata().id_bound() {
+    for s in 0..cg.automata().states().len() {
         let s = grammask_core::compiler::StateId(s as u32);
         if let Some(km) = cg.region_kernel(s) {
             assert_eq!(km, cg.classify_uninterned(s).unwrap(), "{what}: state {}", s.0);
@@ -4417,7 +4416,7 @@ fn literal_lead_choices_compose() {
         let vocab = pieces_vocab(&mut rng, pieces, 80, Vec::new());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
-        let v = (0..a.id_bound() as u32).map(grammask_core::compiler::StateId).find(|&s| {
+        let v = (0..a.states().len() as u32).map(grammask_core::compiler::StateId).find(|&s| {
             let r = a.state(s).rule;
             a.rule_start(r) == s && a.rule_name(r) == "v"
         });
@@ -4490,7 +4489,7 @@ fn composed_literal_lead_trees_keep_few_ids() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let a = cg.automata();
         for name in ["not", "t1"] {
-            let start = (0..a.id_bound() as u32).map(grammask_core::compiler::StateId).find(|&s| {
+            let start = (0..a.states().len() as u32).map(grammask_core::compiler::StateId).find(|&s| {
                 let r = a.state(s).rule;
                 a.rule_start(r) == s && a.rule_name(r) == name
             });
@@ -4565,7 +4564,7 @@ fn leads_before_literal_lead_trees_compose_match_brute_force() {
     for _ in 0..8 {
         let vocab = pieces_vocab(&mut rng, pieces, 100, Vec::new());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        for s in (0..cg.automata().id_bound() as u32).map(grammask_core::compiler::StateId) {
+        for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
             if let Some(km) = cg.lead_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {s:?}");
                 leads += 1;
@@ -4657,7 +4656,7 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
     for _ in 0..8 {
         let vocab = pieces_vocab(&mut rng, pieces, 100, Vec::new());
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        for s in (0..cg.automata().id_bound() as u32).map(grammask_core::compiler::StateId) {
+        for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
             if let Some(km) = cg.lead_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "lead state {s:?}");
             }
@@ -4687,7 +4686,7 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
     }
     // Llama 3's ~60 tokens below `{` are read back as candidates.
     let mut literal = 0;
-    for s in (0..cg.automata().id_bound() as u32).map(grammask_core::compiler::StateId) {
+    for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
         if let Some(km) = cg.literal_lead_kernel(s).unwrap() {
             assert_eq!(km, cg.classify_uninterned(s).unwrap(), "Llama 3, literal-lead state {s:?}");
             literal += 1;
@@ -4853,7 +4852,7 @@ const QUOTE_CUT_SCHEMAS: [&str; 2] = [
 fn quote_cut_kernels_equal_reference(cg: &CompiledGrammar) -> usize {
     let a = cg.automata();
     let mut cut = 0;
-    for s in (0..a.id_bound() as u32).map(grammask_core::compiler::StateId) {
+    for s in (0..a.states().len() as u32).map(grammask_core::compiler::StateId) {
         if grammask_core::slice::quote_form(a, s).is_none() {
             continue;
         }
@@ -5290,7 +5289,7 @@ fn literal_keys_beside_pattern_keys_match_brute_force() {
         let vocab = pieces_vocab(&mut rng, pieces, 150, extra);
         let before = grammask_core::mask::literal_own_parts();
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
-        for s in 0..cg.automata().id_bound() {
+        for s in 0..cg.automata().states().len() {
             let s = grammask_core::compiler::StateId(s as u32);
             if let Some(km) = cg.composed_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {} (case {case})", s.0);

@@ -67,7 +67,7 @@ fn shifted_kernels_equal_plain_walks() {
     for _ in 0..4 {
         let vocab = text_vocab(&mut rng);
         let cg = CompiledGrammar::new(&g, &vocab).unwrap();
-        for s in 0..cg.automata().id_bound() {
+        for s in 0..cg.automata().states().len() {
             let s = StateId(s as u32);
             if let Some(km) = cg.shifted_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);
@@ -115,7 +115,7 @@ fn refuted_class_covers_equal_cover_searches() {
     let (mut covered, mut refused) = (0, 0);
     for src in [GRAMMAR, json] {
         let a = Automata::build(&parse_ebnf(src, "root").unwrap()).unwrap();
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             let readable = state_bytes(&a, s).ascii();
             for c in [ClassSlice::loop_class(&a, s), Some(ascii_loop(&a, s)), Some(readable)].into_iter().flatten() {
                 let want = ClassSlice::covers(&a, s, c, &CoverMemo::default());
@@ -178,7 +178,7 @@ fn start_run_shifted_kernels_equal_plain_walks() {
     for _ in 0..2 {
         let vocab = key_vocab(&mut rng);
         let cg = CompiledGrammar::new(&g, &vocab).unwrap();
-        for s in 0..cg.automata().id_bound() {
+        for s in 0..cg.automata().states().len() {
             let s = StateId(s as u32);
             if let Some(km) = cg.shifted_kernel(s).unwrap() {
                 assert_eq!(km, cg.classify_uninterned(s).unwrap(), "state {}", s.0);

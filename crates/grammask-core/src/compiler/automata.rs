@@ -2,22 +2,17 @@
 //!
 //! Pipeline place: [`Automata::build`] (in `build.rs`) produces an [`Automata`] from a
 //! [`Grammar`](crate::grammar::Grammar); [`crate::earley`], [`crate::mask`] and [`crate::slice`]
-//! read it through the accessors here. [`StateId`]s are global over all rules: the eager rules'
-//! states live in one array (`0..eager_end`), each state's byte edges and rule edges ranges of two
-//! shared edge arrays; the key-set rules written directly (`key_set_dfa.rs`) live past it, each in
-//! a segment of its own ([`LazyRule`]), at ids reserved at compile (`eager_end..id_bound`).
+//! read it through the accessors here. States of all rules live in one array ([`StateId`] is
+//! global); each state's byte edges and rule edges are ranges of two shared edge arrays.
 //!
 //! Invariants (see also the module doc of [`crate::compiler`]):
 //! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
 //! - a state's rule edges name each rule at most once;
 //! - every state can reach a final state of its rule (live), and every rule edge names a
-//!   productive rule;
-//! - a [`StateId`] at or past `eager_end` is held by a reader only if its rule's segment is set:
-//!   ids are handed out by `rule_start`/`callee_start` and by the edges of states already read,
-//!   and a segment names other rules by [`RuleId`] only. (Every segment is set at compile for now.)
+//!   productive rule.
 use super::lookahead::LaTable;
 use crate::grammar::RuleId;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Index of a state in [`Automata::states`] (global over all rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,33 +35,12 @@ pub struct ByteEdge {
     pub target: StateId,
 }
 
-/// The automaton of a rule kept apart from the eager states: the ids `base..` (reserved at
-/// compile, its automaton's length) and, once written, its states and edges.
-#[derive(Debug)]
-pub(super) struct LazyRule {
-    pub(super) base: u32,
-    pub(super) built: OnceLock<Segment>,
-}
-
-/// A [`LazyRule`]'s states: their edge ranges index the segment's arrays; edge targets are global.
-#[derive(Debug)]
-pub(super) struct Segment {
-    pub(super) states: Box<[State]>,
-    pub(super) byte_edges: Box<[ByteEdge]>,
-    pub(super) rule_edges: Box<[(RuleId, StateId)]>,
-}
-
 /// The automata of every rule of a grammar.
 #[derive(Debug)]
 pub struct Automata {
-    /// The eager states (ids `0..eager_end`).
     pub(super) states: Vec<State>,
     pub(super) byte_edges: Vec<ByteEdge>,
     pub(super) rule_edges: Vec<(RuleId, StateId)>,
-    /// The rules whose states are past the eager ones, by base.
-    pub(super) lazy: Box<[LazyRule]>,
-    /// The index in `lazy` of each id past the eager ones (`id - eager_end`).
-    pub(super) lazy_of: Box<[u32]>,
     pub(super) rule_start: Vec<StateId>,
     /// Start of the automaton of each rule's lookahead assertion (`None`: no lookahead, or one
     /// that the empty string satisfies).
@@ -98,70 +72,25 @@ pub(super) struct StopSplit {
 }
 
 impl Automata {
-    /// The eager states (ids `0..id_bound()`); [`Self::id_bound`] bounds all ids.
     pub fn states(&self) -> &[State] {
         &self.states
     }
 
-    /// One past the largest state id (eager and reserved): the size of tables indexed by id.
-    #[inline]
-    pub fn id_bound(&self) -> usize {
-        self.states.len() + self.lazy_of.len()
-    }
-
-    /// Every state id, eager and reserved.
-    pub fn state_ids(&self) -> impl Iterator<Item = StateId> {
-        (0..self.id_bound() as u32).map(StateId)
-    }
-
-    // The accessors: an eager id is one compare (the bounds check), a reserved one reads its
-    // segment (cold).
     #[inline]
     pub fn state(&self, s: StateId) -> &State {
-        match self.states.get(s.0 as usize) {
-            Some(st) => st,
-            None => self.lazy_state(s).1,
-        }
+        &self.states[s.0 as usize]
     }
 
     #[inline]
     pub fn byte_edges(&self, s: StateId) -> &[ByteEdge] {
-        match self.states.get(s.0 as usize) {
-            Some(st) => &self.byte_edges[st.byte_edges.0 as usize..st.byte_edges.1 as usize],
-            None => self.lazy_byte_edges(s),
-        }
+        let (a, b) = self.states[s.0 as usize].byte_edges;
+        &self.byte_edges[a as usize..b as usize]
     }
 
     #[inline]
     pub fn rule_edges(&self, s: StateId) -> &[(RuleId, StateId)] {
-        match self.states.get(s.0 as usize) {
-            Some(st) => &self.rule_edges[st.rule_edges.0 as usize..st.rule_edges.1 as usize],
-            None => self.lazy_rule_edges(s),
-        }
-    }
-
-    /// The segment of reserved id `s` (set, by the module invariant) and its state there.
-    #[cold]
-    #[inline(never)]
-    fn lazy_state(&self, s: StateId) -> (&Segment, &State) {
-        let i = s.0 as usize - self.states.len();
-        let rule = &self.lazy[self.lazy_of[i] as usize];
-        let seg = rule.built.get().expect("a reserved state is read only once its segment is set");
-        (seg, &seg.states[(s.0 - rule.base) as usize])
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lazy_byte_edges(&self, s: StateId) -> &[ByteEdge] {
-        let (seg, st) = self.lazy_state(s);
-        &seg.byte_edges[st.byte_edges.0 as usize..st.byte_edges.1 as usize]
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lazy_rule_edges(&self, s: StateId) -> &[(RuleId, StateId)] {
-        let (seg, st) = self.lazy_state(s);
-        &seg.rule_edges[st.rule_edges.0 as usize..st.rule_edges.1 as usize]
+        let (a, b) = self.states[s.0 as usize].rule_edges;
+        &self.rule_edges[a as usize..b as usize]
     }
 
     /// The target of `s` on `byte`, if any.
@@ -204,7 +133,7 @@ impl Automata {
         if self.budgets.is_empty() {
             return None;
         }
-        self.budgets.open(self.state(s).rule, s)
+        self.budgets.open(self.states[s.0 as usize].rule, s)
     }
 
     #[inline]
@@ -254,14 +183,10 @@ impl Automata {
 
     /// Approximate heap size in bytes.
     pub fn memory_size(&self) -> usize {
-        let segments: usize = self.lazy.iter().filter_map(|l| l.built.get()).map(Segment::memory_size).sum();
         self.states.len() * std::mem::size_of::<State>()
             + self.byte_edges.len() * std::mem::size_of::<ByteEdge>()
             + self.rule_edges.len() * std::mem::size_of::<(RuleId, StateId)>()
             + self.rule_start.len() * 8
-            + self.lazy.len() * std::mem::size_of::<LazyRule>()
-            + self.lazy_of.len() * 4
-            + segments
     }
 
     /// A hash of everything a token walk from `state` can observe: the states reachable from it
@@ -392,14 +317,6 @@ impl Automata {
     }
 }
 
-impl Segment {
-    fn memory_size(&self) -> usize {
-        self.states.len() * std::mem::size_of::<State>()
-            + self.byte_edges.len() * std::mem::size_of::<ByteEdge>()
-            + self.rule_edges.len() * std::mem::size_of::<(RuleId, StateId)>()
-    }
-}
-
 /// The buffers of a structure search, kept per thread between searches.
 #[derive(Default)]
 struct SearchBuffers {
@@ -421,8 +338,8 @@ fn with_search<R>(a: &Automata, f: impl FnOnce(&mut SearchBuffers) -> R) -> R {
     }
     BUFFERS.with(|c| {
         let mut b = c.borrow_mut();
-        if b.canon.len() < a.id_bound() {
-            b.canon.resize(a.id_bound(), u32::MAX);
+        if b.canon.len() < a.states.len() {
+            b.canon.resize(a.states.len(), u32::MAX);
         }
         let r = f(&mut b);
         let SearchBuffers { canon, order, depths, queue } = &mut *b;

@@ -4,7 +4,6 @@
 //! remaining rule's Thompson NFA (`nfa.rs`), determinizes it (`determinize.rs`) and minimizes it
 //! (`minimize.rs`), on up to [`MAX_BUILD_THREADS`] threads sharing one state budget; then
 //! concatenates the rule DFAs into one [`Automata`] and prunes unproductive rules and dead states.
-use super::automata::{LazyRule, Segment};
 use super::bounded::{bound_dfa, exclude_dfa};
 use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
@@ -82,9 +81,6 @@ impl Automata {
         for r in grammar.own_class() {
             key_set[r.index()] = grammar.rule_options(*r).is_none();
         }
-        // A rule written directly is kept apart (`Automata::split_lazy`) unless the grammar has
-        // what reads or appends to all states at once: lookahead, token edges, budgets' twins.
-        let lazy_ok = !budgeted && !grammar.has_token_exprs() && grammar.rules().iter().all(|r| r.lookahead.is_none());
         let plans = Plans { inline: &inline, rep: &rep, tail_group: &tail.group };
         let budget = AtomicUsize::new(limits::MAX_AUTOMATON_STATES);
         let workers = build_threads().min(max_threads).min(todo.len() / RULES_PER_THREAD).max(1);
@@ -103,24 +99,20 @@ impl Automata {
             while let Some(&r) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                 let body = grammar.rules()[r].body;
                 if let Some(d) = super::token_edges::token_rule_dfa(grammar, body) {
-                    out.push((r, d, None, false));
+                    out.push((r, d, None));
                     continue;
                 }
-                // Whether the writer takes the rule (it is then lazy), also when tests build it
-                // on the generic path (`NO_DIRECT`): the ids stay those of the direct build.
-                let mut lazy = false;
-                if key_set[r] && (direct_on() || lazy_ok) {
+                if key_set[r] && direct_on() {
                     match writer.write(grammar, RuleId(r as u32), &plans) {
-                        Ok((d, charge)) if direct_on() => {
+                        Ok((d, charge)) => {
                             if let Err(e) = with_budget(&budget, |b| take_states(b, charge)) {
                                 next.store(todo.len(), Ordering::Relaxed);
                                 return Err(e);
                             }
                             written.direct += 1;
-                            out.push((r, d, None, lazy_ok));
+                            out.push((r, d, None));
                             continue;
                         }
-                        Ok(_) => lazy = lazy_ok,
                         Err(Generic::Inlined) => written.inlined += 1,
                         Err(Generic::Shape) => written.shape += 1,
                     }
@@ -214,7 +206,7 @@ impl Automata {
                         if let Some((id, states)) = new_key {
                             memo.store(id, out.len(), states);
                         }
-                        out.push((r, d, twin, lazy));
+                        out.push((r, d, twin));
                     }
                     Err(e) => {
                         // The other workers stop at their next rule.
@@ -240,12 +232,10 @@ impl Automata {
         };
         let mut built: Vec<Option<Dfa>> = (0..grammar.rules().len()).map(|_| None).collect();
         let mut twins: Vec<(usize, Dfa)> = Vec::new();
-        let mut lazy = vec![false; grammar.rules().len()];
         for part in parts {
-            for (r, d, twin, l) in part? {
+            for (r, d, twin) in part? {
                 built[r] = Some(d);
                 twins.extend(twin.map(|t| (r, t)));
-                lazy[r] = l;
             }
         }
         twins.sort_unstable_by_key(|t| t.0);
@@ -299,22 +289,16 @@ impl Automata {
             let body = pair.pop().unwrap_or_default();
             stop_splits.push((*r, super::automata::StopSplit { body, stop }));
         }
-        if !stop_splits.is_empty() {
-            lazy.fill(false);
-        }
         let mut ranges = Vec::with_capacity(dfas.len());
         let mut at = 0u32;
         for d in &dfas {
             ranges.push((at, at + d.len() as u32));
             at += d.len() as u32;
         }
-        let mut a = assemble(grammar, dfas, &lazy, la_dfas, twins);
+        let mut a = assemble(grammar, dfas, la_dfas, twins);
         a.stop_splits = stop_splits;
         a.tokens = super::token_edges::TokenRules::new(grammar);
         a.prune()?;
-        if split_on() {
-            a.split_lazy(&lazy);
-        }
         let bounds: Vec<(RuleId, u32)> =
             grammar.all_rule_options().iter().filter_map(|(r, o)| Some((*r, o.max_tokens?))).collect();
         let rec_roots: Vec<RuleId> = bounds
@@ -518,9 +502,8 @@ fn shared_inlined(g: &Grammar, inline: &[bool], rep: &[RuleId]) -> Vec<bool> {
     (0..n).map(|r| inline[r] && refs[class(r)] >= SPLICE_MIN_USES).collect()
 }
 
-/// A built rule: its index, its automaton, the exhausted twin of a token-budgeted rule, and
-/// whether it is lazy (laid past the eager rules, `Automata::split_lazy`).
-type Built = (usize, Dfa, Option<Dfa>, bool);
+/// A built rule: its index, its automaton and the exhausted twin of a token-budgeted rule.
+type Built = (usize, Dfa, Option<Dfa>);
 
 /// Key-set rules a worker wrote directly (`key_set_dfa.rs`) and left to the generic path, by
 /// [`Generic`] reason.
@@ -560,15 +543,6 @@ fn direct_on() -> bool {
     true
 }
 
-/// Whether the lazy rules' states are moved into segments (always, but in tests that build the
-/// reference without the split: the same ids, every state eager).
-fn split_on() -> bool {
-    #[cfg(test)]
-    return !NO_SPLIT.with(std::cell::Cell::get);
-    #[cfg(not(test))]
-    true
-}
-
 /// Takes `n` states from a rule's share of the state budget.
 pub(super) fn take_states(budget: &mut usize, n: usize) -> Result<()> {
     *budget =
@@ -600,8 +574,6 @@ thread_local! {
     static NO_MEMO: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Set by tests: this thread's builds leave key-set rules to the generic path.
     pub(crate) static NO_DIRECT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Set by tests: this thread's builds keep every state eager (no `Automata::split_lazy`).
-    pub(crate) static NO_SPLIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Key-set rules this thread's build workers wrote directly.
     pub(crate) static DIRECT_WRITES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// The state budget the last build on this thread used (its rule automata's).
@@ -636,23 +608,14 @@ fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>)
     Ok(out)
 }
 
-/// Concatenates the rule DFAs (the eager rules', then the `lazy` rules', each in rule order),
-/// then the lookahead DFAs, then the exhausted twins of the token-budgeted rules
-/// (`token_budget.rs`).
-fn assemble(
-    grammar: &Grammar,
-    dfas: Vec<Dfa>,
-    lazy: &[bool],
-    la_dfas: Vec<(usize, Dfa)>,
-    twins: Vec<(usize, Dfa)>,
-) -> Automata {
+/// Concatenates the rule DFAs, then the lookahead DFAs, then the exhausted twins of the
+/// token-budgeted rules (`token_budget.rs`).
+fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins: Vec<(usize, Dfa)>) -> Automata {
     let mut a = Automata {
         states: Vec::new(),
         byte_edges: Vec::new(),
         rule_edges: Vec::new(),
-        lazy: Box::default(),
-        lazy_of: Box::default(),
-        rule_start: vec![StateId(0); dfas.len()],
+        rule_start: Vec::new(),
         lookahead_start: vec![None; dfas.len()],
         any_lookahead: false,
         la: Mutex::new(LaTable::new()),
@@ -676,24 +639,16 @@ fn assemble(
     a.states.reserve_exact(parts().map(Dfa::len).sum());
     a.byte_edges.reserve_exact(parts().map(|d| d.bytes.len()).sum());
     a.rule_edges.reserve_exact(parts().map(|d| d.rules.len()).sum());
-    let (mut late, mut eager) = (Vec::new(), Vec::with_capacity(dfas.len()));
-    for (r, d) in dfas.into_iter().enumerate() {
-        if lazy[r] {
-            late.push((r, d));
-        } else {
-            eager.push((r, d));
-        }
-    }
-    let all = eager
+    let all = dfas
         .into_iter()
-        .chain(late)
+        .enumerate()
         .map(|(r, d)| (r, d, Part::Rule))
         .chain(la_dfas.into_iter().map(|(r, d)| (r, d, Part::Lookahead)))
         .chain(twins.into_iter().map(|(r, d)| (r, d, Part::Twin)));
     for (r, dfa, part) in all {
         let base = a.states.len() as u32;
         match part {
-            Part::Rule => a.rule_start[r] = StateId(base),
+            Part::Rule => a.rule_start.push(StateId(base)),
             Part::Lookahead => {
                 a.lookahead_start[r] = Some(StateId(base));
                 a.any_lookahead = true;
@@ -754,43 +709,6 @@ impl Automata {
         self.byte_edges = byte_edges;
         self.rule_edges = rule_edges;
         Ok(())
-    }
-
-    /// Moves the states of the `lazy` rules (laid last by `assemble`, after the lookahead DFAs
-    /// and twins, of which a grammar with lazy rules has none) into one set segment each, their
-    /// ids unchanged: `eager_end` is the first lazy rule's start.
-    fn split_lazy(&mut self, lazy: &[bool]) {
-        let mut bases: Vec<u32> = (0..lazy.len()).filter(|&r| lazy[r]).map(|r| self.rule_start[r].0).collect();
-        let Some(&eager_end) = bases.first() else { return };
-        let id_bound = self.states.len() as u32;
-        bases.push(id_bound);
-        let mut rules = Vec::with_capacity(bases.len() - 1);
-        let mut lazy_of = Vec::with_capacity((id_bound - eager_end) as usize);
-        for (i, w) in bases.windows(2).enumerate() {
-            let (lo, hi) = (w[0] as usize, w[1] as usize);
-            debug_assert!(lo < hi, "lazy rules laid back to back in rule order");
-            let states = &self.states[lo..hi];
-            let (b0, r0) = (states[0].byte_edges.0, states[0].rule_edges.0);
-            let (b1, r1) = (states[hi - lo - 1].byte_edges.1, states[hi - lo - 1].rule_edges.1);
-            let local = |st: &State| State {
-                byte_edges: (st.byte_edges.0 - b0, st.byte_edges.1 - b0),
-                rule_edges: (st.rule_edges.0 - r0, st.rule_edges.1 - r0),
-                ..st.clone()
-            };
-            let seg = Segment {
-                states: states.iter().map(local).collect(),
-                byte_edges: self.byte_edges[b0 as usize..b1 as usize].into(),
-                rule_edges: self.rule_edges[r0 as usize..r1 as usize].into(),
-            };
-            rules.push(LazyRule { base: w[0], built: std::sync::OnceLock::from(seg) });
-            lazy_of.extend(std::iter::repeat_n(i as u32, hi - lo));
-        }
-        let first = &self.states[eager_end as usize];
-        self.byte_edges.truncate(first.byte_edges.0 as usize);
-        self.rule_edges.truncate(first.rule_edges.0 as usize);
-        self.states.truncate(eager_end as usize);
-        self.lazy = rules.into();
-        self.lazy_of = lazy_of.into();
     }
 
     /// Per state: it reaches a final state of its rule using bytes and productive rules (live);

@@ -52,7 +52,7 @@ pub use automata::{Automata, ByteEdge, State, StateId};
 pub use build::key_set_writes;
 /// Test switches and counters of the key-set rules' direct writer (`key_set_dfa.rs`).
 #[cfg(test)]
-pub(crate) use build::{BUDGET_USED, DIRECT_WRITES, NO_DIRECT, NO_SPLIT};
+pub(crate) use build::{BUDGET_USED, DIRECT_WRITES, NO_DIRECT};
 pub use char_budget::CharBudgets;
 /// Which rules the automaton builder copies into their callers (tests of the converter's hints).
 #[cfg(test)]

@@ -185,7 +185,7 @@ fn long_string_bounds_build_few_states() {
         let schema = r#"{"type":"string","maxLength":4096}"#;
         let opts = JsonSchemaOptions { strict_mode: false, spelling, ..Default::default() };
         let g = json_schema_to_grammar(schema, &opts).unwrap();
-        let states = crate::compiler::Automata::build(&g).unwrap().id_bound();
+        let states = crate::compiler::Automata::build(&g).unwrap().states().len();
         assert!(states < 30_000, "{spelling:?}: {states} states");
     }
 }
@@ -203,7 +203,7 @@ fn key_trie_nodes_read_no_non_ascii_byte() {
     let g = json_schema_to_grammar(&schema, &JsonSchemaOptions { strict_mode: false, ..Default::default() }).unwrap();
     let a = crate::compiler::Automata::build(&g).unwrap();
     let (mut trie_states, mut non_ascii, mut rules) = (0, 0, std::collections::BTreeSet::new());
-    for s in (0..a.id_bound() as u32).map(crate::compiler::StateId) {
+    for s in (0..a.states().len() as u32).map(crate::compiler::StateId) {
         let r = a.state(s).rule;
         if a.rule_name(r).starts_with("key_not_in") {
             trie_states += 1;
@@ -977,63 +977,6 @@ fn key_set_direct_automata_equal_generic_ones() {
     assert!(direct > 1000 && 2 * direct > key_set, "{direct} of {key_set} key-set rules written directly");
 }
 
-/// The automata read through the accessors: every id's state and edges, and each rule's start.
-fn accessor_text(a: &crate::compiler::Automata) -> String {
-    use std::fmt::Write as _;
-    let mut t = String::new();
-    for s in a.state_ids() {
-        let _ = writeln!(t, "{} {:?} {:?} {:?}", s.0, a.state(s).rule, a.state(s).is_final, a.byte_edges(s));
-        let _ = writeln!(t, "  {:?}", a.rule_edges(s));
-    }
-    for r in 0..a.num_rules() {
-        let _ = writeln!(t, "start {r} {:?}", a.rule_start(crate::grammar::RuleId(r as u32)));
-    }
-    t
-}
-
-/// The key-set rules the direct writer takes are kept apart in segments (ids past the eager
-/// states): read through the accessors, the automata, nullable and FOLLOW, and (on the grammars
-/// under 20,000 states) every state's run class, loop class and class-body chain equal those of
-/// the same build with every state eager (`NO_SPLIT`), on the cases of the closed-form test;
-/// more than 1,000 states and a third of all are in segments (none: the test fails).
-#[test]
-fn key_set_segments_read_as_eager_states() {
-    use crate::compiler::{StateId, NO_SPLIT};
-    use crate::mask::{state_run_class, Loops};
-    use crate::slice::{ClassBodies, CoverMemo};
-    let (mut apart, mut all) = (0, 0);
-    for (i, (s, o)) in key_set_cases().iter().enumerate() {
-        let Ok(g) = json_schema_to_grammar(s, o) else { continue };
-        let build = |eager: bool| {
-            NO_SPLIT.with(|n| n.set(eager));
-            let a = crate::compiler::Automata::build_on(&g, 1);
-            NO_SPLIT.with(|n| n.set(false));
-            a
-        };
-        let (Ok(split), Ok(eager)) = (build(false), build(true)) else { continue };
-        assert_eq!(eager.states().len(), eager.id_bound(), "case {i}: a state apart without the split");
-        assert_eq!(split.id_bound(), eager.id_bound(), "case {i}: the ids");
-        apart += split.id_bound() - split.states().len();
-        all += split.id_bound();
-        assert!(accessor_text(&split) == accessor_text(&eager), "case {i}: the automata differ");
-        let (nullable, follow) = crate::follow::nullable_and_follow(&split);
-        assert!((nullable, follow) == crate::follow::nullable_and_follow(&eager), "case {i}: nullable or FOLLOW");
-        if split.id_bound() > 20_000 {
-            continue;
-        }
-        let (loops, eager_loops) = (Loops::table(&split), Loops::table(&eager));
-        let (bodies, end) = (ClassBodies::default(), crate::follow::ByteSet::default());
-        for s in split.state_ids() {
-            let run = |a| state_run_class(a, s, &CoverMemo::default());
-            assert_eq!(run(&split), run(&eager), "case {i}: run class of state {}", s.0);
-            assert_eq!((loops.ascii(s), loops.class(s)), (eager_loops.ascii(s), eager_loops.class(s)), "case {i}");
-            let chain = |a| bodies.chain(a, 16, StateId(s.0), &end);
-            assert_eq!(chain(&split), chain(&eager), "case {i}: class-body chain of state {}", s.0);
-        }
-    }
-    assert!(apart > 1000 && 3 * apart > all, "{apart} of {all} states in segments");
-}
-
 /// No key-set rule but an object's start is inlined (`json_schema_to_grammar` keeps the
 /// others; the starts are left to the inline plan, and some are copied into their bodies), and
 /// every key-set rule not inlined into which no entry is inlined has [`key_sets::KeySetObject::automaton_states`] states (the
@@ -1053,7 +996,7 @@ fn key_set_automata_have_the_closed_form_state_count() {
         let Ok(a) = crate::compiler::Automata::build_on(&g, 1) else { continue };
         let (inline, _, _) = crate::compiler::inline_plan(&g);
         let mut states = vec![0usize; g.rules().len()];
-        for st in a.state_ids().map(|s| a.state(s)) {
+        for st in a.states() {
             states[st.rule.index()] += 1;
         }
         let ids: std::collections::HashMap<&str, usize> =

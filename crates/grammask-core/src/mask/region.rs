@@ -384,7 +384,7 @@ impl RegionDfa {
             return;
         }
         let mut cut = [false; 257];
-        for s in 0..a.id_bound() as u32 {
+        for s in 0..a.states().len() as u32 {
             for e in a.byte_edges(StateId(s)) {
                 cut[e.lo as usize] = true;
                 cut[e.hi as usize + 1] = true;
@@ -452,7 +452,7 @@ impl RegionDfa {
     fn close_in(&mut self, a: &Automata, scratch: &mut Scratch) -> Result<u32, Limit> {
         let Scratch { todo, set, seen, .. } = scratch;
         set.clear();
-        seen.clear(a.id_bound());
+        seen.clear(a.states().len());
         let mut marked = false;
         let mut key = 0u64;
         while let Some((s, k)) = todo.pop() {

@@ -473,7 +473,7 @@ pub enum Loops<'a> {
 impl Loops<'_> {
     /// Every state of `a` tabled.
     pub fn table(a: &Automata) -> Loops<'static> {
-        let states = (0..a.id_bound() as u32).map(StateId);
+        let states = (0..a.states().len() as u32).map(StateId);
         Loops::Table(states.map(|s| (ascii_loop(a, s), ClassSlice::loop_class(a, s))).collect())
     }
 

@@ -216,15 +216,15 @@ impl SiblingEdges {
     pub fn new(a: &Automata) -> SiblingEdges {
         let rules = a.num_rules();
         let mut end = vec![0u32; rules + 1];
-        for st in a.state_ids().map(|s| a.state(s)) {
+        for st in a.states() {
             end[st.rule.index() + 1] += 1;
         }
         for r in 0..rules {
             end[r + 1] += end[r];
         }
         let mut at = end[..rules].to_vec();
-        let mut states = vec![StateId(0); a.id_bound()];
-        for (s, st) in a.state_ids().map(|s| (s.0 as usize, a.state(s))) {
+        let mut states = vec![StateId(0); a.states().len()];
+        for (s, st) in a.states().iter().enumerate() {
             let slot = &mut at[st.rule.index()];
             states[*slot as usize] = StateId(s as u32);
             *slot += 1;

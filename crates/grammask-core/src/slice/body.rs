@@ -353,7 +353,7 @@ impl BodySlice {
     /// and those key starts themselves, for [`Self::search_key_starts`].
     pub fn quoted_callees(a: &Automata) -> QuotedCallees {
         let mut q = QuotedCallees::default();
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             if !Self::calls_quoted(a, s) {
                 continue;
             }

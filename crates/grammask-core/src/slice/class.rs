@@ -146,7 +146,7 @@ value ::= [^ \n|"] [^ \n|"]* | "\"" [a-z]* "\"" | [0-9]+ | [\x00-\x7F]+ "." | [^
         let (memo, plain_memo, table_memo) = (CoverMemo::default(), CoverMemo::default(), CoverMemo::default());
         let table = Loops::table(&a);
         let (mut loops, mut first_chars) = (0, 0);
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             let want = loop_class_bytewise(&a, s);
             assert_eq!(ClassSlice::loop_class(&a, s), want, "loop class of {s:?}");
             loops += usize::from(want.is_some());

@@ -1404,7 +1404,7 @@ mod tests {
         let a = Automata::build(&g).unwrap();
         let bodies = ClassBodies::default();
         let follow = ByteSet::default();
-        let class = (0..a.id_bound() as u32)
+        let class = (0..a.states().len() as u32)
             .find_map(|s| bodies.chain(&a, 16, StateId(s), &follow))
             .expect("a class chain")
             .class;
@@ -1501,7 +1501,7 @@ c ::= [^"\\\x00-\x1f] | "\\u" [0-9a-f]{4}"#,
         for src in grammars {
             let g = parse_ebnf(src, "root").unwrap();
             let a = Automata::build(&g).unwrap();
-            for s in (0..a.id_bound() as u32).map(StateId) {
+            for s in (0..a.states().len() as u32).map(StateId) {
                 for call in [false, true] {
                     let want = char_form_bytewise(&a, s, call);
                     let got = char_form(&a, s, call, &mut sc).map(|(form, end, sides)| (form.to_vec(), end, sides));
@@ -1521,7 +1521,7 @@ c ::= [^"\\\x00-\x1f] | "\\u" [0-9a-f]{4}"#,
         let a = Automata::build(&crate::json_schema::json_schema_to_grammar(schema, &opts).unwrap()).unwrap();
         let bodies = ClassBodies::default();
         let mut forms = Vec::new();
-        for s in 0..a.id_bound() as u32 {
+        for s in 0..a.states().len() as u32 {
             if let Some(chain) = bodies.chain(&a, 16, StateId(s), &ByteSet::default()) {
                 forms.extend(bodies.reserve(chain.class));
             }

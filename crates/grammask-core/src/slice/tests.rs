@@ -128,7 +128,7 @@ fn shortcut_equals_full_walk() {
     for src in &grammars {
         let g = parse_ebnf(src, "root").unwrap();
         let a = Automata::build(&g).unwrap();
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let s = StateId(s as u32);
             covered += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some());
             covered_final += usize::from(BodySlice::covers(&a, s, &CoverMemo::default()).is_some_and(|c| c.may_end));
@@ -256,7 +256,7 @@ fn counted_shortcut_equals_full_walk() {
         let g = parse_ebnf(src, "root").unwrap();
         let a = Automata::build(&g).unwrap();
         let follow = follow_sets(&a, &nullable_states(&a));
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let s = StateId(s as u32);
             let f = follow[a.state(s).rule.index()];
             let max = trie.max_depth;
@@ -369,7 +369,7 @@ fn class_shortcut_equals_full_walk() {
     for src in grammars {
         let g = parse_ebnf(src, "root").unwrap();
         let a = Automata::build(&g).unwrap();
-        for s in 0..a.id_bound() {
+        for s in 0..a.states().len() {
             let s = StateId(s as u32);
             let Some(ascii) = ClassSlice::loop_class(&a, s) else { continue };
             let cs = ClassSlice::new(&trie, n, ascii);
@@ -394,7 +394,7 @@ fn looping_body_capacity_reads_one_level() {
         parse_ebnf(r#"root ::= "{\"q\": \"" ([ !#-\[\]-\U0010FFFF] | "\\" ["\\bfnrt])* "\"}" [ ]*"#, "root").unwrap();
     let a = Automata::build(&g).unwrap();
     let mut looping = 0;
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         let mut calls = 0;
         let cap = body_capacity(
             s,
@@ -786,7 +786,7 @@ fn memoized_cover_searches_equal_fresh_ones() {
     let (mut covered, mut reused) = (0, 0);
     for src in &sources {
         let a = Automata::build(&parse_ebnf(src, "root").unwrap()).unwrap();
-        let states: Vec<StateId> = (0..a.id_bound() as u32).map(StateId).collect();
+        let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
         for order in [states.clone(), states.iter().rev().copied().collect()] {
             let memo = CoverMemo::default();
             for &s in &order {
@@ -823,7 +823,7 @@ fn cover_sets_only_at_character_boundaries() {
         "u": {"type": "string", "pattern": "^[^\u00c0-\u00c5]*$"}}, "required": ["t"]}"#;
     let opts = JsonSchemaOptions { strict_mode: false, ..Default::default() };
     let a = Automata::build(&parse_ebnf(&json_schema_to_ebnf(schema, &opts).unwrap(), "root").unwrap()).unwrap();
-    let states: Vec<StateId> = (0..a.id_bound() as u32).map(StateId).collect();
+    let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
     let memo = CoverMemo::default();
     let covered = states.iter().filter(|&&s| BodySlice::covers(&a, s, &memo).is_some()).count();
     let (by, idle) = memo.pairs_by_slice_state(&a);
@@ -901,7 +901,7 @@ fn inert_returns_share_cover_sets() {
     let memo = CoverMemo::default();
     // Pairs newly decided by each key state that calls the pattern.
     let mut added = Vec::new();
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         let before = memo.decided_pairs();
         let fresh = BodySlice::covers(&a, s, &CoverMemo::default());
         assert_eq!(BodySlice::covers(&a, s, &memo), fresh, "state {}", s.0);
@@ -922,7 +922,7 @@ fn inert_returns_share_cover_sets() {
     // `"` (an escape's second byte there) and then a byte no string holds.
     for src in [props(3) + &pattern(""), props_then(3, "\\n") + &pattern("\"\\\\\"?")] {
         let a = Automata::build(&parse_ebnf(&src, "root").unwrap()).unwrap();
-        for s in (0..a.id_bound() as u32).map(StateId) {
+        for s in (0..a.states().len() as u32).map(StateId) {
             let full = classify_kernel(&a, &trie, n, s, None, None, None).unwrap();
             let fast = classify_kernel(&a, &trie, n, s, Some(&body), None, None).unwrap();
             assert_eq!(full, fast, "state {} of\n{src}", s.0);
@@ -997,7 +997,7 @@ fn walked_body_kernels_equal_full_walks() {
         BodySlice::covers_or_misread(&a, s, memo).err().and_then(|m| walked_cover(&a, s, m, walkable, unwalkable, memo))
     };
     let mut fresh_all = Vec::new();
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         let fresh = walked_from(s, &CoverMemo::default());
         fresh_all.push(fresh);
         assert_eq!(walked_from(s, &memo), fresh, "state {}", s.0);
@@ -1062,7 +1062,7 @@ fn walked_strings_equal_full_walks(fx: &WalkedFixture) -> (std::collections::BTr
     let bodies = |w: Walked| walked_body(trie, body, firsts, &index, w);
     let memo = CoverMemo::default();
     let (mut strings, mut strings_only) = (std::collections::BTreeSet::new(), 0);
-    for s in (0..a.id_bound() as u32).map(StateId) {
+    for s in (0..a.states().len() as u32).map(StateId) {
         let unwalkable = |x: u8| !firsts.walkable(x);
         let found = BodySlice::covers_or_misread(a, s, &memo)
             .err()
@@ -1162,7 +1162,7 @@ fn five_word_string_sets_fit() {
         assert!(strings.contains(&pack(want)), "no state walks {:?}: {strings:x?}", String::from_utf8_lossy(want));
     }
     let memo = CoverMemo::default();
-    let wide = (0..fx.a.id_bound() as u32).map(StateId).any(|s| {
+    let wide = (0..fx.a.states().len() as u32).map(StateId).any(|s| {
         let found = BodySlice::covers_or_misread(&fx.a, s, &memo)
             .err()
             .and_then(|m| walked_cover(&fx.a, s, m, |x| fx.firsts.walkable(x), |x| !fx.firsts.walkable(x), &memo));
@@ -1200,7 +1200,7 @@ fn tiny_cover_budgets_classify_like_full_walks() {
     let spell = |k: &crate::mask::KernelMask| -> Vec<(u32, Vec<u8>)> {
         k.uncertain.iter().map(|&(t, i)| (t, k.suffixes[i as usize].to_vec())).collect()
     };
-    let states: Vec<StateId> = (0..a.id_bound() as u32).map(StateId).collect();
+    let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
     let covered = |budget: usize| {
         let memo = CoverMemo::default();
         states.iter().filter(|&&s| with_cover_budget(budget, || BodySlice::covers(&a, s, &memo)).is_some()).count()
@@ -1278,7 +1278,7 @@ fn excluded_key_starts_search_the_body_rule() {
     let memo = CoverMemo::with_substitutes(substitutes.clone());
     let body = a.rule_start(g.excluded_words().unwrap().any);
     assert!(BodySlice::covers(&a, body, &memo).is_some());
-    let states: Vec<StateId> = (0..a.id_bound() as u32).map(StateId).collect();
+    let states: Vec<StateId> = (0..a.states().len() as u32).map(StateId).collect();
     let key_start = |&&s: &&StateId| {
         let calls = a.rule_edges(s);
         a.byte_edges(s).is_empty()

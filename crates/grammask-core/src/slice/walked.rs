@@ -806,8 +806,8 @@ pub fn no_walked_cover(a: &Automata, s: StateId) -> bool {
     }
     MARKS.with(|m| {
         let (marks, visited) = &mut *m.borrow_mut();
-        if marks.len() < a.id_bound() {
-            marks.resize(a.id_bound(), UNSEEN);
+        if marks.len() < a.states().len() {
+            marks.resize(a.states().len(), UNSEEN);
         }
         let bounded = bounded_text(s, &succ, marks, visited);
         for q in visited.drain(..) {
