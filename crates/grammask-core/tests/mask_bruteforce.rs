@@ -4695,19 +4695,18 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
     assert!(literal >= 5, "{literal} literal-lead kernels on Llama 3");
 }
 
-/// Literal leads alike within the longest token that begins with their byte share one
+/// Literal leads alike in what their object reads within the tokens below their byte share one
 /// classification (`CompiledGrammar::literal_lead_key`, MaskBench o3626's ~270 objects under
-/// `"not":`): on vocabularies of the pieces alone, whose tokens below `{` are at most 4 bytes,
-/// `a` and `b` (keys `"kaa"`, `"kab"`) read alike, `c` (`"kb"`) does not; `e` and `e2` (both may
-/// be `{}`) differ only in FOLLOW (`]` or `)` after them). Every literal lead's cached kernel
-/// equals the plain walk and masks along documents equal brute force. Fails with the key's depth
-/// one byte short (`c` takes `a`'s kernel: `{"kb` refused) or without FOLLOW in the key (`e2`
-/// takes `e`'s: `{})` refused), and without the sharing (`literal_leads_alike`).
+/// `"not":`): on the vocabulary of the pieces alone, whose tokens below `{"` are at most 3 bytes
+/// past the `{`, `b` and `c` (keys `"kab"`, `"kb"`, each used twice so neither is inlined, one
+/// FOLLOW set) differ at `{"kb`. Every literal lead's cached kernel equals the plain walk and
+/// masks along documents equal brute force. Fails with the rests' depth one byte short (`c`
+/// takes `b`'s kernel or `b` `c`'s), and without the sharing (`literal_leads_alike`).
 #[test]
 fn literal_leads_alike_share_kernels_match_brute_force() {
     let g = grammask_core::ebnf::parse_ebnf(
-        "root ::= \"[\" ws q ws \"]\" | \"(\" ws r ws \")\"\nq ::= q1 | q2\nq1 ::= a | b\nq2 ::= c | e\n\
-         r ::= a | e2\n\
+        "root ::= \"[\" ws q ws \"]\" | \"(\" ws r ws \")\" | \"<\" ws t ws \">\"\nq ::= q1 | q2\nq1 ::= a | b\n\
+         q2 ::= c | e\nr ::= a | e2\nt ::= b | c | e2\n\
          a ::= \"{\" ws \"\\\"kaa\\\"\" ws \":\" ws \"1\" ws \"}\"\n\
          b ::= \"{\" ws \"\\\"kab\\\"\" ws \":\" ws q ws \"}\"\n\
          c ::= \"{\" ws \"\\\"kb\\\"\" ws \":\" ws \"2\" ws \"}\"\n\
@@ -4729,6 +4728,8 @@ fn literal_leads_alike_share_kernels_match_brute_force() {
         b"( {} )",
         b"({\"kaa\":3})",
         b"[{}]",
+        b"<{\"kb\":2}>",
+        b"< {\"kab\":{}}>",
     ];
     let mut alike = 0;
     for draws in [0, 0, 20] {
