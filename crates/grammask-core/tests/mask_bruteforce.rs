@@ -4700,8 +4700,7 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
 /// `"not":`): on the vocabulary of the pieces alone, whose tokens below `{"` are at most 3 bytes
 /// past the `{`, `b` and `c` (keys `"kab"`, `"kb"`, each used twice so neither is inlined, one
 /// FOLLOW set) differ at `{"kb`. Every literal lead's cached kernel equals the plain walk and
-/// masks along documents equal brute force. Fails with the rests' depth one byte short (`c`
-/// takes `b`'s kernel or `b` `c`'s), and without the sharing (`literal_leads_alike`).
+/// masks along documents equal brute force. Fails without the sharing (`literal_leads_alike`).
 #[test]
 fn literal_leads_alike_share_kernels_match_brute_force() {
     let g = grammask_core::ebnf::parse_ebnf(
