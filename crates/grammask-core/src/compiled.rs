@@ -480,6 +480,9 @@ pub struct KernelStats {
 type LeadLeafKey = (usize, u8, u128, u32, u128, (u128, u32));
 /// A literal lead's kernel (kept for its address) and its part.
 type LeadLeafEntry = (Arc<KernelMask>, Arc<KernelMask>);
+/// A literal lead's kernel with the bytes its `v` reads (`None`: it does not apply), shared by the
+/// literal leads alike ([`CompiledGrammar::literal_lead_key`]).
+type LiteralLeadAlike = Option<(Arc<KernelMask>, ByteSet)>;
 
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -508,7 +511,7 @@ pub struct CompiledGrammar {
     literal_lead_reads: RwLock<FastMap<StateId, (ByteSet, ByteSet)>>,
     /// [`Self::literal_lead_kernel`] by the literal lead's structure key ([`Self::literal_lead_key`]),
     /// with the bytes its `v` reads (`None`: it does not apply).
-    literal_leads_alike: RwLock<FastMap<u128, Option<(Arc<KernelMask>, ByteSet)>>>,
+    literal_leads_alike: RwLock<FastMap<u128, LiteralLeadAlike>>,
     /// The memo of those keys' trees ([`Automata::bounded_key`]).
     bounded_keys: Mutex<crate::compiler::BoundedKeys>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
@@ -764,7 +767,7 @@ impl CompiledGrammar {
             lead_leaves: RwLock::new(FastMap::default()),
             literal_lead_reads: RwLock::new(FastMap::default()),
             literal_leads_alike: RwLock::new(FastMap::default()),
-            bounded_keys: Mutex::new(Default::default()),
+            bounded_keys: Mutex::new(crate::compiler::BoundedKeys::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
