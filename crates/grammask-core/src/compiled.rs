@@ -71,6 +71,11 @@ const EARLY_SHARE_STATES: usize = 72;
 /// A choice of at most this many literal leads (`"{" ws obj_N ws "}" | ...`) is composed from
 /// their kernels ([`CompiledGrammar::literal_lead_kernel`]); a wider one is walked.
 const LITERAL_LEAD_CHOICE_MAX: usize = 8;
+/// New memo entries past which a literal lead is not keyed ([`CompiledGrammar::literal_lead_key`]):
+/// its walk is then left as it is.
+const LITERAL_LEAD_KEY_ENTRIES: usize = 4096;
+/// Entries of that memo past which it starts again.
+const BOUNDED_KEYS_MAX: usize = 1 << 16;
 
 /// Unequal kernels kept per [`KernelMask::content_key`] (a key samples the accepted set, so
 /// kernels that differ only in its other words share one).
@@ -466,12 +471,18 @@ pub struct KernelStats {
     /// Inside a plain inlined string body: its quote cut's tokens, with a walk of only the
     /// tokens that read past a `"` ([`CompiledGrammar::quote_cut_kernel`]).
     pub quote_cuts: usize,
+    /// Of `composed`, literal leads whose classification a literal lead alike had
+    /// ([`CompiledGrammar::literal_lead_kernel`]'s structure key), with no walk of their own.
+    pub literal_leads_alike: usize,
 }
 /// [`CompiledGrammar::lead_tree_kernel`]'s key of a literal lead's part: its kernel's address,
 /// byte, inner run (class hash, bound), first bytes after it (hash) and outer run.
 type LeadLeafKey = (usize, u8, u128, u32, u128, (u128, u32));
 /// A literal lead's kernel (kept for its address) and its part.
 type LeadLeafEntry = (Arc<KernelMask>, Arc<KernelMask>);
+/// A literal lead's kernel with the bytes its `v` reads (`None`: it does not apply), shared by the
+/// literal leads alike ([`CompiledGrammar::literal_lead_key`]).
+type LiteralLeadAlike = Option<(Arc<KernelMask>, ByteSet)>;
 
 /// A grammar compiled against a vocabulary.
 #[derive(Debug)]
@@ -498,6 +509,11 @@ pub struct CompiledGrammar {
     /// row reads, where [`Self::literal_lead_kernel`] classified it (`v` reads no byte of the
     /// class and has not ended the rule).
     literal_lead_reads: RwLock<FastMap<StateId, (ByteSet, ByteSet)>>,
+    /// [`Self::literal_lead_kernel`] by the literal lead's structure key ([`Self::literal_lead_key`]),
+    /// with the bytes its `v` reads (`None`: it does not apply).
+    literal_leads_alike: RwLock<FastMap<u128, LiteralLeadAlike>>,
+    /// The memo of those keys' trees ([`Automata::bounded_key`]).
+    bounded_keys: Mutex<crate::compiler::BoundedKeys>,
     /// FOLLOW set of each rule, computed on the first kernel classification.
     follow: OnceLock<Vec<ByteSet>>,
     nullable: OnceLock<Vec<bool>>,
@@ -555,7 +571,7 @@ pub struct CompiledGrammar {
     /// Kernels by [`sibling_key`].
     siblings: RwLock<HashMap<Box<[u64]>, Arc<KernelMask>>>,
     /// Counts of [`KernelStats`], in its field order.
-    stats: [AtomicUsize; 13],
+    stats: [AtomicUsize; 14],
 }
 
 /// Excluded words from which an excluded-words callee is composed rather than walked by its
@@ -750,6 +766,8 @@ impl CompiledGrammar {
             lead_trees: RwLock::new(FastMap::default()),
             lead_leaves: RwLock::new(FastMap::default()),
             literal_lead_reads: RwLock::new(FastMap::default()),
+            literal_leads_alike: RwLock::new(FastMap::default()),
+            bounded_keys: Mutex::new(crate::compiler::BoundedKeys::default()),
             follow: OnceLock::new(),
             nullable: OnceLock::new(),
             residual_words: OnceLock::new(),
@@ -973,9 +991,9 @@ impl CompiledGrammar {
             }
             return Ok(Some(self.cache_kernel(state, km)));
         }
-        if let Some(km) = self.literal_lead_kernel(state)? {
+        if let Some(km) = self.literal_lead_kernel_alike(state)? {
             self.count(1);
-            return Ok(Some(self.cache_kernel(state, Arc::new(km))));
+            return Ok(Some(km));
         }
         if let Some(km) = self.literal_kernel(state)? {
             self.count(0);
@@ -1340,15 +1358,96 @@ impl CompiledGrammar {
     /// property's `,`, one in each new lead after a value.
     #[doc(hidden)]
     pub fn literal_lead_kernel(&self, state: StateId) -> Result<Option<KernelMask>> {
-        let a = &self.automata;
-        let Some((p, v, class, bound)) = self.literal_lead(state) else { return Ok(None) };
+        let Some(lead) = self.literal_lead(state) else { return Ok(None) };
+        let nodes = self.index.lead_nodes(Some(lead.0), &lead.2, lead.3);
+        Ok(self.literal_lead_walked(lead, &nodes)?.map(|(km, _)| km))
+    }
+
+    /// [`Self::literal_lead_kernel`] of the literal lead `(p, v, class, bound)` over `nodes`
+    /// (below `p`), with the bytes `v` reads (recorded in `literal_lead_reads` too).
+    fn literal_lead_walked(
+        &self,
+        (_, v, class, _): (u8, StateId, ByteSet, u32),
+        nodes: &LeadNodes,
+    ) -> Result<Option<(KernelMask, ByteSet)>> {
         let vocab_size = self.index.vocab.vocab_size();
-        let nodes = self.index.lead_nodes(Some(p), &class, bound);
         // `v` is in `state`'s rule (a byte edge, then a call's return): the same FOLLOW set.
-        let walk = |sc: Shortcuts<'_>| classify_after_lead(a, &self.index.trie, vocab_size, v, sc, &nodes);
+        let walk = |sc: Shortcuts<'_>| classify_after_lead(&self.automata, &self.index.trie, vocab_size, v, sc, nodes);
         let Some((km, _, readable)) = self.with_walk_shortcuts(v, walk)? else { return Ok(None) };
         write(&self.literal_lead_reads).insert(v, (class, readable));
-        Ok(Some(km))
+        Ok(Some((km, readable)))
+    }
+
+    /// [`Self::literal_lead_kernel`], cached, and shared by literal leads alike: those of equal
+    /// [`Self::literal_lead_key`] take the first one's classification (and the bytes its `v`
+    /// reads) without a walk. `None` where it does not apply.
+    ///
+    /// PERF: MaskBench o3626's `not` value is a tree over ~270 literal leads `"{" ws obj_N ws "}"`
+    /// whose objects differ only past the 7 bytes of the longest Llama 3 token that begins with
+    /// `{`; each walked its own (~22.7 K instructions, 6.1 M of its slowest fill).
+    fn literal_lead_kernel_alike(&self, state: StateId) -> Result<Option<Arc<KernelMask>>> {
+        let Some(lead) = self.literal_lead(state) else { return Ok(None) };
+        let (p, v, class, bound) = lead;
+        let nodes = self.index.lead_nodes(Some(p), &class, bound);
+        let key = self.literal_lead_key(state, lead, &nodes);
+        if let Some(alike) = key.and_then(|k| read(&self.literal_leads_alike).get(&k).cloned()) {
+            let Some((km, readable)) = alike else { return Ok(None) };
+            self.count(13);
+            write(&self.literal_lead_reads).insert(v, (class, readable));
+            return Ok(Some(write(&self.kernels).entry(state).or_insert(km).clone()));
+        }
+        let walked = self.literal_lead_walked(lead, &nodes)?;
+        let walked = walked.map(|(km, readable)| (self.cache_kernel(state, Arc::new(km)), readable));
+        if let Some(k) = key {
+            write(&self.literal_leads_alike).insert(k, walked.clone());
+        }
+        Ok(walked.map(|(km, _)| km))
+    }
+
+    /// The key of a literal lead `(p, v, class, bound)` at `state` (`nodes` below `p`) under which
+    /// literal leads alike share their classification: FOLLOW of its rule, `p`, the run, the
+    /// bytes `v` reads first and whether it may end the rule with none ([`Automata::first_bytes`]),
+    /// and per such byte `b` with exits, `v`'s key within the longest rest below them
+    /// ([`Automata::bounded_key`] with `b` first).
+    ///
+    /// Why it is exact: [`classify_after_lead`] of `v` is refused where `v` may end the rule or
+    /// reads a run byte; else it accepts the run tokens and walks each exit's subtree whose byte
+    /// `v` reads from `v`'s kernel chart: the tokens of at most that rest's depth, first byte
+    /// `b`, read from `v`, as equal keys read alike. `None` past [`LITERAL_LEAD_KEY_ENTRIES`] new
+    /// entries of the memo.
+    ///
+    /// PERF: [`Automata::structure_hash`] within the 7 bytes of the longest Llama 3 token that
+    /// begins with `{` reached past 256 states from each of o3626's literal leads (open objects:
+    /// their extra keys' string bodies), ~31 K instructions each, 13 M in all; a tree key within
+    /// those 7 bytes told their objects' keys apart (`"patt`, `"loca`: 61 kernels walked for 267
+    /// literal leads), where the only token `{"...` on Llama 3 is `{"`.
+    fn literal_lead_key(
+        &self,
+        state: StateId,
+        (p, v, class, bound): (u8, StateId, ByteSet, u32),
+        nodes: &LeadNodes,
+    ) -> Option<u128> {
+        let a = &self.automata;
+        let follow = self.follow()[a.state(state).rule.index()];
+        let mut memo = self.bounded_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if memo.len() > BOUNDED_KEYS_MAX {
+            memo.clear();
+        }
+        let mut budget = LITERAL_LEAD_KEY_ENTRIES;
+        if !a.plain_for_keys() {
+            return None;
+        }
+        let (first, ends) = a.first_bytes(v, &mut memo, &mut budget)?;
+        let mut key = follow.hash128() ^ first.hash128().rotate_left(32) ^ class.hash128().rotate_left(64);
+        key ^= u128::from(p) << 8 | u128::from(ends) | u128::from(bound) << 16;
+        for b in first.bytes() {
+            let rest = nodes.rest_depths[b as usize];
+            if rest > 0 {
+                let k = a.bounded_key(v, rest, Some(b), &mut memo, &mut budget)?;
+                key = (key ^ k ^ u128::from(b) << 96).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835);
+            }
+        }
+        Some(key)
     }
 
     /// Where [`Self::literal_lead_kernel`] applies to `state`: its literal byte `p`, the state `v`
@@ -2079,6 +2178,7 @@ impl CompiledGrammar {
             lead_leaves_read_known: n(10),
             shifted_call_loop: n(11),
             quote_cuts: n(12),
+            literal_leads_alike: n(13),
         }
     }
 

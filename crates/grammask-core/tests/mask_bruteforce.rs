@@ -4695,6 +4695,63 @@ fn literal_lead_parts_read_known_bytes_match_brute_force() {
     assert!(literal >= 5, "{literal} literal-lead kernels on Llama 3");
 }
 
+/// Literal leads alike in what their object reads within the tokens below their byte share one
+/// classification (`CompiledGrammar::literal_lead_key`, MaskBench o3626's ~270 objects under
+/// `"not":`): on the vocabulary of the pieces alone, whose tokens below `{"` are at most 3 bytes
+/// past the `{`, `b` and `c` (keys `"kab"`, `"kb"`, each used twice so neither is inlined, one
+/// FOLLOW set) differ at `{"kb`. Every literal lead's cached kernel equals the plain walk and
+/// masks along documents equal brute force. Fails without the sharing (`literal_leads_alike`).
+#[test]
+fn literal_leads_alike_share_kernels_match_brute_force() {
+    let g = grammask_core::ebnf::parse_ebnf(
+        "root ::= \"[\" ws q ws \"]\" | \"(\" ws r ws \")\" | \"<\" ws t ws \">\"\nq ::= q1 | q2\nq1 ::= a | b\n\
+         q2 ::= c | e\nr ::= a | e2\nt ::= b | c | e2\n\
+         a ::= \"{\" ws \"\\\"kaa\\\"\" ws \":\" ws \"1\" ws \"}\"\n\
+         b ::= \"{\" ws \"\\\"kab\\\"\" ws \":\" ws q ws \"}\"\n\
+         c ::= \"{\" ws \"\\\"kb\\\"\" ws \":\" ws \"2\" ws \"}\"\n\
+         e ::= \"{\" ws (\"\\\"kaa\\\"\" ws \":\" ws \"3\" ws)? \"}\"\n\
+         e2 ::= \"{\" ws (\"\\\"kaa\\\"\" ws \":\" ws \"3\" ws)? \"}\"\nws ::= [ \\n]{0,64}",
+        "root",
+    )
+    .unwrap();
+    let pieces: &[&[u8]] = &[
+        b"[", b"]", b"(", b")", b"{", b"}", b"{\"", b"{\"k", b"{\"ka", b"{\"kb", b"{ \"k", b"{\n", b"{}", b"{}]",
+        b"{})", b"\"kaa\"", b"\"kab\"", b"\"kb\"", b"kaa\"", b"a\"", b"b\"", b"\"", b":", b" ", b"\n", b"1", b"2",
+        b"3", b" {", b" {\"k", b"}]", b"})", b"x",
+    ];
+    let docs: &[&[u8]] = &[
+        b"[{\"kaa\":1}]",
+        b"[ {\n\"kab\" : {} } ]",
+        b"[{\"kab\":{\"kb\":2}}]",
+        b"({\"kaa\": 1})",
+        b"( {} )",
+        b"({\"kaa\":3})",
+        b"[{}]",
+        b"<{\"kb\":2}>",
+        b"< {\"kab\":{}}>",
+    ];
+    let mut alike = 0;
+    for draws in [0, 0, 20] {
+        let mut rng = Rng(0x0068_A11C_E000 + draws as u64);
+        let vocab = pieces_vocab(&mut rng, pieces, draws, Vec::new());
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut literal = 0;
+        for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
+            if cg.literal_lead_kernel(s).unwrap().is_some() {
+                assert_eq!(*cg.kernel(s).unwrap(), cg.classify_uninterned(s).unwrap(), "literal-lead state {s:?}");
+                literal += 1;
+            }
+        }
+        assert!(literal >= 6, "{literal} literal leads");
+        alike += cg.kernel_stats().literal_leads_alike;
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+        // Again from a fresh grammar, the fills classifying the kernels in their own order.
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        masks_along_docs_match_brute_force(&cg, &vocab, docs);
+    }
+    assert!(alike >= 3, "{alike} literal leads took a kernel alike");
+}
+
 /// An open object of more optional properties than the any-order bound, so in schema order
 /// (`obj.K_0_1 ::= ws "," ws (obj_extra ws "," ws)* "\"" "key_K" "\"" ... | obj.(K+1)_0_1`): a
 /// chain of rules that differ only in their literal keys, which no token reads to the closing

@@ -11,6 +11,7 @@
 //! - every state can reach a final state of its rule (live), and every rule edge names a
 //!   productive rule.
 use super::lookahead::LaTable;
+use crate::follow::ByteSet;
 use crate::grammar::RuleId;
 use std::sync::Mutex;
 
@@ -314,6 +315,217 @@ impl Automata {
             );
         }
         h.finish()
+    }
+}
+
+/// [`Automata::bounded_key`]'s memos: by (state, bytes left, first byte or 256 for any), the key
+/// and the fewest bytes to an end of the state's rule instance within them ([`NO_END`]: none);
+/// by state, its first bytes and whether it may end its rule instance with none. `None` while
+/// in progress.
+#[derive(Debug, Default)]
+pub struct BoundedKeys {
+    keys: crate::fasthash::FastMap<u64, Option<(u128, u32)>>,
+    firsts: crate::fasthash::FastMap<u32, Option<(ByteSet, bool)>>,
+}
+
+impl BoundedKeys {
+    pub fn len(&self) -> usize {
+        self.keys.len() + self.firsts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.firsts.clear();
+    }
+}
+
+/// No end of a rule instance within the bytes left ([`BoundedKeys`]).
+const NO_END: u32 = u32::MAX;
+/// Edges followed in a row past which [`Automata::bounded_key`] gives up (its stack).
+const BOUNDED_KEY_NESTING: u32 = 512;
+/// [`Automata::bounded_key`]'s `only` for any first byte.
+const ANY_BYTE: u32 = 256;
+
+impl Automata {
+    /// Whether [`Self::bounded_key`] and [`Self::first_bytes`] apply: no token edges or budgets.
+    pub fn plain_for_keys(&self) -> bool {
+        !self.has_token_edges() && self.budgets.is_empty() && self.rec.is_none() && self.chars.is_none()
+    }
+
+    /// The bytes `state`'s rule instance may read first (through calls, and past callees that
+    /// may end with no byte), and whether it may end with none: what a kernel chart of `state`
+    /// reads, and whether it has ended the rule. `None` for a call that reaches itself with no
+    /// byte read, or past `budget` new entries (the memo keeps what was found).
+    pub fn first_bytes(&self, state: StateId, memo: &mut BoundedKeys, budget: &mut usize) -> Option<(ByteSet, bool)> {
+        self.first_bytes_in(state, memo, budget, 0)
+    }
+
+    fn first_bytes_in(
+        &self,
+        s: StateId,
+        memo: &mut BoundedKeys,
+        budget: &mut usize,
+        nesting: u32,
+    ) -> Option<(ByteSet, bool)> {
+        if let Some(&e) = memo.firsts.get(&s.0) {
+            return e;
+        }
+        if *budget == 0 || nesting > BOUNDED_KEY_NESTING {
+            return None;
+        }
+        *budget -= 1;
+        memo.firsts.insert(s.0, None);
+        let mut found = || {
+            let mut bytes = ByteSet::default();
+            for e in self.byte_edges(s) {
+                bytes.insert_range(e.lo, e.hi);
+            }
+            let mut ends = self.state(s).is_final;
+            for &(r, t) in self.rule_edges(s) {
+                let (first, empty) = self.first_bytes_in(self.callee_start(s, r), memo, budget, nesting + 1)?;
+                bytes.union(&first);
+                if empty {
+                    let (after, t_ends) = self.first_bytes_in(t, memo, budget, nesting + 1)?;
+                    bytes.union(&after);
+                    ends |= t_ends;
+                }
+            }
+            Some((bytes, ends))
+        };
+        let found = found();
+        match found {
+            Some(e) => memo.firsts.insert(s.0, Some(e)),
+            None => memo.firsts.remove(&s.0),
+        };
+        found
+    }
+
+    /// A key of what a token walk from `state` observes within `depth` bytes whose first byte is
+    /// `only` (any byte: `None`), built as a tree over (state, bytes left, first byte) and
+    /// memoized in `memo` across states: a state's key hashes its finality, its byte edges (the
+    /// one on `only`, else each range) with their targets' keys one byte deeper, and the set of
+    /// its calls, each as the callee start's key and the return state's key after the callee's
+    /// fewest bytes to an end (past the depth: a marker; with no byte, also the return state's
+    /// key one byte deeper for any byte); a state with no bytes left is a frontier (present,
+    /// nothing else). Equal keys mean equal languages of the unfolded trees within the depth
+    /// (a return after more bytes reads a truncation of a key hashed; equal alternatives
+    /// collapse). `None` where [`Self::plain_for_keys`] does not hold, a call reaches itself
+    /// with no byte read, edges nest past [`BOUNDED_KEY_NESTING`], or past `budget` new entries
+    /// (the memo keeps the keys found).
+    ///
+    /// Equal keys of two states of rules of one FOLLOW set mean one kernel classification of the
+    /// tokens of at most `depth` bytes that begin with `only`: the walk reads the language.
+    pub fn bounded_key(
+        &self,
+        state: StateId,
+        depth: u32,
+        only: Option<u8>,
+        memo: &mut BoundedKeys,
+        budget: &mut usize,
+    ) -> Option<u128> {
+        if !self.plain_for_keys() {
+            return None;
+        }
+        let only = only.map_or(ANY_BYTE, u32::from);
+        self.bounded_key_in(state, depth, only, memo, budget, 0).map(|(h, _)| h)
+    }
+
+    fn bounded_key_in(
+        &self,
+        s: StateId,
+        d: u32,
+        only: u32,
+        memo: &mut BoundedKeys,
+        budget: &mut usize,
+        nesting: u32,
+    ) -> Option<(u128, u32)> {
+        let at = u64::from(s.0) << 32 | u64::from(d.min(0x7F_FFFF)) << 9 | u64::from(only);
+        if let Some(&e) = memo.keys.get(&at) {
+            return e;
+        }
+        if *budget == 0 || nesting > BOUNDED_KEY_NESTING || d > 0x7F_FFFF {
+            return None;
+        }
+        *budget -= 1;
+        memo.keys.insert(at, None);
+        let found = self.bounded_key_new(s, d, only, memo, budget, nesting);
+        match found {
+            Some(e) => memo.keys.insert(at, Some(e)),
+            None => memo.keys.remove(&at),
+        };
+        found
+    }
+
+    /// [`Self::bounded_key_in`] of a triple not in the memo.
+    fn bounded_key_new(
+        &self,
+        s: StateId,
+        d: u32,
+        only: u32,
+        memo: &mut BoundedKeys,
+        budget: &mut usize,
+        nesting: u32,
+    ) -> Option<(u128, u32)> {
+        let st = self.state(s);
+        let mut end = if st.is_final { 0 } else { NO_END };
+        let mut h = WordHash::default();
+        if d == 0 {
+            h.push(u64::MAX - 2);
+            return Some((h.finish(), end));
+        }
+        let push2 = |h: &mut WordHash, k: u128| {
+            h.push(k as u64);
+            h.push((k >> 64) as u64);
+        };
+        h.push(u64::from(st.is_final));
+        let next = nesting + 1;
+        for e in self.byte_edges(s) {
+            let range = u64::from(e.lo) | u64::from(e.hi) << 8;
+            let word = match only {
+                ANY_BYTE => range,
+                b if u32::from(e.lo) <= b && b <= u32::from(e.hi) => u64::from(b),
+                _ => continue,
+            };
+            let (k, m) = self.bounded_key_in(e.target, d - 1, ANY_BYTE, memo, budget, next)?;
+            h.push(word);
+            push2(&mut h, k);
+            if m != NO_END {
+                end = end.min(1 + m);
+            }
+        }
+        h.push(u64::MAX);
+        let mut calls: Vec<(u128, u128, u128)> = Vec::with_capacity(self.rule_edges(s).len());
+        for &(r, t) in self.rule_edges(s) {
+            let (k, m) = self.bounded_key_in(self.callee_start(s, r), d, only, memo, budget, next)?;
+            if m > d {
+                calls.push((k, u128::MAX, u128::MAX));
+                continue;
+            }
+            // With no byte read, `t` reads the first byte too, and any byte after one.
+            let t_only = if m == 0 { only } else { ANY_BYTE };
+            let (kt, mt) = self.bounded_key_in(t, d - m, t_only, memo, budget, next)?;
+            let later = match (m, only) {
+                (0, b) if b != ANY_BYTE => self.bounded_key_in(t, d - 1, ANY_BYTE, memo, budget, next)?.0,
+                _ => 0,
+            };
+            calls.push((k, kt, later));
+            if mt != NO_END {
+                end = end.min(m + mt);
+            }
+        }
+        calls.sort_unstable();
+        calls.dedup();
+        for (k, kt, later) in calls {
+            push2(&mut h, k);
+            push2(&mut h, kt);
+            push2(&mut h, later);
+        }
+        h.push(u64::MAX - 1);
+        Some((h.finish(), if end <= d { end } else { NO_END }))
     }
 }
 

@@ -48,7 +48,7 @@ mod token_budget;
 mod token_edges;
 mod utf8;
 
-pub use automata::{Automata, ByteEdge, State, StateId};
+pub use automata::{Automata, BoundedKeys, ByteEdge, State, StateId};
 pub use build::key_set_writes;
 /// Test switches and counters of the key-set rules' direct writer (`key_set_dfa.rs`).
 #[cfg(test)]

@@ -282,6 +282,9 @@ pub struct LeadNodes {
     pub class: ByteSet,
     /// The bound, at most the longest token (a longer one reads the same).
     pub bound: u32,
+    /// By byte, the longest rest `σ` of a token below an exit of that byte (the exit's byte
+    /// first; 0: no exit).
+    pub rest_depths: Vec<u32>,
     /// The tokens of the run nodes.
     pub run_tokens: Vec<u32>,
     /// `(exit node, start of its run's bytes in paths)`, by the exit's byte (those of byte `b`
@@ -328,6 +331,13 @@ impl LeadNodes {
                 i = n.subtree_end as usize;
             }
         }
+        let mut rest_depths = vec![0u32; 256];
+        for &(b, i, _) in &exits {
+            let top = trie.nodes[i as usize].depth;
+            let below = &trie.nodes[i as usize..trie.nodes[i as usize].subtree_end as usize];
+            let rest = below.iter().map(|n| n.depth - top + 1).max().unwrap_or(1);
+            rest_depths[b as usize] = rest_depths[b as usize].max(rest);
+        }
         // Stable: trie order within a byte.
         exits.sort_by_key(|e| e.0);
         let mut by_byte = vec![0u32; 257];
@@ -338,7 +348,7 @@ impl LeadNodes {
             by_byte[b + 1] += by_byte[b];
         }
         let exits = exits.into_iter().map(|(_, n, at)| (n, at)).collect();
-        LeadNodes { prefix, class, bound, run_tokens, exits, by_byte, paths }
+        LeadNodes { prefix, class, bound, rest_depths, run_tokens, exits, by_byte, paths }
     }
 
     /// The exits of byte `b`.
@@ -347,6 +357,9 @@ impl LeadNodes {
     }
 
     pub fn memory_size(&self) -> usize {
-        self.run_tokens.len() * 4 + self.exits.len() * 8 + self.by_byte.len() * 4 + self.paths.len()
+        self.run_tokens.len() * 4
+            + self.exits.len() * 8
+            + (self.by_byte.len() + self.rest_depths.len()) * 4
+            + self.paths.len()
     }
 }
