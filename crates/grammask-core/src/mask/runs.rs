@@ -839,6 +839,8 @@ mod tests {
         "root ::= [\u{0}-\u{D7FF}\u{E000}-\u{10FFFF}]* [^ß]+",
         "root ::= [\u{1}-\u{7F}\u{100}-\u{3FF}\u{1000}-\u{FFFF}\u{20000}-\u{10FFFF}]*",
         "root ::= (c | \"ab\")* \"z\"\nc ::= [^é€] | \"é€\"",
+        // Recursive, so never inlined: its rule edges are searched.
+        "root ::= (c | \"ab\")* \"z\"\nc ::= [^é€()] | \"(\" c \")\"",
         "root ::= \"\\\"\" ([^\"\\\\\u{2028}] | \"\\\\\" [\"\\\\nt])* \"\\\"\"",
     ];
 
