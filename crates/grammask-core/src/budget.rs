@@ -148,7 +148,7 @@ fn call_order(a: &Automata) -> Vec<u32> {
     let mut order = Vec::with_capacity(n);
     let next = |s: u32, i: usize| -> Option<u32> {
         let e = a.rule_edges(StateId(s)).get(i / 2)?;
-        Some(if i % 2 == 0 { a.rule_start(e.0).0 } else { e.1 .0 })
+        Some(if i.is_multiple_of(2) { a.rule_start(e.0).0 } else { e.1 .0 })
     };
     for s0 in 0..n as u32 {
         if std::mem::replace(&mut seen[s0 as usize], true) {
