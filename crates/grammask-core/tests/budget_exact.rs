@@ -1380,3 +1380,59 @@ fn limits_at_the_cost_ceiling_mask_equal_brute_force() {
     }
     assert!(grammask_core::budget::ceiling_skips() > skips, "no mask was left as it is at the ceiling");
 }
+
+/// Rows whose bound on the cost after any token (`RowCosts::token_ceiling`: each item's growth
+/// within the longest token plus its `U`, and the same after ends into its callers) is at most
+/// the limit keep every token without a walk, in recursive grammars too. Along random paths, at
+/// every remaining budget from past the dearest token down to the tightest, the masks equal the
+/// breadth-first definition, and some were left by the bound (`budget::row_ceiling_skips`). In
+/// `deep` the bound is reached: `<` costs most (seven more `<`, the cheapest `root` and `>`s),
+/// and a nesting level is longer than any token, so a bound one too low fails at its first row.
+#[test]
+fn rows_under_their_token_ceiling_mask_equal_brute_force() {
+    let (vocab, stop) = vocab();
+    let mut rng = Rng(0x0B0D_6800_0000_5EED);
+    let skips = grammask_core::budget::row_ceiling_skips();
+    let deep =
+        ("deep", parse_ebnf("root ::= \"a\" x | \"<<<<<<<<\" root \">\"\nx ::= \"cccccccc\" \"d\"?", "root").unwrap());
+    for (name, g) in grammars().into_iter().chain([deep]) {
+        if !matches!(name, "deep" | "nested" | "expr" | "open_object" | "object") {
+            continue;
+        }
+        let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+        let mut memo = HashMap::new();
+        for path in 0..3 {
+            let mut free = Matcher::new(cg.clone(), MatcherOptions::default()).unwrap();
+            let mut taken: Vec<u32> = Vec::new();
+            for step in 0..8 {
+                let allowed: Vec<u32> = free.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                let now = shortest(&free, &mut memo, 64).expect("a completion");
+                let costs = costs_after(&free, &allowed, stop, &mut memo);
+                let dearest = costs.iter().filter_map(|c| c.1).max().unwrap_or(now);
+                for remaining in ((now as usize + 1)..=(dearest as usize + 4)).rev() {
+                    let Ok(mut m) = Matcher::new(
+                        cg.clone(),
+                        MatcherOptions { max_tokens: Some(taken.len() + remaining), ..Default::default() },
+                    ) else {
+                        continue;
+                    };
+                    for &t in &taken {
+                        assert!(m.accept_token(t).unwrap());
+                    }
+                    let got: HashSet<u32> = m.compute_mask().unwrap().iter_ones().map(|t| t as u32).collect();
+                    let mut want: HashSet<u32> = fitting(&costs, remaining).collect();
+                    if free.is_completed() {
+                        want.insert(stop);
+                    }
+                    assert_eq!(got, want, "{name} path {path} step {step} remaining {remaining} (now {now})");
+                }
+                let Some(&(t, _)) = costs.get(rng.below(costs.len().max(1) as u64) as usize) else {
+                    break;
+                };
+                assert!(free.accept_token(t).unwrap());
+                taken.push(t);
+            }
+        }
+    }
+    assert!(grammask_core::budget::row_ceiling_skips() > skips, "no mask was left by its row's token ceiling");
+}
