@@ -119,11 +119,6 @@ fn main() {
         }
     }
     println!("masks {:016x}", masks.finish());
-    println!(
-        "skips: ceiling {}, row ceiling {}",
-        grammask_core::budget::ceiling_skips(),
-        grammask_core::budget::row_ceiling_skips()
-    );
     if census {
         let total: f64 = sides[0].times.iter().sum();
         let p99 = pct(&mut sides[0].times, 99.0) / 1e6;

@@ -126,104 +126,6 @@ test_counter! {
     pub fn ceiling_skips => CEILING_SKIPS
 }
 
-test_counter! {
-    /// How many masks [`Budget::restrict`] left as they are because the limit was at or above
-    /// the last row's [`RowCosts::token_ceiling`], for tests.
-    pub fn row_ceiling_skips => ROW_CEILING_SKIPS
-}
-
-/// Most passes over a growth layer's calls ([`token_growth`]); a grammar needing more (calls
-/// that raise each other without a byte: left recursion) gets no growth table.
-const MAX_GROWTH_PASSES: usize = 64;
-
-/// Most `depth * (states + edges)` a grammar's [`token_growth`] may take; larger grammars get
-/// none (it runs on a mask fill: ~128 layers of the automaton on Llama 3, ~150 ms at 2^27).
-const MAX_GROWTH_WORK: usize = 1 << 22;
-
-/// States ordered so that the targets of each state's rule edges (its callees' starts and its
-/// return states) come before it, but for cycles: depth-first post-order.
-fn call_order(a: &Automata) -> Vec<u32> {
-    let n = a.states().len();
-    let mut seen = vec![false; n];
-    let mut order = Vec::with_capacity(n);
-    let next = |s: u32, i: usize| -> Option<u32> {
-        let e = a.rule_edges(StateId(s)).get(i / 2)?;
-        Some(if i.is_multiple_of(2) { a.rule_start(e.0).0 } else { e.1 .0 })
-    };
-    for s0 in 0..n as u32 {
-        if std::mem::replace(&mut seen[s0 as usize], true) {
-            continue;
-        }
-        let mut stack = vec![(s0, 0usize)];
-        while let Some((s, i)) = stack.pop() {
-            match next(s, i) {
-                Some(t) => {
-                    stack.push((s, i + 1));
-                    if !std::mem::replace(&mut seen[t as usize], true) {
-                        stack.push((t, 0));
-                    }
-                }
-                None => order.push(s),
-            }
-        }
-    }
-    order
-}
-
-/// `growth[s]`: at least the most `dist(s') + dist(t_1) + ... + dist(t_m)` over the paths of 1
-/// to `depth` bytes from state `s` that do not end its rule: byte steps, callees passed whole,
-/// and calls `-R_i-> t_i` still open at the end, `s'` the state after the last byte (in `s`'s
-/// rule or an open callee). An item `(s, o)` of a row reaches by such a path an item costing at
-/// most `growth[s] + U(rule(s), o)` (an open callee's `U` is at most `dist(t_i)` plus its
-/// caller's `U`). Computed by `depth` layers (paths of at most `k` bytes), a callee passed whole
-/// counted at the bytes of its caller's layer; a layer equal to the one before ends it.
-/// [`INF`] everywhere when a layer's calls do not settle (see [`MAX_GROWTH_PASSES`]) or the
-/// automaton is too large (see [`MAX_GROWTH_WORK`]).
-fn token_growth(a: &Automata, dist: &[u32], depth: u32) -> Vec<u32> {
-    let n = a.states().len();
-    let edges: usize = (0..n as u32).map(|s| a.byte_edges(StateId(s)).len() + a.rule_edges(StateId(s)).len()).sum();
-    if (n + edges).saturating_mul(depth as usize) > MAX_GROWTH_WORK {
-        return vec![INF; n];
-    }
-    let order = call_order(a);
-    // No path (0 bytes) counts as 0: costs are not negative, so the bound stays one.
-    let mut prev = vec![0u32; n];
-    let mut cur = vec![0u32; n];
-    for _ in 0..depth {
-        for (s, c) in cur.iter_mut().enumerate() {
-            *c = a.byte_edges(StateId(s as u32)).iter().fold(0, |m, e| {
-                let t = e.target.0 as usize;
-                m.max(dist[t]).max(prev[t])
-            });
-        }
-        let mut settled = false;
-        for _ in 0..MAX_GROWTH_PASSES {
-            let mut changed = false;
-            for &s in &order {
-                let mut m = cur[s as usize];
-                for &(r, t) in a.rule_edges(StateId(s)) {
-                    let open = (dist[t.0 as usize] + cur[a.rule_start(r).0 as usize]).min(INF);
-                    m = m.max(open).max(cur[t.0 as usize]);
-                }
-                changed |= m != cur[s as usize];
-                cur[s as usize] = m;
-            }
-            if !changed {
-                settled = true;
-                break;
-            }
-        }
-        if !settled {
-            return vec![INF; n];
-        }
-        if cur == prev {
-            break;
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev
-}
-
 /// The most `C` any chart row of the grammar can cost, or [`INF`] when that is unbounded or not
 /// known. An item of a row costs `dist + U`, and `U(R, o)` is the least `dist(t) + U` over the
 /// items of row `o` with an edge `R -> t`, so it is at most `up[R]`: the most `dist(t) + up[Q]`
@@ -359,9 +261,6 @@ pub struct Completion {
     /// The most any row of the grammar costs ([`cost_ceiling`]): at a limit this high no token
     /// is over it, and [`Budget::restrict`] leaves the mask as it is without a walk.
     ceiling: u32,
-    /// [`token_growth`] within the trie's longest token, computed on first use (mergeable
-    /// grammars only: other rows count more than their items).
-    growth: OnceLock<Vec<u32>>,
 }
 
 /// What limit walks did, counted for tests: `WalkStats<AtomicUsize>` counts, and
@@ -1139,7 +1038,6 @@ impl Completion {
             near_rules: Mutex::default(),
             stats: WalkStats::default(),
             ceiling,
-            growth: OnceLock::new(),
         }
     }
 
@@ -1810,9 +1708,6 @@ impl Completion {
 struct RowInfo {
     table: Box<[(u32, u32)]>,
     cost: u32,
-    /// [`RowCosts::token_ceiling`]'s `P(R, row)` table, sorted by rule index, computed on first
-    /// use (a function of the signature too).
-    pops: OnceLock<Box<[(u32, u32)]>>,
 }
 
 /// A row's `U(R, row)` values by rule index while [`RowCosts::row_info`] computes them.
@@ -1957,92 +1852,7 @@ impl RowCosts {
         }
         let mut t: Vec<(u32, u32)> = u.touched.iter().map(|&rule| (rule, u.value[rule as usize])).collect();
         t.sort_unstable();
-        RowInfo { table: t.into_boxed_slice(), cost, pops: OnceLock::new() }
-    }
-
-    /// `P(R, o)` of row `o`'s table, or what a rule no item of row `o` calls takes: 0 for the
-    /// root in row 0 (nothing follows its end), [`INF`] otherwise.
-    fn pop_bound(&self, a: &Automata, o: usize, rule: u32) -> u32 {
-        let t = self.tables[o].pops.get().expect("origin rows' pops first");
-        match t.binary_search_by_key(&rule, |e| e.0) {
-            Ok(i) => t[i].1,
-            Err(_) if o == 0 && rule == a.root().index() as u32 => 0,
-            Err(_) => INF,
-        }
-    }
-
-    /// Row `o`'s `P(R, o)`, for each rule `R` an item `p` of the row calls (`p.state -R-> t`):
-    /// at least the most an item reached after `R`'s end by bytes costs, that is the most of
-    /// `growth[t] + U(rule(p), p.origin)` and, `p`'s own rule ending in turn, `P(rule(p),
-    /// p.origin)`. The tables of the rows before `o` it reads must be there.
-    fn pops_fresh(&self, a: &Automata, growth: &[u32], items: &[Item], o: usize) -> Box<[(u32, u32)]> {
-        let mut most: FastMap<u32, u32> = FastMap::default();
-        for p in items {
-            let rule = a.state(p.state).rule.index() as u32;
-            let up = self.lookup(p.origin as usize, rule);
-            // Items begun in this row take this row's values: raised to the fixpoint below.
-            let above = if (p.origin as usize) < o { self.pop_bound(a, p.origin as usize, rule) } else { 0 };
-            for &(r, t) in a.rule_edges(p.state) {
-                let v = most.entry(r.index() as u32).or_insert(0);
-                *v = (*v).max((growth[t.0 as usize] + up).min(INF)).max(above);
-            }
-        }
-        for _ in 0..=items.len() {
-            let mut changed = false;
-            for p in items.iter().filter(|p| p.origin as usize == o) {
-                let Some(&above) = most.get(&(a.state(p.state).rule.index() as u32)) else {
-                    continue;
-                };
-                for &(r, _) in a.rule_edges(p.state) {
-                    let v = most.get_mut(&(r.index() as u32)).expect("entered above");
-                    if above > *v {
-                        *v = above;
-                        changed = true;
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let mut t: Vec<(u32, u32)> = most.into_iter().collect();
-        t.sort_unstable();
-        t.into_boxed_slice()
-    }
-
-    /// At least the most `C` after any token of at most the trie's depth from the chart's last
-    /// row `r` (the tables must be in step with `chart`): a token's bytes end in an item reached
-    /// from an item `x` of row `r` by a path within `x`'s rule (at most `growth[x.state] +
-    /// U(rule(x), x.origin)`) or after ends of `x`'s rule and its callers (at most `P(rule(x),
-    /// x.origin)`), and `C` is the least over the row's items. `None` once it exceeds `limit`.
-    fn token_ceiling(&self, a: &Automata, growth: &[u32], chart: &Chart, limit: u32) -> Option<u32> {
-        let r = chart.last_row_index();
-        // Rows whose `P` tables the bound reads, each computed after those of its items' origins.
-        let mut need = vec![r];
-        let mut stack = vec![r];
-        while let Some(o) = stack.pop() {
-            for it in chart.row(o) {
-                let q = it.origin as usize;
-                if q < o && self.tables[q].pops.get().is_none() && !need.contains(&q) {
-                    need.push(q);
-                    stack.push(q);
-                }
-            }
-        }
-        need.sort_unstable();
-        for &o in &need {
-            self.tables[o].pops.get_or_init(|| self.pops_fresh(a, growth, chart.row(o), o));
-        }
-        let mut most = 0;
-        for x in chart.row(r) {
-            let rule = a.state(x.state).rule.index() as u32;
-            let within = (growth[x.state.0 as usize] + self.lookup(x.origin as usize, rule)).min(INF);
-            most = most.max(within).max(self.pop_bound(a, x.origin as usize, rule));
-            if most > limit {
-                return None;
-            }
-        }
-        Some(most)
+        RowInfo { table: t.into_boxed_slice(), cost }
     }
 
     fn pop(&mut self) {
@@ -4020,16 +3830,6 @@ impl Budget {
         self.fit_cap = cap;
     }
 
-    /// [`RowCosts::token_ceiling`] of the chart's last row if at most `limit` (mergeable
-    /// grammars; the tables in step with `chart`).
-    fn token_ceiling(&self, a: &Automata, trie: &TokenTrie, chart: &Chart, limit: u32) -> Option<u32> {
-        if !self.comp.mergeable {
-            return None;
-        }
-        let growth = self.comp.growth.get_or_init(|| token_growth(a, &self.comp.dist, trie.max_depth));
-        self.rows.token_ceiling(a, growth, chart, limit)
-    }
-
     /// For a last row of one leaf item: the item's state and a key of what else its cost depends
     /// on (rule, origin row, lookahead), for [`Completion::covers`]. `None` for other rows and
     /// grammars whose rows are not costed by their items' byte paths alone.
@@ -4228,19 +4028,6 @@ impl Budget {
         let entry = match self.comp.memo_get(sig) {
             Some(e) if answers(&e) => e,
             old => {
-                // PERF: most rows the memo does not answer keep every token (92% of the replay's
-                // budgeted masks, 63% of its fills at or above the p99): a bound on the cost
-                // after any token proves it without a walk, and memoized serves the state's
-                // later masks as without a budget.
-                if let Some(b) = self.token_ceiling(a, trie, chart, limit) {
-                    ROW_CEILING_SKIPS.set(ROW_CEILING_SKIPS.get() + 1);
-                    if old.is_none() {
-                        let costs = Exact::default();
-                        let e = Entry { now, bound: b, costs, over_from: INF, under_to: None, near_capped: false };
-                        self.comp.memo_put(sig, e);
-                    }
-                    return Ok(());
-                }
                 // A row of equal merged key (another position of a counted repetition) may have
                 // been costed: its entry holds for limits below the cap.
                 let cap = self.max_tokens.min(INF as usize) as u32;
