@@ -182,6 +182,26 @@ def test_harness_runs_installed_engines_on_maskbench(tmp_path):
         assert (out / "tbm_cdf.png").stat().st_size > 0
 
 
+def test_grammask_matcher_mask_shows_every_fill():
+    """The XGrammar-like adapter's `mask` (a numpy view of the matcher's bitmask, made on first
+    use) is one array that every fill writes to, whether taken before the fill or after."""
+    tok = data.load_hf_tokenizer(_shared_or_skip() / "tokenizers" / "llama3")
+    ad = engines.ENGINES["grammask"](tok)
+    m = ad.matcher(ad.compile('{"type": "boolean"}'))
+    before = m.mask
+    assert (before == -1).all()
+    m.fill()
+    assert m.mask is before and np.array_equal(before, m._bitmask.numpy().reshape(-1))
+    first = before.copy()
+    allowed = [t for t in range(ad.vocab_size) if m.allowed(t)]
+    assert 0 < len(allowed) < ad.vocab_size
+    tok_t = next(t for t in allowed if tok.decode([t]) == "t")
+    assert m.accept(tok_t)
+    m.fill()
+    assert not np.array_equal(before, first)
+    assert np.array_equal(before, m._bitmask.numpy().reshape(-1))
+
+
 def test_fill_cpu_times_follow_the_mask_times():
     """`run_task(..., fill_cpu=...)` (bench/fill_cpu_replay.py) records one (instance, position,
     thread CPU) per timed fill, in the order of `mask_us`, the stop token's fill last."""
