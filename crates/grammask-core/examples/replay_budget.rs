@@ -10,8 +10,11 @@
 //! every budgeted mask (`masks ...`): builds that fill the same masks print the same hash. With
 //! `REPLAY_CENSUS=1` and both sides, also how many budgeted masks equal the unbudgeted one
 //! (`unbound ...`: the budget removed no token) and their time, and how many schemas' grammars
-//! have a finite cost ceiling (`Completion::ceiling`: limits at or above it take no walk); off
-//! by default, as its copies and compares of each row touch the caches the fills use.
+//! have a finite cost ceiling (`Completion::ceiling`: limits at or above it take no walk), the
+//! budgeted fills split by what `Budget::restrict` did (no walk, a walk of a state new to the
+//! memo, a walk of a state whose entry did not answer its limit; `WalkStats::fresh_walks`,
+//! `stale_walks`) and the schemas with most fills at or above the budgeted p99; off by
+//! default, as its copies and compares of each row touch the caches the fills use.
 #[path = "common/cpu_clock.rs"]
 mod cpu_clock;
 
@@ -60,6 +63,9 @@ fn main() {
     // Budgeted fills whose mask equals the unbudgeted one: count, their budgeted time; schemas
     // with a finite ceiling, schemas.
     let (mut unbound, mut ceilings, mut schemas) = (Vec::new(), 0usize, 0usize);
+    // Census: each budgeted fill's time, walk kind (0 none, 1 fresh state, 2 stale entry),
+    // whether the budget removed no token, and its schema.
+    let mut kinds: Vec<(f64, u8, bool, String)> = Vec::new();
     let census = std::env::var_os("REPLAY_CENSUS").is_some() && !only_budget;
     if !only_budget {
         sides.push(side("nobudget", None));
@@ -87,6 +93,11 @@ fn main() {
             for (i, &t) in ids.iter().enumerate() {
                 // Each side's fill in turn (as a binding fills a bitmask row), then each side
                 // accepts the sampled token.
+                let walks = |g: &grammask_core::matcher::CompiledGrammar| {
+                    let w = g.completion().walk_stats();
+                    (w.fresh_walks, w.stale_walks)
+                };
+                let before = walks(&grammars[0]);
                 for (k, (s, m)) in sides.iter_mut().zip(&mut matchers).enumerate() {
                     let t0 = cpu_clock::seconds(cpu_clock::THREAD);
                     m.fill_next_token_bitmask(&mut row).unwrap();
@@ -100,6 +111,12 @@ fn main() {
                 }
                 if census && budgeted_row == row {
                     unbound.push(sides[0].times.last().copied().unwrap_or(0.0));
+                }
+                if census {
+                    let after = walks(&grammars[0]);
+                    let kind = if after.0 > before.0 { 1 } else { 2 * u8::from(after.1 > before.1) };
+                    let dt = sides[0].times.last().copied().unwrap_or(0.0);
+                    kinds.push((dt, kind, budgeted_row == row, name.to_string()));
                 }
                 let dt = sides[0].times.last().copied().unwrap_or(0.0);
                 if slow_ms.is_some_and(|ms| dt * 1e3 > ms) {
@@ -132,6 +149,29 @@ fn main() {
             total * 1e3,
             unbound.iter().filter(|&&t| t >= p99).count()
         );
+    }
+    if census {
+        let p99 = pct(&mut sides[0].times.clone(), 99.0) / 1e6;
+        let mut by = std::collections::BTreeMap::new();
+        let mut names: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for (t, kind, same, name) in &kinds {
+            let e = by.entry((*kind, *same)).or_insert((0usize, 0usize, 0.0f64));
+            e.0 += 1;
+            e.1 += usize::from(*t >= p99);
+            e.2 += t * 1e3;
+            if *t >= p99 {
+                *names.entry(name).or_default() += 1;
+            }
+        }
+        for ((kind, same), (n, tail, ms)) in by {
+            let kind = ["no walk", "fresh state", "stale entry"][kind as usize];
+            println!("census {kind:12} unbound {same:5}: {n} fills, {ms:.1} ms, {tail} at or above the p99");
+        }
+        let mut names: Vec<_> = names.into_iter().collect();
+        names.sort_by_key(|e| std::cmp::Reverse(e.1));
+        for (name, n) in names.iter().take(15) {
+            println!("p99 fills {n:5} {name}");
+        }
     }
     for s in &mut sides {
         let total: f64 = s.times.iter().sum();

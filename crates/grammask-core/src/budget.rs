@@ -307,6 +307,10 @@ pub struct WalkStats<T = usize> {
     /// Trie nodes of plain levels whose items' stay classes together ([`Exits::stay`]) left one
     /// of the subtree's classes out, so that no item's [`Stay`] was tried.
     pub stay_union_misses: T,
+    /// Masks that walked a chart state the memo held no entry for, and those that walked a
+    /// state whose entry did not answer their limit.
+    pub fresh_walks: T,
+    pub stale_walks: T,
 }
 
 impl WalkStats<AtomicUsize> {
@@ -330,6 +334,8 @@ impl WalkStats<AtomicUsize> {
             closed_row_hits: n(&self.closed_row_hits),
             under_listings: n(&self.under_listings),
             stay_union_misses: n(&self.stay_union_misses),
+            fresh_walks: n(&self.fresh_walks),
+            stale_walks: n(&self.stale_walks),
         }
     }
 }
@@ -4048,6 +4054,7 @@ impl Budget {
                         e
                     }
                     _ => {
+                        bump(if old.is_some() { &self.comp.stats.stale_walks } else { &self.comp.stats.fresh_walks });
                         let near_capped = old.is_some_and(|e| e.near_capped);
                         let e = self.walk_entry(a, trie, chart, mask, now, limit, near_capped)?;
                         if let Some((y, key)) = cover.filter(|_| e.bound < INF) {

@@ -783,7 +783,7 @@ fn over_walk_lists_serve_lower_limits_equal_brute_force() {
     let (vocab, stop) = vocab();
     let mut rng = Rng(0x0DE5_CE4D_1157_5EED);
     let words = vocab.vocab_size().div_ceil(32);
-    let mut listed = 0;
+    let (mut listed, mut fresh, mut stale) = (0, 0, 0);
     for (name, g) in grammars() {
         let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
         let mut memo = HashMap::new();
@@ -818,9 +818,14 @@ fn over_walk_lists_serve_lower_limits_equal_brute_force() {
                 taken.push(t);
             }
         }
-        listed += cg.completion().walk_stats().under_listings;
+        let st = cg.completion().walk_stats();
+        listed += st.under_listings;
+        (fresh, stale) = (fresh + st.fresh_walks, stale + st.stale_walks);
     }
     assert!(listed > 0, "no mask was restricted to an over walk's list at a lower limit");
+    // Walks from the highest budget down: a state's first walk finds no entry, and a fit walk's
+    // entry answers no limit below its own, so a later one walks the state again.
+    assert!(fresh > 0 && stale > 0, "{fresh} walks of new states, {stale} of entries that did not answer");
 }
 
 /// Inside strings near the end of the budget on Llama 3 (string values, and the keys of an open
