@@ -2068,9 +2068,8 @@ impl CompiledGrammar {
             }
             // After the slices (a fill may wait for those, never for these).
             call_runs.build(&index);
-            // Every rule's dropped sibling edges, callee listing and chain end, the rules nearest
-            // the root first (a fill that asks for a rule's first waits for the one in progress
-            // or finds its own).
+            // The rules' dropped sibling edges, nearest the root first (a fill that asks for a
+            // rule's first waits for the one in progress or finds its own).
             // PERF: MaskBench clang-format's first fills found those of the object's rules, 4.6 M
             // of t1's 8 M instructions and 3.3 M of t8's 26.5 M.
             let edges =
@@ -2081,11 +2080,6 @@ impl CompiledGrammar {
             });
             let order = edges.as_ref().map_or_else(Vec::new, |(edges, _)| edges.rules_from_root(&automata));
             let (near, far) = order.split_at(order.len().min(crate::mask::NEAR_RULES));
-            let find = |rules: &[RuleId]| {
-                if let Some((edges, with)) = &edges {
-                    edges.find_rules(&automata, rules, with);
-                }
-            };
             // PERF: in the compile, o65323's took 7% of its instructions.
             // Key starts first, each group on its own budget: their callees, then the rules near
             // the root, then the key starts their callees leave undecided, then the string value
@@ -2093,7 +2087,9 @@ impl CompiledGrammar {
             with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
                 BodySlice::search_callees(&automata, &keys, &cover);
             });
-            find(near);
+            if let Some((edges, with)) = &edges {
+                edges.find_rules(&automata, near, with);
+            }
             with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
                 BodySlice::search_key_starts(&automata, &key_states, &cover);
             });
@@ -2107,8 +2103,14 @@ impl CompiledGrammar {
                     slice.prepare_past(&index.trie);
                 }
             }
-            // Last, the other rules' sibling edges.
-            find(far);
+            // Last, the other rules' sibling edges (their listings and chain ends, ~60 M
+            // instructions more for MaskBench testenvironments' 10.5 k far rules, are left to
+            // the fills that ask).
+            if let Some((edges, with)) = &edges {
+                for &r in far {
+                    edges.of_rule(&automata, r, with);
+                }
+            }
         });
         if let Ok(thread) = spawned {
             *self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);
@@ -2700,9 +2702,9 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
     }
 
     /// The class-body thread finds every rule's dropped sibling edges, callee listing and chain
-    /// end (`SiblingEdges::find_rules`, the rules near the root and then the others): a fill
+    /// end (`SiblingEdges::find_rules`; a grammar of fewer than `NEAR_RULES` rules): a fill
     /// after it finds none of its own. Fails when `find_rules` leaves one of the three out, or
-    /// the thread leaves out either part of the rules.
+    /// the thread no longer calls it.
     #[test]
     fn class_body_thread_finds_every_rules_sibling_edges() {
         use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
@@ -2725,6 +2727,7 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
         let cg = CompiledGrammar::new(&g, &vocab).unwrap();
         cg.wait_class_bodies();
         let n = cg.automata().num_rules();
+        assert!(n < crate::mask::NEAR_RULES);
         assert_eq!(cg.sibling_edges_found(), Some([n, n, n]));
         hold_class_bodies(true);
         let held = CompiledGrammar::new(&g, &vocab).unwrap();

@@ -60,8 +60,9 @@ use crate::grammar::{ExcludedWords, RuleId};
 use crate::vocab::Vocabulary;
 use std::sync::OnceLock;
 
-/// Rules nearest the root ([`SiblingEdges::rules_from_root`]) whose sibling edges the
-/// class-body thread finds before its slower cover searches, the others after them.
+/// Rules nearest the root ([`SiblingEdges::rules_from_root`]) whose sibling edges, listings
+/// and chain ends the class-body thread finds before its slower cover searches; of the others it
+/// finds only the edges, after them.
 /// PERF: MaskBench testenvironments (11.5 k rules, a `oneOf` of four objects, each an any-order
 /// key set) took ~132 M instructions for every rule's, after ~44 M of key-start searches: its fill
 /// at t12 came first and found ~360 rules' edges itself (3.9 M instructions), all among the
