@@ -2068,12 +2068,28 @@ impl CompiledGrammar {
             }
             // After the slices (a fill may wait for those, never for these).
             call_runs.build(&index);
+            // The rules' dropped sibling edges, nearest the root first (a fill that asks for a
+            // rule's first waits for the one in progress or finds its own).
+            // PERF: MaskBench clang-format's first fills found those of the object's rules, 4.6 M
+            // of t1's 8 M instructions and 3.3 M of t8's 26.5 M.
+            let edges =
+                excluded.as_deref().and_then(|x| Some((x, sibling_edges_in(&sibling_edges, &automata, Some(x))?)));
+            let contains = |l: &[u8]| index.quote_ends().some_token_contains(l);
+            let edges = edges.map(|(excluded, edges)| {
+                (edges, DropRules { excluded, max_depth: index.trie.max_depth, contains: &contains })
+            });
+            let order = edges.as_ref().map_or_else(Vec::new, |(edges, _)| edges.rules_from_root(&automata));
+            let (near, far) = order.split_at(order.len().min(crate::mask::NEAR_RULES));
             // PERF: in the compile, o65323's took 7% of its instructions.
-            // Key starts first, each group on its own budget: their callees, then the key
-            // starts their callees leave undecided, then the string value starts' callees.
+            // Key starts first, each group on its own budget: their callees, then the rules near
+            // the root, then the key starts their callees leave undecided, then the string value
+            // starts' callees.
             with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
                 BodySlice::search_callees(&automata, &keys, &cover);
             });
+            if let Some((edges, with)) = &edges {
+                edges.find_rules(&automata, near, with);
+            }
             with_cover_budget(limits::MAX_COMPILE_RUN_CLASS_PAIRS, || {
                 BodySlice::search_key_starts(&automata, &key_states, &cover);
             });
@@ -2087,17 +2103,12 @@ impl CompiledGrammar {
                     slice.prepare_past(&index.trie);
                 }
             }
-            // Last, every rule's dropped sibling edges (a fill that asks for a rule's first waits
-            // for the one in progress or finds its own).
-            // PERF: MaskBench clang-format's first fills found those of the object's rules, 4.6 M
-            // of t1's 8 M instructions and 3.3 M of t8's 26.5 M.
-            let edges =
-                excluded.as_deref().and_then(|x| Some((x, sibling_edges_in(&sibling_edges, &automata, Some(x))?)));
-            if let Some((excluded, edges)) = edges {
-                let contains = |l: &[u8]| index.quote_ends().some_token_contains(l);
-                let with = DropRules { excluded, max_depth: index.trie.max_depth, contains: &contains };
-                for r in (0..automata.num_rules() as u32).map(RuleId) {
-                    edges.of_rule(&automata, r, &with);
+            // Last, the other rules' sibling edges (their listings and chain ends, ~60 M
+            // instructions more for MaskBench testenvironments' 10.5 k far rules, are left to
+            // the fills that ask).
+            if let Some((edges, with)) = &edges {
+                for &r in far {
+                    edges.of_rule(&automata, r, with);
                 }
             }
         });
@@ -2159,6 +2170,13 @@ impl CompiledGrammar {
         let r = state_run_index(&self.automata, s, &runs, &self.cover);
         write(&self.state_runs).insert(s, r.clone());
         r
+    }
+
+    /// How many rules have their dropped sibling edges, callee listing and chain end found
+    /// ([`SiblingEdges::found`]); `None` where the grammar has no sibling edges (tests).
+    #[doc(hidden)]
+    pub fn sibling_edges_found(&self) -> Option<[usize; 3]> {
+        self.sibling_edges.get()?.as_ref().map(SiblingEdges::found)
     }
 
     /// How the kernels were classified so far.
@@ -2681,6 +2699,41 @@ item ::= [ -~]+ | [0-9A-Za-z] [\x30-\x50]* "." | [^"\\\x00-\x1f]* "\"" | [^\x00-
         }
         assert!(held.pending_class_bodies_passed() >= 2, "{} kernels passed", held.pending_class_bodies_passed());
         assert!(built.class_bodies_built_in_fills() == 0 && built.pending_class_bodies_passed() == 0);
+    }
+
+    /// The class-body thread finds every rule's dropped sibling edges, callee listing and chain
+    /// end (`SiblingEdges::find_rules`; a grammar of fewer than `NEAR_RULES` rules): a fill
+    /// after it finds none of its own. Fails when `find_rules` leaves one of the three out, or
+    /// the thread no longer calls it.
+    #[test]
+    fn class_body_thread_finds_every_rules_sibling_edges() {
+        use crate::vocab::{VocabType, Vocabulary, VocabularyOptions};
+        let mut toks: Vec<Vec<u8>> = (b' '..=b'~').map(|b| vec![b]).collect();
+        toks.extend(["{\"", "name", "\":", " \"", "type", "\"}", "</s>"].iter().map(|t| t.as_bytes().to_vec()));
+        let opts = VocabularyOptions { stop_token_ids: Some(vec![toks.len() as u32 - 1]), ..Default::default() };
+        let vocab = Arc::new(Vocabulary::new(toks, VocabType::Raw, opts).unwrap());
+        let object = |key: &str| {
+            format!(
+                r#"{{"type": "object", "properties": {{"name": {{"type": "string"}}, "{key}": {{"type": "integer"}}}}, "required": ["name", "{key}"]}}"#
+            )
+        };
+        let schema = format!(
+            r#"{{"type": "array", "items": {{"oneOf": [{}, {}]}}}}"#,
+            object("dockerImageKey"),
+            object("wslDistributionKey")
+        );
+        let opts = crate::json_schema::JsonSchemaOptions { strict_mode: false, ..Default::default() };
+        let g = crate::json_schema::json_schema_to_grammar(&schema, &opts).unwrap();
+        let cg = CompiledGrammar::new(&g, &vocab).unwrap();
+        cg.wait_class_bodies();
+        let n = cg.automata().num_rules();
+        assert!(n < crate::mask::NEAR_RULES);
+        assert_eq!(cg.sibling_edges_found(), Some([n, n, n]));
+        hold_class_bodies(true);
+        let held = CompiledGrammar::new(&g, &vocab).unwrap();
+        hold_class_bodies(false);
+        // Without the thread, only the compile's first mask found some.
+        assert!(held.sibling_edges_found().is_none_or(|f| f[0] < n), "{:?} of {n}", held.sibling_edges_found());
     }
 
     /// Compiling memoizes the start row's mask, equal to the direct walk's, before any matcher.

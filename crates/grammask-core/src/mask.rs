@@ -78,7 +78,7 @@ pub use runs::{
     run_class_candidates, state_run_class, state_run_class_in, state_run_index, Loops, MIN_ROW_RUN_BYTES,
 };
 pub(crate) use sibling::count_chain_kernel;
-pub use sibling::{chain_kernels, sibling_key, DropRules, QuoteEnds, SiblingEdges, SIBLING_KEY_STATES};
+pub use sibling::{chain_kernels, sibling_key, DropRules, QuoteEnds, SiblingEdges, NEAR_RULES, SIBLING_KEY_STATES};
 use walk::*;
 pub use walk::{
     class_inner_exits, region_before_runs_taken, region_budget_asked_first, runs_reentered_taken, state_bytes,

@@ -60,6 +60,15 @@ use crate::grammar::{ExcludedWords, RuleId};
 use crate::vocab::Vocabulary;
 use std::sync::OnceLock;
 
+/// Rules nearest the root ([`SiblingEdges::rules_from_root`]) whose sibling edges, listings
+/// and chain ends the class-body thread finds before its slower cover searches; of the others it
+/// finds only the edges, after them.
+/// PERF: MaskBench testenvironments (11.5 k rules, a `oneOf` of four objects, each an any-order
+/// key set) took ~132 M instructions for every rule's, after ~44 M of key-start searches: its fill
+/// at t12 came first and found ~360 rules' edges itself (3.9 M instructions), all among the
+/// first ~900 rules from the root (by the calls of its EBNF text).
+pub const NEAR_RULES: usize = 1024;
+
 /// Own-rule states a [`sibling_key`] lists at most; past them there is no key.
 pub const SIBLING_KEY_STATES: usize = 64;
 
@@ -365,6 +374,54 @@ impl SiblingEdges {
             .get_or_init(|| states.iter().filter_map(|&q| Some((q, dropped_edges(a, self, q, with)?))).collect())
     }
 
+    /// Finds the dropped edges, listing as a callee and chain end of `rules` ([`Self::of_rule`],
+    /// [`Self::class_of`], [`Self::chain_end`]; each a pure answer, found once): the class-body
+    /// thread's job, in the order [`Self::rules_from_root`] gives, so that the rules a
+    /// document's first fills reach are found first.
+    pub fn find_rules(&self, a: &Automata, rules: &[RuleId], with: &DropRules) {
+        for &r in rules {
+            self.of_rule(a, r, with);
+            self.class_of(a, r, with);
+            self.chain_end(a, r, with);
+        }
+    }
+
+    /// Every rule once: those the root calls, directly or not, by their calls' depth from it
+    /// (breadth first), then the others by id.
+    pub fn rules_from_root(&self, a: &Automata) -> Vec<RuleId> {
+        let mut seen = vec![false; a.num_rules()];
+        let mut order = vec![a.root()];
+        seen[a.root().index()] = true;
+        let mut k = 0;
+        while let Some(&r) = order.get(k) {
+            for &s in self.rule_states(r) {
+                for &(c, _) in a.rule_edges(s) {
+                    if !std::mem::replace(&mut seen[c.index()], true) {
+                        order.push(c);
+                    }
+                }
+            }
+            k += 1;
+        }
+        order.extend((0..a.num_rules() as u32).map(RuleId).filter(|r| !seen[r.index()]));
+        order
+    }
+
+    /// How many rules have their dropped edges, callee listing and chain end found (tests).
+    #[doc(hidden)]
+    pub fn found(&self) -> [usize; 3] {
+        [
+            self.dropped.iter().filter(|d| d.get().is_some()).count(),
+            // A rule of more states has no listing and sets none ([`Self::class_of`]).
+            (0..self.classes.len())
+                .filter(|&r| {
+                    self.classes[r].get().is_some() || self.rule_states(RuleId(r as u32)).len() > SIBLING_KEY_STATES
+                })
+                .count(),
+            self.chain_ends.iter().filter(|c| c.get().is_some()).count(),
+        ]
+    }
+
     /// Whether kernels of rule `r` take a [`sibling_key`]: one of its states has a dropped edge.
     pub fn applies(&self, a: &Automata, r: RuleId, with: &DropRules) -> bool {
         !self.of_rule(a, r, with).is_empty()
@@ -525,22 +582,31 @@ const TREE_PATHS: usize = 256;
 /// nothing and is not final; `None` where another state comes first, or past [`TREE_PATHS`]
 /// paths. A token read through the edge ends inside one of these texts or contains one.
 fn literal_tree(a: &Automata, first: u8, next: StateId, max_depth: u32) -> Option<Vec<Vec<u8>>> {
-    let (mut paths, mut todo) = (Vec::new(), vec![(vec![first], next)]);
-    while let Some((l, s)) = todo.pop() {
+    // A literal state's edges; `None` for another state.
+    let literal_edges = |s: StateId| {
+        let edges = a.byte_edges(s);
+        let literal = !edges.is_empty() && a.rule_edges(s).is_empty() && !a.state(s).is_final;
+        (literal && edges.iter().all(|e| e.lo == e.hi)).then_some(edges)
+    };
+    // Most edges lead to no literal state: that is found before any allocation.
+    if max_depth >= 1 {
+        literal_edges(next)?;
+    }
+    // Depth first along one path buffer `l`: `todo` holds (length before the byte, byte, state
+    // after it); a path is copied out only where it ends.
+    // PERF: a copy of the path per byte read (malloc, copy, free) was ~55 M of the 132 M
+    // instructions of finding every rule's dropped edges in MaskBench testenvironments.
+    let (mut paths, mut todo, mut l) = (Vec::new(), vec![(0, first, next)], Vec::new());
+    while let Some((len, b, s)) = todo.pop() {
+        l.truncate(len);
+        l.push(b);
         if l.len() > max_depth as usize {
-            paths.push(l);
+            paths.push(l.clone());
         } else {
-            let edges = a.byte_edges(s);
-            let literal = !edges.is_empty() && a.rule_edges(s).is_empty() && !a.state(s).is_final;
-            if !literal || edges.iter().any(|e| e.lo != e.hi) {
-                return None;
-            }
-            for e in edges {
-                let mut l = l.clone();
-                l.push(e.lo);
+            for e in literal_edges(s)? {
                 match e.lo {
-                    b'"' => paths.push(l),
-                    _ => todo.push((l, e.target)),
+                    b'"' => paths.push([&l[..], b"\""].concat()),
+                    _ => todo.push((l.len(), e.lo, e.target)),
                 }
             }
         }
@@ -683,6 +749,28 @@ mod tests {
     use super::*;
     use crate::vocab::{VocabType, VocabularyOptions};
     use std::sync::Arc;
+
+    /// Rules come from the root breadth first, each once, then the rules it does not reach:
+    /// `deep` (defined first, the lowest id) after `mid`, which the root calls. Fails in id
+    /// order, or depth first (`deep` before `other`).
+    #[test]
+    fn rules_from_root_go_by_call_depth() {
+        // Each rule recursive, so that none is inlined into its caller.
+        let text = r#"deep ::= "x" | "x" deep
+mid ::= "(" deep ")" | "(" mid ")"
+other ::= "o" | "o" other
+root ::= mid "!" | other "?" | "+" root"#;
+        let g = crate::ebnf::parse_ebnf(text, "root").unwrap();
+        let a = Automata::build(&g).unwrap();
+        let order = SiblingEdges::new(&a).rules_from_root(&a);
+        let names: Vec<&str> = order.iter().map(|&r| a.rule_name(r)).collect();
+        let mut ids: Vec<u32> = order.iter().map(|r| r.0).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..a.num_rules() as u32).collect::<Vec<_>>(), "{names:?}");
+        let at = |n: &str| names.iter().position(|&m| m == n).unwrap_or_else(|| panic!("{n} in {names:?}"));
+        assert_eq!(at("root"), 0, "{names:?}");
+        assert!(at("mid") < at("deep") && at("other") < at("deep"), "{names:?}");
+    }
 
     /// `each_quote` against a byte-by-byte scan, at every offset of a `"` within and after the
     /// 8-byte chunks, beside the bytes whose XOR with `"` is 1 (`#`) or 0x80 (the zero test's
