@@ -1428,15 +1428,15 @@ impl CompiledGrammar {
         nodes: &LeadNodes,
     ) -> Option<u128> {
         let a = &self.automata;
+        if !a.plain_for_keys() {
+            return None;
+        }
         let follow = self.follow()[a.state(state).rule.index()];
         let mut memo = self.bounded_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if memo.len() > BOUNDED_KEYS_MAX {
             memo.clear();
         }
         let mut budget = LITERAL_LEAD_KEY_ENTRIES;
-        if !a.plain_for_keys() {
-            return None;
-        }
         let (first, ends) = a.first_bytes(v, &mut memo, &mut budget)?;
         let mut key = follow.hash128() ^ first.hash128().rotate_left(32) ^ class.hash128().rotate_left(64);
         key ^= u128::from(p) << 8 | u128::from(ends) | u128::from(bound) << 16;

@@ -30,6 +30,8 @@ pub struct TokenTrie {
     pub first_token: Vec<u32>,
     /// The longest token, in bytes: no walk goes deeper.
     pub max_depth: u32,
+    /// `deepest_below[i]`: the depth of the deepest node in node `i`'s subtree (`i` included).
+    pub deepest_below: Vec<u32>,
     /// The nodes at depth 1, in byte order.
     pub root_children: Box<[u32]>,
     /// The children of every node with at least [`WIDE_MIN_CHILDREN`], in byte order: a walk
@@ -105,6 +107,14 @@ impl TokenTrie {
         }
         t.first_token.push(t.tokens.len() as u32);
         t.max_depth = t.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
+        // Preorder: a node's descendants follow it, so a reverse pass has them done first.
+        t.deepest_below = t.nodes.iter().map(|n| n.depth).collect();
+        for i in (0..t.nodes.len()).rev() {
+            let p = t.nodes[i].parent;
+            if p != u32::MAX {
+                t.deepest_below[p as usize] = t.deepest_below[p as usize].max(t.deepest_below[i]);
+            }
+        }
         t.root_children = t.children(None).collect();
         t.by_first_byte = t.first_byte_sets(vocab.vocab_size(), FIRST_BYTE_SET_MIN_TOKENS);
         let mut count = vec![0u32; t.nodes.len()];
@@ -215,6 +225,7 @@ impl TokenTrie {
         self.nodes.len() * std::mem::size_of::<Node>()
             + self.tokens.len() * 4
             + self.first_token.len() * 4
+            + self.deepest_below.len() * 4
             + self.root_children.len() * 4
             + wide
             + self.by_first_byte.values().map(|s| s.memory_size() + 8).sum::<usize>()
@@ -230,6 +241,20 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 mod tests {
     use super::*;
     use crate::vocab::{VocabType, VocabularyOptions};
+
+    /// `deepest_below` is the deepest depth over each node's subtree (`i..subtree_end`).
+    #[test]
+    fn deepest_below_is_the_subtree_max_depth() {
+        let toks: Vec<&[u8]> = vec![b"a", b"abcd", b"abx", b"b", b"ba", b"c", b"cde", b"cdefg", b"cz"];
+        let toks: Vec<Vec<u8>> = toks.into_iter().map(<[u8]>::to_vec).collect();
+        let v = Vocabulary::new(toks, VocabType::Raw, VocabularyOptions::default()).unwrap();
+        let trie = TokenTrie::new(&v);
+        for (i, n) in trie.nodes.iter().enumerate() {
+            let want = trie.nodes[i..n.subtree_end as usize].iter().map(|m| m.depth).max().unwrap();
+            assert_eq!(trie.deepest_below[i], want, "node {i} (byte {}, depth {})", n.byte, n.depth);
+        }
+        assert_eq!(trie.deepest_below[trie.root_children[2] as usize], 5);
+    }
 
     /// Each root child's token set holds exactly the tokens whose bytes start with its byte, and
     /// only bytes with enough tokens get one.

@@ -4752,6 +4752,54 @@ fn literal_leads_alike_share_kernels_match_brute_force() {
     assert!(alike >= 3, "{alike} literal leads took a kernel alike");
 }
 
+/// The literal-lead key's depth, through the JSON Schema path (o3626-like): two objects
+/// `{"pab": ..}` and `{"pbb": ..}`, each `$ref`'d twice (not inlined) as values of one object's
+/// properties (one FOLLOW set), on a vocabulary whose longest tokens below `{` are `{"pa` and
+/// `{"pb`. Their literal leads read alike within `"p` and differ at the third byte of the rest
+/// below `{`: a key one byte too shallow shares one kernel between them, and the mask of the
+/// second then takes `{"pa` (or `{"pb`); a third, `{"pac": ..}`, shares `{"pab"`'s. Masks along the documents equal brute force, and every
+/// literal lead's cached kernel equals `classify_uninterned`.
+#[test]
+fn literal_lead_keys_read_the_whole_rest_below_the_lead() {
+    let obj = |k: &str| {
+        format!(
+            r#"{{"type": "object", "properties": {{"{k}": {{"type": "integer"}}}}, "required": ["{k}"], "additionalProperties": false}}"#
+        )
+    };
+    let schema = format!(
+        r##"{{"type": "object", "properties": {{"x": {{"$ref": "#/$defs/a"}}, "y": {{"$ref": "#/$defs/b"}},
+            "u": {{"anyOf": [{{"$ref": "#/$defs/a"}}, {{"type": "integer"}}]}},
+            "v": {{"anyOf": [{{"$ref": "#/$defs/b"}}, {{"type": "integer"}}]}},
+            "w": {{"$ref": "#/$defs/c"}}, "z": {{"anyOf": [{{"$ref": "#/$defs/c"}}, {{"type": "string"}}]}}}},
+            "additionalProperties": false, "$defs": {{"a": {}, "b": {}, "c": {}}}}}"##,
+        obj("pab"),
+        obj("pbb"),
+        obj("pac")
+    );
+    let g = lax_schema_grammar(&schema);
+    let vocab = ascii_vocab(&["{\"pa", "{\"pb", "{\"", "\": ", ", \""], &[]);
+    let docs: [&[u8]; 6] = [
+        br#"{"x": {"pab": 1}, "y": {"pbb": 2}}"#,
+        br#"{"y": {"pbb": 2}, "v": {"pbb": 3}}"#,
+        br#"{"u": 4, "v": {"pbb": 5}}"#,
+        br#"{"x": {"pab":0},"u": {"pab": 6}}"#,
+        br#"{"w": {"pac": 7}, "z": {"pac": 8}}"#,
+        br#"{"y": {"pbb": 9}, "w": {"pac": 1}}"#,
+    ];
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    masks_along_docs_match_brute_force(&cg, &vocab, &docs);
+    assert!(cg.kernel_stats().literal_leads_alike > 0, "no literal lead took a kernel alike");
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    let mut literal = 0;
+    for s in (0..cg.automata().states().len() as u32).map(grammask_core::compiler::StateId) {
+        if cg.literal_lead_kernel(s).unwrap().is_some() {
+            assert_eq!(*cg.kernel(s).unwrap(), cg.classify_uninterned(s).unwrap(), "literal-lead state {s:?}");
+            literal += 1;
+        }
+    }
+    assert!(literal >= 2, "{literal} literal leads");
+}
+
 /// An open object of more optional properties than the any-order bound, so in schema order
 /// (`obj.K_0_1 ::= ws "," ws (obj_extra ws "," ws)* "\"" "key_K" "\"" ... | obj.(K+1)_0_1`): a
 /// chain of rules that differ only in their literal keys, which no token reads to the closing

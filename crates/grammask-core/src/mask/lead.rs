@@ -333,9 +333,7 @@ impl LeadNodes {
         }
         let mut rest_depths = vec![0u32; 256];
         for &(b, i, _) in &exits {
-            let top = trie.nodes[i as usize].depth;
-            let below = &trie.nodes[i as usize..trie.nodes[i as usize].subtree_end as usize];
-            let rest = below.iter().map(|n| n.depth - top + 1).max().unwrap_or(1);
+            let rest = trie.deepest_below[i as usize] - trie.nodes[i as usize].depth + 1;
             rest_depths[b as usize] = rest_depths[b as usize].max(rest);
         }
         // Stable: trie order within a byte.
