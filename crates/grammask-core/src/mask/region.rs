@@ -384,11 +384,9 @@ impl RegionDfa {
             return;
         }
         let mut cut = [false; 257];
-        for s in 0..a.states().len() as u32 {
-            for e in a.byte_edges(StateId(s)) {
-                cut[e.lo as usize] = true;
-                cut[e.hi as usize + 1] = true;
-            }
+        for e in a.all_byte_edges() {
+            cut[e.lo as usize] = true;
+            cut[e.hi as usize + 1] = true;
         }
         let mut c = 0usize;
         for (b, (class, &cut_here)) in self.class_of.0.iter_mut().zip(&cut).enumerate() {
