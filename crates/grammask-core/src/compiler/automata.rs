@@ -3,20 +3,17 @@
 //! Pipeline place: [`Automata::build`] (in `build.rs`) produces an [`Automata`] from a
 //! [`Grammar`](crate::grammar::Grammar); [`crate::earley`], [`crate::mask`] and [`crate::slice`]
 //! read it through the accessors here. States of all rules live in one array ([`StateId`] is
-//! global); each state's byte edges and rule edges are ranges of two shared edge arrays, or, for
-//! a state whose rule is kept in a [`Segment`] (`Automata::split_edges`), of that segment's.
+//! global); each state's byte edges and rule edges are ranges of two shared edge arrays.
 //!
 //! Invariants (see also the module doc of [`crate::compiler`]):
 //! - the byte edges of a state are sorted, disjoint ranges; at most one target per byte;
 //! - a state's rule edges name each rule at most once;
 //! - every state can reach a final state of its rule (live), and every rule edge names a
-//!   productive rule;
-//! - a state's edge ranges end at [`IN_SEGMENT`] iff its edges are in its rule's segment, which is
-//!   set before any reader holds the state's id.
+//!   productive rule.
 use super::lookahead::LaTable;
 use crate::follow::ByteSet;
 use crate::grammar::RuleId;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Index of a state in [`Automata::states`] (global over all rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,27 +26,6 @@ pub struct State {
     pub is_final: bool,
     pub(super) byte_edges: (u32, u32),
     pub(super) rule_edges: (u32, u32),
-}
-
-/// The end of the edge ranges of a state whose edges are in a [`Segment`]: past any edge array,
-/// so the bounds check an eager read makes anyway is the test that sends it to the segment.
-pub(super) const IN_SEGMENT: u32 = u32::MAX;
-
-/// The edges of one rule's states kept apart from the shared arrays (ids `base..`); ranges local.
-#[derive(Debug)]
-pub(super) struct Segment {
-    pub(super) base: u32,
-    pub(super) ranges: Box<[((u32, u32), (u32, u32))]>,
-    pub(super) byte_edges: Box<[ByteEdge]>,
-    pub(super) rule_edges: Box<[(RuleId, StateId)]>,
-}
-
-impl Segment {
-    fn memory_size(&self) -> usize {
-        self.ranges.len() * 16
-            + self.byte_edges.len() * std::mem::size_of::<ByteEdge>()
-            + self.rule_edges.len() * std::mem::size_of::<(RuleId, StateId)>()
-    }
 }
 
 /// A byte-range edge `lo..=hi -> target`.
@@ -66,8 +42,6 @@ pub struct Automata {
     pub(super) states: Vec<State>,
     pub(super) byte_edges: Vec<ByteEdge>,
     pub(super) rule_edges: Vec<(RuleId, StateId)>,
-    /// The segments; a state of one has both edge ranges `(its segment's index, IN_SEGMENT)`.
-    pub(super) segments: Box<[OnceLock<Segment>]>,
     pub(super) rule_start: Vec<StateId>,
     /// Start of the automaton of each rule's lookahead assertion (`None`: no lookahead, or one
     /// that the empty string satisfies).
@@ -111,48 +85,19 @@ impl Automata {
     #[inline]
     pub fn byte_edges(&self, s: StateId) -> &[ByteEdge] {
         let (a, b) = self.states[s.0 as usize].byte_edges;
-        match self.byte_edges.get(a as usize..b as usize) {
-            Some(e) => e,
-            None => self.segment_byte_edges(s),
-        }
+        &self.byte_edges[a as usize..b as usize]
     }
 
     #[inline]
     pub fn rule_edges(&self, s: StateId) -> &[(RuleId, StateId)] {
         let (a, b) = self.states[s.0 as usize].rule_edges;
-        match self.rule_edges.get(a as usize..b as usize) {
-            Some(e) => e,
-            None => self.segment_rule_edges(s),
-        }
+        &self.rule_edges[a as usize..b as usize]
     }
 
-    /// Every state's byte edges, in no particular order: a scan of the whole automaton reads
-    /// them here rather than state by state.
-    pub fn all_byte_edges(&self) -> impl Iterator<Item = &ByteEdge> {
-        let segments = self.segments.iter().filter_map(OnceLock::get);
-        self.byte_edges.iter().chain(segments.flat_map(|seg| seg.byte_edges.iter()))
-    }
-
-    /// The segment of a state whose ranges end at [`IN_SEGMENT`], and the state's local ranges.
-    fn segment_of(&self, s: StateId) -> (&Segment, ((u32, u32), (u32, u32))) {
-        let st = &self.states[s.0 as usize];
-        debug_assert_eq!(st.byte_edges.1, IN_SEGMENT, "edge ranges are in bounds or in a segment");
-        let seg = self.segments[st.byte_edges.0 as usize].get().expect("a segment is set before its states are read");
-        (seg, seg.ranges[(s.0 - seg.base) as usize])
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn segment_byte_edges(&self, s: StateId) -> &[ByteEdge] {
-        let (seg, ((a, b), _)) = self.segment_of(s);
-        &seg.byte_edges[a as usize..b as usize]
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn segment_rule_edges(&self, s: StateId) -> &[(RuleId, StateId)] {
-        let (seg, (_, (a, b))) = self.segment_of(s);
-        &seg.rule_edges[a as usize..b as usize]
+    /// Every state's byte edges, in no particular order (the shared array holds exactly those):
+    /// a scan of the whole automaton reads them here rather than state by state.
+    pub fn all_byte_edges(&self) -> &[ByteEdge] {
+        &self.byte_edges
     }
 
     /// The target of `s` on `byte`, if any.
@@ -249,48 +194,6 @@ impl Automata {
             + self.byte_edges.len() * std::mem::size_of::<ByteEdge>()
             + self.rule_edges.len() * std::mem::size_of::<(RuleId, StateId)>()
             + self.rule_start.len() * 8
-            + self.segments.iter().filter_map(OnceLock::get).map(Segment::memory_size).sum::<usize>()
-    }
-
-    /// How many states have their edges in a segment.
-    #[cfg(test)]
-    pub(crate) fn segment_states(&self) -> usize {
-        self.segments.iter().filter_map(OnceLock::get).map(|seg| seg.ranges.len()).sum()
-    }
-
-    /// Moves the edges of each rule `r` with `kept[r]` (its states contiguous from its start)
-    /// into a segment of its own; ids and states stay, the shared arrays keep the moved edges
-    /// unread.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn split_edges(&mut self, kept: &[bool]) {
-        let mut segments = Vec::new();
-        for r in (0..kept.len()).filter(|&r| kept[r]) {
-            let (rule, base) = (RuleId(r as u32), self.rule_start[r].0 as usize);
-            if self.states[base].rule != rule {
-                continue;
-            }
-            let end = (base..self.states.len()).find(|&i| self.states[i].rule != rule).unwrap_or(self.states.len());
-            let mut seg = Segment {
-                base: base as u32,
-                ranges: Box::default(),
-                byte_edges: Box::default(),
-                rule_edges: Box::default(),
-            };
-            let (mut bytes, mut calls, mut ranges) = (Vec::new(), Vec::new(), Vec::new());
-            for i in base..end {
-                let (b0, c0) = (bytes.len() as u32, calls.len() as u32);
-                bytes.extend_from_slice(self.byte_edges(StateId(i as u32)));
-                calls.extend_from_slice(self.rule_edges(StateId(i as u32)));
-                ranges.push(((b0, bytes.len() as u32), (c0, calls.len() as u32)));
-            }
-            (seg.ranges, seg.byte_edges, seg.rule_edges) = (ranges.into(), bytes.into(), calls.into());
-            let at = segments.len() as u32;
-            for st in &mut self.states[base..end] {
-                (st.byte_edges, st.rule_edges) = ((at, IN_SEGMENT), (at, IN_SEGMENT));
-            }
-            segments.push(OnceLock::from(seg));
-        }
-        self.segments = segments.into();
     }
 
     /// A hash of everything a token walk from `state` can observe: the states reachable from it

@@ -615,7 +615,6 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
         states: Vec::new(),
         byte_edges: Vec::new(),
         rule_edges: Vec::new(),
-        segments: Box::default(),
         rule_start: Vec::new(),
         lookahead_start: vec![None; dfas.len()],
         any_lookahead: false,

@@ -977,45 +977,6 @@ fn key_set_direct_automata_equal_generic_ones() {
     assert!(direct > 1000 && 2 * direct > key_set, "{direct} of {key_set} key-set rules written directly");
 }
 
-/// The automata read through the accessors: every state and its edges, and each rule's start.
-fn accessor_text(a: &crate::compiler::Automata) -> String {
-    use std::fmt::Write as _;
-    let mut t = String::new();
-    for (s, st) in a.states().iter().enumerate() {
-        let s = crate::compiler::StateId(s as u32);
-        let _ = writeln!(t, "{} {:?} {} {:?} {:?}", s.0, st.rule, st.is_final, a.byte_edges(s), a.rule_edges(s));
-    }
-    for r in 0..a.num_rules() {
-        let _ = writeln!(t, "start {r} {:?}", a.rule_start(crate::grammar::RuleId(r as u32)));
-    }
-    t
-}
-
-/// The key-set rules' edges moved into segments (`Automata::split_edges`) read as they did from
-/// the shared arrays: the automata through the accessors, nullable and FOLLOW, on the cases of
-/// the closed-form test; more than 1,000 states and a third of all have their edges moved (none:
-/// the test fails).
-#[test]
-fn key_set_segments_read_as_eager_states() {
-    let (mut moved, mut all) = (0, 0);
-    for (i, (s, o)) in key_set_cases().iter().enumerate() {
-        let Ok(g) = json_schema_to_grammar(s, o) else { continue };
-        let Ok(eager) = crate::compiler::Automata::build_on(&g, 1) else { continue };
-        let mut split = crate::compiler::Automata::build_on(&g, 1).unwrap();
-        let mut kept = vec![false; g.rules().len()];
-        for r in g.own_class() {
-            kept[r.index()] = true;
-        }
-        split.split_edges(&kept);
-        moved += split.segment_states();
-        all += split.states().len();
-        assert!(accessor_text(&split) == accessor_text(&eager), "case {i}: the automata differ");
-        let (nullable, follow) = crate::follow::nullable_and_follow(&split);
-        assert!((nullable, follow) == crate::follow::nullable_and_follow(&eager), "case {i}: nullable or FOLLOW");
-    }
-    assert!(moved > 1000 && 3 * moved > all, "{moved} of {all} states have their edges in segments");
-}
-
 /// No key-set rule but an object's start is inlined (`json_schema_to_grammar` keeps the
 /// others; the starts are left to the inline plan, and some are copied into their bodies), and
 /// every key-set rule not inlined into which no entry is inlined has [`key_sets::KeySetObject::automaton_states`] states (the
