@@ -1282,7 +1282,7 @@ mod tests {
             parse_ebnf("root ::= w (\" \" w)* \"!\"\nw ::= [a-z]+ (= \" \" | \"!\")", "root").unwrap(),
             crate::json_schema::json_schema_to_grammar(
                 r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}}}"#,
-                &Default::default(),
+                &crate::json_schema::JsonSchemaOptions::default(),
             )
             .unwrap(),
         ];
