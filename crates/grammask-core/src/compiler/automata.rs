@@ -94,6 +94,12 @@ impl Automata {
         &self.rule_edges[a as usize..b as usize]
     }
 
+    /// Every state's byte edges, in no particular order (the shared array holds exactly those):
+    /// a scan of the whole automaton reads them here rather than state by state.
+    pub fn all_byte_edges(&self) -> &[ByteEdge] {
+        &self.byte_edges
+    }
+
     /// The target of `s` on `byte`, if any.
     #[inline]
     pub fn step(&self, s: StateId, byte: u8) -> Option<StateId> {

@@ -384,11 +384,9 @@ impl RegionDfa {
             return;
         }
         let mut cut = [false; 257];
-        for s in 0..a.states().len() as u32 {
-            for e in a.byte_edges(StateId(s)) {
-                cut[e.lo as usize] = true;
-                cut[e.hi as usize + 1] = true;
-            }
+        for e in a.all_byte_edges() {
+            cut[e.lo as usize] = true;
+            cut[e.hi as usize + 1] = true;
         }
         let mut c = 0usize;
         for (b, (class, &cut_here)) in self.class_of.0.iter_mut().zip(&cut).enumerate() {
@@ -1272,5 +1270,28 @@ mod tests {
         let of = |name: &str| b[g.rules().iter().position(|r| r.name == name).unwrap()];
         assert!(of("c2") && of("c1") && of("ch"));
         assert!(!of("loop") && !of("uses") && !of("rec") && !of("rec2") && !of("root"));
+    }
+
+    /// `Automata::all_byte_edges` (what `RegionDfa::init` cuts byte classes by) is every state's
+    /// byte edges, each once, in state order: on a grammar with dead paths pruned, one with
+    /// lookahead and a JSON Schema object.
+    #[test]
+    fn all_byte_edges_are_every_states_edges() {
+        let grammars = [
+            parse_ebnf("root ::= \"a\" x | \"ab\" | [0-9]+ \".\" [a-f]\nx ::= \"b\" x", "root").unwrap(),
+            parse_ebnf("root ::= w (\" \" w)* \"!\"\nw ::= [a-z]+ (= \" \" | \"!\")", "root").unwrap(),
+            crate::json_schema::json_schema_to_grammar(
+                r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}}}"#,
+                &crate::json_schema::JsonSchemaOptions::default(),
+            )
+            .unwrap(),
+        ];
+        for g in &grammars {
+            let a = crate::compiler::Automata::build(g).unwrap();
+            let per_state: Vec<_> =
+                (0..a.states().len() as u32).flat_map(|s| a.byte_edges(crate::compiler::StateId(s)).to_vec()).collect();
+            assert!(!per_state.is_empty());
+            assert_eq!(a.all_byte_edges(), &per_state[..]);
+        }
     }
 }
