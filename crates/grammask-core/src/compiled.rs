@@ -2117,7 +2117,6 @@ impl CompiledGrammar {
                 limits::MAX_COMPILE_STRING_START_PAIRS,
                 |x| firsts().walkable(x),
                 |x| !firsts().walkable(x),
-                |walked| drop(index.walked_body(walked)),
             );
         });
         if let Ok(thread) = spawned {

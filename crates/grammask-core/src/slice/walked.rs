@@ -541,9 +541,10 @@ pub fn inline_string_starts(a: &Automata) -> Vec<StateId> {
 /// Runs, off the fill path (the class-body thread; [`super::cover::after_fills`]), what a fill
 /// classifying each of `starts` ([`inline_string_starts`]) searches: the body slice's cover
 /// search and, when it misreads, [`walked_cover`] (with `walkable` and `unwalkable` as a fill
-/// has them), whose walked body `prebuild` then builds. Each state under a fill's budget
-/// ([`super::MAX_STATE_COVER_PAIRS`], so that it memoizes what a fill would); none begins once
-/// less than that is left of `most_pairs` for them all.
+/// has them). Each state under a fill's budget ([`super::MAX_STATE_COVER_PAIRS`], so that it
+/// memoizes what a fill would); none begins once less than that is left of `most_pairs` for
+/// them all. The walked body itself is left to the fill (the vocabulary keeps few: one built
+/// here for a start no fill reaches would take another's place).
 /// PERF: MaskBench `Github_medium---o23177` t110 (`"type": "` of a `urls` item, a pattern of
 /// five words and its complement under `oneOf`): the fill searched both starts, 2,355 pairs
 /// (~16 M of its 20.4 M instructions).
@@ -554,7 +555,6 @@ pub fn search_string_starts(
     most_pairs: usize,
     walkable: impl Fn(u8) -> bool,
     unwalkable: impl Fn(u8) -> bool,
-    prebuild: impl Fn(Walked),
 ) {
     let taken = super::cover_pairs_taken();
     for &s in starts {
@@ -564,9 +564,7 @@ pub fn search_string_starts(
         super::cover::after_fills(|| {
             super::with_cover_budget(super::MAX_STATE_COVER_PAIRS, || {
                 let Err(misread @ Some(_)) = BodySlice::covers_or_misread(a, s, memo) else { return };
-                if let Some((walked, _)) = walked_cover(a, s, misread, &walkable, &unwalkable, memo) {
-                    prebuild(walked);
-                }
+                walked_cover(a, s, misread, &walkable, &unwalkable, memo);
             })
         });
     }
