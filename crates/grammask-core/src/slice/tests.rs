@@ -1319,12 +1319,13 @@ fn body_step_table_equals_the_cases() {
 
 /// The class-body thread's searches of the string starts that read their text inline
 /// ([`inline_string_starts`], [`search_string_starts`]: MaskBench `Github_medium---o23177` t110)
-/// leave a fill classifying one nothing to search: asked again, each start's body cover and
-/// walked cover take no new cover pair, cover as a fresh memo's searches do, and a start the body
-/// slice refutes reports where its search met the misread whenever a fresh search does (a fill
-/// otherwise runs the bounded search the first one spared, [`bounded_short`]: 7.3 M instructions
-/// at o23177 t110). Fails if the walked covers are not searched there, or if a decided root's
-/// misread place is not reported.
+/// leave a fill classifying one little to search: asked again, each start's walked cover takes
+/// no new cover pair and its body cover none, or fewer than a fresh search (a refuted root's path
+/// to the decided misreading pair), both answer as a fresh memo's searches do, and a start the
+/// body slice refutes reports where its search met the misread whenever a fresh search does (a
+/// fill otherwise runs the bounded search the first one spared, [`bounded_short`]: 7.3 M
+/// instructions at o23177 t110). Fails if the walked covers are not searched there, or if the
+/// misread place of a decided pair met again is not reported.
 #[test]
 fn string_starts_searched_off_the_fill_path() {
     let schema = r#"{"type": "object", "properties": {
@@ -1340,19 +1341,28 @@ fn string_starts_searched_off_the_fill_path() {
     let (mut refuted_at, mut walked) = (0, 0);
     for &s in &starts {
         let fresh_memo = CoverMemo::default();
+        let walked_from =
+            |r: Refutation, memo: &CoverMemo| walked_cover(&fx.a, s, r.misread, walkable, unwalkable, memo);
+        let taken = cover_pairs_taken();
         let fresh = BodySlice::covers_or_refuted(&fx.a, s, &fresh_memo);
+        let fresh_pairs = cover_pairs_taken() - taken;
+        let fresh_walked = fresh.err().map(|r| walked_from(r, &fresh_memo));
         let taken = cover_pairs_taken();
         let asked = BodySlice::covers_or_refuted(&fx.a, s, &memo);
+        // A refuted root is not marked itself: its path to the decided misreading pair is met again.
+        let asked_pairs = cover_pairs_taken() - taken;
+        assert!(asked_pairs == 0 || asked_pairs < fresh_pairs, "state {}: searched again", s.0);
+        let taken = cover_pairs_taken();
+        let asked_walked = asked.err().map(|r| walked_from(r, &memo));
+        assert_eq!(cover_pairs_taken(), taken, "state {}: walked searches run again", s.0);
         assert_eq!(asked.is_ok(), fresh.is_ok(), "state {}", s.0);
         if let (Err(fresh), Err(asked)) = (fresh, asked) {
             assert_eq!(asked.at.is_some(), fresh.at.is_some(), "state {}: where the misread was met", s.0);
             refuted_at += usize::from(asked.at.is_some());
-            let found = walked_cover(&fx.a, s, asked.misread, walkable, unwalkable, &memo);
-            let fresh = walked_cover(&fx.a, s, fresh.misread, walkable, unwalkable, &fresh_memo);
-            assert_eq!(found.is_some(), fresh.is_some(), "state {}", s.0);
-            walked += usize::from(found.is_some());
         }
-        assert_eq!(cover_pairs_taken(), taken, "state {}: searched again", s.0);
+        let (found, fresh) = (asked_walked.flatten(), fresh_walked.flatten());
+        assert_eq!(found.is_some(), fresh.is_some(), "state {}", s.0);
+        walked += usize::from(found.is_some());
     }
     assert!(refuted_at >= 2 && walked >= 2, "{} starts, {refuted_at} refuted, {walked} walked", starts.len());
 }
