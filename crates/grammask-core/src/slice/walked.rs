@@ -565,7 +565,7 @@ pub fn search_string_starts(
             super::with_cover_budget(super::MAX_STATE_COVER_PAIRS, || {
                 let Err(misread @ Some(_)) = BodySlice::covers_or_misread(a, s, memo) else { return };
                 walked_cover(a, s, misread, &walkable, &unwalkable, memo);
-            })
+            });
         });
     }
 }
