@@ -2043,6 +2043,8 @@ impl CompiledGrammar {
         }
         let QuotedCallees { keys, values, key_states } = BodySlice::quoted_callees(a);
         let excluded = self.grammar.excluded_words_shared();
+        // Found on the thread, unless the thread has nothing else to do.
+        let mut string_starts = None;
         if todo.is_empty()
             && !call_runs_left
             && keys.is_empty()
@@ -2050,7 +2052,11 @@ impl CompiledGrammar {
             && inner_classes.is_empty()
             && excluded.is_none()
         {
-            return;
+            let starts = crate::slice::inline_string_starts(a);
+            if starts.is_empty() {
+                return;
+            }
+            string_starts = Some(starts);
         }
         // The smaller classes first: their slices are built sooner, so fewer first fills find
         // theirs unbuilt (o79409's key pattern `[a-zA-Z0-9_]`, 0.5 ms, waited behind `name`'s
@@ -2111,6 +2117,18 @@ impl CompiledGrammar {
                     edges.of_rule(&automata, r, with);
                 }
             }
+            // Last, the string starts that read their text inline: a fill that comes first
+            // searches them itself, as before.
+            let starts = string_starts.unwrap_or_else(|| crate::slice::inline_string_starts(&automata));
+            let firsts = || index.first_chars();
+            crate::slice::search_string_starts(
+                &automata,
+                &starts,
+                &cover,
+                limits::MAX_COMPILE_STRING_START_PAIRS,
+                |x| firsts().walkable(x),
+                |x| !firsts().walkable(x),
+            );
         });
         if let Ok(thread) = spawned {
             *self.class_body_thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(thread);

@@ -45,3 +45,6 @@ pub const CLASS_BODY_SLICE_BYTES: usize = 32 << 20;
 /// past it the remaining states' searches give up (undecided), and a fill that reaches such a
 /// state searches it under its own per-state budget.
 pub const MAX_COMPILE_RUN_CLASS_PAIRS: usize = 1 << 18;
+/// Cover-search pairs the class-body thread of one compile spends on the string starts that read
+/// their text inline (`slice::search_string_starts`); past it, a fill searches the rest itself.
+pub const MAX_COMPILE_STRING_START_PAIRS: usize = 1 << 16;

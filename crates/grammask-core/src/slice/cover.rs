@@ -309,6 +309,11 @@ struct Explored {
     /// slices and only an ASCII byte at a character boundary (what [`super::walked_cover`] uses).
     misreads: FastMap<(u32, u8), Misread>,
     keeps_misreads: bool,
+    /// Per bad pair whose misread a search met, where it met it from that pair
+    /// ([`Refutation::at`], `steps` counted from the pair): a path of the automaton, so a later
+    /// search that meets the pair decided, or from it as its root, reports it too (a fill then
+    /// spares the bounded search as the first one did; [`super::bounded_short`]).
+    misread_at: FastMap<(u32, u8), MisreadAt>,
     /// The slice states from which every path returns to state 0 (inside a character): a set
     /// there is explored in place of the pair whose character it is, never a pair of its own
     /// (searches start at state 0, and a character's sets belong to the state it began in).
@@ -496,6 +501,7 @@ impl Explored {
             refused_roots: Vec::new(),
             misreads: HashMap::with_hasher(FastState),
             keeps_misreads: matches!(key, SliceKey::Body | SliceKey::BodyWalking(_) | SliceKey::BodyStrings(_)),
+            misread_at: HashMap::with_hasher(FastState),
             stacks: Stacks { cells: vec![(0, StateId(0), 0)], ids: HashMap::with_hasher(FastState) },
             ids: HashMap::with_hasher(FastState),
             sets: Vec::new(),
@@ -672,6 +678,7 @@ impl CoverMemo {
                 + e.sets.len() * 74
                 + e.stacks.cells.len() * 24
                 + e.misreads.len() * 16
+                + e.misread_at.len() * 16
         };
         slices.by_key.values().map(size).sum::<usize>() + slices.char_exits.len() * 16 + walked
     }
@@ -776,7 +783,7 @@ pub(super) fn cover_search_from(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Option<Misread>> {
-    search_locked(a, s, key, start, step, memo, &mut memo.slices.lock()).map_err(|r| r.misread)
+    search_locked(a, s, key, start, step, memo, &mut memo.lock_slices()).map_err(|r| r.misread)
 }
 
 /// [`cover_search`] with where it met its misread ([`Refutation`]).
@@ -787,7 +794,38 @@ pub(super) fn cover_search_refuted(
     step: impl Fn(u8, u8) -> Body,
     memo: &CoverMemo,
 ) -> Result<Ends, Refutation> {
-    search_locked(a, s, key, 0, step, memo, &mut memo.slices.lock())
+    search_locked(a, s, key, 0, step, memo, &mut memo.lock_slices())
+}
+
+thread_local! {
+    /// Whether this thread's searches run off the fill path ([`after_fills`]).
+    static AFTER_FILLS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every cover search on this thread beginning only while no fill waits for the
+/// memo, as [`cover_search_after_fills`] does (the class-body thread's searches of whole kernel
+/// states, [`super::search_string_starts`]).
+pub fn after_fills<R>(f: impl FnOnce() -> R) -> R {
+    /// Restores the enclosing flag, also when `f` unwinds.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            AFTER_FILLS.set(self.0);
+        }
+    }
+    let _restore = Restore(AFTER_FILLS.replace(true));
+    f()
+}
+
+impl CoverMemo {
+    /// The verdicts, locked as a fill or, inside [`after_fills`], after the fills.
+    fn lock_slices(&self) -> MutexGuard<'_, Slices> {
+        if AFTER_FILLS.get() {
+            self.slices.lock_after_fills()
+        } else {
+            self.slices.lock()
+        }
+    }
 }
 
 /// [`cover_search`] off the fill path (the class-body thread, [`super::BodySlice::search_callees`]):
@@ -846,7 +884,8 @@ fn search(
     char_exits: &mut FastMap<StateId, Option<StateId>>,
 ) -> Result<Result<Ends, Refutation>, Refused> {
     if let Some(v) = ex.decided(root, start) {
-        return Ok(v.map_err(|()| Refutation { misread: ex.misreads.get(&(root, start)).copied(), at: None }));
+        let at = ex.misread_at.get(&(root, start)).copied();
+        return Ok(v.map_err(|()| Refutation { misread: ex.misreads.get(&(root, start)).copied(), at }));
     }
     let mut g = Graph { char_exits: std::mem::take(char_exits), ..Graph::default() };
     g.pair(root, start, 0, 0);
@@ -864,6 +903,9 @@ fn search(
     };
     *char_exits = std::mem::take(&mut g.char_exits);
     if let Err(refuted) = explored? {
+        if let Some(at) = refuted.at {
+            ex.misread_at.insert((root, start), at);
+        }
         return Ok(Err(refuted));
     }
     // Every pair explored is good; a pair ends the rule if a pair it reaches does (back along
@@ -1043,6 +1085,7 @@ fn expand(
                         // Inside a character (`b` transient, not `p`'s own state) `p` read its lead.
                         let reads_on = b != pb || real.iter().any(|&(q, _)| !a.byte_edges(q).is_empty());
                         g.misread_at = Some(MisreadAt { steps: g.steps[p as usize], reads_on });
+                        ex.misread_at.insert((pid, pb), MisreadAt { steps: 0, reads_on });
                         break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                     }
                     next.sort_unstable();
@@ -1093,6 +1136,7 @@ fn expand(
                 }
                 Body::Dead if !next.is_empty() => {
                     g.misread_at = Some(MisreadAt { steps: g.steps[p as usize], reads_on: true });
+                    ex.misread_at.insert((pid, pb), MisreadAt { steps: 0, reads_on: true });
                     break 'runs Err(ex.refute(pid, pb, Some((b, x, hist | u64::from(wide) << 63))));
                 }
                 Body::Dead | Body::Walk => {}
@@ -1124,6 +1168,12 @@ fn meet(ex: &mut Explored, g: &mut Graph, p: u32, nid: u32, nb: u8, seen: u64) -
         Some(Err(())) => {
             let (pid, pb) = g.pairs[p as usize];
             let misread = ex.misreads.get(&(nid, nb)).copied();
+            // Where the decided pair met its misread, one character past `p`.
+            if let Some(&at) = ex.misread_at.get(&(nid, nb)) {
+                let at = MisreadAt { steps: at.steps + 1, ..at };
+                ex.misread_at.insert((pid, pb), at);
+                g.misread_at = Some(MisreadAt { steps: g.steps[p as usize] + at.steps, ..at });
+            }
             Err(ex.refute(pid, pb, misread))
         }
         None => {

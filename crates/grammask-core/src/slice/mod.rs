@@ -61,8 +61,8 @@ pub use run_index::{utf8_step, RunIndex, LEAD_LISTS};
 pub(crate) use text::text_step;
 pub use text::{TextSlice, TEXT_STATES};
 pub use walked::{
-    no_walked_cover, start_run_cover, walked_cover, walked_covers_ruled_out, walked_rounds_cut, FirstChars,
-    StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS,
+    inline_string_starts, no_walked_cover, search_string_starts, start_run_cover, walked_cover,
+    walked_covers_ruled_out, walked_rounds_cut, FirstChars, StringIndex, Walked, WalkedBody, MAX_WALKED_CHARS,
 };
 
 /// Where a byte leads from a body state.

@@ -1316,3 +1316,53 @@ fn body_step_table_equals_the_cases() {
         assert_eq!(end, Some(0), "U+{:04X}", u32::from(c));
     }
 }
+
+/// The class-body thread's searches of the string starts that read their text inline
+/// ([`inline_string_starts`], [`search_string_starts`]: MaskBench `Github_medium---o23177` t110)
+/// leave a fill classifying one little to search: asked again, each start's walked cover takes
+/// no new cover pair and its body cover none, or fewer than a fresh search (a refuted root's path
+/// to the decided misreading pair), both answer as a fresh memo's searches do, and a start the
+/// body slice refutes reports where its search met the misread whenever a fresh search does (a
+/// fill otherwise runs the bounded search the first one spared, [`bounded_short`]: 7.3 M
+/// instructions at o23177 t110). Fails if the walked covers are not searched there, or if the
+/// misread place of a decided pair met again is not reported.
+#[test]
+fn string_starts_searched_off_the_fill_path() {
+    let schema = r#"{"type": "object", "properties": {
+        "s": {"type": "string", "oneOf": [{"pattern": "maker"}, {"pattern": "admin"}, {"pattern": "tor"}]},
+        "p": {"type": "string", "pattern": "^[^.,]+(\\.[^.,]+)*$"},
+        "w": {"type": "string", "pattern": "swagger"}}, "additionalProperties": false}"#;
+    let fx = walked_fixture(schema, b"makerdinotswg/.,", 3000, 6, 0x0C0E_6969, &["makeradmin", "a..b", "\\u0072"]);
+    let starts = inline_string_starts(&fx.a);
+    let walkable = |x: u8| fx.firsts.walkable(x);
+    let unwalkable = |x: u8| !fx.firsts.walkable(x);
+    let memo = CoverMemo::default();
+    search_string_starts(&fx.a, &starts, &memo, usize::MAX, walkable, unwalkable);
+    let (mut refuted_at, mut walked) = (0, 0);
+    for &s in &starts {
+        let fresh_memo = CoverMemo::default();
+        let walked_from =
+            |r: Refutation, memo: &CoverMemo| walked_cover(&fx.a, s, r.misread, walkable, unwalkable, memo);
+        let taken = cover_pairs_taken();
+        let fresh = BodySlice::covers_or_refuted(&fx.a, s, &fresh_memo);
+        let fresh_pairs = cover_pairs_taken() - taken;
+        let fresh_walked = fresh.err().map(|r| walked_from(r, &fresh_memo));
+        let taken = cover_pairs_taken();
+        let asked = BodySlice::covers_or_refuted(&fx.a, s, &memo);
+        // A refuted root is not marked itself: its path to the decided misreading pair is met again.
+        let asked_pairs = cover_pairs_taken() - taken;
+        assert!(asked_pairs == 0 || asked_pairs < fresh_pairs, "state {}: searched again", s.0);
+        let taken = cover_pairs_taken();
+        let asked_walked = asked.err().map(|r| walked_from(r, &memo));
+        assert_eq!(cover_pairs_taken(), taken, "state {}: walked searches run again", s.0);
+        assert_eq!(asked.is_ok(), fresh.is_ok(), "state {}", s.0);
+        if let (Err(fresh), Err(asked)) = (fresh, asked) {
+            assert_eq!(asked.at.is_some(), fresh.at.is_some(), "state {}: where the misread was met", s.0);
+            refuted_at += usize::from(asked.at.is_some());
+        }
+        let (found, fresh) = (asked_walked.flatten(), fresh_walked.flatten());
+        assert_eq!(found.is_some(), fresh.is_some(), "state {}", s.0);
+        walked += usize::from(found.is_some());
+    }
+    assert!(refuted_at >= 2 && walked >= 2, "{} starts, {refuted_at} refuted, {walked} walked", starts.len());
+}
