@@ -517,7 +517,6 @@ fn whole_characters_at_once_match_brute_force() {
         ],
         &[0xC3, 0xA9, 0xA0, 0xAF, 0xB0, 0xE4, 0xB8, 0xAD, 0xF0, 0x9F, 0x98, 0x80, 0xED, 0xE0, 0xF4, 0x8F, 0xBF],
     );
-    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
     let docs: [&str; 4] = [
         "{\"t\": \"\u{e9}1-60f6-0123456789\u{1f600}\u{4e2d}\", \"n\": \"a\u{4e2d}\u{1f600}b\"}",
         "{\"a\": \"x\u{e9}\u{4e2d}\\t\u{1f600}y\", \"c\": \"a\u{e9}\u{4e2d}\u{1f600}\", \"t\": \"1-a-abcdef\u{ef}\u{f0}zz\"}",
@@ -525,6 +524,15 @@ fn whole_characters_at_once_match_brute_force() {
         "{\"t\": \"x\u{10ffff}\u{800}\u{ffff}2-ab-abcdef\", \"n\": \"\u{e8}\u{ea}\", \"u\": \"\u{c6}\u{e9}\", \"v\": \"\u{e8}a1\"}",
     ];
     let docs: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+    // With the compile's class-body thread done: it searched the string starts
+    // (`slice::search_string_starts`), so the fills read its verdicts.
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    cg.wait_class_bodies();
+    assert!(masks_along_docs_match_brute_force(&cg, &vocab, &docs) > 200);
+    // With the thread held, the fills search themselves, and the counter (per thread) sees it.
+    grammask_core::compiled::hold_class_bodies(true);
+    let cg = Arc::new(CompiledGrammar::new(&g, &vocab).unwrap());
+    grammask_core::compiled::hold_class_bodies(false);
     let before = grammask_core::slice::characters_met_at_once();
     let checked = masks_along_docs_match_brute_force(&cg, &vocab, &docs);
     assert!(grammask_core::slice::characters_met_at_once() > before, "no search met the characters at once");
