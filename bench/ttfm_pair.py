@@ -2,11 +2,15 @@
 the engines alternating per schema, in thread CPU time (usable on a loaded machine), after a warm
 phase (other schemas compiled first, as a benchmark runner has).
 
-    GRAMMASK_SHARED=/path/to/shared python bench/ttfm_pair.py WARM.txt BAND.txt [--engines grammask,llguidance]
+    GRAMMASK_SHARED=/path/to/shared python bench/ttfm_pair.py WARM.txt BAND.txt [--engines grammask,llguidance] [--bitmask-per-request]
 
 WARM and BAND list MaskBench files (paths), one a line. Prints each engine's p50 and sum of wall
 and thread CPU time over BAND, and the median per-schema CPU ratio of the first engine to the
 second.
+Each engine's bitmask is allocated once, before the timed window, and refilled by each new
+matcher (the MaskBench protocol, `engines.BitmaskPool`); with `--bitmask-per-request` each matcher
+allocates its own inside the window (the protocol before session 70). The timed window also
+frees the compiled grammar and the matcher (one expression).
 A BAND file that an engine refuses is left out of every engine's figures (and named). With
 `--each`, also one line per BAND file: each engine's thread CPU time (ms).
 """
@@ -35,9 +39,12 @@ def main() -> None:
     ap.add_argument("band")
     ap.add_argument("--engines", default="grammask,llguidance")
     ap.add_argument("--each", action="store_true", help="also print each BAND file's thread CPU time per engine")
+    ap.add_argument("--bitmask-per-request", action="store_true",
+                    help="allocate each matcher's bitmask inside the timed window")
     args = ap.parse_args()
     tok = load_hf_tokenizer(default_tokenizer_dir())
-    adapters = {e: ENGINES[e](tok) for e in args.engines.split(",")}
+    adapters = {e: ENGINES[e](tok, bitmask_per_request=args.bitmask_per_request)
+                for e in args.engines.split(",")}
     for ad in adapters.values():
         for s in schemas(args.warm):
             try:

@@ -202,6 +202,78 @@ def test_grammask_matcher_mask_shows_every_fill():
     assert np.array_equal(before, m._bitmask.numpy().reshape(-1))
 
 
+def test_bitmask_pool_lends_each_bitmask_to_one_live_matcher():
+    """Reused bitmasks: allocated once before any matcher, lent to one live matcher at a time
+    (a second live matcher gets another), returned when the matcher is freed; per request, a new
+    bitmask for every matcher and none pooled."""
+    made: list[np.ndarray] = []
+
+    def allocate() -> np.ndarray:
+        made.append(np.full(4, -1, dtype=np.int32))
+        return made[-1]
+
+    class M(engines._PooledMatcher):
+        def __init__(self, pool):
+            self._bitmask = pool.lend()
+            self._pool = pool
+
+        def fill(self):
+            pass
+
+        def accept(self, token):
+            return True
+
+    pool = engines.BitmaskPool(allocate)
+    assert len(made) == 1  # before any matcher, outside a timed window
+    a = M(pool)
+    assert a._bitmask is made[0] and len(made) == 1
+    b = M(pool)  # `a` is alive: `b` must not write into its mask
+    assert b._bitmask is made[1] and pool.allocated == 2
+    del a, b
+    c = M(pool)
+    assert any(c._bitmask is x for x in made) and len(made) == 2
+    del c
+    per_request = engines.BitmaskPool(allocate, per_request=True)
+    made.clear()
+    d = M(per_request)
+    del d
+    e = M(per_request)
+    assert len(made) == 2 and e._bitmask is made[1]
+
+
+def test_reused_bitmask_holds_each_matchers_own_mask():
+    """With the pooled bitmask, a new matcher's first fill writes its whole mask (no bit left from
+    the previous matcher's fill), for each installed engine with a bitmask; every fill shows in
+    `mask`; the masks equal the per-request protocol's."""
+    tok = data.load_hf_tokenizer(_shared_or_skip() / "tokenizers" / "llama3")
+    names = ["grammask"] + [e for e in ("xgrammar", "llguidance", "outlines") if _installed(e)]
+    schemas = ['{"type": "string"}', '{"type": "boolean"}', '{"type": "integer"}']
+    for name in names:
+        reused = engines.ENGINES[name](tok)
+        fresh = engines.ENGINES[name](tok, bitmask_per_request=True)
+        assert reused.bitmasks.allocated == 1 and fresh.bitmasks.allocated == 0, name
+        first = None
+        for s in schemas:
+            m = reused.matcher(reused.compile(s))
+            m.fill()
+            if first is None:
+                first = m.mask.ctypes.data
+            assert m.mask.ctypes.data == first, name  # the one pooled bitmask, refilled
+            want = fresh.matcher(fresh.compile(s))
+            want.fill()
+            assert np.array_equal(m.mask, want.mask), (name, s)
+            del m
+        assert reused.bitmasks.allocated == 1, name
+        m = reused.matcher(reused.compile('{"type": "boolean"}'))
+        view = m.mask
+        m.fill()
+        tok_t = next(t for t in range(reused.vocab_size) if m.allowed(t) and tok.decode([t]) == "t")
+        assert m.accept(tok_t)
+        before = view.copy()
+        m.fill()
+        assert m.mask is view and not np.array_equal(view, before), name
+
+
 def test_fill_cpu_times_follow_the_mask_times():
     """`run_task(..., fill_cpu=...)` (bench/fill_cpu_replay.py) records one (instance, position,
     thread CPU) per timed fill, in the order of `mask_us`, the stop token's fill last."""
@@ -373,6 +445,29 @@ def test_mask_cpu_times_are_stored_and_reported(tmp_path, monkeypatch):
     assert cpu2.size == again.times["fake"]["mask_us"].size == cpu.size
     assert np.isnan(cpu2[:n_old]).all() and not np.isnan(cpu2[n_old:]).any()
     _check_raw_alignment(old)
+
+
+def test_bitmask_protocol_is_part_of_a_runs_identity(tmp_path):
+    """The TTFM's bitmask protocol is recorded and reported; a run is not resumed under the other
+    protocol; a folder saved before the key was recorded counts as per-request."""
+    d = tmp_path / "data"
+    _fake_data(d, 3)
+    out = tmp_path / "out"
+    res = _fake_run(d, out, bitmask_per_request=True)
+    assert res["config"]["bitmask"] == "per-request"
+    assert "allocated per matcher" in (out / "results.md").read_text()
+    with pytest.raises(store.FolderMismatch, match="bitmask"):
+        _fake_run(d, out, resume=True)
+    run = json.loads((out / store.RUN_FILE).read_text())
+    del run["bitmask"]
+    (out / store.RUN_FILE).write_text(json.dumps(run))
+    again = _fake_run(d, out, resume=True, bitmask_per_request=True)
+    assert again["config"]["bitmask"] == "per-request"
+    reused = _fake_run(d, tmp_path / "reused")
+    assert reused["config"]["bitmask"] == "reused"
+    assert "allocated before (reused)" in (tmp_path / "reused" / "results.md").read_text()
+    with pytest.raises(store.FolderMismatch, match="bitmask"):
+        maskbench.finish(tmp_path / "merged", [out, tmp_path / "reused"], plots=False)
 
 
 def test_resume_runs_each_schema_once(tmp_path, monkeypatch):

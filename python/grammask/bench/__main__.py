@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--overwrite", action="store_true",
                     help="start afresh in an --out folder that already holds a run")
     mb.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    mb.add_argument("--bitmask-per-request", action="store_true",
+                    help="allocate each matcher's bitmask inside its timed TTFM (the protocol "
+                    "before session 70); default: each engine's bitmask allocated once, before "
+                    "any timed window, and refilled by each new matcher")
     mg = sub.add_parser(
         "merge",
         help="combine run folders (shards, or parts run apart) into one report",
@@ -132,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             shard=shard,
             resume=args.resume,
             overwrite=args.overwrite,
+            bitmask_per_request=args.bitmask_per_request,
         )
     except (MissingDataError, EngineUnavailable, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

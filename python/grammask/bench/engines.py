@@ -6,6 +6,14 @@ string; produces matchers whose ``fill()`` computes the next-token mask into a n
 the engine. Every engine library is imported inside its adapter's constructor, never at module
 import, so this module loads without any engine installed.
 
+Bitmasks (the MaskBench protocol's "bitmask" setting): by default each adapter allocates its
+engine's bitmask once, outside any timed window, and lends it to each new matcher (``BitmaskPool``),
+as a server allocates its batch bitmask once and refills it; so time to first mask is compile +
+matcher + first fill into an existing bitmask, for every engine alike. A matcher's ``mask`` is its
+own for the matcher's life: a matcher made while another one holds the pooled bitmask gets another
+(allocated then, and pooled in turn). With ``bitmask_per_request=True`` each matcher allocates its
+own bitmask in ``matcher()`` (the protocol before session 70).
+
 Engine names (``ENGINES``) and what each runs:
 
 - ``grammask``: ``grammask`` through its XGrammar-compatible API, JSON Schema semantics
@@ -60,9 +68,59 @@ class Matcher(abc.ABC):
         return bool((int(self.mask[word]) >> (token & 31)) & 1)
 
 
+class BitmaskPool:
+    """One adapter's bitmasks, each lent to one live matcher at a time.
+
+    ``allocate()`` makes one engine bitmask. Unless ``per_request``, one is allocated here (so
+    that the first matcher's fill does not pay for it) and a matcher returns its bitmask with
+    ``give_back`` when it is freed; ``lend`` allocates only when every pooled bitmask is lent.
+    Invariant: a bitmask is in ``_free`` iff no live matcher holds it.
+    """
+
+    def __init__(self, allocate: Callable[[], Any], per_request: bool = False):
+        self._allocate = allocate
+        self.per_request = per_request
+        self._free: list[Any] = [] if per_request else [allocate()]
+        self.allocated = len(self._free)
+
+    def lend(self) -> Any:
+        if self._free:
+            return self._free.pop()
+        self.allocated += 0 if self.per_request else 1
+        return self._allocate()
+
+    def give_back(self, bitmask: Any) -> None:
+        if not self.per_request:
+            self._free.append(bitmask)
+
+    def touch(self) -> None:
+        """Write every pooled bitmask once (in a forked runner: its pages copied from the
+        template now, not in a timed fill)."""
+        for b in self._free:
+            _as_numpy_row(b)[:] = -1
+
+
+class _PooledMatcher(Matcher):
+    """A matcher that fills a bitmask lent by its adapter's pool and returns it when freed."""
+
+    _pool: BitmaskPool | None = None
+    _bitmask: Any = None
+
+    def __del__(self) -> None:
+        if self._pool is not None and self._bitmask is not None:
+            self._pool.give_back(self._bitmask)
+
+
 class Adapter(abc.ABC):
     name = "?"
     version = "?"
+    #: The adapter's bitmasks (None for an adapter that has none, e.g. the fake engine).
+    bitmasks: BitmaskPool | None = None
+
+    def after_fork(self) -> None:
+        """In a freshly forked runner, before its first task: own the pooled bitmasks' pages."""
+        if self.bitmasks is not None:
+            self.bitmasks.touch()
 
     @abc.abstractmethod
     def compile(self, schema: str) -> Any:
@@ -93,10 +151,11 @@ def _as_numpy_row(bitmask) -> np.ndarray:
 # --- XGrammar and grammask (same API) ---------------------------------------------------------
 
 
-class _XgrMatcher(Matcher):
-    def __init__(self, xgr, compiled, vocab_size: int, stop_tokens: list[int]):
+class _XgrMatcher(_PooledMatcher):
+    def __init__(self, xgr, compiled, pool: BitmaskPool, stop_tokens: list[int]):
         self._m = xgr.GrammarMatcher(compiled)
-        self._bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+        self._bitmask = pool.lend()
+        self._pool = pool
         self.stop_tokens = stop_tokens
 
     @functools.cached_property
@@ -116,7 +175,8 @@ class _XgrMatcher(Matcher):
 class XgrammarLikeAdapter(Adapter):
     """XGrammar 0.2.8's API, served either by xgrammar itself or by grammask."""
 
-    def __init__(self, hf_tokenizer, module_name: str, options: dict[str, Any], name: str):
+    def __init__(self, hf_tokenizer, module_name: str, options: dict[str, Any], name: str,
+                 bitmask_per_request: bool = False):
         import importlib
 
         self.xgr = importlib.import_module(module_name)
@@ -133,6 +193,9 @@ class XgrammarLikeAdapter(Adapter):
             self.compiler = self.xgr.GrammarCompiler(self.info)
         self.stop_tokens = [int(t) for t in self.info.stop_token_ids]
         self.vocab_size = int(self.info.vocab_size)
+        self.bitmasks = BitmaskPool(
+            lambda: self.xgr.allocate_token_bitmask(1, self.vocab_size), bitmask_per_request
+        )
 
     def compile(self, schema: str) -> Any:
         try:
@@ -141,7 +204,7 @@ class XgrammarLikeAdapter(Adapter):
             raise CompileError(f"{type(e).__name__}: {e}") from e
 
     def matcher(self, compiled: Any) -> Matcher:
-        return _XgrMatcher(self.xgr, compiled, self.vocab_size, self.stop_tokens)
+        return _XgrMatcher(self.xgr, compiled, self.bitmasks, self.stop_tokens)
 
     def memory_bytes(self, compiled: Any) -> int | None:
         return int(compiled.memory_size_bytes)
@@ -154,16 +217,17 @@ class XgrammarLikeAdapter(Adapter):
 # --- llguidance -------------------------------------------------------------------------------
 
 
-class _LlgMatcher(Matcher):
-    def __init__(self, llg_numpy, m, mask: np.ndarray, stop_tokens: list[int]):
+class _LlgMatcher(_PooledMatcher):
+    def __init__(self, llg_numpy, m, pool: BitmaskPool, stop_tokens: list[int]):
         self._np = llg_numpy
         self._m = m
-        self._mask2d = mask
-        self.mask = mask.reshape(-1)
+        self._bitmask = pool.lend()
+        self._pool = pool
+        self.mask = self._bitmask.reshape(-1)
         self.stop_tokens = stop_tokens
 
     def fill(self) -> None:
-        self._np.fill_next_token_bitmask(self._m, self._mask2d)
+        self._np.fill_next_token_bitmask(self._m, self._bitmask)
         if self._m.is_error():
             raise RuntimeError(f"llguidance matcher error: {self._m.get_error()}")
 
@@ -176,7 +240,7 @@ class LlguidanceAdapter(Adapter):
     #: Options passed as ``defaults`` to grammar_from_json_schema (documented in benchmarks.md).
     JSON_OPTIONS: ClassVar[dict[str, Any]] = {"whitespace_flexible": True}
 
-    def __init__(self, hf_tokenizer):
+    def __init__(self, hf_tokenizer, bitmask_per_request: bool = False):
         import llguidance
         import llguidance.hf
         import llguidance.numpy
@@ -187,6 +251,9 @@ class LlguidanceAdapter(Adapter):
         self.tok = llguidance.hf.from_tokenizer(hf_tokenizer)
         self.vocab_size = int(self.tok.vocab_size)
         self.stop_tokens = [int(t) for t in self.tok.eos_tokens]
+        self.bitmasks = BitmaskPool(
+            lambda: self.llg_numpy.allocate_token_bitmask(1, self.vocab_size), bitmask_per_request
+        )
 
     def compile(self, schema: str) -> Any:
         try:
@@ -201,8 +268,7 @@ class LlguidanceAdapter(Adapter):
         return m
 
     def matcher(self, compiled: Any) -> Matcher:
-        mask = self.llg_numpy.allocate_token_bitmask(1, self.vocab_size)
-        return _LlgMatcher(self.llg_numpy, compiled.deep_copy(), mask, self.stop_tokens)
+        return _LlgMatcher(self.llg_numpy, compiled.deep_copy(), self.bitmasks, self.stop_tokens)
 
 
 # --- outlines-core ----------------------------------------------------------------------------
@@ -242,10 +308,12 @@ def token_bytes_table(hf_tokenizer) -> dict[int, bytes]:
     return out
 
 
-class _OutlinesMatcher(Matcher):
-    def __init__(self, guide, mask: np.ndarray, stop_tokens: list[int]):
+class _OutlinesMatcher(_PooledMatcher):
+    def __init__(self, guide, pool: BitmaskPool, stop_tokens: list[int]):
         self._g = guide
-        self.mask = mask
+        self._bitmask = pool.lend()
+        self._pool = pool
+        self.mask = self._bitmask
         self.stop_tokens = stop_tokens
 
     def fill(self) -> None:
@@ -266,7 +334,7 @@ class _OutlinesMatcher(Matcher):
 class OutlinesAdapter(Adapter):
     name = "outlines"
 
-    def __init__(self, hf_tokenizer):
+    def __init__(self, hf_tokenizer, bitmask_per_request: bool = False):
         import outlines_core
         from outlines_core.json_schema import build_regex_from_schema
 
@@ -282,6 +350,8 @@ class OutlinesAdapter(Adapter):
         self.vocab = outlines_core.Vocabulary(eos, by_bytes)
         self.stop_tokens = [int(eos)]
         self.vocab_size = max(len(hf_tokenizer), max(table) + 1, eos + 1)
+        words = (self.vocab_size + 31) // 32
+        self.bitmasks = BitmaskPool(lambda: np.zeros(words, dtype=np.int32), bitmask_per_request)
 
     def compile(self, schema: str) -> Any:
         try:
@@ -291,16 +361,17 @@ class OutlinesAdapter(Adapter):
             raise CompileError(f"{type(e).__name__}: {e}") from e
 
     def matcher(self, compiled: Any) -> Matcher:
-        mask = np.zeros((self.vocab_size + 31) // 32, dtype=np.int32)
-        return _OutlinesMatcher(self.oc.Guide(compiled), mask, self.stop_tokens)
+        return _OutlinesMatcher(self.oc.Guide(compiled), self.bitmasks, self.stop_tokens)
 
 
 # --- fake engine for tests --------------------------------------------------------------------
 
 
-class _FakeMatcher(Matcher):
-    def __init__(self, vocab_size: int, stop: int):
-        self.mask = np.full((vocab_size + 31) // 32, -1, dtype=np.int32)
+class _FakeMatcher(_PooledMatcher):
+    def __init__(self, pool: BitmaskPool, stop: int):
+        self._bitmask = pool.lend()
+        self._pool = pool
+        self.mask = self._bitmask
         self.stop_tokens = [stop]
 
     def fill(self) -> None:
@@ -316,9 +387,11 @@ class FakeAdapter(Adapter):
     name = "fake"
     version = "test"
 
-    def __init__(self, hf_tokenizer):
+    def __init__(self, hf_tokenizer, bitmask_per_request: bool = False):
         self.vocab_size = len(hf_tokenizer)
         self.stop = int(hf_tokenizer.eos_token_id or 0)
+        words = (self.vocab_size + 31) // 32
+        self.bitmasks = BitmaskPool(lambda: np.full(words, -1, dtype=np.int32), bitmask_per_request)
 
     def compile(self, schema: str) -> Any:
         obj = json.loads(schema)
@@ -336,7 +409,7 @@ class FakeAdapter(Adapter):
         return None
 
     def matcher(self, compiled: Any) -> Matcher:
-        return _FakeMatcher(self.vocab_size, self.stop)
+        return _FakeMatcher(self.bitmasks, self.stop)
 
 
 # --- registry ---------------------------------------------------------------------------------
@@ -361,13 +434,14 @@ def _module_version(module_name: str) -> str:
 
 
 #: Engine name -> factory(hf_tokenizer) -> Adapter. Order is the report's column order.
-ENGINES: dict[str, Callable[[Any], Adapter]] = {
-    "grammask": lambda tok: XgrammarLikeAdapter(
-        tok, "grammask", {"any_whitespace": True, "strict_mode": False}, "grammask"
+#: Each factory takes ``bitmask_per_request`` (keyword; default False: one pooled bitmask).
+ENGINES: dict[str, Callable[..., Adapter]] = {
+    "grammask": lambda tok, **kw: XgrammarLikeAdapter(
+        tok, "grammask", {"any_whitespace": True, "strict_mode": False}, "grammask", **kw
     ),
-    "xgrammar": lambda tok: XgrammarLikeAdapter(tok, "xgrammar", {}, "xgrammar"),
-    "xgrammar-flex": lambda tok: XgrammarLikeAdapter(
-        tok, "xgrammar", {"any_whitespace": True, "strict_mode": False}, "xgrammar-flex"
+    "xgrammar": lambda tok, **kw: XgrammarLikeAdapter(tok, "xgrammar", {}, "xgrammar", **kw),
+    "xgrammar-flex": lambda tok, **kw: XgrammarLikeAdapter(
+        tok, "xgrammar", {"any_whitespace": True, "strict_mode": False}, "xgrammar-flex", **kw
     ),
     "llguidance": LlguidanceAdapter,
     "outlines": OutlinesAdapter,

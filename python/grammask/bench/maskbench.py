@@ -37,6 +37,7 @@ from .runner import (
 )
 from .stats import summarize, ttfm_values
 from .store import (
+    IDENTITY_DEFAULTS,
     IDENTITY_KEYS,
     RAW_KINDS,
     RUN_FILE,
@@ -68,11 +69,13 @@ def run(
     shard: tuple[int, int] = (1, 1),
     resume: bool = False,
     overwrite: bool = True,
+    bitmask_per_request: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmark and write the results; returns {"config", "engines", "records"}.
 
     ``resume``: continue the run in ``out_dir`` (same engines, versions, tokenizer, limits and
-    sample, else FolderMismatch), skipping its schemas. Otherwise a folder that holds a run is
+    sample, else FolderMismatch), skipping its schemas. ``bitmask_per_request``: each matcher
+    allocates its bitmask inside the TTFM (else each engine's bitmask is allocated before it). Otherwise a folder that holds a run is
     started afresh when ``overwrite``, refused (FolderMismatch) when not.
     """
     t_start = time.monotonic()
@@ -94,6 +97,7 @@ def run(
         "seed": seed,
         "limit": limit,
         "sample_sha": sample_digest([f.name for f in sample]),
+        "bitmask": "per-request" if bitmask_per_request else "reused",
         "data_dir": str(data_dir),
         "tokenizer": str(tokenizer_dir),
         "n_files": len(sample),
@@ -111,7 +115,8 @@ def run(
         log = worker_log_path(out, name)
         if not resume:
             Path(log).write_text("")
-        w = EngineWorker(name, str(tokenizer_dir), memory_mb, log_path=log)
+        w = EngineWorker(name, str(tokenizer_dir), memory_mb, log_path=log,
+                         bitmask_per_request=bitmask_per_request)
         try:
             w.start()
         except EngineUnavailable as e:
@@ -226,7 +231,7 @@ def finish(out_dir: str | Path, folders: list[str | Path], command: str | None =
     n_done = len({r["file"] for r in records})
     config = {
         "command": command or sessions[-1]["command"],
-        **{k: first[k] for k in IDENTITY_KEYS},
+        **{k: first.get(k, IDENTITY_DEFAULTS.get(k)) for k in IDENTITY_KEYS},
         "data_dir": first["data_dir"],
         "tokenizer": first["tokenizer"],
         "n_files": first["n_files"],

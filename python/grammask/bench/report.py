@@ -91,6 +91,10 @@ def write_markdown(path: Path, summaries, config: dict[str, Any]) -> None:
         (f"- tokenizer: `{config.get('tokenizer')}`; per-schema limits: "
          f"{config.get('timeout_s')} s, {config.get('memory_mb')} MiB RSS"),
         f"- versions: {versions}",
+        ("- TTFM: compile + matcher + first fill into "
+         + ("a bitmask allocated per matcher (inside the TTFM)"
+            if config.get("bitmask", "per-request") == "per-request"
+            else "a bitmask each engine allocated before (reused)")),
         (f"- machine: {env.get('cpu', '?')}, {env.get('nproc', '?')} cores, "
          f"{env.get('memory_gib', '?')} GiB; wall time {config.get('wall_s', 0):.0f} s"
          + (" (sum over shards and sessions)" if len(config.get("sessions", [])) > 1 else "")),

@@ -64,9 +64,9 @@ def _limit_address_space(memory_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _child_entry(conn, engine, tokenizer_dir, log_path, memory_mb):
+def _child_entry(conn, engine, tokenizer_dir, log_path, memory_mb, bitmask_per_request):
     _limit_address_space(memory_mb)
-    worker_main(conn, engine, tokenizer_dir, log_path)
+    worker_main(conn, engine, tokenizer_dir, log_path, bitmask_per_request)
 
 
 @dataclass
@@ -79,6 +79,8 @@ class EngineWorker:
     tokenizer_dir: str
     memory_mb: int
     log_path: str | None = None
+    #: Each matcher allocates its bitmask inside the TTFM (else one pooled bitmask, reused).
+    bitmask_per_request: bool = False
     version: str = "?"
     restarts: int = 0
     _proc: Any = None  # the template process
@@ -102,7 +104,8 @@ class EngineWorker:
         parent, child = self._ctx.Pipe()
         p = self._ctx.Process(
             target=_child_entry,
-            args=(child, self.engine, self.tokenizer_dir, self.log_path, self.memory_mb),
+            args=(child, self.engine, self.tokenizer_dir, self.log_path, self.memory_mb,
+                  self.bitmask_per_request),
             daemon=True,
         )
         p.start()

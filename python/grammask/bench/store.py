@@ -43,7 +43,10 @@ LATER_KINDS = ("mask_cpu_us",)
 #: Runs that differ in any of these are not comparable: resume and merge refuse them.
 IDENTITY_KEYS = (
     "engines", "versions", "tokenizer_sha", "timeout_s", "memory_mb", "seed", "limit", "sample_sha",
+    "bitmask",
 )
+#: Values of identity keys added later, for runs saved before them (bitmask: session 70).
+IDENTITY_DEFAULTS = {"bitmask": "per-request"}
 _RAW_DTYPE = np.float32
 
 
@@ -73,7 +76,10 @@ def _raw_path(folder: Path, engine: str, kind: str) -> Path:
 def check_identity(a: dict[str, Any], b: dict[str, Any], what: str,
                    keys: tuple[str, ...] = IDENTITY_KEYS) -> None:
     """Raise FolderMismatch naming every identity key on which two run descriptions differ."""
-    diffs = [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+    def get(run: dict[str, Any], k: str) -> Any:
+        return run.get(k, IDENTITY_DEFAULTS.get(k))
+
+    diffs = [f"{k}: {get(a, k)!r} vs {get(b, k)!r}" for k in keys if get(a, k) != get(b, k)]
     if diffs:
         raise FolderMismatch(f"{what} differ in " + "; ".join(diffs))
 

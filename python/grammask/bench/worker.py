@@ -19,7 +19,9 @@ The template never runs a task, so every runner starts from the same state: the 
 nothing compiled. It forks only while no other thread of its own is busy (the engines start no
 threads during set-up; numpy's BLAS pool is idle and fork-safe).
 
-Protocol per schema (``run_task``): TTFM = compile + matcher creation + first mask. Then for every
+Protocol per schema (``run_task``): TTFM = compile + matcher creation + first mask, the mask
+written into a bitmask the adapter allocated before (``engines.BitmaskPool``; allocated per
+matcher, inside the TTFM, with ``bitmask_per_request``). Then for every
 instance, on a fresh matcher: for each token, compute the mask (timed), check the token against it,
 accept it (timed); a mask/accept disagreement is counted; the first rejected token ends the
 instance. If every token was accepted, the mask is computed once more and a stop token must be
@@ -176,7 +178,8 @@ def _quiet_output(log_path: str | None) -> None:
     os.close(fd)
 
 
-def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> None:
+def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None,
+                bitmask_per_request: bool = False) -> None:
     """Process entry point: set up the engine, then fork runners on request until a None arrives."""
     for var in ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
@@ -187,7 +190,7 @@ def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> 
         from .engines import ENGINES
 
         tok = load_hf_tokenizer(tokenizer_dir)
-        adapter = ENGINES[engine](tok)
+        adapter = ENGINES[engine](tok, bitmask_per_request=bitmask_per_request)
     except BaseException as e:  # noqa: BLE001 (report any setup failure, including ImportError)
         conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"))
         return
@@ -227,6 +230,7 @@ def worker_main(conn, engine: str, tokenizer_dir: str, log_path: str | None) -> 
 
 def serve_tasks(conn, adapter) -> int:
     """A runner's loop: run tasks until a None or end of input; returns the exit code."""
+    adapter.after_fork()
     while True:
         try:
             task = conn.recv()
