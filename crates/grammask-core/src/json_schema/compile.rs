@@ -749,6 +749,31 @@ fn format_dfa(f: &str) -> Result<CharDfa> {
     Ok(d)
 }
 
+/// `CharDfa::any_string().intersect(&format_dfa(f))`, the automaton of a string constraint whose
+/// first constraint is the format `f` (the same automaton, state for state, as the product
+/// builds it). Built once per process and format, as [`format_dfa`]; an error is not kept.
+/// PERF: the product (with its minimization) took ~0.4 M instructions per `email` string of the
+/// median MaskBench band, in every schema.
+fn format_from_any_string(f: &str) -> Result<CharDfa> {
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<String, CharDfa>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Mutex::default);
+    if let Some(d) = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(f) {
+        return Ok(d.clone());
+    }
+    let d = CharDfa::any_string().intersect(&format_dfa(f)?)?;
+    // Bounded as the formats' table is: a name without a regular definition maps to the one
+    // automaton of "" ([`format_dfa`]); past the bound nothing more is kept.
+    let mut map = built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if map.len() < MAX_FORMATS_KEPT {
+        map.insert(f.to_string(), d.clone());
+    }
+    Ok(d)
+}
+
+/// How many format names [`format_from_any_string`] keeps (the known formats are fewer).
+const MAX_FORMATS_KEPT: usize = 64;
+
 /// Whether `x` is an integer multiple of `d` (exact decimal arithmetic). `None` when the scaled
 /// divisor does not fit in u128.
 fn is_multiple(x: &Dec, d: &Dec) -> Option<bool> {
@@ -792,6 +817,40 @@ fn permutations(n: usize, f: &mut dyn FnMut(&[usize])) {
         } else {
             c[i] = 0;
             i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod format_memo_tests {
+    use super::*;
+
+    /// The memoized product is the product itself, state for state, on its first use and on a
+    /// later one, for every format with a regular definition and one without (each kept under
+    /// its own name).
+    #[test]
+    fn format_from_any_string_is_the_product() {
+        let names = [
+            "date",
+            "time",
+            "date-time",
+            "uuid",
+            "ipv4",
+            "hostname",
+            "email",
+            "ipv6",
+            "uri",
+            "uri-reference",
+            "duration",
+            "json-pointer",
+            "relative-json-pointer",
+            "no-such-format",
+        ];
+        for _ in 0..2 {
+            for f in names {
+                let want = CharDfa::any_string().intersect(&format_dfa(f).unwrap()).unwrap();
+                assert_eq!(format_from_any_string(f).unwrap(), want, "{f}");
+            }
         }
     }
 }

@@ -258,16 +258,23 @@ impl Conv<'_> {
     /// when nothing is excluded and the constraints other than the length accept every string.
     fn string_dfa(m: &Merged, excluded: &[&str], ptr: &str) -> Result<Option<CharDfa>> {
         let mut dfa = CharDfa::any_string();
+        // `dfa` is still `any_string()`: the first format's product is memoized.
+        let mut unconstrained = true;
         for (p, pp) in &m.patterns {
             let re = Regex::parse(p, RegexFlags { ignore_case: false, dot_all: false })
                 .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone()))?;
             let d = CharDfa::from_regex(&re, Anchoring::Search)
                 .map_err(|e| Error::new(e.kind(), format!("pattern {p:?}: {}", e.message())).at_pointer(pp.clone()))?;
             dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, pp))?;
+            unconstrained = false;
         }
         for (f, fp) in &m.formats {
-            let d = format_dfa(f).map_err(|e| ptr_if_none(e, fp))?;
-            dfa = dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?;
+            dfa = if std::mem::take(&mut unconstrained) {
+                format_from_any_string(f).map_err(|e| ptr_if_none(e, fp))?
+            } else {
+                let d = format_dfa(f).map_err(|e| ptr_if_none(e, fp))?;
+                dfa.intersect(&d).map_err(|e| ptr_if_none(e, fp))?
+            };
         }
         if !excluded.is_empty() {
             dfa = dfa.minus_words(excluded).map_err(|e| ptr_if_none(e, ptr))?;
