@@ -74,9 +74,10 @@ def run(
     """Run the benchmark and write the results; returns {"config", "engines", "records"}.
 
     ``resume``: continue the run in ``out_dir`` (same engines, versions, tokenizer, limits and
-    sample, else FolderMismatch), skipping its schemas. ``bitmask_per_request``: each matcher
-    allocates its bitmask inside the TTFM (else each engine's bitmask is allocated before it). Otherwise a folder that holds a run is
+    sample, else FolderMismatch), skipping its schemas. Otherwise a folder that holds a run is
     started afresh when ``overwrite``, refused (FolderMismatch) when not.
+    ``bitmask_per_request``: each matcher allocates its bitmask inside the TTFM (else each
+    engine's bitmask is allocated once, before any timed window).
     """
     t_start = time.monotonic()
     names = expand_engine_list(engines)
