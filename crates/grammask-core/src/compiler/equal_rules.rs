@@ -111,23 +111,23 @@ fn equal_rules_within(
         }
     }
     let varying: Vec<u32> = (0..exprs.len() as u32).filter(|&i| in_merging[i as usize]).collect();
-    let parents = Lists::from_pairs(
+    let mut parents = Csr::default();
+    let mut refs_to = Csr::default();
+    let mut body_of = Csr::default();
+    parents.fill(
         exprs.len(),
         varying
             .iter()
             .flat_map(|&i| g.children(ExprId(i)).iter().filter(|c| in_merging[c.index()]).map(move |c| (c.0, i))),
     );
-    let refs_to = Lists::from_pairs(
+    refs_to.fill(
         n,
         varying.iter().filter_map(|&i| match exprs[i as usize] {
             Expr::RuleRef(t) => Some((t.0, i)),
             _ => None,
         }),
     );
-    let body_of = Lists::from_pairs(
-        exprs.len(),
-        (0..n as u32).filter(|&r| !own[r as usize]).map(|r| (g.rules()[r as usize].body.0, r)),
-    );
+    body_of.fill(exprs.len(), (0..n as u32).filter(|&r| !own[r as usize]).map(|r| (g.rules()[r as usize].body.0, r)));
     // Partition refinement: every merging rule starts in class 0 (own-class rules alone); a
     // class splits by its members' signatures (body keys under the current classes). Invariant
     // after each round: all members of a class share the signature `class_sig`, and every
@@ -548,6 +548,36 @@ fn composite_key(e: &Expr, kids: &[ExprId], canon: &[u64], class: &[u64], key: &
 /// The id of `key` in `keys`, a new one if absent.
 fn intern(keys: &mut SeqTable<u64>, key: &[u64]) -> u64 {
     u64::from(keys.intern(key).0)
+}
+
+/// Lists of `u32` per index, in one buffer: `get(i)` is `at[start[i]..start[i + 1]]`.
+#[derive(Default)]
+struct Csr {
+    start: Vec<u32>,
+    at: Vec<u32>,
+}
+
+impl Csr {
+    /// The lists of `len` indexes from `(index, value)` pairs (values in the order given).
+    fn fill(&mut self, len: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) {
+        self.start = vec![0; len + 1];
+        for (i, _) in pairs.clone() {
+            self.start[i as usize + 1] += 1;
+        }
+        for i in 0..len {
+            self.start[i + 1] += self.start[i];
+        }
+        let mut fill = self.start.clone();
+        self.at = vec![0; self.start[len] as usize];
+        for (i, v) in pairs {
+            self.at[fill[i as usize] as usize] = v;
+            fill[i as usize] += 1;
+        }
+    }
+
+    fn get(&self, i: usize) -> &[u32] {
+        &self.at[self.start[i] as usize..self.start[i + 1] as usize]
+    }
 }
 
 #[cfg(test)]
