@@ -239,16 +239,8 @@ impl Automata {
             }
         }
         twins.sort_unstable_by_key(|t| t.0);
-        let dfas: Vec<Dfa> = built
-            .into_iter()
-            .map(|d| {
-                d.unwrap_or_else(|| {
-                    let mut empty = Dfa::default();
-                    empty.end_state(false);
-                    empty
-                })
-            })
-            .collect();
+        // A rule without an automaton (`None`) gets one non-final state without edges (`assemble`).
+        let dfas = built;
         let mut budget = budget.into_inner();
         #[cfg(test)]
         BUDGET_USED.with(|n| n.set(limits::MAX_AUTOMATON_STATES - budget));
@@ -292,8 +284,9 @@ impl Automata {
         let mut ranges = Vec::with_capacity(dfas.len());
         let mut at = 0u32;
         for d in &dfas {
-            ranges.push((at, at + d.len() as u32));
-            at += d.len() as u32;
+            let len = d.as_ref().map_or(1, Dfa::len) as u32;
+            ranges.push((at, at + len));
+            at += len;
         }
         let mut a = assemble(grammar, dfas, la_dfas, twins);
         a.stop_splits = stop_splits;
@@ -610,7 +603,14 @@ fn with_budget<T>(budget: &AtomicUsize, f: impl FnOnce(&mut usize) -> Result<T>)
 
 /// Concatenates the rule DFAs, then the lookahead DFAs, then the exhausted twins of the
 /// token-budgeted rules (`token_budget.rs`).
-fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins: Vec<(usize, Dfa)>) -> Automata {
+/// `dfas[r]`: rule `r`'s automaton, or `None` for a rule without one (inlined, merged into its
+/// class or tail group): one non-final state without edges, as an empty DFA would be.
+fn assemble(
+    grammar: &Grammar,
+    dfas: Vec<Option<Dfa>>,
+    la_dfas: Vec<(usize, Dfa)>,
+    twins: Vec<(usize, Dfa)>,
+) -> Automata {
     let mut a = Automata {
         states: Vec::new(),
         byte_edges: Vec::new(),
@@ -635,18 +635,30 @@ fn assemble(grammar: &Grammar, dfas: Vec<Dfa>, la_dfas: Vec<(usize, Dfa)>, twins
     }
     let n_rules = dfas.len();
     // PERF: sized once; grown edge by edge, the copies were ~5% of a large schema's build.
-    let parts = || dfas.iter().chain(la_dfas.iter().map(|x| &x.1)).chain(twins.iter().map(|x| &x.1));
-    a.states.reserve_exact(parts().map(Dfa::len).sum());
+    let parts = || dfas.iter().flatten().chain(la_dfas.iter().map(|x| &x.1)).chain(twins.iter().map(|x| &x.1));
+    a.states.reserve_exact(parts().map(Dfa::len).sum::<usize>() + dfas.iter().filter(|d| d.is_none()).count());
     a.byte_edges.reserve_exact(parts().map(|d| d.bytes.len()).sum());
     a.rule_edges.reserve_exact(parts().map(|d| d.rules.len()).sum());
     let all = dfas
         .into_iter()
         .enumerate()
         .map(|(r, d)| (r, d, Part::Rule))
-        .chain(la_dfas.into_iter().map(|(r, d)| (r, d, Part::Lookahead)))
-        .chain(twins.into_iter().map(|(r, d)| (r, d, Part::Twin)));
+        .chain(la_dfas.into_iter().map(|(r, d)| (r, Some(d), Part::Lookahead)))
+        .chain(twins.into_iter().map(|(r, d)| (r, Some(d), Part::Twin)));
     for (r, dfa, part) in all {
         let base = a.states.len() as u32;
+        let Some(dfa) = dfa else {
+            // PERF: an empty DFA per such rule was three allocations and frees.
+            a.rule_start.push(StateId(base));
+            let (b0, r0) = (a.byte_edges.len() as u32, a.rule_edges.len() as u32);
+            a.states.push(State {
+                rule: RuleId(r as u32),
+                is_final: false,
+                byte_edges: (b0, b0),
+                rule_edges: (r0, r0),
+            });
+            continue;
+        };
         match part {
             Part::Rule => a.rule_start.push(StateId(base)),
             Part::Lookahead => {

@@ -17,14 +17,15 @@
 //!   member, a token rule) is a class of its own, and so is a rule that is inlined differently
 //!   from the others of its would-be class (the inline flag is part of the signature).
 use super::determinize::SeqTable;
+use super::lists::Lists;
 use super::tail::{TailPlan, NO_GROUP};
 use crate::fasthash::{FastMap, FastState};
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 
 /// The representative of each rule's class: `rep[r] == r` for a rule that keeps its automaton.
-/// Identity when the grammar's expressions are not numbered children first. `deps[r]`: the rules
+/// Identity when the grammar's expressions are not numbered children first. `deps.get(r)`: the rules
 /// `r`'s body references, sorted, each once (from `inline_plan`).
-pub(super) fn equal_rules(g: &Grammar, inline: &[bool], deps: &[Vec<usize>], tail: &TailPlan) -> Vec<RuleId> {
+pub(super) fn equal_rules(g: &Grammar, inline: &[bool], deps: &Lists, tail: &TailPlan) -> Vec<RuleId> {
     equal_rules_within(g, inline, deps, tail, MAX_WORK, true)
 }
 
@@ -34,7 +35,7 @@ pub(super) fn equal_rules(g: &Grammar, inline: &[bool], deps: &[Vec<usize>], tai
 fn equal_rules_within(
     g: &Grammar,
     inline: &[bool],
-    deps: &[Vec<usize>],
+    deps: &Lists,
     tail: &TailPlan,
     max_work: usize,
     screen: bool,
@@ -371,23 +372,25 @@ const SHAPE_PASSES: usize = 3;
 
 /// Per rule: it is pure, i.e. it merges (`!own`), is on no cycle of references among merging
 /// rules, and every merging rule it references is pure; and the pure rules, each after the pure
-/// rules it references. `deps[r]`: the rules `r` references.
+/// rules it references. `deps.get(r)`: the rules `r` references.
 ///
 /// A pure rule is equal to no rule that is not pure (by induction on its height: a merging rule
 /// on a cycle, or referencing one that is not pure, would need an equal reference where the pure
 /// rule's are pure and lower, or own-class, equal only to themselves), so the classes of pure
 /// rules are decided children first, exactly, and rounds are left only to the others.
-fn pure_rules(deps: &[Vec<usize>], own: &[bool]) -> (Vec<bool>, Vec<usize>) {
+fn pure_rules(deps: &Lists, own: &[bool]) -> (Vec<bool>, Vec<usize>) {
     let n = deps.len();
-    let succ: Vec<Vec<u32>> = (0..n)
-        .map(|r| if own[r] { Vec::new() } else { deps[r].iter().filter(|&&d| !own[d]).map(|&d| d as u32).collect() })
-        .collect();
+    let mut succ = Lists::with_capacity(n, 0);
+    for r in 0..n {
+        let listed = if own[r] { &[][..] } else { deps.get(r) };
+        succ.push(listed.iter().copied().filter(|&d| !own[d as usize]));
+    }
     let comp = super::tail::sccs(&succ);
     let mut comp_size = vec![0u32; n];
     for &c in &comp {
         comp_size[c as usize] += 1;
     }
-    let cyclic = |r: usize| comp_size[comp[r] as usize] > 1 || succ[r].contains(&(r as u32));
+    let cyclic = |r: usize| comp_size[comp[r] as usize] > 1 || succ.get(r).contains(&(r as u32));
     let mut pure = vec![false; n];
     let mut order = Vec::new();
     // 0: not seen, 1: on the walk, 2: done. Rules on no cycle form a DAG: a walk from one never
@@ -401,7 +404,7 @@ fn pure_rules(deps: &[Vec<usize>], own: &[bool]) -> (Vec<bool>, Vec<usize>) {
         state[start] = 1;
         walk.push((start, 0));
         while let Some((r, next)) = walk.last_mut() {
-            if let Some(&t) = succ[*r].get(*next) {
+            if let Some(&t) = succ.get(*r).get(*next) {
                 *next += 1;
                 let t = t as usize;
                 if state[t] == 0 && !cyclic(t) {
@@ -413,7 +416,7 @@ fn pure_rules(deps: &[Vec<usize>], own: &[bool]) -> (Vec<bool>, Vec<usize>) {
             let r = *r;
             walk.pop();
             state[r] = 2;
-            if succ[r].iter().all(|&t| pure[t as usize]) {
+            if succ.get(r).iter().all(|&t| pure[t as usize]) {
                 pure[r] = true;
                 order.push(r);
             }
@@ -432,7 +435,7 @@ const UNBOUNDED: u64 = u64::MAX;
 /// walked. Expressions must be numbered children first.
 /// PERF: an open object's key-set rules are tail groups and hold most of such a grammar's rule
 /// references (o44208: walking them was ~27% of `equal_rules`).
-fn longest_strings(g: &Grammar, deps: &[Vec<usize>], tail: &TailPlan) -> Vec<u64> {
+fn longest_strings(g: &Grammar, deps: &Lists, tail: &TailPlan) -> Vec<u64> {
     let n = g.rules().len();
     let mut expr_len: Vec<Option<u64>> = vec![None; g.exprs().len()];
     let mut rule_len = vec![UNBOUNDED; n];
@@ -449,8 +452,9 @@ fn longest_strings(g: &Grammar, deps: &[Vec<usize>], tail: &TailPlan) -> Vec<u64
         state[start] = 1;
         walk.push((start, 0));
         while let Some((r, next)) = walk.last_mut() {
-            if let Some(&t) = deps[*r].get(*next) {
+            if let Some(&t) = deps.get(*r).get(*next) {
                 *next += 1;
+                let t = t as usize;
                 match state[t] {
                     0 => {
                         state[t] = 1;

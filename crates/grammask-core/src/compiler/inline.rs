@@ -2,6 +2,7 @@
 //!
 //! Pipeline place: the first step of [`Automata::build`](super::Automata::build); its plan
 //! tells the NFA construction (`nfa.rs`) which rule references to expand in place.
+use super::lists::Lists;
 use crate::grammar::{Expr, ExprId, Grammar};
 
 /// Rules small enough to be copied into their callers' automata instead of being referenced.
@@ -34,9 +35,9 @@ pub(super) const INLINE_MAX_DEPTH: u32 = 8;
 /// Kahn's order) whose estimated automaton is small. The root is never inlined. Also each rule's
 /// estimated NFA states with inlined rules expanded (for `tail.rs`), and the rules each rule's
 /// body references, sorted, each once (for `equal_rules.rs`).
-pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>>) {
+pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Lists) {
     let n = g.rules().len();
-    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut deps = Lists::with_capacity(n, 0);
     let mut refs = vec![0usize; n];
     // seen[e] == r + 1: expression e was visited for rule r.
     let mut seen = vec![0u32; g.exprs().len()];
@@ -52,15 +53,14 @@ pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
             }
             seen[e.index()] = r as u32 + 1;
             if let Expr::RuleRef(x) = g.expr(e) {
-                found.push(x.index());
+                found.push(x.0);
                 refs[x.index()] += 1;
             }
             stack.extend_from_slice(g.children(e));
         }
         found.sort_unstable();
         found.dedup();
-        deps[r].extend_from_slice(&found);
-        found.clear();
+        deps.push(found.drain(..));
     }
     // Rules on a cycle are never inlined (their copies would nest forever), so they are decided
     // from the start: a rule that only uses one (a tool's tag calling a recursive JSON value) is
@@ -68,13 +68,9 @@ pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
     // e.g. every tag of a tool with a free-form parameter as a rule of its own, one more item in
     // every row of the tags' dispatch.
     let cyclic = on_cycle(&deps);
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut pending: Vec<usize> = deps.iter().map(|ds| ds.iter().filter(|&&d| !cyclic[d]).count()).collect();
-    for (r, ds) in deps.iter().enumerate() {
-        for &d in ds {
-            users[d].push(r);
-        }
-    }
+    let users = Lists::from_pairs(n, deps.pairs().map(|(r, d)| (d, r)));
+    let mut pending: Vec<usize> =
+        (0..n).map(|r| deps.get(r).iter().filter(|&&d| !cyclic[d as usize]).count()).collect();
     let kept = kept_rules(g, &users);
     let mut inline = vec![false; n];
     let mut size = vec![usize::MAX; n];
@@ -88,10 +84,10 @@ pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
         let (sz, dp) = estimate(g, g.rules()[r].body, &inline, &size, &depth, &mut memo, &mut walk);
         size[r] = sz;
         depth[r] = dp;
-        lexical[r] = deps[r].iter().all(|&d| inline[d] && lexical[d]);
+        lexical[r] = deps.get(r).iter().all(|&d| inline[d as usize] && lexical[d as usize]);
         let limit = if refs[r] <= 1 {
             INLINE_MAX_STATES
-        } else if lexical[r] && (deps[r].is_empty() || sz.saturating_mul(refs[r]) <= INLINE_LEXICAL_TOTAL_STATES) {
+        } else if lexical[r] && (deps.get(r).is_empty() || sz.saturating_mul(refs[r]) <= INLINE_LEXICAL_TOTAL_STATES) {
             INLINE_LEXICAL_MAX_STATES
         } else if sz.saturating_mul(refs[r]) <= INLINE_SHARED_TOTAL_STATES {
             INLINE_SHARED_MAX_STATES
@@ -106,7 +102,7 @@ pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
             && g.rule_options(crate::grammar::RuleId(r as u32)).is_none()
             && sz <= limit
             && dp < INLINE_MAX_DEPTH;
-        for &u in users[r].iter().filter(|&&u| !cyclic[u]) {
+        for u in users.get(r).iter().map(|&u| u as usize).filter(|&u| !cyclic[u]) {
             pending[u] -= 1;
             if pending[u] == 0 {
                 ready.push(u);
@@ -130,7 +126,7 @@ pub(crate) fn inline_plan(g: &Grammar) -> (Vec<bool>, Vec<usize>, Vec<Vec<usize>
 /// PERF: inlined (a trie under `INLINE_MAX_DEPTH` levels: short keys), each object's first key
 /// start walked the trie's cover search and the `"` subtrees (~0.85 M instructions on Llama 3,
 /// MaskBench `Github_easy---o85180`), the largest group of the mask p99 band.
-fn kept_rules(g: &Grammar, users: &[Vec<usize>]) -> Vec<bool> {
+fn kept_rules(g: &Grammar, users: &Lists) -> Vec<bool> {
     let mut kept = vec![false; g.rules().len()];
     for r in g.kept() {
         kept[r.index()] = true;
@@ -139,21 +135,20 @@ fn kept_rules(g: &Grammar, users: &[Vec<usize>]) -> Vec<bool> {
     let listed = |r: usize| excluded.rules.binary_search_by_key(&r, |e| e.0.index()).is_ok();
     for (r, words) in &excluded.rules {
         let r = r.index();
-        kept[r] = !words.is_empty() && users[r].iter().any(|&u| !listed(u));
+        kept[r] = !words.is_empty() && users.get(r).iter().any(|&u| !listed(u as usize));
     }
     kept
 }
 
-/// Per rule: it is on a cycle of rule references (`deps[r]`: the rules `r` references), i.e. in
+/// Per rule: it is on a cycle of rule references (`deps.get(r)`: the rules `r` references), i.e. in
 /// a strongly connected component of more than one rule, or one that references itself.
-fn on_cycle(deps: &[Vec<usize>]) -> Vec<bool> {
-    let succ: Vec<Vec<u32>> = deps.iter().map(|d| d.iter().map(|&w| w as u32).collect()).collect();
-    let comp = super::tail::sccs(&succ);
+fn on_cycle(deps: &Lists) -> Vec<bool> {
+    let comp = super::tail::sccs(deps);
     let mut size = vec![0u32; deps.len()];
     for &c in &comp {
         size[c as usize] += 1;
     }
-    (0..deps.len()).map(|r| size[comp[r] as usize] > 1 || deps[r].contains(&r)).collect()
+    (0..deps.len()).map(|r| size[comp[r] as usize] > 1 || deps.get(r).contains(&(r as u32))).collect()
 }
 
 /// Estimated NFA states of `e` with inlined rules expanded, and the inline nesting depth.
@@ -310,7 +305,10 @@ value ::= "[" value "]" | "0"
     #[test]
     fn cycles_are_found() {
         // a -> b -> a, c -> c, d -> a (d reaches a cycle but is on none).
-        let deps = vec![vec![1], vec![0], vec![2], vec![0], vec![]];
+        let mut deps = Lists::default();
+        for list in [&[1][..], &[0], &[2], &[0], &[]] {
+            deps.push(list.iter().copied());
+        }
         assert_eq!(on_cycle(&deps), vec![true, true, true, false, false]);
     }
 }

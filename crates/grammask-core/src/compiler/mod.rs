@@ -35,6 +35,7 @@ mod dfa;
 mod equal_rules;
 mod inline;
 mod key_set_dfa;
+mod lists;
 mod lookahead;
 mod memo;
 mod minimize;

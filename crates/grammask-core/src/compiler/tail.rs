@@ -19,6 +19,7 @@
 //!   member's automaton (which holds the group's bodies at most once each) stays bounded;
 //! - a member whose every reference is a tail reference from its own group needs no automaton of
 //!   its own (`needed` is false): nothing names it in a rule edge.
+use super::lists::Lists;
 use crate::grammar::{Expr, ExprId, Grammar, RuleId};
 
 /// Most estimated NFA states of the bodies of one tail group.
@@ -105,32 +106,30 @@ pub(super) fn tail_plan(g: &Grammar, inline: &[bool], size: &[usize]) -> TailPla
     let refs = |r: usize| &all_refs[if r == 0 { 0 } else { refs_end[r - 1] }..refs_end[r]];
     let ok: Vec<bool> = (0..n).map(|r| mergeable(g, r, inline)).collect();
     // The tail-reference graph between mergeable rules.
-    let succ: Vec<Vec<u32>> = (0..n)
-        .map(|r| {
-            if !ok[r] {
-                return Vec::new();
-            }
-            let mut s: Vec<u32> = refs(r).iter().filter(|&&(x, t)| t && ok[x.index()]).map(|&(x, _)| x.0).collect();
+    let mut succ = Lists::with_capacity(n, all_refs.len());
+    let mut s: Vec<u32> = Vec::new();
+    for r in 0..n {
+        s.clear();
+        if ok[r] {
+            s.extend(refs(r).iter().filter(|&&(x, t)| t && ok[x.index()]).map(|&(x, _)| x.0));
             s.sort_unstable();
             s.dedup();
-            s
-        })
-        .collect();
-    let comp = sccs(&succ);
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (r, &c) in comp.iter().enumerate() {
-        if members.len() <= c as usize {
-            members.resize(c as usize + 1, Vec::new());
         }
-        members[c as usize].push(r);
+        succ.push(s.iter().copied());
     }
+    let comp = sccs(&succ);
+    let comps = comp.iter().max().map_or(0, |&c| c as usize + 1);
+    // Each component's members, in rule order.
+    let members = Lists::from_pairs(comps, comp.iter().enumerate().map(|(r, &c)| (c, r as u32)));
     let mut group = vec![NO_GROUP; n];
-    for (c, ms) in members.iter().enumerate() {
-        let cyclic = ms.len() > 1 || succ[ms[0]].contains(&(ms[0] as u32));
-        let total = ms.iter().fold(0usize, |acc, &r| acc.saturating_add(size[r]));
-        if cyclic && ok[ms[0]] && total <= TAIL_GROUP_MAX_STATES {
+    for c in 0..comps {
+        let ms = members.get(c);
+        let first = ms[0] as usize;
+        let cyclic = ms.len() > 1 || succ.get(first).contains(&ms[0]);
+        let total = ms.iter().fold(0usize, |acc, &r| acc.saturating_add(size[r as usize]));
+        if cyclic && ok[first] && total <= TAIL_GROUP_MAX_STATES {
             for &r in ms {
-                group[r] = c as u32;
+                group[r as usize] = c as u32;
             }
         }
     }
@@ -148,7 +147,7 @@ pub(super) fn tail_plan(g: &Grammar, inline: &[bool], size: &[usize]) -> TailPla
 }
 
 /// Strongly connected components of `succ` (iterative Tarjan): a component id per node.
-pub(super) fn sccs(succ: &[Vec<u32>]) -> Vec<u32> {
+pub(super) fn sccs(succ: &Lists) -> Vec<u32> {
     let n = succ.len();
     const UNSEEN: u32 = u32::MAX;
     let (mut index, mut low, mut comp) = (vec![UNSEEN; n], vec![0u32; n], vec![UNSEEN; n]);
@@ -166,7 +165,7 @@ pub(super) fn sccs(succ: &[Vec<u32>]) -> Vec<u32> {
         stack.push(root);
         on_stack[root] = true;
         while let Some(&mut (v, ref mut i)) = call.last_mut() {
-            if let Some(&w) = succ[v].get(*i) {
+            if let Some(&w) = succ.get(v).get(*i) {
                 *i += 1;
                 let w = w as usize;
                 if index[w] == UNSEEN {
@@ -207,7 +206,10 @@ mod tests {
     #[test]
     fn sccs_find_cycles_and_singletons() {
         // 0 -> 1 -> 2 -> 0, 2 -> 3, 4 -> 4
-        let succ = vec![vec![1], vec![2], vec![0, 3], vec![], vec![4]];
+        let mut succ = Lists::default();
+        for list in [&[1][..], &[2], &[0, 3], &[], &[4]] {
+            succ.push(list.iter().copied());
+        }
         let c = sccs(&succ);
         assert!(c[0] == c[1] && c[1] == c[2]);
         assert!(c[3] != c[0] && c[4] != c[0] && c[3] != c[4]);
