@@ -4218,39 +4218,29 @@ mod tests {
 
     #[test]
     fn regions_at_clamped_thresholds_equal_regions_at_every_threshold() {
-        // `gaps`: leaf `dist`s 0-8 (in `item`) and 25-26 (before `item item item`), so
-        // thresholds 9-24 are lowered to 8.
-        let gaps = {
-            let vocab = byte_json().vocab().clone();
-            let text = "root ::= \"ab\" item item item\nitem ::= \"xxxxxxxx\" | \"[\" item \"]\"";
-            let g = crate::ebnf::parse_ebnf(text, "root").unwrap();
-            crate::matcher::CompiledGrammar::new(&g, &vocab).unwrap()
-        };
-        let (mut clamped, mut lowered) = (0, 0);
-        for g in [byte_json(), gaps] {
-            let (a, comp) = (g.automata(), g.completion());
-            assert!(comp.top > 0);
-            for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
-                for (side, depth, full) in [(Side::Fit, 4, true), (Side::Over, 4, true), (Side::Fit, 16, false)] {
-                    for t in -3..=comp.top + 3 {
-                        let want = comp.region_fresh(a, s, side, t, depth, full);
-                        assert_eq!(comp.region_fresh(a, s, side, comp.threshold(t), depth, full), want, "{s:?} {t}");
-                        clamped += usize::from(comp.threshold(t) != t);
-                    }
-                }
+        let g = byte_json();
+        let (a, comp) = (g.automata(), g.completion());
+        assert!(comp.top > 0);
+        let mut clamped = 0;
+        for s in (0..a.states().len() as u32).map(StateId).filter(|s| comp.leaf[s.0 as usize]) {
+            for (side, depth, full) in [(Side::Fit, 4, true), (Side::Over, 4, true), (Side::Fit, 16, false)] {
                 for t in -3..=comp.top + 3 {
-                    for home in [t, i64::from(comp.dist(s))] {
-                        let want = comp.char_stay_fresh(a, s, home, t, 8);
-                        let (h, c) = (comp.threshold(home), comp.threshold(t));
-                        assert_eq!(comp.char_stay_fresh(a, s, h, c, 8), want, "{s:?} {home} {t}");
-                    }
+                    let want = comp.region_fresh(a, s, side, t, depth, full);
+                    assert_eq!(comp.region_fresh(a, s, side, comp.threshold(t), depth, full), want, "{s:?} {t}");
+                    clamped += usize::from(comp.threshold(t) != t);
                 }
             }
-            // Thresholds inside `[0, top]` between two leaf `dist`s are lowered.
-            lowered += (0..=comp.top).filter(|&t| comp.threshold(t) != t).count();
+            for t in -3..=comp.top + 3 {
+                for home in [t, i64::from(comp.dist(s))] {
+                    let want = comp.char_stay_fresh(a, s, home, t, 8);
+                    let (h, c) = (comp.threshold(home), comp.threshold(t));
+                    assert_eq!(comp.char_stay_fresh(a, s, h, c, 8), want, "{s:?} {home} {t}");
+                }
+            }
         }
         assert!(clamped > 0);
-        assert!(lowered > 0, "no threshold lowered");
+        // Some thresholds inside `[0, top]` fall between two leaf `dist`s and are lowered.
+        assert!((0..=comp.top).any(|t| comp.threshold(t) != t));
     }
 
     #[test]
