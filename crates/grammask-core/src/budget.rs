@@ -120,24 +120,6 @@ fn with_state_set<R>(a: &Automata, f: impl FnOnce(&mut StateSet) -> R) -> R {
 /// "No completion" (larger than any budget; sums of two stay below `u32::MAX`).
 pub const INF: u32 = u32::MAX / 4;
 
-/// Largest `top` (the most finite leaf `dist`) for which [`Completion::floors`] is tabled.
-const MAX_THRESHOLD_FLOORS: i64 = 1 << 16;
-
-/// [`Completion::floors`] of leaf states `leaf` with costs `dist` and largest finite cost `top`.
-fn threshold_floors(dist: &[u32], leaf: &[bool], top: i64) -> Vec<i32> {
-    if !(0..=MAX_THRESHOLD_FLOORS).contains(&top) {
-        return Vec::new();
-    }
-    let mut floors = vec![-1i32; top as usize + 1];
-    for (&d, _) in dist.iter().zip(leaf).filter(|&(&d, &l)| l && i64::from(d) <= top) {
-        floors[d as usize] = d as i32;
-    }
-    for t in 1..floors.len() {
-        floors[t] = floors[t].max(floors[t - 1]);
-    }
-    floors
-}
-
 test_counter! {
     /// How many masks [`Budget::restrict`] left as they are because the limit was at or above
     /// the grammar's [`Completion::ceiling`], for tests.
@@ -232,12 +214,6 @@ pub struct Completion {
     /// `t` only through which leaf states have `dist <= t`, so `t` clamped to `[-1, top]` is an
     /// exact key ([`Completion::threshold`]).
     top: i64,
-    /// `floors[t]` for `t` in `0..=top`: the largest `dist` of a leaf state at most `t` (-1:
-    /// none), an exact key as `top` is (the same leaf states have `dist <= t`); empty when `top`
-    /// is above [`MAX_THRESHOLD_FLOORS`] (thresholds are then only clamped).
-    /// PERF: thresholds are `limit - U`, one lower at each step: between two leaf `dist`s,
-    /// each step searched the same regions and stays again under a new key.
-    floors: Vec<i32>,
     /// This `Completion`'s number, unique in the process (never 0): [`RegionSlot`]s of one
     /// thread hold regions of every grammar it walks.
     id: u64,
@@ -1050,7 +1026,6 @@ impl Completion {
         }
         let leaf: Vec<bool> = (0..n).map(|s| a.rule_edges(StateId(s as u32)).is_empty()).collect();
         let top = (0..n).filter(|&s| leaf[s] && dist[s] < INF).map(|s| i64::from(dist[s])).max().unwrap_or(-1);
-        let floors = threshold_floors(&dist, &leaf, top);
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let edge_classes: Vec<u64> =
             (0..n).map(|s| a.byte_edges(StateId(s as u32)).iter().fold(0, |m, e| m | class_bits(e.lo, e.hi))).collect();
@@ -1063,7 +1038,6 @@ impl Completion {
         Completion {
             dist,
             top,
-            floors,
             id: IDS.fetch_add(1, Ordering::Relaxed),
             leaf,
             edge_classes,
@@ -1393,13 +1367,11 @@ impl Completion {
         })
     }
 
-    /// Threshold `t` clamped to `[-1, top]` and lowered to the largest leaf `dist` at most `t`
-    /// ([`Completion::floors`]): every leaf state is on the same side of it as of `t` (`dist` is
-    /// at least 0, or above `top` only when `INF`).
+    /// Threshold `t` clamped to `[-1, top]`: every leaf state is on the same side of it as of
+    /// `t` (`dist` is at least 0, or above `top` only when `INF`).
     #[inline]
     fn threshold(&self, t: i64) -> i64 {
-        let t = t.clamp(-1, self.top);
-        usize::try_from(t).ok().and_then(|i| self.floors.get(i)).map_or(t, |&f| i64::from(f))
+        t.clamp(-1, self.top)
     }
 
     /// [`Completion::region`]'s searches from `r` (the region's flags at `s`), with the empty
@@ -4239,8 +4211,6 @@ mod tests {
             }
         }
         assert!(clamped > 0);
-        // Some thresholds inside `[0, top]` fall between two leaf `dist`s and are lowered.
-        assert!((0..=comp.top).any(|t| comp.threshold(t) != t));
     }
 
     #[test]
