@@ -66,6 +66,8 @@ fn main() {
     // Census: each budgeted fill's time, walk kind (0 none, 1 fresh state, 2 stale entry),
     // whether the budget removed no token, and its schema.
     let mut kinds: Vec<(f64, u8, bool, String)> = Vec::new();
+    // Census of the walks: each walking fill's time, `budget::last_walk` and whether it bound.
+    let mut walk_kinds: Vec<(f64, usize, bool)> = Vec::new();
     let census = std::env::var_os("REPLAY_CENSUS").is_some() && !only_budget;
     if !only_budget {
         sides.push(side("nobudget", None));
@@ -117,6 +119,9 @@ fn main() {
                     let kind = if after.0 > before.0 { 1 } else { 2 * u8::from(after.1 > before.1) };
                     let dt = sides[0].times.last().copied().unwrap_or(0.0);
                     kinds.push((dt, kind, budgeted_row == row, name.to_string()));
+                    if kind != 0 {
+                        walk_kinds.push((dt, grammask_core::budget::last_walk(), budgeted_row == row));
+                    }
                 }
                 let dt = sides[0].times.last().copied().unwrap_or(0.0);
                 if slow_ms.is_some_and(|ms| dt * 1e3 > ms) {
@@ -166,6 +171,28 @@ fn main() {
         for ((kind, same), (n, tail, ms)) in by {
             let kind = ["no walk", "fresh state", "stale entry"][kind as usize];
             println!("census {kind:12} unbound {same:5}: {n} fills, {ms:.1} ms, {tail} at or above the p99");
+        }
+        // Walking fills by `limit - now` and the walks made.
+        let mut by = std::collections::BTreeMap::new();
+        for &(t, w, same) in &walk_kinds {
+            let d = w >> 8;
+            let band = [0, 1, 7, 31, 101].iter().rposition(|&b| d >= b).unwrap();
+            let e = by.entry((band, w & 0xff, same)).or_insert((0usize, 0usize, 0.0f64));
+            e.0 += 1;
+            e.1 += usize::from(t >= p99);
+            e.2 += t * 1e3;
+        }
+        for ((band, w, same), (n, tail, ms)) in by {
+            let band = ["0", "1-6", "7-30", "31-100", ">100"][band];
+            let w: Vec<&str> = [(1, "fit-near"), (2, "capped"), (4, "fit-limit"), (8, "over")]
+                .iter()
+                .filter(|b| w & b.0 != 0)
+                .map(|b| b.1)
+                .collect();
+            println!(
+                "walks limit-now {band:>6} {:28} unbound {same:5}: {n} fills, {ms:.1} ms, {tail} at or above the p99",
+                w.join("+")
+            );
         }
         let mut names: Vec<_> = names.into_iter().collect();
         names.sort_by_key(|e| std::cmp::Reverse(e.1));

@@ -126,6 +126,23 @@ test_counter! {
     pub fn ceiling_skips => CEILING_SKIPS
 }
 
+test_counter! {
+    /// What the last walk of [`Budget::restrict`] on this thread did, for the replay's census:
+    /// `(limit - now) << 8 | walks` (`limit < now`: 0), `walks` the [`WALK_FIT_NEAR`],
+    /// [`WALK_FIT_CAPPED`], [`WALK_FIT_LIMIT`] and [`WALK_OVER`] bits.
+    pub fn last_walk => LAST_WALK
+}
+/// [`last_walk`] bits: a fit walk at `now + FIT_SLACK` or below, one of them capped, a fit walk
+/// at the limit itself (far from `now`), an over walk at the limit.
+#[doc(hidden)]
+pub const WALK_FIT_NEAR: usize = 1;
+#[doc(hidden)]
+pub const WALK_FIT_CAPPED: usize = 2;
+#[doc(hidden)]
+pub const WALK_FIT_LIMIT: usize = 4;
+#[doc(hidden)]
+pub const WALK_OVER: usize = 8;
+
 /// The most `C` any chart row of the grammar can cost, or [`INF`] when that is unbounded or not
 /// known. An item of a row costs `dist + U`, and `U(R, o)` is the least `dist(t) + U` over the
 /// items of row `o` with an edge `R -> t`, so it is at most `up[R]`: the most `dist(t) + up[Q]`
@@ -3910,6 +3927,8 @@ impl Budget {
             });
         }
         let mut capped = near_capped;
+        LAST_WALK.set((limit.saturating_sub(now) as usize) << 8);
+        let note = |bit: usize| LAST_WALK.set(LAST_WALK.get() | bit);
         if let Some(d) = limit.checked_sub(now) {
             // PERF: in object keys near the end of the budget, a capped fit walk (~9k trie nodes
             // to list the cap) was ~40% of the limit walks' work; rows of an equal key cap alike.
@@ -3938,6 +3957,7 @@ impl Budget {
             let mut far = d > FIT_SLACK;
             if !capped {
                 let Walked { out, capped: c, deferred } = self.walk(a, trie, chart, mask, fit(l), now)?;
+                note(WALK_FIT_NEAR | if c { WALK_FIT_CAPPED } else { 0 });
                 capped = c;
                 if c {
                     self.comp.put_near_cap(key, slack);
@@ -3955,6 +3975,7 @@ impl Budget {
             }
             if walked.is_none() && far {
                 let Walked { out, capped: c, .. } = self.walk(a, trie, chart, mask, fit(limit), now)?;
+                note(WALK_FIT_LIMIT);
                 walked = (!c).then_some((out, limit));
             }
             if let Some((out, l)) = walked {
@@ -3967,6 +3988,7 @@ impl Budget {
         // Skipped tokens cost more than the limit; those listed at most the limit.
         let over = Mode::Limit { limit, side: Side::Over };
         let out = self.walk(a, trie, chart, mask, over, now)?.out;
+        note(WALK_OVER);
         Ok(Entry {
             now,
             bound: INF,
