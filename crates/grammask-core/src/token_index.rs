@@ -551,7 +551,7 @@ impl TokenIndex {
     /// `None` where it is not (a fill took it over).
     fn take_queued(&self, class: (u128, bool)) -> Option<BuildInFlight<'_>> {
         let mut in_flight = self.lock_in_flight();
-        let queued = in_flight.iter().any(|e| *e == (class, InFlight::Queued));
+        let queued = in_flight.contains(&(class, InFlight::Queued));
         queued.then(|| self.mark_building(&mut in_flight, class))
     }
 
