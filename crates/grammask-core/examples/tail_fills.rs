@@ -17,7 +17,8 @@
 //! `FAULTS=1`: each printed fill also shows its thread's user and system time (`getrusage`, whose
 //! clock ticks coarser than the thread CPU clock) and minor page faults.
 //! `WAIT_THREAD=1`: the fills start once the compile's class-body thread is done (its slices
-//! and call-loop run indexes built), and so is the walked-body indexes' thread (`wait_walked`).
+//! and call-loop run indexes built), and so are the walked-body indexes' thread (`wait_walked`)
+//! and the thread that builds the run indexes the compile left (`wait_run_indexes`).
 //! `HOLD_THREAD=1`: the compile starts no class-body thread (`hold_class_bodies`): every reserved
 //! slice stays pending, as when the fills come before that thread (the racing fills, exactly).
 //! `WARM=LIST`: first compiles the schemas `LIST` names (one path stem a line: `STEM.schema.json`
@@ -72,6 +73,7 @@ fn main() {
     if std::env::var("WAIT_THREAD").is_ok() {
         cg.wait_class_bodies();
         cg.index().wait_walked();
+        cg.wait_run_indexes();
     }
     let faults = std::env::var("FAULTS").is_ok();
     let mut times = Vec::new();

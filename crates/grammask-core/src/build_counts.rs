@@ -2,8 +2,8 @@
 //! (with the wall time each took: a build preempted counts its time off the CPU too), for benches: the difference of [`thread_counts`] around a fill
 //! says what that fill built (`bench/tail_states.py --builds`).
 //!
-//! Invariant: counted only where a table is built or a cache cleared (milliseconds of work
-//! each), never on a lookup, so the fill path pays nothing for them.
+//! Invariant: counted only where a table is built, a cache cleared or a thread waited for
+//! another's build (milliseconds of work each), never on a lookup, so the fill path pays nothing for them.
 use std::cell::Cell;
 use std::time::Instant;
 
@@ -25,6 +25,9 @@ pub enum Build {
     KernelShared,
     /// A run index ([`crate::slice::RunIndex`]) of the token index.
     RunIndex,
+    /// A wait for the run index another thread of the process was building
+    /// (`TokenIndex::run_index`): what the waiting thread did instead of building it again.
+    RunIndexWait,
     /// A UTF-8 run index less a call loop's refused characters
     /// (`TokenIndex::run_index_less_off_fill`), kept per vocabulary or past its bound not.
     WideRunIndex,
@@ -44,7 +47,7 @@ pub enum Build {
     QuoteCutsRestart,
 }
 
-const KINDS: usize = 15;
+const KINDS: usize = 16;
 
 /// The names of [`Build`]'s kinds, in order.
 pub const NAMES: [&str; KINDS] = [
@@ -55,6 +58,7 @@ pub const NAMES: [&str; KINDS] = [
     "kernel_cache_restart",
     "kernel_shared",
     "run_index",
+    "run_index_wait",
     "wide_run_index",
     "class_slice",
     "walked_body",
@@ -74,12 +78,17 @@ thread_local! {
 pub fn timed<T>(kind: Build, f: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = f();
-    let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    count(kind, u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    out
+}
+
+/// Counts one `kind` that took `ns` wall-clock nanoseconds on this thread (a wait, timed by the
+/// caller).
+pub fn count(kind: Build, ns: u64) {
     COUNTS.with(|c| {
         let (n, t) = c[kind as usize].get();
         c[kind as usize].set((n + 1, t.saturating_add(ns)));
     });
-    out
 }
 
 /// Counts and wall-clock nanoseconds by kind name of what this thread built so far.
