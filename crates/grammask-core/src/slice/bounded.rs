@@ -71,8 +71,43 @@ const MAX_PAIRS: usize = 4096;
 const MAX_CONFIGS: usize = 64;
 const MAX_STACK: usize = 16;
 
-/// A configuration: a state and its pending return states (innermost last).
-type Config = (StateId, Vec<StateId>);
+/// A configuration: a state and its pending return states, as an interned stack
+/// ([`Stacks`]): equal stacks have equal ids, so a set of configurations compares, hashes and
+/// clones as plain pairs.
+type Config = (StateId, u32);
+
+/// The stacks of pending return states met in one search, interned: id 0 is the empty stack,
+/// id `i > 0` is `nodes[i - 1]`: (the stack below, its innermost return state, its depth).
+#[derive(Default)]
+struct Stacks {
+    nodes: Vec<(u32, StateId, u32)>,
+    ids: FastMap<(u32, StateId), u32>,
+}
+
+impl Stacks {
+    /// The stack `below` with `top` pushed as its innermost return; `None` past [`MAX_STACK`].
+    fn push(&mut self, below: u32, top: StateId) -> Option<u32> {
+        if self.depth(below) >= MAX_STACK as u32 {
+            return None;
+        }
+        let depth = self.depth(below) + 1;
+        let nodes = &mut self.nodes;
+        Some(*self.ids.entry((below, top)).or_insert_with(|| {
+            nodes.push((below, top, depth));
+            nodes.len() as u32
+        }))
+    }
+
+    /// The innermost return state of `stack` and the stack below it; `None` for the empty stack.
+    fn pop(&self, stack: u32) -> Option<(StateId, u32)> {
+        let &(below, top, _) = self.nodes.get(stack.checked_sub(1)? as usize)?;
+        Some((top, below))
+    }
+
+    fn depth(&self, stack: u32) -> u32 {
+        stack.checked_sub(1).map_or(0, |i| self.nodes[i as usize].2)
+    }
+}
 
 /// What [`bounded_search`] found from a kernel state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +142,7 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     let mut pairs = Pairs::default();
     let mut exits: FastMap<StateId, Exit> = FastMap::default();
     let mut ends = Ends::default();
-    let root = close(a, vec![(s, Vec::new())], &mut ends.any)?;
+    let root = close(a, &mut pairs.stacks, vec![(s, 0)], &mut ends.any)?;
     let mut layer = Vec::new();
     pairs.add(root, 0, 0, &mut layer)?;
     let mut chars = 0;
@@ -230,10 +265,7 @@ fn next_layer(
                 let stepped: Vec<Config> = set
                     .iter()
                     .flat_map(|(q, st)| {
-                        a.byte_edges(*q)
-                            .iter()
-                            .filter(move |e| e.lo <= xb && xb <= e.hi)
-                            .map(move |e| (e.target, st.clone()))
+                        a.byte_edges(*q).iter().filter(move |e| e.lo <= xb && xb <= e.hi).map(move |e| (e.target, *st))
                     })
                     .collect();
                 if stepped.is_empty() {
@@ -244,7 +276,7 @@ fn next_layer(
                     Some((_, to, ended)) => (to.clone(), *ended),
                     None => {
                         let mut ended = false;
-                        let to = close(a, stepped.clone(), &mut ended)?;
+                        let to = close(a, &mut pairs.stacks, stepped.clone(), &mut ended)?;
                         closed_here.push((stepped, to.clone(), ended));
                         (to, ended)
                     }
@@ -257,7 +289,8 @@ fn next_layer(
         }
         if let Some(stepped) = whole {
             let mut ended = false;
-            pairs.add(close(a, stepped, &mut ended)?, 0, chars + 1, &mut next)?;
+            let closed = close(a, &mut pairs.stacks, stepped, &mut ended)?;
+            pairs.add(closed, 0, chars + 1, &mut next)?;
             note(ended, 0);
         }
     }
@@ -271,6 +304,8 @@ struct Pairs {
     ids: FastMap<Vec<Config>, u32>,
     sets: Vec<Vec<Config>>,
     seen: FastMap<(u32, u8), u32>,
+    /// The stacks the sets' configurations hold.
+    stacks: Stacks,
     /// Some pair was met again after more characters than where it was first met: a layer then
     /// lists only the pairs first met there, not every pair its texts lead to.
     met_later: bool,
@@ -319,7 +354,7 @@ fn chars_at_once(a: &Automata, set: &[Config], exits: &mut FastMap<StateId, Exit
     let mut out = Vec::new();
     for (q, st) in set {
         match *exits.entry(*q).or_insert_with(|| char_exit(a, *q)) {
-            Exit::Reads(t) => out.push((t, st.clone())),
+            Exit::Reads(t) => out.push((t, *st)),
             Exit::None => {}
             Exit::Other => return None,
         }
@@ -361,34 +396,28 @@ fn run_end(a: &Automata, set: &[Config], b: u8, x: u8) -> u8 {
 /// without edges, pushes nothing), callees' ends returned from; configurations that read no byte
 /// are dropped, and so are ends of the kernel's rule (an empty stack at a final state), which set
 /// `may_end`. Sorted and deduplicated; `None` past the bounds.
-fn close(a: &Automata, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<Config>> {
+fn close(a: &Automata, stacks: &mut Stacks, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<Config>> {
     let mut out: Vec<Config> = Vec::new();
     // Few configurations: a list beats a hash set.
     let mut done: Vec<Config> = Vec::new();
     while let Some((q, st)) = work.pop() {
-        if done.iter().any(|(d, ds)| *d == q && *ds == st) {
+        if done.contains(&(q, st)) {
             continue;
         }
-        done.push((q, st.clone()));
+        done.push((q, st));
         if done.len() > 4 * MAX_CONFIGS {
             return None;
         }
         let state = a.state(q);
         if state.is_final {
-            match st.split_last() {
-                Some((&t, rest)) => work.push((t, rest.to_vec())),
+            match stacks.pop(st) {
+                Some((t, below)) => work.push((t, below)),
                 None => *may_end = true,
             }
         }
         for &(r, t) in a.rule_edges(q) {
             let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
-            let mut callee = st.clone();
-            if !tail {
-                if callee.len() >= MAX_STACK {
-                    return None;
-                }
-                callee.push(t);
-            }
+            let callee = if tail { st } else { stacks.push(st, t)? };
             work.push((a.callee_start(q, r), callee));
         }
         if !a.byte_edges(q).is_empty() {
