@@ -144,7 +144,8 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     let mut ends = Ends::default();
     let root = close(a, &mut pairs.stacks, vec![(s, 0)], &mut ends.any)?;
     let mut layer = Vec::new();
-    pairs.add(root, 0, 0, &mut layer)?;
+    let root = pairs.intern(root);
+    pairs.add_pair(root, 0, 0, &mut layer)?;
     let mut chars = 0;
     // Whether the rule ended before the last layer (a closing body ends only at its end).
     let mut ended_before = ends.any;
@@ -241,12 +242,12 @@ fn next_layer(
     let mut next = Vec::new();
     // The pairs inside a character (after `\` or a UTF-8 lead byte) are stepped on the way.
     let mut work: Vec<(u32, u8)> = layer.to_vec();
+    let mut stepped: Vec<Config> = Vec::new();
     while let Some((id, b)) = work.pop() {
         let set = pairs.sets[id as usize].clone();
         // At a boundary, the multi-byte characters as one step when every configuration
         // reads them alike (or none of them).
         let whole = if b == 0 { chars_at_once(a, &set, exits) } else { None };
-        let mut closed_here: Vec<(Vec<Config>, Vec<Config>, bool)> = Vec::new();
         let mut x = 0u16;
         while x < 256 {
             let xb = x as u8;
@@ -262,35 +263,25 @@ fn next_layer(
                 return None;
             }
             if let Body::To(nb) = step {
-                let stepped: Vec<Config> = set
-                    .iter()
-                    .flat_map(|(q, st)| {
-                        a.byte_edges(*q).iter().filter(move |e| e.lo <= xb && xb <= e.hi).map(move |e| (e.target, *st))
-                    })
-                    .collect();
+                stepped.clear();
+                stepped.extend(set.iter().flat_map(|(q, st)| {
+                    a.byte_edges(*q).iter().filter(move |e| e.lo <= xb && xb <= e.hi).map(move |e| (e.target, *st))
+                }));
                 if stepped.is_empty() {
                     return None;
                 }
-                // Runs that step alike (most of a class) close once per pair.
-                let (closed, ended) = match closed_here.iter().find(|(from, ..)| *from == stepped) {
-                    Some((_, to, ended)) => (to.clone(), *ended),
-                    None => {
-                        let mut ended = false;
-                        let to = close(a, &mut pairs.stacks, stepped.clone(), &mut ended)?;
-                        closed_here.push((stepped, to.clone(), ended));
-                        (to, ended)
-                    }
-                };
+                let (closed, ended) = pairs.closed(a, &stepped)?;
                 note(ended, nb);
                 // Inside a character, `chars + 1` characters are begun too.
-                pairs.add(closed, nb, chars + 1, if nb == 0 { &mut next } else { &mut work })?;
+                pairs.add_pair(closed, nb, chars + 1, if nb == 0 { &mut next } else { &mut work })?;
             }
             x = u16::from(end) + 1;
         }
         if let Some(stepped) = whole {
             let mut ended = false;
             let closed = close(a, &mut pairs.stacks, stepped, &mut ended)?;
-            pairs.add(closed, 0, chars + 1, &mut next)?;
+            let id = pairs.intern(closed);
+            pairs.add_pair(id, 0, chars + 1, &mut next)?;
             note(ended, 0);
         }
     }
@@ -306,16 +297,19 @@ struct Pairs {
     seen: FastMap<(u32, u8), u32>,
     /// The stacks the sets' configurations hold.
     stacks: Stacks,
+    /// The closures met ([`close`]): the configurations a byte run steps to, and the id of their
+    /// closed set with whether the kernel's rule ended on the way. Runs that step alike (most of
+    /// a class, in every pair of a set) close once per search.
+    closures: FastMap<Vec<Config>, (u32, bool)>,
     /// Some pair was met again after more characters than where it was first met: a layer then
     /// lists only the pairs first met there, not every pair its texts lead to.
     met_later: bool,
 }
 
 impl Pairs {
-    /// Pair `(set, b)`, met after `chars` characters begun, to explore (`next`) unless met
-    /// before (an empty set refuses any further byte); `None` past [`MAX_PAIRS`].
-    fn add(&mut self, set: Vec<Config>, b: u8, chars: u32, next: &mut Vec<(u32, u8)>) -> Option<()> {
-        let id = match self.ids.get(&set) {
+    /// The id of configuration set `set`.
+    fn intern(&mut self, set: Vec<Config>) -> u32 {
+        match self.ids.get(&set) {
             Some(&id) => id,
             None => {
                 let id = self.sets.len() as u32;
@@ -323,7 +317,25 @@ impl Pairs {
                 self.sets.push(set);
                 id
             }
-        };
+        }
+    }
+
+    /// The id of the closure of `stepped` and whether the kernel's rule ends on the way
+    /// ([`close`], memoized); `None` past the bounds.
+    fn closed(&mut self, a: &Automata, stepped: &[Config]) -> Option<(u32, bool)> {
+        if let Some(&found) = self.closures.get(stepped) {
+            return Some(found);
+        }
+        let mut ended = false;
+        let closed = close(a, &mut self.stacks, stepped.to_vec(), &mut ended)?;
+        let found = (self.intern(closed), ended);
+        self.closures.insert(stepped.to_vec(), found);
+        Some(found)
+    }
+
+    /// Pair `(id, b)`, met after `chars` characters begun, to explore (`next`) unless met
+    /// before (an empty set refuses any further byte); `None` past [`MAX_PAIRS`].
+    fn add_pair(&mut self, id: u32, b: u8, chars: u32, next: &mut Vec<(u32, u8)>) -> Option<()> {
         match self.seen.entry((id, b)) {
             std::collections::hash_map::Entry::Occupied(e) => self.met_later |= *e.get() < chars,
             std::collections::hash_map::Entry::Vacant(e) => {
