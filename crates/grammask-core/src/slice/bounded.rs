@@ -443,3 +443,30 @@ fn close(a: &Automata, stacks: &mut Stacks, mut work: Vec<Config>, may_end: &mut
     out.dedup();
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Interned stacks: equal stacks get one id, a pop gives back the push, and a stack deeper
+    /// than [`MAX_STACK`] is refused (as the search's bounds ask).
+    #[test]
+    fn stacks_intern_push_and_pop() {
+        let mut stacks = Stacks::default();
+        assert_eq!(stacks.pop(0), None);
+        let one = stacks.push(0, StateId(7)).unwrap();
+        let two = stacks.push(one, StateId(9)).unwrap();
+        assert_ne!(one, two);
+        assert_eq!(stacks.push(0, StateId(7)), Some(one));
+        assert_eq!(stacks.push(one, StateId(9)), Some(two));
+        assert_ne!(stacks.push(0, StateId(9)), Some(two));
+        assert_eq!(stacks.pop(two), Some((StateId(9), one)));
+        assert_eq!(stacks.pop(one), Some((StateId(7), 0)));
+        assert_eq!((stacks.depth(0), stacks.depth(one), stacks.depth(two)), (0, 1, 2));
+        let mut deep = 0;
+        for i in 0..MAX_STACK {
+            deep = stacks.push(deep, StateId(i as u32)).unwrap();
+        }
+        assert_eq!(stacks.push(deep, StateId(0)), None);
+    }
+}
