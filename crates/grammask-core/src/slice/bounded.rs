@@ -71,8 +71,43 @@ const MAX_PAIRS: usize = 4096;
 const MAX_CONFIGS: usize = 64;
 const MAX_STACK: usize = 16;
 
-/// A configuration: a state and its pending return states (innermost last).
-type Config = (StateId, Vec<StateId>);
+/// A configuration: a state and its pending return states, as an interned stack
+/// ([`Stacks`]): equal stacks have equal ids, so a set of configurations compares, hashes and
+/// clones as plain pairs.
+type Config = (StateId, u32);
+
+/// The stacks of pending return states met in one search, interned: id 0 is the empty stack,
+/// id `i > 0` is `nodes[i - 1]`: (the stack below, its innermost return state, its depth).
+#[derive(Default)]
+struct Stacks {
+    nodes: Vec<(u32, StateId, u32)>,
+    ids: FastMap<(u32, StateId), u32>,
+}
+
+impl Stacks {
+    /// The stack `below` with `top` pushed as its innermost return; `None` past [`MAX_STACK`].
+    fn push(&mut self, below: u32, top: StateId) -> Option<u32> {
+        if self.depth(below) >= MAX_STACK as u32 {
+            return None;
+        }
+        let depth = self.depth(below) + 1;
+        let nodes = &mut self.nodes;
+        Some(*self.ids.entry((below, top)).or_insert_with(|| {
+            nodes.push((below, top, depth));
+            nodes.len() as u32
+        }))
+    }
+
+    /// The innermost return state of `stack` and the stack below it; `None` for the empty stack.
+    fn pop(&self, stack: u32) -> Option<(StateId, u32)> {
+        let &(below, top, _) = self.nodes.get(stack.checked_sub(1)? as usize)?;
+        Some((top, below))
+    }
+
+    fn depth(&self, stack: u32) -> u32 {
+        stack.checked_sub(1).map_or(0, |i| self.nodes[i as usize].2)
+    }
+}
 
 /// What [`bounded_search`] found from a kernel state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +142,10 @@ pub fn bounded_search(a: &Automata, s: StateId, max_chars: u32) -> Option<Bounde
     let mut pairs = Pairs::default();
     let mut exits: FastMap<StateId, Exit> = FastMap::default();
     let mut ends = Ends::default();
-    let root = close(a, vec![(s, Vec::new())], &mut ends.any)?;
+    let root = close(a, &mut pairs.stacks, vec![(s, 0)], &mut ends.any)?;
     let mut layer = Vec::new();
-    pairs.add(root, 0, 0, &mut layer)?;
+    let root = pairs.intern(root);
+    pairs.add_pair(root, 0, 0, &mut layer)?;
     let mut chars = 0;
     // Whether the rule ended before the last layer (a closing body ends only at its end).
     let mut ended_before = ends.any;
@@ -206,12 +242,12 @@ fn next_layer(
     let mut next = Vec::new();
     // The pairs inside a character (after `\` or a UTF-8 lead byte) are stepped on the way.
     let mut work: Vec<(u32, u8)> = layer.to_vec();
+    let mut stepped: Vec<Config> = Vec::new();
     while let Some((id, b)) = work.pop() {
         let set = pairs.sets[id as usize].clone();
         // At a boundary, the multi-byte characters as one step when every configuration
         // reads them alike (or none of them).
         let whole = if b == 0 { chars_at_once(a, &set, exits) } else { None };
-        let mut closed_here: Vec<(Vec<Config>, Vec<Config>, bool)> = Vec::new();
         let mut x = 0u16;
         while x < 256 {
             let xb = x as u8;
@@ -227,37 +263,25 @@ fn next_layer(
                 return None;
             }
             if let Body::To(nb) = step {
-                let stepped: Vec<Config> = set
-                    .iter()
-                    .flat_map(|(q, st)| {
-                        a.byte_edges(*q)
-                            .iter()
-                            .filter(move |e| e.lo <= xb && xb <= e.hi)
-                            .map(move |e| (e.target, st.clone()))
-                    })
-                    .collect();
+                stepped.clear();
+                stepped.extend(set.iter().flat_map(|(q, st)| {
+                    a.byte_edges(*q).iter().filter(move |e| e.lo <= xb && xb <= e.hi).map(move |e| (e.target, *st))
+                }));
                 if stepped.is_empty() {
                     return None;
                 }
-                // Runs that step alike (most of a class) close once per pair.
-                let (closed, ended) = match closed_here.iter().find(|(from, ..)| *from == stepped) {
-                    Some((_, to, ended)) => (to.clone(), *ended),
-                    None => {
-                        let mut ended = false;
-                        let to = close(a, stepped.clone(), &mut ended)?;
-                        closed_here.push((stepped, to.clone(), ended));
-                        (to, ended)
-                    }
-                };
+                let (closed, ended) = pairs.closed(a, &stepped)?;
                 note(ended, nb);
                 // Inside a character, `chars + 1` characters are begun too.
-                pairs.add(closed, nb, chars + 1, if nb == 0 { &mut next } else { &mut work })?;
+                pairs.add_pair(closed, nb, chars + 1, if nb == 0 { &mut next } else { &mut work })?;
             }
             x = u16::from(end) + 1;
         }
         if let Some(stepped) = whole {
             let mut ended = false;
-            pairs.add(close(a, stepped, &mut ended)?, 0, chars + 1, &mut next)?;
+            let closed = close(a, &mut pairs.stacks, stepped, &mut ended)?;
+            let id = pairs.intern(closed);
+            pairs.add_pair(id, 0, chars + 1, &mut next)?;
             note(ended, 0);
         }
     }
@@ -271,16 +295,21 @@ struct Pairs {
     ids: FastMap<Vec<Config>, u32>,
     sets: Vec<Vec<Config>>,
     seen: FastMap<(u32, u8), u32>,
+    /// The stacks the sets' configurations hold.
+    stacks: Stacks,
+    /// The closures met ([`close`]): the configurations a byte run steps to, and the id of their
+    /// closed set with whether the kernel's rule ended on the way. Runs that step alike (most of
+    /// a class, in every pair of a set) close once per search.
+    closures: FastMap<Vec<Config>, (u32, bool)>,
     /// Some pair was met again after more characters than where it was first met: a layer then
     /// lists only the pairs first met there, not every pair its texts lead to.
     met_later: bool,
 }
 
 impl Pairs {
-    /// Pair `(set, b)`, met after `chars` characters begun, to explore (`next`) unless met
-    /// before (an empty set refuses any further byte); `None` past [`MAX_PAIRS`].
-    fn add(&mut self, set: Vec<Config>, b: u8, chars: u32, next: &mut Vec<(u32, u8)>) -> Option<()> {
-        let id = match self.ids.get(&set) {
+    /// The id of configuration set `set`.
+    fn intern(&mut self, set: Vec<Config>) -> u32 {
+        match self.ids.get(&set) {
             Some(&id) => id,
             None => {
                 let id = self.sets.len() as u32;
@@ -288,7 +317,25 @@ impl Pairs {
                 self.sets.push(set);
                 id
             }
-        };
+        }
+    }
+
+    /// The id of the closure of `stepped` and whether the kernel's rule ends on the way
+    /// ([`close`], memoized); `None` past the bounds.
+    fn closed(&mut self, a: &Automata, stepped: &[Config]) -> Option<(u32, bool)> {
+        if let Some(&found) = self.closures.get(stepped) {
+            return Some(found);
+        }
+        let mut ended = false;
+        let closed = close(a, &mut self.stacks, stepped.to_vec(), &mut ended)?;
+        let found = (self.intern(closed), ended);
+        self.closures.insert(stepped.to_vec(), found);
+        Some(found)
+    }
+
+    /// Pair `(id, b)`, met after `chars` characters begun, to explore (`next`) unless met
+    /// before (an empty set refuses any further byte); `None` past [`MAX_PAIRS`].
+    fn add_pair(&mut self, id: u32, b: u8, chars: u32, next: &mut Vec<(u32, u8)>) -> Option<()> {
         match self.seen.entry((id, b)) {
             std::collections::hash_map::Entry::Occupied(e) => self.met_later |= *e.get() < chars,
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -319,7 +366,7 @@ fn chars_at_once(a: &Automata, set: &[Config], exits: &mut FastMap<StateId, Exit
     let mut out = Vec::new();
     for (q, st) in set {
         match *exits.entry(*q).or_insert_with(|| char_exit(a, *q)) {
-            Exit::Reads(t) => out.push((t, st.clone())),
+            Exit::Reads(t) => out.push((t, *st)),
             Exit::None => {}
             Exit::Other => return None,
         }
@@ -361,34 +408,28 @@ fn run_end(a: &Automata, set: &[Config], b: u8, x: u8) -> u8 {
 /// without edges, pushes nothing), callees' ends returned from; configurations that read no byte
 /// are dropped, and so are ends of the kernel's rule (an empty stack at a final state), which set
 /// `may_end`. Sorted and deduplicated; `None` past the bounds.
-fn close(a: &Automata, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<Config>> {
+fn close(a: &Automata, stacks: &mut Stacks, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<Config>> {
     let mut out: Vec<Config> = Vec::new();
     // Few configurations: a list beats a hash set.
     let mut done: Vec<Config> = Vec::new();
     while let Some((q, st)) = work.pop() {
-        if done.iter().any(|(d, ds)| *d == q && *ds == st) {
+        if done.contains(&(q, st)) {
             continue;
         }
-        done.push((q, st.clone()));
+        done.push((q, st));
         if done.len() > 4 * MAX_CONFIGS {
             return None;
         }
         let state = a.state(q);
         if state.is_final {
-            match st.split_last() {
-                Some((&t, rest)) => work.push((t, rest.to_vec())),
+            match stacks.pop(st) {
+                Some((t, below)) => work.push((t, below)),
                 None => *may_end = true,
             }
         }
         for &(r, t) in a.rule_edges(q) {
             let tail = a.state(t).is_final && a.byte_edges(t).is_empty() && a.rule_edges(t).is_empty();
-            let mut callee = st.clone();
-            if !tail {
-                if callee.len() >= MAX_STACK {
-                    return None;
-                }
-                callee.push(t);
-            }
+            let callee = if tail { st } else { stacks.push(st, t)? };
             work.push((a.callee_start(q, r), callee));
         }
         if !a.byte_edges(q).is_empty() {
@@ -401,4 +442,31 @@ fn close(a: &Automata, mut work: Vec<Config>, may_end: &mut bool) -> Option<Vec<
     out.sort_unstable();
     out.dedup();
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Interned stacks: equal stacks get one id, a pop gives back the push, and a stack deeper
+    /// than [`MAX_STACK`] is refused (as the search's bounds ask).
+    #[test]
+    fn stacks_intern_push_and_pop() {
+        let mut stacks = Stacks::default();
+        assert_eq!(stacks.pop(0), None);
+        let one = stacks.push(0, StateId(7)).unwrap();
+        let two = stacks.push(one, StateId(9)).unwrap();
+        assert_ne!(one, two);
+        assert_eq!(stacks.push(0, StateId(7)), Some(one));
+        assert_eq!(stacks.push(one, StateId(9)), Some(two));
+        assert_ne!(stacks.push(0, StateId(9)), Some(two));
+        assert_eq!(stacks.pop(two), Some((StateId(9), one)));
+        assert_eq!(stacks.pop(one), Some((StateId(7), 0)));
+        assert_eq!((stacks.depth(0), stacks.depth(one), stacks.depth(two)), (0, 1, 2));
+        let mut deep = 0;
+        for i in 0..MAX_STACK {
+            deep = stacks.push(deep, StateId(i as u32)).unwrap();
+        }
+        assert_eq!(stacks.push(deep, StateId(0)), None);
+    }
 }
