@@ -9,6 +9,7 @@ use super::determinize::{determinize, Scratch};
 use super::dfa::Dfa;
 use super::inline::inline_plan;
 use super::key_set_dfa::{Generic, KeySetWriter, Plans};
+use super::lists::group_by_key;
 use super::lookahead::LaTable;
 use super::memo::{DfaMemo, Found, RuleMemo};
 use super::minimize::minimize;
@@ -794,25 +795,6 @@ fn edge_sources(states: &[State], range: impl Fn(&State) -> (u32, u32)) -> Vec<u
 
 /// Values grouped by key: key `k`'s are `.1[.0[k]..0[k + 1]]`.
 type Groups<T> = (Vec<u32>, Vec<T>);
-
-/// Groups the `(key, value)` pairs (keys below `n`) by key, in order (a counting sort).
-fn group_by_key<T: Copy + Default>(n: usize, pairs: impl Iterator<Item = (u32, T)> + Clone) -> Groups<T> {
-    let mut start = vec![0u32; n + 1];
-    for (k, _) in pairs.clone() {
-        start[k as usize + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut at = start.clone();
-    let mut vals = vec![T::default(); start[n] as usize];
-    for (k, v) in pairs {
-        let i = &mut at[k as usize];
-        vals[*i as usize] = v;
-        *i += 1;
-    }
-    (start, vals)
-}
 
 /// The values of key `k` in `g`.
 fn group<T>(g: &Groups<T>, k: usize) -> &[T] {

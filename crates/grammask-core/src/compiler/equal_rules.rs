@@ -560,19 +560,7 @@ struct Csr {
 impl Csr {
     /// The lists of `len` indexes from `(index, value)` pairs (values in the order given).
     fn fill(&mut self, len: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) {
-        self.start = vec![0; len + 1];
-        for (i, _) in pairs.clone() {
-            self.start[i as usize + 1] += 1;
-        }
-        for i in 0..len {
-            self.start[i + 1] += self.start[i];
-        }
-        let mut fill = self.start.clone();
-        self.at = vec![0; self.start[len] as usize];
-        for (i, v) in pairs {
-            self.at[fill[i as usize] as usize] = v;
-            fill[i as usize] += 1;
-        }
+        (self.start, self.at) = super::lists::group_by_key(len, pairs);
     }
 
     fn get(&self, i: usize) -> &[u32] {

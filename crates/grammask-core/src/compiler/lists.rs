@@ -36,19 +36,7 @@ impl Lists {
 
     /// The lists of `len` nodes from `(node, value)` pairs, each list in the pairs' order.
     pub(crate) fn from_pairs(len: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> Self {
-        let mut start = vec![0u32; len + 1];
-        for (i, _) in pairs.clone() {
-            start[i as usize + 1] += 1;
-        }
-        for i in 0..len {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut at = vec![0; start[len] as usize];
-        for (i, v) in pairs {
-            at[fill[i as usize] as usize] = v;
-            fill[i as usize] += 1;
-        }
+        let (start, at) = group_by_key(len, pairs);
         Lists { start, at }
     }
 
@@ -66,6 +54,29 @@ impl Lists {
     pub(crate) fn pairs(&self) -> impl Iterator<Item = (u32, u32)> + Clone + '_ {
         (0..self.len()).flat_map(move |i| self.get(i).iter().map(move |&v| (i as u32, v)))
     }
+}
+
+/// Groups the `(key, value)` pairs (keys below `n`) by key, in order (a counting sort): key `k`'s
+/// values are `.1[.0[k]..0[k + 1]]`.
+pub(crate) fn group_by_key<T: Copy + Default>(
+    n: usize,
+    pairs: impl Iterator<Item = (u32, T)> + Clone,
+) -> (Vec<u32>, Vec<T>) {
+    let mut start = vec![0u32; n + 1];
+    for (k, _) in pairs.clone() {
+        start[k as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut at = start.clone();
+    let mut vals = vec![T::default(); start[n] as usize];
+    for (k, v) in pairs {
+        let i = &mut at[k as usize];
+        vals[*i as usize] = v;
+        *i += 1;
+    }
+    (start, vals)
 }
 
 #[cfg(test)]
